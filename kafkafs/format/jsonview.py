@@ -1,0 +1,462 @@
+"""The JSON view of a record (SPEC §3), and the reverse: JSON lines into records to append.
+
+A record renders as one object with keys in this order::
+
+    {"topic", "partition", "offset", "timestamp", "timestampType", "key", "value", "headers"}
+
+plus ``"control"`` for a transaction marker and ``"producerId"`` for a record of a transactional batch.
+Keys, values and header values render by the ``values`` mode:
+
+* ``auto``: null for null; UTF-8 text holding a JSON object or array is embedded as JSON (compact); other
+  UTF-8 text is a string; anything else is ``{"$base64": "..."}``.
+* ``string``: no embedding; UTF-8 text is a string, anything else ``{"$base64": ...}``.
+* ``base64``: every non-null value is ``{"$base64": ...}``.
+
+Rendering works a whole batch per call (:func:`render_batch_jsonl`) so the callers' cost is one function
+call per batch.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+import threading
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Literal, NamedTuple
+
+import orjson
+import simdjson
+
+from ..errors import InvalidInput
+from .batch import DecodedBatch, Header, control_type_of
+
+__all__ = [
+    "ValuesMode",
+    "VALUES_MODES",
+    "render_batch_jsonl",
+    "render_record",
+    "render_record_pretty",
+    "record_object",
+    "ProducerRecord",
+    "parse_record_line",
+    "parse_record_lines",
+    "parse_timestamp",
+    "format_timestamp",
+]
+
+ValuesMode = Literal["auto", "string", "base64"]
+VALUES_MODES: tuple[str, ...] = ("auto", "string", "base64")
+
+_TIMESTAMP_TYPES = {0: "CreateTime", 1: "LogAppendTime", -1: "CreateTime"}
+_Fragment = orjson.Fragment
+_loads = orjson.loads
+_dumps = orjson.dumps
+_JSONDecodeError = orjson.JSONDecodeError
+
+
+def _b64(data: bytes) -> dict:
+    return {"$base64": base64.b64encode(data).decode("ascii")}
+
+
+_local = threading.local()
+
+
+def _parser():
+    """A simdjson parser for this thread (parsers hold buffers and are not thread-safe)."""
+    try:
+        return _local.parser
+    except AttributeError:
+        _local.parser = simdjson.Parser()
+        return _local.parser
+
+
+def is_json(data: bytes, parser=None) -> bool:
+    """Whether ``data`` is one valid JSON document (validated without building Python objects)."""
+    try:
+        (parser or _parser()).parse(data)
+        return True
+    except (ValueError, UnicodeDecodeError):
+        return False
+    except Exception:  # simdjson's own limits (e.g. integers past 64 bits): ask a full parser
+        try:
+            _loads(data)
+            return True
+        except _JSONDecodeError:
+            return False
+
+
+def _compact(data: bytes) -> bytes:
+    """Valid JSON with its insignificant whitespace removed."""
+    if len(data.split()) == 1:  # no whitespace at all (raw \v and \f cannot occur in valid JSON)
+        return data
+    try:
+        return _dumps(_loads(data))
+    except (_JSONDecodeError, TypeError):
+        return json.dumps(json.loads(data), separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def _embed(data: bytes):
+    """JSON-object-or-array bytes as a compact embeddable value, or None when they are not JSON."""
+    if not is_json(data):
+        return None
+    return _Fragment(_compact(data))
+
+
+def view_auto(data: bytes | None):
+    """A key, value or header value in ``auto`` mode (see the module docstring)."""
+    if data is None:
+        return None
+    first = data[:1]
+    if first == b"{" or first == b"[":
+        embedded = _embed(data)
+        if embedded is not None:
+            return embedded
+    elif first in b" \t\r\n" and first:
+        stripped = data.lstrip()
+        if stripped[:1] in (b"{", b"["):
+            parsed = _embed(data)
+            if parsed is not None:
+                return parsed
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return _b64(data)
+
+
+def view_string(data: bytes | None):
+    if data is None:
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return _b64(data)
+
+
+def view_base64(data: bytes | None):
+    return None if data is None else _b64(data)
+
+
+_VIEWS = {"auto": view_auto, "string": view_string, "base64": view_base64}
+
+
+def _view_of(mode: str):
+    try:
+        return _VIEWS[mode]
+    except KeyError:
+        raise InvalidInput(f"values mode must be one of {', '.join(VALUES_MODES)}, not {mode!r}") from None
+
+
+def _headers_view(headers: Sequence[Header], view) -> list:
+    return [{"key": k, "value": view(v)} for k, v in headers]
+
+
+def record_object(
+    topic: str, partition: int, batch: DecodedBatch, index: int, mode: str = "auto", *, fragments: bool = True
+) -> dict:
+    """The JSON object of record ``index`` of ``batch`` as a dict in SPEC key order."""
+    view = _view_of(mode)
+    header = batch.header
+    obj = {
+        "topic": topic,
+        "partition": partition,
+        "offset": batch.offsets[index],
+        "timestamp": batch.timestamps[index],
+        "timestampType": _TIMESTAMP_TYPES[header.timestamp_type],
+        "key": view(batch.keys[index]),
+        "value": view(batch.values[index]),
+        "headers": _headers_view(batch.headers[index], view),
+    }
+    if header.is_control:
+        obj["control"] = control_type_of(batch.keys[index])
+    if header.is_transactional:
+        obj["producerId"] = header.producer_id
+    if not fragments:
+        for name in ("key", "value"):
+            if isinstance(obj[name], _Fragment):
+                obj[name] = _loads(getattr(batch, name + "s")[index])
+        for h in obj["headers"]:
+            if isinstance(h["value"], _Fragment):
+                h["value"] = _loads(h["value"].contents)
+    return obj
+
+
+def render_record(topic: str, partition: int, batch: DecodedBatch, index: int, mode: str = "auto") -> bytes:
+    """One record as one compact JSON line (with its newline)."""
+    return _dumps(record_object(topic, partition, batch, index, mode)) + b"\n"
+
+
+def render_record_pretty(
+    topic: str, partition: int, batch: DecodedBatch, index: int, mode: str = "auto"
+) -> bytes:
+    """One record as indented JSON (two spaces), with a final newline; embedded values indented too."""
+    obj = record_object(topic, partition, batch, index, mode, fragments=False)
+    return _dumps(obj, option=orjson.OPT_INDENT_2) + b"\n"
+
+
+
+
+def _json_auto(data: bytes | None) -> bytes:
+    """``view_auto`` rendered straight to JSON bytes: the hot path of :func:`render_batch_jsonl`."""
+    if data is None:
+        return b"null"
+    first = data[:1]
+    if first == b"{" or first == b"[":
+        if is_json(data):
+            return _compact(data)
+    else:
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            return _dumps(_b64(data))
+        if text.isprintable() and '"' not in text and "\\" not in text:
+            return b'"' + data + b'"'  # nothing to escape
+    return _dumps(view_auto(data))
+
+
+def _json_via(view):
+    def render(data: bytes | None) -> bytes:
+        if data is None:
+            return b"null"
+        return _dumps(view(data))
+
+    return render
+
+
+_JSON_RENDERERS = {"auto": _json_auto, "string": _json_via(view_string), "base64": _json_via(view_base64)}
+
+
+def _render_column(items: list, mode: str, parser) -> list[bytes]:
+    """Every key (or value) of a batch as JSON bytes; the batch-wide fast paths live here."""
+    if mode != "auto":
+        render = _JSON_RENDERERS[mode]
+        return [render(item) for item in items]
+    # Fast path: every item printable ASCII with nothing to escape and not JSON-looking: quote as is.
+    if None not in items:
+        joined = b"".join(items)
+        if (
+            joined.isascii()
+            and joined.decode("ascii").isprintable()
+            and b'"' not in joined
+            and b"\\" not in joined
+            and b"{" not in joined
+            and b"[" not in joined
+        ):
+            return [b'"' + item + b'"' for item in items]
+        no_whitespace = len(joined.split()) == 1
+    else:
+        no_whitespace = False
+    out = []
+    add = out.append
+    parse = parser.parse
+    for data in items:
+        if data is None:
+            add(b"null")
+            continue
+        if data and (data[0] == 0x7B or data[0] == 0x5B):  # { or [
+            try:
+                parse(data)
+                valid = True
+            except (ValueError, UnicodeDecodeError):
+                valid = False
+            except Exception:
+                valid = is_json(data)
+            if valid:
+                add(data if no_whitespace or len(data.split()) == 1 else _compact(data))
+                continue
+        add(_json_auto(data))
+    return out
+
+
+def render_batch_jsonl(
+    topic: str, partition: int, batch: DecodedBatch, mode: str = "auto", start: int = 0, stop: int | None = None
+) -> bytes:
+    """Records ``start:stop`` of ``batch`` as JSON lines, one call for the whole batch.
+
+    Keys and values are rendered a column at a time and lines are assembled from one format string per
+    batch rather than through a dict per record; the output is byte-identical to :func:`render_record`
+    (a test holds them together).
+    """
+    _view_of(mode)
+    header = batch.header
+    n = len(batch.offsets)
+    if stop is None or stop > n:
+        stop = n
+    if start >= stop:
+        return b""
+    whole = start == 0 and stop == n
+    offsets = batch.offsets if whole else batch.offsets[start:stop]
+    timestamps = batch.timestamps if whole else batch.timestamps[start:stop]
+    keys = batch.keys if whole else batch.keys[start:stop]
+    values = batch.values if whole else batch.values[start:stop]
+    headers = batch.headers if whole else batch.headers[start:stop]
+    parser = _parser()
+    rendered_keys = _render_column(keys, mode, parser)
+    rendered_values = _render_column(values, mode, parser)
+    render = _JSON_RENDERERS[mode]
+    if any(headers):
+        rendered_headers = [
+            b"[" + b",".join(b'{"key":' + _dumps(k) + b',"value":' + render(v) + b"}" for k, v in hs) + b"]"
+            if hs
+            else b"[]"
+            for hs in headers
+        ]
+    else:
+        rendered_headers = [b"[]"] * len(offsets)
+    head = (
+        b'{"topic":' + _dumps(topic) + b',"partition":%d,"offset":' % partition
+    ).replace(b"%", b"%%")
+    ts_type = _TIMESTAMP_TYPES[header.timestamp_type].encode()
+    tail = b""
+    if header.is_transactional:
+        tail = b',"producerId":%d' % header.producer_id
+    if header.is_control:
+        tails = [b',"control":' + _dumps(control_type_of(k)) + tail for k in keys]
+        fmt = head + b'%d,"timestamp":%d,"timestampType":"' + ts_type + b'","key":%b,"value":%b,"headers":%b%b}\n'
+        return b"".join(
+            fmt % row for row in zip(offsets, timestamps, rendered_keys, rendered_values, rendered_headers, tails)
+        )
+    fmt = (
+        head
+        + b'%d,"timestamp":%d,"timestampType":"'
+        + ts_type
+        + b'","key":%b,"value":%b,"headers":%b'
+        + tail.replace(b"%", b"%%")
+        + b"}\n"
+    )
+    return b"".join(fmt % row for row in zip(offsets, timestamps, rendered_keys, rendered_values, rendered_headers))
+
+
+# --------------------------------------------------------------------------------------- timestamps
+
+
+def parse_timestamp(text: str) -> int:
+    """Epoch milliseconds from ``1763700000000`` or ISO-8601 UTC (``2026-11-21T10:00:00[.123]Z``)."""
+    text = text.strip()
+    if re.fullmatch(r"-?\d+", text):
+        return int(text)
+    iso = text[:-1] + "+00:00" if text.endswith(("Z", "z")) else text
+    try:
+        moment = datetime.fromisoformat(iso)
+    except ValueError:
+        raise InvalidInput(
+            f"not a timestamp: {text!r} (use epoch milliseconds or ISO-8601 UTC such as 2026-11-21T10:00:00Z)"
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    delta = moment - datetime(1970, 1, 1, tzinfo=UTC)
+    return (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
+
+
+def format_timestamp(ms: int) -> str:
+    """ISO-8601 UTC with milliseconds, e.g. ``2026-11-21T10:00:00.123Z``."""
+    moment = datetime.fromtimestamp(ms / 1000, tz=UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
+
+
+# --------------------------------------------------------------------------------------- writing
+
+
+class ProducerRecord(NamedTuple):
+    """A record to append; ``timestamp`` None means "now", which the caller (with a clock) fills in."""
+
+    timestamp: int | None
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[Header, ...]
+
+
+_RENDERED_ONLY = {"topic", "partition", "offset", "timestampType", "control", "producerId"}
+_WRITABLE = {"key", "value", "headers", "timestamp"}
+
+
+def _to_bytes(value, what: str) -> bytes | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    if isinstance(value, dict) and len(value) == 1 and "$base64" in value:
+        encoded = value["$base64"]
+        if not isinstance(encoded, str):
+            raise InvalidInput(f"{what}: $base64 must be a string")
+        try:
+            return base64.b64decode(encoded, validate=True)
+        except (binascii.Error, ValueError):
+            raise InvalidInput(f"{what}: $base64 is not valid base64") from None
+    # objects, arrays, numbers and booleans are written as their compact JSON text
+    return _dumps(value)
+
+
+def _headers_from(value) -> tuple[Header, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, dict):
+        items = list(value.items())
+    elif isinstance(value, list):
+        items = []
+        for h in value:
+            if not isinstance(h, dict) or "key" not in h or not set(h) <= {"key", "value"}:
+                raise InvalidInput('each header must be an object {"key": ..., "value": ...}')
+            items.append((h["key"], h.get("value")))
+    else:
+        raise InvalidInput("headers must be a list of {key, value} objects")
+    out = []
+    for k, v in items:
+        if not isinstance(k, str):
+            raise InvalidInput("a header key must be a string")
+        out.append(Header(k, _to_bytes(v, f"header {k!r}")))
+    return tuple(out)
+
+
+def parse_record_line(line: bytes) -> ProducerRecord:
+    """One line of ``append`` or ``kafkafs produce`` (without its newline) as a record.
+
+    A line whose first non-blank character is ``{`` must be a record object; any other line is the
+    value of a record with no key, byte for byte. Raises :class:`InvalidInput` for a bad object.
+    """
+    if line.lstrip()[:1] != b"{":
+        return ProducerRecord(None, None, bytes(line), ())
+    try:
+        obj = _loads(line)
+    except _JSONDecodeError as exc:
+        raise InvalidInput(f"invalid JSON: {exc}") from None
+    if not isinstance(obj, dict):
+        raise InvalidInput("a line starting with { must be a JSON object")
+    unknown = set(obj) - _WRITABLE - _RENDERED_ONLY
+    if unknown:
+        raise InvalidInput(
+            f"unknown field(s) {', '.join(sorted(unknown))}; a record takes key, value, headers, timestamp"
+        )
+    timestamp = obj.get("timestamp")
+    if timestamp is not None:
+        if isinstance(timestamp, str):
+            timestamp = parse_timestamp(timestamp)
+        elif not isinstance(timestamp, int) or isinstance(timestamp, bool):
+            raise InvalidInput("timestamp must be epoch milliseconds or an ISO-8601 string")
+        if not -(1 << 63) <= timestamp < (1 << 63):
+            raise InvalidInput("timestamp out of range")
+    return ProducerRecord(
+        timestamp,
+        _to_bytes(obj.get("key"), "key"),
+        _to_bytes(obj.get("value"), "value"),
+        _headers_from(obj.get("headers")),
+    )
+
+
+def parse_record_lines(data: bytes) -> list[ProducerRecord]:
+    """Every complete line of ``data`` (which must end with a newline, or be one line) as records.
+
+    Any bad line raises :class:`InvalidInput` naming its line number, so the caller appends nothing.
+    """
+    lines = data.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    out = []
+    for number, line in enumerate(lines, 1):
+        try:
+            out.append(parse_record_line(line))
+        except InvalidInput as exc:
+            raise InvalidInput(f"line {number}: {exc}") from None
+    return out

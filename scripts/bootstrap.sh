@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Installs what kafkafs needs on a fresh Debian machine, idempotently:
+#   Debian packages: fuse3 (fusermount3, the kernel-side mount helper), libfuse3-dev and pkg-config
+#   (to build pyfuse3), a JDK for Spark, jq (the demo shows it); then a virtualenv in .venv with the
+#   package installed editable with its dev and spark extras.
+# Usage: scripts/bootstrap.sh            (prints progress to stderr; safe to run again)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+say() { printf '[bootstrap] %s\n' "$*" >&2; }
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  if command -v sudo >/dev/null 2>&1; then SUDO="sudo"; else
+    say "not root and no sudo: install fuse3 libfuse3-dev pkg-config openjdk-17-jre-headless jq yourself"; fi
+fi
+
+need=()
+command -v fusermount3 >/dev/null 2>&1 || need+=(fuse3)
+pkg-config --exists fuse3 2>/dev/null || need+=(libfuse3-dev)
+command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
+command -v java >/dev/null 2>&1 || need+=(openjdk-17-jre-headless)
+command -v jq >/dev/null 2>&1 || need+=(jq)
+command -v gcc >/dev/null 2>&1 || need+=(gcc)
+if [ ${#need[@]} -gt 0 ]; then
+  say "installing Debian packages: ${need[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+PY="${PYTHON:-}"
+if [ -z "$PY" ]; then
+  for cand in python3.13 python3.12 python3.11 python3; do
+    if command -v "$cand" >/dev/null 2>&1 && "$cand" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+      PY="$cand"; break
+    fi
+  done
+fi
+[ -n "$PY" ] || { say "Python 3.11 or newer is needed"; exit 1; }
+if ! "$PY" -c 'import venv, ensurepip' >/dev/null 2>&1; then
+  $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq python3-venv python3-dev >/dev/null
+fi
+
+stamp=.venv/.installed
+if [ ! -x .venv/bin/python ]; then
+  say "creating .venv with $PY"
+  "$PY" -m venv .venv
+fi
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+  say "installing kafkafs and its dependencies into .venv (first run takes a few minutes: pyspark is large)"
+  .venv/bin/python -m pip install -q --upgrade pip 2>&1 | grep -v '^WARNING: Location' >&2 || true
+  .venv/bin/python -m pip install -q -e ".[dev,spark]" 2>&1 | grep -v '^WARNING: Location' >&2 || true
+  .venv/bin/python -c 'import kafkafs, pyfuse3, crc32c, cramjam, orjson, kafka, pyspark' \
+    || { say "the Python install failed"; exit 1; }
+  touch "$stamp"
+fi

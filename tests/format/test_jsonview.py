@@ -1,0 +1,166 @@
+import base64
+
+import orjson
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kafkafs.errors import InvalidInput
+from kafkafs.format.batch import decode_batch, encode_batch, encode_control_batch
+from kafkafs.format.jsonview import (
+    format_timestamp,
+    parse_record_line,
+    parse_record_lines,
+    parse_timestamp,
+    render_batch_jsonl,
+    render_record,
+    render_record_pretty,
+)
+
+
+def _batch(records, **kw):
+    return decode_batch(encode_batch(records, **kw))
+
+
+def _one(key, value, headers=(), mode="auto", **kw):
+    batch = _batch([(1763700000000, key, value, headers)], base_offset=42, **kw)
+    return render_record("orders", 0, batch, 0, mode)
+
+
+def test_spec_example_shape():
+    line = _one(b"k1", b'{"a":1}', (("trace", b"abc"),))
+    assert line == (
+        b'{"topic":"orders","partition":0,"offset":42,"timestamp":1763700000000,"timestampType":"CreateTime",'
+        b'"key":"k1","value":{"a":1},"headers":[{"key":"trace","value":"abc"}]}\n'
+    )
+
+
+@pytest.mark.parametrize(
+    "raw, expected",
+    [
+        (None, None),
+        (b"", ""),
+        (b"plain text", "plain text"),
+        (b"42", "42"),  # JSON, but not an object or array: a string
+        (b'"quoted"', '"quoted"'),
+        (b"[1, 2,\n 3]", [1, 2, 3]),  # embedded compact
+        (b'{"broken": ', '{"broken": '),
+        (b"\xff\xfe", {"$base64": base64.b64encode(b"\xff\xfe").decode()}),
+        ("h\u00e9llo".encode(), "h\u00e9llo"),
+    ],
+)
+def test_auto_values(raw, expected):
+    assert orjson.loads(_one(None, raw))["value"] == expected
+
+
+def test_embedded_json_is_compact_and_keeps_numbers_as_written():
+    line = _one(None, b'{"price":1.10,"big":123456789012345678901234567890}')
+    assert b'"value":{"price":1.10,"big":123456789012345678901234567890}' in line
+    spaced = _one(None, b'{ "a" : [1, 2] }')
+    assert b'"value":{"a":[1,2]}' in spaced
+
+
+def test_string_and_base64_modes():
+    assert orjson.loads(_one(b"k", b'{"a":1}', mode="string"))["value"] == '{"a":1}'
+    obj = orjson.loads(_one(b"k", b'{"a":1}', (("h", b"x"),), mode="base64"))
+    assert obj["value"] == {"$base64": base64.b64encode(b'{"a":1}').decode()}
+    assert obj["key"] == {"$base64": "aw=="}
+    assert obj["headers"][0]["value"] == {"$base64": "eA=="}
+    with pytest.raises(InvalidInput):
+        _one(b"k", b"v", mode="hex")
+
+
+def test_log_append_time_and_transactional_fields():
+    batch = _batch(
+        [(1, b"k", b"v", ())], log_append_time=5, transactional=True, producer_id=9, producer_epoch=0
+    )
+    obj = orjson.loads(render_record("t", 1, batch, 0))
+    assert obj["timestampType"] == "LogAppendTime" and obj["timestamp"] == 5
+    assert obj["producerId"] == 9 and "control" not in obj
+
+
+def test_control_marker():
+    batch = decode_batch(encode_control_batch("ABORT", producer_id=3, producer_epoch=0, timestamp=7))
+    obj = orjson.loads(render_record("t", 0, batch, 0))
+    assert obj["control"] == "ABORT" and obj["producerId"] == 3
+    assert list(obj)[-2:] == ["control", "producerId"]
+
+
+def test_batch_rendering_equals_record_rendering():
+    records = [(i, b"k%d" % i, b'{"i":%d}' % i, (("h", None),)) for i in range(20)]
+    batch = _batch(records, base_offset=100)
+    whole = render_batch_jsonl("t", 3, batch)
+    assert whole == b"".join(render_record("t", 3, batch, i) for i in range(20))
+    assert render_batch_jsonl("t", 3, batch, start=5, stop=7) == whole.splitlines(keepends=True)[5] + (
+        whole.splitlines(keepends=True)[6]
+    )
+
+
+def test_pretty_is_indented_json_of_the_same_object():
+    batch = _batch([(1, b"k", b'{"a":[1,2]}', ())])
+    pretty = render_record_pretty("t", 0, batch, 0)
+    assert pretty.startswith(b'{\n  "topic": "t"')
+    assert b'"a": [\n' in pretty
+    assert orjson.loads(pretty) == orjson.loads(render_record("t", 0, batch, 0))
+
+
+# ------------------------------------------------------------------------------------ append lines
+
+
+def test_plain_lines_are_values_byte_for_byte():
+    assert parse_record_lines(b"hello\n  spaced \n\n") == [
+        (None, None, b"hello", ()),
+        (None, None, b"  spaced ", ()),
+        (None, None, b"", ()),
+    ]
+
+
+def test_record_objects():
+    rec = parse_record_line(
+        b'{"key": "k", "value": {"a": [1, 2]}, "headers": [{"key": "h", "value": {"$base64": "/w=="}}],'
+        b' "timestamp": 1763700000000}'
+    )
+    assert rec == (1763700000000, b"k", b'{"a":[1,2]}', (("h", b"\xff"),))
+    assert parse_record_line(b'{"value": null}') == (None, None, None, ())
+    assert parse_record_line(b'{"timestamp": "2026-11-21T10:00:00.123Z"}').timestamp == 1795255200123
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        b'{"value": ',
+        b'{"vaule": "typo"}',
+        b'{"headers": 5}',
+        b'{"timestamp": "yesterday"}',
+        b'{"value": {"$base64": "!!"}}',
+        b'{"headers": [{"key": 1, "value": "x"}]}',
+    ],
+)
+def test_bad_objects_are_invalid_input(line):
+    with pytest.raises(InvalidInput):
+        parse_record_line(line)
+
+
+def test_one_bad_line_fails_the_whole_write():
+    with pytest.raises(InvalidInput, match="line 2"):
+        parse_record_lines(b'ok\n{"bad\nok\n')
+
+
+def test_rendered_lines_append_back_to_the_same_record():
+    records = [(5, b"k", b'{"a":1}', (("h", b"\x00\xff"),)), (6, None, b"\xfe", ())]
+    for line in render_batch_jsonl("t", 0, _batch(records)).splitlines():
+        rec = parse_record_line(line)
+        assert rec in [(r[0], r[1], r[2], r[3]) for r in records]
+
+
+@given(st.integers(-(2**40), 2**45))
+def test_timestamps_round_trip(ms):
+    assert parse_timestamp(format_timestamp(ms)) == ms
+    assert parse_timestamp(str(ms)) == ms
+
+
+def test_iso_timestamps():
+    assert parse_timestamp("2026-11-21T10:00:00Z") == 1795255200000
+    assert parse_timestamp("1970-01-01T00:00:00.001Z") == 1
+    with pytest.raises(InvalidInput):
+        parse_timestamp("tomorrow")

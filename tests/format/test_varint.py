@@ -1,0 +1,70 @@
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kafkafs.errors import CorruptRecordError
+from kafkafs.format.varint import (
+    decode_varint,
+    decode_varlong,
+    encode_varint,
+    encode_varlong,
+    size_of_varint,
+)
+
+
+@pytest.mark.parametrize(
+    "value, encoded",
+    [
+        (0, b"\x00"),
+        (-1, b"\x01"),
+        (1, b"\x02"),
+        (63, b"\x7e"),
+        (-64, b"\x7f"),
+        (64, b"\x80\x01"),
+        (2**31 - 1, b"\xfe\xff\xff\xff\x0f"),
+        (-(2**31), b"\xff\xff\xff\xff\x0f"),
+    ],
+)
+def test_known_encodings(value, encoded):
+    assert encode_varint(value) == encoded
+    assert decode_varint(encoded) == (value, len(encoded))
+    assert size_of_varint(value) == len(encoded)
+
+
+@given(st.integers(-(2**31), 2**31 - 1))
+def test_varint_round_trip(value):
+    data = encode_varint(value)
+    assert decode_varint(data + b"\xff") == (value, len(data))
+    assert size_of_varint(value) == len(data)
+
+
+@given(st.integers(-(2**63), 2**63 - 1))
+def test_varlong_round_trip(value):
+    data = encode_varlong(value)
+    assert len(data) <= 10
+    assert decode_varlong(b"\x00" + data, 1) == (value, 1 + len(data))
+
+
+def test_too_long_is_corrupt():
+    with pytest.raises(CorruptRecordError, match="longer than 5"):
+        decode_varint(b"\x80\x80\x80\x80\x80\x01")
+    with pytest.raises(CorruptRecordError, match="longer than 10"):
+        decode_varlong(b"\x80" * 10 + b"\x01")
+
+
+def test_truncated_is_corrupt():
+    with pytest.raises(CorruptRecordError, match="past the end"):
+        decode_varint(b"\x80\x80")
+    with pytest.raises(CorruptRecordError):
+        decode_varlong(b"\xff", 0, 1)
+
+
+def test_agrees_with_kafka_python():
+    from kafka.record.util import decode_varint as kp_decode
+    from kafka.record.util import encode_varint as kp_encode
+
+    for value in [0, 1, -1, 300, -300, 2**31 - 1, -(2**31), 2**40, -(2**62)]:
+        out = bytearray()
+        kp_encode(value, out.append)
+        assert bytes(out) == encode_varlong(value)
+        assert kp_decode(encode_varlong(value), 0)[0] == value
