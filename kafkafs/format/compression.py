@@ -1,0 +1,324 @@
+"""Kafka's five compression codecs: bytes in, bytes out.
+
+``compress`` writes what the Kafka Java client writes: a gzip member, snappy in snappy-java's "xerial"
+framing (32 KiB chunks), an LZ4 frame with independent 64 KiB blocks (the only kind Kafka's reader
+accepts) and a zstd frame at level 3.
+
+``decompress`` is bounded: it never produces more than ``max_size`` bytes, whatever the input claims.
+Output that would be larger raises ``CorruptRecordError`` ("... inflates past N bytes"): to a reader a
+batch that inflates past the limit is damage (or a bomb), not a record to deliver. Every library error
+becomes ``CorruptRecordError`` too; its ``position`` is None, since only the caller knows where the
+compressed bytes sit in the file.
+
+How the bound is kept, per codec:
+
+- gzip: stdlib ``zlib`` with ``max_length`` (faster than cramjam's gzip here, and natively bounded).
+- snappy: raw blocks declare their length up front (checked before decoding); xerial chunks are raw
+  blocks, decoded one by one into a scratch buffer.
+- lz4, zstd: cramjam's ``decompress_into`` a per-thread scratch ``bytearray`` of ``max_size`` bytes;
+  cramjam stops with "failed to write whole buffer" when it is full. ``bytearray(n)`` is calloc'ed, so
+  pages never written cost no memory; the resident size of a thread's scratch is at most its largest
+  batch. The result is copied out once.
+
+Legacy LZ4 (magic 0, Kafka < 0.10, KAFKA-3160) wrote a wrong frame-descriptor checksum, computed over
+the magic number as well. ``decompress`` recognises exactly that wrong value and patches it before
+decoding, so no flag is needed; any other checksum mismatch is corruption.
+
+Misuse by the caller (an unknown codec given to ``compress``, a negative ``max_size``) is a ValueError;
+a ``max_size`` too large to reserve address space for is ``RecordTooLargeError``, never MemoryError.
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+import threading
+import zlib
+
+import cramjam
+
+from kafkafs.errors import CorruptRecordError, RecordTooLargeError
+
+__all__ = ["Codec", "codec_from_attributes", "compress", "decompress"]
+
+Buffer = bytes | bytearray | memoryview
+
+
+class Codec(enum.IntEnum):
+    """Compression codec ids: bits 0-2 of a batch's (or legacy message's) attributes."""
+
+    NONE = 0
+    GZIP = 1
+    SNAPPY = 2
+    LZ4 = 3
+    ZSTD = 4
+
+
+def codec_from_attributes(attributes: int, position: int | None = None) -> Codec:
+    """The codec named by bits 0-2 of ``attributes``; ids 5-7 are corruption."""
+    codec_id = attributes & 0x07
+    if codec_id > Codec.ZSTD:
+        raise CorruptRecordError(f"unknown compression codec {codec_id}", position)
+    return Codec(codec_id)
+
+
+# ---------------------------------------------------------------------------------------------- compress
+
+GZIP_LEVEL = 6  # java.util.zip.Deflater's default, which Kafka keeps unless compression.gzip.level is set
+ZSTD_LEVEL = 3  # Kafka's compression.zstd.level default
+SNAPPY_CHUNK = 32 * 1024  # snappy-java's default block size
+LZ4_BLOCK = 64 * 1024  # Kafka's LZ4 block size (BD byte 0x40)
+
+XERIAL_MAGIC = b"\x82SNAPPY\x00"
+_XERIAL_HEADER = XERIAL_MAGIC + struct.pack(">ii", 1, 1)  # version 1, minimum compatible version 1
+
+LZ4_MAGIC = b"\x04\x22\x4d\x18"
+# FLG 0x60: version 01, independent blocks, no block or content checksum, no content size.
+# BD 0x40: 64 KiB maximum block size. HC: (xxh32(FLG BD) >> 8) & 0xff, checked in the tests.
+_LZ4_HEADER = LZ4_MAGIC + b"\x60\x40\x82"
+_LZ4_END_MARK = b"\x00\x00\x00\x00"
+_LZ4_UNCOMPRESSED = 0x80000000
+
+_I32 = struct.Struct(">i")
+_U32LE = struct.Struct("<I")
+
+
+def compress(codec: Codec, data: Buffer) -> bytes:
+    """``data`` compressed by ``codec``, framed as the Kafka Java client frames it."""
+    if codec == Codec.NONE:
+        return bytes(data)
+    if codec == Codec.GZIP:
+        return zlib.compress(data, GZIP_LEVEL, 31)  # wbits 31: a gzip member
+    if codec == Codec.SNAPPY:
+        return _xerial_compress(memoryview(data))
+    if codec == Codec.LZ4:
+        return _lz4_frame_compress(memoryview(data))
+    if codec == Codec.ZSTD:
+        return bytes(cramjam.zstd.compress(data, level=ZSTD_LEVEL))
+    raise ValueError(f"unknown codec {codec!r}")
+
+
+def _xerial_compress(view: memoryview) -> bytes:
+    parts = [_XERIAL_HEADER]
+    for start in range(0, len(view), SNAPPY_CHUNK):
+        block = cramjam.snappy.compress_raw(view[start : start + SNAPPY_CHUNK])
+        parts.append(_I32.pack(len(block)))
+        parts.append(bytes(block))
+    return b"".join(parts)
+
+
+def _lz4_frame_compress(view: memoryview) -> bytes:
+    parts = [_LZ4_HEADER]
+    for start in range(0, len(view), LZ4_BLOCK):
+        chunk = view[start : start + LZ4_BLOCK]
+        block = cramjam.lz4.compress_block(chunk, store_size=False)
+        if len(block) < len(chunk):
+            parts.append(_U32LE.pack(len(block)))
+            parts.append(bytes(block))
+        else:  # incompressible: stored as is, flagged by the high bit of the size, as Kafka does
+            parts.append(_U32LE.pack(len(chunk) | _LZ4_UNCOMPRESSED))
+            parts.append(bytes(chunk))
+    parts.append(_LZ4_END_MARK)
+    return b"".join(parts)
+
+
+# -------------------------------------------------------------------------------------------- decompress
+
+_scratch = threading.local()
+
+
+def _scratch_buffer(size: int) -> memoryview:
+    """A per-thread buffer of at least ``size`` bytes, reused across calls (see the module doc)."""
+    buf = getattr(_scratch, "buf", None)
+    if buf is None or len(buf) < size:
+        _scratch.buf = None  # let the old one go before asking for a bigger one
+        try:
+            buf = bytearray(size)
+        except MemoryError:
+            raise RecordTooLargeError(f"cannot reserve {size} bytes to inflate a batch into") from None
+        _scratch.buf = buf
+    return memoryview(buf)[:size]
+
+
+def _too_big(name: str, max_size: int) -> CorruptRecordError:
+    return CorruptRecordError(f"{name} data inflates past {max_size} bytes")
+
+
+# cramjam's messages when the output buffer is full (io::Write on a slice; zstd's own for one-shot frames)
+_FULL_MESSAGES = ("failed to write whole buffer", "Destination buffer is too small")
+
+
+def _library_error(name: str, error: Exception, max_size: int) -> CorruptRecordError:
+    message = str(error)
+    if any(m in message for m in _FULL_MESSAGES):
+        return _too_big(name, max_size)
+    return CorruptRecordError(f"{name} data is corrupt: {message}")
+
+
+def decompress(codec: Codec, data: Buffer, max_size: int) -> bytes:
+    """``data`` inflated by ``codec``; at most ``max_size`` bytes, else ``CorruptRecordError``.
+
+    Accepts snappy either xerial-framed or as one raw block, an LZ4 frame (including Kafka < 0.10's
+    wrong header checksum), one or more zstd frames with or without a content size, and one or more
+    gzip members (bytes after the last member that do not start another are ignored, as Java does).
+    """
+    if max_size < 0:
+        raise ValueError("max_size must not be negative")
+    if codec == Codec.NONE:
+        if len(data) > max_size:
+            raise _too_big("uncompressed", max_size)
+        return bytes(data)
+    if codec == Codec.GZIP:
+        return _gunzip(data, max_size)
+    if codec == Codec.SNAPPY:
+        return _unsnappy(memoryview(data), max_size)
+    if codec == Codec.LZ4:
+        return _unlz4(data, max_size)
+    if codec == Codec.ZSTD:
+        return _into_scratch(cramjam.zstd, "zstd", data, max_size)
+    raise CorruptRecordError(f"unknown compression codec {int(codec)}")
+
+
+def _into_scratch(module, name: str, data: Buffer, max_size: int) -> bytes:
+    out = _scratch_buffer(max_size)
+    try:
+        n = module.decompress_into(data, out)
+    except cramjam.DecompressionError as e:
+        raise _library_error(name, e, max_size) from None
+    return bytes(out[:n])
+
+
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
+def _gunzip(data: Buffer, max_size: int) -> bytes:
+    parts: list[bytes] = []
+    total = 0
+    rest: Buffer = data
+    while True:
+        inflater = zlib.decompressobj(31)
+        try:
+            # Ask for one byte more than allowed: getting it proves the output too large.
+            part = inflater.decompress(rest, max_size - total + 1)
+        except zlib.error as e:
+            raise CorruptRecordError(f"gzip data is corrupt: {e}") from None
+        total += len(part)
+        if total > max_size:
+            raise _too_big("gzip", max_size)
+        if not inflater.eof:
+            raise CorruptRecordError("gzip data is truncated")
+        parts.append(part)
+        rest = inflater.unused_data
+        if rest[:2] != _GZIP_MAGIC:
+            break
+    return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+def _unsnappy(view: memoryview, max_size: int) -> bytes:
+    if len(view) >= len(_XERIAL_HEADER) and view[: len(XERIAL_MAGIC)] == XERIAL_MAGIC:
+        return _unxerial(view, max_size)
+    try:
+        size = cramjam.snappy.decompress_raw_len(view)
+    except cramjam.DecompressionError as e:
+        raise CorruptRecordError(f"snappy data is corrupt: {e}") from None
+    if size > max_size:
+        raise _too_big("snappy", max_size)
+    try:
+        return bytes(cramjam.snappy.decompress_raw(view))
+    except cramjam.DecompressionError as e:
+        raise CorruptRecordError(f"snappy data is corrupt: {e}") from None
+
+
+def _unxerial(view: memoryview, max_size: int) -> bytes:
+    """snappy-java's stream: 16-byte header, then (big-endian i32 length, raw snappy block)*."""
+    out = _scratch_buffer(max_size)
+    total = 0
+    pos = len(_XERIAL_HEADER)
+    end = len(view)
+    while pos < end:
+        if end - pos < 4:
+            raise CorruptRecordError("snappy (xerial) data is truncated in a chunk length")
+        (length,) = _I32.unpack_from(view, pos)
+        pos += 4
+        if length <= 0 or length > end - pos:
+            raise CorruptRecordError(f"snappy (xerial) chunk length {length} does not fit the data")
+        block = view[pos : pos + length]
+        pos += length
+        try:
+            size = cramjam.snappy.decompress_raw_len(block)
+            if size > max_size - total:
+                raise _too_big("snappy", max_size)
+            cramjam.snappy.decompress_raw_into(block, out[total : total + size])
+        except cramjam.DecompressionError as e:
+            raise CorruptRecordError(f"snappy (xerial) data is corrupt: {e}") from None
+        total += size
+    return bytes(out[:total])
+
+
+def _unlz4(data: Buffer, max_size: int) -> bytes:
+    try:
+        return _into_scratch(cramjam.lz4, "lz4", data, max_size)
+    except CorruptRecordError as e:
+        if "headerChecksum" not in e.reason:
+            raise
+        fixed = _fix_kafka3160_checksum(data)
+        if fixed is None:
+            raise CorruptRecordError("lz4 frame descriptor checksum mismatch") from None
+    return _into_scratch(cramjam.lz4, "lz4", fixed, max_size)
+
+
+def _fix_kafka3160_checksum(data: Buffer) -> bytearray | None:
+    """The frame with its descriptor checksum corrected, if it holds the KAFKA-3160 wrong one.
+
+    Kafka < 0.10 hashed the magic number together with the descriptor (FLG, BD, optional content size
+    and dictionary id). Returns None when the byte is neither right nor that known wrong value.
+    """
+    if len(data) < 7 or bytes(data[:4]) != LZ4_MAGIC:
+        return None
+    flg = data[4]
+    hc_at = 6 + (8 if flg & 0x08 else 0) + (4 if flg & 0x01 else 0)
+    if len(data) <= hc_at:
+        return None
+    header = bytes(data[:hc_at])
+    if data[hc_at] != (xxh32(header) >> 8) & 0xFF:
+        return None
+    fixed = bytearray(data)
+    fixed[hc_at] = (xxh32(header[4:]) >> 8) & 0xFF
+    return fixed
+
+
+_P1, _P2, _P3, _P4, _P5 = 0x9E3779B1, 0x85EBCA77, 0xC2B2AE3D, 0x27D4EB2F, 0x165667B1
+_M32 = 0xFFFFFFFF
+
+
+def _rotl(x: int, r: int) -> int:
+    return ((x << r) | (x >> (32 - r))) & _M32
+
+
+def xxh32(data: bytes, seed: int = 0) -> int:
+    """XXH32 (the hash of LZ4 frame checksums), in plain Python: only used on a few header bytes."""
+    n = len(data)
+    p = 0
+    if n >= 16:
+        lanes = [(seed + _P1 + _P2) & _M32, (seed + _P2) & _M32, seed & _M32, (seed - _P1) & _M32]
+        while p + 16 <= n:
+            for i in range(4):
+                word = int.from_bytes(data[p : p + 4], "little")
+                lanes[i] = _rotl((lanes[i] + word * _P2) & _M32, 13) * _P1 & _M32
+                p += 4
+        acc = (_rotl(lanes[0], 1) + _rotl(lanes[1], 7) + _rotl(lanes[2], 12) + _rotl(lanes[3], 18)) & _M32
+    else:
+        acc = (seed + _P5) & _M32
+    acc = (acc + n) & _M32
+    while p + 4 <= n:
+        acc = _rotl((acc + int.from_bytes(data[p : p + 4], "little") * _P3) & _M32, 17) * _P4 & _M32
+        p += 4
+    while p < n:
+        acc = _rotl((acc + data[p] * _P5) & _M32, 11) * _P1 & _M32
+        p += 1
+    acc ^= acc >> 15
+    acc = acc * _P2 & _M32
+    acc ^= acc >> 13
+    acc = acc * _P3 & _M32
+    acc ^= acc >> 16
+    return acc
