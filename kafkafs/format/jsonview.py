@@ -316,7 +316,7 @@ def render_batch_jsonl(
         tails = [b',"control":' + _dumps(control_type_of(k)) + tail for k in keys]
         fmt = head + b'%d,"timestamp":%d,"timestampType":"' + ts_type + b'","key":%b,"value":%b,"headers":%b%b}\n'
         return b"".join(
-            fmt % row for row in zip(offsets, timestamps, rendered_keys, rendered_values, rendered_headers, tails)
+            fmt % row for row in zip(offsets, timestamps, rendered_keys, rendered_values, rendered_headers, tails, strict=False)
         )
     fmt = (
         head
@@ -326,7 +326,7 @@ def render_batch_jsonl(
         + tail.replace(b"%", b"%%")
         + b"}\n"
     )
-    return b"".join(fmt % row for row in zip(offsets, timestamps, rendered_keys, rendered_values, rendered_headers))
+    return b"".join(fmt % row for row in zip(offsets, timestamps, rendered_keys, rendered_values, rendered_headers, strict=False))
 
 
 # --------------------------------------------------------------------------------------- timestamps

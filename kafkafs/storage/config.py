@@ -1,0 +1,223 @@
+"""Settings with Kafka's topic-level names and defaults, from TOML with per-topic overrides (SPEC §7).
+
+A settings file looks like::
+
+    "segment.bytes" = 1048576            # a default for every topic
+    [topics."orders"]
+    "cleanup.policy" = "compact"         # only for topic orders
+
+Unknown names and values of the wrong type are errors (:class:`~kafkafs.errors.ConfigError`), so a typo
+never silently does nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigError
+
+__all__ = ["LogConfig", "Settings", "DEFAULTS", "DEFAULT_CONFIG_PATH", "parse_setting"]
+
+DEFAULT_CONFIG_PATH = Path("/etc/kafkafs/kafkafs.toml")
+LONG_MAX = 2**63 - 1
+
+#: Kafka's topic-level names, their defaults and types (as in Kafka's TopicConfig / LogConfig).
+DEFAULTS: dict[str, Any] = {
+    "segment.bytes": 1024 * 1024 * 1024,
+    "segment.ms": 7 * 24 * 3600 * 1000,
+    "segment.jitter.ms": 0,
+    "segment.index.bytes": 10 * 1024 * 1024,
+    "index.interval.bytes": 4096,
+    "flush.messages": LONG_MAX,
+    "flush.ms": LONG_MAX,
+    "retention.ms": 7 * 24 * 3600 * 1000,
+    "retention.bytes": -1,
+    "cleanup.policy": "delete",
+    "delete.retention.ms": 24 * 3600 * 1000,
+    "min.cleanable.dirty.ratio": 0.5,
+    "min.compaction.lag.ms": 0,
+    "max.compaction.lag.ms": LONG_MAX,
+    "max.message.bytes": 1024 * 1024 + 12,
+    "message.timestamp.type": "CreateTime",
+    "file.delete.delay.ms": 60_000,
+    "compression.type": "producer",
+    "preallocate": False,
+}
+
+_CHOICES = {
+    "message.timestamp.type": {"CreateTime", "LogAppendTime"},
+    "compression.type": {"producer", "uncompressed", "none", "gzip", "snappy", "lz4", "zstd"},
+}
+_MINIMUM = {
+    "segment.bytes": 14,
+    "segment.ms": 1,
+    "segment.index.bytes": 8,
+    "index.interval.bytes": 0,
+    "flush.messages": 1,
+    "flush.ms": 0,
+    "max.message.bytes": 0,
+    "retention.ms": -1,
+    "retention.bytes": -1,
+    "delete.retention.ms": 0,
+    "file.delete.delay.ms": 0,
+}
+
+
+def _field(name: str) -> str:
+    return name.replace(".", "_")
+
+
+def parse_setting(name: str, value: Any) -> Any:
+    """Check one setting and convert it to its type (strings from ``--set`` included)."""
+    if name not in DEFAULTS:
+        raise ConfigError(f"unknown setting {name!r}")
+    default = DEFAULTS[name]
+    try:
+        if isinstance(default, bool):
+            if isinstance(value, str):
+                if value.lower() not in ("true", "false"):
+                    raise ValueError
+                value = value.lower() == "true"
+            elif not isinstance(value, bool):
+                raise ValueError
+        elif isinstance(default, int):
+            if isinstance(value, bool) or isinstance(value, float):
+                raise ValueError
+            value = int(value)
+        elif isinstance(default, float):
+            if isinstance(value, bool):
+                raise ValueError
+            value = float(value)
+        else:
+            if not isinstance(value, str):
+                raise ValueError
+    except ValueError:
+        raise ConfigError(f"{name}: {value!r} is not a {type(default).__name__}") from None
+    if name == "cleanup.policy":
+        parts = {p.strip() for p in value.split(",") if p.strip()}
+        if not parts or not parts <= {"delete", "compact"}:
+            raise ConfigError(f"cleanup.policy: {value!r} is not delete, compact or compact,delete")
+        value = ",".join(sorted(parts))
+    if name in _CHOICES and value not in _CHOICES[name]:
+        raise ConfigError(f"{name}: {value!r} is not one of {', '.join(sorted(_CHOICES[name]))}")
+    if name in _MINIMUM and value < _MINIMUM[name]:
+        raise ConfigError(f"{name}: {value} is below the minimum {_MINIMUM[name]}")
+    if name == "min.cleanable.dirty.ratio" and not 0 <= value <= 1:
+        raise ConfigError("min.cleanable.dirty.ratio must be between 0 and 1")
+    return value
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class LogConfig:
+    """The settings of one topic, as attributes named like Kafka's with ``_`` for ``.``."""
+
+    segment_bytes: int = DEFAULTS["segment.bytes"]
+    segment_ms: int = DEFAULTS["segment.ms"]
+    segment_jitter_ms: int = DEFAULTS["segment.jitter.ms"]
+    segment_index_bytes: int = DEFAULTS["segment.index.bytes"]
+    index_interval_bytes: int = DEFAULTS["index.interval.bytes"]
+    flush_messages: int = DEFAULTS["flush.messages"]
+    flush_ms: int = DEFAULTS["flush.ms"]
+    retention_ms: int = DEFAULTS["retention.ms"]
+    retention_bytes: int = DEFAULTS["retention.bytes"]
+    cleanup_policy: str = DEFAULTS["cleanup.policy"]
+    delete_retention_ms: int = DEFAULTS["delete.retention.ms"]
+    min_cleanable_dirty_ratio: float = DEFAULTS["min.cleanable.dirty.ratio"]
+    min_compaction_lag_ms: int = DEFAULTS["min.compaction.lag.ms"]
+    max_compaction_lag_ms: int = DEFAULTS["max.compaction.lag.ms"]
+    max_message_bytes: int = DEFAULTS["max.message.bytes"]
+    message_timestamp_type: str = DEFAULTS["message.timestamp.type"]
+    file_delete_delay_ms: int = DEFAULTS["file.delete.delay.ms"]
+    compression_type: str = DEFAULTS["compression.type"]
+    preallocate: bool = DEFAULTS["preallocate"]
+
+    @classmethod
+    def from_mapping(cls, settings: Mapping[str, Any]) -> LogConfig:
+        return cls(**{_field(k): parse_setting(k, v) for k, v in settings.items()})
+
+    def with_settings(self, settings: Mapping[str, Any]) -> LogConfig:
+        return dataclasses.replace(self, **{_field(k): parse_setting(k, v) for k, v in settings.items()})
+
+    def get(self, name: str) -> Any:
+        """A setting by its Kafka name."""
+        if name not in DEFAULTS:
+            raise ConfigError(f"unknown setting {name!r}")
+        return getattr(self, _field(name))
+
+    def as_dict(self) -> dict[str, Any]:
+        return {name: getattr(self, _field(name)) for name in DEFAULTS}
+
+    @property
+    def compact(self) -> bool:
+        return "compact" in self.cleanup_policy.split(",")
+
+    @property
+    def delete(self) -> bool:
+        return "delete" in self.cleanup_policy.split(",")
+
+    @property
+    def log_append_time(self) -> bool:
+        return self.message_timestamp_type == "LogAppendTime"
+
+    @property
+    def max_index_entries_bytes(self) -> int:
+        return self.segment_index_bytes
+
+
+class Settings:
+    """Defaults for every topic plus per-topic overrides; ``for_topic`` gives a topic's LogConfig."""
+
+    def __init__(self, defaults: Mapping[str, Any] | None = None, topics: Mapping[str, Mapping[str, Any]] | None = None):
+        self.defaults: dict[str, Any] = {k: parse_setting(k, v) for k, v in (defaults or {}).items()}
+        self.topics: dict[str, dict[str, Any]] = {}
+        for topic, overrides in (topics or {}).items():
+            if not isinstance(overrides, Mapping):
+                raise ConfigError(f"[topics.{topic!r}] must be a table")
+            self.topics[topic] = {k: parse_setting(k, v) for k, v in overrides.items()}
+        self._cache: dict[str, LogConfig] = {}
+
+    @classmethod
+    def load(cls, path: str | Path | None = None, overrides: Mapping[str, Any] | None = None) -> Settings:
+        """Settings from a TOML file (``None``: the default path when it exists), then ``overrides``."""
+        data: dict[str, Any] = {}
+        if path is None:
+            path = DEFAULT_CONFIG_PATH if DEFAULT_CONFIG_PATH.exists() else None
+        if path is not None:
+            try:
+                with open(path, "rb") as f:
+                    data = tomllib.load(f)
+            except FileNotFoundError:
+                raise ConfigError(f"{path}: no such settings file") from None
+            except tomllib.TOMLDecodeError as exc:
+                raise ConfigError(f"{path}: {exc}") from None
+            except OSError as exc:
+                raise ConfigError(f"{path}: {exc.strerror}") from None
+        topics = data.pop("topics", {})
+        if not isinstance(topics, Mapping):
+            raise ConfigError("topics must be a table of tables")
+        defaults = dict(data)
+        defaults.update(overrides or {})
+        return cls(defaults, topics)
+
+    def for_topic(self, topic: str) -> LogConfig:
+        config = self._cache.get(topic)
+        if config is None:
+            merged = dict(self.defaults)
+            merged.update(self.topics.get(topic, {}))
+            config = self._cache[topic] = LogConfig.from_mapping(merged)
+        return config
+
+
+def parse_set_options(items: list[str]) -> dict[str, Any]:
+    """``--set KEY=VALUE`` strings as a mapping (values are checked later, by name)."""
+    out = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise ConfigError(f"--set expects KEY=VALUE, got {item!r}")
+        out[name.strip()] = parse_setting(name.strip(), value.strip())
+    return out

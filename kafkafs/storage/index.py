@@ -1,0 +1,630 @@
+"""Memory-mapped offset and time indexes over ``.index`` / ``.timeindex`` files, as Kafka keeps them.
+
+``AbstractIndex`` owns the file, its memory map and their lifecycle; ``OffsetIndex`` and ``TimeIndex``
+only say what an entry means. The byte layout and the searches live in ``kafkafs.format.index``.
+
+Two modes:
+
+- writable (the engine owns the log directory): the file is created preallocated to
+  ``max_index_size`` rounded down to a whole entry, appended to through a shared writable map, trimmed
+  to its entries on ``close``/``trim_to_valid_size`` (roll), grown back with ``resize``;
+- read-only (``writable=False``, e.g. a directory a running broker owns): nothing is created,
+  resized, truncated or written. The file may be an active, preallocated index that the broker is still
+  appending to; ``refresh()`` re-derives the number of entries from the bytes (the rule is in
+  ``kafkafs.format.index.live_entry_count``). Only the valid prefix is mapped, because the broker
+  trims the file when the segment rolls, and touching a mapped page past the end of a file kills the
+  process with SIGBUS. A missing file reads as an empty index.
+
+Threads: one writer at a time (appends, truncation, resize, close serialise on a lock); lookups take no
+lock. Every change publishes a new immutable snapshot (map, entry count, last entry) with one
+reference store, and a lookup works on the one snapshot it read. Appends write the entry's bytes before
+publishing the count that covers them, so readers never see a half-written entry of ours. Maps that
+are replaced (``resize``) are not closed, only dropped, so a reader still holding one keeps a valid
+map (CPython frees it when the last reference goes). A reader that overlaps ``truncate_to`` may see
+the dropped entries zeroed or overwritten; truncation belongs to recovery, when nobody should read.
+
+Where kafkafs differs from Kafka, knowingly:
+
+- An existing file's entry count comes from ``live_entry_count`` rather than ``file size / entry
+  size``, so an index left preallocated by a crash opens with its real entries instead of a full index
+  of zeros. For trimmed files the two agree.
+- ``truncate_to``/``truncate`` zero the dropped entries, so the file again looks like a fresh
+  preallocation to any other reader (Kafka leaves stale bytes there, invisible to itself).
+- Errors are kafkafs's: appending out of order, past a full index or past what a relative offset can
+  hold raises ``InvalidInput``; writing to a read-only index ``ReadOnlyError``; a failed sanity check
+  ``CorruptRecordError`` naming the file; using a closed or deleted index ``KafkafsError``. Operating
+  system errors (a full disk, permissions) surface as ``OSError``.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import ClassVar, Generic, NamedTuple, TypeVar
+
+from kafkafs.errors import CorruptRecordError, InvalidInput, KafkafsError, ReadOnlyError
+from kafkafs.format.index import (
+    MAX_POSITION,
+    MAX_RELATIVE_OFFSET,
+    NO_TIMESTAMP,
+    OFFSET_INDEX,
+    OFFSET_KEY,
+    OFFSET_POSITION,
+    TIME_INDEX,
+    TIME_KEY,
+    TIME_OFFSET,
+    Buffer,
+    Field,
+    IndexLayout,
+    OffsetPosition,
+    TimestampOffset,
+    ceiling_slot,
+    check_offset_index,
+    check_time_index,
+    floor_slot,
+    live_entry_count,
+    round_down_to_entry,
+)
+
+__all__ = [
+    "DEFAULT_MAX_INDEX_SIZE",
+    "AbstractIndex",
+    "OffsetIndex",
+    "TimeIndex",
+    "OffsetPosition",
+    "TimestampOffset",
+]
+
+#: Kafka's ``segment.index.bytes`` default.
+DEFAULT_MAX_INDEX_SIZE = 10 * 1024 * 1024
+
+E = TypeVar("E", OffsetPosition, TimestampOffset)
+
+_OFFSET_ENTRY = struct.Struct(">II")
+_TIME_ENTRY = struct.Struct(">qI")
+
+
+class _State(NamedTuple, Generic[E]):
+    """One published view of an open index; replaced whole, never changed."""
+
+    mm: mmap.mmap | None  # covers at least ``entries`` entries; None when nothing is mapped
+    entries: int
+    max_entries: int
+    length: int  # the file's size in bytes when last seen
+    last: E  # the last entry, or the empty-index answer
+
+
+class AbstractIndex(Generic[E]):
+    """What the offset and time indexes share: the file, the map, the count, the binary search."""
+
+    layout: ClassVar[IndexLayout]
+    #: The column holding the offset, which ``truncate_to`` searches.
+    _offset_field: ClassVar[Field] = OFFSET_KEY
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        base_offset: int,
+        *,
+        max_index_size: int = DEFAULT_MAX_INDEX_SIZE,
+        writable: bool = True,
+    ) -> None:
+        """Nothing is opened here; the file is opened (and, writable, created) on first use."""
+        self._path = Path(path)
+        self._base_offset = base_offset
+        self._max_index_size = max_index_size
+        self._writable = writable
+        self._lock = threading.RLock()
+        self._state: _State[E] | None = None
+        self._fd: int | None = None
+        self._closed = False
+
+    # -- what an entry means (subclasses) --------------------------------------------------------------
+
+    def _parse(self, buf: Buffer | None, slot: int) -> E:
+        """Entry ``slot`` of ``buf``, absolute (``buf`` is only None when there are no entries)."""
+        raise NotImplementedError
+
+    def _empty_last(self) -> E:
+        raise NotImplementedError
+
+    def _check(self, buf: Buffer, entries: int, log_size: int | None) -> str | None:
+        raise NotImplementedError
+
+    # -- properties ------------------------------------------------------------------------------------
+
+    @property
+    def path(self) -> Path:
+        """The file, following renames."""
+        return self._path
+
+    @property
+    def base_offset(self) -> int:
+        return self._base_offset
+
+    @property
+    def writable(self) -> bool:
+        return self._writable
+
+    @property
+    def max_index_size(self) -> int:
+        return self._max_index_size
+
+    @property
+    def entry_size(self) -> int:
+        return self.layout.entry_size
+
+    @property
+    def is_open(self) -> bool:
+        """Whether the file is opened and mapped (indexes open lazily)."""
+        return self._state is not None
+
+    @property
+    def entries(self) -> int:
+        """The number of entries (read-only: as of the last open or ``refresh``)."""
+        return self._snapshot().entries
+
+    @property
+    def max_entries(self) -> int:
+        """How many entries the file has room for at its current size."""
+        return self._snapshot().max_entries
+
+    @property
+    def length(self) -> int:
+        """The file's size in bytes (read-only: as last seen)."""
+        return self._snapshot().length
+
+    @property
+    def size_in_bytes(self) -> int:
+        """The bytes the entries use."""
+        return self._snapshot().entries * self.layout.entry_size
+
+    def is_full(self) -> bool:
+        """No room for another entry."""
+        st = self._snapshot()
+        return st.entries >= st.max_entries
+
+    @property
+    def last_entry(self) -> E:
+        """The last entry, or what a lookup below the first entry returns when the index is empty."""
+        return self._snapshot().last
+
+    def entry(self, n: int) -> E:
+        """The ``n``-th entry, absolute."""
+        st = self._snapshot()
+        if not 0 <= n < st.entries:
+            raise InvalidInput(f"{self._path}: no entry {n} in an index of {st.entries} entries")
+        return self._parse(st.mm, n)
+
+    def __iter__(self) -> Iterator[E]:
+        """Every entry, absolute, from one snapshot."""
+        st = self._snapshot()
+        for n in range(st.entries):
+            yield self._parse(st.mm, n)
+
+    def __repr__(self) -> str:
+        mode = "rw" if self._writable else "ro"
+        count = "unopened" if self._state is None else f"{self._state.entries} entries"
+        return f"{type(self).__name__}({str(self._path)!r}, base_offset={self._base_offset}, {mode}, {count})"
+
+    # -- offsets ---------------------------------------------------------------------------------------
+
+    def can_append_offset(self, offset: int) -> bool:
+        """Whether ``offset`` fits this index as a relative offset (if not, the segment must roll)."""
+        return 0 <= offset - self._base_offset <= MAX_RELATIVE_OFFSET
+
+    def relative_offset(self, offset: int) -> int:
+        """``offset`` relative to the base offset; ``InvalidInput`` when it does not fit."""
+        rel = offset - self._base_offset
+        if not 0 <= rel <= MAX_RELATIVE_OFFSET:
+            raise InvalidInput(
+                f"{self._path}: offset {offset} does not fit an index based at {self._base_offset}"
+            )
+        return rel
+
+    # -- opening ---------------------------------------------------------------------------------------
+
+    def _snapshot(self) -> _State[E]:
+        st = self._state
+        return st if st is not None else self._open()
+
+    def _open(self) -> _State[E]:
+        with self._lock:
+            if self._state is not None:
+                return self._state
+            if self._closed:
+                raise KafkafsError(f"{self._path}: index is closed")
+            st = self._open_writable() if self._writable else self._open_read_only()
+            self._state = st
+            return st
+
+    def _open_writable(self) -> _State[E]:
+        size = self.layout.entry_size
+        preallocate = round_down_to_entry(self._max_index_size, size)
+        flags = os.O_RDWR | getattr(os, "O_CLOEXEC", 0)
+        try:
+            fd = os.open(self._path, flags | os.O_CREAT | os.O_EXCL, 0o644)
+            created = True
+        except FileExistsError:
+            fd = os.open(self._path, flags)
+            created = False
+        try:
+            if created:
+                if preallocate < size:
+                    raise InvalidInput(f"{self._path}: invalid max index size {self._max_index_size}")
+                os.ftruncate(fd, preallocate)
+            length = os.fstat(fd).st_size
+            mm = mmap.mmap(fd, length, access=mmap.ACCESS_WRITE) if length >= size else None
+            entries = 0
+            if mm is not None:
+                entries = live_entry_count(length // size, self._entry_reader(mm), self.layout)
+        except BaseException:
+            os.close(fd)
+            if created:
+                self._path.unlink(missing_ok=True)
+            raise
+        self._fd = fd
+        return self._make_state(mm, entries, length // size, length)
+
+    def _open_read_only(self) -> _State[E]:
+        try:
+            fd = os.open(self._path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        except FileNotFoundError:
+            return self._make_state(None, 0, 0, 0)
+        try:
+            st = self._read_only_state(fd, None)
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fd = fd
+        return st
+
+    def _read_only_state(self, fd: int, old: _State[E] | None) -> _State[E]:
+        """Count the entries with preads, then map just them (see the module docstring: SIGBUS)."""
+        size = self.layout.entry_size
+        length = os.fstat(fd).st_size
+        raw = length // size
+        known = 0 if old is None or old.entries > raw else old.entries
+
+        def entry_at(slot: int) -> bytes:
+            return os.pread(fd, size, slot * size)
+
+        entries = live_entry_count(raw, entry_at, self.layout, known)
+        if old is not None and old.entries == entries:
+            mm = old.mm  # the same prefix; the last entry is parsed again below, in case it was being written
+        else:
+            mm = mmap.mmap(fd, entries * size, access=mmap.ACCESS_READ) if entries else None
+        return self._make_state(mm, entries, raw, length)
+
+    def _entry_reader(self, mm: mmap.mmap) -> Callable[[int], bytes]:
+        size = self.layout.entry_size
+
+        def entry_at(slot: int) -> bytes:
+            return mm[slot * size : (slot + 1) * size]
+
+        return entry_at
+
+    def _make_state(self, mm: mmap.mmap | None, entries: int, max_entries: int, length: int) -> _State[E]:
+        last = self._parse(mm, entries - 1) if entries else self._empty_last()
+        return _State(mm, entries, max_entries, length, last)
+
+    def refresh(self) -> int:
+        """Re-read how many entries the file holds (read-only; writable indexes know) and return it.
+
+        Cheap when nothing changed: one ``fstat`` and a read or two.
+        """
+        with self._lock:
+            st = self._snapshot()
+            if self._writable or self._fd is None:
+                if not self._writable and self._path.exists():  # a file that appeared since
+                    self._state = None
+                    return self._snapshot().entries
+                return st.entries
+            new = self._read_only_state(self._fd, st)
+            self._state = new
+            return new.entries
+
+    # -- writing ---------------------------------------------------------------------------------------
+
+    def _writable_state(self) -> _State[E]:
+        st = self._snapshot()
+        if not self._writable:
+            raise ReadOnlyError(f"{self._path}: index is open read-only")
+        return st
+
+    def _write_entry(self, st: _State[E], packed: bytes, last: E) -> None:
+        if st.entries >= st.max_entries or st.mm is None:
+            raise InvalidInput(f"{self._path}: no room for another entry ({st.entries} entries)")
+        at = st.entries * self.layout.entry_size
+        st.mm[at : at + len(packed)] = packed
+        self._state = st._replace(entries=st.entries + 1, last=last)
+
+    def _truncate_to_entries(self, entries: int) -> None:
+        with self._lock:
+            st = self._writable_state()
+            if entries >= st.entries:
+                return
+            size = self.layout.entry_size
+            new = self._make_state(st.mm, entries, st.max_entries, st.length)
+            self._state = new
+            if st.mm is not None:
+                st.mm[entries * size : st.entries * size] = bytes((st.entries - entries) * size)
+
+    def truncate(self) -> None:
+        """Remove every entry."""
+        self._truncate_to_entries(0)
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every entry whose offset is >= ``offset``; an offset past the last changes nothing."""
+        with self._lock:
+            st = self._writable_state()
+            rel = offset - self._base_offset
+            if rel <= 0:
+                keep = 0
+            elif rel > MAX_RELATIVE_OFFSET:
+                keep = st.entries
+            else:
+                slot = ceiling_slot(st.mm or b"", st.entries, rel, self._offset_field)
+                keep = st.entries if slot < 0 else slot
+            self._truncate_to_entries(keep)
+
+    def resize(self, new_size: int) -> bool:
+        """Set the file (and map) to ``new_size`` rounded down to whole entries; False if already so.
+
+        Used to trim on roll or close, and to grow an index back to ``max_index_size`` when its segment
+        becomes active again.
+        """
+        with self._lock:
+            st = self._writable_state()
+            size = self.layout.entry_size
+            rounded = round_down_to_entry(new_size, size)
+            if rounded == st.length:
+                return False
+            if rounded < st.entries * size:
+                raise InvalidInput(f"{self._path}: cannot resize {st.entries} entries into {rounded} bytes")
+            fd = self._fd
+            if fd is None:  # cannot happen: a writable state comes with its descriptor
+                raise KafkafsError(f"{self._path}: index is not open")
+            os.ftruncate(fd, rounded)
+            mm = mmap.mmap(fd, rounded, access=mmap.ACCESS_WRITE) if rounded else None
+            # the old map is dropped, not closed: a reader may still hold it (module docstring)
+            self._state = st._replace(mm=mm, max_entries=rounded // size, length=rounded)
+            return True
+
+    def trim_to_valid_size(self) -> None:
+        """Shrink the file to exactly its entries (on roll and close)."""
+        with self._lock:
+            st = self._writable_state()
+            self.resize(st.entries * self.layout.entry_size)
+
+    def reset(self) -> None:
+        """Remove every entry and grow the file back to ``max_index_size``."""
+        with self._lock:
+            self.truncate()
+            self.resize(self._max_index_size)
+
+    def flush(self) -> None:
+        """Write the map to the file and fsync it (nothing to do read-only or unopened)."""
+        with self._lock:
+            st = self._state
+            if st is None or not self._writable:
+                return
+            if st.mm is not None:
+                st.mm.flush()
+            if self._fd is not None:
+                os.fsync(self._fd)
+
+    # -- lifecycle -------------------------------------------------------------------------------------
+
+    def close_handler(self) -> None:
+        """Drop the map and the file descriptor; the next use opens the file again."""
+        with self._lock:
+            self._state = None
+            if self._fd is not None:
+                fd, self._fd = self._fd, None
+                os.close(fd)
+
+    def close(self) -> None:
+        """Trim a writable index to its entries, release the file; the index cannot be used again."""
+        with self._lock:
+            if self._closed:
+                return
+            try:
+                if self._writable and self._state is not None:
+                    self.trim_to_valid_size()
+            finally:
+                self.close_handler()
+                self._closed = True
+
+    def delete(self) -> bool:
+        """Release and delete the file; True if it existed. The index cannot be used again."""
+        with self._lock:
+            self.close_handler()
+            self._closed = True
+            try:
+                self._path.unlink()
+            except FileNotFoundError:
+                return False
+            return True
+
+    def rename(self, new_path: str | os.PathLike[str]) -> None:
+        """Rename the file (``.deleted``, ``.cleaned``, ``.swap`` ...); the map stays valid.
+
+        A file that does not exist (never created, as with Kafka's lazy index) is not an error.
+        """
+        target = Path(new_path)
+        with self._lock:
+            try:
+                os.replace(self._path, target)
+            except FileNotFoundError:
+                if self._path.exists():
+                    raise
+            finally:
+                self._path = target
+
+    def update_parent_dir(self, parent: str | os.PathLike[str]) -> None:
+        """Follow a rename of the partition folder."""
+        with self._lock:
+            self._path = Path(parent) / self._path.name
+
+    def __enter__(self) -> AbstractIndex[E]:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- sanity ----------------------------------------------------------------------------------------
+
+    def sanity_check(self, *, full: bool = True, log_size: int | None = None) -> None:
+        """Raise ``CorruptRecordError`` (naming the file) if the index is visibly broken.
+
+        ``full=False`` is Kafka's O(1) ``sanityCheck`` (size a whole number of entries, last entry not
+        below the first); ``full=True`` checks every entry's order as ``kafka-dump-log
+        --verify-index-only`` would, and with ``log_size`` that offset index positions lie in the log.
+        """
+        st = self._snapshot()
+        size = self.layout.entry_size
+        if st.length % size:
+            raise CorruptRecordError(
+                f"{self.layout.name} size {st.length} is not a multiple of {size}", file=str(self._path)
+            )
+        if st.mm is None or st.entries == 0:
+            return
+        if full:
+            reason = self._check(st.mm, st.entries, log_size)
+        else:
+            edge = bytes(st.mm[:size]) + bytes(st.mm[(st.entries - 1) * size : st.entries * size])
+            reason = self._check(edge, 1 if st.entries == 1 else 2, log_size)
+        if reason is not None:
+            raise CorruptRecordError(f"{self.layout.name}: {reason}", file=str(self._path))
+
+
+class OffsetIndex(AbstractIndex[OffsetPosition]):
+    """Offset -> position of the batch holding it; sparse, one entry per ``index.interval.bytes``."""
+
+    layout = OFFSET_INDEX
+
+    def _parse(self, buf: Buffer | None, slot: int) -> OffsetPosition:
+        rel, pos = _OFFSET_ENTRY.unpack_from(buf, slot * 8)
+        return OffsetPosition(self._base_offset + rel, pos)
+
+    def _empty_last(self) -> OffsetPosition:
+        return OffsetPosition(self._base_offset, 0)
+
+    def _check(self, buf: Buffer, entries: int, log_size: int | None) -> str | None:
+        return check_offset_index(buf, entries, log_size)
+
+    @property
+    def last_offset(self) -> int:
+        """The last indexed offset, or the base offset when empty."""
+        return self._snapshot().last.offset
+
+    def append(self, offset: int, position: int) -> None:
+        """Add ``offset`` (the last offset of the batch starting at ``position``).
+
+        The offset must be larger than the last one; ``InvalidInput`` otherwise, when the index is full,
+        or when the offset or position does not fit an entry.
+        """
+        with self._lock:
+            st = self._writable_state()
+            if st.entries >= st.max_entries:
+                raise InvalidInput(f"{self._path}: attempt to append to a full index ({st.entries} entries)")
+            if st.entries and offset <= st.last.offset:
+                raise InvalidInput(
+                    f"{self._path}: offset {offset} is not larger than the last indexed offset {st.last.offset}"
+                )
+            rel = self.relative_offset(offset)
+            if not 0 <= position <= MAX_POSITION:
+                raise InvalidInput(f"{self._path}: position {position} does not fit an index entry")
+            self._write_entry(st, _OFFSET_ENTRY.pack(rel, position), OffsetPosition(offset, position))
+
+    def lookup(self, target_offset: int) -> OffsetPosition:
+        """The entry with the greatest offset <= ``target_offset``; ``(base_offset, 0)`` if none is."""
+        st = self._snapshot()
+        rel = target_offset - self._base_offset
+        if st.entries == 0 or rel < 0:
+            return OffsetPosition(self._base_offset, 0)
+        slot = floor_slot(st.mm or b"", st.entries, min(rel, 2**32 - 1), OFFSET_KEY)
+        return OffsetPosition(self._base_offset, 0) if slot < 0 else self._parse(st.mm, slot)
+
+    def fetch_upper_bound_offset(
+        self, fetch_offset: OffsetPosition, fetch_size: int
+    ) -> OffsetPosition | None:
+        """The first entry at or past ``fetch_offset.position + fetch_size``: an offset surely outside the
+        fetched bytes (Kafka's ``fetchUpperBoundOffset``), or None."""
+        st = self._snapshot()
+        if st.entries == 0:
+            return None
+        slot = ceiling_slot(st.mm or b"", st.entries, fetch_offset.position + fetch_size, OFFSET_POSITION)
+        return None if slot < 0 else self._parse(st.mm, slot)
+
+
+class TimeIndex(AbstractIndex[TimestampOffset]):
+    """Timestamp -> offset: each entry is the largest timestamp so far and the offset that holds it.
+
+    The last slot is kept for the entry written when the segment rolls, so the index is "full" one
+    entry early, as in Kafka.
+    """
+
+    layout = TIME_INDEX
+    _offset_field = TIME_OFFSET
+
+    def _parse(self, buf: Buffer | None, slot: int) -> TimestampOffset:
+        ts, rel = _TIME_ENTRY.unpack_from(buf, slot * 12)
+        return TimestampOffset(ts, self._base_offset + rel)
+
+    def _empty_last(self) -> TimestampOffset:
+        return TimestampOffset(NO_TIMESTAMP, self._base_offset)
+
+    def _check(self, buf: Buffer, entries: int, log_size: int | None) -> str | None:
+        return check_time_index(buf, entries)
+
+    def is_full(self) -> bool:
+        st = self._snapshot()
+        return st.entries >= st.max_entries - 1
+
+    def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> None:
+        """Append ``(timestamp, offset)`` if ``timestamp`` is larger than the last entry's (Kafka's rules).
+
+        An equal timestamp is skipped silently: that is the roll or close entry repeating the last one.
+        ``InvalidInput`` when the offset is smaller than the last entry's, the timestamp smaller than the
+        last entry's, or the index is full (``skip_full_check``, for the roll entry, lets the reserved
+        last slot be used).
+        """
+        with self._lock:
+            st = self._writable_state()
+            if not skip_full_check and st.entries >= st.max_entries - 1:
+                raise InvalidInput(
+                    f"{self._path}: attempt to append to a full time index ({st.entries} entries)"
+                )
+            last = st.last
+            if st.entries and offset < last.offset:
+                raise InvalidInput(
+                    f"{self._path}: offset {offset} is smaller than the last time-indexed offset {last.offset}"
+                )
+            if st.entries and timestamp < last.timestamp:
+                raise InvalidInput(
+                    f"{self._path}: timestamp {timestamp} is smaller than the last indexed timestamp {last.timestamp}"
+                )
+            if timestamp > last.timestamp:
+                rel = self.relative_offset(offset)
+                self._write_entry(st, _TIME_ENTRY.pack(timestamp, rel), TimestampOffset(timestamp, offset))
+
+    def lookup(self, target_timestamp: int) -> TimestampOffset:
+        """The entry with the greatest timestamp <= the target; ``(NO_TIMESTAMP, base_offset)`` if none."""
+        st = self._snapshot()
+        slot = floor_slot(st.mm or b"", st.entries, target_timestamp, TIME_KEY)
+        return TimestampOffset(NO_TIMESTAMP, self._base_offset) if slot < 0 else self._parse(st.mm, slot)
+
+    def ceiling(self, target_timestamp: int) -> TimestampOffset | None:
+        """The entry with the smallest timestamp >= the target, or None.
+
+        The first record at or after the target has an offset <= this entry's offset.
+        """
+        st = self._snapshot()
+        slot = ceiling_slot(st.mm or b"", st.entries, target_timestamp, TIME_KEY)
+        return None if slot < 0 else self._parse(st.mm, slot)

@@ -1,0 +1,571 @@
+"""Log: one partition folder, its segments in a skip list keyed by base offset (Kafka's UnifiedLog,
+LocalLog and LogSegments, reduced to what a single-node file tool needs).
+
+Reads take no lock: the skip list is safe for readers while the single writer inserts and removes, and
+segments publish their size after their bytes. Appends, rolls, truncation and retention serialise on
+one lock. ``wait_for_records`` lets a follower (``tail -f``, ``consume --follow``) sleep until new
+records arrive, from this process or (read-only logs, via :meth:`refresh`) from another one.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+
+from ..errors import (
+    CorruptRecordError,
+    InvalidInput,
+    InvalidName,
+    OffsetOutOfRange,
+    ReadOnlyError,
+    RecordTooLargeError,
+)
+from ..format.batch import (
+    BatchHeader,
+    Codec,
+    DecodedBatch,
+    encode_batch,
+    read_batch_header,
+    scan_batches,
+    set_base_offset,
+    set_log_append_time,
+    set_partition_leader_epoch,
+    validate_batch,
+)
+from ..format.jsonview import ProducerRecord
+from .config import LogConfig
+from .segment import BatchView, LogSegment, segment_file_name
+from .skiplist import SkipList
+
+__all__ = ["Log", "parse_partition_dir_name", "AppendResult"]
+
+TOPIC_RE = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+_DIR_RE = re.compile(r"^(?P<topic>.+)-(?P<partition>0|[1-9][0-9]{0,9})$")
+_SEGMENT_RE = re.compile(r"^(\d{20})\.(log|index|timeindex|txnindex)((?:\.deleted|\.cleaned|\.swap)?)$")
+
+_CODECS = {"gzip": Codec.GZIP, "snappy": Codec.SNAPPY, "lz4": Codec.LZ4, "zstd": Codec.ZSTD}
+
+
+def parse_partition_dir_name(name: str) -> tuple[str, int]:
+    """``orders-3`` -> ``("orders", 3)``; :class:`InvalidName` for anything that is not a partition."""
+    if name.endswith(("-delete", "-future", "-stray")):
+        raise InvalidName(f"{name!r} is a folder being deleted or moved, not a partition")
+    m = _DIR_RE.match(name)
+    if not m:
+        raise InvalidName(f"{name!r} is not <topic>-<partition>")
+    topic = m.group("topic")
+    if not TOPIC_RE.match(topic) or topic in (".", ".."):
+        raise InvalidName(f"{topic!r} is not a valid topic name (1 to 249 of a-z A-Z 0-9 . _ -)")
+    partition = int(m.group("partition"))
+    if partition > 2**31 - 1:
+        raise InvalidName(f"partition {partition} is out of range")
+    return topic, partition
+
+
+class AppendResult:
+    """Where an append landed: ``first_offset..last_offset``, and whether it is on disk (fsynced)."""
+
+    __slots__ = ("first_offset", "last_offset", "durable", "batches")
+
+    def __init__(self, first_offset: int, last_offset: int, durable: bool, batches: int) -> None:
+        self.first_offset = first_offset
+        self.last_offset = last_offset
+        self.durable = durable
+        self.batches = batches
+
+    def __repr__(self) -> str:
+        return f"AppendResult({self.first_offset}..{self.last_offset}, durable={self.durable})"
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class Log:
+    """One partition: open it with :meth:`open`; it reads lazily and appends when writable."""
+
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        config: LogConfig | None = None,
+        *,
+        writable: bool = False,
+        clock: Callable[[], int] = _now_ms,
+    ) -> None:
+        self.dir = Path(directory)
+        self.topic, self.partition = parse_partition_dir_name(self.dir.name)
+        self.config = config or LogConfig()
+        self.writable = writable
+        self.clock = clock
+        self.segments: SkipList[LogSegment] = SkipList()
+        self._lock = threading.RLock()
+        self._appended = threading.Condition(threading.Lock())
+        self._log_start_offset = 0
+        self._unflushed_messages = 0
+        self._last_flush_ms = clock()
+        self.recovery_point = 0
+        self.leader_epoch = 0
+        self._listeners: list[Callable[[Log], None]] = []
+        self._closed = False
+
+    # ------------------------------------------------------------------------------------------ open
+
+    @classmethod
+    def open(
+        cls,
+        directory: str | os.PathLike[str],
+        config: LogConfig | None = None,
+        *,
+        writable: bool = False,
+        log_start_offset: int | None = None,
+        recovery_point: int | None = None,
+        clean_shutdown: bool = True,
+        clock: Callable[[], int] = _now_ms,
+    ) -> Log:
+        """Load a partition folder, recovering it first when writable and the shutdown was unclean.
+
+        Writable: ``.cleaned`` files are deleted, ``.swap`` files completed, ``.deleted`` files removed,
+        segments after the recovery point (all of them when unknown) re-validated with their tails cut,
+        and missing or corrupt indexes rebuilt. Read-only: nothing changes on disk; leftovers are
+        ignored and damage is reported when a read meets it.
+        """
+        log = cls(directory, config, writable=writable, clock=clock)
+        log._load(log_start_offset, recovery_point, clean_shutdown)
+        return log
+
+    def _load(self, log_start_offset: int | None, recovery_point: int | None, clean_shutdown: bool) -> None:
+        from .recovery import load_segments
+
+        load_segments(self, recovery_point=recovery_point, clean_shutdown=clean_shutdown)
+        if not self.segments:
+            if self.writable:
+                self._add_segment(log_start_offset or 0)
+        first = self.segments.first()
+        base = first[0] if first else (log_start_offset or 0)
+        self._log_start_offset = max(base, log_start_offset or 0)
+        self.recovery_point = self.log_end_offset if self.writable else (recovery_point or 0)
+        self._load_leader_epoch()
+
+    def _load_leader_epoch(self) -> None:
+        path = self.dir / "leader-epoch-checkpoint"
+        try:
+            from ..format.checkpoint import parse_epoch_checkpoint
+
+            entries = parse_epoch_checkpoint(path.read_bytes())
+            if entries:
+                self.leader_epoch = max(e[0] for e in entries)
+        except (OSError, CorruptRecordError):
+            pass
+
+    def _add_segment(self, base_offset: int) -> LogSegment:
+        segment = LogSegment(self.dir, base_offset, self.config, writable=self.writable)
+        self.segments.put(base_offset, segment)
+        return segment
+
+    # ------------------------------------------------------------------------------------------ offsets
+
+    @property
+    def name(self) -> str:
+        return self.dir.name
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @log_start_offset.setter
+    def log_start_offset(self, value: int) -> None:
+        self._log_start_offset = value
+
+    @property
+    def active_segment(self) -> LogSegment | None:
+        last = self.segments.last()
+        return last[1] if last else None
+
+    @property
+    def log_end_offset(self) -> int:
+        """The next offset to be written (Kafka's LEO)."""
+        last = self.segments.last()
+        if last is None:
+            return self._log_start_offset
+        segment = last[1]
+        if segment.size == 0:
+            return segment.base_offset
+        return segment.next_offset
+
+    def size_in_bytes(self) -> int:
+        return sum(s.size for s in self.segments.values())
+
+    # ------------------------------------------------------------------------------------------ reading
+
+    def refresh(self) -> bool:
+        """Notice what another process appended (new segments, a longer active segment); return True
+        if the log end offset moved. Writable logs know their own appends."""
+        if self.writable or self._closed:
+            return False
+        before = self.log_end_offset
+        with self._lock:
+            try:
+                names = os.listdir(self.dir)
+            except FileNotFoundError:
+                return False
+            bases = sorted(int(n[:20]) for n in names if _SEGMENT_RE.match(n) and n.endswith(".log"))
+            known = set(self.segments.keys())
+            for base in bases:
+                if base not in known:
+                    try:
+                        self._add_segment(base)
+                    except CorruptRecordError:
+                        continue
+            for base in known - set(bases):
+                seg = self.segments.remove(base)
+                if seg is not None:
+                    seg.close_handlers()
+            last = self.segments.last()
+            if last is not None:
+                last[1].refresh()
+            first = self.segments.first()
+            if first is not None and first[0] > self._log_start_offset:
+                self._log_start_offset = first[0]
+        after = self.log_end_offset
+        if after != before:
+            self._notify()
+            return True
+        return False
+
+    def segment_for(self, offset: int) -> LogSegment | None:
+        """The segment whose range holds ``offset`` (skip list floor), or None below the first."""
+        floor = self.segments.floor(offset)
+        return floor[1] if floor else None
+
+    def batches(self, from_offset: int | None = None, to_offset: int | None = None) -> Iterator[tuple[LogSegment, BatchView]]:
+        """Every batch holding an offset in ``from_offset..to_offset`` (inclusive), oldest first, with
+        its segment. Batches are not decoded."""
+        if from_offset is None or from_offset < self._log_start_offset:
+            from_offset = self._log_start_offset
+        floor = self.segments.floor(from_offset)
+        start_key = floor[0] if floor else None
+        first = True
+        for base, segment in self.segments.items(start_key):
+            if to_offset is not None and base > to_offset:
+                return
+            views = segment.read_from(from_offset) if first else segment.batches(0)
+            first = False
+            for view in views:
+                h = view.header
+                if to_offset is not None and h.base_offset > to_offset:
+                    return
+                if h.last_offset < from_offset:
+                    continue
+                yield segment, view
+
+    def read(self, from_offset: int | None = None, to_offset: int | None = None, *, validate: bool = True) -> Iterator[DecodedBatch]:
+        """Decoded batches from ``from_offset``, the first and last trimmed to the bounds."""
+        if from_offset is not None and from_offset > self.log_end_offset:
+            raise OffsetOutOfRange(f"offset {from_offset} is past the log end offset {self.log_end_offset}")
+        lo = self._log_start_offset if from_offset is None else max(from_offset, self._log_start_offset)
+        for segment, view in self.batches(lo, to_offset):
+            batch = view.decode(validate=validate, file=str(segment.log_path))
+            if batch.offsets and (batch.offsets[0] < lo or (to_offset is not None and batch.offsets[-1] > to_offset)):
+                batch = _trim(batch, lo, to_offset)
+            yield batch
+
+    def records(self, from_offset: int | None = None, to_offset: int | None = None):
+        """Every record as (offset, timestamp, key, value, headers) — convenient, not the hot path."""
+        for batch in self.read(from_offset, to_offset):
+            yield from batch
+
+    def read_offset(self, offset: int) -> tuple[DecodedBatch, int] | None:
+        """The batch holding ``offset`` and the record's index in it, or None when the offset is not
+        in the log (below the start, past the end, or compacted away)."""
+        if offset < self._log_start_offset or offset >= self.log_end_offset:
+            return None
+        segment = self.segment_for(offset)
+        if segment is None:
+            return None
+        view = segment.find(offset)
+        if view is None:
+            higher = self.segments.higher(segment.base_offset)
+            if higher is None:
+                return None
+            view = higher[1].find(offset)
+            if view is None:
+                return None
+            segment = higher[1]
+        if view.header.base_offset > offset and view.header.magic == 2:
+            return None
+        batch = view.decode(file=str(segment.log_path))
+        try:
+            return batch, batch.offsets.index(offset)
+        except ValueError:
+            return None
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """``(offset, timestamp)`` of the first record whose timestamp is >= ``timestamp`` (Kafka's
+        ``offsetsForTimes``), or None when every record is older."""
+        for _base, segment in self.segments.items():
+            if segment.size == 0 or segment.max_timestamp < timestamp:
+                continue
+            view = segment.find_by_timestamp(timestamp)
+            if view is None:
+                continue
+            # the first batch with max >= target; the record is in it or (CreateTime) possibly in it only
+            for s, v in self.batches(view.header.base_offset):
+                if v.header.max_timestamp < timestamp:
+                    continue
+                batch = v.decode(file=str(s.log_path))
+                for off, ts in zip(batch.offsets, batch.timestamps, strict=False):
+                    if ts >= timestamp and off >= self._log_start_offset:
+                        return off, ts
+            return None
+        return None
+
+    # ------------------------------------------------------------------------------------------ writing
+
+    def _require_writable(self) -> None:
+        if not self.writable:
+            raise ReadOnlyError(f"{self.dir} is open read-only")
+        if self._closed:
+            raise ReadOnlyError(f"{self.dir} is closed")
+
+    def append_records(self, records: Sequence[ProducerRecord | tuple], *, flush: bool | None = None) -> AppendResult:
+        """Append records as one batch (offsets assigned here); timestamps None become now."""
+        self._require_writable()
+        if not records:
+            end = self.log_end_offset
+            return AppendResult(end, end - 1, True, 0)
+        now = self.clock()
+        rows = [(now if r[0] is None else r[0], r[1], r[2], tuple(r[3])) for r in records]
+        codec = _CODECS.get(self.config.compression_type, Codec.NONE)
+        data = encode_batch(rows, compression=codec, partition_leader_epoch=self.leader_epoch)
+        return self.append_batches(data, flush=flush)
+
+    def append_batches(self, data: bytes | bytearray, *, flush: bool | None = None) -> AppendResult:
+        """Append whole v2 batches as a producer sends them: each is validated (sizes, CRC), given its
+        offsets and the leader epoch (outside the CRC), and LogAppendTime when the topic says so.
+
+        ``flush`` True fsyncs before returning (the result is then ``durable``); None follows
+        ``flush.messages`` / ``flush.ms``.
+        """
+        self._require_writable()
+        buf = bytearray(data)
+        headers: list[BatchHeader] = []
+        try:
+            for h in scan_batches(buf):
+                if h.magic != 2:
+                    raise InvalidInput("only magic 2 record batches can be appended")
+                validate_batch(buf, h)
+                headers.append(h)
+        except CorruptRecordError as exc:
+            raise InvalidInput(f"invalid batch: {exc}") from None
+        if not headers or headers[-1].end != len(buf):
+            raise InvalidInput("the data is not a whole number of record batches")
+        for h in headers:
+            if h.size > self.config.max_message_bytes:
+                raise RecordTooLargeError(
+                    f"batch of {h.size} bytes is larger than max.message.bytes={self.config.max_message_bytes}"
+                )
+        with self._lock:
+            self._require_writable()
+            next_offset = self.log_end_offset
+            first = next_offset
+            now = self.clock()
+            for h in headers:
+                set_base_offset(buf, h.position, next_offset)
+                set_partition_leader_epoch(buf, h.position, self.leader_epoch)
+                if self.config.log_append_time:
+                    set_log_append_time(buf, h.position, now)
+                next_offset += h.last_offset_delta + 1
+            headers = [read_batch_header(buf, h.position) for h in headers]
+            segment = self._maybe_roll(len(buf), headers[0], headers[-1].last_offset, now)
+            segment.append(bytes(buf), headers)
+            self._unflushed_messages += sum(h.record_count for h in headers)
+            durable = False
+            if flush or (flush is None and self._flush_due(now)):
+                self.flush()
+                durable = True
+        self._notify()
+        return AppendResult(first, next_offset - 1, durable, len(headers))
+
+    def _flush_due(self, now: int) -> bool:
+        return (
+            self._unflushed_messages >= self.config.flush_messages
+            or now - self._last_flush_ms >= self.config.flush_ms
+        )
+
+    def _maybe_roll(self, size: int, first: BatchHeader, last_offset: int, now: int) -> LogSegment:
+        """The segment to append to, after a roll if any of Kafka's four conditions holds."""
+        segment = self.active_segment
+        assert segment is not None
+        reason = None
+        config = self.config
+        if segment.size > 0 and segment.size > config.segment_bytes - size:
+            reason = "segment.bytes"
+        elif segment.size > 0 and (ts := segment.rolling_timestamp()) is not None and (
+            now - ts > config.segment_ms - config.segment_jitter_ms
+        ):
+            reason = "segment.ms"
+        elif segment.offset_index.is_full() or segment.time_index.is_full():
+            reason = "index full"
+        elif not segment.offset_index.can_append_offset(last_offset) or first.base_offset < segment.base_offset:
+            reason = "offset overflow"
+        if reason is None:
+            return segment
+        return self.roll(first.base_offset)
+
+    def roll(self, next_offset: int | None = None) -> LogSegment:
+        """Seal the active segment and start a new one at ``next_offset`` (default: the log end)."""
+        self._require_writable()
+        with self._lock:
+            base = self.log_end_offset if next_offset is None else next_offset
+            active = self.active_segment
+            if active is not None:
+                if active.size == 0 and active.base_offset == base:
+                    return active
+                if active.size == 0:
+                    self.segments.remove(active.base_offset)
+                    active.delete()
+                else:
+                    active.on_become_inactive()
+                    active.flush()
+            existing = self.segments.get(base)
+            if existing is not None:
+                raise InvalidInput(f"a segment with base offset {base} already exists")
+            return self._add_segment(base)
+
+    def flush(self) -> None:
+        """fsync everything not yet on disk; the recovery point becomes the log end offset."""
+        with self._lock:
+            if not self.writable:
+                return
+            for segment in self.segments.values(self.segments.floor(self.recovery_point)[0] if self.segments.floor(self.recovery_point) else None):
+                segment.flush()
+            self.recovery_point = self.log_end_offset
+            self._unflushed_messages = 0
+            self._last_flush_ms = self.clock()
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop every record at or past ``offset`` (whole batches, as Kafka does)."""
+        self._require_writable()
+        with self._lock:
+            for base, segment in list(self.segments.items()):
+                if base >= offset and base != self.segments.first()[0]:  # type: ignore[index]
+                    self.segments.remove(base)
+                    segment.delete()
+            active = self.active_segment
+            if active is not None:
+                active.truncate_to(offset)
+            self.recovery_point = min(self.recovery_point, self.log_end_offset)
+
+    def delete_segments(self, segments: list[LogSegment], reason: str = "") -> None:
+        """Remove whole segments (retention): renamed ``.deleted`` first, then deleted; the log start
+        offset moves past them. The active segment is never removed: a new empty one replaces it."""
+        self._require_writable()
+        with self._lock:
+            for segment in segments:
+                if segment is self.active_segment:
+                    self.roll()
+                self.segments.remove(segment.base_offset)
+                segment.change_suffix(".deleted")
+                self._log_start_offset = max(self._log_start_offset, segment.next_offset)
+                segment.delete()
+            first = self.segments.first()
+            if first is not None:
+                self._log_start_offset = max(self._log_start_offset, first[0])
+
+    # ------------------------------------------------------------------------------------------ followers
+
+    def add_listener(self, callback: Callable[[Log], None]) -> None:
+        """Call ``callback(log)`` after every append (from the appending thread)."""
+        self._listeners.append(callback)
+
+    def remove_listener(self, callback: Callable[[Log], None]) -> None:
+        try:
+            self._listeners.remove(callback)
+        except ValueError:
+            pass
+
+    def _notify(self) -> None:
+        with self._appended:
+            self._appended.notify_all()
+        for callback in list(self._listeners):
+            callback(self)
+
+    def wait_for_records(self, after_offset: int, timeout: float | None = None, poll_interval: float = 0.2) -> bool:
+        """Block until the log end offset is past ``after_offset`` (True) or ``timeout`` passes (False).
+
+        Read-only logs poll the files (another process is writing) every ``poll_interval`` seconds.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            if self.log_end_offset > after_offset:
+                return True
+            if not self.writable:
+                self.refresh()
+                if self.log_end_offset > after_offset:
+                    return True
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                return False
+            wait = poll_interval if remaining is None else min(poll_interval, remaining)
+            with self._appended:
+                self._appended.wait(wait)
+
+    # ------------------------------------------------------------------------------------------ close
+
+    def close(self) -> None:
+        """Flush (writable) and close every segment; the active one is sealed (trimmed indexes)."""
+        with self._lock:
+            if self._closed:
+                return
+            if self.writable:
+                self.flush()
+            for segment in self.segments.values():
+                segment.close()
+            self._closed = True
+
+    def describe(self) -> dict:
+        """Topic, partition, offsets and segments, for ``partition.json`` and ``verify``."""
+        segments = []
+        for base, segment in self.segments.items():
+            segments.append(
+                {
+                    "baseOffset": base,
+                    "nextOffset": segment.next_offset,
+                    "sizeBytes": segment.size,
+                    "maxTimestamp": segment.max_timestamp,
+                    "file": segment.log_path.name,
+                    "offsetIndexEntries": segment.offset_index.entries,
+                    "timeIndexEntries": segment.time_index.entries,
+                }
+            )
+        return {
+            "topic": self.topic,
+            "partition": self.partition,
+            "logStartOffset": self.log_start_offset,
+            "logEndOffset": self.log_end_offset,
+            "sizeBytes": sum(s["sizeBytes"] for s in segments),
+            "config": {k: v for k, v in self.config.as_dict().items()},
+            "segments": segments,
+        }
+
+
+def _trim(batch: DecodedBatch, lo: int, hi: int | None) -> DecodedBatch:
+    offsets = batch.offsets
+    i = 0
+    while i < len(offsets) and offsets[i] < lo:
+        i += 1
+    j = len(offsets)
+    if hi is not None:
+        while j > i and offsets[j - 1] > hi:
+            j -= 1
+    return DecodedBatch(
+        batch.header, offsets[i:j], batch.timestamps[i:j], batch.keys[i:j], batch.values[i:j], batch.headers[i:j]
+    )
+
+
+def segment_names(base_offset: int) -> list[str]:
+    return [segment_file_name(base_offset, ext) for ext in (".log", ".index", ".timeindex", ".txnindex")]

@@ -1,0 +1,221 @@
+"""LogDir: a whole ``log.dirs`` entry: its partitions, checkpoints, clean-shutdown marker and lock.
+
+One writer per log directory: a writable LogDir takes Kafka's ``.lock`` (a POSIX ``fcntl`` lock, the
+kind Java's ``FileChannel.tryLock`` takes, so a running broker and kafkafs exclude each other). Readers
+take no lock and may read a directory a broker owns.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+from ..errors import CorruptRecordError, InvalidName, LogDirLocked
+from ..format.checkpoint import parse_offset_checkpoint, render_offset_checkpoint
+from .config import Settings
+from .log import Log, parse_partition_dir_name
+
+__all__ = ["LogDir", "CLEAN_SHUTDOWN_FILE", "LOCK_FILE"]
+
+log = logging.getLogger("kafkafs.logdir")
+
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+LOCK_FILE = ".lock"
+RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
+LOG_START_FILE = "log-start-offset-checkpoint"
+
+_held_locks: set[str] = set()  # fcntl locks are per process: keep two LogDirs of ours apart too
+_held_guard = threading.Lock()
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    """Write to ``path.tmp``, fsync, rename over ``path``, fsync the folder (Kafka's checkpoint way)."""
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    dfd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
+
+
+class LogDir:
+    """A log directory: ``open`` it, list and open partitions, ``close`` it."""
+
+    def __init__(self, path: str | os.PathLike[str], settings: Settings | None = None, *, writable: bool = False) -> None:
+        self.path = Path(path)
+        self.settings = settings or Settings()
+        self.writable = writable
+        self._logs: dict[str, Log] = {}
+        self._guard = threading.RLock()
+        self._lock_fd: int | None = None
+        self._closed = False
+        if not self.path.is_dir():
+            raise InvalidName(f"{self.path}: no such log directory")
+        if writable:
+            self._take_lock()
+        self.clean_shutdown = (self.path / CLEAN_SHUTDOWN_FILE).exists()
+        self.recovery_points = self._read_checkpoint(RECOVERY_POINT_FILE)
+        self.log_start_offsets = self._read_checkpoint(LOG_START_FILE)
+        if writable and self.clean_shutdown:
+            # from now until a clean close, a crash must lead to recovery
+            os.unlink(self.path / CLEAN_SHUTDOWN_FILE)
+
+    # ------------------------------------------------------------------------------------------ lock
+
+    def _take_lock(self) -> None:
+        key = str(self.path.resolve())
+        with _held_guard:
+            if key in _held_locks:
+                raise LogDirLocked(f"{self.path} is already open for writing in this process")
+            fd = os.open(self.path / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                os.close(fd)
+                raise LogDirLocked(
+                    f"{self.path} is locked by another writer (a broker or kafkafs holds {LOCK_FILE}); "
+                    "open it read-only instead"
+                ) from None
+            _held_locks.add(key)
+            self._lock_fd = fd
+            self._lock_key = key
+
+    def _release_lock(self) -> None:
+        if self._lock_fd is not None:
+            fcntl.lockf(self._lock_fd, fcntl.LOCK_UN)
+            os.close(self._lock_fd)
+            self._lock_fd = None
+            with _held_guard:
+                _held_locks.discard(self._lock_key)
+
+    # ------------------------------------------------------------------------------------------ checkpoints
+
+    def _read_checkpoint(self, name: str) -> dict[tuple[str, int], int]:
+        path = self.path / name
+        try:
+            return parse_offset_checkpoint(path.read_bytes())
+        except FileNotFoundError:
+            return {}
+        except CorruptRecordError as exc:
+            log.warning("%s: %s; ignoring it", path, exc.reason)
+            return {}
+
+    def write_checkpoints(self) -> None:
+        """Recovery points and log start offsets of every open partition, merged with the files'."""
+        if not self.writable:
+            return
+        recovery = dict(self.recovery_points)
+        starts = dict(self.log_start_offsets)
+        for log_ in self._logs.values():
+            key = (log_.topic, log_.partition)
+            recovery[key] = log_.recovery_point
+            starts[key] = log_.log_start_offset
+        present = {parse_partition_dir_name(n) for n in self.partition_names()}
+        recovery = {k: v for k, v in recovery.items() if k in present}
+        starts = {k: v for k, v in starts.items() if k in present}
+        write_atomically(self.path / RECOVERY_POINT_FILE, render_offset_checkpoint(recovery))
+        write_atomically(self.path / LOG_START_FILE, render_offset_checkpoint(starts))
+        self.recovery_points, self.log_start_offsets = recovery, starts
+
+    # ------------------------------------------------------------------------------------------ partitions
+
+    def partition_names(self) -> list[str]:
+        """The partition folders, sorted by topic then partition number."""
+        out = []
+        try:
+            entries = list(os.scandir(self.path))
+        except FileNotFoundError:
+            return []
+        for entry in entries:
+            if not entry.is_dir():
+                continue
+            try:
+                out.append((parse_partition_dir_name(entry.name), entry.name))
+            except InvalidName:
+                continue
+        return [name for _key, name in sorted(out)]
+
+    def __iter__(self) -> Iterator[Log]:
+        for name in self.partition_names():
+            yield self.log(name)
+
+    def log(self, name: str) -> Log:
+        """The partition folder ``name`` (``topic-N``), opened on first use (recovered if needed)."""
+        with self._guard:
+            existing = self._logs.get(name)
+            if existing is not None:
+                return existing
+            topic, partition = parse_partition_dir_name(name)
+            directory = self.path / name
+            if not directory.is_dir():
+                raise InvalidName(f"no partition {name} in {self.path}")
+            key = (topic, partition)
+            opened = Log.open(
+                directory,
+                self.settings.for_topic(topic),
+                writable=self.writable,
+                log_start_offset=self.log_start_offsets.get(key),
+                recovery_point=self.recovery_points.get(key),
+                clean_shutdown=self.clean_shutdown,
+            )
+            self._logs[name] = opened
+            return opened
+
+    def create_partition(self, topic: str, partition: int) -> Log:
+        """Create ``topic-partition`` with an empty first segment; InvalidName for a bad name."""
+        name = f"{topic}-{partition}"
+        parse_partition_dir_name(name)
+        with self._guard:
+            directory = self.path / name
+            if directory.exists():
+                return self.log(name)
+            if not self.writable:
+                from ..errors import ReadOnlyError
+
+                raise ReadOnlyError(f"{self.path} is open read-only")
+            directory.mkdir()
+            opened = Log.open(directory, self.settings.for_topic(topic), writable=True, clean_shutdown=True)
+            self._logs[name] = opened
+            return opened
+
+    def open_logs(self) -> list[Log]:
+        with self._guard:
+            return list(self._logs.values())
+
+    # ------------------------------------------------------------------------------------------ close
+
+    def flush(self) -> None:
+        for log_ in self.open_logs():
+            log_.flush()
+        self.write_checkpoints()
+
+    def close(self) -> None:
+        """Flush and close every partition, write the checkpoints and the clean-shutdown marker, unlock."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            for log_ in self.open_logs():
+                log_.close()
+            if self.writable:
+                self.write_checkpoints()
+                write_atomically(self.path / CLEAN_SHUTDOWN_FILE, b"")
+        finally:
+            self._release_lock()
+
+    def __enter__(self) -> LogDir:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
