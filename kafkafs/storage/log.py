@@ -380,7 +380,8 @@ class Log:
                     set_log_append_time(buf, h.position, now)
                 next_offset += h.last_offset_delta + 1
             headers = [read_batch_header(buf, h.position) for h in headers]
-            segment = self._maybe_roll(len(buf), headers[0], headers[-1].last_offset, now)
+            max_ts = max(h.max_timestamp for h in headers)
+            segment = self._maybe_roll(len(buf), headers[0], headers[-1].last_offset, now, max_ts)
             segment.append(bytes(buf), headers)
             self._unflushed_messages += sum(h.record_count for h in headers)
             durable = False
@@ -396,8 +397,15 @@ class Log:
             or now - self._last_flush_ms >= self.config.flush_ms
         )
 
-    def _maybe_roll(self, size: int, first: BatchHeader, last_offset: int, now: int) -> LogSegment:
-        """The segment to append to, after a roll if any of Kafka's four conditions holds."""
+    def _maybe_roll(
+        self, size: int, first: BatchHeader, last_offset: int, now: int, max_timestamp: int = -1
+    ) -> LogSegment:
+        """The segment to append to, after a roll if any of Kafka's four conditions holds.
+
+        ``segment.ms`` counts, as Kafka's ``timeWaitedForRoll`` does, from the segment's first batch
+        timestamp to the incoming batches' max timestamp (to ``now`` only when there are no timestamps),
+        so replaying old data does not roll a segment per batch.
+        """
         segment = self.active_segment
         assert segment is not None
         reason = None
@@ -405,7 +413,8 @@ class Log:
         if segment.size > 0 and segment.size > config.segment_bytes - size:
             reason = "segment.bytes"
         elif segment.size > 0 and (ts := segment.rolling_timestamp()) is not None and (
-            now - ts > config.segment_ms - config.segment_jitter_ms
+            (max_timestamp - ts if ts >= 0 and max_timestamp >= 0 else now - ts)
+            > config.segment_ms - config.segment_jitter_ms
         ):
             reason = "segment.ms"
         elif segment.offset_index.is_full() or segment.time_index.is_full():

@@ -1,0 +1,213 @@
+"""What ``kafkafs dump`` and ``kafkafs verify`` print: a segment's batches, and a log directory's health.
+
+Both read only (nothing here writes), so they are safe on a directory a broker owns.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import BinaryIO, TextIO
+
+from .errors import CorruptRecordError
+from .format.batch import BatchHeader, decode_batch, validate_batch
+from .format.jsonview import render_batch_jsonl
+from .storage.config import LogConfig
+from .storage.log import Log
+from .storage.logdir import LogDir
+from .storage.segment import LogSegment
+
+__all__ = ["dump_segment", "verify_logdir", "check_segment"]
+
+
+def _bool(flag: bool) -> str:
+    return "true" if flag else "false"
+
+
+def _batch_line(h: BatchHeader, position: int, valid: bool) -> str:
+    ts_name = "LogAppendTime" if h.timestamp_type == 1 else ("CreateTime" if h.magic > 0 else "NoTimestampType")
+    last_seq = h.base_sequence + h.last_offset_delta if h.base_sequence >= 0 else -1
+    return (
+        f"baseOffset: {h.base_offset} lastOffset: {h.last_offset} count: {h.record_count} "
+        f"baseSequence: {h.base_sequence} lastSequence: {last_seq} producerId: {h.producer_id} "
+        f"producerEpoch: {h.producer_epoch} partitionLeaderEpoch: {h.partition_leader_epoch} "
+        f"isTransactional: {_bool(h.is_transactional)} isControl: {_bool(h.is_control)} "
+        f"position: {position} {ts_name}: {h.max_timestamp} size: {h.size} magic: {h.magic} "
+        f"compresscodec: {h.compression.name.lower()} crc: {h.crc} isvalid: {_bool(valid)}"
+    )
+
+
+def _base_offset_of(path: Path) -> int:
+    name = path.name
+    if len(name) < 24 or not name[:20].isdigit():
+        raise CorruptRecordError("not a segment file name (<20-digit base offset>.log)", file=str(path))
+    return int(name[:20])
+
+
+def dump_segment(path: Path, out: BinaryIO, *, deep: bool = False, payload: bool = False,
+                 verify_index: bool = False, values: str = "auto") -> int:
+    """Print every batch of ``path`` (and its records with ``deep``); return an exit code (1: damage)."""
+    if not path.is_file():
+        raise FileNotFoundError(2, "no such segment file", str(path))
+    base = _base_offset_of(path)
+    segment = LogSegment(path.parent, base, LogConfig(), writable=False, suffix=path.name[24:] if path.name[24:].startswith(".") else "")
+    topic = path.parent.name.rsplit("-", 1)[0] if "-" in path.parent.name else path.parent.name
+    try:
+        partition = int(path.parent.name.rsplit("-", 1)[1])
+    except (IndexError, ValueError):
+        partition = 0
+    write = out.write
+    write(f"Dumping {path}\nLog starting offset: {base}\n".encode())
+    damaged = 0
+    try:
+        for view in segment.batches(0):
+            h = view.header
+            try:
+                validate_batch(view.buf, h)
+                valid = True
+            except CorruptRecordError:
+                valid = False
+                damaged += 1
+            write((_batch_line(h, view.position, valid) + "\n").encode())
+            if deep or payload:
+                try:
+                    batch = decode_batch(view.buf, h, validate=False)
+                except CorruptRecordError as exc:
+                    write(f"| records do not decode: {exc.reason}\n".encode())
+                    damaged += 1
+                    continue
+                if payload:
+                    for line in render_batch_jsonl(topic, partition, batch, values).splitlines():
+                        write(b"| " + line + b"\n")
+                else:
+                    for i, off in enumerate(batch.offsets):
+                        key, value = batch.keys[i], batch.values[i]
+                        hdrs = ",".join(k for k, _v in batch.headers[i])
+                        write(
+                            f"| offset: {off} {'LogAppendTime' if h.timestamp_type == 1 else 'CreateTime'}: "
+                            f"{batch.timestamps[i]} keySize: {-1 if key is None else len(key)} "
+                            f"valueSize: {-1 if value is None else len(value)} headerKeys: [{hdrs}]\n".encode()
+                        )
+        tail = segment.size - (segment.size if damaged else _end_of_batches(segment))
+        if tail > 0:
+            write(f"Found {tail} trailing bytes after the last whole batch\n".encode())
+    except CorruptRecordError as exc:
+        write(f"Damage: {exc}\n".encode())
+        damaged += 1
+    if verify_index:
+        for problem in check_indexes(segment):
+            write(f"Index problem: {problem}\n".encode())
+            damaged += 1
+        if not damaged:
+            write(b"Indexes are consistent with the log\n")
+    segment.close_handlers()
+    out.flush()
+    return 1 if damaged else 0
+
+
+def _end_of_batches(segment: LogSegment) -> int:
+    end = 0
+    for view in segment.batches(0):
+        end = view.position + view.size
+    return end
+
+
+def check_indexes(segment: LogSegment) -> list[str]:
+    """``kafka-dump-log --verify-index-only`` rules: each offset index entry names a batch start whose
+    last offset is the entry's offset; both indexes strictly increase; time entries name real batches."""
+    problems = []
+    starts = {view.position: view.header for view in segment.batches(0)}
+    last_offsets = {h.last_offset: h for h in starts.values()}
+    prev = None
+    for entry in segment.offset_index:
+        h = starts.get(entry.position)
+        if h is None:
+            problems.append(f"{segment.offset_index.path.name}: entry {entry} does not point at a batch start")
+        elif h.last_offset != entry.offset:
+            problems.append(
+                f"{segment.offset_index.path.name}: entry {entry} names offset {entry.offset} but the batch there ends at {h.last_offset}"
+            )
+        if prev is not None and (entry.offset <= prev.offset or entry.position <= prev.position):
+            problems.append(f"{segment.offset_index.path.name}: entry {entry} does not increase after {prev}")
+        prev = entry
+    prev_t = None
+    for entry in segment.time_index:
+        if entry.offset not in last_offsets:
+            problems.append(f"{segment.time_index.path.name}: entry {entry} names no batch's last offset")
+        elif last_offsets[entry.offset].max_timestamp > entry.timestamp:
+            problems.append(f"{segment.time_index.path.name}: entry {entry} is below its batch's max timestamp")
+        if prev_t is not None and (entry.timestamp <= prev_t.timestamp or entry.offset < prev_t.offset):
+            problems.append(f"{segment.time_index.path.name}: entry {entry} does not increase after {prev_t}")
+        prev_t = entry
+    return problems
+
+
+def check_segment(segment: LogSegment, expected_start: int, *, deep: bool) -> tuple[int, int, list[str]]:
+    """Validate one segment; return (records, next offset, problems)."""
+    problems: list[str] = []
+    records = 0
+    next_offset = expected_start
+    end = 0
+    try:
+        for view in segment.batches(0):
+            h = view.header
+            end = view.position + h.size
+            where = f"{segment.log_path.name} position {view.position}"
+            try:
+                validate_batch(view.buf, h)
+            except CorruptRecordError as exc:
+                problems.append(f"{where}: {exc.reason}")
+                continue
+            if h.base_offset < next_offset:
+                problems.append(f"{where}: offsets go backwards ({h.base_offset} after {next_offset - 1})")
+            if h.base_offset < segment.base_offset:
+                problems.append(f"{where}: offset {h.base_offset} is below the segment's base {segment.base_offset}")
+            if deep:
+                try:
+                    batch = decode_batch(view.buf, h, validate=False)
+                    records += len(batch)
+                except CorruptRecordError as exc:
+                    problems.append(f"{where}: {exc.reason}")
+            else:
+                records += max(h.record_count, 0)
+            next_offset = max(next_offset, h.next_offset)
+    except CorruptRecordError as exc:
+        problems.append(f"{segment.log_path.name}: {exc.reason} at position {exc.position}")
+        end = segment.size
+    if end < segment.size:
+        problems.append(f"{segment.log_path.name}: {segment.size - end} bytes after the last whole batch")
+    try:
+        segment.sanity_check()
+    except CorruptRecordError as exc:
+        problems.append(exc.reason)
+    problems.extend(check_indexes(segment))
+    return records, next_offset, problems
+
+
+def verify_logdir(logdir: LogDir, out: TextIO, *, deep: bool = True, partitions: list[str] | None = None) -> int:
+    """Check every partition; print one line each (and one per problem); return the problem count."""
+    total_problems = 0
+    names = partitions or logdir.partition_names()
+    if not names:
+        print(f"{logdir.path}: no partitions", file=out)
+    for name in names:
+        log_: Log = logdir.log(name)
+        problems: list[str] = []
+        records = 0
+        expected = log_.log_start_offset
+        segments = list(log_.segments.values())
+        for segment in segments:
+            if segment.base_offset < expected and segment is not segments[0]:
+                problems.append(f"{segment.log_path.name}: base offset {segment.base_offset} overlaps the previous segment")
+            n, expected, found = check_segment(segment, max(expected, segment.base_offset) if segment is segments[0] else expected, deep=deep)
+            records += n
+            problems.extend(found)
+        status = "OK" if not problems else f"{len(problems)} problem(s)"
+        print(
+            f"{name}: {len(segments)} segment(s), {records} records, offsets "
+            f"{log_.log_start_offset}..{log_.log_end_offset - 1}: {status}",
+            file=out,
+        )
+        for p in problems:
+            print(f"  {p}", file=out)
+        total_problems += len(problems)
+    return total_problems
