@@ -46,7 +46,7 @@ def build_demo(target: Path, *, force: bool = False) -> str:
         for partition in (0, 1):
             log = logdir.create_partition("orders", partition)
             ts = DEMO_START_MS + partition * 3000
-            for batch_no in range(60):
+            for _batch in range(60):
                 records = []
                 for _ in range(rng.randint(5, 20)):
                     customer = rng.choice(customers)

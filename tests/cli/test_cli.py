@@ -1,0 +1,148 @@
+"""The command line as a user runs it: subprocesses, exit codes, one-line errors, no tracebacks."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+
+from kafkafs.storage.logdir import LogDir
+
+from ..conftest import FIXTURES
+
+
+def run(*args: str, stdin: bytes = b"", check_rc: int | None = 0) -> subprocess.CompletedProcess:
+    proc = subprocess.run(
+        [sys.executable, "-m", "kafkafs.cli", *args], input=stdin, capture_output=True, timeout=120
+    )
+    assert b"Traceback" not in proc.stderr, proc.stderr.decode()
+    if check_rc is not None:
+        assert proc.returncode == check_rc, proc.stderr.decode()
+    return proc
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory) -> Path:
+    target = tmp_path_factory.mktemp("demo") / "logs"
+    out = run("demo", str(target))
+    assert b"orders-0" in out.stdout
+    return target
+
+
+def test_demo_verifies(demo):
+    out = run("verify", str(demo))
+    lines = out.stdout.decode().splitlines()
+    assert {line.split(":")[0] for line in lines} >= {"orders-0", "orders-1", "payments-0", "sensors-0", "images-0"}
+    assert all(line.endswith("OK") for line in lines)
+
+
+def test_demo_refuses_to_overwrite(demo):
+    assert b"--force" in run("demo", str(demo), check_rc=2).stderr
+
+
+def test_produce_then_consume(tmp_path):
+    lines = b'hello\n{"key": "k", "value": {"a": 1}, "headers": [{"key": "h", "value": "v"}]}\n{"value": null}\n'
+    out = run("produce", str(tmp_path), "t-0", stdin=lines)
+    assert b"appended 3 records" in out.stderr
+    records = [orjson.loads(line) for line in run("consume", str(tmp_path), "t-0").stdout.splitlines()]
+    assert [r["offset"] for r in records] == [0, 1, 2]
+    assert records[0]["value"] == "hello" and records[0]["key"] is None
+    assert records[1]["value"] == {"a": 1} and records[1]["headers"] == [{"key": "h", "value": "v"}]
+    assert records[2]["value"] is None
+    assert run("consume", str(tmp_path), "t-0", "--from-offset", "2").stdout.count(b"\n") == 1
+    assert run("consume", str(tmp_path), "t-0", "--from-offset", "-1").stdout.count(b"\n") == 1
+
+
+def test_bad_line_appends_nothing(tmp_path):
+    run("produce", str(tmp_path), "t-0", stdin=b"one\n")
+    out = run("produce", str(tmp_path), "t-0", stdin=b'two\n{"value": \n', check_rc=2)
+    err = out.stderr.decode()
+    assert err.startswith("kafkafs: error: line 2") and err.count("\n") == 1
+    assert run("consume", str(tmp_path), "t-0").stdout.count(b"\n") == 1
+
+
+def test_consume_from_time(demo):
+    out = run("consume", str(demo), "orders-0", "--from-time", "2026-11-21T11:00:00Z", "--max-records", "1")
+    record = orjson.loads(out.stdout)
+    assert record["timestamp"] >= 1795258800000
+    earlier = run("consume", str(demo), "orders-0", "--from-offset", str(record["offset"] - 1), "--max-records", "1")
+    assert orjson.loads(earlier.stdout)["timestamp"] < 1795258800000
+
+
+def test_user_mistakes_are_one_line(tmp_path, demo):
+    cases = [
+        ("consume", str(demo), "nope-0"),
+        ("consume", str(tmp_path / "missing"), "t-0"),
+        ("consume", str(demo), "orders-0", "--from-time", "yesterday"),
+        ("produce", str(demo), "bad name!-0"),
+        ("verify", str(demo), "--set", "segment.bytes=lots"),
+        ("verify", str(demo), "--set", "no.such.setting=1"),
+        ("dump", str(tmp_path / "nothing.log")),
+    ]
+    for args in cases:
+        out = run(*args, check_rc=None)
+        assert out.returncode != 0, args
+        assert out.stderr.decode().count("\n") == 1, (args, out.stderr)
+        assert out.stderr.startswith(b"kafkafs: "), (args, out.stderr)
+
+
+def test_locked_directory(tmp_path):
+    run("produce", str(tmp_path), "t-0", stdin=b"x\n")
+    holder = LogDir(tmp_path, writable=True)
+    try:
+        script = "from kafkafs.cli import main; import sys; sys.exit(main(sys.argv[1:]))"
+        proc = subprocess.run(
+            [sys.executable, "-c", script, "produce", str(tmp_path), "t-0"],
+            input=b"y\n", capture_output=True, timeout=60,
+        )
+        # another process: the fcntl lock is held by this test process
+        assert proc.returncode == 2 and b"locked" in proc.stderr
+        # readers take no lock
+        assert run("consume", str(tmp_path), "t-0").stdout.count(b"\n") == 1
+    finally:
+        holder.close()
+
+
+def test_verify_finds_damage_and_recover_repairs(tmp_path, demo):
+    copy = tmp_path / "logs"
+    shutil.copytree(demo, copy)
+    segment = sorted((copy / "orders-1").glob("*.log"))[-1]
+    data = bytearray(segment.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    segment.write_bytes(bytes(data) + b"garbage")
+    out = run("verify", str(copy), check_rc=1)
+    assert b"orders-1" in out.stdout and b"problem" in out.stdout
+    out = run("recover", str(copy))
+    assert b"orders-1: " in out.stdout and b"truncated" in out.stdout
+    run("verify", str(copy))
+
+
+def test_dump_matches_the_broker_index(fixtures_dir):
+    segment = fixtures_dir / "kafka-logs-a/__consumer_offsets-12/00000000000000000000.log"
+    out = run("dump", str(segment), "--verify-index").stdout.decode().splitlines()
+    assert out[0] == f"Dumping {segment}"
+    assert sum(line.startswith("baseOffset:") for line in out) == 147
+    assert out[-1] == "Indexes are consistent with the log"
+    deep = run("dump", str(segment), "--deep").stdout.decode()
+    assert deep.count("| offset: ") == 862
+
+
+def test_clean_applies_retention(tmp_path):
+    config = tmp_path / "kafkafs.toml"
+    config.write_text('"segment.bytes" = 200\n[topics."old"]\n"retention.ms" = 1000\n')
+    lines = b"".join(b'{"value": "%d", "timestamp": %d}\n' % (i, 1000 + i) for i in range(30))
+    run("produce", str(tmp_path), "old-0", "--config", str(config), stdin=lines)
+    out = run("clean", str(tmp_path), "--config", str(config))
+    assert b"deleted" in out.stdout
+    assert run("consume", str(tmp_path), "old-0").stdout == b""
+
+
+def test_fixture_directories_read(fixtures_dir):
+    out = run("consume", str(fixtures_dir / "kafka-logs-b"), "wanjohi-0").stdout.splitlines()
+    assert len(out) == 6 and orjson.loads(out[3])["headers"][0]["key"] == "__TypeId__"
+    assert not os.path.exists(fixtures_dir / "kafka-logs-b" / ".lock")
