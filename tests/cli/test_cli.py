@@ -13,8 +13,6 @@ import pytest
 
 from kafkafs.storage.logdir import LogDir
 
-from ..conftest import FIXTURES
-
 
 def run(*args: str, stdin: bytes = b"", check_rc: int | None = 0) -> subprocess.CompletedProcess:
     proc = subprocess.run(
