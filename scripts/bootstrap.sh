@@ -48,8 +48,11 @@ if [ ! -x .venv/bin/python ]; then
 fi
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   say "installing kafkafs and its dependencies into .venv (first run takes a few minutes: pyspark is large)"
-  .venv/bin/python -m pip install -q --upgrade pip 2>&1 | grep -v '^WARNING: Location' >&2 || true
-  .venv/bin/python -m pip install -q -e ".[dev,spark]" 2>&1 | grep -v '^WARNING: Location' >&2 || true
+  pip_log=.venv/pip-install.log
+  if ! { .venv/bin/python -m pip install -q --upgrade pip && .venv/bin/python -m pip install -q -e ".[dev,spark]"; } >"$pip_log" 2>&1; then
+    grep -v '^WARNING: Location' "$pip_log" | tail -40 >&2
+    say "pip install failed (full log: $pip_log)"; exit 1
+  fi
   .venv/bin/python -c 'import kafkafs, pyfuse3, crc32c, cramjam, orjson, kafka, pyspark' \
     || { say "the Python install failed"; exit 1; }
   touch "$stamp"
