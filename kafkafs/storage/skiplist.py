@@ -129,11 +129,17 @@ class SkipList(Generic[V]):
     def ceiling(self, key: int) -> tuple[int, V] | None:
         """The entry with the smallest key >= ``key``."""
         node = self._last_below(key, False).next[0]
+        # the predecessor may have been unlinked (and a smaller key inserted after it) since we found
+        # it: walk on until the key is reached, so a key present throughout is never missed
+        while node is not None and node.key < key:
+            node = node.next[0]
         return None if node is None else (node.key, node.value)
 
     def higher(self, key: int) -> tuple[int, V] | None:
         """The entry with the smallest key > ``key``."""
         node = self._last_below(key, True).next[0]
+        while node is not None and node.key <= key:  # see ceiling
+            node = node.next[0]
         return None if node is None else (node.key, node.value)
 
     def first(self) -> tuple[int, V] | None:
@@ -167,6 +173,8 @@ class SkipList(Generic[V]):
             node = self._head.next[0]
         else:
             node = self._last_below(from_key, not from_inclusive).next[0]
+            while node is not None and (node.key < from_key or (not from_inclusive and node.key == from_key)):
+                node = node.next[0]  # see ceiling
         while node is not None:
             key = node.key
             if to_key is not None and (key > to_key or (key == to_key and not to_inclusive)):
