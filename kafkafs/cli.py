@@ -73,7 +73,10 @@ def _raise_fd_limit() -> None:
 
 
 def cmd_mount(args: argparse.Namespace) -> int:
-    from .fs.mount import mount
+    try:
+        from .fs.mount import mount
+    except ImportError as exc:
+        raise CommandError(f"the FUSE mount is not available here: {exc}") from None
 
     options: list[str] = []
     for item in args.options or []:
@@ -259,7 +262,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from .spark.export import export
+    try:
+        from .spark.export import export
+    except ImportError as exc:
+        raise CommandError(f"the Spark export is not available here: {exc}") from None
 
     topics = [t for t in (args.topics or "").split(",") if t] or None
     return export(args.logdir, args.out, fmt=args.format, topics=topics, master=args.master)
