@@ -65,6 +65,14 @@ _MINIMUM = {
     "delete.retention.ms": 0,
     "file.delete.delay.ms": 0,
 }
+INT_MAX = 2**31 - 1
+#: Kafka declares these INT (a file position or a size in an index entry must fit a Java int).
+_MAXIMUM = {
+    "segment.bytes": INT_MAX,
+    "segment.index.bytes": INT_MAX,
+    "index.interval.bytes": INT_MAX,
+    "max.message.bytes": INT_MAX,
+}
 
 
 def _field(name: str) -> str:
@@ -106,6 +114,10 @@ def parse_setting(name: str, value: Any) -> Any:
         raise ConfigError(f"{name}: {value!r} is not one of {', '.join(sorted(_CHOICES[name]))}")
     if name in _MINIMUM and value < _MINIMUM[name]:
         raise ConfigError(f"{name}: {value} is below the minimum {_MINIMUM[name]}")
+    if name in _MAXIMUM and value > _MAXIMUM[name]:
+        raise ConfigError(f"{name}: {value} is above the maximum {_MAXIMUM[name]}")
+    if isinstance(value, int) and not isinstance(value, bool) and not -(2**63) <= value <= LONG_MAX:
+        raise ConfigError(f"{name}: {value} does not fit a long")
     if name == "min.cleanable.dirty.ratio" and not 0 <= value <= 1:
         raise ConfigError("min.cleanable.dirty.ratio must be between 0 and 1")
     return value

@@ -23,6 +23,10 @@ are replaced (``resize``) are not closed, only dropped, so a reader still holdin
 map (CPython frees it when the last reference goes). A reader that overlaps ``truncate_to`` may see
 the dropped entries zeroed or overwritten; truncation belongs to recovery, when nobody should read.
 
+Descriptors: none is kept open. The map holds its own duplicate of the descriptor, and ``resize`` and
+``refresh`` open the file by its path (which follows ``rename``), so an open index costs one descriptor
+and a released one (``release``, for the handle budget of :mod:`kafkafs.storage.handles`) none.
+
 Where kafkafs differs from Kafka, knowingly:
 
 - An existing file's entry count comes from ``live_entry_count`` rather than ``file size / entry
@@ -112,15 +116,19 @@ class AbstractIndex(Generic[E]):
         *,
         max_index_size: int = DEFAULT_MAX_INDEX_SIZE,
         writable: bool = True,
+        on_open: Callable[[], None] | None = None,
     ) -> None:
-        """Nothing is opened here; the file is opened (and, writable, created) on first use."""
+        """Nothing is opened here; the file is opened (and, writable, created) on first use.
+
+        ``on_open`` is called after the file gets mapped (the owning segment tells its handle budget).
+        """
         self._path = Path(path)
         self._base_offset = base_offset
         self._max_index_size = max_index_size
         self._writable = writable
+        self._on_open = on_open
         self._lock = threading.RLock()
         self._state: _State[E] | None = None
-        self._fd: int | None = None
         self._closed = False
 
     # -- what an entry means (subclasses) --------------------------------------------------------------
@@ -234,13 +242,16 @@ class AbstractIndex(Generic[E]):
 
     def _open(self) -> _State[E]:
         with self._lock:
-            if self._state is not None:
-                return self._state
+            st = self._state
+            if st is not None:
+                return st
             if self._closed:
                 raise KafkafsError(f"{self._path}: index is closed")
             st = self._open_writable() if self._writable else self._open_read_only()
             self._state = st
-            return st
+        if st.mm is not None and self._on_open is not None:
+            self._on_open()
+        return st
 
     def _open_writable(self) -> _State[E]:
         size = self.layout.entry_size
@@ -260,14 +271,14 @@ class AbstractIndex(Generic[E]):
             length = os.fstat(fd).st_size
             mm = mmap.mmap(fd, length, access=mmap.ACCESS_WRITE) if length >= size else None
             entries = 0
-            if mm is not None:
+            if mm is not None and not created:  # a new file is all zeros: no need to fault its pages in
                 entries = live_entry_count(length // size, self._entry_reader(mm), self.layout)
         except BaseException:
-            os.close(fd)
             if created:
                 self._path.unlink(missing_ok=True)
             raise
-        self._fd = fd
+        finally:
+            os.close(fd)  # the map keeps its own duplicate of the descriptor
         return self._make_state(mm, entries, length // size, length)
 
     def _open_read_only(self) -> _State[E]:
@@ -276,12 +287,9 @@ class AbstractIndex(Generic[E]):
         except FileNotFoundError:
             return self._make_state(None, 0, 0, 0)
         try:
-            st = self._read_only_state(fd, None)
-        except BaseException:
+            return self._read_only_state(fd, None)
+        finally:
             os.close(fd)
-            raise
-        self._fd = fd
-        return st
 
     def _read_only_state(self, fd: int, old: _State[E] | None) -> _State[E]:
         """Count the entries with preads, then map just them (see the module docstring: SIGBUS)."""
@@ -315,16 +323,21 @@ class AbstractIndex(Generic[E]):
     def refresh(self) -> int:
         """Re-read how many entries the file holds (read-only; writable indexes know) and return it.
 
-        Cheap when nothing changed: one ``fstat`` and a read or two.
+        Cheap when nothing changed: an ``open``, an ``fstat`` and a read or two. A file that went away
+        (renamed ``.deleted`` by its owner) keeps the entries last seen.
         """
         with self._lock:
             st = self._snapshot()
-            if self._writable or self._fd is None:
-                if not self._writable and self._path.exists():  # a file that appeared since
-                    self._state = None
-                    return self._snapshot().entries
+            if self._writable:
                 return st.entries
-            new = self._read_only_state(self._fd, st)
+            try:
+                fd = os.open(self._path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            except FileNotFoundError:
+                return st.entries
+            try:
+                new = self._read_only_state(fd, st)
+            finally:
+                os.close(fd)
             self._state = new
             return new.entries
 
@@ -386,11 +399,12 @@ class AbstractIndex(Generic[E]):
                 return False
             if rounded < st.entries * size:
                 raise InvalidInput(f"{self._path}: cannot resize {st.entries} entries into {rounded} bytes")
-            fd = self._fd
-            if fd is None:  # cannot happen: a writable state comes with its descriptor
-                raise KafkafsError(f"{self._path}: index is not open")
-            os.ftruncate(fd, rounded)
-            mm = mmap.mmap(fd, rounded, access=mmap.ACCESS_WRITE) if rounded else None
+            fd = os.open(self._path, os.O_RDWR | getattr(os, "O_CLOEXEC", 0))
+            try:
+                os.ftruncate(fd, rounded)
+                mm = mmap.mmap(fd, rounded, access=mmap.ACCESS_WRITE) if rounded else None
+            finally:
+                os.close(fd)
             # the old map is dropped, not closed: a reader may still hold it (module docstring)
             self._state = st._replace(mm=mm, max_entries=rounded // size, length=rounded)
             return True
@@ -408,25 +422,29 @@ class AbstractIndex(Generic[E]):
             self.resize(self._max_index_size)
 
     def flush(self) -> None:
-        """Write the map to the file and fsync it (nothing to do read-only or unopened)."""
+        """Write the map's dirty pages to the file, synchronously (``msync``, Kafka's ``mmap.force``);
+        nothing to do read-only or unopened."""
         with self._lock:
             st = self._state
             if st is None or not self._writable:
                 return
             if st.mm is not None:
                 st.mm.flush()
-            if self._fd is not None:
-                os.fsync(self._fd)
 
     # -- lifecycle -------------------------------------------------------------------------------------
 
     def close_handler(self) -> None:
-        """Drop the map and the file descriptor; the next use opens the file again."""
+        """Drop the map; the next use opens the file again."""
         with self._lock:
             self._state = None
-            if self._fd is not None:
-                fd, self._fd = self._fd, None
-                os.close(fd)
+
+    def release(self) -> None:
+        """Drop the map without taking the lock (the handle budget calls this from any thread).
+
+        Safe against a concurrent writer: the map is shared with the file, so whatever state the writer
+        publishes afterwards is still true of the file, and a reopen re-derives the same entries.
+        """
+        self._state = None
 
     def close(self) -> None:
         """Trim a writable index to its entries, release the file; the index cannot be used again."""

@@ -5,10 +5,17 @@ Reads take no lock: the skip list is safe for readers while the single writer in
 segments publish their size after their bytes. Appends, rolls, truncation and retention serialise on
 one lock. ``wait_for_records`` lets a follower (``tail -f``, ``consume --follow``) sleep until new
 records arrive, from this process or (read-only logs, via :meth:`refresh`) from another one.
+
+A writable Log does not take the log directory's ``.lock`` itself; :class:`~kafkafs.storage.logdir.LogDir`
+does, and keeps the clean-shutdown marker and the checkpoints. Opened on its own, writable, a Log does
+not know how the last writer stopped unless told (``clean_shutdown``), so it recovers from
+``recovery_point`` (0 when unknown), as Kafka does after an unclean shutdown.
 """
 
 from __future__ import annotations
 
+import bisect
+import logging
 import os
 import re
 import threading
@@ -28,6 +35,7 @@ from ..format.batch import (
     BatchHeader,
     Codec,
     DecodedBatch,
+    Record,
     encode_batch,
     read_batch_header,
     scan_batches,
@@ -38,10 +46,13 @@ from ..format.batch import (
 )
 from ..format.jsonview import ProducerRecord
 from .config import LogConfig
+from .handles import HandleBudget, raise_open_file_limit
 from .segment import BatchView, LogSegment, segment_file_name
 from .skiplist import SkipList
 
-__all__ = ["Log", "parse_partition_dir_name", "AppendResult"]
+__all__ = ["Log", "parse_partition_dir_name", "AppendResult", "fsync_directory"]
+
+log = logging.getLogger("kafkafs.log")
 
 TOPIC_RE = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 _DIR_RE = re.compile(r"^(?P<topic>.+)-(?P<partition>0|[1-9][0-9]{0,9})$")
@@ -64,6 +75,15 @@ def parse_partition_dir_name(name: str) -> tuple[str, int]:
     if partition > 2**31 - 1:
         raise InvalidName(f"partition {partition} is out of range")
     return topic, partition
+
+
+def fsync_directory(path: str | os.PathLike[str]) -> None:
+    """fsync a folder, so that files created, renamed or deleted in it stay so after a power loss."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 class AppendResult:
@@ -95,20 +115,26 @@ class Log:
         *,
         writable: bool = False,
         clock: Callable[[], int] = _now_ms,
+        budget: HandleBudget | None = None,
     ) -> None:
         self.dir = Path(directory)
         self.topic, self.partition = parse_partition_dir_name(self.dir.name)
         self.config = config or LogConfig()
         self.writable = writable
+        #: Milliseconds since the epoch: timestamps of records without one, LogAppendTime, ``segment.ms``
+        #: and ``flush.ms``.
         self.clock = clock
+        self.budget = budget
         self.segments: SkipList[LogSegment] = SkipList()
         self._lock = threading.RLock()
         self._appended = threading.Condition(threading.Lock())
         self._log_start_offset = 0
         self._unflushed_messages = 0
         self._last_flush_ms = clock()
+        self._dir_dirty = False  # files created or removed since the folder was last fsynced
         self.recovery_point = 0
         self.leader_epoch = 0
+        self.last_recovery = None  # the RecoveryReport of the load
         self._listeners: list[Callable[[Log], None]] = []
         self._closed = False
 
@@ -123,31 +149,43 @@ class Log:
         writable: bool = False,
         log_start_offset: int | None = None,
         recovery_point: int | None = None,
-        clean_shutdown: bool = True,
+        clean_shutdown: bool | None = None,
         clock: Callable[[], int] = _now_ms,
+        budget: HandleBudget | None = None,
     ) -> Log:
         """Load a partition folder, recovering it first when writable and the shutdown was unclean.
 
         Writable: ``.cleaned`` files are deleted, ``.swap`` files completed, ``.deleted`` files removed,
-        segments after the recovery point (all of them when unknown) re-validated with their tails cut,
-        and missing or corrupt indexes rebuilt. Read-only: nothing changes on disk; leftovers are
-        ignored and damage is reported when a read meets it.
+        segments from the recovery point on (all of them when unknown) re-validated with their tails cut,
+        and missing or corrupt indexes rebuilt. ``clean_shutdown`` None (unknown) counts as unclean.
+        Read-only: nothing changes on disk; leftovers are ignored and damage is reported when a read
+        meets it.
         """
-        log = cls(directory, config, writable=writable, clock=clock)
-        log._load(log_start_offset, recovery_point, clean_shutdown)
-        return log
+        raise_open_file_limit()
+        log_ = cls(directory, config, writable=writable, clock=clock, budget=budget)
+        log_._load(log_start_offset, recovery_point, bool(clean_shutdown))
+        return log_
 
     def _load(self, log_start_offset: int | None, recovery_point: int | None, clean_shutdown: bool) -> None:
         from .recovery import load_segments
 
-        load_segments(self, recovery_point=recovery_point, clean_shutdown=clean_shutdown)
-        if not self.segments:
-            if self.writable:
-                self._add_segment(log_start_offset or 0)
+        self.last_recovery = load_segments(self, recovery_point=recovery_point, clean_shutdown=clean_shutdown)
+        last = self.segments.last()
+        if last is not None:
+            last[1].become_active()
+        elif self.writable:
+            self._add_segment(log_start_offset or 0)
         first = self.segments.first()
         base = first[0] if first else (log_start_offset or 0)
-        self._log_start_offset = max(base, log_start_offset or 0)
-        self.recovery_point = self.log_end_offset if self.writable else (recovery_point or 0)
+        end = self.log_end_offset
+        self._log_start_offset = min(max(base, log_start_offset or 0), max(end, base))
+        if not self.writable:
+            self.recovery_point = recovery_point or 0
+        elif clean_shutdown:
+            self.recovery_point = end
+        else:
+            # advanced only by a flush: the recovered bytes may not be on disk yet (Kafka does the same)
+            self.recovery_point = min(recovery_point or 0, end)
         self._load_leader_epoch()
 
     def _load_leader_epoch(self) -> None:
@@ -161,9 +199,22 @@ class Log:
         except (OSError, CorruptRecordError):
             pass
 
+    def _new_segment(self, base_offset: int, **kwargs) -> LogSegment:
+        return LogSegment(
+            self.dir, base_offset, self.config, writable=self.writable, clock=self.clock, budget=self.budget, **kwargs
+        )
+
     def _add_segment(self, base_offset: int) -> LogSegment:
-        segment = LogSegment(self.dir, base_offset, self.config, writable=self.writable)
+        """A new, empty active segment (writable logs; stale index files at that base are removed)."""
+        for ext in (".index", ".timeindex", ".txnindex"):
+            try:
+                os.unlink(self.dir / segment_file_name(base_offset, ext))
+            except FileNotFoundError:
+                pass
+        segment = self._new_segment(base_offset)
+        segment.become_active()
         self.segments.put(base_offset, segment)
+        self._dir_dirty = True
         return segment
 
     # ------------------------------------------------------------------------------------------ offsets
@@ -212,20 +263,25 @@ class Log:
                 names = os.listdir(self.dir)
             except FileNotFoundError:
                 return False
-            bases = sorted(int(n[:20]) for n in names if _SEGMENT_RE.match(n) and n.endswith(".log"))
+            previous = self.segments.last()
+            bases = sorted(int(n[:20]) for n in names if n.endswith(".log") and _SEGMENT_RE.match(n))
             known = set(self.segments.keys())
             for base in bases:
                 if base not in known:
                     try:
-                        self._add_segment(base)
-                    except CorruptRecordError:
+                        self.segments.put(base, self._new_segment(base))
+                    except CorruptRecordError:  # gone again already
                         continue
             for base in known - set(bases):
                 seg = self.segments.remove(base)
                 if seg is not None:
                     seg.close_handlers()
             last = self.segments.last()
+            if previous is not None and (last is None or previous[0] != last[0]):
+                previous[1].active = False
+                previous[1].refresh()  # it grew before the writer rolled
             if last is not None:
+                last[1].active = True
                 last[1].refresh()
             first = self.segments.first()
             if first is not None and first[0] > self._log_start_offset:
@@ -241,7 +297,9 @@ class Log:
         floor = self.segments.floor(offset)
         return floor[1] if floor else None
 
-    def batches(self, from_offset: int | None = None, to_offset: int | None = None) -> Iterator[tuple[LogSegment, BatchView]]:
+    def batches(
+        self, from_offset: int | None = None, to_offset: int | None = None
+    ) -> Iterator[tuple[LogSegment, BatchView]]:
         """Every batch holding an offset in ``from_offset..to_offset`` (inclusive), oldest first, with
         its segment. Batches are not decoded."""
         if from_offset is None or from_offset < self._log_start_offset:
@@ -261,9 +319,16 @@ class Log:
                 if h.last_offset < from_offset:
                     continue
                 yield segment, view
+                if to_offset is not None and h.last_offset >= to_offset:
+                    return  # done: whatever follows (maybe damage) is not read
 
-    def read(self, from_offset: int | None = None, to_offset: int | None = None, *, validate: bool = True) -> Iterator[DecodedBatch]:
-        """Decoded batches from ``from_offset``, the first and last trimmed to the bounds."""
+    def read(
+        self, from_offset: int | None = None, to_offset: int | None = None, *, validate: bool = True
+    ) -> Iterator[DecodedBatch]:
+        """Decoded batches from ``from_offset``, the first and last trimmed to the bounds.
+
+        ``OffsetOutOfRange`` past the log end offset; an offset below the log start reads from there.
+        """
         if from_offset is not None and from_offset > self.log_end_offset:
             raise OffsetOutOfRange(f"offset {from_offset} is past the log end offset {self.log_end_offset}")
         lo = self._log_start_offset if from_offset is None else max(from_offset, self._log_start_offset)
@@ -273,8 +338,8 @@ class Log:
                 batch = _trim(batch, lo, to_offset)
             yield batch
 
-    def records(self, from_offset: int | None = None, to_offset: int | None = None):
-        """Every record as (offset, timestamp, key, value, headers) — convenient, not the hot path."""
+    def records(self, from_offset: int | None = None, to_offset: int | None = None) -> Iterator[Record]:
+        """Every record as (offset, timestamp, key, value, headers): convenient, not the hot path."""
         for batch in self.read(from_offset, to_offset):
             yield from batch
 
@@ -287,40 +352,36 @@ class Log:
         if segment is None:
             return None
         view = segment.find(offset)
-        if view is None:
+        if view is None:  # in a gap at the end of the segment: the next one may start with it
             higher = self.segments.higher(segment.base_offset)
             if higher is None:
                 return None
-            view = higher[1].find(offset)
+            segment = higher[1]
+            view = segment.find(offset)
             if view is None:
                 return None
-            segment = higher[1]
         if view.header.base_offset > offset and view.header.magic == 2:
             return None
         batch = view.decode(file=str(segment.log_path))
-        try:
-            return batch, batch.offsets.index(offset)
-        except ValueError:
-            return None
+        offsets = batch.offsets
+        i = bisect.bisect_left(offsets, offset)
+        return (batch, i) if i < len(offsets) and offsets[i] == offset else None
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
-        """``(offset, timestamp)`` of the first record whose timestamp is >= ``timestamp`` (Kafka's
-        ``offsetsForTimes``), or None when every record is older."""
-        for _base, segment in self.segments.items():
+        """``(offset, timestamp)`` of the first record at or past the log start whose timestamp is >=
+        ``timestamp`` (Kafka's ``offsetsForTimes``), or None when every record is older.
+
+        Segments are tried in order; the first whose largest timestamp reaches the target is searched
+        through its time index (SPEC §2).
+        """
+        start = self._log_start_offset
+        floor = self.segments.floor(start)
+        for _base, segment in self.segments.items(floor[0] if floor else None):
             if segment.size == 0 or segment.max_timestamp < timestamp:
                 continue
-            view = segment.find_by_timestamp(timestamp)
-            if view is None:
-                continue
-            # the first batch with max >= target; the record is in it or (CreateTime) possibly in it only
-            for s, v in self.batches(view.header.base_offset):
-                if v.header.max_timestamp < timestamp:
-                    continue
-                batch = v.decode(file=str(s.log_path))
-                for off, ts in zip(batch.offsets, batch.timestamps, strict=False):
-                    if ts >= timestamp and off >= self._log_start_offset:
-                        return off, ts
-            return None
+            found = segment.find_offset_by_timestamp(timestamp, start)
+            if found is not None:
+                return found
         return None
 
     # ------------------------------------------------------------------------------------------ writing
@@ -331,7 +392,9 @@ class Log:
         if self._closed:
             raise ReadOnlyError(f"{self.dir} is closed")
 
-    def append_records(self, records: Sequence[ProducerRecord | tuple], *, flush: bool | None = None) -> AppendResult:
+    def append_records(
+        self, records: Sequence[ProducerRecord | tuple], *, flush: bool | None = None
+    ) -> AppendResult:
         """Append records as one batch (offsets assigned here); timestamps None become now."""
         self._require_writable()
         if not records:
@@ -344,30 +407,17 @@ class Log:
         return self.append_batches(data, flush=flush)
 
     def append_batches(self, data: bytes | bytearray, *, flush: bool | None = None) -> AppendResult:
-        """Append whole v2 batches as a producer sends them: each is validated (sizes, CRC), given its
-        offsets and the leader epoch (outside the CRC), and LogAppendTime when the topic says so.
+        """Append whole v2 batches as a producer sends them: each is validated (sizes, CRC, offset
+        range), given its offsets and the leader epoch (outside the CRC), and LogAppendTime when the
+        topic says so.
 
-        ``flush`` True fsyncs before returning (the result is then ``durable``); None follows
-        ``flush.messages`` / ``flush.ms``.
+        A batch keeps its ``lastOffsetDelta``: one with gaps (compacted, copied from another log) takes
+        ``lastOffsetDelta + 1`` offsets. ``flush`` True fsyncs before returning (the result is then
+        ``durable``); None follows ``flush.messages`` / ``flush.ms``; False never flushes.
         """
         self._require_writable()
         buf = bytearray(data)
-        headers: list[BatchHeader] = []
-        try:
-            for h in scan_batches(buf):
-                if h.magic != 2:
-                    raise InvalidInput("only magic 2 record batches can be appended")
-                validate_batch(buf, h)
-                headers.append(h)
-        except CorruptRecordError as exc:
-            raise InvalidInput(f"invalid batch: {exc}") from None
-        if not headers or headers[-1].end != len(buf):
-            raise InvalidInput("the data is not a whole number of record batches")
-        for h in headers:
-            if h.size > self.config.max_message_bytes:
-                raise RecordTooLargeError(
-                    f"batch of {h.size} bytes is larger than max.message.bytes={self.config.max_message_bytes}"
-                )
+        headers = self._validated_headers(buf)
         with self._lock:
             self._require_writable()
             next_offset = self.log_end_offset
@@ -380,10 +430,9 @@ class Log:
                     set_log_append_time(buf, h.position, now)
                 next_offset += h.last_offset_delta + 1
             headers = [read_batch_header(buf, h.position) for h in headers]
-            max_ts = max(h.max_timestamp for h in headers)
-            segment = self._maybe_roll(len(buf), headers[0], headers[-1].last_offset, now, max_ts)
-            segment.append(bytes(buf), headers)
-            self._unflushed_messages += sum(h.record_count for h in headers)
+            segment = self._maybe_roll(headers, len(buf), now)
+            segment.append(buf, headers)
+            self._unflushed_messages += sum(max(h.record_count, 0) for h in headers)
             durable = False
             if flush or (flush is None and self._flush_due(now)):
                 self.flush()
@@ -391,83 +440,117 @@ class Log:
         self._notify()
         return AppendResult(first, next_offset - 1, durable, len(headers))
 
+    def _validated_headers(self, buf: bytearray) -> list[BatchHeader]:
+        headers: list[BatchHeader] = []
+        try:
+            for h in scan_batches(buf):
+                if h.magic != 2:
+                    raise InvalidInput("only magic 2 record batches can be appended")
+                validate_batch(buf, h)
+                if h.last_offset_delta < 0 or h.record_count < 0 or h.record_count - 1 > h.last_offset_delta:
+                    raise InvalidInput(
+                        f"batch at {h.position}: {h.record_count} records do not fit lastOffsetDelta {h.last_offset_delta}"
+                    )
+                headers.append(h)
+        except CorruptRecordError as exc:
+            raise InvalidInput(f"invalid batch: {exc}") from None
+        if not headers or headers[-1].end != len(buf):
+            raise InvalidInput("the data is not a whole number of record batches")
+        for h in headers:
+            if h.size > self.config.max_message_bytes:
+                raise RecordTooLargeError(
+                    f"batch of {h.size} bytes is larger than max.message.bytes={self.config.max_message_bytes}"
+                )
+        return headers
+
     def _flush_due(self, now: int) -> bool:
         return (
             self._unflushed_messages >= self.config.flush_messages
             or now - self._last_flush_ms >= self.config.flush_ms
         )
 
-    def _maybe_roll(
-        self, size: int, first: BatchHeader, last_offset: int, now: int, max_timestamp: int = -1
-    ) -> LogSegment:
-        """The segment to append to, after a roll if any of Kafka's four conditions holds.
-
-        ``segment.ms`` counts, as Kafka's ``timeWaitedForRoll`` does, from the segment's first batch
-        timestamp to the incoming batches' max timestamp (to ``now`` only when there are no timestamps),
-        so replaying old data does not roll a segment per batch.
-        """
+    def _maybe_roll(self, headers: Sequence[BatchHeader], size: int, now: int) -> LogSegment:
+        """The segment to append to, after a roll if any of Kafka's four conditions holds."""
         segment = self.active_segment
         assert segment is not None
-        reason = None
-        config = self.config
-        if segment.size > 0 and segment.size > config.segment_bytes - size:
-            reason = "segment.bytes"
-        elif segment.size > 0 and (ts := segment.rolling_timestamp()) is not None and (
-            (max_timestamp - ts if ts >= 0 and max_timestamp >= 0 else now - ts)
-            > config.segment_ms - config.segment_jitter_ms
-        ):
-            reason = "segment.ms"
-        elif segment.offset_index.is_full() or segment.time_index.is_full():
-            reason = "index full"
-        elif not segment.offset_index.can_append_offset(last_offset) or first.base_offset < segment.base_offset:
-            reason = "offset overflow"
+        reason = segment.should_roll(
+            messages_size=size,
+            max_timestamp=max(h.max_timestamp for h in headers),
+            max_offset=headers[-1].last_offset,
+            batches=len(headers),
+            now=now,
+        )
         if reason is None:
             return segment
-        return self.roll(first.base_offset)
+        log.debug("%s: rolling segment %d (%s)", self.name, segment.base_offset, reason)
+        return self.roll(headers[0].base_offset)
 
     def roll(self, next_offset: int | None = None) -> LogSegment:
-        """Seal the active segment and start a new one at ``next_offset`` (default: the log end)."""
+        """Seal the active segment and start a new one at ``max(next_offset, log end offset)`` (Kafka's
+        ``roll``); an empty active segment already there is kept as it is."""
         self._require_writable()
         with self._lock:
-            base = self.log_end_offset if next_offset is None else next_offset
+            base = max(next_offset or 0, self.log_end_offset)
             active = self.active_segment
             if active is not None:
-                if active.size == 0 and active.base_offset == base:
+                if active.base_offset == base and active.size == 0:
                     return active
-                if active.size == 0:
-                    self.segments.remove(active.base_offset)
-                    active.delete()
-                else:
-                    active.on_become_inactive()
-                    active.flush()
-            existing = self.segments.get(base)
-            if existing is not None:
-                raise InvalidInput(f"a segment with base offset {base} already exists")
+                if base < active.base_offset or self.segments.get(base) is not None:
+                    raise InvalidInput(f"cannot roll to {base}: the active segment starts at {active.base_offset}")
+                active.on_become_inactive()  # fsynced by the next flush, which starts at the recovery point
             return self._add_segment(base)
 
     def flush(self) -> None:
-        """fsync everything not yet on disk; the recovery point becomes the log end offset."""
+        """fsync everything from the recovery point on (and the folder, if files came or went); the
+        recovery point becomes the log end offset."""
         with self._lock:
-            if not self.writable:
+            if not self.writable or self._closed:
                 return
-            for segment in self.segments.values(self.segments.floor(self.recovery_point)[0] if self.segments.floor(self.recovery_point) else None):
+            floor = self.segments.floor(self.recovery_point)
+            for segment in self.segments.values(floor[0] if floor else None):
                 segment.flush()
+            if self._dir_dirty:
+                fsync_directory(self.dir)
+                self._dir_dirty = False
             self.recovery_point = self.log_end_offset
             self._unflushed_messages = 0
             self._last_flush_ms = self.clock()
 
-    def truncate_to(self, offset: int) -> None:
-        """Drop every record at or past ``offset`` (whole batches, as Kafka does)."""
+    def truncate_to(self, offset: int) -> bool:
+        """Drop every record at or past ``offset`` (whole batches, as Kafka does: the batch holding
+        ``offset`` goes too); False when there was nothing past it (Kafka's ``truncateTo``)."""
+        self._require_writable()
+        if offset < 0:
+            raise InvalidInput(f"cannot truncate to a negative offset {offset}")
+        with self._lock:
+            if offset >= self.log_end_offset:
+                return False
+            first = self.segments.first()
+            if first is None or first[0] > offset:
+                self.truncate_fully_and_start_at(offset)
+                return True
+            for base, segment in list(self.segments.items(offset, from_inclusive=False)):
+                self.segments.remove(base)
+                segment.delete()
+            active = self.active_segment
+            assert active is not None
+            active.truncate_to(offset)
+            active.active = True
+            self._dir_dirty = True
+            self._log_start_offset = min(offset, self._log_start_offset)
+            self.recovery_point = min(self.recovery_point, self.log_end_offset)
+            return True
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Delete every segment and start empty at ``offset`` (Kafka's ``truncateFullyAndStartAt``)."""
         self._require_writable()
         with self._lock:
             for base, segment in list(self.segments.items()):
-                if base >= offset and base != self.segments.first()[0]:  # type: ignore[index]
-                    self.segments.remove(base)
-                    segment.delete()
-            active = self.active_segment
-            if active is not None:
-                active.truncate_to(offset)
-            self.recovery_point = min(self.recovery_point, self.log_end_offset)
+                self.segments.remove(base)
+                segment.delete()
+            self._add_segment(offset)
+            self._log_start_offset = offset
+            self.recovery_point = min(self.recovery_point, offset)
 
     def delete_segments(self, segments: list[LogSegment], reason: str = "") -> None:
         """Remove whole segments (retention): renamed ``.deleted`` first, then deleted; the log start
@@ -477,10 +560,12 @@ class Log:
             for segment in segments:
                 if segment is self.active_segment:
                     self.roll()
+                end = segment.next_offset
                 self.segments.remove(segment.base_offset)
                 segment.change_suffix(".deleted")
-                self._log_start_offset = max(self._log_start_offset, segment.next_offset)
+                self._log_start_offset = max(self._log_start_offset, end)
                 segment.delete()
+                self._dir_dirty = True
             first = self.segments.first()
             if first is not None:
                 self._log_start_offset = max(self._log_start_offset, first[0])
@@ -504,17 +589,19 @@ class Log:
             callback(self)
 
     def wait_for_records(self, after_offset: int, timeout: float | None = None, poll_interval: float = 0.2) -> bool:
-        """Block until the log end offset is past ``after_offset`` (True) or ``timeout`` passes (False).
+        """Block until an offset past ``after_offset`` (the last one a follower has seen; -1 for none)
+        may have been written, i.e. the log end offset is past ``after_offset + 1`` (True), or until
+        ``timeout`` seconds pass (False).
 
         Read-only logs poll the files (another process is writing) every ``poll_interval`` seconds.
         """
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
-            if self.log_end_offset > after_offset:
+            if self.log_end_offset > after_offset + 1:
                 return True
             if not self.writable:
                 self.refresh()
-                if self.log_end_offset > after_offset:
+                if self.log_end_offset > after_offset + 1:
                     return True
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
@@ -526,15 +613,27 @@ class Log:
     # ------------------------------------------------------------------------------------------ close
 
     def close(self) -> None:
-        """Flush (writable) and close every segment; the active one is sealed (trimmed indexes)."""
+        """Flush (writable) and close every segment; the active one is sealed (final time index entry,
+        trimmed indexes), as a broker leaves it at a clean shutdown."""
         with self._lock:
             if self._closed:
                 return
-            if self.writable:
-                self.flush()
-            for segment in self.segments.values():
-                segment.close()
-            self._closed = True
+            try:
+                if self.writable:
+                    self.flush()
+                active = self.active_segment
+                for segment in self.segments.values():
+                    segment.close(seal=self.writable and segment is active)
+                if self.writable and self._dir_dirty:
+                    fsync_directory(self.dir)
+            finally:
+                self._closed = True
+
+    def __enter__(self) -> Log:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def describe(self) -> dict:
         """Topic, partition, offsets and segments, for ``partition.json`` and ``verify``."""
@@ -557,20 +656,15 @@ class Log:
             "logStartOffset": self.log_start_offset,
             "logEndOffset": self.log_end_offset,
             "sizeBytes": sum(s["sizeBytes"] for s in segments),
-            "config": {k: v for k, v in self.config.as_dict().items()},
+            "config": dict(self.config.as_dict()),
             "segments": segments,
         }
 
 
 def _trim(batch: DecodedBatch, lo: int, hi: int | None) -> DecodedBatch:
     offsets = batch.offsets
-    i = 0
-    while i < len(offsets) and offsets[i] < lo:
-        i += 1
-    j = len(offsets)
-    if hi is not None:
-        while j > i and offsets[j - 1] > hi:
-            j -= 1
+    i = bisect.bisect_left(offsets, lo)
+    j = len(offsets) if hi is None else bisect.bisect_right(offsets, hi, lo=i)
     return DecodedBatch(
         batch.header, offsets[i:j], batch.timestamps[i:j], batch.keys[i:j], batch.values[i:j], batch.headers[i:j]
     )

@@ -17,7 +17,8 @@ from pathlib import Path
 from ..errors import CorruptRecordError, InvalidName, LogDirLocked
 from ..format.checkpoint import parse_offset_checkpoint, render_offset_checkpoint
 from .config import Settings
-from .log import Log, parse_partition_dir_name
+from .handles import raise_open_file_limit
+from .log import Log, fsync_directory, parse_partition_dir_name
 
 __all__ = ["LogDir", "CLEAN_SHUTDOWN_FILE", "LOCK_FILE"]
 
@@ -42,11 +43,7 @@ def write_atomically(path: Path, data: bytes) -> None:
     finally:
         os.close(fd)
     os.replace(tmp, path)
-    dfd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
+    fsync_directory(path.parent)
 
 
 class LogDir:
@@ -62,14 +59,18 @@ class LogDir:
         self._closed = False
         if not self.path.is_dir():
             raise InvalidName(f"{self.path}: no such log directory")
+        raise_open_file_limit()
         if writable:
             self._take_lock()
+        #: Whether the last writer closed cleanly; partitions opened later skip recovery when it did.
         self.clean_shutdown = (self.path / CLEAN_SHUTDOWN_FILE).exists()
         self.recovery_points = self._read_checkpoint(RECOVERY_POINT_FILE)
         self.log_start_offsets = self._read_checkpoint(LOG_START_FILE)
         if writable and self.clean_shutdown:
-            # from now until a clean close, a crash must lead to recovery
+            # From now until a clean close, a crash must lead to recovery: the marker goes, durably,
+            # before anything is written (else a power loss could bring it back over a torn append).
             os.unlink(self.path / CLEAN_SHUTDOWN_FILE)
+            fsync_directory(self.path)
 
     # ------------------------------------------------------------------------------------------ lock
 

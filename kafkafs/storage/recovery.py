@@ -2,15 +2,17 @@
 
 Writable loads put the folder in order before anything reads it:
 
-1. ``.cleaned`` files (a compaction that did not reach its swap) are deleted;
-2. ``.swap`` files (a compaction or split that did) are completed: the segments their offsets cover
-   are deleted and the swap becomes the segment, with its indexes rebuilt;
-3. ``.deleted`` files (retention that did not finish) are deleted, and so are index files whose
-   ``.log`` is gone;
-4. after an unclean shutdown every segment from the one holding the recovery point on is recovered
-   (batches re-validated, indexes rebuilt, the invalid tail cut; when a segment is cut, the segments
-   after it are deleted, since their offsets no longer follow);
-5. an index that is missing or fails its sanity check is rebuilt from the ``.log``.
+1. ``.cleaned`` files (a compaction or split that did not reach its swap) are deleted, and so are
+   ``.swap`` files at or above the smallest ``.cleaned`` offset (part of the same unfinished operation:
+   Kafka's KAFKA-6264 rule); ``.deleted`` files (retention that did not finish) are deleted;
+2. the remaining ``.swap`` files (an operation that did reach its swap) are completed: the segments
+   whose base offsets fall in the swapped range are deleted and each ``.swap`` becomes a segment, its
+   indexes rebuilt; index files whose ``.log`` is gone are deleted;
+3. after an unclean shutdown every segment from the one holding the recovery point on is recovered
+   (batches re-validated, indexes rebuilt, the invalid tail cut); when a segment is cut, the segments
+   after it are deleted, since their offsets no longer follow (Kafka does the same);
+4. an index that is missing, or (the active segment's) fails its sanity check, is rebuilt from the
+   ``.log``.
 
 Read-only loads change nothing: they take the plain ``.log`` files and ignore the rest.
 """
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import os
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import CorruptRecordError
@@ -82,110 +85,140 @@ def _split(name: str) -> tuple[int, str, str] | None:
     return int(name[:20]), rest, suffix
 
 
-def _unlink(path, report: RecoveryReport) -> None:
+def _unlink(path: Path, report: RecoveryReport) -> None:
     try:
         os.unlink(path)
-        report.deleted_files.append(os.path.basename(path))
+        report.deleted_files.append(path.name)
     except FileNotFoundError:
         pass
+
+
+class _Listing:
+    """A folder's segment files, sorted out by kind."""
+
+    def __init__(self) -> None:
+        self.logs: dict[int, int] = {}  # base offset -> size of the plain .log
+        self.swaps: list[int] = []  # base offsets of .log.swap files
+        self.temp: list[str] = []  # .cleaned, .deleted, index .swap files: to delete
+        self.cleaned: list[int] = []
+        self.indexes: dict[int, list[str]] = {}  # base offset -> plain index file names
+
+
+def _list(directory: Path, writable: bool) -> _Listing:
+    out = _Listing()
+    with os.scandir(directory) as entries:
+        for entry in entries:
+            parts = _split(entry.name)
+            if parts is None:
+                continue
+            base, ext, suffix = parts
+            if not suffix and ext == ".log":
+                try:
+                    out.logs[base] = entry.stat().st_size
+                except FileNotFoundError:  # deleted by its owner since the listing
+                    pass
+            elif not writable:
+                continue
+            elif suffix == ".swap" and ext == ".log":
+                out.swaps.append(base)
+            elif suffix:
+                out.temp.append(entry.name)
+                if suffix == ".cleaned":
+                    out.cleaned.append(base)
+            else:
+                out.indexes.setdefault(base, []).append(entry.name)
+    return out
 
 
 def load_segments(target: Log, *, recovery_point: int | None, clean_shutdown: bool) -> RecoveryReport:
     """Fill ``target.segments`` from its folder; see the module docstring for what writable loads fix."""
     report = RecoveryReport()
-    target.last_recovery = report
     directory = target.dir
-    entries = {e.name: e for e in os.scandir(directory)}
-    logs: dict[int, int] = {}  # base offset -> size
-    swaps: list[int] = []
-    index_files: dict[int, list[str]] = {}
-    for name, entry in entries.items():
-        parts = _split(name)
-        if parts is None:
-            continue
-        base, ext, suffix = parts
-        if not target.writable:
-            if ext == ".log" and not suffix:
-                logs[base] = entry.stat().st_size
-            continue
-        if suffix in (".cleaned", ".deleted"):
-            _unlink(directory / name, report)
-        elif suffix == ".swap":
-            if ext == ".log":
-                swaps.append(base)
-            else:
-                _unlink(directory / name, report)  # indexes of a swap are rebuilt
-        elif ext == ".log":
-            logs[base] = entry.stat().st_size
-        else:
-            index_files.setdefault(base, []).append(name)
-
+    listing = _list(directory, target.writable)
     if target.writable:
-        for base in sorted(swaps):
-            _complete_swap(target, base, logs, report)
-        for base, names in index_files.items():
-            if base not in logs:
-                for name in names:
-                    _unlink(directory / name, report)
-
-    for base in sorted(logs):
-        segment = LogSegment(directory, base, target.config, writable=target.writable, size=logs[base])
+        _remove_temporary_files(target, listing, report)
+    for base in sorted(listing.logs):
+        segment = target._new_segment(base, size=listing.logs[base])
         target.segments.put(base, segment)
+    if target.writable:
+        _recover_segments(target, recovery_point, clean_shutdown, report)
+        if report.changed():
+            target._dir_dirty = True
+    return report
 
-    if not target.writable:
-        return report
 
-    existing = set(os.listdir(directory))
-    needs_recovery: list[LogSegment] = []
+def _remove_temporary_files(target: Log, listing: _Listing, report: RecoveryReport) -> None:
+    directory = target.dir
+    min_cleaned = min(listing.cleaned, default=None)
+    for name in listing.temp:
+        _unlink(directory / name, report)
+    for base in sorted(listing.swaps):
+        if min_cleaned is not None and base >= min_cleaned:
+            # part of a compaction or split that had not finished writing all its segments
+            _unlink(directory / f"{base:020d}.log.swap", report)
+        else:
+            _complete_swap(target, base, listing, report)
+    for base, names in listing.indexes.items():
+        if base not in listing.logs:
+            for name in names:
+                _unlink(directory / name, report)
+
+
+def _complete_swap(target: Log, base: int, listing: _Listing, report: RecoveryReport) -> None:
+    """Replace the segments a ``.swap`` covers with it (Kafka completes a swap that reached disk).
+
+    The swap's offset range is read from its batch headers by a read-only segment, so nothing (no
+    index file) is created under the ``.swap`` name.
+    """
+    directory = target.dir
+    swap = LogSegment(directory, base, target.config, writable=False, suffix=".swap")
+    try:
+        end = swap.next_offset
+    finally:
+        swap.close_handlers()
+    for old in sorted(b for b in listing.logs if base <= b < max(end, base + 1)):
+        for ext in _EXTENSIONS:
+            _unlink(directory / f"{old:020d}{ext}", report)
+        del listing.logs[old]
+        listing.indexes.pop(old, None)
+    for ext in (".index", ".timeindex", ".txnindex"):
+        _unlink(directory / f"{base:020d}{ext}", report)
+    os.replace(directory / f"{base:020d}.log.swap", directory / f"{base:020d}.log")
+    listing.logs[base] = os.stat(directory / f"{base:020d}.log").st_size
+    report.swapped_in.append(f"{base:020d}.log.swap")
+
+
+def _recover_segments(target: Log, recovery_point: int | None, clean_shutdown: bool, report: RecoveryReport) -> None:
+    existing = set(os.listdir(target.dir))
+    needs: dict[int, LogSegment] = {}
     if not clean_shutdown:
-        start = recovery_point or 0
-        floor = target.segments.floor(start)
-        needs_recovery = list(target.segments.values(floor[0] if floor else None))
-    for segment in target.segments.values():
-        if segment in needs_recovery:
+        floor = target.segments.floor(recovery_point or 0)
+        needs = dict(target.segments.items(floor[0] if floor else None))
+    last = target.segments.last()
+    for base, segment in target.segments.items():
+        if base in needs:
             continue
-        missing = segment.offset_index.path.name not in existing or segment.time_index.path.name not in existing
+        missing = f"{base:020d}.index" not in existing or f"{base:020d}.timeindex" not in existing
         if missing and segment.size > 0:
-            needs_recovery.append(segment)
-            continue
-        if segment is target.active_segment or segment.size == 0:
+            needs[base] = segment
+        elif last is not None and base == last[0]:
             try:
                 segment.sanity_check()
             except CorruptRecordError as exc:
                 log.warning("%s: %s; rebuilding the indexes", segment.log_path, exc.reason)
-                needs_recovery.append(segment)
-    needs_recovery.sort(key=lambda s: s.base_offset)
-    for segment in needs_recovery:
-        if segment.base_offset not in target.segments:
+                needs[base] = segment
+    max_inflated = max(64 << 20, target.config.max_message_bytes * 64)
+    for base in sorted(needs):
+        segment = needs[base]
+        if base not in target.segments:  # deleted after a truncated one before it
             continue
-        cut = segment.recover(max_inflated_bytes=max(64 << 20, target.config.max_message_bytes * 64))
+        cut = segment.recover(max_inflated_bytes=max_inflated)
         report.recovered_segments.append(segment.log_path.name)
         report.rebuilt_indexes.append(segment.log_path.name)
         if cut:
             log.warning("%s: truncated %d invalid bytes at position %d", segment.log_path, cut, segment.size)
             report.truncated_bytes += cut
-            for base, later in list(target.segments.items(segment.base_offset, from_inclusive=False)):
-                target.segments.remove(base)
+            for later_base, later in list(target.segments.items(base, from_inclusive=False)):
+                target.segments.remove(later_base)
                 report.deleted_segments.append(later.log_path.name)
                 later.delete()
-    return report
-
-
-def _complete_swap(target: Log, base: int, logs: dict[int, int], report: RecoveryReport) -> None:
-    """Replace the segments a ``.swap`` covers with it (Kafka completes a swap that reached disk)."""
-    directory = target.dir
-    swap = LogSegment(directory, base, target.config, writable=True, suffix=".swap")
-    try:
-        swap.recover()
-        end = swap.next_offset
-    finally:
-        swap.close_handlers()
-    for old in sorted(b for b in logs if base <= b < max(end, base + 1)):
-        for ext in _EXTENSIONS:
-            _unlink(directory / f"{old:020d}{ext}", report)
-        del logs[old]
-    for ext in (".index", ".timeindex"):
-        _unlink(directory / f"{base:020d}{ext}", report)
-    os.replace(directory / f"{base:020d}.log.swap", directory / f"{base:020d}.log")
-    logs[base] = os.stat(directory / f"{base:020d}.log").st_size
-    report.swapped_in.append(f"{base:020d}.log.swap")

@@ -1,21 +1,37 @@
 """LogSegment: one ``.log`` file with its ``.index`` and ``.timeindex`` (Kafka's LogSegment).
 
 The ``.log`` is read with ``pread`` in bounded chunks (memory stays flat however large the segment),
-the indexes are memory-mapped (:mod:`kafkafs.storage.index`). A segment opened read-only never changes
-a file, so it can read a directory that a live broker owns; its size is re-read on demand.
+the indexes are memory-mapped (:mod:`kafkafs.storage.index`). Nothing is opened until it is needed,
+and the descriptors go back to the process-wide budget of :mod:`kafkafs.storage.handles` when too many
+segments hold some. A segment opened read-only never changes a file, so it can read a directory that a
+live broker owns; its size is re-read by :meth:`LogSegment.refresh`.
 
-Threads: one writer (the owning :class:`~kafkafs.storage.log.Log` serialises appends, truncation and
-rolls); reads take no lock and see a prefix of the file.
+Threads: one writer (the owning :class:`~kafkafs.storage.log.Log` serialises appends, truncation, rolls
+and recovery, and the segment takes its own lock for them too); reads take no lock and see a prefix of
+the file. An append writes the bytes, then the index entries, then publishes the new size, then the
+new tail state (next offset, max timestamp), each a single reference store.
+
+Index entries follow Kafka's rule: before appending a batch, if more than ``index.interval.bytes``
+were appended since the position of the last entry (or since the start of the segment), the batch gets
+an offset index entry (its LAST offset, its position) and the time index gets the largest timestamp so
+far with the last offset of the batch that first reached it. Kafka's append counts per append call
+and resets its counter to 0 when a segment is reopened or truncated; here the count is per batch and is
+re-derived exactly after a reopen or a truncation, so the indexes are always the ones Kafka's
+``recover`` would rebuild from the ``.log``, byte for byte.
 """
 
 from __future__ import annotations
 
+import logging
 import os
-from collections.abc import Iterator
+import random
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
-from ..errors import CorruptRecordError, InvalidInput, ReadOnlyError
+from ..errors import CorruptRecordError, InvalidInput, KafkafsError, ReadOnlyError
 from ..format.batch import (
     DEFAULT_MAX_INFLATED_BYTES,
     LOG_OVERHEAD,
@@ -25,19 +41,31 @@ from ..format.batch import (
     read_batch_header,
     validate_batch,
 )
+from ..format.index import MAX_POSITION, MAX_RELATIVE_OFFSET
 from .config import LogConfig
+from .handles import BUDGET, FileHandle, HandleBudget
 from .index import OffsetIndex, TimeIndex
 
-__all__ = ["LogSegment", "BatchView", "segment_file_name", "CHUNK_BYTES"]
+__all__ = ["LogSegment", "BatchView", "segment_file_name", "CHUNK_BYTES", "NO_TIMESTAMP"]
+
+log = logging.getLogger("kafkafs.segment")
 
 #: How much of a ``.log`` one ``pread`` asks for while scanning; a larger batch gets a read of its own.
 CHUNK_BYTES = 256 * 1024
 NO_TIMESTAMP = -1
+#: Bytes of a batch header needed to know its magic and length (and so whether it is valid).
+_MIN_HEADER = 17
+_ZERO_PREFIX = bytes(LOG_OVERHEAD)
+_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
 
 def segment_file_name(base_offset: int, suffix: str) -> str:
     """``00000000000000000042.log`` and friends: the base offset in 20 digits."""
     return f"{base_offset:020d}{suffix}"
+
+
+def _wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
 
 
 class BatchView(NamedTuple):
@@ -57,8 +85,9 @@ class BatchView(NamedTuple):
     def size(self) -> int:
         return self.header.size
 
-    def decode(self, *, validate: bool = True, max_inflated_bytes: int = DEFAULT_MAX_INFLATED_BYTES,
-               file: str | None = None) -> DecodedBatch:
+    def decode(
+        self, *, validate: bool = True, max_inflated_bytes: int = DEFAULT_MAX_INFLATED_BYTES, file: str | None = None
+    ) -> DecodedBatch:
         try:
             return decode_batch(self.buf, self.header, validate=validate, max_inflated_bytes=max_inflated_bytes)
         except CorruptRecordError as exc:
@@ -69,8 +98,23 @@ class BatchView(NamedTuple):
         return self.buf[self.header.position : self.header.end]
 
 
+class _Tail(NamedTuple):
+    """What the end of a segment says; published whole (Kafka's nextOffset, maxTimestampAndOffsetSoFar
+    and bytesSinceLastIndexEntry)."""
+
+    next_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    bytes_since_index: int  # bytes from the last offset index entry's position (or 0) to the end
+
+
 class LogSegment:
-    """A ``.log`` with its offset and time index; created empty or opened from existing files."""
+    """A ``.log`` with its offset and time index; created empty or opened from existing files.
+
+    ``size`` (known from a directory listing) lets an existing segment open without touching the file.
+    A writable segment without ``size`` is created if missing. ``clock`` gives milliseconds, for the
+    creation time that ``segment.ms`` counts from while the segment has no timestamp.
+    """
 
     def __init__(
         self,
@@ -81,54 +125,142 @@ class LogSegment:
         writable: bool = False,
         suffix: str = "",
         size: int | None = None,
+        clock: Callable[[], int] = _wall_clock_ms,
+        budget: HandleBudget | None = None,
     ) -> None:
-        self.dir = Path(directory)
+        # Paths and index objects are made on first use: a partition may have many thousands of
+        # segments, and pathlib is slow enough to dominate opening it.
+        self.dir = directory if isinstance(directory, Path) else Path(directory)
         self.base_offset = base_offset
         self.config = config
         self.writable = writable
         self._suffix = suffix
-        self.log_path = self.dir / (segment_file_name(base_offset, ".log") + suffix)
-        self.offset_index = OffsetIndex(
-            self.dir / (segment_file_name(base_offset, ".index") + suffix),
-            base_offset,
-            max_index_size=config.segment_index_bytes,
-            writable=writable,
-        )
-        self.time_index = TimeIndex(
-            self.dir / (segment_file_name(base_offset, ".timeindex") + suffix),
-            base_offset,
-            max_index_size=config.segment_index_bytes,
-            writable=writable,
-        )
-        self._fd_value: int | None = None
-        if writable:
-            self._fd_value = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
-            self._size = os.fstat(self._fd_value).st_size
-        elif size is not None:
-            self._size = size  # from a directory listing: the file is opened on first read
-        else:
-            self._size = self._fd and os.fstat(self._fd).st_size
-        # Writer state (Kafka's bytesSinceLastIndexEntry, maxTimestampAndOffsetSoFar), loaded lazily.
-        self._bytes_since_index: int | None = None
-        self._max_ts: tuple[int, int] | None = None
-        self._next_offset: int | None = None
-        self._rolling_timestamp: int | None = None
+        self._clock = clock
+        self._budget = budget if budget is not None else BUDGET
+        self._log_path: Path | None = None
+        self._offset_index: OffsetIndex | None = None
+        self._time_index: TimeIndex | None = None
+        self._lock = threading.RLock()
+        self._handle: FileHandle | None = None
+        self._registered = False
         self._closed = False
+        self._dirty = False  # written since the last flush
+        #: The segment appends go to (set by the owning Log); a writable active segment keeps its handles.
+        self.active = False
+        self._tail: _Tail | None = None
+        self._rolling_timestamp: int | None = None
+        self.created_ms = clock()
+        jitter = config.segment_jitter_ms
+        #: Kafka's per-segment ``rollJitterMs``: random in [0, min(segment.jitter.ms, segment.ms)).
+        self.roll_jitter_ms = random.randrange(min(jitter, config.segment_ms)) if jitter > 0 else 0
+        if size is None:
+            handle = self._open_handle(create=writable)
+            size = os.fstat(handle.fd).st_size
+        self._size = size
+
+    def _path_for(self, extension: str, suffix: str) -> Path:
+        return self.dir / (segment_file_name(self.base_offset, extension) + suffix)
 
     @property
-    def _fd(self) -> int:
-        """The ``.log``'s descriptor, opened on first use (a partition may have thousands of segments)."""
-        fd = self._fd_value
-        if fd is None:
-            try:
-                fd = os.open(self.log_path, os.O_RDONLY)
-            except FileNotFoundError:
-                raise CorruptRecordError("segment file is missing", file=str(self.log_path)) from None
-            self._fd_value = fd
-        return fd
+    def log_path(self) -> Path:
+        """The ``.log`` file, following renames (``change_suffix``)."""
+        path = self._log_path
+        if path is None:
+            path = self._log_path = self._path_for(".log", self._suffix)
+        return path
+
+    @property
+    def offset_index(self) -> OffsetIndex:
+        """The ``.index`` (an object made on first use; the file is opened when it is first read)."""
+        index = self._offset_index
+        if index is None:
+            with self._lock:
+                if self._offset_index is None:
+                    self._offset_index = OffsetIndex(
+                        self._path_for(".index", self._suffix),
+                        self.base_offset,
+                        max_index_size=self.config.segment_index_bytes,
+                        writable=self.writable,
+                        on_open=self._note_open,
+                    )
+                index = self._offset_index
+        return index
+
+    @property
+    def time_index(self) -> TimeIndex:
+        """The ``.timeindex`` (an object made on first use, like the offset index)."""
+        index = self._time_index
+        if index is None:
+            with self._lock:
+                if self._time_index is None:
+                    self._time_index = TimeIndex(
+                        self._path_for(".timeindex", self._suffix),
+                        self.base_offset,
+                        max_index_size=self.config.segment_index_bytes,
+                        writable=self.writable,
+                        on_open=self._note_open,
+                    )
+                index = self._time_index
+        return index
+
+    def _made_indexes(self) -> list[OffsetIndex | TimeIndex]:
+        return [i for i in (self._offset_index, self._time_index) if i is not None]
+
+    def _index_path(self, extension: str) -> Path:
+        index = self._offset_index if extension == ".index" else self._time_index
+        return index.path if index is not None else self._path_for(extension, self._suffix)
+
+    @property
+    def txn_index_path(self) -> Path:
+        """The ``.txnindex`` (aborted transactions); kafkafs neither writes nor reads it, but moves and
+        deletes it with the segment."""
+        return self._path_for(".txnindex", self._suffix)
 
     def __repr__(self) -> str:
         return f"<LogSegment {self.log_path.name} size={self._size}>"
+
+    # ------------------------------------------------------------------------------------------ handles
+
+    @property
+    def pinned(self) -> bool:
+        """The handle budget never releases the active segment of a writable log."""
+        return self.writable and self.active and not self._closed
+
+    def _note_open(self) -> None:
+        if not self._registered and not self._closed:
+            self._registered = True
+            self._budget.opened(self)
+
+    def release_handles(self) -> None:
+        """Give the descriptors and maps back (lock-free; readers holding them finish first)."""
+        self._registered = False
+        self._handle = None
+        for index in self._made_indexes():
+            index.release()
+
+    def _log_handle(self) -> FileHandle:
+        """The ``.log``'s descriptor, opened on first use; hold the returned object while using it."""
+        handle = self._handle
+        return handle if handle is not None else self._open_handle(create=False)
+
+    def _open_handle(self, *, create: bool) -> FileHandle:
+        with self._lock:
+            handle = self._handle
+            if handle is not None:
+                return handle
+            if self._closed:
+                raise KafkafsError(f"{self.log_path}: segment is closed")
+            if self.writable:
+                flags = os.O_RDWR | (os.O_CREAT if create else 0)
+            else:
+                flags = os.O_RDONLY
+            try:
+                fd = os.open(self.log_path, flags | _O_CLOEXEC, 0o644)
+            except FileNotFoundError:
+                raise CorruptRecordError("segment file is missing", file=str(self.log_path)) from None
+            handle = self._handle = FileHandle(fd)
+        self._note_open()
+        return handle
 
     # ------------------------------------------------------------------------------------------ size
 
@@ -138,44 +270,60 @@ class LogSegment:
         return self._size
 
     def refresh(self) -> int:
-        """Re-read the file's size (another process may be appending); return it."""
-        if not self.writable and not self._closed:
-            try:
-                size = os.fstat(self._fd).st_size
-            except CorruptRecordError:
-                return self._size
-            if size != self._size:
-                self._size = size
-                self._next_offset = None
-                self._max_ts = None
+        """Re-read the file's size and the indexes (another process may be appending); return the size.
+
+        The indexes go first: the writer appends to the ``.log`` before its index, so a size read after
+        them covers every batch they point to.
+        """
+        if self.writable or self._closed:
+            return self._size
+        try:
             self.offset_index.refresh()
             self.time_index.refresh()
-        return self._size
+            size = os.fstat(self._log_handle().fd).st_size
+        except (CorruptRecordError, KafkafsError, OSError):
+            return self._size
+        if size != self._size:
+            if size < self._size:
+                self._rolling_timestamp = None
+            self._size = size
+            self._tail = None
+        return size
 
     # ------------------------------------------------------------------------------------------ reading
 
     def read_at(self, position: int, size: int) -> bytes:
         """Up to ``size`` bytes of the ``.log`` from ``position`` (short at the end)."""
-        return os.pread(self._fd, size, position)
+        handle = self._log_handle()
+        return os.pread(handle.fd, size, position)
+
+    def _max_batch_size(self) -> int:
+        """A batch larger than this is corruption, not data (bounds what one read may load)."""
+        return max(DEFAULT_MAX_INFLATED_BYTES, 2 * self.config.max_message_bytes + LOG_OVERHEAD)
 
     def batches(self, start_position: int = 0, end_position: int | None = None) -> Iterator[BatchView]:
         """Every whole batch from ``start_position`` (a batch boundary) to ``end_position``.
 
         Reads in chunks of :data:`CHUNK_BYTES`; stops quietly at a partial batch at the end of the file
-        (a writer may be appending). Corruption raises :class:`CorruptRecordError` with the file and
-        the absolute position, after the good batches before it were yielded.
+        (a writer may be appending) and at zero bytes where a batch should start (a preallocated or
+        zero-extended file: no batch has length 0). Corruption raises :class:`CorruptRecordError` with
+        the file and the absolute position, after the good batches before it were yielded.
         """
+        handle = self._log_handle()  # held for the whole scan: see handles.FileHandle
+        fd = handle.fd
         end = self._size if end_position is None else min(end_position, self._size)
-        max_batch = max(self.config.max_message_bytes, 1) * 4 + LOG_OVERHEAD + (1 << 20)
-        pos = start_position
+        max_batch = self._max_batch_size()
         path = str(self.log_path)
+        pos = start_position
         while pos < end:
-            chunk = os.pread(self._fd, min(CHUNK_BYTES, end - pos), pos)
+            chunk = os.pread(fd, min(CHUNK_BYTES, end - pos), pos)
             if not chunk:
                 return
-            rel = 0
             n = len(chunk)
-            while True:
+            rel = 0
+            while rel < n:
+                if chunk[rel : rel + LOG_OVERHEAD] == _ZERO_PREFIX:
+                    return
                 try:
                     header = read_batch_header(chunk, rel, n, max_batch)
                 except CorruptRecordError as exc:
@@ -185,15 +333,13 @@ class LogSegment:
                 yield BatchView(chunk, header, pos)
                 rel = header.end
             if rel == 0:
-                # the batch at pos is larger than the chunk: read it whole, if it is all there
-                prefix = os.pread(self._fd, LOG_OVERHEAD, pos)
-                if len(prefix) < LOG_OVERHEAD:
+                # no whole batch in the chunk: a partial header at the end, or a batch larger than a chunk
+                if n < _MIN_HEADER:
                     return
-                length = int.from_bytes(prefix[8:12], "big", signed=True)
-                want = length + LOG_OVERHEAD
+                want = int.from_bytes(chunk[8:12], "big", signed=True) + LOG_OVERHEAD  # checked above
                 if pos + want > end:
                     return
-                chunk = os.pread(self._fd, want, pos)
+                chunk = os.pread(fd, want, pos)
                 try:
                     header = read_batch_header(chunk, 0, len(chunk), max_batch)
                 except CorruptRecordError as exc:
@@ -204,6 +350,28 @@ class LogSegment:
                 rel = header.end
             pos += rel
 
+    def _scan(self, start: int) -> Iterator[BatchView]:
+        """``batches(start)`` for a position taken from an index, which may be wrong: an entry past the
+        data, or one where no batch starts, is not trusted and the scan starts over from 0."""
+        if start >= self._size:
+            start = 0
+        if start == 0:
+            yield from self.batches(0)
+            return
+        views = self.batches(start)
+        try:
+            first = next(views, None)
+        except CorruptRecordError as exc:
+            if exc.position != start:
+                raise
+            log.warning("%s: no batch starts at position %d, where the index points; scanning from 0",
+                        self.log_path, start)
+            yield from self.batches(0)
+            return
+        if first is not None:
+            yield first
+            yield from views
+
     def position_of(self, offset: int) -> int:
         """Position from which to scan for ``offset``: the offset index's floor entry (Kafka's
         ``translateOffset`` starts there)."""
@@ -211,74 +379,100 @@ class LogSegment:
 
     def find(self, offset: int) -> BatchView | None:
         """The first batch whose last offset is >= ``offset``, or None if there is none here."""
-        for view in self.batches(self.position_of(offset)):
+        for view in self._scan(self.position_of(offset)):
             if view.header.last_offset >= offset:
                 return view
         return None
 
     def read_from(self, offset: int) -> Iterator[BatchView]:
         """Batches from the one holding ``offset`` (or the next one after a gap) to the end."""
-        start = self.position_of(offset)
-        for view in self.batches(start):
+        for view in self._scan(self.position_of(offset)):
             if view.header.last_offset >= offset:
                 yield view
 
-    def find_by_timestamp(self, timestamp: int) -> BatchView | None:
-        """The first batch whose max timestamp is >= ``timestamp`` (Kafka's ``findOffsetByTimestamp``:
-        the time index, then the offset index, then a short scan). The caller picks the record."""
+    def find_by_timestamp(self, timestamp: int, starting_offset: int = 0) -> BatchView | None:
+        """The first batch at or past ``starting_offset`` whose max timestamp is >= ``timestamp``: the
+        time index, then the offset index, then a short scan (Kafka's ``findOffsetByTimestamp``)."""
         entry = self.time_index.lookup(timestamp)
-        start = self.offset_index.lookup(entry.offset).position
-        for view in self.batches(start):
-            if view.header.max_timestamp >= timestamp:
+        start = self.offset_index.lookup(max(entry.offset, starting_offset)).position
+        for view in self._scan(start):
+            h = view.header
+            if h.max_timestamp >= timestamp and h.last_offset >= starting_offset:
                 return view
         return None
 
-    def _scan_tail(self) -> None:
-        """Find the next offset and the max timestamp by scanning past the last index entries."""
-        last_time = self.time_index.last_entry
-        max_ts = (last_time.timestamp, last_time.offset)
-        start = self.offset_index.lookup(max(self.offset_index.last_offset, last_time.offset)).position
-        start = min(start, self.offset_index.lookup(last_time.offset).position)
-        next_offset = self.base_offset
-        last_position = 0
-        last_size = 0
-        for view in self.batches(start):
+    def find_offset_by_timestamp(self, timestamp: int, starting_offset: int = 0) -> tuple[int, int] | None:
+        """``(offset, timestamp)`` of the first record at or past ``starting_offset`` whose timestamp is
+        >= ``timestamp``, or None if there is none in this segment."""
+        entry = self.time_index.lookup(timestamp)
+        start = self.offset_index.lookup(max(entry.offset, starting_offset)).position
+        for view in self._scan(start):
             h = view.header
-            next_offset = max(next_offset, h.next_offset)
-            if h.max_timestamp > max_ts[0]:
-                max_ts = (h.max_timestamp, h.last_offset)
-            last_position, last_size = view.position, h.size
-        if next_offset == self.base_offset and start > 0:
-            # nothing after the indexed position: the indexed batch is the last one
-            next_offset = self.offset_index.last_offset + 1
-        self._next_offset = next_offset
-        self._max_ts = max_ts
-        if self._bytes_since_index is None:
-            indexed = self.offset_index.last_entry.position if self.offset_index.entries else 0
-            self._bytes_since_index = max(0, last_position + last_size - indexed) if last_size else 0
-            if self.offset_index.entries:
-                # bytes since the start of the indexed batch, as Kafka counts them
-                self._bytes_since_index = self._size - indexed
+            if h.max_timestamp < timestamp or h.last_offset < starting_offset:
+                continue
+            batch = view.decode(file=str(self.log_path))
+            for off, ts in zip(batch.offsets, batch.timestamps, strict=True):
+                if ts >= timestamp and off >= starting_offset:
+                    return off, ts
+        return None
+
+    # ------------------------------------------------------------------------------------------ the tail
+
+    def _tail_state(self) -> _Tail:
+        tail = self._tail
+        return tail if tail is not None else self._load_tail()
+
+    def _load_tail(self) -> _Tail:
+        with self._lock:
+            tail = self._tail
+            if tail is None:
+                tail = self._tail = self._scan_tail()
+            return tail
+
+    def _scan_tail(self) -> _Tail:
+        """Next offset and max timestamp, from the indexes' last entries and a scan of what follows them
+        (Kafka's ``readNextOffset`` and ``loadLargestTimestamp``)."""
+        last_time = self.time_index.last_entry
+        last_index = self.offset_index.last_entry
+        max_ts, max_offset = last_time.timestamp, last_time.offset
+        if self.time_index.entries:
+            start = min(self.offset_index.lookup(last_time.offset).position, last_index.position)
+        else:
+            start = 0  # the largest timestamp can be anywhere
+        next_offset, max_ts, max_offset, seen = self._scan_from(start, max_ts, max_offset)
+        if not seen and start > 0:  # nothing whole where the index points: trust the log, not the index
+            next_offset, max_ts, max_offset, _ = self._scan_from(0, NO_TIMESTAMP, self.base_offset)
+        since = self._size - (last_index.position if self.offset_index.entries else 0)
+        return _Tail(next_offset, max_ts, max_offset, max(0, since))
+
+    def _scan_from(self, start: int, max_ts: int, max_offset: int) -> tuple[int, int, int, bool]:
+        next_offset = self.base_offset
+        seen = False
+        try:
+            for view in self._scan(start):
+                h = view.header
+                seen = True
+                next_offset = max(next_offset, h.next_offset)
+                if h.max_timestamp > max_ts:
+                    max_ts, max_offset = h.max_timestamp, h.last_offset
+        except CorruptRecordError as exc:
+            log.warning("%s: %s; the segment's end is taken to be before it", self.log_path, exc.reason)
+        return next_offset, max_ts, max_offset, seen
 
     @property
     def next_offset(self) -> int:
         """One past the last offset in this segment (the base offset when empty)."""
-        if self._next_offset is None:
-            self._scan_tail()
-        return self._next_offset  # type: ignore[return-value]
+        return self._tail_state().next_offset
 
     @property
     def max_timestamp(self) -> int:
-        """The largest timestamp of any batch here (-1 when empty)."""
-        if self._max_ts is None:
-            self._scan_tail()
-        return self._max_ts[0]  # type: ignore[index]
+        """The largest timestamp of any batch here (-1 when empty; Kafka's ``largestTimestamp``)."""
+        return self._tail_state().max_timestamp
 
     @property
     def offset_of_max_timestamp(self) -> int:
-        if self._max_ts is None:
-            self._scan_tail()
-        return self._max_ts[1]  # type: ignore[index]
+        """The last offset of the first batch that holds :attr:`max_timestamp`."""
+        return self._tail_state().offset_of_max_timestamp
 
     def rolling_timestamp(self) -> int | None:
         """The first batch's max timestamp: what ``segment.ms`` is measured from (Kafka's
@@ -289,121 +483,199 @@ class LogSegment:
                 break
         return self._rolling_timestamp
 
+    def time_waited_for_roll(self, now: int, message_timestamp: int) -> int:
+        """Kafka's ``timeWaitedForRoll``: from the first batch's timestamp to the new messages' one, or,
+        while the segment has no timestamp, from its creation to ``now``."""
+        first = self.rolling_timestamp()
+        if first is not None and first >= 0:
+            return message_timestamp - first
+        return now - self.created_ms
+
     # ------------------------------------------------------------------------------------------ writing
 
     def _require_writable(self) -> None:
         if not self.writable:
             raise ReadOnlyError(f"{self.log_path} is open read-only")
+        if self._closed:
+            raise ReadOnlyError(f"{self.log_path} is closed")
 
-    def append(self, data: bytes, headers: list[BatchHeader]) -> None:
-        """Append whole batches (``headers`` describe ``data``, positions relative to it).
+    def should_roll(
+        self, *, messages_size: int, max_timestamp: int, max_offset: int, batches: int = 1, now: int
+    ) -> str | None:
+        """Which of Kafka's four roll conditions holds before appending ``batches`` batches of
+        ``messages_size`` bytes, the last offset ``max_offset``: ``"segment.bytes"``, ``"segment.ms"``,
+        ``"index full"``, ``"offset overflow"``, or None (Kafka's ``shouldRoll``)."""
+        config = self.config
+        size = self._size
+        if size > config.segment_bytes - messages_size or (size and size + messages_size > MAX_POSITION):
+            return "segment.bytes"
+        if size > 0 and self.time_waited_for_roll(now, max_timestamp) > config.segment_ms - self.roll_jitter_ms:
+            return "segment.ms"
+        if not self._index_has_room(batches):
+            return "index full"
+        if not self.offset_index.can_append_offset(max_offset):
+            return "offset overflow"
+        return None
 
-        Adds an offset index entry (the batch's last offset, its position) and a time index entry (the
-        max timestamp so far and the last offset of the batch holding it) whenever more than
-        ``index.interval.bytes`` were appended since the last entry, as Kafka does.
+    def _index_has_room(self, batches: int) -> bool:
+        """Room for an entry per batch (Kafka checks ``isFull``, the same for a single batch); the time
+        index keeps its last slot for the roll entry."""
+        off, tim = self.offset_index, self.time_index
+        return off.entries + batches <= off.max_entries and tim.entries + batches <= tim.max_entries - 1
+
+    def append(self, data: bytes | bytearray | memoryview, headers: Sequence[BatchHeader]) -> None:
+        """Append whole batches (``headers`` describe ``data``, positions relative to it), with index
+        entries per Kafka's rule (module docstring).
+
+        ``InvalidInput`` when an offset does not fit the segment (Kafka's
+        ``LogSegmentOffsetOverflowException``): before anything is written.
         """
         self._require_writable()
         if not headers:
             return
-        if self._next_offset is None:
-            self._scan_tail()
-        if headers[0].base_offset < self.base_offset or not self.offset_index.can_append_offset(headers[-1].last_offset):
-            raise InvalidInput(f"offsets {headers[0].base_offset}..{headers[-1].last_offset} do not fit segment {self.base_offset}")
-        start = self._size
-        written = os.pwrite(self._fd, data, start)
-        if written != len(data):
-            raise OSError(f"short write to {self.log_path}: {written} of {len(data)} bytes")
-        interval = self.config.index_interval_bytes
-        for h in headers:
-            position = start + h.position
-            if h.max_timestamp > self._max_ts[0]:  # type: ignore[index]
-                self._max_ts = (h.max_timestamp, h.last_offset)
-            if self._bytes_since_index > interval:  # type: ignore[operator]
-                self.offset_index.append(h.last_offset, position)
-                self.time_index.maybe_append(*self._max_ts)  # type: ignore[misc]
-                self._bytes_since_index = 0
-            self._bytes_since_index += h.size  # type: ignore[operator]
-            if self._rolling_timestamp is None:
-                self._rolling_timestamp = h.max_timestamp
-        self._size = start + len(data)
-        self._next_offset = headers[-1].next_offset
+        first, last = headers[0], headers[-1]
+        if first.base_offset < self.base_offset or last.last_offset - self.base_offset > MAX_RELATIVE_OFFSET:
+            raise InvalidInput(
+                f"offsets {first.base_offset}..{last.last_offset} do not fit segment {self.base_offset}"
+            )
+        with self._lock:
+            tail = self._tail_state()
+            start = self._size
+            if start + len(data) > MAX_POSITION + 1:
+                raise InvalidInput(f"{self.log_path}: {len(data)} more bytes would not fit an index position")
+            self._write_at(data, start)
+            self._dirty = True
+            interval = self.config.index_interval_bytes
+            max_ts, max_offset, since = tail.max_timestamp, tail.offset_of_max_timestamp, tail.bytes_since_index
+            offset_index, time_index = self.offset_index, self.time_index
+            for h in headers:
+                if h.max_timestamp > max_ts:
+                    max_ts, max_offset = h.max_timestamp, h.last_offset
+                if since > interval:
+                    if not offset_index.is_full():  # full only if a roll could not help (should_roll)
+                        offset_index.append(h.last_offset, start + h.position)
+                    if not time_index.is_full():
+                        time_index.maybe_append(max_ts, max_offset)
+                    since = 0
+                since += h.size
+            if start == 0:
+                self._rolling_timestamp = first.max_timestamp
+            self._size = start + len(data)
+            self._tail = _Tail(max(tail.next_offset, last.next_offset), max_ts, max_offset, since)
+
+    def _write_at(self, data: bytes | bytearray | memoryview, position: int) -> None:
+        handle = self._log_handle()
+        view = memoryview(data)
+        while view:
+            written = os.pwrite(handle.fd, view, position)
+            if written <= 0:
+                raise OSError(f"{self.log_path}: short write at position {position}")
+            view = view[written:]
+            position += written
 
     def flush(self) -> None:
-        """fsync the ``.log`` and the indexes."""
-        if self.writable and not self._closed:
-            os.fsync(self._fd)
+        """fsync the ``.log`` and sync the index maps (Kafka's ``LogSegment.flush``)."""
+        if not self.writable or self._closed:
+            return
+        with self._lock:
+            os.fsync(self._log_handle().fd)
             self.offset_index.flush()
             self.time_index.flush()
+            self._dirty = False
+
+    def become_active(self) -> None:
+        """Appends go here from now on: the indexes grow back to ``segment.index.bytes`` (Kafka's
+        ``resizeIndexes`` on load, so a trimmed index does not force a roll)."""
+        with self._lock:
+            self.active = True
+            if self.writable and not self._closed:
+                self._grow_indexes()
+                self._note_open()
+
+    def _grow_indexes(self) -> None:
+        """Both indexes back to ``segment.index.bytes``, or to their entries if they hold more (the
+        setting was lowered): a full index then rolls the segment at the next append."""
+        for index in (self.offset_index, self.time_index):
+            index.resize(max(self.config.segment_index_bytes, index.size_in_bytes))
 
     def on_become_inactive(self) -> None:
-        """Seal at roll: the final time index entry, then indexes trimmed to their entries (Kafka's
-        ``onBecomeInactiveSegment``)."""
-        if not self.writable:
+        """Seal at roll: the final time index entry (the largest timestamp and its offset), then the
+        indexes trimmed to their entries (Kafka's ``onBecomeInactiveSegment``)."""
+        if not self.writable or self._closed:
+            self.active = False
             return
-        if self._max_ts is None:
-            self._scan_tail()
-        if self._size and self._max_ts[0] >= 0:  # type: ignore[index]
-            self.time_index.maybe_append(*self._max_ts, skip_full_check=True)  # type: ignore[misc]
-        self.offset_index.trim_to_valid_size()
-        self.time_index.trim_to_valid_size()
+        with self._lock:
+            tail = self._tail_state()
+            if self.offset_index.can_append_offset(tail.offset_of_max_timestamp):
+                self.time_index.maybe_append(tail.max_timestamp, tail.offset_of_max_timestamp, skip_full_check=True)
+            self.offset_index.trim_to_valid_size()
+            self.time_index.trim_to_valid_size()
+            self._dirty = True
+            self.active = False
 
     def truncate_to(self, offset: int) -> int:
         """Drop every batch whose last offset is >= ``offset`` (so the batch holding ``offset`` goes
-        whole, as in Kafka) and their index entries; return the bytes cut."""
+        whole, as in Kafka) and their index entries; the indexes grow back to their active size, as the
+        segment is the log's active one afterwards. Return the bytes cut."""
         self._require_writable()
-        view = self.find(offset)
-        if view is None:
-            return 0
-        return self._truncate_at(view.position, view.header.base_offset)
+        with self._lock:
+            view = self.find(offset)
+            self.offset_index.truncate_to(offset)
+            self.time_index.truncate_to(offset)
+            self._grow_indexes()
+            cut = 0
+            if view is not None:
+                cut = self._size - view.position
+                self._truncate_file(view.position)
+            if self._size == 0:
+                self.created_ms = self._clock()
+                self._rolling_timestamp = None
+            self._tail = None
+            self._tail = self._scan_tail()
+            return cut
 
-    def _truncate_at(self, position: int, offset: int) -> int:
-        cut = self._size - position
-        self.offset_index.truncate_to(offset)
-        self.time_index.truncate_to(offset)
-        os.ftruncate(self._fd, position)
-        self._size = position
-        self._next_offset = None
-        self._max_ts = None
-        self._bytes_since_index = None
-        if position == 0:
-            self._rolling_timestamp = None
-        self._scan_tail()
-        return cut
+    def _truncate_file(self, size: int) -> None:
+        os.ftruncate(self._log_handle().fd, size)
+        self._size = size
+        self._dirty = True
 
     def recover(self, *, max_inflated_bytes: int = DEFAULT_MAX_INFLATED_BYTES) -> int:
-        """Re-validate every batch, rebuild both indexes, cut the invalid tail; return the bytes cut.
+        """Re-validate every batch, rebuild both indexes, cut the invalid tail; return the bytes cut
+        (Kafka's ``LogSegment.recover``).
 
         A batch is invalid when its header does not parse, its CRC does not match, or its offsets go
-        backwards; everything from the first invalid byte on is truncated (Kafka's ``recover``).
+        backwards; everything from the first invalid byte on is truncated. The indexes end trimmed, the
+        time index with its final entry, as a segment closed cleanly has them. A batch whose offsets do
+        not fit the segment's relative offsets (Kafka would split the segment) is kept, unindexed.
         """
         self._require_writable()
-        self.offset_index.reset()
-        self.time_index.reset()
+        with self._lock:
+            return self._recover()
+
+    def _recover(self) -> int:
+        offset_index, time_index = self.offset_index, self.time_index
+        offset_index.reset()
+        time_index.reset()
         interval = self.config.index_interval_bytes
-        valid = 0
-        since_index = 0
-        max_ts = (NO_TIMESTAMP, self.base_offset)
+        valid = last_entry = 0
+        max_ts, max_offset = NO_TIMESTAMP, self.base_offset
         next_offset = self.base_offset
-        first_ts = None
+        first_ts: int | None = None
         try:
             for view in self.batches(0):
                 h = view.header
-                try:
-                    validate_batch(view.buf, h)
-                except CorruptRecordError:
+                if not self._recoverable(view, next_offset):
                     break
-                if h.base_offset < next_offset or h.last_offset < h.base_offset:
-                    break
-                if h.last_offset - self.base_offset > 0xFFFFFFFF:
-                    break
-                if h.max_timestamp > max_ts[0]:
-                    max_ts = (h.max_timestamp, h.last_offset)
-                if since_index > interval:
-                    self.offset_index.append(h.last_offset, view.position)
-                    self.time_index.maybe_append(*max_ts)
-                    since_index = 0
-                since_index += h.size
-                valid = view.position + h.size
+                fits = h.last_offset - self.base_offset <= MAX_RELATIVE_OFFSET
+                if h.max_timestamp > max_ts and fits:
+                    max_ts, max_offset = h.max_timestamp, h.last_offset
+                if valid - last_entry > interval and fits:
+                    if not offset_index.is_full():
+                        offset_index.append(h.last_offset, valid)
+                    if not time_index.is_full():
+                        time_index.maybe_append(max_ts, max_offset)
+                    last_entry = valid
+                valid += h.size
                 next_offset = h.next_offset
                 if first_ts is None:
                     first_ts = h.max_timestamp
@@ -411,78 +683,97 @@ class LogSegment:
             pass
         cut = self._size - valid
         if cut:
-            os.ftruncate(self._fd, valid)
-            self._size = valid
-        self._next_offset = next_offset
-        self._max_ts = max_ts
-        self._bytes_since_index = since_index
+            self._truncate_file(valid)
+        offset_index.trim_to_valid_size()
+        time_index.maybe_append(max_ts, max_offset, skip_full_check=True)
+        time_index.trim_to_valid_size()
+        self._dirty = True
         self._rolling_timestamp = first_ts
+        self._tail = _Tail(next_offset, max_ts, max_offset, valid - last_entry)
         return cut
 
-    def rebuild_indexes(self) -> None:
-        """Rebuild the offset and time index from the ``.log`` (keeps the data as it is)."""
-        self.recover_cut = self.recover()
+    def _recoverable(self, view: BatchView, next_offset: int) -> bool:
+        h = view.header
+        try:
+            validate_batch(view.buf, h)
+        except CorruptRecordError:
+            return False
+        return h.last_offset_delta >= 0 and h.base_offset >= next_offset
+
+    def rebuild_indexes(self) -> int:
+        """Rebuild the offset and time index from the ``.log`` (a :meth:`recover`: an invalid tail is
+        cut too); return the bytes cut."""
+        return self.recover()
 
     # ------------------------------------------------------------------------------------------ files
 
     def sanity_check(self) -> None:
-        """Kafka's index sanity check (``CorruptRecordError`` naming the file when it fails)."""
+        """Kafka's index sanity checks, and ``kafka-dump-log --verify-index-only``'s order rules
+        (``CorruptRecordError`` naming the file when they fail)."""
         self.offset_index.sanity_check(log_size=self._size)
         self.time_index.sanity_check()
-        last_time = self.time_index.last_entry
-        if self.time_index.entries and last_time.offset < self.offset_index.last_offset and False:
-            raise CorruptRecordError("time index lags the offset index", file=str(self.time_index.path))
 
     def indexes_missing(self) -> bool:
-        return not self.offset_index.path.exists() or not self.time_index.path.exists()
+        return not self._path_for(".index", self._suffix).exists() or not self._path_for(".timeindex", self._suffix).exists()
 
     def change_suffix(self, suffix: str) -> None:
-        """Rename the three files to carry ``suffix`` (``.deleted``, ``.cleaned``, ``.swap`` or ``""``)."""
+        """Rename the files to carry ``suffix`` (``.deleted``, ``.cleaned``, ``.swap`` or ``""``); the
+        open descriptors and maps stay valid."""
         self._require_writable()
-        new_log = self.dir / (segment_file_name(self.base_offset, ".log") + suffix)
-        os.replace(self.log_path, new_log)
-        self.log_path = new_log
-        for index, ext in ((self.offset_index, ".index"), (self.time_index, ".timeindex")):
-            target = self.dir / (segment_file_name(self.base_offset, ext) + suffix)
-            if index.path.exists():
-                index.rename(target)
-            else:
-                index.rename(target)
-        self._suffix = suffix
+        with self._lock:
+            txn = self.txn_index_path
+            new_log = self._path_for(".log", suffix)
+            os.replace(self.log_path, new_log)
+            self._log_path = new_log
+            self.offset_index.rename(self._path_for(".index", suffix))
+            self.time_index.rename(self._path_for(".timeindex", suffix))
+            self._suffix = suffix
+            try:
+                os.replace(txn, self.txn_index_path)
+            except FileNotFoundError:
+                pass
 
     @property
     def suffix(self) -> str:
         return self._suffix
 
-    def close(self) -> None:
-        """Close the file and the indexes (a writable segment is sealed first: trimmed indexes)."""
+    def close(self, *, seal: bool | None = None) -> None:
+        """Close the file and the indexes. A writable segment is sealed first (final time index entry,
+        trimmed indexes) when ``seal`` says so, by default when it is the active one; whatever was
+        written is fsynced."""
         if self._closed:
             return
-        if self.writable:
-            self.on_become_inactive()
-            self.flush()
-        self.offset_index.close()
-        self.time_index.close()
-        self._close_fd()
+        try:
+            if self.writable:
+                if self.active if seal is None else seal:
+                    self.on_become_inactive()
+                if self._dirty:
+                    self.flush()
+            for index in self._made_indexes():
+                index.close()
+        finally:
+            self._drop_handle()
 
-    def _close_fd(self) -> None:
-        if self._fd_value is not None:
-            os.close(self._fd_value)
-            self._fd_value = None
-        self._closed = True
+    def _drop_handle(self) -> None:
+        """Forget the ``.log`` descriptor; it closes once no reader holds it (handles.FileHandle), so a
+        reader left suspended in :meth:`batches` never reads a descriptor number reused by another file."""
+        with self._lock:
+            self._closed = True
+            self._handle = None
+        self._budget.forget(self)
 
     def close_handlers(self) -> None:
-        """Close without sealing (crash simulation, or after the files were deleted)."""
+        """Close without sealing or syncing (crash simulation, or the files are being deleted)."""
         if self._closed:
             return
-        self.offset_index.close_handler()
-        self.time_index.close_handler()
-        self._close_fd()
+        for index in self._made_indexes():
+            index.close_handler()
+        self._drop_handle()
 
     def delete(self) -> None:
-        """Remove the three files."""
+        """Remove the files (readers that hold the ``.log`` open finish reading it)."""
         self.close_handlers()
-        for path in (self.log_path, self.offset_index.path, self.time_index.path):
+        for path in (self.log_path, self._index_path(".index"), self._index_path(".timeindex"), self.txn_index_path):
             try:
                 os.unlink(path)
             except FileNotFoundError:

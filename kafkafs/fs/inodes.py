@@ -1,0 +1,107 @@
+"""Inode numbers for tree nodes, with the kernel's lookup counts.
+
+Two kinds: by-offset record files get numbers computed from (partition number, offset) and need no
+table entry at all (so listing a million offsets costs no memory here); every other node gets the next
+free number, kept while the kernel holds a reference (its lookup count) and dropped on ``forget``.
+A node with the same key as a known one gets the known number and the known node (a range keeps its
+layout for as long as the kernel remembers it).
+"""
+
+from __future__ import annotations
+
+import threading
+
+from .tree import Node, Tree
+
+__all__ = ["InodeTable", "ROOT_INODE"]
+
+ROOT_INODE = 1
+
+
+class InodeTable:
+    def __init__(self, tree: Tree) -> None:
+        self.tree = tree
+        self._nodes: dict[int, Node] = {ROOT_INODE: tree.root}
+        self._inos: dict[tuple, int] = {tree.root.key: ROOT_INODE}
+        self._counts: dict[int, int] = {}
+        self._by_partition: dict[str, set[int]] = {}
+        self._next = ROOT_INODE + 1
+        self._guard = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._nodes)
+
+    def register(self, node: Node, count: int = 0) -> tuple[int, Node]:
+        """The inode number of ``node`` and the node to use for it (the known one if any); ``count``
+        references are taken at once (so a ``forget`` running meanwhile cannot drop it)."""
+        if node.fixed_ino is not None:
+            return node.fixed_ino, node
+        with self._guard:
+            ino = self._inos.get(node.key)
+            if ino is None:
+                ino = self._next
+                self._next += 1
+                self._nodes[ino] = node
+                self._inos[node.key] = ino
+                partition = node.partition_name
+                if partition is not None:
+                    self._by_partition.setdefault(partition, set()).add(ino)
+            else:
+                node = self._nodes[ino]
+            if count and ino != ROOT_INODE:
+                self._counts[ino] = self._counts.get(ino, 0) + count
+            return ino, node
+
+    def remember(self, ino: int, n: int = 1) -> None:
+        """The kernel took ``n`` more references (a lookup, a listed entry, a mkdir)."""
+        if ino == ROOT_INODE or ino not in self._nodes:
+            return
+        with self._guard:
+            self._counts[ino] = self._counts.get(ino, 0) + n
+
+    def get(self, ino: int) -> Node | None:
+        node = self._nodes.get(ino)
+        if node is None:
+            node = self.tree.node_for_ino(ino)
+        return node
+
+    def forget(self, ino: int, n: int) -> None:
+        """The kernel dropped ``n`` references; at zero the node goes."""
+        if ino == ROOT_INODE or ino not in self._nodes:
+            return
+        with self._guard:
+            left = self._counts.get(ino, 0) - n
+            if left > 0:
+                self._counts[ino] = left
+                return
+            self._drop(ino)
+
+    def discard_if_unused(self, ino: int, taken: int = 0) -> None:
+        """Give back ``taken`` references and drop the node if nobody holds it (a reply the kernel
+        never received)."""
+        with self._guard:
+            if ino == ROOT_INODE or ino not in self._nodes:
+                return
+            left = self._counts.get(ino, 0) - taken
+            if left > 0:
+                self._counts[ino] = left
+            else:
+                self._drop(ino)
+
+    def _drop(self, ino: int) -> None:
+        self._counts.pop(ino, None)
+        node = self._nodes.pop(ino, None)
+        if node is not None:
+            self._inos.pop(node.key, None)
+            partition = node.partition_name
+            if partition is not None:
+                members = self._by_partition.get(partition)
+                if members is not None:
+                    members.discard(ino)
+
+    def of_partition(self, partition: str) -> list[tuple[int, Node]]:
+        """The known (inode, node) pairs under one partition folder."""
+        with self._guard:
+            return [
+                (ino, self._nodes[ino]) for ino in self._by_partition.get(partition, ()) if ino in self._nodes
+            ]

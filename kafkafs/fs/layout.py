@@ -1,0 +1,404 @@
+"""Byte layouts of the JSON-lines views: which batch renders to which bytes.
+
+A view (``records.jsonl``, a by-offset or by-time range) is a sequence of *pieces*, each a run of
+whole batches of one segment (up to :data:`GROUP_BYTES` of log). Sizing a view renders every piece
+once and keeps five numbers per piece in compact arrays (segment base offset, file position, size,
+last offset, cumulative rendered end); a ``read(offset, size)`` then finds its first piece by binary
+search and decodes only the batches it covers.
+
+``records.jsonl`` is one :class:`SegmentLayout` per segment, laid end to end: a sealed segment's layout
+never changes and is kept for the life of the mount, the active segment's grows as records arrive.
+A range is one :class:`RangeLayout`, built on lookup and extended while it still reaches the end.
+
+A batch that does not decode keeps a placeholder piece (its raw size) marked bad: reads that touch
+it fail (EIO upstairs) and the rest of the view stays readable.
+"""
+
+from __future__ import annotations
+
+import threading
+from array import array
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, NamedTuple
+
+from ..errors import CorruptRecordError
+from ..format.batch import DecodedBatch
+from ..storage.segment import LogSegment
+from .render import NO_FILTER, Filter, read_batches, render_batches
+
+if TYPE_CHECKING:
+    from ..storage.log import Log
+
+__all__ = ["Pieces", "SegmentLayout", "RangeLayout", "Part", "Renderer", "read_parts", "GROUP_BYTES"]
+
+
+#: A piece covers whole batches up to about this many bytes of log: the memory a layout takes grows with
+#: the size of the segment, not with its number of batches (one-record batches are common).
+GROUP_BYTES = 64 * 1024
+
+
+class Renderer:
+    """What rendering needs besides the batches: the partition's name, the values mode, and where to
+    report damage (once per place)."""
+
+    def __init__(
+        self, topic: str, partition: int, mode: str, on_corrupt: Callable[[CorruptRecordError], None]
+    ):
+        self.topic = topic
+        self.partition = partition
+        self.mode = mode
+        self.on_corrupt = on_corrupt
+
+    def render(self, batches: list[DecodedBatch], flt: Filter) -> tuple[bytes, bool]:
+        return render_batches(self.topic, self.partition, batches, flt, self.mode)
+
+
+class Pieces:
+    """Pieces of one view in order: piece ``i`` is the run of whole batches in ``sizes[i]`` bytes at
+    ``positions[i]`` of segment ``bases[i]``, ending with offset ``last_offsets[i]``, and renders to bytes
+    ``[ends[i-1], ends[i])``. Append-only: a reader holding a count sees a fixed prefix."""
+
+    __slots__ = ("filter", "bases", "positions", "sizes", "ends", "last_offsets", "bad", "lock")
+
+    def __init__(self, flt: Filter = NO_FILTER) -> None:
+        self.filter = flt
+        self.bases = array("q")
+        self.positions = array("q")
+        self.sizes = array("q")
+        self.ends = array("q")
+        self.last_offsets = array("q")
+        self.bad: dict[int, CorruptRecordError] = {}
+        self.lock = threading.RLock()
+
+    def __len__(self) -> int:
+        return len(self.ends)
+
+    def total(self, count: int | None = None) -> int:
+        n = len(self.ends) if count is None else count
+        return self.ends[n - 1] if n else 0
+
+    def add(
+        self,
+        base: int,
+        position: int,
+        size: int,
+        length: int,
+        last_offset: int,
+        bad: CorruptRecordError | None = None,
+    ) -> None:
+        if length <= 0:
+            return
+        if bad is not None:
+            self.bad[len(self.ends)] = bad
+        self.bases.append(base)
+        self.positions.append(position)
+        self.sizes.append(size)
+        self.last_offsets.append(last_offset)
+        self.ends.append(self.total() + length)
+
+    def start(self, i: int) -> int:
+        return self.ends[i - 1] if i else 0
+
+    def piece_at(self, rel: int, count: int) -> int:
+        """The piece holding byte ``rel`` (``count`` if past the end)."""
+        return bisect_right(self.ends, rel, 0, count)
+
+    def memory(self) -> int:
+        """Bytes held by the arrays (for the curious and the tests)."""
+        return sum(
+            a.itemsize * len(a)
+            for a in (self.bases, self.positions, self.sizes, self.ends, self.last_offsets)
+        )
+
+
+class _Run:
+    """Whole contiguous batches of one segment gathered into the next piece."""
+
+    __slots__ = ("base", "position", "size", "batches", "last_offset")
+
+    def __init__(self, base: int, position: int) -> None:
+        self.base = base
+        self.position = position
+        self.size = 0
+        self.batches: list[DecodedBatch] = []
+        self.last_offset = -1
+
+    def add(self, batch: DecodedBatch, size: int, last_offset: int) -> None:
+        self.batches.append(batch)
+        self.size += size
+        self.last_offset = last_offset
+
+    @property
+    def end(self) -> int:
+        return self.position + self.size
+
+
+class SegmentLayout(Pieces):
+    """The part of ``records.jsonl`` that one segment renders to (records from ``lo`` on)."""
+
+    __slots__ = ("segment", "scanned", "broken")
+
+    def __init__(self, segment: LogSegment, lo: int) -> None:
+        super().__init__(Filter(lo=lo) if lo > segment.base_offset else NO_FILTER)
+        self.segment = segment
+        self.scanned = 0  # file position up to which every batch belongs to a piece
+        self.broken = False  # a header that does not parse: nothing after it can be found
+
+    @property
+    def lo(self) -> int:
+        return self.filter.lo if self.filter.lo is not None else self.segment.base_offset
+
+    def current(self) -> bool:
+        """Whether every byte of the segment (as far as its size is known) has been laid out."""
+        return self.broken or self.scanned >= self.segment.size
+
+    def _close(self, run: _Run | None, renderer: Renderer) -> None:
+        if run is None or not run.size:
+            return
+        data, _ = renderer.render(run.batches, self.filter)
+        self.add(run.base, run.position, run.size, len(data), run.last_offset)
+        self.scanned = run.end
+
+    def extend(self, renderer: Renderer) -> None:
+        """Lay out the batches written since the last call (all of them the first time)."""
+        with self.lock:
+            segment = self.segment
+            size = segment.size
+            if self.broken or self.scanned >= size:
+                return
+            base = segment.base_offset
+            file = str(segment.log_path)
+            run: _Run | None = None
+            try:
+                for view in segment.batches(self.scanned, size):
+                    h = view.header
+                    try:
+                        batch = view.decode(file=file)
+                    except CorruptRecordError as exc:
+                        self._close(run, renderer)
+                        run = None
+                        renderer.on_corrupt(exc)
+                        self.add(base, view.position, h.size, h.size, h.last_offset, exc)
+                        self.scanned = view.position + h.size
+                        continue
+                    if run is None:
+                        run = _Run(base, view.position)
+                    run.add(batch, h.size, h.last_offset)
+                    if run.size >= GROUP_BYTES:
+                        self._close(run, renderer)
+                        run = None
+                self._close(run, renderer)
+            except CorruptRecordError as exc:
+                # The header at the end of the batches read does not parse: the rest of this segment
+                # cannot be walked. Keep what was read, mark the rest.
+                self._close(run, renderer)
+                renderer.on_corrupt(exc)
+                last = self.last_offsets[-1] if len(self.last_offsets) else base
+                self.add(base, self.scanned, max(size - self.scanned, 1), 1, last, exc)
+                self.broken = True
+
+
+class RangeLayout(Pieces):
+    """A by-offset or by-time range: pieces of the batches between its bounds, built on lookup.
+
+    ``next_offset`` is where the next :meth:`extend` continues; ``complete`` once the range can no
+    longer grow (its last offset was reached, or a record at or past ``ts_hi`` was seen).
+    """
+
+    __slots__ = ("next_offset", "complete", "started")
+
+    def __init__(self, flt: Filter) -> None:
+        super().__init__(flt)
+        self.next_offset = flt.lo if flt.lo is not None else 0
+        self.complete = False
+        self.started = flt.ts_lo is None  # a by-time range finds its first offset on the first extend
+
+    def extend(
+        self,
+        log: Log,
+        renderer: Renderer,
+        layout_of: Callable[[int], tuple[SegmentLayout, int] | None],
+    ) -> None:
+        """Add the batches from ``next_offset`` up to the log end (or the range's end).
+
+        ``layout_of(base)`` returns a segment's layout (and its piece count) when it is already built:
+        its pieces wholly inside an offset range are taken as they are, so a range over laid-out
+        segments costs two renders (its ends), not one per batch.
+        """
+        with self.lock:
+            if self.complete:
+                return
+            flt = self.filter
+            if not self.started:
+                found = log.offset_for_timestamp(flt.ts_lo)  # type: ignore[arg-type]
+                self.next_offset = found[0] if found is not None else log.log_end_offset
+                self.started = True
+            start = max(self.next_offset, log.log_start_offset)
+            if flt.hi is not None and start > flt.hi:
+                self.complete = True
+                return
+            if start >= log.log_end_offset:
+                return
+            floor = log.segments.floor(start)
+            for base, segment in log.segments.items(floor[0] if floor else None):
+                if flt.hi is not None and base > flt.hi:
+                    break
+                first_segment = segment is (floor[1] if floor else None)
+                if not self._from_layout(segment, layout_of, renderer, start):
+                    self._scan(log, segment, renderer, start if first_segment else None)
+                if self.complete:
+                    return
+                start = max(start, self.next_offset)
+            if flt.hi is not None and self.next_offset > flt.hi:
+                self.complete = True
+
+    def _from_layout(self, segment: LogSegment, layout_of, renderer: Renderer, start: int) -> bool:
+        """Take this segment's pieces from its built layout; False when that cannot be done."""
+        flt = self.filter
+        if flt.ts_lo is not None or flt.ts_hi is not None:
+            return False
+        found = layout_of(segment.base_offset)
+        if found is None:
+            return False
+        layout, count = found
+        if not layout.current() or count != len(layout):
+            return False
+        lo = flt.lo if flt.lo is not None else 0
+        hi = flt.hi
+        first = bisect_left(layout.last_offsets, start, 0, count)
+        if first < count:
+            first_possible = layout.last_offsets[first - 1] + 1 if first else segment.base_offset
+            if first_possible < start and start > lo:
+                return False  # the piece began in an earlier extend: only a scan can start mid-piece
+        for i in range(first, count):
+            first_possible = layout.last_offsets[i - 1] + 1 if i else segment.base_offset
+            last = layout.last_offsets[i]
+            position, size = layout.positions[i], layout.sizes[i]
+            bad = layout.bad.get(i)
+            if bad is not None:
+                self.add(segment.base_offset, position, size, 1, last, bad)
+            elif first_possible >= max(lo, layout.lo) and (hi is None or last <= hi):
+                self.add(segment.base_offset, position, size, layout.ends[i] - layout.start(i), last)
+            else:
+                self._render(segment, renderer, position, size, last)
+            self.next_offset = last + 1
+            if hi is not None and last >= hi:
+                self.complete = True
+                return True
+        self.next_offset = max(self.next_offset, segment.next_offset)
+        return True
+
+    def _render(self, segment: LogSegment, renderer: Renderer, position: int, size: int, last: int) -> bool:
+        try:
+            data, stopped = renderer.render(read_batches(segment, position, size), self.filter)
+        except CorruptRecordError as exc:
+            renderer.on_corrupt(exc)
+            self.add(segment.base_offset, position, size, 1, last, exc)
+            return False
+        self.add(segment.base_offset, position, size, len(data), last)
+        return stopped
+
+    def _scan(self, log: Log, segment: LogSegment, renderer: Renderer, start: int | None) -> None:
+        """Gather this segment's batches from the one holding ``start`` (None: the first) into pieces."""
+        flt = self.filter
+        base = segment.base_offset
+        file = str(segment.log_path)
+        run: _Run | None = None
+
+        def close() -> bool:
+            if run is None or not run.size:
+                return False
+            data, stopped = renderer.render(run.batches, flt)
+            self.add(base, run.position, run.size, len(data), run.last_offset)
+            self.next_offset = max(self.next_offset, run.last_offset + 1)
+            if stopped:
+                self.complete = True
+            return stopped
+
+        try:
+            views = segment.read_from(start) if start is not None else segment.batches(0)
+            for view in views:
+                h = view.header
+                if flt.hi is not None and h.base_offset > flt.hi and h.magic == 2:
+                    break
+                if start is not None and h.last_offset < start:
+                    continue
+                try:
+                    batch = view.decode(file=file)
+                except CorruptRecordError as exc:
+                    if close():
+                        return
+                    run = None
+                    renderer.on_corrupt(exc)
+                    self.add(base, view.position, h.size, 1, h.last_offset, exc)
+                    self.next_offset = max(self.next_offset, h.last_offset + 1)
+                    continue
+                if run is None:
+                    run = _Run(base, view.position)
+                run.add(batch, h.size, h.last_offset)
+                if run.size >= GROUP_BYTES or (flt.hi is not None and h.last_offset >= flt.hi):
+                    if close():
+                        return
+                    run = None
+                if flt.hi is not None and h.last_offset >= flt.hi:
+                    self.complete = True
+                    return
+            close()
+        except CorruptRecordError as exc:
+            # a header that does not parse: the rest of this segment cannot be walked
+            if close():
+                return
+            renderer.on_corrupt(exc)
+            where = exc.position if exc.position is not None else 0
+            self.add(base, where, 1, 1, self.next_offset, exc)
+            higher = log.segments.higher(base)
+            if higher is None:
+                self.complete = True  # nothing can be found after it
+            else:
+                self.next_offset = max(self.next_offset, higher[0])
+
+
+class Part(NamedTuple):
+    """One layout as a reader sees it: its first ``count`` pieces, placed at byte ``start``."""
+
+    pieces: Pieces
+    count: int
+    start: int
+
+
+def read_parts(
+    parts: Sequence[Part],
+    starts: Sequence[int],
+    offset: int,
+    size: int,
+    render: Callable[[Pieces, int], bytes],
+) -> bytes:
+    """Bytes ``offset .. offset+size`` of the view made of ``parts`` (``starts`` their start bytes).
+
+    ``render(pieces, i)`` returns piece ``i``'s bytes (the caller caches and checks them).
+    """
+    out: list[bytes] = []
+    want = size
+    k = bisect_right(starts, offset) - 1
+    if k < 0:
+        k = 0
+    pos = offset
+    while want > 0 and k < len(parts):
+        pieces, count, start = parts[k]
+        rel = pos - start
+        if rel >= pieces.total(count):
+            k += 1
+            continue
+        i = pieces.piece_at(rel, count)
+        while want > 0 and i < count:
+            piece_start = pieces.start(i)
+            data = render(pieces, i)
+            chunk = data[rel - piece_start : rel - piece_start + want]
+            out.append(chunk)
+            want -= len(chunk)
+            pos += len(chunk)
+            rel += len(chunk)
+            i += 1
+        k += 1
+    return b"".join(out)

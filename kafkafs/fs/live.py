@@ -1,0 +1,110 @@
+"""Keeping the kernel's view current: records arrive, cached pages and sizes must go.
+
+* :class:`Invalidator` is a thread of its own that tells the kernel to forget what it cached for the
+  files that grow (``records.jsonl``, ``partition.json``, ranges reaching the end, the active
+  segment's files). It never runs inside a request handler: an invalidation can wait for pages that a
+  handler is still filling, and the handler would wait for it.
+* :func:`poll_forever` looks at the active segment of every read-only partition in use every
+  :data:`POLL_INTERVAL` seconds, so records written by another process (a broker, ``kafkafs
+  produce``) are noticed; a read-write mount hears of its own appends directly.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+import trio
+
+from .inodes import InodeTable
+from .partition import PartitionState
+from .tree import SegmentFile, Tree
+
+__all__ = ["Invalidator", "poll_forever", "POLL_INTERVAL"]
+
+log = logging.getLogger("kafkafs.fs")
+
+POLL_INTERVAL = 0.3
+#: Changes that come close together are sent to the kernel as one.
+COALESCE = 0.01
+
+
+class Invalidator:
+    def __init__(self, table: InodeTable, invalidate: Callable[[int], None]) -> None:
+        self.table = table
+        self._invalidate = invalidate
+        self._pending: dict[str, int | None] = {}
+        self._cond = threading.Condition()
+        self._stopped = False
+        self._thread = threading.Thread(target=self._run, name="kafkafs-invalidate", daemon=True)
+        self.sent = 0
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stopped = True
+            self._cond.notify()
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
+
+    def partition_changed(self, state: PartitionState) -> None:
+        """Called from whichever thread saw the change; returns at once."""
+        with self._cond:
+            before = self._pending.get(state.name, state.prev_active_base)
+            prev = state.prev_active_base
+            self._pending[state.name] = (
+                prev if before is None or (prev is not None and prev < before) else before
+            )
+            self._cond.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._pending and not self._stopped:
+                    self._cond.wait()
+                if self._stopped:
+                    return
+            time.sleep(COALESCE)
+            with self._cond:
+                pending, self._pending = self._pending, {}
+            for name, since_base in pending.items():
+                for ino, node in self.table.of_partition(name):
+                    if self._needs(node, since_base):
+                        self._send(ino)
+
+    @staticmethod
+    def _needs(node, since_base: int | None) -> bool:
+        if isinstance(node, SegmentFile):
+            # the active segment grows; the one before it was just sealed (its indexes trimmed)
+            return node.volatile() or (since_base is not None and node.base_offset >= since_base)
+        return node.volatile() or getattr(node, "is_dir", False)
+
+    def _send(self, ino: int) -> None:
+        try:
+            self._invalidate(ino)
+            self.sent += 1
+        except OSError:
+            pass  # the kernel no longer knows the inode: nothing to forget
+        except Exception:
+            log.exception("cache invalidation failed")
+
+
+def _poll_states(states: list[PartitionState]) -> None:
+    for state in states:
+        try:
+            state.refresh(force=True)
+        except Exception as exc:
+            log.warning("%s: could not look for new records: %s", state.name, exc)
+
+
+async def poll_forever(tree: Tree, interval: float = POLL_INTERVAL) -> None:
+    """Look for records that other processes appended, until cancelled."""
+    while True:
+        await trio.sleep(interval)
+        states = [s for s in tree.open_states() if not s.log.writable]
+        if states:
+            await trio.to_thread.run_sync(_poll_states, states)

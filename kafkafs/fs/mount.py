@@ -1,0 +1,404 @@
+"""``kafkafs mount``: check, mount, serve, unmount.
+
+By default the command returns once the mount answers and a daemon serves it: the parent forks, the
+child starts a new session and forks again, and the grandchild mounts and serves; it reports "ready"
+(or the reason it could not mount) through a pipe, and the parent exits 0 (or raises). ``foreground``
+serves in the calling process. Either way SIGTERM, SIGINT and SIGHUP unmount cleanly, and so does
+``fusermount3 -u MOUNTPOINT``.
+
+If the daemon dies without unmounting (SIGKILL, a crash), the kernel keeps a dead mount that answers
+"Transport endpoint is not connected"; ``fusermount3 -uz MOUNTPOINT`` clears it, after which the
+folder can be mounted again. ``mount()`` recognises that state and says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import gc
+import logging
+import logging.handlers
+import os
+import signal
+import sys
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from ..errors import KafkafsError, LogDirLocked
+from ..format.jsonview import VALUES_MODES
+from ..storage.config import Settings
+from ..storage.logdir import LogDir
+
+__all__ = ["mount", "main", "MountError", "fuse_option_set"]
+
+log = logging.getLogger("kafkafs.fs")
+
+
+class MountError(KafkafsError):
+    """The mount cannot be made (bad mount point, busy, FUSE missing, ...); the message says why."""
+
+
+# ---------------------------------------------------------------------------------------------- checks
+
+
+def _check_mountpoint(mountpoint: str) -> str:
+    path = os.path.abspath(mountpoint)
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise MountError(f"{mountpoint}: no such mount point (create the folder first)") from None
+    except OSError as exc:
+        if exc.errno == errno.ENOTCONN:
+            raise MountError(
+                f"{mountpoint}: a dead mount is still there (its daemon died); clear it with "
+                f"`fusermount3 -uz {mountpoint}`"
+            ) from None
+        raise MountError(f"{mountpoint}: {exc.strerror}") from None
+    if not os.path.isdir(path):
+        raise MountError(f"{mountpoint}: not a directory")
+    if os.path.ismount(path) or _mounted_at(path):
+        raise MountError(
+            f"{mountpoint}: something is already mounted there (unmount it with `fusermount3 -u`)"
+        )
+    try:
+        if os.listdir(path):
+            raise MountError(f"{mountpoint}: the mount point is not empty")
+    except PermissionError:
+        raise MountError(f"{mountpoint}: permission denied") from None
+    if not os.access(path, os.W_OK) and os.geteuid() != 0:
+        raise MountError(f"{mountpoint}: you do not own the mount point")
+    del st
+    return path
+
+
+def _mounted_at(path: str) -> bool:
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                fields = line.split()
+                if len(fields) > 4 and fields[4].replace("\\040", " ") == path:
+                    return True
+    except OSError:
+        pass
+    return False
+
+
+def _check_logdir(logdir: str) -> str:
+    path = os.path.abspath(logdir)
+    if not os.path.exists(path):
+        raise MountError(f"{logdir}: no such log directory")
+    if not os.path.isdir(path):
+        raise MountError(f"{logdir}: not a directory")
+    if not os.access(path, os.R_OK | os.X_OK):
+        raise MountError(f"{logdir}: permission denied")
+    return path
+
+
+def fuse_option_set(rw: bool, user_options: Iterable[str]) -> tuple[set[str], bool, str | None]:
+    """The options for ``pyfuse3.init`` from ``-o`` strings; returns (options, rw, values override).
+
+    ``ro`` in the user's options wins over ``--rw``; ``rw`` is accepted and ignored (``mount`` passes
+    it by default); ``values=MODE`` selects the values mode (for fstab lines).
+    """
+    options = {"fsname=kafkafs", "subtype=kafkafs", "default_permissions"}
+    values = None
+    for group in user_options:
+        for option in str(group).split(","):
+            option = option.strip()
+            if not option or option == "rw":
+                continue
+            if option == "ro":
+                rw = False
+            elif option.startswith("values="):
+                values = option.partition("=")[2]
+            elif option in ("defaults", "auto", "noauto", "user", "nouser", "_netdev", "nofail"):
+                continue  # fstab words that mean nothing to FUSE
+            else:
+                options.add(option)
+    if not rw:
+        options.add("ro")
+    return options, rw, values
+
+
+# ---------------------------------------------------------------------------------------------- serving
+
+
+def _sd_notify(message: str) -> None:
+    try:
+        from . import notify
+    except ImportError:
+        return
+    try:
+        notify.notify(message)
+    except Exception as exc:  # never let systemd plumbing take the mount down
+        log.debug("sd_notify failed: %s", exc)
+
+
+def _open_logdir(path: str, settings: Settings | None, rw: bool) -> tuple[LogDir, bool]:
+    if rw:
+        try:
+            return LogDir(path, settings, writable=True), True
+        except LogDirLocked as exc:
+            log.warning("%s; mounting read-only", exc)
+    return LogDir(path, settings), False
+
+
+def serve(
+    logdir: str,
+    mountpoint: str,
+    *,
+    rw: bool,
+    values: str,
+    settings: Settings | None,
+    options: set[str],
+    on_ready: Callable[[], None] = lambda: None,
+) -> int:
+    """Mount, serve until unmounted or signalled, unmount. Blocks; returns the exit code."""
+    import pyfuse3
+    import trio
+
+    from .live import Invalidator, poll_forever
+    from .operations import Operations
+    from .tree import Tree
+
+    # Decoding makes many short-lived objects and no cycles: collect the young generation less often.
+    gc.freeze()
+    gc.set_threshold(50_000, 20, 20)
+    directory, rw = _open_logdir(logdir, settings, rw)
+    if not rw:
+        options = options | {"ro"}
+    tree = Tree(directory, mode=values, rw=rw)
+    ops = Operations(tree)
+    try:
+        pyfuse3.init(ops, mountpoint, options)
+    except Exception as exc:
+        directory.close()
+        raise MountError(f"{mountpoint}: FUSE could not mount it ({exc})") from None
+    invalidator = Invalidator(ops.inodes, pyfuse3.invalidate_inode)
+    tree.add_listener(invalidator.partition_changed)
+    invalidator.start()
+    failed = False
+
+    async def fuse_main(nursery) -> None:
+        nonlocal failed
+        try:
+            await pyfuse3.main()
+        except Exception:
+            failed = True
+            log.exception("the FUSE loop stopped")
+        nursery.cancel_scope.cancel()
+
+    async def on_signal() -> None:
+        with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
+            async for signum in signals:
+                log.info("%s: unmounting", signal.Signals(signum).name)
+                pyfuse3.terminate()
+                return
+
+    async def answering() -> None:
+        parent = os.stat(os.path.dirname(mountpoint) or "/").st_dev
+        while True:
+            st = await trio.to_thread.run_sync(os.stat, mountpoint)
+            if st.st_dev != parent:
+                return
+            await trio.sleep(0.01)
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(fuse_main, nursery)
+            nursery.start_soon(on_signal)
+            nursery.start_soon(poll_forever, tree)
+            with trio.fail_after(30):
+                await answering()
+            log.info("mounted %s on %s (%s)", logdir, mountpoint, "read-write" if rw else "read-only")
+            on_ready()
+            _sd_notify("READY=1")
+
+    try:
+        trio.run(main)
+    except trio.TooSlowError:
+        failed = True
+        log.error("the mount did not answer within 30 s")
+    finally:
+        _sd_notify("STOPPING=1")
+        invalidator.stop()
+        ops.workers.stop()
+        try:
+            pyfuse3.close(unmount=True)
+        finally:
+            tree.close()
+    return 1 if failed else 0
+
+
+# ---------------------------------------------------------------------------------------------- daemon
+
+
+def _setup_logging(debug: bool, foreground: bool) -> None:
+    """stderr until detached; a daemon says nothing on success unless asked (``--debug``)."""
+    logger = logging.getLogger("kafkafs")
+    logger.setLevel(logging.DEBUG if debug else logging.INFO if foreground else logging.WARNING)
+    if not logger.handlers and not logging.getLogger().handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("kafkafs: %(levelname)s: %(message)s"))
+        logger.addHandler(handler)
+
+
+def _to_syslog() -> None:
+    """Once detached, log to syslog (or nowhere, if there is no syslog)."""
+    logger = logging.getLogger("kafkafs")
+    for handler in list(logger.handlers) + list(logging.getLogger().handlers):
+        if isinstance(handler, logging.StreamHandler) and not isinstance(handler, logging.FileHandler):
+            logger.removeHandler(handler)
+            logging.getLogger().removeHandler(handler)
+    if os.path.exists("/dev/log"):
+        try:
+            handler = logging.handlers.SysLogHandler(address="/dev/log")
+            handler.setFormatter(logging.Formatter("kafkafs[%(process)d]: %(levelname)s: %(message)s"))
+            logger.addHandler(handler)
+            return
+        except OSError:
+            pass
+    logger.addHandler(logging.NullHandler())
+    logger.propagate = False
+
+
+def _detach_stdio() -> None:
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    if null > 2:
+        os.close(null)
+
+
+def _daemonize(run: Callable[[Callable[[], None]], int], debug: bool = False) -> int:
+    """Fork twice; the grandchild calls ``run(ready)``. Returns 0 in the parent once ``ready`` was
+    called; raises MountError with the grandchild's message if it failed first."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid > 0:
+        os.close(write_end)
+        chunks = []
+        while True:
+            data = os.read(read_end, 4096)
+            if not data:
+                break
+            chunks.append(data)
+        os.close(read_end)
+        os.waitpid(pid, 0)
+        message = b"".join(chunks).decode("utf-8", "replace")
+        if message.startswith("OK"):
+            return 0
+        raise MountError(
+            message.removeprefix("ERR ").strip() or "the daemon exited before the mount was ready"
+        )
+    # first child: a session of its own, then the grandchild does the work
+    try:
+        os.close(read_end)
+        os.setsid()
+        if os.fork() > 0:
+            os._exit(0)
+        os.chdir("/")
+    except BaseException:
+        os._exit(1)
+    code = 1
+    reported = False
+
+    def ready() -> None:
+        nonlocal reported
+        os.write(write_end, b"OK\n")
+        os.close(write_end)
+        reported = True
+        logging.getLogger("kafkafs").setLevel(logging.DEBUG if debug else logging.INFO)
+        _to_syslog()
+        _detach_stdio()
+
+    try:
+        code = run(ready)
+    except KafkafsError as exc:
+        if not reported:
+            os.write(write_end, f"ERR {exc}".encode())
+        else:
+            log.error("%s", exc)
+    except BaseException as exc:  # the parent prints it; nothing else may escape a daemon
+        if not reported:
+            os.write(write_end, f"ERR unexpected error: {exc!r}".encode())
+        else:
+            log.exception("unexpected error")
+    finally:
+        logging.shutdown()
+        os._exit(code)
+
+
+# ---------------------------------------------------------------------------------------------- entry point
+
+
+def mount(
+    logdir: str,
+    mountpoint: str,
+    *,
+    rw: bool = False,
+    foreground: bool = False,
+    fuse_options: Iterable[str] = (),
+    values: str = "auto",
+    settings: Settings | None = None,
+    debug: bool = False,
+) -> int:
+    """Mount ``logdir`` on ``mountpoint`` (SPEC §3); returns the exit code.
+
+    User mistakes (no such log directory, a missing, busy or non-empty mount point, a bad option) raise
+    :class:`~kafkafs.errors.KafkafsError` subclasses with a one-line message.
+    """
+    options, rw, values_override = fuse_option_set(rw, fuse_options)
+    if values_override is not None:
+        values = values_override
+    if values not in VALUES_MODES:
+        raise MountError(f"--values must be one of {', '.join(VALUES_MODES)}, not {values!r}")
+    logdir = _check_logdir(logdir)
+    mountpoint = _check_mountpoint(mountpoint)
+    if not os.path.exists("/dev/fuse"):
+        raise MountError("FUSE is not available here (/dev/fuse is missing; load the fuse module)")
+    if Path(mountpoint).resolve().is_relative_to(Path(logdir).resolve()):
+        raise MountError(f"{mountpoint}: the mount point cannot be inside the log directory")
+    _setup_logging(debug, foreground)
+
+    def run(ready: Callable[[], None]) -> int:
+        return serve(
+            logdir, mountpoint, rw=rw, values=values, settings=settings, options=options, on_ready=ready
+        )
+
+    if foreground:
+        return run(lambda: None)
+    return _daemonize(run, debug)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m kafkafs.fs.mount LOGDIR MOUNTPOINT [--rw] [-f] [-o OPT] [--values MODE]``."""
+    parser = argparse.ArgumentParser(prog="kafkafs-mount", description="Mount a Kafka log directory.")
+    parser.add_argument("logdir")
+    parser.add_argument("mountpoint")
+    parser.add_argument("--rw", action="store_true", help="allow appends and new partitions")
+    parser.add_argument("-f", "--foreground", action="store_true")
+    parser.add_argument("-o", dest="options", action="append", default=[], help="FUSE options")
+    parser.add_argument("--values", default="auto", choices=VALUES_MODES)
+    parser.add_argument("--config", help="settings file (TOML)")
+    parser.add_argument("--debug", action="store_true")
+    args = parser.parse_args(argv)
+    try:
+        settings = Settings.load(args.config)
+        return mount(
+            args.logdir,
+            args.mountpoint,
+            rw=args.rw,
+            foreground=args.foreground,
+            fuse_options=args.options,
+            values=args.values,
+            settings=settings,
+            debug=args.debug,
+        )
+    except KafkafsError as exc:
+        print(f"kafkafs: error: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

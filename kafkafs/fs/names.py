@@ -1,0 +1,107 @@
+"""The names of the mounted tree (SPEC §3) and how the dynamic ones parse.
+
+Offsets are canonical decimal numbers (``7.json``, not ``007.json``), so one record has one name.
+Timestamps are epoch milliseconds or ISO-8601 UTC, as :func:`kafkafs.format.jsonview.parse_timestamp`
+reads them. A name that does not parse is simply not there (the caller answers ENOENT).
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..errors import InvalidInput
+from ..format.jsonview import parse_timestamp
+
+__all__ = [
+    "RECORDS",
+    "BY_OFFSET",
+    "BY_TIME",
+    "SEGMENTS",
+    "PARTITION_JSON",
+    "APPEND",
+    "parse_offset_file",
+    "parse_offset_range",
+    "parse_time_file",
+    "parse_time_range",
+    "is_segment_file",
+    "segment_file_key",
+]
+
+RECORDS = "records.jsonl"
+BY_OFFSET = "by-offset"
+BY_TIME = "by-time"
+SEGMENTS = "segments"
+PARTITION_JSON = "partition.json"
+APPEND = "append"
+
+_NUMBER = r"(0|[1-9][0-9]{0,18})"
+_OFFSET_FILE = re.compile(rf"^{_NUMBER}\.json$")
+_OFFSET_RANGE = re.compile(rf"^{_NUMBER}-{_NUMBER}\.jsonl$")
+_SEGMENT_FILE = re.compile(r"^([0-9]{20})\.(log|index|timeindex|txnindex|snapshot)$")
+_EXTENSION_CODES = {"log": 0, "index": 1, "timeindex": 2, "txnindex": 3, "snapshot": 4}
+_LONG_MAX = 2**63 - 1
+
+
+def _offset(text: str) -> int | None:
+    value = int(text)
+    return value if value <= _LONG_MAX else None
+
+
+def parse_offset_file(name: str) -> int | None:
+    """``42.json`` -> 42."""
+    m = _OFFSET_FILE.match(name)
+    return None if m is None else _offset(m.group(1))
+
+
+def parse_offset_range(name: str) -> tuple[int, int] | None:
+    """``10-19.jsonl`` -> (10, 19); None unless first <= last."""
+    m = _OFFSET_RANGE.match(name)
+    if m is None:
+        return None
+    first, last = _offset(m.group(1)), _offset(m.group(2))
+    if first is None or last is None or first > last:
+        return None
+    return first, last
+
+
+def _timestamp(text: str) -> int | None:
+    if not text or text != text.strip():
+        return None
+    try:
+        value = parse_timestamp(text)
+    except (InvalidInput, ValueError, OverflowError):
+        return None
+    return value if -(2**63) <= value <= _LONG_MAX else None
+
+
+def parse_time_file(name: str) -> int | None:
+    """``1763700000000.json`` or ``2026-11-21T10:00:00Z.json`` -> epoch milliseconds."""
+    if not name.endswith(".json") or ".." in name:
+        return None
+    return _timestamp(name[: -len(".json")])
+
+
+def parse_time_range(name: str) -> tuple[int, int] | None:
+    """``<ts1>..<ts2>.jsonl`` -> (ts1, ts2); None unless ts1 <= ts2 (equal bounds give an empty file)."""
+    if not name.endswith(".jsonl"):
+        return None
+    first, sep, last = name[: -len(".jsonl")].partition("..")
+    if not sep:
+        return None
+    ts1, ts2 = _timestamp(first), _timestamp(last)
+    if ts1 is None or ts2 is None or ts1 > ts2:
+        return None
+    return ts1, ts2
+
+
+def is_segment_file(name: str) -> bool:
+    """A file that ``segments/`` shows: a segment's ``.log``, its indexes, or a producer snapshot."""
+    return _SEGMENT_FILE.match(name) is not None
+
+
+def segment_file_key(name: str) -> int:
+    """A stable sort key and ``readdir`` id for a segment file name (base offset, then extension)."""
+    m = _SEGMENT_FILE.match(name)
+    if m is None:
+        raise ValueError(name)
+    return int(m.group(1)) * 8 + _EXTENSION_CODES[m.group(2)]

@@ -1,0 +1,323 @@
+"""The pyfuse3 adapter: inodes to nodes, requests to worker threads, exceptions to errno.
+
+Each handler is short: find the node or handle, run the blocking part in a worker thread
+(:mod:`kafkafs.fs.workers`, so the loop keeps answering while a big read decodes), turn the result
+into pyfuse3's types. Errors become ``FUSEError`` in one place: :func:`_handler`, with
+:func:`kafkafs.fs.errnos.errno_for`.
+"""
+
+from __future__ import annotations
+
+import errno
+import functools
+import itertools
+import logging
+import os
+from collections import deque
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+import pyfuse3
+
+from .errnos import errno_for
+from .inodes import ROOT_INODE, InodeTable
+from .tree import BLOCK_SIZE, AppendFile, Attr, Dir, File, Handle, Node, NotFound, NotPermitted, Tree
+from .workers import WorkerPool
+
+__all__ = ["Operations"]
+
+log = logging.getLogger("kafkafs.fs")
+
+T = TypeVar("T")
+
+#: Entries a readdir pulls from a listing per trip to a worker thread.
+READDIR_CHUNK = 1024
+
+
+def _handler(mkdir: bool = False):
+    """Turn any exception of a handler into a FUSEError (pyfuse3 stops on anything else)."""
+
+    def wrap(fn):
+        @functools.wraps(fn)
+        async def wrapper(self: Operations, *args):
+            try:
+                return await fn(self, *args)
+            except pyfuse3.FUSEError:
+                raise
+            except Exception as exc:
+                raise pyfuse3.FUSEError(errno_for(exc, rw=self.tree.rw, mkdir=mkdir)) from None
+
+        return wrapper
+
+    return wrap
+
+
+class _DirHandle:
+    __slots__ = ("node", "entries", "buffer", "next_id")
+
+    def __init__(self, node: Dir) -> None:
+        self.node = node
+        self.entries: Iterator | None = None
+        self.buffer: deque = deque()
+        self.next_id = -1
+
+
+def _take(entries: Iterator, n: int) -> list:
+    return list(itertools.islice(entries, n))
+
+
+_NO_ATTR = Attr(0, 0, 0)
+
+
+class Operations(pyfuse3.Operations):
+    supports_dot_lookup = True
+    enable_writeback_cache = False
+
+    def __init__(self, tree: Tree) -> None:
+        super().__init__()
+        self.tree = tree
+        self.inodes = InodeTable(tree)
+        self._files: dict[int, Handle] = {}
+        self._dirs: dict[int, _DirHandle] = {}
+        self._fh = itertools.count(1)
+        self.uid = os.getuid()
+        self.gid = os.getgid()
+        self.workers = WorkerPool()
+
+    async def _run(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run the blocking part of a request off the loop."""
+        return await self.workers.run(fn, *args)
+
+    # ------------------------------------------------------------------------------------------ helpers
+
+    def _node(self, ino: int) -> Node:
+        node = self.inodes.get(ino)
+        if node is None:
+            raise NotFound(f"inode {ino}")
+        return node
+
+    def _entry(self, ino: int, attr: Attr) -> pyfuse3.EntryAttributes:
+        entry = pyfuse3.EntryAttributes()
+        entry.st_ino = ino
+        entry.generation = 0
+        entry.entry_timeout = attr.timeout
+        entry.attr_timeout = attr.timeout
+        entry.st_mode = attr.mode
+        entry.st_nlink = attr.nlink
+        entry.st_uid = self.uid
+        entry.st_gid = self.gid
+        entry.st_rdev = 0
+        entry.st_size = attr.size
+        entry.st_blksize = BLOCK_SIZE
+        entry.st_blocks = (attr.size + 511) // 512
+        entry.st_atime_ns = attr.mtime_ns
+        entry.st_mtime_ns = attr.mtime_ns
+        entry.st_ctime_ns = attr.mtime_ns
+        return entry
+
+    def _resolve(self, parent: Dir | None, name: str | None, node: Node | None) -> tuple[int, Attr]:
+        """In a worker thread: look ``name`` up (or take ``node``), register it with one reference
+        taken, and get its attributes; the reference is given back if that fails."""
+        if node is None:
+            assert parent is not None and name is not None
+            node = parent.lookup(name)
+        ino, node = self.inodes.register(node, count=1)
+        try:
+            return ino, node.attr()
+        except BaseException:
+            self.inodes.discard_if_unused(ino, taken=1)
+            raise
+
+    async def _found(self, node: Node) -> pyfuse3.EntryAttributes:
+        """Answer a request that hands the kernel one more reference to ``node``."""
+        ino, attr = await self._run(self._resolve, None, None, node)
+        return self._entry(ino, attr)
+
+    def _refuse(self) -> pyfuse3.FUSEError:
+        return pyfuse3.FUSEError(errno.EACCES if self.tree.rw else errno.EROFS)
+
+    # ------------------------------------------------------------------------------------------ names
+
+    @_handler()
+    async def lookup(self, parent_inode: int, name: bytes, ctx=None) -> pyfuse3.EntryAttributes:
+        parent = self._node(parent_inode)
+        text = os.fsdecode(name)
+        if text == ".":
+            return await self._found(parent)
+        if text == "..":
+            return await self._found(parent.parent or self.tree.root)
+        if not isinstance(parent, Dir):
+            raise pyfuse3.FUSEError(errno.ENOTDIR)
+        ino, attr = await self._run(self._resolve, parent, text, None)
+        return self._entry(ino, attr)
+
+    @_handler()
+    async def forget(self, inode_list) -> None:
+        for ino, n in inode_list:
+            self.inodes.forget(ino, n)
+
+    @_handler()
+    async def getattr(self, inode: int, ctx=None) -> pyfuse3.EntryAttributes:
+        node = self._node(inode)
+        attr = await self._run(node.attr)
+        return self._entry(inode, attr)
+
+    @_handler()
+    async def setattr(self, inode: int, attr, fields, fh, ctx) -> pyfuse3.EntryAttributes:
+        node = self._node(inode)
+        # `echo x > append` truncates first: an append file is always empty, so that is a no-op
+        if (
+            not isinstance(node, AppendFile)
+            or (fields.update_size and attr.st_size != 0)
+            or (fields.update_mode or fields.update_uid or fields.update_gid)
+        ):
+            raise self._refuse()
+        if not node.tree.rw:
+            raise self._refuse()
+        return self._entry(inode, await self._run(node.attr))
+
+    @_handler()
+    async def statfs(self, ctx) -> pyfuse3.StatvfsData:
+        st = await self._run(os.statvfs, self.tree.logdir.path)
+        out = pyfuse3.StatvfsData()
+        out.f_bsize = st.f_bsize
+        out.f_frsize = st.f_frsize
+        out.f_blocks = st.f_blocks
+        out.f_bfree = st.f_bfree if self.tree.rw else 0
+        out.f_bavail = st.f_bavail if self.tree.rw else 0
+        out.f_files = len(self.inodes)
+        out.f_ffree = 0
+        out.f_favail = 0
+        out.f_namemax = 255
+        return out
+
+    # ------------------------------------------------------------------------------------------ folders
+
+    @_handler()
+    async def opendir(self, inode: int, ctx) -> int:
+        node = self._node(inode)
+        if not isinstance(node, Dir):
+            raise pyfuse3.FUSEError(errno.ENOTDIR)
+        fh = next(self._fh)
+        self._dirs[fh] = _DirHandle(node)
+        return fh
+
+    @_handler()
+    async def readdir(self, fh: int, start_id: int, token) -> None:
+        handle = self._dirs[fh]
+        if handle.entries is None or handle.next_id != start_id:
+            handle.entries = await self._run(handle.node.listing, start_id)
+            handle.buffer.clear()
+        entry = self._entry(0, _NO_ATTR)  # one object: readdir_reply copies what it needs
+        last_attr = None
+        reply = pyfuse3.readdir_reply
+        buffer = handle.buffer
+        while True:
+            if not buffer:
+                chunk = await self._run(_take, handle.entries, READDIR_CHUNK)
+                if not chunk:
+                    handle.next_id = start_id
+                    return
+                buffer.extend(chunk)
+            next_id, name, target, attr = buffer[0]
+            counted = type(target) is not int
+            ino = self.inodes.register(target)[0] if counted else target
+            if attr is not last_attr:
+                entry.st_mode = attr.mode
+                entry.st_nlink = attr.nlink
+                entry.st_size = attr.size
+                entry.st_blocks = (attr.size + 511) // 512
+                entry.st_atime_ns = entry.st_mtime_ns = entry.st_ctime_ns = attr.mtime_ns
+                entry.entry_timeout = entry.attr_timeout = attr.timeout
+                last_attr = attr
+            entry.st_ino = ino
+            if not reply(token, name, entry, next_id):
+                if counted:
+                    self.inodes.discard_if_unused(ino)
+                handle.next_id = start_id
+                return
+            if counted:
+                self.inodes.remember(ino)
+            buffer.popleft()
+            start_id = handle.next_id = next_id
+
+    @_handler()
+    async def releasedir(self, fh: int) -> None:
+        self._dirs.pop(fh, None)
+
+    @_handler(mkdir=True)
+    async def mkdir(self, parent_inode: int, name: bytes, mode: int, ctx) -> pyfuse3.EntryAttributes:
+        if parent_inode != ROOT_INODE or not self.tree.rw:
+            raise self._refuse()
+        node = await self._run(self.tree.mkdir, os.fsdecode(name))
+        return await self._found(node)
+
+    # ------------------------------------------------------------------------------------------ files
+
+    @_handler()
+    async def open(self, inode: int, flags: int, ctx) -> pyfuse3.FileInfo:
+        node = self._node(inode)
+        if isinstance(node, Dir):
+            raise pyfuse3.FUSEError(errno.EISDIR)
+        assert isinstance(node, File)
+        write = (flags & os.O_ACCMODE) != os.O_RDONLY or bool(flags & os.O_TRUNC)
+        handle = await self._run(node.open, write)
+        fh = next(self._fh)
+        self._files[fh] = handle
+        return pyfuse3.FileInfo(fh=fh, keep_cache=handle.keep_cache, direct_io=handle.direct_io)
+
+    @_handler()
+    async def read(self, fh: int, off: int, size: int) -> bytes:
+        handle = self._files[fh]
+        if not handle.blocking:
+            return handle.read(off, size)
+        return await self._run(handle.read, off, size)
+
+    @_handler()
+    async def write(self, fh: int, off: int, buf: bytes) -> int:
+        return await self._run(self._files[fh].write, off, buf)
+
+    @_handler()
+    async def flush(self, fh: int) -> None:
+        handle = self._files.get(fh)
+        if handle is not None and handle.blocking:
+            await self._run(handle.flush)
+
+    @_handler()
+    async def fsync(self, fh: int, datasync: bool) -> None:
+        handle = self._files.get(fh)
+        if handle is not None and handle.blocking:
+            await self._run(handle.fsync)
+
+    @_handler()
+    async def release(self, fh: int) -> None:
+        handle = self._files.pop(fh, None)
+        if handle is not None and handle.blocking:
+            await self._run(handle.release)
+
+    # ------------------------------------------------------------------------------------------ refused
+
+    async def _refused(self, *args) -> None:
+        raise self._refuse()
+
+    create = mknod = symlink = link = _refused
+
+    @_handler()
+    async def unlink(self, parent_inode: int, name: bytes, ctx) -> None:
+        await self._refuse_existing(parent_inode, name)
+
+    @_handler()
+    async def rmdir(self, parent_inode: int, name: bytes, ctx) -> None:
+        await self._refuse_existing(parent_inode, name)
+
+    @_handler()
+    async def rename(
+        self, parent_old: int, name_old: bytes, parent_new: int, name_new: bytes, flags, ctx
+    ) -> None:
+        await self._refuse_existing(parent_old, name_old)
+
+    async def _refuse_existing(self, parent_inode: int, name: bytes) -> None:
+        parent = self._node(parent_inode)
+        if isinstance(parent, Dir):
+            await self._run(parent.lookup, os.fsdecode(name))  # NotFound -> ENOENT
+        raise NotPermitted("read-only")

@@ -1,0 +1,441 @@
+"""One partition as the mount sees it: its Log, the layouts of its views, small caches, change events.
+
+Everything here blocks (files, decoding) and is called from worker threads; the state it keeps is
+guarded by locks and safe to share between them. Nothing here knows FUSE.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from bisect import bisect_left
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from typing import NamedTuple
+
+from ..errors import CorruptRecordError
+from ..format.batch import DecodedBatch
+from ..format.jsonview import render_record_pretty
+from ..storage.log import Log
+from ..storage.segment import LogSegment
+from .layout import Part, Pieces, RangeLayout, Renderer, SegmentLayout, read_parts
+from .render import Filter, read_batch, read_batches
+
+__all__ = ["PartitionState", "Composition", "RenderedRecord", "OffsetRun", "PieceCache", "report_corrupt"]
+
+log = logging.getLogger("kafkafs.fs")
+
+#: Decoded batches kept per partition (offset lookups in a row mostly hit the same batch).
+BATCH_CACHE = 16
+#: Pretty-printed records kept per partition (``stat`` then ``cat`` of one ``N.json`` renders once).
+RECORD_CACHE = 512
+#: A read-only log is re-read at most this often when a file that grows is looked at.
+REFRESH_INTERVAL = 0.05
+
+
+_reported: set[tuple[str | None, int | None]] = set()
+_report_lock = threading.Lock()
+
+
+def report_corrupt(exc: CorruptRecordError) -> None:
+    """Log damage once per (file, position): the segment and where in it."""
+    key = (exc.file, exc.position)
+    with _report_lock:
+        if key in _reported:
+            return
+        _reported.add(key)
+    log.error("corrupt batch in %s at position %s: %s", exc.file, exc.position, exc.reason)
+
+
+class Composition(NamedTuple):
+    """``records.jsonl`` at one moment: the segment layouts end to end."""
+
+    shape: tuple
+    parts: list[Part]
+    starts: list[int]
+    total: int
+
+
+class RenderedRecord(NamedTuple):
+    data: bytes
+    timestamp: int
+
+
+class OffsetRun(NamedTuple):
+    """Offsets for a ``by-offset/`` listing: ``first..last`` when ``offsets`` is None, else exactly those."""
+
+    first: int
+    last: int
+    offsets: list[int] | None
+    max_timestamp: int
+
+
+class _LRU(OrderedDict):
+    def __init__(self, capacity: int) -> None:
+        super().__init__()
+        self.capacity = capacity
+        self.guard = threading.Lock()
+
+    def get_item(self, key):
+        with self.guard:
+            value = self.get(key)
+            if value is not None:
+                self.move_to_end(key)
+            return value
+
+    def clear_all(self) -> None:
+        with self.guard:
+            self.clear()
+
+    def put(self, key, value) -> None:
+        with self.guard:
+            self[key] = value
+            self.move_to_end(key)
+            while len(self) > self.capacity:
+                self.popitem(last=False)
+
+
+class PartitionState:
+    """A partition folder of the mount; ``index`` is its number for the mount's lifetime."""
+
+    def __init__(self, name: str, index: int, log_: Log, mode: str) -> None:
+        self.name = name
+        self.index = index
+        self.log = log_
+        self.mode = mode
+        self.topic = log_.topic
+        self.partition = log_.partition
+        self.renderer = Renderer(self.topic, self.partition, mode, self._report_corrupt)
+        self._layouts: dict[int, SegmentLayout] = {}
+        self._compose_lock = threading.Lock()
+        self._composition: Composition | None = None
+        self._batches = _LRU(BATCH_CACHE)
+        self._records = _LRU(RECORD_CACHE)
+        self._refresh_lock = threading.Lock()
+        self._last_refresh = 0.0
+        self._listeners: list[Callable[[PartitionState], None]] = []
+        self.last_change_ns = time.time_ns()
+        self.prev_active_base = self._active_base()
+        self._last_shape = self.shape()
+        log_.add_listener(self._on_log_change)
+
+    # ------------------------------------------------------------------------------------------ changes
+
+    def add_listener(self, callback: Callable[[PartitionState], None]) -> None:
+        """``callback(state)`` after records arrive or segments change (from the thread that saw it)."""
+        self._listeners.append(callback)
+
+    def _active_base(self) -> int | None:
+        last = self.log.segments.last()
+        return last[0] if last else None
+
+    def shape(self) -> tuple:
+        """A cheap fingerprint of what the views depend on: it changes whenever they might."""
+        segments = self.log.segments
+        first = segments.first()
+        last = segments.last()
+        return (
+            len(segments),
+            first[0] if first else None,
+            last[0] if last else None,
+            last[1].size if last else 0,
+            self.log.log_start_offset,
+        )
+
+    def _on_log_change(self, _log: Log) -> None:
+        self._changed()
+
+    def _changed(self) -> None:
+        shape = self.shape()
+        if shape == self._last_shape:
+            return
+        old = self._last_shape
+        if shape[0] < old[0] or shape[1] != old[1] or (shape[2] == old[2] and shape[3] < old[3]):
+            # segments went away or the active one was cut: offsets may now hold other records
+            self._batches.clear_all()
+            self._records.clear_all()
+        self._last_shape = shape
+        self.last_change_ns = time.time_ns()
+        for callback in list(self._listeners):
+            try:
+                callback(self)
+            except Exception:  # a listener must never break an append
+                log.exception("change listener failed")
+        self.prev_active_base = self._active_base()
+
+    def refresh(self, *, force: bool = False) -> bool:
+        """Notice records another process appended (read-only logs); True when something changed.
+
+        Rate-limited to one look every :data:`REFRESH_INTERVAL` unless ``force``.
+        """
+        if self.log.writable:
+            return False
+        now = time.monotonic()
+        if not force and now - self._last_refresh < REFRESH_INTERVAL:
+            return False
+        if not self._refresh_lock.acquire(blocking=False):
+            return False
+        try:
+            self._last_refresh = now
+            before = self._last_shape
+            self.log.refresh()
+            self._changed()  # segments may go without the log end moving
+            return self._last_shape != before
+        finally:
+            self._refresh_lock.release()
+
+    # ------------------------------------------------------------------------------------------ damage
+
+    def _report_corrupt(self, exc: CorruptRecordError) -> None:
+        report_corrupt(exc)
+
+    # ------------------------------------------------------------------------------------------ records.jsonl
+
+    def _layout(self, base: int, segment: LogSegment) -> SegmentLayout:
+        layout = self._layouts.get(base)
+        lo = max(self.log.log_start_offset, base)
+        if (
+            layout is None
+            or layout.segment is not segment
+            or layout.lo != lo
+            or layout.scanned > segment.size
+        ):
+            layout = SegmentLayout(segment, lo)  # new, or the file was truncated: lay it out afresh
+            self._layouts[base] = layout
+        return layout
+
+    def composition(self) -> Composition:
+        """The current layout of ``records.jsonl`` (every segment laid out; cached until a change)."""
+        shape = self.shape()
+        current = self._composition
+        if current is not None and current.shape == shape:
+            return current
+        with self._compose_lock:
+            shape = self.shape()
+            current = self._composition
+            if current is not None and current.shape == shape:
+                return current
+            parts: list[Part] = []
+            starts: list[int] = []
+            total = 0
+            seen = set()
+            for base, segment in self.log.segments.items():
+                if (
+                    segment.next_offset <= self.log.log_start_offset
+                    and segment is not self.log.active_segment
+                ):
+                    continue
+                layout = self._layout(base, segment)
+                layout.extend(self.renderer)
+                count = len(layout)
+                seen.add(base)
+                if count:
+                    parts.append(Part(layout, count, total))
+                    starts.append(total)
+                    total += layout.total(count)
+            for base in [b for b in self._layouts if b not in seen]:
+                del self._layouts[base]
+            self._composition = Composition(shape, parts, starts, total)
+            return self._composition
+
+    def records_size(self) -> int:
+        return self.composition().total
+
+    def cached_records_size(self) -> int | None:
+        """The size of ``records.jsonl`` if it is known without rendering anything new."""
+        current = self._composition
+        if current is not None and current.shape == self.shape():
+            return current.total
+        return None
+
+    def read_records(self, offset: int, size: int, cache: PieceCache) -> bytes:
+        comp = self.composition()
+        return read_parts(comp.parts, comp.starts, offset, size, lambda p, i: self.render_piece(p, i, cache))
+
+    def layout_of(self, base: int) -> tuple[SegmentLayout, int] | None:
+        """A segment's layout as far as it has been built (for ranges to reuse), or None."""
+        layout = self._layouts.get(base)
+        if layout is None or not len(layout):
+            return None
+        return layout, len(layout)
+
+    # ------------------------------------------------------------------------------------------ pieces
+
+    def render_piece(self, pieces: Pieces, i: int, cache: PieceCache | None = None) -> bytes:
+        """Piece ``i`` of ``pieces`` as bytes, exactly as long as when it was laid out."""
+        key = (id(pieces), i)
+        if cache is not None:
+            data = cache.get(key)
+            if data is not None:
+                return data
+        bad = pieces.bad.get(i)
+        if bad is not None:
+            raise bad
+        base = pieces.bases[i]
+        segment = self.log.segments.get(base)
+        if segment is None:
+            raise CorruptRecordError(
+                "the segment was deleted (retention?) while it was being read",
+                None,
+                f"{self.log.dir}/{base:020d}.log",
+            )
+        try:
+            batches = read_batches(segment, pieces.positions[i], pieces.sizes[i])
+        except CorruptRecordError as exc:
+            self._report_corrupt(exc)
+            raise
+        data, _ = self.renderer.render(batches, pieces.filter)
+        if len(data) != pieces.ends[i] - pieces.start(i):
+            exc = CorruptRecordError(
+                "the batch renders differently than when it was laid out (did the file change?)",
+                pieces.positions[i],
+                str(segment.log_path),
+            )
+            self._report_corrupt(exc)
+            raise exc
+        if cache is not None:
+            cache.put(key, data)
+        return data
+
+    def _batch_at(self, segment: LogSegment, position: int, size: int) -> DecodedBatch:
+        key = (segment.base_offset, position)
+        batch = self._batches.get_item(key)
+        if batch is None:
+            try:
+                batch = read_batch(segment, position, size)
+            except CorruptRecordError as exc:
+                self._report_corrupt(exc)
+                raise
+            self._batches.put(key, batch)
+        return batch
+
+    # ------------------------------------------------------------------------------------------ ranges
+
+    def offset_range(self, first: int, last: int) -> RangeLayout:
+        return RangeLayout(Filter(lo=max(first, self.log.log_start_offset), hi=last))
+
+    def time_range(self, ts1: int, ts2: int) -> RangeLayout:
+        layout = RangeLayout(Filter(lo=self.log.log_start_offset, ts_lo=ts1, ts_hi=ts2))
+        if ts1 >= ts2:
+            layout.complete = True
+        return layout
+
+    def extend_range(self, layout: RangeLayout) -> None:
+        layout.extend(self.log, self.renderer, self.layout_of)
+
+    def read_range(self, layout: RangeLayout, offset: int, size: int, cache: PieceCache) -> bytes:
+        count = len(layout)
+        return read_parts(
+            [Part(layout, count, 0)], [0], offset, size, lambda p, i: self.render_piece(p, i, cache)
+        )
+
+    # ------------------------------------------------------------------------------------------ one record
+
+    def record(self, offset: int) -> RenderedRecord | None:
+        """``by-offset/<offset>.json``: the record pretty-printed, or None if there is no such offset."""
+        found = self._records.get_item(offset)
+        if found is not None:
+            return found
+        batch = self._batch_holding(offset)
+        if batch is None:
+            return None
+        i = bisect_left(batch.offsets, offset)
+        if i == len(batch.offsets) or batch.offsets[i] != offset:
+            return None
+        found = RenderedRecord(
+            render_record_pretty(self.topic, self.partition, batch, i, self.mode), batch.timestamps[i]
+        )
+        self._records.put(offset, found)
+        return found
+
+    def _batch_holding(self, offset: int) -> DecodedBatch | None:
+        """The decoded batch that holds ``offset`` if any batch can (a cached one, else the skip list,
+        the segment layout or the offset index, and a short scan)."""
+        log_ = self.log
+        if offset < log_.log_start_offset or offset >= log_.log_end_offset:
+            return None
+        with self._batches.guard:
+            for batch in self._batches.values():
+                if batch.offsets and batch.offsets[0] <= offset <= batch.offsets[-1]:
+                    return batch
+        floor = log_.segments.floor(offset)
+        if floor is None:
+            return None
+        candidates = [floor[1]]
+        higher = log_.segments.higher(floor[0])
+        if higher is not None:
+            candidates.append(higher[1])  # the offset may sit in a gap at the end of its segment
+        for segment in candidates:
+            located = self._locate(segment, offset)
+            if located is not None:
+                return self._batch_at(segment, *located)
+        return None
+
+    def _locate(self, segment: LogSegment, offset: int) -> tuple[int, int] | None:
+        """(position, size) of the first batch of ``segment`` that ends at or after ``offset`` (the
+        engine's offset index, then a short scan)."""
+        try:
+            view = segment.find(offset)
+        except CorruptRecordError as exc:
+            self._report_corrupt(exc)
+            raise
+        if view is None:
+            return None
+        return view.position, view.size
+
+    # ------------------------------------------------------------------------------------------ listing
+
+    def offset_runs(self, start: int) -> Iterator[OffsetRun]:
+        """The offsets present from ``start`` on, a batch at a time, reading headers only where the
+        batch has no gaps. A batch that cannot be read is skipped (and logged)."""
+        log_ = self.log
+        pos = max(start, log_.log_start_offset)
+        while pos < log_.log_end_offset:
+            try:
+                for segment, view in log_.batches(pos):
+                    h = view.header
+                    if h.magic == 2 and h.record_count == h.last_offset_delta + 1:
+                        first = max(h.base_offset, pos)
+                        if first <= h.last_offset:
+                            yield OffsetRun(first, h.last_offset, None, h.max_timestamp)
+                    else:
+                        try:
+                            batch = view.decode(validate=False, file=str(segment.log_path))
+                        except CorruptRecordError as exc:
+                            self._report_corrupt(exc)
+                            batch = None
+                        if batch is not None:
+                            offsets = [o for o in batch.offsets if o >= pos]
+                            if offsets:
+                                yield OffsetRun(offsets[0], offsets[-1], offsets, h.max_timestamp)
+                    pos = max(pos, h.last_offset + 1)
+                return
+            except CorruptRecordError as exc:
+                self._report_corrupt(exc)
+                floor = log_.segments.floor(pos)
+                higher = log_.segments.higher(floor[0]) if floor else None
+                if higher is None:
+                    return
+                pos = higher[0]
+
+
+class PieceCache:
+    """The last few rendered pieces of one open file, so 128 KiB reads in a row decode each batch once."""
+
+    __slots__ = ("_items", "_guard", "capacity")
+
+    def __init__(self, capacity: int = 4) -> None:
+        self._items: OrderedDict = OrderedDict()
+        self._guard = threading.Lock()
+        self.capacity = capacity
+
+    def get(self, key) -> bytes | None:
+        with self._guard:
+            return self._items.get(key)
+
+    def put(self, key, data: bytes) -> None:
+        with self._guard:
+            self._items[key] = data
+            while len(self._items) > self.capacity:
+                self._items.popitem(last=False)

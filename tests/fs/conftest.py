@@ -1,0 +1,204 @@
+"""Fixtures of the FUSE tests: a log directory built with the engine, and real mounts that always go.
+
+``mounted(logdir, *args)`` starts ``python -m kafkafs.fs.mount LOGDIR MNT -f`` in a child process,
+waits until the mount answers, and at teardown unmounts it (``fusermount3 -u``, then ``-uz`` and a kill
+as last resorts), also when the test failed. The daemon's log is kept so tests can read it; a traceback
+in it fails the test.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from kafkafs.format.batch import Header
+from kafkafs.format.jsonview import ProducerRecord, render_batch_jsonl
+from kafkafs.storage.config import Settings
+from kafkafs.storage.logdir import LogDir
+
+ROOT = Path(__file__).resolve().parents[2]
+BASE_TS = 1_763_700_000_000
+SMALL_SEGMENTS = Settings({"segment.bytes": 16 * 1024, "index.interval.bytes": 1024})
+
+
+def sample_records(start: int, count: int, seed: int = 7) -> list[ProducerRecord]:
+    """Records with JSON values, text and binary values, null keys and headers, in a fixed mix."""
+    rng = random.Random(seed + start)
+    out = []
+    for i in range(start, start + count):
+        kind = i % 7
+        if kind == 0:
+            value = b"plain text %d" % i
+        elif kind == 1:
+            value = bytes(rng.randrange(256) for _ in range(12)) + b"\xff"
+        elif kind == 2:
+            value = None
+        else:
+            value = b'{"order":%d,"amount":%d.%02d,"tags":["a","b"],"note":"q\\"uote"}' % (
+                i,
+                rng.randrange(1000),
+                rng.randrange(100),
+            )
+        key = None if i % 5 == 0 else b"key-%d" % (i % 13)
+        headers = (Header("trace", b"t-%d" % i), Header("bin", b"\x00\x01")) if i % 4 == 0 else ()
+        out.append(ProducerRecord(BASE_TS + i * 10, key, value, headers))
+    return out
+
+
+def build_logdir(path: Path, records: int = 1500, per_batch: int = 10) -> Path:
+    """``orders-0`` (several small segments), ``events-3`` (a few records), ``empty-0``."""
+    path.mkdir(parents=True, exist_ok=True)
+    with LogDir(path, SMALL_SEGMENTS, writable=True) as logdir:
+        orders = logdir.create_partition("orders", 0)
+        for start in range(0, records, per_batch):
+            orders.append_records(sample_records(start, min(per_batch, records - start)))
+        events = logdir.create_partition("events", 3)
+        events.append_records([ProducerRecord(BASE_TS + i, None, b"event %d" % i, ()) for i in range(5)])
+        logdir.create_partition("empty", 0)
+    return path
+
+
+def expected_jsonl(
+    logdir: Path, name: str, lo: int | None = None, hi: int | None = None, mode: str = "auto"
+) -> bytes:
+    """What records.jsonl (or a by-offset range) must hold, straight from the engine."""
+    with LogDir(logdir) as d:
+        log = d.log(name)
+        return b"".join(render_batch_jsonl(log.topic, log.partition, b, mode) for b in log.read(lo, hi))
+
+
+@pytest.fixture(scope="session")
+def built_logdir(tmp_path_factory) -> Path:
+    """A log directory shared by tests that only read it (copy it before changing anything)."""
+    return build_logdir(tmp_path_factory.mktemp("built") / "logs")
+
+
+@pytest.fixture
+def logdir_copy(built_logdir, tmp_path) -> Path:
+    target = tmp_path / "logs"
+    shutil.copytree(built_logdir, target)
+    return target
+
+
+class Mount:
+    def __init__(self, logdir: Path, mountpoint: Path, args: tuple[str, ...], log_path: Path) -> None:
+        self.logdir = logdir
+        self.path = mountpoint
+        self.args = args
+        self.log_path = log_path
+        self.proc: subprocess.Popen | None = None
+        self.allow_errors = False
+
+    def start(self, timeout: float = 15.0) -> Mount:
+        self.path.mkdir(parents=True, exist_ok=True)
+        env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "kafkafs.fs.mount",
+                    str(self.logdir),
+                    str(self.path),
+                    "-f",
+                    *self.args,
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                cwd=str(ROOT),
+            )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"mount exited with {self.proc.returncode}: {self.log()}")
+            if os.path.ismount(self.path):
+                try:
+                    os.listdir(self.path)
+                    return self
+                except OSError:
+                    pass
+            time.sleep(0.02)
+        self.stop()
+        raise RuntimeError(f"mount did not answer in {timeout} s: {self.log()}")
+
+    def log(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def stop(self) -> None:
+        if os.path.ismount(self.path):
+            subprocess.run(["fusermount3", "-u", str(self.path)], capture_output=True)
+        if self.proc is not None:
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=5)
+        if os.path.ismount(self.path) or _stale(self.path):
+            subprocess.run(["fusermount3", "-uz", str(self.path)], capture_output=True)
+
+    def __truediv__(self, other: str) -> Path:
+        return self.path / other
+
+
+def _stale(path: Path) -> bool:
+    try:
+        os.stat(path)
+        return False
+    except OSError:
+        return True
+
+
+class Mounts:
+    """Starts mounts under ``base`` and takes every one of them down in :meth:`close`."""
+
+    def __init__(self, base: Path) -> None:
+        self.base = base
+        self.mounts: list[Mount] = []
+
+    def __call__(self, logdir: Path, *args: str) -> Mount:
+        n = len(self.mounts)
+        m = Mount(Path(logdir), self.base / f"mnt{n}", args, self.base / f"mount{n}.log")
+        self.mounts.append(m)
+        return m.start()
+
+    def close(self) -> list[str]:
+        problems = []
+        for m in self.mounts:
+            m.stop()
+            text = m.log()
+            if "Traceback" in text or (not m.allow_errors and ("ERROR" in text or "WARNING" in text)):
+                problems.append(f"{m.path}: unexpected log lines:\n{text}")
+            if os.path.ismount(m.path):
+                problems.append(f"{m.path} is still mounted")
+        return problems
+
+
+@pytest.fixture
+def mounted(tmp_path):
+    """``mounted(logdir, *args)`` -> a started :class:`Mount`; all of them are unmounted afterwards."""
+    mounts = Mounts(tmp_path)
+    yield mounts
+    problems = mounts.close()
+    if problems:
+        pytest.fail("\n".join(problems))
+
+
+@pytest.fixture(scope="module")
+def ro_mount(built_logdir, tmp_path_factory):
+    """One read-only mount of the shared log directory for a whole test module."""
+    mounts = Mounts(tmp_path_factory.mktemp("ro"))
+    yield mounts(built_logdir)
+    problems = mounts.close()
+    if problems:
+        pytest.fail("\n".join(problems))

@@ -1,0 +1,406 @@
+"""Real mounts, real tools: ls, cat, grep, jq, stat, tail -f, cp -r, echo >> append, mkdir."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from kafkafs.errors import KafkafsError
+from kafkafs.format.jsonview import ProducerRecord
+from kafkafs.fs.mount import mount
+from kafkafs.storage.logdir import LogDir
+
+from .conftest import BASE_TS, ROOT, SMALL_SEGMENTS, expected_jsonl
+from .test_tree import corrupt_one_batch
+
+pytestmark = pytest.mark.fuse
+
+if not os.path.exists("/dev/fuse") or shutil.which("fusermount3") is None:
+    pytest.skip("FUSE is not available", allow_module_level=True)
+
+
+def run(*cmd: str, check: bool = True, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(list(cmd), capture_output=True, check=check, timeout=60, **kw)
+
+
+def cat(path: Path) -> bytes:
+    return run("cat", str(path)).stdout
+
+
+def jq_ok(path: Path) -> None:
+    if shutil.which("jq"):
+        run("jq", "-e", ".", str(path))
+    else:
+        run(sys.executable, "-m", "json.tool", "--json-lines", str(path))
+
+
+# ---------------------------------------------------------------------------------------------- reading
+
+
+def test_ls_every_folder(ro_mount):
+    out = run("ls", "-la", str(ro_mount.path)).stdout.decode()
+    for name in ("orders-0", "events-3", "empty-0"):
+        assert name in out
+    for part in ("orders-0", "events-3", "empty-0"):
+        for sub in ("", "by-offset", "by-time", "segments"):
+            run("ls", "-la", str(ro_mount / part / sub))
+        assert sorted(os.listdir(ro_mount / part)) == sorted(
+            ["records.jsonl", "by-offset", "by-time", "segments", "partition.json"]
+        )
+    listed = run("sh", "-c", f"ls {ro_mount / 'orders-0/by-offset'} | wc -l").stdout
+    assert int(listed) == 1500
+
+
+def test_cat_matches_the_engine(ro_mount, built_logdir):
+    for name in ("orders-0", "events-3", "empty-0"):
+        assert cat(ro_mount / name / "records.jsonl") == expected_jsonl(built_logdir, name)
+    assert cat(ro_mount / "orders-0/by-offset/17-444.jsonl") == expected_jsonl(
+        built_logdir, "orders-0", 17, 444
+    )
+    record = json.loads(cat(ro_mount / "orders-0/by-offset/123.json"))
+    assert record["offset"] == 123 and record["timestamp"] == BASE_TS + 1230
+    lines = cat(ro_mount / f"orders-0/by-time/{BASE_TS + 100}..{BASE_TS + 200}.jsonl").splitlines()
+    assert [json.loads(line)["offset"] for line in lines] == list(range(10, 20))
+    assert json.loads(cat(ro_mount / "orders-0/by-time/2025-11-21T04:40:00.055Z.json"))["offset"] == 6
+    assert (ro_mount / "orders-0/segments").is_dir()
+    for seg in sorted((built_logdir / "orders-0").glob("*.log")):
+        assert cat(ro_mount / "orders-0/segments" / seg.name) == seg.read_bytes()
+
+
+def test_missing_names_are_enoent(ro_mount):
+    for name in (
+        "orders-0/by-offset/1500.json",
+        "orders-0/by-offset/9-3.jsonl",
+        "orders-0/nope",
+        "nope-0",
+        "orders-0/by-time/someday.json",
+        "orders-0/segments/00000000000000000000.foo",
+    ):
+        with pytest.raises(FileNotFoundError):
+            os.stat(ro_mount / name)
+
+
+def test_grep_count(ro_mount):
+    out = run("grep", "-c", '"topic":"orders"', str(ro_mount / "orders-0/records.jsonl")).stdout
+    assert int(out) == 1500
+    out = run("grep", "-c", '"value":{"order":', str(ro_mount / "orders-0/records.jsonl")).stdout
+    assert int(out) == sum(1 for i in range(1500) if i % 7 >= 3)
+
+
+def test_jq_accepts_every_file(ro_mount):
+    for name in ("orders-0", "events-3", "empty-0"):
+        jq_ok(ro_mount / name / "records.jsonl")
+        jq_ok(ro_mount / name / "partition.json")
+    for name in os.listdir(ro_mount / "events-3/by-offset"):
+        jq_ok(ro_mount / "events-3/by-offset" / name)
+    for offset in range(0, 1500, 97):
+        jq_ok(ro_mount / f"orders-0/by-offset/{offset}.json")
+    jq_ok(ro_mount / "orders-0/by-offset/0-1499.jsonl")
+    jq_ok(ro_mount / f"orders-0/by-time/{BASE_TS}..{BASE_TS + 10**6}.jsonl")
+
+
+def test_stat_sizes_equal_bytes_read(ro_mount):
+    paths = [
+        ro_mount / p
+        for p in (
+            "orders-0/records.jsonl",
+            "orders-0/partition.json",
+            "events-3/records.jsonl",
+            "orders-0/by-offset/3-77.jsonl",
+            f"orders-0/by-time/{BASE_TS}..{BASE_TS + 999}.jsonl",
+        )
+    ]
+    paths += [ro_mount / "orders-0/by-offset" / f"{i}.json" for i in range(0, 1500, 50)]
+    paths += sorted((ro_mount / "orders-0/segments").iterdir())
+    for path in paths:
+        size = int(run("stat", "-c", "%s", str(path)).stdout)
+        assert size == len(cat(path)), path
+    out = run("tail", "-n", "2", str(ro_mount / "orders-0/records.jsonl")).stdout.splitlines()
+    assert [json.loads(line)["offset"] for line in out] == [1498, 1499]
+
+
+def test_record_file_mtime_is_the_record_timestamp(ro_mount):
+    st = os.stat(ro_mount / "orders-0/by-offset/42.json")
+    assert st.st_mtime_ns == (BASE_TS + 420) * 1_000_000
+
+
+def test_cp_r_of_a_partition(ro_mount, tmp_path, built_logdir):
+    target = tmp_path / "copy"
+    run("cp", "-r", str(ro_mount / "events-3"), str(target))
+    assert (target / "records.jsonl").read_bytes() == expected_jsonl(built_logdir, "events-3")
+    assert sorted(os.listdir(target / "by-offset")) == sorted(f"{i}.json" for i in range(5))
+    assert json.loads((target / "partition.json").read_text())["logEndOffset"] == 5
+
+
+def test_read_only_mount_refuses_every_write(ro_mount):
+    attempts = [
+        lambda: open(ro_mount / "orders-0/records.jsonl", "ab"),
+        lambda: open(ro_mount / "orders-0/new-file", "wb"),
+        lambda: open(ro_mount / "orders-0/append", "ab"),
+        lambda: os.mkdir(ro_mount / "new-0"),
+        lambda: os.unlink(ro_mount / "orders-0/partition.json"),
+        lambda: os.rmdir(ro_mount / "empty-0"),
+        lambda: os.rename(ro_mount / "orders-0/records.jsonl", ro_mount / "orders-0/x"),
+        lambda: os.chmod(ro_mount / "orders-0/records.jsonl", 0o666),
+        lambda: os.truncate(ro_mount / "orders-0/records.jsonl", 0),
+        lambda: os.symlink("x", ro_mount / "orders-0/link"),
+    ]
+    for attempt in attempts:
+        with pytest.raises(OSError) as info:
+            attempt()
+        assert info.value.errno == errno.EROFS, info.value
+
+
+# ---------------------------------------------------------------------------------------------- live
+
+
+def test_tail_f_sees_a_record_from_another_process(mounted, logdir_copy):
+    m = mounted(logdir_copy)
+    records = m / "events-3/records.jsonl"
+    tail = subprocess.Popen(["tail", "-n", "1", "-f", str(records)], stdout=subprocess.PIPE)
+    try:
+        assert json.loads(tail.stdout.readline())["offset"] == 4
+        writer = (
+            "import sys\n"
+            "from kafkafs.storage.logdir import LogDir\n"
+            "from kafkafs.format.jsonview import ProducerRecord\n"
+            "with LogDir(sys.argv[1], writable=True) as d:\n"
+            "    record = ProducerRecord(None, None, b'from another process', ())\n"
+            "    d.log('events-3').append_records([record], flush=True)\n"
+        )
+        lags = []
+        for _ in range(2):
+            subprocess.run([sys.executable, "-c", writer, str(logdir_copy)], check=True, cwd=ROOT, timeout=30)
+            appended = time.monotonic()
+            line = tail.stdout.readline()
+            lags.append(time.monotonic() - appended)
+            assert json.loads(line)["value"] == "from another process"
+        # GNU tail polls a FUSE file once a second; the mount itself notices within ~0.3 s
+        print("tail -f lags", lags)
+        assert max(lags) < 1.5, lags
+    finally:
+        tail.kill()
+        tail.wait()
+    assert int(run("grep", "-c", "", str(records)).stdout) == 7
+
+
+def test_new_records_show_in_stat_within_a_second(mounted, logdir_copy):
+    m = mounted(logdir_copy)
+    path = m / "orders-0/records.jsonl"
+    before = os.stat(path).st_size
+    with LogDir(logdir_copy, SMALL_SEGMENTS, writable=True) as d:
+        d.log("orders-0").append_records([ProducerRecord(None, b"k", b"v", ())], flush=True)
+    start = time.monotonic()
+    while os.stat(path).st_size == before:
+        assert time.monotonic() - start < 1.0
+        time.sleep(0.02)
+    assert cat(path) == expected_jsonl(logdir_copy, "orders-0")
+    assert json.loads(cat(m / "orders-0/by-offset/1500.json"))["value"] == "v"
+
+
+# ---------------------------------------------------------------------------------------------- writing
+
+
+def decode_with_kafka_python(log_dir: Path) -> list[tuple[int, bytes | None, bytes | None]]:
+    from kafka.record.memory_records import MemoryRecords
+
+    out = []
+    for segment in sorted(log_dir.glob("*.log")):
+        records = MemoryRecords(segment.read_bytes())
+        while records.has_next():
+            batch = records.next_batch()
+            assert batch.validate_crc()
+            for record in batch:
+                out.append((record.offset, record.key, record.value))
+    return out
+
+
+def test_append_through_the_mount(mounted, logdir_copy):
+    m = mounted(logdir_copy, "--rw")
+    append = m / "events-3/append"
+    run("sh", "-c", f"echo hello >> {append}")
+    run("sh", "-c", f'printf \'%s\\n\' \'{{"key": "k1", "value": {{"n": 1}}}}\' plain >> {append}')
+    fd = os.open(append, os.O_WRONLY | os.O_APPEND)
+    try:
+        os.write(fd, b"one\ntwo\npart")
+        os.write(fd, b'ial\n{"value": {"$base64": "AP8="}, "headers": [{"key": "h", "value": null}]}\n')
+        with pytest.raises(OSError) as info:
+            os.write(fd, b"fine\n{not json\n")
+        assert info.value.errno == errno.EINVAL
+        os.write(fd, b"tail without newline")
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    decoded = decode_with_kafka_python(logdir_copy / "events-3")
+    values = [v for _o, _k, v in decoded[5:]]
+    assert values == [
+        b"hello",
+        b'{"n":1}',
+        b"plain",
+        b"one",
+        b"two",
+        b"partial",
+        b"\x00\xff",
+        b"tail without newline",
+    ]
+    assert [o for o, _k, _v in decoded] == list(range(13))
+    assert decoded[6][1] == b"k1"
+    lines = cat(m / "events-3/records.jsonl").splitlines()
+    assert len(lines) == 13 and json.loads(lines[6])["value"] == {"n": 1}
+    assert json.loads(cat(m / "events-3/by-offset/11.json"))["value"] == {"$base64": "AP8="}
+
+
+def test_rw_mount_refuses_other_changes(mounted, logdir_copy):
+    m = mounted(logdir_copy, "--rw")
+    attempts = [
+        lambda: open(m / "orders-0/records.jsonl", "ab"),
+        lambda: open(m / "orders-0/new-file", "wb"),
+        lambda: os.unlink(m / "orders-0/partition.json"),
+        lambda: os.rename(m / "orders-0/records.jsonl", m / "orders-0/x"),
+        lambda: os.mkdir(m / "orders-0/sub"),
+        lambda: open(m / "orders-0/segments/00000000000000000000.log", "r+b"),
+    ]
+    for attempt in attempts:
+        with pytest.raises(OSError) as info:
+            attempt()
+        assert info.value.errno in (errno.EACCES, errno.EPERM), info.value
+
+
+def test_mkdir_makes_a_partition(mounted, logdir_copy):
+    m = mounted(logdir_copy, "--rw")
+    os.mkdir(m / "payments-2")
+    assert (logdir_copy / "payments-2").is_dir()
+    assert "payments-2" in os.listdir(m.path)
+    run("sh", "-c", f"echo first >> {m / 'payments-2/append'}")
+    assert json.loads(cat(m / "payments-2/by-offset/0.json"))["value"] == "first"
+    for bad in ("no-partition-number", "bad name-0", "x" * 250 + "-0"):
+        with pytest.raises(OSError) as info:
+            os.mkdir(m / bad)
+        assert info.value.errno == errno.EINVAL, bad
+    with pytest.raises(FileExistsError):
+        os.mkdir(m / "orders-0")
+
+
+def test_locked_log_directory_mounts_read_only(mounted, logdir_copy):
+    with LogDir(logdir_copy, writable=True):
+        m = mounted(logdir_copy, "--rw")
+        m.allow_errors = True
+        assert "append" not in os.listdir(m / "orders-0")
+        with pytest.raises(OSError) as info:
+            os.mkdir(m / "new-0")
+        assert info.value.errno == errno.EROFS
+        assert "locked by another writer" in m.log() and "mounting read-only" in m.log()
+
+
+# ---------------------------------------------------------------------------------------------- damage
+
+
+def test_a_corrupt_batch_gives_eio_for_that_range_only(mounted, logdir_copy):
+    segment, position, first, last = corrupt_one_batch(logdir_copy)
+    m = mounted(logdir_copy)
+    m.allow_errors = True
+    result = run("cat", str(m / "orders-0/records.jsonl"), check=False)
+    assert result.returncode != 0 and b"Input/output error" in result.stderr
+    bad = run("cat", str(m / f"orders-0/by-offset/{first - 2}-{last + 2}.jsonl"), check=False)
+    assert bad.returncode != 0 and b"Input/output error" in bad.stderr
+    with pytest.raises(OSError) as info:
+        cat_bytes = (m / f"orders-0/by-offset/{first}.json").read_bytes()
+        del cat_bytes
+    assert info.value.errno == errno.EIO
+    assert cat(m / f"orders-0/by-offset/0-{first - 1}.jsonl").count(b"\n") == first
+    assert cat(m / f"orders-0/by-offset/{last + 1}-1499.jsonl").count(b"\n") == 1499 - last
+    assert json.loads(cat(m / f"orders-0/by-offset/{last + 1}.json"))["offset"] == last + 1
+    assert f"corrupt batch in {segment} at position {position}" in m.log()
+
+
+# ---------------------------------------------------------------------------------------------- fixtures
+
+
+@pytest.mark.parametrize("name", ["kafka-logs-a", "kafka-logs-b"])
+def test_real_broker_directories(mounted, fixtures_dir, name):
+    m = mounted(fixtures_dir / name)
+    partitions = sorted(os.listdir(m.path))
+    assert partitions and all("-" in p for p in partitions)
+    total = 0
+    for part in partitions:
+        data = cat(m / part / "records.jsonl")
+        assert len(data) == os.stat(m / part / "records.jsonl").st_size
+        jq_ok(m / part / "records.jsonl")
+        jq_ok(m / part / "partition.json")
+        offsets = [json.loads(line)["offset"] for line in data.splitlines()]
+        assert sorted(f"{o}.json" for o in offsets) == sorted(os.listdir(m / part / "by-offset"))
+        for o in offsets[:50]:
+            jq_ok(m / part / "by-offset" / f"{o}.json")
+        total += len(offsets)
+    assert total > 0
+
+
+# ---------------------------------------------------------------------------------------------- lifecycle
+
+
+def test_sigterm_unmounts_cleanly(mounted, built_logdir):
+    m = mounted(built_logdir)
+    m.proc.send_signal(signal.SIGTERM)
+    assert m.proc.wait(timeout=10) == 0
+    assert not os.path.ismount(m.path)
+
+
+def test_daemon_mode_returns_once_mounted(tmp_path, built_logdir):
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "kafkafs.fs.mount", str(built_logdir), str(mnt)],
+            capture_output=True,
+            timeout=30,
+            env=env,
+            cwd=ROOT,
+        )
+        assert result.returncode == 0, result.stderr
+        assert os.path.ismount(mnt)
+        assert cat(mnt / "events-3/records.jsonl") == expected_jsonl(built_logdir, "events-3")
+        again = subprocess.run(
+            [sys.executable, "-m", "kafkafs.fs.mount", str(built_logdir), str(mnt)],
+            capture_output=True,
+            timeout=30,
+            env=env,
+            cwd=ROOT,
+        )
+        assert again.returncode == 1 and b"already mounted" in again.stderr
+        assert b"Traceback" not in again.stderr
+    finally:
+        subprocess.run(["fusermount3", "-u", str(mnt)], capture_output=True)
+        deadline = time.monotonic() + 5
+        while os.path.ismount(mnt) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if os.path.ismount(mnt):
+            subprocess.run(["fusermount3", "-uz", str(mnt)], capture_output=True)
+    assert not os.path.ismount(mnt)
+
+
+def test_user_mistakes_are_one_line_errors(tmp_path, built_logdir):
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full/file").write_text("x")
+    (tmp_path / "file").write_text("x")
+    cases = [
+        (built_logdir, tmp_path / "missing", "no such mount point"),
+        (built_logdir, tmp_path / "full", "not empty"),
+        (built_logdir, tmp_path / "file", "not a directory"),
+        (tmp_path / "nothing", tmp_path, "no such log directory"),
+    ]
+    for logdir, mnt, message in cases:
+        with pytest.raises(KafkafsError) as info:
+            mount(str(logdir), str(mnt), foreground=True)
+        assert message in str(info.value) and "\n" not in str(info.value)
+    with pytest.raises(KafkafsError, match="values"):
+        mount(str(built_logdir), str(tmp_path / "full"), values="hex")

@@ -1,0 +1,167 @@
+"""Shared helpers for the storage tests: configs, batches, segment files written directly, a model of
+Kafka's index rule, and kafka-python as an independent reader."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import struct
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from kafkafs.format.batch import encode_batch
+from kafkafs.storage.config import LogConfig
+from kafkafs.storage.log import Log
+
+Row = tuple[int, bytes | None, bytes | None, tuple]
+
+
+class Clock:
+    """A settable millisecond clock for ``Log(clock=...)``."""
+
+    def __init__(self, now: int = 1_700_000_000_000) -> None:
+        self.now = now
+
+    def __call__(self) -> int:
+        return self.now
+
+    def sleep(self, ms: int) -> None:
+        self.now += ms
+
+
+def config(**settings: Any) -> LogConfig:
+    """``config(segment_bytes=100)`` -> a LogConfig with ``segment.bytes=100``."""
+    return LogConfig.from_mapping({k.replace("_", "."): v for k, v in settings.items()})
+
+
+def rows(values: Iterable[bytes], ts: int = 1000, key: bytes | None = None) -> list[Row]:
+    return [(ts, key, v, ()) for v in values]
+
+
+def batch(
+    values: Sequence[bytes] | int = 1,
+    *,
+    base_offset: int = 0,
+    ts: int = 1000,
+    ts_step: int = 0,
+    size: int = 10,
+    **kwargs: Any,
+) -> bytes:
+    """One v2 batch: ``values`` or that many values of ``size`` bytes, timestamps ``ts + i*ts_step``."""
+    if isinstance(values, int):
+        values = [bytes([65 + i % 26]) * size for i in range(values)]
+    records = [(ts + i * ts_step, None, v, ()) for i, v in enumerate(values)]
+    return encode_batch(records, base_offset=base_offset, **kwargs)
+
+
+def write_segment(directory: Path, base_offset: int, batches: Iterable[bytes]) -> Path:
+    """Write a ``.log`` directly (no indexes), as a broker whose index files were lost would leave it."""
+    path = directory / f"{base_offset:020d}.log"
+    with open(path, "wb") as f:
+        for data in batches:
+            f.write(data)
+    return path
+
+
+def open_log(directory: Path, cfg: LogConfig | None = None, *, writable: bool = True, clean: bool = True,
+             clock: Clock | None = None, **kwargs: Any) -> Log:
+    directory.mkdir(parents=True, exist_ok=True)
+    return Log.open(directory, cfg or config(), writable=writable, clean_shutdown=clean,
+                    clock=clock or Clock(), **kwargs)
+
+
+def headers_of(data: bytes) -> list[tuple[int, int, int, int, int]]:
+    """``(position, base_offset, last_offset, size, max_timestamp)`` of each batch, read with struct."""
+    out = []
+    pos = 0
+    while pos + 61 <= len(data):
+        base, length = struct.unpack_from(">qi", data, pos)
+        (delta,) = struct.unpack_from(">i", data, pos + 23)
+        (max_ts,) = struct.unpack_from(">q", data, pos + 35)
+        if pos + 12 + length > len(data):
+            break
+        out.append((pos, base, base + delta, 12 + length, max_ts))
+        pos += 12 + length
+    return out
+
+
+def kafka_indexes(
+    data: bytes, base_offset: int, interval: int, *, final: bool = True, closes: Iterable[int] = ()
+) -> tuple[bytes, bytes]:
+    """The ``.index`` and ``.timeindex`` bytes Kafka's ``LogSegment.recover`` builds for ``data``.
+
+    An independent model of the rule (SPEC §1): before a batch, if more than ``interval`` bytes lie
+    between the last entry's position (or 0) and the batch, the batch gets an entry (its last offset,
+    its position) and the time index the largest timestamp so far with the last offset of the batch
+    that first held it, if that timestamp is larger than the time index's last. ``final`` adds the entry
+    written when the segment rolls; ``closes`` are the sizes the segment had when it was closed and
+    reopened, each of which left such an entry too. It reproduces a real broker's files
+    (test_fixtures_storage).
+    """
+    off = bytearray()
+    tim = bytearray()
+    last_entry = 0
+    max_ts, max_off, last_time_ts = -1, base_offset, -1
+    pending = sorted(closes)
+    for pos, _base, last, _size, batch_max in headers_of(data):
+        while pending and pending[0] <= pos:
+            pending.pop(0)
+            if max_ts > last_time_ts:
+                tim += struct.pack(">qI", max_ts, max_off - base_offset)
+                last_time_ts = max_ts
+        if batch_max > max_ts:
+            max_ts, max_off = batch_max, last
+        if pos - last_entry > interval:
+            off += struct.pack(">II", last - base_offset, pos)
+            if max_ts > last_time_ts:
+                tim += struct.pack(">qI", max_ts, max_off - base_offset)
+                last_time_ts = max_ts
+            last_entry = pos
+    if final and max_ts > last_time_ts:
+        tim += struct.pack(">qI", max_ts, max_off - base_offset)
+    return bytes(off), bytes(tim)
+
+
+def kafka_python_records(data: bytes) -> list[tuple[int, int, bytes | None, bytes | None, list]]:
+    """Every record of a ``.log`` as kafka-python decodes it, each batch's CRC checked by it."""
+    from kafka.record.memory_records import MemoryRecords
+
+    out = []
+    records = MemoryRecords(data)
+    while records.has_next():
+        b = records.next_batch()
+        assert b.validate_crc(), f"kafka-python: CRC mismatch in the batch at offset {b.base_offset}"
+        for r in b:
+            out.append((r.offset, r.timestamp, r.key, r.value, list(r.headers)))
+    assert records.valid_bytes() == len(data), "kafka-python: bytes after the last whole batch"
+    return out
+
+
+def writable_copy(src: Path, dst: Path) -> Path:
+    """Copy a tree without its permissions (the fixtures are read-only), so a writable open can work."""
+    dst.mkdir(parents=True, exist_ok=True)
+    for entry in src.iterdir():
+        if entry.is_dir():
+            writable_copy(entry, dst / entry.name)
+        else:
+            shutil.copyfile(entry, dst / entry.name)
+    return dst
+
+
+def tree_fingerprint(root: Path) -> dict[str, tuple[int, int, str]]:
+    """Name -> (size, mtime_ns, sha1) of every file under ``root``: to prove nothing was written."""
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        for name in sorted(filenames) + [""]:
+            path = Path(dirpath) / name
+            st = path.stat()
+            digest = hashlib.sha1(path.read_bytes()).hexdigest() if name else ""
+            out[str(path.relative_to(root))] = (st.st_size if name else 0, st.st_mtime_ns, digest)
+    return out
+
+
+def all_records(log: Log) -> list[tuple[int, int, bytes | None, bytes | None]]:
+    return [(r.offset, r.timestamp, r.key, r.value) for r in log.records()]

@@ -1,0 +1,90 @@
+"""The descriptor budget: segments give their files back, safely, while readers are using them."""
+
+from __future__ import annotations
+
+import gc
+import os
+import resource
+from pathlib import Path
+
+from kafkafs.format.jsonview import ProducerRecord
+from kafkafs.storage.handles import FileHandle, HandleBudget, default_budget_limit, raise_open_file_limit
+from kafkafs.storage.log import Log
+
+from .helpers import config, open_log
+
+
+def fd_target(fd: int) -> str | None:
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except FileNotFoundError:
+        return None
+
+
+def many_segments(directory: Path, n: int = 12) -> None:
+    log = open_log(directory, config(segment_bytes=400, index_interval_bytes=50))
+    for i in range(n * 6):
+        log.append_records([ProducerRecord(1000 + i, None, b"%04d" % i * 10, ())])
+    log.close()
+
+
+def test_a_file_handle_closes_when_the_last_reference_goes(tmp_path: Path) -> None:
+    path = tmp_path / "f"
+    path.write_bytes(b"x")
+    handle = FileHandle(os.open(path, os.O_RDONLY))
+    fd = handle.fd
+    assert fd_target(fd) == str(path)
+    del handle
+    gc.collect()
+    assert fd_target(fd) != str(path)
+
+
+def test_released_segments_reopen_and_a_reader_in_progress_is_not_disturbed(tmp_path: Path) -> None:
+    many_segments(tmp_path / "t-0")
+    budget = HandleBudget(limit=2)
+    log = Log.open(tmp_path / "t-0", budget=budget)
+    assert len(log.segments) >= 10
+    first = log.segments.first()[1]  # type: ignore[index]
+    reader = first.batches()
+    view = next(reader)
+    fd = reader.gi_frame.f_locals["fd"]  # type: ignore[union-attr]
+    assert fd_target(fd) == str(first.log_path)
+    for segment in list(log.segments.values())[1:]:  # reading them pushes the first one out
+        assert segment.find(segment.base_offset) is not None
+    assert first not in budget and first._handle is None
+    assert fd_target(fd) == str(first.log_path)  # still open: the suspended reader holds it
+    rest = [v.header.base_offset for v in reader]
+    assert [view.header.base_offset, *rest] == [v.header.base_offset for v in first.batches()]
+    del reader, view
+    gc.collect()
+    assert len(budget) <= 2
+    assert [r.offset for r in log.records()] == list(range(log.log_end_offset))
+    log.close()
+    assert len(budget) == 0
+
+
+def test_the_active_segment_of_a_writer_is_never_released(tmp_path: Path) -> None:
+    many_segments(tmp_path / "t-0")
+    budget = HandleBudget(limit=1)
+    log = Log.open(tmp_path / "t-0", config(segment_bytes=400), writable=True, clean_shutdown=True, budget=budget)
+    active = log.active_segment
+    assert active is not None and active.pinned
+    log.append_records([ProducerRecord(5000, None, b"a", ())])
+    for segment in list(log.segments.values())[:-1]:
+        segment.find(segment.base_offset)
+    assert active in budget and active._handle is not None
+    end = log.log_end_offset
+    log.append_records([ProducerRecord(5001, None, b"b", ())])
+    assert log.log_end_offset == end + 1
+    log.close()
+
+
+def test_the_open_file_limit_is_raised_to_the_hard_limit() -> None:
+    before, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    soft = raise_open_file_limit()
+    now, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    assert soft == now >= before
+    assert now == min(hard, 1 << 20) or hard == resource.RLIM_INFINITY
+    assert raise_open_file_limit() == soft  # once
+    assert default_budget_limit(1024) == (1024 - 256) // 4
+    assert default_budget_limit(100) == 16

@@ -1,0 +1,148 @@
+"""LogDir: partitions, the writer's lock, the clean-shutdown marker and the checkpoints."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kafkafs.errors import InvalidName, LogDirLocked, ReadOnlyError
+from kafkafs.format.checkpoint import parse_offset_checkpoint
+from kafkafs.format.jsonview import ProducerRecord
+from kafkafs.storage.config import Settings
+from kafkafs.storage.logdir import CLEAN_SHUTDOWN_FILE, LogDir
+
+from .helpers import tree_fingerprint
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def rec(value: bytes = b"v") -> ProducerRecord:
+    return ProducerRecord(1000, None, value, ())
+
+
+def test_partitions_are_discovered_by_kafkas_rules(tmp_path: Path) -> None:
+    for name in ("orders-0", "orders-10", "a.b_c-d-3", "__consumer_offsets-49", "x-1-delete", "y-0-future",
+                 "orders-01", "no_partition", "bad name-0"):
+        (tmp_path / name).mkdir()
+    for name in ("meta.properties", "recovery-point-offset-checkpoint", ".lock", "z-0"):
+        (tmp_path / name).write_bytes(b"")
+    with LogDir(tmp_path) as logdir:
+        assert logdir.partition_names() == ["__consumer_offsets-49", "a.b_c-d-3", "orders-0", "orders-10"]
+        with pytest.raises(InvalidName):
+            logdir.log("x-1-delete")
+        with pytest.raises(InvalidName):
+            logdir.log("nope-0")
+    with pytest.raises(InvalidName):
+        LogDir(tmp_path / "missing")
+
+
+def test_one_writer_at_a_time(tmp_path: Path) -> None:
+    writer = LogDir(tmp_path, writable=True)
+    with pytest.raises(LogDirLocked):
+        LogDir(tmp_path, writable=True)
+    script = (
+        "import sys; from kafkafs.storage.logdir import LogDir; from kafkafs.errors import LogDirLocked\n"
+        "try:\n    LogDir(sys.argv[1], writable=True)\nexcept LogDirLocked:\n    sys.exit(3)\n"
+    )
+    other = subprocess.run([sys.executable, "-c", script, str(tmp_path)], cwd=ROOT, capture_output=True)
+    assert other.returncode == 3, other.stderr
+    with LogDir(tmp_path) as reader:  # readers take no lock
+        assert reader.partition_names() == []
+    writer.close()
+    with LogDir(tmp_path, writable=True):
+        pass
+
+
+def test_create_write_close_reopen(tmp_path: Path) -> None:
+    settings = Settings({"segment.bytes": 1000}, {"big": {"segment.bytes": 100_000}})
+    with LogDir(tmp_path, settings, writable=True) as logdir:
+        orders = logdir.create_partition("orders", 0)
+        big = logdir.create_partition("big", 2)
+        assert logdir.create_partition("orders", 0) is orders
+        with pytest.raises(InvalidName):
+            logdir.create_partition("bad/name", 0)
+        for _ in range(30):
+            orders.append_records([rec(b"x" * 50)])
+            big.append_records([rec(b"y" * 50)])
+        assert len(orders.segments) > 1 and len(big.segments) == 1
+        assert logdir.log("orders-0") is orders
+    assert (tmp_path / CLEAN_SHUTDOWN_FILE).exists()
+    recovery = parse_offset_checkpoint((tmp_path / "recovery-point-offset-checkpoint").read_bytes())
+    assert recovery == {("orders", 0): 30, ("big", 2): 30}
+    starts = parse_offset_checkpoint((tmp_path / "log-start-offset-checkpoint").read_bytes())
+    assert starts == {("orders", 0): 0, ("big", 2): 0}
+    with LogDir(tmp_path, settings) as reader:
+        assert [lg.log_end_offset for lg in reader] == [30, 30]
+        with pytest.raises(ReadOnlyError):
+            reader.create_partition("new", 0)
+
+
+def test_clean_shutdown_marker_and_recovery_after_a_crash(tmp_path: Path) -> None:
+    with LogDir(tmp_path, writable=True) as logdir:
+        logdir.create_partition("t", 0).append_records([rec()] * 5)
+    # a writer that dies: the marker went when it opened the directory, the checkpoints are stale
+    script = (
+        "import os, sys\n"
+        "from kafkafs.storage.logdir import LogDir\n"
+        "from kafkafs.format.jsonview import ProducerRecord\n"
+        "d = LogDir(sys.argv[1], writable=True)\n"
+        "d.log('t-0').append_records([ProducerRecord(1, None, b'new', ())] * 3, flush=True)\n"
+        "open(d.path / 't-0' / '00000000000000000000.log', 'ab').write(b'torn')\n"
+        "os._exit(0)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script, str(tmp_path)], cwd=ROOT, capture_output=True)
+    assert done.returncode == 0, done.stderr
+    assert not (tmp_path / CLEAN_SHUTDOWN_FILE).exists()
+    with LogDir(tmp_path) as reader:  # a reader sees the damage but does not repair it
+        assert not reader.clean_shutdown
+        assert reader.log("t-0").log_end_offset == 8
+    with LogDir(tmp_path, writable=True) as logdir:
+        assert not logdir.clean_shutdown
+        log = logdir.log("t-0")
+        assert log.last_recovery.truncated_bytes == 4  # type: ignore[union-attr]
+        assert [r.value for r in log.records()][-3:] == [b"new"] * 3
+        assert not (tmp_path / CLEAN_SHUTDOWN_FILE).exists()
+    assert (tmp_path / CLEAN_SHUTDOWN_FILE).exists()
+    with LogDir(tmp_path, writable=True) as logdir:
+        assert logdir.clean_shutdown
+        assert logdir.log("t-0").last_recovery.recovered_segments == []  # type: ignore[union-attr]
+
+
+def test_checkpoints_keep_partitions_not_opened_and_drop_deleted_ones(tmp_path: Path) -> None:
+    with LogDir(tmp_path, writable=True) as logdir:
+        for name in ("a", "b", "c"):
+            logdir.create_partition(name, 0).append_records([rec()] * 2)
+    os.rename(tmp_path / "c-0", tmp_path / "c-0.abc-delete")
+    with LogDir(tmp_path, writable=True) as logdir:
+        logdir.log("a-0").append_records([rec()])
+    recovery = parse_offset_checkpoint((tmp_path / "recovery-point-offset-checkpoint").read_bytes())
+    assert recovery == {("a", 0): 3, ("b", 0): 2}
+    assert not (tmp_path / "recovery-point-offset-checkpoint.tmp").exists()
+
+
+def test_readers_never_modify_a_directory(tmp_path: Path) -> None:
+    with LogDir(tmp_path, Settings({"segment.bytes": 500}), writable=True) as logdir:
+        log = logdir.create_partition("t", 0)
+        for i in range(40):
+            log.append_records([rec(b"%d" % i * 20)])
+        log.flush()
+        logdir.write_checkpoints()
+        before_close = tree_fingerprint(tmp_path)
+        with LogDir(tmp_path) as reader:  # while the writer is live: preallocated indexes, no marker
+            live = reader.log("t-0")
+            assert [r.offset for r in live.records()] == list(range(40))
+            live.describe()
+            live.offset_for_timestamp(0)
+            live.refresh()
+        assert tree_fingerprint(tmp_path) == before_close
+    before = tree_fingerprint(tmp_path)
+    with LogDir(tmp_path) as reader:
+        for lg in reader:
+            list(lg.records())
+            lg.describe()
+        reader.flush()
+    assert tree_fingerprint(tmp_path) == before
