@@ -27,6 +27,8 @@ import os
 import random
 import threading
 import time
+from array import array
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import NamedTuple
@@ -108,6 +110,48 @@ class _Tail(NamedTuple):
     bytes_since_index: int  # bytes from the last offset index entry's position (or 0) to the end
 
 
+class _ScanIndex:
+    """An in-memory sparse index for a read-only segment that has no usable ``.index`` (a broker's
+    preallocated files were not kept, or the index is empty): built once by scanning batch headers,
+    one entry every ``index.interval.bytes``, and extended as the file grows. Each entry is a batch's
+    position, its base offset and the largest timestamp of the batches before it, so offset and time
+    lookups start their scan near the target instead of at position 0."""
+
+    __slots__ = ("positions", "bases", "max_before", "covered", "running_max", "last_entry")
+
+    def __init__(self) -> None:
+        self.positions = array("q", [0])
+        self.bases = array("q", [-1])
+        self.max_before = array("q", [-1])
+        self.covered = 0  # end of the last batch scanned
+        self.running_max = -1
+        self.last_entry = 0
+
+    def extend(self, views: Iterator[BatchView], interval: int) -> None:
+        try:
+            for view in views:
+                h = view.header
+                position = view.position
+                if position - self.last_entry >= interval:
+                    self.positions.append(position)
+                    self.bases.append(h.base_offset)
+                    self.max_before.append(self.running_max)
+                    self.last_entry = position
+                if h.max_timestamp > self.running_max:
+                    self.running_max = h.max_timestamp
+                self.covered = position + h.size
+        except CorruptRecordError:
+            pass  # reads that need the damaged part will meet it themselves
+
+    def position_for_offset(self, offset: int) -> int:
+        """Position of the last entry whose batch starts at or below ``offset``."""
+        return self.positions[max(bisect_right(self.bases, offset) - 1, 0)]
+
+    def position_for_timestamp(self, timestamp: int) -> int:
+        """Position of the last entry before which no batch reaches ``timestamp``."""
+        return self.positions[max(bisect_left(self.max_before, timestamp) - 1, 0)]
+
+
 class LogSegment:
     """A ``.log`` with its offset and time index; created empty or opened from existing files.
 
@@ -149,6 +193,7 @@ class LogSegment:
         self.active = False
         self._tail: _Tail | None = None
         self._rolling_timestamp: int | None = None
+        self._scan_index: _ScanIndex | None = None
         self.created_ms = clock()
         jitter = config.segment_jitter_ms
         #: Kafka's per-segment ``rollJitterMs``: random in [0, min(segment.jitter.ms, segment.ms)).
@@ -286,6 +331,7 @@ class LogSegment:
         if size != self._size:
             if size < self._size:
                 self._rolling_timestamp = None
+                self._scan_index = None
             self._size = size
             self._tail = None
         return size
@@ -374,8 +420,36 @@ class LogSegment:
 
     def position_of(self, offset: int) -> int:
         """Position from which to scan for ``offset``: the offset index's floor entry (Kafka's
-        ``translateOffset`` starts there)."""
+        ``translateOffset`` starts there), or the in-memory scan index's when there is no index."""
+        fallback = self._fallback_index()
+        if fallback is not None:
+            return fallback.position_for_offset(offset)
         return self.offset_index.lookup(offset).position
+
+    def _time_start(self, timestamp: int, starting_offset: int) -> int:
+        """Where a scan for the first batch reaching ``timestamp`` (at or past ``starting_offset``)
+        may start: the time index, then the offset index (or the in-memory scan index)."""
+        fallback = self._fallback_index()
+        if fallback is not None:
+            return max(fallback.position_for_timestamp(timestamp), fallback.position_for_offset(starting_offset))
+        entry = self.time_index.lookup(timestamp)
+        return self.offset_index.lookup(max(entry.offset, starting_offset)).position
+
+    def _fallback_index(self) -> _ScanIndex | None:
+        """The in-memory index of a read-only segment without a usable offset index, brought up to the
+        segment's current size; None when the real index serves (or the segment is small)."""
+        if self.writable or self._size <= 2 * max(self.config.index_interval_bytes, 4096):
+            return None
+        if self._scan_index is None and self.offset_index.entries > 0:
+            return None
+        with self._lock:
+            index = self._scan_index
+            if index is None:
+                index = _ScanIndex()
+            if index.covered < self._size:
+                index.extend(self._scan(index.covered), max(self.config.index_interval_bytes, 4096))
+            self._scan_index = index
+            return index
 
     def find(self, offset: int) -> BatchView | None:
         """The first batch whose last offset is >= ``offset``, or None if there is none here."""
@@ -393,8 +467,7 @@ class LogSegment:
     def find_by_timestamp(self, timestamp: int, starting_offset: int = 0) -> BatchView | None:
         """The first batch at or past ``starting_offset`` whose max timestamp is >= ``timestamp``: the
         time index, then the offset index, then a short scan (Kafka's ``findOffsetByTimestamp``)."""
-        entry = self.time_index.lookup(timestamp)
-        start = self.offset_index.lookup(max(entry.offset, starting_offset)).position
+        start = self._time_start(timestamp, starting_offset)
         for view in self._scan(start):
             h = view.header
             if h.max_timestamp >= timestamp and h.last_offset >= starting_offset:
@@ -404,8 +477,7 @@ class LogSegment:
     def find_offset_by_timestamp(self, timestamp: int, starting_offset: int = 0) -> tuple[int, int] | None:
         """``(offset, timestamp)`` of the first record at or past ``starting_offset`` whose timestamp is
         >= ``timestamp``, or None if there is none in this segment."""
-        entry = self.time_index.lookup(timestamp)
-        start = self.offset_index.lookup(max(entry.offset, starting_offset)).position
+        start = self._time_start(timestamp, starting_offset)
         for view in self._scan(start):
             h = view.header
             if h.max_timestamp < timestamp or h.last_offset < starting_offset:
