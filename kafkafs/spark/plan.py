@@ -1,0 +1,480 @@
+"""Planning a read in the driver: which partitions, which segments, which byte ranges.
+
+Everything here works from file names, file sizes and the memory-mapped indexes; no record data is
+read, except where a ``startingTimestamp``/``endingTimestamp`` option must be turned into an offset
+(Kafka's ``offsetsForTimes``: the time index, the offset index, then one batch decoded).
+
+A read becomes :class:`Split` s (one Spark task each). A split holds :class:`Piece` s, each a byte range
+of one segment that starts and ends at batch boundaries: a segment's start, an offset index entry's
+position or the file size seen at planning. Segments larger than ``maxBytesPerPartition`` are cut at
+index entries so one big partition keeps every core busy; small pieces are packed together so that a
+directory of many small partitions does not become thousands of tiny tasks.
+
+Pruning, with the bounds the options and the pushed-down filters give:
+
+- partitions by topic and partition number;
+- segments by base offset (a segment holds offsets from its base up to the next segment's base);
+- segments by time: a sealed segment whose time index says its largest timestamp is below the lower
+  time bound holds no row that can pass (the index gets the segment's maximum when it rolls);
+- inside a segment the scan starts at the offset index entry for the first offset, or at the entry
+  the time index gives for the lower time bound, whichever is later, and stops at the first index
+  entry past the last offset.
+
+An index that fails Kafka's cheap sanity check is not used for that segment (it is scanned whole).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
+
+from ..errors import CorruptRecordError, InvalidInput, KafkafsError
+from ..storage.log import Log, parse_partition_dir_name
+from ..storage.logdir import LogDir
+from ..storage.segment import LogSegment
+from .options import EARLIEST, LATEST, ReadOptions
+from .predicates import NO_PREDICATES, IntBounds, Predicates
+
+__all__ = [
+    "Piece",
+    "Split",
+    "ScanSpec",
+    "PartitionRange",
+    "Plan",
+    "plan_read",
+    "plan_ranges",
+    "discover_partitions",
+    "offset_for_timestamp",
+    "INTERNAL_TOPICS",
+]
+
+log = logging.getLogger("kafkafs.spark")
+
+#: Folders read only when asked for by name or pattern: the KRaft metadata log is not a topic.
+INTERNAL_TOPICS = frozenset({"__cluster_metadata"})
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Piece:
+    """Bytes ``start..end`` of one segment, and the offsets wanted from them (``end_offset`` exclusive)."""
+
+    directory: str
+    topic: str
+    partition: int
+    base_offset: int
+    start: int
+    end: int
+    first_offset: int
+    end_offset: int | None
+
+    @property
+    def size(self) -> int:
+        return self.end - self.start
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ScanSpec:
+    """What every piece of one read shares: the row predicates and how to treat damage."""
+
+    offset_values: frozenset[int] | None = None
+    timestamp: IntBounds = IntBounds()  # microseconds
+    read_committed: bool = False
+    on_corrupt: str = "fail"
+    batch_rows: int = 32768
+
+    @classmethod
+    def of(cls, options: ReadOptions, predicates: Predicates) -> ScanSpec:
+        return cls(
+            offset_values=predicates.offset.values,
+            timestamp=predicates.timestamp,
+            read_committed=options.isolation_level == "read_committed",
+            on_corrupt=options.on_corrupt,
+            batch_rows=options.batch_rows,
+        )
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Split:
+    """One Spark task's work."""
+
+    pieces: tuple[Piece, ...]
+    spec: ScanSpec
+
+    @property
+    def size(self) -> int:
+        return sum(p.size for p in self.pieces)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PartitionRange:
+    """One partition as planned: offsets ``start..end`` (end exclusive, None: to the end of the files)."""
+
+    logdir: str
+    topic: str
+    partition: int
+    directory: str
+    start: int
+    end: int | None
+    log_start_offset: int
+
+
+@dataclasses.dataclass
+class Plan:
+    splits: list[Split]
+    partitions: list[PartitionRange]
+    segments_total: int = 0
+    segments_pruned: int = 0
+
+    @property
+    def pieces(self) -> list[Piece]:
+        return [p for s in self.splits for p in s.pieces]
+
+
+# ---------------------------------------------------------------------------------------------- discovery
+
+
+def discover_partitions(options: ReadOptions, predicates: Predicates = NO_PREDICATES) -> list[tuple[str, str, int]]:
+    """``(logdir, topic, partition)`` of every partition folder the read wants, sorted; the same partition
+    in two directories is an error (its rows would be read twice)."""
+    if not options.paths:
+        raise InvalidInput("no log directory given: load(LOGDIR) or option path")
+    found: dict[tuple[str, int], str] = {}
+    for path in options.paths:
+        if not os.path.isdir(path):
+            raise InvalidInput(f"{path}: no such log directory")
+        try:
+            entries = os.listdir(path)
+        except OSError as exc:
+            raise InvalidInput(f"{path}: {exc.strerror}") from None
+        seen_any = False
+        for name in entries:
+            if not os.path.isdir(os.path.join(path, name)):
+                continue
+            try:
+                topic, partition = parse_partition_dir_name(name)
+            except KafkafsError:
+                continue
+            if not _wanted(topic, partition, options, predicates):
+                continue
+            other = found.get((topic, partition))
+            if other is not None:
+                raise InvalidInput(
+                    f"partition {name} is in both {other} and {path}; read one of them (copies of a partition "
+                    "would give every record twice)"
+                )
+            found[(topic, partition)] = path
+            seen_any = True
+        if not seen_any and _is_partition_folder(path):
+            raise InvalidInput(
+                f"{path} is a partition folder; load its log directory {os.path.dirname(os.path.abspath(path))} "
+                f"(option topics selects topics)"
+            )
+    return sorted(((d, t, p) for (t, p), d in found.items()), key=lambda x: (x[1], x[2]))
+
+
+def _is_partition_folder(path: str) -> bool:
+    try:
+        parse_partition_dir_name(os.path.basename(os.path.abspath(path)))
+    except KafkafsError:
+        return False
+    return any(name.endswith(".log") for name in os.listdir(path))
+
+
+def _wanted(topic: str, partition: int, options: ReadOptions, predicates: Predicates) -> bool:
+    if topic in INTERNAL_TOPICS and options.topics is None and options.topic_pattern is None:
+        return False
+    return options.accepts_topic(topic) and predicates.accepts_partition(topic, partition)
+
+
+# ---------------------------------------------------------------------------------------------- indexes
+
+
+def _indexes_usable(segment: LogSegment) -> bool:
+    try:
+        segment.offset_index.sanity_check(full=False)
+        segment.time_index.sanity_check(full=False)
+    except (CorruptRecordError, OSError) as exc:
+        log.warning("%s: index not used (%s); scanning the segment whole", segment.log_path, exc)
+        return False
+    return True
+
+
+def _bisect(count: int, below: Callable[[int], bool]) -> int:
+    """The first ``k`` in ``0..count`` for which ``below(k)`` is False (``below`` is monotone)."""
+    lo, hi = 0, count
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if below(mid):
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+def _end_position(segment: LogSegment, end_offset: int, size: int) -> int:
+    """The first indexed position from which every batch holds only offsets >= ``end_offset``.
+
+    The batch at entry ``k``'s position starts after entry ``k-1``'s offset (the last offset of an
+    earlier batch), so entry ``k`` qualifies once entry ``k-1``'s offset is >= ``end_offset - 1``.
+    """
+    index = segment.offset_index
+    n = index.entries
+    i = _bisect(n, lambda k: index.entry(k).offset < end_offset - 1)
+    if i + 1 < n:
+        return min(index.entry(i + 1).position, size)
+    return size
+
+
+def _cut_points(segment: LogSegment, start: int, stop: int, max_bytes: int) -> list[int]:
+    """Positions of index entries that cut ``start..stop`` into pieces of about ``max_bytes``."""
+    index = segment.offset_index
+    n = index.entries
+    length = stop - start
+    if length <= max_bytes or n == 0:
+        return []
+    parts = -(-length // max_bytes)
+    cuts: list[int] = []
+    for k in range(1, parts):
+        target = start + length * k // parts
+        i = _bisect(n, lambda j, t=target: index.entry(j).position <= t) - 1
+        if i < 0:
+            continue
+        pos = index.entry(i).position
+        if start < pos < stop and (not cuts or pos > cuts[-1]):
+            cuts.append(pos)
+    return cuts
+
+
+def _sealed_max_timestamp(segment: LogSegment) -> int | None:
+    """The largest timestamp of a sealed segment from its time index (None when the index is empty)."""
+    if segment.time_index.entries == 0:
+        return None
+    return segment.time_index.last_entry.timestamp
+
+
+def _time_start(segment: LogSegment, ts_ms: int) -> int:
+    """A position before which every record is older than ``ts_ms`` (time index, then offset index)."""
+    entry = segment.time_index.lookup(ts_ms)
+    if entry.timestamp < 0:
+        return 0
+    return segment.offset_index.lookup(entry.offset).position
+
+
+def _micros_to_ms_ceil(us: int) -> int:
+    return -((-us) // 1000)
+
+
+# ---------------------------------------------------------------------------------------------- time lookup
+
+
+def offset_for_timestamp(log_: Log, ts_ms: int) -> int | None:
+    """The first offset whose record has a timestamp >= ``ts_ms`` (Kafka's ``offsetsForTimes``), or None.
+
+    Sealed segments whose time index says they are all older are skipped without reading them; in the
+    segment that may hold it, the scan starts where the time index points and decodes one batch.
+    """
+    items = list(log_.segments.items())
+    start_offset = log_.log_start_offset
+    for i, (_base, segment) in enumerate(items):
+        if segment.size == 0:
+            continue
+        sealed = i + 1 < len(items)
+        usable = _indexes_usable(segment)
+        if sealed and usable:
+            top = _sealed_max_timestamp(segment)
+            if top is not None and top < ts_ms:
+                continue
+        position = _time_start(segment, ts_ms) if usable else 0
+        for view in segment.batches(position):
+            h = view.header
+            if h.max_timestamp < ts_ms or h.last_offset < start_offset:
+                continue
+            batch = view.decode(file=str(segment.log_path))
+            for offset, ts in zip(batch.offsets, batch.timestamps, strict=True):
+                if ts >= ts_ms and offset >= start_offset:
+                    return offset
+    return None
+
+
+# ---------------------------------------------------------------------------------------------- planning
+
+
+@dataclasses.dataclass
+class _Counter:
+    total: int = 0
+    pruned: int = 0
+
+
+def _pieces_for(
+    log_: Log,
+    topic: str,
+    partition: int,
+    first: int,
+    end: int | None,
+    ts_lo_ms: int | None,
+    max_bytes: int,
+    counter: _Counter,
+) -> list[Piece]:
+    items = list(log_.segments.items())
+    out: list[Piece] = []
+    directory = str(log_.dir)
+    for i, (base, segment) in enumerate(items):
+        size = segment.size
+        if size == 0:
+            continue
+        counter.total += 1
+        next_base = items[i + 1][0] if i + 1 < len(items) else None
+        if (end is not None and base >= end) or (next_base is not None and next_base <= first):
+            counter.pruned += 1
+            continue
+        bounded_end = end is not None and (next_base is None or next_base > end)
+        needs_index = ts_lo_ms is not None or first > base or bounded_end or size > max_bytes
+        usable = needs_index and _indexes_usable(segment)  # the index files stay closed otherwise
+        if ts_lo_ms is not None and next_base is not None and usable:
+            top = _sealed_max_timestamp(segment)
+            if top is not None and top < ts_lo_ms:
+                counter.pruned += 1
+                continue
+        start, stop = 0, size
+        if usable:
+            if first > base:
+                start = segment.offset_index.lookup(first).position
+            if ts_lo_ms is not None:
+                start = max(start, _time_start(segment, ts_lo_ms))
+            if bounded_end:
+                stop = _end_position(segment, end, size)  # type: ignore[arg-type]
+        start = min(start, size)
+        if start >= stop:
+            counter.pruned += 1
+            continue
+        bounds = [start, *(_cut_points(segment, start, stop, max_bytes) if usable else []), stop]
+        for a, b in zip(bounds, bounds[1:], strict=False):
+            out.append(Piece(directory, topic, partition, base, a, b, first, end))
+    return out
+
+
+def _pack(pieces: list[Piece], spec: ScanSpec, max_bytes: int) -> list[Split]:
+    splits: list[Split] = []
+    current: list[Piece] = []
+    size = 0
+    for piece in pieces:
+        if current and size + piece.size > max_bytes:
+            splits.append(Split(tuple(current), spec))
+            current, size = [], 0
+        current.append(piece)
+        size += piece.size
+    if current:
+        splits.append(Split(tuple(current), spec))
+    return splits
+
+
+Resolver = Callable[[Log, str, int], "tuple[int, int | None] | None"]
+
+
+def _plan(options: ReadOptions, predicates: Predicates, targets: list[tuple[str, str, int]], resolve: Resolver) -> Plan:
+    spec = ScanSpec.of(options, predicates)
+    pieces: list[Piece] = []
+    ranges: list[PartitionRange] = []
+    counter = _Counter()
+    ts_lo_ms = None if predicates.timestamp.lo is None else _micros_to_ms_ceil(predicates.timestamp.lo)
+    if predicates.never:
+        return Plan([], [], 0, 0)
+    with ExitStack() as stack:
+        dirs: dict[str, LogDir] = {}
+        for logdir, topic, partition in targets:
+            ld = dirs.get(logdir)
+            if ld is None:
+                ld = dirs[logdir] = stack.enter_context(LogDir(logdir))
+            log_ = ld.log(f"{topic}-{partition}")
+            bounds = resolve(log_, topic, partition)
+            if bounds is None:
+                continue
+            first, end = bounds
+            first = max(first, log_.log_start_offset)
+            if predicates.offset.lo is not None:
+                first = max(first, predicates.offset.lo)
+            if predicates.offset.hi is not None:
+                end = predicates.offset.hi + 1 if end is None else min(end, predicates.offset.hi + 1)
+            ranges.append(PartitionRange(logdir, topic, partition, str(log_.dir), first, end, log_.log_start_offset))
+            if end is not None and end <= first:
+                continue
+            pieces.extend(
+                _pieces_for(log_, topic, partition, first, end, ts_lo_ms, options.max_bytes_per_partition, counter)
+            )
+    splits = _pack(pieces, spec, options.max_bytes_per_partition)
+    return Plan(splits, ranges, counter.total, counter.pruned)
+
+
+def _batch_resolver(options: ReadOptions) -> Resolver:
+    def resolve(log_: Log, topic: str, partition: int) -> tuple[int, int | None] | None:
+        name = f"{topic}-{partition}"
+        first: int | None
+        ts = options.starting_timestamp.for_partition(topic, partition) if options.starting_timestamp else None
+        if ts is not None:
+            first = offset_for_timestamp(log_, ts)
+            if first is None:
+                if options.starting_by_timestamp_strategy == "latest":
+                    return None
+                raise InvalidInput(
+                    f"startingTimestamp {ts}: {name} has no record at or after it "
+                    "(option startingOffsetsByTimestampStrategy=latest reads nothing from such partitions)"
+                )
+        else:
+            first = options.starting.for_partition(topic, partition)
+            if first == EARLIEST:
+                first = log_.log_start_offset
+            elif first == LATEST:
+                return None  # a batch read starting at the end reads nothing
+            elif first < 0:
+                raise InvalidInput(f"startingOffsets: {first} for {name} is not an offset, -2 or -1")
+            elif first < log_.log_start_offset:
+                log.warning("%s: starting offset %d is below the log start offset %d (deleted); starting there",
+                            name, first, log_.log_start_offset)
+        end: int | None
+        ts = options.ending_timestamp.for_partition(topic, partition) if options.ending_timestamp else None
+        if ts is not None:
+            end = offset_for_timestamp(log_, ts)
+        else:
+            end = options.ending.for_partition(topic, partition)
+            if end == LATEST:
+                end = None
+            elif end < 0:
+                raise InvalidInput(f"endingOffsets: {end} for {name} is not an offset or -1 (latest)")
+        return first, end
+
+    return resolve
+
+
+def plan_read(options: ReadOptions, predicates: Predicates = NO_PREDICATES) -> Plan:
+    """The plan of a batch read (``spark.read.format("kafkalog")``): callable without Spark."""
+    targets = discover_partitions(options, predicates)
+    return _plan(options, predicates, targets, _batch_resolver(options))
+
+
+def plan_ranges(
+    options: ReadOptions, ranges: dict[tuple[str, int], tuple[str, int, int]], predicates: Predicates = NO_PREDICATES
+) -> Plan:
+    """The plan for known offsets: ``{(topic, partition): (logdir, start, end)}`` (a streaming micro-batch)."""
+    targets = sorted(((d, t, p) for (t, p), (d, _s, _e) in ranges.items()), key=lambda x: (x[1], x[2]))
+
+    def resolve(log_: Log, topic: str, partition: int) -> tuple[int, int | None] | None:
+        _d, start, end = ranges[(topic, partition)]
+        if end <= start:
+            return None
+        return start, end
+
+    return _plan(options, predicates, targets, resolve)
+
+
+def iter_logs(targets: list[tuple[str, str, int]]) -> Iterator[tuple[str, Log]]:
+    """Open each target partition read-only, one log directory at a time (for offsets in the driver)."""
+    by_dir: dict[str, list[tuple[str, int]]] = {}
+    for d, t, p in targets:
+        by_dir.setdefault(d, []).append((t, p))
+    for d, parts in by_dir.items():
+        with LogDir(d) as ld:
+            for t, p in parts:
+                yield d, ld.log(f"{t}-{p}")

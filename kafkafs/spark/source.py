@@ -1,0 +1,264 @@
+"""The ``kafkalog`` data source: thin pyspark classes over :mod:`plan`, :mod:`scan`, :mod:`write`
+and :mod:`stream`, which hold the logic and need no Spark to test.
+
+Filter push-down needs ``spark.sql.python.filterPushdown.enabled=true`` (:func:`kafkafs.spark.register`
+sets it where that is safe, see :func:`pushdown_is_scan_scoped`). Spark refuses to plan a reader that
+implements ``pushFilters`` while the setting is off, so when the caller's frame shows push-down is off
+the source hands out a reader without it; reads then work either way, only without pruning by filters.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import uuid
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceArrowWriter,
+    DataSourceReader,
+    DataSourceStreamReader,
+    InputPartition,
+    WriterCommitMessage,
+)
+from pyspark.sql.types import StructType
+
+from ..errors import InvalidInput
+from .options import parse_read_options
+from .plan import ScanSpec, Split, plan_ranges, plan_read
+from .predicates import Predicates, from_filters
+from .scan import read_split
+from .schema import spark_schema
+from .stream import cap_offsets, from_json, initial_offsets, locations, log_ends, to_json
+from .write import (
+    StagedFile,
+    Stager,
+    check_write_schema,
+    commit_staged,
+    discard_job,
+    settings_from,
+    staging_root,
+    start_job,
+    task_tag,
+)
+
+try:  # Spark 4.2+: admission control and Trigger.AvailableNow for Python streaming sources
+    from pyspark.sql.streaming.datasource import (
+        ReadAllAvailable,
+        ReadMaxRows,
+        SupportsTriggerAvailableNow,
+    )
+except ImportError:  # Spark 4.1
+    ReadAllAvailable = ReadMaxRows = None  # type: ignore[assignment,misc]
+    SupportsTriggerAvailableNow = object  # type: ignore[assignment,misc]
+
+__all__ = ["KafkaLogDataSource", "KafkaLogInputPartition"]
+
+log = logging.getLogger("kafkafs.spark")
+
+
+def pushdown_is_scan_scoped() -> bool:
+    """True when this Spark keeps the read planned by filter push-down with the scan it was planned for.
+
+    Spark 4.1 to 4.3 store it on the relation (``PythonDataSourceV2.setReadInfo``), so a later query
+    on the same DataFrame with no pushable filter reuses the earlier query's pruned read and returns too
+    few rows. The fix came with limit push-down (SPARK-58551), whose ``DataSourceReader.pushLimit``
+    marks a fixed pyspark.
+    """
+    return hasattr(DataSourceReader, "pushLimit")
+
+
+def _pushdown_disabled_by_caller() -> bool:
+    """True when the Spark planner calling ``reader()`` has push-down turned off (see the module doc)."""
+    frame = sys._getframe(2)
+    for _ in range(4):
+        if frame is None:
+            return False
+        if frame.f_locals.get("enable_pushdown") is False:
+            return True
+        frame = frame.f_back
+    return False
+
+
+class KafkaLogInputPartition(InputPartition):
+    """One :class:`~kafkafs.spark.plan.Split`: the pieces one task reads."""
+
+    def __init__(self, split: Split) -> None:
+        super().__init__(split)
+
+    @property
+    def split(self) -> Split:
+        return self.value
+
+
+def _input_partitions(splits: list[Split], spec: ScanSpec) -> list[KafkaLogInputPartition]:
+    if not splits:
+        return [KafkaLogInputPartition(Split((), spec))]
+    return [KafkaLogInputPartition(s) for s in splits]
+
+
+class KafkaLogDataSource(DataSource):
+    """``spark.read.format("kafkalog").load(LOGDIR)``, ``df.write.format("kafkalog")``, ``readStream``."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "kafkalog"
+
+    def schema(self) -> StructType:
+        return spark_schema()
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        if schema.simpleString() != spark_schema().simpleString():
+            raise InvalidInput(f"kafkalog rows have Spark's Kafka schema ({spark_schema().simpleString()}); "
+                               f"a different schema cannot be read: {schema.simpleString()}")
+        options = parse_read_options(self.options)
+        if _pushdown_disabled_by_caller():
+            return KafkaLogReader(options)
+        return KafkaLogPushdownReader(options)
+
+    def writer(self, schema: StructType, overwrite: bool) -> KafkaLogWriter:
+        if overwrite:
+            raise InvalidInput("kafkalog only appends: use mode('append')")
+        return KafkaLogWriter(dict(self.options), schema)
+
+    def streamReader(self, schema: StructType) -> KafkaLogStreamReader:
+        return KafkaLogStreamReader(dict(self.options))
+
+
+# ---------------------------------------------------------------------------------------------- batch read
+
+
+class KafkaLogReader(DataSourceReader):
+    def __init__(self, options: Any) -> None:
+        self.options = options
+        self.predicates = Predicates()
+
+    def partitions(self) -> Sequence[InputPartition]:
+        plan = plan_read(self.options, self.predicates)
+        log.info("kafkalog: %d splits, %d of %d segments pruned", len(plan.splits), plan.segments_pruned,
+                 plan.segments_total)
+        return _input_partitions(plan.splits, ScanSpec.of(self.options, self.predicates))
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        return read_split(partition.value)
+
+
+class KafkaLogPushdownReader(KafkaLogReader):
+    def pushFilters(self, filters: list[Any]) -> list[Any]:
+        self.predicates, rest = from_filters(filters)
+        return rest
+
+
+# ---------------------------------------------------------------------------------------------- write
+
+
+class KafkaLogCommitMessage(WriterCommitMessage):
+    def __init__(self, files: list[StagedFile]) -> None:
+        self.files = files
+
+
+class KafkaLogWriter(DataSourceArrowWriter):
+    def __init__(self, options: dict[str, Any], schema: StructType) -> None:
+        read_opts = parse_read_options(options)
+        if len(read_opts.paths) != 1:
+            raise InvalidInput("write to exactly one log directory: save(LOGDIR)")
+        self.logdir = read_opts.paths[0]
+        self.topic = read_opts.topic
+        self.compression = read_opts.compression
+        self.staging = str(staging_root(self.logdir, read_opts.staging_dir))
+        self.options = options
+        self.job_id = f"job-{uuid.uuid4().hex}"
+        check_write_schema([(f.name, f.dataType.simpleString()) for f in schema.fields], self.topic)
+        settings_from(options)  # a bad setting fails here, before any task runs
+        start_job(Path(self.staging), self.job_id)
+
+    def write(self, iterator: Iterator[Any]) -> KafkaLogCommitMessage:
+        stager = Stager(Path(self.staging), self.job_id, task_tag(), topic=self.topic, compression=self.compression)
+        try:
+            for batch in iterator:
+                stager.add(batch)
+            return KafkaLogCommitMessage(stager.finish())
+        except BaseException:
+            stager.discard()
+            raise
+
+    def commit(self, messages: list[Any]) -> None:
+        files = [f for m in messages if m is not None for f in m.files]
+        try:
+            appended = commit_staged(self.logdir, files, settings_from(self.options))
+            for (topic, partition), (first, last) in sorted(appended.items()):
+                log.info("kafkalog: appended %s-%d offsets %d..%d", topic, partition, first, last)
+        finally:
+            discard_job(Path(self.staging), self.job_id)
+
+    def abort(self, messages: list[Any]) -> None:
+        discard_job(Path(self.staging), self.job_id)
+
+
+# ---------------------------------------------------------------------------------------------- stream
+
+
+class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type: ignore[misc]
+    """Micro-batches of new records, offsets per partition (see :mod:`kafkafs.spark.stream`)."""
+
+    def __init__(self, options: dict[str, Any]) -> None:
+        self.options = parse_read_options(options, streaming=True)
+        self._last: dict | None = None  # Spark 4.1 calls latestOffset() without the start
+        self._available_now: dict[tuple[str, int], int] | None = None
+
+    def initialOffset(self) -> dict:
+        offsets = to_json(initial_offsets(self.options))
+        self._last = offsets
+        return offsets
+
+    def getDefaultReadLimit(self) -> Any:
+        n = self.options.max_offsets_per_trigger
+        if ReadMaxRows is None:
+            return None
+        return ReadMaxRows(n) if n else ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._available_now = log_ends(self.options)[1]
+
+    def latestOffset(self, start: dict | None = None, limit: Any = None) -> dict:
+        log_starts, ends = log_ends(self.options)
+        if self._available_now is not None:
+            ends = {k: min(v, self._available_now.get(k, v)) for k, v in ends.items() if k in self._available_now}
+        begin = from_json(start if start is not None else self._last)
+        begin = {k: begin.get(k, log_starts[k]) for k in ends}
+        ends = {k: max(v, begin[k]) for k, v in ends.items()}  # never move backwards (a truncated log)
+        if limit is None:
+            max_rows = self.options.max_offsets_per_trigger
+        elif ReadMaxRows is not None and isinstance(limit, ReadMaxRows):
+            max_rows = limit.max_rows
+        else:
+            max_rows = None
+        result = to_json(cap_offsets(begin, ends, max_rows))
+        if start is None:
+            self._last = result
+        return result
+
+    def reportLatestOffset(self) -> dict | None:
+        return to_json(log_ends(self.options)[1])
+
+    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        begin, stop = from_json(start), from_json(end)
+        where = locations(self.options)
+        ranges = {}
+        for key, e in stop.items():
+            if key not in where:
+                continue  # the partition folder went away
+            s = begin.get(key, 0)
+            if e > s:
+                ranges[key] = (where[key], s, e)
+        plan = plan_ranges(self.options, ranges)
+        return [KafkaLogInputPartition(s) for s in plan.splits]
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        return read_split(partition.value)
+
+    def commit(self, end: dict) -> None:
+        self._last = end

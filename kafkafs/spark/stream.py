@@ -1,0 +1,92 @@
+"""Offsets of the streaming source: ``{"topic": {"0": 42}}``, the next offset to read per partition.
+
+A micro-batch reads ``start..end`` (end exclusive) of every partition; ``end`` is the log end offset
+of the files when Spark asks (:meth:`~kafkafs.storage.log.Log.log_end_offset` after a fresh open, so
+appends by other processes count), capped by ``maxOffsetsPerTrigger`` spread over the partitions in
+proportion to what each has waiting, as Spark's Kafka source does. Partitions that appear later are
+read from their start.
+"""
+
+from __future__ import annotations
+
+from ..errors import InvalidInput
+from .options import EARLIEST, LATEST, ReadOptions
+from .plan import discover_partitions, iter_logs, offset_for_timestamp
+
+__all__ = ["Offsets", "to_json", "from_json", "log_ends", "initial_offsets", "cap_offsets", "locations"]
+
+Offsets = dict[tuple[str, int], int]
+
+
+def to_json(offsets: Offsets) -> dict[str, dict[str, int]]:
+    out: dict[str, dict[str, int]] = {}
+    for (topic, partition), offset in sorted(offsets.items()):
+        out.setdefault(topic, {})[str(partition)] = offset
+    return out
+
+
+def from_json(data: dict | None) -> Offsets:
+    out: Offsets = {}
+    for topic, parts in (data or {}).items():
+        for partition, offset in parts.items():
+            out[(topic, int(partition))] = int(offset)
+    return out
+
+
+def locations(options: ReadOptions) -> dict[tuple[str, int], str]:
+    """Which log directory holds each wanted partition."""
+    return {(t, p): d for d, t, p in discover_partitions(options)}
+
+
+def log_ends(options: ReadOptions) -> tuple[Offsets, Offsets]:
+    """``(log start offsets, log end offsets)`` of every wanted partition, read now."""
+    starts: Offsets = {}
+    ends: Offsets = {}
+    for _d, log_ in iter_logs(discover_partitions(options)):
+        key = (log_.topic, log_.partition)
+        starts[key] = log_.log_start_offset
+        ends[key] = log_.log_end_offset
+    return starts, ends
+
+
+def initial_offsets(options: ReadOptions) -> Offsets:
+    """Where a new query starts: ``startingOffsets`` (default latest) or a starting timestamp."""
+    out: Offsets = {}
+    for _d, log_ in iter_logs(discover_partitions(options)):
+        topic, partition = log_.topic, log_.partition
+        ts = options.starting_timestamp.for_partition(topic, partition) if options.starting_timestamp else None
+        if ts is not None:
+            found = offset_for_timestamp(log_, ts)
+            if found is None and options.starting_by_timestamp_strategy == "error":
+                raise InvalidInput(
+                    f"startingTimestamp {ts}: {topic}-{partition} has no record at or after it "
+                    "(option startingOffsetsByTimestampStrategy=latest starts such partitions at their end)"
+                )
+            out[(topic, partition)] = log_.log_end_offset if found is None else found
+            continue
+        spec = options.starting.for_partition(topic, partition)
+        if spec == EARLIEST:
+            out[(topic, partition)] = log_.log_start_offset
+        elif spec == LATEST:
+            out[(topic, partition)] = log_.log_end_offset
+        else:
+            out[(topic, partition)] = max(spec, log_.log_start_offset)
+    return out
+
+
+def cap_offsets(start: Offsets, end: Offsets, max_rows: int | None) -> Offsets:
+    """``end`` limited to about ``max_rows`` offsets in all, shared by what each partition has waiting."""
+    if max_rows is None:
+        return dict(end)
+    lag = {k: max(0, e - start.get(k, e)) for k, e in end.items()}
+    total = sum(lag.values())
+    if total <= max_rows:
+        return dict(end)
+    out: Offsets = {}
+    for k, e in end.items():
+        s = start.get(k, e)
+        share = lag[k] * max_rows // total
+        if lag[k] and share == 0:
+            share = 1  # keep every partition moving
+        out[k] = min(e, s + share)
+    return out

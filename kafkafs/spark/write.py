@@ -1,0 +1,367 @@
+"""Appending a DataFrame to a log directory: stage in the tasks, publish in the driver.
+
+Spark may run a write task twice (a retry, a speculative copy) and may fail a job half way, so a task
+never touches the log: it encodes its rows into v2 record batches (base offset 0, as a producer sends
+them) in a staging file per topic-partition under ``LOGDIR/.kafkafs-staging/<job>/<task-attempt>/``
+(or the ``stagingDir`` option) and reports the files in its commit message. Spark hands the driver
+exactly one message per task, from the attempt that succeeded, so the files of failed or duplicate
+attempts are never published.
+
+``commit`` then takes the log directory's lock (a writable :class:`~kafkafs.storage.logdir.LogDir`),
+checks every staged batch first (CRC, ``max.message.bytes`` of its topic), and only then appends
+through the engine, which assigns offsets and keeps the indexes. If an append fails part way, every
+partition is truncated back to where it was, so a job appends all of its rows or none. ``abort`` and
+the end of ``commit`` delete the staging folder: a broker refuses to load a log directory with a
+folder whose name is not ``<topic>-<partition>``, so nothing may be left behind.
+
+Columns are those of Spark's Kafka sink: ``value`` (required, binary or string), ``key``, ``topic``
+(or the ``topic`` option, which wins, as in Spark), ``partition`` (default 0), ``headers``
+(``array<struct<key: string, value: binary>>``) and ``timestamp`` (default: the time of the append).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import shutil
+import time
+import uuid
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from ..errors import CorruptRecordError, InvalidInput, RecordTooLargeError
+from ..format.batch import LOG_OVERHEAD, Codec, encode_batch, read_batch_header, validate_batch
+from ..storage.config import DEFAULTS, Settings
+from ..storage.log import Log, parse_partition_dir_name
+from ..storage.logdir import LogDir
+
+__all__ = [
+    "StagedFile",
+    "Stager",
+    "start_job",
+    "commit_staged",
+    "discard_job",
+    "staging_root",
+    "check_write_schema",
+    "settings_from",
+]
+
+log = logging.getLogger("kafkafs.spark")
+
+STAGING_DIR_NAME = ".kafkafs-staging"
+ACTIVE = "ACTIVE"
+BATCH_BYTES = 256 * 1024  # records per staged batch: well under the default max.message.bytes (1 MiB)
+BATCH_RECORDS = 8192
+_CODECS = {"none": Codec.NONE, "gzip": Codec.GZIP, "snappy": Codec.SNAPPY, "lz4": Codec.LZ4, "zstd": Codec.ZSTD}
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class StagedFile:
+    topic: str
+    partition: int
+    path: str
+    records: int
+    batches: int
+    size: int
+
+
+def staging_root(logdir: str, staging_dir: str | None) -> Path:
+    return Path(staging_dir) if staging_dir else Path(logdir) / STAGING_DIR_NAME
+
+
+def settings_from(options: Mapping[str, Any]) -> Settings:
+    """Topic settings for appends: the settings file (option ``config``, else kafkafs's default path)
+    and any option named like a Kafka setting (``segment.bytes``, ``compression.type``, ...)."""
+    opts = {str(k).lower(): v for k, v in options.items()}
+    overrides = {k: v for k, v in opts.items() if k in DEFAULTS}
+    return Settings.load(opts.get("config"), overrides)
+
+
+# ---------------------------------------------------------------------------------------------- schema
+
+_STRINGY = (pa.types.is_binary, pa.types.is_string, pa.types.is_large_binary, pa.types.is_large_string)
+
+
+def check_write_schema(names_types: list[tuple[str, str]], topic_option: str | None) -> None:
+    """Refuse, before any task runs, a DataFrame the Kafka sink would refuse (Spark simple type names)."""
+    types = {n.lower(): t for n, t in names_types}
+    if "value" not in types:
+        raise InvalidInput("the DataFrame has no value column (kafkalog writes need value; key, topic, "
+                           "partition, headers and timestamp are optional)")
+    for name in ("key", "value"):
+        if name in types and types[name] not in ("binary", "string"):
+            raise InvalidInput(f"column {name} must be binary or string, not {types[name]}")
+    if "topic" not in types and not topic_option:
+        raise InvalidInput("no topic: give the DataFrame a topic column or set the topic option")
+    if "topic" in types and types["topic"] != "string":
+        raise InvalidInput(f"column topic must be string, not {types['topic']}")
+    if "partition" in types and types["partition"] not in ("int", "bigint", "smallint", "tinyint"):
+        raise InvalidInput(f"column partition must be int, not {types['partition']}")
+    if "timestamp" in types and types["timestamp"] not in ("timestamp", "timestamp_ntz"):
+        raise InvalidInput(f"column timestamp must be timestamp, not {types['timestamp']}")
+    if "headers" in types:
+        t = types["headers"].replace(" ", "")
+        if t not in ("array<struct<key:string,value:binary>>", "array<struct<key:string,value:string>>"):
+            raise InvalidInput(f"column headers must be array<struct<key: string, value: binary>>, not {types['headers']}")
+
+
+# ---------------------------------------------------------------------------------------------- tasks
+
+
+def _as_bytes_list(column: pa.ChunkedArray | pa.Array) -> list[bytes | None]:
+    t = column.type
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        column = column.cast(pa.large_binary() if pa.types.is_large_string(t) else pa.binary())
+    return column.to_pylist()
+
+
+def _headers_list(column: pa.Array) -> list[tuple[tuple[str, bytes | None], ...]]:
+    out: list[tuple[tuple[str, bytes | None], ...]] = []
+    for row in column.to_pylist():
+        if not row:
+            out.append(())
+            continue
+        items = []
+        for h in row:
+            if h is None or h.get("key") is None:
+                raise InvalidInput("a header without a key cannot be written")
+            v = h.get("value")
+            items.append((h["key"], v.encode("utf-8") if isinstance(v, str) else v))
+        out.append(tuple(items))
+    return out
+
+
+class _Pending:
+    __slots__ = ("rows", "bytes", "file", "path", "records", "batches", "size")
+
+    def __init__(self, path: Path) -> None:
+        self.rows: list[tuple] = []
+        self.bytes = 0
+        self.path = path
+        self.file = open(path, "wb")  # noqa: SIM115 - closed in Stager.finish/discard
+        self.records = 0
+        self.batches = 0
+        self.size = 0
+
+
+def start_job(root: Path, job_id: str) -> None:
+    """Create a job's staging folder and its ``ACTIVE`` marker (in the driver, before any task runs).
+
+    Tasks only ever create their own folder inside it, never the job folder: once ``commit`` or
+    ``abort`` removed it, a task that Spark has not stopped yet cannot bring it back.
+    """
+    job = root / job_id
+    job.mkdir(parents=True)
+    (job / ACTIVE).touch()
+
+
+def _job_active(job: Path) -> bool:
+    return (job / ACTIVE).exists()
+
+
+class Stager:
+    """One task attempt's staging: rows in, staged batch files out."""
+
+    def __init__(self, root: Path, job_id: str, task_tag: str, *, topic: str | None, compression: str = "none") -> None:
+        self.root = root
+        self.job = root / job_id
+        self.dir = self.job / task_tag
+        try:
+            self.dir.mkdir()
+        except FileNotFoundError:
+            raise InvalidInput(f"write job {job_id} is over (its staging folder {self.job} is gone)") from None
+        self.topic = topic
+        self.codec = _CODECS[compression]
+        self._pending: dict[tuple[str, int], _Pending] = {}
+        if not _job_active(self.job):
+            self.discard()
+            raise InvalidInput(f"write job {job_id} is over (aborted or committed)")
+
+    def add(self, batch: pa.RecordBatch) -> None:
+        """Stage one Arrow batch of rows (columns as the Kafka sink's)."""
+        n = batch.num_rows
+        if not n:
+            return
+        names = {name.lower(): i for i, name in enumerate(batch.schema.names)}
+
+        def col(name: str) -> pa.Array | None:
+            i = names.get(name)
+            return None if i is None else batch.column(i)
+
+        values = _as_bytes_list(col("value"))  # type: ignore[arg-type]
+        key_col = col("key")
+        keys = _as_bytes_list(key_col) if key_col is not None else [None] * n
+        topic_col = col("topic")
+        topics = [self.topic] * n if self.topic or topic_col is None else topic_col.to_pylist()
+        part_col = col("partition")
+        partitions = [0] * n if part_col is None else [0 if p is None else p for p in part_col.to_pylist()]
+        ts_col = col("timestamp")
+        if ts_col is None:
+            stamps: list[int | None] = [None] * n
+        else:
+            micros = ts_col.cast(pa.int64()).to_pylist()
+            stamps = [None if us is None else us // 1000 for us in micros]
+        hdr_col = col("headers")
+        headers = _headers_list(hdr_col) if hdr_col is not None else [()] * n
+        for i in range(n):
+            topic = topics[i]
+            if topic is None:
+                raise InvalidInput("a row has a null topic (set the topic option or fill the topic column)")
+            key = (topic, partitions[i])
+            pending = self._pending.get(key)
+            if pending is None:
+                if partitions[i] < 0:
+                    raise InvalidInput(f"partition {partitions[i]} of topic {topic!r} is negative")
+                parse_partition_dir_name(f"{topic}-{partitions[i]}")  # InvalidName for a bad topic or partition
+                pending = self._pending[key] = _Pending(self.dir / f"{topic}-{partitions[i]}.batches")
+            k, v, h = keys[i], values[i], headers[i]
+            pending.rows.append((stamps[i], k, v, h))
+            pending.bytes += 16 + (len(k) if k else 0) + (len(v) if v else 0) + sum(
+                len(hk) + (len(hv) if hv else 0) for hk, hv in h
+            )
+            if pending.bytes >= BATCH_BYTES or len(pending.rows) >= BATCH_RECORDS:
+                self._encode(pending)
+
+    def _encode(self, pending: _Pending) -> None:
+        if not pending.rows:
+            return
+        now = time.time_ns() // 1_000_000
+        rows = [(now if ts is None else ts, k, v, h) for ts, k, v, h in pending.rows]
+        data = encode_batch(rows, compression=self.codec)
+        pending.file.write(data)
+        pending.records += len(rows)
+        pending.batches += 1
+        pending.size += len(data)
+        pending.rows = []
+        pending.bytes = 0
+
+    def finish(self) -> list[StagedFile]:
+        """Flush, fsync and close every staging file; their descriptions go in the commit message."""
+        out = []
+        for (topic, partition), pending in self._pending.items():
+            self._encode(pending)
+            pending.file.flush()
+            os.fsync(pending.file.fileno())
+            pending.file.close()
+            out.append(StagedFile(topic, partition, str(pending.path), pending.records, pending.batches, pending.size))
+        if not _job_active(self.job):
+            self.discard()
+            raise InvalidInput(f"write job {self.job.name} is over (aborted or committed)")
+        return out
+
+    def discard(self) -> None:
+        """Remove this attempt's files; when the job is already over (a task Spark stopped late), also
+        the job folder and the staging root if they are left empty."""
+        for pending in self._pending.values():
+            pending.file.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+        if not _job_active(self.job):
+            for folder in (self.job, self.root):
+                try:
+                    folder.rmdir()
+                except OSError:
+                    break
+
+
+def task_tag() -> str:
+    """``<partition>-<attempt>-<random>`` from Spark's TaskContext (random alone outside a task)."""
+    suffix = uuid.uuid4().hex[:8]
+    try:
+        from pyspark import TaskContext
+
+        tc = TaskContext.get()
+    except ImportError:
+        tc = None
+    if tc is None:
+        return f"task-{suffix}"
+    return f"task-{tc.partitionId()}-{tc.attemptNumber()}-{suffix}"
+
+
+# ---------------------------------------------------------------------------------------------- driver
+
+
+def _staged_batches(path: str) -> Iterator[bytes]:
+    """The batches of a staging file, one ``bytes`` each; CorruptRecordError for a damaged file."""
+    with open(path, "rb") as f:
+        position = 0
+        while True:
+            prefix = f.read(LOG_OVERHEAD)
+            if not prefix:
+                return
+            if len(prefix) < LOG_OVERHEAD:
+                raise CorruptRecordError("staged batch cut short", position, path)
+            length = int.from_bytes(prefix[8:12], "big", signed=True)
+            rest = f.read(max(length, 0))
+            if length < 0 or len(rest) < length:
+                raise CorruptRecordError("staged batch cut short", position, path)
+            yield prefix + rest
+            position += LOG_OVERHEAD + length
+
+
+def _check(files: list[StagedFile], settings: Settings) -> None:
+    for sf in files:
+        limit = settings.for_topic(sf.topic).max_message_bytes
+        for data in _staged_batches(sf.path):
+            header = read_batch_header(data, 0)
+            if header is None:
+                raise CorruptRecordError("staged batch cut short", None, sf.path)
+            validate_batch(data, header)
+            if header.size > limit:
+                raise RecordTooLargeError(
+                    f"{sf.topic}-{sf.partition}: a batch of {header.size} bytes is larger than max.message.bytes="
+                    f"{limit} (a single record that large cannot be appended; raise max.message.bytes)"
+                )
+
+
+def commit_staged(logdir: str, files: list[StagedFile], settings: Settings) -> dict[tuple[str, int], tuple[int, int]]:
+    """Append every staged file, in the given order, under the log directory's lock; all or nothing.
+
+    Returns ``{(topic, partition): (first offset, last offset)}`` of what was appended.
+    """
+    groups: dict[tuple[str, int], list[StagedFile]] = {}
+    for sf in files:
+        groups.setdefault((sf.topic, sf.partition), []).append(sf)
+    _check(files, settings)
+    appended: dict[tuple[str, int], tuple[int, int]] = {}
+    with LogDir(logdir, settings, writable=True) as ld:
+        before: dict[tuple[str, int], tuple[Log, int]] = {}
+        try:
+            for (topic, partition), group in groups.items():
+                if not any(sf.records for sf in group):
+                    continue
+                log_ = ld.create_partition(topic, partition)  # opens it when it exists
+                start = log_.log_end_offset
+                before[(topic, partition)] = (log_, start)
+                for sf in group:
+                    for data in _staged_batches(sf.path):
+                        log_.append_batches(data, flush=False)
+                appended[(topic, partition)] = (start, log_.log_end_offset - 1)
+            for log_, _start in before.values():
+                log_.flush()
+        except BaseException:
+            for (topic, partition), (log_, start) in before.items():
+                try:
+                    log_.truncate_to(start)
+                    log_.flush()
+                except Exception as exc:  # keep the first error; say what could not be undone
+                    log.error("%s-%d: could not truncate back to %d: %s", topic, partition, start, exc)
+            raise
+    return appended
+
+
+def discard_job(root: Path, job_id: str) -> None:
+    """End a job: its ``ACTIVE`` marker first (so late tasks clean up after themselves), then its
+    staging folder, then the staging root when it is left empty."""
+    try:
+        (root / job_id / ACTIVE).unlink()
+    except FileNotFoundError:
+        pass
+    shutil.rmtree(root / job_id, ignore_errors=True)
+    try:
+        root.rmdir()
+    except OSError:
+        pass

@@ -1,0 +1,165 @@
+"""Planning without Spark: partitions, segments, byte ranges, pruning."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from kafkafs.errors import InvalidInput
+from kafkafs.spark.options import parse_read_options
+from kafkafs.spark.plan import discover_partitions, offset_for_timestamp
+from kafkafs.spark.predicates import IntBounds, Predicates
+from kafkafs.storage.logdir import LogDir
+
+from .conftest import BASE_TS, engine_rows
+from .helpers import plan, read_plan
+
+
+def _segments(logdir: Path) -> dict[tuple[str, int], list[tuple[int, int, list[int]]]]:
+    """(topic, partition) -> [(base offset, size, offset index positions)] of non-empty segments."""
+    out = {}
+    with LogDir(logdir) as ld:
+        for log in ld:
+            out[(log.topic, log.partition)] = [
+                (base, seg.size, [e.position for e in seg.offset_index]) for base, seg in log.segments.items() if seg.size
+            ]
+    return out
+
+
+def test_pieces_cover_every_segment_exactly(generated):
+    segments = _segments(generated)
+    assert all(len(v) >= 4 for v in segments.values() if sum(s[1] for s in v) > 30000), "the generated log has many segments"
+    p = plan(generated)
+    assert len(p.splits) == 1, "small pieces are packed into one split"
+    by_segment: dict = {}
+    for piece in p.pieces:
+        by_segment.setdefault((piece.topic, piece.partition, piece.base_offset), []).append((piece.start, piece.end))
+    for (topic, partition), segs in segments.items():
+        for base, size, _positions in segs:
+            assert by_segment[(topic, partition, base)] == [(0, size)]
+    assert p.segments_pruned == 0
+    assert read_plan(p) == engine_rows(generated)
+
+
+def test_large_segments_split_at_index_entries(generated):
+    segments = _segments(generated)
+    p = plan(generated, maxBytesPerPartition=4000)
+    assert len(p.splits) > sum(len(v) for v in segments.values())
+    for split in p.splits:
+        assert split.size <= 4000 or len(split.pieces) == 1
+    for (topic, partition), segs in segments.items():
+        for base, size, positions in segs:
+            ranges = sorted((x.start, x.end) for x in p.pieces if (x.topic, x.partition, x.base_offset) == (topic, partition, base))
+            assert ranges[0][0] == 0 and ranges[-1][1] == size
+            for (_a, b), (c, _d) in zip(ranges, ranges[1:], strict=False):
+                assert b == c and b in positions, "cuts are at offset index positions, contiguous"
+            if size > 8000:
+                assert len(ranges) >= 2
+    assert read_plan(p) == engine_rows(generated)
+
+
+def test_offset_bounds_prune_segments_and_start_at_the_index(generated):
+    start, end = 320, 340
+    p = plan(
+        generated,
+        topics="orders",
+        startingOffsets=json.dumps({"orders": {"0": start}}),
+        endingOffsets=json.dumps({"orders": {"0": end, "1": 40}}),
+    )
+    segs = {base: positions for base, _size, positions in _segments(generated)[("orders", 0)]}
+    bases = sorted(segs)
+    pieces0 = [x for x in p.pieces if x.partition == 0]
+    wanted = [b for i, b in enumerate(bases) if b < end and (i + 1 == len(bases) or bases[i + 1] > start)]
+    assert sorted({x.base_offset for x in pieces0}) == wanted
+    assert p.segments_pruned >= len(bases) - len(wanted)
+    with LogDir(generated) as ld:
+        seg = ld.log("orders-0").segment_for(start)
+        assert pieces0[0].start == seg.offset_index.lookup(start).position > 0, "the scan starts at the index"
+        assert pieces0[-1].end < seg.size, "and stops at the first index entry past the end"
+    rows = read_plan(p)
+    expect = [r for r in engine_rows(generated) if r[0] == "orders" and ((r[1] == 0 and start <= r[2] < end) or (r[1] == 1 and r[2] < 40))]
+    assert rows == expect
+
+
+def test_timestamp_options_follow_offsets_for_times(generated):
+    everything = engine_rows(generated)
+    for ts in (BASE_TS - 1000, BASE_TS + 1234, BASE_TS + 3001, BASE_TS + 5990):
+        p = plan(generated, topics="orders", startingTimestamp=ts, endingTimestamp=ts + 777)
+        expect = []
+        for partition in (0, 1):
+            rows = [r for r in everything if r[:2] == ("orders", partition)]
+            first = next((r[2] for r in rows if r[3] >= ts), None)
+            last = next((r[2] for r in rows if r[3] >= ts + 777), None)
+            expect += [r for r in rows if first is not None and r[2] >= first and (last is None or r[2] < last)]
+        assert read_plan(p) == expect, ts
+    with pytest.raises(InvalidInput, match="no record at or after"):
+        plan(generated, startingTimestamp=BASE_TS + 10**9)
+    assert plan(generated, startingTimestamp=BASE_TS + 10**9, startingOffsetsByTimestampStrategy="latest").splits == []
+
+
+def test_offset_for_timestamp_matches_a_scan(generated):
+    with LogDir(generated) as ld:
+        log = ld.log("orders-1")
+        records = list(log.records())
+        for ts in range(BASE_TS - 50, BASE_TS + 6100, 97):
+            expect = next((off for off, t, *_ in records if t >= ts), None)
+            assert offset_for_timestamp(log, ts) == expect
+
+
+def test_time_filter_prunes_sealed_segments(generated):
+    lo_ms = BASE_TS + 4500
+    preds = Predicates(timestamp=IntBounds(lo=lo_ms * 1000))
+    p = plan(generated, preds, topics="orders")
+    assert p.segments_pruned > 0
+    with LogDir(generated) as ld:
+        log = ld.log("orders-0")
+        for base, seg in list(log.segments.items())[:-1]:
+            if seg.time_index.last_entry.timestamp < lo_ms:
+                assert all(x.base_offset != base for x in p.pieces if x.partition == 0)
+    expect = [r for r in engine_rows(generated) if r[0] == "orders" and r[3] >= lo_ms]
+    assert read_plan(p) == expect
+
+
+def test_partition_and_topic_predicates_prune_partitions(generated):
+    p = plan(generated, Predicates(topics=frozenset({"orders"}), partition=IntBounds(1, 1, frozenset({1}))))
+    assert {(x.topic, x.partition) for x in p.pieces} == {("orders", 1)}
+    assert plan(generated, Predicates(topics=frozenset())).splits == []
+
+
+def test_discovery(generated, tmp_path):
+    opts = parse_read_options({"path": str(generated)})
+    assert [(t, p) for _d, t, p in discover_partitions(opts)] == [("audit", 0), ("events", 0), ("orders", 0), ("orders", 1)]
+    opts = parse_read_options({"path": str(generated), "topicPattern": "ord.*"})
+    assert {t for _d, t, _p in discover_partitions(opts)} == {"orders"}
+    opts = parse_read_options({"paths": json.dumps([str(generated), str(generated)])})
+    assert len(discover_partitions(opts)) == 4, "the same directory twice is read once"
+    twin = tmp_path / "twin"
+    (twin / "orders-0").mkdir(parents=True)
+    (twin / "__cluster_metadata-0").mkdir()
+    with pytest.raises(InvalidInput, match="orders-0 is in both"):
+        discover_partitions(parse_read_options({"paths": f"{generated},{twin}"}))
+    assert discover_partitions(parse_read_options({"path": str(twin), "topics": "__cluster_metadata"}))
+    assert [t for _d, t, _p in discover_partitions(parse_read_options({"path": str(twin)}))] == ["orders"]
+    with pytest.raises(InvalidInput, match="no such log directory"):
+        discover_partitions(parse_read_options({"path": str(tmp_path / "nope")}))
+    glob = parse_read_options({"path": str(tmp_path / "tw*")})
+    assert glob.paths == (str(twin),)
+    with pytest.raises(InvalidInput, match="is a partition folder; load its log directory"):
+        discover_partitions(parse_read_options({"path": str(generated / "orders-0")}))
+
+
+def test_fixture_directories_plan_from_names_and_indexes(fixtures_dir):
+    p = plan(fixtures_dir / "kafka-logs-a")
+    names = {(x.topic, x.partition) for x in p.pieces}
+    assert ("__consumer_offsets", 12) in names
+    assert ("demo", 0) not in names and ("my-topic", 0) not in names, "empty segments give no piece"
+    sizes = {(x.topic, x.partition, x.base_offset): x.end for x in p.pieces}
+    assert sizes[("__consumer_offsets", 12, 0)] == os.path.getsize(
+        fixtures_dir / "kafka-logs-a" / "__consumer_offsets-12" / "00000000000000000000.log"
+    )
+    cut = plan(fixtures_dir / "kafka-logs-a", topics="__consumer_offsets", maxBytesPerPartition=16384)
+    assert len([x for x in cut.pieces if x.partition == 12 and x.base_offset == 0]) >= 3
+    assert read_plan(cut) == read_plan(plan(fixtures_dir / "kafka-logs-a", topics="__consumer_offsets"))

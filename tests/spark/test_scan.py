@@ -1,0 +1,160 @@
+"""Scanning splits without Spark: rows, bounds, predicates, damage, transactions."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+
+from kafkafs.errors import CorruptRecordError
+from kafkafs.format.batch import encode_batch, encode_control_batch
+from kafkafs.spark.plan import ScanSpec
+from kafkafs.spark.predicates import IntBounds, Predicates
+from kafkafs.spark.scan import read_split
+from kafkafs.spark.schema import ARROW_SCHEMA, spark_schema
+from kafkafs.storage.config import Settings
+from kafkafs.storage.logdir import LogDir
+
+from .conftest import BASE_TS, engine_rows
+from .helpers import arrow_rows, plan, read_plan
+
+
+def test_arrow_schema_is_what_spark_expects():
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    assert to_arrow_schema(spark_schema(), timezone="UTC").equals(ARROW_SCHEMA)
+
+
+def test_small_arrow_batches_give_the_same_rows(generated):
+    p = plan(generated, batchRows=7, maxBytesPerPartition=5000)
+    batches = [b for s in p.splits for b in read_split(s)]
+    assert all(b.schema.equals(ARROW_SCHEMA) for b in batches)
+    assert max(b.num_rows for b in batches) <= 16
+    assert arrow_rows(batches) == engine_rows(generated)
+
+
+@pytest.mark.parametrize(
+    "offset, ts",
+    [
+        (IntBounds(lo=100, hi=130), IntBounds()),
+        (IntBounds(values=frozenset({0, 5, 121, 999, 5000})), IntBounds()),
+        (IntBounds(), IntBounds(lo=(BASE_TS + 2000) * 1000 + 1, hi=(BASE_TS + 2600) * 1000)),
+        (IntBounds(lo=10), IntBounds(values=frozenset({(BASE_TS + 40) * 1000, (BASE_TS + 1955) * 1000}))),
+        (IntBounds(lo=700), IntBounds(lo=(BASE_TS + 9000) * 1000)),
+    ],
+)
+def test_predicates_return_exactly_the_matching_rows(generated, offset, ts):
+    preds = Predicates(offset=offset.tightened(), timestamp=ts.tightened())
+    p = plan(generated, preds, maxBytesPerPartition=3000)
+    expect = [r for r in engine_rows(generated) if offset.contains(r[2]) and ts.contains(r[3] * 1000)]
+    assert read_plan(p) == expect
+    assert expect, "each case selects some rows"
+
+
+def test_log_append_time_and_compression(tmp_path):
+    settings = Settings({}, {"stamped": {"message.timestamp.type": "LogAppendTime", "compression.type": "lz4"}})
+    with LogDir(tmp_path, settings, writable=True) as ld:
+        ld.create_partition("stamped", 0).append_records([(1, b"k", b"v", []), (2, None, None, [])])
+    rows = read_plan(plan(tmp_path))
+    assert [r[4] for r in rows] == [1, 1]
+    assert rows[0][3] == rows[1][3] > 10**12
+    assert rows == engine_rows(tmp_path)
+
+
+# ---------------------------------------------------------------------------------------------- damage
+
+
+def _batch_positions(logdir: Path, name: str) -> list[tuple[int, int, int, int]]:
+    """(segment base, position, first offset, last offset) of every batch."""
+    with LogDir(logdir) as ld:
+        return [
+            (seg.base_offset, view.position, view.header.base_offset, view.header.last_offset)
+            for seg, view in ld.log(name).batches()
+        ]
+
+
+def _corrupt_copy(generated: Path, writable_copy, which: int, at: int, data: bytes):
+    copy = writable_copy(generated)
+    batches = [b for b in _batch_positions(generated, "orders-0") if b[0] == 120]
+    base, pos, first, last = batches[which]
+    path = copy / "orders-0" / f"{base:020d}.log"
+    with open(path, "r+b") as f:
+        f.seek(pos + at)
+        f.write(data)
+    return copy, path, pos, first, last, batches
+
+
+def test_damaged_batch_fails_with_file_and_position(generated, writable_copy):
+    copy, path, pos, *_ = _corrupt_copy(generated, writable_copy, 5, 70, b"\xff\xfe")
+    p = plan(copy, topics="orders")
+    with pytest.raises(CorruptRecordError) as info:
+        read_plan(p)
+    message = str(info.value)
+    assert str(path) in message and f"position {pos}" in message and "CRC" in message
+    assert "onCorrupt=skip" in message
+
+
+def test_damaged_batch_is_skipped_and_logged(generated, writable_copy, caplog):
+    copy, _path, pos, first, last, _ = _corrupt_copy(generated, writable_copy, 5, 70, b"\xff\xfe")
+    with caplog.at_level(logging.WARNING, logger="kafkafs.spark"):
+        rows = read_plan(plan(copy, topics="orders", onCorrupt="skip"))
+    expect = [r for r in engine_rows(generated) if r[0] == "orders" and not (r[1] == 0 and first <= r[2] <= last)]
+    assert rows == expect
+    assert f"position {pos}" in caplog.text
+
+
+def test_damaged_header_resumes_at_the_next_index_entry(generated, writable_copy):
+    copy, path, pos, _first, _last, batches = _corrupt_copy(generated, writable_copy, 3, 8, b"\x7f\xff\xff\x00")
+    with pytest.raises(CorruptRecordError, match="position"):
+        read_plan(plan(copy, topics="orders"))
+    rows = read_plan(plan(copy, topics="orders", onCorrupt="skip"))
+    with LogDir(generated) as ld:
+        positions = [e.position for e in ld.log("orders-0").segments.get(120).offset_index]
+    resume = min(p for p in positions if p > pos)
+    lost = {o for b in batches if pos <= b[1] < resume for o in range(b[2], b[3] + 1)}
+    assert lost
+    expect = [r for r in engine_rows(generated) if r[0] == "orders" and not (r[1] == 0 and r[2] in lost)]
+    assert rows == expect
+
+
+# ---------------------------------------------------------------------------------------------- transactions
+
+
+def _transactional_log(path: Path) -> None:
+    """plain, txn 7, txn 8, plain, txn 7, COMMIT 7, ABORT 8, txn 9 (open), plain; one batch a segment."""
+    ts = BASE_TS
+
+    def rows(tag: str, n: int) -> list:
+        return [(ts + i, tag.encode(), f"{tag}-{i}".encode(), ()) for i in range(n)]
+
+    def txn(pid: int, tag: str, n: int) -> bytes:
+        return encode_batch(rows(tag, n), producer_id=pid, producer_epoch=0, base_sequence=0, transactional=True)
+
+    with LogDir(path, Settings({"segment.bytes": 100}), writable=True) as ld:
+        log = ld.create_partition("tx", 0)
+        log.append_records(rows("plainA", 2))
+        log.append_batches(txn(7, "t7a", 3))
+        log.append_batches(txn(8, "t8", 2))
+        log.append_records(rows("plainB", 1))
+        log.append_batches(txn(7, "t7b", 1))
+        log.append_batches(encode_control_batch("COMMIT", producer_id=7, producer_epoch=0, timestamp=ts))
+        log.append_batches(encode_control_batch("ABORT", producer_id=8, producer_epoch=0, timestamp=ts))
+        log.append_batches(txn(9, "t9", 2))
+        log.append_records(rows("plainC", 1))
+
+
+def test_isolation_levels(tmp_path):
+    _transactional_log(tmp_path)
+    uncommitted = read_plan(plan(tmp_path, maxBytesPerPartition=1))
+    assert len({x.base_offset for x in plan(tmp_path).pieces}) == 9, "one batch a segment"
+    keys = [r[5] for r in uncommitted]
+    assert keys == [b"plainA"] * 2 + [b"t7a"] * 3 + [b"t8"] * 2 + [b"plainB", b"t7b", b"t9", b"t9", b"plainC"]
+    committed = read_plan(plan(tmp_path, maxBytesPerPartition=1, isolationLevel="read_committed"))
+    assert [r[5] for r in committed] == [b"plainA"] * 2 + [b"t7a"] * 3 + [b"plainB", b"t7b", b"plainC"]
+
+
+def test_empty_split_reads_nothing():
+    from kafkafs.spark.plan import Split
+
+    assert list(read_split(Split((), ScanSpec()))) == []
