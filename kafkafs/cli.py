@@ -116,7 +116,7 @@ def _read_batches(stream, max_lines: int = 1000, max_bytes: int = 512 * 1024):
 
 
 def cmd_produce(args: argparse.Namespace) -> int:
-    from .format.jsonview import parse_record_line
+    from .format.jsonview import parse_lines
     from .storage.log import parse_partition_dir_name
 
     topic, partition = parse_partition_dir_name(args.partition)
@@ -130,13 +130,11 @@ def cmd_produce(args: argparse.Namespace) -> int:
         first_offset = None
         last_offset = None
         for first_line, lines in _read_batches(sys.stdin.buffer):
-            records = []
-            for i, line in enumerate(lines):
-                try:
-                    records.append(parse_record_line(line))
-                except InvalidInput as exc:
-                    done = f"; {total} records before line {first_line} were appended" if total else ""
-                    raise InvalidInput(f"line {first_line + i}: {exc}; nothing from its batch was appended{done}") from None
+            try:
+                records = parse_lines(lines, first_line)
+            except InvalidInput as exc:
+                done = f"; {total} records before line {first_line} were appended" if total else ""
+                raise InvalidInput(f"{exc}; nothing from its batch was appended{done}") from None
             result = log_.append_records(records)
             total += len(records)
             first_offset = result.first_offset if first_offset is None else first_offset

@@ -43,6 +43,7 @@ __all__ = [
     "ProducerRecord",
     "parse_record_line",
     "parse_record_lines",
+    "parse_lines",
     "parse_timestamp",
     "format_timestamp",
 ]
@@ -453,8 +454,14 @@ def parse_record_lines(data: bytes) -> list[ProducerRecord]:
     lines = data.split(b"\n")
     if lines and lines[-1] == b"":
         lines.pop()
+    return parse_lines(lines)
+
+
+def parse_lines(lines: Sequence[bytes], first_number: int = 1) -> list[ProducerRecord]:
+    """Lines (without newlines) as records; a bad one raises :class:`InvalidInput` with its number,
+    counting from ``first_number``."""
     out = []
-    for number, line in enumerate(lines, 1):
+    for number, line in enumerate(lines, first_number):
         try:
             out.append(parse_record_line(line))
         except InvalidInput as exc:

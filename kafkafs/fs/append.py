@@ -10,20 +10,10 @@ from __future__ import annotations
 import threading
 
 from ..errors import InvalidInput
-from ..format.jsonview import ProducerRecord, parse_record_line
+from ..format.jsonview import parse_lines, parse_record_line
 from ..storage.log import AppendResult, Log
 
 __all__ = ["AppendBuffer"]
-
-
-def _parse(lines: list[bytes]) -> list[ProducerRecord]:
-    out = []
-    for number, line in enumerate(lines, 1):
-        try:
-            out.append(parse_record_line(line))
-        except InvalidInput as exc:
-            raise InvalidInput(f"line {number}: {exc}") from None
-    return out
 
 
 class AppendBuffer:
@@ -45,7 +35,7 @@ class AppendBuffer:
                 return None
             lines = buf[:cut].split(b"\n")
             try:
-                records = _parse(lines)
+                records = parse_lines(lines)
             except InvalidInput:
                 if self.pending and not _first_line_parses(lines[0]):
                     self.pending = b""  # the bad line began in an earlier write: do not keep it
@@ -60,7 +50,7 @@ class AppendBuffer:
         with self._lock:
             pending, self.pending = self.pending, b""
             if pending:
-                records = _parse([pending])
+                records = parse_lines([pending])
                 self.log.append_records(records, flush=True)
                 self.appended += 1
             else:
