@@ -50,6 +50,9 @@ def _add_settings_options(parser: argparse.ArgumentParser) -> None:
 def _open_logdir(path: str, args: argparse.Namespace, *, writable: bool):
     from .storage.logdir import LogDir
 
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise CommandError(f"{path} is not a directory (a log directory holds <topic>-<partition> folders)")
+
     return LogDir(path, _settings(args), writable=writable)
 
 
@@ -96,23 +99,39 @@ def cmd_mount(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------------------------------------- produce
 
 
-def _read_batches(stream, max_lines: int = 1000, max_bytes: int = 512 * 1024):
-    """Complete lines from ``stream`` in groups (one group = one batch), with the first line's number."""
-    group: list[bytes] = []
-    size = 0
-    first_line = 1
-    number = 0
-    for line in stream:
-        number += 1
-        if line.endswith(b"\n"):
-            line = line[:-1]
-        group.append(line)
-        size += len(line)
-        if len(group) >= max_lines or size >= max_bytes:
-            yield first_line, group
-            group, size, first_line = [], 0, number + 1
-    if group:
-        yield first_line, group
+def _read_line_groups(fd: int, max_lines: int = 1000, max_bytes: int = 512 * 1024):
+    """Complete lines as they arrive on ``fd``, as ``(first line number, lines)`` groups: the complete
+    lines of one ``read()`` form a group (cut at ``max_lines`` / ``max_bytes`` so a batch stays under
+    ``max.message.bytes``), as the ``append`` file does with one ``write()``. A last line without a
+    newline counts at end of input."""
+    pending = b""
+    number = 1
+    while True:
+        chunk = os.read(fd, 1 << 20)
+        if not chunk:
+            lines = [pending] if pending else []
+        else:
+            data = pending + chunk
+            cut = data.rfind(b"\n")
+            if cut < 0:
+                pending = data
+                continue
+            lines = data[:cut].split(b"\n")
+            pending = data[cut + 1 :]
+        group: list[bytes] = []
+        size = 0
+        first = number
+        for line in lines:
+            group.append(line)
+            size += len(line)
+            number += 1
+            if len(group) >= max_lines or size >= max_bytes:
+                yield first, group
+                group, size, first = [], 0, number
+        if group:
+            yield first, group
+        if not chunk:
+            return
 
 
 def cmd_produce(args: argparse.Namespace) -> int:
@@ -121,25 +140,28 @@ def cmd_produce(args: argparse.Namespace) -> int:
 
     topic, partition = parse_partition_dir_name(args.partition)
     with _open_logdir(args.logdir, args, writable=True) as logdir:
-        if args.partition not in logdir.partition_names():
-            if args.no_create:
-                raise InvalidName(f"no partition {args.partition} in {args.logdir} (drop --no-create to create it)")
-            print(f"kafkafs: creating partition {args.partition}", file=sys.stderr)
-        log_ = logdir.create_partition(topic, partition)
+        exists = args.partition in logdir.partition_names()
+        if not exists and args.no_create:
+            raise InvalidName(f"no partition {args.partition} in {args.logdir} (drop --no-create to create it)")
+        log_ = logdir.log(args.partition) if exists else None
         total = 0
         first_offset = None
         last_offset = None
-        for first_line, lines in _read_batches(sys.stdin.buffer):
+        for first_line, lines in _read_line_groups(sys.stdin.fileno()):
             try:
                 records = parse_lines(lines, first_line)
             except InvalidInput as exc:
-                done = f"; {total} records before line {first_line} were appended" if total else ""
+                done = f"; the {total} records before it were appended" if total else ""
                 raise InvalidInput(f"{exc}; nothing from its batch was appended{done}") from None
+            if log_ is None:  # created once there is something valid to put in it
+                print(f"kafkafs: creating partition {args.partition}", file=sys.stderr)
+                log_ = logdir.create_partition(topic, partition)
             result = log_.append_records(records)
             total += len(records)
             first_offset = result.first_offset if first_offset is None else first_offset
             last_offset = result.last_offset
-        log_.flush()
+        if log_ is not None:
+            log_.flush()
     if total:
         print(f"kafkafs: appended {total} records to {args.partition} at offsets {first_offset}..{last_offset}", file=sys.stderr)
     else:
@@ -272,13 +294,20 @@ def cmd_export(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------------------------------------- parser
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with SPEC §4's errors: one line on stderr (with where to look), exit 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(EXIT_USAGE, f"kafkafs: error: {message} (see '{self.prog} --help')\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="kafkafs", description="Apache Kafka's on-disk log as ordinary files.",
     )
     parser.add_argument("--version", action="version", version=f"kafkafs {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log what happens (to stderr)")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     p = sub.add_parser("mount", help="mount a log directory (read-only unless --rw)")
     p.add_argument("logdir")

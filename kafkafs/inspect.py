@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import BinaryIO, TextIO
 
-from .errors import CorruptRecordError
+from .errors import CorruptRecordError, InvalidName
 from .format.batch import BatchHeader, decode_batch, validate_batch
 from .format.jsonview import render_batch_jsonl
 from .storage.config import LogConfig
@@ -39,7 +39,7 @@ def _batch_line(h: BatchHeader, position: int, valid: bool) -> str:
 def _base_offset_of(path: Path) -> int:
     name = path.name
     if len(name) < 24 or not name[:20].isdigit():
-        raise CorruptRecordError("not a segment file name (<20-digit base offset>.log)", file=str(path))
+        raise InvalidName(f"{path}: not a segment file name (<20-digit base offset>.log)")
     return int(name[:20])
 
 
@@ -141,6 +141,26 @@ def check_indexes(segment: LogSegment) -> list[str]:
     return problems
 
 
+def check_index_files(segment: LogSegment, *, sealed: bool) -> tuple[list[str], list[str]]:
+    """Problems and notes about the index files themselves: a sealed segment's index must hold only
+    real entries (Kafka counts every whole entry of a sealed file and would reject trailing zeros);
+    a missing index is a note, since a writer rebuilds it from the ``.log``."""
+    problems: list[str] = []
+    notes: list[str] = []
+    for index in (segment.offset_index, segment.time_index):
+        if not index.path.exists():
+            if segment.size:
+                notes.append(f"{index.path.name} is missing (a writable open rebuilds it from the log)")
+            continue
+        if sealed and index.length != index.size_in_bytes:
+            extra = (index.length - index.size_in_bytes) // index.entry_size
+            problems.append(
+                f"{index.path.name}: {index.length} bytes hold {index.entries} valid entries and "
+                f"{extra} more that are not (a sealed index is trimmed to its entries)"
+            )
+    return problems, notes
+
+
 def check_segment(segment: LogSegment, expected_start: int, *, deep: bool) -> tuple[int, int, list[str]]:
     """Validate one segment; return (records, next offset, problems)."""
     problems: list[str] = []
@@ -192,22 +212,30 @@ def verify_logdir(logdir: LogDir, out: TextIO, *, deep: bool = True, partitions:
     for name in names:
         log_: Log = logdir.log(name)
         problems: list[str] = []
+        notes: list[str] = []
         records = 0
         expected = log_.log_start_offset
         segments = list(log_.segments.values())
         for segment in segments:
-            if segment.base_offset < expected and segment is not segments[0]:
+            first = segment is segments[0]
+            if segment.base_offset < expected and not first:
                 problems.append(f"{segment.log_path.name}: base offset {segment.base_offset} overlaps the previous segment")
-            n, expected, found = check_segment(segment, max(expected, segment.base_offset) if segment is segments[0] else expected, deep=deep)
+            n, expected, found = check_segment(segment, max(expected, segment.base_offset) if first else expected, deep=deep)
             records += n
             problems.extend(found)
+            index_problems, index_notes = check_index_files(segment, sealed=segment is not segments[-1])
+            problems.extend(index_problems)
+            notes.extend(index_notes)
         status = "OK" if not problems else f"{len(problems)} problem(s)"
-        print(
-            f"{name}: {len(segments)} segment(s), {records} records, offsets "
-            f"{log_.log_start_offset}..{log_.log_end_offset - 1}: {status}",
-            file=out,
+        span = (
+            f"offsets {log_.log_start_offset}..{log_.log_end_offset - 1}"
+            if log_.log_end_offset > log_.log_start_offset
+            else f"empty, next offset {log_.log_end_offset}"
         )
+        print(f"{name}: {len(segments)} segment(s), {records} records, {span}: {status}", file=out)
         for p in problems:
             print(f"  {p}", file=out)
+        for note in notes:
+            print(f"  note: {note}", file=out)
         total_problems += len(problems)
     return total_problems

@@ -57,6 +57,7 @@ LOG_OVERHEAD = 12  # baseOffset + batchLength: the prefix every magic shares
 V2_HEADER_SIZE = 61
 _MAGIC_OFFSET = 16
 _CRC_OFFSET = 17
+_LEGACY_CRC_OFFSET = 12  # magic 0/1: offset, size, then the CRC-32 right before the magic byte
 _ATTRIBUTES_OFFSET = 21
 _MAX_TIMESTAMP_OFFSET = 35
 _V2_MIN_LENGTH = V2_HEADER_SIZE - LOG_OVERHEAD
@@ -277,7 +278,7 @@ def read_batch_header(buf, pos: int = 0, end: int | None = None, max_batch_size:
 
 
 def _legacy_header(buf, pos: int, offset: int, length: int, magic: int) -> BatchHeader:
-    crc = _U32.unpack_from(buf, pos + _CRC_OFFSET)[0]
+    crc = _U32.unpack_from(buf, pos + _LEGACY_CRC_OFFSET)[0]
     attributes = buf[pos + _MAGIC_OFFSET + 1]
     timestamp = _I64.unpack_from(buf, pos + 18)[0] if magic == 1 else NO_TIMESTAMP
     count = 1 if attributes & _COMPRESSION_MASK == 0 else -1

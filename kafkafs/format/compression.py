@@ -14,18 +14,19 @@ How the bound is kept, per codec:
 
 - gzip: stdlib ``zlib`` with ``max_length`` (faster than cramjam's gzip here, and natively bounded).
 - snappy: raw blocks declare their length up front (checked before decoding); xerial chunks are raw
-  blocks, decoded one by one into a scratch buffer.
-- lz4, zstd: cramjam's ``decompress_into`` a per-thread scratch ``bytearray`` of ``max_size`` bytes;
-  cramjam stops with "failed to write whole buffer" when it is full. ``bytearray(n)`` is calloc'ed, so
-  pages never written cost no memory; the resident size of a thread's scratch is at most its largest
-  batch. The result is copied out once.
+  blocks, each checked and decoded on its own.
+- lz4, zstd: cramjam's ``decompress_into`` a scratch ``bytearray``; cramjam stops with "failed to
+  write whole buffer" when it is full, and the buffer doubles (from 16 times the compressed size) until
+  the output fits or the next size would pass ``max_size``. CPython zero-fills a new bytearray, so the
+  buffer is sized to the batch, never to the limit; a thread keeps one of up to 8 MiB for reuse. The
+  result is copied out once.
 
 Legacy LZ4 (magic 0, Kafka < 0.10, KAFKA-3160) wrote a wrong frame-descriptor checksum, computed over
 the magic number as well. ``decompress`` recognises exactly that wrong value and patches it before
 decoding, so no flag is needed; any other checksum mismatch is corruption.
 
 Misuse by the caller (an unknown codec given to ``compress``, a negative ``max_size``) is a ValueError;
-a ``max_size`` too large to reserve address space for is ``RecordTooLargeError``, never MemoryError.
+a buffer too large to reserve is ``RecordTooLargeError``, never MemoryError.
 """
 
 from __future__ import annotations
@@ -127,16 +128,22 @@ def _lz4_frame_compress(view: memoryview) -> bytes:
 _scratch = threading.local()
 
 
+_SCRATCH_KEEP = 8 * 1024 * 1024  # a thread keeps a buffer up to this size for the next batch
+_SCRATCH_START = 256 * 1024
+
+
 def _scratch_buffer(size: int) -> memoryview:
-    """A per-thread buffer of at least ``size`` bytes, reused across calls (see the module doc)."""
+    """A buffer of exactly ``size`` bytes to inflate into: the thread's cached one when it is big
+    enough, else a new one (cached when not larger than ``_SCRATCH_KEEP``). ``bytearray(n)`` writes
+    all n bytes, so buffers are sized to the batch at hand rather than to the limit."""
     buf = getattr(_scratch, "buf", None)
     if buf is None or len(buf) < size:
-        _scratch.buf = None  # let the old one go before asking for a bigger one
         try:
             buf = bytearray(size)
         except MemoryError:
             raise RecordTooLargeError(f"cannot reserve {size} bytes to inflate a batch into") from None
-        _scratch.buf = buf
+        if size <= _SCRATCH_KEEP:
+            _scratch.buf = buf
     return memoryview(buf)[:size]
 
 
@@ -180,12 +187,19 @@ def decompress(codec: Codec, data: Buffer, max_size: int) -> bytes:
 
 
 def _into_scratch(module, name: str, data: Buffer, max_size: int) -> bytes:
-    out = _scratch_buffer(max_size)
-    try:
-        n = module.decompress_into(data, out)
-    except cramjam.DecompressionError as e:
-        raise _library_error(name, e, max_size) from None
-    return bytes(out[:n])
+    """Inflate into a buffer that starts near the likely size and doubles while the output does not
+    fit, up to ``max_size`` (then the data is over the limit)."""
+    capacity = min(max_size, max(_SCRATCH_START, 16 * len(data)))
+    while True:
+        out = _scratch_buffer(capacity)
+        try:
+            n = module.decompress_into(data, out)
+        except cramjam.DecompressionError as e:
+            if capacity < max_size and any(m in str(e) for m in _FULL_MESSAGES):
+                capacity = min(max_size, capacity * 2)
+                continue
+            raise _library_error(name, e, max_size) from None
+        return bytes(out[:n])
 
 
 _GZIP_MAGIC = b"\x1f\x8b"
@@ -230,8 +244,9 @@ def _unsnappy(view: memoryview, max_size: int) -> bytes:
 
 
 def _unxerial(view: memoryview, max_size: int) -> bytes:
-    """snappy-java's stream: 16-byte header, then (big-endian i32 length, raw snappy block)*."""
-    out = _scratch_buffer(max_size)
+    """snappy-java's stream: 16-byte header, then (big-endian i32 length, raw snappy block)*. Each
+    block's inflated size is in its own header, so the limit is checked before anything is inflated."""
+    parts: list[bytes] = []
     total = 0
     pos = len(_XERIAL_HEADER)
     end = len(view)
@@ -248,11 +263,11 @@ def _unxerial(view: memoryview, max_size: int) -> bytes:
             size = cramjam.snappy.decompress_raw_len(block)
             if size > max_size - total:
                 raise _too_big("snappy", max_size)
-            cramjam.snappy.decompress_raw_into(block, out[total : total + size])
+            parts.append(bytes(cramjam.snappy.decompress_raw(block)))
         except cramjam.DecompressionError as e:
             raise CorruptRecordError(f"snappy (xerial) data is corrupt: {e}") from None
         total += size
-    return bytes(out[:total])
+    return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
 def _unlz4(data: Buffer, max_size: int) -> bytes:

@@ -46,6 +46,7 @@ __all__ = [
     "parse_lines",
     "parse_timestamp",
     "format_timestamp",
+    "indent_json",
 ]
 
 ValuesMode = Literal["auto", "string", "base64"]
@@ -89,14 +90,54 @@ def is_json(data: bytes, parser=None) -> bool:
             return False
 
 
+_STRING_OR_WHITESPACE = re.compile(rb'("(?:[^"\\]|\\.)*")|[ \t\r\n]+', re.S)
+_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|[{}\[\],:]|[^{}\[\],:"]+', re.S)
+
+
+def _no_whitespace(data: bytes) -> bool:
+    """True when ``data`` holds no whitespace at all (raw \\v and \\f cannot occur in valid JSON)."""
+    parts = data.split()
+    return len(parts) == 1 and len(parts[0]) == len(data)
+
+
 def _compact(data: bytes) -> bytes:
-    """Valid JSON with its insignificant whitespace removed."""
-    if len(data.split()) == 1:  # no whitespace at all (raw \v and \f cannot occur in valid JSON)
+    """Valid JSON with its insignificant whitespace removed, every token kept as written (numbers are
+    not re-formatted, duplicate keys stay): the whitespace outside strings is simply cut out."""
+    if _no_whitespace(data):
         return data
-    try:
-        return _dumps(_loads(data))
-    except (_JSONDecodeError, TypeError):
-        return json.dumps(json.loads(data), separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    return _STRING_OR_WHITESPACE.sub(rb"\1", data)
+
+
+def indent_json(compact: bytes, step: bytes = b"  ") -> bytes:
+    """Compact JSON laid out with ``step`` per level, like ``json.dumps(indent=2)``, every token kept
+    as written. Works on the text, so large integers and exact decimals survive."""
+    out = []
+    add = out.append
+    depth = 0
+    tokens = _TOKEN.findall(compact)
+    i = 0
+    n = len(tokens)
+    while i < n:
+        token = tokens[i]
+        if token == b"{" or token == b"[":
+            closer = b"}" if token == b"{" else b"]"
+            if i + 1 < n and tokens[i + 1] == closer:
+                add(token + closer)
+                i += 2
+                continue
+            depth += 1
+            add(token + b"\n" + step * depth)
+        elif token == b"}" or token == b"]":
+            depth -= 1
+            add(b"\n" + step * depth + token)
+        elif token == b",":
+            add(b",\n" + step * depth)
+        elif token == b":":
+            add(b": ")
+        else:
+            add(token)
+        i += 1
+    return b"".join(out)
 
 
 def _embed(data: bytes):
@@ -155,9 +196,11 @@ def _headers_view(headers: Sequence[Header], view) -> list:
 
 
 def record_object(
-    topic: str, partition: int, batch: DecodedBatch, index: int, mode: str = "auto", *, fragments: bool = True
+    topic: str, partition: int, batch: DecodedBatch, index: int, mode: str = "auto"
 ) -> dict:
-    """The JSON object of record ``index`` of ``batch`` as a dict in SPEC key order."""
+    """The JSON object of record ``index`` of ``batch`` as a dict in SPEC key order, embedded JSON as
+    ``orjson.Fragment``. A record at a time, through a dict: the plain reference that the batch renderer
+    is tested against."""
     view = _view_of(mode)
     header = batch.header
     obj = {
@@ -174,29 +217,20 @@ def record_object(
         obj["control"] = control_type_of(batch.keys[index])
     if header.is_transactional:
         obj["producerId"] = header.producer_id
-    if not fragments:
-        for name in ("key", "value"):
-            if isinstance(obj[name], _Fragment):
-                obj[name] = _loads(getattr(batch, name + "s")[index])
-        for h in obj["headers"]:
-            if isinstance(h["value"], _Fragment):
-                h["value"] = _loads(h["value"].contents)
     return obj
 
 
 def render_record(topic: str, partition: int, batch: DecodedBatch, index: int, mode: str = "auto") -> bytes:
-    """One record as one compact JSON line (with its newline)."""
-    return _dumps(record_object(topic, partition, batch, index, mode)) + b"\n"
+    """One record as one compact JSON line (with its newline), exactly as in ``records.jsonl``."""
+    return render_batch_jsonl(topic, partition, batch, mode, index, index + 1)
 
 
 def render_record_pretty(
     topic: str, partition: int, batch: DecodedBatch, index: int, mode: str = "auto"
 ) -> bytes:
-    """One record as indented JSON (two spaces), with a final newline; embedded values indented too."""
-    obj = record_object(topic, partition, batch, index, mode, fragments=False)
-    return _dumps(obj, option=orjson.OPT_INDENT_2) + b"\n"
-
-
+    """One record as indented JSON (two spaces), with a final newline; embedded values indented too,
+    every token as in the record's ``records.jsonl`` line."""
+    return indent_json(render_record(topic, partition, batch, index, mode)[:-1]) + b"\n"
 
 
 def _json_auto(data: bytes | None) -> bytes:
@@ -246,7 +280,7 @@ def _render_column(items: list, mode: str, parser) -> list[bytes]:
             and b"[" not in joined
         ):
             return [b'"' + item + b'"' for item in items]
-        no_whitespace = len(joined.split()) == 1
+        no_whitespace = _no_whitespace(joined)
     else:
         no_whitespace = False
     out = []
@@ -265,7 +299,7 @@ def _render_column(items: list, mode: str, parser) -> list[bytes]:
             except Exception:
                 valid = is_json(data)
             if valid:
-                add(data if no_whitespace or len(data.split()) == 1 else _compact(data))
+                add(data if no_whitespace else _compact(data))
                 continue
         add(_json_auto(data))
     return out
@@ -373,6 +407,19 @@ _RENDERED_ONLY = {"topic", "partition", "offset", "timestampType", "control", "p
 _WRITABLE = {"key", "value", "headers", "timestamp"}
 
 
+_LONG_DIGITS = re.compile(rb"\d{16,}")
+
+
+def _reject_constant(name: str):
+    raise ValueError(f"{name} is not JSON")
+
+
+def _loads_exact(line: bytes):
+    """The standard library's parser, which keeps integers of any size exact (orjson turns integers
+    past 64 bits into floats); used only for lines with long digit runs."""
+    return json.loads(line, parse_constant=_reject_constant)
+
+
 def _to_bytes(value, what: str) -> bytes | None:
     if value is None:
         return None
@@ -387,7 +434,10 @@ def _to_bytes(value, what: str) -> bytes | None:
         except (binascii.Error, ValueError):
             raise InvalidInput(f"{what}: $base64 is not valid base64") from None
     # objects, arrays, numbers and booleans are written as their compact JSON text
-    return _dumps(value)
+    try:
+        return _dumps(value)
+    except TypeError:  # an integer past 64 bits, parsed exactly by the standard library
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 
 def _headers_from(value) -> tuple[Header, ...]:
@@ -420,8 +470,8 @@ def parse_record_line(line: bytes) -> ProducerRecord:
     if line.lstrip()[:1] != b"{":
         return ProducerRecord(None, None, bytes(line), ())
     try:
-        obj = _loads(line)
-    except _JSONDecodeError as exc:
+        obj = _loads(line) if _LONG_DIGITS.search(line) is None else _loads_exact(line)
+    except ValueError as exc:
         raise InvalidInput(f"invalid JSON: {exc}") from None
     if not isinstance(obj, dict):
         raise InvalidInput("a line starting with { must be a JSON object")

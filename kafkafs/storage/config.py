@@ -79,6 +79,9 @@ def _field(name: str) -> str:
     return name.replace(".", "_")
 
 
+_TYPE_NAMES = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
+
+
 def parse_setting(name: str, value: Any) -> Any:
     """Check one setting and convert it to its type (strings from ``--set`` included)."""
     if name not in DEFAULTS:
@@ -104,7 +107,7 @@ def parse_setting(name: str, value: Any) -> Any:
             if not isinstance(value, str):
                 raise ValueError
     except ValueError:
-        raise ConfigError(f"{name}: {value!r} is not a {type(default).__name__}") from None
+        raise ConfigError(f"{name}: {value!r} is not {_TYPE_NAMES[type(default)]}") from None
     if name == "cleanup.policy":
         parts = {p.strip() for p in value.split(",") if p.strip()}
         if not parts or not parts <= {"delete", "compact"}:

@@ -144,3 +144,67 @@ def test_fixture_directories_read(fixtures_dir):
     out = run("consume", str(fixtures_dir / "kafka-logs-b"), "wanjohi-0").stdout.splitlines()
     assert len(out) == 6 and orjson.loads(out[3])["headers"][0]["key"] == "__TypeId__"
     assert not os.path.exists(fixtures_dir / "kafka-logs-b" / ".lock")
+
+
+def test_legacy_segments_read_verify_and_survive_recovery(tmp_path):
+    from kafka.record.legacy_records import LegacyRecordBatchBuilder
+
+    data = b""
+    offset = 0
+    for magic, codec in ((0, 0), (1, 0), (1, 1)):
+        builder = LegacyRecordBatchBuilder(magic=magic, compression_type=codec, batch_size=1 << 20)
+        first = offset
+        for i in range(3):
+            inner = i if codec else offset  # a producer numbers compressed inner messages from 0
+            builder.append(inner, timestamp=1_600_000_000_000 + offset if magic else None,
+                           key=b"k%d" % offset, value=b"v%d" % offset)
+            offset += 1
+        built = bytearray(builder.build())
+        if codec:  # as a broker stores it: the wrapper carries the absolute last offset
+            built[:8] = (first + 2).to_bytes(8, "big")
+        data += bytes(built)
+    partition = tmp_path / "old-0"
+    partition.mkdir()
+    (partition / "00000000000000000000.log").write_bytes(data)
+    assert b"OK" in run("verify", str(tmp_path)).stdout
+    records = [orjson.loads(line) for line in run("consume", str(tmp_path), "old-0").stdout.splitlines()]
+    assert [r["offset"] for r in records] == list(range(9))
+    assert [r["value"] for r in records] == [f"v{i}" for i in range(9)]
+    out = run("recover", str(tmp_path)).stdout
+    assert b"truncated" not in out
+    assert (partition / "00000000000000000000.log").read_bytes() == data
+
+
+def test_verify_flags_a_sealed_index_with_entries_that_are_not_real(tmp_path, demo):
+    copy = tmp_path / "logs"
+    shutil.copytree(demo, copy)
+    sealed = sorted((copy / "orders-0").glob("*.timeindex"))[0]
+    with open(sealed, "ab") as f:
+        f.write(bytes(12))
+    out = run("verify", str(copy), check_rc=1).stdout.decode()
+    assert f"{sealed.name}: " in out and "not" in out
+
+
+def test_produce_streams_and_leaves_nothing_behind_on_bad_input(tmp_path):
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kafkafs.cli", "produce", str(tmp_path), "s-0"],
+        stdin=subprocess.PIPE, stderr=subprocess.PIPE,
+    )
+    try:
+        proc.stdin.write(b"first\n")
+        proc.stdin.flush()
+        import time
+
+        deadline = time.monotonic() + 10
+        seen = b""
+        while time.monotonic() < deadline and b"first" not in seen:
+            if (tmp_path / "s-0").exists():
+                seen = run("consume", str(tmp_path), "s-0").stdout
+            time.sleep(0.1)
+        assert b'"value":"first"' in seen  # visible while produce still runs
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=30)
+    assert proc.returncode == 0
+    run("produce", str(tmp_path), "never-0", stdin=b'{"bad\n', check_rc=2)
+    assert not (tmp_path / "never-0").exists()

@@ -313,3 +313,38 @@ def test_decoded_batch_slice():
     assert isinstance(batch, DecodedBatch)
     assert batch.slice_from(12).offsets == [12, 13, 14]
     assert batch.slice_from(0) is batch
+
+
+# ----------------------------------------------------------------------------- legacy through decode_batch
+
+
+def _legacy_set(magic: int, codec: int, n: int = 5, first_offset: int = 0) -> bytes:
+    from kafka.record.legacy_records import LegacyRecordBatchBuilder
+
+    builder = LegacyRecordBatchBuilder(magic=magic, compression_type=codec, batch_size=1 << 20)
+    for i in range(n):
+        builder.append(first_offset + i, timestamp=1_600_000_000_000 + i if magic else None,
+                       key=b"k%d" % i, value=b"v%d" % i)
+    return bytes(builder.build())
+
+
+@pytest.mark.parametrize("magic, codec", [(0, 0), (1, 0), (0, 1), (1, 1), (1, 2), (1, 3)])
+def test_legacy_message_sets_scan_validate_and_decode(magic, codec):
+    data = _legacy_set(magic, codec) + _legacy_set(magic, codec, first_offset=5)
+    headers = list(scan_batches(data))
+    records = []
+    for h in headers:
+        validate_batch(data, h)  # the stored CRC-32 is where legacy messages keep it
+        records.extend(decode_batch(data, h))
+    assert [r.offset for r in records] == list(range(10))
+    assert [r.key for r in records] == [b"k%d" % (i % 5) for i in range(10)]
+    assert [r.value for r in records] == [b"v%d" % (i % 5) for i in range(10)]
+    if magic:
+        assert [r.timestamp for r in records] == [1_600_000_000_000 + i % 5 for i in range(10)]
+
+
+def test_a_flipped_byte_in_a_legacy_message_fails_its_crc():
+    data = bytearray(_legacy_set(1, 0, n=1))
+    data[-1] ^= 1
+    with pytest.raises(CorruptRecordError, match="CRC"):
+        validate_batch(data, read_batch_header(data))

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kafkafs.errors import CorruptRecordError, RecordTooLargeError
+from kafkafs.errors import CorruptRecordError
 from kafkafs.format.compression import Codec, codec_from_attributes, compress, decompress, xxh32
 
 from ..conftest import FIXTURES
@@ -318,9 +318,29 @@ def test_bomb_stops_at_the_limit_quickly(name):
 
 def test_absurd_limit_is_not_a_memory_error():
     packed = compress(Codec.LZ4, b"hello")
-    with pytest.raises(RecordTooLargeError):
-        decompress(Codec.LZ4, packed, 1 << 50)
+    # buffers are sized to the data, not to the limit
+    assert decompress(Codec.LZ4, packed, 1 << 50) == b"hello"
     assert decompress(Codec.LZ4, packed, 5) == b"hello"
+
+
+def test_scratch_memory_follows_the_batch_not_the_limit():
+    import resource
+    import threading
+
+    packed = {c: compress(c, b"x" * 100_000) for c in (Codec.LZ4, Codec.ZSTD, Codec.SNAPPY)}
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+    def work():
+        for codec, data in packed.items():
+            assert decompress(codec, data, 64 << 20) == b"x" * 100_000
+
+    threads = [threading.Thread(target=work) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    grown_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+    assert grown_kib < 64 * 1024, f"peak RSS grew by {grown_kib} KiB for 8 threads of 100 kB batches"
 
 
 # ----------------------------------------------------------------------------------------- damage

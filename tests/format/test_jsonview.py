@@ -12,6 +12,7 @@ from kafkafs.format.jsonview import (
     parse_record_line,
     parse_record_lines,
     parse_timestamp,
+    record_object,
     render_batch_jsonl,
     render_record,
     render_record_pretty,
@@ -56,8 +57,22 @@ def test_auto_values(raw, expected):
 def test_embedded_json_is_compact_and_keeps_numbers_as_written():
     line = _one(None, b'{"price":1.10,"big":123456789012345678901234567890}')
     assert b'"value":{"price":1.10,"big":123456789012345678901234567890}' in line
-    spaced = _one(None, b'{ "a" : [1, 2] }')
-    assert b'"value":{"a":[1,2]}' in spaced
+    spaced = _one(None, b'{ "a" : [1, 2], "s": " keep  this ", "big": 123456789012345678901234567890 }')
+    assert b'"value":{"a":[1,2],"s":" keep  this ","big":123456789012345678901234567890}' in spaced
+
+
+@pytest.mark.parametrize("raw", [b' {"x":1}', b'{"x":1} ', b'\n[1]\n', b'{"x":\t1}'])
+def test_whitespace_around_embedded_json_goes(raw):
+    line = _one(None, raw)
+    assert b'"value":' + raw.strip().replace(b"\t", b"") + b',' in line
+
+
+def test_pretty_keeps_tokens_and_handles_json_header_values():
+    batch = _batch([(1, None, b'{"n": 123456789012345678901234567890, "p": 1.10}', (("h", b'{"a": [1, {}]}'),))])
+    pretty = render_record_pretty("t", 0, batch, 0)
+    assert b'"n": 123456789012345678901234567890' in pretty and b'"p": 1.10' in pretty
+    assert b'"value": {\n        "a": [\n          1,\n          {}\n        ]\n      }' in pretty
+    assert orjson.loads(pretty)["headers"][0]["value"] == {"a": [1, {}]}
 
 
 def test_string_and_base64_modes():
@@ -86,10 +101,18 @@ def test_control_marker():
     assert list(obj)[-2:] == ["control", "producerId"]
 
 
-def test_batch_rendering_equals_record_rendering():
-    records = [(i, b"k%d" % i, b'{"i":%d}' % i, (("h", None),)) for i in range(20)]
+def test_batch_rendering_equals_the_dict_reference():
+    records = [
+        (i, b"k%d" % i if i % 4 else None, [b'{"i":%d}' % i, b"[1, 2]", b"\xff", b"t\"x", b"\x01"][i % 5],
+         (("h", b'{"a": 1}'),) if i % 3 else ())
+        for i in range(20)
+    ]
     batch = _batch(records, base_offset=100)
     whole = render_batch_jsonl("t", 3, batch)
+    for mode in ("auto", "string", "base64"):
+        assert render_batch_jsonl("t", 3, batch, mode) == b"".join(
+            orjson.dumps(record_object("t", 3, batch, i, mode)) + b"\n" for i in range(20)
+        )
     assert whole == b"".join(render_record("t", 3, batch, i) for i in range(20))
     assert render_batch_jsonl("t", 3, batch, start=5, stop=7) == whole.splitlines(keepends=True)[5] + (
         whole.splitlines(keepends=True)[6]
@@ -139,6 +162,13 @@ def test_record_objects():
 def test_bad_objects_are_invalid_input(line):
     with pytest.raises(InvalidInput):
         parse_record_line(line)
+
+
+def test_large_integers_are_written_exactly():
+    rec = parse_record_line(b'{"value": {"id": 123456789012345678901234567890, "n": 18446744073709551616}}')
+    assert rec.value == b'{"id":123456789012345678901234567890,"n":18446744073709551616}'
+    with pytest.raises(InvalidInput):
+        parse_record_line(b'{"value": {"id": 1234567890123456789, "x": NaN}}')
 
 
 def test_one_bad_line_fails_the_whole_write():
