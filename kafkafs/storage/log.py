@@ -6,6 +6,14 @@ segments publish their size after their bytes. Appends, rolls, truncation and re
 one lock. ``wait_for_records`` lets a follower (``tail -f``, ``consume --follow``) sleep until new
 records arrive, from this process or (read-only logs, via :meth:`refresh`) from another one.
 
+Transactions: the Log knows which producers have a transaction in progress (built lazily, on the first
+transactional append after an open, from the batch headers since the log start), so that an ABORT
+marker adds its entry to the active segment's ``.txnindex`` as a broker's does.
+
+Segments removed by retention are renamed ``.deleted`` and their files removed ``file.delete.delay.ms``
+later (:meth:`Log.delete_expired_files`), so that readers still in them can finish; a writable open
+removes whatever ``.deleted`` files a previous run left.
+
 A writable Log does not take the log directory's ``.lock`` itself; :class:`~kafkafs.storage.logdir.LogDir`
 does, and keeps the clean-shutdown marker and the checkpoints. Opened on its own, writable, a Log does
 not know how the last writer stopped unless told (``clean_shutdown``), so it recovers from
@@ -45,10 +53,12 @@ from ..format.batch import (
     validate_batch,
 )
 from ..format.jsonview import ProducerRecord
+from ..format.txnindex import AbortedTxn, TxnEvent, collect_aborted_txns, transaction_event
 from .config import LogConfig
 from .handles import HandleBudget, raise_open_file_limit
 from .segment import BatchView, LogSegment, segment_file_name
 from .skiplist import SkipList
+from .transactions import ProducerTransactions
 
 __all__ = ["Log", "parse_partition_dir_name", "AppendResult", "fsync_directory"]
 
@@ -137,6 +147,10 @@ class Log:
         self.last_recovery = None  # the RecoveryReport of the load
         self._listeners: list[Callable[[Log], None]] = []
         self._closed = False
+        #: Undecided transactions (producer id -> first offset); None until first needed after an open.
+        self._txn: ProducerTransactions | None = None
+        #: Segments renamed ``.deleted``, with the clock's time of the rename, waiting for their files to go.
+        self._pending_deletion: list[tuple[int, LogSegment]] = []
 
     # ------------------------------------------------------------------------------------------ open
 
@@ -430,8 +444,12 @@ class Log:
                     set_log_append_time(buf, h.position, now)
                 next_offset += h.last_offset_delta + 1
             headers = [read_batch_header(buf, h.position) for h in headers]
+            events = _transaction_events(buf, headers)
+            state = self._transactions_locked() if events else None
             segment = self._maybe_roll(headers, len(buf), now)
             segment.append(buf, headers)
+            if state is not None:
+                self._complete_transactions(segment, state, events)
             self._unflushed_messages += sum(max(h.record_count, 0) for h in headers)
             durable = False
             if flush or (flush is None and self._flush_due(now)):
@@ -439,6 +457,44 @@ class Log:
                 durable = True
         self._notify()
         return AppendResult(first, next_offset - 1, durable, len(headers))
+
+    def _complete_transactions(self, segment: LogSegment, state: ProducerTransactions, events: list[TxnEvent]) -> None:
+        """Start and end transactions as the appended batches say; an ABORT adds its entry to the
+        segment's ``.txnindex`` (Kafka's ``updateTxnIndex``)."""
+        for entry in state.apply(events):
+            created = not segment.txn_index.exists()
+            segment.txn_index.append(entry)
+            if created:
+                self._dir_dirty = True
+
+    def _transactions_locked(self) -> ProducerTransactions:
+        state = self._txn
+        if state is None:
+            state = self._txn = ProducerTransactions.scan(self.segments.values())
+        return state
+
+    def transactions(self) -> ProducerTransactions:
+        """The undecided transactions at the log end (built on first use from the batch headers since the
+        log start; kept up to date by appends). A copy: the caller may keep it."""
+        with self._lock:
+            return self._transactions_locked().copy()
+
+    def first_undecided_offset(self) -> int | None:
+        """The first offset of the earliest transaction in progress (what the last stable offset stops at)."""
+        return self.transactions().first_undecided_offset()
+
+    def aborted_transactions(self, from_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
+        """The aborted transactions that overlap ``[from_offset, upper_bound_offset)``, from the
+        ``.txnindex`` files of the segments from the one holding ``from_offset`` on (Kafka's
+        ``collectAbortedTransactions``, what a ``read_committed`` fetch needs)."""
+        floor = self.segments.floor(from_offset)
+        out: list[AbortedTxn] = []
+        for _base, segment in self.segments.items(floor[0] if floor else None):
+            found, complete = collect_aborted_txns(segment.txn_index.entries(), from_offset, upper_bound_offset)
+            out.extend(found)
+            if complete:
+                break
+        return out
 
     def _validated_headers(self, buf: bytearray) -> list[BatchHeader]:
         headers: list[BatchHeader] = []
@@ -537,6 +593,7 @@ class Log:
             active.truncate_to(offset)
             active.active = True
             self._dir_dirty = True
+            self._txn = None  # rebuilt from the log when next needed
             self._log_start_offset = min(offset, self._log_start_offset)
             self.recovery_point = min(self.recovery_point, self.log_end_offset)
             return True
@@ -551,10 +608,12 @@ class Log:
             self._add_segment(offset)
             self._log_start_offset = offset
             self.recovery_point = min(self.recovery_point, offset)
+            self._txn = ProducerTransactions()
 
     def delete_segments(self, segments: list[LogSegment], reason: str = "") -> None:
-        """Remove whole segments (retention): renamed ``.deleted`` first, then deleted; the log start
-        offset moves past them. The active segment is never removed: a new empty one replaces it."""
+        """Remove whole segments (retention): their files are renamed ``.deleted`` and removed
+        ``file.delete.delay.ms`` later (:meth:`delete_expired_files`); the log start offset moves past
+        them. The active segment is never removed: a new empty one replaces it."""
         self._require_writable()
         with self._lock:
             for segment in segments:
@@ -562,13 +621,47 @@ class Log:
                     self.roll()
                 end = segment.next_offset
                 self.segments.remove(segment.base_offset)
-                segment.change_suffix(".deleted")
                 self._log_start_offset = max(self._log_start_offset, end)
-                segment.delete()
-                self._dir_dirty = True
+                self.schedule_deletion(segment)
+                if reason:
+                    log.info("%s: segment %d marked for deletion (%s)", self.name, segment.base_offset, reason)
             first = self.segments.first()
             if first is not None:
                 self._log_start_offset = max(self._log_start_offset, first[0])
+        self.delete_expired_files()
+
+    def schedule_deletion(self, segment: LogSegment) -> None:
+        """Rename a segment that is no longer part of the log ``.deleted``; its files go once
+        ``file.delete.delay.ms`` has passed (Kafka's asynchronous delete)."""
+        self._require_writable()
+        with self._lock:
+            segment.change_suffix(".deleted")
+            self._dir_dirty = True
+            self._pending_deletion.append((self.clock(), segment))
+
+    def pending_deletions(self) -> list[LogSegment]:
+        """The segments renamed ``.deleted`` whose files are still there."""
+        with self._lock:
+            return [segment for _ts, segment in self._pending_deletion]
+
+    def delete_expired_files(self, now_ms: int | None = None) -> list[str]:
+        """Remove the files of the ``.deleted`` segments renamed at least ``file.delete.delay.ms`` before
+        ``now_ms`` (default: the log's clock); return the ``.log`` names removed."""
+        if not self._pending_deletion:
+            return []
+        with self._lock:
+            now = self.clock() if now_ms is None else now_ms
+            delay = self.config.file_delete_delay_ms
+            due = [(ts, seg) for ts, seg in self._pending_deletion if now - ts >= delay]
+            if not due:
+                return []
+            self._pending_deletion = [(ts, seg) for ts, seg in self._pending_deletion if now - ts < delay]
+            names = []
+            for _ts, segment in due:
+                names.append(segment.log_path.name)
+                segment.delete()
+            self._dir_dirty = True
+            return names
 
     # ------------------------------------------------------------------------------------------ followers
 
@@ -620,10 +713,14 @@ class Log:
                 return
             try:
                 if self.writable:
+                    self.delete_expired_files()
                     self.flush()
                 active = self.active_segment
                 for segment in self.segments.values():
                     segment.close(seal=self.writable and segment is active)
+                for _ts, segment in self._pending_deletion:  # their files stay until the next writable open
+                    segment.close_handlers()
+                self._pending_deletion = []
                 if self.writable and self._dir_dirty:
                     fsync_directory(self.dir)
             finally:
@@ -659,6 +756,21 @@ class Log:
             "config": dict(self.config.as_dict()),
             "segments": segments,
         }
+
+
+def _transaction_events(buf: bytearray, headers: Sequence[BatchHeader]) -> list[TxnEvent]:
+    """The transaction events of batches about to be appended; InvalidInput for a marker that does not
+    decode."""
+    events = []
+    for h in headers:
+        if h.producer_id >= 0 and (h.is_transactional or h.is_control):
+            try:
+                event = transaction_event(buf, h)
+            except CorruptRecordError as exc:
+                raise InvalidInput(f"invalid control batch: {exc}") from None
+            if event is not None:
+                events.append(event)
+    return events
 
 
 def _trim(batch: DecodedBatch, lo: int, hi: int | None) -> DecodedBatch:

@@ -3,11 +3,16 @@
 One writer per log directory: a writable LogDir takes Kafka's ``.lock`` (a POSIX ``fcntl`` lock, the
 kind Java's ``FileChannel.tryLock`` takes, so a running broker and kafkafs exclude each other). Readers
 take no lock and may read a directory a broker owns.
+
+The clean-shutdown marker ``.kafka_cleanshutdown`` is what its presence says; its content is what Kafka
+3.7 writes, ``{"version":0,"brokerEpoch":-1}`` (-1: no broker epoch, as a ZooKeeper-mode broker writes
+it). Older brokers left it empty, and later ones write the fields as strings; all are read.
 """
 
 from __future__ import annotations
 
 import fcntl
+import json
 import logging
 import os
 import threading
@@ -20,7 +25,8 @@ from .config import Settings
 from .handles import raise_open_file_limit
 from .log import Log, fsync_directory, parse_partition_dir_name
 
-__all__ = ["LogDir", "CLEAN_SHUTDOWN_FILE", "LOCK_FILE"]
+__all__ = ["LogDir", "CLEAN_SHUTDOWN_FILE", "LOCK_FILE", "CLEANER_OFFSET_FILE", "clean_shutdown_content",
+           "parse_clean_shutdown"]
 
 log = logging.getLogger("kafkafs.logdir")
 
@@ -28,9 +34,33 @@ CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 LOCK_FILE = ".lock"
 RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
 LOG_START_FILE = "log-start-offset-checkpoint"
+CLEANER_OFFSET_FILE = "cleaner-offset-checkpoint"
+#: The broker epoch kafkafs writes in the clean-shutdown marker: none (Kafka's -1).
+NO_BROKER_EPOCH = -1
 
 _held_locks: set[str] = set()  # fcntl locks are per process: keep two LogDirs of ours apart too
 _held_guard = threading.Lock()
+
+
+def clean_shutdown_content(broker_epoch: int = NO_BROKER_EPOCH) -> bytes:
+    """The clean-shutdown marker's content, byte for byte as Kafka 3.7 writes it."""
+    return b'{"version":0,"brokerEpoch":%d}' % broker_epoch
+
+
+def parse_clean_shutdown(data: bytes) -> int:
+    """The broker epoch a clean-shutdown marker records, -1 when none: an empty file (older brokers),
+    ``{"version":0,"brokerEpoch":N}`` (3.7) or ``{"version":"0","broker_epoch":"N"}`` (later ones).
+    Content that does not parse counts as no epoch (Kafka logs a warning and goes on: the file's
+    presence is what marks the clean shutdown)."""
+    if not data.strip():
+        return NO_BROKER_EPOCH
+    try:
+        content = json.loads(data)
+        value = content.get("brokerEpoch", content.get("broker_epoch", NO_BROKER_EPOCH))
+        return int(value)
+    except (ValueError, TypeError, AttributeError):
+        log.warning("the clean-shutdown marker does not parse: %r", bytes(data[:100]))
+        return NO_BROKER_EPOCH
 
 
 def write_atomically(path: Path, data: bytes) -> None:
@@ -64,6 +94,13 @@ class LogDir:
             self._take_lock()
         #: Whether the last writer closed cleanly; partitions opened later skip recovery when it did.
         self.clean_shutdown = (self.path / CLEAN_SHUTDOWN_FILE).exists()
+        #: The broker epoch in the marker (-1 when none, or when there is no marker).
+        self.clean_shutdown_broker_epoch = NO_BROKER_EPOCH
+        if self.clean_shutdown:
+            try:
+                self.clean_shutdown_broker_epoch = parse_clean_shutdown((self.path / CLEAN_SHUTDOWN_FILE).read_bytes())
+            except OSError:
+                pass
         self.recovery_points = self._read_checkpoint(RECOVERY_POINT_FILE)
         self.log_start_offsets = self._read_checkpoint(LOG_START_FILE)
         if writable and self.clean_shutdown:
@@ -128,6 +165,23 @@ class LogDir:
         write_atomically(self.path / RECOVERY_POINT_FILE, render_offset_checkpoint(recovery))
         write_atomically(self.path / LOG_START_FILE, render_offset_checkpoint(starts))
         self.recovery_points, self.log_start_offsets = recovery, starts
+
+    def cleaner_offsets(self) -> dict[tuple[str, int], int]:
+        """``cleaner-offset-checkpoint``: how far the cleaner has compacted each partition."""
+        return self._read_checkpoint(CLEANER_OFFSET_FILE)
+
+    def update_cleaner_checkpoint(self, updates: dict[tuple[str, int], int]) -> None:
+        """Merge ``updates`` into ``cleaner-offset-checkpoint`` (written atomically); partitions whose
+        folder is gone are dropped, as Kafka does."""
+        if not self.writable:
+            from ..errors import ReadOnlyError
+
+            raise ReadOnlyError(f"{self.path} is open read-only")
+        offsets = self.cleaner_offsets()
+        offsets.update(updates)
+        present = {parse_partition_dir_name(n) for n in self.partition_names()}
+        offsets = {k: v for k, v in offsets.items() if k in present}
+        write_atomically(self.path / CLEANER_OFFSET_FILE, render_offset_checkpoint(offsets))
 
     # ------------------------------------------------------------------------------------------ partitions
 
@@ -201,8 +255,18 @@ class LogDir:
             log_.flush()
         self.write_checkpoints()
 
+    def delete_expired_files(self) -> list[str]:
+        """Remove the files of the open partitions' ``.deleted`` segments whose ``file.delete.delay.ms``
+        has passed; return their ``.log`` names."""
+        names: list[str] = []
+        if self.writable:
+            for log_ in self.open_logs():
+                names.extend(log_.delete_expired_files())
+        return names
+
     def close(self) -> None:
-        """Flush and close every partition, write the checkpoints and the clean-shutdown marker, unlock."""
+        """Flush and close every partition (removing the ``.deleted`` files whose delay has passed; the
+        rest go at the next writable open), write the checkpoints and the clean-shutdown marker, unlock."""
         if self._closed:
             return
         self._closed = True
@@ -211,7 +275,7 @@ class LogDir:
                 log_.close()
             if self.writable:
                 self.write_checkpoints()
-                write_atomically(self.path / CLEAN_SHUTDOWN_FILE, b"")
+                write_atomically(self.path / CLEAN_SHUTDOWN_FILE, clean_shutdown_content())
         finally:
             self._release_lock()
 

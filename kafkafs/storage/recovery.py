@@ -11,8 +11,13 @@ Writable loads put the folder in order before anything reads it:
 3. after an unclean shutdown every segment from the one holding the recovery point on is recovered
    (batches re-validated, indexes rebuilt, the invalid tail cut); when a segment is cut, the segments
    after it are deleted, since their offsets no longer follow (Kafka does the same);
-4. an index that is missing, or (the active segment's) fails its sanity check, is rebuilt from the
-   ``.log``.
+4. an index that is missing, or (the active segment's) fails its sanity check, or a ``.txnindex``
+   that fails its check (any segment's), is rebuilt from the ``.log``.
+
+Rebuilding a segment's ``.txnindex`` needs the transactions still undecided at its base offset. Kafka
+keeps them in producer-state snapshots; here they come from the batch headers of the segments before
+it, read only when the segment holds an ABORT marker, and carried from one recovered segment to the
+next (and into the Log, when they reach its end).
 
 Read-only loads change nothing: they take the plain ``.log`` files and ignore the rest.
 """
@@ -26,6 +31,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import CorruptRecordError
 from .segment import LogSegment
+from .transactions import ProducerTransactions
 
 if TYPE_CHECKING:
     from .log import Log
@@ -188,6 +194,50 @@ def _complete_swap(target: Log, base: int, listing: _Listing, report: RecoveryRe
     report.swapped_in.append(f"{base:020d}.log.swap")
 
 
+class _Transactions:
+    """The undecided transactions as recovery goes from segment to segment: ``state`` holds every batch
+    of the segments up to the one at ``upto`` (None: nothing known)."""
+
+    def __init__(self, target: Log) -> None:
+        self.target = target
+        self.state: ProducerTransactions | None = None
+        self.upto: int | None = None
+        self.asked = False
+        self.given: ProducerTransactions | None = None
+
+    def _valid_at(self, base: int) -> bool:
+        if self.state is None:
+            return False
+        lower = self.target.segments.lower(base)
+        return (lower[0] if lower else None) == self.upto
+
+    def before(self, base: int):
+        """The provider :meth:`LogSegment.recover` takes, for the segment at ``base``."""
+        self.asked = False
+        self.given = None
+
+        def provide(need: bool) -> ProducerTransactions | None:
+            self.asked = True
+            if not self._valid_at(base):
+                self.state = None
+                if not need:
+                    return None
+                segments = [s for b, s in self.target.segments.items() if b < base]
+                self.state = ProducerTransactions.scan(segments)
+            self.given = self.state
+            return self.state
+
+        return provide
+
+    def after(self, base: int) -> None:
+        if self.asked:
+            self.upto = base if self.given is not None else None
+            if self.given is None:
+                self.state = None
+        elif self._valid_at(base):
+            self.upto = base  # no transactional batch in it: the state holds past it too
+
+
 def _recover_segments(target: Log, recovery_point: int | None, clean_shutdown: bool, report: RecoveryReport) -> None:
     existing = set(os.listdir(target.dir))
     needs: dict[int, LogSegment] = {}
@@ -207,12 +257,20 @@ def _recover_segments(target: Log, recovery_point: int | None, clean_shutdown: b
             except CorruptRecordError as exc:
                 log.warning("%s: %s; rebuilding the indexes", segment.log_path, exc.reason)
                 needs[base] = segment
+        if base not in needs and f"{base:020d}.txnindex" in existing:
+            try:
+                segment.txn_index.sanity_check()
+            except CorruptRecordError as exc:
+                log.warning("%s: %s; rebuilding the indexes", segment.txn_index.path, exc.reason)
+                needs[base] = segment
     max_inflated = max(64 << 20, target.config.max_message_bytes * 64)
+    transactions = _Transactions(target)
     for base in sorted(needs):
         segment = needs[base]
         if base not in target.segments:  # deleted after a truncated one before it
             continue
-        cut = segment.recover(max_inflated_bytes=max_inflated)
+        cut = segment.recover(max_inflated_bytes=max_inflated, transactions=transactions.before(base))
+        transactions.after(base)
         report.recovered_segments.append(segment.log_path.name)
         report.rebuilt_indexes.append(segment.log_path.name)
         if cut:
@@ -222,3 +280,6 @@ def _recover_segments(target: Log, recovery_point: int | None, clean_shutdown: b
                 target.segments.remove(later_base)
                 report.deleted_segments.append(later.log_path.name)
                 later.delete()
+    last = target.segments.last()
+    if transactions.state is not None and last is not None and transactions.upto == last[0]:
+        target._txn = transactions.state  # the state at the log end: no need to scan again

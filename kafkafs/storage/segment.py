@@ -1,4 +1,4 @@
-"""LogSegment: one ``.log`` file with its ``.index`` and ``.timeindex`` (Kafka's LogSegment).
+"""LogSegment: one ``.log`` file with its ``.index``, ``.timeindex`` and ``.txnindex`` (Kafka's LogSegment).
 
 The ``.log`` is read with ``pread`` in bounded chunks (memory stays flat however large the segment),
 the indexes are memory-mapped (:mod:`kafkafs.storage.index`). Nothing is opened until it is needed,
@@ -44,9 +44,11 @@ from ..format.batch import (
     validate_batch,
 )
 from ..format.index import MAX_POSITION, MAX_RELATIVE_OFFSET
+from ..format.txnindex import TxnEvent, transaction_event
 from .config import LogConfig
 from .handles import BUDGET, FileHandle, HandleBudget
 from .index import OffsetIndex, TimeIndex
+from .transactions import ProducerTransactions, TransactionIndex
 
 __all__ = ["LogSegment", "BatchView", "segment_file_name", "CHUNK_BYTES", "NO_TIMESTAMP"]
 
@@ -98,6 +100,14 @@ class BatchView(NamedTuple):
     def raw(self) -> bytes:
         """The batch's bytes, exactly as on disk."""
         return self.buf[self.header.position : self.header.end]
+
+
+def _event_or_none(view: BatchView) -> TxnEvent | None:
+    """The batch's transaction event; a marker whose record does not decode (its CRC matched) has none."""
+    try:
+        return transaction_event(view.buf, view.header)
+    except CorruptRecordError:
+        return None
 
 
 class _Tail(NamedTuple):
@@ -184,6 +194,7 @@ class LogSegment:
         self._log_path: Path | None = None
         self._offset_index: OffsetIndex | None = None
         self._time_index: TimeIndex | None = None
+        self._txn_index: TransactionIndex | None = None
         self._lock = threading.RLock()
         self._handle: FileHandle | None = None
         self._registered = False
@@ -256,10 +267,20 @@ class LogSegment:
         return index.path if index is not None else self._path_for(extension, self._suffix)
 
     @property
+    def txn_index(self) -> TransactionIndex:
+        """The ``.txnindex`` (aborted transactions whose ABORT marker is here); the file exists once the
+        segment has an entry."""
+        index = self._txn_index
+        if index is None:
+            with self._lock:
+                if self._txn_index is None:
+                    self._txn_index = TransactionIndex(self._path_for(".txnindex", self._suffix), self.base_offset)
+                index = self._txn_index
+        return index
+
+    @property
     def txn_index_path(self) -> Path:
-        """The ``.txnindex`` (aborted transactions); kafkafs neither writes nor reads it, but moves and
-        deletes it with the segment."""
-        return self._path_for(".txnindex", self._suffix)
+        return self.txn_index.path
 
     def __repr__(self) -> str:
         return f"<LogSegment {self.log_path.name} size={self._size}>"
@@ -653,6 +674,7 @@ class LogSegment:
             os.fsync(self._log_handle().fd)
             self.offset_index.flush()
             self.time_index.flush()
+            self.txn_index.flush()
             self._dirty = False
 
     def become_active(self) -> None:
@@ -694,6 +716,7 @@ class LogSegment:
             view = self.find(offset)
             self.offset_index.truncate_to(offset)
             self.time_index.truncate_to(offset)
+            self.txn_index.truncate_to(offset)
             self._grow_indexes()
             cut = 0
             if view is not None:
@@ -711,20 +734,58 @@ class LogSegment:
         self._size = size
         self._dirty = True
 
-    def recover(self, *, max_inflated_bytes: int = DEFAULT_MAX_INFLATED_BYTES) -> int:
-        """Re-validate every batch, rebuild both indexes, cut the invalid tail; return the bytes cut
+    def recover(
+        self,
+        *,
+        max_inflated_bytes: int = DEFAULT_MAX_INFLATED_BYTES,
+        transactions: ProducerTransactions | Callable[[bool], ProducerTransactions | None] | None = None,
+    ) -> int:
+        """Re-validate every batch, rebuild the three indexes, cut the invalid tail; return the bytes cut
         (Kafka's ``LogSegment.recover``).
 
         A batch is invalid when its header does not parse, its CRC does not match, or its offsets go
         backwards; everything from the first invalid byte on is truncated. The indexes end trimmed, the
         time index with its final entry, as a segment closed cleanly has them. A batch whose offsets do
         not fit the segment's relative offsets (Kafka would split the segment) is kept, unindexed.
+
+        The ``.txnindex`` is rebuilt from the transaction markers here, which needs the partition's
+        undecided transactions at this segment's base offset: ``transactions`` is that state (updated
+        in place to the segment's end), or a function that returns it, called only if the segment holds
+        transactional batches, with True when it holds an ABORT marker (so it may return None, and the
+        index stays empty, when there is none). With None the ``.txnindex`` is kept as it is, less the
+        entries whose marker was cut.
         """
         self._require_writable()
         with self._lock:
-            return self._recover()
+            events: list[TxnEvent] = []
+            cut = self._recover(events)
+            self._rebuild_txn_index(events, transactions)
+            return cut
 
-    def _recover(self) -> int:
+    def _rebuild_txn_index(
+        self,
+        events: list[TxnEvent],
+        transactions: ProducerTransactions | Callable[[bool], ProducerTransactions | None] | None,
+    ) -> None:
+        index = self.txn_index
+        if transactions is None:
+            index.truncate_to(self._tail_state().next_offset)
+            return
+        index.reset()
+        if not events:
+            return
+        state: ProducerTransactions | None
+        if isinstance(transactions, ProducerTransactions):
+            state = transactions
+        else:
+            state = transactions(any(e.kind == "ABORT" for e in events))
+        if state is None:
+            return
+        for event in events:
+            for entry in state.apply((event,)):
+                index.append(entry)
+
+    def _recover(self, events: list[TxnEvent]) -> int:
         offset_index, time_index = self.offset_index, self.time_index
         offset_index.reset()
         time_index.reset()
@@ -749,6 +810,10 @@ class LogSegment:
                     last_entry = valid
                 valid += h.size
                 next_offset = h.next_offset
+                if h.producer_id >= 0 and h.magic == 2 and (h.is_transactional or h.is_control):
+                    event = _event_or_none(view)
+                    if event is not None:
+                        events.append(event)
                 if first_ts is None:
                     first_ts = h.max_timestamp
         except CorruptRecordError:
@@ -774,7 +839,7 @@ class LogSegment:
 
     def rebuild_indexes(self) -> int:
         """Rebuild the offset and time index from the ``.log`` (a :meth:`recover`: an invalid tail is
-        cut too); return the bytes cut."""
+        cut too, with the ``.txnindex`` entries of the batches cut); return the bytes cut."""
         return self.recover()
 
     # ------------------------------------------------------------------------------------------ files
@@ -793,17 +858,13 @@ class LogSegment:
         open descriptors and maps stay valid."""
         self._require_writable()
         with self._lock:
-            txn = self.txn_index_path
             new_log = self._path_for(".log", suffix)
             os.replace(self.log_path, new_log)
             self._log_path = new_log
             self.offset_index.rename(self._path_for(".index", suffix))
             self.time_index.rename(self._path_for(".timeindex", suffix))
+            self.txn_index.rename(self._path_for(".txnindex", suffix))
             self._suffix = suffix
-            try:
-                os.replace(txn, self.txn_index_path)
-            except FileNotFoundError:
-                pass
 
     @property
     def suffix(self) -> str:
@@ -845,8 +906,9 @@ class LogSegment:
     def delete(self) -> None:
         """Remove the files (readers that hold the ``.log`` open finish reading it)."""
         self.close_handlers()
-        for path in (self.log_path, self._index_path(".index"), self._index_path(".timeindex"), self.txn_index_path):
+        for path in (self.log_path, self._index_path(".index"), self._index_path(".timeindex")):
             try:
                 os.unlink(path)
             except FileNotFoundError:
                 pass
+        self.txn_index.delete()

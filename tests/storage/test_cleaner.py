@@ -7,7 +7,10 @@ import os
 
 from kafka.record.memory_records import MemoryRecords
 
-from kafkafs.storage.cleaner import apply_retention, clean_logdir, compact
+from kafkafs.format.batch import encode_batch, encode_control_batch
+from kafkafs.format.checkpoint import parse_offset_checkpoint
+from kafkafs.format.txnindex import AbortedTxn
+from kafkafs.storage.cleaner import apply_retention, clean_logdir, cleanable_segments, compact
 from kafkafs.storage.config import Settings
 from kafkafs.storage.logdir import LogDir
 
@@ -42,9 +45,17 @@ def test_time_retention_deletes_old_segments_and_moves_the_log_start(tmp_path):
         # everything kept is younger than retention allows, give or take the segment holding the edge
         first = next(iter(log.records()))
         assert first[1] >= 1000 + 40 * 1000 - 10_000 - 10_000
-    assert not [n for n in os.listdir(tmp_path / "t-0") if n.endswith(".deleted")]
+    # the files were renamed .deleted; file.delete.delay.ms (60 s) has not passed, so they are still there
+    deleted = [n for n in os.listdir(tmp_path / "t-0") if n.endswith(".deleted")]
+    bases = {int(n[:20]) for n in deleted}
+    assert len(bases) == len(lines) and max(bases) < log.log_start_offset
+    assert len(deleted) == 3 * len(bases)  # .log, .index, .timeindex
+    with LogDir(tmp_path, settings) as reader:  # readers never list them
+        assert reader.log("t-0").log_start_offset == log.log_start_offset
+        assert list(reader.log("t-0").segments.keys())[0] == log.log_start_offset
     with LogDir(tmp_path, settings, writable=True) as logdir:
-        reopened = logdir.log("t-0")
+        reopened = logdir.log("t-0")  # a writable open removes what a previous run left
+        assert not [n for n in os.listdir(tmp_path / "t-0") if n.endswith(".deleted")]
         assert reopened.log_start_offset == log.log_start_offset
         assert reopened.log_end_offset == 40
 
@@ -115,3 +126,96 @@ def test_recent_records_are_not_compacted_within_the_lag(tmp_path):
         _fill(log, 40, key=lambda i: b"same")
         assert compact(log, now_ms=2000) == []
         assert len(list(log.records())) == 40
+
+
+def _txn(pid, key, value, ts=1000):
+    return encode_batch([(ts, key, value, ())], transactional=True, producer_id=pid, producer_epoch=0, base_sequence=0)
+
+
+def _marker(kind, pid, ts=1000):
+    return encode_control_batch(kind, producer_id=pid, producer_epoch=0, timestamp=ts)
+
+
+def test_compaction_swaps_through_deleted_files_and_checkpoints_the_cleaned_offset(tmp_path):
+    settings = Settings({"segment.bytes": 400, "file.delete.delay.ms": 1000}, {"kv": {"cleanup.policy": "compact"}})
+    with LogDir(tmp_path, settings, writable=True) as logdir:
+        log = logdir.create_partition("kv", 0)
+        logdir.create_partition("other", 0).append_records([(1000, b"k", b"v", ())])
+        clock = [10**12]
+        log.clock = lambda: clock[0]
+        _fill(log, 60, key=lambda i: b"k%d" % (i % 3))
+        active_base = log.active_segment.base_offset
+        lines = clean_logdir(logdir, now_ms=10**13)
+        assert any("compacted" in line for line in lines)
+        # the originals are renamed .deleted, the compacted segments took their names
+        deleted = sorted(n for n in os.listdir(tmp_path / "kv-0") if n.endswith(".log.deleted"))
+        assert deleted and all((tmp_path / "kv-0" / n[: -len(".deleted")]).exists() for n in deleted)
+        assert logdir.cleaner_offsets() == {("kv", 0): active_base}
+        assert parse_offset_checkpoint((tmp_path / "cleaner-offset-checkpoint").read_bytes()) == {("kv", 0): active_base}
+        # the next clean run first removes the files whose delay has passed
+        clock[0] += 1000
+        clean_logdir(logdir, now_ms=10**13)
+        assert not [n for n in os.listdir(tmp_path / "kv-0") if n.endswith(".deleted")]
+        offsets = [r[0] for r in log.records()]
+    assert _kafka_python_offsets(tmp_path / "kv-0") == offsets
+    assert (tmp_path / "cleaner-offset-checkpoint").read_bytes() == b"0\n1\nkv 0 %d\n" % active_base
+
+
+def test_compaction_ignores_and_drops_aborted_records_and_keeps_the_txnindex(tmp_path):
+    settings = Settings({}, {"kv": {"cleanup.policy": "compact"}})
+    with LogDir(tmp_path, settings, writable=True) as logdir:
+        log = logdir.create_partition("kv", 0)
+        log.append_records([(1000, b"k", b"committed", ())])  # 0
+        log.append_batches(_txn(1, b"k", b"aborted"))  # 1
+        log.append_batches(_marker("ABORT", 1))  # 2
+        log.append_batches(_txn(2, b"j", b"j1"))  # 3
+        log.append_batches(_marker("COMMIT", 2))  # 4
+        log.roll()
+        log.append_records([(1000, b"x", b"x", ())])  # 5, active
+        index_before = (tmp_path / "kv-0" / "00000000000000000000.txnindex").read_bytes()
+        lines = clean_logdir(logdir, now_ms=10**13)
+        assert lines == ["kv-0: compacted 00000000000000000000.log: 0 superseded record(s) removed, "
+                         "1 record(s) of aborted transactions"]
+        assert [(r[0], r[2], r[3]) for r in log.records()] == [
+            (0, b"k", b"committed"), (2, b"\x00\x00\x00\x00", b"\x00\x00\x00\x00\x00\x00"), (3, b"j", b"j1"),
+            (4, b"\x00\x00\x00\x01", b"\x00\x00\x00\x00\x00\x00"), (5, b"x", b"x"),
+        ]
+        assert (tmp_path / "kv-0" / "00000000000000000000.txnindex").read_bytes() == index_before
+        assert log.aborted_transactions(0, 6) == [AbortedTxn(1, 1, 2, 3)]
+        assert logdir.cleaner_offsets() == {("kv", 0): 5}
+
+
+def test_compaction_stops_at_a_transaction_still_in_progress(tmp_path):
+    settings = Settings({}, {"kv": {"cleanup.policy": "compact"}})
+    with LogDir(tmp_path, settings, writable=True) as logdir:
+        log = logdir.create_partition("kv", 0)
+        log.append_records([(1000, b"k", b"a", ())])  # 0
+        log.append_batches(_txn(1, b"k", b"b"))  # 1, undecided
+        log.roll()
+        log.append_records([(1000, b"k", b"c", ())])  # 2
+        log.roll()
+        log.append_records([(1000, b"y", b"y", ())])  # 3, active
+        assert cleanable_segments(log, 10**13) == []
+        assert clean_logdir(logdir, now_ms=10**13) == ["nothing to clean"]
+        assert not (tmp_path / "cleaner-offset-checkpoint").exists()
+        log.append_batches(_marker("COMMIT", 1))  # 4
+        lines = clean_logdir(logdir, now_ms=10**13)
+        assert len(lines) == 1 and "00000000000000000000.log: 2 superseded" in lines[0]
+        assert [r[0] for r in log.records()] == [2, 3, 4]
+        assert logdir.cleaner_offsets() == {("kv", 0): 3}
+
+
+def test_a_live_reader_stops_listing_segments_renamed_deleted(tmp_path):
+    from kafkafs.storage.log import Log
+
+    settings = Settings({"segment.bytes": 300, "retention.bytes": 0, "retention.ms": -1})
+    with LogDir(tmp_path, settings, writable=True) as logdir:
+        log = logdir.create_partition("t", 0)
+        _fill(log, 30)
+        with Log.open(tmp_path / "t-0") as reader:
+            assert len(reader.segments) == len(log.segments) > 1
+            apply_retention(log, now_ms=10**13)
+            reader.refresh()
+            assert list(reader.segments.keys()) == list(log.segments.keys())
+            assert reader.log_start_offset == log.log_start_offset
+            assert [n for n in os.listdir(tmp_path / "t-0") if n.endswith(".log.deleted")]

@@ -146,3 +146,41 @@ def test_readers_never_modify_a_directory(tmp_path: Path) -> None:
             lg.describe()
         reader.flush()
     assert tree_fingerprint(tmp_path) == before
+
+
+def test_clean_shutdown_marker_is_kafka_3_7s_and_any_version_is_read(tmp_path: Path, fixtures_dir: Path) -> None:
+    from kafkafs.storage.logdir import clean_shutdown_content, parse_clean_shutdown
+
+    with LogDir(tmp_path, writable=True) as logdir:
+        logdir.create_partition("t", 0).append_records([rec()])
+    assert (tmp_path / CLEAN_SHUTDOWN_FILE).read_bytes() == b'{"version":0,"brokerEpoch":-1}'
+    # byte for byte what a Kafka 3.7.1 broker wrote
+    assert (fixtures_dir / "kafka-logs-a" / CLEAN_SHUTDOWN_FILE).read_bytes() == clean_shutdown_content()
+    assert parse_clean_shutdown(b"") == -1  # older brokers: an empty file
+    assert parse_clean_shutdown(b'{"version":0,"brokerEpoch":42}') == 42
+    assert parse_clean_shutdown(b'{"version":"0","broker_epoch":"7"}') == 7  # later brokers: strings
+    assert parse_clean_shutdown(b"not json") == -1
+    assert parse_clean_shutdown(b"[1]") == -1
+    for content in (b"", b'{"version":0,"brokerEpoch":42}', b"garbage"):
+        (tmp_path / CLEAN_SHUTDOWN_FILE).write_bytes(content)
+        with LogDir(tmp_path) as reader:
+            assert reader.clean_shutdown  # its presence is what counts
+        with LogDir(tmp_path, writable=True) as logdir:
+            assert logdir.clean_shutdown
+            assert logdir.log("t-0").last_recovery.recovered_segments == []  # type: ignore[union-attr]
+            assert not (tmp_path / CLEAN_SHUTDOWN_FILE).exists()
+    assert (tmp_path / CLEAN_SHUTDOWN_FILE).read_bytes() == b'{"version":0,"brokerEpoch":-1}'
+
+
+def test_cleaner_checkpoint_merges_and_drops_partitions_that_are_gone(tmp_path: Path) -> None:
+    with LogDir(tmp_path, writable=True) as logdir:
+        for name in ("a", "b"):
+            logdir.create_partition(name, 0)
+        logdir.update_cleaner_checkpoint({("a", 0): 5, ("gone", 0): 9})
+        assert logdir.cleaner_offsets() == {("a", 0): 5}
+        logdir.update_cleaner_checkpoint({("b", 0): 7})
+        assert (tmp_path / "cleaner-offset-checkpoint").read_bytes() == b"0\n2\na 0 5\nb 0 7\n"
+    with LogDir(tmp_path) as reader:
+        assert reader.cleaner_offsets() == {("a", 0): 5, ("b", 0): 7}
+        with pytest.raises(ReadOnlyError):
+            reader.update_cleaner_checkpoint({("a", 0): 6})

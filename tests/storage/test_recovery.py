@@ -159,14 +159,24 @@ def test_obsolete_deleted_files_are_removed_on_open(tmp_path: Path) -> None:
 
 
 def test_retention_deletes_through_deleted_files(tmp_path: Path) -> None:
-    log = open_log(tmp_path / "t-0", config(segment_bytes=300))
+    clock = Clock()
+    log = open_log(tmp_path / "t-0", config(segment_bytes=300), clock=clock)
     for _ in range(10):
         log.append_records([record(b"x" * 100)])
     first_two = list(log.segments.values())[:2]
+    prefix = f"{first_two[0].base_offset:020d}"
     log.delete_segments(first_two, "retention")
     assert log.log_start_offset == first_two[1].next_offset
     assert [r.offset for r in log.records()][0] == log.log_start_offset
-    assert not any(n.startswith(f"{first_two[0].base_offset:020d}") for n in os.listdir(tmp_path / "t-0"))
+    # renamed .deleted, and removed once file.delete.delay.ms (60 s) has passed
+    left = sorted(n for n in os.listdir(tmp_path / "t-0") if n.startswith(prefix))
+    assert left == [f"{prefix}.index.deleted", f"{prefix}.log.deleted", f"{prefix}.timeindex.deleted"]
+    assert log.delete_expired_files() == []
+    clock.sleep(59_999)
+    assert log.delete_expired_files() == []
+    clock.sleep(1)
+    assert log.delete_expired_files() == [f"{prefix}.log.deleted", f"{first_two[1].base_offset:020d}.log.deleted"]
+    assert not [n for n in os.listdir(tmp_path / "t-0") if n.endswith(".deleted")]
     log.close()
 
 
