@@ -1,19 +1,74 @@
-"""The ``append`` file of a read-write mount: lines in, one batch per write out (SPEC §3).
+"""The ``append`` file of a read-write mount: lines in, records out (SPEC §3).
 
-The complete lines of one ``write()`` are parsed first and appended as one batch, so a line that does
-not parse fails the whole write (InvalidInput, EINVAL upstairs) and nothing is appended. A partial last
-line waits for the next write, or for ``flush()`` (close) which appends it and makes everything durable.
+* The complete lines of one ``write()`` are parsed first and appended together, atomically: a line
+  that does not parse fails the whole write (InvalidInput, EINVAL upstairs) and nothing is appended.
+  They are one batch; only when one batch could not hold them within the topic's
+  ``max.message.bytes`` are they cut into several, still appended by one call (all or nothing).
+* A record too large for a batch of ``max.message.bytes`` fails the write with RecordTooLargeError
+  (EFBIG upstairs: "File too large", Kafka's RECORD_TOO_LARGE) and nothing is appended. So does a
+  partial line that has already grown past what any record could hold: a plain line longer than
+  ``max.message.bytes``, a JSON line longer than :data:`JSON_LINE_FACTOR` times that (JSON may be
+  padded or escaped, so only a generous bound is sure).
+* A partial last line waits for the next write, or for :meth:`AppendBuffer.flush` (close), which
+  appends it as a record of its own and makes everything durable. :meth:`AppendBuffer.sync` (fsync)
+  makes the complete lines durable and leaves the partial line waiting. "close" is what the kernel
+  reports (FUSE ``flush``): the close of any descriptor of the open file, a copy included. A process
+  that forks while a line is half written (the child's copy is closed at its ``exec`` or exit) ends
+  that line there; FUSE does not say which process closes, so this cannot be told apart.
+* A failed write never leaves a cut-off record behind. When it ended a line that began in an earlier
+  write, or it made a line too long to be a record, that line is dropped whole. The kernel cuts
+  a large ``write()`` into pieces (``max_write``, about 1 MiB) and, when a later piece fails, returns
+  a short count rather than the error; a writer that then retries the rest (stdio, Python's buffered
+  files) sends the failed piece again. So after a failure, a write that repeats the failed data, and
+  the writes that carry the rest of a dropped line up to its newline, fail with the same error and
+  append nothing; the first write after those starts afresh.
+
+Writes larger than ``max_write`` reach this class in pieces, and each piece is a write here: the
+all-or-nothing rule holds per piece (the kernel reports the pieces before a failed one as written).
 """
 
 from __future__ import annotations
 
 import threading
+from typing import NamedTuple
 
-from ..errors import InvalidInput
-from ..format.jsonview import parse_lines, parse_record_line
+from ..errors import InvalidInput, RecordTooLargeError
+from ..format.batch import Codec, encode_batch
+from ..format.jsonview import ProducerRecord, parse_lines
 from ..storage.log import AppendResult, Log
 
-__all__ = ["AppendBuffer"]
+__all__ = ["AppendBuffer", "JSON_LINE_FACTOR"]
+
+#: A JSON line may be this many times ``max.message.bytes`` long before it is refused unparsed.
+JSON_LINE_FACTOR = 16
+#: v2 batch header, and the most a record adds to its key, value and header bytes (varints at their
+#: longest: length, attributes, timestamp delta, offset delta, key and value lengths, header count).
+_BATCH_OVERHEAD = 61
+_RECORD_OVERHEAD = 36
+_HEADER_OVERHEAD = 10
+#: A write that starts with the whole of a failed write, or with this much of it (the kernel may cut
+#: a retry elsewhere), is taken for a retry of it.
+_RETRY_MATCH = 64 * 1024
+_CODECS = {"gzip": Codec.GZIP, "snappy": Codec.SNAPPY, "lz4": Codec.LZ4, "zstd": Codec.ZSTD}
+
+
+class _Failure(NamedTuple):
+    data: bytes  # the failed write
+    error: Exception
+    dropping: bool  # the dropped line's newline has not been seen yet
+
+
+def _again(exc: Exception) -> Exception:
+    return type(exc)(*exc.args)
+
+
+def _repeats(data: bytes, failed: bytes) -> bool:
+    """Whether ``data`` looks like a retry of the failed write ``failed``."""
+    if not failed or not data:
+        return False
+    if data.startswith(failed):
+        return True
+    return len(data) >= min(len(failed), _RETRY_MATCH) and failed.startswith(data)
 
 
 class AppendBuffer:
@@ -21,45 +76,106 @@ class AppendBuffer:
 
     def __init__(self, log: Log) -> None:
         self.log = log
-        self.pending = b""
+        self._pending = bytearray()
+        self._failed: _Failure | None = None
         self.appended = 0
         self._lock = threading.Lock()
 
+    @property
+    def pending(self) -> bytes:
+        """The partial last line waiting for its newline (or for close)."""
+        return bytes(self._pending)
+
     def write(self, data: bytes) -> AppendResult | None:
-        """Append the complete lines of ``pending + data`` as one batch; keep the partial rest."""
+        """Append the complete lines of ``pending + data`` (None when there is none); keep the partial
+        rest. Raises InvalidInput or RecordTooLargeError, having appended nothing."""
         with self._lock:
-            buf = self.pending + data
-            cut = buf.rfind(b"\n")
+            failed = self._failed
+            if failed is not None:
+                if _repeats(data, failed.data):
+                    raise _again(failed.error)
+                if failed.dropping:  # the rest of a dropped line, up to its newline, goes too
+                    self._failed = _Failure(data, failed.error, b"\n" not in data)
+                    raise _again(failed.error)
+                self._failed = None
+            pending = self._pending
+            cut = data.rfind(b"\n")
             if cut < 0:
-                self.pending = buf
+                size = len(pending) + len(data)
+                if size > self.log.config.max_message_bytes:
+                    self._check_partial_size(size, bytes(pending[:4096]) + data[:4096], data)
+                pending += data
                 return None
-            lines = buf[:cut].split(b"\n")
+            lines = (bytes(pending) + data[:cut]).split(b"\n")
             try:
-                records = parse_lines(lines)
-            except InvalidInput:
-                if self.pending and not _first_line_parses(lines[0]):
-                    self.pending = b""  # the bad line began in an earlier write: do not keep it
+                result = self._append(parse_lines(lines))
+            except (InvalidInput, RecordTooLargeError) as exc:
+                if pending:  # it was in the middle of a line: drop that line whole
+                    self._drop(data, exc, dropping=False)
                 raise
-            result = self.log.append_records(records)
-            self.pending = buf[cut + 1 :]
-            self.appended += len(records)
+            self._pending = bytearray(data[cut + 1 :])
+            self.appended += len(lines)
             return result
 
-    def flush(self) -> None:
-        """Append a pending partial line (as a record of its own) and fsync: durable on return."""
+    def _check_partial_size(self, size: int, start: bytes, data: bytes) -> None:
+        limit = self.log.config.max_message_bytes
+        json_line = start.lstrip()[:1] in (b"{", b"")
+        if size > (JSON_LINE_FACTOR * limit if json_line else limit):
+            kind = "a JSON line" if json_line else "a line"
+            exc = RecordTooLargeError(
+                f"{kind} already {size} bytes long cannot fit a record batch of max.message.bytes={limit}"
+            )
+            self._drop(data, exc, dropping=True)
+            raise exc
+
+    def _drop(self, data: bytes, exc: Exception, *, dropping: bool) -> None:
+        self._pending = bytearray()
+        self._failed = _Failure(bytes(data), exc, dropping)
+
+    def _append(self, records: list[ProducerRecord], *, flush: bool | None = None) -> AppendResult:
+        """One batch; several (one append, all or nothing) when one could not be small enough."""
+        limit = self.log.config.max_message_bytes
+        sizes = [_record_size(r) for r in records]
+        if _BATCH_OVERHEAD + sum(sizes) <= limit or len(records) == 1:
+            return self.log.append_records(records, flush=flush)
+        now = self.log.clock()
+        codec = _CODECS.get(self.log.config.compression_type, Codec.NONE)
+        batches = []
+        group: list[tuple] = []
+        used = _BATCH_OVERHEAD
+        for record, size in zip(records, sizes, strict=True):
+            if group and used + size > limit:
+                batches.append(encode_batch(group, compression=codec))
+                group, used = [], _BATCH_OVERHEAD
+            group.append((now if record[0] is None else record[0], record[1], record[2], tuple(record[3])))
+            used += size
+        batches.append(encode_batch(group, compression=codec))
+        return self.log.append_batches(b"".join(batches), flush=flush)
+
+    def sync(self) -> None:
+        """fsync: make the appended records durable; a partial line keeps waiting for its newline."""
         with self._lock:
-            pending, self.pending = self.pending, b""
+            self.log.flush()
+
+    def flush(self) -> None:
+        """close: append a pending partial line (as a record of its own) and fsync; durable on return.
+
+        A pending line that cannot be a record raises (and is dropped)."""
+        with self._lock:
+            pending, self._pending = bytes(self._pending), bytearray()
+            self._failed = None  # close ends whatever line was being dropped
             if pending:
-                records = parse_lines([pending])
-                self.log.append_records(records, flush=True)
+                self._append(parse_lines([pending]), flush=True)
                 self.appended += 1
             else:
                 self.log.flush()
 
 
-def _first_line_parses(line: bytes) -> bool:
-    try:
-        parse_record_line(line)
-        return True
-    except InvalidInput:
-        return False
+def _record_size(record: ProducerRecord | tuple) -> int:
+    """The most bytes the record can take in an uncompressed v2 batch."""
+    _ts, key, value, headers = record[0], record[1], record[2], record[3]
+    size = _RECORD_OVERHEAD + (len(key) if key else 0) + (len(value) if value else 0)
+    for name, header_value in headers:
+        size += _HEADER_OVERHEAD + len(name.encode("utf-8", "surrogatepass"))
+        size += len(header_value) if header_value else 0
+    return size

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from ..errors import CorruptRecordError
 from ..format.batch import DecodedBatch
 from ..storage.segment import LogSegment
-from .render import NO_FILTER, Filter, read_batches, render_batches
+from .render import NO_FILTER, Filter, header_skips, read_batches, render_batches
 
 if TYPE_CHECKING:
     from ..storage.log import Log
@@ -50,7 +50,7 @@ class Renderer:
         self.mode = mode
         self.on_corrupt = on_corrupt
 
-    def render(self, batches: list[DecodedBatch], flt: Filter) -> tuple[bytes, bool]:
+    def render(self, batches: list[DecodedBatch], flt: Filter) -> bytes:
         return render_batches(self.topic, self.partition, batches, flt, self.mode)
 
 
@@ -156,7 +156,7 @@ class SegmentLayout(Pieces):
     def _close(self, run: _Run | None, renderer: Renderer) -> None:
         if run is None or not run.size:
             return
-        data, _ = renderer.render(run.batches, self.filter)
+        data = renderer.render(run.batches, self.filter)
         self.add(run.base, run.position, run.size, len(data), run.last_offset)
         self.scanned = run.end
 
@@ -203,7 +203,16 @@ class RangeLayout(Pieces):
     """A by-offset or by-time range: pieces of the batches between its bounds, built on lookup.
 
     ``next_offset`` is where the next :meth:`extend` continues; ``complete`` once the range can no
-    longer grow (its last offset was reached, or a record at or past ``ts_hi`` was seen).
+    longer grow (an offset range whose last offset was reached, an empty time range).
+
+    A by-time range ``ts1..ts2`` holds every record with ``ts1 <= timestamp < ts2``, in offset order.
+    It starts at Kafka's ``offsetsForTimes(ts1)`` (the first record with a timestamp >= ts1: every
+    record before it is older than ts1), and has no end offset: under CreateTime a record older than
+    ts2 may follow any number of newer ones, and may still be appended. So it reaches the log end and
+    keeps growing. What that costs: sizing it decodes every batch from its start to the log end,
+    except those that cannot hold a record >= ts1 (whole sealed segments by their largest timestamp,
+    v2 batches by their header's), once per range node; reads then decode only the pieces that hold
+    records of the range.
     """
 
     __slots__ = ("next_offset", "complete", "started")
@@ -241,11 +250,20 @@ class RangeLayout(Pieces):
             if start >= log.log_end_offset:
                 return
             floor = log.segments.floor(start)
+            active = log.active_segment
             for base, segment in log.segments.items(floor[0] if floor else None):
                 if flt.hi is not None and base > flt.hi:
                     break
                 first_segment = segment is (floor[1] if floor else None)
-                if not self._from_layout(segment, layout_of, renderer, start):
+                if (
+                    flt.ts_lo is not None
+                    and segment is not active
+                    and segment.size
+                    and segment.max_timestamp < flt.ts_lo
+                ):
+                    # a sealed segment whose largest timestamp is below the range: nothing to read
+                    self.next_offset = max(self.next_offset, segment.next_offset)
+                elif not self._from_layout(segment, layout_of, renderer, start):
                     self._scan(log, segment, renderer, start if first_segment else None)
                 if self.complete:
                     return
@@ -289,32 +307,31 @@ class RangeLayout(Pieces):
         self.next_offset = max(self.next_offset, segment.next_offset)
         return True
 
-    def _render(self, segment: LogSegment, renderer: Renderer, position: int, size: int, last: int) -> bool:
+    def _render(self, segment: LogSegment, renderer: Renderer, position: int, size: int, last: int) -> None:
         try:
-            data, stopped = renderer.render(read_batches(segment, position, size), self.filter)
+            data = renderer.render(read_batches(segment, position, size), self.filter)
         except CorruptRecordError as exc:
             renderer.on_corrupt(exc)
             self.add(segment.base_offset, position, size, 1, last, exc)
-            return False
+            return
         self.add(segment.base_offset, position, size, len(data), last)
-        return stopped
 
     def _scan(self, log: Log, segment: LogSegment, renderer: Renderer, start: int | None) -> None:
-        """Gather this segment's batches from the one holding ``start`` (None: the first) into pieces."""
+        """Gather this segment's batches from the one holding ``start`` (None: the first) into pieces.
+
+        A v2 batch whose header shows no record can reach a by-time range's lower bound is not decoded
+        (it ends the current piece instead: a piece is a run of contiguous batches)."""
         flt = self.filter
         base = segment.base_offset
         file = str(segment.log_path)
         run: _Run | None = None
 
-        def close() -> bool:
+        def close() -> None:
             if run is None or not run.size:
-                return False
-            data, stopped = renderer.render(run.batches, flt)
+                return
+            data = renderer.render(run.batches, flt)
             self.add(base, run.position, run.size, len(data), run.last_offset)
             self.next_offset = max(self.next_offset, run.last_offset + 1)
-            if stopped:
-                self.complete = True
-            return stopped
 
         try:
             views = segment.read_from(start) if start is not None else segment.batches(0)
@@ -324,11 +341,15 @@ class RangeLayout(Pieces):
                     break
                 if start is not None and h.last_offset < start:
                     continue
+                if header_skips(h, flt):
+                    close()
+                    run = None
+                    self.next_offset = max(self.next_offset, h.last_offset + 1)
+                    continue
                 try:
                     batch = view.decode(file=file)
                 except CorruptRecordError as exc:
-                    if close():
-                        return
+                    close()
                     run = None
                     renderer.on_corrupt(exc)
                     self.add(base, view.position, h.size, 1, h.last_offset, exc)
@@ -338,8 +359,7 @@ class RangeLayout(Pieces):
                     run = _Run(base, view.position)
                 run.add(batch, h.size, h.last_offset)
                 if run.size >= GROUP_BYTES or (flt.hi is not None and h.last_offset >= flt.hi):
-                    if close():
-                        return
+                    close()
                     run = None
                 if flt.hi is not None and h.last_offset >= flt.hi:
                     self.complete = True
@@ -347,8 +367,7 @@ class RangeLayout(Pieces):
             close()
         except CorruptRecordError as exc:
             # a header that does not parse: the rest of this segment cannot be walked
-            if close():
-                return
+            close()
             renderer.on_corrupt(exc)
             where = exc.position if exc.position is not None else 0
             self.add(base, where, 1, 1, self.next_offset, exc)

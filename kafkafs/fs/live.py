@@ -2,8 +2,15 @@
 
 * :class:`Invalidator` is a thread of its own that tells the kernel to forget what it cached for the
   files that grow (``records.jsonl``, ``partition.json``, ranges reaching the end, the active
-  segment's files). It never runs inside a request handler: an invalidation can wait for pages that a
-  handler is still filling, and the handler would wait for it.
+  segment's files): attributes and pages. It never runs inside a request handler: dropping pages can
+  wait for a page that a handler is still filling, and the handler would wait for it.
+* :meth:`Invalidator.attrs_now` is the exception, for appends through the mount itself: before the
+  ``write()`` (or ``close()``) of ``append`` returns, it marks the cached attributes of the files that
+  grew as stale, so the next ``stat``, ``open`` or ``read`` on this mount asks again and sees the new
+  records (read-after-append). Only attributes: that touches no page and waits for nothing (the
+  kernel bumps the inode's attribute version and returns), so it is safe from the worker thread of
+  a request. The new size then drops the stale pages in the kernel itself (a FUSE inode whose size
+  changes loses its page cache), and the thread above follows with a full invalidation.
 * :func:`poll_forever` looks at the active segment of every read-only partition in use every
   :data:`POLL_INTERVAL` seconds, so records written by another process (a broker, ``kafkafs
   produce``) are noticed; a read-write mount hears of its own appends directly.
@@ -32,7 +39,9 @@ COALESCE = 0.01
 
 
 class Invalidator:
-    def __init__(self, table: InodeTable, invalidate: Callable[[int], None]) -> None:
+    """``invalidate(ino, attr_only=False)`` is :func:`pyfuse3.invalidate_inode` (or a stand-in)."""
+
+    def __init__(self, table: InodeTable, invalidate: Callable[..., None]) -> None:
         self.table = table
         self._invalidate = invalidate
         self._pending: dict[str, int | None] = {}
@@ -40,6 +49,7 @@ class Invalidator:
         self._stopped = False
         self._thread = threading.Thread(target=self._run, name="kafkafs-invalidate", daemon=True)
         self.sent = 0
+        self.sent_attrs = 0
 
     def start(self) -> None:
         self._thread.start()
@@ -60,6 +70,19 @@ class Invalidator:
                 prev if before is None or (prev is not None and prev < before) else before
             )
             self._cond.notify()
+
+    def attrs_now(self, state: PartitionState, since_base: int | None = None) -> None:
+        """Mark the attributes of ``state``'s growing files stale in the kernel, now (see above);
+        ``since_base``: segment files from that base offset on changed too."""
+        for ino, node in self.table.of_partition(state.name):
+            if self._needs(node, since_base):
+                try:
+                    self._invalidate(ino, True)
+                    self.sent_attrs += 1
+                except OSError:
+                    pass  # the kernel no longer knows the inode: nothing to forget
+                except Exception:
+                    log.exception("cache invalidation failed")
 
     def _run(self) -> None:
         while True:

@@ -21,6 +21,7 @@ import logging.handlers
 import os
 import signal
 import sys
+import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -57,6 +58,13 @@ def _check_mountpoint(mountpoint: str) -> str:
     if not os.path.isdir(path):
         raise MountError(f"{mountpoint}: not a directory")
     if os.path.ismount(path) or _mounted_at(path):
+        # stat() may still answer from the kernel's cache for a second after the daemon died: ask the
+        # file system itself (statfs is never cached) before calling the mount alive
+        if _dead_mount(path):
+            raise MountError(
+                f"{mountpoint}: a dead mount is still there (its daemon died); clear it with "
+                f"`fusermount3 -uz {mountpoint}`"
+            )
         raise MountError(
             f"{mountpoint}: something is already mounted there (unmount it with `fusermount3 -u`)"
         )
@@ -69,6 +77,14 @@ def _check_mountpoint(mountpoint: str) -> str:
         raise MountError(f"{mountpoint}: you do not own the mount point")
     del st
     return path
+
+
+def _dead_mount(path: str) -> bool:
+    try:
+        os.statvfs(path)
+    except OSError as exc:
+        return exc.errno == errno.ENOTCONN
+    return False
 
 
 def _mounted_at(path: str) -> bool:
@@ -94,13 +110,26 @@ def _check_logdir(logdir: str) -> str:
     return path
 
 
-def fuse_option_set(rw: bool, user_options: Iterable[str]) -> tuple[set[str], bool, str | None]:
+def _fsname(logdir: str | None) -> str:
+    """The mount's source as ``mount`` and ``df`` show it: the log directory (libfuse splits options
+    at commas and takes a backslash as an escape; pyfuse3 passes options as ASCII)."""
+    if not logdir or not logdir.isascii() or not logdir.isprintable():
+        return "kafkafs"
+    return logdir.replace("\\", "\\\\").replace(",", "\\,")
+
+
+def fuse_option_set(
+    rw: bool, user_options: Iterable[str], logdir: str | None = None
+) -> tuple[set[str], bool, str | None]:
     """The options for ``pyfuse3.init`` from ``-o`` strings; returns (options, rw, values override).
 
     ``ro`` in the user's options wins over ``--rw``; ``rw`` is accepted and ignored (``mount`` passes
-    it by default); ``values=MODE`` selects the values mode (for fstab lines).
+    it by default); ``values=MODE`` selects the values mode (for fstab lines). The mount is named
+    ``fsname=LOGDIR`` (the absolute log directory), ``subtype=kafkafs`` (type ``fuse.kafkafs``); the
+    user's own ``fsname=`` or ``subtype=`` wins.
     """
-    options = {"fsname=kafkafs", "subtype=kafkafs", "default_permissions"}
+    defaults = {"fsname": f"fsname={_fsname(logdir)}", "subtype": "subtype=kafkafs"}
+    options = {"default_permissions"}
     values = None
     for group in user_options:
         for option in str(group).split(","):
@@ -114,7 +143,9 @@ def fuse_option_set(rw: bool, user_options: Iterable[str]) -> tuple[set[str], bo
             elif option in ("defaults", "auto", "noauto", "user", "nouser", "_netdev", "nofail"):
                 continue  # fstab words that mean nothing to FUSE
             else:
+                defaults.pop(option.partition("=")[0], None)
                 options.add(option)
+    options.update(defaults.values())
     if not rw:
         options.add("ro")
     return options, rw, values
@@ -132,6 +163,35 @@ def _sd_notify(message: str) -> None:
         notify.notify(message)
     except Exception as exc:  # never let systemd plumbing take the mount down
         log.debug("sd_notify failed: %s", exc)
+
+
+def _quoting_stderr(fn: Callable[[], None]) -> None:
+    """Run ``fn`` with file descriptor 2 going to a temporary file, so that what libfuse and
+    fusermount3 print there ("fuse: unknown option(s): `-o bogus'") becomes part of the one error
+    line instead of a second line before it. Printed as it was when ``fn`` succeeds."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with tempfile.TemporaryFile() as captured:
+            os.dup2(captured.fileno(), 2)
+            try:
+                fn()
+            except Exception as exc:
+                captured.seek(0)
+                said = [
+                    line.strip().removeprefix("fuse: ")
+                    for line in captured.read().decode("utf-8", "replace").splitlines()
+                    if line.strip()
+                ]
+                raise MountError("; ".join(said) if said else str(exc)) from None
+            finally:
+                os.dup2(saved, 2)
+            captured.seek(0)
+            text = captured.read()
+            if text:
+                os.write(2, text)
+    finally:
+        os.close(saved)
 
 
 def _open_logdir(path: str, settings: Settings | None, rw: bool) -> tuple[LogDir, bool]:
@@ -170,12 +230,13 @@ def serve(
     tree = Tree(directory, mode=values, rw=rw)
     ops = Operations(tree)
     try:
-        pyfuse3.init(ops, mountpoint, options)
+        _quoting_stderr(lambda: pyfuse3.init(ops, mountpoint, options))
     except Exception as exc:
         directory.close()
-        raise MountError(f"{mountpoint}: FUSE could not mount it ({exc})") from None
+        raise MountError(f"{mountpoint}: FUSE could not mount it: {exc}") from None
     invalidator = Invalidator(ops.inodes, pyfuse3.invalidate_inode)
     tree.add_listener(invalidator.partition_changed)
+    tree.add_append_listener(invalidator.attrs_now)
     invalidator.start()
     failed = False
 
@@ -348,7 +409,7 @@ def mount(
     User mistakes (no such log directory, a missing, busy or non-empty mount point, a bad option) raise
     :class:`~kafkafs.errors.KafkafsError` subclasses with a one-line message.
     """
-    options, rw, values_override = fuse_option_set(rw, fuse_options)
+    options, rw, values_override = fuse_option_set(rw, fuse_options, os.path.abspath(logdir))
     if values_override is not None:
         values = values_override
     if values not in VALUES_MODES:

@@ -37,8 +37,8 @@ APPEND = "append"
 _NUMBER = r"(0|[1-9][0-9]{0,18})"
 _OFFSET_FILE = re.compile(rf"^{_NUMBER}\.json$")
 _OFFSET_RANGE = re.compile(rf"^{_NUMBER}-{_NUMBER}\.jsonl$")
-_SEGMENT_FILE = re.compile(r"^([0-9]{20})\.(log|index|timeindex|txnindex|snapshot)$")
-_EXTENSION_CODES = {"log": 0, "index": 1, "timeindex": 2, "txnindex": 3, "snapshot": 4}
+_SEGMENT_FILE = re.compile(r"^([0-9]{20})\.(log|index|timeindex|txnindex)$")
+_EXTENSION_CODES = {"log": 0, "index": 1, "timeindex": 2, "txnindex": 3}
 _LONG_MAX = 2**63 - 1
 
 
@@ -95,7 +95,10 @@ def parse_time_range(name: str) -> tuple[int, int] | None:
 
 
 def is_segment_file(name: str) -> bool:
-    """A file that ``segments/`` shows: a segment's ``.log``, its indexes, or a producer snapshot."""
+    """A file that ``segments/`` shows: a segment's ``.log`` and its indexes (SPEC: "the raw segment
+    files"). Not producer ``.snapshot`` files or checkpoints, which are not segment files; not files
+    marked ``.deleted``, ``.cleaned`` or ``.swap`` either: they are on their way out of the log or not
+    yet in it, vanish at any moment, and would count records twice in ``cat segments/*.log``."""
     return _SEGMENT_FILE.match(name) is not None
 
 

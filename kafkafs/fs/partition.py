@@ -285,7 +285,7 @@ class PartitionState:
         except CorruptRecordError as exc:
             self._report_corrupt(exc)
             raise
-        data, _ = self.renderer.render(batches, pieces.filter)
+        data = self.renderer.render(batches, pieces.filter)
         if len(data) != pieces.ends[i] - pieces.start(i):
             exc = CorruptRecordError(
                 "the batch renders differently than when it was laid out (did the file change?)",

@@ -1,9 +1,10 @@
 """Decode batches from a segment and render the records a view wants from them.
 
 A *piece* of a view is a run of whole, contiguous batches of one segment with a filter: offsets
-``lo..hi`` (inclusive), timestamps from ``ts_lo``, and a stop at the first record whose timestamp is
-``>= ts_hi`` (the end of a by-time range: Kafka's ``offsetsForTimes`` of the upper bound). The same
-function renders a piece when a view is sized and when it is read, so the two always agree.
+``lo..hi`` (inclusive) and timestamps ``ts_lo <= timestamp < ts_hi``. The timestamp bounds are applied
+record by record: with CreateTime, timestamps need not grow with offsets, so a record past ``ts_hi``
+says nothing about the ones after it. The same function renders a piece when a view is sized and when
+it is read, so the two always agree.
 
 Consecutive batches that render alike (same timestamp type, control and transactional flags) are
 rendered in one call: a log of one-record batches then costs little more than one of large batches.
@@ -15,11 +16,11 @@ from bisect import bisect_left, bisect_right
 from typing import NamedTuple
 
 from ..errors import CorruptRecordError
-from ..format.batch import DecodedBatch, read_batch_header, scan_batches
+from ..format.batch import BatchHeader, DecodedBatch, read_batch_header, scan_batches
 from ..format.jsonview import render_batch_jsonl
 from ..storage.segment import BatchView, LogSegment
 
-__all__ = ["Filter", "NO_FILTER", "read_batch", "read_batches", "select", "render_batches"]
+__all__ = ["Filter", "NO_FILTER", "read_batch", "read_batches", "select", "render_batches", "header_skips"]
 
 
 class Filter(NamedTuple):
@@ -32,6 +33,15 @@ class Filter(NamedTuple):
 
 
 NO_FILTER = Filter()
+
+
+def header_skips(header: BatchHeader, flt: Filter) -> bool:
+    """Whether no record of a batch can pass ``flt``'s lower timestamp bound, from its header alone.
+
+    Only v2 headers are trusted: their ``maxTimestamp`` is the largest timestamp of the batch (and the
+    timestamp of every record under LogAppendTime); a legacy wrapper's timestamp is not always that.
+    """
+    return flt.ts_lo is not None and header.magic == 2 and header.max_timestamp < flt.ts_lo
 
 
 def read_batch(segment: LogSegment, position: int, size: int) -> DecodedBatch:
@@ -68,28 +78,25 @@ def read_batches(segment: LogSegment, position: int, size: int) -> list[DecodedB
     return out
 
 
-def select(batch: DecodedBatch, flt: Filter) -> tuple[DecodedBatch, bool]:
-    """The records of ``batch`` that pass ``flt``, and whether the ``ts_hi`` stop was met."""
+def select(batch: DecodedBatch, flt: Filter) -> DecodedBatch:
+    """The records of ``batch`` that pass ``flt`` (offsets in ``lo..hi``, ``ts_lo <= timestamp < ts_hi``)."""
     offsets = batch.offsets
     i = 0 if flt.lo is None else bisect_left(offsets, flt.lo)
     j = len(offsets) if flt.hi is None else bisect_right(offsets, flt.hi)
-    stopped = False
-    if flt.ts_hi is not None:
-        timestamps = batch.timestamps
-        ts_hi = flt.ts_hi
-        for k in range(i, j):
-            if timestamps[k] >= ts_hi:
-                j = k
-                stopped = True
-                break
     keep = None
-    if flt.ts_lo is not None:
+    if flt.ts_lo is not None or flt.ts_hi is not None:
+        timestamps = batch.timestamps
         ts_lo = flt.ts_lo
-        keep = [k for k in range(i, j) if batch.timestamps[k] >= ts_lo]
+        ts_hi = flt.ts_hi
+        keep = [
+            k
+            for k in range(i, j)
+            if (ts_lo is None or timestamps[k] >= ts_lo) and (ts_hi is None or timestamps[k] < ts_hi)
+        ]
         if len(keep) == j - i:
             keep = None
     if keep is not None:
-        picked = DecodedBatch(
+        return DecodedBatch(
             batch.header,
             [batch.offsets[k] for k in keep],
             [batch.timestamps[k] for k in keep],
@@ -97,19 +104,15 @@ def select(batch: DecodedBatch, flt: Filter) -> tuple[DecodedBatch, bool]:
             [batch.values[k] for k in keep],
             [batch.headers[k] for k in keep],
         )
-        return picked, stopped
     if i == 0 and j == len(offsets):
-        return batch, stopped
-    return (
-        DecodedBatch(
-            batch.header,
-            offsets[i:j],
-            batch.timestamps[i:j],
-            batch.keys[i:j],
-            batch.values[i:j],
-            batch.headers[i:j],
-        ),
-        stopped,
+        return batch
+    return DecodedBatch(
+        batch.header,
+        offsets[i:j],
+        batch.timestamps[i:j],
+        batch.keys[i:j],
+        batch.values[i:j],
+        batch.headers[i:j],
     )
 
 
@@ -131,20 +134,14 @@ def _merge(batches: list[DecodedBatch]) -> DecodedBatch:
     return DecodedBatch(batches[0].header, offsets, timestamps, keys, values, headers)
 
 
-def render_batches(
-    topic: str, partition: int, batches: list[DecodedBatch], flt: Filter, mode: str
-) -> tuple[bytes, bool]:
-    """JSON lines of the records of ``batches`` (in order) that pass ``flt``; and whether the ``ts_hi``
-    stop was met (nothing after it is rendered)."""
+def render_batches(topic: str, partition: int, batches: list[DecodedBatch], flt: Filter, mode: str) -> bytes:
+    """JSON lines of the records of ``batches`` (in order) that pass ``flt``."""
     picked = []
-    stopped = False
     for batch in batches:
         if flt is not NO_FILTER:
-            batch, stopped = select(batch, flt)
+            batch = select(batch, flt)
         if batch.offsets:
             picked.append(batch)
-        if stopped:
-            break
     out = []
     run: list[DecodedBatch] = []
     for batch in picked:
@@ -154,4 +151,4 @@ def render_batches(
         run.append(batch)
     if run:
         out.append(render_batch_jsonl(topic, partition, _merge(run), mode))
-    return b"".join(out), stopped
+    return b"".join(out)

@@ -14,6 +14,7 @@ something read-only; the engine's own exceptions pass through.
 
 from __future__ import annotations
 
+import logging
 import os
 import stat
 import threading
@@ -31,6 +32,8 @@ from . import names
 from .append import AppendBuffer
 from .layout import RangeLayout
 from .partition import PartitionState, PieceCache
+
+log = logging.getLogger("kafkafs.fs")
 
 __all__ = [
     "Tree",
@@ -173,20 +176,38 @@ class OSFileHandle(Handle):
 
 
 class AppendHandle(Handle):
+    """``append``: see :mod:`kafkafs.fs.append`. Once records are in, the tree's append listeners hear
+    of it before the request returns (the mount tells the kernel that the views grew)."""
+
     direct_io = True
 
-    def __init__(self, state: PartitionState) -> None:
+    def __init__(self, tree: Tree, state: PartitionState) -> None:
+        self.tree = tree
+        self.state = state
         self.buffer = AppendBuffer(state.log)
 
     def read(self, offset: int, size: int) -> bytes:
         return b""
 
+    def _active_base(self) -> int | None:
+        active = self.state.log.active_segment
+        return active.base_offset if active is not None else None
+
     def write(self, offset: int, data: bytes) -> int:
-        self.buffer.write(data)
+        before = self._active_base()
+        if self.buffer.write(data) is not None:
+            self.tree.appended(self.state, before)
         return len(data)
 
     def flush(self) -> None:
+        before = self._active_base()
+        count = self.buffer.appended
         self.buffer.flush()
+        if self.buffer.appended != count:
+            self.tree.appended(self.state, before)
+
+    def fsync(self) -> None:
+        self.buffer.sync()
 
 
 # ---------------------------------------------------------------------------------------------- nodes
@@ -340,7 +361,7 @@ class AppendFile(File):
         state = self.tree.state(self.partition_name)
         if not state.log.writable:
             raise NotPermitted("the log directory is open read-only")
-        return AppendHandle(state)
+        return AppendHandle(self.tree, state)
 
 
 class ByOffsetDir(Dir):
@@ -517,11 +538,7 @@ class SegmentFile(File):
 
     def sealed(self) -> bool:
         active = self.state.log.active_segment
-        return (
-            active is not None
-            and self.base_offset < active.base_offset
-            and not self.name.endswith(".snapshot")
-        )
+        return active is not None and self.base_offset < active.base_offset
 
     def attr(self) -> Attr:
         try:
@@ -571,6 +588,7 @@ class Tree:
         self._by_number: dict[int, PartitionState] = {}
         self._guard = threading.RLock()
         self._listeners: list = []
+        self._append_listeners: list = []
 
     # -- partitions
 
@@ -625,6 +643,20 @@ class Tree:
             self._listeners.append(callback)
             for state in self._states.values():
                 state.add_listener(callback)
+
+    def add_append_listener(self, callback) -> None:
+        """``callback(state, since_base)`` after records were appended through an ``append`` file, in
+        the thread that appended them and before the write (or close) returns; ``since_base`` is the
+        active segment's base offset before the append (segments from there on may have changed)."""
+        with self._guard:
+            self._append_listeners.append(callback)
+
+    def appended(self, state: PartitionState, since_base: int | None) -> None:
+        for callback in list(self._append_listeners):
+            try:
+                callback(state, since_base)
+            except Exception:  # the records are in: a listener must not fail the write
+                log.exception("append listener failed")
 
     def mkdir(self, name: str) -> PartitionDir:
         """Create an empty partition ``<topic>-<partition>`` (InvalidName for a bad name)."""

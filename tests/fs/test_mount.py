@@ -301,6 +301,106 @@ def test_locked_log_directory_mounts_read_only(mounted, logdir_copy):
         assert "locked by another writer" in m.log() and "mounting read-only" in m.log()
 
 
+def test_read_after_append_on_the_same_mount(mounted, logdir_copy):
+    """Once write() or close() of append returned, this mount's records.jsonl, growing ranges and
+    partition.json show the new record: never a cached size or page from before."""
+    m = mounted(logdir_copy, "--rw")
+    part = m / "events-3"
+    records, growing, info = (
+        part / "records.jsonl",
+        part / "by-offset/3-1000000.jsonl",
+        part / "partition.json",
+    )
+    for path in (records, growing, info):
+        cat(path)  # the kernel now holds their sizes and pages
+    stale = []
+
+    def check(i: int, how: str) -> None:
+        size = os.stat(records).st_size
+        data = records.read_bytes()
+        last = json.loads(data.splitlines()[-1])
+        tail = json.loads(growing.read_bytes().splitlines()[-1])
+        end = json.loads(info.read_bytes())["logEndOffset"]
+        if (last["value"], tail["value"], len(data), end) != (
+            f"{how} {i}",
+            f"{how} {i}",
+            size,
+            last["offset"] + 1,
+        ):
+            stale.append((how, i, last["value"], tail["value"], len(data), size, end))
+
+    for i in range(50):
+        fd = os.open(part / "append", os.O_WRONLY | os.O_APPEND)
+        try:
+            os.write(fd, b"closed %d\n" % i)
+        finally:
+            os.close(fd)
+        check(i, "closed")
+    fd = os.open(part / "append", os.O_WRONLY | os.O_APPEND)
+    try:
+        for i in range(50):
+            os.write(fd, b"open %d\n" % i)  # no close: the write() itself has returned
+            check(i, "open")
+    finally:
+        os.close(fd)
+    for i in range(20):
+        out = run("sh", "-c", f'echo "shell {i}" >> "{part}/append"; tail -n 1 "{records}"').stdout
+        if json.loads(out)["value"] != f"shell {i}":
+            stale.append(("shell", i, out))
+    assert not stale, stale
+
+
+def test_fsync_on_append_keeps_the_partial_line(mounted, logdir_copy):
+    m = mounted(logdir_copy, "--rw")
+    fd = os.open(m / "events-3/append", os.O_WRONLY | os.O_APPEND)
+    try:
+        os.write(fd, b"abc")
+        os.fsync(fd)
+        os.write(fd, b"def\nghi")
+        os.fsync(fd)
+        # read in this process: a child process would get a copy of fd, and its exit closes that
+        # copy, which the kernel reports as a close (FUSE flush) of the file: the end of "ghi"
+        last = (m / "events-3/records.jsonl").read_bytes().splitlines()[-1]
+        assert json.loads(last)["value"] == "abcdef"
+    finally:
+        os.close(fd)
+    values = [json.loads(line)["value"] for line in cat(m / "events-3/records.jsonl").splitlines()[5:]]
+    assert values == ["abcdef", "ghi"]
+
+
+def test_a_line_too_large_appends_nothing(mounted, logdir_copy, tmp_path):
+    """One write() of a 2,000,000-byte line reaches the mount in ~1 MiB pieces; the record is too
+    large, so nothing of it is appended: not by close(), not when a buffered writer retries."""
+    config = tmp_path / "kafkafs.toml"
+    config.write_text('"max.message.bytes" = 1500000\n')  # so that the first piece alone would fit
+    m = mounted(logdir_copy, "--rw", "--config", str(config))
+    append, records = m / "events-3/append", m / "events-3/records.jsonl"
+    line = b"x" * 2_000_000 + b"\n"
+    fd = os.open(append, os.O_WRONLY | os.O_APPEND)
+    try:
+        try:
+            written = os.write(fd, line)
+            assert written < len(line)  # the kernel reports the pieces before the failed one
+        except OSError as exc:
+            assert exc.errno == errno.EFBIG
+    finally:
+        os.close(fd)
+    with pytest.raises(OSError) as info:
+        with open(append, "ab") as f:  # buffered: retries the rest of a short write, gets the error
+            f.write(line)
+    assert info.value.errno == errno.EFBIG
+    # a line longer than any record can be fails as soon as it is: cat says so and stops
+    result = run("sh", "-c", f'cat >> "{append}"', input=b"y" * 3_000_000 + b"\n", check=False)
+    assert result.returncode != 0 and b"File too large" in result.stderr
+    fd = os.open(append, os.O_WRONLY | os.O_APPEND)
+    try:
+        os.write(fd, b"small\n")
+    finally:
+        os.close(fd)
+    values = [json.loads(line)["value"] for line in cat(records).splitlines()]
+    assert values[5:] == ["small"]
+
+
 # ---------------------------------------------------------------------------------------------- damage
 
 
@@ -404,3 +504,56 @@ def test_user_mistakes_are_one_line_errors(tmp_path, built_logdir):
         assert message in str(info.value) and "\n" not in str(info.value)
     with pytest.raises(KafkafsError, match="values"):
         mount(str(built_logdir), str(tmp_path / "full"), values="hex")
+
+
+def _mountinfo(path: Path) -> tuple[str, str] | None:
+    """(file system type, source) of the mount at ``path``, from /proc/self/mountinfo."""
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        fields = line.split()
+        if fields[4] == str(path):
+            after = fields[fields.index("-") + 1 :]
+            return after[0], after[1].replace("\\040", " ")
+    return None
+
+
+def test_the_mount_is_named_after_its_log_directory(mounted, built_logdir, logdir_copy):
+    m = mounted(built_logdir)
+    assert _mountinfo(m.path) == ("fuse.kafkafs", str(built_logdir))
+    df = run("df", str(m.path)).stdout.decode().splitlines()[-1]
+    assert df.startswith(str(built_logdir))
+    named = mounted(logdir_copy, "-o", "fsname=orders-archive")
+    assert _mountinfo(named.path) == ("fuse.kafkafs", "orders-archive")
+
+
+def test_a_dead_mount_is_named_as_such(mounted, built_logdir):
+    """After kill -9 the kernel keeps a dead mount; stat() of its root may still answer from the cache
+    for a second, but the message must be the one that says how to clear it."""
+    m = mounted(built_logdir)
+    m.allow_errors = True
+    os.listdir(m.path)
+    os.stat(m.path)  # the root's attributes are fresh in the kernel's cache
+    m.proc.kill()
+    m.proc.wait(timeout=10)
+    with pytest.raises(KafkafsError) as info:
+        mount(str(built_logdir), str(m.path), foreground=True)
+    message = str(info.value)
+    assert "dead mount" in message and f"fusermount3 -uz {m.path}" in message, message
+    subprocess.run(["fusermount3", "-uz", str(m.path)], capture_output=True)
+
+
+@pytest.mark.parametrize("foreground", [True, False])
+def test_a_bad_fuse_option_is_one_line(tmp_path, built_logdir, foreground):
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    args = [sys.executable, "-m", "kafkafs.fs.mount", str(built_logdir), str(mnt), "-o", "bogusopt"]
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    try:
+        result = subprocess.run(
+            args + (["-f"] if foreground else []), capture_output=True, timeout=30, env=env
+        )
+    finally:
+        if os.path.ismount(mnt):
+            subprocess.run(["fusermount3", "-uz", str(mnt)], capture_output=True)
+    lines = result.stderr.decode().splitlines()
+    assert result.returncode == 1 and len(lines) == 1, lines
+    assert lines[0].startswith("kafkafs: error: ") and "unknown option" in lines[0] and "bogusopt" in lines[0]

@@ -46,9 +46,12 @@ def test_time_ranges():
 def test_segment_files():
     assert names.is_segment_file("00000000000000000042.log")
     assert names.is_segment_file("00000000000000000042.timeindex")
-    assert names.is_segment_file("00000000000000000042.snapshot")
+    assert names.is_segment_file("00000000000000000042.txnindex")
     for bad in (
+        "00000000000000000042.snapshot",
         "00000000000000000042.log.deleted",
+        "00000000000000000042.log.cleaned",
+        "00000000000000000042.index.swap",
         "42.log",
         "leader-epoch-checkpoint",
         "partition.metadata",

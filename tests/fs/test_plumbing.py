@@ -131,6 +131,32 @@ def test_invalidator_sends_growing_files(logdir_copy):
         tree.close()
 
 
+def test_appends_mark_attributes_stale_before_returning(logdir_copy):
+    """The write path's own invalidation: attributes only (no page is waited for), synchronous."""
+    tree = Tree(LogDir(logdir_copy, SMALL_SEGMENTS, writable=True), rw=True)
+    try:
+        table = InodeTable(tree)
+        calls = []
+        inv = Invalidator(table, lambda ino, attr_only=False: calls.append((ino, attr_only)))
+        tree.add_append_listener(inv.attrs_now)  # the thread is not started: only attrs_now can send
+        records, _ = table.register(tree.resolve("events-3/records.jsonl"), count=1)
+        info, _ = table.register(tree.resolve("events-3/partition.json"), count=1)
+        stable, _ = table.register(tree.resolve("events-3/by-offset/0-1.jsonl"), count=1)
+        table.get(stable).attr()
+        handle = tree.resolve("events-3/append").open(True)
+        handle.write(0, b"partial")
+        assert calls == []
+        handle.write(0, b" line\n")
+        assert {(records, True), (info, True)} <= set(calls) and all(attr_only for _i, attr_only in calls)
+        assert stable not in {ino for ino, _a in calls}
+        calls.clear()
+        handle.write(0, b"x")
+        handle.flush()
+        assert (records, True) in calls
+    finally:
+        tree.close()
+
+
 def test_fuse_options():
     options, rw, values = fuse_option_set(False, ["allow_other,noatime", "values=base64"])
     assert {"ro", "allow_other", "noatime", "fsname=kafkafs", "subtype=kafkafs"} <= options
@@ -139,3 +165,13 @@ def test_fuse_options():
     assert rw is True and "ro" not in options and "rw" not in options and "defaults" not in options
     options, rw, _ = fuse_option_set(True, ["ro"])
     assert rw is False and "ro" in options
+    # the mount is named after the log directory, unless the user names it
+    options, _, _ = fuse_option_set(False, [], "/var/lib/kafka/data")
+    assert {"fsname=/var/lib/kafka/data", "subtype=kafkafs"} <= options
+    options, _, _ = fuse_option_set(False, ["fsname=mine,subtype=kfs"], "/var/lib/kafka/data")
+    assert {"fsname=mine", "subtype=kfs"} <= options
+    assert not {"fsname=/var/lib/kafka/data", "subtype=kafkafs"} & options
+    options, _, _ = fuse_option_set(False, [], "/data/a,b\\c")
+    assert "fsname=/data/a\\,b\\\\c" in options  # libfuse splits at commas; a backslash escapes
+    options, _, _ = fuse_option_set(False, [], "/data/kafka-\u00e9t\u00e9")
+    assert "fsname=kafkafs" in options  # pyfuse3 passes options as ASCII
