@@ -77,6 +77,11 @@ _CONTROL_MASK = 0x20
 #: Kafka's default ``max.message.bytes`` (1 MiB + 12 bytes), rounded; callers may pass their own.
 DEFAULT_MAX_INFLATED_BYTES = 64 * 1024 * 1024
 
+try:  # a compiled record reader, when aiokafka is installed (see _decode_records_compiled)
+    from aiokafka.record._crecords import DefaultRecordBatch as _CompiledBatch
+except ImportError:  # pragma: no cover - the pure-Python decoder serves alone
+    _CompiledBatch = None
+
 _PREFIX = struct.Struct(">qi")
 _V2_HEADER = struct.Struct(">qiibIhiqqqhii")
 _AFTER_CRC = struct.Struct(">hiqqqhii")
@@ -374,12 +379,73 @@ def decode_batch(
             data = _compression.decompress(Codec(codec), data, max_inflated_bytes)
         except CorruptRecordError as exc:
             raise CorruptRecordError(exc.reason, header.position) from None
+    if validate and _CompiledBatch is not None:  # only bytes whose CRC held (see the function)
+        decoded = _decode_records_compiled(data, header)
+        if decoded is not None:
+            return decoded
     try:
         return _decode_records(data, header)
     except CorruptRecordError as exc:
         raise CorruptRecordError(exc.reason, header.position) from None
     except (IndexError, ValueError, OverflowError) as exc:
         raise CorruptRecordError(f"records do not parse: {exc}", header.position) from None
+
+
+def _decode_records_compiled(data: bytes, header: BatchHeader) -> DecodedBatch | None:
+    """The records section decoded by aiokafka's compiled (Cython) reader, about four times faster
+    than :func:`_decode_records`; None when it is not available or does not accept the bytes, and the
+    pure-Python decoder (the reference, with this package's error messages) takes over.
+
+    It is handed an uncompressed copy of the batch: decompression (bounded) and CRC checks stay ours,
+    and :func:`decode_batch` uses it only for batches whose CRC it has just checked. That matters:
+    the compiled reader misreads a varint written in more bytes than needed (legal, but no Kafka client
+    writes one, and a damaged byte that would produce one fails the CRC), where the reference reads
+    it as Kafka does. Unchecked bytes (``validate=False``) always take the reference decoder.
+    """
+    count = header.record_count
+    if count < 0 or count > len(data) // 7:
+        return None
+    prefix = _V2_HEADER.pack(
+        header.base_offset,
+        V2_HEADER_SIZE - LOG_OVERHEAD + len(data),
+        header.partition_leader_epoch,
+        2,
+        header.crc,
+        header.attributes & ~_COMPRESSION_MASK,
+        header.last_offset_delta,
+        header.first_timestamp,
+        header.max_timestamp,
+        header.producer_id,
+        header.producer_epoch,
+        header.base_sequence,
+        count,
+    )
+    offsets: list[int] = []
+    timestamps: list[int] = []
+    keys: list[bytes | None] = []
+    values: list[bytes | None] = []
+    headers: list[Sequence[Header]] = []
+    add_offset = offsets.append
+    add_ts = timestamps.append
+    add_key = keys.append
+    add_value = values.append
+    add_headers = headers.append
+    no_headers = _NO_HEADERS
+    try:
+        for record in _CompiledBatch(prefix + data):
+            add_offset(record.offset)
+            add_ts(record.timestamp)
+            add_key(record.key)
+            add_value(record.value)
+            record_headers = record.headers
+            add_headers([Header(k, v) for k, v in record_headers] if record_headers else no_headers)
+    except Exception:  # noqa: BLE001 - anything unusual is the reference decoder's to judge
+        return None
+    if len(offsets) != count:
+        return None
+    if header.attributes & _TIMESTAMP_TYPE_MASK:
+        timestamps = [header.max_timestamp] * count
+    return DecodedBatch(header, offsets, timestamps, keys, values, headers)
 
 
 def _decode_records(data: bytes, header: BatchHeader) -> DecodedBatch:
@@ -439,10 +505,8 @@ def _decode_records(data: bytes, header: BatchHeader) -> DecodedBatch:
         if n >= 0:
             key = data[pos : pos + n]
             pos += n
-        elif n == -1:
+        else:  # any negative length is null, as Kafka reads it
             key = None
-        else:
-            raise CorruptRecordError(f"key length {n}")
         # value
         b = data[pos]
         if b < 0x80:
@@ -453,10 +517,8 @@ def _decode_records(data: bytes, header: BatchHeader) -> DecodedBatch:
         if n >= 0:
             value = data[pos : pos + n]
             pos += n
-        elif n == -1:
+        else:  # any negative length is null, as Kafka reads it
             value = None
-        else:
-            raise CorruptRecordError(f"value length {n}")
         # headers
         b = data[pos]
         if b == 0:
@@ -481,10 +543,8 @@ def _decode_records(data: bytes, header: BatchHeader) -> DecodedBatch:
                 if vlen >= 0:
                     hvalue = data[pos : pos + vlen]
                     pos += vlen
-                elif vlen == -1:
-                    hvalue = None
                 else:
-                    raise CorruptRecordError(f"header value length {vlen}")
+                    hvalue = None
                 record_headers.append(Header(hkey, hvalue))
         if pos != record_end:
             raise CorruptRecordError(f"record declares {length} bytes but holds {length + pos - record_end}")
