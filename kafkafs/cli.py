@@ -47,6 +47,12 @@ def _add_settings_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_values_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--values", choices=["auto", "string", "base64"], default="auto", help="how keys and values render"
+    )
+
+
 def _open_logdir(path: str, args: argparse.Namespace, *, writable: bool):
     from .storage.logdir import LogDir
 
@@ -217,10 +223,6 @@ def cmd_consume(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------------------------------------- dump
 
 
-def _codec_name(header) -> str:
-    return header.compression.name.lower()
-
-
 def cmd_dump(args: argparse.Namespace) -> int:
     from .inspect import dump_segment
 
@@ -315,7 +317,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rw", action="store_true", help="allow appends (takes the log directory's .lock)")
     p.add_argument("-f", "--foreground", action="store_true", help="stay attached instead of daemonizing")
     p.add_argument("-o", dest="options", action="append", metavar="OPT[,OPT]", help="FUSE options, e.g. allow_other")
-    p.add_argument("--values", choices=["auto", "string", "base64"], default="auto", help="how keys and values render")
+    _add_values_option(p)
     p.add_argument("-d", "--debug", action="store_true", help="debug logging (implies --foreground)")
     _add_settings_options(p)
     p.set_defaults(func=cmd_mount)
@@ -335,7 +337,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--from-time", metavar="TS", help="first record at or after TS (epoch ms or ISO-8601 UTC)")
     p.add_argument("--follow", action="store_true", help="keep printing new records")
     p.add_argument("--max-records", type=int, metavar="N", help="stop after N records")
-    p.add_argument("--values", choices=["auto", "string", "base64"], default="auto")
+    _add_values_option(p)
     _add_settings_options(p)
     p.set_defaults(func=cmd_consume)
 
@@ -344,7 +346,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--deep", "--deep-iteration", action="store_true", help="print every record too")
     p.add_argument("--print-data", action="store_true", help="print keys and values (implies --deep)")
     p.add_argument("--verify-index", action="store_true", help="check the .index and .timeindex against the log")
-    p.add_argument("--values", choices=["auto", "string", "base64"], default="auto")
+    _add_values_option(p)
     p.set_defaults(func=cmd_dump)
 
     p = sub.add_parser("verify", help="check CRCs, offsets and indexes; exit 1 on damage")

@@ -58,9 +58,11 @@ def dump_segment(path: Path, out: BinaryIO, *, deep: bool = False, payload: bool
     write = out.write
     write(f"Dumping {path}\nLog starting offset: {base}\n".encode())
     damaged = 0
+    end = 0  # of the last whole batch
     try:
         for view in segment.batches(0):
             h = view.header
+            end = view.position + view.size
             try:
                 validate_batch(view.buf, h)
                 valid = True
@@ -79,15 +81,16 @@ def dump_segment(path: Path, out: BinaryIO, *, deep: bool = False, payload: bool
                     for line in render_batch_jsonl(topic, partition, batch, values).splitlines():
                         write(b"| " + line + b"\n")
                 else:
+                    ts_name = "LogAppendTime" if h.timestamp_type == 1 else "CreateTime"
                     for i, off in enumerate(batch.offsets):
                         key, value = batch.keys[i], batch.values[i]
                         hdrs = ",".join(k for k, _v in batch.headers[i])
                         write(
-                            f"| offset: {off} {'LogAppendTime' if h.timestamp_type == 1 else 'CreateTime'}: "
+                            f"| offset: {off} {ts_name}: "
                             f"{batch.timestamps[i]} keySize: {-1 if key is None else len(key)} "
                             f"valueSize: {-1 if value is None else len(value)} headerKeys: [{hdrs}]\n".encode()
                         )
-        tail = segment.size - (segment.size if damaged else _end_of_batches(segment))
+        tail = 0 if damaged else segment.size - end
         if tail > 0:
             write(f"Found {tail} trailing bytes after the last whole batch\n".encode())
     except CorruptRecordError as exc:
@@ -102,13 +105,6 @@ def dump_segment(path: Path, out: BinaryIO, *, deep: bool = False, payload: bool
     segment.close_handlers()
     out.flush()
     return 1 if damaged else 0
-
-
-def _end_of_batches(segment: LogSegment) -> int:
-    end = 0
-    for view in segment.batches(0):
-        end = view.position + view.size
-    return end
 
 
 def check_indexes(segment: LogSegment) -> list[str]:

@@ -16,10 +16,10 @@ How the bound is kept, per codec:
 - snappy: raw blocks declare their length up front (checked before decoding); xerial chunks are raw
   blocks, each checked and decoded on its own.
 - lz4, zstd: cramjam's ``decompress_into`` a scratch ``bytearray``; cramjam stops with "failed to
-  write whole buffer" when it is full, and the buffer doubles (from 16 times the compressed size) until
-  the output fits or the next size would pass ``max_size``. CPython zero-fills a new bytearray, so the
-  buffer is sized to the batch, never to the limit; a thread keeps one of up to 8 MiB for reuse. The
-  result is copied out once.
+  write whole buffer" when it is full, and the buffer doubles (from 16 times the compressed size, at
+  least 256 KiB) until the output fits; its last size is ``max_size`` itself, and output that does not
+  fit that is over the limit. CPython zero-fills a new bytearray, so the buffer is sized to the batch,
+  never to the limit; a thread keeps one of up to 8 MiB for reuse. The result is copied out once.
 
 Legacy LZ4 (magic 0, Kafka < 0.10, KAFKA-3160) wrote a wrong frame-descriptor checksum, computed over
 the magic number as well. ``decompress`` recognises exactly that wrong value and patches it before

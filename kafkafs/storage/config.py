@@ -154,9 +154,6 @@ class LogConfig:
     def from_mapping(cls, settings: Mapping[str, Any]) -> LogConfig:
         return cls(**{_field(k): parse_setting(k, v) for k, v in settings.items()})
 
-    def with_settings(self, settings: Mapping[str, Any]) -> LogConfig:
-        return dataclasses.replace(self, **{_field(k): parse_setting(k, v) for k, v in settings.items()})
-
     def get(self, name: str) -> Any:
         """A setting by its Kafka name."""
         if name not in DEFAULTS:
@@ -177,10 +174,6 @@ class LogConfig:
     @property
     def log_append_time(self) -> bool:
         return self.message_timestamp_type == "LogAppendTime"
-
-    @property
-    def max_index_entries_bytes(self) -> int:
-        return self.segment_index_bytes
 
 
 class Settings:

@@ -52,6 +52,7 @@ from ..format.batch import (
     set_partition_leader_epoch,
     validate_batch,
 )
+from ..format.checkpoint import parse_epoch_checkpoint
 from ..format.jsonview import ProducerRecord
 from ..format.txnindex import AbortedTxn, TxnEvent, collect_aborted_txns, transaction_event
 from .config import LogConfig
@@ -205,8 +206,6 @@ class Log:
     def _load_leader_epoch(self) -> None:
         path = self.dir / "leader-epoch-checkpoint"
         try:
-            from ..format.checkpoint import parse_epoch_checkpoint
-
             entries = parse_epoch_checkpoint(path.read_bytes())
             if entries:
                 self.leader_epoch = max(e[0] for e in entries)
@@ -669,12 +668,6 @@ class Log:
         """Call ``callback(log)`` after every append (from the appending thread)."""
         self._listeners.append(callback)
 
-    def remove_listener(self, callback: Callable[[Log], None]) -> None:
-        try:
-            self._listeners.remove(callback)
-        except ValueError:
-            pass
-
     def _notify(self) -> None:
         with self._appended:
             self._appended.notify_all()
@@ -753,7 +746,7 @@ class Log:
             "logStartOffset": self.log_start_offset,
             "logEndOffset": self.log_end_offset,
             "sizeBytes": sum(s["sizeBytes"] for s in segments),
-            "config": dict(self.config.as_dict()),
+            "config": self.config.as_dict(),
             "segments": segments,
         }
 
@@ -780,7 +773,3 @@ def _trim(batch: DecodedBatch, lo: int, hi: int | None) -> DecodedBatch:
     return DecodedBatch(
         batch.header, offsets[i:j], batch.timestamps[i:j], batch.keys[i:j], batch.values[i:j], batch.headers[i:j]
     )
-
-
-def segment_names(base_offset: int) -> list[str]:
-    return [segment_file_name(base_offset, ext) for ext in (".log", ".index", ".timeindex", ".txnindex")]

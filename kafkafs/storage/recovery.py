@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import CorruptRecordError
-from .segment import LogSegment
+from .segment import LogSegment, segment_file_name
 from .transactions import ProducerTransactions
 
 if TYPE_CHECKING:
@@ -161,7 +161,7 @@ def _remove_temporary_files(target: Log, listing: _Listing, report: RecoveryRepo
     for base in sorted(listing.swaps):
         if min_cleaned is not None and base >= min_cleaned:
             # part of a compaction or split that had not finished writing all its segments
-            _unlink(directory / f"{base:020d}.log.swap", report)
+            _unlink(directory / segment_file_name(base, ".log.swap"), report)
         else:
             _complete_swap(target, base, listing, report)
     for base, names in listing.indexes.items():
@@ -184,14 +184,14 @@ def _complete_swap(target: Log, base: int, listing: _Listing, report: RecoveryRe
         swap.close_handlers()
     for old in sorted(b for b in listing.logs if base <= b < max(end, base + 1)):
         for ext in _EXTENSIONS:
-            _unlink(directory / f"{old:020d}{ext}", report)
+            _unlink(directory / segment_file_name(old, ext), report)
         del listing.logs[old]
         listing.indexes.pop(old, None)
     for ext in (".index", ".timeindex", ".txnindex"):
-        _unlink(directory / f"{base:020d}{ext}", report)
-    os.replace(directory / f"{base:020d}.log.swap", directory / f"{base:020d}.log")
-    listing.logs[base] = os.stat(directory / f"{base:020d}.log").st_size
-    report.swapped_in.append(f"{base:020d}.log.swap")
+        _unlink(directory / segment_file_name(base, ext), report)
+    os.replace(directory / segment_file_name(base, ".log.swap"), directory / segment_file_name(base, ".log"))
+    listing.logs[base] = os.stat(directory / segment_file_name(base, ".log")).st_size
+    report.swapped_in.append(segment_file_name(base, ".log.swap"))
 
 
 class _Transactions:
@@ -248,7 +248,7 @@ def _recover_segments(target: Log, recovery_point: int | None, clean_shutdown: b
     for base, segment in target.segments.items():
         if base in needs:
             continue
-        missing = f"{base:020d}.index" not in existing or f"{base:020d}.timeindex" not in existing
+        missing = any(segment_file_name(base, ext) not in existing for ext in (".index", ".timeindex"))
         if missing and segment.size > 0:
             needs[base] = segment
         elif last is not None and base == last[0]:
@@ -257,19 +257,18 @@ def _recover_segments(target: Log, recovery_point: int | None, clean_shutdown: b
             except CorruptRecordError as exc:
                 log.warning("%s: %s; rebuilding the indexes", segment.log_path, exc.reason)
                 needs[base] = segment
-        if base not in needs and f"{base:020d}.txnindex" in existing:
+        if base not in needs and segment_file_name(base, ".txnindex") in existing:
             try:
                 segment.txn_index.sanity_check()
             except CorruptRecordError as exc:
                 log.warning("%s: %s; rebuilding the indexes", segment.txn_index.path, exc.reason)
                 needs[base] = segment
-    max_inflated = max(64 << 20, target.config.max_message_bytes * 64)
     transactions = _Transactions(target)
     for base in sorted(needs):
         segment = needs[base]
         if base not in target.segments:  # deleted after a truncated one before it
             continue
-        cut = segment.recover(max_inflated_bytes=max_inflated, transactions=transactions.before(base))
+        cut = segment.recover(transactions=transactions.before(base))
         transactions.after(base)
         report.recovered_segments.append(segment.log_path.name)
         report.rebuilt_indexes.append(segment.log_path.name)

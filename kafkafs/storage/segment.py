@@ -229,35 +229,28 @@ class LogSegment:
     def offset_index(self) -> OffsetIndex:
         """The ``.index`` (an object made on first use; the file is opened when it is first read)."""
         index = self._offset_index
-        if index is None:
-            with self._lock:
-                if self._offset_index is None:
-                    self._offset_index = OffsetIndex(
-                        self._path_for(".index", self._suffix),
-                        self.base_offset,
-                        max_index_size=self.config.segment_index_bytes,
-                        writable=self.writable,
-                        on_open=self._note_open,
-                    )
-                index = self._offset_index
-        return index
+        return index if index is not None else self._make_index("_offset_index", OffsetIndex, ".index")
 
     @property
     def time_index(self) -> TimeIndex:
         """The ``.timeindex`` (an object made on first use, like the offset index)."""
         index = self._time_index
-        if index is None:
-            with self._lock:
-                if self._time_index is None:
-                    self._time_index = TimeIndex(
-                        self._path_for(".timeindex", self._suffix),
-                        self.base_offset,
-                        max_index_size=self.config.segment_index_bytes,
-                        writable=self.writable,
-                        on_open=self._note_open,
-                    )
-                index = self._time_index
-        return index
+        return index if index is not None else self._make_index("_time_index", TimeIndex, ".timeindex")
+
+    def _make_index(self, attribute: str, index_class: type[OffsetIndex | TimeIndex], extension: str):
+        """The index held in ``attribute``, made under the lock unless another thread made it first."""
+        with self._lock:
+            index = getattr(self, attribute)
+            if index is None:
+                index = index_class(
+                    self._path_for(extension, self._suffix),
+                    self.base_offset,
+                    max_index_size=self.config.segment_index_bytes,
+                    writable=self.writable,
+                    on_open=self._note_open,
+                )
+                setattr(self, attribute, index)
+            return index
 
     def _made_indexes(self) -> list[OffsetIndex | TimeIndex]:
         return [i for i in (self._offset_index, self._time_index) if i is not None]
@@ -277,10 +270,6 @@ class LogSegment:
                     self._txn_index = TransactionIndex(self._path_for(".txnindex", self._suffix), self.base_offset)
                 index = self._txn_index
         return index
-
-    @property
-    def txn_index_path(self) -> Path:
-        return self.txn_index.path
 
     def __repr__(self) -> str:
         return f"<LogSegment {self.log_path.name} size={self._size}>"
@@ -474,26 +463,13 @@ class LogSegment:
 
     def find(self, offset: int) -> BatchView | None:
         """The first batch whose last offset is >= ``offset``, or None if there is none here."""
-        for view in self._scan(self.position_of(offset)):
-            if view.header.last_offset >= offset:
-                return view
-        return None
+        return next(self.read_from(offset), None)
 
     def read_from(self, offset: int) -> Iterator[BatchView]:
         """Batches from the one holding ``offset`` (or the next one after a gap) to the end."""
         for view in self._scan(self.position_of(offset)):
             if view.header.last_offset >= offset:
                 yield view
-
-    def find_by_timestamp(self, timestamp: int, starting_offset: int = 0) -> BatchView | None:
-        """The first batch at or past ``starting_offset`` whose max timestamp is >= ``timestamp``: the
-        time index, then the offset index, then a short scan (Kafka's ``findOffsetByTimestamp``)."""
-        start = self._time_start(timestamp, starting_offset)
-        for view in self._scan(start):
-            h = view.header
-            if h.max_timestamp >= timestamp and h.last_offset >= starting_offset:
-                return view
-        return None
 
     def find_offset_by_timestamp(self, timestamp: int, starting_offset: int = 0) -> tuple[int, int] | None:
         """``(offset, timestamp)`` of the first record at or past ``starting_offset`` whose timestamp is
@@ -737,7 +713,6 @@ class LogSegment:
     def recover(
         self,
         *,
-        max_inflated_bytes: int = DEFAULT_MAX_INFLATED_BYTES,
         transactions: ProducerTransactions | Callable[[bool], ProducerTransactions | None] | None = None,
     ) -> int:
         """Re-validate every batch, rebuild the three indexes, cut the invalid tail; return the bytes cut
@@ -837,11 +812,6 @@ class LogSegment:
             return False
         return h.last_offset_delta >= 0 and h.base_offset >= next_offset
 
-    def rebuild_indexes(self) -> int:
-        """Rebuild the offset and time index from the ``.log`` (a :meth:`recover`: an invalid tail is
-        cut too, with the ``.txnindex`` entries of the batches cut); return the bytes cut."""
-        return self.recover()
-
     # ------------------------------------------------------------------------------------------ files
 
     def sanity_check(self) -> None:
@@ -849,9 +819,6 @@ class LogSegment:
         (``CorruptRecordError`` naming the file when they fail)."""
         self.offset_index.sanity_check(log_size=self._size)
         self.time_index.sanity_check()
-
-    def indexes_missing(self) -> bool:
-        return not self._path_for(".index", self._suffix).exists() or not self._path_for(".timeindex", self._suffix).exists()
 
     def change_suffix(self, suffix: str) -> None:
         """Rename the files to carry ``suffix`` (``.deleted``, ``.cleaned``, ``.swap`` or ``""``); the

@@ -130,6 +130,19 @@ def test_dump_matches_the_broker_index(fixtures_dir):
     assert deep.count("| offset: ") == 862
 
 
+
+def test_dump_reports_trailing_bytes(demo, tmp_path):
+    part = tmp_path / "orders-0"
+    part.mkdir()
+    segment = part / "00000000000000000000.log"
+    shutil.copy(demo / "orders-0" / segment.name, segment)
+    clean = run("dump", str(segment)).stdout.decode()
+    assert "trailing bytes" not in clean
+    with segment.open("ab") as f:
+        f.write(b"\0" * 5)
+    out = run("dump", str(segment)).stdout.decode().splitlines()
+    assert out[-1] == "Found 5 trailing bytes after the last whole batch"
+
 def test_clean_applies_retention(tmp_path):
     config = tmp_path / "kafkafs.toml"
     config.write_text('"segment.bytes" = 200\n[topics."old"]\n"retention.ms" = 1000\n')
