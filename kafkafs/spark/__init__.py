@@ -26,16 +26,19 @@ def register(spark: SparkSession, *, pushdown: bool | None = None) -> None:
 
     ``pushdown=None`` (the default) turns it on only where Spark keeps push-down results per scan. Up to
     Spark 4.3 a DataFrame's pushed-down read is remembered by the relation, and a later query on the same
-    DataFrame without filters reads with it (the rows of the earlier filter). Options (``topics``,
+    DataFrame without filters reads with it (the rows of the earlier filter). There the source prunes by
+    filters only after ``register(spark, pushdown=True)`` (for jobs that query each filtered DataFrame
+    once); turning ``spark.sql.python.filterPushdown.enabled`` on by hand is not enough, so a session
+    that enables it for other sources still reads kafkalog correctly. Options (``topics``,
     ``startingOffsets``, ``startingTimestamp``, ...) prune safely on every version.
     """
-    from .source import KafkaLogDataSource, pushdown_is_scan_scoped
+    from .source import KafkaLogDataSource, KafkaLogDataSourceWithPushdown, pushdown_is_scan_scoped
 
     if pushdown is None:
         pushdown = pushdown_is_scan_scoped()
     if pushdown:
         spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
-    spark.dataSource.register(KafkaLogDataSource)
+    spark.dataSource.register(KafkaLogDataSourceWithPushdown if pushdown else KafkaLogDataSource)
 
 
 def __getattr__(name: str) -> Any:

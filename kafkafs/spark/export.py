@@ -57,6 +57,8 @@ class _Progress(threading.Thread):
         self.shown = False
 
     def run(self) -> None:
+        tty = sys.stderr.isatty()
+        last = None
         while not self.stopped.wait(self.interval):
             done = total = 0
             for stage_id in self.tracker.getActiveStageIds():
@@ -64,9 +66,14 @@ class _Progress(threading.Thread):
                 if info is not None:
                     done += info.numCompletedTasks
                     total += info.numTasks
-            if total:
-                print(f"\rexport: {done}/{total} tasks", end="", file=sys.stderr, flush=True)
-                self.shown = True
+            if total and (done, total) != last:
+                last = (done, total)
+                # a terminal line rewritten in place; elsewhere (a log file, a pipe) one line per change
+                if tty:
+                    print(f"\rexport: {done}/{total} tasks", end="", file=sys.stderr, flush=True)
+                    self.shown = True
+                else:
+                    print(f"export: {done}/{total} tasks", file=sys.stderr, flush=True)
 
     def stop(self) -> None:
         self.stopped.set()
@@ -120,15 +127,22 @@ def export(
         raise InvalidInput("kafkafs export needs pyspark: pip install 'kafkafs[spark]'") from None
 
     from . import register
+    from .options import parse_read_options
+    from .plan import discover_partitions
+
+    wanted = {"paths": _json_list([os.path.abspath(d) for d in logdirs])}
+    if topics:
+        wanted["topics"] = ",".join(topics)
+    found = {t for _d, t, _p in discover_partitions(parse_read_options(wanted))}
+    missing = sorted({t.strip() for t in topics or () if t.strip()} - found)
+    if missing:
+        raise InvalidInput(f"no topic {', '.join(missing)} in {', '.join(logdirs)}")
 
     started = time.monotonic()
     spark, created = _session(master)
     try:
         register(spark)
-        reader = spark.read.format("kafkalog").option("paths", _json_list([os.path.abspath(d) for d in logdirs]))
-        if topics:
-            reader = reader.option("topics", ",".join(topics))
-        df = reader.load()
+        df = spark.read.format("kafkalog").options(**wanted).load()
         if fmt == "csv":
             df = df.selectExpr(
                 "CAST(key AS STRING) AS key",

@@ -48,6 +48,7 @@ __all__ = [
     "plan_ranges",
     "discover_partitions",
     "offset_for_timestamp",
+    "stable_end",
     "INTERNAL_TOPICS",
 ]
 
@@ -443,9 +444,21 @@ def _batch_resolver(options: ReadOptions) -> Resolver:
                 end = None
             elif end < 0:
                 raise InvalidInput(f"endingOffsets: {end} for {name} is not an offset or -1 (latest)")
+        if options.isolation_level == "read_committed":
+            end = stable_end(log_, end)
         return first, end
 
     return resolve
+
+
+def stable_end(log_: Log, end: int | None) -> int | None:
+    """``end`` capped at the last stable offset, as a ``read_committed`` consumer sees the log: nothing
+    from the first offset of the earliest transaction still in progress on (its outcome is not known
+    yet; a streaming query reads it once it is). Found from batch headers, decoding only markers."""
+    lso = log_.first_undecided_offset()
+    if lso is None:
+        return end
+    return lso if end is None else min(end, lso)
 
 
 def plan_read(options: ReadOptions, predicates: Predicates = NO_PREDICATES) -> Plan:

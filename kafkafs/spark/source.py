@@ -2,7 +2,8 @@
 and :mod:`stream`, which hold the logic and need no Spark to test.
 
 Filter push-down needs ``spark.sql.python.filterPushdown.enabled=true`` (:func:`kafkafs.spark.register`
-sets it where that is safe, see :func:`pushdown_is_scan_scoped`). Spark refuses to plan a reader that
+sets it where that is safe, see :func:`pushdown_is_scan_scoped`; on Spark 4.1 to 4.3 the source prunes
+by filters only when registered with ``pushdown=True``, whatever the setting). Spark refuses to plan a reader that
 implements ``pushFilters`` while the setting is off, so when the caller's frame shows push-down is off
 the source hands out a reader without it; reads then work either way, only without pruning by filters.
 """
@@ -55,7 +56,7 @@ except ImportError:  # Spark 4.1
     ReadAllAvailable = ReadMaxRows = None  # type: ignore[assignment,misc]
     SupportsTriggerAvailableNow = object  # type: ignore[assignment,misc]
 
-__all__ = ["KafkaLogDataSource", "KafkaLogInputPartition"]
+__all__ = ["KafkaLogDataSource", "KafkaLogDataSourceWithPushdown", "KafkaLogInputPartition"]
 
 log = logging.getLogger("kafkafs.spark")
 
@@ -103,6 +104,11 @@ def _input_partitions(splits: list[Split], spec: ScanSpec) -> list[KafkaLogInput
 class KafkaLogDataSource(DataSource):
     """``spark.read.format("kafkalog").load(LOGDIR)``, ``df.write.format("kafkalog")``, ``readStream``."""
 
+    #: Prune by pushed-down filters on a Spark that keeps the pushed-down read on the relation (4.1 to
+    #: 4.3, see :func:`pushdown_is_scan_scoped`); :func:`kafkafs.spark.register` with ``pushdown=True``
+    #: registers :class:`KafkaLogDataSourceWithPushdown`, which sets it.
+    filter_pushdown = False
+
     @classmethod
     def name(cls) -> str:
         return "kafkalog"
@@ -115,7 +121,9 @@ class KafkaLogDataSource(DataSource):
             raise InvalidInput(f"kafkalog rows have Spark's Kafka schema ({spark_schema().simpleString()}); "
                                f"a different schema cannot be read: {schema.simpleString()}")
         options = parse_read_options(self.options)
-        if _pushdown_disabled_by_caller():
+        if _pushdown_disabled_by_caller() or not (self.filter_pushdown or pushdown_is_scan_scoped()):
+            # without pushFilters Spark keeps every filter and this reader plans the whole read, so
+            # a read plan that Spark reuses for a later query on the same DataFrame is still right
             return KafkaLogReader(options)
         return KafkaLogPushdownReader(options)
 
@@ -126,6 +134,12 @@ class KafkaLogDataSource(DataSource):
 
     def streamReader(self, schema: StructType) -> KafkaLogStreamReader:
         return KafkaLogStreamReader(dict(self.options))
+
+
+class KafkaLogDataSourceWithPushdown(KafkaLogDataSource):
+    """``kafkalog`` with filter push-down asked for explicitly (``register(spark, pushdown=True)``)."""
+
+    filter_pushdown = True
 
 
 # ---------------------------------------------------------------------------------------------- batch read

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ..errors import InvalidInput
 from .options import EARLIEST, LATEST, ReadOptions
-from .plan import discover_partitions, iter_logs, offset_for_timestamp
+from .plan import discover_partitions, iter_logs, offset_for_timestamp, stable_end
 
 __all__ = ["Offsets", "to_json", "from_json", "log_ends", "initial_offsets", "cap_offsets", "locations"]
 
@@ -39,21 +39,26 @@ def locations(options: ReadOptions) -> dict[tuple[str, int], str]:
 
 
 def log_ends(options: ReadOptions) -> tuple[Offsets, Offsets]:
-    """``(log start offsets, log end offsets)`` of every wanted partition, read now."""
+    """``(log start offsets, log end offsets)`` of every wanted partition, read now; with
+    ``read_committed`` the end is the last stable offset, so that a transaction still in progress is
+    read once it has ended instead of being passed over."""
     starts: Offsets = {}
     ends: Offsets = {}
+    committed = options.isolation_level == "read_committed"
     for _d, log_ in iter_logs(discover_partitions(options)):
         key = (log_.topic, log_.partition)
         starts[key] = log_.log_start_offset
-        ends[key] = log_.log_end_offset
+        ends[key] = stable_end(log_, log_.log_end_offset) if committed else log_.log_end_offset
     return starts, ends
 
 
 def initial_offsets(options: ReadOptions) -> Offsets:
     """Where a new query starts: ``startingOffsets`` (default latest) or a starting timestamp."""
     out: Offsets = {}
+    committed = options.isolation_level == "read_committed"
     for _d, log_ in iter_logs(discover_partitions(options)):
         topic, partition = log_.topic, log_.partition
+        latest = stable_end(log_, log_.log_end_offset) if committed else log_.log_end_offset
         ts = options.starting_timestamp.for_partition(topic, partition) if options.starting_timestamp else None
         if ts is not None:
             found = offset_for_timestamp(log_, ts)
@@ -62,13 +67,13 @@ def initial_offsets(options: ReadOptions) -> Offsets:
                     f"startingTimestamp {ts}: {topic}-{partition} has no record at or after it "
                     "(option startingOffsetsByTimestampStrategy=latest starts such partitions at their end)"
                 )
-            out[(topic, partition)] = log_.log_end_offset if found is None else found
+            out[(topic, partition)] = latest if found is None else found
             continue
         spec = options.starting.for_partition(topic, partition)
         if spec == EARLIEST:
             out[(topic, partition)] = log_.log_start_offset
         elif spec == LATEST:
-            out[(topic, partition)] = log_.log_end_offset
+            out[(topic, partition)] = latest
         else:
             out[(topic, partition)] = max(spec, log_.log_start_offset)
     return out

@@ -7,8 +7,8 @@ transaction it scans batch headers (decoding only control batches of that produc
 marker, and remembers the answer for the rest of the transaction's batches. Scans cross split and
 segment ends; a transaction without a marker yet (still open) counts as not committed.
 
-Known difference from a broker: records after the last stable offset that are not part of an open
-transaction are returned (a broker holds them back until the open transaction ends).
+Reads stop at the last stable offset (:func:`kafkafs.spark.plan.stable_end`), as a broker's do, so a
+transaction still in progress is only met when an explicit ``endingOffsets`` is past it.
 """
 
 from __future__ import annotations

@@ -127,8 +127,11 @@ def spark():
 @pytest.fixture
 def pushdown(spark):
     """Filter push-down on for one test (each query on a fresh DataFrame, see kafkafs.spark.register)."""
+    from kafkafs.spark import register
+
     key = "spark.sql.python.filterPushdown.enabled"
     before = spark.conf.get(key)
-    spark.conf.set(key, "true")
+    register(spark, pushdown=True)
     yield spark
     spark.conf.set(key, before)
+    register(spark)

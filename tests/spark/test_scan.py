@@ -151,7 +151,32 @@ def test_isolation_levels(tmp_path):
     keys = [r[5] for r in uncommitted]
     assert keys == [b"plainA"] * 2 + [b"t7a"] * 3 + [b"t8"] * 2 + [b"plainB", b"t7b", b"t9", b"t9", b"plainC"]
     committed = read_plan(plan(tmp_path, maxBytesPerPartition=1, isolationLevel="read_committed"))
-    assert [r[5] for r in committed] == [b"plainA"] * 2 + [b"t7a"] * 3 + [b"plainB", b"t7b", b"plainC"]
+    # as from a broker: nothing at or past the last stable offset (t9 is open), so plainC waits too
+    assert [r[5] for r in committed] == [b"plainA"] * 2 + [b"t7a"] * 3 + [b"plainB", b"t7b"]
+
+
+def test_read_committed_stream_waits_for_an_open_transaction(tmp_path):
+    """A micro-batch ends at the last stable offset, so the open transaction's records are read once
+    it commits rather than passed over while it is open."""
+    from kafkafs.spark.options import parse_read_options
+    from kafkafs.spark.plan import plan_ranges
+    from kafkafs.spark.stream import initial_offsets, log_ends
+
+    _transactional_log(tmp_path)
+    opts = parse_read_options({"path": str(tmp_path), "isolationLevel": "read_committed"}, streaming=True)
+    with LogDir(tmp_path) as ld:
+        log = ld.log("tx-0")
+        lso = next(b.header.base_offset for b in log.read() if b.header.producer_id == 9)
+        log_end = log.log_end_offset
+    assert log_ends(opts)[1] == {("tx", 0): lso} == initial_offsets(opts)
+    uncommitted = parse_read_options({"path": str(tmp_path)}, streaming=True)
+    assert log_ends(uncommitted)[1] == {("tx", 0): log_end}
+    with LogDir(tmp_path, Settings({"segment.bytes": 100}), writable=True) as ld:
+        ld.log("tx-0").append_batches(encode_control_batch("COMMIT", producer_id=9, producer_epoch=0, timestamp=BASE_TS))
+    end = log_ends(opts)[1][("tx", 0)]
+    assert end == log_end + 1
+    batch = plan_ranges(opts, {("tx", 0): (str(tmp_path), lso, end)})
+    assert [r[5] for r in read_plan(batch)] == [b"t9", b"t9", b"plainC"]
 
 
 def test_empty_split_reads_nothing():

@@ -105,6 +105,34 @@ def test_reused_dataframe_stays_correct_with_default_registration(spark, generat
     assert df.count() == total == len(engine_rows(generated))
 
 
+def test_reused_dataframe_stays_correct_with_pushdown_enabled_by_hand(spark, generated):
+    """A session that turns Python filter push-down on for other sources: on a Spark that keeps the
+    pushed-down read on the relation, kafkalog claims no filter unless registered with pushdown=True."""
+    key = "spark.sql.python.filterPushdown.enabled"
+    before = spark.conf.get(key)
+    spark.conf.set(key, "true")
+    try:
+        df = spark.read.format("kafkalog").load(str(generated))
+        assert df.filter("topic = 'audit' AND offset < 10").count() == 10
+        assert df.count() == len(engine_rows(generated))
+    finally:
+        spark.conf.set(key, before)
+
+
+def test_the_spark_bug_that_keeps_pushdown_off_by_default(pushdown, generated):
+    """Why push-down needs register(spark, pushdown=True) on Spark 4.1 to 4.3: a later query on the
+    same DataFrame without pushable filters reads with the earlier query's pruned plan. When this test
+    fails, the installed Spark no longer has the bug: check pushdown_is_scan_scoped() on it."""
+    df = pushdown.read.format("kafkalog").load(str(generated))
+    assert df.filter("topic = 'audit' AND offset < 10").count() == 10
+    total = len(engine_rows(generated))
+    if pushdown_is_scan_scoped():
+        assert df.count() == total
+    else:
+        assert df.count() == 10 != total
+    assert pushdown.read.format("kafkalog").load(str(generated)).count() == total
+
+
 def test_broker_directories(spark, fixtures_dir):
     for name in ("kafka-logs-a", "kafka-logs-b"):
         path = fixtures_dir / name

@@ -94,7 +94,9 @@ def test_export_parquet_and_csv(spark, generated, tmp_path, capsys):
     expect = [r for r in engine_rows(generated) if r[0] in ("orders", "audit")]
     assert table.num_rows == len(expect)
     assert sorted(table.column("value").to_pylist()) == sorted(r[6] for r in expect)
-    assert f"export: {len(expect)} records" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert f"export: {len(expect)} records" in err
+    assert "\r" not in err, "progress is one line per change when stderr is not a terminal"
     assert export([str(generated)], str(tmp_path / "csv"), fmt="csv", topics=["audit"], progress=False) == 0
     lines = b"".join(p.read_bytes() for p in sorted((tmp_path / "csv").glob("part-*"))).decode().splitlines()
     assert lines[0].startswith("key,value,topic,partition,offset")
@@ -103,6 +105,9 @@ def test_export_parquet_and_csv(spark, generated, tmp_path, capsys):
         export([str(generated)], str(tmp_path / "pq"))
     with pytest.raises(InvalidInput, match="unknown format"):
         export([str(generated)], str(tmp_path / "x"), fmt="avro")
+    with pytest.raises(InvalidInput, match="no topic nosuch in"):  # not an empty export that looks fine
+        export([str(generated)], str(tmp_path / "none"), topics=["audit", "nosuch"])
+    assert not (tmp_path / "none").exists()
     assert spark.sparkContext._jsc is not None, "an existing session is left running"
 
 
