@@ -288,15 +288,9 @@ def offset_for_timestamp(log_: Log, ts_ms: int) -> int | None:
             top = _sealed_max_timestamp(segment)
             if top is not None and top < ts_ms:
                 continue
-        position = _time_start(segment, ts_ms) if usable else 0
-        for view in segment.batches(position):
-            h = view.header
-            if h.max_timestamp < ts_ms or h.last_offset < start_offset:
-                continue
-            batch = view.decode(file=str(segment.log_path))
-            for offset, ts in zip(batch.offsets, batch.timestamps, strict=True):
-                if ts >= ts_ms and offset >= start_offset:
-                    return offset
+        found = segment.find_offset_by_timestamp(ts_ms, start_offset, use_indexes=usable)
+        if found is not None:
+            return found[0]
     return None
 
 

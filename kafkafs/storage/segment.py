@@ -471,10 +471,13 @@ class LogSegment:
             if view.header.last_offset >= offset:
                 yield view
 
-    def find_offset_by_timestamp(self, timestamp: int, starting_offset: int = 0) -> tuple[int, int] | None:
+    def find_offset_by_timestamp(
+        self, timestamp: int, starting_offset: int = 0, *, use_indexes: bool = True
+    ) -> tuple[int, int] | None:
         """``(offset, timestamp)`` of the first record at or past ``starting_offset`` whose timestamp is
-        >= ``timestamp``, or None if there is none in this segment."""
-        start = self._time_start(timestamp, starting_offset)
+        >= ``timestamp``, or None if there is none in this segment. The scan starts where the indexes
+        point, or at the segment's start with ``use_indexes=False`` (indexes that failed a check)."""
+        start = self._time_start(timestamp, starting_offset) if use_indexes else 0
         for view in self._scan(start):
             h = view.header
             if h.max_timestamp < timestamp or h.last_offset < starting_offset:
