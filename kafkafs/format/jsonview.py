@@ -23,8 +23,10 @@ import binascii
 import json
 import re
 import threading
+from collections import deque
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from itertools import chain
 from typing import Literal, NamedTuple
 
 import orjson
@@ -263,24 +265,35 @@ def _json_via(view):
 _JSON_RENDERERS = {"auto": _json_auto, "string": _json_via(view_string), "base64": _json_via(view_base64)}
 
 
-def _render_column(items: list, mode: str, parser) -> list[bytes]:
-    """Every key (or value) of a batch as JSON bytes; the batch-wide fast paths live here."""
+def _render_column(items: list, mode: str, parser) -> tuple[list[bytes], bool]:
+    """Every key (or value) of a batch as JSON bytes, and whether each still needs its quotes (the
+    format string adds them: the fast path for plain text); the batch-wide fast paths live here."""
     if mode != "auto":
         render = _JSON_RENDERERS[mode]
-        return [render(item) for item in items]
+        return [render(item) for item in items], False
     # Fast path: every item printable ASCII with nothing to escape and not JSON-looking: quote as is.
     if None not in items:
         joined = b"".join(items)
         if (
             joined.isascii()
-            and joined.decode("ascii").isprintable()
             and b'"' not in joined
-            and b"\\" not in joined
             and b"{" not in joined
             and b"[" not in joined
+            and b"\\" not in joined
+            and joined.decode("ascii").isprintable()
         ):
-            return [b'"' + item + b'"' for item in items]
+            return items, True
         no_whitespace = _no_whitespace(joined)
+        # Fast path: every item looks like a JSON object or array; validate them all in one C loop
+        # (the deque drops each parse result before the next parse, as the parser requires)
+        starts = b"".join([item[:1] for item in items])
+        if starts.count(b"{") + starts.count(b"[") == len(items):
+            try:
+                deque(map(parser.parse, items), maxlen=0)
+            except Exception:  # noqa: BLE001 - one is not valid (or too big for simdjson): item by item
+                pass
+            else:
+                return (items if no_whitespace else [_compact(item) for item in items]), False
     else:
         no_whitespace = False
     out = []
@@ -302,7 +315,7 @@ def _render_column(items: list, mode: str, parser) -> list[bytes]:
                 add(data if no_whitespace else _compact(data))
                 continue
         add(_json_auto(data))
-    return out
+    return out, False
 
 
 def render_batch_jsonl(
@@ -328,40 +341,39 @@ def render_batch_jsonl(
     values = batch.values if whole else batch.values[start:stop]
     headers = batch.headers if whole else batch.headers[start:stop]
     parser = _parser()
-    rendered_keys = _render_column(keys, mode, parser)
-    rendered_values = _render_column(values, mode, parser)
+    rendered_keys, quote_keys = _render_column(keys, mode, parser)
+    rendered_values, quote_values = _render_column(values, mode, parser)
     render = _JSON_RENDERERS[mode]
+    columns = [offsets, timestamps, rendered_keys, rendered_values]
     if any(headers):
-        rendered_headers = [
+        columns.append([
             b"[" + b",".join(b'{"key":' + _dumps(k) + b',"value":' + render(v) + b"}" for k, v in hs) + b"]"
             if hs
             else b"[]"
             for hs in headers
-        ]
+        ])
+        headers_slot = b"%b"
     else:
-        rendered_headers = [b"[]"] * len(offsets)
-    head = (
-        b'{"topic":' + _dumps(topic) + b',"partition":%d,"offset":' % partition
-    ).replace(b"%", b"%%")
-    ts_type = _TIMESTAMP_TYPES[header.timestamp_type].encode()
-    tail = b""
-    if header.is_transactional:
-        tail = b',"producerId":%d' % header.producer_id
+        headers_slot = b"[]"
+    tail = b',"producerId":%d' % header.producer_id if header.is_transactional else b""
     if header.is_control:
-        tails = [b',"control":' + _dumps(control_type_of(k)) + tail for k in keys]
-        fmt = head + b'%d,"timestamp":%d,"timestampType":"' + ts_type + b'","key":%b,"value":%b,"headers":%b%b}\n'
-        return b"".join(
-            fmt % row for row in zip(offsets, timestamps, rendered_keys, rendered_values, rendered_headers, tails, strict=False)
-        )
+        columns.append([b',"control":' + _dumps(control_type_of(k)) + tail for k in keys])
+        tail = b"%b"
+    else:
+        tail = tail.replace(b"%", b"%%")
     fmt = (
-        head
+        (b'{"topic":' + _dumps(topic) + b',"partition":%d,"offset":' % partition).replace(b"%", b"%%")
         + b'%d,"timestamp":%d,"timestampType":"'
-        + ts_type
-        + b'","key":%b,"value":%b,"headers":%b'
-        + tail.replace(b"%", b"%%")
+        + _TIMESTAMP_TYPES[header.timestamp_type].encode()
+        + (b'","key":"%b"' if quote_keys else b'","key":%b')
+        + (b',"value":"%b"' if quote_values else b',"value":%b')
+        + b',"headers":'
+        + headers_slot
+        + tail
         + b"}\n"
     )
-    return b"".join(fmt % row for row in zip(offsets, timestamps, rendered_keys, rendered_values, rendered_headers, strict=False))
+    # one format string for the whole batch: a single formatting call instead of one per record
+    return (fmt * len(offsets)) % tuple(chain.from_iterable(zip(*columns, strict=True)))
 
 
 # --------------------------------------------------------------------------------------- timestamps
