@@ -242,6 +242,21 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return EXIT_DAMAGE if problems else EXIT_OK
 
 
+def _segment_files_state(directory: Path) -> dict[str, object]:
+    """What recovery may change in a partition folder: index bytes (hashed) and ``.log`` sizes."""
+    import hashlib
+
+    state: dict[str, object] = {}
+    for entry in os.scandir(directory):
+        name = entry.name
+        if name.endswith((".index", ".timeindex", ".txnindex")):
+            with open(entry.path, "rb") as f:
+                state[name] = hashlib.sha1(f.read(), usedforsecurity=False).digest()
+        elif name.endswith(".log") or name.endswith((".deleted", ".cleaned", ".swap")):
+            state[name] = entry.stat().st_size
+    return state
+
+
 def cmd_recover(args: argparse.Namespace) -> int:
     from .storage.logdir import LogDir
 
@@ -250,18 +265,31 @@ def cmd_recover(args: argparse.Namespace) -> int:
     # recover every segment of every partition, as after a crash with no recovery point
     logdir.clean_shutdown = False
     logdir.recovery_points = {}
-    changed = 0
+    names = logdir.partition_names()
+    before = {name: _segment_files_state(logdir.path / name) for name in names}
+    reports = {}
     try:
-        for name in logdir.partition_names():
+        for name in names:
             log_ = logdir.log(name)
-            report = log_.last_recovery
-            lines = report.lines() if report else []
-            status = "; ".join(lines) if lines else "nothing to do"
-            changed += bool(lines)
-            print(f"{name}: {status} (offsets {log_.log_start_offset}..{log_.log_end_offset - 1})")
+            reports[name] = (log_.last_recovery, log_.log_start_offset, log_.log_end_offset)
     finally:
         logdir.close()
-    print(f"recovered {len(logdir.partition_names())} partitions, {changed} changed; clean shutdown marked")
+    changed = 0
+    for name in names:
+        report, start, end = reports[name]
+        after = _segment_files_state(logdir.path / name)
+        if after == before[name]:
+            status = "checked, nothing to change"
+        else:
+            changed += 1
+            lines = [line for line in (report.lines() if report else []) if not line.startswith("rebuilt indexes")]
+            rebuilt = sorted(f for f in after if f.endswith(("index", "timeindex")) and after[f] != before[name].get(f))
+            if rebuilt:
+                lines.append("rebuilt " + ", ".join(rebuilt))
+            status = "; ".join(lines) or "files changed"
+        span = f"offsets {start}..{end - 1}" if end > start else f"empty, next offset {end}"
+        print(f"{name}: {status} ({span})")
+    print(f"recovered {len(names)} partition(s), {changed} changed; clean shutdown marked")
     return EXIT_OK
 
 

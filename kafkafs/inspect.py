@@ -27,7 +27,8 @@ def _batch_line(h: BatchHeader, position: int, valid: bool) -> str:
     ts_name = "LogAppendTime" if h.timestamp_type == 1 else ("CreateTime" if h.magic > 0 else "NoTimestampType")
     last_seq = h.base_sequence + h.last_offset_delta if h.base_sequence >= 0 else -1
     return (
-        f"baseOffset: {h.base_offset} lastOffset: {h.last_offset} count: {h.record_count} "
+        f"baseOffset: {h.base_offset} lastOffset: {h.last_offset} "
+        f"count: {h.record_count if h.magic >= 2 else 'null'} "
         f"baseSequence: {h.base_sequence} lastSequence: {last_seq} producerId: {h.producer_id} "
         f"producerEpoch: {h.producer_epoch} partitionLeaderEpoch: {h.partition_leader_epoch} "
         f"isTransactional: {_bool(h.is_transactional)} isControl: {_bool(h.is_control)} "
@@ -69,7 +70,13 @@ def dump_segment(path: Path, out: BinaryIO, *, deep: bool = False, payload: bool
             except CorruptRecordError:
                 valid = False
                 damaged += 1
-            write((_batch_line(h, view.position, valid) + "\n").encode())
+            shown = h
+            if h.magic < 2 and valid:
+                try:  # a legacy wrapper's base offset is its first inner offset, as kafka-dump-log shows
+                    shown = decode_batch(view.buf, h, validate=False).header
+                except CorruptRecordError:
+                    pass
+            write((_batch_line(shown, view.position, valid) + "\n").encode())
             if deep or payload:
                 try:
                     batch = decode_batch(view.buf, h, validate=False)

@@ -498,8 +498,9 @@ def parse_record_line(line: bytes) -> ProducerRecord:
             timestamp = parse_timestamp(timestamp)
         elif not isinstance(timestamp, int) or isinstance(timestamp, bool):
             raise InvalidInput("timestamp must be epoch milliseconds or an ISO-8601 string")
-        if not -(1 << 63) <= timestamp < (1 << 63):
-            raise InvalidInput("timestamp out of range")
+        if not -1 <= timestamp < (1 << 63):
+            # Kafka rejects negative timestamps other than -1 ("none") in what producers send
+            raise InvalidInput(f"timestamp {timestamp} is out of range (epoch milliseconds, 0 or later)")
     return ProducerRecord(
         timestamp,
         _to_bytes(obj.get("key"), "key"),

@@ -87,6 +87,8 @@ def parse_setting(name: str, value: Any) -> Any:
     if name not in DEFAULTS:
         raise ConfigError(f"unknown setting {name!r}")
     default = DEFAULTS[name]
+    if name == "cleanup.policy" and isinstance(value, list) and all(isinstance(v, str) for v in value):
+        value = ",".join(value)  # Kafka's own type for it is a list
     try:
         if isinstance(default, bool):
             if isinstance(value, str):
@@ -176,6 +178,18 @@ class LogConfig:
         return self.message_timestamp_type == "LogAppendTime"
 
 
+def _flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """TOML reads an unquoted ``segment.bytes = 1`` as nested tables; Kafka's names are dotted."""
+    out: dict[str, Any] = {}
+    for key, value in table.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            out.update(_flatten(value, name + "."))
+        else:
+            out[name] = value
+    return out
+
+
 class Settings:
     """Defaults for every topic plus per-topic overrides; ``for_topic`` gives a topic's LogConfig."""
 
@@ -207,9 +221,10 @@ class Settings:
         topics = data.pop("topics", {})
         if not isinstance(topics, Mapping):
             raise ConfigError("topics must be a table of tables")
-        defaults = dict(data)
+        defaults = _flatten(data)
         defaults.update(overrides or {})
-        return cls(defaults, topics)
+        return cls(defaults, {name: _flatten(table) if isinstance(table, Mapping) else table
+                              for name, table in topics.items()})
 
     def for_topic(self, topic: str) -> LogConfig:
         config = self._cache.get(topic)

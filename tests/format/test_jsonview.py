@@ -157,6 +157,8 @@ def test_record_objects():
         b'{"timestamp": "yesterday"}',
         b'{"value": {"$base64": "!!"}}',
         b'{"headers": [{"key": 1, "value": "x"}]}',
+        b'{"timestamp": -5}',
+        b'{"timestamp": "1969-12-31T00:00:00Z"}',
     ],
 )
 def test_bad_objects_are_invalid_input(line):
