@@ -53,10 +53,11 @@ def _handler(mkdir: bool = False):
 
 
 class _DirHandle:
-    __slots__ = ("node", "entries", "buffer", "next_id")
+    __slots__ = ("node", "ino", "entries", "buffer", "next_id")
 
-    def __init__(self, node: Dir) -> None:
+    def __init__(self, node: Dir, ino: int) -> None:
         self.node = node
+        self.ino = ino
         self.entries: Iterator | None = None
         self.buffer: deque = deque()
         self.next_id = -1
@@ -199,14 +200,31 @@ class Operations(pyfuse3.Operations):
         if not isinstance(node, Dir):
             raise pyfuse3.FUSEError(errno.ENOTDIR)
         fh = next(self._fh)
-        self._dirs[fh] = _DirHandle(node)
+        self._dirs[fh] = _DirHandle(node, inode)
         return fh
+
+    def _listing_with_dots(self, handle: _DirHandle, start_id: int) -> Iterator:
+        """``.`` and ``..`` (ids 1 and 2, given as inode numbers so that no lookup is counted: the
+        kernel counts none for them), then the directory's own listing with its ids moved up by 2."""
+        node = handle.node
+        if start_id < 2:
+            attr = node.quick_attr()
+            if start_id < 1:
+                yield 1, b".", handle.ino, attr
+            parent = node.parent
+            parent_ino = ROOT_INODE
+            if parent is not None and handle.ino != ROOT_INODE:
+                parent_ino, _node = self.inodes.register(parent)
+                self.inodes.discard_if_unused(parent_ino)
+            yield 2, b"..", parent_ino, attr
+        for next_id, name, target, attr in node.listing(max(start_id - 2, 0)):
+            yield next_id + 2, name, target, attr
 
     @_handler()
     async def readdir(self, fh: int, start_id: int, token) -> None:
         handle = self._dirs[fh]
         if handle.entries is None or handle.next_id != start_id:
-            handle.entries = await self._run(handle.node.listing, start_id)
+            handle.entries = await self._run(self._listing_with_dots, handle, start_id)
             handle.buffer.clear()
         entry = self._entry(0, _NO_ATTR)  # one object: readdir_reply copies what it needs
         last_attr = None

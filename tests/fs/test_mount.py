@@ -60,6 +60,18 @@ def test_ls_every_folder(ro_mount):
     assert int(listed) == 1500
 
 
+def test_every_folder_lists_dot_and_dot_dot(ro_mount):
+    for folder in (ro_mount.path, ro_mount / "orders-0", ro_mount / "orders-0/by-offset", ro_mount / "orders-0/segments"):
+        names = run("ls", "-a", str(folder)).stdout.decode().split()
+        assert names[:2] == [".", ".."], folder
+        assert names.count(".") == 1 and names.count("..") == 1
+    by_offset = run("sh", "-c", f"ls -a {ro_mount / 'orders-0/by-offset'} | wc -l").stdout
+    assert int(by_offset) == 1502
+    inode = run("stat", "-c", "%i", str(ro_mount / "orders-0")).stdout.strip()
+    dot = run("sh", "-c", f"ls -ai {ro_mount / 'orders-0'} | awk '$2 == \".\" {{print $1}}'").stdout.strip()
+    assert dot == inode
+
+
 def test_cat_matches_the_engine(ro_mount, built_logdir):
     for name in ("orders-0", "events-3", "empty-0"):
         assert cat(ro_mount / name / "records.jsonl") == expected_jsonl(built_logdir, name)
