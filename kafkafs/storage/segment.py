@@ -120,6 +120,15 @@ class _Tail(NamedTuple):
     bytes_since_index: int  # bytes from the last offset index entry's position (or 0) to the end
 
 
+def _header_in(chunk: bytes, rel: int, end: int, max_batch: int, path: str, base: int) -> BatchHeader | None:
+    """The header at ``rel`` of a chunk read from file position ``base``; damage is reported with the
+    file and its absolute position."""
+    try:
+        return read_batch_header(chunk, rel, end, max_batch)
+    except CorruptRecordError as exc:
+        raise exc.at(path, base) from None
+
+
 class _ScanIndex:
     """An in-memory sparse index for a read-only segment that has no usable ``.index`` (a broker's
     preallocated files were not kept, or the index is empty): built once by scanning batch headers,
@@ -380,10 +389,7 @@ class LogSegment:
             while rel < n:
                 if chunk[rel : rel + LOG_OVERHEAD] == _ZERO_PREFIX:
                     return
-                try:
-                    header = read_batch_header(chunk, rel, n, max_batch)
-                except CorruptRecordError as exc:
-                    raise exc.at(path, pos) from None
+                header = _header_in(chunk, rel, n, max_batch, path, pos)
                 if header is None:
                     break
                 yield BatchView(chunk, header, pos)
@@ -396,10 +402,7 @@ class LogSegment:
                 if pos + want > end:
                     return
                 chunk = os.pread(fd, want, pos)
-                try:
-                    header = read_batch_header(chunk, 0, len(chunk), max_batch)
-                except CorruptRecordError as exc:
-                    raise exc.at(path, pos) from None
+                header = _header_in(chunk, 0, len(chunk), max_batch, path, pos)
                 if header is None:
                     return
                 yield BatchView(chunk, header, pos)
