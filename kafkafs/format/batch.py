@@ -225,19 +225,6 @@ class DecodedBatch:
             return None
         return control_type_of(self.keys[index])
 
-    def slice_from(self, offset: int) -> DecodedBatch:
-        """The records with offsets >= ``offset`` (same header)."""
-        offsets = self.offsets
-        i = 0
-        n = len(offsets)
-        while i < n and offsets[i] < offset:
-            i += 1
-        if i == 0:
-            return self
-        return DecodedBatch(
-            self.header, offsets[i:], self.timestamps[i:], self.keys[i:], self.values[i:], self.headers[i:]
-        )
-
 
 def control_type_of(key: bytes | None) -> str | None:
     """Name of a control record from its key (``version i16, type i16``): 0 ABORT, 1 COMMIT."""

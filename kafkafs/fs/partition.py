@@ -18,6 +18,7 @@ from ..errors import CorruptRecordError
 from ..format.batch import DecodedBatch
 from ..format.jsonview import render_record_pretty
 from ..storage.log import Log
+from ..storage.names import LOG, segment_file_name
 from ..storage.segment import LogSegment
 from .layout import Part, Pieces, RangeLayout, Renderer, SegmentLayout, read_parts
 from .render import Filter, read_batch, read_batches
@@ -128,7 +129,7 @@ class PartitionState:
 
     def _active_base(self) -> int | None:
         last = self.log.segments.last()
-        return last[0] if last else None
+        return last.base_offset if last else None
 
     def shape(self) -> tuple:
         """A cheap fingerprint of what the views depend on: it changes whenever they might."""
@@ -137,9 +138,9 @@ class PartitionState:
         last = segments.last()
         return (
             len(segments),
-            first[0] if first else None,
-            last[0] if last else None,
-            last[1].size if last else 0,
+            first.base_offset if first else None,
+            last.base_offset if last else None,
+            last.size if last else 0,
             self.log.log_start_offset,
         )
 
@@ -220,7 +221,8 @@ class PartitionState:
             starts: list[int] = []
             total = 0
             seen = set()
-            for base, segment in self.log.segments.items():
+            for segment in self.log.segments:
+                base = segment.base_offset
                 if (
                     segment.next_offset <= self.log.log_start_offset
                     and segment is not self.log.active_segment
@@ -278,7 +280,7 @@ class PartitionState:
             raise CorruptRecordError(
                 "the segment was deleted (retention?) while it was being read",
                 None,
-                f"{self.log.dir}/{base:020d}.log",
+                f"{self.log.dir}/{segment_file_name(base, LOG)}",
             )
         try:
             batches = read_batches(segment, pieces.positions[i], pieces.sizes[i])
@@ -362,10 +364,10 @@ class PartitionState:
         floor = log_.segments.floor(offset)
         if floor is None:
             return None
-        candidates = [floor[1]]
-        higher = log_.segments.higher(floor[0])
+        candidates = [floor]
+        higher = log_.segments.higher(floor.base_offset)
         if higher is not None:
-            candidates.append(higher[1])  # the offset may sit in a gap at the end of its segment
+            candidates.append(higher)  # the offset may sit in a gap at the end of its segment
         for segment in candidates:
             located = self._locate(segment, offset)
             if located is not None:
@@ -414,10 +416,10 @@ class PartitionState:
             except CorruptRecordError as exc:
                 self._report_corrupt(exc)
                 floor = log_.segments.floor(pos)
-                higher = log_.segments.higher(floor[0]) if floor else None
+                higher = log_.segments.higher(floor.base_offset) if floor else None
                 if higher is None:
                     return
-                pos = higher[0]
+                pos = higher.base_offset
 
 
 class PieceCache:

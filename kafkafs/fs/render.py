@@ -18,7 +18,8 @@ from typing import NamedTuple
 from ..errors import CorruptRecordError
 from ..format.batch import BatchHeader, DecodedBatch, read_batch_header, scan_batches
 from ..format.jsonview import render_batch_jsonl
-from ..storage.segment import BatchView, LogSegment
+from ..storage.records import BatchView
+from ..storage.segment import LogSegment
 
 __all__ = ["Filter", "NO_FILTER", "read_batch", "read_batches", "select", "render_batches", "header_skips"]
 

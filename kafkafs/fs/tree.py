@@ -26,8 +26,8 @@ import orjson
 
 from ..errors import InvalidInput, InvalidName
 from ..format.jsonview import VALUES_MODES
-from ..storage.log import parse_partition_dir_name
 from ..storage.logdir import LogDir
+from ..storage.names import parse_partition_dir_name
 from . import names
 from .append import AppendBuffer
 from .layout import RangeLayout

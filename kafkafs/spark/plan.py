@@ -32,8 +32,9 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 
 from ..errors import CorruptRecordError, InvalidInput, KafkafsError
-from ..storage.log import Log, parse_partition_dir_name
+from ..storage.log import Log
 from ..storage.logdir import LogDir
+from ..storage.names import parse_partition_dir_name
 from ..storage.segment import LogSegment
 from .options import EARLIEST, LATEST, ReadOptions
 from .predicates import NO_PREDICATES, IntBounds, Predicates
@@ -277,9 +278,9 @@ def offset_for_timestamp(log_: Log, ts_ms: int) -> int | None:
     Sealed segments whose time index says they are all older are skipped without reading them; in the
     segment that may hold it, the scan starts where the time index points and decodes one batch.
     """
-    items = list(log_.segments.items())
+    items = list(log_.segments)
     start_offset = log_.log_start_offset
-    for i, (_base, segment) in enumerate(items):
+    for i, segment in enumerate(items):
         if segment.size == 0:
             continue
         sealed = i + 1 < len(items)
@@ -313,15 +314,16 @@ def _pieces_for(
     max_bytes: int,
     counter: _Counter,
 ) -> list[Piece]:
-    items = list(log_.segments.items())
+    items = list(log_.segments)
     out: list[Piece] = []
     directory = str(log_.dir)
-    for i, (base, segment) in enumerate(items):
+    for i, segment in enumerate(items):
+        base = segment.base_offset
         size = segment.size
         if size == 0:
             continue
         counter.total += 1
-        next_base = items[i + 1][0] if i + 1 < len(items) else None
+        next_base = items[i + 1].base_offset if i + 1 < len(items) else None
         if (end is not None and base >= end) or (next_base is not None and next_base <= first):
             counter.pruned += 1
             continue

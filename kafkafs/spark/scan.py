@@ -23,7 +23,8 @@ import pyarrow.compute as pc
 from ..errors import CorruptRecordError
 from ..format.batch import DecodedBatch
 from ..storage.config import LogConfig
-from ..storage.segment import BatchView, LogSegment
+from ..storage.records import BatchView
+from ..storage.segment import LogSegment
 from .plan import Piece, ScanSpec, Split
 from .schema import ARROW_SCHEMA, HEADERS_ARROW_TYPE, TIMESTAMP_ARROW_TYPE
 from .txn import TxnResolver

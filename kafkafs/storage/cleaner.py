@@ -21,12 +21,12 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 from collections.abc import Iterator
 
 from ..format.batch import encode_batch, read_batch_header
 from ..format.txnindex import AbortedTxn
 from .log import Log
+from .names import CLEANED
 from .segment import LogSegment
 
 __all__ = ["apply_retention", "compact", "cleanable_segments", "clean_logdir"]
@@ -39,7 +39,7 @@ def apply_retention(target: Log, now_ms: int, *, dry_run: bool = False) -> list[
     config = target.config
     if not config.delete:
         return []
-    segments = [s for s in target.segments.values()]
+    segments = list(target.segments)
     doomed: list[LogSegment] = []
     if config.retention_ms >= 0:
         for segment in segments:
@@ -78,7 +78,7 @@ def cleanable_segments(target: Log, now_ms: int) -> list[LogSegment]:
     """The segments compaction may rewrite: sealed, wholly below the first undecided transaction's first
     offset and below the first segment that holds records younger than ``min.compaction.lag.ms``
     (Kafka's first uncleanable offset)."""
-    sealed = list(target.segments.values())[:-1]
+    sealed = list(target.segments)[:-1]
     if not sealed:
         return []
     upper = target.active_segment.base_offset  # type: ignore[union-attr]
@@ -124,7 +124,7 @@ def _compact(target: Log, now_ms: int, *, dry_run: bool) -> tuple[list[str], int
     segments = cleanable_segments(target, now_ms)
     if not segments:
         return [], None
-    aborted = _Aborted([e for s in target.segments.values() for e in s.txn_index.entries()])
+    aborted = _Aborted([e for s in target.segments for e in s.txn_index.entries()])
     horizon = now_ms - config.min_compaction_lag_ms
     latest: dict[bytes, int] = {}
     for segment in segments:
@@ -190,32 +190,22 @@ def _compact(target: Log, now_ms: int, *, dry_run: bool) -> tuple[list[str], int
 
 
 def _swap_in(target: Log, old: LogSegment, batches: list[bytes]) -> None:
-    """Write ``batches`` as ``.cleaned``, rename to ``.swap``, replace ``old`` (crash-safe at each step:
-    recovery deletes a ``.cleaned`` and completes a ``.swap``)."""
-    with target._lock:
-        cleaned = LogSegment(target.dir, old.base_offset, target.config, writable=True, suffix=".cleaned")
-        data = b"".join(batches)
-        headers = []
-        pos = 0
-        while pos < len(data):
-            h = read_batch_header(data, pos)
-            headers.append(h)
-            pos = h.end
-        if headers:
-            cleaned.append(data, headers)
-        cleaned.txn_index.write_entries(old.txn_index.entries())  # every marker is kept
-        cleaned.on_become_inactive()
-        cleaned.flush()
-        cleaned.change_suffix(".swap")
-        target.segments.remove(old.base_offset)
-        target.schedule_deletion(old)
-        cleaned.change_suffix("")
-        dfd = os.open(target.dir, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
-        target.segments.put(cleaned.base_offset, cleaned)
+    """Write ``batches`` as a ``.cleaned`` segment (not part of the log: no lock needed), then let the log
+    swap it in for ``old`` (:meth:`~kafkafs.storage.local_log.LocalLog.replace_segment`)."""
+    cleaned = LogSegment(target.dir, old.base_offset, target.config, writable=True, suffix=CLEANED)
+    data = b"".join(batches)
+    headers = []
+    pos = 0
+    while pos < len(data):
+        h = read_batch_header(data, pos)
+        headers.append(h)
+        pos = h.end
+    if headers:
+        cleaned.append(data, headers)
+    cleaned.txn_index.write_entries(old.txn_index.entries())  # every marker is kept
+    cleaned.on_become_inactive()
+    cleaned.flush()
+    target.replace_segment(cleaned, old)
 
 
 def clean_logdir(logdir, *, dry_run: bool = False, now_ms: int | None = None) -> list[str]:

@@ -23,7 +23,9 @@ from ..errors import CorruptRecordError, InvalidName, LogDirLocked
 from ..format.checkpoint import parse_offset_checkpoint, render_offset_checkpoint
 from .config import Settings
 from .handles import raise_open_file_limit
-from .log import Log, fsync_directory, parse_partition_dir_name
+from .local_log import fsync_directory
+from .log import Log
+from .names import parse_partition_dir_name
 
 __all__ = ["LogDir", "CLEAN_SHUTDOWN_FILE", "LOCK_FILE", "CLEANER_OFFSET_FILE", "clean_shutdown_content",
            "parse_clean_shutdown"]

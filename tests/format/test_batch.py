@@ -9,7 +9,6 @@ from hypothesis import strategies as st
 from kafkafs.errors import CorruptRecordError
 from kafkafs.format.batch import (
     Codec,
-    DecodedBatch,
     Header,
     decode_batch,
     encode_batch,
@@ -306,13 +305,6 @@ def test_trailing_garbage_after_records():
     struct.pack_into(">i", padded, 8, len(data) + 2 - 12)
     with pytest.raises(CorruptRecordError, match="left over"):
         decode_batch(bytes(padded), validate=False)
-
-
-def test_decoded_batch_slice():
-    batch = decode_batch(encode_batch(SAMPLE[:5], base_offset=10))
-    assert isinstance(batch, DecodedBatch)
-    assert batch.slice_from(12).offsets == [12, 13, 14]
-    assert batch.slice_from(0) is batch
 
 
 # ----------------------------------------------------------------------------- legacy through decode_batch
