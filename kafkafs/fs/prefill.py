@@ -33,7 +33,7 @@ class IndexReport(NamedTuple):
     def line(self) -> str:
         return (
             f"indexed {self.partitions} partitions, {self.segments} segments "
-            f"({self.from_cache} already cached, {self.sized} sized: {self.bytes_sized / 1e6:.1f} MB) "
+            f"({self.from_cache} from the cache, {self.sized} sized: {self.bytes_sized / 1e6:.1f} MB) "
             f"in {self.seconds:.1f} s into {self.cache_dir}"
         )
 
@@ -87,5 +87,5 @@ def index_logdir(
             progress = Progress(len(jobs), total, _bar(out, tty), after=0.0 if tty else 5.0,
                                 every=0.2 if tty else 5.0)
         size_layouts(jobs, cache, progress, threads=threads)
-    return IndexReport(len(states), segments, segments - len(jobs), len(jobs), total,
+    return IndexReport(len(states), segments, cache.hits, len(jobs), total,
                        time.monotonic() - started, str(directory))
