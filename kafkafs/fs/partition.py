@@ -18,8 +18,8 @@ from ..format.batch import DecodedBatch
 from ..format.jsonview import render_record_pretty
 from ..storage.log import Log
 from ..storage.segment import BatchView, LogSegment
-from .layout import Part, Pieces, RangeLayout, Renderer, SegmentLayout, read_parts
 from .caches import LRU, PieceCache
+from .layout import Part, Pieces, RangeLayout, Renderer, SegmentLayout, read_parts
 from .render import Filter
 from .sizecache import SizeCache
 from .sizing import Progress, SizingJob, load_cached, log_progress, size_layouts, store_layout

@@ -13,11 +13,12 @@ rendered in one call: a log of one-record batches then costs little more than on
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
+from collections.abc import Iterator
 from typing import NamedTuple
 
 from ..errors import CorruptRecordError
-from ..format.batch import BatchHeader, DecodedBatch, read_batch_header, scan_batches
 from ..format import jsonview
+from ..format.batch import BatchHeader, DecodedBatch, scan_batches
 from ..format.jsonview import render_batch_jsonl
 from ..storage.segment import BatchView, LogSegment
 
@@ -52,25 +53,33 @@ def header_skips(header: BatchHeader, flt: Filter) -> bool:
     return flt.ts_lo is not None and header.magic == 2 and header.max_timestamp < flt.ts_lo
 
 
-def read_batches(segment: LogSegment, position: int, size: int) -> list[DecodedBatch]:
-    """The whole batches filling ``size`` bytes at ``position`` of ``segment``, decoded and CRC-checked."""
+def _views_in(segment: LogSegment, position: int, size: int) -> Iterator[BatchView]:
+    """The whole batches filling ``size`` bytes at ``position`` of ``segment``, from one read; damage
+    (a short file, a header that does not parse, batches that no longer fill the span) raises
+    :class:`CorruptRecordError` placed in the file."""
     file = str(segment.log_path)
     buf = segment.read_at(position, size)
     if len(buf) != size:
         raise CorruptRecordError("the segment is shorter than when it was laid out", position, file)
-    out = []
     end = 0
-    try:
-        for header in scan_batches(buf, 0, size):
-            out.append(BatchView(buf, header, position).decode(file=file))
-            end = header.end
-    except CorruptRecordError as exc:
-        if exc.file is None:
+    headers = scan_batches(buf, 0, size)
+    while True:
+        try:
+            header = next(headers, None)
+        except CorruptRecordError as exc:
             raise exc.at(file, position) from None
-        raise
+        if header is None:
+            break
+        end = header.end
+        yield BatchView(buf, header, position)
     if end != size:
         raise CorruptRecordError("the batches changed since they were laid out", position + end, file)
-    return out
+
+
+def read_batches(segment: LogSegment, position: int, size: int) -> list[DecodedBatch]:
+    """The whole batches filling ``size`` bytes at ``position`` of ``segment``, decoded and CRC-checked."""
+    file = str(segment.log_path)
+    return [view.decode(file=file) for view in _views_in(segment, position, size)]
 
 
 def select(batch: DecodedBatch, flt: Filter) -> DecodedBatch:
@@ -183,31 +192,16 @@ def render_raw(
     if _render_raw_jsonl is None:
         return render_batches(topic, partition, read_batches(segment, position, size), flt, mode, decoder)
     file = str(segment.log_path)
-    buf = segment.read_at(position, size)
-    if len(buf) != size:
-        raise CorruptRecordError("the segment is shorter than when it was laid out", position, file)
-    out = []
-    end = 0
     bounds = _bounds(flt)
-    try:
-        for header in scan_batches(buf, 0, size):
-            end = header.end
-            if _header_excludes(header, flt):
-                continue
-            try:
-                out.append(
-                    _render_raw_jsonl(
-                        topic, partition, buf[header.position : header.end], mode, decoder=decoder, **bounds
-                    )
-                )
-            except CorruptRecordError as exc:
-                raise exc.at(file, position + header.position) from None
-    except CorruptRecordError as exc:
-        if exc.file is None:
-            raise exc.at(file, position) from None
-        raise
-    if end != size:
-        raise CorruptRecordError("the batches changed since they were laid out", position + end, file)
+    out = []
+    for view in _views_in(segment, position, size):
+        header = view.header
+        if _header_excludes(header, flt):
+            continue
+        try:
+            out.append(_render_raw_jsonl(topic, partition, view.raw(), mode, decoder=decoder, **bounds))
+        except CorruptRecordError as exc:
+            raise exc.at(file, view.position) from None
     return b"".join(out)
 
 

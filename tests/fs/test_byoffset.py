@@ -131,7 +131,7 @@ def test_past_the_limit_one_range_per_segment(built_logdir):
             bases = [base for base, _seg in d.log("orders-0").segments.items()]
         assert [first for first, _ in ranges] == bases and len(bases) > 3
         assert ranges[-1][1] == 1499
-        for (_f, last), (first, _l) in zip(ranges, ranges[1:]):
+        for (_f, last), (first, _l) in zip(ranges, ranges[1:], strict=False):
             assert first == last + 1  # contiguous, no offset left out
         for first, last in ranges:
             got = t.read_file(f"orders-0/by-offset/{first}-{last}.jsonl")

@@ -17,7 +17,14 @@ from kafkafs.errors import InvalidInput
 from kafkafs.fs import sizing
 from kafkafs.fs.layout import Renderer, SegmentLayout
 from kafkafs.fs.prefill import index_logdir
-from kafkafs.fs.sizecache import CachedLayout, LayoutKey, SizeCache, check_outside, default_cache_dir, stat_key
+from kafkafs.fs.sizecache import (
+    CachedLayout,
+    LayoutKey,
+    SizeCache,
+    check_outside,
+    default_cache_dir,
+    stat_key,
+)
 from kafkafs.fs.tree import Tree
 from kafkafs.storage.logdir import LogDir
 
@@ -425,3 +432,38 @@ def test_stat_key_follows_the_file(tmp_path):
     k = stat_key(f, "t", 0, "auto", None)
     assert k is not None and k.size == 3
     assert stat_key(tmp_path / "missing", "t", 0, "auto", None) is None
+
+
+# ---------------------------------------------------------------------------------------------- whole-batch path
+
+
+def test_whole_batch_rendering_path(logdir_copy, tmp_path, monkeypatch):
+    """The length-only pass and the rendering from a batch's bytes (the format layer's
+    ``raw_jsonl_lengths`` / ``render_raw_jsonl``), here stood in for by decode + render, give the
+    same views, sizes and damage handling."""
+    from kafkafs.format.batch import decode_batch, read_batch_header
+    from kafkafs.fs import render
+
+    calls = {"lengths": 0, "render": 0}
+
+    def fake_render(topic, partition, buf, mode="auto", *, decoder=None, lo=None, hi=None, ts_lo=None, ts_hi=None):
+        calls["render"] += 1
+        header = read_batch_header(buf, 0, len(buf))
+        batch = decode_batch(buf, header)
+        return render.render_batches(topic, partition, [batch], render.Filter(lo, hi, ts_lo, ts_hi), mode)
+
+    def fake_lengths(*args, **kw):
+        calls["lengths"] += 1
+        return [len(line) + 1 for line in fake_render(*args, **kw).splitlines()]
+
+    monkeypatch.setattr(render, "_raw_jsonl_lengths", fake_lengths)
+    monkeypatch.setattr(render, "_render_raw_jsonl", fake_render)
+    t = tree_of(logdir_copy, tmp_path / "cache")
+    try:
+        want = expected_jsonl(logdir_copy, "orders-0")
+        assert t.resolve("orders-0/records.jsonl").attr().size == len(want)
+        assert t.read_file("orders-0/records.jsonl", chunk=7000) == want
+        assert t.read_file("orders-0/by-offset/13-1020.jsonl") == expected_jsonl(logdir_copy, "orders-0", 13, 1020)
+        assert calls["lengths"] and calls["render"]
+    finally:
+        t.close()
