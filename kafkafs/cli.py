@@ -179,10 +179,12 @@ def cmd_produce(args: argparse.Namespace) -> int:
 
 
 def cmd_consume(args: argparse.Namespace) -> int:
+    from .format.decoders import decoder_for
     from .format.jsonview import parse_timestamp, render_batch_jsonl
 
     logdir = _open_logdir(args.logdir, args, writable=False)
     log_ = logdir.log(args.partition)
+    decoder = decoder_for(log_.topic)
     out = _stdout()
     start = log_.log_start_offset
     if args.from_offset is not None:
@@ -204,7 +206,7 @@ def cmd_consume(args: argparse.Namespace) -> int:
                 stop = None
                 if remaining is not None:
                     stop = min(len(batch), remaining)
-                out.write(render_batch_jsonl(log_.topic, log_.partition, batch, args.values, 0, stop))
+                out.write(render_batch_jsonl(log_.topic, log_.partition, batch, args.values, 0, stop, decoder=decoder))
                 if remaining is not None:
                     remaining -= stop
                     if remaining <= 0:

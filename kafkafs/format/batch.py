@@ -220,7 +220,7 @@ class DecodedBatch:
         return self.header.producer_id
 
     def control_type(self, index: int) -> str | None:
-        """``"COMMIT"`` or ``"ABORT"`` for a record of a control batch, else None."""
+        """Kafka's name of a control record's type (:func:`control_type_of`) in a control batch, else None."""
         if not self.header.is_control:
             return None
         return control_type_of(self.keys[index])
@@ -239,12 +239,25 @@ class DecodedBatch:
         )
 
 
+#: Kafka's ControlRecordType names by id (clients' ControlRecordType.fromTypeId); any other is UNKNOWN.
+CONTROL_TYPE_NAMES = {
+    0: "ABORT",
+    1: "COMMIT",
+    2: "LEADER_CHANGE",
+    3: "SNAPSHOT_HEADER",
+    4: "SNAPSHOT_FOOTER",
+    5: "KRAFT_VERSION",
+    6: "KRAFT_VOTERS",
+}
+
+
 def control_type_of(key: bytes | None) -> str | None:
-    """Name of a control record from its key (``version i16, type i16``): 0 ABORT, 1 COMMIT."""
+    """Kafka's name of a control record's type from its key (``version i16, type i16``): ``ABORT``,
+    ``COMMIT``, ``LEADER_CHANGE``, ``SNAPSHOT_HEADER``, ``SNAPSHOT_FOOTER``, ``KRAFT_VERSION``,
+    ``KRAFT_VOTERS``, else ``UNKNOWN``; None for a key too short to hold a type."""
     if key is None or len(key) < 4:
         return None
-    kind = _I16.unpack_from(key, 2)[0]
-    return {0: "ABORT", 1: "COMMIT"}.get(kind, f"UNKNOWN({kind})")
+    return CONTROL_TYPE_NAMES.get(_I16.unpack_from(key, 2)[0], "UNKNOWN")
 
 
 # --------------------------------------------------------------------------------------------- header

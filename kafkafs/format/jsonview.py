@@ -222,17 +222,19 @@ def record_object(
     return obj
 
 
-def render_record(topic: str, partition: int, batch: DecodedBatch, index: int, mode: str = "auto") -> bytes:
+def render_record(
+    topic: str, partition: int, batch: DecodedBatch, index: int, mode: str = "auto", *, decoder=None
+) -> bytes:
     """One record as one compact JSON line (with its newline), exactly as in ``records.jsonl``."""
-    return render_batch_jsonl(topic, partition, batch, mode, index, index + 1)
+    return render_batch_jsonl(topic, partition, batch, mode, index, index + 1, decoder=decoder)
 
 
 def render_record_pretty(
-    topic: str, partition: int, batch: DecodedBatch, index: int, mode: str = "auto"
+    topic: str, partition: int, batch: DecodedBatch, index: int, mode: str = "auto", *, decoder=None
 ) -> bytes:
     """One record as indented JSON (two spaces), with a final newline; embedded values indented too,
     every token as in the record's ``records.jsonl`` line."""
-    return indent_json(render_record(topic, partition, batch, index, mode)[:-1]) + b"\n"
+    return indent_json(render_record(topic, partition, batch, index, mode, decoder=decoder)[:-1]) + b"\n"
 
 
 def _json_auto(data: bytes | None) -> bytes:
@@ -319,15 +321,25 @@ def _render_column(items: list, mode: str, parser) -> tuple[list[bytes], bool]:
 
 
 def render_batch_jsonl(
-    topic: str, partition: int, batch: DecodedBatch, mode: str = "auto", start: int = 0, stop: int | None = None
+    topic: str,
+    partition: int,
+    batch: DecodedBatch,
+    mode: str = "auto",
+    start: int = 0,
+    stop: int | None = None,
+    *,
+    decoder=None,
 ) -> bytes:
     """Records ``start:stop`` of ``batch`` as JSON lines, one call for the whole batch.
 
     Keys and values are rendered a column at a time and lines are assembled from one format string per
     batch rather than through a dict per record; the output is byte-identical to :func:`render_record`
-    (a test holds them together).
+    (a test holds them together). With a ``decoder`` (:func:`kafkafs.format.decoders.decoder_for`) and
+    mode ``auto`` the decoder renders the batch (SPEC §8); ``string`` and ``base64`` ignore it.
     """
     _view_of(mode)
+    if decoder is not None and mode == "auto":
+        return decoder.render_batch_jsonl(topic, partition, batch, start, stop)
     header = batch.header
     n = len(batch.offsets)
     if stop is None or stop > n:
