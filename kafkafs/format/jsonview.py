@@ -355,8 +355,30 @@ def render_batch_jsonl(
     parser = _parser()
     rendered_keys, quote_keys = _render_column(keys, mode, parser)
     rendered_values, quote_values = _render_column(values, mode, parser)
-    render = _JSON_RENDERERS[mode]
+    return assemble_jsonl(
+        topic, partition, header, offsets, timestamps, keys, headers, rendered_keys, rendered_values,
+        quote_keys, quote_values, _JSON_RENDERERS[mode],
+    )
+
+
+def assemble_jsonl(
+    topic: str,
+    partition: int,
+    header,
+    offsets: Sequence[int],
+    timestamps: Sequence[int],
+    keys: Sequence[bytes | None],
+    headers: Sequence[Sequence[Header]],
+    rendered_keys: Sequence[bytes],
+    rendered_values: Sequence[bytes],
+    quote_keys: bool = False,
+    quote_values: bool = False,
+    render_header_value=_json_auto,
+) -> bytes:
+    """JSON lines from rendered key and value columns (JSON text, or text to quote when ``quote_*``);
+    the raw ``keys`` name a control record's type. Shared by this module and the decoders."""
     columns = [offsets, timestamps, rendered_keys, rendered_values]
+    render = render_header_value
     if any(headers):
         columns.append([
             b"[" + b",".join(b'{"key":' + _dumps(k) + b',"value":' + render(v) + b"}" for k, v in hs) + b"]"

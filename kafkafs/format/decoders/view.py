@@ -11,18 +11,16 @@ Decoders are immutable after construction and safe to share across threads.
 from __future__ import annotations
 
 import base64
-from itertools import chain
 
 import orjson
 
 from ...errors import CorruptRecordError
-from ..batch import DecodedBatch, control_type_of
-from ..jsonview import view_auto
+from ..batch import DecodedBatch
+from ..jsonview import assemble_jsonl, render_batch_jsonl, view_auto
 from . import internal
 
 __all__ = ["Decoder", "InternalDecoder", "GENERIC"]
 
-_TIMESTAMP_TYPES = {0: "CreateTime", 1: "LogAppendTime", -1: "CreateTime"}
 _dumps = orjson.dumps
 
 #: Returned by :meth:`Decoder.key` / :meth:`Decoder.value` for bytes the decoder does not recognise.
@@ -86,37 +84,12 @@ class Decoder:
                 batch.values[start:stop], batch.headers[start:stop],
             )
         if not self.wants(batch):
-            from ..jsonview import render_batch_jsonl
-
             return render_batch_jsonl(topic, partition, batch, "auto")
-        header = batch.header
         keys = batch.keys
-        columns = [batch.offsets, batch.timestamps, self._column(batch, keys, keys, "key"),
-                   self._column(batch, keys, batch.values, "value")]
-        if any(batch.headers):
-            columns.append([
-                b"[" + b",".join(b'{"key":' + _dumps(k) + b',"value":' + _generic(v) + b"}" for k, v in hs) + b"]"
-                for hs in batch.headers
-            ])
-            headers_slot = b"%b"
-        else:
-            headers_slot = b"[]"
-        tail = b',"producerId":%d' % header.producer_id if header.is_transactional else b""
-        if header.is_control:
-            columns.append([b',"control":' + _dumps(control_type_of(k)) + tail for k in keys])
-            tail = b"%b"
-        else:
-            tail = tail.replace(b"%", b"%%")
-        fmt = (
-            (b'{"topic":' + _dumps(topic) + b',"partition":%d,"offset":' % partition).replace(b"%", b"%%")
-            + b'%d,"timestamp":%d,"timestampType":"'
-            + _TIMESTAMP_TYPES[header.timestamp_type].encode()
-            + b'","key":%b,"value":%b,"headers":'
-            + headers_slot
-            + tail
-            + b"}\n"
+        return assemble_jsonl(
+            topic, partition, batch.header, batch.offsets, batch.timestamps, keys, batch.headers,
+            self._column(batch, keys, keys, "key"), self._column(batch, keys, batch.values, "value"),
         )
-        return (fmt * len(batch.offsets)) % tuple(chain.from_iterable(zip(*columns, strict=True)))
 
     def record_object(self, topic: str, partition: int, batch: DecodedBatch, index: int) -> dict:
         """Record ``index`` of ``batch`` as a dict in the same key order as its line, plain JSON values."""
