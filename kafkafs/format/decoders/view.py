@@ -11,12 +11,15 @@ Decoders are immutable after construction and safe to share across threads.
 from __future__ import annotations
 
 import base64
+from itertools import chain
 
 import orjson
 
 from ...errors import CorruptRecordError
-from ..batch import DecodedBatch
-from ..jsonview import assemble_jsonl, render_batch_jsonl, view_auto
+from ..jsonembed import json_string, render_value
+from ..jsonrender import TIMESTAMP_TYPES, line_prefix
+from ..jsonview import render_batch_jsonl
+from ..records import DecodedBatch, control_type_of
 from . import internal
 
 __all__ = ["Decoder", "InternalDecoder", "GENERIC"]
@@ -34,7 +37,7 @@ def _bytes_default(obj):
 
 
 def _generic(data: bytes | None) -> bytes:
-    return b"null" if data is None else _dumps(view_auto(data))
+    return render_value(data, "auto")
 
 
 class Decoder:
@@ -85,11 +88,36 @@ class Decoder:
             )
         if not self.wants(batch):
             return render_batch_jsonl(topic, partition, batch, "auto")
+        header = batch.header
         keys = batch.keys
-        return assemble_jsonl(
-            topic, partition, batch.header, batch.offsets, batch.timestamps, keys, batch.headers,
-            self._column(batch, keys, keys, "key"), self._column(batch, keys, batch.values, "value"),
+        columns = [batch.offsets, batch.timestamps, self._column(batch, keys, keys, "key"),
+                   self._column(batch, keys, batch.values, "value")]
+        if any(batch.headers):
+            columns.append([
+                b",".join(b'{"key":' + json_string(k.encode()) + b',"value":' + _generic(v) + b"}" for k, v in hs)
+                for hs in batch.headers
+            ])
+            headers_slot = b"%b"
+        else:
+            headers_slot = b""
+        tail = b',"producerId":%d' % header.producer_id if header.is_transactional else b""
+        if header.is_control:
+            columns.append([b',"control":"' + control_type_of(k).encode() + b'"' + tail for k in keys])
+            tail = b"%b"
+        else:
+            tail = tail.replace(b"%", b"%%")
+        fmt = (
+            line_prefix(topic, partition).replace(b"%", b"%%")
+            + b'%d,"timestamp":%d,"timestampType":"'
+            + TIMESTAMP_TYPES[header.timestamp_type].encode()
+            + b'","key":%b,"value":%b,"headers":['
+            + headers_slot
+            + b"]"
+            + tail
+            + b"}\n"
         )
+        # one format string for the whole batch, one formatting call
+        return (fmt * len(batch.offsets)) % tuple(chain.from_iterable(zip(*columns, strict=True)))
 
     def record_object(self, topic: str, partition: int, batch: DecodedBatch, index: int) -> dict:
         """Record ``index`` of ``batch`` as a dict in the same key order as its line, plain JSON values."""
