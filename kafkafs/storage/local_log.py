@@ -14,7 +14,6 @@ open removes whatever ``.deleted`` files a previous run left. Appends, loading a
 
 from __future__ import annotations
 
-import bisect
 import logging
 import os
 import threading
@@ -225,7 +224,7 @@ class LocalLog:
         for segment, view in self.batches(lo, to_offset):
             batch = view.decode(validate=validate, file=str(segment.log_path))
             if batch.offsets and (batch.offsets[0] < lo or (to_offset is not None and batch.offsets[-1] > to_offset)):
-                batch = _trim(batch, lo, to_offset)
+                batch = batch.between(lo, to_offset)
             yield batch
 
     def records(self, from_offset: int | None = None, to_offset: int | None = None) -> Iterator[Record]:
@@ -494,12 +493,3 @@ class LocalLog:
             "config": self.config.as_dict(),
             "segments": segments,
         }
-
-
-def _trim(batch: DecodedBatch, lo: int, hi: int | None) -> DecodedBatch:
-    offsets = batch.offsets
-    i = bisect.bisect_left(offsets, lo)
-    j = len(offsets) if hi is None else bisect.bisect_right(offsets, hi, lo=i)
-    return DecodedBatch(
-        batch.header, offsets[i:j], batch.timestamps[i:j], batch.keys[i:j], batch.values[i:j], batch.headers[i:j]
-    )
