@@ -53,6 +53,23 @@ def _add_values_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_schemas_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--schemas", metavar="DIR",
+        help="Schema Registry schemas as <id>.avsc / <id>.json files (besides LOGDIR's _schemas topic)",
+    )
+
+
+def _registry(logdir: str, args: argparse.Namespace):
+    """The Schema Registry schemas of ``logdir`` and ``--schemas`` (None when there are none)."""
+    from .storage.schemas import load_registry
+
+    schemas = getattr(args, "schemas", None)
+    if schemas is not None and not os.path.isdir(schemas):
+        raise CommandError(f"--schemas {schemas}: not a directory")
+    return load_registry(logdir, schemas)
+
+
 def _open_logdir(path: str, args: argparse.Namespace, *, writable: bool):
     from .storage.logdir import LogDir
 
@@ -101,6 +118,7 @@ def cmd_mount(args: argparse.Namespace) -> int:
         debug=args.debug,
         cache_dir=args.cache_dir,
         list_limit=args.list_limit,
+        schemas=args.schemas,
     )
 
 
@@ -203,7 +221,7 @@ def cmd_consume(args: argparse.Namespace) -> int:
 
     logdir = _open_logdir(args.logdir, args, writable=False)
     log_ = logdir.log(args.partition)
-    decoder = decoder_for(log_.topic)
+    decoder = decoder_for(log_.topic, _registry(args.logdir, args))
     out = _stdout()
     start = log_.log_start_offset
     if args.from_offset is not None:
@@ -383,6 +401,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-f", "--foreground", action="store_true", help="stay attached instead of daemonizing")
     p.add_argument("-o", dest="options", action="append", metavar="OPT[,OPT]", help="FUSE options, e.g. allow_other")
     _add_values_option(p)
+    _add_schemas_option(p)
     p.add_argument("-d", "--debug", action="store_true", help="debug logging (implies --foreground)")
     _add_cache_dir_option(p)
     p.add_argument(
@@ -415,6 +434,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--follow", action="store_true", help="keep printing new records")
     p.add_argument("--max-records", type=int, metavar="N", help="stop after N records")
     _add_values_option(p)
+    _add_schemas_option(p)
     _add_settings_options(p)
     p.set_defaults(func=cmd_consume)
 
