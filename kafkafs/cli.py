@@ -99,6 +99,25 @@ def cmd_mount(args: argparse.Namespace) -> int:
         values=args.values,
         settings=_settings(args),
         debug=args.debug,
+        cache_dir=args.cache_dir,
+        list_limit=args.list_limit,
+    )
+
+
+def cmd_index(args: argparse.Namespace) -> int:
+    from .fs.prefill import index_logdir
+
+    if not os.path.isdir(args.logdir):
+        raise CommandError(f"{args.logdir}: no such log directory")
+    report = index_logdir(args.logdir, cache_dir=args.cache_dir, mode=args.values, settings=_settings(args))
+    print(report.line(), file=sys.stderr)
+    return EXIT_OK
+
+
+def _add_cache_dir_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--cache-dir", metavar="DIR",
+        help="where rendered sizes are kept across mounts, outside LOGDIR (default: $XDG_CACHE_HOME/kafkafs)",
     )
 
 
@@ -343,8 +362,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", dest="options", action="append", metavar="OPT[,OPT]", help="FUSE options, e.g. allow_other")
     _add_values_option(p)
     p.add_argument("-d", "--debug", action="store_true", help="debug logging (implies --foreground)")
+    _add_cache_dir_option(p)
+    p.add_argument(
+        "--list-limit", type=int, metavar="N",
+        help="by-offset/ lists every offset up to N records, one range per segment past it (default 100000)",
+    )
     _add_settings_options(p)
     p.set_defaults(func=cmd_mount)
+
+    p = sub.add_parser("index", help="fill the mount's size cache ahead of time (for ExecStartPre or cron)")
+    p.add_argument("logdir")
+    _add_cache_dir_option(p)
+    _add_values_option(p)
+    _add_settings_options(p)
+    p.set_defaults(func=cmd_index)
 
     p = sub.add_parser("produce", help="append lines from stdin to a partition (as the append file does)")
     p.add_argument("logdir")

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import BinaryIO
 
 from .errors import InvalidInput, InvalidName
+from .format.decoders import decoder_for
 from .format.jsonview import render_batch_jsonl
 from .format.timestamps import parse_timestamp
 from .storage.log import Log, parse_partition_dir_name
@@ -129,13 +130,8 @@ class _Reader:
 
 
 def _decoder_for(topic: str, mode: str):
-    if mode != "auto":
-        return None
-    try:
-        from .format.decoders import decoder_for
-    except ImportError:
-        return None
-    return decoder_for(topic)
+    """The decoders' step for Kafka's internal topics (SPEC §8); None for ordinary topics."""
+    return decoder_for(topic) if mode == "auto" else None
 
 
 def consume(
