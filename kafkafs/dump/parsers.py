@@ -20,7 +20,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import CorruptRecordError, InvalidInput, KafkafsError
+from ..errors import CorruptRecordError, KafkafsError
 
 __all__ = ["make_parser", "Parser", "TXN_STATES", "to_json"]
 
