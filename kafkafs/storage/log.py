@@ -43,7 +43,7 @@ from .recovery import load_segments
 from .segment import LogSegment
 from .transactions import ProducerTransactions
 
-__all__ = ["Log", "AppendResult", "fsync_directory", "parse_partition_dir_name"]
+__all__ = ["Log", "AppendResult", "fsync_directory"]
 
 log = logging.getLogger("kafkafs.log")
 

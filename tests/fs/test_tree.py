@@ -285,7 +285,7 @@ def test_time_ranges_with_timestamps_out_of_order(tmp_path):
 def test_a_time_range_skips_what_cannot_hold_its_records(tmp_path, monkeypatch):
     """Sealed segments whose largest timestamp is below the range, and v2 batches whose header says
     the same, are not decoded."""
-    from kafkafs.storage.segment import BatchView
+    from kafkafs.storage.records import BatchView
 
     records = _late_log(tmp_path)
     decoded = []
