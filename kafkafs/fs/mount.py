@@ -64,12 +64,12 @@ def _check_mountpoint(mountpoint: str) -> str:
     if os.path.ismount(path) or _mounted_at(path):
         # stat() may still answer from the kernel's cache for a second after the daemon died: ask the
         # file system itself (statfs is never cached) before calling the mount alive
-        if _dead_mount(path):
-            raise MountPathError(
+        if _dead_mount(path):  # the state of the mount point, not a wrong path: exit 1
+            raise MountError(
                 f"{mountpoint}: a dead mount is still there (its daemon died); clear it with "
                 f"`fusermount3 -uz {mountpoint}`"
             )
-        raise MountPathError(
+        raise MountError(
             f"{mountpoint}: something is already mounted there (unmount it with `fusermount3 -u`)"
         )
     try:
