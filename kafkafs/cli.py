@@ -102,6 +102,26 @@ def cmd_mount(args: argparse.Namespace) -> int:
         values=args.values,
         settings=_settings(args),
         debug=args.debug,
+        cache_dir=args.cache_dir,
+        list_limit=args.list_limit,
+    )
+
+
+def cmd_index(args: argparse.Namespace) -> int:
+    from .fs.prefill import index_logdir
+
+    from .storage.logdir import check_log_directory
+
+    check_log_directory(args.logdir)  # a missing path, a partition folder: usage errors (SPEC §4)
+    report = index_logdir(args.logdir, cache_dir=args.cache_dir, mode=args.values, settings=_settings(args))
+    print(report.line(), file=sys.stderr)
+    return EXIT_OK
+
+
+def _add_cache_dir_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--cache-dir", metavar="DIR",
+        help="where rendered sizes are kept across mounts, outside LOGDIR (default: $XDG_CACHE_HOME/kafkafs)",
     )
 
 
@@ -182,10 +202,12 @@ def cmd_produce(args: argparse.Namespace) -> int:
 
 
 def cmd_consume(args: argparse.Namespace) -> int:
+    from .format.decoders import decoder_for
     from .format.jsonview import parse_timestamp, render_batch_jsonl
 
     logdir = _open_logdir(args.logdir, args, writable=False)
     log_ = logdir.log(args.partition)
+    decoder = decoder_for(log_.topic)
     out = _stdout()
     start = log_.log_start_offset
     if args.from_offset is not None:
@@ -207,7 +229,7 @@ def cmd_consume(args: argparse.Namespace) -> int:
                 stop = None
                 if remaining is not None:
                     stop = min(len(batch), remaining)
-                out.write(render_batch_jsonl(log_.topic, log_.partition, batch, args.values, 0, stop))
+                out.write(render_batch_jsonl(log_.topic, log_.partition, batch, args.values, 0, stop, decoder=decoder))
                 if remaining is not None:
                     remaining -= stop
                     if remaining <= 0:
@@ -227,15 +249,24 @@ def cmd_consume(args: argparse.Namespace) -> int:
 
 
 def cmd_dump(args: argparse.Namespace) -> int:
-    from .inspect import dump_segment
+    import io
 
-    if not os.path.exists(args.segment):
-        raise CommandError(f"{args.segment}: no such file")
-    if not os.path.isfile(args.segment):
-        raise CommandError(f"{args.segment}: not a file (dump takes a file of a partition folder)")
+    from .dump import dump_files
+    from .dump.options import options_from_args
 
-    return dump_segment(Path(args.segment), _stdout(), deep=args.deep, payload=args.print_data,
-                        verify_index=args.verify_index, values=args.values)
+    files = [*args.file, *(f for item in args.files or [] for f in item.split(",") if f)]
+    if not files:
+        raise CommandError("nothing to dump: name a file, or --files FILE1,FILE2 as kafka-dump-log takes them")
+    for name in files:
+        if not os.path.isfile(name):
+            raise CommandError(f"{name}: {'no such file' if not os.path.exists(name) else 'not a file'}")
+    options = options_from_args(args)
+    out = io.TextIOWrapper(sys.stdout.buffer, encoding="utf-8", errors="replace", newline="\n")
+    try:
+        return dump_files(files, out, sys.stderr, options)
+    finally:
+        out.flush()
+        out.detach()
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
@@ -351,6 +382,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from .dump.options import add_dump_arguments
+
     parser = _Parser(
         prog="kafkafs", description="Apache Kafka's on-disk log as ordinary files.",
     )
@@ -366,8 +399,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", dest="options", action="append", metavar="OPT[,OPT]", help="FUSE options, e.g. allow_other")
     _add_values_option(p)
     p.add_argument("-d", "--debug", action="store_true", help="debug logging (implies --foreground)")
+    _add_cache_dir_option(p)
+    p.add_argument(
+        "--list-limit", type=int, metavar="N",
+        help="by-offset/ lists every offset up to N records, one range per segment past it (default 100000)",
+    )
     _add_settings_options(p)
     p.set_defaults(func=cmd_mount)
+
+    p = sub.add_parser("index", help="fill the mount's size cache ahead of time (for ExecStartPre or cron)")
+    p.add_argument("logdir")
+    _add_cache_dir_option(p)
+    _add_values_option(p)
+    _add_settings_options(p)
+    p.set_defaults(func=cmd_index)
 
     p = sub.add_parser("produce", help="append lines from stdin to a partition (as the append file does)")
     p.add_argument("logdir")
@@ -388,12 +433,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_settings_options(p)
     p.set_defaults(func=cmd_consume)
 
-    p = sub.add_parser("dump", help="print a segment's batches (and records), like kafka-dump-log")
-    p.add_argument("segment", metavar="SEGMENT.log")
-    p.add_argument("--deep", "--deep-iteration", action="store_true", help="print every record too")
-    p.add_argument("--print-data", action="store_true", help="print keys and values (implies --deep)")
-    p.add_argument("--verify-index", action="store_true", help="check the .index and .timeindex against the log")
-    _add_values_option(p)
+    p = sub.add_parser("dump", help="print any file of a partition folder as kafka-dump-log does")
+    add_dump_arguments(p)
     p.set_defaults(func=cmd_dump)
 
     p = sub.add_parser("verify", help="check CRCs, offsets and indexes; exit 1 on damage")

@@ -33,7 +33,7 @@ def test_write_round_trips_and_kafka_python_decodes(spark, tmp_path):
     out.mkdir()
     _frame(spark, 3000).repartition(3).write.format("kafkalog").mode("append").option("segment.bytes", 8192).save(str(out))
     assert not (out / ".kafkafs-staging").exists()
-    back = df_rows(spark.read.format("kafkalog").load(str(out)))
+    back = df_rows(spark.read.format("kafkalog").option("includeHeaders", True).load(str(out)))
     assert back == engine_rows(out)
     assert len(back) == 3000
     assert {(r[0], r[1]) for r in back} == {(t, p) for t in ("even", "odd") for p in range(3)}
