@@ -202,47 +202,25 @@ def cmd_produce(args: argparse.Namespace) -> int:
 
 
 def cmd_consume(args: argparse.Namespace) -> int:
-    from .format.decoders import decoder_for
-    from .format.jsonview import parse_timestamp, render_batch_jsonl
+    from .consume import OffsetSpec, consume, parse_offset_spec, resolve_partitions
+    from .format.timestamps import parse_timestamp
 
+    spec, stop_ts = OffsetSpec("beginning"), None
+    for item in args.offset or []:
+        if item.lower().startswith("e@"):
+            stop_ts = parse_timestamp(item[2:])
+        else:
+            spec = parse_offset_spec(item)
+    if args.from_time is not None:
+        spec = OffsetSpec("time", parse_timestamp(args.from_time))
     logdir = _open_logdir(args.logdir, args, writable=False)
-    log_ = logdir.log(args.partition)
-    decoder = decoder_for(log_.topic)
-    out = _stdout()
-    start = log_.log_start_offset
-    if args.from_offset is not None:
-        start = args.from_offset
-        if start < 0:
-            start = max(log_.log_end_offset + start, log_.log_start_offset)
-    elif args.from_time is not None:
-        found = log_.offset_for_timestamp(parse_timestamp(args.from_time))
-        start = found[0] if found else log_.log_end_offset
-    start = max(start, log_.log_start_offset)
-    remaining = args.max_records
-    next_offset = start
     try:
-        while True:
-            for batch in log_.read(next_offset, validate=True) if next_offset <= log_.log_end_offset else ():
-                if not len(batch):
-                    next_offset = max(next_offset, batch.header.next_offset)
-                    continue
-                stop = None
-                if remaining is not None:
-                    stop = min(len(batch), remaining)
-                out.write(render_batch_jsonl(log_.topic, log_.partition, batch, args.values, 0, stop, decoder=decoder))
-                if remaining is not None:
-                    remaining -= stop
-                    if remaining <= 0:
-                        out.flush()
-                        return EXIT_OK
-                next_offset = max(next_offset, batch.header.next_offset)
-            out.flush()
-            if not args.follow:
-                return EXIT_OK
-            while not log_.wait_for_records(next_offset - 1, timeout=1.0):
-                pass
+        names = resolve_partitions(logdir, args.partition, args.topic, args.partition_number)
+        consume(logdir, names, _stdout(), spec=spec, stop_ts=stop_ts, count=args.count, follow=args.follow,
+                interleave=not args.no_interleave, mode=args.values)
     finally:
         logdir.close()
+    return EXIT_OK
 
 
 # ---------------------------------------------------------------------------------------------- dump
@@ -421,14 +399,18 @@ def build_parser() -> argparse.ArgumentParser:
     _add_settings_options(p)
     p.set_defaults(func=cmd_produce)
 
-    p = sub.add_parser("consume", help="print a partition's records as JSON lines")
+    p = sub.add_parser("consume", help="print records as JSON lines (a partition, or every partition of a topic)")
     p.add_argument("logdir")
-    p.add_argument("partition", metavar="TOPIC-PARTITION")
-    g = p.add_mutually_exclusive_group()
-    g.add_argument("--from-offset", type=int, metavar="N", help="first offset (negative: that many from the end)")
-    g.add_argument("--from-time", metavar="TS", help="first record at or after TS (epoch ms or ISO-8601 UTC)")
-    p.add_argument("--follow", action="store_true", help="keep printing new records")
-    p.add_argument("--max-records", type=int, metavar="N", help="stop after N records")
+    p.add_argument("partition", nargs="?", metavar="TOPIC[-PARTITION]", help="a partition folder, or a whole topic")
+    p.add_argument("-t", "--topic", help="the topic (kcat style; every partition unless -p)")
+    p.add_argument("-p", dest="partition_number", type=int, metavar="N", help="the partition (with -t)")
+    p.add_argument("-o", "--offset", "--from-offset", dest="offset", action="append", metavar="OFFSET",
+                   help="beginning|earliest, end|latest, N, -N (from the end), s@TS (start), e@TS (stop)")
+    p.add_argument("--from-time", metavar="TS", help="first record at or after TS (epoch ms or ISO-8601 UTC)")
+    p.add_argument("-c", "--count", "--max-records", dest="count", type=int, metavar="N", help="stop after N records")
+    p.add_argument("-f", "--follow", action="store_true", help="keep printing new records")
+    p.add_argument("-e", dest="exit_at_end", action="store_true", help="exit at the end (the default; kcat's -e)")
+    p.add_argument("--no-interleave", action="store_true", help="a whole topic partition by partition, not by time")
     _add_values_option(p)
     _add_settings_options(p)
     p.set_defaults(func=cmd_consume)

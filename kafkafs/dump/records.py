@@ -21,20 +21,12 @@ from typing import TextIO
 from ..errors import CorruptRecordError
 from ..format.batch import BatchHeader, decode_batch
 from ..format.compression import Codec, decompress
+from ..format.records import CONTROL_TYPES
 from .options import DumpOptions
 from .parsers import make_parser
 
-__all__ = ["RecordPrinter", "CONTROL_TYPES"]
+__all__ = ["RecordPrinter"]
 
-CONTROL_TYPES = {
-    0: "ABORT",
-    1: "COMMIT",
-    2: "LEADER_CHANGE",
-    3: "SNAPSHOT_HEADER",
-    4: "SNAPSHOT_FOOTER",
-    5: "KRAFT_VERSION",
-    6: "KRAFT_VOTERS",
-}
 _I16 = struct.Struct(">h")
 _MARKER = struct.Struct(">hi")  # EndTransactionMarker value: version, coordinatorEpoch
 _INT_MAX = 2**31 - 1

@@ -25,6 +25,7 @@ from typing import NamedTuple
 import orjson
 
 from ..errors import InvalidInput, InvalidName, UnsafeFileError
+from ..format.decoders import decoder_for
 from ..format.jsonview import VALUES_MODES
 from ..storage.log import parse_partition_dir_name
 from ..storage.logdir import LogDir
@@ -615,6 +616,8 @@ class Tree:
         self.mode = mode
         self.cache = cache if cache is not None else SizeCache(None)
         self.list_limit = list_limit
+        #: a Schema Registry's schemas (``--schemas``): topics with framed values render decoded
+        self.registry = None
         self.rw = rw and logdir.writable
         self.mount_ns = time.time_ns()
         self.root = Root(self, ("root",), None)
@@ -661,7 +664,8 @@ class Tree:
                 except InvalidName:
                     raise NotFound(name) from None
                 number = self.number(name)
-                state = PartitionState(name, number, log_, self.mode, cache=self.cache)
+                decoder = decoder_for(log_.topic, self.registry)
+                state = PartitionState(name, number, log_, self.mode, cache=self.cache, decoder=decoder)
                 for callback in self._listeners:
                     state.add_listener(callback)
                 self._states[name] = state

@@ -40,6 +40,7 @@ from .write import (
     check_write_schema,
     commit_staged,
     discard_job,
+    new_topic_partitions,
     settings_from,
     staging_root,
     start_job,
@@ -184,6 +185,7 @@ class KafkaLogWriter(DataSourceArrowWriter):
         self.logdir = read_opts.paths[0]
         self.topic = read_opts.topic
         self.compression = read_opts.compression
+        self.new_topic_partitions = new_topic_partitions(options)
         self.staging = str(staging_root(self.logdir, read_opts.staging_dir))
         self.options = options
         self.job_id = f"job-{uuid.uuid4().hex}"
@@ -192,7 +194,15 @@ class KafkaLogWriter(DataSourceArrowWriter):
         start_job(Path(self.staging), self.job_id)
 
     def write(self, iterator: Iterator[Any]) -> KafkaLogCommitMessage:
-        stager = Stager(Path(self.staging), self.job_id, task_tag(), topic=self.topic, compression=self.compression)
+        stager = Stager(
+            Path(self.staging),
+            self.job_id,
+            task_tag(),
+            topic=self.topic,
+            compression=self.compression,
+            logdir=self.logdir,
+            new_topic_partitions=self.new_topic_partitions,
+        )
         try:
             for batch in iterator:
                 stager.add(batch)
@@ -204,7 +214,9 @@ class KafkaLogWriter(DataSourceArrowWriter):
     def commit(self, messages: list[Any]) -> None:
         files = [f for m in messages if m is not None for f in m.files]
         try:
-            appended = commit_staged(self.logdir, files, settings_from(self.options))
+            appended = commit_staged(
+                self.logdir, files, settings_from(self.options), new_topic_partitions=self.new_topic_partitions
+            )
             for (topic, partition), (first, last) in sorted(appended.items()):
                 log.info("kafkalog: appended %s-%d offsets %d..%d", topic, partition, first, last)
         finally:
