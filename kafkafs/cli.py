@@ -55,6 +55,23 @@ def _add_values_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_schemas_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--schemas", metavar="DIR",
+        help="Schema Registry schemas as <id>.avsc / <id>.json files (besides LOGDIR's _schemas topic)",
+    )
+
+
+def _registry(logdir: str, args: argparse.Namespace):
+    """The Schema Registry schemas of ``logdir`` and ``--schemas`` (None when there are none)."""
+    from .storage.schemas import load_registry
+
+    schemas = getattr(args, "schemas", None)
+    if schemas is not None and not os.path.isdir(schemas):
+        raise CommandError(f"--schemas {schemas}: not a directory")
+    return load_registry(logdir, schemas)
+
+
 def _open_logdir(path: str, args: argparse.Namespace, *, writable: bool, strict: bool = True):
     """The log directory at ``path``; UsageError (exit 2) for a path that is not one (``strict``: an
     existing log directory is required, see :func:`~kafkafs.storage.logdir.check_log_directory`)."""
@@ -104,6 +121,7 @@ def cmd_mount(args: argparse.Namespace) -> int:
         debug=args.debug,
         cache_dir=args.cache_dir,
         list_limit=args.list_limit,
+        schemas=args.schemas,
     )
 
 
@@ -217,7 +235,7 @@ def cmd_consume(args: argparse.Namespace) -> int:
     try:
         names = resolve_partitions(logdir, args.partition, args.topic, args.partition_number)
         consume(logdir, names, _stdout(), spec=spec, stop_ts=stop_ts, count=args.count, follow=args.follow,
-                interleave=not args.no_interleave, mode=args.values)
+                interleave=not args.no_interleave, mode=args.values, registry=_registry(args.logdir, args))
     finally:
         logdir.close()
     return EXIT_OK
@@ -376,6 +394,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-f", "--foreground", action="store_true", help="stay attached instead of daemonizing")
     p.add_argument("-o", dest="options", action="append", metavar="OPT[,OPT]", help="FUSE options, e.g. allow_other")
     _add_values_option(p)
+    _add_schemas_option(p)
     p.add_argument("-d", "--debug", action="store_true", help="debug logging (implies --foreground)")
     _add_cache_dir_option(p)
     p.add_argument(
@@ -412,6 +431,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-e", dest="exit_at_end", action="store_true", help="exit at the end (the default; kcat's -e)")
     p.add_argument("--no-interleave", action="store_true", help="a whole topic partition by partition, not by time")
     _add_values_option(p)
+    _add_schemas_option(p)
     _add_settings_options(p)
     p.set_defaults(func=cmd_consume)
 

@@ -29,6 +29,7 @@ from ..errors import KafkafsError, LogDirLocked, UsageError
 from ..format.jsonview import VALUES_MODES
 from ..storage.config import Settings
 from ..storage.logdir import LogDir, check_log_directory
+from ..storage.schemas import load_registry
 
 __all__ = ["mount", "main", "MountError", "fuse_option_set"]
 
@@ -224,6 +225,7 @@ def serve(
     on_ready: Callable[[], None] = lambda: None,
     cache_dir: str | None = None,
     list_limit: int | None = None,
+    schemas: str | None = None,
 ) -> int:
     """Mount, serve until unmounted or signalled, unmount. Blocks; returns the exit code."""
     import pyfuse3
@@ -241,6 +243,8 @@ def serve(
         options = options | {"ro"}
     tree = Tree(directory, mode=values, rw=rw, cache=_size_cache(cache_dir, logdir),
                 **({"list_limit": list_limit} if list_limit is not None else {}))
+    # Schema Registry schemas: LOGDIR's _schemas topic and --schemas DIR (SPEC §8)
+    tree.registry = load_registry(logdir, schemas)
     ops = Operations(tree)
     try:
         _quoting_stderr(lambda: pyfuse3.init(ops, mountpoint, options))
@@ -435,6 +439,7 @@ def mount(
     debug: bool = False,
     cache_dir: str | None = None,
     list_limit: int | None = None,
+    schemas: str | None = None,
 ) -> int:
     """Mount ``logdir`` on ``mountpoint`` (SPEC §3); returns the exit code.
 
@@ -455,12 +460,14 @@ def mount(
     if list_limit is not None and list_limit < 0:
         raise MountPathError(f"--list-limit must be 0 or more, not {list_limit}")
     _size_cache(cache_dir, logdir)  # a --cache-dir inside LOGDIR fails here, before mounting
+    if schemas is not None and not os.path.isdir(schemas):
+        raise MountError(f"--schemas {schemas}: not a directory")
     _setup_logging(debug, foreground)
 
     def run(ready: Callable[[], None]) -> int:
         return serve(
             logdir, mountpoint, rw=rw, values=values, settings=settings, options=options, on_ready=ready,
-            cache_dir=cache_dir, list_limit=list_limit,
+            cache_dir=cache_dir, list_limit=list_limit, schemas=schemas,
         )
 
     if foreground:
@@ -481,6 +488,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--debug", action="store_true")
     parser.add_argument("--cache-dir", help="where rendered sizes are kept across mounts ('' turns it off)")
     parser.add_argument("--list-limit", type=int, help="by-offset/ lists every offset up to this many records")
+    parser.add_argument("--schemas", help="a directory of <id>.avsc / <id>.json Schema Registry schemas")
     args = parser.parse_args(argv)
     try:
         settings = Settings.load(args.config)
@@ -495,6 +503,7 @@ def main(argv: list[str] | None = None) -> int:
             debug=args.debug,
             cache_dir=args.cache_dir,
             list_limit=args.list_limit,
+            schemas=args.schemas,
         )
     except KafkafsError as exc:
         print(f"kafkafs: error: {exc}", file=sys.stderr)
