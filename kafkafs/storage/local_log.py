@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Self
 
-from ..errors import CorruptRecordError, InvalidInput, OffsetOutOfRange, ReadOnlyError
+from ..errors import CorruptRecordError, InvalidInput, OffsetOutOfRange, ReadOnlyError, UnsafeFileError
 from ..format.batch import DecodedBatch, Record
 from .config import LogConfig
 from .handles import HandleBudget
@@ -35,6 +35,7 @@ from .names import (
     segment_file_name,
 )
 from .records import BatchView
+from .safefiles import regular_files
 from .segment import LogSegment
 from .segments import LogSegments
 from .transactions import ProducerTransactions
@@ -152,7 +153,7 @@ class LocalLog:
         before = self.log_end_offset
         with self._lock:
             try:
-                names = os.listdir(self.dir)
+                names = regular_files(self.dir)
             except FileNotFoundError:
                 return False
             previous = self.segments.last()
@@ -162,7 +163,7 @@ class LocalLog:
                 if base not in known:
                     try:
                         self.segments.add(self._new_segment(base))
-                    except CorruptRecordError:  # gone again already
+                    except (CorruptRecordError, UnsafeFileError):  # gone again already, or replaced by a link
                         continue
             for base in known - set(bases):
                 seg = self.segments.remove(base)

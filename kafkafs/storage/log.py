@@ -38,8 +38,8 @@ from ..format.txnindex import AbortedTxn, TxnEvent, collect_aborted_txns, transa
 from .config import LogConfig
 from .handles import HandleBudget, raise_open_file_limit
 from .local_log import LocalLog, _now_ms, fsync_directory
-from .names import parse_partition_dir_name
 from .recovery import load_segments
+from .safefiles import check_partition_folder
 from .segment import LogSegment
 from .transactions import ProducerTransactions
 
@@ -91,6 +91,8 @@ class Log(LocalLog):
         meets it.
         """
         raise_open_file_limit()
+        if writable:
+            check_partition_folder(directory)  # never write through a link (safefiles)
         log_ = cls(directory, config, writable=writable, clock=clock, budget=budget)
         log_._load(log_start_offset, recovery_point, bool(clean_shutdown))
         return log_

@@ -26,6 +26,8 @@ __all__ = [
     "segment_file_name",
     "parse_segment_file_name",
     "log_file_base_offset",
+    "SNAPSHOT",
+    "snapshot_offset",
     "parse_partition_dir_name",
 ]
 
@@ -33,6 +35,8 @@ LOG = ".log"
 INDEX = ".index"
 TIME_INDEX = ".timeindex"
 TXN_INDEX = ".txnindex"
+#: Producer-state snapshots: ``<20-digit offset>.snapshot``, no temporary suffix.
+SNAPSHOT = ".snapshot"
 #: The files a segment may have; the ``.log`` first.
 SEGMENT_EXTENSIONS = (LOG, INDEX, TIME_INDEX, TXN_INDEX)
 INDEX_EXTENSIONS = (INDEX, TIME_INDEX, TXN_INDEX)
@@ -74,6 +78,13 @@ def log_file_base_offset(name: str) -> int | None:
     if parts is None or parts[1] != LOG or parts[2]:
         return None
     return parts[0]
+
+
+def snapshot_offset(name: str) -> int | None:
+    """The offset of a producer-state snapshot file name, else None."""
+    if len(name) != _OFFSET_DIGITS + len(SNAPSHOT) or not name.endswith(SNAPSHOT) or not name[:_OFFSET_DIGITS].isdigit():
+        return None
+    return int(name[:_OFFSET_DIGITS])
 
 
 def parse_partition_dir_name(name: str) -> tuple[str, int]:

@@ -28,6 +28,7 @@ from ..format.batch import (
     read_batch_header,
 )
 from .handles import FileHandle
+from .safefiles import open_file
 
 __all__ = ["FileRecords", "BatchView", "CHUNK_BYTES"]
 
@@ -36,7 +37,6 @@ CHUNK_BYTES = 256 * 1024
 #: Bytes of a batch header needed to know its magic and length (and so whether it is valid).
 _MIN_HEADER = 17
 _ZERO_PREFIX = bytes(LOG_OVERHEAD)
-_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
 
 class BatchView(NamedTuple):
@@ -123,7 +123,7 @@ class FileRecords:
                 raise KafkafsError(f"{self.path}: segment is closed")
             flags = (os.O_RDWR | (os.O_CREAT if create else 0)) if self.writable else os.O_RDONLY
             try:
-                fd = os.open(self.path, flags | _O_CLOEXEC, 0o644)
+                fd = open_file(self.path, flags, 0o644)
             except FileNotFoundError:
                 raise CorruptRecordError("segment file is missing", file=str(self.path)) from None
             handle = self._handle = FileHandle(fd)

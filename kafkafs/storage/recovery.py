@@ -86,6 +86,16 @@ class RecoveryReport:
         return out
 
 
+def _regular(entry: os.DirEntry) -> bool:
+    try:
+        if entry.is_file(follow_symlinks=False):
+            return True
+    except OSError:
+        return False
+    log.warning("%s is not a regular file: skipped, never followed", entry.path)
+    return False
+
+
 def _unlink(path: Path, report: RecoveryReport) -> None:
     try:
         os.unlink(path)
@@ -110,6 +120,8 @@ def _list(directory: Path, writable: bool) -> _Listing:
     with os.scandir(directory) as entries:
         for entry in entries:
             parts = parse_segment_file_name(entry.name)
+            if parts is not None and not _regular(entry):
+                continue  # a link is never a segment (safefiles); writers refused the folder already
             if parts is None:
                 continue
             base, ext, suffix = parts
