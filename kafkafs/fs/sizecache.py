@@ -34,13 +34,15 @@ from typing import NamedTuple
 
 import orjson
 
+from .. import __version__
 from ..errors import InvalidInput
 
 __all__ = ["SizeCache", "LayoutKey", "CachedLayout", "FORMAT_VERSION", "default_cache_dir", "check_outside"]
 
 log = logging.getLogger("kafkafs.fs")
 
-#: Bumped whenever rendering or the entry format changes what an entry means.
+#: Bumped whenever the entry format changes. Entries are also tied to the kafkafs version that wrote
+#: them (rendering may change between versions).
 FORMAT_VERSION = 1
 _MAGIC = b"KAFKAFS-LAYOUT\n"
 _DIGEST = 32
@@ -60,7 +62,9 @@ class LayoutKey(NamedTuple):
     decoder: str | None
 
     def file_stem(self) -> str:
-        ident = orjson.dumps([FORMAT_VERSION, self.dev, self.ino, self.topic, self.partition, self.mode, self.decoder])
+        ident = orjson.dumps(
+            [FORMAT_VERSION, __version__, self.dev, self.ino, self.topic, self.partition, self.mode, self.decoder]
+        )
         return hashlib.blake2b(ident, digest_size=20).hexdigest()
 
 
@@ -182,8 +186,8 @@ class SizeCache:
 
 
 def _encode(key: LayoutKey, layout: CachedLayout) -> bytes:
-    head = orjson.dumps({"version": FORMAT_VERSION, "key": list(key), "count": len(layout.ends),
-                         "scanned": layout.scanned})
+    head = orjson.dumps({"version": FORMAT_VERSION, "kafkafs": __version__, "key": list(key),
+                         "count": len(layout.ends), "scanned": layout.scanned})
     body = [_MAGIC, _LEN.pack(len(head)), head]
     for a in (layout.positions, layout.sizes, layout.last_offsets, layout.ends):
         a = array("q", a)
@@ -210,7 +214,7 @@ def _decode(data: bytes, key: LayoutKey) -> CachedLayout | None:
         stored_key = head["key"]
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
         return None
-    if head.get("version") != FORMAT_VERSION or stored_key != list(key):
+    if head.get("version") != FORMAT_VERSION or head.get("kafkafs") != __version__ or stored_key != list(key):
         return None
     at += head_len
     if count < 0 or len(body) - at != 4 * 8 * count:
