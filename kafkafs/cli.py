@@ -1,7 +1,9 @@
 """The ``kafkafs`` command: parse arguments, call the layers, turn errors into one line and an exit code.
 
-Exit codes: 0 success, 1 damage found (``verify``) or an operation that failed on bad data, 2 a usage
-or input mistake, 130 interrupted.
+Exit codes, the same for every command (SPEC §4): 0 done, nothing wrong found; 1 damage found or the
+work failed (a directory another writer holds, a partition refused because it holds a link, a disk
+error), the reason said; 2 a usage error (bad arguments, a path that is not what the command takes);
+130 interrupted.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from . import __version__
-from .errors import ConfigError, CorruptRecordError, InvalidInput, InvalidName, KafkafsError, LogDirLocked
+from .errors import ConfigError, CorruptRecordError, InvalidInput, InvalidName, KafkafsError, UnsafeFileError, UsageError
 
 EXIT_OK = 0
 EXIT_DAMAGE = 1
@@ -24,7 +26,7 @@ EXIT_INTERRUPTED = 130
 log = logging.getLogger("kafkafs")
 
 
-class CommandError(KafkafsError):
+class CommandError(UsageError):
     """A user mistake found by the command line itself."""
 
 
@@ -53,12 +55,30 @@ def _add_values_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _open_logdir(path: str, args: argparse.Namespace, *, writable: bool):
-    from .storage.logdir import LogDir
+def _add_schemas_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--schemas", metavar="DIR",
+        help="Schema Registry schemas as <id>.avsc / <id>.json files (besides LOGDIR's _schemas topic)",
+    )
 
-    if os.path.exists(path) and not os.path.isdir(path):
-        raise CommandError(f"{path} is not a directory (a log directory holds <topic>-<partition> folders)")
 
+def _registry(logdir: str, args: argparse.Namespace):
+    """The Schema Registry schemas of ``logdir`` and ``--schemas`` (None when there are none)."""
+    from .storage.schemas import load_registry
+
+    schemas = getattr(args, "schemas", None)
+    if schemas is not None and not os.path.isdir(schemas):
+        raise CommandError(f"--schemas {schemas}: not a directory")
+    return load_registry(logdir, schemas)
+
+
+def _open_logdir(path: str, args: argparse.Namespace, *, writable: bool, strict: bool = True):
+    """The log directory at ``path``; UsageError (exit 2) for a path that is not one (``strict``: an
+    existing log directory is required, see :func:`~kafkafs.storage.logdir.check_log_directory`)."""
+    from .storage.logdir import LogDir, check_log_directory
+
+    if strict or os.path.exists(path):
+        check_log_directory(path, strict=strict)
     return LogDir(path, _settings(args), writable=writable)
 
 
@@ -99,6 +119,27 @@ def cmd_mount(args: argparse.Namespace) -> int:
         values=args.values,
         settings=_settings(args),
         debug=args.debug,
+        cache_dir=args.cache_dir,
+        list_limit=args.list_limit,
+        schemas=args.schemas,
+    )
+
+
+def cmd_index(args: argparse.Namespace) -> int:
+    from .fs.prefill import index_logdir
+
+    from .storage.logdir import check_log_directory
+
+    check_log_directory(args.logdir)  # a missing path, a partition folder: usage errors (SPEC §4)
+    report = index_logdir(args.logdir, cache_dir=args.cache_dir, mode=args.values, settings=_settings(args))
+    print(report.line(), file=sys.stderr)
+    return EXIT_OK
+
+
+def _add_cache_dir_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--cache-dir", metavar="DIR",
+        help="where rendered sizes are kept across mounts, outside LOGDIR (default: $XDG_CACHE_HOME/kafkafs)",
     )
 
 
@@ -145,7 +186,7 @@ def cmd_produce(args: argparse.Namespace) -> int:
     from .storage.log import parse_partition_dir_name
 
     topic, partition = parse_partition_dir_name(args.partition)
-    with _open_logdir(args.logdir, args, writable=True) as logdir:
+    with _open_logdir(args.logdir, args, writable=True, strict=False) as logdir:
         exists = args.partition in logdir.partition_names()
         if not exists and args.no_create:
             raise InvalidName(f"no partition {args.partition} in {args.logdir} (drop --no-create to create it)")
@@ -179,55 +220,49 @@ def cmd_produce(args: argparse.Namespace) -> int:
 
 
 def cmd_consume(args: argparse.Namespace) -> int:
-    from .format.jsonview import parse_timestamp, render_batch_jsonl
+    from .consume import OffsetSpec, consume, parse_offset_spec, resolve_partitions
+    from .format.timestamps import parse_timestamp
 
+    spec, stop_ts = OffsetSpec("beginning"), None
+    for item in args.offset or []:
+        if item.lower().startswith("e@"):
+            stop_ts = parse_timestamp(item[2:])
+        else:
+            spec = parse_offset_spec(item)
+    if args.from_time is not None:
+        spec = OffsetSpec("time", parse_timestamp(args.from_time))
     logdir = _open_logdir(args.logdir, args, writable=False)
-    log_ = logdir.log(args.partition)
-    out = _stdout()
-    start = log_.log_start_offset
-    if args.from_offset is not None:
-        start = args.from_offset
-        if start < 0:
-            start = max(log_.log_end_offset + start, log_.log_start_offset)
-    elif args.from_time is not None:
-        found = log_.offset_for_timestamp(parse_timestamp(args.from_time))
-        start = found[0] if found else log_.log_end_offset
-    start = max(start, log_.log_start_offset)
-    remaining = args.max_records
-    next_offset = start
     try:
-        while True:
-            for batch in log_.read(next_offset, validate=True) if next_offset <= log_.log_end_offset else ():
-                if not len(batch):
-                    next_offset = max(next_offset, batch.header.next_offset)
-                    continue
-                stop = None
-                if remaining is not None:
-                    stop = min(len(batch), remaining)
-                out.write(render_batch_jsonl(log_.topic, log_.partition, batch, args.values, 0, stop))
-                if remaining is not None:
-                    remaining -= stop
-                    if remaining <= 0:
-                        out.flush()
-                        return EXIT_OK
-                next_offset = max(next_offset, batch.header.next_offset)
-            out.flush()
-            if not args.follow:
-                return EXIT_OK
-            while not log_.wait_for_records(next_offset - 1, timeout=1.0):
-                pass
+        names = resolve_partitions(logdir, args.partition, args.topic, args.partition_number)
+        consume(logdir, names, _stdout(), spec=spec, stop_ts=stop_ts, count=args.count, follow=args.follow,
+                interleave=not args.no_interleave, mode=args.values, registry=_registry(args.logdir, args))
     finally:
         logdir.close()
+    return EXIT_OK
 
 
 # ---------------------------------------------------------------------------------------------- dump
 
 
 def cmd_dump(args: argparse.Namespace) -> int:
-    from .inspect import dump_segment
+    import io
 
-    return dump_segment(Path(args.segment), _stdout(), deep=args.deep, payload=args.print_data,
-                        verify_index=args.verify_index, values=args.values)
+    from .dump import dump_files
+    from .dump.options import options_from_args
+
+    files = [*args.file, *(f for item in args.files or [] for f in item.split(",") if f)]
+    if not files:
+        raise CommandError("nothing to dump: name a file, or --files FILE1,FILE2 as kafka-dump-log takes them")
+    for name in files:
+        if not os.path.isfile(name):
+            raise CommandError(f"{name}: {'no such file' if not os.path.exists(name) else 'not a file'}")
+    options = options_from_args(args)
+    out = io.TextIOWrapper(sys.stdout.buffer, encoding="utf-8", errors="replace", newline="\n")
+    try:
+        return dump_files(files, out, sys.stderr, options)
+    finally:
+        out.flush()
+        out.detach()
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
@@ -258,10 +293,8 @@ def _segment_files_state(directory: Path) -> dict[str, object]:
 
 
 def cmd_recover(args: argparse.Namespace) -> int:
-    from .storage.logdir import LogDir
-
     _raise_fd_limit()
-    logdir = LogDir(args.logdir, _settings(args), writable=True)
+    logdir = _open_logdir(args.logdir, args, writable=True)
     # recover every segment of every partition, as after a crash with no recovery point
     logdir.clean_shutdown = False
     logdir.recovery_points = {}
@@ -270,12 +303,18 @@ def cmd_recover(args: argparse.Namespace) -> int:
     reports = {}
     try:
         for name in names:
-            log_ = logdir.log(name)
+            try:
+                log_ = logdir.log(name)
+            except UnsafeFileError:
+                continue  # refused: said below, and nothing in it touched
             reports[name] = (log_.last_recovery, log_.log_start_offset, log_.log_end_offset)
     finally:
         logdir.close()
     changed = 0
     for name in names:
+        if name in logdir.refused:
+            print(f"{name}: refused: {logdir.refused[name]}")
+            continue
         report, start, end = reports[name]
         after = _segment_files_state(logdir.path / name)
         if after == before[name]:
@@ -289,18 +328,25 @@ def cmd_recover(args: argparse.Namespace) -> int:
             status = "; ".join(lines) or "files changed"
         span = f"offsets {start}..{end - 1}" if end > start else f"empty, next offset {end}"
         print(f"{name}: {status} ({span})")
-    print(f"recovered {len(names)} partition(s), {changed} changed; clean shutdown marked")
-    return EXIT_OK
+    refused = len(logdir.refused)
+    print(f"recovered {len(names) - refused} partition(s), {changed} changed; clean shutdown marked"
+          + (f"; {refused} refused" if refused else ""))
+    return EXIT_DAMAGE if refused else EXIT_OK
 
 
 def cmd_clean(args: argparse.Namespace) -> int:
     from .storage.cleaner import clean_logdir
 
     _raise_fd_limit()
-    with _open_logdir(args.logdir, args, writable=True) as logdir:
+    # a dry run reads only: no .lock, no checkpoint, no rename (SPEC §4), so it may also look at a
+    # directory that a broker holds
+    with _open_logdir(args.logdir, args, writable=not args.dry_run) as logdir:
         for line in clean_logdir(logdir, dry_run=args.dry_run):
             print(line)
-    return EXIT_OK
+        refused = dict(logdir.refused)
+    for name, reason in sorted(refused.items()):
+        print(f"{name}: refused: {reason}")
+    return EXIT_DAMAGE if refused else EXIT_OK
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -332,6 +378,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from .dump.options import add_dump_arguments
+
     parser = _Parser(
         prog="kafkafs", description="Apache Kafka's on-disk log as ordinary files.",
     )
@@ -346,9 +394,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-f", "--foreground", action="store_true", help="stay attached instead of daemonizing")
     p.add_argument("-o", dest="options", action="append", metavar="OPT[,OPT]", help="FUSE options, e.g. allow_other")
     _add_values_option(p)
+    _add_schemas_option(p)
     p.add_argument("-d", "--debug", action="store_true", help="debug logging (implies --foreground)")
+    _add_cache_dir_option(p)
+    p.add_argument(
+        "--list-limit", type=int, metavar="N",
+        help="by-offset/ lists every offset up to N records, one range per segment past it (default 100000)",
+    )
     _add_settings_options(p)
     p.set_defaults(func=cmd_mount)
+
+    p = sub.add_parser("index", help="fill the mount's size cache ahead of time (for ExecStartPre or cron)")
+    p.add_argument("logdir")
+    _add_cache_dir_option(p)
+    _add_values_option(p)
+    _add_settings_options(p)
+    p.set_defaults(func=cmd_index)
 
     p = sub.add_parser("produce", help="append lines from stdin to a partition (as the append file does)")
     p.add_argument("logdir")
@@ -357,24 +418,25 @@ def build_parser() -> argparse.ArgumentParser:
     _add_settings_options(p)
     p.set_defaults(func=cmd_produce)
 
-    p = sub.add_parser("consume", help="print a partition's records as JSON lines")
+    p = sub.add_parser("consume", help="print records as JSON lines (a partition, or every partition of a topic)")
     p.add_argument("logdir")
-    p.add_argument("partition", metavar="TOPIC-PARTITION")
-    g = p.add_mutually_exclusive_group()
-    g.add_argument("--from-offset", type=int, metavar="N", help="first offset (negative: that many from the end)")
-    g.add_argument("--from-time", metavar="TS", help="first record at or after TS (epoch ms or ISO-8601 UTC)")
-    p.add_argument("--follow", action="store_true", help="keep printing new records")
-    p.add_argument("--max-records", type=int, metavar="N", help="stop after N records")
+    p.add_argument("partition", nargs="?", metavar="TOPIC[-PARTITION]", help="a partition folder, or a whole topic")
+    p.add_argument("-t", "--topic", help="the topic (kcat style; every partition unless -p)")
+    p.add_argument("-p", dest="partition_number", type=int, metavar="N", help="the partition (with -t)")
+    p.add_argument("-o", "--offset", "--from-offset", dest="offset", action="append", metavar="OFFSET",
+                   help="beginning|earliest, end|latest, N, -N (from the end), s@TS (start), e@TS (stop)")
+    p.add_argument("--from-time", metavar="TS", help="first record at or after TS (epoch ms or ISO-8601 UTC)")
+    p.add_argument("-c", "--count", "--max-records", dest="count", type=int, metavar="N", help="stop after N records")
+    p.add_argument("-f", "--follow", action="store_true", help="keep printing new records")
+    p.add_argument("-e", dest="exit_at_end", action="store_true", help="exit at the end (the default; kcat's -e)")
+    p.add_argument("--no-interleave", action="store_true", help="a whole topic partition by partition, not by time")
     _add_values_option(p)
+    _add_schemas_option(p)
     _add_settings_options(p)
     p.set_defaults(func=cmd_consume)
 
-    p = sub.add_parser("dump", help="print a segment's batches (and records), like kafka-dump-log")
-    p.add_argument("segment", metavar="SEGMENT.log")
-    p.add_argument("--deep", "--deep-iteration", action="store_true", help="print every record too")
-    p.add_argument("--print-data", action="store_true", help="print keys and values (implies --deep)")
-    p.add_argument("--verify-index", action="store_true", help="check the .index and .timeindex against the log")
-    _add_values_option(p)
+    p = sub.add_parser("dump", help="print any file of a partition folder as kafka-dump-log does")
+    add_dump_arguments(p)
     p.set_defaults(func=cmd_dump)
 
     p = sub.add_parser("verify", help="check CRCs, offsets and indexes; exit 1 on damage")
@@ -437,7 +499,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         except OSError:
             pass
         return EXIT_OK
-    except (InvalidInput, InvalidName, ConfigError, LogDirLocked, CommandError) as exc:
+    except (InvalidInput, InvalidName, ConfigError, UsageError) as exc:
         print(f"kafkafs: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except CorruptRecordError as exc:

@@ -1,26 +1,27 @@
-"""Decode batches from a segment and render the records a view wants from them.
+"""Render the records a view wants from the batches of a segment.
 
 A *piece* of a view is a run of whole, contiguous batches of one segment with a filter: offsets
 ``lo..hi`` (inclusive) and timestamps ``ts_lo <= timestamp < ts_hi``. The timestamp bounds are applied
 record by record: with CreateTime, timestamps need not grow with offsets, so a record past ``ts_hi``
-says nothing about the ones after it. The same function renders a piece when a view is sized and when
-it is read, so the two always agree.
+says nothing about the ones after it.
 
-Consecutive batches that render alike (same timestamp type, control and transactional flags) are
-rendered in one call: a log of one-record batches then costs little more than one of large batches.
+Sizing a piece counts each batch's rendered bytes (:func:`batch_length`, the format layer's
+``raw_jsonl_lengths``: nothing is built); reading it renders the same batches from one read of the
+segment (:func:`render_raw`, ``render_raw_jsonl``). Both take a batch's bytes as the engine returned
+them, so the two always agree, and the mount never decodes a batch twice to render it.
 """
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
+from collections.abc import Iterator
 from typing import NamedTuple
 
 from ..errors import CorruptRecordError
-from ..format.batch import BatchHeader, DecodedBatch, read_batch_header, scan_batches
-from ..format.jsonview import render_batch_jsonl
+from ..format.batch import BatchHeader, scan_batches
+from ..format.jsonview import raw_jsonl_lengths, render_raw_jsonl
 from ..storage.segment import BatchView, LogSegment
 
-__all__ = ["Filter", "NO_FILTER", "read_batch", "read_batches", "select", "render_batches", "header_skips"]
+__all__ = ["Filter", "NO_FILTER", "render_raw", "batch_length", "header_skips"]
 
 
 class Filter(NamedTuple):
@@ -44,111 +45,79 @@ def header_skips(header: BatchHeader, flt: Filter) -> bool:
     return flt.ts_lo is not None and header.magic == 2 and header.max_timestamp < flt.ts_lo
 
 
-def read_batch(segment: LogSegment, position: int, size: int) -> DecodedBatch:
-    """The batch of ``size`` bytes at ``position`` of ``segment``, decoded and CRC-checked."""
-    file = str(segment.log_path)
-    buf = segment.read_at(position, size)
-    try:
-        header = read_batch_header(buf, 0, len(buf))
-    except CorruptRecordError as exc:
-        raise exc.at(file, position) from None
-    if header is None or header.size != size:
-        raise CorruptRecordError("the batch changed or was cut short since it was indexed", position, file)
-    return BatchView(buf, header, position).decode(file=file)
-
-
-def read_batches(segment: LogSegment, position: int, size: int) -> list[DecodedBatch]:
-    """The whole batches filling ``size`` bytes at ``position`` of ``segment``, decoded and CRC-checked."""
+def _views_in(segment: LogSegment, position: int, size: int) -> Iterator[BatchView]:
+    """The whole batches filling ``size`` bytes at ``position`` of ``segment``, from one read; damage
+    (a short file, a header that does not parse, batches that no longer fill the span) raises
+    :class:`CorruptRecordError` placed in the file."""
     file = str(segment.log_path)
     buf = segment.read_at(position, size)
     if len(buf) != size:
         raise CorruptRecordError("the segment is shorter than when it was laid out", position, file)
-    out = []
     end = 0
-    try:
-        for header in scan_batches(buf, 0, size):
-            out.append(BatchView(buf, header, position).decode(file=file))
-            end = header.end
-    except CorruptRecordError as exc:
-        if exc.file is None:
+    headers = scan_batches(buf, 0, size)
+    while True:
+        try:
+            header = next(headers, None)
+        except CorruptRecordError as exc:
             raise exc.at(file, position) from None
-        raise
+        if header is None:
+            break
+        end = header.end
+        yield BatchView(buf, header, position)
     if end != size:
         raise CorruptRecordError("the batches changed since they were laid out", position + end, file)
-    return out
 
 
-def select(batch: DecodedBatch, flt: Filter) -> DecodedBatch:
-    """The records of ``batch`` that pass ``flt`` (offsets in ``lo..hi``, ``ts_lo <= timestamp < ts_hi``)."""
-    offsets = batch.offsets
-    i = 0 if flt.lo is None else bisect_left(offsets, flt.lo)
-    j = len(offsets) if flt.hi is None else bisect_right(offsets, flt.hi)
-    keep = None
-    if flt.ts_lo is not None or flt.ts_hi is not None:
-        timestamps = batch.timestamps
-        ts_lo = flt.ts_lo
-        ts_hi = flt.ts_hi
-        keep = [
-            k
-            for k in range(i, j)
-            if (ts_lo is None or timestamps[k] >= ts_lo) and (ts_hi is None or timestamps[k] < ts_hi)
-        ]
-        if len(keep) == j - i:
-            keep = None
-    if keep is not None:
-        return DecodedBatch(
-            batch.header,
-            [batch.offsets[k] for k in keep],
-            [batch.timestamps[k] for k in keep],
-            [batch.keys[k] for k in keep],
-            [batch.values[k] for k in keep],
-            [batch.headers[k] for k in keep],
-        )
-    if i == 0 and j == len(offsets):
-        return batch
-    return DecodedBatch(
-        batch.header,
-        offsets[i:j],
-        batch.timestamps[i:j],
-        batch.keys[i:j],
-        batch.values[i:j],
-        batch.headers[i:j],
+def _bounds(flt: Filter) -> dict:
+    return {"lo": flt.lo, "hi": flt.hi, "ts_lo": flt.ts_lo, "ts_hi": flt.ts_hi}
+
+
+def _header_excludes(header: BatchHeader, flt: Filter) -> bool:
+    """No record of the batch can pass ``flt``, from a v2 header alone."""
+    if header.magic != 2:
+        return False
+    return (
+        header_skips(header, flt)
+        or (flt.lo is not None and header.last_offset < flt.lo)
+        or (flt.hi is not None and header.base_offset > flt.hi)
     )
 
 
-def _signature(batch: DecodedBatch) -> tuple:
-    h = batch.header
-    return (h.timestamp_type, h.is_control, h.is_transactional, h.producer_id if h.is_transactional else None)
+def batch_length(
+    topic: str, partition: int, view: BatchView, file: str, flt: Filter, mode: str, decoder: object | None = None
+) -> int:
+    """Bytes of JSON lines that the records of one batch passing ``flt`` render to.
+
+    Damage raises :class:`CorruptRecordError` placed in ``file``."""
+    if _header_excludes(view.header, flt):
+        return 0
+    try:
+        return sum(raw_jsonl_lengths(topic, partition, view.raw(), mode, decoder=decoder, **_bounds(flt)))
+    except CorruptRecordError as exc:
+        raise exc.at(file, view.position) from None
 
 
-def _merge(batches: list[DecodedBatch]) -> DecodedBatch:
-    if len(batches) == 1:
-        return batches[0]
-    offsets, timestamps, keys, values, headers = [], [], [], [], []
-    for b in batches:
-        offsets += b.offsets
-        timestamps += b.timestamps
-        keys += b.keys
-        values += b.values
-        headers += b.headers
-    return DecodedBatch(batches[0].header, offsets, timestamps, keys, values, headers)
-
-
-def render_batches(topic: str, partition: int, batches: list[DecodedBatch], flt: Filter, mode: str) -> bytes:
-    """JSON lines of the records of ``batches`` (in order) that pass ``flt``."""
-    picked = []
-    for batch in batches:
-        if flt is not NO_FILTER:
-            batch = select(batch, flt)
-        if batch.offsets:
-            picked.append(batch)
+def render_raw(
+    topic: str,
+    partition: int,
+    segment: LogSegment,
+    position: int,
+    size: int,
+    flt: Filter,
+    mode: str,
+    decoder: object | None = None,
+) -> bytes:
+    """JSON lines of the records passing ``flt`` in the whole batches filling ``size`` bytes at
+    ``position`` of ``segment``: one read, then each batch rendered from its bytes (CRC-checked)."""
+    file = str(segment.log_path)
+    bounds = _bounds(flt)
     out = []
-    run: list[DecodedBatch] = []
-    for batch in picked:
-        if run and _signature(run[0]) != _signature(batch):
-            out.append(render_batch_jsonl(topic, partition, _merge(run), mode))
-            run = []
-        run.append(batch)
-    if run:
-        out.append(render_batch_jsonl(topic, partition, _merge(run), mode))
+    for view in _views_in(segment, position, size):
+        header = view.header
+        if _header_excludes(header, flt):
+            continue
+        try:
+            out.append(render_raw_jsonl(topic, partition, view.raw(), mode, decoder=decoder, **bounds))
+        except CorruptRecordError as exc:
+            raise exc.at(file, view.position) from None
     return b"".join(out)

@@ -24,14 +24,17 @@ from typing import NamedTuple
 
 import orjson
 
-from ..errors import InvalidInput, InvalidName
+from ..errors import InvalidInput, InvalidName, UnsafeFileError
+from ..format.decoders import decoder_for
 from ..format.jsonview import VALUES_MODES
 from ..storage.log import parse_partition_dir_name
 from ..storage.logdir import LogDir
+from ..storage.safefiles import is_regular_file, open_file, regular_files
 from . import names
 from .append import AppendBuffer
 from .layout import RangeLayout
 from .partition import PartitionState, PieceCache
+from .sizecache import SizeCache
 
 log = logging.getLogger("kafkafs.fs")
 
@@ -53,6 +56,8 @@ __all__ = [
 STABLE_TIMEOUT = 60.0
 VOLATILE_TIMEOUT = 0.1
 DIR_TIMEOUT = 1.0
+#: by-offset/ lists every offset up to this many records, one range per segment past it (SPEC §3).
+LIST_LIMIT = 100_000
 #: st_blksize: tools such as cat size their buffers from it; FUSE reads come in 128 KiB anyway.
 BLOCK_SIZE = 128 * 1024
 
@@ -161,8 +166,8 @@ class RangeHandle(Handle):
 class OSFileHandle(Handle):
     def __init__(self, path: str | os.PathLike[str], keep_cache: bool) -> None:
         try:
-            self.fd = os.open(path, os.O_RDONLY)
-        except FileNotFoundError:
+            self.fd = open_file(path, os.O_RDONLY)  # a link is never followed (SPEC §3)
+        except (FileNotFoundError, UnsafeFileError):
             raise NotFound(str(path)) from None
         self.keep_cache = keep_cache
 
@@ -381,8 +386,22 @@ class ByOffsetDir(Dir):
             return self.tree.range_node(state, ("offset-range", state.name, *bounds), self)
         raise NotFound(name)
 
+    def _ranges(self, state: PartitionState, start_id: int) -> Iterator[tuple[int, str, Node]] | None:
+        """Past the list limit: one ``<first>-<last>.jsonl`` per segment (None below it)."""
+        if state.listed_records() <= self.tree.list_limit:
+            return None
+        return (
+            (r.last + 1, f"{r.first}-{r.last}.jsonl",
+             self.tree.range_node(state, ("offset-range", state.name, r.first, r.last), self))
+            for r in state.segment_ranges(start_id)
+        )
+
     def entries(self, start_id: int) -> Iterator[tuple[int, str, Node]]:
         state = self.tree.state(self.partition_name)
+        ranges = self._ranges(state, start_id)
+        if ranges is not None:
+            yield from ranges
+            return
         for run in state.offset_runs(start_id):
             offsets = range(run.first, run.last + 1) if run.offsets is None else run.offsets
             for offset in offsets:
@@ -397,6 +416,11 @@ class ByOffsetDir(Dir):
         list in constant memory). Sizes are not rendered here: they come with timeout 0, so a ``stat``
         asks for the real ones."""
         state = self.tree.state(self.partition_name)
+        ranges = self._ranges(state, start_id)
+        if ranges is not None:
+            for next_id, name, node in ranges:
+                yield next_id, os.fsencode(name), node, _file_attr(0, self.tree.mount_ns, 0)
+            return
         ino_of = self.tree.record_ino
         number = state.index
         for run in state.offset_runs(start_id):
@@ -506,14 +530,14 @@ class SegmentsDir(Dir):
     def _files(self) -> list[str]:
         state = self.tree.state(self.partition_name)
         try:
-            listed = os.listdir(state.log.dir)
+            listed = regular_files(state.log.dir)  # links skipped with a warning, never followed
         except FileNotFoundError:
             return []
         return sorted((n for n in listed if names.is_segment_file(n)), key=names.segment_file_key)
 
     def lookup(self, name: str) -> Node:
         state = self.tree.state(self.partition_name)
-        if not names.is_segment_file(name) or not (state.log.dir / name).is_file():
+        if not names.is_segment_file(name) or not is_regular_file(state.log.dir / name):
             raise NotFound(name)
         return self.tree.segment_file(state, name, self)
 
@@ -542,9 +566,11 @@ class SegmentFile(File):
 
     def attr(self) -> Attr:
         try:
-            st = os.stat(self.path)
+            st = os.lstat(self.path)
         except FileNotFoundError:
             raise NotFound(self.name) from None
+        if not stat.S_ISREG(st.st_mode):  # replaced by a link since the lookup: never followed
+            raise NotFound(self.name)
         return _file_attr(st.st_size, st.st_mtime_ns, STABLE_TIMEOUT if self.sealed() else VOLATILE_TIMEOUT)
 
     def volatile(self) -> bool:
@@ -575,11 +601,23 @@ _PARTITION_BITS = 23
 class Tree:
     """The whole mount: a log directory, its partitions as :class:`PartitionState`, the root node."""
 
-    def __init__(self, logdir: LogDir, *, mode: str = "auto", rw: bool = False) -> None:
+    def __init__(
+        self,
+        logdir: LogDir,
+        *,
+        mode: str = "auto",
+        rw: bool = False,
+        cache: SizeCache | None = None,
+        list_limit: int = LIST_LIMIT,
+    ) -> None:
         if mode not in VALUES_MODES:
             raise InvalidInput(f"--values must be one of {', '.join(VALUES_MODES)}, not {mode!r}")
         self.logdir = logdir
         self.mode = mode
+        self.cache = cache if cache is not None else SizeCache(None)
+        self.list_limit = list_limit
+        #: a Schema Registry's schemas (``--schemas``): topics with framed values render decoded
+        self.registry = None
         self.rw = rw and logdir.writable
         self.mount_ns = time.time_ns()
         self.root = Root(self, ("root",), None)
@@ -622,11 +660,12 @@ class Tree:
                 if not (self.logdir.path / name).is_dir():
                     raise NotFound(name)
                 try:
-                    log_ = self.logdir.log(name)
+                    log_ = self.logdir.log(name, read_only_fallback=True)
                 except InvalidName:
                     raise NotFound(name) from None
                 number = self.number(name)
-                state = PartitionState(name, number, log_, self.mode)
+                decoder = decoder_for(log_.topic, self.registry)
+                state = PartitionState(name, number, log_, self.mode, cache=self.cache, decoder=decoder)
                 for callback in self._listeners:
                     state.add_listener(callback)
                 self._states[name] = state
@@ -743,5 +782,11 @@ class Tree:
             handle.release()
 
     def close(self) -> None:
-        """Close the log directory (flushes, checkpoints and unlocks when writable)."""
+        """Keep the layouts the size cache lacks, then close the log directory (flushes, checkpoints
+        and unlocks when writable)."""
+        try:
+            for state in self.open_states():
+                state.save_layouts()
+        except Exception:  # the cache is an optimisation: never let it keep the log directory open
+            log.exception("could not save the size cache")
         self.logdir.close()
