@@ -1,7 +1,9 @@
 """The ``kafkafs`` command: parse arguments, call the layers, turn errors into one line and an exit code.
 
-Exit codes: 0 success, 1 damage found (``verify``) or an operation that failed on bad data, 2 a usage
-or input mistake, 130 interrupted.
+Exit codes, the same for every command (SPEC §4): 0 done, nothing wrong found; 1 damage found or the
+work failed (a directory another writer holds, a partition refused because it holds a link, a disk
+error), the reason said; 2 a usage error (bad arguments, a path that is not what the command takes);
+130 interrupted.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from . import __version__
-from .errors import ConfigError, CorruptRecordError, InvalidInput, InvalidName, KafkafsError, LogDirLocked
+from .errors import ConfigError, CorruptRecordError, InvalidInput, InvalidName, KafkafsError, UnsafeFileError, UsageError
 
 EXIT_OK = 0
 EXIT_DAMAGE = 1
@@ -24,7 +26,7 @@ EXIT_INTERRUPTED = 130
 log = logging.getLogger("kafkafs")
 
 
-class CommandError(KafkafsError):
+class CommandError(UsageError):
     """A user mistake found by the command line itself."""
 
 
@@ -70,12 +72,13 @@ def _registry(logdir: str, args: argparse.Namespace):
     return load_registry(logdir, schemas)
 
 
-def _open_logdir(path: str, args: argparse.Namespace, *, writable: bool):
-    from .storage.logdir import LogDir
+def _open_logdir(path: str, args: argparse.Namespace, *, writable: bool, strict: bool = True):
+    """The log directory at ``path``; UsageError (exit 2) for a path that is not one (``strict``: an
+    existing log directory is required, see :func:`~kafkafs.storage.logdir.check_log_directory`)."""
+    from .storage.logdir import LogDir, check_log_directory
 
-    if os.path.exists(path) and not os.path.isdir(path):
-        raise CommandError(f"{path} is not a directory (a log directory holds <topic>-<partition> folders)")
-
+    if strict or os.path.exists(path):
+        check_log_directory(path, strict=strict)
     return LogDir(path, _settings(args), writable=writable)
 
 
@@ -125,8 +128,9 @@ def cmd_mount(args: argparse.Namespace) -> int:
 def cmd_index(args: argparse.Namespace) -> int:
     from .fs.prefill import index_logdir
 
-    if not os.path.isdir(args.logdir):
-        raise CommandError(f"{args.logdir}: no such log directory")
+    from .storage.logdir import check_log_directory
+
+    check_log_directory(args.logdir)  # a missing path, a partition folder: usage errors (SPEC §4)
     report = index_logdir(args.logdir, cache_dir=args.cache_dir, mode=args.values, settings=_settings(args))
     print(report.line(), file=sys.stderr)
     return EXIT_OK
@@ -182,7 +186,7 @@ def cmd_produce(args: argparse.Namespace) -> int:
     from .storage.log import parse_partition_dir_name
 
     topic, partition = parse_partition_dir_name(args.partition)
-    with _open_logdir(args.logdir, args, writable=True) as logdir:
+    with _open_logdir(args.logdir, args, writable=True, strict=False) as logdir:
         exists = args.partition in logdir.partition_names()
         if not exists and args.no_create:
             raise InvalidName(f"no partition {args.partition} in {args.logdir} (drop --no-create to create it)")
@@ -289,10 +293,8 @@ def _segment_files_state(directory: Path) -> dict[str, object]:
 
 
 def cmd_recover(args: argparse.Namespace) -> int:
-    from .storage.logdir import LogDir
-
     _raise_fd_limit()
-    logdir = LogDir(args.logdir, _settings(args), writable=True)
+    logdir = _open_logdir(args.logdir, args, writable=True)
     # recover every segment of every partition, as after a crash with no recovery point
     logdir.clean_shutdown = False
     logdir.recovery_points = {}
@@ -301,12 +303,18 @@ def cmd_recover(args: argparse.Namespace) -> int:
     reports = {}
     try:
         for name in names:
-            log_ = logdir.log(name)
+            try:
+                log_ = logdir.log(name)
+            except UnsafeFileError:
+                continue  # refused: said below, and nothing in it touched
             reports[name] = (log_.last_recovery, log_.log_start_offset, log_.log_end_offset)
     finally:
         logdir.close()
     changed = 0
     for name in names:
+        if name in logdir.refused:
+            print(f"{name}: refused: {logdir.refused[name]}")
+            continue
         report, start, end = reports[name]
         after = _segment_files_state(logdir.path / name)
         if after == before[name]:
@@ -320,18 +328,25 @@ def cmd_recover(args: argparse.Namespace) -> int:
             status = "; ".join(lines) or "files changed"
         span = f"offsets {start}..{end - 1}" if end > start else f"empty, next offset {end}"
         print(f"{name}: {status} ({span})")
-    print(f"recovered {len(names)} partition(s), {changed} changed; clean shutdown marked")
-    return EXIT_OK
+    refused = len(logdir.refused)
+    print(f"recovered {len(names) - refused} partition(s), {changed} changed; clean shutdown marked"
+          + (f"; {refused} refused" if refused else ""))
+    return EXIT_DAMAGE if refused else EXIT_OK
 
 
 def cmd_clean(args: argparse.Namespace) -> int:
     from .storage.cleaner import clean_logdir
 
     _raise_fd_limit()
-    with _open_logdir(args.logdir, args, writable=True) as logdir:
+    # a dry run reads only: no .lock, no checkpoint, no rename (SPEC §4), so it may also look at a
+    # directory that a broker holds
+    with _open_logdir(args.logdir, args, writable=not args.dry_run) as logdir:
         for line in clean_logdir(logdir, dry_run=args.dry_run):
             print(line)
-    return EXIT_OK
+        refused = dict(logdir.refused)
+    for name, reason in sorted(refused.items()):
+        print(f"{name}: refused: {reason}")
+    return EXIT_DAMAGE if refused else EXIT_OK
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -478,7 +493,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         except OSError:
             pass
         return EXIT_OK
-    except (InvalidInput, InvalidName, ConfigError, LogDirLocked, CommandError) as exc:
+    except (InvalidInput, InvalidName, ConfigError, UsageError) as exc:
         print(f"kafkafs: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except CorruptRecordError as exc:

@@ -24,6 +24,7 @@ import logging
 import os
 from collections.abc import Iterator
 
+from ..errors import UnsafeFileError
 from ..format.batch import encode_batch, read_batch_header
 from ..format.txnindex import AbortedTxn
 from .log import Log
@@ -228,7 +229,10 @@ def clean_logdir(logdir, *, dry_run: bool = False, now_ms: int | None = None) ->
     lines: list[str] = []
     cleaned: dict[tuple[str, int], int] = {}
     for name in logdir.partition_names():
-        target = logdir.log(name)
+        try:
+            target = logdir.log(name)
+        except UnsafeFileError:  # holds a link: refused, untouched (logdir.refused says why)
+            continue
         if not dry_run:
             target.delete_expired_files()
         lines.extend(apply_retention(target, now, dry_run=dry_run))

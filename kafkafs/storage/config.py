@@ -22,7 +22,7 @@ from typing import Any
 
 from ..errors import ConfigError
 
-__all__ = ["LogConfig", "Settings", "DEFAULTS", "DEFAULT_CONFIG_PATH", "parse_setting"]
+__all__ = ["LogConfig", "Settings", "DEFAULTS", "DEFAULT_CONFIG_PATH", "INTERNAL_TOPICS", "parse_setting"]
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +50,35 @@ DEFAULTS: dict[str, Any] = {
     "file.delete.delay.ms": 60_000,
     "compression.type": "producer",
     "preallocate": False,
+}
+
+#: Kafka's internal topics are created by the broker with topic-level settings of their own, which a
+#: broker-wide default never changes: the group coordinator's ``__consumer_offsets`` and the transaction
+#: coordinator's ``__transaction_state`` are compacted, in segments of ``offsets.topic.segment.bytes`` /
+#: ``transaction.state.log.segment.bytes`` (100 MiB by default; Kafka's GroupCoordinatorConfig and
+#: TransactionLogConfig), and ``__cluster_metadata`` (KRaft's metadata log, KafkaMetadataLog) disables
+#: retention by time and size (-1), with ``metadata.log.segment.bytes`` (1 GiB),
+#: ``metadata.log.segment.ms`` (7 days) and the Raft client's 8 MiB batch limit.
+INTERNAL_TOPICS: dict[str, dict[str, Any]] = {
+    "__consumer_offsets": {
+        "cleanup.policy": "compact",
+        "segment.bytes": 100 * 1024 * 1024,
+        "compression.type": "producer",
+    },
+    "__transaction_state": {
+        "cleanup.policy": "compact",
+        "segment.bytes": 100 * 1024 * 1024,
+        "compression.type": "uncompressed",
+    },
+    "__cluster_metadata": {
+        "cleanup.policy": "delete",
+        "retention.ms": -1,
+        "retention.bytes": -1,
+        "segment.bytes": 1024 * 1024 * 1024,
+        "segment.ms": 7 * 24 * 3600 * 1000,
+        "max.message.bytes": 8 * 1024 * 1024,
+        "file.delete.delay.ms": 60_000,
+    },
 }
 
 _CHOICES = {
@@ -257,12 +286,30 @@ class Settings:
         return cls(defaults, {name: _flatten(table) if isinstance(table, Mapping) else table
                               for name, table in topics.items()})
 
+    def layers(self, topic: str) -> list[Mapping[str, Any]]:
+        """The settings that apply to ``topic``, lowest first; a later layer wins.
+
+        1. Kafka's defaults (:data:`DEFAULTS`, implied);
+        2. the settings a KRaft broker recorded for the topic (its ``ConfigRecord``s, see
+           :meth:`with_recorded`), below what the operator says here (SPEC §8);
+        3. the defaults for every topic: the settings file's top level, then ``--set``;
+        4. the broker's own topic-level settings for its internal topics (:data:`INTERNAL_TOPICS`,
+           refined by what the broker recorded for them): topic-level in Kafka, so a default for every
+           topic does not change them, and ``clean`` never deletes ``__consumer_offsets`` by age or size;
+        5. the settings file's ``[topics."<name>"]`` table: an operator who names the topic decides.
+        """
+        recorded = self.recorded(topic)
+        internal = INTERNAL_TOPICS.get(topic)
+        if internal is not None:
+            internal = {**internal, **recorded}
+        return [recorded, self.defaults, internal or {}, self.topics.get(topic, {})]
+
     def for_topic(self, topic: str) -> LogConfig:
         config = self._cache.get(topic)
         if config is None:
-            merged = dict(self.recorded(topic))
-            merged.update(self.defaults)
-            merged.update(self.topics.get(topic, {}))
+            merged: dict[str, Any] = {}
+            for layer in self.layers(topic):
+                merged.update(layer)
             config = self._cache[topic] = LogConfig.from_mapping(merged)
         return config
 

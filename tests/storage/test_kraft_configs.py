@@ -27,8 +27,10 @@ def test_config_file_and_set_win(fixtures_dir, tmp_path):
     with LogDir(fixtures_dir / "kafka-logs-c", Settings.load(toml)) as logdir:
         config = logdir.log("__consumer_offsets-6").config
         assert config.segment_bytes == 2000000 and config.compact  # the file wins; the rest stays recorded
+    # an internal topic keeps what the broker recorded over a default for every topic (--set)
     with LogDir(fixtures_dir / "kafka-logs-c", Settings.load(None, {"segment.bytes": 3000000})) as logdir:
-        assert logdir.log("__consumer_offsets-6").config.segment_bytes == 3000000
+        assert logdir.log("__consumer_offsets-6").config.segment_bytes == 104857600
+        assert logdir.log("TestTopicPatient-0").config.segment_bytes == 3000000
 
 
 def _uuid(n: int) -> str:
@@ -74,6 +76,10 @@ def test_generated_metadata_log_with_a_snapshot(tmp_path):
         assert a.compact and a.retention_ms == 7 * 24 * 3600 * 1000 and a.segment_bytes == 1024 ** 3
         assert logdir.log("b-0").config.max_message_bytes == 5000
         assert logdir.log("c-0").config.max_message_bytes == 1024 * 1024 + 12
+    # --set (a default for every topic) is above what a broker recorded for an ordinary topic
+    with LogDir(tmp_path, Settings.load(None, {"max.message.bytes": 7000})) as logdir:
+        assert logdir.log("b-0").config.max_message_bytes == 7000
+        assert logdir.log("a-0").config.compact
 
 
 def test_no_metadata_log(tmp_path, fixtures_dir):
