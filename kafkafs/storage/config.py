@@ -13,14 +13,18 @@ never silently does nothing.
 from __future__ import annotations
 
 import dataclasses
+import logging
+import threading
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
 
 __all__ = ["LogConfig", "Settings", "DEFAULTS", "DEFAULT_CONFIG_PATH", "INTERNAL_TOPICS", "parse_setting"]
+
+log = logging.getLogger(__name__)
 
 DEFAULT_CONFIG_PATH = Path("/etc/kafkafs/kafkafs.toml")
 LONG_MAX = 2**63 - 1
@@ -230,6 +234,33 @@ class Settings:
                 raise ConfigError(f"[topics.{topic!r}] must be a table")
             self.topics[topic] = {k: parse_setting(k, v) for k, v in overrides.items()}
         self._cache: dict[str, LogConfig] = {}
+        self._recorded_loader: Callable[[], Mapping[str, Mapping[str, str]]] | None = None
+        self._recorded: dict[str, dict[str, Any]] | None = None
+        self._lock = threading.Lock()
+
+    def with_recorded(self, loader: Callable[[], Mapping[str, Mapping[str, str]]]) -> Settings:
+        """These settings over the topic settings a broker recorded (KRaft ``ConfigRecord``s, see
+        :mod:`kafkafs.storage.kraft`): ``loader`` runs on first need. Recorded values sit below every
+        default and topic table here (``--config``, ``--set``); names kafkafs does not know and values
+        it would refuse are left out."""
+        other = Settings.__new__(Settings)
+        other.defaults = self.defaults
+        other.topics = self.topics
+        other._cache = {}
+        other._recorded_loader = loader
+        other._recorded = None
+        other._lock = threading.Lock()
+        return other
+
+    def recorded(self, topic: str) -> dict[str, Any]:
+        """The settings a broker recorded for ``topic`` that kafkafs applies (checked and converted)."""
+        with self._lock:
+            if self._recorded is None:
+                self._recorded = {}
+                if self._recorded_loader is not None:
+                    for name, table in self._recorded_loader().items():
+                        self._recorded[name] = _known(name, table)
+            return self._recorded.get(topic, {})
 
     @classmethod
     def load(cls, path: str | Path | None = None, overrides: Mapping[str, Any] | None = None) -> Settings:
@@ -259,13 +290,19 @@ class Settings:
         """The settings that apply to ``topic``, lowest first; a later layer wins.
 
         1. Kafka's defaults (:data:`DEFAULTS`, implied);
-        2. the defaults for every topic: the settings file's top level, then ``--set``;
-        3. the broker's own topic-level settings for its internal topics (:data:`INTERNAL_TOPICS`):
-           topic-level in Kafka, so a default for every topic does not change them, and ``clean``
-           never deletes ``__consumer_offsets`` by age or size;
-        4. the settings file's ``[topics."<name>"]`` table: an operator who names the topic decides.
+        2. the settings a KRaft broker recorded for the topic (its ``ConfigRecord``s, see
+           :meth:`with_recorded`), below what the operator says here (SPEC §8);
+        3. the defaults for every topic: the settings file's top level, then ``--set``;
+        4. the broker's own topic-level settings for its internal topics (:data:`INTERNAL_TOPICS`,
+           refined by what the broker recorded for them): topic-level in Kafka, so a default for every
+           topic does not change them, and ``clean`` never deletes ``__consumer_offsets`` by age or size;
+        5. the settings file's ``[topics."<name>"]`` table: an operator who names the topic decides.
         """
-        return [self.defaults, INTERNAL_TOPICS.get(topic, {}), self.topics.get(topic, {})]
+        recorded = self.recorded(topic)
+        internal = INTERNAL_TOPICS.get(topic)
+        if internal is not None:
+            internal = {**internal, **recorded}
+        return [recorded, self.defaults, internal or {}, self.topics.get(topic, {})]
 
     def for_topic(self, topic: str) -> LogConfig:
         config = self._cache.get(topic)
@@ -275,6 +312,18 @@ class Settings:
                 merged.update(layer)
             config = self._cache[topic] = LogConfig.from_mapping(merged)
         return config
+
+
+def _known(topic: str, table: Mapping[str, str]) -> dict[str, Any]:
+    out = {}
+    for name, value in table.items():
+        if name not in DEFAULTS:
+            continue  # a broker-side setting with no meaning here (min.insync.replicas, ...)
+        try:
+            out[name] = parse_setting(name, value)
+        except ConfigError as exc:
+            log.warning("topic %s: recorded setting not applied: %s", topic, exc)
+    return out
 
 
 def parse_set_options(items: list[str]) -> dict[str, Any]:
