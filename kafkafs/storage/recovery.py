@@ -294,7 +294,10 @@ def _recover_segments(
         if base not in segments:  # deleted after a truncated one before it
             continue
         before = segment.index_state()
-        cut = segment.recover(transactions=transactions.before(base))
+        higher = segments.higher(base)
+        cut = segment.recover(
+            transactions=transactions.before(base), upper=higher.base_offset if higher is not None else None
+        )
         transactions.after(base)
         report.recovered_segments.append(segment.log_path.name)
         if segment.index_state() != before:

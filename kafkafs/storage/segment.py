@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import NamedTuple
 
 from ..errors import CorruptRecordError, InvalidInput, KafkafsError
-from ..format.batch import BatchHeader, validate_batch
+from ..format.batch import BatchHeader
 from ..format.index import MAX_POSITION, MAX_RELATIVE_OFFSET
 from ..format.txnindex import TxnEvent, transaction_event
 from .config import LogConfig
@@ -37,6 +37,7 @@ from .handles import HandleBudget
 from .records import BatchView
 from .segment_files import SegmentFiles
 from .transactions import ProducerTransactions
+from .validation import batch_problem
 
 __all__ = ["LogSegment", "NO_TIMESTAMP"]
 
@@ -344,12 +345,15 @@ class LogSegment(SegmentFiles):
         self,
         *,
         transactions: ProducerTransactions | Callable[[bool], ProducerTransactions | None] | None = None,
+        upper: int | None = None,
     ) -> int:
         """Re-validate every batch, rebuild the three indexes, cut the invalid tail; return the bytes cut
         (Kafka's ``LogSegment.recover``).
 
-        A batch is invalid when its header does not parse, its CRC does not match, or its offsets go
-        backwards; everything from the first invalid byte on is truncated. The indexes end trimmed, the
+        A batch is invalid when :func:`~kafkafs.storage.validation.batch_problem` says so, the rule
+        ``verify`` reports by (header, CRC, offsets that go backwards or reach ``upper``, the next
+        segment's base offset, records that do not decode); everything from the first invalid byte on
+        is truncated. The indexes end trimmed, the
         time index with its final entry, as a segment closed cleanly has them. A batch whose offsets do
         not fit the segment's relative offsets (Kafka would split the segment) is kept, unindexed.
 
@@ -363,7 +367,7 @@ class LogSegment(SegmentFiles):
         self._require_writable()
         with self._lock:
             events: list[TxnEvent] = []
-            cut = self._recover(events)
+            cut = self._recover(events, upper)
             self._rebuild_txn_index(events, transactions)
             return cut
 
@@ -390,7 +394,7 @@ class LogSegment(SegmentFiles):
             for entry in state.apply((event,)):
                 index.append(entry)
 
-    def _recover(self, events: list[TxnEvent]) -> int:
+    def _recover(self, events: list[TxnEvent], upper: int | None = None) -> int:
         offset_index, time_index = self.offset_index, self.time_index
         offset_index.reset()
         time_index.reset()
@@ -402,7 +406,11 @@ class LogSegment(SegmentFiles):
         try:
             for view in self.batches(0):
                 h = view.header
-                if not self._recoverable(view, next_offset):
+                problem = batch_problem(
+                    view.buf, h, next_offset=next_offset, segment_base=self.base_offset, upper=upper
+                )
+                if problem is not None:
+                    log.warning("%s: position %d: %s; cutting from there", self.log_path, view.position, problem)
                     break
                 fits = h.last_offset - self.base_offset <= MAX_RELATIVE_OFFSET
                 if h.max_timestamp > max_ts and fits:
@@ -433,14 +441,6 @@ class LogSegment(SegmentFiles):
         self._rolling_timestamp = first_ts
         self._tail = _Tail(next_offset, max_ts, max_offset, valid - last_entry)
         return cut
-
-    def _recoverable(self, view: BatchView, next_offset: int) -> bool:
-        h = view.header
-        try:
-            validate_batch(view.buf, h)
-        except CorruptRecordError:
-            return False
-        return h.last_offset_delta >= 0 and h.base_offset >= next_offset
 
     def close(self, *, seal: bool | None = None) -> None:
         """Close the file and the indexes. A writable segment is sealed first (final time index entry,
