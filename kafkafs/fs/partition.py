@@ -141,6 +141,7 @@ class PartitionState:
             last[0] if last else None,
             last[1].size if last else 0,
             self.log.log_start_offset,
+            getattr(self.log, "generation", 0),  # a compaction swap changes no other field
         )
 
     def _on_log_change(self, _log: Log) -> None:
@@ -151,7 +152,12 @@ class PartitionState:
         if shape == self._last_shape:
             return
         old = self._last_shape
-        if shape[0] < old[0] or shape[1] != old[1] or (shape[2] == old[2] and shape[3] < old[3]):
+        if (
+            shape[0] < old[0]
+            or shape[1] != old[1]
+            or (shape[2] == old[2] and shape[3] < old[3])
+            or shape[5] != old[5]
+        ):
             # segments went away or the active one was cut: offsets may now hold other records
             self._batches.clear_all()
             self._records.clear_all()
@@ -273,7 +279,9 @@ class PartitionState:
         if bad is not None:
             raise bad
         base = pieces.bases[i]
-        segment = self.log.segments.get(base)
+        # A segment's own layout reads the segment it was laid out from, even after compaction swapped
+        # another in at its base (the old one stays readable until its files go).
+        segment = pieces.segment if isinstance(pieces, SegmentLayout) else self.log.segments.get(base)
         if segment is None:
             raise CorruptRecordError(
                 "the segment was deleted (retention?) while it was being read",

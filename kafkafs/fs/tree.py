@@ -454,15 +454,21 @@ class RangeFile(File):
     def __init__(self, tree: Tree, state: PartitionState, key: tuple, parent: Node | None) -> None:
         super().__init__(tree, key, parent)
         self.state = state
-        kind = key[0]
-        if kind == "offset-range":
+        self._lock = threading.Lock()
+        self._new_layout()
+
+    def _new_layout(self) -> None:
+        key, state = self.key, self.state
+        self.generation = getattr(state.log, "generation", 0)  # compaction swaps since the log opened
+        if key[0] == "offset-range":
             self.layout = state.offset_range(key[2], key[3])
         else:
             self.layout = state.time_range(key[2], key[3])
-        self._lock = threading.Lock()
 
     def attr(self) -> Attr:
         with self._lock:
+            if self.generation != getattr(self.state.log, "generation", 0):
+                self._new_layout()  # compaction rewrote segments: the range holds other bytes now
             if not self.layout.complete:
                 self.state.refresh()
                 self.state.extend_range(self.layout)

@@ -91,7 +91,7 @@ class Progress:
         s = self.stats
         mib = 1024 * 1024
         self.stream.write(
-            f"clean: {self.done}/{self.partitions} partition(s), {s.bytes_read / mib:.1f} MiB read, "
+            f"clean: {self.done}/{self.partitions} partition(s), {(s.map_bytes_read + s.bytes_read) / mib:.1f} MiB read, "
             f"{s.reclaimed / mib:.1f} MiB reclaimed, {time.monotonic() - self._started:.0f} s\n"
         )
         self.stream.flush()
