@@ -99,6 +99,25 @@ def cmd_mount(args: argparse.Namespace) -> int:
         values=args.values,
         settings=_settings(args),
         debug=args.debug,
+        cache_dir=args.cache_dir,
+        list_limit=args.list_limit,
+    )
+
+
+def cmd_index(args: argparse.Namespace) -> int:
+    from .fs.prefill import index_logdir
+
+    if not os.path.isdir(args.logdir):
+        raise CommandError(f"{args.logdir}: no such log directory")
+    report = index_logdir(args.logdir, cache_dir=args.cache_dir, mode=args.values, settings=_settings(args))
+    print(report.line(), file=sys.stderr)
+    return EXIT_OK
+
+
+def _add_cache_dir_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--cache-dir", metavar="DIR",
+        help="where rendered sizes are kept across mounts, outside LOGDIR (default: $XDG_CACHE_HOME/kafkafs)",
     )
 
 
@@ -179,55 +198,49 @@ def cmd_produce(args: argparse.Namespace) -> int:
 
 
 def cmd_consume(args: argparse.Namespace) -> int:
-    from .format.jsonview import parse_timestamp, render_batch_jsonl
+    from .consume import OffsetSpec, consume, parse_offset_spec, resolve_partitions
+    from .format.timestamps import parse_timestamp
 
+    spec, stop_ts = OffsetSpec("beginning"), None
+    for item in args.offset or []:
+        if item.lower().startswith("e@"):
+            stop_ts = parse_timestamp(item[2:])
+        else:
+            spec = parse_offset_spec(item)
+    if args.from_time is not None:
+        spec = OffsetSpec("time", parse_timestamp(args.from_time))
     logdir = _open_logdir(args.logdir, args, writable=False)
-    log_ = logdir.log(args.partition)
-    out = _stdout()
-    start = log_.log_start_offset
-    if args.from_offset is not None:
-        start = args.from_offset
-        if start < 0:
-            start = max(log_.log_end_offset + start, log_.log_start_offset)
-    elif args.from_time is not None:
-        found = log_.offset_for_timestamp(parse_timestamp(args.from_time))
-        start = found[0] if found else log_.log_end_offset
-    start = max(start, log_.log_start_offset)
-    remaining = args.max_records
-    next_offset = start
     try:
-        while True:
-            for batch in log_.read(next_offset, validate=True) if next_offset <= log_.log_end_offset else ():
-                if not len(batch):
-                    next_offset = max(next_offset, batch.header.next_offset)
-                    continue
-                stop = None
-                if remaining is not None:
-                    stop = min(len(batch), remaining)
-                out.write(render_batch_jsonl(log_.topic, log_.partition, batch, args.values, 0, stop))
-                if remaining is not None:
-                    remaining -= stop
-                    if remaining <= 0:
-                        out.flush()
-                        return EXIT_OK
-                next_offset = max(next_offset, batch.header.next_offset)
-            out.flush()
-            if not args.follow:
-                return EXIT_OK
-            while not log_.wait_for_records(next_offset - 1, timeout=1.0):
-                pass
+        names = resolve_partitions(logdir, args.partition, args.topic, args.partition_number)
+        consume(logdir, names, _stdout(), spec=spec, stop_ts=stop_ts, count=args.count, follow=args.follow,
+                interleave=not args.no_interleave, mode=args.values)
     finally:
         logdir.close()
+    return EXIT_OK
 
 
 # ---------------------------------------------------------------------------------------------- dump
 
 
 def cmd_dump(args: argparse.Namespace) -> int:
-    from .inspect import dump_segment
+    import io
 
-    return dump_segment(Path(args.segment), _stdout(), deep=args.deep, payload=args.print_data,
-                        verify_index=args.verify_index, values=args.values)
+    from .dump import dump_files
+    from .dump.options import options_from_args
+
+    files = [*args.file, *(f for item in args.files or [] for f in item.split(",") if f)]
+    if not files:
+        raise CommandError("nothing to dump: name a file, or --files FILE1,FILE2 as kafka-dump-log takes them")
+    for name in files:
+        if not os.path.isfile(name):
+            raise CommandError(f"{name}: {'no such file' if not os.path.exists(name) else 'not a file'}")
+    options = options_from_args(args)
+    out = io.TextIOWrapper(sys.stdout.buffer, encoding="utf-8", errors="replace", newline="\n")
+    try:
+        return dump_files(files, out, sys.stderr, options)
+    finally:
+        out.flush()
+        out.detach()
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
@@ -332,6 +345,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from .dump.options import add_dump_arguments
+
     parser = _Parser(
         prog="kafkafs", description="Apache Kafka's on-disk log as ordinary files.",
     )
@@ -347,8 +362,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", dest="options", action="append", metavar="OPT[,OPT]", help="FUSE options, e.g. allow_other")
     _add_values_option(p)
     p.add_argument("-d", "--debug", action="store_true", help="debug logging (implies --foreground)")
+    _add_cache_dir_option(p)
+    p.add_argument(
+        "--list-limit", type=int, metavar="N",
+        help="by-offset/ lists every offset up to N records, one range per segment past it (default 100000)",
+    )
     _add_settings_options(p)
     p.set_defaults(func=cmd_mount)
+
+    p = sub.add_parser("index", help="fill the mount's size cache ahead of time (for ExecStartPre or cron)")
+    p.add_argument("logdir")
+    _add_cache_dir_option(p)
+    _add_values_option(p)
+    _add_settings_options(p)
+    p.set_defaults(func=cmd_index)
 
     p = sub.add_parser("produce", help="append lines from stdin to a partition (as the append file does)")
     p.add_argument("logdir")
@@ -357,24 +384,24 @@ def build_parser() -> argparse.ArgumentParser:
     _add_settings_options(p)
     p.set_defaults(func=cmd_produce)
 
-    p = sub.add_parser("consume", help="print a partition's records as JSON lines")
+    p = sub.add_parser("consume", help="print records as JSON lines (a partition, or every partition of a topic)")
     p.add_argument("logdir")
-    p.add_argument("partition", metavar="TOPIC-PARTITION")
-    g = p.add_mutually_exclusive_group()
-    g.add_argument("--from-offset", type=int, metavar="N", help="first offset (negative: that many from the end)")
-    g.add_argument("--from-time", metavar="TS", help="first record at or after TS (epoch ms or ISO-8601 UTC)")
-    p.add_argument("--follow", action="store_true", help="keep printing new records")
-    p.add_argument("--max-records", type=int, metavar="N", help="stop after N records")
+    p.add_argument("partition", nargs="?", metavar="TOPIC[-PARTITION]", help="a partition folder, or a whole topic")
+    p.add_argument("-t", "--topic", help="the topic (kcat style; every partition unless -p)")
+    p.add_argument("-p", dest="partition_number", type=int, metavar="N", help="the partition (with -t)")
+    p.add_argument("-o", "--offset", "--from-offset", dest="offset", action="append", metavar="OFFSET",
+                   help="beginning|earliest, end|latest, N, -N (from the end), s@TS (start), e@TS (stop)")
+    p.add_argument("--from-time", metavar="TS", help="first record at or after TS (epoch ms or ISO-8601 UTC)")
+    p.add_argument("-c", "--count", "--max-records", dest="count", type=int, metavar="N", help="stop after N records")
+    p.add_argument("-f", "--follow", action="store_true", help="keep printing new records")
+    p.add_argument("-e", dest="exit_at_end", action="store_true", help="exit at the end (the default; kcat's -e)")
+    p.add_argument("--no-interleave", action="store_true", help="a whole topic partition by partition, not by time")
     _add_values_option(p)
     _add_settings_options(p)
     p.set_defaults(func=cmd_consume)
 
-    p = sub.add_parser("dump", help="print a segment's batches (and records), like kafka-dump-log")
-    p.add_argument("segment", metavar="SEGMENT.log")
-    p.add_argument("--deep", "--deep-iteration", action="store_true", help="print every record too")
-    p.add_argument("--print-data", action="store_true", help="print keys and values (implies --deep)")
-    p.add_argument("--verify-index", action="store_true", help="check the .index and .timeindex against the log")
-    _add_values_option(p)
+    p = sub.add_parser("dump", help="print any file of a partition folder as kafka-dump-log does")
+    add_dump_arguments(p)
     p.set_defaults(func=cmd_dump)
 
     p = sub.add_parser("verify", help="check CRCs, offsets and indexes; exit 1 on damage")

@@ -1,117 +1,19 @@
-"""What ``kafkafs dump`` and ``kafkafs verify`` print: a segment's batches, and a log directory's health.
+"""What ``kafkafs verify`` prints: a log directory's health (``kafkafs dump`` lives in :mod:`kafkafs.dump`).
 
-Both read only (nothing here writes), so they are safe on a directory a broker owns.
+It reads only (nothing here writes), so it is safe on a directory a broker owns.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import BinaryIO, TextIO
+from typing import TextIO
 
-from .errors import CorruptRecordError, InvalidName
-from .format.batch import BatchHeader, decode_batch, validate_batch
-from .format.jsonview import render_batch_jsonl
-from .storage.config import LogConfig
+from .errors import CorruptRecordError
+from .format.batch import decode_batch, validate_batch
 from .storage.log import Log
 from .storage.logdir import LogDir
 from .storage.segment import LogSegment
 
-__all__ = ["dump_segment", "verify_logdir", "check_segment"]
-
-
-def _bool(flag: bool) -> str:
-    return "true" if flag else "false"
-
-
-def _batch_line(h: BatchHeader, position: int, valid: bool) -> str:
-    ts_name = "LogAppendTime" if h.timestamp_type == 1 else ("CreateTime" if h.magic > 0 else "NoTimestampType")
-    last_seq = h.base_sequence + h.last_offset_delta if h.base_sequence >= 0 else -1
-    return (
-        f"baseOffset: {h.base_offset} lastOffset: {h.last_offset} "
-        f"count: {h.record_count if h.magic >= 2 else 'null'} "
-        f"baseSequence: {h.base_sequence} lastSequence: {last_seq} producerId: {h.producer_id} "
-        f"producerEpoch: {h.producer_epoch} partitionLeaderEpoch: {h.partition_leader_epoch} "
-        f"isTransactional: {_bool(h.is_transactional)} isControl: {_bool(h.is_control)} "
-        f"position: {position} {ts_name}: {h.max_timestamp} size: {h.size} magic: {h.magic} "
-        f"compresscodec: {h.compression.name.lower()} crc: {h.crc} isvalid: {_bool(valid)}"
-    )
-
-
-def _base_offset_of(path: Path) -> int:
-    name = path.name
-    if len(name) < 24 or not name[:20].isdigit():
-        raise InvalidName(f"{path}: not a segment file name (<20-digit base offset>.log)")
-    return int(name[:20])
-
-
-def dump_segment(path: Path, out: BinaryIO, *, deep: bool = False, payload: bool = False,
-                 verify_index: bool = False, values: str = "auto") -> int:
-    """Print every batch of ``path`` (and its records with ``deep``); return an exit code (1: damage)."""
-    if not path.is_file():
-        raise FileNotFoundError(2, "no such segment file", str(path))
-    base = _base_offset_of(path)
-    segment = LogSegment(path.parent, base, LogConfig(), writable=False, suffix=path.name[24:] if path.name[24:].startswith(".") else "")
-    topic = path.parent.name.rsplit("-", 1)[0] if "-" in path.parent.name else path.parent.name
-    try:
-        partition = int(path.parent.name.rsplit("-", 1)[1])
-    except (IndexError, ValueError):
-        partition = 0
-    write = out.write
-    write(f"Dumping {path}\nLog starting offset: {base}\n".encode())
-    damaged = 0
-    end = 0  # of the last whole batch
-    try:
-        for view in segment.batches(0):
-            h = view.header
-            end = view.position + view.size
-            try:
-                validate_batch(view.buf, h)
-                valid = True
-            except CorruptRecordError:
-                valid = False
-                damaged += 1
-            shown = h
-            if h.magic < 2 and valid:
-                try:  # a legacy wrapper's base offset is its first inner offset, as kafka-dump-log shows
-                    shown = decode_batch(view.buf, h, validate=False).header
-                except CorruptRecordError:
-                    pass
-            write((_batch_line(shown, view.position, valid) + "\n").encode())
-            if deep or payload:
-                try:
-                    batch = decode_batch(view.buf, h, validate=False)
-                except CorruptRecordError as exc:
-                    write(f"| records do not decode: {exc.reason}\n".encode())
-                    damaged += 1
-                    continue
-                if payload:
-                    for line in render_batch_jsonl(topic, partition, batch, values).splitlines():
-                        write(b"| " + line + b"\n")
-                else:
-                    ts_name = "LogAppendTime" if h.timestamp_type == 1 else "CreateTime"
-                    for i, off in enumerate(batch.offsets):
-                        key, value = batch.keys[i], batch.values[i]
-                        hdrs = ",".join(k for k, _v in batch.headers[i])
-                        write(
-                            f"| offset: {off} {ts_name}: "
-                            f"{batch.timestamps[i]} keySize: {-1 if key is None else len(key)} "
-                            f"valueSize: {-1 if value is None else len(value)} headerKeys: [{hdrs}]\n".encode()
-                        )
-        tail = 0 if damaged else segment.size - end
-        if tail > 0:
-            write(f"Found {tail} trailing bytes after the last whole batch\n".encode())
-    except CorruptRecordError as exc:
-        write(f"Damage: {exc}\n".encode())
-        damaged += 1
-    if verify_index:
-        for problem in check_indexes(segment):
-            write(f"Index problem: {problem}\n".encode())
-            damaged += 1
-        if not damaged:
-            write(b"Indexes are consistent with the log\n")
-    segment.close_handlers()
-    out.flush()
-    return 1 if damaged else 0
+__all__ = ["verify_logdir", "check_segment"]
 
 
 def check_indexes(segment: LogSegment) -> list[str]:

@@ -24,8 +24,9 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from ..errors import CorruptRecordError
 from ..format.batch import DecodedBatch
-from ..storage.segment import LogSegment
-from .render import NO_FILTER, Filter, header_skips, read_batches, render_batches
+from ..storage.segment import BatchView, LogSegment
+from .render import NO_FILTER, Filter, batch_length, header_skips, render_batches, render_raw
+from .sizecache import CachedLayout
 
 if TYPE_CHECKING:
     from ..storage.log import Log
@@ -39,19 +40,48 @@ GROUP_BYTES = 64 * 1024
 
 
 class Renderer:
-    """What rendering needs besides the batches: the partition's name, the values mode, and where to
-    report damage (once per place)."""
+    """What rendering needs besides the batches: the partition's name, the values mode, the partition's
+    decoder (None for ordinary topics), and where to report damage (once per place).
+
+    Immutable once made: shared by every thread that sizes or reads the partition's views."""
 
     def __init__(
-        self, topic: str, partition: int, mode: str, on_corrupt: Callable[[CorruptRecordError], None]
+        self,
+        topic: str,
+        partition: int,
+        mode: str,
+        on_corrupt: Callable[[CorruptRecordError], None],
+        decoder: object | None = None,
     ):
         self.topic = topic
         self.partition = partition
         self.mode = mode
         self.on_corrupt = on_corrupt
+        self.decoder = decoder
+        #: what names the decoder in the size cache's keys (its rendering changes the sizes)
+        self.decoder_id = decoder_identity(decoder)
 
     def render(self, batches: list[DecodedBatch], flt: Filter) -> bytes:
-        return render_batches(self.topic, self.partition, batches, flt, self.mode)
+        return render_batches(self.topic, self.partition, batches, flt, self.mode, self.decoder)
+
+    def render_raw(self, segment: LogSegment, position: int, size: int, flt: Filter) -> bytes:
+        """The records of the whole batches in ``size`` bytes at ``position`` that pass ``flt``."""
+        return render_raw(self.topic, self.partition, segment, position, size, flt, self.mode, self.decoder)
+
+    def length(self, view: BatchView, file: str, flt: Filter) -> int:
+        """Bytes that one batch's records passing ``flt`` render to (without rendering them when the
+        format layer can count)."""
+        return batch_length(self.topic, self.partition, view, file, flt, self.mode, self.decoder)
+
+
+def decoder_identity(decoder: object | None) -> str | None:
+    if decoder is None:
+        return None
+    ident = getattr(decoder, "identity", None)
+    if isinstance(ident, str):
+        return ident
+    cls = type(decoder)
+    return f"{cls.__module__}.{cls.__qualname__}"
 
 
 class Pieces:
@@ -113,7 +143,7 @@ class Pieces:
 
 
 class _Run:
-    """Whole contiguous batches of one segment gathered into the next piece."""
+    """Whole contiguous batches of one segment gathered into the next piece (decoded, for ranges)."""
 
     __slots__ = ("base", "position", "size", "batches", "last_offset")
 
@@ -135,15 +165,21 @@ class _Run:
 
 
 class SegmentLayout(Pieces):
-    """The part of ``records.jsonl`` that one segment renders to (records from ``lo`` on)."""
+    """The part of ``records.jsonl`` that one segment renders to (records from ``lo`` on).
 
-    __slots__ = ("segment", "scanned", "broken")
+    Sized by the length-only pass (one batch at a time, nothing rendered when the format layer can
+    count); a layout that covers the whole segment can be kept in the size cache
+    (:meth:`cached` / :meth:`restore`).
+    """
+
+    __slots__ = ("segment", "scanned", "broken", "stored_key")
 
     def __init__(self, segment: LogSegment, lo: int) -> None:
         super().__init__(Filter(lo=lo) if lo > segment.base_offset else NO_FILTER)
         self.segment = segment
         self.scanned = 0  # file position up to which every batch belongs to a piece
         self.broken = False  # a header that does not parse: nothing after it can be found
+        self.stored_key: object | None = None  # the size-cache key this layout was last stored or loaded as
 
     @property
     def lo(self) -> int:
@@ -153,50 +189,79 @@ class SegmentLayout(Pieces):
         """Whether every byte of the segment (as far as its size is known) has been laid out."""
         return self.broken or self.scanned >= self.segment.size
 
-    def _close(self, run: _Run | None, renderer: Renderer) -> None:
-        if run is None or not run.size:
-            return
-        data = renderer.render(run.batches, self.filter)
-        self.add(run.base, run.position, run.size, len(data), run.last_offset)
-        self.scanned = run.end
+    def cacheable(self) -> bool:
+        """Whether this layout may go to the size cache: whole, undamaged, unfiltered."""
+        return self.filter is NO_FILTER and not self.broken and not self.bad and self.scanned >= self.segment.size
 
-    def extend(self, renderer: Renderer) -> None:
-        """Lay out the batches written since the last call (all of them the first time)."""
+    def cached(self) -> CachedLayout:
+        with self.lock:
+            return CachedLayout(
+                array("q", self.positions), array("q", self.sizes), array("q", self.last_offsets),
+                array("q", self.ends), self.scanned,
+            )
+
+    def restore(self, found: CachedLayout) -> None:
+        """Take the pieces of a (verified) cache entry instead of sizing the segment."""
+        with self.lock:
+            count = len(found.ends)
+            self.bases = array("q", [self.segment.base_offset]) * count
+            self.positions = found.positions
+            self.sizes = found.sizes
+            self.last_offsets = found.last_offsets
+            self.ends = found.ends
+            self.scanned = found.scanned
+            self.bad = {}
+
+    def extend(self, renderer: Renderer) -> int:
+        """Lay out the batches written since the last call (all of them the first time); returns the
+        bytes of log laid out."""
         with self.lock:
             segment = self.segment
             size = segment.size
-            if self.broken or self.scanned >= size:
-                return
+            start = self.scanned
+            if self.broken or start >= size:
+                return 0
             base = segment.base_offset
             file = str(segment.log_path)
-            run: _Run | None = None
+            flt = self.filter
+            run_pos = run_size = run_len = 0
+            run_last = -1
+
+            def close() -> None:
+                if run_size:
+                    self.add(base, run_pos, run_size, run_len, run_last)
+                    self.scanned = run_pos + run_size
+
             try:
                 for view in segment.batches(self.scanned, size):
                     h = view.header
                     try:
-                        batch = view.decode(file=file)
+                        n = renderer.length(view, file, flt)
                     except CorruptRecordError as exc:
-                        self._close(run, renderer)
-                        run = None
+                        close()
+                        run_size = 0
                         renderer.on_corrupt(exc)
                         self.add(base, view.position, h.size, h.size, h.last_offset, exc)
                         self.scanned = view.position + h.size
                         continue
-                    if run is None:
-                        run = _Run(base, view.position)
-                    run.add(batch, h.size, h.last_offset)
-                    if run.size >= GROUP_BYTES:
-                        self._close(run, renderer)
-                        run = None
-                self._close(run, renderer)
+                    if not run_size:
+                        run_pos, run_len = view.position, 0
+                    run_size += h.size
+                    run_len += n
+                    run_last = h.last_offset
+                    if run_size >= GROUP_BYTES:
+                        close()
+                        run_size = 0
+                close()
             except CorruptRecordError as exc:
                 # The header at the end of the batches read does not parse: the rest of this segment
                 # cannot be walked. Keep what was read, mark the rest.
-                self._close(run, renderer)
+                close()
                 renderer.on_corrupt(exc)
                 last = self.last_offsets[-1] if len(self.last_offsets) else base
                 self.add(base, self.scanned, max(size - self.scanned, 1), 1, last, exc)
                 self.broken = True
+            return max(self.scanned - start, 0)
 
 
 class RangeLayout(Pieces):
@@ -309,7 +374,7 @@ class RangeLayout(Pieces):
 
     def _render(self, segment: LogSegment, renderer: Renderer, position: int, size: int, last: int) -> None:
         try:
-            data = renderer.render(read_batches(segment, position, size), self.filter)
+            data = renderer.render_raw(segment, position, size, self.filter)
         except CorruptRecordError as exc:
             renderer.on_corrupt(exc)
             self.add(segment.base_offset, position, size, 1, last, exc)

@@ -212,6 +212,8 @@ def serve(
     settings: Settings | None,
     options: set[str],
     on_ready: Callable[[], None] = lambda: None,
+    cache_dir: str | None = None,
+    list_limit: int | None = None,
 ) -> int:
     """Mount, serve until unmounted or signalled, unmount. Blocks; returns the exit code."""
     import pyfuse3
@@ -227,7 +229,8 @@ def serve(
     directory, rw = _open_logdir(logdir, settings, rw)
     if not rw:
         options = options | {"ro"}
-    tree = Tree(directory, mode=values, rw=rw)
+    tree = Tree(directory, mode=values, rw=rw, cache=_size_cache(cache_dir, logdir),
+                **({"list_limit": list_limit} if list_limit is not None else {}))
     ops = Operations(tree)
     try:
         _quoting_stderr(lambda: pyfuse3.init(ops, mountpoint, options))
@@ -298,6 +301,23 @@ def serve(
         finally:
             tree.close()
     return 1 if failed else 0
+
+
+def _size_cache(cache_dir: str | None, logdir: str):
+    """The size cache: ``cache_dir`` (an error if inside LOGDIR), else the default one (off, with a
+    warning, if that one happens to be inside LOGDIR); ``""`` turns it off."""
+    from ..errors import InvalidInput
+    from .sizecache import SizeCache, check_outside, default_cache_dir
+
+    if cache_dir == "":
+        return SizeCache(None)
+    if cache_dir is not None:
+        return SizeCache(check_outside(cache_dir, logdir))
+    try:
+        return SizeCache(check_outside(default_cache_dir(), logdir))
+    except InvalidInput as exc:
+        log.warning("%s; sizes will not be kept across mounts", exc)
+        return SizeCache(None)
 
 
 # ---------------------------------------------------------------------------------------------- daemon
@@ -412,6 +432,8 @@ def mount(
     values: str = "auto",
     settings: Settings | None = None,
     debug: bool = False,
+    cache_dir: str | None = None,
+    list_limit: int | None = None,
 ) -> int:
     """Mount ``logdir`` on ``mountpoint`` (SPEC §3); returns the exit code.
 
@@ -429,11 +451,15 @@ def mount(
         raise MountError("FUSE is not available here (/dev/fuse is missing; load the fuse module)")
     if Path(mountpoint).resolve().is_relative_to(Path(logdir).resolve()):
         raise MountError(f"{mountpoint}: the mount point cannot be inside the log directory")
+    if list_limit is not None and list_limit < 0:
+        raise MountError(f"--list-limit must be 0 or more, not {list_limit}")
+    _size_cache(cache_dir, logdir)  # a --cache-dir inside LOGDIR fails here, before mounting
     _setup_logging(debug, foreground)
 
     def run(ready: Callable[[], None]) -> int:
         return serve(
-            logdir, mountpoint, rw=rw, values=values, settings=settings, options=options, on_ready=ready
+            logdir, mountpoint, rw=rw, values=values, settings=settings, options=options, on_ready=ready,
+            cache_dir=cache_dir, list_limit=list_limit,
         )
 
     if foreground:
@@ -452,6 +478,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--values", default="auto", choices=VALUES_MODES)
     parser.add_argument("--config", help="settings file (TOML)")
     parser.add_argument("--debug", action="store_true")
+    parser.add_argument("--cache-dir", help="where rendered sizes are kept across mounts ('' turns it off)")
+    parser.add_argument("--list-limit", type=int, help="by-offset/ lists every offset up to this many records")
     args = parser.parse_args(argv)
     try:
         settings = Settings.load(args.config)
@@ -464,6 +492,8 @@ def main(argv: list[str] | None = None) -> int:
             values=args.values,
             settings=settings,
             debug=args.debug,
+            cache_dir=args.cache_dir,
+            list_limit=args.list_limit,
         )
     except KafkafsError as exc:
         print(f"kafkafs: error: {exc}", file=sys.stderr)

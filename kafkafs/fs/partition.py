@@ -10,7 +10,6 @@ import logging
 import threading
 import time
 from bisect import bisect_left
-from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
@@ -18,11 +17,16 @@ from ..errors import CorruptRecordError
 from ..format.batch import DecodedBatch
 from ..format.jsonview import render_record_pretty
 from ..storage.log import Log
-from ..storage.segment import LogSegment
+from ..storage.segment import BatchView, LogSegment
+from .caches import LRU, PieceCache
 from .layout import Part, Pieces, RangeLayout, Renderer, SegmentLayout, read_parts
-from .render import Filter, read_batch, read_batches
+from .render import Filter
+from .sizecache import SizeCache
+from .sizing import Progress, SizingJob, load_cached, log_progress, size_layouts, store_layout
 
-__all__ = ["PartitionState", "Composition", "RenderedRecord", "OffsetRun", "PieceCache", "report_corrupt"]
+__all__ = [
+    "PartitionState", "Composition", "RenderedRecord", "OffsetRun", "SegmentRange", "PieceCache", "report_corrupt",
+]
 
 log = logging.getLogger("kafkafs.fs")
 
@@ -71,47 +75,65 @@ class OffsetRun(NamedTuple):
     max_timestamp: int
 
 
-class _LRU(OrderedDict):
-    def __init__(self, capacity: int) -> None:
-        super().__init__()
-        self.capacity = capacity
-        self.guard = threading.Lock()
+class SegmentRange(NamedTuple):
+    """A ``by-offset/<first>-<last>.jsonl`` listed for one segment of a partition past the list limit."""
 
-    def get_item(self, key):
-        with self.guard:
-            value = self.get(key)
-            if value is not None:
-                self.move_to_end(key)
-            return value
+    first: int
+    last: int
 
-    def clear_all(self) -> None:
-        with self.guard:
-            self.clear()
 
-    def put(self, key, value) -> None:
-        with self.guard:
-            self[key] = value
-            self.move_to_end(key)
-            while len(self) > self.capacity:
-                self.popitem(last=False)
+def locate(log_: Log, offset: int) -> tuple[LogSegment, BatchView] | None:
+    """The segment and batch holding ``offset`` as the engine finds it (None: no such record)."""
+    # TODO(i8): Log.locate once it is in main
+    if offset < log_.log_start_offset or offset >= log_.log_end_offset:
+        return None
+    floor = log_.segments.floor(offset)
+    if floor is None:
+        return None
+    segment = floor[1]
+    view = segment.find(offset)
+    if view is None:  # in a gap at the end of the segment: the next one may start with it
+        higher = log_.segments.higher(segment.base_offset)
+        if higher is None:
+            return None
+        segment = higher[1]
+        view = segment.find(offset)
+        if view is None:
+            return None
+    if view.header.base_offset > offset and view.header.magic == 2:
+        return None
+    return segment, view
 
 
 class PartitionState:
-    """A partition folder of the mount; ``index`` is its number for the mount's lifetime."""
+    """A partition folder of the mount; ``index`` is its number for the mount's lifetime.
 
-    def __init__(self, name: str, index: int, log_: Log, mode: str) -> None:
+    ``cache`` keeps segment layouts across mounts (see :mod:`kafkafs.fs.sizecache`); ``decoder`` renders
+    an internal topic's records (None for ordinary topics)."""
+
+    def __init__(
+        self,
+        name: str,
+        index: int,
+        log_: Log,
+        mode: str,
+        *,
+        cache: SizeCache | None = None,
+        decoder: object | None = None,
+    ) -> None:
         self.name = name
         self.index = index
         self.log = log_
         self.mode = mode
         self.topic = log_.topic
         self.partition = log_.partition
-        self.renderer = Renderer(self.topic, self.partition, mode, self._report_corrupt)
+        self.cache = cache if cache is not None else SizeCache(None)
+        self.renderer = Renderer(self.topic, self.partition, mode, self._report_corrupt, decoder)
         self._layouts: dict[int, SegmentLayout] = {}
         self._compose_lock = threading.Lock()
         self._composition: Composition | None = None
-        self._batches = _LRU(BATCH_CACHE)
-        self._records = _LRU(RECORD_CACHE)
+        self._batches = LRU(BATCH_CACHE)
+        self._records = LRU(RECORD_CACHE)
         self._refresh_lock = threading.Lock()
         self._last_refresh = 0.0
         self._listeners: list[Callable[[PartitionState], None]] = []
@@ -199,6 +221,7 @@ class PartitionState:
     # ------------------------------------------------------------------------------------------ records.jsonl
 
     def _layout(self, base: int, segment: LogSegment) -> SegmentLayout:
+        """The segment's layout (callers hold ``_compose_lock``): kept, else from the size cache, else new."""
         layout = self._layouts.get(base)
         lo = max(self.log.log_start_offset, base)
         if (
@@ -208,8 +231,32 @@ class PartitionState:
             or layout.scanned > segment.size
         ):
             layout = SegmentLayout(segment, lo)  # new, or the file was truncated: lay it out afresh
+            load_cached(layout, self.renderer, self.cache)
             self._layouts[base] = layout
         return layout
+
+    def listed_segments(self) -> list[tuple[int, LogSegment]]:
+        start = self.log.log_start_offset
+        active = self.log.active_segment
+        return [
+            (base, segment)
+            for base, segment in self.log.segments.items()
+            if segment.next_offset > start or segment is active
+        ]
+
+    def sizing_jobs(self) -> list[SizingJob]:
+        """The segments of ``records.jsonl`` not laid out yet (after asking the size cache)."""
+        with self._compose_lock:
+            jobs = []
+            for base, segment in self.listed_segments():
+                layout = self._layout(base, segment)
+                if not layout.current():
+                    jobs.append(SizingJob(layout, self.renderer, self.name))
+            return jobs
+
+    def _store_now(self, job: SizingJob) -> bool:
+        # sealed segments at once; the active one only when first laid out (later: at close)
+        return job.layout.segment is not self.log.active_segment or job.layout.stored_key is None
 
     def composition(self) -> Composition:
         """The current layout of ``records.jsonl`` (every segment laid out; cached until a change)."""
@@ -222,28 +269,37 @@ class PartitionState:
             current = self._composition
             if current is not None and current.shape == shape:
                 return current
+            listed = self.listed_segments()
+            layouts = [(base, self._layout(base, segment)) for base, segment in listed]
+            jobs = [SizingJob(layout, self.renderer, self.name) for _base, layout in layouts if not layout.current()]
+            if jobs:
+                total = sum(max(job.layout.segment.size - job.layout.scanned, 0) for job in jobs)
+                progress = Progress(len(jobs), total, log_progress(self.name))
+                size_layouts(jobs, self.cache, progress, store=self._store_now)
             parts: list[Part] = []
             starts: list[int] = []
             total = 0
-            seen = set()
-            for base, segment in self.log.segments.items():
-                if (
-                    segment.next_offset <= self.log.log_start_offset
-                    and segment is not self.log.active_segment
-                ):
-                    continue
-                layout = self._layout(base, segment)
-                layout.extend(self.renderer)
+            for _base, layout in layouts:
                 count = len(layout)
-                seen.add(base)
                 if count:
                     parts.append(Part(layout, count, total))
                     starts.append(total)
                     total += layout.total(count)
+            seen = {base for base, _layout in layouts}
             for base in [b for b in self._layouts if b not in seen]:
                 del self._layouts[base]
             self._composition = Composition(shape, parts, starts, total)
             return self._composition
+
+    def save_layouts(self) -> int:
+        """Store the layouts the cache does not hold yet (the active segment's, at unmount)."""
+        with self._compose_lock:
+            layouts = list(self._layouts.values())
+        stored = 0
+        for layout in layouts:
+            if layout.current() and store_layout(layout, self.renderer, self.cache):
+                stored += 1
+        return stored
 
     def records_size(self) -> int:
         return self.composition().total
@@ -260,8 +316,14 @@ class PartitionState:
         return read_parts(comp.parts, comp.starts, offset, size, lambda p, i: self.render_piece(p, i, cache))
 
     def layout_of(self, base: int) -> tuple[SegmentLayout, int] | None:
-        """A segment's layout as far as it has been built (for ranges to reuse), or None."""
+        """A segment's layout as far as it has been built, or as the size cache holds it (for ranges
+        to reuse), or None."""
         layout = self._layouts.get(base)
+        if layout is None and self.cache.enabled:
+            segment = self.log.segments.get(base)
+            if segment is not None and segment is not self.log.active_segment:
+                with self._compose_lock:
+                    layout = self._layout(base, segment)
         if layout is None or not len(layout):
             return None
         return layout, len(layout)
@@ -289,11 +351,10 @@ class PartitionState:
                 f"{self.log.dir}/{base:020d}.log",
             )
         try:
-            batches = read_batches(segment, pieces.positions[i], pieces.sizes[i])
+            data = self.renderer.render_raw(segment, pieces.positions[i], pieces.sizes[i], pieces.filter)
         except CorruptRecordError as exc:
             self._report_corrupt(exc)
             raise
-        data = self.renderer.render(batches, pieces.filter)
         if len(data) != pieces.ends[i] - pieces.start(i):
             exc = CorruptRecordError(
                 "the batch renders differently than when it was laid out (did the file change?)",
@@ -305,18 +366,6 @@ class PartitionState:
         if cache is not None:
             cache.put(key, data)
         return data
-
-    def _batch_at(self, segment: LogSegment, position: int, size: int) -> DecodedBatch:
-        key = (segment.base_offset, position)
-        batch = self._batches.get_item(key)
-        if batch is None:
-            try:
-                batch = read_batch(segment, position, size)
-            except CorruptRecordError as exc:
-                self._report_corrupt(exc)
-                raise
-            self._batches.put(key, batch)
-        return batch
 
     # ------------------------------------------------------------------------------------------ ranges
 
@@ -352,14 +401,20 @@ class PartitionState:
         if i == len(batch.offsets) or batch.offsets[i] != offset:
             return None
         found = RenderedRecord(
-            render_record_pretty(self.topic, self.partition, batch, i, self.mode), batch.timestamps[i]
+            self._pretty(batch, i), batch.timestamps[i]
         )
         self._records.put(offset, found)
         return found
 
+    def _pretty(self, batch: DecodedBatch, i: int) -> bytes:
+        decoder = self.renderer.decoder
+        if decoder is None:
+            return render_record_pretty(self.topic, self.partition, batch, i, self.mode)
+        return render_record_pretty(self.topic, self.partition, batch, i, self.mode, decoder=decoder)  # type: ignore[call-arg]
+
     def _batch_holding(self, offset: int) -> DecodedBatch | None:
-        """The decoded batch that holds ``offset`` if any batch can (a cached one, else the skip list,
-        the segment layout or the offset index, and a short scan)."""
+        """The decoded batch that holds ``offset`` if any batch can: a recently decoded one, else the
+        one the engine locates, decoded once and kept for the getattr, open and read that follow."""
         log_ = self.log
         if offset < log_.log_start_offset or offset >= log_.log_end_offset:
             return None
@@ -367,30 +422,17 @@ class PartitionState:
             for batch in self._batches.values():
                 if batch.offsets and batch.offsets[0] <= offset <= batch.offsets[-1]:
                     return batch
-        floor = log_.segments.floor(offset)
-        if floor is None:
-            return None
-        candidates = [floor[1]]
-        higher = log_.segments.higher(floor[0])
-        if higher is not None:
-            candidates.append(higher[1])  # the offset may sit in a gap at the end of its segment
-        for segment in candidates:
-            located = self._locate(segment, offset)
-            if located is not None:
-                return self._batch_at(segment, *located)
-        return None
-
-    def _locate(self, segment: LogSegment, offset: int) -> tuple[int, int] | None:
-        """(position, size) of the first batch of ``segment`` that ends at or after ``offset`` (the
-        engine's offset index, then a short scan)."""
         try:
-            view = segment.find(offset)
+            located = locate(log_, offset)
+            if located is None:
+                return None
+            segment, view = located
+            batch = view.decode(file=str(segment.log_path))
         except CorruptRecordError as exc:
             self._report_corrupt(exc)
             raise
-        if view is None:
-            return None
-        return view.position, view.size
+        self._batches.put((segment.base_offset, view.position), batch)
+        return batch
 
     # ------------------------------------------------------------------------------------------ listing
 
@@ -428,22 +470,21 @@ class PartitionState:
                 pos = higher[0]
 
 
-class PieceCache:
-    """The last few rendered pieces of one open file, so 128 KiB reads in a row decode each batch once."""
+    def listed_records(self) -> int:
+        """How many names ``by-offset/`` would list: the offsets between the log start and end (an
+        upper bound on the records of a compacted partition)."""
+        return max(self.log.log_end_offset - self.log.log_start_offset, 0)
 
-    __slots__ = ("_items", "_guard", "capacity")
-
-    def __init__(self, capacity: int = 4) -> None:
-        self._items: OrderedDict = OrderedDict()
-        self._guard = threading.Lock()
-        self.capacity = capacity
-
-    def get(self, key) -> bytes | None:
-        with self._guard:
-            return self._items.get(key)
-
-    def put(self, key, data: bytes) -> None:
-        with self._guard:
-            self._items[key] = data
-            while len(self._items) > self.capacity:
-                self._items.popitem(last=False)
+    def segment_ranges(self, start: int) -> Iterator[SegmentRange]:
+        """One range per segment holding offsets >= ``start``, from the segments' bases alone: a sealed
+        segment ends before the next one's base, the active one at the log end."""
+        log_ = self.log
+        lo = log_.log_start_offset
+        end = log_.log_end_offset
+        listed = self.listed_segments()
+        for k, (base, _segment) in enumerate(listed):
+            first = max(base, lo)
+            last = (listed[k + 1][0] if k + 1 < len(listed) else end) - 1
+            last = min(last, end - 1)
+            if first <= last and last >= start:
+                yield SegmentRange(first, last)

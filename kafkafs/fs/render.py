@@ -13,14 +13,23 @@ rendered in one call: a log of one-record batches then costs little more than on
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
+from collections.abc import Iterator
 from typing import NamedTuple
 
 from ..errors import CorruptRecordError
-from ..format.batch import BatchHeader, DecodedBatch, read_batch_header, scan_batches
+from ..format import jsonview
+from ..format.batch import BatchHeader, DecodedBatch, scan_batches
 from ..format.jsonview import render_batch_jsonl
 from ..storage.segment import BatchView, LogSegment
 
-__all__ = ["Filter", "NO_FILTER", "read_batch", "read_batches", "select", "render_batches", "header_skips"]
+__all__ = [
+    "Filter", "NO_FILTER", "read_batches", "select", "render_batches", "render_raw", "batch_length", "header_skips",
+]
+
+# The format layer's whole-batch functions (rendering straight from a batch's bytes, and counting the
+# rendered bytes without building them); None where this version of it does not have them.
+_render_raw_jsonl = getattr(jsonview, "render_raw_jsonl", None)
+_raw_jsonl_lengths = getattr(jsonview, "raw_jsonl_lengths", None)
 
 
 class Filter(NamedTuple):
@@ -44,38 +53,33 @@ def header_skips(header: BatchHeader, flt: Filter) -> bool:
     return flt.ts_lo is not None and header.magic == 2 and header.max_timestamp < flt.ts_lo
 
 
-def read_batch(segment: LogSegment, position: int, size: int) -> DecodedBatch:
-    """The batch of ``size`` bytes at ``position`` of ``segment``, decoded and CRC-checked."""
+def _views_in(segment: LogSegment, position: int, size: int) -> Iterator[BatchView]:
+    """The whole batches filling ``size`` bytes at ``position`` of ``segment``, from one read; damage
+    (a short file, a header that does not parse, batches that no longer fill the span) raises
+    :class:`CorruptRecordError` placed in the file."""
     file = str(segment.log_path)
     buf = segment.read_at(position, size)
-    try:
-        header = read_batch_header(buf, 0, len(buf))
-    except CorruptRecordError as exc:
-        raise exc.at(file, position) from None
-    if header is None or header.size != size:
-        raise CorruptRecordError("the batch changed or was cut short since it was indexed", position, file)
-    return BatchView(buf, header, position).decode(file=file)
+    if len(buf) != size:
+        raise CorruptRecordError("the segment is shorter than when it was laid out", position, file)
+    end = 0
+    headers = scan_batches(buf, 0, size)
+    while True:
+        try:
+            header = next(headers, None)
+        except CorruptRecordError as exc:
+            raise exc.at(file, position) from None
+        if header is None:
+            break
+        end = header.end
+        yield BatchView(buf, header, position)
+    if end != size:
+        raise CorruptRecordError("the batches changed since they were laid out", position + end, file)
 
 
 def read_batches(segment: LogSegment, position: int, size: int) -> list[DecodedBatch]:
     """The whole batches filling ``size`` bytes at ``position`` of ``segment``, decoded and CRC-checked."""
     file = str(segment.log_path)
-    buf = segment.read_at(position, size)
-    if len(buf) != size:
-        raise CorruptRecordError("the segment is shorter than when it was laid out", position, file)
-    out = []
-    end = 0
-    try:
-        for header in scan_batches(buf, 0, size):
-            out.append(BatchView(buf, header, position).decode(file=file))
-            end = header.end
-    except CorruptRecordError as exc:
-        if exc.file is None:
-            raise exc.at(file, position) from None
-        raise
-    if end != size:
-        raise CorruptRecordError("the batches changed since they were laid out", position + end, file)
-    return out
+    return [view.decode(file=file) for view in _views_in(segment, position, size)]
 
 
 def select(batch: DecodedBatch, flt: Filter) -> DecodedBatch:
@@ -134,7 +138,76 @@ def _merge(batches: list[DecodedBatch]) -> DecodedBatch:
     return DecodedBatch(batches[0].header, offsets, timestamps, keys, values, headers)
 
 
-def render_batches(topic: str, partition: int, batches: list[DecodedBatch], flt: Filter, mode: str) -> bytes:
+def _render_one(topic: str, partition: int, batch: DecodedBatch, mode: str, decoder: object | None) -> bytes:
+    if decoder is None:
+        return render_batch_jsonl(topic, partition, batch, mode)
+    return render_batch_jsonl(topic, partition, batch, mode, decoder=decoder)  # type: ignore[call-arg]
+
+
+def _bounds(flt: Filter) -> dict:
+    return {"lo": flt.lo, "hi": flt.hi, "ts_lo": flt.ts_lo, "ts_hi": flt.ts_hi}
+
+
+def _header_excludes(header: BatchHeader, flt: Filter) -> bool:
+    """No record of the batch can pass ``flt``, from a v2 header alone."""
+    if header.magic != 2:
+        return False
+    return (
+        header_skips(header, flt)
+        or (flt.lo is not None and header.last_offset < flt.lo)
+        or (flt.hi is not None and header.base_offset > flt.hi)
+    )
+
+
+def batch_length(
+    topic: str, partition: int, view: BatchView, file: str, flt: Filter, mode: str, decoder: object | None = None
+) -> int:
+    """Bytes of JSON lines that the records of one batch passing ``flt`` render to.
+
+    With the format layer's ``raw_jsonl_lengths`` nothing is rendered; without it the batch is decoded
+    and rendered. Damage raises :class:`CorruptRecordError` placed in ``file``."""
+    if _raw_jsonl_lengths is not None:
+        if _header_excludes(view.header, flt):
+            return 0
+        try:
+            return sum(_raw_jsonl_lengths(topic, partition, view.raw(), mode, decoder=decoder, **_bounds(flt)))
+        except CorruptRecordError as exc:
+            raise exc.at(file, view.position) from None
+    batch = view.decode(file=file)
+    return len(render_batches(topic, partition, [batch], flt, mode, decoder))
+
+
+def render_raw(
+    topic: str,
+    partition: int,
+    segment: LogSegment,
+    position: int,
+    size: int,
+    flt: Filter,
+    mode: str,
+    decoder: object | None = None,
+) -> bytes:
+    """JSON lines of the records passing ``flt`` in the whole batches filling ``size`` bytes at
+    ``position`` of ``segment``: one read, then each batch rendered from its bytes (CRC-checked)."""
+    if _render_raw_jsonl is None:
+        return render_batches(topic, partition, read_batches(segment, position, size), flt, mode, decoder)
+    file = str(segment.log_path)
+    bounds = _bounds(flt)
+    out = []
+    for view in _views_in(segment, position, size):
+        header = view.header
+        if _header_excludes(header, flt):
+            continue
+        try:
+            out.append(_render_raw_jsonl(topic, partition, view.raw(), mode, decoder=decoder, **bounds))
+        except CorruptRecordError as exc:
+            raise exc.at(file, view.position) from None
+    return b"".join(out)
+
+
+def render_batches(
+    topic: str, partition: int, batches: list[DecodedBatch], flt: Filter, mode: str, decoder: object | None = None
+) -> bytes:
     """JSON lines of the records of ``batches`` (in order) that pass ``flt``."""
     picked = []
     for batch in batches:
@@ -146,9 +219,9 @@ def render_batches(topic: str, partition: int, batches: list[DecodedBatch], flt:
     run: list[DecodedBatch] = []
     for batch in picked:
         if run and _signature(run[0]) != _signature(batch):
-            out.append(render_batch_jsonl(topic, partition, _merge(run), mode))
+            out.append(_render_one(topic, partition, _merge(run), mode, decoder))
             run = []
         run.append(batch)
     if run:
-        out.append(render_batch_jsonl(topic, partition, _merge(run), mode))
+        out.append(_render_one(topic, partition, _merge(run), mode, decoder))
     return b"".join(out)

@@ -25,6 +25,7 @@ from typing import NamedTuple
 import orjson
 
 from ..errors import InvalidInput, InvalidName
+from ..format.decoders import decoder_for
 from ..format.jsonview import VALUES_MODES
 from ..storage.log import parse_partition_dir_name
 from ..storage.logdir import LogDir
@@ -32,6 +33,7 @@ from . import names
 from .append import AppendBuffer
 from .layout import RangeLayout
 from .partition import PartitionState, PieceCache
+from .sizecache import SizeCache
 
 log = logging.getLogger("kafkafs.fs")
 
@@ -53,6 +55,8 @@ __all__ = [
 STABLE_TIMEOUT = 60.0
 VOLATILE_TIMEOUT = 0.1
 DIR_TIMEOUT = 1.0
+#: by-offset/ lists every offset up to this many records, one range per segment past it (SPEC §3).
+LIST_LIMIT = 100_000
 #: st_blksize: tools such as cat size their buffers from it; FUSE reads come in 128 KiB anyway.
 BLOCK_SIZE = 128 * 1024
 
@@ -381,8 +385,22 @@ class ByOffsetDir(Dir):
             return self.tree.range_node(state, ("offset-range", state.name, *bounds), self)
         raise NotFound(name)
 
+    def _ranges(self, state: PartitionState, start_id: int) -> Iterator[tuple[int, str, Node]] | None:
+        """Past the list limit: one ``<first>-<last>.jsonl`` per segment (None below it)."""
+        if state.listed_records() <= self.tree.list_limit:
+            return None
+        return (
+            (r.last + 1, f"{r.first}-{r.last}.jsonl",
+             self.tree.range_node(state, ("offset-range", state.name, r.first, r.last), self))
+            for r in state.segment_ranges(start_id)
+        )
+
     def entries(self, start_id: int) -> Iterator[tuple[int, str, Node]]:
         state = self.tree.state(self.partition_name)
+        ranges = self._ranges(state, start_id)
+        if ranges is not None:
+            yield from ranges
+            return
         for run in state.offset_runs(start_id):
             offsets = range(run.first, run.last + 1) if run.offsets is None else run.offsets
             for offset in offsets:
@@ -397,6 +415,11 @@ class ByOffsetDir(Dir):
         list in constant memory). Sizes are not rendered here: they come with timeout 0, so a ``stat``
         asks for the real ones."""
         state = self.tree.state(self.partition_name)
+        ranges = self._ranges(state, start_id)
+        if ranges is not None:
+            for next_id, name, node in ranges:
+                yield next_id, os.fsencode(name), node, _file_attr(0, self.tree.mount_ns, 0)
+            return
         ino_of = self.tree.record_ino
         number = state.index
         for run in state.offset_runs(start_id):
@@ -581,11 +604,23 @@ _PARTITION_BITS = 23
 class Tree:
     """The whole mount: a log directory, its partitions as :class:`PartitionState`, the root node."""
 
-    def __init__(self, logdir: LogDir, *, mode: str = "auto", rw: bool = False) -> None:
+    def __init__(
+        self,
+        logdir: LogDir,
+        *,
+        mode: str = "auto",
+        rw: bool = False,
+        cache: SizeCache | None = None,
+        list_limit: int = LIST_LIMIT,
+    ) -> None:
         if mode not in VALUES_MODES:
             raise InvalidInput(f"--values must be one of {', '.join(VALUES_MODES)}, not {mode!r}")
         self.logdir = logdir
         self.mode = mode
+        self.cache = cache if cache is not None else SizeCache(None)
+        self.list_limit = list_limit
+        #: a Schema Registry's schemas (``--schemas``): topics with framed values render decoded
+        self.registry = None
         self.rw = rw and logdir.writable
         self.mount_ns = time.time_ns()
         self.root = Root(self, ("root",), None)
@@ -632,7 +667,8 @@ class Tree:
                 except InvalidName:
                     raise NotFound(name) from None
                 number = self.number(name)
-                state = PartitionState(name, number, log_, self.mode)
+                decoder = decoder_for(log_.topic, self.registry)
+                state = PartitionState(name, number, log_, self.mode, cache=self.cache, decoder=decoder)
                 for callback in self._listeners:
                     state.add_listener(callback)
                 self._states[name] = state
@@ -749,5 +785,11 @@ class Tree:
             handle.release()
 
     def close(self) -> None:
-        """Close the log directory (flushes, checkpoints and unlocks when writable)."""
+        """Keep the layouts the size cache lacks, then close the log directory (flushes, checkpoints
+        and unlocks when writable)."""
+        try:
+            for state in self.open_states():
+                state.save_layouts()
+        except Exception:  # the cache is an optimisation: never let it keep the log directory open
+            log.exception("could not save the size cache")
         self.logdir.close()

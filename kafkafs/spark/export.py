@@ -142,7 +142,7 @@ def export(
     spark, created = _session(master)
     try:
         register(spark)
-        df = spark.read.format("kafkalog").options(**wanted).load()
+        df = spark.read.format("kafkalog").options(**wanted).option("includeHeaders", "true").load()
         if fmt == "csv":
             df = df.selectExpr(
                 "CAST(key AS STRING) AS key",

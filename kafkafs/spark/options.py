@@ -11,11 +11,14 @@ from __future__ import annotations
 import dataclasses
 import glob
 import json
+import logging
 import re
 from collections.abc import Mapping
 from typing import Any
 
 from ..errors import InvalidInput
+
+log = logging.getLogger("kafkafs.spark")
 
 __all__ = ["ReadOptions", "OffsetSpec", "parse_read_options", "parse_paths", "EARLIEST", "LATEST"]
 
@@ -60,6 +63,10 @@ class ReadOptions:
     starting_timestamp: TimestampSpec | None = None
     ending_timestamp: TimestampSpec | None = None
     starting_by_timestamp_strategy: str = "error"
+    assign: frozenset[tuple[str, int]] | None = None
+    include_headers: bool = False
+    fail_on_data_loss: bool = True
+    min_partitions: int | None = None
     on_corrupt: str = "fail"
     isolation_level: str = "read_uncommitted"
     max_bytes_per_partition: int = DEFAULT_MAX_BYTES_PER_PARTITION
@@ -72,7 +79,12 @@ class ReadOptions:
     def accepts_topic(self, topic: str) -> bool:
         if self.topics is not None and topic not in self.topics:
             return False
+        if self.assign is not None and all(t != topic for t, _p in self.assign):
+            return False
         return self.topic_pattern is None or re.fullmatch(self.topic_pattern, topic) is not None
+
+    def accepts_partition(self, topic: str, partition: int) -> bool:
+        return self.accepts_topic(topic) and (self.assign is None or (topic, partition) in self.assign)
 
 
 def _lower(options: Mapping[str, Any]) -> dict[str, str]:
@@ -132,15 +144,45 @@ def _offset_json(name: str, text: str) -> dict[tuple[str, int], int]:
     return out
 
 
-def _offset_spec(name: str, text: str | None, default: int, *, allow: tuple[str, ...]) -> OffsetSpec:
+def _offset_spec(name: str, text: str | None, default: int) -> OffsetSpec:
     if text is None:
         return OffsetSpec(default)
     t = text.strip()
-    if t.lower() in allow:
-        return OffsetSpec(EARLIEST if t.lower() == "earliest" else LATEST)
     if t.lower() in ("earliest", "latest"):
-        raise InvalidInput(f"option {name}: {t} is not allowed here")
+        return OffsetSpec(EARLIEST if t.lower() == "earliest" else LATEST)
     return OffsetSpec(default, _offset_json(name, t))
+
+
+def _check_batch_offsets(starting: OffsetSpec | None, ending: OffsetSpec | None) -> None:
+    """Spark's checks of a batch read's offsets (None: given by timestamp instead), with its messages."""
+    if starting is not None:
+        _check_batch_start(starting)
+    if ending is not None:
+        _check_batch_end(ending)
+    if starting is None or ending is None:
+        return
+    for key, start in sorted(starting.per_partition.items()):
+        end = ending.per_partition.get(key)
+        if end is not None and start >= 0 and end >= 0 and start > end:
+            raise InvalidInput(
+                f"The specified starting offset {start} for {key[0]}-{key[1]} is greater than the ending offset {end}"
+            )
+
+
+def _check_batch_start(starting: OffsetSpec) -> None:
+    if starting.default == LATEST and not starting.per_partition:
+        raise InvalidInput("starting offset can't be latest for batch queries on Kafka")
+    for (t, p), off in sorted(starting.per_partition.items()):
+        if off == LATEST:
+            raise InvalidInput(f"startingOffsets for {t}-{p} can't be latest for batch queries on Kafka")
+
+
+def _check_batch_end(ending: OffsetSpec) -> None:
+    if ending.default == EARLIEST and not ending.per_partition:
+        raise InvalidInput("ending offset can't be earliest for batch queries on Kafka")
+    for (t, p), off in sorted(ending.per_partition.items()):
+        if off == EARLIEST:
+            raise InvalidInput(f"ending offset for {t}-{p} can't be earliest for batch queries on Kafka")
 
 
 def _timestamp_spec(name: str, text: str | None) -> TimestampSpec | None:
@@ -152,7 +194,33 @@ def _timestamp_spec(name: str, text: str | None) -> TimestampSpec | None:
     try:
         return TimestampSpec(int(t))
     except ValueError:
-        raise InvalidInput(f"option {name}: {t!r} is not a timestamp in epoch milliseconds") from None
+        raise InvalidInput(f"option {name}: Expected a single long value, got {t}") from None
+
+
+def _assign(text: str) -> frozenset[tuple[str, int]]:
+    """``assign``: ``{"topic": [0, 1]}``, as Spark's Kafka source takes it."""
+    t = text.strip()
+    if not t.startswith("{"):
+        raise InvalidInput(f"No topicpartitions to assign as specified value for option 'assign' is '{text}'")
+    try:
+        data = json.loads(t)
+    except ValueError:
+        data = None
+    if not isinstance(data, dict) or not all(
+        isinstance(ps, list) and all(isinstance(p, int) and not isinstance(p, bool) for p in ps) for ps in data.values()
+    ):
+        raise InvalidInput(f'option assign: expected {{"topicA": [0, 1], "topicB": [2, 4]}}, got {text}')
+    return frozenset((str(topic), p) for topic, ps in data.items() for p in ps)
+
+
+def _bool(opts: Mapping[str, str], name: str, default: bool) -> bool:
+    raw = opts.get(name.lower())
+    if raw is None:
+        return default
+    value = raw.strip().lower()
+    if value not in ("true", "false"):
+        raise InvalidInput(f"option {name}: {raw!r} is not true or false")
+    return value == "true"
 
 
 def _choice(opts: Mapping[str, str], names: tuple[str, ...], choices: tuple[str, ...], default: str) -> str:
@@ -180,38 +248,80 @@ def _positive(opts: Mapping[str, str], name: str, default: int | None) -> int | 
     return value
 
 
-def parse_read_options(options: Mapping[str, Any], *, streaming: bool = False) -> ReadOptions:
-    """Check every option; :class:`InvalidInput` with the option's name for a bad one."""
-    opts = _lower(options)
-    paths = parse_paths(opts)
-    topics = None
-    text = opts.get("topics", opts.get("subscribe"))
+#: Spark's strategy options (our ``topics`` and ``topicPattern`` are other names for the first two).
+_STRATEGIES = (("subscribe", "topics"), ("subscribePattern", "topicPattern"), ("assign",))
+
+
+def _strategy(opts: Mapping[str, str]) -> tuple[frozenset[str] | None, str | None, frozenset[tuple[str, int]] | None]:
+    given = [names for names in _STRATEGIES if any(n.lower() in opts for n in names)]
+    if len(given) > 1:
+        raise InvalidInput(
+            "Only one of the following options can be specified for Kafka source: subscribe, subscribepattern, "
+            "assign. See the docs for more details."
+        )
+    topics = pattern = assign = None
+    text = opts.get("subscribe", opts.get("topics"))
     if text is not None:
         topics = frozenset(t.strip() for t in text.split(",") if t.strip())
         if not topics:
-            raise InvalidInput("option topics is empty")
-    pattern = opts.get("topicpattern", opts.get("subscribepattern"))
-    if pattern is not None:
+            raise InvalidInput(f"No topics to subscribe to as specified value for option 'subscribe' is '{text}'")
+    raw = opts.get("subscribepattern", opts.get("topicpattern"))
+    if raw is not None:
+        pattern = raw.strip()
+        if not pattern:
+            raise InvalidInput(f"Pattern to subscribe is empty as specified value for option 'subscribePattern' is '{raw}'")
         try:
             re.compile(pattern)
         except re.error as exc:
-            raise InvalidInput(f"option topicPattern: {exc}") from None
+            raise InvalidInput(f"option subscribePattern: {exc}") from None
+    if "assign" in opts:
+        assign = _assign(opts["assign"])
+    return topics, pattern, assign
+
+
+def parse_read_options(options: Mapping[str, Any], *, streaming: bool = False, writing: bool = False) -> ReadOptions:
+    """Check every option as Spark's Kafka source does (its messages where it has them);
+    :class:`InvalidInput` naming the option for a bad one."""
+    opts = _lower(options)
+    paths = parse_paths(opts)
+    topics, pattern, assign = _strategy(opts)
     # as in Spark: startingTimestamp wins over startingOffsetsByTimestamp, which wins over startingOffsets
     start_ts = opts.get("startingtimestamp", opts.get("startingoffsetsbytimestamp"))
     end_ts = opts.get("endingtimestamp", opts.get("endingoffsetsbytimestamp"))
-    default_start = LATEST if streaming else EARLIEST
+    starting = _offset_spec("startingOffsets", opts.get("startingoffsets"), LATEST if streaming else EARLIEST)
+    ending = _offset_spec("endingOffsets", opts.get("endingoffsets"), LATEST)
+    if streaming:
+        if "endingoffsets" in opts:
+            raise InvalidInput("ending offset not valid in streaming queries")
+        if end_ts is not None:
+            raise InvalidInput("ending timestamp not valid in streaming queries")
+    elif not writing:
+        _check_batch_offsets(starting if start_ts is None else None, ending if end_ts is None else None)
+        if "maxoffsetspertrigger" in opts:
+            log.warning("maxOffsetsPerTrigger option ignored in batch queries")
+    min_partitions = None
+    if "minpartitions" in opts:
+        try:
+            min_partitions = int(opts["minpartitions"])
+        except ValueError:
+            raise InvalidInput(f"option minPartitions: {opts['minpartitions']!r} is not a whole number") from None
+        if min_partitions <= 0:
+            raise InvalidInput("minPartitions must be positive")
     return ReadOptions(
         paths=paths,
         topics=topics,
         topic_pattern=pattern,
-        starting=_offset_spec("startingOffsets", opts.get("startingoffsets"), default_start,
-                              allow=("earliest", "latest")),
-        ending=_offset_spec("endingOffsets", opts.get("endingoffsets"), LATEST, allow=("latest",)),
+        assign=assign,
+        starting=starting,
+        ending=ending,
         starting_timestamp=_timestamp_spec("startingTimestamp", start_ts),
         ending_timestamp=_timestamp_spec("endingTimestamp", end_ts),
         starting_by_timestamp_strategy=_choice(
             opts, ("startingOffsetsByTimestampStrategy",), ("error", "latest"), "error"
         ),
+        include_headers=_bool(opts, "includeHeaders", False),
+        fail_on_data_loss=_bool(opts, "failOnDataLoss", True),
+        min_partitions=min_partitions,
         on_corrupt=_choice(opts, ("onCorrupt",), ("fail", "skip"), "fail"),
         isolation_level=_choice(
             opts, ("isolationLevel", "kafka.isolation.level"), ("read_uncommitted", "read_committed"),

@@ -31,11 +31,19 @@ import os
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 
-from ..errors import CorruptRecordError, InvalidInput, KafkafsError
+from ..errors import InvalidInput, KafkafsError
 from ..storage.log import Log, parse_partition_dir_name
 from ..storage.logdir import LogDir
-from ..storage.segment import LogSegment
+from .dataloss import report_data_loss
 from .options import EARLIEST, LATEST, ReadOptions
+from .positions import (
+    cut_points,
+    end_position,
+    indexes_usable,
+    micros_to_ms_ceil,
+    sealed_max_timestamp,
+    time_start,
+)
 from .predicates import NO_PREDICATES, IntBounds, Predicates
 
 __all__ = [
@@ -70,6 +78,9 @@ class Piece:
     end: int
     first_offset: int
     end_offset: int | None
+    #: ``read_committed``: the aborted transactions of the partition's range, ``(producer id, first
+    #: offset, last offset)`` from the ``.txnindex`` files (what a broker puts in a fetch response).
+    aborted: tuple[tuple[int, int, int], ...] = ()
 
     @property
     def size(self) -> int:
@@ -85,6 +96,8 @@ class ScanSpec:
     read_committed: bool = False
     on_corrupt: str = "fail"
     batch_rows: int = 32768
+    include_headers: bool = False
+    fail_on_data_loss: bool = True
 
     @classmethod
     def of(cls, options: ReadOptions, predicates: Predicates) -> ScanSpec:
@@ -94,6 +107,8 @@ class ScanSpec:
             read_committed=options.isolation_level == "read_committed",
             on_corrupt=options.on_corrupt,
             batch_rows=options.batch_rows,
+            include_headers=options.include_headers,
+            fail_on_data_loss=options.fail_on_data_loss,
         )
 
 
@@ -187,111 +202,13 @@ def _is_partition_folder(path: str) -> bool:
 def _wanted(topic: str, partition: int, options: ReadOptions, predicates: Predicates) -> bool:
     if topic in INTERNAL_TOPICS and options.topics is None and options.topic_pattern is None:
         return False
-    return options.accepts_topic(topic) and predicates.accepts_partition(topic, partition)
-
-
-# ---------------------------------------------------------------------------------------------- indexes
-
-
-def _indexes_usable(segment: LogSegment) -> bool:
-    try:
-        segment.offset_index.sanity_check(full=False)
-        segment.time_index.sanity_check(full=False)
-    except (CorruptRecordError, OSError) as exc:
-        log.warning("%s: index not used (%s); scanning the segment whole", segment.log_path, exc)
-        return False
-    return True
-
-
-def _bisect(count: int, below: Callable[[int], bool]) -> int:
-    """The first ``k`` in ``0..count`` for which ``below(k)`` is False (``below`` is monotone)."""
-    lo, hi = 0, count
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if below(mid):
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
-
-
-def _end_position(segment: LogSegment, end_offset: int, size: int) -> int:
-    """The first indexed position from which every batch holds only offsets >= ``end_offset``.
-
-    The batch at entry ``k``'s position starts after entry ``k-1``'s offset (the last offset of an
-    earlier batch), so entry ``k`` qualifies once entry ``k-1``'s offset is >= ``end_offset - 1``.
-    """
-    index = segment.offset_index
-    n = index.entries
-    i = _bisect(n, lambda k: index.entry(k).offset < end_offset - 1)
-    if i + 1 < n:
-        return min(index.entry(i + 1).position, size)
-    return size
-
-
-def _cut_points(segment: LogSegment, start: int, stop: int, max_bytes: int) -> list[int]:
-    """Positions of index entries that cut ``start..stop`` into pieces of about ``max_bytes``."""
-    index = segment.offset_index
-    n = index.entries
-    length = stop - start
-    if length <= max_bytes or n == 0:
-        return []
-    parts = -(-length // max_bytes)
-    cuts: list[int] = []
-    for k in range(1, parts):
-        target = start + length * k // parts
-        i = _bisect(n, lambda j, t=target: index.entry(j).position <= t) - 1
-        if i < 0:
-            continue
-        pos = index.entry(i).position
-        if start < pos < stop and (not cuts or pos > cuts[-1]):
-            cuts.append(pos)
-    return cuts
-
-
-def _sealed_max_timestamp(segment: LogSegment) -> int | None:
-    """The largest timestamp of a sealed segment from its time index (None when the index is empty)."""
-    if segment.time_index.entries == 0:
-        return None
-    return segment.time_index.last_entry.timestamp
-
-
-def _time_start(segment: LogSegment, ts_ms: int) -> int:
-    """A position before which every record is older than ``ts_ms`` (time index, then offset index)."""
-    entry = segment.time_index.lookup(ts_ms)
-    if entry.timestamp < 0:
-        return 0
-    return segment.offset_index.lookup(entry.offset).position
-
-
-def _micros_to_ms_ceil(us: int) -> int:
-    return -((-us) // 1000)
-
-
-# ---------------------------------------------------------------------------------------------- time lookup
+    return options.accepts_partition(topic, partition) and predicates.accepts_partition(topic, partition)
 
 
 def offset_for_timestamp(log_: Log, ts_ms: int) -> int | None:
-    """The first offset whose record has a timestamp >= ``ts_ms`` (Kafka's ``offsetsForTimes``), or None.
-
-    Sealed segments whose time index says they are all older are skipped without reading them; in the
-    segment that may hold it, the scan starts where the time index points and decodes one batch.
-    """
-    items = list(log_.segments.items())
-    start_offset = log_.log_start_offset
-    for i, (_base, segment) in enumerate(items):
-        if segment.size == 0:
-            continue
-        sealed = i + 1 < len(items)
-        usable = _indexes_usable(segment)
-        if sealed and usable:
-            top = _sealed_max_timestamp(segment)
-            if top is not None and top < ts_ms:
-                continue
-        found = segment.find_offset_by_timestamp(ts_ms, start_offset, use_indexes=usable)
-        if found is not None:
-            return found[0]
-    return None
+    """The first offset whose record has a timestamp >= ``ts_ms`` (the engine's ``offsetsForTimes``)."""
+    found = log_.offset_for_timestamp(ts_ms)
+    return None if found is None else found[0]
 
 
 # ---------------------------------------------------------------------------------------------- planning
@@ -312,6 +229,7 @@ def _pieces_for(
     ts_lo_ms: int | None,
     max_bytes: int,
     counter: _Counter,
+    aborted: tuple[tuple[int, int, int], ...] = (),
 ) -> list[Piece]:
     items = list(log_.segments.items())
     out: list[Piece] = []
@@ -327,9 +245,9 @@ def _pieces_for(
             continue
         bounded_end = end is not None and (next_base is None or next_base > end)
         needs_index = ts_lo_ms is not None or first > base or bounded_end or size > max_bytes
-        usable = needs_index and _indexes_usable(segment)  # the index files stay closed otherwise
+        usable = needs_index and indexes_usable(segment)  # the index files stay closed otherwise
         if ts_lo_ms is not None and next_base is not None and usable:
-            top = _sealed_max_timestamp(segment)
+            top = sealed_max_timestamp(segment)
             if top is not None and top < ts_lo_ms:
                 counter.pruned += 1
                 continue
@@ -338,16 +256,16 @@ def _pieces_for(
             if first > base:
                 start = segment.offset_index.lookup(first).position
             if ts_lo_ms is not None:
-                start = max(start, _time_start(segment, ts_lo_ms))
+                start = max(start, time_start(segment, ts_lo_ms))
             if bounded_end:
-                stop = _end_position(segment, end, size)  # type: ignore[arg-type]
+                stop = end_position(segment, end, size)  # type: ignore[arg-type]
         start = min(start, size)
         if start >= stop:
             counter.pruned += 1
             continue
-        bounds = [start, *(_cut_points(segment, start, stop, max_bytes) if usable else []), stop]
+        bounds = [start, *(cut_points(segment, start, stop, max_bytes) if usable else []), stop]
         for a, b in zip(bounds, bounds[1:], strict=False):
-            out.append(Piece(directory, topic, partition, base, a, b, first, end))
+            out.append(Piece(directory, topic, partition, base, a, b, first, end, aborted))
     return out
 
 
@@ -369,16 +287,24 @@ def _pack(pieces: list[Piece], spec: ScanSpec, max_bytes: int) -> list[Split]:
 Resolver = Callable[[Log, str, int], "tuple[int, int | None] | None"]
 
 
+def _aborted(log_: Log, first: int, end: int | None) -> tuple[tuple[int, int, int], ...]:
+    """The aborted transactions overlapping ``first..end`` from the engine's ``.txnindex`` files."""
+    upper = log_.log_end_offset if end is None else end
+    txns = log_.aborted_transactions(first, upper)
+    return tuple(sorted({(t.producer_id, t.first_offset, t.last_offset) for t in txns}, key=lambda t: t[1]))
+
+
 def _plan(options: ReadOptions, predicates: Predicates, targets: list[tuple[str, str, int]], resolve: Resolver) -> Plan:
     spec = ScanSpec.of(options, predicates)
-    pieces: list[Piece] = []
     ranges: list[PartitionRange] = []
     counter = _Counter()
-    ts_lo_ms = None if predicates.timestamp.lo is None else _micros_to_ms_ceil(predicates.timestamp.lo)
+    ts_lo_ms = None if predicates.timestamp.lo is None else micros_to_ms_ceil(predicates.timestamp.lo)
     if predicates.never:
         return Plan([], [], 0, 0)
+    max_bytes = options.max_bytes_per_partition
     with ExitStack() as stack:
         dirs: dict[str, LogDir] = {}
+        wanted: list[tuple[Log, str, int, int, int | None, tuple[tuple[int, int, int], ...]]] = []
         for logdir, topic, partition in targets:
             ld = dirs.get(logdir)
             if ld is None:
@@ -396,10 +322,25 @@ def _plan(options: ReadOptions, predicates: Predicates, targets: list[tuple[str,
             ranges.append(PartitionRange(logdir, topic, partition, str(log_.dir), first, end, log_.log_start_offset))
             if end is not None and end <= first:
                 continue
-            pieces.extend(
-                _pieces_for(log_, topic, partition, first, end, ts_lo_ms, options.max_bytes_per_partition, counter)
-            )
-    splits = _pack(pieces, spec, options.max_bytes_per_partition)
+            aborted = _aborted(log_, first, end) if spec.read_committed else ()
+            wanted.append((log_, topic, partition, first, end, aborted))
+
+        def cut(limit: int) -> list[Piece]:
+            counter.total = counter.pruned = 0
+            out: list[Piece] = []
+            for log_, topic, partition, first, end, aborted in wanted:
+                out.extend(_pieces_for(log_, topic, partition, first, end, ts_lo_ms, limit, counter, aborted))
+            return out
+
+        pieces = cut(max_bytes)
+        splits = _pack(pieces, spec, max_bytes)
+        wanted_splits = options.min_partitions or 0
+        if len(splits) < wanted_splits:
+            # minPartitions: cut at index entries into pieces of about total / minPartitions bytes
+            total = sum(p.size for p in pieces)
+            max_bytes = max(1, -(-total // wanted_splits))
+            pieces = cut(max_bytes)
+            splits = _pack(pieces, spec, max_bytes)
     return Plan(splits, ranges, counter.total, counter.pruned)
 
 
@@ -414,7 +355,7 @@ def _batch_resolver(options: ReadOptions) -> Resolver:
                 if options.starting_by_timestamp_strategy == "latest":
                     return None
                 raise InvalidInput(
-                    f"startingTimestamp {ts}: {name} has no record at or after it "
+                    f"No offset matched from request of topic-partition {name} and timestamp {ts}. "
                     "(option startingOffsetsByTimestampStrategy=latest reads nothing from such partitions)"
                 )
         else:
@@ -426,8 +367,8 @@ def _batch_resolver(options: ReadOptions) -> Resolver:
             elif first < 0:
                 raise InvalidInput(f"startingOffsets: {first} for {name} is not an offset, -2 or -1")
             elif first < log_.log_start_offset:
-                log.warning("%s: starting offset %d is below the log start offset %d (deleted); starting there",
-                            name, first, log_.log_start_offset)
+                report_data_loss(options.fail_on_data_loss,
+                                 f"Cannot fetch offset {first} of {name}: the log starts at {log_.log_start_offset}")
         end: int | None
         ts = options.ending_timestamp.for_partition(topic, partition) if options.ending_timestamp else None
         if ts is not None:

@@ -21,12 +21,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import CorruptRecordError
-from ..format.batch import DecodedBatch
+from ..format.batch import BatchHeader, DecodedBatch, control_type_of
 from ..storage.config import LogConfig
 from ..storage.segment import BatchView, LogSegment
+from .dataloss import report_data_loss
 from .plan import Piece, ScanSpec, Split
-from .schema import ARROW_SCHEMA, HEADERS_ARROW_TYPE, TIMESTAMP_ARROW_TYPE
-from .txn import TxnResolver
+from .schema import HEADERS_ARROW_TYPE, TIMESTAMP_ARROW_TYPE, arrow_schema
 
 __all__ = ["read_split", "READ_CONFIG"]
 
@@ -42,7 +42,8 @@ _MAX_BUFFER_BYTES = 256 * 1024 * 1024  # keep binary columns well under Arrow's 
 class _Columns:
     """Rows gathered from decoded batches until there are enough for one Arrow batch."""
 
-    def __init__(self) -> None:
+    def __init__(self, include_headers: bool = True) -> None:
+        self.include_headers = include_headers
         self.clear()
 
     def clear(self) -> None:
@@ -71,9 +72,10 @@ class _Columns:
             self.timestamps.extend(batch.timestamps[lo:hi])
         self.keys.extend(keys)
         self.values.extend(values)
-        self.headers.extend(headers)
-        if not self.any_headers and any(headers):
-            self.any_headers = True
+        if self.include_headers:
+            self.headers.extend(headers)
+            if not self.any_headers and any(headers):
+                self.any_headers = True
         tstype = batch.header.timestamp_type
         last = self.runs[-1] if self.runs else None
         if last is not None and last[0] == topic and last[1] == partition and last[2] == tstype:
@@ -92,26 +94,24 @@ class _Columns:
         if not self.rows:
             return None
         n = self.rows
-        if self.any_headers:
-            headers = pa.array([h if h else None for h in self.headers], type=HEADERS_ARROW_TYPE)
-        else:
-            headers = pa.nulls(n, type=HEADERS_ARROW_TYPE)
         offsets = pa.array(self.offsets, type=pa.int64())
         millis = pa.array(self.timestamps, type=pa.int64())
         micros = pc.multiply(millis, 1000)
-        batch = pa.RecordBatch.from_arrays(
-            [
-                pa.array(self.keys, type=pa.binary()),
-                pa.array(self.values, type=pa.binary()),
-                self._repeat(0, pa.string()),
-                self._repeat(1, pa.int32()),
-                offsets,
-                micros.cast(TIMESTAMP_ARROW_TYPE),
-                self._repeat(2, pa.int32()),
-                headers,
-            ],
-            schema=ARROW_SCHEMA,
-        )
+        columns = [
+            pa.array(self.keys, type=pa.binary()),
+            pa.array(self.values, type=pa.binary()),
+            self._repeat(0, pa.string()),
+            self._repeat(1, pa.int32()),
+            offsets,
+            micros.cast(TIMESTAMP_ARROW_TYPE),
+            self._repeat(2, pa.int32()),
+        ]
+        if self.include_headers:
+            if self.any_headers:
+                columns.append(pa.array([h if h else None for h in self.headers], type=HEADERS_ARROW_TYPE))
+            else:
+                columns.append(pa.nulls(n, type=HEADERS_ARROW_TYPE))
+        batch = pa.RecordBatch.from_arrays(columns, schema=arrow_schema(self.include_headers))
         self.clear()
         mask = _row_mask(spec, offsets, micros)
         if mask is not None:
@@ -177,22 +177,66 @@ def _views(segment: LogSegment, piece: Piece, on_corrupt: str) -> Iterator[Batch
             position = resume
 
 
-def _read_piece(piece: Piece, spec: ScanSpec, columns: _Columns) -> Iterator[pa.RecordBatch]:
+class _Aborted:
+    """``read_committed`` as Kafka's consumer does it: the fetch's aborted transactions (from the
+    ``.txnindex`` files, planned in the driver) enter a set of aborted producer ids once a batch
+    reaches their first offset; a producer's batches are skipped while it is in the set, and its
+    ABORT marker takes it out again."""
+
+    def __init__(self, aborted: tuple[tuple[int, int, int], ...]) -> None:
+        self._pending = list(aborted)  # sorted by first offset
+        self._started = False
+        self.producers: set[int] = set()
+
+    def skip(self, h: BatchHeader, view: BatchView, path: str) -> bool:
+        """True when the batch is part of an aborted transaction (control batches: never returned)."""
+        if not self._started:  # the piece may start inside the range: older, finished ones do not count
+            self._started = True
+            self._pending = [t for t in self._pending if t[2] >= h.base_offset]
+        while self._pending and self._pending[0][1] <= h.last_offset:
+            self.producers.add(self._pending.pop(0)[0])
+        if h.is_control:
+            if h.producer_id in self.producers:
+                keys = view.decode(file=path).keys
+                if keys and control_type_of(keys[0]) == "ABORT":
+                    self.producers.discard(h.producer_id)
+            return True
+        return h.is_transactional and h.producer_id in self.producers
+
+
+def _open_segment(piece: Piece, spec: ScanSpec) -> LogSegment | None:
+    """The piece's segment, or None when retention deleted it since planning (``failOnDataLoss``)."""
     segment = LogSegment(piece.directory, piece.base_offset, READ_CONFIG, writable=False, size=piece.end)
-    resolver = TxnResolver(piece.directory, READ_CONFIG) if spec.read_committed else None
+    if not segment.log_path.exists():  # retention renames a segment .deleted, then removes it
+        report_data_loss(
+            spec.fail_on_data_loss,
+            f"Cannot fetch offsets of {piece.topic}-{piece.partition} from {piece.base_offset}: its segment "
+            "was deleted after the read was planned",
+        )
+        return None
+    return segment
+
+
+def _read_piece(piece: Piece, spec: ScanSpec, columns: _Columns) -> Iterator[pa.RecordBatch]:
+    segment = _open_segment(piece, spec)
+    if segment is None:
+        return
+    aborted = _Aborted(piece.aborted) if spec.read_committed else None
     first, end = piece.first_offset, piece.end_offset
     ts_lo_ms = None if spec.timestamp.lo is None else -((-spec.timestamp.lo) // 1000)
     path = str(segment.log_path)
     try:
         for view in _views(segment, piece, spec.on_corrupt):
             h = view.header
-            if h.last_offset < first or h.is_control:
+            if h.last_offset < first:
                 continue
             if end is not None and h.magic == 2 and h.base_offset >= end:
                 break
-            if ts_lo_ms is not None and h.max_timestamp < ts_lo_ms and h.magic > 0:
+            if aborted is not None and h.magic == 2 and aborted.skip(h, view, path):
                 continue
-            if resolver is not None and h.is_transactional and resolver.aborted(h):
+            if h.is_control:
+                continue
+            if ts_lo_ms is not None and h.max_timestamp < ts_lo_ms and h.magic > 0:
                 continue
             try:
                 batch = view.decode(file=path, max_inflated_bytes=READ_CONFIG.max_message_bytes)
@@ -213,13 +257,11 @@ def _read_piece(piece: Piece, spec: ScanSpec, columns: _Columns) -> Iterator[pa.
                     yield built
     finally:
         segment.close_handlers()
-        if resolver is not None:
-            resolver.close()
 
 
 def read_split(split: Split) -> Iterator[pa.RecordBatch]:
     """Every row of a split that passes its bounds and predicates, as Arrow batches."""
-    columns = _Columns()
+    columns = _Columns(split.spec.include_headers)
     for piece in split.pieces:
         yield from _read_piece(piece, split.spec, columns)
     built = columns.build(split.spec)

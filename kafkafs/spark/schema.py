@@ -1,7 +1,7 @@
 """The row shape of the ``kafkalog`` source: exactly the schema of Spark's own Kafka source.
 
-Headers are always included (SPEC §5), as Spark's ``includeHeaders=true`` gives them: ``null`` for a
-record without headers, never an empty array. Every field is nullable, as in Spark.
+Seven columns by default; ``includeHeaders=true`` adds ``headers`` (``null`` for a record without
+headers, never an empty array), as in Spark. Every field is nullable, as in Spark.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pyarrow as pa
 if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
-__all__ = ["SCHEMA_DDL", "ARROW_SCHEMA", "HEADERS_ARROW_TYPE", "TIMESTAMP_ARROW_TYPE", "spark_schema"]
+__all__ = ["SCHEMA_DDL", "ARROW_SCHEMA", "ARROW_SCHEMA_NO_HEADERS", "arrow_schema", "HEADERS_ARROW_TYPE", "TIMESTAMP_ARROW_TYPE", "spark_schema"]
 
 SCHEMA_DDL = (
     "key binary, value binary, topic string, partition int, offset long, timestamp timestamp, "
@@ -38,8 +38,14 @@ ARROW_SCHEMA = pa.schema(
     ]
 )
 
+ARROW_SCHEMA_NO_HEADERS = ARROW_SCHEMA.remove(ARROW_SCHEMA.get_field_index("headers"))
 
-def spark_schema() -> StructType:
+
+def arrow_schema(include_headers: bool) -> pa.Schema:
+    return ARROW_SCHEMA if include_headers else ARROW_SCHEMA_NO_HEADERS
+
+
+def spark_schema(include_headers: bool = True) -> StructType:
     """The Spark ``StructType`` (built on demand so that planning code needs no pyspark)."""
     from pyspark.sql.types import (
         ArrayType,
@@ -53,15 +59,15 @@ def spark_schema() -> StructType:
     )
 
     header = StructType([StructField("key", StringType()), StructField("value", BinaryType())])
-    return StructType(
-        [
-            StructField("key", BinaryType()),
-            StructField("value", BinaryType()),
-            StructField("topic", StringType()),
-            StructField("partition", IntegerType()),
-            StructField("offset", LongType()),
-            StructField("timestamp", TimestampType()),
-            StructField("timestampType", IntegerType()),
-            StructField("headers", ArrayType(header)),
-        ]
-    )
+    fields = [
+        StructField("key", BinaryType()),
+        StructField("value", BinaryType()),
+        StructField("topic", StringType()),
+        StructField("partition", IntegerType()),
+        StructField("offset", LongType()),
+        StructField("timestamp", TimestampType()),
+        StructField("timestampType", IntegerType()),
+    ]
+    if include_headers:
+        fields.append(StructField("headers", ArrayType(header)))
+    return StructType(fields)

@@ -33,13 +33,14 @@ from .plan import ScanSpec, Split, plan_ranges, plan_read
 from .predicates import Predicates, from_filters
 from .scan import read_split
 from .schema import spark_schema
-from .stream import cap_offsets, from_json, initial_offsets, locations, log_ends, to_json
+from .stream import cap_offsets, from_json, initial_offsets, log_ends, micro_batch_ranges, to_json
 from .write import (
     StagedFile,
     Stager,
     check_write_schema,
     commit_staged,
     discard_job,
+    new_topic_partitions,
     settings_from,
     staging_root,
     start_job,
@@ -114,13 +115,15 @@ class KafkaLogDataSource(DataSource):
         return "kafkalog"
 
     def schema(self) -> StructType:
-        return spark_schema()
+        """Spark's Kafka schema: 7 columns, and ``headers`` with ``includeHeaders=true``."""
+        return spark_schema(parse_read_options(self.options, writing=True).include_headers)
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        if schema.simpleString() != spark_schema().simpleString():
-            raise InvalidInput(f"kafkalog rows have Spark's Kafka schema ({spark_schema().simpleString()}); "
-                               f"a different schema cannot be read: {schema.simpleString()}")
         options = parse_read_options(self.options)
+        expected = spark_schema(options.include_headers)
+        if schema.simpleString() != expected.simpleString():
+            raise InvalidInput("Kafka source has a fixed schema and cannot be set with a custom one "
+                               f"({expected.simpleString()}, not {schema.simpleString()})")
         if _pushdown_disabled_by_caller() or not (self.filter_pushdown or pushdown_is_scan_scoped()):
             # without pushFilters Spark keeps every filter and this reader plans the whole read, so
             # a read plan that Spark reuses for a later query on the same DataFrame is still right
@@ -176,12 +179,13 @@ class KafkaLogCommitMessage(WriterCommitMessage):
 
 class KafkaLogWriter(DataSourceArrowWriter):
     def __init__(self, options: dict[str, Any], schema: StructType) -> None:
-        read_opts = parse_read_options(options)
+        read_opts = parse_read_options(options, writing=True)
         if len(read_opts.paths) != 1:
             raise InvalidInput("write to exactly one log directory: save(LOGDIR)")
         self.logdir = read_opts.paths[0]
         self.topic = read_opts.topic
         self.compression = read_opts.compression
+        self.new_topic_partitions = new_topic_partitions(options)
         self.staging = str(staging_root(self.logdir, read_opts.staging_dir))
         self.options = options
         self.job_id = f"job-{uuid.uuid4().hex}"
@@ -190,7 +194,15 @@ class KafkaLogWriter(DataSourceArrowWriter):
         start_job(Path(self.staging), self.job_id)
 
     def write(self, iterator: Iterator[Any]) -> KafkaLogCommitMessage:
-        stager = Stager(Path(self.staging), self.job_id, task_tag(), topic=self.topic, compression=self.compression)
+        stager = Stager(
+            Path(self.staging),
+            self.job_id,
+            task_tag(),
+            topic=self.topic,
+            compression=self.compression,
+            logdir=self.logdir,
+            new_topic_partitions=self.new_topic_partitions,
+        )
         try:
             for batch in iterator:
                 stager.add(batch)
@@ -202,7 +214,9 @@ class KafkaLogWriter(DataSourceArrowWriter):
     def commit(self, messages: list[Any]) -> None:
         files = [f for m in messages if m is not None for f in m.files]
         try:
-            appended = commit_staged(self.logdir, files, settings_from(self.options))
+            appended = commit_staged(
+                self.logdir, files, settings_from(self.options), new_topic_partitions=self.new_topic_partitions
+            )
             for (topic, partition), (first, last) in sorted(appended.items()):
                 log.info("kafkalog: appended %s-%d offsets %d..%d", topic, partition, first, last)
         finally:
@@ -259,15 +273,7 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return to_json(log_ends(self.options)[1])
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
-        begin, stop = from_json(start), from_json(end)
-        where = locations(self.options)
-        ranges = {}
-        for key, e in stop.items():
-            if key not in where:
-                continue  # the partition folder went away
-            s = begin.get(key, 0)
-            if e > s:
-                ranges[key] = (where[key], s, e)
+        ranges = micro_batch_ranges(self.options, from_json(start), from_json(end))
         plan = plan_ranges(self.options, ranges)
         return [KafkaLogInputPartition(s) for s in plan.splits]
 

@@ -10,10 +10,20 @@ read from their start.
 from __future__ import annotations
 
 from ..errors import InvalidInput
+from .dataloss import report_data_loss
 from .options import EARLIEST, LATEST, ReadOptions
 from .plan import discover_partitions, iter_logs, offset_for_timestamp, stable_end
 
-__all__ = ["Offsets", "to_json", "from_json", "log_ends", "initial_offsets", "cap_offsets", "locations"]
+__all__ = [
+    "Offsets",
+    "to_json",
+    "from_json",
+    "log_ends",
+    "initial_offsets",
+    "cap_offsets",
+    "locations",
+    "micro_batch_ranges",
+]
 
 Offsets = dict[tuple[str, int], int]
 
@@ -64,7 +74,7 @@ def initial_offsets(options: ReadOptions) -> Offsets:
             found = offset_for_timestamp(log_, ts)
             if found is None and options.starting_by_timestamp_strategy == "error":
                 raise InvalidInput(
-                    f"startingTimestamp {ts}: {topic}-{partition} has no record at or after it "
+                    f"No offset matched from request of topic-partition {topic}-{partition} and timestamp {ts}. "
                     "(option startingOffsetsByTimestampStrategy=latest starts such partitions at their end)"
                 )
             out[(topic, partition)] = latest if found is None else found
@@ -94,4 +104,36 @@ def cap_offsets(start: Offsets, end: Offsets, max_rows: int | None) -> Offsets:
         if lag[k] and share == 0:
             share = 1  # keep every partition moving
         out[k] = min(e, s + share)
+    return out
+
+
+def micro_batch_ranges(options: ReadOptions, begin: Offsets, stop: Offsets) -> dict[tuple[str, int], tuple[str, int, int]]:
+    """``{(topic, partition): (logdir, start, end)}`` of one micro-batch, with Spark's data-loss checks:
+    a partition folder that went away, offsets that retention deleted while the query was stopped or
+    behind, a partition that appeared with its first offsets already deleted. ``failOnDataLoss=true``
+    fails the query; ``false`` logs and reads what is left."""
+    where = {}
+    starts: Offsets = {}
+    for d, log_ in iter_logs(discover_partitions(options)):
+        key = (log_.topic, log_.partition)
+        where[key] = d
+        starts[key] = log_.log_start_offset
+    fail = options.fail_on_data_loss
+    out = {}
+    for key, e in sorted(stop.items()):
+        name = f"{key[0]}-{key[1]}"
+        if key not in where:
+            report_data_loss(fail, f"Cannot fetch offsets of {name}: its partition folder is gone")
+            continue
+        if key in begin:
+            s = begin[key]
+            if s < starts[key]:
+                report_data_loss(fail, f"Cannot fetch offset {s} of {name}: the log now starts at {starts[key]}")
+                s = starts[key]
+        else:
+            s = starts[key]
+            if s != 0:
+                report_data_loss(fail, f"Added partition {name} starts from {s} instead of 0. Some data may have been missed")
+        if e > s:
+            out[key] = (where[key], s, e)
     return out

@@ -15,8 +15,11 @@ the end of ``commit`` delete the staging folder: a broker refuses to load a log 
 folder whose name is not ``<topic>-<partition>``, so nothing may be left behind.
 
 Columns are those of Spark's Kafka sink: ``value`` (required, binary or string), ``key``, ``topic``
-(or the ``topic`` option, which wins, as in Spark), ``partition`` (default 0), ``headers``
+(or the ``topic`` option, which wins, as in Spark), ``partition``, ``headers``
 (``array<struct<key: string, value: binary>>``) and ``timestamp`` (default: the time of the append).
+A row without a partition goes where Kafka's default partitioner puts it among the topic's partitions
+in the log directory (:mod:`kafkafs.spark.partitioner`); a topic that does not exist yet is created
+with the ``partitions`` option's number of partitions (default 1).
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from ..format.batch import LOG_OVERHEAD, Codec, encode_batch, read_batch_header,
 from ..storage.config import DEFAULTS, Settings
 from ..storage.log import Log, parse_partition_dir_name
 from ..storage.logdir import LogDir
+from .partitioner import RowPartitioner, topic_partition_count
 
 __all__ = [
     "StagedFile",
@@ -48,6 +52,9 @@ __all__ = [
     "staging_root",
     "check_write_schema",
     "settings_from",
+    "new_topic_partitions",
+    "append_staged",
+    "create_topics",
 ]
 
 log = logging.getLogger("kafkafs.spark")
@@ -79,6 +86,20 @@ def settings_from(options: Mapping[str, Any]) -> Settings:
     opts = {str(k).lower(): v for k, v in options.items()}
     overrides = {k: v for k, v in opts.items() if k in DEFAULTS}
     return Settings.load(opts.get("config"), overrides)
+
+
+def new_topic_partitions(options: Mapping[str, Any]) -> int:
+    """The ``partitions`` option: how many partitions a topic created by a write gets (default 1)."""
+    raw = {str(k).lower(): v for k, v in options.items()}.get("partitions")
+    if raw is None:
+        return 1
+    try:
+        n = int(raw)
+    except ValueError:
+        raise InvalidInput(f"option partitions: {raw!r} is not a whole number") from None
+    if n <= 0:
+        raise InvalidInput("option partitions must be positive")
+    return n
 
 
 # ---------------------------------------------------------------------------------------------- schema
@@ -166,7 +187,17 @@ def _job_active(job: Path) -> bool:
 class Stager:
     """One task attempt's staging: rows in, staged batch files out."""
 
-    def __init__(self, root: Path, job_id: str, task_tag: str, *, topic: str | None, compression: str = "none") -> None:
+    def __init__(
+        self,
+        root: Path,
+        job_id: str,
+        task_tag: str,
+        *,
+        topic: str | None,
+        compression: str = "none",
+        logdir: str | None = None,
+        new_topic_partitions: int = 1,
+    ) -> None:
         self.root = root
         self.job = root / job_id
         self.dir = self.job / task_tag
@@ -176,6 +207,7 @@ class Stager:
             raise InvalidInput(f"write job {job_id} is over (its staging folder {self.job} is gone)") from None
         self.topic = topic
         self.codec = _CODECS[compression]
+        self.partitioner = RowPartitioner(logdir or str(root.parent), new_topic_partitions)
         self._pending: dict[tuple[str, int], _Pending] = {}
         if not _job_active(self.job):
             self.discard()
@@ -198,7 +230,7 @@ class Stager:
         topic_col = col("topic")
         topics = [self.topic] * n if self.topic or topic_col is None else topic_col.to_pylist()
         part_col = col("partition")
-        partitions = [0] * n if part_col is None else [0 if p is None else p for p in part_col.to_pylist()]
+        partitions = [None] * n if part_col is None else part_col.to_pylist()
         ts_col = col("timestamp")
         if ts_col is None:
             stamps: list[int | None] = [None] * n
@@ -211,14 +243,17 @@ class Stager:
             topic = topics[i]
             if topic is None:
                 raise InvalidInput("a row has a null topic (set the topic option or fill the topic column)")
-            key = (topic, partitions[i])
+            k, v, h = keys[i], values[i], headers[i]
+            partition = partitions[i]
+            if partition is None:
+                partition = self.partitioner.partition(topic, k)
+            key = (topic, partition)
             pending = self._pending.get(key)
             if pending is None:
-                if partitions[i] < 0:
-                    raise InvalidInput(f"partition {partitions[i]} of topic {topic!r} is negative")
-                parse_partition_dir_name(f"{topic}-{partitions[i]}")  # InvalidName for a bad topic or partition
-                pending = self._pending[key] = _Pending(self.dir / f"{topic}-{partitions[i]}.batches")
-            k, v, h = keys[i], values[i], headers[i]
+                if partition < 0:
+                    raise InvalidInput(f"partition {partition} of topic {topic!r} is negative")
+                parse_partition_dir_name(f"{topic}-{partition}")  # InvalidName for a bad topic or partition
+                pending = self._pending[key] = _Pending(self.dir / f"{topic}-{partition}.batches")
             pending.rows.append((stamps[i], k, v, h))
             pending.bytes += 16 + (len(k) if k else 0) + (len(v) if v else 0) + sum(
                 len(hk) + (len(hv) if hv else 0) for hk, hv in h
@@ -317,39 +352,67 @@ def _check(files: list[StagedFile], settings: Settings) -> None:
                 )
 
 
-def commit_staged(logdir: str, files: list[StagedFile], settings: Settings) -> dict[tuple[str, int], tuple[int, int]]:
+def _check_partitions(logdir: str, files: list[StagedFile]) -> None:
+    """A row may name a partition of an existing topic only if the topic has it (as a producer must)."""
+    counts: dict[str, int] = {}
+    for sf in files:
+        n = counts.setdefault(sf.topic, topic_partition_count(logdir, sf.topic))
+        if n and sf.partition >= n:
+            raise InvalidInput(f"partition {sf.partition} of topic {sf.topic!r}: the topic has {n} partitions in {logdir}")
+
+
+def create_topics(ld: LogDir, topics: set[str], partitions: int) -> None:
+    """Create each topic that has no partition folder yet with ``partitions`` partitions."""
+    for topic in sorted(topics):
+        if topic_partition_count(str(ld.path), topic) == 0:
+            for p in range(partitions):
+                ld.create_partition(topic, p)
+
+
+def commit_staged(
+    logdir: str, files: list[StagedFile], settings: Settings, *, new_topic_partitions: int = 1
+) -> dict[tuple[str, int], tuple[int, int]]:
     """Append every staged file, in the given order, under the log directory's lock; all or nothing.
 
     Returns ``{(topic, partition): (first offset, last offset)}`` of what was appended.
     """
+    with LogDir(logdir, settings, writable=True) as ld:
+        return append_staged(ld, files, new_topic_partitions=new_topic_partitions)
+
+
+def append_staged(
+    ld: LogDir, files: list[StagedFile], *, new_topic_partitions: int = 1
+) -> dict[tuple[str, int], tuple[int, int]]:
+    """:func:`commit_staged` in a log directory already open for writing (its lock held)."""
     groups: dict[tuple[str, int], list[StagedFile]] = {}
     for sf in files:
         groups.setdefault((sf.topic, sf.partition), []).append(sf)
-    _check(files, settings)
+    _check(files, ld.settings)
+    _check_partitions(str(ld.path), files)
+    create_topics(ld, {sf.topic for sf in files if sf.records}, new_topic_partitions)
     appended: dict[tuple[str, int], tuple[int, int]] = {}
-    with LogDir(logdir, settings, writable=True) as ld:
-        before: dict[tuple[str, int], tuple[Log, int]] = {}
-        try:
-            for (topic, partition), group in groups.items():
-                if not any(sf.records for sf in group):
-                    continue
-                log_ = ld.create_partition(topic, partition)  # opens it when it exists
-                start = log_.log_end_offset
-                before[(topic, partition)] = (log_, start)
-                for sf in group:
-                    for data in _staged_batches(sf.path):
-                        log_.append_batches(data, flush=False)
-                appended[(topic, partition)] = (start, log_.log_end_offset - 1)
-            for log_, _start in before.values():
+    before: dict[tuple[str, int], tuple[Log, int]] = {}
+    try:
+        for (topic, partition), group in groups.items():
+            if not any(sf.records for sf in group):
+                continue
+            log_ = ld.create_partition(topic, partition)  # opens it when it exists
+            start = log_.log_end_offset
+            before[(topic, partition)] = (log_, start)
+            for sf in group:
+                for data in _staged_batches(sf.path):
+                    log_.append_batches(data, flush=False)
+            appended[(topic, partition)] = (start, log_.log_end_offset - 1)
+        for log_, _start in before.values():
+            log_.flush()
+    except BaseException:
+        for (topic, partition), (log_, start) in before.items():
+            try:
+                log_.truncate_to(start)
                 log_.flush()
-        except BaseException:
-            for (topic, partition), (log_, start) in before.items():
-                try:
-                    log_.truncate_to(start)
-                    log_.flush()
-                except Exception as exc:  # keep the first error; say what could not be undone
-                    log.error("%s-%d: could not truncate back to %d: %s", topic, partition, start, exc)
-            raise
+            except Exception as exc:  # keep the first error; say what could not be undone
+                log.error("%s-%d: could not truncate back to %d: %s", topic, partition, start, exc)
+        raise
     return appended
 
 

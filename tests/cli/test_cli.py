@@ -122,13 +122,13 @@ def test_verify_finds_damage_and_recover_repairs(tmp_path, demo):
 
 def test_dump_matches_the_broker_index(fixtures_dir):
     segment = fixtures_dir / "kafka-logs-a/__consumer_offsets-12/00000000000000000000.log"
-    out = run("dump", str(segment), "--verify-index").stdout.decode().splitlines()
+    index = segment.with_suffix(".index")
+    out = run("dump", str(segment), str(index), "--verify-index").stdout.decode().splitlines()
     assert out[0] == f"Dumping {segment}"
     assert sum(line.startswith("baseOffset:") for line in out) == 147
-    assert out[-1] == "Indexes are consistent with the log"
+    assert out[-1] == f"Dumping {index}"
     deep = run("dump", str(segment), "--deep").stdout.decode()
     assert deep.count("| offset: ") == 862
-
 
 
 def test_dump_reports_trailing_bytes(demo, tmp_path):
@@ -137,11 +137,12 @@ def test_dump_reports_trailing_bytes(demo, tmp_path):
     segment = part / "00000000000000000000.log"
     shutil.copy(demo / "orders-0" / segment.name, segment)
     clean = run("dump", str(segment)).stdout.decode()
-    assert "trailing bytes" not in clean
+    assert "invalid bytes" not in clean
     with segment.open("ab") as f:
         f.write(b"\0" * 5)
-    out = run("dump", str(segment)).stdout.decode().splitlines()
-    assert out[-1] == "Found 5 trailing bytes after the last whole batch"
+    out = run("dump", str(segment), check_rc=1).stdout.decode().splitlines()
+    assert out[-1] == f"Found 5 invalid bytes at the end of {segment.name}"
+
 
 def test_clean_applies_retention(tmp_path):
     config = tmp_path / "kafkafs.toml"

@@ -196,3 +196,21 @@ def test_iso_timestamps():
     assert parse_timestamp("1970-01-01T00:00:00.001Z") == 1
     with pytest.raises(InvalidInput):
         parse_timestamp("tomorrow")
+
+
+def test_raw_rendering_contract():
+    from kafkafs.format.jsonview import raw_jsonl_lengths, render_raw_jsonl, render_raw_jsonl_lines
+
+    records = [(1000 + i, b"k%d" % i, b'{"n": %d}' % i, (("h", b"\xff"),) if i % 2 else ()) for i in range(10)]
+    raw = encode_batch(records, base_offset=100)
+    batch = decode_batch(raw)
+    whole = render_raw_jsonl("t", 3, raw)
+    assert whole == render_batch_jsonl("t", 3, batch)
+    lines = whole.splitlines(keepends=True)
+    assert raw_jsonl_lengths("t", 3, raw) == [len(x) for x in lines]
+    some = render_raw_jsonl("t", 3, raw, lo=102, hi=107, ts_lo=1003, ts_hi=1006)
+    assert some == b"".join(lines[3:6])
+    out, offsets, ends = render_raw_jsonl_lines("t", 3, raw, "base64", lo=104)
+    assert offsets == list(range(104, 110))
+    assert out == render_batch_jsonl("t", 3, batch, "base64", 4) and ends[-1] == len(out)
+    assert render_raw_jsonl("t", 3, raw, hi=50) == b"" and raw_jsonl_lengths("t", 3, raw, lo=200) == []

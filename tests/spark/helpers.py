@@ -21,13 +21,15 @@ def arrow_rows(batches) -> list[tuple]:
     millis = table.column("timestamp").cast(pa.int64()).to_pylist()
     out = []
     for i, r in enumerate(table.to_pylist()):
-        hs = None if r["headers"] is None else [(h["key"], h["value"]) for h in r["headers"]]
+        hs = None if r.get("headers") is None else [(h["key"], h["value"]) for h in r["headers"]]
         out.append((r["topic"], r["partition"], r["offset"], millis[i] // 1000, r["timestampType"], r["key"], r["value"], hs))
     return sorted(out, key=lambda r: (r[0], r[1], r[2]))
 
 
 def plan(path: Path | str, predicates: Predicates = NO_PREDICATES, **options) -> Plan:
-    return plan_read(parse_read_options({"path": str(path), **{k: str(v) for k, v in options.items()}}), predicates)
+    """The plan of a read with headers (as ``conftest.engine_rows`` has them) unless told otherwise."""
+    opts = {"path": str(path), "includeHeaders": "true", **{k: str(v) for k, v in options.items()}}
+    return plan_read(parse_read_options(opts), predicates)
 
 
 def read_plan(p: Plan) -> list[tuple]:

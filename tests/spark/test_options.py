@@ -85,18 +85,58 @@ def test_read_options():
     [
         ({"startingOffsets": "first"}, "startingOffsets"),
         ({"startingOffsets": '{"a": 5}'}, "startingOffsets"),
-        ({"endingOffsets": "earliest"}, "not allowed"),
-        ({"startingTimestamp": "yesterday"}, "startingTimestamp"),
+        ({"endingOffsets": "earliest"}, "ending offset can't be earliest for batch queries on Kafka"),
+        ({"endingOffsets": '{"a": {"0": -2}}'}, "ending offset for a-0 can't be earliest"),
+        ({"startingOffsets": "latest"}, "starting offset can't be latest for batch queries on Kafka"),
+        ({"startingOffsets": '{"a": {"0": -1}}'}, "startingOffsets for a-0 can't be latest"),
+        ({"startingOffsets": '{"a": {"0": 9}}', "endingOffsets": '{"a": {"0": 3}}'}, "9 for a-0 is greater than the ending offset 3"),
+        ({"startingTimestamp": "yesterday"}, "Expected a single long value, got yesterday"),
+        ({"subscribe": "a", "subscribePattern": "b"}, "Only one of the following options can be specified"),
+        ({"topics": "a", "assign": '{"a": [0]}'}, "Only one of the following options"),
+        ({"subscribe": " , "}, "No topics to subscribe to"),
+        ({"subscribePattern": " "}, "Pattern to subscribe is empty"),
+        ({"assign": "a-0"}, "No topicpartitions to assign"),
+        ({"minPartitions": "0"}, "minPartitions must be positive"),
+        ({"includeHeaders": "yes"}, "includeHeaders"),
+        ({"failOnDataLoss": "maybe"}, "failOnDataLoss"),
         ({"onCorrupt": "ignore"}, "onCorrupt"),
         ({"isolationLevel": "serializable"}, "isolationLevel"),
         ({"maxBytesPerPartition": "0"}, "positive"),
-        ({"topicPattern": "("}, "topicPattern"),
+        ({"topicPattern": "("}, "subscribePattern"),
         ({"paths": "[1, 2]"}, "paths"),
     ],
 )
 def test_bad_options_name_the_option(options, message):
     with pytest.raises(InvalidInput, match=message):
         parse_read_options({"path": "/x", **options})
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"endingOffsets": "latest"}, "ending offset not valid in streaming queries"),
+        ({"endingTimestamp": "5"}, "ending timestamp not valid in streaming queries"),
+        ({"endingOffsetsByTimestamp": '{"a": {"0": 5}}'}, "ending timestamp not valid in streaming queries"),
+    ],
+)
+def test_streams_refuse_an_end_as_spark_does(options, message):
+    with pytest.raises(InvalidInput, match=message):
+        parse_read_options({"path": "/x", **options}, streaming=True)
+    parse_read_options({"path": "/x", **options})  # a batch read takes it
+
+
+def test_spark_defaults_and_strategies():
+    o = parse_read_options({"path": "/x"})
+    assert (o.include_headers, o.fail_on_data_loss, o.min_partitions) == (False, True, None)
+    o = parse_read_options({"path": "/x", "INCLUDEHEADERS": "True", "failondataloss": "false", "minPartitions": "7"})
+    assert (o.include_headers, o.fail_on_data_loss, o.min_partitions) == (True, False, 7)
+    o = parse_read_options({"path": "/x", "subscribe": "a,b"})
+    assert o.topics == frozenset({"a", "b"}) and o.accepts_topic("a") and not o.accepts_topic("c")
+    o = parse_read_options({"path": "/x", "subscribePattern": "or.*"})
+    assert o.accepts_topic("orders") and not o.accepts_topic("xorders")  # a whole-name match, as Java's
+    o = parse_read_options({"path": "/x", "assign": '{"a": [0, 2]}'})
+    assert o.accepts_partition("a", 2) and not o.accepts_partition("a", 1) and not o.accepts_partition("b", 0)
+    assert parse_read_options({"path": "/x", "isolationLevel": "read_committed"}).isolation_level == "read_committed"
 
 
 def test_stream_offsets_json_and_cap():

@@ -95,9 +95,29 @@ def test_timestamp_options_follow_offsets_for_times(generated):
             last = next((r[2] for r in rows if r[3] >= ts + 777), None)
             expect += [r for r in rows if first is not None and r[2] >= first and (last is None or r[2] < last)]
         assert read_plan(p) == expect, ts
-    with pytest.raises(InvalidInput, match="no record at or after"):
+    with pytest.raises(InvalidInput, match="No offset matched from request of topic-partition audit-0 and timestamp"):
         plan(generated, startingTimestamp=BASE_TS + 10**9)
     assert plan(generated, startingTimestamp=BASE_TS + 10**9, startingOffsetsByTimestampStrategy="latest").splits == []
+
+
+def test_timestamp_maps_per_partition(generated):
+    """startingOffsetsByTimestamp / endingOffsetsByTimestamp: Kafka's offsetsForTimes per partition; an
+    end with no match is the latest offset, as in Spark."""
+    everything = engine_rows(generated)
+    ts0, ts1 = BASE_TS + 2000, BASE_TS + 4000
+    p = plan(
+        generated,
+        topics="orders",
+        startingOffsetsByTimestamp=json.dumps({"orders": {"0": ts0, "1": ts1}}),
+        endingOffsetsByTimestamp=json.dumps({"orders": {"0": ts1, "1": BASE_TS + 10**9}}),
+    )
+    expect = []
+    for partition, lo, hi in ((0, ts0, ts1), (1, ts1, None)):
+        rows = [r for r in everything if r[:2] == ("orders", partition)]
+        first = next(r[2] for r in rows if r[3] >= lo)
+        last = next((r[2] for r in rows if hi is not None and r[3] >= hi), None)
+        expect += [r for r in rows if r[2] >= first and (last is None or r[2] < last)]
+    assert read_plan(p) == expect
 
 
 def test_offset_for_timestamp_matches_a_scan(generated):

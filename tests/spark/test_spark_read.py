@@ -15,7 +15,7 @@ from .helpers import plan
 pytestmark = pytest.mark.spark
 
 
-def kafka_schema():
+def kafka_schema(include_headers: bool):
     """Spark's Kafka source schema with headers, written out independently of kafkafs."""
     from pyspark.sql.types import (
         ArrayType,
@@ -28,30 +28,30 @@ def kafka_schema():
         TimestampType,
     )
 
-    return StructType(
-        [
-            StructField("key", BinaryType()),
-            StructField("value", BinaryType()),
-            StructField("topic", StringType()),
-            StructField("partition", IntegerType()),
-            StructField("offset", LongType()),
-            StructField("timestamp", TimestampType()),
-            StructField("timestampType", IntegerType()),
-            StructField("headers", ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())]))),
-        ]
-    )
+    fields = [
+        StructField("key", BinaryType()),
+        StructField("value", BinaryType()),
+        StructField("topic", StringType()),
+        StructField("partition", IntegerType()),
+        StructField("offset", LongType()),
+        StructField("timestamp", TimestampType()),
+        StructField("timestampType", IntegerType()),
+    ]
+    header = StructType([StructField("key", StringType()), StructField("value", BinaryType())])
+    return StructType(fields + [StructField("headers", ArrayType(header))] * include_headers)
 
 
 def test_dataframe_equals_the_engine_row_for_row(spark, generated):
-    df = spark.read.format("kafkalog").option("maxBytesPerPartition", 6000).load(str(generated))
-    assert df.schema == kafka_schema()
+    assert spark.read.format("kafkalog").load(str(generated)).schema == kafka_schema(False)
+    df = spark.read.format("kafkalog").option("includeHeaders", True).option("maxBytesPerPartition", 6000).option("includeHeaders", True).load(str(generated))
+    assert df.schema == kafka_schema(True)
     assert df.rdd.getNumPartitions() == len(plan(generated, maxBytesPerPartition=6000).splits) > 4
     assert df_rows(df) == engine_rows(generated)
 
 
 def test_offset_and_time_options(spark, generated):
     df = (
-        spark.read.format("kafkalog")
+        spark.read.format("kafkalog").option("includeHeaders", True)
         .option("topics", "orders")
         .option("startingOffsets", json.dumps({"orders": {"0": 333, "1": -2}}))
         .option("endingOffsets", json.dumps({"orders": {"0": 444, "1": 17}}))
@@ -60,7 +60,7 @@ def test_offset_and_time_options(spark, generated):
     expect = [r for r in engine_rows(generated) if r[0] == "orders" and (333 <= r[2] < 444 if r[1] == 0 else r[2] < 17)]
     assert df_rows(df) == expect
     ts = BASE_TS + 2345
-    df = spark.read.format("kafkalog").option("topics", "events").option("startingTimestamp", ts).load(str(generated))
+    df = spark.read.format("kafkalog").option("includeHeaders", True).option("topics", "events").option("startingTimestamp", ts).load(str(generated))
     events = [r for r in engine_rows(generated) if r[0] == "events"]
     first = next(r[2] for r in events if r[3] >= ts)
     assert df_rows(df) == [r for r in events if r[2] >= first]
@@ -71,7 +71,7 @@ def test_pushed_filters_prune_and_return_exact_rows(pushdown, generated):
     lo, hi = BASE_TS + 2500, BASE_TS + 4000
 
     def load():
-        return spark.read.format("kafkalog").option("maxBytesPerPartition", 3000).load(str(generated))
+        return spark.read.format("kafkalog").option("includeHeaders", True).option("maxBytesPerPartition", 3000).load(str(generated))
 
     full = load().rdd.getNumPartitions()
     df = load().filter(f"topic = 'orders' AND partition = 1 AND offset >= 100 AND "
@@ -99,7 +99,7 @@ def test_reused_dataframe_stays_correct_with_default_registration(spark, generat
         assert spark.conf.get("spark.sql.python.filterPushdown.enabled") == "true"
     else:
         assert spark.conf.get("spark.sql.python.filterPushdown.enabled") == "false"
-    df = spark.read.format("kafkalog").load(str(generated))
+    df = spark.read.format("kafkalog").option("includeHeaders", True).load(str(generated))
     total = df.count()
     assert df.filter("topic = 'audit' AND offset < 10").count() == 10
     assert df.count() == total == len(engine_rows(generated))
@@ -112,7 +112,7 @@ def test_reused_dataframe_stays_correct_with_pushdown_enabled_by_hand(spark, gen
     before = spark.conf.get(key)
     spark.conf.set(key, "true")
     try:
-        df = spark.read.format("kafkalog").load(str(generated))
+        df = spark.read.format("kafkalog").option("includeHeaders", True).load(str(generated))
         assert df.filter("topic = 'audit' AND offset < 10").count() == 10
         assert df.count() == len(engine_rows(generated))
     finally:
@@ -123,25 +123,25 @@ def test_the_spark_bug_that_keeps_pushdown_off_by_default(pushdown, generated):
     """Why push-down needs register(spark, pushdown=True) on Spark 4.1 to 4.3: a later query on the
     same DataFrame without pushable filters reads with the earlier query's pruned plan. When this test
     fails, the installed Spark no longer has the bug: check pushdown_is_scan_scoped() on it."""
-    df = pushdown.read.format("kafkalog").load(str(generated))
+    df = pushdown.read.format("kafkalog").option("includeHeaders", True).load(str(generated))
     assert df.filter("topic = 'audit' AND offset < 10").count() == 10
     total = len(engine_rows(generated))
     if pushdown_is_scan_scoped():
         assert df.count() == total
     else:
         assert df.count() == 10 != total
-    assert pushdown.read.format("kafkalog").load(str(generated)).count() == total
+    assert pushdown.read.format("kafkalog").option("includeHeaders", True).load(str(generated)).count() == total
 
 
 def test_broker_directories(spark, fixtures_dir):
     for name in ("kafka-logs-a", "kafka-logs-b"):
         path = fixtures_dir / name
-        rows = df_rows(spark.read.format("kafkalog").load(str(path)))
+        rows = df_rows(spark.read.format("kafkalog").option("includeHeaders", True).load(str(path)))
         assert rows == engine_rows(path), name
         assert rows
-    both = spark.read.format("kafkalog").load([str(fixtures_dir / "kafka-logs-a"), str(fixtures_dir / "kafka-logs-b")])
+    both = spark.read.format("kafkalog").option("includeHeaders", True).load([str(fixtures_dir / "kafka-logs-a"), str(fixtures_dir / "kafka-logs-b")])
     assert both.count() == len(engine_rows(fixtures_dir / "kafka-logs-a")) + len(engine_rows(fixtures_dir / "kafka-logs-b"))
-    wanjohi = spark.read.format("kafkalog").option("path", str(fixtures_dir / "kafka-logs-*")).option("topics", "wanjohi")
+    wanjohi = spark.read.format("kafkalog").option("includeHeaders", True).option("path", str(fixtures_dir / "kafka-logs-*")).option("topics", "wanjohi")
     headers = [r.headers for r in wanjohi.load().orderBy("offset").collect()]
     assert any(h and h[0].key == "__TypeId__" for h in headers)
 
@@ -153,10 +153,10 @@ def test_corrupt_input(spark, generated, writable_copy):
     data[2000] ^= 0xFF
     seg.write_bytes(bytes(data))
     with pytest.raises(Exception) as info:
-        spark.read.format("kafkalog").load(str(copy)).count()
+        spark.read.format("kafkalog").option("includeHeaders", True).load(str(copy)).count()
     message = str(info.value)
     assert str(seg) in message and "position" in message and "onCorrupt=skip" in message
-    skipped = spark.read.format("kafkalog").option("onCorrupt", "skip").load(str(copy))
+    skipped = spark.read.format("kafkalog").option("includeHeaders", True).option("onCorrupt", "skip").load(str(copy))
     full = engine_rows(generated)
     got = df_rows(skipped)
     assert 0 < len(full) - len(got) <= 10
@@ -165,6 +165,6 @@ def test_corrupt_input(spark, generated, writable_copy):
 
 def test_bad_option_or_schema_is_one_clear_error(spark, generated):
     with pytest.raises(Exception, match="option onCorrupt"):
-        spark.read.format("kafkalog").option("onCorrupt", "maybe").load(str(generated)).count()
-    with pytest.raises(Exception, match="Kafka schema"):
+        spark.read.format("kafkalog").option("includeHeaders", True).option("onCorrupt", "maybe").load(str(generated)).count()
+    with pytest.raises(Exception, match="fixed schema"):
         spark.read.format("kafkalog").schema("value string").load(str(generated)).count()

@@ -89,6 +89,7 @@ def test_too_large_batch_appends_nothing(tmp_path):
 def test_failure_mid_commit_truncates_back(tmp_path, monkeypatch):
     with LogDir(tmp_path, writable=True) as ld:
         ld.create_partition("t", 0).append_records([(1, None, b"before", [])])
+        ld.create_partition("t", 1)
     root = staging_root(str(tmp_path), None)
     start_job(root, "job")
     stager = Stager(root, "job", "task", topic=None)

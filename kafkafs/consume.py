@@ -1,0 +1,183 @@
+"""``kafkafs consume``: records as JSON lines (SPEC §3), with kcat's habits.
+
+Where to start, per partition (``-o``/``--offset``/``--from-offset``, kcat's forms):
+``beginning``/``earliest`` (the log start offset), ``end``/``latest`` (the log end offset: nothing
+until new records come, with ``--follow``), ``N`` (absolute; clamped into the log), ``-N`` (N before
+the end), ``s@TS`` (the first record with timestamp >= TS, epoch ms, as Kafka's ``offsetsForTimes``).
+``e@TS`` stops before the first record with timestamp >= TS. ``--from-time TS`` is ``s@TS`` that also
+takes ISO-8601. ``-c``/``--count`` stops after that many records in all.
+
+A topic without a partition number (``orders``, or ``-t orders`` without ``-p``) reads every partition
+of the topic. Records are interleaved by timestamp (ties by partition, then offset), as a consumer of
+the whole topic would roughly see them; ``--no-interleave`` prints one partition after the other, in
+partition order. A name that is a partition folder (``orders-1``) is that partition alone.
+"""
+
+from __future__ import annotations
+
+import heapq
+import re
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import BinaryIO
+
+from .errors import InvalidInput, InvalidName
+from .format.decoders import decoder_for
+from .format.jsonview import render_batch_jsonl
+from .format.timestamps import parse_timestamp
+from .storage.log import Log, parse_partition_dir_name
+from .storage.logdir import LogDir
+
+__all__ = ["OffsetSpec", "parse_offset_spec", "resolve_partitions", "consume"]
+
+_NUMBER = re.compile(r"[+-]?\d+")
+
+
+@dataclass(frozen=True)
+class OffsetSpec:
+    """Where to start: ``kind`` is "beginning", "end", "offset" (``value`` >= 0), "tail" (``value``
+    records before the end) or "time" (``value`` ms)."""
+
+    kind: str
+    value: int = 0
+
+
+def parse_offset_spec(text: str) -> OffsetSpec:
+    """kcat's ``-o`` value; ``InvalidInput`` for anything else."""
+    t = text.strip()
+    low = t.lower()
+    if low in ("beginning", "earliest", "oldest", "first"):
+        return OffsetSpec("beginning")
+    if low in ("end", "latest", "newest", "last"):
+        return OffsetSpec("end")
+    if _NUMBER.fullmatch(t):
+        n = int(t)
+        return OffsetSpec("tail", -n) if n < 0 else OffsetSpec("offset", n)
+    if low.startswith("s@"):
+        return OffsetSpec("time", parse_timestamp(t[2:]))
+    raise InvalidInput(
+        f"not an offset: {text!r} (use beginning|earliest, end|latest, N, -N from the end, or s@TIMESTAMP_MS)"
+    )
+
+
+def start_offset(log_: Log, spec: OffsetSpec) -> int:
+    """The first offset ``spec`` names in ``log_``, within [log start, log end]."""
+    lo, hi = log_.log_start_offset, log_.log_end_offset
+    if spec.kind == "beginning":
+        return lo
+    if spec.kind == "end":
+        return hi
+    if spec.kind == "tail":
+        return max(hi - spec.value, lo)
+    if spec.kind == "time":
+        found = log_.offset_for_timestamp(spec.value)
+        return found[0] if found else hi
+    return min(max(spec.value, lo), hi)
+
+
+def resolve_partitions(logdir: LogDir, name: str | None, topic: str | None, partition: int | None) -> list[str]:
+    """The partition folders to read: ``name`` as a partition folder, else as a topic (every partition);
+    ``-t``/``-p`` kcat style. ``InvalidName`` when nothing matches."""
+    names = logdir.partition_names()
+    if name is not None and (topic is not None or partition is not None):
+        raise InvalidInput("give either TOPIC[-PARTITION] or -t TOPIC [-p N], not both")
+    if name is None:
+        if topic is None:
+            raise InvalidInput("which topic? give TOPIC[-PARTITION] or -t TOPIC")
+        if partition is not None:
+            name = f"{topic}-{partition}"
+            if name not in names:
+                raise InvalidName(f"no partition {name} in {logdir.path}")
+            return [name]
+        name = topic
+    if name in names:
+        return [name]
+    matches = [n for n in names if parse_partition_dir_name(n)[0] == name]
+    if not matches:
+        raise InvalidName(f"no partition {name} and no topic {name} in {logdir.path}")
+    return matches
+
+
+class _Reader:
+    """One partition's lines from ``next_offset``, with their timestamps (for the interleaving)."""
+
+    def __init__(self, log_: Log, start: int, mode: str, stop_ts: int | None, decoder) -> None:
+        self.log = log_
+        self.next_offset = start
+        self.mode = mode
+        self.stop_ts = stop_ts
+        self.decoder = decoder
+        self.done = False
+
+    def lines(self) -> Iterator[tuple[int, int, int, bytes]]:
+        """(timestamp, partition, offset, line) of every record now in the log past ``next_offset``."""
+        log_ = self.log
+        if self.done or self.next_offset >= log_.log_end_offset:
+            return
+        for batch in log_.read(self.next_offset, validate=True):
+            self.next_offset = max(self.next_offset, batch.header.next_offset)
+            if not len(batch):
+                continue
+            kwargs = {"decoder": self.decoder} if self.decoder is not None else {}
+            rendered = render_batch_jsonl(log_.topic, log_.partition, batch, self.mode, **kwargs).split(b"\n")
+            for i, offset in enumerate(batch.offsets):
+                ts = batch.timestamps[i]
+                if self.stop_ts is not None and ts >= self.stop_ts:
+                    self.done = True
+                    return
+                yield ts, log_.partition, offset, rendered[i] + b"\n"
+
+
+def _decoder_for(topic: str, mode: str):
+    """The decoders' step for Kafka's internal topics (SPEC §8); None for ordinary topics."""
+    return decoder_for(topic) if mode == "auto" else None
+
+
+def consume(
+    logdir: LogDir,
+    names: list[str],
+    out: BinaryIO,
+    *,
+    spec: OffsetSpec,
+    stop_ts: int | None = None,
+    count: int | None = None,
+    follow: bool = False,
+    interleave: bool = True,
+    mode: str = "auto",
+) -> int:
+    """Print the records of ``names`` (partition folders) to ``out``; return how many were printed."""
+    readers = []
+    for name in names:
+        log_ = logdir.log(name)
+        readers.append(_Reader(log_, start_offset(log_, spec), mode, stop_ts, _decoder_for(log_.topic, mode)))
+    printed = 0
+    while True:
+        if interleave and len(readers) > 1:
+            streams: Iterator = heapq.merge(*(r.lines() for r in readers))
+        else:
+            streams = (item for r in readers for item in r.lines())
+        for _ts, _p, _o, line in streams:
+            out.write(line)
+            printed += 1
+            if count is not None and printed >= count:
+                out.flush()
+                return printed
+        out.flush()
+        if not follow or all(r.done for r in readers):
+            return printed
+        _wait(readers)
+
+
+def _wait(readers: list[_Reader]) -> None:
+    """Until some partition has records past what was read (a second at most between checks)."""
+    if len(readers) == 1:
+        r = readers[0]
+        while not r.log.wait_for_records(r.next_offset - 1, timeout=1.0):
+            pass
+        return
+    while True:
+        for r in readers:
+            if r.log.wait_for_records(r.next_offset - 1, timeout=0):
+                return
+        time.sleep(0.2)

@@ -1,0 +1,251 @@
+"""``.index`` and ``.timeindex`` dumps and checks, as ``DumpLogSegments.dumpIndex`` / ``dumpTimeIndex``.
+
+Standard output, per entry: ``offset: N position: P`` and ``timestamp: T offset: N`` (none with
+``--verify-index-only``); ``FILE is empty.`` for an offset index without entries; ``FILE passed sanity
+check.`` for ``--index-sanity-check``. Both stop at the first entry after slot 0 whose offset is the
+base offset (the zero-filled tail of a preallocated index). The offset index entry must name the last
+offset of the batch at its position; a time entry must name a batch's last offset and that batch's
+largest record timestamp, timestamps increasing. What does not hold is collected and printed to
+standard error at the end (:class:`IndexErrors`), in Kafka's words and order.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from typing import TextIO
+
+from ..errors import CorruptRecordError
+from ..format.batch import decode_batch, read_batch_header
+from .options import DumpOptions
+
+__all__ = ["IndexErrors", "dump_index", "dump_time_index"]
+
+_OFFSET_ENTRY = struct.Struct(">iI")  # relative offset, position (Java ints; positions kept unsigned)
+_TIME_ENTRY = struct.Struct(">qi")
+_NO_TIMESTAMP = -1
+
+
+def _absolute(name: str) -> str:
+    """Java's ``File.getAbsolutePath``: joined to the working directory, not normalised."""
+    return name if os.path.isabs(name) else os.path.join(os.getcwd(), name)
+
+
+class IndexErrors:
+    """What the index checks found, kept until every file is dumped (Kafka prints it last).
+    Not shared between threads."""
+
+    def __init__(self) -> None:
+        self.offset_mismatches: dict[str, list[tuple[int, int]]] = {}
+        self.time_mismatches: dict[str, list[tuple[int, int]]] = {}
+        self.out_of_order: dict[str, list[tuple[int, int]]] = {}
+        self.not_found: dict[str, list[tuple[int, int]]] = {}
+        self.gaps: dict[str, list[tuple[int, int]]] = {}
+
+    def non_consecutive(self, name: str, gaps: list[tuple[int, int]]) -> None:
+        if gaps:
+            self.gaps.setdefault(_absolute(name), []).extend(gaps)
+
+    def print(self, err: TextIO) -> int:
+        """Print everything in Kafka's order; return how many problems (gaps are not problems)."""
+        problems = 0
+        for name, pairs in self.offset_mismatches.items():
+            print(f"Mismatches in :{name}", file=err)
+            for index_offset, log_offset in reversed(pairs):  # Kafka prepends to a list
+                print(f"  Index offset: {index_offset}, log offset: {log_offset}", file=err)
+            problems += len(pairs)
+        for name, pairs in self.time_mismatches.items():
+            print(f"Found timestamp mismatch in :{name}", file=err)
+            for a, b in pairs:
+                print(f"  Index timestamp: {a}, log timestamp: {b}", file=err)
+            problems += len(pairs)
+        for name, pairs in self.out_of_order.items():
+            print(f"Found out of order timestamp in :{name}", file=err)
+            for a, b in pairs:
+                print(f"  Index timestamp: {a}, Previously indexed timestamp: {b}", file=err)
+            problems += len(pairs)
+        for pairs in self.not_found.values():
+            print("The following indexed offsets are not found in the log.", file=err)
+            for a, b in pairs:
+                print(f"Indexed offset: {a}, found log offset: {b}", file=err)
+            problems += len(pairs)
+        for name, pairs in self.gaps.items():
+            print(f"Non-consecutive offsets in {name}", file=err)
+            for a, b in reversed(pairs):
+                print(f"  {a} is followed by {b}", file=err)
+        return problems
+
+
+def _segment_files(name: str, err: TextIO) -> tuple[int, bytes, str] | None:
+    """(base offset, the .log's bytes, the .log's path) for an index file, or None after one line."""
+    base_name = os.path.basename(name)
+    head = base_name.split(".")[0]
+    if not head.isdigit():
+        print(
+            f"kafkafs: error: {name}: not a segment file name (<20-digit base offset>{base_name[base_name.find('.') :]})",
+            file=err,
+        )
+        return None
+    log_path = os.path.join(os.path.dirname(os.path.abspath(name)), head + ".log")
+    try:
+        with open(log_path, "rb") as f:
+            data = f.read()
+    except OSError as exc:
+        print(
+            f"kafkafs: error: {log_path}: {exc.strerror or exc} (an index is checked against its .log)",
+            file=err,
+        )
+        return None
+    return int(head), data, log_path
+
+
+def _read(name: str) -> bytes:
+    with open(name, "rb") as f:
+        return f.read()
+
+
+def _last_offset_at(log: bytes, position: int, limit: int) -> int:
+    """The last offset of the batch that starts at ``position``, or -1 if none fits ``limit`` bytes."""
+    try:
+        h = read_batch_header(log, position, min(len(log), position + limit))
+    except CorruptRecordError:
+        return -1
+    return -1 if h is None else h.last_offset
+
+
+def _offset_sanity(name: str, data: bytes, base: int) -> str | None:
+    entries = len(data) // 8
+    if entries:
+        rel, _pos = _OFFSET_ENTRY.unpack_from(data, (entries - 1) * 8)
+        if base + rel < base:
+            return (
+                f"Corrupt index found, index file {_absolute(name)} has non-zero size but the last offset "
+                f"is {base + rel} which is less than the base offset {base}"
+            )
+    if len(data) % 8:
+        return f"Index file {_absolute(name)} is corrupt, found {len(data)} bytes which is neither positive nor a multiple of 8"
+    return None
+
+
+def dump_index(name: str, out: TextIO, err: TextIO, options: DumpOptions, errors: IndexErrors) -> int:
+    found = _segment_files(name, err)
+    if found is None:
+        return 1
+    base, log, _log_path = found
+    data = _read(name)
+    entries = len(data) // 8
+    if entries == 0:
+        print(f"{name} is empty.", file=out)
+        return 0
+    if options.index_sanity_check:
+        problem = _offset_sanity(name, data, base)
+        if problem:
+            print(f"kafkafs: {problem}", file=err)
+            return 1
+        print(f"{name} passed sanity check.", file=out)
+        return 0
+    mismatches = []
+    for i in range(entries):
+        rel, position = _OFFSET_ENTRY.unpack_from(data, i * 8)
+        offset = base + rel
+        if offset == base and i > 0:
+            break
+        last = _last_offset_at(log, position, options.max_message_size)
+        if last != offset:
+            mismatches.append((offset, last))
+        if not options.verify_index_only:
+            out.write(f"offset: {offset} position: {position}\n")
+    if mismatches:
+        errors.offset_mismatches.setdefault(_absolute(name), []).extend(mismatches)
+    return 0  # the mismatches are counted when printed
+
+
+def _lookup(index: bytes, base: int, target: int) -> int:
+    """Kafka's ``OffsetIndex.lookup(target).position``: the entry with the largest offset <= target
+    (over the index's real entries), or 0."""
+    best = 0
+    for i in range(len(index) // 8):
+        rel, position = _OFFSET_ENTRY.unpack_from(index, i * 8)
+        if i > 0 and rel == 0:
+            break
+        if base + rel > target:
+            break
+        best = position
+    return best
+
+
+def _time_sanity(name: str, data: bytes, base: int) -> str | None:
+    entries = len(data) // 12
+    if entries:
+        first_ts = _TIME_ENTRY.unpack_from(data, 0)[0]
+        last_ts, rel = _TIME_ENTRY.unpack_from(data, (entries - 1) * 12)
+        where = (
+            f"Corrupt time index found, time index file ({_absolute(name)}) has non-zero size but the last"
+        )
+        if last_ts < first_ts:
+            return f"{where} timestamp is {last_ts} which is less than the first timestamp {first_ts}"
+        if base + rel < base:
+            return f"{where} offset is {base + rel} which is less than the first offset {base}"
+    if len(data) % 12:
+        return f"Time index file {_absolute(name)} is corrupt, found {len(data)} bytes which is neither positive nor a multiple of 12"
+    return None
+
+
+def dump_time_index(name: str, out: TextIO, err: TextIO, options: DumpOptions, errors: IndexErrors) -> int:
+    found = _segment_files(name, err)
+    if found is None:
+        return 1
+    base, log, log_path = found
+    data = _read(name)
+    if options.index_sanity_check:
+        problem = _time_sanity(name, data, base)
+        if problem:
+            print(f"kafkafs: {problem}", file=err)
+            return 1
+        print(f"{name} passed sanity check.", file=out)
+        return 0
+    try:
+        index = _read(log_path[: -len(".log")] + ".index")
+    except FileNotFoundError:
+        index = b""
+    key = _absolute(name)
+    problems = 0
+    prev = _NO_TIMESTAMP
+    for i in range(len(data) // 12):
+        timestamp, rel = _TIME_ENTRY.unpack_from(data, i * 12)
+        offset = base + rel
+        if offset == base and i > 0:
+            break
+        batch = None
+        pos = _lookup(index, base, offset)
+        try:
+            while True:
+                h = read_batch_header(log, pos)
+                if h is None or h.last_offset >= offset:
+                    batch = h
+                    break
+                pos = h.end
+        except CorruptRecordError:
+            batch = None
+        if batch is None:
+            errors.not_found.setdefault(key, []).append((offset, -1))
+        elif batch.last_offset != offset:
+            errors.not_found.setdefault(key, []).append((offset, batch.last_offset))
+        else:
+            try:
+                max_ts = max(decode_batch(log, batch, validate=False).timestamps, default=_NO_TIMESTAMP)
+            except CorruptRecordError as exc:
+                print(
+                    f"kafkafs: {log_path}: position {batch.position}: records do not decode: {exc.reason}",
+                    file=err,
+                )
+                problems += 1
+                max_ts = _NO_TIMESTAMP
+            if max_ts != timestamp:
+                errors.time_mismatches.setdefault(key, []).append((timestamp, max_ts))
+            if prev >= timestamp:
+                errors.out_of_order.setdefault(key, []).append((timestamp, prev))
+        if not options.verify_index_only:
+            out.write(f"timestamp: {timestamp} offset: {offset}\n")
+        prev = timestamp
+    return problems

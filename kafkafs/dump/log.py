@@ -1,0 +1,166 @@
+"""Batches and records of a ``.log`` (or a KRaft ``.checkpoint`` snapshot), as ``DumpLogSegments.dumpLog``.
+
+The batches are walked as Kafka's ``FileLogInputStream`` walks them: fewer than 18 bytes left, or a
+batch that reaches past the end, ends the walk quietly, and what is left is reported as
+``Found N invalid bytes at the end of NAME`` (unless ``--max-bytes`` cut the file). A size below a
+message's minimum, or a header that cannot be right, ends it too; Kafka dies with a stack trace there,
+kafkafs says why on standard error and reports the rest as invalid bytes.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import re
+import struct
+from typing import TextIO
+
+from ..errors import CorruptRecordError
+from ..format.batch import LOG_OVERHEAD, BatchHeader, read_batch_header, validate_batch
+from .options import INT_MAX, DumpOptions
+from .records import RecordPrinter
+
+__all__ = ["dump_log", "batch_line", "TIMESTAMP_TYPES", "CODEC_NAMES"]
+
+TIMESTAMP_TYPES = {-1: "NoTimestampType", 0: "CreateTime", 1: "LogAppendTime"}
+CODEC_NAMES = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
+_HEADER_SIZE_UP_TO_MAGIC = 17  # offset i64, size i32, [partitionLeaderEpoch | crc] i32, magic i8
+_MIN_SIZE = 14  # Kafka's LegacyRecord.RECORD_OVERHEAD_V0, the smallest size it accepts here
+_V2_OVERHEAD = 61
+_DELETE_HORIZON = 0x40
+_PREFIX = struct.Struct(">qi")
+_SNAPSHOT_NAME = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$")
+BOOTSTRAP_SNAPSHOT = "bootstrap.checkpoint"
+
+
+def _bool(flag: bool) -> str:
+    return "true" if flag else "false"
+
+
+def increment_sequence(sequence: int, increment: int) -> int:
+    """Kafka's ``DefaultRecordBatch.incrementSequence``: sequences wrap past 2**31 - 1 to 0."""
+    if sequence > INT_MAX - increment:
+        return increment - (INT_MAX - sequence) - 1
+    return sequence + increment
+
+
+def codec_name(attributes: int) -> str:
+    """Kafka's codec name; ids 5-7, which Kafka's ``CompressionType.forId`` rejects, as ``unknown(N)``."""
+    codec = attributes & 0x07
+    return CODEC_NAMES.get(codec, f"unknown({codec})")
+
+
+def batch_line(h: BatchHeader, position: int, valid: bool) -> str:
+    """``printBatchLevel``: for magic 2 ``"baseOffset: " + ... + " deleteHorizonMs: " + ...``, for
+    older ``"offset: " + lastOffset``, then ``" position: " + ... + " isvalid: " + ...``."""
+    if h.magic >= 2:
+        last_seq = -1 if h.base_sequence == -1 else increment_sequence(h.base_sequence, h.last_offset_delta)
+        horizon = (
+            f"OptionalLong[{h.first_timestamp}]" if h.attributes & _DELETE_HORIZON else "OptionalLong.empty"
+        )
+        head = (
+            f"baseOffset: {h.base_offset} lastOffset: {h.last_offset} count: {h.record_count} "
+            f"baseSequence: {h.base_sequence} lastSequence: {last_seq} producerId: {h.producer_id} "
+            f"producerEpoch: {h.producer_epoch} partitionLeaderEpoch: {h.partition_leader_epoch} "
+            f"isTransactional: {_bool(h.is_transactional)} isControl: {_bool(h.is_control)} "
+            f"deleteHorizonMs: {horizon}"
+        )
+    else:
+        head = f"offset: {h.base_offset}"  # a legacy entry's offset field: its last offset
+    return (
+        f"{head} position: {position} {TIMESTAMP_TYPES[h.timestamp_type]}: {h.max_timestamp} "
+        f"size: {h.size} magic: {h.magic} compresscodec: {codec_name(h.attributes)} crc: {h.crc} "
+        f"isvalid: {_bool(valid)}"
+    )
+
+
+def _is_valid(buf, h: BatchHeader) -> bool:
+    if h.magic >= 2 and h.size < _V2_OVERHEAD:
+        return False
+    try:
+        validate_batch(buf, h)
+        return True
+    except CorruptRecordError:
+        return False
+
+
+def _start_line(name: str, err: TextIO) -> tuple[str | None, bool]:
+    """The line Kafka prints before the batches (None for none), and whether the name was usable."""
+    base = os.path.basename(name)
+    if base.endswith(".log"):
+        head = base.split(".")[0]
+        if not head.isdigit():
+            print(f"kafkafs: error: {name}: not a segment name (<20-digit base offset>.log)", file=err)
+            return None, False
+        return f"Log starting offset: {int(head)}", True
+    if base == BOOTSTRAP_SNAPSHOT:
+        return "KRaft bootstrap snapshot", True
+    m = _SNAPSHOT_NAME.match(base)
+    if m is None:
+        print(
+            f"kafkafs: error: {name}: not a KRaft snapshot name (<20-digit offset>-<10-digit epoch>.checkpoint)",
+            file=err,
+        )
+        return None, False
+    return f"Snapshot end offset: {int(m.group(1))}, epoch: {int(m.group(2))}", True
+
+
+def _map(name: str) -> tuple[object, mmap.mmap | None]:
+    with open(name, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size == 0:
+            return b"", None
+        mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        return mm, mm
+
+
+def dump_log(name: str, out: TextIO, err: TextIO, options: DumpOptions, errors) -> int:
+    """Print the batches of ``name`` (and records when deep); return how many problems were found."""
+    first, usable = _start_line(name, err)
+    if not usable:
+        return 1
+    if first is not None:
+        print(first, file=out)
+    buf, mm = _map(name)
+    problems = 0
+    try:
+        end = min(len(buf), options.max_bytes)
+        printer = RecordPrinter(options, name, err) if options.deep_iteration else None
+        pos = 0
+        write = out.write
+        while end - pos > _HEADER_SIZE_UP_TO_MAGIC:
+            _offset, size = _PREFIX.unpack_from(buf, pos)
+            if size < _MIN_SIZE:
+                print(
+                    f"kafkafs: {name}: position {pos}: record size {size} is below the minimum {_MIN_SIZE}",
+                    file=err,
+                )
+                problems += 1
+                break
+            if pos > end - LOG_OVERHEAD - size:
+                break
+            try:
+                h = read_batch_header(buf, pos, end)
+            except CorruptRecordError as exc:
+                print(f"kafkafs: {name}: position {pos}: {exc.reason}", file=err)
+                problems += 1
+                break
+            if h is None:
+                break
+            valid = _is_valid(buf, h)
+            if not valid or h.attributes & 0x07 > 4:
+                problems += 1
+            write(batch_line(h, pos, valid) + "\n")
+            if printer is not None:
+                problems += printer.print_batch(buf, h, write)
+            pos = h.end
+        trailing = end - pos
+        if trailing > 0 and options.max_bytes == INT_MAX:
+            write(f"Found {trailing} invalid bytes at the end of {os.path.basename(name)}\n")
+            problems += 1
+        if printer is not None:
+            errors.non_consecutive(name, printer.gaps)
+    finally:
+        if mm is not None:
+            mm.close()
+    return problems

@@ -1,0 +1,91 @@
+"""The flags of ``kafka-dump-log`` that change what is printed."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+
+__all__ = ["DumpOptions", "INT_MAX", "add_dump_arguments", "options_from_args"]
+
+INT_MAX = 2**31 - 1
+
+
+@dataclass
+class DumpOptions:
+    """Kafka's options, with Kafka's implications: a decoder implies ``--print-data-log``, which
+    implies ``--deep-iteration``."""
+
+    print_data_log: bool = False
+    deep_iteration: bool = False
+    verify_index_only: bool = False
+    index_sanity_check: bool = False
+    skip_record_metadata: bool = False
+    decoder: str | None = None  # "offsets", "transaction-log", "cluster-metadata"
+    max_bytes: int = INT_MAX
+    max_message_size: int = 5 * 1024 * 1024
+
+    def __post_init__(self) -> None:
+        if self.decoder is not None:
+            self.print_data_log = True
+        if self.print_data_log:
+            self.deep_iteration = True
+
+
+def add_dump_arguments(p: argparse.ArgumentParser) -> None:
+    """``kafkafs dump``'s arguments: Kafka's flags (argparse also takes unambiguous prefixes, so the
+    older ``--deep``, ``--print-data`` and ``--verify-index`` keep working)."""
+    p.add_argument(
+        "file", nargs="*", metavar="FILE", help=".log, .index, .timeindex, .txnindex, .snapshot, ..."
+    )
+    p.add_argument(
+        "--files", action="append", metavar="FILE1,FILE2", help="comma-separated files (Kafka's form)"
+    )
+    p.add_argument(
+        "--print-data-log", action="store_true", help="print keys and values (implies --deep-iteration)"
+    )
+    p.add_argument("--deep-iteration", action="store_true", help="print every record, not only batches")
+    p.add_argument(
+        "--verify-index-only", action="store_true", help="check index entries against the log, print none"
+    )
+    p.add_argument(
+        "--index-sanity-check", action="store_true", help="only the check a broker runs at startup"
+    )
+    p.add_argument(
+        "--skip-record-metadata", action="store_true", help="record lines without offset, sizes, ..."
+    )
+    p.add_argument(
+        "--max-bytes", type=int, default=INT_MAX, metavar="N", help="read only the first N bytes of a .log"
+    )
+    p.add_argument(
+        "--max-message-size",
+        type=int,
+        default=5 * 1024 * 1024,
+        metavar="N",
+        help="largest batch (index checks)",
+    )
+    g = p.add_mutually_exclusive_group()
+    for flag, name in (
+        ("--offsets-decoder", "offsets"),
+        ("--transaction-log-decoder", "transaction-log"),
+        ("--cluster-metadata-decoder", "cluster-metadata"),
+    ):
+        g.add_argument(
+            flag,
+            dest="decoder",
+            action="store_const",
+            const=name,
+            help=f"decode {name} records (implies --print-data-log)",
+        )
+
+
+def options_from_args(args: argparse.Namespace) -> DumpOptions:
+    return DumpOptions(
+        print_data_log=args.print_data_log,
+        deep_iteration=args.deep_iteration,
+        verify_index_only=args.verify_index_only,
+        index_sanity_check=args.index_sanity_check,
+        skip_record_metadata=args.skip_record_metadata,
+        decoder=args.decoder,
+        max_bytes=args.max_bytes,
+        max_message_size=args.max_message_size,
+    )

@@ -1,0 +1,155 @@
+"""What ``--print-data-log`` shows of a record's key and value: Kafka's message parsers.
+
+- default (``StringDecoder``): the bytes as UTF-8 text (malformed bytes become U+FFFD, as Java's
+  ``new String(bytes, UTF_8)`` does);
+- ``--offsets-decoder`` (``OffsetsMessageParser``): key ``{"type":"1","data":{..}}``, value
+  ``{"version":"3","data":{..}}`` or ``<DELETE>`` (Kafka writes ``type`` and ``version`` as JSON strings
+  here); ``Unknown record type N at offset O, skipping.`` / ``Error at offset O, skipping. REASON``;
+- ``--transaction-log-decoder`` (``TransactionLog.formatRecordKeyAndValue``): key
+  ``transaction_metadata::transactionalId=ID``, value ``producerId:P,producerEpoch:E,state=S,
+  partitions=[t-0,..],txnLastUpdateTimestamp=T,txnTimeoutMs=N`` or ``<DELETE>``;
+- ``--cluster-metadata-decoder`` (``ClusterMetadataLogMessageParser``): no key, value
+  ``{"type":"FEATURE_LEVEL_RECORD","version":0,"data":{..}}`` or ``Error at O, skipping. REASON``.
+
+The decoding itself is the decoders' (``kafkafs.format.decoders``); this module only lays it out.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from ..errors import CorruptRecordError, InvalidInput, KafkafsError
+
+__all__ = ["make_parser", "Parser", "TXN_STATES"]
+
+Parser = Callable[[int, "bytes | None", "bytes | None"], "tuple[str | None, str | None]"]
+
+#: TransactionState ids as ``__transaction_state`` stores them, and the names Kafka prints.
+TXN_STATES = {
+    0: "Empty",
+    1: "Ongoing",
+    2: "PrepareCommit",
+    3: "PrepareAbort",
+    4: "CompleteCommit",
+    5: "CompleteAbort",
+    6: "Dead",
+    7: "PrepareEpochFence",
+}
+
+
+def _text(b: bytes | None) -> str | None:
+    return None if b is None else b.decode("utf-8", "replace")
+
+
+def _plain(obj: Any) -> Any:
+    """The decoders' ``{"$base64": s}`` as Jackson writes a byte array: the bare base64 string."""
+    if isinstance(obj, dict):
+        if len(obj) == 1 and "$base64" in obj:
+            return obj["$base64"]
+        return {k: _plain(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_plain(v) for v in obj]
+    return obj
+
+
+def _json(obj: Any) -> str:
+    return json.dumps(_plain(obj), separators=(",", ":"), ensure_ascii=False)
+
+
+def _string_parser(_offset: int, key: bytes | None, value: bytes | None) -> tuple[str | None, str | None]:
+    return _text(key), _text(value)
+
+
+def _offsets_parser() -> Parser:
+    from ..format.decoders import offsets_key, offsets_value
+
+    def parse(offset: int, key: bytes | None, value: bytes | None) -> tuple[str | None, str | None]:
+        if key is None:
+            return (
+                f"Failed to decode message at offset {offset} using offset topic decoder (message had a missing key)",
+                None,
+            )
+        try:
+            k = offsets_key(key)
+            v = offsets_value(value) if value is not None else None
+        except (KafkafsError, ValueError) as exc:
+            reason = getattr(exc, "reason", str(exc))
+            if "unknown" in reason.lower() and "type" in reason.lower() and len(key) >= 2:
+                kind = int.from_bytes(key[:2], "big", signed=True)
+                return f"Unknown record type {kind} at offset {offset}, skipping.", None
+            return f"Error at offset {offset}, skipping. {reason}", None
+        shown_key = _json({"type": str(k.get("type")), "data": k.get("data")})
+        if v is None:
+            return shown_key, "<DELETE>"
+        return shown_key, _json({"version": str(v.get("version")), "data": v.get("data")})
+
+    return parse
+
+
+def _partitions(data: dict) -> str:
+    names = []
+    for entry in data.get("transactionPartitions") or []:
+        for p in entry.get("partitionIds") or []:
+            names.append(f"{entry.get('topic')}-{p}")
+    return "[" + ",".join(names) + "]"
+
+
+def _transaction_parser() -> Parser:
+    from ..format.decoders import transaction_key, transaction_value
+
+    def parse(offset: int, key: bytes | None, value: bytes | None) -> tuple[str | None, str | None]:
+        try:
+            k = transaction_key(key if key is not None else b"")
+        except (KafkafsError, ValueError):
+            version = int.from_bytes(key[:2], "big", signed=True) if key and len(key) >= 2 else -1
+            return f"unknown::version={version}", None
+        tid = (k.get("data") or {}).get("transactionalId")
+        shown_key = f"transaction_metadata::transactionalId={tid}"
+        if value is None:
+            return shown_key, "<DELETE>"
+        try:
+            v = transaction_value(value)
+        except (KafkafsError, ValueError) as exc:
+            return shown_key, f"Error at offset {offset}, skipping. {getattr(exc, 'reason', exc)}"
+        if v is None:
+            return shown_key, "<DELETE>"
+        d = v.get("data") or {}
+        status = d.get("transactionStatus")
+        state = TXN_STATES.get(status, f"Unknown({status})") if isinstance(status, int) else status
+        return shown_key, (
+            f"producerId:{d.get('producerId')},producerEpoch:{d.get('producerEpoch')},state={state},"
+            f"partitions={_partitions(d)},txnLastUpdateTimestamp={d.get('transactionLastUpdateTimestampMs')},"
+            f"txnTimeoutMs={d.get('transactionTimeoutMs')}"
+        )
+
+    return parse
+
+
+def _metadata_parser() -> Parser:
+    from ..format.decoders import metadata_record
+
+    def parse(offset: int, _key: bytes | None, value: bytes | None) -> tuple[str | None, str | None]:
+        try:
+            if value is None:
+                raise CorruptRecordError("the record has no value")
+            m = metadata_record(value)
+        except (KafkafsError, ValueError) as exc:
+            return None, f"Error at {offset}, skipping. {getattr(exc, 'reason', exc)}"
+        return None, _json({"type": m.get("type"), "version": m.get("version"), "data": m.get("data")})
+
+    return parse
+
+
+def make_parser(decoder: str | None) -> Parser:
+    """The parser for ``--offsets-decoder`` ("offsets"), ``--transaction-log-decoder``
+    ("transaction-log"), ``--cluster-metadata-decoder`` ("cluster-metadata"), or the string decoder."""
+    if decoder is None:
+        return _string_parser
+    factories = {
+        "offsets": _offsets_parser,
+        "transaction-log": _transaction_parser,
+        "cluster-metadata": _metadata_parser,
+    }
+    return factories[decoder]()

@@ -1,0 +1,173 @@
+"""Record lines of ``--deep-iteration`` / ``--print-data-log``, as ``DumpLogSegments.dumpLog`` prints them.
+
+One line a record::
+
+    "| offset: " + offset + " " + timestampType + ": " + timestamp + " keySize: " + .. + " valueSize: " + ..
+    [magic 2:] " sequence: " + sequence + " headerKeys: " + keys.mkString("[", ",", "]")
+    [legacy:]  " isValid: " + isValid + " crc: " + checksum + "}"
+    [control:] " endTxnMarker: COMMIT coordinatorEpoch: N" | " controlType: LEADER_CHANGE(2)" | ...
+    [--print-data-log, data batches:] " key: " + key + " payload: " + payload
+
+``--skip-record-metadata`` leaves out everything before ``key:``; then the line starts ``| key: ..``
+(or `` payload: ..`` when there is no key, as Kafka prints it).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from typing import TextIO
+
+from ..errors import CorruptRecordError
+from ..format.batch import BatchHeader, decode_batch
+from ..format.compression import Codec, decompress
+from ..format.records import CONTROL_TYPES
+from .options import DumpOptions
+from .parsers import make_parser
+
+__all__ = ["RecordPrinter"]
+
+_I16 = struct.Struct(">h")
+_MARKER = struct.Struct(">hi")  # EndTransactionMarker value: version, coordinatorEpoch
+_INT_MAX = 2**31 - 1
+
+
+def _sequence(base_sequence: int, delta: int) -> int:
+    if base_sequence < 0:
+        return -1
+    if base_sequence > _INT_MAX - delta:
+        return delta - (_INT_MAX - base_sequence) - 1
+    return base_sequence + delta
+
+
+def _control_text(key: bytes | None, value: bytes | None) -> str:
+    """What Kafka prints after a control record's metadata; CorruptRecordError where Kafka throws."""
+    if key is None or len(key) < 4:
+        raise CorruptRecordError(
+            "Invalid value size found for end control record key. Must have at least 4 bytes, but found only "
+            f"{0 if key is None else len(key)}"
+        )
+    version, type_id = struct.unpack_from(">hh", key)
+    if version < 0:
+        raise CorruptRecordError(
+            f"Invalid version found for control record: {version}. May indicate data corruption"
+        )
+    name = CONTROL_TYPES.get(type_id, "UNKNOWN")
+    if name in ("ABORT", "COMMIT"):
+        if value is None or len(value) < _MARKER.size:
+            raise CorruptRecordError(
+                f"Invalid value size found for end transaction marker: {0 if value is None else len(value)}"
+            )
+        _v, coordinator_epoch = _MARKER.unpack_from(value)
+        return f" endTxnMarker: {name} coordinatorEpoch: {coordinator_epoch}"
+    shown = _kraft_control(name, value)
+    if shown is not None:
+        return shown
+    return f" controlType: {name}({type_id})"
+
+
+def _kraft_control(name: str, value: bytes | None) -> str | None:
+    """KRaft's control records as Kafka prints them (their JSON converters); KRAFT_VOTERS, and any
+    record that does not parse, fall back to ``controlType: NAME(id)``."""
+    if value is None:
+        return None
+    try:
+        if name == "SNAPSHOT_HEADER" and len(value) >= 10:
+            version, ts = struct.unpack_from(">hq", value)
+            return f' SnapshotHeader {{"version":{version},"lastContainedLogTimestamp":{ts}}}'
+        if name == "SNAPSHOT_FOOTER" and len(value) >= 2:
+            return f' SnapshotFooter {{"version":{_I16.unpack_from(value)[0]}}}'
+        if name == "KRAFT_VERSION" and len(value) >= 4:
+            version, kraft = struct.unpack_from(">hh", value)
+            return f' KRaftVersion {{"version":{version},"kRaftVersion":{kraft}}}'
+    except struct.error:
+        return None
+    return None
+
+
+def _legacy_crcs(buf, h: BatchHeader) -> list[int]:
+    """The CRC of each message of a legacy entry: its own, or its inner messages' when compressed."""
+    codec = h.attributes & 0x07
+    if codec == 0:
+        return [h.crc]
+    message = bytes(buf[h.position + 12 : h.end])
+    at = 14 if h.magic == 1 else 6
+    (key_len,) = struct.unpack_from(">i", message, at)
+    at += 4 + max(key_len, 0)
+    (value_len,) = struct.unpack_from(">i", message, at)
+    inner = decompress(Codec(codec), message[at + 4 : at + 4 + value_len], 64 << 20)
+    crcs, pos = [], 0
+    while pos + 16 <= len(inner):
+        (size,) = struct.unpack_from(">i", inner, pos + 8)
+        crcs.append(struct.unpack_from(">I", inner, pos + 12)[0])
+        pos += 12 + size
+    return crcs
+
+
+class RecordPrinter:
+    """Prints the records of one file's batches; remembers the offset gaps (Kafka's non-consecutive
+    pairs). Not shared between threads."""
+
+    def __init__(self, options: DumpOptions, name: str, err: TextIO) -> None:
+        self.options = options
+        self.name = name
+        self.err = err
+        self.parse: Callable[[int, bytes | None, bytes | None], tuple[str | None, str | None]] | None = (
+            make_parser(options.decoder) if options.print_data_log else None
+        )
+        self.last_offset = -1
+        self.gaps: list[tuple[int, int]] = []
+
+    def _fail(self, h: BatchHeader, reason: str) -> int:
+        print(f"kafkafs: {self.name}: position {h.position}: {reason}", file=self.err)
+        return 1
+
+    def print_batch(self, buf, h: BatchHeader, write: Callable[[str], object]) -> int:
+        """Write the batch's record lines; return 1 if they could not all be read, else 0."""
+        if h.attributes & 0x07 > 4:
+            return self._fail(h, f"Unknown compression type id: {h.attributes & 0x07}")
+        try:
+            batch = decode_batch(buf, h, validate=False)
+            crcs = _legacy_crcs(buf, h) if h.magic < 2 else None
+        except (CorruptRecordError, struct.error) as exc:
+            return self._fail(h, f"records do not decode: {getattr(exc, 'reason', exc)}")
+        opts = self.options
+        ts_name = {-1: "NoTimestampType", 0: "CreateTime", 1: "LogAppendTime"}[h.timestamp_type]
+        v2 = h.magic >= 2
+        control = h.is_control
+        problems = 0
+        for i, offset in enumerate(batch.offsets):
+            if self.last_offset != -1 and offset != self.last_offset + 1:
+                self.gaps.append((self.last_offset, offset))
+            self.last_offset = offset
+            key, value = batch.keys[i], batch.values[i]
+            parts = []
+            prefix = "| "
+            if not opts.skip_record_metadata:
+                prefix = " "
+                parts.append(
+                    f"| offset: {offset} {ts_name}: {batch.timestamps[i]} keySize: {-1 if key is None else len(key)} "
+                    f"valueSize: {-1 if value is None else len(value)}"
+                )
+                if v2:
+                    keys = ",".join(hk for hk, _hv in batch.headers[i])
+                    parts.append(
+                        f" sequence: {_sequence(h.base_sequence, offset - h.base_offset)} headerKeys: [{keys}]"
+                    )
+                else:
+                    crc = crcs[i] if crcs is not None and i < len(crcs) else h.crc
+                    parts.append(f" isValid: true crc: {crc}}}")
+                if control:
+                    try:
+                        parts.append(_control_text(key, value))
+                    except CorruptRecordError as exc:
+                        problems += self._fail(h, f"offset {offset}: {exc.reason}")
+            if self.parse is not None and not control:
+                shown_key, payload = self.parse(offset, key, value)
+                if shown_key is not None:
+                    parts.append(f"{prefix}key: {shown_key}")
+                if payload is not None:
+                    parts.append(f" payload: {payload}")
+            parts.append("\n")
+            write("".join(parts))
+        return problems

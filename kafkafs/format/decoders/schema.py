@@ -1,0 +1,436 @@
+"""One generic reader (and writer) of Kafka's message schema language, driven by Kafka's own definitions.
+
+Kafka describes every message it stores in JSON files (``messages/*.json`` here, taken from
+apache/kafka under the Apache License 2.0): fields with version ranges (``"0+"``, ``"1-3"``, ``"2"``),
+``nullableVersions``, ``flexibleVersions`` (compact lengths as unsigned varints of length + 1 and a
+tagged-field section at the end of every struct), ``taggedVersions`` with a ``tag``, arrays of
+primitives and of structs, ``commonStructs``, and the types int8..int64, uint16, uint32, float64,
+bool, uuid, string, bytes and records. :func:`message` compiles a definition, once per version, into
+a list of small reader functions; :meth:`Message.read` turns bytes into the object that Kafka's
+generated ``JsonConverter.write`` prints (camelCase field names, a uuid as Kafka's URL-safe base64
+without padding, bytes as standard base64 text, a tagged field only when it differs from its default,
+fields absent from the version left out). :meth:`Message.write` is the reverse, used to build logs.
+
+Compiled messages are immutable and cached; they are safe to share across threads.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import struct
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from ...errors import CorruptRecordError
+
+__all__ = ["Message", "message", "message_names", "Versions", "uuid_text", "uuid_bytes"]
+
+_INF = 0x7FFF
+
+
+class Versions:
+    """A version range as Kafka writes it: ``"0+"``, ``"1-3"``, ``"2"`` or ``"none"``."""
+
+    __slots__ = ("lo", "hi")
+
+    def __init__(self, text: str | None, default: Versions | None = None) -> None:
+        if text is None:
+            self.lo, self.hi = (default.lo, default.hi) if default is not None else (1, 0)
+            return
+        text = str(text).strip()
+        if text == "none":
+            self.lo, self.hi = 1, 0
+        elif text.endswith("+"):
+            self.lo, self.hi = int(text[:-1]), _INF
+        elif "-" in text:
+            lo, hi = text.split("-")
+            self.lo, self.hi = int(lo), int(hi)
+        else:
+            self.lo = self.hi = int(text)
+
+    def __contains__(self, version: int) -> bool:
+        return self.lo <= version <= self.hi
+
+    def __repr__(self) -> str:
+        return f"Versions({self.lo}..{self.hi})"
+
+
+def uuid_text(raw: bytes) -> str:
+    """A uuid as Kafka's ``Uuid.toString()`` prints it: URL-safe base64, no padding."""
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+
+
+def uuid_bytes(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+_FIXED = {
+    "int8": struct.Struct(">b"),
+    "int16": struct.Struct(">h"),
+    "int32": struct.Struct(">i"),
+    "int64": struct.Struct(">q"),
+    "uint16": struct.Struct(">H"),
+    "uint32": struct.Struct(">I"),
+    "float64": struct.Struct(">d"),
+}
+_I16 = _FIXED["int16"]
+_I32 = _FIXED["int32"]
+_ZERO_UUID = bytes(16)
+
+
+class _Reader:
+    __slots__ = ("buf", "pos")
+
+    def __init__(self, buf: bytes, pos: int = 0) -> None:
+        self.buf = buf
+        self.pos = pos
+
+    def take(self, n: int) -> bytes:
+        pos = self.pos
+        end = pos + n
+        if n < 0 or end > len(self.buf):
+            raise CorruptRecordError(f"message truncated: {n} bytes wanted at {pos}, {len(self.buf) - pos} left")
+        self.pos = end
+        return self.buf[pos:end]
+
+    def uvarint(self) -> int:
+        buf = self.buf
+        result = shift = 0
+        pos = self.pos
+        while True:
+            if pos >= len(buf):
+                raise CorruptRecordError("message truncated inside a varint")
+            b = buf[pos]
+            pos += 1
+            result |= (b & 0x7F) << shift
+            if not b & 0x80:
+                self.pos = pos
+                return result
+            shift += 7
+            if shift > 35:
+                raise CorruptRecordError("varint too long")
+
+    def fixed(self, st: struct.Struct):
+        pos = self.pos
+        end = pos + st.size
+        if end > len(self.buf):
+            raise CorruptRecordError(f"message truncated at {pos}")
+        self.pos = end
+        return st.unpack_from(self.buf, pos)[0]
+
+
+def _put_uvarint(out: bytearray, value: int) -> None:
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+
+
+def _camel(name: str) -> str:
+    return name[:1].lower() + name[1:]
+
+
+def _default_of(field: dict, kind: str, nullable_default: bool) -> Any:
+    raw = field.get("default")
+    if raw is None or raw == "":
+        if kind in _FIXED:
+            return 0 if kind != "float64" else 0.0
+        return {"bool": False, "uuid": uuid_text(_ZERO_UUID), "string": ""}.get(kind, ...)
+    if raw == "null" and nullable_default:
+        return None
+    if kind == "bool":
+        return str(raw).lower() == "true"
+    if kind == "float64":
+        return float(raw)
+    if kind in _FIXED:
+        text = str(raw)
+        return int(text, 16) if text.lower().startswith("0x") else int(text)
+    return raw
+
+
+class _Field:
+    __slots__ = ("name", "json_name", "kind", "element", "struct", "versions", "nullable", "tagged", "tag",
+                 "default")
+
+    def __init__(self, spec: dict, structs: dict[str, list]) -> None:
+        self.name = spec["name"]
+        self.json_name = _camel(self.name)
+        tagged = Versions(spec.get("taggedVersions"), Versions("none"))
+        self.tagged = tagged
+        self.versions = Versions(spec.get("versions"), tagged if tagged.lo <= tagged.hi else None)
+        self.nullable = Versions(spec.get("nullableVersions"), Versions("none"))
+        self.tag = None if spec.get("tag") is None else int(spec["tag"])
+        kind = spec["type"]
+        self.element = None
+        self.struct = None
+        if kind.startswith("[]"):
+            element = kind[2:]
+            self.element = element
+            kind = "array"
+            if element not in _FIXED and element not in ("bool", "uuid", "string", "bytes", "records"):
+                self.struct = _struct_fields(element, spec, structs)
+        elif kind not in _FIXED and kind not in ("bool", "uuid", "string", "bytes", "records"):
+            self.struct = _struct_fields(kind, spec, structs)
+            kind = "struct"
+        self.kind = kind
+        self.default = _default_of(spec, kind, True)
+
+
+def _struct_fields(name: str, spec: dict, structs: dict[str, list]) -> list:
+    if "fields" in spec:
+        structs.setdefault(name, spec["fields"])
+        return spec["fields"]
+    try:
+        return structs[name]
+    except KeyError:
+        raise ValueError(f"unknown struct type {name}") from None
+
+
+def _is_default(field: _Field, value: Any) -> bool:
+    """Whether a tagged field holds its default (Kafka's JsonConverter then leaves it out)."""
+    if field.kind == "struct":
+        return False
+    if field.default is ...:
+        return value == "" or value == []
+    return value == field.default and type(value) is type(field.default)
+
+
+class Message:
+    """A message definition (``spec``) compiled for reading and writing; immutable, thread-safe."""
+
+    def __init__(self, spec: dict) -> None:
+        self.spec = spec
+        self.name: str = spec["name"]
+        self.api_key: int | None = spec.get("apiKey")
+        self.valid = Versions(spec.get("validVersions"))
+        self.flexible = Versions(spec.get("flexibleVersions", "none"))
+        self._structs: dict[str, list] = {}
+        for common in spec.get("commonStructs", ()):
+            self._structs[common["name"]] = common["fields"]
+        self._fields = self._compile_fields(spec["fields"])
+        self._readers: dict[int, Any] = {}
+
+    @property
+    def type_name(self) -> str:
+        """Kafka's enum name for the message, e.g. ``FEATURE_LEVEL_RECORD`` (MessageGenerator.toSnakeCase)."""
+        out = []
+        prev_upper = True
+        for c in self.name:
+            if c.isupper():
+                if not prev_upper:
+                    out.append("_")
+                out.append(c)
+                prev_upper = True
+            else:
+                out.append(c.upper())
+                prev_upper = False
+        return "".join(out)
+
+    def _compile_fields(self, specs: list) -> list[_Field]:
+        fields = []
+        for spec in specs:
+            f = _Field(spec, self._structs)
+            if f.struct is not None:
+                f.struct = self._compile_fields(f.struct)
+            fields.append(f)
+        return fields
+
+    # ------------------------------------------------------------------ reading
+
+    def read(self, buf: bytes, version: int, pos: int = 0, whole: bool = True) -> dict:
+        """The object of this message at ``version`` from ``buf[pos:]``; with ``whole``, bytes left over
+        are an error (as Kafka's serdes say). Raises :class:`CorruptRecordError`."""
+        if version not in self.valid:
+            raise CorruptRecordError(f"{self.name} has no version {version}")
+        reader = _Reader(bytes(buf), pos)
+        try:
+            obj = self._read_struct(reader, self._fields, version, version in self.flexible)
+        except (IndexError, ValueError, UnicodeDecodeError, struct.error) as exc:
+            raise CorruptRecordError(f"{self.name} v{version}: {exc}") from None
+        if whole and reader.pos != len(reader.buf):
+            raise CorruptRecordError(
+                f"{self.name} v{version}: {len(reader.buf) - reader.pos} byte(s) left over at the end"
+            )
+        return obj
+
+    def _read_struct(self, r: _Reader, fields: list[_Field], version: int, flexible: bool) -> dict:
+        obj: dict = {}
+        tagged: dict[int, _Field] = {}
+        for f in fields:
+            if version not in f.versions:
+                continue
+            if flexible and version in f.tagged:
+                tagged[f.tag] = f
+                continue
+            obj[f.json_name] = self._read_value(r, f, f.kind, version, flexible, version in f.nullable)
+        if flexible:
+            found: dict[str, Any] = {}
+            for _ in range(r.uvarint()):
+                tag = r.uvarint()
+                size = r.uvarint()
+                f = tagged.get(tag)
+                if f is None:
+                    r.take(size)  # an unknown tag: Kafka keeps it as unknown tagged fields, not printed
+                    continue
+                end = r.pos + size
+                found[f.json_name] = self._read_value(r, f, f.kind, version, flexible, version in f.nullable)
+                if r.pos != end:
+                    raise CorruptRecordError(f"tagged field {f.name} has {size} bytes, read {r.pos - end + size}")
+            if tagged:
+                # Kafka's JsonConverter puts every field in definition order, tagged ones where defined
+                ordered: dict = {}
+                for f in fields:
+                    if version not in f.versions:
+                        continue
+                    if version in f.tagged:
+                        if f.json_name in found and not _is_default(f, found[f.json_name]):
+                            ordered[f.json_name] = found[f.json_name]
+                    else:
+                        ordered[f.json_name] = obj[f.json_name]
+                obj = ordered
+        return obj
+
+    def _read_value(self, r: _Reader, f: _Field, kind: str, version: int, flexible: bool, nullable: bool):
+        st = _FIXED.get(kind)
+        if st is not None:
+            return r.fixed(st)
+        if kind == "string":
+            n = r.uvarint() - 1 if flexible else r.fixed(_I16)
+            if n < 0:
+                if not nullable:
+                    raise CorruptRecordError(f"non-nullable field {f.name} was null")
+                return None
+            return r.take(n).decode("utf-8")
+        if kind in ("bytes", "records"):
+            n = r.uvarint() - 1 if flexible else r.fixed(_I32)
+            if n < 0:
+                if not nullable:
+                    raise CorruptRecordError(f"non-nullable field {f.name} was null")
+                return None
+            return base64.b64encode(r.take(n)).decode("ascii")
+        if kind == "bool":
+            return r.take(1) != b"\x00"
+        if kind == "uuid":
+            return uuid_text(r.take(16))
+        if kind == "array":
+            n = r.uvarint() - 1 if flexible else r.fixed(_I32)
+            if n < 0:
+                if not nullable:
+                    raise CorruptRecordError(f"non-nullable field {f.name} was null")
+                return None
+            if n > len(r.buf) - r.pos:
+                raise CorruptRecordError(f"array {f.name} of {n} elements in {len(r.buf) - r.pos} bytes")
+            if f.struct is not None:
+                return [self._read_struct(r, f.struct, version, flexible) for _ in range(n)]
+            return [self._read_value(r, f, f.element, version, flexible, False) for _ in range(n)]
+        if kind == "struct":
+            if nullable and r.fixed(_FIXED["int8"]) < 0:
+                return None
+            return self._read_struct(r, f.struct, version, flexible)
+        raise CorruptRecordError(f"unknown field type {kind}")
+
+    # ------------------------------------------------------------------ writing
+
+    def write(self, obj: dict, version: int) -> bytes:
+        """``obj`` (as :meth:`read` returns it; missing fields take their defaults) at ``version``."""
+        if version not in self.valid:
+            raise ValueError(f"{self.name} has no version {version}")
+        out = bytearray()
+        self._write_struct(out, self._fields, obj, version, version in self.flexible)
+        return bytes(out)
+
+    def _write_struct(self, out: bytearray, fields: list[_Field], obj: dict, version: int, flexible: bool) -> None:
+        tagged = []
+        for f in fields:
+            if version not in f.versions:
+                continue
+            value = obj.get(f.json_name, self._default_value(f))
+            if flexible and version in f.tagged:
+                if f.json_name in obj and not _is_default(f, value):
+                    tagged.append((f.tag, f, value))
+                continue
+            self._write_value(out, f, f.kind, value, version, flexible)
+        if flexible:
+            _put_uvarint(out, len(tagged))
+            for tag, f, value in sorted(tagged, key=lambda t: t[0]):
+                body = bytearray()
+                self._write_value(body, f, f.kind, value, version, flexible)
+                _put_uvarint(out, tag)
+                _put_uvarint(out, len(body))
+                out += body
+
+    @staticmethod
+    def _default_value(f: _Field):
+        if f.default is ...:
+            return [] if f.kind == "array" else "" if f.kind == "bytes" else {}
+        return f.default
+
+    def _write_value(self, out: bytearray, f: _Field, kind: str, value, version: int, flexible: bool) -> None:
+        st = _FIXED.get(kind)
+        if st is not None:
+            out += st.pack(value)
+        elif kind in ("string", "bytes", "records", "array"):
+            if value is None:
+                if flexible:
+                    out.append(0)
+                else:
+                    out += (_I16 if kind == "string" else _I32).pack(-1)
+                return
+            if kind == "string":
+                data = value.encode("utf-8")
+            elif kind == "array":
+                data = None
+            else:
+                data = base64.b64decode(value)
+            n = len(value) if data is None else len(data)
+            if flexible:
+                _put_uvarint(out, n + 1)
+            else:
+                out += (_I16 if kind == "string" else _I32).pack(n)
+            if data is not None:
+                out += data
+            elif f.struct is not None:
+                for item in value:
+                    self._write_struct(out, f.struct, item, version, flexible)
+            else:
+                for item in value:
+                    self._write_value(out, f, f.element, item, version, flexible)
+        elif kind == "bool":
+            out.append(1 if value else 0)
+        elif kind == "uuid":
+            out += uuid_bytes(value)
+        elif kind == "struct":
+            if version in f.nullable:
+                out += b"\xff" if value is None else b"\x01"
+                if value is None:
+                    return
+            self._write_struct(out, f.struct, value, version, flexible)
+        else:
+            raise ValueError(f"unknown field type {kind}")
+
+
+_PACKAGE = __name__.rsplit(".", 1)[0]
+
+
+def _messages_dir():
+    return resources.files(_PACKAGE).joinpath("messages")
+
+
+@cache
+def message(name: str) -> Message:
+    """The compiled definition named ``name`` (e.g. ``"PartitionRecord"``), loaded from package data."""
+    try:
+        text = _messages_dir().joinpath(f"{name}.json").read_text("utf-8")
+    except FileNotFoundError:
+        raise KeyError(name) from None
+    return Message(json.loads(text))
+
+
+@cache
+def message_names() -> tuple[str, ...]:
+    """Every definition shipped, by name."""
+    return tuple(sorted(
+        p.name[:-5] for p in _messages_dir().iterdir() if p.name.endswith(".json")
+    ))

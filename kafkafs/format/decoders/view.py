@@ -1,0 +1,168 @@
+"""The JSON view of a decoded partition: SPEC §3's line layout with keys and values shown as their
+writers meant them (SPEC §8), through a per-partition :class:`Decoder`.
+
+A decoder turns one key or value into a Python object (or says it does not recognise it, and the
+record shows the generic SPEC §3 rendering); a record whose key or value came from a Schema Registry
+schema also gains ``"keySchemaId"`` / ``"valueSchemaId"``, placed right after ``"key"`` / ``"value"``.
+Lines are built like the generic renderer's: a column at a time, one format string per batch.
+Decoders are immutable after construction and safe to share across threads.
+"""
+
+from __future__ import annotations
+
+import base64
+from itertools import chain
+
+import orjson
+
+from ...errors import CorruptRecordError
+from ..jsonembed import json_string, render_value
+from ..jsonrender import TIMESTAMP_TYPES, line_prefix
+from ..jsonview import render_batch_jsonl
+from ..records import DecodedBatch, control_type_of
+from . import internal
+
+__all__ = ["Decoder", "InternalDecoder", "GENERIC"]
+
+_dumps = orjson.dumps
+
+#: Returned by :meth:`Decoder.key` / :meth:`Decoder.value` for bytes the decoder does not recognise.
+GENERIC = object()
+
+
+def _bytes_default(obj):
+    if isinstance(obj, (bytes, bytearray, memoryview)):
+        return {"$base64": base64.b64encode(obj).decode("ascii")}
+    raise TypeError(f"{type(obj).__name__} is not JSON")
+
+
+def _generic(data: bytes | None) -> bytes:
+    return render_value(data, "auto")
+
+
+class Decoder:
+    """Renders the records of one partition, decoding what it recognises; subclasses define
+    :meth:`key` and :meth:`value`, each returning ``(object, schema_id or None)`` or ``(GENERIC, None)``."""
+
+    def key(self, data: bytes | None, control: bool) -> tuple[object, int | None]:
+        return GENERIC, None
+
+    def value(self, key: bytes | None, data: bytes | None, control: bool) -> tuple[object, int | None]:
+        return GENERIC, None
+
+    def wants(self, batch: DecodedBatch) -> bool:
+        """Whether any record of ``batch`` may decode (else the generic fast path renders it)."""
+        return True
+
+    # ------------------------------------------------------------------------------- rendering
+
+    def _column(self, batch: DecodedBatch, keys: list, values: list, which: str) -> list[bytes]:
+        control = batch.header.is_control
+        out = []
+        add = out.append
+        if which == "key":
+            for k in keys:
+                obj, sid = self.key(k, control)
+                text = _generic(k) if obj is GENERIC else _dumps(obj, default=_bytes_default)
+                add(text if sid is None else text + b',"keySchemaId":%d' % sid)
+        else:
+            for k, v in zip(keys, values, strict=True):
+                obj, sid = self.value(k, v, control)
+                text = _generic(v) if obj is GENERIC else _dumps(obj, default=_bytes_default)
+                add(text if sid is None else text + b',"valueSchemaId":%d' % sid)
+        return out
+
+    def render_batch_jsonl(
+        self, topic: str, partition: int, batch: DecodedBatch, start: int = 0, stop: int | None = None
+    ) -> bytes:
+        """Records ``start:stop`` of ``batch`` as JSON lines (SPEC §3 key order, §8 contents)."""
+        n = len(batch.offsets)
+        if stop is None or stop > n:
+            stop = n
+        if start >= stop:
+            return b""
+        if start or stop != n:
+            batch = DecodedBatch(
+                batch.header, batch.offsets[start:stop], batch.timestamps[start:stop], batch.keys[start:stop],
+                batch.values[start:stop], batch.headers[start:stop],
+            )
+        if not self.wants(batch):
+            return render_batch_jsonl(topic, partition, batch, "auto")
+        header = batch.header
+        keys = batch.keys
+        columns = [batch.offsets, batch.timestamps, self._column(batch, keys, keys, "key"),
+                   self._column(batch, keys, batch.values, "value")]
+        if any(batch.headers):
+            columns.append([
+                b",".join(b'{"key":' + json_string(k.encode()) + b',"value":' + _generic(v) + b"}" for k, v in hs)
+                for hs in batch.headers
+            ])
+            headers_slot = b"%b"
+        else:
+            headers_slot = b""
+        tail = b',"producerId":%d' % header.producer_id if header.is_transactional else b""
+        if header.is_control:
+            columns.append([b',"control":"' + control_type_of(k).encode() + b'"' + tail for k in keys])
+            tail = b"%b"
+        else:
+            tail = tail.replace(b"%", b"%%")
+        fmt = (
+            line_prefix(topic, partition).replace(b"%", b"%%")
+            + b'%d,"timestamp":%d,"timestampType":"'
+            + TIMESTAMP_TYPES[header.timestamp_type].encode()
+            + b'","key":%b,"value":%b,"headers":['
+            + headers_slot
+            + b"]"
+            + tail
+            + b"}\n"
+        )
+        # one format string for the whole batch, one formatting call
+        return (fmt * len(batch.offsets)) % tuple(chain.from_iterable(zip(*columns, strict=True)))
+
+    def record_object(self, topic: str, partition: int, batch: DecodedBatch, index: int) -> dict:
+        """Record ``index`` of ``batch`` as a dict in the same key order as its line, plain JSON values."""
+        return orjson.loads(self.render_batch_jsonl(topic, partition, batch, index, index + 1))
+
+
+def _control(key: bytes | None, value: bytes | None, which: str):
+    try:
+        if which == "key":
+            return internal.control_key(key), None
+        return internal.control_value(key, value), None
+    except CorruptRecordError:
+        return GENERIC, None
+
+
+class InternalDecoder(Decoder):
+    """``__consumer_offsets``, ``__transaction_state`` or ``__cluster_metadata`` (``kind``)."""
+
+    def __init__(self, kind: str) -> None:
+        if kind not in ("offsets", "transactions", "metadata"):
+            raise ValueError(kind)
+        self.kind = kind
+
+    def key(self, data, control):
+        if control:
+            return _control(data, None, "key")
+        if data is None or self.kind == "metadata":
+            return GENERIC, None
+        try:
+            return (internal.offsets_key(data) if self.kind == "offsets" else internal.transaction_key(data)), None
+        except CorruptRecordError:
+            return GENERIC, None
+
+    def value(self, key, data, control):
+        if control:
+            return _control(key, data, "value")
+        if data is None:
+            return None, None
+        try:
+            if self.kind == "offsets":
+                return internal.offsets_value(data, key), None
+            if self.kind == "transactions":
+                return internal.transaction_value(data), None
+            return internal.metadata_record(data), None
+        except CorruptRecordError:
+            if self.kind == "metadata":  # SPEC §8: an unknown type or version keeps its bytes as base64
+                return {"$base64": base64.b64encode(data).decode("ascii")}, None
+            return GENERIC, None

@@ -1,0 +1,126 @@
+"""The JSON lines of decoded records (SPEC §3): the pure-Python reference renderer.
+
+A record renders as one compact object with keys in this order::
+
+    {"topic", "partition", "offset", "timestamp", "timestampType", "key", "value", "headers"}
+
+plus ``"control"`` (Kafka's name for the marker's type) for a record of a control batch and then
+``"producerId"`` for a record of a transactional batch, and a newline. Keys, values and header values
+render by :func:`.jsonembed.render_value`; the topic and header keys are JSON strings.
+
+The compiled kernel renders the same bytes from a batch's raw records; this module is what it is
+tested against, and what serves legacy (magic 0/1) batches and machines without the kernel.
+"""
+
+from __future__ import annotations
+
+import orjson
+
+from ..errors import InvalidInput
+from .jsonembed import json_string, render_value, view_auto, view_base64, view_string
+from .records import DecodedBatch, control_type_of
+
+__all__ = [
+    "ValuesMode",
+    "VALUES_MODES",
+    "TIMESTAMP_TYPES",
+    "check_mode",
+    "record_object",
+    "line_prefix",
+    "render_lines",
+    "select_indexes",
+]
+
+VALUES_MODES: tuple[str, ...] = ("auto", "string", "base64")
+ValuesMode = str
+TIMESTAMP_TYPES = {0: "CreateTime", 1: "LogAppendTime", -1: "CreateTime"}
+_VIEWS = {"auto": view_auto, "string": view_string, "base64": view_base64}
+
+
+def check_mode(mode: str) -> None:
+    if mode not in _VIEWS:
+        raise InvalidInput(f"values mode must be one of {', '.join(VALUES_MODES)}, not {mode!r}")
+
+
+def record_object(topic: str, partition: int, batch: DecodedBatch, index: int, mode: str = "auto") -> dict:
+    """The JSON object of record ``index`` of ``batch`` as a dict in SPEC key order, embedded JSON as
+    ``orjson.Fragment``: a record at a time, through a dict (``orjson.dumps`` of it gives the line)."""
+    check_mode(mode)
+    view = _VIEWS[mode]
+    header = batch.header
+    obj = {
+        "topic": topic,
+        "partition": partition,
+        "offset": batch.offsets[index],
+        "timestamp": batch.timestamps[index],
+        "timestampType": TIMESTAMP_TYPES[header.timestamp_type],
+        "key": view(batch.keys[index]),
+        "value": view(batch.values[index]),
+        "headers": [{"key": k, "value": view(v)} for k, v in batch.headers[index]],
+    }
+    if header.is_control:
+        obj["control"] = control_type_of(batch.keys[index])
+    if header.is_transactional:
+        obj["producerId"] = header.producer_id
+    return obj
+
+
+def line_prefix(topic: str, partition: int) -> bytes:
+    """The bytes every line of a partition starts with, up to the offset's digits."""
+    return b'{"topic":' + json_string(topic.encode()) + b',"partition":%d,"offset":' % partition
+
+
+def select_indexes(
+    batch: DecodedBatch, lo: int | None, hi: int | None, ts_lo: int | None, ts_hi: int | None
+) -> list[int]:
+    """Indexes of the records with ``lo <= offset <= hi`` and ``ts_lo <= timestamp < ts_hi`` (None: no
+    bound), in order."""
+    offsets = batch.offsets
+    timestamps = batch.timestamps
+    return [
+        i
+        for i in range(len(offsets))
+        if (lo is None or offsets[i] >= lo)
+        and (hi is None or offsets[i] <= hi)
+        and (ts_lo is None or timestamps[i] >= ts_lo)
+        and (ts_hi is None or timestamps[i] < ts_hi)
+    ]
+
+
+def render_lines(topic: str, partition: int, batch: DecodedBatch, mode: str, indexes) -> list[bytes]:
+    """The JSON line (newline included) of each record ``indexes`` names, in that order."""
+    check_mode(mode)
+    header = batch.header
+    prefix = line_prefix(topic, partition)
+    middle = b',"timestampType":"' + TIMESTAMP_TYPES[header.timestamp_type].encode() + b'","key":'
+    control = header.is_control
+    producer = b',"producerId":%d' % header.producer_id if header.is_transactional else b""
+    offsets, timestamps, keys, values, headers = batch.offsets, batch.timestamps, batch.keys, batch.values, batch.headers
+    out = []
+    for i in indexes:
+        parts = [
+            prefix,
+            b"%d" % offsets[i],
+            b',"timestamp":%d' % timestamps[i],
+            middle,
+            render_value(keys[i], mode),
+            b',"value":',
+            render_value(values[i], mode),
+            b',"headers":[',
+            b",".join(
+                b'{"key":' + json_string(k.encode()) + b',"value":' + render_value(v, mode) + b"}"
+                for k, v in headers[i]
+            ),
+            b"]",
+        ]
+        if control:
+            parts.append(b',"control":"' + control_type_of(keys[i]).encode() + b'"')
+        parts.append(producer)
+        parts.append(b"}\n")
+        out.append(b"".join(parts))
+    return out
+
+
+def dumps_object(obj: dict) -> bytes:
+    """:func:`record_object`'s dict as one line, the way a test compares it with :func:`render_lines`."""
+    return orjson.dumps(obj) + b"\n"

@@ -1,0 +1,34 @@
+"""Timestamps as the command line and the mount's ``by-time/`` names take them, and as they print."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+
+from ..errors import InvalidInput
+
+__all__ = ["parse_timestamp", "format_timestamp"]
+
+
+def parse_timestamp(text: str) -> int:
+    """Epoch milliseconds from ``1763700000000`` or ISO-8601 UTC (``2026-11-21T10:00:00[.123]Z``)."""
+    text = text.strip()
+    if re.fullmatch(r"-?\d+", text):
+        return int(text)
+    iso = text[:-1] + "+00:00" if text.endswith(("Z", "z")) else text
+    try:
+        moment = datetime.fromisoformat(iso)
+    except ValueError:
+        raise InvalidInput(
+            f"not a timestamp: {text!r} (use epoch milliseconds or ISO-8601 UTC such as 2026-11-21T10:00:00Z)"
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    delta = moment - datetime(1970, 1, 1, tzinfo=UTC)
+    return (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
+
+
+def format_timestamp(ms: int) -> str:
+    """ISO-8601 UTC with milliseconds, e.g. ``2026-11-21T10:00:00.123Z``."""
+    moment = datetime.fromtimestamp(ms / 1000, tz=UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"

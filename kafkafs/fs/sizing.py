@@ -1,0 +1,171 @@
+"""Sizing segments for ``records.jsonl``: from the size cache when it knows them, else by the
+length-only pass spread over worker threads, with progress logged when it takes more than a second.
+
+Used by the mount (the first ``stat`` of a partition) and by ``kafkafs index`` (ahead of time).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import NamedTuple
+
+from .layout import Renderer, SegmentLayout
+from .sizecache import LayoutKey, SizeCache, stat_key
+
+__all__ = ["SizingJob", "Progress", "size_layouts", "load_cached", "store_layout", "SIZING_THREADS"]
+
+log = logging.getLogger("kafkafs.fs")
+
+#: Worker threads for a first sizing. Reads release the GIL, and so does the compiled kernel's pass:
+#: more threads than cores keep the disk busy while others count.
+SIZING_THREADS = max(2, min(8, 2 * (os.cpu_count() or 1)))
+#: Progress is reported for sizings that take longer than this (seconds), then every this often.
+PROGRESS_AFTER = 1.0
+
+
+class SizingJob(NamedTuple):
+    layout: SegmentLayout
+    renderer: Renderer
+    label: str
+
+
+class Progress:
+    """Segments and bytes of log sized so far. ``report(progress)`` is called at most once every
+    ``every`` seconds once ``after`` seconds have passed, and once at the end if it was called before.
+
+    Thread-safe: :meth:`advance` may be called from any number of threads."""
+
+    def __init__(
+        self,
+        segments: int,
+        total_bytes: int,
+        report: Callable[[Progress], None],
+        *,
+        after: float = PROGRESS_AFTER,
+        every: float = PROGRESS_AFTER,
+    ) -> None:
+        self.segments = segments
+        self.total_bytes = total_bytes
+        self.done_segments = 0
+        self.done_bytes = 0
+        self.started = time.monotonic()
+        self._report = report
+        self._after = after
+        self._every = every
+        self._last = None
+        self.reported = False
+        self.finished = False
+        self._guard = threading.Lock()
+
+    @property
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    @property
+    def mb_per_s(self) -> float:
+        return self.done_bytes / 1e6 / max(self.elapsed, 1e-9)
+
+    def advance(self, segments: int, nbytes: int) -> None:
+        with self._guard:
+            self.done_segments += segments
+            self.done_bytes += nbytes
+            now = time.monotonic()
+            due = now - self.started >= self._after and (self._last is None or now - self._last >= self._every)
+            if due:
+                self._last = now
+                self.reported = True
+        if due:
+            self._report(self)
+
+    def finish(self) -> None:
+        with self._guard:
+            self.finished = True
+            due = self.reported or self.elapsed >= self._after
+        if due:
+            self._report(self)
+
+
+def load_cached(layout: SegmentLayout, renderer: Renderer, cache: SizeCache) -> bool:
+    """Fill a new, unfiltered layout from the size cache when its entry matches the segment exactly."""
+    if not cache.enabled or layout.filter.lo is not None or len(layout):
+        return False
+    segment = layout.segment
+    key = _key(layout, renderer)
+    if key is None or key.size != segment.size:
+        return False
+    found = cache.load(key)
+    if found is None:
+        return False
+    layout.restore(found)
+    layout.stored_key = key
+    return True
+
+
+def store_layout(layout: SegmentLayout, renderer: Renderer, cache: SizeCache, before: LayoutKey | None = None) -> bool:
+    """Keep a whole, undamaged layout in the cache, when the segment is still what was laid out
+    (``before``: its key when sizing started) and the entry does not already hold it."""
+    if not cache.enabled or not layout.cacheable():
+        return False
+    key = _key(layout, renderer)
+    if key is None or key.size != layout.segment.size or (before is not None and key != before):
+        return False
+    if key == layout.stored_key:
+        return False
+    if cache.store(key, layout.cached()):
+        layout.stored_key = key
+        return True
+    return False
+
+
+def _key(layout: SegmentLayout, renderer: Renderer) -> LayoutKey | None:
+    return stat_key(layout.segment.log_path, renderer.topic, renderer.partition, renderer.mode, renderer.decoder_id)
+
+
+def size_layouts(
+    jobs: Sequence[SizingJob],
+    cache: SizeCache,
+    progress: Progress | None = None,
+    *,
+    threads: int = SIZING_THREADS,
+    store: Callable[[SizingJob], bool] | None = None,
+) -> None:
+    """Lay out every job's segment (the length-only pass), over up to ``threads`` threads; layouts
+    that cover a segment unchanged while it was sized go to the cache (``store(job)`` decides which,
+    default all). Exceptions of a job propagate once the others are done."""
+
+    def run(job: SizingJob) -> None:
+        layout = job.layout
+        before = _key(layout, job.renderer) if not len(layout) else None
+        nbytes = layout.extend(job.renderer)
+        if store is None or store(job):
+            store_layout(layout, job.renderer, cache, before)
+        if progress is not None:
+            progress.advance(1, nbytes)
+
+    if len(jobs) <= 1 or threads <= 1:
+        for job in jobs:
+            run(job)
+    else:
+        with ThreadPoolExecutor(max_workers=min(threads, len(jobs)), thread_name_prefix="kafkafs-size") as pool:
+            for future in [pool.submit(run, job) for job in jobs]:
+                future.result()
+    if progress is not None:
+        progress.finish()
+
+
+def log_progress(name: str) -> Callable[[Progress], None]:
+    """A ``report`` for :class:`Progress` that logs one line (the mount's first sizing)."""
+
+    def report(p: Progress) -> None:
+        word = "sized" if p.finished else "sizing"
+        log.info(
+            "%s: %s %d/%d segments (%.0f of %.0f MB) in %.1f s, %.0f MB/s",
+            name, word, p.done_segments, p.segments, p.done_bytes / 1e6, p.total_bytes / 1e6, p.elapsed, p.mb_per_s,
+        )
+
+    return report

@@ -1,0 +1,124 @@
+"""``consume`` with kcat's offsets, whole topics and ``-c``, checked against what the engine holds."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+
+from kafkafs.consume import consume, parse_offset_spec, resolve_partitions
+from kafkafs.errors import InvalidInput, InvalidName
+from kafkafs.storage.logdir import LogDir
+
+T0 = 1_700_000_000_000
+
+
+def run(*args: str, rc: int = 0) -> subprocess.CompletedProcess:
+    proc = subprocess.run([sys.executable, "-m", "kafkafs.cli", "consume", *args], capture_output=True, timeout=120)
+    assert b"Traceback" not in proc.stderr, proc.stderr.decode()
+    assert proc.returncode == rc, proc.stderr.decode()
+    return proc
+
+
+@pytest.fixture(scope="module")
+def logs(tmp_path_factory) -> Path:
+    """orders-0: 10 records at T0 + 10*i (offsets 0..9); orders-1: 5 at T0 + 5 + 20*i; orders-10 (a
+    third partition, to check that 'orders-1' names one partition): 1 record; other-0: 1 record."""
+    path = tmp_path_factory.mktemp("consume") / "logs"
+    path.mkdir()
+    with LogDir(path, writable=True) as logdir:
+        a = logdir.create_partition("orders", 0)
+        for i in range(10):
+            a.append_records([(T0 + 10 * i, None, f"a{i}".encode(), ())])
+        b = logdir.create_partition("orders", 1)
+        b.append_records([(T0 + 5 + 20 * i, b"k", f"b{i}".encode(), ()) for i in range(5)])
+        logdir.create_partition("orders", 10).append_records([(T0 + 1, None, b"c0", ())])
+        logdir.create_partition("other", 0).append_records([(T0, None, b"x", ())])
+    return path
+
+
+def records(data: bytes) -> list[dict]:
+    return [orjson.loads(line) for line in data.splitlines()]
+
+
+def read(logs: Path, names: list[str], spec: str = "beginning", **kw) -> list[dict]:
+    out = io.BytesIO()
+    logdir = LogDir(logs)
+    try:
+        consume(logdir, names, out, spec=parse_offset_spec(spec), **kw)
+    finally:
+        logdir.close()
+    return records(out.getvalue())
+
+
+def engine_values(logs: Path, name: str) -> list[tuple[int, str]]:
+    logdir = LogDir(logs)
+    try:
+        return [(r.offset, r.value.decode()) for r in logdir.log(name).records()]
+    finally:
+        logdir.close()
+
+
+@pytest.mark.parametrize(
+    ("spec", "first"),
+    [("beginning", 0), ("earliest", 0), ("end", 10), ("latest", 10), ("3", 3), ("-2", 8), ("-99", 0), ("99", 10),
+     (f"s@{T0 + 35}", 4), (f"s@{T0 + 90}", 9), (f"s@{T0 + 91}", 10)],
+)
+def test_kcat_offsets(logs, spec, first):
+    expected = [(o, v) for o, v in engine_values(logs, "orders-0") if o >= first]
+    got = read(logs, ["orders-0"], spec)
+    assert [(r["offset"], r["value"]) for r in got] == expected
+
+
+def test_offset_spec_errors():
+    for bad in ("start", "s@yesterday", "1.5", ""):
+        with pytest.raises(InvalidInput):
+            parse_offset_spec(bad)
+
+
+def test_whole_topic_interleaved_and_in_order(logs):
+    logdir = LogDir(logs)
+    try:
+        assert resolve_partitions(logdir, "orders", None, None) == ["orders-0", "orders-1", "orders-10"]
+        assert resolve_partitions(logdir, "orders-1", None, None) == ["orders-1"]
+        assert resolve_partitions(logdir, None, "orders", 1) == ["orders-1"]
+        assert resolve_partitions(logdir, None, "orders", None) == ["orders-0", "orders-1", "orders-10"]
+        with pytest.raises(InvalidName):
+            resolve_partitions(logdir, "nope", None, None)
+    finally:
+        logdir.close()
+    names = ["orders-0", "orders-1", "orders-10"]
+    merged = read(logs, names)
+    assert len(merged) == 16
+    keys = [(r["timestamp"], r["partition"], r["offset"]) for r in merged]
+    assert keys == sorted(keys)
+    in_order = read(logs, names, interleave=False)
+    assert [(r["partition"], r["offset"]) for r in in_order] == sorted((r["partition"], r["offset"]) for r in merged)
+    # per partition, each holds what the engine holds
+    for name in names:
+        part = int(name.rsplit("-", 1)[1])
+        assert [(r["offset"], r["value"]) for r in merged if r["partition"] == part] == engine_values(logs, name)
+    # -c counts across the topic; -N applies to every partition
+    assert len(read(logs, names, count=4)) == 4
+    assert [(r["partition"], r["offset"]) for r in read(logs, names, "-1")] == [(10, 0), (1, 4), (0, 9)]
+
+
+def test_cli_forms(logs):
+    out = records(run(str(logs), "orders", "-o", "-2", "-c", "3").stdout)
+    assert len(out) == 3 and {r["partition"] for r in out} <= {0, 1, 10}
+    out = records(run(str(logs), "-t", "orders", "-p", "1", "-o", "beginning").stdout)
+    assert [r["value"] for r in out] == [f"b{i}" for i in range(5)]
+    out = records(run(str(logs), "orders-0", "--from-offset", "earliest", "--count", "2").stdout)
+    assert [r["offset"] for r in out] == [0, 1]
+    out = records(run(str(logs), "orders-0", "-o", f"s@{T0 + 20}", "-o", f"e@{T0 + 50}").stdout)
+    assert [r["offset"] for r in out] == [2, 3, 4]
+    assert run(str(logs), "orders-0", "-o", "end").stdout == b""
+    out = records(run(str(logs), "orders", "--no-interleave", "-c", "11").stdout)
+    assert [r["partition"] for r in out] == [0] * 10 + [1]
+    for args in (("orders-0", "-o", "soon"), ("nope",), ("orders-0", "-t", "orders")):
+        proc = run(str(logs), *args, rc=2)
+        assert proc.stderr.startswith(b"kafkafs: ") and proc.stderr.count(b"\n") == 1

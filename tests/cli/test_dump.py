@@ -1,0 +1,272 @@
+"""``kafkafs dump`` against Kafka's ``DumpLogSegments`` format strings, quoted from
+core/src/main/scala/kafka/tools/DumpLogSegments.scala (Kafka 3.x), line by line.
+
+Expected values are read from the files by the test itself (struct, from Kafka's documented layouts),
+never from kafkafs.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kafkafs.dump import DumpOptions, dump_files
+from tests.kafka_layout import batch, control_batch, walk_batches, write_producer_snapshot
+
+OFFSETS_12 = "kafka-logs-a/__consumer_offsets-12"
+
+
+def dump(*files, **options) -> tuple[int, list[str], list[str]]:
+    out, err = io.StringIO(), io.StringIO()
+    rc = dump_files([str(f) for f in files], out, err, DumpOptions(**options))
+    return rc, out.getvalue().split("\n")[:-1], err.getvalue().split("\n")[:-1]
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    proc = subprocess.run([sys.executable, "-m", "kafkafs.cli", "dump", *args], capture_output=True, timeout=120)
+    assert b"Traceback" not in proc.stderr, proc.stderr.decode()
+    return proc
+
+
+def kafka_batch_line(pos: int, f: dict) -> str:
+    """printBatchLevel, magic 2:
+    print("baseOffset: " + batch.baseOffset + " lastOffset: " + batch.lastOffset + " count: " + batch.countOrNull +
+      " baseSequence: " + batch.baseSequence + " lastSequence: " + batch.lastSequence +
+      " producerId: " + batch.producerId + " producerEpoch: " + batch.producerEpoch +
+      " partitionLeaderEpoch: " + batch.partitionLeaderEpoch + " isTransactional: " + batch.isTransactional +
+      " isControl: " + batch.isControlBatch + " deleteHorizonMs: " + batch.deleteHorizonMs)
+    println(" position: " + accumulativeBytes + " " + batch.timestampType + ": " + batch.maxTimestamp +
+      " size: " + batch.sizeInBytes + " magic: " + batch.magic +
+      " compresscodec: " + batch.compressionType.name + " crc: " + batch.checksum + " isvalid: " + batch.isValid)
+    """
+    a = f["attributes"]
+    last_seq = -1 if f["baseSequence"] == -1 else f["baseSequence"] + f["lastOffsetDelta"]
+    horizon = f"OptionalLong[{f['firstTimestamp']}]" if a & 0x40 else "OptionalLong.empty"
+    codec = ["none", "gzip", "snappy", "lz4", "zstd"][a & 7]
+    b = lambda x: "true" if x else "false"  # noqa: E731
+    return (
+        f"baseOffset: {f['baseOffset']} lastOffset: {f['baseOffset'] + f['lastOffsetDelta']} count: {f['recordCount']}"
+        f" baseSequence: {f['baseSequence']} lastSequence: {last_seq} producerId: {f['producerId']}"
+        f" producerEpoch: {f['producerEpoch']} partitionLeaderEpoch: {f['partitionLeaderEpoch']}"
+        f" isTransactional: {b(a & 0x10)} isControl: {b(a & 0x20)} deleteHorizonMs: {horizon}"
+        f" position: {pos} {'LogAppendTime' if a & 8 else 'CreateTime'}: {f['maxTimestamp']}"
+        f" size: {f['batchLength'] + 12} magic: 2 compresscodec: {codec} crc: {f['crc']} isvalid: true"
+    )
+
+
+def test_log_batches_of_the_broker_segment(fixtures_dir):
+    # println(s"Dumping $file"); println(s"Log starting offset: $startOffset")
+    segment = fixtures_dir / OFFSETS_12 / "00000000000000000000.log"
+    rc, lines, err = dump(segment)
+    assert rc == 0 and err == []
+    assert lines[:2] == [f"Dumping {segment}", "Log starting offset: 0"]
+    expected = [kafka_batch_line(pos, f) for pos, f in walk_batches(segment.read_bytes())]
+    assert len(expected) == 147
+    assert lines[2:] == expected
+
+
+def test_offset_index_entries(fixtures_dir):
+    # println(s"offset: ${entry.offset} position: ${entry.position}")
+    index = fixtures_dir / OFFSETS_12 / "00000000000000000000.index"
+    data = index.read_bytes()
+    entries = [struct.unpack_from(">II", data, i) for i in range(0, len(data), 8)]
+    rc, lines, err = dump(index)
+    assert rc == 0 and err == []
+    assert lines == [f"Dumping {index}"] + [f"offset: {rel} position: {pos}" for rel, pos in entries]
+    assert len(entries) == 14
+    # println(s"$file is empty.")
+    empty = fixtures_dir / OFFSETS_12 / "00000000000000000862.index"
+    assert dump(empty)[1] == [f"Dumping {empty}", f"{empty} is empty."]
+
+
+def test_time_index_entries(fixtures_dir):
+    # println(s"timestamp: ${entry.timestamp} offset: ${entry.offset}")
+    for base in ("00000000000000000000", "00000000000000000862"):
+        index = fixtures_dir / OFFSETS_12 / f"{base}.timeindex"
+        data = index.read_bytes()
+        entries = [struct.unpack_from(">qI", data, i) for i in range(0, len(data), 12)]
+        rc, lines, err = dump(index)
+        assert rc == 0 and err == [], err
+        assert lines == [f"Dumping {index}"] + [f"timestamp: {ts} offset: {int(base) + rel}" for ts, rel in entries]
+    assert len(entries) == 1
+
+
+def test_verify_index_only_and_sanity_check(fixtures_dir, tmp_path):
+    folder = tmp_path / "__consumer_offsets-12"
+    shutil.copytree(fixtures_dir / OFFSETS_12, folder)
+    os.chmod(folder, 0o755)
+    index, timeindex = folder / "00000000000000000000.index", folder / "00000000000000000000.timeindex"
+    rc, lines, err = dump(index, timeindex, verify_index_only=True)
+    assert (rc, lines, err) == (0, [f"Dumping {index}", f"Dumping {timeindex}"], [])
+    # println(s"$file passed sanity check.")
+    rc, lines, _ = dump(index, timeindex, index_sanity_check=True)
+    assert lines == [f"Dumping {index}", f"{index} passed sanity check.", f"Dumping {timeindex}", f"{timeindex} passed sanity check."]
+    # entry 2 names offset 121 instead of 120; time entry 1 has a timestamp one below its batch's
+    for path in (index, timeindex):
+        os.chmod(path, 0o644)
+    data = bytearray(index.read_bytes())
+    rel, pos = struct.unpack_from(">II", data, 8)
+    struct.pack_into(">I", data, 8, rel + 1)
+    index.write_bytes(bytes(data))
+    tdata = bytearray(timeindex.read_bytes())
+    ts, trel = struct.unpack_from(">qI", tdata, 12)
+    struct.pack_into(">q", tdata, 12, ts - 1)
+    timeindex.write_bytes(bytes(tdata))
+    rc, lines, err = dump(index, timeindex, verify_index_only=True)
+    assert rc == 1
+    # System.err.println(s"Mismatches in :$fileName"); System.err.println(s"  Index offset: $indexOffset, log offset: $logOffset")
+    # System.err.println("Found timestamp mismatch in :" + fileName)
+    # System.err.println("  Index timestamp: %d, log timestamp: %d".format(m._1, m._2))
+    assert err == [
+        f"Mismatches in :{index}",
+        f"  Index offset: {rel + 1}, log offset: {rel}",
+        f"Found timestamp mismatch in :{timeindex}",
+        f"  Index timestamp: {ts - 1}, log timestamp: {ts}",
+    ]
+    # sanity: "Index file %s is corrupt, found %d bytes which is neither positive nor a multiple of 8"
+    index.write_bytes(bytes(data) + b"\0\0\0")
+    rc, lines, err = dump(index, index_sanity_check=True)
+    assert rc == 1 and lines == [f"Dumping {index}"]
+    assert err == [f"kafkafs: Index file {index} is corrupt, found {len(data) + 3} bytes which is neither positive nor a multiple of 8"]
+
+
+def test_state_files(fixtures_dir, tmp_path):
+    folder = fixtures_dir / OFFSETS_12
+    snapshot = folder / "00000000000000000869.snapshot"
+    assert dump(snapshot) == (0, [f"Dumping {snapshot}"], [])  # the broker's: no producers
+    epochs = folder / "leader-epoch-checkpoint"
+    assert dump(epochs)[1] == [f"Dumping {epochs}", "epoch: 0 startOffset: 0"]
+    # print(s"producerId: ${entry.producerId} producerEpoch: ${entry.producerEpoch} " +
+    #   s"coordinatorEpoch: ${entry.coordinatorEpoch} currentTxnFirstOffset: ${entry.currentTxnFirstOffset} " +
+    #   s"lastTimestamp: ${entry.lastTimestamp} ")
+    # print(s"firstSequence: ${metadata.firstSeq} lastSequence: ${metadata.lastSeq} " +
+    #   s"lastOffset: ${metadata.lastOffset} offsetDelta: ${metadata.offsetDelta} timestamp: ${metadata.timestamp}")
+    mine = tmp_path / "00000000000000000042.snapshot"
+    mine.write_bytes(write_producer_snapshot([(7, 1, 9, 40, 4, 1234, 3, 36), (8, 0, -1, -1, 0, 99, -1, -1)]))
+    assert dump(mine)[1] == [
+        f"Dumping {mine}",
+        "producerId: 7 producerEpoch: 1 coordinatorEpoch: 3 currentTxnFirstOffset: OptionalLong[36] lastTimestamp: 1234 "
+        "firstSequence: 5 lastSequence: 9 lastOffset: 40 offsetDelta: 4 timestamp: 1234",
+        "producerId: 8 producerEpoch: 0 coordinatorEpoch: -1 currentTxnFirstOffset: OptionalLong.empty lastTimestamp: 99 ",
+    ]
+    mine.write_bytes(mine.read_bytes()[:-1] + b"\1")
+    rc, _lines, err = dump(mine)
+    assert rc == 1 and err[0].startswith("Snapshot is corrupt (CRC is no longer valid). Stored crc: ")
+    # println(s"version: ${abortedTxn.version} producerId: ${abortedTxn.producerId} firstOffset: ${abortedTxn.firstOffset} " +
+    #   s"lastOffset: ${abortedTxn.lastOffset} lastStableOffset: ${abortedTxn.lastStableOffset}")
+    txn = tmp_path / "00000000000000000000.txnindex"
+    txn.write_bytes(struct.pack(">hqqqq", 0, 7, 3, 9, 3) + struct.pack(">hqqqq", 0, 8, 10, 12, 13))
+    assert dump(txn)[1] == [
+        f"Dumping {txn}",
+        "version: 0 producerId: 7 firstOffset: 3 lastOffset: 9 lastStableOffset: 3",
+        "version: 0 producerId: 8 firstOffset: 10 lastOffset: 12 lastStableOffset: 13",
+    ]
+    # System.err.println(s"Ignoring unknown file $file")
+    meta = fixtures_dir / "kafka-logs-a/meta.properties"
+    assert dump(meta)[1:] == ([f"Dumping {meta}"], [f"Ignoring unknown file {meta}"])
+
+
+@pytest.fixture
+def segment(tmp_path) -> Path:
+    folder = tmp_path / "t-0"
+    folder.mkdir()
+    path = folder / "00000000000000000000.log"
+    ts = 1_700_000_000_000
+    path.write_bytes(
+        batch(0, [(b"k", b"hi", (("trace", b"1"), ("h2", None))), (None, b"there", ())], leader_epoch=3,
+              producer_id=7, producer_epoch=1, base_sequence=5, first_ts=ts)
+        + batch(2, [(b"a", "é".encode(), ())], producer_id=9, producer_epoch=0, base_sequence=0, attributes=0x10, first_ts=ts + 5)
+        + control_batch(3, 1, 4, 9, 0, ts + 6)
+        + batch(4, [(b"z", None, ())], attributes=0x08 | 0x40, first_ts=ts + 7, max_ts=ts + 50)
+        + batch(6, [(None, b"g1", ()), (None, b"g2", ())], attributes=1, first_ts=ts + 8, offset_deltas=[0, 1])
+    )
+    return path
+
+
+def test_records_lines(segment):
+    # print(s"${prefix}offset: ${record.offset} ${batch.timestampType}: ${record.timestamp} " +
+    #   s"keySize: ${record.keySize} valueSize: ${record.valueSize}")
+    # print(" sequence: " + record.sequence + " headerKeys: " + record.headers.map(_.key).mkString("[", ",", "]"))
+    # print(s" endTxnMarker: ${endTxnMarker.controlType} coordinatorEpoch: ${endTxnMarker.coordinatorEpoch}")
+    # print(s"${prefix}key: $key"); print(s" payload: $payload")
+    rc, lines, err = dump(segment, print_data_log=True)
+    assert rc == 0 and err == ["Non-consecutive offsets in " + str(segment), "  4 is followed by 6"]
+    ts = 1_700_000_000_000
+    batches = dict(walk_batches(segment.read_bytes()))
+    assert lines[2] == kafka_batch_line(0, batches[0])
+    assert lines[3] == f"| offset: 0 CreateTime: {ts} keySize: 1 valueSize: 2 sequence: 5 headerKeys: [trace,h2] key: k payload: hi"
+    assert lines[4] == f"| offset: 1 CreateTime: {ts + 1} keySize: -1 valueSize: 5 sequence: 6 headerKeys: [] payload: there"
+    assert lines[6] == f"| offset: 2 CreateTime: {ts + 5} keySize: 1 valueSize: 2 sequence: 0 headerKeys: [] key: a payload: é"
+    assert " isTransactional: true isControl: true " in lines[7]
+    assert lines[8] == f"| offset: 3 CreateTime: {ts + 6} keySize: 4 valueSize: 6 sequence: -1 headerKeys: [] endTxnMarker: COMMIT coordinatorEpoch: 4"
+    assert lines[9].startswith("baseOffset: 4 ") and f"deleteHorizonMs: OptionalLong[{ts + 7}] " in lines[9]
+    assert f" LogAppendTime: {ts + 50} " in lines[9]
+    assert lines[10] == f"| offset: 4 LogAppendTime: {ts + 50} keySize: 1 valueSize: -1 sequence: -1 headerKeys: [] key: z"
+    assert " compresscodec: gzip " in lines[11]
+    assert lines[12:] == [f"| offset: {6 + i} CreateTime: {ts + 8 + i} keySize: -1 valueSize: 2 sequence: -1 headerKeys: [] payload: g{i + 1}" for i in range(2)]
+    for pos, f in batches.items():
+        assert kafka_batch_line(pos, f) in lines
+    # --skip-record-metadata: only the key and payload remain, prefixed as Kafka's prefix variable says
+    _rc, lines, _ = dump(segment, print_data_log=True, skip_record_metadata=True)
+    assert lines[3:5] == ["| key: k payload: hi", " payload: there"]
+    # --deep-iteration alone: metadata, no key/payload
+    _rc, lines, _ = dump(segment, deep_iteration=True)
+    assert lines[3] == f"| offset: 0 CreateTime: {ts} keySize: 1 valueSize: 2 sequence: 5 headerKeys: [trace,h2]"
+
+
+def test_truncated_last_batch_and_max_bytes(segment):
+    # println(s"Found $trailingBytes invalid bytes at the end of ${file.getName}")
+    whole = segment.read_bytes()
+    segment.write_bytes(whole[:-7])
+    last_pos, last = walk_batches(whole)[-1]
+    rc, lines, err = dump(segment)
+    assert rc == 1
+    assert lines[-1] == f"Found {len(whole) - 7 - last_pos} invalid bytes at the end of {segment.name}"
+    assert sum(line.startswith("baseOffset:") for line in lines) == 4
+    proc = cli(str(segment))
+    assert proc.returncode == 1
+    assert proc.stdout.decode().splitlines()[-1] == lines[-1]
+    # --max-bytes: batches that fit, and no invalid-bytes line (Kafka prints it only without --max-bytes)
+    segment.write_bytes(whole)
+    rc, lines, _ = dump(segment, max_bytes=last_pos + 10)
+    assert rc == 0 and sum(line.startswith("baseOffset:") for line in lines) == 4 and not lines[-1].startswith("Found")
+
+
+@pytest.mark.parametrize("codec", [5, 6, 7])
+def test_unknown_codec_is_one_clear_line(tmp_path, codec):
+    folder = tmp_path / "t-0"
+    folder.mkdir()
+    path = folder / "00000000000000000000.log"
+    path.write_bytes(batch(0, [(None, b"x", ())]) + batch(1, [(None, b"y", ())], attributes=codec))
+    proc = cli("--deep-iteration", str(path))
+    assert proc.returncode == 1
+    out = proc.stdout.decode().splitlines()
+    assert out[4].startswith("baseOffset: 1 lastOffset: 1 ")
+    assert f" compresscodec: unknown({codec}) " in out[4] and out[4].endswith("isvalid: true")
+    assert proc.stderr.decode().splitlines() == [f"kafkafs: {path}: position 69: Unknown compression type id: {codec}"]
+
+
+def test_kraft_snapshot_and_files_option(fixtures_dir):
+    # println("KRaft bootstrap snapshot"); print(s" SnapshotHeader ${SnapshotHeaderRecordJsonConverter.write(...)}")
+    boot = fixtures_dir / "kafka-logs-c/bootstrap.checkpoint"
+    log = fixtures_dir / "kafka-logs-c/__cluster_metadata-0/00000000000000000000.log"
+    proc = cli("--deep-iteration", "--files", f"{boot},{log}")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.decode().splitlines()
+    assert lines[:2] == [f"Dumping {boot}", "KRaft bootstrap snapshot"]
+    assert lines[3].endswith('headerKeys: [] SnapshotHeader {"version":0,"lastContainedLogTimestamp":0}')
+    # print(s" controlType: $controlType($controlTypeId)")
+    assert any(line.endswith("headerKeys: [] controlType: LEADER_CHANGE(2)") for line in lines)
+
+
+def test_cli_mistakes(tmp_path):
+    proc = cli(str(tmp_path / "nothing.log"))
+    assert proc.returncode == 2 and proc.stderr.decode().count("\n") == 1
+    assert cli().returncode == 2

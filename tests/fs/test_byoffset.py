@@ -1,0 +1,173 @@
+"""``by-offset/``: one decode per lookup, and listings past ``--list-limit`` (SPEC §3)."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from kafkafs.format.jsonview import render_record_pretty
+from kafkafs.fs.tree import LIST_LIMIT, NotFound, Tree
+from kafkafs.storage.log import Log
+from kafkafs.storage.logdir import LogDir
+from kafkafs.storage.segment import BatchView, LogSegment
+
+from .conftest import SMALL_SEGMENTS, expected_jsonl
+
+
+def tree_of(path: Path, **kw) -> Tree:
+    return Tree(LogDir(path, SMALL_SEGMENTS), **kw)
+
+
+@pytest.fixture
+def tree(built_logdir):
+    t = tree_of(built_logdir)
+    yield t
+    t.close()
+
+
+# ---------------------------------------------------------------------------------------------- one decode
+
+
+class EngineCalls:
+    """Counts what the mount asks the engine for: batch lookups, decodes, and raw reads."""
+
+    def __init__(self, monkeypatch) -> None:
+        self.finds = self.decodes = self.reads = 0
+        find, decode, read_at = LogSegment.find, BatchView.decode, LogSegment.read_at
+
+        def counted_find(segment, offset):
+            self.finds += 1
+            return find(segment, offset)
+
+        def counted_decode(view, **kw):
+            self.decodes += 1
+            return decode(view, **kw)
+
+        def counted_read(segment, position, size):
+            self.reads += 1
+            return read_at(segment, position, size)
+
+        monkeypatch.setattr(LogSegment, "find", counted_find)
+        monkeypatch.setattr(BatchView, "decode", counted_decode)
+        monkeypatch.setattr(LogSegment, "read_at", counted_read)
+        if hasattr(Log, "locate"):
+            locate = Log.locate
+
+            def counted_locate(log, offset):
+                self.finds += 1
+                return locate(log, offset)
+
+            monkeypatch.setattr(Log, "locate", counted_locate)
+
+
+def test_one_decode_per_lookup(tree, built_logdir, monkeypatch):
+    """lookup, then getattr and open and read of the inode it gave (as the kernel does them): the
+    batch is found and decoded once, and its bytes are never read a second time."""
+    calls = EngineCalls(monkeypatch)
+    parent = tree.resolve("orders-0/by-offset")
+    node = parent.lookup("777.json")
+    assert (calls.finds, calls.decodes, calls.reads) == (1, 1, 0)
+    # getattr, open, read arrive by inode number: a node made afresh from it
+    again = tree.node_for_ino(node.fixed_ino)
+    attr = again.attr()
+    handle = tree.node_for_ino(node.fixed_ino).open(False)
+    data = handle.read(0, 1 << 20)
+    assert len(data) == attr.size
+    with LogDir(built_logdir) as d:
+        log = d.log("orders-0")
+        for batch in log.read(777, 777):
+            want = render_record_pretty("orders", 0, batch, batch.offsets.index(777))
+    assert data == want
+    assert calls.finds == 1 and calls.decodes <= 1 + 1  # the check above decoded once more
+    assert calls.reads == 0
+
+
+def test_neighbours_in_one_batch_decode_once(tree, monkeypatch):
+    calls = EngineCalls(monkeypatch)
+    parent = tree.resolve("orders-0/by-offset")
+    for offset in range(100, 110):  # one batch of ten records
+        parent.lookup(f"{offset}.json").attr()
+    assert calls.decodes == 1 and calls.finds == 1
+
+
+def test_offsets_that_do_not_resolve(tree):
+    parent = tree.resolve("orders-0/by-offset")
+    for name in ("1500.json", "999999.json", "-1.json", "x.json"):
+        with pytest.raises(NotFound):
+            parent.lookup(name)
+
+
+# ---------------------------------------------------------------------------------------------- list limit
+
+
+def test_every_offset_listed_up_to_the_limit(built_logdir):
+    assert LIST_LIMIT == 100_000
+    t = tree_of(built_logdir, list_limit=1500)
+    try:
+        names = t.listdir("orders-0/by-offset")
+        assert names == [f"{o}.json" for o in range(1500)]
+    finally:
+        t.close()
+
+
+def _ranges(names: list[str]) -> list[tuple[int, int]]:
+    out = []
+    for name in names:
+        m = re.fullmatch(r"(\d+)-(\d+)\.jsonl", name)
+        assert m, name
+        out.append((int(m[1]), int(m[2])))
+    return out
+
+
+def test_past_the_limit_one_range_per_segment(built_logdir):
+    t = tree_of(built_logdir, list_limit=1499)
+    try:
+        names = t.listdir("orders-0/by-offset")
+        ranges = _ranges(names)
+        with LogDir(built_logdir, SMALL_SEGMENTS) as d:
+            bases = [base for base, _seg in d.log("orders-0").segments.items()]
+        assert [first for first, _ in ranges] == bases and len(bases) > 3
+        assert ranges[-1][1] == 1499
+        for (_f, last), (first, _l) in zip(ranges, ranges[1:], strict=False):
+            assert first == last + 1  # contiguous, no offset left out
+        for first, last in ranges:
+            got = t.read_file(f"orders-0/by-offset/{first}-{last}.jsonl")
+            assert got == expected_jsonl(built_logdir, "orders-0", first, last)
+            assert t.resolve(f"orders-0/by-offset/{first}-{last}.jsonl").attr().size == len(got)
+        # every offset still resolves by name
+        for offset in (0, 1, 733, 1499):
+            assert t.read_file(f"orders-0/by-offset/{offset}.json").startswith(b"{")
+        # small partitions of the same mount still list their offsets
+        assert t.listdir("events-3/by-offset") == [f"{o}.json" for o in range(5)]
+    finally:
+        t.close()
+
+
+def test_range_listing_resumes_from_ids(built_logdir):
+    t = tree_of(built_logdir, list_limit=10)
+    try:
+        node = t.resolve("orders-0/by-offset")
+        listed = list(node.listing(0))
+        assert len(listed) > 3
+        next_id = listed[1][0]
+        resumed = list(node.listing(next_id))
+        assert [e[1] for e in resumed] == [e[1] for e in listed[2:]]
+        assert [e[1] for e in node.entries(next_id)] == [e[1].decode() for e in listed[2:]]
+    finally:
+        t.close()
+
+
+def test_list_limit_through_a_mount(built_logdir, mounted):
+    m = mounted(built_logdir, "--list-limit", "100")
+    names = os.listdir(m / "orders-0" / "by-offset")
+    ranges = sorted(_ranges(names))
+    assert ranges[0][0] == 0 and ranges[-1][1] == 1499
+    first, last = ranges[1]
+    assert (m / "orders-0" / "by-offset" / f"{first}-{last}.jsonl").read_bytes() == expected_jsonl(
+        built_logdir, "orders-0", first, last
+    )
+    assert (m / "orders-0" / "by-offset" / "1234.json").read_bytes().startswith(b"{")
+    assert sorted(os.listdir(m / "events-3" / "by-offset")) == sorted(f"{o}.json" for o in range(5))

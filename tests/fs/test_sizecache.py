@@ -1,0 +1,469 @@
+"""The size cache: layouts kept across mounts, never served stale; ``kafkafs index``; the first sizing."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import subprocess
+import sys
+from array import array
+from pathlib import Path
+
+import pytest
+
+from kafkafs import cli
+from kafkafs.errors import InvalidInput
+from kafkafs.fs import sizing
+from kafkafs.fs.layout import Renderer, SegmentLayout
+from kafkafs.fs.prefill import index_logdir
+from kafkafs.fs.sizecache import (
+    CachedLayout,
+    LayoutKey,
+    SizeCache,
+    check_outside,
+    default_cache_dir,
+    stat_key,
+)
+from kafkafs.fs.tree import Tree
+from kafkafs.storage.logdir import LogDir
+
+from .conftest import ROOT, SMALL_SEGMENTS, expected_jsonl
+
+
+def tree_of(path: Path, cache_dir: Path | None, **kw) -> Tree:
+    return Tree(LogDir(path, SMALL_SEGMENTS), cache=SizeCache(cache_dir), **kw)
+
+
+class Counting:
+    """Counts calls of SegmentLayout.extend that lay out bytes (sizing work done)."""
+
+    def __init__(self, monkeypatch) -> None:
+        self.sized = 0
+        original = SegmentLayout.extend
+
+        def extend(layout, renderer):
+            n = original(layout, renderer)
+            if n:
+                self.sized += 1
+            return n
+
+        monkeypatch.setattr(SegmentLayout, "extend", extend)
+
+
+def records_size(path: Path, cache_dir: Path | None, name: str = "orders-0") -> int:
+    t = tree_of(path, cache_dir)
+    try:
+        return t.resolve(f"{name}/records.jsonl").attr().size
+    finally:
+        t.close()
+
+
+def entries(cache_dir: Path) -> list[Path]:
+    return sorted(cache_dir.glob("*.layout"))
+
+
+# ---------------------------------------------------------------------------------------------- the store
+
+
+def _key(**kw) -> LayoutKey:
+    base = dict(dev=1, ino=2, size=1000, mtime_ns=5, topic="t", partition=0, mode="auto", decoder=None)
+    base.update(kw)
+    return LayoutKey(**base)
+
+
+def _layout() -> CachedLayout:
+    return CachedLayout(array("q", [0, 400]), array("q", [400, 600]), array("q", [9, 19]), array("q", [1500, 2400]), 1000)
+
+
+def test_store_and_load(tmp_path):
+    cache = SizeCache(tmp_path / "c")
+    key = _key()
+    assert cache.load(key) is None
+    assert cache.store(key, _layout())
+    assert cache.load(key) == _layout()
+    assert not list((tmp_path / "c").glob(".tmp-*")), "the temporary file is renamed, never left"
+
+
+@pytest.mark.parametrize(
+    "changed", [dict(size=1001), dict(mtime_ns=6), dict(mode="string"), dict(decoder="x"), dict(partition=1)]
+)
+def test_an_entry_for_another_key_is_not_served(tmp_path, changed):
+    cache = SizeCache(tmp_path)
+    cache.store(_key(), _layout())
+    other = _key(**changed)
+    # same file name when only size/mtime differ (a segment rewritten in place): the entry is refused
+    assert cache.load(other) is None
+
+
+def test_corrupt_and_foreign_entries_are_refused(tmp_path):
+    cache = SizeCache(tmp_path)
+    key = _key()
+    cache.store(key, _layout())
+    (path,) = entries(tmp_path)
+    data = bytearray(path.read_bytes())
+    for i in (0, 20, len(data) // 2, len(data) - 1):
+        bad = bytearray(data)
+        bad[i] ^= 0x40
+        path.write_bytes(bad)
+        assert cache.load(key) is None, f"a flipped byte at {i} was served"
+    path.write_bytes(data[:-10])
+    assert cache.load(key) is None
+    path.write_bytes(b"")
+    assert cache.load(key) is None
+    # an entry of another segment copied over this one's name (checksum fine, key not)
+    other = _key(ino=3)
+    cache.store(other, _layout())
+    shutil.copy(tmp_path / f"{other.file_stem()}.layout", path)
+    assert cache.load(key) is None
+    assert cache.rejected >= 6
+
+
+def test_an_entry_of_impossible_shape_is_refused(tmp_path):
+    cache = SizeCache(tmp_path)
+    key = _key()
+    bad = CachedLayout(array("q", [0, 100]), array("q", [400, 600]), array("q", [9, 19]), array("q", [1500, 2400]), 1000)
+    cache.store(key, bad)  # pieces overlap: not what a layout can be
+    assert cache.load(key) is None
+
+
+def test_cache_dir_is_never_inside_the_logdir(tmp_path):
+    logdir = tmp_path / "logs"
+    logdir.mkdir()
+    with pytest.raises(InvalidInput):
+        check_outside(logdir / "cache", logdir)
+    with pytest.raises(InvalidInput):
+        check_outside(logdir, logdir)
+    os.symlink(logdir, tmp_path / "link")
+    with pytest.raises(InvalidInput):
+        check_outside(tmp_path / "link" / "cache", logdir)
+    assert check_outside(tmp_path / "cache", logdir) == (tmp_path / "cache").resolve()
+
+
+def test_default_cache_dir(monkeypatch, tmp_path):
+    monkeypatch.delenv("CACHE_DIRECTORY", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert default_cache_dir() == tmp_path / "kafkafs"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert default_cache_dir() == tmp_path / "home" / ".cache" / "kafkafs"
+    monkeypatch.setenv("CACHE_DIRECTORY", "/var/cache/kafkafs")
+    assert default_cache_dir() == Path("/var/cache/kafkafs")
+
+
+def test_an_unwritable_cache_warns_once(tmp_path, caplog):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    cache = SizeCache(blocker / "cache")
+    with caplog.at_level(logging.WARNING, "kafkafs"):
+        assert not cache.store(_key(), _layout())
+        assert not cache.store(_key(ino=9), _layout())
+    assert len([r for r in caplog.records if "not writable" in r.message]) == 1
+
+
+# ---------------------------------------------------------------------------------------------- across mounts
+
+
+def test_sizes_survive_a_remount(logdir_copy, tmp_path, monkeypatch):
+    cache_dir = tmp_path / "cache"
+    want = len(expected_jsonl(logdir_copy, "orders-0"))
+    counting = Counting(monkeypatch)
+    assert records_size(logdir_copy, cache_dir) == want
+    first = counting.sized
+    assert first >= 3 and len(entries(cache_dir)) == first  # every segment, the active one included
+    stamps = {p: p.stat().st_mtime_ns for p in entries(cache_dir)}
+
+    counting.sized = 0
+    t = tree_of(logdir_copy, cache_dir)
+    try:
+        assert t.resolve("orders-0/records.jsonl").attr().size == want
+        assert counting.sized == 0, "a remount of an unchanged partition renders nothing"
+        assert t.cache.hits == first
+        assert t.read_file("orders-0/records.jsonl") == expected_jsonl(logdir_copy, "orders-0")
+    finally:
+        t.close()
+    assert {p: p.stat().st_mtime_ns for p in entries(cache_dir)} == stamps, "nothing rewritten"
+
+
+def _poison(cache_dir: Path) -> None:
+    """Rewrite every entry, validly, with sizes that are wrong by 7 bytes a piece."""
+    cache = SizeCache(cache_dir)
+    import orjson
+
+    for path in entries(cache_dir):
+        data = path.read_bytes()
+        head_len = int.from_bytes(data[15:19], "big")
+        head = orjson.loads(data[19 : 19 + head_len])
+        key = LayoutKey(*head["key"])
+        found = cache.load(key)
+        assert found is not None
+        ends = array("q", (e + 7 * (i + 1) for i, e in enumerate(found.ends)))
+        cache.store(key, found._replace(ends=ends))
+
+
+def test_a_changed_segment_is_never_served_from_its_old_entry(logdir_copy, tmp_path):
+    cache_dir = tmp_path / "cache"
+    want = len(expected_jsonl(logdir_copy, "orders-0"))
+    assert records_size(logdir_copy, cache_dir) == want
+    _poison(cache_dir)
+    # control: unchanged segments are served from the cache, poison and all
+    assert records_size(logdir_copy, cache_dir) != want
+    # every segment "changes" (its mtime moves): the old entries must not be served
+    for seg in (logdir_copy / "orders-0").glob("*.log"):
+        st = seg.stat()
+        os.utime(seg, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+    assert records_size(logdir_copy, cache_dir) == want
+    assert records_size(logdir_copy, cache_dir) == want  # and the rebuilt entries are right
+
+
+def test_a_segment_cut_shorter_is_laid_out_afresh(logdir_copy, tmp_path):
+    cache_dir = tmp_path / "cache"
+    assert records_size(logdir_copy, cache_dir) == len(expected_jsonl(logdir_copy, "orders-0"))
+    with LogDir(logdir_copy, SMALL_SEGMENTS, writable=True) as d:
+        d.log("orders-0").truncate_to(1234)
+    assert records_size(logdir_copy, cache_dir) == len(expected_jsonl(logdir_copy, "orders-0"))
+
+
+def test_corrupt_entries_are_rebuilt(logdir_copy, tmp_path):
+    cache_dir = tmp_path / "cache"
+    want = len(expected_jsonl(logdir_copy, "orders-0"))
+    records_size(logdir_copy, cache_dir)
+    for path in entries(cache_dir):
+        data = bytearray(path.read_bytes())
+        data[len(data) // 2] ^= 1
+        path.write_bytes(data)
+    t = tree_of(logdir_copy, cache_dir)
+    try:
+        assert t.resolve("orders-0/records.jsonl").attr().size == want
+        assert t.cache.hits == 0 and t.cache.rejected == len(entries(cache_dir))
+    finally:
+        t.close()
+    t = tree_of(logdir_copy, cache_dir)
+    try:
+        assert t.resolve("orders-0/records.jsonl").attr().size == want
+        assert t.cache.rejected == 0 and t.cache.hits == len(entries(cache_dir)), "rebuilt and stored again"
+    finally:
+        t.close()
+
+
+def test_values_modes_have_their_own_entries(built_logdir, tmp_path):
+    cache_dir = tmp_path / "cache"
+    for mode in ("auto", "base64", "auto", "base64"):
+        t = Tree(LogDir(built_logdir, SMALL_SEGMENTS), mode=mode, cache=SizeCache(cache_dir))
+        try:
+            assert t.resolve("orders-0/records.jsonl").attr().size == len(
+                expected_jsonl(built_logdir, "orders-0", mode=mode)
+            )
+        finally:
+            t.close()
+
+
+def test_growth_after_a_cached_load(logdir_copy, tmp_path):
+    """The active segment's entry serves an unchanged segment; appends then extend it in memory."""
+    cache_dir = tmp_path / "cache"
+    records_size(logdir_copy, cache_dir)
+    t = Tree(LogDir(logdir_copy, SMALL_SEGMENTS, writable=True), rw=True, cache=SizeCache(cache_dir))
+    try:
+        assert t.resolve("orders-0/records.jsonl").attr().size == len(expected_jsonl(logdir_copy, "orders-0"))
+        state = t.state("orders-0")
+        from .conftest import sample_records
+
+        state.log.append_records(sample_records(5000, 50))
+        assert t.read_file("orders-0/records.jsonl") == expected_jsonl(logdir_copy, "orders-0")
+    finally:
+        t.close()
+    # saved at close: the next mount knows the grown active segment
+    t = tree_of(logdir_copy, cache_dir)
+    try:
+        assert t.resolve("orders-0/records.jsonl").attr().size == len(expected_jsonl(logdir_copy, "orders-0"))
+        assert t.cache.rejected == 0 and t.cache.misses == 0
+    finally:
+        t.close()
+
+
+# ---------------------------------------------------------------------------------------------- first sizing
+
+
+def test_first_sizing_uses_threads_and_logs_progress(logdir_copy, monkeypatch, caplog):
+    import threading
+    import time
+
+    threads = set()
+    original = Renderer.length
+
+    def length(self, view, file, flt):
+        threads.add(threading.get_ident())
+        time.sleep(0.001)  # slow enough that every worker gets segments
+        return original(self, view, file, flt)
+
+    monkeypatch.setattr(Renderer, "length", length)
+    t = tree_of(logdir_copy, None)
+    try:
+        jobs = t.state("orders-0").sizing_jobs()
+        assert len(jobs) > 3
+        p = sizing.Progress(len(jobs), 1, sizing.log_progress("orders-0"), after=0.0, every=0.0)
+        with caplog.at_level(logging.INFO, "kafkafs"):
+            sizing.size_layouts(jobs, t.cache, p, threads=4)
+        assert len(threads) > 1
+        lines = [r.message for r in caplog.records if "segments" in r.message]
+        assert lines and lines[-1].startswith(f"orders-0: sized {len(jobs)}/{len(jobs)} segments")
+        assert "MB/s" in lines[-1]
+        assert t.resolve("orders-0/records.jsonl").attr().size == len(expected_jsonl(logdir_copy, "orders-0"))
+    finally:
+        t.close()
+
+
+def test_quick_sizings_log_nothing(built_logdir, caplog):
+    t = tree_of(built_logdir, None)
+    try:
+        with caplog.at_level(logging.INFO, "kafkafs"):
+            t.resolve("orders-0/records.jsonl").attr()
+        assert not [r for r in caplog.records if "segments" in r.message]
+    finally:
+        t.close()
+
+
+# ---------------------------------------------------------------------------------------------- kafkafs index
+
+
+def test_index_fills_the_cache(logdir_copy, tmp_path, monkeypatch, capsys):
+    cache_dir = tmp_path / "cache"
+    before = {p: p.stat().st_mtime_ns for p in logdir_copy.rglob("*")}
+    assert cli.main(["index", str(logdir_copy), "--cache-dir", str(cache_dir)]) == 0
+    err = capsys.readouterr().err
+    assert err.startswith("indexed 3 partitions") and "(0 from the cache" in err
+    assert {p: p.stat().st_mtime_ns for p in logdir_copy.rglob("*")} == before, "index writes nothing in LOGDIR"
+    counting = Counting(monkeypatch)
+    t = tree_of(logdir_copy, cache_dir)
+    try:
+        for name in ("orders-0", "events-3"):
+            assert t.resolve(f"{name}/records.jsonl").attr().size == len(expected_jsonl(logdir_copy, name))
+        assert counting.sized == 0
+    finally:
+        t.close()
+    report = index_logdir(logdir_copy, cache_dir=cache_dir, out=None)
+    assert report.sized == 0 and report.from_cache == report.segments - 1  # empty-0's segment is empty
+
+
+def test_index_values_mode_and_progress_lines(built_logdir, tmp_path):
+    import io
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    out = Terminal()
+    report = index_logdir(built_logdir, cache_dir=tmp_path / "c", mode="string", out=out)
+    assert report.sized == report.segments - 1 > 3  # empty-0's segment is empty
+    bar = out.getvalue()
+    assert bar.startswith("\rindex: [") and bar.endswith("\n")
+    assert f"] {report.sized}/{report.sized} segments" in bar.rsplit("\r", 1)[-1]
+    t = Tree(LogDir(built_logdir, SMALL_SEGMENTS), mode="string", cache=SizeCache(tmp_path / "c"))
+    try:
+        t.resolve("orders-0/records.jsonl").attr()
+        t.resolve("events-3/records.jsonl").attr()
+        assert t.cache.misses == 0 and t.cache.hits == report.segments - 1  # empty-0's segment is empty
+    finally:
+        t.close()
+
+
+def test_index_refuses_a_cache_inside_the_logdir(built_logdir, capsys):
+    assert cli.main(["index", str(built_logdir), "--cache-dir", str(built_logdir / "cache")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "inside the log directory" in err
+    assert not (built_logdir / "cache").exists()
+    assert cli.main(["index", str(built_logdir / "nothing")]) == 2
+
+
+def test_index_command_line(built_logdir, tmp_path):
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    done = subprocess.run(
+        [sys.executable, "-m", "kafkafs.cli", "index", str(built_logdir), "--cache-dir", str(tmp_path / "c")],
+        capture_output=True, text=True, env=env, cwd=ROOT, timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "indexed 3 partitions" in done.stderr and "Traceback" not in done.stderr
+
+
+# ---------------------------------------------------------------------------------------------- real mounts
+
+
+def _snapshot(path: Path) -> dict:
+    return {str(p): (p.stat().st_size, p.stat().st_mtime_ns) for p in [path, *path.rglob("*")]}
+
+
+def test_mount_keeps_sizes_outside_and_writes_nothing_in_logdir(logdir_copy, tmp_path, mounted):
+    cache_dir = tmp_path / "cache"
+    before = _snapshot(logdir_copy)
+    m = mounted(logdir_copy, "--cache-dir", str(cache_dir))
+    want = expected_jsonl(logdir_copy, "orders-0")
+    assert os.stat(m / "orders-0" / "records.jsonl").st_size == len(want)
+    assert (m / "orders-0" / "records.jsonl").read_bytes() == want
+    assert (m / "orders-0" / "by-offset" / "7.json").read_bytes()
+    m.stop()
+    stored = {p: p.stat().st_mtime_ns for p in entries(cache_dir)}
+    assert len(stored) >= 3
+    assert _snapshot(logdir_copy) == before, "a read-only mount wrote inside LOGDIR"
+
+    m2 = mounted(logdir_copy, "--cache-dir", str(cache_dir))
+    assert os.stat(m2 / "orders-0" / "records.jsonl").st_size == len(want)
+    assert (m2 / "orders-0" / "records.jsonl").read_bytes() == want
+    m2.stop()
+    assert {p: p.stat().st_mtime_ns for p in entries(cache_dir)} == stored, "served from the cache, not rebuilt"
+    assert _snapshot(logdir_copy) == before
+
+
+def test_mount_refuses_a_cache_inside_the_logdir(built_logdir, tmp_path):
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    done = subprocess.run(
+        [sys.executable, "-m", "kafkafs.cli", "mount", str(built_logdir), str(mnt), "-f",
+         "--cache-dir", str(built_logdir / "c")],
+        capture_output=True, text=True, env=env, cwd=ROOT, timeout=60,
+    )
+    assert done.returncode == 2 and "inside the log directory" in done.stderr
+    assert not os.path.ismount(mnt) and not (built_logdir / "c").exists()
+
+
+def test_stat_key_follows_the_file(tmp_path):
+    f = tmp_path / "x"
+    f.write_bytes(b"abc")
+    k = stat_key(f, "t", 0, "auto", None)
+    assert k is not None and k.size == 3
+    assert stat_key(tmp_path / "missing", "t", 0, "auto", None) is None
+
+
+# ---------------------------------------------------------------------------------------------- whole-batch path
+
+
+def test_whole_batch_rendering_path(logdir_copy, tmp_path, monkeypatch):
+    """The length-only pass and the rendering from a batch's bytes (the format layer's
+    ``raw_jsonl_lengths`` / ``render_raw_jsonl``), here stood in for by decode + render, give the
+    same views, sizes and damage handling."""
+    from kafkafs.format.batch import decode_batch, read_batch_header
+    from kafkafs.fs import render
+
+    calls = {"lengths": 0, "render": 0}
+
+    def fake_render(topic, partition, buf, mode="auto", *, decoder=None, lo=None, hi=None, ts_lo=None, ts_hi=None):
+        calls["render"] += 1
+        header = read_batch_header(buf, 0, len(buf))
+        batch = decode_batch(buf, header)
+        return render.render_batches(topic, partition, [batch], render.Filter(lo, hi, ts_lo, ts_hi), mode)
+
+    def fake_lengths(*args, **kw):
+        calls["lengths"] += 1
+        return [len(line) + 1 for line in fake_render(*args, **kw).splitlines()]
+
+    monkeypatch.setattr(render, "_raw_jsonl_lengths", fake_lengths)
+    monkeypatch.setattr(render, "_render_raw_jsonl", fake_render)
+    t = tree_of(logdir_copy, tmp_path / "cache")
+    try:
+        want = expected_jsonl(logdir_copy, "orders-0")
+        assert t.resolve("orders-0/records.jsonl").attr().size == len(want)
+        assert t.read_file("orders-0/records.jsonl", chunk=7000) == want
+        assert t.read_file("orders-0/by-offset/13-1020.jsonl") == expected_jsonl(logdir_copy, "orders-0", 13, 1020)
+        assert calls["lengths"] and calls["render"]
+    finally:
+        t.close()

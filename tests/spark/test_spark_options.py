@@ -1,0 +1,112 @@
+"""Spark's Kafka source options with their meaning, planned and read without a Spark session:
+``includeHeaders``, ``minPartitions``, ``failOnDataLoss``, ``subscribe``/``subscribePattern``/``assign``."""
+
+from __future__ import annotations
+
+import pytest
+
+from kafkafs.errors import OffsetOutOfRange
+from kafkafs.format.batch import encode_batch
+from kafkafs.spark.options import parse_read_options
+from kafkafs.spark.scan import read_split
+from kafkafs.spark.schema import ARROW_SCHEMA, ARROW_SCHEMA_NO_HEADERS
+from kafkafs.spark.stream import micro_batch_ranges
+from kafkafs.storage.logdir import LogDir
+
+from .conftest import engine_rows
+from .helpers import plan, read_plan
+
+
+def test_headers_only_with_include_headers(generated):
+    bare = [b for s in plan(generated, includeHeaders="false").splits for b in read_split(s)]
+    full = [b for s in plan(generated, includeHeaders="true").splits for b in read_split(s)]
+    assert bare and all(b.schema.equals(ARROW_SCHEMA_NO_HEADERS) for b in bare)
+    assert full and all(b.schema.equals(ARROW_SCHEMA) for b in full)
+    default = plan_read_default(generated)
+    assert all(b.schema.equals(ARROW_SCHEMA_NO_HEADERS) for s in default.splits for b in read_split(s))
+    assert sum(b.num_rows for b in bare) == sum(b.num_rows for b in full) == len(engine_rows(generated))
+
+
+def plan_read_default(path):
+    from kafkafs.spark.plan import plan_read
+
+    return plan_read(parse_read_options({"path": str(path)}))
+
+
+def test_min_partitions_splits_into_at_least_that_many_tasks(generated):
+    base = plan(generated, topics="orders")
+    assert len(base.splits) < 12
+    more = plan(generated, topics="orders", minPartitions=12)
+    assert len(more.splits) >= 12
+    assert read_plan(more) == read_plan(base) == [r for r in engine_rows(generated) if r[0] == "orders"]
+
+
+def test_strategies_choose_partitions(generated):
+    def parts(**options):
+        return sorted({(p.topic, p.partition) for p in plan(generated, **options).pieces})
+
+    assert parts(subscribe="orders,audit") == [("audit", 0), ("orders", 0), ("orders", 1)]
+    assert parts(subscribePattern="ord.*|ev.*") == [("events", 0), ("orders", 0), ("orders", 1)]
+    assert parts(assign='{"orders": [1], "audit": [0, 5]}') == [("audit", 0), ("orders", 1)]
+
+
+def _retention(copy, name: str, segments: int) -> int:
+    """Delete the oldest ``segments`` segments of a partition as retention does; the new log start."""
+    with LogDir(copy, writable=True) as ld:
+        log = ld.log(name)
+        log.delete_segments(list(log.segments.values())[:segments], "retention")
+        return log.log_start_offset
+
+
+def test_reading_offsets_retention_deleted(generated, writable_copy, caplog):
+    copy = writable_copy(generated)
+    start = _retention(copy, "orders-0", 3)
+    assert start > 0
+    asked = '{"orders": {"0": 0, "1": -2}}'
+    with pytest.raises(OffsetOutOfRange, match=r'Cannot fetch offset 0 of orders-0.*"failOnDataLoss" to "false"'):
+        plan(copy, topics="orders", startingOffsets=asked)
+    rows = read_plan(plan(copy, topics="orders", startingOffsets=asked, failOnDataLoss="false"))
+    assert rows == [r for r in engine_rows(copy) if r[0] == "orders"]
+    assert min(r[2] for r in rows if r[1] == 0) == start
+    assert "Cannot fetch offset 0 of orders-0" in caplog.text
+    assert read_plan(plan(copy, topics="orders")) == rows  # earliest is the log start: no loss
+
+
+def test_segment_deleted_between_planning_and_reading(generated, writable_copy, caplog):
+    copy = writable_copy(generated)
+    strict = plan(copy, topics="orders")
+    lenient = plan(copy, topics="orders", failOnDataLoss="false")
+    start = _retention(copy, "orders-0", 2)
+    with pytest.raises(OffsetOutOfRange, match="segment was deleted after the read was planned"):
+        read_plan(strict)
+    rows = read_plan(lenient)
+    assert rows == [r for r in engine_rows(copy) if r[0] == "orders"]
+    assert min(r[2] for r in rows if r[1] == 0) == start > 0
+    assert "orders-0 from 0: its segment was deleted" in caplog.text
+
+
+def test_compaction_gap_is_not_data_loss(tmp_path):
+    with LogDir(tmp_path, writable=True) as ld:
+        log = ld.create_partition("t", 0)
+        rows = [(1000 + i, b"k%d" % i, b"v%d" % i, ()) for i in range(3)]
+        log.append_batches(encode_batch(rows, offset_deltas=[0, 4, 9]))  # offsets 0, 4, 9 kept
+        log.append_records([(2000, None, b"after", [])])
+    got = read_plan(plan(tmp_path, startingOffsets='{"t": {"0": 2}}', failOnDataLoss="true"))
+    assert [r[2] for r in got] == [4, 9, 10]
+
+
+def test_stream_data_loss(generated, writable_copy, caplog):
+    copy = writable_copy(generated)
+    start = _retention(copy, "orders-0", 3)
+    strict = parse_read_options({"path": str(copy), "topics": "orders"}, streaming=True)
+    lenient = parse_read_options({"path": str(copy), "topics": "orders", "failOnDataLoss": "false"}, streaming=True)
+    begin = {("orders", 0): 5, ("orders", 1): 0}
+    stop = {("orders", 0): 1000, ("orders", 1): 1000, ("orders", 7): 3}
+    with pytest.raises(OffsetOutOfRange, match="Cannot fetch offset 5 of orders-0: the log now starts at"):
+        micro_batch_ranges(strict, begin, stop)
+    ranges = micro_batch_ranges(lenient, begin, stop)
+    assert {k: v[1:] for k, v in ranges.items()} == {("orders", 0): (start, 1000), ("orders", 1): (0, 1000)}
+    assert "orders-7: its partition folder is gone" in caplog.text
+    # a partition that shows up with its first records already deleted
+    with pytest.raises(OffsetOutOfRange, match="Added partition orders-0 starts from"):
+        micro_batch_ranges(strict, {("orders", 1): 0}, {("orders", 0): 1000, ("orders", 1): 1000})
