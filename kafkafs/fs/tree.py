@@ -137,14 +137,23 @@ class BytesHandle(Handle):
 
 
 class RecordsHandle(Handle):
+    """``records.jsonl`` as this open sees it (:meth:`PartitionState.view_for`): the bytes it has read
+    stay where they were when compaction or retention rewrites segments below the end. ``direct_io``
+    where that can happen (writable mounts run the cleaner): handles then differ from each other, and
+    the kernel must not share one's pages with another."""
+
     keep_cache = True
 
-    def __init__(self, state: PartitionState) -> None:
+    def __init__(self, state: PartitionState, direct_io: bool = False) -> None:
         self.state = state
         self.cache = PieceCache()
+        self.view = None
+        if direct_io:
+            self.keep_cache, self.direct_io = False, True
 
     def read(self, offset: int, size: int) -> bytes:
-        return self.state.read_records(offset, size, self.cache)
+        self.view = view = self.state.view_for(self.view)
+        return self.state.read_view(view, offset, size, self.cache)
 
 
 class RangeHandle(Handle):
@@ -333,7 +342,7 @@ class RecordsFile(File):
         return True
 
     def _open(self) -> Handle:
-        return RecordsHandle(self.tree.state(self.partition_name))
+        return RecordsHandle(self.tree.state(self.partition_name), direct_io=self.tree.rw)
 
 
 class PartitionJsonFile(File):

@@ -9,7 +9,8 @@ task, reduced).
   long runs), :class:`LogCleaner` in a thread, which every ``log.retention.check.interval.ms`` applies
   retention and otherwise compacts the dirtiest log whose dirty ratio reaches
   ``min.cleanable.dirty.ratio`` (or whose oldest dirty record is past ``max.compaction.lag.ms``),
-  sleeping ``log.cleaner.backoff.ms`` when there is nothing to do.
+  sleeping ``log.cleaner.backoff.ms`` when there is nothing to do (retention first runs
+  ``log.initial.task.delay.ms`` after the start, as a broker's does).
 
 After each compaction round the offset a partition is clean up to goes to the log directory's
 ``cleaner-offset-checkpoint``, where the next round (or run) starts.
@@ -156,6 +157,8 @@ class LogCleaner:
         self.backoff = broker_setting(settings, "log.cleaner.backoff.ms") / 1000
         self.retention_interval = broker_setting(settings, "log.retention.check.interval.ms") / 1000
         self.memory = broker_setting(settings, "log.cleaner.dedupe.buffer.size")
+        #: As a broker: the first retention check waits ``log.initial.task.delay.ms`` after the start.
+        self.initial_delay = broker_setting(settings, "log.initial.task.delay.ms") / 1000
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._next_retention = 0.0
@@ -169,6 +172,7 @@ class LogCleaner:
     def start(self) -> None:
         if not self.enabled or self._thread is not None:
             return
+        self._next_retention = time.monotonic() + self.initial_delay
         self._thread = threading.Thread(target=self._run, name="kafkafs-cleaner", daemon=True)
         self._thread.start()
 

@@ -56,6 +56,7 @@ BROKER_DEFAULTS: dict[str, Any] = {
     "log.cleaner.io.buffer.load.factor": 0.9,
     "log.cleaner.backoff.ms": 15_000,
     "log.retention.check.interval.ms": 300_000,
+    "log.initial.task.delay.ms": 30_000,
 }
 
 _CHOICES = {
@@ -78,6 +79,7 @@ _MINIMUM = {
     "log.cleaner.io.buffer.size": 4096,
     "log.cleaner.backoff.ms": 0,
     "log.retention.check.interval.ms": 1,
+    "log.initial.task.delay.ms": 0,
 }
 INT_MAX = 2**31 - 1
 #: Kafka declares these INT (a file position or a size in an index entry must fit a Java int).

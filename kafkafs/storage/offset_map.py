@@ -129,7 +129,7 @@ class OffsetMap:
         size = self.size
         taken = 0
         latest = self.latest_offset
-        for key, offset in zip(keys, offsets):
+        for key, offset in zip(keys, offsets, strict=True):
             if key is not None:
                 lo, hi = split(md5(key, usedforsecurity=False).digest())
                 s = lo % slots
@@ -188,7 +188,7 @@ class OffsetMap:
         latest = self.latest_offset
         out = []
         add = out.append
-        for key, offset in zip(keys, offsets):
+        for key, offset in zip(keys, offsets, strict=True):
             if key is None or offset > latest:
                 add(True)
                 continue

@@ -84,7 +84,7 @@ def _crash_at_every_step(tmp_path: Path, kills: int | None) -> None:
     _check(counting, latest, before)
     outcomes = set()
     every = 1 if kills is None else max(steps // kills, 1)
-    for k in range(1 + every // 2, steps + 1, every):
+    for k in sorted({1, steps, *range(1 + every // 2, steps + 1, every)}):
         work = tmp_path / f"k{k}"
         shutil.copytree(pristine, work)
         result = _run(work, k)
