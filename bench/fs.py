@@ -1,14 +1,22 @@
-"""The mounted filesystem, measured: one partition of N records (default 1,000,000), one table.
+"""The mounted filesystem, measured on mixed and uniform records (bench/records.py), in one run.
 
-* ``cat records.jsonl`` through the mount (records/s, MB/s), after the first ``stat`` (which lays the
-  whole partition out once to learn the exact size; timed separately), next to ``cat segments/*.log``
-  through the same mount (the FUSE ceiling) and the engine's in-process decode + render rate;
-* ``by-offset/N.json`` open+read latency for random N (median, p99);
-* ``ls by-offset | wc -l`` time, and the daemon's peak RSS (VmHWM) after all of the above;
-* append throughput through ``append`` on a ``--rw`` mount (128 KiB writes of whole lines, then close),
-  into a partition ``bench-0`` made with ``mkdir`` through the mount.
+Tables printed (each number measured in this run, on this machine, with whatever else it was doing):
 
-    python bench/fs.py [--records N] [--append-records N] [--keep DIR]
+1. Per kind, one partition of ``--records`` records (default 1,000,000; 100 a batch, uncompressed):
+   ``cat records.jsonl`` through a fresh mount with an empty size cache (the first sizing included)
+   vs ``cat segments/*.log`` through the same mount (bytes per second of each file, and the ratio),
+   a second ``cat records.jsonl``; after an unmount, a remount on the same cache: the first ``stat`` of
+   ``records.jsonl``; ``by-offset/N.json`` open+read from Python for random N (p50, p99); the daemon's
+   peak RSS.
+2. ``ls -l MOUNT/*/records.jsonl`` over ``--partitions`` partitions (default 100) of
+   ``--partition-records`` mixed records each, with the cache filled by ``kafkafs index``.
+3. ``by-offset/N.json`` random N on a partition of 10^4 records vs one of ``--big`` records (default
+   10^8: one batch's bytes appended again and again, the engine giving each its offsets and indexing
+   it; several GB, deleted afterwards). ``--big 0`` skips it.
+4. The daemon's RSS while a large view is read end to end: ``by-offset/0-<M>.jsonl`` of the big
+   partition (``--rss-records`` records, default 10^7), for at most ``--rss-seconds``.
+
+    python bench/fs.py [--records N] [--kinds mixed,uniform] [--big N] [--work DIR]
 """
 
 from __future__ import annotations
@@ -21,53 +29,65 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from kafkafs.format.jsonview import ProducerRecord, render_batch_jsonl  # noqa: E402
+from bench.records import batches  # noqa: E402
 from kafkafs.storage.config import Settings  # noqa: E402
 from kafkafs.storage.logdir import LogDir  # noqa: E402
 
 SETTINGS = Settings({"segment.bytes": 64 * 1024 * 1024})
-TOPIC = "orders-0"
+BIG_SETTINGS = Settings({"segment.bytes": 1024 * 1024 * 1024})
 
 
-def build(path: Path, records: int) -> None:
-    path.mkdir(parents=True, exist_ok=True)
-    rng = random.Random(7)
-    ts = 1_763_700_000_000
-    with LogDir(path, SETTINGS, writable=True) as d:
-        log = d.create_partition("orders", 0)
-        offset = 0
-        while offset < records:
-            n = min(100, records - offset)
-            batch = [
-                ProducerRecord(
-                    ts + offset + i,
-                    b"c-%05d" % rng.randrange(100000),
-                    b'{"order":%d,"customer":"c-%05d","amount":%d.%02d,'
-                    b'"currency":"EUR","status":"paid","n":%d}'
-                    % (offset + i, rng.randrange(100000), rng.randrange(1000), rng.randrange(100), i),
-                    (),
-                )
-                for i in range(n)
-            ]
-            log.append_records(batch)
-            offset += n
+# ---------------------------------------------------------------------------------------------- data
 
 
-def engine_rate(path: Path) -> tuple[float, int, int]:
-    with LogDir(path, SETTINGS) as d:
-        log = d.log(TOPIC)
-        start = time.perf_counter()
-        n = size = 0
-        for batch in log.read():
-            size += len(render_batch_jsonl("orders", 0, batch))
-            n += len(batch)
-        return time.perf_counter() - start, n, size
+def build(logdir: Path, name: str, kind: str, records: int, settings: Settings = SETTINGS) -> None:
+    topic, _, partition = name.rpartition("-")
+    logdir.mkdir(parents=True, exist_ok=True)
+    with LogDir(logdir, settings, writable=True) as d:
+        log = d.create_partition(topic, int(partition))
+        chunk: list[bytes] = []
+        for raw in batches(kind, records):
+            chunk.append(raw)
+            if len(chunk) == 200:
+                log.append_batches(b"".join(chunk), flush=False)
+                chunk = []
+        if chunk:
+            log.append_batches(b"".join(chunk), flush=False)
+
+
+def build_repeated(logdir: Path, name: str, records: int) -> None:
+    """``records`` records as one 100-record mixed batch appended over and over: the engine gives each
+    copy its base offset (outside the CRC) and indexes it as a broker would."""
+    topic, _, partition = name.rpartition("-")
+    one = next(batches("mixed", 100))
+    per_append = 2000
+    logdir.mkdir(parents=True, exist_ok=True)
+    with LogDir(logdir, BIG_SETTINGS, writable=True) as d:
+        log = d.create_partition(topic, int(partition))
+        block = one * per_append
+        written = 0
+        started = time.monotonic()
+        while written < records:
+            n = min(per_append, (records - written) // 100)
+            log.append_batches(block if n == per_append else one * n, flush=False)
+            written += n * 100
+            if written % (10_000_000) < per_append * 100:
+                rate = written / (time.monotonic() - started)
+                print(f"  big partition: {written:,}/{records:,} records ({rate:,.0f}/s)", file=sys.stderr)
+
+
+def log_bytes(logdir: Path, name: str) -> int:
+    return sum(p.stat().st_size for p in (logdir / name).glob("*.log"))
+
+
+# ---------------------------------------------------------------------------------------------- mounts
 
 
 class Mounted:
@@ -75,165 +95,250 @@ class Mounted:
         mnt.mkdir(parents=True, exist_ok=True)
         self.mnt = mnt
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "kafkafs.fs.mount", str(logdir), str(mnt), "-f", *args],
+            [sys.executable, "-m", "kafkafs.cli", "mount", str(logdir), str(mnt), "-f", *args],
             cwd=ROOT,
             stderr=subprocess.PIPE,
         )
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60
         while not os.path.ismount(mnt):
             if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit(
-                    f"mount failed: {self.proc.stderr.read().decode() if self.proc.stderr else ''}"
-                )
-            time.sleep(0.02)
+                raise SystemExit(f"mount failed: {self.proc.stderr.read().decode() if self.proc.stderr else ''}")
+            time.sleep(0.01)
 
-    def peak_rss_mb(self) -> float:
+    def status(self, field: str) -> float:
         for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1]) / 1024
         return float("nan")
 
     def close(self) -> None:
         subprocess.run(["fusermount3", "-u", str(self.mnt)], capture_output=True)
         try:
-            self.proc.wait(timeout=30)
+            self.proc.wait(timeout=60)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             subprocess.run(["fusermount3", "-uz", str(self.mnt)], capture_output=True)
 
 
-def timed(cmd: str) -> tuple[float, str]:
+def cat(path: Path) -> tuple[float, int]:
+    """Read a file to the end in 128 KiB reads; (seconds, bytes), the open (and its stat) included."""
     start = time.perf_counter()
-    out = subprocess.run(["sh", "-c", cmd], capture_output=True, check=True).stdout.decode()
-    return time.perf_counter() - start, out
+    n = 0
+    with open(path, "rb", buffering=0) as f:
+        os.fstat(f.fileno())
+        while True:
+            data = f.read(128 * 1024)
+            if not data:
+                break
+            n += len(data)
+    return time.perf_counter() - start, n
 
 
-def drop_caches() -> None:
+def cat_all(paths: list[Path]) -> tuple[float, int]:
+    start = time.perf_counter()
+    n = sum(cat(p)[1] for p in paths)
+    return time.perf_counter() - start, n
+
+
+def by_offset_latency(part: Path, n_records: int, samples: int, seed: int = 3) -> tuple[float, float]:
+    rng = random.Random(seed)
+    for offset in rng.sample(range(n_records), min(50, n_records)):  # warm-up: the loop, the workers
+        (part / "by-offset" / f"{offset}.json").read_bytes()
+    lat = []
+    for _ in range(samples):
+        offset = rng.randrange(n_records)
+        start = time.perf_counter()
+        with open(part / "by-offset" / f"{offset}.json", "rb") as f:
+            f.read()
+        lat.append(time.perf_counter() - start)
+    lat.sort()
+    return statistics.median(lat) * 1e3, lat[int(len(lat) * 0.99) - 1] * 1e3
+
+
+def mbps(nbytes: int, seconds: float) -> str:
+    return f"{nbytes / seconds / 1e6:,.1f} MB/s"
+
+
+# ---------------------------------------------------------------------------------------------- sections
+
+
+def per_kind(work: Path, kind: str, records: int, samples: int, rows: list) -> None:
+    logdir = work / f"logs-{kind}"
+    name = "orders-0"
+    if not (logdir / name).is_dir():
+        start = time.perf_counter()
+        build(logdir, name, kind, records)
+        print(f"built {records:,} {kind} records in {time.perf_counter() - start:.1f} s", file=sys.stderr)
+    cache = work / f"cache-{kind}"
+    shutil.rmtree(cache, ignore_errors=True)
+    seg = log_bytes(logdir, name)
+    m = Mounted(logdir, work / f"mnt-{kind}", "--cache-dir", str(cache))
     try:
-        subprocess.run(["sync"], check=False)
-        Path("/proc/sys/vm/drop_caches").write_text("3\n")
-    except OSError:
-        pass
+        part = m.mnt / name
+        t_first, json_bytes = cat(part / "records.jsonl")
+        t_seg, seg_read = cat_all(sorted((part / "segments").glob("*.log")))
+        assert seg_read == seg
+        t_second, _ = cat(part / "records.jsonl")
+        first_rate = json_bytes / t_first
+        seg_rate = seg / t_seg
+        rows.append((kind, "log / JSON size", f"{seg / 1e6:,.1f} MB / {json_bytes / 1e6:,.1f} MB"))
+        rows.append((kind, "cat segments/*.log (same mount)", f"{mbps(seg, t_seg)} ({t_seg:.2f} s)"))
+        rows.append((kind, "cat records.jsonl, fresh mount, empty cache",
+                     f"{mbps(json_bytes, t_first)} ({t_first:.2f} s, sizing included) = "
+                     f"{first_rate / seg_rate:.0%} of segments (target >= 30%)"))
+        rows.append((kind, "cat records.jsonl, second read",
+                     f"{mbps(json_bytes, t_second)} ({t_second:.2f} s) = {json_bytes / t_second / seg_rate:.0%} "
+                     f"of segments (target >= 60%)"))
+        rows.append((kind, "records/s, first read", f"{records / t_first:,.0f} rec/s"))
+        p50, p99 = by_offset_latency(part, records, samples)
+        rows.append((kind, f"by-offset/N.json open+read, random N of {records:,}",
+                     f"p50 {p50:.2f} ms, p99 {p99:.2f} ms (target 0.5 / 2)"))
+        rows.append((kind, "daemon peak RSS (VmHWM) after all of the above", f"{m.status('VmHWM'):,.0f} MiB"))
+    finally:
+        m.close()
+    stats = []
+    for _ in range(3):
+        m = Mounted(logdir, work / f"mnt-{kind}", "--cache-dir", str(cache))
+        try:
+            start = time.perf_counter()
+            size = os.stat(m.mnt / name / "records.jsonl").st_size
+            stats.append(time.perf_counter() - start)
+            assert size == json_bytes
+        finally:
+            m.close()
+    rows.append((kind, "remount (cache kept): first stat of records.jsonl",
+                 ", ".join(f"{s * 1e3:.0f} ms" for s in stats) + " (target <= 200 ms)"))
+
+
+def many_partitions(work: Path, partitions: int, per: int, rows: list) -> None:
+    logdir = work / "logs-many"
+    if not logdir.is_dir():
+        build(logdir, "many-0", "mixed", per)
+        for p in range(1, partitions):
+            shutil.copytree(logdir / "many-0", logdir / f"many-{p}")
+            (logdir / f"many-{p}" / "partition.metadata").unlink(missing_ok=True)
+    cache = work / "cache-many"
+    shutil.rmtree(cache, ignore_errors=True)
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "kafkafs.cli", "index", str(logdir), "--cache-dir", str(cache)],
+                          cwd=ROOT, capture_output=True, text=True)
+    t_index = time.perf_counter() - start
+    if done.returncode:
+        raise SystemExit(f"kafkafs index failed: {done.stderr}")
+    label = f"{partitions} partitions x {per:,} mixed records"
+    rows.append((label, "kafkafs index (empty cache)", f"{t_index:.1f} s: {done.stderr.strip().splitlines()[-1]}"))
+    m = Mounted(logdir, work / "mnt-many", "--cache-dir", str(cache))
+    try:
+        start = time.perf_counter()
+        out = subprocess.run(f"ls -l {m.mnt}/*/records.jsonl | wc -l", shell=True, capture_output=True, text=True)
+        t_ls = time.perf_counter() - start
+        rows.append((label, "ls -l MOUNT/*/records.jsonl, fresh mount, cache filled",
+                     f"{t_ls * 1e3:.0f} ms for {out.stdout.strip()} files (target <= 1 s)"))
+    finally:
+        m.close()
+
+
+def big_partition(work: Path, big: int, samples: int, rss_records: int, rss_seconds: float, rows: list) -> None:
+    small_dir = work / "logs-small"
+    if not small_dir.is_dir():
+        build_repeated(small_dir, "big-0", 10_000)
+    big_dir = work / "logs-big"
+    if not big_dir.is_dir():
+        start = time.perf_counter()
+        build_repeated(big_dir, "big-0", big)
+        print(f"built {big:,} records ({log_bytes(big_dir, 'big-0') / 1e9:.1f} GB) in "
+              f"{time.perf_counter() - start:.0f} s", file=sys.stderr)
+    results = {}
+    for label, logdir, n in (("10^4", small_dir, 10_000), (f"{big:.0e}".replace("+0", "") if big else "", big_dir, big)):
+        m = Mounted(logdir, work / "mnt-big", "--cache-dir", str(work / "cache-big"))
+        try:
+            results[label] = by_offset_latency(m.mnt / "big-0", n, samples)
+        finally:
+            m.close()
+    (l1, (s50, s99)), (l2, (b50, b99)) = results.items()
+    rows.append(("by-offset", f"random N.json open+read, {l1} records", f"p50 {s50:.2f} ms, p99 {s99:.2f} ms"))
+    rows.append(("by-offset", f"random N.json open+read, {l2} records ({log_bytes(big_dir, 'big-0') / 1e9:.1f} GB)",
+                 f"p50 {b50:.2f} ms, p99 {b99:.2f} ms; p50 {b50 / s50 - 1:+.0%}, p99 {b99 / s99 - 1:+.0%} "
+                 f"vs {l1} (target within 20%)"))
+
+    m = Mounted(big_dir, work / "mnt-big", "--cache-dir", str(work / "cache-big"))
+    try:
+        last = min(rss_records, big) - 1
+        path = m.mnt / "big-0" / "by-offset" / f"0-{last}.jsonl"
+        peak = [0.0]
+        stop = threading.Event()
+
+        def sample() -> None:
+            while not stop.is_set():
+                peak[0] = max(peak[0], m.status("VmRSS"))
+                time.sleep(0.2)
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        start = time.perf_counter()
+        n = 0
+        with open(path, "rb", buffering=0) as f:
+            t_open = time.perf_counter() - start
+            while time.perf_counter() - start < rss_seconds:
+                data = f.read(128 * 1024)
+                if not data:
+                    break
+                n += len(data)
+        elapsed = time.perf_counter() - start
+        stop.set()
+        sampler.join()
+        rows.append(("RSS", f"read by-offset/0-{last}.jsonl of the big partition ({elapsed:.0f} s)",
+                     f"{n / 1e9:.2f} GB of JSON read ({mbps(n, elapsed)}; open+size {t_open:.1f} s); daemon RSS peak "
+                     f"{peak[0]:,.0f} MiB (sampled every 0.2 s), VmHWM {m.status('VmHWM'):,.0f} MiB"))
+    finally:
+        m.close()
+    shutil.rmtree(big_dir, ignore_errors=True)
+
+
+# ---------------------------------------------------------------------------------------------- main
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, default=1_000_000)
-    parser.add_argument("--append-records", type=int, default=200_000)
-    parser.add_argument("--samples", type=int, default=1000)
-    parser.add_argument("--keep", help="build (or reuse) the log directory here instead of a temporary one")
+    parser.add_argument("--kinds", default="mixed,uniform")
+    parser.add_argument("--samples", type=int, default=2000)
+    parser.add_argument("--partitions", type=int, default=100)
+    parser.add_argument("--partition-records", type=int, default=10_000)
+    parser.add_argument("--big", type=int, default=100_000_000)
+    parser.add_argument("--rss-records", type=int, default=10_000_000, help="records of the big view read for RSS")
+    parser.add_argument("--rss-seconds", type=float, default=300.0)
+    parser.add_argument("--work", help="build (and reuse) the log directories here instead of a temporary folder")
     args = parser.parse_args()
 
-    work = Path(tempfile.mkdtemp(prefix="kafkafs-bench-"))
-    logdir = Path(args.keep) if args.keep else work / "logs"
-    rows: list[tuple[str, str]] = []
+    work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="kafkafs-bench-"))
+    work.mkdir(parents=True, exist_ok=True)
+    rows: list[tuple[str, str, str]] = []
+    load = os.getloadavg()
     try:
-        if not (logdir / TOPIC).is_dir():
-            start = time.perf_counter()
-            build(logdir, args.records)
-            print(f"built {args.records:,} records in {time.perf_counter() - start:.1f} s", file=sys.stderr)
-        seconds, n, size = engine_rate(logdir)
-        rows.append(
-            (
-                "engine decode+render (in process)",
-                f"{n / seconds:,.0f} rec/s  {size / seconds / 1e6:,.0f} MB/s",
-            )
-        )
-
-        drop_caches()
-        m = Mounted(logdir, work / "mnt")
-        try:
-            part = m.mnt / TOPIC
-            t_stat, out = timed(f"stat -c %s {part}/records.jsonl")
-            rows.append(
-                ("first stat records.jsonl (lays out all)", f"{t_stat:.2f} s  ({int(out) / 1e6:,.0f} MB)")
-            )
-            t_cat, _ = timed(f"cat {part}/records.jsonl > /dev/null")
-            rows.append(
-                (
-                    "cat records.jsonl",
-                    f"{n / t_cat:,.0f} rec/s  {size / t_cat / 1e6:,.0f} MB/s  ({t_cat:.2f} s)",
-                )
-            )
-            seg_bytes = sum(p.stat().st_size for p in (logdir / TOPIC).glob("*.log"))
-            t_seg, _ = timed(f"cat {part}/segments/*.log > /dev/null")
-            rows.append(
-                (
-                    "cat segments/*.log (FUSE ceiling)",
-                    f"{n / t_seg:,.0f} rec/s  {seg_bytes / t_seg / 1e6:,.0f} MB/s  ({t_seg:.2f} s)",
-                )
-            )
-            t_grep, out = timed(f"grep -c order {part}/records.jsonl")
-            rows.append(
-                ("grep -c over records.jsonl (page cache warm)", f"{t_grep:.2f} s  ({int(out):,} lines)")
-            )
-
-            rng = random.Random(3)
-            lat = []
-            for offset in rng.sample(range(n), min(args.samples, n)):
-                start = time.perf_counter()
-                with open(part / "by-offset" / f"{offset}.json", "rb") as f:
-                    f.read()
-                lat.append(time.perf_counter() - start)
-            lat.sort()
-            rows.append(
-                (
-                    "by-offset/N.json open+read, random N",
-                    f"median {statistics.median(lat) * 1e3:.2f} ms  "
-                    f"p99 {lat[int(len(lat) * 0.99) - 1] * 1e3:.2f} ms",
-                )
-            )
-            t_cat1, _ = timed(f"cat {part}/by-offset/{n // 2}.json > /dev/null")
-            rows.append(("`cat by-offset/N.json` (incl. process start)", f"{t_cat1 * 1e3:.1f} ms"))
-
-            t_ls, out = timed(f"ls {part}/by-offset | wc -l")
-            rows.append(("ls by-offset | wc -l", f"{t_ls:.2f} s  ({int(out):,} names)"))
-            t_range, _ = timed(f"cat {part}/by-offset/{n // 4}-{n // 4 + 99_999}.jsonl > /dev/null")
-            rows.append(("cat by-offset/<100,000-record range>.jsonl", f"{t_range:.2f} s"))
-            rows.append(("daemon peak RSS (VmHWM)", f"{m.peak_rss_mb():,.0f} MiB"))
-        finally:
-            m.close()
-
-        m = Mounted(logdir, work / "mnt-rw", "--rw")
-        try:
-            line = (
-                b'{"key":"c-00001","value":{"order":1,"customer":"c-00001","amount":1.5,"currency":"EUR"}}\n'
-            )
-            per_write = (128 * 1024) // len(line)
-            chunk = line * per_write
-            writes = max(1, args.append_records // per_write)
-            start = time.perf_counter()
-            target = m.mnt / "bench-0"  # a partition of its own, made through the mount
-            if not target.exists():
-                os.mkdir(target)
-            fd = os.open(target / "append", os.O_WRONLY | os.O_APPEND)
-            try:
-                for _ in range(writes):
-                    os.write(fd, chunk)
-            finally:
-                os.close(fd)
-            t_app = time.perf_counter() - start
-            total = writes * per_write
-            rows.append(
-                (
-                    "append (128 KiB writes, close = fsync)",
-                    f"{total / t_app:,.0f} rec/s  {total * len(line) / t_app / 1e6:,.1f} MB/s  "
-                    f"({total:,} records)",
-                )
-            )
-        finally:
-            m.close()
+        for kind in args.kinds.split(","):
+            per_kind(work, kind, args.records, args.samples, rows)
+        if args.partitions:
+            many_partitions(work, args.partitions, args.partition_records, rows)
+        if args.big:
+            big_partition(work, args.big, args.samples, args.rss_records, args.rss_seconds, rows)
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        if not args.work:
+            shutil.rmtree(work, ignore_errors=True)
+        print_table(rows, load)
 
-    width = max(len(k) for k, _ in rows)
-    print(f"\nkafkafs mount, one partition of {n:,} records ({size / 1e6:,.0f} MB as JSON lines)\n")
-    print(f"| {'what'.ljust(width)} | result |")
-    print(f"|{'-' * (width + 2)}|--------|")
-    for k, v in rows:
-        print(f"| {k.ljust(width)} | {v} |")
+
+def print_table(rows: list[tuple[str, str, str]], load: tuple[float, float, float]) -> None:
+    if not rows:
+        return
+    w1 = max(len(r[0]) for r in rows)
+    w2 = max(len(r[1]) for r in rows)
+    print(f"\nkafkafs mount, {os.cpu_count()} CPUs, load average at start {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}, "
+          f"now {os.getloadavg()[0]:.1f}\n")
+    print(f"| {'data'.ljust(w1)} | {'what'.ljust(w2)} | result |")
+    print(f"|{'-' * (w1 + 2)}|{'-' * (w2 + 2)}|--------|")
+    for a, b, c in rows:
+        print(f"| {a.ljust(w1)} | {b.ljust(w2)} | {c} |")
 
 
 if __name__ == "__main__":

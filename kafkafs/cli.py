@@ -1,7 +1,9 @@
 """The ``kafkafs`` command: parse arguments, call the layers, turn errors into one line and an exit code.
 
-Exit codes: 0 success, 1 damage found (``verify``) or an operation that failed on bad data, 2 a usage
-or input mistake, 130 interrupted.
+Exit codes, the same for every command (SPEC §4): 0 done, nothing wrong found; 1 damage found or the
+work failed (a directory another writer holds, a partition refused because it holds a link, a disk
+error), the reason said; 2 a usage error (bad arguments, a path that is not what the command takes);
+130 interrupted.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from . import __version__
-from .errors import ConfigError, CorruptRecordError, InvalidInput, InvalidName, KafkafsError, LogDirLocked
+from .errors import ConfigError, CorruptRecordError, InvalidInput, InvalidName, KafkafsError, UnsafeFileError, UsageError
 
 EXIT_OK = 0
 EXIT_DAMAGE = 1
@@ -24,7 +26,7 @@ EXIT_INTERRUPTED = 130
 log = logging.getLogger("kafkafs")
 
 
-class CommandError(KafkafsError):
+class CommandError(UsageError):
     """A user mistake found by the command line itself."""
 
 
@@ -53,12 +55,30 @@ def _add_values_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _open_logdir(path: str, args: argparse.Namespace, *, writable: bool):
-    from .storage.logdir import LogDir
+def _add_schemas_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--schemas", metavar="DIR",
+        help="Schema Registry schemas as <id>.avsc / <id>.json files (besides LOGDIR's _schemas topic)",
+    )
 
-    if os.path.exists(path) and not os.path.isdir(path):
-        raise CommandError(f"{path} is not a directory (a log directory holds <topic>-<partition> folders)")
 
+def _registry(logdir: str, args: argparse.Namespace):
+    """The Schema Registry schemas of ``logdir`` and ``--schemas`` (None when there are none)."""
+    from .storage.schemas import load_registry
+
+    schemas = getattr(args, "schemas", None)
+    if schemas is not None and not os.path.isdir(schemas):
+        raise CommandError(f"--schemas {schemas}: not a directory")
+    return load_registry(logdir, schemas)
+
+
+def _open_logdir(path: str, args: argparse.Namespace, *, writable: bool, strict: bool = True):
+    """The log directory at ``path``; UsageError (exit 2) for a path that is not one (``strict``: an
+    existing log directory is required, see :func:`~kafkafs.storage.logdir.check_log_directory`)."""
+    from .storage.logdir import LogDir, check_log_directory
+
+    if strict or os.path.exists(path):
+        check_log_directory(path, strict=strict)
     return LogDir(path, _settings(args), writable=writable)
 
 
@@ -101,14 +121,16 @@ def cmd_mount(args: argparse.Namespace) -> int:
         debug=args.debug,
         cache_dir=args.cache_dir,
         list_limit=args.list_limit,
+        schemas=args.schemas,
     )
 
 
 def cmd_index(args: argparse.Namespace) -> int:
     from .fs.prefill import index_logdir
 
-    if not os.path.isdir(args.logdir):
-        raise CommandError(f"{args.logdir}: no such log directory")
+    from .storage.logdir import check_log_directory
+
+    check_log_directory(args.logdir)  # a missing path, a partition folder: usage errors (SPEC §4)
     report = index_logdir(args.logdir, cache_dir=args.cache_dir, mode=args.values, settings=_settings(args))
     print(report.line(), file=sys.stderr)
     return EXIT_OK
@@ -164,7 +186,7 @@ def cmd_produce(args: argparse.Namespace) -> int:
     from .storage.log import parse_partition_dir_name
 
     topic, partition = parse_partition_dir_name(args.partition)
-    with _open_logdir(args.logdir, args, writable=True) as logdir:
+    with _open_logdir(args.logdir, args, writable=True, strict=False) as logdir:
         exists = args.partition in logdir.partition_names()
         if not exists and args.no_create:
             raise InvalidName(f"no partition {args.partition} in {args.logdir} (drop --no-create to create it)")
@@ -213,7 +235,7 @@ def cmd_consume(args: argparse.Namespace) -> int:
     try:
         names = resolve_partitions(logdir, args.partition, args.topic, args.partition_number)
         consume(logdir, names, _stdout(), spec=spec, stop_ts=stop_ts, count=args.count, follow=args.follow,
-                interleave=not args.no_interleave, mode=args.values)
+                interleave=not args.no_interleave, mode=args.values, registry=_registry(args.logdir, args))
     finally:
         logdir.close()
     return EXIT_OK
@@ -271,10 +293,8 @@ def _segment_files_state(directory: Path) -> dict[str, object]:
 
 
 def cmd_recover(args: argparse.Namespace) -> int:
-    from .storage.logdir import LogDir
-
     _raise_fd_limit()
-    logdir = LogDir(args.logdir, _settings(args), writable=True)
+    logdir = _open_logdir(args.logdir, args, writable=True)
     # recover every segment of every partition, as after a crash with no recovery point
     logdir.clean_shutdown = False
     logdir.recovery_points = {}
@@ -283,12 +303,18 @@ def cmd_recover(args: argparse.Namespace) -> int:
     reports = {}
     try:
         for name in names:
-            log_ = logdir.log(name)
+            try:
+                log_ = logdir.log(name)
+            except UnsafeFileError:
+                continue  # refused: said below, and nothing in it touched
             reports[name] = (log_.last_recovery, log_.log_start_offset, log_.log_end_offset)
     finally:
         logdir.close()
     changed = 0
     for name in names:
+        if name in logdir.refused:
+            print(f"{name}: refused: {logdir.refused[name]}")
+            continue
         report, start, end = reports[name]
         after = _segment_files_state(logdir.path / name)
         if after == before[name]:
@@ -302,18 +328,25 @@ def cmd_recover(args: argparse.Namespace) -> int:
             status = "; ".join(lines) or "files changed"
         span = f"offsets {start}..{end - 1}" if end > start else f"empty, next offset {end}"
         print(f"{name}: {status} ({span})")
-    print(f"recovered {len(names)} partition(s), {changed} changed; clean shutdown marked")
-    return EXIT_OK
+    refused = len(logdir.refused)
+    print(f"recovered {len(names) - refused} partition(s), {changed} changed; clean shutdown marked"
+          + (f"; {refused} refused" if refused else ""))
+    return EXIT_DAMAGE if refused else EXIT_OK
 
 
 def cmd_clean(args: argparse.Namespace) -> int:
     from .storage.cleaner import clean_logdir
 
     _raise_fd_limit()
-    with _open_logdir(args.logdir, args, writable=True) as logdir:
+    # a dry run reads only: no .lock, no checkpoint, no rename (SPEC §4), so it may also look at a
+    # directory that a broker holds
+    with _open_logdir(args.logdir, args, writable=not args.dry_run) as logdir:
         for line in clean_logdir(logdir, dry_run=args.dry_run):
             print(line)
-    return EXIT_OK
+        refused = dict(logdir.refused)
+    for name, reason in sorted(refused.items()):
+        print(f"{name}: refused: {reason}")
+    return EXIT_DAMAGE if refused else EXIT_OK
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -361,6 +394,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-f", "--foreground", action="store_true", help="stay attached instead of daemonizing")
     p.add_argument("-o", dest="options", action="append", metavar="OPT[,OPT]", help="FUSE options, e.g. allow_other")
     _add_values_option(p)
+    _add_schemas_option(p)
     p.add_argument("-d", "--debug", action="store_true", help="debug logging (implies --foreground)")
     _add_cache_dir_option(p)
     p.add_argument(
@@ -397,6 +431,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-e", dest="exit_at_end", action="store_true", help="exit at the end (the default; kcat's -e)")
     p.add_argument("--no-interleave", action="store_true", help="a whole topic partition by partition, not by time")
     _add_values_option(p)
+    _add_schemas_option(p)
     _add_settings_options(p)
     p.set_defaults(func=cmd_consume)
 
@@ -458,7 +493,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         except OSError:
             pass
         return EXIT_OK
-    except (InvalidInput, InvalidName, ConfigError, LogDirLocked, CommandError) as exc:
+    except (InvalidInput, InvalidName, ConfigError, UsageError) as exc:
         print(f"kafkafs: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except CorruptRecordError as exc:

@@ -129,9 +129,10 @@ class _Reader:
                 yield ts, log_.partition, offset, rendered[i] + b"\n"
 
 
-def _decoder_for(topic: str, mode: str):
-    """The decoders' step for Kafka's internal topics (SPEC §8); None for ordinary topics."""
-    return decoder_for(topic) if mode == "auto" else None
+def _decoder_for(topic: str, mode: str, registry=None):
+    """The decoders' step for Kafka's internal topics and Schema Registry values (SPEC §8); None for
+    ordinary topics without a registry."""
+    return decoder_for(topic, registry) if mode == "auto" else None
 
 
 def consume(
@@ -145,12 +146,14 @@ def consume(
     follow: bool = False,
     interleave: bool = True,
     mode: str = "auto",
+    registry=None,
 ) -> int:
-    """Print the records of ``names`` (partition folders) to ``out``; return how many were printed."""
+    """Print the records of ``names`` (partition folders) to ``out``; return how many were printed.
+    ``registry``: a Schema Registry's schemas (:func:`kafkafs.storage.schemas.load_registry`)."""
     readers = []
     for name in names:
         log_ = logdir.log(name)
-        readers.append(_Reader(log_, start_offset(log_, spec), mode, stop_ts, _decoder_for(log_.topic, mode)))
+        readers.append(_Reader(log_, start_offset(log_, spec), mode, stop_ts, _decoder_for(log_.topic, mode, registry)))
     printed = 0
     while True:
         if interleave and len(readers) > 1:

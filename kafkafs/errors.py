@@ -64,3 +64,13 @@ class ConfigError(KafkafsError):
 
 class ReadOnlyError(KafkafsError):
     """A write was asked of something opened read-only."""
+
+
+class UnsafeFileError(KafkafsError):
+    """A symbolic link (or other non-regular file) where kafkafs expects a regular file inside a
+    partition folder: never followed; writers refuse the partition that holds it."""
+
+
+class UsageError(KafkafsError):
+    """A command used wrongly: a bad argument, or a path that is not what the command takes (a
+    partition folder where a log directory is expected, a file that does not exist)."""

@@ -15,44 +15,16 @@ found wrong (SPEC §4), else 0. Nothing here writes.
 
 from __future__ import annotations
 
-import os
 from typing import TextIO
 
-from .indexes import IndexErrors, dump_index, dump_time_index
-from .log import dump_log
 from .options import DumpOptions
-from .state import dump_epoch_checkpoint, dump_producer_snapshot, dump_txn_index
 
 __all__ = ["DumpOptions", "dump_files"]
 
 
 def dump_files(files: list[str], out: TextIO, err: TextIO, options: DumpOptions) -> int:
-    """Dump each of ``files`` as Kafka would; return the exit code (1 if anything was found wrong)."""
-    errors = IndexErrors()
-    problems = 0
-    for name in files:
-        print(f"Dumping {name}", file=out)
-        base = os.path.basename(name)
-        suffix = base[base.rfind(".") :] if "." in base else base
-        try:
-            if suffix in (".log", ".checkpoint"):
-                problems += dump_log(name, out, err, options, errors)
-            elif suffix == ".index":
-                problems += dump_index(name, out, err, options, errors)
-            elif suffix == ".timeindex":
-                problems += dump_time_index(name, out, err, options, errors)
-            elif suffix == ".snapshot":
-                problems += dump_producer_snapshot(name, out, err)
-            elif suffix == ".txnindex":
-                problems += dump_txn_index(name, out, err)
-            elif base == "leader-epoch-checkpoint":
-                problems += dump_epoch_checkpoint(name, out, err)
-            else:
-                print(f"Ignoring unknown file {name}", file=err)
-        except BrokenPipeError:
-            raise
-        except OSError as exc:
-            print(f"kafkafs: error: {name}: {exc.strerror or exc}", file=err)
-            problems += 1
-    problems += errors.print(err)
-    return 1 if problems else 0
+    """Dump each of ``files`` as Kafka would; return the exit code (1 if anything was found wrong).
+    (Imported on use, so that building the command line's parser stays cheap.)"""
+    from .files import dump_files as run
+
+    return run(files, out, err, options)

@@ -20,9 +20,9 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import CorruptRecordError, InvalidInput, KafkafsError
+from ..errors import CorruptRecordError, KafkafsError
 
-__all__ = ["make_parser", "Parser", "TXN_STATES"]
+__all__ = ["make_parser", "Parser", "TXN_STATES", "to_json"]
 
 Parser = Callable[[int, "bytes | None", "bytes | None"], "tuple[str | None, str | None]"]
 
@@ -54,7 +54,8 @@ def _plain(obj: Any) -> Any:
     return obj
 
 
-def _json(obj: Any) -> str:
+def to_json(obj: Any) -> str:
+    """Compact JSON as Jackson writes it (byte arrays as bare base64)."""
     return json.dumps(_plain(obj), separators=(",", ":"), ensure_ascii=False)
 
 
@@ -73,17 +74,17 @@ def _offsets_parser() -> Parser:
             )
         try:
             k = offsets_key(key)
-            v = offsets_value(value) if value is not None else None
+            v = offsets_value(value, key) if value is not None else None
         except (KafkafsError, ValueError) as exc:
             reason = getattr(exc, "reason", str(exc))
             if "unknown" in reason.lower() and "type" in reason.lower() and len(key) >= 2:
                 kind = int.from_bytes(key[:2], "big", signed=True)
                 return f"Unknown record type {kind} at offset {offset}, skipping.", None
             return f"Error at offset {offset}, skipping. {reason}", None
-        shown_key = _json({"type": str(k.get("type")), "data": k.get("data")})
+        shown_key = to_json({"type": str(k.get("type")), "data": k.get("data")})
         if v is None:
             return shown_key, "<DELETE>"
-        return shown_key, _json({"version": str(v.get("version")), "data": v.get("data")})
+        return shown_key, to_json({"version": str(v.get("version")), "data": v.get("data")})
 
     return parse
 
@@ -137,7 +138,7 @@ def _metadata_parser() -> Parser:
             m = metadata_record(value)
         except (KafkafsError, ValueError) as exc:
             return None, f"Error at {offset}, skipping. {getattr(exc, 'reason', exc)}"
-        return None, _json({"type": m.get("type"), "version": m.get("version"), "data": m.get("data")})
+        return None, to_json({"type": m.get("type"), "version": m.get("version"), "data": m.get("data")})
 
     return parse
 

@@ -21,9 +21,10 @@ from typing import TextIO
 from ..errors import CorruptRecordError
 from ..format.batch import BatchHeader, decode_batch
 from ..format.compression import Codec, decompress
+from ..format.decoders import control_value
 from ..format.records import CONTROL_TYPES
 from .options import DumpOptions
-from .parsers import make_parser
+from .parsers import make_parser, to_json
 
 __all__ = ["RecordPrinter"]
 
@@ -60,29 +61,22 @@ def _control_text(key: bytes | None, value: bytes | None) -> str:
             )
         _v, coordinator_epoch = _MARKER.unpack_from(value)
         return f" endTxnMarker: {name} coordinatorEpoch: {coordinator_epoch}"
-    shown = _kraft_control(name, value)
-    if shown is not None:
-        return shown
+    label = _KRAFT_LABELS.get(name)
+    if label is not None:
+        try:
+            return f" {label} {to_json(control_value(key, value))}"
+        except CorruptRecordError:
+            pass  # shown by its type, as any other
     return f" controlType: {name}({type_id})"
 
 
-def _kraft_control(name: str, value: bytes | None) -> str | None:
-    """KRaft's control records as Kafka prints them (their JSON converters); KRAFT_VOTERS, and any
-    record that does not parse, fall back to ``controlType: NAME(id)``."""
-    if value is None:
-        return None
-    try:
-        if name == "SNAPSHOT_HEADER" and len(value) >= 10:
-            version, ts = struct.unpack_from(">hq", value)
-            return f' SnapshotHeader {{"version":{version},"lastContainedLogTimestamp":{ts}}}'
-        if name == "SNAPSHOT_FOOTER" and len(value) >= 2:
-            return f' SnapshotFooter {{"version":{_I16.unpack_from(value)[0]}}}'
-        if name == "KRAFT_VERSION" and len(value) >= 4:
-            version, kraft = struct.unpack_from(">hh", value)
-            return f' KRaftVersion {{"version":{version},"kRaftVersion":{kraft}}}'
-    except struct.error:
-        return None
-    return None
+#: How Kafka labels the JSON of KRaft's control records.
+_KRAFT_LABELS = {
+    "SNAPSHOT_HEADER": "SnapshotHeader",
+    "SNAPSHOT_FOOTER": "SnapshotFooter",
+    "KRAFT_VERSION": "KRaftVersion",
+    "KRAFT_VOTERS": "KRaftVoters",
+}
 
 
 def _legacy_crcs(buf, h: BatchHeader) -> list[int]:

@@ -23,9 +23,8 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
 from ..errors import CorruptRecordError
-from ..format.batch import DecodedBatch
 from ..storage.segment import BatchView, LogSegment
-from .render import NO_FILTER, Filter, batch_length, header_skips, render_batches, render_raw
+from .render import NO_FILTER, Filter, batch_length, header_skips, render_raw
 from .sizecache import CachedLayout
 
 if TYPE_CHECKING:
@@ -60,9 +59,6 @@ class Renderer:
         self.decoder = decoder
         #: what names the decoder in the size cache's keys (its rendering changes the sizes)
         self.decoder_id = decoder_identity(decoder)
-
-    def render(self, batches: list[DecodedBatch], flt: Filter) -> bytes:
-        return render_batches(self.topic, self.partition, batches, flt, self.mode, self.decoder)
 
     def render_raw(self, segment: LogSegment, position: int, size: int, flt: Filter) -> bytes:
         """The records of the whole batches in ``size`` bytes at ``position`` that pass ``flt``."""
@@ -143,25 +139,22 @@ class Pieces:
 
 
 class _Run:
-    """Whole contiguous batches of one segment gathered into the next piece (decoded, for ranges)."""
+    """Whole contiguous batches of one segment gathered into the next piece: their bytes of log and
+    the bytes their records render to."""
 
-    __slots__ = ("base", "position", "size", "batches", "last_offset")
+    __slots__ = ("base", "position", "size", "length", "last_offset")
 
     def __init__(self, base: int, position: int) -> None:
         self.base = base
         self.position = position
         self.size = 0
-        self.batches: list[DecodedBatch] = []
+        self.length = 0
         self.last_offset = -1
 
-    def add(self, batch: DecodedBatch, size: int, last_offset: int) -> None:
-        self.batches.append(batch)
+    def add(self, size: int, length: int, last_offset: int) -> None:
         self.size += size
+        self.length += length
         self.last_offset = last_offset
-
-    @property
-    def end(self) -> int:
-        return self.position + self.size
 
 
 class SegmentLayout(Pieces):
@@ -394,8 +387,7 @@ class RangeLayout(Pieces):
         def close() -> None:
             if run is None or not run.size:
                 return
-            data = renderer.render(run.batches, flt)
-            self.add(base, run.position, run.size, len(data), run.last_offset)
+            self.add(base, run.position, run.size, run.length, run.last_offset)
             self.next_offset = max(self.next_offset, run.last_offset + 1)
 
         try:
@@ -412,7 +404,7 @@ class RangeLayout(Pieces):
                     self.next_offset = max(self.next_offset, h.last_offset + 1)
                     continue
                 try:
-                    batch = view.decode(file=file)
+                    n = renderer.length(view, file, flt)
                 except CorruptRecordError as exc:
                     close()
                     run = None
@@ -422,7 +414,7 @@ class RangeLayout(Pieces):
                     continue
                 if run is None:
                     run = _Run(base, view.position)
-                run.add(batch, h.size, h.last_offset)
+                run.add(h.size, n, h.last_offset)
                 if run.size >= GROUP_BYTES or (flt.hi is not None and h.last_offset >= flt.hi):
                     close()
                     run = None

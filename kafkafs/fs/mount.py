@@ -25,10 +25,11 @@ import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from ..errors import KafkafsError, LogDirLocked
+from ..errors import KafkafsError, LogDirLocked, UsageError
 from ..format.jsonview import VALUES_MODES
 from ..storage.config import Settings
-from ..storage.logdir import LogDir
+from ..storage.logdir import LogDir, check_log_directory
+from ..storage.schemas import load_registry
 
 __all__ = ["mount", "main", "MountError", "fuse_option_set"]
 
@@ -39,6 +40,10 @@ class MountError(KafkafsError):
     """The mount cannot be made (bad mount point, busy, FUSE missing, ...); the message says why."""
 
 
+class MountPathError(MountError, UsageError):
+    """A log directory or mount point that is not what ``mount`` takes (SPEC §4: exit code 2)."""
+
+
 # ---------------------------------------------------------------------------------------------- checks
 
 
@@ -47,20 +52,20 @@ def _check_mountpoint(mountpoint: str) -> str:
     try:
         st = os.stat(path)
     except FileNotFoundError:
-        raise MountError(f"{mountpoint}: no such mount point (create the folder first)") from None
+        raise MountPathError(f"{mountpoint}: no such mount point (create the folder first)") from None
     except OSError as exc:
         if exc.errno == errno.ENOTCONN:
-            raise MountError(
+            raise MountPathError(
                 f"{mountpoint}: a dead mount is still there (its daemon died); clear it with "
                 f"`fusermount3 -uz {mountpoint}`"
             ) from None
-        raise MountError(f"{mountpoint}: {exc.strerror}") from None
+        raise MountPathError(f"{mountpoint}: {exc.strerror}") from None
     if not os.path.isdir(path):
-        raise MountError(f"{mountpoint}: not a directory")
+        raise MountPathError(f"{mountpoint}: not a directory")
     if os.path.ismount(path) or _mounted_at(path):
         # stat() may still answer from the kernel's cache for a second after the daemon died: ask the
         # file system itself (statfs is never cached) before calling the mount alive
-        if _dead_mount(path):
+        if _dead_mount(path):  # the state of the mount point, not a wrong path: exit 1
             raise MountError(
                 f"{mountpoint}: a dead mount is still there (its daemon died); clear it with "
                 f"`fusermount3 -uz {mountpoint}`"
@@ -70,11 +75,11 @@ def _check_mountpoint(mountpoint: str) -> str:
         )
     try:
         if os.listdir(path):
-            raise MountError(f"{mountpoint}: the mount point is not empty")
+            raise MountPathError(f"{mountpoint}: the mount point is not empty")
     except PermissionError:
-        raise MountError(f"{mountpoint}: permission denied") from None
+        raise MountPathError(f"{mountpoint}: permission denied") from None
     if not os.access(path, os.W_OK) and os.geteuid() != 0:
-        raise MountError(f"{mountpoint}: you do not own the mount point")
+        raise MountPathError(f"{mountpoint}: you do not own the mount point")
     del st
     return path
 
@@ -102,11 +107,15 @@ def _mounted_at(path: str) -> bool:
 def _check_logdir(logdir: str) -> str:
     path = os.path.abspath(logdir)
     if not os.path.exists(path):
-        raise MountError(f"{logdir}: no such log directory")
+        raise MountPathError(f"{logdir}: no such log directory")
     if not os.path.isdir(path):
-        raise MountError(f"{logdir}: not a directory")
+        raise MountPathError(f"{logdir}: not a directory")
     if not os.access(path, os.R_OK | os.X_OK):
-        raise MountError(f"{logdir}: permission denied")
+        raise MountPathError(f"{logdir}: permission denied")
+    try:
+        check_log_directory(path, strict=False)
+    except UsageError as exc:
+        raise MountPathError(str(exc)) from None
     return path
 
 
@@ -195,11 +204,13 @@ def _quoting_stderr(fn: Callable[[], None]) -> None:
 
 
 def _open_logdir(path: str, settings: Settings | None, rw: bool) -> tuple[LogDir, bool]:
+    """The log directory, writable with ``rw``; a directory another writer holds fails (SPEC §3: a
+    user or systemd who asked for a writable mount must not get a read-only one)."""
     if rw:
         try:
             return LogDir(path, settings, writable=True), True
         except LogDirLocked as exc:
-            log.warning("%s; mounting read-only", exc)
+            raise MountError(f"{exc}; not mounted (mount it without --rw to read it)") from None
     return LogDir(path, settings), False
 
 
@@ -214,6 +225,7 @@ def serve(
     on_ready: Callable[[], None] = lambda: None,
     cache_dir: str | None = None,
     list_limit: int | None = None,
+    schemas: str | None = None,
 ) -> int:
     """Mount, serve until unmounted or signalled, unmount. Blocks; returns the exit code."""
     import pyfuse3
@@ -231,6 +243,8 @@ def serve(
         options = options | {"ro"}
     tree = Tree(directory, mode=values, rw=rw, cache=_size_cache(cache_dir, logdir),
                 **({"list_limit": list_limit} if list_limit is not None else {}))
+    # Schema Registry schemas: LOGDIR's _schemas topic and --schemas DIR (SPEC §8)
+    tree.registry = load_registry(logdir, schemas)
     ops = Operations(tree)
     try:
         _quoting_stderr(lambda: pyfuse3.init(ops, mountpoint, options))
@@ -434,6 +448,7 @@ def mount(
     debug: bool = False,
     cache_dir: str | None = None,
     list_limit: int | None = None,
+    schemas: str | None = None,
 ) -> int:
     """Mount ``logdir`` on ``mountpoint`` (SPEC §3); returns the exit code.
 
@@ -444,22 +459,24 @@ def mount(
     if values_override is not None:
         values = values_override
     if values not in VALUES_MODES:
-        raise MountError(f"--values must be one of {', '.join(VALUES_MODES)}, not {values!r}")
+        raise MountPathError(f"--values must be one of {', '.join(VALUES_MODES)}, not {values!r}")
     logdir = _check_logdir(logdir)
     mountpoint = _check_mountpoint(mountpoint)
     if not os.path.exists("/dev/fuse"):
         raise MountError("FUSE is not available here (/dev/fuse is missing; load the fuse module)")
     if Path(mountpoint).resolve().is_relative_to(Path(logdir).resolve()):
-        raise MountError(f"{mountpoint}: the mount point cannot be inside the log directory")
+        raise MountPathError(f"{mountpoint}: the mount point cannot be inside the log directory")
     if list_limit is not None and list_limit < 0:
-        raise MountError(f"--list-limit must be 0 or more, not {list_limit}")
+        raise MountPathError(f"--list-limit must be 0 or more, not {list_limit}")
     _size_cache(cache_dir, logdir)  # a --cache-dir inside LOGDIR fails here, before mounting
+    if schemas is not None and not os.path.isdir(schemas):
+        raise MountError(f"--schemas {schemas}: not a directory")
     _setup_logging(debug, foreground)
 
     def run(ready: Callable[[], None]) -> int:
         return serve(
             logdir, mountpoint, rw=rw, values=values, settings=settings, options=options, on_ready=ready,
-            cache_dir=cache_dir, list_limit=list_limit,
+            cache_dir=cache_dir, list_limit=list_limit, schemas=schemas,
         )
 
     if foreground:
@@ -480,6 +497,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--debug", action="store_true")
     parser.add_argument("--cache-dir", help="where rendered sizes are kept across mounts ('' turns it off)")
     parser.add_argument("--list-limit", type=int, help="by-offset/ lists every offset up to this many records")
+    parser.add_argument("--schemas", help="a directory of <id>.avsc / <id>.json Schema Registry schemas")
     args = parser.parse_args(argv)
     try:
         settings = Settings.load(args.config)
@@ -494,10 +512,11 @@ def main(argv: list[str] | None = None) -> int:
             debug=args.debug,
             cache_dir=args.cache_dir,
             list_limit=args.list_limit,
+            schemas=args.schemas,
         )
     except KafkafsError as exc:
         print(f"kafkafs: error: {exc}", file=sys.stderr)
-        return 1
+        return 2 if isinstance(exc, UsageError) else 1
 
 
 if __name__ == "__main__":

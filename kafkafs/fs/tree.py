@@ -24,11 +24,12 @@ from typing import NamedTuple
 
 import orjson
 
-from ..errors import InvalidInput, InvalidName
+from ..errors import InvalidInput, InvalidName, UnsafeFileError
 from ..format.decoders import decoder_for
 from ..format.jsonview import VALUES_MODES
 from ..storage.log import parse_partition_dir_name
 from ..storage.logdir import LogDir
+from ..storage.safefiles import is_regular_file, open_file, regular_files
 from . import names
 from .append import AppendBuffer
 from .layout import RangeLayout
@@ -174,8 +175,8 @@ class RangeHandle(Handle):
 class OSFileHandle(Handle):
     def __init__(self, path: str | os.PathLike[str], keep_cache: bool) -> None:
         try:
-            self.fd = os.open(path, os.O_RDONLY)
-        except FileNotFoundError:
+            self.fd = open_file(path, os.O_RDONLY)  # a link is never followed (SPEC §3)
+        except (FileNotFoundError, UnsafeFileError):
             raise NotFound(str(path)) from None
         self.keep_cache = keep_cache
 
@@ -544,14 +545,14 @@ class SegmentsDir(Dir):
     def _files(self) -> list[str]:
         state = self.tree.state(self.partition_name)
         try:
-            listed = os.listdir(state.log.dir)
+            listed = regular_files(state.log.dir)  # links skipped with a warning, never followed
         except FileNotFoundError:
             return []
         return sorted((n for n in listed if names.is_segment_file(n)), key=names.segment_file_key)
 
     def lookup(self, name: str) -> Node:
         state = self.tree.state(self.partition_name)
-        if not names.is_segment_file(name) or not (state.log.dir / name).is_file():
+        if not names.is_segment_file(name) or not is_regular_file(state.log.dir / name):
             raise NotFound(name)
         return self.tree.segment_file(state, name, self)
 
@@ -580,9 +581,11 @@ class SegmentFile(File):
 
     def attr(self) -> Attr:
         try:
-            st = os.stat(self.path)
+            st = os.lstat(self.path)
         except FileNotFoundError:
             raise NotFound(self.name) from None
+        if not stat.S_ISREG(st.st_mode):  # replaced by a link since the lookup: never followed
+            raise NotFound(self.name)
         return _file_attr(st.st_size, st.st_mtime_ns, STABLE_TIMEOUT if self.sealed() else VOLATILE_TIMEOUT)
 
     def volatile(self) -> bool:
@@ -672,7 +675,7 @@ class Tree:
                 if not (self.logdir.path / name).is_dir():
                     raise NotFound(name)
                 try:
-                    log_ = self.logdir.log(name)
+                    log_ = self.logdir.log(name, read_only_fallback=True)
                 except InvalidName:
                     raise NotFound(name) from None
                 number = self.number(name)

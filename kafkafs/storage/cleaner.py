@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable
 from typing import TextIO
 
+from ..errors import UnsafeFileError
 from .compaction import CleanStats, clean_log, cleanable_segments, log_to_clean, now_ms
 from .config import LONG_MAX, broker_setting
 from .offset_map import BYTES_PER_ENTRY, OffsetMap
@@ -112,7 +113,10 @@ def clean_logdir(logdir, *, dry_run: bool = False, now_ms: int | None = None,
     stats = meter.stats if meter is not None else CleanStats()
     checkpoints = logdir.cleaner_offsets() if hasattr(logdir, "cleaner_offsets") else {}
     for name in names:
-        target = logdir.log(name)
+        try:
+            target = logdir.log(name)
+        except UnsafeFileError:  # holds a link: refused, untouched (logdir.refused says why)
+            continue
         if not dry_run:
             target.delete_expired_files()
         lines.extend(apply_retention(target, now, dry_run=dry_run))

@@ -13,14 +13,21 @@ never silently does nothing.
 from __future__ import annotations
 
 import dataclasses
+import logging
+import threading
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
 
-__all__ = ["LogConfig", "Settings", "DEFAULTS", "BROKER_DEFAULTS", "broker_setting", "DEFAULT_CONFIG_PATH", "parse_setting"]
+__all__ = [
+    "LogConfig", "Settings", "DEFAULTS", "BROKER_DEFAULTS", "broker_setting", "DEFAULT_CONFIG_PATH",
+    "INTERNAL_TOPICS", "parse_setting",
+]
+
+log = logging.getLogger(__name__)
 
 DEFAULT_CONFIG_PATH = Path("/etc/kafkafs/kafkafs.toml")
 LONG_MAX = 2**63 - 1
@@ -57,6 +64,35 @@ BROKER_DEFAULTS: dict[str, Any] = {
     "log.cleaner.backoff.ms": 15_000,
     "log.retention.check.interval.ms": 300_000,
     "log.initial.task.delay.ms": 30_000,
+}
+
+#: Kafka's internal topics are created by the broker with topic-level settings of their own, which a
+#: broker-wide default never changes: the group coordinator's ``__consumer_offsets`` and the transaction
+#: coordinator's ``__transaction_state`` are compacted, in segments of ``offsets.topic.segment.bytes`` /
+#: ``transaction.state.log.segment.bytes`` (100 MiB by default; Kafka's GroupCoordinatorConfig and
+#: TransactionLogConfig), and ``__cluster_metadata`` (KRaft's metadata log, KafkaMetadataLog) disables
+#: retention by time and size (-1), with ``metadata.log.segment.bytes`` (1 GiB),
+#: ``metadata.log.segment.ms`` (7 days) and the Raft client's 8 MiB batch limit.
+INTERNAL_TOPICS: dict[str, dict[str, Any]] = {
+    "__consumer_offsets": {
+        "cleanup.policy": "compact",
+        "segment.bytes": 100 * 1024 * 1024,
+        "compression.type": "producer",
+    },
+    "__transaction_state": {
+        "cleanup.policy": "compact",
+        "segment.bytes": 100 * 1024 * 1024,
+        "compression.type": "uncompressed",
+    },
+    "__cluster_metadata": {
+        "cleanup.policy": "delete",
+        "retention.ms": -1,
+        "retention.bytes": -1,
+        "segment.bytes": 1024 * 1024 * 1024,
+        "segment.ms": 7 * 24 * 3600 * 1000,
+        "max.message.bytes": 8 * 1024 * 1024,
+        "file.delete.delay.ms": 60_000,
+    },
 }
 
 _CHOICES = {
@@ -222,6 +258,33 @@ class Settings:
             if broker:
                 raise ConfigError(f"{broker[0]} is a setting of the log directory, not of topic {topic!r}")
         self._cache: dict[str, LogConfig] = {}
+        self._recorded_loader: Callable[[], Mapping[str, Mapping[str, str]]] | None = None
+        self._recorded: dict[str, dict[str, Any]] | None = None
+        self._lock = threading.Lock()
+
+    def with_recorded(self, loader: Callable[[], Mapping[str, Mapping[str, str]]]) -> Settings:
+        """These settings over the topic settings a broker recorded (KRaft ``ConfigRecord``s, see
+        :mod:`kafkafs.storage.kraft`): ``loader`` runs on first need. Recorded values sit below every
+        default and topic table here (``--config``, ``--set``); names kafkafs does not know and values
+        it would refuse are left out."""
+        other = Settings.__new__(Settings)
+        other.defaults = self.defaults
+        other.topics = self.topics
+        other._cache = {}
+        other._recorded_loader = loader
+        other._recorded = None
+        other._lock = threading.Lock()
+        return other
+
+    def recorded(self, topic: str) -> dict[str, Any]:
+        """The settings a broker recorded for ``topic`` that kafkafs applies (checked and converted)."""
+        with self._lock:
+            if self._recorded is None:
+                self._recorded = {}
+                if self._recorded_loader is not None:
+                    for name, table in self._recorded_loader().items():
+                        self._recorded[name] = _known(name, table)
+            return self._recorded.get(topic, {})
 
     @classmethod
     def load(cls, path: str | Path | None = None, overrides: Mapping[str, Any] | None = None) -> Settings:
@@ -247,11 +310,32 @@ class Settings:
         return cls(defaults, {name: _flatten(table) if isinstance(table, Mapping) else table
                               for name, table in topics.items()})
 
+    def layers(self, topic: str) -> list[Mapping[str, Any]]:
+        """The settings that apply to ``topic``, lowest first; a later layer wins.
+
+        1. Kafka's defaults (:data:`DEFAULTS`, implied);
+        2. the settings a KRaft broker recorded for the topic (its ``ConfigRecord``s, see
+           :meth:`with_recorded`), below what the operator says here (SPEC §8);
+        3. the defaults for every topic: the settings file's top level, then ``--set``;
+        4. the broker's own topic-level settings for its internal topics (:data:`INTERNAL_TOPICS`,
+           refined by what the broker recorded for them): topic-level in Kafka, so a default for every
+           topic does not change them, and ``clean`` never deletes ``__consumer_offsets`` by age or size;
+        5. the settings file's ``[topics."<name>"]`` table: an operator who names the topic decides.
+        """
+        recorded = self.recorded(topic)
+        internal = INTERNAL_TOPICS.get(topic)
+        if internal is not None:
+            internal = {**internal, **recorded}
+        return [recorded, self.defaults, internal or {}, self.topics.get(topic, {})]
+
     def for_topic(self, topic: str) -> LogConfig:
         config = self._cache.get(topic)
         if config is None:
-            merged = {k: v for k, v in self.defaults.items() if k not in BROKER_DEFAULTS}
-            merged.update(self.topics.get(topic, {}))
+            merged: dict[str, Any] = {}
+            for layer in self.layers(topic):
+                merged.update(layer)
+            for name in BROKER_DEFAULTS:  # the log directory's, not a topic's
+                merged.pop(name, None)
             config = self._cache[topic] = LogConfig.from_mapping(merged)
         return config
 
@@ -261,6 +345,18 @@ def broker_setting(settings: Settings | None, name: str) -> Any:
     if settings is not None and name in settings.defaults:
         return settings.defaults[name]
     return BROKER_DEFAULTS[name]
+
+
+def _known(topic: str, table: Mapping[str, str]) -> dict[str, Any]:
+    out = {}
+    for name, value in table.items():
+        if name not in DEFAULTS:
+            continue  # a broker-side setting with no meaning here (min.insync.replicas, ...)
+        try:
+            out[name] = parse_setting(name, value)
+        except ConfigError as exc:
+            log.warning("topic %s: recorded setting not applied: %s", topic, exc)
+    return out
 
 
 def parse_set_options(items: list[str]) -> dict[str, Any]:

@@ -50,7 +50,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import ClassVar, Generic, NamedTuple, TypeVar
 
-from kafkafs.errors import CorruptRecordError, InvalidInput, KafkafsError, ReadOnlyError
+from kafkafs.errors import CorruptRecordError, InvalidInput, KafkafsError, ReadOnlyError, UnsafeFileError
 from kafkafs.format.index import (
     MAX_POSITION,
     MAX_RELATIVE_OFFSET,
@@ -73,6 +73,7 @@ from kafkafs.format.index import (
     live_entry_count,
     round_down_to_entry,
 )
+from kafkafs.storage.safefiles import open_file
 
 __all__ = [
     "DEFAULT_MAX_INDEX_SIZE",
@@ -258,10 +259,10 @@ class AbstractIndex(Generic[E]):
         preallocate = round_down_to_entry(self._max_index_size, size)
         flags = os.O_RDWR | getattr(os, "O_CLOEXEC", 0)
         try:
-            fd = os.open(self._path, flags | os.O_CREAT | os.O_EXCL, 0o644)
+            fd = open_file(self._path, flags | os.O_CREAT | os.O_EXCL, 0o644)
             created = True
         except FileExistsError:
-            fd = os.open(self._path, flags)
+            fd = open_file(self._path, flags)
             created = False
         try:
             if created:
@@ -283,8 +284,8 @@ class AbstractIndex(Generic[E]):
 
     def _open_read_only(self) -> _State[E]:
         try:
-            fd = os.open(self._path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-        except FileNotFoundError:
+            fd = open_file(self._path, os.O_RDONLY)
+        except (FileNotFoundError, UnsafeFileError):  # a link is never followed: as if there were no index
             return self._make_state(None, 0, 0, 0)
         try:
             return self._read_only_state(fd, None)
@@ -331,8 +332,8 @@ class AbstractIndex(Generic[E]):
             if self._writable:
                 return st.entries
             try:
-                fd = os.open(self._path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-            except FileNotFoundError:
+                fd = open_file(self._path, os.O_RDONLY)
+            except (FileNotFoundError, UnsafeFileError):
                 return st.entries
             try:
                 new = self._read_only_state(fd, st)
@@ -399,7 +400,7 @@ class AbstractIndex(Generic[E]):
                 return False
             if rounded < st.entries * size:
                 raise InvalidInput(f"{self._path}: cannot resize {st.entries} entries into {rounded} bytes")
-            fd = os.open(self._path, os.O_RDWR | getattr(os, "O_CLOEXEC", 0))
+            fd = open_file(self._path, os.O_RDWR)
             try:
                 os.ftruncate(fd, rounded)
                 mm = mmap.mmap(fd, rounded, access=mmap.ACCESS_WRITE) if rounded else None

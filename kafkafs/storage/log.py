@@ -38,6 +38,7 @@ from ..errors import (
     OffsetOutOfRange,
     ReadOnlyError,
     RecordTooLargeError,
+    UnsafeFileError,
 )
 from ..format.batch import (
     BatchHeader,
@@ -57,6 +58,7 @@ from ..format.jsonview import ProducerRecord
 from ..format.txnindex import AbortedTxn, TxnEvent, collect_aborted_txns, transaction_event
 from .config import LogConfig
 from .handles import HandleBudget, raise_open_file_limit
+from .safefiles import check_partition_folder, regular_files
 from .segment import BatchView, LogSegment, segment_file_name
 from .skiplist import SkipList
 from .transactions import ProducerTransactions
@@ -180,6 +182,8 @@ class Log:
         meets it.
         """
         raise_open_file_limit()
+        if writable:
+            check_partition_folder(directory)  # never write through a link (safefiles)
         log_ = cls(directory, config, writable=writable, clock=clock, budget=budget)
         log_._load(log_start_offset, recovery_point, bool(clean_shutdown))
         return log_
@@ -276,7 +280,7 @@ class Log:
         before = self.log_end_offset
         with self._lock:
             try:
-                names = os.listdir(self.dir)
+                names = regular_files(self.dir)
             except FileNotFoundError:
                 return False
             previous = self.segments.last()
@@ -286,7 +290,7 @@ class Log:
                 if base not in known:
                     try:
                         self.segments.put(base, self._new_segment(base))
-                    except CorruptRecordError:  # gone again already
+                    except (CorruptRecordError, UnsafeFileError):  # gone again already, or replaced by a link
                         continue
             for base in known - set(bases):
                 seg = self.segments.remove(base)

@@ -19,13 +19,15 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-from ..errors import CorruptRecordError, InvalidName, LogDirLocked
+from ..errors import CorruptRecordError, InvalidName, LogDirLocked, UnsafeFileError, UsageError
 from ..format.checkpoint import parse_offset_checkpoint, render_offset_checkpoint
 from .config import Settings
 from .handles import raise_open_file_limit
+from .kraft import recorded_topic_configs
 from .log import Log, fsync_directory, parse_partition_dir_name
+from .safefiles import check_partition_folder, open_file, write_atomically
 
-__all__ = ["LogDir", "CLEAN_SHUTDOWN_FILE", "LOCK_FILE", "CLEANER_OFFSET_FILE", "clean_shutdown_content",
+__all__ = ["LogDir", "check_log_directory", "CLEAN_SHUTDOWN_FILE", "LOCK_FILE", "CLEANER_OFFSET_FILE", "clean_shutdown_content",
            "parse_clean_shutdown"]
 
 log = logging.getLogger("kafkafs.logdir")
@@ -63,17 +65,51 @@ def parse_clean_shutdown(data: bytes) -> int:
         return NO_BROKER_EPOCH
 
 
-def write_atomically(path: Path, data: bytes) -> None:
-    """Write to ``path.tmp``, fsync, rename over ``path``, fsync the folder (Kafka's checkpoint way)."""
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+#: Files that only a log directory holds at its top (Kafka's LogManager and KRaft's own).
+_LOGDIR_FILES = frozenset({
+    "meta.properties", RECOVERY_POINT_FILE, LOG_START_FILE, CLEANER_OFFSET_FILE, "replication-offset-checkpoint",
+    LOCK_FILE, CLEAN_SHUTDOWN_FILE, "bootstrap.checkpoint",
+})
+_PARTITION_FILES = frozenset({"partition.metadata", "leader-epoch-checkpoint", "quorum-state"})
+
+
+def _is_segment_file_name(name: str) -> bool:
+    return len(name) > 21 and name[:20].isdigit() and name[20] == "." and name[21:].split(".")[0] in (
+        "log", "index", "timeindex", "txnindex", "snapshot")
+
+
+def check_log_directory(path: str | os.PathLike[str], *, strict: bool = True) -> None:
+    """:class:`UsageError` (SPEC §4: exit 2) unless ``path`` can be a log directory: it exists, is a
+    directory, and is not a partition folder (which holds segment files). ``strict`` (commands that
+    only make sense on an existing log directory: verify, recover, clean, consume) also refuses a
+    non-empty folder with neither partition folders nor any of a log directory's own files."""
+    p = Path(path)
+    if not p.exists():
+        raise UsageError(f"{path}: no such log directory")
+    if not p.is_dir():
+        raise UsageError(f"{path}: not a directory (a log directory holds <topic>-<partition> folders)")
     try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    fsync_directory(path.parent)
+        names = os.listdir(p)
+    except OSError as exc:
+        raise UsageError(f"{path}: {exc.strerror}") from None
+    if any(_is_segment_file_name(n) for n in names) or _PARTITION_FILES & set(names):
+        hint = ""
+        try:
+            parse_partition_dir_name(p.resolve().name)
+            hint = f"; give its log directory ({p.resolve().parent}), with --partition {p.resolve().name} where taken"
+        except InvalidName:
+            pass
+        raise UsageError(f"{path} is a partition folder, not a log directory{hint}")
+    if not strict or not names or _LOGDIR_FILES & set(names):
+        return
+    for name in names:
+        try:
+            parse_partition_dir_name(name)
+        except InvalidName:
+            continue
+        if (p / name).is_dir():
+            return
+    raise UsageError(f"{path}: not a log directory (no <topic>-<partition> folders, no meta.properties or checkpoints)")
 
 
 class LogDir:
@@ -81,12 +117,15 @@ class LogDir:
 
     def __init__(self, path: str | os.PathLike[str], settings: Settings | None = None, *, writable: bool = False) -> None:
         self.path = Path(path)
-        self.settings = settings or Settings()
+        # the topic settings a KRaft broker recorded in this directory's metadata log, below ``settings``
+        self.settings = (settings or Settings()).with_recorded(lambda: recorded_topic_configs(self.path))
         self.writable = writable
         self._logs: dict[str, Log] = {}
         self._guard = threading.RLock()
         self._lock_fd: int | None = None
         self._closed = False
+        #: Partition folders a writer refused (they hold links), with the one-line reason.
+        self.refused: dict[str, str] = {}
         if not self.path.is_dir():
             raise InvalidName(f"{self.path}: no such log directory")
         raise_open_file_limit()
@@ -116,7 +155,7 @@ class LogDir:
         with _held_guard:
             if key in _held_locks:
                 raise LogDirLocked(f"{self.path} is already open for writing in this process")
-            fd = os.open(self.path / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = open_file(self.path / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
             try:
                 fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:
@@ -205,8 +244,13 @@ class LogDir:
         for name in self.partition_names():
             yield self.log(name)
 
-    def log(self, name: str) -> Log:
-        """The partition folder ``name`` (``topic-N``), opened on first use (recovered if needed)."""
+    def log(self, name: str, *, read_only_fallback: bool = False) -> Log:
+        """The partition folder ``name`` (``topic-N``), opened on first use (recovered if needed).
+
+        A writable log directory refuses a partition folder that holds a symbolic link
+        (:class:`~kafkafs.errors.UnsafeFileError`, remembered in :attr:`refused`); with
+        ``read_only_fallback`` such a partition is opened read-only instead (a ``--rw`` mount still
+        serves its regular files)."""
         with self._guard:
             existing = self._logs.get(name)
             if existing is not None:
@@ -216,10 +260,22 @@ class LogDir:
             if not directory.is_dir():
                 raise InvalidName(f"no partition {name} in {self.path}")
             key = (topic, partition)
+            writable = self.writable and name not in self.refused
+            if writable:
+                try:
+                    check_partition_folder(directory)
+                except UnsafeFileError as exc:
+                    self.refused[name] = str(exc)
+                    if not read_only_fallback:
+                        raise
+                    log.warning("%s; serving it read-only", exc)
+                    writable = False
+            elif name in self.refused and not read_only_fallback:
+                raise UnsafeFileError(self.refused[name])
             opened = Log.open(
                 directory,
                 self.settings.for_topic(topic),
-                writable=self.writable,
+                writable=writable,
                 log_start_offset=self.log_start_offsets.get(key),
                 recovery_point=self.recovery_points.get(key),
                 clean_shutdown=self.clean_shutdown,

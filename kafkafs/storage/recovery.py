@@ -91,6 +91,16 @@ def _split(name: str) -> tuple[int, str, str] | None:
     return int(name[:20]), rest, suffix
 
 
+def _regular(entry: os.DirEntry) -> bool:
+    try:
+        if entry.is_file(follow_symlinks=False):
+            return True
+    except OSError:
+        return False
+    log.warning("%s is not a regular file: skipped, never followed", entry.path)
+    return False
+
+
 def _unlink(path: Path, report: RecoveryReport) -> None:
     try:
         os.unlink(path)
@@ -115,6 +125,8 @@ def _list(directory: Path, writable: bool) -> _Listing:
     with os.scandir(directory) as entries:
         for entry in entries:
             parts = _split(entry.name)
+            if parts is not None and not _regular(entry):
+                continue  # a link is never a segment (safefiles); writers refused the folder already
             if parts is None:
                 continue
             base, ext, suffix = parts

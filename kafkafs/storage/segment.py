@@ -48,6 +48,7 @@ from ..format.txnindex import TxnEvent, transaction_event
 from .config import LogConfig
 from .handles import BUDGET, FileHandle, HandleBudget
 from .index import OffsetIndex, TimeIndex
+from .safefiles import open_file
 from .transactions import ProducerTransactions, TransactionIndex
 
 __all__ = ["LogSegment", "BatchView", "segment_file_name", "CHUNK_BYTES", "NO_TIMESTAMP"]
@@ -319,7 +320,7 @@ class LogSegment:
             else:
                 flags = os.O_RDONLY
             try:
-                fd = os.open(self.log_path, flags | _O_CLOEXEC, 0o644)
+                fd = open_file(self.log_path, flags, 0o644)
             except FileNotFoundError:
                 raise CorruptRecordError("segment file is missing", file=str(self.log_path)) from None
             handle = self._handle = FileHandle(fd)

@@ -24,7 +24,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import CorruptRecordError, InvalidInput
+from ..errors import CorruptRecordError, InvalidInput, UnsafeFileError
 from ..format.txnindex import (
     ENTRY_SIZE,
     AbortedTxn,
@@ -34,6 +34,7 @@ from ..format.txnindex import (
     parse_txn_index,
     transaction_event,
 )
+from .safefiles import open_file
 
 if TYPE_CHECKING:
     from .segment import LogSegment
@@ -41,6 +42,17 @@ if TYPE_CHECKING:
 __all__ = ["TransactionIndex", "ProducerTransactions", "segment_events"]
 
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+
+
+def _truncate(path: Path, size: int) -> None:
+    """Truncate through a descriptor opened without following links (never ``os.truncate(path)``)."""
+    fd = open_file(path, os.O_WRONLY)
+    try:
+        os.ftruncate(fd, size)
+    finally:
+        os.close(fd)
+
+
 _UNKNOWN = object()
 
 
@@ -62,10 +74,11 @@ class TransactionIndex:
 
     def _read(self) -> bytes:
         try:
-            with open(self.path, "rb") as f:
-                return f.read()
-        except FileNotFoundError:
+            fd = open_file(self.path, os.O_RDONLY)
+        except (FileNotFoundError, UnsafeFileError):  # a link is never followed: as if there were none
             return b""
+        with os.fdopen(fd, "rb") as f:
+            return f.read()
 
     def entries(self) -> list[AbortedTxn]:
         """Every whole entry, in file order (none when the file does not exist)."""
@@ -88,7 +101,7 @@ class TransactionIndex:
                 raise InvalidInput(
                     f"{self.path}: aborted transaction ending at {txn.last_offset} does not follow {last}"
                 )
-            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | _O_CLOEXEC, 0o644)
+            fd = open_file(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
             try:
                 size = os.fstat(fd).st_size
                 if size % ENTRY_SIZE:  # a torn entry from a crash: Kafka would not read it either
@@ -103,7 +116,7 @@ class TransactionIndex:
         """Remove every entry; an existing file stays, empty (Kafka's ``reset`` truncates it)."""
         with self._lock:
             try:
-                os.truncate(self.path, 0)
+                _truncate(self.path, 0)
                 self._dirty = True
             except FileNotFoundError:
                 pass
@@ -115,7 +128,7 @@ class TransactionIndex:
             entries = self.entries()
             for i, entry in enumerate(entries):
                 if entry.last_offset >= offset:
-                    os.truncate(self.path, i * ENTRY_SIZE)
+                    _truncate(self.path, i * ENTRY_SIZE)
                     self._dirty = True
                     self._last_offset = entries[i - 1].last_offset if i else None
                     return
@@ -131,7 +144,7 @@ class TransactionIndex:
             if not self._dirty:
                 return
             try:
-                fd = os.open(self.path, os.O_RDONLY | _O_CLOEXEC)
+                fd = open_file(self.path, os.O_RDONLY)
             except FileNotFoundError:
                 self._dirty = False
                 return

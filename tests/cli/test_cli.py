@@ -99,7 +99,8 @@ def test_locked_directory(tmp_path):
             input=b"y\n", capture_output=True, timeout=60,
         )
         # another process: the fcntl lock is held by this test process
-        assert proc.returncode == 2 and b"locked" in proc.stderr
+        # SPEC §4: the work failed (another writer holds the directory): 1, not a usage error
+        assert proc.returncode == 1 and b"locked" in proc.stderr
         # readers take no lock
         assert run("consume", str(tmp_path), "t-0").stdout.count(b"\n") == 1
     finally:
@@ -222,3 +223,24 @@ def test_produce_streams_and_leaves_nothing_behind_on_bad_input(tmp_path):
     assert proc.returncode == 0
     run("produce", str(tmp_path), "never-0", stdin=b'{"bad\n', check_rc=2)
     assert not (tmp_path / "never-0").exists()
+
+
+def test_consume_decodes_internal_topics_and_registry_values(fixtures_dir, tmp_path):
+    from tests.registry_setup import ORDER_V1, build_registry_logdir
+
+    out = run("consume", str(fixtures_dir / "kafka-logs-c"), "__cluster_metadata-0", "--max-records", "3")
+    objs = [orjson.loads(line) for line in out.stdout.splitlines()]
+    assert objs[0]["control"] == "LEADER_CHANGE" and objs[2]["value"]["type"] == "FEATURE_LEVEL_RECORD"
+    logdir = build_registry_logdir(tmp_path / "logs")
+    first = orjson.loads(run("consume", str(logdir), "orders-0", "--max-records", "1").stdout)
+    assert first["valueSchemaId"] == 1 and first["keySchemaId"] == 3
+    raw = orjson.loads(run("consume", str(logdir), "orders-0", "--max-records", "1", "--values", "string").stdout)
+    assert "valueSchemaId" not in raw
+    shutil.rmtree(logdir / "_schemas-0")
+    schemas = tmp_path / "schemas"
+    schemas.mkdir()
+    (schemas / "1.avsc").write_bytes(orjson.dumps(ORDER_V1))
+    first = orjson.loads(run("consume", str(logdir), "orders-0", "--max-records", "1", "--schemas", str(schemas)).stdout)
+    assert first["valueSchemaId"] == 1 and "keySchemaId" not in first
+    bad = run("consume", str(logdir), "orders-0", "--schemas", str(tmp_path / "nope"), check_rc=2)
+    assert b"--schemas" in bad.stderr and len(bad.stderr.splitlines()) == 1

@@ -270,3 +270,79 @@ def test_cli_mistakes(tmp_path):
     proc = cli(str(tmp_path / "nothing.log"))
     assert proc.returncode == 2 and proc.stderr.decode().count("\n") == 1
     assert cli().returncode == 2
+
+
+def _string(buf: bytes, at: int) -> tuple[str, int]:
+    (n,) = struct.unpack_from(">h", buf, at)
+    return buf[at + 2 : at + 2 + n].decode(), at + 2 + n
+
+
+def test_offsets_decoder(fixtures_dir):
+    # OffsetsMessageParser: json.set("type", new TextNode(version.toString)); json.set("data", messageAsJson)
+    #   value: json.set("version", new TextNode(version.toString)); a tombstone: "<DELETE>"
+    import json
+
+    from kafkafs.format.batch import decode_batch, read_batch_header
+
+    segment = fixtures_dir / OFFSETS_12 / "00000000000000000000.log"
+    rc, lines, err = dump(segment, decoder="offsets")
+    assert rc == 0 and err == []
+    record_lines = [line for line in lines if line.startswith("| offset: ")]
+    assert len(record_lines) == 862
+    buf = segment.read_bytes()
+    commits = 0
+    by_offset = {int(line.split()[2]): line for line in record_lines}
+    for pos, _f in walk_batches(buf):
+        b = decode_batch(buf, read_batch_header(buf, pos))
+        for offset, key, value in zip(b.offsets, b.keys, b.values, strict=True):
+            line = by_offset[offset]
+            shown_key = json.loads(line.split(" key: ", 1)[1].split(" payload: ", 1)[0])
+            kind = struct.unpack_from(">h", key)[0]
+            group, at = _string(key, 2)
+            assert shown_key["type"] == str(kind) and shown_key["data"]["group"] == group
+            if value is None:
+                assert line.endswith(" payload: <DELETE>")
+                continue
+            shown = json.loads(line.split(" payload: ", 1)[1])
+            assert shown["version"] == str(struct.unpack_from(">h", value)[0])
+            if kind == 1:  # OffsetCommitKey: group, topic, partition; OffsetCommitValue v3 by hand
+                topic, at = _string(key, at)
+                assert shown_key["data"] == {"group": group, "topic": topic, "partition": struct.unpack_from(">i", key, at)[0]}
+                version, off, epoch = struct.unpack_from(">hqi", value)
+                assert version == 3
+                metadata, at = _string(value, 14)
+                (commit_ts,) = struct.unpack_from(">q", value, at)
+                assert shown["data"] == {"offset": off, "leaderEpoch": epoch, "metadata": metadata, "commitTimestamp": commit_ts}
+                commits += 1
+    assert commits > 800
+
+
+def test_cluster_metadata_and_transaction_decoders(fixtures_dir, tmp_path):
+    # ClusterMetadataLogMessageParser: json.set("type", new TextNode(MetadataRecordType.fromId(..).toString))
+    #   json.set("version", new IntNode(..)); json.set("data", ..); "No keys for metadata records"
+    import json
+
+    log = fixtures_dir / "kafka-logs-c/__cluster_metadata-0/00000000000000000000.log"
+    rc, lines, err = dump(log, decoder="cluster-metadata")
+    assert rc == 0 and err == []
+    payloads = [json.loads(line.split(" payload: ", 1)[1]) for line in lines if " payload: " in line]
+    assert len(payloads) > 4000 and all(list(p) == ["type", "version", "data"] for p in payloads)
+    assert all(" key: " not in line for line in lines)
+    assert any(p["type"] == "FEATURE_LEVEL_RECORD" and p["data"]["name"] == "metadata.version" for p in payloads)
+    # TransactionLog.formatRecordKeyAndValue: s"transaction_metadata::transactionalId=${txnKey.transactionalId}"
+    #   s"producerId:${..},producerEpoch:${..},state=${..},partitions=${..mkString("[", ",", "]")}," +
+    #   s"txnLastUpdateTimestamp=${..},txnTimeoutMs=${..}"
+    folder = tmp_path / "__transaction_state-0"
+    folder.mkdir()
+    key = struct.pack(">hh", 0, 3) + b"tx1"
+    value = (struct.pack(">hqhib", 0, 42, 5, 60000, 1) + struct.pack(">i", 1) + struct.pack(">h", 6) + b"orders"
+             + struct.pack(">iii", 2, 0, 1) + struct.pack(">qq", 1700000000123, 1700000000000))
+    path = folder / "00000000000000000000.log"
+    path.write_bytes(batch(0, [(key, value, ()), (key, None, ())]))
+    rc, lines, err = dump(path, decoder="transaction-log")
+    assert rc == 0 and err == []
+    assert lines[3].endswith(
+        " key: transaction_metadata::transactionalId=tx1 payload: producerId:42,producerEpoch:5,state=Ongoing,"
+        "partitions=[orders-0,orders-1],txnLastUpdateTimestamp=1700000000123,txnTimeoutMs=60000"
+    )
+    assert lines[4].endswith(" key: transaction_metadata::transactionalId=tx1 payload: <DELETE>")

@@ -302,17 +302,6 @@ def test_mkdir_makes_a_partition(mounted, logdir_copy):
         os.mkdir(m / "orders-0")
 
 
-def test_locked_log_directory_mounts_read_only(mounted, logdir_copy):
-    with LogDir(logdir_copy, writable=True):
-        m = mounted(logdir_copy, "--rw")
-        m.allow_errors = True
-        assert "append" not in os.listdir(m / "orders-0")
-        with pytest.raises(OSError) as info:
-            os.mkdir(m / "new-0")
-        assert info.value.errno == errno.EROFS
-        assert "locked by another writer" in m.log() and "mounting read-only" in m.log()
-
-
 def test_read_after_append_on_the_same_mount(mounted, logdir_copy):
     """Once write() or close() of append returned, this mount's records.jsonl, growing ranges and
     partition.json show the new record: never a cached size or page from before."""

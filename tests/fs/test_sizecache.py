@@ -437,33 +437,32 @@ def test_stat_key_follows_the_file(tmp_path):
 # ---------------------------------------------------------------------------------------------- whole-batch path
 
 
-def test_whole_batch_rendering_path(logdir_copy, tmp_path, monkeypatch):
-    """The length-only pass and the rendering from a batch's bytes (the format layer's
-    ``raw_jsonl_lengths`` / ``render_raw_jsonl``), here stood in for by decode + render, give the
-    same views, sizes and damage handling."""
-    from kafkafs.format.batch import decode_batch, read_batch_header
+def test_sizing_counts_and_reading_renders_whole_batches(logdir_copy, tmp_path, monkeypatch):
+    """Sizing asks the format layer for lengths only; reads render each batch once from its bytes."""
     from kafkafs.fs import render
 
     calls = {"lengths": 0, "render": 0}
+    lengths, rendered = render.raw_jsonl_lengths, render.render_raw_jsonl
 
-    def fake_render(topic, partition, buf, mode="auto", *, decoder=None, lo=None, hi=None, ts_lo=None, ts_hi=None):
-        calls["render"] += 1
-        header = read_batch_header(buf, 0, len(buf))
-        batch = decode_batch(buf, header)
-        return render.render_batches(topic, partition, [batch], render.Filter(lo, hi, ts_lo, ts_hi), mode)
-
-    def fake_lengths(*args, **kw):
+    def count_lengths(*args, **kw):
         calls["lengths"] += 1
-        return [len(line) + 1 for line in fake_render(*args, **kw).splitlines()]
+        return lengths(*args, **kw)
 
-    monkeypatch.setattr(render, "_raw_jsonl_lengths", fake_lengths)
-    monkeypatch.setattr(render, "_render_raw_jsonl", fake_render)
+    def count_render(*args, **kw):
+        calls["render"] += 1
+        return rendered(*args, **kw)
+
+    monkeypatch.setattr(render, "raw_jsonl_lengths", count_lengths)
+    monkeypatch.setattr(render, "render_raw_jsonl", count_render)
+    with LogDir(logdir_copy) as d:
+        nbatches = sum(1 for _ in d.log("orders-0").batches())
     t = tree_of(logdir_copy, tmp_path / "cache")
     try:
         want = expected_jsonl(logdir_copy, "orders-0")
         assert t.resolve("orders-0/records.jsonl").attr().size == len(want)
+        assert calls == {"lengths": nbatches, "render": 0}
         assert t.read_file("orders-0/records.jsonl", chunk=7000) == want
+        assert calls["render"] == nbatches
         assert t.read_file("orders-0/by-offset/13-1020.jsonl") == expected_jsonl(logdir_copy, "orders-0", 13, 1020)
-        assert calls["lengths"] and calls["render"]
     finally:
         t.close()

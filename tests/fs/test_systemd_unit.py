@@ -176,3 +176,8 @@ def test_systemd_analyze_verify(tmp_path: Path) -> None:
         if line.strip() and not re.search(r"Command \S*kafkafs is not executable", line)
     ]
     assert complaints == []
+
+
+def test_keeps_its_size_cache_in_a_cache_directory(unit: Unit) -> None:
+    assert one(unit, "Service", "CacheDirectory") == "kafkafs"
+    assert "kafkafs index ${LOGDIR}" in UNIT.read_text(), "the optional ExecStartPre is documented"

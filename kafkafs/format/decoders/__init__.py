@@ -18,11 +18,13 @@ from .internal import (
     transaction_key,
     transaction_value,
 )
+from .registry import SchemaRegistry
 from .view import Decoder, InternalDecoder
 
 __all__ = [
     "decoder_for",
     "Decoder",
+    "SchemaRegistry",
     "offsets_key",
     "offsets_value",
     "transaction_key",

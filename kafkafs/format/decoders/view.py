@@ -140,6 +140,8 @@ class InternalDecoder(Decoder):
         if kind not in ("offsets", "transactions", "metadata"):
             raise ValueError(kind)
         self.kind = kind
+        #: names what this decoder renders, for caches of rendered sizes (the mount's ``--cache-dir``)
+        self.identity = f"kafkafs.internal:{kind}"
 
     def key(self, data, control):
         if control:

@@ -1,0 +1,237 @@
+"""Values framed for a Confluent Schema Registry (SPEC §8): byte 0 is 0, bytes 1-4 the schema id (big
+endian), then the datum, shown as its writer meant it when the schema is known.
+
+A :class:`SchemaRegistry` holds schemas by id. It is filled from the registry's own storage, the
+``_schemas`` topic (:meth:`SchemaRegistry.apply` replays its records: a ``SCHEMA`` key with a value
+registers ``subject`` version ``version`` as ``id``, soft-deleted or not; a tombstone is a hard delete,
+after which an id no other subject version holds no longer resolves), or from files (:meth:`add`).
+Reading the ``_schemas`` topic or a directory is the storage layer's work (:mod:`kafkafs.storage.schemas`).
+
+* **Avro** (``schemaType`` absent or ``AVRO``; ``.avsc`` files) decodes through fastavro. A datum is shown
+  as plain JSON: records as objects, maps as objects, arrays as arrays, enums as their symbol, a union as
+  its bare branch value, ``bytes`` and ``fixed`` as ``{"$base64": ...}``. Logical types show their
+  underlying primitive (a ``timestamp-millis`` is its long, a ``decimal`` its bytes, a ``uuid`` its
+  string): exact, and what the writer wrote. NaN and infinities (not JSON) show as null. A datum must
+  use its bytes exactly; one that does not decode, or leaves bytes over, is shown as SPEC §3 says.
+* **JSON Schema** (``schemaType`` ``JSON``) values are their JSON text (compacted, tokens kept).
+* **Protobuf** (``schemaType`` ``PROTOBUF``) is not decoded: no maintained library reads the registry's
+  ``.proto`` text without protoc; such values stay as SPEC §3 shows them.
+
+References (``references``: ``name``, ``subject``, ``version``) resolve through the registered subject
+versions: an Avro schema that names a type of another subject is parsed after it.
+
+A registry is filled once and then only read; readers are compiled on first use under a lock, so one
+registry and its decoder are safe to share across threads.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from io import BytesIO
+from typing import Any, NamedTuple
+
+import orjson
+
+from ..jsonembed import json_compact
+from .view import GENERIC, Decoder
+
+__all__ = ["Schema", "SchemaRegistry", "RegistryDecoder", "strip_logical_types"]
+
+
+class Schema(NamedTuple):
+    id: int
+    schema_type: str  # AVRO, JSON or PROTOBUF
+    text: str
+    references: tuple[tuple[str, str, int], ...] = ()
+
+
+def strip_logical_types(schema: Any) -> Any:
+    """An Avro schema (parsed JSON) with every ``logicalType`` removed: its datums read as their
+    underlying primitives."""
+    if isinstance(schema, dict):
+        return {k: strip_logical_types(v) for k, v in schema.items() if k != "logicalType"}
+    if isinstance(schema, list):
+        return [strip_logical_types(v) for v in schema]
+    return schema
+
+
+
+class SchemaRegistry:
+    """Schemas by id, and the compiled reader of each (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._versions: dict[tuple[str, int], Schema] = {}  # (subject, version) -> schema
+        self._files: dict[int, Schema] = {}
+        self._readers: dict[int, Callable[[bytes], Any] | None] = {}
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ filling
+
+    def apply(self, key: bytes | None, value: bytes | None) -> None:
+        """Replay one record of the ``_schemas`` topic (records that are not schemas are ignored)."""
+        try:
+            k = orjson.loads(key) if key else None
+        except orjson.JSONDecodeError:
+            return
+        if not isinstance(k, dict) or k.get("keytype") != "SCHEMA":
+            return
+        where = (k.get("subject"), k.get("version"))
+        if value is None:
+            self._versions.pop(where, None)
+            self._readers.clear()
+            return
+        try:
+            v = orjson.loads(value)
+            schema = Schema(
+                int(v["id"]),
+                str(v.get("schemaType") or "AVRO").upper(),
+                v["schema"],
+                tuple((r["name"], r["subject"], int(r["version"])) for r in v.get("references") or ()),
+            )
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+            return
+        self._versions[where] = schema
+        self._readers.clear()
+
+    def add(self, schema_id: int, text: str, schema_type: str = "AVRO", references=()) -> None:
+        """A schema known by id alone (``--schemas DIR``)."""
+        self._files[schema_id] = Schema(schema_id, schema_type.upper(), text, tuple(references))
+        self._readers.clear()
+
+    # ------------------------------------------------------------------ looking up
+
+    def __len__(self) -> int:
+        return len(self._ids())
+
+    def _ids(self) -> dict[int, Schema]:
+        ids = dict(self._files)
+        for schema in self._versions.values():
+            ids.setdefault(schema.id, schema)
+        return ids
+
+    def schema(self, schema_id: int) -> Schema | None:
+        """The schema registered as ``schema_id`` (a hard-deleted one no longer resolves)."""
+        found = self._files.get(schema_id)
+        if found is not None:
+            return found
+        for schema in self._versions.values():
+            if schema.id == schema_id:
+                return schema
+        return None
+
+    def _referenced(self, subject: str, version: int) -> Schema | None:
+        if version == -1:
+            versions = [v for (s, v) in self._versions if s == subject]
+            version = max(versions) if versions else -2
+        return self._versions.get((subject, version))
+
+    def reader(self, schema_id: int) -> Callable[[bytes], Any] | None:
+        """A function from a datum's bytes (after the 5-byte frame) to its JSON-ready object (or
+        ``orjson.Fragment``), raising ValueError when they do not decode; None for an unknown id."""
+        try:
+            return self._readers[schema_id]
+        except KeyError:
+            pass
+        with self._lock:
+            if schema_id not in self._readers:
+                self._readers[schema_id] = self._compile(schema_id)
+            return self._readers[schema_id]
+
+    def _compile(self, schema_id: int):
+        schema = self.schema(schema_id)
+        if schema is None:
+            return None
+        try:
+            if schema.schema_type == "AVRO":
+                return _avro_reader(self._avro_parsed(schema, {}, set()))
+            if schema.schema_type == "JSON":
+                return _json_reader
+        except Exception:  # noqa: BLE001 - a schema fastavro rejects: its values stay bytes
+            return None
+        return None
+
+    def _avro_parsed(self, schema: Schema, named: dict, seen: set):
+        import fastavro
+
+        for _name, subject, version in schema.references:
+            ref = self._referenced(subject, version)
+            if ref is not None and (subject, version) not in seen:
+                seen.add((subject, version))
+                self._avro_parsed(ref, named, seen)
+        return fastavro.parse_schema(strip_logical_types(orjson.loads(schema.text)), named_schemas=named)
+
+    def fingerprint(self) -> str:
+        """A digest of every schema known (by id and by subject version): equal registries render alike."""
+        import hashlib
+
+        digest = hashlib.sha256()
+        for key, schema in sorted(self._versions.items(), key=lambda kv: (str(kv[0][0]), kv[0][1])):
+            digest.update(orjson.dumps([list(key), list(schema)]))
+        for schema_id, schema in sorted(self._files.items()):
+            digest.update(orjson.dumps([schema_id, list(schema)]))
+        return digest.hexdigest()[:32]
+
+    def decoder(self) -> RegistryDecoder:
+        return RegistryDecoder(self)
+
+
+def _avro_reader(parsed):
+    from fastavro import schemaless_reader
+
+    def read(payload: bytes):
+        stream = BytesIO(payload)
+        datum = schemaless_reader(stream, parsed, None)
+        if stream.tell() != len(payload):
+            raise ValueError("bytes left over after the datum")
+        return datum
+
+    return read
+
+
+def _json_reader(payload: bytes):
+    compact = json_compact(payload)
+    if compact is None:
+        obj = orjson.loads(payload)  # a scalar JSON document; raises ValueError when not JSON
+        return obj
+    return orjson.Fragment(compact)
+
+
+class RegistryDecoder(Decoder):
+    """Keys and values framed for the registry, decoded by their schemas; anything else generic."""
+
+    def __init__(self, registry: SchemaRegistry) -> None:
+        self.registry = registry
+        #: names what this decoder renders, for caches of rendered sizes (the mount's ``--cache-dir``)
+        self.identity = "kafkafs.registry:" + registry.fingerprint()
+
+    def wants(self, batch) -> bool:
+        for data in batch.values:
+            if data is not None and len(data) > 4 and data[0] == 0:
+                return True
+        for data in batch.keys:
+            if data is not None and len(data) > 4 and data[0] == 0:
+                return True
+        return False
+
+    def _decode(self, data: bytes | None):
+        if data is None or len(data) < 5 or data[0] != 0:
+            return GENERIC, None
+        schema_id = int.from_bytes(data[1:5], "big")
+        read = self.registry.reader(schema_id)
+        if read is None:
+            return GENERIC, None
+        try:
+            return read(data[5:]), schema_id
+        except Exception:  # noqa: BLE001 - bytes that do not decode under their schema stay bytes
+            return GENERIC, None
+
+    def key(self, data, control):
+        if control:
+            return GENERIC, None
+        return self._decode(data)
+
+    def value(self, key, data, control):
+        if control:
+            return GENERIC, None
+        return self._decode(data)

@@ -1,0 +1,223 @@
+"""Producer state and its ``<offset>.snapshot`` files, as Kafka's ``ProducerStateManager`` keeps them.
+
+For every producer id seen in the log (batches with a producer id: idempotent and transactional
+producers): its epoch, its last batch (last sequence, last offset, offset delta, max timestamp), the
+coordinator epoch of its last transaction marker and the first offset of its transaction in progress.
+Kafka's rules (``ProducerAppendInfo``):
+
+- a data batch sets the epoch (a new epoch forgets the older batch), records itself as the last
+  batch, and starts a transaction at its base offset if it is transactional and none is in progress;
+- a COMMIT or ABORT marker sets the epoch and the coordinator epoch, ends the transaction, and keeps
+  the last batch; the timestamp becomes the marker batch's.
+
+Snapshots (format in :mod:`kafkafs.format.producer_snapshot`) are taken where Kafka takes them: when a
+segment rolls (named by the new segment's base offset) and at a clean close (named by the log end
+offset); one is never rewritten at an offset that has one. Loading reads the latest snapshot at or
+below the log end offset and replays only the batches after it, so neither this engine nor a broker
+rescans the log (Kafka, after a clean shutdown, trusts a snapshot at the log end offset as is).
+Truncation removes the snapshots past the new end; retention removes a deleted segment's snapshot.
+
+Thread safety: not thread-safe; the Log calls it under its lock.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import struct
+from collections.abc import Iterable
+from pathlib import Path
+
+from ..errors import CorruptRecordError
+from ..format.batch import BatchHeader, decode_batch
+from ..format.producer_snapshot import (
+    ProducerEntry,
+    parse_producer_snapshot,
+    render_producer_snapshot,
+    snapshot_file_name,
+)
+from .leader_epochs import write_file_atomically
+
+__all__ = ["ProducerState", "apply_batch", "snapshot_offsets"]
+
+log = logging.getLogger("kafkafs.producer_state")
+
+_SNAPSHOT_RE = re.compile(r"^(\d{20})\.snapshot$")
+_INT_MAX = 2**31 - 1
+
+
+def _last_sequence(h: BatchHeader) -> int:
+    if h.base_sequence < 0:
+        return -1
+    if h.base_sequence > _INT_MAX - h.last_offset_delta:
+        return h.last_offset_delta - (_INT_MAX - h.base_sequence) - 1
+    return h.base_sequence + h.last_offset_delta
+
+
+def _marker(buf, h: BatchHeader) -> tuple[int, int] | None:
+    """(type id, coordinator epoch) of a transaction marker batch, None for other control batches."""
+    try:
+        batch = decode_batch(buf, h, validate=False)
+    except CorruptRecordError:
+        return None
+    if not batch.keys or batch.keys[0] is None or len(batch.keys[0]) < 4:
+        return None
+    kind = struct.unpack_from(">h", batch.keys[0], 2)[0]
+    value = batch.values[0]
+    if kind not in (0, 1) or value is None or len(value) < 6:
+        return None
+    return kind, struct.unpack_from(">i", value, 2)[0]
+
+
+def apply_batch(entries: dict[int, ProducerEntry], buf, h: BatchHeader) -> None:
+    """Update ``entries`` with one batch (as appended: its offsets final)."""
+    pid = h.producer_id
+    if h.magic < 2 or pid < 0:
+        return
+    old = entries.get(pid)
+    if h.is_control:
+        marker = _marker(buf, h)
+        if marker is None:
+            return
+        base = old or ProducerEntry(pid, h.producer_epoch, -1, -1, 0, h.max_timestamp)
+        entries[pid] = base._replace(
+            epoch=h.producer_epoch,
+            coordinator_epoch=marker[1],
+            current_txn_first_offset=-1,
+            timestamp=h.max_timestamp,
+        )
+        return
+    txn_first = old.current_txn_first_offset if old is not None else -1
+    if h.is_transactional and txn_first < 0:
+        txn_first = h.base_offset
+    entries[pid] = ProducerEntry(
+        pid,
+        h.producer_epoch,
+        _last_sequence(h),
+        h.last_offset,
+        h.last_offset_delta,
+        h.max_timestamp,
+        old.coordinator_epoch if old is not None else -1,
+        txn_first,
+    )
+
+
+def snapshot_offsets(directory: Path) -> list[int]:
+    """The offsets of the regular ``<offset>.snapshot`` files in ``directory``, ascending."""
+    out = []
+    try:
+        with os.scandir(directory) as it:
+            for entry in it:
+                m = _SNAPSHOT_RE.match(entry.name)
+                if m and entry.is_file(follow_symlinks=False):
+                    out.append(int(m.group(1)))
+    except FileNotFoundError:
+        pass
+    return sorted(out)
+
+
+class ProducerState:
+    """The producers of one partition up to ``map_end_offset`` (exclusive), and its snapshot files."""
+
+    def __init__(self, directory: Path, *, writable: bool) -> None:
+        self.dir = Path(directory)
+        self.writable = writable
+        self.entries: dict[int, ProducerEntry] = {}
+        self.map_end_offset = 0
+        self.loaded_from: int | None = None  # the snapshot offset the state was read from, if any
+        self.replayed_batches = 0  # batches read from the log at load
+
+    def __repr__(self) -> str:
+        return f"<ProducerState {len(self.entries)} producers up to {self.map_end_offset}>"
+
+    def path(self, offset: int) -> Path:
+        return self.dir / snapshot_file_name(offset)
+
+    def load(self, segments: Iterable, log_start_offset: int, log_end_offset: int) -> None:
+        """From the latest readable snapshot at or below ``log_end_offset``, then the batches after it.
+        Writable: snapshots past the log end (left by a truncation or a crash) are removed first."""
+        offsets = snapshot_offsets(self.dir)
+        if self.writable:
+            for off in [o for o in offsets if o > log_end_offset]:
+                self._remove(off)
+        self.entries, self.map_end_offset, self.loaded_from = {}, log_start_offset, None
+        for off in reversed([o for o in offsets if o <= log_end_offset]):
+            try:
+                entries = parse_producer_snapshot(self.path(off).read_bytes())
+            except (OSError, CorruptRecordError) as exc:
+                log.warning(
+                    "%s: producer snapshot %d unreadable (%s); an earlier one is used", self.dir, off, exc
+                )
+                continue
+            self.entries = {e.producer_id: e for e in entries}
+            self.map_end_offset, self.loaded_from = off, off
+            break
+        self.replayed_batches = 0
+        if self.map_end_offset < log_end_offset:
+            self.replay(segments, self.map_end_offset)
+        self.map_end_offset = max(self.map_end_offset, log_end_offset)
+
+    def replay(self, segments: Iterable, from_offset: int) -> None:
+        """Apply the batches of ``segments`` whose last offset is at or past ``from_offset``."""
+        for segment in segments:
+            if segment.next_offset <= from_offset:
+                continue
+            try:
+                for view in segment.batches(0):
+                    h = view.header
+                    if h.last_offset >= from_offset:
+                        apply_batch(self.entries, view.buf, h)
+                        self.replayed_batches += 1
+            except CorruptRecordError:
+                break  # recovery deals with the damage; the state covers what precedes it
+
+    def append(self, buf, headers: Iterable[BatchHeader]) -> None:
+        """Batches just appended (their offsets assigned)."""
+        for h in headers:
+            apply_batch(self.entries, buf, h)
+            self.map_end_offset = h.next_offset
+
+    def ongoing_transactions(self) -> dict[int, int]:
+        """producer id -> first offset of its transaction in progress."""
+        return {
+            pid: e.current_txn_first_offset
+            for pid, e in self.entries.items()
+            if e.current_txn_first_offset >= 0
+        }
+
+    def take_snapshot(self, offset: int) -> bool:
+        """Write ``<offset>.snapshot`` (the state must reach ``offset``) unless one exists; True if written."""
+        if not self.writable:
+            return False
+        path = self.path(offset)
+        if os.path.lexists(path):
+            return False
+        entries = sorted(self.entries.values())
+        write_file_atomically(path, render_producer_snapshot(entries))
+        return True
+
+    def _remove(self, offset: int) -> None:
+        try:
+            os.unlink(self.path(offset))
+        except FileNotFoundError:
+            pass
+
+    def remove_snapshot(self, offset: int) -> None:
+        """Delete the snapshot named ``offset`` (its segment was deleted)."""
+        if self.writable:
+            self._remove(offset)
+
+    def truncate(self, offset: int) -> None:
+        """The log was cut at ``offset``: snapshots past it go; the state must be loaded again."""
+        if self.writable:
+            for off in snapshot_offsets(self.dir):
+                if off > offset:
+                    self._remove(off)
+
+    def clear(self, offset: int) -> None:
+        """The log was emptied and restarts at ``offset``: no producers, no snapshots."""
+        if self.writable:
+            for off in snapshot_offsets(self.dir):
+                self._remove(off)
+        self.entries, self.map_end_offset, self.loaded_from = {}, offset, None

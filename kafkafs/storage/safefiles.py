@@ -1,0 +1,170 @@
+"""Link-safe file access inside a log directory: the one place that opens, lists and checks files.
+
+A log directory is often writable by more people than the files a root process could reach through
+it. A symbolic link ``orders-0/00000000000000000005.log -> /etc/shadow`` must never make kafkafs read,
+truncate or rename the target. So, inside a partition folder:
+
+- every file is opened with ``O_NOFOLLOW`` (:func:`open_file`): a link there fails with
+  :class:`~kafkafs.errors.UnsafeFileError` instead of being followed, even one created after a check;
+- writers refuse a partition folder holding any link or other non-regular entry up front
+  (:func:`check_partition_folder`), with one line naming it;
+- readers list only regular files (:func:`regular_files`), and a link is skipped with a warning.
+
+The log directory itself and the partition folders may be links (operators use them for mounts and
+moves): only what is inside a partition folder is checked, with ``lstat``. Renames and unlinks act on
+the directory entry, never on a link's target, so they need no special care beyond the refusal.
+
+Thread safety: the functions keep no state; the warning set is guarded by a lock.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import stat
+import threading
+from pathlib import Path
+
+from ..errors import UnsafeFileError
+
+__all__ = [
+    "O_NOFOLLOW",
+    "open_file",
+    "regular_files",
+    "unsafe_entries",
+    "check_partition_folder",
+    "is_regular_file",
+    "write_atomically",
+]
+
+log = logging.getLogger("kafkafs.storage")
+
+O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+
+_warned: set[str] = set()
+_warned_guard = threading.Lock()
+
+
+def _warn_once(path: str, what: str) -> None:
+    with _warned_guard:
+        if path in _warned:
+            return
+        _warned.add(path)
+    log.warning("%s is %s, not a regular file: skipped, never followed", path, what)
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISLNK(mode):
+        return "a symbolic link"
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    return "a special file"
+
+
+def open_file(path: str | os.PathLike[str], flags: int, mode: int = 0o644) -> int:
+    """``os.open`` that never follows a symbolic link as the last component (``O_NOFOLLOW``) and refuses
+    anything but a regular file: :class:`UnsafeFileError` for a link, a FIFO, a device or a directory.
+    ``FileNotFoundError`` and other ``OSError`` pass through."""
+    try:
+        fd = os.open(path, flags | O_NOFOLLOW | _O_CLOEXEC, mode)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise UnsafeFileError(f"{path} is a symbolic link; kafkafs never reads or writes through one") from None
+        if exc.errno in (errno.ENXIO, errno.EISDIR):  # a socket, a FIFO without writer opened O_WRONLY...
+            raise UnsafeFileError(f"{path} is not a regular file") from None
+        raise
+    try:
+        st = os.fstat(fd)
+    except OSError:
+        os.close(fd)
+        raise
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise UnsafeFileError(f"{path} is {_kind(st.st_mode)}, not a regular file")
+    return fd
+
+
+def is_regular_file(path: str | os.PathLike[str]) -> bool:
+    """True when ``path`` itself (``lstat``: a link is not followed) is a regular file."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def unsafe_entries(directory: str | os.PathLike[str]) -> list[str]:
+    """Names in ``directory`` that are neither regular files nor plain directories (links, FIFOs,
+    sockets, devices), sorted. A missing folder has none."""
+    out = []
+    try:
+        with os.scandir(directory) as entries:
+            for entry in entries:
+                try:
+                    if entry.is_symlink() or not (entry.is_file(follow_symlinks=False) or entry.is_dir(follow_symlinks=False)):
+                        out.append(entry.name)
+                except OSError:
+                    continue
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    return sorted(out)
+
+
+def check_partition_folder(directory: str | os.PathLike[str]) -> None:
+    """Refuse a partition folder that a writer must not touch: :class:`UnsafeFileError` with one line
+    when it holds a symbolic link (or any other non-regular file), since writing, truncating or
+    renaming there could reach outside the log directory."""
+    bad = unsafe_entries(directory)
+    if bad:
+        shown = ", ".join(bad[:3]) + (f" and {len(bad) - 3} more" if len(bad) > 3 else "")
+        raise UnsafeFileError(
+            f"{directory}: refusing to write: it holds {len(bad)} symbolic link(s) or special file(s) ({shown}); "
+            "kafkafs never writes through links"
+        )
+
+
+def regular_files(directory: str | os.PathLike[str], *, warn: bool = True) -> list[str]:
+    """The names of the regular files in ``directory`` (``lstat``: links are not followed), unsorted.
+    Links and special files are skipped, with a warning once per path unless ``warn`` is False."""
+    out = []
+    try:
+        with os.scandir(directory) as entries:
+            for entry in entries:
+                try:
+                    if entry.is_file(follow_symlinks=False):
+                        out.append(entry.name)
+                    elif warn and not entry.is_dir(follow_symlinks=False):
+                        _warn_once(entry.path, _kind(entry.stat(follow_symlinks=False).st_mode))
+                except OSError:
+                    continue
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    return out
+
+
+def write_atomically(path: str | os.PathLike[str], data: bytes, *, fsync_dir: bool = True) -> None:
+    """Write ``path.tmp`` (created afresh, never through a link), fsync it, rename it over ``path`` and
+    fsync the folder (Kafka's checkpoint way). A rename replaces a link at ``path`` itself, not its
+    target."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        os.unlink(tmp)  # a leftover (or a planted link): the entry goes, never its target
+    except FileNotFoundError:
+        pass
+    fd = open_file(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    if fsync_dir:
+        fd = os.open(path.parent, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)

@@ -1,0 +1,103 @@
+"""Schema Registry schemas for the JSON view (SPEC §8): from the registry's own ``_schemas`` topic in a
+log directory, and from a ``--schemas DIR`` of ``<id>.avsc`` / ``<id>.json`` files.
+
+Reading a log is storage work, so it lives here; the result is a format-level
+:class:`~kafkafs.format.decoders.registry.SchemaRegistry` that :func:`decoder_for` takes.
+
+In a directory, ``<id>.avsc`` is an Avro schema; ``<id>.json`` is a JSON Schema when it looks like one
+(``$schema``, ``properties``, ``"type": "object"`` or another JSON Schema type name), else an Avro
+schema (Avro schemas are JSON too). Files with other names are ignored.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+import orjson
+
+from ..errors import KafkafsError
+from ..format.decoders.registry import SchemaRegistry
+from .log import Log
+
+__all__ = ["SCHEMAS_TOPIC", "load_registry", "registry_from_log", "registry_from_dir"]
+
+log = logging.getLogger(__name__)
+
+#: The Schema Registry's default storage topic (``kafkastore.topic``).
+SCHEMAS_TOPIC = "_schemas"
+
+_JSON_SCHEMA_TYPES = {"object", "integer", "number", "boolean"}
+
+
+def registry_from_log(partition_dirs: list[Path], registry: SchemaRegistry | None = None) -> SchemaRegistry:
+    """Replay the ``_schemas`` partitions (normally just ``_schemas-0``) into a registry."""
+    registry = SchemaRegistry() if registry is None else registry
+    for directory in partition_dirs:
+        log_ = Log.open(directory)
+        try:
+            for batch in log_.read():
+                if batch.header.is_control:
+                    continue
+                for key, value in zip(batch.keys, batch.values, strict=True):
+                    registry.apply(key, value)
+        except KafkafsError as exc:  # damage: what was read before it still counts
+            log.warning("%s: schemas read up to damage: %s", directory, exc)
+        finally:
+            log_.close()
+    return registry
+
+
+def _is_json_schema(obj) -> bool:
+    if not isinstance(obj, dict):
+        return False
+    if "$schema" in obj or "properties" in obj or "$ref" in obj or "$id" in obj:
+        return True
+    kind = obj.get("type")
+    return kind in _JSON_SCHEMA_TYPES or isinstance(kind, list) and all(isinstance(k, str) for k in kind) and (
+        set(kind) & _JSON_SCHEMA_TYPES
+    ) != set()
+
+
+def registry_from_dir(directory: str | os.PathLike[str], registry: SchemaRegistry | None = None) -> SchemaRegistry:
+    """Every ``<id>.avsc`` and ``<id>.json`` of ``directory`` by its id."""
+    from ..errors import InvalidName
+
+    path = Path(directory)
+    if not path.is_dir():
+        raise InvalidName(f"{path}: not a directory of schemas")
+    registry = SchemaRegistry() if registry is None else registry
+    for entry in sorted(path.iterdir()):
+        stem, _, suffix = entry.name.partition(".")
+        if suffix not in ("avsc", "json") or not stem.isdigit() or not entry.is_file():
+            continue
+        text = entry.read_text("utf-8", errors="replace")
+        kind = "AVRO"
+        if suffix == "json":
+            try:
+                kind = "JSON" if _is_json_schema(orjson.loads(text)) else "AVRO"
+            except orjson.JSONDecodeError:
+                log.warning("%s: not JSON, skipped", entry)
+                continue
+        registry.add(int(stem), text, kind)
+    return registry
+
+
+def load_registry(logdir: str | os.PathLike[str], schemas_dir: str | os.PathLike[str] | None = None) -> SchemaRegistry | None:
+    """The schemas of ``logdir``'s ``_schemas`` topic and of ``schemas_dir`` (its files win for an id
+    both know); None when there are none, so that every topic keeps the generic fast path."""
+    root = Path(logdir)
+    dirs = []
+    try:
+        with os.scandir(root) as entries:
+            for entry in entries:
+                name = entry.name
+                if name.startswith(SCHEMAS_TOPIC + "-") and name[len(SCHEMAS_TOPIC) + 1:].isdigit() and entry.is_dir():
+                    dirs.append(Path(entry.path))
+    except OSError:
+        pass
+    registry = registry_from_log(sorted(dirs)) if dirs else SchemaRegistry()
+    if schemas_dir is not None:
+        registry_from_dir(schemas_dir, registry)
+    return registry if len(registry) else None

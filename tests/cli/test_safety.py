@@ -1,0 +1,210 @@
+"""Issue 9: safe on a broker's log directory. Each test is named after the finding it pins down.
+
+Run as a user would: the ``kafkafs`` command in a subprocess, on copies of real and demo directories.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kafkafs.errors import UnsafeFileError
+from kafkafs.storage.config import Settings
+from kafkafs.storage.logdir import LogDir
+from kafkafs.storage.safefiles import open_file, regular_files
+
+from .test_cli import run
+
+
+def _tree(root: Path) -> dict[str, tuple[str, int, str]]:
+    """Every entry under ``root`` (links not followed): kind, size and a hash of regular files."""
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            path = Path(dirpath) / name
+            st = path.lstat()
+            if path.is_symlink():
+                out[str(path.relative_to(root))] = ("link", 0, os.readlink(path))
+            elif path.is_file():
+                out[str(path.relative_to(root))] = ("file", st.st_size, hashlib.sha1(path.read_bytes()).hexdigest())
+            else:
+                out[str(path.relative_to(root))] = ("dir", 0, "")
+    return out
+
+
+@pytest.fixture
+def demo_copy(tmp_path) -> Path:
+    target = tmp_path / "logs"
+    run("demo", str(target))
+    return target
+
+
+@pytest.fixture
+def outside(tmp_path) -> Path:
+    """Files outside the log directory that links inside it point at."""
+    victim = tmp_path / "outside"
+    victim.mkdir()
+    (victim / "victim.log").write_bytes(b"precious bytes, not a segment\n" * 100)
+    (victim / "victim.index").write_bytes(b"\x01" * 4096)
+    return victim
+
+
+def _plant_links(partition: Path, outside: Path, base: int = 5) -> None:
+    os.symlink(outside / "victim.log", partition / f"{base:020d}.log")
+    os.symlink(outside / "victim.index", partition / f"{base:020d}.index")
+
+
+def test_finding1_recover_never_writes_through_links(demo_copy, outside):
+    before_outside = _tree(outside)
+    images = demo_copy / "images-0"
+    _plant_links(images, outside)
+    before_images = _tree(images)
+    out = run("recover", str(demo_copy), check_rc=1)
+    assert _tree(outside) == before_outside  # neither target truncated nor touched
+    assert _tree(images) == before_images  # the refused partition is left exactly as it was
+    lines = out.stdout.decode().splitlines()
+    refused = [line for line in lines if line.startswith("images-0")]
+    assert len(refused) == 1 and "refused" in refused[0] and "symbolic link" in refused[0]
+    assert "1 refused" in lines[-1]
+    # the other partitions were recovered as usual
+    assert any(line.startswith("orders-0: ") and "refused" not in line for line in lines)
+    assert b"Traceback" not in out.stderr
+
+
+@pytest.mark.parametrize("command", ["produce", "clean", "recover"])
+def test_finding1_every_writer_refuses_a_linked_partition(demo_copy, outside, command):
+    images = demo_copy / "images-0"
+    os.symlink(outside / "victim.log", images / "leader-epoch-checkpoint.tmp")
+    before = _tree(outside), _tree(images)
+    if command == "produce":
+        out = run("produce", str(demo_copy), "images-0", stdin=b"x\n", check_rc=1)
+        assert out.stderr.decode().count("\n") == 1 and b"symbolic link" in out.stderr
+    else:
+        out = run(command, str(demo_copy), "--set", "retention.ms=1", check_rc=1) if command == "clean" else run(
+            command, str(demo_copy), check_rc=1)
+        assert sum("images-0: refused" in line for line in out.stdout.decode().splitlines()) == 1
+    assert (_tree(outside), _tree(images)) == before
+
+
+def test_finding1_engine_opens_nothing_through_a_link(tmp_path, outside):
+    (tmp_path / "t-0").mkdir()
+    os.symlink(outside / "victim.log", tmp_path / "t-0" / "00000000000000000000.log")
+    with pytest.raises(UnsafeFileError):
+        os.close(open_file(tmp_path / "t-0" / "00000000000000000000.log", os.O_RDWR))
+    with LogDir(tmp_path, writable=True) as logdir, pytest.raises(UnsafeFileError):
+        logdir.log("t-0")
+    # readers skip the link: the partition reads as empty, the target is never opened
+    with LogDir(tmp_path) as logdir:
+        log = logdir.log("t-0")
+        assert list(log.segments.values()) == [] and list(log.read()) == []
+    assert regular_files(tmp_path / "t-0") == []
+    assert (outside / "victim.log").read_bytes().startswith(b"precious")
+
+
+def test_finding1_checkpoint_tmp_link_is_not_followed(tmp_path, outside):
+    run("produce", str(tmp_path), "t-0", stdin=b"x\n")
+    os.symlink(outside / "victim.log", tmp_path / "recovery-point-offset-checkpoint.tmp")
+    before = _tree(outside)
+    run("produce", str(tmp_path), "t-0", stdin=b"y\n")
+    assert _tree(outside) == before
+    assert not (tmp_path / "recovery-point-offset-checkpoint").is_symlink()
+
+
+def test_finding3_clean_keeps_internal_topics(fixtures_dir, tmp_path):
+    copy = tmp_path / "a"
+    shutil.copytree(fixtures_dir / "kafka-logs-a", copy, symlinks=True)
+    out = run("clean", "--dry-run", str(copy), "--set", "retention.ms=1", "--set", "retention.bytes=0")
+    lines = out.stdout.decode().splitlines()
+    assert any(line.startswith("nikhilDemo-0: would delete") for line in lines)
+    # compacted as the broker does, never deleted by age or size
+    internal = [line for line in lines if line.startswith("__consumer_offsets")]
+    assert internal and all("would compact" in line for line in internal), lines
+    settings = Settings.load(None, {"retention.ms": 1, "cleanup.policy": "delete"})
+    for topic in ("__consumer_offsets", "__transaction_state"):
+        config = settings.for_topic(topic)
+        assert config.compact and not config.delete and config.segment_bytes == 100 * 1024 * 1024
+    metadata = settings.for_topic("__cluster_metadata")
+    assert metadata.retention_ms == -1 and metadata.retention_bytes == -1 and not metadata.compact
+    assert settings.for_topic("orders").delete and settings.for_topic("orders").retention_ms == 1
+    # an operator who names the topic decides
+    named = Settings({"cleanup.policy": "delete"}, {"__consumer_offsets": {"cleanup.policy": "delete"}})
+    assert named.for_topic("__consumer_offsets").delete
+
+
+def test_finding3_cluster_metadata_never_cleaned_by_age_or_size(fixtures_dir, tmp_path):
+    copy = tmp_path / "c"
+    shutil.copytree(fixtures_dir / "kafka-logs-c", copy, symlinks=True)
+    out = run("clean", "--dry-run", str(copy), "--set", "retention.ms=1", "--set", "retention.bytes=0")
+    lines = out.stdout.decode().splitlines()
+    assert not [line for line in lines if line.startswith("__") and "would delete" in line], lines
+
+
+def test_finding4_clean_dry_run_writes_nothing(fixtures_dir, tmp_path):
+    copy = tmp_path / "a"
+    shutil.copytree(fixtures_dir / "kafka-logs-a", copy, symlinks=True)
+    (copy / ".lock").unlink(missing_ok=True)
+    before = _tree(copy)
+    stamp = {p: p.stat().st_mtime_ns for p in copy.rglob("*")}
+    out = run("clean", "--dry-run", str(copy), "--set", "retention.ms=1")
+    assert b"would delete" in out.stdout
+    assert _tree(copy) == before  # no .lock, no checkpoint rewritten, no rename
+    assert {p: p.stat().st_mtime_ns for p in copy.rglob("*")} == stamp
+    assert not (copy / ".lock").exists()
+    # and a dry run does not need the lock: it works while another writer holds the directory
+    with LogDir(copy, writable=True):
+        assert b"would delete" in run("clean", "--dry-run", str(copy), "--set", "retention.ms=1").stdout
+
+
+def _rc(*args: str) -> subprocess.CompletedProcess:
+    proc = subprocess.run([sys.executable, "-m", "kafkafs.cli", *args], capture_output=True, timeout=120)
+    assert b"Traceback" not in proc.stderr, proc.stderr.decode()
+    if proc.returncode == 2:
+        assert proc.stderr.decode().count("\n") == 1 and proc.stderr.startswith(b"kafkafs: "), (args, proc.stderr)
+    return proc
+
+
+def test_finding9_exit_codes_are_the_same_for_every_command(demo_copy, tmp_path):
+    nope = str(tmp_path / "nope")
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    usage = [
+        ("mount", nope, str(mnt)),
+        ("verify", nope),
+        ("recover", nope),
+        ("clean", nope),
+        ("clean", "--dry-run", nope),
+        ("consume", nope, "t-0"),
+        ("dump", nope + ".log"),
+        ("dump", str(demo_copy)),
+        ("verify", str(demo_copy / "orders-0")),  # a partition folder is not a log directory
+        ("recover", str(demo_copy / "orders-0")),
+        ("clean", str(demo_copy / "orders-0")),
+        ("mount", str(demo_copy / "orders-0"), str(mnt)),
+        ("verify", str(Path(__file__).parent)),  # a folder that is no log directory
+        ("verify", str(demo_copy / "orders-0" / "00000000000000000000.log")),
+        ("produce", str(demo_copy), "bad name!-0"),
+        ("verify", str(demo_copy), "--no-such-flag"),
+    ]
+    for args in usage:
+        proc = _rc(*args)
+        assert proc.returncode == 2, (args, proc.returncode, proc.stderr)
+    assert os.listdir(mnt) == [] and not os.path.ismount(mnt)
+    assert not (demo_copy / "orders-0" / ".lock").exists()
+    for args in [("verify", str(demo_copy)), ("dump", str(demo_copy / "orders-0" / "00000000000000000000.log"))]:
+        assert _rc(*args).returncode == 0, args
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert _rc("verify", str(empty)).returncode == 0  # a log directory with no partitions yet
+    # damage: 1
+    seg = demo_copy / "orders-0" / "00000000000000000000.log"
+    data = bytearray(seg.read_bytes())
+    data[100] ^= 0xFF
+    seg.write_bytes(bytes(data))
+    assert _rc("verify", str(demo_copy)).returncode == 1
+    assert _rc("dump", str(seg)).returncode == 1

@@ -1,0 +1,123 @@
+"""A generated Schema Registry setup (SPEC §8): a ``_schemas`` topic with several subjects, evolution,
+a soft delete, a hard delete, a reference, a JSON Schema; topics with Avro keys and values and unknown
+ids. Every decoded datum is checked against fastavro's own reader."""
+
+from __future__ import annotations
+
+import base64
+from decimal import Decimal
+from io import BytesIO
+
+import fastavro
+import orjson
+import pytest
+
+from kafkafs.format.decoders import decoder_for
+from kafkafs.format.decoders.registry import strip_logical_types
+from kafkafs.format.jsonview import render_batch_jsonl, render_record_pretty
+from kafkafs.storage.logdir import LogDir
+from kafkafs.storage.schemas import load_registry, registry_from_dir
+from tests.registry_setup import (
+    EVENT_SCHEMA,
+    ORDER_KEY,
+    ORDER_V1,
+    ORDER_V2,
+    _framed,
+    build_registry_logdir,
+    plain,
+)
+
+
+@pytest.fixture()
+def registry_logdir(tmp_path):
+    return build_registry_logdir(tmp_path)
+
+
+def _lines(logdir_path, name, registry, mode="auto"):
+    topic = name.rsplit("-", 1)[0]
+    decoder = decoder_for(topic, registry)
+    with LogDir(logdir_path) as logdir:
+        out = b"".join(render_batch_jsonl(topic, 0, b, mode, decoder=decoder) for b in logdir.log(name).read())
+    return [orjson.loads(line) for line in out.splitlines()], out
+
+
+def test_avro_orders_render_as_fastavro_reads_them(registry_logdir):
+    registry = load_registry(registry_logdir)
+    assert registry is not None
+    objs, raw = _lines(registry_logdir, "orders-0", registry)
+    with LogDir(registry_logdir) as logdir:
+        records = list(logdir.log("orders-0").records())
+    for obj, rec in zip(objs[:12], records[:12], strict=True):
+        assert list(obj) == ["topic", "partition", "offset", "timestamp", "timestampType", "key", "keySchemaId",
+                             "value", "valueSchemaId", "headers"]
+        assert obj["keySchemaId"] == 3 and obj["valueSchemaId"] in (1, 2)
+        schema = ORDER_V1 if obj["valueSchemaId"] == 1 else ORDER_V2
+        theirs = fastavro.schemaless_reader(BytesIO(rec.value[5:]), fastavro.parse_schema(strip_logical_types(schema)))
+        assert obj["value"] == plain(theirs)
+        assert obj["key"] == plain(fastavro.schemaless_reader(BytesIO(rec.key[5:]), fastavro.parse_schema(ORDER_KEY)))
+        # logical types show their underlying primitive: fastavro's logical reading agrees on the meaning
+        logical = fastavro.schemaless_reader(BytesIO(rec.value[5:]), fastavro.parse_schema(schema))
+        assert int(logical["created"].timestamp() * 1000) == obj["value"]["created"]
+        unscaled = int.from_bytes(base64.b64decode(obj["value"]["price"]["$base64"]), "big", signed=True)
+        assert Decimal(unscaled).scaleb(-2) == logical["price"]
+        # unions are the bare branch value
+        assert obj["value"]["note"] == theirs["note"]
+    assert objs[6]["value"]["coupon"] == "SAVE" and objs[7]["value"]["coupon"] is None  # evolution: v2
+    unknown, hard_deleted, soft_deleted, truncated, left_over, unframed, tombstone = objs[12:]
+    assert unknown["value"] == _framed(99, b"\x02").decode()  # valid UTF-8: a string, as SPEC §3 says
+    assert "valueSchemaId" not in unknown
+    assert "valueSchemaId" not in hard_deleted  # a tombstone in _schemas: the id no longer resolves
+    assert soft_deleted["value"] == {"x": 5} and soft_deleted["valueSchemaId"] == 6
+    assert "valueSchemaId" not in truncated and "$base64" in truncated["value"]
+    assert "valueSchemaId" not in left_over
+    assert unframed["key"] == "plain" and unframed["value"] == {"not": "framed"}
+    assert tombstone["value"] is None and tombstone["keySchemaId"] == 3
+    assert list(tombstone).index("keySchemaId") == list(tombstone).index("key") + 1
+
+
+def test_reference_resolves(registry_logdir):
+    objs, _ = _lines(registry_logdir, "customers-0", load_registry(registry_logdir))
+    assert objs[0]["value"] == {"name": "ann", "home": {"street": "s", "zip": 1}, "other": {"street": "o", "zip": None}}
+    assert objs[0]["valueSchemaId"] == 5
+
+
+def test_json_schema_values(registry_logdir):
+    objs, raw = _lines(registry_logdir, "events-0", load_registry(registry_logdir))
+    assert b'"value":{"kind":"click","n":1.50},"valueSchemaId":8' in raw  # compacted, tokens kept
+    assert objs[1]["value"] == "just a string" and objs[1]["valueSchemaId"] == 8
+    assert "valueSchemaId" not in objs[2] and objs[2]["value"] == _framed(8, b"{not json").decode()
+
+
+@pytest.mark.parametrize("mode", ["string", "base64"])
+def test_string_and_base64_show_raw_bytes(registry_logdir, mode):
+    registry = load_registry(registry_logdir)
+    for name in ("orders-0", "events-0", "customers-0"):
+        with_registry, raw = _lines(registry_logdir, name, registry, mode)
+        _, plain = _lines(registry_logdir, name, None, mode)
+        assert raw == plain and b"SchemaId" not in raw
+
+
+def test_pretty_record_and_no_registry(registry_logdir):
+    registry = load_registry(registry_logdir)
+    decoder = decoder_for("orders", registry)
+    with LogDir(registry_logdir) as logdir:
+        batch = next(logdir.log("orders-0").read())
+    pretty = render_record_pretty("orders", 0, batch, 0, decoder=decoder)
+    assert orjson.loads(pretty)["valueSchemaId"] == 1 and b'\n  "valueSchemaId": 1,\n' in pretty
+    assert decoder_for("orders", None) is None
+    assert load_registry(registry_logdir / "orders-0") is None  # no _schemas there: nothing to decode
+
+
+def test_schemas_dir(tmp_path, registry_logdir):
+    d = tmp_path / "schemas"
+    d.mkdir()
+    (d / "1.avsc").write_bytes(orjson.dumps(ORDER_V1))
+    (d / "8.json").write_bytes(orjson.dumps(EVENT_SCHEMA))
+    (d / "3.json").write_bytes(orjson.dumps(ORDER_KEY))  # an Avro schema in a .json file
+    (d / "notes.txt").write_text("ignored")
+    registry = registry_from_dir(d)
+    assert len(registry) == 3
+    assert registry.schema(8).schema_type == "JSON" and registry.schema(3).schema_type == "AVRO"
+    objs, _ = _lines(registry_logdir, "orders-0", registry)
+    assert objs[0]["valueSchemaId"] == 1 and objs[0]["keySchemaId"] == 3
+    assert "valueSchemaId" not in objs[6]  # id 2 is not in the directory

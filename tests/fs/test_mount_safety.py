@@ -1,0 +1,76 @@
+"""Issue 9 on a real mount: link targets are never served, a locked directory is never mounted
+read-only in place of the writable mount that was asked for."""
+
+from __future__ import annotations
+
+import errno
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kafkafs.storage.logdir import LogDir
+
+from .conftest import ROOT
+
+
+def test_finding2_read_only_mount_never_serves_link_targets(mounted, logdir_copy, tmp_path):
+    secret = tmp_path / "shadow"
+    secret.write_bytes(b"root:$6$secret-hash:19000:0:99999:7:::\n")
+    part = logdir_copy / "orders-0"
+    os.symlink(secret, part / "00000000000000000500.log")
+    os.symlink(secret, part / "00000000000000000000.timeindex.link")
+    os.symlink(secret, part / "leader-epoch-checkpoint")
+    m = mounted(logdir_copy)
+    m.allow_errors = True  # the skipped links are logged as warnings
+    listed = os.listdir(m / "orders-0" / "segments")
+    assert "00000000000000000500.log" not in listed and "leader-epoch-checkpoint" not in listed
+    assert "00000000000000000000.log" in listed
+    with pytest.raises(FileNotFoundError):
+        (m / "orders-0" / "segments" / "00000000000000000500.log").read_bytes()
+    # no view of the partition shows the target's bytes
+    for name in ("records.jsonl", "partition.json"):
+        assert b"secret-hash" not in (m / "orders-0" / name).read_bytes()
+    for name in listed:
+        assert b"secret-hash" not in (m / "orders-0" / "segments" / name).read_bytes()
+    assert "symbolic link" in m.log() and "Traceback" not in m.log()
+
+
+def test_finding8_rw_mount_of_a_locked_directory_fails(logdir_copy, tmp_path):
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    with LogDir(logdir_copy, writable=True):
+        for command in (["-m", "kafkafs.cli", "mount", "--rw"], ["-m", "kafkafs.cli", "mount", "--rw", "-f"]):
+            proc = subprocess.run(
+                [sys.executable, *command, str(logdir_copy), str(mnt)],
+                capture_output=True, timeout=60, env=env, cwd=str(ROOT),
+            )
+            try:
+                assert proc.returncode == 1, proc
+                err = proc.stderr.decode()
+                assert err.count("\n") == 1 and "locked by another writer" in err and "Traceback" not in err, err
+                assert not os.path.ismount(mnt)
+            finally:
+                if os.path.ismount(mnt):
+                    subprocess.run(["fusermount3", "-uz", str(mnt)], capture_output=True)
+    assert os.listdir(mnt) == []
+
+
+def test_rw_mount_serves_a_linked_partition_read_only(mounted, logdir_copy, tmp_path):
+    secret = tmp_path / "outside.log"
+    secret.write_bytes(b"not yours")
+    os.symlink(secret, logdir_copy / "events-3" / "00000000000000000009.log")
+    m = mounted(logdir_copy, "--rw")
+    m.allow_errors = True
+    with pytest.raises(OSError) as info:
+        with open(m / "events-3" / "append", "ab") as f:
+            f.write(b"x\n")
+    assert info.value.errno in (errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOENT)
+    assert b"event 0" in (m / "events-3" / "records.jsonl").read_bytes()
+    assert secret.read_bytes() == b"not yours"
+    with open(m / "orders-0" / "append", "ab") as f:  # the other partitions stay writable
+        f.write(b"fine\n")
+    assert "refusing to write" in m.log()
