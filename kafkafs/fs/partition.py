@@ -19,6 +19,7 @@ from ..format.jsonview import render_record_pretty
 from ..storage.log import Log
 from ..storage.segment import BatchView, LogSegment
 from .caches import LRU, PieceCache
+from .handleview import handle_view
 from .layout import Part, Pieces, RangeLayout, Renderer, SegmentLayout, read_parts
 from .render import Filter
 from .sizecache import SizeCache
@@ -292,33 +293,8 @@ class PartitionState:
             return self._composition
 
     def view_for(self, prev: Composition | None) -> Composition:
-        """What a ``records.jsonl`` handle that last read ``prev`` reads now: the current composition
-        when it only grew since ``prev``; after compaction or retention changed segments below the end,
-        ``prev``'s parts up to the first layout it shares with the current one, then the current parts
-        from there. So the bytes a handle has read never move under it (a sequential reader goes on
-        where it was, with the records appended since), while a new open sees the current file. The
-        old parts read the segments they were laid out from, which stay readable for
-        ``file.delete.delay.ms``."""
-        cur = self.composition()
-        if prev is None or prev is cur:
-            return cur
-        old = [p.pieces for p in prev.parts]
-        new = [p.pieces for p in cur.parts]
-        if len(new) >= len(old) and all(a is b for a, b in zip(old, new, strict=False)):
-            return cur  # it grew
-        where = {id(layout): i for i, layout in enumerate(new)}
-        for j, layout in enumerate(old):
-            k = where.get(id(layout))
-            if k is not None and all(a is b for a, b in zip(old[j:], new[k:], strict=False)) and len(new) - k >= len(old) - j:
-                parts = list(prev.parts[:j])
-                starts = list(prev.starts[:j])
-                total = prev.starts[j] if j < len(prev.starts) else prev.total
-                for part in cur.parts[k:]:
-                    parts.append(Part(part.pieces, part.count, total))
-                    starts.append(total)
-                    total += part.pieces.total(part.count)
-                return Composition(cur.shape, parts, starts, total)
-        return prev  # nothing shared (every segment changed): the handle keeps what it had
+        """What a ``records.jsonl`` handle that last read ``prev`` reads now (see :mod:`.handleview`)."""
+        return handle_view(prev, self.composition())
 
     def read_view(self, view: Composition, offset: int, size: int, cache: PieceCache) -> bytes:
         return read_parts(view.parts, view.starts, offset, size, lambda p, i: self.render_piece(p, i, cache))
