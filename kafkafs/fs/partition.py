@@ -414,6 +414,10 @@ class PartitionState:
         self._records.put(offset, found)
         return found
 
+    def cached_record(self, offset: int) -> RenderedRecord | None:
+        """``record(offset)`` if it is in memory (nothing read, nothing decoded), else None."""
+        return self._records.get_item(offset)
+
     def _pretty(self, batch: DecodedBatch, i: int) -> bytes:
         decoder = self.renderer.decoder
         if decoder is None:

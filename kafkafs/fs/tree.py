@@ -266,6 +266,10 @@ class File(Node):
             raise NotPermitted(f"{self.key} is read-only")
         return self._open()
 
+    def open_now(self) -> Handle | None:
+        """A handle for reading when one can be made from memory alone (no worker thread), else None."""
+        return None
+
     def _open(self) -> Handle:
         raise NotImplementedError
 
@@ -479,6 +483,10 @@ class RecordFile(File):
 
     def _open(self) -> Handle:
         return BytesHandle(self.rendered().data)
+
+    def open_now(self) -> Handle | None:
+        found = self.state.cached_record(self.offset)  # the lookup just before rendered it
+        return BytesHandle(found.data) if found is not None else None
 
 
 class RangeFile(File):
