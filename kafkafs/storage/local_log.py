@@ -18,7 +18,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Self
 
@@ -97,6 +97,9 @@ class LocalLog:
         self._txn: ProducerTransactions | None = None
         #: Segments renamed ``.deleted``, with the clock's time of the rename, waiting for their files to go.
         self._pending_deletion: list[tuple[int, LogSegment]] = []
+        #: Counts segment replacements (compaction swaps): views that cache what a segment renders to
+        #: compare it to notice a swap, which changes neither the first nor the last segment.
+        self.generation = 0
 
     def _new_segment(self, base_offset: int, **kwargs) -> LogSegment:
         return LogSegment(
@@ -196,12 +199,12 @@ class LocalLog:
         its segment. Batches are not decoded."""
         if from_offset is None or from_offset < self._log_start_offset:
             from_offset = self._log_start_offset
-        first = True
-        for segment in self.segments.from_offset(from_offset):
-            if to_offset is not None and segment.base_offset > to_offset:
+        segment = self.segments.floor(from_offset) or self.segments.first()
+        while segment is not None:
+            base = segment.base_offset
+            if to_offset is not None and base > to_offset:
                 return
-            views = segment.read_from(from_offset) if first else segment.batches(0)
-            first = False
+            views = segment.read_from(from_offset) if base <= from_offset else segment.batches(0)
             for view in views:
                 h = view.header
                 if to_offset is not None and h.base_offset > to_offset:
@@ -211,6 +214,11 @@ class LocalLog:
                 yield segment, view
                 if to_offset is not None and h.last_offset >= to_offset:
                     return  # done: whatever follows (maybe damage) is not read
+                from_offset = h.last_offset + 1
+            # Next: the segment that now holds ``from_offset`` when compaction swapped a merged segment
+            # in at or below it while we read, else the one after this.
+            floor = self.segments.floor(from_offset)
+            segment = floor if floor is not None and floor is not segment else self.segments.higher(base)
 
     def read(
         self, from_offset: int | None = None, to_offset: int | None = None, *, validate: bool = True
@@ -364,19 +372,34 @@ class LocalLog:
                 self._log_start_offset = max(self._log_start_offset, first.base_offset)
         self.delete_expired_files()
 
-    def replace_segment(self, new: LogSegment, old: LogSegment) -> None:
-        """Swap ``new`` (a finished ``.cleaned`` segment) in for ``old`` (Kafka's ``replaceSegments``):
-        ``new`` is renamed ``.swap``, ``old`` leaves the log and is renamed ``.deleted``, then ``new``
-        loses its suffix and joins the log; crash-safe at each step (recovery deletes a ``.cleaned``
-        and completes a ``.swap``)."""
+    def replace_segments(self, new: LogSegment, old: Sequence[LogSegment]) -> bool:
+        """Swap a cleaned segment in for the sealed segments ``old`` it was copied from (Kafka's
+        ``replaceSegments``). ``new`` is flushed and named ``.cleaned``; it is renamed ``.swap`` (the
+        commit point: recovery completes a swap from there on), put in the skip list, the old segments
+        are renamed ``.deleted`` (their files go ``file.delete.delay.ms`` later, readers still in them
+        finish) and ``new`` takes its plain name. Readers see the new segment at its base before the
+        old ones above it go, so an overlap, never a gap. False, and ``new`` deleted, when one of
+        ``old`` is no longer in the log (retention removed it meanwhile) or has become the active one."""
         self._require_writable()
         with self._lock:
+            active = self.active_segment
+            if not old or any(self.segments.get(s.base_offset) is not s or s is active for s in old):
+                new.delete()
+                return False
             new.change_suffix(SWAP)
-            self.segments.remove(old.base_offset)
-            self.schedule_deletion(old)
-            new.change_suffix("")
             fsync_directory(self.dir)
             self.segments.add(new)
+            for segment in old:
+                if segment.base_offset != new.base_offset:
+                    self.segments.remove(segment.base_offset)
+            for segment in old:
+                self.schedule_deletion(segment)
+            new.change_suffix("")
+            fsync_directory(self.dir)
+            self._dir_dirty = False
+            self.generation += 1
+        self._notify()
+        return True
 
     def schedule_deletion(self, segment: LogSegment) -> None:
         """Rename a segment that is no longer part of the log ``.deleted``; its files go once
@@ -421,28 +444,6 @@ class LocalLog:
         for callback in list(self._listeners):
             callback(self)
 
-    def wait_for_records(self, after_offset: int, timeout: float | None = None, poll_interval: float = 0.2) -> bool:
-        """Block until an offset past ``after_offset`` (the last one a follower has seen; -1 for none)
-        may have been written, i.e. the log end offset is past ``after_offset + 1`` (True), or until
-        ``timeout`` seconds pass (False).
-
-        Read-only logs poll the files (another process is writing) every ``poll_interval`` seconds.
-        """
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            if self.log_end_offset > after_offset + 1:
-                return True
-            if not self.writable:
-                self.refresh()
-                if self.log_end_offset > after_offset + 1:
-                    return True
-            remaining = None if deadline is None else deadline - time.monotonic()
-            if remaining is not None and remaining <= 0:
-                return False
-            wait = poll_interval if remaining is None else min(poll_interval, remaining)
-            with self._appended:
-                self._appended.wait(wait)
-
     def close(self) -> None:
         """Flush (writable) and close every segment; the active one is sealed (final time index entry,
         trimmed indexes), as a broker leaves it at a clean shutdown."""
@@ -470,27 +471,3 @@ class LocalLog:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def describe(self) -> dict:
-        """Topic, partition, offsets and segments, for ``partition.json`` and ``verify``."""
-        segments = []
-        for segment in self.segments:
-            segments.append(
-                {
-                    "baseOffset": segment.base_offset,
-                    "nextOffset": segment.next_offset,
-                    "sizeBytes": segment.size,
-                    "maxTimestamp": segment.max_timestamp,
-                    "file": segment.log_path.name,
-                    "offsetIndexEntries": segment.offset_index.entries,
-                    "timeIndexEntries": segment.time_index.entries,
-                }
-            )
-        return {
-            "topic": self.topic,
-            "partition": self.partition,
-            "logStartOffset": self.log_start_offset,
-            "logEndOffset": self.log_end_offset,
-            "sizeBytes": sum(s["sizeBytes"] for s in segments),
-            "config": self.config.as_dict(),
-            "segments": segments,
-        }

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Callable, Sequence
 
 from ..errors import CorruptRecordError, InvalidInput, RecordTooLargeError
@@ -273,6 +274,54 @@ class Log(LocalLog):
         log.debug("%s: rolling segment %d (%s)", self.name, segment.base_offset, reason)
         return self.roll(headers[0].base_offset)
 
+    # ------------------------------------------------------------------------------------------ followers
+
+    def wait_for_records(self, after_offset: int, timeout: float | None = None, poll_interval: float = 0.2) -> bool:
+        """Block until an offset past ``after_offset`` (the last one a follower has seen; -1 for none)
+        may have been written, i.e. the log end offset is past ``after_offset + 1`` (True), or until
+        ``timeout`` seconds pass (False).
+
+        Read-only logs poll the files (another process is writing) every ``poll_interval`` seconds.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            if self.log_end_offset > after_offset + 1:
+                return True
+            if not self.writable:
+                self.refresh()
+                if self.log_end_offset > after_offset + 1:
+                    return True
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                return False
+            wait = poll_interval if remaining is None else min(poll_interval, remaining)
+            with self._appended:
+                self._appended.wait(wait)
+
+    def describe(self) -> dict:
+        """Topic, partition, offsets and segments, for ``partition.json`` and ``verify``."""
+        segments = []
+        for segment in self.segments:
+            segments.append(
+                {
+                    "baseOffset": segment.base_offset,
+                    "nextOffset": segment.next_offset,
+                    "sizeBytes": segment.size,
+                    "maxTimestamp": segment.max_timestamp,
+                    "file": segment.log_path.name,
+                    "offsetIndexEntries": segment.offset_index.entries,
+                    "timeIndexEntries": segment.time_index.entries,
+                }
+            )
+        return {
+            "topic": self.topic,
+            "partition": self.partition,
+            "logStartOffset": self.log_start_offset,
+            "logEndOffset": self.log_end_offset,
+            "sizeBytes": sum(s["sizeBytes"] for s in segments),
+            "config": self.config.as_dict(),
+            "segments": segments,
+        }
 
 
 def _transaction_events(buf: bytearray, headers: Sequence[BatchHeader]) -> list[TxnEvent]:
