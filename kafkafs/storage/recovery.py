@@ -36,6 +36,7 @@ from typing import NamedTuple
 from ..errors import CorruptRecordError
 from .config import LogConfig
 from .names import (
+    CLEANED,
     INDEX,
     LOG,
     SEGMENT_EXTENSIONS,
@@ -136,7 +137,7 @@ def _list(directory: Path, writable: bool) -> _Listing:
                 out.swaps.append(base)
             elif suffix:
                 out.temp.append(entry.name)
-                if suffix == ".cleaned":
+                if suffix == CLEANED:
                     out.cleaned.append(base)
             else:
                 out.indexes.setdefault(base, []).append(entry.name)
