@@ -16,7 +16,15 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from . import __version__
-from .errors import ConfigError, CorruptRecordError, InvalidInput, InvalidName, KafkafsError, UnsafeFileError, UsageError
+from .errors import (
+    ConfigError,
+    CorruptRecordError,
+    InvalidInput,
+    InvalidName,
+    KafkafsError,
+    UnsafeFileError,
+    UsageError,
+)
 
 EXIT_OK = 0
 EXIT_DAMAGE = 1
@@ -127,7 +135,6 @@ def cmd_mount(args: argparse.Namespace) -> int:
 
 def cmd_index(args: argparse.Namespace) -> int:
     from .fs.prefill import index_logdir
-
     from .storage.logdir import check_log_directory
 
     check_log_directory(args.logdir)  # a missing path, a partition folder: usage errors (SPEC §4)
@@ -482,6 +489,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.DEBUG if getattr(args, "debug", False) else (logging.INFO if args.verbose else logging.WARNING),
         format="kafkafs: %(levelname)s: %(message)s",
     )
+    if args.command in ("consume", "mount", "dump"):  # the commands that render records
+        from .format.kernel import missing_note
+
+        note = missing_note()
+        if note:
+            print(f"kafkafs: warning: {note}", file=sys.stderr)
     try:
         return args.func(args)
     except KeyboardInterrupt:
