@@ -1,6 +1,6 @@
 """Fixtures of the FUSE tests: a log directory built with the engine, and real mounts that always go.
 
-``mounted(logdir, *args)`` starts ``python -m kafkafs.fs.mount LOGDIR MNT -f`` in a child process,
+``mounted(logdir, *args)`` starts ``python -m kafkafs mount LOGDIR MNT -f`` in a child process,
 waits until the mount answers, and at teardown unmounts it (``fusermount3 -u``, then ``-uz`` and a kill
 as last resorts), also when the test failed. The daemon's log is kept so tests can read it; a traceback
 in it fails the test.
@@ -104,7 +104,8 @@ class Mount:
                 [
                     sys.executable,
                     "-m",
-                    "kafkafs.fs.mount",
+                    "kafkafs",
+                    "mount",
                     str(self.logdir),
                     str(self.path),
                     "-f",

@@ -461,7 +461,7 @@ def test_daemon_mode_returns_once_mounted(tmp_path, built_logdir):
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     try:
         result = subprocess.run(
-            [sys.executable, "-m", "kafkafs.fs.mount", str(built_logdir), str(mnt)],
+            [sys.executable, "-m", "kafkafs", "mount", str(built_logdir), str(mnt)],
             capture_output=True,
             timeout=30,
             env=env,
@@ -471,7 +471,7 @@ def test_daemon_mode_returns_once_mounted(tmp_path, built_logdir):
         assert os.path.ismount(mnt)
         assert cat(mnt / "events-3/records.jsonl") == expected_jsonl(built_logdir, "events-3")
         again = subprocess.run(
-            [sys.executable, "-m", "kafkafs.fs.mount", str(built_logdir), str(mnt)],
+            [sys.executable, "-m", "kafkafs", "mount", str(built_logdir), str(mnt)],
             capture_output=True,
             timeout=30,
             env=env,
@@ -546,7 +546,7 @@ def test_a_dead_mount_is_named_as_such(mounted, built_logdir):
 def test_a_bad_fuse_option_is_one_line(tmp_path, built_logdir, foreground):
     mnt = tmp_path / "mnt"
     mnt.mkdir()
-    args = [sys.executable, "-m", "kafkafs.fs.mount", str(built_logdir), str(mnt), "-o", "bogusopt"]
+    args = [sys.executable, "-m", "kafkafs", "mount", str(built_logdir), str(mnt), "-o", "bogusopt"]
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     try:
         result = subprocess.run(

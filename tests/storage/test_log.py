@@ -536,3 +536,17 @@ def test_locate_returns_the_undecoded_batch_with_its_segment(tmp_path: Path) -> 
             assert view.raw() == view.segment.read_at(view.position, h.size)
             assert offset in view.decode().offsets
         assert log.locate(-1) is None and log.locate(log.log_end_offset) is None
+
+
+def test_append_records_splits_under_max_message_bytes(tmp_path: Path) -> None:
+    """Records that one batch of ``max.message.bytes`` cannot hold go as several batches of one append
+    (all or nothing); a single record too large for any batch is refused and nothing is appended."""
+    with open_log(tmp_path / "t-0", config(max_message_bytes=1000)) as log:
+        result = log.append_records([record(b"x" * 300) for _ in range(10)])
+        assert (result.first_offset, result.last_offset) == (0, 9) and result.batches > 1
+        sizes = [view.size for _segment, view in log.batches()]
+        assert len(sizes) == result.batches and all(size <= 1000 for size in sizes)
+        assert [r[3] for r in log.records()] == [b"x" * 300] * 10
+        with pytest.raises(RecordTooLargeError):
+            log.append_records([record(b"small"), record(b"y" * 2000)])
+        assert log.log_end_offset == 10
