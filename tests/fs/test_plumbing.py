@@ -64,6 +64,7 @@ def test_discard_gives_back_references(tree):
     assert table.get(ino) is None
 
 
+@pytest.mark.allow_warnings("errors are logged where they become errno")
 def test_errno_mapping():
     assert errno_for(NotFound("x"), rw=False) == errno.ENOENT
     assert errno_for(NotPermitted("x"), rw=False) == errno.EROFS

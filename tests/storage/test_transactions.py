@@ -108,6 +108,7 @@ def test_entries_go_to_the_segment_of_the_marker(tmp_path: Path) -> None:
     assert entries(directory, 7) == [AbortedTxn(2, 3, 7, 8)]
 
 
+@pytest.mark.allow_warnings("a damaged .txnindex on purpose")
 def test_recovery_rebuilds_the_txnindex_identically(tmp_path: Path) -> None:
     directory = tmp_path / "t-0"
     log = open_log(directory)
