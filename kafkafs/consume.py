@@ -26,8 +26,9 @@ from .errors import CorruptRecordError, InvalidInput, InvalidName
 from .format.decoders import decoder_for
 from .format.jsonview import render_batch_jsonl, render_raw_jsonl_count, render_raw_jsonl_lines
 from .format.timestamps import parse_timestamp
-from .storage.log import Log, parse_partition_dir_name
+from .storage.log import Log
 from .storage.logdir import LogDir
+from .storage.names import parse_partition_dir_name
 
 __all__ = ["OffsetSpec", "parse_offset_spec", "resolve_partitions", "consume"]
 

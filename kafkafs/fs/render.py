@@ -19,7 +19,8 @@ from typing import NamedTuple
 from ..errors import CorruptRecordError
 from ..format.batch import BatchHeader, scan_batches
 from ..format.jsonview import raw_jsonl_lengths, render_raw_jsonl
-from ..storage.segment import BatchView, LogSegment
+from ..storage.records import BatchView
+from ..storage.segment import LogSegment
 
 __all__ = ["Filter", "NO_FILTER", "render_raw", "batch_length", "header_skips"]
 
