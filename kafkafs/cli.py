@@ -16,7 +16,15 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from . import __version__
-from .errors import ConfigError, CorruptRecordError, InvalidInput, InvalidName, KafkafsError, UnsafeFileError, UsageError
+from .errors import (
+    ConfigError,
+    CorruptRecordError,
+    InvalidInput,
+    InvalidName,
+    KafkafsError,
+    UnsafeFileError,
+    UsageError,
+)
 
 EXIT_OK = 0
 EXIT_DAMAGE = 1
@@ -127,7 +135,6 @@ def cmd_mount(args: argparse.Namespace) -> int:
 
 def cmd_index(args: argparse.Namespace) -> int:
     from .fs.prefill import index_logdir
-
     from .storage.logdir import check_log_directory
 
     check_log_directory(args.logdir)  # a missing path, a partition folder: usage errors (SPEC §4)

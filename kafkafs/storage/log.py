@@ -53,7 +53,6 @@ from ..format.batch import (
     set_partition_leader_epoch,
     validate_batch,
 )
-from ..format.checkpoint import parse_epoch_checkpoint
 from ..format.jsonview import ProducerRecord
 from ..format.txnindex import AbortedTxn, TxnEvent, collect_aborted_txns, transaction_event
 from .config import LogConfig
@@ -61,6 +60,7 @@ from .handles import HandleBudget, raise_open_file_limit
 from .safefiles import check_partition_folder, regular_files
 from .segment import BatchView, LogSegment, segment_file_name
 from .skiplist import SkipList
+from .state_files import StateFiles
 from .transactions import ProducerTransactions
 
 __all__ = ["Log", "parse_partition_dir_name", "AppendResult", "fsync_directory"]
@@ -154,6 +154,8 @@ class Log:
         self._txn: ProducerTransactions | None = None
         #: Segments renamed ``.deleted``, with the clock's time of the rename, waiting for their files to go.
         self._pending_deletion: list[tuple[int, LogSegment]] = []
+        #: leader-epoch-checkpoint, producer snapshots, partition.metadata (Kafka's rules, kept in step)
+        self.state_files = StateFiles(self)
 
     # ------------------------------------------------------------------------------------------ open
 
@@ -205,16 +207,7 @@ class Log:
         else:
             # advanced only by a flush: the recovered bytes may not be on disk yet (Kafka does the same)
             self.recovery_point = min(recovery_point or 0, end)
-        self._load_leader_epoch()
-
-    def _load_leader_epoch(self) -> None:
-        path = self.dir / "leader-epoch-checkpoint"
-        try:
-            entries = parse_epoch_checkpoint(path.read_bytes())
-            if entries:
-                self.leader_epoch = max(e[0] for e in entries)
-        except (OSError, CorruptRecordError):
-            pass
+        self.state_files.on_load()
 
     def _new_segment(self, base_offset: int, **kwargs) -> LogSegment:
         return LogSegment(
@@ -451,6 +444,7 @@ class Log:
             state = self._transactions_locked() if events else None
             segment = self._maybe_roll(headers, len(buf), now)
             segment.append(buf, headers)
+            self.state_files.on_append(buf, headers)
             if state is not None:
                 self._complete_transactions(segment, state, events)
             self._unflushed_messages += sum(max(h.record_count, 0) for h in headers)
@@ -473,7 +467,7 @@ class Log:
     def _transactions_locked(self) -> ProducerTransactions:
         state = self._txn
         if state is None:
-            state = self._txn = ProducerTransactions.scan(self.segments.values())
+            state = self._txn = ProducerTransactions(self.state_files.ongoing_transactions())
         return state
 
     def transactions(self) -> ProducerTransactions:
@@ -557,7 +551,9 @@ class Log:
                 if base < active.base_offset or self.segments.get(base) is not None:
                     raise InvalidInput(f"cannot roll to {base}: the active segment starts at {active.base_offset}")
                 active.on_become_inactive()  # fsynced by the next flush, which starts at the recovery point
-            return self._add_segment(base)
+            segment = self._add_segment(base)
+            self.state_files.on_roll(base)
+            return segment
 
     def flush(self) -> None:
         """fsync everything from the recovery point on (and the folder, if files came or went); the
@@ -597,6 +593,7 @@ class Log:
             active.active = True
             self._dir_dirty = True
             self._txn = None  # rebuilt from the log when next needed
+            self.state_files.on_truncate(offset)
             self._log_start_offset = min(offset, self._log_start_offset)
             self.recovery_point = min(self.recovery_point, self.log_end_offset)
             return True
@@ -612,6 +609,7 @@ class Log:
             self._log_start_offset = offset
             self.recovery_point = min(self.recovery_point, offset)
             self._txn = ProducerTransactions()
+            self.state_files.on_truncate_fully(offset)
 
     def delete_segments(self, segments: list[LogSegment], reason: str = "") -> None:
         """Remove whole segments (retention): their files are renamed ``.deleted`` and removed
@@ -631,6 +629,7 @@ class Log:
             first = self.segments.first()
             if first is not None:
                 self._log_start_offset = max(self._log_start_offset, first[0])
+            self.state_files.on_segments_deleted([s.base_offset for s in segments], self._log_start_offset)
         self.delete_expired_files()
 
     def schedule_deletion(self, segment: LogSegment) -> None:
@@ -712,6 +711,7 @@ class Log:
                 if self.writable:
                     self.delete_expired_files()
                     self.flush()
+                    self.state_files.on_close()
                 active = self.active_segment
                 for segment in self.segments.values():
                     segment.close(seal=self.writable and segment is active)
@@ -752,6 +752,7 @@ class Log:
             "sizeBytes": sum(s["sizeBytes"] for s in segments),
             "config": self.config.as_dict(),
             "segments": segments,
+            **self.state_files.describe(),
         }
 
 

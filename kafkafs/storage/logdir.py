@@ -24,6 +24,7 @@ from ..format.checkpoint import parse_offset_checkpoint, render_offset_checkpoin
 from .config import Settings
 from .handles import raise_open_file_limit
 from .log import Log, fsync_directory, parse_partition_dir_name
+from .partition_metadata import ensure_partition_metadata, read_topic_id
 from .safefiles import check_partition_folder, open_file, write_atomically
 
 __all__ = ["LogDir", "check_log_directory", "CLEAN_SHUTDOWN_FILE", "LOCK_FILE", "CLEANER_OFFSET_FILE", "clean_shutdown_content",
@@ -294,7 +295,10 @@ class LogDir:
 
                 raise ReadOnlyError(f"{self.path} is open read-only")
             directory.mkdir()
+            ensure_partition_metadata(directory, topic)
             opened = Log.open(directory, self.settings.for_topic(topic), writable=True, clean_shutdown=True)
+            opened.state_files.epochs.create()
+            opened.state_files.topic_id = read_topic_id(directory)
             self._logs[name] = opened
             return opened
 
