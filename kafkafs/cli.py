@@ -489,6 +489,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.DEBUG if getattr(args, "debug", False) else (logging.INFO if args.verbose else logging.WARNING),
         format="kafkafs: %(levelname)s: %(message)s",
     )
+    if args.command in ("consume", "mount", "dump"):  # the commands that render records
+        from .format.kernel import missing_note
+
+        note = missing_note()
+        if note:
+            print(f"kafkafs: warning: {note}", file=sys.stderr)
     try:
         return args.func(args)
     except KeyboardInterrupt:

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Installs what kafkafs needs on a fresh Debian machine, idempotently:
 #   Debian packages: fuse3 (fusermount3, the kernel-side mount helper), libfuse3-dev and pkg-config
-#   (to build pyfuse3), a JDK for Spark, jq (the demo shows it); then a virtualenv in .venv with the
-#   package installed editable with its dev and spark extras.
+#   (to build pyfuse3), a JDK for Spark, jq (the demo shows it), gcc and the Python headers (to build
+#   kafkafs's compiled record kernel, kafkafs/format/_kernel.c); then a virtualenv in .venv with the
+#   package installed editable with its dev and spark extras. The kernel is rebuilt whenever its C
+#   source is newer than the installed module.
 # Usage: scripts/bootstrap.sh            (prints progress to stderr; safe to run again)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -40,6 +42,11 @@ fi
 if ! "$PY" -c 'import venv, ensurepip' >/dev/null 2>&1; then
   $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq python3-venv python3-dev >/dev/null
 fi
+# the Python headers for the compiled kernel (Python.h of the interpreter that builds it)
+if ! "$PY" -c 'import os, sys, sysconfig; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' 2>/dev/null; then
+  say "installing the Python headers (python3-dev) for the compiled kernel"
+  $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq python3-dev >/dev/null
+fi
 
 stamp=.venv/.installed
 if [ ! -x .venv/bin/python ]; then
@@ -56,4 +63,9 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   .venv/bin/python -c 'import kafkafs, pyfuse3, crc32c, cramjam, orjson, kafka, pyspark' \
     || { say "the Python install failed"; exit 1; }
   touch "$stamp"
+fi
+# the compiled record kernel: rebuilt in place when its C source changed since it was built (pip
+# builds it with the install above; this catches a source that changed without pyproject.toml)
+if ! .venv/bin/python scripts/build_kernel.py; then
+  say "the compiled kernel did not build: kafkafs works, rendering through the slower Python reference"
 fi

@@ -205,9 +205,9 @@ class SegmentLayout(Pieces):
             self.scanned = found.scanned
             self.bad = {}
 
-    def extend(self, renderer: Renderer) -> int:
+    def extend(self, renderer: Renderer, on_piece: Callable[[int], None] | None = None) -> int:
         """Lay out the batches written since the last call (all of them the first time); returns the
-        bytes of log laid out."""
+        bytes of log laid out. ``on_piece(nbytes)`` hears of each piece laid out (progress)."""
         with self.lock:
             segment = self.segment
             size = segment.size
@@ -224,6 +224,8 @@ class SegmentLayout(Pieces):
                 if run_size:
                     self.add(base, run_pos, run_size, run_len, run_last)
                     self.scanned = run_pos + run_size
+                    if on_piece is not None:
+                        on_piece(run_size)
 
             try:
                 for view in segment.batches(self.scanned, size):

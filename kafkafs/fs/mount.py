@@ -255,6 +255,11 @@ def serve(
     tree.add_listener(invalidator.partition_changed)
     tree.add_append_listener(invalidator.attrs_now)
     invalidator.start()
+    cleaner = None
+    if rw:  # retention and compaction run in the background, as a broker runs them
+        from ..storage.cleaner import LogCleaner
+
+        cleaner = LogCleaner(directory)
     failed = False
 
     async def fuse_main(nursery) -> None:
@@ -289,6 +294,8 @@ def serve(
             with trio.fail_after(30):
                 await answering()
             log.info("mounted %s on %s (%s)", logdir, mountpoint, "read-write" if rw else "read-only")
+            if cleaner is not None:
+                cleaner.start()
             on_ready()
             _sd_notify("READY=1")
 
@@ -299,6 +306,8 @@ def serve(
         log.error("the mount did not answer within 30 s")
     finally:
         _sd_notify("STOPPING=1")
+        if cleaner is not None:
+            cleaner.stop()  # before the logs close: a compaction in progress is abandoned
         invalidator.stop()
         ops.workers.stop()
         try:

@@ -279,7 +279,9 @@ class Operations(pyfuse3.Operations):
             raise pyfuse3.FUSEError(errno.EISDIR)
         assert isinstance(node, File)
         write = (flags & os.O_ACCMODE) != os.O_RDONLY or bool(flags & os.O_TRUNC)
-        handle = await self._run(node.open, write)
+        handle = None if write else node.open_now()
+        if handle is None:
+            handle = await self._run(node.open, write)
         fh = next(self._fh)
         self._files[fh] = handle
         return pyfuse3.FileInfo(fh=fh, keep_cache=handle.keep_cache, direct_io=handle.direct_io)

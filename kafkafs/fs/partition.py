@@ -19,6 +19,7 @@ from ..format.jsonview import render_record_pretty
 from ..storage.log import Log
 from ..storage.segment import BatchView, LogSegment
 from .caches import LRU, PieceCache
+from .handleview import handle_view
 from .layout import Part, Pieces, RangeLayout, Renderer, SegmentLayout, read_parts
 from .render import Filter
 from .sizecache import SizeCache
@@ -163,6 +164,7 @@ class PartitionState:
             last[0] if last else None,
             last[1].size if last else 0,
             self.log.log_start_offset,
+            getattr(self.log, "generation", 0),  # a compaction swap changes no other field
         )
 
     def _on_log_change(self, _log: Log) -> None:
@@ -173,7 +175,12 @@ class PartitionState:
         if shape == self._last_shape:
             return
         old = self._last_shape
-        if shape[0] < old[0] or shape[1] != old[1] or (shape[2] == old[2] and shape[3] < old[3]):
+        if (
+            shape[0] < old[0]
+            or shape[1] != old[1]
+            or (shape[2] == old[2] and shape[3] < old[3])
+            or shape[5] != old[5]
+        ):
             # segments went away or the active one was cut: offsets may now hold other records
             self._batches.clear_all()
             self._records.clear_all()
@@ -285,6 +292,13 @@ class PartitionState:
             self._composition = Composition(shape, parts, starts, total)
             return self._composition
 
+    def view_for(self, prev: Composition | None) -> Composition:
+        """What a ``records.jsonl`` handle that last read ``prev`` reads now (see :mod:`.handleview`)."""
+        return handle_view(prev, self.composition())
+
+    def read_view(self, view: Composition, offset: int, size: int, cache: PieceCache) -> bytes:
+        return read_parts(view.parts, view.starts, offset, size, lambda p, i: self.render_piece(p, i, cache))
+
     def save_layouts(self) -> int:
         """Store the layouts the cache does not hold yet (the active segment's, at unmount)."""
         with self._compose_lock:
@@ -335,7 +349,9 @@ class PartitionState:
         if bad is not None:
             raise bad
         base = pieces.bases[i]
-        segment = self.log.segments.get(base)
+        # A segment's own layout reads the segment it was laid out from, even after compaction swapped
+        # another in at its base (the old one stays readable until its files go).
+        segment = pieces.segment if isinstance(pieces, SegmentLayout) else self.log.segments.get(base)
         if segment is None:
             raise CorruptRecordError(
                 "the segment was deleted (retention?) while it was being read",
@@ -397,6 +413,10 @@ class PartitionState:
         )
         self._records.put(offset, found)
         return found
+
+    def cached_record(self, offset: int) -> RenderedRecord | None:
+        """``record(offset)`` if it is in memory (nothing read, nothing decoded), else None."""
+        return self._records.get_item(offset)
 
     def _pretty(self, batch: DecodedBatch, i: int) -> bytes:
         decoder = self.renderer.decoder

@@ -50,7 +50,7 @@ def _bar(out: TextIO, tty: bool):
             )
             if p.finished:
                 out.write("\n")
-        else:
+        elif not p.finished:  # the command's summary line follows
             out.write(f"index: {p.done_segments}/{p.segments} segments, {mb:.0f}/{total:.0f} MB, {p.mb_per_s:.0f} MB/s\n")
         out.flush()
 

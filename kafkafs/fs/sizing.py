@@ -141,11 +141,14 @@ def size_layouts(
     def run(job: SizingJob) -> None:
         layout = job.layout
         before = _key(layout, job.renderer) if not len(layout) else None
-        nbytes = layout.extend(job.renderer)
+        if progress is None:
+            layout.extend(job.renderer)
+        else:
+            layout.extend(job.renderer, lambda nbytes: progress.advance(0, nbytes))
         if store is None or store(job):
             store_layout(layout, job.renderer, cache, before)
         if progress is not None:
-            progress.advance(1, nbytes)
+            progress.advance(1, 0)
 
     if len(jobs) <= 1 or threads <= 1:
         for job in jobs:

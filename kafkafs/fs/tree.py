@@ -138,14 +138,23 @@ class BytesHandle(Handle):
 
 
 class RecordsHandle(Handle):
+    """``records.jsonl`` as this open sees it (:meth:`PartitionState.view_for`): the bytes it has read
+    stay where they were when compaction or retention rewrites segments below the end. ``direct_io``
+    where that can happen (writable mounts run the cleaner): handles then differ from each other, and
+    the kernel must not share one's pages with another."""
+
     keep_cache = True
 
-    def __init__(self, state: PartitionState) -> None:
+    def __init__(self, state: PartitionState, direct_io: bool = False) -> None:
         self.state = state
         self.cache = PieceCache()
+        self.view = None
+        if direct_io:
+            self.keep_cache, self.direct_io = False, True
 
     def read(self, offset: int, size: int) -> bytes:
-        return self.state.read_records(offset, size, self.cache)
+        self.view = view = self.state.view_for(self.view)
+        return self.state.read_view(view, offset, size, self.cache)
 
 
 class RangeHandle(Handle):
@@ -257,6 +266,10 @@ class File(Node):
             raise NotPermitted(f"{self.key} is read-only")
         return self._open()
 
+    def open_now(self) -> Handle | None:
+        """A handle for reading when one can be made from memory alone (no worker thread), else None."""
+        return None
+
     def _open(self) -> Handle:
         raise NotImplementedError
 
@@ -334,7 +347,7 @@ class RecordsFile(File):
         return True
 
     def _open(self) -> Handle:
-        return RecordsHandle(self.tree.state(self.partition_name))
+        return RecordsHandle(self.tree.state(self.partition_name), direct_io=self.tree.rw)
 
 
 class PartitionJsonFile(File):
@@ -471,6 +484,10 @@ class RecordFile(File):
     def _open(self) -> Handle:
         return BytesHandle(self.rendered().data)
 
+    def open_now(self) -> Handle | None:
+        found = self.state.cached_record(self.offset)  # the lookup just before rendered it
+        return BytesHandle(found.data) if found is not None else None
+
 
 class RangeFile(File):
     """``by-offset/<first>-<last>.jsonl`` and ``by-time/<ts1>..<ts2>.jsonl``."""
@@ -478,15 +495,21 @@ class RangeFile(File):
     def __init__(self, tree: Tree, state: PartitionState, key: tuple, parent: Node | None) -> None:
         super().__init__(tree, key, parent)
         self.state = state
-        kind = key[0]
-        if kind == "offset-range":
+        self._lock = threading.Lock()
+        self._new_layout()
+
+    def _new_layout(self) -> None:
+        key, state = self.key, self.state
+        self.generation = getattr(state.log, "generation", 0)  # compaction swaps since the log opened
+        if key[0] == "offset-range":
             self.layout = state.offset_range(key[2], key[3])
         else:
             self.layout = state.time_range(key[2], key[3])
-        self._lock = threading.Lock()
 
     def attr(self) -> Attr:
         with self._lock:
+            if self.generation != getattr(self.state.log, "generation", 0):
+                self._new_layout()  # compaction rewrote segments: the range holds other bytes now
             if not self.layout.complete:
                 self.state.refresh()
                 self.state.extend_range(self.layout)

@@ -21,6 +21,7 @@ from pyspark.sql.datasource import (
     DataSource,
     DataSourceArrowWriter,
     DataSourceReader,
+    DataSourceStreamArrowWriter,
     DataSourceStreamReader,
     InputPartition,
     WriterCommitMessage,
@@ -33,6 +34,7 @@ from .plan import ScanSpec, Split, plan_ranges, plan_read
 from .predicates import Predicates, from_filters
 from .scan import read_split
 from .schema import spark_schema
+from .sink import clear_staging, commit_micro_batch, sink_dir
 from .stream import cap_offsets, from_json, initial_offsets, log_ends, micro_batch_ranges, to_json
 from .write import (
     StagedFile,
@@ -135,6 +137,9 @@ class KafkaLogDataSource(DataSource):
             raise InvalidInput("kafkalog only appends: use mode('append')")
         return KafkaLogWriter(dict(self.options), schema)
 
+    def streamWriter(self, schema: StructType, overwrite: bool) -> KafkaLogStreamWriter:
+        return KafkaLogStreamWriter(dict(self.options), schema)
+
     def streamReader(self, schema: StructType) -> KafkaLogStreamReader:
         return KafkaLogStreamReader(dict(self.options))
 
@@ -224,6 +229,68 @@ class KafkaLogWriter(DataSourceArrowWriter):
 
     def abort(self, messages: list[Any]) -> None:
         discard_job(Path(self.staging), self.job_id)
+
+
+class KafkaLogStreamWriter(DataSourceStreamArrowWriter):
+    """``writeStream.format("kafkalog")``: tasks stage as batch writes do; ``commit`` appends a
+    micro-batch exactly once (see :mod:`kafkafs.spark.sink`)."""
+
+    JOB = "stream"
+
+    def __init__(self, options: dict[str, Any], schema: StructType) -> None:
+        read_opts = parse_read_options(options, writing=True)
+        if len(read_opts.paths) != 1:
+            raise InvalidInput("write to exactly one log directory: start(LOGDIR) or option path")
+        lowered = {str(k).lower(): v for k, v in options.items()}
+        self.logdir = read_opts.paths[0]
+        self.topic = read_opts.topic
+        self.compression = read_opts.compression
+        self.new_topic_partitions = new_topic_partitions(options)
+        self.options = options
+        self.sink = str(sink_dir(lowered.get("checkpointlocation"), lowered.get("sinklog")))
+        self.staging = str(Path(self.sink) / "staging")
+        check_write_schema([(f.name, f.dataType.simpleString()) for f in schema.fields], self.topic)
+        settings_from(options)
+        # Spark builds this writer again where it runs commit: nothing here may touch staged files
+
+    def write(self, iterator: Iterator[Any]) -> KafkaLogCommitMessage:
+        start_job(Path(self.staging), self.JOB, exist_ok=True)
+        stager = Stager(
+            Path(self.staging),
+            self.JOB,
+            task_tag(),
+            topic=self.topic,
+            compression=self.compression,
+            logdir=self.logdir,
+            new_topic_partitions=self.new_topic_partitions,
+        )
+        try:
+            for batch in iterator:
+                stager.add(batch)
+            return KafkaLogCommitMessage(stager.finish())
+        except BaseException:
+            stager.discard()
+            raise
+
+    def _clear_tasks(self) -> None:
+        """Remove every task's staging: Spark runs micro-batches one after the other, so at a commit or
+        an abort they are this batch's, its failed attempts' or a killed run's."""
+        clear_staging(Path(self.staging) / self.JOB)
+
+    def commit(self, messages: list[Any], batchId: int) -> None:  # noqa: N803 - Spark's name
+        files = [f for m in messages if m is not None for f in m.files]
+        try:
+            appended = commit_micro_batch(
+                self.logdir, Path(self.sink), batchId, files, settings_from(self.options),
+                new_topic_partitions=self.new_topic_partitions,
+            )
+            for name, (first, last) in sorted((appended or {}).items()):
+                log.info("kafkalog: micro-batch %d appended %s offsets %d..%d", batchId, name, first, last)
+        finally:
+            self._clear_tasks()
+
+    def abort(self, messages: list[Any], batchId: int) -> None:  # noqa: N803
+        self._clear_tasks()
 
 
 # ---------------------------------------------------------------------------------------------- stream

@@ -54,6 +54,8 @@ __all__ = [
     "settings_from",
     "new_topic_partitions",
     "append_staged",
+    "check_staged",
+    "staged_batches",
     "create_topics",
 ]
 
@@ -169,14 +171,14 @@ class _Pending:
         self.size = 0
 
 
-def start_job(root: Path, job_id: str) -> None:
+def start_job(root: Path, job_id: str, *, exist_ok: bool = False) -> None:
     """Create a job's staging folder and its ``ACTIVE`` marker (in the driver, before any task runs).
 
     Tasks only ever create their own folder inside it, never the job folder: once ``commit`` or
     ``abort`` removed it, a task that Spark has not stopped yet cannot bring it back.
     """
     job = root / job_id
-    job.mkdir(parents=True)
+    job.mkdir(parents=True, exist_ok=exist_ok)
     (job / ACTIVE).touch()
 
 
@@ -319,7 +321,7 @@ def task_tag() -> str:
 # ---------------------------------------------------------------------------------------------- driver
 
 
-def _staged_batches(path: str) -> Iterator[bytes]:
+def staged_batches(path: str) -> Iterator[bytes]:
     """The batches of a staging file, one ``bytes`` each; CorruptRecordError for a damaged file."""
     with open(path, "rb") as f:
         position = 0
@@ -340,7 +342,7 @@ def _staged_batches(path: str) -> Iterator[bytes]:
 def _check(files: list[StagedFile], settings: Settings) -> None:
     for sf in files:
         limit = settings.for_topic(sf.topic).max_message_bytes
-        for data in _staged_batches(sf.path):
+        for data in staged_batches(sf.path):
             header = read_batch_header(data, 0)
             if header is None:
                 raise CorruptRecordError("staged batch cut short", None, sf.path)
@@ -380,15 +382,21 @@ def commit_staged(
         return append_staged(ld, files, new_topic_partitions=new_topic_partitions)
 
 
+def check_staged(ld: LogDir, files: list[StagedFile]) -> None:
+    """Refuse, before anything is appended, a damaged or too large batch or a partition the topic lacks."""
+    _check(files, ld.settings)
+    _check_partitions(str(ld.path), files)
+
+
 def append_staged(
-    ld: LogDir, files: list[StagedFile], *, new_topic_partitions: int = 1
+    ld: LogDir, files: list[StagedFile], *, new_topic_partitions: int = 1, check: bool = True
 ) -> dict[tuple[str, int], tuple[int, int]]:
     """:func:`commit_staged` in a log directory already open for writing (its lock held)."""
     groups: dict[tuple[str, int], list[StagedFile]] = {}
     for sf in files:
         groups.setdefault((sf.topic, sf.partition), []).append(sf)
-    _check(files, ld.settings)
-    _check_partitions(str(ld.path), files)
+    if check:
+        check_staged(ld, files)
     create_topics(ld, {sf.topic for sf in files if sf.records}, new_topic_partitions)
     appended: dict[tuple[str, int], tuple[int, int]] = {}
     before: dict[tuple[str, int], tuple[Log, int]] = {}
@@ -400,7 +408,7 @@ def append_staged(
             start = log_.log_end_offset
             before[(topic, partition)] = (log_, start)
             for sf in group:
-                for data in _staged_batches(sf.path):
+                for data in staged_batches(sf.path):
                     log_.append_batches(data, flush=False)
             appended[(topic, partition)] = (start, log_.log_end_offset - 1)
         for log_, _start in before.values():

@@ -156,6 +156,9 @@ class Log:
         self._pending_deletion: list[tuple[int, LogSegment]] = []
         #: leader-epoch-checkpoint, producer snapshots, partition.metadata (Kafka's rules, kept in step)
         self.state_files = StateFiles(self)
+        #: Counts segment replacements (compaction swaps): views that cache what a segment renders to
+        #: compare it to notice a swap, which changes neither the first nor the last segment.
+        self.generation = 0
 
     # ------------------------------------------------------------------------------------------ open
 
@@ -314,14 +317,12 @@ class Log:
         its segment. Batches are not decoded."""
         if from_offset is None or from_offset < self._log_start_offset:
             from_offset = self._log_start_offset
-        floor = self.segments.floor(from_offset)
-        start_key = floor[0] if floor else None
-        first = True
-        for base, segment in self.segments.items(start_key):
+        entry = self.segments.floor(from_offset) or self.segments.first()
+        while entry is not None:
+            base, segment = entry
             if to_offset is not None and base > to_offset:
                 return
-            views = segment.read_from(from_offset) if first else segment.batches(0)
-            first = False
+            views = segment.read_from(from_offset) if base <= from_offset else segment.batches(0)
             for view in views:
                 h = view.header
                 if to_offset is not None and h.base_offset > to_offset:
@@ -331,6 +332,14 @@ class Log:
                 yield segment, view
                 if to_offset is not None and h.last_offset >= to_offset:
                     return  # done: whatever follows (maybe damage) is not read
+                from_offset = h.last_offset + 1
+            # Next: the segment that now holds ``from_offset`` when compaction swapped a merged segment
+            # in at or below it while we read, else the one after this.
+            floor = self.segments.floor(from_offset)
+            if floor is not None and floor[1] is not segment:
+                entry = floor
+            else:
+                entry = self.segments.higher(base)
 
     def read(
         self, from_offset: int | None = None, to_offset: int | None = None, *, validate: bool = True
@@ -631,6 +640,38 @@ class Log:
                 self._log_start_offset = max(self._log_start_offset, first[0])
             self.state_files.on_segments_deleted([s.base_offset for s in segments], self._log_start_offset)
         self.delete_expired_files()
+
+    def replace_segments(self, new: LogSegment, old: Sequence[LogSegment]) -> bool:
+        """Swap a cleaned segment in for the sealed segments ``old`` it was copied from (Kafka's
+        ``replaceSegments``). ``new`` is flushed and named ``.cleaned``; it is renamed ``.swap`` (the
+        commit point: recovery completes a swap from there on), put in the skip list, the old segments
+        are renamed ``.deleted`` (their files go ``file.delete.delay.ms`` later, readers still in them
+        finish) and ``new`` takes its plain name. Readers see the new segment at its base before the
+        old ones above it go, so an overlap, never a gap. False, and ``new`` deleted, when one of
+        ``old`` is no longer in the log (retention removed it meanwhile) or has become the active one."""
+        self._require_writable()
+        with self._lock:
+            active = self.active_segment
+            if not old or any(self.segments.get(s.base_offset) is not s or s is active for s in old):
+                new.delete()
+                return False
+            new.change_suffix(".swap")
+            fsync_directory(self.dir)
+            self.segments.put(new.base_offset, new)
+            for segment in old:
+                if segment.base_offset != new.base_offset:
+                    self.segments.remove(segment.base_offset)
+            for segment in old:
+                self.schedule_deletion(segment)
+            # the snapshots named by segments merged away go with them (Kafka's deletedNotReplaced)
+            gone = [segment.base_offset for segment in old if segment.base_offset != new.base_offset]
+            self.state_files.on_segments_deleted(gone, self._log_start_offset)
+            new.change_suffix("")
+            fsync_directory(self.dir)
+            self._dir_dirty = False
+            self.generation += 1
+        self._notify()
+        return True
 
     def schedule_deletion(self, segment: LogSegment) -> None:
         """Rename a segment that is no longer part of the log ``.deleted``; its files go once

@@ -23,6 +23,7 @@ from ..errors import CorruptRecordError, InvalidName, LogDirLocked, UnsafeFileEr
 from ..format.checkpoint import parse_offset_checkpoint, render_offset_checkpoint
 from .config import Settings
 from .handles import raise_open_file_limit
+from .kraft import recorded_topic_configs
 from .log import Log, fsync_directory, parse_partition_dir_name
 from .partition_metadata import ensure_partition_metadata, read_topic_id
 from .safefiles import check_partition_folder, open_file, write_atomically
@@ -117,7 +118,8 @@ class LogDir:
 
     def __init__(self, path: str | os.PathLike[str], settings: Settings | None = None, *, writable: bool = False) -> None:
         self.path = Path(path)
-        self.settings = settings or Settings()
+        # the topic settings a KRaft broker recorded in this directory's metadata log, below ``settings``
+        self.settings = (settings or Settings()).with_recorded(lambda: recorded_topic_configs(self.path))
         self.writable = writable
         self._logs: dict[str, Log] = {}
         self._guard = threading.RLock()

@@ -280,7 +280,8 @@ def _recover_segments(target: Log, recovery_point: int | None, clean_shutdown: b
         segment = needs[base]
         if base not in target.segments:  # deleted after a truncated one before it
             continue
-        cut = segment.recover(transactions=transactions.before(base))
+        higher = target.segments.higher(base)
+        cut = segment.recover(transactions=transactions.before(base), upper=higher[0] if higher else None)
         transactions.after(base)
         report.recovered_segments.append(segment.log_path.name)
         report.rebuilt_indexes.append(segment.log_path.name)

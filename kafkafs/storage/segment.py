@@ -41,7 +41,6 @@ from ..format.batch import (
     DecodedBatch,
     decode_batch,
     read_batch_header,
-    validate_batch,
 )
 from ..format.index import MAX_POSITION, MAX_RELATIVE_OFFSET
 from ..format.txnindex import TxnEvent, transaction_event
@@ -50,6 +49,7 @@ from .handles import BUDGET, FileHandle, HandleBudget
 from .index import OffsetIndex, TimeIndex
 from .safefiles import open_file
 from .transactions import ProducerTransactions, TransactionIndex
+from .validation import batch_problem
 
 __all__ = ["LogSegment", "BatchView", "segment_file_name", "CHUNK_BYTES", "NO_TIMESTAMP"]
 
@@ -721,12 +721,15 @@ class LogSegment:
         self,
         *,
         transactions: ProducerTransactions | Callable[[bool], ProducerTransactions | None] | None = None,
+        upper: int | None = None,
     ) -> int:
         """Re-validate every batch, rebuild the three indexes, cut the invalid tail; return the bytes cut
         (Kafka's ``LogSegment.recover``).
 
-        A batch is invalid when its header does not parse, its CRC does not match, or its offsets go
-        backwards; everything from the first invalid byte on is truncated. The indexes end trimmed, the
+        A batch is invalid when :func:`~kafkafs.storage.validation.batch_problem` says so, the rule
+        ``verify`` reports by (header, CRC, offsets that go backwards or reach ``upper``, the next
+        segment's base offset, records that do not decode); everything from the first invalid byte on
+        is truncated. The indexes end trimmed, the
         time index with its final entry, as a segment closed cleanly has them. A batch whose offsets do
         not fit the segment's relative offsets (Kafka would split the segment) is kept, unindexed.
 
@@ -740,7 +743,7 @@ class LogSegment:
         self._require_writable()
         with self._lock:
             events: list[TxnEvent] = []
-            cut = self._recover(events)
+            cut = self._recover(events, upper)
             self._rebuild_txn_index(events, transactions)
             return cut
 
@@ -767,7 +770,7 @@ class LogSegment:
             for entry in state.apply((event,)):
                 index.append(entry)
 
-    def _recover(self, events: list[TxnEvent]) -> int:
+    def _recover(self, events: list[TxnEvent], upper: int | None = None) -> int:
         offset_index, time_index = self.offset_index, self.time_index
         offset_index.reset()
         time_index.reset()
@@ -779,7 +782,11 @@ class LogSegment:
         try:
             for view in self.batches(0):
                 h = view.header
-                if not self._recoverable(view, next_offset):
+                problem = batch_problem(
+                    view.buf, h, next_offset=next_offset, segment_base=self.base_offset, upper=upper
+                )
+                if problem is not None:
+                    log.warning("%s: position %d: %s; cutting from there", self.log_path, view.position, problem)
                     break
                 fits = h.last_offset - self.base_offset <= MAX_RELATIVE_OFFSET
                 if h.max_timestamp > max_ts and fits:
@@ -810,14 +817,6 @@ class LogSegment:
         self._rolling_timestamp = first_ts
         self._tail = _Tail(next_offset, max_ts, max_offset, valid - last_entry)
         return cut
-
-    def _recoverable(self, view: BatchView, next_offset: int) -> bool:
-        h = view.header
-        try:
-            validate_batch(view.buf, h)
-        except CorruptRecordError:
-            return False
-        return h.last_offset_delta >= 0 and h.base_offset >= next_offset
 
     # ------------------------------------------------------------------------------------------ files
 

@@ -74,16 +74,20 @@ def test_one_decode_per_lookup(tree, built_logdir, monkeypatch):
     # getattr, open, read arrive by inode number: a node made afresh from it
     again = tree.node_for_ino(node.fixed_ino)
     attr = again.attr()
-    handle = tree.node_for_ino(node.fixed_ino).open(False)
+    handle = tree.node_for_ino(node.fixed_ino).open_now()  # from memory: no worker thread needed
+    assert handle is not None and not handle.blocking
     data = handle.read(0, 1 << 20)
+    assert tree.node_for_ino(node.fixed_ino).open(False).read(0, 1 << 20) == data
     assert len(data) == attr.size
     with LogDir(built_logdir) as d:
         log = d.log("orders-0")
         for batch in log.read(777, 777):
             want = render_record_pretty("orders", 0, batch, batch.offsets.index(777))
     assert data == want
-    assert calls.finds == 1 and calls.decodes <= 1 + 1  # the check above decoded once more
+    assert calls.finds == 1 and calls.decodes == 1 + 1  # the check above decoded once more
     assert calls.reads == 0
+    state = tree.state("orders-0")
+    assert tree.node_for_ino(tree.record_ino(state.index, 1400)).open_now() is None  # not looked up yet
 
 
 def test_neighbours_in_one_batch_decode_once(tree, monkeypatch):

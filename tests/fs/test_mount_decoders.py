@@ -37,6 +37,9 @@ def test_internal_topics_in_the_mount(mounted, fixtures_dir, tmp_path):
     assert pretty == offsets[1]
     assert (m / "__consumer_offsets-6" / "records.jsonl").stat().st_size == len(
         (m / "__consumer_offsets-6" / "records.jsonl").read_bytes())
+    # the topic settings the broker recorded in its metadata log (ConfigRecords) are the topic's
+    described = orjson.loads((m / "__consumer_offsets-6" / "partition.json").read_bytes())
+    assert described["config"]["segment.bytes"] == 104857600 and described["config"]["cleanup.policy"] == "compact"
 
 
 def test_registry_values_in_the_mount(mounted, tmp_path):

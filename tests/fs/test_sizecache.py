@@ -42,8 +42,8 @@ class Counting:
         self.sized = 0
         original = SegmentLayout.extend
 
-        def extend(layout, renderer):
-            n = original(layout, renderer)
+        def extend(layout, renderer, on_piece=None):
+            n = original(layout, renderer, on_piece)
             if n:
                 self.sized += 1
             return n

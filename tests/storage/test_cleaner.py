@@ -200,7 +200,8 @@ def test_compaction_stops_at_a_transaction_still_in_progress(tmp_path):
         assert not (tmp_path / "cleaner-offset-checkpoint").exists()
         log.append_batches(_marker("COMMIT", 1))  # 4
         lines = clean_logdir(logdir, now_ms=10**13)
-        assert len(lines) == 1 and "00000000000000000000.log: 2 superseded" in lines[0]
+        # both sealed segments fit segment.bytes: merged into one, as Kafka's cleaner groups them
+        assert lines == ["kv-0: compacted 00000000000000000000.log (+1 segment(s) merged): 2 superseded record(s) removed"]
         assert [r[0] for r in log.records()] == [2, 3, 4]
         assert logdir.cleaner_offsets() == {("kv", 0): 3}
 
@@ -219,3 +220,90 @@ def test_a_live_reader_stops_listing_segments_renamed_deleted(tmp_path):
             assert list(reader.segments.keys()) == list(log.segments.keys())
             assert reader.log_start_offset == log.log_start_offset
             assert [n for n in os.listdir(tmp_path / "t-0") if n.endswith(".log.deleted")]
+
+
+def test_a_map_smaller_than_the_keys_cleans_in_rounds_to_the_latest_per_key(tmp_path):
+    settings = Settings({"segment.bytes": 4096}, {"kv": {"cleanup.policy": "compact"}})
+    with LogDir(tmp_path, settings, writable=True) as logdir:
+        log = logdir.create_partition("kv", 0)
+        latest = {}
+        for i in range(3000):
+            key = b"k%d" % ((i * 7919) % 700)
+            log.append_records([(1000 + i, key, b"v%d" % i, ())])
+            latest[key] = i
+        log.roll()
+        rounds: list[int] = []
+        from kafkafs.storage.cleaner import _compact
+
+        lines, end = _compact(log, 10**13, dry_run=False, memory=200 * 24, on_round=rounds.append)
+        assert len(rounds) >= 4 and rounds == sorted(rounds) and end == rounds[-1] == 3000
+        kept = {r[2]: r[0] for r in log.records()}
+        assert kept == latest
+        assert len(list(log.records())) == len(latest)  # nothing superseded is left
+    assert _kafka_python_offsets(tmp_path / "kv-0") == sorted(latest.values())
+
+
+def test_tombstones_get_a_delete_horizon_and_go_once_it_has_passed(tmp_path):
+    from kafka.record.default_records import DefaultRecordBatch
+
+    settings = Settings({}, {"kv": {"cleanup.policy": "compact", "delete.retention.ms": 5000}})
+    with LogDir(tmp_path, settings, writable=True) as logdir:
+        log = logdir.create_partition("kv", 0)
+        log.append_records([(1000, b"a", b"1", ()), (1001, b"b", b"2", ())])
+        log.append_records([(1002, b"a", None, ()), (1003, b"c", b"3", ())])
+        log.roll()
+        log.append_records([(1004, b"x", b"x", ())])
+        compact(log, now_ms=50_000)
+        assert [(r[0], r[1], r[2], r[3]) for r in log.records()] == [
+            (1, 1001, b"b", b"2"), (2, 1002, b"a", None), (3, 1003, b"c", b"3"), (4, 1004, b"x", b"x")]
+        data = (tmp_path / "kv-0" / "00000000000000000000.log").read_bytes()
+        batches = []
+        pos = 0
+        while pos < len(data):
+            size = int.from_bytes(data[pos + 8:pos + 12], "big") + 12
+            batches.append(DefaultRecordBatch(data[pos:pos + size]))
+            pos += size
+        horizon = [b for b in batches if b.attributes & 0x40]
+        assert len(horizon) == 1 and horizon[0].first_timestamp == 50_000 + 5000  # KIP-534
+        assert horizon[0].validate_crc()
+        assert [r.timestamp for r in horizon[0]] == [1002, 1003]  # record timestamps unchanged
+        compact(log, now_ms=54_999, checkpoint=0)  # before the horizon: stays
+        assert 2 in [r[0] for r in log.records()]
+        compact(log, now_ms=55_000, checkpoint=0)
+        assert [r[0] for r in log.records()] == [1, 3, 4]
+
+
+def test_the_background_cleaner_compacts_the_dirtiest_log_and_stops(tmp_path):
+    import time
+
+    from kafkafs.storage.cleaner import LogCleaner
+
+    settings = Settings(
+        {"segment.bytes": 1024, "log.cleaner.backoff.ms": 10, "log.initial.task.delay.ms": 0,
+         "log.retention.check.interval.ms": 100,
+         "retention.bytes": 2048, "retention.ms": -1},
+        {"kv": {"cleanup.policy": "compact"}},
+    )
+    with LogDir(tmp_path, settings, writable=True) as logdir:
+        kv = logdir.create_partition("kv", 0)
+        ev = logdir.create_partition("ev", 0)
+        cleaner = LogCleaner(logdir)
+        cleaner.start()
+        try:
+            for i in range(600):
+                kv.append_records([(1000 + i, b"k%d" % (i % 10), b"v%d" % i, ())])
+                ev.append_records([(1000 + i, None, b"e%d" % i, ())])
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and (kv.size_in_bytes() > 4096 or ev.size_in_bytes() > 4096):
+                time.sleep(0.05)
+        finally:
+            cleaner.stop()
+        assert cleaner.errors == 0
+        assert kv.size_in_bytes() <= 4096 and ev.size_in_bytes() <= 4096
+        assert logdir.cleaner_offsets()[("kv", 0)] > 0
+        kept = {}
+        for offset, _ts, key, value, _h in kv.records():
+            kept[key] = value
+        assert kept == {b"k%d" % k: b"v%d" % (590 + k) for k in range(10)}
+        assert [r[3] for r in ev.records()][-1] == b"e599"
+    assert not [n for n in os.listdir(tmp_path / "kv-0") if n.endswith((".cleaned", ".swap"))]

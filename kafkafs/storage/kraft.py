@@ -1,0 +1,114 @@
+"""Topic settings that a KRaft broker recorded (SPEC §8): the ``ConfigRecord``s of ``__cluster_metadata``.
+
+The metadata log of a KRaft log directory (``__cluster_metadata-0``) holds, among the rest, a
+``ConfigRecord`` (resource type 2, topic) for every setting a topic was created or altered with, a
+``null`` value for one that was deleted, and a ``RemoveTopicRecord`` when the topic goes. A snapshot
+(``<end offset>-<epoch>.checkpoint``, record batches like a segment) holds the state up to its end
+offset; the newest one is read first, then the log from there on.
+
+:func:`recorded_topic_configs` returns the latest value of each (topic, name) as the strings Kafka
+stored; :class:`~kafkafs.storage.config.Settings` turns the names it knows into a topic's settings,
+below ``--config`` and ``--set``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+from ..errors import KafkafsError
+from ..format.batch import decode_batch, scan_batches
+from ..format.decoders import metadata_record
+from .log import Log
+
+__all__ = ["METADATA_PARTITION", "recorded_topic_configs"]
+
+log = logging.getLogger(__name__)
+
+METADATA_PARTITION = "__cluster_metadata-0"
+_TOPIC_RESOURCE = 2
+# apiKeys of the records that matter here: TopicRecord 2, ConfigRecord 4, RemoveTopicRecord 9
+_WANTED = {2, 4, 9}
+
+
+class _State:
+    def __init__(self) -> None:
+        self.configs: dict[str, dict[str, str]] = {}
+        self.names: dict[str, str] = {}  # topic id -> name
+
+    def apply(self, value: bytes | None) -> None:
+        # the frame is uvarint frame version (1), uvarint apiKey, uvarint version: every key wanted is < 128
+        if value is None or len(value) < 3 or value[1] not in _WANTED:
+            return
+        try:
+            record = metadata_record(value)
+        except KafkafsError:
+            return
+        data = record["data"]
+        kind = record["type"]
+        if kind == "TOPIC_RECORD":
+            self.names[data["topicId"]] = data["name"]
+        elif kind == "REMOVE_TOPIC_RECORD":
+            name = self.names.pop(data["topicId"], None)
+            if name is not None:
+                self.configs.pop(name, None)
+        elif kind == "CONFIG_RECORD" and data["resourceType"] == _TOPIC_RESOURCE:
+            topic = self.configs.setdefault(data["resourceName"], {})
+            if data["value"] is None:
+                topic.pop(data["name"], None)
+            else:
+                topic[data["name"]] = data["value"]
+
+
+def _latest_snapshot(directory: Path) -> tuple[int, Path] | None:
+    best = None
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return None
+    for name in names:
+        stem, _, suffix = name.partition(".")
+        offset, dash, epoch = stem.partition("-")
+        if suffix == "checkpoint" and dash and offset.isdigit() and epoch.isdigit():
+            if best is None or int(offset) > best[0]:
+                best = (int(offset), directory / name)
+    return best
+
+
+def recorded_topic_configs(logdir: str | os.PathLike[str]) -> dict[str, dict[str, str]]:
+    """Topic name -> {setting name: value string}, as the metadata log of ``logdir`` last recorded them;
+    empty when there is no metadata log. Damage ends the reading with a warning (what came before counts)."""
+    directory = Path(logdir) / METADATA_PARTITION
+    if not directory.is_dir():
+        return {}
+    state = _State()
+    start = None
+    snapshot = _latest_snapshot(directory)
+    if snapshot is not None:
+        start, path = snapshot
+        try:
+            buf = path.read_bytes()
+            for header in scan_batches(buf):
+                batch = decode_batch(buf, header)
+                if not batch.header.is_control:
+                    for value in batch.values:
+                        state.apply(value)
+        except (OSError, KafkafsError) as exc:
+            log.warning("%s: snapshot read up to damage: %s", path, exc)
+    try:
+        log_ = Log.open(directory)
+    except (OSError, KafkafsError) as exc:
+        log.warning("%s: not read: %s", directory, exc)
+        return state.configs
+    try:
+        if start is None or start <= log_.log_end_offset:
+            for batch in log_.read(start):
+                if not batch.header.is_control:
+                    for value in batch.values:
+                        state.apply(value)
+    except KafkafsError as exc:
+        log.warning("%s: read up to damage: %s", directory, exc)
+    finally:
+        log_.close()
+    return state.configs

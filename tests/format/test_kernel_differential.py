@@ -1,0 +1,282 @@
+"""The compiled kernel against the Python reference, byte for byte, over arbitrary bytes.
+
+Every test builds its input independently (records sections are encoded here, from Kafka's documented
+layout, so they can hold what no encoder writes: invalid header keys, non-minimal or over-long
+varints, damage) and asserts that the kernel and the reference agree: the same columns, the same
+lines, or both refuse. Runs at hypothesis' default size in CI; for a long run:
+
+    KAFKAFS_DIFF_EXAMPLES=250000 pytest tests/format/test_kernel_differential.py
+"""
+
+import os
+import struct
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kafkafs.errors import CorruptRecordError
+from kafkafs.format import jsonembed, kernel
+from kafkafs.format.batchheader import BatchHeader
+from kafkafs.format.jsonrender import line_prefix, render_lines, select_indexes
+from kafkafs.format.records import decode_records
+
+pytestmark = pytest.mark.skipif(kernel.KERNEL is None, reason="the compiled kernel is not built")
+
+_EXAMPLES = int(os.environ.get("KAFKAFS_DIFF_EXAMPLES", "0"))
+if _EXAMPLES:
+    settings.register_profile(
+        "kafkafs-long", max_examples=_EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck)
+    )
+    settings.load_profile("kafkafs-long")
+
+MODES = ("auto", "string", "base64")
+
+# ------------------------------------------------------------------------------------- values
+
+_BAD_UTF8 = [b"\xc0\x80", b"\xc1\xbf", b"\xe0\x80\x80", b"\xe0\x9f\xbf", b"\xed\xa0\x80", b"\xed\xbf\xbf",
+             b"\xf0\x80\x80\x80", b"\xf4\x90\x80\x80", b"\xf5\x80\x80\x80", b"\xff", b"\xfe", b"\x80", b"\xbf",
+             b"\xc2", b"\xe2\x82", b"\xf0\x9f\x98", b"\xef\xbb\xbf"]
+_JSON_PIECES = ['{', '}', '[', ']', ',', ':', '"', '"a"', '"k"', '"\\u00e9"', '"\\ud83d\\ude00"', '"\\ud800"',
+                '"\\udc00"', '"\\uD800\\uDC00"', '"\\ud800\\u0041"', '\\', '\\n', '\\/', '\\x', '\\u12', '1', '-0',
+                '0.5', '1e400', '-1E-7', '01', '-', '.', 'e5', 'E+2', '1.', '123456789012345678901234567890',
+                '18446744073709551616', 'true', 'false', 'null', 'nul', 'True', 'NaN', 'Infinity',
+                ' ', '\t', '\n', '\r', '\x0b', '\x0c', '\x00', '\x1f', '\x7f', '\u00a0', '\u2028', '\ufeff', 'é',
+                '😀', '"x\x00y"', '"tab\there"', '"\\u0000"']
+
+json_like = st.lists(st.sampled_from(_JSON_PIECES), max_size=24).map(lambda p: "".join(p).encode())
+valid_json = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=8)),
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=4), inner, max_size=4)),
+    max_leaves=12,
+).filter(lambda v: isinstance(v, (list, dict)))
+whitespace = st.text(alphabet=" \t\n\r\x0b\x0c\u00a0", max_size=3)
+
+
+@st.composite
+def spaced_json(draw):
+    import json
+
+    text = json.dumps(draw(valid_json), ensure_ascii=draw(st.booleans()), indent=draw(st.sampled_from([None, 1, "\t"])))
+    return (draw(whitespace) + text + draw(whitespace)).encode("utf-8", "surrogatepass")
+
+
+@st.composite
+def deep(draw):
+    depth = draw(st.integers(jsonembed.MAX_DEPTH - 2, jsonembed.MAX_DEPTH + 2))
+    if draw(st.booleans()):
+        return b"[" * depth + b"]" * depth
+    return b'{"a":' * (depth - 1) + b"{}" + b"}" * (depth - 1)
+
+
+mixed_bytes = st.lists(
+    st.one_of(st.sampled_from(_BAD_UTF8), st.text(max_size=6).map(lambda t: t.encode("utf-8", "surrogatepass")),
+              st.binary(max_size=4), st.sampled_from(_JSON_PIECES).map(str.encode)),
+    max_size=8,
+).map(b"".join)
+
+_ESCAPES = ["\\ud800", "\\ue000", "\\uffff", "\\udbff", "\\udc00", "\\udfff", "\\uD83D", "\\uDE00", "\\u0000", "\\u001f", "\\u00e9",
+            "\\n", "\\\\", "\\\"", "\\/", "\\b", "\\q", "\\u12g4", "\\", "a", "é", "\x00", "\x1f", "\x7f", "\t"]
+json_strings = st.tuples(
+    st.sampled_from(['["', '{"k":"', '{"', '[1,"']),
+    st.lists(st.sampled_from(_ESCAPES), max_size=6),
+    st.sampled_from(['"]', '"}', '":1}', '"]]']),
+).map(lambda t: (t[0] + "".join(t[1]) + t[2]).encode())
+_UTF8_EDGES = [0x00, 0x41, 0x7F, 0x80, 0x8F, 0x90, 0x9F, 0xA0, 0xBF, 0xC0, 0xC1, 0xC2, 0xDF, 0xE0, 0xED, 0xEF, 0xF0,
+               0xF4, 0xF5, 0xFF]
+utf8_edges = st.lists(st.sampled_from(_UTF8_EDGES), max_size=6).map(bytes)
+
+values = st.one_of(
+    st.none(), json_strings, utf8_edges, st.binary(max_size=48), st.text(max_size=24).map(lambda t: t.encode("utf-8", "surrogatepass")),
+    json_like, spaced_json(), mixed_bytes, deep(), st.just(b""),
+)
+
+# ------------------------------------------------------------------------------------- sections
+
+
+def _uvarint(raw: int) -> bytes:
+    out = bytearray()
+    while raw >= 0x80:
+        out.append((raw & 0x7F) | 0x80)
+        raw >>= 7
+    out.append(raw)
+    return bytes(out)
+
+
+def _varint(value: int, pad: int = 0, bits: int = 64) -> bytes:
+    raw = ((value << 1) ^ (value >> (bits - 1))) & ((1 << bits) - 1)
+    data = bytearray(_uvarint(raw))
+    if pad:  # the same value in more bytes than needed
+        data[-1] |= 0x80
+        data += b"\x80" * (pad - 1) + b"\x00"
+    return bytes(data)
+
+
+def _field(data: bytes | None, pad: int = 0) -> bytes:
+    if data is None:
+        return _varint(-1, pad)
+    return _varint(len(data), pad) + data
+
+
+header_keys = st.one_of(st.text(max_size=8).map(str.encode), st.sampled_from(_BAD_UTF8), mixed_bytes, st.just(b""))
+record = st.tuples(
+    st.integers(-(2**40), 2**40) | st.sampled_from([-(2**63), 2**63 - 1]),  # timestamp delta
+    st.integers(0, 1000) | st.integers(-(2**31), 2**31 - 1),  # offset delta
+    values,  # key
+    values,  # value
+    st.lists(st.tuples(header_keys, values), max_size=3),
+    st.integers(0, 2),  # padding of the varints
+)
+
+
+def _section(records) -> bytes:
+    out = bytearray()
+    for ts_delta, offset_delta, key, value, headers, pad in records:
+        body = b"\x00" + _varint(ts_delta, pad) + _varint(offset_delta, pad, 32) + _field(key, pad) + _field(value)
+        body += _varint(len(headers))
+        for hk, hv in headers:
+            body += _field(hk) + _field(hv, pad)
+        out += _varint(len(body), pad, 32) + body
+    return bytes(out)
+
+
+attributes = st.sampled_from([0, 0x08, 0x10, 0x20, 0x30, 0x18, 0x38])
+int64 = st.integers(-(2**63), 2**63 - 1)
+bound = st.one_of(st.none(), st.integers(-5, 1100), st.sampled_from([2**70, -(2**70), 2**63 - 1, -(2**63)]))
+
+
+def _header(count: int, attrs: int, base_offset: int, first_ts: int, max_ts: int, producer_id: int) -> BatchHeader:
+    return BatchHeader(0, base_offset, 0, 0, 2, 0, attrs, 0, first_ts, max_ts, producer_id, 0, 0, count)
+
+
+def _reference(fn, *args):
+    try:
+        return fn(*args)
+    except (CorruptRecordError, IndexError):
+        return "refused"
+
+
+def _kernel(fn, *args):
+    try:
+        return fn(*args)
+    except CorruptRecordError:
+        return "refused"
+
+
+def _columns(batch):
+    if isinstance(batch, str):
+        return batch
+    return batch.offsets, batch.timestamps, batch.keys, batch.values, [list(map(tuple, h)) for h in batch.headers]
+
+
+def _ref_render(data, header, mode, lo, hi, ts_lo, ts_hi):
+    batch = decode_records(data, header)
+    indexes = select_indexes(batch, lo, hi, ts_lo, ts_hi)
+    return render_lines("topic.x", 7, batch, mode, indexes), [batch.offsets[i] for i in indexes]
+
+
+def _check(data: bytes, header: BatchHeader, mode: str, bounds) -> None:
+    expected = _reference(decode_records, data, header)
+    got = _kernel(kernel.decode_records, data, header)
+    assert _columns(got) == _columns(expected)
+    if not isinstance(got, str):
+        assert all(type(h) is tuple or all(type(x).__name__ == "Header" for x in h) for h in got.headers)
+    ref = _reference(_ref_render, data, header, mode, *bounds)
+    prefix = line_prefix("topic.x", 7)
+    rendered = _kernel(kernel.render_raw, prefix, data, header, mode, *bounds, 0)
+    lengths = _kernel(kernel.render_raw, prefix, data, header, mode, *bounds, 1)
+    with_ends = _kernel(kernel.render_raw, prefix, data, header, mode, *bounds, 2)
+    if ref == "refused":
+        assert rendered == lengths == with_ends == "refused"
+        return
+    lines, offsets = ref
+    assert rendered == b"".join(lines)
+    assert lengths == [len(line) for line in lines]
+    ends = [sum(map(len, lines[: i + 1])) for i in range(len(lines))]
+    assert with_ends == (rendered, offsets, ends)
+    # the decoded columns render alike through the kernel's column path
+    batch = decode_records(data, header)
+    assert kernel.render_columns(prefix, batch, mode, 0, len(batch)) == b"".join(
+        render_lines("topic.x", 7, batch, mode, range(len(batch)))
+    )
+
+
+@given(st.lists(record, max_size=6), attributes, int64, int64, int64, st.sampled_from(MODES),
+       st.tuples(bound, bound, bound, bound))
+def test_valid_sections_render_alike(records, attrs, base_offset, first_ts, max_ts, mode, bounds):
+    data = _section(records)
+    _check(data, _header(len(records), attrs, base_offset, first_ts, max_ts, 4242), mode, bounds)
+
+
+@given(st.lists(record, min_size=1, max_size=4), attributes, st.sampled_from(MODES),
+       st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 3), st.binary(min_size=1, max_size=6)), min_size=1, max_size=3),
+       st.integers(-1, 1))
+def test_damaged_sections_are_refused_alike(records, attrs, mode, damage, count_error):
+    data = bytearray(_section(records))
+    for where, how, junk in damage:
+        i = where % (len(data) + 1)
+        if how == 0:  # overwrite
+            data[i : i + len(junk)] = junk[: max(0, len(data) - i)] or junk
+        elif how == 1:  # insert
+            data[i:i] = junk
+        elif how == 2:  # delete
+            del data[i : i + len(junk)]
+        else:  # truncate
+            del data[i:]
+    header = _header(max(0, len(records) + count_error), attrs, 10, 1000, 2000, 9)
+    _check(bytes(data), header, mode, (None, None, None, None))
+
+
+@given(values, st.sampled_from(MODES))
+def test_one_value_renders_alike(data, mode):
+    assert kernel.render_value(data, mode) == jsonembed.render_value(data, mode)
+
+
+@given(st.binary(max_size=64), st.sampled_from(MODES))
+def test_arbitrary_bytes_render_alike(data, mode):
+    assert kernel.render_value(data, mode) == jsonembed.render_value(data, mode)
+
+
+@given(st.lists(st.sampled_from([0x80, 0xFF, 0x7F, 0x00, 0x01, 0x02, 0x10, 0x0F]), max_size=12), attributes)
+def test_varint_bytes_alike(raw, attrs):
+    """Sections of raw varint-ish bytes: over-long, out-of-range and truncated varints everywhere."""
+    data = bytes(raw)
+    for count in (0, 1, 2):
+        _check(data, _header(count, attrs, 0, 0, 0, 1), "auto", (None, None, None, None))
+
+
+def test_control_and_transactional_lines():
+    key = struct.pack(">hh", 0, 1)
+    data = _section([(0, 0, key, b"\x00\x00\x00\x00\x00\x07", [], 0), (1, 1, None, None, [], 0)])
+    header = _header(2, 0x30, 5, 100, 100, 77)
+    lines, _ = _ref_render(data, header, "auto", None, None, None, None)
+    assert lines[0].endswith(b',"control":"COMMIT","producerId":77}\n')
+    assert lines[1].endswith(b',"control":"UNKNOWN","producerId":77}\n')
+    _check(data, header, "auto", (None, None, None, None))
+
+
+def test_short_byte_strings_exhaustively():
+    """Every 1- and 2-byte value, and every 3- and 4-byte value over the bytes where UTF-8's rules
+    change, in every mode (and inside a JSON string, for auto)."""
+    import itertools
+
+    cases = [bytes([a]) for a in range(256)] + [bytes([a, b]) for a in range(256) for b in range(256)]
+    cases += [bytes(c) for n in (3, 4) for c in itertools.product(_UTF8_EDGES, repeat=n)]
+    for mode in MODES:
+        for data in cases:
+            assert kernel.render_value(data, mode) == jsonembed.render_value(data, mode), (data, mode)
+    for data in cases[:65792]:
+        wrapped = b'["' + data + b'"]'
+        assert kernel.render_value(wrapped, "auto") == jsonembed.render_value(wrapped, "auto"), data
+
+
+def test_string_escapes_exhaustively():
+    """Every sequence of up to three escape pieces (lone, paired and reversed surrogates, bad escapes,
+    raw control bytes) inside a JSON string, as an array element and as an object key."""
+    import itertools
+
+    for n in range(4):
+        for parts in itertools.product(_ESCAPES, repeat=n):
+            inner = "".join(parts).encode()
+            for data in (b'["' + inner + b'"]', b'{"' + inner + b'":0}'):
+                assert kernel.render_value(data, "auto") == jsonembed.render_value(data, "auto"), data

@@ -1,0 +1,90 @@
+"""Topic settings a KRaft broker recorded (ConfigRecords in __cluster_metadata) are the topic's settings,
+below --config and --set (SPEC §8)."""
+
+from __future__ import annotations
+
+import shutil
+
+from kafkafs.format.batch import encode_batch
+from kafkafs.format.decoders.internal import metadata_frame
+from kafkafs.storage.config import Settings
+from kafkafs.storage.kraft import recorded_topic_configs
+from kafkafs.storage.logdir import LogDir
+
+
+def test_kafka_logs_c_consumer_offsets_settings(fixtures_dir):
+    with LogDir(fixtures_dir / "kafka-logs-c") as logdir:
+        config = logdir.log("__consumer_offsets-6").config
+        assert config.segment_bytes == 104857600 and config.compact
+        assert logdir.log("__consumer_offsets-6").describe()["config"]["segment.bytes"] == 104857600
+        # a topic the broker recorded nothing for keeps the defaults
+        assert logdir.log("TestTopicPatient-0").config.segment_bytes == 1024 ** 3
+
+
+def test_config_file_and_set_win(fixtures_dir, tmp_path):
+    toml = tmp_path / "k.toml"
+    toml.write_text('[topics."__consumer_offsets"]\n"segment.bytes" = 2000000\n')
+    with LogDir(fixtures_dir / "kafka-logs-c", Settings.load(toml)) as logdir:
+        config = logdir.log("__consumer_offsets-6").config
+        assert config.segment_bytes == 2000000 and config.compact  # the file wins; the rest stays recorded
+    # an internal topic keeps what the broker recorded over a default for every topic (--set)
+    with LogDir(fixtures_dir / "kafka-logs-c", Settings.load(None, {"segment.bytes": 3000000})) as logdir:
+        assert logdir.log("__consumer_offsets-6").config.segment_bytes == 104857600
+        assert logdir.log("TestTopicPatient-0").config.segment_bytes == 3000000
+
+
+def _uuid(n: int) -> str:
+    import base64
+
+    return base64.urlsafe_b64encode(bytes([n]) * 16).rstrip(b"=").decode()
+
+
+def _config(topic, name, value):
+    return metadata_frame("CONFIG_RECORD", 0, {"resourceType": 2, "resourceName": topic, "name": name, "value": value})
+
+
+def test_generated_metadata_log_with_a_snapshot(tmp_path):
+    meta = tmp_path / "__cluster_metadata-0"
+    meta.mkdir()
+    snapshot = [
+        metadata_frame("TOPIC_RECORD", 0, {"name": "a", "topicId": _uuid(1)}),
+        _config("a", "retention.ms", "1000"),
+        _config("a", "min.insync.replicas", "2"),  # no meaning here: ignored
+        metadata_frame("TOPIC_RECORD", 0, {"name": "gone", "topicId": _uuid(2)}),
+        _config("gone", "retention.ms", "5"),
+        metadata_frame(  # a broker's setting (resource type 4): not a topic's
+            "CONFIG_RECORD", 0, {"resourceType": 4, "resourceName": "1", "name": "log.retention.ms", "value": "7"}),
+    ]
+    (meta / f"{3:020d}-{1:010d}.checkpoint").write_bytes(encode_batch([(1, None, v, ()) for v in snapshot]))
+    later = [
+        _config("a", "retention.ms", None),  # deleted
+        _config("a", "cleanup.policy", "compact"),
+        _config("a", "segment.bytes", "1"),  # below kafkafs's minimum: not applied, with a warning
+        metadata_frame("REMOVE_TOPIC_RECORD", 0, {"topicId": _uuid(2)}),
+        _config("b", "max.message.bytes", "5000"),
+    ]
+    # the log starts at the snapshot's end offset, as Kafka's does after it deletes older segments
+    (meta / f"{3:020d}.log").write_bytes(encode_batch([(2, None, v, ()) for v in later], base_offset=3))
+    assert recorded_topic_configs(tmp_path) == {
+        "a": {"min.insync.replicas": "2", "cleanup.policy": "compact", "segment.bytes": "1"},
+        "b": {"max.message.bytes": "5000"},
+    }
+    for name in ("a-0", "b-0", "c-0"):
+        (tmp_path / name).mkdir()
+    with LogDir(tmp_path) as logdir:
+        a = logdir.log("a-0").config
+        assert a.compact and a.retention_ms == 7 * 24 * 3600 * 1000 and a.segment_bytes == 1024 ** 3
+        assert logdir.log("b-0").config.max_message_bytes == 5000
+        assert logdir.log("c-0").config.max_message_bytes == 1024 * 1024 + 12
+    # --set (a default for every topic) is above what a broker recorded for an ordinary topic
+    with LogDir(tmp_path, Settings.load(None, {"max.message.bytes": 7000})) as logdir:
+        assert logdir.log("b-0").config.max_message_bytes == 7000
+        assert logdir.log("a-0").config.compact
+
+
+def test_no_metadata_log(tmp_path, fixtures_dir):
+    assert recorded_topic_configs(tmp_path) == {}
+    copy = tmp_path / "a"
+    shutil.copytree(fixtures_dir / "kafka-logs-a", copy)
+    with LogDir(copy) as logdir:
+        assert logdir.log("demo-0").config.segment_bytes == 1024 ** 3
