@@ -27,8 +27,8 @@ import orjson
 from ..errors import InvalidInput, InvalidName, UnsafeFileError
 from ..format.decoders import decoder_for
 from ..format.jsonview import VALUES_MODES
-from ..storage.log import parse_partition_dir_name
 from ..storage.logdir import LogDir
+from ..storage.names import parse_partition_dir_name
 from ..storage.safefiles import is_regular_file, open_file, regular_files
 from . import names
 from .append import AppendBuffer
