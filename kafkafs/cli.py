@@ -190,7 +190,7 @@ def _read_line_groups(fd: int, max_lines: int = 1000, max_bytes: int = 512 * 102
 
 def cmd_produce(args: argparse.Namespace) -> int:
     from .format.jsonview import parse_lines
-    from .storage.log import parse_partition_dir_name
+    from .storage.names import parse_partition_dir_name
 
     topic, partition = parse_partition_dir_name(args.partition)
     with _open_logdir(args.logdir, args, writable=True, strict=False) as logdir:

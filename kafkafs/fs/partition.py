@@ -18,7 +18,7 @@ from ..errors import CorruptRecordError
 from ..format.batch import DecodedBatch
 from ..format.jsonview import render_record_pretty
 from ..storage.log import Log
-from ..storage.segment import BatchView, LogSegment
+from ..storage.segment import LogSegment
 from .caches import LRU, PieceCache
 from .handleview import handle_view, layout_after
 from .layout import Part, Pieces, RangeLayout, Renderer, SegmentLayout, read_parts
@@ -84,29 +84,6 @@ class SegmentRange(NamedTuple):
     last: int
 
 
-def locate(log_: Log, offset: int) -> tuple[LogSegment, BatchView] | None:
-    """The segment and batch holding ``offset`` as the engine finds it (None: no such record)."""
-    # TODO(i8): Log.locate once it is in main
-    if offset < log_.log_start_offset or offset >= log_.log_end_offset:
-        return None
-    floor = log_.segments.floor(offset)
-    if floor is None:
-        return None
-    segment = floor[1]
-    view = segment.find(offset)
-    if view is None:  # in a gap at the end of the segment: the next one may start with it
-        higher = log_.segments.higher(segment.base_offset)
-        if higher is None:
-            return None
-        segment = higher[1]
-        view = segment.find(offset)
-        if view is None:
-            return None
-    if view.header.base_offset > offset and view.header.magic == 2:
-        return None
-    return segment, view
-
-
 class PartitionState:
     """A partition folder of the mount; ``index`` is its number for the mount's lifetime.
 
@@ -152,7 +129,7 @@ class PartitionState:
 
     def _active_base(self) -> int | None:
         last = self.log.segments.last()
-        return last[0] if last else None
+        return last.base_offset if last else None
 
     def shape(self) -> tuple:
         """A cheap fingerprint of what the views depend on: it changes whenever they might."""
@@ -161,9 +138,9 @@ class PartitionState:
         last = segments.last()
         return (
             len(segments),
-            first[0] if first else None,
-            last[0] if last else None,
-            last[1].size if last else 0,
+            first.base_offset if first else None,
+            last.base_offset if last else None,
+            last.size if last else 0,
             self.log.log_start_offset,
             getattr(self.log, "generation", 0),  # a compaction swap changes no other field
         )
@@ -236,8 +213,8 @@ class PartitionState:
         start = self.log.log_start_offset
         active = self.log.active_segment
         return [
-            (base, segment)
-            for base, segment in self.log.segments.items()
+            (segment.base_offset, segment)
+            for segment in self.log.segments
             if segment.next_offset > start or segment is active
         ]
 
@@ -431,11 +408,11 @@ class PartitionState:
                 if batch.offsets and batch.offsets[0] <= offset <= batch.offsets[-1]:
                     return batch
         try:
-            located = locate(log_, offset)
-            if located is None:
+            view = log_.locate(offset)
+            if view is None:
                 return None
-            segment, view = located
-            batch = view.decode(file=str(segment.log_path))
+            segment = view.segment
+            batch = view.decode()
         except CorruptRecordError as exc:
             self._report_corrupt(exc)
             raise
@@ -472,10 +449,10 @@ class PartitionState:
             except CorruptRecordError as exc:
                 self._report_corrupt(exc)
                 floor = log_.segments.floor(pos)
-                higher = log_.segments.higher(floor[0]) if floor else None
+                higher = log_.segments.higher(floor.base_offset) if floor else None
                 if higher is None:
                     return
-                pos = higher[0]
+                pos = higher.base_offset
 
 
     def listed_records(self) -> int:

@@ -32,8 +32,9 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 
 from ..errors import InvalidInput, KafkafsError
-from ..storage.log import Log, parse_partition_dir_name
+from ..storage.log import Log
 from ..storage.logdir import LogDir
+from ..storage.names import parse_partition_dir_name
 from .dataloss import report_data_loss
 from .options import EARLIEST, LATEST, ReadOptions
 from .positions import (
@@ -231,15 +232,16 @@ def _pieces_for(
     counter: _Counter,
     aborted: tuple[tuple[int, int, int], ...] = (),
 ) -> list[Piece]:
-    items = list(log_.segments.items())
+    items = list(log_.segments)
     out: list[Piece] = []
     directory = str(log_.dir)
-    for i, (base, segment) in enumerate(items):
+    for i, segment in enumerate(items):
+        base = segment.base_offset
         size = segment.size
         if size == 0:
             continue
         counter.total += 1
-        next_base = items[i + 1][0] if i + 1 < len(items) else None
+        next_base = items[i + 1].base_offset if i + 1 < len(items) else None
         if (end is not None and base >= end) or (next_base is not None and next_base <= first):
             counter.pruned += 1
             continue

@@ -23,7 +23,8 @@ import pyarrow.compute as pc
 from ..errors import CorruptRecordError
 from ..format.batch import BatchHeader, DecodedBatch, control_type_of
 from ..storage.config import LogConfig
-from ..storage.segment import BatchView, LogSegment
+from ..storage.records import BatchView
+from ..storage.segment import LogSegment
 from .dataloss import report_data_loss
 from .plan import Piece, ScanSpec, Split
 from .schema import HEADERS_ARROW_TYPE, TIMESTAMP_ARROW_TYPE, arrow_schema

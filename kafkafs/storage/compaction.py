@@ -40,8 +40,10 @@ from dataclasses import dataclass, field
 from ..format.batch import BatchHeader, Codec, encode_batch, read_batch_header
 from ..format.crc import crc32c
 from ..format.txnindex import AbortedTxn
+from .names import CLEANED, LOG, SEGMENT_EXTENSIONS, segment_file_name
 from .offset_map import OffsetMap
-from .segment import BatchView, LogSegment, segment_file_name
+from .records import BatchView
+from .segment import LogSegment
 
 __all__ = [
     "CleanStats",
@@ -104,10 +106,11 @@ def first_uncleanable_offset(target, now_ms: int) -> int:
         upper = min(upper, undecided)
     floor = target.segments.floor(upper)
     if floor is not None:
-        upper = floor[0]  # whole segments only: the one holding an undecided offset stays as it is
+        upper = floor.base_offset  # whole segments only: the one holding an undecided offset stays as it is
     lag = target.config.min_compaction_lag_ms
     if lag > 0:
-        for base, segment in target.segments.items():
+        for segment in target.segments.values(None, upper):
+            base = segment.base_offset
             if base >= upper:
                 break
             if segment.max_timestamp > now_ms - lag:
@@ -119,7 +122,7 @@ def first_uncleanable_offset(target, now_ms: int) -> int:
 def cleanable_segments(target, now_ms: int) -> list[LogSegment]:
     """The sealed segments wholly below the first uncleanable offset."""
     upper = first_uncleanable_offset(target, now_ms)
-    return [s for base, s in target.segments.items() if s.next_offset <= upper and s is not target.active_segment]
+    return [s for s in target.segments if s.next_offset <= upper and s is not target.active_segment]
 
 
 def _first_batch_timestamp(segment: LogSegment) -> int:
@@ -138,7 +141,7 @@ def log_to_clean(target, now_ms: int, checkpoint: int | None) -> LogToClean:
     clean = dirty = 0
     first_ts = -1
     segments = []
-    for _base, segment in target.segments.items():
+    for segment in target.segments:
         if segment.base_offset >= upper:
             break
         segments.append(segment)
@@ -357,12 +360,12 @@ def _clean_group(target, group: list[LogSegment], omap: OffsetMap, now_ms: int, 
     base = group[0].base_offset
     cleaned = None
     if not dry_run:
-        for ext in (".log", ".index", ".timeindex", ".txnindex"):  # an earlier attempt that failed
+        for ext in SEGMENT_EXTENSIONS:  # an earlier attempt that failed
             try:
-                os.unlink(target.dir / (segment_file_name(base, ext) + ".cleaned"))
+                os.unlink(target.dir / segment_file_name(base, ext, CLEANED))
             except FileNotFoundError:
                 pass
-        cleaned = LogSegment(target.dir, base, target.config, writable=True, suffix=".cleaned")
+        cleaned = LogSegment(target.dir, base, target.config, writable=True, suffix=CLEANED)
     writer = _Writer(cleaned, io_buffer, stats)
     retention = target.config.delete_retention_ms
     try:
@@ -405,7 +408,7 @@ def _clean_group(target, group: list[LogSegment], omap: OffsetMap, now_ms: int, 
 
 
 def _describe(target, group: list[LogSegment], result: _GroupResult, dry_run: bool) -> str:
-    name = group[0].log_path.name if not group[0].suffix else segment_file_name(group[0].base_offset, ".log")
+    name = group[0].log_path.name if not group[0].suffix else segment_file_name(group[0].base_offset, LOG)
     if len(group) > 1:
         name += f" (+{len(group) - 1} segment(s) merged)"
     what = f"{result.removed} superseded record(s) removed"
@@ -433,10 +436,10 @@ def clean_log(target, now_ms: int, omap: OffsetMap, *, checkpoint: int | None = 
     while start < state.upper:
         if should_stop is not None and should_stop():
             break
-        segments = [s for _b, s in target.segments.items() if s.base_offset < state.upper and s is not target.active_segment]
+        segments = [s for s in target.segments.values(None, state.upper) if s is not target.active_segment]
         if not segments:
             break
-        aborted = _Aborted([e for s in target.segments.values() for e in s.txn_index.entries()])
+        aborted = _Aborted([e for s in target.segments for e in s.txn_index.entries()])
         _build_offset_map(segments, start, state.upper, omap, aborted, stats)
         end = min(max(omap.latest_offset + 1, start + 1), state.upper)
         stats.rounds += 1

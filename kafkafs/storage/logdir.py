@@ -24,7 +24,9 @@ from ..format.checkpoint import parse_offset_checkpoint, render_offset_checkpoin
 from .config import Settings
 from .handles import raise_open_file_limit
 from .kraft import recorded_topic_configs
-from .log import Log, fsync_directory, parse_partition_dir_name
+from .local_log import fsync_directory
+from .log import Log
+from .names import parse_partition_dir_name, parse_segment_file_name, snapshot_offset
 from .safefiles import check_partition_folder, open_file, write_atomically
 
 __all__ = ["LogDir", "check_log_directory", "CLEAN_SHUTDOWN_FILE", "LOCK_FILE", "CLEANER_OFFSET_FILE", "clean_shutdown_content",
@@ -74,8 +76,7 @@ _PARTITION_FILES = frozenset({"partition.metadata", "leader-epoch-checkpoint", "
 
 
 def _is_segment_file_name(name: str) -> bool:
-    return len(name) > 21 and name[:20].isdigit() and name[20] == "." and name[21:].split(".")[0] in (
-        "log", "index", "timeindex", "txnindex", "snapshot")
+    return parse_segment_file_name(name) is not None or snapshot_offset(name) is not None
 
 
 def check_log_directory(path: str | os.PathLike[str], *, strict: bool = True) -> None:

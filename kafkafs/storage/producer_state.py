@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import struct
 from collections.abc import Iterable
 from pathlib import Path
@@ -38,12 +37,12 @@ from ..format.producer_snapshot import (
     snapshot_file_name,
 )
 from .leader_epochs import write_file_atomically
+from .names import snapshot_offset
 
 __all__ = ["ProducerState", "apply_batch", "snapshot_offsets"]
 
 log = logging.getLogger("kafkafs.producer_state")
 
-_SNAPSHOT_RE = re.compile(r"^(\d{20})\.snapshot$")
 _INT_MAX = 2**31 - 1
 
 
@@ -109,9 +108,9 @@ def snapshot_offsets(directory: Path) -> list[int]:
     try:
         with os.scandir(directory) as it:
             for entry in it:
-                m = _SNAPSHOT_RE.match(entry.name)
-                if m and entry.is_file(follow_symlinks=False):
-                    out.append(int(m.group(1)))
+                offset = snapshot_offset(entry.name)
+                if offset is not None and entry.is_file(follow_symlinks=False):
+                    out.append(offset)
     except FileNotFoundError:
         pass
     return sorted(out)

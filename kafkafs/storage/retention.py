@@ -21,7 +21,7 @@ def retention_doomed(target, now_ms: int) -> list[LogSegment]:
     config = target.config
     if not config.delete:
         return []
-    segments = list(target.segments.values())
+    segments = list(target.segments)
     doomed: list[LogSegment] = []
     if config.retention_ms >= 0:
         for segment in segments:

@@ -186,9 +186,11 @@ def _check(data: bytes, header: BatchHeader, mode: str, bounds) -> None:
     rendered = _kernel(kernel.render_raw, prefix, data, header, mode, *bounds, 0)
     lengths = _kernel(kernel.render_raw, prefix, data, header, mode, *bounds, 1)
     with_ends = _kernel(kernel.render_raw, prefix, data, header, mode, *bounds, 2)
+    counted = _kernel(kernel.render_raw, prefix, data, header, mode, *bounds, 3)
     if ref == "refused":
-        assert rendered == lengths == with_ends == "refused"
+        assert rendered == lengths == with_ends == counted == "refused"
         return
+    assert counted == (rendered, len(ref[0]))
     lines, offsets = ref
     assert rendered == b"".join(lines)
     assert lengths == [len(line) for line in lines]

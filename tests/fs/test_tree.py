@@ -18,6 +18,7 @@ from kafkafs.fs.layout import GROUP_BYTES
 from kafkafs.fs.tree import NotFound, NotPermitted, Tree
 from kafkafs.storage.logdir import LogDir
 
+from ..storage.helpers import read_offset
 from .conftest import BASE_TS, SMALL_SEGMENTS, build_logdir, expected_jsonl, sample_records
 
 
@@ -87,7 +88,7 @@ def test_records_jsonl_random_reads(tree, built_logdir):
 def test_layout_is_compact(tree):
     state = tree.state("orders-0")
     comp = state.composition()
-    segments = list(state.log.segments.values())
+    segments = list(state.log.segments)
     pieces = sum(p.count for p in comp.parts)
     assert pieces <= sum(s.size // GROUP_BYTES + 1 for s in segments)
     assert sum(p.pieces.memory() for p in comp.parts) == pieces * 40
@@ -162,7 +163,7 @@ def test_by_offset_listing_and_files(tree, built_logdir):
     with LogDir(built_logdir) as d:
         log = d.log("orders-0")
         for offset in (0, 1, 9, 10, 777, 1499):
-            batch, i = log.read_offset(offset)
+            batch, i = read_offset(log, offset)
             data = tree.read_file(f"orders-0/by-offset/{offset}.json")
             assert data == render_record_pretty("orders", 0, batch, i)
             node = tree.resolve(f"orders-0/by-offset/{offset}.json")
@@ -284,7 +285,7 @@ def test_time_ranges_with_timestamps_out_of_order(tmp_path):
 def test_a_time_range_skips_what_cannot_hold_its_records(tmp_path, monkeypatch):
     """Sealed segments whose largest timestamp is below the range, and v2 batches whose header says
     the same, are not decoded."""
-    from kafkafs.storage.segment import BatchView
+    from kafkafs.storage.records import BatchView
 
     records = _late_log(tmp_path)
     decoded = []

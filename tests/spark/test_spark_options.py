@@ -54,7 +54,7 @@ def _retention(copy, name: str, segments: int) -> int:
     """Delete the oldest ``segments`` segments of a partition as retention does; the new log start."""
     with LogDir(copy, writable=True) as ld:
         log = ld.log(name)
-        log.delete_segments(list(log.segments.values())[:segments], "retention")
+        log.delete_segments(list(log.segments)[:segments], "retention")
         return log.log_start_offset
 
 
