@@ -307,3 +307,19 @@ def test_the_background_cleaner_compacts_the_dirtiest_log_and_stops(tmp_path):
         assert kept == {b"k%d" % k: b"v%d" % (590 + k) for k in range(10)}
         assert [r[3] for r in ev.records()][-1] == b"e599"
     assert not [n for n in os.listdir(tmp_path / "kv-0") if n.endswith((".cleaned", ".swap"))]
+
+
+def test_clean_reports_progress_on_long_runs(tmp_path):
+    import io
+
+    settings = Settings({"segment.bytes": 1000}, {"kv": {"cleanup.policy": "compact"}})
+    with LogDir(tmp_path, settings, writable=True) as logdir:
+        log = logdir.create_partition("kv", 0)
+        _fill(log, 200, key=lambda i: b"k%d" % (i % 4))
+        quiet, chatty = io.StringIO(), io.StringIO()
+        clean_logdir(logdir, now_ms=10**13, dry_run=True, progress=quiet)  # shorter than a second
+        assert quiet.getvalue() == ""
+        clean_logdir(logdir, now_ms=10**13, progress=chatty, progress_interval=0)
+    lines = chatty.getvalue().splitlines()
+    assert lines and lines[-1].startswith("clean: 1/1 partition(s), ")
+    assert "MiB read" in lines[-1] and "MiB reclaimed" in lines[-1]
