@@ -82,10 +82,14 @@ class OffsetMap:
     def clear(self) -> None:
         """Empty the map for the next round (the memory stays)."""
         if self.size:
-            slots = self.slots
-            self._offsets[:] = array("q", [-1]) * slots
-            self._lo[:] = array("q", [0]) * slots
-            self._hi[:] = array("q", [0]) * slots
+            # in slices: a whole-size temporary would double the memory for a moment
+            step = 1 << 16
+            free, zero = array("q", [-1]) * step, array("q", [0]) * step
+            for start in range(0, self.slots, step):
+                end = min(start + step, self.slots)
+                self._offsets[start:end] = free[: end - start]
+                self._lo[start:end] = zero[: end - start]
+                self._hi[start:end] = zero[: end - start]
         self.size = 0
         self.latest_offset = -1
 
