@@ -302,7 +302,7 @@ def test_the_background_cleaner_compacts_the_dirtiest_log_and_stops(tmp_path):
         assert kv.size_in_bytes() <= 4096 and ev.size_in_bytes() <= 4096
         assert logdir.cleaner_offsets()[("kv", 0)] > 0
         kept = {}
-        for offset, _ts, key, value, _h in kv.records():
+        for _offset, _ts, key, value, _h in kv.records():
             kept[key] = value
         assert kept == {b"k%d" % k: b"v%d" % (590 + k) for k in range(10)}
         assert [r[3] for r in ev.records()][-1] == b"e599"
