@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from kafkafs.format.jsonview import render_record_pretty
+from kafkafs.fs.inodes import record_ino
 from kafkafs.fs.tree import LIST_LIMIT, NotFound, Tree
 from kafkafs.storage.log import Log
 from kafkafs.storage.logdir import LogDir
@@ -81,7 +82,7 @@ def test_one_decode_per_lookup(tree, built_logdir, monkeypatch):
     assert calls.finds == 1 and calls.decodes == 1 + 1  # the check above decoded once more
     assert calls.reads == 0
     state = tree.state("orders-0")
-    assert tree.node_for_ino(tree.record_ino(state.index, 1400)).open_now() is None  # not looked up yet
+    assert tree.node_for_ino(record_ino(state.index, 1400)).open_now() is None  # not looked up yet
 
 
 def test_neighbours_in_one_batch_decode_once(tree, monkeypatch):
