@@ -348,7 +348,8 @@ def cmd_clean(args: argparse.Namespace) -> int:
     # a dry run reads only: no .lock, no checkpoint, no rename (SPEC §4), so it may also look at a
     # directory that a broker holds
     with _open_logdir(args.logdir, args, writable=not args.dry_run) as logdir:
-        for line in clean_logdir(logdir, dry_run=args.dry_run):
+        # progress (partitions, bytes read, bytes reclaimed) on stderr once a second on long runs
+        for line in clean_logdir(logdir, dry_run=args.dry_run, progress=sys.stderr):
             print(line)
         refused = dict(logdir.refused)
     for name, reason in sorted(refused.items()):

@@ -27,6 +27,7 @@ from .kraft import recorded_topic_configs
 from .local_log import fsync_directory
 from .log import Log
 from .names import parse_partition_dir_name, parse_segment_file_name, snapshot_offset
+from .partition_metadata import ensure_partition_metadata, read_topic_id
 from .safefiles import check_partition_folder, open_file, write_atomically
 
 __all__ = ["LogDir", "check_log_directory", "CLEAN_SHUTDOWN_FILE", "LOCK_FILE", "CLEANER_OFFSET_FILE", "clean_shutdown_content",
@@ -297,7 +298,10 @@ class LogDir:
 
                 raise ReadOnlyError(f"{self.path} is open read-only")
             directory.mkdir()
+            ensure_partition_metadata(directory, topic)
             opened = Log.open(directory, self.settings.for_topic(topic), writable=True, clean_shutdown=True)
+            opened.state_files.epochs.create()
+            opened.state_files.topic_id = read_topic_id(directory)
             self._logs[name] = opened
             return opened
 
