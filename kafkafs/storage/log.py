@@ -143,6 +143,14 @@ class Log(LocalLog):
             files = self.__dict__["_state_files"] = StateFiles(self)
         return files
 
+    def set_leader_epoch(self, epoch: int) -> None:
+        """Write the next batches as leader epoch ``epoch`` (a new leader's term); it starts at the log
+        end offset in ``leader-epoch-checkpoint`` with the first of them. Epochs never go back."""
+        if epoch < self.leader_epoch or epoch > 2**31 - 1:
+            raise InvalidInput(f"leader epoch {epoch} is below the partition's current epoch {self.leader_epoch}"
+                               if epoch < self.leader_epoch else f"leader epoch {epoch} is out of range")
+        self.leader_epoch = epoch
+
     def roll(self, next_offset: int | None = None) -> LogSegment:
         with self._lock:
             before = self.active_segment
