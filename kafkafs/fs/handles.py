@@ -91,7 +91,8 @@ class RecordsHandle(Handle):
             self.keep_cache, self.direct_io = False, True
 
     def read(self, offset: int, size: int) -> bytes:
-        self.view = view = self.state.view_for(self.view)
+        # reading from the start again (``tail -f`` after the file shrank) is reading a new file
+        self.view = view = self.state.view_for(None if offset == 0 else self.view)
         return self.state.read_view(view, offset, size, self.cache)
 
 

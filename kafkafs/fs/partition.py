@@ -7,6 +7,7 @@ guarded by locks and safe to share between them. Nothing here knows FUSE.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from bisect import bisect_left
@@ -19,7 +20,7 @@ from ..format.jsonview import render_record_pretty
 from ..storage.log import Log
 from ..storage.segment import LogSegment
 from .caches import LRU, PieceCache
-from .handleview import handle_view
+from .handleview import handle_view, layout_after
 from .layout import Part, Pieces, RangeLayout, Renderer, SegmentLayout, read_parts
 from .render import Filter
 from .sizecache import SizeCache
@@ -152,12 +153,7 @@ class PartitionState:
         if shape == self._last_shape:
             return
         old = self._last_shape
-        if (
-            shape[0] < old[0]
-            or shape[1] != old[1]
-            or (shape[2] == old[2] and shape[3] < old[3])
-            or shape[5] != old[5]
-        ):
+        if shape[0] < old[0] or shape[1] != old[1] or (shape[2] == old[2] and shape[3] < old[3]) or shape[5:] != old[5:]:
             # segments went away or the active one was cut: offsets may now hold other records
             self._batches.clear_all()
             self._records.clear_all()
@@ -271,7 +267,7 @@ class PartitionState:
 
     def view_for(self, prev: Composition | None) -> Composition:
         """What a ``records.jsonl`` handle that last read ``prev`` reads now (see :mod:`.handleview`)."""
-        return handle_view(prev, self.composition())
+        return handle_view(prev, self.composition(), lambda p, lo: layout_after(self.renderer, p, lo))
 
     def read_view(self, view: Composition, offset: int, size: int, cache: PieceCache) -> bytes:
         return read_parts(view.parts, view.starts, offset, size, lambda p, i: self.render_piece(p, i, cache))
@@ -329,9 +325,9 @@ class PartitionState:
         # A segment's own layout reads the segment it was laid out from, even after compaction swapped
         # another in at its base (the old one stays readable until its files go).
         segment = pieces.segment if isinstance(pieces, SegmentLayout) else self.log.segments.get(base)
-        if segment is None:
+        if segment is None or segment.suffix == ".deleted" and not os.path.exists(segment.log_path):
             raise CorruptRecordError(
-                "the segment was deleted (retention?) while it was being read",
+                "the segment was deleted (retention or compaction) while it was being read",
                 None,
                 f"{self.log.dir}/{base:020d}.log",
             )

@@ -101,7 +101,7 @@ class Progress:
 
 
 def clean_logdir(logdir, *, dry_run: bool = False, now_ms: int | None = None,
-                 progress: TextIO | None = None) -> list[str]:
+                 progress: TextIO | None = None, progress_interval: float = 1.0) -> list[str]:
     """Retention then compaction for every partition of a :class:`LogDir`: first the files of segments
     deleted earlier whose ``file.delete.delay.ms`` has passed go; compaction starts where the
     ``cleaner-offset-checkpoint`` says, and each round's end is written there. ``progress`` (a stream)
@@ -109,7 +109,7 @@ def clean_logdir(logdir, *, dry_run: bool = False, now_ms: int | None = None,
     now = _now() if now_ms is None else now_ms
     lines: list[str] = []
     names = logdir.partition_names()
-    meter = Progress(len(names), progress) if progress is not None else None
+    meter = Progress(len(names), progress, progress_interval) if progress is not None else None
     stats = meter.stats if meter is not None else CleanStats()
     checkpoints = logdir.cleaner_offsets() if hasattr(logdir, "cleaner_offsets") else {}
     for name in names:
@@ -221,6 +221,8 @@ class LogCleaner:
                 break
             try:
                 out.append(self.logdir.log(name))
+            except UnsafeFileError:  # refused for holding a link (said once, when it was opened)
+                continue
             except Exception as exc:  # noqa: BLE001 - a folder that does not open is skipped
                 log.warning("cleaner: %s: %s", name, exc)
         return out

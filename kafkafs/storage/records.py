@@ -34,6 +34,9 @@ __all__ = ["FileRecords", "BatchView", "CHUNK_BYTES"]
 
 #: How much of a ``.log`` one ``pread`` asks for while scanning; a larger batch gets a read of its own.
 CHUNK_BYTES = 256 * 1024
+#: The first read of a scan: a lookup (the index's floor entry, at most one index interval and one batch
+#: before the batch wanted) reads this much, not a whole chunk; later reads double up to CHUNK_BYTES.
+FIRST_CHUNK_BYTES = 32 * 1024
 #: Bytes of a batch header needed to know its magic and length (and so whether it is valid).
 _MIN_HEADER = 17
 _ZERO_PREFIX = bytes(LOG_OVERHEAD)
@@ -154,7 +157,7 @@ class FileRecords:
     def batches(self, start_position: int, end: int) -> Iterator[BatchView]:
         """Every whole batch from ``start_position`` (a batch boundary) to ``end``.
 
-        Reads in chunks of :data:`CHUNK_BYTES`; stops quietly at a partial batch at the end of the file
+        Reads in chunks of :data:`CHUNK_BYTES` (the first ones smaller: most scans are lookups); stops quietly at a partial batch at the end of the file
         (a writer may be appending) and at zero bytes where a batch should start (a preallocated or
         zero-extended file: no batch has length 0). Corruption raises :class:`CorruptRecordError` with
         the file and the absolute position, after the good batches before it were yielded.
@@ -164,8 +167,10 @@ class FileRecords:
         max_batch = self.max_batch_size
         path = str(self.path)
         pos = start_position
+        step = FIRST_CHUNK_BYTES
         while pos < end:
-            chunk = os.pread(fd, min(CHUNK_BYTES, end - pos), pos)
+            chunk = os.pread(fd, min(step, end - pos), pos)
+            step = min(2 * step, CHUNK_BYTES)
             if not chunk:
                 return
             n = len(chunk)

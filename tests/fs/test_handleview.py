@@ -38,6 +38,24 @@ def test_a_handle_follows_growth_and_keeps_its_bytes_across_a_swap():
     assert handle_view(None, after) is after  # a new open sees the compacted file
 
 
-def test_nothing_shared_keeps_the_old_view():
-    old = _comp(_layout(5))
-    assert handle_view(old, _comp(_layout(6))) is old
+def test_after_a_roll_and_a_merge_the_handle_gets_the_later_segments_only():
+    a, active = _layout(10, 10), _layout(5, 5)  # last offsets 0, 1 and 0, 1: offsets stand for order
+    a.last_offsets[:] = type(a.last_offsets)("q", [0, 1])
+    active.last_offsets[:] = type(a.last_offsets)("q", [2, 3])
+    before = _comp(a, active)
+    merged, new_active = _layout(4, 4), _layout(6)  # the old active rolled and was merged with a
+    merged.last_offsets[:] = type(a.last_offsets)("q", [1, 4])  # 4: appended after the handle's read
+    new_active.last_offsets[:] = type(a.last_offsets)("q", [5])
+    after = _comp(merged, new_active)
+    asked = []
+
+    def layout_from(pieces, lo):
+        asked.append((pieces, lo))
+        tail = _layout(4)
+        tail.last_offsets[:] = type(a.last_offsets)("q", [4])
+        return tail
+
+    view = handle_view(before, after, layout_from)
+    assert asked == [(merged, 4)]
+    assert [p.pieces for p in view.parts][:2] == [a, active] and view.parts[3].pieces is new_active
+    assert view.starts[:2] == before.starts and view.total == before.total + 4 + 6

@@ -10,7 +10,7 @@ import orjson
 import pytest
 
 from kafkafs.format.jsonview import parse_timestamp, render_record_pretty
-from kafkafs.fs.tree import NotFound, Tree
+from kafkafs.fs.tree import NotFound, NotPermitted, Tree
 from kafkafs.storage.logdir import LogDir
 
 from ..storage.helpers import read_offset
@@ -156,45 +156,42 @@ def test_time_ranges_with_timestamps_out_of_order(tmp_path):
 
 def test_segments_are_byte_identical(tree, built_logdir):
     listed = tree.listdir("orders-0/segments")
-    suffixes = (".log", ".index", ".timeindex", ".txnindex")
-    on_disk = sorted(
-        n for n in os.listdir(built_logdir / "orders-0") if n[:20].isdigit() and n.endswith(suffixes)
-    )
+    on_disk = sorted(n for n in os.listdir(built_logdir / "orders-0") if not n.endswith((".tmp", ".deleted")))
     assert sorted(listed) == on_disk
+    assert {"leader-epoch-checkpoint", "partition.metadata"} <= set(listed) and any(n.endswith(".snapshot") for n in listed)
+    assert listed[:2] == ["leader-epoch-checkpoint", "partition.metadata"]
     for name in listed:
         assert tree.read_file(f"orders-0/segments/{name}") == (built_logdir / "orders-0" / name).read_bytes()
         assert (
             tree.resolve(f"orders-0/segments/{name}").attr().size
             == (built_logdir / "orders-0" / name).stat().st_size
         )
-    with pytest.raises(NotFound):
-        tree.resolve("orders-0/segments/leader-epoch-checkpoint")
 
 
-def test_segments_lists_segment_files_only(logdir_copy):
-    """Producer snapshots, checkpoints and files on their way in or out of the log are not shown."""
+def test_segments_lists_every_file_but_transient_ones(logdir_copy):
+    """SPEC §3: every file of the partition folder (producer snapshots, the state files, any other
+    regular file); not files on their way in or out of the log, which vanish at any moment."""
     folder = logdir_copy / "events-3"
     first = sorted(folder.glob("*.log"))[0].name[:20]
-    others = [
-        f"{first}.snapshot",
-        "00000000000000000099.snapshot",
-        f"{first}.log.deleted",
-        f"{first}.index.deleted",
-        f"{first}.log.cleaned",
-        f"{first}.timeindex.swap",
-        "leader-epoch-checkpoint",
-        "partition.metadata",
-    ]
-    for name in others:
+    shown = [f"{first}.snapshot", "00000000000000000099.snapshot", "quorum-state", "notes.txt"]
+    hidden = [f"{first}.log.deleted", f"{first}.index.deleted", f"{first}.log.cleaned", f"{first}.timeindex.swap",
+              "leader-epoch-checkpoint.tmp"]
+    for name in shown + hidden:
         (folder / name).write_bytes(b"x")
     t = tree_of(logdir_copy)
     try:
         listed = t.listdir("events-3/segments")
-        assert listed and all(n.endswith((".log", ".index", ".timeindex", ".txnindex")) for n in listed)
-        assert not set(others) & set(listed)
-        for name in others:
+        assert set(shown) <= set(listed) and not set(hidden) & set(listed)
+        assert listed[:3] == ["leader-epoch-checkpoint", "partition.metadata", "quorum-state"]
+        assert listed[-1] == "notes.txt" and listed.index(f"{first}.snapshot") == listed.index(f"{first}.log") + 3
+        for name in hidden:
             with pytest.raises(NotFound):
                 t.resolve(f"events-3/segments/{name}")
-        assert t.read_file(f"events-3/segments/{first}.log") == (folder / f"{first}.log").read_bytes()
+        for name in listed:
+            assert t.read_file(f"events-3/segments/{name}") == (folder / name).read_bytes()
+        with pytest.raises(NotPermitted):
+            t.resolve("events-3/segments/leader-epoch-checkpoint").open(True)
     finally:
         t.close()
+
+

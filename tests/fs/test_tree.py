@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -27,7 +28,9 @@ from .conftest import (
 
 
 def test_listing(tree):
-    assert sorted(tree.listdir("")) == ["empty-0", "events-3", "orders-0"]
+    top = tree.listdir("")
+    assert top[:3] == ["orders-0", "events-3", "empty-0"] or sorted(top[:3]) == ["empty-0", "events-3", "orders-0"]
+    assert set(top[3:]) == {".kafka_cleanshutdown", "log-start-offset-checkpoint", "recovery-point-offset-checkpoint"}
     assert tree.listdir("orders-0") == ["records.jsonl", "by-offset", "by-time", "segments", "partition.json"]
     assert tree.listdir("orders-0/by-time") == []
     with pytest.raises(NotFound):
@@ -250,6 +253,8 @@ def test_fixture_logdirs_render(fixtures_dir):
         t = Tree(LogDir(fixtures_dir / logdir))
         try:
             for name in t.listdir(""):
+                if not (fixtures_dir / logdir / name).is_dir():
+                    continue  # the log directory's own files (test_log_directory_files_at_the_top)
                 data = t.read_file(f"{name}/records.jsonl")
                 assert len(data) == t.resolve(f"{name}/records.jsonl").attr().size
                 lines = data.splitlines()
@@ -293,5 +298,36 @@ def test_appends_are_announced_before_the_write_returns(logdir_copy):
         assert heard[-1][0::2] == ("events-3", 8)
         handle.flush()
         assert len(heard) == 2  # nothing appended: nothing to announce
+    finally:
+        t.close()
+
+
+def test_log_directory_files_at_the_top(fixtures_dir):
+    logs = fixtures_dir / "kafka-logs-a"
+    t = Tree(LogDir(logs))
+    try:
+        top = t.listdir("")
+        files = sorted(n for n in os.listdir(logs) if (logs / n).is_file())
+        assert sorted(n for n in top if not (logs / n).is_dir()) == files
+        assert ".kafka_cleanshutdown" in files and "replication-offset-checkpoint" in files
+        for name in files:
+            assert t.read_file(name) == (logs / name).read_bytes()
+            assert t.resolve(name).attr().size == (logs / name).stat().st_size
+            with pytest.raises(NotPermitted):
+                t.resolve(name).open(True)
+        with pytest.raises(NotFound):
+            t.resolve("no-such-checkpoint")
+        info = json.loads(t.read_file("__consumer_offsets-12/partition.json"))
+        assert info["topicId"] == "f64BRmo_QQOpNWuZOGjZrA" and info["leaderEpoch"] == 0
+        assert info["leaderEpochs"] == [{"epoch": 0, "startOffset": 0}]
+        assert info["highWatermark"] == 869 and info["recoveryPoint"] == 869
+        assert info["checkpoints"] == {"highWatermark": 869, "recoveryPoint": 869, "logStartOffset": None, "cleanerOffset": 0}
+        assert info["producerSnapshots"] == [862, 869] and info["logStartOffset"] == 0
+        seg = t.listdir("__consumer_offsets-12/segments")
+        assert seg == ["leader-epoch-checkpoint", "partition.metadata"] + [
+            f"{b:020d}.{e}" for b in (0,) for e in ("log", "index", "timeindex")] + [
+            f"{862:020d}.{e}" for e in ("log", "index", "timeindex", "snapshot")] + [f"{869:020d}.snapshot"]
+        for name in seg:
+            assert t.read_file(f"__consumer_offsets-12/segments/{name}") == (logs / "__consumer_offsets-12" / name).read_bytes()
     finally:
         t.close()
