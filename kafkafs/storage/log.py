@@ -162,8 +162,8 @@ class Log(LocalLog):
     def truncate_to(self, offset: int) -> bool:
         with self._lock:
             cut = super().truncate_to(offset)
-            if cut:
-                self.state_files.on_truncate(offset)
+            if cut:  # whole batches go: the log may now end below ``offset``
+                self.state_files.on_truncate(self.log_end_offset)
             return cut
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
