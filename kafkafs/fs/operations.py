@@ -20,8 +20,11 @@ from typing import Any, TypeVar
 import pyfuse3
 
 from .errnos import errno_for
+from .handles import Handle, NotFound, NotPermitted
 from .inodes import ROOT_INODE, InodeTable
-from .tree import BLOCK_SIZE, AppendFile, Attr, Dir, File, Handle, Node, NotFound, NotPermitted, Tree
+from .nodes import BLOCK_SIZE, Attr, Dir, File, Node
+from .partition_nodes import AppendFile
+from .tree import Tree
 from .workers import WorkerPool
 
 __all__ = ["Operations"]

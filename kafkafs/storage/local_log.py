@@ -121,6 +121,7 @@ class LocalLog:
 
     @property
     def name(self) -> str:
+        """The partition folder's name, ``<topic>-<partition>``."""
         return self.dir.name
 
     @property
