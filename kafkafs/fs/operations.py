@@ -74,6 +74,12 @@ _NO_ATTR = Attr(0, 0, 0)
 
 
 class Operations(pyfuse3.Operations):
+    """pyfuse3's handlers for one mount.
+
+    Threads: the handlers run on the trio loop, one task per request; the blocking part of each runs in
+    a worker thread. Shared state is safe for that: the inode table takes its own lock, the open-file
+    tables are only changed on the loop, and a handle serves concurrent reads itself."""
+
     supports_dot_lookup = True
     enable_writeback_cache = False
 
