@@ -70,16 +70,6 @@ def _add_schemas_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _registry(logdir: str, args: argparse.Namespace):
-    """The Schema Registry schemas of ``logdir`` and ``--schemas`` (None when there are none)."""
-    from .storage.schemas import load_registry
-
-    schemas = getattr(args, "schemas", None)
-    if schemas is not None and not os.path.isdir(schemas):
-        raise CommandError(f"--schemas {schemas}: not a directory")
-    return load_registry(logdir, schemas)
-
-
 def _open_logdir(path: str, args: argparse.Namespace, *, writable: bool, strict: bool = True):
     """The log directory at ``path``; UsageError (exit 2) for a path that is not one (``strict``: an
     existing log directory is required, see :func:`~kafkafs.storage.logdir.check_log_directory`)."""
@@ -230,6 +220,7 @@ def cmd_produce(args: argparse.Namespace) -> int:
 
 def cmd_consume(args: argparse.Namespace) -> int:
     from .consume import OffsetSpec, consume, parse_offset_spec, resolve_partitions
+    from .storage.schemas import load_registry
     from .format.timestamps import parse_timestamp
 
     spec, stop_ts = OffsetSpec("beginning"), None
@@ -244,7 +235,7 @@ def cmd_consume(args: argparse.Namespace) -> int:
     try:
         names = resolve_partitions(logdir, args.partition, args.topic, args.partition_number)
         consume(logdir, names, _stdout(), spec=spec, stop_ts=stop_ts, count=args.count, follow=args.follow,
-                interleave=not args.no_interleave, mode=args.values, registry=_registry(args.logdir, args))
+                interleave=not args.no_interleave, mode=args.values, registry=load_registry(args.logdir, args.schemas))
     finally:
         logdir.close()
     return EXIT_OK
