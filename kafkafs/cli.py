@@ -186,8 +186,8 @@ def cmd_produce(args: argparse.Namespace) -> int:
 
 def cmd_consume(args: argparse.Namespace) -> int:
     from .consume import OffsetSpec, consume, parse_offset_spec, resolve_partitions
-    from .storage.schemas import load_registry
     from .format.timestamps import parse_timestamp
+    from .storage.schemas import load_registry
 
     spec, stop_ts = OffsetSpec("beginning"), None
     for item in args.offset or []:
