@@ -129,7 +129,7 @@ def _raw(topic, partition, buf, mode, decoder, lo, hi, ts_lo, ts_hi, what, max_i
     if decoder is not None and mode == "auto":
         picked = _subset(batch, indexes)
         text = decoder.render_batch_jsonl(topic, partition, picked) if indexes else b""
-        lines = text.splitlines(keepends=True)
+        lines = [line + b"\n" for line in text.split(b"\n")[:-1]]
     else:
         picked = batch
         lines = render_lines(topic, partition, batch, mode, indexes)
