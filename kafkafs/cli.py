@@ -128,7 +128,8 @@ def cmd_index(args: argparse.Namespace) -> int:
     from .storage.logdir import check_log_directory
 
     check_log_directory(args.logdir)  # a missing path, a partition folder: usage errors (SPEC §4)
-    report = index_logdir(args.logdir, cache_dir=args.cache_dir, mode=args.values, settings=_settings(args))
+    report = index_logdir(args.logdir, cache_dir=args.cache_dir, mode=args.values, settings=_settings(args),
+                          schemas=args.schemas)
     print(report.line(), file=sys.stderr)
     return EXIT_OK
 
@@ -357,6 +358,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("logdir")
     _add_cache_dir_option(p)
     _add_values_option(p)
+    _add_schemas_option(p)
     _add_settings_options(p)
     p.set_defaults(func=cmd_index)
 
