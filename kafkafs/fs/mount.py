@@ -29,6 +29,7 @@ from ..errors import KafkafsError, LogDirLocked, UsageError
 from ..format.jsonview import VALUES_MODES
 from ..storage.config import Settings
 from ..storage.logdir import LogDir, check_log_directory
+from .memory import return_large_blocks
 from ..storage.schemas import load_registry
 
 __all__ = ["mount", "main", "MountError", "fuse_option_set"]
@@ -238,6 +239,7 @@ def serve(
     # Decoding makes many short-lived objects and no cycles: collect the young generation less often.
     gc.freeze()
     gc.set_threshold(50_000, 20, 20)
+    return_large_blocks()  # decompression bombs must not leave their memory with the daemon (fs/memory)
     directory, rw = _open_logdir(logdir, settings, rw)
     if not rw:
         options = options | {"ro"}
