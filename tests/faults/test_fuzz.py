@@ -43,6 +43,7 @@ def campaign(work: Path, inputs: int, *, seed: int, mount_every: int, mounted=No
         m.stop()
         for p in found:
             problems.append(f"mount over inputs {pending[0]}..{pending[-1]}: {p}")
+            report(problems[-1])
         shutil.rmtree(mount_dir)
         pending.clear()
 
@@ -57,6 +58,7 @@ def campaign(work: Path, inputs: int, *, seed: int, mount_every: int, mounted=No
         counts["inputs"] += 1
         for p in found:
             problems.append(f"input {i} ({what}): {p}")
+            report(problems[-1])
         shutil.rmtree(target)
         if mounted is not None and len(pending) >= mount_every:
             mount_and_read()
@@ -66,8 +68,6 @@ def campaign(work: Path, inputs: int, *, seed: int, mount_every: int, mounted=No
         mount_and_read()
     counts["problems"] = len(problems)
     counts["seconds"] = round(time.monotonic() - started)
-    for p in problems[:20]:
-        report(p)
     counts["details"] = problems
     return counts
 
