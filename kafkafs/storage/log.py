@@ -281,7 +281,8 @@ class Log:
             except FileNotFoundError:
                 return False
             previous = self.segments.last()
-            bases = sorted(int(n[:20]) for n in names if n.endswith(".log") and _SEGMENT_RE.match(n))
+            bases = sorted(b for n in names if n.endswith(".log") and _SEGMENT_RE.match(n)
+                           and (b := int(n[:20])) <= 2**63 - 1)
             known = set(self.segments.keys())
             for base in bases:
                 if base not in known:

@@ -41,6 +41,7 @@ __all__ = ["load_segments", "RecoveryReport"]
 log = logging.getLogger("kafkafs.recovery")
 
 _SUFFIXES = (".deleted", ".cleaned", ".swap")
+_LONG_MAX = 2**63 - 1
 _EXTENSIONS = (".log", ".index", ".timeindex", ".txnindex")
 
 
@@ -86,7 +87,7 @@ def _split(name: str) -> tuple[int, str, str] | None:
             suffix = s
             rest = rest[: -len(s)]
             break
-    if rest not in _EXTENSIONS:
+    if rest not in _EXTENSIONS or int(name[:20]) > _LONG_MAX:  # Kafka's offsets are longs
         return None
     return int(name[:20]), rest, suffix
 

@@ -23,3 +23,19 @@ def test_offsets_past_a_long_are_damage_not_a_traceback(mounted, tmp_path):
     read, problems = fuzz.read_everything(m.path, timeout=30)
     assert read > 5 and not problems, problems
     assert "Traceback" not in m.log() and "unexpected error" not in m.log(), m.log()
+
+
+def test_segment_names_past_a_long_are_not_segments(mounted, tmp_path):
+    logdir = tmp_path / "logs"
+    part = logdir / "big-0"
+    part.mkdir(parents=True)
+    batch = encode_batch([(1_763_700_000_000, None, b"a", ())])
+    (part / "00000000000000000000.log").write_bytes(batch)
+    (part / "99999999999999999999.log").write_bytes(batch)
+    (part / "09223372036854775807.index").write_bytes(b"")
+    m = mounted(logdir)
+    m.allow_errors = True
+    read, problems = fuzz.read_everything(m.path, timeout=30)
+    assert read > 5 and not problems, problems
+    assert "Traceback" not in m.log() and "unexpected error" not in m.log(), m.log()
+    assert (m / "big-0" / "records.jsonl").read_bytes().count(b"\n") == 1
