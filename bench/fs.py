@@ -12,9 +12,9 @@ Tables printed (each number measured in this run, on this machine, with whatever
    ``--partition-records`` mixed records each, with the cache filled by ``kafkafs index``.
 3. ``by-offset/N.json`` random N on a partition of 10^4 records vs one of ``--big`` records (default
    10^8: one batch's bytes appended again and again, the engine giving each its offsets and indexing
-   it; several GB, deleted afterwards). ``--big 0`` skips it.
-4. The daemon's RSS while a large view is read end to end: ``by-offset/0-<M>.jsonl`` of the big
-   partition (``--rss-records`` records, default 10^7), for at most ``--rss-seconds``.
+   it; about 9 GB, deleted afterwards unless ``--work`` keeps it). ``--big 0`` skips it.
+4. The daemon's RSS while a large view is read end to end: the big partition's ``records.jsonl``
+   (sizing included), or ``by-offset/0-<M>.jsonl`` with ``--rss-records M``, for at most ``--rss-seconds``.
 
     python bench/fs.py [--records N] [--kinds mixed,uniform] [--big N] [--work DIR]
 """
@@ -162,7 +162,12 @@ def mbps(nbytes: int, seconds: float) -> str:
 # ---------------------------------------------------------------------------------------------- sections
 
 
+def section(title: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {title}", file=sys.stderr, flush=True)
+
+
 def per_kind(work: Path, kind: str, records: int, samples: int, rows: list) -> None:
+    section(f"{kind}: {records:,} records")
     logdir = work / f"logs-{kind}"
     name = "orders-0"
     if not (logdir / name).is_dir():
@@ -211,6 +216,7 @@ def per_kind(work: Path, kind: str, records: int, samples: int, rows: list) -> N
 
 
 def many_partitions(work: Path, partitions: int, per: int, rows: list) -> None:
+    section(f"{partitions} partitions")
     logdir = work / "logs-many"
     if not logdir.is_dir():
         build(logdir, "many-0", "mixed", per)
@@ -239,6 +245,7 @@ def many_partitions(work: Path, partitions: int, per: int, rows: list) -> None:
 
 
 def big_partition(work: Path, big: int, samples: int, rss_records: int, rss_seconds: float, rows: list) -> None:
+    section(f"big partition: {big:,} records")
     small_dir = work / "logs-small"
     if not small_dir.is_dir():
         build_repeated(small_dir, "big-0", 10_000)
@@ -261,10 +268,12 @@ def big_partition(work: Path, big: int, samples: int, rss_records: int, rss_seco
                  f"p50 {b50:.2f} ms, p99 {b99:.2f} ms; p50 {b50 / s50 - 1:+.0%}, p99 {b99 / s99 - 1:+.0%} "
                  f"vs {l1} (target within 20%)"))
 
+    section("RSS while reading the big partition")
     m = Mounted(big_dir, work / "mnt-big", "--cache-dir", str(work / "cache-big"))
     try:
-        last = min(rss_records, big) - 1
-        path = m.mnt / "big-0" / "by-offset" / f"0-{last}.jsonl"
+        last = min(rss_records, big) - 1 if rss_records else big - 1
+        name = f"by-offset/0-{last}.jsonl" if rss_records else "records.jsonl"
+        path = m.mnt / "big-0" / name
         peak = [0.0]
         stop = threading.Event()
 
@@ -287,12 +296,13 @@ def big_partition(work: Path, big: int, samples: int, rss_records: int, rss_seco
         elapsed = time.perf_counter() - start
         stop.set()
         sampler.join()
-        rows.append(("RSS", f"read by-offset/0-{last}.jsonl of the big partition ({elapsed:.0f} s)",
+        whole = "end to end" if not data else "until the time limit"
+        rows.append(("RSS", f"read {name} of the big partition ({log_bytes(big_dir, 'big-0') / 1e9:.1f} GB of log) "
+                            f"{whole} ({elapsed:.0f} s)",
                      f"{n / 1e9:.2f} GB of JSON read ({mbps(n, elapsed)}; open+size {t_open:.1f} s); daemon RSS peak "
                      f"{peak[0]:,.0f} MiB (sampled every 0.2 s), VmHWM {m.status('VmHWM'):,.0f} MiB"))
     finally:
         m.close()
-    shutil.rmtree(big_dir, ignore_errors=True)
 
 
 # ---------------------------------------------------------------------------------------------- main
@@ -306,8 +316,9 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=100)
     parser.add_argument("--partition-records", type=int, default=10_000)
     parser.add_argument("--big", type=int, default=100_000_000)
-    parser.add_argument("--rss-records", type=int, default=10_000_000, help="records of the big view read for RSS")
-    parser.add_argument("--rss-seconds", type=float, default=300.0)
+    parser.add_argument("--rss-records", type=int, default=0,
+                        help="read by-offset/0-<N-1>.jsonl of the big partition for RSS (0: all of records.jsonl)")
+    parser.add_argument("--rss-seconds", type=float, default=900.0)
     parser.add_argument("--work", help="build (and reuse) the log directories here instead of a temporary folder")
     args = parser.parse_args()
 

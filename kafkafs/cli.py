@@ -190,7 +190,7 @@ def _read_line_groups(fd: int, max_lines: int = 1000, max_bytes: int = 512 * 102
 
 def cmd_produce(args: argparse.Namespace) -> int:
     from .format.jsonview import parse_lines
-    from .storage.log import parse_partition_dir_name
+    from .storage.names import parse_partition_dir_name
 
     topic, partition = parse_partition_dir_name(args.partition)
     with _open_logdir(args.logdir, args, writable=True, strict=False) as logdir:
@@ -210,6 +210,8 @@ def cmd_produce(args: argparse.Namespace) -> int:
             if log_ is None:  # created once there is something valid to put in it
                 print(f"kafkafs: creating partition {args.partition}", file=sys.stderr)
                 log_ = logdir.create_partition(topic, partition)
+            if args.leader_epoch is not None:
+                log_.set_leader_epoch(args.leader_epoch)
             result = log_.append_records(records)
             total += len(records)
             first_offset = result.first_offset if first_offset is None else first_offset
@@ -348,7 +350,8 @@ def cmd_clean(args: argparse.Namespace) -> int:
     # a dry run reads only: no .lock, no checkpoint, no rename (SPEC §4), so it may also look at a
     # directory that a broker holds
     with _open_logdir(args.logdir, args, writable=not args.dry_run) as logdir:
-        for line in clean_logdir(logdir, dry_run=args.dry_run):
+        # progress (partitions, bytes read, bytes reclaimed) on stderr once a second on long runs
+        for line in clean_logdir(logdir, dry_run=args.dry_run, progress=sys.stderr):
             print(line)
         refused = dict(logdir.refused)
     for name, reason in sorted(refused.items()):
@@ -422,6 +425,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("logdir")
     p.add_argument("partition", metavar="TOPIC-PARTITION")
     p.add_argument("--no-create", action="store_true", help="fail instead of creating a missing partition")
+    p.add_argument("--leader-epoch", type=int, metavar="N", help="write as leader epoch N (not below the partition's)")
     _add_settings_options(p)
     p.set_defaults(func=cmd_produce)
 

@@ -120,7 +120,7 @@ def verify_logdir(logdir: LogDir, out: TextIO, *, deep: bool = True, partitions:
         notes: list[str] = []
         records = 0
         expected = log_.log_start_offset
-        segments = list(log_.segments.values())
+        segments = list(log_.segments)
         for segment in segments:
             first = segment is segments[0]
             if segment.base_offset < expected and not first:

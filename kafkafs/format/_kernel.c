@@ -14,6 +14,7 @@
  *   render(prefix, data, base_offset, first_ts, max_ts, attributes, producer_id, count, mode,
  *          lo, hi, ts_lo, ts_hi, what)
  *       -> bytes (what 0) | list of line lengths (what 1) | (bytes, offsets, line ends) (what 2)
+ *          | (bytes, number of lines) (what 3)
  *   render_columns(prefix, offsets, timestamps, keys, values, headers, log_append, control,
  *                  transactional, producer_id, mode, start, stop) -> bytes
  *   render_value(data_or_None, mode) -> bytes
@@ -383,11 +384,21 @@ static int put_value(Out *o, const uint8_t *s, Py_ssize_t n, int is_null, int mo
         Py_ssize_t i = 0;
         while (i < n && is_ws(s[i])) i++;
         if (i < n && (s[i] == '{' || s[i] == '[')) {
-            Py_ssize_t mark = o->len;
-            int r = put_json_compact(o, s, n);
-            if (r < 0) return -1;
-            if (r == 1) return 0;
-            o->len = mark;
+            /* validate first, writing nothing: most JSON values hold no whitespace to take out, and
+             * then their compact form is their bytes, copied at once */
+            Out dry = {NULL, 0, 0, 1, 0};
+            if (put_json_compact(&dry, s, n) == 1) {
+                if (dry.len == n) return out_write(o, s, n);
+                if (o->count_only) {
+                    o->len += dry.len;
+                    return 0;
+                }
+                Py_ssize_t mark = o->len;
+                int r = put_json_compact(o, s, n);
+                if (r < 0) return -1;
+                if (r == 1) return 0;
+                o->len = mark; /* cannot happen: the same bytes validated above */
+            }
         }
     }
     return put_string(o, s, n);
@@ -776,7 +787,7 @@ static PyObject *i64s_list(const I64s *a) {
 /* Renders every passing record of the section; 0 ok, -1 damage (err set), -2 out of memory. Runs
  * without the GIL (ts holds the saved thread state; header keys that need Python take it back). */
 static int render_section(Reader *rd, long long count, const LineStyle *st, const Bounds *b, Out *o, I64s *offsets,
-                          I64s *ends, Err *err, PyThreadState **ts) {
+                          I64s *ends, Py_ssize_t *lines, Err *err, PyThreadState **ts) {
     for (long long i = 0; i < count; i++) {
         Rec r;
         if (next_record(rd, &r, err) < 0) return -1;
@@ -797,6 +808,7 @@ static int render_section(Reader *rd, long long count, const LineStyle *st, cons
         if (out_byte(o, ']') < 0 || put_line_tail(o, st, &r.key) < 0) return -2;
         if (offsets && i64s_add(offsets, r.offset) < 0) return -2;
         if (ends && i64s_add(ends, o->len) < 0) return -2;
+        (*lines)++;
     }
     if (rd->pos != rd->end) {
         snprintf(err->msg, sizeof err->msg, "%lld bytes left over after %lld records", (long long)(rd->end - rd->pos),
@@ -821,7 +833,7 @@ static PyObject *k_render(PyObject *self, PyObject *args) {
     Bounds b;
     memset(&b, 0, sizeof b);
     Err err;
-    if (mode < 0 || mode > 2 || what < 0 || what > 2) {
+    if (mode < 0 || mode > 2 || what < 0 || what > 3) {
         PyErr_SetString(PyExc_ValueError, "bad mode or what");
         goto done;
     }
@@ -841,8 +853,10 @@ static PyObject *k_render(PyObject *self, PyObject *args) {
                     (attributes & 0x10) != 0, producer_id, mode};
     Reader rd = {(const uint8_t *)data.buf, data.len, 0, base_offset, first_ts, max_ts, (attributes & 0x08) != 0};
     int rc;
+    Py_ssize_t lines = 0;
     PyThreadState *ts = PyEval_SaveThread();
-    rc = render_section(&rd, count, &st, &b, &o, what == 2 ? &offsets : NULL, what != 0 ? &ends : NULL, &err, &ts);
+    rc = render_section(&rd, count, &st, &b, &o, what == 2 ? &offsets : NULL, what == 1 || what == 2 ? &ends : NULL,
+                        &lines, &err, &ts);
     PyEval_RestoreThread(ts);
     if (rc == -1) {
         raise_corrupt(err.msg);
@@ -854,6 +868,8 @@ static PyObject *k_render(PyObject *self, PyObject *args) {
     }
     if (what == 0) {
         result = PyBytes_FromStringAndSize(o.buf, o.len);
+    } else if (what == 3) {
+        result = Py_BuildValue("(y#n)", o.buf, o.len, lines);
     } else if (what == 1) {
         /* ends hold the running length; lengths are their differences */
         for (Py_ssize_t i = ends.n - 1; i > 0; i--) ends.v[i] -= ends.v[i - 1];

@@ -40,7 +40,7 @@ import cramjam
 
 from kafkafs.errors import CorruptRecordError, RecordTooLargeError
 
-__all__ = ["Codec", "codec_from_attributes", "compress", "decompress"]
+__all__ = ["Codec", "codec_by_name", "compress", "decompress"]
 
 Buffer = bytes | bytearray | memoryview
 
@@ -55,12 +55,13 @@ class Codec(enum.IntEnum):
     ZSTD = 4
 
 
-def codec_from_attributes(attributes: int, position: int | None = None) -> Codec:
-    """The codec named by bits 0-2 of ``attributes``; ids 5-7 are corruption."""
-    codec_id = attributes & 0x07
-    if codec_id > Codec.ZSTD:
-        raise CorruptRecordError(f"unknown compression codec {codec_id}", position)
-    return Codec(codec_id)
+_BY_NAME = {"gzip": Codec.GZIP, "snappy": Codec.SNAPPY, "lz4": Codec.LZ4, "zstd": Codec.ZSTD}
+
+
+def codec_by_name(name: str) -> Codec:
+    """The codec of a ``compression.type`` name; ``none``, ``uncompressed``, ``producer`` (keep what the
+    producer sent) and anything else mean no compression for batches kafkafs encodes itself."""
+    return _BY_NAME.get(name, Codec.NONE)
 
 
 # ---------------------------------------------------------------------------------------------- compress

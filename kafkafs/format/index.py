@@ -47,7 +47,6 @@ __all__ = [
     "decode_offset_entry",
     "encode_time_entry",
     "decode_time_entry",
-    "whole_entries",
     "round_down_to_entry",
     "floor_slot",
     "ceiling_slot",
@@ -167,11 +166,6 @@ def decode_offset_entry(buf: Buffer, slot: int = 0) -> tuple[int, int]:
 def decode_time_entry(buf: Buffer, slot: int = 0) -> tuple[int, int]:
     """``(timestamp, relative_offset)`` of the entry in ``slot``."""
     return _decode(_TIME_ENTRY, buf, slot)
-
-
-def whole_entries(nbytes: int, entry_size: int) -> int:
-    """How many whole entries ``nbytes`` hold (Kafka's ``limit / entrySize``)."""
-    return nbytes // entry_size
 
 
 def round_down_to_entry(nbytes: int, entry_size: int) -> int:

@@ -14,6 +14,8 @@ tested against, and what serves legacy (magic 0/1) batches and machines without 
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import orjson
 
 from ..errors import InvalidInput
@@ -65,6 +67,7 @@ def record_object(topic: str, partition: int, batch: DecodedBatch, index: int, m
     return obj
 
 
+@lru_cache(maxsize=4096)
 def line_prefix(topic: str, partition: int) -> bytes:
     """The bytes every line of a partition starts with, up to the offset's digits."""
     return b'{"topic":' + json_string(topic.encode()) + b',"partition":%d,"offset":' % partition

@@ -37,6 +37,7 @@ __all__ = [
     "render_raw_jsonl",
     "raw_jsonl_lengths",
     "render_raw_jsonl_lines",
+    "render_raw_jsonl_count",
     "render_record",
     "render_record_pretty",
     "record_object",
@@ -111,7 +112,8 @@ def render_record_pretty(
 
 
 def _raw(topic, partition, buf, mode, decoder, lo, hi, ts_lo, ts_hi, what, max_inflated_bytes):
-    """The work of the three raw functions; ``what`` 0: bytes, 1: lengths, 2: (bytes, offsets, ends)."""
+    """The work of the raw functions; ``what`` 0: bytes, 1: lengths, 2: (bytes, offsets, ends),
+    3: (bytes, number of lines)."""
     check_mode(mode)
     header = read_batch_header(buf, 0)
     if header is None or header.size != len(buf):
@@ -134,6 +136,8 @@ def _raw(topic, partition, buf, mode, decoder, lo, hi, ts_lo, ts_hi, what, max_i
     out = b"".join(lines)
     if what == 0:
         return out
+    if what == 3:
+        return out, len(lines)
     ends = []
     end = 0
     for line in lines:
@@ -197,3 +201,20 @@ def render_raw_jsonl_lines(
     """:func:`render_raw_jsonl`'s bytes with each rendered record's offset and the end of its line in
     those bytes (line ``i`` is ``out[ends[i-1]:ends[i]]``, ``ends[-1]`` is 0)."""
     return _raw(topic, partition, buf, mode, decoder, lo, hi, ts_lo, ts_hi, 2, max_inflated_bytes)
+
+
+def render_raw_jsonl_count(
+    topic: str,
+    partition: int,
+    buf,
+    mode: str = "auto",
+    *,
+    decoder=None,
+    lo: int | None = None,
+    hi: int | None = None,
+    ts_lo: int | None = None,
+    ts_hi: int | None = None,
+    max_inflated_bytes: int = DEFAULT_MAX_INFLATED_BYTES,
+) -> tuple[bytes, int]:
+    """:func:`render_raw_jsonl`'s bytes and how many lines they hold."""
+    return _raw(topic, partition, buf, mode, decoder, lo, hi, ts_lo, ts_hi, 3, max_inflated_bytes)

@@ -17,6 +17,7 @@ Record layout::
 from __future__ import annotations
 
 import struct
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterator, Sequence
 from typing import NamedTuple
 
@@ -111,17 +112,15 @@ class DecodedBatch:
             return None
         return control_type_of(self.keys[index])
 
-    def slice_from(self, offset: int) -> DecodedBatch:
-        """The records with offsets >= ``offset`` (same header)."""
+    def between(self, lo: int, hi: int | None = None) -> DecodedBatch:
+        """The records with ``lo <= offset <= hi`` (``hi`` None: no upper bound), same header."""
         offsets = self.offsets
-        i = 0
-        n = len(offsets)
-        while i < n and offsets[i] < offset:
-            i += 1
-        if i == 0:
+        i = bisect_left(offsets, lo)
+        j = len(offsets) if hi is None else bisect_right(offsets, hi, lo=i)
+        if i == 0 and j == len(offsets):
             return self
         return DecodedBatch(
-            self.header, offsets[i:], self.timestamps[i:], self.keys[i:], self.values[i:], self.headers[i:]
+            self.header, offsets[i:j], self.timestamps[i:j], self.keys[i:j], self.values[i:j], self.headers[i:j]
         )
 
 

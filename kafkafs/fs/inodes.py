@@ -10,15 +10,58 @@ layout for as long as the kernel remembers it).
 from __future__ import annotations
 
 import threading
+from typing import Protocol
 
-from .tree import Node, Tree
-
-__all__ = ["InodeTable", "ROOT_INODE"]
+__all__ = ["InodeTable", "ROOT_INODE", "record_ino", "parse_record_ino"]
 
 ROOT_INODE = 1
 
+# Computed inode numbers of by-offset records: top bit set, 23 bits of partition number, 40 of offset.
+_RECORD_FLAG = 1 << 63
+_OFFSET_BITS = 40
+_PARTITION_BITS = 23
+
+
+def record_ino(number: int, offset: int) -> int | None:
+    """The computed inode number of the record at ``offset`` of partition ``number`` (None when it does
+    not fit: a partition number past 2**23 or an offset past 2**40 gets a table number instead)."""
+    if number >= 1 << _PARTITION_BITS or not 0 <= offset < 1 << _OFFSET_BITS:
+        return None
+    return _RECORD_FLAG | (number << _OFFSET_BITS) | offset
+
+
+def parse_record_ino(ino: int) -> tuple[int, int] | None:
+    """``(partition number, offset)`` of a computed inode number, None for a table number."""
+    if not ino & _RECORD_FLAG:
+        return None
+    return (ino >> _OFFSET_BITS) & ((1 << _PARTITION_BITS) - 1), ino & ((1 << _OFFSET_BITS) - 1)
+
+
+class Node(Protocol):
+    """What the table needs of a tree node (:class:`kafkafs.fs.tree.Node`)."""
+
+    key: tuple
+    fixed_ino: int | None
+
+    @property
+    def partition_name(self) -> str | None: ...
+
+
+class Tree(Protocol):
+    """What the table needs of the tree: its root, and the node of a computed number."""
+
+    root: Node
+
+    def node_for_ino(self, ino: int) -> Node | None: ...
+
 
 class InodeTable:
+    """Inode numbers of the nodes the kernel knows, with its lookup counts.
+
+    Threads: safe to share; every read and change of the tables holds one lock (the kernel sends
+    lookups, forgets and getattrs from several threads at once).
+    """
+
     def __init__(self, tree: Tree) -> None:
         self.tree = tree
         self._nodes: dict[int, Node] = {ROOT_INODE: tree.root}
@@ -29,7 +72,8 @@ class InodeTable:
         self._guard = threading.Lock()
 
     def __len__(self) -> int:
-        return len(self._nodes)
+        with self._guard:
+            return len(self._nodes)
 
     def register(self, node: Node, count: int = 0) -> tuple[int, Node]:
         """The inode number of ``node`` and the node to use for it (the known one if any); ``count``
@@ -54,22 +98,23 @@ class InodeTable:
 
     def remember(self, ino: int, n: int = 1) -> None:
         """The kernel took ``n`` more references (a lookup, a listed entry, a mkdir)."""
-        if ino == ROOT_INODE or ino not in self._nodes:
-            return
         with self._guard:
+            if ino == ROOT_INODE or ino not in self._nodes:
+                return
             self._counts[ino] = self._counts.get(ino, 0) + n
 
     def get(self, ino: int) -> Node | None:
-        node = self._nodes.get(ino)
+        with self._guard:
+            node = self._nodes.get(ino)
         if node is None:
             node = self.tree.node_for_ino(ino)
         return node
 
     def forget(self, ino: int, n: int) -> None:
         """The kernel dropped ``n`` references; at zero the node goes."""
-        if ino == ROOT_INODE or ino not in self._nodes:
-            return
         with self._guard:
+            if ino == ROOT_INODE or ino not in self._nodes:
+                return
             left = self._counts.get(ino, 0) - n
             if left > 0:
                 self._counts[ino] = left

@@ -23,7 +23,8 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
 from ..errors import CorruptRecordError
-from ..storage.segment import BatchView, LogSegment
+from ..storage.records import BatchView
+from ..storage.segment import LogSegment
 from .render import NO_FILTER, Filter, batch_length, header_skips, render_raw
 from .sizecache import CachedLayout
 
@@ -311,10 +312,11 @@ class RangeLayout(Pieces):
                 return
             floor = log.segments.floor(start)
             active = log.active_segment
-            for base, segment in log.segments.items(floor[0] if floor else None):
+            for segment in log.segments.from_offset(start):
+                base = segment.base_offset
                 if flt.hi is not None and base > flt.hi:
                     break
-                first_segment = segment is (floor[1] if floor else None)
+                first_segment = segment is floor
                 if (
                     flt.ts_lo is not None
                     and segment is not active
@@ -434,7 +436,7 @@ class RangeLayout(Pieces):
             if higher is None:
                 self.complete = True  # nothing can be found after it
             else:
-                self.next_offset = max(self.next_offset, higher[0])
+                self.next_offset = max(self.next_offset, higher.base_offset)
 
 
 class Part(NamedTuple):

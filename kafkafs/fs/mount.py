@@ -29,8 +29,8 @@ from ..errors import KafkafsError, LogDirLocked, UsageError
 from ..format.jsonview import VALUES_MODES
 from ..storage.config import Settings
 from ..storage.logdir import LogDir, check_log_directory
-from .memory import return_large_blocks
 from ..storage.schemas import load_registry
+from .memory import return_large_blocks
 
 __all__ = ["mount", "main", "MountError", "fuse_option_set"]
 
@@ -257,6 +257,11 @@ def serve(
     tree.add_listener(invalidator.partition_changed)
     tree.add_append_listener(invalidator.attrs_now)
     invalidator.start()
+    cleaner = None
+    if rw:  # retention and compaction run in the background, as a broker runs them
+        from ..storage.cleaner import LogCleaner
+
+        cleaner = LogCleaner(directory)
     failed = False
 
     async def fuse_main(nursery) -> None:
@@ -291,6 +296,8 @@ def serve(
             with trio.fail_after(30):
                 await answering()
             log.info("mounted %s on %s (%s)", logdir, mountpoint, "read-write" if rw else "read-only")
+            if cleaner is not None:
+                cleaner.start()
             on_ready()
             _sd_notify("READY=1")
 
@@ -301,6 +308,8 @@ def serve(
         log.error("the mount did not answer within 30 s")
     finally:
         _sd_notify("STOPPING=1")
+        if cleaner is not None:
+            cleaner.stop()  # before the logs close: a compaction in progress is abandoned
         invalidator.stop()
         ops.workers.stop()
         try:

@@ -13,6 +13,8 @@ Options
                                  broker cannot start on it while mounted.
   ``values=auto|string|base64``  ``--values``
   ``config=FILE``                ``--config FILE``
+  ``cache_dir=DIR``              ``--cache-dir DIR`` (where sizes are kept across mounts)
+  ``list_limit=N``               ``--list-limit N``
   ``set=KEY=VALUE``              ``--set KEY=VALUE`` (repeatable)
   ``foreground``                 ``-f``: stay attached (for systemd; mount(8)'s own ``-f`` means "fake")
   ``drop_privileges``,           handed to libfuse's ``mount.fuse3``, which (as root) opens /dev/fuse,
@@ -183,13 +185,19 @@ def kafkafs_args(request: Request) -> list[str]:
             if not value:
                 raise UsageError("config= needs a file name")
             flags += ["--config", value]
+        elif name == "cache_dir" and eq:
+            flags += ["--cache-dir", value]
+        elif name == "list_limit" and eq:
+            if not value.isdigit():
+                raise UsageError(f"list_limit={value}: expected a number")
+            flags += ["--list-limit", value]
         elif name == "set" and eq:
             if "=" not in value or value.startswith("="):
                 raise UsageError(f"set={value}: expected set=KEY=VALUE")
             flags += ["--set", value]
         elif opt == "drop_privileges" or opt.startswith("setuid="):
             pass  # consumed by mount.fuse3 before we run as the daemon
-        elif name in ("values", "config", "set", "writable", "foreground"):
+        elif name in ("values", "config", "set", "writable", "foreground", "cache_dir", "list_limit"):
             raise UsageError(f"malformed option {opt!r}")
         else:
             fuse.append(opt)

@@ -7,6 +7,7 @@ guarded by locks and safe to share between them. Nothing here knows FUSE.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from bisect import bisect_left
@@ -17,8 +18,9 @@ from ..errors import CorruptRecordError
 from ..format.batch import DecodedBatch
 from ..format.jsonview import render_record_pretty
 from ..storage.log import Log
-from ..storage.segment import BatchView, LogSegment
+from ..storage.segment import LogSegment
 from .caches import LRU, PieceCache
+from .handleview import handle_view, layout_after
 from .layout import Part, Pieces, RangeLayout, Renderer, SegmentLayout, read_parts
 from .render import Filter
 from .sizecache import SizeCache
@@ -82,29 +84,6 @@ class SegmentRange(NamedTuple):
     last: int
 
 
-def locate(log_: Log, offset: int) -> tuple[LogSegment, BatchView] | None:
-    """The segment and batch holding ``offset`` as the engine finds it (None: no such record)."""
-    # TODO(i8): Log.locate once it is in main
-    if offset < log_.log_start_offset or offset >= log_.log_end_offset:
-        return None
-    floor = log_.segments.floor(offset)
-    if floor is None:
-        return None
-    segment = floor[1]
-    view = segment.find(offset)
-    if view is None:  # in a gap at the end of the segment: the next one may start with it
-        higher = log_.segments.higher(segment.base_offset)
-        if higher is None:
-            return None
-        segment = higher[1]
-        view = segment.find(offset)
-        if view is None:
-            return None
-    if view.header.base_offset > offset and view.header.magic == 2:
-        return None
-    return segment, view
-
-
 class PartitionState:
     """A partition folder of the mount; ``index`` is its number for the mount's lifetime.
 
@@ -150,7 +129,7 @@ class PartitionState:
 
     def _active_base(self) -> int | None:
         last = self.log.segments.last()
-        return last[0] if last else None
+        return last.base_offset if last else None
 
     def shape(self) -> tuple:
         """A cheap fingerprint of what the views depend on: it changes whenever they might."""
@@ -159,10 +138,11 @@ class PartitionState:
         last = segments.last()
         return (
             len(segments),
-            first[0] if first else None,
-            last[0] if last else None,
-            last[1].size if last else 0,
+            first.base_offset if first else None,
+            last.base_offset if last else None,
+            last.size if last else 0,
             self.log.log_start_offset,
+            getattr(self.log, "generation", 0),  # a compaction swap changes no other field
         )
 
     def _on_log_change(self, _log: Log) -> None:
@@ -173,7 +153,7 @@ class PartitionState:
         if shape == self._last_shape:
             return
         old = self._last_shape
-        if shape[0] < old[0] or shape[1] != old[1] or (shape[2] == old[2] and shape[3] < old[3]):
+        if shape[0] < old[0] or shape[1] != old[1] or (shape[2] == old[2] and shape[3] < old[3]) or shape[5:] != old[5:]:
             # segments went away or the active one was cut: offsets may now hold other records
             self._batches.clear_all()
             self._records.clear_all()
@@ -233,8 +213,8 @@ class PartitionState:
         start = self.log.log_start_offset
         active = self.log.active_segment
         return [
-            (base, segment)
-            for base, segment in self.log.segments.items()
+            (segment.base_offset, segment)
+            for segment in self.log.segments
             if segment.next_offset > start or segment is active
         ]
 
@@ -284,6 +264,13 @@ class PartitionState:
                 del self._layouts[base]
             self._composition = Composition(shape, parts, starts, total)
             return self._composition
+
+    def view_for(self, prev: Composition | None) -> Composition:
+        """What a ``records.jsonl`` handle that last read ``prev`` reads now (see :mod:`.handleview`)."""
+        return handle_view(prev, self.composition(), lambda p, lo: layout_after(self.renderer, p, lo))
+
+    def read_view(self, view: Composition, offset: int, size: int, cache: PieceCache) -> bytes:
+        return read_parts(view.parts, view.starts, offset, size, lambda p, i: self.render_piece(p, i, cache))
 
     def save_layouts(self) -> int:
         """Store the layouts the cache does not hold yet (the active segment's, at unmount)."""
@@ -335,10 +322,12 @@ class PartitionState:
         if bad is not None:
             raise bad
         base = pieces.bases[i]
-        segment = self.log.segments.get(base)
-        if segment is None:
+        # A segment's own layout reads the segment it was laid out from, even after compaction swapped
+        # another in at its base (the old one stays readable until its files go).
+        segment = pieces.segment if isinstance(pieces, SegmentLayout) else self.log.segments.get(base)
+        if segment is None or segment.suffix == ".deleted" and not os.path.exists(segment.log_path):
             raise CorruptRecordError(
-                "the segment was deleted (retention?) while it was being read",
+                "the segment was deleted (retention or compaction) while it was being read",
                 None,
                 f"{self.log.dir}/{base:020d}.log",
             )
@@ -419,11 +408,11 @@ class PartitionState:
                 if batch.offsets and batch.offsets[0] <= offset <= batch.offsets[-1]:
                     return batch
         try:
-            located = locate(log_, offset)
-            if located is None:
+            view = log_.locate(offset)
+            if view is None:
                 return None
-            segment, view = located
-            batch = view.decode(file=str(segment.log_path))
+            segment = view.segment
+            batch = view.decode()
         except CorruptRecordError as exc:
             self._report_corrupt(exc)
             raise
@@ -460,10 +449,10 @@ class PartitionState:
             except CorruptRecordError as exc:
                 self._report_corrupt(exc)
                 floor = log_.segments.floor(pos)
-                higher = log_.segments.higher(floor[0]) if floor else None
+                higher = log_.segments.higher(floor.base_offset) if floor else None
                 if higher is None:
                     return
-                pos = higher[0]
+                pos = higher.base_offset
 
 
     def listed_records(self) -> int:

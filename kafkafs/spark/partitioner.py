@@ -16,7 +16,7 @@ import random
 import struct
 
 from ..errors import InvalidName
-from ..storage.log import parse_partition_dir_name
+from ..storage.names import parse_partition_dir_name
 
 __all__ = ["murmur2", "partition_for_key", "topic_partition_count", "RowPartitioner"]
 

@@ -32,8 +32,9 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 
 from ..errors import InvalidInput, KafkafsError
-from ..storage.log import Log, parse_partition_dir_name
+from ..storage.log import Log
 from ..storage.logdir import LogDir
+from ..storage.names import parse_partition_dir_name
 from .dataloss import report_data_loss
 from .options import EARLIEST, LATEST, ReadOptions
 from .positions import (
@@ -231,15 +232,16 @@ def _pieces_for(
     counter: _Counter,
     aborted: tuple[tuple[int, int, int], ...] = (),
 ) -> list[Piece]:
-    items = list(log_.segments.items())
+    items = list(log_.segments)
     out: list[Piece] = []
     directory = str(log_.dir)
-    for i, (base, segment) in enumerate(items):
+    for i, segment in enumerate(items):
+        base = segment.base_offset
         size = segment.size
         if size == 0:
             continue
         counter.total += 1
-        next_base = items[i + 1][0] if i + 1 < len(items) else None
+        next_base = items[i + 1].base_offset if i + 1 < len(items) else None
         if (end is not None and base >= end) or (next_base is not None and next_base <= first):
             counter.pruned += 1
             continue
@@ -368,7 +370,8 @@ def _batch_resolver(options: ReadOptions) -> Resolver:
                 raise InvalidInput(f"startingOffsets: {first} for {name} is not an offset, -2 or -1")
             elif first < log_.log_start_offset:
                 report_data_loss(options.fail_on_data_loss,
-                                 f"Cannot fetch offset {first} of {name}: the log starts at {log_.log_start_offset}")
+                                 f"Could not read records in offset [{first}, {log_.log_start_offset}) for topic partition {name}: "
+                                 f"the log starts at {log_.log_start_offset}.")
         end: int | None
         ts = options.ending_timestamp.for_partition(topic, partition) if options.ending_timestamp else None
         if ts is not None:

@@ -23,7 +23,8 @@ import pyarrow.compute as pc
 from ..errors import CorruptRecordError
 from ..format.batch import BatchHeader, DecodedBatch, control_type_of
 from ..storage.config import LogConfig
-from ..storage.segment import BatchView, LogSegment
+from ..storage.records import BatchView
+from ..storage.segment import LogSegment
 from .dataloss import report_data_loss
 from .plan import Piece, ScanSpec, Split
 from .schema import HEADERS_ARROW_TYPE, TIMESTAMP_ARROW_TYPE, arrow_schema
@@ -210,8 +211,8 @@ def _open_segment(piece: Piece, spec: ScanSpec) -> LogSegment | None:
     if not segment.log_path.exists():  # retention renames a segment .deleted, then removes it
         report_data_loss(
             spec.fail_on_data_loss,
-            f"Cannot fetch offsets of {piece.topic}-{piece.partition} from {piece.base_offset}: its segment "
-            "was deleted after the read was planned",
+            f"Could not read records in offset [{piece.base_offset}, ...) for topic partition "
+            f"{piece.topic}-{piece.partition}: its segment was deleted after the read was planned.",
         )
         return None
     return segment

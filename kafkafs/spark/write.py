@@ -37,10 +37,12 @@ from typing import Any
 import pyarrow as pa
 
 from ..errors import CorruptRecordError, InvalidInput, RecordTooLargeError
-from ..format.batch import LOG_OVERHEAD, Codec, encode_batch, read_batch_header, validate_batch
+from ..format.batch import LOG_OVERHEAD, encode_batch, read_batch_header, validate_batch
+from ..format.compression import codec_by_name
 from ..storage.config import DEFAULTS, Settings
-from ..storage.log import Log, parse_partition_dir_name
+from ..storage.log import Log
 from ..storage.logdir import LogDir
+from ..storage.names import parse_partition_dir_name
 from .partitioner import RowPartitioner, topic_partition_count
 
 __all__ = [
@@ -65,7 +67,6 @@ STAGING_DIR_NAME = ".kafkafs-staging"
 ACTIVE = "ACTIVE"
 BATCH_BYTES = 256 * 1024  # records per staged batch: well under the default max.message.bytes (1 MiB)
 BATCH_RECORDS = 8192
-_CODECS = {"none": Codec.NONE, "gzip": Codec.GZIP, "snappy": Codec.SNAPPY, "lz4": Codec.LZ4, "zstd": Codec.ZSTD}
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -208,7 +209,7 @@ class Stager:
         except FileNotFoundError:
             raise InvalidInput(f"write job {job_id} is over (its staging folder {self.job} is gone)") from None
         self.topic = topic
-        self.codec = _CODECS[compression]
+        self.codec = codec_by_name(compression)
         self.partitioner = RowPartitioner(logdir or str(root.parent), new_topic_partitions)
         self._pending: dict[tuple[str, int], _Pending] = {}
         if not _job_active(self.job):

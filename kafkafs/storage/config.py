@@ -22,7 +22,10 @@ from typing import Any
 
 from ..errors import ConfigError
 
-__all__ = ["LogConfig", "Settings", "DEFAULTS", "DEFAULT_CONFIG_PATH", "INTERNAL_TOPICS", "parse_setting"]
+__all__ = [
+    "LogConfig", "Settings", "DEFAULTS", "BROKER_DEFAULTS", "broker_setting", "DEFAULT_CONFIG_PATH",
+    "INTERNAL_TOPICS", "parse_setting",
+]
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +53,17 @@ DEFAULTS: dict[str, Any] = {
     "file.delete.delay.ms": 60_000,
     "compression.type": "producer",
     "preallocate": False,
+}
+
+#: Settings of the log directory's cleaner (Kafka's broker names and defaults): top-level only, not per topic.
+BROKER_DEFAULTS: dict[str, Any] = {
+    "log.cleaner.enable": True,
+    "log.cleaner.dedupe.buffer.size": 128 * 1024 * 1024,
+    "log.cleaner.io.buffer.size": 512 * 1024,
+    "log.cleaner.io.buffer.load.factor": 0.9,
+    "log.cleaner.backoff.ms": 15_000,
+    "log.retention.check.interval.ms": 300_000,
+    "log.initial.task.delay.ms": 30_000,
 }
 
 #: Kafka's internal topics are created by the broker with topic-level settings of their own, which a
@@ -97,6 +111,11 @@ _MINIMUM = {
     "retention.bytes": -1,
     "delete.retention.ms": 0,
     "file.delete.delay.ms": 0,
+    "log.cleaner.dedupe.buffer.size": 1024,
+    "log.cleaner.io.buffer.size": 4096,
+    "log.cleaner.backoff.ms": 0,
+    "log.retention.check.interval.ms": 1,
+    "log.initial.task.delay.ms": 0,
 }
 INT_MAX = 2**31 - 1
 #: Kafka declares these INT (a file position or a size in an index entry must fit a Java int).
@@ -117,9 +136,9 @@ _TYPE_NAMES = {bool: "true or false", int: "an integer", float: "a number", str:
 
 def parse_setting(name: str, value: Any) -> Any:
     """Check one setting and convert it to its type (strings from ``--set`` included)."""
-    if name not in DEFAULTS:
+    if name not in DEFAULTS and name not in BROKER_DEFAULTS:
         raise ConfigError(f"unknown setting {name!r}")
-    default = DEFAULTS[name]
+    default = DEFAULTS[name] if name in DEFAULTS else BROKER_DEFAULTS[name]
     if name == "cleanup.policy" and isinstance(value, list) and all(isinstance(v, str) for v in value):
         value = ",".join(value)  # Kafka's own type for it is a list
     try:
@@ -156,6 +175,8 @@ def parse_setting(name: str, value: Any) -> Any:
         raise ConfigError(f"{name}: {value} is above the maximum {_MAXIMUM[name]}")
     if isinstance(value, int) and not isinstance(value, bool) and not -(2**63) <= value <= LONG_MAX:
         raise ConfigError(f"{name}: {value} does not fit a long")
+    if name == "log.cleaner.io.buffer.load.factor" and not 0 < value <= 1:
+        raise ConfigError("log.cleaner.io.buffer.load.factor must be above 0 and at most 1")
     if name == "min.cleanable.dirty.ratio" and not 0 <= value <= 1:
         raise ConfigError("min.cleanable.dirty.ratio must be between 0 and 1")
     return value
@@ -233,6 +254,9 @@ class Settings:
             if not isinstance(overrides, Mapping):
                 raise ConfigError(f"[topics.{topic!r}] must be a table")
             self.topics[topic] = {k: parse_setting(k, v) for k, v in overrides.items()}
+            broker = sorted(set(overrides) & set(BROKER_DEFAULTS))
+            if broker:
+                raise ConfigError(f"{broker[0]} is a setting of the log directory, not of topic {topic!r}")
         self._cache: dict[str, LogConfig] = {}
         self._recorded_loader: Callable[[], Mapping[str, Mapping[str, str]]] | None = None
         self._recorded: dict[str, dict[str, Any]] | None = None
@@ -310,8 +334,17 @@ class Settings:
             merged: dict[str, Any] = {}
             for layer in self.layers(topic):
                 merged.update(layer)
+            for name in BROKER_DEFAULTS:  # the log directory's, not a topic's
+                merged.pop(name, None)
             config = self._cache[topic] = LogConfig.from_mapping(merged)
         return config
+
+
+def broker_setting(settings: Settings | None, name: str) -> Any:
+    """A log-directory-wide setting (:data:`BROKER_DEFAULTS`), from ``settings`` or its default."""
+    if settings is not None and name in settings.defaults:
+        return settings.defaults[name]
+    return BROKER_DEFAULTS[name]
 
 
 def _known(topic: str, table: Mapping[str, str]) -> dict[str, Any]:

@@ -45,7 +45,7 @@ _CAP = 1 << 20
 class FileHandle:
     """An open file descriptor, closed when this object is closed or garbage-collected.
 
-    Readers take a reference (``handle = segment._log_handle()``) and use ``handle.fd`` while they hold
+    Readers take a reference (``handle = records.handle()``) and use ``handle.fd`` while they hold
     it, so a concurrent release cannot close the descriptor under them, and the number can never be
     reused by another file in the meantime.
     """

@@ -1,7 +1,8 @@
-"""Memory-mapped offset and time indexes over ``.index`` / ``.timeindex`` files, as Kafka keeps them.
+"""Memory-mapped indexes over ``.index`` / ``.timeindex`` files, as Kafka keeps them.
 
-``AbstractIndex`` owns the file, its memory map and their lifecycle; ``OffsetIndex`` and ``TimeIndex``
-only say what an entry means. The byte layout and the searches live in ``kafkafs.format.index``.
+``AbstractIndex`` owns the file, its memory map and their lifecycle; ``OffsetIndex``
+(:mod:`kafkafs.storage.offset_index`) and ``TimeIndex`` (:mod:`kafkafs.storage.time_index`) only say
+what an entry means. The byte layout and the searches live in ``kafkafs.format.index``.
 
 Two modes:
 
@@ -44,7 +45,6 @@ from __future__ import annotations
 
 import mmap
 import os
-import struct
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -52,45 +52,25 @@ from typing import ClassVar, Generic, NamedTuple, TypeVar
 
 from kafkafs.errors import CorruptRecordError, InvalidInput, KafkafsError, ReadOnlyError, UnsafeFileError
 from kafkafs.format.index import (
-    MAX_POSITION,
     MAX_RELATIVE_OFFSET,
-    NO_TIMESTAMP,
-    OFFSET_INDEX,
     OFFSET_KEY,
-    OFFSET_POSITION,
-    TIME_INDEX,
-    TIME_KEY,
-    TIME_OFFSET,
     Buffer,
     Field,
     IndexLayout,
     OffsetPosition,
     TimestampOffset,
     ceiling_slot,
-    check_offset_index,
-    check_time_index,
-    floor_slot,
     live_entry_count,
     round_down_to_entry,
 )
 from kafkafs.storage.safefiles import open_file
 
-__all__ = [
-    "DEFAULT_MAX_INDEX_SIZE",
-    "AbstractIndex",
-    "OffsetIndex",
-    "TimeIndex",
-    "OffsetPosition",
-    "TimestampOffset",
-]
+__all__ = ["DEFAULT_MAX_INDEX_SIZE", "AbstractIndex"]
 
 #: Kafka's ``segment.index.bytes`` default.
 DEFAULT_MAX_INDEX_SIZE = 10 * 1024 * 1024
 
 E = TypeVar("E", OffsetPosition, TimestampOffset)
-
-_OFFSET_ENTRY = struct.Struct(">II")
-_TIME_ENTRY = struct.Struct(">qI")
 
 
 class _State(NamedTuple, Generic[E]):
@@ -485,11 +465,6 @@ class AbstractIndex(Generic[E]):
             finally:
                 self._path = target
 
-    def update_parent_dir(self, parent: str | os.PathLike[str]) -> None:
-        """Follow a rename of the partition folder."""
-        with self._lock:
-            self._path = Path(parent) / self._path.name
-
     def __enter__(self) -> AbstractIndex[E]:
         return self
 
@@ -520,130 +495,3 @@ class AbstractIndex(Generic[E]):
             reason = self._check(edge, 1 if st.entries == 1 else 2, log_size)
         if reason is not None:
             raise CorruptRecordError(f"{self.layout.name}: {reason}", file=str(self._path))
-
-
-class OffsetIndex(AbstractIndex[OffsetPosition]):
-    """Offset -> position of the batch holding it; sparse, one entry per ``index.interval.bytes``."""
-
-    layout = OFFSET_INDEX
-
-    def _parse(self, buf: Buffer | None, slot: int) -> OffsetPosition:
-        rel, pos = _OFFSET_ENTRY.unpack_from(buf, slot * 8)
-        return OffsetPosition(self._base_offset + rel, pos)
-
-    def _empty_last(self) -> OffsetPosition:
-        return OffsetPosition(self._base_offset, 0)
-
-    def _check(self, buf: Buffer, entries: int, log_size: int | None) -> str | None:
-        return check_offset_index(buf, entries, log_size)
-
-    @property
-    def last_offset(self) -> int:
-        """The last indexed offset, or the base offset when empty."""
-        return self._snapshot().last.offset
-
-    def append(self, offset: int, position: int) -> None:
-        """Add ``offset`` (the last offset of the batch starting at ``position``).
-
-        The offset must be larger than the last one; ``InvalidInput`` otherwise, when the index is full,
-        or when the offset or position does not fit an entry.
-        """
-        with self._lock:
-            st = self._writable_state()
-            if st.entries >= st.max_entries:
-                raise InvalidInput(f"{self._path}: attempt to append to a full index ({st.entries} entries)")
-            if st.entries and offset <= st.last.offset:
-                raise InvalidInput(
-                    f"{self._path}: offset {offset} is not larger than the last indexed offset {st.last.offset}"
-                )
-            rel = self.relative_offset(offset)
-            if not 0 <= position <= MAX_POSITION:
-                raise InvalidInput(f"{self._path}: position {position} does not fit an index entry")
-            self._write_entry(st, _OFFSET_ENTRY.pack(rel, position), OffsetPosition(offset, position))
-
-    def lookup(self, target_offset: int) -> OffsetPosition:
-        """The entry with the greatest offset <= ``target_offset``; ``(base_offset, 0)`` if none is."""
-        st = self._snapshot()
-        rel = target_offset - self._base_offset
-        if st.entries == 0 or rel < 0:
-            return OffsetPosition(self._base_offset, 0)
-        slot = floor_slot(st.mm or b"", st.entries, min(rel, 2**32 - 1), OFFSET_KEY)
-        return OffsetPosition(self._base_offset, 0) if slot < 0 else self._parse(st.mm, slot)
-
-    def fetch_upper_bound_offset(
-        self, fetch_offset: OffsetPosition, fetch_size: int
-    ) -> OffsetPosition | None:
-        """The first entry at or past ``fetch_offset.position + fetch_size``: an offset surely outside the
-        fetched bytes (Kafka's ``fetchUpperBoundOffset``), or None."""
-        st = self._snapshot()
-        if st.entries == 0:
-            return None
-        slot = ceiling_slot(st.mm or b"", st.entries, fetch_offset.position + fetch_size, OFFSET_POSITION)
-        return None if slot < 0 else self._parse(st.mm, slot)
-
-
-class TimeIndex(AbstractIndex[TimestampOffset]):
-    """Timestamp -> offset: each entry is the largest timestamp so far and the offset that holds it.
-
-    The last slot is kept for the entry written when the segment rolls, so the index is "full" one
-    entry early, as in Kafka.
-    """
-
-    layout = TIME_INDEX
-    _offset_field = TIME_OFFSET
-
-    def _parse(self, buf: Buffer | None, slot: int) -> TimestampOffset:
-        ts, rel = _TIME_ENTRY.unpack_from(buf, slot * 12)
-        return TimestampOffset(ts, self._base_offset + rel)
-
-    def _empty_last(self) -> TimestampOffset:
-        return TimestampOffset(NO_TIMESTAMP, self._base_offset)
-
-    def _check(self, buf: Buffer, entries: int, log_size: int | None) -> str | None:
-        return check_time_index(buf, entries)
-
-    def is_full(self) -> bool:
-        st = self._snapshot()
-        return st.entries >= st.max_entries - 1
-
-    def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> None:
-        """Append ``(timestamp, offset)`` if ``timestamp`` is larger than the last entry's (Kafka's rules).
-
-        An equal timestamp is skipped silently: that is the roll or close entry repeating the last one.
-        ``InvalidInput`` when the offset is smaller than the last entry's, the timestamp smaller than the
-        last entry's, or the index is full (``skip_full_check``, for the roll entry, lets the reserved
-        last slot be used).
-        """
-        with self._lock:
-            st = self._writable_state()
-            if not skip_full_check and st.entries >= st.max_entries - 1:
-                raise InvalidInput(
-                    f"{self._path}: attempt to append to a full time index ({st.entries} entries)"
-                )
-            last = st.last
-            if st.entries and offset < last.offset:
-                raise InvalidInput(
-                    f"{self._path}: offset {offset} is smaller than the last time-indexed offset {last.offset}"
-                )
-            if st.entries and timestamp < last.timestamp:
-                raise InvalidInput(
-                    f"{self._path}: timestamp {timestamp} is smaller than the last indexed timestamp {last.timestamp}"
-                )
-            if timestamp > last.timestamp:
-                rel = self.relative_offset(offset)
-                self._write_entry(st, _TIME_ENTRY.pack(timestamp, rel), TimestampOffset(timestamp, offset))
-
-    def lookup(self, target_timestamp: int) -> TimestampOffset:
-        """The entry with the greatest timestamp <= the target; ``(NO_TIMESTAMP, base_offset)`` if none."""
-        st = self._snapshot()
-        slot = floor_slot(st.mm or b"", st.entries, target_timestamp, TIME_KEY)
-        return TimestampOffset(NO_TIMESTAMP, self._base_offset) if slot < 0 else self._parse(st.mm, slot)
-
-    def ceiling(self, target_timestamp: int) -> TimestampOffset | None:
-        """The entry with the smallest timestamp >= the target, or None.
-
-        The first record at or after the target has an offset <= this entry's offset.
-        """
-        st = self._snapshot()
-        slot = ceiling_slot(st.mm or b"", st.entries, target_timestamp, TIME_KEY)
-        return None if slot < 0 else self._parse(st.mm, slot)

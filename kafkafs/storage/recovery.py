@@ -20,29 +20,39 @@ it, read only when the segment holds an ABORT marker, and carried from one recov
 next (and into the Log, when they reach its end).
 
 Read-only loads change nothing: they take the plain ``.log`` files and ignore the rest.
+
+Loading is a function of the folder, the settings and a segment factory, as Kafka's ``LogLoader`` is:
+it returns a :class:`LoadResult` that the :class:`~kafkafs.storage.log.Log` applies.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import NamedTuple
 
 from ..errors import CorruptRecordError
-from .segment import LogSegment, segment_file_name
+from .config import LogConfig
+from .names import (
+    CLEANED,
+    INDEX,
+    LOG,
+    SEGMENT_EXTENSIONS,
+    SWAP,
+    TIME_INDEX,
+    TXN_INDEX,
+    parse_segment_file_name,
+    segment_file_name,
+)
+from .segment import LogSegment
+from .segments import LogSegments
 from .transactions import ProducerTransactions
 
-if TYPE_CHECKING:
-    from .log import Log
-
-__all__ = ["load_segments", "RecoveryReport"]
+__all__ = ["load_segments", "LoadResult", "RecoveryReport"]
 
 log = logging.getLogger("kafkafs.recovery")
-
-_SUFFIXES = (".deleted", ".cleaned", ".swap")
-_LONG_MAX = 2**63 - 1
-_EXTENSIONS = (".log", ".index", ".timeindex", ".txnindex")
 
 
 class RecoveryReport:
@@ -51,6 +61,7 @@ class RecoveryReport:
     def __init__(self) -> None:
         self.deleted_files: list[str] = []
         self.swapped_in: list[str] = []
+        #: Every segment re-validated; ``rebuilt_indexes`` those whose index files came out different.
         self.recovered_segments: list[str] = []
         self.rebuilt_indexes: list[str] = []
         self.truncated_bytes = 0
@@ -74,22 +85,6 @@ class RecoveryReport:
         if self.truncated_bytes:
             out.append(f"truncated {self.truncated_bytes} invalid bytes")
         return out
-
-
-def _split(name: str) -> tuple[int, str, str] | None:
-    """``00000000000000000042.log.swap`` -> ``(42, ".log", ".swap")``; None for other files."""
-    if len(name) < 21 or not name[:20].isdigit() or name[20] != ".":
-        return None
-    rest = name[20:]
-    suffix = ""
-    for s in _SUFFIXES:
-        if rest.endswith(s):
-            suffix = s
-            rest = rest[: -len(s)]
-            break
-    if rest not in _EXTENSIONS or int(name[:20]) > _LONG_MAX:  # Kafka's offsets are longs
-        return None
-    return int(name[:20]), rest, suffix
 
 
 def _regular(entry: os.DirEntry) -> bool:
@@ -125,94 +120,109 @@ def _list(directory: Path, writable: bool) -> _Listing:
     out = _Listing()
     with os.scandir(directory) as entries:
         for entry in entries:
-            parts = _split(entry.name)
+            parts = parse_segment_file_name(entry.name)
             if parts is not None and not _regular(entry):
                 continue  # a link is never a segment (safefiles); writers refused the folder already
             if parts is None:
                 continue
             base, ext, suffix = parts
-            if not suffix and ext == ".log":
+            if not suffix and ext == LOG:
                 try:
                     out.logs[base] = entry.stat().st_size
                 except FileNotFoundError:  # deleted by its owner since the listing
                     pass
             elif not writable:
                 continue
-            elif suffix == ".swap" and ext == ".log":
+            elif suffix == SWAP and ext == LOG:
                 out.swaps.append(base)
             elif suffix:
                 out.temp.append(entry.name)
-                if suffix == ".cleaned":
+                if suffix == CLEANED:
                     out.cleaned.append(base)
             else:
                 out.indexes.setdefault(base, []).append(entry.name)
     return out
 
 
-def load_segments(target: Log, *, recovery_point: int | None, clean_shutdown: bool) -> RecoveryReport:
-    """Fill ``target.segments`` from its folder; see the module docstring for what writable loads fix."""
+class LoadResult(NamedTuple):
+    """What loading found and did: the segments (in order), the report, the undecided transactions at
+    the log end when recovery computed them (None: not known), and whether files came or went."""
+
+    segments: list[LogSegment]
+    report: RecoveryReport
+    transactions: ProducerTransactions | None
+    dir_dirty: bool
+
+
+def load_segments(
+    directory: Path,
+    config: LogConfig,
+    make_segment: Callable[..., LogSegment],
+    *,
+    writable: bool,
+    recovery_point: int | None,
+    clean_shutdown: bool,
+) -> LoadResult:
+    """The segments of a folder (``make_segment(base, size=...)`` makes each); see the module docstring
+    for what writable loads fix."""
     report = RecoveryReport()
-    directory = target.dir
-    listing = _list(directory, target.writable)
-    if target.writable:
-        _remove_temporary_files(target, listing, report)
+    listing = _list(directory, writable)
+    if writable:
+        _remove_temporary_files(directory, config, listing, report)
+    segments = LogSegments()
     for base in sorted(listing.logs):
-        segment = target._new_segment(base, size=listing.logs[base])
-        target.segments.put(base, segment)
-    if target.writable:
-        _recover_segments(target, recovery_point, clean_shutdown, report)
-        if report.changed():
-            target._dir_dirty = True
-    return report
+        segments.add(make_segment(base, size=listing.logs[base]))
+    transactions = None
+    if writable:
+        transactions = _recover_segments(directory, segments, recovery_point, clean_shutdown, report)
+    return LoadResult(list(segments), report, transactions, writable and report.changed())
 
 
-def _remove_temporary_files(target: Log, listing: _Listing, report: RecoveryReport) -> None:
-    directory = target.dir
+def _remove_temporary_files(directory: Path, config: LogConfig, listing: _Listing, report: RecoveryReport) -> None:
     min_cleaned = min(listing.cleaned, default=None)
     for name in listing.temp:
         _unlink(directory / name, report)
     for base in sorted(listing.swaps):
         if min_cleaned is not None and base >= min_cleaned:
             # part of a compaction or split that had not finished writing all its segments
-            _unlink(directory / segment_file_name(base, ".log.swap"), report)
+            _unlink(directory / segment_file_name(base, LOG, SWAP), report)
         else:
-            _complete_swap(target, base, listing, report)
+            _complete_swap(directory, config, base, listing, report)
     for base, names in listing.indexes.items():
         if base not in listing.logs:
             for name in names:
                 _unlink(directory / name, report)
 
 
-def _complete_swap(target: Log, base: int, listing: _Listing, report: RecoveryReport) -> None:
+def _complete_swap(directory: Path, config: LogConfig, base: int, listing: _Listing, report: RecoveryReport) -> None:
     """Replace the segments a ``.swap`` covers with it (Kafka completes a swap that reached disk).
 
     The swap's offset range is read from its batch headers by a read-only segment, so nothing (no
     index file) is created under the ``.swap`` name.
     """
-    directory = target.dir
-    swap = LogSegment(directory, base, target.config, writable=False, suffix=".swap")
+    swap = LogSegment(directory, base, config, writable=False, suffix=SWAP)
     try:
         end = swap.next_offset
     finally:
         swap.close_handlers()
     for old in sorted(b for b in listing.logs if base <= b < max(end, base + 1)):
-        for ext in _EXTENSIONS:
+        for ext in SEGMENT_EXTENSIONS:
             _unlink(directory / segment_file_name(old, ext), report)
         del listing.logs[old]
         listing.indexes.pop(old, None)
-    for ext in (".index", ".timeindex", ".txnindex"):
+    for ext in (INDEX, TIME_INDEX, TXN_INDEX):
         _unlink(directory / segment_file_name(base, ext), report)
-    os.replace(directory / segment_file_name(base, ".log.swap"), directory / segment_file_name(base, ".log"))
-    listing.logs[base] = os.stat(directory / segment_file_name(base, ".log")).st_size
-    report.swapped_in.append(segment_file_name(base, ".log.swap"))
+    os.replace(directory / segment_file_name(base, LOG, SWAP), directory / segment_file_name(base, LOG))
+    listing.logs[base] = os.stat(directory / segment_file_name(base, LOG)).st_size
+    report.swapped_in.append(segment_file_name(base, LOG, SWAP))
 
 
 class _Transactions:
     """The undecided transactions as recovery goes from segment to segment: ``state`` holds every batch
     of the segments up to the one at ``upto`` (None: nothing known)."""
 
-    def __init__(self, target: Log) -> None:
-        self.target = target
+    def __init__(self, segments: LogSegments) -> None:
+        self.segments = segments
         self.state: ProducerTransactions | None = None
         self.upto: int | None = None
         self.asked = False
@@ -221,8 +231,8 @@ class _Transactions:
     def _valid_at(self, base: int) -> bool:
         if self.state is None:
             return False
-        lower = self.target.segments.lower(base)
-        return (lower[0] if lower else None) == self.upto
+        lower = self.segments.lower(base)
+        return (lower.base_offset if lower else None) == self.upto
 
     def before(self, base: int):
         """The provider :meth:`LogSegment.recover` takes, for the segment at ``base``."""
@@ -235,8 +245,7 @@ class _Transactions:
                 self.state = None
                 if not need:
                     return None
-                segments = [s for b, s in self.target.segments.items() if b < base]
-                self.state = ProducerTransactions.scan(segments)
+                self.state = ProducerTransactions.scan(s.batches() for s in self.segments.values(None, base))
             self.given = self.state
             return self.state
 
@@ -251,48 +260,57 @@ class _Transactions:
             self.upto = base  # no transactional batch in it: the state holds past it too
 
 
-def _recover_segments(target: Log, recovery_point: int | None, clean_shutdown: bool, report: RecoveryReport) -> None:
-    existing = set(os.listdir(target.dir))
+def _recover_segments(
+    directory: Path, segments: LogSegments, recovery_point: int | None, clean_shutdown: bool, report: RecoveryReport
+) -> ProducerTransactions | None:
+    """Recover what needs it (module docstring, steps 3 and 4); return the undecided transactions at
+    the log end when they came out of it."""
+    existing = set(os.listdir(directory))
     needs: dict[int, LogSegment] = {}
     if not clean_shutdown:
-        floor = target.segments.floor(recovery_point or 0)
-        needs = dict(target.segments.items(floor[0] if floor else None))
-    last = target.segments.last()
-    for base, segment in target.segments.items():
+        needs = {s.base_offset: s for s in segments.from_offset(recovery_point or 0)}
+    last = segments.last()
+    for segment in segments:
+        base = segment.base_offset
         if base in needs:
             continue
-        missing = any(segment_file_name(base, ext) not in existing for ext in (".index", ".timeindex"))
+        missing = any(segment_file_name(base, ext) not in existing for ext in (INDEX, TIME_INDEX))
         if missing and segment.size > 0:
             needs[base] = segment
-        elif last is not None and base == last[0]:
+        elif segment is last:
             try:
                 segment.sanity_check()
             except CorruptRecordError as exc:
                 log.warning("%s: %s; rebuilding the indexes", segment.log_path, exc.reason)
                 needs[base] = segment
-        if base not in needs and segment_file_name(base, ".txnindex") in existing:
+        if base not in needs and segment_file_name(base, TXN_INDEX) in existing:
             try:
                 segment.txn_index.sanity_check()
             except CorruptRecordError as exc:
                 log.warning("%s: %s; rebuilding the indexes", segment.txn_index.path, exc.reason)
                 needs[base] = segment
-    transactions = _Transactions(target)
+    transactions = _Transactions(segments)
     for base in sorted(needs):
         segment = needs[base]
-        if base not in target.segments:  # deleted after a truncated one before it
+        if base not in segments:  # deleted after a truncated one before it
             continue
-        higher = target.segments.higher(base)
-        cut = segment.recover(transactions=transactions.before(base), upper=higher[0] if higher else None)
+        before = segment.index_state()
+        higher = segments.higher(base)
+        cut = segment.recover(
+            transactions=transactions.before(base), upper=higher.base_offset if higher is not None else None
+        )
         transactions.after(base)
         report.recovered_segments.append(segment.log_path.name)
-        report.rebuilt_indexes.append(segment.log_path.name)
+        if segment.index_state() != before:
+            report.rebuilt_indexes.append(segment.log_path.name)
         if cut:
             log.warning("%s: truncated %d invalid bytes at position %d", segment.log_path, cut, segment.size)
             report.truncated_bytes += cut
-            for later_base, later in list(target.segments.items(base, from_inclusive=False)):
-                target.segments.remove(later_base)
+            for later in list(segments.after(base)):
+                segments.remove(later.base_offset)
                 report.deleted_segments.append(later.log_path.name)
                 later.delete()
-    last = target.segments.last()
-    if transactions.state is not None and last is not None and transactions.upto == last[0]:
-        target._txn = transactions.state  # the state at the log end: no need to scan again
+    last = segments.last()
+    if transactions.state is not None and last is not None and transactions.upto == last.base_offset:
+        return transactions.state  # the state at the log end: no need to scan again
+    return None

@@ -102,7 +102,7 @@ def test_finding1_engine_opens_nothing_through_a_link(tmp_path, outside):
     # readers skip the link: the partition reads as empty, the target is never opened
     with LogDir(tmp_path) as logdir:
         log = logdir.log("t-0")
-        assert list(log.segments.values()) == [] and list(log.read()) == []
+        assert list(log.segments) == [] and list(log.read()) == []
     assert regular_files(tmp_path / "t-0") == []
     assert (outside / "victim.log").read_bytes().startswith(b"precious")
 

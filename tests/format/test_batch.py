@@ -9,7 +9,6 @@ from hypothesis import strategies as st
 from kafkafs.errors import CorruptRecordError
 from kafkafs.format.batch import (
     Codec,
-    DecodedBatch,
     Header,
     decode_batch,
     encode_batch,
@@ -308,13 +307,6 @@ def test_trailing_garbage_after_records():
         decode_batch(bytes(padded), validate=False)
 
 
-def test_decoded_batch_slice():
-    batch = decode_batch(encode_batch(SAMPLE[:5], base_offset=10))
-    assert isinstance(batch, DecodedBatch)
-    assert batch.slice_from(12).offsets == [12, 13, 14]
-    assert batch.slice_from(0) is batch
-
-
 # ----------------------------------------------------------------------------- legacy through decode_batch
 
 
@@ -348,3 +340,11 @@ def test_a_flipped_byte_in_a_legacy_message_fails_its_crc():
     data[-1] ^= 1
     with pytest.raises(CorruptRecordError, match="CRC"):
         validate_batch(data, read_batch_header(data))
+
+
+def test_decoded_batch_between():
+    batch = decode_batch(encode_batch(SAMPLE[:5], base_offset=10))
+    assert batch.between(12).offsets == [12, 13, 14]
+    assert batch.between(11, 12).offsets == [11, 12] and batch.between(11, 12).keys == batch.keys[1:3]
+    assert batch.between(0) is batch and batch.between(10, 14) is batch
+    assert batch.between(15).offsets == [] and batch.between(0, 9).offsets == []

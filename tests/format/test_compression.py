@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kafkafs.errors import CorruptRecordError
-from kafkafs.format.compression import Codec, codec_from_attributes, compress, decompress, xxh32
+from kafkafs.format.compression import Codec, codec_by_name, compress, decompress, xxh32
 
 from ..conftest import FIXTURES
 
@@ -400,9 +400,12 @@ def test_random_bytes_only_raise_corrupt(codec, junk):
 def test_unknown_codec():
     with pytest.raises(CorruptRecordError, match="unknown compression codec 5"):
         decompress(5, b"x", 10)
-    with pytest.raises(CorruptRecordError, match="codec 7"):
-        codec_from_attributes(0x0F, 42)
-    assert codec_from_attributes(0x1B) is Codec.LZ4
+
+
+
+def test_codec_by_name():
+    assert codec_by_name("lz4") is Codec.LZ4 and codec_by_name("zstd") is Codec.ZSTD
+    assert codec_by_name("producer") is Codec.NONE and codec_by_name("uncompressed") is Codec.NONE
 
 
 def test_threads_do_not_share_output():

@@ -36,7 +36,6 @@ from kafkafs.format.index import (
     time_ceiling_slot,
     time_floor_slot,
     valid_entry_count,
-    whole_entries,
 )
 
 from ..conftest import FIXTURES
@@ -90,8 +89,6 @@ def test_decode_past_the_end() -> None:
 
 
 def test_sizes() -> None:
-    assert whole_entries(100, 8) == 12
-    assert whole_entries(100, 12) == 8
     assert round_down_to_entry(67, 8) == 64
     assert round_down_to_entry(10 * 1024 * 1024, 12) == 10485756
 

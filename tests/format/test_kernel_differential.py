@@ -5,14 +5,15 @@ layout, so they can hold what no encoder writes: invalid header keys, non-minima
 varints, damage) and asserts that the kernel and the reference agree: the same columns, the same
 lines, or both refuse. Runs at hypothesis' default size in CI; for a long run:
 
-    KAFKAFS_DIFF_EXAMPLES=250000 pytest tests/format/test_kernel_differential.py
+    KAFKAFS_DIFF_EXAMPLES=250000 pytest tests/format/test_kernel_differential.py -k NAME \\
+        --hypothesis-show-statistics
 """
 
 import os
 import struct
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from kafkafs.errors import CorruptRecordError
@@ -24,9 +25,10 @@ from kafkafs.format.records import decode_records
 pytestmark = pytest.mark.skipif(kernel.KERNEL is None, reason="the compiled kernel is not built")
 
 _EXAMPLES = int(os.environ.get("KAFKAFS_DIFF_EXAMPLES", "0"))
-if _EXAMPLES:
+if _EXAMPLES:  # a long run: many examples, no shrinking database, no deadline
     settings.register_profile(
-        "kafkafs-long", max_examples=_EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck)
+        "kafkafs-long", max_examples=_EXAMPLES, deadline=None, database=None,
+        phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink], suppress_health_check=list(HealthCheck),
     )
     settings.load_profile("kafkafs-long")
 
@@ -186,9 +188,11 @@ def _check(data: bytes, header: BatchHeader, mode: str, bounds) -> None:
     rendered = _kernel(kernel.render_raw, prefix, data, header, mode, *bounds, 0)
     lengths = _kernel(kernel.render_raw, prefix, data, header, mode, *bounds, 1)
     with_ends = _kernel(kernel.render_raw, prefix, data, header, mode, *bounds, 2)
+    counted = _kernel(kernel.render_raw, prefix, data, header, mode, *bounds, 3)
     if ref == "refused":
-        assert rendered == lengths == with_ends == "refused"
+        assert rendered == lengths == with_ends == counted == "refused"
         return
+    assert counted == (rendered, len(ref[0]))
     lines, offsets = ref
     assert rendered == b"".join(lines)
     assert lengths == [len(line) for line in lines]

@@ -72,6 +72,12 @@ def test_kafkafs_options_become_flags() -> None:
     ]
 
 
+def test_size_cache_and_list_limit_options() -> None:
+    argv = [LOG, MNT, "-o", "cache_dir=/var/cache/kafkafs,list_limit=5000"]
+    assert translate(argv) == ["mount", "--cache-dir", "/var/cache/kafkafs", "--list-limit", "5000", LOG, MNT]
+    assert translate([LOG, MNT, "-o", "cache_dir="]) == ["mount", "--cache-dir", "", LOG, MNT]  # off
+
+
 def test_foreground_option_is_not_mount8s_fake_flag() -> None:
     assert translate([LOG, MNT, "-o", "foreground"]) == ["mount", "-f", LOG, MNT]
     request = parse([LOG, MNT, "-f"])
@@ -170,6 +176,7 @@ def test_split_options(text: str, expected: list[str]) -> None:
         ([LOG, MNT, "-o", "config="], "config= needs a file name"),
         ([LOG, MNT, "-o", "set=segment.bytes"], "expected set=KEY=VALUE"),
         ([LOG, MNT, "-o", "ro,writable"], "contradict"),
+        ([LOG, MNT, "-o", "list_limit=many"], "list_limit=many: expected a number"),
         ([LOG, MNT, "-o", 'config="/a'], "unbalanced double quote"),
     ],
 )

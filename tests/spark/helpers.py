@@ -41,7 +41,7 @@ def kafka_python_decode(logdir: Path | str) -> list[tuple]:
     decoded by kafka-python, each batch's CRC checked by it."""
     from kafka.record.memory_records import MemoryRecords
 
-    from kafkafs.storage.log import parse_partition_dir_name
+    from kafkafs.storage.names import parse_partition_dir_name
 
     out = []
     for part in sorted(Path(logdir).iterdir()):

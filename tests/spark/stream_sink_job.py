@@ -18,11 +18,12 @@ from kafkafs.spark import register
 def main() -> None:
     source, target, checkpoint = sys.argv[1:4]
     spark = (
-        SparkSession.builder.master("local[2]")
+        SparkSession.builder.master("local[1]")
         .appName("kafkafs-sink-crash")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.shuffle.partitions", "1")
+        .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")  # a short JVM
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")

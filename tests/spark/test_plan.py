@@ -24,7 +24,7 @@ def _segments(logdir: Path) -> dict[tuple[str, int], list[tuple[int, int, list[i
     with LogDir(logdir) as ld:
         for log in ld:
             out[(log.topic, log.partition)] = [
-                (base, seg.size, [e.position for e in seg.offset_index]) for base, seg in log.segments.items() if seg.size
+                (base, seg.size, [e.position for e in seg.offset_index]) for base, seg in ((s.base_offset, s) for s in log.segments) if seg.size
             ]
     return out
 
@@ -136,7 +136,8 @@ def test_time_filter_prunes_sealed_segments(generated):
     assert p.segments_pruned > 0
     with LogDir(generated) as ld:
         log = ld.log("orders-0")
-        for base, seg in list(log.segments.items())[:-1]:
+        for seg in list(log.segments)[:-1]:
+            base = seg.base_offset
             if seg.time_index.last_entry.timestamp < lo_ms:
                 assert all(x.base_offset != base for x in p.pieces if x.partition == 0)
     expect = [r for r in engine_rows(generated) if r[0] == "orders" and r[3] >= lo_ms]

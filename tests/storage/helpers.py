@@ -3,6 +3,7 @@ Kafka's index rule, and kafka-python as an independent reader."""
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import os
 import shutil
@@ -11,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from kafkafs.format.batch import encode_batch
+from kafkafs.format.batch import DecodedBatch, encode_batch
 from kafkafs.storage.config import LogConfig
 from kafkafs.storage.log import Log
 
@@ -29,6 +30,18 @@ class Clock:
 
     def sleep(self, ms: int) -> None:
         self.now += ms
+
+
+def read_offset(log: Log, offset: int) -> tuple[DecodedBatch, int] | None:
+    """The decoded batch holding ``offset`` and the record's index in it (through :meth:`Log.locate`),
+    or None when the offset is not in the log."""
+    view = log.locate(offset)
+    if view is None:
+        return None
+    batch = view.decode()
+    offsets = batch.offsets
+    i = bisect.bisect_left(offsets, offset)
+    return (batch, i) if i < len(offsets) and offsets[i] == offset else None
 
 
 def config(**settings: Any) -> LogConfig:

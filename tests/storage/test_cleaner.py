@@ -52,7 +52,7 @@ def test_time_retention_deletes_old_segments_and_moves_the_log_start(tmp_path):
     assert len(deleted) == 3 * len(bases)  # .log, .index, .timeindex
     with LogDir(tmp_path, settings) as reader:  # readers never list them
         assert reader.log("t-0").log_start_offset == log.log_start_offset
-        assert list(reader.log("t-0").segments.keys())[0] == log.log_start_offset
+        assert reader.log("t-0").segments.bases()[0] == log.log_start_offset
     with LogDir(tmp_path, settings, writable=True) as logdir:
         reopened = logdir.log("t-0")  # a writable open removes what a previous run left
         assert not [n for n in os.listdir(tmp_path / "t-0") if n.endswith(".deleted")]
@@ -200,7 +200,8 @@ def test_compaction_stops_at_a_transaction_still_in_progress(tmp_path):
         assert not (tmp_path / "cleaner-offset-checkpoint").exists()
         log.append_batches(_marker("COMMIT", 1))  # 4
         lines = clean_logdir(logdir, now_ms=10**13)
-        assert len(lines) == 1 and "00000000000000000000.log: 2 superseded" in lines[0]
+        # both sealed segments fit segment.bytes: merged into one, as Kafka's cleaner groups them
+        assert lines == ["kv-0: compacted 00000000000000000000.log (+1 segment(s) merged): 2 superseded record(s) removed"]
         assert [r[0] for r in log.records()] == [2, 3, 4]
         assert logdir.cleaner_offsets() == {("kv", 0): 3}
 
@@ -216,6 +217,137 @@ def test_a_live_reader_stops_listing_segments_renamed_deleted(tmp_path):
             assert len(reader.segments) == len(log.segments) > 1
             apply_retention(log, now_ms=10**13)
             reader.refresh()
-            assert list(reader.segments.keys()) == list(log.segments.keys())
+            assert reader.segments.bases() == log.segments.bases()
             assert reader.log_start_offset == log.log_start_offset
             assert [n for n in os.listdir(tmp_path / "t-0") if n.endswith(".log.deleted")]
+
+
+def test_a_map_smaller_than_the_keys_cleans_in_rounds_to_the_latest_per_key(tmp_path):
+    settings = Settings({"segment.bytes": 4096}, {"kv": {"cleanup.policy": "compact"}})
+    with LogDir(tmp_path, settings, writable=True) as logdir:
+        log = logdir.create_partition("kv", 0)
+        latest = {}
+        for i in range(3000):
+            key = b"k%d" % ((i * 7919) % 700)
+            log.append_records([(1000 + i, key, b"v%d" % i, ())])
+            latest[key] = i
+        log.roll()
+        rounds: list[int] = []
+        from kafkafs.storage.cleaner import _compact
+
+        lines, end = _compact(log, 10**13, dry_run=False, memory=200 * 24, on_round=rounds.append)
+        assert len(rounds) >= 4 and rounds == sorted(rounds) and end == rounds[-1] == 3000
+        kept = {r[2]: r[0] for r in log.records()}
+        assert kept == latest
+        assert len(list(log.records())) == len(latest)  # nothing superseded is left
+    assert _kafka_python_offsets(tmp_path / "kv-0") == sorted(latest.values())
+
+
+def test_tombstones_get_a_delete_horizon_and_go_once_it_has_passed(tmp_path):
+    from kafka.record.default_records import DefaultRecordBatch
+
+    settings = Settings({}, {"kv": {"cleanup.policy": "compact", "delete.retention.ms": 5000}})
+    with LogDir(tmp_path, settings, writable=True) as logdir:
+        log = logdir.create_partition("kv", 0)
+        log.append_records([(1000, b"a", b"1", ()), (1001, b"b", b"2", ())])
+        log.append_records([(1002, b"a", None, ()), (1003, b"c", b"3", ())])
+        log.roll()
+        log.append_records([(1004, b"x", b"x", ())])
+        compact(log, now_ms=50_000)
+        assert [(r[0], r[1], r[2], r[3]) for r in log.records()] == [
+            (1, 1001, b"b", b"2"), (2, 1002, b"a", None), (3, 1003, b"c", b"3"), (4, 1004, b"x", b"x")]
+        data = (tmp_path / "kv-0" / "00000000000000000000.log").read_bytes()
+        batches = []
+        pos = 0
+        while pos < len(data):
+            size = int.from_bytes(data[pos + 8:pos + 12], "big") + 12
+            batches.append(DefaultRecordBatch(data[pos:pos + size]))
+            pos += size
+        horizon = [b for b in batches if b.attributes & 0x40]
+        assert len(horizon) == 1 and horizon[0].first_timestamp == 50_000 + 5000  # KIP-534
+        assert horizon[0].validate_crc()
+        assert [r.timestamp for r in horizon[0]] == [1002, 1003]  # record timestamps unchanged
+        compact(log, now_ms=54_999, checkpoint=0)  # before the horizon: stays
+        assert 2 in [r[0] for r in log.records()]
+        compact(log, now_ms=55_000, checkpoint=0)
+        assert [r[0] for r in log.records()] == [1, 3, 4]
+
+
+def test_the_background_cleaner_compacts_the_dirtiest_log_and_stops(tmp_path):
+    import time
+
+    from kafkafs.storage.cleaner import LogCleaner
+
+    settings = Settings(
+        {"segment.bytes": 1024, "log.cleaner.backoff.ms": 10, "log.initial.task.delay.ms": 0,
+         "log.retention.check.interval.ms": 100,
+         "retention.bytes": 2048, "retention.ms": -1},
+        {"kv": {"cleanup.policy": "compact"}},
+    )
+    with LogDir(tmp_path, settings, writable=True) as logdir:
+        kv = logdir.create_partition("kv", 0)
+        ev = logdir.create_partition("ev", 0)
+        cleaner = LogCleaner(logdir)
+        cleaner.start()
+        try:
+            for i in range(600):
+                kv.append_records([(1000 + i, b"k%d" % (i % 10), b"v%d" % i, ())])
+                ev.append_records([(1000 + i, None, b"e%d" % i, ())])
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and (kv.size_in_bytes() > 4096 or ev.size_in_bytes() > 4096):
+                time.sleep(0.05)
+        finally:
+            cleaner.stop()
+        assert cleaner.errors == 0
+        assert kv.size_in_bytes() <= 4096 and ev.size_in_bytes() <= 4096
+        assert logdir.cleaner_offsets()[("kv", 0)] > 0
+        kept = {}
+        for _offset, _ts, key, value, _h in kv.records():
+            kept[key] = value
+        assert kept == {b"k%d" % k: b"v%d" % (590 + k) for k in range(10)}
+        assert [r[3] for r in ev.records()][-1] == b"e599"
+    assert not [n for n in os.listdir(tmp_path / "kv-0") if n.endswith((".cleaned", ".swap"))]
+
+
+def test_clean_reports_progress_on_long_runs(tmp_path):
+    import io
+
+    settings = Settings({"segment.bytes": 1000}, {"kv": {"cleanup.policy": "compact"}})
+    with LogDir(tmp_path, settings, writable=True) as logdir:
+        log = logdir.create_partition("kv", 0)
+        _fill(log, 200, key=lambda i: b"k%d" % (i % 4))
+        quiet, chatty = io.StringIO(), io.StringIO()
+        clean_logdir(logdir, now_ms=10**13, dry_run=True, progress=quiet)  # shorter than a second
+        assert quiet.getvalue() == ""
+        clean_logdir(logdir, now_ms=10**13, progress=chatty, progress_interval=0)
+    lines = chatty.getvalue().splitlines()
+    assert lines and lines[-1].startswith("clean: 1/1 partition(s), ")
+    assert "MiB read" in lines[-1] and "MiB reclaimed" in lines[-1]
+
+
+def test_a_reader_iterating_across_a_swap_sees_each_offset_once_in_order(tmp_path):
+    settings = Settings({"segment.bytes": 300}, {"kv": {"cleanup.policy": "compact"}})
+    with LogDir(tmp_path, settings, writable=True) as logdir:
+        log = logdir.create_partition("kv", 0)
+        _fill(log, 60, key=lambda i: b"k%d" % (i % 4))
+        active_base = log.active_segment.base_offset
+        reader = log.batches(0)
+        first = next(reader)[1].header
+        assert compact(log, now_ms=10**13)  # merges the sealed segments under the reader
+        offsets = [first.base_offset] + [view.header.base_offset for _seg, view in reader]
+        assert offsets == sorted(set(offsets))
+        assert [o for o in offsets if o >= active_base] == list(range(active_base, 60))
+
+
+def test_a_swap_is_refused_when_retention_removed_a_segment_meanwhile(tmp_path):
+    from kafkafs.storage.segment import LogSegment
+
+    settings = Settings({"segment.bytes": 300})
+    with LogDir(tmp_path, settings, writable=True) as logdir:
+        log = logdir.create_partition("t", 0)
+        _fill(log, 30)
+        first = next(iter(log.segments.values()))
+        cleaned = LogSegment(log.dir, first.base_offset, log.config, writable=True, suffix=".cleaned")
+        log.delete_segments([first], "retention")
+        assert log.replace_segments(cleaned, [first]) is False
+        assert not [n for n in os.listdir(tmp_path / "t-0") if n.endswith((".cleaned", ".swap"))]

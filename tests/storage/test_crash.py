@@ -118,7 +118,7 @@ def test_sigkill_at_random_points(tmp_path: Path) -> None:
                 assert log.last_recovery.truncated_bytes > 0  # type: ignore[union-attr]
             assert log.log_start_offset == 0
             check(log, max(0, min(verified, log.log_end_offset) - 50))
-            for segment in log.segments.values():
+            for segment in log.segments:
                 segment.sanity_check()
             verified = log.log_end_offset
     elapsed = time.monotonic() - started
@@ -127,7 +127,7 @@ def test_sigkill_at_random_points(tmp_path: Path) -> None:
     with Log.open(tmp_path / name) as log:
         check(log, 0)
         theirs = []
-        for segment in log.segments.values():
+        for segment in log.segments:
             theirs.extend(kafka_python_records(segment.read_at(0, segment.size)))
         assert [r[0] for r in theirs] == list(range(log.log_end_offset))
         assert all(r[3].startswith(b"%d:" % r[0]) for r in theirs)

@@ -44,14 +44,14 @@ def test_released_segments_reopen_and_a_reader_in_progress_is_not_disturbed(tmp_
     budget = HandleBudget(limit=2)
     log = Log.open(tmp_path / "t-0", budget=budget)
     assert len(log.segments) >= 10
-    first = log.segments.first()[1]  # type: ignore[index]
+    first = log.segments.first()  # type: ignore[index]
     reader = first.batches()
     view = next(reader)
     fd = reader.gi_frame.f_locals["fd"]  # type: ignore[union-attr]
     assert fd_target(fd) == str(first.log_path)
-    for segment in list(log.segments.values())[1:]:  # reading them pushes the first one out
+    for segment in list(log.segments)[1:]:  # reading them pushes the first one out
         assert segment.find(segment.base_offset) is not None
-    assert first not in budget and first._handle is None
+    assert first not in budget and first._records._handle is None
     assert fd_target(fd) == str(first.log_path)  # still open: the suspended reader holds it
     rest = [v.header.base_offset for v in reader]
     assert [view.header.base_offset, *rest] == [v.header.base_offset for v in first.batches()]
@@ -70,9 +70,9 @@ def test_the_active_segment_of_a_writer_is_never_released(tmp_path: Path) -> Non
     active = log.active_segment
     assert active is not None and active.pinned
     log.append_records([ProducerRecord(5000, None, b"a", ())])
-    for segment in list(log.segments.values())[:-1]:
+    for segment in list(log.segments)[:-1]:
         segment.find(segment.base_offset)
-    assert active in budget and active._handle is not None
+    assert active in budget and active._records._handle is not None
     end = log.log_end_offset
     log.append_records([ProducerRecord(5001, None, b"b", ())])
     assert log.log_end_offset == end + 1

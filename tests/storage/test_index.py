@@ -13,13 +13,9 @@ import pytest
 
 from kafkafs.errors import CorruptRecordError, InvalidInput, KafkafsError, ReadOnlyError
 from kafkafs.format.index import NO_TIMESTAMP
-from kafkafs.storage.index import (
-    DEFAULT_MAX_INDEX_SIZE,
-    OffsetIndex,
-    OffsetPosition,
-    TimeIndex,
-    TimestampOffset,
-)
+from kafkafs.storage.index import DEFAULT_MAX_INDEX_SIZE
+from kafkafs.storage.offset_index import OffsetIndex, OffsetPosition
+from kafkafs.storage.time_index import TimeIndex, TimestampOffset
 
 from ..conftest import FIXTURES
 
@@ -464,17 +460,6 @@ def test_rename_and_delete(tmp_path: Path) -> None:
     lazy.rename(tmp_path / "1.index.swap")  # nothing on disk yet: not an error
     assert lazy.path.name == "1.index.swap"
     assert not lazy.delete()
-
-
-def test_update_parent_dir(tmp_path: Path) -> None:
-    (tmp_path / "a").mkdir()
-    idx = OffsetIndex(tmp_path / "a" / "0.index", 0, max_index_size=80)
-    idx.append(1, 1)
-    (tmp_path / "a").rename(tmp_path / "b")
-    idx.update_parent_dir(tmp_path / "b")
-    assert idx.path == tmp_path / "b" / "0.index"
-    idx.close()
-    assert idx.path.stat().st_size == 8
 
 
 # -- read-only, and a file a live broker is writing -----------------------------------------------------

@@ -15,7 +15,7 @@ from kafkafs.format.batch import encode_batch, read_batch_header, scan_batches
 from kafkafs.format.jsonview import ProducerRecord
 from kafkafs.storage.log import Log
 
-from .helpers import Clock, all_records, batch, config, kafka_indexes, open_log
+from .helpers import Clock, all_records, batch, config, kafka_indexes, open_log, read_offset
 
 MAX_REL = 2**31 - 1
 
@@ -29,7 +29,7 @@ def batch_size(log: Log, n: int = 1, value: bytes = b"v" * 100) -> int:
 
 
 def segment_bases(log: Log) -> list[int]:
-    return list(log.segments.keys())
+    return log.segments.bases()
 
 
 # -- rolls: the four conditions -------------------------------------------------------------------------
@@ -46,7 +46,7 @@ def test_roll_by_segment_bytes(tmp_path: Path) -> None:
         log.append_records([record()])
     assert log.log_end_offset == 100
     assert segment_bases(log) == list(range(0, 100, per_segment))
-    assert all(s.size <= per_segment * size for s in log.segments.values())
+    assert all(s.size <= per_segment * size for s in log.segments)
     log.close()
 
 
@@ -134,8 +134,8 @@ def test_roll_by_offset_overflow_of_a_batch_with_a_large_last_offset_delta(tmp_p
     log.append_records([record(b"next")])
     assert segment_bases(log) == [0, 5, 6 + MAX_REL]  # 6 + MAX does not fit one based at 5
     assert log.log_end_offset == 7 + MAX_REL
-    assert log.read_offset(5) is not None and log.read_offset(6) is None
-    found = log.read_offset(6 + MAX_REL)
+    assert read_offset(log, 5) is not None and read_offset(log, 6) is None
+    found = read_offset(log, 6 + MAX_REL)
     assert found is not None and found[0].values[found[1]] == b"next"
     expected = all_records(log)
     log.close()
@@ -288,7 +288,9 @@ def test_truncate_to_zero_and_to_negative(tmp_path: Path) -> None:
         log.truncate_to(-1)
     log.truncate_to(0)
     assert segment_bases(log) == [0] and log.log_end_offset == 0 and log.active_segment.size == 0  # type: ignore[union-attr]
-    assert sorted(os.listdir(tmp_path / "t-0")) == [f"{0:020d}{e}" for e in (".index", ".log", ".timeindex")]
+    assert sorted(os.listdir(tmp_path / "t-0")) == [f"{0:020d}{e}" for e in (".index", ".log", ".timeindex")] + [
+        "leader-epoch-checkpoint"  # kept, emptied, as Kafka's LeaderEpochFileCache keeps it
+    ]
     log.close()
 
 
@@ -301,11 +303,11 @@ def test_append_and_read_with_sequential_offsets(tmp_path: Path) -> None:
     for i in range(0, 200, 4):
         log.append_records([record(v, ts=1000 + i) for v in values[i : i + 4]])
     for offset in range(200):
-        found = log.read_offset(offset)
+        found = read_offset(log, offset)
         assert found is not None
         batch_, i = found
         assert batch_.offsets[i] == offset and batch_.values[i] == values[offset]
-    assert log.read_offset(200) is None and log.read_offset(-1) is None
+    assert read_offset(log, 200) is None and read_offset(log, -1) is None
     got = [r.value for r in log.records(37, 151)]
     assert got == values[37:152]
     assert [b.offsets for b in log.read(198)] == [[198, 199]]
@@ -321,7 +323,7 @@ def test_reads_skip_compacted_gaps(tmp_path: Path) -> None:
         log.append_batches(encode_batch([(1000 + i, None, b"%d" % i, ())], offset_deltas=[4], last_offset_delta=4))
     assert log.log_end_offset == 100
     assert [r.offset for r in log.records()] == list(range(4, 100, 5))
-    assert log.read_offset(10) is None and log.read_offset(14) is not None
+    assert read_offset(log, 10) is None and read_offset(log, 14) is not None
     assert [r.offset for r in log.records(10, 30)] == [14, 19, 24, 29]
     assert log.offset_for_timestamp(1003) == (19, 1003)
     log.close()
@@ -349,9 +351,9 @@ def test_segment_for_is_a_floor(tmp_path: Path) -> None:
         segment = log.segment_for(offset)
         assert segment is not None and segment.base_offset == max(b for b in bases if b <= offset)
         assert segment.base_offset <= offset < segment.next_offset
-    assert log.segments.higher(bases[1])[0] == bases[2]  # type: ignore[index]
-    assert log.segments.lower(bases[1])[0] == bases[0]  # type: ignore[index]
-    assert [b for b, _ in log.segments.items(bases[1], bases[3])] == bases[1:3]
+    assert log.segments.higher(bases[1]).base_offset == bases[2]  # type: ignore[index]
+    assert log.segments.lower(bases[1]).base_offset == bases[0]  # type: ignore[union-attr]
+    assert [s.base_offset for s in log.segments.values(bases[1], bases[3])] == bases[1:3]
     log.close()
 
 
@@ -506,7 +508,7 @@ def test_write_then_read_in_threads(tmp_path: Path) -> None:
             if offsets != list(range(start, end)):
                 errors.append(f"read {offsets} for {start}..{end - 1}")
                 return
-            if end and log.read_offset(end - 1) is None:
+            if end and read_offset(log, end - 1) is None:
                 errors.append(f"offset {end - 1} missing")
                 return
             time.sleep(0.0005)
@@ -522,3 +524,17 @@ def test_write_then_read_in_threads(tmp_path: Path) -> None:
     assert not errors, errors
     assert [r.offset for r in log.records()] == list(range(log.log_end_offset))
     log.close()
+
+
+def test_locate_returns_the_undecoded_batch_with_its_segment(tmp_path: Path) -> None:
+    with open_log(tmp_path / "t-0", config(segment_bytes=400)) as log:
+        for i in range(12):
+            log.append_records([record(b"%d" % i), record(b"x")])
+        for offset in range(log.log_end_offset):
+            view = log.locate(offset)
+            assert view is not None and view.segment is log.segment_for(offset)
+            h = view.header
+            assert h.base_offset <= offset <= h.last_offset
+            assert view.raw() == view.segment.read_at(view.position, h.size)
+            assert offset in view.decode().offsets
+        assert log.locate(-1) is None and log.locate(log.log_end_offset) is None

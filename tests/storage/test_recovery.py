@@ -22,6 +22,7 @@ from .helpers import (
     headers_of,
     kafka_indexes,
     open_log,
+    read_offset,
     tree_fingerprint,
     write_segment,
 )
@@ -33,12 +34,12 @@ def record(value: bytes = b"test", ts: int | None = None) -> ProducerRecord:
 
 def crash(log: Log) -> None:
     """Let go of a log as a killed process would: nothing sealed, trimmed or flushed."""
-    for segment in log.segments.values():
+    for segment in log.segments:
         segment.close_handlers()
 
 
 def segment_files(directory: Path) -> list[str]:
-    return sorted(n for n in os.listdir(directory) if n[:20].isdigit())
+    return sorted(n for n in os.listdir(directory) if n[:20].isdigit() and not n.endswith(".snapshot"))
 
 
 def filled(directory: Path, n: int = 200, cfg=None, clock: Clock | None = None) -> Log:
@@ -53,10 +54,10 @@ def filled(directory: Path, n: int = 200, cfg=None, clock: Clock | None = None) 
 def check_reads(log: Log, n: int, t0: int) -> None:
     assert log.log_end_offset == n
     for i in range(n):
-        found = log.read_offset(i)
+        found = read_offset(log, i)
         assert found is not None and found[0].offsets[found[1]] == i
     for i in list(range(0, n, 7)) + [n - 1]:  # by time: each search walks the segments from the first
-        expected = log.segments.first()[0] if i == 0 else i  # type: ignore[index]
+        expected = log.segments.first().base_offset if i == 0 else i  # type: ignore[index]
         assert log.offset_for_timestamp(t0 + i * 10) == (expected, t0 + i * 10)
 
 
@@ -83,7 +84,7 @@ def test_index_rebuild_after_deleting_the_index_files(tmp_path: Path) -> None:
             (directory / name).unlink()
         log = open_log(directory, config(segment_bytes=200, index_interval_bytes=1), clean=clean)
         assert log.last_recovery.rebuilt_indexes  # type: ignore[union-attr]
-        first = log.segments.first()[1]  # type: ignore[index]
+        first = log.segments.first()  # type: ignore[index]
         assert first.offset_index.entries > 0 and first.time_index.entries > 0
         check_reads(log, 200, clock())
         log.close()
@@ -108,7 +109,7 @@ def test_corrupt_index_rebuild(tmp_path: Path) -> None:
 def test_a_corrupt_active_index_is_rebuilt_even_after_a_clean_shutdown(tmp_path: Path) -> None:
     log = filled(tmp_path / "t-0", n=30)
     log.close()
-    last = log.segments.last()[0]  # type: ignore[index]
+    last = log.segments.last().base_offset  # type: ignore[index]
     entries = struct.pack(">II", 5, 100) + struct.pack(">II", 3, 200) + struct.pack(">II", 9, 300)
     (tmp_path / "t-0" / f"{last:020d}.index").write_bytes(entries)  # offsets not increasing
     log = open_log(tmp_path / "t-0", config(segment_bytes=200, index_interval_bytes=1), clean=True)
@@ -163,7 +164,7 @@ def test_retention_deletes_through_deleted_files(tmp_path: Path) -> None:
     log = open_log(tmp_path / "t-0", config(segment_bytes=300), clock=clock)
     for _ in range(10):
         log.append_records([record(b"x" * 100)])
-    first_two = list(log.segments.values())[:2]
+    first_two = list(log.segments)[:2]
     prefix = f"{first_two[0].base_offset:020d}"
     log.delete_segments(first_two, "retention")
     assert log.log_start_offset == first_two[1].next_offset
@@ -190,10 +191,10 @@ def test_a_swap_left_by_a_compaction_is_completed(tmp_path: Path) -> None:
     (directory / "00000000000000000000.index.swap").write_bytes(b"junk")
     for clean in (True, False):
         log = open_log(directory, config(index_interval_bytes=1), clean=clean)
-        assert list(log.segments.keys()) == [0, 20]
+        assert log.segments.bases() == [0, 20]
         assert [r.offset for r in log.records()] == kept + list(range(20, 30))
         assert [r.value for r in log.records()][:4] == [b"3", b"7", b"12", b"19"]
-        assert log.read_offset(5) is None and log.read_offset(7) is not None
+        assert read_offset(log, 5) is None and read_offset(log, 7) is not None
         if not clean:
             break
         assert log.last_recovery.swapped_in == ["00000000000000000000.log.swap"]  # type: ignore[union-attr]
@@ -217,7 +218,7 @@ def test_cleaned_files_are_deleted_with_the_swaps_of_the_same_operation(tmp_path
     (directory / "00000000000000000010.index.cleaned").write_bytes(b"")
     log = open_log(directory, clean=False)
     assert not [n for n in os.listdir(directory) if n.endswith((".swap", ".cleaned"))]
-    assert list(log.segments.keys()) == [0, 10, 20]
+    assert log.segments.bases() == [0, 10, 20]
     assert all_records(log) == records_before
     log.close()
 
@@ -233,7 +234,7 @@ def test_read_only_opens_ignore_leftovers_and_change_nothing(tmp_path: Path) -> 
         f.write(b"garbage after the last batch")
     before = tree_fingerprint(directory)
     with Log.open(directory) as log:
-        assert list(log.segments.keys()) == [0, 10, 20]
+        assert log.segments.bases() == [0, 10, 20]
         assert log.log_end_offset == 30  # the garbage is not taken for data
         assert [r.offset for r in log.records(0, 29)] == list(range(30))
         with pytest.raises(CorruptRecordError):  # but a read that meets it says so
@@ -304,7 +305,7 @@ def test_recovery_cuts_a_bad_crc_and_deletes_the_segments_after_it(tmp_path: Pat
     report = log.last_recovery
     assert report.truncated_bytes == len(data) - position  # type: ignore[union-attr]
     assert report.deleted_segments == ["00000000000000000020.log"]  # type: ignore[union-attr]
-    assert list(log.segments.keys()) == [0, 10]
+    assert log.segments.bases() == [0, 10]
     assert log.log_end_offset == 14
     assert [r.offset for r in log.records()] == list(range(14))
     assert not (directory / "00000000000000000020.log").exists()
@@ -357,7 +358,7 @@ def test_recovery_is_idempotent(tmp_path: Path) -> None:
     directory = tmp_path / "t-0"
     log = filled(directory, n=50)
     crash(log)
-    with open(directory / f"{log.segments.last()[0]:020d}.log", "ab") as f:  # type: ignore[index]
+    with open(directory / f"{log.segments.last().base_offset:020d}.log", "ab") as f:  # type: ignore[index]
         f.write(b"\x01" * 33)
     first = open_log(directory, clean=False)
     assert first.last_recovery.truncated_bytes == 33  # type: ignore[union-attr]
@@ -376,7 +377,7 @@ def test_a_crash_leaves_preallocated_indexes_that_recovery_trims(tmp_path: Path)
     assert active is not None and active.offset_index.length == config().segment_index_bytes
     crash(log)
     log = open_log(directory, config(segment_bytes=2000, index_interval_bytes=100), clean=False)
-    sealed = [s for s in log.segments.values() if s is not log.active_segment]
+    sealed = [s for s in log.segments if s is not log.active_segment]
     assert sealed and all(s.offset_index.path.stat().st_size == 8 * s.offset_index.entries for s in sealed)
     log.close()
     indexes_match_kafka(directory, 100)
@@ -393,7 +394,7 @@ def test_recovery_keeps_a_batch_whose_offsets_do_not_fit_the_segment(tmp_path: P
     assert [(r.offset, r.value) for r in log.records()] == [(0, b"a"), (far, b"b")]
     assert log.log_end_offset == far + 1
     log.append_records([record(b"c")])
-    assert list(log.segments.keys()) == [0, far + 1]
+    assert log.segments.bases() == [0, far + 1]
     log.close()
 
 
@@ -401,7 +402,7 @@ def test_a_writable_open_that_does_not_know_the_shutdown_recovers(tmp_path: Path
     directory = tmp_path / "t-0"
     log = filled(directory, n=10)
     crash(log)
-    with open(directory / f"{log.segments.last()[0]:020d}.log", "ab") as f:  # type: ignore[index]
+    with open(directory / f"{log.segments.last().base_offset:020d}.log", "ab") as f:  # type: ignore[index]
         f.write(b"\xff" * 20)
     again = Log.open(directory, config(segment_bytes=200, index_interval_bytes=1), writable=True)
     assert again.last_recovery.truncated_bytes == 20  # type: ignore[union-attr]
@@ -417,7 +418,7 @@ def test_an_empty_segment_left_by_a_crash_after_a_roll(tmp_path: Path) -> None:
     for ext in (".index", ".timeindex"):
         (directory / f"{4:020d}{ext}").unlink()
     log = open_log(directory, clean=False)
-    assert list(log.segments.keys()) == [0, 4] and log.log_end_offset == 4
+    assert log.segments.bases() == [0, 4] and log.log_end_offset == 4
     assert log.append_records([record()]).first_offset == 4
     log.close()
 
@@ -432,6 +433,6 @@ def test_segments_written_directly_with_gaps_between_them(tmp_path: Path) -> Non
         write_segment(directory, base, [bytes(data)])
     log = open_log(directory, clean=False)
     assert [r.offset for r in log.records()] == [0, 1, 100, 101, 250, 251]
-    assert log.read_offset(50) is None and log.read_offset(101) is not None
+    assert read_offset(log, 50) is None and read_offset(log, 101) is not None
     assert log.log_end_offset == 252
     log.close()

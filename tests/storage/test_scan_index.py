@@ -9,6 +9,8 @@ from kafkafs.storage.config import Settings
 from kafkafs.storage.log import Log
 from kafkafs.storage.logdir import LogDir
 
+from .helpers import read_offset
+
 
 def _build(tmp_path, n=3000):
     with LogDir(tmp_path, Settings({"segment.bytes": 10**9}), writable=True) as logdir:
@@ -28,7 +30,7 @@ def test_offsets_and_times_resolve_without_index_files(tmp_path):
     segment = log.active_segment
     assert segment.offset_index.entries == 0
     for offset in (0, 1, 9, 10, 1234, 2999):
-        batch, i = log.read_offset(offset)
+        batch, i = read_offset(log, offset)
         assert batch.offsets[i] == offset
     assert segment.position_of(2999) > 0  # the scan starts near the target, not at 0
     index = segment._scan_index
@@ -44,7 +46,7 @@ def test_offsets_and_times_resolve_without_index_files(tmp_path):
 def test_the_scan_index_follows_a_growing_file(tmp_path):
     directory = _build(tmp_path, 1000)
     reader = Log.open(directory, writable=False)
-    assert reader.read_offset(999)[0].offsets[-1] == 999
+    assert read_offset(reader, 999)[0].offsets[-1] == 999
     with LogDir(tmp_path, writable=True) as logdir:
         writer = logdir.log("t-0")
         writer.append_records([(2_000_000 + j, None, b"y" * 90, ()) for j in range(500)])
@@ -52,5 +54,5 @@ def test_the_scan_index_follows_a_growing_file(tmp_path):
         if name.endswith((".index", ".timeindex")):
             os.unlink(directory / name)
     reader.refresh()
-    batch, i = reader.read_offset(1400)
+    batch, i = read_offset(reader, 1400)
     assert batch.offsets[i] == 1400 and batch.values[i] == b"y" * 90

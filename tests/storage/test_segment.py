@@ -11,7 +11,8 @@ import pytest
 
 from kafkafs.errors import CorruptRecordError, InvalidInput, ReadOnlyError
 from kafkafs.format.batch import encode_batch, scan_batches
-from kafkafs.storage.segment import CHUNK_BYTES, LogSegment
+from kafkafs.storage.records import CHUNK_BYTES
+from kafkafs.storage.segment import LogSegment
 
 from .helpers import Clock, batch, config, headers_of, kafka_indexes, tree_fingerprint
 

@@ -11,7 +11,8 @@ from kafkafs.errors import CorruptRecordError, InvalidInput
 from kafkafs.format.batch import encode_batch, encode_control_batch
 from kafkafs.format.txnindex import AbortedTxn, parse_txn_index
 from kafkafs.storage.log import Log
-from kafkafs.storage.transactions import ProducerTransactions, TransactionIndex
+from kafkafs.storage.transactions import ProducerTransactions
+from kafkafs.storage.txnindex import TransactionIndex
 
 from .helpers import Clock, config, open_log
 

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from kafkafs.format.batch import read_batch_header
 from kafkafs.format.crc import crc32c
+from kafkafs.format.jsonview import ProducerRecord
 from kafkafs.storage.config import Settings
 from kafkafs.storage.logdir import LogDir
 from kafkafs.storage.validation import batch_problem
-from kafkafs.format.batch import read_batch_header
-from kafkafs.format.jsonview import ProducerRecord
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:

@@ -11,6 +11,7 @@ Decoders are immutable after construction and safe to share across threads.
 from __future__ import annotations
 
 import base64
+from binascii import b2a_base64
 from itertools import chain
 
 import orjson
@@ -32,12 +33,21 @@ GENERIC = object()
 
 def _bytes_default(obj):
     if isinstance(obj, (bytes, bytearray, memoryview)):
-        return {"$base64": base64.b64encode(obj).decode("ascii")}
+        return {"$base64": b2a_base64(obj, newline=False).decode("ascii")}
     raise TypeError(f"{type(obj).__name__} is not JSON")
 
 
-def _generic(data: bytes | None) -> bytes:
+def dumps_json(obj) -> bytes:
+    """A decoded object as compact JSON; bytes in it as ``{"$base64": ...}``."""
+    return _dumps(obj, default=_bytes_default)
+
+
+def generic_json(data: bytes | None) -> bytes:
+    """Bytes as SPEC §3 renders them in mode ``auto``: what an undecoded key or value shows."""
     return render_value(data, "auto")
+
+
+_generic = generic_json
 
 
 class Decoder:
@@ -63,12 +73,12 @@ class Decoder:
         if which == "key":
             for k in keys:
                 obj, sid = self.key(k, control)
-                text = _generic(k) if obj is GENERIC else _dumps(obj, default=_bytes_default)
+                text = _generic(k) if obj is GENERIC else dumps_json(obj)
                 add(text if sid is None else text + b',"keySchemaId":%d' % sid)
         else:
             for k, v in zip(keys, values, strict=True):
                 obj, sid = self.value(k, v, control)
-                text = _generic(v) if obj is GENERIC else _dumps(obj, default=_bytes_default)
+                text = _generic(v) if obj is GENERIC else dumps_json(obj)
                 add(text if sid is None else text + b',"valueSchemaId":%d' % sid)
         return out
 

@@ -1,0 +1,392 @@
+"""Soak: a ``--rw`` mount under continuous appends, its background cleaner keeping the log bounded.
+
+Two partitions in small segments: ``kv-0`` compacted (a few hundred keys, some tombstones) and ``ev-0``
+under ``retention.bytes``. A writer appends to both through ``append`` without pause while readers check
+every record they get, each value naming the offset it was appended at:
+
+- ``records.jsonl`` read whole, over and over (JSON, offsets increasing, each value right for its offset);
+- ``by-offset/N.json`` at random offsets between the log start and end (a record compacted away or
+  deleted is ENOENT; any other error, or a wrong record, counts);
+- ``tail -f records.jsonl`` of both partitions (every line right; GNU tail re-reads the file from the
+  start when it shrinks below what tail has read, and says so: counted as replays, not errors).
+
+The disk use of each partition folder (blocks, ``.deleted`` files included) is sampled every two seconds;
+the log is bounded when the last quarter of the run never uses more than the second quarter did (plus
+a few segments of slack; the first quarter warms up). At the end the mount is unmounted, and the compacted partition, read offline, must
+hold every key's latest value.
+
+    .venv/bin/python bench/cleaner_mount.py [--seconds 600] [--rate 400] [--keys 300] [--json] [--dir D]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SEGMENT = 8192
+CONFIG = """\
+"segment.bytes" = {segment}
+"index.interval.bytes" = 1024
+"segment.index.bytes" = 4096
+"log.cleaner.backoff.ms" = 200
+"log.retention.check.interval.ms" = 1000
+"log.initial.task.delay.ms" = 0
+"file.delete.delay.ms" = {delay}
+"log.cleaner.dedupe.buffer.size" = 1048576
+[topics."kv"]
+"cleanup.policy" = "compact"
+"min.cleanable.dirty.ratio" = 0.3
+"delete.retention.ms" = 2000
+[topics."ev"]
+"retention.bytes" = 65536
+"retention.ms" = -1
+"""
+
+
+class Soak:
+    def __init__(self, root: Path, seconds: float, rate: int, keys: int, delay_ms: int = 10_000) -> None:
+        self.delay_ms = delay_ms
+        self.root = root
+        self.logs = root / "logs"
+        self.mnt = root / "mnt"
+        self.seconds = seconds
+        self.rate = rate
+        self.keys = keys
+        self.stop = threading.Event()
+        self.lock = threading.Lock()
+        self.errors: list[str] = []
+        self.counts = {"appended": 0, "jsonl_reads": 0, "jsonl_records": 0, "by_offset_hits": 0,
+                       "by_offset_gone": 0, "tail_lines": 0, "tail_replayed": 0, "tail_truncations": 0, "tail_cut_by_replay": 0}
+        self.latest: dict[str, str | None] = {}
+        self.next = {"kv": 0, "ev": 0}
+        self.samples: list[tuple[float, int, int, int, int]] = []
+        self.tail_last = {"kv": -1, "ev": -1}
+
+    # ---------------------------------------------------------------------------------------- helpers
+
+    def error(self, what: str) -> None:
+        with self.lock:
+            if len(self.errors) < 50:
+                self.errors.append(what)
+
+    def count(self, name: str, n: int = 1) -> None:
+        with self.lock:
+            self.counts[name] += n
+
+    def check(self, topic: str, rec: dict, where: str) -> bool:
+        off = rec.get("offset")
+        value = rec.get("value")
+        if topic == "kv":
+            good = value is None or value == f"{off}:{rec.get('key')}"
+        else:
+            good = value == f"e{off}"
+        if not good:
+            self.error(f"{where}: wrong record {rec}")
+        return good
+
+    # ---------------------------------------------------------------------------------------- setup
+
+    def setup(self) -> None:
+        from kafkafs.storage.config import Settings
+        from kafkafs.storage.logdir import LogDir
+
+        self.logs.mkdir(parents=True)
+        self.mnt.mkdir()
+        (self.root / "kafkafs.toml").write_text(CONFIG.format(segment=SEGMENT, delay=self.delay_ms))
+        settings = Settings.load(self.root / "kafkafs.toml")
+        with LogDir(self.logs, settings, writable=True) as logdir:
+            logdir.create_partition("kv", 0)
+            logdir.create_partition("ev", 0)
+
+    def mount(self) -> subprocess.Popen:
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT)] + sys.path))
+        self.mount_log = open(self.root / "mount.log", "wb")
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "kafkafs.fs.mount", str(self.logs), str(self.mnt), "--rw", "-f",
+             "--config", str(self.root / "kafkafs.toml")],
+            stdout=self.mount_log, stderr=subprocess.STDOUT, env=env, cwd=str(ROOT),
+        )
+        deadline = time.monotonic() + 30
+        while not os.path.ismount(self.mnt):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("the mount did not start: " + (self.root / "mount.log").read_text())
+            time.sleep(0.05)
+        return proc
+
+    # ---------------------------------------------------------------------------------------- workers
+
+    def writer(self) -> None:
+        rng = random.Random(5)
+        kv = os.open(self.mnt / "kv-0" / "append", os.O_WRONLY | os.O_APPEND)
+        ev = os.open(self.mnt / "ev-0" / "append", os.O_WRONLY | os.O_APPEND)
+        per_tick = max(self.rate // 50, 1)
+        try:
+            while not self.stop.is_set():
+                t = time.monotonic()
+                lines = []
+                for _ in range(per_tick):
+                    key = f"k{rng.randrange(self.keys)}"
+                    off = self.next["kv"] + len(lines)
+                    value = None if rng.random() < 0.02 else f"{off}:{key}"
+                    lines.append(json.dumps({"key": key, "value": value}))
+                    self.latest[key] = value
+                os.write(kv, ("\n".join(lines) + "\n").encode())
+                self.next["kv"] += len(lines)
+                evs = [f"e{self.next['ev'] + i}" for i in range(per_tick)]
+                os.write(ev, ("\n".join(evs) + "\n").encode())
+                self.next["ev"] += len(evs)
+                self.count("appended", 2 * per_tick)
+                time.sleep(max(0.02 - (time.monotonic() - t), 0))
+        except OSError as exc:
+            self.error(f"append: {exc}")
+        finally:
+            os.close(kv)
+            os.close(ev)
+
+    def jsonl_reader(self) -> None:
+        while not self.stop.is_set():
+            for topic in ("kv", "ev"):
+                try:
+                    data = (self.mnt / f"{topic}-0" / "records.jsonl").read_bytes()
+                except OSError as exc:
+                    self.error(f"records.jsonl of {topic}: {exc}")
+                    continue
+                if data and not data.endswith(b"\n"):
+                    self.error(f"records.jsonl of {topic}: ends inside a line")
+                last = -1
+                for line in data.splitlines():
+                    try:
+                        rec = json.loads(line)
+                    except ValueError:
+                        self.error(f"records.jsonl of {topic}: not JSON: {line[:80]!r}")
+                        break
+                    if rec["offset"] <= last:
+                        self.error(f"records.jsonl of {topic}: offset {rec['offset']} after {last}")
+                    last = rec["offset"]
+                    self.check(topic, rec, f"records.jsonl of {topic}")
+                self.count("jsonl_reads")
+                self.count("jsonl_records", len(data.splitlines()))
+            time.sleep(0.2)
+
+    def by_offset_reader(self) -> None:
+        rng = random.Random(9)
+        while not self.stop.is_set():
+            topic = rng.choice(("kv", "ev"))
+            part = self.mnt / f"{topic}-0"
+            try:
+                info = json.loads((part / "partition.json").read_bytes())
+            except OSError as exc:
+                self.error(f"partition.json of {topic}: {exc}")
+                continue
+            lo, hi = info["logStartOffset"], info["logEndOffset"]
+            if hi <= lo:
+                time.sleep(0.05)
+                continue
+            n = rng.randrange(lo, hi)
+            try:
+                rec = json.loads((part / "by-offset" / f"{n}.json").read_bytes())
+            except FileNotFoundError:
+                self.count("by_offset_gone")
+                continue
+            except OSError as exc:
+                self.error(f"by-offset/{n}.json of {topic}: {exc}")
+                continue
+            if rec.get("offset") != n:
+                self.error(f"by-offset/{n}.json of {topic}: holds offset {rec.get('offset')}")
+            self.check(topic, rec, f"by-offset/{n}.json of {topic}")
+            self.count("by_offset_hits")
+            time.sleep(0.005)
+
+    def tail(self, topic: str) -> subprocess.Popen:
+        proc = subprocess.Popen(["tail", "-n", "+1", "-f", str(self.mnt / f"{topic}-0" / "records.jsonl")],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+        def lines() -> None:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                try:
+                    rec = json.loads(line)
+                except ValueError:
+                    # GNU tail re-reads a file that got shorter from its start, after whatever it had
+                    # printed: a line it was in the middle of is cut there (its own behaviour)
+                    if self.counts["tail_truncations"] and line.count(b'{"topic"') > 1:
+                        self.count("tail_cut_by_replay")
+                    else:
+                        self.error(f"tail -f {topic}: not JSON: {line[:80]!r}")
+                    continue
+                self.check(topic, rec, f"tail -f {topic}")
+                self.count("tail_lines")
+                if rec["offset"] <= self.tail_last[topic]:
+                    self.count("tail_replayed")
+                self.tail_last[topic] = max(self.tail_last[topic], rec["offset"])
+
+        def errors() -> None:
+            assert proc.stderr is not None
+            for line in proc.stderr:
+                if b"truncated" in line:
+                    self.count("tail_truncations")
+                else:
+                    self.error(f"tail -f {topic}: {line.decode(errors='replace').strip()}")
+
+        threading.Thread(target=lines, daemon=True).start()
+        threading.Thread(target=errors, daemon=True).start()
+        return proc
+
+    def usage(self, name: str) -> tuple[int, int]:
+        total = segments = 0
+        with os.scandir(self.logs / name) as entries:
+            for e in entries:
+                try:
+                    total += e.stat().st_blocks * 512
+                except FileNotFoundError:
+                    continue
+                segments += e.name.endswith(".log")
+        return total, segments
+
+    # ---------------------------------------------------------------------------------------- run
+
+    def run(self) -> dict:
+        self.setup()
+        proc = self.mount()
+        tails = []
+        threads = []
+        try:
+            tails = [self.tail("kv"), self.tail("ev")]
+            for fn in (self.writer, self.jsonl_reader, self.by_offset_reader):
+                threads.append(threading.Thread(target=fn, daemon=True))
+                threads[-1].start()
+            start = time.monotonic()
+            while time.monotonic() - start < self.seconds:
+                time.sleep(2)
+                kv, kv_segments = self.usage("kv-0")
+                ev, ev_segments = self.usage("ev-0")
+                self.samples.append((time.monotonic() - start, kv, ev, kv_segments, ev_segments))
+                if self.errors and len(self.errors) >= 50:
+                    break
+            self.stop.set()
+            for t in threads:
+                t.join(30)
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and (self.tail_last["kv"] < self.next["kv"] - 1
+                                                    or self.tail_last["ev"] < self.next["ev"] - 1):
+                time.sleep(0.2)
+        finally:
+            self.stop.set()
+            for t in tails:
+                t.kill()
+                t.wait()
+            subprocess.run(["fusermount3", "-u", str(self.mnt)], capture_output=True)
+            try:
+                code = proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                code = proc.wait()
+                subprocess.run(["fusermount3", "-uz", str(self.mnt)], capture_output=True)
+            self.mount_log.close()
+        log_text = (self.root / "mount.log").read_text(errors="replace")
+        if code != 0:
+            self.error(f"the mount exited with {code}")
+        if "Traceback" in log_text or "ERROR" in log_text:
+            self.error("the mount logged an error: " + log_text[-2000:])
+        for topic in ("kv", "ev"):
+            if self.tail_last[topic] < self.next[topic] - 1:
+                self.error(f"tail -f {topic} stopped at {self.tail_last[topic]}, the log ends at {self.next[topic] - 1}")
+        self.verify_offline()
+        return self.summary()
+
+    def verify_offline(self) -> None:
+        from kafkafs.storage.config import Settings
+        from kafkafs.storage.logdir import LogDir
+
+        with LogDir(self.logs, Settings.load(self.root / "kafkafs.toml")) as logdir:
+            seen: dict[str, str | None] = {}
+            for _off, _ts, key, value, _h in logdir.log("kv-0").records():
+                seen[key.decode()] = None if value is None else value.decode()
+        for key, value in self.latest.items():
+            if value is None:
+                if seen.get(key) is not None:
+                    self.error(f"offline: {key} holds {seen[key]!r} after its tombstone")
+            elif seen.get(key) != value:
+                self.error(f"offline: {key} holds {seen.get(key)!r}, its latest is {value!r}")
+
+    def summary(self) -> dict:
+        quarter = len(self.samples) // 4  # the first quarter warms up (file.delete.delay.ms and all)
+        first, second = self.samples[quarter:2 * quarter], self.samples[3 * quarter:]
+
+        def peak(rows, i):
+            return max((r[i] for r in rows), default=0)
+
+        bounded = all(peak(second, i) <= peak(first, i) * 1.5 + 4 * SEGMENT for i in (1, 2))
+        return {
+            "seconds": self.seconds,
+            "appended": self.counts["appended"],
+            "counts": self.counts,
+            "kv_disk_peak_2nd_quarter": peak(first, 1), "kv_disk_peak_4th_quarter": peak(second, 1),
+            "ev_disk_peak_2nd_quarter": peak(first, 2), "ev_disk_peak_4th_quarter": peak(second, 2),
+            "kv_segments_max": peak(self.samples, 3), "ev_segments_max": peak(self.samples, 4),
+            "kv_disk_final": self.samples[-1][1] if self.samples else 0,
+            "ev_disk_final": self.samples[-1][2] if self.samples else 0,
+            "bounded": bounded,
+            "errors": self.errors,
+        }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seconds", type=float, default=600)
+    parser.add_argument("--rate", type=int, default=400, help="records per second per partition")
+    parser.add_argument("--keys", type=int, default=300)
+    parser.add_argument("--delete-delay-ms", type=int, default=10_000, help="file.delete.delay.ms")
+    parser.add_argument("--dir", type=Path)
+    parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+    args = parser.parse_args()
+    root = Path(args.dir or tempfile.mkdtemp(prefix="kafkafs-cleaner-soak-"))
+    if args.dir:
+        shutil.rmtree(root, ignore_errors=True)
+        root.mkdir(parents=True)
+    try:
+        result = Soak(root, args.seconds, args.rate, args.keys, args.delete_delay_ms).run()
+    finally:
+        if os.path.ismount(root / "mnt"):
+            subprocess.run(["fusermount3", "-uz", str(root / "mnt")], capture_output=True)
+        if not args.dir:
+            shutil.rmtree(root, ignore_errors=True)
+    if args.json:
+        print(json.dumps(result))
+    else:
+        kib = 1024
+        c = result["counts"]
+        rows = [
+            ("run", f"{result['seconds']:.0f} s, {result['appended']:,} records appended"),
+            ("kv-0 disk peak, 2nd / 4th quarter", f"{result['kv_disk_peak_2nd_quarter'] / kib:,.0f} / "
+                                              f"{result['kv_disk_peak_4th_quarter'] / kib:,.0f} KiB"),
+            ("ev-0 disk peak, 2nd / 4th quarter", f"{result['ev_disk_peak_2nd_quarter'] / kib:,.0f} / "
+                                              f"{result['ev_disk_peak_4th_quarter'] / kib:,.0f} KiB"),
+            ("segments at most (kv / ev)", f"{result['kv_segments_max']} / {result['ev_segments_max']}"),
+            ("bounded", "yes" if result["bounded"] else "NO"),
+            ("records.jsonl reads / records checked", f"{c['jsonl_reads']:,} / {c['jsonl_records']:,}"),
+            ("by-offset lookups: found / gone", f"{c['by_offset_hits']:,} / {c['by_offset_gone']:,}"),
+            ("tail -f lines / replayed / truncation notices / lines cut by a replay",
+             f"{c['tail_lines']:,} / {c['tail_replayed']:,} / {c['tail_truncations']:,} / {c['tail_cut_by_replay']:,}"),
+            ("errors or wrong records", str(len(result["errors"]))),
+        ]
+        width = max(len(r[0]) for r in rows)
+        for name, value in rows:
+            print(f"{name:<{width}}  {value}")
+        for e in result["errors"][:10]:
+            print("  " + e)
+    return 0 if result["bounded"] and not result["errors"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,164 @@
+"""Open files of the mounted tree: what ``open`` returns and ``read``/``write``/``flush`` act on.
+
+Threads: a handle belongs to one open file; the kernel may send its requests from several threads
+at once, and each handle is safe for that: reading handles keep only a small cache behind a lock
+(:class:`~kafkafs.fs.caches.PieceCache`), :class:`AppendHandle` serialises on its
+:class:`~kafkafs.fs.append.AppendBuffer`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+from ..errors import UnsafeFileError
+from ..storage.safefiles import open_file
+from .append import AppendBuffer
+from .caches import PieceCache
+from .layout import RangeLayout
+from .partition import PartitionState
+
+__all__ = [
+    "Handle",
+    "BytesHandle",
+    "RecordsHandle",
+    "RangeHandle",
+    "OSFileHandle",
+    "AppendHandle",
+    "NotFound",
+    "NotPermitted",
+]
+
+
+class NotFound(Exception):
+    """No such name (ENOENT)."""
+
+
+class NotPermitted(Exception):
+    """A change to something read-only (EROFS on a read-only mount, EACCES otherwise)."""
+
+
+class Handle:
+    """An open file. ``keep_cache``: the kernel may keep pages across opens (the content never changes
+    underneath); ``direct_io``: every read comes here (small files rendered at open)."""
+
+    keep_cache = False
+    direct_io = False
+    #: False for handles that only touch memory: the adapter then skips the worker thread
+    blocking = True
+
+    def read(self, offset: int, size: int) -> bytes:
+        raise NotPermitted("not readable")
+
+    def write(self, offset: int, data: bytes) -> int:
+        raise NotPermitted("read-only file")
+
+    def flush(self) -> None:
+        pass
+
+    def fsync(self) -> None:
+        self.flush()
+
+    def release(self) -> None:
+        pass
+
+
+class BytesHandle(Handle):
+    blocking = False
+
+    def __init__(self, data: bytes, *, keep_cache: bool = True, direct_io: bool = False) -> None:
+        self.data = data
+        self.keep_cache = keep_cache
+        self.direct_io = direct_io
+
+    def read(self, offset: int, size: int) -> bytes:
+        return self.data[offset : offset + size]
+
+
+class RecordsHandle(Handle):
+    """``records.jsonl`` as this open sees it (:meth:`PartitionState.view_for`): the bytes it has read
+    stay where they were when compaction or retention rewrites segments below the end. ``direct_io``
+    where that can happen (writable mounts run the cleaner): handles then differ from each other, and
+    the kernel must not share one's pages with another."""
+
+    keep_cache = True
+
+    def __init__(self, state: PartitionState, direct_io: bool = False) -> None:
+        self.state = state
+        self.cache = PieceCache()
+        self.view = None
+        if direct_io:
+            self.keep_cache, self.direct_io = False, True
+
+    def read(self, offset: int, size: int) -> bytes:
+        # reading from the start again (``tail -f`` after the file shrank) is reading a new file
+        self.view = view = self.state.view_for(None if offset == 0 else self.view)
+        return self.state.read_view(view, offset, size, self.cache)
+
+
+class RangeHandle(Handle):
+    keep_cache = True
+
+    def __init__(self, state: PartitionState, layout: RangeLayout) -> None:
+        self.state = state
+        self.layout = layout
+        self.cache = PieceCache()
+
+    def read(self, offset: int, size: int) -> bytes:
+        if offset + size > self.layout.total():
+            self.state.refresh()
+            self.state.extend_range(self.layout)
+        return self.state.read_range(self.layout, offset, size, self.cache)
+
+
+class OSFileHandle(Handle):
+    def __init__(self, path: str | os.PathLike[str], keep_cache: bool) -> None:
+        try:
+            self.fd = open_file(path, os.O_RDONLY)  # a link is never followed (SPEC §3)
+        except (FileNotFoundError, UnsafeFileError):
+            raise NotFound(str(path)) from None
+        self.keep_cache = keep_cache
+
+    def read(self, offset: int, size: int) -> bytes:
+        return os.pread(self.fd, size, offset)
+
+    def release(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+class AppendHandle(Handle):
+    """``append``: see :mod:`kafkafs.fs.append`. Once records are in, ``on_appended(state, the active
+    segment's base before)`` runs before the request returns (the tree tells its append listeners, and
+    the mount tells the kernel that the views grew)."""
+
+    direct_io = True
+
+    def __init__(self, state: PartitionState, on_appended: Callable[[PartitionState, int | None], None]) -> None:
+        self.on_appended = on_appended
+        self.state = state
+        self.buffer = AppendBuffer(state.log)
+
+    def read(self, offset: int, size: int) -> bytes:
+        return b""
+
+    def _active_base(self) -> int | None:
+        active = self.state.log.active_segment
+        return active.base_offset if active is not None else None
+
+    def write(self, offset: int, data: bytes) -> int:
+        before = self._active_base()
+        if self.buffer.write(data) is not None:
+            self.on_appended(self.state, before)
+        return len(data)
+
+    def flush(self) -> None:
+        before = self._active_base()
+        count = self.buffer.appended
+        self.buffer.flush()
+        if self.buffer.appended != count:
+            self.on_appended(self.state, before)
+
+    def fsync(self) -> None:
+        self.buffer.sync()

@@ -1,0 +1,340 @@
+"""The children of a partition folder in the mount: ``records.jsonl``, ``by-offset/``, ``by-time/``,
+``segments/``, ``partition.json`` and ``append`` (SPEC §3), and the files under them."""
+
+from __future__ import annotations
+
+import os
+import stat
+import threading
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+import orjson
+
+from ..storage.safefiles import is_regular_file, regular_files
+from . import names
+from .handles import (
+    AppendHandle,
+    BytesHandle,
+    Handle,
+    NotFound,
+    NotPermitted,
+    OSFileHandle,
+    RangeHandle,
+    RecordsHandle,
+)
+from .inodes import record_ino
+from .nodes import (
+    STABLE_TIMEOUT,
+    VOLATILE_TIMEOUT,
+    Attr,
+    Dir,
+    File,
+    Node,
+    _dir_attr,
+    _file_attr,
+    _ms_to_ns,
+    _mtime_ns,
+)
+from .partition import PartitionState
+
+if TYPE_CHECKING:  # the tree makes the nodes and hands itself to them
+    from .tree import Tree
+
+__all__ = [
+    "RecordsFile", "PartitionJsonFile", "AppendFile", "ByOffsetDir", "RecordFile", "RangeFile", "ByTimeDir",
+    "SegmentsDir", "SegmentFile", "CHILDREN",
+]
+
+
+class RecordsFile(File):
+    def attr(self) -> Attr:
+        state = self.tree.state(self.partition_name)
+        state.refresh()
+        return _file_attr(state.records_size(), self.tree.records_mtime_ns(state), VOLATILE_TIMEOUT)
+
+    def quick_attr(self) -> Attr:
+        state = self.tree.state(self.partition_name)
+        size = state.cached_records_size()
+        if size is None:
+            return _file_attr(0, self.tree.records_mtime_ns(state), 0)
+        return _file_attr(size, self.tree.records_mtime_ns(state), VOLATILE_TIMEOUT)
+
+    def volatile(self) -> bool:
+        return True
+
+    def _open(self) -> Handle:
+        return RecordsHandle(self.tree.state(self.partition_name), direct_io=self.tree.rw)
+
+
+class PartitionJsonFile(File):
+    def render(self) -> bytes:
+        state = self.tree.state(self.partition_name)
+        state.refresh()
+        info = state.log.describe()
+        info["valuesMode"] = self.tree.mode
+        info["writable"] = state.log.writable
+        info["checkpoints"] = self.tree.logdir.checkpointed(state.log.topic, state.log.partition)
+        info["highWatermark"] = info["checkpoints"]["highWatermark"]
+        info["recoveryPoint"] = info["checkpoints"]["recoveryPoint"]
+        return orjson.dumps(info, option=orjson.OPT_INDENT_2) + b"\n"
+
+    def attr(self) -> Attr:
+        state = self.tree.state(self.partition_name)
+        return _file_attr(len(self.render()), self.tree.records_mtime_ns(state), VOLATILE_TIMEOUT)
+
+    def volatile(self) -> bool:
+        return True
+
+    def _open(self) -> Handle:
+        return BytesHandle(self.render(), keep_cache=False, direct_io=True)
+
+
+class AppendFile(File):
+    def attr(self) -> Attr:
+        state = self.tree.state(self.partition_name)
+        return _file_attr(0, self.tree.records_mtime_ns(state), VOLATILE_TIMEOUT, 0o200)
+
+    def open(self, write: bool) -> Handle:
+        state = self.tree.state(self.partition_name)
+        if not state.log.writable:
+            raise NotPermitted("the log directory is open read-only")
+        return AppendHandle(state, self.tree.appended)
+
+
+class ByOffsetDir(Dir):
+    def attr(self) -> Attr:
+        state = self.tree.state(self.partition_name)
+        return _dir_attr(state.last_change_ns, timeout=VOLATILE_TIMEOUT)
+
+    def lookup(self, name: str) -> Node:
+        state = self.tree.state(self.partition_name)
+        offset = names.parse_offset_file(name)
+        if offset is not None:
+            node = RecordFile(self.tree, state, offset, self)
+            node.rendered()  # raises NotFound when there is no such record
+            return node
+        bounds = names.parse_offset_range(name)
+        if bounds is not None:
+            return self.tree.range_node(state, ("offset-range", state.name, *bounds), self)
+        raise NotFound(name)
+
+    def _ranges(self, state: PartitionState, start_id: int) -> Iterator[tuple[int, str, Node]] | None:
+        """Past the list limit: one ``<first>-<last>.jsonl`` per segment (None below it)."""
+        if state.listed_records() <= self.tree.list_limit:
+            return None
+        return (
+            (r.last + 1, f"{r.first}-{r.last}.jsonl",
+             self.tree.range_node(state, ("offset-range", state.name, r.first, r.last), self))
+            for r in state.segment_ranges(start_id)
+        )
+
+    def entries(self, start_id: int) -> Iterator[tuple[int, str, Node]]:
+        state = self.tree.state(self.partition_name)
+        ranges = self._ranges(state, start_id)
+        if ranges is not None:
+            yield from ranges
+            return
+        for run in state.offset_runs(start_id):
+            offsets = range(run.first, run.last + 1) if run.offsets is None else run.offsets
+            for offset in offsets:
+                yield (
+                    offset + 1,
+                    f"{offset}.json",
+                    RecordFile(self.tree, state, offset, self, run.max_timestamp),
+                )
+
+    def listing(self, start_id: int) -> Iterator[tuple[int, bytes, Node | int, Attr]]:
+        """Every offset, a batch at a time from its header, without a node per name (a million names
+        list in constant memory). Sizes are not rendered here: they come with timeout 0, so a ``stat``
+        asks for the real ones."""
+        state = self.tree.state(self.partition_name)
+        ranges = self._ranges(state, start_id)
+        if ranges is not None:
+            for next_id, name, node in ranges:
+                yield next_id, os.fsencode(name), node, _file_attr(0, self.tree.mount_ns, 0)
+            return
+        ino_of = record_ino
+        number = state.index
+        for run in state.offset_runs(start_id):
+            offsets = range(run.first, run.last + 1) if run.offsets is None else run.offsets
+            attr = _file_attr(0, _ms_to_ns(run.max_timestamp, self.tree.mount_ns), 0)
+            for offset in offsets:
+                ino = ino_of(number, offset)
+                target = (
+                    ino if ino is not None else RecordFile(self.tree, state, offset, self, run.max_timestamp)
+                )
+                yield offset + 1, b"%d.json" % offset, target, attr
+
+    def volatile(self) -> bool:
+        return True
+
+
+class RecordFile(File):
+    """``by-offset/<offset>.json``: its inode number is computed from (partition number, offset)."""
+
+    def __init__(
+        self,
+        tree: Tree,
+        state: PartitionState,
+        offset: int,
+        parent: Node | None,
+        hint_timestamp: int | None = None,
+    ) -> None:
+        super().__init__(tree, ("record", state.name, offset), parent)
+        self.state = state
+        self.offset = offset
+        self.hint_timestamp = hint_timestamp
+        self.fixed_ino = record_ino(state.index, offset)
+
+    def rendered(self):
+        found = self.state.record(self.offset)
+        if found is None:
+            raise NotFound(f"{self.state.name}: no record at offset {self.offset}")
+        return found
+
+    def attr(self) -> Attr:
+        found = self.rendered()
+        return _file_attr(len(found.data), _ms_to_ns(found.timestamp, self.tree.mount_ns), STABLE_TIMEOUT)
+
+    def quick_attr(self) -> Attr:
+        ts = self.hint_timestamp if self.hint_timestamp is not None else -1
+        return _file_attr(0, _ms_to_ns(ts, self.tree.mount_ns), 0)
+
+    def _open(self) -> Handle:
+        return BytesHandle(self.rendered().data)
+
+    def open_now(self) -> Handle | None:
+        found = self.state.cached_record(self.offset)  # the lookup just before rendered it
+        return BytesHandle(found.data) if found is not None else None
+
+
+class RangeFile(File):
+    """``by-offset/<first>-<last>.jsonl`` and ``by-time/<ts1>..<ts2>.jsonl``."""
+
+    def __init__(self, tree: Tree, state: PartitionState, key: tuple, parent: Node | None) -> None:
+        super().__init__(tree, key, parent)
+        self.state = state
+        self._lock = threading.Lock()
+        self._new_layout()
+
+    def _new_layout(self) -> None:
+        key, state = self.key, self.state
+        self.generation = getattr(state.log, "generation", 0)  # compaction swaps since the log opened
+        if key[0] == "offset-range":
+            self.layout = state.offset_range(key[2], key[3])
+        else:
+            self.layout = state.time_range(key[2], key[3])
+
+    def attr(self) -> Attr:
+        with self._lock:
+            if self.generation != getattr(self.state.log, "generation", 0):
+                self._new_layout()  # compaction rewrote segments: the range holds other bytes now
+            if not self.layout.complete:
+                self.state.refresh()
+                self.state.extend_range(self.layout)
+        growing = not self.layout.complete
+        mtime = self.tree.records_mtime_ns(self.state) if growing else self.tree.mount_ns
+        return _file_attr(self.layout.total(), mtime, VOLATILE_TIMEOUT if growing else STABLE_TIMEOUT)
+
+    def volatile(self) -> bool:
+        return not self.layout.complete
+
+    def _open(self) -> Handle:
+        return RangeHandle(self.state, self.layout)
+
+
+class ByTimeDir(Dir):
+    def attr(self) -> Attr:
+        state = self.tree.state(self.partition_name)
+        return _dir_attr(state.last_change_ns, timeout=VOLATILE_TIMEOUT)
+
+    def lookup(self, name: str) -> Node:
+        state = self.tree.state(self.partition_name)
+        ts = names.parse_time_file(name)
+        if ts is not None:
+            found = state.log.offset_for_timestamp(ts)
+            if found is None:
+                raise NotFound(name)
+            node = RecordFile(self.tree, state, found[0], self)
+            node.rendered()
+            return node
+        bounds = names.parse_time_range(name)
+        if bounds is not None:
+            return self.tree.range_node(state, ("time-range", state.name, *bounds), self)
+        raise NotFound(name)
+
+
+class SegmentsDir(Dir):
+    def attr(self) -> Attr:
+        state = self.tree.state(self.partition_name)
+        return _dir_attr(_mtime_ns(state.log.dir, self.tree.mount_ns), timeout=VOLATILE_TIMEOUT)
+
+    def _files(self) -> tuple[list[str], list[str]]:
+        """(every shown file in ``readdir`` order, the sorted names of the "other" files)."""
+        state = self.tree.state(self.partition_name)
+        try:
+            listed = [n for n in regular_files(state.log.dir) if names.is_partition_file(n)]  # links skipped
+        except FileNotFoundError:
+            return [], []
+        others = sorted(n for n in listed if names.is_other_file(n))
+        return sorted(listed, key=lambda n: names.partition_file_key(n, others)), others
+
+    def lookup(self, name: str) -> Node:
+        state = self.tree.state(self.partition_name)
+        if not names.is_partition_file(name) or "/" in name or not is_regular_file(state.log.dir / name):
+            raise NotFound(name)
+        return self.tree.segment_file(state, name, self)
+
+    def entries(self, start_id: int) -> Iterator[tuple[int, str, Node]]:
+        state = self.tree.state(self.partition_name)
+        files, others = self._files()
+        for name in files:
+            next_id = names.partition_file_key(name, others) + 1
+            if next_id > start_id:
+                yield next_id, name, self.tree.segment_file(state, name, self)
+
+    def volatile(self) -> bool:
+        return True
+
+
+class SegmentFile(File):
+    def __init__(self, tree: Tree, state: PartitionState, name: str, parent: Node | None) -> None:
+        super().__init__(tree, ("segment", state.name, name), parent)
+        self.state = state
+        self.name = name
+        self.path = state.log.dir / name
+        # a sealed segment's files never change; state files (checkpoints, snapshots) may be rewritten
+        self.base_offset = int(name[:20]) if names.is_segment_file(name) else None
+
+    def sealed(self) -> bool:
+        active = self.state.log.active_segment
+        return self.base_offset is not None and active is not None and self.base_offset < active.base_offset
+
+    def attr(self) -> Attr:
+        try:
+            st = os.lstat(self.path)
+        except FileNotFoundError:
+            raise NotFound(self.name) from None
+        if not stat.S_ISREG(st.st_mode):  # replaced by a link since the lookup: never followed
+            raise NotFound(self.name)
+        return _file_attr(st.st_size, st.st_mtime_ns, STABLE_TIMEOUT if self.sealed() else VOLATILE_TIMEOUT)
+
+    def volatile(self) -> bool:
+        return not self.sealed()
+
+    def _open(self) -> Handle:
+        return OSFileHandle(self.path, keep_cache=self.sealed())
+
+
+CHILDREN = {
+    names.RECORDS: RecordsFile,
+    names.BY_OFFSET: ByOffsetDir,
+    names.BY_TIME: ByTimeDir,
+    names.SEGMENTS: SegmentsDir,
+    names.PARTITION_JSON: PartitionJsonFile,
+    names.APPEND: AppendFile,
+}
+
+
+

@@ -1,0 +1,461 @@
+"""Compaction of one log in bounded memory (Kafka's ``Cleaner``, reduced).
+
+A round, as Kafka's ``doClean`` runs it:
+
+1. The *dirty* section runs from the first dirty offset (the ``cleaner-offset-checkpoint``, or the log
+   start) to the first uncleanable offset: the active segment's base, the first offset of a transaction
+   still undecided, and the first segment holding a record younger than ``min.compaction.lag.ms``.
+2. The :class:`~kafkafs.storage.offset_map.OffsetMap` takes the keys of the dirty section in offset
+   order (control batches and aborted transactions left out) until it is full; the round ends where it
+   stopped (``latest_offset + 1``). A log with more keys than the map holds is cleaned in several rounds.
+3. Every segment from the log start to that end, in groups of at most ``segment.bytes`` (and an index's
+   worth of entries and 2^31 offsets), is copied into one ``.cleaned`` segment, keeping a record when it
+   is its key's latest in the map (or lies past the map's range, or has no key), dropping records of
+   aborted transactions, and dropping a key's tombstone once its batch's delete horizon has passed.
+   Batches are read in bounded chunks and written through a buffer of ``log.cleaner.io.buffer.size``.
+4. The ``.cleaned`` segment is flushed and swapped in for the group through ``.swap``
+   (:meth:`Log.replace_segments`); the originals are renamed ``.deleted``.
+
+Tombstones and KIP-534: a batch that keeps a tombstone and has no delete horizon yet is rewritten with
+one: attribute bit 6 set and the base timestamp ``now + delete.retention.ms`` (record timestamps stay
+what they were; they are stored as deltas from the base). A later round drops that batch's tombstones
+once ``now`` has reached the horizon. Legacy (magic 0/1) batches and control batches (transaction
+markers) are copied as they are. Kafka keeps the header of a batch whose records all go when it is the
+last batch of the round; here the last batch of every rewritten group keeps its header (empty if need
+be), so a cleaned segment always covers the offsets of the segments it replaces, which is what
+recovery relies on to complete a ``.swap`` after a crash.
+
+Threads: a compaction runs in one thread (the cleaner's, or the ``clean`` command's). It reads sealed
+segments without any lock (appends never touch them) and takes the log's writer lock only inside
+:meth:`Log.replace_segments`, which refuses the swap when retention removed a segment meanwhile.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+from ..format.batch import BatchHeader, Codec, encode_batch, read_batch_header
+from ..format.crc import crc32c
+from ..format.txnindex import AbortedTxn
+from .names import CLEANED, LOG, SEGMENT_EXTENSIONS, segment_file_name
+from .offset_map import OffsetMap
+from .records import BatchView
+from .segment import LogSegment
+
+__all__ = [
+    "CleanStats",
+    "DELETE_HORIZON_FLAG",
+    "LogToClean",
+    "clean_log",
+    "cleanable_segments",
+    "first_uncleanable_offset",
+    "log_to_clean",
+]
+
+#: Attribute bit 6 (KIP-534): the batch's base timestamp is its delete horizon.
+DELETE_HORIZON_FLAG = 0x40
+_ATTRIBUTES_AT = 21
+_INT32_MAX = 2**31 - 1
+
+
+@dataclass
+class CleanStats:
+    """What compaction read and wrote; ``tick`` (if set) is called after every batch read."""
+
+    bytes_read: int = 0
+    bytes_written: int = 0
+    records_read: int = 0
+    records_kept: int = 0
+    map_bytes_read: int = 0
+    rounds: int = 0
+    tick: Callable[[], None] | None = None
+
+    @property
+    def reclaimed(self) -> int:
+        return max(self.bytes_read - self.bytes_written, 0)
+
+
+@dataclass
+class LogToClean:
+    """A log's cleanable state (Kafka's ``LogToClean``): ``first_dirty..upper`` is the dirty section."""
+
+    first_dirty: int
+    upper: int
+    clean_bytes: int
+    dirty_bytes: int
+    first_dirty_timestamp: int
+    segments: list[LogSegment] = field(default_factory=list)
+
+    @property
+    def dirty_ratio(self) -> float:
+        total = self.clean_bytes + self.dirty_bytes
+        return self.dirty_bytes / total if total else 0.0
+
+
+def first_uncleanable_offset(target, now_ms: int) -> int:
+    """The first offset compaction may not touch: the active segment's base, the first undecided
+    transaction's first offset, the base of the first segment with a record younger than
+    ``min.compaction.lag.ms`` (Kafka's ``cleanableOffsets``)."""
+    active = target.active_segment
+    upper = active.base_offset if active is not None else target.log_start_offset
+    undecided = target.first_undecided_offset()
+    if undecided is not None:
+        upper = min(upper, undecided)
+    floor = target.segments.floor(upper)
+    if floor is not None:
+        upper = floor.base_offset  # whole segments only: the one holding an undecided offset stays as it is
+    lag = target.config.min_compaction_lag_ms
+    if lag > 0:
+        for segment in target.segments.values(None, upper):
+            base = segment.base_offset
+            if base >= upper:
+                break
+            if segment.max_timestamp > now_ms - lag:
+                upper = min(upper, base)
+                break
+    return upper
+
+
+def cleanable_segments(target, now_ms: int) -> list[LogSegment]:
+    """The sealed segments wholly below the first uncleanable offset."""
+    upper = first_uncleanable_offset(target, now_ms)
+    return [s for s in target.segments if s.next_offset <= upper and s is not target.active_segment]
+
+
+def _first_batch_timestamp(segment: LogSegment) -> int:
+    for view in segment.batches(0):
+        return view.header.max_timestamp
+    return -1
+
+
+def log_to_clean(target, now_ms: int, checkpoint: int | None) -> LogToClean:
+    """Where the dirty section of ``target`` starts and ends, and how dirty it is. A checkpoint below the
+    log start or past the log end counts as none (Kafka resets it the same way)."""
+    start = target.log_start_offset
+    first_dirty = checkpoint if checkpoint is not None and start <= checkpoint <= target.log_end_offset else start
+    upper = first_uncleanable_offset(target, now_ms)
+    first_dirty = min(first_dirty, upper)
+    clean = dirty = 0
+    first_ts = -1
+    segments = []
+    for segment in target.segments:
+        if segment.base_offset >= upper:
+            break
+        segments.append(segment)
+        if segment.next_offset <= first_dirty:
+            clean += segment.size
+        else:
+            if first_ts < 0 and dirty == 0:
+                first_ts = _first_batch_timestamp(segment)
+            dirty += segment.size
+    return LogToClean(first_dirty, upper, clean, dirty, first_ts, segments)
+
+
+class _Aborted:
+    """The transactional batches of aborted transactions (from the ``.txnindex`` files)."""
+
+    def __init__(self, entries: list[AbortedTxn]) -> None:
+        self.by_producer: dict[int, list[tuple[int, int]]] = {}
+        for e in entries:
+            self.by_producer.setdefault(e.producer_id, []).append((e.first_offset, e.last_offset))
+
+    def __contains__(self, header: BatchHeader) -> bool:
+        spans = self.by_producer.get(header.producer_id) if self.by_producer else None
+        if not spans or not header.is_transactional or header.is_control:
+            return False
+        return any(first <= header.base_offset <= last for first, last in spans)
+
+
+def _views(segment: LogSegment, stats: CleanStats, start_position: int = 0) -> Iterator[BatchView]:
+    tick = stats.tick
+    for view in segment.batches(start_position):
+        yield view
+        if tick is not None:
+            tick()
+
+
+def _build_offset_map(segments: list[LogSegment], start: int, upper: int, omap: OffsetMap,
+                      aborted: _Aborted, stats: CleanStats) -> None:
+    """Fill ``omap`` from the dirty section ``start..upper`` until it is full (Kafka's ``buildOffsetMap``)."""
+    omap.clear()
+    dirty = [s for s in segments if s.next_offset > start and s.base_offset < upper]
+    for i, segment in enumerate(dirty):
+        position = segment.position_of(start) if segment.base_offset < start else 0
+        for view in _views(segment, stats, position):
+            h = view.header
+            if h.last_offset < start:
+                continue
+            if h.base_offset >= upper:
+                break
+            stats.map_bytes_read += h.size
+            if not h.is_control and h not in aborted:
+                batch = view.decode(file=str(segment.log_path))
+                keys, offsets = batch.keys, batch.offsets
+                if h.base_offset < start:
+                    keep = [j for j, o in enumerate(offsets) if o >= start]
+                    keys, offsets = [keys[j] for j in keep], [offsets[j] for j in keep]
+                taken = omap.put_many(keys, offsets)
+                if taken < len(offsets):
+                    return  # full: the round ends at the last offset the map took
+            omap.latest_offset = max(omap.latest_offset, min(h.last_offset, upper - 1))
+        following = dirty[i + 1].base_offset if i + 1 < len(dirty) else upper
+        omap.latest_offset = max(omap.latest_offset, following - 1)  # a gap after the segment
+
+
+def group_segments(segments: list[LogSegment], max_size: int, max_index_size: int, upper: int) -> list[list[LogSegment]]:
+    """Consecutive segments merged while the group stays within ``segment.bytes``, an index's size and
+    2^31 offsets (Kafka's ``groupSegmentsBySize``)."""
+    groups: list[list[LogSegment]] = []
+    i = 0
+    while i < len(segments):
+        group = [segments[i]]
+        size = segments[i].size
+        entries = segments[i].offset_index.entries
+        time_entries = segments[i].time_index.entries
+        i += 1
+        while i < len(segments):
+            nxt = segments[i]
+            last = segments[i + 1].base_offset - 1 if i + 1 < len(segments) else upper - 1
+            if (
+                size + nxt.size > max_size
+                or (entries + nxt.offset_index.entries) * 8 > max_index_size
+                or (time_entries + nxt.time_index.entries) * 12 > max_index_size
+                or (nxt.size and last - group[0].base_offset > _INT32_MAX)
+            ):
+                break
+            group.append(nxt)
+            size += nxt.size
+            entries += nxt.offset_index.entries
+            time_entries += nxt.time_index.entries
+            i += 1
+        groups.append(group)
+    return groups
+
+
+def _set_delete_horizon(data: bytearray) -> None:
+    """Mark a freshly encoded v2 batch's base timestamp as its delete horizon, and fix its CRC."""
+    attributes = int.from_bytes(data[_ATTRIBUTES_AT:_ATTRIBUTES_AT + 2], "big") | DELETE_HORIZON_FLAG
+    data[_ATTRIBUTES_AT:_ATTRIBUTES_AT + 2] = attributes.to_bytes(2, "big")
+    data[17:21] = crc32c(memoryview(data)[_ATTRIBUTES_AT:]).to_bytes(4, "big")
+
+
+def _empty_batch(h: BatchHeader) -> bytes:
+    """The header of a batch whose records all went (Kafka's ``RETAIN_EMPTY``)."""
+    return encode_batch(
+        [],
+        base_offset=h.base_offset,
+        last_offset_delta=h.last_offset_delta,
+        first_timestamp=h.max_timestamp,
+        max_timestamp=h.max_timestamp,
+        log_append_time=h.max_timestamp if h.timestamp_type == 1 else None,
+        partition_leader_epoch=h.partition_leader_epoch,
+        producer_id=h.producer_id,
+        producer_epoch=h.producer_epoch,
+        base_sequence=h.base_sequence,
+        transactional=h.is_transactional,
+        control=h.is_control,
+    )
+
+
+class _Writer:
+    """Batches into a ``.cleaned`` segment through a buffer of ``io_buffer`` bytes (or nowhere, for a
+    dry run: only the sizes count)."""
+
+    def __init__(self, segment: LogSegment | None, io_buffer: int, stats: CleanStats) -> None:
+        self.segment = segment
+        self.io_buffer = io_buffer
+        self.stats = stats
+        self.buf = bytearray()
+        self.headers: list[BatchHeader] = []
+
+    def write(self, data: bytes | bytearray) -> None:
+        self.stats.bytes_written += len(data)
+        if self.segment is None:
+            return
+        pos = len(self.buf)
+        self.buf += data
+        self.headers.append(read_batch_header(self.buf, pos))
+        if len(self.buf) >= self.io_buffer:
+            self.drain()
+
+    def drain(self) -> None:
+        if self.segment is not None and self.buf:
+            self.segment.append(self.buf, self.headers)
+        self.buf = bytearray()
+        self.headers = []
+
+
+@dataclass
+class _GroupResult:
+    removed: int = 0
+    aborted: int = 0
+    horizons: int = 0
+    expired: int = 0
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.removed or self.aborted or self.horizons)
+
+
+def _clean_batch(view: BatchView, file: str, omap: OffsetMap, now_ms: int, delete_retention_ms: int,
+                 result: _GroupResult, stats: CleanStats) -> bytes | None:
+    """The bytes of one batch after cleaning (the original ones when nothing changes), or None when
+    none of its records stays."""
+    h = view.header
+    batch = view.decode(file=file)
+    n = len(batch)
+    stats.records_read += n
+    keys, values = batch.keys, batch.values
+    keep = omap.latest_flags(keys, batch.offsets)
+    horizon_set = bool(h.attributes & DELETE_HORIZON_FLAG)
+    tombstones = 0
+    for i in range(n):
+        if keep[i] and values[i] is None and keys[i] is not None:
+            if horizon_set and now_ms >= h.first_timestamp:
+                keep[i] = False  # past its delete horizon
+                result.expired += 1
+            else:
+                tombstones += 1
+    kept = [i for i in range(n) if keep[i]]
+    stats.records_kept += len(kept)
+    result.removed += n - len(kept)
+    if not kept:
+        return None
+    need_horizon = tombstones > 0 and not horizon_set
+    if len(kept) == n and not need_horizon:
+        return view.raw()
+    base = h.base_offset
+    offsets, timestamps, headers = batch.offsets, batch.timestamps, batch.headers
+    rows = [(timestamps[i], keys[i], values[i], headers[i]) for i in kept]
+    first_ts = now_ms + delete_retention_ms if need_horizon else (h.first_timestamp if horizon_set else None)
+    data = bytearray(
+        encode_batch(
+            rows,
+            base_offset=base,
+            offset_deltas=[offsets[i] - base for i in kept],
+            last_offset_delta=h.last_offset_delta,  # as Kafka: the producer's last sequence stays right
+            first_timestamp=first_ts,
+            compression=Codec(h.compression),
+            log_append_time=h.max_timestamp if h.timestamp_type == 1 else None,
+            partition_leader_epoch=h.partition_leader_epoch,
+            producer_id=h.producer_id,
+            producer_epoch=h.producer_epoch,
+            base_sequence=h.base_sequence,
+            transactional=h.is_transactional,
+        )
+    )
+    if need_horizon or horizon_set:
+        _set_delete_horizon(data)
+        result.horizons += need_horizon
+    return data
+
+
+def _clean_group(target, group: list[LogSegment], omap: OffsetMap, now_ms: int, aborted: _Aborted,
+                 stats: CleanStats, io_buffer: int, dry_run: bool) -> _GroupResult:
+    """Copy ``group`` into one ``.cleaned`` segment and swap it in (Kafka's ``cleanSegments``)."""
+    result = _GroupResult()
+    base = group[0].base_offset
+    cleaned = None
+    if not dry_run:
+        for ext in SEGMENT_EXTENSIONS:  # an earlier attempt that failed
+            try:
+                os.unlink(target.dir / segment_file_name(base, ext, CLEANED))
+            except FileNotFoundError:
+                pass
+        cleaned = LogSegment(target.dir, base, target.config, writable=True, suffix=CLEANED)
+    writer = _Writer(cleaned, io_buffer, stats)
+    retention = target.config.delete_retention_ms
+    try:
+        last_dropped: BatchHeader | None = None
+        for segment in group:
+            file = str(segment.log_path)
+            for view in _views(segment, stats):
+                h = view.header
+                stats.bytes_read += h.size
+                if h.magic != 2 or h.is_control:
+                    data = view.raw()
+                elif h in aborted:
+                    result.aborted += max(h.record_count, 0)
+                    data = None
+                else:
+                    data = _clean_batch(view, file, omap, now_ms, retention, result, stats)
+                if data is None:
+                    last_dropped = h
+                else:
+                    writer.write(data)
+                    last_dropped = None
+        if last_dropped is not None:
+            writer.write(_empty_batch(last_dropped))
+        writer.drain()
+        if cleaned is None:
+            return result
+        if not result.changed and len(group) == 1:
+            cleaned.delete()
+            return result
+        cleaned.txn_index.write_entries([e for s in group for e in s.txn_index.entries()])  # markers stay
+        cleaned.on_become_inactive()
+        cleaned.flush()
+    except BaseException:
+        if cleaned is not None:
+            cleaned.delete()
+        raise
+    if not target.replace_segments(cleaned, group):
+        result.removed = result.aborted = result.horizons = 0  # retention got there first
+    return result
+
+
+def _describe(target, group: list[LogSegment], result: _GroupResult, dry_run: bool) -> str:
+    name = group[0].log_path.name if not group[0].suffix else segment_file_name(group[0].base_offset, LOG)
+    if len(group) > 1:
+        name += f" (+{len(group) - 1} segment(s) merged)"
+    what = f"{result.removed} superseded record(s) removed"
+    if result.aborted:
+        what += f", {result.aborted} record(s) of aborted transactions"
+    if result.horizons:
+        what += f", delete horizon set on {result.horizons} batch(es)"
+    return f"{target.name}: {'would compact' if dry_run else 'compacted'} {name}: {what}"
+
+
+def clean_log(target, now_ms: int, omap: OffsetMap, *, checkpoint: int | None = None, io_buffer: int = 512 * 1024,
+              dry_run: bool = False, stats: CleanStats | None = None,
+              on_round: Callable[[int], None] | None = None,
+              should_stop: Callable[[], bool] | None = None) -> tuple[list[str], int | None]:
+    """Compact ``target`` round after round until its dirty section is clean; return a line per
+    rewritten group and the offset it is clean up to (None when nothing was cleanable).
+    ``on_round(end)`` is called after each round (to checkpoint it)."""
+    stats = stats if stats is not None else CleanStats()
+    if not target.config.compact:
+        return [], None
+    lines: list[str] = []
+    cleaned_to: int | None = None
+    state = log_to_clean(target, now_ms, checkpoint)
+    start = state.first_dirty
+    while start < state.upper:
+        if should_stop is not None and should_stop():
+            break
+        segments = [s for s in target.segments.values(None, state.upper) if s is not target.active_segment]
+        if not segments:
+            break
+        aborted = _Aborted([e for s in target.segments for e in s.txn_index.entries()])
+        _build_offset_map(segments, start, state.upper, omap, aborted, stats)
+        end = min(max(omap.latest_offset + 1, start + 1), state.upper)
+        stats.rounds += 1
+        to_clean = [s for s in segments if s.base_offset < end]
+        for group in group_segments(to_clean, target.config.segment_bytes, target.config.segment_index_bytes, end):
+            if should_stop is not None and should_stop():
+                return lines, cleaned_to
+            result = _clean_group(target, group, omap, now_ms, aborted, stats, io_buffer, dry_run)
+            if result.changed or len(group) > 1:
+                lines.append(_describe(target, group, result, dry_run))
+        cleaned_to = end
+        if on_round is not None and not dry_run:
+            on_round(end)
+        start = end
+    return lines, cleaned_to
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000

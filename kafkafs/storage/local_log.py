@@ -1,0 +1,473 @@
+"""LocalLog: one partition folder's segments and what reads and maintains them (Kafka's LocalLog).
+
+The segments are a :class:`~kafkafs.storage.segments.LogSegments` keyed by base offset. Reads take no
+lock: the skip list is safe for readers while the single writer inserts and removes, and segments
+publish their size after their bytes. Rolls, truncation and retention serialise on one lock.
+``wait_for_records`` lets a follower (``tail -f``, ``consume --follow``) sleep until new records
+arrive, from this process or (read-only logs, via :meth:`LocalLog.refresh`) from another one.
+
+Segments removed by retention are renamed ``.deleted`` and their files removed ``file.delete.delay.ms``
+later (:meth:`LocalLog.delete_expired_files`), so that readers still in them can finish; a writable
+open removes whatever ``.deleted`` files a previous run left. Appends, loading and transactions are
+:class:`~kafkafs.storage.log.Log`'s.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Self
+
+from ..errors import CorruptRecordError, InvalidInput, OffsetOutOfRange, ReadOnlyError, UnsafeFileError
+from ..format.batch import DecodedBatch, Record
+from .config import LogConfig
+from .handles import HandleBudget
+from .names import (
+    DELETED,
+    INDEX_EXTENSIONS,
+    SWAP,
+    log_file_base_offset,
+    parse_partition_dir_name,
+    segment_file_name,
+)
+from .records import BatchView
+from .safefiles import regular_files
+from .segment import LogSegment
+from .segments import LogSegments
+from .transactions import ProducerTransactions
+
+__all__ = ["LocalLog", "fsync_directory"]
+
+log = logging.getLogger("kafkafs.log")
+
+
+def fsync_directory(path: str | os.PathLike[str]) -> None:
+    """fsync a folder, so that files created, renamed or deleted in it stay so after a power loss."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class LocalLog:
+    """One partition folder's segments: reading, rolling, flushing, truncating, retention, followers.
+
+    Threads: safe to share. Readers take no lock; the single writer's changes serialise on ``_lock``.
+    """
+
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        config: LogConfig | None = None,
+        *,
+        writable: bool = False,
+        clock: Callable[[], int] = _now_ms,
+        budget: HandleBudget | None = None,
+    ) -> None:
+        self.dir = Path(directory)
+        self.topic, self.partition = parse_partition_dir_name(self.dir.name)
+        self.config = config or LogConfig()
+        self.writable = writable
+        #: Milliseconds since the epoch: timestamps of records without one, LogAppendTime, ``segment.ms``
+        #: and ``flush.ms``.
+        self.clock = clock
+        self.budget = budget
+        self.segments = LogSegments()
+        self._lock = threading.RLock()
+        self._appended = threading.Condition(threading.Lock())
+        self._log_start_offset = 0
+        self._unflushed_messages = 0
+        self._last_flush_ms = clock()
+        self._dir_dirty = False  # files created or removed since the folder was last fsynced
+        self.recovery_point = 0
+        self.leader_epoch = 0
+        self.last_recovery = None  # the RecoveryReport of the load
+        self._listeners: list[Callable[[LocalLog], None]] = []
+        self._closed = False
+        #: Undecided transactions (producer id -> first offset); None until first needed after an open.
+        self._txn: ProducerTransactions | None = None
+        #: Segments renamed ``.deleted``, with the clock's time of the rename, waiting for their files to go.
+        self._pending_deletion: list[tuple[int, LogSegment]] = []
+        #: Counts segment replacements (compaction swaps): views that cache what a segment renders to
+        #: compare it to notice a swap, which changes neither the first nor the last segment.
+        self.generation = 0
+
+    def _new_segment(self, base_offset: int, **kwargs) -> LogSegment:
+        return LogSegment(
+            self.dir, base_offset, self.config, writable=self.writable, clock=self.clock, budget=self.budget, **kwargs
+        )
+
+    def _add_segment(self, base_offset: int) -> LogSegment:
+        """A new, empty active segment (writable logs; stale index files at that base are removed)."""
+        for ext in INDEX_EXTENSIONS:
+            try:
+                os.unlink(self.dir / segment_file_name(base_offset, ext))
+            except FileNotFoundError:
+                pass
+        segment = self._new_segment(base_offset)
+        segment.become_active()
+        self.segments.add(segment)
+        self._dir_dirty = True
+        return segment
+
+    @property
+    def name(self) -> str:
+        return self.dir.name
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @log_start_offset.setter
+    def log_start_offset(self, value: int) -> None:
+        self._log_start_offset = value
+
+    @property
+    def active_segment(self) -> LogSegment | None:
+        return self.segments.last()
+
+    @property
+    def log_end_offset(self) -> int:
+        """The next offset to be written (Kafka's LEO)."""
+        segment = self.segments.last()
+        if segment is None:
+            return self._log_start_offset
+        if segment.size == 0:
+            return segment.base_offset
+        return segment.next_offset
+
+    def size_in_bytes(self) -> int:
+        return sum(s.size for s in self.segments)
+
+    def refresh(self) -> bool:
+        """Notice what another process appended (new segments, a longer active segment); return True
+        if the log end offset moved. Writable logs know their own appends."""
+        if self.writable or self._closed:
+            return False
+        before = self.log_end_offset
+        with self._lock:
+            try:
+                names = regular_files(self.dir)
+            except FileNotFoundError:
+                return False
+            previous = self.segments.last()
+            bases = sorted(b for b in map(log_file_base_offset, names) if b is not None)
+            known = set(self.segments.bases())
+            for base in bases:
+                if base not in known:
+                    try:
+                        self.segments.add(self._new_segment(base))
+                    except (CorruptRecordError, UnsafeFileError):  # gone again already, or replaced by a link
+                        continue
+            for base in known - set(bases):
+                seg = self.segments.remove(base)
+                if seg is not None:
+                    seg.close_handlers()
+            last = self.segments.last()
+            if previous is not None and previous is not last:
+                previous.active = False
+                previous.refresh()  # it grew before the writer rolled
+            if last is not None:
+                last.active = True
+                last.refresh()
+            first = self.segments.first()
+            if first is not None and first.base_offset > self._log_start_offset:
+                self._log_start_offset = first.base_offset
+        after = self.log_end_offset
+        if after != before:
+            self._notify()
+            return True
+        return False
+
+    def segment_for(self, offset: int) -> LogSegment | None:
+        """The segment whose range holds ``offset`` (skip list floor), or None below the first."""
+        return self.segments.floor(offset)
+
+    def batches(
+        self, from_offset: int | None = None, to_offset: int | None = None
+    ) -> Iterator[tuple[LogSegment, BatchView]]:
+        """Every batch holding an offset in ``from_offset..to_offset`` (inclusive), oldest first, with
+        its segment. Batches are not decoded."""
+        if from_offset is None or from_offset < self._log_start_offset:
+            from_offset = self._log_start_offset
+        segment = self.segments.floor(from_offset) or self.segments.first()
+        while segment is not None:
+            base = segment.base_offset
+            if to_offset is not None and base > to_offset:
+                return
+            views = segment.read_from(from_offset) if base <= from_offset else segment.batches(0)
+            for view in views:
+                h = view.header
+                if to_offset is not None and h.base_offset > to_offset:
+                    return
+                if h.last_offset < from_offset:
+                    continue
+                yield segment, view
+                if to_offset is not None and h.last_offset >= to_offset:
+                    return  # done: whatever follows (maybe damage) is not read
+                from_offset = h.last_offset + 1
+            # Next: the segment that now holds ``from_offset`` when compaction swapped a merged segment
+            # in at or below it while we read, else the one after this.
+            floor = self.segments.floor(from_offset)
+            segment = floor if floor is not None and floor is not segment else self.segments.higher(base)
+
+    def read(
+        self, from_offset: int | None = None, to_offset: int | None = None, *, validate: bool = True
+    ) -> Iterator[DecodedBatch]:
+        """Decoded batches from ``from_offset``, the first and last trimmed to the bounds.
+
+        ``OffsetOutOfRange`` past the log end offset; an offset below the log start reads from there.
+        """
+        if from_offset is not None and from_offset > self.log_end_offset:
+            raise OffsetOutOfRange(f"offset {from_offset} is past the log end offset {self.log_end_offset}")
+        lo = self._log_start_offset if from_offset is None else max(from_offset, self._log_start_offset)
+        for segment, view in self.batches(lo, to_offset):
+            batch = view.decode(validate=validate, file=str(segment.log_path))
+            if batch.offsets and (batch.offsets[0] < lo or (to_offset is not None and batch.offsets[-1] > to_offset)):
+                batch = batch.between(lo, to_offset)
+            yield batch
+
+    def records(self, from_offset: int | None = None, to_offset: int | None = None) -> Iterator[Record]:
+        """Every record as (offset, timestamp, key, value, headers): convenient, not the hot path."""
+        for batch in self.read(from_offset, to_offset):
+            yield from batch
+
+    def locate(self, offset: int) -> BatchView | None:
+        """The batch that holds ``offset``, undecoded, with its segment (``view.segment``): skip list
+        floor, offset index, one interval of the ``.log``. None when the offset is not in the log
+        (below the start, past the end, or in a gap that compaction left); a v2 batch found past a gap
+        is not returned for an offset before it. The caller decodes it (``view.decode()``) or renders
+        it; ``CorruptRecordError`` when the bytes on the way are damaged."""
+        if offset < self._log_start_offset or offset >= self.log_end_offset:
+            return None
+        segment = self.segments.floor(offset)
+        if segment is None:
+            return None
+        view = segment.find(offset)
+        if view is None:  # in a gap at the end of the segment: the next one may start with it
+            segment = self.segments.higher(segment.base_offset)
+            view = segment.find(offset) if segment is not None else None
+            if view is None:
+                return None
+        if view.header.base_offset > offset and view.header.magic == 2:
+            return None
+        return view._replace(segment=segment)
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """``(offset, timestamp)`` of the first record at or past the log start whose timestamp is >=
+        ``timestamp`` (Kafka's ``offsetsForTimes``), or None when every record is older.
+
+        Segments are tried in order; the first whose largest timestamp reaches the target is searched
+        through its time index (SPEC §2).
+        """
+        start = self._log_start_offset
+        for segment in self.segments.from_offset(start):
+            if segment.size == 0 or segment.max_timestamp < timestamp:
+                continue
+            found = segment.find_offset_by_timestamp(timestamp, start)
+            if found is not None:
+                return found
+        return None
+
+    def _require_writable(self) -> None:
+        if not self.writable:
+            raise ReadOnlyError(f"{self.dir} is open read-only")
+        if self._closed:
+            raise ReadOnlyError(f"{self.dir} is closed")
+
+    def roll(self, next_offset: int | None = None) -> LogSegment:
+        """Seal the active segment and start a new one at ``max(next_offset, log end offset)`` (Kafka's
+        ``roll``); an empty active segment already there is kept as it is."""
+        self._require_writable()
+        with self._lock:
+            base = max(next_offset or 0, self.log_end_offset)
+            active = self.active_segment
+            if active is not None:
+                if active.base_offset == base and active.size == 0:
+                    return active
+                if base < active.base_offset or self.segments.get(base) is not None:
+                    raise InvalidInput(f"cannot roll to {base}: the active segment starts at {active.base_offset}")
+                active.on_become_inactive()  # fsynced by the next flush, which starts at the recovery point
+            return self._add_segment(base)
+
+    def flush(self) -> None:
+        """fsync everything from the recovery point on (and the folder, if files came or went); the
+        recovery point becomes the log end offset."""
+        with self._lock:
+            if not self.writable or self._closed:
+                return
+            for segment in self.segments.from_offset(self.recovery_point):
+                segment.flush()
+            if self._dir_dirty:
+                fsync_directory(self.dir)
+                self._dir_dirty = False
+            self.recovery_point = self.log_end_offset
+            self._unflushed_messages = 0
+            self._last_flush_ms = self.clock()
+
+    def truncate_to(self, offset: int) -> bool:
+        """Drop every record at or past ``offset`` (whole batches, as Kafka does: the batch holding
+        ``offset`` goes too); False when there was nothing past it (Kafka's ``truncateTo``)."""
+        self._require_writable()
+        if offset < 0:
+            raise InvalidInput(f"cannot truncate to a negative offset {offset}")
+        with self._lock:
+            if offset >= self.log_end_offset:
+                return False
+            first = self.segments.first()
+            if first is None or first.base_offset > offset:
+                self.truncate_fully_and_start_at(offset)
+                return True
+            for segment in list(self.segments.after(offset)):
+                self.segments.remove(segment.base_offset)
+                segment.delete()
+            active = self.active_segment
+            assert active is not None
+            active.truncate_to(offset)
+            active.active = True
+            self._dir_dirty = True
+            self._txn = None  # rebuilt from the log when next needed
+            self._log_start_offset = min(offset, self._log_start_offset)
+            self.recovery_point = min(self.recovery_point, self.log_end_offset)
+            return True
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Delete every segment and start empty at ``offset`` (Kafka's ``truncateFullyAndStartAt``)."""
+        self._require_writable()
+        with self._lock:
+            for segment in list(self.segments):
+                self.segments.remove(segment.base_offset)
+                segment.delete()
+            self._add_segment(offset)
+            self._log_start_offset = offset
+            self.recovery_point = min(self.recovery_point, offset)
+            self._txn = ProducerTransactions()
+
+    def delete_segments(self, segments: list[LogSegment], reason: str = "") -> None:
+        """Remove whole segments (retention): their files are renamed ``.deleted`` and removed
+        ``file.delete.delay.ms`` later (:meth:`delete_expired_files`); the log start offset moves past
+        them. The active segment is never removed: a new empty one replaces it."""
+        self._require_writable()
+        with self._lock:
+            for segment in segments:
+                if segment is self.active_segment:
+                    self.roll()
+                end = segment.next_offset
+                self.segments.remove(segment.base_offset)
+                self._log_start_offset = max(self._log_start_offset, end)
+                self.schedule_deletion(segment)
+                if reason:
+                    log.info("%s: segment %d marked for deletion (%s)", self.name, segment.base_offset, reason)
+            first = self.segments.first()
+            if first is not None:
+                self._log_start_offset = max(self._log_start_offset, first.base_offset)
+        self.delete_expired_files()
+
+    def replace_segments(self, new: LogSegment, old: Sequence[LogSegment]) -> bool:
+        """Swap a cleaned segment in for the sealed segments ``old`` it was copied from (Kafka's
+        ``replaceSegments``). ``new`` is flushed and named ``.cleaned``; it is renamed ``.swap`` (the
+        commit point: recovery completes a swap from there on), put in the skip list, the old segments
+        are renamed ``.deleted`` (their files go ``file.delete.delay.ms`` later, readers still in them
+        finish) and ``new`` takes its plain name. Readers see the new segment at its base before the
+        old ones above it go, so an overlap, never a gap. False, and ``new`` deleted, when one of
+        ``old`` is no longer in the log (retention removed it meanwhile) or has become the active one."""
+        self._require_writable()
+        with self._lock:
+            active = self.active_segment
+            if not old or any(self.segments.get(s.base_offset) is not s or s is active for s in old):
+                new.delete()
+                return False
+            new.change_suffix(SWAP)
+            fsync_directory(self.dir)
+            self.segments.add(new)
+            for segment in old:
+                if segment.base_offset != new.base_offset:
+                    self.segments.remove(segment.base_offset)
+            for segment in old:
+                self.schedule_deletion(segment)
+            new.change_suffix("")
+            fsync_directory(self.dir)
+            self._dir_dirty = False
+            self.generation += 1
+        self._notify()
+        return True
+
+    def schedule_deletion(self, segment: LogSegment) -> None:
+        """Rename a segment that is no longer part of the log ``.deleted``; its files go once
+        ``file.delete.delay.ms`` has passed (Kafka's asynchronous delete)."""
+        self._require_writable()
+        with self._lock:
+            segment.change_suffix(DELETED)
+            self._dir_dirty = True
+            self._pending_deletion.append((self.clock(), segment))
+
+    def pending_deletions(self) -> list[LogSegment]:
+        """The segments renamed ``.deleted`` whose files are still there."""
+        with self._lock:
+            return [segment for _ts, segment in self._pending_deletion]
+
+    def delete_expired_files(self, now_ms: int | None = None) -> list[str]:
+        """Remove the files of the ``.deleted`` segments renamed at least ``file.delete.delay.ms`` before
+        ``now_ms`` (default: the log's clock); return the ``.log`` names removed."""
+        if not self._pending_deletion:
+            return []
+        with self._lock:
+            now = self.clock() if now_ms is None else now_ms
+            delay = self.config.file_delete_delay_ms
+            due = [(ts, seg) for ts, seg in self._pending_deletion if now - ts >= delay]
+            if not due:
+                return []
+            self._pending_deletion = [(ts, seg) for ts, seg in self._pending_deletion if now - ts < delay]
+            names = []
+            for _ts, segment in due:
+                names.append(segment.log_path.name)
+                segment.delete()
+            self._dir_dirty = True
+            return names
+
+    def add_listener(self, callback: Callable[[LocalLog], None]) -> None:
+        """Call ``callback(log)`` after every append (from the appending thread)."""
+        self._listeners.append(callback)
+
+    def _notify(self) -> None:
+        with self._appended:
+            self._appended.notify_all()
+        for callback in list(self._listeners):
+            callback(self)
+
+    def close(self) -> None:
+        """Flush (writable) and close every segment; the active one is sealed (final time index entry,
+        trimmed indexes), as a broker leaves it at a clean shutdown."""
+        with self._lock:
+            if self._closed:
+                return
+            try:
+                if self.writable:
+                    self.delete_expired_files()
+                    self.flush()
+                active = self.active_segment
+                for segment in self.segments:
+                    segment.close(seal=self.writable and segment is active)
+                for _ts, segment in self._pending_deletion:  # their files stay until the next writable open
+                    segment.close_handlers()
+                self._pending_deletion = []
+                if self.writable and self._dir_dirty:
+                    fsync_directory(self.dir)
+            finally:
+                self._closed = True
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+

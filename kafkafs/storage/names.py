@@ -1,0 +1,105 @@
+"""The names of a log directory's files and folders, parsed and formatted in one place.
+
+A segment's files are ``<20-digit base offset><extension>[<suffix>]``: the extensions of
+:data:`SEGMENT_EXTENSIONS`, the suffixes of :data:`TEMPORARY_SUFFIXES` marking files in the middle of a
+deletion or a compaction (SPEC §1). A partition folder is ``<topic>-<partition>``.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..errors import InvalidName
+
+__all__ = [
+    "LOG",
+    "INDEX",
+    "TIME_INDEX",
+    "TXN_INDEX",
+    "SEGMENT_EXTENSIONS",
+    "INDEX_EXTENSIONS",
+    "DELETED",
+    "CLEANED",
+    "SWAP",
+    "TEMPORARY_SUFFIXES",
+    "TOPIC_RE",
+    "segment_file_name",
+    "parse_segment_file_name",
+    "log_file_base_offset",
+    "SNAPSHOT",
+    "snapshot_offset",
+    "parse_partition_dir_name",
+]
+
+LOG = ".log"
+INDEX = ".index"
+TIME_INDEX = ".timeindex"
+TXN_INDEX = ".txnindex"
+#: Producer-state snapshots: ``<20-digit offset>.snapshot``, no temporary suffix.
+SNAPSHOT = ".snapshot"
+#: The files a segment may have; the ``.log`` first.
+SEGMENT_EXTENSIONS = (LOG, INDEX, TIME_INDEX, TXN_INDEX)
+INDEX_EXTENSIONS = (INDEX, TIME_INDEX, TXN_INDEX)
+
+DELETED = ".deleted"
+CLEANED = ".cleaned"
+SWAP = ".swap"
+TEMPORARY_SUFFIXES = (DELETED, CLEANED, SWAP)
+
+TOPIC_RE = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+_DIR_RE = re.compile(r"^(?P<topic>.+)-(?P<partition>0|[1-9][0-9]{0,9})$")
+_OFFSET_DIGITS = 20
+_LONG_MAX = 2**63 - 1
+
+
+def segment_file_name(base_offset: int, extension: str, suffix: str = "") -> str:
+    """``00000000000000000042.log`` and friends: the base offset in 20 digits."""
+    return f"{base_offset:020d}{extension}{suffix}"
+
+
+def parse_segment_file_name(name: str) -> tuple[int, str, str] | None:
+    """``00000000000000000042.log.swap`` -> ``(42, ".log", ".swap")``; None for any other file."""
+    if len(name) <= _OFFSET_DIGITS or name[_OFFSET_DIGITS] != "." or not name[:_OFFSET_DIGITS].isdigit():
+        return None
+    rest = name[_OFFSET_DIGITS:]
+    suffix = ""
+    for candidate in TEMPORARY_SUFFIXES:
+        if rest.endswith(candidate):
+            suffix = candidate
+            rest = rest[: -len(candidate)]
+            break
+    base = int(name[:_OFFSET_DIGITS])
+    if rest not in SEGMENT_EXTENSIONS or base > _LONG_MAX:  # Kafka's offsets are longs
+        return None
+    return base, rest, suffix
+
+
+def log_file_base_offset(name: str) -> int | None:
+    """The base offset of a plain ``.log`` segment file (no temporary suffix), else None."""
+    parts = parse_segment_file_name(name)
+    if parts is None or parts[1] != LOG or parts[2]:
+        return None
+    return parts[0]
+
+
+def snapshot_offset(name: str) -> int | None:
+    """The offset of a producer-state snapshot file name, else None."""
+    if len(name) != _OFFSET_DIGITS + len(SNAPSHOT) or not name.endswith(SNAPSHOT) or not name[:_OFFSET_DIGITS].isdigit():
+        return None
+    return int(name[:_OFFSET_DIGITS])
+
+
+def parse_partition_dir_name(name: str) -> tuple[str, int]:
+    """``orders-3`` -> ``("orders", 3)``; :class:`InvalidName` for anything that is not a partition."""
+    if name.endswith(("-delete", "-future", "-stray")):
+        raise InvalidName(f"{name!r} is a folder being deleted or moved, not a partition")
+    m = _DIR_RE.match(name)
+    if not m:
+        raise InvalidName(f"{name!r} is not <topic>-<partition>")
+    topic = m.group("topic")
+    if not TOPIC_RE.match(topic) or topic in (".", ".."):
+        raise InvalidName(f"{topic!r} is not a valid topic name (1 to 249 of a-z A-Z 0-9 . _ -)")
+    partition = int(m.group("partition"))
+    if partition > 2**31 - 1:
+        raise InvalidName(f"partition {partition} is out of range")
+    return topic, partition

@@ -1,0 +1,86 @@
+"""The ``.index`` file: offset -> position of the batch holding it (Kafka's ``OffsetIndex``).
+
+The file, its map and their life are :class:`~kafkafs.storage.index.AbstractIndex`'s (threads: see
+there); this class only says what an entry means.
+"""
+
+from __future__ import annotations
+
+from kafkafs.errors import InvalidInput
+from kafkafs.format.index import (
+    MAX_POSITION,
+    OFFSET_INDEX,
+    OFFSET_KEY,
+    OFFSET_POSITION,
+    Buffer,
+    OffsetPosition,
+    ceiling_slot,
+    check_offset_index,
+    decode_offset_entry,
+    encode_offset_entry,
+    floor_slot,
+)
+
+from .index import AbstractIndex
+
+__all__ = ["OffsetIndex", "OffsetPosition"]
+
+
+class OffsetIndex(AbstractIndex[OffsetPosition]):
+    """Offset -> position of the batch holding it; sparse, one entry per ``index.interval.bytes``."""
+
+    layout = OFFSET_INDEX
+
+    def _parse(self, buf: Buffer | None, slot: int) -> OffsetPosition:
+        rel, pos = decode_offset_entry(buf, slot)
+        return OffsetPosition(self._base_offset + rel, pos)
+
+    def _empty_last(self) -> OffsetPosition:
+        return OffsetPosition(self._base_offset, 0)
+
+    def _check(self, buf: Buffer, entries: int, log_size: int | None) -> str | None:
+        return check_offset_index(buf, entries, log_size)
+
+    @property
+    def last_offset(self) -> int:
+        """The last indexed offset, or the base offset when empty."""
+        return self._snapshot().last.offset
+
+    def append(self, offset: int, position: int) -> None:
+        """Add ``offset`` (the last offset of the batch starting at ``position``).
+
+        The offset must be larger than the last one; ``InvalidInput`` otherwise, when the index is full,
+        or when the offset or position does not fit an entry.
+        """
+        with self._lock:
+            st = self._writable_state()
+            if st.entries >= st.max_entries:
+                raise InvalidInput(f"{self._path}: attempt to append to a full index ({st.entries} entries)")
+            if st.entries and offset <= st.last.offset:
+                raise InvalidInput(
+                    f"{self._path}: offset {offset} is not larger than the last indexed offset {st.last.offset}"
+                )
+            rel = self.relative_offset(offset)
+            if not 0 <= position <= MAX_POSITION:
+                raise InvalidInput(f"{self._path}: position {position} does not fit an index entry")
+            self._write_entry(st, encode_offset_entry(rel, position), OffsetPosition(offset, position))
+
+    def lookup(self, target_offset: int) -> OffsetPosition:
+        """The entry with the greatest offset <= ``target_offset``; ``(base_offset, 0)`` if none is."""
+        st = self._snapshot()
+        rel = target_offset - self._base_offset
+        if st.entries == 0 or rel < 0:
+            return OffsetPosition(self._base_offset, 0)
+        slot = floor_slot(st.mm or b"", st.entries, min(rel, 2**32 - 1), OFFSET_KEY)
+        return OffsetPosition(self._base_offset, 0) if slot < 0 else self._parse(st.mm, slot)
+
+    def fetch_upper_bound_offset(
+        self, fetch_offset: OffsetPosition, fetch_size: int
+    ) -> OffsetPosition | None:
+        """The first entry at or past ``fetch_offset.position + fetch_size``: an offset surely outside the
+        fetched bytes (Kafka's ``fetchUpperBoundOffset``), or None."""
+        st = self._snapshot()
+        if st.entries == 0:
+            return None
+        slot = ceiling_slot(st.mm or b"", st.entries, fetch_offset.position + fetch_size, OFFSET_POSITION)
+        return None if slot < 0 else self._parse(st.mm, slot)

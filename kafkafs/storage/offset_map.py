@@ -1,0 +1,218 @@
+"""The cleaner's offset map: key hash -> latest offset, in a fixed amount of memory (Kafka's
+SkimpyOffsetMap, reduced).
+
+Keys are never stored, only their 128-bit MD5 (as Kafka hashes them), in three flat ``array('q')``
+columns (two hash halves and the offset: 24 bytes a slot, Kafka's own figure), so the map takes the
+memory it is given (``log.cleaner.dedupe.buffer.size``) and not a byte more, whatever the keys. Slots
+are found by open addressing with double hashing over a prime number of slots: the first half of the
+hash picks the slot, the second the stride, so long runs of taken slots never form. The cleaner stops
+filling it at ``log.cleaner.io.buffer.load.factor`` of its slots (:attr:`OffsetMap.full`) and cleans in
+several rounds when the dirty part of a log holds more keys than that.
+
+Not thread-safe: one cleaner (thread) owns a map and reuses it round after round (:meth:`clear`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+from array import array
+
+__all__ = ["OffsetMap", "key_hash", "BYTES_PER_ENTRY"]
+
+#: Bytes a slot takes: a 16-byte hash and an 8-byte offset.
+BYTES_PER_ENTRY = 24
+
+try:  # the plain call is measurably faster per key than one passing usedforsecurity
+    hashlib.md5(b"")
+    _md5 = hashlib.md5
+except ValueError:  # a FIPS build refuses MD5 unless told it is not for security
+
+    def _md5(data: bytes):  # type: ignore[misc]
+        return hashlib.md5(data, usedforsecurity=False)
+
+_split = struct.Struct("<qq").unpack
+
+
+def key_hash(key: bytes) -> tuple[int, int]:
+    """A key's MD5 as two signed 64-bit halves (what the map stores)."""
+    return _split(_md5(key).digest())
+
+
+def _is_prime(n: int) -> bool:
+    if n < 4:
+        return n >= 2
+    if n % 2 == 0:
+        return False
+    f = 3
+    while f * f <= n:
+        if n % f == 0:
+            return False
+        f += 2
+    return True
+
+
+def _prime_at_most(n: int) -> int:
+    while n > 2 and not _is_prime(n):
+        n -= 1
+    return max(n, 2)
+
+
+class OffsetMap:
+    """Fixed slots, hashes only. ``memory`` bytes give ``memory // 24`` slots (rounded down to a prime);
+    ``load_factor`` of them may be filled before :attr:`full` says so."""
+
+    def __init__(self, memory: int, load_factor: float = 0.9) -> None:
+        slots = _prime_at_most(max(memory // BYTES_PER_ENTRY, 3))
+        if int(slots * load_factor) < 1:
+            raise ValueError(f"an offset map of {memory} bytes cannot hold a single key")
+        self.slots = slots
+        self.load_factor = load_factor
+        self.max_entries = int(slots * load_factor)
+        zeros = array("q", [0])
+        self._lo = zeros * slots
+        self._hi = zeros * slots
+        self._offsets = array("q", [-1]) * slots  # -1: the slot is free
+        self.size = 0
+        #: The last offset the map has seen (Kafka's ``latestOffset``): records past it keep their place.
+        self.latest_offset = -1
+
+    @property
+    def full(self) -> bool:
+        return self.size >= self.max_entries
+
+    @property
+    def utilization(self) -> float:
+        return self.size / self.slots
+
+    def clear(self) -> None:
+        """Empty the map for the next round (the memory stays)."""
+        if self.size:
+            # in slices: a whole-size temporary would double the memory for a moment
+            step = 1 << 16
+            free, zero = array("q", [-1]) * step, array("q", [0]) * step
+            for start in range(0, self.slots, step):
+                end = min(start + step, self.slots)
+                self._offsets[start:end] = free[: end - start]
+                self._lo[start:end] = zero[: end - start]
+                self._hi[start:end] = zero[: end - start]
+        self.size = 0
+        self.latest_offset = -1
+
+    def put(self, key: bytes, offset: int) -> None:
+        """Record ``offset`` as the latest for ``key`` (the caller goes in offset order)."""
+        lo, hi = _split(_md5(key).digest())
+        self._put(lo, hi, offset)
+
+    def _put(self, lo: int, hi: int, offset: int) -> None:
+        slots = self.slots
+        los, his, offsets = self._lo, self._hi, self._offsets
+        s = lo % slots
+        step = 0
+        while True:
+            found = offsets[s]
+            if found < 0:
+                los[s] = lo
+                his[s] = hi
+                offsets[s] = offset
+                self.size += 1
+                break
+            if los[s] == lo and his[s] == hi:
+                offsets[s] = offset
+                break
+            if not step:
+                step = hi % (slots - 1) + 1
+            s = (s + step) % slots
+        if offset > self.latest_offset:
+            self.latest_offset = offset
+
+    def put_many(self, keys: list[bytes | None], offsets: list[int], limit: int | None = None) -> int:
+        """:meth:`put` each non-null key with its offset (offsets increasing), stopping before the map
+        would hold more than ``limit`` keys (default :attr:`max_entries`); return how many pairs were
+        taken (a pair with a null key counts as taken). The hot loop of building the map: everything it
+        touches is a local."""
+        limit = self.max_entries if limit is None else limit
+        slots = self.slots
+        los, his, slot_offsets = self._lo, self._hi, self._offsets
+        md5 = _md5
+        split = _split
+        size = self.size
+        taken = len(offsets)
+        for i, key in enumerate(keys):
+            if key is None:
+                continue
+            lo, hi = split(md5(key).digest())
+            s = lo % slots
+            step = 0
+            while True:
+                if slot_offsets[s] < 0:
+                    if size >= limit:
+                        taken = i
+                        break
+                    los[s] = lo
+                    his[s] = hi
+                    slot_offsets[s] = offsets[i]
+                    size += 1
+                    break
+                if los[s] == lo and his[s] == hi:
+                    slot_offsets[s] = offsets[i]
+                    break
+                if not step:
+                    step = hi % (slots - 1) + 1
+                s = (s + step) % slots
+            if taken == i:
+                break
+        self.size = size
+        if taken and offsets[taken - 1] > self.latest_offset:
+            self.latest_offset = offsets[taken - 1]
+        return taken
+
+    def get(self, key: bytes) -> int:
+        """The latest offset recorded for ``key``, or -1."""
+        lo, hi = _split(_md5(key).digest())
+        return self._get(lo, hi)
+
+    def _get(self, lo: int, hi: int) -> int:
+        slots = self.slots
+        los, his, offsets = self._lo, self._hi, self._offsets
+        s = lo % slots
+        step = 0
+        while True:
+            found = offsets[s]
+            if found < 0:
+                return -1
+            if los[s] == lo and his[s] == hi:
+                return found
+            if not step:
+                step = hi % (slots - 1) + 1
+            s = (s + step) % slots
+
+    def latest_flags(self, keys: list[bytes | None], offsets: list[int]) -> list[bool]:
+        """For each record, whether it is its key's latest (or has no key, or lies past
+        :attr:`latest_offset`): what compaction keeps before tombstones and transactions are judged."""
+        slots = self.slots
+        los, his, slot_offsets = self._lo, self._hi, self._offsets
+        md5 = _md5
+        split = _split
+        latest = self.latest_offset
+        out = []
+        add = out.append
+        for key, offset in zip(keys, offsets, strict=True):
+            if key is None or offset > latest:
+                add(True)
+                continue
+            lo, hi = split(md5(key).digest())
+            s = lo % slots
+            step = 0
+            while True:
+                found = slot_offsets[s]
+                if found < 0:
+                    add(True)
+                    break
+                if los[s] == lo and his[s] == hi:
+                    add(offset >= found)
+                    break
+                if not step:
+                    step = hi % (slots - 1) + 1
+                s = (s + step) % slots
+        return out

@@ -1,0 +1,223 @@
+"""FileRecords: a ``.log`` file as a sequence of batches (Kafka's ``FileRecords``).
+
+Batch views, chunked reads, positional reads and writes, truncation and the descriptor's life. The
+file is read with ``pread`` in bounded chunks (memory stays flat however large the file), and its
+descriptor is opened on first use and dropped when the handle budget asks (:mod:`.handles`).
+
+Threads: reads take no lock and see a prefix of the file; the descriptor is opened under a lock, and
+a reader holds the :class:`~kafkafs.storage.handles.FileHandle` it got for as long as it reads, so a
+descriptor dropped meanwhile is closed only when that reader is done. Writes (append, truncate) come
+from the single writer of the owning segment, which publishes the new size after the bytes.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from ..errors import CorruptRecordError, KafkafsError
+from ..format.batch import (
+    DEFAULT_MAX_INFLATED_BYTES,
+    LOG_OVERHEAD,
+    BatchHeader,
+    DecodedBatch,
+    decode_batch,
+    read_batch_header,
+)
+from .handles import FileHandle
+from .safefiles import open_file
+
+__all__ = ["FileRecords", "BatchView", "CHUNK_BYTES"]
+
+#: How much of a ``.log`` one ``pread`` asks for while scanning; a larger batch gets a read of its own.
+CHUNK_BYTES = 256 * 1024
+#: The first read of a scan: a lookup (the index's floor entry, at most one index interval and one batch
+#: before the batch wanted) reads this much, not a whole chunk; later reads double up to CHUNK_BYTES.
+FIRST_CHUNK_BYTES = 32 * 1024
+#: Bytes of a batch header needed to know its magic and length (and so whether it is valid).
+_MIN_HEADER = 17
+_ZERO_PREFIX = bytes(LOG_OVERHEAD)
+
+
+class BatchView(NamedTuple):
+    """One batch found in a ``.log``: its header (``header.position`` relative to ``buf``) and the
+    buffer holding it, which starts at file position ``base``. ``segment`` is the
+    :class:`~kafkafs.storage.segment.LogSegment` holding it when the view came from
+    :meth:`~kafkafs.storage.log.Log.locate` (None from a plain scan)."""
+
+    buf: bytes
+    header: BatchHeader
+    base: int
+    segment: Any = None
+
+    @property
+    def position(self) -> int:
+        """The batch's position in the ``.log`` file."""
+        return self.base + self.header.position
+
+    @property
+    def size(self) -> int:
+        return self.header.size
+
+    def decode(
+        self, *, validate: bool = True, max_inflated_bytes: int = DEFAULT_MAX_INFLATED_BYTES, file: str | None = None
+    ) -> DecodedBatch:
+        """The batch decoded; damage is reported at ``file`` (default: the segment's ``.log``)."""
+        if file is None and self.segment is not None:
+            file = str(self.segment.log_path)
+        try:
+            return decode_batch(self.buf, self.header, validate=validate, max_inflated_bytes=max_inflated_bytes)
+        except CorruptRecordError as exc:
+            raise exc.at(file, self.base) from None
+
+    def raw(self) -> bytes:
+        """The batch's bytes, exactly as on disk."""
+        return self.buf[self.header.position : self.header.end]
+
+
+def _header_in(chunk: bytes, rel: int, end: int, max_batch: int, path: str, base: int) -> BatchHeader | None:
+    """The header at ``rel`` of a chunk read from file position ``base``; damage is reported with the
+    file and its absolute position."""
+    try:
+        return read_batch_header(chunk, rel, end, max_batch)
+    except CorruptRecordError as exc:
+        raise exc.at(path, base) from None
+
+
+class FileRecords:
+    """The batches of one ``.log`` file (``path`` follows :meth:`rename`).
+
+    Nothing is opened until it is needed. The owner knows how much of the file is data (its own
+    writes, or the size it last saw of a file someone else appends to) and passes that end to reads.
+    ``on_open`` is called whenever a descriptor gets opened (the owning segment tells its handle budget).
+    """
+
+    def __init__(
+        self, path: Path, *, writable: bool, max_batch_size: int, on_open: Callable[[], None] | None = None
+    ) -> None:
+        self.path = path
+        self.writable = writable
+        self.max_batch_size = max_batch_size
+        self._on_open = on_open
+        self._lock = threading.Lock()
+        self._handle: FileHandle | None = None
+        self._closed = False
+
+    def open(self, *, create: bool) -> int:
+        """Open the file now (created if ``create`` and writable); return its size."""
+        return os.fstat(self._open_handle(create=create).fd).st_size
+
+    # ------------------------------------------------------------------------------------------ handle
+
+    def handle(self) -> FileHandle:
+        """The descriptor, opened on first use; hold the returned object while using it."""
+        handle = self._handle
+        return handle if handle is not None else self._open_handle(create=False)
+
+    def _open_handle(self, *, create: bool) -> FileHandle:
+        with self._lock:
+            handle = self._handle
+            if handle is not None:
+                return handle
+            if self._closed:
+                raise KafkafsError(f"{self.path}: segment is closed")
+            flags = (os.O_RDWR | (os.O_CREAT if create else 0)) if self.writable else os.O_RDONLY
+            try:
+                fd = open_file(self.path, flags, 0o644)
+            except FileNotFoundError:
+                raise CorruptRecordError("segment file is missing", file=str(self.path)) from None
+            handle = self._handle = FileHandle(fd)
+        if self._on_open is not None:
+            self._on_open()
+        return handle
+
+    def release(self) -> None:
+        """Drop the descriptor (lock-free; it closes once no reader holds it); the next use reopens."""
+        self._handle = None
+
+    def close(self) -> None:
+        """Drop the descriptor for good (readers holding it finish first)."""
+        with self._lock:
+            self._closed = True
+            self._handle = None
+
+    # ------------------------------------------------------------------------------------------ reading
+
+    def stat_size(self) -> int:
+        """The file's size as the file system sees it now."""
+        return os.fstat(self.handle().fd).st_size
+
+    def read_at(self, position: int, size: int) -> bytes:
+        """Up to ``size`` bytes from ``position`` (short at the end)."""
+        return os.pread(self.handle().fd, size, position)
+
+    def batches(self, start_position: int, end: int) -> Iterator[BatchView]:
+        """Every whole batch from ``start_position`` (a batch boundary) to ``end``.
+
+        Reads in chunks of :data:`CHUNK_BYTES` (the first ones smaller: most scans are lookups); stops quietly at a partial batch at the end of the file
+        (a writer may be appending) and at zero bytes where a batch should start (a preallocated or
+        zero-extended file: no batch has length 0). Corruption raises :class:`CorruptRecordError` with
+        the file and the absolute position, after the good batches before it were yielded.
+        """
+        handle = self.handle()  # held for the whole scan: see handles.FileHandle
+        fd = handle.fd
+        max_batch = self.max_batch_size
+        path = str(self.path)
+        pos = start_position
+        step = FIRST_CHUNK_BYTES
+        while pos < end:
+            chunk = os.pread(fd, min(step, end - pos), pos)
+            step = min(2 * step, CHUNK_BYTES)
+            if not chunk:
+                return
+            n = len(chunk)
+            rel = 0
+            while rel < n:
+                if chunk[rel : rel + LOG_OVERHEAD] == _ZERO_PREFIX:
+                    return
+                header = _header_in(chunk, rel, n, max_batch, path, pos)
+                if header is None:
+                    break
+                yield BatchView(chunk, header, pos)
+                rel = header.end
+            if rel == 0:
+                # no whole batch in the chunk: a partial header at the end, or a batch larger than a chunk
+                if n < _MIN_HEADER:
+                    return
+                want = int.from_bytes(chunk[8:12], "big", signed=True) + LOG_OVERHEAD  # checked above
+                if pos + want > end:
+                    return
+                chunk = os.pread(fd, want, pos)
+                header = _header_in(chunk, 0, len(chunk), max_batch, path, pos)
+                if header is None:
+                    return
+                yield BatchView(chunk, header, pos)
+                rel = header.end
+            pos += rel
+
+    # ------------------------------------------------------------------------------------------ writing
+
+    def write_at(self, data: bytes | bytearray | memoryview, position: int) -> None:
+        """Write all of ``data`` at ``position`` (the caller publishes the new size)."""
+        fd = self.handle().fd
+        view = memoryview(data)
+        while view:
+            written = os.pwrite(fd, view, position)
+            if written <= 0:
+                raise OSError(f"{self.path}: short write at position {position}")
+            view = view[written:]
+            position += written
+
+    def truncate(self, size: int) -> None:
+        os.ftruncate(self.handle().fd, size)
+
+    def fsync(self) -> None:
+        os.fsync(self.handle().fd)
+
+    def rename(self, path: Path) -> None:
+        """Move the file; the open descriptor stays valid."""
+        os.replace(self.path, path)
+        self.path = path

@@ -1,0 +1,313 @@
+"""SegmentFiles: the files of one segment and their life (the part of Kafka's LogSegment that owns them).
+
+A segment is a ``.log`` (:class:`~kafkafs.storage.records.FileRecords`) with its ``.index`` and
+``.timeindex`` (memory-mapped, :mod:`kafkafs.storage.offset_index` and :mod:`kafkafs.storage.time_index`)
+and its ``.txnindex`` (:mod:`kafkafs.storage.txnindex`). Nothing is opened until it is needed, and the
+descriptors go back to the process-wide budget of :mod:`kafkafs.storage.handles` when too many
+segments hold some. A read-only segment without a usable offset index gets an in-memory one
+(:mod:`kafkafs.storage.scan_index`), so lookups still start near their target. What the batches mean
+(appends, the tail, rolls, recovery) is :class:`~kafkafs.storage.segment.LogSegment`'s.
+
+Threads: the objects are made under the segment's lock unless another thread made them first; reads
+take no lock; changes (truncation, renames, closing) come from the single writer.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+from ..errors import CorruptRecordError, ReadOnlyError
+from ..format.batch import DEFAULT_MAX_INFLATED_BYTES, LOG_OVERHEAD
+from .config import LogConfig
+from .handles import BUDGET, HandleBudget
+from .names import INDEX, LOG, TIME_INDEX, TXN_INDEX, segment_file_name
+from .offset_index import OffsetIndex
+from .records import BatchView, FileRecords
+from .scan_index import ScanIndex
+from .time_index import TimeIndex
+from .txnindex import TransactionIndex
+
+__all__ = ["SegmentFiles"]
+
+log = logging.getLogger("kafkafs.segment")
+
+
+class SegmentFiles:
+    """A segment's ``.log`` and index files, opened lazily; ``size`` (known from a directory listing)
+    lets an existing segment open without touching the file, and a writable segment without ``size``
+    is created if missing."""
+
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        base_offset: int,
+        config: LogConfig,
+        *,
+        writable: bool = False,
+        suffix: str = "",
+        size: int | None = None,
+        budget: HandleBudget | None = None,
+    ) -> None:
+        # Paths and index objects are made on first use: a partition may have many thousands of
+        # segments, and pathlib is slow enough to dominate opening it.
+        self.dir = directory if isinstance(directory, Path) else Path(directory)
+        self.base_offset = base_offset
+        self.config = config
+        self.writable = writable
+        self._suffix = suffix
+        self._budget = budget if budget is not None else BUDGET
+        self._records: FileRecords | None = None
+        self._offset_index: OffsetIndex | None = None
+        self._time_index: TimeIndex | None = None
+        self._txn_index: TransactionIndex | None = None
+        self._scan_index: ScanIndex | None = None
+        self._lock = threading.RLock()
+        self._registered = False
+        self._closed = False
+        self._dirty = False  # written since the last flush
+        #: The segment appends go to (set by the owning Log); a writable active segment keeps its handles.
+        self.active = False
+        if size is None:
+            size = self.records.open(create=writable)
+        self._size = size
+
+    def _path_for(self, extension: str, suffix: str) -> Path:
+        return self.dir / segment_file_name(self.base_offset, extension, suffix)
+
+    @property
+    def records(self) -> FileRecords:
+        """The ``.log`` as batches (an object made on first use; the file is opened when first read)."""
+        records = self._records
+        if records is None:
+            with self._lock:
+                records = self._records
+                if records is None:
+                    records = self._records = FileRecords(
+                        self._path_for(LOG, self._suffix),
+                        writable=self.writable,
+                        max_batch_size=self._max_batch_size(),
+                        on_open=self._note_open,
+                    )
+        return records
+
+    @property
+    def log_path(self) -> Path:
+        """The ``.log`` file, following renames (``change_suffix``)."""
+        return self.records.path
+
+    @property
+    def offset_index(self) -> OffsetIndex:
+        """The ``.index`` (an object made on first use; the file is opened when it is first read)."""
+        index = self._offset_index
+        return index if index is not None else self._make_index("_offset_index", OffsetIndex, INDEX)
+
+    @property
+    def time_index(self) -> TimeIndex:
+        """The ``.timeindex`` (an object made on first use, like the offset index)."""
+        index = self._time_index
+        return index if index is not None else self._make_index("_time_index", TimeIndex, TIME_INDEX)
+
+    def _make_index(self, attribute: str, index_class: type[OffsetIndex | TimeIndex], extension: str):
+        """The index held in ``attribute``, made under the lock unless another thread made it first."""
+        with self._lock:
+            index = getattr(self, attribute)
+            if index is None:
+                index = index_class(
+                    self._path_for(extension, self._suffix),
+                    self.base_offset,
+                    max_index_size=self.config.segment_index_bytes,
+                    writable=self.writable,
+                    on_open=self._note_open,
+                )
+                setattr(self, attribute, index)
+            return index
+
+    def _made_indexes(self) -> list[OffsetIndex | TimeIndex]:
+        return [i for i in (self._offset_index, self._time_index) if i is not None]
+
+    def _index_path(self, extension: str) -> Path:
+        index = self._offset_index if extension == INDEX else self._time_index
+        return index.path if index is not None else self._path_for(extension, self._suffix)
+
+    @property
+    def txn_index(self) -> TransactionIndex:
+        """The ``.txnindex`` (aborted transactions whose ABORT marker is here); the file exists once the
+        segment has an entry."""
+        index = self._txn_index
+        if index is None:
+            with self._lock:
+                if self._txn_index is None:
+                    self._txn_index = TransactionIndex(self._path_for(TXN_INDEX, self._suffix), self.base_offset)
+                index = self._txn_index
+        return index
+
+    @property
+    def pinned(self) -> bool:
+        """The handle budget never releases the active segment of a writable log."""
+        return self.writable and self.active and not self._closed
+
+    def _note_open(self) -> None:
+        if not self._registered and not self._closed:
+            self._registered = True
+            self._budget.opened(self)
+
+    def release_handles(self) -> None:
+        """Give the descriptors and maps back (lock-free; readers holding them finish first)."""
+        self._registered = False
+        if self._records is not None:
+            self._records.release()
+        for index in self._made_indexes():
+            index.release()
+
+    @property
+    def size(self) -> int:
+        """Bytes in the ``.log`` (read-only segments: as of the last :meth:`refresh`)."""
+        return self._size
+
+    def read_at(self, position: int, size: int) -> bytes:
+        """Up to ``size`` bytes of the ``.log`` from ``position`` (short at the end)."""
+        return self.records.read_at(position, size)
+
+    def _max_batch_size(self) -> int:
+        """A batch larger than this is corruption, not data (bounds what one read may load)."""
+        return max(DEFAULT_MAX_INFLATED_BYTES, 2 * self.config.max_message_bytes + LOG_OVERHEAD)
+
+    def batches(self, start_position: int = 0, end_position: int | None = None) -> Iterator[BatchView]:
+        """Every whole batch from ``start_position`` (a batch boundary) to ``end_position`` (default: the
+        segment's size); see :meth:`FileRecords.batches <kafkafs.storage.records.FileRecords.batches>`."""
+        end = self._size if end_position is None else min(end_position, self._size)
+        return self.records.batches(start_position, end)
+
+    def _scan(self, start: int) -> Iterator[BatchView]:
+        """``batches(start)`` for a position taken from an index, which may be wrong: an entry past the
+        data, or one where no batch starts, is not trusted and the scan starts over from 0."""
+        if start >= self._size:
+            start = 0
+        if start == 0:
+            yield from self.batches(0)
+            return
+        views = self.batches(start)
+        try:
+            first = next(views, None)
+        except CorruptRecordError as exc:
+            if exc.position != start:
+                raise
+            log.warning("%s: no batch starts at position %d, where the index points; scanning from 0",
+                        self.log_path, start)
+            yield from self.batches(0)
+            return
+        if first is not None:
+            yield first
+            yield from views
+
+    def position_of(self, offset: int) -> int:
+        """Position from which to scan for ``offset``: the offset index's floor entry (Kafka's
+        ``translateOffset`` starts there), or the in-memory scan index's when there is no index."""
+        fallback = self._fallback_index()
+        if fallback is not None:
+            return fallback.position_for_offset(offset)
+        return self.offset_index.lookup(offset).position
+
+    def _time_start(self, timestamp: int, starting_offset: int) -> int:
+        """Where a scan for the first batch reaching ``timestamp`` (at or past ``starting_offset``)
+        may start: the time index, then the offset index (or the in-memory scan index)."""
+        fallback = self._fallback_index()
+        if fallback is not None:
+            return max(fallback.position_for_timestamp(timestamp), fallback.position_for_offset(starting_offset))
+        entry = self.time_index.lookup(timestamp)
+        return self.offset_index.lookup(max(entry.offset, starting_offset)).position
+
+    def _fallback_index(self) -> ScanIndex | None:
+        """The in-memory index of a read-only segment without a usable offset index, brought up to the
+        segment's current size; None when the real index serves (or the segment is small)."""
+        if self.writable or self._size <= 2 * max(self.config.index_interval_bytes, 4096):
+            return None
+        if self._scan_index is None and self.offset_index.entries > 0:
+            return None
+        with self._lock:
+            index = self._scan_index
+            if index is None:
+                index = ScanIndex()
+            if index.covered < self._size:
+                index.extend(self._scan(index.covered), max(self.config.index_interval_bytes, 4096))
+            self._scan_index = index
+            return index
+
+    def _require_writable(self) -> None:
+        if not self.writable:
+            raise ReadOnlyError(f"{self.log_path} is open read-only")
+        if self._closed:
+            raise ReadOnlyError(f"{self.log_path} is closed")
+
+    def _grow_indexes(self) -> None:
+        """Both indexes back to ``segment.index.bytes``, or to their entries if they hold more (the
+        setting was lowered): a full index then rolls the segment at the next append."""
+        for index in (self.offset_index, self.time_index):
+            index.resize(max(self.config.segment_index_bytes, index.size_in_bytes))
+
+    def _truncate_file(self, size: int) -> None:
+        self.records.truncate(size)
+        self._size = size
+        self._dirty = True
+
+    def sanity_check(self) -> None:
+        """Kafka's index sanity checks, and ``kafka-dump-log --verify-index-only``'s order rules
+        (``CorruptRecordError`` naming the file when they fail)."""
+        self.offset_index.sanity_check(log_size=self._size)
+        self.time_index.sanity_check()
+
+    def index_state(self) -> tuple[object, ...]:
+        """What the index files hold (entries, file lengths), so a caller can tell whether a rebuild
+        changed them without reading the files twice."""
+        off, tim, txn = self.offset_index, self.time_index, self.txn_index
+        try:
+            aborted: tuple[object, ...] | None = tuple(txn.entries())
+        except CorruptRecordError:
+            aborted = None
+        return (tuple(off), off.length, tuple(tim), tim.length, txn.exists(), aborted)
+
+    def change_suffix(self, suffix: str) -> None:
+        """Rename the files to carry ``suffix`` (``.deleted``, ``.cleaned``, ``.swap`` or ``""``); the
+        open descriptors and maps stay valid."""
+        self._require_writable()
+        with self._lock:
+            self.records.rename(self._path_for(LOG, suffix))
+            self.offset_index.rename(self._path_for(INDEX, suffix))
+            self.time_index.rename(self._path_for(TIME_INDEX, suffix))
+            self.txn_index.rename(self._path_for(TXN_INDEX, suffix))
+            self._suffix = suffix
+
+    @property
+    def suffix(self) -> str:
+        return self._suffix
+
+    def _drop_handle(self) -> None:
+        """Forget the ``.log`` descriptor; it closes once no reader holds it (handles.FileHandle), so a
+        reader left suspended in :meth:`batches` never reads a descriptor number reused by another file."""
+        with self._lock:
+            self._closed = True
+            if self._records is not None:
+                self._records.close()
+        self._budget.forget(self)
+
+    def close_handlers(self) -> None:
+        """Close without sealing or syncing (crash simulation, or the files are being deleted)."""
+        if self._closed:
+            return
+        for index in self._made_indexes():
+            index.close_handler()
+        self._drop_handle()
+
+    def delete(self) -> None:
+        """Remove the files (readers that hold the ``.log`` open finish reading it)."""
+        self.close_handlers()
+        for path in (self.log_path, self._index_path(INDEX), self._index_path(TIME_INDEX)):
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+        self.txn_index.delete()

@@ -1,0 +1,106 @@
+"""LogSegments: the segments of one log, by base offset (Kafka's ``LogSegments``).
+
+A thin class around one :class:`~kafkafs.storage.skiplist.SkipList`, so that callers ask for what
+they mean (the segment holding an offset, the ones from it on, the active one) instead of repeating
+"floor, then items from its key".
+
+Threads: every method may be called from any thread while the owning
+:class:`~kafkafs.storage.log.Log`'s single writer adds and removes segments (the skip list's
+contract): a reader sees each segment either present or absent, and an iteration sees the segments
+present when it reaches them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from .segment import LogSegment
+from .skiplist import SkipList
+
+__all__ = ["LogSegments"]
+
+
+class LogSegments:
+    """Segments keyed by base offset; lookups return segments (None when there is none)."""
+
+    __slots__ = ("_map",)
+
+    def __init__(self) -> None:
+        self._map: SkipList[LogSegment] = SkipList()
+
+    def __len__(self) -> int:
+        return len(self._map)
+
+    def __bool__(self) -> bool:
+        return bool(self._map)
+
+    def __contains__(self, base_offset: object) -> bool:
+        return base_offset in self._map
+
+    def __iter__(self) -> Iterator[LogSegment]:
+        return self._map.values()
+
+    def __repr__(self) -> str:
+        return f"<LogSegments {len(self._map)}>"
+
+    # ------------------------------------------------------------------------------------------ changes
+
+    def add(self, segment: LogSegment) -> LogSegment | None:
+        """Add (or replace) the segment at its base offset; return the one it replaced."""
+        return self._map.put(segment.base_offset, segment)
+
+    def remove(self, base_offset: int) -> LogSegment | None:
+        return self._map.remove(base_offset)
+
+    def clear(self) -> None:
+        self._map.clear()
+
+    # ------------------------------------------------------------------------------------------ lookups
+
+    def get(self, base_offset: int) -> LogSegment | None:
+        return self._map.get(base_offset)
+
+    def bases(self) -> list[int]:
+        """The base offsets, in order."""
+        return list(self._map.keys())
+
+    def first(self) -> LogSegment | None:
+        item = self._map.first()
+        return item[1] if item else None
+
+    def last(self) -> LogSegment | None:
+        item = self._map.last()
+        return item[1] if item else None
+
+    @property
+    def active(self) -> LogSegment | None:
+        """The last segment: where appends go."""
+        return self.last()
+
+    def floor(self, offset: int) -> LogSegment | None:
+        """The segment whose range may hold ``offset``: the last one with base offset <= it."""
+        item = self._map.floor(offset)
+        return item[1] if item else None
+
+    def lower(self, base_offset: int) -> LogSegment | None:
+        """The segment before the one at ``base_offset``."""
+        item = self._map.lower(base_offset)
+        return item[1] if item else None
+
+    def higher(self, base_offset: int) -> LogSegment | None:
+        """The segment after the one at ``base_offset``."""
+        item = self._map.higher(base_offset)
+        return item[1] if item else None
+
+    def from_offset(self, offset: int) -> Iterator[LogSegment]:
+        """The segment that may hold ``offset`` (or the first, when ``offset`` is below it) and all after it."""
+        item = self._map.floor(offset)
+        return self._map.values(item[0] if item else None)
+
+    def values(self, from_base: int | None = None, to_base: int | None = None) -> Iterator[LogSegment]:
+        """Segments with ``from_base <= base offset < to_base`` (either bound may be None), in order."""
+        return self._map.values(from_base, to_base, to_inclusive=False)
+
+    def after(self, base_offset: int) -> Iterator[LogSegment]:
+        """Segments whose base offset is above ``base_offset``."""
+        return self._map.values(base_offset, from_inclusive=False)

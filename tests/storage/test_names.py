@@ -1,0 +1,46 @@
+"""Segment file names and partition folder names: parsed and formatted in one module."""
+
+from __future__ import annotations
+
+import pytest
+
+from kafkafs.errors import InvalidName
+from kafkafs.storage.names import (
+    log_file_base_offset,
+    parse_partition_dir_name,
+    parse_segment_file_name,
+    segment_file_name,
+)
+
+
+def test_segment_file_names_round_trip() -> None:
+    assert segment_file_name(42, ".log") == "00000000000000000042.log"
+    assert segment_file_name(42, ".index", ".swap") == "00000000000000000042.index.swap"
+    for ext in (".log", ".index", ".timeindex", ".txnindex"):
+        for suffix in ("", ".deleted", ".cleaned", ".swap"):
+            assert parse_segment_file_name(segment_file_name(7, ext, suffix)) == (7, ext, suffix)
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["leader-epoch-checkpoint", "00000000000000000042.snapshot", "42.log", "0000000000000000004x.log",
+     "00000000000000000042.log.tmp", "00000000000000000042log", "00000000000000000042.log.swap.swap"],
+)
+def test_other_files_are_not_segments(name: str) -> None:
+    assert parse_segment_file_name(name) is None
+    assert log_file_base_offset(name) is None
+
+
+def test_log_file_base_offset_takes_plain_logs_only() -> None:
+    assert log_file_base_offset("00000000000000000042.log") == 42
+    assert log_file_base_offset("00000000000000000042.log.deleted") is None
+    assert log_file_base_offset("00000000000000000042.index") is None
+
+
+def test_partition_dir_names() -> None:
+    assert parse_partition_dir_name("orders-3") == ("orders", 3)
+    assert parse_partition_dir_name("a-b-0") == ("a-b", 0)
+    assert parse_partition_dir_name("__consumer_offsets-49") == ("__consumer_offsets", 49)
+    for bad in ("orders", "orders-01", "orders-3-delete", "t-0-future", "bad name-0", "-0", "t-2147483648"):
+        with pytest.raises(InvalidName):
+            parse_partition_dir_name(bad)
