@@ -97,6 +97,7 @@ def test_snapshot_bytes_as_kafka_writes_them(tmp_path):
         parse_producer_snapshot(data[:-1] + bytes([data[-1] ^ 1]))
 
 
+@pytest.mark.allow_warnings("an unreadable snapshot on purpose")
 def test_producer_state_snapshots(tmp_path):
     state = ProducerState(tmp_path, writable=True)
     buf = batch(0, [(None, b"a", ())], producer_id=7, producer_epoch=1, base_sequence=0)
