@@ -206,6 +206,11 @@ def per_kind(work: Path, kind: str, records: int, samples: int, rows: list) -> N
         p50, p99 = by_offset_latency(part, records, samples)
         rows.append((kind, f"by-offset/N.json open+read, random N of {records:,}",
                      f"p50 {p50:.2f} ms, p99 {p99:.2f} ms (target 0.5 / 2)"))
+        start = time.perf_counter()
+        listed = os.listdir(part / "by-offset")
+        t_ls = time.perf_counter() - start
+        rows.append((kind, "list by-offset/ (past --list-limit: one range per segment)",
+                     f"{t_ls * 1e3:.1f} ms for {len(listed)} names"))
         rows.append((kind, "daemon peak RSS (VmHWM) after all of the above", f"{m.status('VmHWM'):,.0f} MiB"))
     finally:
         m.close()
