@@ -210,6 +210,8 @@ def cmd_produce(args: argparse.Namespace) -> int:
             if log_ is None:  # created once there is something valid to put in it
                 print(f"kafkafs: creating partition {args.partition}", file=sys.stderr)
                 log_ = logdir.create_partition(topic, partition)
+            if args.leader_epoch is not None:
+                log_.set_leader_epoch(args.leader_epoch)
             result = log_.append_records(records)
             total += len(records)
             first_offset = result.first_offset if first_offset is None else first_offset
@@ -423,6 +425,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("logdir")
     p.add_argument("partition", metavar="TOPIC-PARTITION")
     p.add_argument("--no-create", action="store_true", help="fail instead of creating a missing partition")
+    p.add_argument("--leader-epoch", type=int, metavar="N", help="write as leader epoch N (not below the partition's)")
     _add_settings_options(p)
     p.set_defaults(func=cmd_produce)
 

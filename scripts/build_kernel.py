@@ -60,6 +60,7 @@ def build(sanitize: bool = False, quiet: bool = False) -> bool:
         return False
     if done.stderr.strip():
         sys.stderr.write(done.stderr)
+    os.chmod(tmp, 0o755)
     os.replace(tmp, out)
     if not quiet:
         print(f"build_kernel: built {out.relative_to(ROOT)}{' (sanitizers)' if sanitize else ''}", file=sys.stderr)

@@ -165,7 +165,8 @@ def _check_batch_offsets(starting: OffsetSpec | None, ending: OffsetSpec | None)
         end = ending.per_partition.get(key)
         if end is not None and start >= 0 and end >= 0 and start > end:
             raise InvalidInput(
-                f"The specified starting offset {start} for {key[0]}-{key[1]} is greater than the ending offset {end}"
+                f"The specified start offset {start} is greater than the end offset {end} for topic {key[0]} "
+                f"partition {key[1]}."
             )
 
 

@@ -370,7 +370,8 @@ def _batch_resolver(options: ReadOptions) -> Resolver:
                 raise InvalidInput(f"startingOffsets: {first} for {name} is not an offset, -2 or -1")
             elif first < log_.log_start_offset:
                 report_data_loss(options.fail_on_data_loss,
-                                 f"Cannot fetch offset {first} of {name}: the log starts at {log_.log_start_offset}")
+                                 f"Could not read records in offset [{first}, {log_.log_start_offset}) for topic partition {name}: "
+                                 f"the log starts at {log_.log_start_offset}.")
         end: int | None
         ts = options.ending_timestamp.for_partition(topic, partition) if options.ending_timestamp else None
         if ts is not None:

@@ -211,8 +211,8 @@ def _open_segment(piece: Piece, spec: ScanSpec) -> LogSegment | None:
     if not segment.log_path.exists():  # retention renames a segment .deleted, then removes it
         report_data_loss(
             spec.fail_on_data_loss,
-            f"Cannot fetch offsets of {piece.topic}-{piece.partition} from {piece.base_offset}: its segment "
-            "was deleted after the read was planned",
+            f"Could not read records in offset [{piece.base_offset}, ...) for topic partition "
+            f"{piece.topic}-{piece.partition}: its segment was deleted after the read was planned.",
         )
         return None
     return segment

@@ -182,26 +182,27 @@ class KafkaLogCommitMessage(WriterCommitMessage):
         self.files = files
 
 
-class KafkaLogWriter(DataSourceArrowWriter):
-    def __init__(self, options: dict[str, Any], schema: StructType) -> None:
+class _Staging:
+    """What the batch and the streaming writer share: their options, checked in the driver before any
+    task runs, and a task's staging of its rows (:class:`~kafkafs.spark.write.Stager`)."""
+
+    def _setup(self, options: dict[str, Any], schema: StructType, where: str) -> Any:
         read_opts = parse_read_options(options, writing=True)
         if len(read_opts.paths) != 1:
-            raise InvalidInput("write to exactly one log directory: save(LOGDIR)")
+            raise InvalidInput(f"write to exactly one log directory: {where}")
         self.logdir = read_opts.paths[0]
         self.topic = read_opts.topic
         self.compression = read_opts.compression
         self.new_topic_partitions = new_topic_partitions(options)
-        self.staging = str(staging_root(self.logdir, read_opts.staging_dir))
         self.options = options
-        self.job_id = f"job-{uuid.uuid4().hex}"
         check_write_schema([(f.name, f.dataType.simpleString()) for f in schema.fields], self.topic)
         settings_from(options)  # a bad setting fails here, before any task runs
-        start_job(Path(self.staging), self.job_id)
+        return read_opts
 
-    def write(self, iterator: Iterator[Any]) -> KafkaLogCommitMessage:
+    def _stage(self, staging: str, job_id: str, iterator: Iterator[Any]) -> KafkaLogCommitMessage:
         stager = Stager(
-            Path(self.staging),
-            self.job_id,
+            Path(staging),
+            job_id,
             task_tag(),
             topic=self.topic,
             compression=self.compression,
@@ -215,6 +216,17 @@ class KafkaLogWriter(DataSourceArrowWriter):
         except BaseException:
             stager.discard()
             raise
+
+
+class KafkaLogWriter(_Staging, DataSourceArrowWriter):
+    def __init__(self, options: dict[str, Any], schema: StructType) -> None:
+        read_opts = self._setup(options, schema, "save(LOGDIR)")
+        self.staging = str(staging_root(self.logdir, read_opts.staging_dir))
+        self.job_id = f"job-{uuid.uuid4().hex}"
+        start_job(Path(self.staging), self.job_id)
+
+    def write(self, iterator: Iterator[Any]) -> KafkaLogCommitMessage:
+        return self._stage(self.staging, self.job_id, iterator)
 
     def commit(self, messages: list[Any]) -> None:
         files = [f for m in messages if m is not None for f in m.files]
@@ -231,46 +243,22 @@ class KafkaLogWriter(DataSourceArrowWriter):
         discard_job(Path(self.staging), self.job_id)
 
 
-class KafkaLogStreamWriter(DataSourceStreamArrowWriter):
+class KafkaLogStreamWriter(_Staging, DataSourceStreamArrowWriter):
     """``writeStream.format("kafkalog")``: tasks stage as batch writes do; ``commit`` appends a
     micro-batch exactly once (see :mod:`kafkafs.spark.sink`)."""
 
     JOB = "stream"
 
     def __init__(self, options: dict[str, Any], schema: StructType) -> None:
-        read_opts = parse_read_options(options, writing=True)
-        if len(read_opts.paths) != 1:
-            raise InvalidInput("write to exactly one log directory: start(LOGDIR) or option path")
+        self._setup(options, schema, "start(LOGDIR) or option path")
         lowered = {str(k).lower(): v for k, v in options.items()}
-        self.logdir = read_opts.paths[0]
-        self.topic = read_opts.topic
-        self.compression = read_opts.compression
-        self.new_topic_partitions = new_topic_partitions(options)
-        self.options = options
         self.sink = str(sink_dir(lowered.get("checkpointlocation"), lowered.get("sinklog")))
         self.staging = str(Path(self.sink) / "staging")
-        check_write_schema([(f.name, f.dataType.simpleString()) for f in schema.fields], self.topic)
-        settings_from(options)
         # Spark builds this writer again where it runs commit: nothing here may touch staged files
 
     def write(self, iterator: Iterator[Any]) -> KafkaLogCommitMessage:
         start_job(Path(self.staging), self.JOB, exist_ok=True)
-        stager = Stager(
-            Path(self.staging),
-            self.JOB,
-            task_tag(),
-            topic=self.topic,
-            compression=self.compression,
-            logdir=self.logdir,
-            new_topic_partitions=self.new_topic_partitions,
-        )
-        try:
-            for batch in iterator:
-                stager.add(batch)
-            return KafkaLogCommitMessage(stager.finish())
-        except BaseException:
-            stager.discard()
-            raise
+        return self._stage(self.staging, self.JOB, iterator)
 
     def _clear_tasks(self) -> None:
         """Remove every task's staging: Spark runs micro-batches one after the other, so at a commit or

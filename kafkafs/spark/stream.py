@@ -85,6 +85,11 @@ def initial_offsets(options: ReadOptions) -> Offsets:
         elif spec == LATEST:
             out[(topic, partition)] = latest
         else:
+            if spec < log_.log_start_offset:
+                report_data_loss(
+                    options.fail_on_data_loss,
+                    f"Starting offset for {topic}-{partition} was {spec} but consumer reset to {log_.log_start_offset}.",
+                )
             out[(topic, partition)] = max(spec, log_.log_start_offset)
     return out
 
@@ -123,17 +128,17 @@ def micro_batch_ranges(options: ReadOptions, begin: Offsets, stop: Offsets) -> d
     for key, e in sorted(stop.items()):
         name = f"{key[0]}-{key[1]}"
         if key not in where:
-            report_data_loss(fail, f"Cannot fetch offsets of {name}: its partition folder is gone")
+            report_data_loss(fail, f"Partitions {name} have been deleted.")
             continue
         if key in begin:
             s = begin[key]
             if s < starts[key]:
-                report_data_loss(fail, f"Cannot fetch offset {s} of {name}: the log now starts at {starts[key]}")
+                report_data_loss(fail, f"Could not read records in offset [{s}, {starts[key]}) for topic partition {name}: the log now starts at {starts[key]}.")
                 s = starts[key]
         else:
             s = starts[key]
             if s != 0:
-                report_data_loss(fail, f"Added partition {name} starts from {s} instead of 0. Some data may have been missed")
+                report_data_loss(fail, f"Added partition {name} starts from {s} instead of 0.")
         if e > s:
             out[key] = (where[key], s, e)
     return out

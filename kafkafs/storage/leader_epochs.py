@@ -18,34 +18,13 @@ Thread safety: callers serialise writes (the Log's lock); reads of :attr:`entrie
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from ..errors import CorruptRecordError
 from ..format.checkpoint import EPOCH_CHECKPOINT_FILE, parse_epoch_checkpoint, render_epoch_checkpoint
+from .safefiles import write_atomically
 
-__all__ = ["LeaderEpochCache", "write_file_atomically"]
-
-_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
-
-
-def write_file_atomically(path: Path, data: bytes) -> None:
-    """Write ``path.tmp`` (never through a symbolic link), fsync it, rename it over ``path``."""
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        os.unlink(tmp)
-    except FileNotFoundError:
-        pass
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-
+__all__ = ["LeaderEpochCache"]
 
 class LeaderEpochCache:
     """``leader-epoch-checkpoint`` of one partition folder (see the module's docstring)."""
@@ -76,7 +55,7 @@ class LeaderEpochCache:
 
     def _flush(self) -> None:
         if self.writable:
-            write_file_atomically(self.path, render_epoch_checkpoint(self.entries))
+            write_atomically(self.path, render_epoch_checkpoint(self.entries))
 
     def assign(self, epoch: int, start_offset: int) -> bool:
         """Record that ``epoch`` starts at ``start_offset``; True (and the file rewritten) if it changed."""

@@ -32,7 +32,6 @@ from ..format.batch import (
     set_partition_leader_epoch,
     validate_batch,
 )
-from ..format.checkpoint import parse_epoch_checkpoint
 from ..format.compression import codec_by_name
 from ..format.jsonview import ProducerRecord
 from ..format.txnindex import AbortedTxn, TxnEvent, collect_aborted_txns, transaction_event
@@ -42,6 +41,7 @@ from .local_log import LocalLog, _now_ms, fsync_directory
 from .recovery import load_segments
 from .safefiles import check_partition_folder
 from .segment import LogSegment
+from .state_files import StateFiles
 from .transactions import ProducerTransactions
 
 __all__ = ["Log", "AppendResult", "fsync_directory"]
@@ -129,16 +129,68 @@ class Log(LocalLog):
         else:
             # advanced only by a flush: the recovered bytes may not be on disk yet (Kafka does the same)
             self.recovery_point = min(recovery_point or 0, end)
-        self._load_leader_epoch()
+        self.state_files.on_load()
 
-    def _load_leader_epoch(self) -> None:
-        path = self.dir / "leader-epoch-checkpoint"
-        try:
-            entries = parse_epoch_checkpoint(path.read_bytes())
-            if entries:
-                self.leader_epoch = max(e[0] for e in entries)
-        except (OSError, CorruptRecordError):
-            pass
+    # ------------------------------------------------------------------------------------------ state files
+    # Kafka's UnifiedLog keeps the leader epoch cache and the producer state in step with the segments;
+    # these overrides call the hook of each event (see state_files.py).
+
+    @property
+    def state_files(self) -> StateFiles:
+        """``leader-epoch-checkpoint``, producer snapshots and ``partition.metadata`` of this partition."""
+        files = self.__dict__.get("_state_files")
+        if files is None:
+            files = self.__dict__["_state_files"] = StateFiles(self)
+        return files
+
+    def set_leader_epoch(self, epoch: int) -> None:
+        """Write the next batches as leader epoch ``epoch`` (a new leader's term); it starts at the log
+        end offset in ``leader-epoch-checkpoint`` with the first of them. Epochs never go back."""
+        if epoch < self.leader_epoch or epoch > 2**31 - 1:
+            raise InvalidInput(f"leader epoch {epoch} is below the partition's current epoch {self.leader_epoch}"
+                               if epoch < self.leader_epoch else f"leader epoch {epoch} is out of range")
+        self.leader_epoch = epoch
+
+    def roll(self, next_offset: int | None = None) -> LogSegment:
+        with self._lock:
+            before = self.active_segment
+            segment = super().roll(next_offset)
+            if segment is not before:
+                self.state_files.on_roll(segment.base_offset)
+            return segment
+
+    def truncate_to(self, offset: int) -> bool:
+        with self._lock:
+            cut = super().truncate_to(offset)
+            if cut:
+                self.state_files.on_truncate(offset)
+            return cut
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        with self._lock:
+            super().truncate_fully_and_start_at(offset)
+            self.state_files.on_truncate_fully(offset)
+
+    def delete_segments(self, segments: list[LogSegment], reason: str = "") -> None:
+        with self._lock:
+            super().delete_segments(segments, reason)
+            self.state_files.on_segments_deleted([s.base_offset for s in segments], self.log_start_offset)
+
+    def replace_segments(self, new: LogSegment, old: Sequence[LogSegment]) -> bool:
+        with self._lock:
+            swapped = super().replace_segments(new, old)
+            if swapped:  # the snapshots named by segments merged away go too (Kafka's deletedNotReplaced)
+                gone = [s.base_offset for s in old if s.base_offset != new.base_offset]
+                self.state_files.on_segments_deleted(gone, self.log_start_offset)
+            return swapped
+
+    def close(self) -> None:
+        with self._lock:
+            if not self._closed and self.writable:
+                self.delete_expired_files()
+                self.flush()
+                self.state_files.on_close()
+            super().close()
 
     def append_records(
         self, records: Sequence[ProducerRecord | tuple], *, flush: bool | None = None
@@ -182,6 +234,7 @@ class Log(LocalLog):
             state = self._transactions_locked() if events else None
             segment = self._maybe_roll(headers, len(buf), now)
             segment.append(buf, headers)
+            self.state_files.on_append(buf, headers)
             if state is not None:
                 self._complete_transactions(segment, state, events)
             self._unflushed_messages += sum(max(h.record_count, 0) for h in headers)
@@ -204,7 +257,7 @@ class Log(LocalLog):
     def _transactions_locked(self) -> ProducerTransactions:
         state = self._txn
         if state is None:
-            state = self._txn = ProducerTransactions.scan(s.batches() for s in self.segments)
+            state = self._txn = ProducerTransactions(self.state_files.ongoing_transactions())
         return state
 
     def transactions(self) -> ProducerTransactions:
@@ -321,6 +374,7 @@ class Log(LocalLog):
             "sizeBytes": sum(s["sizeBytes"] for s in segments),
             "config": self.config.as_dict(),
             "segments": segments,
+            **self.state_files.describe(),
         }
 
 

@@ -27,6 +27,7 @@ from .kraft import recorded_topic_configs
 from .local_log import fsync_directory
 from .log import Log
 from .names import parse_partition_dir_name, parse_segment_file_name, snapshot_offset
+from .partition_metadata import ensure_partition_metadata, read_topic_id
 from .safefiles import check_partition_folder, open_file, write_atomically
 
 __all__ = ["LogDir", "check_log_directory", "CLEAN_SHUTDOWN_FILE", "LOCK_FILE", "CLEANER_OFFSET_FILE", "clean_shutdown_content",
@@ -39,6 +40,7 @@ LOCK_FILE = ".lock"
 RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
 LOG_START_FILE = "log-start-offset-checkpoint"
 CLEANER_OFFSET_FILE = "cleaner-offset-checkpoint"
+REPLICATION_OFFSET_FILE = "replication-offset-checkpoint"
 #: The broker epoch kafkafs writes in the clean-shutdown marker: none (Kafka's -1).
 NO_BROKER_EPOCH = -1
 
@@ -206,6 +208,21 @@ class LogDir:
         write_atomically(self.path / LOG_START_FILE, render_offset_checkpoint(starts))
         self.recovery_points, self.log_start_offsets = recovery, starts
 
+    def checkpointed(self, topic: str, partition: int) -> dict[str, int | None]:
+        """What the log directory's checkpoint files say of one partition now (read afresh: a broker
+        may be rewriting them): ``highWatermark`` (replication-offset-checkpoint), ``recoveryPoint``,
+        ``logStartOffset``, ``cleanerOffset``; None where a file has no entry."""
+        key = (topic, partition)
+        return {
+            field: self._read_checkpoint(name).get(key)
+            for field, name in (
+                ("highWatermark", REPLICATION_OFFSET_FILE),
+                ("recoveryPoint", RECOVERY_POINT_FILE),
+                ("logStartOffset", LOG_START_FILE),
+                ("cleanerOffset", CLEANER_OFFSET_FILE),
+            )
+        }
+
     def cleaner_offsets(self) -> dict[tuple[str, int], int]:
         """``cleaner-offset-checkpoint``: how far the cleaner has compacted each partition."""
         return self._read_checkpoint(CLEANER_OFFSET_FILE)
@@ -297,7 +314,10 @@ class LogDir:
 
                 raise ReadOnlyError(f"{self.path} is open read-only")
             directory.mkdir()
+            ensure_partition_metadata(directory, topic)
             opened = Log.open(directory, self.settings.for_topic(topic), writable=True, clean_shutdown=True)
+            opened.state_files.epochs.create()
+            opened.state_files.topic_id = read_topic_id(directory)
             self._logs[name] = opened
             return opened
 

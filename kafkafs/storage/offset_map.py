@@ -24,13 +24,20 @@ __all__ = ["OffsetMap", "key_hash", "BYTES_PER_ENTRY"]
 #: Bytes a slot takes: a 16-byte hash and an 8-byte offset.
 BYTES_PER_ENTRY = 24
 
-_md5 = hashlib.md5
+try:  # the plain call is measurably faster per key than one passing usedforsecurity
+    hashlib.md5(b"")
+    _md5 = hashlib.md5
+except ValueError:  # a FIPS build refuses MD5 unless told it is not for security
+
+    def _md5(data: bytes):  # type: ignore[misc]
+        return hashlib.md5(data, usedforsecurity=False)
+
 _split = struct.Struct("<qq").unpack
 
 
 def key_hash(key: bytes) -> tuple[int, int]:
     """A key's MD5 as two signed 64-bit halves (what the map stores)."""
-    return _split(_md5(key, usedforsecurity=False).digest())
+    return _split(_md5(key).digest())
 
 
 def _is_prime(n: int) -> bool:
@@ -82,16 +89,20 @@ class OffsetMap:
     def clear(self) -> None:
         """Empty the map for the next round (the memory stays)."""
         if self.size:
-            slots = self.slots
-            self._offsets[:] = array("q", [-1]) * slots
-            self._lo[:] = array("q", [0]) * slots
-            self._hi[:] = array("q", [0]) * slots
+            # in slices: a whole-size temporary would double the memory for a moment
+            step = 1 << 16
+            free, zero = array("q", [-1]) * step, array("q", [0]) * step
+            for start in range(0, self.slots, step):
+                end = min(start + step, self.slots)
+                self._offsets[start:end] = free[: end - start]
+                self._lo[start:end] = zero[: end - start]
+                self._hi[start:end] = zero[: end - start]
         self.size = 0
         self.latest_offset = -1
 
     def put(self, key: bytes, offset: int) -> None:
         """Record ``offset`` as the latest for ``key`` (the caller goes in offset order)."""
-        lo, hi = _split(_md5(key, usedforsecurity=False).digest())
+        lo, hi = _split(_md5(key).digest())
         self._put(lo, hi, offset)
 
     def _put(self, lo: int, hi: int, offset: int) -> None:
@@ -116,51 +127,50 @@ class OffsetMap:
         if offset > self.latest_offset:
             self.latest_offset = offset
 
-    def put_many(self, keys: Iterable[bytes | None], offsets: Iterable[int], limit: int | None = None) -> int:
-        """:meth:`put` each non-null key with its offset, in order, stopping before the map would hold
-        more than ``limit`` keys (default :attr:`max_entries`); return how many pairs were taken (a pair
-        with a null key counts as taken). The hot loop of building the map: everything it touches is
-        a local."""
+    def put_many(self, keys: list[bytes | None], offsets: list[int], limit: int | None = None) -> int:
+        """:meth:`put` each non-null key with its offset (offsets increasing), stopping before the map
+        would hold more than ``limit`` keys (default :attr:`max_entries`); return how many pairs were
+        taken (a pair with a null key counts as taken). The hot loop of building the map: everything it
+        touches is a local."""
         limit = self.max_entries if limit is None else limit
         slots = self.slots
         los, his, slot_offsets = self._lo, self._hi, self._offsets
         md5 = _md5
         split = _split
         size = self.size
-        taken = 0
-        latest = self.latest_offset
-        for key, offset in zip(keys, offsets, strict=True):
-            if key is not None:
-                lo, hi = split(md5(key, usedforsecurity=False).digest())
-                s = lo % slots
-                step = 0
-                while True:
-                    if slot_offsets[s] < 0:
-                        if size >= limit:
-                            self.size = size
-                            self.latest_offset = latest
-                            return taken
-                        los[s] = lo
-                        his[s] = hi
-                        slot_offsets[s] = offset
-                        size += 1
+        taken = len(offsets)
+        for i, key in enumerate(keys):
+            if key is None:
+                continue
+            lo, hi = split(md5(key).digest())
+            s = lo % slots
+            step = 0
+            while True:
+                if slot_offsets[s] < 0:
+                    if size >= limit:
+                        taken = i
                         break
-                    if los[s] == lo and his[s] == hi:
-                        slot_offsets[s] = offset
-                        break
-                    if not step:
-                        step = hi % (slots - 1) + 1
-                    s = (s + step) % slots
-            if offset > latest:
-                latest = offset
-            taken += 1
+                    los[s] = lo
+                    his[s] = hi
+                    slot_offsets[s] = offsets[i]
+                    size += 1
+                    break
+                if los[s] == lo and his[s] == hi:
+                    slot_offsets[s] = offsets[i]
+                    break
+                if not step:
+                    step = hi % (slots - 1) + 1
+                s = (s + step) % slots
+            if taken == i:
+                break
         self.size = size
-        self.latest_offset = latest
+        if taken and offsets[taken - 1] > self.latest_offset:
+            self.latest_offset = offsets[taken - 1]
         return taken
 
     def get(self, key: bytes) -> int:
         """The latest offset recorded for ``key``, or -1."""
-        lo, hi = _split(_md5(key, usedforsecurity=False).digest())
+        lo, hi = _split(_md5(key).digest())
         return self._get(lo, hi)
 
     def _get(self, lo: int, hi: int) -> int:
@@ -192,7 +202,7 @@ class OffsetMap:
             if key is None or offset > latest:
                 add(True)
                 continue
-            lo, hi = split(md5(key, usedforsecurity=False).digest())
+            lo, hi = split(md5(key).digest())
             s = lo % slots
             step = 0
             while True:

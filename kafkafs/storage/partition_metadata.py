@@ -18,7 +18,7 @@ import uuid
 from pathlib import Path
 
 from ..errors import CorruptRecordError
-from .leader_epochs import write_file_atomically
+from .safefiles import write_atomically
 
 __all__ = [
     "PARTITION_METADATA_FILE",
@@ -104,5 +104,5 @@ def ensure_partition_metadata(directory: Path, topic: str) -> str:
             if topic_id is not None:
                 break
     topic_id = topic_id or new_topic_id()
-    write_file_atomically(directory / PARTITION_METADATA_FILE, render_partition_metadata(topic_id))
+    write_atomically(directory / PARTITION_METADATA_FILE, render_partition_metadata(topic_id))
     return topic_id

@@ -12,7 +12,7 @@ Kafka's rules (``ProducerAppendInfo``):
 
 Snapshots (format in :mod:`kafkafs.format.producer_snapshot`) are taken where Kafka takes them: when a
 segment rolls (named by the new segment's base offset) and at a clean close (named by the log end
-offset); one is never rewritten at an offset that has one. Loading reads the latest snapshot at or
+offset); only past the latest snapshot, as Kafka's ``takeSnapshot``. Loading reads the latest snapshot at or
 below the log end offset and replays only the batches after it, so neither this engine nor a broker
 rescans the log (Kafka, after a clean shutdown, trusts a snapshot at the log end offset as is).
 Truncation removes the snapshots past the new end; retention removes a deleted segment's snapshot.
@@ -36,8 +36,8 @@ from ..format.producer_snapshot import (
     render_producer_snapshot,
     snapshot_file_name,
 )
-from .leader_epochs import write_file_atomically
 from .names import snapshot_offset
+from .safefiles import write_atomically
 
 __all__ = ["ProducerState", "apply_batch", "snapshot_offsets"]
 
@@ -185,15 +185,13 @@ class ProducerState:
             if e.current_txn_first_offset >= 0
         }
 
-    def take_snapshot(self, offset: int) -> bool:
-        """Write ``<offset>.snapshot`` (the state must reach ``offset``) unless one exists; True if written."""
-        if not self.writable:
-            return False
-        path = self.path(offset)
-        if os.path.lexists(path):
+    def take_snapshot(self, offset: int, log_start_offset: int = 0) -> bool:
+        """Write ``<offset>.snapshot`` (the state must reach ``offset``); True if written. As Kafka's
+        ``takeSnapshot``, only past the latest snapshot (or the log start offset when there is none)."""
+        if not self.writable or offset <= max(snapshot_offsets(self.dir), default=log_start_offset):
             return False
         entries = sorted(self.entries.values())
-        write_file_atomically(path, render_producer_snapshot(entries))
+        write_atomically(self.path(offset), render_producer_snapshot(entries))
         return True
 
     def _remove(self, offset: int) -> None:

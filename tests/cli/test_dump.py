@@ -346,3 +346,37 @@ def test_cluster_metadata_and_transaction_decoders(fixtures_dir, tmp_path):
         "partitions=[orders-0,orders-1],txnLastUpdateTimestamp=1700000000123,txnTimeoutMs=60000"
     )
     assert lines[4].endswith(" key: transaction_metadata::transactionalId=tx1 payload: <DELETE>")
+
+
+def test_legacy_message_sets(tmp_path):
+    # printBatchLevel, magic < 2: print("offset: " + batch.lastOffset), then the same " position: ..." tail;
+    # record lines of legacy batches: print(s" isValid: ${r.isValid} crc: ${r.checksum}}") (Kafka's stray "}")
+    import zlib
+
+    from kafka.record.legacy_records import LegacyRecordBatchBuilder
+
+    folder = tmp_path / "t-0"
+    folder.mkdir()
+    data = b""
+    for magic in (0, 1):
+        builder = LegacyRecordBatchBuilder(magic=magic, compression_type=0, batch_size=1 << 16)
+        builder.append(0, timestamp=1_700_000_000_000 if magic else None, key=b"k", value=b"v")
+        data += bytes(builder.build())
+    path = folder / "00000000000000000000.log"
+    path.write_bytes(data)
+    crcs, pos = [], 0
+    while pos < len(data):
+        (size,) = struct.unpack_from(">i", data, pos + 8)
+        crc = struct.unpack_from(">I", data, pos + 12)[0]
+        assert crc == zlib.crc32(data[pos + 16 : pos + 12 + size])
+        crcs.append((pos, size + 12, crc))
+        pos += 12 + size
+    rc, lines, _err = dump(path, deep_iteration=True)
+    assert rc == 0
+    (p0, s0, c0), (p1, s1, c1) = crcs
+    assert lines[2:] == [
+        f"offset: 0 position: {p0} NoTimestampType: -1 size: {s0} magic: 0 compresscodec: none crc: {c0} isvalid: true",
+        f"| offset: 0 NoTimestampType: -1 keySize: 1 valueSize: 1 isValid: true crc: {c0}}}",
+        f"offset: 0 position: {p1} CreateTime: 1700000000000 size: {s1} magic: 1 compresscodec: none crc: {c1} isvalid: true",
+        f"| offset: 0 CreateTime: 1700000000000 keySize: 1 valueSize: 1 isValid: true crc: {c1}}}",
+    ]

@@ -21,6 +21,7 @@ def test_finding2_read_only_mount_never_serves_link_targets(mounted, logdir_copy
     part = logdir_copy / "orders-0"
     os.symlink(secret, part / "00000000000000000500.log")
     os.symlink(secret, part / "00000000000000000000.timeindex.link")
+    (part / "leader-epoch-checkpoint").unlink(missing_ok=True)  # the demo's own, replaced by a link
     os.symlink(secret, part / "leader-epoch-checkpoint")
     m = mounted(logdir_copy)
     m.allow_errors = True  # the skipped links are logged as warnings

@@ -42,7 +42,9 @@ def engine_records(path: Path, name: str):
 
 
 def test_listing(tree):
-    assert sorted(tree.listdir("")) == ["empty-0", "events-3", "orders-0"]
+    top = tree.listdir("")
+    assert top[:3] == ["orders-0", "events-3", "empty-0"] or sorted(top[:3]) == ["empty-0", "events-3", "orders-0"]
+    assert set(top[3:]) == {".kafka_cleanshutdown", "log-start-offset-checkpoint", "recovery-point-offset-checkpoint"}
     assert tree.listdir("orders-0") == ["records.jsonl", "by-offset", "by-time", "segments", "partition.json"]
     assert tree.listdir("orders-0/by-time") == []
     with pytest.raises(NotFound):
@@ -313,46 +315,72 @@ def test_a_time_range_skips_what_cannot_hold_its_records(tmp_path, monkeypatch):
 
 def test_segments_are_byte_identical(tree, built_logdir):
     listed = tree.listdir("orders-0/segments")
-    suffixes = (".log", ".index", ".timeindex", ".txnindex")
-    on_disk = sorted(
-        n for n in os.listdir(built_logdir / "orders-0") if n[:20].isdigit() and n.endswith(suffixes)
-    )
+    on_disk = sorted(n for n in os.listdir(built_logdir / "orders-0") if not n.endswith((".tmp", ".deleted")))
     assert sorted(listed) == on_disk
+    assert {"leader-epoch-checkpoint", "partition.metadata"} <= set(listed) and any(n.endswith(".snapshot") for n in listed)
+    assert listed[:2] == ["leader-epoch-checkpoint", "partition.metadata"]
     for name in listed:
         assert tree.read_file(f"orders-0/segments/{name}") == (built_logdir / "orders-0" / name).read_bytes()
         assert (
             tree.resolve(f"orders-0/segments/{name}").attr().size
             == (built_logdir / "orders-0" / name).stat().st_size
         )
-    with pytest.raises(NotFound):
-        tree.resolve("orders-0/segments/leader-epoch-checkpoint")
 
 
-def test_segments_lists_segment_files_only(logdir_copy):
-    """Producer snapshots, checkpoints and files on their way in or out of the log are not shown."""
+def test_segments_lists_every_file_but_transient_ones(logdir_copy):
+    """SPEC §3: every file of the partition folder (producer snapshots, the state files, any other
+    regular file); not files on their way in or out of the log, which vanish at any moment."""
     folder = logdir_copy / "events-3"
     first = sorted(folder.glob("*.log"))[0].name[:20]
-    others = [
-        f"{first}.snapshot",
-        "00000000000000000099.snapshot",
-        f"{first}.log.deleted",
-        f"{first}.index.deleted",
-        f"{first}.log.cleaned",
-        f"{first}.timeindex.swap",
-        "leader-epoch-checkpoint",
-        "partition.metadata",
-    ]
-    for name in others:
+    shown = [f"{first}.snapshot", "00000000000000000099.snapshot", "quorum-state", "notes.txt"]
+    hidden = [f"{first}.log.deleted", f"{first}.index.deleted", f"{first}.log.cleaned", f"{first}.timeindex.swap",
+              "leader-epoch-checkpoint.tmp"]
+    for name in shown + hidden:
         (folder / name).write_bytes(b"x")
     t = tree_of(logdir_copy)
     try:
         listed = t.listdir("events-3/segments")
-        assert listed and all(n.endswith((".log", ".index", ".timeindex", ".txnindex")) for n in listed)
-        assert not set(others) & set(listed)
-        for name in others:
+        assert set(shown) <= set(listed) and not set(hidden) & set(listed)
+        assert listed[:3] == ["leader-epoch-checkpoint", "partition.metadata", "quorum-state"]
+        assert listed[-1] == "notes.txt" and listed.index(f"{first}.snapshot") == listed.index(f"{first}.log") + 3
+        for name in hidden:
             with pytest.raises(NotFound):
                 t.resolve(f"events-3/segments/{name}")
-        assert t.read_file(f"events-3/segments/{first}.log") == (folder / f"{first}.log").read_bytes()
+        for name in listed:
+            assert t.read_file(f"events-3/segments/{name}") == (folder / name).read_bytes()
+        with pytest.raises(NotPermitted):
+            t.resolve("events-3/segments/leader-epoch-checkpoint").open(True)
+    finally:
+        t.close()
+
+
+def test_log_directory_files_at_the_top(fixtures_dir):
+    logs = fixtures_dir / "kafka-logs-a"
+    t = Tree(LogDir(logs))
+    try:
+        top = t.listdir("")
+        files = sorted(n for n in os.listdir(logs) if (logs / n).is_file())
+        assert sorted(n for n in top if not (logs / n).is_dir()) == files
+        assert ".kafka_cleanshutdown" in files and "replication-offset-checkpoint" in files
+        for name in files:
+            assert t.read_file(name) == (logs / name).read_bytes()
+            assert t.resolve(name).attr().size == (logs / name).stat().st_size
+            with pytest.raises(NotPermitted):
+                t.resolve(name).open(True)
+        with pytest.raises(NotFound):
+            t.resolve("no-such-checkpoint")
+        info = json.loads(t.read_file("__consumer_offsets-12/partition.json"))
+        assert info["topicId"] == "f64BRmo_QQOpNWuZOGjZrA" and info["leaderEpoch"] == 0
+        assert info["leaderEpochs"] == [{"epoch": 0, "startOffset": 0}]
+        assert info["highWatermark"] == 869 and info["recoveryPoint"] == 869
+        assert info["checkpoints"] == {"highWatermark": 869, "recoveryPoint": 869, "logStartOffset": None, "cleanerOffset": 0}
+        assert info["producerSnapshots"] == [862, 869] and info["logStartOffset"] == 0
+        seg = t.listdir("__consumer_offsets-12/segments")
+        assert seg == ["leader-epoch-checkpoint", "partition.metadata"] + [
+            f"{b:020d}.{e}" for b in (0,) for e in ("log", "index", "timeindex")] + [
+            f"{862:020d}.{e}" for e in ("log", "index", "timeindex", "snapshot")] + [f"{869:020d}.snapshot"]
+        for name in seg:
+            assert t.read_file(f"__consumer_offsets-12/segments/{name}") == (logs / "__consumer_offsets-12" / name).read_bytes()
     finally:
         t.close()
 
@@ -556,6 +584,8 @@ def test_fixture_logdirs_render(fixtures_dir):
         t = Tree(LogDir(fixtures_dir / logdir))
         try:
             for name in t.listdir(""):
+                if not (fixtures_dir / logdir / name).is_dir():
+                    continue  # the log directory's own files (test_log_directory_files_at_the_top)
                 data = t.read_file(f"{name}/records.jsonl")
                 assert len(data) == t.resolve(f"{name}/records.jsonl").attr().size
                 lines = data.splitlines()

@@ -89,7 +89,7 @@ def test_read_options():
         ({"endingOffsets": '{"a": {"0": -2}}'}, "ending offset for a-0 can't be earliest"),
         ({"startingOffsets": "latest"}, "starting offset can't be latest for batch queries on Kafka"),
         ({"startingOffsets": '{"a": {"0": -1}}'}, "startingOffsets for a-0 can't be latest"),
-        ({"startingOffsets": '{"a": {"0": 9}}', "endingOffsets": '{"a": {"0": 3}}'}, "9 for a-0 is greater than the ending offset 3"),
+        ({"startingOffsets": '{"a": {"0": 9}}', "endingOffsets": '{"a": {"0": 3}}'}, "start offset 9 is greater than the end offset 3 for topic a partition 0"),
         ({"startingTimestamp": "yesterday"}, "Expected a single long value, got yesterday"),
         ({"subscribe": "a", "subscribePattern": "b"}, "Only one of the following options can be specified"),
         ({"topics": "a", "assign": '{"a": [0]}'}, "Only one of the following options"),

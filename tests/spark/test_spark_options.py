@@ -10,7 +10,7 @@ from kafkafs.format.batch import encode_batch
 from kafkafs.spark.options import parse_read_options
 from kafkafs.spark.scan import read_split
 from kafkafs.spark.schema import ARROW_SCHEMA, ARROW_SCHEMA_NO_HEADERS
-from kafkafs.spark.stream import micro_batch_ranges
+from kafkafs.spark.stream import initial_offsets, micro_batch_ranges
 from kafkafs.storage.logdir import LogDir
 
 from .conftest import engine_rows
@@ -63,12 +63,12 @@ def test_reading_offsets_retention_deleted(generated, writable_copy, caplog):
     start = _retention(copy, "orders-0", 3)
     assert start > 0
     asked = '{"orders": {"0": 0, "1": -2}}'
-    with pytest.raises(OffsetOutOfRange, match=r'Cannot fetch offset 0 of orders-0.*"failOnDataLoss" to "false"'):
+    with pytest.raises(OffsetOutOfRange, match=r"failOnDataLoss to false. Reason: Could not read records in offset \[0, \d+\) for topic partition orders-0"):
         plan(copy, topics="orders", startingOffsets=asked)
     rows = read_plan(plan(copy, topics="orders", startingOffsets=asked, failOnDataLoss="false"))
     assert rows == [r for r in engine_rows(copy) if r[0] == "orders"]
     assert min(r[2] for r in rows if r[1] == 0) == start
-    assert "Cannot fetch offset 0 of orders-0" in caplog.text
+    assert "Could not read records in offset [0, " in caplog.text
     assert read_plan(plan(copy, topics="orders")) == rows  # earliest is the log start: no loss
 
 
@@ -82,7 +82,7 @@ def test_segment_deleted_between_planning_and_reading(generated, writable_copy, 
     rows = read_plan(lenient)
     assert rows == [r for r in engine_rows(copy) if r[0] == "orders"]
     assert min(r[2] for r in rows if r[1] == 0) == start > 0
-    assert "orders-0 from 0: its segment was deleted" in caplog.text
+    assert "Could not read records in offset [0, ...) for topic partition orders-0: its segment was deleted" in caplog.text
 
 
 def test_compaction_gap_is_not_data_loss(tmp_path):
@@ -102,11 +102,19 @@ def test_stream_data_loss(generated, writable_copy, caplog):
     lenient = parse_read_options({"path": str(copy), "topics": "orders", "failOnDataLoss": "false"}, streaming=True)
     begin = {("orders", 0): 5, ("orders", 1): 0}
     stop = {("orders", 0): 1000, ("orders", 1): 1000, ("orders", 7): 3}
-    with pytest.raises(OffsetOutOfRange, match="Cannot fetch offset 5 of orders-0: the log now starts at"):
+    with pytest.raises(OffsetOutOfRange, match=r"Could not read records in offset \[5, \d+\) for topic partition orders-0"):
         micro_batch_ranges(strict, begin, stop)
     ranges = micro_batch_ranges(lenient, begin, stop)
     assert {k: v[1:] for k, v in ranges.items()} == {("orders", 0): (start, 1000), ("orders", 1): (0, 1000)}
-    assert "orders-7: its partition folder is gone" in caplog.text
+    assert "Partitions orders-7 have been deleted." in caplog.text
+    # a new query asked to start where retention already deleted
+    asked = {"startingOffsets": '{"orders": {"0": 3, "1": 0}}'}
+    with pytest.raises(OffsetOutOfRange, match=f"Starting offset for orders-0 was 3 but consumer reset to {start}"):
+        initial_offsets(parse_read_options({"path": str(copy), **asked}, streaming=True))
+    lenient_start = parse_read_options(
+        {"path": str(copy), "topics": "orders", "failOnDataLoss": "false", **asked}, streaming=True
+    )
+    assert initial_offsets(lenient_start) == {("orders", 0): start, ("orders", 1): 0}
     # a partition that shows up with its first records already deleted
     with pytest.raises(OffsetOutOfRange, match="Added partition orders-0 starts from"):
         micro_batch_ranges(strict, {("orders", 1): 0}, {("orders", 0): 1000, ("orders", 1): 1000})

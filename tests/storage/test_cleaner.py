@@ -302,7 +302,7 @@ def test_the_background_cleaner_compacts_the_dirtiest_log_and_stops(tmp_path):
         assert kv.size_in_bytes() <= 4096 and ev.size_in_bytes() <= 4096
         assert logdir.cleaner_offsets()[("kv", 0)] > 0
         kept = {}
-        for offset, _ts, key, value, _h in kv.records():
+        for _offset, _ts, key, value, _h in kv.records():
             kept[key] = value
         assert kept == {b"k%d" % k: b"v%d" % (590 + k) for k in range(10)}
         assert [r[3] for r in ev.records()][-1] == b"e599"
@@ -323,3 +323,31 @@ def test_clean_reports_progress_on_long_runs(tmp_path):
     lines = chatty.getvalue().splitlines()
     assert lines and lines[-1].startswith("clean: 1/1 partition(s), ")
     assert "MiB read" in lines[-1] and "MiB reclaimed" in lines[-1]
+
+
+def test_a_reader_iterating_across_a_swap_sees_each_offset_once_in_order(tmp_path):
+    settings = Settings({"segment.bytes": 300}, {"kv": {"cleanup.policy": "compact"}})
+    with LogDir(tmp_path, settings, writable=True) as logdir:
+        log = logdir.create_partition("kv", 0)
+        _fill(log, 60, key=lambda i: b"k%d" % (i % 4))
+        active_base = log.active_segment.base_offset
+        reader = log.batches(0)
+        first = next(reader)[1].header
+        assert compact(log, now_ms=10**13)  # merges the sealed segments under the reader
+        offsets = [first.base_offset] + [view.header.base_offset for _seg, view in reader]
+        assert offsets == sorted(set(offsets))
+        assert [o for o in offsets if o >= active_base] == list(range(active_base, 60))
+
+
+def test_a_swap_is_refused_when_retention_removed_a_segment_meanwhile(tmp_path):
+    from kafkafs.storage.segment import LogSegment
+
+    settings = Settings({"segment.bytes": 300})
+    with LogDir(tmp_path, settings, writable=True) as logdir:
+        log = logdir.create_partition("t", 0)
+        _fill(log, 30)
+        first = next(iter(log.segments.values()))
+        cleaned = LogSegment(log.dir, first.base_offset, log.config, writable=True, suffix=".cleaned")
+        log.delete_segments([first], "retention")
+        assert log.replace_segments(cleaned, [first]) is False
+        assert not [n for n in os.listdir(tmp_path / "t-0") if n.endswith((".cleaned", ".swap"))]

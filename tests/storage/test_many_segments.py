@@ -43,6 +43,7 @@ def build(directory: Path, segments: int) -> None:
         _write(prefix + ".log", data)
         _write(prefix + ".index", b"")
         _write(prefix + ".timeindex", struct.pack(">qI", ts + PER_SEGMENT - 1, PER_SEGMENT - 1))
+    _write(str(directory / "leader-epoch-checkpoint"), b"0\n0\n")  # the batches carry no epoch (-1)
 
 
 @pytest.fixture(scope="module")

@@ -39,7 +39,7 @@ def crash(log: Log) -> None:
 
 
 def segment_files(directory: Path) -> list[str]:
-    return sorted(n for n in os.listdir(directory) if n[:20].isdigit())
+    return sorted(n for n in os.listdir(directory) if n[:20].isdigit() and not n.endswith(".snapshot"))
 
 
 def filled(directory: Path, n: int = 200, cfg=None, clock: Clock | None = None) -> Log:

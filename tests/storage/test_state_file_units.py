@@ -102,7 +102,7 @@ def test_producer_state_snapshots(tmp_path):
     buf = batch(0, [(None, b"a", ())], producer_id=7, producer_epoch=1, base_sequence=0)
     state.append(buf, [read_batch_header(buf, 0)])
     assert state.take_snapshot(1) and not state.take_snapshot(1)
-    state.take_snapshot(5)
+    assert state.take_snapshot(5) and not state.take_snapshot(4)
     state.take_snapshot(9)
     assert snapshot_offsets(tmp_path) == [1, 5, 9]
     state.truncate(5)
