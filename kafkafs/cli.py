@@ -70,16 +70,6 @@ def _add_schemas_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _registry(logdir: str, args: argparse.Namespace):
-    """The Schema Registry schemas of ``logdir`` and ``--schemas`` (None when there are none)."""
-    from .storage.schemas import load_registry
-
-    schemas = getattr(args, "schemas", None)
-    if schemas is not None and not os.path.isdir(schemas):
-        raise CommandError(f"--schemas {schemas}: not a directory")
-    return load_registry(logdir, schemas)
-
-
 def _open_logdir(path: str, args: argparse.Namespace, *, writable: bool, strict: bool = True):
     """The log directory at ``path``; UsageError (exit 2) for a path that is not one (``strict``: an
     existing log directory is required, see :func:`~kafkafs.storage.logdir.check_log_directory`)."""
@@ -138,7 +128,8 @@ def cmd_index(args: argparse.Namespace) -> int:
     from .storage.logdir import check_log_directory
 
     check_log_directory(args.logdir)  # a missing path, a partition folder: usage errors (SPEC §4)
-    report = index_logdir(args.logdir, cache_dir=args.cache_dir, mode=args.values, settings=_settings(args))
+    report = index_logdir(args.logdir, cache_dir=args.cache_dir, mode=args.values, settings=_settings(args),
+                          schemas=args.schemas)
     print(report.line(), file=sys.stderr)
     return EXIT_OK
 
@@ -153,43 +144,9 @@ def _add_cache_dir_option(parser: argparse.ArgumentParser) -> None:
 # ---------------------------------------------------------------------------------------------- produce
 
 
-def _read_line_groups(fd: int, max_lines: int = 1000, max_bytes: int = 512 * 1024):
-    """Complete lines as they arrive on ``fd``, as ``(first line number, lines)`` groups: the complete
-    lines of one ``read()`` form a group (cut at ``max_lines`` / ``max_bytes`` so a batch stays under
-    ``max.message.bytes``), as the ``append`` file does with one ``write()``. A last line without a
-    newline counts at end of input."""
-    pending = b""
-    number = 1
-    while True:
-        chunk = os.read(fd, 1 << 20)
-        if not chunk:
-            lines = [pending] if pending else []
-        else:
-            data = pending + chunk
-            cut = data.rfind(b"\n")
-            if cut < 0:
-                pending = data
-                continue
-            lines = data[:cut].split(b"\n")
-            pending = data[cut + 1 :]
-        group: list[bytes] = []
-        size = 0
-        first = number
-        for line in lines:
-            group.append(line)
-            size += len(line)
-            number += 1
-            if len(group) >= max_lines or size >= max_bytes:
-                yield first, group
-                group, size, first = [], 0, number
-        if group:
-            yield first, group
-        if not chunk:
-            return
-
-
 def cmd_produce(args: argparse.Namespace) -> int:
     from .format.jsonview import parse_lines
+    from .produce import read_line_groups
     from .storage.names import parse_partition_dir_name
 
     topic, partition = parse_partition_dir_name(args.partition)
@@ -201,7 +158,7 @@ def cmd_produce(args: argparse.Namespace) -> int:
         total = 0
         first_offset = None
         last_offset = None
-        for first_line, lines in _read_line_groups(sys.stdin.fileno()):
+        for first_line, lines in read_line_groups(sys.stdin.fileno()):
             try:
                 records = parse_lines(lines, first_line)
             except InvalidInput as exc:
@@ -229,22 +186,15 @@ def cmd_produce(args: argparse.Namespace) -> int:
 
 
 def cmd_consume(args: argparse.Namespace) -> int:
-    from .consume import OffsetSpec, consume, parse_offset_spec, resolve_partitions
-    from .format.timestamps import parse_timestamp
+    from .consume import consume, resolve_partitions, start_from_args
+    from .storage.schemas import load_registry
 
-    spec, stop_ts = OffsetSpec("beginning"), None
-    for item in args.offset or []:
-        if item.lower().startswith("e@"):
-            stop_ts = parse_timestamp(item[2:])
-        else:
-            spec = parse_offset_spec(item)
-    if args.from_time is not None:
-        spec = OffsetSpec("time", parse_timestamp(args.from_time))
+    spec, stop_ts = start_from_args(args)
     logdir = _open_logdir(args.logdir, args, writable=False)
     try:
         names = resolve_partitions(logdir, args.partition, args.topic, args.partition_number)
         consume(logdir, names, _stdout(), spec=spec, stop_ts=stop_ts, count=args.count, follow=args.follow,
-                interleave=not args.no_interleave, mode=args.values, registry=_registry(args.logdir, args))
+                interleave=not args.no_interleave, mode=args.values, registry=load_registry(args.logdir, args.schemas))
     finally:
         logdir.close()
     return EXIT_OK
@@ -254,24 +204,9 @@ def cmd_consume(args: argparse.Namespace) -> int:
 
 
 def cmd_dump(args: argparse.Namespace) -> int:
-    import io
+    from .dump.options import run_from_args
 
-    from .dump import dump_files
-    from .dump.options import options_from_args
-
-    files = [*args.file, *(f for item in args.files or [] for f in item.split(",") if f)]
-    if not files:
-        raise CommandError("nothing to dump: name a file, or --files FILE1,FILE2 as kafka-dump-log takes them")
-    for name in files:
-        if not os.path.isfile(name):
-            raise CommandError(f"{name}: {'no such file' if not os.path.exists(name) else 'not a file'}")
-    options = options_from_args(args)
-    out = io.TextIOWrapper(sys.stdout.buffer, encoding="utf-8", errors="replace", newline="\n")
-    try:
-        return dump_files(files, out, sys.stderr, options)
-    finally:
-        out.flush()
-        out.detach()
+    return run_from_args(args, sys.stdout.buffer, sys.stderr)
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
@@ -286,21 +221,6 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return EXIT_DAMAGE if problems else EXIT_OK
 
 
-def _segment_files_state(directory: Path) -> dict[str, object]:
-    """What recovery may change in a partition folder: index bytes (hashed) and ``.log`` sizes."""
-    import hashlib
-
-    state: dict[str, object] = {}
-    for entry in os.scandir(directory):
-        name = entry.name
-        if name.endswith((".index", ".timeindex", ".txnindex")):
-            with open(entry.path, "rb") as f:
-                state[name] = hashlib.sha1(f.read(), usedforsecurity=False).digest()
-        elif name.endswith(".log") or name.endswith((".deleted", ".cleaned", ".swap")):
-            state[name] = entry.stat().st_size
-    return state
-
-
 def cmd_recover(args: argparse.Namespace) -> int:
     _raise_fd_limit()
     logdir = _open_logdir(args.logdir, args, writable=True)
@@ -308,7 +228,6 @@ def cmd_recover(args: argparse.Namespace) -> int:
     logdir.clean_shutdown = False
     logdir.recovery_points = {}
     names = logdir.partition_names()
-    before = {name: _segment_files_state(logdir.path / name) for name in names}
     reports = {}
     try:
         for name in names:
@@ -325,16 +244,14 @@ def cmd_recover(args: argparse.Namespace) -> int:
             print(f"{name}: refused: {logdir.refused[name]}")
             continue
         report, start, end = reports[name]
-        after = _segment_files_state(logdir.path / name)
-        if after == before[name]:
+        if report is None or not report.changed():  # the report is exact: it names every file changed
             status = "checked, nothing to change"
         else:
             changed += 1
-            lines = [line for line in (report.lines() if report else []) if not line.startswith("rebuilt indexes")]
-            rebuilt = sorted(f for f in after if f.endswith(("index", "timeindex")) and after[f] != before[name].get(f))
-            if rebuilt:
-                lines.append("rebuilt " + ", ".join(rebuilt))
-            status = "; ".join(lines) or "files changed"
+            lines = [line for line in report.lines() if not line.startswith("rebuilt indexes")]
+            if report.rebuilt_files:
+                lines.append("rebuilt " + ", ".join(sorted(report.rebuilt_files)))
+            status = "; ".join(lines)
         span = f"offsets {start}..{end - 1}" if end > start else f"empty, next offset {end}"
         print(f"{name}: {status} ({span})")
     refused = len(logdir.refused)
@@ -388,6 +305,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from .consume import add_consume_arguments
     from .dump.options import add_dump_arguments
 
     parser = _Parser(
@@ -418,6 +336,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("logdir")
     _add_cache_dir_option(p)
     _add_values_option(p)
+    _add_schemas_option(p)
     _add_settings_options(p)
     p.set_defaults(func=cmd_index)
 
@@ -431,16 +350,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("consume", help="print records as JSON lines (a partition, or every partition of a topic)")
     p.add_argument("logdir")
-    p.add_argument("partition", nargs="?", metavar="TOPIC[-PARTITION]", help="a partition folder, or a whole topic")
-    p.add_argument("-t", "--topic", help="the topic (kcat style; every partition unless -p)")
-    p.add_argument("-p", dest="partition_number", type=int, metavar="N", help="the partition (with -t)")
-    p.add_argument("-o", "--offset", "--from-offset", dest="offset", action="append", metavar="OFFSET",
-                   help="beginning|earliest, end|latest, N, -N (from the end), s@TS (start), e@TS (stop)")
-    p.add_argument("--from-time", metavar="TS", help="first record at or after TS (epoch ms or ISO-8601 UTC)")
-    p.add_argument("-c", "--count", "--max-records", dest="count", type=int, metavar="N", help="stop after N records")
-    p.add_argument("-f", "--follow", action="store_true", help="keep printing new records")
-    p.add_argument("-e", dest="exit_at_end", action="store_true", help="exit at the end (the default; kcat's -e)")
-    p.add_argument("--no-interleave", action="store_true", help="a whole topic partition by partition, not by time")
+    add_consume_arguments(p)
     _add_values_option(p)
     _add_schemas_option(p)
     _add_settings_options(p)

@@ -70,6 +70,9 @@ def _take(entries: Iterator, n: int) -> list:
 _NO_ATTR = Attr(0, 0, 0)
 
 
+_MAX_READDIR_ID = 2**63 - 1
+
+
 class Operations(pyfuse3.Operations):
     supports_dot_lookup = True
     enable_writeback_cache = False
@@ -218,7 +221,8 @@ class Operations(pyfuse3.Operations):
                 self.inodes.discard_if_unused(parent_ino)
             yield 2, b"..", parent_ino, attr
         for next_id, name, target, attr in node.listing(max(start_id - 2, 0)):
-            yield next_id + 2, name, target, attr
+            # readdir ids are signed 64-bit; only damaged data (offsets near 2**63) comes this far
+            yield min(next_id + 2, _MAX_READDIR_ID), name, target, attr
 
     @_handler()
     async def readdir(self, fh: int, start_id: int, token) -> None:

@@ -42,9 +42,16 @@ def _count(name: str, inputs: int) -> None:
 
 
 modes = st.sampled_from(MODES)
+
+
+def _turn(examples: int):
+    """Settings for one turn of a property: ``examples`` examples, no database, no deadline."""
+    return settings(max_examples=examples, database=None, deadline=None, phases=[Phase.generate, Phase.shrink],
+                    suppress_health_check=list(HealthCheck))
 bounds = st.tuples(bound, bound, bound, bound)
 
 
+@_turn(300)
 @given(st.lists(st.tuples(values, modes), min_size=20, max_size=60))
 def prop_values(items):
     for data, mode in items:
@@ -52,6 +59,7 @@ def prop_values(items):
     _count("values", len(items))
 
 
+@_turn(300)
 @given(st.lists(st.tuples(st.binary(max_size=96), modes), min_size=20, max_size=60))
 def prop_bytes(items):
     for data, mode in items:
@@ -59,6 +67,7 @@ def prop_bytes(items):
     _count("bytes", len(items))
 
 
+@_turn(60)
 @given(st.lists(record, max_size=8), attributes, int64, int64, int64, int64, bounds)
 def prop_sections(records, attrs, base_offset, first_ts, max_ts, producer_id, bnds):
     data = _section(records)
@@ -68,6 +77,7 @@ def prop_sections(records, attrs, base_offset, first_ts, max_ts, producer_id, bn
     _count("sections", len(MODES))
 
 
+@_turn(60)
 @given(st.lists(record, min_size=1, max_size=5), attributes,
        st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 3), st.binary(min_size=1, max_size=8)), min_size=1,
                 max_size=4),
@@ -90,6 +100,7 @@ def prop_damaged(records, attrs, damage, count_error, bnds):
     _count("damaged", len(MODES))
 
 
+@_turn(150)
 @given(st.lists(st.sampled_from([0x80, 0xFF, 0x7F, 0x00, 0x01, 0x02, 0x10, 0x0F, 0x81, 0xC0]), max_size=16), attributes)
 def prop_varints(raw, attrs):
     for count in (0, 1, 2, 3):
@@ -97,7 +108,7 @@ def prop_varints(raw, attrs):
     _count("varints", 4)
 
 
-TURNS = [(prop_values, 300), (prop_bytes, 300), (prop_sections, 60), (prop_damaged, 60), (prop_varints, 150)]
+TURNS = [prop_values, prop_bytes, prop_sections, prop_damaged, prop_varints]
 
 
 def main() -> int:
@@ -112,10 +123,8 @@ def main() -> int:
     start = time.time()
     turn = 0
     while True:
-        fn, examples = TURNS[turn % len(TURNS)]
+        TURNS[turn % len(TURNS)]()
         turn += 1
-        settings(max_examples=examples, database=None, deadline=None, phases=[Phase.generate, Phase.shrink],
-                 suppress_health_check=list(HealthCheck))(fn)()
         total_examples = sum(c[0] for c in COUNTS.values())
         total_inputs = sum(c[1] for c in COUNTS.values())
         state = {"examples": total_examples, "inputs": total_inputs, "by_property": COUNTS,

@@ -466,3 +466,30 @@ def test_sizing_counts_and_reading_renders_whole_batches(logdir_copy, tmp_path, 
         assert t.read_file("orders-0/by-offset/13-1020.jsonl") == expected_jsonl(logdir_copy, "orders-0", 13, 1020)
     finally:
         t.close()
+
+
+def test_index_decodes_as_the_mount_does(tmp_path, fixtures_dir):
+    """``index`` sizes internal topics and registry-framed values with their decoders, so a mount with the
+    same schemas finds every size in the cache."""
+    from kafkafs.format.decoders import decoder_for
+    from kafkafs.format.jsonview import render_batch_jsonl
+    from kafkafs.storage.schemas import load_registry
+    from tests.registry_setup import build_registry_logdir
+
+    logdir = build_registry_logdir(tmp_path / "logs")
+    shutil.copytree(fixtures_dir / "kafka-logs-c" / "__consumer_offsets-6", logdir / "__consumer_offsets-6")
+    report = index_logdir(logdir, cache_dir=tmp_path / "c", out=None)
+    t = Tree(LogDir(logdir), cache=SizeCache(tmp_path / "c"))
+    t.registry = load_registry(logdir)
+    try:
+        for name in ("orders-0", "events-0", "__consumer_offsets-6"):
+            topic = name.rsplit("-", 1)[0]
+            decoder = decoder_for(topic, t.registry)
+            assert decoder is not None
+            with LogDir(logdir) as plain:
+                want = sum(len(render_batch_jsonl(topic, int(name.rsplit("-", 1)[1]), b, decoder=decoder))
+                           for b in plain.log(name).read())
+            assert t.resolve(f"{name}/records.jsonl").attr().size == want
+        assert t.cache.misses == 0 and t.cache.hits >= 3 and report.sized >= 3
+    finally:
+        t.close()

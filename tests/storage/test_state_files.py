@@ -205,3 +205,12 @@ def test_produce_with_a_leader_epoch(tmp_path):
     assert epochs(tmp_path / "p-0") == expected_epochs(tmp_path / "p-0") == [(0, 0), (4, 2)]
     assert b"below the partition's current epoch 4" in produce("--leader-epoch", "3", rc=2).stderr
     assert [f["partitionLeaderEpoch"] for f, _d, _p in log_batches(tmp_path / "p-0")] == [0, 4, 4]
+
+
+def test_truncation_inside_a_batch_cuts_at_the_batch(written):
+    with open_logdir(written.parent, **{"segment.bytes": 200}) as logdir:
+        log_ = logdir.log("orders-0")
+        log_.truncate_to(2)  # offsets 1..2 are one batch (producer 7): it goes whole, the log ends at 1
+        assert log_.log_end_offset == 1
+        assert max(snapshots(written), default=0) <= 1 and epochs(written) == [(0, 0)]
+        assert log_.state_files.producers().entries == {}
