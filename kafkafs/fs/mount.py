@@ -483,3 +483,8 @@ def mount(
     if foreground:
         return run(lambda: None)
     return _daemonize(run, debug)
+
+
+if __name__ == "__main__":  # the command line is the CLI's: say so rather than exit quietly
+    print("kafkafs: error: run `kafkafs mount LOGDIR MOUNTPOINT` (or `python -m kafkafs mount ...`)", file=sys.stderr)
+    sys.exit(2)

@@ -167,7 +167,7 @@ def _mount_round(logdir: Path, mnt: Path, config: Path, round_: int, rng: random
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     with open(log_path, "ab") as log:
         daemon = subprocess.Popen(
-            [sys.executable, "-m", "kafkafs.fs.mount", str(logdir), str(mnt), "-f", "--rw", "--config", str(config)],
+            [sys.executable, "-m", "kafkafs", "mount", str(logdir), str(mnt), "-f", "--rw", "--config", str(config)],
             stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT,
         )
     try:

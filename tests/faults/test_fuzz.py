@@ -72,6 +72,7 @@ def campaign(work: Path, inputs: int, *, seed: int, mount_every: int, mounted=No
     return counts
 
 
+@pytest.mark.allow_warnings("damaged segments on purpose: recovery says what it cuts")
 def test_fuzz_short(tmp_path, mounted):
     counts = campaign(tmp_path, 40, seed=9, mount_every=40, mounted=mounted)
     assert counts["inputs"] == 40 and counts["mounts"] == 1 and counts["mount_files_read"] > 40 * 10
@@ -79,6 +80,7 @@ def test_fuzz_short(tmp_path, mounted):
     assert counts["daemon_deaths"] == 0
 
 
+@pytest.mark.allow_warnings("damaged segments on purpose: recovery says what it cuts")
 @pytest.mark.slow
 def test_fuzz_long(tmp_path, mounted):
     inputs = int(os.environ.get("FUZZ_INPUTS", "10000"))
