@@ -201,15 +201,27 @@ class FileRecords:
     # ------------------------------------------------------------------------------------------ writing
 
     def write_at(self, data: bytes | bytearray | memoryview, position: int) -> None:
-        """Write all of ``data`` at ``position`` (the caller publishes the new size)."""
+        """Append ``data`` at ``position``, the end of the file (the caller publishes the new size); on an
+        error the file is cut back to ``position``."""
         fd = self.handle().fd
         view = memoryview(data)
-        while view:
-            written = os.pwrite(fd, view, position)
-            if written <= 0:
-                raise OSError(f"{self.path}: short write at position {position}")
-            view = view[written:]
-            position += written
+        start = position
+        try:
+            while view:
+                written = os.pwrite(fd, view, position)
+                if written <= 0:
+                    raise OSError(f"{self.path}: short write at position {position}")
+                view = view[written:]
+                position += written
+        except OSError:
+            # a full disk (ENOSPC) or an I/O error: take back what part of the batch did reach the file,
+            # so that it ends where the segment says (shrinking needs no space); recovery would cut it
+            # anyway, but a clean close must not leave it behind
+            try:
+                os.ftruncate(fd, start)
+            except OSError:
+                pass
+            raise
 
     def truncate(self, size: int) -> None:
         os.ftruncate(self.handle().fd, size)
