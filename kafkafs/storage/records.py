@@ -119,11 +119,10 @@ class FileRecords:
 
     def _open_handle(self, *, create: bool) -> FileHandle:
         with self._lock:
-            handle = self._handle
-            if handle is not None:
-                return handle
             if self._closed:
                 raise KafkafsError(f"{self.path}: segment is closed")
+            if self._handle is not None:
+                return self._handle
             flags = (os.O_RDWR | (os.O_CREAT if create else 0)) if self.writable else os.O_RDONLY
             try:
                 fd = open_file(self.path, flags, 0o644)

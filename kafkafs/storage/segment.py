@@ -26,14 +26,13 @@ import os
 import random
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from ..errors import CorruptRecordError, InvalidInput, KafkafsError
 from ..format.batch import BatchHeader
 from ..format.index import MAX_POSITION, MAX_RELATIVE_OFFSET
 from ..format.txnindex import TxnEvent, transaction_event
 from .config import LogConfig
-from .handles import HandleBudget
 from .records import BatchView
 from .segment_files import SegmentFiles
 from .transactions import ProducerTransactions
@@ -80,12 +79,10 @@ class LogSegment(SegmentFiles):
         base_offset: int,
         config: LogConfig,
         *,
-        writable: bool = False,
-        suffix: str = "",
-        size: int | None = None,
         clock: Callable[[], int] = _wall_clock_ms,
-        budget: HandleBudget | None = None,
+        **files: Any,
     ) -> None:
+        """``files``: :class:`SegmentFiles`' keywords (``writable``, ``suffix``, ``size``, ``budget``)."""
         self._clock = clock
         self._tail: _Tail | None = None
         self._rolling_timestamp: int | None = None
@@ -93,7 +90,7 @@ class LogSegment(SegmentFiles):
         jitter = config.segment_jitter_ms
         #: Kafka's per-segment ``rollJitterMs``: random in [0, min(segment.jitter.ms, segment.ms)).
         self.roll_jitter_ms = random.randrange(min(jitter, config.segment_ms)) if jitter > 0 else 0
-        super().__init__(directory, base_offset, config, writable=writable, suffix=suffix, size=size, budget=budget)
+        super().__init__(directory, base_offset, config, **files)
 
     def __repr__(self) -> str:
         return f"<LogSegment {self.log_path.name} size={self._size}>"
