@@ -43,7 +43,6 @@ Where kafkafs differs from Kafka, knowingly:
 
 from __future__ import annotations
 
-import errno
 import mmap
 import os
 import threading
@@ -64,7 +63,7 @@ from kafkafs.format.index import (
     live_entry_count,
     round_down_to_entry,
 )
-from kafkafs.storage.safefiles import open_file
+from kafkafs.storage.safefiles import open_file, reserve
 
 __all__ = ["DEFAULT_MAX_INDEX_SIZE", "AbstractIndex"]
 
@@ -73,25 +72,6 @@ DEFAULT_MAX_INDEX_SIZE = 10 * 1024 * 1024
 
 E = TypeVar("E", OffsetPosition, TimestampOffset)
 
-
-
-#: Blocks of a writable index reserved at a time (see ``_reserve``).
-_RESERVE_CHUNK = mmap.PAGESIZE
-
-
-def _allocate(path: Path, start: int, end: int) -> None:
-    """Reserve the blocks of ``start..end`` of a writable index file. A page of a sparse file that the
-    disk has no room for is a SIGBUS when an entry is written through the map (the process dies, a
-    mount's daemon with it); reserved first, a full disk is an ``OSError`` (ENOSPC) instead."""
-    fd = open_file(path, os.O_RDWR)
-    try:
-        os.posix_fallocate(fd, start, end - start)
-    except OSError as exc:
-        if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL, getattr(errno, "ENOTSUP", errno.EOPNOTSUPP)):
-            raise
-        # a file system that cannot reserve: sparse, as before
-    finally:
-        os.close(fd)
 
 class _State(NamedTuple, Generic[E]):
     """One published view of an open index; replaced whole, never changed."""
@@ -131,7 +111,6 @@ class AbstractIndex(Generic[E]):
         self._lock = threading.RLock()
         self._state: _State[E] | None = None
         self._closed = False
-        self._reserved = 0  # bytes from the start of a writable file whose blocks are reserved
 
     # -- what an entry means (subclasses) --------------------------------------------------------------
 
@@ -281,7 +260,7 @@ class AbstractIndex(Generic[E]):
             raise
         finally:
             os.close(fd)  # the map keeps its own duplicate of the descriptor
-        self._reserved = entries * size  # written pages have their blocks; the rest may be sparse
+        self._reserved = entries * size  # blocks reserved so far (written pages have theirs: reserve())
         return self._make_state(mm, entries, length // size, length)
 
     def _open_read_only(self) -> _State[E]:
@@ -356,10 +335,8 @@ class AbstractIndex(Generic[E]):
         if st.entries >= st.max_entries or st.mm is None:
             raise InvalidInput(f"{self._path}: no room for another entry ({st.entries} entries)")
         at = st.entries * self.layout.entry_size
-        if at + len(packed) > self._reserved:  # (preallocated files are sparse: see _allocate)
-            end = min(st.length, max(at + len(packed), self._reserved + _RESERVE_CHUNK))
-            _allocate(self._path, self._reserved, end)
-            self._reserved = end
+        if at + len(packed) > self._reserved:  # a sparse page written through the map: SIGBUS if no room
+            self._reserved = reserve(self._path, self._reserved, at + len(packed), st.length)
         st.mm[at : at + len(packed)] = packed
         self._state = st._replace(entries=st.entries + 1, last=last)
 
@@ -430,8 +407,7 @@ class AbstractIndex(Generic[E]):
             self.resize(self._max_index_size)
 
     def flush(self) -> None:
-        """Write the map's dirty pages to the file, synchronously (``msync``, Kafka's ``mmap.force``);
-        nothing to do read-only or unopened."""
+        """Write the map's dirty pages to the file (``msync``, Kafka's ``mmap.force``); no-op read-only."""
         with self._lock:
             st = self._state
             if st is None or not self._writable:
