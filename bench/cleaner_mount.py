@@ -219,7 +219,7 @@ class Soak:
                 except ValueError:
                     # GNU tail re-reads a file that got shorter from its start, after whatever it had
                     # printed: a line it was in the middle of is cut there (its own behaviour)
-                    if self.counts["tail_truncations"] and line.count(b'{"topic"') > 1:
+                    if self.counts["tail_truncations"] and line.find(b'{"topic"', 1) > 0:
                         self.count("tail_cut_by_replay")
                     else:
                         self.error(f"tail -f {topic}: not JSON: {line[:80]!r}")
