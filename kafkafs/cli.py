@@ -153,43 +153,9 @@ def _add_cache_dir_option(parser: argparse.ArgumentParser) -> None:
 # ---------------------------------------------------------------------------------------------- produce
 
 
-def _read_line_groups(fd: int, max_lines: int = 1000, max_bytes: int = 512 * 1024):
-    """Complete lines as they arrive on ``fd``, as ``(first line number, lines)`` groups: the complete
-    lines of one ``read()`` form a group (cut at ``max_lines`` / ``max_bytes`` so a batch stays under
-    ``max.message.bytes``), as the ``append`` file does with one ``write()``. A last line without a
-    newline counts at end of input."""
-    pending = b""
-    number = 1
-    while True:
-        chunk = os.read(fd, 1 << 20)
-        if not chunk:
-            lines = [pending] if pending else []
-        else:
-            data = pending + chunk
-            cut = data.rfind(b"\n")
-            if cut < 0:
-                pending = data
-                continue
-            lines = data[:cut].split(b"\n")
-            pending = data[cut + 1 :]
-        group: list[bytes] = []
-        size = 0
-        first = number
-        for line in lines:
-            group.append(line)
-            size += len(line)
-            number += 1
-            if len(group) >= max_lines or size >= max_bytes:
-                yield first, group
-                group, size, first = [], 0, number
-        if group:
-            yield first, group
-        if not chunk:
-            return
-
-
 def cmd_produce(args: argparse.Namespace) -> int:
     from .format.jsonview import parse_lines
+    from .produce import read_line_groups
     from .storage.names import parse_partition_dir_name
 
     topic, partition = parse_partition_dir_name(args.partition)
@@ -201,7 +167,7 @@ def cmd_produce(args: argparse.Namespace) -> int:
         total = 0
         first_offset = None
         last_offset = None
-        for first_line, lines in _read_line_groups(sys.stdin.fileno()):
+        for first_line, lines in read_line_groups(sys.stdin.fileno()):
             try:
                 records = parse_lines(lines, first_line)
             except InvalidInput as exc:
@@ -210,6 +176,8 @@ def cmd_produce(args: argparse.Namespace) -> int:
             if log_ is None:  # created once there is something valid to put in it
                 print(f"kafkafs: creating partition {args.partition}", file=sys.stderr)
                 log_ = logdir.create_partition(topic, partition)
+            if args.leader_epoch is not None:
+                log_.set_leader_epoch(args.leader_epoch)
             result = log_.append_records(records)
             total += len(records)
             first_offset = result.first_offset if first_offset is None else first_offset
@@ -284,21 +252,6 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return EXIT_DAMAGE if problems else EXIT_OK
 
 
-def _segment_files_state(directory: Path) -> dict[str, object]:
-    """What recovery may change in a partition folder: index bytes (hashed) and ``.log`` sizes."""
-    import hashlib
-
-    state: dict[str, object] = {}
-    for entry in os.scandir(directory):
-        name = entry.name
-        if name.endswith((".index", ".timeindex", ".txnindex")):
-            with open(entry.path, "rb") as f:
-                state[name] = hashlib.sha1(f.read(), usedforsecurity=False).digest()
-        elif name.endswith(".log") or name.endswith((".deleted", ".cleaned", ".swap")):
-            state[name] = entry.stat().st_size
-    return state
-
-
 def cmd_recover(args: argparse.Namespace) -> int:
     _raise_fd_limit()
     logdir = _open_logdir(args.logdir, args, writable=True)
@@ -306,7 +259,6 @@ def cmd_recover(args: argparse.Namespace) -> int:
     logdir.clean_shutdown = False
     logdir.recovery_points = {}
     names = logdir.partition_names()
-    before = {name: _segment_files_state(logdir.path / name) for name in names}
     reports = {}
     try:
         for name in names:
@@ -323,16 +275,14 @@ def cmd_recover(args: argparse.Namespace) -> int:
             print(f"{name}: refused: {logdir.refused[name]}")
             continue
         report, start, end = reports[name]
-        after = _segment_files_state(logdir.path / name)
-        if after == before[name]:
+        if report is None or not report.changed():  # the report is exact: it names every file changed
             status = "checked, nothing to change"
         else:
             changed += 1
-            lines = [line for line in (report.lines() if report else []) if not line.startswith("rebuilt indexes")]
-            rebuilt = sorted(f for f in after if f.endswith(("index", "timeindex")) and after[f] != before[name].get(f))
-            if rebuilt:
-                lines.append("rebuilt " + ", ".join(rebuilt))
-            status = "; ".join(lines) or "files changed"
+            lines = [line for line in report.lines() if not line.startswith("rebuilt indexes")]
+            if report.rebuilt_files:
+                lines.append("rebuilt " + ", ".join(sorted(report.rebuilt_files)))
+            status = "; ".join(lines)
         span = f"offsets {start}..{end - 1}" if end > start else f"empty, next offset {end}"
         print(f"{name}: {status} ({span})")
     refused = len(logdir.refused)
@@ -423,6 +373,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("logdir")
     p.add_argument("partition", metavar="TOPIC-PARTITION")
     p.add_argument("--no-create", action="store_true", help="fail instead of creating a missing partition")
+    p.add_argument("--leader-epoch", type=int, metavar="N", help="write as leader epoch N (not below the partition's)")
     _add_settings_options(p)
     p.set_defaults(func=cmd_produce)
 

@@ -2,7 +2,7 @@
 # Installs what kafkafs needs on a fresh Debian machine, idempotently:
 #   Debian packages: fuse3 (fusermount3, the kernel-side mount helper), libfuse3-dev and pkg-config
 #   (to build pyfuse3), a JDK for Spark, jq (the demo shows it), gcc and the Python headers (to build
-#   kafkafs's compiled record kernel, kafkafs/format/_kernel.c); then a virtualenv in .venv with the
+#   kafkafs's compiled record kernel, kafkafs/format/_kernel*.{c,h}); then a virtualenv in .venv with the
 #   package installed editable with its dev and spark extras. The kernel is rebuilt whenever its C
 #   source is newer than the installed module.
 # Usage: scripts/bootstrap.sh            (prints progress to stderr; safe to run again)

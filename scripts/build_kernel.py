@@ -1,4 +1,4 @@
-"""Build the compiled record kernel (kafkafs/format/_kernel.c) in place with gcc and Python's headers.
+"""Build the compiled record kernel (kafkafs/format/_kernel.c and its headers) in place with gcc and Python's headers.
 
 ``pip install -e .`` builds it too (pyproject.toml's ``ext-modules``, the same flags); this script is
 for a checkout used through PYTHONPATH (a git worktree), for scripts/bootstrap.sh when the C source
@@ -24,6 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE_DIR = ROOT / "kafkafs" / "format"
 SOURCES = [SOURCE_DIR / "_kernel.c"]
+HEADERS = [SOURCE_DIR / "_kernel_text.h", SOURCE_DIR / "_kernel_records.h"]
 FLAGS = ["-O2", "-Wall", "-Wextra", "-std=c11", "-fPIC", "-shared", "-fno-strict-aliasing"]
 SANITIZE = ["-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-g"]
 
@@ -37,7 +38,7 @@ def stale() -> bool:
     if not out.exists():
         return True
     built = out.stat().st_mtime_ns
-    return any(src.stat().st_mtime_ns > built for src in SOURCES)
+    return any(src.stat().st_mtime_ns > built for src in SOURCES + HEADERS)
 
 
 def build(sanitize: bool = False, quiet: bool = False) -> bool:
@@ -46,7 +47,7 @@ def build(sanitize: bool = False, quiet: bool = False) -> bool:
     include = sysconfig.get_paths()["include"]
     fd, tmp = tempfile.mkstemp(prefix=".kernel-", suffix=".so", dir=SOURCE_DIR)
     os.close(fd)
-    cmd = ["gcc", *FLAGS, *(SANITIZE if sanitize else []), f"-I{include}", *map(str, SOURCES), "-o", tmp]
+    cmd = ["gcc", *FLAGS, *(SANITIZE if sanitize else ["-DNDEBUG"]), f"-I{include}", *map(str, SOURCES), "-o", tmp]
     try:
         done = subprocess.run(cmd, capture_output=True, text=True)
     except FileNotFoundError:
@@ -60,6 +61,7 @@ def build(sanitize: bool = False, quiet: bool = False) -> bool:
         return False
     if done.stderr.strip():
         sys.stderr.write(done.stderr)
+    os.chmod(tmp, 0o755)
     os.replace(tmp, out)
     if not quiet:
         print(f"build_kernel: built {out.relative_to(ROOT)}{' (sanitizers)' if sanitize else ''}", file=sys.stderr)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
@@ -63,3 +64,38 @@ def _private_cache_home(tmp_path_factory):
             os.environ.pop(name, None)
         else:
             os.environ[name] = value
+
+
+# ---------------------------------------------------------------------------------------------- warnings
+
+
+class _Warnings(logging.Handler):
+    """Every WARNING or worse that kafkafs logs while a test runs."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.name == "kafkafs" or record.name.startswith("kafkafs."):
+            self.records.append(record)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    """Any warning kafkafs logs during a test fails it, unless the test expects warnings: it looks at
+    the log itself (the ``caplog`` fixture) or is marked ``allow_warnings`` (with the reason)."""
+    if "caplog" in getattr(item, "fixturenames", ()) or item.get_closest_marker("allow_warnings"):
+        return (yield)
+    catcher = _Warnings()
+    root = logging.getLogger()
+    root.addHandler(catcher)
+    try:
+        result = yield
+    finally:
+        root.removeHandler(catcher)
+    if catcher.records:
+        lines = "\n".join(f"  {r.name}: {r.levelname}: {r.getMessage()}" for r in catcher.records[:10])
+        raise AssertionError(f"unexpected warnings logged (use caplog or mark allow_warnings):\n{lines}")
+    return result
+

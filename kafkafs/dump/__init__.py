@@ -27,4 +27,12 @@ def dump_files(files: list[str], out: TextIO, err: TextIO, options: DumpOptions)
     (Imported on use, so that building the command line's parser stays cheap.)"""
     from .files import dump_files as run
 
+    if options.json:
+        from .jsonout import JsonLines
+
+        lines = JsonLines(out)
+        try:
+            return run(files, lines, err, options)  # type: ignore[arg-type]
+        finally:
+            lines.flush()
     return run(files, out, err, options)

@@ -23,6 +23,7 @@ class DumpOptions:
     decoder: str | None = None  # "offsets", "transaction-log", "cluster-metadata"
     max_bytes: int = INT_MAX
     max_message_size: int = 5 * 1024 * 1024
+    json: bool = False  # kafkafs's own: each line as a JSON object (jsonout.py)
 
     def __post_init__(self) -> None:
         if self.decoder is not None:
@@ -63,6 +64,7 @@ def add_dump_arguments(p: argparse.ArgumentParser) -> None:
         metavar="N",
         help="largest batch (index checks)",
     )
+    p.add_argument("--json", action="store_true", help="kafkafs's own: each line as a JSON object, for scripts")
     g = p.add_mutually_exclusive_group()
     for flag, name in (
         ("--offsets-decoder", "offsets"),
@@ -88,4 +90,5 @@ def options_from_args(args: argparse.Namespace) -> DumpOptions:
         decoder=args.decoder,
         max_bytes=args.max_bytes,
         max_message_size=args.max_message_size,
+        json=args.json,
     )

@@ -123,11 +123,13 @@ def _raw(topic, partition, buf, mode, decoder, lo, hi, ts_lo, ts_hi, what, max_i
         data = records_section(buf, header, max_inflated_bytes)
         return _kernel.render_raw(line_prefix(topic, partition), data, header, mode, lo, hi, ts_lo, ts_hi, what)
     batch = decode_batch(buf, header, max_inflated_bytes=max_inflated_bytes)
+    if decoder is not None and mode == "auto" and what == 0 and lo is hi is ts_lo is ts_hi is None:
+        return decoder.render_batch_jsonl(topic, partition, batch)  # the whole batch: nothing to pick
     indexes = select_indexes(batch, lo, hi, ts_lo, ts_hi)
     if decoder is not None and mode == "auto":
         picked = _subset(batch, indexes)
         text = decoder.render_batch_jsonl(topic, partition, picked) if indexes else b""
-        lines = text.splitlines(keepends=True)
+        lines = [line + b"\n" for line in text.split(b"\n")[:-1]]
     else:
         picked = batch
         lines = render_lines(topic, partition, batch, mode, indexes)

@@ -33,7 +33,6 @@ import threading
 from typing import NamedTuple
 
 from ..errors import InvalidInput, RecordTooLargeError
-from ..format.batch import Codec, encode_batch
 from ..format.jsonview import ProducerRecord, parse_lines
 from ..storage.log import AppendResult, Log
 
@@ -41,15 +40,9 @@ __all__ = ["AppendBuffer", "JSON_LINE_FACTOR"]
 
 #: A JSON line may be this many times ``max.message.bytes`` long before it is refused unparsed.
 JSON_LINE_FACTOR = 16
-#: v2 batch header, and the most a record adds to its key, value and header bytes (varints at their
-#: longest: length, attributes, timestamp delta, offset delta, key and value lengths, header count).
-_BATCH_OVERHEAD = 61
-_RECORD_OVERHEAD = 36
-_HEADER_OVERHEAD = 10
 #: A write that starts with the whole of a failed write, or with this much of it (the kernel may cut
 #: a retry elsewhere), is taken for a retry of it.
 _RETRY_MATCH = 64 * 1024
-_CODECS = {"gzip": Codec.GZIP, "snappy": Codec.SNAPPY, "lz4": Codec.LZ4, "zstd": Codec.ZSTD}
 
 
 class _Failure(NamedTuple):
@@ -72,7 +65,11 @@ def _repeats(data: bytes, failed: bytes) -> bool:
 
 
 class AppendBuffer:
-    """One open ``append`` file: the partial line it holds and the log it appends to."""
+    """One open ``append`` file: the partial line it holds and the log it appends to.
+
+    Threads: safe to share; writes, fsync and close of one open file serialise on its lock (the kernel
+    may send them from several threads), and the log serialises appends from every open file.
+    """
 
     def __init__(self, log: Log) -> None:
         self.log = log
@@ -133,24 +130,9 @@ class AppendBuffer:
         self._failed = _Failure(bytes(data), exc, dropping)
 
     def _append(self, records: list[ProducerRecord], *, flush: bool | None = None) -> AppendResult:
-        """One batch; several (one append, all or nothing) when one could not be small enough."""
-        limit = self.log.config.max_message_bytes
-        sizes = [_record_size(r) for r in records]
-        if _BATCH_OVERHEAD + sum(sizes) <= limit or len(records) == 1:
-            return self.log.append_records(records, flush=flush)
-        now = self.log.clock()
-        codec = _CODECS.get(self.log.config.compression_type, Codec.NONE)
-        batches = []
-        group: list[tuple] = []
-        used = _BATCH_OVERHEAD
-        for record, size in zip(records, sizes, strict=True):
-            if group and used + size > limit:
-                batches.append(encode_batch(group, compression=codec))
-                group, used = [], _BATCH_OVERHEAD
-            group.append((now if record[0] is None else record[0], record[1], record[2], tuple(record[3])))
-            used += size
-        batches.append(encode_batch(group, compression=codec))
-        return self.log.append_batches(b"".join(batches), flush=flush)
+        """One append: one batch, or several when one could not stay within ``max.message.bytes``
+        (:meth:`~kafkafs.storage.log.Log.append_records`), all or nothing."""
+        return self.log.append_records(records, flush=flush)
 
     def sync(self) -> None:
         """fsync: make the appended records durable; a partial line keeps waiting for its newline."""
@@ -170,12 +152,3 @@ class AppendBuffer:
             else:
                 self.log.flush()
 
-
-def _record_size(record: ProducerRecord | tuple) -> int:
-    """The most bytes the record can take in an uncompressed v2 batch."""
-    _ts, key, value, headers = record[0], record[1], record[2], record[3]
-    size = _RECORD_OVERHEAD + (len(key) if key else 0) + (len(value) if value else 0)
-    for name, header_value in headers:
-        size += _HEADER_OVERHEAD + len(name.encode("utf-8", "surrogatepass"))
-        size += len(header_value) if header_value else 0
-    return size

@@ -13,7 +13,6 @@ folder can be mounted again. ``mount()`` recognises that state and says so.
 
 from __future__ import annotations
 
-import argparse
 import errno
 import gc
 import logging
@@ -31,7 +30,7 @@ from ..storage.config import Settings
 from ..storage.logdir import LogDir, check_log_directory
 from ..storage.schemas import load_registry
 
-__all__ = ["mount", "main", "MountError", "fuse_option_set"]
+__all__ = ["mount", "MountError", "fuse_option_set"]
 
 log = logging.getLogger("kafkafs.fs")
 
@@ -482,42 +481,3 @@ def mount(
     if foreground:
         return run(lambda: None)
     return _daemonize(run, debug)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m kafkafs.fs.mount LOGDIR MOUNTPOINT [--rw] [-f] [-o OPT] [--values MODE]``."""
-    parser = argparse.ArgumentParser(prog="kafkafs-mount", description="Mount a Kafka log directory.")
-    parser.add_argument("logdir")
-    parser.add_argument("mountpoint")
-    parser.add_argument("--rw", action="store_true", help="allow appends and new partitions")
-    parser.add_argument("-f", "--foreground", action="store_true")
-    parser.add_argument("-o", dest="options", action="append", default=[], help="FUSE options")
-    parser.add_argument("--values", default="auto", choices=VALUES_MODES)
-    parser.add_argument("--config", help="settings file (TOML)")
-    parser.add_argument("--debug", action="store_true")
-    parser.add_argument("--cache-dir", help="where rendered sizes are kept across mounts ('' turns it off)")
-    parser.add_argument("--list-limit", type=int, help="by-offset/ lists every offset up to this many records")
-    parser.add_argument("--schemas", help="a directory of <id>.avsc / <id>.json Schema Registry schemas")
-    args = parser.parse_args(argv)
-    try:
-        settings = Settings.load(args.config)
-        return mount(
-            args.logdir,
-            args.mountpoint,
-            rw=args.rw,
-            foreground=args.foreground,
-            fuse_options=args.options,
-            values=args.values,
-            settings=settings,
-            debug=args.debug,
-            cache_dir=args.cache_dir,
-            list_limit=args.list_limit,
-            schemas=args.schemas,
-        )
-    except KafkafsError as exc:
-        print(f"kafkafs: error: {exc}", file=sys.stderr)
-        return 2 if isinstance(exc, UsageError) else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -25,6 +25,11 @@ __all__ = [
     "parse_time_range",
     "is_segment_file",
     "segment_file_key",
+    "is_partition_file",
+    "partition_file_key",
+    "is_other_file",
+    "is_logdir_file",
+    "PARTITION_STATE_FILES",
 ]
 
 RECORDS = "records.jsonl"
@@ -100,6 +105,50 @@ def is_segment_file(name: str) -> bool:
     marked ``.deleted``, ``.cleaned`` or ``.swap`` either: they are on their way out of the log or not
     yet in it, vanish at any moment, and would count records twice in ``cat segments/*.log``."""
     return _SEGMENT_FILE.match(name) is not None
+
+
+#: State files a partition folder holds besides its segments, with fixed ``readdir`` ids.
+PARTITION_STATE_FILES = {"leader-epoch-checkpoint": 1, "partition.metadata": 2, "quorum-state": 3}
+_TRANSIENT = (".tmp", ".deleted", ".cleaned", ".swap")
+_SNAPSHOT = re.compile(r"^([0-9]{20})\.snapshot$")
+_OTHER_IDS = 1 << 62  # other files: after every offset-named one
+
+
+def is_partition_file(name: str) -> bool:
+    """A file that ``segments/`` shows (SPEC §3: every file of the partition folder): segment files,
+    producer ``.snapshot`` files, ``leader-epoch-checkpoint``, ``partition.metadata`` and any other
+    regular file, except the transient ones (``.tmp`` files being written, ``.deleted``, ``.cleaned``
+    and ``.swap`` files, which vanish at any moment and would count records twice)."""
+    return bool(name) and not name.endswith(_TRANSIENT) and name not in (".", "..")
+
+
+def partition_file_key(name: str, others: list[str] | None = None) -> int:
+    """A stable sort key and ``readdir`` id for a file of ``segments/``: the state files first, then
+    offset-named files by offset (segment files, then their snapshot), then any other file by its
+    place in ``others`` (the sorted names of such files now in the folder)."""
+    fixed = PARTITION_STATE_FILES.get(name)
+    if fixed is not None:
+        return fixed
+    m = _SEGMENT_FILE.match(name)
+    if m is not None:
+        return 16 + int(m.group(1)) * 8 + _EXTENSION_CODES[m.group(2)]
+    m = _SNAPSHOT.match(name)
+    if m is not None:
+        return 16 + int(m.group(1)) * 8 + 4
+    return _OTHER_IDS + (others.index(name) if others and name in others else 0)
+
+
+def is_other_file(name: str) -> bool:
+    """Shown in ``segments/`` but neither a state file nor named by an offset."""
+    return name not in PARTITION_STATE_FILES and not _SEGMENT_FILE.match(name) and not _SNAPSHOT.match(name)
+
+
+def is_logdir_file(name: str) -> bool:
+    """A file of the log directory itself that the mount's top shows (SPEC §3): ``meta.properties``,
+    the ``*-checkpoint`` files, KRaft's ``bootstrap.checkpoint`` and the clean-shutdown marker."""
+    return name in ("meta.properties", "bootstrap.checkpoint", ".kafka_cleanshutdown") or (
+        name.endswith("-checkpoint") and "/" not in name
+    )
 
 
 def segment_file_key(name: str) -> int:

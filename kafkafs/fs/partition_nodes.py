@@ -74,6 +74,9 @@ class PartitionJsonFile(File):
         info = state.log.describe()
         info["valuesMode"] = self.tree.mode
         info["writable"] = state.log.writable
+        info["checkpoints"] = self.tree.logdir.checkpointed(state.log.topic, state.log.partition)
+        info["highWatermark"] = info["checkpoints"]["highWatermark"]
+        info["recoveryPoint"] = info["checkpoints"]["recoveryPoint"]
         return orjson.dumps(info, option=orjson.OPT_INDENT_2) + b"\n"
 
     def attr(self) -> Attr:
@@ -267,24 +270,27 @@ class SegmentsDir(Dir):
         state = self.tree.state(self.partition_name)
         return _dir_attr(_mtime_ns(state.log.dir, self.tree.mount_ns), timeout=VOLATILE_TIMEOUT)
 
-    def _files(self) -> list[str]:
+    def _files(self) -> tuple[list[str], list[str]]:
+        """(every shown file in ``readdir`` order, the sorted names of the "other" files)."""
         state = self.tree.state(self.partition_name)
         try:
-            listed = regular_files(state.log.dir)  # links skipped with a warning, never followed
+            listed = [n for n in regular_files(state.log.dir) if names.is_partition_file(n)]  # links skipped
         except FileNotFoundError:
-            return []
-        return sorted((n for n in listed if names.is_segment_file(n)), key=names.segment_file_key)
+            return [], []
+        others = sorted(n for n in listed if names.is_other_file(n))
+        return sorted(listed, key=lambda n: names.partition_file_key(n, others)), others
 
     def lookup(self, name: str) -> Node:
         state = self.tree.state(self.partition_name)
-        if not names.is_segment_file(name) or not is_regular_file(state.log.dir / name):
+        if not names.is_partition_file(name) or "/" in name or not is_regular_file(state.log.dir / name):
             raise NotFound(name)
         return self.tree.segment_file(state, name, self)
 
     def entries(self, start_id: int) -> Iterator[tuple[int, str, Node]]:
         state = self.tree.state(self.partition_name)
-        for name in self._files():
-            next_id = names.segment_file_key(name) + 1
+        files, others = self._files()
+        for name in files:
+            next_id = names.partition_file_key(name, others) + 1
             if next_id > start_id:
                 yield next_id, name, self.tree.segment_file(state, name, self)
 
@@ -298,11 +304,12 @@ class SegmentFile(File):
         self.state = state
         self.name = name
         self.path = state.log.dir / name
-        self.base_offset = int(name[:20])
+        # a sealed segment's files never change; state files (checkpoints, snapshots) may be rewritten
+        self.base_offset = int(name[:20]) if names.is_segment_file(name) else None
 
     def sealed(self) -> bool:
         active = self.state.log.active_segment
-        return active is not None and self.base_offset < active.base_offset
+        return self.base_offset is not None and active is not None and self.base_offset < active.base_offset
 
     def attr(self) -> Attr:
         try:

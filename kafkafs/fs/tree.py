@@ -15,6 +15,8 @@ something read-only; the engine's own exceptions pass through.
 from __future__ import annotations
 
 import logging
+import os
+import stat
 import threading
 import time
 from collections.abc import Iterator
@@ -24,11 +26,13 @@ from ..format.decoders import decoder_for
 from ..format.jsonview import VALUES_MODES
 from ..storage.logdir import LogDir
 from ..storage.names import parse_partition_dir_name
+from ..storage.safefiles import is_regular_file, regular_files
 from . import names
 from .handles import (
     Handle,
     NotFound,
     NotPermitted,
+    OSFileHandle,
 )
 from .inodes import parse_record_ino
 from .nodes import (
@@ -41,6 +45,7 @@ from .nodes import (
     File,
     Node,
     _dir_attr,
+    _file_attr,
     _mtime_ns,
 )
 from .partition import PartitionState
@@ -72,18 +77,55 @@ __all__ = [
 # ---------------------------------------------------------------------------------------------- nodes
 
 
+_TOP_FILE_IDS = 1 << 40  # readdir ids of the log directory's own files: after every partition's
+
+
 class Root(Dir):
     def attr(self) -> Attr:
         return _dir_attr(_mtime_ns(self.tree.logdir.path, self.tree.mount_ns), self.tree.rw)
 
     def lookup(self, name: str) -> Node:
+        if names.is_logdir_file(name):
+            if not is_regular_file(self.tree.logdir.path / name):
+                raise NotFound(name)
+            return LogDirFile(self.tree, name, self)
         return self.tree.partition_dir(name)
+
+    def _files(self) -> list[str]:
+        return sorted(n for n in regular_files(self.tree.logdir.path) if names.is_logdir_file(n))
 
     def entries(self, start_id: int) -> Iterator[tuple[int, str, Node]]:
         numbered = sorted((self.tree.number(name), name) for name in self.tree.logdir.partition_names())
         for number, name in numbered:
             if number + 1 > start_id:
                 yield number + 1, name, PartitionDir(self.tree, name)
+        for i, name in enumerate(self._files()):
+            if _TOP_FILE_IDS + i + 1 > start_id:
+                yield _TOP_FILE_IDS + i + 1, name, LogDirFile(self.tree, name, self)
+
+
+class LogDirFile(File):
+    """One of the log directory's own files (``meta.properties``, the checkpoints), byte-identical,
+    read-only; a broker may rewrite it at any time, so nothing of it is cached."""
+
+    def __init__(self, tree: Tree, name: str, parent: Node) -> None:
+        super().__init__(tree, ("logdir-file", name), parent)
+        self.path = tree.logdir.path / name
+
+    def attr(self) -> Attr:
+        try:
+            st = os.lstat(self.path)
+        except FileNotFoundError:
+            raise NotFound(self.path.name) from None
+        if not stat.S_ISREG(st.st_mode):  # never a link's target
+            raise NotFound(self.path.name)
+        return _file_attr(st.st_size, st.st_mtime_ns, VOLATILE_TIMEOUT)
+
+    def volatile(self) -> bool:
+        return True
+
+    def _open(self) -> Handle:
+        return OSFileHandle(self.path, keep_cache=False)
 
 
 class PartitionDir(Dir):

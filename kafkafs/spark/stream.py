@@ -85,6 +85,11 @@ def initial_offsets(options: ReadOptions) -> Offsets:
         elif spec == LATEST:
             out[(topic, partition)] = latest
         else:
+            if spec < log_.log_start_offset:
+                report_data_loss(
+                    options.fail_on_data_loss,
+                    f"Starting offset for {topic}-{partition} was {spec} but consumer reset to {log_.log_start_offset}.",
+                )
             out[(topic, partition)] = max(spec, log_.log_start_offset)
     return out
 

@@ -18,13 +18,26 @@ Thread safety: callers serialise writes (the Log's lock); reads of :attr:`entrie
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
-from ..errors import CorruptRecordError
+from ..errors import CorruptRecordError, UnsafeFileError
 from ..format.checkpoint import EPOCH_CHECKPOINT_FILE, parse_epoch_checkpoint, render_epoch_checkpoint
-from .safefiles import write_atomically
+from .safefiles import open_file, write_atomically
 
 __all__ = ["LeaderEpochCache"]
+
+def read_regular_file(path: Path) -> bytes:
+    """The bytes of ``path``, never through a symbolic link (:func:`~.safefiles.open_file`)."""
+    fd = open_file(path, os.O_RDONLY)
+    try:
+        chunks = []
+        while chunk := os.read(fd, 1 << 16):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
 
 class LeaderEpochCache:
     """``leader-epoch-checkpoint`` of one partition folder (see the module's docstring)."""
@@ -35,10 +48,10 @@ class LeaderEpochCache:
         self.entries: list[tuple[int, int]] = []
         self.loaded_ok = True
         try:
-            self.entries = parse_epoch_checkpoint(self.path.read_bytes())
+            self.entries = parse_epoch_checkpoint(read_regular_file(self.path))
         except FileNotFoundError:
             pass
-        except (OSError, CorruptRecordError):
+        except (OSError, CorruptRecordError, UnsafeFileError):
             self.loaded_ok = False  # rewritten from the log's batches by the next flush
 
     def __repr__(self) -> str:

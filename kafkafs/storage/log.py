@@ -143,6 +143,14 @@ class Log(LocalLog):
             files = self.__dict__["_state_files"] = StateFiles(self)
         return files
 
+    def set_leader_epoch(self, epoch: int) -> None:
+        """Write the next batches as leader epoch ``epoch`` (a new leader's term); it starts at the log
+        end offset in ``leader-epoch-checkpoint`` with the first of them. Epochs never go back."""
+        if epoch < self.leader_epoch or epoch > 2**31 - 1:
+            raise InvalidInput(f"leader epoch {epoch} is below the partition's current epoch {self.leader_epoch}"
+                               if epoch < self.leader_epoch else f"leader epoch {epoch} is out of range")
+        self.leader_epoch = epoch
+
     def roll(self, next_offset: int | None = None) -> LogSegment:
         with self._lock:
             before = self.active_segment
@@ -154,8 +162,8 @@ class Log(LocalLog):
     def truncate_to(self, offset: int) -> bool:
         with self._lock:
             cut = super().truncate_to(offset)
-            if cut:
-                self.state_files.on_truncate(offset)
+            if cut:  # whole batches go: the log may now end below ``offset``
+                self.state_files.on_truncate(self.log_end_offset)
             return cut
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
@@ -187,7 +195,9 @@ class Log(LocalLog):
     def append_records(
         self, records: Sequence[ProducerRecord | tuple], *, flush: bool | None = None
     ) -> AppendResult:
-        """Append records as one batch (offsets assigned here); timestamps None become now."""
+        """Append records (offsets assigned here; timestamps None become now) as one batch, or, when one
+        batch could not stay within ``max.message.bytes``, as several appended together (all or
+        nothing); a single record too large for a batch raises ``RecordTooLargeError``."""
         self._require_writable()
         if not records:
             end = self.log_end_offset
@@ -195,7 +205,10 @@ class Log(LocalLog):
         now = self.clock()
         rows = [(now if r[0] is None else r[0], r[1], r[2], tuple(r[3])) for r in records]
         codec = codec_by_name(self.config.compression_type)
-        data = encode_batch(rows, compression=codec, partition_leader_epoch=self.leader_epoch)
+        data = b"".join(
+            encode_batch(group, compression=codec, partition_leader_epoch=self.leader_epoch)
+            for group in _batch_groups(rows, self.config.max_message_bytes)
+        )
         return self.append_batches(data, flush=flush)
 
     def append_batches(self, data: bytes | bytearray, *, flush: bool | None = None) -> AppendResult:
@@ -383,3 +396,39 @@ def _transaction_events(buf: bytearray, headers: Sequence[BatchHeader]) -> list[
             if event is not None:
                 events.append(event)
     return events
+
+
+#: v2 batch header, and the most a record adds to its key, value and header bytes (varints at their
+#: longest: length, attributes, timestamp delta, offset delta, key and value lengths, header count).
+_BATCH_OVERHEAD = 61
+_RECORD_OVERHEAD = 36
+_HEADER_OVERHEAD = 10
+
+
+def _record_size(row: tuple) -> int:
+    """The most bytes the record can take in an uncompressed v2 batch."""
+    _ts, key, value, headers = row
+    size = _RECORD_OVERHEAD + (len(key) if key else 0) + (len(value) if value else 0)
+    for name, header_value in headers:
+        size += _HEADER_OVERHEAD + len(name.encode("utf-8", "surrogatepass"))
+        size += len(header_value) if header_value else 0
+    return size
+
+
+def _batch_groups(rows: list[tuple], limit: int) -> list[list[tuple]]:
+    """The rows as one batch, or cut into batches that each stay within ``limit`` bytes (a row larger
+    than that alone in its batch, which the append then refuses)."""
+    sizes = [_record_size(r) for r in rows]
+    if _BATCH_OVERHEAD + sum(sizes) <= limit or len(rows) == 1:
+        return [rows]
+    groups: list[list[tuple]] = []
+    group: list[tuple] = []
+    used = _BATCH_OVERHEAD
+    for row, size in zip(rows, sizes, strict=True):
+        if group and used + size > limit:
+            groups.append(group)
+            group, used = [], _BATCH_OVERHEAD
+        group.append(row)
+        used += size
+    groups.append(group)
+    return groups

@@ -40,6 +40,7 @@ LOCK_FILE = ".lock"
 RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
 LOG_START_FILE = "log-start-offset-checkpoint"
 CLEANER_OFFSET_FILE = "cleaner-offset-checkpoint"
+REPLICATION_OFFSET_FILE = "replication-offset-checkpoint"
 #: The broker epoch kafkafs writes in the clean-shutdown marker: none (Kafka's -1).
 NO_BROKER_EPOCH = -1
 
@@ -206,6 +207,21 @@ class LogDir:
         write_atomically(self.path / RECOVERY_POINT_FILE, render_offset_checkpoint(recovery))
         write_atomically(self.path / LOG_START_FILE, render_offset_checkpoint(starts))
         self.recovery_points, self.log_start_offsets = recovery, starts
+
+    def checkpointed(self, topic: str, partition: int) -> dict[str, int | None]:
+        """What the log directory's checkpoint files say of one partition now (read afresh: a broker
+        may be rewriting them): ``highWatermark`` (replication-offset-checkpoint), ``recoveryPoint``,
+        ``logStartOffset``, ``cleanerOffset``; None where a file has no entry."""
+        key = (topic, partition)
+        return {
+            field: self._read_checkpoint(name).get(key)
+            for field, name in (
+                ("highWatermark", REPLICATION_OFFSET_FILE),
+                ("recoveryPoint", RECOVERY_POINT_FILE),
+                ("logStartOffset", LOG_START_FILE),
+                ("cleanerOffset", CLEANER_OFFSET_FILE),
+            )
+        }
 
     def cleaner_offsets(self) -> dict[tuple[str, int], int]:
         """``cleaner-offset-checkpoint``: how far the cleaner has compacted each partition."""

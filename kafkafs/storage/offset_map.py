@@ -17,7 +17,6 @@ from __future__ import annotations
 import hashlib
 import struct
 from array import array
-from collections.abc import Iterable
 
 __all__ = ["OffsetMap", "key_hash", "BYTES_PER_ENTRY"]
 

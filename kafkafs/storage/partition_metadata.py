@@ -17,7 +17,8 @@ import re
 import uuid
 from pathlib import Path
 
-from ..errors import CorruptRecordError
+from ..errors import CorruptRecordError, UnsafeFileError
+from .leader_epochs import read_regular_file
 from .safefiles import write_atomically
 
 __all__ = [
@@ -81,10 +82,8 @@ def read_topic_id(directory: Path) -> str | None:
     """The topic id of a partition folder, None when it has no readable ``partition.metadata``."""
     path = Path(directory) / PARTITION_METADATA_FILE
     try:
-        if not path.is_file() or path.is_symlink():
-            return None
-        return parse_partition_metadata(path.read_bytes())[1]
-    except (OSError, CorruptRecordError):
+        return parse_partition_metadata(read_regular_file(path))[1]
+    except (OSError, CorruptRecordError, UnsafeFileError):
         return None
 
 

@@ -28,7 +28,7 @@ import struct
 from collections.abc import Iterable
 from pathlib import Path
 
-from ..errors import CorruptRecordError
+from ..errors import CorruptRecordError, UnsafeFileError
 from ..format.batch import BatchHeader, decode_batch
 from ..format.producer_snapshot import (
     ProducerEntry,
@@ -36,6 +36,7 @@ from ..format.producer_snapshot import (
     render_producer_snapshot,
     snapshot_file_name,
 )
+from .leader_epochs import read_regular_file
 from .names import snapshot_offset
 from .safefiles import write_atomically
 
@@ -143,8 +144,8 @@ class ProducerState:
         self.entries, self.map_end_offset, self.loaded_from = {}, log_start_offset, None
         for off in reversed([o for o in offsets if o <= log_end_offset]):
             try:
-                entries = parse_producer_snapshot(self.path(off).read_bytes())
-            except (OSError, CorruptRecordError) as exc:
+                entries = parse_producer_snapshot(read_regular_file(self.path(off)))
+            except (OSError, CorruptRecordError, UnsafeFileError) as exc:
                 log.warning(
                     "%s: producer snapshot %d unreadable (%s); an earlier one is used", self.dir, off, exc
                 )

@@ -61,9 +61,11 @@ class RecoveryReport:
     def __init__(self) -> None:
         self.deleted_files: list[str] = []
         self.swapped_in: list[str] = []
-        #: Every segment re-validated; ``rebuilt_indexes`` those whose index files came out different.
+        #: Every segment re-validated; ``rebuilt_indexes`` those whose index files came out different,
+        #: ``rebuilt_files`` those files (the report is exact: nothing else changed).
         self.recovered_segments: list[str] = []
         self.rebuilt_indexes: list[str] = []
+        self.rebuilt_files: list[str] = []
         self.truncated_bytes = 0
         self.deleted_segments: list[str] = []
 
@@ -301,8 +303,11 @@ def _recover_segments(
         )
         transactions.after(base)
         report.recovered_segments.append(segment.log_path.name)
-        if segment.index_state() != before:
+        after = segment.index_state()
+        rebuilt = sorted(name for name in after if after[name] != before.get(name))
+        if rebuilt:
             report.rebuilt_indexes.append(segment.log_path.name)
+            report.rebuilt_files.extend(rebuilt)
         if cut:
             log.warning("%s: truncated %d invalid bytes at position %d", segment.log_path, cut, segment.size)
             report.truncated_bytes += cut

@@ -260,15 +260,20 @@ class SegmentFiles:
         self.offset_index.sanity_check(log_size=self._size)
         self.time_index.sanity_check()
 
-    def index_state(self) -> tuple[object, ...]:
-        """What the index files hold (entries, file lengths), so a caller can tell whether a rebuild
-        changed them without reading the files twice."""
-        off, tim, txn = self.offset_index, self.time_index, self.txn_index
+    def index_state(self) -> dict[str, object]:
+        """What each index file holds (whether it exists, its entries, its length), by file name, so a
+        caller can tell which files a rebuild changed without reading them twice or hashing them."""
+        out: dict[str, object] = {}
+        for index in (self.offset_index, self.time_index):
+            exists = os.path.lexists(index.path)  # asked first: opening a writable index creates it
+            out[index.path.name] = (exists, tuple(index), index.length) if exists else (False,)
+        txn = self.txn_index
         try:
             aborted: tuple[object, ...] | None = tuple(txn.entries())
         except CorruptRecordError:
             aborted = None
-        return (tuple(off), off.length, tuple(tim), tim.length, txn.exists(), aborted)
+        out[txn.path.name] = (txn.exists(), aborted)
+        return out
 
     def change_suffix(self, suffix: str) -> None:
         """Rename the files to carry ``suffix`` (``.deleted``, ``.cleaned``, ``.swap`` or ``""``); the

@@ -173,3 +173,20 @@ def test_hand_built_metadata_records():
     batch = decode_batch(encode_batch([(1, None, b"\x01\x7f\x00\x00", ())]))
     line = orjson.loads(render_batch_jsonl("__cluster_metadata", 0, batch, decoder=decoder))
     assert line["value"] == {"$base64": base64.b64encode(b"\x01\x7f\x00\x00").decode()}
+
+
+def test_raw_batches_render_as_decoded_batches():
+    from kafkafs.format.batch import decode_batch
+    from kafkafs.format.jsonview import raw_jsonl_lengths, render_raw_jsonl
+
+    examples = _metadata_examples()[:9]
+    raw = encode_batch([(1700000000000 + i, None, metadata_frame(t, v, d), ()) for i, (t, v, d) in enumerate(examples)],
+                       base_offset=100)
+    decoder = decoder_for("__cluster_metadata")
+    whole = render_batch_jsonl("__cluster_metadata", 0, decode_batch(raw), decoder=decoder)
+    assert render_raw_jsonl("__cluster_metadata", 0, raw, decoder=decoder) == whole
+    lines = whole.splitlines(keepends=True)
+    assert render_raw_jsonl("__cluster_metadata", 0, raw, decoder=decoder, lo=102, hi=104) == b"".join(lines[2:5])
+    assert raw_jsonl_lengths("__cluster_metadata", 0, raw, decoder=decoder) == [len(line) for line in lines]
+    assert render_raw_jsonl("__cluster_metadata", 0, raw, "base64", decoder=decoder) == render_raw_jsonl(
+        "__cluster_metadata", 0, raw, "base64")

@@ -121,3 +121,19 @@ def test_schemas_dir(tmp_path, registry_logdir):
     objs, _ = _lines(registry_logdir, "orders-0", registry)
     assert objs[0]["valueSchemaId"] == 1 and objs[0]["keySchemaId"] == 3
     assert "valueSchemaId" not in objs[6]  # id 2 is not in the directory
+
+
+def test_unframed_batches_take_the_generic_path(registry_logdir):
+    registry = load_registry(registry_logdir)
+    decoder = decoder_for("orders", registry)
+    from kafkafs.format.batch import decode_batch, encode_batch
+
+    batch = decode_batch(encode_batch([(5, b"k", b'{"a": 1}', (("h", b"\xff"),)), (6, None, b"text", ())]))
+    assert not decoder.wants(batch)
+    assert render_batch_jsonl("orders", 0, batch, decoder=decoder) == render_batch_jsonl("orders", 0, batch)
+    # record_object: the line's object, plain JSON values
+    with LogDir(registry_logdir) as logdir:
+        framed = next(logdir.log("orders-0").read())
+    obj = decoder.record_object("orders", 0, framed, 1)
+    assert obj == orjson.loads(render_batch_jsonl("orders", 0, framed, "auto", 1, 2, decoder=decoder))
+    assert obj["valueSchemaId"] == 1 and obj["value"]["blob"] == {"$base64": "AQD/"}

@@ -5,14 +5,15 @@ layout, so they can hold what no encoder writes: invalid header keys, non-minima
 varints, damage) and asserts that the kernel and the reference agree: the same columns, the same
 lines, or both refuse. Runs at hypothesis' default size in CI; for a long run:
 
-    KAFKAFS_DIFF_EXAMPLES=250000 pytest tests/format/test_kernel_differential.py
+    KAFKAFS_DIFF_EXAMPLES=250000 pytest tests/format/test_kernel_differential.py -k NAME \\
+        --hypothesis-show-statistics
 """
 
 import os
 import struct
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from kafkafs.errors import CorruptRecordError
@@ -24,9 +25,10 @@ from kafkafs.format.records import decode_records
 pytestmark = pytest.mark.skipif(kernel.KERNEL is None, reason="the compiled kernel is not built")
 
 _EXAMPLES = int(os.environ.get("KAFKAFS_DIFF_EXAMPLES", "0"))
-if _EXAMPLES:
+if _EXAMPLES:  # a long run: many examples, no shrinking database, no deadline
     settings.register_profile(
-        "kafkafs-long", max_examples=_EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck)
+        "kafkafs-long", max_examples=_EXAMPLES, deadline=None, database=None,
+        phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink], suppress_health_check=list(HealthCheck),
     )
     settings.load_profile("kafkafs-long")
 

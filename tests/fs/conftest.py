@@ -1,6 +1,6 @@
 """Fixtures of the FUSE tests: a log directory built with the engine, and real mounts that always go.
 
-``mounted(logdir, *args)`` starts ``python -m kafkafs.fs.mount LOGDIR MNT -f`` in a child process,
+``mounted(logdir, *args)`` starts ``python -m kafkafs mount LOGDIR MNT -f`` in a child process,
 waits until the mount answers, and at teardown unmounts it (``fusermount3 -u``, then ``-uz`` and a kill
 as last resorts), also when the test failed. The daemon's log is kept so tests can read it; a traceback
 in it fails the test.
@@ -20,6 +20,7 @@ import pytest
 
 from kafkafs.format.batch import Header
 from kafkafs.format.jsonview import ProducerRecord, render_batch_jsonl
+from kafkafs.fs.tree import Tree
 from kafkafs.storage.config import Settings
 from kafkafs.storage.logdir import LogDir
 
@@ -104,7 +105,8 @@ class Mount:
                 [
                     sys.executable,
                     "-m",
-                    "kafkafs.fs.mount",
+                    "kafkafs",
+                    "mount",
                     str(self.logdir),
                     str(self.path),
                     "-f",
@@ -202,3 +204,44 @@ def ro_mount(built_logdir, tmp_path_factory):
     problems = mounts.close()
     if problems:
         pytest.fail("\n".join(problems))
+
+
+def tree_of(path: Path, *, rw: bool = False, mode: str = "auto") -> Tree:
+    return Tree(LogDir(path, SMALL_SEGMENTS, writable=rw), mode=mode, rw=rw)
+
+
+@pytest.fixture
+def tree(built_logdir):
+    t = tree_of(built_logdir)
+    yield t
+    t.close()
+
+
+def engine_records(path: Path, name: str):
+    with LogDir(path) as d:
+        return list(d.log(name).records())
+
+
+def late_log(path: Path) -> list:
+    """``late-0``: CreateTime out of order. Blocks of records, one segment each, alternate between
+    recent and old timestamps; inside a block, timestamps jump back and forth, and batches hold both."""
+    rng = random.Random(11)
+    with LogDir(path, SMALL_SEGMENTS, writable=True) as d:
+        log = d.create_partition("late", 0)
+        for block in range(6):
+            base = BASE_TS + (0 if block % 2 else 100_000)
+            for start in range(0, 60, 6):
+                rows = [
+                    ProducerRecord(base + rng.randrange(0, 5_000), None, b"b%d r%d" % (block, start + k), ())
+                    for k in range(6)
+                ]
+                log.append_records(rows)
+            log.roll()
+        # a straggler: older than everything before it, at the very end
+        log.append_records([ProducerRecord(BASE_TS - 1, None, b"straggler", ())])
+    return engine_records(path, "late-0")
+
+
+def write_segment(directory: Path, base: int, batches: list[bytes]) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / f"{base:020d}.log").write_bytes(b"".join(batches))

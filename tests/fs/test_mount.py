@@ -16,7 +16,7 @@ import pytest
 
 from kafkafs.errors import KafkafsError
 from kafkafs.format.jsonview import ProducerRecord
-from kafkafs.fs.mount import mount
+from kafkafs.fs.mount import fuse_option_set, mount
 from kafkafs.storage.logdir import LogDir
 
 from .conftest import BASE_TS, ROOT, SMALL_SEGMENTS, expected_jsonl
@@ -429,7 +429,7 @@ def test_a_corrupt_batch_gives_eio_for_that_range_only(mounted, logdir_copy):
 @pytest.mark.parametrize("name", ["kafka-logs-a", "kafka-logs-b"])
 def test_real_broker_directories(mounted, fixtures_dir, name):
     m = mounted(fixtures_dir / name)
-    partitions = sorted(os.listdir(m.path))
+    partitions = sorted(p for p in os.listdir(m.path) if os.path.isdir(m / p))  # the top also has LOGDIR's files
     assert partitions and all("-" in p for p in partitions)
     total = 0
     for part in partitions:
@@ -461,7 +461,7 @@ def test_daemon_mode_returns_once_mounted(tmp_path, built_logdir):
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     try:
         result = subprocess.run(
-            [sys.executable, "-m", "kafkafs.fs.mount", str(built_logdir), str(mnt)],
+            [sys.executable, "-m", "kafkafs", "mount", str(built_logdir), str(mnt)],
             capture_output=True,
             timeout=30,
             env=env,
@@ -471,7 +471,7 @@ def test_daemon_mode_returns_once_mounted(tmp_path, built_logdir):
         assert os.path.ismount(mnt)
         assert cat(mnt / "events-3/records.jsonl") == expected_jsonl(built_logdir, "events-3")
         again = subprocess.run(
-            [sys.executable, "-m", "kafkafs.fs.mount", str(built_logdir), str(mnt)],
+            [sys.executable, "-m", "kafkafs", "mount", str(built_logdir), str(mnt)],
             capture_output=True,
             timeout=30,
             env=env,
@@ -546,7 +546,7 @@ def test_a_dead_mount_is_named_as_such(mounted, built_logdir):
 def test_a_bad_fuse_option_is_one_line(tmp_path, built_logdir, foreground):
     mnt = tmp_path / "mnt"
     mnt.mkdir()
-    args = [sys.executable, "-m", "kafkafs.fs.mount", str(built_logdir), str(mnt), "-o", "bogusopt"]
+    args = [sys.executable, "-m", "kafkafs", "mount", str(built_logdir), str(mnt), "-o", "bogusopt"]
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     try:
         result = subprocess.run(
@@ -558,3 +558,23 @@ def test_a_bad_fuse_option_is_one_line(tmp_path, built_logdir, foreground):
     lines = result.stderr.decode().splitlines()
     assert result.returncode == 1 and len(lines) == 1, lines
     assert lines[0].startswith("kafkafs: error: ") and "unknown option" in lines[0] and "bogusopt" in lines[0]
+
+
+def test_fuse_options():
+    options, rw, values = fuse_option_set(False, ["allow_other,noatime", "values=base64"])
+    assert {"ro", "allow_other", "noatime", "fsname=kafkafs", "subtype=kafkafs"} <= options
+    assert rw is False and values == "base64"
+    options, rw, _ = fuse_option_set(True, ["rw", "defaults"])
+    assert rw is True and "ro" not in options and "rw" not in options and "defaults" not in options
+    options, rw, _ = fuse_option_set(True, ["ro"])
+    assert rw is False and "ro" in options
+    # the mount is named after the log directory, unless the user names it
+    options, _, _ = fuse_option_set(False, [], "/var/lib/kafka/data")
+    assert {"fsname=/var/lib/kafka/data", "subtype=kafkafs"} <= options
+    options, _, _ = fuse_option_set(False, ["fsname=mine,subtype=kfs"], "/var/lib/kafka/data")
+    assert {"fsname=mine", "subtype=kfs"} <= options
+    assert not {"fsname=/var/lib/kafka/data", "subtype=kafkafs"} & options
+    options, _, _ = fuse_option_set(False, [], "/data/a,b\\c")
+    assert "fsname=/data/a\\,b\\\\c" in options  # libfuse splits at commas; a backslash escapes
+    options, _, _ = fuse_option_set(False, [], "/data/kafka-\u00e9t\u00e9")
+    assert "fsname=kafkafs" in options  # pyfuse3 passes options as ASCII

@@ -104,6 +104,7 @@ def test_damaged_batch_is_skipped_and_logged(generated, writable_copy, caplog):
     assert f"position {pos}" in caplog.text
 
 
+@pytest.mark.allow_warnings("damaged data is skipped with a warning on purpose")
 def test_damaged_header_resumes_at_the_next_index_entry(generated, writable_copy):
     copy, path, pos, _first, _last, batches = _corrupt_copy(generated, writable_copy, 3, 8, b"\x7f\xff\xff\x00")
     with pytest.raises(CorruptRecordError, match="position"):

@@ -63,6 +63,7 @@ def _killed_commit(tmp_path, sink, batch_id: int, files, appended_batches: int |
                 n += 1
 
 
+@pytest.mark.allow_warnings("a killed commit is repaired with a warning")
 @pytest.mark.parametrize("appended", [0, 1, 3, None])
 def test_a_commit_killed_at_any_point_leaves_each_row_once(tmp_path, appended):
     sink = tmp_path / "checkpoint" / "kafkalog-sink"

@@ -10,7 +10,7 @@ from kafkafs.format.batch import encode_batch
 from kafkafs.spark.options import parse_read_options
 from kafkafs.spark.scan import read_split
 from kafkafs.spark.schema import ARROW_SCHEMA, ARROW_SCHEMA_NO_HEADERS
-from kafkafs.spark.stream import micro_batch_ranges
+from kafkafs.spark.stream import initial_offsets, micro_batch_ranges
 from kafkafs.storage.logdir import LogDir
 
 from .conftest import engine_rows
@@ -107,6 +107,14 @@ def test_stream_data_loss(generated, writable_copy, caplog):
     ranges = micro_batch_ranges(lenient, begin, stop)
     assert {k: v[1:] for k, v in ranges.items()} == {("orders", 0): (start, 1000), ("orders", 1): (0, 1000)}
     assert "Partitions orders-7 have been deleted." in caplog.text
+    # a new query asked to start where retention already deleted
+    asked = {"startingOffsets": '{"orders": {"0": 3, "1": 0}}'}
+    with pytest.raises(OffsetOutOfRange, match=f"Starting offset for orders-0 was 3 but consumer reset to {start}"):
+        initial_offsets(parse_read_options({"path": str(copy), **asked}, streaming=True))
+    lenient_start = parse_read_options(
+        {"path": str(copy), "topics": "orders", "failOnDataLoss": "false", **asked}, streaming=True
+    )
+    assert initial_offsets(lenient_start) == {("orders", 0): start, ("orders", 1): 0}
     # a partition that shows up with its first records already deleted
     with pytest.raises(OffsetOutOfRange, match="Added partition orders-0 starts from"):
         micro_batch_ranges(strict, {("orders", 1): 0}, {("orders", 0): 1000, ("orders", 1): 1000})

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from kafkafs.format.batch import DecodedBatch, encode_batch
+from kafkafs.format.jsonview import ProducerRecord
 from kafkafs.storage.config import LogConfig
 from kafkafs.storage.log import Log
 
@@ -42,6 +43,15 @@ def read_offset(log: Log, offset: int) -> tuple[DecodedBatch, int] | None:
     offsets = batch.offsets
     i = bisect.bisect_left(offsets, offset)
     return (batch, i) if i < len(offsets) and offsets[i] == offset else None
+
+
+def record(value: bytes = b"v" * 100, ts: int | None = None, key: bytes | None = None) -> ProducerRecord:
+    """A producer record of ``value`` (100 bytes by default), no headers."""
+    return ProducerRecord(ts, key, value, ())
+
+
+def segment_bases(log: Log) -> list[int]:
+    return log.segments.bases()
 
 
 def config(**settings: Any) -> LogConfig:

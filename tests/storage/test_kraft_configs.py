@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import shutil
 
+import pytest
+
 from kafkafs.format.batch import encode_batch
 from kafkafs.format.decoders.internal import metadata_frame
 from kafkafs.storage.config import Settings
@@ -43,6 +45,7 @@ def _config(topic, name, value):
     return metadata_frame("CONFIG_RECORD", 0, {"resourceType": 2, "resourceName": topic, "name": name, "value": value})
 
 
+@pytest.mark.allow_warnings("the generated log records a setting below its minimum")
 def test_generated_metadata_log_with_a_snapshot(tmp_path):
     meta = tmp_path / "__cluster_metadata-0"
     meta.mkdir()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import struct
 import threading
 import time
@@ -12,24 +11,25 @@ import pytest
 
 from kafkafs.errors import InvalidInput, OffsetOutOfRange, ReadOnlyError, RecordTooLargeError
 from kafkafs.format.batch import encode_batch, read_batch_header, scan_batches
-from kafkafs.format.jsonview import ProducerRecord
 from kafkafs.storage.log import Log
 
-from .helpers import Clock, all_records, batch, config, kafka_indexes, open_log, read_offset
+from .helpers import (
+    Clock,
+    all_records,
+    batch,
+    config,
+    kafka_indexes,
+    open_log,
+    read_offset,
+    record,
+    segment_bases,
+)
 
 MAX_REL = 2**31 - 1
 
 
-def record(value: bytes = b"v" * 100, ts: int | None = None, key: bytes | None = None) -> ProducerRecord:
-    return ProducerRecord(ts, key, value, ())
-
-
 def batch_size(log: Log, n: int = 1, value: bytes = b"v" * 100) -> int:
     return len(encode_batch([(log.clock(), None, value, ())] * n))
-
-
-def segment_bases(log: Log) -> list[int]:
-    return log.segments.bases()
 
 
 # -- rolls: the four conditions -------------------------------------------------------------------------
@@ -156,17 +156,6 @@ def test_roll_when_the_log_end_nears_the_relative_offset_limit(tmp_path: Path) -
     log.close()
 
 
-def test_empty_active_segment_is_not_rolled_again(tmp_path: Path) -> None:
-    log = open_log(tmp_path / "t-0")
-    log.append_records([record()])
-    first = log.roll()
-    assert log.roll() is first and segment_bases(log) == [0, 1]
-    log.close()
-
-
-# -- reopening ------------------------------------------------------------------------------------------
-
-
 def test_reopen_after_a_clean_close_appends_to_the_same_segment(tmp_path: Path) -> None:
     cfg = config(index_interval_bytes=300)
     clock = Clock()
@@ -217,86 +206,6 @@ def test_recovery_point_after_clean_and_unclean_opens(tmp_path: Path) -> None:
 # -- truncation -----------------------------------------------------------------------------------------
 
 
-def test_truncate_to(tmp_path: Path) -> None:
-    log = open_log(tmp_path / "t-0", config(segment_bytes=600, index_interval_bytes=100))
-    for i in range(60):
-        log.append_records([record(b"%d-a" % i), record(b"%d-b" % i)])
-    expected = all_records(log)
-    assert len(log.segments) > 5
-    assert not log.truncate_to(120) and not log.truncate_to(500)  # nothing past the end
-    target = 51  # in the middle of a two-record batch: the whole batch goes
-    holder = log.segment_for(target)
-    assert holder is not None
-    assert log.truncate_to(target)
-    assert log.log_end_offset == 50
-    assert log.active_segment is holder
-    assert all_records(log) == expected[:50]
-    assert not holder.offset_index.is_full() and holder.offset_index.length == config().segment_index_bytes
-    names = os.listdir(tmp_path / "t-0")
-    assert all(int(n[:20]) <= holder.base_offset for n in names if n[:20].isdigit())
-    log.append_records([record(b"new")])
-    assert log.log_end_offset == 51
-    assert all_records(log)[-1][3] == b"new"
-    log.close()
-    again = open_log(tmp_path / "t-0", clean=False)
-    assert [r[3] for r in all_records(again)] == [r[3] for r in expected[:50]] + [b"new"]
-    again.close()
-
-
-def test_truncate_to_a_segment_base_keeps_an_empty_segment(tmp_path: Path) -> None:
-    log = open_log(tmp_path / "t-0")
-    log.append_records([record()] * 3)
-    log.roll()
-    log.append_records([record()] * 3)
-    log.truncate_to(3)
-    assert segment_bases(log) == [0, 3] and log.log_end_offset == 3
-    log.append_records([record()])
-    assert log.log_end_offset == 4
-    log.close()
-
-
-def test_truncate_below_the_first_segment_starts_over(tmp_path: Path) -> None:
-    log = open_log(tmp_path / "t-0", log_start_offset=100)
-    log.append_records([record()] * 5)
-    assert segment_bases(log) == [100] and log.log_end_offset == 105
-    log.truncate_to(40)
-    assert segment_bases(log) == [40]
-    assert log.log_start_offset == 40 and log.log_end_offset == 40
-    log.append_records([record()])
-    assert log.log_end_offset == 41
-    log.close()
-
-
-def test_reopen_then_truncate(tmp_path: Path) -> None:
-    size = len(encode_batch([(1000, None, b"test", ())]))
-    cfg = config(segment_bytes=size * 5, segment_index_bytes=1000, index_interval_bytes=10000)
-    log = open_log(tmp_path / "t-0", cfg)
-    for _ in range(100):
-        log.append_records([record(b"test", ts=1000)])
-    log.close()
-    log = open_log(tmp_path / "t-0", cfg, clean=False)
-    log.truncate_to(3)
-    assert len(log.segments) == 1 and log.log_end_offset == 3
-    log.close()
-
-
-def test_truncate_to_zero_and_to_negative(tmp_path: Path) -> None:
-    log = open_log(tmp_path / "t-0", config(segment_bytes=500))
-    for _ in range(20):
-        log.append_records([record()])
-    with pytest.raises(InvalidInput):
-        log.truncate_to(-1)
-    log.truncate_to(0)
-    assert segment_bases(log) == [0] and log.log_end_offset == 0 and log.active_segment.size == 0  # type: ignore[union-attr]
-    assert sorted(os.listdir(tmp_path / "t-0")) == [f"{0:020d}{e}" for e in (".index", ".log", ".timeindex")] + [
-        "leader-epoch-checkpoint"  # kept, emptied, as Kafka's LeaderEpochFileCache keeps it
-    ]
-    log.close()
-
-
-# -- reading --------------------------------------------------------------------------------------------
-
-
 def test_append_and_read_with_sequential_offsets(tmp_path: Path) -> None:
     log = open_log(tmp_path / "t-0", config(segment_bytes=300, index_interval_bytes=50))
     values = [b"%d" % i for i in range(200)]
@@ -315,49 +224,6 @@ def test_append_and_read_with_sequential_offsets(tmp_path: Path) -> None:
     with pytest.raises(OffsetOutOfRange):
         list(log.read(201))
     log.close()
-
-
-def test_reads_skip_compacted_gaps(tmp_path: Path) -> None:
-    log = open_log(tmp_path / "t-0", config(segment_bytes=200))
-    for i in range(20):  # every batch keeps only its last of 5 offsets, as compaction leaves it
-        log.append_batches(encode_batch([(1000 + i, None, b"%d" % i, ())], offset_deltas=[4], last_offset_delta=4))
-    assert log.log_end_offset == 100
-    assert [r.offset for r in log.records()] == list(range(4, 100, 5))
-    assert read_offset(log, 10) is None and read_offset(log, 14) is not None
-    assert [r.offset for r in log.records(10, 30)] == [14, 19, 24, 29]
-    assert log.offset_for_timestamp(1003) == (19, 1003)
-    log.close()
-
-
-def test_offset_for_timestamp(tmp_path: Path) -> None:
-    log = open_log(tmp_path / "t-0", config(segment_bytes=400, index_interval_bytes=60))
-    stamps = [500, 100, 300, 900, 200, 800, 800, 1000, 50, 1200] * 4
-    for ts in stamps:
-        log.append_records([record(b"x" * 30, ts=ts)])
-    assert len(log.segments) > 3
-    for target in range(0, 1300, 25):
-        expected = next(((o, ts) for o, ts in enumerate(stamps) if ts >= target), None)
-        assert log.offset_for_timestamp(target) == expected, target
-    log.close()
-
-
-def test_segment_for_is_a_floor(tmp_path: Path) -> None:
-    """Kafka's LogSegmentsTest closest-match operations, through the skip list."""
-    log = open_log(tmp_path / "t-0", config(segment_bytes=300))
-    for _ in range(40):
-        log.append_records([record()])
-    bases = segment_bases(log)
-    for offset in range(40):
-        segment = log.segment_for(offset)
-        assert segment is not None and segment.base_offset == max(b for b in bases if b <= offset)
-        assert segment.base_offset <= offset < segment.next_offset
-    assert log.segments.higher(bases[1]).base_offset == bases[2]  # type: ignore[index]
-    assert log.segments.lower(bases[1]).base_offset == bases[0]  # type: ignore[union-attr]
-    assert [s.base_offset for s in log.segments.values(bases[1], bases[3])] == bases[1:3]
-    log.close()
-
-
-# -- appending ------------------------------------------------------------------------------------------
 
 
 def test_append_rejects_what_a_broker_would(tmp_path: Path) -> None:
@@ -451,28 +317,6 @@ def test_listeners_and_waiting_for_records(tmp_path: Path) -> None:
     log.close()
 
 
-def test_a_reader_follows_a_writer(tmp_path: Path) -> None:
-    cfg = config(segment_bytes=600, index_interval_bytes=100)
-    writer = open_log(tmp_path / "t-0", cfg)
-    writer.append_records([record()] * 2)
-    reader = Log.open(tmp_path / "t-0", cfg)
-    assert reader.log_end_offset == 2
-    for _ in range(30):
-        writer.append_records([record()])
-    assert reader.log_end_offset == 2
-    assert reader.refresh()
-    assert reader.log_end_offset == 32 and len(reader.segments) == len(writer.segments)
-    assert [r.offset for r in reader.records()] == list(range(32))
-    got = []
-    thread = threading.Thread(target=lambda: got.append(reader.wait_for_records(31, timeout=5, poll_interval=0.01)))
-    thread.start()
-    writer.append_records([record()])
-    thread.join()
-    assert got == [True] and reader.log_end_offset == 33
-    reader.close()
-    writer.close()
-
-
 def test_describe(tmp_path: Path) -> None:
     log = open_log(tmp_path / "t-0", config(segment_bytes=300))
     for i in range(5):
@@ -482,15 +326,6 @@ def test_describe(tmp_path: Path) -> None:
     assert [s["baseOffset"] for s in info["segments"]] == segment_bases(log)
     assert info["segments"][-1]["maxTimestamp"] == 1004
     assert info["sizeBytes"] == log.size_in_bytes()
-    log.close()
-
-
-def test_records_bigger_than_a_read_chunk(tmp_path: Path) -> None:
-    log = open_log(tmp_path / "t-0", config(max_message_bytes=2 << 20))
-    big = os.urandom(600_000)
-    log.append_records([record(big), record(b"small")])
-    log.append_records([record(big[::-1])])
-    assert [r.value for r in log.records()] == [big, b"small", big[::-1]]
     log.close()
 
 
@@ -526,15 +361,15 @@ def test_write_then_read_in_threads(tmp_path: Path) -> None:
     log.close()
 
 
-def test_locate_returns_the_undecoded_batch_with_its_segment(tmp_path: Path) -> None:
-    with open_log(tmp_path / "t-0", config(segment_bytes=400)) as log:
-        for i in range(12):
-            log.append_records([record(b"%d" % i), record(b"x")])
-        for offset in range(log.log_end_offset):
-            view = log.locate(offset)
-            assert view is not None and view.segment is log.segment_for(offset)
-            h = view.header
-            assert h.base_offset <= offset <= h.last_offset
-            assert view.raw() == view.segment.read_at(view.position, h.size)
-            assert offset in view.decode().offsets
-        assert log.locate(-1) is None and log.locate(log.log_end_offset) is None
+def test_append_records_splits_under_max_message_bytes(tmp_path: Path) -> None:
+    """Records that one batch of ``max.message.bytes`` cannot hold go as several batches of one append
+    (all or nothing); a single record too large for any batch is refused and nothing is appended."""
+    with open_log(tmp_path / "t-0", config(max_message_bytes=1000)) as log:
+        result = log.append_records([record(b"x" * 300) for _ in range(10)])
+        assert (result.first_offset, result.last_offset) == (0, 9) and result.batches > 1
+        sizes = [view.size for _segment, view in log.batches()]
+        assert len(sizes) == result.batches and all(size <= 1000 for size in sizes)
+        assert [r[3] for r in log.records()] == [b"x" * 300] * 10
+        with pytest.raises(RecordTooLargeError):
+            log.append_records([record(b"small"), record(b"y" * 2000)])
+        assert log.log_end_offset == 10

@@ -81,6 +81,7 @@ def test_create_write_close_reopen(tmp_path: Path) -> None:
             reader.create_partition("new", 0)
 
 
+@pytest.mark.allow_warnings("recovery cuts the torn tail it is given")
 def test_clean_shutdown_marker_and_recovery_after_a_crash(tmp_path: Path) -> None:
     with LogDir(tmp_path, writable=True) as logdir:
         logdir.create_partition("t", 0).append_records([rec()] * 5)
@@ -148,6 +149,7 @@ def test_readers_never_modify_a_directory(tmp_path: Path) -> None:
     assert tree_fingerprint(tmp_path) == before
 
 
+@pytest.mark.allow_warnings("recovery cuts the torn tail it is given")
 def test_clean_shutdown_marker_is_kafka_3_7s_and_any_version_is_read(tmp_path: Path, fixtures_dir: Path) -> None:
     from kafkafs.storage.logdir import clean_shutdown_content, parse_clean_shutdown
 

@@ -106,6 +106,7 @@ def test_corrupt_index_rebuild(tmp_path: Path) -> None:
     indexes_match_kafka(tmp_path / "t-0", 1)
 
 
+@pytest.mark.allow_warnings("damage on purpose: recovery and readers say what they cut or skip")
 def test_a_corrupt_active_index_is_rebuilt_even_after_a_clean_shutdown(tmp_path: Path) -> None:
     log = filled(tmp_path / "t-0", n=30)
     log.close()
@@ -223,6 +224,7 @@ def test_cleaned_files_are_deleted_with_the_swaps_of_the_same_operation(tmp_path
     log.close()
 
 
+@pytest.mark.allow_warnings("damage on purpose: recovery and readers say what they cut or skip")
 def test_read_only_opens_ignore_leftovers_and_change_nothing(tmp_path: Path) -> None:
     directory = tmp_path / "t-0"
     three_segments(directory)
@@ -247,6 +249,7 @@ def test_read_only_opens_ignore_leftovers_and_change_nothing(tmp_path: Path) -> 
 # -- cutting what is not valid --------------------------------------------------------------------------
 
 
+@pytest.mark.allow_warnings("damage on purpose: recovery and readers say what they cut or skip")
 def test_corrupt_log(tmp_path: Path) -> None:
     """Kafka's testCorruptLog: random bytes after the active segment's data and index; recovery from
     offset 50 brings back exactly what was appended."""
@@ -271,6 +274,7 @@ def test_corrupt_log(tmp_path: Path) -> None:
         log.close()
 
 
+@pytest.mark.allow_warnings("damage on purpose: recovery and readers say what they cut or skip")
 def test_recovery_cuts_a_half_written_batch(tmp_path: Path) -> None:
     log = open_log(tmp_path / "t-0")
     log.append_records([record()] * 3)
@@ -293,6 +297,7 @@ def test_recovery_cuts_a_half_written_batch(tmp_path: Path) -> None:
     log.close()
 
 
+@pytest.mark.allow_warnings("damage on purpose: recovery and readers say what they cut or skip")
 def test_recovery_cuts_a_bad_crc_and_deletes_the_segments_after_it(tmp_path: Path) -> None:
     directory = tmp_path / "t-0"
     three_segments(directory)
@@ -314,6 +319,7 @@ def test_recovery_cuts_a_bad_crc_and_deletes_the_segments_after_it(tmp_path: Pat
     log.close()
 
 
+@pytest.mark.allow_warnings("damage on purpose: recovery and readers say what they cut or skip")
 def test_recovery_cuts_garbage_after_the_last_batch(tmp_path: Path) -> None:
     rng = random.Random(5)
     tails = [
@@ -354,6 +360,7 @@ def test_recovery_starts_at_the_recovery_point(tmp_path: Path) -> None:
     log.close()
 
 
+@pytest.mark.allow_warnings("damage on purpose: recovery and readers say what they cut or skip")
 def test_recovery_is_idempotent(tmp_path: Path) -> None:
     directory = tmp_path / "t-0"
     log = filled(directory, n=50)
@@ -398,6 +405,7 @@ def test_recovery_keeps_a_batch_whose_offsets_do_not_fit_the_segment(tmp_path: P
     log.close()
 
 
+@pytest.mark.allow_warnings("damage on purpose: recovery and readers say what they cut or skip")
 def test_a_writable_open_that_does_not_know_the_shutdown_recovers(tmp_path: Path) -> None:
     directory = tmp_path / "t-0"
     log = filled(directory, n=10)

@@ -489,6 +489,7 @@ def test_a_corrupt_batch_is_reported_with_file_and_position(tmp_path: Path) -> N
     seg.close()
 
 
+@pytest.mark.allow_warnings("a wrong index entry on purpose")
 def test_an_index_pointing_where_no_batch_starts_is_not_trusted(tmp_path: Path) -> None:
     seg = segment(tmp_path, 0)
     for i in range(40):

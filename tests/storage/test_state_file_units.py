@@ -97,6 +97,7 @@ def test_snapshot_bytes_as_kafka_writes_them(tmp_path):
         parse_producer_snapshot(data[:-1] + bytes([data[-1] ^ 1]))
 
 
+@pytest.mark.allow_warnings("an unreadable snapshot on purpose")
 def test_producer_state_snapshots(tmp_path):
     state = ProducerState(tmp_path, writable=True)
     buf = batch(0, [(None, b"a", ())], producer_id=7, producer_epoch=1, base_sequence=0)
@@ -139,3 +140,18 @@ def test_partition_metadata(fixtures_dir, tmp_path):
     for bad in (b"version: 0\n", b"version: x\ntopic_id: AAAAAAAAAAAAAAAAAAAAAA", b"version: 0\ntopic_id: AAAAAAAAAAAAAAAAAAAAAA"):
         with pytest.raises(CorruptRecordError):
             parse_partition_metadata(bad)
+
+
+def test_state_files_are_never_read_through_links(tmp_path):
+    target = tmp_path / "elsewhere"
+    target.write_bytes(b"0\n1\n9 0\n")
+    folder = tmp_path / "t-0"
+    folder.mkdir()
+    (folder / "leader-epoch-checkpoint").symlink_to(target)
+    (folder / "partition.metadata").symlink_to(tmp_path / "meta")
+    (tmp_path / "meta").write_bytes(b"version: 0\ntopic_id: f64BRmo_QQOpNWuZOGjZrA")
+    (folder / "00000000000000000005.snapshot").symlink_to(target)
+    cache = LeaderEpochCache(folder, writable=False)
+    assert cache.entries == [] and not cache.loaded_ok
+    assert read_topic_id(folder) is None
+    assert snapshot_offsets(folder) == []

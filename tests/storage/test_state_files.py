@@ -187,3 +187,30 @@ def test_new_partitions_get_metadata_and_an_empty_checkpoint(tmp_path):
     assert a == b
     assert epochs(tmp_path / "t-0") == []
     assert snapshots(tmp_path / "t-0") == {}  # nothing past the log start to snapshot (Kafka writes none)
+
+
+def test_produce_with_a_leader_epoch(tmp_path):
+    import subprocess
+    import sys
+
+    def produce(*args: str, data: bytes = b"a\nb\n", rc: int = 0) -> subprocess.CompletedProcess:
+        proc = subprocess.run([sys.executable, "-m", "kafkafs.cli", "produce", str(tmp_path), "p-0", *args],
+                              input=data, capture_output=True, timeout=120)
+        assert proc.returncode == rc and b"Traceback" not in proc.stderr, proc.stderr
+        return proc
+
+    produce()
+    produce("--leader-epoch", "4")
+    produce("--leader-epoch", "4", data=b"c\n")
+    assert epochs(tmp_path / "p-0") == expected_epochs(tmp_path / "p-0") == [(0, 0), (4, 2)]
+    assert b"below the partition's current epoch 4" in produce("--leader-epoch", "3", rc=2).stderr
+    assert [f["partitionLeaderEpoch"] for f, _d, _p in log_batches(tmp_path / "p-0")] == [0, 4, 4]
+
+
+def test_truncation_inside_a_batch_cuts_at_the_batch(written):
+    with open_logdir(written.parent, **{"segment.bytes": 200}) as logdir:
+        log_ = logdir.log("orders-0")
+        log_.truncate_to(2)  # offsets 1..2 are one batch (producer 7): it goes whole, the log ends at 1
+        assert log_.log_end_offset == 1
+        assert max(snapshots(written), default=0) <= 1 and epochs(written) == [(0, 0)]
+        assert log_.state_files.producers().entries == {}

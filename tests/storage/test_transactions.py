@@ -7,12 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from kafkafs.errors import CorruptRecordError, InvalidInput
 from kafkafs.format.batch import encode_batch, encode_control_batch
 from kafkafs.format.txnindex import AbortedTxn, parse_txn_index
 from kafkafs.storage.log import Log
 from kafkafs.storage.transactions import ProducerTransactions
-from kafkafs.storage.txnindex import TransactionIndex
 
 from .helpers import Clock, config, open_log
 
@@ -108,6 +106,7 @@ def test_entries_go_to_the_segment_of_the_marker(tmp_path: Path) -> None:
     assert entries(directory, 7) == [AbortedTxn(2, 3, 7, 8)]
 
 
+@pytest.mark.allow_warnings("a damaged .txnindex on purpose")
 def test_recovery_rebuilds_the_txnindex_identically(tmp_path: Path) -> None:
     directory = tmp_path / "t-0"
     log = open_log(directory)
@@ -211,37 +210,6 @@ def test_retention_and_renames_carry_the_txnindex(tmp_path: Path) -> None:
     assert log.delete_expired_files() == ["00000000000000000000.log.deleted", "00000000000000000005.log.deleted"]
     assert list(txn_files(directory)) == ["00000000000000000007.txnindex"]
     log.close()
-
-
-def test_transaction_index_file(tmp_path: Path) -> None:
-    path = tmp_path / "00000000000000000010.txnindex"
-    index = TransactionIndex(path, 10)
-    assert index.entries() == [] and not index.exists()
-    index.reset()
-    index.truncate_to(0)
-    assert not index.exists()  # nothing creates the file but an entry
-    index.append(AbortedTxn(1, 3, 10, 11))
-    index.append(AbortedTxn(2, 5, 12, 13))
-    with pytest.raises(InvalidInput, match="does not follow"):
-        index.append(AbortedTxn(3, 5, 12, 13))
-    index.flush()
-    assert TransactionIndex(path, 10).entries() == [AbortedTxn(1, 3, 10, 11), AbortedTxn(2, 5, 12, 13)]
-    index.truncate_to(12)
-    assert index.entries() == [AbortedTxn(1, 3, 10, 11)]
-    index.append(AbortedTxn(2, 5, 12, 13))
-    with open(path, "ab") as f:
-        f.write(b"torn")
-    with pytest.raises(CorruptRecordError, match="whole number"):
-        index.sanity_check()
-    fresh = TransactionIndex(path, 10)
-    fresh.append(AbortedTxn(4, 13, 14, 15))  # the torn tail is cut before the new entry
-    assert fresh.entries()[-1] == AbortedTxn(4, 13, 14, 15) and path.stat().st_size == 3 * 34
-    fresh.sanity_check()
-    with pytest.raises(CorruptRecordError, match="below the segment's base offset"):
-        TransactionIndex(path, 11).sanity_check()
-    fresh.rename(tmp_path / "x.deleted")
-    assert fresh.exists() and not path.exists()
-    assert fresh.delete() and not fresh.delete()
 
 
 def test_producer_transactions_follow_kafka() -> None:

@@ -210,7 +210,7 @@ class Message:
         for common in spec.get("commonStructs", ()):
             self._structs[common["name"]] = common["fields"]
         self._fields = self._compile_fields(spec["fields"])
-        self._readers: dict[int, Any] = {}
+        self._plans: dict[tuple, tuple] = {}
 
     @property
     def type_name(self) -> str:
@@ -244,7 +244,7 @@ class Message:
         are an error (as Kafka's serdes say). Raises :class:`CorruptRecordError`."""
         if version not in self.valid:
             raise CorruptRecordError(f"{self.name} has no version {version}")
-        reader = _Reader(bytes(buf), pos)
+        reader = _Reader(buf if type(buf) is bytes else bytes(buf), pos)
         try:
             obj = self._read_struct(reader, self._fields, version, version in self.flexible)
         except (IndexError, ValueError, UnicodeDecodeError, struct.error) as exc:
@@ -255,16 +255,56 @@ class Message:
             )
         return obj
 
+    def _plan(self, fields: list[_Field], version: int, flexible: bool) -> tuple[list, dict]:
+        """The fields of a struct at ``version``: (json name, reader) of each regular one in order, and
+        the tagged ones by tag; made once per struct and version (a dict set is atomic: thread-safe)."""
+        key = (id(fields), version, flexible)
+        plan = self._plans.get(key)
+        if plan is None:
+            regular = []
+            tagged: dict[int, _Field] = {}
+            for f in fields:
+                if version not in f.versions:
+                    continue
+                if flexible and version in f.tagged:
+                    tagged[f.tag] = f
+                    continue
+                regular.append((f.json_name, self._reader_of(f, version, flexible)))
+            plan = self._plans[key] = (regular, tagged)
+        return plan
+
+    def _reader_of(self, f: _Field, version: int, flexible: bool):
+        st = _FIXED.get(f.kind)
+        if st is not None:
+            unpack, size = st.unpack_from, st.size
+
+            def fixed(r: _Reader):
+                pos = r.pos
+                end = pos + size
+                if end > len(r.buf):
+                    raise CorruptRecordError(f"message truncated at {pos}")
+                r.pos = end
+                return unpack(r.buf, pos)[0]
+
+            return fixed
+        nullable = version in f.nullable
+        if f.kind == "string" and flexible:
+            def compact_string(r: _Reader):
+                n = r.uvarint() - 1
+                if n < 0:
+                    if not nullable:
+                        raise CorruptRecordError(f"non-nullable field {f.name} was null")
+                    return None
+                return r.take(n).decode("utf-8")
+
+            return compact_string
+        read_value = self._read_value
+        kind = f.kind
+        return lambda r: read_value(r, f, kind, version, flexible, nullable)
+
     def _read_struct(self, r: _Reader, fields: list[_Field], version: int, flexible: bool) -> dict:
-        obj: dict = {}
-        tagged: dict[int, _Field] = {}
-        for f in fields:
-            if version not in f.versions:
-                continue
-            if flexible and version in f.tagged:
-                tagged[f.tag] = f
-                continue
-            obj[f.json_name] = self._read_value(r, f, f.kind, version, flexible, version in f.nullable)
+        regular, tagged = self._plan(fields, version, flexible)
+        obj = {name: read(r) for name, read in regular}
         if flexible:
             found: dict[str, Any] = {}
             for _ in range(r.uvarint()):

@@ -1,0 +1,27 @@
+"""The errno boundary: kafkafs errors become errno in one place."""
+
+from __future__ import annotations
+
+import errno
+
+import pytest
+
+from kafkafs.errors import CorruptRecordError, InvalidInput, InvalidName, ReadOnlyError, RecordTooLargeError
+from kafkafs.fs.errnos import errno_for
+from kafkafs.fs.tree import NotFound, NotPermitted
+
+
+@pytest.mark.allow_warnings("errors are logged where they become errno")
+def test_errno_mapping():
+    assert errno_for(NotFound("x"), rw=False) == errno.ENOENT
+    assert errno_for(NotPermitted("x"), rw=False) == errno.EROFS
+    assert errno_for(NotPermitted("x"), rw=True) == errno.EACCES
+    assert errno_for(ReadOnlyError("x"), rw=True) == errno.EROFS
+    assert errno_for(CorruptRecordError("bad", 3, "/x.log"), rw=False) == errno.EIO
+    assert errno_for(InvalidInput("x"), rw=True) == errno.EINVAL
+    assert errno_for(InvalidName("x"), rw=True, mkdir=True) == errno.EINVAL
+    assert errno_for(InvalidName("x"), rw=True) == errno.ENOENT
+    assert errno_for(RecordTooLargeError("x"), rw=True) == errno.EFBIG
+    assert errno_for(FileExistsError(), rw=True) == errno.EEXIST
+    assert errno_for(OSError(errno.ENOSPC, "full"), rw=True) == errno.ENOSPC
+    assert errno_for(RuntimeError("?"), rw=True) == errno.EIO

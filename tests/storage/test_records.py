@@ -1,0 +1,116 @@
+"""FileRecords: a ``.log`` as a sequence of batches (positional reads and writes, chunked scans that
+stop at a partial batch or zero fill, damage placed in the file, the descriptor's life)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from kafkafs.errors import CorruptRecordError, KafkafsError, UnsafeFileError
+from kafkafs.format.batch import encode_batch, read_batch_header
+from kafkafs.storage.records import CHUNK_BYTES, FileRecords
+
+LIMIT = 64 * 1024 * 1024
+
+
+def _batches(n: int, size: int = 50, base: int = 0) -> list[bytes]:
+    return [encode_batch([(1000 + i, None, b"v" * size, ())], base_offset=base + i) for i in range(n)]
+
+
+def _records(tmp_path: Path, data: bytes = b"", *, writable: bool = False) -> FileRecords:
+    path = tmp_path / "00000000000000000000.log"
+    if data or not path.exists():
+        path.write_bytes(data)
+    return FileRecords(path, writable=writable, max_batch_size=LIMIT)
+
+
+def test_batches_in_file_order_with_positions(tmp_path: Path) -> None:
+    parts = _batches(5)
+    data = b"".join(parts)
+    records = _records(tmp_path, data)
+    assert records.open(create=False) == len(data)
+    views = list(records.batches(0, len(data)))
+    positions = [sum(len(p) for p in parts[:i]) for i in range(5)]
+    assert [v.position for v in views] == positions
+    assert [v.header.base_offset for v in views] == [0, 1, 2, 3, 4]
+    assert [v.raw() for v in views] == parts
+    assert [v.header.base_offset for v in records.batches(positions[3], len(data))] == [3, 4]
+    assert [v.header.base_offset for v in records.batches(0, positions[2])] == [0, 1]  # the end bounds it
+
+
+def test_a_partial_batch_or_zero_fill_at_the_end_stops_quietly(tmp_path: Path) -> None:
+    parts = _batches(3)
+    whole = b"".join(parts)
+    cut = whole + parts[0][:30]
+    records = _records(tmp_path, cut)
+    assert len(list(records.batches(0, len(cut)))) == 3
+    zeroed = whole + bytes(4096)
+    (tmp_path / "00000000000000000000.log").write_bytes(zeroed)
+    assert len(list(records.batches(0, len(zeroed)))) == 3
+
+
+def test_damage_is_raised_with_its_file_and_position_after_the_good_batches(tmp_path: Path) -> None:
+    parts = _batches(3)
+    data = b"".join(parts) + b"\x00" * 8 + b"\x7f\xff\xff\xff" + b"garbage!" * 4
+    records = _records(tmp_path, data)
+    seen = []
+    with pytest.raises(CorruptRecordError) as info:
+        for view in records.batches(0, len(data)):
+            seen.append(view.header.base_offset)
+    assert seen == [0, 1, 2]
+    assert info.value.position == sum(len(p) for p in parts)
+    assert info.value.file == str(records.path)
+
+
+def test_a_batch_larger_than_a_chunk_gets_a_read_of_its_own(tmp_path: Path) -> None:
+    parts = [*_batches(2), encode_batch([(1, None, b"x" * (CHUNK_BYTES + 999), ())], base_offset=2), *_batches(2, base=3)]
+    data = b"".join(parts)
+    records = _records(tmp_path, data)
+    views = list(records.batches(0, len(data)))
+    assert [v.header.base_offset for v in views] == [0, 1, 2, 3, 4]
+    assert views[2].decode().values[0] == b"x" * (CHUNK_BYTES + 999)
+
+
+def test_writes_truncation_and_renames(tmp_path: Path) -> None:
+    records = FileRecords(tmp_path / "00000000000000000000.log", writable=True, max_batch_size=LIMIT)
+    assert records.open(create=True) == 0
+    parts = _batches(3)
+    records.write_at(parts[0], 0)
+    records.write_at(parts[1] + parts[2], len(parts[0]))
+    records.fsync()
+    assert records.stat_size() == sum(map(len, parts))
+    assert records.read_at(len(parts[0]), len(parts[1])) == parts[1]
+    records.truncate(len(parts[0]))
+    assert records.stat_size() == len(parts[0])
+    moved = tmp_path / "00000000000000000000.log.swap"
+    records.rename(moved)
+    assert records.path == moved and moved.exists()
+    assert read_batch_header(records.read_at(0, len(parts[0])), 0).base_offset == 0  # the descriptor followed
+    records.close()
+    with pytest.raises(KafkafsError, match="closed"):
+        records.read_at(0, 1)
+
+
+def test_release_reopens_on_next_use_and_tells_the_owner(tmp_path: Path) -> None:
+    opened = []
+    path = tmp_path / "00000000000000000000.log"
+    path.write_bytes(b"".join(_batches(2)))
+    records = FileRecords(path, writable=False, max_batch_size=LIMIT, on_open=lambda: opened.append(1))
+    handle = records.handle()
+    records.release()
+    assert os.fstat(handle.fd)  # a reader holding the old handle still reads
+    assert records.handle() is not handle and len(opened) == 2
+
+
+def test_a_missing_file_is_damage_and_a_link_is_never_followed(tmp_path: Path) -> None:
+    missing = FileRecords(tmp_path / "00000000000000000007.log", writable=False, max_batch_size=LIMIT)
+    with pytest.raises(CorruptRecordError, match="missing"):
+        missing.open(create=False)
+    target = tmp_path / "elsewhere.log"
+    target.write_bytes(b"".join(_batches(1)))
+    link = tmp_path / "00000000000000000000.log"
+    os.symlink(target, link)
+    with pytest.raises(UnsafeFileError):
+        FileRecords(link, writable=True, max_batch_size=LIMIT).open(create=False)
