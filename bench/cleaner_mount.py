@@ -116,7 +116,7 @@ class Soak:
              "--config", str(self.root / "kafkafs.toml")],
             stdout=self.mount_log, stderr=subprocess.STDOUT, env=env, cwd=str(ROOT),
         )
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 120  # a loaded machine can take that long to start Python and FUSE
         while not os.path.ismount(self.mnt):
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError("the mount did not start: " + (self.root / "mount.log").read_text())
