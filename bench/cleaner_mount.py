@@ -112,7 +112,7 @@ class Soak:
         env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT)] + sys.path))
         self.mount_log = open(self.root / "mount.log", "wb")
         proc = subprocess.Popen(
-            [sys.executable, "-m", "kafkafs.fs.mount", str(self.logs), str(self.mnt), "--rw", "-f",
+            [sys.executable, "-m", "kafkafs", "mount", str(self.logs), str(self.mnt), "--rw", "-f",
              "--config", str(self.root / "kafkafs.toml")],
             stdout=self.mount_log, stderr=subprocess.STDOUT, env=env, cwd=str(ROOT),
         )
