@@ -70,16 +70,6 @@ def _add_schemas_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _registry(logdir: str, args: argparse.Namespace):
-    """The Schema Registry schemas of ``logdir`` and ``--schemas`` (None when there are none)."""
-    from .storage.schemas import load_registry
-
-    schemas = getattr(args, "schemas", None)
-    if schemas is not None and not os.path.isdir(schemas):
-        raise CommandError(f"--schemas {schemas}: not a directory")
-    return load_registry(logdir, schemas)
-
-
 def _open_logdir(path: str, args: argparse.Namespace, *, writable: bool, strict: bool = True):
     """The log directory at ``path``; UsageError (exit 2) for a path that is not one (``strict``: an
     existing log directory is required, see :func:`~kafkafs.storage.logdir.check_log_directory`)."""
@@ -138,7 +128,8 @@ def cmd_index(args: argparse.Namespace) -> int:
     from .storage.logdir import check_log_directory
 
     check_log_directory(args.logdir)  # a missing path, a partition folder: usage errors (SPEC §4)
-    report = index_logdir(args.logdir, cache_dir=args.cache_dir, mode=args.values, settings=_settings(args))
+    report = index_logdir(args.logdir, cache_dir=args.cache_dir, mode=args.values, settings=_settings(args),
+                          schemas=args.schemas)
     print(report.line(), file=sys.stderr)
     return EXIT_OK
 
@@ -195,22 +186,15 @@ def cmd_produce(args: argparse.Namespace) -> int:
 
 
 def cmd_consume(args: argparse.Namespace) -> int:
-    from .consume import OffsetSpec, consume, parse_offset_spec, resolve_partitions
-    from .format.timestamps import parse_timestamp
+    from .consume import consume, resolve_partitions, start_from_args
+    from .storage.schemas import load_registry
 
-    spec, stop_ts = OffsetSpec("beginning"), None
-    for item in args.offset or []:
-        if item.lower().startswith("e@"):
-            stop_ts = parse_timestamp(item[2:])
-        else:
-            spec = parse_offset_spec(item)
-    if args.from_time is not None:
-        spec = OffsetSpec("time", parse_timestamp(args.from_time))
+    spec, stop_ts = start_from_args(args)
     logdir = _open_logdir(args.logdir, args, writable=False)
     try:
         names = resolve_partitions(logdir, args.partition, args.topic, args.partition_number)
         consume(logdir, names, _stdout(), spec=spec, stop_ts=stop_ts, count=args.count, follow=args.follow,
-                interleave=not args.no_interleave, mode=args.values, registry=_registry(args.logdir, args))
+                interleave=not args.no_interleave, mode=args.values, registry=load_registry(args.logdir, args.schemas))
     finally:
         logdir.close()
     return EXIT_OK
@@ -220,24 +204,9 @@ def cmd_consume(args: argparse.Namespace) -> int:
 
 
 def cmd_dump(args: argparse.Namespace) -> int:
-    import io
+    from .dump.options import run_from_args
 
-    from .dump import dump_files
-    from .dump.options import options_from_args
-
-    files = [*args.file, *(f for item in args.files or [] for f in item.split(",") if f)]
-    if not files:
-        raise CommandError("nothing to dump: name a file, or --files FILE1,FILE2 as kafka-dump-log takes them")
-    for name in files:
-        if not os.path.isfile(name):
-            raise CommandError(f"{name}: {'no such file' if not os.path.exists(name) else 'not a file'}")
-    options = options_from_args(args)
-    out = io.TextIOWrapper(sys.stdout.buffer, encoding="utf-8", errors="replace", newline="\n")
-    try:
-        return dump_files(files, out, sys.stderr, options)
-    finally:
-        out.flush()
-        out.detach()
+    return run_from_args(args, sys.stdout.buffer, sys.stderr)
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
@@ -336,6 +305,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from .consume import add_consume_arguments
     from .dump.options import add_dump_arguments
 
     parser = _Parser(
@@ -366,6 +336,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("logdir")
     _add_cache_dir_option(p)
     _add_values_option(p)
+    _add_schemas_option(p)
     _add_settings_options(p)
     p.set_defaults(func=cmd_index)
 
@@ -379,16 +350,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("consume", help="print records as JSON lines (a partition, or every partition of a topic)")
     p.add_argument("logdir")
-    p.add_argument("partition", nargs="?", metavar="TOPIC[-PARTITION]", help="a partition folder, or a whole topic")
-    p.add_argument("-t", "--topic", help="the topic (kcat style; every partition unless -p)")
-    p.add_argument("-p", dest="partition_number", type=int, metavar="N", help="the partition (with -t)")
-    p.add_argument("-o", "--offset", "--from-offset", dest="offset", action="append", metavar="OFFSET",
-                   help="beginning|earliest, end|latest, N, -N (from the end), s@TS (start), e@TS (stop)")
-    p.add_argument("--from-time", metavar="TS", help="first record at or after TS (epoch ms or ISO-8601 UTC)")
-    p.add_argument("-c", "--count", "--max-records", dest="count", type=int, metavar="N", help="stop after N records")
-    p.add_argument("-f", "--follow", action="store_true", help="keep printing new records")
-    p.add_argument("-e", dest="exit_at_end", action="store_true", help="exit at the end (the default; kcat's -e)")
-    p.add_argument("--no-interleave", action="store_true", help="a whole topic partition by partition, not by time")
+    add_consume_arguments(p)
     _add_values_option(p)
     _add_schemas_option(p)
     _add_settings_options(p)

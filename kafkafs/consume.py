@@ -15,6 +15,7 @@ partition order. A name that is a partition folder (``orders-1``) is that partit
 
 from __future__ import annotations
 
+import argparse
 import heapq
 import re
 import time
@@ -30,7 +31,7 @@ from .storage.log import Log
 from .storage.logdir import LogDir
 from .storage.names import parse_partition_dir_name
 
-__all__ = ["OffsetSpec", "parse_offset_spec", "resolve_partitions", "consume"]
+__all__ = ["OffsetSpec", "parse_offset_spec", "resolve_partitions", "consume", "add_consume_arguments", "start_from_args"]
 
 _NUMBER = re.compile(r"[+-]?\d+")
 
@@ -227,3 +228,30 @@ def _wait(readers: list[_Reader]) -> None:
             if r.log.wait_for_records(r.next_offset - 1, timeout=0):
                 return
         time.sleep(0.2)
+
+
+def add_consume_arguments(p: argparse.ArgumentParser) -> None:
+    """``kafkafs consume``'s own arguments (values, schemas and settings come from the command line)."""
+    p.add_argument("partition", nargs="?", metavar="TOPIC[-PARTITION]", help="a partition folder, or a whole topic")
+    p.add_argument("-t", "--topic", help="the topic (kcat style; every partition unless -p)")
+    p.add_argument("-p", dest="partition_number", type=int, metavar="N", help="the partition (with -t)")
+    p.add_argument("-o", "--offset", "--from-offset", dest="offset", action="append", metavar="OFFSET",
+                   help="beginning|earliest, end|latest, N, -N (from the end), s@TS (start), e@TS (stop)")
+    p.add_argument("--from-time", metavar="TS", help="first record at or after TS (epoch ms or ISO-8601 UTC)")
+    p.add_argument("-c", "--count", "--max-records", dest="count", type=int, metavar="N", help="stop after N records")
+    p.add_argument("-f", "--follow", action="store_true", help="keep printing new records")
+    p.add_argument("-e", dest="exit_at_end", action="store_true", help="exit at the end (the default; kcat's -e)")
+    p.add_argument("--no-interleave", action="store_true", help="a whole topic partition by partition, not by time")
+
+
+def start_from_args(args: argparse.Namespace) -> tuple[OffsetSpec, int | None]:
+    """(where to start, the timestamp to stop before) from ``-o`` (repeatable) and ``--from-time``."""
+    spec, stop_ts = OffsetSpec("beginning"), None
+    for item in args.offset or []:
+        if item.lower().startswith("e@"):
+            stop_ts = parse_timestamp(item[2:])
+        else:
+            spec = parse_offset_spec(item)
+    if args.from_time is not None:
+        spec = OffsetSpec("time", parse_timestamp(args.from_time))
+    return spec, stop_ts

@@ -183,3 +183,15 @@ def test_function_local_and_type_checking_imports_are_seen(tmp_path):
 def test_no_module_over_500_lines():
     long = {name: n for name, path in MODULES.items() if (n := len(path.read_text().splitlines())) > MAX_LINES}
     assert not long, f"modules over {MAX_LINES} lines: {long}"
+
+
+def test_every_module_of_fs_and_storage_has_its_own_test_module():
+    """Tests mirror units: ``kafkafs/<layer>/<name>.py`` is tested in ``tests/<layer>/test_<name>.py``."""
+    tests = PACKAGE.parent / "tests"
+    missing = [
+        f"{layer}/{path.stem}"
+        for layer in ("fs", "storage")
+        for path in sorted((PACKAGE / layer).glob("*.py"))
+        if path.stem != "__init__" and not (tests / layer / f"test_{path.stem}.py").exists()
+    ]
+    assert not missing, f"modules without a test module of their own: {missing}"

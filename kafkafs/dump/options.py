@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import io
+import os
 from dataclasses import dataclass
+from typing import BinaryIO, TextIO
 
-__all__ = ["DumpOptions", "INT_MAX", "add_dump_arguments", "options_from_args"]
+from ..errors import InvalidInput
+
+__all__ = ["DumpOptions", "INT_MAX", "add_dump_arguments", "options_from_args", "run_from_args"]
 
 INT_MAX = 2**31 - 1
 
@@ -92,3 +97,22 @@ def options_from_args(args: argparse.Namespace) -> DumpOptions:
         max_message_size=args.max_message_size,
         json=args.json,
     )
+
+
+def run_from_args(args: argparse.Namespace, out: BinaryIO, err: TextIO) -> int:
+    """``kafkafs dump``: the files named (``InvalidInput`` for none, or one that is not a file), dumped
+    to ``out`` as UTF-8 text; the exit code."""
+    from . import dump_files
+
+    files = [*args.file, *(f for item in args.files or [] for f in item.split(",") if f)]
+    if not files:
+        raise InvalidInput("nothing to dump: name a file, or --files FILE1,FILE2 as kafka-dump-log takes them")
+    for name in files:
+        if not os.path.isfile(name):
+            raise InvalidInput(f"{name}: {'no such file' if not os.path.exists(name) else 'not a file'}")
+    text = io.TextIOWrapper(out, encoding="utf-8", errors="replace", newline="\n")
+    try:
+        return dump_files(files, text, err, options_from_args(args))
+    finally:
+        text.flush()
+        text.detach()

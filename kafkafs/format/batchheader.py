@@ -131,6 +131,9 @@ class BatchHeader(NamedTuple):
         return self.magic >= 2 and bool(self.attributes & _CONTROL_MASK)
 
 
+_LONG_MAX = 2**63 - 1
+
+
 def read_batch_header(buf, pos: int = 0, end: int | None = None, max_batch_size: int | None = None):
     """The header of the batch at ``pos``, or None when the bytes up to ``end`` hold only part of it.
 
@@ -158,8 +161,13 @@ def read_batch_header(buf, pos: int = 0, end: int | None = None, max_batch_size:
         )
     if pos + length + LOG_OVERHEAD > end:
         return None
+    if not 0 <= base_offset <= _LONG_MAX:  # outside the CRC: an on-disk offset is never negative
+        raise CorruptRecordError(f"base offset {base_offset} is negative", pos)
     if magic == 2:
-        return BatchHeader(pos, *_V2_HEADER.unpack_from(buf, pos))
+        header = BatchHeader(pos, *_V2_HEADER.unpack_from(buf, pos))
+        if base_offset + header.last_offset_delta > _LONG_MAX:
+            raise CorruptRecordError(f"offsets past {base_offset} do not fit a long", pos)
+        return header
     return _legacy_header(buf, pos, base_offset, length, magic)
 
 

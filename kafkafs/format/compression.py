@@ -199,8 +199,18 @@ def _into_scratch(module, name: str, data: Buffer, max_size: int) -> bytes:
             if capacity < max_size and any(m in str(e) for m in _FULL_MESSAGES):
                 capacity = min(max_size, capacity * 2)
                 continue
+            del out
+            _shrink_scratch()  # an oversized or corrupt batch: do not keep what it grew
             raise _library_error(name, e, max_size) from None
         return bytes(out[:n])
+
+
+def _shrink_scratch() -> None:
+    """Give back the thread's scratch buffer if a failed batch grew it past the starting size (a
+    decompression bomb must not leave every worker thread holding ``_SCRATCH_KEEP`` bytes)."""
+    buf = getattr(_scratch, "buf", None)
+    if buf is not None and len(buf) > _SCRATCH_START:
+        _scratch.buf = None
 
 
 _GZIP_MAGIC = b"\x1f\x8b"
@@ -219,6 +229,7 @@ def _gunzip(data: Buffer, max_size: int) -> bytes:
             raise CorruptRecordError(f"gzip data is corrupt: {e}") from None
         total += len(part)
         if total > max_size:
+            del part, parts  # the error's traceback keeps this frame: not its 64 MiB (finding 7)
             raise _too_big("gzip", max_size)
         if not inflater.eof:
             raise CorruptRecordError("gzip data is truncated")
@@ -247,11 +258,11 @@ def _unsnappy(view: memoryview, max_size: int) -> bytes:
 def _unxerial(view: memoryview, max_size: int) -> bytes:
     """snappy-java's stream: 16-byte header, then (big-endian i32 length, raw snappy block)*. Each
     block's inflated size is in its own header, so the limit is checked before anything is inflated."""
-    parts: list[bytes] = []
+    blocks: list[memoryview] = []
     total = 0
     pos = len(_XERIAL_HEADER)
     end = len(view)
-    while pos < end:
+    while pos < end:  # every block's size first: a bomb is refused before anything is inflated
         if end - pos < 4:
             raise CorruptRecordError("snappy (xerial) data is truncated in a chunk length")
         (length,) = _I32.unpack_from(view, pos)
@@ -261,13 +272,16 @@ def _unxerial(view: memoryview, max_size: int) -> bytes:
         block = view[pos : pos + length]
         pos += length
         try:
-            size = cramjam.snappy.decompress_raw_len(block)
-            if size > max_size - total:
-                raise _too_big("snappy", max_size)
-            parts.append(bytes(cramjam.snappy.decompress_raw(block)))
+            total += cramjam.snappy.decompress_raw_len(block)
         except cramjam.DecompressionError as e:
             raise CorruptRecordError(f"snappy (xerial) data is corrupt: {e}") from None
-        total += size
+        if total > max_size:
+            raise _too_big("snappy", max_size)
+        blocks.append(block)
+    try:
+        parts = [bytes(cramjam.snappy.decompress_raw(block)) for block in blocks]
+    except cramjam.DecompressionError as e:
+        raise CorruptRecordError(f"snappy (xerial) data is corrupt: {e}") from None
     return parts[0] if len(parts) == 1 else b"".join(parts)
 
 

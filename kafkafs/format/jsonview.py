@@ -17,7 +17,8 @@ from ..errors import CorruptRecordError
 from . import kernel as _kernel
 from .appendlines import ProducerRecord, parse_lines, parse_record_line, parse_record_lines
 from .batch import DEFAULT_MAX_INFLATED_BYTES, DecodedBatch, decode_batch, read_batch_header, records_section
-from .batchheader import validate_batch
+from .batchheader import _V2_HEADER, LOG_OVERHEAD, V2_HEADER_SIZE, validate_batch
+from .crc import crc32c
 from .jsonembed import indent_json, is_json, render_value, view_auto, view_base64, view_string
 from .jsonrender import (
     VALUES_MODES,
@@ -114,6 +115,21 @@ def render_record_pretty(
 def _raw(topic, partition, buf, mode, decoder, lo, hi, ts_lo, ts_hi, what, max_inflated_bytes):
     """The work of the raw functions; ``what`` 0: bytes, 1: lengths, 2: (bytes, offsets, ends),
     3: (bytes, number of lines)."""
+    kernel = _kernel.KERNEL
+    if kernel is not None and (decoder is None or mode != "auto") and mode in _kernel.MODES:
+        # The hot path (an uncompressed v2 batch whose CRC holds): the header unpacked in place, the
+        # records handed to the kernel without a copy. Anything else takes the general path below,
+        # which says what is wrong exactly as decode_batch does.
+        size = len(buf)
+        if size >= V2_HEADER_SIZE and buf[16] == 2:
+            (base_offset, length, _epoch, _magic, crc, attributes, _delta, first_ts, max_ts, producer_id, _pepoch,
+             _seq, count) = _V2_HEADER.unpack_from(buf, 0)
+            if length + LOG_OVERHEAD == size and not attributes & 0x07:
+                view = memoryview(buf)
+                if crc32c(view[21:]) == crc:
+                    return kernel.render(line_prefix(topic, partition), view[V2_HEADER_SIZE:], base_offset, first_ts,
+                                         max_ts, attributes, producer_id, count, _kernel.MODES[mode], lo, hi, ts_lo,
+                                         ts_hi, what)
     check_mode(mode)
     header = read_batch_header(buf, 0)
     if header is None or header.size != len(buf):

@@ -16,8 +16,8 @@ from ..errors import (
     ReadOnlyError,
     RecordTooLargeError,
 )
+from .handles import NotFound, NotPermitted
 from .partition import report_corrupt
-from .tree import NotFound, NotPermitted
 
 __all__ = ["errno_for"]
 

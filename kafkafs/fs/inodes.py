@@ -123,15 +123,8 @@ class InodeTable:
 
     def discard_if_unused(self, ino: int, taken: int = 0) -> None:
         """Give back ``taken`` references and drop the node if nobody holds it (a reply the kernel
-        never received)."""
-        with self._guard:
-            if ino == ROOT_INODE or ino not in self._nodes:
-                return
-            left = self._counts.get(ino, 0) - taken
-            if left > 0:
-                self._counts[ino] = left
-            else:
-                self._drop(ino)
+        never received): a ``forget`` of what the reply took."""
+        self.forget(ino, taken)
 
     def _drop(self, ino: int) -> None:
         self._counts.pop(ino, None)

@@ -27,7 +27,8 @@ import trio
 
 from .inodes import InodeTable
 from .partition import PartitionState
-from .tree import SegmentFile, Tree
+from .partition_nodes import SegmentFile
+from .tree import Tree
 
 __all__ = ["Invalidator", "poll_forever", "POLL_INTERVAL"]
 

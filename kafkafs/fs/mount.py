@@ -29,6 +29,7 @@ from ..format.jsonview import VALUES_MODES
 from ..storage.config import Settings
 from ..storage.logdir import LogDir, check_log_directory
 from ..storage.schemas import load_registry
+from .memory import return_large_blocks
 
 __all__ = ["mount", "MountError", "fuse_option_set"]
 
@@ -237,6 +238,7 @@ def serve(
     # Decoding makes many short-lived objects and no cycles: collect the young generation less often.
     gc.freeze()
     gc.set_threshold(50_000, 20, 20)
+    return_large_blocks()  # decompression bombs must not leave their memory with the daemon (fs/memory)
     directory, rw = _open_logdir(logdir, settings, rw)
     if not rw:
         options = options | {"ro"}

@@ -104,7 +104,11 @@ def is_segment_file(name: str) -> bool:
     files"). Not producer ``.snapshot`` files or checkpoints, which are not segment files; not files
     marked ``.deleted``, ``.cleaned`` or ``.swap`` either: they are on their way out of the log or not
     yet in it, vanish at any moment, and would count records twice in ``cat segments/*.log``."""
-    return _SEGMENT_FILE.match(name) is not None
+    m = _SEGMENT_FILE.match(name)
+    return m is not None and int(m.group(1)) <= _LONG_MAX  # Kafka's offsets are longs
+
+
+_LONG_MAX = 2**63 - 1
 
 
 #: State files a partition folder holds besides its segments, with fixed ``readdir`` ids.
@@ -156,4 +160,5 @@ def segment_file_key(name: str) -> int:
     m = _SEGMENT_FILE.match(name)
     if m is None:
         raise ValueError(name)
-    return int(m.group(1)) * 8 + _EXTENSION_CODES[m.group(2)]
+    # readdir ids are signed 64-bit: a base offset past 2**60 shares the last id (and is listed once)
+    return min(int(m.group(1)) * 8 + _EXTENSION_CODES[m.group(2)], _LONG_MAX - 1)

@@ -20,8 +20,11 @@ from typing import Any, TypeVar
 import pyfuse3
 
 from .errnos import errno_for
+from .handles import Handle, NotFound, NotPermitted
 from .inodes import ROOT_INODE, InodeTable
-from .tree import BLOCK_SIZE, AppendFile, Attr, Dir, File, Handle, Node, NotFound, NotPermitted, Tree
+from .nodes import BLOCK_SIZE, Attr, Dir, File, Node
+from .partition_nodes import AppendFile
+from .tree import Tree
 from .workers import WorkerPool
 
 __all__ = ["Operations"]
@@ -70,7 +73,16 @@ def _take(entries: Iterator, n: int) -> list:
 _NO_ATTR = Attr(0, 0, 0)
 
 
+_MAX_READDIR_ID = 2**63 - 1
+
+
 class Operations(pyfuse3.Operations):
+    """pyfuse3's handlers for one mount.
+
+    Threads: the handlers run on the trio loop, one task per request; the blocking part of each runs in
+    a worker thread. Shared state is safe for that: the inode table takes its own lock, the open-file
+    tables are only changed on the loop, and a handle serves concurrent reads itself."""
+
     supports_dot_lookup = True
     enable_writeback_cache = False
 
@@ -218,7 +230,8 @@ class Operations(pyfuse3.Operations):
                 self.inodes.discard_if_unused(parent_ino)
             yield 2, b"..", parent_ino, attr
         for next_id, name, target, attr in node.listing(max(start_id - 2, 0)):
-            yield next_id + 2, name, target, attr
+            # readdir ids are signed 64-bit; only damaged data (offsets near 2**63) comes this far
+            yield min(next_id + 2, _MAX_READDIR_ID), name, target, attr
 
     @_handler()
     async def readdir(self, fh: int, start_id: int, token) -> None:

@@ -12,8 +12,10 @@ import sys
 import time
 from typing import NamedTuple, TextIO
 
+from ..format.decoders import decoder_for
 from ..storage.config import Settings
 from ..storage.logdir import LogDir
+from ..storage.schemas import load_registry
 from .partition import PartitionState
 from .sizecache import SizeCache, check_outside, default_cache_dir
 from .sizing import SIZING_THREADS, Progress, size_layouts
@@ -65,6 +67,7 @@ def index_logdir(
     settings: Settings | None = None,
     out: TextIO | None = sys.stderr,
     threads: int = SIZING_THREADS,
+    schemas: str | os.PathLike[str] | None = None,
 ) -> IndexReport:
     """Lay out every partition of the log directory at ``path`` into the size cache; returns counts.
 
@@ -73,11 +76,12 @@ def index_logdir(
     started = time.monotonic()
     directory = check_outside(cache_dir if cache_dir is not None else default_cache_dir(), path)
     cache = SizeCache(directory)
+    registry = load_registry(path, schemas)  # as the mount decodes (SPEC §8), so its sizes match
     with LogDir(path, settings) as logdir:
-        states = [
-            PartitionState(name, i, logdir.log(name), mode, cache=cache)
-            for i, name in enumerate(logdir.partition_names())
-        ]
+        states = []
+        for i, name in enumerate(logdir.partition_names()):
+            log_ = logdir.log(name)
+            states.append(PartitionState(name, i, log_, mode, cache=cache, decoder=decoder_for(log_.topic, registry)))
         segments = sum(len(state.listed_segments()) for state in states)
         jobs = [job for state in states for job in state.sizing_jobs()]
         total = sum(max(job.layout.segment.size - job.layout.scanned, 0) for job in jobs)

@@ -28,51 +28,16 @@ from ..storage.logdir import LogDir
 from ..storage.names import parse_partition_dir_name
 from ..storage.safefiles import is_regular_file, regular_files
 from . import names
-from .handles import (
-    Handle,
-    NotFound,
-    NotPermitted,
-    OSFileHandle,
-)
+from .handles import Handle, NotFound, NotPermitted, OSFileHandle
 from .inodes import parse_record_ino
-from .nodes import (
-    BLOCK_SIZE,
-    LIST_LIMIT,
-    STABLE_TIMEOUT,
-    VOLATILE_TIMEOUT,
-    Attr,
-    Dir,
-    File,
-    Node,
-    _dir_attr,
-    _file_attr,
-    _mtime_ns,
-)
+from .nodes import LIST_LIMIT, VOLATILE_TIMEOUT, Attr, Dir, File, Node, _dir_attr, _file_attr, _mtime_ns
 from .partition import PartitionState
-from .partition_nodes import CHILDREN, AppendFile, ByOffsetDir, RangeFile, RecordFile, SegmentFile
+from .partition_nodes import CHILDREN, ByOffsetDir, RangeFile, RecordFile, SegmentFile
 from .sizecache import SizeCache
 
 log = logging.getLogger("kafkafs.fs")
 
-__all__ = [
-    "Tree",
-    "Root",
-    "PartitionDir",
-    # re-exported: what the FUSE adapter and tests use of the nodes and handles
-    "Node",
-    "Dir",
-    "File",
-    "Handle",
-    "Attr",
-    "NotFound",
-    "NotPermitted",
-    "AppendFile",
-    "SegmentFile",
-    "STABLE_TIMEOUT",
-    "VOLATILE_TIMEOUT",
-    "LIST_LIMIT",
-    "BLOCK_SIZE",
-]
+__all__ = ["Tree", "Root", "PartitionDir", "LogDirFile"]
 
 # ---------------------------------------------------------------------------------------------- nodes
 

@@ -74,6 +74,8 @@ class LocalLog:
         budget: HandleBudget | None = None,
     ) -> None:
         self.dir = Path(directory)
+        #: The partition folder's name, ``<topic>-<partition>``.
+        self.name = self.dir.name
         self.topic, self.partition = parse_partition_dir_name(self.dir.name)
         self.config = config or LogConfig()
         self.writable = writable
@@ -118,10 +120,6 @@ class LocalLog:
         self.segments.add(segment)
         self._dir_dirty = True
         return segment
-
-    @property
-    def name(self) -> str:
-        return self.dir.name
 
     @property
     def log_start_offset(self) -> int:

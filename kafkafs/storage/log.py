@@ -186,11 +186,13 @@ class Log(LocalLog):
 
     def close(self) -> None:
         with self._lock:
-            if not self._closed and self.writable:
-                self.delete_expired_files()
-                self.flush()
-                self.state_files.on_close()
-            super().close()
+            try:
+                if not self._closed and self.writable:
+                    self.delete_expired_files()
+                    self.flush()
+                    self.state_files.on_close()
+            finally:
+                super().close()
 
     def append_records(
         self, records: Sequence[ProducerRecord | tuple], *, flush: bool | None = None

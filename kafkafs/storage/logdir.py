@@ -116,7 +116,10 @@ def check_log_directory(path: str | os.PathLike[str], *, strict: bool = True) ->
 
 
 class LogDir:
-    """A log directory: ``open`` it, list and open partitions, ``close`` it."""
+    """A log directory: ``open`` it, list and open partitions, ``close`` it.
+
+    Threads: safe to share; opening, creating and closing partitions and writing the checkpoints
+    serialise on one lock, and each :class:`~kafkafs.storage.log.Log` says what it allows itself."""
 
     def __init__(self, path: str | os.PathLike[str], settings: Settings | None = None, *, writable: bool = False) -> None:
         self.path = Path(path)

@@ -49,6 +49,7 @@ TEMPORARY_SUFFIXES = (DELETED, CLEANED, SWAP)
 TOPIC_RE = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 _DIR_RE = re.compile(r"^(?P<topic>.+)-(?P<partition>0|[1-9][0-9]{0,9})$")
 _OFFSET_DIGITS = 20
+_LONG_MAX = 2**63 - 1
 
 
 def segment_file_name(base_offset: int, extension: str, suffix: str = "") -> str:
@@ -67,9 +68,10 @@ def parse_segment_file_name(name: str) -> tuple[int, str, str] | None:
             suffix = candidate
             rest = rest[: -len(candidate)]
             break
-    if rest not in SEGMENT_EXTENSIONS:
+    base = int(name[:_OFFSET_DIGITS])
+    if rest not in SEGMENT_EXTENSIONS or base > _LONG_MAX:  # Kafka's offsets are longs
         return None
-    return int(name[:_OFFSET_DIGITS]), rest, suffix
+    return base, rest, suffix
 
 
 def log_file_base_offset(name: str) -> int | None:

@@ -7,19 +7,8 @@ there); this class only says what an entry means.
 from __future__ import annotations
 
 from kafkafs.errors import InvalidInput
-from kafkafs.format.index import (
-    MAX_POSITION,
-    OFFSET_INDEX,
-    OFFSET_KEY,
-    OFFSET_POSITION,
-    Buffer,
-    OffsetPosition,
-    ceiling_slot,
-    check_offset_index,
-    decode_offset_entry,
-    encode_offset_entry,
-    floor_slot,
-)
+from kafkafs.format import index as fmt
+from kafkafs.format.index import Buffer, OffsetPosition
 
 from .index import AbstractIndex
 
@@ -29,17 +18,17 @@ __all__ = ["OffsetIndex", "OffsetPosition"]
 class OffsetIndex(AbstractIndex[OffsetPosition]):
     """Offset -> position of the batch holding it; sparse, one entry per ``index.interval.bytes``."""
 
-    layout = OFFSET_INDEX
+    layout = fmt.OFFSET_INDEX
 
     def _parse(self, buf: Buffer | None, slot: int) -> OffsetPosition:
-        rel, pos = decode_offset_entry(buf, slot)
+        rel, pos = fmt.decode_offset_entry(buf, slot)
         return OffsetPosition(self._base_offset + rel, pos)
 
     def _empty_last(self) -> OffsetPosition:
         return OffsetPosition(self._base_offset, 0)
 
     def _check(self, buf: Buffer, entries: int, log_size: int | None) -> str | None:
-        return check_offset_index(buf, entries, log_size)
+        return fmt.check_offset_index(buf, entries, log_size)
 
     @property
     def last_offset(self) -> int:
@@ -61,9 +50,9 @@ class OffsetIndex(AbstractIndex[OffsetPosition]):
                     f"{self._path}: offset {offset} is not larger than the last indexed offset {st.last.offset}"
                 )
             rel = self.relative_offset(offset)
-            if not 0 <= position <= MAX_POSITION:
+            if not 0 <= position <= fmt.MAX_POSITION:
                 raise InvalidInput(f"{self._path}: position {position} does not fit an index entry")
-            self._write_entry(st, encode_offset_entry(rel, position), OffsetPosition(offset, position))
+            self._write_entry(st, fmt.encode_offset_entry(rel, position), OffsetPosition(offset, position))
 
     def lookup(self, target_offset: int) -> OffsetPosition:
         """The entry with the greatest offset <= ``target_offset``; ``(base_offset, 0)`` if none is."""
@@ -71,7 +60,7 @@ class OffsetIndex(AbstractIndex[OffsetPosition]):
         rel = target_offset - self._base_offset
         if st.entries == 0 or rel < 0:
             return OffsetPosition(self._base_offset, 0)
-        slot = floor_slot(st.mm or b"", st.entries, min(rel, 2**32 - 1), OFFSET_KEY)
+        slot = fmt.floor_slot(st.mm or b"", st.entries, min(rel, 2**32 - 1), fmt.OFFSET_KEY)
         return OffsetPosition(self._base_offset, 0) if slot < 0 else self._parse(st.mm, slot)
 
     def fetch_upper_bound_offset(
@@ -82,5 +71,5 @@ class OffsetIndex(AbstractIndex[OffsetPosition]):
         st = self._snapshot()
         if st.entries == 0:
             return None
-        slot = ceiling_slot(st.mm or b"", st.entries, fetch_offset.position + fetch_size, OFFSET_POSITION)
+        slot = fmt.ceiling_slot(st.mm or b"", st.entries, fetch_offset.position + fetch_size, fmt.OFFSET_POSITION)
         return None if slot < 0 else self._parse(st.mm, slot)

@@ -34,18 +34,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ..errors import CorruptRecordError
+from . import names
 from .config import LogConfig
-from .names import (
-    CLEANED,
-    INDEX,
-    LOG,
-    SEGMENT_EXTENSIONS,
-    SWAP,
-    TIME_INDEX,
-    TXN_INDEX,
-    parse_segment_file_name,
-    segment_file_name,
-)
 from .segment import LogSegment
 from .segments import LogSegments
 from .transactions import ProducerTransactions
@@ -122,24 +112,24 @@ def _list(directory: Path, writable: bool) -> _Listing:
     out = _Listing()
     with os.scandir(directory) as entries:
         for entry in entries:
-            parts = parse_segment_file_name(entry.name)
+            parts = names.parse_segment_file_name(entry.name)
             if parts is not None and not _regular(entry):
                 continue  # a link is never a segment (safefiles); writers refused the folder already
             if parts is None:
                 continue
             base, ext, suffix = parts
-            if not suffix and ext == LOG:
+            if not suffix and ext == names.LOG:
                 try:
                     out.logs[base] = entry.stat().st_size
                 except FileNotFoundError:  # deleted by its owner since the listing
                     pass
             elif not writable:
                 continue
-            elif suffix == SWAP and ext == LOG:
+            elif suffix == names.SWAP and ext == names.LOG:
                 out.swaps.append(base)
             elif suffix:
                 out.temp.append(entry.name)
-                if suffix == CLEANED:
+                if suffix == names.CLEANED:
                     out.cleaned.append(base)
             else:
                 out.indexes.setdefault(base, []).append(entry.name)
@@ -187,12 +177,12 @@ def _remove_temporary_files(directory: Path, config: LogConfig, listing: _Listin
     for base in sorted(listing.swaps):
         if min_cleaned is not None and base >= min_cleaned:
             # part of a compaction or split that had not finished writing all its segments
-            _unlink(directory / segment_file_name(base, LOG, SWAP), report)
+            _unlink(directory / names.segment_file_name(base, names.LOG, names.SWAP), report)
         else:
             _complete_swap(directory, config, base, listing, report)
-    for base, names in listing.indexes.items():
+    for base, files in listing.indexes.items():
         if base not in listing.logs:
-            for name in names:
+            for name in files:
                 _unlink(directory / name, report)
 
 
@@ -202,21 +192,21 @@ def _complete_swap(directory: Path, config: LogConfig, base: int, listing: _List
     The swap's offset range is read from its batch headers by a read-only segment, so nothing (no
     index file) is created under the ``.swap`` name.
     """
-    swap = LogSegment(directory, base, config, writable=False, suffix=SWAP)
+    swap = LogSegment(directory, base, config, writable=False, suffix=names.SWAP)
     try:
         end = swap.next_offset
     finally:
         swap.close_handlers()
     for old in sorted(b for b in listing.logs if base <= b < max(end, base + 1)):
-        for ext in SEGMENT_EXTENSIONS:
-            _unlink(directory / segment_file_name(old, ext), report)
+        for ext in names.SEGMENT_EXTENSIONS:
+            _unlink(directory / names.segment_file_name(old, ext), report)
         del listing.logs[old]
         listing.indexes.pop(old, None)
-    for ext in (INDEX, TIME_INDEX, TXN_INDEX):
-        _unlink(directory / segment_file_name(base, ext), report)
-    os.replace(directory / segment_file_name(base, LOG, SWAP), directory / segment_file_name(base, LOG))
-    listing.logs[base] = os.stat(directory / segment_file_name(base, LOG)).st_size
-    report.swapped_in.append(segment_file_name(base, LOG, SWAP))
+    for ext in (names.INDEX, names.TIME_INDEX, names.TXN_INDEX):
+        _unlink(directory / names.segment_file_name(base, ext), report)
+    os.replace(directory / names.segment_file_name(base, names.LOG, names.SWAP), directory / names.segment_file_name(base, names.LOG))
+    listing.logs[base] = os.stat(directory / names.segment_file_name(base, names.LOG)).st_size
+    report.swapped_in.append(names.segment_file_name(base, names.LOG, names.SWAP))
 
 
 class _Transactions:
@@ -276,7 +266,7 @@ def _recover_segments(
         base = segment.base_offset
         if base in needs:
             continue
-        missing = any(segment_file_name(base, ext) not in existing for ext in (INDEX, TIME_INDEX))
+        missing = any(names.segment_file_name(base, ext) not in existing for ext in (names.INDEX, names.TIME_INDEX))
         if missing and segment.size > 0:
             needs[base] = segment
         elif segment is last:
@@ -285,7 +275,7 @@ def _recover_segments(
             except CorruptRecordError as exc:
                 log.warning("%s: %s; rebuilding the indexes", segment.log_path, exc.reason)
                 needs[base] = segment
-        if base not in needs and segment_file_name(base, TXN_INDEX) in existing:
+        if base not in needs and names.segment_file_name(base, names.TXN_INDEX) in existing:
             try:
                 segment.txn_index.sanity_check()
             except CorruptRecordError as exc:

@@ -66,7 +66,7 @@ def registry_from_dir(directory: str | os.PathLike[str], registry: SchemaRegistr
 
     path = Path(directory)
     if not path.is_dir():
-        raise InvalidName(f"{path}: not a directory of schemas")
+        raise InvalidName(f"--schemas {path}: not a directory")
     registry = SchemaRegistry() if registry is None else registry
     for entry in sorted(path.iterdir()):
         stem, _, suffix = entry.name.partition(".")

@@ -156,6 +156,10 @@ class StateFiles:
         self.producers().take_snapshot(end, log.log_start_offset)
 
     def describe(self) -> dict:
+        """For ``partition.json``; a read-only log reads the files again (a broker may be writing them)."""
+        if not self.log.writable:
+            self.epochs = LeaderEpochCache(self.log.dir, writable=False)
+            self.topic_id = read_topic_id(self.log.dir)
         return {
             "topicId": self.topic_id,
             "leaderEpoch": self.epochs.latest_epoch,

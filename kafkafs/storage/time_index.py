@@ -7,19 +7,8 @@ there); this class only says what an entry means.
 from __future__ import annotations
 
 from kafkafs.errors import InvalidInput
-from kafkafs.format.index import (
-    NO_TIMESTAMP,
-    TIME_INDEX,
-    TIME_KEY,
-    TIME_OFFSET,
-    Buffer,
-    TimestampOffset,
-    ceiling_slot,
-    check_time_index,
-    decode_time_entry,
-    encode_time_entry,
-    floor_slot,
-)
+from kafkafs.format import index as fmt
+from kafkafs.format.index import Buffer, TimestampOffset
 
 from .index import AbstractIndex
 
@@ -33,18 +22,18 @@ class TimeIndex(AbstractIndex[TimestampOffset]):
     entry early, as in Kafka.
     """
 
-    layout = TIME_INDEX
-    _offset_field = TIME_OFFSET
+    layout = fmt.TIME_INDEX
+    _offset_field = fmt.TIME_OFFSET
 
     def _parse(self, buf: Buffer | None, slot: int) -> TimestampOffset:
-        ts, rel = decode_time_entry(buf, slot)
+        ts, rel = fmt.decode_time_entry(buf, slot)
         return TimestampOffset(ts, self._base_offset + rel)
 
     def _empty_last(self) -> TimestampOffset:
-        return TimestampOffset(NO_TIMESTAMP, self._base_offset)
+        return TimestampOffset(fmt.NO_TIMESTAMP, self._base_offset)
 
     def _check(self, buf: Buffer, entries: int, log_size: int | None) -> str | None:
-        return check_time_index(buf, entries)
+        return fmt.check_time_index(buf, entries)
 
     def is_full(self) -> bool:
         st = self._snapshot()
@@ -75,13 +64,13 @@ class TimeIndex(AbstractIndex[TimestampOffset]):
                 )
             if timestamp > last.timestamp:
                 rel = self.relative_offset(offset)
-                self._write_entry(st, encode_time_entry(timestamp, rel), TimestampOffset(timestamp, offset))
+                self._write_entry(st, fmt.encode_time_entry(timestamp, rel), TimestampOffset(timestamp, offset))
 
     def lookup(self, target_timestamp: int) -> TimestampOffset:
-        """The entry with the greatest timestamp <= the target; ``(NO_TIMESTAMP, base_offset)`` if none."""
+        """The entry with the greatest timestamp <= the target; ``(fmt.NO_TIMESTAMP, base_offset)`` if none."""
         st = self._snapshot()
-        slot = floor_slot(st.mm or b"", st.entries, target_timestamp, TIME_KEY)
-        return TimestampOffset(NO_TIMESTAMP, self._base_offset) if slot < 0 else self._parse(st.mm, slot)
+        slot = fmt.floor_slot(st.mm or b"", st.entries, target_timestamp, fmt.TIME_KEY)
+        return TimestampOffset(fmt.NO_TIMESTAMP, self._base_offset) if slot < 0 else self._parse(st.mm, slot)
 
     def ceiling(self, target_timestamp: int) -> TimestampOffset | None:
         """The entry with the smallest timestamp >= the target, or None.
@@ -89,5 +78,5 @@ class TimeIndex(AbstractIndex[TimestampOffset]):
         The first record at or after the target has an offset <= this entry's offset.
         """
         st = self._snapshot()
-        slot = ceiling_slot(st.mm or b"", st.entries, target_timestamp, TIME_KEY)
+        slot = fmt.ceiling_slot(st.mm or b"", st.entries, target_timestamp, fmt.TIME_KEY)
         return None if slot < 0 else self._parse(st.mm, slot)

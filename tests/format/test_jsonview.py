@@ -214,3 +214,20 @@ def test_raw_rendering_contract():
     assert offsets == list(range(104, 110))
     assert out == render_batch_jsonl("t", 3, batch, "base64", 4) and ends[-1] == len(out)
     assert render_raw_jsonl("t", 3, raw, hi=50) == b"" and raw_jsonl_lengths("t", 3, raw, lo=200) == []
+
+
+def test_raw_rendering_checks_the_crc_and_takes_compressed_batches():
+    from kafkafs.errors import CorruptRecordError
+    from kafkafs.format.batch import Codec
+    from kafkafs.format.jsonview import render_raw_jsonl
+
+    records = [(5 + i, None, b"v%d" % i, ()) for i in range(5)]
+    for codec in (Codec.NONE, Codec.GZIP, Codec.LZ4):
+        raw = encode_batch(records, compression=codec)
+        assert render_raw_jsonl("t", 0, raw, "string") == render_batch_jsonl("t", 0, decode_batch(raw), "string")
+        damaged = bytearray(raw)
+        damaged[-1] ^= 1
+        with pytest.raises(CorruptRecordError, match="CRC mismatch"):
+            render_raw_jsonl("t", 0, bytes(damaged))
+        with pytest.raises(CorruptRecordError):
+            render_raw_jsonl("t", 0, raw[:-1])

@@ -9,8 +9,10 @@ from pathlib import Path
 import pytest
 
 from kafkafs.format.jsonview import render_record_pretty
+from kafkafs.fs.handles import NotFound
 from kafkafs.fs.inodes import record_ino
-from kafkafs.fs.tree import LIST_LIMIT, NotFound, Tree
+from kafkafs.fs.nodes import LIST_LIMIT
+from kafkafs.fs.tree import Tree
 from kafkafs.storage.log import Log
 from kafkafs.storage.logdir import LogDir
 from kafkafs.storage.records import BatchView

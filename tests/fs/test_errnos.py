@@ -8,7 +8,7 @@ import pytest
 
 from kafkafs.errors import CorruptRecordError, InvalidInput, InvalidName, ReadOnlyError, RecordTooLargeError
 from kafkafs.fs.errnos import errno_for
-from kafkafs.fs.tree import NotFound, NotPermitted
+from kafkafs.fs.handles import NotFound, NotPermitted
 
 
 @pytest.mark.allow_warnings("errors are logged where they become errno")

@@ -9,8 +9,9 @@ import pytest
 
 from kafkafs.format.batch import encode_batch
 from kafkafs.format.jsonview import ProducerRecord
+from kafkafs.fs.handles import NotFound
 from kafkafs.fs.layout import GROUP_BYTES
-from kafkafs.fs.tree import NotFound, Tree
+from kafkafs.fs.tree import Tree
 from kafkafs.storage.logdir import LogDir
 
 from .conftest import BASE_TS, SMALL_SEGMENTS, expected_jsonl, late_log, tree_of, write_segment

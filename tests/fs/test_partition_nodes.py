@@ -10,7 +10,8 @@ import orjson
 import pytest
 
 from kafkafs.format.jsonview import parse_timestamp, render_record_pretty
-from kafkafs.fs.tree import NotFound, NotPermitted, Tree
+from kafkafs.fs.handles import NotFound, NotPermitted
+from kafkafs.fs.tree import Tree
 from kafkafs.storage.logdir import LogDir
 
 from ..storage.helpers import read_offset

@@ -12,11 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from kafkafs import cli
 from kafkafs.errors import InvalidInput
-from kafkafs.fs import sizing
-from kafkafs.fs.layout import Renderer, SegmentLayout
-from kafkafs.fs.prefill import index_logdir
+from kafkafs.fs.layout import SegmentLayout
 from kafkafs.fs.sizecache import (
     CachedLayout,
     LayoutKey,
@@ -284,105 +281,7 @@ def test_growth_after_a_cached_load(logdir_copy, tmp_path):
 # ---------------------------------------------------------------------------------------------- first sizing
 
 
-def test_first_sizing_uses_threads_and_logs_progress(logdir_copy, monkeypatch, caplog):
-    import threading
-    import time
-
-    threads = set()
-    original = Renderer.length
-
-    def length(self, view, file, flt):
-        threads.add(threading.get_ident())
-        time.sleep(0.001)  # slow enough that every worker gets segments
-        return original(self, view, file, flt)
-
-    monkeypatch.setattr(Renderer, "length", length)
-    t = tree_of(logdir_copy, None)
-    try:
-        jobs = t.state("orders-0").sizing_jobs()
-        assert len(jobs) > 3
-        p = sizing.Progress(len(jobs), 1, sizing.log_progress("orders-0"), after=0.0, every=0.0)
-        with caplog.at_level(logging.INFO, "kafkafs"):
-            sizing.size_layouts(jobs, t.cache, p, threads=4)
-        assert len(threads) > 1
-        lines = [r.message for r in caplog.records if "segments" in r.message]
-        assert lines and lines[-1].startswith(f"orders-0: sized {len(jobs)}/{len(jobs)} segments")
-        assert "MB/s" in lines[-1]
-        assert t.resolve("orders-0/records.jsonl").attr().size == len(expected_jsonl(logdir_copy, "orders-0"))
-    finally:
-        t.close()
-
-
-def test_quick_sizings_log_nothing(built_logdir, caplog):
-    t = tree_of(built_logdir, None)
-    try:
-        with caplog.at_level(logging.INFO, "kafkafs"):
-            t.resolve("orders-0/records.jsonl").attr()
-        assert not [r for r in caplog.records if "segments" in r.message]
-    finally:
-        t.close()
-
-
 # ---------------------------------------------------------------------------------------------- kafkafs index
-
-
-def test_index_fills_the_cache(logdir_copy, tmp_path, monkeypatch, capsys):
-    cache_dir = tmp_path / "cache"
-    before = {p: p.stat().st_mtime_ns for p in logdir_copy.rglob("*")}
-    assert cli.main(["index", str(logdir_copy), "--cache-dir", str(cache_dir)]) == 0
-    err = capsys.readouterr().err
-    assert err.startswith("indexed 3 partitions") and "(0 from the cache" in err
-    assert {p: p.stat().st_mtime_ns for p in logdir_copy.rglob("*")} == before, "index writes nothing in LOGDIR"
-    counting = Counting(monkeypatch)
-    t = tree_of(logdir_copy, cache_dir)
-    try:
-        for name in ("orders-0", "events-3"):
-            assert t.resolve(f"{name}/records.jsonl").attr().size == len(expected_jsonl(logdir_copy, name))
-        assert counting.sized == 0
-    finally:
-        t.close()
-    report = index_logdir(logdir_copy, cache_dir=cache_dir, out=None)
-    assert report.sized == 0 and report.from_cache == report.segments - 1  # empty-0's segment is empty
-
-
-def test_index_values_mode_and_progress_lines(built_logdir, tmp_path):
-    import io
-
-    class Terminal(io.StringIO):
-        def isatty(self) -> bool:
-            return True
-
-    out = Terminal()
-    report = index_logdir(built_logdir, cache_dir=tmp_path / "c", mode="string", out=out)
-    assert report.sized == report.segments - 1 > 3  # empty-0's segment is empty
-    bar = out.getvalue()
-    assert bar.startswith("\rindex: [") and bar.endswith("\n")
-    assert f"] {report.sized}/{report.sized} segments" in bar.rsplit("\r", 1)[-1]
-    t = Tree(LogDir(built_logdir, SMALL_SEGMENTS), mode="string", cache=SizeCache(tmp_path / "c"))
-    try:
-        t.resolve("orders-0/records.jsonl").attr()
-        t.resolve("events-3/records.jsonl").attr()
-        assert t.cache.misses == 0 and t.cache.hits == report.segments - 1  # empty-0's segment is empty
-    finally:
-        t.close()
-
-
-def test_index_refuses_a_cache_inside_the_logdir(built_logdir, capsys):
-    assert cli.main(["index", str(built_logdir), "--cache-dir", str(built_logdir / "cache")]) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "inside the log directory" in err
-    assert not (built_logdir / "cache").exists()
-    assert cli.main(["index", str(built_logdir / "nothing")]) == 2
-
-
-def test_index_command_line(built_logdir, tmp_path):
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    done = subprocess.run(
-        [sys.executable, "-m", "kafkafs.cli", "index", str(built_logdir), "--cache-dir", str(tmp_path / "c")],
-        capture_output=True, text=True, env=env, cwd=ROOT, timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
-    assert "indexed 3 partitions" in done.stderr and "Traceback" not in done.stderr
 
 
 # ---------------------------------------------------------------------------------------------- real mounts
@@ -435,34 +334,3 @@ def test_stat_key_follows_the_file(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------- whole-batch path
-
-
-def test_sizing_counts_and_reading_renders_whole_batches(logdir_copy, tmp_path, monkeypatch):
-    """Sizing asks the format layer for lengths only; reads render each batch once from its bytes."""
-    from kafkafs.fs import render
-
-    calls = {"lengths": 0, "render": 0}
-    lengths, rendered = render.raw_jsonl_lengths, render.render_raw_jsonl
-
-    def count_lengths(*args, **kw):
-        calls["lengths"] += 1
-        return lengths(*args, **kw)
-
-    def count_render(*args, **kw):
-        calls["render"] += 1
-        return rendered(*args, **kw)
-
-    monkeypatch.setattr(render, "raw_jsonl_lengths", count_lengths)
-    monkeypatch.setattr(render, "render_raw_jsonl", count_render)
-    with LogDir(logdir_copy) as d:
-        nbatches = sum(1 for _ in d.log("orders-0").batches())
-    t = tree_of(logdir_copy, tmp_path / "cache")
-    try:
-        want = expected_jsonl(logdir_copy, "orders-0")
-        assert t.resolve("orders-0/records.jsonl").attr().size == len(want)
-        assert calls == {"lengths": nbatches, "render": 0}
-        assert t.read_file("orders-0/records.jsonl", chunk=7000) == want
-        assert calls["render"] == nbatches
-        assert t.read_file("orders-0/by-offset/13-1020.jsonl") == expected_jsonl(logdir_copy, "orders-0", 13, 1020)
-    finally:
-        t.close()

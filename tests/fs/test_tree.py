@@ -11,7 +11,8 @@ import pytest
 
 from kafkafs.errors import CorruptRecordError, InvalidInput, InvalidName
 from kafkafs.format.batch import Codec, encode_batch
-from kafkafs.fs.tree import NotFound, NotPermitted, Tree
+from kafkafs.fs.handles import NotFound, NotPermitted
+from kafkafs.fs.tree import Tree
 from kafkafs.storage.logdir import LogDir
 
 from .conftest import (

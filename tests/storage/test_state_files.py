@@ -12,7 +12,10 @@ from pathlib import Path
 import pytest
 
 from kafkafs.storage.config import Settings
+from kafkafs.storage.leader_epochs import LeaderEpochCache
 from kafkafs.storage.logdir import LogDir
+from kafkafs.storage.partition_metadata import read_topic_id
+from kafkafs.storage.producer_state import snapshot_offsets
 from tests.kafka_layout import (
     batch,
     control_batch,
@@ -139,6 +142,7 @@ def test_reopen_uses_the_snapshot_and_truncation_cuts_both(written):
         assert entries == expected_producers(written, offset), offset
 
 
+@pytest.mark.allow_warnings("recovery cuts the torn tail it is given")
 def test_recovery_after_a_crash(written):
     # a crash: the clean-shutdown marker gone, the last snapshot lost, the tail of the log torn
     top = written.parent
@@ -214,3 +218,18 @@ def test_truncation_inside_a_batch_cuts_at_the_batch(written):
         assert log_.log_end_offset == 1
         assert max(snapshots(written), default=0) <= 1 and epochs(written) == [(0, 0)]
         assert log_.state_files.producers().entries == {}
+
+
+def test_state_files_are_never_read_through_links(tmp_path):
+    target = tmp_path / "elsewhere"
+    target.write_bytes(b"0\n1\n9 0\n")
+    folder = tmp_path / "t-0"
+    folder.mkdir()
+    (folder / "leader-epoch-checkpoint").symlink_to(target)
+    (folder / "partition.metadata").symlink_to(tmp_path / "meta")
+    (tmp_path / "meta").write_bytes(b"version: 0\ntopic_id: f64BRmo_QQOpNWuZOGjZrA")
+    (folder / "00000000000000000005.snapshot").symlink_to(target)
+    cache = LeaderEpochCache(folder, writable=False)
+    assert cache.entries == [] and not cache.loaded_ok
+    assert read_topic_id(folder) is None
+    assert snapshot_offsets(folder) == []

@@ -24,6 +24,7 @@ from importlib import resources
 from typing import Any
 
 from ...errors import CorruptRecordError
+from .schema_write import FIXED, MessageWriter, is_default, uuid_bytes, uuid_text
 
 __all__ = ["Message", "message", "message_names", "Versions", "uuid_text", "uuid_bytes"]
 
@@ -57,26 +58,8 @@ class Versions:
         return f"Versions({self.lo}..{self.hi})"
 
 
-def uuid_text(raw: bytes) -> str:
-    """A uuid as Kafka's ``Uuid.toString()`` prints it: URL-safe base64, no padding."""
-    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
-
-
-def uuid_bytes(text: str) -> bytes:
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-
-
-_FIXED = {
-    "int8": struct.Struct(">b"),
-    "int16": struct.Struct(">h"),
-    "int32": struct.Struct(">i"),
-    "int64": struct.Struct(">q"),
-    "uint16": struct.Struct(">H"),
-    "uint32": struct.Struct(">I"),
-    "float64": struct.Struct(">d"),
-}
-_I16 = _FIXED["int16"]
-_I32 = _FIXED["int32"]
+_I16 = FIXED["int16"]
+_I32 = FIXED["int32"]
 _ZERO_UUID = bytes(16)
 
 
@@ -121,13 +104,6 @@ class _Reader:
         return st.unpack_from(self.buf, pos)[0]
 
 
-def _put_uvarint(out: bytearray, value: int) -> None:
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-
-
 def _camel(name: str) -> str:
     return name[:1].lower() + name[1:]
 
@@ -135,7 +111,7 @@ def _camel(name: str) -> str:
 def _default_of(field: dict, kind: str, nullable_default: bool) -> Any:
     raw = field.get("default")
     if raw is None or raw == "":
-        if kind in _FIXED:
+        if kind in FIXED:
             return 0 if kind != "float64" else 0.0
         return {"bool": False, "uuid": uuid_text(_ZERO_UUID), "string": ""}.get(kind, ...)
     if raw == "null" and nullable_default:
@@ -144,7 +120,7 @@ def _default_of(field: dict, kind: str, nullable_default: bool) -> Any:
         return str(raw).lower() == "true"
     if kind == "float64":
         return float(raw)
-    if kind in _FIXED:
+    if kind in FIXED:
         text = str(raw)
         return int(text, 16) if text.lower().startswith("0x") else int(text)
     return raw
@@ -169,9 +145,9 @@ class _Field:
             element = kind[2:]
             self.element = element
             kind = "array"
-            if element not in _FIXED and element not in ("bool", "uuid", "string", "bytes", "records"):
+            if element not in FIXED and element not in ("bool", "uuid", "string", "bytes", "records"):
                 self.struct = _struct_fields(element, spec, structs)
-        elif kind not in _FIXED and kind not in ("bool", "uuid", "string", "bytes", "records"):
+        elif kind not in FIXED and kind not in ("bool", "uuid", "string", "bytes", "records"):
             self.struct = _struct_fields(kind, spec, structs)
             kind = "struct"
         self.kind = kind
@@ -188,16 +164,7 @@ def _struct_fields(name: str, spec: dict, structs: dict[str, list]) -> list:
         raise ValueError(f"unknown struct type {name}") from None
 
 
-def _is_default(field: _Field, value: Any) -> bool:
-    """Whether a tagged field holds its default (Kafka's JsonConverter then leaves it out)."""
-    if field.kind == "struct":
-        return False
-    if field.default is ...:
-        return value == "" or value == []
-    return value == field.default and type(value) is type(field.default)
-
-
-class Message:
+class Message(MessageWriter):
     """A message definition (``spec``) compiled for reading and writing; immutable, thread-safe."""
 
     def __init__(self, spec: dict) -> None:
@@ -274,7 +241,7 @@ class Message:
         return plan
 
     def _reader_of(self, f: _Field, version: int, flexible: bool):
-        st = _FIXED.get(f.kind)
+        st = FIXED.get(f.kind)
         if st is not None:
             unpack, size = st.unpack_from, st.size
 
@@ -298,6 +265,22 @@ class Message:
                 return r.take(n).decode("utf-8")
 
             return compact_string
+        if f.kind == "string":
+            unpack_len = _I16.unpack_from
+
+            def classic_string(r: _Reader):
+                buf, pos = r.buf, r.pos
+                if pos + 2 > len(buf):
+                    raise CorruptRecordError(f"message truncated at {pos}")
+                n = unpack_len(buf, pos)[0]
+                r.pos = pos + 2
+                if n < 0:
+                    if not nullable:
+                        raise CorruptRecordError(f"non-nullable field {f.name} was null")
+                    return None
+                return r.take(n).decode("utf-8")
+
+            return classic_string
         read_value = self._read_value
         kind = f.kind
         return lambda r: read_value(r, f, kind, version, flexible, nullable)
@@ -325,7 +308,7 @@ class Message:
                     if version not in f.versions:
                         continue
                     if version in f.tagged:
-                        if f.json_name in found and not _is_default(f, found[f.json_name]):
+                        if f.json_name in found and not is_default(f, found[f.json_name]):
                             ordered[f.json_name] = found[f.json_name]
                     else:
                         ordered[f.json_name] = obj[f.json_name]
@@ -333,7 +316,7 @@ class Message:
         return obj
 
     def _read_value(self, r: _Reader, f: _Field, kind: str, version: int, flexible: bool, nullable: bool):
-        st = _FIXED.get(kind)
+        st = FIXED.get(kind)
         if st is not None:
             return r.fixed(st)
         if kind == "string":
@@ -366,90 +349,10 @@ class Message:
                 return [self._read_struct(r, f.struct, version, flexible) for _ in range(n)]
             return [self._read_value(r, f, f.element, version, flexible, False) for _ in range(n)]
         if kind == "struct":
-            if nullable and r.fixed(_FIXED["int8"]) < 0:
+            if nullable and r.fixed(FIXED["int8"]) < 0:
                 return None
             return self._read_struct(r, f.struct, version, flexible)
         raise CorruptRecordError(f"unknown field type {kind}")
-
-    # ------------------------------------------------------------------ writing
-
-    def write(self, obj: dict, version: int) -> bytes:
-        """``obj`` (as :meth:`read` returns it; missing fields take their defaults) at ``version``."""
-        if version not in self.valid:
-            raise ValueError(f"{self.name} has no version {version}")
-        out = bytearray()
-        self._write_struct(out, self._fields, obj, version, version in self.flexible)
-        return bytes(out)
-
-    def _write_struct(self, out: bytearray, fields: list[_Field], obj: dict, version: int, flexible: bool) -> None:
-        tagged = []
-        for f in fields:
-            if version not in f.versions:
-                continue
-            value = obj.get(f.json_name, self._default_value(f))
-            if flexible and version in f.tagged:
-                if f.json_name in obj and not _is_default(f, value):
-                    tagged.append((f.tag, f, value))
-                continue
-            self._write_value(out, f, f.kind, value, version, flexible)
-        if flexible:
-            _put_uvarint(out, len(tagged))
-            for tag, f, value in sorted(tagged, key=lambda t: t[0]):
-                body = bytearray()
-                self._write_value(body, f, f.kind, value, version, flexible)
-                _put_uvarint(out, tag)
-                _put_uvarint(out, len(body))
-                out += body
-
-    @staticmethod
-    def _default_value(f: _Field):
-        if f.default is ...:
-            return [] if f.kind == "array" else "" if f.kind == "bytes" else {}
-        return f.default
-
-    def _write_value(self, out: bytearray, f: _Field, kind: str, value, version: int, flexible: bool) -> None:
-        st = _FIXED.get(kind)
-        if st is not None:
-            out += st.pack(value)
-        elif kind in ("string", "bytes", "records", "array"):
-            if value is None:
-                if flexible:
-                    out.append(0)
-                else:
-                    out += (_I16 if kind == "string" else _I32).pack(-1)
-                return
-            if kind == "string":
-                data = value.encode("utf-8")
-            elif kind == "array":
-                data = None
-            else:
-                data = base64.b64decode(value)
-            n = len(value) if data is None else len(data)
-            if flexible:
-                _put_uvarint(out, n + 1)
-            else:
-                out += (_I16 if kind == "string" else _I32).pack(n)
-            if data is not None:
-                out += data
-            elif f.struct is not None:
-                for item in value:
-                    self._write_struct(out, f.struct, item, version, flexible)
-            else:
-                for item in value:
-                    self._write_value(out, f, f.element, item, version, flexible)
-        elif kind == "bool":
-            out.append(1 if value else 0)
-        elif kind == "uuid":
-            out += uuid_bytes(value)
-        elif kind == "struct":
-            if version in f.nullable:
-                out += b"\xff" if value is None else b"\x01"
-                if value is None:
-                    return
-            self._write_struct(out, f.struct, value, version, flexible)
-        else:
-            raise ValueError(f"unknown field type {kind}")
-
 
 _PACKAGE = __name__.rsplit(".", 1)[0]
 

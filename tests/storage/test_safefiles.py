@@ -1,0 +1,56 @@
+"""Link safety: files inside a partition folder are opened without following links, listings keep
+regular files only, writers refuse a folder holding a link, checkpoints are written atomically."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from kafkafs.errors import UnsafeFileError
+from kafkafs.storage.safefiles import (
+    check_partition_folder,
+    is_regular_file,
+    open_file,
+    regular_files,
+    write_atomically,
+)
+
+
+@pytest.fixture
+def folder(tmp_path):
+    d = tmp_path / "t-0"
+    d.mkdir()
+    (d / "00000000000000000000.log").write_bytes(b"data")
+    (tmp_path / "elsewhere").write_bytes(b"secret")
+    return d
+
+
+def test_open_file_refuses_a_link(folder):
+    fd = open_file(folder / "00000000000000000000.log", os.O_RDONLY)
+    try:
+        assert os.read(fd, 10) == b"data"
+    finally:
+        os.close(fd)
+    os.symlink(folder.parent / "elsewhere", folder / "00000000000000000001.log")
+    with pytest.raises(UnsafeFileError):
+        open_file(folder / "00000000000000000001.log", os.O_RDONLY)
+    assert is_regular_file(folder / "00000000000000000000.log")
+    assert not is_regular_file(folder / "00000000000000000001.log") and not is_regular_file(folder / "missing")
+
+
+@pytest.mark.allow_warnings("a link in a partition folder is skipped with a warning (SPEC §3)")
+def test_listings_and_writers(folder):
+    check_partition_folder(folder)  # nothing unsafe yet
+    os.symlink(folder.parent / "elsewhere", folder / "00000000000000000001.index")
+    assert regular_files(folder) == ["00000000000000000000.log"]
+    with pytest.raises(UnsafeFileError):
+        check_partition_folder(folder)
+
+
+def test_write_atomically_replaces_whole(tmp_path):
+    path = tmp_path / "recovery-point-offset-checkpoint"
+    write_atomically(path, b"0\n1\nt 0 5\n")
+    write_atomically(path, b"0\n0\n")
+    assert path.read_bytes() == b"0\n0\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["recovery-point-offset-checkpoint"]  # no temporary left
