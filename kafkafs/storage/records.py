@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from ..errors import CorruptRecordError, KafkafsError
+from ..errors import CorruptRecordError, SegmentClosedError
 from ..format.batch import (
     DEFAULT_MAX_INFLATED_BYTES,
     LOG_OVERHEAD,
@@ -120,7 +120,7 @@ class FileRecords:
     def _open_handle(self, *, create: bool) -> FileHandle:
         with self._lock:
             if self._closed:
-                raise KafkafsError(f"{self.path}: segment is closed")
+                raise SegmentClosedError(f"{self.path}: segment is closed (removed or replaced since it was found)")
             if self._handle is not None:
                 return self._handle
             flags = (os.O_RDWR | (os.O_CREAT if create else 0)) if self.writable else os.O_RDONLY
