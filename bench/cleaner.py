@@ -16,6 +16,7 @@ import argparse
 import json
 import os
 import random
+import resource
 import shutil
 import subprocess
 import sys
@@ -67,8 +68,9 @@ def clean(directory: Path, dedupe_mib: int) -> dict:
     with LogDir(directory, settings, writable=True) as logdir:
         lines = clean_logdir(logdir, progress=sys.stderr)
     elapsed = time.perf_counter() - t
+    usage = resource.getrusage(resource.RUSAGE_SELF)
     status = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines() if ":" in line)
-    return {"seconds": elapsed, "vmhwm_kib": int(status["VmHWM"].split()[0]), "lines": lines}
+    return {"seconds": elapsed, "cpu_seconds": usage.ru_utime + usage.ru_stime, "vmhwm_kib": int(status["VmHWM"].split()[0]), "lines": lines}
 
 
 def verify(directory: Path, latest: array) -> tuple[int, int]:
@@ -135,7 +137,8 @@ def main() -> int:
         rows = [
             ("records written / distinct keys", f"{args.records:,} / {distinct:,}"),
             ("write input (append_batches)", f"{write_s:.1f} s ({args.records / write_s:,.0f} records/s)"),
-            ("clean (fresh process)", f"{result['seconds']:.1f} s ({args.records / result['seconds']:,.0f} records/s)"),
+            ("clean (fresh process), wall", f"{result['seconds']:.1f} s ({args.records / result['seconds']:,.0f} records/s)"),
+            ("clean, CPU (user + system)", f"{result['cpu_seconds']:.1f} s ({args.records / result['cpu_seconds']:,.0f} records/s)"),
             ("peak RSS of the clean (VmHWM)", f"{result['vmhwm_kib'] / 1024:.0f} MiB (dedupe buffer {args.dedupe_mib} MiB)"),
             (".log bytes before / after", f"{before / mib:,.0f} MiB / {after / mib:,.0f} MiB"),
             ("records kept", f"{found:,}"),

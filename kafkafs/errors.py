@@ -74,3 +74,8 @@ class UnsafeFileError(KafkafsError):
 class UsageError(KafkafsError):
     """A command used wrongly: a bad argument, or a path that is not what the command takes (a
     partition folder where a log directory is expected, a file that does not exist)."""
+
+
+class SegmentClosedError(KafkafsError):
+    """A segment (or its index) was closed while a reader still wanted it: removed by retention or
+    replaced by compaction since the reader found it (the FUSE layer answers ESTALE)."""

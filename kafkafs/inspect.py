@@ -20,10 +20,19 @@ def check_indexes(segment: LogSegment) -> list[str]:
     """``kafka-dump-log --verify-index-only`` rules: each offset index entry names a batch start whose
     last offset is the entry's offset; both indexes strictly increase; time entries name real batches."""
     problems = []
-    starts = {view.position: view.header for view in segment.batches(0)}
+    starts = {}
+    cut = None  # where unreadable bytes start: check_segment reports them, entries past them are moot
+    try:
+        for view in segment.batches(0):
+            starts[view.position] = view.header
+    except CorruptRecordError as exc:
+        cut = exc.position if exc.position is not None else 0
     last_offsets = {h.last_offset: h for h in starts.values()}
     prev = None
+    readable_end = max((h.last_offset for h in starts.values()), default=-1)
     for entry in segment.offset_index:
+        if cut is not None and entry.position >= cut:
+            break
         h = starts.get(entry.position)
         if h is None:
             problems.append(f"{segment.offset_index.path.name}: entry {entry} does not point at a batch start")
@@ -36,6 +45,8 @@ def check_indexes(segment: LogSegment) -> list[str]:
         prev = entry
     prev_t = None
     for entry in segment.time_index:
+        if cut is not None and entry.offset > readable_end:
+            break
         if entry.offset not in last_offsets:
             problems.append(f"{segment.time_index.path.name}: entry {entry} names no batch's last offset")
         elif last_offsets[entry.offset].max_timestamp > entry.timestamp:

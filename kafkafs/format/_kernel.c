@@ -10,18 +10,10 @@
  * Files: _kernel_text.h (the output buffer, UTF-8, JSON strings, base64, embeddable JSON),
  * _kernel_records.h (varints, one record), this one (decoding into columns, rendering, the module).
  *
- * Functions (wrapped by kafkafs/format/kernel.py):
- *   setup(CorruptRecordError, Header, no_headers)
- *   decode(data, base_offset, first_ts, max_ts, attributes, count)
- *       -> (offsets, timestamps, keys, values, headers)
- *   render(prefix, data, base_offset, first_ts, max_ts, attributes, producer_id, count, mode,
- *          lo, hi, ts_lo, ts_hi, what)
- *       -> bytes (what 0) | list of line lengths (what 1) | (bytes, offsets, line ends) (what 2)
- *          | (bytes, number of lines) (what 3)
- *   render_columns(prefix, offsets, timestamps, keys, values, headers, log_append, control,
- *                  transactional, producer_id, mode, start, stop) -> bytes
- *   render_value(data_or_None, mode) -> bytes
- * mode: 0 auto, 1 string, 2 base64.
+ * Functions, wrapped by kafkafs/format/kernel.py (arguments in the method table at the end): setup,
+ * decode (into columns), render (what 0: bytes, 1: line lengths, 2: (bytes, offsets, line ends),
+ * 3: (bytes, number of lines)), render_columns (decoded columns), render_value. Modes: 0 auto,
+ * 1 string, 2 base64.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>

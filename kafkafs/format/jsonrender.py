@@ -15,6 +15,7 @@ tested against, and what serves legacy (magic 0/1) batches and machines without 
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import Literal
 
 import orjson
 
@@ -34,7 +35,7 @@ __all__ = [
 ]
 
 VALUES_MODES: tuple[str, ...] = ("auto", "string", "base64")
-ValuesMode = str
+ValuesMode = Literal["auto", "string", "base64"]
 TIMESTAMP_TYPES = {0: "CreateTime", 1: "LogAppendTime", -1: "CreateTime"}
 _VIEWS = {"auto": view_auto, "string": view_string, "base64": view_base64}
 

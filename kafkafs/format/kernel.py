@@ -47,8 +47,16 @@ def decode_records(data: bytes, header: BatchHeader) -> DecodedBatch:
 
 
 def render_raw(
-    prefix: bytes, data: bytes, header: BatchHeader, mode: str, lo, hi, ts_lo, ts_hi, what: int
-):
+    prefix: bytes,
+    data: bytes,
+    header: BatchHeader,
+    mode: str,
+    lo: int | None,
+    hi: int | None,
+    ts_lo: int | None,
+    ts_hi: int | None,
+    what: int,
+) -> bytes | list[int] | tuple:
     """The lines of the records section ``data`` of v2 batch ``header`` that pass the bounds:
     ``what`` 0 the bytes, 1 each line's length, 2 ``(bytes, offsets, line ends)``."""
     return KERNEL.render(

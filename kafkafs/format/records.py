@@ -60,6 +60,7 @@ class DecodedBatch:
 
     ``timestamps`` already hold what a consumer sees: for a LogAppendTime batch every record carries the
     batch's ``max_timestamp``. ``headers[i]`` is a (possibly empty) sequence of :class:`Header`.
+    Nobody changes a decoded batch (slicing makes a new one), so threads may share it.
     """
 
     __slots__ = ("header", "offsets", "timestamps", "keys", "values", "headers")
@@ -107,7 +108,7 @@ class DecodedBatch:
         return self.header.producer_id
 
     def control_type(self, index: int) -> str | None:
-        """``"COMMIT"`` or ``"ABORT"`` for a record of a control batch, else None."""
+        """Kafka's name for the type of a control batch's record (:func:`control_type_of`), else None."""
         if not self.header.is_control:
             return None
         return control_type_of(self.keys[index])

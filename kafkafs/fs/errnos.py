@@ -15,6 +15,7 @@ from ..errors import (
     OffsetOutOfRange,
     ReadOnlyError,
     RecordTooLargeError,
+    SegmentClosedError,
 )
 from .handles import NotFound, NotPermitted
 from .partition import report_corrupt
@@ -29,6 +30,9 @@ def errno_for(exc: BaseException, *, rw: bool, mkdir: bool = False) -> int:
     read-only is then EACCES, not EROFS); ``mkdir``: a bad name is EINVAL rather than ENOENT."""
     if isinstance(exc, NotFound | OffsetOutOfRange):
         return errno.ENOENT
+    if isinstance(exc, SegmentClosedError):  # retention or compaction removed it under the reader
+        log.info("%s", exc)
+        return errno.ESTALE
     if isinstance(exc, NotPermitted):
         return errno.EACCES if rw else errno.EROFS
     if isinstance(exc, ReadOnlyError | LogDirLocked):

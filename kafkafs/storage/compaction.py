@@ -63,7 +63,8 @@ _INT32_MAX = 2**31 - 1
 
 @dataclass
 class CleanStats:
-    """What compaction read and wrote; ``tick`` (if set) is called after every batch read."""
+    """What compaction read and wrote; ``tick`` (if set) is called after every batch read. Written by the
+    one thread compacting; other threads may read the counters (plain ints) for progress."""
 
     bytes_read: int = 0
     bytes_written: int = 0
@@ -80,7 +81,8 @@ class CleanStats:
 
 @dataclass
 class LogToClean:
-    """A log's cleanable state (Kafka's ``LogToClean``): ``first_dirty..upper`` is the dirty section."""
+    """A log's cleanable state (Kafka's ``LogToClean``): ``first_dirty..upper`` is the dirty section.
+    A snapshot, taken without locks; compaction checks again under the writer lock before it swaps."""
 
     first_dirty: int
     upper: int

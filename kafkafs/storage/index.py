@@ -63,7 +63,7 @@ from kafkafs.format.index import (
     live_entry_count,
     round_down_to_entry,
 )
-from kafkafs.storage.safefiles import open_file
+from kafkafs.storage.safefiles import open_file, reserve
 
 __all__ = ["DEFAULT_MAX_INDEX_SIZE", "AbstractIndex"]
 
@@ -260,6 +260,7 @@ class AbstractIndex(Generic[E]):
             raise
         finally:
             os.close(fd)  # the map keeps its own duplicate of the descriptor
+        self._reserved = entries * size  # blocks reserved so far (written pages have theirs: reserve())
         return self._make_state(mm, entries, length // size, length)
 
     def _open_read_only(self) -> _State[E]:
@@ -334,6 +335,8 @@ class AbstractIndex(Generic[E]):
         if st.entries >= st.max_entries or st.mm is None:
             raise InvalidInput(f"{self._path}: no room for another entry ({st.entries} entries)")
         at = st.entries * self.layout.entry_size
+        if at + len(packed) > self._reserved:  # a sparse page written through the map: SIGBUS if no room
+            self._reserved = reserve(self._path, self._reserved, at + len(packed), st.length)
         st.mm[at : at + len(packed)] = packed
         self._state = st._replace(entries=st.entries + 1, last=last)
 
@@ -383,6 +386,7 @@ class AbstractIndex(Generic[E]):
             fd = open_file(self._path, os.O_RDWR)
             try:
                 os.ftruncate(fd, rounded)
+                self._reserved = min(self._reserved, rounded)
                 mm = mmap.mmap(fd, rounded, access=mmap.ACCESS_WRITE) if rounded else None
             finally:
                 os.close(fd)
@@ -403,8 +407,7 @@ class AbstractIndex(Generic[E]):
             self.resize(self._max_index_size)
 
     def flush(self) -> None:
-        """Write the map's dirty pages to the file, synchronously (``msync``, Kafka's ``mmap.force``);
-        nothing to do read-only or unopened."""
+        """Write the map's dirty pages to the file (``msync``, Kafka's ``mmap.force``); no-op read-only."""
         with self._lock:
             st = self._state
             if st is None or not self._writable:

@@ -198,7 +198,13 @@ class LocalLog:
         if from_offset is None or from_offset < self._log_start_offset:
             from_offset = self._log_start_offset
         segment = self.segments.floor(from_offset) or self.segments.first()
+        # a segment read once is not read again (a gap after a truncated segment would loop); the list
+        # holds the segments so that their ids stay theirs
+        visited: list[LogSegment] = []
+        seen: set[int] = set()
         while segment is not None:
+            visited.append(segment)
+            seen.add(id(segment))
             base = segment.base_offset
             if to_offset is not None and base > to_offset:
                 return
@@ -216,7 +222,8 @@ class LocalLog:
             # Next: the segment that now holds ``from_offset`` when compaction swapped a merged segment
             # in at or below it while we read, else the one after this.
             floor = self.segments.floor(from_offset)
-            segment = floor if floor is not None and floor is not segment else self.segments.higher(base)
+            swapped = floor is not None and id(floor) not in seen
+            segment = floor if swapped else self.segments.higher(base)
 
     def read(
         self, from_offset: int | None = None, to_offset: int | None = None, *, validate: bool = True

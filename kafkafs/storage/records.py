@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from ..errors import CorruptRecordError, KafkafsError
+from ..errors import CorruptRecordError, SegmentClosedError
 from ..format.batch import (
     DEFAULT_MAX_INFLATED_BYTES,
     LOG_OVERHEAD,
@@ -120,7 +120,7 @@ class FileRecords:
     def _open_handle(self, *, create: bool) -> FileHandle:
         with self._lock:
             if self._closed:
-                raise KafkafsError(f"{self.path}: segment is closed")
+                raise SegmentClosedError(f"{self.path}: segment is closed (removed or replaced since it was found)")
             if self._handle is not None:
                 return self._handle
             flags = (os.O_RDWR | (os.O_CREAT if create else 0)) if self.writable else os.O_RDONLY
@@ -200,15 +200,27 @@ class FileRecords:
     # ------------------------------------------------------------------------------------------ writing
 
     def write_at(self, data: bytes | bytearray | memoryview, position: int) -> None:
-        """Write all of ``data`` at ``position`` (the caller publishes the new size)."""
+        """Append ``data`` at ``position``, the end of the file (the caller publishes the new size); on an
+        error the file is cut back to ``position``."""
         fd = self.handle().fd
         view = memoryview(data)
-        while view:
-            written = os.pwrite(fd, view, position)
-            if written <= 0:
-                raise OSError(f"{self.path}: short write at position {position}")
-            view = view[written:]
-            position += written
+        start = position
+        try:
+            while view:
+                written = os.pwrite(fd, view, position)
+                if written <= 0:
+                    raise OSError(f"{self.path}: short write at position {position}")
+                view = view[written:]
+                position += written
+        except OSError:
+            # a full disk (ENOSPC) or an I/O error: take back what part of the batch did reach the file,
+            # so that it ends where the segment says (shrinking needs no space); recovery would cut it
+            # anyway, but a clean close must not leave it behind
+            try:
+                os.ftruncate(fd, start)
+            except OSError:
+                pass
+            raise
 
     def truncate(self, size: int) -> None:
         os.ftruncate(self.handle().fd, size)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import mmap
 import os
 import stat
 import threading
@@ -36,6 +37,7 @@ __all__ = [
     "check_partition_folder",
     "is_regular_file",
     "write_atomically",
+    "reserve",
 ]
 
 log = logging.getLogger("kafkafs.storage")
@@ -168,3 +170,22 @@ def write_atomically(path: str | os.PathLike[str], data: bytes, *, fsync_dir: bo
             os.fsync(fd)
         finally:
             os.close(fd)
+
+
+def reserve(path: str | os.PathLike[str], reserved: int, needed: int, limit: int) -> int:
+    """Reserve the blocks of a writable memory-mapped file from ``reserved`` to past ``needed`` (a
+    page at a time, up to ``limit``); return the new reserved length.
+
+    A preallocated index is sparse, and a page the disk has no room for is a SIGBUS when an entry is
+    written through the map (the process dies, a mount's daemon with it). Reserved first, a full disk is
+    an ``OSError`` (ENOSPC) at the append instead. File systems that cannot reserve stay sparse."""
+    end = min(limit, max(needed, reserved + mmap.PAGESIZE))
+    fd = open_file(path, os.O_RDWR)
+    try:
+        os.posix_fallocate(fd, reserved, end - reserved)
+    except OSError as exc:
+        if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL, getattr(errno, "ENOTSUP", errno.EOPNOTSUPP)):
+            raise
+    finally:
+        os.close(fd)
+    return end

@@ -261,21 +261,30 @@ class LogSegment(SegmentFiles):
             start = self._size
             if start + len(data) > MAX_POSITION + 1:
                 raise InvalidInput(f"{self.log_path}: {len(data)} more bytes would not fit an index position")
+            offset_index, time_index = self.offset_index, self.time_index
+            entries = offset_index.entries, time_index.entries
             self.records.write_at(data, start)
             self._dirty = True
             interval = self.config.index_interval_bytes
             max_ts, max_offset, since = tail.max_timestamp, tail.offset_of_max_timestamp, tail.bytes_since_index
-            offset_index, time_index = self.offset_index, self.time_index
-            for h in headers:
-                if h.max_timestamp > max_ts:
-                    max_ts, max_offset = h.max_timestamp, h.last_offset
-                if since > interval:
-                    if not offset_index.is_full():  # full only if a roll could not help (should_roll)
-                        offset_index.append(h.last_offset, start + h.position)
-                    if not time_index.is_full():
-                        time_index.maybe_append(max_ts, max_offset)
-                    since = 0
-                since += h.size
+            try:
+                for h in headers:
+                    if h.max_timestamp > max_ts:
+                        max_ts, max_offset = h.max_timestamp, h.last_offset
+                    if since > interval:
+                        if not offset_index.is_full():  # full only if a roll could not help (should_roll)
+                            offset_index.append(h.last_offset, start + h.position)
+                        if not time_index.is_full():
+                            time_index.maybe_append(max_ts, max_offset)
+                        since = 0
+                    since += h.size
+            except BaseException:
+                # an index entry could not be written (ENOSPC reserving its page): the append did not
+                # happen, so that the next one, once there is room, finds the segment as it was
+                offset_index._truncate_to_entries(entries[0])
+                time_index._truncate_to_entries(entries[1])
+                self.records.truncate(start)
+                raise
             if start == 0:
                 self._rolling_timestamp = first.max_timestamp
             self._size = start + len(data)

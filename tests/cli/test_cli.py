@@ -125,6 +125,25 @@ def test_verify_finds_damage_and_recover_repairs(tmp_path, demo):
     run("verify", str(copy))
 
 
+def test_verify_reports_every_partition_when_a_batch_length_is_damaged(tmp_path, fixtures_dir):
+    # a broker-written segment with indexes, its batch length at position 29992 overwritten: verify
+    # reports that one problem (not the index entries past it) and goes on to the other partitions
+    copy = tmp_path / "logs"
+    shutil.copytree(fixtures_dir / "kafka-logs-a", copy)
+    for path in copy.rglob("*"):
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    segment = copy / "__consumer_offsets-12/00000000000000000000.log"
+    data = bytearray(segment.read_bytes())
+    data[30000:30002] = b"\xff\xff"
+    segment.write_bytes(bytes(data))
+    out = run("verify", str(copy), check_rc=1).stdout.decode().splitlines()
+    assert "__consumer_offsets-12: 2 segment(s), 405 records, offsets 0..868: 1 problem(s)" in out
+    assert any("position 29992" in line for line in out)
+    assert [line.split(":")[0] for line in out if line.endswith(": OK")] == [
+        "__consumer_offsets-10", "__consumer_offsets-49", "demo-0", "my-topic-0", "nikhilDemo-0"
+    ]
+
+
 def test_dump_matches_the_broker_index(fixtures_dir):
     segment = fixtures_dir / "kafka-logs-a/__consumer_offsets-12/00000000000000000000.log"
     index = segment.with_suffix(".index")

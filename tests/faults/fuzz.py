@@ -244,7 +244,9 @@ def _damage_names(target: Path, part: Path, rng: random.Random) -> str:
         victim.unlink()
         return f"{victim.name} removed"
     if kind == 6:
-        os.symlink("/etc/hostname", part / f"{int(victim.name[:20]) + 1:020d}.log")
+        link = part / f"{int(victim.name[:20]) + 1:020d}.log"
+        if not link.exists() and not link.is_symlink():
+            os.symlink("/etc/hostname", link)
         return "a link named like a segment"
     (target / f"{TOPIC}-1").write_bytes(b"not a folder")
     return "a file named like a partition"

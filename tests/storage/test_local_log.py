@@ -124,6 +124,23 @@ def test_reads_skip_compacted_gaps(tmp_path: Path) -> None:
     log.close()
 
 
+def test_reads_end_when_a_truncated_segment_is_followed_by_a_truncated_active_one(tmp_path: Path, fixtures_dir) -> None:
+    # a broker's segments: 0..861 cut to 0..854 (a partial batch left), the active 862.. cut inside
+    # its first batch; reading from 0 used to go back to segment 0 for offset 855 forever
+    import shutil
+
+    folder = tmp_path / "__consumer_offsets-12"
+    shutil.copytree(fixtures_dir / "kafka-logs-a/__consumer_offsets-12", folder)
+    for path in folder.iterdir():
+        path.chmod(0o644)
+    os.truncate(folder / "00000000000000000000.log", 64000)
+    os.truncate(folder / "00000000000000000862.log", 300)
+    log = open_log(folder, writable=False)
+    views = list(log.batches(0))
+    assert views[-1][1].header.last_offset == 854 and len(views) == 145
+    log.close()
+
+
 def test_offset_for_timestamp(tmp_path: Path) -> None:
     log = open_log(tmp_path / "t-0", config(segment_bytes=400, index_interval_bytes=60))
     stamps = [500, 100, 300, 900, 200, 800, 800, 1000, 50, 1200] * 4

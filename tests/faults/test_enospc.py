@@ -1,0 +1,159 @@
+"""A full disk (ENOSPC) during append, roll, recovery and compaction, on a small tmpfs mounted by the
+test (root only): the command fails with one line (the mount: the write fails with ENOSPC), nothing
+acknowledged is lost, and once space returns ``recover`` leaves a directory that ``verify`` accepts."""
+
+from __future__ import annotations
+
+import errno
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kafkafs.storage.config import Settings
+from kafkafs.storage.logdir import LogDir
+from tests.fs.conftest import ROOT
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
+
+SMALL = ["--set", "segment.bytes=16384", "--set", "index.interval.bytes=512"]
+
+
+@pytest.fixture
+def small_fs(tmp_path):
+    """A 512 KiB tmpfs holding ``logs/`` and a filler file; ``free()`` removes the filler."""
+    root = tmp_path / "fs"
+    root.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", str(root)], check=True)
+    try:
+        (root / "logs").mkdir()
+        yield root
+    finally:
+        subprocess.run(["umount", "-l", str(root)], capture_output=True)
+
+
+def fill(root: Path, leave: int) -> None:
+    """Fill the file system up to ``leave`` free bytes with ``root/filler``."""
+    st = os.statvfs(root)
+    free = st.f_bavail * st.f_frsize
+    with open(root / "filler", "ab") as f:
+        f.write(bytes(max(0, free - leave)))
+
+
+def cli(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess:
+    proc = subprocess.run([sys.executable, "-m", "kafkafs.cli", *args], input=stdin, capture_output=True,
+                          timeout=300, cwd=ROOT)
+    assert b"Traceback" not in proc.stderr, proc.stderr.decode()
+    return proc
+
+
+def one_line_enospc(proc: subprocess.CompletedProcess) -> None:
+    assert proc.returncode == 1, (proc.returncode, proc.stderr)
+    errors = [line for line in proc.stderr.decode().splitlines() if "error" in line]
+    assert len(errors) == 1 and "No space left on device" in errors[0], proc.stderr
+
+
+def values(logdir: Path, name: str) -> list[bytes]:
+    with LogDir(logdir) as d:
+        return [v for b in d.log(name).read() for v in b.values]
+
+
+def test_enospc_during_append_and_roll(small_fs):
+    logs = small_fs / "logs"
+    fill(small_fs, 200 * 1024)
+    acked: list[bytes] = []
+    failed = None
+    for round_ in range(200):
+        lines = [b"r%d-%d-" % (round_, i) + b"x" * 200 for i in range(30)]
+        proc = cli("produce", str(logs), "t-0", *SMALL, stdin=b"\n".join(lines) + b"\n")
+        if proc.returncode == 0:
+            acked.extend(lines)
+            continue
+        failed = proc
+        break
+    assert failed is not None, "the disk never filled"
+    one_line_enospc(failed)
+    assert len({p.name for p in (logs / "t-0").glob("*.log")}) > 2  # it rolled on the way
+    (small_fs / "filler").unlink()
+    assert cli("recover", str(logs)).returncode == 0
+    assert cli("verify", str(logs)).returncode == 0
+    got = values(logs, "t-0")
+    assert got[: len(acked)] == acked  # every acknowledged record, in order, first
+    # and it takes appends again
+    assert cli("produce", str(logs), "t-0", *SMALL, stdin=b"after\n").returncode == 0
+    assert values(logs, "t-0")[-1] == b"after"
+
+
+def test_enospc_during_recovery(small_fs):
+    logs = small_fs / "logs"
+    payload = b"".join(b"v%d-" % i + b"y" * 300 + b"\n" for i in range(400))
+    assert cli("produce", str(logs), "t-0", *SMALL, stdin=payload).returncode == 0
+    before = values(logs, "t-0")
+    for index in (logs / "t-0").glob("*index"):
+        index.unlink()  # recovery rebuilds them: it needs room
+    fill(small_fs, 0)
+    one_line_enospc(cli("recover", str(logs)))
+    assert values(logs, "t-0") == before  # nothing lost
+    (small_fs / "filler").unlink()
+    assert cli("recover", str(logs)).returncode == 0
+    assert cli("verify", str(logs)).returncode == 0
+    assert values(logs, "t-0") == before
+
+
+def test_enospc_during_compaction(small_fs):
+    logs = small_fs / "logs"
+    lines = b"".join(b'{"key": "k%d", "value": "v%d-%s"}\n' % (i % 20, i, b"z" * 200) for i in range(600))
+    compact = [*SMALL, "--set", "cleanup.policy=compact"]
+    assert cli("produce", str(logs), "t-0", *compact, stdin=lines).returncode == 0
+    before = values(logs, "t-0")
+    latest = {}
+    for v in before:
+        latest[int(v.split(b"-")[0][1:]) % 20] = v
+    fill(small_fs, 4096)
+    proc = cli("clean", str(logs), *compact)
+    one_line_enospc(proc)
+    assert set(latest.values()) <= set(values(logs, "t-0"))  # the latest value of every key is there
+    (small_fs / "filler").unlink()
+    assert cli("recover", str(logs), *compact).returncode == 0
+    assert cli("verify", str(logs)).returncode == 0
+    assert set(latest.values()) <= set(values(logs, "t-0"))
+    assert cli("clean", str(logs), *compact).returncode == 0
+    assert cli("verify", str(logs)).returncode == 0
+    assert set(latest.values()) <= set(values(logs, "t-0"))
+
+
+def test_enospc_through_a_rw_mount(small_fs, mounted, tmp_path):
+    logs = small_fs / "logs"
+    with LogDir(logs, Settings({"segment.bytes": 16384}), writable=True) as d:
+        d.create_partition("t", 0)
+    config = tmp_path / "kafkafs.toml"
+    config.write_text('"segment.bytes" = 16384\n"index.interval.bytes" = 512\n')
+    m = mounted(logs, "--rw", "--config", str(config))
+    m.allow_errors = True
+    fill(small_fs, 150 * 1024)
+    acked: list[bytes] = []
+    error = None
+    for round_ in range(400):
+        lines = [b"m%d-%d-" % (round_, i) + b"w" * 300 for i in range(10)]
+        try:
+            with open(m / "t-0" / "append", "ab", buffering=0) as f:
+                f.write(b"\n".join(lines) + b"\n")
+        except OSError as exc:
+            error = exc
+            break
+        acked.extend(lines)
+    assert error is not None and error.errno == errno.ENOSPC, error
+    assert m.proc.poll() is None  # the daemon lives on
+    (small_fs / "filler").unlink()
+    with open(m / "t-0" / "append", "ab", buffering=0) as f:
+        f.write(b"after\n")
+    records = (m / "t-0" / "records.jsonl").read_bytes()
+    assert records.count(b"\n") >= len(acked) + 1
+    m.stop()
+    assert cli("recover", str(logs)).returncode == 0
+    assert cli("verify", str(logs)).returncode == 0
+    got = values(logs, "t-0")
+    assert [v for v in got if v.startswith(b"m")][: len(acked)] == acked and got[-1] == b"after"
+    assert "Traceback" not in m.log()
