@@ -17,7 +17,11 @@ typedef struct {
     char msg[160];
 } Err;
 
-static int rd_varint(const uint8_t *d, Py_ssize_t end, Py_ssize_t *pos, int64_t *out, Err *err) {
+/* A zig-zag varint (bits 32: at most 5 bytes) or varlong (bits 64: at most 10 bytes), as records.py's
+ * _zigzag reads it, with the same messages. */
+static int rd_zigzag(const uint8_t *d, Py_ssize_t end, Py_ssize_t *pos, int64_t *out, Err *err, int bits) {
+    const char *name = bits == 32 ? "varint" : "varlong";
+    const int max_shift = bits == 32 ? 35 : 70;
     uint64_t raw = 0;
     int shift = 0;
     Py_ssize_t p = *pos;
@@ -27,50 +31,32 @@ static int rd_varint(const uint8_t *d, Py_ssize_t end, Py_ssize_t *pos, int64_t 
             return -1;
         }
         uint8_t b = d[p++];
+        /* Only a varlong reaches shift 63: there a last byte above 1 would overflow 64 bits. */
+        if (shift == 63 && b < 0x80 && (b & 0x7F) > 1) goto out_of_range;
         raw |= (uint64_t)(b & 0x7F) << shift;
         if (b < 0x80) {
-            if (raw > 0xFFFFFFFFULL) {
-                snprintf(err->msg, sizeof err->msg, "varint out of 32-bit range");
-                return -1;
-            }
-            *out = (int64_t)(raw >> 1) ^ -(int64_t)(raw & 1);
-            *pos = p;
-            return 0;
-        }
-        shift += 7;
-        if (shift >= 35) {
-            snprintf(err->msg, sizeof err->msg, "varint longer than 5 bytes");
-            return -1;
-        }
-    }
-}
-
-static int rd_varlong(const uint8_t *d, Py_ssize_t end, Py_ssize_t *pos, int64_t *out, Err *err) {
-    uint64_t raw = 0;
-    int shift = 0;
-    Py_ssize_t p = *pos;
-    for (;;) {
-        if (p >= end) {
-            snprintf(err->msg, sizeof err->msg, "records do not parse: index out of range");
-            return -1;
-        }
-        uint8_t b = d[p++];
-        if (shift == 63 && b < 0x80 && (b & 0x7F) > 1) {
-            snprintf(err->msg, sizeof err->msg, "varlong out of 64-bit range");
-            return -1;
-        }
-        raw |= (uint64_t)(b & 0x7F) << shift;
-        if (b < 0x80) {
+            if (bits == 32 && raw > 0xFFFFFFFFULL) goto out_of_range;
             *out = (int64_t)((raw >> 1) ^ ((uint64_t)0 - (raw & 1)));
             *pos = p;
             return 0;
         }
         shift += 7;
-        if (shift >= 70) {
-            snprintf(err->msg, sizeof err->msg, "varlong longer than 10 bytes");
+        if (shift >= max_shift) {
+            snprintf(err->msg, sizeof err->msg, "%s longer than %d bytes", name, max_shift / 7);
             return -1;
         }
     }
+out_of_range:
+    snprintf(err->msg, sizeof err->msg, "%s out of %d-bit range", name, bits);
+    return -1;
+}
+
+static int rd_varint(const uint8_t *d, Py_ssize_t end, Py_ssize_t *pos, int64_t *out, Err *err) {
+    return rd_zigzag(d, end, pos, out, err, 32);
+}
+
+static int rd_varlong(const uint8_t *d, Py_ssize_t end, Py_ssize_t *pos, int64_t *out, Err *err) {
+    return rd_zigzag(d, end, pos, out, err, 64);
 }
 
 typedef struct {

@@ -147,44 +147,35 @@ def control_type_of(key: bytes | None) -> str:
 
 # --------------------------------------------------------------------------------------------- decode
 
-_MASK32 = 0xFFFFFFFF
 _MASK64 = 0xFFFFFFFFFFFFFFFF
 
 
-def _varint(data: bytes, pos: int) -> tuple[int, int]:
-    """A zig-zag varint of at most 5 bytes (the first has its continuation bit set)."""
+def _zigzag(data: bytes, pos: int, bits: int, name: str) -> tuple[int, int]:
+    """A zig-zag varint (``bits`` 32: at most 5 bytes) or varlong (64: at most 10 bytes) whose first
+    byte has its continuation bit set; ``name`` says which in the errors."""
     start = pos
     raw = 0
     shift = 0
+    max_shift = 35 if bits == 32 else 70
     while True:
         b = data[pos]
         pos += 1
         raw |= (b & 0x7F) << shift
         if b < 0x80:
-            if raw > _MASK32:
-                raise CorruptRecordError("varint out of 32-bit range", start)
+            if raw >> bits:
+                raise CorruptRecordError(f"{name} out of {bits}-bit range", start)
             return (raw >> 1) ^ -(raw & 1), pos
         shift += 7
-        if shift >= 35:
-            raise CorruptRecordError("varint longer than 5 bytes", start)
+        if shift >= max_shift:
+            raise CorruptRecordError(f"{name} longer than {max_shift // 7} bytes", start)
+
+
+def _varint(data: bytes, pos: int) -> tuple[int, int]:
+    return _zigzag(data, pos, 32, "varint")
 
 
 def _varlong(data: bytes, pos: int) -> tuple[int, int]:
-    """A zig-zag varlong of at most 10 bytes (the first has its continuation bit set)."""
-    start = pos
-    raw = 0
-    shift = 0
-    while True:
-        b = data[pos]
-        pos += 1
-        raw |= (b & 0x7F) << shift
-        if b < 0x80:
-            if raw > _MASK64:
-                raise CorruptRecordError("varlong out of 64-bit range", start)
-            return (raw >> 1) ^ -(raw & 1), pos
-        shift += 7
-        if shift >= 70:
-            raise CorruptRecordError("varlong longer than 10 bytes", start)
+    return _zigzag(data, pos, 64, "varlong")
 
 
 def _wrap64(value: int) -> int:
