@@ -104,25 +104,26 @@ class OffsetMap:
         lo, hi = _split(_md5(key).digest())
         self._put(lo, hi, offset)
 
-    def _put(self, lo: int, hi: int, offset: int) -> None:
+    def _slot(self, lo: int, hi: int) -> int:
+        """The slot that holds the hash ``lo, hi``, else the free slot where it would go (double
+        hashing: the step comes from ``hi``)."""
         slots = self.slots
         los, his, offsets = self._lo, self._hi, self._offsets
         s = lo % slots
         step = 0
-        while True:
-            found = offsets[s]
-            if found < 0:
-                los[s] = lo
-                his[s] = hi
-                offsets[s] = offset
-                self.size += 1
-                break
-            if los[s] == lo and his[s] == hi:
-                offsets[s] = offset
-                break
+        while offsets[s] >= 0 and not (los[s] == lo and his[s] == hi):
             if not step:
                 step = hi % (slots - 1) + 1
             s = (s + step) % slots
+        return s
+
+    def _put(self, lo: int, hi: int, offset: int) -> None:
+        s = self._slot(lo, hi)
+        if self._offsets[s] < 0:
+            self._lo[s] = lo
+            self._hi[s] = hi
+            self.size += 1
+        self._offsets[s] = offset
         if offset > self.latest_offset:
             self.latest_offset = offset
 
@@ -173,19 +174,8 @@ class OffsetMap:
         return self._get(lo, hi)
 
     def _get(self, lo: int, hi: int) -> int:
-        slots = self.slots
-        los, his, offsets = self._lo, self._hi, self._offsets
-        s = lo % slots
-        step = 0
-        while True:
-            found = offsets[s]
-            if found < 0:
-                return -1
-            if los[s] == lo and his[s] == hi:
-                return found
-            if not step:
-                step = hi % (slots - 1) + 1
-            s = (s + step) % slots
+        found = self._offsets[self._slot(lo, hi)]
+        return found if found >= 0 else -1
 
     def latest_flags(self, keys: list[bytes | None], offsets: list[int]) -> list[bool]:
         """For each record, whether it is its key's latest (or has no key, or lies past
