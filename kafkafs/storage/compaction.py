@@ -244,22 +244,26 @@ def _set_delete_horizon(data: bytearray) -> None:
     data[17:21] = crc32c(memoryview(data)[_ATTRIBUTES_AT:]).to_bytes(4, "big")
 
 
-def _empty_batch(h: BatchHeader) -> bytes:
-    """The header of a batch whose records all went (Kafka's ``RETAIN_EMPTY``)."""
+def _encode_like(h: BatchHeader, rows: list, **fields) -> bytes:
+    """``rows`` as a batch that keeps ``h``'s base offset, last offset delta, LogAppendTime, leader
+    epoch and producer fields; ``fields`` are :func:`encode_batch`'s other arguments."""
     return encode_batch(
-        [],
+        rows,
         base_offset=h.base_offset,
-        last_offset_delta=h.last_offset_delta,
-        first_timestamp=h.max_timestamp,
-        max_timestamp=h.max_timestamp,
+        last_offset_delta=h.last_offset_delta,  # as Kafka: the producer's last sequence stays right
         log_append_time=h.max_timestamp if h.timestamp_type == 1 else None,
         partition_leader_epoch=h.partition_leader_epoch,
         producer_id=h.producer_id,
         producer_epoch=h.producer_epoch,
         base_sequence=h.base_sequence,
         transactional=h.is_transactional,
-        control=h.is_control,
+        **fields,
     )
+
+
+def _empty_batch(h: BatchHeader) -> bytes:
+    """The header of a batch whose records all went (Kafka's ``RETAIN_EMPTY``)."""
+    return _encode_like(h, [], first_timestamp=h.max_timestamp, max_timestamp=h.max_timestamp, control=h.is_control)
 
 
 class _Writer:
@@ -334,19 +338,12 @@ def _clean_batch(view: BatchView, file: str, omap: OffsetMap, now_ms: int, delet
     rows = [(timestamps[i], keys[i], values[i], headers[i]) for i in kept]
     first_ts = now_ms + delete_retention_ms if need_horizon else (h.first_timestamp if horizon_set else None)
     data = bytearray(
-        encode_batch(
+        _encode_like(
+            h,
             rows,
-            base_offset=base,
             offset_deltas=[offsets[i] - base for i in kept],
-            last_offset_delta=h.last_offset_delta,  # as Kafka: the producer's last sequence stays right
             first_timestamp=first_ts,
             compression=Codec(h.compression),
-            log_append_time=h.max_timestamp if h.timestamp_type == 1 else None,
-            partition_leader_epoch=h.partition_leader_epoch,
-            producer_id=h.producer_id,
-            producer_epoch=h.producer_epoch,
-            base_sequence=h.base_sequence,
-            transactional=h.is_transactional,
         )
     )
     if need_horizon or horizon_set:
