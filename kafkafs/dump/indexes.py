@@ -76,8 +76,9 @@ class IndexErrors:
         return problems
 
 
-def _segment_files(name: str, err: TextIO) -> tuple[int, bytes, str] | None:
-    """(base offset, the .log's bytes, the .log's path) for an index file, or None after one line."""
+def _segment_files(name: str, err: TextIO) -> tuple[int, bytes, str, bytes] | None:
+    """(base offset, the .log's bytes, the .log's path, the index's own bytes) for an index file, or
+    None after one line."""
     base_name = os.path.basename(name)
     head = base_name.split(".")[0]
     if not head.isdigit():
@@ -96,7 +97,7 @@ def _segment_files(name: str, err: TextIO) -> tuple[int, bytes, str] | None:
             file=err,
         )
         return None
-    return int(head), data, log_path
+    return int(head), data, log_path, _read(name)
 
 
 def _read(name: str) -> bytes:
@@ -113,6 +114,25 @@ def _last_offset_at(log: bytes, position: int, limit: int) -> int:
     return -1 if h is None else h.last_offset
 
 
+def _report_sanity(name: str, problem: str | None, out: TextIO, err: TextIO) -> int:
+    """Say what an index's sanity check found (as Kafka's tool does); the exit code."""
+    if problem:
+        print(f"kafkafs: {problem}", file=err)
+        return 1
+    print(f"{name} passed sanity check.", file=out)
+    return 0
+
+
+def _size_problem(what: str, name: str, data: bytes, entry_size: int) -> str | None:
+    """Kafka's complaint about an index whose size is not a whole number of entries, else None."""
+    if len(data) % entry_size:
+        return (
+            f"{what} {_absolute(name)} is corrupt, found {len(data)} bytes which is neither positive nor a "
+            f"multiple of {entry_size}"
+        )
+    return None
+
+
 def _offset_sanity(name: str, data: bytes, base: int) -> str | None:
     entries = len(data) // 8
     if entries:
@@ -122,28 +142,20 @@ def _offset_sanity(name: str, data: bytes, base: int) -> str | None:
                 f"Corrupt index found, index file {_absolute(name)} has non-zero size but the last offset "
                 f"is {base + rel} which is less than the base offset {base}"
             )
-    if len(data) % 8:
-        return f"Index file {_absolute(name)} is corrupt, found {len(data)} bytes which is neither positive nor a multiple of 8"
-    return None
+    return _size_problem("Index file", name, data, 8)
 
 
 def dump_index(name: str, out: TextIO, err: TextIO, options: DumpOptions, errors: IndexErrors) -> int:
     found = _segment_files(name, err)
     if found is None:
         return 1
-    base, log, _log_path = found
-    data = _read(name)
+    base, log, _log_path, data = found
     entries = len(data) // 8
     if entries == 0:
         print(f"{name} is empty.", file=out)
         return 0
     if options.index_sanity_check:
-        problem = _offset_sanity(name, data, base)
-        if problem:
-            print(f"kafkafs: {problem}", file=err)
-            return 1
-        print(f"{name} passed sanity check.", file=out)
-        return 0
+        return _report_sanity(name, _offset_sanity(name, data, base), out, err)
     mismatches = []
     for i in range(entries):
         rel, position = _OFFSET_ENTRY.unpack_from(data, i * 8)
@@ -186,24 +198,16 @@ def _time_sanity(name: str, data: bytes, base: int) -> str | None:
             return f"{where} timestamp is {last_ts} which is less than the first timestamp {first_ts}"
         if base + rel < base:
             return f"{where} offset is {base + rel} which is less than the first offset {base}"
-    if len(data) % 12:
-        return f"Time index file {_absolute(name)} is corrupt, found {len(data)} bytes which is neither positive nor a multiple of 12"
-    return None
+    return _size_problem("Time index file", name, data, 12)
 
 
 def dump_time_index(name: str, out: TextIO, err: TextIO, options: DumpOptions, errors: IndexErrors) -> int:
     found = _segment_files(name, err)
     if found is None:
         return 1
-    base, log, log_path = found
-    data = _read(name)
+    base, log, log_path, data = found
     if options.index_sanity_check:
-        problem = _time_sanity(name, data, base)
-        if problem:
-            print(f"kafkafs: {problem}", file=err)
-            return 1
-        print(f"{name} passed sanity check.", file=out)
-        return 0
+        return _report_sanity(name, _time_sanity(name, data, base), out, err)
     try:
         index = _read(log_path[: -len(".log")] + ".index")
     except FileNotFoundError:
