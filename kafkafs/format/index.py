@@ -183,30 +183,33 @@ def _check_entries(buf: Buffer, entries: int, field: Field) -> None:
         )
 
 
+def _count_below(buf: Buffer, entries: int, target: int, field: Field) -> int:
+    """How many of the first ``entries`` slots have ``field`` < ``target`` (they come first: ``field``
+    must not decrease). The warm tail (the last :data:`_WARM_BYTES`, where most lookups land) is tried
+    before the rest, so a lookup near the end touches only recent pages."""
+    _check_entries(buf, entries, field)
+    unpack, size, at = field.unpack_from, field.entry_size, field.at
+    first_hot = max(0, entries - 1 - _WARM_BYTES // size)
+    if entries and unpack(buf, first_hot * size + at)[0] < target:
+        lo, hi = first_hot + 1, entries
+    else:
+        lo, hi = 0, first_hot
+    # invariant: every slot before lo is < target, every slot from hi on is >= target
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if unpack(buf, mid * size + at)[0] < target:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
 def floor_slot(buf: Buffer, entries: int, target: int, field: Field) -> int:
     """The last slot whose ``field`` is <= ``target``, or -1 (empty, or every entry is larger).
 
-    ``field`` must not decrease over the first ``entries`` slots of ``buf``.
+    ``field`` must not decrease over the first ``entries`` slots of ``buf``; ``target`` is an int.
     """
-    _check_entries(buf, entries, field)
-    if entries == 0:
-        return -1
-    unpack, size, at = field.unpack_from, field.entry_size, field.at
-    first_hot = max(0, entries - 1 - _WARM_BYTES // size)
-    if unpack(buf, first_hot * size + at)[0] <= target:
-        lo, hi = first_hot, entries - 1
-    elif unpack(buf, at)[0] > target:
-        return -1
-    else:
-        lo, hi = 0, first_hot
-    # invariant: slot lo is <= target, every slot after hi is > target
-    while lo < hi:
-        mid = (lo + hi + 1) >> 1
-        if unpack(buf, mid * size + at)[0] <= target:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
+    return _count_below(buf, entries, target + 1, field) - 1
 
 
 def ceiling_slot(buf: Buffer, entries: int, target: int, field: Field) -> int:
@@ -214,25 +217,8 @@ def ceiling_slot(buf: Buffer, entries: int, target: int, field: Field) -> int:
 
     ``field`` must not decrease over the first ``entries`` slots of ``buf``.
     """
-    _check_entries(buf, entries, field)
-    if entries == 0:
-        return -1
-    unpack, size, at = field.unpack_from, field.entry_size, field.at
-    if unpack(buf, (entries - 1) * size + at)[0] < target:
-        return -1
-    first_hot = max(0, entries - 1 - _WARM_BYTES // size)
-    if unpack(buf, first_hot * size + at)[0] < target:
-        lo, hi = first_hot + 1, entries - 1
-    else:
-        lo, hi = 0, first_hot
-    # invariant: slot hi is >= target, every slot before lo is < target
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if unpack(buf, mid * size + at)[0] >= target:
-            hi = mid
-        else:
-            lo = mid + 1
-    return lo
+    count = _count_below(buf, entries, target, field)
+    return count if count < entries else -1
 
 
 def offset_floor_slot(buf: Buffer, entries: int, relative_offset: int) -> int:
