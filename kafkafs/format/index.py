@@ -133,10 +133,14 @@ TIME_INDEX = IndexLayout("time index", TIME_ENTRY_SIZE, TIME_KEY, TIME_OFFSET, (
 # -- entries -------------------------------------------------------------------------------------------
 
 
-def encode_offset_entry(relative_offset: int, position: int) -> bytes:
-    """The 8 bytes of an offset index entry."""
+def _check_relative_offset(relative_offset: int) -> None:
     if not 0 <= relative_offset <= MAX_RELATIVE_OFFSET:
         raise InvalidInput(f"relative offset {relative_offset} does not fit an index entry")
+
+
+def encode_offset_entry(relative_offset: int, position: int) -> bytes:
+    """The 8 bytes of an offset index entry."""
+    _check_relative_offset(relative_offset)
     if not 0 <= position <= MAX_POSITION:
         raise InvalidInput(f"position {position} does not fit an index entry")
     return _OFFSET_ENTRY.pack(relative_offset, position)
@@ -146,8 +150,7 @@ def encode_time_entry(timestamp: int, relative_offset: int) -> bytes:
     """The 12 bytes of a time index entry."""
     if not 0 <= timestamp <= _MAX_TIMESTAMP:
         raise InvalidInput(f"timestamp {timestamp} cannot be indexed")
-    if not 0 <= relative_offset <= MAX_RELATIVE_OFFSET:
-        raise InvalidInput(f"relative offset {relative_offset} does not fit an index entry")
+    _check_relative_offset(relative_offset)
     return _TIME_ENTRY.pack(timestamp, relative_offset)
 
 
