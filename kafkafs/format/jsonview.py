@@ -13,6 +13,9 @@ The rules for one value are in :mod:`.jsonembed`; lines written to ``append`` ar
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from ..errors import CorruptRecordError
 from . import kernel as _kernel
 from .appendlines import ProducerRecord, parse_lines, parse_record_line, parse_record_lines
@@ -165,74 +168,60 @@ def _raw(topic, partition, buf, mode, decoder, lo, hi, ts_lo, ts_hi, what, max_i
     return out, offsets, ends
 
 
-def render_raw_jsonl(
-    topic: str,
-    partition: int,
-    buf,
-    mode: str = "auto",
-    *,
-    decoder=None,
-    lo: int | None = None,
-    hi: int | None = None,
-    ts_lo: int | None = None,
-    ts_hi: int | None = None,
-    max_inflated_bytes: int = DEFAULT_MAX_INFLATED_BYTES,
-) -> bytes:
+def _raw_function(what: int, name: str, returns: str, doc: str) -> Callable[..., Any]:
+    """One of the raw functions below: they take the same arguments and differ in what they give
+    (``what``, as :func:`_raw` takes it)."""
+
+    def raw(
+        topic: str,
+        partition: int,
+        buf,
+        mode: str = "auto",
+        *,
+        decoder=None,
+        lo: int | None = None,
+        hi: int | None = None,
+        ts_lo: int | None = None,
+        ts_hi: int | None = None,
+        max_inflated_bytes: int = DEFAULT_MAX_INFLATED_BYTES,
+    ):
+        return _raw(topic, partition, buf, mode, decoder, lo, hi, ts_lo, ts_hi, what, max_inflated_bytes)
+
+    raw.__name__ = raw.__qualname__ = name
+    raw.__doc__ = doc
+    raw.__annotations__["return"] = returns
+    return raw
+
+
+render_raw_jsonl = _raw_function(
+    0,
+    "render_raw_jsonl",
+    "bytes",
     """The JSON lines of one whole batch's bytes (as read from the ``.log``, prefix included):
     CRC-checked, decompressed, decoded and rendered; only the records with offsets ``lo..hi``
     (inclusive) and ``ts_lo <= timestamp < ts_hi`` (None: no bound). Damage raises
-    :class:`CorruptRecordError` (positions relative to ``buf``)."""
-    return _raw(topic, partition, buf, mode, decoder, lo, hi, ts_lo, ts_hi, 0, max_inflated_bytes)
+    :class:`CorruptRecordError` (positions relative to ``buf``).""",
+)
 
-
-def raw_jsonl_lengths(
-    topic: str,
-    partition: int,
-    buf,
-    mode: str = "auto",
-    *,
-    decoder=None,
-    lo: int | None = None,
-    hi: int | None = None,
-    ts_lo: int | None = None,
-    ts_hi: int | None = None,
-    max_inflated_bytes: int = DEFAULT_MAX_INFLATED_BYTES,
-) -> list[int]:
+raw_jsonl_lengths = _raw_function(
+    1,
+    "raw_jsonl_lengths",
+    "list[int]",
     """The length (newline included) of each line :func:`render_raw_jsonl` would give, in order; the
-    kernel counts them without writing the lines."""
-    return _raw(topic, partition, buf, mode, decoder, lo, hi, ts_lo, ts_hi, 1, max_inflated_bytes)
+    kernel counts them without writing the lines.""",
+)
 
-
-def render_raw_jsonl_lines(
-    topic: str,
-    partition: int,
-    buf,
-    mode: str = "auto",
-    *,
-    decoder=None,
-    lo: int | None = None,
-    hi: int | None = None,
-    ts_lo: int | None = None,
-    ts_hi: int | None = None,
-    max_inflated_bytes: int = DEFAULT_MAX_INFLATED_BYTES,
-) -> tuple[bytes, list[int], list[int]]:
+render_raw_jsonl_lines = _raw_function(
+    2,
+    "render_raw_jsonl_lines",
+    "tuple[bytes, list[int], list[int]]",
     """:func:`render_raw_jsonl`'s bytes with each rendered record's offset and the end of its line in
-    those bytes (line ``i`` is ``out[ends[i-1]:ends[i]]``, ``ends[-1]`` is 0)."""
-    return _raw(topic, partition, buf, mode, decoder, lo, hi, ts_lo, ts_hi, 2, max_inflated_bytes)
+    those bytes (line ``i`` is ``out[ends[i-1]:ends[i]]``, ``ends[-1]`` is 0).""",
+)
 
-
-def render_raw_jsonl_count(
-    topic: str,
-    partition: int,
-    buf,
-    mode: str = "auto",
-    *,
-    decoder=None,
-    lo: int | None = None,
-    hi: int | None = None,
-    ts_lo: int | None = None,
-    ts_hi: int | None = None,
-    max_inflated_bytes: int = DEFAULT_MAX_INFLATED_BYTES,
-) -> tuple[bytes, int]:
-    """:func:`render_raw_jsonl`'s bytes and how many lines they hold."""
-    return _raw(topic, partition, buf, mode, decoder, lo, hi, ts_lo, ts_hi, 3, max_inflated_bytes)
+render_raw_jsonl_count = _raw_function(
+    3,
+    "render_raw_jsonl_count",
+    "tuple[bytes, int]",
+    """:func:`render_raw_jsonl`'s bytes and how many lines they hold.""",
+)
