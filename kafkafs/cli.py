@@ -12,7 +12,7 @@ import argparse
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from . import __version__
@@ -57,13 +57,11 @@ def _add_settings_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _add_values_option(parser: argparse.ArgumentParser) -> None:
+def _add_rendering_options(parser: argparse.ArgumentParser) -> None:
+    """How records render: --values, and --schemas for Schema Registry payloads."""
     parser.add_argument(
         "--values", choices=["auto", "string", "base64"], default="auto", help="how keys and values render"
     )
-
-
-def _add_schemas_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--schemas", metavar="DIR",
         help="Schema Registry schemas as <id>.avsc / <id>.json files (besides LOGDIR's _schemas topic)",
@@ -304,6 +302,16 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"kafkafs: error: {message} (see '{self.prog} --help')\n")
 
 
+def _logdir_command(
+    sub, name: str, func: Callable[[argparse.Namespace], int], summary: str
+) -> argparse.ArgumentParser:
+    """The parser of a command whose first argument is a log directory."""
+    p = sub.add_parser(name, help=summary)
+    p.add_argument("logdir")
+    p.set_defaults(func=func)
+    return p
+
+
 def build_parser() -> argparse.ArgumentParser:
     from .consume import add_consume_arguments
     from .dump.options import add_dump_arguments
@@ -315,14 +323,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="log what happens (to stderr)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
-    p = sub.add_parser("mount", help="mount a log directory (read-only unless --rw)")
-    p.add_argument("logdir")
+    p = _logdir_command(sub, "mount", cmd_mount, "mount a log directory (read-only unless --rw)")
     p.add_argument("mountpoint")
     p.add_argument("--rw", action="store_true", help="allow appends (takes the log directory's .lock)")
     p.add_argument("-f", "--foreground", action="store_true", help="stay attached instead of daemonizing")
     p.add_argument("-o", dest="options", action="append", metavar="OPT[,OPT]", help="FUSE options, e.g. allow_other")
-    _add_values_option(p)
-    _add_schemas_option(p)
+    _add_rendering_options(p)
     p.add_argument("-d", "--debug", action="store_true", help="debug logging (implies --foreground)")
     _add_cache_dir_option(p)
     p.add_argument(
@@ -330,53 +336,49 @@ def build_parser() -> argparse.ArgumentParser:
         help="by-offset/ lists every offset up to N records, one range per segment past it (default 100000)",
     )
     _add_settings_options(p)
-    p.set_defaults(func=cmd_mount)
 
-    p = sub.add_parser("index", help="fill the mount's size cache ahead of time (for ExecStartPre or cron)")
-    p.add_argument("logdir")
+    p = _logdir_command(
+        sub, "index", cmd_index, "fill the mount's size cache ahead of time (for ExecStartPre or cron)"
+    )
     _add_cache_dir_option(p)
-    _add_values_option(p)
-    _add_schemas_option(p)
+    _add_rendering_options(p)
     _add_settings_options(p)
-    p.set_defaults(func=cmd_index)
 
-    p = sub.add_parser("produce", help="append lines from stdin to a partition (as the append file does)")
-    p.add_argument("logdir")
+    p = _logdir_command(
+        sub, "produce", cmd_produce, "append lines from stdin to a partition (as the append file does)"
+    )
     p.add_argument("partition", metavar="TOPIC-PARTITION")
     p.add_argument("--no-create", action="store_true", help="fail instead of creating a missing partition")
     p.add_argument("--leader-epoch", type=int, metavar="N", help="write as leader epoch N (not below the partition's)")
     _add_settings_options(p)
-    p.set_defaults(func=cmd_produce)
 
-    p = sub.add_parser("consume", help="print records as JSON lines (a partition, or every partition of a topic)")
-    p.add_argument("logdir")
+    p = _logdir_command(
+        sub, "consume", cmd_consume,
+        "print records as JSON lines (a partition, or every partition of a topic)",
+    )
     add_consume_arguments(p)
-    _add_values_option(p)
-    _add_schemas_option(p)
+    _add_rendering_options(p)
     _add_settings_options(p)
-    p.set_defaults(func=cmd_consume)
 
     p = sub.add_parser("dump", help="print any file of a partition folder as kafka-dump-log does")
     add_dump_arguments(p)
     p.set_defaults(func=cmd_dump)
 
-    p = sub.add_parser("verify", help="check CRCs, offsets and indexes; exit 1 on damage")
-    p.add_argument("logdir")
+    p = _logdir_command(sub, "verify", cmd_verify, "check CRCs, offsets and indexes; exit 1 on damage")
     p.add_argument("--partition", action="append", metavar="TOPIC-PARTITION", help="only these partitions")
     p.add_argument("--shallow", action="store_true", help="check batch headers and CRCs only, not every record")
     _add_settings_options(p)
-    p.set_defaults(func=cmd_verify)
 
-    p = sub.add_parser("recover", help="recover a log directory as after a crash: validate, truncate, reindex")
-    p.add_argument("logdir")
+    p = _logdir_command(
+        sub, "recover", cmd_recover, "recover a log directory as after a crash: validate, truncate, reindex"
+    )
     _add_settings_options(p)
-    p.set_defaults(func=cmd_recover)
 
-    p = sub.add_parser("clean", help="apply retention (cleanup.policy=delete) and compaction (compact)")
-    p.add_argument("logdir")
+    p = _logdir_command(
+        sub, "clean", cmd_clean, "apply retention (cleanup.policy=delete) and compaction (compact)"
+    )
     p.add_argument("--dry-run", action="store_true", help="say what would be removed, change nothing")
     _add_settings_options(p)
-    p.set_defaults(func=cmd_clean)
 
     p = sub.add_parser("demo", help="write a sample log directory")
     p.add_argument("dir")
