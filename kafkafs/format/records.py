@@ -19,6 +19,7 @@ from __future__ import annotations
 import struct
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import NamedTuple
 
 from ..errors import CorruptRecordError
@@ -55,6 +56,7 @@ _NO_HEADERS = NO_HEADERS
 
 
 
+@dataclass(slots=True, eq=False, repr=False)
 class DecodedBatch:
     """One batch decoded into columns: parallel lists, one entry a record.
 
@@ -63,23 +65,12 @@ class DecodedBatch:
     Nobody changes a decoded batch (slicing makes a new one), so threads may share it.
     """
 
-    __slots__ = ("header", "offsets", "timestamps", "keys", "values", "headers")
-
-    def __init__(
-        self,
-        header: BatchHeader,
-        offsets: list[int],
-        timestamps: list[int],
-        keys: list[bytes | None],
-        values: list[bytes | None],
-        headers: list[Sequence[Header]],
-    ) -> None:
-        self.header = header
-        self.offsets = offsets
-        self.timestamps = timestamps
-        self.keys = keys
-        self.values = values
-        self.headers = headers
+    header: BatchHeader
+    offsets: list[int]
+    timestamps: list[int]
+    keys: list[bytes | None]
+    values: list[bytes | None]
+    headers: list[Sequence[Header]]
 
     def __len__(self) -> int:
         return len(self.offsets)
