@@ -21,7 +21,7 @@ import re
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from .errors import CorruptRecordError, InvalidInput, InvalidName
 from .format.decoders import decoder_for
@@ -101,16 +101,16 @@ def resolve_partitions(logdir: LogDir, name: str | None, topic: str | None, part
     return matches
 
 
+@dataclass(eq=False)
 class _Reader:
     """One partition's lines from ``next_offset``, with their timestamps (for the interleaving)."""
 
-    def __init__(self, log_: Log, start: int, mode: str, stop_ts: int | None, decoder) -> None:
-        self.log = log_
-        self.next_offset = start
-        self.mode = mode
-        self.stop_ts = stop_ts
-        self.decoder = decoder
-        self.done = False
+    log: Log
+    next_offset: int
+    mode: str
+    stop_ts: int | None
+    decoder: Any
+    done: bool = False
 
     def lines(self) -> Iterator[tuple[int, int, int, bytes]]:
         """(timestamp, partition, offset, line) of every record now in the log past ``next_offset``."""
