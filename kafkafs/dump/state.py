@@ -13,14 +13,17 @@
 
 from __future__ import annotations
 
-from typing import TextIO
+from collections.abc import Callable, Iterable
+from typing import TextIO, TypeVar
 
 from ..errors import CorruptRecordError
 from ..format.checkpoint import parse_epoch_checkpoint
-from ..format.producer_snapshot import parse_producer_snapshot
+from ..format.producer_snapshot import ProducerEntry, parse_producer_snapshot
 from ..format.txnindex import parse_txn_index
 
 __all__ = ["dump_producer_snapshot", "dump_txn_index", "dump_epoch_checkpoint"]
+
+T = TypeVar("T")
 
 
 def _read(name: str) -> bytes:
@@ -32,46 +35,58 @@ def _optional(value: int) -> str:
     return f"OptionalLong[{value}]" if value >= 0 else "OptionalLong.empty"
 
 
-def dump_producer_snapshot(name: str, out: TextIO, err: TextIO) -> int:
+def _dump(
+    name: str,
+    out: TextIO,
+    err: TextIO,
+    parse: Callable[[bytes], Iterable[T]],
+    line: Callable[[T], str],
+    complaint: Callable[[str, CorruptRecordError], str] = lambda name, exc: f"kafkafs: {name}: {exc}",
+) -> int:
+    """Write ``line(entry)`` for each entry ``parse`` finds in the file ``name``; the exit code (1, after
+    ``complaint`` on ``err``, for a damaged file)."""
     try:
-        entries = parse_producer_snapshot(_read(name))
+        entries = parse(_read(name))
     except CorruptRecordError as exc:
-        print(exc.reason, file=err)
+        print(complaint(name, exc), file=err)
         return 1
-    for e in entries:
-        line = (
-            f"producerId: {e.producer_id} producerEpoch: {e.epoch} coordinatorEpoch: {e.coordinator_epoch} "
-            f"currentTxnFirstOffset: {_optional(e.current_txn_first_offset)} lastTimestamp: {e.timestamp} "
-        )
-        if e.last_offset >= 0:
-            line += (
-                f"firstSequence: {e.first_sequence} lastSequence: {e.last_sequence} lastOffset: {e.last_offset} "
-                f"offsetDelta: {e.offset_delta} timestamp: {e.timestamp}"
-            )
-        out.write(line + "\n")
+    for entry in entries:
+        out.write(line(entry) + "\n")
     return 0
+
+
+def _snapshot_line(e: ProducerEntry) -> str:
+    line = (
+        f"producerId: {e.producer_id} producerEpoch: {e.epoch} coordinatorEpoch: {e.coordinator_epoch} "
+        f"currentTxnFirstOffset: {_optional(e.current_txn_first_offset)} lastTimestamp: {e.timestamp} "
+    )
+    if e.last_offset >= 0:
+        line += (
+            f"firstSequence: {e.first_sequence} lastSequence: {e.last_sequence} lastOffset: {e.last_offset} "
+            f"offsetDelta: {e.offset_delta} timestamp: {e.timestamp}"
+        )
+    return line
+
+
+def dump_producer_snapshot(name: str, out: TextIO, err: TextIO) -> int:
+    # a damaged snapshot: Kafka's CorruptSnapshotException message alone
+    return _dump(name, out, err, parse_producer_snapshot, _snapshot_line, lambda _name, exc: exc.reason)
 
 
 def dump_txn_index(name: str, out: TextIO, err: TextIO) -> int:
-    try:
-        entries = parse_txn_index(_read(name))
-    except CorruptRecordError as exc:
-        print(f"kafkafs: {name}: {exc}", file=err)
-        return 1
-    for t in entries:
-        out.write(
+    return _dump(
+        name,
+        out,
+        err,
+        parse_txn_index,
+        lambda t: (
             f"version: {t.version} producerId: {t.producer_id} firstOffset: {t.first_offset} "
-            f"lastOffset: {t.last_offset} lastStableOffset: {t.last_stable_offset}\n"
-        )
-    return 0
+            f"lastOffset: {t.last_offset} lastStableOffset: {t.last_stable_offset}"
+        ),
+    )
 
 
 def dump_epoch_checkpoint(name: str, out: TextIO, err: TextIO) -> int:
-    try:
-        entries = parse_epoch_checkpoint(_read(name))
-    except CorruptRecordError as exc:
-        print(f"kafkafs: {name}: {exc}", file=err)
-        return 1
-    for epoch, start in entries:
-        out.write(f"epoch: {epoch} startOffset: {start}\n")
-    return 0
+    return _dump(
+        name, out, err, parse_epoch_checkpoint, lambda entry: f"epoch: {entry[0]} startOffset: {entry[1]}"
+    )
