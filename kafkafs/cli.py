@@ -255,7 +255,9 @@ def cmd_recover(args: argparse.Namespace) -> int:
     refused = len(logdir.refused)
     print(f"recovered {len(names) - refused} partition(s), {changed} changed; clean shutdown marked"
           + (f"; {refused} refused" if refused else ""))
-    return EXIT_DAMAGE if refused else EXIT_OK
+    # like e2fsck's "errors corrected": damage found and repaired is still damage found (SPEC §4: 0 only
+    # when nothing was wrong)
+    return EXIT_DAMAGE if refused or changed else EXIT_OK
 
 
 def cmd_clean(args: argparse.Namespace) -> int:

@@ -120,9 +120,12 @@ def test_verify_finds_damage_and_recover_repairs(tmp_path, demo):
     segment.write_bytes(bytes(data) + b"garbage")
     out = run("verify", str(copy), check_rc=1)
     assert b"orders-1" in out.stdout and b"problem" in out.stdout
-    out = run("recover", str(copy))
+    out = run("recover", str(copy), check_rc=1)  # damage found and cut: exit 1 (SPEC §4, as e2fsck)
     assert b"orders-1: " in out.stdout and b"truncated" in out.stdout
+    assert b"clean shutdown marked" in out.stdout
     run("verify", str(copy))
+    out = run("recover", str(copy))  # nothing wrong left: exit 0
+    assert b"1 changed" not in out.stdout and b"0 changed" in out.stdout
 
 
 def test_verify_reports_every_partition_when_a_batch_length_is_damaged(tmp_path, fixtures_dir):
@@ -208,8 +211,8 @@ def test_legacy_segments_read_verify_and_survive_recovery(tmp_path):
     records = [orjson.loads(line) for line in run("consume", str(tmp_path), "old-0").stdout.splitlines()]
     assert [r["offset"] for r in records] == list(range(9))
     assert [r["value"] for r in records] == [f"v{i}" for i in range(9)]
-    out = run("recover", str(tmp_path)).stdout
-    assert b"truncated" not in out
+    out = run("recover", str(tmp_path), check_rc=1).stdout  # it wrote the missing indexes: exit 1
+    assert b"truncated" not in out and b"rebuilt" in out
     assert (partition / "00000000000000000000.log").read_bytes() == data
 
 
