@@ -156,12 +156,15 @@ def cmd_produce(args: argparse.Namespace) -> int:
         total = 0
         first_offset = None
         last_offset = None
+        failure = None
         for first_line, lines in read_line_groups(sys.stdin.fileno()):
             try:
                 records = parse_lines(lines, first_line)
             except InvalidInput as exc:
+                # a bad line is bad input data, not a bad argument: exit 1, not 2 (SPEC §4)
                 done = f"; the {total} records before it were appended" if total else ""
-                raise InvalidInput(f"{exc}; nothing from its batch was appended{done}") from None
+                failure = f"{exc}; nothing from its batch was appended{done}"
+                break
             if log_ is None:  # created once there is something valid to put in it
                 print(f"kafkafs: creating partition {args.partition}", file=sys.stderr)
                 log_ = logdir.create_partition(topic, partition)
@@ -173,6 +176,9 @@ def cmd_produce(args: argparse.Namespace) -> int:
             last_offset = result.last_offset
         if log_ is not None:
             log_.flush()
+    if failure is not None:
+        print(f"kafkafs: error: {failure}", file=sys.stderr)
+        return EXIT_DAMAGE
     if total:
         print(f"kafkafs: appended {total} records to {args.partition} at offsets {first_offset}..{last_offset}", file=sys.stderr)
     else:
