@@ -403,6 +403,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+_kernel_noted = False
+
+
+def _note_missing_kernel() -> None:
+    """The missing-kernel warning, once per process (main() may run many times in one, as tests do)."""
+    global _kernel_noted
+    from .format.kernel import missing_note
+
+    note = None if _kernel_noted else missing_note()
+    _kernel_noted = True
+    if note:
+        print(f"kafkafs: warning: {note}", file=sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -414,11 +428,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="kafkafs: %(levelname)s: %(message)s",
     )
     if args.command in ("consume", "mount", "dump"):  # the commands that render records
-        from .format.kernel import missing_note
-
-        note = missing_note()
-        if note:
-            print(f"kafkafs: warning: {note}", file=sys.stderr)
+        _note_missing_kernel()
     try:
         return args.func(args)
     except KeyboardInterrupt:
