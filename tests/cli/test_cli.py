@@ -270,3 +270,14 @@ def test_consume_decodes_internal_topics_and_registry_values(fixtures_dir, tmp_p
     assert first["valueSchemaId"] == 1 and "keySchemaId" not in first
     bad = run("consume", str(logdir), "orders-0", "--schemas", str(tmp_path / "nope"), check_rc=2)
     assert b"--schemas" in bad.stderr and len(bad.stderr.splitlines()) == 1
+
+
+def test_demo_where_it_cannot_write_is_a_usage_error(tmp_path):
+    # SPEC §4: a path that is not what the command takes exits 2, one line
+    a_file = tmp_path / "file"
+    a_file.write_text("x")
+    for target in ("/proc/x", str(tmp_path / "no" / "such" / "logs"), str(a_file)):
+        out = run("demo", target, check_rc=2)
+        lines = out.stderr.decode().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"kafkafs: error: {target}"), lines
+    assert not (tmp_path / "no").exists()
