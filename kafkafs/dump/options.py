@@ -102,8 +102,7 @@ def options_from_args(args: argparse.Namespace) -> DumpOptions:
 def run_from_args(args: argparse.Namespace, out: BinaryIO, err: TextIO) -> int:
     """``kafkafs dump``: the files named (``InvalidInput`` for none, or one that is not a file), dumped
     to ``out`` as UTF-8 text; the exit code."""
-    from . import dump_files
-    from .files import unusable
+    from . import dump_files, unusable
 
     files = [*args.file, *(f for item in args.files or [] for f in item.split(",") if f)]
     if not files:
