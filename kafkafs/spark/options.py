@@ -156,9 +156,13 @@ def _offset_spec(name: str, text: str | None, default: int) -> OffsetSpec:
 def _check_batch_offsets(starting: OffsetSpec | None, ending: OffsetSpec | None) -> None:
     """Spark's checks of a batch read's offsets (None: given by timestamp instead), with its messages."""
     if starting is not None:
-        _check_batch_start(starting)
+        _check_batch_bound(
+            starting, LATEST, "starting offset can't be latest", "startingOffsets for {} can't be latest"
+        )
     if ending is not None:
-        _check_batch_end(ending)
+        _check_batch_bound(
+            ending, EARLIEST, "ending offset can't be earliest", "ending offset for {} can't be earliest"
+        )
     if starting is None or ending is None:
         return
     for key, start in sorted(starting.per_partition.items()):
@@ -170,20 +174,14 @@ def _check_batch_offsets(starting: OffsetSpec | None, ending: OffsetSpec | None)
             )
 
 
-def _check_batch_start(starting: OffsetSpec) -> None:
-    if starting.default == LATEST and not starting.per_partition:
-        raise InvalidInput("starting offset can't be latest for batch queries on Kafka")
-    for (t, p), off in sorted(starting.per_partition.items()):
-        if off == LATEST:
-            raise InvalidInput(f"startingOffsets for {t}-{p} can't be latest for batch queries on Kafka")
-
-
-def _check_batch_end(ending: OffsetSpec) -> None:
-    if ending.default == EARLIEST and not ending.per_partition:
-        raise InvalidInput("ending offset can't be earliest for batch queries on Kafka")
-    for (t, p), off in sorted(ending.per_partition.items()):
-        if off == EARLIEST:
-            raise InvalidInput(f"ending offset for {t}-{p} can't be earliest for batch queries on Kafka")
+def _check_batch_bound(spec: OffsetSpec, forbidden: int, whole: str, one: str) -> None:
+    """Spark's refusal of ``forbidden`` (latest to start, earliest to end) in a batch read: ``whole`` when
+    it is the default for all partitions, ``one`` (``{}``: the partition) when one partition asks for it."""
+    if spec.default == forbidden and not spec.per_partition:
+        raise InvalidInput(f"{whole} for batch queries on Kafka")
+    for (t, p), off in sorted(spec.per_partition.items()):
+        if off == forbidden:
+            raise InvalidInput(f"{one.format(f'{t}-{p}')} for batch queries on Kafka")
 
 
 def _timestamp_spec(name: str, text: str | None) -> TimestampSpec | None:

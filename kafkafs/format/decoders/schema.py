@@ -104,6 +104,16 @@ class _Reader:
         return st.unpack_from(self.buf, pos)[0]
 
 
+def _compact_length(r: _Reader) -> int:
+    """A flexible version's length: unsigned varint N+1 (0: null)."""
+    return r.uvarint() - 1
+
+
+def _int16_length(r: _Reader) -> int:
+    """A classic string's length: int16 (-1: null)."""
+    return r.fixed(_I16)
+
+
 def _camel(name: str) -> str:
     return name[:1].lower() + name[1:]
 
@@ -255,32 +265,18 @@ class Message(MessageWriter):
 
             return fixed
         nullable = version in f.nullable
-        if f.kind == "string" and flexible:
-            def compact_string(r: _Reader):
-                n = r.uvarint() - 1
-                if n < 0:
-                    if not nullable:
-                        raise CorruptRecordError(f"non-nullable field {f.name} was null")
-                    return None
-                return r.take(n).decode("utf-8")
-
-            return compact_string
         if f.kind == "string":
-            unpack_len = _I16.unpack_from
+            read_length = _compact_length if flexible else _int16_length
 
-            def classic_string(r: _Reader):
-                buf, pos = r.buf, r.pos
-                if pos + 2 > len(buf):
-                    raise CorruptRecordError(f"message truncated at {pos}")
-                n = unpack_len(buf, pos)[0]
-                r.pos = pos + 2
+            def string(r: _Reader):
+                n = read_length(r)
                 if n < 0:
                     if not nullable:
                         raise CorruptRecordError(f"non-nullable field {f.name} was null")
                     return None
                 return r.take(n).decode("utf-8")
 
-            return classic_string
+            return string
         read_value = self._read_value
         kind = f.kind
         return lambda r: read_value(r, f, kind, version, flexible, nullable)
@@ -319,30 +315,21 @@ class Message(MessageWriter):
         st = FIXED.get(kind)
         if st is not None:
             return r.fixed(st)
-        if kind == "string":
-            n = r.uvarint() - 1 if flexible else r.fixed(_I16)
-            if n < 0:
-                if not nullable:
-                    raise CorruptRecordError(f"non-nullable field {f.name} was null")
-                return None
-            return r.take(n).decode("utf-8")
-        if kind in ("bytes", "records"):
-            n = r.uvarint() - 1 if flexible else r.fixed(_I32)
-            if n < 0:
-                if not nullable:
-                    raise CorruptRecordError(f"non-nullable field {f.name} was null")
-                return None
-            return base64.b64encode(r.take(n)).decode("ascii")
         if kind == "bool":
             return r.take(1) != b"\x00"
         if kind == "uuid":
             return uuid_text(r.take(16))
-        if kind == "array":
-            n = r.uvarint() - 1 if flexible else r.fixed(_I32)
+        if kind in ("string", "bytes", "records", "array"):
+            # a length (element count for an array) first; below zero: null
+            n = r.uvarint() - 1 if flexible else r.fixed(_I16 if kind == "string" else _I32)
             if n < 0:
                 if not nullable:
                     raise CorruptRecordError(f"non-nullable field {f.name} was null")
                 return None
+            if kind == "string":
+                return r.take(n).decode("utf-8")
+            if kind != "array":
+                return base64.b64encode(r.take(n)).decode("ascii")
             if n > len(r.buf) - r.pos:
                 raise CorruptRecordError(f"array {f.name} of {n} elements in {len(r.buf) - r.pos} bytes")
             if f.struct is not None:
