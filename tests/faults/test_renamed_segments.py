@@ -129,7 +129,8 @@ def test_verify_calls_it_damage_and_recover_repairs_it(template, tmp_path, old, 
     assert proc.returncode == 1, proc.stdout
     assert f"is below the segment's base {new}" in proc.stdout.decode()
     proc = cli("recover", str(logdir))
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.returncode == 1, proc.stdout + proc.stderr  # damage found and cut (SPEC §4)
+    assert b"Traceback" not in proc.stderr
     proc = cli("verify", str(logdir))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.decode().rstrip().endswith("OK")
