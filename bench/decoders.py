@@ -73,7 +73,7 @@ def avro_records(n: int) -> list:
                 "items": [rng.randrange(50) for _ in range(i % 4)], "attrs": {"channel": "web"} if i % 3 else {},
                 "sig": rng.randbytes(8)}))
         elif kind < 9:
-            v = _frame(2, _avro(click, {"x": rng.randrange(2000), "y": rng.randrange(2000), "page": "/p/%d" % i,
+            v = _frame(2, _avro(click, {"x": rng.randrange(2000), "y": rng.randrange(2000), "page": f"/p/{i}",
                                         "ts": 1763700000000 + i}))
         elif i % 20 == 9:
             v, k = b'{"plain":"json, not framed"}', None
@@ -151,8 +151,11 @@ def main() -> None:
         decoded = [decode_batch(raw) for raw in raws]
         decoder = decoder_for(topic, reg)
         out_size = sum(len(render_batch_jsonl(topic, 0, b, decoder=decoder)) for b in decoded)
-        t1 = _time(lambda: [render_batch_jsonl(topic, 0, b, decoder=decoder) for b in decoded], args.repeat)
-        t2 = _time(lambda: [render_raw_jsonl(topic, 0, raw, decoder=decoder) for raw in raws], args.repeat)
+        # the loop's values bound as defaults: each lambda is timed within its own iteration anyway
+        t1 = _time(lambda topic=topic, decoder=decoder, decoded=decoded:
+                   [render_batch_jsonl(topic, 0, b, decoder=decoder) for b in decoded], args.repeat)
+        t2 = _time(lambda topic=topic, decoder=decoder, raws=raws:
+                   [render_raw_jsonl(topic, 0, raw, decoder=decoder) for raw in raws], args.repeat)
         print(f"{name:36} {args.records / t1:>14,.0f} r/s {args.records / t2:>14,.0f} r/s {out_size / t2 / 1e6:>9.1f}")
 
 

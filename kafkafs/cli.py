@@ -156,12 +156,15 @@ def cmd_produce(args: argparse.Namespace) -> int:
         total = 0
         first_offset = None
         last_offset = None
+        failure = None
         for first_line, lines in read_line_groups(sys.stdin.fileno()):
             try:
                 records = parse_lines(lines, first_line)
             except InvalidInput as exc:
+                # a bad line is bad input data, not a bad argument: exit 1, not 2 (SPEC §4)
                 done = f"; the {total} records before it were appended" if total else ""
-                raise InvalidInput(f"{exc}; nothing from its batch was appended{done}") from None
+                failure = f"{exc}; nothing from its batch was appended{done}"
+                break
             if log_ is None:  # created once there is something valid to put in it
                 print(f"kafkafs: creating partition {args.partition}", file=sys.stderr)
                 log_ = logdir.create_partition(topic, partition)
@@ -173,6 +176,9 @@ def cmd_produce(args: argparse.Namespace) -> int:
             last_offset = result.last_offset
         if log_ is not None:
             log_.flush()
+    if failure is not None:
+        print(f"kafkafs: error: {failure}", file=sys.stderr)
+        return EXIT_DAMAGE
     if total:
         print(f"kafkafs: appended {total} records to {args.partition} at offsets {first_offset}..{last_offset}", file=sys.stderr)
     else:
@@ -255,7 +261,9 @@ def cmd_recover(args: argparse.Namespace) -> int:
     refused = len(logdir.refused)
     print(f"recovered {len(names) - refused} partition(s), {changed} changed; clean shutdown marked"
           + (f"; {refused} refused" if refused else ""))
-    return EXIT_DAMAGE if refused else EXIT_OK
+    # like e2fsck's "errors corrected": damage found and repaired is still damage found (SPEC §4: 0 only
+    # when nothing was wrong)
+    return EXIT_DAMAGE if refused or changed else EXIT_OK
 
 
 def cmd_clean(args: argparse.Namespace) -> int:
@@ -395,6 +403,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+_kernel_noted = False
+
+
+def _note_missing_kernel() -> None:
+    """The missing-kernel warning, once per process (main() may run many times in one, as tests do)."""
+    global _kernel_noted
+    from .format.kernel import missing_note
+
+    note = None if _kernel_noted else missing_note()
+    _kernel_noted = True
+    if note:
+        print(f"kafkafs: warning: {note}", file=sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -406,11 +428,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="kafkafs: %(levelname)s: %(message)s",
     )
     if args.command in ("consume", "mount", "dump"):  # the commands that render records
-        from .format.kernel import missing_note
-
-        note = missing_note()
-        if note:
-            print(f"kafkafs: warning: {note}", file=sys.stderr)
+        _note_missing_kernel()
     try:
         return args.func(args)
     except KeyboardInterrupt:

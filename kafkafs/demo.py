@@ -25,16 +25,31 @@ DEMO_START_MS = 1_795_255_200_000  # 2026-11-21T10:00:00Z
 _MARKER = ".kafkafs-demo"
 
 
+def _create(target: Path) -> None:
+    """The empty demo folder and its marker. A folder that cannot be made here (no parent, not a folder,
+    not writable) is a path the command does not take: InvalidInput, exit 2 (SPEC §4); a disk failing
+    later, while the partitions are written, stays an OSError (exit 1)."""
+    parent = target.absolute().parent
+    if not target.exists() and not parent.is_dir():
+        raise InvalidInput(f"{target}: its parent folder {parent} does not exist")
+    try:
+        target.mkdir(exist_ok=True)
+        (target / _MARKER).write_text("written by kafkafs demo\n")
+    except OSError as exc:
+        raise InvalidInput(f"{target}: cannot write a demo there: {exc.strerror or exc}") from None
+
+
 def build_demo(target: Path, *, force: bool = False) -> str:
     """Write the demo log directory at ``target``; return a short summary."""
+    if target.exists() and not target.is_dir():
+        raise InvalidInput(f"{target} exists and is not a folder; choose an empty or new folder")
     if target.exists() and any(target.iterdir()):
         if not (target / _MARKER).exists():
             raise InvalidInput(f"{target} exists and is not an earlier demo; choose an empty or new folder")
         if not force:
             raise InvalidInput(f"{target} already holds a demo (use --force to write it again)")
         shutil.rmtree(target)
-    target.mkdir(parents=True, exist_ok=True)
-    (target / _MARKER).write_text("written by kafkafs demo\n")
+    _create(target)
     settings = Settings(
         {"segment.bytes": 64 * 1024, "retention.ms": -1},
         {"sensors": {"message.timestamp.type": "LogAppendTime", "compression.type": "lz4"}},

@@ -11,6 +11,7 @@ from .errors import CorruptRecordError
 from .format.batch import decode_batch, validate_batch
 from .storage.log import Log
 from .storage.logdir import LogDir
+from .storage.safefiles import unsafe_entries
 from .storage.segment import LogSegment
 
 __all__ = ["verify_logdir", "check_segment"]
@@ -127,7 +128,13 @@ def verify_logdir(logdir: LogDir, out: TextIO, *, deep: bool = True, partitions:
         print(f"{logdir.path}: no partitions", file=out)
     for name in names:
         log_: Log = logdir.log(name)
-        problems: list[str] = []
+        # a link (or special file) in the folder was skipped by the reader and makes writers refuse the
+        # partition (SPEC §4): something wrong, whatever the regular files say
+        problems: list[str] = [
+            f"{entry}: not a regular file (a symbolic link or special file): skipped, never followed; "
+            "writers refuse this partition"
+            for entry in unsafe_entries(logdir.path / name)
+        ]
         notes: list[str] = []
         records = 0
         expected = log_.log_start_offset

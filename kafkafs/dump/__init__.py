@@ -19,7 +19,14 @@ from typing import TextIO
 
 from .options import DumpOptions
 
-__all__ = ["DumpOptions", "dump_files"]
+__all__ = ["DumpOptions", "dump_files", "unusable"]
+
+
+def unusable(name: str) -> str | None:
+    """Why ``name`` is not a file ``dump`` takes, or None (:func:`.files.unusable`, imported on use)."""
+    from .files import unusable as why
+
+    return why(name)
 
 
 def dump_files(files: list[str], out: TextIO, err: TextIO, options: DumpOptions) -> int:

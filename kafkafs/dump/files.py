@@ -2,15 +2,39 @@
 
 from __future__ import annotations
 
+import io
 import os
 from typing import TextIO
 
 from .indexes import IndexErrors, dump_index, dump_time_index
-from .log import dump_log
+from .log import _start_line, dump_log
 from .options import DumpOptions
 from .state import dump_epoch_checkpoint, dump_producer_snapshot, dump_txn_index
 
-__all__ = ["dump_files"]
+__all__ = ["dump_files", "unusable"]
+
+_KINDS = (".log", ".checkpoint", ".index", ".timeindex", ".snapshot", ".txnindex")
+
+
+def _suffix(base: str) -> str:
+    return base[base.rfind(".") :] if "." in base else base
+
+
+def unusable(name: str) -> str | None:
+    """Why ``name`` is not a file ``dump`` can take (an unknown kind, a segment name without its base
+    offset), or None. The same rules as the dumpers' own, asked before anything is printed."""
+    base = os.path.basename(name)
+    suffix = _suffix(base)
+    if suffix not in _KINDS and base != "leader-epoch-checkpoint":
+        return (f"{name}: not a file of a partition folder (.log, .index, .timeindex, .txnindex, .snapshot, "
+                "a KRaft .checkpoint, leader-epoch-checkpoint)")
+    if suffix in (".log", ".checkpoint"):
+        said = io.StringIO()
+        if not _start_line(name, said)[1]:
+            return said.getvalue().strip().removeprefix("kafkafs: error: ")
+    if suffix in (".index", ".timeindex") and not base.split(".")[0].isdigit():
+        return f"{name}: not a segment file name (<20-digit base offset>{base[base.find('.') :]})"
+    return None
 
 
 def dump_files(files: list[str], out: TextIO, err: TextIO, options: DumpOptions) -> int:
@@ -20,7 +44,7 @@ def dump_files(files: list[str], out: TextIO, err: TextIO, options: DumpOptions)
     for name in files:
         print(f"Dumping {name}", file=out)
         base = os.path.basename(name)
-        suffix = base[base.rfind(".") :] if "." in base else base
+        suffix = _suffix(base)
         try:
             if suffix in (".log", ".checkpoint"):
                 problems += dump_log(name, out, err, options, errors)

@@ -102,7 +102,7 @@ def options_from_args(args: argparse.Namespace) -> DumpOptions:
 def run_from_args(args: argparse.Namespace, out: BinaryIO, err: TextIO) -> int:
     """``kafkafs dump``: the files named (``InvalidInput`` for none, or one that is not a file), dumped
     to ``out`` as UTF-8 text; the exit code."""
-    from . import dump_files
+    from . import dump_files, unusable
 
     files = [*args.file, *(f for item in args.files or [] for f in item.split(",") if f)]
     if not files:
@@ -110,6 +110,11 @@ def run_from_args(args: argparse.Namespace, out: BinaryIO, err: TextIO) -> int:
     for name in files:
         if not os.path.isfile(name):
             raise InvalidInput(f"{name}: {'no such file' if not os.path.exists(name) else 'not a file'}")
+    # Kafka says "Ignoring unknown file" and goes on with the others (kept for a mix); when no path
+    # named is one dump takes, that is a usage error (SPEC §4: exit 2), said in one line
+    reasons = [unusable(name) for name in files]
+    if all(reasons):
+        raise InvalidInput(reasons[0] + (f" (and {len(files) - 1} more such)" if len(files) > 1 else ""))
     text = io.TextIOWrapper(out, encoding="utf-8", errors="replace", newline="\n")
     try:
         return dump_files(files, text, err, options_from_args(args))

@@ -20,7 +20,6 @@ import logging.handlers
 import os
 import signal
 import sys
-import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -30,6 +29,7 @@ from ..storage.config import Settings
 from ..storage.logdir import LogDir, check_log_directory
 from ..storage.schemas import load_registry
 from .memory import return_large_blocks
+from .starting import StartingStderr, first_exception
 
 __all__ = ["mount", "MountError", "fuse_option_set"]
 
@@ -174,33 +174,12 @@ def _sd_notify(message: str) -> None:
         log.debug("sd_notify failed: %s", exc)
 
 
-def _quoting_stderr(fn: Callable[[], None]) -> None:
-    """Run ``fn`` with file descriptor 2 going to a temporary file, so that what libfuse and
-    fusermount3 print there ("fuse: unknown option(s): `-o bogus'") becomes part of the one error
-    line instead of a second line before it. Printed as it was when ``fn`` succeeds."""
-    sys.stderr.flush()
-    saved = os.dup(2)
-    try:
-        with tempfile.TemporaryFile() as captured:
-            os.dup2(captured.fileno(), 2)
-            try:
-                fn()
-            except Exception as exc:
-                captured.seek(0)
-                said = [
-                    line.strip().removeprefix("fuse: ")
-                    for line in captured.read().decode("utf-8", "replace").splitlines()
-                    if line.strip()
-                ]
-                raise MountError("; ".join(said) if said else str(exc)) from None
-            finally:
-                os.dup2(saved, 2)
-            captured.seek(0)
-            text = captured.read()
-            if text:
-                os.write(2, text)
-    finally:
-        os.close(saved)
+def _start_error(mountpoint: str, said: list[str], exc: BaseException) -> MountError:
+    """One line for a mount that failed as it started; an option libfuse does not know is a usage error."""
+    exc = first_exception(exc)
+    reason = "; ".join(said) or (exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc))
+    kind = MountPathError if "unknown option" in reason else MountError
+    return kind(f"{mountpoint}: FUSE could not mount it: {reason}")
 
 
 def _open_logdir(path: str, settings: Settings | None, rw: bool) -> tuple[LogDir, bool]:
@@ -247,11 +226,12 @@ def serve(
     # Schema Registry schemas: LOGDIR's _schemas topic and --schemas DIR (SPEC §8)
     tree.registry = load_registry(logdir, schemas)
     ops = Operations(tree)
+    starting = StartingStderr()
     try:
-        _quoting_stderr(lambda: pyfuse3.init(ops, mountpoint, options))
+        pyfuse3.init(ops, mountpoint, options)
     except Exception as exc:
         directory.close()
-        raise MountError(f"{mountpoint}: FUSE could not mount it: {exc}") from None
+        raise _start_error(mountpoint, starting.restore(replay=False), exc) from None
     invalidator = Invalidator(ops.inodes, pyfuse3.invalidate_inode)
     tree.add_listener(invalidator.partition_changed)
     tree.add_append_listener(invalidator.attrs_now)
@@ -261,7 +241,7 @@ def serve(
         from ..storage.cleaner import LogCleaner
 
         cleaner = LogCleaner(directory)
-    failed = False
+    failed = answered = False
 
     async def fuse_main(nursery) -> None:
         nonlocal failed
@@ -288,24 +268,29 @@ def serve(
             await trio.sleep(0.01)
 
     async def main() -> None:
+        nonlocal answered
         async with trio.open_nursery() as nursery:
             nursery.start_soon(fuse_main, nursery)
             nursery.start_soon(on_signal)
             nursery.start_soon(poll_forever, tree)
             with trio.fail_after(30):
                 await answering()
+            starting.restore(replay=True)
+            answered = True
             log.info("mounted %s on %s (%s)", logdir, mountpoint, "read-write" if rw else "read-only")
             if cleaner is not None:
                 cleaner.start()
             on_ready()
             _sd_notify("READY=1")
 
+    error: BaseException | None = None
     try:
         trio.run(main)
-    except trio.TooSlowError:
+    except Exception as exc:  # trio wraps what its tasks raise in an ExceptionGroup: said in one line
         failed = True
-        log.error("the mount did not answer within 30 s")
+        error = exc
     finally:
+        said = starting.restore(replay=error is None)
         _sd_notify("STOPPING=1")
         if cleaner is not None:
             cleaner.stop()  # before the logs close: a compaction in progress is abandoned
@@ -315,6 +300,12 @@ def serve(
             pyfuse3.close(unmount=True)
         finally:
             tree.close()
+    if not answered:  # libfuse refused (e.g. -o max_read=...), the session died, or it never answered
+        error = error or MountError("the FUSE session ended before the mount answered")
+        slow = ["the mount did not answer within 30 s"] if isinstance(first_exception(error), trio.TooSlowError) else []
+        raise _start_error(mountpoint, said or slow, error)
+    if error is not None:  # it served, then a task failed: one line in the log
+        log.error("the mount stopped: %r", first_exception(error))
     return 1 if failed else 0
 
 
@@ -393,6 +384,8 @@ def _daemonize(run: Callable[[Callable[[], None]], int], debug: bool = False) ->
         message = b"".join(chunks).decode("utf-8", "replace")
         if message.startswith("OK"):
             return 0
+        if message.startswith("USAGE "):
+            raise MountPathError(message.removeprefix("USAGE ").strip())
         raise MountError(
             message.removeprefix("ERR ").strip() or "the daemon exited before the mount was ready"
         )
@@ -421,7 +414,7 @@ def _daemonize(run: Callable[[Callable[[], None]], int], debug: bool = False) ->
         code = run(ready)
     except KafkafsError as exc:
         if not reported:
-            os.write(write_end, f"ERR {exc}".encode())
+            os.write(write_end, f"{'USAGE' if isinstance(exc, UsageError) else 'ERR'} {exc}".encode())
         else:
             log.error("%s", exc)
     except BaseException as exc:  # the parent prints it; nothing else may escape a daemon

@@ -58,7 +58,7 @@ def test_produce_then_consume(tmp_path):
 
 def test_bad_line_appends_nothing(tmp_path):
     run("produce", str(tmp_path), "t-0", stdin=b"one\n")
-    out = run("produce", str(tmp_path), "t-0", stdin=b'two\n{"value": \n', check_rc=2)
+    out = run("produce", str(tmp_path), "t-0", stdin=b'two\n{"value": \n', check_rc=1)  # bad data: 1
     err = out.stderr.decode()
     assert err.startswith("kafkafs: error: line 2") and err.count("\n") == 1
     assert run("consume", str(tmp_path), "t-0").stdout.count(b"\n") == 1
@@ -120,9 +120,12 @@ def test_verify_finds_damage_and_recover_repairs(tmp_path, demo):
     segment.write_bytes(bytes(data) + b"garbage")
     out = run("verify", str(copy), check_rc=1)
     assert b"orders-1" in out.stdout and b"problem" in out.stdout
-    out = run("recover", str(copy))
+    out = run("recover", str(copy), check_rc=1)  # damage found and cut: exit 1 (SPEC §4, as e2fsck)
     assert b"orders-1: " in out.stdout and b"truncated" in out.stdout
+    assert b"clean shutdown marked" in out.stdout
     run("verify", str(copy))
+    out = run("recover", str(copy))  # nothing wrong left: exit 0
+    assert b"1 changed" not in out.stdout and b"0 changed" in out.stdout
 
 
 def test_verify_reports_every_partition_when_a_batch_length_is_damaged(tmp_path, fixtures_dir):
@@ -208,8 +211,8 @@ def test_legacy_segments_read_verify_and_survive_recovery(tmp_path):
     records = [orjson.loads(line) for line in run("consume", str(tmp_path), "old-0").stdout.splitlines()]
     assert [r["offset"] for r in records] == list(range(9))
     assert [r["value"] for r in records] == [f"v{i}" for i in range(9)]
-    out = run("recover", str(tmp_path)).stdout
-    assert b"truncated" not in out
+    out = run("recover", str(tmp_path), check_rc=1).stdout  # it wrote the missing indexes: exit 1
+    assert b"truncated" not in out and b"rebuilt" in out
     assert (partition / "00000000000000000000.log").read_bytes() == data
 
 
@@ -244,7 +247,7 @@ def test_produce_streams_and_leaves_nothing_behind_on_bad_input(tmp_path):
         proc.stdin.close()
         proc.wait(timeout=30)
     assert proc.returncode == 0
-    run("produce", str(tmp_path), "never-0", stdin=b'{"bad\n', check_rc=2)
+    run("produce", str(tmp_path), "never-0", stdin=b'{"bad\n', check_rc=1)
     assert not (tmp_path / "never-0").exists()
 
 
@@ -267,3 +270,14 @@ def test_consume_decodes_internal_topics_and_registry_values(fixtures_dir, tmp_p
     assert first["valueSchemaId"] == 1 and "keySchemaId" not in first
     bad = run("consume", str(logdir), "orders-0", "--schemas", str(tmp_path / "nope"), check_rc=2)
     assert b"--schemas" in bad.stderr and len(bad.stderr.splitlines()) == 1
+
+
+def test_demo_where_it_cannot_write_is_a_usage_error(tmp_path):
+    # SPEC §4: a path that is not what the command takes exits 2, one line
+    a_file = tmp_path / "file"
+    a_file.write_text("x")
+    for target in ("/proc/x", str(tmp_path / "no" / "such" / "logs"), str(a_file)):
+        out = run("demo", target, check_rc=2)
+        lines = out.stderr.decode().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"kafkafs: error: {target}"), lines
+    assert not (tmp_path / "no").exists()

@@ -403,3 +403,20 @@ def test_json_output_follows_kafkas_lines(fixtures_dir, segment):
                           "headerKeys": ["trace", "h2"], "key": "k", "payload": "hi"}
     assert records[3]["endTxnMarker"] == "COMMIT" and records[3]["coordinatorEpoch"] == 4
     assert json.loads(lines[9])["batch"]["deleteHorizonMs"] == 1_700_000_000_007
+
+
+def test_a_path_dump_does_not_take_alone_is_a_usage_error(tmp_path, fixtures_dir, segment):
+    # SPEC §4: a path that is not what the command takes exits 2, in one line
+    meta = fixtures_dir / "kafka-logs-a/meta.properties"
+    badly_named = tmp_path / "abc.log"
+    badly_named.write_bytes(segment.read_bytes())
+    for path in (meta, badly_named):
+        proc = cli(str(path))
+        assert proc.returncode == 2 and proc.stdout == b"", proc.stderr
+        lines = [line for line in proc.stderr.decode().splitlines() if "record kernel" not in line]
+        assert len(lines) == 1 and lines[0].startswith(f"kafkafs: error: {path}: not a "), lines
+    # in a mix, Kafka's "Ignoring unknown file" and the others dumped, as kafka-dump-log does
+    proc = cli(str(meta), str(segment))
+    assert proc.returncode == 0, proc.stderr
+    assert f"Ignoring unknown file {meta}" in proc.stderr.decode()
+    assert f"Dumping {segment}" in proc.stdout.decode()

@@ -28,3 +28,17 @@ def test_consume_without_the_kernel_prints_the_same_records_and_one_warning(tmp_
     assert fast.stderr == b""
     lines = slow.stderr.decode().splitlines()
     assert len(lines) == 1 and lines[0].startswith("kafkafs: warning: the compiled record kernel"), lines
+
+
+def test_the_warning_is_printed_once_per_process(tmp_path, monkeypatch, capsys):
+    from kafkafs import cli
+
+    logdir = tmp_path / "logs"
+    subprocess.run([sys.executable, "-m", "kafkafs.cli", "demo", str(logdir)], capture_output=True, check=True)
+    monkeypatch.setattr(kernel, "KERNEL", None)  # as if it had never been built
+    monkeypatch.setattr(cli, "_kernel_noted", False)
+    for command in (["consume", str(logdir), "orders"], ["consume", str(logdir), "orders-0"],
+                    ["dump", str(next((logdir / "orders-0").glob("*.log")))]):
+        assert cli.main(command) == 0
+    err = capsys.readouterr().err
+    assert err.count("compiled record kernel") == 1, err

@@ -96,7 +96,6 @@ def test_sigkill_at_random_points(tmp_path: Path) -> None:
     verified = 0
     kills_with_appends = 0
     torn = 0
-    started = time.monotonic()
     for round_ in range(ROUNDS):
         reported, err = run_and_kill(tmp_path, rng.randrange(1 << 30), rng)
         assert "Traceback" not in err, err
@@ -121,7 +120,6 @@ def test_sigkill_at_random_points(tmp_path: Path) -> None:
             for segment in log.segments:
                 segment.sanity_check()
             verified = log.log_end_offset
-    elapsed = time.monotonic() - started
     assert kills_with_appends >= ROUNDS // 2, "too few kills landed while appending"
     assert torn >= ROUNDS // 5
     with Log.open(tmp_path / name) as log:
@@ -132,4 +130,3 @@ def test_sigkill_at_random_points(tmp_path: Path) -> None:
         assert [r[0] for r in theirs] == list(range(log.log_end_offset))
         assert all(r[3].startswith(b"%d:" % r[0]) for r in theirs)
         assert len(log.segments) > 3
-    assert elapsed < 60, f"{ROUNDS} rounds took {elapsed:.1f} s"

@@ -104,7 +104,7 @@ def test_finding6_recover_cuts_what_verify_rejects(tmp_path, kind, which):
     before = _cli("verify", str(logdir))
     assert before.returncode == 1, before.stdout.decode()
     rec = _cli("recover", str(logdir))
-    assert rec.returncode == 0, rec.stdout.decode() + rec.stderr.decode()
+    assert rec.returncode == 1, rec.stdout.decode() + rec.stderr.decode()  # damage found (and cut)
     after = _cli("verify", str(logdir))
     assert after.returncode == 0, after.stdout.decode()
     # the cut is at the damaged batch, or at the next one when the damaged batch is whole in itself but
