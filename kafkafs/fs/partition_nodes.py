@@ -102,22 +102,45 @@ class AppendFile(File):
         return AppendHandle(state, self.tree.appended)
 
 
-class ByOffsetDir(Dir):
+class _RecordsDir(Dir):
+    """by-offset/ and by-time/: a name is one record's file or a range's file; both change with
+    each append."""
+
+    _range_kind = ""  # the first item of a range node's key
+
+    def _record_offset(self, state: PartitionState, name: str) -> int | None:
+        """The offset of the record ``name`` names (None: not a record's name)."""
+        raise NotImplementedError
+
+    def _range_bounds(self, name: str) -> tuple[int, int] | None:
+        """The bounds of the range ``name`` names (None: not a range's name)."""
+        raise NotImplementedError
+
     def attr(self) -> Attr:
         state = self.tree.state(self.partition_name)
         return _dir_attr(state.last_change_ns, timeout=VOLATILE_TIMEOUT)
 
     def lookup(self, name: str) -> Node:
         state = self.tree.state(self.partition_name)
-        offset = names.parse_offset_file(name)
+        offset = self._record_offset(state, name)
         if offset is not None:
             node = RecordFile(self.tree, state, offset, self)
             node.rendered()  # raises NotFound when there is no such record
             return node
-        bounds = names.parse_offset_range(name)
+        bounds = self._range_bounds(name)
         if bounds is not None:
-            return self.tree.range_node(state, ("offset-range", state.name, *bounds), self)
+            return self.tree.range_node(state, (self._range_kind, state.name, *bounds), self)
         raise NotFound(name)
+
+
+class ByOffsetDir(_RecordsDir):
+    _range_kind = "offset-range"
+
+    def _record_offset(self, state: PartitionState, name: str) -> int | None:
+        return names.parse_offset_file(name)
+
+    def _range_bounds(self, name: str) -> tuple[int, int] | None:
+        return names.parse_offset_range(name)
 
     def _ranges(self, state: PartitionState, start_id: int) -> Iterator[tuple[int, str, Node]] | None:
         """Past the list limit: one ``<first>-<last>.jsonl`` per segment (None below it)."""
@@ -244,25 +267,20 @@ class RangeFile(File):
         return RangeHandle(self.state, self.layout)
 
 
-class ByTimeDir(Dir):
-    def attr(self) -> Attr:
-        state = self.tree.state(self.partition_name)
-        return _dir_attr(state.last_change_ns, timeout=VOLATILE_TIMEOUT)
+class ByTimeDir(_RecordsDir):
+    _range_kind = "time-range"
 
-    def lookup(self, name: str) -> Node:
-        state = self.tree.state(self.partition_name)
+    def _record_offset(self, state: PartitionState, name: str) -> int | None:
         ts = names.parse_time_file(name)
-        if ts is not None:
-            found = state.log.offset_for_timestamp(ts)
-            if found is None:
-                raise NotFound(name)
-            node = RecordFile(self.tree, state, found[0], self)
-            node.rendered()
-            return node
-        bounds = names.parse_time_range(name)
-        if bounds is not None:
-            return self.tree.range_node(state, ("time-range", state.name, *bounds), self)
-        raise NotFound(name)
+        if ts is None:
+            return None
+        found = state.log.offset_for_timestamp(ts)
+        if found is None:
+            raise NotFound(name)
+        return found[0]
+
+    def _range_bounds(self, name: str) -> tuple[int, int] | None:
+        return names.parse_time_range(name)
 
 
 class SegmentsDir(Dir):
