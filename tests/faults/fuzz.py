@@ -212,8 +212,10 @@ def damage(template: Path, target: Path, rng: random.Random) -> str:
 
 
 def _damage_names(target: Path, part: Path, rng: random.Random) -> str:
-    logs = sorted(part.glob("*.log"))
+    logs = sorted(p for p in part.glob("*.log") if p.is_file() and not p.is_symlink())
     kind = rng.randrange(8)
+    if not logs:  # an earlier damage left no regular segment file to name-damage
+        return "no segment file left to rename"
     victim = rng.choice(logs)
     if kind == 0:
         new = part / (victim.name + rng.choice([".deleted", ".cleaned", ".swap"]))
