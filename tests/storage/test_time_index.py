@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import random
 import struct
 from pathlib import Path
 
@@ -13,33 +12,7 @@ from kafkafs.format.index import NO_TIMESTAMP
 from kafkafs.storage.offset_index import OffsetIndex
 from kafkafs.storage.time_index import TimeIndex, TimestampOffset
 
-from ..conftest import FIXTURES
-
-PARTITION = FIXTURES / "kafka-logs-a" / "__consumer_offsets-12"
-BASE = 45
-
-
-@pytest.fixture
-def index(tmp_path: Path):
-    idx = OffsetIndex(tmp_path / "00000000000000000045.index", BASE, max_index_size=30 * 8)
-    yield idx
-    idx.close()
-
-
-@pytest.fixture
-def tindex(tmp_path: Path):
-    idx = TimeIndex(tmp_path / "00000000000000000045.timeindex", BASE, max_index_size=30 * 12)
-    yield idx
-    idx.close()
-
-
-def _monotonic(rng: random.Random, base: int, n: int) -> list[int]:
-    out, last = [], base
-    for _ in range(n):
-        last += rng.randrange(1, 16)
-        out.append(last)
-    return out
-
+from .index_fixtures import BASE, PARTITION, _monotonic, index, tindex  # noqa: F401 (fixtures)
 
 # -- TimeIndexTest --------------------------------------------------------------------------------------
 
