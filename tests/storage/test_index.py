@@ -17,7 +17,7 @@ from kafkafs.storage.index import DEFAULT_MAX_INDEX_SIZE
 from kafkafs.storage.offset_index import OffsetIndex, OffsetPosition
 from kafkafs.storage.time_index import TimeIndex, TimestampOffset
 
-from .index_fixtures import BASE, PARTITION, _monotonic, index, tindex  # noqa: F401 (fixtures)
+from .conftest import BASE, PARTITION, _monotonic  # noqa: F401 (index and tindex are conftest fixtures)
 
 # -- files: creation, preallocation, trimming, renames --------------------------------------------------
 

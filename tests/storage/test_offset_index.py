@@ -10,7 +10,7 @@ import pytest
 from kafkafs.errors import InvalidInput, KafkafsError, ReadOnlyError
 from kafkafs.storage.offset_index import OffsetIndex, OffsetPosition
 
-from .index_fixtures import BASE, PARTITION, _monotonic, index, tindex  # noqa: F401 (fixtures)
+from .conftest import BASE, PARTITION, _monotonic  # noqa: F401 (index and tindex are conftest fixtures)
 
 # -- OffsetIndexTest ------------------------------------------------------------------------------------
 

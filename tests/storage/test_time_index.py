@@ -12,7 +12,7 @@ from kafkafs.format.index import NO_TIMESTAMP
 from kafkafs.storage.offset_index import OffsetIndex
 from kafkafs.storage.time_index import TimeIndex, TimestampOffset
 
-from .index_fixtures import BASE, PARTITION, _monotonic, index, tindex  # noqa: F401 (fixtures)
+from .conftest import BASE, PARTITION, _monotonic  # noqa: F401 (index and tindex are conftest fixtures)
 
 # -- TimeIndexTest --------------------------------------------------------------------------------------
 

@@ -1,4 +1,5 @@
-"""The indexes' shared test fixtures: an offset and a time index of base 45 in a temporary folder."""
+"""Shared by the index tests: an offset and a time index of base 45 in a temporary folder (fixtures),
+the fixture partition they compare with, and a generator of increasing offsets."""
 
 from __future__ import annotations
 
