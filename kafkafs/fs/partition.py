@@ -326,8 +326,9 @@ class PartitionState:
 
     # ------------------------------------------------------------------------------------------ pieces
 
-    def render_piece(self, pieces: Pieces, i: int, cache: PieceCache | None = None) -> bytes:
-        """Piece ``i`` of ``pieces`` as bytes, exactly as long as when it was laid out."""
+    def render_piece(self, pieces: Pieces, i: int, cache: PieceCache | None = None, pinned: object | None = None) -> bytes:
+        """Piece ``i`` of ``pieces`` as bytes, exactly as long as when it was laid out; ``pinned``: the
+        segment's ``.log`` held open by a reader (:mod:`.generations`), read instead of the segment."""
         key = (id(pieces), i)
         if cache is not None:
             data = cache.get(key)
@@ -340,7 +341,9 @@ class PartitionState:
         # A segment's own layout reads the segment it was laid out from, even after compaction swapped
         # another in at its base (the old one stays readable until its files go).
         segment = pieces.segment if isinstance(pieces, SegmentLayout) else self.log.segments.get(base)
-        if segment is None or segment.suffix == ".deleted" and not os.path.exists(segment.log_path):
+        if pinned is not None:
+            segment = pinned  # type: ignore[assignment]
+        elif segment is None or segment.suffix == ".deleted" and not os.path.exists(segment.log_path):
             # an open records.jsonl reading back past file.delete.delay.ms: ESTALE, not damage
             raise SegmentClosedError(
                 f"{self.log.dir}/{base:020d}.log was deleted (retention or compaction) while it was being read"
