@@ -50,6 +50,10 @@ class Handle:
     def read(self, offset: int, size: int) -> bytes:
         raise NotPermitted("not readable")
 
+    def read_now(self, offset: int, size: int) -> bytes | None:
+        """:meth:`read` when it can be answered from memory alone (on the FUSE loop), else None."""
+        return None
+
     def write(self, offset: int, data: bytes) -> int:
         raise NotPermitted("read-only file")
 
@@ -95,6 +99,10 @@ class RecordsHandle(Handle):
         self.view = view = self.state.view_for(None if offset == 0 else self.view)
         return self.state.read_view(view, offset, size, self.cache)
 
+    def read_now(self, offset: int, size: int) -> bytes | None:
+        view = self.state.current_view(self.view) if offset else None
+        return self.state.read_view_now(view, offset, size, self.cache) if view is not None else None
+
 
 class RangeHandle(Handle):
     keep_cache = True
@@ -109,6 +117,11 @@ class RangeHandle(Handle):
             self.state.refresh()
             self.state.extend_range(self.layout)
         return self.state.read_range(self.layout, offset, size, self.cache)
+
+    def read_now(self, offset: int, size: int) -> bytes | None:
+        if offset + size > self.layout.total():
+            return None
+        return self.state.read_range_now(self.layout, offset, size, self.cache)
 
 
 class OSFileHandle(Handle):
