@@ -14,7 +14,7 @@ from bisect import bisect_left
 from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
-from ..errors import CorruptRecordError
+from ..errors import CorruptRecordError, SegmentClosedError
 from ..format.batch import DecodedBatch
 from ..format.jsonview import render_record_pretty
 from ..storage.log import Log
@@ -27,7 +27,7 @@ from .sizecache import SizeCache
 from .sizing import Progress, SizingJob, load_cached, log_progress, size_layouts, store_layout
 
 __all__ = [
-    "PartitionState", "Composition", "RenderedRecord", "OffsetRun", "SegmentRange", "PieceCache", "report_corrupt",
+    "PartitionState", "Deferred", "INLINE_BATCH_BYTES", "Composition", "RenderedRecord", "OffsetRun", "SegmentRange", "PieceCache", "report_corrupt",
 ]
 
 log = logging.getLogger("kafkafs.fs")
@@ -38,6 +38,13 @@ BATCH_CACHE = 16
 RECORD_CACHE = 512
 #: A read-only log is re-read at most this often when a file that grows is looked at.
 REFRESH_INTERVAL = 0.05
+#: A lookup may decode a batch on the FUSE loop itself (no worker thread) when it is uncompressed,
+#: of an ordinary topic and at most this long: about 50 µs of work, where a trip to a worker costs more.
+INLINE_BATCH_BYTES = 256 * 1024
+
+
+class Deferred(Exception):
+    """The work asked for on the loop is longer than the loop should do: ask a worker thread."""
 
 
 _reported: set[tuple[str | None, int | None]] = set()
@@ -117,6 +124,8 @@ class PartitionState:
         self._last_refresh = 0.0
         self._listeners: list[Callable[[PartitionState], None]] = []
         self.last_change_ns = time.time_ns()
+        #: changes that were not only growth (segments removed, a compaction swap, a truncation)
+        self.rewrites = 0
         self.prev_active_base = self._active_base()
         self._last_shape = self.shape()
         log_.add_listener(self._on_log_change)
@@ -157,6 +166,7 @@ class PartitionState:
             # segments went away or the active one was cut: offsets may now hold other records
             self._batches.clear_all()
             self._records.clear_all()
+            self.rewrites += 1
         self._last_shape = shape
         self.last_change_ns = time.time_ns()
         for callback in list(self._listeners):
@@ -287,9 +297,14 @@ class PartitionState:
 
     def cached_records_size(self) -> int | None:
         """The size of ``records.jsonl`` if it is known without rendering anything new."""
+        current = self.cached_composition()
+        return current.total if current is not None else None
+
+    def cached_composition(self) -> Composition | None:
+        """The current composition if it is known without rendering anything new."""
         current = self._composition
         if current is not None and current.shape == self.shape():
-            return current.total
+            return current
         return None
 
     def read_records(self, offset: int, size: int, cache: PieceCache) -> bytes:
@@ -326,10 +341,9 @@ class PartitionState:
         # another in at its base (the old one stays readable until its files go).
         segment = pieces.segment if isinstance(pieces, SegmentLayout) else self.log.segments.get(base)
         if segment is None or segment.suffix == ".deleted" and not os.path.exists(segment.log_path):
-            raise CorruptRecordError(
-                "the segment was deleted (retention or compaction) while it was being read",
-                None,
-                f"{self.log.dir}/{base:020d}.log",
+            # an open records.jsonl reading back past file.delete.delay.ms: ESTALE, not damage
+            raise SegmentClosedError(
+                f"{self.log.dir}/{base:020d}.log was deleted (retention or compaction) while it was being read"
             )
         try:
             data = self.renderer.render_raw(segment, pieces.positions[i], pieces.sizes[i], pieces.filter)
@@ -370,12 +384,17 @@ class PartitionState:
 
     # ------------------------------------------------------------------------------------------ one record
 
-    def record(self, offset: int) -> RenderedRecord | None:
-        """``by-offset/<offset>.json``: the record pretty-printed, or None if there is no such offset."""
+    def record(self, offset: int, *, inline: bool = False) -> RenderedRecord | None:
+        """``by-offset/<offset>.json``: the record pretty-printed, or None if there is no such offset.
+
+        ``inline``: called on the FUSE loop; raises :class:`Deferred` rather than decode a batch that is
+        compressed, long or of an internal topic (a worker thread does that)."""
         found = self._records.get_item(offset)
         if found is not None:
             return found
-        batch = self._batch_holding(offset)
+        if inline and self.renderer.decoder is not None:
+            raise Deferred(offset)
+        batch = self._batch_holding(offset, inline)
         if batch is None:
             return None
         i = bisect_left(batch.offsets, offset)
@@ -397,7 +416,7 @@ class PartitionState:
             return render_record_pretty(self.topic, self.partition, batch, i, self.mode)
         return render_record_pretty(self.topic, self.partition, batch, i, self.mode, decoder=decoder)  # type: ignore[call-arg]
 
-    def _batch_holding(self, offset: int) -> DecodedBatch | None:
+    def _batch_holding(self, offset: int, inline: bool = False) -> DecodedBatch | None:
         """The decoded batch that holds ``offset`` if any batch can: a recently decoded one, else the
         one the engine locates, decoded once and kept for the getattr, open and read that follow."""
         log_ = self.log
@@ -412,6 +431,8 @@ class PartitionState:
             if view is None:
                 return None
             segment = view.segment
+            if inline and (view.header.attributes & 0x07 or view.header.size > INLINE_BATCH_BYTES):
+                raise Deferred(offset)
             batch = view.decode()
         except CorruptRecordError as exc:
             self._report_corrupt(exc)
