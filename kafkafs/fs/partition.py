@@ -14,7 +14,7 @@ from bisect import bisect_left
 from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
-from ..errors import CorruptRecordError
+from ..errors import CorruptRecordError, SegmentClosedError
 from ..format.batch import DecodedBatch
 from ..format.jsonview import render_record_pretty
 from ..storage.log import Log
@@ -127,6 +127,8 @@ class PartitionState:
         self._last_refresh = 0.0
         self._listeners: list[Callable[[PartitionState], None]] = []
         self.last_change_ns = time.time_ns()
+        #: changes that were not only growth (segments removed, a compaction swap, a truncation)
+        self.rewrites = 0
         self.prev_active_base = self._active_base()
         self._last_shape = self.shape()
         log_.add_listener(self._on_log_change)
@@ -167,6 +169,7 @@ class PartitionState:
             # segments went away or the active one was cut: offsets may now hold other records
             self._batches.clear_all()
             self._records.clear_all()
+            self.rewrites += 1
         self._last_shape = shape
         self.last_change_ns = time.time_ns()
         for callback in list(self._listeners):
@@ -309,9 +312,14 @@ class PartitionState:
 
     def cached_records_size(self) -> int | None:
         """The size of ``records.jsonl`` if it is known without rendering anything new."""
+        current = self.cached_composition()
+        return current.total if current is not None else None
+
+    def cached_composition(self) -> Composition | None:
+        """The current composition if it is known without rendering anything new."""
         current = self._composition
         if current is not None and current.shape == self.shape():
-            return current.total
+            return current
         return None
 
     def read_records(self, offset: int, size: int, cache: PieceCache) -> bytes:
@@ -399,10 +407,9 @@ class PartitionState:
         # another in at its base (the old one stays readable until its files go).
         segment = pieces.segment if isinstance(pieces, SegmentLayout) else self.log.segments.get(base)
         if segment is None or segment.suffix == ".deleted" and not os.path.exists(segment.log_path):
-            raise CorruptRecordError(
-                "the segment was deleted (retention or compaction) while it was being read",
-                None,
-                f"{self.log.dir}/{base:020d}.log",
+            # an open records.jsonl reading back past file.delete.delay.ms: ESTALE, not damage
+            raise SegmentClosedError(
+                f"{self.log.dir}/{base:020d}.log was deleted (retention or compaction) while it was being read"
             )
         return segment
 
