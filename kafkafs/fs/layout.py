@@ -493,8 +493,9 @@ def read_cached(parts: Sequence[Part], starts: Sequence[int], offset: int, size:
 
     def cached(pieces: Pieces, i: int):
         data = cache.get((pieces, i))
-        if data is None:
-            raise _NotRendered
+        segment = getattr(pieces, "segment", None)
+        if data is None or segment is not None and segment.suffix == ".deleted":
+            raise _NotRendered  # a worker renders it, or says the segment is gone
         return data
 
     try:

@@ -290,13 +290,6 @@ class PartitionState:
         needs is not rendered yet."""
         return read_cached(view.parts, view.starts, offset, size, cache)
 
-    def current_view(self, prev: Composition | None) -> Composition | None:
-        """``prev`` while it is still the partition's current composition (nothing to size), else None."""
-        current = self._composition
-        if prev is None or current is not prev or current.shape != self.shape():
-            return None
-        return current
-
     def save_layouts(self) -> int:
         """Store the layouts the cache does not hold yet (the active segment's, at unmount)."""
         with self._compose_lock:
@@ -350,6 +343,8 @@ class PartitionState:
         key = (pieces, i)  # the object, not its id: a freed layout's id may be reused
         data = cache.get(key)
         if data is not None:
+            if isinstance(pieces, SegmentLayout) and pieces.segment.suffix == ".deleted":
+                self._segment_of(pieces, i)  # rendered before retention removed it: ESTALE once its files go
             return data
         with cache.rendering:
             data = cache.get(key)
