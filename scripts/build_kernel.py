@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE_DIR = ROOT / "kafkafs" / "format"
 SOURCES = [SOURCE_DIR / "_kernel.c"]
-HEADERS = [SOURCE_DIR / "_kernel_text.h", SOURCE_DIR / "_kernel_records.h"]
+HEADERS = sorted(SOURCE_DIR.glob("_kernel*.h"))  # every header _kernel.c includes
 FLAGS = ["-O2", "-Wall", "-Wextra", "-std=c11", "-fPIC", "-shared", "-fno-strict-aliasing"]
 SANITIZE = ["-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-g"]
 

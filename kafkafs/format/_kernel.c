@@ -32,6 +32,8 @@ static PyObject *raise_corrupt(const char *msg) {
     return NULL;
 }
 
+#include "_kernel_arrow.h" /* ArrowBuilder (arrow's): Spark's scan into Arrow buffers */
+
 /* ------------------------------------------------------------------------------------ decode */
 
 static PyObject *bytes_or_none(const Span *sp) {
@@ -494,4 +496,8 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_kernel", "kafkafs's compiled record kernel", -1, methods,
                                     NULL, NULL, NULL, NULL};
 
-PyMODINIT_FUNC PyInit__kernel(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__kernel(void) {
+    PyObject *m = PyModule_Create(&module);
+    if (m != NULL && arrow_module_init(m) < 0) Py_CLEAR(m); /* ArrowBuilder: _kernel_arrow.h */
+    return m;
+}
