@@ -8,12 +8,14 @@
  * the record it belongs to; damage raises CorruptRecordError, never reads outside the buffer.
  *
  * Files: _kernel_text.h (the output buffer, UTF-8, JSON strings, base64, embeddable JSON),
- * _kernel_records.h (varints, one record), this one (decoding into columns, rendering, the module).
+ * _kernel_records.h (varints, one record), _kernel_render.h (the lines of one records section),
+ * _kernel_span.h (CRC-32C, render_span: many whole batches of a .log at once), this one (decoding
+ * into columns, rendering, the module).
  *
  * Functions, wrapped by kafkafs/format/kernel.py (arguments in the method table at the end): setup,
  * decode (into columns), render (what 0: bytes, 1: line lengths, 2: (bytes, offsets, line ends),
- * 3: (bytes, number of lines)), render_columns (decoded columns), render_value. Modes: 0 auto,
- * 1 string, 2 base64.
+ * 3: (bytes, number of lines)), render_columns (decoded columns), render_value, render_span,
+ * crc32c. Modes: 0 auto, 1 string, 2 base64.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -26,6 +28,8 @@ static PyObject *NoHeaders = NULL;    /* the shared empty tuple for records with
 
 #include "_kernel_text.h"
 #include "_kernel_records.h"
+#include "_kernel_render.h"
+#include "_kernel_span.h"
 
 static PyObject *raise_corrupt(const char *msg) {
     PyErr_SetString(CorruptError ? CorruptError : PyExc_ValueError, msg);
@@ -120,132 +124,8 @@ done:
     return result;
 }
 
-/* ------------------------------------------------------------------------------------ render */
-
-/* The fixed parts of a line for a batch's flags. */
-typedef struct {
-    const char *prefix;
-    Py_ssize_t prefix_len;
-    int log_append;
-    int control;
-    int transactional;
-    int64_t producer_id;
-    int mode;
-} LineStyle;
-
-static int put_line_head(Out *o, const LineStyle *st, int64_t offset, int64_t timestamp) {
-    if (out_write(o, st->prefix, st->prefix_len) < 0 || out_int(o, offset) < 0 ||
-        OUT_LIT(o, ",\"timestamp\":") < 0 || out_int(o, timestamp) < 0)
-        return -1;
-    if (st->log_append) return OUT_LIT(o, ",\"timestampType\":\"LogAppendTime\",\"key\":");
-    return OUT_LIT(o, ",\"timestampType\":\"CreateTime\",\"key\":");
-}
-
-static int put_line_tail(Out *o, const LineStyle *st, const Span *key) {
-    if (st->control) {
-        const char *name = control_name(key->p, key->n, key->is_null);
-        if (OUT_LIT(o, ",\"control\":\"") < 0 || out_write(o, name, (Py_ssize_t)strlen(name)) < 0 ||
-            out_byte(o, '"') < 0)
-            return -1;
-    }
-    if (st->transactional && (OUT_LIT(o, ",\"producerId\":") < 0 || out_int(o, st->producer_id) < 0)) return -1;
-    return OUT_LIT(o, "}\n");
-}
-
-/* A bound argument: None, or an int clamped to 64 bits; *empty set when no value can pass it. */
-static int parse_bound(PyObject *obj, int is_upper, int64_t *value, int *has, int *empty) {
-    *has = 0;
-    if (obj == Py_None) return 0;
-    int overflow = 0;
-    long long v = PyLong_AsLongLongAndOverflow(obj, &overflow);
-    if (v == -1 && PyErr_Occurred()) return -1;
-    if (overflow == 0) {
-        *value = v;
-        *has = 1;
-    } else if ((overflow > 0) != (is_upper != 0)) {
-        *empty = 1; /* a lower bound past every value, or an upper bound below every value */
-    }
-    return 0;
-}
-
-typedef struct {
-    int64_t lo, hi, ts_lo, ts_hi;
-    int has_lo, has_hi, has_ts_lo, has_ts_hi, empty;
-} Bounds;
-
-static inline int passes(const Bounds *b, int64_t offset, int64_t ts) {
-    if (b->empty) return 0;
-    if (b->has_lo && offset < b->lo) return 0;
-    if (b->has_hi && offset > b->hi) return 0;
-    if (b->has_ts_lo && ts < b->ts_lo) return 0;
-    if (b->has_ts_hi && ts >= b->ts_hi) return 0;
-    return 1;
-}
-
-typedef struct {
-    int64_t *v;
-    Py_ssize_t n, cap;
-} I64s;
-
-static int i64s_add(I64s *a, int64_t x) {
-    if (a->n == a->cap) {
-        Py_ssize_t cap = a->cap ? a->cap * 2 : 128;
-        int64_t *nv = (int64_t *)PyMem_RawRealloc(a->v, (size_t)cap * sizeof(int64_t));
-        if (nv == NULL) return -1;
-        a->v = nv;
-        a->cap = cap;
-    }
-    a->v[a->n++] = x;
-    return 0;
-}
-
-static PyObject *i64s_list(const I64s *a) {
-    PyObject *list = PyList_New(a->n);
-    if (list == NULL) return NULL;
-    for (Py_ssize_t i = 0; i < a->n; i++) {
-        PyObject *o = PyLong_FromLongLong(a->v[i]);
-        if (o == NULL) {
-            Py_DECREF(list);
-            return NULL;
-        }
-        PyList_SET_ITEM(list, i, o);
-    }
-    return list;
-}
-
-/* Renders every passing record of the section; 0 ok, -1 damage (err set), -2 out of memory. Runs
- * without the GIL (ts holds the saved thread state; header keys that need Python take it back). */
-static int render_section(Reader *rd, long long count, const LineStyle *st, const Bounds *b, Out *o, I64s *offsets,
-                          I64s *ends, Py_ssize_t *lines, Err *err, PyThreadState **ts) {
-    for (long long i = 0; i < count; i++) {
-        Rec r;
-        if (next_record(rd, &r, err) < 0) return -1;
-        if (!passes(b, r.offset, r.timestamp)) continue;
-        if (put_line_head(o, st, r.offset, r.timestamp) < 0 ||
-            put_value(o, r.key.p, r.key.n, r.key.is_null, st->mode) < 0 || OUT_LIT(o, ",\"value\":") < 0 ||
-            put_value(o, r.value.p, r.value.n, r.value.is_null, st->mode) < 0 || OUT_LIT(o, ",\"headers\":[") < 0)
-            return -2;
-        Py_ssize_t pos = r.headers_pos;
-        for (int64_t h = 0; h < r.header_count; h++) {
-            Span k, v;
-            if (rd_span(rd->d, r.end, &pos, &k, err) < 0 || rd_span(rd->d, r.end, &pos, &v, err) < 0) return -1;
-            if ((h && out_byte(o, ',') < 0) || OUT_LIT(o, "{\"key\":") < 0 ||
-                put_header_key(o, k.p, k.n, 1, ts) < 0 || OUT_LIT(o, ",\"value\":") < 0 ||
-                put_value(o, v.p, v.n, v.is_null, st->mode) < 0 || out_byte(o, '}') < 0)
-                return -2;
-        }
-        if (out_byte(o, ']') < 0 || put_line_tail(o, st, &r.key) < 0) return -2;
-        if (offsets && i64s_add(offsets, r.offset) < 0) return -2;
-        if (ends && i64s_add(ends, o->len) < 0) return -2;
-        (*lines)++;
-    }
-    if (rd->pos != rd->end) {
-        snprintf(err->msg, sizeof err->msg, "%lld bytes left over after %lld records", (long long)(rd->end - rd->pos),
-                 count);
-        return -1;
-    }
-    return 0;
-}
+/* ------------------------------------------------------------------------------------ render
+ * (LineStyle, Bounds, I64s and render_section are in _kernel_render.h) */
 
 static PyObject *k_render(PyObject *self, PyObject *args) {
     (void)self;
@@ -257,7 +137,7 @@ static PyObject *k_render(PyObject *self, PyObject *args) {
                           &producer_id, &count, &mode, &lo_o, &hi_o, &ts_lo_o, &ts_hi_o, &what))
         return NULL;
     PyObject *result = NULL;
-    Out o = {NULL, 0, 0, what == 1, 0};
+    Out o = {NULL, 0, 0, what == 1, 0, NULL, NULL};
     I64s offsets = {NULL, 0, 0}, ends = {NULL, 0, 0};
     Bounds b;
     memset(&b, 0, sizeof b);
@@ -408,7 +288,7 @@ static PyObject *k_render_columns(PyObject *self, PyObject *args) {
                           &transactional, &producer_id, &mode, &start, &stop))
         return NULL;
     PyObject *result = NULL;
-    Out o = {NULL, 0, 0, 0, 0};
+    Out o = {NULL, 0, 0, 0, 0, NULL, NULL};
     Py_ssize_t n = PyList_GET_SIZE(offsets);
     if (PyList_GET_SIZE(timestamps) != n || PyList_GET_SIZE(keys) != n || PyList_GET_SIZE(values) != n ||
         PyList_GET_SIZE(headers) != n || mode < 0 || mode > 2) {
@@ -457,7 +337,7 @@ static PyObject *k_render_value(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "bad mode");
         return NULL;
     }
-    Out o = {NULL, 0, 0, 0, 0};
+    Out o = {NULL, 0, 0, 0, 0, NULL, NULL};
     if (put_column_value(&o, obj, mode) < 0) {
         PyMem_RawFree(o.buf);
         return NULL;
@@ -490,6 +370,9 @@ static PyMethodDef methods[] = {
      "render_columns(prefix, offsets, timestamps, keys, values, headers, log_append, control, transactional, "
      "producer_id, mode, start, stop)"},
     {"render_value", k_render_value, METH_VARARGS, "render_value(data_or_None, mode)"},
+    {"render_span", k_render_span, METH_VARARGS, "render_span(prefix, buf, mode, lengths)"},
+    {"crc32c", k_crc32c, METH_VARARGS, "crc32c(data, hardware=-1)"},
+    {"span_cuts", k_span_cuts, METH_VARARGS, "span_cuts(buf, step, min_offset)"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -497,6 +380,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_kernel", "kafkafs's
                                     NULL, NULL, NULL, NULL};
 
 PyMODINIT_FUNC PyInit__kernel(void) {
+    crc32c_init();
     PyObject *m = PyModule_Create(&module);
     if (m != NULL && arrow_module_init(m) < 0) Py_CLEAR(m); /* ArrowBuilder: _kernel_arrow.h */
     return m;

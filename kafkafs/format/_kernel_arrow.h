@@ -2,7 +2,7 @@
  * The kernel's Arrow side: ArrowBuilder, which appends the records of v2 batches straight into the
  * buffers of Arrow arrays for Spark's scan (kafkafs/spark/scan.py's _Columns is the reference;
  * tests/spark/test_arrow_differential.py holds them together). Included once, by _kernel.c, after
- * _kernel_text.h and _kernel_records.h.
+ * _kernel_text.h, _kernel_records.h and _kernel_span.h (crc32c, be64, be32).
  *
  * Columns (buffers as pyarrow.Array.from_buffers takes them): offset and timestamp (microseconds)
  * int64, timestampType int32, key and value binary (validity bits, int32 offsets, data) and, with
@@ -21,79 +21,6 @@
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
-
-/* ------------------------------------------------------------------------------------ CRC-32C */
-
-static uint32_t crc32c_table[8][256];
-static int crc32c_hw = -1;
-
-static void crc32c_init(void) {
-    for (uint32_t i = 0; i < 256; i++) {
-        uint32_t c = i;
-        for (int k = 0; k < 8; k++) c = (c >> 1) ^ (0x82F63B78u & (0u - (c & 1)));
-        crc32c_table[0][i] = c;
-    }
-    for (uint32_t i = 0; i < 256; i++)
-        for (int t = 1; t < 8; t++) crc32c_table[t][i] = (crc32c_table[t - 1][i] >> 8) ^ crc32c_table[0][crc32c_table[t - 1][i] & 0xFF];
-#if defined(__x86_64__) && defined(__GNUC__)
-    crc32c_hw = __builtin_cpu_supports("sse4.2") ? 1 : 0;
-#else
-    crc32c_hw = 0;
-#endif
-}
-
-static uint32_t crc32c_sw(uint32_t c, const uint8_t *p, Py_ssize_t n) {
-    while (n >= 8) {
-        uint64_t w;
-        memcpy(&w, p, 8);
-#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-        w = __builtin_bswap64(w);
-#endif
-        w ^= c;
-        c = crc32c_table[7][w & 0xFF] ^ crc32c_table[6][(w >> 8) & 0xFF] ^ crc32c_table[5][(w >> 16) & 0xFF] ^
-            crc32c_table[4][(w >> 24) & 0xFF] ^ crc32c_table[3][(w >> 32) & 0xFF] ^ crc32c_table[2][(w >> 40) & 0xFF] ^
-            crc32c_table[1][(w >> 48) & 0xFF] ^ crc32c_table[0][w >> 56];
-        p += 8;
-        n -= 8;
-    }
-    while (n-- > 0) c = (c >> 8) ^ crc32c_table[0][(c ^ *p++) & 0xFF];
-    return c;
-}
-
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <nmmintrin.h>
-__attribute__((target("sse4.2"))) static uint32_t crc32c_sse(uint32_t c, const uint8_t *p, Py_ssize_t n) {
-    uint64_t c64 = c;
-    while (n >= 8) {
-        uint64_t w;
-        memcpy(&w, p, 8);
-        c64 = _mm_crc32_u64(c64, w);
-        p += 8;
-        n -= 8;
-    }
-    c = (uint32_t)c64;
-    while (n-- > 0) c = _mm_crc32_u8(c, *p++);
-    return c;
-}
-#endif
-
-static uint32_t crc32c(const uint8_t *p, Py_ssize_t n) {
-    if (crc32c_hw < 0) crc32c_init();
-#if defined(__x86_64__) && defined(__GNUC__)
-    if (crc32c_hw) return ~crc32c_sse(0xFFFFFFFFu, p, n);
-#endif
-    return ~crc32c_sw(0xFFFFFFFFu, p, n);
-}
-
-static inline int64_t be64(const uint8_t *p) {
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++) v = (v << 8) | p[i];
-    return (int64_t)v;
-}
-
-static inline int32_t be32(const uint8_t *p) {
-    return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3]);
-}
 
 /* ------------------------------------------------------------------------------------ buffers */
 
@@ -459,7 +386,7 @@ static PyObject *ab_walk(ArrowBuilder *ab, PyObject *args) {
         }
         if (attributes & 0x20) goto skip; /* control */
         if (has_ts_lo && max_ts < ts_lo) goto skip;
-        if ((attributes & 0x07) != 0 || crc32c(h + 21, length - 9) != (uint32_t)be32(h + 17)) {
+        if ((attributes & 0x07) != 0 || crc32c(h + 21, (size_t)length - 9) != (uint32_t)be32(h + 17)) {
             status = WALK_PYTHON;
             break;
         }
@@ -605,7 +532,6 @@ static PyTypeObject ArrowBuilderType = {
 
 /* Called from the module's init: adds ArrowBuilder; -1 with an error set. */
 static int arrow_module_init(PyObject *m) {
-    crc32c_init();
     if (PyType_Ready(&ArrowBuilderType) < 0) return -1;
     Py_INCREF(&ArrowBuilderType);
     if (PyModule_AddObject(m, "ArrowBuilder", (PyObject *)&ArrowBuilderType) < 0) {

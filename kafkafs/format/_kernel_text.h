@@ -24,6 +24,10 @@ typedef struct {
     Py_ssize_t cap;
     int count_only;
     int oom;
+    /* Optional: the buffer is this bytes object's (no copy when it is returned), grown with the GIL
+     * taken back from *ts when that holds a saved thread state. */
+    PyObject *bytes;
+    PyThreadState **ts;
 } Out;
 
 static int out_grow(Out *o, Py_ssize_t need) {
@@ -34,6 +38,21 @@ static int out_grow(Out *o, Py_ssize_t need) {
             return -1;
         }
         cap *= 2;
+    }
+    if (o->bytes != NULL) {
+        int released = o->ts != NULL && *o->ts != NULL;
+        if (released) PyEval_RestoreThread(*o->ts);
+        int rc = _PyBytes_Resize(&o->bytes, cap); /* on failure the object is gone */
+        if (rc < 0) PyErr_Clear();
+        if (released) *o->ts = PyEval_SaveThread();
+        if (rc < 0) {
+            o->buf = NULL;
+            o->oom = 1;
+            return -1;
+        }
+        o->buf = PyBytes_AS_STRING(o->bytes);
+        o->cap = cap;
+        return 0;
     }
     char *nb = (char *)PyMem_RawRealloc(o->buf, (size_t)cap);
     if (nb == NULL) {
@@ -367,7 +386,7 @@ static int put_value(Out *o, const uint8_t *s, Py_ssize_t n, int is_null, int mo
         if (i < n && (s[i] == '{' || s[i] == '[')) {
             /* validate first, writing nothing: most JSON values hold no whitespace to take out, and
              * then their compact form is their bytes, copied at once */
-            Out dry = {NULL, 0, 0, 1, 0};
+            Out dry = {NULL, 0, 0, 1, 0, NULL, NULL};
             if (put_json_compact(&dry, s, n) == 1) {
                 if (dry.len == n) return out_write(o, s, n);
                 if (o->count_only) {

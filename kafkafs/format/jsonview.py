@@ -2,7 +2,8 @@
 
 This is the contract the mount, ``consume``, ``dump`` and the decoders share: ``render_batch_jsonl``
 (decoded batch), ``render_raw_jsonl`` / ``raw_jsonl_lengths`` (one whole batch's bytes as in the
-``.log``), ``render_record`` / ``render_record_pretty``. Each takes ``decoder=None``: a decoder from
+``.log``), ``render_span_jsonl`` (many whole batches of a ``.log`` at once, :mod:`.jsonspan`),
+``render_record`` / ``render_record_pretty``. Each takes ``decoder=None``: a decoder from
 :func:`kafkafs.format.decoders.decoder_for` renders the records of Kafka's internal topics (mode
 ``auto`` only). Otherwise v2 batches render through the compiled kernel when it is built, and
 through the Python reference (:mod:`.jsonrender`) when it is not, or for legacy (magic 0/1) batches.
@@ -32,6 +33,7 @@ from .jsonrender import (
     render_lines,
     select_indexes,
 )
+from .jsonspan import SpanResult, render_span_jsonl
 from .timestamps import format_timestamp, parse_timestamp
 
 __all__ = [
@@ -42,6 +44,8 @@ __all__ = [
     "raw_jsonl_lengths",
     "render_raw_jsonl_lines",
     "render_raw_jsonl_count",
+    "render_span_jsonl",
+    "SpanResult",
     "render_record",
     "render_record_pretty",
     "record_object",

@@ -116,6 +116,10 @@ class Dir(Node):
     def lookup(self, name: str) -> Node:
         raise NotFound(name)
 
+    def lookup_now(self, name: str) -> Node | None:
+        """:meth:`lookup` when it is short work the FUSE loop may do itself (no worker thread), else None."""
+        return None
+
     def entries(self, start_id: int) -> Iterator[tuple[int, str, Node]]:
         """(next_id, name, node) from the entry ``start_id`` designates on (0: the first). Ids come from
         stable keys, so a listing resumed while entries come and go never repeats or skips one."""

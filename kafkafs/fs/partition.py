@@ -27,7 +27,7 @@ from .sizecache import SizeCache
 from .sizing import Progress, SizingJob, load_cached, log_progress, size_layouts, store_layout
 
 __all__ = [
-    "PartitionState", "Composition", "RenderedRecord", "OffsetRun", "SegmentRange", "PieceCache", "report_corrupt",
+    "PartitionState", "Deferred", "INLINE_BATCH_BYTES", "Composition", "RenderedRecord", "OffsetRun", "SegmentRange", "PieceCache", "report_corrupt",
 ]
 
 log = logging.getLogger("kafkafs.fs")
@@ -38,6 +38,13 @@ BATCH_CACHE = 16
 RECORD_CACHE = 512
 #: A read-only log is re-read at most this often when a file that grows is looked at.
 REFRESH_INTERVAL = 0.05
+#: A lookup may decode a batch on the FUSE loop itself (no worker thread) when it is uncompressed,
+#: of an ordinary topic and at most this long: about 50 µs of work, where a trip to a worker costs more.
+INLINE_BATCH_BYTES = 256 * 1024
+
+
+class Deferred(Exception):
+    """The work asked for on the loop is longer than the loop should do: ask a worker thread."""
 
 
 _reported: set[tuple[str | None, int | None]] = set()
@@ -370,12 +377,17 @@ class PartitionState:
 
     # ------------------------------------------------------------------------------------------ one record
 
-    def record(self, offset: int) -> RenderedRecord | None:
-        """``by-offset/<offset>.json``: the record pretty-printed, or None if there is no such offset."""
+    def record(self, offset: int, *, inline: bool = False) -> RenderedRecord | None:
+        """``by-offset/<offset>.json``: the record pretty-printed, or None if there is no such offset.
+
+        ``inline``: called on the FUSE loop; raises :class:`Deferred` rather than decode a batch that is
+        compressed, long or of an internal topic (a worker thread does that)."""
         found = self._records.get_item(offset)
         if found is not None:
             return found
-        batch = self._batch_holding(offset)
+        if inline and self.renderer.decoder is not None:
+            raise Deferred(offset)
+        batch = self._batch_holding(offset, inline)
         if batch is None:
             return None
         i = bisect_left(batch.offsets, offset)
@@ -397,7 +409,7 @@ class PartitionState:
             return render_record_pretty(self.topic, self.partition, batch, i, self.mode)
         return render_record_pretty(self.topic, self.partition, batch, i, self.mode, decoder=decoder)  # type: ignore[call-arg]
 
-    def _batch_holding(self, offset: int) -> DecodedBatch | None:
+    def _batch_holding(self, offset: int, inline: bool = False) -> DecodedBatch | None:
         """The decoded batch that holds ``offset`` if any batch can: a recently decoded one, else the
         one the engine locates, decoded once and kept for the getattr, open and read that follow."""
         log_ = self.log
@@ -412,6 +424,8 @@ class PartitionState:
             if view is None:
                 return None
             segment = view.segment
+            if inline and (view.header.attributes & 0x07 or view.header.size > INLINE_BATCH_BYTES):
+                raise Deferred(offset)
             batch = view.decode()
         except CorruptRecordError as exc:
             self._report_corrupt(exc)

@@ -36,7 +36,7 @@ from .nodes import (
     _ms_to_ns,
     _mtime_ns,
 )
-from .partition import PartitionState
+from .partition import Deferred, PartitionState
 
 if TYPE_CHECKING:  # the tree makes the nodes and hands itself to them
     from .tree import Tree
@@ -141,6 +141,19 @@ class ByOffsetDir(_RecordsDir):
 
     def _range_bounds(self, name: str) -> tuple[int, int] | None:
         return names.parse_offset_range(name)
+
+    def lookup_now(self, name: str) -> Node | None:
+        """A record's name, looked up on the loop when its batch is short work (see PartitionState.record)."""
+        offset = names.parse_offset_file(name)
+        if offset is None:
+            return None
+        state = self.tree.state(self.partition_name)
+        try:
+            if state.record(offset, inline=True) is None:
+                raise NotFound(name)
+        except Deferred:
+            return None
+        return RecordFile(self.tree, state, offset, self)
 
     def _ranges(self, state: PartitionState, start_id: int) -> Iterator[tuple[int, str, Node]] | None:
         """Past the list limit: one ``<first>-<last>.jsonl`` per segment (None below it)."""

@@ -1,6 +1,7 @@
 """A long differential run: the compiled kernel against the Python reference, past CI's size.
 
-The same properties as tests/format/test_kernel_differential.py (whose strategies it uses), each
+The same properties as tests/format/test_kernel_differential.py (whose strategies it uses; spans of
+many batches through render_span_jsonl too), each
 hypothesis example checking a list of inputs so that the run spends its time on inputs rather than
 on the engine. It runs the properties in turns until ``--inputs`` inputs have been checked (or
 ``--minutes`` pass), writing its counts to ``--progress`` after every turn, so a run that is cut
@@ -20,15 +21,19 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from kafkafs.format import jsonembed, kernel
+from kafkafs.format.jsonspan import reference_span, render_span_jsonl
 from tests.format.test_kernel_differential import (
     MODES,
     _check,
+    _cuts_reference,
     _header,
+    _same_span,
     _section,
     attributes,
     bound,
     int64,
     record,
+    span_buffer,
     values,
 )
 
@@ -108,7 +113,24 @@ def prop_varints(raw, attrs):
     _count("varints", 4)
 
 
-TURNS = [prop_values, prop_bytes, prop_sections, prop_damaged, prop_varints]
+@_turn(40)
+@given(st.lists(span_buffer(), min_size=2, max_size=6), st.integers(1, 400))
+def prop_spans(buffers, step):
+    """render_span_jsonl (batch walk, CRC-32C, stop points) and span_cuts against their references."""
+    from array import array
+
+    for buf in buffers:
+        for mode in MODES:
+            ref = reference_span("topic.x", 7, buf, mode)
+            _same_span(render_span_jsonl("topic.x", 7, buf, mode), ref)
+            _same_span(render_span_jsonl("topic.x", 7, buf, mode, lengths=True), ref._replace(data=b""))
+        cuts = array("q")
+        cuts.frombytes(kernel.KERNEL.span_cuts(buf, step, 3))
+        assert cuts.tolist() == _cuts_reference(buf, step, 3)
+    _count("spans", len(buffers) * len(MODES))
+
+
+TURNS = [prop_values, prop_bytes, prop_sections, prop_damaged, prop_varints, prop_spans]
 
 
 def main() -> int:

@@ -284,3 +284,144 @@ def test_string_escapes_exhaustively():
             inner = "".join(parts).encode()
             for data in (b'["' + inner + b'"]', b'{"' + inner + b'":0}'):
                 assert kernel.render_value(data, "auto") == jsonembed.render_value(data, "auto"), data
+
+
+# ------------------------------------------------------------------------------------- spans
+# render_span_jsonl (the kernel's multi-batch walk, with its own CRC-32C) against reference_span, over
+# buffers of whole batches of every kind it must stop before: compressed, legacy magic, CRC mismatch,
+# damaged records under a good CRC, records below the base offset, bad headers, zeros, a cut-off tail.
+
+import crc32c as _crc32c_package  # noqa: E402 - the independent CRC the kernel's is held to
+
+from kafkafs.format.jsonspan import SpanResult, reference_span, render_span_jsonl  # noqa: E402
+
+
+def _batch(section: bytes, count: int, attrs: int = 0, base: int = 0, last_delta: int | None = None,
+           first_ts: int = 1000, max_ts: int = 2000, producer_id: int = -1, magic: int = 2, crc_flip: int = 0,
+           length_error: int = 0) -> bytes:
+    """One batch laid out as Kafka's docs say, its CRC-32C by the crc32c package (``crc_flip`` spoils it)."""
+    delta = max(count - 1, 0) if last_delta is None else last_delta
+    after = struct.pack(">hiqqqhii", attrs, delta, first_ts, max_ts, producer_id, 0, 0, count) + section
+    body = struct.pack(">iBI", 0, magic, _crc32c_package.crc32c(after) ^ crc_flip) + after
+    return struct.pack(">qi", base, len(body) + length_error) + body
+
+
+_small_record = st.tuples(st.integers(-3, 3), st.integers(0, 4), values, values,
+                          st.lists(st.tuples(header_keys, values), max_size=2), st.just(0))
+
+
+@st.composite
+def span_batch(draw, base: int) -> bytes:
+    records = draw(st.lists(_small_record, max_size=4))
+    section = _section(records)
+    kind = draw(st.sampled_from(["ok"] * 6 + ["compressed", "legacy", "crc", "junk", "count", "below", "base",
+                                              "length", "zeros", "huge"]))
+    attrs = draw(st.sampled_from([0, 0x08, 0x10, 0x20, 0x30, 0x18]))
+    count, magic, crc_flip, length_error, last_delta = len(records), 2, 0, 0, None
+    if kind == "compressed":
+        attrs |= draw(st.integers(1, 7))
+    elif kind == "legacy":
+        magic = draw(st.sampled_from([0, 1, 3, 0xFF]))
+    elif kind == "crc":
+        crc_flip = 1 << draw(st.integers(0, 31))
+    elif kind == "junk" and section:
+        i = draw(st.integers(0, len(section) - 1))
+        section = section[:i] + draw(st.binary(min_size=1, max_size=3)) + section[i + 1 :]
+    elif kind == "count":
+        count += draw(st.sampled_from([-1, 1, 2**31 - 1 - count, -(2**31)]))
+    elif kind == "below":
+        section = _section([(0, -1, b"k", b"v", [], 0)] + records)
+        count += 1
+    elif kind == "base":
+        base = draw(st.sampled_from([-1, -(2**63), 2**63 - 1]))
+        last_delta = draw(st.sampled_from([0, 1, 5]))
+    elif kind == "length":
+        length_error = draw(st.sampled_from([-1, 1, -10**6, 10**6]))
+    elif kind == "zeros":
+        return bytes(draw(st.integers(1, 80)))
+    elif kind == "huge":
+        last_delta = draw(st.sampled_from([-1, -(2**31), 2**31 - 1]))
+    return _batch(section, count, attrs, base, last_delta, draw(int64), draw(int64), draw(int64), magic, crc_flip,
+                  length_error)
+
+
+@st.composite
+def span_buffer(draw) -> bytes:
+    out, base = bytearray(), draw(st.integers(0, 2**40))
+    for _ in range(draw(st.integers(0, 5))):
+        out += draw(span_batch(base))
+        base += draw(st.integers(0, 12))
+    cut = draw(st.one_of(st.none(), st.integers(0, max(len(out) - 1, 0))))
+    return bytes(out if cut is None else out[:cut])
+
+
+def _same_span(got: SpanResult, ref: SpanResult) -> None:
+    assert got.data == ref.data
+    assert (got.consumed, got.lines) == (ref.consumed, ref.lines)
+    assert (got.batch_ends, got.last_offsets, got.line_ends) == (ref.batch_ends, ref.last_offsets, ref.line_ends)
+
+
+@given(span_buffer(), st.sampled_from(MODES))
+def test_spans_render_alike(buf, mode):
+    ref = reference_span("topic.x", 7, buf, mode)
+    _same_span(render_span_jsonl("topic.x", 7, buf, mode), ref)
+    _same_span(render_span_jsonl("topic.x", 7, memoryview(bytearray(buf)), mode, lengths=True), ref._replace(data=b""))
+    assert reference_span("topic.x", 7, buf, mode, lengths=True) == ref._replace(data=b"")
+    assert ref.consumed == (ref.batch_ends[-1] if ref.batch_ends else 0)
+    assert ref.line_ends[-1:].tolist() == ([len(ref.data)] if ref.batch_ends else [])
+
+
+@given(st.lists(st.tuples(st.lists(record, max_size=3), st.sampled_from([0, 0x08, 0x10, 0x20, 0x30])), max_size=4),
+       st.sampled_from(MODES))
+def test_spans_of_good_batches_are_whole(batches, mode):
+    """Valid batches are all taken, and their lines are the per-batch path's (render_raw_jsonl)."""
+    from kafkafs.format.jsonview import render_raw_jsonl
+
+    raws, base = [], 5
+    for records, attrs in batches:
+        records = [(ts, abs(delta), k, v, h, pad) for ts, delta, k, v, h, pad in records]
+        raws.append(_batch(_section(records), len(records), attrs, base, max([r[1] for r in records], default=0)))
+        base += 1 + max([r[1] for r in records], default=0)
+    buf = b"".join(raws)
+    got = render_span_jsonl("t", 0, buf, mode)
+    ok = [raw for raw in raws if _reference(render_raw_jsonl, "t", 0, raw, mode) != "refused"]
+    if len(ok) == len(raws):
+        assert got.consumed == len(buf)
+        assert got.data == b"".join(render_raw_jsonl("t", 0, raw, mode) for raw in raws)
+    _same_span(got, reference_span("t", 0, buf, mode))
+
+
+def _cuts_reference(buf: bytes, step: int, min_offset: int) -> list[int]:
+    cuts, pos, last, expect = [0], 0, 0, min_offset
+    while len(buf) - pos >= 61:
+        base, length = struct.unpack_from(">qi", buf, pos)
+        delta = struct.unpack_from(">i", buf, pos + 23)[0]
+        if buf[pos + 16] != 2 or length < 49 or length + 12 > len(buf) - pos:
+            break
+        if base < expect or delta < 0 or base + delta + 1 > 2**63 - 1:
+            break
+        expect = base + delta + 1
+        pos += length + 12
+        if pos - last >= step:
+            cuts.append(pos)
+            last = pos
+    if pos != last:
+        cuts.append(pos)
+    return cuts
+
+
+@given(span_buffer(), st.integers(1, 400), st.integers(-5, 2**40 + 50))
+def test_span_cuts_alike(buf, step, min_offset):
+    from array import array
+
+    got = array("q")
+    got.frombytes(kernel.KERNEL.span_cuts(buf, step, min_offset))
+    assert got.tolist() == _cuts_reference(buf, step, min_offset)
+
+
+@given(st.binary(max_size=300), st.integers(0, 16))
+def test_crc32c_alike(data, skip):
+    expected = _crc32c_package.crc32c(data[skip:])
+    assert kernel.KERNEL.crc32c(data[skip:]) == expected
+    assert kernel.KERNEL.crc32c(memoryview(data)[skip:], 0) == expected  # the table, whatever the CPU
+    assert kernel.KERNEL.crc32c(data[skip:], 1) in (expected, None)  # the instruction, where the CPU has it

@@ -173,3 +173,19 @@ def test_list_limit_through_a_mount(built_logdir, mounted):
     )
     assert (m / "orders-0" / "by-offset" / "1234.json").read_bytes().startswith(b"{")
     assert sorted(os.listdir(m / "events-3" / "by-offset")) == sorted(f"{o}.json" for o in range(5))
+
+
+def test_lookup_now_decodes_short_batches_only(tree, monkeypatch):
+    """On the FUSE loop (``lookup_now``) a record of a short uncompressed batch resolves; a longer
+    batch is left to a worker thread (None), and a missing offset is ENOENT either way."""
+    from kafkafs.fs import partition
+
+    parent = tree.resolve("orders-0/by-offset")
+    node = parent.lookup_now("777.json")
+    assert node is not None and node.attr() == parent.lookup("777.json").attr()
+    with pytest.raises(NotFound):
+        parent.lookup_now("999999.json")
+    assert parent.lookup_now("0-9.jsonl") is None  # ranges always go to a worker
+    monkeypatch.setattr(partition, "INLINE_BATCH_BYTES", 0)
+    assert parent.lookup_now("555.json") is None
+    assert parent.lookup("555.json").attr().size > 0

@@ -67,6 +67,33 @@ def test_lookup_getattr_open_read_release(built_logdir):
         _close(ops)
 
 
+def test_record_lookup_on_the_loop_and_no_flush_when_read_only(built_logdir, monkeypatch):
+    """by-offset/N.json resolves without a worker thread; a read-only mount answers FLUSH with ENOSYS,
+    which tells the kernel to send no more of them."""
+    ops = _ops(built_logdir)
+    try:
+        async def run():
+            part = await ops.lookup(ROOT_INODE, b"orders-0")
+            by_offset = await ops.lookup(part.st_ino, b"by-offset")
+
+            async def no_worker(fn, *args):
+                raise AssertionError("a worker thread was asked")
+
+            monkeypatch.setattr(ops, "_run", no_worker)
+            entry = await ops.lookup(by_offset.st_ino, b"42.json")
+            info = await ops.open(entry.st_ino, os.O_RDONLY, None)
+            data = await ops.read(info.fh, 0, 1 << 20)
+            with pytest.raises(pyfuse3.FUSEError) as failed:
+                await ops.flush(info.fh)
+            await ops.release(info.fh)
+            return entry.st_size, data, failed.value.errno
+
+        size, data, flush_errno = trio.run(run)
+        assert size == len(data) and b'"offset": 42' in data and flush_errno == errno.ENOSYS
+    finally:
+        _close(ops)
+
+
 def test_readdir_lists_every_partition_and_counts_lookups(built_logdir, monkeypatch):
     ops = _ops(built_logdir)
     try:

@@ -1,0 +1,145 @@
+/*
+ * The kernel's line rendering: the fixed parts of a line, offset and time bounds, growable int64
+ * arrays, and render_section (every record of one batch's records section as JSON lines, or only
+ * their lengths). Included once, by _kernel.c, after _kernel_text.h and _kernel_records.h.
+ */
+#ifndef KAFKAFS_KERNEL_RENDER_H
+#define KAFKAFS_KERNEL_RENDER_H
+
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+/* The fixed parts of a line for a batch's flags. */
+typedef struct {
+    const char *prefix;
+    Py_ssize_t prefix_len;
+    int log_append;
+    int control;
+    int transactional;
+    int64_t producer_id;
+    int mode;
+} LineStyle;
+
+static int put_line_head(Out *o, const LineStyle *st, int64_t offset, int64_t timestamp) {
+    if (out_write(o, st->prefix, st->prefix_len) < 0 || out_int(o, offset) < 0 ||
+        OUT_LIT(o, ",\"timestamp\":") < 0 || out_int(o, timestamp) < 0)
+        return -1;
+    if (st->log_append) return OUT_LIT(o, ",\"timestampType\":\"LogAppendTime\",\"key\":");
+    return OUT_LIT(o, ",\"timestampType\":\"CreateTime\",\"key\":");
+}
+
+static int put_line_tail(Out *o, const LineStyle *st, const Span *key) {
+    if (st->control) {
+        const char *name = control_name(key->p, key->n, key->is_null);
+        if (OUT_LIT(o, ",\"control\":\"") < 0 || out_write(o, name, (Py_ssize_t)strlen(name)) < 0 ||
+            out_byte(o, '"') < 0)
+            return -1;
+    }
+    if (st->transactional && (OUT_LIT(o, ",\"producerId\":") < 0 || out_int(o, st->producer_id) < 0)) return -1;
+    return OUT_LIT(o, "}\n");
+}
+
+/* A bound argument: None, or an int clamped to 64 bits; *empty set when no value can pass it. */
+static int parse_bound(PyObject *obj, int is_upper, int64_t *value, int *has, int *empty) {
+    *has = 0;
+    if (obj == Py_None) return 0;
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(obj, &overflow);
+    if (v == -1 && PyErr_Occurred()) return -1;
+    if (overflow == 0) {
+        *value = v;
+        *has = 1;
+    } else if ((overflow > 0) != (is_upper != 0)) {
+        *empty = 1; /* a lower bound past every value, or an upper bound below every value */
+    }
+    return 0;
+}
+
+typedef struct {
+    int64_t lo, hi, ts_lo, ts_hi;
+    int has_lo, has_hi, has_ts_lo, has_ts_hi, empty;
+    int strict; /* a record that does not pass is damage (render_span: no record below its batch's base) */
+} Bounds;
+
+static inline int passes(const Bounds *b, int64_t offset, int64_t ts) {
+    if (b->empty) return 0;
+    if (b->has_lo && offset < b->lo) return 0;
+    if (b->has_hi && offset > b->hi) return 0;
+    if (b->has_ts_lo && ts < b->ts_lo) return 0;
+    if (b->has_ts_hi && ts >= b->ts_hi) return 0;
+    return 1;
+}
+
+typedef struct {
+    int64_t *v;
+    Py_ssize_t n, cap;
+} I64s;
+
+static int i64s_add(I64s *a, int64_t x) {
+    if (a->n == a->cap) {
+        Py_ssize_t cap = a->cap ? a->cap * 2 : 128;
+        int64_t *nv = (int64_t *)PyMem_RawRealloc(a->v, (size_t)cap * sizeof(int64_t));
+        if (nv == NULL) return -1;
+        a->v = nv;
+        a->cap = cap;
+    }
+    a->v[a->n++] = x;
+    return 0;
+}
+
+static PyObject *i64s_list(const I64s *a) {
+    PyObject *list = PyList_New(a->n);
+    if (list == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < a->n; i++) {
+        PyObject *o = PyLong_FromLongLong(a->v[i]);
+        if (o == NULL) {
+            Py_DECREF(list);
+            return NULL;
+        }
+        PyList_SET_ITEM(list, i, o);
+    }
+    return list;
+}
+
+/* Renders every passing record of the section; 0 ok, -1 damage (err set), -2 out of memory. Runs
+ * without the GIL (ts holds the saved thread state; header keys that need Python take it back). */
+static int render_section(Reader *rd, long long count, const LineStyle *st, const Bounds *b, Out *o, I64s *offsets,
+                          I64s *ends, Py_ssize_t *lines, Err *err, PyThreadState **ts) {
+    for (long long i = 0; i < count; i++) {
+        Rec r;
+        if (next_record(rd, &r, err) < 0) return -1;
+        if (!passes(b, r.offset, r.timestamp)) {
+            if (b->strict) {
+                snprintf(err->msg, sizeof err->msg, "record offset %lld below the batch's", (long long)r.offset);
+                return -1;
+            }
+            continue;
+        }
+        if (put_line_head(o, st, r.offset, r.timestamp) < 0 ||
+            put_value(o, r.key.p, r.key.n, r.key.is_null, st->mode) < 0 || OUT_LIT(o, ",\"value\":") < 0 ||
+            put_value(o, r.value.p, r.value.n, r.value.is_null, st->mode) < 0 || OUT_LIT(o, ",\"headers\":[") < 0)
+            return -2;
+        Py_ssize_t pos = r.headers_pos;
+        for (int64_t h = 0; h < r.header_count; h++) {
+            Span k, v;
+            if (rd_span(rd->d, r.end, &pos, &k, err) < 0 || rd_span(rd->d, r.end, &pos, &v, err) < 0) return -1;
+            if ((h && out_byte(o, ',') < 0) || OUT_LIT(o, "{\"key\":") < 0 ||
+                put_header_key(o, k.p, k.n, 1, ts) < 0 || OUT_LIT(o, ",\"value\":") < 0 ||
+                put_value(o, v.p, v.n, v.is_null, st->mode) < 0 || out_byte(o, '}') < 0)
+                return -2;
+        }
+        if (out_byte(o, ']') < 0 || put_line_tail(o, st, &r.key) < 0) return -2;
+        if (offsets && i64s_add(offsets, r.offset) < 0) return -2;
+        if (ends && i64s_add(ends, o->len) < 0) return -2;
+        (*lines)++;
+    }
+    if (rd->pos != rd->end) {
+        snprintf(err->msg, sizeof err->msg, "%lld bytes left over after %lld records", (long long)(rd->end - rd->pos),
+                 count);
+        return -1;
+    }
+    return 0;
+}
+
+#endif

@@ -1,0 +1,102 @@
+"""Many whole batches of a ``.log`` rendered at once: :func:`render_span_jsonl` (SPEC §3 lines).
+
+The per-batch functions of :mod:`.jsonview` cost a few microseconds of Python a batch; a partition of
+10^6 records in batches of 100 spends most of its time there. ``render_span_jsonl`` takes a buffer of
+a ``.log`` that starts at a batch boundary and, in the compiled kernel, walks its whole batches,
+checks each CRC-32C and renders each uncompressed v2 batch, with no Python between batches. It stops
+before the first batch it does not take: compressed, legacy (magic 0/1), damaged in any way (header,
+CRC, records), holding a record whose offset is below the batch's base offset (only crafted data
+does), or cut off by the end of the buffer. The caller handles the batch at ``consumed`` the
+old way (:func:`.jsonview.render_raw_jsonl`, which decompresses it or raises its damage) and calls
+again after it. Partitions with a decoder (Kafka's internal topics, Schema Registry values) never
+use it.
+
+:func:`reference_span` is the pure-Python definition (read_batch_header, validate_batch,
+decode_records, render_lines), which the kernel matches byte for byte
+(tests/format/test_kernel_differential.py); it also serves machines without the kernel.
+"""
+
+from __future__ import annotations
+
+from array import array
+from typing import NamedTuple
+
+from ..errors import CorruptRecordError
+from . import kernel as _kernel
+from .batchheader import V2_HEADER_SIZE, read_batch_header, validate_batch
+from .jsonrender import check_mode, line_prefix, render_lines
+from .records import decode_records
+
+__all__ = ["SpanResult", "render_span_jsonl", "reference_span"]
+
+
+class SpanResult(NamedTuple):
+    """What :func:`render_span_jsonl` took from the start of its buffer.
+
+    ``data``: the JSON lines of every batch taken (empty with ``lengths=True``); ``consumed``: bytes
+    of the buffer taken (the next batch starts there); per batch taken, in order: ``batch_ends`` (its
+    end in the buffer), ``last_offsets`` (its header's last offset) and ``line_ends`` (the end of its
+    lines in ``data``, counted even when ``data`` is not written); ``lines``: the records rendered."""
+
+    data: bytes
+    consumed: int
+    batch_ends: array
+    last_offsets: array
+    line_ends: array
+    lines: int
+
+
+def _int64s(raw: bytes) -> array:
+    out = array("q")
+    out.frombytes(raw)
+    return out
+
+
+def render_span_jsonl(topic: str, partition: int, buf, mode: str = "auto", *, lengths: bool = False) -> SpanResult:
+    """The JSON lines of the whole uncompressed v2 batches at the start of ``buf`` (bytes of a ``.log``
+    from a batch boundary), up to the first batch it does not take; see the module's docstring.
+    Thread-safe: the kernel keeps no state and releases the GIL while it works."""
+    check_mode(mode)
+    kernel = _kernel.KERNEL
+    if kernel is None:
+        return reference_span(topic, partition, buf, mode, lengths=lengths)
+    data, consumed, lines, ends, lasts, line_ends = kernel.render_span(
+        line_prefix(topic, partition), buf, _kernel.MODES[mode], lengths
+    )
+    return SpanResult(data, consumed, _int64s(ends), _int64s(lasts), _int64s(line_ends), lines)
+
+
+def reference_span(topic: str, partition: int, buf, mode: str = "auto", *, lengths: bool = False) -> SpanResult:
+    """:func:`render_span_jsonl` in pure Python (the definition the kernel is tested against)."""
+    check_mode(mode)
+    view = memoryview(buf).cast("B") if not isinstance(buf, bytes) else buf
+    end = len(view)
+    pos = 0
+    chunks: list[bytes] = []
+    ends, lasts, line_ends = array("q"), array("q"), array("q")
+    total = lines = 0
+    while True:
+        try:
+            header = read_batch_header(view, pos, end)
+        except CorruptRecordError:
+            break
+        if header is None or header.magic != 2 or header.attributes & 0x07:
+            break
+        try:
+            validate_batch(view, header)
+            batch = decode_records(bytes(view[pos + V2_HEADER_SIZE : header.end]), header)
+            if any(offset < header.base_offset for offset in batch.offsets):
+                break  # a record below its batch's base offset: the caller's (consume must filter it)
+            rendered = render_lines(topic, partition, batch, mode, range(len(batch)))
+        except (CorruptRecordError, IndexError, ValueError, OverflowError):
+            break
+        for line in rendered:
+            total += len(line)
+            if not lengths:
+                chunks.append(line)
+        lines += len(rendered)
+        pos = header.end
+        ends.append(pos)
+        lasts.append(header.last_offset)
+        line_ends.append(total)
+    return SpanResult(b"".join(chunks), pos, ends, lasts, line_ends, lines)
