@@ -31,7 +31,7 @@ from .sizecache import CachedLayout
 if TYPE_CHECKING:
     from ..storage.log import Log
 
-__all__ = ["Pieces", "SegmentLayout", "RangeLayout", "Part", "Renderer", "read_parts", "GROUP_BYTES"]
+__all__ = ["Pieces", "SegmentLayout", "RangeLayout", "Part", "Renderer", "read_parts", "read_cached", "GROUP_BYTES"]
 
 
 #: A piece covers whole batches up to about this many bytes of log: the memory a layout takes grows with
@@ -452,7 +452,7 @@ def read_parts(
     starts: Sequence[int],
     offset: int,
     size: int,
-    render: Callable[[Pieces, int], bytes],
+    render: Callable[[Pieces, int], bytes | memoryview],
 ) -> bytes:
     """Bytes ``offset .. offset+size`` of the view made of ``parts`` (``starts`` their start bytes).
 
@@ -482,3 +482,22 @@ def read_parts(
             i += 1
         k += 1
     return b"".join(out)
+
+
+class _NotRendered(Exception):
+    pass
+
+
+def read_cached(parts: Sequence[Part], starts: Sequence[int], offset: int, size: int, cache) -> bytes | None:
+    """:func:`read_parts` from the pieces ``cache`` (a PieceCache) holds; None if one it needs is missing."""
+
+    def cached(pieces: Pieces, i: int):
+        data = cache.get((pieces, i))
+        if data is None:
+            raise _NotRendered
+        return data
+
+    try:
+        return read_parts(parts, starts, offset, size, cached)
+    except _NotRendered:
+        return None

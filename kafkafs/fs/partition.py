@@ -14,14 +14,14 @@ from bisect import bisect_left
 from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
-from ..errors import CorruptRecordError
+from ..errors import CorruptRecordError, SegmentClosedError
 from ..format.batch import DecodedBatch
 from ..format.jsonview import render_record_pretty
 from ..storage.log import Log
 from ..storage.segment import LogSegment
 from .caches import LRU, PieceCache
 from .handleview import handle_view, layout_after
-from .layout import Part, Pieces, RangeLayout, Renderer, SegmentLayout, read_parts
+from .layout import Part, Pieces, RangeLayout, Renderer, SegmentLayout, read_cached, read_parts
 from .render import Filter
 from .sizecache import SizeCache
 from .sizing import Progress, SizingJob, load_cached, log_progress, size_layouts, store_layout
@@ -34,6 +34,9 @@ log = logging.getLogger("kafkafs.fs")
 
 #: Decoded batches kept per partition (offset lookups in a row mostly hit the same batch).
 BATCH_CACHE = 16
+#: A read that needs a piece not rendered yet renders the pieces after it too, up to this many bytes of
+#: log (one read of the segment): the reads that follow are answered from memory, on the FUSE loop.
+READ_AHEAD_BYTES = 512 * 1024
 #: Pretty-printed records kept per partition (``stat`` then ``cat`` of one ``N.json`` renders once).
 RECORD_CACHE = 512
 #: A read-only log is re-read at most this often when a file that grows is looked at.
@@ -124,6 +127,8 @@ class PartitionState:
         self._last_refresh = 0.0
         self._listeners: list[Callable[[PartitionState], None]] = []
         self.last_change_ns = time.time_ns()
+        #: changes that were not only growth (segments removed, a compaction swap, a truncation)
+        self.rewrites = 0
         self.prev_active_base = self._active_base()
         self._last_shape = self.shape()
         log_.add_listener(self._on_log_change)
@@ -164,6 +169,7 @@ class PartitionState:
             # segments went away or the active one was cut: offsets may now hold other records
             self._batches.clear_all()
             self._records.clear_all()
+            self.rewrites += 1
         self._last_shape = shape
         self.last_change_ns = time.time_ns()
         for callback in list(self._listeners):
@@ -279,6 +285,18 @@ class PartitionState:
     def read_view(self, view: Composition, offset: int, size: int, cache: PieceCache) -> bytes:
         return read_parts(view.parts, view.starts, offset, size, lambda p, i: self.render_piece(p, i, cache))
 
+    def read_view_now(self, view: Composition, offset: int, size: int, cache: PieceCache) -> bytes | None:
+        """:meth:`read_view` from rendered pieces alone (safe on the FUSE loop); None when a piece it
+        needs is not rendered yet."""
+        return read_cached(view.parts, view.starts, offset, size, cache)
+
+    def current_view(self, prev: Composition | None) -> Composition | None:
+        """``prev`` while it is still the partition's current composition (nothing to size), else None."""
+        current = self._composition
+        if prev is None or current is not prev or current.shape != self.shape():
+            return None
+        return current
+
     def save_layouts(self) -> int:
         """Store the layouts the cache does not hold yet (the active segment's, at unmount)."""
         with self._compose_lock:
@@ -294,9 +312,14 @@ class PartitionState:
 
     def cached_records_size(self) -> int | None:
         """The size of ``records.jsonl`` if it is known without rendering anything new."""
+        current = self.cached_composition()
+        return current.total if current is not None else None
+
+    def cached_composition(self) -> Composition | None:
+        """The current composition if it is known without rendering anything new."""
         current = self._composition
         if current is not None and current.shape == self.shape():
-            return current.total
+            return current
         return None
 
     def read_records(self, offset: int, size: int, cache: PieceCache) -> bytes:
@@ -318,26 +341,83 @@ class PartitionState:
 
     # ------------------------------------------------------------------------------------------ pieces
 
-    def render_piece(self, pieces: Pieces, i: int, cache: PieceCache | None = None) -> bytes:
-        """Piece ``i`` of ``pieces`` as bytes, exactly as long as when it was laid out."""
-        key = (id(pieces), i)
-        if cache is not None:
+    def render_piece(self, pieces: Pieces, i: int, cache: PieceCache | None = None) -> bytes | memoryview:
+        """Piece ``i`` of ``pieces`` as bytes, exactly as long as when it was laid out. With a ``cache``,
+        the pieces after it are rendered in the same pass (up to :data:`READ_AHEAD_BYTES` of log) and
+        kept there, and a read that needs the span another thread is rendering waits for it."""
+        if cache is None:
+            return self._render_one(pieces, i)
+        key = (pieces, i)  # the object, not its id: a freed layout's id may be reused
+        data = cache.get(key)
+        if data is not None:
+            return data
+        with cache.rendering:
             data = cache.get(key)
             if data is not None:
                 return data
-        bad = pieces.bad.get(i)
-        if bad is not None:
-            raise bad
+            last = self._span_end(pieces, i)
+            if last > i:
+                data = self._render_span(pieces, i, last, cache)
+                if data is not None:
+                    return data
+            data = self._render_one(pieces, i)
+            cache.put(key, data)
+            return data
+
+    def _span_end(self, pieces: Pieces, i: int) -> int:
+        """The last piece of the span from piece ``i`` that one read of its segment renders: contiguous
+        undamaged pieces of the same segment, up to READ_AHEAD_BYTES of log."""
+        count = len(pieces)
+        base = pieces.bases[i]
+        end = pieces.positions[i] + pieces.sizes[i]
+        last = i
+        while last + 1 < count:
+            j = last + 1
+            if (pieces.bases[j] != base or pieces.positions[j] != end or j in pieces.bad
+                    or end + pieces.sizes[j] - pieces.positions[i] > READ_AHEAD_BYTES):
+                break
+            end += pieces.sizes[j]
+            last = j
+        return last
+
+    def _render_span(self, pieces: Pieces, i: int, last: int, cache: PieceCache) -> memoryview | None:
+        """Pieces ``i..last`` rendered from one read, each kept in ``cache``; piece ``i``'s bytes, or None
+        when the span does not render to the lengths laid out (the pieces are then rendered one by one,
+        which says which one is wrong)."""
+        if i in pieces.bad:
+            return None
+        segment = self._segment_of(pieces, i)
+        position = pieces.positions[i]
+        size = pieces.positions[last] + pieces.sizes[last] - position
+        try:
+            data = self.renderer.render_raw(segment, position, size, pieces.filter)
+        except CorruptRecordError:
+            return None
+        first = pieces.start(i)
+        if len(data) != pieces.ends[last] - first:
+            return None
+        view = memoryview(data)
+        for j in range(last, i - 1, -1):  # piece i goes in last: the least likely to be evicted
+            cache.put((pieces, j), view[pieces.start(j) - first : pieces.ends[j] - first])
+        return view[: pieces.ends[i] - first]
+
+    def _segment_of(self, pieces: Pieces, i: int) -> LogSegment:
         base = pieces.bases[i]
         # A segment's own layout reads the segment it was laid out from, even after compaction swapped
         # another in at its base (the old one stays readable until its files go).
         segment = pieces.segment if isinstance(pieces, SegmentLayout) else self.log.segments.get(base)
         if segment is None or segment.suffix == ".deleted" and not os.path.exists(segment.log_path):
-            raise CorruptRecordError(
-                "the segment was deleted (retention or compaction) while it was being read",
-                None,
-                f"{self.log.dir}/{base:020d}.log",
+            # an open records.jsonl reading back past file.delete.delay.ms: ESTALE, not damage
+            raise SegmentClosedError(
+                f"{self.log.dir}/{base:020d}.log was deleted (retention or compaction) while it was being read"
             )
+        return segment
+
+    def _render_one(self, pieces: Pieces, i: int) -> bytes:
+        bad = pieces.bad.get(i)
+        if bad is not None:
+            raise bad
+        segment = self._segment_of(pieces, i)
         try:
             data = self.renderer.render_raw(segment, pieces.positions[i], pieces.sizes[i], pieces.filter)
         except CorruptRecordError as exc:
@@ -351,8 +431,6 @@ class PartitionState:
             )
             self._report_corrupt(exc)
             raise exc
-        if cache is not None:
-            cache.put(key, data)
         return data
 
     # ------------------------------------------------------------------------------------------ ranges
@@ -374,6 +452,10 @@ class PartitionState:
         return read_parts(
             [Part(layout, count, 0)], [0], offset, size, lambda p, i: self.render_piece(p, i, cache)
         )
+
+    def read_range_now(self, layout: RangeLayout, offset: int, size: int, cache: PieceCache) -> bytes | None:
+        """:meth:`read_range` from rendered pieces alone (safe on the FUSE loop), else None."""
+        return read_cached([Part(layout, len(layout), 0)], [0], offset, size, cache)
 
     # ------------------------------------------------------------------------------------------ one record
 
