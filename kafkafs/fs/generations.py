@@ -154,13 +154,21 @@ class RecordsStream:
             return state.render_piece(pieces, i, cache, pinned[1] if pinned is not None else None)
 
         data = read_parts(view.parts, view.starts, offset, size, render)
-        end = offset + len(data)
-        with self._pin_lock:
+        self.note_read(handle, offset + len(data))
+        return data
+
+    def note_read(self, handle: object, end: int, wait: bool = True) -> None:
+        """``handle`` has read up to byte ``end``; ``wait=False`` (on the FUSE loop): skip it when the
+        lock is busy (the next read tells again)."""
+        if not self._pin_lock.acquire(blocking=wait):
+            return
+        try:
             if end > self._readers.get(id(handle), end):
                 self._readers[id(handle)] = end
                 if self._pins:
                     self._unpin()
-        return data
+        finally:
+            self._pin_lock.release()
 
     def pin_removed(self) -> None:
         """Hold open the ``.log`` of every part still ahead of the slowest open reader whose segment

@@ -51,6 +51,10 @@ class Handle:
     def read(self, offset: int, size: int) -> bytes:
         raise NotPermitted("not readable")
 
+    def read_now(self, offset: int, size: int) -> bytes | None:
+        """:meth:`read` when it can be answered from memory alone (on the FUSE loop), else None."""
+        return None
+
     def write(self, offset: int, data: bytes) -> int:
         raise NotPermitted("read-only file")
 
@@ -94,6 +98,15 @@ class RecordsHandle(Handle):
     def release(self) -> None:
         self.stream.released(self)
 
+    def read_now(self, offset: int, size: int) -> bytes | None:
+        view = self.stream.view
+        if view is None or offset + size > view.total:
+            return None  # the worker advances the stream
+        data = self.stream.state.read_view_now(view, offset, size, self.cache)
+        if data is not None:
+            self.stream.note_read(self, offset + len(data), wait=False)
+        return data
+
 
 class RangeHandle(Handle):
     keep_cache = True
@@ -108,6 +121,11 @@ class RangeHandle(Handle):
             self.state.refresh()
             self.state.extend_range(self.layout)
         return self.state.read_range(self.layout, offset, size, self.cache)
+
+    def read_now(self, offset: int, size: int) -> bytes | None:
+        if offset + size > self.layout.total():
+            return None
+        return self.state.read_range_now(self.layout, offset, size, self.cache)
 
 
 class OSFileHandle(Handle):

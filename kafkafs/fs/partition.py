@@ -7,21 +7,21 @@ guarded by locks and safe to share between them. Nothing here knows FUSE.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from bisect import bisect_left
 from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
-from ..errors import CorruptRecordError, SegmentClosedError
+from ..errors import CorruptRecordError
 from ..format.batch import DecodedBatch
 from ..format.jsonview import render_record_pretty
 from ..storage.log import Log
 from ..storage.segment import LogSegment
 from .caches import LRU, PieceCache
 from .handleview import handle_view, layout_after
-from .layout import Part, Pieces, RangeLayout, Renderer, SegmentLayout, read_parts
+from .layout import Part, Pieces, RangeLayout, Renderer, SegmentLayout, read_cached, read_parts
+from .piecerender import PieceRenderer
 from .render import Filter
 from .sizecache import SizeCache
 from .sizing import Progress, SizingJob, load_cached, log_progress, size_layouts, store_layout
@@ -115,6 +115,7 @@ class PartitionState:
         self.partition = log_.partition
         self.cache = cache if cache is not None else SizeCache(None)
         self.renderer = Renderer(self.topic, self.partition, mode, self._report_corrupt, decoder)
+        self._pieces = PieceRenderer(self.renderer, log_, self._report_corrupt)
         self._layouts: dict[int, SegmentLayout] = {}
         self._compose_lock = threading.Lock()
         self._composition: Composition | None = None
@@ -282,6 +283,11 @@ class PartitionState:
     def read_view(self, view: Composition, offset: int, size: int, cache: PieceCache) -> bytes:
         return read_parts(view.parts, view.starts, offset, size, lambda p, i: self.render_piece(p, i, cache))
 
+    def read_view_now(self, view: Composition, offset: int, size: int, cache: PieceCache) -> bytes | None:
+        """:meth:`read_view` from rendered pieces alone (safe on the FUSE loop); None when a piece it
+        needs is not rendered yet."""
+        return read_cached(view.parts, view.starts, offset, size, cache)
+
     def save_layouts(self) -> int:
         """Store the layouts the cache does not hold yet (the active segment's, at unmount)."""
         with self._compose_lock:
@@ -326,46 +332,12 @@ class PartitionState:
 
     # ------------------------------------------------------------------------------------------ pieces
 
-    def render_piece(self, pieces: Pieces, i: int, cache: PieceCache | None = None, pinned: object | None = None) -> bytes:
-        """Piece ``i`` of ``pieces`` as bytes, exactly as long as when it was laid out; ``pinned``: the
-        segment's ``.log`` held open by a reader (:mod:`.generations`), read instead of the segment."""
-        key = (id(pieces), i)
-        if cache is not None:
-            data = cache.get(key)
-            if data is not None:
-                return data
-        bad = pieces.bad.get(i)
-        if bad is not None:
-            raise bad
-        base = pieces.bases[i]
-        # A segment's own layout reads the segment it was laid out from, even after compaction swapped
-        # another in at its base (the old one stays readable until its files go).
-        segment = pieces.segment if isinstance(pieces, SegmentLayout) else self.log.segments.get(base)
-        if pinned is not None:
-            segment = pinned  # type: ignore[assignment]
-        elif segment is None or segment.suffix == ".deleted" and not os.path.exists(segment.log_path):
-            # an open records.jsonl reading back past file.delete.delay.ms: ESTALE, not damage
-            raise SegmentClosedError(
-                f"{self.log.dir}/{base:020d}.log was deleted (retention or compaction) while it was being read"
-            )
-        try:
-            data = self.renderer.render_raw(segment, pieces.positions[i], pieces.sizes[i], pieces.filter)
-        except CorruptRecordError as exc:
-            self._report_corrupt(exc)
-            raise
-        if len(data) != pieces.ends[i] - pieces.start(i):
-            exc = CorruptRecordError(
-                "the batch renders differently than when it was laid out (did the file change?)",
-                pieces.positions[i],
-                str(segment.log_path),
-            )
-            self._report_corrupt(exc)
-            raise exc
-        if cache is not None:
-            cache.put(key, data)
-        return data
-
-    # ------------------------------------------------------------------------------------------ ranges
+    def render_piece(
+        self, pieces: Pieces, i: int, cache: PieceCache | None = None, pinned: object | None = None
+    ) -> bytes | memoryview:
+        """Piece ``i`` of ``pieces`` as bytes (see :class:`~kafkafs.fs.piecerender.PieceRenderer`);
+        ``pinned``: the segment's ``.log`` held open by a reader (:mod:`.generations`), read instead."""
+        return self._pieces.render(pieces, i, cache, pinned)
 
     def offset_range(self, first: int, last: int) -> RangeLayout:
         return RangeLayout(Filter(lo=max(first, self.log.log_start_offset), hi=last))
@@ -384,6 +356,10 @@ class PartitionState:
         return read_parts(
             [Part(layout, count, 0)], [0], offset, size, lambda p, i: self.render_piece(p, i, cache)
         )
+
+    def read_range_now(self, layout: RangeLayout, offset: int, size: int, cache: PieceCache) -> bytes | None:
+        """:meth:`read_range` from rendered pieces alone (safe on the FUSE loop), else None."""
+        return read_cached([Part(layout, len(layout), 0)], [0], offset, size, cache)
 
     # ------------------------------------------------------------------------------------------ one record
 
