@@ -219,53 +219,37 @@ def _deleted_files_held(path) -> list[str]:
     return held
 
 
-def test_a_lagging_reader_reads_what_it_was_shown_after_the_files_go(tmp_path):
-    settings = Settings({"segment.bytes": 700, "retention.bytes": 1500, "retention.ms": -1,
-                         "file.delete.delay.ms": 600_000})
-    with LogDir(tmp_path, settings, writable=True) as logdir:
-        logdir.create_partition("ev", 0)
-    tree = Tree(LogDir(tmp_path, settings, writable=True), rw=True)
-    try:
-        writer = Writer(tree)
-        log = tree.state("ev-0").log
-        writer.append("ev-0", 120)
-        lagging = Follower(writer, "ev-0")
-        shown = lagging.node.attr().size  # tail -f saw the size, then blocked on its pipe
-        writer.append("ev-0", 120)
-        assert apply_retention(log, NOW)
-        assert log.delete_expired_files(NOW + 10**9)  # file.delete.delay.ms is over: the files go
-        assert not any(n.endswith(".deleted") for n in os.listdir(tmp_path / "ev-0"))
-        assert _deleted_files_held(tmp_path)  # ... but what the reader was shown stays readable
-        lagging.follow()
-        assert len(lagging.data) > shown and lagging.last == log.log_end_offset - 1
-        lagging.handle.release()
-        assert _deleted_files_held(tmp_path) == []  # nobody reads: nothing held
-    finally:
-        tree.close()
+def test_a_lagging_reader_reads_what_it_was_shown_after_the_files_go(tree, tmp_path):
+    writer = Writer(tree)
+    log = tree.state("ev-0").log
+    writer.append("ev-0", 120)
+    lagging = Follower(writer, "ev-0")
+    shown = lagging.node.attr().size  # tail -f saw the size, then blocked on its pipe
+    writer.append("ev-0", 120)
+    assert apply_retention(log, NOW)
+    assert log.delete_expired_files(NOW + 10**9)  # file.delete.delay.ms is over: the files go
+    assert not any(n.endswith(".deleted") for n in os.listdir(tmp_path / "ev-0"))
+    assert _deleted_files_held(tmp_path)  # ... but what the reader was shown stays readable
+    lagging.follow()
+    assert len(lagging.data) > shown and lagging.last == log.log_end_offset - 1
+    lagging.handle.release()
+    assert _deleted_files_held(tmp_path) == []  # nobody reads: nothing held
 
 
-def test_removed_segments_are_let_go_once_every_reader_is_past_them(tmp_path, monkeypatch):
+def test_removed_segments_are_let_go_once_every_reader_is_past_them(tree, tmp_path, monkeypatch):
     monkeypatch.setattr(generations, "PIN_MARGIN", 0)
-    settings = Settings({"segment.bytes": 700, "retention.bytes": 1500, "retention.ms": -1,
-                         "file.delete.delay.ms": 600_000})
-    with LogDir(tmp_path, settings, writable=True) as logdir:
-        logdir.create_partition("ev", 0)
-    tree = Tree(LogDir(tmp_path, settings, writable=True), rw=True)
-    try:
-        writer = Writer(tree)
-        log = tree.state("ev-0").log
-        writer.append("ev-0", 120)
-        fast, slow = Follower(writer, "ev-0"), Follower(writer, "ev-0")
-        fast.follow()
-        writer.append("ev-0", 120)
-        assert apply_retention(log, NOW)
-        log.delete_expired_files(NOW + 10**9)
-        assert _deleted_files_held(tmp_path)  # slow has read nothing yet
-        slow.follow()
-        fast.follow()
-        assert _deleted_files_held(tmp_path) == []  # both are past every removed segment
-        with pytest.raises(SegmentClosedError):  # reading back there is ESTALE
-            slow.handle.read(0, 100)
-        assert slow.data == fast.data
-    finally:
-        tree.close()
+    writer = Writer(tree)
+    log = tree.state("ev-0").log
+    writer.append("ev-0", 120)
+    fast, slow = Follower(writer, "ev-0"), Follower(writer, "ev-0")
+    fast.follow()
+    writer.append("ev-0", 120)
+    assert apply_retention(log, NOW)
+    log.delete_expired_files(NOW + 10**9)
+    assert _deleted_files_held(tmp_path)  # slow has read nothing yet
+    slow.follow()
+    fast.follow()
+    assert _deleted_files_held(tmp_path) == []  # both are past every removed segment
+    with pytest.raises(SegmentClosedError):  # reading back there is ESTALE
+        slow.handle.read(0, 100)
+    assert slow.data == fast.data
