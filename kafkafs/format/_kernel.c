@@ -36,6 +36,8 @@ static PyObject *raise_corrupt(const char *msg) {
     return NULL;
 }
 
+#include "_kernel_arrow.h" /* ArrowBuilder (arrow's): Spark's scan into Arrow buffers */
+
 /* ------------------------------------------------------------------------------------ decode */
 
 static PyObject *bytes_or_none(const Span *sp) {
@@ -380,5 +382,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_kernel", "kafkafs's
 
 PyMODINIT_FUNC PyInit__kernel(void) {
     crc32c_init();
-    return PyModule_Create(&module);
+    PyObject *m = PyModule_Create(&module);
+    if (m != NULL && arrow_module_init(m) < 0) Py_CLEAR(m); /* ArrowBuilder: _kernel_arrow.h */
+    return m;
 }

@@ -35,23 +35,30 @@ class LRU(OrderedDict):
                 self.popitem(last=False)
 
 
+#: Pieces an open file keeps: two spans rendered ahead (see PartitionState.render_piece) and a few more.
+PIECES_KEPT = 24
+
+
 class PieceCache:
-    """The last few rendered pieces of one open file, so 128 KiB reads in a row decode each batch once.
+    """The last rendered pieces of one open file, so 128 KiB reads in a row decode each batch once, and
+    most of them are answered from memory on the FUSE loop.
 
-    Thread-safe: the kernel may send reads of one open file from several threads at once."""
+    Thread-safe: the kernel may send reads of one open file from several threads at once. ``rendering``
+    is held while a span is rendered: a second read that needs it waits instead of rendering it again."""
 
-    __slots__ = ("_items", "_guard", "capacity")
+    __slots__ = ("_items", "_guard", "capacity", "rendering")
 
-    def __init__(self, capacity: int = 4) -> None:
+    def __init__(self, capacity: int = PIECES_KEPT) -> None:
         self._items: OrderedDict = OrderedDict()
         self._guard = threading.Lock()
         self.capacity = capacity
+        self.rendering = threading.Lock()
 
-    def get(self, key) -> bytes | None:
+    def get(self, key) -> bytes | memoryview | None:
         with self._guard:
             return self._items.get(key)
 
-    def put(self, key, data: bytes) -> None:
+    def put(self, key, data: bytes | memoryview) -> None:
         with self._guard:
             self._items[key] = data
             while len(self._items) > self.capacity:

@@ -15,6 +15,7 @@ from ..errors import UnsafeFileError
 from ..storage.safefiles import open_file
 from .append import AppendBuffer
 from .caches import PieceCache
+from .generations import RecordsStream
 from .layout import RangeLayout
 from .partition import PartitionState
 
@@ -50,6 +51,10 @@ class Handle:
     def read(self, offset: int, size: int) -> bytes:
         raise NotPermitted("not readable")
 
+    def read_now(self, offset: int, size: int) -> bytes | None:
+        """:meth:`read` when it can be answered from memory alone (on the FUSE loop), else None."""
+        return None
+
     def write(self, offset: int, data: bytes) -> int:
         raise NotPermitted("read-only file")
 
@@ -76,24 +81,27 @@ class BytesHandle(Handle):
 
 
 class RecordsHandle(Handle):
-    """``records.jsonl`` as this open sees it (:meth:`PartitionState.view_for`): the bytes it has read
-    stay where they were when compaction or retention rewrites segments below the end. ``direct_io``
-    where that can happen (writable mounts run the cleaner): handles then differ from each other, and
-    the kernel must not share one's pages with another."""
+    """``records.jsonl``: an open of one of its generations (:class:`~kafkafs.fs.generations.RecordsStream`),
+    an append-only stream shared by every open of its inode. Its bytes never change, so the kernel may
+    keep its pages across opens (a new size drops them anyway)."""
 
     keep_cache = True
 
-    def __init__(self, state: PartitionState, direct_io: bool = False) -> None:
-        self.state = state
+    def __init__(self, stream: RecordsStream) -> None:
+        self.stream = stream
         self.cache = PieceCache()
-        self.view = None
-        if direct_io:
-            self.keep_cache, self.direct_io = False, True
 
     def read(self, offset: int, size: int) -> bytes:
-        # reading from the start again (``tail -f`` after the file shrank) is reading a new file
-        self.view = view = self.state.view_for(None if offset == 0 else self.view)
-        return self.state.read_view(view, offset, size, self.cache)
+        view = self.stream.view
+        if view is None or offset + size > view.total:
+            view = self.stream.advance()  # at the end: records appended since may follow
+        return self.stream.state.read_view(view, offset, size, self.cache)
+
+    def read_now(self, offset: int, size: int) -> bytes | None:
+        view = self.stream.view
+        if view is None or offset + size > view.total:
+            return None  # the worker advances the stream
+        return self.stream.state.read_view_now(view, offset, size, self.cache)
 
 
 class RangeHandle(Handle):
@@ -109,6 +117,11 @@ class RangeHandle(Handle):
             self.state.refresh()
             self.state.extend_range(self.layout)
         return self.state.read_range(self.layout, offset, size, self.cache)
+
+    def read_now(self, offset: int, size: int) -> bytes | None:
+        if offset + size > self.layout.total():
+            return None
+        return self.state.read_range_now(self.layout, offset, size, self.cache)
 
 
 class OSFileHandle(Handle):

@@ -103,6 +103,11 @@ class InodeTable:
                 return
             self._counts[ino] = self._counts.get(ino, 0) + n
 
+    def ino_of(self, key: tuple) -> int | None:
+        """The inode number of the node with ``key`` if the kernel knows it (None otherwise)."""
+        with self._guard:
+            return self._inos.get(key)
+
     def get(self, ino: int) -> Node | None:
         with self._guard:
             node = self._nodes.get(ino)

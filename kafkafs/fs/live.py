@@ -25,6 +25,7 @@ from collections.abc import Callable
 
 import trio
 
+from . import names
 from .inodes import InodeTable
 from .partition import PartitionState
 from .partition_nodes import SegmentFile
@@ -40,17 +41,32 @@ COALESCE = 0.01
 
 
 class Invalidator:
-    """``invalidate(ino, attr_only=False)`` is :func:`pyfuse3.invalidate_inode` (or a stand-in)."""
+    """``invalidate(ino, attr_only=False)`` is :func:`pyfuse3.invalidate_inode` (or a stand-in);
+    ``invalidate_entry(parent_ino, name)`` is :func:`pyfuse3.invalidate_entry`: when compaction or
+    retention rewrote a partition, the name ``records.jsonl`` is dropped from the kernel's cache so that
+    the next lookup gets the new generation (:mod:`kafkafs.fs.generations`) at once.
 
-    def __init__(self, table: InodeTable, invalidate: Callable[..., None]) -> None:
+    Threads: the callbacks may come from any thread; the pending work is kept under one condition,
+    and only the invalidator's own thread talks to the kernel (but :meth:`attrs_now`)."""
+
+    def __init__(
+        self,
+        table: InodeTable,
+        invalidate: Callable[..., None],
+        invalidate_entry: Callable[[int, bytes], None] | None = None,
+    ) -> None:
         self.table = table
         self._invalidate = invalidate
+        self._invalidate_entry = invalidate_entry
         self._pending: dict[str, int | None] = {}
+        self._rewrites: dict[str, int] = {}  # per partition: the rewrites already told
+        self._rewritten: set[str] = set()
         self._cond = threading.Condition()
         self._stopped = False
         self._thread = threading.Thread(target=self._run, name="kafkafs-invalidate", daemon=True)
         self.sent = 0
         self.sent_attrs = 0
+        self.sent_entries = 0
 
     def start(self) -> None:
         self._thread.start()
@@ -65,6 +81,9 @@ class Invalidator:
     def partition_changed(self, state: PartitionState) -> None:
         """Called from whichever thread saw the change; returns at once."""
         with self._cond:
+            if self._rewrites.get(state.name, 0) != state.rewrites:
+                self._rewrites[state.name] = state.rewrites
+                self._rewritten.add(state.name)
             before = self._pending.get(state.name, state.prev_active_base)
             prev = state.prev_active_base
             self._pending[state.name] = (
@@ -95,6 +114,9 @@ class Invalidator:
             time.sleep(COALESCE)
             with self._cond:
                 pending, self._pending = self._pending, {}
+                rewritten, self._rewritten = self._rewritten, set()
+            for name in rewritten:
+                self._renamed(name)
             for name, since_base in pending.items():
                 for ino, node in self.table.of_partition(name):
                     if self._needs(node, since_base):
@@ -106,6 +128,21 @@ class Invalidator:
             # the active segment grows; the one before it was just sealed (its indexes trimmed)
             return node.volatile() or (since_base is not None and node.base_offset >= since_base)
         return node.volatile() or getattr(node, "is_dir", False)
+
+    def _renamed(self, partition: str) -> None:
+        """``records.jsonl`` of ``partition`` names a new generation now: drop the kernel's entry."""
+        if self._invalidate_entry is None:
+            return
+        parent = self.table.ino_of(("partition", partition))
+        if parent is None:
+            return  # the kernel does not know the folder: it has no entry to forget
+        try:
+            self._invalidate_entry(parent, names.RECORDS.encode())
+            self.sent_entries += 1
+        except OSError:
+            pass  # the kernel had no such entry
+        except Exception:
+            log.exception("entry invalidation failed")
 
     def _send(self, ino: int) -> None:
         try:

@@ -232,7 +232,7 @@ def serve(
     except Exception as exc:
         directory.close()
         raise _start_error(mountpoint, starting.restore(replay=False), exc) from None
-    invalidator = Invalidator(ops.inodes, pyfuse3.invalidate_inode)
+    invalidator = Invalidator(ops.inodes, pyfuse3.invalidate_inode, pyfuse3.invalidate_entry)
     tree.add_listener(invalidator.partition_changed)
     tree.add_append_listener(invalidator.attrs_now)
     invalidator.start()

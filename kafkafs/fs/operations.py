@@ -308,6 +308,9 @@ class Operations(pyfuse3.Operations):
         handle = self._files[fh]
         if not handle.blocking:
             return handle.read(off, size)
+        data = handle.read_now(off, size)  # rendered ahead by an earlier read: no worker trip
+        if data is not None:
+            return data
         return await self._run(handle.read, off, size)
 
     @_handler()

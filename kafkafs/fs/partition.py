@@ -7,7 +7,6 @@ guarded by locks and safe to share between them. Nothing here knows FUSE.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from bisect import bisect_left
@@ -21,7 +20,8 @@ from ..storage.log import Log
 from ..storage.segment import LogSegment
 from .caches import LRU, PieceCache
 from .handleview import handle_view, layout_after
-from .layout import Part, Pieces, RangeLayout, Renderer, SegmentLayout, read_parts
+from .layout import Part, Pieces, RangeLayout, Renderer, SegmentLayout, read_cached, read_parts
+from .piecerender import PieceRenderer
 from .render import Filter
 from .sizecache import SizeCache
 from .sizing import Progress, SizingJob, load_cached, log_progress, size_layouts, store_layout
@@ -115,6 +115,7 @@ class PartitionState:
         self.partition = log_.partition
         self.cache = cache if cache is not None else SizeCache(None)
         self.renderer = Renderer(self.topic, self.partition, mode, self._report_corrupt, decoder)
+        self._pieces = PieceRenderer(self.renderer, log_, self._report_corrupt)
         self._layouts: dict[int, SegmentLayout] = {}
         self._compose_lock = threading.Lock()
         self._composition: Composition | None = None
@@ -124,6 +125,8 @@ class PartitionState:
         self._last_refresh = 0.0
         self._listeners: list[Callable[[PartitionState], None]] = []
         self.last_change_ns = time.time_ns()
+        #: changes that were not only growth (segments removed, a compaction swap, a truncation)
+        self.rewrites = 0
         self.prev_active_base = self._active_base()
         self._last_shape = self.shape()
         log_.add_listener(self._on_log_change)
@@ -164,6 +167,7 @@ class PartitionState:
             # segments went away or the active one was cut: offsets may now hold other records
             self._batches.clear_all()
             self._records.clear_all()
+            self.rewrites += 1
         self._last_shape = shape
         self.last_change_ns = time.time_ns()
         for callback in list(self._listeners):
@@ -279,6 +283,11 @@ class PartitionState:
     def read_view(self, view: Composition, offset: int, size: int, cache: PieceCache) -> bytes:
         return read_parts(view.parts, view.starts, offset, size, lambda p, i: self.render_piece(p, i, cache))
 
+    def read_view_now(self, view: Composition, offset: int, size: int, cache: PieceCache) -> bytes | None:
+        """:meth:`read_view` from rendered pieces alone (safe on the FUSE loop); None when a piece it
+        needs is not rendered yet."""
+        return read_cached(view.parts, view.starts, offset, size, cache)
+
     def save_layouts(self) -> int:
         """Store the layouts the cache does not hold yet (the active segment's, at unmount)."""
         with self._compose_lock:
@@ -294,9 +303,14 @@ class PartitionState:
 
     def cached_records_size(self) -> int | None:
         """The size of ``records.jsonl`` if it is known without rendering anything new."""
+        current = self.cached_composition()
+        return current.total if current is not None else None
+
+    def cached_composition(self) -> Composition | None:
+        """The current composition if it is known without rendering anything new."""
         current = self._composition
         if current is not None and current.shape == self.shape():
-            return current.total
+            return current
         return None
 
     def read_records(self, offset: int, size: int, cache: PieceCache) -> bytes:
@@ -318,44 +332,9 @@ class PartitionState:
 
     # ------------------------------------------------------------------------------------------ pieces
 
-    def render_piece(self, pieces: Pieces, i: int, cache: PieceCache | None = None) -> bytes:
-        """Piece ``i`` of ``pieces`` as bytes, exactly as long as when it was laid out."""
-        key = (id(pieces), i)
-        if cache is not None:
-            data = cache.get(key)
-            if data is not None:
-                return data
-        bad = pieces.bad.get(i)
-        if bad is not None:
-            raise bad
-        base = pieces.bases[i]
-        # A segment's own layout reads the segment it was laid out from, even after compaction swapped
-        # another in at its base (the old one stays readable until its files go).
-        segment = pieces.segment if isinstance(pieces, SegmentLayout) else self.log.segments.get(base)
-        if segment is None or segment.suffix == ".deleted" and not os.path.exists(segment.log_path):
-            raise CorruptRecordError(
-                "the segment was deleted (retention or compaction) while it was being read",
-                None,
-                f"{self.log.dir}/{base:020d}.log",
-            )
-        try:
-            data = self.renderer.render_raw(segment, pieces.positions[i], pieces.sizes[i], pieces.filter)
-        except CorruptRecordError as exc:
-            self._report_corrupt(exc)
-            raise
-        if len(data) != pieces.ends[i] - pieces.start(i):
-            exc = CorruptRecordError(
-                "the batch renders differently than when it was laid out (did the file change?)",
-                pieces.positions[i],
-                str(segment.log_path),
-            )
-            self._report_corrupt(exc)
-            raise exc
-        if cache is not None:
-            cache.put(key, data)
-        return data
-
-    # ------------------------------------------------------------------------------------------ ranges
+    def render_piece(self, pieces: Pieces, i: int, cache: PieceCache | None = None) -> bytes | memoryview:
+        """Piece ``i`` of ``pieces`` as bytes (see :class:`~kafkafs.fs.piecerender.PieceRenderer`)."""
+        return self._pieces.render(pieces, i, cache)
 
     def offset_range(self, first: int, last: int) -> RangeLayout:
         return RangeLayout(Filter(lo=max(first, self.log.log_start_offset), hi=last))
@@ -374,6 +353,10 @@ class PartitionState:
         return read_parts(
             [Part(layout, count, 0)], [0], offset, size, lambda p, i: self.render_piece(p, i, cache)
         )
+
+    def read_range_now(self, layout: RangeLayout, offset: int, size: int, cache: PieceCache) -> bytes | None:
+        """:meth:`read_range` from rendered pieces alone (safe on the FUSE loop), else None."""
+        return read_cached([Part(layout, len(layout), 0)], [0], offset, size, cache)
 
     # ------------------------------------------------------------------------------------------ one record
 

@@ -13,6 +13,7 @@ import orjson
 
 from ..storage.safefiles import is_regular_file, regular_files
 from . import names
+from .generations import RecordsStream
 from .handles import (
     AppendHandle,
     BytesHandle,
@@ -48,23 +49,31 @@ __all__ = [
 
 
 class RecordsFile(File):
+    """``records.jsonl``: one generation of it (:mod:`kafkafs.fs.generations`), an inode whose bytes
+    never change and whose size only grows; a lookup after a compaction or retention gets a new one."""
+
+    def __init__(self, tree: Tree, stream: RecordsStream, parent: Node | None) -> None:
+        super().__init__(tree, (names.RECORDS, stream.state.name, stream.number), parent)
+        self.stream = stream
+
     def attr(self) -> Attr:
-        state = self.tree.state(self.partition_name)
+        state = self.stream.state
         state.refresh()
-        return _file_attr(state.records_size(), self.tree.records_mtime_ns(state), VOLATILE_TIMEOUT)
+        view = self.stream.advance()
+        return _file_attr(view.total, self.tree.records_mtime_ns(state), VOLATILE_TIMEOUT)
 
     def quick_attr(self) -> Attr:
-        state = self.tree.state(self.partition_name)
-        size = state.cached_records_size()
-        if size is None:
+        state = self.stream.state
+        view = self.stream.quick_view()
+        if view is None:
             return _file_attr(0, self.tree.records_mtime_ns(state), 0)
-        return _file_attr(size, self.tree.records_mtime_ns(state), VOLATILE_TIMEOUT)
+        return _file_attr(view.total, self.tree.records_mtime_ns(state), VOLATILE_TIMEOUT)
 
     def volatile(self) -> bool:
         return True
 
     def _open(self) -> Handle:
-        return RecordsHandle(self.tree.state(self.partition_name), direct_io=self.tree.rw)
+        return RecordsHandle(self.stream)
 
 
 class PartitionJsonFile(File):

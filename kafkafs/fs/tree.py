@@ -28,11 +28,12 @@ from ..storage.logdir import LogDir
 from ..storage.names import parse_partition_dir_name
 from ..storage.safefiles import is_regular_file, regular_files
 from . import names
+from .generations import RecordsGenerations
 from .handles import Handle, NotFound, NotPermitted, OSFileHandle
 from .inodes import parse_record_ino
 from .nodes import LIST_LIMIT, VOLATILE_TIMEOUT, Attr, Dir, File, Node, _dir_attr, _file_attr, _mtime_ns
 from .partition import PartitionState
-from .partition_nodes import CHILDREN, ByOffsetDir, RangeFile, RecordFile, SegmentFile
+from .partition_nodes import CHILDREN, ByOffsetDir, RangeFile, RecordFile, RecordsFile, SegmentFile
 from .sizecache import SizeCache
 
 log = logging.getLogger("kafkafs.fs")
@@ -110,7 +111,7 @@ class PartitionDir(Dir):
     def lookup(self, name: str) -> Node:
         if name not in self._children():
             raise NotFound(name)
-        return self.tree.child(self.name, name)
+        return self.tree.child(self.name, name, current=True)
 
     def entries(self, start_id: int) -> Iterator[tuple[int, str, Node]]:
         for i, name in enumerate(self._children(), 1):
@@ -147,6 +148,7 @@ class Tree:
         self._numbers: dict[str, int] = {}
         self._states: dict[str, PartitionState] = {}
         self._by_number: dict[int, PartitionState] = {}
+        self._generations: dict[str, RecordsGenerations] = {}
         self._guard = threading.RLock()
         self._listeners: list = []
         self._append_listeners: list = []
@@ -232,9 +234,27 @@ class Tree:
 
     # -- nodes
 
-    def child(self, partition: str, name: str) -> Node:
-        cls = CHILDREN[name]
-        return cls(self, (name, partition), PartitionDir(self, partition))
+    def child(self, partition: str, name: str, *, current: bool = False) -> Node:
+        """A partition folder's child ``name``. ``records.jsonl`` is its current generation: checked
+        against the partition (and renewed if compaction or retention rewrote it) when ``current``,
+        as it is otherwise (a listing renders nothing)."""
+        parent = PartitionDir(self, partition)
+        if name == names.RECORDS:
+            generations = self.records_generations(partition)
+            stream = generations.current() if current else generations.peek()
+            return RecordsFile(self, stream, parent)
+        return CHILDREN[name](self, (name, partition), parent)
+
+    def records_generations(self, partition: str) -> RecordsGenerations:
+        """The generations of a partition's ``records.jsonl`` (made with its state)."""
+        generations = self._generations.get(partition)
+        if generations is None:
+            state = self.state(partition)
+            with self._guard:
+                generations = self._generations.get(partition)
+                if generations is None:
+                    generations = self._generations[partition] = RecordsGenerations(state)
+        return generations
 
     def range_node(self, state: PartitionState, key: tuple, parent: Node) -> RangeFile:
         return RangeFile(self, state, key, parent)

@@ -1,19 +1,22 @@
 """Reading a split in a Spark worker: segments opened read-only, batches decoded into Arrow columns.
 
-Rows leave as ``pyarrow.RecordBatch`` es in :data:`~kafkafs.spark.schema.ARROW_SCHEMA`. Each decoded
-Kafka batch is appended to plain lists with ``list.extend`` (no per-row Python for the common columns)
-and about ``batchRows`` rows become one Arrow batch; the topic, partition and timestamp type columns
-are built from runs. Offset bounds are applied per Kafka batch by bisection (offsets only grow inside
-a batch); the timestamp bounds and offset ``IN`` lists run vectorised on the finished Arrow batch.
+Rows leave as ``pyarrow.RecordBatch`` es in :data:`~kafkafs.spark.schema.ARROW_SCHEMA`, about
+``batchRows`` rows each. With the compiled kernel (:mod:`.arrowcols`), one call walks all the whole
+uncompressed batches of a 1 MiB read (CRC, records, bounds) straight into Arrow buffers; a batch it
+does not take (compressed, legacy magic, damaged, larger than a read) goes through :meth:`_PieceReader.take`
+as in the reference. The reference, :class:`_Columns` (also the fallback without the kernel), appends each
+decoded Kafka batch to plain lists with ``list.extend``. Both build the topic and partition columns from
+runs, apply offset bounds per Kafka batch by bisection (offsets only grow inside a batch), and run the
+timestamp bounds and offset ``IN`` lists vectorised on the finished Arrow batch.
 
 Batches are skipped before decoding when their header already shows they cannot pass: offsets below
 the start, a largest timestamp below the lower time bound, control batches (a Kafka consumer never
-sees those records).
-"""
+sees those records)."""
 
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import logging
 from collections.abc import Iterator
 
@@ -21,10 +24,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import CorruptRecordError
-from ..format.batch import BatchHeader, DecodedBatch, control_type_of
+from ..format.batch import BatchHeader, DecodedBatch, control_type_of, records_section, validate_batch
 from ..storage.config import LogConfig
 from ..storage.records import BatchView
 from ..storage.segment import LogSegment
+from .arrowcols import WALK_END, WALK_FULL, WALK_PARTIAL, KernelColumns, available, row_mask
 from .dataloss import report_data_loss
 from .plan import Piece, ScanSpec, Split
 from .schema import HEADERS_ARROW_TYPE, TIMESTAMP_ARROW_TYPE, arrow_schema
@@ -38,6 +42,8 @@ log = logging.getLogger("kafkafs.spark")
 READ_CONFIG = LogConfig(max_message_bytes=64 * 1024 * 1024)
 
 _MAX_BUFFER_BYTES = 256 * 1024 * 1024  # keep binary columns well under Arrow's 2 GiB offsets
+#: How much of a segment one read hands the kernel's walk.
+_WALK_BYTES = 1024 * 1024
 
 
 class _Columns:
@@ -114,29 +120,10 @@ class _Columns:
                 columns.append(pa.nulls(n, type=HEADERS_ARROW_TYPE))
         batch = pa.RecordBatch.from_arrays(columns, schema=arrow_schema(self.include_headers))
         self.clear()
-        mask = _row_mask(spec, offsets, micros)
+        mask = row_mask(spec, offsets, micros)
         if mask is not None:
             batch = batch.filter(mask)
         return batch if batch.num_rows else None
-
-
-def _row_mask(spec: ScanSpec, offsets: pa.Array, micros: pa.Array) -> pa.Array | None:
-    conditions = []
-    ts = spec.timestamp
-    if ts.lo is not None:
-        conditions.append(pc.greater_equal(micros, ts.lo))
-    if ts.hi is not None:
-        conditions.append(pc.less_equal(micros, ts.hi))
-    if ts.values is not None:
-        conditions.append(pc.is_in(micros, value_set=pa.array(sorted(ts.values), pa.int64())))
-    if spec.offset_values is not None:
-        conditions.append(pc.is_in(offsets, value_set=pa.array(sorted(spec.offset_values), pa.int64())))
-    if not conditions:
-        return None
-    mask = conditions[0]
-    for c in conditions[1:]:
-        mask = pc.and_(mask, c)
-    return mask
 
 
 def _next_indexed_position(segment: LogSegment, after: int, end: int) -> int | None:
@@ -218,51 +205,123 @@ def _open_segment(piece: Piece, spec: ScanSpec) -> LogSegment | None:
     return segment
 
 
-def _read_piece(piece: Piece, spec: ScanSpec, columns: _Columns) -> Iterator[pa.RecordBatch]:
+class _PieceReader:
+    """One piece's batches into ``columns``, the reference's way one batch at a time (:meth:`take`), or
+    with the kernel walking whole uncompressed batches of a read (:meth:`walk`)."""
+
+    def __init__(self, piece: Piece, spec: ScanSpec, segment: LogSegment, columns: _Columns | KernelColumns) -> None:
+        self.piece, self.spec, self.segment, self.columns = piece, spec, segment, columns
+        self.aborted = _Aborted(piece.aborted) if spec.read_committed else None
+        self.first, self.end = piece.first_offset, piece.end_offset
+        self.ts_lo_ms = None if spec.timestamp.lo is None else -((-spec.timestamp.lo) // 1000)
+        self.path = str(segment.log_path)
+
+    def full(self) -> bool:
+        return self.columns.rows >= self.spec.batch_rows or self.columns.bytes >= _MAX_BUFFER_BYTES
+
+    def take(self, view: BatchView) -> bool:
+        """Adds the rows of one batch that pass the bounds; False once past the end offset."""
+        h, spec, first, end, path = view.header, self.spec, self.first, self.end, self.path
+        if h.last_offset < first:
+            return True
+        if end is not None and h.magic == 2 and h.base_offset >= end:
+            return False
+        if self.aborted is not None and h.magic == 2 and self.aborted.skip(h, view, path):
+            return True
+        if h.is_control:
+            return True
+        if self.ts_lo_ms is not None and h.max_timestamp < self.ts_lo_ms and h.magic > 0:
+            return True
+        columns = self.columns
+        try:
+            if h.magic == 2 and isinstance(columns, KernelColumns):
+                validate_batch(view.buf, h)
+                data = records_section(view.buf, h, READ_CONFIG.max_message_bytes)
+                try:
+                    columns.add_section(self.piece.topic, self.piece.partition, data, h, first, end)
+                except CorruptRecordError as exc:
+                    raise CorruptRecordError(exc.reason, h.position) from None
+                return True
+            batch = view.decode(file=path, max_inflated_bytes=READ_CONFIG.max_message_bytes)
+        except CorruptRecordError as exc:
+            exc = exc if exc.file is not None else exc.at(path, view.base)
+            if spec.on_corrupt != "skip":
+                raise _hint(exc) from None
+            log.warning("%s: skipping damaged batch at position %d: %s", path, view.position, exc.reason)
+            return True
+        offsets = batch.offsets
+        lo = 0 if offsets[:1] and offsets[0] >= first else bisect.bisect_left(offsets, first)
+        hi = len(offsets)
+        if end is not None and offsets and offsets[-1] >= end:
+            hi = bisect.bisect_left(offsets, end)
+        columns.add(self.piece.topic, self.piece.partition, batch, lo, hi)
+        return True
+
+    def batches(self) -> Iterator[pa.RecordBatch]:
+        """The reference's loop: every batch through :meth:`take`."""
+        for view in _views(self.segment, self.piece, self.spec.on_corrupt):
+            if not self.take(view):
+                return
+            if self.full():
+                built = self.columns.build(self.spec)
+                if built is not None:
+                    yield built
+
+    def walk(self) -> Iterator[pa.RecordBatch]:
+        """The kernel's loop: whole uncompressed batches of each read in one call; a batch it stops at
+        (compressed, legacy, damaged, larger than a read) goes through :meth:`take`."""
+        piece, spec, columns = self.piece, self.spec, self.columns
+        assert isinstance(columns, KernelColumns)
+        end = min(piece.end, self.segment.size)
+        max_batch = self.segment.records.max_batch_size
+        pos = piece.start
+        while pos < end:
+            buf = self.segment.read_at(pos, min(_WALK_BYTES, end - pos))
+            if not buf:
+                return
+            rel, status = columns.walk(
+                piece.topic, piece.partition, buf, self.first, self.end, self.ts_lo_ms, max_batch,
+                spec.batch_rows, _MAX_BUFFER_BYTES,
+            )
+            pos += rel
+            if status == WALK_END:
+                return
+            if status == WALK_PARTIAL and rel:
+                continue
+            if status != WALK_FULL:  # one batch the reference's way, from pos
+                view = next(_views(self.segment, dataclasses.replace(piece, start=pos), spec.on_corrupt), None)
+                if view is None:
+                    return
+                pos = view.position + view.size
+                if not self.take(view):
+                    return
+                if not self.full():
+                    continue
+            built = columns.build(spec)
+            if built is not None:
+                yield built
+
+
+def _read_piece(piece: Piece, spec: ScanSpec, columns: _Columns | KernelColumns) -> Iterator[pa.RecordBatch]:
     segment = _open_segment(piece, spec)
     if segment is None:
         return
-    aborted = _Aborted(piece.aborted) if spec.read_committed else None
-    first, end = piece.first_offset, piece.end_offset
-    ts_lo_ms = None if spec.timestamp.lo is None else -((-spec.timestamp.lo) // 1000)
-    path = str(segment.log_path)
+    reader = _PieceReader(piece, spec, segment, columns)
     try:
-        for view in _views(segment, piece, spec.on_corrupt):
-            h = view.header
-            if h.last_offset < first:
-                continue
-            if end is not None and h.magic == 2 and h.base_offset >= end:
-                break
-            if aborted is not None and h.magic == 2 and aborted.skip(h, view, path):
-                continue
-            if h.is_control:
-                continue
-            if ts_lo_ms is not None and h.max_timestamp < ts_lo_ms and h.magic > 0:
-                continue
-            try:
-                batch = view.decode(file=path, max_inflated_bytes=READ_CONFIG.max_message_bytes)
-            except CorruptRecordError as exc:
-                if spec.on_corrupt != "skip":
-                    raise _hint(exc) from None
-                log.warning("%s: skipping damaged batch at position %d: %s", path, view.position, exc.reason)
-                continue
-            offsets = batch.offsets
-            lo = 0 if offsets[:1] and offsets[0] >= first else bisect.bisect_left(offsets, first)
-            hi = len(offsets)
-            if end is not None and offsets and offsets[-1] >= end:
-                hi = bisect.bisect_left(offsets, end)
-            columns.add(piece.topic, piece.partition, batch, lo, hi)
-            if columns.rows >= spec.batch_rows or columns.bytes >= _MAX_BUFFER_BYTES:
-                built = columns.build(spec)
-                if built is not None:
-                    yield built
+        # the kernel skips control batches by their header: right unless an aborted transaction needs them
+        if isinstance(columns, KernelColumns) and not (spec.read_committed and piece.aborted):
+            yield from reader.walk()
+        else:
+            yield from reader.batches()
     finally:
         segment.close_handlers()
 
 
-def read_split(split: Split) -> Iterator[pa.RecordBatch]:
-    """Every row of a split that passes its bounds and predicates, as Arrow batches."""
-    columns = _Columns(split.spec.include_headers)
+def read_split(split: Split, *, kernel: bool = True) -> Iterator[pa.RecordBatch]:
+    """Every row of a split that passes its bounds and predicates, as Arrow batches (through the
+    compiled kernel when it is built and ``kernel``, else the Python reference)."""
+    include = split.spec.include_headers
+    columns = KernelColumns(include) if kernel and available() else _Columns(include)
     for piece in split.pieces:
         yield from _read_piece(piece, split.spec, columns)
     built = columns.build(split.spec)

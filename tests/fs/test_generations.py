@@ -1,0 +1,205 @@
+"""Generations of records.jsonl (fs/generations.py), without FUSE: an inode's bytes never change and its
+size only grows across compaction and retention, appended records follow it as whole lines, and new
+lookups get the new file."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from kafkafs.errors import SegmentClosedError
+from kafkafs.format.jsonview import render_batch_jsonl
+from kafkafs.fs.inodes import InodeTable
+from kafkafs.fs.tree import Tree
+from kafkafs.storage.cleaner import apply_retention, compact
+from kafkafs.storage.config import Settings
+from kafkafs.storage.logdir import LogDir
+
+SETTINGS = Settings(
+    {"segment.bytes": 700, "index.interval.bytes": 128, "file.delete.delay.ms": 600_000},
+    topics={
+        "kv": {"cleanup.policy": "compact", "delete.retention.ms": 0},
+        "ev": {"retention.bytes": 1500, "retention.ms": -1},
+    },
+)
+NOW = 10**13
+
+
+class Writer:
+    """Appends to kv-0 (30 keys, some tombstones) and ev-0, and remembers what each offset holds."""
+
+    def __init__(self, tree: Tree) -> None:
+        self.tree = tree
+        self.rng = random.Random(3)
+        self.appended: dict[str, dict[int, tuple]] = {"kv-0": {}, "ev-0": {}}
+
+    def append(self, name: str, n: int) -> None:
+        log = self.tree.state(name).log
+        for _ in range(n // 3):
+            start = log.log_end_offset
+            rows = []
+            for i in range(3):
+                off = start + i
+                if name == "kv-0":
+                    key = f"k{self.rng.randrange(30)}"
+                    value = None if self.rng.random() < 0.05 else f"{off}:{key}"
+                else:
+                    key, value = None, f"e{off}"
+                rows.append((1000 + off, None if key is None else key.encode(), None if value is None else value.encode(), ()))
+                self.appended[name][off] = (key, value)
+            log.append_records(rows)
+
+    def check_line(self, name: str, line: bytes) -> int:
+        rec = json.loads(line)
+        assert (rec["key"], rec["value"]) == self.appended[name][rec["offset"]], rec
+        return rec["offset"]
+
+
+def read_all(handle, start: int = 0, chunk: int = 1000) -> bytes:
+    out, offset = [], start
+    while True:
+        data = handle.read(offset, chunk)
+        if not data:
+            return b"".join(out)
+        out.append(data)
+        offset += len(data)
+
+
+def rendered(log) -> bytes:
+    return b"".join(render_batch_jsonl(log.topic, log.partition, b, "auto") for b in log.read())
+
+
+class Follower:
+    """What ``tail -f`` does with one open inode: stat, read from where it was, check."""
+
+    def __init__(self, writer: Writer, name: str) -> None:
+        self.writer, self.name = writer, name
+        self.node = writer.tree.resolve(f"{name}/records.jsonl")
+        self.handle = self.node.open(False)
+        self.data = b""
+        self.last = -1
+
+    def follow(self) -> None:
+        size = self.node.attr().size
+        assert size >= len(self.data)  # never shrinks
+        new = read_all(self.handle, len(self.data))
+        assert len(self.data) + len(new) >= size
+        if size:
+            assert (self.data + new)[size - 1 : size] == b"\n"  # every size ends a line
+        self.data += new
+        assert not self.data or self.data.endswith(b"\n")
+        for line in new.splitlines():
+            offset = self.writer.check_line(self.name, line)
+            assert offset > self.last
+            self.last = offset
+
+    def check_unchanged(self, rng: random.Random) -> None:
+        """Bytes already served, read again at random places, are the same."""
+        for _ in range(20):
+            a = rng.randrange(len(self.data))
+            n = rng.randrange(1, 300)
+            assert self.handle.read(a, n) == self.data[a : a + n]
+
+
+@pytest.fixture
+def tree(tmp_path):
+    with LogDir(tmp_path, SETTINGS, writable=True) as logdir:
+        logdir.create_partition("kv", 0)
+        logdir.create_partition("ev", 0)
+    t = Tree(LogDir(tmp_path, SETTINGS, writable=True), rw=True)
+    yield t
+    t.close()
+
+
+def test_a_partition_that_only_grows_keeps_its_records_inode(tree):
+    writer = Writer(tree)
+    writer.append("ev-0", 30)
+    first = tree.resolve("ev-0/records.jsonl")
+    writer.append("ev-0", 90)  # rolls segments: still only growth
+    again = tree.resolve("ev-0/records.jsonl")
+    assert again.key == first.key and again.stream is first.stream and not first.stream.detached
+    assert first.attr().size == len(rendered(tree.state("ev-0").log))
+
+
+@pytest.mark.parametrize("name", ["kv-0", "ev-0"])
+def test_open_inodes_only_grow_across_swaps_and_new_lookups_see_the_new_file(tree, name):
+    writer = Writer(tree)
+    rng = random.Random(11)
+    log = tree.state(name).log
+    followers: list[Follower] = []
+    keys = set()
+    for round_ in range(12):
+        writer.append(name, rng.randrange(6, 60))
+        followers.append(Follower(writer, name))
+        keys.add(followers[-1].node.key)
+        for f in followers:
+            f.follow()
+        writer.append(name, rng.randrange(3, 30))
+        removed = compact(log, NOW) if name == "kv-0" else apply_retention(log, NOW)
+        assert removed or round_ < 2, "the settings make every round rewrite segments"
+        for f in followers:
+            f.follow()
+            f.check_unchanged(rng)
+        fresh = tree.resolve(f"{name}/records.jsonl")  # a new lookup: the file as it is now
+        assert tree.read_file(f"{name}/records.jsonl") == rendered(log)
+        assert fresh.attr().size == len(rendered(log))
+        for f in followers:
+            assert f.node.stream.detached == bool(removed) or f.node.stream.detached
+            assert f.node.key != fresh.key or not removed
+    assert len(keys) >= len(followers) - 2  # a new generation each round that rewrote segments
+    for f in followers:
+        assert f.last == log.log_end_offset - 1  # every follower got to the end
+
+
+def test_deleted_segments_read_back_say_stale_and_following_goes_on(tmp_path):
+    settings = Settings({"segment.bytes": 700, "retention.bytes": 1500, "retention.ms": -1,
+                         "file.delete.delay.ms": 0})
+    with LogDir(tmp_path, settings, writable=True) as logdir:
+        logdir.create_partition("ev", 0)
+    tree = Tree(LogDir(tmp_path, settings, writable=True), rw=True)
+    try:
+        writer = Writer(tree)
+        writer.append("ev-0", 60)
+        follower = Follower(writer, "ev-0")
+        follower.follow()
+        log = tree.state("ev-0").log
+        writer.append("ev-0", 60)
+        assert apply_retention(log, NOW)
+        log.delete_expired_files(NOW)  # past file.delete.delay.ms: the files are gone
+        follower.follow()  # reading on from where it was needs only segments that are there
+        with pytest.raises(SegmentClosedError):
+            follower.handle.read(0, 100)
+    finally:
+        tree.close()
+
+
+def test_a_listing_renders_nothing_and_sizes_no_generation_it_has_not_seen(tree):
+    writer = Writer(tree)
+    writer.append("ev-0", 30)
+    listed = {name: node for _i, name, node in tree.resolve("ev-0").entries(0)}
+    assert listed["records.jsonl"].quick_attr().size == 0  # nothing laid out yet: no size promised
+    node = tree.resolve("ev-0/records.jsonl")
+    size = node.attr().size
+    writer.append("ev-0", 60)
+    assert apply_retention(tree.state("ev-0").log, NOW)
+    listed = {name: node for _i, name, node in tree.resolve("ev-0").entries(0)}
+    # the listing still names the generation it knew, with the size it had: never a smaller one
+    assert listed["records.jsonl"].key == node.key and listed["records.jsonl"].quick_attr().size == size
+
+
+def test_the_inode_table_keeps_a_detached_generation_until_forgotten(tree):
+    writer = Writer(tree)
+    table = InodeTable(tree)
+    writer.append("ev-0", 60)
+    old_ino, old = table.register(tree.resolve("ev-0/records.jsonl"), count=1)
+    size = old.attr().size
+    writer.append("ev-0", 60)
+    assert apply_retention(tree.state("ev-0").log, NOW)
+    new_ino, new = table.register(tree.resolve("ev-0/records.jsonl"), count=1)
+    assert new_ino != old_ino and table.get(old_ino) is old
+    assert old.attr().size > size and new.attr().size < old.attr().size
+    assert (old_ino, old) in table.of_partition("ev-0")  # appends invalidate it too
+    table.forget(old_ino, 1)
+    assert table.get(old_ino) is None and table.get(new_ino) is new
