@@ -98,8 +98,10 @@ class RecordsHandle(Handle):
         return self.stream.state.read_view(view, offset, size, self.cache)
 
     def read_now(self, offset: int, size: int) -> bytes | None:
-        view = self.state.current_view(self.view) if offset else None
-        return self.state.read_view_now(view, offset, size, self.cache) if view is not None else None
+        view = self.stream.view
+        if view is None or offset + size > view.total:
+            return None  # the worker advances the stream
+        return self.stream.state.read_view_now(view, offset, size, self.cache)
 
 
 class RangeHandle(Handle):

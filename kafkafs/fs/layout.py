@@ -19,14 +19,16 @@ from __future__ import annotations
 import threading
 from array import array
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, NamedTuple
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from ..errors import CorruptRecordError
 from ..storage.records import BatchView
 from ..storage.segment import LogSegment
+from .pieceread import Part, read_cached, read_parts
 from .render import NO_FILTER, Filter, batch_length, header_skips, render_raw
 from .sizecache import CachedLayout
+from .spans import SpanRuns, span_runs
 
 if TYPE_CHECKING:
     from ..storage.log import Log
@@ -210,54 +212,77 @@ class SegmentLayout(Pieces):
         """Lay out the batches written since the last call (all of them the first time); returns the
         bytes of log laid out. ``on_piece(nbytes)`` hears of each piece laid out (progress)."""
         with self.lock:
-            segment = self.segment
-            size = segment.size
+            size = self.segment.size
             start = self.scanned
-            if self.broken or start >= size:
-                return 0
-            base = segment.base_offset
-            file = str(segment.log_path)
-            flt = self.filter
-            run_pos = run_size = run_len = 0
-            run_last = -1
-
-            def close() -> None:
-                if run_size:
-                    self.add(base, run_pos, run_size, run_len, run_last)
-                    self.scanned = run_pos + run_size
-                    if on_piece is not None:
-                        on_piece(run_size)
-
-            try:
-                for view in segment.batches(self.scanned, size):
-                    h = view.header
-                    try:
-                        n = renderer.length(view, file, flt)
-                    except CorruptRecordError as exc:
-                        close()
-                        run_size = 0
-                        renderer.on_corrupt(exc)
-                        self.add(base, view.position, h.size, h.size, h.last_offset, exc)
-                        self.scanned = view.position + h.size
-                        continue
-                    if not run_size:
-                        run_pos, run_len = view.position, 0
-                    run_size += h.size
-                    run_len += n
-                    run_last = h.last_offset
-                    if run_size >= GROUP_BYTES:
-                        close()
-                        run_size = 0
-                close()
-            except CorruptRecordError as exc:
-                # The header at the end of the batches read does not parse: the rest of this segment
-                # cannot be walked. Keep what was read, mark the rest.
-                close()
-                renderer.on_corrupt(exc)
-                last = self.last_offsets[-1] if len(self.last_offsets) else base
-                self.add(base, self.scanned, max(size - self.scanned, 1), 1, last, exc)
-                self.broken = True
+            spans = self.filter is NO_FILTER and renderer.decoder is None
+            while not self.broken and self.scanned < size:
+                before = self.scanned
+                if spans:  # the kernel walks the batches it takes; the loop below does one run of the others
+                    self.take(span_runs(renderer, self.segment, self.scanned, size, GROUP_BYTES, on_piece))
+                    if self.scanned >= size:
+                        break
+                self._extend_batches(renderer, on_piece, size, spans)
+                if self.scanned == before:
+                    break  # a batch still being written at the end: laid out when it is whole
             return max(self.scanned - start, 0)
+
+    def take(self, found: SpanRuns) -> None:
+        """Add runs laid out from ``scanned`` on (by :func:`~kafkafs.fs.spans.span_runs`)."""
+        base = self.segment.base_offset
+        for run in found.runs:
+            self.add(base, run.position, run.size, run.length, run.last_offset)
+        self.scanned = max(self.scanned, found.stop)
+
+    def _extend_batches(self, renderer: Renderer, on_piece, size: int, until_plain: bool) -> None:
+        """Lay out batches one by one from ``scanned``; with ``until_plain``, stop before the first
+        uncompressed v2 batch after the first one (the kernel's span takes those)."""
+        segment = self.segment
+        base = segment.base_offset
+        file = str(segment.log_path)
+        flt = self.filter
+        run_pos = run_size = run_len = 0
+        run_last = -1
+
+        def close() -> None:
+            if run_size:
+                self.add(base, run_pos, run_size, run_len, run_last)
+                self.scanned = run_pos + run_size
+                if on_piece is not None:
+                    on_piece(run_size)
+
+        try:
+            first = True
+            for view in segment.batches(self.scanned, size):
+                h = view.header
+                if until_plain and not first and h.magic == 2 and not h.attributes & 0x07:
+                    break
+                first = False
+                try:
+                    n = renderer.length(view, file, flt)
+                except CorruptRecordError as exc:
+                    close()
+                    run_size = 0
+                    renderer.on_corrupt(exc)
+                    self.add(base, view.position, h.size, h.size, h.last_offset, exc)
+                    self.scanned = view.position + h.size
+                    continue
+                if not run_size:
+                    run_pos, run_len = view.position, 0
+                run_size += h.size
+                run_len += n
+                run_last = h.last_offset
+                if run_size >= GROUP_BYTES:
+                    close()
+                    run_size = 0
+            close()
+        except CorruptRecordError as exc:
+            # The header at the end of the batches read does not parse: the rest of this segment
+            # cannot be walked. Keep what was read, mark the rest.
+            close()
+            renderer.on_corrupt(exc)
+            last = self.last_offsets[-1] if len(self.last_offsets) else base
+            self.add(base, self.scanned, max(size - self.scanned, 1), 1, last, exc)
+            self.broken = True
 
 
 class RangeLayout(Pieces):
@@ -437,67 +462,3 @@ class RangeLayout(Pieces):
                 self.complete = True  # nothing can be found after it
             else:
                 self.next_offset = max(self.next_offset, higher.base_offset)
-
-
-class Part(NamedTuple):
-    """One layout as a reader sees it: its first ``count`` pieces, placed at byte ``start``."""
-
-    pieces: Pieces
-    count: int
-    start: int
-
-
-def read_parts(
-    parts: Sequence[Part],
-    starts: Sequence[int],
-    offset: int,
-    size: int,
-    render: Callable[[Pieces, int], bytes | memoryview],
-) -> bytes:
-    """Bytes ``offset .. offset+size`` of the view made of ``parts`` (``starts`` their start bytes).
-
-    ``render(pieces, i)`` returns piece ``i``'s bytes (the caller caches and checks them).
-    """
-    out: list[bytes] = []
-    want = size
-    k = bisect_right(starts, offset) - 1
-    if k < 0:
-        k = 0
-    pos = offset
-    while want > 0 and k < len(parts):
-        pieces, count, start = parts[k]
-        rel = pos - start
-        if rel >= pieces.total(count):
-            k += 1
-            continue
-        i = pieces.piece_at(rel, count)
-        while want > 0 and i < count:
-            piece_start = pieces.start(i)
-            data = render(pieces, i)
-            chunk = data[rel - piece_start : rel - piece_start + want]
-            out.append(chunk)
-            want -= len(chunk)
-            pos += len(chunk)
-            rel += len(chunk)
-            i += 1
-        k += 1
-    return b"".join(out)
-
-
-class _NotRendered(Exception):
-    pass
-
-
-def read_cached(parts: Sequence[Part], starts: Sequence[int], offset: int, size: int, cache) -> bytes | None:
-    """:func:`read_parts` from the pieces ``cache`` (a PieceCache) holds; None if one it needs is missing."""
-
-    def cached(pieces: Pieces, i: int):
-        data = cache.get((pieces, i))
-        if data is None:
-            raise _NotRendered
-        return data
-
-    try:
-        return read_parts(parts, starts, offset, size, cached)
-    except _NotRendered:
-        return None

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from kafkafs.fs import sizing
-from kafkafs.fs.layout import Renderer
+from kafkafs.fs import layout, sizing
 from kafkafs.storage.logdir import LogDir
 
 from .conftest import expected_jsonl
@@ -17,14 +16,14 @@ def test_first_sizing_uses_threads_and_logs_progress(logdir_copy, monkeypatch, c
     import time
 
     threads = set()
-    original = Renderer.length
+    original = layout.span_runs
 
-    def length(self, view, file, flt):
+    def span_runs(*args):
         threads.add(threading.get_ident())
-        time.sleep(0.001)  # slow enough that every worker gets segments
-        return original(self, view, file, flt)
+        time.sleep(0.01)  # slow enough that every worker gets segments
+        return original(*args)
 
-    monkeypatch.setattr(Renderer, "length", length)
+    monkeypatch.setattr(layout, "span_runs", span_runs)
     t = tree_of(logdir_copy, None)
     try:
         jobs = t.state("orders-0").sizing_jobs()
@@ -52,31 +51,38 @@ def test_quick_sizings_log_nothing(built_logdir, caplog):
 
 
 def test_sizing_counts_and_reading_renders_whole_batches(logdir_copy, tmp_path, monkeypatch):
-    """Sizing asks the format layer for lengths only; reads render each batch once from its bytes."""
-    from kafkafs.fs import render
+    """Sizing asks the kernel's span walk for lengths only (no batch rendered, no Python per batch);
+    reads render each batch once from its bytes."""
+    from kafkafs.fs import render, spans
 
-    calls = {"lengths": 0, "render": 0}
-    lengths, rendered = render.raw_jsonl_lengths, render.render_raw_jsonl
+    calls = {"lengths": 0, "render": 0, "one batch": 0}
 
-    def count_lengths(*args, **kw):
-        calls["lengths"] += 1
-        return lengths(*args, **kw)
+    def counted(fn):
+        def count(*args, lengths=False, **kw):
+            result = fn(*args, lengths=lengths, **kw)
+            calls["lengths" if lengths else "render"] += len(result.batch_ends)
+            return result
+        return count
 
-    def count_render(*args, **kw):
-        calls["render"] += 1
-        return rendered(*args, **kw)
+    def one_batch(fn):
+        def count(*args, **kw):
+            calls["one batch"] += 1
+            return fn(*args, **kw)
+        return count
 
-    monkeypatch.setattr(render, "raw_jsonl_lengths", count_lengths)
-    monkeypatch.setattr(render, "render_raw_jsonl", count_render)
+    monkeypatch.setattr(spans, "render_span_jsonl", counted(spans.render_span_jsonl))
+    monkeypatch.setattr(render, "render_span_jsonl", counted(render.render_span_jsonl))
+    monkeypatch.setattr(render, "raw_jsonl_lengths", one_batch(render.raw_jsonl_lengths))
+    monkeypatch.setattr(render, "render_raw_jsonl", one_batch(render.render_raw_jsonl))
     with LogDir(logdir_copy) as d:
         nbatches = sum(1 for _ in d.log("orders-0").batches())
     t = tree_of(logdir_copy, tmp_path / "cache")
     try:
         want = expected_jsonl(logdir_copy, "orders-0")
         assert t.resolve("orders-0/records.jsonl").attr().size == len(want)
-        assert calls == {"lengths": nbatches, "render": 0}
+        assert calls == {"lengths": nbatches, "render": 0, "one batch": 0}
         assert t.read_file("orders-0/records.jsonl", chunk=7000) == want
-        assert calls["render"] == nbatches
+        assert calls["render"] == nbatches and calls["one batch"] == 0
         assert t.read_file("orders-0/by-offset/13-1020.jsonl") == expected_jsonl(logdir_copy, "orders-0", 13, 1020)
     finally:
         t.close()

@@ -1,0 +1,129 @@
+"""Rendering the pieces of a view, for reads: one piece, or a span of them ahead of the reader.
+
+A read that needs a piece not rendered yet renders the pieces after it in the same pass (one read of
+the segment, up to :data:`READ_AHEAD_BYTES` of log) and keeps them in the open file's
+:class:`~kafkafs.fs.caches.PieceCache`: the reads that follow are answered from memory on the FUSE loop.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+from ..errors import CorruptRecordError, SegmentClosedError
+from ..storage.log import Log
+from ..storage.segment import LogSegment
+from .caches import PieceCache
+from .layout import Pieces, Renderer, SegmentLayout
+
+__all__ = ["PieceRenderer", "READ_AHEAD_BYTES"]
+
+#: A read that needs a piece not rendered yet renders the pieces after it too, up to this many bytes of
+#: log (one read of the segment): the reads that follow are answered from memory, on the FUSE loop.
+READ_AHEAD_BYTES = 512 * 1024
+
+
+class PieceRenderer:
+    """Renders the pieces of one partition's views from its log. Stateless besides what it is given:
+    safe from any thread (a cache serialises the spans rendered into it)."""
+
+    def __init__(self, renderer: Renderer, log: Log, report: Callable[[CorruptRecordError], None]) -> None:
+        self.renderer = renderer
+        self.log = log
+        self.report = report
+
+    def render(self, pieces: Pieces, i: int, cache: PieceCache | None = None) -> bytes | memoryview:
+        """Piece ``i`` of ``pieces`` as bytes, exactly as long as when it was laid out. With a ``cache``,
+        the pieces after it are rendered in the same pass (up to :data:`READ_AHEAD_BYTES` of log) and
+        kept there, and a read that needs the span another thread is rendering waits for it."""
+        if cache is None:
+            return self._render_one(pieces, i)
+        key = (pieces, i)  # the object, not its id: a freed layout's id may be reused
+        data = cache.get(key)
+        if data is not None:
+            if isinstance(pieces, SegmentLayout) and pieces.segment.suffix == ".deleted":
+                self._segment_of(pieces, i)  # rendered before retention removed it: ESTALE once its files go
+            return data
+        with cache.rendering:
+            data = cache.get(key)
+            if data is not None:
+                return data
+            last = self._span_end(pieces, i)
+            if last > i:
+                data = self._render_span(pieces, i, last, cache)
+                if data is not None:
+                    return data
+            data = self._render_one(pieces, i)
+            cache.put(key, data)
+            return data
+
+    def _span_end(self, pieces: Pieces, i: int) -> int:
+        """The last piece of the span from piece ``i`` that one read of its segment renders: contiguous
+        undamaged pieces of the same segment, up to READ_AHEAD_BYTES of log."""
+        count = len(pieces)
+        base = pieces.bases[i]
+        end = pieces.positions[i] + pieces.sizes[i]
+        last = i
+        while last + 1 < count:
+            j = last + 1
+            if (pieces.bases[j] != base or pieces.positions[j] != end or j in pieces.bad
+                    or end + pieces.sizes[j] - pieces.positions[i] > READ_AHEAD_BYTES):
+                break
+            end += pieces.sizes[j]
+            last = j
+        return last
+
+    def _render_span(self, pieces: Pieces, i: int, last: int, cache: PieceCache) -> memoryview | None:
+        """Pieces ``i..last`` rendered from one read, each kept in ``cache``; piece ``i``'s bytes, or None
+        when the span does not render to the lengths laid out (the pieces are then rendered one by one,
+        which says which one is wrong)."""
+        if i in pieces.bad:
+            return None
+        segment = self._segment_of(pieces, i)
+        position = pieces.positions[i]
+        size = pieces.positions[last] + pieces.sizes[last] - position
+        try:
+            data = self.renderer.render_raw(segment, position, size, pieces.filter)
+        except CorruptRecordError:
+            return None
+        first = pieces.start(i)
+        if len(data) != pieces.ends[last] - first:
+            return None
+        view = memoryview(data)
+        for j in range(last, i - 1, -1):  # piece i goes in last: the least likely to be evicted
+            cache.put((pieces, j), view[pieces.start(j) - first : pieces.ends[j] - first])
+        return view[: pieces.ends[i] - first]
+
+    def _segment_of(self, pieces: Pieces, i: int) -> LogSegment:
+        base = pieces.bases[i]
+        # A segment's own layout reads the segment it was laid out from, even after compaction swapped
+        # another in at its base (the old one stays readable until its files go).
+        segment = pieces.segment if isinstance(pieces, SegmentLayout) else self.log.segments.get(base)
+        if segment is None or segment.suffix == ".deleted" and not os.path.exists(segment.log_path):
+            # an open records.jsonl reading back past file.delete.delay.ms: ESTALE, not damage
+            raise SegmentClosedError(
+                f"{self.log.dir}/{base:020d}.log was deleted (retention or compaction) while it was being read"
+            )
+        return segment
+
+    def _render_one(self, pieces: Pieces, i: int) -> bytes:
+        bad = pieces.bad.get(i)
+        if bad is not None:
+            raise bad
+        segment = self._segment_of(pieces, i)
+        try:
+            data = self.renderer.render_raw(segment, pieces.positions[i], pieces.sizes[i], pieces.filter)
+        except CorruptRecordError as exc:
+            self.report(exc)
+            raise
+        if len(data) != pieces.ends[i] - pieces.start(i):
+            exc = CorruptRecordError(
+                "the batch renders differently than when it was laid out (did the file change?)",
+                pieces.positions[i],
+                str(segment.log_path),
+            )
+            self.report(exc)
+            raise exc
+        return data
+
+    # ------------------------------------------------------------------------------------------ ranges
