@@ -191,8 +191,10 @@ def cmd_produce(args: argparse.Namespace) -> int:
 
 def cmd_consume(args: argparse.Namespace) -> int:
     from .consume import consume, resolve_partitions, start_from_args
+    from .consume_spans import tune_malloc
     from .storage.schemas import load_registry
 
+    tune_malloc()
     spec, stop_ts = start_from_args(args)
     logdir = _open_logdir(args.logdir, args, writable=False)
     try:

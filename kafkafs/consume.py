@@ -17,14 +17,15 @@ from __future__ import annotations
 
 import argparse
 import heapq
+import os
 import re
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
+from .consume_spans import SpanPool, span_chunks, spannable
 from .errors import CorruptRecordError, InvalidInput, InvalidName
-from .format.decoders import decoder_for
 from .format.jsonview import render_batch_jsonl, render_raw_jsonl_count, render_raw_jsonl_lines
 from .format.timestamps import parse_timestamp
 from .storage.log import Log
@@ -133,11 +134,15 @@ class _Reader:
 
     def chunks(self, remaining: int | None) -> Iterator[tuple[bytes, int]]:
         """The lines of whole batches at once, ``(lines, how many)``, at most ``remaining`` records in
-        all: the fast path (no interleaving, no ``e@TS``), one kernel call per batch from its raw bytes."""
+        all: the fast path (no interleaving, no ``e@TS``): spans of many batches on every core
+        (:mod:`.consume_spans`) when nothing limits the count, else one kernel call per batch."""
         log_ = self.log
         if self.done or self.next_offset >= log_.log_end_offset:
             return
         topic, partition, mode, decoder = log_.topic, log_.partition, self.mode, self.decoder
+        if remaining is None and spannable(mode, decoder):
+            yield from span_chunks(self, _pool())
+            return
         for segment, view in log_.batches(self.next_offset):
             lo = self.next_offset
             self.next_offset = max(lo, view.header.next_offset)
@@ -159,10 +164,30 @@ class _Reader:
                 return
 
 
+_POOL: SpanPool | None = None
+
+
+def _pool() -> SpanPool:
+    """The worker threads that render spans (one per CPU this process may use, at most 4), shared by
+    every consume of the process."""
+    global _POOL
+    if _POOL is None:
+        try:
+            cpus = len(os.sched_getaffinity(0))
+        except (AttributeError, OSError):
+            cpus = os.cpu_count() or 1
+        _POOL = SpanPool(min(cpus, 4))
+    return _POOL
+
+
 def _decoder_for(topic: str, mode: str, registry=None):
     """The decoders' step for Kafka's internal topics and Schema Registry values (SPEC §8); None for
-    ordinary topics without a registry."""
-    return decoder_for(topic, registry) if mode == "auto" else None
+    ordinary topics without a registry (without importing the decoders: start-up time)."""
+    if mode != "auto" or (not topic.startswith("__") and (registry is None or not len(registry))):
+        return None
+    from .format.decoders import decoder_for
+
+    return decoder_for(topic, registry)
 
 
 def consume(

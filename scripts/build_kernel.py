@@ -24,7 +24,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE_DIR = ROOT / "kafkafs" / "format"
 SOURCES = [SOURCE_DIR / "_kernel.c"]
-HEADERS = [SOURCE_DIR / name for name in ("_kernel_text.h", "_kernel_records.h", "_kernel_render.h", "_kernel_span.h", "_kernel_arrow.h")]
+HEADERS = [
+    SOURCE_DIR / name
+    for name in ("_kernel_text.h", "_kernel_json.h", "_kernel_records.h", "_kernel_render.h", "_kernel_span.h",
+                 "_kernel_arrow.h")
+]
 FLAGS = ["-O2", "-Wall", "-Wextra", "-std=c11", "-fPIC", "-shared", "-fno-strict-aliasing"]
 SANITIZE = ["-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-g"]
 

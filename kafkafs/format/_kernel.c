@@ -7,7 +7,7 @@
  * test_kernel_differential.py holds them together). Every read is bounds-checked against the end of
  * the record it belongs to; damage raises CorruptRecordError, never reads outside the buffer.
  *
- * Files: _kernel_text.h (the output buffer, UTF-8, JSON strings, base64, embeddable JSON),
+ * Files: _kernel_text.h (the output buffer, UTF-8, JSON strings, base64; _kernel_json.h, embeddable JSON),
  * _kernel_records.h (varints, one record), _kernel_render.h (the lines of one records section),
  * _kernel_span.h (CRC-32C, render_span: many whole batches of a .log at once), this one (decoding
  * into columns, rendering, the module).
@@ -373,6 +373,7 @@ static PyMethodDef methods[] = {
     {"render_span", k_render_span, METH_VARARGS, "render_span(prefix, buf, mode, lengths)"},
     {"crc32c", k_crc32c, METH_VARARGS, "crc32c(data, hardware=-1)"},
     {"span_cuts", k_span_cuts, METH_VARARGS, "span_cuts(buf, step, min_offset)"},
+    {"tune_malloc", k_tune_malloc, METH_NOARGS, "tune_malloc() -> bool"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -51,11 +51,31 @@ out_of_range:
     return -1;
 }
 
-static int rd_varint(const uint8_t *d, Py_ssize_t end, Py_ssize_t *pos, int64_t *out, Err *err) {
+/* The one- and two-byte varints (almost all of them) inline; the rest, and every error, by rd_zigzag. */
+#define ZIGZAG_FAST(d, end, pos, out)                                                            \
+    do {                                                                                         \
+        Py_ssize_t p_ = *(pos);                                                                  \
+        if (p_ < (end) && (d)[p_] < 0x80) {                                                      \
+            uint64_t raw_ = (d)[p_];                                                             \
+            *(out) = (int64_t)((raw_ >> 1) ^ ((uint64_t)0 - (raw_ & 1)));                        \
+            *(pos) = p_ + 1;                                                                     \
+            return 0;                                                                            \
+        }                                                                                        \
+        if (p_ + 1 < (end) && (d)[p_ + 1] < 0x80) {                                              \
+            uint64_t raw_ = ((uint64_t)(d)[p_] & 0x7F) | (uint64_t)(d)[p_ + 1] << 7;             \
+            *(out) = (int64_t)((raw_ >> 1) ^ ((uint64_t)0 - (raw_ & 1)));                        \
+            *(pos) = p_ + 2;                                                                     \
+            return 0;                                                                            \
+        }                                                                                        \
+    } while (0)
+
+static inline int rd_varint(const uint8_t *d, Py_ssize_t end, Py_ssize_t *pos, int64_t *out, Err *err) {
+    ZIGZAG_FAST(d, end, pos, out);
     return rd_zigzag(d, end, pos, out, err, 32);
 }
 
-static int rd_varlong(const uint8_t *d, Py_ssize_t end, Py_ssize_t *pos, int64_t *out, Err *err) {
+static inline int rd_varlong(const uint8_t *d, Py_ssize_t end, Py_ssize_t *pos, int64_t *out, Err *err) {
+    ZIGZAG_FAST(d, end, pos, out);
     return rd_zigzag(d, end, pos, out, err, 64);
 }
 

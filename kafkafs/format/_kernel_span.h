@@ -13,6 +13,9 @@
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <nmmintrin.h>
@@ -96,6 +99,18 @@ static PyObject *k_crc32c(PyObject *self, PyObject *args) {
     return PyLong_FromUnsignedLong(c);
 }
 
+/* tune_malloc(): for a short-lived command that renders spans (consume): blocks up to 32 MiB from
+ * the heap and 64 MiB of free heap kept, so span outputs reuse memory instead of fresh mmap'd pages
+ * that the OS zeroes on every call (glibc's default past 128 KiB); True when applied (glibc). */
+static PyObject *k_tune_malloc(PyObject *self, PyObject *args) {
+    (void)self;
+    (void)args;
+#if defined(__GLIBC__)
+    if (mallopt(M_MMAP_THRESHOLD, 32 * 1024 * 1024) && mallopt(M_TRIM_THRESHOLD, 64 * 1024 * 1024)) Py_RETURN_TRUE;
+#endif
+    Py_RETURN_FALSE;
+}
+
 /* ------------------------------------------------------------------------------------ spans */
 
 static inline int64_t be64(const uint8_t *p) {
@@ -163,8 +178,9 @@ static int span_walk(const uint8_t *d, Py_ssize_t n, const char *prefix, Py_ssiz
     return 0;
 }
 
-/* span_cuts(buf, step, min_offset) -> bytes of native int64: 0, then batch boundaries at least step
- * apart, then where the walk stopped. The walk reads lengths and offsets only (no CRC): it passes
+/* span_cuts(buf, step, min_offset) -> (cuts, next_min_offset), cuts as bytes of native int64: 0, then
+ * batch boundaries at least step apart, then where the walk stopped; next_min_offset: past the last
+ * offset of the last batch walked (min_offset when none). The walk reads lengths and offsets only (no CRC): it passes
  * v2 batches that are whole in buf, whose base offset is at least min_offset and then past the
  * previous batch's last offset, with a last offset delta >= 0; it stops at anything else. Consume
  * renders the pieces between cuts on several threads (render_span checks everything else). */
@@ -194,7 +210,9 @@ static PyObject *k_span_cuts(PyObject *self, PyObject *args) {
     }
     if (ok && pos != last_cut) ok = i64s_add(&cuts, pos) == 0;
     PyBuffer_Release(&buf);
-    PyObject *result = ok ? i64s_bytes(&cuts) : PyErr_NoMemory();
+    PyObject *result = NULL;
+    if (!ok) PyErr_NoMemory();
+    else result = Py_BuildValue("(NL)", i64s_bytes(&cuts), (long long)expect);
     PyMem_RawFree(cuts.v);
     return result;
 }

@@ -87,14 +87,27 @@ static inline int out_byte(Out *o, char c) {
     return 0;
 }
 
-static int out_int(Out *o, int64_t v) {
+static const char DIGIT_PAIRS[] =
+    "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+    "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+    "8081828384858687888990919293949596979899";
+
+static inline int out_int(Out *o, int64_t v) {
     char tmp[24];
     int i = 24;
     uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
-    do {
-        tmp[--i] = (char)('0' + (u % 10));
-        u /= 10;
-    } while (u);
+    while (u >= 100) {
+        unsigned r = (unsigned)(u % 100);
+        u /= 100;
+        i -= 2;
+        memcpy(tmp + i, DIGIT_PAIRS + 2 * r, 2);
+    }
+    if (u >= 10) {
+        i -= 2;
+        memcpy(tmp + i, DIGIT_PAIRS + 2 * u, 2);
+    } else {
+        tmp[--i] = (char)('0' + u);
+    }
     if (v < 0) tmp[--i] = '-';
     return out_write(o, tmp + i, 24 - i);
 }
@@ -112,6 +125,11 @@ static int utf8_valid(const uint8_t *s, Py_ssize_t n) {
             i += 8;
         }
         if (i >= n) break;
+        if (i + 8 > n && n >= 8) { /* the tail: one last word, overlapping bytes already checked */
+            uint64_t w;
+            memcpy(&w, s + n - 8, 8);
+            if (!(w & 0x8080808080808080ULL)) break;
+        }
         uint8_t c = s[i];
         if (c < 0x80) {
             i++;
@@ -141,6 +159,31 @@ static int utf8_valid(const uint8_t *s, Py_ssize_t n) {
 
 /* ------------------------------------------------------------------------------------ strings */
 
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ && (defined(__GNUC__) || defined(__clang__))
+#define KAFKAFS_SWAR 1
+#define ONES 0x0101010101010101ULL
+#define HIGHS 0x8080808080808080ULL
+/* Bytes of w (8 bytes, little-endian) that are '"', '\\' or below 0x20: the lowest flagged byte is the
+ * first such byte (flags above a real one may be spurious, which is all the callers need). */
+static inline uint64_t special_bytes(uint64_t w) {
+    uint64_t q = w ^ (ONES * '"'), b = w ^ (ONES * '\\');
+    return ((q - ONES) & ~q & HIGHS) | ((b - ONES) & ~b & HIGHS) | ((w - ONES * 0x20) & ~w & HIGHS);
+}
+
+/* The first position from i where a byte is '"', '\\' or below 0x20, eight bytes at a time; may stop
+ * short of it in the last seven bytes (or return n). */
+static inline Py_ssize_t skip_plain(const uint8_t *s, Py_ssize_t i, Py_ssize_t n) {
+    while (i + 8 <= n) {
+        uint64_t w;
+        memcpy(&w, s + i, 8);
+        uint64_t f = special_bytes(w);
+        if (f) return i + (__builtin_ctzll(f) >> 3);
+        i += 8;
+    }
+    return i;
+}
+#endif
+
 static const char HEX[] = "0123456789abcdef";
 
 /* Valid UTF-8 bytes as a JSON string: escapes for '"', '\\' and bytes below 0x20, the rest as is. */
@@ -148,6 +191,15 @@ static int put_string(Out *o, const uint8_t *s, Py_ssize_t n) {
     if (out_byte(o, '"') < 0) return -1;
     Py_ssize_t run = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
+#ifdef KAFKAFS_SWAR
+        i = skip_plain(s, i, n);
+        if (i >= n) break;
+        if (i + 8 > n && n >= 8) { /* the tail: one last word, overlapping bytes already scanned */
+            uint64_t w;
+            memcpy(&w, s + n - 8, 8);
+            if (!special_bytes(w)) break;
+        }
+#endif
         uint8_t c = s[i];
         if (c >= 0x20 && c != '"' && c != '\\') continue;
         if (i > run && out_write(o, s + run, i - run) < 0) return -1;
@@ -212,169 +264,7 @@ static int put_base64(Out *o, const uint8_t *s, Py_ssize_t n) {
     return OUT_LIT(o, "\"}");
 }
 
-/* ------------------------------------------------------------------------------------ JSON */
-
-static inline int is_ws(uint8_t c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
-static inline int is_digit(uint8_t c) { return c >= '0' && c <= '9'; }
-
-static inline int hex4(const uint8_t *s, Py_ssize_t i, Py_ssize_t n, int *out) {
-    if (i + 4 > n) return 0;
-    int v = 0;
-    for (int k = 0; k < 4; k++) {
-        uint8_t c = s[i + k];
-        int d;
-        if (c >= '0' && c <= '9') d = c - '0';
-        else if (c >= 'a' && c <= 'f') d = c - 'a' + 10;
-        else if (c >= 'A' && c <= 'F') d = c - 'A' + 10;
-        else return 0;
-        v = (v << 4) | d;
-    }
-    *out = v;
-    return 1;
-}
-
-/* The end of the string token starting at s[i] == '"', or -1 when it is not a valid string. */
-static Py_ssize_t scan_string(const uint8_t *s, Py_ssize_t i, Py_ssize_t n) {
-    i++;
-    while (i < n) {
-        uint8_t c = s[i];
-        if (c == '"') return i + 1;
-        if (c < 0x20) return -1;
-        if (c != '\\') {
-            i++;
-            continue;
-        }
-        if (i + 1 >= n) return -1;
-        uint8_t e = s[i + 1];
-        if (e == '"' || e == '\\' || e == '/' || e == 'b' || e == 'f' || e == 'n' || e == 'r' || e == 't') {
-            i += 2;
-            continue;
-        }
-        if (e != 'u') return -1;
-        int code;
-        if (!hex4(s, i + 2, n, &code)) return -1;
-        i += 6;
-        if (code >= 0xDC00 && code <= 0xDFFF) return -1; /* a low half with no high half before it */
-        if (code >= 0xD800 && code <= 0xDBFF) {
-            int low;
-            if (i + 1 >= n || s[i] != '\\' || s[i + 1] != 'u' || !hex4(s, i + 2, n, &low)) return -1;
-            if (low < 0xDC00 || low > 0xDFFF) return -1;
-            i += 6;
-        }
-    }
-    return -1;
-}
-
-/* The end of the number token at s[i], or -1 when no number grammar matches there completely. */
-static Py_ssize_t scan_number(const uint8_t *s, Py_ssize_t i, Py_ssize_t n) {
-    if (i < n && s[i] == '-') i++;
-    if (i >= n) return -1;
-    if (s[i] == '0') {
-        i++;
-    } else if (s[i] >= '1' && s[i] <= '9') {
-        while (i < n && is_digit(s[i])) i++;
-    } else {
-        return -1;
-    }
-    if (i < n && s[i] == '.') {
-        if (i + 1 >= n || !is_digit(s[i + 1])) return -1; /* "1." : the '.' starts no token */
-        i += 2;
-        while (i < n && is_digit(s[i])) i++;
-    }
-    if (i < n && (s[i] == 'e' || s[i] == 'E')) {
-        Py_ssize_t j = i + 1;
-        if (j < n && (s[j] == '+' || s[j] == '-')) j++;
-        if (j >= n || !is_digit(s[j])) return -1; /* "1e" : the 'e' starts no token */
-        while (j < n && is_digit(s[j])) j++;
-        i = j;
-    }
-    return i;
-}
-
-enum { S_VALUE, S_VALUE_OR_CLOSE, S_KEY, S_KEY_OR_CLOSE, S_COLON, S_COMMA_OR_CLOSE, S_DONE };
-
-/* Writes the compact form of embeddable JSON (jsonembed.py's definition; valid UTF-8 already
- * checked) and returns 1, or returns 0 having possibly written part of it (the caller rewinds);
- * -1 when out of memory. */
-static int put_json_compact(Out *o, const uint8_t *s, Py_ssize_t n) {
-    uint8_t stack[MAX_DEPTH];
-    int depth = 0;
-    int state = S_VALUE;
-    Py_ssize_t i = 0;
-    while (i < n && is_ws(s[i])) i++;
-    if (i >= n || (s[i] != '{' && s[i] != '[')) return 0;
-    for (;;) {
-        while (i < n && is_ws(s[i])) i++;
-        if (i >= n) return state == S_DONE;
-        if (state == S_DONE) return 0;
-        uint8_t c = s[i];
-        switch (c) {
-            case '{':
-            case '[':
-                if (state != S_VALUE && state != S_VALUE_OR_CLOSE) return 0;
-                if (depth == MAX_DEPTH) return 0;
-                stack[depth++] = c;
-                state = c == '{' ? S_KEY_OR_CLOSE : S_VALUE_OR_CLOSE;
-                if (out_byte(o, (char)c) < 0) return -1;
-                i++;
-                break;
-            case '}':
-            case ']': {
-                uint8_t opener = c == '}' ? '{' : '[';
-                if (depth == 0 || stack[depth - 1] != opener) return 0;
-                if (!(state == S_COMMA_OR_CLOSE || (c == '}' && state == S_KEY_OR_CLOSE) ||
-                      (c == ']' && state == S_VALUE_OR_CLOSE)))
-                    return 0;
-                depth--;
-                state = depth ? S_COMMA_OR_CLOSE : S_DONE;
-                if (out_byte(o, (char)c) < 0) return -1;
-                i++;
-                break;
-            }
-            case ',':
-                if (state != S_COMMA_OR_CLOSE) return 0;
-                state = stack[depth - 1] == '{' ? S_KEY : S_VALUE;
-                if (out_byte(o, ',') < 0) return -1;
-                i++;
-                break;
-            case ':':
-                if (state != S_COLON) return 0;
-                state = S_VALUE;
-                if (out_byte(o, ':') < 0) return -1;
-                i++;
-                break;
-            case '"': {
-                Py_ssize_t end = scan_string(s, i, n);
-                if (end < 0) return 0;
-                if (state == S_KEY || state == S_KEY_OR_CLOSE) state = S_COLON;
-                else if (state == S_VALUE || state == S_VALUE_OR_CLOSE) state = S_COMMA_OR_CLOSE;
-                else return 0;
-                if (out_write(o, s + i, end - i) < 0) return -1;
-                i = end;
-                break;
-            }
-            default: {
-                if (state != S_VALUE && state != S_VALUE_OR_CLOSE) return 0;
-                Py_ssize_t end;
-                if (c == '-' || is_digit(c)) {
-                    end = scan_number(s, i, n);
-                    if (end < 0) return 0;
-                } else if (c == 't' && i + 4 <= n && memcmp(s + i, "true", 4) == 0) {
-                    end = i + 4;
-                } else if (c == 'f' && i + 5 <= n && memcmp(s + i, "false", 5) == 0) {
-                    end = i + 5;
-                } else if (c == 'n' && i + 4 <= n && memcmp(s + i, "null", 4) == 0) {
-                    end = i + 4;
-                } else {
-                    return 0;
-                }
-                state = S_COMMA_OR_CLOSE;
-                if (out_write(o, s + i, end - i) < 0) return -1;
-                i = end;
-            }
-        }
-    }
-}
+#include "_kernel_json.h"
 
 /* One key, value or header value by mode (jsonembed.render_value). */
 static int put_value(Out *o, const uint8_t *s, Py_ssize_t n, int is_null, int mode) {
@@ -386,15 +276,11 @@ static int put_value(Out *o, const uint8_t *s, Py_ssize_t n, int is_null, int mo
         if (i < n && (s[i] == '{' || s[i] == '[')) {
             /* validate first, writing nothing: most JSON values hold no whitespace to take out, and
              * then their compact form is their bytes, copied at once */
-            Out dry = {NULL, 0, 0, 1, 0, NULL, NULL};
-            if (put_json_compact(&dry, s, n) == 1) {
-                if (dry.len == n) return out_write(o, s, n);
-                if (o->count_only) {
-                    o->len += dry.len;
-                    return 0;
-                }
+            int spaced;
+            if (json_check(s, n, &spaced)) {
+                if (!spaced) return out_write(o, s, n);
                 Py_ssize_t mark = o->len;
-                int r = put_json_compact(o, s, n);
+                int r = put_json_compact(o, s, n); /* counts only, when o does */
                 if (r < 0) return -1;
                 if (r == 1) return 0;
                 o->len = mark; /* cannot happen: the same bytes validated above */

@@ -51,16 +51,20 @@ class PieceRenderer:
         self.log = log
         self.report = report
 
-    def render(self, pieces: Pieces, i: int, cache: PieceCache | None = None) -> bytes | memoryview:
+    def render(
+        self, pieces: Pieces, i: int, cache: PieceCache | None = None, pinned: object | None = None
+    ) -> bytes | memoryview:
         """Piece ``i`` of ``pieces`` as bytes, exactly as long as when it was laid out. With a ``cache``,
         the pieces after it are rendered in the same pass (up to :data:`READ_AHEAD_BYTES` of log) and
-        kept there, and a read that needs the span another thread is rendering waits for it."""
+        kept there, and a read that needs the span another thread is rendering waits for it.
+        ``pinned``: the segment's ``.log`` held open by a reader (:mod:`.generations`), read instead of
+        the segment (its files may be gone)."""
         if cache is None:
-            return self._render_one(pieces, i)
+            return self._render_one(pieces, i, pinned)
         key = (pieces, i)  # the object, not its id: a freed layout's id may be reused
         data = cache.get(key)
         if data is not None:
-            if isinstance(pieces, SegmentLayout) and pieces.segment.suffix == ".deleted":
+            if pinned is None and isinstance(pieces, SegmentLayout) and pieces.segment.suffix == ".deleted":
                 self._segment_of(pieces, i)  # rendered before retention removed it: ESTALE once its files go
             return data
         with cache.rendering:
@@ -69,11 +73,11 @@ class PieceRenderer:
                 return data
             last = self._span_end(pieces, i)
             if last > i:
-                data = self._render_span(pieces, i, last, cache)
+                data = self._render_span(pieces, i, last, cache, pinned)
                 if data is not None:
                     self._ahead(pieces, last + 1, cache)
                     return data
-            data = self._render_one(pieces, i)
+            data = self._render_one(pieces, i, pinned)
             cache.put(key, data)
             return data
 
@@ -114,13 +118,15 @@ class PieceRenderer:
             last = j
         return last
 
-    def _render_span(self, pieces: Pieces, i: int, last: int, cache: PieceCache) -> memoryview | None:
+    def _render_span(
+        self, pieces: Pieces, i: int, last: int, cache: PieceCache, pinned: object | None = None
+    ) -> memoryview | None:
         """Pieces ``i..last`` rendered from one read, each kept in ``cache``; piece ``i``'s bytes, or None
         when the span does not render to the lengths laid out (the pieces are then rendered one by one,
         which says which one is wrong)."""
         if i in pieces.bad:
             return None
-        segment = self._segment_of(pieces, i)
+        segment = self._segment_of(pieces, i, pinned)
         position = pieces.positions[i]
         size = pieces.positions[last] + pieces.sizes[last] - position
         try:
@@ -135,7 +141,9 @@ class PieceRenderer:
             cache.put((pieces, j), view[pieces.start(j) - first : pieces.ends[j] - first])
         return view[: pieces.ends[i] - first]
 
-    def _segment_of(self, pieces: Pieces, i: int) -> LogSegment:
+    def _segment_of(self, pieces: Pieces, i: int, pinned: object | None = None) -> LogSegment:
+        if pinned is not None:
+            return pinned  # type: ignore[return-value]
         base = pieces.bases[i]
         # A segment's own layout reads the segment it was laid out from, even after compaction swapped
         # another in at its base (the old one stays readable until its files go).
@@ -147,11 +155,11 @@ class PieceRenderer:
             )
         return segment
 
-    def _render_one(self, pieces: Pieces, i: int) -> bytes:
+    def _render_one(self, pieces: Pieces, i: int, pinned: object | None = None) -> bytes:
         bad = pieces.bad.get(i)
         if bad is not None:
             raise bad
-        segment = self._segment_of(pieces, i)
+        segment = self._segment_of(pieces, i, pinned)
         try:
             data = self.renderer.render_raw(segment, pieces.positions[i], pieces.sizes[i], pieces.filter)
         except CorruptRecordError as exc:

@@ -32,7 +32,7 @@ from ..errors import InvalidInput
 from .options import parse_read_options
 from .plan import ScanSpec, Split, plan_ranges, plan_read
 from .predicates import Predicates, from_filters
-from .scan import read_split
+from .scan import freeze_worker_heap, read_split
 from .schema import spark_schema
 from .sink import clear_staging, commit_micro_batch, sink_dir
 from .stream import cap_offsets, from_json, initial_offsets, log_ends, micro_batch_ranges, to_json
@@ -165,6 +165,7 @@ class KafkaLogReader(DataSourceReader):
         return _input_partitions(plan.splits, ScanSpec.of(self.options, self.predicates))
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
+        freeze_worker_heap()
         return read_split(partition.value)
 
 
@@ -333,6 +334,7 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return [KafkaLogInputPartition(s) for s in plan.splits]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
+        freeze_worker_heap()
         return read_split(partition.value)
 
     def commit(self, end: dict) -> None:

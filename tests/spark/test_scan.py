@@ -184,3 +184,16 @@ def test_empty_split_reads_nothing():
     from kafkafs.spark.plan import Split
 
     assert list(read_split(Split((), ScanSpec()))) == []
+
+
+def test_a_worker_heap_is_frozen_once():
+    """PySpark's daemon runs gc.collect() after every task: the worker's modules are frozen out of it."""
+    import subprocess
+    import sys
+
+    code = (
+        "import gc\nfrom kafkafs.spark.scan import freeze_worker_heap\nfreeze_worker_heap()\n"
+        "n = gc.get_freeze_count()\nfreeze_worker_heap()\nassert n > 1000 and gc.get_freeze_count() == n, n\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=root, env={"PYTHONPATH": str(root)})

@@ -1,0 +1,189 @@
+"""``consume``'s fast path: a partition's whole batches rendered in spans, on every core, in order.
+
+A span is a run of whole batches of one ``.log`` (:func:`~kafkafs.format.jsonview.render_span_jsonl`:
+CRC-checked and rendered by the kernel with no Python between batches, without the GIL). The reader
+reads the segment in large chunks, cuts each at batch boundaries (``span_cuts``: lengths and offsets
+only) into pieces, and has worker threads render the pieces while it writes the finished ones in
+order. Whatever a span does not take (a compressed or legacy batch, damage, a batch larger than a
+chunk, offsets that do not rise, a partial batch at the end of the file) goes the old way, through
+:meth:`Log.batches <kafkafs.storage.local_log.LocalLog.batches>` one batch at a time, which renders it
+or raises its damage exactly as before: the output is the same bytes either way.
+"""
+
+from __future__ import annotations
+
+import threading
+from _queue import SimpleQueue
+from array import array
+from collections import deque
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from .errors import CorruptRecordError
+from .format import kernel as _kernel
+from .format.jsonview import render_raw_jsonl_count, render_span_jsonl
+
+__all__ = ["SpanPool", "span_chunks", "tune_malloc"]
+
+#: One read of a ``.log``: the pieces of a chunk are rendered while the next chunk is read.
+READ_BYTES = 4 * 1024 * 1024
+#: One piece (one render_span call): large enough that the Python around it costs nothing.
+PIECE_BYTES = 256 * 1024
+#: After a span that took this few batches (a partition that mixes compressed and plain batches), the
+#: next this-many batches go the old way before spans are tried again.
+_FEW, _COOLDOWN = 4, 64
+
+
+class _Task:
+    """One function call on a pool thread; ``get()`` waits for its result (or raises its error)."""
+
+    __slots__ = ("fn", "args", "done", "value", "error")
+
+    def __init__(self, fn: Callable[..., Any], args: tuple) -> None:
+        self.fn, self.args = fn, args
+        self.done = threading.Event()
+        self.value: Any = None
+        self.error: BaseException | None = None
+
+    def get(self) -> Any:
+        self.done.wait()
+        if self.error is not None:
+            raise self.error
+        return self.value
+
+
+class SpanPool:
+    """Daemon threads that run span renders. Thread-safe: ``submit`` from any thread; each task's
+    result is read by whoever holds it. The threads start on first use and end with the process."""
+
+    def __init__(self, workers: int) -> None:
+        self.workers = max(1, workers)
+        self._queue: SimpleQueue = SimpleQueue()
+        self._started = False
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> _Task:
+        if not self._started:
+            self._started = True
+            for i in range(self.workers):
+                threading.Thread(target=self._run, name=f"kafkafs-span-{i}", daemon=True).start()
+        task = _Task(fn, args)
+        self._queue.put(task)
+        return task
+
+    def _run(self) -> None:
+        while True:
+            task = self._queue.get()
+            try:
+                task.value = task.fn(*task.args)
+            except BaseException as exc:  # noqa: BLE001 - handed to the reader, which raises it
+                task.error = exc
+            task.done.set()
+
+
+def tune_malloc() -> None:
+    """Keep the spans' output buffers (a few MB each) on the heap, reused, instead of fresh mmap'd
+    pages that the OS zeroes on every call (glibc's default for blocks over 128 KiB): that was 40% of
+    the rendering time. For a short-lived command (it applies to the whole process); glibc only."""
+    if _kernel.KERNEL is not None:
+        _kernel.KERNEL.tune_malloc()
+
+
+def spannable(mode: str, decoder: Any) -> bool:
+    """Whether spans can render this partition: the kernel is built and no decoder is involved."""
+    return _kernel.KERNEL is not None and decoder is None and mode in _kernel.MODES
+
+
+def span_chunks(reader: Any, pool: SpanPool) -> Iterator[tuple[bytes, int]]:
+    """``(lines, how many)`` of every record of ``reader`` (consume's ``_Reader``) from its
+    ``next_offset``, advancing it; the same bytes, and the same errors, as batch by batch."""
+    log_ = reader.log
+    topic, partition, mode = log_.topic, log_.partition, reader.mode
+    while True:
+        views = log_.batches(reader.next_offset)  # finds the segment and batch to go on from
+        try:
+            got = next(views, None)
+        finally:
+            views.close()
+        if got is None:
+            return
+        segment, view = got
+        moved = yield from _segment(reader, pool, segment, view.position, topic, partition, mode)
+        if not moved:  # cannot happen (the batch found is read again); never loop on it
+            for segment, view in log_.batches(reader.next_offset):
+                yield from _old_way(reader, segment, view, topic, partition, mode)
+            return
+
+
+def _old_way(reader, segment, view, topic: str, partition: int, mode: str) -> Iterator[tuple[bytes, int]]:
+    """One batch as consume renders it batch by batch (records from ``reader.next_offset`` on)."""
+    lo = reader.next_offset
+    reader.next_offset = max(lo, view.header.next_offset)
+    try:
+        lines, n = render_raw_jsonl_count(topic, partition, view.raw(), mode, lo=lo)
+    except CorruptRecordError as exc:
+        raise exc.at(str(segment.log_path), view.position) from None
+    if n:
+        yield lines, n
+
+
+def _segment(reader, pool: SpanPool, segment, pos: int, topic: str, partition: int, mode: str):
+    """The batches of ``segment`` from ``pos`` (a batch boundary) to its end: spans where they take
+    the batches, else one batch at a time as :meth:`Log.batches` gives them (which ends the segment
+    quietly at a partial batch or zeros, and raises its damage). Returns whether it moved."""
+    start = pos
+    end = segment.size
+    while pos < end:
+        taken, pos = yield from _spans(reader, pool, segment, pos, topic, partition, mode)
+        if pos >= end:
+            break
+        # the batch at pos is not a span's (and, after a span of a few batches only, the next ones
+        # neither: a segment that mixes compressed and plain batches is read the old way)
+        views = segment.batches(pos)
+        try:
+            for i, view in enumerate(views):
+                if view.header.last_offset >= reader.next_offset:  # as Log.batches skips
+                    yield from _old_way(reader, segment, view, topic, partition, mode)
+                pos = view.position + view.size
+                if taken >= _FEW or i >= _COOLDOWN:
+                    break
+            else:
+                return True  # the segment ends here
+        finally:
+            views.close()
+    return pos != start
+
+
+def _spans(reader, pool: SpanPool, segment, pos: int, topic: str, partition: int, mode: str):
+    """Spans of ``segment`` from ``pos``; yields lines, returns (batches taken, where they end)."""
+    end = segment.size
+    pending: deque = deque()
+    expect = reader.next_offset
+    taken = 0
+    done = pos  # where the batches taken end
+    walking = True
+    limit = 2 * pool.workers + 2
+    while True:
+        while walking and len(pending) < limit and pos < end:
+            chunk = segment.read_at(pos, min(READ_BYTES, end - pos))
+            raw, expect = _kernel.KERNEL.span_cuts(chunk, PIECE_BYTES, expect)
+            cuts = array("q")
+            cuts.frombytes(raw)
+            if len(cuts) < 2:
+                walking = False  # the batch at pos is not for a span
+                break
+            view = memoryview(chunk)
+            for a, b in zip(cuts, cuts[1:], strict=False):
+                pending.append((pool.submit(render_span_jsonl, topic, partition, view[a:b], mode), b - a))
+            pos += cuts[-1]
+        if not pending:
+            return taken, done
+        task, length = pending.popleft()
+        result = task.get()
+        if result.batch_ends:
+            taken += len(result.batch_ends)
+            reader.next_offset = max(reader.next_offset, result.last_offsets[-1] + 1)
+        done += result.consumed
+        if result.lines:
+            yield result.data, result.lines
+        if result.consumed < length:  # a batch the span does not take: the caller's
+            return taken, done
