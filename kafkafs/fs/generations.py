@@ -17,7 +17,14 @@ a new stream whose view is the current composition. Every open of an inode share
 ``st_size`` is the stream's total, which never shrinks and always ends a line. A detached stream lives
 as long as its inode: the tree's node holds it and the inode table drops the node when the kernel
 forgets the inode. Its old parts read the segments they were laid out from, which stay readable for
-``file.delete.delay.ms`` (then ESTALE; ``tail -f`` never reads back).
+``file.delete.delay.ms``; after that, a read back there is ESTALE.
+
+A reader may lag behind the size it was shown (``tail -f`` blocked on a slow pipe): the bytes it has
+not read yet may come from a segment that compaction or retention removes meanwhile. So when segments
+go (the partition's change event, from the cleaner's thread, before ``file.delete.delay.ms`` runs out)
+and when a stream advances, the ``.log`` of every part still ahead of its slowest open reader whose
+segment was removed is held open (:class:`_Pinned`): its bytes stay readable after the file is deleted,
+until every open reader is past it (by :data:`PIN_MARGIN`: the kernel reads whole pages) or closed.
 
 ``tail -F`` (by name) sees the file replaced after a swap, reopens it and prints the new file from
 its start: that is what it does for any replaced file.
@@ -29,14 +36,38 @@ move its view out of order), the generations of a partition change under theirs.
 from __future__ import annotations
 
 import logging
+import os
 import threading
+import weakref
+from pathlib import Path
 
+from ..errors import CorruptRecordError, SegmentClosedError
+from ..storage.handles import FileHandle
+from .caches import PieceCache
 from .handleview import handle_view, layout_after
+from .layout import Pieces, read_parts
 from .partition import Composition, PartitionState
 
-__all__ = ["RecordsStream", "RecordsGenerations"]
+__all__ = ["RecordsStream", "RecordsGenerations", "PIN_MARGIN"]
 
 log = logging.getLogger("kafkafs.fs")
+
+#: Removed segments stay held open while an open reader is less than this many bytes past their part.
+PIN_MARGIN = 256 * 1024
+
+
+class _Pinned:
+    """A removed segment's ``.log`` held open: what rendering needs of a segment (``read_at``,
+    ``log_path``). Immutable; the descriptor closes when the last reference goes."""
+
+    __slots__ = ("handle", "log_path")
+
+    def __init__(self, handle: FileHandle, log_path: Path) -> None:
+        self.handle = handle
+        self.log_path = log_path
+
+    def read_at(self, position: int, size: int) -> bytes:
+        return os.pread(self.handle.fd, size, position)
 
 
 class RecordsStream:
@@ -50,6 +81,9 @@ class RecordsStream:
         self._view: Composition | None = None
         self._seen: Composition | None = None  # the composition the view was last advanced to
         self._lock = threading.Lock()
+        self._readers: dict[int, int] = {}  # id(open handle) -> the end of what it has read
+        self._pins: dict[int, tuple[int, _Pinned]] = {}  # id(pieces) -> (the part's end, its .log)
+        self._pin_lock = threading.Lock()
 
     def __repr__(self) -> str:
         total = self._view.total if self._view is not None else None
@@ -91,7 +125,84 @@ class RecordsStream:
         if view is not cur:
             self.detached = True
         self._view, self._seen = view, cur
+        if self._readers:
+            self.pin_removed()
         return view
+
+    # -- readers
+
+    def opened(self, handle: object) -> None:
+        with self._pin_lock:
+            self._readers[id(handle)] = 0
+
+    def released(self, handle: object) -> None:
+        with self._pin_lock:
+            self._readers.pop(id(handle), None)
+            self._unpin()
+
+    def read(self, handle: object, offset: int, size: int, cache: PieceCache) -> bytes:
+        """Bytes ``offset .. offset+size`` for the open ``handle``; records appended since the stream
+        last advanced follow when the read reaches its end."""
+        view = self._view
+        if view is None or offset + size > view.total:
+            view = self.advance()
+        pins = self._pins
+        state = self.state
+
+        def render(pieces: Pieces, i: int) -> bytes:
+            pinned = pins.get(id(pieces))
+            return state.render_piece(pieces, i, cache, pinned[1] if pinned is not None else None)
+
+        data = read_parts(view.parts, view.starts, offset, size, render)
+        self.note_read(handle, offset + len(data))
+        return data
+
+    def note_read(self, handle: object, end: int, wait: bool = True) -> None:
+        """``handle`` has read up to byte ``end``; ``wait=False`` (on the FUSE loop): skip it when the
+        lock is busy (the next read tells again)."""
+        if not self._pin_lock.acquire(blocking=wait):
+            return
+        try:
+            if end > self._readers.get(id(handle), end):
+                self._readers[id(handle)] = end
+                if self._pins:
+                    self._unpin()
+        finally:
+            self._pin_lock.release()
+
+    def pin_removed(self) -> None:
+        """Hold open the ``.log`` of every part still ahead of the slowest open reader whose segment
+        compaction or retention removed from the log (see the module's docstring)."""
+        view = self._view
+        if view is None:
+            return
+        segments = self.state.log.segments
+        with self._pin_lock:
+            if not self._readers:
+                return
+            low = min(self._readers.values()) - PIN_MARGIN
+            for part, start in zip(view.parts, view.starts, strict=True):
+                pieces = part.pieces
+                end = start + pieces.total(part.count)
+                segment = getattr(pieces, "segment", None)
+                if end <= low or segment is None or id(pieces) in self._pins:
+                    continue
+                if segments.get(segment.base_offset) is segment and segment.suffix != ".deleted":
+                    continue  # still in the log
+                try:
+                    handle = segment.records.handle()
+                except (SegmentClosedError, CorruptRecordError, OSError):
+                    continue  # already gone: reads there are ESTALE
+                self._pins[id(pieces)] = (end, _Pinned(handle, segment.log_path))
+
+    def _unpin(self) -> None:
+        """Let go of what every open reader is past (callers hold ``_pin_lock``)."""
+        if not self._readers:
+            self._pins.clear()
+            return
+        low = min(self._readers.values()) - PIN_MARGIN
+        for key in [k for k, (end, _p) in self._pins.items() if end <= low]:
+            del self._pins[key]
 
 
 class RecordsGenerations:
@@ -102,11 +213,23 @@ class RecordsGenerations:
         self._current: RecordsStream | None = None
         self._count = 0
         self._lock = threading.Lock()
+        self._streams: weakref.WeakSet[RecordsStream] = weakref.WeakSet()  # every one an inode still holds
+        self._rewrites = state.rewrites
+        state.add_listener(self._changed)
 
     def _new(self) -> RecordsStream:
         self._count += 1
         self._current = RecordsStream(self.state, self._count)
+        self._streams.add(self._current)
         return self._current
+
+    def _changed(self, state: PartitionState) -> None:
+        """Segments went (compaction, retention): open readers keep the ones they have yet to read."""
+        if state.rewrites == self._rewrites:
+            return
+        self._rewrites = state.rewrites
+        for stream in list(self._streams):
+            stream.pin_removed()
 
     def current(self) -> RecordsStream:
         """The stream a lookup gets: the current one, advanced; a new one if that one got detached."""

@@ -90,18 +90,22 @@ class RecordsHandle(Handle):
     def __init__(self, stream: RecordsStream) -> None:
         self.stream = stream
         self.cache = PieceCache()
+        stream.opened(self)
 
     def read(self, offset: int, size: int) -> bytes:
-        view = self.stream.view
-        if view is None or offset + size > view.total:
-            view = self.stream.advance()  # at the end: records appended since may follow
-        return self.stream.state.read_view(view, offset, size, self.cache)
+        return self.stream.read(self, offset, size, self.cache)
+
+    def release(self) -> None:
+        self.stream.released(self)
 
     def read_now(self, offset: int, size: int) -> bytes | None:
         view = self.stream.view
         if view is None or offset + size > view.total:
             return None  # the worker advances the stream
-        return self.stream.state.read_view_now(view, offset, size, self.cache)
+        data = self.stream.state.read_view_now(view, offset, size, self.cache)
+        if data is not None:
+            self.stream.note_read(self, offset + len(data), wait=False)
+        return data
 
 
 class RangeHandle(Handle):

@@ -232,6 +232,7 @@ def serve(
     except Exception as exc:
         directory.close()
         raise _start_error(mountpoint, starting.restore(replay=False), exc) from None
+    logging.getLogger("pyfuse3").addFilter(_not_a_reply_nobody_awaits)
     invalidator = Invalidator(ops.inodes, pyfuse3.invalidate_inode, pyfuse3.invalidate_entry)
     tree.add_listener(invalidator.partition_changed)
     tree.add_append_listener(invalidator.attrs_now)
@@ -327,6 +328,13 @@ def _size_cache(cache_dir: str | None, logdir: str):
 
 
 # ---------------------------------------------------------------------------------------------- daemon
+
+
+def _not_a_reply_nobody_awaits(record: logging.LogRecord) -> bool:
+    """pyfuse3 logs an error when the kernel refuses a reply with ENOENT: it no longer waits for that
+    request (interrupted, or the mount is going away, e.g. the RELEASE of a killed ``tail`` answered
+    during unmount). Nothing is lost then: not worth an error line."""
+    return not (record.name == "pyfuse3" and "fuse_reply_* failed with No such file or directory" in record.getMessage())
 
 
 def _setup_logging(debug: bool, foreground: bool) -> None:

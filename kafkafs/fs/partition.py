@@ -332,9 +332,12 @@ class PartitionState:
 
     # ------------------------------------------------------------------------------------------ pieces
 
-    def render_piece(self, pieces: Pieces, i: int, cache: PieceCache | None = None) -> bytes | memoryview:
-        """Piece ``i`` of ``pieces`` as bytes (see :class:`~kafkafs.fs.piecerender.PieceRenderer`)."""
-        return self._pieces.render(pieces, i, cache)
+    def render_piece(
+        self, pieces: Pieces, i: int, cache: PieceCache | None = None, pinned: object | None = None
+    ) -> bytes | memoryview:
+        """Piece ``i`` of ``pieces`` as bytes (see :class:`~kafkafs.fs.piecerender.PieceRenderer`);
+        ``pinned``: the segment's ``.log`` held open by a reader (:mod:`.generations`), read instead."""
+        return self._pieces.render(pieces, i, cache, pinned)
 
     def offset_range(self, first: int, last: int) -> RangeLayout:
         return RangeLayout(Filter(lo=max(first, self.log.log_start_offset), hi=last))

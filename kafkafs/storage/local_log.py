@@ -376,6 +376,7 @@ class LocalLog:
             if first is not None:
                 self._log_start_offset = max(self._log_start_offset, first.base_offset)
         self.delete_expired_files()
+        self._notify()  # readers learn at once that segments went (a mount's open files keep theirs)
 
     def replace_segments(self, new: LogSegment, old: Sequence[LogSegment]) -> bool:
         """Swap a cleaned segment in for the sealed segments ``old`` it was copied from (Kafka's

@@ -5,12 +5,14 @@ lookups get the new file."""
 from __future__ import annotations
 
 import json
+import os
 import random
 
 import pytest
 
 from kafkafs.errors import SegmentClosedError
 from kafkafs.format.jsonview import render_batch_jsonl
+from kafkafs.fs import generations
 from kafkafs.fs.inodes import InodeTable
 from kafkafs.fs.tree import Tree
 from kafkafs.storage.cleaner import apply_retention, compact
@@ -203,3 +205,51 @@ def test_the_inode_table_keeps_a_detached_generation_until_forgotten(tree):
     assert (old_ino, old) in table.of_partition("ev-0")  # appends invalidate it too
     table.forget(old_ino, 1)
     assert table.get(old_ino) is None and table.get(new_ino) is new
+
+
+def _deleted_files_held(path) -> list[str]:
+    held = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith(str(path)) and target.endswith("(deleted)"):
+            held.append(target)
+    return held
+
+
+def test_a_lagging_reader_reads_what_it_was_shown_after_the_files_go(tree, tmp_path):
+    writer = Writer(tree)
+    log = tree.state("ev-0").log
+    writer.append("ev-0", 120)
+    lagging = Follower(writer, "ev-0")
+    shown = lagging.node.attr().size  # tail -f saw the size, then blocked on its pipe
+    writer.append("ev-0", 120)
+    assert apply_retention(log, NOW)
+    assert log.delete_expired_files(NOW + 10**9)  # file.delete.delay.ms is over: the files go
+    assert not any(n.endswith(".deleted") for n in os.listdir(tmp_path / "ev-0"))
+    assert _deleted_files_held(tmp_path)  # ... but what the reader was shown stays readable
+    lagging.follow()
+    assert len(lagging.data) > shown and lagging.last == log.log_end_offset - 1
+    lagging.handle.release()
+    assert _deleted_files_held(tmp_path) == []  # nobody reads: nothing held
+
+
+def test_removed_segments_are_let_go_once_every_reader_is_past_them(tree, tmp_path, monkeypatch):
+    monkeypatch.setattr(generations, "PIN_MARGIN", 0)
+    writer = Writer(tree)
+    log = tree.state("ev-0").log
+    writer.append("ev-0", 120)
+    fast, slow = Follower(writer, "ev-0"), Follower(writer, "ev-0")
+    fast.follow()
+    writer.append("ev-0", 120)
+    assert apply_retention(log, NOW)
+    log.delete_expired_files(NOW + 10**9)
+    assert _deleted_files_held(tmp_path)  # slow has read nothing yet
+    slow.follow()
+    fast.follow()
+    assert _deleted_files_held(tmp_path) == []  # both are past every removed segment
+    with pytest.raises(SegmentClosedError):  # reading back there is ESTALE
+        slow.handle.read(0, 100)
+    assert slow.data == fast.data
