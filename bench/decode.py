@@ -8,7 +8,8 @@ disk, and prints records/s for:
 * kafka-python decode, and kafka-python decode + ``json.dumps`` of each record in the same JSON view
   (the baseline: what a Python tool built on a client library does);
 * kafkafs ``decode_batch`` (columns), ``decode_batch`` + ``render_batch_jsonl``, ``render_raw_jsonl``
-  (raw batch bytes to lines, what ``consume`` and the mount do), ``raw_jsonl_lengths`` (sizing);
+  (raw batch bytes to lines, one batch a call), ``raw_jsonl_lengths`` (sizing), ``render_span_jsonl``
+  (many batches a call, what ``consume`` runs on every core and the mount reads through);
 * the same rendering through the Python reference (the fallback without the kernel);
 * ``kafkafs consume`` end to end: a subprocess reading the log directory, output to /dev/null.
 
@@ -38,7 +39,12 @@ sys.path.insert(0, str(ROOT))
 from bench.records import segment_bytes  # noqa: E402
 from kafkafs.format import kernel  # noqa: E402
 from kafkafs.format.batch import decode_batch, scan_batches  # noqa: E402
-from kafkafs.format.jsonview import raw_jsonl_lengths, render_batch_jsonl, render_raw_jsonl  # noqa: E402
+from kafkafs.format.jsonview import (  # noqa: E402
+    raw_jsonl_lengths,
+    render_batch_jsonl,
+    render_raw_jsonl,
+    render_span_jsonl,
+)
 
 TOPIC = "orders"
 
@@ -119,6 +125,17 @@ def ours_lengths(data: bytes) -> int:
     return sum(len(raw_jsonl_lengths(TOPIC, 0, data[h.position : h.end])) for h in scan_batches(data))
 
 
+def ours_spans(data: bytes) -> int:
+    """render_span_jsonl over the segment in 256 KiB pieces, one thread (consume runs these on every core)."""
+    n = pos = 0
+    view = memoryview(data)
+    while pos < len(data):
+        result = render_span_jsonl(TOPIC, 0, view[pos : pos + 256 * 1024])
+        pos += result.consumed
+        n += result.lines
+    return n
+
+
 def reference_raw(data: bytes) -> int:
     saved = kernel.KERNEL
     kernel.KERNEL = None
@@ -184,6 +201,8 @@ def main() -> None:
     args = parser.parse_args()
     if kernel.KERNEL is None:
         print(f"warning: {kernel.missing_note()}")
+    else:
+        kernel.KERNEL.tune_malloc()  # as consume does: span outputs reuse heap memory
     load = os.getloadavg()
     print(f"{args.records:,} records a kind, 100 a batch, uncompressed; best of {args.repeat}; "
           f"load average {load[0]:.1f} on {os.cpu_count()} CPUs")
@@ -202,6 +221,7 @@ def main() -> None:
                 ("kafkafs decode_batch + render_batch_jsonl", *best(ours_decode_render, data, args.repeat)),
                 ("kafkafs render_raw_jsonl", *best(ours_raw, data, args.repeat)),
                 ("kafkafs raw_jsonl_lengths", *best(ours_lengths, data, args.repeat)),
+                ("kafkafs render_span_jsonl (one thread)", *best(ours_spans, data, args.repeat)),
                 ("kafkafs render_raw_jsonl, Python reference", *best(reference_raw, small, 1)),
                 ("kafkafs consume (subprocess, > /dev/null)", *best(consume_subprocess, Path(tmp), args.repeat, args.records)),
             ]

@@ -17,8 +17,6 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Literal
 
-import orjson
-
 from ..errors import InvalidInput
 from .jsonembed import json_string, render_value, view_auto, view_base64, view_string
 from .records import DecodedBatch, control_type_of
@@ -127,4 +125,6 @@ def render_lines(topic: str, partition: int, batch: DecodedBatch, mode: str, ind
 
 def dumps_object(obj: dict) -> bytes:
     """:func:`record_object`'s dict as one line, the way a test compares it with :func:`render_lines`."""
+    import orjson
+
     return orjson.dumps(obj) + b"\n"

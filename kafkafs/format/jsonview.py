@@ -19,7 +19,6 @@ from typing import Any
 
 from ..errors import CorruptRecordError
 from . import kernel as _kernel
-from .appendlines import ProducerRecord, parse_lines, parse_record_line, parse_record_lines
 from .batch import DEFAULT_MAX_INFLATED_BYTES, DecodedBatch, decode_batch, read_batch_header, records_section
 from .batchheader import _V2_HEADER, LOG_OVERHEAD, V2_HEADER_SIZE, validate_batch
 from .crc import crc32c
@@ -54,14 +53,27 @@ __all__ = [
     "view_auto",
     "view_string",
     "view_base64",
-    "ProducerRecord",
-    "parse_record_line",
-    "parse_record_lines",
-    "parse_lines",
+    "ProducerRecord",  # noqa: F822 - from .appendlines on first use (__getattr__)
+    "parse_record_line",  # noqa: F822
+    "parse_record_lines",  # noqa: F822
+    "parse_lines",  # noqa: F822
     "parse_timestamp",
     "format_timestamp",
     "indent_json",
 ]
+
+
+_APPEND_LINES = ("ProducerRecord", "parse_lines", "parse_record_line", "parse_record_lines")
+
+
+def __getattr__(name: str):
+    """The line parser's names (:mod:`.appendlines`), imported on first use: reading records does
+    not need it (nor orjson), and ``consume`` starts faster without."""
+    if name in _APPEND_LINES:
+        from . import appendlines
+
+        return getattr(appendlines, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _subset(batch: DecodedBatch, indexes: list[int]) -> DecodedBatch:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
-import tomllib
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -293,6 +292,8 @@ class Settings:
         if path is None:
             path = DEFAULT_CONFIG_PATH if DEFAULT_CONFIG_PATH.exists() else None
         if path is not None:
+            import tomllib  # only when there is a file: start-up time
+
             try:
                 with open(path, "rb") as f:
                     data = tomllib.load(f)

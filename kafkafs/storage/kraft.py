@@ -19,7 +19,6 @@ from pathlib import Path
 
 from ..errors import KafkafsError
 from ..format.batch import decode_batch, scan_batches
-from ..format.decoders import metadata_record
 from .log import Log
 
 __all__ = ["METADATA_PARTITION", "recorded_topic_configs"]
@@ -41,6 +40,8 @@ class _State:
         # the frame is uvarint frame version (1), uvarint apiKey, uvarint version: every key wanted is < 128
         if value is None or len(value) < 3 or value[1] not in _WANTED:
             return
+        from ..format.decoders import metadata_record  # only for a KRaft metadata log: start-up time
+
         try:
             record = metadata_record(value)
         except KafkafsError:

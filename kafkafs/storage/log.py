@@ -20,6 +20,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from ..errors import CorruptRecordError, InvalidInput, RecordTooLargeError
 from ..format.batch import (
@@ -33,7 +34,6 @@ from ..format.batch import (
     validate_batch,
 )
 from ..format.compression import codec_by_name
-from ..format.jsonview import ProducerRecord
 from ..format.txnindex import AbortedTxn, TxnEvent, collect_aborted_txns, transaction_event
 from .config import LogConfig
 from .handles import HandleBudget, raise_open_file_limit
@@ -43,6 +43,9 @@ from .safefiles import check_partition_folder
 from .segment import LogSegment
 from .state_files import StateFiles
 from .transactions import ProducerTransactions
+
+if TYPE_CHECKING:  # an annotation only: the line parser (and orjson) is not needed to read a log
+    from ..format.jsonview import ProducerRecord
 
 __all__ = ["Log", "AppendResult", "fsync_directory"]
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import base64
 import os
 import re
-import uuid
 from pathlib import Path
 
 from ..errors import CorruptRecordError, UnsafeFileError
@@ -71,6 +70,8 @@ def render_partition_metadata(topic_id: str) -> bytes:
 
 def new_topic_id() -> str:
     """A random topic id as Kafka's ``Uuid.randomUuid`` returns it."""
+    import uuid  # only to make one: start-up time
+
     while True:
         raw = uuid.uuid4().bytes
         text = _id_text(raw)

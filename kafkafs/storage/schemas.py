@@ -14,12 +14,13 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
-
-import orjson
+from typing import TYPE_CHECKING
 
 from ..errors import KafkafsError
-from ..format.decoders.registry import SchemaRegistry
 from .log import Log
+
+if TYPE_CHECKING:
+    from ..format.decoders.registry import SchemaRegistry
 
 __all__ = ["SCHEMAS_TOPIC", "load_registry", "registry_from_log", "registry_from_dir"]
 
@@ -33,6 +34,8 @@ _JSON_SCHEMA_TYPES = {"object", "integer", "number", "boolean"}
 
 def registry_from_log(partition_dirs: list[Path], registry: SchemaRegistry | None = None) -> SchemaRegistry:
     """Replay the ``_schemas`` partitions (normally just ``_schemas-0``) into a registry."""
+    from ..format.decoders.registry import SchemaRegistry  # imported when there are schemas: start-up time
+
     registry = SchemaRegistry() if registry is None else registry
     for directory in partition_dirs:
         log_ = Log.open(directory)
@@ -62,7 +65,10 @@ def _is_json_schema(obj) -> bool:
 
 def registry_from_dir(directory: str | os.PathLike[str], registry: SchemaRegistry | None = None) -> SchemaRegistry:
     """Every ``<id>.avsc`` and ``<id>.json`` of ``directory`` by its id."""
+    import orjson
+
     from ..errors import InvalidName
+    from ..format.decoders.registry import SchemaRegistry
 
     path = Path(directory)
     if not path.is_dir():
@@ -97,7 +103,9 @@ def load_registry(logdir: str | os.PathLike[str], schemas_dir: str | os.PathLike
                     dirs.append(Path(entry.path))
     except OSError:
         pass
-    registry = registry_from_log(sorted(dirs)) if dirs else SchemaRegistry()
+    if not dirs and schemas_dir is None:
+        return None  # no schemas: the decoders are not even imported
+    registry = registry_from_log(sorted(dirs)) if dirs else None
     if schemas_dir is not None:
-        registry_from_dir(schemas_dir, registry)
+        registry = registry_from_dir(schemas_dir, registry)
     return registry if len(registry) else None

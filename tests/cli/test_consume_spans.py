@@ -103,3 +103,34 @@ def test_spans_across_segments_and_damage(tmp_path):
     spans, batches = _run(tmp_path, True, OffsetSpec("beginning")), _run(tmp_path, False, OffsetSpec("beginning"))
     assert spans == batches
     assert spans[1] is not None and "CRC" in spans[1] and 0 < spans[0].count(b"\n") < 60
+
+
+def test_follow_prints_records_appended_later(tmp_path):
+    """``consume --follow`` through spans: the records there at the start, then those appended while
+    it waits (two appends), each once, in order."""
+    import subprocess
+    import sys
+
+    import orjson
+
+    with LogDir(tmp_path, writable=True) as d:
+        d.create_partition("t", 0).append_records([(1000 + i, None, b"a%d" % i, ()) for i in range(300)])
+    proc = subprocess.Popen([sys.executable, "-m", "kafkafs.cli", "consume", str(tmp_path), "t-0", "--follow"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    import threading
+
+    watchdog = threading.Timer(60, proc.kill)  # a reader that never gets its lines fails, not hangs
+    watchdog.start()
+    try:
+        lines = [proc.stdout.readline() for _ in range(300)]
+        for round_ in range(2):
+            with LogDir(tmp_path, writable=True) as d:
+                d.log("t-0").append_records([(2000 + i, None, b"b%d-%d" % (round_, i), ()) for i in range(150)])
+            lines += [proc.stdout.readline() for _ in range(150)]
+    finally:
+        watchdog.cancel()
+        proc.terminate()
+        proc.wait(timeout=30)
+    values = [orjson.loads(line)["value"] for line in lines]
+    assert values == [f"a{i}" for i in range(300)] + [f"b{r}-{i}" for r in range(2) for i in range(150)]
+    assert [orjson.loads(line)["offset"] for line in lines] == list(range(600))
