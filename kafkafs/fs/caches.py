@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 
-__all__ = ["LRU", "PieceCache"]
+__all__ = ["LRU", "PieceCache", "PIECES_KEPT", "SPAN_PIECES"]
 
 
 class LRU(OrderedDict):
@@ -35,8 +35,10 @@ class LRU(OrderedDict):
                 self.popitem(last=False)
 
 
-#: Pieces an open file keeps: two spans rendered ahead (see PartitionState.render_piece) and a few more.
-PIECES_KEPT = 24
+#: Pieces an open file keeps: the span being read, the one rendered ahead, and one more (a span is at
+#: most SPAN_PIECES pieces; see kafkafs.fs.piecerender).
+SPAN_PIECES = 8
+PIECES_KEPT = 4 * SPAN_PIECES
 
 
 class PieceCache:
@@ -46,17 +48,30 @@ class PieceCache:
     Thread-safe: the kernel may send reads of one open file from several threads at once. ``rendering``
     is held while a span is rendered: a second read that needs it waits instead of rendering it again."""
 
-    __slots__ = ("_items", "_guard", "capacity", "rendering")
+    __slots__ = ("_items", "_guard", "capacity", "rendering", "ahead")
 
     def __init__(self, capacity: int = PIECES_KEPT) -> None:
         self._items: OrderedDict = OrderedDict()
         self._guard = threading.Lock()
         self.capacity = capacity
         self.rendering = threading.Lock()
+        #: (layout, first piece of the span rendered ahead last, what renders the span after it): called
+        #: once a read reaches that span (see kafkafs.fs.piecerender)
+        self.ahead: tuple | None = None
+
+    def reached(self, pieces, i: int) -> None:
+        """A read used piece ``i`` of ``pieces``: start rendering the next span if it is time."""
+        ahead = self.ahead
+        if ahead is not None and ahead[0] is pieces and i >= ahead[1]:
+            self.ahead = None
+            ahead[2]()
 
     def get(self, key) -> bytes | memoryview | None:
         with self._guard:
-            return self._items.get(key)
+            data = self._items.get(key)
+            if data is not None:
+                self._items.move_to_end(key)  # least recently used goes first
+            return data
 
     def put(self, key, data: bytes | memoryview) -> None:
         with self._guard:

@@ -66,7 +66,10 @@ class _NotRendered(Exception):
 def read_cached(parts: Sequence[Part], starts: Sequence[int], offset: int, size: int, cache) -> bytes | None:
     """:func:`read_parts` from the pieces ``cache`` (a PieceCache) holds; None if one it needs is missing."""
 
+    used: list = [None, -1]
+
     def cached(pieces: Pieces, i: int):
+        used[0], used[1] = pieces, i
         data = cache.get((pieces, i))
         segment = getattr(pieces, "segment", None)
         if data is None or segment is not None and segment.suffix == ".deleted":
@@ -74,6 +77,9 @@ def read_cached(parts: Sequence[Part], starts: Sequence[int], offset: int, size:
         return data
 
     try:
-        return read_parts(parts, starts, offset, size, cached)
+        data = read_parts(parts, starts, offset, size, cached)
     except _NotRendered:
         return None
+    if used[0] is not None:
+        cache.reached(used[0], used[1])
+    return data

@@ -7,13 +7,15 @@ the segment, up to :data:`READ_AHEAD_BYTES` of log) and keeps them in the open f
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 from ..errors import CorruptRecordError, SegmentClosedError
 from ..storage.log import Log
 from ..storage.segment import LogSegment
-from .caches import PieceCache
+from .caches import SPAN_PIECES, PieceCache
 from .layout import Pieces, Renderer, SegmentLayout
 
 __all__ = ["PieceRenderer", "READ_AHEAD_BYTES"]
@@ -22,10 +24,27 @@ __all__ = ["PieceRenderer", "READ_AHEAD_BYTES"]
 #: log (one read of the segment): the reads that follow are answered from memory, on the FUSE loop.
 READ_AHEAD_BYTES = 512 * 1024
 
+log = logging.getLogger("kafkafs.fs")
+
+#: Threads that render the next span while the reader reads the current one (the kernel releases the
+#: GIL while it renders, so this overlaps with the FUSE loop answering reads and with the reader).
+_PREFILL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="kafkafs-prefill")
+
+
+def _submit(fn, *args) -> None:
+    try:
+        _PREFILL.submit(fn, *args)
+    except RuntimeError:  # the interpreter is shutting down: nothing to render ahead for
+        pass
+
 
 class PieceRenderer:
     """Renders the pieces of one partition's views from its log. Stateless besides what it is given:
-    safe from any thread (a cache serialises the spans rendered into it)."""
+    safe from any thread (a cache serialises the spans rendered into it).
+
+    Render ahead: once a reader reads from a span, the next span of the same layout is rendered on a
+    prefill thread (:meth:`_ahead`), so a reader going through the file finds it rendered; one span
+    ahead at most, paced by the reader (the cache holds two spans and more)."""
 
     def __init__(self, renderer: Renderer, log: Log, report: Callable[[CorruptRecordError], None]) -> None:
         self.renderer = renderer
@@ -56,21 +75,43 @@ class PieceRenderer:
             if last > i:
                 data = self._render_span(pieces, i, last, cache, pinned)
                 if data is not None:
+                    self._ahead(pieces, last + 1, cache)
                     return data
             data = self._render_one(pieces, i, pinned)
             cache.put(key, data)
             return data
 
+    def _ahead(self, pieces: Pieces, start: int, cache: PieceCache, *, after: int | None = None) -> None:
+        """Have the span from piece ``start`` rendered on a prefill thread: at once, or (``after``) once
+        a read reaches piece ``after`` (the first of the span rendered ahead before it)."""
+        if start >= len(pieces) or start in pieces.bad:
+            return
+        if after is None:
+            _submit(self._prefill, pieces, start, cache)
+        else:
+            cache.ahead = (pieces, after, lambda: _submit(self._prefill, pieces, start, cache))
+
+    def _prefill(self, pieces: Pieces, start: int, cache: PieceCache) -> None:
+        try:
+            with cache.rendering:
+                if cache.get((pieces, start)) is not None:
+                    return
+                last = self._span_end(pieces, start)
+                if self._render_span(pieces, start, last, cache) is not None:
+                    self._ahead(pieces, last + 1, cache, after=start)
+        except Exception as exc:  # the read that needs it renders it again and says what is wrong
+            log.debug("rendering ahead failed: %r", exc)
+
     def _span_end(self, pieces: Pieces, i: int) -> int:
         """The last piece of the span from piece ``i`` that one read of its segment renders: contiguous
-        undamaged pieces of the same segment, up to READ_AHEAD_BYTES of log."""
+        undamaged pieces of the same segment, up to READ_AHEAD_BYTES of log and SPAN_PIECES pieces."""
         count = len(pieces)
         base = pieces.bases[i]
         end = pieces.positions[i] + pieces.sizes[i]
         last = i
         while last + 1 < count:
             j = last + 1
-            if (pieces.bases[j] != base or pieces.positions[j] != end or j in pieces.bad
+            if (pieces.bases[j] != base or pieces.positions[j] != end or j in pieces.bad or j - i >= SPAN_PIECES
                     or end + pieces.sizes[j] - pieces.positions[i] > READ_AHEAD_BYTES):
                 break
             end += pieces.sizes[j]

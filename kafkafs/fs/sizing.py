@@ -14,8 +14,10 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
+from . import layout as layout_module
 from .layout import Renderer, SegmentLayout
 from .sizecache import LayoutKey, SizeCache, stat_key
+from .spans import SpanRuns, span_runs, split_points
 
 __all__ = ["SizingJob", "Progress", "size_layouts", "load_cached", "store_layout", "SIZING_THREADS"]
 
@@ -24,6 +26,8 @@ log = logging.getLogger("kafkafs.fs")
 #: Worker threads for a first sizing. Reads release the GIL, and so does the compiled kernel's pass:
 #: more threads than cores keep the disk busy while others count.
 SIZING_THREADS = max(2, min(8, 2 * (os.cpu_count() or 1)))
+#: A segment laid out for the first time is cut into parts of at least this many bytes, sized at once.
+SPLIT_BYTES = 16 * 1024 * 1024
 #: Progress is reported for sizings that take longer than this (seconds), then every this often.
 PROGRESS_AFTER = 1.0
 
@@ -136,29 +140,73 @@ def size_layouts(
 ) -> None:
     """Lay out every job's segment (the length-only pass), over up to ``threads`` threads; layouts
     that cover a segment unchanged while it was sized go to the cache (``store(job)`` decides which,
-    default all). Exceptions of a job propagate once the others are done."""
+    default all). A large segment laid out for the first time is cut at offset-index positions and its
+    parts sized on several threads (the kernel releases the GIL). Exceptions of a job propagate once
+    the others are done."""
+    advance = (lambda nbytes: progress.advance(0, nbytes)) if progress is not None else None
+    before = {id(job): _key(job.layout, job.renderer) if not len(job.layout) else None for job in jobs}
 
     def run(job: SizingJob) -> None:
         layout = job.layout
-        before = _key(layout, job.renderer) if not len(layout) else None
-        if progress is None:
-            layout.extend(job.renderer)
-        else:
-            layout.extend(job.renderer, lambda nbytes: progress.advance(0, nbytes))
+        layout.extend(job.renderer, advance)
         if store is None or store(job):
-            store_layout(layout, job.renderer, cache, before)
+            store_layout(layout, job.renderer, cache, before[id(job)])
         if progress is not None:
             progress.advance(1, 0)
 
-    if len(jobs) <= 1 or threads <= 1:
+    def size_part(job: SizingJob, start: int, end: int) -> SpanRuns:
+        return span_runs(job.renderer, job.layout.segment, start, end, layout_module.GROUP_BYTES, advance)
+
+    parts = _parts(jobs, threads)
+    if len(jobs) + sum(len(p) - 1 for p in parts.values()) <= 1 or threads <= 1:
         for job in jobs:
             run(job)
     else:
-        with ThreadPoolExecutor(max_workers=min(threads, len(jobs)), thread_name_prefix="kafkafs-size") as pool:
-            for future in [pool.submit(run, job) for job in jobs]:
+        with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="kafkafs-size") as pool:
+            found = {
+                id(job): [pool.submit(size_part, job, a, b) for a, b in parts[id(job)]]
+                for job in jobs if id(job) in parts
+            }
+            futures = [pool.submit(run, job) for job in jobs if id(job) not in parts]
+            for job in jobs:
+                if id(job) in found:
+                    _take(job.layout, parts[id(job)], [f.result() for f in found[id(job)]])
+                    futures.append(pool.submit(run, job))  # what the parts did not take, and the cache
+            for future in futures:
                 future.result()
     if progress is not None:
         progress.finish()
+
+
+def _parts(jobs: Sequence[SizingJob], threads: int) -> dict[int, list[tuple[int, int]]]:
+    """For each job worth cutting (a new unfiltered layout of a large segment of an ordinary topic): the
+    byte ranges of its parts, cut at offset-index positions."""
+    out = {}
+    for job in jobs:
+        layout, segment = job.layout, job.layout.segment
+        count = min(threads, segment.size // SPLIT_BYTES)
+        if count < 2 or len(layout) or layout.scanned or layout.filter.lo is not None or job.renderer.decoder:
+            continue
+        try:
+            points = split_points(segment, count)
+        except Exception:  # an index that cannot say: the segment is sized in one pass
+            continue
+        if points:
+            bounds = [0, *points, segment.size]
+            out[id(job)] = list(zip(bounds, bounds[1:], strict=False))
+    return out
+
+
+def _take(layout: SegmentLayout, bounds: list[tuple[int, int]], parts: list[SpanRuns]) -> None:
+    """Lay the parts' runs end to end, up to the first part that stopped before its end (the rest is
+    laid out from there, in one pass)."""
+    with layout.lock:
+        for (start, end), found in zip(bounds, parts, strict=True):
+            if layout.scanned != start:
+                return
+            layout.take(found)
+            if found.stop != end:
+                return
 
 
 def log_progress(name: str) -> Callable[[Progress], None]:

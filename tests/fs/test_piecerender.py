@@ -10,7 +10,6 @@ def test_reads_render_ahead_once_and_then_answer_from_memory(built_logdir, monke
     the reads that follow are answered by ``read_view_now`` without rendering anything."""
     from kafkafs.fs import layout, piecerender
     from kafkafs.fs.caches import PieceCache
-    from kafkafs.fs.layout import Renderer
 
     monkeypatch.setattr(layout, "GROUP_BYTES", 1024)  # several pieces a segment
     monkeypatch.setattr(piecerender, "READ_AHEAD_BYTES", 8 * 1024)
@@ -18,13 +17,13 @@ def test_reads_render_ahead_once_and_then_answer_from_memory(built_logdir, monke
     try:
         state = tree.state("orders-0")
         calls = []
-        render_raw = Renderer.render_raw
+        render_raw = state.renderer.render_raw
 
-        def counted(self, segment, position, size, flt):
+        def counted(segment, position, size, flt):
             calls.append((segment.base_offset, position, size))
-            return render_raw(self, segment, position, size, flt)
+            return render_raw(segment, position, size, flt)
 
-        monkeypatch.setattr(Renderer, "render_raw", counted)
+        monkeypatch.setattr(state.renderer, "render_raw", counted)  # this partition's only
         view = state.view_for(None)
         cache = PieceCache()
         want = expected_jsonl(built_logdir, "orders-0")
@@ -39,5 +38,44 @@ def test_reads_render_ahead_once_and_then_answer_from_memory(built_logdir, monke
         assert out == want and now > len(calls)
         assert len(set(calls)) == len(calls)  # no byte of log rendered twice
         assert max(size for _base, _pos, size in calls) > 4 * 1024  # spans of several pieces
+    finally:
+        tree.close()
+
+
+def test_the_next_span_is_rendered_ahead_paced_by_the_reader(built_logdir, monkeypatch):
+    """After a read renders a span, the next one is rendered on a prefill thread; the one after it only
+    once a read reaches the span before it."""
+    import time
+
+    from kafkafs.fs import layout, piecerender
+    from kafkafs.fs.caches import PieceCache
+
+    monkeypatch.setattr(layout, "GROUP_BYTES", 512)
+    monkeypatch.setattr(piecerender, "READ_AHEAD_BYTES", 2048)
+    tree = tree_of(built_logdir)
+    try:
+        state = tree.state("orders-0")
+        view = state.view_for(None)
+        pieces = view.parts[0].pieces
+        cache = PieceCache(capacity=1000)
+        first_end = state._pieces._span_end(pieces, 0)
+        second_end = state._pieces._span_end(pieces, first_end + 1)
+        assert second_end + 1 < len(pieces)
+
+        def rendered(i: int) -> bool:
+            deadline = time.monotonic() + 5
+            while cache.get((pieces, i)) is None and time.monotonic() < deadline:
+                time.sleep(0.01)
+            return cache.get((pieces, i)) is not None
+
+        state.read_view(view, 0, 10, cache)
+        assert rendered(first_end + 1)  # the next span, ahead of the reader
+        time.sleep(0.1)
+        assert cache.get((pieces, second_end + 1)) is None  # not two spans ahead
+        at = pieces.start(first_end + 1)
+        assert state.read_view_now(view, at, 10, cache) is not None  # the reader enters the second span
+        assert rendered(second_end + 1)
+        want = expected_jsonl(built_logdir, "orders-0")
+        assert state.read_view_now(view, at, 5000, cache) == want[at : at + 5000]
     finally:
         tree.close()

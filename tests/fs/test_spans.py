@@ -99,3 +99,33 @@ def test_split_points_are_batch_boundaries(tmp_path):
         boundaries = {view.position for _segment, view in log.batches()}
         points = spans.split_points(segment, 4)
         assert len(points) == 3 and points == sorted(points) and set(points) <= boundaries
+
+
+@pytest.mark.parametrize("codecs", [[0] * 40, [0] * 15 + [1] + [0] * 24])
+def test_a_large_segment_is_sized_in_parts_on_threads(tmp_path, monkeypatch, codecs):
+    """Cut at offset-index positions, sized on threads, laid end to end: the same bytes as one pass; a
+    part that meets a batch the kernel does not take leaves the rest to one pass from there."""
+    from kafkafs.fs import sizing
+
+    with LogDir(tmp_path, Settings({"segment.bytes": 1 << 30, "index.interval.bytes": 256}), writable=True) as d:
+        log = d.create_partition("mix", 0)
+        for k, codec in enumerate(codecs):
+            log.append_batches(encode_batch(_records(5 * k, 5), compression=codec))
+    want = _expected(tmp_path)
+    starts = []
+    original = sizing.span_runs
+
+    def counted(renderer, segment, start, end, *rest):
+        starts.append(start)
+        return original(renderer, segment, start, end, *rest)
+
+    monkeypatch.setattr(sizing, "span_runs", counted)
+    monkeypatch.setattr(sizing, "SPLIT_BYTES", 1024)
+    with LogDir(tmp_path) as d:
+        state = PartitionState("mix-0", 0, d.log("mix-0"), "auto", cache=SizeCache(None))
+        jobs = state.sizing_jobs()
+        sizing.size_layouts(jobs, state.cache, threads=4)
+        assert len(starts) == 4 and starts[0] == 0
+        layout = jobs[0].layout
+        assert layout.current() and not layout.bad and layout.total() == len(want)
+        assert state.records_size() == len(want) and _read_all(state) == want
