@@ -188,8 +188,11 @@ def test_a_listing_renders_nothing_and_sizes_no_generation_it_has_not_seen(tree)
     writer.append("ev-0", 60)
     assert apply_retention(tree.state("ev-0").log, NOW)
     listed = {name: node for _i, name, node in tree.resolve("ev-0").entries(0)}
-    # the listing still names the generation it knew, with the size it had: never a smaller one
-    assert listed["records.jsonl"].key == node.key and listed["records.jsonl"].quick_attr().size == size
+    # the listing names the new generation (the rewritten file), with no size promised until asked
+    fresh = listed["records.jsonl"]
+    assert fresh.key != node.key and (fresh.quick_attr().size, fresh.quick_attr().timeout) == (0, 0)
+    assert node.attr().size >= size  # the old one never shrinks
+    assert tree.resolve("ev-0/records.jsonl").key == fresh.key
 
 
 def test_the_inode_table_keeps_a_detached_generation_until_forgotten(tree):
