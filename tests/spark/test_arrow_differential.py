@@ -237,7 +237,7 @@ def _read(p, kernel: bool, caplog):
 
 @settings(suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture], deadline=None,
           max_examples=150)
-@given(segment(), st.integers(17, 600), st.data())
+@given(segment(), st.integers(17, 600) | st.just(1 << 20), st.data())
 def test_segments_read_alike_through_the_walk(monkeypatch, caplog, log, walk_bytes, data):
     monkeypatch.setattr(scan, "_WALK_BYTES", walk_bytes)
     options = {
