@@ -25,8 +25,10 @@ from .format.jsonview import render_raw_jsonl_count, render_span_jsonl
 
 __all__ = ["SpanPool", "span_chunks", "tune_malloc"]
 
-#: One read of a ``.log``: the pieces of a chunk are rendered while the next chunk is read.
+#: One read of a ``.log``: the pieces of a chunk are rendered while the next chunk is read. The first
+#: read of a run of spans is smaller: in a partition of compressed batches it finds none to take.
 READ_BYTES = 4 * 1024 * 1024
+FIRST_READ_BYTES = 64 * 1024
 #: One piece (one render_span call): large enough that the Python around it costs nothing.
 PIECE_BYTES = 256 * 1024
 #: After a span that took this few batches (a partition that mixes compressed and plain batches), the
@@ -162,9 +164,11 @@ def _spans(reader, pool: SpanPool, segment, pos: int, topic: str, partition: int
     done = pos  # where the batches taken end
     walking = True
     limit = 2 * pool.workers + 2
+    step = min(FIRST_READ_BYTES, READ_BYTES)
     while True:
         while walking and len(pending) < limit and pos < end:
-            chunk = segment.read_at(pos, min(READ_BYTES, end - pos))
+            chunk = segment.read_at(pos, min(step, end - pos))
+            step = READ_BYTES
             raw, expect = _kernel.KERNEL.span_cuts(chunk, PIECE_BYTES, expect)
             cuts = array("q")
             cuts.frombytes(raw)

@@ -180,10 +180,11 @@ static int span_walk(const uint8_t *d, Py_ssize_t n, const char *prefix, Py_ssiz
 
 /* span_cuts(buf, step, min_offset) -> (cuts, next_min_offset), cuts as bytes of native int64: 0, then
  * batch boundaries at least step apart, then where the walk stopped; next_min_offset: past the last
- * offset of the last batch walked (min_offset when none). The walk reads lengths and offsets only (no CRC): it passes
- * v2 batches that are whole in buf, whose base offset is at least min_offset and then past the
- * previous batch's last offset, with a last offset delta >= 0; it stops at anything else. Consume
- * renders the pieces between cuts on several threads (render_span checks everything else). */
+ * offset of the last batch walked (min_offset when none). The walk reads lengths, attributes and
+ * offsets only (no CRC): it passes uncompressed v2 batches that are whole in buf, whose base offset
+ * is at least min_offset and then past the previous batch's last offset, with a last offset delta
+ * >= 0; it stops at anything else. Consume renders the pieces between cuts on several threads
+ * (render_span checks everything else). */
 static PyObject *k_span_cuts(PyObject *self, PyObject *args) {
     (void)self;
     Py_buffer buf;
@@ -199,7 +200,7 @@ static PyObject *k_span_cuts(PyObject *self, PyObject *args) {
         const uint8_t *p = d + pos;
         int64_t base = be64(p);
         int32_t length = be32(p + 8), last_delta = be32(p + 23);
-        if (p[16] != 2 || length < 49 || (Py_ssize_t)length + 12 > n - pos) break;
+        if (p[16] != 2 || length < 49 || (Py_ssize_t)length + 12 > n - pos || (p[22] & 0x07)) break;
         if (base < expect || last_delta < 0 || base > INT64_MAX - last_delta - 1) break;
         expect = base + last_delta + 1;
         pos += (Py_ssize_t)length + 12;

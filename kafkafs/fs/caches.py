@@ -46,7 +46,9 @@ class PieceCache:
     most of them are answered from memory on the FUSE loop.
 
     Thread-safe: the kernel may send reads of one open file from several threads at once. ``rendering``
-    is held while a span is rendered: a second read that needs it waits instead of rendering it again."""
+    is held while a span is rendered: a second read that needs it waits instead of rendering it again.
+    ``ahead`` is replaced whole (one reference, under the GIL): a race at worst loses one render ahead,
+    and the read that needs that span renders it."""
 
     __slots__ = ("_items", "_guard", "capacity", "rendering", "ahead")
 

@@ -130,14 +130,22 @@ class Invalidator:
         return node.volatile() or getattr(node, "is_dir", False)
 
     def _renamed(self, partition: str) -> None:
-        """``records.jsonl`` of ``partition`` names a new generation now: drop the kernel's entry."""
+        """Compaction or retention rewrote ``partition``: ``records.jsonl`` names a new generation, and
+        names in ``segments/`` may hold other files or none: drop the kernel's entries for them."""
         if self._invalidate_entry is None:
             return
         parent = self.table.ino_of(("partition", partition))
-        if parent is None:
-            return  # the kernel does not know the folder: it has no entry to forget
+        if parent is not None:  # else the kernel does not know the folder: it has no entry to forget
+            self._drop_entry(parent, names.RECORDS)
+        segments = self.table.ino_of((names.SEGMENTS, partition))
+        if segments is not None:
+            for _ino, node in self.table.of_partition(partition):
+                if isinstance(node, SegmentFile) and node.replaced():
+                    self._drop_entry(segments, node.name)
+
+    def _drop_entry(self, parent: int, name: str) -> None:
         try:
-            self._invalidate_entry(parent, names.RECORDS.encode())
+            self._invalidate_entry(parent, name.encode())  # type: ignore[misc]
             self.sent_entries += 1
         except OSError:
             pass  # the kernel had no such entry

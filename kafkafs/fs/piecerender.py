@@ -75,30 +75,32 @@ class PieceRenderer:
             if last > i:
                 data = self._render_span(pieces, i, last, cache, pinned)
                 if data is not None:
-                    self._ahead(pieces, last + 1, cache)
+                    self._ahead(pieces, last + 1, cache, pinned)
                     return data
             data = self._render_one(pieces, i, pinned)
             cache.put(key, data)
             return data
 
-    def _ahead(self, pieces: Pieces, start: int, cache: PieceCache, *, after: int | None = None) -> None:
+    def _ahead(
+        self, pieces: Pieces, start: int, cache: PieceCache, pinned: object | None, *, after: int | None = None
+    ) -> None:
         """Have the span from piece ``start`` rendered on a prefill thread: at once, or (``after``) once
         a read reaches piece ``after`` (the first of the span rendered ahead before it)."""
         if start >= len(pieces) or start in pieces.bad:
             return
         if after is None:
-            _submit(self._prefill, pieces, start, cache)
+            _submit(self._prefill, pieces, start, cache, pinned)
         else:
-            cache.ahead = (pieces, after, lambda: _submit(self._prefill, pieces, start, cache))
+            cache.ahead = (pieces, after, lambda: _submit(self._prefill, pieces, start, cache, pinned))
 
-    def _prefill(self, pieces: Pieces, start: int, cache: PieceCache) -> None:
+    def _prefill(self, pieces: Pieces, start: int, cache: PieceCache, pinned: object | None) -> None:
         try:
             with cache.rendering:
                 if cache.get((pieces, start)) is not None:
                     return
                 last = self._span_end(pieces, start)
-                if self._render_span(pieces, start, last, cache) is not None:
-                    self._ahead(pieces, last + 1, cache, after=start)
+                if self._render_span(pieces, start, last, cache, pinned) is not None:
+                    self._ahead(pieces, last + 1, cache, pinned, after=start)
         except Exception as exc:  # the read that needs it renders it again and says what is wrong
             log.debug("rendering ahead failed: %r", exc)
 

@@ -113,7 +113,7 @@ def prop_varints(raw, attrs):
     _count("varints", 4)
 
 
-@_turn(40)
+@_turn(120)
 @given(st.lists(span_buffer(), min_size=2, max_size=6), st.integers(1, 400))
 def prop_spans(buffers, step):
     """render_span_jsonl (batch walk, CRC-32C, stop points) and span_cuts against their references."""

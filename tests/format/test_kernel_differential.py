@@ -396,7 +396,7 @@ def _cuts_reference(buf: bytes, step: int, min_offset: int) -> tuple[list[int], 
     while len(buf) - pos >= 61:
         base, length = struct.unpack_from(">qi", buf, pos)
         delta = struct.unpack_from(">i", buf, pos + 23)[0]
-        if buf[pos + 16] != 2 or length < 49 or length + 12 > len(buf) - pos:
+        if buf[pos + 16] != 2 or length < 49 or length + 12 > len(buf) - pos or buf[pos + 22] & 0x07:
             break
         if base < expect or delta < 0 or base + delta + 1 > 2**63 - 1:
             break
