@@ -71,7 +71,10 @@ class _Pinned:
 
 
 class RecordsStream:
-    """One generation of a partition's ``records.jsonl`` (one inode of it): an append-only stream."""
+    """One generation of a partition's ``records.jsonl`` (one inode of it): an append-only stream.
+
+    Threads: safe to share; it advances under its own lock (views only move forward), and its readers'
+    positions and its pinned segments change under a second one, never taken before the first."""
 
     def __init__(self, state: PartitionState, number: int) -> None:
         self.state = state
@@ -208,7 +211,10 @@ class RecordsStream:
 
 
 class RecordsGenerations:
-    """The streams of one partition's ``records.jsonl``: the current one, for new lookups."""
+    """The streams of one partition's ``records.jsonl``: the current one, for new lookups.
+
+    Threads: safe to share; the current stream changes under a lock, and :meth:`_changed` runs in the
+    thread that changed the log (the cleaner's, an appender's)."""
 
     def __init__(self, state: PartitionState) -> None:
         self.state = state
