@@ -369,6 +369,39 @@ class Soak:
         }
 
 
+def print_table(result: dict) -> None:
+    kib = 1024
+    c = result["counts"]
+    rows = [
+        ("run", f"{result['seconds']:.0f} s, {result['appended']:,} records appended"),
+        ("kv-0 disk peak, 2nd / 4th quarter", f"{result['kv_disk_peak_2nd_quarter'] / kib:,.0f} / "
+                                          f"{result['kv_disk_peak_4th_quarter'] / kib:,.0f} KiB"),
+        ("ev-0 disk peak, 2nd / 4th quarter", f"{result['ev_disk_peak_2nd_quarter'] / kib:,.0f} / "
+                                          f"{result['ev_disk_peak_4th_quarter'] / kib:,.0f} KiB"),
+        ("segments at most (kv / ev)", f"{result['kv_segments_max']} / {result['ev_segments_max']}"),
+        ("bounded", "yes" if result["bounded"] else "NO"),
+        ("records.jsonl reads / records checked", f"{c['jsonl_reads']:,} / {c['jsonl_records']:,}"),
+        ("by-offset lookups: found / gone", f"{c['by_offset_hits']:,} / {c['by_offset_gone']:,}"),
+        ("swaps: compactions / retention deletions", f"{result['swaps']['compactions']:,} / "
+                                                     f"{result['swaps']['retention']:,}"),
+        ("records.jsonl inodes seen (kv / ev)", f"{result['records_jsonl_inodes']['kv']:,} / "
+                                                f"{result['records_jsonl_inodes']['ev']:,}"),
+        ("tail -f lines / cut / printed again / said on stderr",
+         f"{c['tail_lines']:,} / {c['tail_cut']:,} / {c['tail_replayed']:,} / {c['tail_said']:,}"),
+        ("wrong records / errors", f"{c['wrong']:,} / {c['errors']:,}"),
+        ("load average (1 min): mean of samples / at the end",
+         f"{result['load_mean']} / {result['load_average'][0]}"),
+    ]
+    rows.append(("removed files still open in the mount, peak", f"{result['held_peak'] / kib:,.0f} KiB"))
+    rows += [(f"disk at {t:>4} s (kv / ev / held)", f"{kv / kib:,.0f} / {ev / kib:,.0f} / {held / kib:,.0f} KiB")
+             for t, kv, ev, held in result["timeline"]]
+    width = max(len(r[0]) for r in rows)
+    for name, value in rows:
+        print(f"{name:<{width}}  {value}")
+    for e in result["errors"][:10]:
+        print("  " + e)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=600)
@@ -377,7 +410,12 @@ def main() -> int:
     parser.add_argument("--delete-delay-ms", type=int, default=10_000, help="file.delete.delay.ms")
     parser.add_argument("--dir", type=Path)
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+    parser.add_argument("--show", type=Path, help="print the table of a summary saved with --json, and exit")
     args = parser.parse_args()
+    if args.show:
+        result = json.loads(args.show.read_text().strip().splitlines()[-1])
+        print_table(result)
+        return 0 if result["bounded"] and not result["errors"] else 1
     root = Path(args.dir or tempfile.mkdtemp(prefix="kafkafs-cleaner-soak-"))
     if args.dir:
         shutil.rmtree(root, ignore_errors=True)
@@ -392,36 +430,7 @@ def main() -> int:
     if args.json:
         print(json.dumps(result))
     else:
-        kib = 1024
-        c = result["counts"]
-        rows = [
-            ("run", f"{result['seconds']:.0f} s, {result['appended']:,} records appended"),
-            ("kv-0 disk peak, 2nd / 4th quarter", f"{result['kv_disk_peak_2nd_quarter'] / kib:,.0f} / "
-                                              f"{result['kv_disk_peak_4th_quarter'] / kib:,.0f} KiB"),
-            ("ev-0 disk peak, 2nd / 4th quarter", f"{result['ev_disk_peak_2nd_quarter'] / kib:,.0f} / "
-                                              f"{result['ev_disk_peak_4th_quarter'] / kib:,.0f} KiB"),
-            ("segments at most (kv / ev)", f"{result['kv_segments_max']} / {result['ev_segments_max']}"),
-            ("bounded", "yes" if result["bounded"] else "NO"),
-            ("records.jsonl reads / records checked", f"{c['jsonl_reads']:,} / {c['jsonl_records']:,}"),
-            ("by-offset lookups: found / gone", f"{c['by_offset_hits']:,} / {c['by_offset_gone']:,}"),
-            ("swaps: compactions / retention deletions", f"{result['swaps']['compactions']:,} / "
-                                                         f"{result['swaps']['retention']:,}"),
-            ("records.jsonl inodes seen (kv / ev)", f"{result['records_jsonl_inodes']['kv']:,} / "
-                                                    f"{result['records_jsonl_inodes']['ev']:,}"),
-            ("tail -f lines / cut / printed again / said on stderr",
-             f"{c['tail_lines']:,} / {c['tail_cut']:,} / {c['tail_replayed']:,} / {c['tail_said']:,}"),
-            ("wrong records / errors", f"{c['wrong']:,} / {c['errors']:,}"),
-            ("load average (1 min): mean of samples / at the end",
-             f"{result['load_mean']} / {result['load_average'][0]}"),
-        ]
-        rows.append(("removed files held open for readers, peak", f"{result['held_peak'] / kib:,.0f} KiB"))
-        rows += [(f"disk at {t:>4} s (kv / ev / held)", f"{kv / kib:,.0f} / {ev / kib:,.0f} / {held / kib:,.0f} KiB")
-                 for t, kv, ev, held in result["timeline"]]
-        width = max(len(r[0]) for r in rows)
-        for name, value in rows:
-            print(f"{name:<{width}}  {value}")
-        for e in result["errors"][:10]:
-            print("  " + e)
+        print_table(result)
     return 0 if result["bounded"] and not result["errors"] else 1
 
 
