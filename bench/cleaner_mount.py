@@ -7,8 +7,9 @@ every record they get, each value naming the offset it was appended at:
 - ``records.jsonl`` read whole, over and over (JSON, offsets increasing, each value right for its offset);
 - ``by-offset/N.json`` at random offsets between the log start and end (a record compacted away or
   deleted is ENOENT; any other error, or a wrong record, counts);
-- ``tail -f records.jsonl`` of both partitions (every line right; GNU tail re-reads the file from the
-  start when it shrinks below what tail has read, and says so: counted as replays, not errors).
+- ``tail -n +1 -f records.jsonl`` of both partitions: every line it prints must be a whole record, the one
+  appended at its offset, offsets strictly increasing (a line cut short, a record printed again, a
+  wrong record, or anything tail says on stderr, such as "file truncated", is an error).
 
 The disk use of each partition folder (blocks, ``.deleted`` files included) is sampled every two seconds;
 the log is bounded when the last quarter of the run never uses more than the second quarter did (plus
@@ -66,8 +67,11 @@ class Soak:
         self.lock = threading.Lock()
         self.errors: list[str] = []
         self.counts = {"appended": 0, "jsonl_reads": 0, "jsonl_records": 0, "by_offset_hits": 0,
-                       "by_offset_gone": 0, "tail_lines": 0, "tail_replayed": 0, "tail_truncations": 0, "tail_cut_by_replay": 0}
+                       "by_offset_gone": 0, "tail_lines": 0, "tail_replayed": 0, "tail_said": 0, "tail_cut": 0,
+                       "wrong": 0, "errors": 0}
         self.latest: dict[str, str | None] = {}
+        self.appended: dict[str, dict[int, tuple[str | None, str | None]]] = {"kv": {}, "ev": {}}
+        self.inodes: dict[str, set[int]] = {"kv": set(), "ev": set()}
         self.next = {"kv": 0, "ev": 0}
         self.samples: list[tuple[float, int, int, int, int]] = []
         self.tail_last = {"kv": -1, "ev": -1}
@@ -76,6 +80,7 @@ class Soak:
 
     def error(self, what: str) -> None:
         with self.lock:
+            self.counts["errors"] += 1
             if len(self.errors) < 50:
                 self.errors.append(what)
 
@@ -84,13 +89,10 @@ class Soak:
             self.counts[name] += n
 
     def check(self, topic: str, rec: dict, where: str) -> bool:
-        off = rec.get("offset")
-        value = rec.get("value")
-        if topic == "kv":
-            good = value is None or value == f"{off}:{rec.get('key')}"
-        else:
-            good = value == f"e{off}"
+        """The record is the one appended at its offset (key and value)."""
+        good = self.appended[topic].get(rec.get("offset")) == (rec.get("key"), rec.get("value"))
         if not good:
+            self.count("wrong")
             self.error(f"{where}: wrong record {rec}")
         return good
 
@@ -140,9 +142,12 @@ class Soak:
                     value = None if rng.random() < 0.02 else f"{off}:{key}"
                     lines.append(json.dumps({"key": key, "value": value}))
                     self.latest[key] = value
+                    self.appended["kv"][off] = (key, value)
                 os.write(kv, ("\n".join(lines) + "\n").encode())
                 self.next["kv"] += len(lines)
                 evs = [f"e{self.next['ev'] + i}" for i in range(per_tick)]
+                for i, value in enumerate(evs):
+                    self.appended["ev"][self.next["ev"] + i] = (None, value)
                 os.write(ev, ("\n".join(evs) + "\n").encode())
                 self.next["ev"] += len(evs)
                 self.count("appended", 2 * per_tick)
@@ -156,8 +161,10 @@ class Soak:
     def jsonl_reader(self) -> None:
         while not self.stop.is_set():
             for topic in ("kv", "ev"):
+                path = self.mnt / f"{topic}-0" / "records.jsonl"
                 try:
-                    data = (self.mnt / f"{topic}-0" / "records.jsonl").read_bytes()
+                    self.inodes[topic].add(os.stat(path).st_ino)  # a new one after each rewrite
+                    data = path.read_bytes()
                 except OSError as exc:
                     self.error(f"records.jsonl of {topic}: {exc}")
                     continue
@@ -217,26 +224,21 @@ class Soak:
                 try:
                     rec = json.loads(line)
                 except ValueError:
-                    # GNU tail re-reads a file that got shorter from its start, after whatever it had
-                    # printed: a line it was in the middle of is cut there (its own behaviour)
-                    if self.counts["tail_truncations"] and line.find(b'{"topic"', 1) > 0:
-                        self.count("tail_cut_by_replay")
-                    else:
-                        self.error(f"tail -f {topic}: not JSON: {line[:80]!r}")
+                    self.count("tail_cut")
+                    self.error(f"tail -f {topic}: not a whole record: {line[:80]!r}")
                     continue
                 self.check(topic, rec, f"tail -f {topic}")
                 self.count("tail_lines")
                 if rec["offset"] <= self.tail_last[topic]:
                     self.count("tail_replayed")
+                    self.error(f"tail -f {topic}: offset {rec['offset']} printed after {self.tail_last[topic]}")
                 self.tail_last[topic] = max(self.tail_last[topic], rec["offset"])
 
         def errors() -> None:
             assert proc.stderr is not None
-            for line in proc.stderr:
-                if b"truncated" in line:
-                    self.count("tail_truncations")
-                else:
-                    self.error(f"tail -f {topic}: {line.decode(errors='replace').strip()}")
+            for line in proc.stderr:  # "file truncated", "Stale file handle", ...
+                self.count("tail_said")
+                self.error(f"tail -f {topic}: {line.decode(errors='replace').strip()}")
 
         threading.Thread(target=lines, daemon=True).start()
         threading.Thread(target=errors, daemon=True).start()
@@ -252,6 +254,24 @@ class Soak:
                     continue
                 segments += e.name.endswith(".log")
         return total, segments
+
+    def held(self, pid: int) -> int:
+        """Bytes of removed segment files the mount still holds open (for readers that have not read
+        them yet): on disk, though no longer in the folder."""
+        total = 0
+        fds = f"/proc/{pid}/fd"
+        try:
+            names = os.listdir(fds)
+        except OSError:
+            return 0
+        for fd in names:
+            try:
+                target = os.readlink(f"{fds}/{fd}")
+                if target.startswith(str(self.logs)) and target.endswith("(deleted)"):
+                    total += os.stat(f"{fds}/{fd}").st_blocks * 512
+            except OSError:
+                continue
+        return total
 
     # ---------------------------------------------------------------------------------------- run
 
@@ -270,7 +290,8 @@ class Soak:
                 time.sleep(2)
                 kv, kv_segments = self.usage("kv-0")
                 ev, ev_segments = self.usage("ev-0")
-                self.samples.append((time.monotonic() - start, kv, ev, kv_segments, ev_segments))
+                self.samples.append((time.monotonic() - start, kv, ev, kv_segments, ev_segments, os.getloadavg()[0],
+                                     self.held(proc.pid)))
                 if self.errors and len(self.errors) >= 50:
                     break
             self.stop.set()
@@ -294,6 +315,7 @@ class Soak:
                 subprocess.run(["fusermount3", "-uz", str(self.mnt)], capture_output=True)
             self.mount_log.close()
         log_text = (self.root / "mount.log").read_text(errors="replace")
+        self.swaps = {"compactions": log_text.count(": compacted "), "retention": log_text.count("marked for deletion")}
         if code != 0:
             self.error(f"the mount exited with {code}")
         if "Traceback" in log_text or "ERROR" in log_text:
@@ -337,8 +359,47 @@ class Soak:
             "kv_disk_final": self.samples[-1][1] if self.samples else 0,
             "ev_disk_final": self.samples[-1][2] if self.samples else 0,
             "bounded": bounded,
+            "timeline": [(round(r[0]), r[1], r[2], r[6]) for r in self.samples[:: max(len(self.samples) // 10, 1)]],
+            "held_peak": peak(self.samples, 6),
+            "swaps": self.swaps,
+            "records_jsonl_inodes": {t: len(v) for t, v in self.inodes.items()},
+            "load_average": [round(x, 2) for x in os.getloadavg()],
+            "load_mean": round(sum(r[5] for r in self.samples) / max(len(self.samples), 1), 2),
             "errors": self.errors,
         }
+
+
+def print_table(result: dict) -> None:
+    kib = 1024
+    c = result["counts"]
+    rows = [
+        ("run", f"{result['seconds']:.0f} s, {result['appended']:,} records appended"),
+        ("kv-0 disk peak, 2nd / 4th quarter", f"{result['kv_disk_peak_2nd_quarter'] / kib:,.0f} / "
+                                          f"{result['kv_disk_peak_4th_quarter'] / kib:,.0f} KiB"),
+        ("ev-0 disk peak, 2nd / 4th quarter", f"{result['ev_disk_peak_2nd_quarter'] / kib:,.0f} / "
+                                          f"{result['ev_disk_peak_4th_quarter'] / kib:,.0f} KiB"),
+        ("segments at most (kv / ev)", f"{result['kv_segments_max']} / {result['ev_segments_max']}"),
+        ("bounded", "yes" if result["bounded"] else "NO"),
+        ("records.jsonl reads / records checked", f"{c['jsonl_reads']:,} / {c['jsonl_records']:,}"),
+        ("by-offset lookups: found / gone", f"{c['by_offset_hits']:,} / {c['by_offset_gone']:,}"),
+        ("swaps: compactions / retention deletions", f"{result['swaps']['compactions']:,} / "
+                                                     f"{result['swaps']['retention']:,}"),
+        ("records.jsonl inodes seen (kv / ev)", f"{result['records_jsonl_inodes']['kv']:,} / "
+                                                f"{result['records_jsonl_inodes']['ev']:,}"),
+        ("tail -f lines / cut / printed again / said on stderr",
+         f"{c['tail_lines']:,} / {c['tail_cut']:,} / {c['tail_replayed']:,} / {c['tail_said']:,}"),
+        ("wrong records / errors", f"{c['wrong']:,} / {c['errors']:,}"),
+        ("load average (1 min): mean of samples / at the end",
+         f"{result['load_mean']} / {result['load_average'][0]}"),
+    ]
+    rows.append(("removed files still open in the mount, peak", f"{result['held_peak'] / kib:,.0f} KiB"))
+    rows += [(f"disk at {t:>4} s (kv / ev / held)", f"{kv / kib:,.0f} / {ev / kib:,.0f} / {held / kib:,.0f} KiB")
+             for t, kv, ev, held in result["timeline"]]
+    width = max(len(r[0]) for r in rows)
+    for name, value in rows:
+        print(f"{name:<{width}}  {value}")
+    for e in result["errors"][:10]:
+        print("  " + e)
 
 
 def main() -> int:
@@ -349,7 +410,12 @@ def main() -> int:
     parser.add_argument("--delete-delay-ms", type=int, default=10_000, help="file.delete.delay.ms")
     parser.add_argument("--dir", type=Path)
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+    parser.add_argument("--show", type=Path, help="print the table of a summary saved with --json, and exit")
     args = parser.parse_args()
+    if args.show:
+        result = json.loads(args.show.read_text().strip().splitlines()[-1])
+        print_table(result)
+        return 0 if result["bounded"] and not result["errors"] else 1
     root = Path(args.dir or tempfile.mkdtemp(prefix="kafkafs-cleaner-soak-"))
     if args.dir:
         shutil.rmtree(root, ignore_errors=True)
@@ -364,27 +430,7 @@ def main() -> int:
     if args.json:
         print(json.dumps(result))
     else:
-        kib = 1024
-        c = result["counts"]
-        rows = [
-            ("run", f"{result['seconds']:.0f} s, {result['appended']:,} records appended"),
-            ("kv-0 disk peak, 2nd / 4th quarter", f"{result['kv_disk_peak_2nd_quarter'] / kib:,.0f} / "
-                                              f"{result['kv_disk_peak_4th_quarter'] / kib:,.0f} KiB"),
-            ("ev-0 disk peak, 2nd / 4th quarter", f"{result['ev_disk_peak_2nd_quarter'] / kib:,.0f} / "
-                                              f"{result['ev_disk_peak_4th_quarter'] / kib:,.0f} KiB"),
-            ("segments at most (kv / ev)", f"{result['kv_segments_max']} / {result['ev_segments_max']}"),
-            ("bounded", "yes" if result["bounded"] else "NO"),
-            ("records.jsonl reads / records checked", f"{c['jsonl_reads']:,} / {c['jsonl_records']:,}"),
-            ("by-offset lookups: found / gone", f"{c['by_offset_hits']:,} / {c['by_offset_gone']:,}"),
-            ("tail -f lines / replayed / truncation notices / lines cut by a replay",
-             f"{c['tail_lines']:,} / {c['tail_replayed']:,} / {c['tail_truncations']:,} / {c['tail_cut_by_replay']:,}"),
-            ("errors or wrong records", str(len(result["errors"]))),
-        ]
-        width = max(len(r[0]) for r in rows)
-        for name, value in rows:
-            print(f"{name:<{width}}  {value}")
-        for e in result["errors"][:10]:
-            print("  " + e)
+        print_table(result)
     return 0 if result["bounded"] and not result["errors"] else 1
 
 

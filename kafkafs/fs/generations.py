@@ -76,6 +76,8 @@ class RecordsStream:
     def __init__(self, state: PartitionState, number: int) -> None:
         self.state = state
         self.number = number
+        #: the partition's rewrites when this stream was made (a later one: it is no longer the file)
+        self.rewrites = state.rewrites
         #: True once the partition's composition stopped being a continuation of this stream
         self.detached = False
         self._view: Composition | None = None
@@ -231,10 +233,17 @@ class RecordsGenerations:
         for stream in list(self._streams):
             stream.pin_removed()
 
+    def _fresh(self) -> RecordsStream:
+        """The current stream, or a new one when the partition was rewritten since it was made."""
+        stream = self._current
+        if stream is None or stream.rewrites != self.state.rewrites:
+            stream = self._new()
+        return stream
+
     def current(self) -> RecordsStream:
         """The stream a lookup gets: the current one, advanced; a new one if that one got detached."""
         with self._lock:
-            stream = self._current or self._new()
+            stream = self._fresh()
             stream.advance()
             if stream.detached:
                 stream = self._new()
@@ -242,6 +251,6 @@ class RecordsGenerations:
             return stream
 
     def peek(self) -> RecordsStream:
-        """The current stream as it is (a directory listing must not render anything)."""
+        """The current stream without advancing it (a directory listing must not render anything)."""
         with self._lock:
-            return self._current or self._new()
+            return self._fresh()

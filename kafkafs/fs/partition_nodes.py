@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 import orjson
 
+from ..errors import SegmentClosedError
 from ..storage.safefiles import is_regular_file, regular_files
 from . import names
 from .generations import RecordsStream
@@ -138,7 +139,9 @@ class _RecordsDir(Dir):
             return node
         bounds = self._range_bounds(name)
         if bounds is not None:
-            return self.tree.range_node(state, (self._range_kind, state.name, *bounds), self)
+            # a range's key holds the partition's rewrites: after a compaction or retention a lookup
+            # gets a new file, and one already open keeps what it held (each piece reads its segment)
+            return self.tree.range_node(state, (self._range_kind, state.name, *bounds, state.rewrites), self, name)
         raise NotFound(name)
 
 
@@ -170,7 +173,8 @@ class ByOffsetDir(_RecordsDir):
             return None
         return (
             (r.last + 1, f"{r.first}-{r.last}.jsonl",
-             self.tree.range_node(state, ("offset-range", state.name, r.first, r.last), self))
+             self.tree.range_node(state, ("offset-range", state.name, r.first, r.last, state.rewrites), self,
+                                  f"{r.first}-{r.last}.jsonl"))
             for r in state.segment_ranges(start_id)
         )
 
@@ -255,26 +259,27 @@ class RecordFile(File):
 
 
 class RangeFile(File):
-    """``by-offset/<first>-<last>.jsonl`` and ``by-time/<ts1>..<ts2>.jsonl``."""
+    """``by-offset/<first>-<last>.jsonl`` and ``by-time/<ts1>..<ts2>.jsonl``: key ``(kind, partition,
+    first, last, the partition's rewrites when looked up)``. Its layout lives as long as the node: its
+    bytes never change (each piece reads the segment it was laid out from) and it grows while the range
+    reaches the log end; after a compaction or retention, a new lookup gets a new node."""
 
-    def __init__(self, tree: Tree, state: PartitionState, key: tuple, parent: Node | None) -> None:
+    def __init__(self, tree: Tree, state: PartitionState, key: tuple, parent: Node | None, name: str = "") -> None:
         super().__init__(tree, key, parent)
         self.state = state
+        self.name = name
         self._lock = threading.Lock()
-        self._new_layout()
-
-    def _new_layout(self) -> None:
-        key, state = self.key, self.state
-        self.generation = getattr(state.log, "generation", 0)  # compaction swaps since the log opened
         if key[0] == "offset-range":
             self.layout = state.offset_range(key[2], key[3])
         else:
             self.layout = state.time_range(key[2], key[3])
 
+    def rewritten(self) -> bool:
+        """Whether compaction or retention rewrote the partition since this node was looked up."""
+        return self.key[-1] != self.state.rewrites
+
     def attr(self) -> Attr:
         with self._lock:
-            if self.generation != getattr(self.state.log, "generation", 0):
-                self._new_layout()  # compaction rewrote segments: the range holds other bytes now
             if not self.layout.complete:
                 self.state.refresh()
                 self.state.extend_range(self.layout)
@@ -339,11 +344,23 @@ class SegmentsDir(Dir):
 
 
 class SegmentFile(File):
+    """``segments/<name>``: one file of the partition folder, byte-identical. Its key holds the file's
+    inode number on disk: when compaction swaps a new ``.log`` in under the same name, the name is a
+    new file in the mount too (the old one keeps its size and pages for whoever has it open), and the
+    mount drops the kernel's entry for the name (:class:`~kafkafs.fs.live.Invalidator`)."""
+
     def __init__(self, tree: Tree, state: PartitionState, name: str, parent: Node | None) -> None:
-        super().__init__(tree, ("segment", state.name, name), parent)
+        path = state.log.dir / name
+        try:
+            file_id: int | None = os.lstat(path).st_ino
+        except FileNotFoundError:
+            file_id = None
+        super().__init__(tree, ("segment", state.name, name, file_id), parent)
         self.state = state
         self.name = name
-        self.path = state.log.dir / name
+        self.path = path
+        self.file_id = file_id
+        self._last: Attr | None = None  # what the file said while the name held it
         # a sealed segment's files never change; state files (checkpoints, snapshots) may be rewritten
         self.base_offset = int(name[:20]) if names.is_segment_file(name) else None
 
@@ -351,20 +368,37 @@ class SegmentFile(File):
         active = self.state.log.active_segment
         return self.base_offset is not None and active is not None and self.base_offset < active.base_offset
 
+    def replaced(self) -> bool:
+        """Whether the name no longer holds this file (compaction swapped another in, retention removed it)."""
+        try:
+            return os.lstat(self.path).st_ino != self.file_id
+        except FileNotFoundError:
+            return True
+
     def attr(self) -> Attr:
         try:
             st = os.lstat(self.path)
         except FileNotFoundError:
-            raise NotFound(self.name) from None
+            st = None
+        if st is None or st.st_ino != self.file_id:
+            if self._last is not None:  # gone or replaced: it stays what it was for those who hold it
+                return self._last
+            raise NotFound(self.name)
         if not stat.S_ISREG(st.st_mode):  # replaced by a link since the lookup: never followed
             raise NotFound(self.name)
-        return _file_attr(st.st_size, st.st_mtime_ns, STABLE_TIMEOUT if self.sealed() else VOLATILE_TIMEOUT)
+        self._last = _file_attr(st.st_size, st.st_mtime_ns, STABLE_TIMEOUT if self.sealed() else VOLATILE_TIMEOUT)
+        return self._last
 
     def volatile(self) -> bool:
         return not self.sealed()
 
     def _open(self) -> Handle:
-        return OSFileHandle(self.path, keep_cache=self.sealed())
+        handle = OSFileHandle(self.path, keep_cache=self.sealed())
+        if os.fstat(handle.fd).st_ino != self.file_id:  # another file took the name since the lookup
+            handle.release()
+            # ESTALE: the kernel looks the name up again and opens the new file
+            raise SegmentClosedError(f"{self.path} was replaced since it was looked up")
+        return handle
 
 
 CHILDREN = {

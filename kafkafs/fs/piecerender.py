@@ -75,30 +75,32 @@ class PieceRenderer:
             if last > i:
                 data = self._render_span(pieces, i, last, cache, pinned)
                 if data is not None:
-                    self._ahead(pieces, last + 1, cache)
+                    self._ahead(pieces, last + 1, cache, pinned)
                     return data
             data = self._render_one(pieces, i, pinned)
             cache.put(key, data)
             return data
 
-    def _ahead(self, pieces: Pieces, start: int, cache: PieceCache, *, after: int | None = None) -> None:
+    def _ahead(
+        self, pieces: Pieces, start: int, cache: PieceCache, pinned: object | None, *, after: int | None = None
+    ) -> None:
         """Have the span from piece ``start`` rendered on a prefill thread: at once, or (``after``) once
         a read reaches piece ``after`` (the first of the span rendered ahead before it)."""
         if start >= len(pieces) or start in pieces.bad:
             return
         if after is None:
-            _submit(self._prefill, pieces, start, cache)
+            _submit(self._prefill, pieces, start, cache, pinned)
         else:
-            cache.ahead = (pieces, after, lambda: _submit(self._prefill, pieces, start, cache))
+            cache.ahead = (pieces, after, lambda: _submit(self._prefill, pieces, start, cache, pinned))
 
-    def _prefill(self, pieces: Pieces, start: int, cache: PieceCache) -> None:
+    def _prefill(self, pieces: Pieces, start: int, cache: PieceCache, pinned: object | None) -> None:
         try:
             with cache.rendering:
                 if cache.get((pieces, start)) is not None:
                     return
                 last = self._span_end(pieces, start)
-                if self._render_span(pieces, start, last, cache) is not None:
-                    self._ahead(pieces, last + 1, cache, after=start)
+                if self._render_span(pieces, start, last, cache, pinned) is not None:
+                    self._ahead(pieces, last + 1, cache, pinned, after=start)
         except Exception as exc:  # the read that needs it renders it again and says what is wrong
             log.debug("rendering ahead failed: %r", exc)
 
@@ -147,7 +149,11 @@ class PieceRenderer:
         base = pieces.bases[i]
         # A segment's own layout reads the segment it was laid out from, even after compaction swapped
         # another in at its base (the old one stays readable until its files go).
-        segment = pieces.segment if isinstance(pieces, SegmentLayout) else self.log.segments.get(base)
+        if isinstance(pieces, SegmentLayout):
+            segment = pieces.segment
+        else:  # a range: each piece knows its segment (None for pieces made without one)
+            own = getattr(pieces, "piece_segments", None)
+            segment = own[i] if own is not None and i < len(own) and own[i] is not None else self.log.segments.get(base)
         if segment is None or segment.suffix == ".deleted" and not os.path.exists(segment.log_path):
             # an open records.jsonl reading back past file.delete.delay.ms: ESTALE, not damage
             raise SegmentClosedError(

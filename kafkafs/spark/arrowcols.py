@@ -114,12 +114,12 @@ class KernelColumns:
         self._ran(topic, partition)
 
     def walk(
-        self, topic: str, partition: int, buf: bytes, first: int, end: int | None, ts_lo_ms: int | None,
+        self, topic: str, partition: int, buf: bytes, start: int, first: int, end: int | None, ts_lo_ms: int | None,
         max_batch: int, batch_rows: int, max_bytes: int,
     ) -> tuple[int, int]:
-        """Whole uncompressed v2 batches of ``buf`` (from a batch boundary) appended, skipping what the
-        scan skips by header; ``(position in buf where it stopped, WALK_*)``."""
-        pos, status = self._builder.walk(buf, 0, first, end, ts_lo_ms, max_batch, batch_rows, max_bytes)
+        """Whole uncompressed v2 batches of ``buf`` from ``start`` (a batch boundary) appended, skipping
+        what the scan skips by header; ``(position in buf where it stopped, WALK_*)``."""
+        pos, status = self._builder.walk(buf, start, first, end, ts_lo_ms, max_batch, batch_rows, max_bytes)
         self._ran(topic, partition)
         return pos, status
 

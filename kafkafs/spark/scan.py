@@ -275,25 +275,30 @@ class _PieceReader:
         assert isinstance(columns, KernelColumns)
         end = min(piece.end, self.segment.size)
         max_batch = self.segment.records.max_batch_size
-        pos = piece.start
+        pos = piece.start  # the file position walked to
+        buf, base = b"", pos  # the last read, and its file position
         while pos < end:
-            buf = self.segment.read_at(pos, min(_WALK_BYTES, end - pos))
-            if not buf:
-                return
-            rel, status = columns.walk(
-                piece.topic, piece.partition, buf, self.first, self.end, self.ts_lo_ms, max_batch,
+            if pos - base >= len(buf):  # everything read is walked: read on (a batch cut off is read again)
+                buf, base = self.segment.read_at(pos, min(_WALK_BYTES, end - pos)), pos
+                if not buf:
+                    return
+            at = pos - base
+            stop, status = columns.walk(
+                piece.topic, piece.partition, buf, at, self.first, self.end, self.ts_lo_ms, max_batch,
                 spec.batch_rows, _MAX_BUFFER_BYTES,
             )
-            pos += rel
+            pos = base + stop
             if status == WALK_END:
                 return
-            if status == WALK_PARTIAL and rel:
+            if status == WALK_PARTIAL and pos > base:  # a batch cut off by the end of the read: read again
+                buf, base = b"", pos
                 continue
             if status != WALK_FULL:  # one batch the reference's way, from pos
                 view = next(_views(self.segment, dataclasses.replace(piece, start=pos), spec.on_corrupt), None)
                 if view is None:
                     return
                 pos = view.position + view.size
+                buf, base = b"", pos
                 if not self.take(view):
                     return
                 if not self.full():

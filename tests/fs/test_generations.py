@@ -13,6 +13,7 @@ import pytest
 from kafkafs.errors import SegmentClosedError
 from kafkafs.format.jsonview import render_batch_jsonl
 from kafkafs.fs import generations
+from kafkafs.fs.handles import NotFound
 from kafkafs.fs.inodes import InodeTable
 from kafkafs.fs.tree import Tree
 from kafkafs.storage.cleaner import apply_retention, compact
@@ -187,8 +188,11 @@ def test_a_listing_renders_nothing_and_sizes_no_generation_it_has_not_seen(tree)
     writer.append("ev-0", 60)
     assert apply_retention(tree.state("ev-0").log, NOW)
     listed = {name: node for _i, name, node in tree.resolve("ev-0").entries(0)}
-    # the listing still names the generation it knew, with the size it had: never a smaller one
-    assert listed["records.jsonl"].key == node.key and listed["records.jsonl"].quick_attr().size == size
+    # the listing names the new generation (the rewritten file), with no size promised until asked
+    fresh = listed["records.jsonl"]
+    assert fresh.key != node.key and (fresh.quick_attr().size, fresh.quick_attr().timeout) == (0, 0)
+    assert node.attr().size >= size  # the old one never shrinks
+    assert tree.resolve("ev-0/records.jsonl").key == fresh.key
 
 
 def test_the_inode_table_keeps_a_detached_generation_until_forgotten(tree):
@@ -253,3 +257,78 @@ def test_removed_segments_are_let_go_once_every_reader_is_past_them(tree, tmp_pa
     with pytest.raises(SegmentClosedError):  # reading back there is ESTALE
         slow.handle.read(0, 100)
     assert slow.data == fast.data
+
+
+def test_by_offset_and_by_time_stay_right_across_swaps(tree):
+    """Per-record files: every listed name resolves to the record appended at that offset, every other
+    offset is ENOENT, and by-time/ finds the first remaining record at or after a time."""
+    writer = Writer(tree)
+    rng = random.Random(5)
+    log = tree.state("kv-0").log
+    for _round in range(8):
+        writer.append("kv-0", rng.randrange(30, 90))
+        tree.listdir("kv-0/by-offset")  # the kernel may hold names listed before the swap
+        assert compact(log, NOW)
+        listed = tree.listdir("kv-0/by-offset")
+        present = {int(n[: -len(".json")]) for n in listed}
+        assert present == {off for off, *_ in log.records()}
+        for off in range(log.log_start_offset, log.log_end_offset):
+            path = f"kv-0/by-offset/{off}.json"
+            if off in present:
+                rec = json.loads(tree.read_file(path))
+                assert rec["offset"] == off and (rec["key"], rec["value"]) == writer.appended["kv-0"][off]
+            else:
+                with pytest.raises(NotFound):
+                    tree.resolve(path)
+        for ts in rng.sample(range(1000, 1000 + log.log_end_offset), 5):
+            rec = json.loads(tree.read_file(f"kv-0/by-time/{ts}.json"))
+            assert rec["offset"] == min(o for o in present if 1000 + o >= ts)
+
+
+def test_a_segment_swapped_in_under_the_same_name_is_a_new_file(tree, tmp_path):
+    writer = Writer(tree)
+    log = tree.state("kv-0").log
+    writer.append("kv-0", 150)
+    name = f"{0:020d}.log"
+    old = tree.resolve(f"kv-0/segments/{name}")
+    before, attr = tree.read_file(f"kv-0/segments/{name}"), old.attr()
+    assert before == (tmp_path / "kv-0" / name).read_bytes() and not old.replaced()
+    assert compact(log, NOW)  # a cleaned segment takes the name
+    after = (tmp_path / "kv-0" / name).read_bytes()
+    assert after != before and old.replaced()
+    assert old.attr() == attr  # the old file, for whoever holds it
+    with pytest.raises(SegmentClosedError):  # ESTALE: the kernel looks the name up again
+        old.open(False)
+    new = tree.resolve(f"kv-0/segments/{name}")
+    assert new.key != old.key and tree.read_file(f"kv-0/segments/{name}") == after
+    assert new.attr().size == len(after)
+
+
+@pytest.mark.parametrize("name", ["0-1000000.jsonl", "0-60.jsonl"])
+def test_an_open_range_keeps_its_bytes_across_a_swap(tree, name):
+    """A range file read across a compaction: the open one keeps its bytes (each piece reads the segment
+    it was laid out from) and, while it reaches the end, goes on with the records appended; a new
+    lookup gets the compacted range."""
+    writer = Writer(tree)
+    log = tree.state("kv-0").log
+    writer.append("kv-0", 150)
+    path = f"kv-0/by-offset/{name}"
+    node = tree.resolve(path)
+    handle = node.open(False)
+    size = node.attr().size
+    before = read_all(handle)
+    assert len(before) == size
+    assert compact(log, NOW)
+    writer.append("kv-0", 30)
+    assert node.attr().size >= size
+    after = read_all(node.open(False))  # a second open of the old inode: nothing cached in it
+    assert after[:size] == before and read_all(handle) == after
+    last = -1
+    for line in after.splitlines():
+        last = max(last, writer.check_line("kv-0", line))
+    hi = int(name.split("-")[1].split(".")[0])
+    assert last == min(hi, log.log_end_offset - 1)
+    fresh = tree.resolve(path)
+    assert fresh.key != node.key
+    assert tree.read_file(path) == b"".join(
+        render_batch_jsonl(log.topic, log.partition, b, "auto") for b in log.read(0, hi))

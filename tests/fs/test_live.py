@@ -61,3 +61,40 @@ def test_appends_mark_attributes_stale_before_returning(logdir_copy):
         assert (records, True) in calls
     finally:
         tree.close()
+
+
+def test_a_rewrite_drops_the_kernels_entries_for_records_and_replaced_segments(tmp_path):
+    from kafkafs.storage.cleaner import compact
+    from kafkafs.storage.config import Settings
+
+    settings = Settings({"segment.bytes": 700}, topics={"kv": {"cleanup.policy": "compact"}})
+    with LogDir(tmp_path, settings, writable=True) as logdir:
+        logdir.create_partition("kv", 0)
+    tree = Tree(LogDir(tmp_path, settings, writable=True), rw=True)
+    try:
+        table = InodeTable(tree)
+        entries = []
+        inv = Invalidator(table, lambda ino, attr_only=False: None, lambda parent, name: entries.append((parent, name)))
+        tree.add_listener(inv.partition_changed)
+        inv.start()
+        log = tree.state("kv-0").log
+        for i in range(150):
+            log.append_records([(1000 + i, b"k%d" % (i % 5), b"v%d" % i, ())])
+        folder, _ = table.register(tree.resolve("kv-0"), count=1)
+        segments, _ = table.register(tree.resolve("kv-0/segments"), count=1)
+        table.register(tree.resolve("kv-0/records.jsonl"), count=1)
+        by_offset, _ = table.register(tree.resolve("kv-0/by-offset"), count=1)
+        table.register(tree.resolve("kv-0/by-offset/0-40.jsonl"), count=1)
+        last = f"{log.active_segment.base_offset:020d}.log"
+        for name in (f"{0:020d}.log", last):
+            table.register(tree.resolve(f"kv-0/segments/{name}"), count=1)
+        assert compact(log, 10**13)
+        deadline = time.monotonic() + 2
+        while len(entries) < 3 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        inv.stop()
+        assert (folder, b"records.jsonl") in entries and (segments, f"{0:020d}.log".encode()) in entries
+        assert (by_offset, b"0-40.jsonl") in entries
+        assert (segments, last.encode()) not in entries  # the active segment's files stay what they are
+    finally:
+        tree.close()

@@ -107,6 +107,12 @@ class Run:
                         self.error(f"cat {topic}: {rec} after offset {last}")
                     last = rec["offset"]
                 self.counts["cat"] += 1
+            try:  # the segment compaction keeps swapping: in the kernel's cache when the next swap comes
+                (self.mnt / "kv-0" / "segments" / f"{0:020d}.log").read_bytes()
+            except FileNotFoundError:
+                pass  # mid-swap the name is briefly free, in the partition folder too
+            except OSError as exc:
+                self.error(f"segments/: {exc}")
             time.sleep(0.05)
 
     def by_offset_reader(self) -> None:
@@ -143,6 +149,30 @@ def _tail(path: Path) -> tuple[subprocess.Popen, list[bytes], list[bytes]]:
     return proc, out, err
 
 
+def _segments_match(logs: Path, mnt: Path, tries: int = 20) -> list[str]:
+    """The ``.log`` files under ``segments/`` whose bytes differ from the partition folder's (a file the
+    cleaner swaps meanwhile is compared again)."""
+    differ: list[str] = []
+    for _ in range(tries):
+        differ = []
+        for topic in TOPICS:
+            for name in sorted(os.listdir(logs / f"{topic}-0")):
+                if not name.endswith(".log"):
+                    continue
+                try:
+                    disk = (logs / f"{topic}-0" / name).read_bytes()
+                    seen = (mnt / f"{topic}-0" / "segments" / name).read_bytes()
+                    again = (logs / f"{topic}-0" / name).read_bytes()
+                except FileNotFoundError:
+                    continue  # retention removed it meanwhile
+                if seen != disk and disk == again:
+                    differ.append(f"{topic}-0/{name}")
+        if not differ:
+            return []
+        time.sleep(0.2)
+    return differ
+
+
 def _follow_through_swaps(tmp_path: Path, mounted, seconds: float) -> None:
     logs = tmp_path / "logs"
     config = tmp_path / "kafkafs.toml"
@@ -170,12 +200,14 @@ def _follow_through_swaps(tmp_path: Path, mounted, seconds: float) -> None:
                    for t, p in printed.items()):
                 break
             time.sleep(0.2)
+        segments_match = _segments_match(logs, mount.path)
     finally:
         run.stop.set()
         for proc, _out, _err in tails.values():
             proc.kill()
             proc.wait()
     assert run.errors == []
+    assert segments_match == []  # segments/ serves the files the swaps put there, not the old ones
     for topic in TOPICS:
         _proc, out, err = tails[topic]
         assert err == [], f"tail -f {topic} said {err[:3]}"  # no "file truncated"

@@ -237,7 +237,7 @@ def _read(p, kernel: bool, caplog):
 
 @settings(suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture], deadline=None,
           max_examples=150)
-@given(segment(), st.integers(17, 600), st.data())
+@given(segment(), st.integers(17, 600) | st.just(1 << 20), st.data())
 def test_segments_read_alike_through_the_walk(monkeypatch, caplog, log, walk_bytes, data):
     monkeypatch.setattr(scan, "_WALK_BYTES", walk_bytes)
     options = {
@@ -266,3 +266,22 @@ def test_segments_read_alike_through_the_walk(monkeypatch, caplog, log, walk_byt
         assert [b.num_rows for b in got] == [b.num_rows for b in expected]
         for g, e in zip(got, expected, strict=True):
             _same(g, e)
+
+
+@pytest.mark.parametrize("name", ["kafka-logs-a", "kafka-logs-b", "kafka-logs-c"])
+def test_broker_written_logs_read_alike(fixtures_dir, name):
+    for include_headers in ("true", "false"):
+        p = plan(fixtures_dir / name, includeHeaders=include_headers, batchRows=50, maxBytesPerPartition=8192)
+        got, got_err, _ = _read(p, True, _NoLog())
+        expected, expected_err, _ = _read(p, False, _NoLog())
+        assert got_err is None and expected_err is None
+        assert [b.num_rows for b in got] == [b.num_rows for b in expected] and sum(b.num_rows for b in got)
+        for g, e in zip(got, expected, strict=True):
+            _same(g, e)
+
+
+class _NoLog:
+    messages: list = []
+
+    def clear(self) -> None:
+        pass
