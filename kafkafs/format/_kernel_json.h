@@ -33,7 +33,8 @@ static inline int hex4(const uint8_t *s, Py_ssize_t i, Py_ssize_t n, int *out) {
 
 
 /* The end of the string token starting at s[i] == '"', or -1 when it is not a valid string. */
-static Py_ssize_t scan_string(const uint8_t *s, Py_ssize_t i, Py_ssize_t n) {
+static inline __attribute__((always_inline)) Py_ssize_t scan_string(const uint8_t *s, Py_ssize_t i,
+                                                                   Py_ssize_t n) {
     i++;
     while (i < n) {
 #ifdef KAFKAFS_SWAR
@@ -69,7 +70,8 @@ static Py_ssize_t scan_string(const uint8_t *s, Py_ssize_t i, Py_ssize_t n) {
 }
 
 /* The end of the number token at s[i], or -1 when no number grammar matches there completely. */
-static Py_ssize_t scan_number(const uint8_t *s, Py_ssize_t i, Py_ssize_t n) {
+static inline __attribute__((always_inline)) Py_ssize_t scan_number(const uint8_t *s, Py_ssize_t i,
+                                                                   Py_ssize_t n) {
     if (i < n && s[i] == '-') i++;
     if (i >= n) return -1;
     if (s[i] == '0') {

@@ -4,8 +4,20 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
 
-__all__ = ["LRU", "PieceCache", "PIECES_KEPT", "SPAN_PIECES"]
+__all__ = ["LRU", "PieceCache", "PIECES_KEPT", "SPAN_PIECES", "free_later"]
+
+_FREEING = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kafkafs-free")
+
+
+def free_later(objects: list) -> None:
+    """Drop the last references to ``objects`` on a background thread: freeing a decoded batch (hundreds
+    of small objects) takes tens of microseconds that the FUSE loop should not spend."""
+    try:
+        _FREEING.submit(objects.clear)
+    except RuntimeError:  # shutting down: freed here
+        objects.clear()
 
 
 class LRU(OrderedDict):
@@ -27,12 +39,15 @@ class LRU(OrderedDict):
         with self.guard:
             self.clear()
 
-    def put(self, key, value) -> None:
+    def put(self, key, value) -> list:
+        """Keep ``value``; returns the values it pushed out (the caller may free them elsewhere)."""
+        evicted = []
         with self.guard:
             self[key] = value
             self.move_to_end(key)
             while len(self) > self.capacity:
-                self.popitem(last=False)
+                evicted.append(self.popitem(last=False)[1])
+        return evicted
 
 
 #: Pieces an open file keeps: the span being read, the one rendered ahead, and one more (a span is at

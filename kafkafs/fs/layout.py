@@ -301,13 +301,23 @@ class RangeLayout(Pieces):
     records of the range.
     """
 
-    __slots__ = ("next_offset", "complete", "started")
+    __slots__ = ("next_offset", "complete", "started", "piece_segments", "_segment")
 
     def __init__(self, flt: Filter) -> None:
         super().__init__(flt)
         self.next_offset = flt.lo if flt.lo is not None else 0
         self.complete = False
         self.started = flt.ts_lo is None  # a by-time range finds its first offset on the first extend
+        #: the segment each piece was laid out from: after a compaction swap another one holds its base
+        self.piece_segments: list[LogSegment] = []
+        self._segment: LogSegment | None = None
+
+    def add(self, base: int, position: int, size: int, length: int, last_offset: int,
+            bad: CorruptRecordError | None = None) -> None:
+        count = len(self.ends)
+        super().add(base, position, size, length, last_offset, bad)
+        if len(self.ends) > count:
+            self.piece_segments.append(self._segment)  # type: ignore[arg-type]
 
     def extend(
         self,
@@ -339,6 +349,7 @@ class RangeLayout(Pieces):
             active = log.active_segment
             for segment in log.segments.from_offset(start):
                 base = segment.base_offset
+                self._segment = segment
                 if flt.hi is not None and base > flt.hi:
                     break
                 first_segment = segment is floor
@@ -367,8 +378,8 @@ class RangeLayout(Pieces):
         if found is None:
             return False
         layout, count = found
-        if not layout.current() or count != len(layout):
-            return False
+        if layout.segment is not segment or not layout.current() or count != len(layout):
+            return False  # (laid out from a segment that compaction swapped out since, or not whole)
         lo = flt.lo if flt.lo is not None else 0
         hi = flt.hi
         first = bisect_left(layout.last_offsets, start, 0, count)

@@ -28,7 +28,7 @@ import trio
 from . import names
 from .inodes import InodeTable
 from .partition import PartitionState
-from .partition_nodes import SegmentFile
+from .partition_nodes import RangeFile, SegmentFile
 from .tree import Tree
 
 __all__ = ["Invalidator", "poll_forever", "POLL_INTERVAL"]
@@ -130,18 +130,24 @@ class Invalidator:
         return node.volatile() or getattr(node, "is_dir", False)
 
     def _renamed(self, partition: str) -> None:
-        """Compaction or retention rewrote ``partition``: ``records.jsonl`` names a new generation, and
-        names in ``segments/`` may hold other files or none: drop the kernel's entries for them."""
+        """Compaction or retention rewrote ``partition``: ``records.jsonl`` names a new generation, names
+        in ``segments/`` may hold other files or none, and ranges in ``by-offset/`` and ``by-time/`` name
+        new files: drop the kernel's entries for them."""
         if self._invalidate_entry is None:
             return
         parent = self.table.ino_of(("partition", partition))
         if parent is not None:  # else the kernel does not know the folder: it has no entry to forget
             self._drop_entry(parent, names.RECORDS)
-        segments = self.table.ino_of((names.SEGMENTS, partition))
-        if segments is not None:
-            for _ino, node in self.table.of_partition(partition):
-                if isinstance(node, SegmentFile) and node.replaced():
-                    self._drop_entry(segments, node.name)
+        folders = {kind: self.table.ino_of((kind, partition)) for kind in (names.SEGMENTS, names.BY_OFFSET, names.BY_TIME)}
+        for _ino, node in self.table.of_partition(partition):
+            if isinstance(node, SegmentFile) and node.replaced():
+                folder = folders[names.SEGMENTS]
+            elif isinstance(node, RangeFile) and node.name and node.rewritten():
+                folder = folders[names.BY_OFFSET if node.key[0] == "offset-range" else names.BY_TIME]
+            else:
+                continue
+            if folder is not None:
+                self._drop_entry(folder, node.name)
 
     def _drop_entry(self, parent: int, name: str) -> None:
         try:

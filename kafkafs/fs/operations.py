@@ -2,7 +2,9 @@
 
 Each handler is short: find the node or handle, run the blocking part in a worker thread
 (:mod:`kafkafs.fs.workers`, so the loop keeps answering while a big read decodes), turn the result
-into pyfuse3's types. Errors become ``FUSEError`` in one place: :func:`_handler`, with
+into pyfuse3's types. Short work skips the worker trip, which costs more than it: reads of bytes
+already rendered (``Handle.read_now``), a record's lookup (``Dir.lookup_now``), opens from memory
+(``File.open_now``). Errors become ``FUSEError`` in one place: :func:`_handler`, with
 :func:`kafkafs.fs.errnos.errno_for`.
 """
 

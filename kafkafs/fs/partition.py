@@ -18,7 +18,7 @@ from ..format.batch import DecodedBatch
 from ..format.jsonview import render_record_pretty
 from ..storage.log import Log
 from ..storage.segment import LogSegment
-from .caches import LRU, PieceCache
+from .caches import LRU, PieceCache, free_later
 from .handleview import handle_view, layout_after
 from .layout import Part, Pieces, RangeLayout, Renderer, SegmentLayout, read_cached, read_parts
 from .piecerender import PieceRenderer
@@ -416,7 +416,9 @@ class PartitionState:
         except CorruptRecordError as exc:
             self._report_corrupt(exc)
             raise
-        self._batches.put((segment.base_offset, view.position), batch)
+        evicted = self._batches.put((segment.base_offset, view.position), batch)
+        if inline and evicted:
+            free_later(evicted)  # on the FUSE loop: a decoded batch is freed on another thread
         return batch
 
     # ------------------------------------------------------------------------------------------ listing

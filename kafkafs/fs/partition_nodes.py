@@ -139,7 +139,9 @@ class _RecordsDir(Dir):
             return node
         bounds = self._range_bounds(name)
         if bounds is not None:
-            return self.tree.range_node(state, (self._range_kind, state.name, *bounds), self)
+            # a range's key holds the partition's rewrites: after a compaction or retention a lookup
+            # gets a new file, and one already open keeps what it held (each piece reads its segment)
+            return self.tree.range_node(state, (self._range_kind, state.name, *bounds, state.rewrites), self, name)
         raise NotFound(name)
 
 
@@ -171,7 +173,8 @@ class ByOffsetDir(_RecordsDir):
             return None
         return (
             (r.last + 1, f"{r.first}-{r.last}.jsonl",
-             self.tree.range_node(state, ("offset-range", state.name, r.first, r.last), self))
+             self.tree.range_node(state, ("offset-range", state.name, r.first, r.last, state.rewrites), self,
+                                  f"{r.first}-{r.last}.jsonl"))
             for r in state.segment_ranges(start_id)
         )
 
@@ -256,26 +259,27 @@ class RecordFile(File):
 
 
 class RangeFile(File):
-    """``by-offset/<first>-<last>.jsonl`` and ``by-time/<ts1>..<ts2>.jsonl``."""
+    """``by-offset/<first>-<last>.jsonl`` and ``by-time/<ts1>..<ts2>.jsonl``: key ``(kind, partition,
+    first, last, the partition's rewrites when looked up)``. Its layout lives as long as the node: its
+    bytes never change (each piece reads the segment it was laid out from) and it grows while the range
+    reaches the log end; after a compaction or retention, a new lookup gets a new node."""
 
-    def __init__(self, tree: Tree, state: PartitionState, key: tuple, parent: Node | None) -> None:
+    def __init__(self, tree: Tree, state: PartitionState, key: tuple, parent: Node | None, name: str = "") -> None:
         super().__init__(tree, key, parent)
         self.state = state
+        self.name = name
         self._lock = threading.Lock()
-        self._new_layout()
-
-    def _new_layout(self) -> None:
-        key, state = self.key, self.state
-        self.generation = getattr(state.log, "generation", 0)  # compaction swaps since the log opened
         if key[0] == "offset-range":
             self.layout = state.offset_range(key[2], key[3])
         else:
             self.layout = state.time_range(key[2], key[3])
 
+    def rewritten(self) -> bool:
+        """Whether compaction or retention rewrote the partition since this node was looked up."""
+        return self.key[-1] != self.state.rewrites
+
     def attr(self) -> Attr:
         with self._lock:
-            if self.generation != getattr(self.state.log, "generation", 0):
-                self._new_layout()  # compaction rewrote segments: the range holds other bytes now
             if not self.layout.complete:
                 self.state.refresh()
                 self.state.extend_range(self.layout)

@@ -256,8 +256,8 @@ class Tree:
                     generations = self._generations[partition] = RecordsGenerations(state)
         return generations
 
-    def range_node(self, state: PartitionState, key: tuple, parent: Node) -> RangeFile:
-        return RangeFile(self, state, key, parent)
+    def range_node(self, state: PartitionState, key: tuple, parent: Node, name: str = "") -> RangeFile:
+        return RangeFile(self, state, key, parent, name)
 
     def segment_file(self, state: PartitionState, name: str, parent: Node) -> SegmentFile:
         return SegmentFile(self, state, name, parent)

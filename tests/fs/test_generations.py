@@ -302,3 +302,33 @@ def test_a_segment_swapped_in_under_the_same_name_is_a_new_file(tree, tmp_path):
     new = tree.resolve(f"kv-0/segments/{name}")
     assert new.key != old.key and tree.read_file(f"kv-0/segments/{name}") == after
     assert new.attr().size == len(after)
+
+
+@pytest.mark.parametrize("name", ["0-1000000.jsonl", "0-60.jsonl"])
+def test_an_open_range_keeps_its_bytes_across_a_swap(tree, name):
+    """A range file read across a compaction: the open one keeps its bytes (each piece reads the segment
+    it was laid out from) and, while it reaches the end, goes on with the records appended; a new
+    lookup gets the compacted range."""
+    writer = Writer(tree)
+    log = tree.state("kv-0").log
+    writer.append("kv-0", 150)
+    path = f"kv-0/by-offset/{name}"
+    node = tree.resolve(path)
+    handle = node.open(False)
+    size = node.attr().size
+    before = read_all(handle)
+    assert len(before) == size
+    assert compact(log, NOW)
+    writer.append("kv-0", 30)
+    assert node.attr().size >= size
+    after = read_all(node.open(False))  # a second open of the old inode: nothing cached in it
+    assert after[:size] == before and read_all(handle) == after
+    last = -1
+    for line in after.splitlines():
+        last = max(last, writer.check_line("kv-0", line))
+    hi = int(name.split("-")[1].split(".")[0])
+    assert last == min(hi, log.log_end_offset - 1)
+    fresh = tree.resolve(path)
+    assert fresh.key != node.key
+    assert tree.read_file(path) == b"".join(
+        render_batch_jsonl(log.topic, log.partition, b, "auto") for b in log.read(0, hi))

@@ -83,15 +83,18 @@ def test_a_rewrite_drops_the_kernels_entries_for_records_and_replaced_segments(t
         folder, _ = table.register(tree.resolve("kv-0"), count=1)
         segments, _ = table.register(tree.resolve("kv-0/segments"), count=1)
         table.register(tree.resolve("kv-0/records.jsonl"), count=1)
+        by_offset, _ = table.register(tree.resolve("kv-0/by-offset"), count=1)
+        table.register(tree.resolve("kv-0/by-offset/0-40.jsonl"), count=1)
         last = f"{log.active_segment.base_offset:020d}.log"
         for name in (f"{0:020d}.log", last):
             table.register(tree.resolve(f"kv-0/segments/{name}"), count=1)
         assert compact(log, 10**13)
         deadline = time.monotonic() + 2
-        while len(entries) < 2 and time.monotonic() < deadline:
+        while len(entries) < 3 and time.monotonic() < deadline:
             time.sleep(0.01)
         inv.stop()
         assert (folder, b"records.jsonl") in entries and (segments, f"{0:020d}.log".encode()) in entries
+        assert (by_offset, b"0-40.jsonl") in entries
         assert (segments, last.encode()) not in entries  # the active segment's files stay what they are
     finally:
         tree.close()
