@@ -41,13 +41,20 @@ from kafkafs.storage.logdir import LogDir  # noqa: E402
 KINDS = ("mixed", "uniform")
 
 
-def build(path: Path, records: int, partitions: int) -> None:
-    marker = path / f".bench-{records}-{partitions}"
-    if marker.exists():
-        return
+def _start(path: Path, marker: str) -> bool:
+    """False when ``path`` already holds what ``marker`` names; else True with ``path`` empty."""
+    if (path / marker).exists():
+        return False
     if path.exists():
         shutil.rmtree(path)
     path.mkdir(parents=True)
+    return True
+
+
+def build(path: Path, records: int, partitions: int) -> None:
+    marker = f".bench-{records}-{partitions}"
+    if not _start(path, marker):
+        return
     with LogDir(path, Settings({"segment.bytes": 256 * 1024 * 1024}), writable=True) as ld:
         for kind in KINDS:
             for p in range(partitions):
@@ -56,17 +63,14 @@ def build(path: Path, records: int, partitions: int) -> None:
                 for raw in batches(kind, share, seed=7 + p):
                     log.append_batches(raw, flush=False)
                 log.flush()
-    marker.touch()
+    (path / marker).touch()
 
 
 def build_scaled(base: Path, path: Path, records: int, partitions: int, scale: int) -> None:
     """``scale`` copies of each partition of ``base`` (hard links; copies where links fail)."""
-    marker = path / f".bench-{records}-{partitions}-x{scale}"
-    if marker.exists():
+    marker = f".bench-{records}-{partitions}-x{scale}"
+    if not _start(path, marker):
         return
-    if path.exists():
-        shutil.rmtree(path)
-    path.mkdir(parents=True)
     for kind in KINDS:
         for p in range(partitions):
             for c in range(scale):
@@ -78,7 +82,7 @@ def build_scaled(base: Path, path: Path, records: int, partitions: int, scale: i
                             os.link(f, target / f.name)
                         except OSError:
                             shutil.copy2(f, target / f.name)
-    marker.touch()
+    (path / marker).touch()
 
 
 def best(fn, repeat: int) -> tuple[float, int]:
@@ -153,7 +157,7 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--dir", default=os.path.join(tempfile.gettempdir(), "kafkafs-bench-spark"))
     parser.add_argument("--masters", default=f"local[1],local[2],local[{os.cpu_count()}]")
-    parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--split-mib", type=int, default=None, help="maxBytesPerPartition in MiB (default: the source's)")
     parser.add_argument("--scale", type=int, default=4, help="the larger directory holds this many times the records")
     parser.add_argument("--parquet", action="store_true", help="also a Parquet export per master")

@@ -14,6 +14,7 @@ safe from any thread.
 from __future__ import annotations
 
 from bisect import bisect_left
+from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
 
 from ..format.jsonview import render_span_jsonl
@@ -53,10 +54,16 @@ def _cut_off(buf: bytes, at: int) -> int:
 
 
 def span_runs(
-    renderer: Renderer, segment: LogSegment, start: int, end: int, group_bytes: int, on_run=None
+    renderer: Renderer,
+    segment: LogSegment,
+    start: int,
+    end: int,
+    group_bytes: int,
+    on_run: Callable[[int], None] | None = None,
 ) -> SpanRuns:
     """Lay out the batches between byte ``start`` (a batch boundary) and ``end`` of ``segment`` in runs of
-    about ``group_bytes`` of log, until the first batch the kernel does not take."""
+    about ``group_bytes`` of log, until the first batch the kernel does not take; ``on_run(nbytes)``
+    hears of each run (progress)."""
     runs: list[Run] = []
     pos = start
     want = CHUNK_BYTES
@@ -78,7 +85,7 @@ def span_runs(
         if result.consumed < len(buf):
             need = _cut_off(buf, result.consumed)
             if not need or (result.consumed == 0 and want >= need):
-                break  # a batch it does not take (or a partial batch at the end): the per-batch path's
+                break  # a batch it does not take, or a partial one at the end: the per-batch path decides
             want = max(CHUNK_BYTES, need)
         else:
             want = CHUNK_BYTES

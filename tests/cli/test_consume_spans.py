@@ -52,14 +52,14 @@ def raw_log(draw) -> bytes:
     return bytes(out)
 
 
-def _run(path: Path, spans: bool, start: OffsetSpec) -> tuple[bytes, str | None]:
+def _run(path: Path, spans: bool, start: OffsetSpec, mode: str = "auto") -> tuple[bytes, str | None]:
     out = io.BytesIO()
     saved = consume_module.spannable
     if not spans:
         consume_module.spannable = lambda mode, decoder: False
     logdir = LogDir(path)
     try:
-        consume(logdir, ["t-0"], out, spec=start)
+        consume(logdir, ["t-0"], out, spec=start, mode=mode)
         error = None
     except KafkafsError as exc:
         error = f"{type(exc).__name__}: {exc}"
@@ -71,8 +71,8 @@ def _run(path: Path, spans: bool, start: OffsetSpec) -> tuple[bytes, str | None]
 
 @settings(max_examples=int(os.environ.get("KAFKAFS_SPAN_EXAMPLES", "60")), deadline=None, suppress_health_check=list(HealthCheck))
 @given(raw_log(), st.sampled_from([OffsetSpec("beginning"), OffsetSpec("offset", 3), OffsetSpec("tail", 4)]),
-       st.integers(61, 400), st.integers(1, 300))
-def test_spans_print_what_batches_print(raw, start, read_bytes, piece_bytes):
+       st.integers(61, 400), st.integers(1, 300), st.sampled_from(["auto", "string", "base64"]))
+def test_spans_print_what_batches_print(raw, start, read_bytes, piece_bytes, mode):
     saved = consume_spans.READ_BYTES, consume_spans.PIECE_BYTES
     consume_spans.READ_BYTES, consume_spans.PIECE_BYTES = read_bytes, piece_bytes
     try:
@@ -80,7 +80,7 @@ def test_spans_print_what_batches_print(raw, start, read_bytes, piece_bytes):
             folder = Path(tmp) / "t-0"
             folder.mkdir()
             (folder / "00000000000000000000.log").write_bytes(raw)
-            assert _run(Path(tmp), True, start) == _run(Path(tmp), False, start)
+            assert _run(Path(tmp), True, start, mode) == _run(Path(tmp), False, start, mode)
     finally:
         consume_spans.READ_BYTES, consume_spans.PIECE_BYTES = saved
 

@@ -134,6 +134,14 @@ def prop_spans(buffers, step):
 TURNS = [prop_values, prop_bytes, prop_sections, prop_damaged, prop_varints, prop_spans]
 
 
+def _stale_sources() -> list[str]:
+    """The kernel's C files newer than the module this process loaded (a run must test the source)."""
+    from pathlib import Path
+
+    built = Path(kernel.KERNEL.__file__)
+    return [src.name for src in sorted(built.parent.glob("_kernel*.[ch]")) if src.stat().st_mtime_ns > built.stat().st_mtime_ns]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--inputs", type=int, default=1_000_000)
@@ -142,6 +150,10 @@ def main() -> int:
     args = parser.parse_args()
     if kernel.KERNEL is None:
         print("the kernel is not built", file=sys.stderr)
+        return 2
+    stale = _stale_sources()
+    if stale:
+        print(f"the built kernel is older than {', '.join(stale)}: run scripts/build_kernel.py first", file=sys.stderr)
         return 2
     start = time.time()
     turn = 0

@@ -285,3 +285,16 @@ class _NoLog:
 
     def clear(self) -> None:
         pass
+
+
+def test_without_the_kernel_the_reference_reads(monkeypatch, fixtures_dir):
+    from kafkafs.format import kernel as kernel_module
+
+    p = plan(fixtures_dir / "kafka-logs-b")
+    expected = [b for s in p.splits for b in scan.read_split(s)]
+    monkeypatch.setattr(kernel_module, "KERNEL", None)  # as if it had never been built
+    assert not arrowcols.available()
+    got = [b for s in p.splits for b in scan.read_split(s)]
+    assert sum(b.num_rows for b in got) == 8
+    for g, e in zip(got, expected, strict=True):
+        _same(g, e)
