@@ -102,6 +102,7 @@ class LocalLog:
         #: Counts segment replacements (compaction swaps): views that cache what a segment renders to
         #: compare it to notice a swap, which changes neither the first nor the last segment.
         self.generation = 0
+        self._dir_mtime = 0  # read-only logs: the folder's mtime when last looked for swapped segments
 
     def _new_segment(self, base_offset: int, **kwargs) -> LogSegment:
         return LogSegment(
@@ -170,6 +171,10 @@ class LocalLog:
                 seg = self.segments.remove(base)
                 if seg is not None:
                     seg.close_handlers()
+            try:
+                replaced = self._replaced_segments(names, known)
+            except (CorruptRecordError, UnsafeFileError, FileNotFoundError):  # gone again already
+                replaced = False
             last = self.segments.last()
             if previous is not None and previous is not last:
                 previous.active = False
@@ -181,10 +186,23 @@ class LocalLog:
             if first is not None and first.base_offset > self._log_start_offset:
                 self._log_start_offset = first.base_offset
         after = self.log_end_offset
-        if after != before:
+        if after != before or replaced:
             self._notify()
             return True
         return False
+
+    def _replaced_segments(self, names: list[str], known: set[int]) -> bool:
+        """Reopen the sealed segments another process's compaction swapped in under the same name, when
+        the folder changed since the last look (the old objects are left to their readers)."""
+        mtime, self._dir_mtime = self._dir_mtime, os.stat(self.dir).st_mtime_ns
+        last = self.segments.last()
+        swapped = [] if mtime == self._dir_mtime else [
+            b for b in map(log_file_base_offset, names)
+            if b in known and (old := self.segments.get(b)) is not None and old is not last and old.replaced_on_disk()]
+        for base in swapped:
+            self.segments.add(self._new_segment(base))  # a file gone again: refresh catches it
+            self.generation += 1
+        return bool(swapped)
 
     def segment_for(self, offset: int) -> LogSegment | None:
         """The segment whose range holds ``offset`` (skip list floor), or None below the first."""

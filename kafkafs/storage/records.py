@@ -105,6 +105,9 @@ class FileRecords:
         self._lock = threading.Lock()
         self._handle: FileHandle | None = None
         self._closed = False
+        #: the file's inode number, from its first open: a later open of the path that finds another
+        #: file (another process's compaction put it there) is refused
+        self.file_id: int | None = None
 
     def open(self, *, create: bool) -> int:
         """Open the file now (created if ``create`` and writable); return its size."""
@@ -128,6 +131,12 @@ class FileRecords:
                 fd = open_file(self.path, flags, 0o644)
             except FileNotFoundError:
                 raise CorruptRecordError("segment file is missing", file=str(self.path)) from None
+            file_id = os.fstat(fd).st_ino
+            if self.file_id is None:
+                self.file_id = file_id
+            elif file_id != self.file_id:
+                os.close(fd)
+                raise SegmentClosedError(f"{self.path}: replaced by another file since it was opened")
             handle = self._handle = FileHandle(fd)
         if self._on_open is not None:
             self._on_open()

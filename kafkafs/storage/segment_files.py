@@ -290,6 +290,16 @@ class SegmentFiles:
     def suffix(self) -> str:
         return self._suffix
 
+    def replaced_on_disk(self) -> bool:
+        """Whether the ``.log`` path now holds another file than the one this segment read (another
+        process's compaction swapped one in): by inode once the file was opened, else by size."""
+        try:
+            st = os.stat(self.log_path)
+        except FileNotFoundError:
+            return False
+        file_id = self.records.file_id
+        return st.st_ino != file_id if file_id is not None else st.st_size != self._size
+
     def _drop_handle(self) -> None:
         """Forget the ``.log`` descriptor; it closes once no reader holds it (handles.FileHandle), so a
         reader left suspended in :meth:`batches` never reads a descriptor number reused by another file."""

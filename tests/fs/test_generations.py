@@ -332,3 +332,32 @@ def test_an_open_range_keeps_its_bytes_across_a_swap(tree, name):
     assert fresh.key != node.key
     assert tree.read_file(path) == b"".join(
         render_batch_jsonl(log.topic, log.partition, b, "auto") for b in log.read(0, hi))
+
+
+def test_a_read_only_mount_follows_another_processs_compaction(tmp_path):
+    """A read-only tree over a folder another writer compacts (a broker, ``kafkafs clean``): the swap is
+    noticed (a segment replaced under the same name), the open file keeps its bytes and follows the
+    appends, a new lookup gets the compacted file."""
+    with LogDir(tmp_path, SETTINGS, writable=True) as logdir:
+        logdir.create_partition("kv", 0)
+    writer_tree = Tree(LogDir(tmp_path, SETTINGS, writable=True), rw=True)
+    ro = Tree(LogDir(tmp_path, SETTINGS))
+    try:
+        writer = Writer(writer_tree)
+        log = writer_tree.state("kv-0").log
+        writer.append("kv-0", 150)
+        follower = Follower(writer, "kv-0")
+        follower.handle.release()  # it follows the read-only tree's file instead
+        follower.node = ro.resolve("kv-0/records.jsonl")
+        follower.handle = follower.node.open(False)
+        follower.follow()
+        assert compact(log, NOW)
+        writer.append("kv-0", 30)
+        ro.state("kv-0").refresh(force=True)
+        follower.follow()
+        assert follower.last == log.log_end_offset - 1
+        assert ro.resolve("kv-0/records.jsonl").key != follower.node.key
+        assert ro.read_file("kv-0/records.jsonl") == rendered(log)
+    finally:
+        ro.close()
+        writer_tree.close()

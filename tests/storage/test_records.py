@@ -114,3 +114,22 @@ def test_a_missing_file_is_damage_and_a_link_is_never_followed(tmp_path: Path) -
     os.symlink(target, link)
     with pytest.raises(UnsafeFileError):
         FileRecords(link, writable=True, max_batch_size=LIMIT).open(create=False)
+
+
+def test_a_reopen_that_finds_another_file_is_refused(tmp_path):
+    """Another process's compaction swapped a new file in under the name: a released descriptor is not
+    silently reopened on it (the positions laid out belong to the old file)."""
+    from kafkafs.errors import SegmentClosedError
+
+    path = tmp_path / "00000000000000000000.log"
+    path.write_bytes(encode_batch([(1, None, b"old", ())]))
+    records = FileRecords(path, writable=False, max_batch_size=LIMIT)
+    old = records.read_at(0, 100)
+    records.release()
+    assert records.read_at(0, 100) == old  # the same file: reopened
+    records.release()
+    swap = tmp_path / "swap"
+    swap.write_bytes(encode_batch([(1, None, b"new", ())]))
+    os.replace(swap, path)
+    with pytest.raises(SegmentClosedError):
+        records.read_at(0, 100)
