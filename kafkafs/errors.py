@@ -76,6 +76,11 @@ class UsageError(KafkafsError):
     partition folder where a log directory is expected, a file that does not exist)."""
 
 
+class WouldBlock(KafkafsError):
+    """A read asked not to wait (``nowait``) needs bytes that are not in the page cache: the caller
+    retries it where blocking is fine (a worker thread instead of the FUSE loop)."""
+
+
 class SegmentClosedError(KafkafsError):
     """A segment (or its index) was closed while a reader still wanted it: removed by retention or
     replaced by compaction since the reader found it (the FUSE layer answers ESTALE)."""

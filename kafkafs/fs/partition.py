@@ -13,7 +13,7 @@ from bisect import bisect_left
 from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
-from ..errors import CorruptRecordError
+from ..errors import CorruptRecordError, WouldBlock
 from ..format.batch import DecodedBatch
 from ..format.jsonview import render_record_pretty
 from ..storage.log import Log
@@ -367,7 +367,7 @@ class PartitionState:
         """``by-offset/<offset>.json``: the record pretty-printed, or None if there is no such offset.
 
         ``inline``: called on the FUSE loop; raises :class:`Deferred` rather than decode a batch that is
-        compressed, long or of an internal topic (a worker thread does that)."""
+        compressed, long, of an internal topic or not in the page cache (a worker thread does that)."""
         found = self._records.get_item(offset)
         if found is not None:
             return found
@@ -406,7 +406,10 @@ class PartitionState:
                 if batch.offsets and batch.offsets[0] <= offset <= batch.offsets[-1]:
                     return batch
         try:
-            view = log_.locate(offset)
+            try:
+                view = log_.locate(offset, nowait=inline)
+            except WouldBlock:  # on the FUSE loop, the batch is not in the page cache: a worker reads it
+                raise Deferred(offset) from None
             if view is None:
                 return None
             segment = view.segment

@@ -264,21 +264,22 @@ class LocalLog:
         for batch in self.read(from_offset, to_offset):
             yield from batch
 
-    def locate(self, offset: int) -> BatchView | None:
+    def locate(self, offset: int, *, nowait: bool = False) -> BatchView | None:
         """The batch that holds ``offset``, undecoded, with its segment (``view.segment``): skip list
         floor, offset index, one interval of the ``.log``. None when the offset is not in the log
         (below the start, past the end, or in a gap that compaction left); a v2 batch found past a gap
         is not returned for an offset before it. The caller decodes it (``view.decode()``) or renders
-        it; ``CorruptRecordError`` when the bytes on the way are damaged."""
+        it; ``CorruptRecordError`` when the bytes on the way are damaged. ``nowait``: read only what the
+        page cache holds, else raise :class:`~kafkafs.errors.WouldBlock` (the FUSE loop's lookups)."""
         if offset < self._log_start_offset or offset >= self.log_end_offset:
             return None
         segment = self.segments.floor(offset)
         if segment is None:
             return None
-        view = segment.find(offset)
+        view = segment.find(offset, nowait=nowait)
         if view is None:  # in a gap at the end of the segment: the next one may start with it
             segment = self.segments.higher(segment.base_offset)
-            view = segment.find(offset) if segment is not None else None
+            view = segment.find(offset, nowait=nowait) if segment is not None else None
             if view is None:
                 return None
         if view.header.base_offset > offset and view.header.magic == 2:

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from ..errors import CorruptRecordError, SegmentClosedError
+from ..errors import CorruptRecordError, SegmentClosedError, WouldBlock
 from ..format.batch import (
     DEFAULT_MAX_INFLATED_BYTES,
     LOG_OVERHEAD,
@@ -40,6 +40,25 @@ FIRST_CHUNK_BYTES = 32 * 1024
 #: Bytes of a batch header needed to know its magic and length (and so whether it is valid).
 _MIN_HEADER = 17
 _ZERO_PREFIX = bytes(LOG_OVERHEAD)
+_RWF_NOWAIT = getattr(os, "RWF_NOWAIT", None)
+
+
+def _pread(fd: int, size: int, position: int, nowait: bool) -> bytes:
+    """``os.pread``; with ``nowait``, only what the page cache holds (``RWF_NOWAIT``): a read that would
+    wait for the disk, or comes back short of what was asked, raises :class:`WouldBlock` (so does
+    every ``nowait`` read where the system cannot say). ``size`` must not reach past the end of the data."""
+    if not nowait:
+        return os.pread(fd, size, position)
+    if _RWF_NOWAIT is None:
+        raise WouldBlock("the system cannot read without waiting")
+    buf = bytearray(size)
+    try:
+        n = os.preadv(fd, [buf], position, _RWF_NOWAIT)
+    except (BlockingIOError, OSError) as exc:
+        raise WouldBlock(str(exc)) from None
+    if n != size:
+        raise WouldBlock(f"{n} of {size} bytes in the page cache")
+    return bytes(buf)
 
 
 class BatchView(NamedTuple):
@@ -162,8 +181,9 @@ class FileRecords:
         """Up to ``size`` bytes from ``position`` (short at the end)."""
         return os.pread(self.handle().fd, size, position)
 
-    def batches(self, start_position: int, end: int) -> Iterator[BatchView]:
-        """Every whole batch from ``start_position`` (a batch boundary) to ``end``.
+    def batches(self, start_position: int, end: int, *, nowait: bool = False) -> Iterator[BatchView]:
+        """Every whole batch from ``start_position`` (a batch boundary) to ``end``; ``nowait``: raise
+        :class:`~kafkafs.errors.WouldBlock` rather than wait for the disk (see :func:`_pread`).
 
         Reads in chunks of :data:`CHUNK_BYTES` (the first ones smaller: most scans are lookups); stops quietly at a partial batch at the end of the file
         (a writer may be appending) and at zero bytes where a batch should start (a preallocated or
@@ -177,7 +197,7 @@ class FileRecords:
         pos = start_position
         step = FIRST_CHUNK_BYTES
         while pos < end:
-            chunk = os.pread(fd, min(step, end - pos), pos)
+            chunk = _pread(fd, min(step, end - pos), pos, nowait)
             step = min(2 * step, CHUNK_BYTES)
             if not chunk:
                 return
@@ -198,7 +218,7 @@ class FileRecords:
                 want = int.from_bytes(chunk[8:12], "big", signed=True) + LOG_OVERHEAD  # checked above
                 if pos + want > end:
                     return
-                chunk = os.pread(fd, want, pos)
+                chunk = _pread(fd, want, pos, nowait)
                 header = _header_in(chunk, 0, len(chunk), max_batch, path, pos)
                 if header is None:
                     return

@@ -117,13 +117,14 @@ class LogSegment(SegmentFiles):
             self._tail = None
         return size
 
-    def find(self, offset: int) -> BatchView | None:
-        """The first batch whose last offset is >= ``offset``, or None if there is none here."""
-        return next(self.read_from(offset), None)
+    def find(self, offset: int, *, nowait: bool = False) -> BatchView | None:
+        """The first batch whose last offset is >= ``offset``, or None if there is none here.
+        ``nowait``: :class:`~kafkafs.errors.WouldBlock` rather than wait for the disk."""
+        return next(self.read_from(offset, nowait=nowait), None)
 
-    def read_from(self, offset: int) -> Iterator[BatchView]:
+    def read_from(self, offset: int, *, nowait: bool = False) -> Iterator[BatchView]:
         """Batches from the one holding ``offset`` (or the next one after a gap) to the end."""
-        for view in self._scan(self.position_of(offset)):
+        for view in self._scan(self.position_of(offset, nowait), nowait):
             if view.header.last_offset >= offset:
                 yield view
 

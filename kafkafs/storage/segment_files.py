@@ -20,7 +20,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-from ..errors import CorruptRecordError, ReadOnlyError
+from ..errors import CorruptRecordError, ReadOnlyError, WouldBlock
 from ..format.batch import DEFAULT_MAX_INFLATED_BYTES, LOG_OVERHEAD
 from .config import LogConfig
 from .handles import BUDGET, HandleBudget
@@ -176,21 +176,23 @@ class SegmentFiles:
         """A batch larger than this is corruption, not data (bounds what one read may load)."""
         return max(DEFAULT_MAX_INFLATED_BYTES, 2 * self.config.max_message_bytes + LOG_OVERHEAD)
 
-    def batches(self, start_position: int = 0, end_position: int | None = None) -> Iterator[BatchView]:
+    def batches(
+        self, start_position: int = 0, end_position: int | None = None, *, nowait: bool = False
+    ) -> Iterator[BatchView]:
         """Every whole batch from ``start_position`` (a batch boundary) to ``end_position`` (default: the
         segment's size); see :meth:`FileRecords.batches <kafkafs.storage.records.FileRecords.batches>`."""
         end = self._size if end_position is None else min(end_position, self._size)
-        return self.records.batches(start_position, end)
+        return self.records.batches(start_position, end, nowait=nowait)
 
-    def _scan(self, start: int) -> Iterator[BatchView]:
+    def _scan(self, start: int, nowait: bool = False) -> Iterator[BatchView]:
         """``batches(start)`` for a position taken from an index, which may be wrong: an entry past the
         data, or one where no batch starts, is not trusted and the scan starts over from 0."""
         if start >= self._size:
             start = 0
         if start == 0:
-            yield from self.batches(0)
+            yield from self.batches(0, nowait=nowait)
             return
-        views = self.batches(start)
+        views = self.batches(start, nowait=nowait)
         try:
             first = next(views, None)
         except CorruptRecordError as exc:
@@ -198,16 +200,17 @@ class SegmentFiles:
                 raise
             log.warning("%s: no batch starts at position %d, where the index points; scanning from 0",
                         self.log_path, start)
-            yield from self.batches(0)
+            yield from self.batches(0, nowait=nowait)
             return
         if first is not None:
             yield first
             yield from views
 
-    def position_of(self, offset: int) -> int:
+    def position_of(self, offset: int, nowait: bool = False) -> int:
         """Position from which to scan for ``offset``: the offset index's floor entry (Kafka's
-        ``translateOffset`` starts there), or the in-memory scan index's when there is no index."""
-        fallback = self._fallback_index()
+        ``translateOffset`` starts there), or the in-memory scan index's when there is no index
+        (``nowait``: :class:`~kafkafs.errors.WouldBlock` when that index must first read the file)."""
+        fallback = self._fallback_index(nowait)
         if fallback is not None:
             return fallback.position_for_offset(offset)
         return self.offset_index.lookup(offset).position
@@ -221,13 +224,15 @@ class SegmentFiles:
         entry = self.time_index.lookup(timestamp)
         return self.offset_index.lookup(max(entry.offset, starting_offset)).position
 
-    def _fallback_index(self) -> ScanIndex | None:
+    def _fallback_index(self, nowait: bool = False) -> ScanIndex | None:
         """The in-memory index of a read-only segment without a usable offset index, brought up to the
         segment's current size; None when the real index serves (or the segment is small)."""
         if self.writable or self._size <= 2 * max(self.config.index_interval_bytes, 4096):
             return None
         if self._scan_index is None and self.offset_index.entries > 0:
             return None
+        if nowait and (self._scan_index is None or self._scan_index.covered < self._size):
+            raise WouldBlock(f"{self.log_path}: the in-memory index is not built yet")
         with self._lock:
             index = self._scan_index
             if index is None:

@@ -54,9 +54,9 @@ class EngineCalls:
         monkeypatch.setattr(LogSegment, "read_at", counted_read)
         locate = Log.locate
 
-        def counted_locate(log, offset):
+        def counted_locate(log, offset, **kw):
             self.finds += 1  # one lookup through the engine (it asks the segment's find once or twice)
-            return locate(log, offset)
+            return locate(log, offset, **kw)
 
         monkeypatch.setattr(Log, "locate", counted_locate)
 
@@ -189,3 +189,23 @@ def test_lookup_now_decodes_short_batches_only(tree, monkeypatch):
     monkeypatch.setattr(partition, "INLINE_BATCH_BYTES", 0)
     assert parent.lookup_now("555.json") is None
     assert parent.lookup("555.json").attr().size > 0
+
+
+def test_lookup_now_leaves_a_batch_on_disk_to_a_worker(tree):
+    """A record whose batch is not in the page cache is not read on the FUSE loop (a cold disk read
+    would stall every other request): ``lookup_now`` defers it, a worker's ``lookup`` reads it, and
+    the loop then answers the next record of that batch itself."""
+    import glob
+
+    from tests.storage.test_records import _evict
+
+    parent = tree.resolve("orders-0/by-offset")
+    state = tree.state("orders-0")
+    logs = sorted(glob.glob(os.path.join(state.log.dir, "*.log")))
+    if not logs or not all(_evict(Path(p)) for p in logs):
+        pytest.skip("cannot drop the segments' pages from the page cache here")
+    first = int(Path(logs[-1]).stem)  # a segment's first batch: far from the last byte that _evict read
+    assert parent.lookup_now(f"{first}.json") is None
+    assert parent.lookup(f"{first}.json").attr().size > 0
+    node = parent.lookup_now(f"{first + 1}.json")
+    assert node is not None and node.attr() == parent.lookup(f"{first + 1}.json").attr()

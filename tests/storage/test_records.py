@@ -133,3 +133,40 @@ def test_a_reopen_that_finds_another_file_is_refused(tmp_path):
     os.replace(swap, path)
     with pytest.raises(SegmentClosedError):
         records.read_at(0, 100)
+
+
+def _evict(path: Path) -> bool:
+    """Drop a clean file's pages from the page cache; False where the file system keeps them (tmpfs).
+    The check reads the last byte without waiting: a miss starts reading ahead from there, so the
+    file's first pages stay out of the cache."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        probe = bytearray(1)
+        try:
+            os.preadv(fd, [probe], os.fstat(fd).st_size - 1, os.RWF_NOWAIT)
+        except BlockingIOError:
+            return True
+        return False
+    finally:
+        os.close(fd)
+
+
+def test_nowait_reads_only_what_the_page_cache_holds(tmp_path: Path) -> None:
+    """``nowait`` (the FUSE loop's lookups) reads the same batches as a plain scan while the file is
+    cached, and raises WouldBlock instead of waiting for the disk once its pages are dropped."""
+    from kafkafs.errors import WouldBlock
+
+    parts = _batches(64, size=16_000)  # about 1 MiB
+    data = b"".join(parts)
+    records = _records(tmp_path, data)
+    records.open(create=False)
+    plain = [v.raw() for v in records.batches(0, len(data))]
+    assert [v.raw() for v in records.batches(0, len(data), nowait=True)] == plain == parts
+    if not _evict(records.path):
+        pytest.skip("this file system keeps the file's pages (tmpfs): nothing to wait for")
+    with pytest.raises(WouldBlock):
+        list(records.batches(0, len(data), nowait=True))
+    assert [v.raw() for v in records.batches(0, len(data))] == parts  # a blocking read brings them back
+    assert [v.raw() for v in records.batches(0, len(data), nowait=True)] == parts
