@@ -68,8 +68,10 @@ def test_lookup_getattr_open_read_release(built_logdir):
 
 
 def test_record_lookup_on_the_loop_and_no_flush_when_read_only(built_logdir, monkeypatch):
-    """by-offset/N.json resolves without a worker thread; a read-only mount answers FLUSH with ENOSYS,
-    which tells the kernel to send no more of them."""
+    """by-offset/N.json resolves without a worker thread (its batch in the page cache); a read-only mount
+    answers FLUSH with ENOSYS, which tells the kernel to send no more of them."""
+    for segment in (built_logdir / "orders-0").glob("*.log"):
+        segment.read_bytes()  # in the page cache: a batch on disk would go to a worker
     ops = _ops(built_logdir)
     try:
         async def run():
