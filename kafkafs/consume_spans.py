@@ -13,10 +13,10 @@ or raises its damage exactly as before: the output is the same bytes either way.
 from __future__ import annotations
 
 import threading
-from _queue import SimpleQueue
 from array import array
 from collections import deque
 from collections.abc import Callable, Iterator
+from queue import SimpleQueue
 from typing import Any
 
 from .errors import CorruptRecordError

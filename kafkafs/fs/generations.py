@@ -44,7 +44,6 @@ from pathlib import Path
 from ..errors import CorruptRecordError, SegmentClosedError
 from ..storage.handles import FileHandle
 from .caches import PieceCache
-from .handleview import handle_view, layout_after
 from .layout import Pieces, read_parts
 from .partition import Composition, PartitionState
 
@@ -123,7 +122,7 @@ class RecordsStream:
     def _move_to(self, cur: Composition) -> Composition:
         old = self._view
         state = self.state
-        view = handle_view(old, cur, lambda pieces, lo: layout_after(state.renderer, pieces, lo))
+        view = state.view_for(old, cur)
         if old is not None and view.total < old.total:  # never: a stream that shrank would cut lines
             log.error("%s: records.jsonl view would shrink from %d to %d bytes", state.name, old.total, view.total)
             return old

@@ -276,9 +276,11 @@ class PartitionState:
             self._composition = Composition(shape, parts, starts, total)
             return self._composition
 
-    def view_for(self, prev: Composition | None) -> Composition:
-        """What a ``records.jsonl`` handle that last read ``prev`` reads now (see :mod:`.handleview`)."""
-        return handle_view(prev, self.composition(), lambda p, lo: layout_after(self.renderer, p, lo))
+    def view_for(self, prev: Composition | None, current: Composition | None = None) -> Composition:
+        """What a ``records.jsonl`` stream that last showed ``prev`` shows now that the partition's
+        composition is ``current`` (default: the current one; see :mod:`.handleview`)."""
+        cur = self.composition() if current is None else current
+        return handle_view(prev, cur, lambda p, lo: layout_after(self.renderer, p, lo))
 
     def read_view(self, view: Composition, offset: int, size: int, cache: PieceCache) -> bytes:
         return read_parts(view.parts, view.starts, offset, size, lambda p, i: self.render_piece(p, i, cache))

@@ -139,10 +139,13 @@ class _RecordsDir(Dir):
             return node
         bounds = self._range_bounds(name)
         if bounds is not None:
-            # a range's key holds the partition's rewrites: after a compaction or retention a lookup
-            # gets a new file, and one already open keeps what it held (each piece reads its segment)
-            return self.tree.range_node(state, (self._range_kind, state.name, *bounds, state.rewrites), self, name)
+            return self._range_node(state, *bounds, name)
         raise NotFound(name)
+
+    def _range_node(self, state: PartitionState, first: int, last: int, name: str) -> Node:
+        # a range's key holds the partition's rewrites: after a compaction or retention a lookup
+        # gets a new file, and one already open keeps what it held (each piece reads its segment)
+        return self.tree.range_node(state, (self._range_kind, state.name, first, last, state.rewrites), self, name)
 
 
 class ByOffsetDir(_RecordsDir):
@@ -172,10 +175,9 @@ class ByOffsetDir(_RecordsDir):
         if state.listed_records() <= self.tree.list_limit:
             return None
         return (
-            (r.last + 1, f"{r.first}-{r.last}.jsonl",
-             self.tree.range_node(state, ("offset-range", state.name, r.first, r.last, state.rewrites), self,
-                                  f"{r.first}-{r.last}.jsonl"))
+            (r.last + 1, name, self._range_node(state, r.first, r.last, name))
             for r in state.segment_ranges(start_id)
+            for name in (f"{r.first}-{r.last}.jsonl",)
         )
 
     def entries(self, start_id: int) -> Iterator[tuple[int, str, Node]]:

@@ -297,8 +297,7 @@ class _PieceReader:
                 view = next(_views(self.segment, dataclasses.replace(piece, start=pos), spec.on_corrupt), None)
                 if view is None:
                     return
-                pos = view.position + view.size
-                buf, base = b"", pos
+                pos = view.position + view.size  # still in buf, or past it: the next turn reads on
                 if not self.take(view):
                     return
                 if not self.full():
