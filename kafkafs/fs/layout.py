@@ -189,6 +189,13 @@ class SegmentLayout(Pieces):
         """Whether this layout may go to the size cache: whole, undamaged, unfiltered."""
         return self.filter is NO_FILTER and not self.broken and not self.bad and self.scanned >= self.segment.size
 
+    def uses_spans(self, renderer: Renderer) -> bool:
+        """Whether the kernel's spans (:mod:`kafkafs.fs.spans`) may lay out this segment: the rule for
+        :meth:`extend` and for cutting a segment into parts sized on several threads. Only a layout of
+        the whole segment (unfiltered) of a partition without a decoder: a span renders every record
+        of its batches with the generic rendering."""
+        return self.filter is NO_FILTER and renderer.decoder is None
+
     def cached(self) -> CachedLayout:
         with self.lock:
             return CachedLayout(
@@ -214,7 +221,7 @@ class SegmentLayout(Pieces):
         with self.lock:
             size = self.segment.size
             start = self.scanned
-            spans = self.filter is NO_FILTER and renderer.decoder is None
+            spans = self.uses_spans(renderer)
             while not self.broken and self.scanned < size:
                 before = self.scanned
                 if spans:  # the kernel walks the batches it takes; the loop below does one run of the others

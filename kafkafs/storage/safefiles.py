@@ -33,6 +33,7 @@ __all__ = [
     "O_NOFOLLOW",
     "open_file",
     "regular_files",
+    "regular_file_stat",
     "unsafe_entries",
     "check_partition_folder",
     "is_regular_file",
@@ -90,10 +91,17 @@ def open_file(path: str | os.PathLike[str], flags: int, mode: int = 0o644) -> in
 
 def is_regular_file(path: str | os.PathLike[str]) -> bool:
     """True when ``path`` itself (``lstat``: a link is not followed) is a regular file."""
+    return regular_file_stat(path) is not None
+
+
+def regular_file_stat(path: str | os.PathLike[str]) -> os.stat_result | None:
+    """``lstat(path)`` when ``path`` itself (a link is not followed) is a regular file, else None: for a
+    caller that wants the file's inode too, in one system call."""
     try:
-        return stat.S_ISREG(os.lstat(path).st_mode)
+        st = os.lstat(path)
     except OSError:
-        return False
+        return None
+    return st if stat.S_ISREG(st.st_mode) else None
 
 
 def unsafe_entries(directory: str | os.PathLike[str]) -> list[str]:
