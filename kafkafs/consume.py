@@ -254,6 +254,17 @@ def _wait(readers: list[_Reader]) -> None:
         time.sleep(0.2)
 
 
+def _count(text: str) -> int:
+    """``-c N``: how many records, 0 or more."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} is not a count (0 or more)")
+    return value
+
+
 def add_consume_arguments(p: argparse.ArgumentParser) -> None:
     """``kafkafs consume``'s own arguments (values, schemas and settings come from the command line)."""
     p.add_argument("partition", nargs="?", metavar="TOPIC[-PARTITION]", help="a partition folder, or a whole topic")
@@ -262,7 +273,7 @@ def add_consume_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--offset", "--from-offset", dest="offset", action="append", metavar="OFFSET",
                    help="beginning|earliest, end|latest, N, -N (from the end), s@TS (start), e@TS (stop)")
     p.add_argument("--from-time", metavar="TS", help="first record at or after TS (epoch ms or ISO-8601 UTC)")
-    p.add_argument("-c", "--count", "--max-records", dest="count", type=int, metavar="N", help="stop after N records")
+    p.add_argument("-c", "--count", "--max-records", dest="count", type=_count, metavar="N", help="stop after N records")
     p.add_argument("-f", "--follow", action="store_true", help="keep printing new records")
     p.add_argument("-e", dest="exit_at_end", action="store_true", help="exit at the end (the default; kcat's -e)")
     p.add_argument("--no-interleave", action="store_true", help="a whole topic partition by partition, not by time")
