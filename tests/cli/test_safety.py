@@ -132,6 +132,10 @@ def test_finding3_clean_keeps_internal_topics(fixtures_dir, tmp_path):
         assert config.compact and not config.delete and config.segment_bytes == 100 * 1024 * 1024
     metadata = settings.for_topic("__cluster_metadata")
     assert metadata.retention_ms == -1 and metadata.retention_bytes == -1 and not metadata.compact
+    # tiered storage's metadata topic: TopicBasedRemoteLogMetadataManager creates it with
+    # cleanup.policy=delete and retention.ms=remote.log.metadata.topic.retention.ms (default -1)
+    remote = settings.for_topic("__remote_log_metadata")
+    assert remote.retention_ms == -1 and remote.retention_bytes == -1 and not remote.compact
     assert settings.for_topic("orders").delete and settings.for_topic("orders").retention_ms == 1
     # an operator who names the topic decides
     named = Settings({"cleanup.policy": "delete"}, {"__consumer_offsets": {"cleanup.policy": "delete"}})
