@@ -82,14 +82,20 @@ def test_finding1_every_writer_refuses_a_linked_partition(demo_copy, outside, co
     images = demo_copy / "images-0"
     os.symlink(outside / "victim.log", images / "leader-epoch-checkpoint.tmp")
     before = _tree(outside), _tree(images)
-    if command == "produce":
-        out = run("produce", str(demo_copy), "images-0", stdin=b"x\n", check_rc=1)
-        assert out.stderr.decode().count("\n") == 1 and b"symbolic link" in out.stderr
-    else:
-        out = run(command, str(demo_copy), "--set", "retention.ms=1", check_rc=1) if command == "clean" else run(
-            command, str(demo_copy), check_rc=1)
-        assert sum("images-0: refused" in line for line in out.stdout.decode().splitlines()) == 1
+    _writer_refuses_images(command, demo_copy, "symbolic link")
     assert (_tree(outside), _tree(images)) == before
+
+
+def _writer_refuses_images(command: str, logdir: Path, why: str) -> None:
+    """Run the writer ``command`` on ``logdir``: exit 1, images-0 refused in one line that says ``why``."""
+    if command == "produce":
+        out = run("produce", str(logdir), "images-0", stdin=b"x\n", check_rc=1)
+        assert out.stderr.decode().count("\n") == 1 and why in out.stderr.decode()
+    else:
+        extra = ("--set", "retention.ms=1") if command == "clean" else ()
+        out = run(command, str(logdir), *extra, check_rc=1)
+        refused = [line for line in out.stdout.decode().splitlines() if line.startswith("images-0: refused")]
+        assert len(refused) == 1 and why in refused[0]
 
 
 def _stamps(root: Path) -> dict[str, int]:
@@ -105,14 +111,7 @@ def test_a_writer_refuses_a_partition_folder_linked_outside_the_log_directory(de
     (demo_copy / "images-0").rename(elsewhere / "images-0")
     os.symlink(elsewhere / "images-0", demo_copy / "images-0")
     before = _tree(elsewhere), _stamps(elsewhere)
-    if command == "produce":
-        out = run("produce", str(demo_copy), "images-0", stdin=b"x\n", check_rc=1)
-        assert out.stderr.decode().count("\n") == 1 and b"outside the log directory" in out.stderr
-    else:
-        extra = ("--set", "retention.ms=1") if command == "clean" else ()
-        out = run(command, str(demo_copy), *extra, check_rc=1)
-        refused = [line for line in out.stdout.decode().splitlines() if line.startswith("images-0: refused")]
-        assert len(refused) == 1 and "outside the log directory" in refused[0]
+    _writer_refuses_images(command, demo_copy, "outside the log directory")
     assert (_tree(elsewhere), _stamps(elsewhere)) == before
     # readers still follow it (SPEC §3: partition folders may be links)
     assert b'"topic":"images"' in run("consume", str(demo_copy), "images-0").stdout
