@@ -332,3 +332,19 @@ def test_log_directory_files_at_the_top(fixtures_dir):
             assert t.read_file(f"__consumer_offsets-12/segments/{name}") == (logs / "__consumer_offsets-12" / name).read_bytes()
     finally:
         t.close()
+
+
+def test_a_linked_partition_folder_is_served_without_a_warning(built_logdir, tmp_path):
+    """SPEC §3: partition folders (and LOGDIR) may be links; listing the top must not warn that such a
+    folder was "skipped, never followed" while it is served (the hook in tests/conftest.py fails on it)."""
+    logdir = tmp_path / "logs"
+    logdir.mkdir()
+    os.symlink(built_logdir / "orders-0", logdir / "orders-0")
+    link = tmp_path / "link"
+    os.symlink(logdir, link)
+    t = Tree(LogDir(link))
+    try:
+        assert t.listdir("") == ["orders-0"]
+        assert t.read_file("orders-0/records.jsonl") == expected_jsonl(built_logdir, "orders-0")
+    finally:
+        t.close()
