@@ -26,6 +26,7 @@ from typing import Any, BinaryIO
 
 from .consume_spans import SpanPool, span_chunks, spannable
 from .errors import CorruptRecordError, InvalidInput, InvalidName
+from .format.decoders import decoder_for
 from .format.jsonview import render_batch_jsonl, render_raw_jsonl_count, render_raw_jsonl_lines
 from .format.timestamps import parse_timestamp
 from .storage.log import Log
@@ -131,7 +132,6 @@ class _Reader:
                     return
                 yield ts, log_.partition, offset, rendered[i] + b"\n"
 
-
     def chunks(self, remaining: int | None) -> Iterator[tuple[bytes, int]]:
         """The lines of whole batches at once, ``(lines, how many)``, at most ``remaining`` records in
         all: the fast path (no interleaving, no ``e@TS``): spans of many batches on every core
@@ -139,29 +139,38 @@ class _Reader:
         log_ = self.log
         if self.done or self.next_offset >= log_.log_end_offset:
             return
-        topic, partition, mode, decoder = log_.topic, log_.partition, self.mode, self.decoder
-        if remaining is None and spannable(mode, decoder):
+        if remaining is None and spannable(self.mode, self.decoder):
             yield from span_chunks(self, _pool())
             return
         for segment, view in log_.batches(self.next_offset):
-            lo = self.next_offset
-            self.next_offset = max(lo, view.header.next_offset)
-            try:
-                if remaining is None:
-                    lines, n = render_raw_jsonl_count(topic, partition, view.raw(), mode, decoder=decoder, lo=lo)
-                else:
-                    lines, _offsets, ends = render_raw_jsonl_lines(topic, partition, view.raw(), mode, decoder=decoder, lo=lo)
-                    n = len(ends)
-                    if n > remaining:
-                        n = remaining
-                        lines = lines[: ends[n - 1]]
-                    remaining -= n
-            except CorruptRecordError as exc:
-                raise exc.at(str(segment.log_path), view.position) from None
+            lines, n = self.batch_lines(segment, view, remaining)
             if n:
                 yield lines, n
-            if remaining is not None and remaining <= 0:
-                return
+            if remaining is not None:
+                remaining -= n
+                if remaining <= 0:
+                    return
+
+    def batch_lines(self, segment: Any, view: Any, remaining: int | None = None) -> tuple[bytes, int]:
+        """``(lines, how many)`` of one batch from ``next_offset`` on (at most ``remaining`` records),
+        advancing ``next_offset`` past it: the batch-by-batch way, which :mod:`.consume_spans` also
+        takes for what a span does not. Damage is raised at the segment's path and the batch's position."""
+        log_ = self.log
+        lo = self.next_offset
+        self.next_offset = max(lo, view.header.next_offset)
+        try:
+            if remaining is None:
+                return render_raw_jsonl_count(log_.topic, log_.partition, view.raw(), self.mode, decoder=self.decoder, lo=lo)
+            lines, _offsets, ends = render_raw_jsonl_lines(
+                log_.topic, log_.partition, view.raw(), self.mode, decoder=self.decoder, lo=lo
+            )
+        except CorruptRecordError as exc:
+            raise exc.at(str(segment.log_path), view.position) from None
+        n = len(ends)
+        if n > remaining:
+            n = remaining
+            lines = lines[: ends[n - 1]]
+        return lines, n
 
 
 _POOL: SpanPool | None = None
@@ -178,16 +187,6 @@ def _pool() -> SpanPool:
             cpus = os.cpu_count() or 1
         _POOL = SpanPool(min(cpus, 4))
     return _POOL
-
-
-def _decoder_for(topic: str, mode: str, registry=None):
-    """The decoders' step for Kafka's internal topics and Schema Registry values (SPEC §8); None for
-    ordinary topics without a registry (without importing the decoders: start-up time)."""
-    if mode != "auto" or (not topic.startswith("__") and (registry is None or not len(registry))):
-        return None
-    from .format.decoders import decoder_for
-
-    return decoder_for(topic, registry)
 
 
 def consume(
@@ -208,7 +207,7 @@ def consume(
     readers = []
     for name in names:
         log_ = logdir.log(name)
-        readers.append(_Reader(log_, start_offset(log_, spec), mode, stop_ts, _decoder_for(log_.topic, mode, registry)))
+        readers.append(_Reader(log_, start_offset(log_, spec), mode, stop_ts, decoder_for(log_.topic, registry, mode)))
     printed = 0
     whole_batches = stop_ts is None and (len(readers) == 1 or not interleave)
     while True:
@@ -255,6 +254,17 @@ def _wait(readers: list[_Reader]) -> None:
         time.sleep(0.2)
 
 
+def _count(text: str) -> int:
+    """``-c N``: how many records, 0 or more."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} is not a count (0 or more)")
+    return value
+
+
 def add_consume_arguments(p: argparse.ArgumentParser) -> None:
     """``kafkafs consume``'s own arguments (values, schemas and settings come from the command line)."""
     p.add_argument("partition", nargs="?", metavar="TOPIC[-PARTITION]", help="a partition folder, or a whole topic")
@@ -263,7 +273,7 @@ def add_consume_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--offset", "--from-offset", dest="offset", action="append", metavar="OFFSET",
                    help="beginning|earliest, end|latest, N, -N (from the end), s@TS (start), e@TS (stop)")
     p.add_argument("--from-time", metavar="TS", help="first record at or after TS (epoch ms or ISO-8601 UTC)")
-    p.add_argument("-c", "--count", "--max-records", dest="count", type=int, metavar="N", help="stop after N records")
+    p.add_argument("-c", "--count", "--max-records", dest="count", type=_count, metavar="N", help="stop after N records")
     p.add_argument("-f", "--follow", action="store_true", help="keep printing new records")
     p.add_argument("-e", dest="exit_at_end", action="store_true", help="exit at the end (the default; kcat's -e)")
     p.add_argument("--no-interleave", action="store_true", help="a whole topic partition by partition, not by time")

@@ -19,9 +19,8 @@ from collections.abc import Callable, Iterator
 from queue import SimpleQueue
 from typing import Any
 
-from .errors import CorruptRecordError
 from .format import kernel as _kernel
-from .format.jsonview import render_raw_jsonl_count, render_span_jsonl
+from .format.jsonview import render_span_jsonl
 
 __all__ = ["SpanPool", "span_chunks", "tune_malloc"]
 
@@ -112,18 +111,13 @@ def span_chunks(reader: Any, pool: SpanPool) -> Iterator[tuple[bytes, int]]:
         moved = yield from _segment(reader, pool, segment, view.position, topic, partition, mode)
         if not moved:  # cannot happen (the batch found is read again); never loop on it
             for segment, view in log_.batches(reader.next_offset):
-                yield from _old_way(reader, segment, view, topic, partition, mode)
+                yield from _old_way(reader, segment, view)
             return
 
 
-def _old_way(reader, segment, view, topic: str, partition: int, mode: str) -> Iterator[tuple[bytes, int]]:
+def _old_way(reader, segment, view) -> Iterator[tuple[bytes, int]]:
     """One batch as consume renders it batch by batch (records from ``reader.next_offset`` on)."""
-    lo = reader.next_offset
-    reader.next_offset = max(lo, view.header.next_offset)
-    try:
-        lines, n = render_raw_jsonl_count(topic, partition, view.raw(), mode, lo=lo)
-    except CorruptRecordError as exc:
-        raise exc.at(str(segment.log_path), view.position) from None
+    lines, n = reader.batch_lines(segment, view)
     if n:
         yield lines, n
 
@@ -144,7 +138,7 @@ def _segment(reader, pool: SpanPool, segment, pos: int, topic: str, partition: i
         try:
             for i, view in enumerate(views):
                 if view.header.last_offset >= reader.next_offset:  # as Log.batches skips
-                    yield from _old_way(reader, segment, view, topic, partition, mode)
+                    yield from _old_way(reader, segment, view)
                 pos = view.position + view.size
                 if taken >= _FEW or i >= _COOLDOWN:
                     break

@@ -37,6 +37,18 @@ class DumpOptions:
             self.deep_iteration = True
 
 
+def _size(text: str) -> int:
+    """A byte count for ``--max-bytes`` / ``--max-message-size``: a Java int, 0 or more (Kafka's
+    ``FileRecords.slice`` refuses a negative size)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+    if not 0 <= value <= INT_MAX:
+        raise argparse.ArgumentTypeError(f"{value} is not a size from 0 to {INT_MAX}")
+    return value
+
+
 def add_dump_arguments(p: argparse.ArgumentParser) -> None:
     """``kafkafs dump``'s arguments: Kafka's flags (argparse also takes unambiguous prefixes, so the
     older ``--deep``, ``--print-data`` and ``--verify-index`` keep working)."""
@@ -60,11 +72,11 @@ def add_dump_arguments(p: argparse.ArgumentParser) -> None:
         "--skip-record-metadata", action="store_true", help="record lines without offset, sizes, ..."
     )
     p.add_argument(
-        "--max-bytes", type=int, default=INT_MAX, metavar="N", help="read only the first N bytes of a .log"
+        "--max-bytes", type=_size, default=INT_MAX, metavar="N", help="read only the first N bytes of a .log"
     )
     p.add_argument(
         "--max-message-size",
-        type=int,
+        type=_size,
         default=5 * 1024 * 1024,
         metavar="N",
         help="largest batch (index checks)",

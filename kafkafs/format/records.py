@@ -24,6 +24,8 @@ from typing import NamedTuple
 
 from ..errors import CorruptRecordError
 from .batchheader import BatchHeader
+from .varint import read_varint as _varint
+from .varint import read_varlong as _varlong
 
 __all__ = [
     "Header",
@@ -139,34 +141,6 @@ def control_type_of(key: bytes | None) -> str:
 # --------------------------------------------------------------------------------------------- decode
 
 _MASK64 = 0xFFFFFFFFFFFFFFFF
-
-
-def _zigzag(data: bytes, pos: int, bits: int, name: str) -> tuple[int, int]:
-    """A zig-zag varint (``bits`` 32: at most 5 bytes) or varlong (64: at most 10 bytes) whose first
-    byte has its continuation bit set; ``name`` says which in the errors."""
-    start = pos
-    raw = 0
-    shift = 0
-    max_shift = 35 if bits == 32 else 70
-    while True:
-        b = data[pos]
-        pos += 1
-        raw |= (b & 0x7F) << shift
-        if b < 0x80:
-            if raw >> bits:
-                raise CorruptRecordError(f"{name} out of {bits}-bit range", start)
-            return (raw >> 1) ^ -(raw & 1), pos
-        shift += 7
-        if shift >= max_shift:
-            raise CorruptRecordError(f"{name} longer than {max_shift // 7} bytes", start)
-
-
-def _varint(data: bytes, pos: int) -> tuple[int, int]:
-    return _zigzag(data, pos, 32, "varint")
-
-
-def _varlong(data: bytes, pos: int) -> tuple[int, int]:
-    return _zigzag(data, pos, 64, "varlong")
 
 
 def _wrap64(value: int) -> int:

@@ -2,7 +2,9 @@
 
 A varint (32-bit) takes at most 5 bytes and a varlong (64-bit) at most 10; anything longer is corrupt.
 Decoders take a buffer and a position and return ``(value, next_position)``; they raise
-:class:`~kafkafs.errors.CorruptRecordError` for a varint that is too long or runs past ``end``.
+:class:`~kafkafs.errors.CorruptRecordError` for a varint that is too long or out of range, and
+``decode_*`` also for one that runs past ``end`` (``read_*``, the record decoder's, raise ``IndexError``
+there instead: its caller reports that as damage, and the hot path checks no end per byte).
 """
 
 from __future__ import annotations
@@ -10,10 +12,14 @@ from __future__ import annotations
 from ..errors import CorruptRecordError
 
 __all__ = [
+    "read_zigzag",
+    "read_varint",
+    "read_varlong",
     "decode_varint",
     "decode_varlong",
     "encode_varint",
     "encode_varlong",
+    "encode_uvarint",
     "size_of_varint",
     "zigzag",
     "unzigzag",
@@ -29,43 +35,61 @@ def unzigzag(raw: int) -> int:
     return (raw >> 1) ^ -(raw & 1)
 
 
-def _decode(buf, pos: int, end: int | None, max_bytes: int, what: str) -> tuple[int, int]:
-    if end is None:
-        end = len(buf)
+def read_zigzag(data, pos: int, bits: int, name: str) -> tuple[int, int]:
+    """A zig-zag varint (``bits`` 32: at most 5 bytes) or varlong (64: at most 10 bytes) at ``pos``,
+    as ``(value, next_position)``; ``name`` says which in the errors. The one decoder of the Python
+    code (the compiled kernel has its own, tested against the reference that calls this one).
+
+    It does not check the end of ``data``: reading past it is an ``IndexError``, which the record
+    decoder's caller reports as damage (a check per byte would cost the hot path its speed)."""
     start = pos
-    shift = 0
     raw = 0
+    shift = 0
+    max_shift = 35 if bits == 32 else 70
     while True:
-        if pos >= end:
-            raise CorruptRecordError(f"{what} runs past the end of its buffer", start)
-        b = buf[pos]
+        b = data[pos]
         pos += 1
         raw |= (b & 0x7F) << shift
         if b < 0x80:
+            if raw >> bits:
+                raise CorruptRecordError(f"{name} out of {bits}-bit range", start)
             return (raw >> 1) ^ -(raw & 1), pos
         shift += 7
-        if pos - start >= max_bytes:
-            raise CorruptRecordError(f"{what} longer than {max_bytes} bytes", start)
+        if shift >= max_shift:
+            raise CorruptRecordError(f"{name} longer than {max_shift // 7} bytes", start)
+
+
+def read_varint(data, pos: int) -> tuple[int, int]:
+    """:func:`read_zigzag` of a varint (32-bit); past the end of ``data`` an ``IndexError``."""
+    return read_zigzag(data, pos, 32, "varint")
+
+
+def read_varlong(data, pos: int) -> tuple[int, int]:
+    """:func:`read_zigzag` of a varlong (64-bit); past the end of ``data`` an ``IndexError``."""
+    return read_zigzag(data, pos, 64, "varlong")
+
+
+def _decode(buf, pos: int, end: int | None, bits: int, what: str) -> tuple[int, int]:
+    try:
+        return read_zigzag(buf if end is None else buf[:end], pos, bits, what)
+    except IndexError:
+        raise CorruptRecordError(f"{what} runs past the end of its buffer", pos) from None
 
 
 def decode_varint(buf, pos: int = 0, end: int | None = None) -> tuple[int, int]:
     """A zig-zag varint of at most 5 bytes, as ``(value, next_position)``."""
-    value, pos2 = _decode(buf, pos, end, 5, "varint")
-    if not -(1 << 31) <= value < (1 << 31):
-        raise CorruptRecordError("varint out of 32-bit range", pos)
-    return value, pos2
+    return _decode(buf, pos, end, 32, "varint")
 
 
 def decode_varlong(buf, pos: int = 0, end: int | None = None) -> tuple[int, int]:
     """A zig-zag varlong of at most 10 bytes, as ``(value, next_position)``."""
-    value, pos2 = _decode(buf, pos, end, 10, "varlong")
-    if not -(1 << 63) <= value < (1 << 63):
-        raise CorruptRecordError("varlong out of 64-bit range", pos)
-    return value, pos2
+    return _decode(buf, pos, end, 64, "varlong")
 
 
-def _encode(raw: int) -> bytes:
-    if raw < 0x80:
+def encode_uvarint(raw: int) -> bytes:
+    """An unsigned varint (no zig-zag: Kafka's flexible-version lengths and tags, and the raw form of
+    the encoders below); a negative ``raw`` is a ``ValueError``."""
+    if 0 <= raw < 0x80:
         return _SMALL[raw]
     out = bytearray()
     while raw >= 0x80:
@@ -82,14 +106,14 @@ def encode_varint(value: int) -> bytes:
     """A signed 32-bit value as a zig-zag varint."""
     if not -(1 << 31) <= value < (1 << 31):
         raise ValueError(f"{value} does not fit a varint")
-    return _encode(((value << 1) ^ (value >> 31)) & 0xFFFFFFFF)
+    return encode_uvarint(((value << 1) ^ (value >> 31)) & 0xFFFFFFFF)
 
 
 def encode_varlong(value: int) -> bytes:
     """A signed 64-bit value as a zig-zag varlong."""
     if not -(1 << 63) <= value < (1 << 63):
         raise ValueError(f"{value} does not fit a varlong")
-    return _encode(((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF)
+    return encode_uvarint(((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF)
 
 
 def size_of_varint(value: int) -> int:

@@ -16,8 +16,8 @@ from ..storage.safefiles import open_file
 from .append import AppendBuffer
 from .caches import PieceCache
 from .generations import RecordsStream
-from .layout import RangeLayout
 from .partition import PartitionState
+from .rangelayout import RangeLayout
 
 __all__ = [
     "Handle",

@@ -20,8 +20,9 @@ from ..storage.log import Log
 from ..storage.segment import LogSegment
 from .caches import LRU, PieceCache, free_later
 from .handleview import handle_view, layout_after
-from .layout import Part, Pieces, RangeLayout, Renderer, SegmentLayout, read_cached, read_parts
+from .layout import Part, Pieces, Renderer, SegmentLayout, read_cached, read_parts
 from .piecerender import PieceRenderer
+from .rangelayout import RangeLayout
 from .render import Filter
 from .sizecache import SizeCache
 from .sizing import Progress, SizingJob, load_cached, log_progress, size_layouts, store_layout

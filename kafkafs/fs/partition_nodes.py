@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import orjson
 
 from ..errors import SegmentClosedError
-from ..storage.safefiles import is_regular_file, regular_files
+from ..storage.safefiles import regular_file_stat, regular_files
 from . import names
 from .generations import RecordsStream
 from .handles import (
@@ -329,9 +329,10 @@ class SegmentsDir(Dir):
 
     def lookup(self, name: str) -> Node:
         state = self.tree.state(self.partition_name)
-        if not names.is_partition_file(name) or "/" in name or not is_regular_file(state.log.dir / name):
+        st = regular_file_stat(state.log.dir / name) if names.is_partition_file(name) and "/" not in name else None
+        if st is None:
             raise NotFound(name)
-        return self.tree.segment_file(state, name, self)
+        return self.tree.segment_file(state, name, self, st)  # the lookup's one lstat: the node keeps its inode
 
     def entries(self, start_id: int) -> Iterator[tuple[int, str, Node]]:
         state = self.tree.state(self.partition_name)
@@ -351,12 +352,19 @@ class SegmentFile(File):
     new file in the mount too (the old one keeps its size and pages for whoever has it open), and the
     mount drops the kernel's entry for the name (:class:`~kafkafs.fs.live.Invalidator`)."""
 
-    def __init__(self, tree: Tree, state: PartitionState, name: str, parent: Node | None) -> None:
+    def __init__(
+        self, tree: Tree, state: PartitionState, name: str, parent: Node | None, st: os.stat_result | None = None
+    ) -> None:
+        """``st``: the file's ``lstat`` when the caller just made it (a lookup), else it is made here."""
         path = state.log.dir / name
-        try:
-            file_id: int | None = os.lstat(path).st_ino
-        except FileNotFoundError:
-            file_id = None
+        file_id: int | None
+        if st is not None:
+            file_id = st.st_ino
+        else:
+            try:
+                file_id = os.lstat(path).st_ino
+            except FileNotFoundError:
+                file_id = None
         super().__init__(tree, ("segment", state.name, name, file_id), parent)
         self.state = state
         self.name = name

@@ -185,7 +185,7 @@ def _parts(jobs: Sequence[SizingJob], threads: int) -> dict[int, list[tuple[int,
     for job in jobs:
         layout, segment = job.layout, job.layout.segment
         count = min(threads, segment.size // SPLIT_BYTES)
-        if count < 2 or len(layout) or layout.scanned or layout.filter.lo is not None or job.renderer.decoder:
+        if count < 2 or len(layout) or layout.scanned or not layout.uses_spans(job.renderer):
             continue
         try:
             points = split_points(segment, count)

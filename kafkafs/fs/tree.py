@@ -260,8 +260,10 @@ class Tree:
     def range_node(self, state: PartitionState, key: tuple, parent: Node, name: str = "") -> RangeFile:
         return RangeFile(self, state, key, parent, name)
 
-    def segment_file(self, state: PartitionState, name: str, parent: Node) -> SegmentFile:
-        return SegmentFile(self, state, name, parent)
+    def segment_file(
+        self, state: PartitionState, name: str, parent: Node, st: os.stat_result | None = None
+    ) -> SegmentFile:
+        return SegmentFile(self, state, name, parent, st)
 
     def node_for_ino(self, ino: int) -> Node | None:
         """The node of a computed inode number (None when it is not one, or its partition is gone)."""

@@ -13,6 +13,8 @@ Not thread-safe: one instance per split reader.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -21,7 +23,7 @@ from ..format.batch import BatchHeader, DecodedBatch
 from .plan import ScanSpec
 from .schema import HEADERS_ARROW_TYPE, TIMESTAMP_ARROW_TYPE, arrow_schema
 
-__all__ = ["KernelColumns", "available", "row_mask", "WALK_PARTIAL", "WALK_PYTHON", "WALK_END", "WALK_FULL"]
+__all__ = ["KernelColumns", "available", "row_mask", "repeat_runs", "finish_batch", "WALK_PARTIAL", "WALK_PYTHON", "WALK_END", "WALK_FULL"]
 
 #: :meth:`KernelColumns.walk` stopped where the buffer holds no whole batch.
 WALK_PARTIAL = 0
@@ -58,6 +60,26 @@ def row_mask(spec: ScanSpec, offsets: pa.Array, micros: pa.Array) -> pa.Array | 
     for c in conditions[1:]:
         mask = pc.and_(mask, c)
     return mask
+
+
+def repeat_runs(runs: Iterable[tuple[object, int]], type_: pa.DataType) -> pa.Array:
+    """A column that holds each run's value for its number of rows, ``runs`` as ``(value, rows)``: the
+    topic, partition and timestamp type columns, which change rarely within an Arrow batch."""
+    parts = [pa.repeat(pa.scalar(value, type_), rows) for value, rows in runs]
+    return parts[0] if len(parts) == 1 else pa.concat_arrays(parts)
+
+
+def finish_batch(
+    spec: ScanSpec, columns: list[pa.Array], include_headers: bool, offsets: pa.Array, micros: pa.Array
+) -> pa.RecordBatch | None:
+    """One Arrow batch of ``columns`` (in the schema's order) with the rows that pass the scan's
+    timestamp bounds and offset list (:func:`row_mask`), or None when no row is left. Both column
+    builders, the kernel's and the Python reference's, end here."""
+    batch = pa.RecordBatch.from_arrays(columns, schema=arrow_schema(include_headers))
+    mask = row_mask(spec, offsets, micros)
+    if mask is not None:
+        batch = batch.filter(mask)
+    return batch if batch.num_rows else None
 
 
 def _binary(type_: pa.DataType, column: tuple) -> pa.Array:
@@ -124,11 +146,9 @@ class KernelColumns:
         return pos, status
 
     def _repeat(self, index: int, type_: pa.DataType) -> pa.Array:
-        runs, parts, start = self._runs, [], 0
-        for run in runs:
-            parts.append(pa.repeat(pa.scalar(run[index], type_), run[2] - start))
-            start = run[2]
-        return parts[0] if len(parts) == 1 else pa.concat_arrays(parts)
+        runs = self._runs  # each run holds the rows up to its end: it starts where the one before ends
+        starts = [0, *(run[2] for run in runs[:-1])]
+        return repeat_runs(((run[index], run[2] - start) for run, start in zip(runs, starts, strict=True)), type_)
 
     def build(self, spec: ScanSpec) -> pa.RecordBatch | None:
         """The rows so far as one Arrow batch (predicates applied), or None; starts again empty."""
@@ -155,8 +175,4 @@ class KernelColumns:
                 HEADERS_ARROW_TYPE, n, [None if valid is None else pa.py_buffer(valid), pa.py_buffer(list_offsets)],
                 null_count=nulls, children=[struct],
             ))
-        batch = pa.RecordBatch.from_arrays(columns, schema=arrow_schema(self.include_headers))
-        mask = row_mask(spec, offsets, micros)
-        if mask is not None:
-            batch = batch.filter(mask)
-        return batch if batch.num_rows else None
+        return finish_batch(spec, columns, self.include_headers, offsets, micros)

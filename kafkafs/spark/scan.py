@@ -29,10 +29,10 @@ from ..format.batch import BatchHeader, DecodedBatch, control_type_of, records_s
 from ..storage.config import LogConfig
 from ..storage.records import BatchView
 from ..storage.segment import LogSegment
-from .arrowcols import WALK_END, WALK_FULL, WALK_PARTIAL, KernelColumns, available, row_mask
+from .arrowcols import WALK_END, WALK_FULL, WALK_PARTIAL, KernelColumns, available, finish_batch, repeat_runs
 from .dataloss import report_data_loss
 from .plan import Piece, ScanSpec, Split
-from .schema import HEADERS_ARROW_TYPE, TIMESTAMP_ARROW_TYPE, arrow_schema
+from .schema import HEADERS_ARROW_TYPE, TIMESTAMP_ARROW_TYPE
 
 __all__ = ["read_split", "READ_CONFIG", "freeze_worker_heap"]
 
@@ -94,9 +94,7 @@ class _Columns:
         self.bytes += sum(map(len, filter(None, values))) + sum(map(len, filter(None, keys)))
 
     def _repeat(self, index: int, type_: pa.DataType) -> pa.Array:
-        if len(self.runs) == 1:
-            return pa.repeat(pa.scalar(self.runs[0][index], type_), self.rows)
-        return pa.concat_arrays([pa.repeat(pa.scalar(r[index], type_), r[3]) for r in self.runs])
+        return repeat_runs(((run[index], run[3]) for run in self.runs), type_)
 
     def build(self, spec: ScanSpec) -> pa.RecordBatch | None:
         if not self.rows:
@@ -119,12 +117,8 @@ class _Columns:
                 columns.append(pa.array([h if h else None for h in self.headers], type=HEADERS_ARROW_TYPE))
             else:
                 columns.append(pa.nulls(n, type=HEADERS_ARROW_TYPE))
-        batch = pa.RecordBatch.from_arrays(columns, schema=arrow_schema(self.include_headers))
         self.clear()
-        mask = row_mask(spec, offsets, micros)
-        if mask is not None:
-            batch = batch.filter(mask)
-        return batch if batch.num_rows else None
+        return finish_batch(spec, columns, self.include_headers, offsets, micros)
 
 
 def _next_indexed_position(segment: LogSegment, after: int, end: int) -> int | None:

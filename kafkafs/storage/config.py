@@ -71,7 +71,9 @@ BROKER_DEFAULTS: dict[str, Any] = {
 #: ``transaction.state.log.segment.bytes`` (100 MiB by default; Kafka's GroupCoordinatorConfig and
 #: TransactionLogConfig), and ``__cluster_metadata`` (KRaft's metadata log, KafkaMetadataLog) disables
 #: retention by time and size (-1), with ``metadata.log.segment.bytes`` (1 GiB),
-#: ``metadata.log.segment.ms`` (7 days) and the Raft client's 8 MiB batch limit.
+#: ``metadata.log.segment.ms`` (7 days) and the Raft client's 8 MiB batch limit. Tiered storage's
+#: ``__remote_log_metadata`` (TopicBasedRemoteLogMetadataManager) keeps its records forever
+#: (``remote.log.metadata.topic.retention.ms``, -1 by default).
 INTERNAL_TOPICS: dict[str, dict[str, Any]] = {
     "__consumer_offsets": {
         "cleanup.policy": "compact",
@@ -91,6 +93,11 @@ INTERNAL_TOPICS: dict[str, dict[str, Any]] = {
         "segment.ms": 7 * 24 * 3600 * 1000,
         "max.message.bytes": 8 * 1024 * 1024,
         "file.delete.delay.ms": 60_000,
+    },
+    "__remote_log_metadata": {
+        "cleanup.policy": "delete",
+        "retention.ms": -1,
+        "retention.bytes": -1,
     },
 }
 

@@ -2,8 +2,10 @@
 
 Segments whose newest record is older than ``retention.ms``, or that push the partition past
 ``retention.bytes`` (oldest first), are renamed ``.deleted``; the log start offset moves past them, and
-their files go ``file.delete.delay.ms`` later (:meth:`Log.delete_expired_files`). The active segment is
-never deleted by size; by time, it is rolled first, as Kafka does.
+their files go ``file.delete.delay.ms`` later (:meth:`Log.delete_expired_files`). A segment's age is its
+newest timestamp, or, when its batches carry none (magic 0), the ``.log``'s modification time (Kafka's
+``LogSegment.largestTimestamp``). As in Kafka's ``deletableSegments``, only an empty last segment is
+never deleted: a non-empty active segment past either limit is rolled first and goes too.
 
 Threads: called from the one thread that cleans a log (the ``clean`` command or the mount's cleaner);
 the deletion itself takes the log's writer lock (:meth:`Log.delete_segments`).
@@ -11,9 +13,23 @@ the deletion itself takes the log's writer lock (:meth:`Log.delete_segments`).
 
 from __future__ import annotations
 
+import os
+
 from .segment import LogSegment
 
 __all__ = ["apply_retention", "retention_doomed"]
+
+
+def largest_timestamp(segment: LogSegment) -> int:
+    """Kafka's ``LogSegment.largestTimestamp``: the newest timestamp in the segment, or the ``.log``'s
+    modification time (ms) when no batch carries one (magic 0 messages, an empty segment)."""
+    newest = segment.max_timestamp
+    if newest >= 0:
+        return newest
+    try:
+        return os.stat(segment.log_path).st_mtime_ns // 1_000_000
+    except OSError:
+        return 2**63 - 1  # gone or unreadable: not old by any measure here
 
 
 def retention_doomed(target, now_ms: int) -> list[LogSegment]:
@@ -22,16 +38,18 @@ def retention_doomed(target, now_ms: int) -> list[LogSegment]:
     if not config.delete:
         return []
     segments = list(target.segments)
+    if segments and not segments[-1].size:
+        segments.pop()  # Kafka's isLastSegmentAndEmpty: nothing to delete there
     doomed: list[LogSegment] = []
     if config.retention_ms >= 0:
         for segment in segments:
-            if segment.size and segment.max_timestamp < now_ms - config.retention_ms:
+            if largest_timestamp(segment) < now_ms - config.retention_ms:
                 doomed.append(segment)
             else:
                 break
     if config.retention_bytes >= 0:
-        total = sum(s.size for s in segments)
-        for segment in segments[:-1]:
+        total = sum(s.size for s in target.segments)
+        for segment in segments:
             if total - segment.size < config.retention_bytes:
                 break
             if segment not in doomed:

@@ -11,7 +11,9 @@ truncate or rename the target. So, inside a partition folder:
 - readers list only regular files (:func:`regular_files`), and a link is skipped with a warning.
 
 The log directory itself and the partition folders may be links (operators use them for mounts and
-moves): only what is inside a partition folder is checked, with ``lstat``. Renames and unlinks act on
+moves): readers follow them; writers follow a partition folder's link only when it resolves inside the
+log directory (SPEC §4: nothing outside LOGDIR changes). What is inside a partition folder is checked
+with ``lstat``. Renames and unlinks act on
 the directory entry, never on a link's target, so they need no special care beyond the refusal.
 
 Thread safety: the functions keep no state; the warning set is guarded by a lock.
@@ -33,6 +35,7 @@ __all__ = [
     "O_NOFOLLOW",
     "open_file",
     "regular_files",
+    "regular_file_stat",
     "unsafe_entries",
     "check_partition_folder",
     "is_regular_file",
@@ -90,10 +93,17 @@ def open_file(path: str | os.PathLike[str], flags: int, mode: int = 0o644) -> in
 
 def is_regular_file(path: str | os.PathLike[str]) -> bool:
     """True when ``path`` itself (``lstat``: a link is not followed) is a regular file."""
+    return regular_file_stat(path) is not None
+
+
+def regular_file_stat(path: str | os.PathLike[str]) -> os.stat_result | None:
+    """``lstat(path)`` when ``path`` itself (a link is not followed) is a regular file, else None: for a
+    caller that wants the file's inode too, in one system call."""
     try:
-        return stat.S_ISREG(os.lstat(path).st_mode)
+        st = os.lstat(path)
     except OSError:
-        return False
+        return None
+    return st if stat.S_ISREG(st.st_mode) else None
 
 
 def unsafe_entries(directory: str | os.PathLike[str]) -> list[str]:
@@ -116,7 +126,19 @@ def unsafe_entries(directory: str | os.PathLike[str]) -> list[str]:
 def check_partition_folder(directory: str | os.PathLike[str]) -> None:
     """Refuse a partition folder that a writer must not touch: :class:`UnsafeFileError` with one line
     when it holds a symbolic link (or any other non-regular file), since writing, truncating or
-    renaming there could reach outside the log directory."""
+    renaming there could reach outside the log directory, or when it is itself a link that leads
+    outside the log directory that holds it."""
+    folder = Path(directory)
+    if folder.is_symlink():
+        # a linked partition folder may be read (SPEC §3), but a writer never changes anything
+        # outside LOGDIR (SPEC §4): the link must resolve inside the log directory that holds it
+        logdir = os.path.realpath(folder.parent)
+        target = os.path.realpath(folder)
+        if os.path.commonpath([logdir, target]) != logdir or target == logdir:
+            raise UnsafeFileError(
+                f"{directory}: refusing to write: it is a link to {target}, outside the log directory; "
+                "kafkafs never changes anything outside LOGDIR"
+            )
     bad = unsafe_entries(directory)
     if bad:
         shown = ", ".join(bad[:3]) + (f" and {len(bad) - 3} more" if len(bad) > 3 else "")

@@ -122,3 +122,10 @@ def test_cli_forms(logs):
     for args in (("orders-0", "-o", "soon"), ("nope",), ("orders-0", "-t", "orders")):
         proc = run(str(logs), *args, rc=2)
         assert proc.stderr.startswith(b"kafkafs: ") and proc.stderr.count(b"\n") == 1
+
+
+@pytest.mark.parametrize("count", ["-1", "x"])
+def test_a_bad_count_is_a_usage_error(logs, count):
+    # -c -1 used to print some records and exit 0
+    proc = run(str(logs), "orders-0", "-c", count, rc=2)
+    assert proc.stdout == b"" and proc.stderr.decode().count("\n") == 1

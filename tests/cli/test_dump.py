@@ -272,6 +272,15 @@ def test_cli_mistakes(tmp_path):
     assert cli().returncode == 2
 
 
+@pytest.mark.parametrize("flag", ["--max-bytes", "--max-message-size"])
+def test_negative_sizes_are_usage_errors(segment, flag):
+    # Kafka's FileRecords.slice(0, -1) throws IllegalArgumentException; kafkafs printed nothing, exit 0
+    proc = cli(str(segment), flag, "-1")
+    assert proc.returncode == 2 and proc.stdout == b""
+    err = proc.stderr.decode()
+    assert err.count("\n") == 1 and flag in err
+
+
 def _string(buf: bytes, at: int) -> tuple[str, int]:
     (n,) = struct.unpack_from(">h", buf, at)
     return buf[at + 2 : at + 2 + n].decode(), at + 2 + n

@@ -82,14 +82,45 @@ def test_finding1_every_writer_refuses_a_linked_partition(demo_copy, outside, co
     images = demo_copy / "images-0"
     os.symlink(outside / "victim.log", images / "leader-epoch-checkpoint.tmp")
     before = _tree(outside), _tree(images)
-    if command == "produce":
-        out = run("produce", str(demo_copy), "images-0", stdin=b"x\n", check_rc=1)
-        assert out.stderr.decode().count("\n") == 1 and b"symbolic link" in out.stderr
-    else:
-        out = run(command, str(demo_copy), "--set", "retention.ms=1", check_rc=1) if command == "clean" else run(
-            command, str(demo_copy), check_rc=1)
-        assert sum("images-0: refused" in line for line in out.stdout.decode().splitlines()) == 1
+    _writer_refuses_images(command, demo_copy, "symbolic link")
     assert (_tree(outside), _tree(images)) == before
+
+
+def _writer_refuses_images(command: str, logdir: Path, why: str) -> None:
+    """Run the writer ``command`` on ``logdir``: exit 1, images-0 refused in one line that says ``why``."""
+    if command == "produce":
+        out = run("produce", str(logdir), "images-0", stdin=b"x\n", check_rc=1)
+        assert out.stderr.decode().count("\n") == 1 and why in out.stderr.decode()
+    else:
+        extra = ("--set", "retention.ms=1") if command == "clean" else ()
+        out = run(command, str(logdir), *extra, check_rc=1)
+        refused = [line for line in out.stdout.decode().splitlines() if line.startswith("images-0: refused")]
+        assert len(refused) == 1 and why in refused[0]
+
+
+def _stamps(root: Path) -> dict[str, int]:
+    return {str(p): p.lstat().st_mtime_ns for p in root.rglob("*")}
+
+
+@pytest.mark.parametrize("command", ["produce", "clean", "recover"])
+def test_a_writer_refuses_a_partition_folder_linked_outside_the_log_directory(demo_copy, tmp_path, command):
+    # SPEC §4: a writer never changes anything outside LOGDIR. A partition folder that is a link to a
+    # folder elsewhere may be read (§3), but writing there would change files outside LOGDIR.
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (demo_copy / "images-0").rename(elsewhere / "images-0")
+    os.symlink(elsewhere / "images-0", demo_copy / "images-0")
+    before = _tree(elsewhere), _stamps(elsewhere)
+    _writer_refuses_images(command, demo_copy, "outside the log directory")
+    assert (_tree(elsewhere), _stamps(elsewhere)) == before
+    # readers still follow it (SPEC §3: partition folders may be links)
+    assert b'"topic":"images"' in run("consume", str(demo_copy), "images-0").stdout
+    # a link that stays inside the log directory (LOGDIR itself a link, too) is written as before
+    os.unlink(demo_copy / "images-0")
+    (elsewhere / "images-0").rename(demo_copy / "real-images")
+    os.symlink("real-images", demo_copy / "images-0")
+    os.symlink(demo_copy, tmp_path / "logs-link")
+    run("produce", str(tmp_path / "logs-link"), "images-0", stdin=b"x\n")
 
 
 @pytest.mark.allow_warnings("links are skipped with a warning (SPEC §3)")
@@ -132,6 +163,10 @@ def test_finding3_clean_keeps_internal_topics(fixtures_dir, tmp_path):
         assert config.compact and not config.delete and config.segment_bytes == 100 * 1024 * 1024
     metadata = settings.for_topic("__cluster_metadata")
     assert metadata.retention_ms == -1 and metadata.retention_bytes == -1 and not metadata.compact
+    # tiered storage's metadata topic: TopicBasedRemoteLogMetadataManager creates it with
+    # cleanup.policy=delete and retention.ms=remote.log.metadata.topic.retention.ms (default -1)
+    remote = settings.for_topic("__remote_log_metadata")
+    assert remote.retention_ms == -1 and remote.retention_bytes == -1 and not remote.compact
     assert settings.for_topic("orders").delete and settings.for_topic("orders").retention_ms == 1
     # an operator who names the topic decides
     named = Settings({"cleanup.policy": "delete"}, {"__consumer_offsets": {"cleanup.policy": "delete"}})

@@ -6,6 +6,7 @@ from kafkafs.errors import CorruptRecordError
 from kafkafs.format.varint import (
     decode_varint,
     decode_varlong,
+    encode_uvarint,
     encode_varint,
     encode_varlong,
     size_of_varint,
@@ -68,3 +69,21 @@ def test_agrees_with_kafka_python():
         kp_encode(value, out.append)
         assert bytes(out) == encode_varlong(value)
         assert kp_decode(encode_varlong(value), 0)[0] == value
+
+
+@given(st.integers(0, 2**70))
+def test_uvarint_is_base128_little_endian(raw):
+    """The unsigned form the decoders' writers use: 7 bits a byte, low first, high bit = more."""
+    data = encode_uvarint(raw)
+    assert all(b & 0x80 for b in data[:-1]) and data[-1] < 0x80
+    assert sum((b & 0x7F) << (7 * i) for i, b in enumerate(data)) == raw
+
+
+def test_uvarint_of_a_negative_is_refused():
+    with pytest.raises(ValueError):
+        encode_uvarint(-1)
+
+
+def test_out_of_range_is_corrupt():
+    with pytest.raises(CorruptRecordError, match="out of 32-bit range"):
+        decode_varint(b"\xff\xff\xff\xff\x1f")

@@ -169,6 +169,25 @@ def test_segments_are_byte_identical(tree, built_logdir):
         )
 
 
+def test_segment_file_lookup_stats_the_file_once(tree, built_logdir, monkeypatch):
+    """A lookup of segments/<name> makes one lstat: the node keeps the inode the check found."""
+    segments = tree.resolve("orders-0/segments")
+    name = tree.listdir("orders-0/segments")[-1]
+    path = built_logdir / "orders-0" / name
+    seen = []
+    real_lstat = os.lstat
+
+    def counting_lstat(p, *args, **kwargs):
+        seen.append(os.fspath(p))
+        return real_lstat(p, *args, **kwargs)
+
+    monkeypatch.setattr(os, "lstat", counting_lstat)
+    node = segments.lookup(name)
+    monkeypatch.undo()
+    assert seen == [os.fspath(path)]
+    assert node.file_id == path.lstat().st_ino and not node.replaced()
+
+
 def test_segments_lists_every_file_but_transient_ones(logdir_copy):
     """SPEC §3: every file of the partition folder (producer snapshots, the state files, any other
     regular file); not files on their way in or out of the log, which vanish at any moment."""

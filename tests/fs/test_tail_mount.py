@@ -102,7 +102,11 @@ class Run:
                     self.error(f"cat {topic}: ends inside a line")
                 last = -1
                 for line in data.splitlines():
-                    rec = json.loads(line)
+                    try:
+                        rec = json.loads(line)
+                    except ValueError:  # a half line: reported, not a dead reader thread
+                        self.error(f"cat {topic}: not JSON: {line[:80]!r}")
+                        break
                     if rec["offset"] <= last or not self.right(topic, rec):
                         self.error(f"cat {topic}: {rec} after offset {last}")
                     last = rec["offset"]

@@ -40,12 +40,58 @@ def test_time_retention_deletes_old_segments_and_moves_the_log_start(tmp_path):
         assert reopened.log_end_offset == 40
 
 
-def test_size_retention_never_deletes_the_active_segment(tmp_path):
+def test_size_retention_deletes_the_active_segment_too_as_kafka_does(tmp_path):
+    # Kafka's deletableSegments stops only at an EMPTY last segment: retention.bytes=0 deletes every
+    # non-empty segment, the active one after a roll (a new empty segment at the log end takes its place)
     settings = Settings({"segment.bytes": 300, "retention.bytes": 0, "retention.ms": -1})
     with LogDir(tmp_path, settings, writable=True) as logdir:
         log = logdir.create_partition("t", 0)
         _fill(log, 30)
+        assert len(log.segments) > 2
         apply_retention(log, now_ms=10**13)
         assert len(log.segments) == 1
         assert log.log_end_offset == 30
-        assert log.log_start_offset == log.active_segment.base_offset
+        assert log.log_start_offset == log.active_segment.base_offset == 30
+        assert log.active_segment.size == 0
+        assert apply_retention(log, now_ms=10**13) == []  # an empty last segment is never deleted
+
+
+def test_size_retention_keeps_what_fits(tmp_path):
+    settings = Settings({"segment.bytes": 300, "retention.ms": -1})
+    with LogDir(tmp_path, settings, writable=True) as logdir:
+        log = logdir.create_partition("t", 0)
+        _fill(log, 30)
+        sizes = [s.size for s in log.segments]
+        # exactly the last two segments' bytes: everything before them goes, they stay
+        log.config = Settings({"retention.bytes": sum(sizes[-2:]), "retention.ms": -1}).for_topic("t")
+        apply_retention(log, now_ms=10**13)
+        assert [s.size for s in log.segments] == sizes[-2:]
+
+
+def test_time_retention_of_segments_without_timestamps_uses_the_file_time(tmp_path):
+    # magic 0 messages carry no timestamp: Kafka's LogSegment.largestTimestamp falls back to the .log's
+    # modification time, so a segment written just now is young, not "older than retention.ms"
+    import struct
+
+    from kafka.record.legacy_records import LegacyRecordBatchBuilder
+
+    data = b""
+    for i in range(3):
+        builder = LegacyRecordBatchBuilder(magic=0, compression_type=0, batch_size=1 << 20)
+        builder.append(0, timestamp=None, key=b"k%d" % i, value=b"v%d" % i)
+        entry = bytearray(builder.build())
+        struct.pack_into(">q", entry, 0, i)
+        data += bytes(entry)
+    folder = tmp_path / "old-0"
+    folder.mkdir()
+    log_file = folder / "00000000000000000000.log"
+    log_file.write_bytes(data)
+    now_ms = os.stat(log_file).st_mtime_ns // 1_000_000 + 1000
+    settings = Settings({"retention.ms": 60_000})
+    with LogDir(tmp_path, settings, writable=True) as logdir:
+        log = logdir.log("old-0")
+        assert apply_retention(log, now_ms=now_ms) == []
+        assert log.log_start_offset == 0 and log.log_end_offset == 3
+        os.utime(log_file, ns=(0, (now_ms - 120_000) * 1_000_000))  # two minutes old now
+        assert len(apply_retention(log, now_ms=now_ms)) == 1
+        assert log.log_start_offset == 3

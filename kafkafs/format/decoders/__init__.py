@@ -2,24 +2,34 @@
 definitions (``messages/``, data from apache/kafka under the Apache License 2.0) through one generic
 schema reader, and values framed for a Schema Registry decoded by their schemas.
 
-:func:`decoder_for` picks a partition's :class:`~.view.Decoder` (None for an ordinary topic without a
-registry: the generic fast path stays untouched). The plain functions below serve ``dump``'s decoder
-flags and raise :class:`kafkafs.errors.CorruptRecordError` for bytes that do not decode.
+:func:`decoder_for` is the one place that decides which topic has a decoder: it picks a partition's
+:class:`~.view.Decoder` (None for an ordinary topic without a registry: the generic fast path stays
+untouched). The plain functions below serve ``dump``'s decoder flags and raise
+:class:`kafkafs.errors.CorruptRecordError` for bytes that do not decode.
+
+The decoder modules (Kafka's message definitions, Avro, JSON Schema) take about 0.1 s to import, so
+this package imports them only when a name from them is first used (PEP 562 ``__getattr__``): an
+ordinary topic's ``consume`` never pays for them.
 """
 
 from __future__ import annotations
 
-from .internal import (
-    control_key,
-    control_value,
-    metadata_record,
-    offsets_key,
-    offsets_value,
-    transaction_key,
-    transaction_value,
-)
-from .registry import SchemaRegistry
-from .view import Decoder, InternalDecoder
+import threading
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .internal import (
+        control_key,
+        control_value,
+        metadata_record,
+        offsets_key,
+        offsets_value,
+        transaction_key,
+        transaction_value,
+    )
+    from .registry import SchemaRegistry
+    from .view import Decoder
 
 __all__ = [
     "decoder_for",
@@ -42,15 +52,49 @@ INTERNAL_TOPICS = {
     "__cluster_metadata": "metadata",
 }
 
-_INTERNAL = {topic: InternalDecoder(kind) for topic, kind in INTERNAL_TOPICS.items()}
+#: The module each lazily imported public name comes from.
+_LAZY = {
+    "Decoder": ".view",
+    "SchemaRegistry": ".registry",
+    "offsets_key": ".internal",
+    "offsets_value": ".internal",
+    "transaction_key": ".internal",
+    "transaction_value": ".internal",
+    "metadata_record": ".internal",
+    "control_key": ".internal",
+    "control_value": ".internal",
+}
+
+#: One InternalDecoder per internal topic, made on first use (decoders are immutable and shared).
+_INTERNAL: dict[str, Decoder] = {}
+_INTERNAL_GUARD = threading.Lock()
 
 
-def decoder_for(topic: str, registry=None) -> Decoder | None:
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(module, __name__), name)
+    globals()[name] = value  # later look-ups skip this function
+    return value
+
+
+def decoder_for(topic: str, registry=None, mode: str = "auto") -> Decoder | None:
     """The decoder of ``topic``'s records: Kafka's internal topics always; any other topic when a
-    Schema Registry (a :class:`~.registry.SchemaRegistry` with at least one schema) is given; else None."""
-    internal_decoder = _INTERNAL.get(topic)
-    if internal_decoder is not None:
-        return internal_decoder
+    Schema Registry (a :class:`~.registry.SchemaRegistry` with at least one schema) is given; else None.
+    ``mode`` other than "auto" (``--values string|base64``): None, nothing is decoded.
+    Thread-safe (the mount's worker threads ask it)."""
+    if mode != "auto":
+        return None
+    kind = INTERNAL_TOPICS.get(topic)
+    if kind is not None:
+        decoder = _INTERNAL.get(topic)
+        if decoder is None:
+            from .view import InternalDecoder
+
+            with _INTERNAL_GUARD:
+                decoder = _INTERNAL.setdefault(topic, InternalDecoder(kind))
+        return decoder
     if registry is not None and len(registry):
         return registry.decoder()
     return None

@@ -23,6 +23,7 @@ import struct
 from functools import cache
 
 from ...errors import CorruptRecordError
+from ..varint import encode_uvarint
 from .schema import Message, _Reader, message, message_names
 
 __all__ = [
@@ -183,16 +184,7 @@ def metadata_frame(type_name_or_key: str | int, version: int, data: dict) -> byt
         m = next(m for m in types.values() if m.type_name == type_name_or_key)
     else:
         m = types[type_name_or_key]
-    return bytes([1]) + _uvarint(m.api_key) + _uvarint(version) + m.write(data, version)
-
-
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n > 0x7F:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
+    return bytes([1]) + encode_uvarint(m.api_key) + encode_uvarint(version) + m.write(data, version)
 
 
 def control_key(data: bytes) -> dict:

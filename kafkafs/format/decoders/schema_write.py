@@ -7,6 +7,8 @@ from __future__ import annotations
 import base64
 import struct
 
+from ..varint import encode_uvarint
+
 __all__ = ["MessageWriter", "FIXED", "put_uvarint", "is_default", "uuid_text", "uuid_bytes"]
 
 #: The fixed-size types of Kafka's schema language.
@@ -33,10 +35,7 @@ def uuid_bytes(text: str) -> bytes:
 
 
 def put_uvarint(out: bytearray, value: int) -> None:
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
+    out += encode_uvarint(value)
 
 
 def is_default(field, value) -> bool:
