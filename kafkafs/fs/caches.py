@@ -4,21 +4,8 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from concurrent.futures import ThreadPoolExecutor
 
-__all__ = ["LRU", "PieceCache", "PIECES_KEPT", "SPAN_PIECES", "free_later"]
-
-_FREEING = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kafkafs-free")
-
-
-def free_later(objects: list) -> None:
-    """Drop the last references to ``objects`` on a background thread: freeing a decoded batch (hundreds
-    of small objects) takes tens of microseconds that the FUSE loop should not spend."""
-    try:
-        _FREEING.submit(objects.clear)
-    except RuntimeError:  # shutting down: freed here
-        objects.clear()
-
+__all__ = ["LRU", "PieceCache", "PIECES_KEPT", "SPAN_PIECES"]
 
 class LRU(OrderedDict):
     """A small least-recently-used map. Thread-safe: every method takes ``guard``."""

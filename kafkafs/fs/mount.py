@@ -1,4 +1,4 @@
-"""``kafkafs mount``: check, mount, serve, unmount.
+"""``kafkafs mount``: check (:mod:`.mount_checks`), mount, serve, unmount.
 
 By default the command returns once the mount answers and a daemon serves it: the parent forks, the
 child starts a new session and forks again, and the grandchild mounts and serves; it reports "ready"
@@ -13,7 +13,6 @@ folder can be mounted again. ``mount()`` recognises that state and says so.
 
 from __future__ import annotations
 
-import errno
 import gc
 import logging
 import logging.handlers
@@ -26,138 +25,15 @@ from pathlib import Path
 from ..errors import KafkafsError, LogDirLocked, UsageError
 from ..format.jsonview import VALUES_MODES
 from ..storage.config import Settings
-from ..storage.logdir import LogDir, check_log_directory
+from ..storage.logdir import LogDir
 from ..storage.schemas import load_registry
 from .memory import return_large_blocks
+from .mount_checks import MountError, MountPathError, check_logdir, check_mountpoint, fuse_option_set
 from .starting import StartingStderr, first_exception
 
 __all__ = ["mount", "MountError", "fuse_option_set"]
 
 log = logging.getLogger("kafkafs.fs")
-
-
-class MountError(KafkafsError):
-    """The mount cannot be made (bad mount point, busy, FUSE missing, ...); the message says why."""
-
-
-class MountPathError(MountError, UsageError):
-    """A log directory or mount point that is not what ``mount`` takes (SPEC §4: exit code 2)."""
-
-
-# ---------------------------------------------------------------------------------------------- checks
-
-
-def _check_mountpoint(mountpoint: str) -> str:
-    path = os.path.abspath(mountpoint)
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        raise MountPathError(f"{mountpoint}: no such mount point (create the folder first)") from None
-    except OSError as exc:
-        if exc.errno == errno.ENOTCONN:
-            raise MountPathError(
-                f"{mountpoint}: a dead mount is still there (its daemon died); clear it with "
-                f"`fusermount3 -uz {mountpoint}`"
-            ) from None
-        raise MountPathError(f"{mountpoint}: {exc.strerror}") from None
-    if not os.path.isdir(path):
-        raise MountPathError(f"{mountpoint}: not a directory")
-    if os.path.ismount(path) or _mounted_at(path):
-        # stat() may still answer from the kernel's cache for a second after the daemon died: ask the
-        # file system itself (statfs is never cached) before calling the mount alive
-        if _dead_mount(path):  # the state of the mount point, not a wrong path: exit 1
-            raise MountError(
-                f"{mountpoint}: a dead mount is still there (its daemon died); clear it with "
-                f"`fusermount3 -uz {mountpoint}`"
-            )
-        raise MountError(
-            f"{mountpoint}: something is already mounted there (unmount it with `fusermount3 -u`)"
-        )
-    try:
-        if os.listdir(path):
-            raise MountPathError(f"{mountpoint}: the mount point is not empty")
-    except PermissionError:
-        raise MountPathError(f"{mountpoint}: permission denied") from None
-    if not os.access(path, os.W_OK) and os.geteuid() != 0:
-        raise MountPathError(f"{mountpoint}: you do not own the mount point")
-    del st
-    return path
-
-
-def _dead_mount(path: str) -> bool:
-    try:
-        os.statvfs(path)
-    except OSError as exc:
-        return exc.errno == errno.ENOTCONN
-    return False
-
-
-def _mounted_at(path: str) -> bool:
-    try:
-        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                fields = line.split()
-                if len(fields) > 4 and fields[4].replace("\\040", " ") == path:
-                    return True
-    except OSError:
-        pass
-    return False
-
-
-def _check_logdir(logdir: str) -> str:
-    path = os.path.abspath(logdir)
-    if not os.path.exists(path):
-        raise MountPathError(f"{logdir}: no such log directory")
-    if not os.path.isdir(path):
-        raise MountPathError(f"{logdir}: not a directory")
-    if not os.access(path, os.R_OK | os.X_OK):
-        raise MountPathError(f"{logdir}: permission denied")
-    try:
-        check_log_directory(path, strict=False)
-    except UsageError as exc:
-        raise MountPathError(str(exc)) from None
-    return path
-
-
-def _fsname(logdir: str | None) -> str:
-    """The mount's source as ``mount`` and ``df`` show it: the log directory (libfuse splits options
-    at commas and takes a backslash as an escape; pyfuse3 passes options as ASCII)."""
-    if not logdir or not logdir.isascii() or not logdir.isprintable():
-        return "kafkafs"
-    return logdir.replace("\\", "\\\\").replace(",", "\\,")
-
-
-def fuse_option_set(
-    rw: bool, user_options: Iterable[str], logdir: str | None = None
-) -> tuple[set[str], bool, str | None]:
-    """The options for ``pyfuse3.init`` from ``-o`` strings; returns (options, rw, values override).
-
-    ``ro`` in the user's options wins over ``--rw``; ``rw`` is accepted and ignored (``mount`` passes
-    it by default); ``values=MODE`` selects the values mode (for fstab lines). The mount is named
-    ``fsname=LOGDIR`` (the absolute log directory), ``subtype=kafkafs`` (type ``fuse.kafkafs``); the
-    user's own ``fsname=`` or ``subtype=`` wins.
-    """
-    defaults = {"fsname": f"fsname={_fsname(logdir)}", "subtype": "subtype=kafkafs"}
-    options = {"default_permissions"}
-    values = None
-    for group in user_options:
-        for option in str(group).split(","):
-            option = option.strip()
-            if not option or option == "rw":
-                continue
-            if option == "ro":
-                rw = False
-            elif option.startswith("values="):
-                values = option.partition("=")[2]
-            elif option in ("defaults", "auto", "noauto", "user", "nouser", "_netdev", "nofail"):
-                continue  # fstab words that mean nothing to FUSE
-            else:
-                defaults.pop(option.partition("=")[0], None)
-                options.add(option)
-    options.update(defaults.values())
-    if not rw:
-        options.add("ro")
-    return options, rw, values
 
 
 # ---------------------------------------------------------------------------------------------- serving
@@ -462,8 +338,8 @@ def mount(
         values = values_override
     if values not in VALUES_MODES:
         raise MountPathError(f"--values must be one of {', '.join(VALUES_MODES)}, not {values!r}")
-    logdir = _check_logdir(logdir)
-    mountpoint = _check_mountpoint(mountpoint)
+    logdir = check_logdir(logdir)
+    mountpoint = check_mountpoint(mountpoint)
     if not os.path.exists("/dev/fuse"):
         raise MountError("FUSE is not available here (/dev/fuse is missing; load the fuse module)")
     if Path(mountpoint).resolve().is_relative_to(Path(logdir).resolve()):

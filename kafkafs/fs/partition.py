@@ -9,16 +9,14 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from bisect import bisect_left
 from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
 from ..errors import CorruptRecordError, WouldBlock
-from ..format.batch import DecodedBatch
-from ..format.jsonview import render_record_pretty
+from ..format.jsonview import render_raw_record_pretty
 from ..storage.log import Log
 from ..storage.segment import LogSegment
-from .caches import LRU, PieceCache, free_later
+from .caches import LRU, PieceCache
 from .handleview import handle_view, layout_after
 from .layout import Part, Pieces, Renderer, SegmentLayout, read_cached, read_parts
 from .piecerender import PieceRenderer
@@ -124,6 +122,7 @@ class PartitionState:
         self._records = LRU(RECORD_CACHE)
         self._refresh_lock = threading.Lock()
         self._last_refresh = 0.0
+        self._counted: tuple[tuple, int, int, int] | None = None
         self._listeners: list[Callable[[PartitionState], None]] = []
         self.last_change_ns = time.time_ns()
         #: changes that were not only growth (segments removed, a compaction swap, a truncation)
@@ -369,22 +368,28 @@ class PartitionState:
     def record(self, offset: int, *, inline: bool = False) -> RenderedRecord | None:
         """``by-offset/<offset>.json``: the record pretty-printed, or None if there is no such offset.
 
-        ``inline``: called on the FUSE loop; raises :class:`Deferred` rather than decode a batch that is
-        compressed, long, of an internal topic or not in the page cache (a worker thread does that)."""
+        ``inline``: called on the FUSE loop; raises :class:`Deferred` rather than render from a batch
+        that is compressed, long, of an internal topic or not in the page cache (a worker thread does that)."""
         found = self._records.get_item(offset)
         if found is not None:
             return found
         if inline and self.renderer.decoder is not None:
             raise Deferred(offset)
-        batch = self._batch_holding(offset, inline)
-        if batch is None:
+        held = self._batch_holding(offset, inline)
+        if held is None:
             return None
-        i = bisect_left(batch.offsets, offset)
-        if i == len(batch.offsets) or batch.offsets[i] != offset:
+        file, position, raw = held
+        try:
+            rendered = render_raw_record_pretty(
+                self.topic, self.partition, raw, offset, self.mode, decoder=self.renderer.decoder
+            )
+        except CorruptRecordError as exc:
+            exc = exc.at(file, position)
+            self._report_corrupt(exc)
+            raise exc from None
+        if rendered is None:
             return None
-        found = RenderedRecord(
-            self._pretty(batch, i), batch.timestamps[i]
-        )
+        found = RenderedRecord(*rendered)
         self._records.put(offset, found)
         return found
 
@@ -392,40 +397,33 @@ class PartitionState:
         """``record(offset)`` if it is in memory (nothing read, nothing decoded), else None."""
         return self._records.get_item(offset)
 
-    def _pretty(self, batch: DecodedBatch, i: int) -> bytes:
-        decoder = self.renderer.decoder
-        if decoder is None:
-            return render_record_pretty(self.topic, self.partition, batch, i, self.mode)
-        return render_record_pretty(self.topic, self.partition, batch, i, self.mode, decoder=decoder)  # type: ignore[call-arg]
-
-    def _batch_holding(self, offset: int, inline: bool = False) -> DecodedBatch | None:
-        """The decoded batch that holds ``offset`` if any batch can: a recently decoded one, else the
-        one the engine locates, decoded once and kept for the getattr, open and read that follow."""
+    def _batch_holding(self, offset: int, inline: bool = False) -> tuple[str, int, bytes] | None:
+        """The batch that may hold ``offset`` (its ``.log``, position and bytes) if any batch can: a
+        recently read one, else the one the engine locates, kept for the lookups that follow (a whole
+        batch of ``by-offset/`` names read in a row). Raw bytes are kept, not decoded records: one
+        object to free, so an eviction costs nothing."""
         log_ = self.log
         if offset < log_.log_start_offset or offset >= log_.log_end_offset:
             return None
         with self._batches.guard:
-            for batch in self._batches.values():
-                if batch.offsets and batch.offsets[0] <= offset <= batch.offsets[-1]:
-                    return batch
+            for first, last, held in self._batches.values():
+                if first <= offset <= last:
+                    return held
         try:
-            try:
-                view = log_.locate(offset, nowait=inline)
-            except WouldBlock:  # on the FUSE loop, the batch is not in the page cache: a worker reads it
-                raise Deferred(offset) from None
-            if view is None:
-                return None
-            segment = view.segment
-            if inline and (view.header.attributes & 0x07 or view.header.size > INLINE_BATCH_BYTES):
-                raise Deferred(offset)
-            batch = view.decode()
+            view = log_.locate(offset, nowait=inline)
+        except WouldBlock:  # on the FUSE loop, the batch is not in the page cache: a worker reads it
+            raise Deferred(offset) from None
         except CorruptRecordError as exc:
             self._report_corrupt(exc)
             raise
-        evicted = self._batches.put((segment.base_offset, view.position), batch)
-        if inline and evicted:
-            free_later(evicted)  # on the FUSE loop: a decoded batch is freed on another thread
-        return batch
+        if view is None:
+            return None
+        header = view.header
+        if inline and (header.attributes & 0x07 or header.size > INLINE_BATCH_BYTES):
+            raise Deferred(offset)
+        held = (str(view.segment.log_path), view.position, view.raw())
+        self._batches.put((view.segment.base_offset, view.position), (header.base_offset, header.last_offset, held))
+        return held
 
     # ------------------------------------------------------------------------------------------ listing
 
@@ -462,11 +460,27 @@ class PartitionState:
                     return
                 pos = higher.base_offset
 
-
-    def listed_records(self) -> int:
-        """How many names ``by-offset/`` would list: the offsets between the log start and end (an
-        upper bound on the records of a compacted partition)."""
-        return max(self.log.log_end_offset - self.log.log_start_offset, 0)
+    def listed_records(self, limit: int | None = None) -> int:
+        """How many names ``by-offset/`` lists: the offsets from log start to end while at most ``limit``;
+        past it, the records (a compacted log has gaps) counted from the batches up to ``limit + 1``,
+        kept while the sealed segments and log start hold (over the limit: also while the end grows)."""
+        log_ = self.log
+        end = log_.log_end_offset
+        if limit is None or end - log_.log_start_offset <= limit:
+            return max(end - log_.log_start_offset, 0)
+        listed = self.listed_segments()
+        key = (limit, log_.log_start_offset, tuple((b, s.size) for b, s in listed[:-1]))
+        size = listed[-1][1].size if listed else 0
+        c = self._counted  # one tuple, replaced whole: safe across threads
+        if c is not None and c[0] == key and ((c[3] > limit and end >= c[1]) or (end, size) == c[1:3]):
+            return c[3]
+        count = 0
+        for run in self.offset_runs(log_.log_start_offset):
+            count += run.last - run.first + 1 if run.offsets is None else len(run.offsets)
+            if count > limit:
+                break
+        self._counted = (key, end, size, count)
+        return count
 
     def segment_ranges(self, start: int) -> Iterator[SegmentRange]:
         """One range per segment holding offsets >= ``start``, from the segments' bases alone: a sealed

@@ -172,7 +172,7 @@ class ByOffsetDir(_RecordsDir):
 
     def _ranges(self, state: PartitionState, start_id: int) -> Iterator[tuple[int, str, Node]] | None:
         """Past the list limit: one ``<first>-<last>.jsonl`` per segment (None below it)."""
-        if state.listed_records() <= self.tree.list_limit:
+        if state.listed_records(self.tree.list_limit) <= self.tree.list_limit:
             return None
         return (
             (r.last + 1, name, self._range_node(state, r.first, r.last, name))

@@ -58,7 +58,8 @@ class Root(Dir):
         return self.tree.partition_dir(name)
 
     def _files(self) -> list[str]:
-        return sorted(n for n in regular_files(self.tree.logdir.path) if names.is_logdir_file(n))
+        # no warning here: a link at the top is most often a partition folder, which is served (SPEC §3)
+        return sorted(n for n in regular_files(self.tree.logdir.path, warn=False) if names.is_logdir_file(n))
 
     def entries(self, start_id: int) -> Iterator[tuple[int, str, Node]]:
         numbered = sorted((self.tree.number(name), name) for name in self.tree.logdir.partition_names())

@@ -391,6 +391,41 @@ def test_spans_of_good_batches_are_whole(batches, mode):
     _same_span(got, reference_span("t", 0, buf, mode))
 
 
+def _pretty_reference(buf: bytes, offset: int, mode: str):
+    """by-offset/N.json the way it was made before render_raw_record_pretty: decode the whole batch
+    into Python objects, take the first record with that offset, pretty-print it."""
+    from kafkafs.format.batch import decode_batch
+    from kafkafs.format.jsonview import render_record_pretty
+
+    batch = _reference(decode_batch, buf)
+    if batch == "refused":
+        return batch
+    for i, found in enumerate(batch.offsets):
+        if found == offset:
+            return render_record_pretty("topic.x", 7, batch, i, mode), batch.timestamps[i]
+    return None
+
+
+@given(st.integers(0, 2**40), st.data(), st.sampled_from(MODES))
+def test_one_record_pretty_from_raw_bytes_alike(base, data, mode):
+    """render_raw_record_pretty (only the record asked for, rendered from the batch's bytes) against
+    decoding the whole batch, for every offset in and around the batch, with and without the kernel."""
+    from kafkafs.format.batch import read_batch_header
+    from kafkafs.format.jsonview import render_raw_record_pretty
+
+    buf = data.draw(span_batch(base))
+    if _reference(read_batch_header, buf, 0) in ("refused", None):
+        return  # the function takes what Log.locate gives: a batch whose header reads
+    for offset in range(base - 1, base + 7):
+        want = _pretty_reference(buf, offset, mode)
+        assert _kernel(render_raw_record_pretty, "topic.x", 7, buf, offset, mode) == want
+        saved, kernel.KERNEL = kernel.KERNEL, None
+        try:
+            assert _kernel(render_raw_record_pretty, "topic.x", 7, buf, offset, mode) == want
+        finally:
+            kernel.KERNEL = saved
+
+
 def _cuts_reference(buf: bytes, step: int, min_offset: int) -> tuple[list[int], int]:
     cuts, pos, last, expect = [0], 0, 0, min_offset
     while len(buf) - pos >= 61:

@@ -16,7 +16,7 @@ import pytest
 
 from kafkafs.errors import KafkafsError
 from kafkafs.format.jsonview import ProducerRecord
-from kafkafs.fs.mount import fuse_option_set, mount
+from kafkafs.fs.mount import mount
 from kafkafs.storage.logdir import LogDir
 
 from .conftest import BASE_TS, ROOT, SMALL_SEGMENTS, expected_jsonl
@@ -563,23 +563,3 @@ def test_a_bad_fuse_option_is_one_line(tmp_path, built_logdir, foreground, optio
     lines = result.stderr.decode().splitlines()
     assert result.returncode == code and len(lines) == 1 and not mounted, lines
     assert lines[0].startswith("kafkafs: error: ") and said in lines[0], lines
-
-
-def test_fuse_options():
-    options, rw, values = fuse_option_set(False, ["allow_other,noatime", "values=base64"])
-    assert {"ro", "allow_other", "noatime", "fsname=kafkafs", "subtype=kafkafs"} <= options
-    assert rw is False and values == "base64"
-    options, rw, _ = fuse_option_set(True, ["rw", "defaults"])
-    assert rw is True and "ro" not in options and "rw" not in options and "defaults" not in options
-    options, rw, _ = fuse_option_set(True, ["ro"])
-    assert rw is False and "ro" in options
-    # the mount is named after the log directory, unless the user names it
-    options, _, _ = fuse_option_set(False, [], "/var/lib/kafka/data")
-    assert {"fsname=/var/lib/kafka/data", "subtype=kafkafs"} <= options
-    options, _, _ = fuse_option_set(False, ["fsname=mine,subtype=kfs"], "/var/lib/kafka/data")
-    assert {"fsname=mine", "subtype=kfs"} <= options
-    assert not {"fsname=/var/lib/kafka/data", "subtype=kafkafs"} & options
-    options, _, _ = fuse_option_set(False, [], "/data/a,b\\c")
-    assert "fsname=/data/a\\,b\\\\c" in options  # libfuse splits at commas; a backslash escapes
-    options, _, _ = fuse_option_set(False, [], "/data/kafka-\u00e9t\u00e9")
-    assert "fsname=kafkafs" in options  # pyfuse3 passes options as ASCII

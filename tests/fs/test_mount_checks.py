@@ -1,0 +1,60 @@
+"""What mount checks before mounting (no FUSE needed): the -o options, the mount point, the log directory."""
+
+from __future__ import annotations
+
+import pytest
+
+from kafkafs.fs.mount_checks import (
+    MountError,
+    MountPathError,
+    check_logdir,
+    check_mountpoint,
+    fuse_option_set,
+)
+
+
+def test_fuse_options():
+    options, rw, values = fuse_option_set(False, ["allow_other,noatime", "values=base64"])
+    assert {"ro", "allow_other", "noatime", "fsname=kafkafs", "subtype=kafkafs"} <= options
+    assert rw is False and values == "base64"
+    options, rw, _ = fuse_option_set(True, ["rw", "defaults"])
+    assert rw is True and "ro" not in options and "rw" not in options and "defaults" not in options
+    options, rw, _ = fuse_option_set(True, ["ro"])
+    assert rw is False and "ro" in options
+    # the mount is named after the log directory, unless the user names it
+    options, _, _ = fuse_option_set(False, [], "/var/lib/kafka/data")
+    assert {"fsname=/var/lib/kafka/data", "subtype=kafkafs"} <= options
+    options, _, _ = fuse_option_set(False, ["fsname=mine,subtype=kfs"], "/var/lib/kafka/data")
+    assert {"fsname=mine", "subtype=kfs"} <= options
+    assert not {"fsname=/var/lib/kafka/data", "subtype=kafkafs"} & options
+    options, _, _ = fuse_option_set(False, [], "/data/a,b\\c")
+    assert "fsname=/data/a\\,b\\\\c" in options  # libfuse splits at commas; a backslash escapes
+    options, _, _ = fuse_option_set(False, [], "/data/kafka-\u00e9t\u00e9")
+    assert "fsname=kafkafs" in options  # pyfuse3 passes options as ASCII
+
+
+def test_a_mount_point_must_be_an_empty_folder(tmp_path):
+    assert check_mountpoint(str(tmp_path)) == str(tmp_path)
+    with pytest.raises(MountPathError, match="no such mount point"):
+        check_mountpoint(str(tmp_path / "missing"))
+    (tmp_path / "file").write_bytes(b"x")
+    with pytest.raises(MountPathError, match="not a directory"):
+        check_mountpoint(str(tmp_path / "file"))
+    with pytest.raises(MountPathError, match="not empty"):
+        check_mountpoint(str(tmp_path))
+
+
+def test_a_log_directory_must_be_a_folder(tmp_path):
+    assert check_logdir(str(tmp_path)) == str(tmp_path)
+    with pytest.raises(MountPathError, match="no such log directory"):
+        check_logdir(str(tmp_path / "missing"))
+    (tmp_path / "file").write_bytes(b"x")
+    with pytest.raises(MountPathError, match="not a directory"):
+        check_logdir(str(tmp_path / "file"))
+
+
+def test_a_wrong_path_is_a_usage_error_and_a_busy_one_is_not():
+    from kafkafs.errors import UsageError
+
+    assert issubclass(MountPathError, UsageError) and issubclass(MountPathError, MountError)
+    assert not issubclass(MountError, UsageError)
