@@ -89,12 +89,51 @@ def _offsets_parser() -> Parser:
     return parse
 
 
+def _int32(n: int) -> int:
+    n &= 0xFFFFFFFF
+    return n - (1 << 32) if n & 0x80000000 else n
+
+
+def _java_string_hash(text: str) -> int:
+    """Java's ``String.hashCode`` (over UTF-16 code units)."""
+    h = 0
+    data = text.encode("utf-16-be", "surrogatepass")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return _int32(h)
+
+
+def _table_size_for(capacity: int) -> int:
+    """Scala 2.13 ``mutable.HashSet.tableSizeFor``."""
+    return min((1 << (max(capacity - 1, 4).bit_length() - 1)) * 2, 1 << 30)
+
+
 def _partitions(data: dict) -> str:
-    names = []
+    """``txnMetadata.topicPartitions.mkString("[", ",", "]")``: the partitions in the iteration order of
+    the Scala 2.13 ``mutable.HashSet`` that ``TransactionLog.readTxnRecordValue`` fills (one
+    ``addPartitions(...toSet)`` per topic entry, none when the state is Empty). Its table grows by
+    ``sizeHint`` and, for sets of up to four (``Set1``..``Set4``, added one by one), by its load factor;
+    it iterates bucket by bucket (index = improved hash & (length - 1)), each bucket in ascending
+    improved hash (``h ^ (h >>> 16)`` of ``TopicPartition.hashCode``)."""
+    if data.get("transactionStatus") == 0:  # Empty: Kafka adds no partitions
+        return "[]"
+    length, count = 16, 0
+    members: dict[tuple[str, int], int] = {}
     for entry in data.get("transactionPartitions") or []:
-        for p in entry.get("partitionIds") or []:
-            names.append(f"{entry.get('topic')}-{p}")
-    return "[" + ",".join(names) + "]"
+        topic = entry.get("topic")
+        ids = list(dict.fromkeys(entry.get("partitionIds") or []))
+        target = _table_size_for(int((len(ids) + 1) / 0.75))
+        if target > length:
+            length = target
+        for pid in ids:
+            if len(ids) <= 4 and count + 1 >= int(length * 0.75):
+                length *= 2  # add(): grows before adding, even for an element already there
+            if (topic, pid) not in members:
+                h = _int32(31 * (31 + pid) + _java_string_hash(str(topic)))  # TopicPartition.hashCode
+                members[(topic, pid)] = _int32(h ^ ((h & 0xFFFFFFFF) >> 16))
+                count += 1
+    order = sorted(members.items(), key=lambda item: (item[1] & (length - 1), item[1]))
+    return "[" + ",".join(f"{topic}-{pid}" for (topic, pid), _hash in order) + "]"
 
 
 def _transaction_parser() -> Parser:
