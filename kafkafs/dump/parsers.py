@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import CorruptRecordError, KafkafsError
+from .scala import grown, hash_order, int32, java_string_hash, table_size_for
 
 __all__ = ["make_parser", "Parser", "TXN_STATES", "to_json"]
 
@@ -89,25 +90,6 @@ def _offsets_parser() -> Parser:
     return parse
 
 
-def _int32(n: int) -> int:
-    n &= 0xFFFFFFFF
-    return n - (1 << 32) if n & 0x80000000 else n
-
-
-def _java_string_hash(text: str) -> int:
-    """Java's ``String.hashCode`` (over UTF-16 code units)."""
-    h = 0
-    data = text.encode("utf-16-be", "surrogatepass")
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return _int32(h)
-
-
-def _table_size_for(capacity: int) -> int:
-    """Scala 2.13 ``mutable.HashSet.tableSizeFor``."""
-    return min((1 << (max(capacity - 1, 4).bit_length() - 1)) * 2, 1 << 30)
-
-
 def _partitions(data: dict) -> str:
     """``txnMetadata.topicPartitions.mkString("[", ",", "]")``: the partitions in the iteration order of
     the Scala 2.13 ``mutable.HashSet`` that ``TransactionLog.readTxnRecordValue`` fills (one
@@ -117,23 +99,18 @@ def _partitions(data: dict) -> str:
     improved hash (``h ^ (h >>> 16)`` of ``TopicPartition.hashCode``)."""
     if data.get("transactionStatus") == 0:  # Empty: Kafka adds no partitions
         return "[]"
-    length, count = 16, 0
+    length = 16
     members: dict[tuple[str, int], int] = {}
     for entry in data.get("transactionPartitions") or []:
-        topic = entry.get("topic")
+        topic = str(entry.get("topic"))
         ids = list(dict.fromkeys(entry.get("partitionIds") or []))
-        target = _table_size_for(int((len(ids) + 1) / 0.75))
-        if target > length:
-            length = target
+        length = max(length, table_size_for(int((len(ids) + 1) / 0.75)))  # addAll's sizeHint
         for pid in ids:
-            if len(ids) <= 4 and count + 1 >= int(length * 0.75):
-                length *= 2  # add(): grows before adding, even for an element already there
-            if (topic, pid) not in members:
-                h = _int32(31 * (31 + pid) + _java_string_hash(str(topic)))  # TopicPartition.hashCode
-                members[(topic, pid)] = _int32(h ^ ((h & 0xFFFFFFFF) >> 16))
-                count += 1
-    order = sorted(members.items(), key=lambda item: (item[1] & (length - 1), item[1]))
-    return "[" + ",".join(f"{topic}-{pid}" for (topic, pid), _hash in order) + "]"
+            if len(ids) <= 4:  # Set1..Set4 are added one by one: add() may grow the table first
+                length = grown(length, len(members))
+            # TopicPartition.hashCode
+            members.setdefault((topic, pid), int32(31 * (31 + pid) + java_string_hash(topic)))
+    return "[" + ",".join(f"{topic}-{pid}" for topic, pid in hash_order(members, length)) + "]"
 
 
 def _transaction_parser() -> Parser:

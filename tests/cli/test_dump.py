@@ -390,6 +390,38 @@ def test_transaction_partitions_in_kafkas_set_order(tmp_path, status, entries, s
     assert f",partitions={shown},txnLastUpdateTimestamp=1700000000123," in lines[3]
 
 
+def test_scala_map_order():
+    # expected orders from a line-by-line Java transliteration of Scala 2.13.12's mutable.HashMap put0
+    from kafkafs.dump.scala import java_string_hash, map_order
+
+    assert java_string_hash("orders") == -1008770331 and java_string_hash("é") == 233
+    logs = "/logs/t-0/00000000000000000000.log", "/logs/t-0/00000000000000000100.log", "/logs/t-1/00000000000000000000.log"
+    assert map_order([logs[0], logs[0], logs[1], logs[2]]) == [logs[1], logs[0], logs[2]]
+    indexes = [f"/d/{i * 100:020d}.index" for i in range(13)]
+    order = [7, 6, 12, 9, 11, 2, 8, 3, 10, 1, 4, 5, 0]  # 13 keys: the table grew to 32
+    assert map_order([*indexes, indexes[0]]) == [indexes[i] for i in order]
+
+
+def test_files_with_problems_are_reported_in_kafkas_map_order(tmp_path):
+    # DumpLogSegments keeps its findings in Scala mutable.HashMaps keyed by getAbsolutePath and prints
+    # them by iterating the maps: the files come in the maps' hash order, not in the order dumped
+    from kafkafs.dump.scala import map_order
+
+    logs = []
+    for p in range(6):
+        folder = tmp_path / f"t-{p}"
+        folder.mkdir()
+        path = folder / "00000000000000000000.log"
+        path.write_bytes(batch(0, [(None, b"a", ())]) + batch(5, [(None, b"b", ())]) + batch(9, [(None, b"c", ())]))
+        logs.append(str(path))
+    rc, lines, err = dump(*logs, deep_iteration=True)
+    assert rc == 0
+    named = [line.removeprefix("Non-consecutive offsets in ") for line in err if line.startswith("Non-consecutive")]
+    puts = [name for name in logs for _gap in range(2)]  # two gaps a file, a put each
+    assert named == map_order(puts) and sorted(named) == sorted(logs)
+    assert err[1:3] == ["  5 is followed by 9", "  0 is followed by 5"]  # prepended: last first
+
+
 def test_legacy_message_sets(tmp_path):
     # printBatchLevel, magic < 2: print("offset: " + batch.lastOffset), then the same " position: ..." tail;
     # record lines of legacy batches: print(s" isValid: ${r.isValid} crc: ${r.checksum}}") (Kafka's stray "}")
