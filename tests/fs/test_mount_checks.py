@@ -33,24 +33,22 @@ def test_fuse_options():
     assert "fsname=kafkafs" in options  # pyfuse3 passes options as ASCII
 
 
-def test_a_mount_point_must_be_an_empty_folder(tmp_path):
-    assert check_mountpoint(str(tmp_path)) == str(tmp_path)
-    with pytest.raises(MountPathError, match="no such mount point"):
-        check_mountpoint(str(tmp_path / "missing"))
+@pytest.mark.parametrize(
+    "check, missing", [(check_mountpoint, "no such mount point"), (check_logdir, "no such log directory")]
+)
+def test_a_path_must_be_a_folder(tmp_path, check, missing):
+    assert check(str(tmp_path)) == str(tmp_path)
+    with pytest.raises(MountPathError, match=missing):
+        check(str(tmp_path / "missing"))
     (tmp_path / "file").write_bytes(b"x")
     with pytest.raises(MountPathError, match="not a directory"):
-        check_mountpoint(str(tmp_path / "file"))
+        check(str(tmp_path / "file"))
+
+
+def test_a_mount_point_must_be_empty(tmp_path):
+    (tmp_path / "file").write_bytes(b"x")
     with pytest.raises(MountPathError, match="not empty"):
         check_mountpoint(str(tmp_path))
-
-
-def test_a_log_directory_must_be_a_folder(tmp_path):
-    assert check_logdir(str(tmp_path)) == str(tmp_path)
-    with pytest.raises(MountPathError, match="no such log directory"):
-        check_logdir(str(tmp_path / "missing"))
-    (tmp_path / "file").write_bytes(b"x")
-    with pytest.raises(MountPathError, match="not a directory"):
-        check_logdir(str(tmp_path / "file"))
 
 
 def test_a_wrong_path_is_a_usage_error_and_a_busy_one_is_not():
