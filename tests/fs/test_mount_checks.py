@@ -56,3 +56,27 @@ def test_a_wrong_path_is_a_usage_error_and_a_busy_one_is_not():
 
     assert issubclass(MountPathError, UsageError) and issubclass(MountPathError, MountError)
     assert not issubclass(MountError, UsageError)
+
+
+def test_a_schemas_path_that_is_not_a_folder_is_a_usage_error(tmp_path):
+    """--schemas DIR that is no folder: exit 2 from mount as from consume (SPEC §4, §8); no FUSE needed,
+    the check comes before mounting."""
+    import os
+    import subprocess
+    import sys
+
+    from .conftest import ROOT
+
+    logdir, mnt = tmp_path / "logs", tmp_path / "mnt"
+    (logdir / "t-0").mkdir(parents=True)
+    mnt.mkdir()
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    for command in ("mount", "consume"):
+        args = [str(logdir), str(mnt)] if command == "mount" else [str(logdir), "t-0"]
+        done = subprocess.run(
+            [sys.executable, "-m", "kafkafs.cli", command, "--schemas", str(tmp_path / "missing"), *args],
+            capture_output=True, text=True, env=env, cwd=ROOT, timeout=60,
+        )
+        assert done.returncode == 2, (command, done)
+        assert done.stderr.count("\n") == 1 and "--schemas" in done.stderr, done.stderr
+    assert not os.path.ismount(mnt)
