@@ -166,8 +166,8 @@ def cmd_produce(args: argparse.Namespace) -> int:
                 failure = f"{exc}; nothing from its batch was appended{done}"
                 break
             if log_ is None:  # created once there is something valid to put in it
-                print(f"kafkafs: creating partition {args.partition}", file=sys.stderr)
                 log_ = logdir.create_partition(topic, partition)
+                print(f"kafkafs: created partition {args.partition}", file=sys.stderr)
             if args.leader_epoch is not None:
                 log_.set_leader_epoch(args.leader_epoch)
             result = log_.append_records(records)

@@ -122,6 +122,7 @@ class PartitionState:
         self._records = LRU(RECORD_CACHE)
         self._refresh_lock = threading.Lock()
         self._last_refresh = 0.0
+        self._counted: tuple[tuple, int, int, int] | None = None
         self._listeners: list[Callable[[PartitionState], None]] = []
         self.last_change_ns = time.time_ns()
         #: changes that were not only growth (segments removed, a compaction swap, a truncation)
@@ -459,11 +460,27 @@ class PartitionState:
                     return
                 pos = higher.base_offset
 
-
-    def listed_records(self) -> int:
-        """How many names ``by-offset/`` would list: the offsets between the log start and end (an
-        upper bound on the records of a compacted partition)."""
-        return max(self.log.log_end_offset - self.log.log_start_offset, 0)
+    def listed_records(self, limit: int | None = None) -> int:
+        """How many names ``by-offset/`` lists: the offsets from log start to end while at most ``limit``;
+        past it, the records (a compacted log has gaps) counted from the batches up to ``limit + 1``,
+        kept while the sealed segments and log start hold (over the limit: also while the end grows)."""
+        log_ = self.log
+        end = log_.log_end_offset
+        if limit is None or end - log_.log_start_offset <= limit:
+            return max(end - log_.log_start_offset, 0)
+        listed = self.listed_segments()
+        key = (limit, log_.log_start_offset, tuple((b, s.size) for b, s in listed[:-1]))
+        size = listed[-1][1].size if listed else 0
+        c = self._counted  # one tuple, replaced whole: safe across threads
+        if c is not None and c[0] == key and ((c[3] > limit and end >= c[1]) or (end, size) == c[1:3]):
+            return c[3]
+        count = 0
+        for run in self.offset_runs(log_.log_start_offset):
+            count += run.last - run.first + 1 if run.offsets is None else len(run.offsets)
+            if count > limit:
+                break
+        self._counted = (key, end, size, count)
+        return count
 
     def segment_ranges(self, start: int) -> Iterator[SegmentRange]:
         """One range per segment holding offsets >= ``start``, from the segments' bases alone: a sealed

@@ -7,8 +7,9 @@ partitions; this cache keeps it.
 
 An entry is one file ``<hash>.layout`` named after (device, inode, topic, partition, mode, decoder), so
 a segment rewritten in place overwrites its own entry and the folder does not grow with each change.
-Inside, next to the arrays, the entry repeats its whole key, including the segment's size and
-``mtime_ns`` when it was laid out, and ends with a BLAKE2b checksum of everything before it. An entry
+Inside, next to the arrays, the entry repeats its whole key, including the segment's size,
+``mtime_ns`` and ``ctime_ns`` when it was laid out (the ctime because ``cp -p``, ``rsync --inplace -t``
+or ``touch -r`` put an old mtime back on changed bytes; nobody can set a ctime), and ends with a BLAKE2b checksum of everything before it. An entry
 is served only when the key matches the segment as it is now, in full, and the checksum and the arrays'
 shape hold; anything else (stale, corrupt, written by another version or for another segment) is
 ignored and the layout is rebuilt, then stored over it.
@@ -43,19 +44,21 @@ log = logging.getLogger("kafkafs.fs")
 
 #: Bumped whenever the entry format changes. Entries are also tied to the kafkafs version that wrote
 #: them (rendering may change between versions).
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 _MAGIC = b"KAFKAFS-LAYOUT\n"
 _DIGEST = 32
 _LEN = struct.Struct(">I")
 
 
 class LayoutKey(NamedTuple):
-    """What a layout depends on. ``size`` and ``mtime_ns`` are the segment's when it was laid out."""
+    """What a layout depends on. ``size``, ``mtime_ns`` and ``ctime_ns`` are the segment's when it was
+    laid out."""
 
     dev: int
     ino: int
     size: int
     mtime_ns: int
+    ctime_ns: int
     topic: str
     partition: int
     mode: str
@@ -105,7 +108,7 @@ def stat_key(path: str | os.PathLike[str], topic: str, partition: int, mode: str
         st = os.stat(path)
     except OSError:
         return None
-    return LayoutKey(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, topic, partition, mode, decoder)
+    return LayoutKey(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, topic, partition, mode, decoder)
 
 
 class SizeCache:

@@ -33,7 +33,8 @@ from .handles import Handle, NotFound, NotPermitted, OSFileHandle
 from .inodes import parse_record_ino
 from .nodes import LIST_LIMIT, VOLATILE_TIMEOUT, Attr, Dir, File, Node, _dir_attr, _file_attr, _mtime_ns
 from .partition import PartitionState
-from .partition_nodes import CHILDREN, ByOffsetDir, RangeFile, RecordFile, RecordsFile, SegmentFile
+from .partition_nodes import CHILDREN, ByOffsetDir, RangeFile, RecordFile, RecordsFile
+from .segment_nodes import SegmentFile
 from .sizecache import SizeCache
 
 log = logging.getLogger("kafkafs.fs")
@@ -58,7 +59,8 @@ class Root(Dir):
         return self.tree.partition_dir(name)
 
     def _files(self) -> list[str]:
-        return sorted(n for n in regular_files(self.tree.logdir.path) if names.is_logdir_file(n))
+        # no warning here: a link at the top is most often a partition folder, which is served (SPEC §3)
+        return sorted(n for n in regular_files(self.tree.logdir.path, warn=False) if names.is_logdir_file(n))
 
     def entries(self, start_id: int) -> Iterator[tuple[int, str, Node]]:
         numbered = sorted((self.tree.number(name), name) for name in self.tree.logdir.partition_names())

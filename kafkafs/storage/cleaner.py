@@ -67,7 +67,8 @@ def _compact(target, now: int, *, dry_run: bool, checkpoint: int | None = None, 
         return [], None
     omap = _map_for(state.dirty_bytes, memory, load)
     return clean_log(target, now, omap, checkpoint=checkpoint, io_buffer=io_buffer, dry_run=dry_run,
-                     stats=stats, on_round=on_round)
+                     stats=stats, on_round=on_round,
+                     producer_expiration_ms=broker_setting(settings, "producer.id.expiration.ms"))
 
 
 class Progress:

@@ -9,21 +9,27 @@ A round, as Kafka's ``doClean`` runs it:
    order (control batches and aborted transactions left out) until it is full; the round ends where it
    stopped (``latest_offset + 1``). A log with more keys than the map holds is cleaned in several rounds.
 3. Every segment from the log start to that end, in groups of at most ``segment.bytes`` (and an index's
-   worth of entries and 2^31 offsets), is copied into one ``.cleaned`` segment, keeping a record when it
-   is its key's latest in the map (or lies past the map's range, or has no key), dropping records of
-   aborted transactions, and dropping a key's tombstone once its batch's delete horizon has passed.
-   Batches are read in bounded chunks and written through a buffer of ``log.cleaner.io.buffer.size``.
-4. The ``.cleaned`` segment is flushed and swapped in for the group through ``.swap``
-   (:meth:`Log.replace_segments`); the originals are renamed ``.deleted``.
+   worth of entries and 2^31 offsets), is copied into one ``.cleaned`` segment, batch by batch as
+   :mod:`.compaction_filter` says (Kafka's record filter): the latest record per key, no records
+   without a key, no records of aborted transactions, tombstones and transaction markers until their
+   delete horizon has passed. The transaction state (:class:`CleanedTransactions`) runs through the
+   whole round. Batches are read in bounded chunks and written through a buffer of
+   ``log.cleaner.io.buffer.size``.
+4. The ``.cleaned`` segment gets the ``.txnindex`` entries of the ABORT markers it keeps because their
+   transaction's batches were only now removed; it is flushed and swapped in for the group through
+   ``.swap`` (:meth:`Log.replace_segments`); the originals are renamed ``.deleted``.
 
-Tombstones and KIP-534: a batch that keeps a tombstone and has no delete horizon yet is rewritten with
-one: attribute bit 6 set and the base timestamp ``now + delete.retention.ms`` (record timestamps stay
-what they were; they are stored as deltas from the base). A later round drops that batch's tombstones
-once ``now`` has reached the horizon. Legacy (magic 0/1) batches and control batches (transaction
-markers) are copied as they are. Kafka keeps the header of a batch whose records all go when it is the
-last batch of the round; here the last batch of every rewritten group keeps its header (empty if need
-be), so a cleaned segment always covers the offsets of the segments it replaces, which is what
-recovery relies on to complete a ``.swap`` after a crash.
+Tombstones, markers and KIP-534: a batch that keeps a tombstone, or a transaction marker whose
+transaction has no batch left, and has no delete horizon yet is rewritten with one: attribute bit 6 set
+and the base timestamp ``now + delete.retention.ms`` (record timestamps stay what they were; they are
+stored as deltas from the base). A later round drops that batch's tombstones, or the marker, once
+``now`` has reached the horizon. So an aborted transaction goes in three cleanings: its records (the
+marker and its index entry stay), then the marker gets its horizon (the entry goes), then the marker.
+Legacy (magic 0/1) batches are copied as they are. Kafka keeps the header of a batch whose records all
+go when it is the last batch of the round, or an active producer's last batch; here also the last
+batch of every rewritten group keeps its offsets (an empty batch without producer, transaction or
+control flag when it went), so a cleaned segment always covers the offsets of the segments it
+replaces, which is what recovery relies on to complete a ``.swap`` after a crash.
 
 Threads: a compaction runs in one thread (the cleaner's, or the ``clean`` command's). It reads sealed
 segments without any lock (appends never touch them) and takes the log's writer lock only inside
@@ -37,13 +43,14 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from ..format.batch import BatchHeader, Codec, encode_batch, read_batch_header
-from ..format.crc import crc32c
+from ..format.batch import BatchHeader, read_batch_header
 from ..format.txnindex import AbortedTxn
+from .compaction_filter import DELETE_HORIZON_FLAG, GroupResult, clean_batch, filler_batch
 from .names import CLEANED, LOG, SEGMENT_EXTENSIONS, segment_file_name
 from .offset_map import OffsetMap
 from .records import BatchView
 from .segment import LogSegment
+from .transactions import CleanedTransactions
 
 __all__ = [
     "CleanStats",
@@ -55,10 +62,10 @@ __all__ = [
     "log_to_clean",
 ]
 
-#: Attribute bit 6 (KIP-534): the batch's base timestamp is its delete horizon.
-DELETE_HORIZON_FLAG = 0x40
-_ATTRIBUTES_AT = 21
 _INT32_MAX = 2**31 - 1
+#: Kafka's ``producer.id.expiration.ms`` default: a producer idle that long (and with no transaction
+#: open) is no longer active, and compaction need not keep its last batch.
+PRODUCER_ID_EXPIRATION_MS = 86_400_000
 
 
 @dataclass
@@ -156,21 +163,6 @@ def log_to_clean(target, now_ms: int, checkpoint: int | None) -> LogToClean:
     return LogToClean(first_dirty, upper, clean, dirty, first_ts, segments)
 
 
-class _Aborted:
-    """The transactional batches of aborted transactions (from the ``.txnindex`` files)."""
-
-    def __init__(self, entries: list[AbortedTxn]) -> None:
-        self.by_producer: dict[int, list[tuple[int, int]]] = {}
-        for e in entries:
-            self.by_producer.setdefault(e.producer_id, []).append((e.first_offset, e.last_offset))
-
-    def __contains__(self, header: BatchHeader) -> bool:
-        spans = self.by_producer.get(header.producer_id) if self.by_producer else None
-        if not spans or not header.is_transactional or header.is_control:
-            return False
-        return any(first <= header.base_offset <= last for first, last in spans)
-
-
 def _views(segment: LogSegment, stats: CleanStats, start_position: int = 0) -> Iterator[BatchView]:
     tick = stats.tick
     for view in segment.batches(start_position):
@@ -179,21 +171,33 @@ def _views(segment: LogSegment, stats: CleanStats, start_position: int = 0) -> I
             tick()
 
 
+def _overlapping(entries: list[AbortedTxn], start: int, upper: int) -> list[AbortedTxn]:
+    """The aborted transactions that overlap ``[start, upper)`` (what Kafka's
+    ``collectAbortedTransactions`` finds, from every segment's ``.txnindex`` read once a round)."""
+    return [e for e in entries if e.last_offset >= start and e.first_offset < upper]
+
+
 def _build_offset_map(segments: list[LogSegment], start: int, upper: int, omap: OffsetMap,
-                      aborted: _Aborted, stats: CleanStats) -> None:
-    """Fill ``omap`` from the dirty section ``start..upper`` until it is full (Kafka's ``buildOffsetMap``)."""
+                      aborted: list[AbortedTxn], stats: CleanStats) -> None:
+    """Fill ``omap`` from the dirty section ``start..upper`` until it is full (Kafka's ``buildOffsetMap``):
+    the keys of data batches, not those of aborted transactions (the ``.txnindex`` entries that
+    overlap the section, followed as :class:`CleanedTransactions` does)."""
     omap.clear()
+    txns = CleanedTransactions()
+    txns.add_aborted(_overlapping(aborted, start, upper))
     dirty = [s for s in segments if s.next_offset > start and s.base_offset < upper]
     for i, segment in enumerate(dirty):
         position = segment.position_of(start) if segment.base_offset < start else 0
         for view in _views(segment, stats, position):
             h = view.header
-            if h.last_offset < start:
-                continue
             if h.base_offset >= upper:
                 break
-            stats.map_bytes_read += h.size
-            if not h.is_control and h not in aborted:
+            if h.last_offset >= start:
+                stats.map_bytes_read += h.size
+            if h.magic == 2 and h.is_control:
+                batch = view.decode(file=str(segment.log_path))
+                txns.on_control(h, batch.keys[0] if len(batch) else None, not len(batch))
+            elif not txns.on_batch(h) and h.last_offset >= start:
                 batch = view.decode(file=str(segment.log_path))
                 keys, offsets = batch.keys, batch.offsets
                 if h.base_offset < start:
@@ -202,7 +206,8 @@ def _build_offset_map(segments: list[LogSegment], start: int, upper: int, omap: 
                 taken = omap.put_many(keys, offsets)
                 if taken < len(offsets):
                     return  # full: the round ends at the last offset the map took
-            omap.latest_offset = max(omap.latest_offset, min(h.last_offset, upper - 1))
+            if h.last_offset >= start:
+                omap.latest_offset = max(omap.latest_offset, min(h.last_offset, upper - 1))
         following = dirty[i + 1].base_offset if i + 1 < len(dirty) else upper
         omap.latest_offset = max(omap.latest_offset, following - 1)  # a gap after the segment
 
@@ -237,35 +242,6 @@ def group_segments(segments: list[LogSegment], max_size: int, max_index_size: in
     return groups
 
 
-def _set_delete_horizon(data: bytearray) -> None:
-    """Mark a freshly encoded v2 batch's base timestamp as its delete horizon, and fix its CRC."""
-    attributes = int.from_bytes(data[_ATTRIBUTES_AT:_ATTRIBUTES_AT + 2], "big") | DELETE_HORIZON_FLAG
-    data[_ATTRIBUTES_AT:_ATTRIBUTES_AT + 2] = attributes.to_bytes(2, "big")
-    data[17:21] = crc32c(memoryview(data)[_ATTRIBUTES_AT:]).to_bytes(4, "big")
-
-
-def _encode_like(h: BatchHeader, rows: list, **fields) -> bytes:
-    """``rows`` as a batch that keeps ``h``'s base offset, last offset delta, LogAppendTime, leader
-    epoch and producer fields; ``fields`` are :func:`encode_batch`'s other arguments."""
-    return encode_batch(
-        rows,
-        base_offset=h.base_offset,
-        last_offset_delta=h.last_offset_delta,  # as Kafka: the producer's last sequence stays right
-        log_append_time=h.max_timestamp if h.timestamp_type == 1 else None,
-        partition_leader_epoch=h.partition_leader_epoch,
-        producer_id=h.producer_id,
-        producer_epoch=h.producer_epoch,
-        base_sequence=h.base_sequence,
-        transactional=h.is_transactional,
-        **fields,
-    )
-
-
-def _empty_batch(h: BatchHeader) -> bytes:
-    """The header of a batch whose records all went (Kafka's ``RETAIN_EMPTY``)."""
-    return _encode_like(h, [], first_timestamp=h.max_timestamp, max_timestamp=h.max_timestamp, control=h.is_control)
-
-
 class _Writer:
     """Batches into a ``.cleaned`` segment through a buffer of ``io_buffer`` bytes (or nowhere, for a
     dry run: only the sizes count)."""
@@ -294,68 +270,11 @@ class _Writer:
         self.headers = []
 
 
-@dataclass
-class _GroupResult:
-    removed: int = 0
-    aborted: int = 0
-    horizons: int = 0
-    expired: int = 0
-
-    @property
-    def changed(self) -> bool:
-        return bool(self.removed or self.aborted or self.horizons)
-
-
-def _clean_batch(view: BatchView, file: str, omap: OffsetMap, now_ms: int, delete_retention_ms: int,
-                 result: _GroupResult, stats: CleanStats) -> bytes | None:
-    """The bytes of one batch after cleaning (the original ones when nothing changes), or None when
-    none of its records stays."""
-    h = view.header
-    batch = view.decode(file=file)
-    n = len(batch)
-    stats.records_read += n
-    keys, values = batch.keys, batch.values
-    keep = omap.latest_flags(keys, batch.offsets)
-    horizon_set = bool(h.attributes & DELETE_HORIZON_FLAG)
-    tombstones = 0
-    for i in range(n):
-        if keep[i] and values[i] is None and keys[i] is not None:
-            if horizon_set and now_ms >= h.first_timestamp:
-                keep[i] = False  # past its delete horizon
-                result.expired += 1
-            else:
-                tombstones += 1
-    kept = [i for i in range(n) if keep[i]]
-    stats.records_kept += len(kept)
-    result.removed += n - len(kept)
-    if not kept:
-        return None
-    need_horizon = tombstones > 0 and not horizon_set
-    if len(kept) == n and not need_horizon:
-        return view.raw()
-    base = h.base_offset
-    offsets, timestamps, headers = batch.offsets, batch.timestamps, batch.headers
-    rows = [(timestamps[i], keys[i], values[i], headers[i]) for i in kept]
-    first_ts = now_ms + delete_retention_ms if need_horizon else (h.first_timestamp if horizon_set else None)
-    data = bytearray(
-        _encode_like(
-            h,
-            rows,
-            offset_deltas=[offsets[i] - base for i in kept],
-            first_timestamp=first_ts,
-            compression=Codec(h.compression),
-        )
-    )
-    if need_horizon or horizon_set:
-        _set_delete_horizon(data)
-        result.horizons += need_horizon
-    return data
-
-
-def _clean_group(target, group: list[LogSegment], omap: OffsetMap, now_ms: int, aborted: _Aborted,
-                 stats: CleanStats, io_buffer: int, dry_run: bool) -> _GroupResult:
+def _clean_group(target, group: list[LogSegment], omap: OffsetMap, now_ms: int, txns: CleanedTransactions,
+                 aborted: list[AbortedTxn], stats: CleanStats, io_buffer: int, dry_run: bool,
+                 expiration_ms: int) -> GroupResult:
     """Copy ``group`` into one ``.cleaned`` segment and swap it in (Kafka's ``cleanSegments``)."""
-    result = _GroupResult()
+    result = GroupResult()
     base = group[0].base_offset
     cleaned = None
     if not dry_run:
@@ -367,34 +286,40 @@ def _clean_group(target, group: list[LogSegment], omap: OffsetMap, now_ms: int, 
         cleaned = LogSegment(target.dir, base, target.config, writable=True, suffix=CLEANED)
     writer = _Writer(cleaned, io_buffer, stats)
     retention = target.config.delete_retention_ms
+    active = target.active_producers(now_ms, expiration_ms) if hasattr(target, "active_producers") else {}
+    txns.cleaned = []
     try:
-        last_dropped: BatchHeader | None = None
-        for segment in group:
+        last_dropped: BatchView | None = None
+        for k, segment in enumerate(group):
+            # the entries overlapping the segment, as Kafka collects them (the index is rebuilt from them)
+            upper = group[k + 1].base_offset if k + 1 < len(group) else segment.next_offset
+            txns.add_aborted(_overlapping(aborted, segment.base_offset, upper))
             file = str(segment.log_path)
             for view in _views(segment, stats):
                 h = view.header
                 stats.bytes_read += h.size
-                if h.magic != 2 or h.is_control:
+                if h.magic != 2:
                     data = view.raw()
-                elif h in aborted:
-                    result.aborted += max(h.record_count, 0)
-                    data = None
                 else:
-                    data = _clean_batch(view, file, omap, now_ms, retention, result, stats)
+                    data = clean_batch(view, file, omap, txns, active, now_ms, retention, result, stats)
                 if data is None:
-                    last_dropped = h
+                    last_dropped = view
                 else:
                     writer.write(data)
                     last_dropped = None
         if last_dropped is not None:
-            writer.write(_empty_batch(last_dropped))
+            filler = filler_batch(last_dropped.header)
+            if filler == last_dropped.raw():
+                result.empties -= 1  # the filler an earlier cleaning left: unchanged
+            writer.write(filler)
         writer.drain()
         if cleaned is None:
             return result
         if not result.changed and len(group) == 1:
             cleaned.delete()
             return result
-        cleaned.txn_index.write_entries([e for s in group for e in s.txn_index.entries()])  # markers stay
+        # only the aborted transactions whose ABORT marker stayed because their batches were just removed
+        cleaned.txn_index.write_entries(txns.cleaned)
         cleaned.on_become_inactive()
         cleaned.flush()
     except BaseException:
@@ -402,17 +327,21 @@ def _clean_group(target, group: list[LogSegment], omap: OffsetMap, now_ms: int, 
             cleaned.delete()
         raise
     if not target.replace_segments(cleaned, group):
-        result.removed = result.aborted = result.horizons = 0  # retention got there first
+        result = GroupResult()  # retention got there first
     return result
 
 
-def _describe(target, group: list[LogSegment], result: _GroupResult, dry_run: bool) -> str:
+def _describe(target, group: list[LogSegment], result: GroupResult, dry_run: bool) -> str:
     name = group[0].log_path.name if not group[0].suffix else segment_file_name(group[0].base_offset, LOG)
     if len(group) > 1:
         name += f" (+{len(group) - 1} segment(s) merged)"
     what = f"{result.removed} superseded record(s) removed"
     if result.aborted:
         what += f", {result.aborted} record(s) of aborted transactions"
+    if result.keyless:
+        what += f", {result.keyless} record(s) without a key"
+    if result.markers:
+        what += f", {result.markers} transaction marker(s)"
     if result.horizons:
         what += f", delete horizon set on {result.horizons} batch(es)"
     return f"{target.name}: {'would compact' if dry_run else 'compacted'} {name}: {what}"
@@ -421,7 +350,8 @@ def _describe(target, group: list[LogSegment], result: _GroupResult, dry_run: bo
 def clean_log(target, now_ms: int, omap: OffsetMap, *, checkpoint: int | None = None, io_buffer: int = 512 * 1024,
               dry_run: bool = False, stats: CleanStats | None = None,
               on_round: Callable[[int], None] | None = None,
-              should_stop: Callable[[], bool] | None = None) -> tuple[list[str], int | None]:
+              should_stop: Callable[[], bool] | None = None,
+              producer_expiration_ms: int = PRODUCER_ID_EXPIRATION_MS) -> tuple[list[str], int | None]:
     """Compact ``target`` round after round until its dirty section is clean; return a line per
     rewritten group and the offset it is clean up to (None when nothing was cleanable).
     ``on_round(end)`` is called after each round (to checkpoint it)."""
@@ -438,15 +368,17 @@ def clean_log(target, now_ms: int, omap: OffsetMap, *, checkpoint: int | None = 
         segments = [s for s in target.segments.values(None, state.upper) if s is not target.active_segment]
         if not segments:
             break
-        aborted = _Aborted([e for s in target.segments for e in s.txn_index.entries()])
+        aborted = [e for s in target.segments for e in s.txn_index.entries()]
         _build_offset_map(segments, start, state.upper, omap, aborted, stats)
         end = min(max(omap.latest_offset + 1, start + 1), state.upper)
         stats.rounds += 1
         to_clean = [s for s in segments if s.base_offset < end]
+        txns = CleanedTransactions()  # one per round, carried from group to group (as Kafka's doClean)
         for group in group_segments(to_clean, target.config.segment_bytes, target.config.segment_index_bytes, end):
             if should_stop is not None and should_stop():
                 return lines, cleaned_to
-            result = _clean_group(target, group, omap, now_ms, aborted, stats, io_buffer, dry_run)
+            result = _clean_group(target, group, omap, now_ms, txns, aborted, stats, io_buffer, dry_run,
+                                  producer_expiration_ms)
             if result.changed or len(group) > 1:
                 lines.append(_describe(target, group, result, dry_run))
         cleaned_to = end

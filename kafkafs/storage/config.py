@@ -63,6 +63,7 @@ BROKER_DEFAULTS: dict[str, Any] = {
     "log.cleaner.backoff.ms": 15_000,
     "log.retention.check.interval.ms": 300_000,
     "log.initial.task.delay.ms": 30_000,
+    "producer.id.expiration.ms": 86_400_000,
 }
 
 #: Kafka's internal topics are created by the broker with topic-level settings of their own, which a
@@ -122,6 +123,7 @@ _MINIMUM = {
     "log.cleaner.backoff.ms": 0,
     "log.retention.check.interval.ms": 1,
     "log.initial.task.delay.ms": 0,
+    "producer.id.expiration.ms": 1,
 }
 INT_MAX = 2**31 - 1
 #: Kafka declares these INT (a file position or a size in an index entry must fit a Java int).
@@ -308,6 +310,8 @@ class Settings:
                 raise ConfigError(f"{path}: no such settings file") from None
             except tomllib.TOMLDecodeError as exc:
                 raise ConfigError(f"{path}: {exc}") from None
+            except UnicodeDecodeError as exc:  # TOML is UTF-8; tomllib decodes the bytes itself
+                raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start}), as TOML must be") from None
             except OSError as exc:
                 raise ConfigError(f"{path}: {exc.strerror}") from None
         topics = data.pop("topics", {})

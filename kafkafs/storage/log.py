@@ -276,6 +276,18 @@ class Log(LocalLog):
         with self._lock:
             return self._transactions_locked().copy()
 
+    def active_producers(self, now_ms: int, expiration_ms: int) -> dict[int, tuple[int, int]]:
+        """producer id -> (last data offset or -1, epoch) of the producers still active: not idle for
+        ``expiration_ms`` (``producer.id.expiration.ms``) or with a transaction open (Kafka's
+        ``lastRecordsOfActiveProducers``, what compaction keeps at least an empty batch for)."""
+        with self._lock:
+            entries = list(self.state_files.producers().entries.values())
+        return {
+            e.producer_id: (e.last_offset, e.epoch)
+            for e in entries
+            if e.current_txn_first_offset >= 0 or now_ms - e.timestamp < expiration_ms
+        }
+
     def first_undecided_offset(self) -> int | None:
         """The first offset of the earliest transaction in progress (what the last stable offset stops at)."""
         return self.transactions().first_undecided_offset()

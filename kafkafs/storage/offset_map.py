@@ -177,9 +177,10 @@ class OffsetMap:
         found = self._offsets[self._slot(lo, hi)]
         return found if found >= 0 else -1
 
-    def latest_flags(self, keys: list[bytes | None], offsets: list[int]) -> list[bool]:
-        """For each record, whether it is its key's latest (or has no key, or lies past
-        :attr:`latest_offset`): what compaction keeps before tombstones and transactions are judged."""
+    def retain_flags(self, keys: list[bytes | None], offsets: list[int]) -> list[bool]:
+        """For each record, whether compaction may keep it before its tombstones are judged (Kafka's
+        ``shouldRetainRecord``): a record past :attr:`latest_offset` stays; otherwise a record without
+        a key goes, and a keyed one stays when it is its key's latest."""
         slots = self.slots
         los, his, slot_offsets = self._lo, self._hi, self._offsets
         md5 = _md5
@@ -188,8 +189,11 @@ class OffsetMap:
         out = []
         add = out.append
         for key, offset in zip(keys, offsets, strict=True):
-            if key is None or offset > latest:
+            if offset > latest:
                 add(True)
+                continue
+            if key is None:
+                add(False)
                 continue
             lo, hi = split(md5(key).digest())
             s = lo % slots

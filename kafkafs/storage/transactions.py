@@ -1,4 +1,5 @@
-"""The ongoing transactions of a partition (the ``.txnindex`` file itself: :mod:`kafkafs.storage.txnindex`).
+"""The ongoing transactions of a partition (the ``.txnindex`` file itself: :mod:`kafkafs.storage.txnindex`),
+and what compaction tracks of them (:class:`CleanedTransactions`).
 
 :class:`ProducerTransactions` is the part of Kafka's ``ProducerStateManager`` that the index needs:
 for each producer with a transaction in progress, the offset of its first batch. A transactional data
@@ -12,13 +13,16 @@ as Kafka's ``LogSegment.recover`` does.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable, Iterator
 
 from ..errors import CorruptRecordError
+from ..format.batch import BatchHeader
+from ..format.records import control_type_of
 from ..format.txnindex import AbortedTxn, TxnEvent, transaction_event
 from .records import BatchView
 
-__all__ = ["ProducerTransactions", "batch_events"]
+__all__ = ["CleanedTransactions", "ProducerTransactions", "batch_events"]
 
 
 class ProducerTransactions:
@@ -100,3 +104,76 @@ def batch_events(views: Iterator[BatchView]) -> Iterator[TxnEvent]:
                     yield event
     except CorruptRecordError:
         return
+
+
+class CleanedTransactions:
+    """What compaction knows of transactions as it walks a log in offset order (Kafka's
+    ``CleanedTransactionMetadata``), for one cleaning round, carried from group to group.
+
+    - :meth:`add_aborted` takes the ``.txnindex`` entries that overlap the segments about to be read;
+      an entry becomes *ongoing* for its producer once a batch at or past its first offset is read.
+    - :meth:`on_batch`: a transactional data batch of a producer with an ongoing aborted transaction
+      may be discarded (True); any other transactional batch marks its producer's transaction as
+      seen (it is committed, or still to be decided).
+    - :meth:`on_control`: whether a control batch may be discarded. An ABORT marker may go only once
+      no batch of its transaction was read in this round; while one was, the marker stays and its
+      entry goes to :attr:`cleaned` (the ``.txnindex`` of the segment being written). A COMMIT marker
+      may go once no batch of its transaction was read. Other control batches stay; an empty one
+      (already cleaned) may go.
+
+    "May go" is not "goes": compaction keeps such a marker until its batch's delete horizon
+    (``delete.retention.ms`` after the cleaning that found it discardable) has passed.
+
+    Not thread-safe: one compaction owns it.
+    """
+
+    def __init__(self) -> None:
+        self._pending: list[tuple[int, int, AbortedTxn]] = []  # heap by first offset
+        self._seq = 0
+        self._aborted: dict[int, list] = {}  # producer id -> [entry, batch of it read]
+        self._committed: set[int] = set()
+        #: Entries of the ABORT markers kept so far, for the segment being written (the caller empties it).
+        self.cleaned: list[AbortedTxn] = []
+
+    def add_aborted(self, entries: Iterable[AbortedTxn]) -> None:
+        for entry in entries:
+            self._seq += 1
+            heapq.heappush(self._pending, (entry.first_offset, self._seq, entry))
+
+    def _reach(self, offset: int) -> None:
+        pending = self._pending
+        while pending and pending[0][0] <= offset:
+            entry = heapq.heappop(pending)[2]
+            self._aborted.setdefault(entry.producer_id, [entry, False])
+
+    def on_batch(self, header: BatchHeader) -> bool:
+        """A data batch read; True when it belongs to an aborted transaction."""
+        self._reach(header.last_offset)
+        if not header.is_transactional:
+            return False
+        ongoing = self._aborted.get(header.producer_id)
+        if ongoing is not None:
+            ongoing[1] = True
+            return True
+        self._committed.add(header.producer_id)
+        return False
+
+    def on_control(self, header: BatchHeader, first_key: bytes | None, empty: bool) -> bool:
+        """A control batch read (``first_key``: its first record's key); True when it may be discarded."""
+        self._reach(header.last_offset)
+        if empty:
+            return True
+        kind = control_type_of(first_key)
+        pid = header.producer_id
+        if kind == "ABORT":
+            ongoing = self._aborted.pop(pid, None)
+            if ongoing is not None and ongoing[1]:
+                self.cleaned.append(ongoing[0])
+                return False
+            return True
+        if kind == "COMMIT":
+            if pid in self._committed:
+                self._committed.discard(pid)
+                return False
+            return True
+        return False

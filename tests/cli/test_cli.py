@@ -281,3 +281,19 @@ def test_demo_where_it_cannot_write_is_a_usage_error(tmp_path):
         lines = out.stderr.decode().splitlines()
         assert len(lines) == 1 and lines[0].startswith(f"kafkafs: error: {target}"), lines
     assert not (tmp_path / "no").exists()
+
+
+@pytest.mark.parametrize("kind", ["file", "dangling link"])
+def test_produce_where_the_partition_name_is_taken_by_something_else(tmp_path, kind):
+    # a file (or a dangling link) named like the partition: one clear line, exit 2, nothing created
+    # (it said "creating partition t-0" and then "no partition t-0", or "File exists")
+    taken = tmp_path / "t-0"
+    if kind == "file":
+        taken.write_bytes(b"not a partition")
+    else:
+        os.symlink(tmp_path / "nowhere", taken)
+    proc = run("produce", str(tmp_path), "t-0", stdin=b"x\n", check_rc=2)
+    err = proc.stderr.decode()
+    assert err.count("\n") == 1 and "not a folder" in err and "creating" not in err
+    assert not (tmp_path / "nowhere").exists()
+    assert [p.name for p in tmp_path.iterdir() if p.is_dir() and not p.is_symlink()] == []

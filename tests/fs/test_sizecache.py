@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from array import array
 from pathlib import Path
 
@@ -64,7 +65,7 @@ def entries(cache_dir: Path) -> list[Path]:
 
 
 def _key(**kw) -> LayoutKey:
-    base = dict(dev=1, ino=2, size=1000, mtime_ns=5, topic="t", partition=0, mode="auto", decoder=None)
+    base = dict(dev=1, ino=2, size=1000, mtime_ns=5, ctime_ns=5, topic="t", partition=0, mode="auto", decoder=None)
     base.update(kw)
     return LayoutKey(**base)
 
@@ -83,7 +84,7 @@ def test_store_and_load(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "changed", [dict(size=1001), dict(mtime_ns=6), dict(mode="string"), dict(decoder="x"), dict(partition=1)]
+    "changed", [dict(size=1001), dict(mtime_ns=6), dict(ctime_ns=6), dict(mode="string"), dict(decoder="x"), dict(partition=1)]
 )
 def test_an_entry_for_another_key_is_not_served(tmp_path, changed):
     cache = SizeCache(tmp_path)
@@ -211,6 +212,26 @@ def test_a_changed_segment_is_never_served_from_its_old_entry(logdir_copy, tmp_p
         os.utime(seg, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
     assert records_size(logdir_copy, cache_dir) == want
     assert records_size(logdir_copy, cache_dir) == want  # and the rebuilt entries are right
+
+
+def test_a_segment_rewritten_in_place_with_its_old_mtime_is_not_served_stale(logdir_copy, tmp_path):
+    """``cp -p``, ``rsync --inplace -t`` and ``touch -r`` put the old mtime back on a file whose bytes
+    changed (same inode, same size): only the ctime, which nobody can set, says it changed."""
+    cache_dir = tmp_path / "cache"
+    want = len(expected_jsonl(logdir_copy, "orders-0"))
+    assert records_size(logdir_copy, cache_dir) == want
+    _poison(cache_dir)
+    assert records_size(logdir_copy, cache_dir) != want  # control: the poisoned entries are served
+    time.sleep(0.05)  # past the clock's granularity, so the ctime moves
+    for seg in (logdir_copy / "orders-0").glob("*.log"):
+        st = seg.stat()
+        with open(seg, "r+b") as f:  # in place: same inode, same size
+            data = f.read()
+            f.seek(0)
+            f.write(data)
+        os.utime(seg, ns=(st.st_atime_ns, st.st_mtime_ns))
+        assert seg.stat().st_mtime_ns == st.st_mtime_ns and seg.stat().st_ino == st.st_ino
+    assert records_size(logdir_copy, cache_dir) == want
 
 
 def test_a_segment_cut_shorter_is_laid_out_afresh(logdir_copy, tmp_path):

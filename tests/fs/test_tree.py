@@ -332,3 +332,52 @@ def test_log_directory_files_at_the_top(fixtures_dir):
             assert t.read_file(f"__consumer_offsets-12/segments/{name}") == (logs / "__consumer_offsets-12" / name).read_bytes()
     finally:
         t.close()
+
+
+def test_a_linked_partition_folder_is_served_without_a_warning(built_logdir, tmp_path):
+    """SPEC §3: partition folders (and LOGDIR) may be links; listing the top must not warn that such a
+    folder was "skipped, never followed" while it is served (the hook in tests/conftest.py fails on it)."""
+    logdir = tmp_path / "logs"
+    logdir.mkdir()
+    os.symlink(built_logdir / "orders-0", logdir / "orders-0")
+    link = tmp_path / "link"
+    os.symlink(logdir, link)
+    t = Tree(LogDir(link))
+    try:
+        assert t.listdir("") == ["orders-0"]
+        assert t.read_file("orders-0/records.jsonl") == expected_jsonl(built_logdir, "orders-0")
+    finally:
+        t.close()
+
+
+def test_list_limit_counts_records_not_offsets_in_a_compacted_partition(tmp_path):
+    """SPEC §3: by-offset/ lists every offset while the partition holds at most --list-limit records;
+    a compacted partition holds fewer records than its offsets span."""
+    rows = [(BASE_TS + i, b"k%d" % i, b"v%d" % i, ()) for i in range(4)]
+    write_segment(
+        tmp_path / "compacted-0",
+        0,
+        [
+            encode_batch(rows[:3], base_offset=0, offset_deltas=[0, 2, 5], last_offset_delta=6),  # 0, 2, 5
+            encode_batch(rows[:2], base_offset=10),  # 10, 11
+        ],
+    )  # offsets 0..11 (12), records 5
+    for limit, listed in (
+        (5, ["0.json", "2.json", "5.json", "10.json", "11.json"]),
+        (12, ["0.json", "2.json", "5.json", "10.json", "11.json"]),
+        (4, ["0-11.jsonl"]),
+    ):
+        t = Tree(LogDir(tmp_path), list_limit=limit)
+        try:
+            assert t.listdir("compacted-0/by-offset") == listed, limit
+        finally:
+            t.close()
+    t = Tree(LogDir(tmp_path), list_limit=6)
+    try:  # the count follows appends: 5, then 7 records
+        assert len(t.listdir("compacted-0/by-offset")) == 5
+        with LogDir(tmp_path, writable=True) as writer:
+            writer.log("compacted-0").append_records(sample_records(0, 2))
+        assert t.state("compacted-0").refresh(force=True)
+        assert t.listdir("compacted-0/by-offset") == ["0-13.jsonl"]
+    finally:
+        t.close()

@@ -31,8 +31,9 @@ def test_latest_offset_per_key_matches_a_dict_under_heavy_collisions():
     assert omap.size == len(expected)
     assert all(omap.get(k) == v for k, v in expected.items())
     assert omap.get(b"absent") == -1
-    flags = omap.latest_flags(keys + [None, b"later"], list(range(5000)) + [5000, 5001])
-    assert flags == [expected[k] == i for i, k in enumerate(keys)] + [True, True]
+    flags = omap.retain_flags(keys + [None, b"later", None, None], list(range(5000)) + [5000, 5001, 4999, 4998])
+    # past the latest offset (4999) a record stays, with a key or without; within it a keyless one goes
+    assert flags == [expected[k] == i for i, k in enumerate(keys)] + [True, True, False, False]
 
 
 def test_clear_keeps_the_memory_and_forgets_the_keys():
