@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import CorruptRecordError, KafkafsError
+from .scala import grown, hash_order, int32, java_string_hash, table_size_for
 
 __all__ = ["make_parser", "Parser", "TXN_STATES", "to_json"]
 
@@ -90,11 +91,26 @@ def _offsets_parser() -> Parser:
 
 
 def _partitions(data: dict) -> str:
-    names = []
+    """``txnMetadata.topicPartitions.mkString("[", ",", "]")``: the partitions in the iteration order of
+    the Scala 2.13 ``mutable.HashSet`` that ``TransactionLog.readTxnRecordValue`` fills (one
+    ``addPartitions(...toSet)`` per topic entry, none when the state is Empty). Its table grows by
+    ``sizeHint`` and, for sets of up to four (``Set1``..``Set4``, added one by one), by its load factor;
+    it iterates bucket by bucket (index = improved hash & (length - 1)), each bucket in ascending
+    improved hash (``h ^ (h >>> 16)`` of ``TopicPartition.hashCode``)."""
+    if data.get("transactionStatus") == 0:  # Empty: Kafka adds no partitions
+        return "[]"
+    length = 16
+    members: dict[tuple[str, int], int] = {}
     for entry in data.get("transactionPartitions") or []:
-        for p in entry.get("partitionIds") or []:
-            names.append(f"{entry.get('topic')}-{p}")
-    return "[" + ",".join(names) + "]"
+        topic = str(entry.get("topic"))
+        ids = list(dict.fromkeys(entry.get("partitionIds") or []))
+        length = max(length, table_size_for(int((len(ids) + 1) / 0.75)))  # addAll's sizeHint
+        for pid in ids:
+            if len(ids) <= 4:  # Set1..Set4 are added one by one: add() may grow the table first
+                length = grown(length, len(members))
+            # TopicPartition.hashCode
+            members.setdefault((topic, pid), int32(31 * (31 + pid) + java_string_hash(topic)))
+    return "[" + ",".join(f"{topic}-{pid}" for topic, pid in hash_order(members, length)) + "]"
 
 
 def _transaction_parser() -> Parser:
