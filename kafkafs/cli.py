@@ -252,6 +252,9 @@ def cmd_recover(args: argparse.Namespace) -> int:
         report, start, end = reports[name]
         if report is None or not report.changed():  # the report is exact: it names every file changed
             status = "checked, nothing to change"
+            if report is not None and report.rewritten_files:
+                status = ("checked, nothing wrong; rewrote the valid " + ", ".join(sorted(report.rewritten_files))
+                          + " as a recovery builds them")
         else:
             changed += 1
             lines = [line for line in report.lines() if not line.startswith("rebuilt indexes")]
