@@ -18,6 +18,7 @@ from typing import TextIO
 from ..errors import CorruptRecordError
 from ..format.batch import decode_batch, read_batch_header
 from .options import DumpOptions
+from .scala import map_order
 
 __all__ = ["IndexErrors", "dump_index", "dump_time_index"]
 
@@ -41,35 +42,55 @@ class IndexErrors:
         self.out_of_order: dict[str, list[tuple[int, int]]] = {}
         self.not_found: dict[str, list[tuple[int, int]]] = {}
         self.gaps: dict[str, list[tuple[int, int]]] = {}
+        #: the keys Kafka ``put`` into each of its maps, in turn: a Scala mutable.HashMap, whose
+        #: iteration order (the order files are reported in) follows from them (:mod:`.scala`)
+        self._puts: dict[int, list[str]] = {}
+
+    def add(self, table: dict[str, list[tuple[int, int]]], name: str, pairs: list[tuple[int, int]], *,
+            put_each: bool = False) -> None:
+        """Keep ``pairs`` for ``name`` in ``table``, with the ``put`` calls Kafka makes: one a pair for
+        the offset mismatches and the gaps (``map.put(file, list)`` after each), one when the file's
+        list is created for the time index's maps."""
+        if not pairs:
+            return
+        key = _absolute(name)
+        puts = self._puts.setdefault(id(table), [])
+        if put_each:
+            puts.extend([key] * len(pairs))
+        elif key not in table:
+            puts.append(key)
+        table.setdefault(key, []).extend(pairs)
+
+    def _in_kafkas_order(self, table: dict[str, list[tuple[int, int]]]) -> list[tuple[str, list[tuple[int, int]]]]:
+        return [(key, table[key]) for key in map_order(self._puts.get(id(table), []))]
 
     def non_consecutive(self, name: str, gaps: list[tuple[int, int]]) -> None:
-        if gaps:
-            self.gaps.setdefault(_absolute(name), []).extend(gaps)
+        self.add(self.gaps, name, gaps, put_each=True)
 
     def print(self, err: TextIO) -> int:
         """Print everything in Kafka's order; return how many problems (gaps are not problems)."""
         problems = 0
-        for name, pairs in self.offset_mismatches.items():
+        for name, pairs in self._in_kafkas_order(self.offset_mismatches):
             print(f"Mismatches in :{name}", file=err)
             for index_offset, log_offset in reversed(pairs):  # Kafka prepends to a list
                 print(f"  Index offset: {index_offset}, log offset: {log_offset}", file=err)
             problems += len(pairs)
-        for name, pairs in self.time_mismatches.items():
+        for name, pairs in self._in_kafkas_order(self.time_mismatches):
             print(f"Found timestamp mismatch in :{name}", file=err)
             for a, b in pairs:
                 print(f"  Index timestamp: {a}, log timestamp: {b}", file=err)
             problems += len(pairs)
-        for name, pairs in self.out_of_order.items():
+        for name, pairs in self._in_kafkas_order(self.out_of_order):
             print(f"Found out of order timestamp in :{name}", file=err)
             for a, b in pairs:
                 print(f"  Index timestamp: {a}, Previously indexed timestamp: {b}", file=err)
             problems += len(pairs)
-        for pairs in self.not_found.values():
+        for _name, pairs in self._in_kafkas_order(self.not_found):
             print("The following indexed offsets are not found in the log.", file=err)
             for a, b in pairs:
                 print(f"Indexed offset: {a}, found log offset: {b}", file=err)
             problems += len(pairs)
-        for name, pairs in self.gaps.items():
+        for name, pairs in self._in_kafkas_order(self.gaps):
             print(f"Non-consecutive offsets in {name}", file=err)
             for a, b in reversed(pairs):
                 print(f"  {a} is followed by {b}", file=err)
@@ -168,7 +189,7 @@ def dump_index(name: str, out: TextIO, err: TextIO, options: DumpOptions, errors
         if not options.verify_index_only:
             out.write(f"offset: {offset} position: {position}\n")
     if mismatches:
-        errors.offset_mismatches.setdefault(_absolute(name), []).extend(mismatches)
+        errors.add(errors.offset_mismatches, name, mismatches, put_each=True)
     return 0  # the mismatches are counted when printed
 
 
@@ -212,7 +233,6 @@ def dump_time_index(name: str, out: TextIO, err: TextIO, options: DumpOptions, e
         index = _read(log_path[: -len(".log")] + ".index")
     except FileNotFoundError:
         index = b""
-    key = _absolute(name)
     problems = 0
     prev = _NO_TIMESTAMP
     for i in range(len(data) // 12):
@@ -232,9 +252,9 @@ def dump_time_index(name: str, out: TextIO, err: TextIO, options: DumpOptions, e
         except CorruptRecordError:
             batch = None
         if batch is None:
-            errors.not_found.setdefault(key, []).append((offset, -1))
+            errors.add(errors.not_found, name, [(offset, -1)])
         elif batch.last_offset != offset:
-            errors.not_found.setdefault(key, []).append((offset, batch.last_offset))
+            errors.add(errors.not_found, name, [(offset, batch.last_offset)])
         else:
             try:
                 max_ts = max(decode_batch(log, batch, validate=False).timestamps, default=_NO_TIMESTAMP)
@@ -246,9 +266,9 @@ def dump_time_index(name: str, out: TextIO, err: TextIO, options: DumpOptions, e
                 problems += 1
                 max_ts = _NO_TIMESTAMP
             if max_ts != timestamp:
-                errors.time_mismatches.setdefault(key, []).append((timestamp, max_ts))
+                errors.add(errors.time_mismatches, name, [(timestamp, max_ts)])
             if prev >= timestamp:
-                errors.out_of_order.setdefault(key, []).append((timestamp, prev))
+                errors.add(errors.out_of_order, name, [(timestamp, prev)])
         if not options.verify_index_only:
             out.write(f"timestamp: {timestamp} offset: {offset}\n")
         prev = timestamp

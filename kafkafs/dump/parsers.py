@@ -17,10 +17,12 @@ The decoding itself is the decoders' (``kafkafs.format.decoders``); this module 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
 from ..errors import CorruptRecordError, KafkafsError
+from .scala import grown, hash_order, int32, java_string_hash, table_size_for
 
 __all__ = ["make_parser", "Parser", "TXN_STATES", "to_json"]
 
@@ -90,11 +92,26 @@ def _offsets_parser() -> Parser:
 
 
 def _partitions(data: dict) -> str:
-    names = []
+    """``txnMetadata.topicPartitions.mkString("[", ",", "]")``: the partitions in the iteration order of
+    the Scala 2.13 ``mutable.HashSet`` that ``TransactionLog.readTxnRecordValue`` fills (one
+    ``addPartitions(...toSet)`` per topic entry, none when the state is Empty). Its table grows by
+    ``sizeHint`` and, for sets of up to four (``Set1``..``Set4``, added one by one), by its load factor;
+    it iterates bucket by bucket (index = improved hash & (length - 1)), each bucket in ascending
+    improved hash (``h ^ (h >>> 16)`` of ``TopicPartition.hashCode``)."""
+    if data.get("transactionStatus") == 0:  # Empty: Kafka adds no partitions
+        return "[]"
+    length = 16
+    members: dict[tuple[str, int], int] = {}
     for entry in data.get("transactionPartitions") or []:
-        for p in entry.get("partitionIds") or []:
-            names.append(f"{entry.get('topic')}-{p}")
-    return "[" + ",".join(names) + "]"
+        topic = str(entry.get("topic"))
+        ids = list(dict.fromkeys(entry.get("partitionIds") or []))
+        length = max(length, table_size_for(int((len(ids) + 1) / 0.75)))  # addAll's sizeHint
+        for pid in ids:
+            if len(ids) <= 4:  # Set1..Set4 are added one by one: add() may grow the table first
+                length = grown(length, len(members))
+            # TopicPartition.hashCode
+            members.setdefault((topic, pid), int32(31 * (31 + pid) + java_string_hash(topic)))
+    return "[" + ",".join(f"{topic}-{pid}" for topic, pid in hash_order(members, length)) + "]"
 
 
 def _transaction_parser() -> Parser:
@@ -128,6 +145,55 @@ def _transaction_parser() -> Parser:
     return parse
 
 
+def _uvarint_short(buf: bytes, pos: int, entity: str) -> tuple[int, int]:
+    """``AbstractApiMessageSerde.unsignedIntToShort``: an unsigned varint that must fit a short, or a
+    ``ValueError`` with Kafka's words (``ByteUtils.readUnsignedVarint``: at most 5 bytes)."""
+    value, shift = 0, 0
+    while True:
+        if pos >= len(buf) or shift > 28:
+            raise ValueError(f"Error while reading {entity}")
+        b = buf[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if not b & 0x80:
+            break
+        shift += 7
+    value = int32(value)
+    if value > 0x7FFF:
+        raise ValueError(f"Value for {entity} was too large.")
+    return int32(value << 16) >> 16, pos  # (short) val
+
+
+def _metadata_error(value: bytes | None) -> str:
+    """The message of the ``MetadataParseException`` that ``MetadataRecordSerde.read`` throws for a
+    ``value`` the decoders refused."""
+    from ..format.decoders.internal import metadata_types
+
+    buf = value or b""
+    try:
+        frame, pos = _uvarint_short(buf, 0, "frame version")
+        if frame == 0:
+            return ("Could not deserialize metadata record with frame version 0. Note that upgrades from the "
+                    "preview release of KRaft in 2.8 to newer versions are not supported.")
+        if frame != 1:
+            return (f"Could not deserialize metadata record due to unknown frame version {frame}"
+                    "(only frame version 1 is supported)")
+        api_key, pos = _uvarint_short(buf, pos, "type")
+        version, pos = _uvarint_short(buf, pos, "version")
+    except ValueError as exc:
+        return str(exc)
+    m = metadata_types().get(api_key)
+    if m is None:
+        return f"org.apache.kafka.common.errors.UnsupportedVersionException: Unknown metadata id {api_key}"
+    try:
+        m.read(buf, version, pos)
+    except CorruptRecordError as exc:
+        left = re.search(r"(\d+) byte\(s\) left over at the end$", exc.reason)
+        if left:
+            return f"Found {left.group(1)} byte(s) of garbage after {api_key}"
+    return f"Failed to deserialize record with type {api_key}"
+
+
 def _metadata_parser() -> Parser:
     from ..format.decoders import metadata_record
 
@@ -136,8 +202,8 @@ def _metadata_parser() -> Parser:
             if value is None:
                 raise CorruptRecordError("the record has no value")
             m = metadata_record(value)
-        except (KafkafsError, ValueError) as exc:
-            return None, f"Error at {offset}, skipping. {getattr(exc, 'reason', exc)}"
+        except (KafkafsError, ValueError):
+            return None, f"Error at {offset}, skipping. {_metadata_error(value)}"
         return None, to_json({"type": m.get("type"), "version": m.get("version"), "data": m.get("data")})
 
     return parse

@@ -126,7 +126,7 @@ def render_record_pretty(
 ) -> bytes:
     """One record as indented JSON (two spaces), with a final newline; embedded values indented too,
     every token as in the record's ``records.jsonl`` line."""
-    return indent_json(render_record(topic, partition, batch, index, mode, decoder=decoder)[:-1]) + b"\n"
+    return _kernel.indent_json(render_record(topic, partition, batch, index, mode, decoder=decoder)[:-1]) + b"\n"
 
 
 def render_raw_record_pretty(
@@ -162,7 +162,7 @@ def render_raw_record_pretty(
     # The line is ours: the prefix, the offset's digits, then ',"timestamp":' and the timestamp's.
     start = line.index(b",", len(line_prefix(topic, partition))) + len(b',"timestamp":')
     timestamp = int(line[start : line.index(b",", start)])
-    return indent_json(line[:-1]) + b"\n", timestamp
+    return _kernel.indent_json(line[:-1]) + b"\n", timestamp
 
 
 # ------------------------------------------------------------------------------------ raw batches

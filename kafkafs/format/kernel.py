@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from ..errors import CorruptRecordError
 from .batchheader import BatchHeader
+from .jsonembed import indent_json as _indent_reference
 from .records import NO_HEADERS, DecodedBatch, Header
 
 try:
@@ -23,7 +24,9 @@ except ImportError as exc:  # pragma: no cover - depends on the build
     KERNEL = None
     _MISSING = str(exc)
 
-__all__ = ["KERNEL", "MODES", "missing_note", "decode_records", "render_raw", "render_columns", "render_value"]
+__all__ = [
+    "KERNEL", "MODES", "missing_note", "decode_records", "render_raw", "render_columns", "render_value", "indent_json",
+]
 
 MODES = {"auto": 0, "string": 1, "base64": 2}
 
@@ -82,3 +85,10 @@ def render_columns(prefix: bytes, batch: DecodedBatch, mode: str, start: int, st
 def render_value(data: bytes | None, mode: str) -> bytes:
     """:func:`.jsonembed.render_value`, compiled."""
     return KERNEL.render_value(data, MODES[mode])
+
+
+def indent_json(compact: bytes, step: bytes = b"  ") -> bytes:
+    """:func:`.jsonembed.indent_json`, compiled when the kernel is built (the same bytes for any input)."""
+    if KERNEL is None:
+        return _indent_reference(compact, step)
+    return KERNEL.indent_json(compact, step)

@@ -28,7 +28,8 @@ import trio
 from . import names
 from .inodes import InodeTable
 from .partition import PartitionState
-from .partition_nodes import RangeFile, SegmentFile
+from .partition_nodes import RangeFile
+from .segment_nodes import SegmentFile
 from .tree import Tree
 
 __all__ = ["Invalidator", "poll_forever", "POLL_INTERVAL"]

@@ -348,7 +348,7 @@ def mount(
         raise MountPathError(f"--list-limit must be 0 or more, not {list_limit}")
     _size_cache(cache_dir, logdir)  # a --cache-dir inside LOGDIR fails here, before mounting
     if schemas is not None and not os.path.isdir(schemas):
-        raise MountError(f"--schemas {schemas}: not a directory")
+        raise MountPathError(f"--schemas {schemas}: not a directory")
     _setup_logging(debug, foreground)
 
     def run(ready: Callable[[], None]) -> int:

@@ -1,18 +1,16 @@
 """The children of a partition folder in the mount: ``records.jsonl``, ``by-offset/``, ``by-time/``,
-``segments/``, ``partition.json`` and ``append`` (SPEC §3), and the files under them."""
+``segments/`` (:mod:`.segment_nodes`), ``partition.json`` and ``append`` (SPEC §3), and the files
+under them."""
 
 from __future__ import annotations
 
 import os
-import stat
 import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import orjson
 
-from ..errors import SegmentClosedError
-from ..storage.safefiles import regular_file_stat, regular_files
 from . import names
 from .generations import RecordsStream
 from .handles import (
@@ -21,7 +19,6 @@ from .handles import (
     Handle,
     NotFound,
     NotPermitted,
-    OSFileHandle,
     RangeHandle,
     RecordsHandle,
 )
@@ -36,16 +33,16 @@ from .nodes import (
     _dir_attr,
     _file_attr,
     _ms_to_ns,
-    _mtime_ns,
 )
 from .partition import Deferred, PartitionState
+from .segment_nodes import SegmentsDir
 
 if TYPE_CHECKING:  # the tree makes the nodes and hands itself to them
     from .tree import Tree
 
 __all__ = [
     "RecordsFile", "PartitionJsonFile", "AppendFile", "ByOffsetDir", "RecordFile", "RangeFile", "ByTimeDir",
-    "SegmentsDir", "SegmentFile", "CHILDREN",
+    "CHILDREN",
 ]
 
 
@@ -310,105 +307,6 @@ class ByTimeDir(_RecordsDir):
 
     def _range_bounds(self, name: str) -> tuple[int, int] | None:
         return names.parse_time_range(name)
-
-
-class SegmentsDir(Dir):
-    def attr(self) -> Attr:
-        state = self.tree.state(self.partition_name)
-        return _dir_attr(_mtime_ns(state.log.dir, self.tree.mount_ns), timeout=VOLATILE_TIMEOUT)
-
-    def _files(self) -> tuple[list[str], list[str]]:
-        """(every shown file in ``readdir`` order, the sorted names of the "other" files)."""
-        state = self.tree.state(self.partition_name)
-        try:
-            listed = [n for n in regular_files(state.log.dir) if names.is_partition_file(n)]  # links skipped
-        except FileNotFoundError:
-            return [], []
-        others = sorted(n for n in listed if names.is_other_file(n))
-        return sorted(listed, key=lambda n: names.partition_file_key(n, others)), others
-
-    def lookup(self, name: str) -> Node:
-        state = self.tree.state(self.partition_name)
-        st = regular_file_stat(state.log.dir / name) if names.is_partition_file(name) and "/" not in name else None
-        if st is None:
-            raise NotFound(name)
-        return self.tree.segment_file(state, name, self, st)  # the lookup's one lstat: the node keeps its inode
-
-    def entries(self, start_id: int) -> Iterator[tuple[int, str, Node]]:
-        state = self.tree.state(self.partition_name)
-        files, others = self._files()
-        for name in files:
-            next_id = names.partition_file_key(name, others) + 1
-            if next_id > start_id:
-                yield next_id, name, self.tree.segment_file(state, name, self)
-
-    def volatile(self) -> bool:
-        return True
-
-
-class SegmentFile(File):
-    """``segments/<name>``: one file of the partition folder, byte-identical. Its key holds the file's
-    inode number on disk: when compaction swaps a new ``.log`` in under the same name, the name is a
-    new file in the mount too (the old one keeps its size and pages for whoever has it open), and the
-    mount drops the kernel's entry for the name (:class:`~kafkafs.fs.live.Invalidator`)."""
-
-    def __init__(
-        self, tree: Tree, state: PartitionState, name: str, parent: Node | None, st: os.stat_result | None = None
-    ) -> None:
-        """``st``: the file's ``lstat`` when the caller just made it (a lookup), else it is made here."""
-        path = state.log.dir / name
-        file_id: int | None
-        if st is not None:
-            file_id = st.st_ino
-        else:
-            try:
-                file_id = os.lstat(path).st_ino
-            except FileNotFoundError:
-                file_id = None
-        super().__init__(tree, ("segment", state.name, name, file_id), parent)
-        self.state = state
-        self.name = name
-        self.path = path
-        self.file_id = file_id
-        self._last: Attr | None = None  # what the file said while the name held it
-        # a sealed segment's files never change; state files (checkpoints, snapshots) may be rewritten
-        self.base_offset = int(name[:20]) if names.is_segment_file(name) else None
-
-    def sealed(self) -> bool:
-        active = self.state.log.active_segment
-        return self.base_offset is not None and active is not None and self.base_offset < active.base_offset
-
-    def replaced(self) -> bool:
-        """Whether the name no longer holds this file (compaction swapped another in, retention removed it)."""
-        try:
-            return os.lstat(self.path).st_ino != self.file_id
-        except FileNotFoundError:
-            return True
-
-    def attr(self) -> Attr:
-        try:
-            st = os.lstat(self.path)
-        except FileNotFoundError:
-            st = None
-        if st is None or st.st_ino != self.file_id:
-            if self._last is not None:  # gone or replaced: it stays what it was for those who hold it
-                return self._last
-            raise NotFound(self.name)
-        if not stat.S_ISREG(st.st_mode):  # replaced by a link since the lookup: never followed
-            raise NotFound(self.name)
-        self._last = _file_attr(st.st_size, st.st_mtime_ns, STABLE_TIMEOUT if self.sealed() else VOLATILE_TIMEOUT)
-        return self._last
-
-    def volatile(self) -> bool:
-        return not self.sealed()
-
-    def _open(self) -> Handle:
-        handle = OSFileHandle(self.path, keep_cache=self.sealed())
-        if os.fstat(handle.fd).st_ino != self.file_id:  # another file took the name since the lookup
-            handle.release()
-            # ESTALE: the kernel looks the name up again and opens the new file
-            raise SegmentClosedError(f"{self.path} was replaced since it was looked up")
-        return handle
 
 
 CHILDREN = {

@@ -33,7 +33,8 @@ from .handles import Handle, NotFound, NotPermitted, OSFileHandle
 from .inodes import parse_record_ino
 from .nodes import LIST_LIMIT, VOLATILE_TIMEOUT, Attr, Dir, File, Node, _dir_attr, _file_attr, _mtime_ns
 from .partition import PartitionState
-from .partition_nodes import CHILDREN, ByOffsetDir, RangeFile, RecordFile, RecordsFile, SegmentFile
+from .partition_nodes import CHILDREN, ByOffsetDir, RangeFile, RecordFile, RecordsFile
+from .segment_nodes import SegmentFile
 from .sizecache import SizeCache
 
 log = logging.getLogger("kafkafs.fs")

@@ -127,8 +127,8 @@ def export(
         raise InvalidInput("kafkafs export needs pyspark: pip install 'kafkafs[spark]'") from None
 
     from . import register
+    from .discovery import discover_partitions
     from .options import parse_read_options
-    from .plan import discover_partitions
 
     wanted = {"paths": _json_list([os.path.abspath(d) for d in logdirs])}
     if topics:

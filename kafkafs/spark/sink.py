@@ -39,7 +39,8 @@ from ..format.batch import read_batch_header
 from ..storage.config import Settings
 from ..storage.log import Log, fsync_directory
 from ..storage.logdir import LogDir
-from .write import StagedFile, append_staged, check_staged, create_topics, staged_batches
+from .publish import append_staged, check_staged, create_topics, staged_batches
+from .write import StagedFile
 
 __all__ = ["SinkLog", "commit_micro_batch", "sink_dir", "SinkConflict"]
 

@@ -32,6 +32,7 @@ from ..errors import InvalidInput
 from .options import parse_read_options
 from .plan import ScanSpec, Split, plan_ranges, plan_read
 from .predicates import Predicates, from_filters
+from .publish import commit_staged
 from .scan import freeze_worker_heap, read_split
 from .schema import spark_schema
 from .sink import clear_staging, commit_micro_batch, sink_dir
@@ -40,7 +41,6 @@ from .write import (
     StagedFile,
     Stager,
     check_write_schema,
-    commit_staged,
     discard_job,
     new_topic_partitions,
     settings_from,

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from ..errors import InvalidInput
 from .dataloss import report_data_loss
+from .discovery import discover_partitions, iter_logs
 from .options import EARLIEST, LATEST, ReadOptions
-from .plan import discover_partitions, iter_logs, offset_for_timestamp, stable_end
+from .plan import offset_for_timestamp, stable_end
 
 __all__ = [
     "Offsets",

@@ -310,6 +310,8 @@ class Settings:
                 raise ConfigError(f"{path}: no such settings file") from None
             except tomllib.TOMLDecodeError as exc:
                 raise ConfigError(f"{path}: {exc}") from None
+            except UnicodeDecodeError as exc:  # TOML is UTF-8; tomllib decodes the bytes itself
+                raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start}), as TOML must be") from None
             except OSError as exc:
                 raise ConfigError(f"{path}: {exc.strerror}") from None
         topics = data.pop("topics", {})

@@ -310,6 +310,8 @@ class LogDir:
         parse_partition_dir_name(name)
         with self._guard:
             directory = self.path / name
+            if directory.is_symlink() and not directory.exists() or directory.exists() and not directory.is_dir():
+                raise InvalidName(f"{directory} exists and is not a folder: it cannot hold partition {name}")
             if directory.exists():
                 return self.log(name)
             if not self.writable:

@@ -63,6 +63,21 @@ class OffsetIndex(AbstractIndex[OffsetPosition]):
         slot = fmt.floor_slot(st.mm or b"", st.entries, min(rel, 2**32 - 1), fmt.OFFSET_KEY)
         return OffsetPosition(self._base_offset, 0) if slot < 0 else self._parse(st.mm, slot)
 
+    def lookup_bounded(self, target_offset: int) -> tuple[OffsetPosition, int | None]:
+        """:meth:`lookup`'s entry, and the position of the entry two past it (None if there is none):
+        the batch holding ``target_offset`` ends by then. That batch starts after the floor entry's
+        batch and no later than the next entry's, and the next entry's batch ends where the one
+        after it (or a batch between) starts, so a lookup needs no byte from that position on."""
+        st = self._snapshot()
+        rel = target_offset - self._base_offset
+        if st.entries == 0 or rel < 0:
+            return OffsetPosition(self._base_offset, 0), None
+        slot = fmt.floor_slot(st.mm or b"", st.entries, min(rel, 2**32 - 1), fmt.OFFSET_KEY)
+        floor = OffsetPosition(self._base_offset, 0) if slot < 0 else self._parse(st.mm, slot)
+        if slot + 2 >= st.entries:
+            return floor, None
+        return floor, self._parse(st.mm, slot + 2).position
+
     def fetch_upper_bound_offset(
         self, fetch_offset: OffsetPosition, fetch_size: int
     ) -> OffsetPosition | None:

@@ -181,9 +181,13 @@ class FileRecords:
         """Up to ``size`` bytes from ``position`` (short at the end)."""
         return os.pread(self.handle().fd, size, position)
 
-    def batches(self, start_position: int, end: int, *, nowait: bool = False) -> Iterator[BatchView]:
+    def batches(
+        self, start_position: int, end: int, *, nowait: bool = False, first_read: int | None = None
+    ) -> Iterator[BatchView]:
         """Every whole batch from ``start_position`` (a batch boundary) to ``end``; ``nowait``: raise
         :class:`~kafkafs.errors.WouldBlock` rather than wait for the disk (see :func:`_pread`).
+        ``first_read``: the size of the first read, when the caller knows what it needs (a lookup
+        bounded by the offset index); :data:`FIRST_CHUNK_BYTES` otherwise.
 
         Reads in chunks of :data:`CHUNK_BYTES` (the first ones smaller: most scans are lookups); stops quietly at a partial batch at the end of the file
         (a writer may be appending) and at zero bytes where a batch should start (a preallocated or
@@ -195,7 +199,7 @@ class FileRecords:
         max_batch = self.max_batch_size
         path = str(self.path)
         pos = start_position
-        step = FIRST_CHUNK_BYTES
+        step = FIRST_CHUNK_BYTES if first_read is None else max(_MIN_HEADER, min(first_read, CHUNK_BYTES))
         while pos < end:
             chunk = _pread(fd, min(step, end - pos), pos, nowait)
             step = min(2 * step, CHUNK_BYTES)

@@ -56,12 +56,27 @@ class RecoveryReport:
         self.recovered_segments: list[str] = []
         self.rebuilt_indexes: list[str] = []
         self.rebuilt_files: list[str] = []
+        #: Index files that were right but not what a rebuild writes (a close's time index entry, a
+        #: broker's index interval counted from a restart): rewritten as a recovery builds them, no damage.
+        self.rewritten_files: list[str] = []
         self.truncated_bytes = 0
         self.deleted_segments: list[str] = []
 
     def changed(self) -> bool:
         return bool(
             self.deleted_files or self.swapped_in or self.truncated_bytes or self.rebuilt_indexes or self.deleted_segments
+        )
+
+    def pending_deletions(self) -> list[str]:
+        """The ``.deleted`` files removed: retention and compaction leave them for a later removal
+        (``file.delete.delay.ms``), as Kafka does; a removal, not a repair."""
+        return [f for f in self.deleted_files if f.endswith(names.DELETED)]
+
+    def damaged(self) -> bool:
+        """Whether something was wrong: :meth:`changed` for more than removing pending deletions."""
+        return bool(
+            len(self.pending_deletions()) < len(self.deleted_files) or self.swapped_in or self.truncated_bytes
+            or self.rebuilt_indexes or self.deleted_segments
         )
 
     def lines(self) -> list[str]:
@@ -295,6 +310,9 @@ def _recover_segments(
         report.recovered_segments.append(segment.log_path.name)
         after = segment.index_state()
         rebuilt = sorted(name for name in after if after[name] != before.get(name))
+        right = [name for name in rebuilt if not cut and _was_right(segment, name, before.get(name))]
+        report.rewritten_files.extend(right)
+        rebuilt = [name for name in rebuilt if name not in right]
         if rebuilt:
             report.rebuilt_indexes.append(segment.log_path.name)
             report.rebuilt_files.extend(rebuilt)
@@ -309,3 +327,32 @@ def _recover_segments(
     if transactions.state is not None and last is not None and transactions.upto == last.base_offset:
         return transactions.state  # the state at the log end: no need to scan again
     return None
+
+
+def _was_right(segment: LogSegment, name: str, old: object) -> bool:
+    """Whether the offset or time index ``name`` held, as ``old`` (:meth:`index_state`), only entries a
+    broker could have written for this segment's batches, strictly increasing and trimmed: an offset
+    entry is (a batch's last offset, its position), a time entry (the largest timestamp so far, the last
+    offset of the first batch holding it) at some batch. What Kafka's ``--verify-index-only`` accepts,
+    and what a close or a restart leaves besides a rebuild's own entries."""
+    size = {names.INDEX: 8, names.TIME_INDEX: 12}.get(name[name.rfind("."):])
+    if size is None or not isinstance(old, tuple) or len(old) != 3 or not old[0]:
+        return False
+    entries, length = old[1], old[2]
+    if not entries or length != size * len(entries):
+        return False
+    possible = set()
+    max_ts, max_at = -1, -1
+    try:
+        for view in segment.batches(0):
+            h = view.header
+            if size == 8:
+                possible.add((h.last_offset, view.position))
+            else:
+                if h.max_timestamp > max_ts:
+                    max_ts, max_at = h.max_timestamp, h.last_offset
+                possible.add((max_ts, max_at))
+    except CorruptRecordError:
+        return False
+    keys = [tuple(e) for e in entries]
+    return all(k in possible for k in keys) and all(a[0] < b[0] for a, b in zip(keys, keys[1:], strict=False))

@@ -124,7 +124,8 @@ class LogSegment(SegmentFiles):
 
     def read_from(self, offset: int, *, nowait: bool = False) -> Iterator[BatchView]:
         """Batches from the one holding ``offset`` (or the next one after a gap) to the end."""
-        for view in self._scan(self.position_of(offset, nowait), nowait):
+        start, first_read = self.scan_start(offset, nowait)
+        for view in self._scan(start, nowait, first_read):
             if view.header.last_offset >= offset:
                 yield view
 

@@ -177,22 +177,29 @@ class SegmentFiles:
         return max(DEFAULT_MAX_INFLATED_BYTES, 2 * self.config.max_message_bytes + LOG_OVERHEAD)
 
     def batches(
-        self, start_position: int = 0, end_position: int | None = None, *, nowait: bool = False
+        self,
+        start_position: int = 0,
+        end_position: int | None = None,
+        *,
+        nowait: bool = False,
+        first_read: int | None = None,
     ) -> Iterator[BatchView]:
         """Every whole batch from ``start_position`` (a batch boundary) to ``end_position`` (default: the
         segment's size); see :meth:`FileRecords.batches <kafkafs.storage.records.FileRecords.batches>`."""
         end = self._size if end_position is None else min(end_position, self._size)
-        return self.records.batches(start_position, end, nowait=nowait)
+        return self.records.batches(start_position, end, nowait=nowait, first_read=first_read)
 
-    def _scan(self, start: int, nowait: bool = False) -> Iterator[BatchView]:
+    def _scan(self, start: int, nowait: bool = False, first_read: int | None = None) -> Iterator[BatchView]:
         """``batches(start)`` for a position taken from an index, which may be wrong: an entry past the
-        data, or one where no batch starts, is not trusted and the scan starts over from 0."""
+        data, or one where no batch starts, is not trusted and the scan starts over from 0.
+        ``first_read``: how many bytes the first read takes (see :meth:`scan_start`)."""
         if start >= self._size:
             start = 0
+            first_read = None
         if start == 0:
-            yield from self.batches(0, nowait=nowait)
+            yield from self.batches(0, nowait=nowait, first_read=first_read)
             return
-        views = self.batches(start, nowait=nowait)
+        views = self.batches(start, nowait=nowait, first_read=first_read)
         try:
             first = next(views, None)
         except CorruptRecordError as exc:
@@ -205,6 +212,18 @@ class SegmentFiles:
         if first is not None:
             yield first
             yield from views
+
+    def scan_start(self, offset: int, nowait: bool = False) -> tuple[int, int | None]:
+        """:meth:`position_of`, and how much a lookup of ``offset`` needs to read from there when the
+        offset index bounds it (None: it does not say): a cold lookup reads one or two batches from the
+        disk, not a whole first chunk."""
+        fallback = self._fallback_index(nowait)
+        if fallback is not None:
+            return fallback.position_for_offset(offset), None
+        floor, bound = self.offset_index.lookup_bounded(offset)
+        if bound is None or bound <= floor.position:
+            return floor.position, None
+        return floor.position, bound - floor.position
 
     def position_of(self, offset: int, nowait: bool = False) -> int:
         """Position from which to scan for ``offset``: the offset index's floor entry (Kafka's

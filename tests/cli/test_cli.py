@@ -281,3 +281,62 @@ def test_demo_where_it_cannot_write_is_a_usage_error(tmp_path):
         lines = out.stderr.decode().splitlines()
         assert len(lines) == 1 and lines[0].startswith(f"kafkafs: error: {target}"), lines
     assert not (tmp_path / "no").exists()
+
+
+@pytest.mark.parametrize("kind", ["file", "dangling link"])
+def test_produce_where_the_partition_name_is_taken_by_something_else(tmp_path, kind):
+    # a file (or a dangling link) named like the partition: one clear line, exit 2, nothing created
+    # (it said "creating partition t-0" and then "no partition t-0", or "File exists")
+    taken = tmp_path / "t-0"
+    if kind == "file":
+        taken.write_bytes(b"not a partition")
+    else:
+        os.symlink(tmp_path / "nowhere", taken)
+    proc = run("produce", str(tmp_path), "t-0", stdin=b"x\n", check_rc=2)
+    err = proc.stderr.decode()
+    assert err.count("\n") == 1 and "not a folder" in err and "creating" not in err
+    assert not (tmp_path / "nowhere").exists()
+    assert [p.name for p in tmp_path.iterdir() if p.is_dir() and not p.is_symlink()] == []
+
+
+def test_recover_finds_nothing_wrong_in_valid_indexes_a_rebuild_would_write_otherwise(tmp_path, demo):
+    # A broker (and kafkafs) appends a time index entry when it closes a segment, and a broker that
+    # restarts mid-segment counts index.interval.bytes from the restart: valid indexes that differ from
+    # what a recovery rebuilds. `recover` rewrites them (as Kafka's recovery does) but that is not
+    # damage: exit 0 (it said "rebuilt" and exited 1).
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    for i in range(4):  # four processes: each close adds a time index entry
+        run("produce", str(logs), "t-0", stdin=b"".join(b"v%d-%d\n" % (i, n) for n in range(20)))
+    copy = tmp_path / "demo"
+    shutil.copytree(demo, copy)
+    index = sorted((copy / "orders-0").glob("*.index"))[0]
+    entries = index.read_bytes()
+    assert len(entries) >= 24
+    index.write_bytes(entries[:8] + entries[16:])  # one entry fewer: sparser, still right
+    for logdir, name in ((logs, "t-0"), (copy, "orders-0")):
+        assert b"OK" in run("verify", str(logdir)).stdout
+        out = run("recover", str(logdir)).stdout.decode()  # exit 0
+        line = next(line for line in out.splitlines() if line.startswith(f"{name}: "))
+        assert "nothing wrong" in line and "rewrote" in line, out
+        assert ", 0 changed;" in out.splitlines()[-1]
+    # damage is still damage: an index entry that names no batch
+    index.write_bytes(entries[:8] + (1).to_bytes(4, "big") + entries[12:])
+    out = run("recover", str(copy), check_rc=1).stdout.decode()
+    assert "orders-0: rebuilt" in out
+
+
+def test_recover_after_clean_finds_nothing_wrong(tmp_path, demo):
+    # retention and compaction rename segments .deleted and leave them for a later removal
+    # (file.delete.delay.ms): recover removes them, but they are no damage (it exited 1)
+    copy = tmp_path / "logs"
+    shutil.copytree(demo, copy)
+    assert b"deleted" in run("clean", str(copy), "--set", "retention.ms=1").stdout
+    assert list(copy.glob("*/*.deleted"))
+    out = run("recover", str(copy)).stdout.decode()  # exit 0
+    assert not list(copy.glob("*/*.deleted"))
+    line = next(line for line in out.splitlines() if line.startswith("orders-0: "))
+    assert "nothing wrong" in line and "pending deletion" in line, out
+    # a .cleaned leftover is an interrupted compaction: still reported as found and fixed (exit 1)
+    (copy / "orders-0" / "00000000000000000000.log.cleaned").write_bytes(b"")
+    assert "deleted leftover 00000000000000000000.log.cleaned" in run("recover", str(copy), check_rc=1).stdout.decode()

@@ -357,6 +357,100 @@ def test_cluster_metadata_and_transaction_decoders(fixtures_dir, tmp_path):
     assert lines[4].endswith(" key: transaction_metadata::transactionalId=tx1 payload: <DELETE>")
 
 
+def _txn_value(status: int, entries: list[tuple[str, list[int]]]) -> bytes:
+    """A TransactionLogValue v0: producerId 42, epoch 5, timeout 60000, ``status``, ``entries``."""
+    out = struct.pack(">hqhib", 0, 42, 5, 60000, status) + struct.pack(">i", len(entries))
+    for topic, ids in entries:
+        out += struct.pack(">h", len(topic.encode())) + topic.encode() + struct.pack(">i", len(ids))
+        out += b"".join(struct.pack(">i", i) for i in ids)
+    return out + struct.pack(">qq", 1700000000123, 1700000000000)
+
+
+@pytest.mark.parametrize(("status", "entries", "shown"), [
+    # the expected orders come from a line-by-line Java transliteration of Scala 2.13.12's
+    # mutable.HashSet (add / addAll / sizeHint / addElem / growTable) holding Kafka's TopicPartition
+    (1, [("orders", [0, 1])], "[orders-0,orders-1]"),
+    (1, [("a", [0, 1, 2, 3, 4, 5, 6]), ("b", [0, 1]), ("orders", [3]), ("zz-top", [10, 11, 12, 13])],
+     "[zz-top-13,a-2,zz-top-12,a-1,zz-top-11,a-0,b-1,zz-top-10,b-0,orders-3,a-6,a-5,a-4,a-3]"),
+    (2, [("orders", list(range(12))), ("payments", [0, 1, 2])],
+     "[orders-7,orders-8,orders-9,orders-10,orders-11,payments-0,payments-2,payments-1,"
+     "orders-0,orders-1,orders-2,orders-3,orders-4,orders-5,orders-6]"),
+    (1, [("t", [5]), ("t", [1]), ("a", [0, 1, 2, 3]), ("b", [7, 3])], "[a-2,b-3,t-5,a-1,a-0,t-1,b-7,a-3]"),
+    (0, [("orders", [0, 1])], "[]"),  # Empty: readTxnRecordValue adds no partitions
+])
+def test_transaction_partitions_in_kafkas_set_order(tmp_path, status, entries, shown):
+    # partitions=${txnMetadata.topicPartitions.mkString("[", ",", "]")}: a Scala mutable.HashSet, so
+    # Kafka prints them in its hash order, not in the order the record lists them
+    folder = tmp_path / "__transaction_state-0"
+    folder.mkdir()
+    path = folder / "00000000000000000000.log"
+    path.write_bytes(batch(0, [(struct.pack(">hh", 0, 3) + b"tx1", _txn_value(status, entries), ())]))
+    rc, lines, err = dump(path, decoder="transaction-log")
+    assert rc == 0 and err == []
+    assert f",partitions={shown},txnLastUpdateTimestamp=1700000000123," in lines[3]
+
+
+def test_scala_map_order():
+    # expected orders from a line-by-line Java transliteration of Scala 2.13.12's mutable.HashMap put0
+    from kafkafs.dump.scala import java_string_hash, map_order
+
+    assert java_string_hash("orders") == -1008770331 and java_string_hash("é") == 233
+    logs = "/logs/t-0/00000000000000000000.log", "/logs/t-0/00000000000000000100.log", "/logs/t-1/00000000000000000000.log"
+    assert map_order([logs[0], logs[0], logs[1], logs[2]]) == [logs[1], logs[0], logs[2]]
+    indexes = [f"/d/{i * 100:020d}.index" for i in range(13)]
+    order = [7, 6, 12, 9, 11, 2, 8, 3, 10, 1, 4, 5, 0]  # 13 keys: the table grew to 32
+    assert map_order([*indexes, indexes[0]]) == [indexes[i] for i in order]
+
+
+def test_files_with_problems_are_reported_in_kafkas_map_order(tmp_path):
+    # DumpLogSegments keeps its findings in Scala mutable.HashMaps keyed by getAbsolutePath and prints
+    # them by iterating the maps: the files come in the maps' hash order, not in the order dumped
+    from kafkafs.dump.scala import map_order
+
+    logs = []
+    for p in range(6):
+        folder = tmp_path / f"t-{p}"
+        folder.mkdir()
+        path = folder / "00000000000000000000.log"
+        path.write_bytes(batch(0, [(None, b"a", ())]) + batch(5, [(None, b"b", ())]) + batch(9, [(None, b"c", ())]))
+        logs.append(str(path))
+    rc, lines, err = dump(*logs, deep_iteration=True)
+    assert rc == 0
+    named = [line.removeprefix("Non-consecutive offsets in ") for line in err if line.startswith("Non-consecutive")]
+    puts = [name for name in logs for _gap in range(2)]  # two gaps a file, a put each
+    assert named == map_order(puts) and sorted(named) == sorted(logs)
+    assert err[1:3] == ["  5 is followed by 9", "  0 is followed by 5"]  # prepended: last first
+
+
+def test_cluster_metadata_decoder_errors_in_kafkas_words(tmp_path):
+    # ClusterMetadataLogMessageParser prints s"Error at ${record.offset}, skipping. ${e.getMessage}" with
+    # the MetadataParseException of AbstractApiMessageSerde.read
+    name = b"metadata.version"
+    good = bytes([1, 12, 0, len(name) + 1]) + name + b"\x00\x14\x00"  # FeatureLevelRecord v0
+    cases = [
+        (bytes([0, 12, 0]), "Could not deserialize metadata record with frame version 0. Note that upgrades "
+         "from the preview release of KRaft in 2.8 to newer versions are not supported."),
+        (bytes([5, 12, 0]), "Could not deserialize metadata record due to unknown frame version 5(only frame "
+         "version 1 is supported)"),
+        (b"", "Error while reading frame version"),
+        (None, "Error while reading frame version"),
+        (bytes([1]), "Error while reading type"),
+        (bytes([1, 12]), "Error while reading version"),
+        (bytes([1, 0xFF, 0xFF, 0x03, 0]), "Value for type was too large."),
+        (bytes([1, 0x7F, 0]), "org.apache.kafka.common.errors.UnsupportedVersionException: Unknown metadata id 127"),
+        (good[:-3], "Failed to deserialize record with type 12"),
+        (good + b"GARB", "Found 4 byte(s) of garbage after 12"),
+    ]
+    folder = tmp_path / "__cluster_metadata-0"
+    folder.mkdir()
+    path = folder / "00000000000000000000.log"
+    path.write_bytes(batch(0, [(None, value, ()) for value, _ in cases] + [(None, good, ())]))
+    rc, lines, err = dump(path, decoder="cluster-metadata")
+    payloads = [line.split(" payload: ", 1)[1] for line in lines if " payload: " in line]
+    assert payloads[:-1] == [f"Error at {i}, skipping. {said}" for i, (_, said) in enumerate(cases)]
+    assert payloads[-1] == '{"type":"FEATURE_LEVEL_RECORD","version":0,"data":{"name":"metadata.version","featureLevel":20}}'
+
+
 def test_legacy_message_sets(tmp_path):
     # printBatchLevel, magic < 2: print("offset: " + batch.lastOffset), then the same " position: ..." tail;
     # record lines of legacy batches: print(s" isValid: ${r.isValid} crc: ${r.checksum}}") (Kafka's stray "}")

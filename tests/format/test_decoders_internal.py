@@ -339,3 +339,12 @@ def test_bad_bytes_raise_corrupt_record():
     assert offsets_key(good)["data"] == {"group": "g", "topic": "t", "partition": 0}
     with pytest.raises(CorruptRecordError):
         offsets_key(good + b"x")
+
+
+def test_clear_elr_record_of_kafka_4():
+    """ClearElrRecord (apiKey 28, KIP-966, Kafka 4.x): frame version 1, apiKey 28, version 0, then a
+    flexible message: TopicName as a compact string, no tagged fields."""
+    name = b"orders"
+    frame = bytes([1, 28, 0, len(name) + 1]) + name + bytes([0])
+    assert metadata_record(frame) == {"type": "CLEAR_ELR_RECORD", "version": 0, "data": {"topicName": "orders"}}
+    assert metadata_record(bytes([1, 28, 0, 1, 0]))["data"] == {"topicName": ""}  # every topic's ELRs

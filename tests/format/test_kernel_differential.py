@@ -426,6 +426,28 @@ def test_one_record_pretty_from_raw_bytes_alike(base, data, mode):
             kernel.KERNEL = saved
 
 
+_compact_json = valid_json.map(lambda v: __import__("json").dumps(v, separators=(",", ":")).encode())
+
+
+@given(st.one_of(json_like, _compact_json, st.binary(max_size=64), values.filter(lambda v: v is not None)),
+       st.sampled_from([b"  ", b"", b"\t", b"    ", b"\xff"]))
+def test_indent_alike(compact, step):
+    """The kernel's indent_json against jsonembed.indent_json over any bytes: open strings, unbalanced
+    brackets (a depth below zero), empty objects with something between the brackets."""
+    from kafkafs.format.jsonembed import indent_json as reference
+
+    assert kernel.KERNEL.indent_json(compact, step) == reference(compact, step)
+    assert kernel.KERNEL.indent_json(memoryview(bytearray(compact)), step) == reference(compact, step)
+
+
+def test_indent_edges_alike():
+    from kafkafs.format.jsonembed import indent_json as reference
+
+    for compact in [b"", b"{}", b"[]", b"{ }", b'{"}', b'{"a":[{},[],{"b":[1,2]}]}', b"]]]x[[[", rb'"\\', rb'"\\"',
+                    rb'"a\\"b"', rb'{"\"}', b"\\", b'"', b'""', b"{,}", b"[:]", b"}{", rb'{"a":"\u00e9\"x"}']:
+        assert kernel.KERNEL.indent_json(compact, b"  ") == reference(compact), compact
+
+
 def _cuts_reference(buf: bytes, step: int, min_offset: int) -> tuple[list[int], int]:
     cuts, pos, last, expect = [0], 0, 0, min_offset
     while len(buf) - pos >= 61:

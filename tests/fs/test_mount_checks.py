@@ -33,24 +33,22 @@ def test_fuse_options():
     assert "fsname=kafkafs" in options  # pyfuse3 passes options as ASCII
 
 
-def test_a_mount_point_must_be_an_empty_folder(tmp_path):
-    assert check_mountpoint(str(tmp_path)) == str(tmp_path)
-    with pytest.raises(MountPathError, match="no such mount point"):
-        check_mountpoint(str(tmp_path / "missing"))
+@pytest.mark.parametrize(
+    "check, missing", [(check_mountpoint, "no such mount point"), (check_logdir, "no such log directory")]
+)
+def test_a_path_must_be_a_folder(tmp_path, check, missing):
+    assert check(str(tmp_path)) == str(tmp_path)
+    with pytest.raises(MountPathError, match=missing):
+        check(str(tmp_path / "missing"))
     (tmp_path / "file").write_bytes(b"x")
     with pytest.raises(MountPathError, match="not a directory"):
-        check_mountpoint(str(tmp_path / "file"))
+        check(str(tmp_path / "file"))
+
+
+def test_a_mount_point_must_be_empty(tmp_path):
+    (tmp_path / "file").write_bytes(b"x")
     with pytest.raises(MountPathError, match="not empty"):
         check_mountpoint(str(tmp_path))
-
-
-def test_a_log_directory_must_be_a_folder(tmp_path):
-    assert check_logdir(str(tmp_path)) == str(tmp_path)
-    with pytest.raises(MountPathError, match="no such log directory"):
-        check_logdir(str(tmp_path / "missing"))
-    (tmp_path / "file").write_bytes(b"x")
-    with pytest.raises(MountPathError, match="not a directory"):
-        check_logdir(str(tmp_path / "file"))
 
 
 def test_a_wrong_path_is_a_usage_error_and_a_busy_one_is_not():
@@ -58,3 +56,27 @@ def test_a_wrong_path_is_a_usage_error_and_a_busy_one_is_not():
 
     assert issubclass(MountPathError, UsageError) and issubclass(MountPathError, MountError)
     assert not issubclass(MountError, UsageError)
+
+
+def test_a_schemas_path_that_is_not_a_folder_is_a_usage_error(tmp_path):
+    """--schemas DIR that is no folder: exit 2 from mount as from consume (SPEC §4, §8); no FUSE needed,
+    the check comes before mounting."""
+    import os
+    import subprocess
+    import sys
+
+    from .conftest import ROOT
+
+    logdir, mnt = tmp_path / "logs", tmp_path / "mnt"
+    (logdir / "t-0").mkdir(parents=True)
+    mnt.mkdir()
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    for command in ("mount", "consume"):
+        args = [str(logdir), str(mnt)] if command == "mount" else [str(logdir), "t-0"]
+        done = subprocess.run(
+            [sys.executable, "-m", "kafkafs.cli", command, "--schemas", str(tmp_path / "missing"), *args],
+            capture_output=True, text=True, env=env, cwd=ROOT, timeout=60,
+        )
+        assert done.returncode == 2, (command, done)
+        assert done.stderr.count("\n") == 1 and "--schemas" in done.stderr, done.stderr
+    assert not os.path.ismount(mnt)

@@ -11,7 +11,8 @@ from kafka.partitioner.default import DefaultPartitioner
 
 from kafkafs.errors import InvalidInput
 from kafkafs.spark.partitioner import murmur2, partition_for_key, topic_partition_count
-from kafkafs.spark.write import Stager, commit_staged, staging_root, start_job
+from kafkafs.spark.publish import commit_staged
+from kafkafs.spark.write import Stager, staging_root, start_job
 from kafkafs.storage.config import Settings
 from kafkafs.storage.logdir import LogDir
 

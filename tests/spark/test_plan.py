@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from kafkafs.errors import InvalidInput
+from kafkafs.spark.discovery import discover_partitions
 from kafkafs.spark.options import parse_read_options
-from kafkafs.spark.plan import discover_partitions, offset_for_timestamp
+from kafkafs.spark.plan import offset_for_timestamp
 from kafkafs.spark.predicates import IntBounds, Predicates
 from kafkafs.storage.logdir import LogDir
 

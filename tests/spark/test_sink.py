@@ -5,8 +5,9 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
+from kafkafs.spark.publish import staged_batches
 from kafkafs.spark.sink import SinkConflict, SinkLog, _intent, commit_micro_batch
-from kafkafs.spark.write import Stager, staged_batches, staging_root, start_job
+from kafkafs.spark.write import Stager, staging_root, start_job
 from kafkafs.storage.config import Settings
 from kafkafs.storage.logdir import LogDir
 

@@ -6,7 +6,8 @@ import pyarrow as pa
 import pytest
 
 from kafkafs.errors import InvalidInput, InvalidName, RecordTooLargeError
-from kafkafs.spark.write import Stager, commit_staged, discard_job, staging_root, start_job
+from kafkafs.spark.publish import commit_staged
+from kafkafs.spark.write import Stager, discard_job, staging_root, start_job
 from kafkafs.storage.config import Settings
 from kafkafs.storage.log import Log
 from kafkafs.storage.logdir import LogDir

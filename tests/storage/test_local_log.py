@@ -215,3 +215,37 @@ def test_locate_returns_the_undecoded_batch_with_its_segment(tmp_path: Path) -> 
             assert view.raw() == view.segment.read_at(view.position, h.size)
             assert offset in view.decode().offsets
         assert log.locate(-1) is None and log.locate(log.log_end_offset) is None
+
+
+@pytest.mark.parametrize("interval", [1, 4096, 20_000])
+def test_a_lookup_reads_only_up_to_where_the_index_bounds_it(tmp_path: Path, monkeypatch, interval: int) -> None:
+    """The first read of a lookup stops at the offset index's entry two past the floor entry (the batch
+    wanted has ended by then), and every offset is still found, in batches of every size."""
+    from kafkafs.storage import records as records_module
+
+    sizes: list[int] = []
+    real = records_module._pread
+
+    def counted(fd, size, position, nowait):
+        sizes.append(size)
+        return real(fd, size, position, nowait)
+
+    with open_log(tmp_path / "t-0", config(segment_bytes=1 << 20, index_interval_bytes=interval)) as log:
+        for i in range(60):
+            log.append_records([record(os.urandom(100 + 97 * (i % 50))) for _ in range(1 + i % 4)])
+        segment = log.segment_for(0)
+        entries = list(segment.offset_index)
+        assert len(entries) > 3
+        monkeypatch.setattr(records_module, "_pread", counted)
+        for offset in range(log.log_end_offset):
+            sizes.clear()
+            view = log.locate(offset, nowait=bool(offset % 2))
+            assert view is not None and view.header.base_offset <= offset <= view.header.last_offset
+            assert offset in view.decode().offsets
+            floor = max((i for i, e in enumerate(entries) if e.offset <= offset), default=-1)
+            start = entries[floor].position if floor >= 0 else 0
+            if floor + 2 < len(entries):
+                assert sizes[0] == entries[floor + 2].position - start
+                assert view.position + view.size <= entries[floor + 2].position
+            else:
+                assert sizes[0] == records_module.FIRST_CHUNK_BYTES or sizes[0] == segment.size - start

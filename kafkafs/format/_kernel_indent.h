@@ -1,0 +1,128 @@
+/* Compact JSON laid out with a step per level: jsonembed.indent_json, compiled.
+ *
+ * The reference splits its input with one regular expression, taken by findall (a character that
+ * starts no token is skipped):
+ *   "(?:[^"\\]|\\.)*"   a string, escapes kept as written (a string left open is no token)
+ *   [{}\[\],:]          one punctuation character
+ *   [^{}\[\],:"]+       a run of anything else (numbers, literals, whitespace)
+ * and lays the tokens out as json.dumps(indent=...) would: an empty object or array stays "{}" / "[]",
+ * a depth below zero indents by nothing. The output is the reference's, byte for byte, for any input
+ * (tests/format/test_kernel_differential.py). */
+
+enum { TOK_NONE, TOK_STRING, TOK_PUNCT, TOK_OTHER };
+
+static int indent_is_punct(unsigned char c) {
+    return c == '{' || c == '}' || c == '[' || c == ']' || c == ',' || c == ':';
+}
+
+/* The next token at or after *pos: its kind, and [*start, *end); TOK_NONE at the end of the input. */
+static int indent_next(const unsigned char *s, Py_ssize_t n, Py_ssize_t pos, Py_ssize_t *start, Py_ssize_t *end) {
+    while (pos < n) {
+        unsigned char c = s[pos];
+        if (c == '"') {
+            Py_ssize_t q = pos + 1;
+            while (q < n) {
+                if (s[q] == '"') {
+                    *start = pos;
+                    *end = q + 1;
+                    return TOK_STRING;
+                }
+                if (s[q] == '\\') {
+                    if (q + 1 >= n) break;
+                    q += 2;
+                } else {
+                    q++;
+                }
+            }
+            pos++; /* a string left open: the quote starts no token */
+            continue;
+        }
+        *start = pos;
+        if (indent_is_punct(c)) {
+            *end = pos + 1;
+            return TOK_PUNCT;
+        }
+        Py_ssize_t q = pos + 1;
+        while (q < n && s[q] != '"' && !indent_is_punct(s[q])) q++;
+        *end = q;
+        return TOK_OTHER;
+    }
+    return TOK_NONE;
+}
+
+typedef struct {
+    char *data;
+    Py_ssize_t len, cap;
+} indent_out;
+
+static int indent_put(indent_out *o, const void *src, Py_ssize_t k) {
+    if (k > PY_SSIZE_T_MAX - o->len) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    if (o->len + k > o->cap) {
+        Py_ssize_t cap = o->cap ? o->cap : 256;
+        while (cap < o->len + k) cap = cap > PY_SSIZE_T_MAX / 2 ? o->len + k : cap * 2;
+        char *grown = PyMem_Realloc(o->data, (size_t)cap);
+        if (grown == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        o->data = grown;
+        o->cap = cap;
+    }
+    memcpy(o->data + o->len, src, (size_t)k);
+    o->len += k;
+    return 0;
+}
+
+static int indent_line(indent_out *o, const char *step, Py_ssize_t step_len, Py_ssize_t depth) {
+    if (indent_put(o, "\n", 1) < 0) return -1;
+    for (Py_ssize_t i = 0; i < depth; i++)
+        if (indent_put(o, step, step_len) < 0) return -1;
+    return 0;
+}
+
+static PyObject *k_indent_json(PyObject *Py_UNUSED(self), PyObject *args) {
+    Py_buffer in, stepbuf;
+    if (!PyArg_ParseTuple(args, "y*y*", &in, &stepbuf)) return NULL;
+    const unsigned char *s = in.buf;
+    Py_ssize_t n = in.len, depth = 0, start, end, next_start, next_end;
+    const char *step = stepbuf.buf;
+    Py_ssize_t step_len = stepbuf.len;
+    indent_out o = {NULL, 0, 0};
+    int failed = 0;
+    int kind = indent_next(s, n, 0, &start, &end);
+    while (kind != TOK_NONE && !failed) {
+        unsigned char c = s[start];
+        int next = indent_next(s, n, end, &next_start, &next_end);
+        if (kind == TOK_PUNCT && (c == '{' || c == '[')) {
+            unsigned char closer = c == '{' ? '}' : ']';
+            if (next == TOK_PUNCT && s[next_start] == closer) {
+                char pair[2] = {(char)c, (char)closer};
+                failed = indent_put(&o, pair, 2) < 0;
+                kind = indent_next(s, n, next_end, &start, &end);
+                continue;
+            }
+            depth++;
+            failed = indent_put(&o, &c, 1) < 0 || indent_line(&o, step, step_len, depth) < 0;
+        } else if (kind == TOK_PUNCT && (c == '}' || c == ']')) {
+            depth--;
+            failed = indent_line(&o, step, step_len, depth) < 0 || indent_put(&o, &c, 1) < 0;
+        } else if (kind == TOK_PUNCT && c == ',') {
+            failed = indent_put(&o, ",", 1) < 0 || indent_line(&o, step, step_len, depth) < 0;
+        } else if (kind == TOK_PUNCT) { /* ':' */
+            failed = indent_put(&o, ": ", 2) < 0;
+        } else {
+            failed = indent_put(&o, s + start, end - start) < 0;
+        }
+        kind = next;
+        start = next_start;
+        end = next_end;
+    }
+    PyBuffer_Release(&in);
+    PyBuffer_Release(&stepbuf);
+    PyObject *result = failed ? NULL : PyBytes_FromStringAndSize(o.data ? o.data : "", o.len);
+    PyMem_Free(o.data);
+    return result;
+}

@@ -1,0 +1,125 @@
+"""Publishing a write's staged files (in the driver): check every staged batch, then append them all
+under the log directory's lock, or none (:mod:`kafkafs.spark.write` says how the tasks stage them).
+
+Functions only; they run in the driver, one commit at a time (the log directory's lock).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+
+from ..errors import CorruptRecordError, InvalidInput, RecordTooLargeError
+from ..format.batch import LOG_OVERHEAD, read_batch_header, validate_batch
+from ..storage.config import Settings
+from ..storage.log import Log
+from ..storage.logdir import LogDir
+from .partitioner import topic_partition_count
+from .write import StagedFile
+
+__all__ = ["commit_staged", "append_staged", "check_staged", "staged_batches", "create_topics"]
+
+log = logging.getLogger("kafkafs.spark")
+
+
+def staged_batches(path: str) -> Iterator[bytes]:
+    """The batches of a staging file, one ``bytes`` each; CorruptRecordError for a damaged file."""
+    with open(path, "rb") as f:
+        position = 0
+        while True:
+            prefix = f.read(LOG_OVERHEAD)
+            if not prefix:
+                return
+            if len(prefix) < LOG_OVERHEAD:
+                raise CorruptRecordError("staged batch cut short", position, path)
+            length = int.from_bytes(prefix[8:12], "big", signed=True)
+            rest = f.read(max(length, 0))
+            if length < 0 or len(rest) < length:
+                raise CorruptRecordError("staged batch cut short", position, path)
+            yield prefix + rest
+            position += LOG_OVERHEAD + length
+
+
+def _check(files: list[StagedFile], settings: Settings) -> None:
+    for sf in files:
+        limit = settings.for_topic(sf.topic).max_message_bytes
+        for data in staged_batches(sf.path):
+            header = read_batch_header(data, 0)
+            if header is None:
+                raise CorruptRecordError("staged batch cut short", None, sf.path)
+            validate_batch(data, header)
+            if header.size > limit:
+                raise RecordTooLargeError(
+                    f"{sf.topic}-{sf.partition}: a batch of {header.size} bytes is larger than max.message.bytes="
+                    f"{limit} (a single record that large cannot be appended; raise max.message.bytes)"
+                )
+
+
+def _check_partitions(logdir: str, files: list[StagedFile]) -> None:
+    """A row may name a partition of an existing topic only if the topic has it (as a producer must)."""
+    counts: dict[str, int] = {}
+    for sf in files:
+        n = counts.setdefault(sf.topic, topic_partition_count(logdir, sf.topic))
+        if n and sf.partition >= n:
+            raise InvalidInput(f"partition {sf.partition} of topic {sf.topic!r}: the topic has {n} partitions in {logdir}")
+
+
+def create_topics(ld: LogDir, topics: set[str], partitions: int) -> None:
+    """Create each topic that has no partition folder yet with ``partitions`` partitions."""
+    for topic in sorted(topics):
+        if topic_partition_count(str(ld.path), topic) == 0:
+            for p in range(partitions):
+                ld.create_partition(topic, p)
+
+
+def commit_staged(
+    logdir: str, files: list[StagedFile], settings: Settings, *, new_topic_partitions: int = 1
+) -> dict[tuple[str, int], tuple[int, int]]:
+    """Append every staged file, in the given order, under the log directory's lock; all or nothing.
+
+    Returns ``{(topic, partition): (first offset, last offset)}`` of what was appended.
+    """
+    with LogDir(logdir, settings, writable=True) as ld:
+        return append_staged(ld, files, new_topic_partitions=new_topic_partitions)
+
+
+def check_staged(ld: LogDir, files: list[StagedFile]) -> None:
+    """Refuse, before anything is appended, a damaged or too large batch or a partition the topic lacks."""
+    _check(files, ld.settings)
+    _check_partitions(str(ld.path), files)
+
+
+def append_staged(
+    ld: LogDir, files: list[StagedFile], *, new_topic_partitions: int = 1, check: bool = True
+) -> dict[tuple[str, int], tuple[int, int]]:
+    """:func:`commit_staged` in a log directory already open for writing (its lock held)."""
+    groups: dict[tuple[str, int], list[StagedFile]] = {}
+    for sf in files:
+        groups.setdefault((sf.topic, sf.partition), []).append(sf)
+    if check:
+        check_staged(ld, files)
+    create_topics(ld, {sf.topic for sf in files if sf.records}, new_topic_partitions)
+    appended: dict[tuple[str, int], tuple[int, int]] = {}
+    before: dict[tuple[str, int], tuple[Log, int]] = {}
+    try:
+        for (topic, partition), group in groups.items():
+            if not any(sf.records for sf in group):
+                continue
+            log_ = ld.create_partition(topic, partition)  # opens it when it exists
+            start = log_.log_end_offset
+            before[(topic, partition)] = (log_, start)
+            for sf in group:
+                for data in staged_batches(sf.path):
+                    log_.append_batches(data, flush=False)
+            appended[(topic, partition)] = (start, log_.log_end_offset - 1)
+        for log_, _start in before.values():
+            log_.flush()
+    except BaseException:
+        for (topic, partition), (log_, start) in before.items():
+            try:
+                log_.truncate_to(start)
+                log_.flush()
+            except Exception as exc:  # keep the first error; say what could not be undone
+                log.error("%s-%d: could not truncate back to %d: %s", topic, partition, start, exc)
+        raise
+    return appended
