@@ -250,17 +250,19 @@ def cmd_recover(args: argparse.Namespace) -> int:
             print(f"{name}: refused: {logdir.refused[name]}")
             continue
         report, start, end = reports[name]
-        if report is None or not report.changed():  # the report is exact: it names every file changed
-            status = "checked, nothing to change"
-            if report is not None and report.rewritten_files:
-                status = ("checked, nothing wrong; rewrote the valid " + ", ".join(sorted(report.rewritten_files))
-                          + " as a recovery builds them")
+        rewritten = [] if report is None or not report.rewritten_files else [
+            "rewrote the valid " + ", ".join(sorted(report.rewritten_files)) + " as a recovery builds them"]
+        if report is None or not report.damaged():  # the report is exact: it names every file changed
+            pending = [] if report is None or not report.pending_deletions() else [
+                f"removed {len(report.pending_deletions())} file(s) pending deletion (.deleted)"]
+            done = pending + rewritten
+            status = "; ".join(["checked, nothing wrong", *done]) if done else "checked, nothing to change"
         else:
             changed += 1
             lines = [line for line in report.lines() if not line.startswith("rebuilt indexes")]
             if report.rebuilt_files:
                 lines.append("rebuilt " + ", ".join(sorted(report.rebuilt_files)))
-            status = "; ".join(lines)
+            status = "; ".join(lines + rewritten)
         span = f"offsets {start}..{end - 1}" if end > start else f"empty, next offset {end}"
         print(f"{name}: {status} ({span})")
     refused = len(logdir.refused)

@@ -422,6 +422,35 @@ def test_files_with_problems_are_reported_in_kafkas_map_order(tmp_path):
     assert err[1:3] == ["  5 is followed by 9", "  0 is followed by 5"]  # prepended: last first
 
 
+def test_cluster_metadata_decoder_errors_in_kafkas_words(tmp_path):
+    # ClusterMetadataLogMessageParser prints s"Error at ${record.offset}, skipping. ${e.getMessage}" with
+    # the MetadataParseException of AbstractApiMessageSerde.read
+    name = b"metadata.version"
+    good = bytes([1, 12, 0, len(name) + 1]) + name + b"\x00\x14\x00"  # FeatureLevelRecord v0
+    cases = [
+        (bytes([0, 12, 0]), "Could not deserialize metadata record with frame version 0. Note that upgrades "
+         "from the preview release of KRaft in 2.8 to newer versions are not supported."),
+        (bytes([5, 12, 0]), "Could not deserialize metadata record due to unknown frame version 5(only frame "
+         "version 1 is supported)"),
+        (b"", "Error while reading frame version"),
+        (None, "Error while reading frame version"),
+        (bytes([1]), "Error while reading type"),
+        (bytes([1, 12]), "Error while reading version"),
+        (bytes([1, 0xFF, 0xFF, 0x03, 0]), "Value for type was too large."),
+        (bytes([1, 0x7F, 0]), "org.apache.kafka.common.errors.UnsupportedVersionException: Unknown metadata id 127"),
+        (good[:-3], "Failed to deserialize record with type 12"),
+        (good + b"GARB", "Found 4 byte(s) of garbage after 12"),
+    ]
+    folder = tmp_path / "__cluster_metadata-0"
+    folder.mkdir()
+    path = folder / "00000000000000000000.log"
+    path.write_bytes(batch(0, [(None, value, ()) for value, _ in cases] + [(None, good, ())]))
+    rc, lines, err = dump(path, decoder="cluster-metadata")
+    payloads = [line.split(" payload: ", 1)[1] for line in lines if " payload: " in line]
+    assert payloads[:-1] == [f"Error at {i}, skipping. {said}" for i, (_, said) in enumerate(cases)]
+    assert payloads[-1] == '{"type":"FEATURE_LEVEL_RECORD","version":0,"data":{"name":"metadata.version","featureLevel":20}}'
+
+
 def test_legacy_message_sets(tmp_path):
     # printBatchLevel, magic < 2: print("offset: " + batch.lastOffset), then the same " position: ..." tail;
     # record lines of legacy batches: print(s" isValid: ${r.isValid} crc: ${r.checksum}}") (Kafka's stray "}")
