@@ -313,6 +313,8 @@ def cmd_export(args: argparse.Namespace) -> int:
 class _Parser(argparse.ArgumentParser):
     """argparse with SPEC §4's errors: one line on stderr (with where to look), exit 2."""
 
+    commands: list[str] = []  # the top-level parser's command names
+
     def error(self, message: str) -> None:  # type: ignore[override]
         self.exit(EXIT_USAGE, f"kafkafs: error: {message} (see '{self.prog} --help')\n")
 
@@ -407,6 +409,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--topics", help="comma-separated topics (default: all)")
     p.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
     p.set_defaults(func=cmd_export)
+    parser.commands = list(sub.choices)
     return parser
 
 
@@ -427,9 +430,8 @@ def _note_missing_kernel() -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if not getattr(args, "command", None):
-        parser.print_help(sys.stderr)
-        return EXIT_USAGE
+    if not getattr(args, "command", None):  # one line, as every usage error (SPEC §4)
+        parser.error(f"a command is required: {', '.join(parser.commands)}")
     logging.basicConfig(
         level=logging.DEBUG if getattr(args, "debug", False) else (logging.INFO if args.verbose else logging.WARNING),
         format="kafkafs: %(levelname)s: %(message)s",

@@ -65,8 +65,47 @@ def _string_parser(_offset: int, key: bytes | None, value: bytes | None) -> tupl
     return _text(key), _text(value)
 
 
+class _SerdeError(Exception):
+    """A record Kafka's ``CoordinatorRecordSerde`` refuses, with its message."""
+
+
+def _coordinator_read(buf: bytes, what: str, names: dict[int, str], suffix: str, kind: int | None = None):
+    """``CoordinatorRecordSerde``'s ``readVersion`` and ``readMessage`` of the key (``kind`` None) or the
+    value of a record of type ``kind``: (version, fields). Kafka's generated readers stop after the last
+    field, so bytes after it are ignored (unlike a metadata record's). ``_SerdeError`` in Kafka's words,
+    ``LookupError`` for a key of an unknown type."""
+    from ..format.decoders.schema import message
+
+    if len(buf) < 2:
+        raise _SerdeError(f"Could not read version from {what}'s buffer.")
+    version = int.from_bytes(buf[:2], "big", signed=True)
+    name = names.get(version if kind is None else kind)
+    if name is None:
+        raise LookupError(version)
+    name += suffix
+    try:
+        return version, message(name).read(buf, version, 2, whole=False)
+    except CorruptRecordError as exc:
+        raise _SerdeError(
+            f"Could not read record with version {version} from {what}'s buffer due to: {_java_cause(name, version, exc.reason)}."
+        ) from None
+
+
+def _java_cause(name: str, version: int, reason: str) -> str:
+    """What the generated Java reader's exception says where the decoders said ``reason``."""
+    if reason.startswith(f"{name} has no version"):
+        return f"Can't read version {version} of {name}"  # UnsupportedVersionException
+    reason = reason.removeprefix(f"{name} v{version}: ")
+    wanted = re.fullmatch(r"message truncated: (\d+) bytes wanted at \d+, (\d+) left", reason)
+    if wanted:  # ByteBufferAccessor.readArray
+        return f"Error reading byte array of {wanted.group(1)} byte(s): only {wanted.group(2)} byte(s) available"
+    if reason.startswith("message truncated"):  # a BufferUnderflowException, which has no message
+        return "null"
+    return reason
+
+
 def _offsets_parser() -> Parser:
-    from ..format.decoders import offsets_key, offsets_value
+    from ..format.decoders.internal import OFFSETS_RECORD_TYPES, decode_members
 
     def parse(offset: int, key: bytes | None, value: bytes | None) -> tuple[str | None, str | None]:
         if key is None:
@@ -75,18 +114,18 @@ def _offsets_parser() -> Parser:
                 None,
             )
         try:
-            k = offsets_key(key)
-            v = offsets_value(value, key) if value is not None else None
-        except (KafkafsError, ValueError) as exc:
-            reason = getattr(exc, "reason", str(exc))
-            if "unknown" in reason.lower() and "type" in reason.lower() and len(key) >= 2:
-                kind = int.from_bytes(key[:2], "big", signed=True)
-                return f"Unknown record type {kind} at offset {offset}, skipping.", None
-            return f"Error at offset {offset}, skipping. {reason}", None
-        shown_key = to_json({"type": str(k.get("type")), "data": k.get("data")})
+            kind, k = _coordinator_read(key, "key", OFFSETS_RECORD_TYPES, "Key")
+            v = None if value is None else _coordinator_read(value, "value", OFFSETS_RECORD_TYPES, "Value", kind)
+        except LookupError as exc:
+            return f"Unknown record type {exc.args[0]} at offset {offset}, skipping.", None
+        except _SerdeError as exc:
+            return f"Error at offset {offset}, skipping. {exc}", None
+        shown_key = to_json({"type": str(kind), "data": k})
         if v is None:
             return shown_key, "<DELETE>"
-        return shown_key, to_json({"version": str(v.get("version")), "data": v.get("data")})
+        if OFFSETS_RECORD_TYPES.get(kind) == "GroupMetadata":
+            decode_members(v[1])
+        return shown_key, to_json({"version": str(v[0]), "data": v[1]})
 
     return parse
 
@@ -115,24 +154,29 @@ def _partitions(data: dict) -> str:
 
 
 def _transaction_parser() -> Parser:
-    from ..format.decoders import transaction_key, transaction_value
+    from ..format.decoders.schema import message
+
+    key_schema, value_schema = message("TransactionLogKey"), message("TransactionLogValue")
 
     def parse(offset: int, key: bytes | None, value: bytes | None) -> tuple[str | None, str | None]:
+        # TransactionLog.readTxnRecordKey / readTxnRecordValue: a version outside the schema's is an
+        # UnknownKey (or Kafka's IllegalStateException); the generated readers ignore trailing bytes
+        version = int.from_bytes(key[:2], "big", signed=True) if key and len(key) >= 2 else -1
         try:
-            k = transaction_key(key if key is not None else b"")
+            k = key_schema.read(key or b"", version, 2, whole=False)
         except (KafkafsError, ValueError):
-            version = int.from_bytes(key[:2], "big", signed=True) if key and len(key) >= 2 else -1
             return f"unknown::version={version}", None
-        tid = (k.get("data") or {}).get("transactionalId")
-        shown_key = f"transaction_metadata::transactionalId={tid}"
+        shown_key = f"transaction_metadata::transactionalId={k.get('transactionalId')}"
         if value is None:
             return shown_key, "<DELETE>"
+        value_version = int.from_bytes(value[:2], "big", signed=True) if len(value) >= 2 else -1
+        if value_version not in value_schema.valid:
+            return shown_key, (f"Error at offset {offset}, skipping. "
+                               f"Unknown version {value_version} from the transaction log message value")
         try:
-            v = transaction_value(value)
+            v = {"data": value_schema.read(value, value_version, 2, whole=False)}
         except (KafkafsError, ValueError) as exc:
             return shown_key, f"Error at offset {offset}, skipping. {getattr(exc, 'reason', exc)}"
-        if v is None:
-            return shown_key, "<DELETE>"
         d = v.get("data") or {}
         status = d.get("transactionStatus")
         state = TXN_STATES.get(status, f"Unknown({status})") if isinstance(status, int) else status
