@@ -7,7 +7,10 @@ every key, as a brute-force computation during the generation says (checked by r
 with kafka-python's record reader, not with kafkafs).
 
     .venv/bin/python bench/cleaner.py [--records 10000000] [--keys 1000000] [--batch 1000] [--dir D]
-                                      [--dedupe-mib 128] [--quick]
+                                      [--dedupe-mib 128] [--quick] [--compare]
+
+``--compare`` also cleans a copy of the same input with the offset map's Python loops (the reference of
+the kernel's ``omap_put`` / ``omap_retain``) first, in a fresh process too, and prints both and the ratio.
 """
 
 from __future__ import annotations
@@ -56,9 +59,14 @@ def generate(directory: Path, records: int, keys: int, batch: int, seed: int) ->
     return latest
 
 
-def clean(directory: Path, dedupe_mib: int) -> dict:
-    """Run in a fresh process: ``clean_logdir`` with the defaults; time and peak memory."""
+def clean(directory: Path, dedupe_mib: int, python_map: bool = False) -> dict:
+    """Run in a fresh process: ``clean_logdir`` with the defaults; time and peak memory. ``python_map``:
+    the offset map's loops in Python, not in the kernel."""
+    import kafkafs.storage.offset_map as offset_map
     from kafkafs.storage.cleaner import clean_logdir
+
+    if python_map:
+        offset_map._OMAP_PUT = offset_map._OMAP_RETAIN = None
     from kafkafs.storage.config import Settings
     from kafkafs.storage.logdir import LogDir
 
@@ -106,16 +114,19 @@ def main() -> int:
     parser.add_argument("--dir", type=Path, default=None)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--quick", action="store_true", help="1M records over 100k keys")
+    parser.add_argument("--compare", action="store_true", help="also clean a copy with the Python offset map")
     parser.add_argument("--clean-only", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--python-map", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.clean_only:
-        print(json.dumps(clean(args.clean_only, args.dedupe_mib)))
+        print(json.dumps(clean(args.clean_only, args.dedupe_mib, args.python_map)))
         return 0
     if args.quick:
         args.records, args.keys = 1_000_000, 100_000
     root = Path(args.dir or tempfile.mkdtemp(prefix="kafkafs-cleaner-bench-"))
     shutil.rmtree(root, ignore_errors=True)
     root.mkdir(parents=True)
+    load_start = os.getloadavg()[0]
     try:
         t = time.perf_counter()
         latest = generate(root, args.records, args.keys, args.batch, args.seed)
@@ -123,11 +134,22 @@ def main() -> int:
         part = root / "kv-0"
         before = sum(os.path.getsize(part / n) for n in os.listdir(part) if n.endswith(".log"))
         env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(__file__).resolve().parent.parent)] + sys.path))
-        out = subprocess.run(
-            [sys.executable, __file__, "--clean-only", str(root), "--dedupe-mib", str(args.dedupe_mib)],
-            check=True, stdout=subprocess.PIPE, env=env, text=True,
-        )
-        result = json.loads(out.stdout.strip().splitlines()[-1])
+
+        def run_clean(directory: Path, *extra: str) -> dict:
+            out = subprocess.run(
+                [sys.executable, __file__, "--clean-only", str(directory), "--dedupe-mib", str(args.dedupe_mib), *extra],
+                check=True, stdout=subprocess.PIPE, env=env, text=True,
+            )
+            return json.loads(out.stdout.strip().splitlines()[-1])
+
+        reference = None
+        if args.compare:
+            copy = root / "python-map"
+            shutil.copytree(root, copy / root.name, ignore=shutil.ignore_patterns("python-map"))
+            reference = run_clean(copy / root.name, "--python-map")
+            ref_found, ref_mismatches = verify(copy / root.name / "kv-0", latest)
+            shutil.rmtree(copy)
+        result = run_clean(root)
         after = sum(os.path.getsize(part / n) for n in os.listdir(part) if n.endswith(".log"))
         t = time.perf_counter()
         found, mismatches = verify(part, latest)
@@ -145,6 +167,16 @@ def main() -> int:
             ("kept == brute-force latest per key", f"{'yes' if mismatches == 0 else f'NO ({mismatches} differ)'}"
                                                    f" (checked with kafka-python in {verify_s:.0f} s)"),
         ]
+        rows.append(("load average (1 min), start / end", f"{load_start:.2f} / {os.getloadavg()[0]:.2f}"))
+        if reference is not None:
+            rows[3:3] = [
+                ("clean, Python offset map, wall", f"{reference['seconds']:.1f} s "
+                 f"({args.records / reference['seconds']:,.0f} records/s): kernel {reference['seconds'] / result['seconds']:.2f}x"),
+                ("clean, Python offset map, CPU", f"{reference['cpu_seconds']:.1f} s "
+                 f"({args.records / reference['cpu_seconds']:,.0f} records/s): kernel {reference['cpu_seconds'] / result['cpu_seconds']:.2f}x"),
+                ("Python offset map: kept == brute force", f"{'yes' if ref_mismatches == 0 else 'NO'} ({ref_found:,} records)"),
+            ]
+            mismatches += ref_mismatches
         width = max(len(r[0]) for r in rows)
         print(f"{'measure':<{width}}  value")
         for name, value in rows:

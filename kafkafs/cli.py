@@ -250,17 +250,19 @@ def cmd_recover(args: argparse.Namespace) -> int:
             print(f"{name}: refused: {logdir.refused[name]}")
             continue
         report, start, end = reports[name]
-        if report is None or not report.changed():  # the report is exact: it names every file changed
-            status = "checked, nothing to change"
-            if report is not None and report.rewritten_files:
-                status = ("checked, nothing wrong; rewrote the valid " + ", ".join(sorted(report.rewritten_files))
-                          + " as a recovery builds them")
+        rewritten = [] if report is None or not report.rewritten_files else [
+            "rewrote the valid " + ", ".join(sorted(report.rewritten_files)) + " as a recovery builds them"]
+        if report is None or not report.damaged():  # the report is exact: it names every file changed
+            pending = [] if report is None or not report.pending_deletions() else [
+                f"removed {len(report.pending_deletions())} file(s) pending deletion (.deleted)"]
+            done = pending + rewritten
+            status = "; ".join(["checked, nothing wrong", *done]) if done else "checked, nothing to change"
         else:
             changed += 1
             lines = [line for line in report.lines() if not line.startswith("rebuilt indexes")]
             if report.rebuilt_files:
                 lines.append("rebuilt " + ", ".join(sorted(report.rebuilt_files)))
-            status = "; ".join(lines)
+            status = "; ".join(lines + rewritten)
         span = f"offsets {start}..{end - 1}" if end > start else f"empty, next offset {end}"
         print(f"{name}: {status} ({span})")
     refused = len(logdir.refused)
@@ -310,6 +312,8 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 class _Parser(argparse.ArgumentParser):
     """argparse with SPEC §4's errors: one line on stderr (with where to look), exit 2."""
+
+    commands: list[str] = []  # the top-level parser's command names
 
     def error(self, message: str) -> None:  # type: ignore[override]
         self.exit(EXIT_USAGE, f"kafkafs: error: {message} (see '{self.prog} --help')\n")
@@ -405,6 +409,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--topics", help="comma-separated topics (default: all)")
     p.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
     p.set_defaults(func=cmd_export)
+    parser.commands = list(sub.choices)
     return parser
 
 
@@ -425,9 +430,8 @@ def _note_missing_kernel() -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if not getattr(args, "command", None):
-        parser.print_help(sys.stderr)
-        return EXIT_USAGE
+    if not getattr(args, "command", None):  # one line, as every usage error (SPEC §4)
+        parser.error(f"a command is required: {', '.join(parser.commands)}")
     logging.basicConfig(
         level=logging.DEBUG if getattr(args, "debug", False) else (logging.INFO if args.verbose else logging.WARNING),
         format="kafkafs: %(levelname)s: %(message)s",

@@ -31,6 +31,7 @@ static PyObject *NoHeaders = NULL;    /* the shared empty tuple for records with
 #include "_kernel_render.h"
 #include "_kernel_span.h"
 #include "_kernel_indent.h" /* indent_json, compiled: by-offset/N.json */
+#include "_kernel_omap.h" /* the cleaner's offset map: MD5 and probe */
 
 static PyObject *raise_corrupt(const char *msg) {
     PyErr_SetString(CorruptError ? CorruptError : PyExc_ValueError, msg);
@@ -376,6 +377,9 @@ static PyMethodDef methods[] = {
     {"span_cuts", k_span_cuts, METH_VARARGS, "span_cuts(buf, step, min_offset)"},
     {"indent_json", k_indent_json, METH_VARARGS, "indent_json(compact, step)"},
     {"tune_malloc", k_tune_malloc, METH_NOARGS, "tune_malloc() -> bool"},
+    {"omap_put", k_omap_put, METH_VARARGS, "omap_put(keys, offsets, lo, hi, off, limit, size) -> (taken, size)"},
+    {"omap_retain", k_omap_retain, METH_VARARGS, "omap_retain(keys, offsets, lo, hi, off, latest) -> bytearray"},
+    {"md5_halves", k_md5_halves, METH_VARARGS, "md5_halves(data) -> (lo, hi)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -17,7 +17,8 @@ from .predicates import NO_PREDICATES, Predicates
 
 __all__ = ["discover_partitions", "iter_logs", "INTERNAL_TOPICS"]
 
-#: Folders read only when asked for by name or pattern: the KRaft metadata log is not a topic.
+#: Folders read only when asked for by name (a pattern only with kafka.exclude.internal.topics=false,
+#: see options.PATTERN_EXCLUDED_TOPICS): the KRaft metadata log is not a topic.
 INTERNAL_TOPICS = frozenset({"__cluster_metadata"})
 
 

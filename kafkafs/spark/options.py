@@ -26,6 +26,11 @@ EARLIEST = -2
 LATEST = -1
 DEFAULT_MAX_BYTES_PER_PARTITION = 64 * 1024 * 1024
 DEFAULT_BATCH_ROWS = 32768
+#: What a pattern leaves out unless ``kafka.exclude.internal.topics=false``, as Kafka's consumer does
+#: (``exclude.internal.topics``, default true: Kafka's internal topics); the KRaft metadata log, not a
+#: topic to a client, with them. By name (``subscribe``, ``assign``) they are always read.
+PATTERN_EXCLUDED_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state",
+                                     "__cluster_metadata"})
 
 #: Per partition: an offset (or EARLIEST/LATEST), keyed by (topic, partition); ``default`` for the rest.
 OffsetMap = dict[tuple[str, int], int]
@@ -75,13 +80,18 @@ class ReadOptions:
     staging_dir: str | None = None
     topic: str | None = None  # for writes: the topic of rows without a topic column
     compression: str = "none"  # for writes
+    exclude_internal_topics: bool = True  # kafka.exclude.internal.topics: a pattern leaves them out
 
     def accepts_topic(self, topic: str) -> bool:
         if self.topics is not None and topic not in self.topics:
             return False
         if self.assign is not None and all(t != topic for t, _p in self.assign):
             return False
-        return self.topic_pattern is None or re.fullmatch(self.topic_pattern, topic) is not None
+        if self.topic_pattern is None:
+            return True
+        if self.exclude_internal_topics and topic in PATTERN_EXCLUDED_TOPICS:
+            return False
+        return re.fullmatch(self.topic_pattern, topic) is not None
 
     def accepts_partition(self, topic: str, partition: int) -> bool:
         return self.accepts_topic(topic) and (self.assign is None or (topic, partition) in self.assign)
@@ -333,4 +343,5 @@ def parse_read_options(options: Mapping[str, Any], *, streaming: bool = False, w
         topic=opts.get("topic"),
         compression=_choice(opts, ("compression", "kafka.compression.type"),
                             ("none", "gzip", "snappy", "lz4", "zstd"), "none"),
+        exclude_internal_topics=_bool(opts, "kafka.exclude.internal.topics", True),
     )

@@ -291,8 +291,11 @@ class LogDir:
                         raise
                     log.warning("%s; serving it read-only", exc)
                     writable = False
-            elif name in self.refused and not read_only_fallback:
-                raise UnsafeFileError(self.refused[name])
+            elif name in self.refused:
+                if not read_only_fallback:
+                    raise UnsafeFileError(self.refused[name])
+                # refused by a caller that skips it (the mount's cleaner): say it where it is served
+                log.warning("%s; serving it read-only", self.refused[name])
             opened = Log.open(
                 directory,
                 self.settings.for_topic(topic),

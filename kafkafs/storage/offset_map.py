@@ -9,6 +9,12 @@ hash picks the slot, the second the stride, so long runs of taken slots never fo
 filling it at ``log.cleaner.io.buffer.load.factor`` of its slots (:attr:`OffsetMap.full`) and cleans in
 several rounds when the dirty part of a log holds more keys than that.
 
+The two hot loops, :meth:`OffsetMap.put_many` (building the map) and :meth:`OffsetMap.retain_flags`
+(cleaning), run in the compiled kernel when it is built (``omap_put`` / ``omap_retain`` in
+``format/_kernel_omap.h``: its own MD5 and the same probe, with the GIL released), and otherwise in
+Python (:meth:`OffsetMap.put_many_py`, :meth:`OffsetMap.retain_flags_py`, the reference it is tested
+against slot for slot).
+
 Not thread-safe: one cleaner (thread) owns a map and reuses it round after round (:meth:`clear`).
 """
 
@@ -17,6 +23,11 @@ from __future__ import annotations
 import hashlib
 import struct
 from array import array
+
+from ..format.kernel import KERNEL
+
+_OMAP_PUT = getattr(KERNEL, "omap_put", None)
+_OMAP_RETAIN = getattr(KERNEL, "omap_retain", None)
 
 __all__ = ["OffsetMap", "key_hash", "BYTES_PER_ENTRY"]
 
@@ -130,8 +141,20 @@ class OffsetMap:
     def put_many(self, keys: list[bytes | None], offsets: list[int], limit: int | None = None) -> int:
         """:meth:`put` each non-null key with its offset (offsets increasing), stopping before the map
         would hold more than ``limit`` keys (default :attr:`max_entries`); return how many pairs were
-        taken (a pair with a null key counts as taken). The hot loop of building the map: everything it
-        touches is a local."""
+        taken (a pair with a null key counts as taken)."""
+        if _OMAP_PUT is None:
+            return self.put_many_py(keys, offsets, limit)
+        limit = self.max_entries if limit is None else limit
+        taken, self.size = _OMAP_PUT(keys, offsets, self._lo, self._hi, self._offsets, limit, self.size)
+        if taken and offsets[taken - 1] > self.latest_offset:
+            self.latest_offset = offsets[taken - 1]
+        return taken
+
+    def put_many_py(self, keys: list[bytes | None], offsets: list[int], limit: int | None = None) -> int:
+        """:meth:`put_many` in Python (the reference of the kernel's ``omap_put``): everything the hot
+        loop touches is a local."""
+        if len(keys) != len(offsets):
+            raise ValueError("keys and offsets differ in length")
         limit = self.max_entries if limit is None else limit
         slots = self.slots
         los, his, slot_offsets = self._lo, self._hi, self._offsets
@@ -177,10 +200,17 @@ class OffsetMap:
         found = self._offsets[self._slot(lo, hi)]
         return found if found >= 0 else -1
 
-    def retain_flags(self, keys: list[bytes | None], offsets: list[int]) -> list[bool]:
+    def retain_flags(self, keys: list[bytes | None], offsets: list[int]) -> bytearray | list[bool]:
         """For each record, whether compaction may keep it before its tombstones are judged (Kafka's
         ``shouldRetainRecord``): a record past :attr:`latest_offset` stays; otherwise a record without
-        a key goes, and a keyed one stays when it is its key's latest."""
+        a key goes, and a keyed one stays when it is its key's latest. A mutable sequence of truth
+        values (1/0 from the kernel)."""
+        if _OMAP_RETAIN is None:
+            return self.retain_flags_py(keys, offsets)
+        return _OMAP_RETAIN(keys, offsets, self._lo, self._hi, self._offsets, self.latest_offset)
+
+    def retain_flags_py(self, keys: list[bytes | None], offsets: list[int]) -> list[bool]:
+        """:meth:`retain_flags` in Python (the reference of the kernel's ``omap_retain``)."""
         slots = self.slots
         los, his, slot_offsets = self._lo, self._hi, self._offsets
         md5 = _md5

@@ -67,6 +67,18 @@ class RecoveryReport:
             self.deleted_files or self.swapped_in or self.truncated_bytes or self.rebuilt_indexes or self.deleted_segments
         )
 
+    def pending_deletions(self) -> list[str]:
+        """The ``.deleted`` files removed: retention and compaction leave them for a later removal
+        (``file.delete.delay.ms``), as Kafka does; a removal, not a repair."""
+        return [f for f in self.deleted_files if f.endswith(names.DELETED)]
+
+    def damaged(self) -> bool:
+        """Whether something was wrong: :meth:`changed` for more than removing pending deletions."""
+        return bool(
+            len(self.pending_deletions()) < len(self.deleted_files) or self.swapped_in or self.truncated_bytes
+            or self.rebuilt_indexes or self.deleted_segments
+        )
+
     def lines(self) -> list[str]:
         out = []
         for f in self.deleted_files:

@@ -324,3 +324,19 @@ def test_recover_finds_nothing_wrong_in_valid_indexes_a_rebuild_would_write_othe
     index.write_bytes(entries[:8] + (1).to_bytes(4, "big") + entries[12:])
     out = run("recover", str(copy), check_rc=1).stdout.decode()
     assert "orders-0: rebuilt" in out
+
+
+def test_recover_after_clean_finds_nothing_wrong(tmp_path, demo):
+    # retention and compaction rename segments .deleted and leave them for a later removal
+    # (file.delete.delay.ms): recover removes them, but they are no damage (it exited 1)
+    copy = tmp_path / "logs"
+    shutil.copytree(demo, copy)
+    assert b"deleted" in run("clean", str(copy), "--set", "retention.ms=1").stdout
+    assert list(copy.glob("*/*.deleted"))
+    out = run("recover", str(copy)).stdout.decode()  # exit 0
+    assert not list(copy.glob("*/*.deleted"))
+    line = next(line for line in out.splitlines() if line.startswith("orders-0: "))
+    assert "nothing wrong" in line and "pending deletion" in line, out
+    # a .cleaned leftover is an interrupted compaction: still reported as found and fixed (exit 1)
+    (copy / "orders-0" / "00000000000000000000.log.cleaned").write_bytes(b"")
+    assert "deleted leftover 00000000000000000000.log.cleaned" in run("recover", str(copy), check_rc=1).stdout.decode()

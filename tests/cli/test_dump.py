@@ -422,6 +422,75 @@ def test_files_with_problems_are_reported_in_kafkas_map_order(tmp_path):
     assert err[1:3] == ["  5 is followed by 9", "  0 is followed by 5"]  # prepended: last first
 
 
+def test_cluster_metadata_decoder_errors_in_kafkas_words(tmp_path):
+    # ClusterMetadataLogMessageParser prints s"Error at ${record.offset}, skipping. ${e.getMessage}" with
+    # the MetadataParseException of AbstractApiMessageSerde.read
+    name = b"metadata.version"
+    good = bytes([1, 12, 0, len(name) + 1]) + name + b"\x00\x14\x00"  # FeatureLevelRecord v0
+    cases = [
+        (bytes([0, 12, 0]), "Could not deserialize metadata record with frame version 0. Note that upgrades "
+         "from the preview release of KRaft in 2.8 to newer versions are not supported."),
+        (bytes([5, 12, 0]), "Could not deserialize metadata record due to unknown frame version 5(only frame "
+         "version 1 is supported)"),
+        (b"", "Error while reading frame version"),
+        (None, "Error while reading frame version"),
+        (bytes([1]), "Error while reading type"),
+        (bytes([1, 12]), "Error while reading version"),
+        (bytes([1, 0xFF, 0xFF, 0x03, 0]), "Value for type was too large."),
+        (bytes([1, 0x7F, 0]), "org.apache.kafka.common.errors.UnsupportedVersionException: Unknown metadata id 127"),
+        (good[:-3], "Failed to deserialize record with type 12"),
+        (good + b"GARB", "Found 4 byte(s) of garbage after 12"),
+    ]
+    folder = tmp_path / "__cluster_metadata-0"
+    folder.mkdir()
+    path = folder / "00000000000000000000.log"
+    path.write_bytes(batch(0, [(None, value, ()) for value, _ in cases] + [(None, good, ())]))
+    rc, lines, err = dump(path, decoder="cluster-metadata")
+    payloads = [line.split(" payload: ", 1)[1] for line in lines if " payload: " in line]
+    assert payloads[:-1] == [f"Error at {i}, skipping. {said}" for i, (_, said) in enumerate(cases)]
+    assert payloads[-1] == '{"type":"FEATURE_LEVEL_RECORD","version":0,"data":{"name":"metadata.version","featureLevel":20}}'
+
+
+def test_offsets_and_transaction_decoders_read_as_kafkas_serdes(tmp_path):
+    # CoordinatorRecordSerde: readVersion / readMessage, whose messages DumpLogSegments prints after
+    # "Error at offset N, skipping. "; Kafka's generated readers stop after the last field, so bytes
+    # after it do not matter (for both internal topics)
+    key = struct.pack(">hh", 1, 1) + b"g" + struct.pack(">h", 1) + b"t" + struct.pack(">i", 0)
+    value = struct.pack(">hqihq", 3, 42, 0, 0, 1700000000000)
+    cases = [
+        (b"\x00", value, "Error at offset 0, skipping. Could not read version from key's buffer."),
+        (struct.pack(">h", 99) + b"xx", value, "Unknown record type 99 at offset 1, skipping."),
+        (key, struct.pack(">h", 9) + value[2:], "Error at offset 2, skipping. Could not read record with version 9 "
+         "from value's buffer due to: Can't read version 9 of OffsetCommitValue."),
+        (key, b"\x00", "Error at offset 3, skipping. Could not read version from value's buffer."),
+        (key, value[:6], "Error at offset 4, skipping. Could not read record with version 3 from value's buffer "
+         "due to: null."),  # a BufferUnderflowException
+        (key[:5] + struct.pack(">h", 5) + b"ab", value, "Error at offset 5, skipping. Could not read record with "
+         "version 1 from key's buffer due to: Error reading byte array of 5 byte(s): only 2 byte(s) available."),
+        (key + b"KK", value + b"VV", '{"type":"1","data":{"group":"g","topic":"t","partition":0}}'),
+    ]
+    folder = tmp_path / "__consumer_offsets-0"
+    folder.mkdir()
+    path = folder / "00000000000000000000.log"
+    path.write_bytes(batch(0, [(k, v, ()) for k, v, _ in cases]))
+    rc, lines, err = dump(path, decoder="offsets")
+    shown = [line.split(" key: ", 1)[1] for line in lines if " key: " in line]
+    assert [line.split(" payload: ")[0] for line in shown] == [said for _, _, said in cases]
+    assert shown[-1].endswith(' payload: {"version":"3","data":{"offset":42,"leaderEpoch":0,"metadata":"",'
+                              '"commitTimestamp":1700000000000}}')
+    folder = tmp_path / "__transaction_state-0"
+    folder.mkdir()
+    path = folder / "00000000000000000000.log"
+    txn_key = struct.pack(">hh", 0, 3) + b"tx1"
+    path.write_bytes(batch(0, [(txn_key + b"KK", _txn_value(1, [("orders", [0])]) + b"VV", ()),
+                               (txn_key, struct.pack(">h", 7) + _txn_value(1, [])[2:], ())]))
+    rc, lines, err = dump(path, decoder="transaction-log")
+    assert lines[3].endswith(" key: transaction_metadata::transactionalId=tx1 payload: producerId:42,producerEpoch:5,"
+                             "state=Ongoing,partitions=[orders-0],txnLastUpdateTimestamp=1700000000123,txnTimeoutMs=60000")
+    assert lines[4].endswith(" payload: Error at offset 1, skipping. Unknown version 7 from the transaction log "
+                             "message value")
+
+
 def test_legacy_message_sets(tmp_path):
     # printBatchLevel, magic < 2: print("offset: " + batch.lastOffset), then the same " position: ..." tail;
     # record lines of legacy batches: print(s" isValid: ${r.isValid} crc: ${r.checksum}}") (Kafka's stray "}")

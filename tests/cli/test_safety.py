@@ -226,6 +226,7 @@ def test_finding9_exit_codes_are_the_same_for_every_command(demo_copy, tmp_path)
         ("verify", str(demo_copy / "orders-0" / "00000000000000000000.log")),
         ("produce", str(demo_copy), "bad name!-0"),
         ("verify", str(demo_copy), "--no-such-flag"),
+        (),  # no command at all: one line too (it printed the whole help)
     ]
     for args in usage:
         proc = _rc(*args)

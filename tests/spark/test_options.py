@@ -150,3 +150,17 @@ def test_stream_offsets_json_and_cap():
     assert cap_offsets(start, end, None) == end
     assert cap_offsets(start, end, 1000) == end
     assert cap_offsets({("a", 0): 0, ("a", 1): 0}, {("a", 0): 1000, ("a", 1): 1}, 10) == {("a", 0): 9, ("a", 1): 1}
+
+
+def test_a_pattern_leaves_out_internal_topics_as_kafkas_consumer_does():
+    """Spark's subscribePattern goes through Kafka's consumer, whose ``exclude.internal.topics`` (default
+    true) leaves Kafka's internal topics out of a pattern subscription; the KRaft metadata log is no
+    topic at all. ``kafka.exclude.internal.topics=false`` lets a pattern match them; by name they
+    are always read."""
+    internal = ("__consumer_offsets", "__transaction_state", "__share_group_state", "__cluster_metadata")
+    o = parse_read_options({"path": "/x", "subscribePattern": ".*"})
+    assert o.accepts_topic("orders") and not any(o.accepts_topic(t) for t in internal)
+    o = parse_read_options({"path": "/x", "subscribePattern": "__.*", "kafka.exclude.internal.topics": "false"})
+    assert all(o.accepts_topic(t) for t in internal)
+    o = parse_read_options({"path": "/x", "subscribe": ",".join(internal)})
+    assert all(o.accepts_topic(t) for t in internal)

@@ -186,3 +186,26 @@ def test_cleaner_checkpoint_merges_and_drops_partitions_that_are_gone(tmp_path: 
         assert reader.cleaner_offsets() == {("a", 0): 5, ("b", 0): 7}
         with pytest.raises(ReadOnlyError):
             reader.update_cleaner_checkpoint({("a", 0): 6})
+
+
+def test_a_refused_partition_served_read_only_says_why_whoever_opened_it_first(tmp_path, caplog):
+    """A --rw mount serves a partition folder that links outside LOGDIR read-only; the reason must be
+    logged even when another user of the log directory (the mount's cleaner) met the refusal first,
+    or the mount's append file answers EACCES with nothing said anywhere."""
+    from kafkafs.errors import UnsafeFileError
+
+    outside = tmp_path / "outside"
+    (tmp_path / "src").mkdir()
+    with LogDir(tmp_path / "src", writable=True) as d:
+        d.create_partition("t", 0).append_records([ProducerRecord(1, None, b"v", ())])
+    (tmp_path / "src" / "t-0").rename(outside)
+    logdir = tmp_path / "logs"
+    logdir.mkdir()
+    os.symlink(outside, logdir / "t-0")
+    with LogDir(logdir, writable=True) as d:
+        with pytest.raises(UnsafeFileError):
+            d.log("t-0")  # the cleaner's way: refused, not opened
+        caplog.clear()
+        log_ = d.log("t-0", read_only_fallback=True)  # the tree's way
+        assert not log_.writable
+        assert "outside the log directory" in caplog.text and "serving it read-only" in caplog.text

@@ -108,12 +108,12 @@ def offsets_value(data: bytes | None, key: bytes | None = None) -> dict | None:
             error = error or exc
             continue
         if name == "GroupMetadata":
-            _decode_members(body)
+            decode_members(body)
         return {"version": version, "data": body}
     raise error  # type: ignore[misc]
 
 
-def _decode_members(body: dict) -> None:
+def decode_members(body: dict) -> None:
     """Each member's subscription and assignment decoded in place, as DumpLogSegments does for groups of
     protocol type ``consumer``; bytes that do not decode keep their base64."""
     if body.get("protocolType") != "consumer":
