@@ -52,7 +52,7 @@ class PieceCache:
     ``ahead`` is replaced whole (one reference, under the GIL): a race at worst loses one render ahead,
     and the read that needs that span renders it."""
 
-    __slots__ = ("_items", "_guard", "capacity", "rendering", "ahead")
+    __slots__ = ("_items", "_guard", "capacity", "rendering", "ahead", "_spans")
 
     def __init__(self, capacity: int = PIECES_KEPT) -> None:
         self._items: OrderedDict = OrderedDict()
@@ -62,6 +62,22 @@ class PieceCache:
         #: (layout, first piece of the span rendered ahead last, what renders the span after it): called
         #: once a read reaches that span (see kafkafs.fs.piecerender)
         self.ahead: tuple | None = None
+        #: the first pieces of the spans rendered lately, kept after their bytes are let go: a prefill
+        #: that runs late, after the reader rendered its span itself and moved on, renders nothing again
+        self._spans: OrderedDict = OrderedDict()
+
+    def span_rendered(self, pieces, i: int) -> None:
+        """The span from piece ``i`` of ``pieces`` was rendered (by a read or ahead of one)."""
+        with self._guard:
+            self._spans[(pieces, i)] = True
+            self._spans.move_to_end((pieces, i))
+            while len(self._spans) > 4 * self.capacity:
+                self._spans.popitem(last=False)
+
+    def was_rendered(self, pieces, i: int) -> bool:
+        """Whether the span from piece ``i`` was rendered lately (its bytes may be gone since)."""
+        with self._guard:
+            return (pieces, i) in self._spans
 
     def reached(self, pieces, i: int) -> None:
         """A read used piece ``i`` of ``pieces``: start rendering the next span if it is time."""

@@ -96,8 +96,8 @@ class PieceRenderer:
     def _prefill(self, pieces: Pieces, start: int, cache: PieceCache, pinned: object | None) -> None:
         try:
             with cache.rendering:
-                if cache.get((pieces, start)) is not None:
-                    return
+                if cache.was_rendered(pieces, start):
+                    return  # by the read that needed it (this prefill ran late) or ahead: not again
                 last = self._span_end(pieces, start)
                 if self._render_span(pieces, start, last, cache, pinned) is not None:
                     self._ahead(pieces, last + 1, cache, pinned, after=start)
@@ -141,6 +141,7 @@ class PieceRenderer:
         view = memoryview(data)
         for j in range(last, i - 1, -1):  # piece i goes in last: the least likely to be evicted
             cache.put((pieces, j), view[pieces.start(j) - first : pieces.ends[j] - first])
+        cache.span_rendered(pieces, i)
         return view[: pieces.ends[i] - first]
 
     def _segment_of(self, pieces: Pieces, i: int, pinned: object | None = None) -> LogSegment:

@@ -25,7 +25,9 @@ and the base timestamp ``now + delete.retention.ms`` (record timestamps stay wha
 stored as deltas from the base). A later round drops that batch's tombstones, or the marker, once
 ``now`` has reached the horizon. So an aborted transaction goes in three cleanings: its records (the
 marker and its index entry stay), then the marker gets its horizon (the entry goes), then the marker.
-Legacy (magic 0/1) batches are copied as they are. Kafka keeps the header of a batch whose records all
+Legacy (magic 0/1) messages are judged record by record too (:func:`clean_legacy`), their tombstones
+by Kafka's ``legacyDeleteHorizonMs`` (segment modification times; a cleaned segment keeps the last
+modification time of the group it replaces, as Kafka sets it). Kafka keeps the header of a batch whose records all
 go when it is the last batch of the round, or an active producer's last batch; here also the last
 batch of every rewritten group keeps its offsets (an empty batch without producer, transaction or
 control flag when it went), so a cleaned segment always covers the offsets of the segments it
@@ -45,7 +47,7 @@ from dataclasses import dataclass, field
 
 from ..format.batch import BatchHeader, read_batch_header
 from ..format.txnindex import AbortedTxn
-from .compaction_filter import DELETE_HORIZON_FLAG, GroupResult, clean_batch, filler_batch
+from .compaction_filter import DELETE_HORIZON_FLAG, GroupResult, clean_batch, clean_legacy, filler_batch
 from .names import CLEANED, LOG, SEGMENT_EXTENSIONS, segment_file_name
 from .offset_map import OffsetMap
 from .records import BatchView
@@ -270,9 +272,25 @@ class _Writer:
         self.headers = []
 
 
+def _last_modified(segment: LogSegment) -> int:
+    """Kafka's ``LogSegment.lastModified``: the ``.log``'s modification time, in ms."""
+    try:
+        return os.stat(segment.log_path).st_mtime_ns // 1_000_000
+    except OSError:
+        return 0
+
+
+def legacy_delete_horizon(segments: list[LogSegment], first_dirty: int, delete_retention_ms: int) -> int:
+    """Kafka's ``legacyDeleteHorizonMs``: the last cleaned segment's modification time less
+    ``delete.retention.ms`` (0 when nothing is cleaned yet); a magic 0/1 tombstone in a segment modified
+    no later than that goes."""
+    clean = [s for s in segments if s.base_offset < first_dirty]
+    return _last_modified(clean[-1]) - delete_retention_ms if clean else 0
+
+
 def _clean_group(target, group: list[LogSegment], omap: OffsetMap, now_ms: int, txns: CleanedTransactions,
                  aborted: list[AbortedTxn], stats: CleanStats, io_buffer: int, dry_run: bool,
-                 expiration_ms: int) -> GroupResult:
+                 expiration_ms: int, legacy_horizon: int = 0) -> GroupResult:
     """Copy ``group`` into one ``.cleaned`` segment and swap it in (Kafka's ``cleanSegments``)."""
     result = GroupResult()
     base = group[0].base_offset
@@ -295,11 +313,12 @@ def _clean_group(target, group: list[LogSegment], omap: OffsetMap, now_ms: int, 
             upper = group[k + 1].base_offset if k + 1 < len(group) else segment.next_offset
             txns.add_aborted(_overlapping(aborted, segment.base_offset, upper))
             file = str(segment.log_path)
+            retain_legacy_deletes = _last_modified(segment) > legacy_horizon
             for view in _views(segment, stats):
                 h = view.header
                 stats.bytes_read += h.size
                 if h.magic != 2:
-                    data = view.raw()
+                    data = clean_legacy(view, file, omap, txns, retain_legacy_deletes, result, stats)
                 else:
                     data = clean_batch(view, file, omap, txns, active, now_ms, retention, result, stats)
                 if data is None:
@@ -322,6 +341,8 @@ def _clean_group(target, group: list[LogSegment], omap: OffsetMap, now_ms: int, 
         cleaned.txn_index.write_entries(txns.cleaned)
         cleaned.on_become_inactive()
         cleaned.flush()
+        modified = group[-1].log_path.stat().st_mtime_ns  # as Kafka: the cleaned segment keeps the last one's
+        os.utime(cleaned.log_path, ns=(modified, modified))
     except BaseException:
         if cleaned is not None:
             cleaned.delete()
@@ -374,11 +395,12 @@ def clean_log(target, now_ms: int, omap: OffsetMap, *, checkpoint: int | None = 
         stats.rounds += 1
         to_clean = [s for s in segments if s.base_offset < end]
         txns = CleanedTransactions()  # one per round, carried from group to group (as Kafka's doClean)
+        legacy_horizon = legacy_delete_horizon(segments, start, target.config.delete_retention_ms)
         for group in group_segments(to_clean, target.config.segment_bytes, target.config.segment_index_bytes, end):
             if should_stop is not None and should_stop():
                 return lines, cleaned_to
             result = _clean_group(target, group, omap, now_ms, txns, aborted, stats, io_buffer, dry_run,
-                                  producer_expiration_ms)
+                                  producer_expiration_ms, legacy_horizon)
             if result.changed or len(group) > 1:
                 lines.append(_describe(target, group, result, dry_run))
         cleaned_to = end

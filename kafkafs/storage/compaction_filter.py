@@ -21,6 +21,12 @@ For a v2 batch, in Kafka's order:
    (or its last marker when it has no data batch), which stays as an empty batch (``RETAIN_EMPTY``):
    the producer's sequence and epoch must survive for idempotence and fencing.
 
+Legacy (magic 0/1) messages follow the same record rule, except that a tombstone's fate is not in its
+batch: it stays while the segment holding it was modified after the last cleaned segment's
+modification time less ``delete.retention.ms`` (Kafka's ``legacyDeleteHorizonMs``). An uncompressed
+message stays or goes whole; a compressed wrapper that loses some records is written again with the
+others (:func:`~kafkafs.format.legacy_write.encode_legacy_wrapper`).
+
 Pure functions over one batch; no state beyond their arguments (thread-safe).
 """
 
@@ -30,11 +36,20 @@ from dataclasses import dataclass
 
 from ..format.batch import BatchHeader, Codec, encode_batch
 from ..format.crc import crc32c
+from ..format.legacy_write import encode_legacy_wrapper
 from .offset_map import OffsetMap
 from .records import BatchView
 from .transactions import CleanedTransactions
 
-__all__ = ["DELETE_HORIZON_FLAG", "GroupResult", "clean_batch", "empty_batch", "filler_batch", "last_of_active_producer"]
+__all__ = [
+    "DELETE_HORIZON_FLAG",
+    "GroupResult",
+    "clean_batch",
+    "clean_legacy",
+    "empty_batch",
+    "filler_batch",
+    "last_of_active_producer",
+]
 
 #: Attribute bit 6 (KIP-534): the batch's base timestamp is its delete horizon.
 DELETE_HORIZON_FLAG = 0x40
@@ -117,6 +132,25 @@ def filler_batch(h: BatchHeader) -> bytes:
     )
 
 
+def _judge(omap: OffsetMap, keys: list, values: list, offsets: list[int], drop_deletes: bool,
+           result: GroupResult):
+    """Kafka's ``shouldRetainRecord`` for each record of a data batch (a mutable sequence of truth
+    values); ``drop_deletes``: its tombstones are past their delete horizon."""
+    keep = omap.retain_flags(keys, offsets)
+    latest = omap.latest_offset
+    for i in range(len(keep)):
+        if keep[i]:
+            if drop_deletes and values[i] is None and offsets[i] <= latest:
+                keep[i] = False  # a tombstone past its delete horizon
+                result.expired += 1
+                result.removed += 1
+        elif keys[i] is None:
+            result.keyless += 1
+        else:
+            result.removed += 1
+    return keep
+
+
 def clean_batch(view: BatchView, file: str, omap: OffsetMap, txns: CleanedTransactions,
                 active: dict[int, tuple[int, int]], now_ms: int, delete_retention_ms: int,
                 result: GroupResult, stats) -> bytes | None:
@@ -149,19 +183,7 @@ def clean_batch(view: BatchView, file: str, omap: OffsetMap, txns: CleanedTransa
     elif h.is_control:
         keep = [True] * n
     else:
-        keep = omap.retain_flags(keys, offsets)
-        latest = omap.latest_offset
-        drop_deletes = horizon_set and now_ms >= h.first_timestamp
-        for i in range(n):
-            if keep[i]:
-                if drop_deletes and values[i] is None and offsets[i] <= latest:
-                    keep[i] = False  # a tombstone past its delete horizon
-                    result.expired += 1
-                    result.removed += 1
-            elif keys[i] is None:
-                result.keyless += 1
-            else:
-                result.removed += 1
+        keep = _judge(omap, keys, values, offsets, horizon_set and now_ms >= h.first_timestamp, result)
     kept = [i for i in range(n) if keep[i]]
     stats.records_kept += len(kept)
     if not kept:
@@ -191,3 +213,29 @@ def clean_batch(view: BatchView, file: str, omap: OffsetMap, txns: CleanedTransa
         _set_delete_horizon(data)
         result.horizons += need_horizon
     return data
+
+
+def clean_legacy(view: BatchView, file: str, omap: OffsetMap, txns: CleanedTransactions, retain_deletes: bool,
+                 result: GroupResult, stats) -> bytes | None:
+    """The bytes of one magic 0/1 entry after cleaning (the original ones when every record stays), or
+    None when none does. ``retain_deletes``: Kafka's ``retainLegacyDeletesAndTxnMarkers`` for its segment."""
+    h = view.header
+    txns.on_batch(h)  # never transactional, but the aborted transactions it passes are taken in order
+    batch = view.decode(file=file)
+    n = len(batch)
+    stats.records_read += n
+    keys, values, offsets = batch.keys, batch.values, batch.offsets
+    keep = _judge(omap, keys, values, offsets, not retain_deletes, result)
+    kept = [i for i in range(n) if keep[i]]
+    stats.records_kept += len(kept)
+    if not kept:
+        return None
+    if len(kept) == n:
+        return view.raw()
+    timestamps = batch.timestamps
+    return encode_legacy_wrapper(
+        [(offsets[i], timestamps[i], keys[i], values[i]) for i in kept],
+        magic=h.magic,
+        codec=Codec(h.attributes & 0x07),
+        log_append_time=h.max_timestamp if h.timestamp_type == 1 else None,
+    )

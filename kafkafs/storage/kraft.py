@@ -4,7 +4,9 @@ The metadata log of a KRaft log directory (``__cluster_metadata-0``) holds, amon
 ``ConfigRecord`` (resource type 2, topic) for every setting a topic was created or altered with, a
 ``null`` value for one that was deleted, and a ``RemoveTopicRecord`` when the topic goes. A snapshot
 (``<end offset>-<epoch>.checkpoint``, record batches like a segment) holds the state up to its end
-offset; the newest one is read first, then the log from there on.
+offset; the newest one is read first, then the log from there on. The records of a metadata
+transaction (KIP-868: BeginTransactionRecord .. EndTransactionRecord) count once it ends, never when
+an AbortTransactionRecord ends it or the log ends inside it.
 
 :func:`recorded_topic_configs` returns the latest value of each (topic, name) as the strings Kafka
 stored; :class:`~kafkafs.storage.config.Settings` turns the names it knows into a topic's settings,
@@ -27,14 +29,18 @@ log = logging.getLogger(__name__)
 
 METADATA_PARTITION = "__cluster_metadata-0"
 _TOPIC_RESOURCE = 2
-# apiKeys of the records that matter here: TopicRecord 2, ConfigRecord 4, RemoveTopicRecord 9
-_WANTED = {2, 4, 9}
+# apiKeys of the records that matter here: TopicRecord 2, ConfigRecord 4, RemoveTopicRecord 9, and the
+# metadata transactions (KIP-868): BeginTransactionRecord 23, EndTransactionRecord 24, AbortTransactionRecord 25
+_WANTED = {2, 4, 9, 23, 24, 25}
 
 
 class _State:
     def __init__(self) -> None:
         self.configs: dict[str, dict[str, str]] = {}
         self.names: dict[str, str] = {}  # topic id -> name
+        # the records of a metadata transaction not ended yet: applied at its end, dropped at an abort,
+        # never applied if the log ends inside it (as Kafka's MetadataBatchLoader publishes them)
+        self.pending: list[dict] | None = None
 
     def apply(self, value: bytes | None) -> None:
         # the frame is uvarint frame version (1), uvarint apiKey, uvarint version: every key wanted is < 128
@@ -46,6 +52,21 @@ class _State:
             record = metadata_record(value)
         except KafkafsError:
             return
+        kind = record["type"]
+        if kind == "BEGIN_TRANSACTION_RECORD":
+            self.pending = []
+        elif kind == "ABORT_TRANSACTION_RECORD":
+            self.pending = None
+        elif kind == "END_TRANSACTION_RECORD":
+            pending, self.pending = self.pending or [], None
+            for r in pending:
+                self._replay(r)
+        elif self.pending is not None:
+            self.pending.append(record)
+        else:
+            self._replay(record)
+
+    def _replay(self, record: dict) -> None:
         data = record["data"]
         kind = record["type"]
         if kind == "TOPIC_RECORD":

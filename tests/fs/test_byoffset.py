@@ -212,3 +212,38 @@ def test_lookup_now_leaves_a_batch_on_disk_to_a_worker(tree):
     assert node is not None and node.attr() == parent.lookup(f"{first + 1}.json").attr()
     for p in logs:
         Path(p).read_bytes()  # back in the page cache for the tests after this one
+
+
+def test_records_of_legacy_message_sets_resolve(tmp_path):
+    """Magic 0 and 1 messages, plain and in a gzip wrapper whose inner offsets are relative (v1):
+    each by-offset file is the record decoded the reference's way, pretty-printed."""
+    from kafkafs.format.batch import decode_batch
+    from kafkafs.format.compression import Codec
+    from tests.format.test_legacy import message, wrapper
+
+    inner = b"".join(message(i, 1, timestamp=1000 + i, key=b"k%d" % i, value=b'{"n":%d}' % i) for i in range(3))
+    log = (
+        message(0, 0, key=None, value=b"plain v0")
+        + message(1, 1, timestamp=1700000000000, key=b"k", value=b"\xff\xfe")
+        + wrapper(1, Codec.GZIP, inner, 4, timestamp=1005)  # inner relative offsets 0..2 -> 2..4
+    )
+    part = tmp_path / "legacy-0"
+    part.mkdir()
+    (part / "00000000000000000000.log").write_bytes(log)
+    t = tree_of(tmp_path)
+    try:
+        names = {}
+        pos = 0
+        while pos < len(log):
+            size = 12 + int.from_bytes(log[pos + 8 : pos + 12], "big")
+            batch = decode_batch(log[pos : pos + size])
+            for i, offset in enumerate(batch.offsets):
+                names[offset] = render_record_pretty("legacy", 0, batch, i)
+            pos += size
+        assert sorted(names) == [0, 1, 2, 3, 4]
+        for offset, want in names.items():
+            assert t.read_file(f"legacy-0/by-offset/{offset}.json") == want
+        with pytest.raises(NotFound):
+            t.resolve("legacy-0/by-offset/5.json")
+    finally:
+        t.close()

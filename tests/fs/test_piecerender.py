@@ -71,6 +71,44 @@ def test_reads_render_ahead_once_and_then_answer_from_memory(built_logdir, monke
         tree.close()
 
 
+def test_a_late_prefill_renders_nothing_the_reader_already_rendered(built_logdir, monkeypatch):
+    """A prefill thread that runs only after the reader has rendered its span itself and moved past it
+    (a busy machine) renders nothing again, even once the cache has let that span go."""
+    from kafkafs.fs import layout, piecerender
+    from kafkafs.fs.caches import PieceCache
+
+    monkeypatch.setattr(layout, "GROUP_BYTES", 1024)
+    monkeypatch.setattr(piecerender, "READ_AHEAD_BYTES", 4 * 1024)
+    prefills = _Prefills()
+    monkeypatch.setattr(piecerender, "_submit", prefills.submit)
+    tree = tree_of(built_logdir)
+    try:
+        state = tree.state("orders-0")
+        calls = []
+        render_raw = state.renderer.render_raw
+
+        def counted(segment, position, size, flt):
+            calls.append((segment.base_offset, position, size))
+            return render_raw(segment, position, size, flt)
+
+        monkeypatch.setattr(state.renderer, "render_raw", counted)
+        view = state.view_for(None)
+        cache = PieceCache(capacity=8)  # about two spans: they fall out of the cache soon after they are read
+        want = expected_jsonl(built_logdir, "orders-0")
+        out, late, by_reads = b"", 0, 0
+        while len(out) < len(want):  # the prefills run only every few reads: late, as on a busy machine
+            before = len(calls)
+            out += state.read_view(view, len(out), 1000, cache)
+            by_reads += len(calls) - before
+            if len(prefills.tasks) >= 4:  # three spans late: the first one's bytes are gone by then
+                late += prefills.run()
+        assert out == want and late > 3
+        assert len(set(calls)) == len(calls)  # no span rendered twice: a late prefill found it done
+        assert len(calls) - by_reads < late  # and most prefills, being late, rendered nothing
+    finally:
+        tree.close()
+
+
 def test_the_next_span_is_rendered_ahead_paced_by_the_reader(built_logdir, monkeypatch):
     """After a read renders a span, the next one is rendered on a prefill thread; the one after it only
     once a read reaches the span before it."""

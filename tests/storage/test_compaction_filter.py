@@ -217,3 +217,78 @@ def test_an_active_producers_last_batch_stays_empty_and_holds_its_marker(tmp_pat
         compact(log, now_ms=later + 1 + RETENTION, checkpoint=0)
         assert _offsets(log) == [2, 4, 7, 8]
     assert _kafka_python_offsets(tmp_path / "kv-0") == [2, 4, 7, 8]
+
+
+# ------------------------------------------------------------------ legacy (magic 0/1) messages
+
+
+@pytest.mark.parametrize(("magic", "codec"), [(0, "GZIP"), (0, "SNAPPY"), (1, "GZIP"), (1, "LZ4")])
+def test_legacy_messages_are_compacted_record_by_record(tmp_path, magic, codec):
+    import os
+
+    from kafkafs.format.compression import Codec
+    from tests.format.test_legacy import broker_like, message
+
+    codec = Codec[codec]
+    part = tmp_path / "kv-0"
+    part.mkdir()
+    ts = 1_700_000_000_000
+    sealed = (
+        message(0, magic, 0, ts, b"a", b"1")
+        + message(1, magic, 0, ts + 1, None, b"x")
+        # one compressed wrapper, offsets 2..5: superseded b, latest a, no key, tombstone of c
+        + broker_like(magic, codec, [(ts + 2, b"b", b"2"), (ts + 3, b"a", b"3"), (ts + 4, None, b"y"),
+                                     (ts + 5, b"c", None)], base_offset=2)
+        + message(6, magic, 0, ts + 6, b"b", b"4")
+    )
+    (part / "00000000000000000000.log").write_bytes(sealed)
+    (part / "00000000000000000007.log").write_bytes(message(7, magic, 0, ts + 7, b"z", b"z"))
+    settings = _settings()
+    with LogDir(tmp_path, settings, writable=True) as logdir:
+        log = logdir.log("kv-0")
+        first = part / "00000000000000000000.log"
+        os.utime(first, ns=(10**18, 10**18))
+        compact(log, now_ms=T)
+        # Kafka: a (0) and b (2) superseded, no key (1, 4) gone; c's tombstone (5) stays, since no
+        # segment was clean before this cleaning (legacyDeleteHorizonMs 0); the wrapper is written
+        # again with 3 and 5, offsets kept
+        assert [(r[0], r[2], r[3]) for r in log.records()] == [
+            (3, b"a", b"3"), (5, b"c", None), (6, b"b", b"4"), (7, b"z", b"z")]
+        assert first.stat().st_mtime_ns == 10**18  # the cleaned segment keeps the original's time
+        wrapper = [h for h in _batches(log) if h.base_offset == 5]
+        assert len(wrapper) == 1 and wrapper[0].magic == magic and wrapper[0].attributes & 0x07 == codec
+        assert _kafka_python_offsets(part) == [3, 5, 6, 7]
+
+        # More segments: one modified delete.retention.ms after the tombstone's, then a dirty one.
+        log.append_records([(ts + 8, b"q", b"1", ())])  # 8 (v2, in the legacy active segment)
+        log.roll()
+        log.append_records([(ts + 9, b"q", b"2", ())])  # 9
+        log.roll()
+        log.append_records([(ts + 10, b"r", b"r", ())])  # 10: active
+        later = next(s for s in log.segments if s.base_offset == 7).log_path
+        os.utime(later, ns=(10**18 + RETENTION * 10**6, 10**18 + RETENTION * 10**6))
+        compact(log, now_ms=T, checkpoint=9)  # the segment of 9 is dirty, the others clean
+        # Kafka: the tombstone's segment was modified no later than the last clean segment's time less
+        # delete.retention.ms: the tombstone goes (and q@8, superseded by 9)
+        assert _offsets(log) == [3, 6, 7, 9, 10]
+    assert _kafka_python_offsets(part) == [3, 6, 7, 9, 10]
+
+
+def test_legacy_tombstones_stay_within_the_delete_retention(tmp_path):
+    import os
+
+    from tests.format.test_legacy import message
+
+    part = tmp_path / "kv-0"
+    part.mkdir()
+    (part / "00000000000000000000.log").write_bytes(message(0, 1, 0, 5, b"c", None) + message(1, 1, 0, 6, b"d", b"1"))
+    (part / "00000000000000000002.log").write_bytes(message(2, 1, 0, 7, b"e", b"1"))
+    (part / "00000000000000000003.log").write_bytes(message(3, 1, 0, 8, b"e", b"2"))
+    (part / "00000000000000000004.log").write_bytes(message(4, 1, 0, 9, b"z", b"z"))
+    with LogDir(tmp_path, _settings(**{"segment.bytes": 60}), writable=True) as logdir:
+        log = logdir.log("kv-0")
+        os.utime(part / "00000000000000000000.log", ns=(10**18, 10**18))
+        # the last clean segment (2) was modified less than delete.retention.ms after the tombstone's
+        os.utime(part / "00000000000000000002.log", ns=(10**18 + (RETENTION - 1) * 10**6,) * 2)
+        compact(log, now_ms=T, checkpoint=3)
+        assert _offsets(log) == [0, 1, 3, 4]  # the tombstone stays; e@2 superseded

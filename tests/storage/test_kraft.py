@@ -91,3 +91,25 @@ def test_no_metadata_log(tmp_path, fixtures_dir):
     shutil.copytree(fixtures_dir / "kafka-logs-a", copy)
     with LogDir(copy) as logdir:
         assert logdir.log("demo-0").config.segment_bytes == 1024 ** 3
+
+
+def test_metadata_transactions_apply_when_they_end(tmp_path):
+    """KIP-868: the records between a BeginTransactionRecord and an AbortTransactionRecord never take
+    effect, nor those of a transaction the log ends inside (Kafka's MetadataBatchLoader publishes an
+    empty delta for an aborted one and nothing while one is in progress); an ended one applies whole."""
+    meta = tmp_path / "__cluster_metadata-0"
+    meta.mkdir()
+    records = [
+        metadata_frame("TOPIC_RECORD", 0, {"name": "a", "topicId": _uuid(1)}),
+        metadata_frame("BEGIN_TRANSACTION_RECORD", 0, {"name": "t1"}),
+        _config("a", "retention.ms", "1000"),
+        metadata_frame("ABORT_TRANSACTION_RECORD", 0, {"reason": "controller failover"}),
+        _config("a", "max.message.bytes", "5000"),
+        metadata_frame("BEGIN_TRANSACTION_RECORD", 0, {"name": "t2"}),
+        _config("a", "cleanup.policy", "compact"),
+        metadata_frame("END_TRANSACTION_RECORD", 0, {}),
+        metadata_frame("BEGIN_TRANSACTION_RECORD", 0, {"name": "t3"}),
+        _config("a", "segment.bytes", "2000000"),  # the log ends before this transaction does
+    ]
+    (meta / f"{0:020d}.log").write_bytes(encode_batch([(1, None, v, ()) for v in records]))
+    assert recorded_topic_configs(tmp_path) == {"a": {"max.message.bytes": "5000", "cleanup.policy": "compact"}}
