@@ -78,8 +78,10 @@ def check_index_files(segment: LogSegment, *, sealed: bool) -> tuple[list[str], 
     return problems, notes
 
 
-def check_segment(segment: LogSegment, expected_start: int, *, deep: bool) -> tuple[int, int, list[str]]:
-    """Validate one segment; return (records, next offset, problems)."""
+def check_segment(
+    segment: LogSegment, expected_start: int, *, deep: bool, log_start: int = 0
+) -> tuple[int, int, list[str]]:
+    """Validate one segment; return (records at or after ``log_start``, next offset, problems)."""
     problems: list[str] = []
     records = 0
     next_offset = expected_start
@@ -101,11 +103,13 @@ def check_segment(segment: LogSegment, expected_start: int, *, deep: bool) -> tu
             if deep:
                 try:
                     batch = decode_batch(view.buf, h, validate=False)
-                    records += len(batch)
+                    records += sum(1 for o in batch.offsets if o >= log_start)
                 except CorruptRecordError as exc:
                     problems.append(f"{where}: {exc.reason}")
-            else:
+            elif h.base_offset >= log_start:
                 records += max(h.record_count, 0)
+            elif h.last_offset >= log_start:  # the batch the log start falls in (no gaps assumed)
+                records += min(h.last_offset - log_start + 1, max(h.record_count, 0))
             next_offset = max(next_offset, h.next_offset)
     except CorruptRecordError as exc:
         problems.append(f"{segment.log_path.name}: {exc.reason} at position {exc.position}")
@@ -143,7 +147,11 @@ def verify_logdir(logdir: LogDir, out: TextIO, *, deep: bool = True, partitions:
             first = segment is segments[0]
             if segment.base_offset < expected and not first:
                 problems.append(f"{segment.log_path.name}: base offset {segment.base_offset} overlaps the previous segment")
-            n, expected, found = check_segment(segment, max(expected, segment.base_offset) if first else expected, deep=deep)
+            # the first segment is checked from its base: a log start inside it (DeleteRecords) leaves
+            # the records before it on disk, which are no damage
+            n, expected, found = check_segment(
+                segment, segment.base_offset if first else expected, deep=deep, log_start=log_.log_start_offset
+            )
             records += n
             problems.extend(found)
             index_problems, index_notes = check_index_files(segment, sealed=segment is not segments[-1])

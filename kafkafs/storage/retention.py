@@ -5,7 +5,8 @@ Segments whose newest record is older than ``retention.ms``, or that push the pa
 their files go ``file.delete.delay.ms`` later (:meth:`Log.delete_expired_files`). A segment's age is its
 newest timestamp, or, when its batches carry none (magic 0), the ``.log``'s modification time (Kafka's
 ``LogSegment.largestTimestamp``). As in Kafka's ``deletableSegments``, only an empty last segment is
-never deleted: a non-empty active segment past either limit is rolled first and goes too.
+never deleted: a non-empty active segment past either limit is rolled first and goes too. Whatever the
+policy, a segment wholly below the log start offset goes (``deleteLogStartOffsetBreachedSegments``).
 
 Threads: called from the one thread that cleans a log (the ``clean`` command or the mount's cleaner);
 the deletion itself takes the log's writer lock (:meth:`Log.delete_segments`).
@@ -35,12 +36,17 @@ def largest_timestamp(segment: LogSegment) -> int:
 def retention_doomed(target, now_ms: int) -> list[LogSegment]:
     """The segments retention would delete now, oldest first."""
     config = target.config
-    if not config.delete:
-        return []
     segments = list(target.segments)
+    doomed: list[LogSegment] = []
+    # deleteLogStartOffsetBreachedSegments, for every policy: a segment whose next one starts at or
+    # below the log start offset holds nothing readable
+    while len(segments) > 1 and segments[1].base_offset <= target.log_start_offset:
+        doomed.append(segments.pop(0))
+    if not config.delete:
+        return doomed
+    remaining = sum(s.size for s in segments)
     if segments and not segments[-1].size:
         segments.pop()  # Kafka's isLastSegmentAndEmpty: nothing to delete there
-    doomed: list[LogSegment] = []
     if config.retention_ms >= 0:
         for segment in segments:
             if largest_timestamp(segment) < now_ms - config.retention_ms:
@@ -48,7 +54,7 @@ def retention_doomed(target, now_ms: int) -> list[LogSegment]:
             else:
                 break
     if config.retention_bytes >= 0:
-        total = sum(s.size for s in target.segments)
+        total = remaining
         for segment in segments:
             if total - segment.size < config.retention_bytes:
                 break

@@ -340,3 +340,14 @@ def test_recover_after_clean_finds_nothing_wrong(tmp_path, demo):
     # a .cleaned leftover is an interrupted compaction: still reported as found and fixed (exit 1)
     (copy / "orders-0" / "00000000000000000000.log.cleaned").write_bytes(b"")
     assert "deleted leftover 00000000000000000000.log.cleaned" in run("recover", str(copy), check_rc=1).stdout.decode()
+
+
+def test_verify_a_log_start_inside_the_first_segment(tmp_path, demo):
+    # after DeleteRecords (or a follower's truncation) log-start-offset-checkpoint names an offset
+    # inside the first segment: its records before that are still on disk and are no damage (verify
+    # said "offsets go backwards" for every batch before it, exit 1)
+    copy = tmp_path / "logs"
+    shutil.copytree(demo, copy)
+    (copy / "log-start-offset-checkpoint").write_text("0\n1\norders 0 100\n")
+    out = run("verify", str(copy)).stdout.decode()  # exit 0
+    assert "orders-0: 2 segment(s), 615 records, offsets 100..714: OK" in out, out

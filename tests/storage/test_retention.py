@@ -95,3 +95,22 @@ def test_time_retention_of_segments_without_timestamps_uses_the_file_time(tmp_pa
         os.utime(log_file, ns=(0, (now_ms - 120_000) * 1_000_000))  # two minutes old now
         assert len(apply_retention(log, now_ms=now_ms)) == 1
         assert log.log_start_offset == 3
+
+
+def test_segments_below_the_log_start_go_whatever_the_policy(tmp_path):
+    # Kafka's deleteOldSegments runs deleteLogStartOffsetBreachedSegments for every log, compacted ones
+    # too: a segment whose next segment starts at or below the log start offset (after DeleteRecords,
+    # or a checkpoint that says so) is deleted; the one the log start falls in stays
+    for policy in ("delete", "compact"):
+        settings = Settings({"segment.bytes": 300, "retention.ms": -1, "cleanup.policy": policy})
+        (tmp_path / policy).mkdir()
+        with LogDir(tmp_path / policy, settings, writable=True) as logdir:
+            log = logdir.create_partition("t", 0)
+            _fill(log, 30)
+            bases = [s.base_offset for s in log.segments]
+            assert len(bases) > 3
+            log.log_start_offset = bases[2] + 1  # inside the third segment
+            lines = apply_retention(log, now_ms=10**13)
+            assert [s.base_offset for s in log.segments] == bases[2:], (policy, lines)
+            assert log.log_start_offset == bases[2] + 1
+            assert [r[0] for r in log.records()][0] == bases[2] + 1
