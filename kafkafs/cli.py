@@ -126,10 +126,27 @@ def cmd_index(args: argparse.Namespace) -> int:
     from .storage.logdir import check_log_directory
 
     check_log_directory(args.logdir)  # a missing path, a partition folder: usage errors (SPEC §4)
+    _check_cache_dir(args.cache_dir, args.logdir)
     report = index_logdir(args.logdir, cache_dir=args.cache_dir, mode=args.values, settings=_settings(args),
                           schemas=args.schemas)
     print(report.line(), file=sys.stderr)
     return EXIT_OK
+
+
+def _check_cache_dir(cache_dir: str | None, logdir: str) -> None:
+    """``index`` only fills the size cache: a cache folder it cannot have is a usage error (a folder
+    inside LOGDIR, a path through a file) or a failure (no permission), said before any work."""
+    from .fs.sizecache import check_outside, default_cache_dir
+
+    directory = check_outside(cache_dir if cache_dir is not None else default_cache_dir(), logdir)
+    try:
+        os.makedirs(directory, exist_ok=True)  # outside LOGDIR (checked above); index writes there anyway
+    except (FileExistsError, NotADirectoryError):
+        raise CommandError(f"--cache-dir {cache_dir or directory}: not a folder (or below a file)") from None
+    except OSError as exc:
+        raise OSError(exc.errno, f"the size cache cannot be created: {exc.strerror}", str(directory)) from None
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise OSError(13, "the size cache cannot be written: Permission denied", str(directory))
 
 
 def _add_cache_dir_option(parser: argparse.ArgumentParser) -> None:

@@ -68,6 +68,18 @@ def test_index_refuses_a_cache_inside_the_logdir(built_logdir, capsys):
     assert cli.main(["index", str(built_logdir / "nothing")]) == 2
 
 
+def test_index_with_a_cache_it_cannot_write_fails(built_logdir, tmp_path, capsys):
+    # filling the cache is all `index` does: a cache folder it cannot have is no success (it warned,
+    # said "indexed ... into FILE" and exited 0)
+    a_file = tmp_path / "a-file"
+    a_file.write_bytes(b"")
+    assert cli.main(["index", str(built_logdir), "--cache-dir", str(a_file)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "not a folder" in err and "indexed" not in err
+    assert cli.main(["index", str(built_logdir), "--cache-dir", str(a_file / "below")]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
+
+
 def test_index_command_line(built_logdir, tmp_path):
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     done = subprocess.run(
