@@ -238,3 +238,35 @@ def test_the_demo_has_the_txnindex_of_its_aborted_transaction(tmp_path: Path) ->
     log = open_log(payments, clean=False)
     log.close()
     assert txn_files(payments) == before
+
+
+def test_cleaned_transactions_follow_kafkas_cleaned_transaction_metadata() -> None:
+    from kafkafs.format.batch import read_batch_header
+    from kafkafs.storage.transactions import CleanedTransactions
+
+    def h(data: bytes, offset: int):
+        buf = bytearray(data)
+        buf[0:8] = offset.to_bytes(8, "big")
+        return read_batch_header(buf, 0)
+
+    abort_key, commit_key = b"\x00\x00\x00\x00", b"\x00\x00\x00\x01"
+    state = CleanedTransactions()
+    entry = AbortedTxn(1, 10, 13, 14)
+    state.add_aborted([entry, entry])  # the same entry found from two segments: taken once
+    assert state.on_batch(h(txn(1), 9)) is False  # before its first offset: not yet aborted (pid 1 seen)
+    assert state.on_batch(h(txn(1), 10)) is True  # aborted: may go
+    assert state.on_batch(h(txn(2), 11)) is False  # another producer's transaction: seen, kept
+    assert state.on_batch(h(encode_batch([(0, b"k", b"v", ())]), 12)) is False  # not transactional
+    assert state.on_control(h(marker("ABORT", 1), 13), abort_key, False) is False  # its batch just went
+    assert state.cleaned == [entry]
+    assert state.on_control(h(marker("COMMIT", 2), 14), commit_key, False) is False  # its batch is there
+    assert state.on_control(h(marker("COMMIT", 2), 15), commit_key, False) is True  # none left: may go
+    assert state.on_control(h(marker("ABORT", 3), 16), abort_key, False) is True  # no entry: may go
+    assert state.on_control(h(marker("COMMIT", 1), 17), commit_key, False) is False  # pid 1's batch at 9
+    assert state.on_control(h(marker("ABORT", 1), 18), None, True) is True  # an emptied control batch
+    leader_change = b"\x00\x00\x00\x02"
+    assert state.on_control(h(marker("ABORT", 1), 19), leader_change, False) is False  # not a marker: stays
+    # an aborted transaction whose batches were already removed: the marker may go, no entry is kept
+    state = CleanedTransactions()
+    state.add_aborted([AbortedTxn(5, 20, 22, 23)])
+    assert state.on_control(h(marker("ABORT", 5), 22), abort_key, False) is True and state.cleaned == []
