@@ -5,13 +5,17 @@ It reads only (nothing here writes), so it is safe on a directory a broker owns.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
+from pathlib import Path
 from typing import TextIO
 
-from .errors import CorruptRecordError
+from .errors import CorruptRecordError, UnsafeFileError
 from .format.batch import decode_batch, validate_batch
+from .format.checkpoint import parse_epoch_checkpoint, parse_offset_checkpoint
 from .storage.log import Log
 from .storage.logdir import LogDir
-from .storage.safefiles import unsafe_entries
+from .storage.safefiles import open_file, unsafe_entries
 from .storage.segment import LogSegment
 
 __all__ = ["verify_logdir", "check_segment"]
@@ -124,10 +128,35 @@ def check_segment(
     return records, next_offset, problems
 
 
+_LOGDIR_CHECKPOINTS = ("recovery-point-offset-checkpoint", "log-start-offset-checkpoint",
+                       "replication-offset-checkpoint", "cleaner-offset-checkpoint")
+
+
+def checkpoint_problems(folder: Path, names: tuple[str, ...], parse: Callable[[bytes], object]) -> list[tuple[str, str]]:
+    """(file, why) for each of the checkpoint files ``names`` in ``folder`` that does not parse as Kafka
+    reads it (a broker refuses the log directory then: "Malformed line in checkpoint file"). The engine
+    reads them leniently, with a warning; a missing file is no problem."""
+    found = []
+    for name in names:
+        try:
+            with os.fdopen(open_file(folder / name, os.O_RDONLY), "rb") as f:
+                parse(f.read())
+        except (FileNotFoundError, UnsafeFileError):  # a link inside a partition folder is said apart
+            continue
+        except CorruptRecordError as exc:
+            found.append((name, exc.reason))
+        except OSError as exc:  # a link (never followed) or an unreadable file
+            found.append((name, str(exc.strerror or exc)))
+    return found
+
+
 def verify_logdir(logdir: LogDir, out: TextIO, *, deep: bool = True, partitions: list[str] | None = None) -> int:
     """Check every partition; print one line each (and one per problem); return the problem count."""
     total_problems = 0
     names = partitions or logdir.partition_names()
+    for name, reason in checkpoint_problems(logdir.path, _LOGDIR_CHECKPOINTS, parse_offset_checkpoint):
+        print(f"{name}: {reason}", file=out)
+        total_problems += 1
     if not names:
         print(f"{logdir.path}: no partitions", file=out)
     for name in names:
@@ -139,6 +168,8 @@ def verify_logdir(logdir: LogDir, out: TextIO, *, deep: bool = True, partitions:
             "writers refuse this partition"
             for entry in unsafe_entries(logdir.path / name)
         ]
+        problems += [f"{file}: {reason}" for file, reason in
+                     checkpoint_problems(logdir.path / name, ("leader-epoch-checkpoint",), parse_epoch_checkpoint)]
         notes: list[str] = []
         records = 0
         expected = log_.log_start_offset

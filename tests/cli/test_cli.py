@@ -351,3 +351,19 @@ def test_verify_a_log_start_inside_the_first_segment(tmp_path, demo):
     (copy / "log-start-offset-checkpoint").write_text("0\n1\norders 0 100\n")
     out = run("verify", str(copy)).stdout.decode()  # exit 0
     assert "orders-0: 2 segment(s), 615 records, offsets 100..714: OK" in out, out
+
+
+@pytest.mark.allow_warnings("the engine warns about the malformed checkpoint it ignores")
+def test_verify_reports_malformed_checkpoint_files(tmp_path, demo):
+    # a broker refuses to load a log directory whose checkpoint files do not parse ("Malformed line in
+    # checkpoint file"): that is damage (verify said OK, exit 0)
+    copy = tmp_path / "logs"
+    shutil.copytree(demo, copy)
+    assert b"problem" not in run("verify", str(copy)).stdout
+    (copy / "recovery-point-offset-checkpoint").write_text("0\n5\nbad line\n")
+    (copy / "orders-0" / "leader-epoch-checkpoint").write_text("garbage\n")
+    out = run("verify", str(copy), check_rc=1).stdout.decode()
+    lines = out.splitlines()
+    assert lines[0].startswith("recovery-point-offset-checkpoint: ") and "line 3" in lines[0], out
+    orders = lines.index(next(line for line in lines if line.startswith("orders-0: ")))
+    assert "1 problem(s)" in lines[orders] and lines[orders + 1].startswith("  leader-epoch-checkpoint: ")
