@@ -290,7 +290,7 @@ def legacy_delete_horizon(segments: list[LogSegment], first_dirty: int, delete_r
 
 def _clean_group(target, group: list[LogSegment], omap: OffsetMap, now_ms: int, txns: CleanedTransactions,
                  aborted: list[AbortedTxn], stats: CleanStats, io_buffer: int, dry_run: bool,
-                 expiration_ms: int, legacy_horizon: int = 0) -> GroupResult:
+                 expiration_ms: int, legacy_horizon: int = 0, round_upper: int = -1) -> GroupResult:
     """Copy ``group`` into one ``.cleaned`` segment and swap it in (Kafka's ``cleanSegments``)."""
     result = GroupResult()
     base = group[0].base_offset
@@ -320,7 +320,8 @@ def _clean_group(target, group: list[LogSegment], omap: OffsetMap, now_ms: int, 
                 if h.magic != 2:
                     data = clean_legacy(view, file, omap, txns, retain_legacy_deletes, result, stats)
                 else:
-                    data = clean_batch(view, file, omap, txns, active, now_ms, retention, result, stats)
+                    data = clean_batch(view, file, omap, txns, active, now_ms, retention, result, stats,
+                                       round_upper)
                 if data is None:
                     last_dropped = view
                 else:
@@ -400,7 +401,7 @@ def clean_log(target, now_ms: int, omap: OffsetMap, *, checkpoint: int | None = 
             if should_stop is not None and should_stop():
                 return lines, cleaned_to
             result = _clean_group(target, group, omap, now_ms, txns, aborted, stats, io_buffer, dry_run,
-                                  producer_expiration_ms, legacy_horizon)
+                                  producer_expiration_ms, legacy_horizon, state.upper)
             if result.changed or len(group) > 1:
                 lines.append(_describe(target, group, result, dry_run))
         cleaned_to = end

@@ -19,7 +19,8 @@ For a v2 batch, in Kafka's order:
    stays right).
 5. A batch that keeps no record goes, except the last data batch of a producer that is still active
    (or its last marker when it has no data batch), which stays as an empty batch (``RETAIN_EMPTY``):
-   the producer's sequence and epoch must survive for idempotence and fencing.
+   the producer's sequence and epoch must survive for idempotence and fencing; and the batch just
+   below the first offset the round may not clean, which keeps the log's last offset.
 
 Legacy (magic 0/1) messages follow the same record rule, except that a tombstone's fate is not in its
 batch: it stays while the segment holding it was modified after the last cleaned segment's
@@ -153,9 +154,11 @@ def _judge(omap: OffsetMap, keys: list, values: list, offsets: list[int], drop_d
 
 def clean_batch(view: BatchView, file: str, omap: OffsetMap, txns: CleanedTransactions,
                 active: dict[int, tuple[int, int]], now_ms: int, delete_retention_ms: int,
-                result: GroupResult, stats) -> bytes | None:
+                result: GroupResult, stats, round_upper: int = -1) -> bytes | None:
     """The bytes of one v2 batch after cleaning (the original ones when nothing changes), or None
-    when it goes. ``stats`` is the run's :class:`~kafkafs.storage.compaction.CleanStats`."""
+    when it goes. ``stats`` is the run's :class:`~kafkafs.storage.compaction.CleanStats`;
+    ``round_upper``: the first offset the round may not clean (the batch that ends there stays, empty
+    if need be, so that its last offset is not lost: Kafka's ``upperBoundOffsetOfCleaningRound``)."""
     h = view.header
     horizon_set = bool(h.attributes & DELETE_HORIZON_FLAG)
     batch = view.decode(file=file)
@@ -165,7 +168,7 @@ def clean_batch(view: BatchView, file: str, omap: OffsetMap, txns: CleanedTransa
         discard_records = discardable and horizon_set and h.first_timestamp <= now_ms
     else:
         discardable = discard_records = txns.on_batch(h)
-    retain_empty = h.producer_id >= 0 and last_of_active_producer(h, active)
+    retain_empty = (h.producer_id >= 0 and last_of_active_producer(h, active)) or h.next_offset == round_upper
     if discard_records and not retain_empty:  # Kafka's BatchRetention.DELETE: the records are not read
         if h.is_control:
             result.markers += 1

@@ -139,6 +139,12 @@ def test_aborted_transactions_markers_and_tombstones_go_in_kafkas_passes(tmp_pat
         # the markers' horizon is 1 s later (Kafka: deleteHorizonMs <= currentTime), they stay.
         compact(log, now_ms=T + RETENTION, checkpoint=0)
         assert _offsets(log) == [0, 3, 4, 5, 7, 8, 11]
+        # the batch of 10 ends where the round must stop (the active segment): Kafka keeps it, emptied
+        # (RETAIN_EMPTY for batch.nextOffset == upperBoundOffsetOfCleaningRound), without a horizon
+        empties = {h.base_offset: h for h in _batches(log) if h.record_count == 0}
+        assert 10 in empties and not empties[10].attributes & 0x40 and empties[10].last_offset == 10
+        if segment_bytes != 14:  # (one segment a batch: every group's last batch keeps its offsets too)
+            assert sorted(empties) == [10]
         compact(log, now_ms=T + 1000 + RETENTION - 1, checkpoint=0)
         assert _offsets(log) == [0, 3, 4, 5, 7, 8, 11]
 
@@ -292,3 +298,27 @@ def test_legacy_tombstones_stay_within_the_delete_retention(tmp_path):
         os.utime(part / "00000000000000000002.log", ns=(10**18 + (RETENTION - 1) * 10**6,) * 2)
         compact(log, now_ms=T, checkpoint=3)
         assert _offsets(log) == [0, 1, 3, 4]  # the tombstone stays; e@2 superseded
+
+
+def test_the_rounds_last_batch_stays_as_an_empty_batch_with_its_producer(tmp_path):
+    with LogDir(tmp_path, _settings(), writable=True) as logdir:
+        log = logdir.create_partition("kv", 0)
+        log.append_batches(_txn(5, b"a", b"1"))  # 0: pid 5, superseded at 1
+        log.append_records([(1000, b"a", b"2", ())])  # 1
+        log.append_batches(_marker("COMMIT", 5))  # 2: the last batch before the active segment
+        log.roll()
+        log.append_records([(1000, b"z", b"z", ())])  # 3: active
+        compact(log, now_ms=T, checkpoint=0)  # 0 goes; the marker stays (its batch was read)
+        compact(log, now_ms=T, checkpoint=0)  # no batch of its transaction left: horizon
+        assert _horizons(log) == {2: T + RETENTION}
+        compact(log, now_ms=T + RETENTION, checkpoint=0)
+        # past its horizon the marker's record goes, but its batch ends where the round must stop:
+        # Kafka keeps it empty with its producer fields (RETAIN_EMPTY, DefaultRecordBatch.writeEmptyHeader)
+        assert _offsets(log) == [1, 3]
+        last = [h for h in _batches(log) if h.base_offset == 2]
+        assert len(last) == 1 and last[0].record_count == 0
+        assert (last[0].producer_id, last[0].is_control, last[0].is_transactional) == (5, True, True)
+        assert not last[0].attributes & 0x40
+        compact(log, now_ms=T + 2 * RETENTION, checkpoint=0)  # and so on, while it is the last
+        assert [h.base_offset for h in _batches(log)] == [1, 2, 3]
+    assert _kafka_python_offsets(tmp_path / "kv-0") == [1, 3]
