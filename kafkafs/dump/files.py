@@ -6,7 +6,7 @@ import io
 import os
 from typing import TextIO
 
-from .indexes import IndexErrors, dump_index, dump_time_index
+from .indexes import IndexErrors, dump_index, dump_time_index, java_path
 from .log import _start_line, dump_log
 from .options import DumpOptions
 from .state import dump_epoch_checkpoint, dump_producer_snapshot, dump_txn_index
@@ -42,7 +42,7 @@ def dump_files(files: list[str], out: TextIO, err: TextIO, options: DumpOptions)
     errors = IndexErrors()
     problems = 0
     for name in files:
-        print(f"Dumping {name}", file=out)
+        print(f"Dumping {java_path(name)}", file=out)  # println(s"Dumping $file"), a java.io.File
         base = os.path.basename(name)
         suffix = _suffix(base)
         try:

@@ -12,6 +12,7 @@ standard error at the end (:class:`IndexErrors`), in Kafka's words and order.
 from __future__ import annotations
 
 import os
+import re
 import struct
 from typing import TextIO
 
@@ -27,9 +28,16 @@ _TIME_ENTRY = struct.Struct(">qi")
 _NO_TIMESTAMP = -1
 
 
+def java_path(name: str) -> str:
+    """What Java's ``new File(name).toString`` gives: runs of ``/`` made one, no trailing ``/``."""
+    collapsed = re.sub("/+", "/", name)
+    return collapsed[:-1] if len(collapsed) > 1 and collapsed.endswith("/") else collapsed
+
+
 def _absolute(name: str) -> str:
-    """Java's ``File.getAbsolutePath``: joined to the working directory, not normalised."""
-    return name if os.path.isabs(name) else os.path.join(os.getcwd(), name)
+    """Java's ``File.getAbsolutePath``: joined to the working directory, not otherwise normalised."""
+    name = java_path(name)
+    return name if os.path.isabs(name) else java_path(os.getcwd() + "/" + name)
 
 
 class IndexErrors:

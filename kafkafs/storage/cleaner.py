@@ -113,6 +113,7 @@ def clean_logdir(logdir, *, dry_run: bool = False, now_ms: int | None = None,
     meter = Progress(len(names), progress, progress_interval) if progress is not None else None
     stats = meter.stats if meter is not None else CleanStats()
     checkpoints = logdir.cleaner_offsets() if hasattr(logdir, "cleaner_offsets") else {}
+    compaction = broker_setting(logdir.settings, "log.cleaner.enable")
     for name in names:
         try:
             target = logdir.log(name)
@@ -126,11 +127,12 @@ def clean_logdir(logdir, *, dry_run: bool = False, now_ms: int | None = None,
         def checkpoint_round(end: int, key=key) -> None:
             logdir.update_cleaner_checkpoint({key: end})
 
-        compacted, _cleaned_to = _compact(
-            target, now, dry_run=dry_run, checkpoint=checkpoints.get(key), settings=logdir.settings,
-            stats=stats, on_round=None if dry_run else checkpoint_round,
-        )
-        lines.extend(compacted)
+        if compaction:  # log.cleaner.enable, as a broker's: compaction off, retention still runs
+            compacted, _cleaned_to = _compact(
+                target, now, dry_run=dry_run, checkpoint=checkpoints.get(key), settings=logdir.settings,
+                stats=stats, on_round=None if dry_run else checkpoint_round,
+            )
+            lines.extend(compacted)
         if meter is not None:
             meter.done += 1
     if meter is not None and meter.printed:
@@ -175,7 +177,7 @@ class LogCleaner:
         self.passes = 0
 
     def start(self) -> None:
-        if not self.enabled or self._thread is not None:
+        if self._thread is not None:  # log.cleaner.enable=false turns compaction off, not retention
             return
         self._next_retention = time.monotonic() + self.initial_delay
         self._thread = threading.Thread(target=self._run, name="kafkafs-cleaner", daemon=True)
@@ -213,7 +215,7 @@ class LogCleaner:
         if time.monotonic() >= self._next_retention:
             self._next_retention = time.monotonic() + self.retention_interval
             self._retention()
-        return self._compact_filthiest()
+        return self.enabled and self._compact_filthiest()
 
     def _logs(self) -> list:
         out = []

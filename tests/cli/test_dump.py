@@ -491,6 +491,19 @@ def test_offsets_and_transaction_decoders_read_as_kafkas_serdes(tmp_path):
                              "message value")
 
 
+def test_paths_are_printed_as_java_files_print_them(segment, monkeypatch):
+    # println(s"Dumping $file") and getAbsolutePath print a java.io.File, which collapses runs of "/"
+    # and drops a trailing one (it printed the name as typed)
+    from kafkafs.dump.indexes import _absolute, java_path
+
+    assert java_path("a//b///c.log") == "a/b/c.log" and java_path("dir/") == "dir" and java_path("/") == "/"
+    assert java_path("./x/../y.log") == "./x/../y.log"  # File does not resolve . and ..
+    monkeypatch.chdir(segment.parent.parent)
+    assert _absolute("t-0//x.index") == f"{segment.parent}/x.index"
+    rc, lines, err = dump("t-0//" + segment.name)
+    assert lines[0] == f"Dumping t-0/{segment.name}"
+
+
 def test_legacy_message_sets(tmp_path):
     # printBatchLevel, magic < 2: print("offset: " + batch.lastOffset), then the same " position: ..." tail;
     # record lines of legacy batches: print(s" isValid: ${r.isValid} crc: ${r.checksum}}") (Kafka's stray "}")

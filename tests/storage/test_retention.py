@@ -114,3 +114,27 @@ def test_segments_below_the_log_start_go_whatever_the_policy(tmp_path):
             assert [s.base_offset for s in log.segments] == bases[2:], (policy, lines)
             assert log.log_start_offset == bases[2] + 1
             assert [r[0] for r in log.records()][0] == bases[2] + 1
+
+
+def test_log_cleaner_enable_false_turns_compaction_off_not_retention(tmp_path):
+    # Kafka's log.cleaner.enable only starts or not the LogCleaner (compaction); the LogManager's
+    # retention runs regardless. kafkafs's `clean` compacted anyway, and a --rw mount's cleaner thread
+    # did not start at all, so retention never ran.
+    from kafkafs.storage.cleaner import LogCleaner, clean_logdir
+
+    settings = Settings({"segment.bytes": 300, "log.cleaner.enable": False, "retention.ms": 10_000},
+                        {"kv": {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": 0.0}})
+    with LogDir(tmp_path, settings, writable=True) as logdir:
+        ev = logdir.create_partition("ev", 0)
+        _fill(ev, 30, ts=lambda i: 1000 + i)
+        kv = logdir.create_partition("kv", 0)
+        _fill(kv, 30, key=lambda i: b"k%d" % (i % 3))
+        segments = len(kv.segments)
+        lines = clean_logdir(logdir, now_ms=10**13)
+        assert any(line.startswith("ev-0: deleted") for line in lines), lines
+        assert not any("compact" in line for line in lines), lines
+        assert len(kv.segments) == segments
+        _fill(ev, 30, ts=lambda i: 10**13 - 100_000 + i)
+        cleaner = LogCleaner(logdir, clock=lambda: 10**13)
+        assert cleaner.run_once() is False  # retention ran, nothing compacted
+        assert ev.log_start_offset == 60 and len(kv.segments) == segments
