@@ -208,13 +208,13 @@ static PyObject *k_omap_put(PyObject *self, PyObject *args) {
         for (Py_ssize_t i = 0; i < in.n; i++) {
             omap_prefetch(&in, i + OMAP_PREFETCH, INT64_MAX, los, his, offs, slots);
             if (in.len[i] < 0) continue;
+            if (size >= limit) { /* Kafka checks before every put, a key already there included */
+                taken = i;
+                break;
+            }
             int64_t l = in.hlo[i], h = in.hhi[i];
             int64_t s = omap_slot(los, his, offs, slots, l, h);
             if (offs[s] < 0) {
-                if (size >= limit) {
-                    taken = i;
-                    break;
-                }
                 los[s] = l;
                 his[s] = h;
                 size++;

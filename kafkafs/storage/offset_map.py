@@ -139,16 +139,26 @@ class OffsetMap:
             self.latest_offset = offset
 
     def put_many(self, keys: list[bytes | None], offsets: list[int], limit: int | None = None) -> int:
-        """:meth:`put` each non-null key with its offset (offsets increasing), stopping before the map
-        would hold more than ``limit`` keys (default :attr:`max_entries`); return how many pairs were
-        taken (a pair with a null key counts as taken)."""
+        """:meth:`put` each non-null key with its offset (offsets increasing), stopping at the first
+        key met once the map holds ``limit`` keys (default :attr:`max_entries`), as Kafka's
+        ``buildOffsetMapForSegment`` does (``map.size < maxDesiredMapSize`` before every put, a key
+        already in the map included); return how many pairs were taken (a pair with a null key counts
+        as taken)."""
         if _OMAP_PUT is None:
             return self.put_many_py(keys, offsets, limit)
         limit = self.max_entries if limit is None else limit
         taken, self.size = _OMAP_PUT(keys, offsets, self._lo, self._hi, self._offsets, limit, self.size)
-        if taken and offsets[taken - 1] > self.latest_offset:
-            self.latest_offset = offsets[taken - 1]
+        self._note_latest(keys, offsets, taken)
         return taken
+
+    def _note_latest(self, keys: list[bytes | None], offsets: list[int], taken: int) -> None:
+        """The latest offset put: that of the last key taken (Kafka's ``put`` moves ``latestOffset``;
+        a record without a key does not, nor does the batch's end once the map is full)."""
+        for i in range(taken - 1, -1, -1):
+            if keys[i] is not None:
+                if offsets[i] > self.latest_offset:
+                    self.latest_offset = offsets[i]
+                return
 
     def put_many_py(self, keys: list[bytes | None], offsets: list[int], limit: int | None = None) -> int:
         """:meth:`put_many` in Python (the reference of the kernel's ``omap_put``): everything the hot
@@ -165,14 +175,14 @@ class OffsetMap:
         for i, key in enumerate(keys):
             if key is None:
                 continue
+            if size >= limit:  # Kafka checks before every put, a key already there included
+                taken = i
+                break
             lo, hi = split(md5(key).digest())
             s = lo % slots
             step = 0
             while True:
                 if slot_offsets[s] < 0:
-                    if size >= limit:
-                        taken = i
-                        break
                     los[s] = lo
                     his[s] = hi
                     slot_offsets[s] = offsets[i]
@@ -184,11 +194,8 @@ class OffsetMap:
                 if not step:
                     step = hi % (slots - 1) + 1
                 s = (s + step) % slots
-            if taken == i:
-                break
         self.size = size
-        if taken and offsets[taken - 1] > self.latest_offset:
-            self.latest_offset = offsets[taken - 1]
+        self._note_latest(keys, offsets, taken)
         return taken
 
     def get(self, key: bytes) -> int:

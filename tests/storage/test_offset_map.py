@@ -124,3 +124,15 @@ def test_without_the_kernel_the_map_runs_its_python_loops(monkeypatch):
     omap = OffsetMap(50 * BYTES_PER_ENTRY)
     assert omap.put_many([b"a", None, b"a"], [1, 2, 3]) == 3 and omap.get(b"a") == 3
     assert omap.retain_flags([b"a", None, b"a"], [1, 2, 3]) == [False, False, True]
+
+
+@pytest.mark.parametrize("python", [False, True])
+def test_a_full_map_stops_at_the_next_key_even_one_it_holds(python):
+    omap = OffsetMap(5 * BYTES_PER_ENTRY, 0.5)  # 5 slots, 2 keys
+    assert omap.max_entries == 2
+    put = omap.put_many_py if python else omap.put_many
+    # Kafka's buildOffsetMapForSegment: "if (map.size < maxDesiredMapSize) map.put(...) else return true",
+    # for every keyed record: the round ends before the second "a" though the map holds "a"
+    assert put([b"a", None, b"b", None, b"a", b"c"], [10, 11, 12, 13, 14, 15]) == 4
+    assert omap.get(b"a") == 10 and omap.size == 2
+    assert omap.latest_offset == 12  # the last key put; the keyless record at 13 does not move it
