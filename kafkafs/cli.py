@@ -268,7 +268,7 @@ def cmd_recover(args: argparse.Namespace) -> int:
             continue
         report, start, end = reports[name]
         rewritten = [] if report is None or not report.rewritten_files else [
-            "rewrote the valid " + ", ".join(sorted(report.rewritten_files)) + " as a recovery builds them"]
+            "wrote " + ", ".join(sorted(report.rewritten_files)) + " as a recovery builds them (nothing wrong there)"]
         if report is None or not report.damaged():  # the report is exact: it names every file changed
             pending = [] if report is None or not report.pending_deletions() else [
                 f"removed {len(report.pending_deletions())} file(s) pending deletion (.deleted)"]

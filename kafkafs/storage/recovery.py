@@ -331,11 +331,14 @@ def _recover_segments(
 
 def _was_right(segment: LogSegment, name: str, old: object) -> bool:
     """Whether the offset or time index ``name`` held, as ``old`` (:meth:`index_state`), only entries a
-    broker could have written for this segment's batches, strictly increasing and trimmed: an offset
+    broker could have written for this segment's batches, strictly increasing and trimmed (or was absent
+    for an empty segment): an offset
     entry is (a batch's last offset, its position), a time entry (the largest timestamp so far, the last
     offset of the first batch holding it) at some batch. What Kafka's ``--verify-index-only`` accepts,
     and what a close or a restart leaves besides a rebuild's own entries."""
     size = {names.INDEX: 8, names.TIME_INDEX: 12}.get(name[name.rfind("."):])
+    if size is not None and old == (False,) and segment.size == 0:
+        return True  # no index for an empty segment: nothing was missing (Kafka creates it on open)
     if size is None or not isinstance(old, tuple) or len(old) != 3 or not old[0]:
         return False
     entries, length = old[1], old[2]

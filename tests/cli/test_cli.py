@@ -299,7 +299,7 @@ def test_produce_where_the_partition_name_is_taken_by_something_else(tmp_path, k
     assert [p.name for p in tmp_path.iterdir() if p.is_dir() and not p.is_symlink()] == []
 
 
-def test_recover_finds_nothing_wrong_in_valid_indexes_a_rebuild_would_write_otherwise(tmp_path, demo):
+def test_recover_finds_nothing_wrong_in_valid_indexes_a_rebuild_would_write_otherwise(tmp_path, demo, fixtures_dir):
     # A broker (and kafkafs) appends a time index entry when it closes a segment, and a broker that
     # restarts mid-segment counts index.interval.bytes from the restart: valid indexes that differ from
     # what a recovery rebuilds. `recover` rewrites them (as Kafka's recovery does) but that is not
@@ -318,12 +318,19 @@ def test_recover_finds_nothing_wrong_in_valid_indexes_a_rebuild_would_write_othe
         assert b"OK" in run("verify", str(logdir)).stdout
         out = run("recover", str(logdir)).stdout.decode()  # exit 0
         line = next(line for line in out.splitlines() if line.startswith(f"{name}: "))
-        assert "nothing wrong" in line and "rewrote" in line, out
+        assert "nothing wrong" in line and "as a recovery builds them" in line, out
         assert ", 0 changed;" in out.splitlines()[-1]
     # damage is still damage: an index entry that names no batch
     index.write_bytes(entries[:8] + (1).to_bytes(4, "big") + entries[12:])
     out = run("recover", str(copy), check_rc=1).stdout.decode()
     assert "orders-0: rebuilt" in out
+    # an empty segment without index files (a broker's preallocated ones not kept) lacked nothing
+    empty = tmp_path / "kraft"
+    shutil.copytree(fixtures_dir / "kafka-logs-c", empty)
+    assert not list((empty / "__consumer_offsets-1").glob("*index"))
+    out = run("recover", str(empty), check_rc=1).stdout.decode()  # the others lack real index files
+    line = next(line for line in out.splitlines() if line.startswith("__consumer_offsets-1: "))
+    assert line.startswith("__consumer_offsets-1: checked, nothing wrong; wrote "), line
 
 
 def test_recover_after_clean_finds_nothing_wrong(tmp_path, demo):
