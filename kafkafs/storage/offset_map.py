@@ -79,7 +79,9 @@ class OffsetMap:
             raise ValueError(f"an offset map of {memory} bytes cannot hold a single key")
         self.slots = slots
         self.load_factor = load_factor
-        self.max_entries = int(slots * load_factor)
+        # one slot always stays free, so that every probe ends (load factor 1.0 would fill them all and
+        # a key the map does not hold would be looked for forever)
+        self.max_entries = min(int(slots * load_factor), slots - 1)
         zeros = array("q", [0])
         self._lo = zeros * slots
         self._hi = zeros * slots

@@ -82,7 +82,7 @@ def test_the_kernels_md5_halves_are_hashlibs(blobs):
 @given(
     batches=st.lists(st.tuples(_keys, st.integers(0, 3), st.one_of(st.none(), st.integers(0, 12))), max_size=8),
     slots=st.integers(5, 60),
-    load=st.sampled_from([0.3, 0.9, 0.99]),
+    load=st.sampled_from([0.3, 0.9, 0.99, 1.0]),
     probes=st.lists(st.tuples(st.one_of(st.none(), st.binary(max_size=8)), st.integers(-1, 400)), max_size=30),
 )
 def test_the_kernels_map_equals_the_python_reference_slot_for_slot(batches, slots, load, probes):
@@ -136,3 +136,13 @@ def test_a_full_map_stops_at_the_next_key_even_one_it_holds(python):
     assert put([b"a", None, b"b", None, b"a", b"c"], [10, 11, 12, 13, 14, 15]) == 4
     assert omap.get(b"a") == 10 and omap.size == 2
     assert omap.latest_offset == 12  # the last key put; the keyless record at 13 does not move it
+
+
+@pytest.mark.parametrize("python", [False, True])
+def test_a_load_factor_of_one_leaves_a_slot_free_so_lookups_end(python):
+    omap = OffsetMap(7 * BYTES_PER_ENTRY, 1.0)
+    assert omap.slots == 7 and omap.max_entries == 6
+    put = omap.put_many_py if python else omap.put_many
+    flags = omap.retain_flags_py if python else omap.retain_flags
+    assert put([b"k%d" % i for i in range(10)], list(range(10))) == 6 and omap.full
+    assert list(map(bool, flags([b"absent", b"k0"], [1, 2]))) == [True, True]
