@@ -333,7 +333,10 @@ def mount(
     User mistakes (no such log directory, a missing, busy or non-empty mount point, a bad option) raise
     :class:`~kafkafs.errors.KafkafsError` subclasses with a one-line message.
     """
+    asked_rw = rw
     options, rw, values_override = fuse_option_set(rw, fuse_options, os.path.abspath(logdir))
+    if asked_rw and not rw:
+        print("kafkafs: -o ro overrides --rw: mounting read-only", file=sys.stderr)
     if values_override is not None:
         values = values_override
     if values not in VALUES_MODES:

@@ -334,11 +334,22 @@ def test_bad_bytes_raise_corrupt_record():
                      (metadata_record, b"\x01\x7f\x00"), (transaction_value, b"\x00\x00\x01")):
         with pytest.raises(CorruptRecordError):
             fn(data)
-    # left-over bytes are damage, as Kafka's serde says
+    # bytes after the last field: Kafka's CoordinatorRecordSerde reads the message and ignores them (as
+    # kafka-dump-log --offsets-decoder / --transaction-log-decoder print it); a metadata record's are
+    # damage (AbstractApiMessageSerde: "Found N byte(s) of garbage after")
     good = struct.pack(">hhs", 1, 1, b"g") + struct.pack(">hsi", 1, b"t", 0)
     assert offsets_key(good)["data"] == {"group": "g", "topic": "t", "partition": 0}
+    assert offsets_key(good + b"x") == offsets_key(good)
+    commit = struct.pack(">hqhsq", 1, 42, 0, b"", 1700000000000) + struct.pack(">q", -1)
+    assert offsets_value(commit + b"xyz", good) == offsets_value(commit, good)
+    assert offsets_value(commit, good)["data"]["offset"] == 42
+    tx_key = struct.pack(">hh", 0, 3) + b"tx1"
+    assert transaction_key(tx_key + b"\x00") == transaction_key(tx_key)
+    feature = bytes([1, 12, 0, 17]) + b"metadata.version" + struct.pack(">h", 20) + b"\x00"  # flexible: tags
+    record = metadata_record(feature)
+    assert record["type"] == "FEATURE_LEVEL_RECORD" and record["data"]["featureLevel"] == 20
     with pytest.raises(CorruptRecordError):
-        offsets_key(good + b"x")
+        metadata_record(feature + b"x")
 
 
 def test_clear_elr_record_of_kafka_4():

@@ -563,3 +563,12 @@ def test_a_bad_fuse_option_is_one_line(tmp_path, built_logdir, foreground, optio
     lines = result.stderr.decode().splitlines()
     assert result.returncode == code and len(lines) == 1 and not mounted, lines
     assert lines[0].startswith("kafkafs: error: ") and said in lines[0], lines
+
+
+def test_rw_with_o_ro_says_it_mounts_read_only(mounted, logdir_copy):
+    """``--rw -o ro``: the mount is read-only (``ro`` wins), and it says so instead of quietly dropping --rw."""
+    m = mounted(logdir_copy, "--rw", "-o", "ro")
+    with pytest.raises(OSError) as err:
+        (m / "orders-0" / "append").write_text("x\n")
+    assert err.value.errno in (errno.EROFS, errno.ENOENT)
+    assert "-o ro overrides --rw: mounting read-only" in m.log()

@@ -84,7 +84,7 @@ def offsets_key(data: bytes) -> dict:
     name = OFFSETS_RECORD_TYPES.get(kind)
     if name is None:
         raise CorruptRecordError(f"unknown __consumer_offsets record type {kind}")
-    return {"type": kind, "data": message(name + "Key").read(data, kind, 2)}
+    return {"type": kind, "data": message(name + "Key").read(data, kind, 2, whole=False)}
 
 
 def offsets_value(data: bytes | None, key: bytes | None = None) -> dict | None:
@@ -103,7 +103,9 @@ def offsets_value(data: bytes | None, key: bytes | None = None) -> dict | None:
     error: CorruptRecordError | None = None
     for name in names:
         try:
-            body = message(name + "Value").read(data, version, 2)
+            # Kafka's generated readers stop after the last field: bytes after it are ignored (as
+            # kafka-dump-log's decoder does), unless the type is guessed, where they tell the two apart
+            body = message(name + "Value").read(data, version, 2, whole=key is None)
         except CorruptRecordError as exc:
             error = error or exc
             continue
@@ -139,7 +141,7 @@ def decode_members(body: dict) -> None:
 def transaction_key(data: bytes) -> dict:
     """A ``__transaction_state`` key: ``{"type": 0, "data": {"transactionalId": "..."}}``."""
     version = _i16(data, "transaction key")
-    return {"type": version, "data": message("TransactionLogKey").read(data, version, 2)}
+    return {"type": version, "data": message("TransactionLogKey").read(data, version, 2, whole=False)}
 
 
 def transaction_value(data: bytes | None) -> dict | None:
@@ -147,7 +149,7 @@ def transaction_value(data: bytes | None) -> dict | None:
     if data is None:
         return None
     version = _i16(data, "transaction value")
-    return {"version": version, "data": message("TransactionLogValue").read(data, version, 2)}
+    return {"version": version, "data": message("TransactionLogValue").read(data, version, 2, whole=False)}
 
 
 @cache
