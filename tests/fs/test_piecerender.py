@@ -26,29 +26,42 @@ class _Prefills:
         return ran
 
 
+def _render_ahead_setup(monkeypatch, read_ahead: int) -> _Prefills:
+    """Small pieces and spans; prefills held in a :class:`_Prefills` the test runs when it chooses."""
+    from kafkafs.fs import layout, piecerender
+
+    monkeypatch.setattr(layout, "GROUP_BYTES", 1024)  # several pieces a segment
+    monkeypatch.setattr(piecerender, "READ_AHEAD_BYTES", read_ahead)
+    prefills = _Prefills()
+    monkeypatch.setattr(piecerender, "_submit", prefills.submit)
+    return prefills
+
+
+def _count_renders(state, monkeypatch) -> list:
+    """(segment, position, size) of every render of the partition's log, in order."""
+    calls = []
+    render_raw = state.renderer.render_raw
+
+    def counted(segment, position, size, flt):
+        calls.append((segment.base_offset, position, size))
+        return render_raw(segment, position, size, flt)
+
+    monkeypatch.setattr(state.renderer, "render_raw", counted)  # this partition's only
+    return calls
+
+
 def test_reads_render_ahead_once_and_then_answer_from_memory(built_logdir, monkeypatch):
     """A read that needs an unrendered piece renders the span after it in one pass (each batch once);
     the reads that follow are answered by ``read_view_now`` without rendering anything, the next span
     having been rendered ahead: only the first read of each segment renders (prefills stop at the end
     of a segment)."""
-    from kafkafs.fs import layout, piecerender
     from kafkafs.fs.caches import PieceCache
 
-    monkeypatch.setattr(layout, "GROUP_BYTES", 1024)  # several pieces a segment
-    monkeypatch.setattr(piecerender, "READ_AHEAD_BYTES", 8 * 1024)
-    prefills = _Prefills()
-    monkeypatch.setattr(piecerender, "_submit", prefills.submit)
+    prefills = _render_ahead_setup(monkeypatch, 8 * 1024)
     tree = tree_of(built_logdir)
     try:
         state = tree.state("orders-0")
-        calls = []
-        render_raw = state.renderer.render_raw
-
-        def counted(segment, position, size, flt):
-            calls.append((segment.base_offset, position, size))
-            return render_raw(segment, position, size, flt)
-
-        monkeypatch.setattr(state.renderer, "render_raw", counted)  # this partition's only
+        calls = _count_renders(state, monkeypatch)
         view = state.view_for(None)
         cache = PieceCache()
         want = expected_jsonl(built_logdir, "orders-0")
@@ -74,24 +87,13 @@ def test_reads_render_ahead_once_and_then_answer_from_memory(built_logdir, monke
 def test_a_late_prefill_renders_nothing_the_reader_already_rendered(built_logdir, monkeypatch):
     """A prefill thread that runs only after the reader has rendered its span itself and moved past it
     (a busy machine) renders nothing again, even once the cache has let that span go."""
-    from kafkafs.fs import layout, piecerender
     from kafkafs.fs.caches import PieceCache
 
-    monkeypatch.setattr(layout, "GROUP_BYTES", 1024)
-    monkeypatch.setattr(piecerender, "READ_AHEAD_BYTES", 4 * 1024)
-    prefills = _Prefills()
-    monkeypatch.setattr(piecerender, "_submit", prefills.submit)
+    prefills = _render_ahead_setup(monkeypatch, 4 * 1024)
     tree = tree_of(built_logdir)
     try:
         state = tree.state("orders-0")
-        calls = []
-        render_raw = state.renderer.render_raw
-
-        def counted(segment, position, size, flt):
-            calls.append((segment.base_offset, position, size))
-            return render_raw(segment, position, size, flt)
-
-        monkeypatch.setattr(state.renderer, "render_raw", counted)
+        calls = _count_renders(state, monkeypatch)
         view = state.view_for(None)
         cache = PieceCache(capacity=8)  # about two spans: they fall out of the cache soon after they are read
         want = expected_jsonl(built_logdir, "orders-0")
