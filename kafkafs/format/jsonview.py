@@ -159,8 +159,9 @@ def render_raw_record_pretty(
     if not line:
         return None
     line = line[: line.index(b"\n") + 1]  # the first record with that offset (a damaged batch may repeat it)
-    # The line is ours: the prefix, the offset's digits, then ',"timestamp":' and the timestamp's.
-    start = line.index(b",", len(line_prefix(topic, partition))) + len(b',"timestamp":')
+    # The line is ours: the prefix, the offset's digits, then ',"timestamp":' and the timestamp's. A topic
+    # name holds no quote, so the first ',"timestamp":' is that one.
+    start = line.index(b',"timestamp":') + len(b',"timestamp":')
     timestamp = int(line[start : line.index(b",", start)])
     return _kernel.indent_json(line[:-1]) + b"\n", timestamp
 

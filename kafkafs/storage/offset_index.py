@@ -54,14 +54,18 @@ class OffsetIndex(AbstractIndex[OffsetPosition]):
                 raise InvalidInput(f"{self._path}: position {position} does not fit an index entry")
             self._write_entry(st, fmt.encode_offset_entry(rel, position), OffsetPosition(offset, position))
 
-    def lookup(self, target_offset: int) -> OffsetPosition:
-        """The entry with the greatest offset <= ``target_offset``; ``(base_offset, 0)`` if none is."""
-        st = self._snapshot()
+    def _floor(self, st, target_offset: int) -> tuple[int, OffsetPosition]:
+        """The slot of the entry with the greatest offset <= ``target_offset`` (-1: none) and that
+        entry, ``(base_offset, 0)`` when there is none."""
         rel = target_offset - self._base_offset
         if st.entries == 0 or rel < 0:
-            return OffsetPosition(self._base_offset, 0)
+            return -1, OffsetPosition(self._base_offset, 0)
         slot = fmt.floor_slot(st.mm or b"", st.entries, min(rel, 2**32 - 1), fmt.OFFSET_KEY)
-        return OffsetPosition(self._base_offset, 0) if slot < 0 else self._parse(st.mm, slot)
+        return slot, OffsetPosition(self._base_offset, 0) if slot < 0 else self._parse(st.mm, slot)
+
+    def lookup(self, target_offset: int) -> OffsetPosition:
+        """The entry with the greatest offset <= ``target_offset``; ``(base_offset, 0)`` if none is."""
+        return self._floor(self._snapshot(), target_offset)[1]
 
     def lookup_bounded(self, target_offset: int) -> tuple[OffsetPosition, int | None]:
         """:meth:`lookup`'s entry, and the position of the entry two past it (None if there is none):
@@ -69,12 +73,8 @@ class OffsetIndex(AbstractIndex[OffsetPosition]):
         batch and no later than the next entry's, and the next entry's batch ends where the one
         after it (or a batch between) starts, so a lookup needs no byte from that position on."""
         st = self._snapshot()
-        rel = target_offset - self._base_offset
-        if st.entries == 0 or rel < 0:
-            return OffsetPosition(self._base_offset, 0), None
-        slot = fmt.floor_slot(st.mm or b"", st.entries, min(rel, 2**32 - 1), fmt.OFFSET_KEY)
-        floor = OffsetPosition(self._base_offset, 0) if slot < 0 else self._parse(st.mm, slot)
-        if slot + 2 >= st.entries:
+        slot, floor = self._floor(st, target_offset)
+        if target_offset < self._base_offset or slot + 2 >= st.entries:
             return floor, None
         return floor, self._parse(st.mm, slot + 2).position
 
