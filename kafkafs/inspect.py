@@ -5,17 +5,23 @@ It reads only (nothing here writes), so it is safe on a directory a broker owns.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
 from .errors import CorruptRecordError, UnsafeFileError
 from .format.batch import decode_batch, validate_batch
-from .format.checkpoint import parse_epoch_checkpoint, parse_offset_checkpoint
+from .format.checkpoint import EPOCH_CHECKPOINT_FILE, parse_epoch_checkpoint, parse_offset_checkpoint
+from .storage.leader_epochs import read_regular_file
 from .storage.log import Log
-from .storage.logdir import LogDir
-from .storage.safefiles import open_file, unsafe_entries
+from .storage.logdir import (
+    CLEANER_OFFSET_FILE,
+    LOG_START_FILE,
+    RECOVERY_POINT_FILE,
+    REPLICATION_OFFSET_FILE,
+    LogDir,
+)
+from .storage.safefiles import unsafe_entries
 from .storage.segment import LogSegment
 
 __all__ = ["verify_logdir", "check_segment"]
@@ -128,8 +134,7 @@ def check_segment(
     return records, next_offset, problems
 
 
-_LOGDIR_CHECKPOINTS = ("recovery-point-offset-checkpoint", "log-start-offset-checkpoint",
-                       "replication-offset-checkpoint", "cleaner-offset-checkpoint")
+_LOGDIR_CHECKPOINTS = (RECOVERY_POINT_FILE, LOG_START_FILE, REPLICATION_OFFSET_FILE, CLEANER_OFFSET_FILE)
 
 
 def checkpoint_problems(folder: Path, names: tuple[str, ...], parse: Callable[[bytes], object]) -> list[tuple[str, str]]:
@@ -139,8 +144,7 @@ def checkpoint_problems(folder: Path, names: tuple[str, ...], parse: Callable[[b
     found = []
     for name in names:
         try:
-            with os.fdopen(open_file(folder / name, os.O_RDONLY), "rb") as f:
-                parse(f.read())
+            parse(read_regular_file(folder / name))
         except (FileNotFoundError, UnsafeFileError):  # a link inside a partition folder is said apart
             continue
         except CorruptRecordError as exc:
@@ -169,7 +173,7 @@ def verify_logdir(logdir: LogDir, out: TextIO, *, deep: bool = True, partitions:
             for entry in unsafe_entries(logdir.path / name)
         ]
         problems += [f"{file}: {reason}" for file, reason in
-                     checkpoint_problems(logdir.path / name, ("leader-epoch-checkpoint",), parse_epoch_checkpoint)]
+                     checkpoint_problems(logdir.path / name, (EPOCH_CHECKPOINT_FILE,), parse_epoch_checkpoint)]
         notes: list[str] = []
         records = 0
         expected = log_.log_start_offset

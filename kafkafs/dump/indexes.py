@@ -53,6 +53,7 @@ class IndexErrors:
         #: the keys Kafka ``put`` into each of its maps, in turn: a Scala mutable.HashMap, whose
         #: iteration order (the order files are reported in) follows from them (:mod:`.scala`)
         self._puts: dict[int, list[str]] = {}
+        self._keys: dict[str, str] = {}  # name -> its absolute path (Kafka's map key), made once a file
 
     def add(self, table: dict[str, list[tuple[int, int]]], name: str, pairs: list[tuple[int, int]], *,
             put_each: bool = False) -> None:
@@ -61,7 +62,9 @@ class IndexErrors:
         list is created for the time index's maps."""
         if not pairs:
             return
-        key = _absolute(name)
+        key = self._keys.get(name)
+        if key is None:
+            key = self._keys[name] = _absolute(name)
         puts = self._puts.setdefault(id(table), [])
         if put_each:
             puts.extend([key] * len(pairs))

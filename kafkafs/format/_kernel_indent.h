@@ -50,36 +50,11 @@ static int indent_next(const unsigned char *s, Py_ssize_t n, Py_ssize_t pos, Py_
     return TOK_NONE;
 }
 
-typedef struct {
-    char *data;
-    Py_ssize_t len, cap;
-} indent_out;
-
-static int indent_put(indent_out *o, const void *src, Py_ssize_t k) {
-    if (k > PY_SSIZE_T_MAX - o->len) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    if (o->len + k > o->cap) {
-        Py_ssize_t cap = o->cap ? o->cap : 256;
-        while (cap < o->len + k) cap = cap > PY_SSIZE_T_MAX / 2 ? o->len + k : cap * 2;
-        char *grown = PyMem_Realloc(o->data, (size_t)cap);
-        if (grown == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        o->data = grown;
-        o->cap = cap;
-    }
-    memcpy(o->data + o->len, src, (size_t)k);
-    o->len += k;
-    return 0;
-}
-
-static int indent_line(indent_out *o, const char *step, Py_ssize_t step_len, Py_ssize_t depth) {
-    if (indent_put(o, "\n", 1) < 0) return -1;
+/* A new line and the step ``depth`` times (nothing when the depth is below zero). Output: _kernel_text.h's Out. */
+static int indent_line(Out *o, const char *step, Py_ssize_t step_len, Py_ssize_t depth) {
+    if (out_byte(o, '\n') < 0) return -1;
     for (Py_ssize_t i = 0; i < depth; i++)
-        if (indent_put(o, step, step_len) < 0) return -1;
+        if (out_write(o, step, step_len) < 0) return -1;
     return 0;
 }
 
@@ -90,7 +65,7 @@ static PyObject *k_indent_json(PyObject *Py_UNUSED(self), PyObject *args) {
     Py_ssize_t n = in.len, depth = 0, start, end, next_start, next_end;
     const char *step = stepbuf.buf;
     Py_ssize_t step_len = stepbuf.len;
-    indent_out o = {NULL, 0, 0};
+    Out o = {NULL, 0, 0, 0, 0, NULL, NULL};
     int failed = 0;
     int kind = indent_next(s, n, 0, &start, &end);
     while (kind != TOK_NONE && !failed) {
@@ -100,21 +75,21 @@ static PyObject *k_indent_json(PyObject *Py_UNUSED(self), PyObject *args) {
             unsigned char closer = c == '{' ? '}' : ']';
             if (next == TOK_PUNCT && s[next_start] == closer) {
                 char pair[2] = {(char)c, (char)closer};
-                failed = indent_put(&o, pair, 2) < 0;
+                failed = out_write(&o, pair, 2) < 0;
                 kind = indent_next(s, n, next_end, &start, &end);
                 continue;
             }
             depth++;
-            failed = indent_put(&o, &c, 1) < 0 || indent_line(&o, step, step_len, depth) < 0;
+            failed = out_byte(&o, (char)c) < 0 || indent_line(&o, step, step_len, depth) < 0;
         } else if (kind == TOK_PUNCT && (c == '}' || c == ']')) {
             depth--;
-            failed = indent_line(&o, step, step_len, depth) < 0 || indent_put(&o, &c, 1) < 0;
+            failed = indent_line(&o, step, step_len, depth) < 0 || out_byte(&o, (char)c) < 0;
         } else if (kind == TOK_PUNCT && c == ',') {
-            failed = indent_put(&o, ",", 1) < 0 || indent_line(&o, step, step_len, depth) < 0;
+            failed = out_byte(&o, ',') < 0 || indent_line(&o, step, step_len, depth) < 0;
         } else if (kind == TOK_PUNCT) { /* ':' */
-            failed = indent_put(&o, ": ", 2) < 0;
+            failed = OUT_LIT(&o, ": ") < 0;
         } else {
-            failed = indent_put(&o, s + start, end - start) < 0;
+            failed = out_write(&o, s + start, end - start) < 0;
         }
         kind = next;
         start = next_start;
@@ -122,7 +97,11 @@ static PyObject *k_indent_json(PyObject *Py_UNUSED(self), PyObject *args) {
     }
     PyBuffer_Release(&in);
     PyBuffer_Release(&stepbuf);
-    PyObject *result = failed ? NULL : PyBytes_FromStringAndSize(o.data ? o.data : "", o.len);
-    PyMem_Free(o.data);
+    PyObject *result = NULL;
+    if (failed)
+        PyErr_NoMemory();
+    else
+        result = PyBytes_FromStringAndSize(o.buf ? o.buf : "", o.len);
+    PyMem_RawFree(o.buf);
     return result;
 }

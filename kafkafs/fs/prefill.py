@@ -81,7 +81,7 @@ def index_logdir(
         states = []
         for i, name in enumerate(logdir.partition_names()):
             log_ = logdir.log(name)
-            states.append(PartitionState(name, i, log_, mode, cache=cache, decoder=decoder_for(log_.topic, registry)))
+            states.append(PartitionState(name, i, log_, mode, cache=cache, decoder=decoder_for(log_.topic, registry, mode)))
         segments = sum(len(state.listed_segments()) for state in states)
         jobs = [job for state in states for job in state.sizing_jobs()]
         total = sum(max(job.layout.segment.size - job.layout.scanned, 0) for job in jobs)

@@ -191,7 +191,7 @@ class Tree:
                 except InvalidName:
                     raise NotFound(name) from None
                 number = self.number(name)
-                decoder = decoder_for(log_.topic, self.registry)
+                decoder = decoder_for(log_.topic, self.registry, self.mode)
                 state = PartitionState(name, number, log_, self.mode, cache=self.cache, decoder=decoder)
                 for callback in self._listeners:
                     state.add_listener(callback)

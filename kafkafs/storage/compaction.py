@@ -290,7 +290,7 @@ def legacy_delete_horizon(segments: list[LogSegment], first_dirty: int, delete_r
 
 def _clean_group(target, group: list[LogSegment], omap: OffsetMap, now_ms: int, txns: CleanedTransactions,
                  aborted: list[AbortedTxn], stats: CleanStats, io_buffer: int, dry_run: bool,
-                 expiration_ms: int, legacy_horizon: int = 0, round_upper: int = -1) -> GroupResult:
+                 active: dict[int, tuple[int, int]], legacy_horizon: int = 0, round_upper: int = -1) -> GroupResult:
     """Copy ``group`` into one ``.cleaned`` segment and swap it in (Kafka's ``cleanSegments``)."""
     result = GroupResult()
     base = group[0].base_offset
@@ -304,7 +304,6 @@ def _clean_group(target, group: list[LogSegment], omap: OffsetMap, now_ms: int, 
         cleaned = LogSegment(target.dir, base, target.config, writable=True, suffix=CLEANED)
     writer = _Writer(cleaned, io_buffer, stats)
     retention = target.config.delete_retention_ms
-    active = target.active_producers(now_ms, expiration_ms) if hasattr(target, "active_producers") else {}
     txns.cleaned = []
     try:
         last_dropped: BatchView | None = None
@@ -397,11 +396,13 @@ def clean_log(target, now_ms: int, omap: OffsetMap, *, checkpoint: int | None = 
         to_clean = [s for s in segments if s.base_offset < end]
         txns = CleanedTransactions()  # one per round, carried from group to group (as Kafka's doClean)
         legacy_horizon = legacy_delete_horizon(segments, start, target.config.delete_retention_ms)
+        # the producers still active, once a round (Kafka's lastRecordsOfActiveProducers in doClean)
+        active = target.active_producers(now_ms, producer_expiration_ms) if hasattr(target, "active_producers") else {}
         for group in group_segments(to_clean, target.config.segment_bytes, target.config.segment_index_bytes, end):
             if should_stop is not None and should_stop():
                 return lines, cleaned_to
             result = _clean_group(target, group, omap, now_ms, txns, aborted, stats, io_buffer, dry_run,
-                                  producer_expiration_ms, legacy_horizon, state.upper)
+                                  active, legacy_horizon, state.upper)
             if result.changed or len(group) > 1:
                 lines.append(_describe(target, group, result, dry_run))
         cleaned_to = end

@@ -161,28 +161,30 @@ def clean_batch(view: BatchView, file: str, omap: OffsetMap, txns: CleanedTransa
     if need be, so that its last offset is not lost: Kafka's ``upperBoundOffsetOfCleaningRound``)."""
     h = view.header
     horizon_set = bool(h.attributes & DELETE_HORIZON_FLAG)
-    batch = view.decode(file=file)
-    n = len(batch)
+    retain_empty = last_of_active_producer(h, active) or h.next_offset == round_upper
     if h.is_control:
+        batch = view.decode(file=file)
+        n = len(batch)
         discardable = txns.on_control(h, batch.keys[0] if n else None, n == 0)
         discard_records = discardable and horizon_set and h.first_timestamp <= now_ms
     else:
         discardable = discard_records = txns.on_batch(h)
-    retain_empty = (h.producer_id >= 0 and last_of_active_producer(h, active)) or h.next_offset == round_upper
-    if discard_records and not retain_empty:  # Kafka's BatchRetention.DELETE: the records are not read
+        if discard_records and not retain_empty:  # Kafka's BatchRetention.DELETE: the records are not read
+            result.aborted += max(h.record_count, 0)
+            return None
+        batch = view.decode(file=file)
+        n = len(batch)
+    if discard_records:
         if h.is_control:
             result.markers += 1
         else:
             result.aborted += n
-        return None
+        if not retain_empty:
+            return None
     stats.records_read += n
     keys, values, offsets = batch.keys, batch.values, batch.offsets
     if discard_records:
         keep = [False] * n
-        if h.is_control:
-            result.markers += 1
-        else:
-            result.aborted += n
     elif h.is_control:
         keep = [True] * n
     else:
