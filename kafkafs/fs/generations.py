@@ -88,6 +88,9 @@ class RecordsStream:
         self._readers: dict[int, int] = {}  # id(open handle) -> the end of what it has read
         self._pins: dict[int, tuple[int, _Pinned]] = {}  # id(pieces) -> (the part's end, its .log)
         self._pin_lock = threading.Lock()
+        #: the partition's rewrites when removed segments were last looked for: an append removes
+        #: none, so advancing the view looks again only after a rewrite
+        self._pinned_at = -1
 
     def __repr__(self) -> str:
         total = self._view.total if self._view is not None else None
@@ -129,7 +132,7 @@ class RecordsStream:
         if view is not cur:
             self.detached = True
         self._view, self._seen = view, cur
-        if self._readers:
+        if self._readers and self._pinned_at != state.rewrites:
             self.pin_removed()
         return view
 
@@ -180,10 +183,12 @@ class RecordsStream:
         view = self._view
         if view is None:
             return
+        rewrites = self.state.rewrites
         segments = self.state.log.segments
         with self._pin_lock:
             if not self._readers:
                 return
+            self._pinned_at = rewrites
             low = min(self._readers.values()) - PIN_MARGIN
             for part, start in zip(view.parts, view.starts, strict=True):
                 pieces = part.pieces

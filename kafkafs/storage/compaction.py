@@ -273,11 +273,9 @@ class _Writer:
 
 
 def _last_modified(segment: LogSegment) -> int:
-    """Kafka's ``LogSegment.lastModified``: the ``.log``'s modification time, in ms."""
-    try:
-        return os.stat(segment.log_path).st_mtime_ns // 1_000_000
-    except OSError:
-        return 0
+    """Kafka's ``LogSegment.lastModified``: the ``.log``'s modification time, in ms (0 when it is gone)."""
+    modified = segment.last_modified_ms()
+    return 0 if modified is None else modified
 
 
 def legacy_delete_horizon(segments: list[LogSegment], first_dirty: int, delete_retention_ms: int) -> int:

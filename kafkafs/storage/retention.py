@@ -14,8 +14,6 @@ the deletion itself takes the log's writer lock (:meth:`Log.delete_segments`).
 
 from __future__ import annotations
 
-import os
-
 from .segment import LogSegment
 
 __all__ = ["apply_retention", "retention_doomed"]
@@ -27,10 +25,8 @@ def largest_timestamp(segment: LogSegment) -> int:
     newest = segment.max_timestamp
     if newest >= 0:
         return newest
-    try:
-        return os.stat(segment.log_path).st_mtime_ns // 1_000_000
-    except OSError:
-        return 2**63 - 1  # gone or unreadable: not old by any measure here
+    modified = segment.last_modified_ms()
+    return 2**63 - 1 if modified is None else modified  # gone or unreadable: not old by any measure here
 
 
 def retention_doomed(target, now_ms: int) -> list[LogSegment]:

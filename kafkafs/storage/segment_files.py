@@ -168,6 +168,14 @@ class SegmentFiles:
         """Bytes in the ``.log`` (read-only segments: as of the last :meth:`refresh`)."""
         return self._size
 
+    def last_modified_ms(self) -> int | None:
+        """The ``.log``'s modification time in ms (Kafka's ``LogSegment.lastModified``); None when the
+        file is gone or cannot be read (each caller says what that means for it)."""
+        try:
+            return os.stat(self.log_path).st_mtime_ns // 1_000_000
+        except OSError:
+            return None
+
     def read_at(self, position: int, size: int) -> bytes:
         """Up to ``size`` bytes of the ``.log`` from ``position`` (short at the end)."""
         return self.records.read_at(position, size)

@@ -14,7 +14,7 @@ ordinary topic's ``consume`` never pays for them.
 
 from __future__ import annotations
 
-import threading
+import functools
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
@@ -65,9 +65,13 @@ _LAZY = {
     "control_value": ".internal",
 }
 
-#: One InternalDecoder per internal topic, made on first use (decoders are immutable and shared).
-_INTERNAL: dict[str, Decoder] = {}
-_INTERNAL_GUARD = threading.Lock()
+@functools.cache
+def _internal(kind: str) -> Decoder:
+    """One InternalDecoder per kind, made on first use (decoders are immutable and shared; two threads
+    racing may each make one, and one of them is kept)."""
+    from .view import InternalDecoder
+
+    return InternalDecoder(kind)
 
 
 def __getattr__(name: str) -> Any:
@@ -88,13 +92,7 @@ def decoder_for(topic: str, registry=None, mode: str = "auto") -> Decoder | None
         return None
     kind = INTERNAL_TOPICS.get(topic)
     if kind is not None:
-        decoder = _INTERNAL.get(topic)
-        if decoder is None:
-            from .view import InternalDecoder
-
-            with _INTERNAL_GUARD:
-                decoder = _INTERNAL.setdefault(topic, InternalDecoder(kind))
-        return decoder
+        return _internal(kind)
     if registry is not None and len(registry):
         return registry.decoder()
     return None
