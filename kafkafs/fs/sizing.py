@@ -144,20 +144,23 @@ def size_layouts(
     parts sized on several threads (the kernel releases the GIL). Exceptions of a job propagate once
     the others are done."""
     advance = (lambda nbytes: progress.advance(0, nbytes)) if progress is not None else None
-    before = {id(job): _key(job.layout, job.renderer) if not len(job.layout) else None for job in jobs}
+    parts = _parts(jobs, threads)
+    # the file as it was before sizing began (a layout only stored if it still is): taken here for the
+    # jobs cut into parts (their layout grows before run), in run itself (on the pool) for the others
+    before = {id(job): _key(job.layout, job.renderer) for job in jobs if id(job) in parts}
 
     def run(job: SizingJob) -> None:
         layout = job.layout
+        key = before[id(job)] if id(job) in before else _key(layout, job.renderer) if not len(layout) else None
         layout.extend(job.renderer, advance)
         if store is None or store(job):
-            store_layout(layout, job.renderer, cache, before[id(job)])
+            store_layout(layout, job.renderer, cache, key)
         if progress is not None:
             progress.advance(1, 0)
 
     def size_part(job: SizingJob, start: int, end: int) -> SpanRuns:
         return span_runs(job.renderer, job.layout.segment, start, end, layout_module.GROUP_BYTES, advance)
 
-    parts = _parts(jobs, threads)
     if len(jobs) + sum(len(p) - 1 for p in parts.values()) <= 1 or threads <= 1:
         for job in jobs:
             run(job)
