@@ -130,6 +130,11 @@ class Pieces:
         """The piece holding byte ``rel`` (``count`` if past the end)."""
         return bisect_right(self.ends, rel, 0, count)
 
+    def segment_at(self, i: int) -> LogSegment | None:
+        """The segment piece ``i`` was laid out from, when the pieces know it (None: the log's segment
+        at its base)."""
+        return None
+
     def memory(self) -> int:
         """Bytes held by the arrays (for the curious and the tests)."""
         return sum(
@@ -154,6 +159,11 @@ class SegmentLayout(Pieces):
         self.scanned = 0  # file position up to which every batch belongs to a piece
         self.broken = False  # a header that does not parse: nothing after it can be found
         self.stored_key: object | None = None  # the size-cache key this layout was last stored or loaded as
+
+    def segment_at(self, i: int) -> LogSegment:
+        """A segment's own layout reads the segment it was laid out from, even after compaction swapped
+        another in at its base (the old one stays readable until its files go)."""
+        return self.segment
 
     @property
     def lo(self) -> int:

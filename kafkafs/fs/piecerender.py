@@ -148,13 +148,7 @@ class PieceRenderer:
         if pinned is not None:
             return pinned  # type: ignore[return-value]
         base = pieces.bases[i]
-        # A segment's own layout reads the segment it was laid out from, even after compaction swapped
-        # another in at its base (the old one stays readable until its files go).
-        if isinstance(pieces, SegmentLayout):
-            segment = pieces.segment
-        else:  # a range: each piece knows its segment (None for pieces made without one)
-            own = getattr(pieces, "piece_segments", None)
-            segment = own[i] if own is not None and i < len(own) and own[i] is not None else self.log.segments.get(base)
+        segment = pieces.segment_at(i) or self.log.segments.get(base)  # the one it was laid out from
         if segment is None or segment.suffix == ".deleted" and not os.path.exists(segment.log_path):
             # an open records.jsonl reading back past file.delete.delay.ms: ESTALE, not damage
             raise SegmentClosedError(

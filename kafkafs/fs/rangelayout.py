@@ -70,6 +70,11 @@ class RangeLayout(Pieces):
         self.piece_segments: list[LogSegment] = []
         self._segment: LogSegment | None = None
 
+    def segment_at(self, i: int) -> LogSegment | None:
+        # a reader may see a piece an instant before its segment is listed (add appends it after)
+        segments = self.piece_segments
+        return segments[i] if i < len(segments) else None
+
     def add(self, base: int, position: int, size: int, length: int, last_offset: int,
             bad: CorruptRecordError | None = None) -> None:
         count = len(self.ends)
