@@ -15,11 +15,7 @@ from ..storage.names import parse_partition_dir_name
 from .options import ReadOptions
 from .predicates import NO_PREDICATES, Predicates
 
-__all__ = ["discover_partitions", "iter_logs", "INTERNAL_TOPICS"]
-
-#: Folders read only when asked for by name (a pattern only with kafka.exclude.internal.topics=false,
-#: see options.PATTERN_EXCLUDED_TOPICS): the KRaft metadata log is not a topic.
-INTERNAL_TOPICS = frozenset({"__cluster_metadata"})
+__all__ = ["discover_partitions", "iter_logs"]
 
 
 def discover_partitions(options: ReadOptions, predicates: Predicates = NO_PREDICATES) -> list[tuple[str, str, int]]:
@@ -70,8 +66,6 @@ def _is_partition_folder(path: str) -> bool:
 
 
 def _wanted(topic: str, partition: int, options: ReadOptions, predicates: Predicates) -> bool:
-    if topic in INTERNAL_TOPICS and options.topics is None and options.topic_pattern is None:
-        return False
     return options.accepts_partition(topic, partition) and predicates.accepts_partition(topic, partition)
 
 

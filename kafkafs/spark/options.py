@@ -31,6 +31,9 @@ DEFAULT_BATCH_ROWS = 32768
 #: topic to a client, with them. By name (``subscribe``, ``assign``) they are always read.
 PATTERN_EXCLUDED_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state",
                                      "__cluster_metadata"})
+#: Folders read only when ``subscribe`` names them or a pattern takes them (not when every topic is
+#: read, nor by ``assign``): the KRaft metadata log is not a topic.
+NOT_A_TOPIC = frozenset({"__cluster_metadata"})
 
 #: Per partition: an offset (or EARLIEST/LATEST), keyed by (topic, partition); ``default`` for the rest.
 OffsetMap = dict[tuple[str, int], int]
@@ -83,6 +86,8 @@ class ReadOptions:
     exclude_internal_topics: bool = True  # kafka.exclude.internal.topics: a pattern leaves them out
 
     def accepts_topic(self, topic: str) -> bool:
+        if topic in NOT_A_TOPIC and self.topics is None and self.topic_pattern is None:
+            return False
         if self.topics is not None and topic not in self.topics:
             return False
         if self.assign is not None and all(t != topic for t, _p in self.assign):
