@@ -25,6 +25,9 @@ if TYPE_CHECKING:
         metadata_record,
         offsets_key,
         offsets_value,
+        remote_log_metadata_record,
+        share_state_key,
+        share_state_value,
         transaction_key,
         transaction_value,
     )
@@ -40,6 +43,9 @@ __all__ = [
     "transaction_key",
     "transaction_value",
     "metadata_record",
+    "share_state_key",
+    "share_state_value",
+    "remote_log_metadata_record",
     "control_key",
     "control_value",
     "INTERNAL_TOPICS",
@@ -50,6 +56,8 @@ INTERNAL_TOPICS = {
     "__consumer_offsets": "offsets",
     "__transaction_state": "transactions",
     "__cluster_metadata": "metadata",
+    "__share_group_state": "share-state",
+    "__remote_log_metadata": "remote-log-metadata",
 }
 
 #: The module each lazily imported public name comes from.
@@ -61,6 +69,9 @@ _LAZY = {
     "transaction_key": ".internal",
     "transaction_value": ".internal",
     "metadata_record": ".internal",
+    "share_state_key": ".internal",
+    "share_state_value": ".internal",
+    "remote_log_metadata_record": ".internal",
     "control_key": ".internal",
     "control_value": ".internal",
 }

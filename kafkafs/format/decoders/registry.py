@@ -218,7 +218,7 @@ class RegistryDecoder(Decoder):
         and the ``"...SchemaId"`` text are looked up once a column."""
         items = keys if which == "key" else values
         if batch.header.is_control:
-            return [generic_json(x) for x in items]
+            return Decoder._column(self, batch, keys, values, which)
         suffix = b',"keySchemaId":%d' if which == "key" else b',"valueSchemaId":%d'
         stream = BytesIO(b"".join([x for x in items if x is not None]))
         seek, tell = stream.seek, stream.tell

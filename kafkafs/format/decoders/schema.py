@@ -17,13 +17,12 @@ Compiled messages are immutable and cached; they are safe to share across thread
 from __future__ import annotations
 
 import base64
-import json
 import struct
 from functools import cache
-from importlib import resources
 from typing import Any
 
 from ...errors import CorruptRecordError
+from .definitions import load_spec, spec_names
 from .schema_write import FIXED, MessageWriter, is_default, uuid_bytes, uuid_text
 
 __all__ = ["Message", "message", "message_names", "Versions", "uuid_text", "uuid_bytes"]
@@ -341,26 +340,12 @@ class Message(MessageWriter):
             return self._read_struct(r, f.struct, version, flexible)
         raise CorruptRecordError(f"unknown field type {kind}")
 
-_PACKAGE = __name__.rsplit(".", 1)[0]
-
-
-def _messages_dir():
-    return resources.files(_PACKAGE).joinpath("messages")
-
-
 @cache
 def message(name: str) -> Message:
     """The compiled definition named ``name`` (e.g. ``"PartitionRecord"``), loaded from package data."""
-    try:
-        text = _messages_dir().joinpath(f"{name}.json").read_text("utf-8")
-    except FileNotFoundError:
-        raise KeyError(name) from None
-    return Message(json.loads(text))
+    return Message(load_spec(name))
 
 
-@cache
 def message_names() -> tuple[str, ...]:
     """Every definition shipped, by name."""
-    return tuple(sorted(
-        p.name[:-5] for p in _messages_dir().iterdir() if p.name.endswith(".json")
-    ))
+    return spec_names()
