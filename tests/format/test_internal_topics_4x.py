@@ -234,3 +234,26 @@ def test_control_records_dump_as_kafka_dump_log_prints(tmp_path, fixtures_dir):
         if kafka is None:
             pytest.skip(f"Kafka {version}'s jars are not on this machine (scripts/fetch_kafka.sh fetches them)")
         assert ours.splitlines() == kafka.stdout.splitlines(), flags
+
+
+def test_a_tagged_nullable_struct_as_a_broker_writes_it():
+    # ConsumerGroupMemberMetadataValue v0 as a Kafka 4.4.0 broker wrote it for a KIP-848 console consumer:
+    # the tagged ClassicMemberMetadata (tag 0) is written even when null, its body the unsigned varint 0
+    # (present: 1, then the struct), unlike a regular nullable struct's int8 -1 / 1
+    from kafkafs.format.decoders.schema import message
+
+    raw = base64.b64decode("AAAAABFjb25zb2xlLWNvbnN1bWVyCy8xMjcuMC4wLjECB29yZGVycwEABJPgAAEAAQA=")
+    key = struct.pack(">h", 5) + struct.pack(">h", 4) + b"g848" + struct.pack(">h", 22) + b"wm8gLQ70RrCSDxTGzQrUEg"
+    decoded = decoder_for("__consumer_offsets").value(key, raw, False)[0]
+    assert decoded == {"version": 0, "data": {
+        "instanceId": None, "rackId": None, "clientId": "console-consumer", "clientHost": "/127.0.0.1",
+        "subscribedTopicNames": ["orders"], "subscribedTopicRegex": "", "rebalanceTimeoutMs": 300000,
+        "serverAssignor": None, "classicMemberMetadata": None}}
+    m = message("ConsumerGroupMemberMetadataValue")
+    assert m.write(decoded["data"], 0) == raw[2:]
+    present = dict(decoded["data"], classicMemberMetadata={
+        "sessionTimeoutMs": 45000, "supportedProtocols": [{"name": "range", "metadata": "AAE="}]})
+    body = m.write(present, 0)
+    tags = body[body.index(b"\x04\x93\xe0") + 3 + 1:]  # after rebalanceTimeoutMs and serverAssignor
+    assert tags[:4] == b"\x01\x00" + bytes([len(tags) - 3]) + b"\x01"  # one tag, 0, its size, marker 1
+    assert m.read(struct.pack(">h", 0) + body, 0, 2) == present

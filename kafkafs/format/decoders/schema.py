@@ -293,7 +293,8 @@ class Message(MessageWriter):
                     r.take(size)  # an unknown tag: Kafka keeps it as unknown tagged fields, not printed
                     continue
                 end = r.pos + size
-                found[f.json_name] = self._read_value(r, f, f.kind, version, flexible, version in f.nullable)
+                found[f.json_name] = self._read_value(r, f, f.kind, version, flexible, version in f.nullable,
+                                                      tagged=True)
                 if r.pos != end:
                     raise CorruptRecordError(f"tagged field {f.name} has {size} bytes, read {r.pos - end + size}")
             if tagged:
@@ -310,7 +311,8 @@ class Message(MessageWriter):
                 obj = ordered
         return obj
 
-    def _read_value(self, r: _Reader, f: _Field, kind: str, version: int, flexible: bool, nullable: bool):
+    def _read_value(self, r: _Reader, f: _Field, kind: str, version: int, flexible: bool, nullable: bool,
+                    tagged: bool = False):
         st = FIXED.get(kind)
         if st is not None:
             return r.fixed(st)
@@ -335,7 +337,9 @@ class Message(MessageWriter):
                 return [self._read_struct(r, f.struct, version, flexible) for _ in range(n)]
             return [self._read_value(r, f, f.element, version, flexible, False) for _ in range(n)]
         if kind == "struct":
-            if nullable and r.fixed(FIXED["int8"]) < 0:
+            # a nullable struct's marker: int8 -1 (null) or 1; in a tagged field an unsigned varint, 0
+            # for null (Kafka's generated readers)
+            if nullable and (r.uvarint() == 0 if tagged else r.fixed(FIXED["int8"]) < 0):
                 return None
             return self._read_struct(r, f.struct, version, flexible)
         raise CorruptRecordError(f"unknown field type {kind}")
