@@ -95,6 +95,21 @@ def hand_built_share_snapshot() -> tuple[bytes, bytes, dict, dict]:
                                                  "deliveryCount": 1}]}}
 
 
+def hand_built_streams_group() -> tuple[bytes, bytes, dict, dict]:
+    """A StreamsGroupMetadata record (type 17, KIP-1071) from Kafka's layout: the key ``i16 17`` then
+    StreamsGroupMetadataKey v0 (i16-length string groupId); the value ``i16 0`` then
+    StreamsGroupMetadataValue v0, flexible: int32 epoch, int64 metadataHash, then the tagged fields in
+    tag order: 0 ValidatedTopologyEpoch (int32), 1 LastAssignmentConfigs (a compact array of {compact
+    string key, compact string value, tags})."""
+    key = struct.pack(">h", 17) + struct.pack(">h", 7) + b"streams"
+    configs = b"\x02" + b"\x0anum.tasks" + b"\x023" + b"\x00"
+    value = (struct.pack(">h", 0) + struct.pack(">iq", 4, -99) + b"\x02"
+             + b"\x00\x04" + struct.pack(">i", 3) + b"\x01" + bytes([len(configs)]) + configs)
+    return key, value, {"type": 17, "data": {"groupId": "streams"}}, {"version": 0, "data": {
+        "epoch": 4, "metadataHash": -99, "validatedTopologyEpoch": 3,
+        "lastAssignmentConfigs": [{"key": "num.tasks", "value": "3"}]}}
+
+
 def hand_built_transaction_v1() -> tuple[bytes, bytes, dict, dict]:
     """A TransactionLogValue v1 (transactions v2, KIP-890) from Kafka's layout: flexible, so compact
     strings and arrays and a tagged-field section, in tag order: 0 PreviousProducerId (int64), 1

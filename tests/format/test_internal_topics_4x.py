@@ -24,6 +24,7 @@ from tests.internal_records import (
     coordinator_records,
     hand_built_remote_segment,
     hand_built_share_snapshot,
+    hand_built_streams_group,
     hand_built_transaction_v1,
     kafka_dump_log,
     remote_log_metadata_records,
@@ -84,7 +85,8 @@ def _shown(kind: str, value: dict | None) -> dict | None:
 @pytest.mark.parametrize("kind", sorted(TOPICS))
 def test_every_coordinator_record_and_version_in_the_json_view(kind, tmp_path):
     records = coordinator_records(kind)
-    hand = {"share-state": hand_built_share_snapshot, "transactions": hand_built_transaction_v1}.get(kind)
+    hand = {"share-state": hand_built_share_snapshot, "transactions": hand_built_transaction_v1,
+            "offsets": hand_built_streams_group}.get(kind)
     if hand is not None:
         records.append(hand())
     path = write_segment(tmp_path / f"{TOPICS[kind]}-0", [(k, v) for k, v, _, _ in records])
@@ -192,7 +194,8 @@ def _segment_for(case: str, tmp_path):
         records += [(None, v) for v, _ in remote_log_metadata_records(3, valid=False)]
         return write_segment(tmp_path / "__remote_log_metadata-0", records)
     records = [(k, v) for k, v, _, _ in coordinator_records(case)]
-    hand = {"share-state": hand_built_share_snapshot, "transactions": hand_built_transaction_v1}.get(case)
+    hand = {"share-state": hand_built_share_snapshot, "transactions": hand_built_transaction_v1,
+            "offsets": hand_built_streams_group}.get(case)
     if hand is not None:
         records.append(hand()[:2])
     return write_segment(tmp_path / f"{TOPICS[case]}-0", records)
