@@ -1,6 +1,8 @@
-"""Records as their writers meant them (SPEC §8): Kafka's internal topics decoded by Kafka's own message
-definitions (``messages/``, data from apache/kafka under the Apache License 2.0) through one generic
-schema reader, and values framed for a Schema Registry decoded by their schemas.
+"""Records as their writers meant them (SPEC §8): Kafka's internal topics (``__consumer_offsets``,
+``__transaction_state``, ``__share_group_state``, ``__cluster_metadata``, ``__remote_log_metadata``)
+decoded by Kafka's own message definitions (``messages/``: those of the Kafka release ``SOURCES.tsv``
+names, Apache License 2.0) through one generic schema reader, and values framed for a Schema Registry
+decoded by their schemas (Avro, JSON Schema, Protobuf).
 
 :func:`decoder_for` is the one place that decides which topic has a decoder: it picks a partition's
 :class:`~.view.Decoder` (None for an ordinary topic without a registry: the generic fast path stays
