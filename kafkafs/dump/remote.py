@@ -77,7 +77,7 @@ def remote_log_metadata_text(value: bytes | None) -> str:
     """The line ``kafka-dump-log --remote-log-metadata-decoder`` prints for ``value``; ValueError with
     Kafka's message where Kafka's serde refuses it."""
     from ..format.decoders.internal import remote_log_metadata_record, remote_log_metadata_types
-    from .parsers import metadata_error
+    from .metadata_errors import metadata_error
 
     try:
         record = remote_log_metadata_record(value)
