@@ -259,6 +259,29 @@ def test_control_and_transactional_lines():
     _check(data, header, "auto", (None, None, None, None))
 
 
+control_key = st.one_of(st.none(), st.binary(max_size=6),
+                        st.tuples(st.integers(-2, 2), st.integers(-1, 8)).map(lambda vt: struct.pack(">hh", *vt)))
+control_value = st.one_of(st.none(), st.binary(max_size=8),
+                          st.tuples(st.integers(-2, 2), st.integers(-(2**31), 2**31 - 1)).map(lambda ve: struct.pack(">hi", *ve)))
+
+
+@given(st.lists(st.tuples(control_key, control_value), min_size=1, max_size=4), st.sampled_from(sorted(kernel.MODES)),
+       st.sampled_from([0x20, 0x30, 0x28, 0x38]))
+@settings(max_examples=300, deadline=None)
+def test_control_records_alike(records, mode, attrs):
+    """Control records' keys and markers' values (SPEC §8: decoded in mode auto when they are exactly
+    4 and 6 bytes), by the reference and the kernel, raw and from columns."""
+    from kafkafs.format.batch import DecodedBatch
+
+    data = _section([(i, i, k, v, [], 0) for i, (k, v) in enumerate(records)])
+    header = _header(len(records), attrs, 5, 100, 100, 77)
+    _check(data, header, mode, (None, None, None, None))
+    batch = decode_records(data, header)
+    columns = DecodedBatch(header, batch.offsets, batch.timestamps, batch.keys, batch.values, batch.headers)
+    assert kernel.render_columns(line_prefix("topic.x", 7), columns, mode, 0, len(records)) == b"".join(
+        render_lines("topic.x", 7, batch, mode, range(len(records))))
+
+
 def test_short_byte_strings_exhaustively():
     """Every 1- and 2-byte value, and every 3- and 4-byte value over the bytes where UTF-8's rules
     change, in every mode (and inside a JSON string, for auto)."""
