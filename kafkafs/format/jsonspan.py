@@ -25,6 +25,7 @@ from ..errors import CorruptRecordError
 from . import kernel as _kernel
 from .batchheader import V2_HEADER_SIZE, read_batch_header, validate_batch
 from .jsonrender import check_mode, line_prefix, render_lines
+from .recordfilter import RecordFilter
 from .records import decode_records
 
 __all__ = ["SpanResult", "render_span_jsonl", "reference_span"]
@@ -52,21 +53,27 @@ def _int64s(raw: bytes) -> array:
     return out
 
 
-def render_span_jsonl(topic: str, partition: int, buf, mode: str = "auto", *, lengths: bool = False) -> SpanResult:
+def render_span_jsonl(topic: str, partition: int, buf, mode: str = "auto", *, lengths: bool = False,
+                      record_filter: RecordFilter | None = None) -> SpanResult:
     """The JSON lines of the whole uncompressed v2 batches at the start of ``buf`` (bytes of a ``.log``
     from a batch boundary), up to the first batch it does not take; see the module's docstring.
-    Thread-safe: the kernel keeps no state and releases the GIL while it works."""
+    ``record_filter``: only the records it accepts are rendered (every batch is still walked and
+    checked). Thread-safe: the kernel keeps no state and releases the GIL while it works."""
     check_mode(mode)
+    if record_filter is not None and record_filter.empty:
+        record_filter = None
     kernel = _kernel.KERNEL
     if kernel is None:
-        return reference_span(topic, partition, buf, mode, lengths=lengths)
+        return reference_span(topic, partition, buf, mode, lengths=lengths, record_filter=record_filter)
     data, consumed, lines, ends, lasts, line_ends = kernel.render_span(
-        line_prefix(topic, partition), buf, _kernel.MODES[mode], lengths
+        line_prefix(topic, partition), buf, _kernel.MODES[mode], lengths,
+        None if record_filter is None else record_filter.kernel_arg(),
     )
     return SpanResult(data, consumed, _int64s(ends), _int64s(lasts), _int64s(line_ends), lines)
 
 
-def reference_span(topic: str, partition: int, buf, mode: str = "auto", *, lengths: bool = False) -> SpanResult:
+def reference_span(topic: str, partition: int, buf, mode: str = "auto", *, lengths: bool = False,
+                   record_filter: RecordFilter | None = None) -> SpanResult:
     """:func:`render_span_jsonl` in pure Python (the definition the kernel is tested against)."""
     check_mode(mode)
     view = memoryview(buf).cast("B") if not isinstance(buf, bytes) else buf
@@ -87,7 +94,10 @@ def reference_span(topic: str, partition: int, buf, mode: str = "auto", *, lengt
             batch = decode_records(bytes(view[pos + V2_HEADER_SIZE : header.end]), header)
             if any(offset < header.base_offset for offset in batch.offsets):
                 break  # a record below its batch's base offset: the caller's (consume must filter it)
-            rendered = render_lines(topic, partition, batch, mode, range(len(batch)))
+            picked = range(len(batch)) if record_filter is None else [
+                i for i in range(len(batch))
+                if record_filter.accepts(batch.offsets[i], batch.keys[i], batch.headers[i])]
+            rendered = render_lines(topic, partition, batch, mode, picked)
         except (CorruptRecordError, IndexError, ValueError, OverflowError):
             break
         for line in rendered:

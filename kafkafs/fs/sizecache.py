@@ -36,7 +36,7 @@ from typing import NamedTuple
 import orjson
 
 from .. import __version__
-from ..errors import InvalidInput
+from ..storage.cachedir import check_outside, default_cache_dir
 
 __all__ = ["SizeCache", "LayoutKey", "CachedLayout", "FORMAT_VERSION", "default_cache_dir", "check_outside"]
 
@@ -79,27 +79,6 @@ class CachedLayout(NamedTuple):
     last_offsets: array
     ends: array
     scanned: int
-
-
-def default_cache_dir() -> Path:
-    """``$XDG_CACHE_HOME/kafkafs``, else ``~/.cache/kafkafs`` (``$CACHE_DIRECTORY`` under systemd's
-    ``CacheDirectory=`` wins over both)."""
-    systemd = os.environ.get("CACHE_DIRECTORY")
-    if systemd:
-        return Path(systemd.split(":")[0])
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    if xdg and os.path.isabs(xdg):
-        return Path(xdg) / "kafkafs"
-    return Path(os.path.expanduser("~")) / ".cache" / "kafkafs"
-
-
-def check_outside(cache_dir: str | os.PathLike[str], logdir: str | os.PathLike[str]) -> Path:
-    """``cache_dir`` made absolute; InvalidInput when it is, or is inside, the log directory."""
-    cache = Path(os.path.realpath(cache_dir))
-    root = Path(os.path.realpath(logdir))
-    if cache == root or cache.is_relative_to(root):
-        raise InvalidInput(f"--cache-dir {cache_dir}: the size cache cannot be inside the log directory")
-    return cache
 
 
 def stat_key(path: str | os.PathLike[str], topic: str, partition: int, mode: str, decoder: str | None) -> LayoutKey | None:
