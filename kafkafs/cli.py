@@ -130,6 +130,10 @@ def cmd_index(args: argparse.Namespace) -> int:
     report = index_logdir(args.logdir, cache_dir=args.cache_dir, mode=args.values, settings=_settings(args),
                           schemas=args.schemas)
     print(report.line(), file=sys.stderr)
+    if args.keys:
+        from .fs.prefill import index_keys
+
+        print(index_keys(args.logdir, cache_dir=args.cache_dir, settings=_settings(args)), file=sys.stderr)
     return EXIT_OK
 
 
@@ -207,20 +211,35 @@ def cmd_produce(args: argparse.Namespace) -> int:
 
 
 def cmd_consume(args: argparse.Namespace) -> int:
-    from .consume import consume, resolve_partitions, start_from_args
+    from .consume import consume, filter_from_args, resolve_partitions, start_from_args
     from .consume_spans import tune_malloc
     from .storage.schemas import load_registry
 
     tune_malloc()
     spec, stop_ts = start_from_args(args)
+    record_filter, grep = filter_from_args(args)
+    keys_store = _keys_store(args) if record_filter is not None and record_filter.key is not None else None
     logdir = _open_logdir(args.logdir, args, writable=False)
     try:
         names = resolve_partitions(logdir, args.partition, args.topic, args.partition_number)
         consume(logdir, names, _stdout(), spec=spec, stop_ts=stop_ts, count=args.count, follow=args.follow,
-                interleave=not args.no_interleave, mode=args.values, registry=load_registry(args.logdir, args.schemas))
+                interleave=not args.no_interleave, mode=args.values, registry=load_registry(args.logdir, args.schemas),
+                record_filter=record_filter, grep=grep, keys_store=keys_store)
     finally:
         logdir.close()
     return EXIT_OK
+
+
+def _keys_store(args: argparse.Namespace):
+    """The key indexes of the cache folder (``--cache-dir``; '' turns them off), read only: consume never
+    builds one (a segment without one is scanned)."""
+    from .storage.cachedir import check_outside, default_cache_dir
+    from .storage.keyindex import KeyIndexStore
+
+    if args.cache_dir == "":
+        return None
+    directory = check_outside(args.cache_dir if args.cache_dir is not None else default_cache_dir(), args.logdir)
+    return KeyIndexStore(directory) if directory.is_dir() else None
 
 
 # ---------------------------------------------------------------------------------------------- dump
@@ -324,6 +343,25 @@ def cmd_export(args: argparse.Namespace) -> int:
     return export(args.logdir, args.out, fmt=args.format, topics=topics, master=args.master)
 
 
+# ---------------------------------------------------------------------------------------------- groups, transactions
+
+
+def cmd_groups(args: argparse.Namespace) -> int:
+    from .describe import print_groups
+
+    with _open_logdir(args.logdir, args, writable=False) as logdir:
+        return print_groups(logdir, args.group, sys.stdout, as_json=args.json)
+
+
+def cmd_transactions(args: argparse.Namespace) -> int:
+    from .describe import print_transactions
+
+    with _open_logdir(args.logdir, args, writable=False) as logdir:
+        hanging = print_transactions(logdir, sys.stdout, hanging_only=args.hanging, as_json=args.json,
+                                     settings=logdir.settings)
+    return EXIT_DAMAGE if args.hanging and hanging else EXIT_OK
+
+
 # ---------------------------------------------------------------------------------------------- parser
 
 
@@ -374,6 +412,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = _logdir_command(
         sub, "index", cmd_index, "fill the mount's size cache ahead of time (for ExecStartPre or cron)"
     )
+    p.add_argument("--keys", action="store_true",
+                   help="also build the key index of every sealed segment (by-key/, table.jsonl, consume --key)")
     _add_cache_dir_option(p)
     _add_rendering_options(p)
     _add_settings_options(p)
@@ -391,7 +431,26 @@ def build_parser() -> argparse.ArgumentParser:
         "print records as JSON lines (a partition, or every partition of a topic)",
     )
     add_consume_arguments(p)
+    _add_cache_dir_option(p)
     _add_rendering_options(p)
+    _add_settings_options(p)
+
+    p = _logdir_command(
+        sub, "groups", cmd_groups,
+        "consumer groups from __consumer_offsets: state, members, committed offsets and lag (offline)",
+    )
+    p.add_argument("group", nargs="?", metavar="GROUP", help="only this group")
+    p.add_argument("--json", action="store_true", help="print groups/<group>.json objects instead of tables")
+    _add_settings_options(p)
+
+    p = _logdir_command(
+        sub, "transactions", cmd_transactions,
+        "transactions open in each partition, and which are hanging (exit 1 with --hanging when any is)",
+    )
+    p.add_argument("--hanging", action="store_true",
+                   help="only hanging transactions (the coordinator says they ended, or they outlived their "
+                        "timeout); exit 1 when there is one")
+    p.add_argument("--json", action="store_true", help="print transactions.json and transactions/<id>.json objects")
     _add_settings_options(p)
 
     p = sub.add_parser("dump", help="print any file of a partition folder as kafka-dump-log does")

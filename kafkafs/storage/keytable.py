@@ -314,16 +314,17 @@ class PartitionKeys:
                 return KeyRecord(found[-1], segment)
         return None
 
-    def history(self, key: bytes) -> list[KeyRecord]:
-        """Every record of ``key``, by offset."""
-        return self._query(lambda: self._history(key))
+    def history(self, key: bytes, *, include_aborted: bool = False) -> list[KeyRecord]:
+        """Every record of ``key``, by offset (``include_aborted``: records of aborted transactions too,
+        as a plain read shows them)."""
+        return self._query(lambda: self._history(key, include_aborted))
 
-    def _history(self, key: bytes) -> list[KeyRecord]:
+    def _history(self, key: bytes, include_aborted: bool) -> list[KeyRecord]:
         sealed, active = self._segments()
         if active is None:
             return []
         hashed = key_hash(key)
-        aborted = _aborted_by_producer([*sealed, active])
+        aborted = {} if include_aborted else _aborted_by_producer([*sealed, active])
         return [KeyRecord(offset, segment)
                 for segment in [*sealed, active]
                 for offset in self._candidates(segment, key, hashed, aborted, segment is active)]
