@@ -239,7 +239,7 @@ def _indexed_chunks(reader: _Reader, keys_store, count: int | None) -> Iterator[
             continue
         if stop is not None and found.offset >= stop:
             break
-        view = log_.locate(found.offset)
+        view = found.view or log_.locate(found.offset)
         if view is None:
             continue
         try:

@@ -59,10 +59,13 @@ BITMAP_BUDGET = 32 << 20
 
 
 class KeyRecord(NamedTuple):
-    """A record found for a key: its offset and the segment holding it."""
+    """A record found for a key: its offset, the segment holding it, and the batch holding it (a
+    :class:`~kafkafs.storage.records.BatchView`, to render it from without reading it again; None
+    when the record was found by a scan)."""
 
     offset: int
     segment: object
+    view: BatchView | None = None
 
 
 class TablePart(NamedTuple):
@@ -132,6 +135,27 @@ def _batch_rels(view: BatchView, seg_base: int, record_filter: RecordFilter) -> 
         else:
             got = batch_entries(view.decode(), seg_base, record_filter)
     return [ENTRY.unpack_from(got.entries, i)[2] for i in range(0, len(got.entries), ENTRY.size)]
+
+
+class _Confirmer:
+    """Whether the record at an offset of ``segment`` has ``key`` (a hash match is only a candidate); a
+    batch read for one candidate answers for the next ones in it."""
+
+    def __init__(self, segment, key: bytes) -> None:
+        self.segment = segment
+        self.filter = RecordFilter(key=key)
+        self.view: BatchView | None = None  # the batch read last
+        self._rels: set[int] = set()  # the rels of the key in it
+
+    def __call__(self, offset: int) -> bool:
+        view = self.view
+        if view is None or not view.header.base_offset <= offset <= view.header.last_offset:
+            view = self.segment.find(offset)
+            if view is None or view.header.base_offset > offset:
+                return False
+            self.view = view._replace(segment=self.segment)
+            self._rels = set(_batch_rels(view, self.segment.base_offset, self.filter))
+        return offset - self.segment.base_offset in self._rels
 
 
 class Table:
@@ -268,33 +292,31 @@ class PartitionKeys:
             txns.extend(_unpack_txns(step.got.txns))
         return found, txns
 
-    def _candidates(self, segment, key: bytes, hashed: tuple[int, int], aborted: dict, active: bool) -> list[int]:
-        """The offsets of ``key``'s records in ``segment`` that count (not aborted), confirmed, by offset."""
+    def _candidates(self, segment, key: bytes, hashed: tuple[int, int], aborted: dict, active: bool,
+                    newest_only: bool = False) -> list[KeyRecord]:
+        """The records of ``key`` in ``segment`` that count (not aborted), confirmed, by offset
+        (``newest_only``: only the newest, confirming as few candidates as it takes)."""
         base = segment.base_offset
         index = None if active else self._index(segment)
-        if index is None:
+        if index is None:  # a scan compares the key itself: nothing to confirm
             found, txns = self._scan(segment, RecordFilter(key=key))
-            return [base + rel for rel, flags in found
-                    if not (flags & TRANSACTIONAL and _in_aborted(txns, base + rel, aborted))]
+            out = [KeyRecord(base + rel, segment) for rel, flags in found
+                   if not (flags & TRANSACTIONAL and _in_aborted(txns, base + rel, aborted))]
+            return out[-1:] if newest_only else out
         if index.damaged is not None:
             raise CorruptRecordError(f"the key index of {segment.log_path} stops at damage: {index.damaged['reason']}")
-        out = []
         entries = index.find(*hashed)
         txns = index.transactional_batches() if any(f & TRANSACTIONAL for _r, f in entries) else []
-        for rel, flags in entries:
-            offset = base + rel
-            if flags & TRANSACTIONAL and _in_aborted(txns, offset, aborted):
-                continue
-            if self._confirm(segment, offset, key):
-                out.append(offset)
+        offsets = [base + rel for rel, flags in entries
+                   if not (flags & TRANSACTIONAL and _in_aborted(txns, base + rel, aborted))]
+        confirm = _Confirmer(segment, key)
+        out = []
+        for offset in reversed(offsets) if newest_only else offsets:
+            if confirm(offset):
+                out.append(KeyRecord(offset, segment, confirm.view))
+                if newest_only:
+                    break
         return out
-
-    def _confirm(self, segment, offset: int, key: bytes) -> bool:
-        """Whether the record at ``offset`` has ``key`` (a hash match is only a candidate)."""
-        view = segment.find(offset)
-        if view is None or view.header.base_offset > offset:
-            return False
-        return offset - segment.base_offset in _batch_rels(view, segment.base_offset, RecordFilter(key=key))
 
     # ------------------------------------------------------------------------------------------ queries
 
@@ -309,9 +331,9 @@ class PartitionKeys:
         hashed = key_hash(key)
         aborted = _aborted_by_producer([*sealed, active])
         for segment in [active, *reversed(sealed)]:
-            found = self._candidates(segment, key, hashed, aborted, segment is active)
+            found = self._candidates(segment, key, hashed, aborted, segment is active, newest_only=True)
             if found:
-                return KeyRecord(found[-1], segment)
+                return found[-1]
         return None
 
     def history(self, key: bytes, *, include_aborted: bool = False) -> list[KeyRecord]:
@@ -325,9 +347,8 @@ class PartitionKeys:
             return []
         hashed = key_hash(key)
         aborted = {} if include_aborted else _aborted_by_producer([*sealed, active])
-        return [KeyRecord(offset, segment)
-                for segment in [*sealed, active]
-                for offset in self._candidates(segment, key, hashed, aborted, segment is active)]
+        return [found for segment in [*sealed, active]
+                for found in self._candidates(segment, key, hashed, aborted, segment is active)]
 
     def key_for_digest(self, digest: bytes) -> bytes | None:
         """The key whose SHA-256 is ``digest`` and whose name is that digest (``$sha256:`` names), if

@@ -12,7 +12,7 @@ from kafkafs.storage.txnstate import CoordinatorView, partition_transactions, re
 
 from .groupslogs import txn_key, txn_value
 
-NOW = time.time_ns() // 1_000_000  # the CLI tests run the command, which uses the real clock
+NOW = 0  # set by build(): the time the log is written at (the CLI tests run the command, on the real clock)
 
 
 def _data(pid, ts, key=b"k"):
@@ -25,7 +25,9 @@ def _end(kind, pid):
 
 
 def build(tmp_path):
-    """t-0 with transactions of every kind, and the coordinator's records of some of them."""
+    """t-0 with transactions of every kind, and the coordinator's records of some of them, written as of now."""
+    global NOW
+    NOW = time.time_ns() // 1_000_000
     (tmp_path / "logs").mkdir()
     with LogDir(tmp_path / "logs", Settings({"segment.bytes": 300}), writable=True) as logdir:
         t = logdir.create_partition("t", 0)
