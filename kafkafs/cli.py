@@ -211,14 +211,14 @@ def cmd_produce(args: argparse.Namespace) -> int:
 
 
 def cmd_consume(args: argparse.Namespace) -> int:
-    from .consume import consume, filter_from_args, resolve_partitions, start_from_args
+    from .consume import consume, filter_from_args, keys_store_for, resolve_partitions, start_from_args
     from .consume_spans import tune_malloc
     from .storage.schemas import load_registry
 
     tune_malloc()
     spec, stop_ts = start_from_args(args)
     record_filter, grep = filter_from_args(args)
-    keys_store = _keys_store(args) if record_filter is not None and record_filter.key is not None else None
+    keys_store = keys_store_for(args) if record_filter is not None and record_filter.key is not None else None
     logdir = _open_logdir(args.logdir, args, writable=False)
     try:
         names = resolve_partitions(logdir, args.partition, args.topic, args.partition_number)
@@ -228,18 +228,6 @@ def cmd_consume(args: argparse.Namespace) -> int:
     finally:
         logdir.close()
     return EXIT_OK
-
-
-def _keys_store(args: argparse.Namespace):
-    """The key indexes of the cache folder (``--cache-dir``; '' turns them off), read only: consume never
-    builds one (a segment without one is scanned)."""
-    from .storage.cachedir import check_outside, default_cache_dir
-    from .storage.keyindex import KeyIndexStore
-
-    if args.cache_dir == "":
-        return None
-    directory = check_outside(args.cache_dir if args.cache_dir is not None else default_cache_dir(), args.logdir)
-    return KeyIndexStore(directory) if directory.is_dir() else None
 
 
 # ---------------------------------------------------------------------------------------------- dump
@@ -386,6 +374,7 @@ def _logdir_command(
 
 def build_parser() -> argparse.ArgumentParser:
     from .consume import add_consume_arguments
+    from .describe import add_groups_arguments, add_transactions_arguments
     from .dump.options import add_dump_arguments
 
     parser = _Parser(
@@ -435,23 +424,11 @@ def build_parser() -> argparse.ArgumentParser:
     _add_rendering_options(p)
     _add_settings_options(p)
 
-    p = _logdir_command(
-        sub, "groups", cmd_groups,
-        "consumer groups from __consumer_offsets: state, members, committed offsets and lag (offline)",
-    )
-    p.add_argument("group", nargs="?", metavar="GROUP", help="only this group")
-    p.add_argument("--json", action="store_true", help="print groups/<group>.json objects instead of tables")
-    _add_settings_options(p)
-
-    p = _logdir_command(
-        sub, "transactions", cmd_transactions,
-        "transactions open in each partition, and which are hanging (exit 1 with --hanging when any is)",
-    )
-    p.add_argument("--hanging", action="store_true",
-                   help="only hanging transactions (the coordinator says they ended, or they outlived their "
-                        "timeout); exit 1 when there is one")
-    p.add_argument("--json", action="store_true", help="print transactions.json and transactions/<id>.json objects")
-    _add_settings_options(p)
+    for name, func, add in (("groups", cmd_groups, add_groups_arguments),
+                            ("transactions", cmd_transactions, add_transactions_arguments)):
+        p = _logdir_command(sub, name, func, add.__doc__.split(": ", 1)[1])
+        add(p)
+        _add_settings_options(p)
 
     p = sub.add_parser("dump", help="print any file of a partition folder as kafka-dump-log does")
     add_dump_arguments(p)

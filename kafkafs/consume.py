@@ -49,7 +49,7 @@ from .storage.names import parse_partition_dir_name
 
 __all__ = [
     "OffsetSpec", "parse_offset_spec", "resolve_partitions", "consume", "add_consume_arguments", "start_from_args",
-    "filter_from_args",
+    "filter_from_args", "keys_store_for",
 ]
 
 _NUMBER = re.compile(r"[+-]?\d+")
@@ -386,6 +386,18 @@ def add_consume_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--header", action="append", metavar="NAME[=VALUE]",
                    help="only records with this header (and value); repeat for several, all must hold")
     p.add_argument("--grep", metavar="REGEX", help="only records whose rendered JSON line REGEX matches (Python re)")
+
+
+def keys_store_for(args: argparse.Namespace):
+    """The key indexes of the cache folder (``--cache-dir``; '' turns them off), read only: consume never
+    builds one (a segment without one is scanned). None when there is no cache folder."""
+    from .storage.cachedir import check_outside, default_cache_dir
+    from .storage.keyindex import KeyIndexStore
+
+    if args.cache_dir == "":
+        return None
+    directory = check_outside(args.cache_dir if args.cache_dir is not None else default_cache_dir(), args.logdir)
+    return KeyIndexStore(directory) if directory.is_dir() else None
 
 
 def filter_from_args(args: argparse.Namespace) -> tuple[RecordFilter | None, re.Pattern | None]:

@@ -11,6 +11,7 @@ exit code says whether there were any.
 
 from __future__ import annotations
 
+import argparse
 import json
 import time
 from collections.abc import Sequence
@@ -21,7 +22,22 @@ from .storage.config import broker_setting
 from .storage.groups import read_groups
 from .storage.txnstate import CoordinatorView, partition_transactions, read_transaction_ids
 
-__all__ = ["print_groups", "print_transactions", "transactions_report"]
+__all__ = ["print_groups", "print_transactions", "transactions_report", "add_groups_arguments",
+           "add_transactions_arguments"]
+
+
+def add_groups_arguments(p: argparse.ArgumentParser) -> None:
+    """groups: consumer groups from __consumer_offsets: state, members, committed offsets and lag (offline)"""
+    p.add_argument("group", nargs="?", metavar="GROUP", help="only this group")
+    p.add_argument("--json", action="store_true", help="print groups/<group>.json objects instead of tables")
+
+
+def add_transactions_arguments(p: argparse.ArgumentParser) -> None:
+    """transactions: transactions open in each partition, and which are hanging (exit 1 with --hanging when any is)"""
+    p.add_argument("--hanging", action="store_true",
+                   help="only hanging transactions (the coordinator says they ended, or they outlived their "
+                        "timeout); exit 1 when there is one")
+    p.add_argument("--json", action="store_true", help="print transactions.json and transactions/<id>.json objects")
 
 
 def _table(rows: Sequence[Sequence[Any]], out: TextIO) -> None:

@@ -19,16 +19,17 @@ decode_records, render_lines), which the kernel matches byte for byte
 from __future__ import annotations
 
 from array import array
+from collections.abc import Iterator
 from typing import NamedTuple
 
 from ..errors import CorruptRecordError
 from . import kernel as _kernel
-from .batchheader import V2_HEADER_SIZE, read_batch_header, validate_batch
+from .batchheader import V2_HEADER_SIZE, BatchHeader, read_batch_header, validate_batch
 from .jsonrender import check_mode, line_prefix, render_lines
 from .recordfilter import RecordFilter
 from .records import decode_records
 
-__all__ = ["SpanResult", "render_span_jsonl", "reference_span"]
+__all__ = ["SpanResult", "render_span_jsonl", "reference_span", "span_sections"]
 
 
 class SpanResult(NamedTuple):
@@ -72,26 +73,36 @@ def render_span_jsonl(topic: str, partition: int, buf, mode: str = "auto", *, le
     return SpanResult(data, consumed, _int64s(ends), _int64s(lasts), _int64s(line_ends), lines)
 
 
+def span_sections(buf) -> Iterator[tuple[BatchHeader, bytes]]:
+    """``(header, records section)`` of each whole, uncompressed v2 batch at the start of ``buf`` whose
+    header and CRC hold, up to the first that is not (what the kernel's span walks take; their
+    references stop where a section does not decode)."""
+    view = memoryview(buf).cast("B") if not isinstance(buf, bytes) else buf
+    end = len(view)
+    pos = 0
+    while True:
+        try:
+            header = read_batch_header(view, pos, end)
+            if header is None or header.magic != 2 or header.attributes & 0x07:
+                return
+            validate_batch(view, header)
+        except CorruptRecordError:
+            return
+        yield header, bytes(view[pos + V2_HEADER_SIZE : header.end])
+        pos = header.end
+
+
 def reference_span(topic: str, partition: int, buf, mode: str = "auto", *, lengths: bool = False,
                    record_filter: RecordFilter | None = None) -> SpanResult:
     """:func:`render_span_jsonl` in pure Python (the definition the kernel is tested against)."""
     check_mode(mode)
-    view = memoryview(buf).cast("B") if not isinstance(buf, bytes) else buf
-    end = len(view)
     pos = 0
     chunks: list[bytes] = []
     ends, lasts, line_ends = array("q"), array("q"), array("q")
     total = lines = 0
-    while True:
+    for header, section in span_sections(buf):
         try:
-            header = read_batch_header(view, pos, end)
-        except CorruptRecordError:
-            break
-        if header is None or header.magic != 2 or header.attributes & 0x07:
-            break
-        try:
-            validate_batch(view, header)
-            batch = decode_records(bytes(view[pos + V2_HEADER_SIZE : header.end]), header)
+            batch = decode_records(section, header)
             if any(offset < header.base_offset for offset in batch.offsets):
                 break  # a record below its batch's base offset: the caller's (consume must filter it)
             picked = range(len(batch)) if record_filter is None else [

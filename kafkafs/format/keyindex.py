@@ -28,7 +28,8 @@ from typing import NamedTuple
 
 from ..errors import CorruptRecordError
 from . import kernel as _kernel
-from .batchheader import V2_HEADER_SIZE, BatchHeader, read_batch_header, validate_batch
+from .batchheader import BatchHeader
+from .jsonspan import span_sections
 from .keynames import NAME_MAX, name_length
 from .recordfilter import RecordFilter
 from .records import DecodedBatch, decode_records
@@ -148,20 +149,11 @@ def span_entries(buf, seg_base: int, record_filter: RecordFilter | None = None) 
 
 def span_entries_reference(buf, seg_base: int, record_filter: RecordFilter | None = None) -> KeyEntries:
     """:func:`span_entries` in Python (the definition)."""
-    view = memoryview(buf).cast("B") if not isinstance(buf, bytes) else buf
-    end = len(view)
     pos = 0
     entries, txns, longs = [], [], []
-    while True:
+    for header, section in span_sections(buf):
         try:
-            header = read_batch_header(view, pos, end)
-        except CorruptRecordError:
-            break
-        if header is None or header.magic != 2 or header.attributes & 0x07:
-            break
-        try:
-            validate_batch(view, header)
-            got = section_entries_reference(view[pos + V2_HEADER_SIZE : header.end], header, seg_base, record_filter)
+            got = section_entries_reference(section, header, seg_base, record_filter)
         except CorruptRecordError:
             break
         entries.append(got.entries)
