@@ -122,25 +122,21 @@ def cmd_mount(args: argparse.Namespace) -> int:
 
 
 def cmd_index(args: argparse.Namespace) -> int:
-    from .fs.prefill import index_logdir
+    from .fs.views.prefill import index_logdir
     from .storage.logdir import check_log_directory
 
     check_log_directory(args.logdir)  # a missing path, a partition folder: usage errors (SPEC §4)
     _check_cache_dir(args.cache_dir, args.logdir)
     report = index_logdir(args.logdir, cache_dir=args.cache_dir, mode=args.values, settings=_settings(args),
-                          schemas=args.schemas)
+                          schemas=args.schemas, keys=args.keys)
     print(report.line(), file=sys.stderr)
-    if args.keys:
-        from .fs.prefill import index_keys
-
-        print(index_keys(args.logdir, cache_dir=args.cache_dir, settings=_settings(args)), file=sys.stderr)
     return EXIT_OK
 
 
 def _check_cache_dir(cache_dir: str | None, logdir: str) -> None:
     """``index`` only fills the size cache: a cache folder it cannot have is a usage error (a folder
     inside LOGDIR, a path through a file) or a failure (no permission), said before any work."""
-    from .fs.sizecache import check_outside, default_cache_dir
+    from .fs.views.layoutcache import check_outside, default_cache_dir
 
     directory = check_outside(cache_dir if cache_dir is not None else default_cache_dir(), logdir)
     try:
@@ -211,20 +207,19 @@ def cmd_produce(args: argparse.Namespace) -> int:
 
 
 def cmd_consume(args: argparse.Namespace) -> int:
-    from .consume import consume, filter_from_args, keys_store_for, resolve_partitions, start_from_args
+    from .consume import consume, filters_from_args, resolve_partitions, start_from_args
     from .consume_spans import tune_malloc
     from .storage.schemas import load_registry
 
     tune_malloc()
     spec, stop_ts = start_from_args(args)
-    record_filter, grep = filter_from_args(args)
-    keys_store = keys_store_for(args) if record_filter is not None and record_filter.key is not None else None
+    filters = filters_from_args(args)
     logdir = _open_logdir(args.logdir, args, writable=False)
     try:
         names = resolve_partitions(logdir, args.partition, args.topic, args.partition_number)
         consume(logdir, names, _stdout(), spec=spec, stop_ts=stop_ts, count=args.count, follow=args.follow,
                 interleave=not args.no_interleave, mode=args.values, registry=load_registry(args.logdir, args.schemas),
-                record_filter=record_filter, grep=grep, keys_store=keys_store)
+                **filters)
     finally:
         logdir.close()
     return EXIT_OK
@@ -331,23 +326,11 @@ def cmd_export(args: argparse.Namespace) -> int:
     return export(args.logdir, args.out, fmt=args.format, topics=topics, master=args.master)
 
 
-# ---------------------------------------------------------------------------------------------- groups, transactions
+def cmd_describe(args: argparse.Namespace) -> int:
+    from .describe import describe
 
-
-def cmd_groups(args: argparse.Namespace) -> int:
-    from .describe import print_groups
-
-    with _open_logdir(args.logdir, args, writable=False) as logdir:
-        return print_groups(logdir, args.group, sys.stdout, as_json=args.json)
-
-
-def cmd_transactions(args: argparse.Namespace) -> int:
-    from .describe import print_transactions
-
-    with _open_logdir(args.logdir, args, writable=False) as logdir:
-        hanging = print_transactions(logdir, sys.stdout, hanging_only=args.hanging, as_json=args.json,
-                                     settings=logdir.settings)
-    return EXIT_DAMAGE if args.hanging and hanging else EXIT_OK
+    with _open_logdir(args.logdir, args, writable=False) as logdir:  # 1: hanging transactions found (--hanging)
+        return EXIT_DAMAGE if describe(args, logdir, sys.stdout) else EXIT_OK
 
 
 # ---------------------------------------------------------------------------------------------- parser
@@ -374,7 +357,7 @@ def _logdir_command(
 
 def build_parser() -> argparse.ArgumentParser:
     from .consume import add_consume_arguments
-    from .describe import add_groups_arguments, add_transactions_arguments
+    from .describe import DESCRIBE_COMMANDS
     from .dump.options import add_dump_arguments
 
     parser = _Parser(
@@ -401,8 +384,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = _logdir_command(
         sub, "index", cmd_index, "fill the mount's size cache ahead of time (for ExecStartPre or cron)"
     )
-    p.add_argument("--keys", action="store_true",
-                   help="also build the key index of every sealed segment (by-key/, table.jsonl, consume --key)")
+    p.add_argument("--keys", action="store_true", help="also build the key indexes (by-key/, table.jsonl, consume --key)")
     _add_cache_dir_option(p)
     _add_rendering_options(p)
     _add_settings_options(p)
@@ -424,11 +406,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_rendering_options(p)
     _add_settings_options(p)
 
-    for name, func, add in (("groups", cmd_groups, add_groups_arguments),
-                            ("transactions", cmd_transactions, add_transactions_arguments)):
-        p = _logdir_command(sub, name, func, add.__doc__.split(": ", 1)[1])
-        add(p)
-        _add_settings_options(p)
+    for name, add_arguments in DESCRIBE_COMMANDS.items():  # groups, transactions
+        _add_settings_options(add_arguments(_logdir_command(sub, name, cmd_describe, add_arguments.__doc__)))
 
     p = sub.add_parser("dump", help="print any file of a partition folder as kafka-dump-log does")
     add_dump_arguments(p)

@@ -49,7 +49,7 @@ from .storage.names import parse_partition_dir_name
 
 __all__ = [
     "OffsetSpec", "parse_offset_spec", "resolve_partitions", "consume", "add_consume_arguments", "start_from_args",
-    "filter_from_args", "keys_store_for",
+    "filter_from_args", "filters_from_args", "keys_store_for",
 ]
 
 _NUMBER = re.compile(r"[+-]?\d+")
@@ -386,6 +386,13 @@ def add_consume_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--header", action="append", metavar="NAME[=VALUE]",
                    help="only records with this header (and value); repeat for several, all must hold")
     p.add_argument("--grep", metavar="REGEX", help="only records whose rendered JSON line REGEX matches (Python re)")
+
+
+def filters_from_args(args: argparse.Namespace) -> dict[str, Any]:
+    """consume()'s ``record_filter``, ``grep`` and ``keys_store`` from the command line."""
+    record_filter, grep = filter_from_args(args)
+    keyed = record_filter is not None and record_filter.key is not None
+    return {"record_filter": record_filter, "grep": grep, "keys_store": keys_store_for(args) if keyed else None}
 
 
 def keys_store_for(args: argparse.Namespace):

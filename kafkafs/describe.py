@@ -22,22 +22,36 @@ from .storage.config import broker_setting
 from .storage.groups import read_groups
 from .storage.txnstate import CoordinatorView, partition_transactions, read_transaction_ids
 
-__all__ = ["print_groups", "print_transactions", "transactions_report", "add_groups_arguments",
-           "add_transactions_arguments"]
+__all__ = ["print_groups", "print_transactions", "transactions_report", "describe", "DESCRIBE_COMMANDS"]
 
 
-def add_groups_arguments(p: argparse.ArgumentParser) -> None:
-    """groups: consumer groups from __consumer_offsets: state, members, committed offsets and lag (offline)"""
+def add_groups_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """consumer groups from __consumer_offsets: state, members, committed offsets and lag (offline)"""
     p.add_argument("group", nargs="?", metavar="GROUP", help="only this group")
     p.add_argument("--json", action="store_true", help="print groups/<group>.json objects instead of tables")
+    return p
 
 
-def add_transactions_arguments(p: argparse.ArgumentParser) -> None:
-    """transactions: transactions open in each partition, and which are hanging (exit 1 with --hanging when any is)"""
+def add_transactions_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """transactions open in each partition, and which are hanging (exit 1 with --hanging when any is)"""
     p.add_argument("--hanging", action="store_true",
                    help="only hanging transactions (the coordinator says they ended, or they outlived their "
                         "timeout); exit 1 when there is one")
     p.add_argument("--json", action="store_true", help="print transactions.json and transactions/<id>.json objects")
+    return p
+
+
+#: The commands of this module: name -> the function that adds its arguments (its docstring: the help).
+DESCRIBE_COMMANDS = {"groups": add_groups_arguments, "transactions": add_transactions_arguments}
+
+
+def describe(args: argparse.Namespace, logdir, out: TextIO) -> int:
+    """Run ``kafkafs groups`` or ``kafkafs transactions``; returns what was found wrong (the hanging
+    transactions ``--hanging`` asked for), 0 when nothing."""
+    if args.command == "groups":
+        return print_groups(logdir, args.group, out, as_json=args.json)
+    hanging = print_transactions(logdir, out, hanging_only=args.hanging, as_json=args.json, settings=logdir.settings)
+    return hanging if args.hanging else 0
 
 
 def _table(rows: Sequence[Sequence[Any]], out: TextIO) -> None:

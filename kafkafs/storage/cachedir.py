@@ -1,5 +1,5 @@
 """The cache folder: where what kafkafs learns about sealed segments is kept across runs, outside the log
-directory (the mount's rendered sizes, :mod:`kafkafs.fs.sizecache`; the key indexes,
+directory (the mount's rendered sizes, :mod:`kafkafs.fs.views.layoutcache`; the key indexes,
 :mod:`kafkafs.storage.keyindex`).
 
 Both key their entries the same way: by the segment file's identity as it is now (device, inode, size,
