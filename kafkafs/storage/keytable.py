@@ -69,11 +69,13 @@ class KeyRecord(NamedTuple):
 
 
 class TablePart(NamedTuple):
-    """One segment of a table: the filter of its kept records (a bitmap of offsets from its base)."""
+    """One segment of a table: the filter of its kept records (a bitmap of offsets from its base), and
+    the bytes of it the table covers (``size``: the active segment's as it was when the table was made)."""
 
     segment: object
     filter: RecordFilter
     kept: int
+    size: int
 
 
 class _Source(NamedTuple):
@@ -201,7 +203,8 @@ class Table:
             if bitmap is not None:
                 count = int.from_bytes(bitmap, "little").bit_count()
                 parts.append(TablePart(source.segment, RecordFilter(bits=bytes(bitmap),
-                                                                    bits_base=source.index.base_offset), count))
+                                                                    bits_base=source.index.base_offset), count,
+                                       source.index.head["scanned"]))
         parts.reverse()
         self._cached = (g, parts)
         return parts
