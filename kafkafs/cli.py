@@ -377,8 +377,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_cache_dir_option(p)
     p.add_argument(
         "--list-limit", type=int, metavar="N",
-        help="by-offset/ lists every offset up to N records (past it, a range per segment), by-key/ every key up "
-             "to N keys (default 100000)",
+        help="by-offset/ lists offsets up to N records (then a range per segment), by-key/ keys up to N (default 100000)",
     )
     _add_settings_options(p)
 
