@@ -34,6 +34,9 @@ __all__ = ["KeyIndexStore", "index_stem", "DamagedIndex", "SegmentKeyIndex"]
 
 log = logging.getLogger("kafkafs.keyindex")
 
+#: Builds of segments at least this large are said in the log (they take a second or more).
+LOG_BUILDS_FROM = 128 * 1024 * 1024
+
 
 def index_stem(key: FileKey, topic: str, partition: int) -> str:
     ident = json.dumps([FORMAT_VERSION, __version__, key.dev, key.ino, topic, partition, "keys"]).encode()
@@ -132,6 +135,8 @@ class KeyIndexStore:
         return index
 
     def _build(self, segment, stem: str, head_key: list, size: int, on_bytes) -> SegmentKeyIndex:
+        if size >= LOG_BUILDS_FROM:
+            log.info("building the key index of %s (%.0f MB)", segment.log_path, size / 1e6)
         directory = self.directory
         tmpdir = None
         if directory is not None:

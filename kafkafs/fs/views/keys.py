@@ -3,9 +3,9 @@
 (pretty-printed, as ``by-offset/``), every record of a key and the table (streams of records picked by
 offset, :mod:`.filtered`), and the names of the keys for a listing.
 
-The table is made again when the partition changed (its :meth:`~.partition.PartitionState.shape`);
-an open of ``table.jsonl`` keeps the one it opened. Threads: safe to share; the cached table and key
-count are replaced whole, under a lock.
+The table, a key's latest record and its history are made again when the partition changed (its
+:meth:`~.partition.PartitionState.shape`); an open keeps what it opened. Threads: safe to share; what
+is cached is replaced whole, under a lock.
 """
 
 from __future__ import annotations
@@ -23,10 +23,14 @@ from ...storage.keyindex import KeyIndexStore
 from ...storage.keytable import KeyRecord, PartitionKeys
 from .filtered import FilteredStream, StreamPart
 from .partition import PartitionState, Shape
-from .record import RenderedRecord
+from .record import LRU, RenderedRecord
 from .render import Renderer
 
-__all__ = ["KeyViews"]
+__all__ = ["KeyViews", "LATEST_CACHE", "HISTORY_CACHE"]
+
+#: Latest records of keys kept rendered, and keys' histories kept laid out, per partition.
+LATEST_CACHE = 512
+HISTORY_CACHE = 16
 
 
 def _bitmap(offsets: list[int]) -> RecordFilter:
@@ -48,6 +52,8 @@ class KeyViews:
         self._lock = threading.Lock()
         self._table: tuple[Shape, FilteredStream] | None = None
         self._counted: tuple[Shape, int] | None = None
+        self._latest: LRU[tuple[bytes, Shape], tuple[RenderedRecord | None]] = LRU(LATEST_CACHE)
+        self._history: LRU[tuple[bytes, Shape], tuple[FilteredStream | None]] = LRU(HISTORY_CACHE)
 
     # ------------------------------------------------------------------------------------------ names
 
@@ -63,7 +69,19 @@ class KeyViews:
     # ------------------------------------------------------------------------------------------ records
 
     def latest(self, key: bytes) -> RenderedRecord | None:
-        """``by-key/<name>.json``: the latest record of ``key`` (a tombstone included), or None."""
+        """``by-key/<name>.json``: the latest record of ``key`` (a tombstone included), or None. The last
+        ones rendered are kept while the partition does not change (a lookup, its ``stat`` and its
+        ``open`` render once)."""
+        self.state.refresh()
+        shape = self.state.shape()
+        held = self._latest.get((key, shape))
+        if held is not None:
+            return held[0]
+        found = self._render_latest(key)
+        self._latest.put((key, shape), (found,))
+        return found
+
+    def _render_latest(self, key: bytes) -> RenderedRecord | None:
         found = self.keys.latest(key)
         if found is None:
             return None
@@ -76,7 +94,18 @@ class KeyViews:
         return None if got is None else RenderedRecord(*got)
 
     def history(self, key: bytes) -> FilteredStream | None:
-        """``by-key/<name>.jsonl``: every record of ``key`` in offset order, or None when it has none."""
+        """``by-key/<name>.jsonl``: every record of ``key`` in offset order, or None when it has none (the
+        last ones laid out are kept while the partition does not change)."""
+        self.state.refresh()
+        shape = self.state.shape()
+        held = self._history.get((key, shape))
+        if held is not None:
+            return held[0]
+        stream = self._lay_out_history(key)
+        self._history.put((key, shape), (stream,))
+        return stream
+
+    def _lay_out_history(self, key: bytes) -> FilteredStream | None:
         found = self.keys.history(key)
         if not found:
             return None
