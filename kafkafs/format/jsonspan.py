@@ -29,7 +29,7 @@ from .jsonrender import check_mode, line_prefix, render_lines
 from .recordfilter import RecordFilter
 from .records import decode_records
 
-__all__ = ["SpanResult", "render_span_jsonl", "reference_span", "span_sections"]
+__all__ = ["SpanResult", "render_span_jsonl", "reference_span", "span_sections", "cut_off"]
 
 
 class SpanResult(NamedTuple):
@@ -71,6 +71,16 @@ def render_span_jsonl(topic: str, partition: int, buf, mode: str = "auto", *, le
         None if record_filter is None else record_filter.kernel_arg(),
     )
     return SpanResult(data, consumed, _int64s(ends), _int64s(lasts), _int64s(line_ends), lines)
+
+
+def cut_off(buf, at: int) -> int:
+    """0 when a whole batch (as far as its length field says) starts at ``at`` of ``buf``, else the bytes
+    it needs (what a span walk that stopped there tells apart: a batch it does not take, or one that
+    the end of the buffer cut off)."""
+    if len(buf) - at < 12:
+        return 12
+    need = int.from_bytes(buf[at + 8 : at + 12], "big", signed=True) + 12
+    return need if need > 12 and at + need > len(buf) else 0
 
 
 def span_sections(buf) -> Iterator[tuple[BatchHeader, bytes]]:

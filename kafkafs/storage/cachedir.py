@@ -14,12 +14,14 @@ Functions only; thread-safe.
 from __future__ import annotations
 
 import os
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import NamedTuple
+from typing import BinaryIO, NamedTuple
 
 from ..errors import InvalidInput
 
-__all__ = ["FileKey", "default_cache_dir", "check_outside", "file_key"]
+__all__ = ["FileKey", "default_cache_dir", "check_outside", "file_key", "write_entry"]
 
 
 class FileKey(NamedTuple):
@@ -55,3 +57,23 @@ def check_outside(cache_dir: str | os.PathLike[str], logdir: str | os.PathLike[s
     if cache == root or cache.is_relative_to(root):
         raise InvalidInput(f"--cache-dir {cache_dir}: the size cache cannot be inside the log directory")
     return cache
+
+
+def write_entry(directory: Path, name: str, write: Callable[[BinaryIO], object]) -> Path:
+    """Write the entry ``name`` of the cache folder ``directory`` (made if missing) whole or not at all:
+    ``write(f)`` fills a temporary file of the folder, which then replaces the entry, so a reader sees
+    the old entry or the new one. OSError (a folder that cannot be written) passes to the caller."""
+    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=Path(name).suffix, dir=directory)
+    try:
+        with os.fdopen(fd, "w+b") as f:
+            write(f)
+        os.replace(tmp, directory / name)
+        tmp = None
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+    return directory / name

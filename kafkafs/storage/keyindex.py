@@ -26,7 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .. import __version__
-from .cachedir import FileKey, file_key
+from .cachedir import FileKey, file_key, write_entry
 from .keyfile import FORMAT_VERSION, DamagedIndex, SegmentKeyIndex
 from .keyscan import build_key_index
 
@@ -137,41 +137,18 @@ class KeyIndexStore:
     def _build(self, segment, stem: str, head_key: list, size: int, on_bytes) -> SegmentKeyIndex:
         if size >= LOG_BUILDS_FROM:
             log.info("building the key index of %s (%.0f MB)", segment.log_path, size / 1e6)
-        directory = self.directory
-        tmpdir = None
-        if directory is not None:
+        if self.directory is not None:
             try:
-                directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-                tmpdir = str(directory)
+                path = write_entry(self.directory, f"{stem}.keys", lambda f: build_key_index(
+                    segment, f, head_key, size=size, tmpdir=str(self.directory), on_bytes=on_bytes))
+                self.built += 1
+                return SegmentKeyIndex.open(open(path, "rb"), head_key, path)  # noqa: SIM115
             except OSError as exc:
                 self._warn(exc)
-                directory = None
-        if directory is None:
-            f = tempfile.TemporaryFile(prefix="kafkafs-keys-")  # noqa: SIM115 - kept open by the index
-            build_key_index(segment, f, head_key, size=size, on_bytes=on_bytes)
-            self.built += 1
-            return SegmentKeyIndex.open(f, head_key, None)
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".keys", dir=directory)
-        path = directory / f"{stem}.keys"
-        try:
-            with os.fdopen(fd, "w+b") as f:
-                build_key_index(segment, f, head_key, size=size, tmpdir=tmpdir, on_bytes=on_bytes)
-            os.replace(tmp, path)
-            tmp = None
-        except OSError as exc:
-            self._warn(exc)
-            f = tempfile.TemporaryFile(prefix="kafkafs-keys-")  # noqa: SIM115
-            build_key_index(segment, f, head_key, size=size, on_bytes=on_bytes)
-            self.built += 1
-            return SegmentKeyIndex.open(f, head_key, None)
-        finally:
-            if tmp is not None:
-                try:
-                    os.unlink(tmp)
-                except OSError:
-                    pass
+        f = tempfile.TemporaryFile(prefix="kafkafs-keys-")  # noqa: SIM115 - kept open by the index
+        build_key_index(segment, f, head_key, size=size, on_bytes=on_bytes)
         self.built += 1
-        return SegmentKeyIndex.open(open(path, "rb"), head_key, path)  # noqa: SIM115
+        return SegmentKeyIndex.open(f, head_key, None)
 
     def _warn(self, exc: OSError) -> None:
         with self._guard:

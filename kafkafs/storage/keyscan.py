@@ -24,6 +24,7 @@ from typing import BinaryIO, NamedTuple
 from .. import __version__
 from ..errors import CorruptRecordError
 from ..format.batch import records_section, validate_batch
+from ..format.jsonspan import cut_off
 from ..format.keyindex import (
     ENTRY_SIZE,
     TXN,
@@ -150,14 +151,6 @@ class _Longs:
         self.runs = []
 
 
-def _cut_off(buf: bytes, at: int) -> int:
-    """0 when a whole batch (as its length says) starts at ``at``, else the bytes it needs."""
-    if len(buf) - at < 12:
-        return 12
-    need = int.from_bytes(buf[at + 8 : at + 12], "big", signed=True) + 12
-    return need if need > 12 and at + need > len(buf) else 0
-
-
 def _slow_batch(segment, pos: int, size: int, record_filter: RecordFilter | None) -> tuple[KeyEntries, int, int] | None:
     """The entries of the one batch at ``pos`` the kernel did not take, where the next batch starts and
     its last offset; None at the end. CorruptRecordError for damage."""
@@ -227,7 +220,7 @@ def scan_entries(
         if taken == len(buf):
             want = CHUNK_BYTES
             continue
-        need = _cut_off(buf, taken)
+        need = cut_off(buf, taken)
         if need and not (taken == 0 and want >= need) and pos + need <= size:
             want = max(CHUNK_BYTES, need)
             continue

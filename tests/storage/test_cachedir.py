@@ -37,3 +37,19 @@ def test_file_key_names_the_file_as_it_is_now(tmp_path):
     assert key.size == 3 and key.ino == os.stat(path).st_ino
     path.write_bytes(b"abcd")
     assert file_key(os.stat(path)) != key
+
+
+def test_an_entry_is_written_whole_or_not_at_all(tmp_path):
+    from kafkafs.storage.cachedir import write_entry
+
+    path = write_entry(tmp_path / "cache", "a.keys", lambda f: f.write(b"one"))
+    assert path.read_bytes() == b"one"
+
+    def fails(f):
+        f.write(b"half")
+        raise OSError(28, "No space left on device")
+
+    with pytest.raises(OSError):
+        write_entry(tmp_path / "cache", "a.keys", fails)
+    assert path.read_bytes() == b"one"  # the old entry stays, and no temporary file is left
+    assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == ["a.keys"]

@@ -182,28 +182,9 @@ class TableFile(File):
         return StreamHandle(self.partitions.key_views(self.partition_name).table())
 
 
-class TransactionsFile(File):
-    """``transactions.json``: the partition's open transactions, last stable offset, aborted ranges."""
-
-    def render(self) -> bytes:
-        return self.partitions.coordinators.partition_transactions(self.partitions.state(self.partition_name))
-
-    def attr(self) -> Attr:
-        state = self.partitions.state(self.partition_name)
-        return file_attr(len(self.render()), self.partitions.records_mtime_ns(state), VOLATILE_TIMEOUT)
-
-    def volatile(self) -> bool:
-        return True
-
-    def _open(self) -> Handle:
-        return BytesHandle(self.render(), keep_cache=False, direct_io=True)
-
-
-# ---------------------------------------------------------------------------------------------- the top
-
-
 class _JsonFile(File):
-    """A small JSON file rendered on each open (``render`` given by the folder that made it)."""
+    """A small JSON file rendered on each open (``render``, given by whoever made it, returns None when
+    there is nothing of that name)."""
 
     def __init__(self, partitions: Partitions, key: Key, parent: Node | None, render) -> None:
         super().__init__(partitions, key, parent)
@@ -226,6 +207,17 @@ class _JsonFile(File):
 
     def _open(self) -> Handle:
         return BytesHandle(self.render(), keep_cache=False, direct_io=True)
+
+
+class TransactionsFile(_JsonFile):
+    """``transactions.json``: the partition's open transactions, last stable offset, aborted ranges."""
+
+    def __init__(self, partitions: Partitions, key: Key, parent: Node | None) -> None:
+        super().__init__(partitions, key, parent,
+                         lambda: partitions.coordinators.partition_transactions(partitions.state(key.partition)))
+
+
+# ---------------------------------------------------------------------------------------------- the top
 
 
 class GroupsDir(Dir):

@@ -46,8 +46,7 @@ class Coordinators:
     def __init__(self, logdir) -> None:
         self.logdir = logdir
         self._lock = threading.Lock()
-        self._groups: tuple[tuple, GroupsReplay] | None = None
-        self._ids: tuple[tuple, dict[str, dict]] | None = None
+        self._cached: dict[str, tuple[tuple, Any]] = {}  # what _kept keeps: the replay, the ids
         self._partitions: dict[str, tuple[float, tuple, bytes]] = {}
 
     def _topic_partitions(self, topic: str) -> list[str]:
@@ -67,16 +66,20 @@ class Coordinators:
 
     # ------------------------------------------------------------------------------------------ groups
 
-    def _replay(self) -> GroupsReplay:
-        fingerprint = self._fingerprint(OFFSETS_TOPIC)
+    def _kept(self, slot: str, topic: str, make):
+        """``make(logdir)``, or what it gave last while ``topic``'s partitions have not changed."""
+        fingerprint = self._fingerprint(topic)
         with self._lock:
-            cached = self._groups
+            cached = self._cached.get(slot)
         if cached is not None and cached[0] == fingerprint:
             return cached[1]
-        replay = replay_logdir(self.logdir)
+        value = make(self.logdir)
         with self._lock:
-            self._groups = (fingerprint, replay)
-        return replay
+            self._cached[slot] = (fingerprint, value)
+        return value
+
+    def _replay(self) -> GroupsReplay:
+        return self._kept("groups", OFFSETS_TOPIC, replay_logdir)
 
     def groups(self) -> list[str]:
         """Every group with an entry, sorted."""
@@ -104,15 +107,7 @@ class Coordinators:
 
     def transaction_ids(self) -> dict[str, dict]:
         """transactional id -> its ``transactions/<id>.json`` object."""
-        fingerprint = self._fingerprint(TRANSACTION_TOPIC)
-        with self._lock:
-            cached = self._ids
-        if cached is not None and cached[0] == fingerprint:
-            return cached[1]
-        ids = read_transaction_ids(self.logdir)
-        with self._lock:
-            self._ids = (fingerprint, ids)
-        return ids
+        return self._kept("ids", TRANSACTION_TOPIC, read_transaction_ids)
 
     def transaction_json(self, tid: str) -> bytes | None:
         record = self.transaction_ids().get(tid)

@@ -72,14 +72,18 @@ class KeyViews:
         """``by-key/<name>.json``: the latest record of ``key`` (a tombstone included), or None. The last
         ones rendered are kept while the partition does not change (a lookup, its ``stat`` and its
         ``open`` render once)."""
+        return self._held(self._latest, key, self._render_latest)
+
+    def _held(self, cache: LRU, key: bytes, make):
+        """``make(key)``, or what it gave last while the partition has not changed."""
         self.state.refresh()
         shape = self.state.shape()
-        held = self._latest.get((key, shape))
+        held = cache.get((key, shape))
         if held is not None:
             return held[0]
-        found = self._render_latest(key)
-        self._latest.put((key, shape), (found,))
-        return found
+        value = make(key)
+        cache.put((key, shape), (value,))
+        return value
 
     def _render_latest(self, key: bytes) -> RenderedRecord | None:
         found = self.keys.latest(key)
@@ -96,14 +100,7 @@ class KeyViews:
     def history(self, key: bytes) -> FilteredStream | None:
         """``by-key/<name>.jsonl``: every record of ``key`` in offset order, or None when it has none (the
         last ones laid out are kept while the partition does not change)."""
-        self.state.refresh()
-        shape = self.state.shape()
-        held = self._history.get((key, shape))
-        if held is not None:
-            return held[0]
-        stream = self._lay_out_history(key)
-        self._history.put((key, shape), (stream,))
-        return stream
+        return self._held(self._history, key, self._lay_out_history)
 
     def _lay_out_history(self, key: bytes) -> FilteredStream | None:
         found = self.keys.history(key)

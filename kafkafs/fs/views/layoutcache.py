@@ -28,7 +28,6 @@ import hashlib
 import logging
 import os
 import struct
-import tempfile
 import threading
 from array import array
 from pathlib import Path
@@ -37,7 +36,7 @@ from typing import NamedTuple
 import orjson
 
 from ... import __version__
-from ...storage.cachedir import check_outside, default_cache_dir
+from ...storage.cachedir import check_outside, default_cache_dir, write_entry
 
 __all__ = ["LayoutCache", "LayoutKey", "CachedLayout", "FORMAT_VERSION", "default_cache_dir", "check_outside"]
 
@@ -143,14 +142,8 @@ class LayoutCache:
         if self.directory is None:
             return False
         data = _encode(key, layout)
-        tmp = None
         try:
-            self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-            fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".layout", dir=self.directory)
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-            os.replace(tmp, self._path(key))
-            tmp = None
+            write_entry(self.directory, self._path(key).name, lambda f: f.write(data))
         except OSError as exc:
             with self._guard:
                 warn, self._warned = not self._warned, True
@@ -158,12 +151,6 @@ class LayoutCache:
                 log.warning("size cache %s is not writable (%s); sizes will not be kept across mounts",
                             self.directory, exc.strerror or exc)
             return False
-        finally:
-            if tmp is not None:
-                try:
-                    os.unlink(tmp)
-                except OSError:
-                    pass
         self._count("stored")
         return True
 
