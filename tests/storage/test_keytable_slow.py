@@ -98,3 +98,25 @@ def test_by_key_equals_a_brute_force_scan(big):
             assert (latest.offset if latest else None) == (records[-1][0] if records else None), key
             assert [r.offset for r in keys.history(key)] == [o for o, _v in records], key
     print(f"{len(history)} keys looked up in {time.monotonic() - started:.0f} s", flush=True)
+    # the mount's by-key/ files (the tree, without a kernel) for a thousand of them
+    import orjson
+
+    from kafkafs.format.keynames import key_name
+    from kafkafs.fs.tree.root import Tree
+    from kafkafs.fs.views.layoutcache import LayoutCache
+
+    started = time.monotonic()
+    tree = Tree(LogDir(big / "logs"), cache=LayoutCache(big / "cache"))
+    try:
+        for key in sorted(history)[:1000]:
+            records = history[key]
+            if not records:
+                continue
+            name = key_name(key)
+            latest = orjson.loads(tree.read_file(f"{TOPIC}-0/by-key/{name}.json"))
+            assert latest["offset"] == records[-1][0], key
+            lines = tree.read_file(f"{TOPIC}-0/by-key/{name}.jsonl").splitlines()
+            assert [orjson.loads(line)["offset"] for line in lines] == [o for o, _v in records], key
+    finally:
+        tree.close()
+    print(f"1000 keys through the tree in {time.monotonic() - started:.0f} s", flush=True)

@@ -107,12 +107,8 @@ class KeyViews:
         if not found:
             return None
         parts = []
-        for segment, records in _by_segment(found):
-            first, last = records[0], records[-1]
-            start = first.view.position if first.view is not None else segment.position_of(first.offset)
-            end_view = last.view if last.view is not None else segment.find(last.offset)
-            end = end_view.position + end_view.size if end_view is not None else segment.size
-            parts.append(StreamPart(segment, _bitmap([r.offset for r in records]), start, end))
+        for segment, position, size, records in _by_batch(found):
+            parts.append(StreamPart(segment, _bitmap([r.offset for r in records]), position, position + size))
         return FilteredStream(self.state.renderer, parts)
 
     # ------------------------------------------------------------------------------------------ the table
@@ -163,13 +159,22 @@ class KeyViews:
                 yield key_name(base64.b64decode(key["$base64"]))  # base64 mode: every key is {"$base64"}
 
 
-def _by_segment(found: list[KeyRecord]) -> Iterator[tuple[object, list[KeyRecord]]]:
-    """The records grouped by the segment holding them (they come in offset order)."""
+def _by_batch(found: list[KeyRecord]) -> Iterator[tuple[object, int, int, list[KeyRecord]]]:
+    """The records grouped by the batch holding them (they come in offset order): (segment, the batch's
+    position and size, its records). A record found by a scan is looked up in its segment."""
     group: list[KeyRecord] = []
+    where: tuple[object, int, int] | None = None
     for record in found:
-        if group and record.segment is not group[0].segment:
-            yield group[0].segment, group
+        view = record.view
+        if view is None or not view.header.base_offset <= record.offset <= view.header.last_offset:
+            view = record.segment.find(record.offset)
+            if view is None:
+                continue
+        place = (record.segment, view.position, view.size)
+        if group and place != where:
+            yield (*where, group)  # type: ignore[misc]
             group = []
+        where = place
         group.append(record)
-    if group:
-        yield group[0].segment, group
+    if group and where is not None:
+        yield (*where, group)
