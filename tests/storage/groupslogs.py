@@ -31,7 +31,7 @@ _NAMES = {2: "GroupMetadata", 3: "ConsumerGroupMetadata", 4: "ConsumerGroupParti
 
 
 def group_key(kind: int, **data) -> bytes:
-    return struct.pack(">h", kind) + message(_NAMES[kind] + "Key").write(data, kind)
+    return struct.pack(">h", kind) + message(_NAMES[kind] + "Key").write(data, 0)
 
 
 def group_value(kind: int, version: int, **data) -> bytes:
