@@ -18,9 +18,9 @@ from collections.abc import Sequence
 from typing import Any, TextIO
 
 from .errors import InvalidName
-from .storage.config import broker_setting
-from .storage.groups import read_groups
-from .storage.txnstate import CoordinatorView, partition_transactions, read_transaction_ids
+
+# The models are imported by the functions that use them: every command's parser is built from this
+# module's argument functions, and none of them should pay for the decoders' import.
 
 __all__ = ["print_groups", "print_transactions", "transactions_report", "describe", "DESCRIBE_COMMANDS"]
 
@@ -80,6 +80,8 @@ def _group_rows(view: dict) -> list[list[Any]]:
 
 def print_groups(logdir, group: str | None, out: TextIO, *, as_json: bool = False) -> int:
     """Print the groups of ``logdir`` (or ``group`` only); InvalidName when ``group`` has no entry."""
+    from .storage.groups import read_groups
+
     groups = read_groups(logdir, group)
     if group is not None and group not in groups:
         raise InvalidName(f"no group {group} in {logdir.path} (its metadata and commits may all be deleted)")
@@ -108,6 +110,9 @@ def print_groups(logdir, group: str | None, out: TextIO, *, as_json: bool = Fals
 
 def transactions_report(logdir, *, now_ms: int | None = None, settings=None) -> dict[str, Any]:
     """``{"partitions": {name: transactions.json}, "transactionalIds": {id: transactions/<id>.json}}``."""
+    from .storage.config import broker_setting
+    from .storage.txnstate import CoordinatorView, partition_transactions, read_transaction_ids
+
     now_ms = time.time_ns() // 1_000_000 if now_ms is None else now_ms
     ids = read_transaction_ids(logdir)
     coordinator = CoordinatorView(ids, broker_setting(settings, "transaction.max.timeout.ms"))

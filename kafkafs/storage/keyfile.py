@@ -31,9 +31,8 @@ from bisect import bisect_left
 from pathlib import Path
 from typing import BinaryIO
 
-import crc32c as _crc32c
-
 from .. import __version__
+from ..format.crc import crc32c
 from ..format.keyindex import ENTRY, ENTRY_SIZE, TXN, find_entries
 
 __all__ = ["DamagedIndex", "SegmentKeyIndex", "BlockWriter", "FORMAT_VERSION", "HEAD_SIZE", "BLOCK", "LONG",
@@ -143,7 +142,7 @@ class SegmentKeyIndex:
         for b in range(first, last + 1):
             lo = (b - first) * BLOCK
             hi = min(lo + BLOCK, data_size - start)
-            if b >= len(crcs) or hi > len(raw) or _crc32c.crc32c(view[lo:hi]) != crcs[b]:
+            if b >= len(crcs) or hi > len(raw) or crc32c(view[lo:hi]) != crcs[b]:
                 raise DamagedIndex(f"{self.path or 'a temporary key index'}: block {b} fails its check", self)
         at = position - start
         return raw[at : at + size]
@@ -230,14 +229,14 @@ class BlockWriter:
         if whole:
             view = memoryview(pending)
             for at in range(0, whole, BLOCK):
-                self.crcs.append(_crc32c.crc32c(view[at : at + BLOCK]))
+                self.crcs.append(crc32c(view[at : at + BLOCK]))
             self.file.write(view[:whole])
             view.release()
             del pending[:whole]
 
     def finish(self, head: dict) -> None:
         if self._pending:
-            self.crcs.append(_crc32c.crc32c(self._pending))
+            self.crcs.append(crc32c(self._pending))
             self.file.write(self._pending)
             self._pending = bytearray()
         head = dict(head, data_size=self.size, blocks=len(self.crcs))
