@@ -95,14 +95,13 @@ class KeyIndexStore:
     ) -> SegmentKeyIndex | None:
         """The index of the sealed ``segment`` as it is now: open already, or loaded from the cache
         folder, or (``build``) built now; None when it is not there and ``build`` is False."""
-        st = os.fstat(segment.records.handle().fd)
-        key = file_key(st)
-        head_key = _head_key(key, topic, partition)
-        stem = index_stem(key, topic, partition)
-        ident = (stem, tuple(head_key))
-        index = self._cached(ident)
+        key = file_key(os.fstat(segment.records.handle().fd))
+        index = self._cached((key, topic, partition))
         if index is not None:
             return index
+        head_key = _head_key(key, topic, partition)
+        stem = index_stem(key, topic, partition)
+        ident = (key, topic, partition)
         with self._guard:
             lock = self._building.setdefault(stem, threading.Lock())
         with lock:
