@@ -141,8 +141,14 @@ def test_state_files(fixtures_dir, tmp_path):
     folder = fixtures_dir / OFFSETS_12
     snapshot = folder / "00000000000000000869.snapshot"
     assert dump(snapshot) == (0, [f"Dumping {snapshot}"], [])  # the broker's: no producers
-    epochs = folder / "leader-epoch-checkpoint"
-    assert dump(epochs)[1] == [f"Dumping {epochs}", "epoch: 0 startOffset: 0"]
+    # issue 19 finding 5: Kafka 4's kafka-dump-log takes a broker's state files and ignores them, exit 0
+    for state in (folder / "leader-epoch-checkpoint", folder / "partition.metadata",
+                  fixtures_dir / "kafka-logs-a/meta.properties"):
+        if state.exists():
+            assert dump(state) == (0, [f"Dumping {state}"], [f"Ignoring unknown file {state}"])
+            proc = cli(str(state))
+            assert proc.returncode == 0 and proc.stdout.decode() == f"Dumping {state}\n", proc.stderr
+            assert f"Ignoring unknown file {state}" in proc.stderr.decode()
     # print(s"producerId: ${entry.producerId} producerEpoch: ${entry.producerEpoch} " +
     #   s"coordinatorEpoch: ${entry.coordinatorEpoch} currentTxnFirstOffset: ${entry.currentTxnFirstOffset} " +
     #   s"lastTimestamp: ${entry.lastTimestamp} ")
@@ -156,9 +162,16 @@ def test_state_files(fixtures_dir, tmp_path):
         "firstSequence: 5 lastSequence: 9 lastOffset: 40 offsetDelta: 4 timestamp: 1234",
         "producerId: 8 producerEpoch: 0 coordinatorEpoch: -1 currentTxnFirstOffset: OptionalLong.empty lastTimestamp: 99 ",
     ]
-    mine.write_bytes(mine.read_bytes()[:-1] + b"\1")
+    good = mine.read_bytes()
+    mine.write_bytes(good[:-1] + b"\1")
     rc, _lines, err = dump(mine)
     assert rc == 1 and err[0].startswith("Snapshot is corrupt (CRC is no longer valid). Stored crc: ")
+    # a version this reader does not know: Kafka 4.4's line (kafka-dump-log run on such a file)
+    mine.write_bytes(b"\x00\x02" + good[2:])
+    rc, lines, err = dump(mine)
+    assert (rc, lines, err) == (
+        1, [f"Dumping {mine}"], ["Snapshot failed schema validation: Snapshot contained an unknown file version 2"]
+    )
     # println(s"version: ${abortedTxn.version} producerId: ${abortedTxn.producerId} firstOffset: ${abortedTxn.firstOffset} " +
     #   s"lastOffset: ${abortedTxn.lastOffset} lastStableOffset: ${abortedTxn.lastStableOffset}")
     txn = tmp_path / "00000000000000000000.txnindex"
@@ -566,7 +579,9 @@ def test_a_path_dump_does_not_take_alone_is_a_usage_error(tmp_path, fixtures_dir
     meta = fixtures_dir / "kafka-logs-a/meta.properties"
     badly_named = tmp_path / "abc.log"
     badly_named.write_bytes(segment.read_bytes())
-    for path in (meta, badly_named):
+    stranger = tmp_path / "notes.txt"
+    stranger.write_text("hello\n")
+    for path in (stranger, badly_named):
         proc = cli(str(path))
         assert proc.returncode == 2 and proc.stdout == b"", proc.stderr
         lines = [line for line in proc.stderr.decode().splitlines() if "record kernel" not in line]
