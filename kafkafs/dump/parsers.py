@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import CorruptRecordError, KafkafsError
+from .javatext import java_utf8
 from .scala import grown, hash_order, int32, java_string_hash, table_size_for
 
 __all__ = ["make_parser", "Parser", "TXN_STATES", "to_json"]
@@ -42,7 +43,7 @@ TXN_STATES = {
 
 
 def _text(b: bytes | None) -> str | None:
-    return None if b is None else b.decode("utf-8", "replace")
+    return None if b is None else java_utf8(b)  # as Kafka's StringDecoder (new String(bytes, UTF_8))
 
 
 def _plain(obj: Any) -> Any:

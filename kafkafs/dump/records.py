@@ -9,7 +9,7 @@ One line a record::
     [--print-data-log, data batches:] " key: " + key + " payload: " + payload
 
 ``--skip-record-metadata`` leaves out everything before ``key:``; then the line starts ``| key: ..``
-(or `` payload: ..`` when there is no key, as Kafka prints it).
+(or ``| payload: ..`` when there is no key, as Kafka 4.4 prints it).
 """
 
 from __future__ import annotations
@@ -131,7 +131,8 @@ class RecordPrinter:
         control = h.is_control
         problems = 0
         for i, offset in enumerate(batch.offsets):
-            if self.last_offset != -1 and offset != self.last_offset + 1:
+            # Kafka 4.4 compares even a file's first record with -1 + 1 (3.x skipped the first)
+            if offset != self.last_offset + 1:
                 self.gaps.append((self.last_offset, offset))
             self.last_offset = offset
             key, value = batch.keys[i], batch.values[i]
@@ -161,7 +162,9 @@ class RecordPrinter:
                 if shown_key is not None:
                     parts.append(f"{prefix}key: {shown_key}")
                 if payload is not None:
-                    parts.append(f" payload: {payload}")
+                    # Kafka 4.4: after a key " payload: "; with no key the line's own prefix ("| " under
+                    # --skip-record-metadata)
+                    parts.append(f"{' ' if shown_key is not None else prefix}payload: {payload}")
             parts.append("\n")
             write("".join(parts))
         return problems
