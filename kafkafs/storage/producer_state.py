@@ -206,6 +206,14 @@ class ProducerState:
         if self.writable:
             self._remove(offset)
 
+    def remove_out_of_range(self, log_start_offset: int, log_end_offset: int) -> None:
+        """Kafka's ``truncateAndReload`` at every load: the snapshots past the log end, and those at or
+        below the log start offset, go."""
+        if self.writable:
+            for off in snapshot_offsets(self.dir):
+                if off > log_end_offset or off <= log_start_offset:
+                    self._remove(off)
+
     def remove_stray_snapshots(self, segment_bases: Iterable[int]) -> None:
         """Kafka's ``removeStraySnapshots`` at every load: of the snapshots not named by a segment's base
         offset, only the latest stays, and only when it is at or past the last segment's base."""

@@ -102,3 +102,26 @@ def test_a_load_keeps_the_snapshots_a_broker_keeps(tmp_path):
     with LogDir(tmp_path, settings, writable=True):
         pass
     assert snapshot_offsets(tmp_path / "t-0") == [15, 16]
+
+
+def test_a_load_drops_snapshots_at_or_below_the_log_start(tmp_path):
+    """Kafka's truncateAndReload at load deletes the snapshots at or below the log start offset (a real
+    4.4 broker deleted the one at the base of the first segment left by retention, the broker tests
+    saw it); kafkafs kept it."""
+    from kafkafs.storage.config import Settings
+    from kafkafs.storage.logdir import LogDir
+
+    settings = Settings({"segment.bytes": 10**6})
+    with LogDir(tmp_path, settings, writable=True) as logdir:
+        log = logdir.create_partition("t", 0)
+        log.append_records([(1000, None, b"a", ())] * 3)
+        log.roll()
+        log.append_records([(1001, None, b"b", ())] * 3)
+        log.roll()
+        log.append_records([(1002, None, b"c", ())] * 3)
+        log.delete_segments([log.segments.first()])  # retention: the log now starts at 3
+        assert log.log_start_offset == 3
+    assert 3 in snapshot_offsets(tmp_path / "t-0")
+    with LogDir(tmp_path, settings, writable=True) as logdir:
+        logdir.log("t-0")  # loaded (kafkafs opens a partition when it is used)
+    assert snapshot_offsets(tmp_path / "t-0") == [6, 9]
