@@ -701,6 +701,22 @@ class Broker:
         else:
             raise RuntimeError(f"topic {name}: partition folders did not appear in {timeout} s")
 
+    def wait_high_watermark(self, topic: str, partition: int, offset: int, timeout: float = 60) -> None:
+        """Waits until the partition's high watermark (what a consumer may read up to) reaches ``offset``:
+        a restarted broker becomes leader again and moves it up to its log end only then."""
+        from kafka import KafkaConsumer, TopicPartition
+
+        consumer = KafkaConsumer(bootstrap_servers=self.bootstrap)
+        tp = TopicPartition(topic, partition)
+        try:
+            deadline = time.monotonic() + timeout
+            while (end := consumer.end_offsets([tp])[tp]) < offset:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"{topic}-{partition}: high watermark {end} < {offset} after {timeout} s")
+                time.sleep(0.2)
+        finally:
+            consumer.close()
+
     def consume_all(
         self,
         topic: str,

@@ -61,14 +61,17 @@ def record_of(i: int, rng: random.Random) -> tuple[bytes | None, bytes | None, l
 
 def produce_mix(broker: Broker, topic: str, count: int, *, codec: str = "none", partitions: int = 1,
                 seed: int = 1, start: int = 0, idempotent: bool = False, batch_size: int = 16384,
-                linger_ms: int = 5, **producer_kw) -> int:
-    """``count`` records of the fixed mix to ``topic`` (round robin over ``partitions``)."""
+                linger_ms: int = 5, keyed: bool = False, **producer_kw) -> int:
+    """``count`` records of the fixed mix to ``topic`` (round robin over ``partitions``); ``keyed``: no
+    null key (a compacted topic refuses them)."""
     rng = random.Random(seed)
     producer = broker.producer(compression_type=None if codec == "none" else codec, batch_size=batch_size,
                                linger_ms=linger_ms, enable_idempotence=idempotent,
                                acks="all" if idempotent else 1, **producer_kw)
     for i in range(start, start + count):
         key, value, headers = record_of(i, rng)
+        if keyed and key is None:
+            key = b"key-none-%d" % (i % 7)
         producer.send(topic, key=key, value=value, headers=headers, partition=i % partitions)
     producer.flush()
     return count
