@@ -111,8 +111,10 @@ def _encode_like(h: BatchHeader, rows: list, **fields) -> bytes:
 
 
 def empty_batch(h: BatchHeader) -> bytes:
-    """The header of a batch whose records all went (Kafka's ``RETAIN_EMPTY``: no delete horizon)."""
-    return _encode_like(h, [], first_timestamp=h.max_timestamp, max_timestamp=h.max_timestamp)
+    """The header of a batch whose records all went (Kafka's ``RETAIN_EMPTY``: no delete horizon), as
+    ``DefaultRecordBatch.writeEmptyHeader`` writes it: base timestamp -1 (NO_TIMESTAMP), the max
+    timestamp kept."""
+    return _encode_like(h, [], first_timestamp=-1, max_timestamp=h.max_timestamp)
 
 
 def _judge(omap: OffsetMap, keys: list, values: list, offsets: list[int], drop_deletes: bool,
