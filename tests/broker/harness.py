@@ -13,7 +13,9 @@ script or a Python prompt can use it too::
         kafka.dump_log(broker.partition_dir("orders-0") / "00000000000000000000.log", "--deep-iteration")
 
 Thread safety: a :class:`Broker` is driven by one thread (the test's); :func:`stop_all` may be called
-from an ``atexit`` hook or a session finaliser at any time and only kills processes.
+from an ``atexit`` hook or a session finaliser at any time and only kills processes. A broker's JVM
+dies with the thread that started it (``PR_SET_PDEATHSIG``), so start brokers from a thread that
+outlives them (the main thread).
 """
 
 from __future__ import annotations
@@ -496,7 +498,8 @@ class Broker:
             )
             with open(self.workdir / "stdout.log", "ab") as out:
                 self.proc = subprocess.Popen(
-                    cmd, stdout=out, stderr=subprocess.STDOUT, cwd=self.workdir, start_new_session=True
+                    cmd, stdout=out, stderr=subprocess.STDOUT, cwd=self.workdir, start_new_session=True,
+                    preexec_fn=_die_with_parent,
                 )
             _RUNNING.add(self)
             try:
@@ -750,6 +753,15 @@ class Broker:
             return [r for p in parts for r in out[p]]
         finally:
             consumer.close()
+
+
+def _die_with_parent() -> None:
+    """In the broker's child process before exec: the kernel kills it (SIGKILL) when the process that
+    started it dies, however that dies (a killed pytest leaves no broker behind)."""
+    import ctypes
+
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 class _PortTaken(RuntimeError):

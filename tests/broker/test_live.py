@@ -124,6 +124,22 @@ def test_the_mount_serves_what_the_broker_serves(live, mounted, kafka):
     assert after == before  # nothing produced meanwhile: every byte as the broker left it, no file added
 
 
+@pytest.mark.slow
+def test_a_million_records_beside_the_broker(kafka, make_broker, mounted):
+    """The slow run: ``LIVE_RECORDS`` (default 1,000,000) records of every codec through the broker,
+    the same comparisons on all of them, and the broker's directory unchanged by the mount."""
+    broker = make_broker()
+    total = _fill(broker, int(os.environ.get("LIVE_RECORDS", "1000000")) // len(CODECS))
+    before = {n: d for n, d in file_digests(broker.log_dir).items() if n.split("/")[0].split("-")[0] in TOPICS}
+    m = mounted(broker.log_dir)
+    compared = _check_mount_equals_wire(broker, m.path)
+    m.stop()
+    after = {n: d for n, d in file_digests(broker.log_dir).items() if n.split("/")[0].split("-")[0] in TOPICS}
+    assert after == before
+    print(f"slow run: {total} records produced, {compared} compared with the wire, 0 mismatches; "
+          f"{len(before)} files of the broker's partitions byte-unchanged")
+
+
 def test_tail_follows_the_broker_within_a_second(live, mounted):
     broker = live
     m = mounted(broker.log_dir)
