@@ -729,7 +729,8 @@ class Broker:
         **kw: Any,
     ) -> list[Any]:
         """Every record of the topic (or one partition) from the start to its end offset now, fetched
-        over the wire with kafka-python, as ``ConsumerRecord``s in partition then offset order."""
+        over the wire with kafka-python, as ``ConsumerRecord``s in partition then offset order.
+        ``TimeoutError`` when ``timeout`` seconds pass without a record (however long the whole takes)."""
         from kafka import KafkaConsumer, TopicPartition
 
         consumer = KafkaConsumer(
@@ -750,6 +751,7 @@ class Broker:
                     )
                 for tp, records in consumer.poll(timeout_ms=500, max_records=100_000).items():
                     out[tp.partition].extend(records)
+                    deadline = time.monotonic() + timeout  # progress: the clock starts again
             return [r for p in parts for r in out[p]]
         finally:
             consumer.close()
