@@ -67,8 +67,8 @@ for v in "${versions[@]}"; do
   else
     rm -rf "$tmp"
     failed=1
-    say "Kafka $v: could not fetch the jars (mvn's last lines below, full log: $log); the broker tests on $v will skip"
-    grep -v '^\s*$' "$log" | tail -5 | sed 's/^/[kafka]   /' >&2
+    say "Kafka $v: could not fetch the jars (mvn said, full log: $log); the broker tests on $v will skip"
+    sed 's/\x1b\[[0-9;]*m//g' "$log" | grep -m 2 '\[ERROR\] .\{20,\}' | cut -c1-300 | sed 's/^/[kafka]   /' >&2
   fi
 done
 [ $strict -eq 1 ] && exit $failed
