@@ -6,7 +6,7 @@ metadata files) dumped by both with each of Kafka's flag sets; stdout and stderr
 
 Where Kafka stops with a stack trace, kafkafs's documented deviation stands: those files are listed in
 ``DEVIATIONS`` by name, and the test checks that Kafka still stops there (so a list that is no longer
-needed fails). Decoder flags kafkafs does not take yet are issue 21's (strict xfail).
+needed fails).
 """
 
 from __future__ import annotations
@@ -31,17 +31,11 @@ FLAG_SETS: list[tuple[str, ...]] = [
     ("--max-bytes", "3000", "--deep-iteration"),
 ]
 
-_ISSUE_21 = "issue 21: Kafka 4.x's record definitions are not decoded yet ({})"
-
 # decoder flags, each on the topic it decodes (kafka-dump-log applies it to whatever it is given)
 DECODERS = [
-    pytest.param("--offsets-decoder", "__consumer_offsets", marks=pytest.mark.xfail(
-        strict=True, reason=_ISSUE_21.format("OffsetCommitValue version 4 prints its topicId"))),
-    pytest.param("--transaction-log-decoder", "__transaction_state", marks=pytest.mark.xfail(
-        strict=True, reason=_ISSUE_21.format("Kafka 4.4 prints transaction log records as JSON: "
-                                             '{"type":"0","data":{"transactionalId":..}}'))),
-    pytest.param("--cluster-metadata-decoder", "__cluster_metadata", marks=pytest.mark.xfail(
-        strict=True, reason=_ISSUE_21.format("LeaderChange control records and REGISTER_BROKER_RECORD v4"))),
+    ("--offsets-decoder", "__consumer_offsets"),
+    ("--transaction-log-decoder", "__transaction_state"),
+    ("--cluster-metadata-decoder", "__cluster_metadata"),
 ]
 
 # where Kafka stops with a stack trace and kafkafs prints one line instead (README, "dump"): the end
@@ -54,10 +48,6 @@ DEVIATIONS: dict[str, str] = {
     "__cluster_metadata-0/00000000000000000000.timeindex": "--index-sanity-check",
 }
 
-
-def _kraft_records(path: Path) -> bool:
-    """A file of the metadata log whose records ``--deep-iteration`` prints (compared apart: issue 21)."""
-    return path.parent.name == "__cluster_metadata-0" and path.suffix in (".log", ".checkpoint")
 
 MALFORMED_UTF8 = ["edae55", "eda080", "e08080", "e0a0", "f0808080", "f4908080", "f5808080", "c080", "c2",
                   "f09f98", "f09f9841", "80ff", "e18041", "f09f", "ff", "c3a9", "e29c93", "f09f9880"]
@@ -174,13 +164,9 @@ def _compare(kafka: Kafka, files: list[Path], flags: tuple[str, ...]) -> tuple[i
     return compared, diffs, stopped
 
 
-def _deep(flags: tuple[str, ...]) -> bool:
-    return any(f in flags for f in ("--deep-iteration", "--print-data-log"))
-
-
 @pytest.mark.parametrize("flags", FLAG_SETS, ids=lambda f: " ".join(f) or "no-flags")
 def test_dump_equals_kafka_dump_log(kafka, broker_dir, flags, record_property):
-    files = [p for p in _files(broker_dir) if not (_deep(flags) and _kraft_records(p))]
+    files = _files(broker_dir)
     compared, diffs, stopped = _compare(kafka, files, flags)
     record_property("lines_compared", compared)
     print(f"{' '.join(flags) or '(no flags)'}: {len(files)} files, {compared} lines compared, Kafka stopped at {stopped}")
@@ -192,15 +178,6 @@ def test_dump_equals_kafka_dump_log(kafka, broker_dir, flags, record_property):
         ours = kafkafs("dump", path, *flags)
         # 'Exception in thread "main" org.apache...CorruptIndexException: MESSAGE' -> 'kafkafs: MESSAGE'
         assert ours.stderr.splitlines() == ["kafkafs: " + message.split("Exception: ", 1)[1]], (message, ours.stderr)
-    assert not diffs, "\n".join(diffs[:20]) + f"\n({len(diffs)} differences)"
-
-
-@pytest.mark.xfail(strict=True, reason=_ISSUE_21.format("Kafka 4.4 prints a KRaft LeaderChange control record "
-                                                       "as 'LeaderChange: {json}', kafkafs as 'controlType: LEADER_CHANGE(2)'"))
-def test_dump_of_the_metadata_log_records_equals_kafka_dump_log(kafka, broker_dir):
-    files = [p for p in _files(broker_dir, "__cluster_metadata") if _kraft_records(p)]
-    compared, diffs, stopped = _compare(kafka, files, ("--deep-iteration", "--print-data-log"))
-    assert not stopped
     assert not diffs, "\n".join(diffs[:20]) + f"\n({len(diffs)} differences)"
 
 
