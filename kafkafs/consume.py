@@ -113,6 +113,9 @@ class _Reader:
     stop_ts: int | None
     decoder: Any
     done: bool = False
+    #: one past the last offset of the batch read last (None before the first): the batch after it must
+    #: start there or later (SPEC §4, :mod:`kafkafs.storage.validation`)
+    expect: int | None = None
 
     def lines(self) -> Iterator[tuple[int, int, int, bytes]]:
         """(timestamp, partition, offset, line) of every record now in the log past ``next_offset``."""
@@ -158,6 +161,7 @@ class _Reader:
         log_ = self.log
         lo = self.next_offset
         self.next_offset = max(lo, view.header.next_offset)
+        self.expect = view.header.next_offset
         try:
             if remaining is None:
                 return render_raw_jsonl_count(log_.topic, log_.partition, view.raw(), self.mode, decoder=self.decoder, lo=lo)

@@ -5,7 +5,7 @@ CRC-checked and rendered by the kernel with no Python between batches, without t
 reads the segment in large chunks, cuts each at batch boundaries (``span_cuts``: lengths and offsets
 only) into pieces, and has worker threads render the pieces while it writes the finished ones in
 order. Whatever a span does not take (a compressed or legacy batch, damage, a batch larger than a
-chunk, offsets that do not rise, a partial batch at the end of the file) goes the old way, through
+chunk, offsets out of order, a partial batch at the end of the file) goes the old way, through
 :meth:`Log.batches <kafkafs.storage.local_log.LocalLog.batches>` one batch at a time, which renders it
 or raises its damage exactly as before: the output is the same bytes either way.
 """
@@ -21,6 +21,7 @@ from typing import Any
 
 from .format import kernel as _kernel
 from .format.jsonview import render_span_jsonl
+from .storage.validation import checked_order
 
 __all__ = ["SpanPool", "span_chunks", "tune_malloc"]
 
@@ -133,8 +134,12 @@ def _segment(reader, pool: SpanPool, segment, pos: int, topic: str, partition: i
         if pos >= end:
             break
         # the batch at pos is not a span's (and, after a span of a few batches only, the next ones
-        # neither: a segment that mixes compressed and plain batches is read the old way)
-        views = segment.batches(pos)
+        # neither: a segment that mixes compressed and plain batches is read the old way); each batch
+        # judged between its neighbours, as Log.batches does (offsets out of order raise)
+        higher = reader.log.segments.higher(segment.base_offset)
+        views = checked_order(segment.batches(pos), str(segment.log_path), next_offset=reader.expect,
+                              upper=higher.base_offset if higher is not None else None,
+                              segment_base=segment.base_offset)
         try:
             for i, view in enumerate(views):
                 if view.header.last_offset >= reader.next_offset:  # as Log.batches skips
@@ -163,7 +168,10 @@ def _spans(reader, pool: SpanPool, segment, pos: int, topic: str, partition: int
         while walking and len(pending) < limit and pos < end:
             chunk = segment.read_at(pos, min(step, end - pos))
             step = READ_BYTES
-            raw, expect = _kernel.KERNEL.span_cuts(chunk, PIECE_BYTES, expect)
+            # final: the chunk reaches the end of the partition, so its last batch needs no next base offset
+            # seen (the last batch of a sealed segment goes the old way, judged against the next segment)
+            final = pos + len(chunk) >= end and reader.log.segments.higher(segment.base_offset) is None
+            raw, expect = _kernel.KERNEL.span_cuts(chunk, PIECE_BYTES, expect, final)
             cuts = array("q")
             cuts.frombytes(raw)
             if len(cuts) < 2:
@@ -180,6 +188,7 @@ def _spans(reader, pool: SpanPool, segment, pos: int, topic: str, partition: int
         if result.batch_ends:
             taken += len(result.batch_ends)
             reader.next_offset = max(reader.next_offset, result.last_offsets[-1] + 1)
+            reader.expect = result.last_offsets[-1] + 1
         done += result.consumed
         if result.lines:
             yield result.data, result.lines

@@ -133,11 +133,25 @@ typedef struct {
     Py_ssize_t consumed;
 } SpanOut;
 
+/* Whether the batch at d[pos:pos+size] (base offset base, last offset delta last_delta) keeps the
+ * order of offsets (storage/validation.py, order_problem): its base at least min_offset, and the base
+ * offset of the batch after it (its first 8 bytes) past its last offset. When fewer than 8 bytes follow
+ * it, only a final buffer (one that ends where the caller's data ends) takes it: another read sees the
+ * next base offset first. */
+static inline int span_in_order(const uint8_t *d, Py_ssize_t n, Py_ssize_t pos, Py_ssize_t size, int64_t base,
+                                int32_t last_delta, int64_t min_offset, int final) {
+    if (base < min_offset || last_delta < 0 || base > INT64_MAX - last_delta - 1) return 0;
+    Py_ssize_t after = pos + size;
+    if (n - after >= 8) return be64(d + after) > base + last_delta;
+    return final;
+}
+
 /* Walks the whole v2 batches at the start of d[0:n] (header checks as batchheader.read_batch_header,
- * then the CRC, then render_section); stops before the first one it does not take. 0, or -2 when
- * out of memory. Runs without the GIL (o->ts holds the entry point's saved thread state). */
+ * then the order of offsets, span_in_order, then the CRC, then render_section); stops before the first
+ * one it does not take. 0, or -2 when out of memory. Runs without the GIL (o->ts holds the entry
+ * point's saved thread state). */
 static int span_walk(const uint8_t *d, Py_ssize_t n, const char *prefix, Py_ssize_t prefix_len, int mode, Out *o,
-                     SpanOut *so) {
+                     SpanOut *so, int64_t min_offset, int final) {
     Py_ssize_t pos = 0;
     while (n - pos >= 61) {
         const uint8_t *p = d + pos;
@@ -147,7 +161,7 @@ static int span_walk(const uint8_t *d, Py_ssize_t n, const char *prefix, Py_ssiz
         Py_ssize_t size = (Py_ssize_t)length + 12;
         if (size > n - pos) break; /* cut off by the end of the buffer */
         int32_t last_delta = be32(p + 23);
-        if (base < 0 || (last_delta > 0 && base > INT64_MAX - last_delta)) break;
+        if (base < 0 || !span_in_order(d, n, pos, size, base, last_delta, min_offset, final)) break;
         int attributes = (int16_t)((uint16_t)p[21] << 8 | p[22]);
         if (attributes & 0x07) break; /* compressed: the caller decompresses it */
         if (crc32c(p + 21, (size_t)(size - 21)) != (uint32_t)be32(p + 17)) break;
@@ -170,6 +184,7 @@ static int span_walk(const uint8_t *d, Py_ssize_t n, const char *prefix, Py_ssiz
             break;
         }
         pos += size;
+        min_offset = base + last_delta + 1;
         if (i64s_add(&so->batch_ends, pos) < 0 || i64s_add(&so->last_offsets, base + last_delta) < 0 ||
             i64s_add(&so->line_ends, o->len) < 0)
             return -2;
@@ -178,19 +193,20 @@ static int span_walk(const uint8_t *d, Py_ssize_t n, const char *prefix, Py_ssiz
     return 0;
 }
 
-/* span_cuts(buf, step, min_offset) -> (cuts, next_min_offset), cuts as bytes of native int64: 0, then
- * batch boundaries at least step apart, then where the walk stopped; next_min_offset: past the last
- * offset of the last batch walked (min_offset when none). The walk reads lengths, attributes and
- * offsets only (no CRC): it passes uncompressed v2 batches that are whole in buf, whose base offset
- * is at least min_offset and then past the previous batch's last offset, with a last offset delta
- * >= 0; it stops at anything else. Consume renders the pieces between cuts on several threads
- * (render_span checks everything else). */
+/* span_cuts(buf, step, min_offset, final) -> (cuts, next_min_offset), cuts as bytes of native int64:
+ * 0, then batch boundaries at least step apart, then where the walk stopped; next_min_offset: past the
+ * last offset of the last batch walked (min_offset when none). The walk reads lengths, attributes and
+ * offsets only (no CRC): it passes uncompressed v2 batches that are whole in buf and keep the order of
+ * offsets (span_in_order: from min_offset on, each one's offsets below the next one's base; final: buf
+ * ends where the data ends); it stops at anything else. Consume renders the pieces between cuts on
+ * several threads (render_span checks everything else). */
 static PyObject *k_span_cuts(PyObject *self, PyObject *args) {
     (void)self;
     Py_buffer buf;
     Py_ssize_t step;
     long long min_offset;
-    if (!PyArg_ParseTuple(args, "y*nL", &buf, &step, &min_offset)) return NULL;
+    int final;
+    if (!PyArg_ParseTuple(args, "y*nLp", &buf, &step, &min_offset, &final)) return NULL;
     I64s cuts = {NULL, 0, 0};
     const uint8_t *d = (const uint8_t *)buf.buf;
     Py_ssize_t n = buf.len, pos = 0, last_cut = 0;
@@ -201,7 +217,7 @@ static PyObject *k_span_cuts(PyObject *self, PyObject *args) {
         int64_t base = be64(p);
         int32_t length = be32(p + 8), last_delta = be32(p + 23);
         if (p[16] != 2 || length < 49 || (Py_ssize_t)length + 12 > n - pos || (p[22] & 0x07)) break;
-        if (base < expect || last_delta < 0 || base > INT64_MAX - last_delta - 1) break;
+        if (!span_in_order(d, n, pos, (Py_ssize_t)length + 12, base, last_delta, expect, final)) break;
         expect = base + last_delta + 1;
         pos += (Py_ssize_t)length + 12;
         if (pos - last_cut >= step) {
@@ -218,13 +234,16 @@ static PyObject *k_span_cuts(PyObject *self, PyObject *args) {
     return result;
 }
 
-/* render_span(prefix, buf, mode, lengths) -> (data, consumed, lines, batch_ends, last_offsets,
- * line_ends), the arrays as bytes of native int64 (jsonspan.py makes them array('q')). */
+/* render_span(prefix, buf, mode, lengths, min_offset, final) -> (data, consumed, lines, batch_ends,
+ * last_offsets, line_ends), the arrays as bytes of native int64 (jsonspan.py makes them array('q')).
+ * min_offset: the least base offset the first batch may have (-1: any); final: buf ends where the
+ * data ends (see span_in_order). */
 static PyObject *k_render_span(PyObject *self, PyObject *args) {
     (void)self;
     Py_buffer prefix, buf;
-    int mode, lengths;
-    if (!PyArg_ParseTuple(args, "y*y*ip", &prefix, &buf, &mode, &lengths)) return NULL;
+    int mode, lengths, final;
+    long long min_offset;
+    if (!PyArg_ParseTuple(args, "y*y*ipLp", &prefix, &buf, &mode, &lengths, &min_offset, &final)) return NULL;
     PyObject *result = NULL;
     Out o = {NULL, 0, 0, lengths, 0, NULL, NULL};
     SpanOut so;
@@ -242,7 +261,8 @@ static PyObject *k_render_span(PyObject *self, PyObject *args) {
     }
     PyThreadState *ts = gil_release();
     o.ts = &ts;
-    int rc = span_walk((const uint8_t *)buf.buf, buf.len, (const char *)prefix.buf, prefix.len, mode, &o, &so);
+    int rc = span_walk((const uint8_t *)buf.buf, buf.len, (const char *)prefix.buf, prefix.len, mode, &o, &so,
+                       (int64_t)min_offset, final);
     gil_restore(&ts);
     o.ts = NULL;
     if (rc < 0) {

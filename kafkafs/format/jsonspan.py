@@ -6,7 +6,11 @@ a ``.log`` that starts at a batch boundary and, in the compiled kernel, walks it
 checks each CRC-32C and renders each uncompressed v2 batch, with no Python between batches. It stops
 before the first batch it does not take: compressed, legacy (magic 0/1), damaged in any way (header,
 CRC, records), holding a record whose offset is below the batch's base offset (only crafted data
-does), or cut off by the end of the buffer. The caller handles the batch at ``consumed`` the
+does), out of the order of offsets (a base offset below ``min_offset`` or below the end of the batch
+before it, or offsets that reach the base offset of the batch after it: SPEC §4, the order every reader
+keeps, :func:`kafkafs.storage.validation.order_problem`), or cut off by the end of the buffer. A batch
+is taken only once the base offset of the one after it is seen, or when the buffer is ``final`` (it ends
+where the data ends). The caller handles the batch at ``consumed`` the
 old way (:func:`.jsonview.render_raw_jsonl`, which decompresses it or raises its damage) and calls
 again after it. Partitions with a decoder (Kafka's internal topics, Schema Registry values) never
 use it.
@@ -52,23 +56,49 @@ def _int64s(raw: bytes) -> array:
     return out
 
 
-def render_span_jsonl(topic: str, partition: int, buf, mode: str = "auto", *, lengths: bool = False) -> SpanResult:
+def render_span_jsonl(
+    topic: str, partition: int, buf, mode: str = "auto", *, lengths: bool = False, min_offset: int | None = None,
+    final: bool = True,
+) -> SpanResult:
     """The JSON lines of the whole uncompressed v2 batches at the start of ``buf`` (bytes of a ``.log``
     from a batch boundary), up to the first batch it does not take; see the module's docstring.
+    ``min_offset``: the least base offset the first batch may have (one past the batch before it).
     Thread-safe: the kernel keeps no state and releases the GIL while it works."""
     check_mode(mode)
     kernel = _kernel.KERNEL
     if kernel is None:
-        return reference_span(topic, partition, buf, mode, lengths=lengths)
+        return reference_span(topic, partition, buf, mode, lengths=lengths, min_offset=min_offset, final=final)
     data, consumed, lines, ends, lasts, line_ends = kernel.render_span(
-        line_prefix(topic, partition), buf, _kernel.MODES[mode], lengths
+        line_prefix(topic, partition), buf, _kernel.MODES[mode], lengths, -1 if min_offset is None else min_offset,
+        final,
     )
     return SpanResult(data, consumed, _int64s(ends), _int64s(lasts), _int64s(line_ends), lines)
 
 
-def reference_span(topic: str, partition: int, buf, mode: str = "auto", *, lengths: bool = False) -> SpanResult:
+_LONG_MAX = 2**63 - 1
+
+
+def in_order(view, header, min_offset: int, final: bool) -> bool:
+    """Whether a span takes the batch ``header`` of ``view`` as the order of offsets goes (the
+    reference of the kernel's ``span_in_order``): its base at least ``min_offset``, a last offset delta
+    of 0 or more and a next offset that fits a long, and the base offset of the batch after it (its
+    first 8 bytes) past its last offset; with fewer than 8 bytes after it, only when ``final``."""
+    h = header
+    if h.base_offset < min_offset or h.last_offset_delta < 0 or h.next_offset > _LONG_MAX:
+        return False
+    after = h.end
+    if len(view) - after >= 8:
+        return int.from_bytes(view[after : after + 8], "big", signed=True) > h.last_offset
+    return final
+
+
+def reference_span(
+    topic: str, partition: int, buf, mode: str = "auto", *, lengths: bool = False, min_offset: int | None = None,
+    final: bool = True,
+) -> SpanResult:
     """:func:`render_span_jsonl` in pure Python (the definition the kernel is tested against)."""
     check_mode(mode)
+    expect = -1 if min_offset is None else min_offset
     view = memoryview(buf).cast("B") if not isinstance(buf, bytes) else buf
     end = len(view)
     pos = 0
@@ -81,6 +111,8 @@ def reference_span(topic: str, partition: int, buf, mode: str = "auto", *, lengt
         except CorruptRecordError:
             break
         if header is None or header.magic != 2 or header.attributes & 0x07:
+            break
+        if not in_order(view, header, expect, final):
             break
         try:
             validate_batch(view, header)
@@ -96,6 +128,7 @@ def reference_span(topic: str, partition: int, buf, mode: str = "auto", *, lengt
                 chunks.append(line)
         lines += len(rendered)
         pos = header.end
+        expect = header.next_offset
         ends.append(pos)
         lasts.append(header.last_offset)
         line_ends.append(total)

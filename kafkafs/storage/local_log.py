@@ -39,6 +39,7 @@ from .safefiles import regular_files
 from .segment import LogSegment
 from .segments import LogSegments
 from .transactions import ProducerTransactions
+from .validation import checked_order
 
 __all__ = ["LocalLog", "fsync_directory"]
 
@@ -220,13 +221,22 @@ class LocalLog:
         # holds the segments so that their ids stay theirs
         visited: list[LogSegment] = []
         seen: set[int] = set()
+        expect: int | None = None  # one past the last offset of the batch before (None: not known)
         while segment is not None:
             visited.append(segment)
             seen.add(id(segment))
             base = segment.base_offset
             if to_offset is not None and base > to_offset:
                 return
-            views = segment.read_from(from_offset) if base <= from_offset else segment.batches(0)
+            # offsets out of order raise (SPEC §4: never skipped silently): each batch judged between
+            # its neighbours, the last one of a segment against the next segment's base
+            higher = self.segments.higher(base)
+            upper = higher.base_offset if higher is not None else None
+            if base <= from_offset:
+                views = segment.read_from(from_offset, ordered=True, upper=upper)
+            else:
+                views = checked_order(segment.batches(0), str(segment.log_path), next_offset=expect, upper=upper,
+                                      segment_base=base)
             for view in views:
                 h = view.header
                 if to_offset is not None and h.base_offset > to_offset:
@@ -237,6 +247,7 @@ class LocalLog:
                 if to_offset is not None and h.last_offset >= to_offset:
                     return  # done: whatever follows (maybe damage) is not read
                 from_offset = h.last_offset + 1
+                expect = h.next_offset
             # Next: the segment that now holds ``from_offset`` when compaction swapped a merged segment
             # in at or below it while we read, else the one after this.
             floor = self.segments.floor(from_offset)
@@ -276,15 +287,26 @@ class LocalLog:
         segment = self.segments.floor(offset)
         if segment is None:
             return None
-        view = segment.find(offset, nowait=nowait)
+        view = self._find(segment, offset, nowait)
         if view is None:  # in a gap at the end of the segment: the next one may start with it
             segment = self.segments.higher(segment.base_offset)
-            view = segment.find(offset, nowait=nowait) if segment is not None else None
+            view = self._find(segment, offset, nowait) if segment is not None else None
             if view is None:
                 return None
         if view.header.base_offset > offset and view.header.magic == 2:
             return None
         return view._replace(segment=segment)
+
+    def _find(self, segment: LogSegment, offset: int, nowait: bool) -> BatchView | None:
+        """The batch of ``segment`` a lookup of ``offset`` finds, its offsets judged between its neighbours
+        (damage raises, as in :meth:`batches`)."""
+        higher = self.segments.higher(segment.base_offset)
+        views = segment.read_from(offset, nowait=nowait, ordered=True,
+                                  upper=higher.base_offset if higher is not None else None)
+        try:
+            return next(views, None)
+        finally:
+            views.close()
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """``(offset, timestamp)`` of the first record at or past the log start whose timestamp is >=

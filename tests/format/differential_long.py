@@ -124,10 +124,11 @@ def prop_spans(buffers, step):
             ref = reference_span("topic.x", 7, buf, mode)
             _same_span(render_span_jsonl("topic.x", 7, buf, mode), ref)
             _same_span(render_span_jsonl("topic.x", 7, buf, mode, lengths=True), ref._replace(data=b""))
-        raw, expect = kernel.KERNEL.span_cuts(buf, step, 3)
-        cuts = array("q")
-        cuts.frombytes(raw)
-        assert (cuts.tolist(), expect) == _cuts_reference(buf, step, 3)
+        for final in (True, False):
+            raw, expect = kernel.KERNEL.span_cuts(buf, step, 3, final)
+            cuts = array("q")
+            cuts.frombytes(raw)
+            assert (cuts.tolist(), expect) == _cuts_reference(buf, step, 3, final)
     _count("spans", len(buffers) * len(MODES))
 
 

@@ -45,7 +45,7 @@ log = logging.getLogger("kafkafs.fs")
 
 #: Bumped whenever the entry format changes. Entries are also tied to the kafkafs version that wrote
 #: them (rendering may change between versions).
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3  # 3: a batch whose offsets are out of order is damage (issue 20), never cached
 _MAGIC = b"KAFKAFS-LAYOUT\n"
 _DIGEST = 32
 _LEN = struct.Struct(">I")

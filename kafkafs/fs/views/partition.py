@@ -197,15 +197,21 @@ class PartitionState:
         """The segment's layout (callers hold ``_compose_lock``): kept, else from the layout cache, else new."""
         layout = self._layouts.get(base)
         lo = max(self.log.log_start_offset, base)
+        higher = self.log.segments.higher(base)
+        upper = higher.base_offset if higher is not None else None
         if (
             layout is None
             or layout.segment is not segment
             or layout.lo != lo
             or layout.scanned > segment.size
         ):
-            layout = SegmentLayout(segment, lo)  # new, or the file was truncated: lay it out afresh
+            # new, or the file was truncated: lay it out afresh (upper: its last batch is judged against
+            # the next segment's base offset, SPEC §4)
+            layout = SegmentLayout(segment, lo, upper)
             load_cached(layout, self.renderer, self.cache)
             self._layouts[base] = layout
+        elif layout.upper is None and upper is not None:
+            layout.upper = upper  # the segment rolled: batches laid out from now on know what follows
         return layout
 
     def listed_segments(self) -> list[LogSegment]:
