@@ -110,6 +110,7 @@ def cmd_mount(args: argparse.Namespace) -> int:
         args.logdir,
         args.mountpoint,
         rw=args.rw,
+        clean=args.clean,
         foreground=args.foreground,
         fuse_options=options,
         values=args.values,
@@ -359,7 +360,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = _logdir_command(sub, "mount", cmd_mount, "mount a log directory (read-only unless --rw)")
     p.add_argument("mountpoint")
-    p.add_argument("--rw", action="store_true", help="allow appends (takes the log directory's .lock)")
+    p.add_argument("--rw", action="store_true",
+                   help="allow appends (takes the log directory's .lock); deletes and compacts nothing")
+    p.add_argument("--clean", action="store_true",
+                   help="with --rw: run retention and compaction in the background, as a broker does "
+                        "(without it, data past retention.ms stays)")
     p.add_argument("-f", "--foreground", action="store_true", help="stay attached instead of daemonizing")
     p.add_argument("-o", dest="options", action="append", metavar="OPT[,OPT]", help="FUSE options, e.g. allow_other")
     _add_rendering_options(p)
