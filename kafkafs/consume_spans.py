@@ -157,6 +157,8 @@ def _segment(reader, pool: SpanPool, segment, pos: int, topic: str, partition: i
 def _spans(reader, pool: SpanPool, segment, pos: int, topic: str, partition: int, mode: str):
     """Spans of ``segment`` from ``pos``; yields lines, returns (batches taken, where they end)."""
     end = segment.size
+    higher = reader.log.segments.higher(segment.base_offset)
+    upper = higher.base_offset if higher is not None else -1
     pending: deque = deque()
     expect = reader.next_offset
     taken = 0
@@ -168,10 +170,9 @@ def _spans(reader, pool: SpanPool, segment, pos: int, topic: str, partition: int
         while walking and len(pending) < limit and pos < end:
             chunk = segment.read_at(pos, min(step, end - pos))
             step = READ_BYTES
-            # final: the chunk reaches the end of the partition, so its last batch needs no next base offset
-            # seen (the last batch of a sealed segment goes the old way, judged against the next segment)
-            final = pos + len(chunk) >= end and reader.log.segments.higher(segment.base_offset) is None
-            raw, expect = _kernel.KERNEL.span_cuts(chunk, PIECE_BYTES, expect, final)
+            # final: the chunk reaches the segment's end, so its last batch is judged against the next
+            # segment's base offset (upper) instead of the next batch's
+            raw, expect = _kernel.KERNEL.span_cuts(chunk, PIECE_BYTES, expect, pos + len(chunk) >= end, upper)
             cuts = array("q")
             cuts.frombytes(raw)
             if len(cuts) < 2:

@@ -10,7 +10,8 @@ does), out of the order of offsets (a base offset below ``min_offset`` or below 
 before it, or offsets that reach the base offset of the batch after it: SPEC §4, the order every reader
 keeps, :func:`kafkafs.storage.validation.order_problem`), or cut off by the end of the buffer. A batch
 is taken only once the base offset of the one after it is seen, or when the buffer is ``final`` (it ends
-where the data ends). The caller handles the batch at ``consumed`` the
+where the data ends) and the batch ends below ``upper`` (the next segment's base offset). The caller
+handles the batch at ``consumed`` the
 old way (:func:`.jsonview.render_raw_jsonl`, which decompresses it or raises its damage) and calls
 again after it. Partitions with a decoder (Kafka's internal topics, Schema Registry values) never
 use it.
@@ -58,7 +59,7 @@ def _int64s(raw: bytes) -> array:
 
 def render_span_jsonl(
     topic: str, partition: int, buf, mode: str = "auto", *, lengths: bool = False, min_offset: int | None = None,
-    final: bool = True,
+    final: bool = True, upper: int | None = None,
 ) -> SpanResult:
     """The JSON lines of the whole uncompressed v2 batches at the start of ``buf`` (bytes of a ``.log``
     from a batch boundary), up to the first batch it does not take; see the module's docstring.
@@ -67,10 +68,11 @@ def render_span_jsonl(
     check_mode(mode)
     kernel = _kernel.KERNEL
     if kernel is None:
-        return reference_span(topic, partition, buf, mode, lengths=lengths, min_offset=min_offset, final=final)
+        return reference_span(topic, partition, buf, mode, lengths=lengths, min_offset=min_offset, final=final,
+                              upper=upper)
     data, consumed, lines, ends, lasts, line_ends = kernel.render_span(
         line_prefix(topic, partition), buf, _kernel.MODES[mode], lengths, -1 if min_offset is None else min_offset,
-        final,
+        final, -1 if upper is None else upper,
     )
     return SpanResult(data, consumed, _int64s(ends), _int64s(lasts), _int64s(line_ends), lines)
 
@@ -78,23 +80,24 @@ def render_span_jsonl(
 _LONG_MAX = 2**63 - 1
 
 
-def in_order(view, header, min_offset: int, final: bool) -> bool:
+def in_order(view, header, min_offset: int, final: bool, upper: int | None = None) -> bool:
     """Whether a span takes the batch ``header`` of ``view`` as the order of offsets goes (the
     reference of the kernel's ``span_in_order``): its base at least ``min_offset``, a last offset delta
     of 0 or more and a next offset that fits a long, and the base offset of the batch after it (its
-    first 8 bytes) past its last offset; with fewer than 8 bytes after it, only when ``final``."""
+    first 8 bytes) past its last offset; with fewer than 8 bytes after it, only when ``final`` and its
+    last offset is below ``upper`` (None: no bound)."""
     h = header
     if h.base_offset < min_offset or h.last_offset_delta < 0 or h.next_offset > _LONG_MAX:
         return False
     after = h.end
     if len(view) - after >= 8:
         return int.from_bytes(view[after : after + 8], "big", signed=True) > h.last_offset
-    return final
+    return final and (upper is None or upper > h.last_offset)
 
 
 def reference_span(
     topic: str, partition: int, buf, mode: str = "auto", *, lengths: bool = False, min_offset: int | None = None,
-    final: bool = True,
+    final: bool = True, upper: int | None = None,
 ) -> SpanResult:
     """:func:`render_span_jsonl` in pure Python (the definition the kernel is tested against)."""
     check_mode(mode)
@@ -112,7 +115,7 @@ def reference_span(
             break
         if header is None or header.magic != 2 or header.attributes & 0x07:
             break
-        if not in_order(view, header, expect, final):
+        if not in_order(view, header, expect, final, upper):
             break
         try:
             validate_batch(view, header)

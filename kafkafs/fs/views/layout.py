@@ -208,7 +208,7 @@ class SegmentLayout(Layout):
                 before = self.scanned
                 if spans:  # the kernel walks the batches it takes; the loop below does one run of the others
                     self.take(lay_out_span(renderer, self.segment, self.scanned, size, GROUP_BYTES, on_piece,
-                                           min_offset=self._min_offset(), final=self.upper is None))
+                                           min_offset=self._min_offset(), upper=self.upper))
                     if self.scanned >= size:
                         break
                 self._extend_batches(renderer, on_piece, size, spans)
@@ -328,16 +328,16 @@ def lay_out_span(
     on_piece: Callable[[int], None] | None = None,
     *,
     min_offset: int | None = None,
-    final: bool = True,
+    upper: int | None = None,
 ) -> SpanPieces:
     """Lay out the batches between byte ``start`` (a batch boundary) and ``end`` of ``segment`` in pieces
     of about ``group_bytes`` of log, until the first batch the kernel does not take; ``on_piece(nbytes)``
     hears of each piece (progress). Partitions with a decoder never come here. Safe from any thread.
 
-    Each batch is taken once the base offset of the one after it is seen (8 bytes past ``end`` are read
-    when the segment holds them); the last batch before the segment's size only when ``final`` (no next
-    segment to compare it with: the per-batch path judges it otherwise). ``min_offset``: the least base
-    offset of the first batch (None: not known, a part of a segment sized on its own thread)."""
+    Each batch is taken once the base offset of the one after it is seen (8 bytes past each read are
+    read too, when the segment holds them); the last batch of the segment when it ends below ``upper``,
+    the next segment's base offset (None: there is none). ``min_offset``: the least base offset of the
+    first batch (None: not known, a part of a segment sized on its own thread)."""
     pieces: list[Piece] = []
     pos = start
     want = CHUNK_BYTES
@@ -352,7 +352,7 @@ def lay_out_span(
         if not n:
             break
         result = render_span_jsonl(renderer.topic, renderer.partition, buf, renderer.mode, lengths=True,
-                                   min_offset=min_offset, final=final and pos + n >= size)
+                                   min_offset=min_offset, final=pos + n >= size, upper=upper)
         ends, lines, lasts = result.batch_ends, result.line_ends, result.last_offsets
         k, prev_end, prev_line = 0, 0, 0
         while k < len(ends):
