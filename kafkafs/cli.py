@@ -281,8 +281,8 @@ def cmd_recover(args: argparse.Namespace) -> int:
         else:
             changed += 1
             lines = [line for line in report.lines() if not line.startswith("rebuilt indexes")]
-            if report.rebuilt_files:
-                lines.append("rebuilt " + ", ".join(sorted(report.rebuilt_files)))
+            if report.damaged_files():
+                lines.append("rebuilt " + ", ".join(sorted(report.damaged_files())))
             status = "; ".join(lines + rewritten)
         span = f"offsets {start}..{end - 1}" if end > start else f"empty, next offset {end}"
         print(f"{name}: {status} ({span})")

@@ -39,7 +39,6 @@ from .safefiles import regular_files
 from .segment import LogSegment
 from .segments import LogSegments
 from .transactions import ProducerTransactions
-from .validation import checked_order
 
 __all__ = ["LocalLog", "fsync_directory"]
 
@@ -228,15 +227,9 @@ class LocalLog:
             base = segment.base_offset
             if to_offset is not None and base > to_offset:
                 return
-            # offsets out of order raise (SPEC §4: never skipped silently): each batch judged between
-            # its neighbours, the last one of a segment against the next segment's base
-            higher = self.segments.higher(base)
-            upper = higher.base_offset if higher is not None else None
-            if base <= from_offset:
-                views = segment.read_from(from_offset, ordered=True, upper=upper)
-            else:
-                views = checked_order(segment.batches(0), str(segment.log_path), next_offset=expect, upper=upper,
-                                      segment_base=base)
+            upper = self.segments.upper(base)  # offsets out of order raise (SPEC §4: never skipped silently)
+            views = (segment.read_from(from_offset, ordered=True, upper=upper) if base <= from_offset
+                     else segment.ordered_batches(expect, upper))
             for view in views:
                 h = view.header
                 if to_offset is not None and h.base_offset > to_offset:
@@ -284,29 +277,13 @@ class LocalLog:
         page cache holds, else raise :class:`~kafkafs.errors.WouldBlock` (the FUSE loop's lookups)."""
         if offset < self._log_start_offset or offset >= self.log_end_offset:
             return None
-        segment = self.segments.floor(offset)
-        if segment is None:
+        found = self.segments.find(offset, nowait=nowait)
+        if found is None:
             return None
-        view = self._find(segment, offset, nowait)
-        if view is None:  # in a gap at the end of the segment: the next one may start with it
-            segment = self.segments.higher(segment.base_offset)
-            view = self._find(segment, offset, nowait) if segment is not None else None
-            if view is None:
-                return None
+        segment, view = found
         if view.header.base_offset > offset and view.header.magic == 2:
             return None
         return view._replace(segment=segment)
-
-    def _find(self, segment: LogSegment, offset: int, nowait: bool) -> BatchView | None:
-        """The batch of ``segment`` a lookup of ``offset`` finds, its offsets judged between its neighbours
-        (damage raises, as in :meth:`batches`)."""
-        higher = self.segments.higher(segment.base_offset)
-        views = segment.read_from(offset, nowait=nowait, ordered=True,
-                                  upper=higher.base_offset if higher is not None else None)
-        try:
-            return next(views, None)
-        finally:
-            views.close()
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """``(offset, timestamp)`` of the first record at or past the log start whose timestamp is >=

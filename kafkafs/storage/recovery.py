@@ -59,7 +59,7 @@ class RecoveryReport:
         #: Index files that were right but not what a rebuild writes (a close's time index entry, a
         #: broker's index interval counted from a restart): rewritten as a recovery builds them, no damage.
         self.rewritten_files: list[str] = []
-        #: Index files rebuilt that an unclean stop or a missing index leaves, as a broker rebuilds them
+        #: Of ``rebuilt_files``, those an unclean stop or a missing index leaves, as a broker rebuilds them
         #: at every unclean start: the active segment's (preallocated, untrimmed, or behind the log) and a
         #: missing ``.index`` or ``.timeindex``. No damage (SPEC §4: ``recover`` exits 0 for them).
         self.restored_files: list[str] = []
@@ -69,8 +69,12 @@ class RecoveryReport:
     def changed(self) -> bool:
         return bool(
             self.deleted_files or self.swapped_in or self.truncated_bytes or self.rebuilt_indexes or self.deleted_segments
-            or self.restored_files
         )
+
+    def damaged_files(self) -> list[str]:
+        """The index files rebuilt because they were wrong (not what an unclean stop leaves)."""
+        restored = set(self.restored_files)
+        return [f for f in self.rebuilt_files if f not in restored]
 
     def pending_deletions(self) -> list[str]:
         """The ``.deleted`` files removed: retention and compaction leave them for a later removal
@@ -84,7 +88,7 @@ class RecoveryReport:
         (:attr:`restored_files`) are not."""
         return bool(
             len(self.pending_deletions()) < len(self.deleted_files) or self.swapped_in or self.truncated_bytes
-            or self.rebuilt_indexes or self.deleted_segments
+            or self.damaged_files() or self.deleted_segments
         )
 
     def lines(self) -> list[str]:
@@ -321,10 +325,9 @@ def _recover_segments(
         right = [name for name in rebuilt if not cut and _was_right(segment, name, before.get(name))]
         report.rewritten_files.extend(right)
         rebuilt = [name for name in rebuilt if name not in right]
-        restored = [name for name in rebuilt
-                    if not cut and _left_by_unclean_stop(segment is last, name, before.get(name))]
-        report.restored_files.extend(restored)
-        rebuilt = [name for name in rebuilt if name not in restored]
+        report.restored_files.extend(
+            name for name in rebuilt if not cut and _left_by_unclean_stop(segment is last, name, before.get(name))
+        )
         if rebuilt:
             report.rebuilt_indexes.append(segment.log_path.name)
             report.rebuilt_files.extend(rebuilt)

@@ -117,10 +117,11 @@ class LogSegment(SegmentFiles):
             self._tail = None
         return size
 
-    def find(self, offset: int, *, nowait: bool = False) -> BatchView | None:
-        """The first batch whose last offset is >= ``offset``, or None if there is none here.
+    def find(self, offset: int, *, nowait: bool = False, upper: int | None = None) -> BatchView | None:
+        """The first batch whose last offset is >= ``offset``, or None if there is none here; judged between
+        its neighbours (:meth:`read_from` ``ordered``; ``upper``: the next segment's base offset).
         ``nowait``: :class:`~kafkafs.errors.WouldBlock` rather than wait for the disk."""
-        return next(self.read_from(offset, nowait=nowait), None)
+        return next(self.read_from(offset, nowait=nowait, ordered=True, upper=upper), None)
 
     def read_from(
         self, offset: int, *, nowait: bool = False, ordered: bool = False, upper: int | None = None
@@ -140,6 +141,12 @@ class LogSegment(SegmentFiles):
             if found or view.header.last_offset >= offset:
                 found = True
                 yield view
+
+    def ordered_batches(self, next_offset: int | None, upper: int | None) -> Iterator[BatchView]:
+        """Every batch from the start, for a reader: offsets out of order raise (see :meth:`read_from`);
+        ``next_offset``: one past the last offset of the segment before (None: not known)."""
+        return checked_order(self.batches(0), str(self.log_path), next_offset=next_offset, upper=upper,
+                             segment_base=self.base_offset)
 
     def find_offset_by_timestamp(
         self, timestamp: int, starting_offset: int = 0, *, use_indexes: bool = True
@@ -345,7 +352,7 @@ class LogSegment(SegmentFiles):
         segment is the log's active one afterwards. Return the bytes cut."""
         self._require_writable()
         with self._lock:
-            view = self.find(offset)
+            view = next(self.read_from(offset), None)  # the writer's cut: offsets as they are
             self.offset_index.truncate_to(offset)
             self.time_index.truncate_to(offset)
             self.txn_index.truncate_to(offset)
