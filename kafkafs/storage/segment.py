@@ -21,6 +21,7 @@ re-derived exactly after a reopen or a truncation, so the indexes are always the
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import random
@@ -204,6 +205,13 @@ class LogSegment(SegmentFiles):
                     max_ts, max_offset = h.max_timestamp, h.last_offset
         except CorruptRecordError as exc:
             log.warning("%s: %s; the segment's end is taken to be before it", self.log_path, exc.reason)
+        except OSError as exc:  # a disk that will not give the bytes: a reader goes on, a writer stops
+            if self.writable or exc.errno not in (errno.EIO, errno.EUCLEAN, errno.EBADMSG, errno.ENODATA):
+                raise
+            # the reads that need these bytes fail and say so; no second scan from 0 (seen)
+            log.debug("%s: cannot read it (%s); the segment's end is taken to be before it", self.log_path,
+                      exc.strerror or exc)
+            seen = True
         return next_offset, max_ts, max_offset, seen
 
     @property

@@ -51,7 +51,7 @@ from ...format.jsonview import render_span_jsonl
 from ...storage.segment import LogSegment
 from ...storage.validation import in_order
 from .layoutcache import CachedLayout, LayoutKey
-from .render import NO_FILTER, Filter, Renderer
+from .render import NO_FILTER, Filter, Renderer, UnreadableError, disk_error, read_segment, unreadable
 
 __all__ = [
     "Layout", "SegmentLayout", "Piece", "SpanPieces", "lay_out_span", "split_points", "GROUP_BYTES", "CHUNK_BYTES",
@@ -206,15 +206,27 @@ class SegmentLayout(Layout):
             spans = self.uses_spans(renderer)
             while not self.broken and self.scanned < size:
                 before = self.scanned
-                if spans:  # the kernel walks the batches it takes; the loop below does one run of the others
-                    self.take(lay_out_span(renderer, self.segment, self.scanned, size, GROUP_BYTES, on_piece,
-                                           min_offset=self._min_offset(), upper=self.upper))
-                    if self.scanned >= size:
-                        break
-                self._extend_batches(renderer, on_piece, size, spans)
+                try:
+                    if spans:  # the kernel walks the batches it takes; the loop below does one run of the others
+                        self.take(lay_out_span(renderer, self.segment, self.scanned, size, GROUP_BYTES, on_piece,
+                                               min_offset=self._min_offset(), upper=self.upper))
+                        if self.scanned >= size:
+                            break
+                    self._extend_batches(renderer, on_piece, size, spans)
+                except UnreadableError as exc:  # the disk would not give the rest: one bad piece for it
+                    self._broken_from(renderer, exc, size)
+                    break
                 if self.scanned == before:
                     break  # a batch still being written at the end: laid out when it is whole
             return max(self.scanned - start, 0)
+
+    def _broken_from(self, renderer: Renderer, exc: CorruptRecordError, size: int) -> None:
+        """Nothing from ``scanned`` to ``size`` can be laid out: one bad piece holds it (reads of it are
+        EIO, the pieces before and the segments after stay readable)."""
+        renderer.on_corrupt(exc)
+        last = self.last_offsets[-1] if len(self.last_offsets) else self.segment.base_offset
+        self.add(self.segment.base_offset, self.scanned, max(size - self.scanned, 1), 1, last, exc)
+        self.broken = True
 
     def _min_offset(self) -> int:
         """The least base offset the next batch may have: past the batch before it, in the segment."""
@@ -282,10 +294,12 @@ class SegmentLayout(Layout):
             # The header at the end of the batches read does not parse: the rest of this segment
             # cannot be walked. Keep what was read, mark the rest.
             close()
-            renderer.on_corrupt(exc)
-            last = self.last_offsets[-1] if len(self.last_offsets) else base
-            self.add(base, self.scanned, max(size - self.scanned, 1), 1, last, exc)
-            self.broken = True
+            self._broken_from(renderer, exc, size)
+        except OSError as exc:  # the disk would not give them: the same, said once for the file
+            if not disk_error(exc):
+                raise
+            close()
+            self._broken_from(renderer, unreadable(exc, file, self.scanned), size)
 
 
 # ---------------------------------------------------------------------------------------------- spans
@@ -345,7 +359,7 @@ def lay_out_span(
     while pos < end:
         n = min(want, end - pos)
         peek = 8 if pos + n < size else 0  # the base offset after the chunk, where the segment holds one
-        buf = segment.read_at(pos, n + peek)
+        buf = read_segment(segment, pos, n + peek)
         if len(buf) < n + peek:
             peek = max(len(buf) - n, 0)
             n = len(buf) - peek

@@ -16,7 +16,7 @@ from ...storage.segment import LogSegment
 from ...storage.validation import in_order
 from . import layout as _layout  # GROUP_BYTES read at call time (tests make pieces smaller)
 from .layout import Layout, SegmentLayout
-from .render import Filter, Renderer, header_skips
+from .render import Filter, Renderer, disk_error, header_skips, unreadable
 
 if TYPE_CHECKING:
     from ...storage.log import Log
@@ -237,8 +237,13 @@ class RangeLayout(Layout):
                     self.complete = True
                     return
             close()
-        except CorruptRecordError as exc:
-            # a header that does not parse: the rest of this segment cannot be walked
+        except (CorruptRecordError, OSError) as exc:
+            # a header that does not parse, or a disk that will not give the bytes: the rest of this
+            # segment cannot be walked
+            if isinstance(exc, OSError):
+                if not disk_error(exc):
+                    raise
+                exc = unreadable(exc, file, None)
             close()
             renderer.on_corrupt(exc)
             where = exc.position if exc.position is not None else 0
