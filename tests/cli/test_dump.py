@@ -1,5 +1,6 @@
 """``kafkafs dump`` against Kafka's ``DumpLogSegments`` format strings, quoted from
-core/src/main/scala/kafka/tools/DumpLogSegments.scala (Kafka 3.x), line by line.
+core/src/main/scala/kafka/tools/DumpLogSegments.scala (Kafka 3.x) and, where Kafka 4.x changed them,
+tools/src/main/java/org/apache/kafka/tools/DumpLogSegments.java (Kafka 4.x), line by line.
 
 Expected values are read from the files by the test itself (struct, from Kafka's documented layouts),
 never from kafkafs.
@@ -141,8 +142,14 @@ def test_state_files(fixtures_dir, tmp_path):
     folder = fixtures_dir / OFFSETS_12
     snapshot = folder / "00000000000000000869.snapshot"
     assert dump(snapshot) == (0, [f"Dumping {snapshot}"], [])  # the broker's: no producers
-    epochs = folder / "leader-epoch-checkpoint"
-    assert dump(epochs)[1] == [f"Dumping {epochs}", "epoch: 0 startOffset: 0"]
+    # issue 19 finding 5: Kafka 4's kafka-dump-log takes a broker's state files and ignores them, exit 0
+    for state in (folder / "leader-epoch-checkpoint", folder / "partition.metadata",
+                  fixtures_dir / "kafka-logs-a/meta.properties"):
+        if state.exists():
+            assert dump(state) == (0, [f"Dumping {state}"], [f"Ignoring unknown file {state}"])
+            proc = cli(str(state))
+            assert proc.returncode == 0 and proc.stdout.decode() == f"Dumping {state}\n", proc.stderr
+            assert f"Ignoring unknown file {state}" in proc.stderr.decode()
     # print(s"producerId: ${entry.producerId} producerEpoch: ${entry.producerEpoch} " +
     #   s"coordinatorEpoch: ${entry.coordinatorEpoch} currentTxnFirstOffset: ${entry.currentTxnFirstOffset} " +
     #   s"lastTimestamp: ${entry.lastTimestamp} ")
@@ -156,9 +163,16 @@ def test_state_files(fixtures_dir, tmp_path):
         "firstSequence: 5 lastSequence: 9 lastOffset: 40 offsetDelta: 4 timestamp: 1234",
         "producerId: 8 producerEpoch: 0 coordinatorEpoch: -1 currentTxnFirstOffset: OptionalLong.empty lastTimestamp: 99 ",
     ]
-    mine.write_bytes(mine.read_bytes()[:-1] + b"\1")
+    good = mine.read_bytes()
+    mine.write_bytes(good[:-1] + b"\1")
     rc, _lines, err = dump(mine)
     assert rc == 1 and err[0].startswith("Snapshot is corrupt (CRC is no longer valid). Stored crc: ")
+    # a version this reader does not know: Kafka 4.4's line (kafka-dump-log run on such a file)
+    mine.write_bytes(b"\x00\x02" + good[2:])
+    rc, lines, err = dump(mine)
+    assert (rc, lines, err) == (
+        1, [f"Dumping {mine}"], ["Snapshot failed schema validation: Snapshot contained an unknown file version 2"]
+    )
     # println(s"version: ${abortedTxn.version} producerId: ${abortedTxn.producerId} firstOffset: ${abortedTxn.firstOffset} " +
     #   s"lastOffset: ${abortedTxn.lastOffset} lastStableOffset: ${abortedTxn.lastStableOffset}")
     txn = tmp_path / "00000000000000000000.txnindex"
@@ -213,9 +227,11 @@ def test_records_lines(segment):
     assert lines[12:] == [f"| offset: {6 + i} CreateTime: {ts + 8 + i} keySize: -1 valueSize: 2 sequence: -1 headerKeys: [] payload: g{i + 1}" for i in range(2)]
     for pos, f in batches.items():
         assert kafka_batch_line(pos, f) in lines
-    # --skip-record-metadata: only the key and payload remain, prefixed as Kafka's prefix variable says
+    # --skip-record-metadata: only the key and payload remain, the first of them after "| " (Kafka 4.x's
+    # printRecordContents); a control record's line is empty ("This flag also skips control records")
     _rc, lines, _ = dump(segment, print_data_log=True, skip_record_metadata=True)
-    assert lines[3:5] == ["| key: k payload: hi", " payload: there"]
+    assert lines[3:5] == ["| key: k payload: hi", "| payload: there"]
+    assert lines[8] == ""
     # --deep-iteration alone: metadata, no key/payload
     _rc, lines, _ = dump(segment, deep_iteration=True)
     assert lines[3] == f"| offset: 0 CreateTime: {ts} keySize: 1 valueSize: 2 sequence: 5 headerKeys: [trace,h2]"
@@ -262,8 +278,9 @@ def test_kraft_snapshot_and_files_option(fixtures_dir):
     lines = proc.stdout.decode().splitlines()
     assert lines[:2] == [f"Dumping {boot}", "KRaft bootstrap snapshot"]
     assert lines[3].endswith('headerKeys: [] SnapshotHeader {"version":0,"lastContainedLogTimestamp":0}')
-    # print(s" controlType: $controlType($controlTypeId)")
-    assert any(line.endswith("headerKeys: [] controlType: LEADER_CHANGE(2)") for line in lines)
+    # System.out.print(" LeaderChange: " + LeaderChangeMessageJsonConverter.write(..)) (Kafka 4.x)
+    assert any(line.endswith('headerKeys: [] LeaderChange: {"version":0,"leaderId":1,"voters":[{"voterId":1}],'
+                             '"grantingVoters":[{"voterId":1}]}') for line in lines)
 
 
 def test_cli_mistakes(tmp_path):
@@ -338,23 +355,24 @@ def test_cluster_metadata_and_transaction_decoders(fixtures_dir, tmp_path):
     assert len(payloads) > 4000 and all(list(p) == ["type", "version", "data"] for p in payloads)
     assert all(" key: " not in line for line in lines)
     assert any(p["type"] == "FEATURE_LEVEL_RECORD" and p["data"]["name"] == "metadata.version" for p in payloads)
-    # TransactionLog.formatRecordKeyAndValue: s"transaction_metadata::transactionalId=${txnKey.transactionalId}"
-    #   s"producerId:${..},producerEpoch:${..},state=${..},partitions=${..mkString("[", ",", "]")}," +
-    #   s"txnLastUpdateTimestamp=${..},txnTimeoutMs=${..}"
+    # Kafka 4.x's TransactionLogMessageParser: the coordinator records' JSON, transactionStatus by name
     folder = tmp_path / "__transaction_state-0"
     folder.mkdir()
     key = struct.pack(">hh", 0, 3) + b"tx1"
     value = (struct.pack(">hqhib", 0, 42, 5, 60000, 1) + struct.pack(">i", 1) + struct.pack(">h", 6) + b"orders"
              + struct.pack(">iii", 2, 0, 1) + struct.pack(">qq", 1700000000123, 1700000000000))
     path = folder / "00000000000000000000.log"
-    path.write_bytes(batch(0, [(key, value, ()), (key, None, ())]))
+    path.write_bytes(batch(0, [(key, value, ()), (key, None, ()), (key, value[:16] + b"\x63" + value[17:], ())]))
     rc, lines, err = dump(path, decoder="transaction-log")
     assert rc == 0 and err == []
     assert lines[3].endswith(
-        " key: transaction_metadata::transactionalId=tx1 payload: producerId:42,producerEpoch:5,state=Ongoing,"
-        "partitions=[orders-0,orders-1],txnLastUpdateTimestamp=1700000000123,txnTimeoutMs=60000"
+        ' key: {"type":"0","data":{"transactionalId":"tx1"}} payload: {"version":"0","data":{"producerId":42,'
+        '"producerEpoch":5,"transactionTimeoutMs":60000,"transactionStatus":"Ongoing","transactionPartitions":'
+        '[{"topic":"orders","partitionIds":[0,1]}],"transactionLastUpdateTimestampMs":1700000000123,'
+        '"transactionStartTimestampMs":1700000000000}}'
     )
-    assert lines[4].endswith(" key: transaction_metadata::transactionalId=tx1 payload: <DELETE>")
+    assert lines[4].endswith(' key: {"type":"0","data":{"transactionalId":"tx1"}} payload: <DELETE>')
+    assert '"transactionStatus":"99",' in lines[5]  # a state Kafka does not know: its number as a string
 
 
 def _txn_value(status: int, entries: list[tuple[str, list[int]]]) -> bytes:
@@ -366,46 +384,24 @@ def _txn_value(status: int, entries: list[tuple[str, list[int]]]) -> bytes:
     return out + struct.pack(">qq", 1700000000123, 1700000000000)
 
 
-@pytest.mark.parametrize(("status", "entries", "shown"), [
-    # the expected orders come from a line-by-line Java transliteration of Scala 2.13.12's
-    # mutable.HashSet (add / addAll / sizeHint / addElem / growTable) holding Kafka's TopicPartition
-    (1, [("orders", [0, 1])], "[orders-0,orders-1]"),
-    (1, [("a", [0, 1, 2, 3, 4, 5, 6]), ("b", [0, 1]), ("orders", [3]), ("zz-top", [10, 11, 12, 13])],
-     "[zz-top-13,a-2,zz-top-12,a-1,zz-top-11,a-0,b-1,zz-top-10,b-0,orders-3,a-6,a-5,a-4,a-3]"),
-    (2, [("orders", list(range(12))), ("payments", [0, 1, 2])],
-     "[orders-7,orders-8,orders-9,orders-10,orders-11,payments-0,payments-2,payments-1,"
-     "orders-0,orders-1,orders-2,orders-3,orders-4,orders-5,orders-6]"),
-    (1, [("t", [5]), ("t", [1]), ("a", [0, 1, 2, 3]), ("b", [7, 3])], "[a-2,b-3,t-5,a-1,a-0,t-1,b-7,a-3]"),
-    (0, [("orders", [0, 1])], "[]"),  # Empty: readTxnRecordValue adds no partitions
-])
-def test_transaction_partitions_in_kafkas_set_order(tmp_path, status, entries, shown):
-    # partitions=${txnMetadata.topicPartitions.mkString("[", ",", "]")}: a Scala mutable.HashSet, so
-    # Kafka prints them in its hash order, not in the order the record lists them
-    folder = tmp_path / "__transaction_state-0"
-    folder.mkdir()
-    path = folder / "00000000000000000000.log"
-    path.write_bytes(batch(0, [(struct.pack(">hh", 0, 3) + b"tx1", _txn_value(status, entries), ())]))
-    rc, lines, err = dump(path, decoder="transaction-log")
-    assert rc == 0 and err == []
-    assert f",partitions={shown},txnLastUpdateTimestamp=1700000000123," in lines[3]
-
-
-def test_scala_map_order():
-    # expected orders from a line-by-line Java transliteration of Scala 2.13.12's mutable.HashMap put0
-    from kafkafs.dump.scala import java_string_hash, map_order
+def test_java_hashmap_order():
+    # expected orders printed by JDK 17's HashMap<String, ?>.keySet() for the same keys
+    from kafkafs.dump.javaorder import java_hashmap_order
+    from kafkafs.dump.scala import java_string_hash
 
     assert java_string_hash("orders") == -1008770331 and java_string_hash("é") == 233
     logs = "/logs/t-0/00000000000000000000.log", "/logs/t-0/00000000000000000100.log", "/logs/t-1/00000000000000000000.log"
-    assert map_order([logs[0], logs[0], logs[1], logs[2]]) == [logs[1], logs[0], logs[2]]
+    assert java_hashmap_order([logs[0], logs[0], logs[1], logs[2]]) == [logs[1], logs[0], logs[2]]
     indexes = [f"/d/{i * 100:020d}.index" for i in range(13)]
     order = [7, 6, 12, 9, 11, 2, 8, 3, 10, 1, 4, 5, 0]  # 13 keys: the table grew to 32
-    assert map_order([*indexes, indexes[0]]) == [indexes[i] for i in order]
+    assert java_hashmap_order([*indexes, indexes[0]]) == [indexes[i] for i in order]
 
 
 def test_files_with_problems_are_reported_in_kafkas_map_order(tmp_path):
-    # DumpLogSegments keeps its findings in Scala mutable.HashMaps keyed by getAbsolutePath and prints
-    # them by iterating the maps: the files come in the maps' hash order, not in the order dumped
-    from kafkafs.dump.scala import map_order
+    # Kafka 4.4's DumpLogSegments keeps its findings in java.util.HashMaps keyed by getAbsolutePath and
+    # prints them by iterating the maps: the files come in the maps' hash order, not in the order dumped;
+    # a file's gaps are a TreeMap, in ascending order
+    from kafkafs.dump.javaorder import java_hashmap_order
 
     logs = []
     for p in range(6):
@@ -417,9 +413,8 @@ def test_files_with_problems_are_reported_in_kafkas_map_order(tmp_path):
     rc, lines, err = dump(*logs, deep_iteration=True)
     assert rc == 0
     named = [line.removeprefix("Non-consecutive offsets in ") for line in err if line.startswith("Non-consecutive")]
-    puts = [name for name in logs for _gap in range(2)]  # two gaps a file, a put each
-    assert named == map_order(puts) and sorted(named) == sorted(logs)
-    assert err[1:3] == ["  5 is followed by 9", "  0 is followed by 5"]  # prepended: last first
+    assert named == java_hashmap_order(logs) and sorted(named) == sorted(logs)
+    assert err[1:3] == ["  0 is followed by 5", "  5 is followed by 9"]
 
 
 def test_cluster_metadata_decoder_errors_in_kafkas_words(tmp_path):
@@ -460,8 +455,8 @@ def test_offsets_and_transaction_decoders_read_as_kafkas_serdes(tmp_path):
     cases = [
         (b"\x00", value, "Error at offset 0, skipping. Could not read version from key's buffer."),
         (struct.pack(">h", 99) + b"xx", value, "Unknown record type 99 at offset 1, skipping."),
-        (key, struct.pack(">h", 9) + value[2:], "Error at offset 2, skipping. Could not read record with version 9 "
-         "from value's buffer due to: Can't read version 9 of OffsetCommitValue."),
+        (key, struct.pack(">h", 9) + value[2:], "Error at offset 2, skipping. Found an unknown record version 9 "
+         "for 1 type"),
         (key, b"\x00", "Error at offset 3, skipping. Could not read version from value's buffer."),
         (key, value[:6], "Error at offset 4, skipping. Could not read record with version 3 from value's buffer "
          "due to: null."),  # a BufferUnderflowException
@@ -485,10 +480,11 @@ def test_offsets_and_transaction_decoders_read_as_kafkas_serdes(tmp_path):
     path.write_bytes(batch(0, [(txn_key + b"KK", _txn_value(1, [("orders", [0])]) + b"VV", ()),
                                (txn_key, struct.pack(">h", 7) + _txn_value(1, [])[2:], ())]))
     rc, lines, err = dump(path, decoder="transaction-log")
-    assert lines[3].endswith(" key: transaction_metadata::transactionalId=tx1 payload: producerId:42,producerEpoch:5,"
-                             "state=Ongoing,partitions=[orders-0],txnLastUpdateTimestamp=1700000000123,txnTimeoutMs=60000")
-    assert lines[4].endswith(" payload: Error at offset 1, skipping. Unknown version 7 from the transaction log "
-                             "message value")
+    assert lines[3].endswith(' key: {"type":"0","data":{"transactionalId":"tx1"}} payload: {"version":"0","data":'
+                             '{"producerId":42,"producerEpoch":5,"transactionTimeoutMs":60000,"transactionStatus":'
+                             '"Ongoing","transactionPartitions":[{"topic":"orders","partitionIds":[0]}],'
+                             '"transactionLastUpdateTimestampMs":1700000000123,"transactionStartTimestampMs":1700000000000}}')
+    assert lines[4].endswith(" key: Error at offset 1, skipping. Found an unknown record version 7 for 0 type")
 
 
 def test_paths_are_printed_as_java_files_print_them(segment, monkeypatch):
@@ -566,7 +562,9 @@ def test_a_path_dump_does_not_take_alone_is_a_usage_error(tmp_path, fixtures_dir
     meta = fixtures_dir / "kafka-logs-a/meta.properties"
     badly_named = tmp_path / "abc.log"
     badly_named.write_bytes(segment.read_bytes())
-    for path in (meta, badly_named):
+    stranger = tmp_path / "notes.txt"
+    stranger.write_text("hello\n")
+    for path in (stranger, badly_named):
         proc = cli(str(path))
         assert proc.returncode == 2 and proc.stdout == b"", proc.stderr
         lines = [line for line in proc.stderr.decode().splitlines() if "record kernel" not in line]
@@ -576,3 +574,19 @@ def test_a_path_dump_does_not_take_alone_is_a_usage_error(tmp_path, fixtures_dir
     assert proc.returncode == 0, proc.stderr
     assert f"Ignoring unknown file {meta}" in proc.stderr.decode()
     assert f"Dumping {segment}" in proc.stdout.decode()
+
+
+# what JDK 17's new String(bytes, UTF_8) makes of malformed UTF-8 (each case run through java), which is
+# what kafka-dump-log prints for such a key or payload; Python's errors="replace" differs on some
+JAVA_UTF8 = {
+    "edae55": "\ufffdU", "eda080": "\ufffd", "e08080": "\ufffd" * 3, "e0a0": "\ufffd", "f0808080": "\ufffd" * 4,
+    "f4908080": "\ufffd" * 4, "f5808080": "\ufffd" * 4, "c080": "\ufffd" * 2, "c2": "\ufffd", "f09f98": "\ufffd",
+    "f09f9841": "\ufffdA", "80ff": "\ufffd" * 2, "e18041": "\ufffdA", "f09f": "\ufffd",
+}
+
+
+def test_bytes_that_are_not_utf8_print_as_java_decodes_them():
+    from kafkafs.dump.javatext import java_utf8
+
+    assert {h: java_utf8(bytes.fromhex(h)) for h in JAVA_UTF8} == JAVA_UTF8
+    assert java_utf8("é ✓ 😀".encode()) == "é ✓ 😀"

@@ -43,9 +43,10 @@ __all__ = ["LayoutCache", "LayoutKey", "CachedLayout", "FORMAT_VERSION", "defaul
 
 log = logging.getLogger("kafkafs.fs")
 
-#: Bumped whenever the entry format changes. Entries are also tied to the kafkafs version that wrote
-#: them (rendering may change between versions).
-FORMAT_VERSION = 3  # 3: a batch whose offsets are out of order is damage (issue 20), never cached
+#: Bumped whenever the entry format or the rendering changes (3: control records show their key and a
+#: transaction marker's value decoded; 4: a batch whose offsets are out of order is damage, issue 20,
+#: never laid out as records). Entries are also tied to the kafkafs version that wrote them.
+FORMAT_VERSION = 4
 _MAGIC = b"KAFKAFS-LAYOUT\n"
 _DIGEST = 32
 _LEN = struct.Struct(">I")
