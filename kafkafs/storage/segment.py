@@ -207,10 +207,9 @@ class LogSegment(SegmentFiles):
         except OSError as exc:  # a disk that will not give the bytes: a reader goes on, a writer stops
             if self.writable or exc.errno not in (errno.EIO, errno.EUCLEAN, errno.EBADMSG, errno.ENODATA):
                 raise
-            # the reads that need these bytes fail and say so; no second scan from 0 (seen)
             log.debug("%s: cannot read it (%s); the segment's end is taken to be before it", self.log_path,
                       exc.strerror or exc)
-            seen = True
+            seen = True  # no second scan from 0; the reads that need these bytes fail and say so
         return next_offset, max_ts, max_offset, seen
 
     @property
