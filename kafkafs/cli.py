@@ -129,7 +129,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     check_log_directory(args.logdir)  # a missing path, a partition folder: usage errors (SPEC §4)
     _check_cache_dir(args.cache_dir, args.logdir)
     report = index_logdir(args.logdir, cache_dir=args.cache_dir, mode=args.values, settings=_settings(args),
-                          schemas=args.schemas)
+                          schemas=args.schemas, keys=args.keys)
     print(report.line(), file=sys.stderr)
     return EXIT_OK
 
@@ -208,17 +208,19 @@ def cmd_produce(args: argparse.Namespace) -> int:
 
 
 def cmd_consume(args: argparse.Namespace) -> int:
-    from .consume import consume, resolve_partitions, start_from_args
+    from .consume import consume, filters_from_args, resolve_partitions, start_from_args
     from .consume_spans import tune_malloc
     from .storage.schemas import load_registry
 
     tune_malloc()
     spec, stop_ts = start_from_args(args)
+    filters = filters_from_args(args)
     logdir = _open_logdir(args.logdir, args, writable=False)
     try:
         names = resolve_partitions(logdir, args.partition, args.topic, args.partition_number)
         consume(logdir, names, _stdout(), spec=spec, stop_ts=stop_ts, count=args.count, follow=args.follow,
-                interleave=not args.no_interleave, mode=args.values, registry=load_registry(args.logdir, args.schemas))
+                interleave=not args.no_interleave, mode=args.values, registry=load_registry(args.logdir, args.schemas),
+                **filters)
     finally:
         logdir.close()
     return EXIT_OK
@@ -268,11 +270,7 @@ def cmd_recover(args: argparse.Namespace) -> int:
             print(f"{name}: refused: {logdir.refused[name]}")
             continue
         report, start, end = reports[name]
-        rewritten = [] if report is None or not report.rewritten_files else [
-            "wrote " + ", ".join(sorted(report.rewritten_files)) + " as a recovery builds them (nothing wrong there)"]
-        if report is not None and report.restored_files:  # what an unclean stop or a lost index leaves
-            rewritten.append("rebuilt " + ", ".join(sorted(report.restored_files))
-                             + " (as after an unclean stop: nothing wrong there)")
+        rewritten = [] if report is None else report.no_damage_lines()
         if report is None or not report.damaged():  # the report is exact: it names every file changed
             pending = [] if report is None or not report.pending_deletions() else [
                 f"removed {len(report.pending_deletions())} file(s) pending deletion (.deleted)"]
@@ -289,9 +287,7 @@ def cmd_recover(args: argparse.Namespace) -> int:
     refused = len(logdir.refused)
     print(f"recovered {len(names) - refused} partition(s), {changed} changed; clean shutdown marked"
           + (f"; {refused} refused" if refused else ""))
-    # like e2fsck's "errors corrected": damage found and repaired is still damage found (SPEC §4: what
-    # verify would have said before: 1 when bytes were cut or a damaged file replaced; 0 when nothing was
-    # wrong, or all that was done is what an unclean stop leaves, as a broker does at every unclean start)
+    # SPEC §4: what verify would have said before (damage repaired is damage found, as e2fsck's)
     return EXIT_DAMAGE if refused or changed else EXIT_OK
 
 
@@ -329,6 +325,13 @@ def cmd_export(args: argparse.Namespace) -> int:
     return export(args.logdir, args.out, fmt=args.format, topics=topics, master=args.master)
 
 
+def cmd_describe(args: argparse.Namespace) -> int:
+    from .describe import describe
+
+    with _open_logdir(args.logdir, args, writable=False) as logdir:  # 1: hanging transactions found (--hanging)
+        return EXIT_DAMAGE if describe(args, logdir, sys.stdout) else EXIT_OK
+
+
 # ---------------------------------------------------------------------------------------------- parser
 
 
@@ -353,6 +356,7 @@ def _logdir_command(
 
 def build_parser() -> argparse.ArgumentParser:
     from .consume import add_consume_arguments
+    from .describe import DESCRIBE_COMMANDS
     from .dump.options import add_dump_arguments
 
     parser = _Parser(
@@ -364,11 +368,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = _logdir_command(sub, "mount", cmd_mount, "mount a log directory (read-only unless --rw)")
     p.add_argument("mountpoint")
-    p.add_argument("--rw", action="store_true",
-                   help="allow appends (takes the log directory's .lock); deletes and compacts nothing")
-    p.add_argument("--clean", action="store_true",
-                   help="with --rw: run retention and compaction in the background, as a broker does "
-                        "(without it, data past retention.ms stays)")
+    p.add_argument("--rw", action="store_true", help="allow appends (takes LOGDIR's .lock); deletes and compacts nothing")
+    p.add_argument("--clean", action="store_true", help="with --rw: retention and compaction in the background")
     p.add_argument("-f", "--foreground", action="store_true", help="stay attached instead of daemonizing")
     p.add_argument("-o", dest="options", action="append", metavar="OPT[,OPT]", help="FUSE options, e.g. allow_other")
     _add_rendering_options(p)
@@ -376,13 +377,14 @@ def build_parser() -> argparse.ArgumentParser:
     _add_cache_dir_option(p)
     p.add_argument(
         "--list-limit", type=int, metavar="N",
-        help="by-offset/ lists every offset up to N records, one range per segment past it (default 100000)",
+        help="by-offset/ lists offsets up to N records (then a range per segment), by-key/ keys up to N (default 100000)",
     )
     _add_settings_options(p)
 
     p = _logdir_command(
         sub, "index", cmd_index, "fill the mount's size cache ahead of time (for ExecStartPre or cron)"
     )
+    p.add_argument("--keys", action="store_true", help="also build the key indexes (by-key/, table.jsonl, consume --key)")
     _add_cache_dir_option(p)
     _add_rendering_options(p)
     _add_settings_options(p)
@@ -400,8 +402,12 @@ def build_parser() -> argparse.ArgumentParser:
         "print records as JSON lines (a partition, or every partition of a topic)",
     )
     add_consume_arguments(p)
+    _add_cache_dir_option(p)
     _add_rendering_options(p)
     _add_settings_options(p)
+
+    for name, add_arguments in DESCRIBE_COMMANDS.items():  # groups, transactions
+        _add_settings_options(add_arguments(_logdir_command(sub, name, cmd_describe, add_arguments.__doc__)))
 
     p = sub.add_parser("dump", help="print any file of a partition folder as kafka-dump-log does")
     add_dump_arguments(p)

@@ -71,6 +71,16 @@ class RecoveryReport:
             self.deleted_files or self.swapped_in or self.truncated_bytes or self.rebuilt_indexes or self.deleted_segments
         )
 
+    def no_damage_lines(self) -> list[str]:
+        """What ``recover`` says it rewrote or rebuilt that was no damage (valid indexes written as a
+        recovery builds them; what an unclean stop or a lost index leaves)."""
+        out = []
+        if self.rewritten_files:
+            out.append(f"wrote {', '.join(sorted(self.rewritten_files))} as a recovery builds them (nothing wrong there)")
+        if self.restored_files:
+            out.append(f"rebuilt {', '.join(sorted(self.restored_files))} (as after an unclean stop: nothing wrong there)")
+        return out
+
     def damaged_files(self) -> list[str]:
         """The index files rebuilt because they were wrong (not what an unclean stop leaves)."""
         restored = set(self.restored_files)

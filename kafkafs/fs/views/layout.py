@@ -47,6 +47,7 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from ...errors import CorruptRecordError
+from ...format.jsonspan import cut_off
 from ...format.jsonview import render_span_jsonl
 from ...storage.segment import LogSegment
 from ...storage.validation import in_order
@@ -325,14 +326,6 @@ class SpanPieces(NamedTuple):
     stop: int
 
 
-def _cut_off(buf: bytes, at: int) -> int:
-    """0 when a whole batch (as far as its length field says) starts at ``at``, else the bytes it needs."""
-    if len(buf) - at < 12:
-        return 12
-    need = int.from_bytes(buf[at + 8 : at + 12], "big", signed=True) + 12
-    return need if need > 12 and at + need > len(buf) else 0
-
-
 def lay_out_span(
     renderer: Renderer,
     segment: LogSegment,
@@ -380,7 +373,7 @@ def lay_out_span(
         if len(ends):
             min_offset = lasts[-1] + 1
         if result.consumed < n:
-            need = _cut_off(memoryview(buf)[:n], result.consumed)
+            need = cut_off(memoryview(buf)[:n], result.consumed)
             if not need or (result.consumed == 0 and want >= need):
                 break  # a batch it does not take, or a partial one at the end: the per-batch path decides
             want = max(CHUNK_BYTES, need)
