@@ -100,12 +100,6 @@ class DecodedBatch:
     def producer_id(self) -> int:
         return self.header.producer_id
 
-    def control_type(self, index: int) -> str | None:
-        """Kafka's name for the type of a control batch's record (:func:`control_type_of`), else None."""
-        if not self.header.is_control:
-            return None
-        return control_type_of(self.keys[index])
-
     def between(self, lo: int, hi: int | None = None) -> DecodedBatch:
         """The records with ``lo <= offset <= hi`` (``hi`` None: no upper bound), same header."""
         offsets = self.offsets

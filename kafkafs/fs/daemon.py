@@ -33,7 +33,7 @@ from collections.abc import Callable
 from ..errors import KafkafsError, MountError, MountPathError, UsageError
 
 __all__ = [
-    "StartingStderr", "first_exception", "notify", "watchdog_interval", "return_large_blocks", "daemonize",
+    "StartingStderr", "first_exception", "notify", "sd_notify", "return_large_blocks", "daemonize",
     "setup_logging", "not_a_reply_nobody_awaits",
 ]
 
@@ -117,26 +117,6 @@ def notify(state: str) -> bool:
         log.debug("could not notify systemd at %r of %r: %s", value, state, exc)
         return False
     return True
-
-
-def watchdog_interval() -> float | None:
-    """The watchdog period in seconds that systemd expects ``WATCHDOG=1`` within, or None if none.
-
-    Mirrors sd_watchdog_enabled(): ``$WATCHDOG_USEC`` sets the period, and ``$WATCHDOG_PID``, when set,
-    must be this process (the variables leak into children otherwise). Ping at half the period.
-    """
-    usec = os.environ.get("WATCHDOG_USEC")
-    if not usec:
-        return None
-    pid = os.environ.get("WATCHDOG_PID")
-    try:
-        if pid and int(pid) != os.getpid():
-            return None
-        period = int(usec)
-    except ValueError:
-        log.debug("ignoring malformed WATCHDOG_USEC=%r / WATCHDOG_PID=%r", usec, pid)
-        return None
-    return period / 1_000_000 if period > 0 else None
 
 
 def sd_notify(message: str) -> None:

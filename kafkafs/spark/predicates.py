@@ -42,10 +42,6 @@ class IntBounds:
         return IntBounds(lo, hi, values)
 
     @property
-    def unbounded(self) -> bool:
-        return self.lo is None and self.hi is None and self.values is None
-
-    @property
     def empty(self) -> bool:
         """True when no value can pass."""
         if self.lo is not None and self.hi is not None and self.lo > self.hi:

@@ -118,12 +118,3 @@ class LeaderEpochCache:
         if self.entries or not self.path.exists():
             self.entries = []
             self._flush()
-
-    def epoch_for(self, offset: int) -> int | None:
-        """The leader epoch that ``offset`` was written in, as the checkpoint says."""
-        found = None
-        for epoch, start in self.entries:
-            if start > offset:
-                break
-            found = epoch
-        return found

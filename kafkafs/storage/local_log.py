@@ -204,10 +204,6 @@ class LocalLog:
             self.generation += 1
         return bool(swapped)
 
-    def segment_for(self, offset: int) -> LogSegment | None:
-        """The segment whose range holds ``offset`` (skip list floor), or None below the first."""
-        return self.segments.floor(offset)
-
     def batches(
         self, from_offset: int | None = None, to_offset: int | None = None
     ) -> Iterator[tuple[LogSegment, BatchView]]:
@@ -495,4 +491,3 @@ class LocalLog:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-

@@ -29,7 +29,7 @@ from ..format.kernel import KERNEL
 _OMAP_PUT = getattr(KERNEL, "omap_put", None)
 _OMAP_RETAIN = getattr(KERNEL, "omap_retain", None)
 
-__all__ = ["OffsetMap", "key_hash", "BYTES_PER_ENTRY"]
+__all__ = ["OffsetMap", "BYTES_PER_ENTRY"]
 
 #: Bytes a slot takes: a 16-byte hash and an 8-byte offset.
 BYTES_PER_ENTRY = 24
@@ -43,11 +43,6 @@ except ValueError:  # a FIPS build refuses MD5 unless told it is not for securit
         return hashlib.md5(data, usedforsecurity=False)
 
 _split = struct.Struct("<qq").unpack
-
-
-def key_hash(key: bytes) -> tuple[int, int]:
-    """A key's MD5 as two signed 64-bit halves (what the map stores)."""
-    return _split(_md5(key).digest())
 
 
 def _is_prime(n: int) -> bool:
@@ -93,10 +88,6 @@ class OffsetMap:
     @property
     def full(self) -> bool:
         return self.size >= self.max_entries
-
-    @property
-    def utilization(self) -> float:
-        return self.size / self.slots
 
     def clear(self) -> None:
         """Empty the map for the next round (the memory stays)."""

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from kafkafs.fs import daemon
-from kafkafs.fs.daemon import StartingStderr, first_exception, notify, watchdog_interval
+from kafkafs.fs.daemon import StartingStderr, first_exception, notify
 
 # ---------------------------------------------------------------------------------------------- starting
 
@@ -107,22 +107,6 @@ def test_socket_that_nobody_reads_from_any_more(monkeypatch: pytest.MonkeyPatch,
 def test_abstract_socket_that_does_not_exist(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("NOTIFY_SOCKET", f"@kafkafs-test-absent-{uuid.uuid4().hex}")
     assert notify("READY=1") is False
-
-
-def test_watchdog_interval(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("WATCHDOG_USEC", raising=False)
-    monkeypatch.delenv("WATCHDOG_PID", raising=False)
-    assert watchdog_interval() is None
-    monkeypatch.setenv("WATCHDOG_USEC", "30000000")
-    assert watchdog_interval() == 30.0
-    monkeypatch.setenv("WATCHDOG_PID", str(os.getpid()))
-    assert watchdog_interval() == 30.0
-    monkeypatch.setenv("WATCHDOG_PID", str(os.getpid() + 1))
-    assert watchdog_interval() is None
-    monkeypatch.setenv("WATCHDOG_PID", str(os.getpid()))
-    for bad in ("0", "soon", "-5"):
-        monkeypatch.setenv("WATCHDOG_USEC", bad)
-        assert watchdog_interval() is None
 
 
 # ---------------------------------------------------------------------------------------------- memory

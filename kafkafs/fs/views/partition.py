@@ -98,11 +98,9 @@ class PartitionState:
         self.name = name
         self.index = index
         self.log = log_
-        self.mode = mode
-        self.topic = log_.topic
-        self.partition = log_.partition
         self.cache = cache if cache is not None else LayoutCache(None)
-        self.renderer = Renderer(self.topic, self.partition, mode, decoder=decoder)
+        #: the topic, partition, values mode and decoder its views render with
+        self.renderer = Renderer(log_.topic, log_.partition, mode, decoder=decoder)
         self._pieces = PieceRenderer(self.renderer, log_, self.renderer.on_corrupt)
         self._layouts: dict[int, SegmentLayout] = {}
         self._compose_lock = threading.Lock()
