@@ -14,6 +14,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import BinaryIO
 
 from . import __version__
 from .errors import (
@@ -78,7 +79,7 @@ def _open_logdir(path: str, args: argparse.Namespace, *, writable: bool, strict:
     return LogDir(path, _settings(args), writable=writable)
 
 
-def _stdout() -> object:
+def _stdout() -> BinaryIO:
     return sys.stdout.buffer
 
 
@@ -346,7 +347,7 @@ def _logdir_command(
     return p
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser() -> _Parser:
     from .consume import add_consume_arguments
     from .dump.options import add_dump_arguments
 

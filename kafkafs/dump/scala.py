@@ -55,7 +55,8 @@ def hash_order(items: dict, length: int) -> list:
 def map_order(puts: Iterable[str]) -> list[str]:
     """The keys of a ``mutable.HashMap[String, _]()`` in iteration order, after ``put`` was called with
     each of ``puts`` in turn (a key may come again: an update, which may still grow the table)."""
-    length, seen = 16, {}
+    length = 16
+    seen: dict[str, int] = {}
     for key in puts:
         length = grown(length, len(seen))
         if key not in seen:

@@ -350,7 +350,8 @@ class Operations(pyfuse3.Operations):
     async def _refused(self, *args) -> None:
         raise self._refuse()
 
-    create = mknod = symlink = link = _refused
+    # one refusal for four handlers whose signatures differ (pyfuse3 calls each with its own arguments)
+    create = mknod = symlink = link = _refused  # type: ignore[assignment]
 
     @_handler()
     async def unlink(self, parent_inode: int, name: bytes, ctx) -> None:

@@ -132,9 +132,7 @@ def parse_paths(opts: Mapping[str, str]) -> tuple[str, ...]:
             out.extend(matched)
         else:
             out.append(p)
-    seen: set[str] = set()
-    unique = [p for p in out if not (p in seen or seen.add(p))]
-    return tuple(unique)
+    return tuple(dict.fromkeys(out))  # in order, each once
 
 
 def _offset_json(name: str, text: str) -> dict[tuple[str, int], int]:
