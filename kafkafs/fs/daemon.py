@@ -8,20 +8,15 @@
   on the unix socket named in ``$NOTIFY_SOCKET``. Outside systemd the variable is unset and every call
   is a cheap no-op. Sending never raises: a missing or unreachable socket must not take a working
   mount down, so failures are logged at debug level and reported as ``False``.
-* :func:`return_large_blocks` (issue 9, finding 7): glibc's malloc serves a large block with ``mmap``
-  and returns it at ``free``, but its threshold for doing so grows to the size of the largest block
-  freed (up to 32 MiB): after a few decompression bombs (every one cleanly EIO) the worker threads'
-  arenas keep hundreds of MiB that the process never uses again. Fixing the threshold
-  (``M_MMAP_THRESHOLD``) turns that adjustment off, so blocks of a MiB or more always go back to the
-  system when freed. A no-op where the C library is not glibc.
+* :func:`return_large_blocks` (issue 9, finding 7): blocks of a MiB or more always go back to the
+  system when freed, so a few decompression bombs (every one cleanly EIO) do not leave hundreds of MiB
+  in the worker threads' arenas (:mod:`kafkafs.storage.memory`).
 
 Used by the one thread that starts the mount (and, for :func:`notify`, the FUSE loop).
 """
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import logging
 import logging.handlers
 import os
@@ -31,6 +26,7 @@ import tempfile
 from collections.abc import Callable
 
 from ..errors import KafkafsError, MountError, MountPathError, UsageError
+from ..storage.memory import tune_malloc
 
 __all__ = [
     "StartingStderr", "first_exception", "notify", "sd_notify", "return_large_blocks", "daemonize",
@@ -129,22 +125,14 @@ def sd_notify(message: str) -> None:
 
 # ---------------------------------------------------------------------------------------------- memory
 
-_M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter number
-_THRESHOLD = 1 << 20
+#: Freed blocks of this many bytes or more go back to the system (a daemon keeps nothing it read once).
+LARGE_BLOCK = 1 << 20
 
 
-def return_large_blocks(threshold: int = _THRESHOLD) -> bool:
-    """Make freed blocks of ``threshold`` bytes or more go back to the system; True when it could."""
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):
-        return False
-    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
-    ok = bool(mallopt(_M_MMAP_THRESHOLD, threshold))
-    if not ok:
-        log.debug("mallopt(M_MMAP_THRESHOLD) was refused")
-    return ok
+def return_large_blocks(threshold: int = LARGE_BLOCK) -> bool:
+    """Make freed blocks of ``threshold`` bytes or more go back to the system; True when it could
+    (:func:`kafkafs.storage.memory.tune_malloc`)."""
+    return tune_malloc(threshold)
 
 
 # ---------------------------------------------------------------------------------------------- detaching
