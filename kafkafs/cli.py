@@ -14,7 +14,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, NoReturn
 
 from . import __version__
 from .errors import (
@@ -333,7 +333,7 @@ class _Parser(argparse.ArgumentParser):
 
     commands: list[str] = []  # the top-level parser's command names
 
-    def error(self, message: str) -> None:  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         self.exit(EXIT_USAGE, f"kafkafs: error: {message} (see '{self.prog} --help')\n")
 
 

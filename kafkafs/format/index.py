@@ -23,7 +23,10 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import NamedTuple, TypeAlias
+from typing import TYPE_CHECKING, NamedTuple, TypeAlias
+
+if TYPE_CHECKING:  # the storage layer hands its maps in; this layer opens none
+    from mmap import mmap
 
 from kafkafs.errors import CorruptRecordError, InvalidInput
 
@@ -67,7 +70,7 @@ _MAX_TIMESTAMP = 2**63 - 1
 _WARM_BYTES = 8192
 
 #: What the functions here read: anything with the buffer protocol, ``len`` and slicing (``mmap`` too).
-Buffer: TypeAlias = bytes | bytearray | memoryview
+Buffer: TypeAlias = "bytes | bytearray | memoryview | mmap"  # a memory-mapped index file too
 
 _OFFSET_ENTRY = struct.Struct(">II")
 _TIME_ENTRY = struct.Struct(">qI")

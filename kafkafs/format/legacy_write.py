@@ -54,9 +54,9 @@ def encode_legacy_wrapper(rows: Sequence[tuple[int, int, bytes | None, bytes | N
     inner = bytearray()
     for offset, timestamp, key, value in rows:
         inner_offset = offset - base if magic == 1 else offset
-        inner += encode_legacy_message(inner_offset, magic, inner_attributes, log_append_time if lat else timestamp,
-                                       key, value)
-    if lat:
+        inner_ts = log_append_time if lat and log_append_time is not None else timestamp
+        inner += encode_legacy_message(inner_offset, magic, inner_attributes, inner_ts, key, value)
+    if lat and log_append_time is not None:
         wrapper_ts = log_append_time
     else:
         wrapper_ts = max(r[1] for r in rows)

@@ -351,7 +351,7 @@ class Operations(pyfuse3.Operations):
         raise self._refuse()
 
     # one refusal for four handlers whose signatures differ (pyfuse3 calls each with its own arguments)
-    create = mknod = symlink = link = _refused  # type: ignore[assignment]
+    create = mknod = symlink = link = _refused  # type: ignore[assignment]  # see above
 
     @_handler()
     async def unlink(self, parent_inode: int, name: bytes, ctx) -> None:

@@ -198,7 +198,7 @@ def _pieces_for(
             if ts_lo_ms is not None:
                 start = max(start, time_start(segment, ts_lo_ms))
             if bounded_end:
-                stop = end_position(segment, end, size)  # type: ignore[arg-type]
+                stop = end_position(segment, end, size)  # type: ignore[arg-type]  # bounded_end: end is set
         start = min(start, size)
         if start >= stop:
             counter.pruned += 1

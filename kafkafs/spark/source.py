@@ -57,8 +57,8 @@ try:  # Spark 4.2+: admission control and Trigger.AvailableNow for Python stream
         SupportsTriggerAvailableNow,
     )
 except ImportError:  # Spark 4.1
-    ReadAllAvailable = ReadMaxRows = None  # type: ignore[assignment,misc]
-    SupportsTriggerAvailableNow = object  # type: ignore[assignment,misc]
+    ReadAllAvailable = ReadMaxRows = None  # type: ignore[assignment,misc]  # a PySpark without them
+    SupportsTriggerAvailableNow = object  # type: ignore[assignment,misc]  # a PySpark without it
 
 __all__ = ["KafkaLogDataSource", "KafkaLogDataSourceWithPushdown", "KafkaLogInputPartition"]
 

@@ -85,13 +85,13 @@ class LeaderEpochCache:
     def assign_batches(self, headers) -> None:
         """``assign`` for each v2 batch header, in order, with one write at the end."""
         changed = False
-        flush, self._flush = self._flush, lambda: None  # type: ignore[method-assign]
+        flush, self._flush = self._flush, lambda: None  # type: ignore[method-assign]  # put off while assigning
         try:
             for h in headers:
                 if h.magic >= 2 and h.partition_leader_epoch >= 0:
                     changed |= self.assign(h.partition_leader_epoch, h.base_offset)
         finally:
-            self._flush = flush  # type: ignore[method-assign]
+            self._flush = flush  # type: ignore[method-assign]  # and put back
         if changed or not self.loaded_ok:
             self.loaded_ok = True
             self._flush()

@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Self
+from typing import TYPE_CHECKING, Self
 
 from ..errors import CorruptRecordError, InvalidInput, OffsetOutOfRange, ReadOnlyError, UnsafeFileError
 from ..format.batch import DecodedBatch, Record
@@ -39,6 +39,9 @@ from .safefiles import regular_files
 from .segment import LogSegment
 from .segments import LogSegments
 from .transactions import ProducerTransactions
+
+if TYPE_CHECKING:
+    from .recovery import RecoveryReport
 
 __all__ = ["LocalLog", "fsync_directory"]
 
@@ -92,7 +95,7 @@ class LocalLog:
         self._dir_dirty = False  # files created or removed since the folder was last fsynced
         self.recovery_point = 0
         self.leader_epoch = 0
-        self.last_recovery = None  # the RecoveryReport of the load
+        self.last_recovery: RecoveryReport | None = None  # the report of the load
         self._listeners: list[Callable[[LocalLog], None]] = []
         self._closed = False
         #: Undecided transactions (producer id -> first offset); None until first needed after an open.

@@ -21,6 +21,7 @@ class OffsetIndex(AbstractIndex[OffsetPosition]):
     layout = fmt.OFFSET_INDEX
 
     def _parse(self, buf: Buffer | None, slot: int) -> OffsetPosition:
+        assert buf is not None  # a slot is only asked of a mapped index
         rel, pos = fmt.decode_offset_entry(buf, slot)
         return OffsetPosition(self._base_offset + rel, pos)
 

@@ -39,7 +39,7 @@ try:  # the plain call is measurably faster per key than one passing usedforsecu
     _md5 = hashlib.md5
 except ValueError:  # a FIPS build refuses MD5 unless told it is not for security
 
-    def _md5(data: bytes):  # type: ignore[misc]
+    def _md5(data: bytes):  # type: ignore[misc]  # the FIPS fallback of the same function
         return hashlib.md5(data, usedforsecurity=False)
 
 _split = struct.Struct("<qq").unpack
@@ -216,7 +216,7 @@ class OffsetMap:
         md5 = _md5
         split = _split
         latest = self.latest_offset
-        out = []
+        out: list[bool] = []
         add = out.append
         for key, offset in zip(keys, offsets, strict=True):
             if offset > latest:

@@ -26,6 +26,7 @@ class TimeIndex(AbstractIndex[TimestampOffset]):
     _offset_field = fmt.TIME_OFFSET
 
     def _parse(self, buf: Buffer | None, slot: int) -> TimestampOffset:
+        assert buf is not None  # a slot is only asked of a mapped index
         ts, rel = fmt.decode_time_entry(buf, slot)
         return TimestampOffset(ts, self._base_offset + rel)
 

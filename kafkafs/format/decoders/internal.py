@@ -105,14 +105,14 @@ def offsets_value(data: bytes | None, key: bytes | None = None) -> dict | None:
         try:
             # Kafka's generated readers stop after the last field: bytes after it are ignored (as
             # kafka-dump-log's decoder does), unless the type is guessed, where they tell the two apart
-            body = message(name + "Value").read(data, version, 2, whole=key is None)
+            body = message(f"{name}Value").read(data, version, 2, whole=key is None)
         except CorruptRecordError as exc:
             error = error or exc
             continue
         if name == "GroupMetadata":
             decode_members(body)
         return {"version": version, "data": body}
-    raise error  # type: ignore[misc]
+    raise error  # type: ignore[misc]  # names is never empty: every name failed, so error is set
 
 
 def decode_members(body: dict) -> None:
@@ -186,10 +186,11 @@ def metadata_frame(type_name_or_key: str | int, version: int, data: dict) -> byt
         m = next(m for m in types.values() if m.type_name == type_name_or_key)
     else:
         m = types[type_name_or_key]
+    assert m.api_key is not None  # every metadata record type has its api key
     return bytes([1]) + encode_uvarint(m.api_key) + encode_uvarint(version) + m.write(data, version)
 
 
-def control_key(data: bytes) -> dict:
+def control_key(data: bytes | None) -> dict:
     """A control record's key, ``{"version": 0, "type": 2}`` (Kafka's ControlRecordType key schema)."""
     if data is None or len(data) < 4:
         raise CorruptRecordError("a control record key has fewer than 4 bytes")
@@ -197,7 +198,7 @@ def control_key(data: bytes) -> dict:
     return {"version": version, "type": kind}
 
 
-def control_value(key: bytes, data: bytes | None) -> dict:
+def control_value(key: bytes | None, data: bytes | None) -> dict:
     """A control record's value: a transaction marker's ``{"version", "coordinatorEpoch"}``, or the KRaft
     message of the key's type read at version 0 (its own ``version`` field comes first)."""
     kind = control_key(key)["type"]

@@ -76,7 +76,7 @@ class SchemaRegistry:
             return
         if not isinstance(k, dict) or k.get("keytype") != "SCHEMA":
             return
-        where = (k.get("subject"), k.get("version"))
+        where: tuple[str, int] = (k.get("subject"), k.get("version"))  # type: ignore[assignment]  # from JSON: what it holds is the key
         if value is None:
             self._versions.pop(where, None)
             self._readers.clear()
@@ -225,7 +225,7 @@ class RegistryDecoder(Decoder):
         lookup = self.registry.reader
         dumps, default = orjson.dumps, _bytes_default
         known: dict[bytes, tuple] = {}
-        out = []
+        out: list[bytes] = []
         add = out.append
         end = 0
         for data in items:

@@ -35,6 +35,8 @@ class Versions:
     """A version range as Kafka writes it: ``"0+"``, ``"1-3"``, ``"2"`` or ``"none"``."""
 
     __slots__ = ("lo", "hi")
+    lo: int
+    hi: int
 
     def __init__(self, text: str | None, default: Versions | None = None) -> None:
         if text is None:
@@ -244,6 +246,7 @@ class Message(MessageWriter):
                 if version not in f.versions:
                     continue
                 if flexible and version in f.tagged:
+                    assert f.tag is not None  # a field with tagged versions has its tag
                     tagged[f.tag] = f
                     continue
                 regular.append((f.json_name, self._reader_of(f, version, flexible)))
@@ -334,10 +337,12 @@ class Message(MessageWriter):
                 raise CorruptRecordError(f"array {f.name} of {n} elements in {len(r.buf) - r.pos} bytes")
             if f.struct is not None:
                 return [self._read_struct(r, f.struct, version, flexible) for _ in range(n)]
+            assert f.element is not None  # an array of anything but structs names its element type
             return [self._read_value(r, f, f.element, version, flexible, False) for _ in range(n)]
         if kind == "struct":
             if nullable and r.fixed(FIXED["int8"]) < 0:
                 return None
+            assert f.struct is not None  # a struct field has its fields
             return self._read_struct(r, f.struct, version, flexible)
         raise CorruptRecordError(f"unknown field type {kind}")
 
