@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Self
 
-from ..errors import CorruptRecordError, InvalidInput, OffsetOutOfRange, ReadOnlyError, UnsafeFileError
+from ..errors import CorruptRecordError, InvalidInput, OffsetOutOfRange, UnsafeFileError
 from ..format.batch import DecodedBatch, Record
 from .config import LogConfig
 from .handles import HandleBudget
@@ -35,7 +35,7 @@ from .names import (
     segment_file_name,
 )
 from .records import BatchView
-from .safefiles import regular_files
+from .safefiles import regular_files, require_writable
 from .segment import LogSegment
 from .segments import LogSegments
 from .transactions import ProducerTransactions
@@ -302,10 +302,7 @@ class LocalLog:
         return None
 
     def _require_writable(self) -> None:
-        if not self.writable:
-            raise ReadOnlyError(f"{self.dir} is open read-only")
-        if self._closed:
-            raise ReadOnlyError(f"{self.dir} is closed")
+        require_writable(self.dir, self.writable, self._closed)
 
     def roll(self, next_offset: int | None = None) -> LogSegment:
         """Seal the active segment and start a new one at ``max(next_offset, log end offset)`` (Kafka's
