@@ -124,3 +124,14 @@ def test_the_dead_code_check_finds_an_uncalled_function(tmp_path):
     names = {d.qualname for d in deadcode.dead(root)}
     assert {"never_called_anywhere_xyz", "C.method_nobody_calls_xyz"} <= names
     assert "C.__len__" not in names and "Ops.lookup_xyz_framework" not in names
+
+
+def test_the_hops_of_a_by_offset_read():
+    """``python -m kafkafs._devtools.hops``: a ``cat by-offset/N.json`` runs the adapter, the tree and
+    one view (the record finder), and nothing of records.jsonl's sizing or reading."""
+    from kafkafs._devtools import hops
+
+    label, rw, scenario = hops.SCENARIOS[0]
+    found = {m for m in hops.modules_run(rw, scenario) if m.startswith("kafkafs.fs")}
+    assert {"kafkafs.fs.operations", "kafkafs.fs.tree.partition_nodes", "kafkafs.fs.views.record"} <= found
+    assert not found & {"kafkafs.fs.views.sizing", "kafkafs.fs.views.reading", "kafkafs.fs.views.layout"}
