@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-__all__ = ["java_string_hash", "improve_hash", "table_size_for", "hash_order", "map_order"]
+__all__ = ["java_string_hash", "improve_hash", "hash_order", "map_order"]
 
 
 def int32(n: int) -> int:
@@ -34,11 +34,6 @@ def java_string_hash(text: str) -> int:
 def improve_hash(h: int) -> int:
     """Scala's ``improveHash``: ``h ^ (h >>> 16)``, a signed 32-bit int."""
     return int32(h ^ ((h & 0xFFFFFFFF) >> 16))
-
-
-def table_size_for(capacity: int) -> int:
-    """Scala 2.13 ``tableSizeFor``: ``(highestOneBit(max(capacity - 1, 4)) * 2) min 2**30``."""
-    return min((1 << (max(capacity - 1, 4).bit_length() - 1)) * 2, 1 << 30)
 
 
 def grown(length: int, size: int) -> int:

@@ -314,8 +314,10 @@ def _clean_group(target, group: list[LogSegment], omap: OffsetMap, now_ms: int, 
             for view in _views(segment, stats):
                 h = view.header
                 stats.bytes_read += h.size
+                data: bytes | bytearray | None
                 if h.magic != 2:
-                    data = clean_legacy(view, file, omap, txns, retain_legacy_deletes, result, stats)
+                    data = clean_legacy(view, file, omap, txns, retain_legacy_deletes, now_ms, retention, result,
+                                        stats)
                 else:
                     data = clean_batch(view, file, omap, txns, active, now_ms, retention, result, stats,
                                        round_upper)
