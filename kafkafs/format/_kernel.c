@@ -7,37 +7,40 @@
  * test_kernel_differential.py holds them together). Every read is bounds-checked against the end of
  * the record it belongs to; damage raises CorruptRecordError, never reads outside the buffer.
  *
- * This file holds every function Python calls (the k_* below, wrapped by kafkafs/format/kernel.py,
- * jsonspan.py, storage/offset_map.py; arguments in the method table at the end) and the module; the
- * headers hold what they are made of, each standing alone with its include guard:
- *   _kernel_objects.h   the Python objects the kernel raises and makes (set by setup)
- *   _kernel_text.h      the GIL rule, the output buffer, UTF-8, JSON strings, base64
- *   _kernel_json.h      embeddable JSON: validated, compacted
- *   _kernel_value.h     a key, value or header by mode; control record names
- *   _kernel_records.h   varints, one record of a records section
- *   _kernel_render.h    the lines of one records section
- *   _kernel_span.h      CRC-32C, the walk of many whole batches of a .log
- *   _kernel_indent.h    indent_json (by-offset/N.json)
- *   _kernel_omap.h      the cleaner's offset map: MD5 and the probe
- *   _kernel_arrow.h     ArrowBuilder, Spark's scan into Arrow buffers (its methods are its own),
- *                       with _kernel_arrowbuf.h, its buffers
- * Modes: 0 auto, 1 string, 2 base64.
+ * Files: _kernel_text.h (the GIL rule, the output buffer, UTF-8, JSON strings, base64; _kernel_json.h, embeddable JSON),
+ * _kernel_records.h (varints, one record), _kernel_render.h (the lines of one records section),
+ * _kernel_span.h (CRC-32C, render_span: many whole batches of a .log at once), this one (decoding
+ * into columns, rendering, the module).
+ *
+ * Functions, wrapped by kafkafs/format/kernel.py (arguments in the method table at the end): setup,
+ * decode (into columns), render (what 0: bytes, 1: line lengths, 2: (bytes, offsets, line ends),
+ * 3: (bytes, number of lines)), render_columns (decoded columns), render_value, render_span,
+ * crc32c. Modes: 0 auto, 1 string, 2 base64.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
 
-#include "_kernel_objects.h"
+static PyObject *CorruptError = NULL; /* kafkafs.errors.CorruptRecordError */
+static PyObject *HeaderType = NULL;   /* kafkafs.format.records.Header */
+static PyObject *NoHeaders = NULL;    /* the shared empty tuple for records without headers */
+
 #include "_kernel_text.h"
-#include "_kernel_json.h"
-#include "_kernel_value.h"
 #include "_kernel_records.h"
+#include "_kernel_filter.h" /* which records a reader wants: key, headers, a bitmap of offsets */
 #include "_kernel_render.h"
 #include "_kernel_span.h"
-#include "_kernel_indent.h"
-#include "_kernel_omap.h"
-#include "_kernel_arrow.h"
+#include "_kernel_indent.h" /* indent_json, compiled: by-offset/N.json */
+#include "_kernel_omap.h" /* the cleaner's offset map: MD5 and probe */
+#include "_kernel_keys.h" /* the key index: entries of a segment, sorting, the table */
+
+static PyObject *raise_corrupt(const char *msg) {
+    PyErr_SetString(CorruptError ? CorruptError : PyExc_ValueError, msg);
+    return NULL;
+}
+
+#include "_kernel_arrow.h" /* ArrowBuilder (arrow's): Spark's scan into Arrow buffers */
 
 /* ------------------------------------------------------------------------------------ decode */
 
@@ -133,15 +136,23 @@ static PyObject *k_render(PyObject *self, PyObject *args) {
     Py_buffer prefix, data;
     long long base_offset, first_ts, max_ts, producer_id, count;
     int attributes, mode, what;
-    PyObject *lo_o, *hi_o, *ts_lo_o, *ts_hi_o;
-    if (!PyArg_ParseTuple(args, "y*y*LLLiLLiOOOOi", &prefix, &data, &base_offset, &first_ts, &max_ts, &attributes,
-                          &producer_id, &count, &mode, &lo_o, &hi_o, &ts_lo_o, &ts_hi_o, &what))
+    PyObject *lo_o, *hi_o, *ts_lo_o, *ts_hi_o, *filter_obj = NULL;
+    if (!PyArg_ParseTuple(args, "y*y*LLLiLLiOOOOi|O", &prefix, &data, &base_offset, &first_ts, &max_ts, &attributes,
+                          &producer_id, &count, &mode, &lo_o, &hi_o, &ts_lo_o, &ts_hi_o, &what, &filter_obj))
         return NULL;
+    RecFilter filter;
+    int filtered;
+    if (filter_parse(filter_obj, &filter, &filtered) < 0) {
+        PyBuffer_Release(&prefix);
+        PyBuffer_Release(&data);
+        return NULL;
+    }
     PyObject *result = NULL;
     Out o = {NULL, 0, 0, what == 1, 0, NULL, NULL};
     I64s offsets = {NULL, 0, 0}, ends = {NULL, 0, 0};
     Bounds b;
     memset(&b, 0, sizeof b);
+    if (filtered) b.filter = &filter;
     Err err;
     if (mode < 0 || mode > 2 || what < 0 || what > 3) {
         PyErr_SetString(PyExc_ValueError, "bad mode or what");
@@ -197,6 +208,7 @@ done:
     PyMem_RawFree(o.buf);
     PyMem_RawFree(offsets.v);
     PyMem_RawFree(ends.v);
+    filter_release(&filter);
     PyBuffer_Release(&prefix);
     PyBuffer_Release(&data);
     return result;
@@ -364,273 +376,6 @@ static PyObject *k_render_value(PyObject *self, PyObject *args) {
     return result;
 }
 
-/* ------------------------------------------------------------------------------------ spans */
-
-/* render_span(prefix, buf, mode, lengths) -> (data, consumed, lines, batch_ends, last_offsets,
- * line_ends), the arrays as bytes of native int64 (jsonspan.py makes them array('q')). */
-static PyObject *k_render_span(PyObject *self, PyObject *args) {
-    (void)self;
-    Py_buffer prefix, buf;
-    int mode, lengths;
-    if (!PyArg_ParseTuple(args, "y*y*ip", &prefix, &buf, &mode, &lengths)) return NULL;
-    PyObject *result = NULL;
-    Out o = {NULL, 0, 0, lengths, 0, NULL, NULL};
-    SpanOut so;
-    memset(&so, 0, sizeof so);
-    if (mode < 0 || mode > 2) {
-        PyErr_SetString(PyExc_ValueError, "bad mode");
-        goto done;
-    }
-    if (!lengths) {
-        Py_ssize_t cap = buf.len < PY_SSIZE_T_MAX / 4 ? buf.len * 3 + 4096 : buf.len;
-        o.bytes = PyBytes_FromStringAndSize(NULL, cap);
-        if (o.bytes == NULL) goto done;
-        o.buf = PyBytes_AS_STRING(o.bytes);
-        o.cap = cap;
-    }
-    PyThreadState *ts = gil_release();
-    o.ts = &ts;
-    int rc = span_walk((const uint8_t *)buf.buf, buf.len, (const char *)prefix.buf, prefix.len, mode, &o, &so);
-    gil_restore(&ts);
-    o.ts = NULL;
-    if (rc < 0) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    PyObject *data;
-    if (lengths) {
-        data = PyBytes_FromStringAndSize("", 0);
-    } else {
-        if (_PyBytes_Resize(&o.bytes, o.len) < 0) goto done;
-        data = o.bytes;
-        o.bytes = NULL;
-    }
-    if (data == NULL) goto done;
-    PyObject *be = i64s_bytes(&so.batch_ends), *lo = i64s_bytes(&so.last_offsets), *le = i64s_bytes(&so.line_ends);
-    if (be && lo && le) result = Py_BuildValue("(NnnNNN)", data, so.consumed, so.lines, be, lo, le);
-    else {
-        Py_DECREF(data);
-        Py_XDECREF(be);
-        Py_XDECREF(lo);
-        Py_XDECREF(le);
-    }
-done:
-    Py_XDECREF(o.bytes);
-    PyMem_RawFree(so.batch_ends.v);
-    PyMem_RawFree(so.last_offsets.v);
-    PyMem_RawFree(so.line_ends.v);
-    PyBuffer_Release(&prefix);
-    PyBuffer_Release(&buf);
-    return result;
-}
-
-/* span_cuts(buf, step, min_offset) -> (cuts, next_min_offset), cuts as bytes of native int64: 0, then
- * batch boundaries at least step apart, then where the walk stopped; next_min_offset: past the last
- * offset of the last batch walked (min_offset when none). The walk reads lengths, attributes and
- * offsets only (no CRC): it passes uncompressed v2 batches that are whole in buf, whose base offset
- * is at least min_offset and then past the previous batch's last offset, with a last offset delta
- * >= 0; it stops at anything else. Consume renders the pieces between cuts on several threads
- * (render_span checks everything else). */
-static PyObject *k_span_cuts(PyObject *self, PyObject *args) {
-    (void)self;
-    Py_buffer buf;
-    Py_ssize_t step;
-    long long min_offset;
-    if (!PyArg_ParseTuple(args, "y*nL", &buf, &step, &min_offset)) return NULL;
-    I64s cuts = {NULL, 0, 0};
-    const uint8_t *d = (const uint8_t *)buf.buf;
-    Py_ssize_t n = buf.len, pos = 0, last_cut = 0;
-    int64_t expect = min_offset;
-    int ok = i64s_add(&cuts, 0) == 0;
-    while (ok && n - pos >= 61) {
-        const uint8_t *p = d + pos;
-        int64_t base = be64(p);
-        int32_t length = be32(p + 8), last_delta = be32(p + 23);
-        if (p[16] != 2 || length < 49 || (Py_ssize_t)length + 12 > n - pos || (p[22] & 0x07)) break;
-        if (base < expect || last_delta < 0 || base > INT64_MAX - last_delta - 1) break;
-        expect = base + last_delta + 1;
-        pos += (Py_ssize_t)length + 12;
-        if (pos - last_cut >= step) {
-            ok = i64s_add(&cuts, pos) == 0;
-            last_cut = pos;
-        }
-    }
-    if (ok && pos != last_cut) ok = i64s_add(&cuts, pos) == 0;
-    PyBuffer_Release(&buf);
-    PyObject *result = NULL;
-    if (!ok) PyErr_NoMemory();
-    else result = Py_BuildValue("(NL)", i64s_bytes(&cuts), (long long)expect);
-    PyMem_RawFree(cuts.v);
-    return result;
-}
-
-/* crc32c(data, hardware=None) for the tests: hardware True/False forces the path (False when absent). */
-static PyObject *k_crc32c(PyObject *self, PyObject *args) {
-    (void)self;
-    Py_buffer data;
-    int force = -1;
-    if (!PyArg_ParseTuple(args, "y*|i", &data, &force)) return NULL;
-    uint32_t c;
-#ifdef KAFKAFS_CRC_HW
-    if (force == 1 && !crc_use_hw) {
-        PyBuffer_Release(&data);
-        Py_RETURN_NONE;
-    }
-    if (force == 1 || (force == -1 && crc_use_hw)) c = ~crc32c_hw(0xFFFFFFFFu, data.buf, (size_t)data.len);
-    else
-#endif
-        c = ~crc32c_sw(0xFFFFFFFFu, data.buf, (size_t)data.len);
-    PyBuffer_Release(&data);
-    return PyLong_FromUnsignedLong(c);
-}
-
-/* ------------------------------------------------------------------------------------ indent */
-
-static PyObject *k_indent_json(PyObject *Py_UNUSED(self), PyObject *args) {
-    Py_buffer in, stepbuf;
-    if (!PyArg_ParseTuple(args, "y*y*", &in, &stepbuf)) return NULL;
-    const unsigned char *s = in.buf;
-    Py_ssize_t n = in.len, depth = 0, start, end, next_start, next_end;
-    const char *step = stepbuf.buf;
-    Py_ssize_t step_len = stepbuf.len;
-    Out o = {NULL, 0, 0, 0, 0, NULL, NULL};
-    int failed = 0;
-    int kind = indent_next(s, n, 0, &start, &end);
-    while (kind != TOK_NONE && !failed) {
-        unsigned char c = s[start];
-        int next = indent_next(s, n, end, &next_start, &next_end);
-        if (kind == TOK_PUNCT && (c == '{' || c == '[')) {
-            unsigned char closer = c == '{' ? '}' : ']';
-            if (next == TOK_PUNCT && s[next_start] == closer) {
-                char pair[2] = {(char)c, (char)closer};
-                failed = out_write(&o, pair, 2) < 0;
-                kind = indent_next(s, n, next_end, &start, &end);
-                continue;
-            }
-            depth++;
-            failed = out_byte(&o, (char)c) < 0 || indent_line(&o, step, step_len, depth) < 0;
-        } else if (kind == TOK_PUNCT && (c == '}' || c == ']')) {
-            depth--;
-            failed = indent_line(&o, step, step_len, depth) < 0 || out_byte(&o, (char)c) < 0;
-        } else if (kind == TOK_PUNCT && c == ',') {
-            failed = out_byte(&o, ',') < 0 || indent_line(&o, step, step_len, depth) < 0;
-        } else if (kind == TOK_PUNCT) { /* ':' */
-            failed = OUT_LIT(&o, ": ") < 0;
-        } else {
-            failed = out_write(&o, s + start, end - start) < 0;
-        }
-        kind = next;
-        start = next_start;
-        end = next_end;
-    }
-    PyBuffer_Release(&in);
-    PyBuffer_Release(&stepbuf);
-    PyObject *result = NULL;
-    if (failed)
-        PyErr_NoMemory();
-    else
-        result = PyBytes_FromStringAndSize(o.buf ? o.buf : "", o.len);
-    PyMem_RawFree(o.buf);
-    return result;
-}
-
-/* ------------------------------------------------------------------------------------ offset map */
-
-/* omap_put(keys, offsets, lo, hi, off, limit, size) -> (taken, size): OffsetMap.put_many's loop. */
-static PyObject *k_omap_put(PyObject *self, PyObject *args) {
-    (void)self;
-    PyObject *keys, *offsets;
-    Py_buffer lo, hi, off;
-    long long limit, size;
-    if (!PyArg_ParseTuple(args, "OOw*w*w*LL", &keys, &offsets, &lo, &hi, &off, &limit, &size)) return NULL;
-    OmapInput in = {0};
-    int64_t slots = 0;
-    PyObject *result = NULL;
-    if (omap_columns(&lo, &hi, &off, &slots) == 0 && omap_input(keys, offsets, &in) == 0) {
-        int64_t *los = lo.buf, *his = hi.buf, *offs = off.buf;
-        Py_ssize_t taken = in.n;
-        Py_BEGIN_ALLOW_THREADS
-        omap_hash(&in, INT64_MAX);
-        for (Py_ssize_t j = 0; j < OMAP_PREFETCH; j++) omap_prefetch(&in, j, INT64_MAX, los, his, offs, slots);
-        for (Py_ssize_t i = 0; i < in.n; i++) {
-            omap_prefetch(&in, i + OMAP_PREFETCH, INT64_MAX, los, his, offs, slots);
-            if (in.len[i] < 0) continue;
-            if (size >= limit) { /* Kafka checks before every put, a key already there included */
-                taken = i;
-                break;
-            }
-            int64_t l = in.hlo[i], h = in.hhi[i];
-            int64_t s = omap_slot(los, his, offs, slots, l, h);
-            if (offs[s] < 0) {
-                los[s] = l;
-                his[s] = h;
-                size++;
-            }
-            offs[s] = in.offset[i];
-        }
-        Py_END_ALLOW_THREADS
-        result = Py_BuildValue("nL", taken, size);
-    }
-    omap_input_free(&in);
-    PyBuffer_Release(&lo);
-    PyBuffer_Release(&hi);
-    PyBuffer_Release(&off);
-    return result;
-}
-
-/* omap_retain(keys, offsets, lo, hi, off, latest) -> bytearray of 0/1: OffsetMap.retain_flags. */
-static PyObject *k_omap_retain(PyObject *self, PyObject *args) {
-    (void)self;
-    PyObject *keys, *offsets;
-    Py_buffer lo, hi, off;
-    long long latest;
-    if (!PyArg_ParseTuple(args, "OOw*w*w*L", &keys, &offsets, &lo, &hi, &off, &latest)) return NULL;
-    OmapInput in = {0};
-    int64_t slots = 0;
-    PyObject *result = NULL;
-    if (omap_columns(&lo, &hi, &off, &slots) == 0 && omap_input(keys, offsets, &in) == 0) {
-        result = PyByteArray_FromStringAndSize(NULL, in.n);
-        if (result != NULL) {
-            uint8_t *flags = (uint8_t *)PyByteArray_AS_STRING(result);
-            const int64_t *los = lo.buf, *his = hi.buf, *offs = off.buf;
-            Py_BEGIN_ALLOW_THREADS
-            omap_hash(&in, latest);
-            for (Py_ssize_t j = 0; j < OMAP_PREFETCH; j++) omap_prefetch(&in, j, latest, los, his, offs, slots);
-            for (Py_ssize_t i = 0; i < in.n; i++) {
-                omap_prefetch(&in, i + OMAP_PREFETCH, latest, los, his, offs, slots);
-                int64_t o = in.offset[i];
-                if (o > latest) {
-                    flags[i] = 1;
-                } else if (in.len[i] < 0) {
-                    flags[i] = 0;
-                } else {
-                    int64_t found = offs[omap_slot(los, his, offs, slots, in.hlo[i], in.hhi[i])];
-                    flags[i] = found < 0 || o >= found;
-                }
-            }
-            Py_END_ALLOW_THREADS
-        }
-    }
-    omap_input_free(&in);
-    PyBuffer_Release(&lo);
-    PyBuffer_Release(&hi);
-    PyBuffer_Release(&off);
-    return result;
-}
-
-/* md5_halves(data) -> (lo, hi): the halves of data's MD5 (for the differential tests). */
-static PyObject *k_md5_halves(PyObject *self, PyObject *args) {
-    (void)self;
-    Py_buffer data;
-    if (!PyArg_ParseTuple(args, "y*", &data)) return NULL;
-    int64_t l, h;
-    md5_halves(data.buf, (size_t)data.len, &l, &h);
-    PyBuffer_Release(&data);
-    return Py_BuildValue("LL", (long long)l, (long long)h);
-}
-
-/* ------------------------------------------------------------------------------------ the module */
-
 static PyObject *k_setup(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *err, *header, *empty;
@@ -649,18 +394,20 @@ static PyMethodDef methods[] = {
     {"decode", k_decode, METH_VARARGS, "decode(data, base_offset, first_ts, max_ts, attributes, count)"},
     {"render", k_render, METH_VARARGS,
      "render(prefix, data, base_offset, first_ts, max_ts, attributes, producer_id, count, mode, lo, hi, ts_lo, "
-     "ts_hi, what)"},
+     "ts_hi, what[, filter])"},
     {"render_columns", k_render_columns, METH_VARARGS,
      "render_columns(prefix, offsets, timestamps, keys, values, headers, log_append, control, transactional, "
      "producer_id, mode, start, stop)"},
     {"render_value", k_render_value, METH_VARARGS, "render_value(data_or_None, mode)"},
-    {"render_span", k_render_span, METH_VARARGS, "render_span(prefix, buf, mode, lengths)"},
+    {"render_span", k_render_span, METH_VARARGS, "render_span(prefix, buf, mode, lengths[, filter])"},
     {"crc32c", k_crc32c, METH_VARARGS, "crc32c(data, hardware=-1)"},
     {"span_cuts", k_span_cuts, METH_VARARGS, "span_cuts(buf, step, min_offset)"},
     {"indent_json", k_indent_json, METH_VARARGS, "indent_json(compact, step)"},
+    {"tune_malloc", k_tune_malloc, METH_NOARGS, "tune_malloc() -> bool"},
     {"omap_put", k_omap_put, METH_VARARGS, "omap_put(keys, offsets, lo, hi, off, limit, size) -> (taken, size)"},
     {"omap_retain", k_omap_retain, METH_VARARGS, "omap_retain(keys, offsets, lo, hi, off, latest) -> bytearray"},
     {"md5_halves", k_md5_halves, METH_VARARGS, "md5_halves(data) -> (lo, hi)"},
+    KEYS_METHODS /* _kernel_keys.h */
     {NULL, NULL, 0, NULL},
 };
 

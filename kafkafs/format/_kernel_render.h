@@ -1,7 +1,7 @@
 /*
  * The kernel's line rendering: the fixed parts of a line, offset and time bounds, growable int64
  * arrays, and render_section (every record of one batch's records section as JSON lines, or only
- * their lengths). Stands alone.
+ * their lengths). Included once, by _kernel.c, after _kernel_text.h and _kernel_records.h.
  */
 #ifndef KAFKAFS_KERNEL_RENDER_H
 #define KAFKAFS_KERNEL_RENDER_H
@@ -9,10 +9,6 @@
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
-
-#include "_kernel_records.h"
-#include "_kernel_text.h"
-#include "_kernel_value.h"
 
 /* The fixed parts of a line for a batch's flags. */
 typedef struct {
@@ -90,6 +86,7 @@ typedef struct {
     int64_t lo, hi, ts_lo, ts_hi;
     int has_lo, has_hi, has_ts_lo, has_ts_hi, empty;
     int strict; /* a record that does not pass is damage (render_span: no record below its batch's base) */
+    const RecFilter *filter; /* NULL, or the records wanted (_kernel_filter.h): the others are skipped */
 } Bounds;
 
 static inline int passes(const Bounds *b, int64_t offset, int64_t ts) {
@@ -147,6 +144,7 @@ static int render_section(Reader *rd, long long count, const LineStyle *st, cons
             }
             continue;
         }
+        if (b->filter != NULL && !filter_passes(b->filter, rd->d, &r)) continue;
         if (put_line_head(o, st, r.offset, r.timestamp) < 0) return -2;
         if (st->control && st->mode == MODE_AUTO) {
             if (put_control_key(o, &r.key, st->mode) < 0 || OUT_LIT(o, ",\"value\":") < 0 ||
@@ -179,4 +177,4 @@ static int render_section(Reader *rd, long long count, const LineStyle *st, cons
     return 0;
 }
 
-#endif /* KAFKAFS_KERNEL_RENDER_H */
+#endif
