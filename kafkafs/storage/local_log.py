@@ -219,13 +219,16 @@ class LocalLog:
         # holds the segments so that their ids stay theirs
         visited: list[LogSegment] = []
         seen: set[int] = set()
+        expect: int | None = None  # one past the last offset of the batch before (None: not known)
         while segment is not None:
             visited.append(segment)
             seen.add(id(segment))
             base = segment.base_offset
             if to_offset is not None and base > to_offset:
                 return
-            views = segment.read_from(from_offset) if base <= from_offset else segment.batches(0)
+            upper = self.segments.upper(base)  # offsets out of order raise (SPEC §4: never skipped silently)
+            views = (segment.read_from(from_offset, ordered=True, upper=upper) if base <= from_offset
+                     else segment.ordered_batches(expect, upper))
             for view in views:
                 h = view.header
                 if to_offset is not None and h.base_offset > to_offset:
@@ -236,6 +239,7 @@ class LocalLog:
                 if to_offset is not None and h.last_offset >= to_offset:
                     return  # done: whatever follows (maybe damage) is not read
                 from_offset = h.last_offset + 1
+                expect = h.next_offset
             # Next: the segment that now holds ``from_offset`` when compaction swapped a merged segment
             # in at or below it while we read, else the one after this.
             floor = self.segments.floor(from_offset)
@@ -272,15 +276,10 @@ class LocalLog:
         page cache holds, else raise :class:`~kafkafs.errors.WouldBlock` (the FUSE loop's lookups)."""
         if offset < self._log_start_offset or offset >= self.log_end_offset:
             return None
-        segment = self.segments.floor(offset)
-        if segment is None:
+        found = self.segments.find(offset, nowait=nowait)
+        if found is None:
             return None
-        view = segment.find(offset, nowait=nowait)
-        if view is None:  # in a gap at the end of the segment: the next one may start with it
-            segment = self.segments.higher(segment.base_offset)
-            view = segment.find(offset, nowait=nowait) if segment is not None else None
-            if view is None:
-                return None
+        segment, view = found
         if view.header.base_offset > offset and view.header.magic == 2:
             return None
         return view._replace(segment=segment)

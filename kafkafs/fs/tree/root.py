@@ -108,7 +108,7 @@ class LogDirFile(File):
         return True
 
     def _open(self) -> Handle:
-        return OSFileHandle(self.path, keep_cache=False)
+        return OSFileHandle(self.path, keep_cache=False, direct_io=True)  # replaced whole by a writer
 
 
 class Tree:

@@ -77,7 +77,7 @@ def layout_after(renderer: Renderer, layout: Layout, lo: int) -> SegmentLayout |
     segment = layout.segment_at(0)
     if segment is None:
         return None
-    after = SegmentLayout(segment, lo)
+    after = SegmentLayout(segment, lo, layout.upper if isinstance(layout, SegmentLayout) else None)
     after.extend(renderer)
     return after
 
