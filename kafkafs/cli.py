@@ -14,6 +14,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import NoReturn
 
 from . import __version__
 from .errors import (
@@ -76,10 +77,6 @@ def _open_logdir(path: str, args: argparse.Namespace, *, writable: bool, strict:
     if strict or os.path.exists(path):
         check_log_directory(path, strict=strict)
     return LogDir(path, _settings(args), writable=writable)
-
-
-def _stdout() -> object:
-    return sys.stdout.buffer
 
 
 def _raise_fd_limit() -> None:
@@ -218,7 +215,7 @@ def cmd_consume(args: argparse.Namespace) -> int:
     logdir = _open_logdir(args.logdir, args, writable=False)
     try:
         names = resolve_partitions(logdir, args.partition, args.topic, args.partition_number)
-        consume(logdir, names, _stdout(), spec=spec, stop_ts=stop_ts, count=args.count, follow=args.follow,
+        consume(logdir, names, sys.stdout.buffer, spec=spec, stop_ts=stop_ts, count=args.count, follow=args.follow,
                 interleave=not args.no_interleave, mode=args.values, registry=load_registry(args.logdir, args.schemas),
                 **filters)
     finally:
@@ -340,7 +337,7 @@ class _Parser(argparse.ArgumentParser):
 
     commands: list[str] = []  # the top-level parser's command names
 
-    def error(self, message: str) -> None:  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         self.exit(EXIT_USAGE, f"kafkafs: error: {message} (see '{self.prog} --help')\n")
 
 
@@ -354,7 +351,7 @@ def _logdir_command(
     return p
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser() -> _Parser:
     from .consume import add_consume_arguments
     from .describe import DESCRIBE_COMMANDS
     from .dump.options import add_dump_arguments

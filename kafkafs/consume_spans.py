@@ -21,6 +21,7 @@ from typing import Any
 
 from .format import kernel as _kernel
 from .format.jsonview import render_span_jsonl
+from .storage import memory
 from .storage.validation import checked_order
 
 __all__ = ["SpanPool", "span_chunks", "tune_malloc"]
@@ -85,9 +86,10 @@ class SpanPool:
 def tune_malloc() -> None:
     """Keep the spans' output buffers (a few MB each) on the heap, reused, instead of fresh mmap'd
     pages that the OS zeroes on every call (glibc's default for blocks over 128 KiB): that was 40% of
-    the rendering time. For a short-lived command (it applies to the whole process); glibc only."""
+    the rendering time. For a short-lived command (it applies to the whole process); glibc only
+    (:func:`kafkafs.storage.memory.tune_malloc`)."""
     if _kernel.KERNEL is not None:
-        _kernel.KERNEL.tune_malloc()
+        memory.tune_malloc(32 << 20, 64 << 20)
 
 
 def _render(topic: str, partition: int, buf, mode: str, record_filter) -> Any:

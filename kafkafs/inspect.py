@@ -56,16 +56,16 @@ def check_indexes(segment: LogSegment) -> list[str]:
             problems.append(f"{segment.offset_index.path.name}: entry {entry} does not increase after {prev}")
         prev = entry
     prev_t = None
-    for entry in segment.time_index:
-        if cut is not None and entry.offset > readable_end:
+    for tentry in segment.time_index:
+        if cut is not None and tentry.offset > readable_end:
             break
-        if entry.offset not in last_offsets:
-            problems.append(f"{segment.time_index.path.name}: entry {entry} names no batch's last offset")
-        elif last_offsets[entry.offset].max_timestamp > entry.timestamp:
-            problems.append(f"{segment.time_index.path.name}: entry {entry} is below its batch's max timestamp")
-        if prev_t is not None and (entry.timestamp <= prev_t.timestamp or entry.offset < prev_t.offset):
-            problems.append(f"{segment.time_index.path.name}: entry {entry} does not increase after {prev_t}")
-        prev_t = entry
+        if tentry.offset not in last_offsets:
+            problems.append(f"{segment.time_index.path.name}: entry {tentry} names no batch's last offset")
+        elif last_offsets[tentry.offset].max_timestamp > tentry.timestamp:
+            problems.append(f"{segment.time_index.path.name}: entry {tentry} is below its batch's max timestamp")
+        if prev_t is not None and (tentry.timestamp <= prev_t.timestamp or tentry.offset < prev_t.offset):
+            problems.append(f"{segment.time_index.path.name}: entry {tentry} does not increase after {prev_t}")
+        prev_t = tentry
     return problems
 
 

@@ -35,6 +35,7 @@ from .daemon import (
     setup_logging,
 )
 from .mount_checks import check_logdir, check_mountpoint, fuse_option_set
+from .tree.partitions import ServeOptions
 from .views.layoutcache import LayoutCache, check_outside, default_cache_dir
 
 __all__ = ["mount", "serve"]
@@ -93,8 +94,10 @@ def serve(
     directory, rw = _open_logdir(logdir, settings, rw)
     if not rw:
         options = options | {"ro"}
-    tree = Tree(directory, mode=values, rw=rw, cache=_size_cache(cache_dir, logdir),
-                **({"list_limit": list_limit} if list_limit is not None else {}))
+    serving: ServeOptions = {"mode": values, "rw": rw, "cache": _size_cache(cache_dir, logdir)}
+    if list_limit is not None:
+        serving["list_limit"] = list_limit
+    tree = Tree(directory, **serving)
     # Schema Registry schemas: LOGDIR's _schemas topic and --schemas DIR (SPEC §8)
     tree.partitions.registry = load_registry(logdir, schemas)
     ops = Operations(tree)

@@ -20,9 +20,9 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Self
+from typing import TYPE_CHECKING, Self
 
-from ..errors import CorruptRecordError, InvalidInput, OffsetOutOfRange, ReadOnlyError, UnsafeFileError
+from ..errors import CorruptRecordError, InvalidInput, OffsetOutOfRange, UnsafeFileError
 from ..format.batch import DecodedBatch, Record
 from .config import LogConfig
 from .handles import HandleBudget
@@ -35,10 +35,13 @@ from .names import (
     segment_file_name,
 )
 from .records import BatchView
-from .safefiles import regular_files
+from .safefiles import regular_files, require_writable
 from .segment import LogSegment
 from .segments import LogSegments
 from .transactions import ProducerTransactions
+
+if TYPE_CHECKING:
+    from .recovery import RecoveryReport
 
 __all__ = ["LocalLog", "fsync_directory"]
 
@@ -92,7 +95,7 @@ class LocalLog:
         self._dir_dirty = False  # files created or removed since the folder was last fsynced
         self.recovery_point = 0
         self.leader_epoch = 0
-        self.last_recovery = None  # the RecoveryReport of the load
+        self.last_recovery: RecoveryReport | None = None  # the report of the load
         self._listeners: list[Callable[[LocalLog], None]] = []
         self._closed = False
         #: Undecided transactions (producer id -> first offset); None until first needed after an open.
@@ -204,10 +207,6 @@ class LocalLog:
             self.generation += 1
         return bool(swapped)
 
-    def segment_for(self, offset: int) -> LogSegment | None:
-        """The segment whose range holds ``offset`` (skip list floor), or None below the first."""
-        return self.segments.floor(offset)
-
     def batches(
         self, from_offset: int | None = None, to_offset: int | None = None
     ) -> Iterator[tuple[LogSegment, BatchView]]:
@@ -302,10 +301,7 @@ class LocalLog:
         return None
 
     def _require_writable(self) -> None:
-        if not self.writable:
-            raise ReadOnlyError(f"{self.dir} is open read-only")
-        if self._closed:
-            raise ReadOnlyError(f"{self.dir} is closed")
+        require_writable(self.dir, self.writable, self._closed)
 
     def roll(self, next_offset: int | None = None) -> LogSegment:
         """Seal the active segment and start a new one at ``max(next_offset, log end offset)`` (Kafka's
@@ -494,4 +490,3 @@ class LocalLog:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-

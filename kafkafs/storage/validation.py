@@ -24,7 +24,7 @@ Thread safety: pure functions of their arguments.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 
 from ..errors import CorruptRecordError, RecordTooLargeError
 from ..format.batch import BatchHeader, decode_batch, validate_batch
@@ -86,7 +86,7 @@ def in_order(
 def checked_order(
     views: Iterator[BatchView], file: str, *, next_offset: int | None, upper: int | None = None,
     segment_base: int | None = None,
-) -> Iterator[BatchView]:
+) -> Generator[BatchView, None, None]:
     """The batches of :func:`in_order`, for a reader: a batch whose offsets do not fit its neighbours
     raises :class:`CorruptRecordError` at ``file`` and its position, where a reader would otherwise skip
     records or show offsets out of order (SPEC §4: never skipped silently)."""

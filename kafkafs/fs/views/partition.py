@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, NamedTuple
 
 from ...errors import CorruptRecordError
+from ...storage.local_log import LocalLog
 from ...storage.log import Log
 from ...storage.segment import LogSegment
 from .layout import Layout, SegmentLayout
@@ -78,7 +79,7 @@ class _Counted(NamedTuple):
     key: tuple[int, int, tuple[tuple[int, int], ...]]
     end: int
     active_size: int
-    count: int
+    records: int
 
 
 class PartitionState:
@@ -100,11 +101,9 @@ class PartitionState:
         self.name = name
         self.index = index
         self.log = log_
-        self.mode = mode
-        self.topic = log_.topic
-        self.partition = log_.partition
         self.cache = cache if cache is not None else LayoutCache(None)
-        self.renderer = Renderer(self.topic, self.partition, mode, decoder=decoder)
+        #: the topic, partition, values mode and decoder its views render with
+        self.renderer = Renderer(log_.topic, log_.partition, mode, decoder=decoder)
         self._pieces = PieceRenderer(self.renderer, log_, self.renderer.on_corrupt)
         self._layouts: dict[int, SegmentLayout] = {}
         self._compose_lock = threading.Lock()
@@ -148,7 +147,7 @@ class PartitionState:
             self.log.generation,
         )
 
-    def _on_log_change(self, _log: Log) -> None:
+    def _on_log_change(self, _log: LocalLog) -> None:
         self._changed()
 
     def _changed(self) -> None:
@@ -399,8 +398,8 @@ class PartitionState:
         key = (limit, log_.log_start_offset, tuple((s.base_offset, s.size) for s in listed[:-1]))
         size = listed[-1].size if listed else 0
         c = self._counted  # one tuple, replaced whole: safe across threads
-        if c is not None and c.key == key and ((c.count > limit and end >= c.end) or (end, size) == (c.end, c.active_size)):
-            return c.count
+        if c is not None and c.key == key and ((c.records > limit and end >= c.end) or (end, size) == (c.end, c.active_size)):
+            return c.records
         count = 0
         for run in self.offset_runs(log_.log_start_offset):
             count += run.last - run.first + 1 if run.offsets is None else len(run.offsets)
