@@ -83,6 +83,7 @@ _LZ4_UNCOMPRESSED = 0x80000000
 
 _I32 = struct.Struct(">i")
 _U32LE = struct.Struct("<I")
+_GZIP_OS_UNKNOWN = 0xFF
 
 
 def compress(codec: Codec, data: Buffer) -> bytes:
@@ -90,7 +91,11 @@ def compress(codec: Codec, data: Buffer) -> bytes:
     if codec == Codec.NONE:
         return bytes(data)
     if codec == Codec.GZIP:
-        return zlib.compress(data, GZIP_LEVEL, 31)  # wbits 31: a gzip member
+        member = bytearray(zlib.compress(data, GZIP_LEVEL, 31))  # wbits 31: a gzip member
+        # zlib names the OS it ran on (3, Unix) in header byte 9; java.util.zip.GZIPOutputStream writes
+        # 255 ("unknown") since JDK 16, and Kafka 4 runs on Java 17 or newer: the broker's bytes
+        member[9] = _GZIP_OS_UNKNOWN
+        return bytes(member)
     if codec == Codec.SNAPPY:
         return _xerial_compress(memoryview(data))
     if codec == Codec.LZ4:

@@ -427,3 +427,48 @@ def test_misuse_is_a_value_error():
         compress(9, b"x")
     with pytest.raises(ValueError):
         decompress(Codec.GZIP, b"x", -1)
+
+
+# ------------------------------------------------------------------------ gzip as Java writes it
+
+_JAVA_GZIP = """
+import java.io.*;
+import java.util.zip.GZIPOutputStream;
+public class JavaGzip {
+    public static void main(String[] args) throws Exception {
+        byte[] data = System.in.readAllBytes();
+        ByteArrayOutputStream out = new ByteArrayOutputStream();
+        // as Kafka's GzipCompression.wrapForOutput: a GZIPOutputStream of 8 KiB under a 16 KiB buffer
+        try (OutputStream gz = new BufferedOutputStream(new GZIPOutputStream(out, 8 * 1024), 16 * 1024)) {
+            gz.write(data);
+        }
+        System.out.write(out.toByteArray());
+        System.out.flush();
+    }
+}
+"""
+
+
+def test_gzip_header_is_javas():
+    """A broker (Java 17 or newer) writes header byte 9, the OS, as 255 (unknown); zlib writes 3 (Unix)."""
+    packed = compress(Codec.GZIP, SAMPLES["text"])
+    assert packed[:10] == b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"
+
+
+def test_gzip_bytes_equal_javas_gzip_output_stream(tmp_path):
+    """The whole member equals what java.util.zip.GZIPOutputStream writes, where a JDK can run a
+    single-file program (the JDK that runs the broker tests)."""
+    import shutil
+    import subprocess
+
+    java = shutil.which("java")
+    if java is None:
+        pytest.skip("no java here")
+    source = tmp_path / "JavaGzip.java"
+    source.write_text(_JAVA_GZIP)
+    for name, data in SAMPLES.items():
+        run = subprocess.run([java, str(source)], input=data, capture_output=True, timeout=120)
+        if run.returncode != 0 and b"compiler" in run.stderr.lower():
+            pytest.skip("this Java cannot run a single-file program (no jdk.compiler)")
+        assert run.returncode == 0, run.stderr.decode(errors="replace")
+        assert compress(Codec.GZIP, data) == run.stdout, name
