@@ -24,10 +24,16 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
+from . import consume_merge
 from .consume_spans import SpanPool, span_chunks, spannable
 from .errors import CorruptRecordError, InvalidInput, InvalidName
 from .format.decoders import decoder_for
-from .format.jsonview import render_batch_jsonl, render_raw_jsonl_count, render_raw_jsonl_lines
+from .format.jsonview import (
+    render_batch_jsonl,
+    render_raw_jsonl_count,
+    render_raw_jsonl_lines,
+    render_raw_jsonl_stamped,
+)
 from .format.timestamps import parse_timestamp
 from .storage.log import Log
 from .storage.logdir import LogDir
@@ -115,7 +121,8 @@ class _Reader:
     done: bool = False
 
     def lines(self) -> Iterator[tuple[int, int, int, bytes]]:
-        """(timestamp, partition, offset, line) of every record now in the log past ``next_offset``."""
+        """(timestamp, partition, offset, line) of every record now in the log past ``next_offset``: the
+        reference for the kernel's merge (:mod:`.consume_merge`), and the way without the kernel."""
         log_ = self.log
         if self.done or self.next_offset >= log_.log_end_offset:
             return
@@ -172,6 +179,19 @@ class _Reader:
             lines = lines[: ends[n - 1]]
         return lines, n
 
+    def stamped_lines(self, segment: Any, view: Any, lo: int) -> tuple[bytes, bytes, bytes]:
+        """``(lines, timestamps, line ends)`` of one batch's records from offset ``lo`` on (where the pass
+        started, as :meth:`lines` trims), the arrays as native int64 bytes (what the merge loads),
+        advancing ``next_offset`` past it; damage as :meth:`batch_lines`."""
+        log_ = self.log
+        self.next_offset = max(self.next_offset, view.header.next_offset)
+        try:
+            return render_raw_jsonl_stamped(log_.topic, log_.partition, view.raw(), self.mode, decoder=self.decoder, lo=lo)
+        except CorruptRecordError as exc:  # placed as view.decode places it (the batch's position at least)
+            if exc.position is None:
+                raise CorruptRecordError(exc.reason, view.position, str(segment.log_path)) from None
+            raise exc.at(str(segment.log_path), view.position) from None
+
 
 _POOL: SpanPool | None = None
 
@@ -221,6 +241,18 @@ def consume(
                         return printed
             out.flush()
             if not follow:
+                return printed
+            _wait(readers)
+            continue
+        if consume_merge.available():  # the kernel merges (one partition at a time without interleave)
+            groups = [readers] if interleave else [[r] for r in readers]
+            for group in groups:
+                printed += consume_merge.merge(group, out, _pool(), stop_ts, None if count is None else count - printed)
+                if count is not None and printed >= count:
+                    out.flush()
+                    return printed
+            out.flush()
+            if not follow or all(r.done for r in readers):
                 return printed
             _wait(readers)
             continue

@@ -103,9 +103,10 @@ static PyObject *i64s_list(const I64s *a) {
 }
 
 /* Renders every passing record of the section; 0 ok, -1 damage (err set), -2 out of memory. Runs
- * without the GIL (ts holds the saved thread state; header keys that need Python take it back). */
+ * without the GIL (ts holds the saved thread state; header keys that need Python take it back).
+ * Optional per line: offsets, ends (the output's length after it) and stamps (its timestamp). */
 static int render_section(Reader *rd, long long count, const LineStyle *st, const Bounds *b, Out *o, I64s *offsets,
-                          I64s *ends, Py_ssize_t *lines, Err *err, PyThreadState **ts) {
+                          I64s *ends, I64s *stamps, Py_ssize_t *lines, Err *err, PyThreadState **ts) {
     for (long long i = 0; i < count; i++) {
         Rec r;
         if (next_record(rd, &r, err) < 0) return -1;
@@ -132,6 +133,7 @@ static int render_section(Reader *rd, long long count, const LineStyle *st, cons
         if (out_byte(o, ']') < 0 || put_line_tail(o, st, &r.key) < 0) return -2;
         if (offsets && i64s_add(offsets, r.offset) < 0) return -2;
         if (ends && i64s_add(ends, o->len) < 0) return -2;
+        if (stamps && i64s_add(stamps, r.timestamp) < 0) return -2;
         (*lines)++;
     }
     if (rd->pos != rd->end) {

@@ -131,6 +131,8 @@ typedef struct {
     I64s batch_ends, last_offsets, line_ends;
     Py_ssize_t lines;
     Py_ssize_t consumed;
+    int each;                    /* also per line: each_ends (its end in the output) and each_stamps */
+    I64s each_ends, each_stamps; /* (render_span_lines, _kernel_merge.h) */
 } SpanOut;
 
 /* Walks the whole v2 batches at the start of d[0:n] (header checks as batchheader.read_batch_header,
@@ -161,12 +163,14 @@ static int span_walk(const uint8_t *d, Py_ssize_t n, const char *prefix, Py_ssiz
         memset(&b, 0, sizeof b);
         b.has_lo = b.strict = 1; /* a record below the base offset: the batch is the caller's */
         b.lo = base;
-        Py_ssize_t mark = o->len, lines = so->lines;
-        int rc = render_section(&rd, count, &st, &b, o, NULL, NULL, &so->lines, &err, ts);
+        Py_ssize_t mark = o->len, lines = so->lines, each = so->each_ends.n;
+        int rc = render_section(&rd, count, &st, &b, o, NULL, so->each ? &so->each_ends : NULL,
+                                so->each ? &so->each_stamps : NULL, &so->lines, &err, ts);
         if (rc == -2) return -2;
         if (rc == -1) { /* damaged records: the batch is not taken */
             o->len = mark;
             so->lines = lines;
+            so->each_ends.n = so->each_stamps.n = each;
             break;
         }
         pos += size;
