@@ -229,6 +229,8 @@ static int span_of(PyObject *obj, Span *sp, Py_buffer *view) {
     return 0;
 }
 
+#include "_kernel_lines.h" /* the write path: lines and records into a v2 batch (uses span_of) */
+
 static int put_column_value(Out *o, PyObject *obj, int mode) {
     Span sp;
     Py_buffer view;
@@ -378,6 +380,9 @@ static PyMethodDef methods[] = {
     {"render_value", k_render_value, METH_VARARGS, "render_value(data_or_None, mode)"},
     {"render_span", k_render_span, METH_VARARGS, "render_span(prefix, buf, mode, lengths)"},
     {"crc32c", k_crc32c, METH_VARARGS, "crc32c(data, hardware=-1)"},
+    {"encode_lines", k_encode_lines, METH_VARARGS,
+     "encode_lines(data, start, max_lines, max_bytes, first_number, now, limit, epoch, codec, compress, parse)"},
+    {"encode_section", k_encode_section, METH_VARARGS, "encode_section(records, first_ts, offset_deltas)"},
     {"render_span_lines", k_render_span_lines, METH_VARARGS, "render_span_lines(prefix, buf, mode)"},
     {"span_cuts", k_span_cuts, METH_VARARGS, "span_cuts(buf, step, min_offset)"},
     {"indent_json", k_indent_json, METH_VARARGS, "indent_json(compact, step)"},
