@@ -704,7 +704,7 @@ done:
 
 /* encode_lines(data, start, max_lines, max_bytes, first_number, now, limit, epoch, codec, compress,
  * parse) -> (batch or None, end, count): the lines of data (split at b"\n"; the last one ends at the end
- * of data) from byte start, as read_line_groups groups them (until max_lines lines, or their bytes,
+ * of data) from byte start, as produce groups them (until max_lines lines, or their bytes,
  * newlines not counted, reach max_bytes), as one v2 batch (encode_batch's bytes: timestamps None are
  * now, CreateTime, base offset 0, leader epoch epoch). end: where the next group starts (len(data) + 1
  * after the last line); count: the lines taken. parse(line, number) is the reference parser for the
