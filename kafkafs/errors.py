@@ -84,3 +84,30 @@ class WouldBlock(KafkafsError):
 class SegmentClosedError(KafkafsError):
     """A segment (or its index) was closed while a reader still wanted it: removed by retention or
     replaced by compaction since the reader found it (the FUSE layer answers ESTALE)."""
+
+
+# ---------------------------------------------------------------------------------------------- the mount
+# Raised by kafkafs.fs: the tree and its views raise the first three, the adapter maps them to errno
+# (kafkafs.fs.errnos); the CLI prints the last two as one line.
+
+
+class NotFound(KafkafsError):
+    """A name of the mounted tree that does not resolve (ENOENT)."""
+
+
+class NotPermitted(KafkafsError):
+    """A change to something of the mounted tree that is read-only (EROFS on a read-only mount,
+    EACCES otherwise)."""
+
+
+class Deferred(KafkafsError):
+    """Work asked for on the FUSE loop is longer than the loop should do: the adapter asks a worker
+    thread instead."""
+
+
+class MountError(KafkafsError):
+    """The mount cannot be made (bad mount point, busy, FUSE missing, ...); the message says why."""
+
+
+class MountPathError(MountError, UsageError):
+    """A log directory or mount point that is not what ``mount`` takes (SPEC §4: exit code 2)."""

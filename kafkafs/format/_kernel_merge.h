@@ -40,10 +40,10 @@ static PyObject *k_render_span_lines(PyObject *self, PyObject *args) {
     if (o.bytes == NULL) goto done;
     o.buf = PyBytes_AS_STRING(o.bytes);
     o.cap = cap;
-    PyThreadState *ts = PyEval_SaveThread();
+    PyThreadState *ts = gil_release();
     o.ts = &ts;
-    int rc = span_walk((const uint8_t *)buf.buf, buf.len, (const char *)prefix.buf, prefix.len, mode, &o, &so, &ts);
-    PyEval_RestoreThread(ts);
+    int rc = span_walk((const uint8_t *)buf.buf, buf.len, (const char *)prefix.buf, prefix.len, mode, &o, &so);
+    gil_restore(&ts);
     o.ts = NULL;
     if (rc < 0) {
         PyErr_NoMemory();
@@ -305,7 +305,7 @@ static PyObject *merger_run(Merger *self, PyObject *args) {
     }
     Py_ssize_t lines = 0, need = -1;
     int oom = 0;
-    PyThreadState *ts = PyEval_SaveThread();
+    PyThreadState *ts = gil_release();
     o.ts = &ts;
     Py_ssize_t run = -1;  /* the stream whose lines are being gathered */
     int64_t run_from = 0; /* where in its data they start */
@@ -363,7 +363,7 @@ static PyObject *merger_run(Merger *self, PyObject *args) {
         tree[0] = cur;
     }
 #undef FLUSH_RUN
-    PyEval_RestoreThread(ts);
+    gil_restore(&ts);
     o.ts = NULL;
     if (oom) {
         Py_XDECREF(o.bytes);
