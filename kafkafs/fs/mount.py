@@ -81,9 +81,10 @@ def serve(
     import pyfuse3
     import trio
 
-    from .invalidation import Invalidator, poll_forever
+    from .invalidation import POLL_INTERVAL, Invalidator, poll_forever
     from .operations import Operations
     from .tree.root import Tree
+    from .watching import ChangeWatcher
 
     # Decoding makes many short-lived objects and no cycles: collect the young generation less often.
     gc.freeze()
@@ -108,6 +109,8 @@ def serve(
     tree.partitions.add_listener(invalidator.partition_changed)
     tree.partitions.add_append_listener(invalidator.attrs_now)
     invalidator.start()
+    watcher = ChangeWatcher()
+    watcher.start()
     cleaner = None
     if rw:  # retention and compaction run in the background, as a broker runs them
         from ..storage.cleaner import LogCleaner
@@ -144,7 +147,7 @@ def serve(
         async with trio.open_nursery() as nursery:
             nursery.start_soon(fuse_main, nursery)
             nursery.start_soon(on_signal)
-            nursery.start_soon(poll_forever, tree)
+            nursery.start_soon(poll_forever, tree, POLL_INTERVAL, watcher)
             with trio.fail_after(30):
                 await answering()
             starting.restore(replay=True)
@@ -166,6 +169,7 @@ def serve(
         sd_notify("STOPPING=1")
         if cleaner is not None:
             cleaner.stop()  # before the logs close: a compaction in progress is abandoned
+        watcher.stop()
         invalidator.stop()
         ops.workers.stop()
         try:
