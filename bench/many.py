@@ -323,6 +323,7 @@ class Bench:
             seg = m.mnt / self.names[0] / "segments"
             tiny = min((f for f in os.listdir(seg) if not f.endswith(".log")), key=lambda f: os.stat(seg / f).st_size)
             tiny_path = seg / tiny
+            tiny_size = os.stat(tiny_path).st_size
 
             def timed(path: Path) -> float:
                 start = time.perf_counter()
@@ -344,7 +345,7 @@ class Bench:
                  f"{f50:.3f} ms")
         self.row("byoffset", "by-offset/N.json, the same offsets read 4 more times: p50",
                  f"{a50:.3f} ms = {a50 / r50:.2f}x a tiny raw file (target <= 0.5x)")
-        self.row("byoffset", f"open+read of segments/{tiny} ({os.stat(tiny_path).st_size} bytes) through the mount: p50",
+        self.row("byoffset", f"open+read of segments/{tiny} ({tiny_size} bytes) through the mount: p50",
                  f"{r50:.3f} ms")
 
     def produce(self) -> None:
