@@ -20,6 +20,8 @@ import heapq
 import os
 import re
 import time
+from array import array
+from bisect import bisect_left
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
@@ -180,17 +182,31 @@ class _Reader:
         return lines, n
 
     def stamped_lines(self, segment: Any, view: Any, lo: int) -> tuple[bytes, bytes, bytes]:
-        """``(lines, timestamps, line ends)`` of one batch's records from offset ``lo`` on (where the pass
-        started, as :meth:`lines` trims), the arrays as native int64 bytes (what the merge loads),
-        advancing ``next_offset`` past it; damage as :meth:`batch_lines`."""
+        """``(lines, timestamps, line ends)`` of one batch's records, trimmed as :meth:`lines` trims
+        them (``Log.read`` from ``lo``, where the pass started: when the first record is below ``lo``,
+        those before the first at or past it, by ``DecodedBatch.between``'s bisection), the arrays as
+        native int64 bytes (what the merge loads), advancing ``next_offset`` past the batch; damage as
+        :meth:`batch_lines`."""
         log_ = self.log
         self.next_offset = max(self.next_offset, view.header.next_offset)
         try:
-            return render_raw_jsonl_stamped(log_.topic, log_.partition, view.raw(), self.mode, decoder=self.decoder, lo=lo)
+            data, offsets, stamps, ends = render_raw_jsonl_stamped(
+                log_.topic, log_.partition, view.raw(), self.mode, decoder=self.decoder
+            )
         except CorruptRecordError as exc:  # placed as view.decode places it (the batch's position at least)
             if exc.position is None:
                 raise CorruptRecordError(exc.reason, view.position, str(segment.log_path)) from None
             raise exc.at(str(segment.log_path), view.position) from None
+        first = array("q", offsets[:8])
+        if first and first[0] < lo:
+            cut = bisect_left(array("q", offsets), lo)
+            if cut:
+                line_ends = array("q", ends)
+                start = line_ends[cut - 1]
+                data = data[start:]
+                stamps = stamps[8 * cut :]
+                ends = array("q", (end - start for end in line_ends[cut:])).tobytes()
+        return data, stamps, ends
 
 
 _POOL: SpanPool | None = None

@@ -14,7 +14,7 @@
  *
  * Functions, wrapped by kafkafs/format/kernel.py (arguments in the method table at the end): setup,
  * decode (into columns), render (what 0: bytes, 1: line lengths, 2: (bytes, offsets, line ends),
- * 3: (bytes, number of lines), 4: (bytes, timestamps, line ends) as int64 bytes), render_columns (decoded columns), render_value, render_span,
+ * 3: (bytes, number of lines), 4: (bytes, offsets, timestamps, line ends) as int64 bytes), render_columns (decoded columns), render_value, render_span,
  * crc32c. Modes: 0 auto, 1 string, 2 base64.
  */
 #define PY_SSIZE_T_CLEAN
@@ -167,7 +167,7 @@ static PyObject *k_render(PyObject *self, PyObject *args) {
     int rc;
     Py_ssize_t lines = 0;
     PyThreadState *ts = gil_release();
-    rc = render_section(&rd, count, &st, &b, &o, what == 2 ? &offsets : NULL, what == 1 || what >= 2 ? &ends : NULL,
+    rc = render_section(&rd, count, &st, &b, &o, what == 2 || what == 4 ? &offsets : NULL, what == 1 || what >= 2 ? &ends : NULL,
                         what == 4 ? &stamps : NULL, &lines, &err);
     gil_restore(&ts);
     if (rc == -1) {
@@ -183,7 +183,8 @@ static PyObject *k_render(PyObject *self, PyObject *args) {
     } else if (what == 3) {
         result = Py_BuildValue("(y#n)", o.buf, o.len, lines);
     } else if (what == 4) { /* the merge's (_kernel_merge.h): arrays as bytes of native int64 */
-        result = Py_BuildValue("(y#NN)", o.buf ? o.buf : "", o.len, i64s_bytes(&stamps), i64s_bytes(&ends));
+        result = Py_BuildValue("(y#NNN)", o.buf ? o.buf : "", o.len, i64s_bytes(&offsets), i64s_bytes(&stamps),
+                               i64s_bytes(&ends));
     } else if (what == 1) {
         /* ends hold the running length; lengths are their differences */
         for (Py_ssize_t i = ends.n - 1; i > 0; i--) ends.v[i] -= ends.v[i - 1];

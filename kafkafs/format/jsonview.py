@@ -174,7 +174,8 @@ def render_raw_record_pretty(
 
 def _raw(topic, partition, buf, mode, decoder, lo, hi, ts_lo, ts_hi, what, max_inflated_bytes):
     """The work of the raw functions; ``what`` 0: bytes, 1: lengths, 2: (bytes, offsets, ends),
-    3: (bytes, number of lines), 4: (bytes, timestamps, ends) with the arrays as bytes of native int64."""
+    3: (bytes, number of lines), 4: (bytes, offsets, timestamps, ends) with the arrays as bytes of native
+    int64."""
     kernel = _kernel.KERNEL
     if kernel is not None and (decoder is None or mode != "auto") and mode in _kernel.MODES:
         # The hot path (an uncompressed v2 batch whose CRC holds): the header unpacked in place, the
@@ -218,7 +219,8 @@ def _raw(topic, partition, buf, mode, decoder, lo, hi, ts_lo, ts_hi, what, max_i
         return out, len(lines)
     ends = list(accumulate(map(len, lines)))
     if what == 4:
-        return out, array("q", [batch.timestamps[i] for i in indexes]).tobytes(), array("q", ends).tobytes()
+        return (out, array("q", [batch.offsets[i] for i in indexes]).tobytes(),
+                array("q", [batch.timestamps[i] for i in indexes]).tobytes(), array("q", ends).tobytes())
     offsets = [batch.offsets[i] for i in indexes]
     return out, offsets, ends
 
@@ -284,8 +286,8 @@ render_raw_jsonl_count = _raw_function(
 render_raw_jsonl_stamped = _raw_function(
     4,
     "render_raw_jsonl_stamped",
-    "tuple[bytes, bytes, bytes]",
-    """:func:`render_raw_jsonl`'s bytes with each rendered record's timestamp and the end of its line
-    in those bytes, both as native int64 arrays' bytes (``array('q')``): what ``consume``'s merge
+    "tuple[bytes, bytes, bytes, bytes]",
+    """:func:`render_raw_jsonl`'s bytes with each rendered record's offset, timestamp and the end of
+    its line in those bytes, as native int64 arrays' bytes (``array('q')``): what ``consume``'s merge
     (:mod:`kafkafs.consume_merge`) loads.""",
 )

@@ -1,6 +1,6 @@
 """The kernel's pieces for consume's merge (format/_kernel_merge.h) against the Python reference, byte for
 byte: ``render_span_lines`` (a span's lines with each one's timestamp and end) against ``reference_span``,
-and ``render`` with ``what=4`` (one records section's lines, timestamps and ends) against the reference's
+and ``render`` with ``what=4`` (one records section's lines, offsets, timestamps and ends) against the reference's
 decode and render. The Merger's order is held to heapq.merge's in tests/cli/test_consume_merge.py."""
 
 from __future__ import annotations
@@ -60,9 +60,10 @@ def test_stamped_render_alike(records, attrs, base_offset, first_ts, max_ts, mod
     if ref == "refused":
         assert got == "refused"
         return
-    lines, _offsets = ref
+    lines, offsets = ref
     stamps = [orjson.loads(line)["timestamp"] for line in lines]
-    assert got == (b"".join(lines), _q(stamps), _q([sum(map(len, lines[: i + 1])) for i in range(len(lines))]))
+    ends = [sum(map(len, lines[: i + 1])) for i in range(len(lines))]
+    assert got == (b"".join(lines), _q(offsets), _q(stamps), _q(ends))
 
 
 def test_stamped_lines_of_a_whole_batch_match_the_python_way(monkeypatch):
@@ -74,4 +75,4 @@ def test_stamped_lines_of_a_whole_batch_match_the_python_way(monkeypatch):
     got = render_raw_jsonl_stamped("t", 0, raw)
     monkeypatch.setattr(kernel, "KERNEL", None)
     assert render_raw_jsonl_stamped("t", 0, raw) == got
-    assert got[1] == _q([5, 3])
+    assert got[1:3] == (_q([10, 11]), _q([5, 3]))
