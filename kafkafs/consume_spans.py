@@ -93,6 +93,10 @@ def tune_malloc() -> None:
         _kernel.KERNEL.tune_malloc()
 
 
+def _render(topic: str, partition: int, buf, mode: str, record_filter) -> Any:
+    return render_span_jsonl(topic, partition, buf, mode, record_filter=record_filter)
+
+
 def spannable(mode: str, decoder: Any) -> bool:
     """Whether spans can render this partition: the kernel is built and no decoder is involved."""
     return _kernel.KERNEL is not None and decoder is None and mode in _kernel.MODES
@@ -112,14 +116,15 @@ class Plan(NamedTuple):
     lo: int = 0  # stamped: the first offset of the pass (records below it in a batch not taken by a span are left out)
 
 
-def _render_piece(topic: str, partition: int, buf, mode: str, stamped: bool) -> tuple:
-    """One piece on a pool thread: ``(item to yield or None, bytes consumed, batches taken, last offset)``."""
+def _render_piece(topic: str, partition: int, buf, mode: str, stamped: bool, record_filter) -> tuple:
+    """One piece on a pool thread: ``(item to yield or None, bytes consumed, batches taken, last offset)``;
+    ``record_filter``: only the records it accepts (not with ``stamped``: the merge takes no filter)."""
     if stamped:
         data, consumed, batches, last, stamps, ends = _kernel.KERNEL.render_span_lines(
             line_prefix(topic, partition), buf, _kernel.MODES[mode]
         )
         return ((data, stamps, ends) if ends else None), consumed, batches, last
-    result = render_span_jsonl(topic, partition, buf, mode)
+    result = _render(topic, partition, buf, mode, record_filter)
     last = result.last_offsets[-1] if result.last_offsets else -1
     return ((result.data, result.lines) if result.lines else None), result.consumed, len(result.batch_ends), last
 
@@ -208,7 +213,8 @@ def _spans(reader, pool: SpanPool, segment, pos: int, topic: str, partition: int
                 break
             view = memoryview(chunk)
             for a, b in zip(cuts, cuts[1:], strict=False):
-                pending.append((pool.submit(_render_piece, topic, partition, view[a:b], mode, plan.stamped), b - a))
+                pending.append((pool.submit(_render_piece, topic, partition, view[a:b], mode, plan.stamped,
+                                            reader.record_filter), b - a))
             pos += cuts[-1]
         if not pending:
             return taken, done

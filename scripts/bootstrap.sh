@@ -4,7 +4,8 @@
 #   (to build pyfuse3), a JDK for Spark, jq (the demo shows it), gcc and the Python headers (to build
 #   kafkafs's compiled record kernel, kafkafs/format/_kernel*.{c,h}); then a virtualenv in .venv with the
 #   package installed editable with its dev and spark extras. The kernel is rebuilt whenever its C
-#   source is newer than the installed module.
+#   source is newer than the installed module. Last, Apache Kafka's jars for the broker tests
+#   (maven fetches them into .kafka/, scripts/fetch_kafka.sh; offline, the broker tests skip).
 # Usage: scripts/bootstrap.sh            (prints progress to stderr; safe to run again)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,7 +15,7 @@ say() { printf '[bootstrap] %s\n' "$*" >&2; }
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then
   if command -v sudo >/dev/null 2>&1; then SUDO="sudo"; else
-    say "not root and no sudo: install fuse3 libfuse3-dev pkg-config openjdk-17-jre-headless jq yourself"; fi
+    say "not root and no sudo: install fuse3 libfuse3-dev pkg-config openjdk-17-jre-headless jq maven yourself"; fi
 fi
 
 need=()
@@ -24,6 +25,7 @@ command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
 command -v java >/dev/null 2>&1 || need+=(openjdk-17-jre-headless)
 command -v jq >/dev/null 2>&1 || need+=(jq)
 command -v gcc >/dev/null 2>&1 || need+=(gcc)
+command -v mvn >/dev/null 2>&1 || need+=(maven)
 if [ ${#need[@]} -gt 0 ]; then
   say "installing Debian packages: ${need[*]}"
   $SUDO apt-get update -qq
@@ -69,3 +71,6 @@ fi
 if ! .venv/bin/python scripts/build_kernel.py; then
   say "the compiled kernel did not build: kafkafs works, rendering through the slower Python reference"
 fi
+# Apache Kafka's jars (broker, kafka-dump-log, kafka-storage, ...) for tests/broker/: fetched once into
+# .kafka/<version>/libs; a machine without the network keeps going and the broker tests skip
+scripts/fetch_kafka.sh

@@ -42,7 +42,7 @@ static PyObject *k_render_span_lines(PyObject *self, PyObject *args) {
     o.cap = cap;
     PyThreadState *ts = gil_release();
     o.ts = &ts;
-    int rc = span_walk((const uint8_t *)buf.buf, buf.len, (const char *)prefix.buf, prefix.len, mode, &o, &so);
+    int rc = span_walk((const uint8_t *)buf.buf, buf.len, (const char *)prefix.buf, prefix.len, mode, &o, &so, NULL);
     gil_restore(&ts);
     o.ts = NULL;
     if (rc < 0) {
