@@ -12,7 +12,6 @@ import argparse
 import logging
 import os
 import sys
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -161,57 +160,17 @@ def _add_cache_dir_option(parser: argparse.ArgumentParser) -> None:
 
 
 def cmd_produce(args: argparse.Namespace) -> int:
-    from .format.compression import codec_by_name
-    from .format.lineencode import encode_lines
-    from .produce import MAX_BYTES, MAX_LINES, read_line_blobs
-    from .storage.names import parse_partition_dir_name
+    from .produce import produce
 
-    topic, partition = parse_partition_dir_name(args.partition)
     with _open_logdir(args.logdir, args, writable=True, strict=False) as logdir:
-        exists = args.partition in logdir.partition_names()
-        if not exists and args.no_create:
-            raise InvalidName(f"no partition {args.partition} in {args.logdir} (drop --no-create to create it)")
-        log_ = logdir.log(args.partition) if exists else None
-        config = log_.config if log_ is not None else logdir.settings.for_topic(topic)
-        codec = codec_by_name(config.compression_type)
-        total = 0
-        first_offset = None
-        last_offset = None
-        failure = None
-        for first_line, blob in read_line_blobs(sys.stdin.fileno()):
-            start = 0
-            while start <= len(blob):
-                try:
-                    group = encode_lines(
-                        blob, start, now=log_.clock() if log_ is not None else time.time_ns() // 1_000_000, codec=codec,
-                        max_message_bytes=config.max_message_bytes, first_number=first_line,
-                        max_lines=MAX_LINES, max_bytes=MAX_BYTES,
-                    )
-                except InvalidInput as exc:
-                    # a bad line is bad input data, not a bad argument: exit 1, not 2 (SPEC §4)
-                    done = f"; the {total} records before it were appended" if total else ""
-                    failure = f"{exc}; nothing from its batch was appended{done}"
-                    break
-                if log_ is None:  # created once there is something valid to put in it
-                    log_ = logdir.create_partition(topic, partition)
-                    print(f"kafkafs: created partition {args.partition}", file=sys.stderr)
-                if args.leader_epoch is not None:
-                    log_.set_leader_epoch(args.leader_epoch)
-                result = log_.append_batches(group.data)
-                total += group.count
-                first_line += group.count
-                start = group.end
-                first_offset = result.first_offset if first_offset is None else first_offset
-                last_offset = result.last_offset
-            if failure is not None:
-                break
-        if log_ is not None:
-            log_.flush()
-    if failure is not None:
-        print(f"kafkafs: error: {failure}", file=sys.stderr)
+        done = produce(logdir, args.partition, sys.stdin.fileno(), no_create=args.no_create,
+                       leader_epoch=args.leader_epoch)
+    if done.failure is not None:
+        print(f"kafkafs: error: {done.failure}", file=sys.stderr)
         return EXIT_DAMAGE
-    if total:
-        print(f"kafkafs: appended {total} records to {args.partition} at offsets {first_offset}..{last_offset}", file=sys.stderr)
+    if done.total:
+        print(f"kafkafs: appended {done.total} records to {args.partition} at offsets {done.first_offset}.."
+              f"{done.last_offset}", file=sys.stderr)
     else:
         print("kafkafs: nothing to append (empty input)", file=sys.stderr)
     return EXIT_OK
