@@ -136,6 +136,9 @@ class _Reader:
     done: bool = False
     record_filter: RecordFilter | None = None
     grep: re.Pattern | None = None
+    #: one past the last offset of the batch read last (None before the first): the batch after it must
+    #: start there or later (SPEC §4, :mod:`kafkafs.storage.validation`)
+    expect: int | None = None
 
     def lines(self) -> Iterator[tuple[int, int, int, bytes]]:
         """(timestamp, partition, offset, line) of every record now in the log past ``next_offset``: the
@@ -191,6 +194,7 @@ class _Reader:
         log_ = self.log
         lo = self.next_offset
         self.next_offset = max(lo, view.header.next_offset)
+        self.expect = view.header.next_offset
         wanted = self.record_filter
         try:
             if remaining is None and self.grep is None:
@@ -224,6 +228,7 @@ class _Reader:
         :meth:`batch_lines`."""
         log_ = self.log
         self.next_offset = max(self.next_offset, view.header.next_offset)
+        self.expect = view.header.next_offset
         try:
             data, offsets, stamps, ends = render_raw_jsonl_stamped(
                 log_.topic, log_.partition, view.raw(), self.mode, decoder=self.decoder

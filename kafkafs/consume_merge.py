@@ -13,7 +13,7 @@ Python object is made per record.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Generator
 from typing import Any, BinaryIO
 
 from .consume_spans import FIRST_READ_BYTES, PIECE_BYTES, Plan, SpanPool, span_chunks, spannable
@@ -40,7 +40,7 @@ def plan_for(partitions: int) -> Plan:
     return Plan(read=2 * piece, first_read=min(FIRST_READ_BYTES, 2 * piece), piece=piece, ahead=2, stamped=True)
 
 
-def _feed(reader: Any, pool: SpanPool, plan: Plan) -> Iterator[tuple[bytes, bytes, bytes]]:
+def _feed(reader: Any, pool: SpanPool, plan: Plan) -> Generator[tuple[bytes, bytes, bytes], None, None]:
     """``(lines, timestamps, line ends)`` of ``reader``'s records from its ``next_offset``, advancing it."""
     log_ = reader.log
     if reader.done or reader.next_offset >= log_.log_end_offset:
@@ -83,7 +83,7 @@ def merge(readers: list, out: BinaryIO, pool: SpanPool, stop_ts: int | None, cou
             feed.close()
 
 
-def _refill(merger: Any, j: int, feed: Iterator[tuple[bytes, bytes, bytes]], reader: Any) -> None:
+def _refill(merger: Any, j: int, feed: Generator[tuple[bytes, bytes, bytes], None, None], reader: Any) -> None:
     """Stream ``j``'s next lines into the merger, or its end."""
     for data, stamps, ends in feed:
         kept, stopped = merger.load(j, data, stamps, ends)

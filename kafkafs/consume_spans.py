@@ -5,7 +5,7 @@ CRC-checked and rendered by the kernel with no Python between batches, without t
 reads the segment in large chunks, cuts each at batch boundaries (``span_cuts``: lengths and offsets
 only) into pieces, and has worker threads render the pieces while it writes the finished ones in
 order. Whatever a span does not take (a compressed or legacy batch, damage, a batch larger than a
-chunk, offsets that do not rise, a partial batch at the end of the file) goes the old way, through
+chunk, offsets out of order, a partial batch at the end of the file) goes the old way, through
 :meth:`Log.batches <kafkafs.storage.local_log.LocalLog.batches>` one batch at a time, which renders it
 or raises its damage exactly as before: the output is the same bytes either way.
 """
@@ -22,6 +22,8 @@ from typing import Any, NamedTuple
 from .format import kernel as _kernel
 from .format.jsonrender import line_prefix
 from .format.jsonview import render_span_jsonl
+from .storage import memory
+from .storage.validation import checked_order
 
 __all__ = ["Plan", "SpanPool", "span_chunks", "tune_malloc"]
 
@@ -88,9 +90,10 @@ class SpanPool:
 def tune_malloc() -> None:
     """Keep the spans' output buffers (a few MB each) on the heap, reused, instead of fresh mmap'd
     pages that the OS zeroes on every call (glibc's default for blocks over 128 KiB): that was 40% of
-    the rendering time. For a short-lived command (it applies to the whole process); glibc only."""
+    the rendering time. For a short-lived command (it applies to the whole process); glibc only
+    (:func:`kafkafs.storage.memory.tune_malloc`)."""
     if _kernel.KERNEL is not None:
-        _kernel.KERNEL.tune_malloc()
+        memory.tune_malloc(32 << 20, 64 << 20)
 
 
 def _render(topic: str, partition: int, buf, mode: str, record_filter) -> Any:
@@ -175,8 +178,12 @@ def _segment(reader, pool: SpanPool, segment, pos: int, topic: str, partition: i
         if pos >= end:
             break
         # the batch at pos is not a span's (and, after a span of a few batches only, the next ones
-        # neither: a segment that mixes compressed and plain batches is read the old way)
-        views = segment.batches(pos)
+        # neither: a segment that mixes compressed and plain batches is read the old way); each batch
+        # judged between its neighbours, as Log.batches does (offsets out of order raise)
+        higher = reader.log.segments.higher(segment.base_offset)
+        views = checked_order(segment.batches(pos), str(segment.log_path), next_offset=reader.expect,
+                              upper=higher.base_offset if higher is not None else None,
+                              segment_base=segment.base_offset)
         try:
             for i, view in enumerate(views):
                 if view.header.last_offset >= reader.next_offset:  # as Log.batches skips
@@ -194,6 +201,8 @@ def _segment(reader, pool: SpanPool, segment, pos: int, topic: str, partition: i
 def _spans(reader, pool: SpanPool, segment, pos: int, topic: str, partition: int, mode: str, plan: Plan):
     """Spans of ``segment`` from ``pos``; yields lines, returns (batches taken, where they end)."""
     end = segment.size
+    higher = reader.log.segments.higher(segment.base_offset)
+    upper = higher.base_offset if higher is not None else -1
     pending: deque = deque()
     expect = reader.next_offset
     taken = 0
@@ -205,7 +214,9 @@ def _spans(reader, pool: SpanPool, segment, pos: int, topic: str, partition: int
         while walking and len(pending) < limit and pos < end:
             chunk = segment.read_at(pos, min(step, end - pos))
             step = plan.read
-            raw, expect = _kernel.KERNEL.span_cuts(chunk, plan.piece, expect)
+            # final: the chunk reaches the segment's end, so its last batch is judged against the next
+            # segment's base offset (upper) instead of the next batch's
+            raw, expect = _kernel.KERNEL.span_cuts(chunk, plan.piece, expect, pos + len(chunk) >= end, upper)
             cuts = array("q")
             cuts.frombytes(raw)
             if len(cuts) < 2:
@@ -223,6 +234,7 @@ def _spans(reader, pool: SpanPool, segment, pos: int, topic: str, partition: int
         if batches:
             taken += batches
             reader.next_offset = max(reader.next_offset, last + 1)
+            reader.expect = last + 1
         done += consumed
         if item is not None:
             yield item

@@ -87,8 +87,8 @@ def produce(logdir: LogDir, name: str, fd: int, *, no_create: bool = False, lead
                 if leader_epoch is not None:
                     log_.set_leader_epoch(leader_epoch)
                 result = log_.append_batches(group.data)
-                total += group.count
-                first_line += group.count
+                total += group.taken
+                first_line += group.taken
                 start = group.end
                 first_offset = result.first_offset if first_offset is None else first_offset
                 last_offset = result.last_offset

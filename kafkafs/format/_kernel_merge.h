@@ -19,8 +19,9 @@
 #include <string.h>
 
 /* render_span_lines(prefix, buf, mode) -> (data, consumed, batches, last_offset, stamps, ends):
- * render_span's walk with, per line, its timestamp and its end in data (int64 bytes); batches: how
- * many it took; last_offset: the last one's last offset (-1 when none was taken). */
+ * render_span's walk (as render_span(prefix, buf, mode, False, -1, True, -1): span_cuts, which cut buf,
+ * judged the order of offsets) with, per line, its timestamp and its end in data (int64 bytes);
+ * batches: how many it took; last_offset: the last one's last offset (-1 when none was taken). */
 static PyObject *k_render_span_lines(PyObject *self, PyObject *args) {
     (void)self;
     Py_buffer prefix, buf;
@@ -42,7 +43,8 @@ static PyObject *k_render_span_lines(PyObject *self, PyObject *args) {
     o.cap = cap;
     PyThreadState *ts = gil_release();
     o.ts = &ts;
-    int rc = span_walk((const uint8_t *)buf.buf, buf.len, (const char *)prefix.buf, prefix.len, mode, &o, &so, NULL);
+    int rc = span_walk((const uint8_t *)buf.buf, buf.len, (const char *)prefix.buf, prefix.len, mode, &o, &so, -1, 1,
+                       -1, NULL);
     gil_restore(&ts);
     o.ts = NULL;
     if (rc < 0) {

@@ -28,11 +28,11 @@ _NO_LIMIT = 1 << 62
 
 class LineGroup(NamedTuple):
     """``data``: the batch (or batches) of one group's records; ``end``: where the next group starts in
-    the buffer (``len(buffer) + 1`` once its last line is taken); ``count``: the lines taken."""
+    the buffer (``len(buffer) + 1`` once its last line is taken); ``taken``: the lines taken."""
 
     data: bytes
     end: int
-    count: int
+    taken: int
 
 
 def _group(buf: bytes, start: int, max_lines: int, max_bytes: int) -> tuple[list[bytes], int]:

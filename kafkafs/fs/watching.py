@@ -92,10 +92,6 @@ class ChangeWatcher:
         os.write(self._wake_w, b"w")
         return True
 
-    def watching(self, name: str) -> bool:
-        with self._lock:
-            return name in self._wd_of
-
     def _run(self) -> None:
         poller = select.poll()
         poller.register(self._inotify.fileno(), select.POLLIN)
@@ -110,8 +106,8 @@ class ChangeWatcher:
                 os.read(self._wake_r, 4096)
                 with self._lock:
                     new, self._new = self._new, []
-                for state in new:
-                    due.setdefault(state.name, (now, state))
+                for fresh in new:
+                    due.setdefault(fresh.name, (now, fresh))
             if self._inotify.fileno() in ready:
                 for event in self._inotify.read(timeout=0):
                     with self._lock:
@@ -122,10 +118,10 @@ class ChangeWatcher:
                                 del self._wd_of[state.name]
                     if state is not None and state.name not in due:
                         due[state.name] = (now + self.burst, state)
-            for name, (at, state) in list(due.items()):
+            for name, (at, waiting) in list(due.items()):
                 if at <= now:
                     del due[name]
-                    self._refresh(state)
+                    self._refresh(waiting)
 
     def _refresh(self, state: PartitionState) -> None:
         try:

@@ -229,7 +229,7 @@ class Log(LocalLog):
         group = encode_lines(data, now=self.clock(), codec=codec_by_name(self.config.compression_type),
                              max_message_bytes=self.config.max_message_bytes, leader_epoch=self.leader_epoch,
                              first_number=first_number)
-        return self.append_batches(group.data, flush=flush), group.count
+        return self.append_batches(group.data, flush=flush), group.taken
 
     def append_batches(self, data: bytes | bytearray, *, flush: bool | None = None) -> AppendResult:
         """Append whole v2 batches as a producer sends them: each is validated (sizes, CRC, offset

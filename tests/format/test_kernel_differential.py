@@ -361,12 +361,15 @@ def _same_span(got: SpanResult, ref: SpanResult) -> None:
     assert (got.batch_ends, got.last_offsets, got.line_ends) == (ref.batch_ends, ref.last_offsets, ref.line_ends)
 
 
-@given(span_buffer(), st.sampled_from(MODES))
-def test_spans_render_alike(buf, mode):
-    ref = reference_span("topic.x", 7, buf, mode)
-    _same_span(render_span_jsonl("topic.x", 7, buf, mode), ref)
-    _same_span(render_span_jsonl("topic.x", 7, memoryview(bytearray(buf)), mode, lengths=True), ref._replace(data=b""))
-    assert reference_span("topic.x", 7, buf, mode, lengths=True) == ref._replace(data=b"")
+@given(span_buffer(), st.sampled_from(MODES), st.none() | st.integers(-1, 2**40 + 50), st.booleans(),
+       st.none() | st.integers(0, 2**40 + 60))
+def test_spans_render_alike(buf, mode, min_offset, final, upper):
+    kw = {"min_offset": min_offset, "final": final, "upper": upper}
+    ref = reference_span("topic.x", 7, buf, mode, **kw)
+    _same_span(render_span_jsonl("topic.x", 7, buf, mode, **kw), ref)
+    _same_span(render_span_jsonl("topic.x", 7, memoryview(bytearray(buf)), mode, lengths=True, **kw),
+               ref._replace(data=b""))
+    assert reference_span("topic.x", 7, buf, mode, lengths=True, **kw) == ref._replace(data=b"")
     assert ref.consumed == (ref.batch_ends[-1] if ref.batch_ends else 0)
     assert ref.line_ends[-1:].tolist() == ([len(ref.data)] if ref.batch_ends else [])
 
@@ -448,14 +451,26 @@ def test_indent_edges_alike():
         assert kernel.KERNEL.indent_json(compact, b"  ") == reference(compact), compact
 
 
-def _cuts_reference(buf: bytes, step: int, min_offset: int) -> tuple[list[int], int]:
+def _in_order(buf, pos: int, length: int, base: int, delta: int, expect: int, final: bool, upper: int) -> bool:
+    """SPEC §4's order of offsets as a span keeps it: the base from ``expect`` on, and the next batch's
+    base offset (its first 8 bytes, when they are there; else ``upper`` in a final buffer) past this
+    one's last offset."""
+    if base < expect or delta < 0 or base + delta + 1 > 2**63 - 1:
+        return False
+    after = pos + length + 12
+    if len(buf) - after >= 8:
+        return struct.unpack_from(">q", buf, after)[0] > base + delta
+    return final and (upper < 0 or upper > base + delta)
+
+
+def _cuts_reference(buf: bytes, step: int, min_offset: int, final: bool, upper: int) -> tuple[list[int], int]:
     cuts, pos, last, expect = [0], 0, 0, min_offset
     while len(buf) - pos >= 61:
         base, length = struct.unpack_from(">qi", buf, pos)
         delta = struct.unpack_from(">i", buf, pos + 23)[0]
         if buf[pos + 16] != 2 or length < 49 or length + 12 > len(buf) - pos or buf[pos + 22] & 0x07:
             break
-        if base < expect or delta < 0 or base + delta + 1 > 2**63 - 1:
+        if not _in_order(buf, pos, length, base, delta, expect, final, upper):
             break
         expect = base + delta + 1
         pos += length + 12
@@ -467,14 +482,15 @@ def _cuts_reference(buf: bytes, step: int, min_offset: int) -> tuple[list[int], 
     return cuts, expect
 
 
-@given(span_buffer(), st.integers(1, 400), st.integers(-5, 2**40 + 50))
-def test_span_cuts_alike(buf, step, min_offset):
+@given(span_buffer(), st.integers(1, 400), st.integers(-5, 2**40 + 50), st.booleans(),
+       st.just(-1) | st.integers(0, 2**40 + 60))
+def test_span_cuts_alike(buf, step, min_offset, final, upper):
     from array import array
 
-    raw, expect = kernel.KERNEL.span_cuts(buf, step, min_offset)
+    raw, expect = kernel.KERNEL.span_cuts(buf, step, min_offset, final, upper)
     got = array("q")
     got.frombytes(raw)
-    assert (got.tolist(), expect) == _cuts_reference(buf, step, min_offset)
+    assert (got.tolist(), expect) == _cuts_reference(buf, step, min_offset, final, upper)
 
 
 @given(st.binary(max_size=300), st.integers(0, 16))

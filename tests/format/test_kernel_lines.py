@@ -129,7 +129,7 @@ def _groups(fn, blob: bytes, args: dict) -> list:
         while start <= len(blob):
             group = fn(blob, start, **{**args, "first_number": first})
             out.append(group)
-            first += group.count
+            first += group.taken
             start = group.end
     except InvalidInput as exc:
         out.append(("error", str(exc)))
@@ -154,7 +154,7 @@ def test_json_lines_decode_as_the_records_they_name(blob):
     group = encode_lines(blob, now=5, max_message_bytes=1 << 20)
     batch = decode_batch(group.data)
     lines = blob.split(b"\n")
-    assert len(batch) == len(lines) == group.count
+    assert len(batch) == len(lines) == group.taken
     for line, value, key in zip(lines, batch.values, batch.keys, strict=True):
         if line.startswith(b"{"):
             obj = json.loads(line)
@@ -201,5 +201,5 @@ def test_common_lines_take_the_fast_path(monkeypatch):
         b'{"value":{"amount":12.50}}',
     ]
     group = encode_lines(b"\n".join(lines), now=1, max_message_bytes=1 << 20)
-    assert group.count == 4 and seen == [lines[3]]
+    assert group.taken == 4 and seen == [lines[3]]
     assert group == encode_lines_reference(b"\n".join(lines), now=1, max_message_bytes=1 << 20)
