@@ -158,44 +158,17 @@ def _add_cache_dir_option(parser: argparse.ArgumentParser) -> None:
 
 
 def cmd_produce(args: argparse.Namespace) -> int:
-    from .format.jsonview import parse_lines
-    from .produce import read_line_groups
-    from .storage.names import parse_partition_dir_name
+    from .produce import produce
 
-    topic, partition = parse_partition_dir_name(args.partition)
     with _open_logdir(args.logdir, args, writable=True, strict=False) as logdir:
-        exists = args.partition in logdir.partition_names()
-        if not exists and args.no_create:
-            raise InvalidName(f"no partition {args.partition} in {args.logdir} (drop --no-create to create it)")
-        log_ = logdir.log(args.partition) if exists else None
-        total = 0
-        first_offset = None
-        last_offset = None
-        failure = None
-        for first_line, lines in read_line_groups(sys.stdin.fileno()):
-            try:
-                records = parse_lines(lines, first_line)
-            except InvalidInput as exc:
-                # a bad line is bad input data, not a bad argument: exit 1, not 2 (SPEC §4)
-                done = f"; the {total} records before it were appended" if total else ""
-                failure = f"{exc}; nothing from its batch was appended{done}"
-                break
-            if log_ is None:  # created once there is something valid to put in it
-                log_ = logdir.create_partition(topic, partition)
-                print(f"kafkafs: created partition {args.partition}", file=sys.stderr)
-            if args.leader_epoch is not None:
-                log_.set_leader_epoch(args.leader_epoch)
-            result = log_.append_records(records)
-            total += len(records)
-            first_offset = result.first_offset if first_offset is None else first_offset
-            last_offset = result.last_offset
-        if log_ is not None:
-            log_.flush()
-    if failure is not None:
-        print(f"kafkafs: error: {failure}", file=sys.stderr)
+        done = produce(logdir, args.partition, sys.stdin.fileno(), no_create=args.no_create,
+                       leader_epoch=args.leader_epoch)
+    if done.failure is not None:
+        print(f"kafkafs: error: {done.failure}", file=sys.stderr)
         return EXIT_DAMAGE
-    if total:
-        print(f"kafkafs: appended {total} records to {args.partition} at offsets {first_offset}..{last_offset}", file=sys.stderr)
+    if done.total:
+        print(f"kafkafs: appended {done.total} records to {args.partition} at offsets {done.first_offset}.."
+              f"{done.last_offset}", file=sys.stderr)
     else:
         print("kafkafs: nothing to append (empty input)", file=sys.stderr)
     return EXIT_OK

@@ -28,10 +28,13 @@ import heapq
 import os
 import re
 import time
+from array import array
+from bisect import bisect_left
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
+from . import consume_merge
 from .consume_spans import SpanPool, span_chunks, spannable
 from .errors import CorruptRecordError, InvalidInput, InvalidName
 from .format.decoders import decoder_for
@@ -40,6 +43,7 @@ from .format.jsonview import (
     render_raw_jsonl,
     render_raw_jsonl_count,
     render_raw_jsonl_lines,
+    render_raw_jsonl_stamped,
 )
 from .format.recordfilter import MAX_HEADERS, RecordFilter
 from .format.timestamps import parse_timestamp
@@ -137,7 +141,8 @@ class _Reader:
     expect: int | None = None
 
     def lines(self) -> Iterator[tuple[int, int, int, bytes]]:
-        """(timestamp, partition, offset, line) of every record now in the log past ``next_offset``."""
+        """(timestamp, partition, offset, line) of every record now in the log past ``next_offset``: the
+        reference for the kernel's merge (:mod:`.consume_merge`), and the way without the kernel."""
         log_ = self.log
         if self.done or self.next_offset >= log_.log_end_offset:
             return
@@ -214,6 +219,34 @@ class _Reader:
             n = remaining
             lines = lines[: ends[n - 1]]
         return lines, n
+
+    def stamped_lines(self, segment: Any, view: Any, lo: int) -> tuple[bytes, bytes, bytes]:
+        """``(lines, timestamps, line ends)`` of one batch's records, trimmed as :meth:`lines` trims
+        them (``Log.read`` from ``lo``, where the pass started: when the first record is below ``lo``,
+        those before the first at or past it, by ``DecodedBatch.between``'s bisection), the arrays as
+        native int64 bytes (what the merge loads), advancing ``next_offset`` past the batch; damage as
+        :meth:`batch_lines`."""
+        log_ = self.log
+        self.next_offset = max(self.next_offset, view.header.next_offset)
+        self.expect = view.header.next_offset
+        try:
+            data, offsets, stamps, ends = render_raw_jsonl_stamped(
+                log_.topic, log_.partition, view.raw(), self.mode, decoder=self.decoder
+            )
+        except CorruptRecordError as exc:  # placed as view.decode places it (the batch's position at least)
+            if exc.position is None:
+                raise CorruptRecordError(exc.reason, view.position, str(segment.log_path)) from None
+            raise exc.at(str(segment.log_path), view.position) from None
+        first = array("q", offsets[:8])
+        if first and first[0] < lo:
+            cut = bisect_left(array("q", offsets), lo)
+            if cut:
+                line_ends = array("q", ends)
+                start = line_ends[cut - 1]
+                data = data[start:]
+                stamps = stamps[8 * cut :]
+                ends = array("q", (end - start for end in line_ends[cut:])).tobytes()
+        return data, stamps, ends
 
 
 def _matches(grep: re.Pattern, line: bytes) -> bool:
@@ -328,6 +361,19 @@ def consume(
                         return printed
             out.flush()
             if not follow:
+                return printed
+            _wait(readers)
+            continue
+        if consume_merge.available() and record_filter is None and grep is None:
+            # the kernel merges (one partition at a time without interleave); filters take the way below
+            groups = [readers] if interleave else [[r] for r in readers]
+            for group in groups:
+                printed += consume_merge.merge(group, out, _pool(), stop_ts, None if count is None else count - printed)
+                if count is not None and printed >= count:
+                    out.flush()
+                    return printed
+            out.flush()
+            if not follow or all(r.done for r in readers):
                 return printed
             _wait(readers)
             continue

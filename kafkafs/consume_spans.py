@@ -17,14 +17,15 @@ from array import array
 from collections import deque
 from collections.abc import Callable, Iterator
 from queue import SimpleQueue
-from typing import Any
+from typing import Any, NamedTuple
 
 from .format import kernel as _kernel
+from .format.jsonrender import line_prefix
 from .format.jsonview import render_span_jsonl
 from .storage import memory
 from .storage.validation import checked_order
 
-__all__ = ["SpanPool", "span_chunks", "tune_malloc"]
+__all__ = ["Plan", "SpanPool", "span_chunks", "tune_malloc"]
 
 #: One read of a ``.log``: the pieces of a chunk are rendered while the next chunk is read. The first
 #: read of a run of spans is smaller: in a partition of compressed batches it finds none to take.
@@ -38,18 +39,21 @@ _FEW, _COOLDOWN = 4, 64
 
 
 class _Task:
-    """One function call on a pool thread; ``get()`` waits for its result (or raises its error)."""
+    """One function call on a pool thread; ``get()`` waits for its result (or raises its error). The
+    lock is held from creation until the result is in (cheaper than an Event: consume makes thousands)."""
 
     __slots__ = ("fn", "args", "done", "value", "error")
 
     def __init__(self, fn: Callable[..., Any], args: tuple) -> None:
         self.fn, self.args = fn, args
-        self.done = threading.Event()
+        self.done = threading.Lock()
+        self.done.acquire()
         self.value: Any = None
         self.error: BaseException | None = None
 
     def get(self) -> Any:
-        self.done.wait()
+        """The result (once: the first caller takes it)."""
+        self.done.acquire()
         if self.error is not None:
             raise self.error
         return self.value
@@ -80,7 +84,7 @@ class SpanPool:
                 task.value = task.fn(*task.args)
             except BaseException as exc:  # noqa: BLE001 - handed to the reader, which raises it
                 task.error = exc
-            task.done.set()
+            task.done.release()
 
 
 def tune_malloc() -> None:
@@ -101,9 +105,38 @@ def spannable(mode: str, decoder: Any) -> bool:
     return _kernel.KERNEL is not None and decoder is None and mode in _kernel.MODES
 
 
-def span_chunks(reader: Any, pool: SpanPool) -> Iterator[tuple[bytes, int]]:
-    """``(lines, how many)`` of every record of ``reader`` (consume's ``_Reader``) from its
-    ``next_offset``, advancing it; the same bytes, and the same errors, as batch by batch."""
+class Plan(NamedTuple):
+    """How a partition's spans are read and rendered: ``read``/``first_read`` bytes of the ``.log`` a
+    read, ``piece`` bytes a render, at most ``ahead`` pieces in flight; ``stamped``: each piece gives
+    ``(lines, timestamps, line ends)`` for the merge (:mod:`.consume_merge`) instead of ``(lines, how
+    many)``."""
+
+    read: int = READ_BYTES
+    first_read: int = FIRST_READ_BYTES
+    piece: int = PIECE_BYTES
+    ahead: int = 0  # 0: two per worker and two more
+    stamped: bool = False
+    lo: int = 0  # stamped: the first offset of the pass (records below it in a batch not taken by a span are left out)
+
+
+def _render_piece(topic: str, partition: int, buf, mode: str, stamped: bool, record_filter) -> tuple:
+    """One piece on a pool thread: ``(item to yield or None, bytes consumed, batches taken, last offset)``;
+    ``record_filter``: only the records it accepts (not with ``stamped``: the merge takes no filter)."""
+    if stamped:
+        data, consumed, batches, last, stamps, ends = _kernel.KERNEL.render_span_lines(
+            line_prefix(topic, partition), buf, _kernel.MODES[mode]
+        )
+        return ((data, stamps, ends) if ends else None), consumed, batches, last
+    result = _render(topic, partition, buf, mode, record_filter)
+    last = result.last_offsets[-1] if result.last_offsets else -1
+    return ((result.data, result.lines) if result.lines else None), result.consumed, len(result.batch_ends), last
+
+
+def span_chunks(reader: Any, pool: SpanPool, plan: Plan | None = None) -> Iterator[tuple]:
+    """``(lines, how many)`` (or, with ``plan.stamped``, ``(lines, timestamps, line ends)``) of every
+    record of ``reader`` (consume's ``_Reader``) from its ``next_offset``, advancing it; the same
+    bytes, and the same errors, as batch by batch."""
+    plan = plan or Plan(READ_BYTES, FIRST_READ_BYTES, PIECE_BYTES)  # the module's values now (tests set them)
     log_ = reader.log
     topic, partition, mode = log_.topic, log_.partition, reader.mode
     while True:
@@ -115,28 +148,33 @@ def span_chunks(reader: Any, pool: SpanPool) -> Iterator[tuple[bytes, int]]:
         if got is None:
             return
         segment, view = got
-        moved = yield from _segment(reader, pool, segment, view.position, topic, partition, mode)
+        moved = yield from _segment(reader, pool, segment, view.position, topic, partition, mode, plan)
         if not moved:  # cannot happen (the batch found is read again); never loop on it
             for segment, view in log_.batches(reader.next_offset):
-                yield from _old_way(reader, segment, view)
+                yield from _old_way(reader, segment, view, plan)
             return
 
 
-def _old_way(reader, segment, view) -> Iterator[tuple[bytes, int]]:
+def _old_way(reader, segment, view, plan: Plan) -> Iterator[tuple]:
     """One batch as consume renders it batch by batch (records from ``reader.next_offset`` on)."""
+    if plan.stamped:
+        lines, stamps, ends = reader.stamped_lines(segment, view, plan.lo)
+        if ends:
+            yield lines, stamps, ends
+        return
     lines, n = reader.batch_lines(segment, view)
     if n:
         yield lines, n
 
 
-def _segment(reader, pool: SpanPool, segment, pos: int, topic: str, partition: int, mode: str):
+def _segment(reader, pool: SpanPool, segment, pos: int, topic: str, partition: int, mode: str, plan: Plan):
     """The batches of ``segment`` from ``pos`` (a batch boundary) to its end: spans where they take
     the batches, else one batch at a time as :meth:`Log.batches` gives them (which ends the segment
     quietly at a partial batch or zeros, and raises its damage). Returns whether it moved."""
     start = pos
     end = segment.size
     while pos < end:
-        taken, pos = yield from _spans(reader, pool, segment, pos, topic, partition, mode)
+        taken, pos = yield from _spans(reader, pool, segment, pos, topic, partition, mode, plan)
         if pos >= end:
             break
         # the batch at pos is not a span's (and, after a span of a few batches only, the next ones
@@ -149,7 +187,7 @@ def _segment(reader, pool: SpanPool, segment, pos: int, topic: str, partition: i
         try:
             for i, view in enumerate(views):
                 if view.header.last_offset >= reader.next_offset:  # as Log.batches skips
-                    yield from _old_way(reader, segment, view)
+                    yield from _old_way(reader, segment, view, plan)
                 pos = view.position + view.size
                 if taken >= _FEW or i >= _COOLDOWN:
                     break
@@ -160,7 +198,7 @@ def _segment(reader, pool: SpanPool, segment, pos: int, topic: str, partition: i
     return pos != start
 
 
-def _spans(reader, pool: SpanPool, segment, pos: int, topic: str, partition: int, mode: str):
+def _spans(reader, pool: SpanPool, segment, pos: int, topic: str, partition: int, mode: str, plan: Plan):
     """Spans of ``segment`` from ``pos``; yields lines, returns (batches taken, where they end)."""
     end = segment.size
     higher = reader.log.segments.higher(segment.base_offset)
@@ -170,15 +208,15 @@ def _spans(reader, pool: SpanPool, segment, pos: int, topic: str, partition: int
     taken = 0
     done = pos  # where the batches taken end
     walking = True
-    limit = 2 * pool.workers + 2
-    step = min(FIRST_READ_BYTES, READ_BYTES)
+    limit = plan.ahead or 2 * pool.workers + 2
+    step = min(plan.first_read, plan.read)
     while True:
         while walking and len(pending) < limit and pos < end:
             chunk = segment.read_at(pos, min(step, end - pos))
-            step = READ_BYTES
+            step = plan.read
             # final: the chunk reaches the segment's end, so its last batch is judged against the next
             # segment's base offset (upper) instead of the next batch's
-            raw, expect = _kernel.KERNEL.span_cuts(chunk, PIECE_BYTES, expect, pos + len(chunk) >= end, upper)
+            raw, expect = _kernel.KERNEL.span_cuts(chunk, plan.piece, expect, pos + len(chunk) >= end, upper)
             cuts = array("q")
             cuts.frombytes(raw)
             if len(cuts) < 2:
@@ -186,18 +224,19 @@ def _spans(reader, pool: SpanPool, segment, pos: int, topic: str, partition: int
                 break
             view = memoryview(chunk)
             for a, b in zip(cuts, cuts[1:], strict=False):
-                pending.append((pool.submit(_render, topic, partition, view[a:b], mode, reader.record_filter), b - a))
+                pending.append((pool.submit(_render_piece, topic, partition, view[a:b], mode, plan.stamped,
+                                            reader.record_filter), b - a))
             pos += cuts[-1]
         if not pending:
             return taken, done
         task, length = pending.popleft()
-        result = task.get()
-        if result.batch_ends:
-            taken += len(result.batch_ends)
-            reader.next_offset = max(reader.next_offset, result.last_offsets[-1] + 1)
-            reader.expect = result.last_offsets[-1] + 1
-        done += result.consumed
-        if result.lines:
-            yield result.data, result.lines
-        if result.consumed < length:  # a batch the span does not take: the caller's
+        item, consumed, batches, last = task.get()
+        if batches:
+            taken += batches
+            reader.next_offset = max(reader.next_offset, last + 1)
+            reader.expect = last + 1
+        done += consumed
+        if item is not None:
+            yield item
+        if consumed < length:  # a batch the span does not take: the caller's
             return taken, done

@@ -1,43 +1,98 @@
-"""``kafkafs produce``'s input: lines on a descriptor, grouped as the ``append`` file groups one write."""
+"""``kafkafs produce``: lines on a descriptor, grouped as the ``append`` file groups one write, appended
+through the compiled write path (:mod:`kafkafs.format.lineencode`)."""
 
 from __future__ import annotations
 
 import os
+import sys
+import time
 from collections.abc import Iterator
+from typing import NamedTuple
 
-__all__ = ["read_line_groups"]
+from .errors import InvalidInput, InvalidName
+from .format.compression import codec_by_name
+from .format.lineencode import encode_lines
+from .storage.logdir import LogDir
+from .storage.names import parse_partition_dir_name
+
+__all__ = ["read_line_blobs", "produce", "Produced", "MAX_LINES", "MAX_BYTES"]
+
+#: A group (one batch, appended at once): at most this many lines, cut once its lines reach MAX_BYTES,
+#: so that a batch stays under ``max.message.bytes``.
+MAX_LINES = 1000
+MAX_BYTES = 512 * 1024
 
 
-def read_line_groups(fd: int, max_lines: int = 1000, max_bytes: int = 512 * 1024) -> Iterator[tuple[int, list[bytes]]]:
-    """Complete lines as they arrive on ``fd``, as ``(first line number, lines)`` groups: the complete
-    lines of one ``read()`` form a group (cut at ``max_lines`` / ``max_bytes`` so a batch stays under
-    ``max.message.bytes``), as the ``append`` file does with one ``write()``. A last line without a
-    newline counts at end of input."""
+def read_line_blobs(fd: int) -> Iterator[tuple[int, bytes]]:
+    """Complete lines as they arrive on ``fd``, as ``(first line number, lines)``: the complete lines of
+    one ``read()`` joined by their newlines (without the last), as the ``append`` file takes one
+    ``write()``; :func:`kafkafs.format.lineencode.encode_lines` cuts them into groups of
+    :data:`MAX_LINES` / :data:`MAX_BYTES`. A last line without a newline counts at end of input."""
     pending = b""
     number = 1
     while True:
         chunk = os.read(fd, 1 << 20)
         if not chunk:
-            lines = [pending] if pending else []
-        else:
-            data = pending + chunk
-            cut = data.rfind(b"\n")
-            if cut < 0:
-                pending = data
-                continue
-            lines = data[:cut].split(b"\n")
-            pending = data[cut + 1 :]
-        group: list[bytes] = []
-        size = 0
-        first = number
-        for line in lines:
-            group.append(line)
-            size += len(line)
-            number += 1
-            if len(group) >= max_lines or size >= max_bytes:
-                yield first, group
-                group, size, first = [], 0, number
-        if group:
-            yield first, group
-        if not chunk:
+            if pending:
+                yield number, pending
             return
+        data = pending + chunk
+        cut = data.rfind(b"\n")
+        if cut < 0:
+            pending = data
+            continue
+        blob = data[:cut]
+        pending = data[cut + 1 :]
+        yield number, blob
+        number += blob.count(b"\n") + 1
+
+
+class Produced(NamedTuple):
+    """What :func:`produce` appended: how many records, their first and last offsets, and the failure
+    that stopped it (a bad line: the groups before it are appended), or None."""
+
+    total: int
+    first_offset: int | None
+    last_offset: int | None
+    failure: str | None
+
+
+def produce(logdir: LogDir, name: str, fd: int, *, no_create: bool = False, leader_epoch: int | None = None) -> Produced:
+    """Append the lines of ``fd`` to partition ``name`` of ``logdir`` (created once there is something
+    valid to put in it, unless ``no_create``), a group at a time; a bad line stops it (exit 1, SPEC §4)."""
+    topic, partition = parse_partition_dir_name(name)
+    exists = name in logdir.partition_names()
+    if not exists and no_create:
+        raise InvalidName(f"no partition {name} in {logdir.path} (drop --no-create to create it)")
+    log_ = logdir.log(name) if exists else None
+    config = log_.config if log_ is not None else logdir.settings.for_topic(topic)
+    codec = codec_by_name(config.compression_type)
+    total, first_offset, last_offset = 0, None, None
+    try:
+        for first_line, blob in read_line_blobs(fd):
+            start = 0
+            while start <= len(blob):
+                try:
+                    group = encode_lines(
+                        blob, start, now=log_.clock() if log_ is not None else time.time_ns() // 1_000_000,
+                        codec=codec, max_message_bytes=config.max_message_bytes, first_number=first_line,
+                        max_lines=MAX_LINES, max_bytes=MAX_BYTES,
+                    )
+                except InvalidInput as exc:
+                    done = f"; the {total} records before it were appended" if total else ""
+                    return Produced(total, first_offset, last_offset, f"{exc}; nothing from its batch was appended{done}")
+                if log_ is None:
+                    log_ = logdir.create_partition(topic, partition)
+                    print(f"kafkafs: created partition {name}", file=sys.stderr)
+                if leader_epoch is not None:
+                    log_.set_leader_epoch(leader_epoch)
+                result = log_.append_batches(group.data)
+                total += group.taken
+                first_line += group.taken
+                start = group.end
+                first_offset = result.first_offset if first_offset is None else first_offset
+                last_offset = result.last_offset
+        return Produced(total, first_offset, last_offset, None)
+    finally:
+        if log_ is not None:
+            log_.flush()

@@ -14,7 +14,7 @@
  *
  * Functions, wrapped by kafkafs/format/kernel.py (arguments in the method table at the end): setup,
  * decode (into columns), render (what 0: bytes, 1: line lengths, 2: (bytes, offsets, line ends),
- * 3: (bytes, number of lines)), render_columns (decoded columns), render_value, render_span,
+ * 3: (bytes, number of lines), 4: (bytes, offsets, timestamps, line ends) as int64 bytes), render_columns (decoded columns), render_value, render_span,
  * crc32c. Modes: 0 auto, 1 string, 2 base64.
  */
 #define PY_SSIZE_T_CLEAN
@@ -34,6 +34,7 @@ static PyObject *NoHeaders = NULL;    /* the shared empty tuple for records with
 #include "_kernel_indent.h" /* indent_json, compiled: by-offset/N.json */
 #include "_kernel_omap.h" /* the cleaner's offset map: MD5 and probe */
 #include "_kernel_keys.h" /* the key index: entries of a segment, sorting, the table */
+#include "_kernel_merge.h" /* consume's interleaving: render_span_lines and Merger */
 
 static PyObject *raise_corrupt(const char *msg) {
     PyErr_SetString(CorruptError ? CorruptError : PyExc_ValueError, msg);
@@ -149,12 +150,12 @@ static PyObject *k_render(PyObject *self, PyObject *args) {
     }
     PyObject *result = NULL;
     Out o = {NULL, 0, 0, what == 1, 0, NULL, NULL};
-    I64s offsets = {NULL, 0, 0}, ends = {NULL, 0, 0};
+    I64s offsets = {NULL, 0, 0}, ends = {NULL, 0, 0}, stamps = {NULL, 0, 0};
     Bounds b;
     memset(&b, 0, sizeof b);
     if (filtered) b.filter = &filter;
     Err err;
-    if (mode < 0 || mode > 2 || what < 0 || what > 3) {
+    if (mode < 0 || mode > 2 || what < 0 || what > 4) {
         PyErr_SetString(PyExc_ValueError, "bad mode or what");
         goto done;
     }
@@ -176,8 +177,8 @@ static PyObject *k_render(PyObject *self, PyObject *args) {
     int rc;
     Py_ssize_t lines = 0;
     PyThreadState *ts = gil_release();
-    rc = render_section(&rd, count, &st, &b, &o, what == 2 ? &offsets : NULL, what == 1 || what == 2 ? &ends : NULL,
-                        &lines, &err);
+    rc = render_section(&rd, count, &st, &b, &o, what == 2 || what == 4 ? &offsets : NULL, what == 1 || what >= 2 ? &ends : NULL,
+                        what == 4 ? &stamps : NULL, &lines, &err);
     gil_restore(&ts);
     if (rc == -1) {
         raise_corrupt(err.msg);
@@ -191,6 +192,9 @@ static PyObject *k_render(PyObject *self, PyObject *args) {
         result = PyBytes_FromStringAndSize(o.buf, o.len);
     } else if (what == 3) {
         result = Py_BuildValue("(y#n)", o.buf, o.len, lines);
+    } else if (what == 4) { /* the merge's (_kernel_merge.h): arrays as bytes of native int64 */
+        result = Py_BuildValue("(y#NNN)", o.buf ? o.buf : "", o.len, i64s_bytes(&offsets), i64s_bytes(&stamps),
+                               i64s_bytes(&ends));
     } else if (what == 1) {
         /* ends hold the running length; lengths are their differences */
         for (Py_ssize_t i = ends.n - 1; i > 0; i--) ends.v[i] -= ends.v[i - 1];
@@ -209,6 +213,7 @@ done:
     PyMem_RawFree(offsets.v);
     PyMem_RawFree(ends.v);
     filter_release(&filter);
+    PyMem_RawFree(stamps.v);
     PyBuffer_Release(&prefix);
     PyBuffer_Release(&data);
     return result;
@@ -235,6 +240,8 @@ static int span_of(PyObject *obj, Span *sp, Py_buffer *view) {
     sp->is_null = 0;
     return 0;
 }
+
+#include "_kernel_lines.h" /* the write path: lines and records into a v2 batch (uses span_of) */
 
 static int put_column_value(Out *o, PyObject *obj, int mode) {
     Span sp;
@@ -402,6 +409,10 @@ static PyMethodDef methods[] = {
     {"render_span", k_render_span, METH_VARARGS,
      "render_span(prefix, buf, mode, lengths, min_offset, final, upper[, filter])"},
     {"crc32c", k_crc32c, METH_VARARGS, "crc32c(data, hardware=-1)"},
+    {"encode_lines", k_encode_lines, METH_VARARGS,
+     "encode_lines(data, start, max_lines, max_bytes, first_number, now, limit, epoch, codec, compress, parse)"},
+    {"encode_section", k_encode_section, METH_VARARGS, "encode_section(records, first_ts, offset_deltas)"},
+    {"render_span_lines", k_render_span_lines, METH_VARARGS, "render_span_lines(prefix, buf, mode)"},
     {"span_cuts", k_span_cuts, METH_VARARGS, "span_cuts(buf, step, min_offset, final, upper)"},
     {"indent_json", k_indent_json, METH_VARARGS, "indent_json(compact, step)"},
     {"tune_malloc", k_tune_malloc, METH_NOARGS, "tune_malloc() -> bool"},
@@ -419,5 +430,6 @@ PyMODINIT_FUNC PyInit__kernel(void) {
     crc32c_init();
     PyObject *m = PyModule_Create(&module);
     if (m != NULL && arrow_module_init(m) < 0) Py_CLEAR(m); /* ArrowBuilder: _kernel_arrow.h */
+    if (m != NULL && merge_module_init(m) < 0) Py_CLEAR(m); /* Merger: _kernel_merge.h */
     return m;
 }

@@ -131,9 +131,10 @@ static PyObject *i64s_list(const I64s *a) {
 
 /* Renders every passing record of the section; 0 ok, -1 damage (err set), -2 out of memory. Runs
  * with or without the GIL: it calls no Python (an output buffer that is a bytes object takes the GIL
- * to grow through o->ts, by the GIL rule in _kernel_text.h). */
+ * to grow through o->ts, by the GIL rule in _kernel_text.h). Optional per line: offsets, ends (the
+ * output's length after it) and stamps (its timestamp). */
 static int render_section(Reader *rd, long long count, const LineStyle *st, const Bounds *b, Out *o, I64s *offsets,
-                          I64s *ends, Py_ssize_t *lines, Err *err) {
+                          I64s *ends, I64s *stamps, Py_ssize_t *lines, Err *err) {
     for (long long i = 0; i < count; i++) {
         Rec r;
         if (next_record(rd, &r, err) < 0) return -1;
@@ -167,6 +168,7 @@ static int render_section(Reader *rd, long long count, const LineStyle *st, cons
         if (out_byte(o, ']') < 0 || put_line_tail(o, st, &r.key) < 0) return -2;
         if (offsets && i64s_add(offsets, r.offset) < 0) return -2;
         if (ends && i64s_add(ends, o->len) < 0) return -2;
+        if (stamps && i64s_add(stamps, r.timestamp) < 0) return -2;
         (*lines)++;
     }
     if (rd->pos != rd->end) {

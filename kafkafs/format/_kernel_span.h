@@ -131,6 +131,8 @@ typedef struct {
     I64s batch_ends, last_offsets, line_ends;
     Py_ssize_t lines;
     Py_ssize_t consumed;
+    int each;                    /* also per line: each_ends (its end in the output) and each_stamps */
+    I64s each_ends, each_stamps; /* (render_span_lines, _kernel_merge.h) */
 } SpanOut;
 
 /* Whether the batch at d[pos:pos+size] (base offset base, last offset delta last_delta) keeps the
@@ -177,12 +179,14 @@ static int span_walk(const uint8_t *d, Py_ssize_t n, const char *prefix, Py_ssiz
         b.has_lo = b.strict = 1; /* a record below the base offset: the batch is the caller's */
         b.lo = base;
         b.filter = filter;
-        Py_ssize_t mark = o->len, lines = so->lines;
-        int rc = render_section(&rd, count, &st, &b, o, NULL, NULL, &so->lines, &err);
+        Py_ssize_t mark = o->len, lines = so->lines, each = so->each_ends.n;
+        int rc = render_section(&rd, count, &st, &b, o, NULL, so->each ? &so->each_ends : NULL,
+                                so->each ? &so->each_stamps : NULL, &so->lines, &err);
         if (rc == -2) return -2;
         if (rc == -1) { /* damaged records: the batch is not taken */
             o->len = mark;
             so->lines = lines;
+            so->each_ends.n = so->each_stamps.n = each;
             break;
         }
         pos += size;

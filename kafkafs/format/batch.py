@@ -31,6 +31,7 @@ from .batchheader import (
 )
 from .compression import Codec
 from .encode import (
+    batch_groups,
     encode_batch,
     encode_control_batch,
     encode_records,
@@ -50,6 +51,7 @@ __all__ = [
     "scan_batches",
     "decode_batch",
     "records_section",
+    "batch_groups",
     "encode_batch",
     "encode_records",
     "encode_control_batch",

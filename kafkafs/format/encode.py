@@ -7,6 +7,7 @@ import struct
 from collections.abc import Sequence
 
 from . import compression as _compression
+from . import kernel as _kernel
 from .batchheader import (
     _AFTER_CRC,
     _ATTRIBUTES_OFFSET,
@@ -29,6 +30,7 @@ from .crc import crc32c
 from .varint import encode_varint, encode_varlong
 
 __all__ = [
+    "batch_groups",
     "encode_records",
     "encode_batch",
     "encode_control_batch",
@@ -36,6 +38,42 @@ __all__ = [
     "set_partition_leader_epoch",
     "set_log_append_time",
 ]
+
+
+#: v2 batch header, and the most a record adds to its key, value and header bytes (varints at their
+#: longest: length, attributes, timestamp delta, offset delta, key and value lengths, header count).
+_BATCH_OVERHEAD = 61
+_RECORD_OVERHEAD = 36
+_HEADER_OVERHEAD = 10
+
+
+def _record_size(row: tuple) -> int:
+    """The most bytes the record can take in an uncompressed v2 batch."""
+    _ts, key, value, headers = row
+    size = _RECORD_OVERHEAD + (len(key) if key else 0) + (len(value) if value else 0)
+    for name, header_value in headers:
+        size += _HEADER_OVERHEAD + len(name.encode("utf-8", "surrogatepass"))
+        size += len(header_value) if header_value else 0
+    return size
+
+
+def batch_groups(rows: list[tuple], limit: int) -> list[list[tuple]]:
+    """The rows as one batch, or cut into batches that each stay within ``limit`` bytes (a row larger
+    than that alone in its batch, which the append then refuses)."""
+    sizes = [_record_size(r) for r in rows]
+    if _BATCH_OVERHEAD + sum(sizes) <= limit or len(rows) == 1:
+        return [rows]
+    groups: list[list[tuple]] = []
+    group: list[tuple] = []
+    used = _BATCH_OVERHEAD
+    for row, size in zip(rows, sizes, strict=True):
+        if group and used + size > limit:
+            groups.append(group)
+            group, used = [], _BATCH_OVERHEAD
+        group.append(row)
+        used += size
+    groups.append(group)
+    return groups
 
 
 def _encode_bytes(out: bytearray, data: bytes | None) -> None:
@@ -50,8 +88,22 @@ def encode_records(
     records: Sequence[tuple[int, bytes | None, bytes | None, Sequence[tuple[str, bytes | None]]]],
     first_timestamp: int,
     offset_deltas: Sequence[int] | None = None,
+) -> bytes | bytearray:
+    """The uncompressed records section of a v2 batch: by the kernel when it is built and the records
+    are of the kinds it takes (:func:`encode_records_reference` otherwise, the same bytes)."""
+    if _kernel.KERNEL is not None:
+        section = _kernel.KERNEL.encode_section(records, first_timestamp, offset_deltas)
+        if section is not None:
+            return section
+    return encode_records_reference(records, first_timestamp, offset_deltas)
+
+
+def encode_records_reference(
+    records: Sequence[tuple[int, bytes | None, bytes | None, Sequence[tuple[str, bytes | None]]]],
+    first_timestamp: int,
+    offset_deltas: Sequence[int] | None = None,
 ) -> bytearray:
-    """The uncompressed records section of a v2 batch."""
+    """:func:`encode_records` in Python (the definition the kernel is tested against)."""
     out = bytearray()
     for i, (timestamp, key, value, headers) in enumerate(records):
         rec = bytearray(b"\x00")

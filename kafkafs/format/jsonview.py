@@ -14,7 +14,9 @@ The rules for one value are in :mod:`.jsonembed`; lines written to ``append`` ar
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Callable
+from itertools import accumulate
 from typing import Any
 
 from ..errors import CorruptRecordError
@@ -44,6 +46,7 @@ __all__ = [
     "raw_jsonl_lengths",
     "render_raw_jsonl_lines",
     "render_raw_jsonl_count",
+    "render_raw_jsonl_stamped",
     "render_span_jsonl",
     "SpanResult",
     "render_record",
@@ -180,7 +183,8 @@ def _filter_arg(record_filter: RecordFilter | None):
 
 def _raw(topic, partition, buf, mode, decoder, lo, hi, ts_lo, ts_hi, what, max_inflated_bytes, record_filter=None):
     """The work of the raw functions; ``what`` 0: bytes, 1: lengths, 2: (bytes, offsets, ends),
-    3: (bytes, number of lines). ``record_filter``: only the records it accepts."""
+    3: (bytes, number of lines), 4: (bytes, offsets, timestamps, ends) with the arrays as bytes of native
+    int64. ``record_filter``: only the records it accepts."""
     if record_filter is not None and record_filter.empty:
         record_filter = None
     kernel = _kernel.KERNEL
@@ -229,11 +233,10 @@ def _raw(topic, partition, buf, mode, decoder, lo, hi, ts_lo, ts_hi, what, max_i
         return out
     if what == 3:
         return out, len(lines)
-    ends = []
-    end = 0
-    for line in lines:
-        end += len(line)
-        ends.append(end)
+    ends = list(accumulate(map(len, lines)))
+    if what == 4:
+        return (out, array("q", [batch.offsets[i] for i in indexes]).tobytes(),
+                array("q", [batch.timestamps[i] for i in indexes]).tobytes(), array("q", ends).tobytes())
     offsets = [batch.offsets[i] for i in indexes]
     return out, offsets, ends
 
@@ -297,4 +300,13 @@ render_raw_jsonl_count = _raw_function(
     "render_raw_jsonl_count",
     "tuple[bytes, int]",
     """:func:`render_raw_jsonl`'s bytes and how many lines they hold.""",
+)
+
+render_raw_jsonl_stamped = _raw_function(
+    4,
+    "render_raw_jsonl_stamped",
+    "tuple[bytes, bytes, bytes, bytes]",
+    """:func:`render_raw_jsonl`'s bytes with each rendered record's offset, timestamp and the end of
+    its line in those bytes, as native int64 arrays' bytes (``array('q')``): what ``consume``'s merge
+    (:mod:`kafkafs.consume_merge`) loads.""",
 )

@@ -11,9 +11,11 @@
   kernel bumps the inode's attribute version and returns), so it is safe from the worker thread of
   a request. The new size then drops the stale pages in the kernel itself (a FUSE inode whose size
   changes loses its page cache), and the thread above follows with a full invalidation.
-* :func:`poll_forever` looks at the active segment of every read-only partition in use every
-  :data:`POLL_INTERVAL` seconds, so records written by another process (a broker, ``kafkafs
-  produce``) are noticed; a read-write mount hears of its own appends directly.
+* :func:`poll_forever` hands every read-only partition in use to the
+  :class:`~kafkafs.fs.watching.ChangeWatcher` (inotify), so records written by another process (a
+  broker, ``kafkafs produce``) are noticed as they come, and polls the active segment of those it
+  cannot watch every :data:`POLL_INTERVAL` seconds; a read-write mount hears of its own appends
+  directly.
 """
 
 from __future__ import annotations
@@ -32,12 +34,16 @@ from .tree.partition_nodes import RangeFile
 from .tree.root import Tree
 from .tree.segment_nodes import SegmentFile
 from .views.partition import PartitionState
+from .watching import ChangeWatcher
 
 __all__ = ["Invalidator", "poll_forever", "POLL_INTERVAL"]
 
 log = logging.getLogger("kafkafs.fs")
 
 POLL_INTERVAL = 0.3
+#: With every partition watched: how often the partitions opened meanwhile are handed to the watcher
+#: (the watcher refreshes a partition once when it starts watching it).
+WATCH_INTERVAL = 1.0
 #: Changes that come close together are sent to the kernel as one.
 COALESCE = 0.01
 
@@ -181,10 +187,14 @@ def _poll_states(states: list[PartitionState]) -> None:
             log.warning("%s: could not look for new records: %s", state.name, exc)
 
 
-async def poll_forever(tree: Tree, interval: float = POLL_INTERVAL) -> None:
-    """Look for records that other processes appended, until cancelled."""
+async def poll_forever(tree: Tree, interval: float = POLL_INTERVAL, watcher: ChangeWatcher | None = None) -> None:
+    """Look for records that other processes appended, until cancelled: the read-only partitions in use
+    are handed to ``watcher`` (inotify: :mod:`.watching`), and only those it cannot watch are polled
+    every ``interval`` seconds. Without partitions to poll, this wakes every :data:`WATCH_INTERVAL`
+    seconds only, to hand the partitions opened meanwhile to the watcher."""
     while True:
-        await trio.sleep(interval)
         states = [s for s in tree.partitions.open_states() if not s.log.writable]
-        if states:
-            await trio.to_thread.run_sync(_poll_states, states)
+        polled = [s for s in states if watcher is None or not watcher.watch(s)]
+        if polled:
+            await trio.to_thread.run_sync(_poll_states, polled)
+        await trio.sleep(interval if polled or watcher is None else WATCH_INTERVAL)

@@ -83,9 +83,10 @@ def serve(
     import pyfuse3
     import trio
 
-    from .invalidation import Invalidator, poll_forever
+    from .invalidation import POLL_INTERVAL, Invalidator, poll_forever
     from .operations import Operations
     from .tree.root import Tree
+    from .watching import ChangeWatcher
 
     # Decoding makes many short-lived objects and no cycles: collect the young generation less often.
     gc.freeze()
@@ -112,6 +113,8 @@ def serve(
     tree.partitions.add_listener(invalidator.partition_changed)
     tree.partitions.add_append_listener(invalidator.attrs_now)
     invalidator.start()
+    watcher = ChangeWatcher()
+    watcher.start()
     cleaner = None
     if rw and clean:  # retention and compaction in the background, as a broker runs them: asked for only
         from ..storage.cleaner import LogCleaner
@@ -148,11 +151,12 @@ def serve(
         async with trio.open_nursery() as nursery:
             nursery.start_soon(fuse_main, nursery)
             nursery.start_soon(on_signal)
-            nursery.start_soon(poll_forever, tree)
+            nursery.start_soon(poll_forever, tree, POLL_INTERVAL, watcher)
             with trio.fail_after(30):
                 await answering()
             starting.restore(replay=True)
             answered = True
+            larger_reads(mountpoint)
             mode = "read-only" if not rw else "read-write, cleaning" if cleaner else "read-write, not cleaning"
             log.info("mounted %s on %s (%s)", logdir, mountpoint, mode)
             if cleaner is not None:
@@ -171,6 +175,7 @@ def serve(
         sd_notify("STOPPING=1")
         if cleaner is not None:
             cleaner.stop()  # before the logs close: a compaction in progress is abandoned
+        watcher.stop()
         invalidator.stop()
         ops.workers.stop()
         try:
@@ -184,6 +189,26 @@ def serve(
     if error is not None:  # it served, then a task failed: one line in the log
         log.error("the mount stopped: %r", first_exception(error))
     return 1 if failed else 0
+
+
+#: The mount's read-ahead window: a sequential reader of records.jsonl gets requests this large (the
+#: kernel's FUSE default is 128 KiB, which it ramps to 256 KiB; each request costs pyfuse3 about the
+#: same whatever its size, so four times fewer of them). FUSE caps a request at its max_pages (1 MiB).
+READ_AHEAD_KB = 1024
+
+
+def larger_reads(mountpoint: str, kb: int = READ_AHEAD_KB) -> bool:
+    """Set the mount's read-ahead to ``kb`` KiB through its backing device's ``read_ahead_kb`` in sysfs
+    (root may; anyone else keeps the kernel's default, quietly). True when set."""
+    try:
+        dev = os.stat(mountpoint).st_dev
+        path = f"/sys/class/bdi/{os.major(dev)}:{os.minor(dev)}/read_ahead_kb"
+        with open(path, "w") as f:
+            f.write(str(kb))
+        return True
+    except OSError as exc:
+        log.debug("read-ahead of %s left as it is: %s", mountpoint, exc)
+        return False
 
 
 def _size_cache(cache_dir: str | None, logdir: str) -> LayoutCache:

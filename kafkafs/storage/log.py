@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 from ..errors import CorruptRecordError, InvalidInput, RecordTooLargeError
 from ..format.batch import (
     BatchHeader,
+    batch_groups,
     encode_batch,
     read_batch_header,
     scan_batches,
@@ -34,6 +35,7 @@ from ..format.batch import (
     validate_batch,
 )
 from ..format.compression import codec_by_name
+from ..format.lineencode import encode_lines
 from ..format.txnindex import AbortedTxn, TxnEvent, collect_aborted_txns, transaction_event
 from .config import LogConfig
 from .handles import HandleBudget, raise_open_file_limit
@@ -212,9 +214,22 @@ class Log(LocalLog):
         codec = codec_by_name(self.config.compression_type)
         data = b"".join(
             encode_batch(group, compression=codec, partition_leader_epoch=self.leader_epoch)
-            for group in _batch_groups(rows, self.config.max_message_bytes)
+            for group in batch_groups(rows, self.config.max_message_bytes)
         )
         return self.append_batches(data, flush=flush)
+
+    def append_lines(
+        self, data: bytes, *, first_number: int = 1, flush: bool | None = None
+    ) -> tuple[AppendResult, int]:
+        """Append the lines of ``data`` (split at ``\\n``; SPEC §3's ``append`` rules: a record object or a
+        plain value each) as one batch, or several when one could not stay within ``max.message.bytes``,
+        all or nothing; timestamps None become now. Returns the result and how many lines were taken. A
+        bad line raises ``InvalidInput`` naming it (numbered from ``first_number``) and appends nothing."""
+        self._require_writable()
+        group = encode_lines(data, now=self.clock(), codec=codec_by_name(self.config.compression_type),
+                             max_message_bytes=self.config.max_message_bytes, leader_epoch=self.leader_epoch,
+                             first_number=first_number)
+        return self.append_batches(group.data, flush=flush), group.taken
 
     def append_batches(self, data: bytes | bytearray, *, flush: bool | None = None) -> AppendResult:
         """Append whole v2 batches as a producer sends them: each is validated (sizes, CRC, offset
@@ -414,38 +429,3 @@ def _transaction_events(buf: bytearray, headers: Sequence[BatchHeader]) -> list[
                 events.append(event)
     return events
 
-
-#: v2 batch header, and the most a record adds to its key, value and header bytes (varints at their
-#: longest: length, attributes, timestamp delta, offset delta, key and value lengths, header count).
-_BATCH_OVERHEAD = 61
-_RECORD_OVERHEAD = 36
-_HEADER_OVERHEAD = 10
-
-
-def _record_size(row: tuple) -> int:
-    """The most bytes the record can take in an uncompressed v2 batch."""
-    _ts, key, value, headers = row
-    size = _RECORD_OVERHEAD + (len(key) if key else 0) + (len(value) if value else 0)
-    for name, header_value in headers:
-        size += _HEADER_OVERHEAD + len(name.encode("utf-8", "surrogatepass"))
-        size += len(header_value) if header_value else 0
-    return size
-
-
-def _batch_groups(rows: list[tuple], limit: int) -> list[list[tuple]]:
-    """The rows as one batch, or cut into batches that each stay within ``limit`` bytes (a row larger
-    than that alone in its batch, which the append then refuses)."""
-    sizes = [_record_size(r) for r in rows]
-    if _BATCH_OVERHEAD + sum(sizes) <= limit or len(rows) == 1:
-        return [rows]
-    groups: list[list[tuple]] = []
-    group: list[tuple] = []
-    used = _BATCH_OVERHEAD
-    for row, size in zip(rows, sizes, strict=True):
-        if group and used + size > limit:
-            groups.append(group)
-            group, used = [], _BATCH_OVERHEAD
-        group.append(row)
-        used += size
-    groups.append(group)
-    return groups

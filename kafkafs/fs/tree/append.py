@@ -1,7 +1,8 @@
 """The ``append`` file of a read-write mount: lines in, records out (SPEC §3).
 
-* The complete lines of one ``write()`` are parsed first and appended together, atomically: a line
-  that does not parse fails the whole write (InvalidInput, EINVAL upstairs) and nothing is appended.
+* The complete lines of one ``write()`` are parsed first and appended together, atomically
+  (:meth:`~kafkafs.storage.log.Log.append_lines`, the compiled write path): a line that does not parse
+  fails the whole write (InvalidInput, EINVAL upstairs) and nothing is appended.
   They are one batch; only when one batch could not hold them within the topic's
   ``max.message.bytes`` are they cut into several, still appended by one call (all or nothing).
 * A record too large for a batch of ``max.message.bytes`` fails the write with RecordTooLargeError
@@ -38,7 +39,6 @@ from typing import NamedTuple
 
 from ...errors import InvalidInput, RecordTooLargeError
 from ...format.compression import Codec, codec_by_name
-from ...format.jsonview import ProducerRecord, parse_lines
 from ...storage.log import AppendResult, Log
 
 __all__ = ["AppendBuffer", "JSON_LINE_FACTOR", "PLAIN_LINE_OVERHEAD"]
@@ -112,15 +112,14 @@ class AppendBuffer:
                     self._check_partial_size(size, bytes(pending[:4096]) + data[:4096], data)
                 pending += data
                 return None
-            lines = (bytes(pending) + data[:cut]).split(b"\n")
             try:
-                result = self._append(parse_lines(lines))
+                result, count = self.log.append_lines(bytes(pending) + data[:cut])
             except (InvalidInput, RecordTooLargeError) as exc:
                 if pending:  # it was in the middle of a line: drop that line whole
                     self._drop(data, exc, dropping=False)
                 raise
             self._pending = bytearray(data[cut + 1 :])
-            self.appended += len(lines)
+            self.appended += count
             return result
 
     def _plain_limit(self) -> int:
@@ -147,11 +146,6 @@ class AppendBuffer:
         self._pending = bytearray()
         self._failed = _Failure(bytes(data), exc, dropping)
 
-    def _append(self, records: list[ProducerRecord], *, flush: bool | None = None) -> AppendResult:
-        """One append: one batch, or several when one could not stay within ``max.message.bytes``
-        (:meth:`~kafkafs.storage.log.Log.append_records`), all or nothing."""
-        return self.log.append_records(records, flush=flush)
-
     def sync(self) -> None:
         """fsync: make the appended records durable; a partial line keeps waiting for its newline."""
         with self._lock:
@@ -165,7 +159,7 @@ class AppendBuffer:
             pending, self._pending = bytes(self._pending), bytearray()
             self._failed = None  # close ends whatever line was being dropped
             if pending:
-                self._append(parse_lines([pending]), flush=True)
+                self.log.append_lines(pending, flush=True)
                 self.appended += 1
             else:
                 self.log.flush()

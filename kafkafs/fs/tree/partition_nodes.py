@@ -94,6 +94,7 @@ class RecordsFile(File):
     def attr(self) -> Attr:
         state = self.stream.state
         state.refresh()
+        self.partitions.size_siblings(state)  # the first time: the topic's other partitions, in the background
         view = self.stream.advance()
         return file_attr(view.total, self.partitions.records_mtime_ns(state), VOLATILE_TIMEOUT)
 

@@ -13,6 +13,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, TypedDict, Unpack
 
 from ...errors import InvalidInput, InvalidName, NotFound
@@ -30,6 +31,10 @@ if TYPE_CHECKING:
     from ...format.decoders import SchemaRegistry
 
 __all__ = ["Partitions", "ServeOptions", "LIST_LIMIT"]
+
+#: Threads that size a topic's partitions ahead of the stats that will ask (the kernel's length pass
+#: releases the GIL: one a core).
+SIBLING_THREADS = max(1, min(8, os.cpu_count() or 1))
 
 log = logging.getLogger("kafkafs.fs")
 
@@ -79,6 +84,9 @@ class Partitions:
         self._key_views: dict[str, KeyViews] = {}
         #: groups/, transactions/ and each partition's transactions.json
         self.coordinators = Coordinators(logdir)
+        self._sized_topics: set[str] = set()
+        self._sizer: ThreadPoolExecutor | None = None
+        self._closed = False
 
     def number(self, name: str) -> int:
         """A partition folder's number: given on first sight, kept for the mount's lifetime."""
@@ -143,6 +151,36 @@ class Partitions:
                     generations = self._generations[partition] = RecordsGenerations(state)
         return generations
 
+    def size_siblings(self, state: PartitionState) -> None:
+        """The first time a partition of a topic is sized (a ``stat`` of its ``records.jsonl``), start
+        sizing the topic's other partitions in the background, on at most :data:`SIBLING_THREADS`
+        threads, in the order a shell's glob walks them: ``ls -l MOUNT/*/records.jsonl`` stats one file
+        at a time, and finds the next ones sized (or being sized: it waits for that one) instead of
+        sizing every partition in turn. Returns at once."""
+        topic = state.log.topic
+        with self._guard:
+            if self._closed or topic in self._sized_topics:
+                return
+            self._sized_topics.add(topic)
+            if self._sizer is None:
+                self._sizer = ThreadPoolExecutor(max_workers=SIBLING_THREADS, thread_name_prefix="kafkafs-siblings")
+            sizer = self._sizer
+        siblings = sorted(
+            name for name in self.logdir.partition_names() if name != state.name and name.rpartition("-")[0] == topic
+        )
+        for name in siblings:
+            sizer.submit(self._size_one, name)
+
+    def _size_one(self, name: str) -> None:
+        if self._closed:
+            return
+        try:
+            state = self.state(name)
+            if state.cached_composition() is None:
+                state.composition()
+        except Exception as exc:  # the foreground stat of that partition says what is wrong
+            log.debug("%s: sizing ahead failed: %s", name, exc)
+
     def records_mtime_ns(self, state: PartitionState) -> int:
         """The modification time of the views that grow: the active segment's."""
         active = state.log.active_segment
@@ -179,6 +217,11 @@ class Partitions:
     def close(self) -> None:
         """Keep the layouts the layout cache lacks, then close the log directory (flushes, checkpoints
         and unlocks when writable)."""
+        with self._guard:
+            self._closed = True
+            sizer, self._sizer = self._sizer, None
+        if sizer is not None:
+            sizer.shutdown(wait=True, cancel_futures=True)  # a partition being sized finishes first
         try:
             for state in self.open_states():
                 state.save_layouts()

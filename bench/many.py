@@ -1,0 +1,508 @@
+"""A broker-shaped log directory, measured whole: 200 partitions x 25,000 mixed records (bench/records.py).
+
+Every row compares two ways of doing the same work in the same run (runs interleaved, A B A B ...;
+medians of ``--repeat`` runs), so the ratios hold on a shared, noisy machine. Rows:
+
+* ``read``: ``cat MNT/*/records.jsonl`` through a mount (its size cache filled, the logs in the page
+  cache; the first read on a fresh mount, then a second read) against ``cat MNT/*/segments/*.log``
+  through the same mount (bytes per second), the in-process kernel rendering every partition on 2
+  threads (``render_span_jsonl``), and ``kafkafs consume --no-interleave``.
+* ``size``: the first ``ls -l MNT/*/records.jsonl`` with an empty size cache and the logs evicted from
+  the page cache, against ``cat LOGDIR/*/*.log`` evicted and the kernel sizing every partition in
+  process; then a remount with the cache kept: ``ls -l`` warm and with every file evicted.
+* ``quiet``: the CPU a mount of every partition uses while nothing happens.
+* ``consume``: ``kafkafs consume LOGDIR t`` (a whole topic, interleaved by timestamp) against
+  ``--no-interleave``.
+* ``byoffset``: ``by-offset/N.json`` of ``--offsets`` offsets, each read 5 times: the first read of
+  each and the repeated ones (p50), against open+read of a tiny raw file through the same mount.
+* ``produce``: ``--produce`` mixed JSON-object lines (lines of ``records.jsonl``) and as many plain
+  lines through ``kafkafs produce``, against kafka-python's batch builder fed by ``json.loads`` of each
+  line in memory (the Python client's floor); and the same lines written to ``MNT/t-0/append`` of a
+  ``--rw`` mount, 1,000 lines a write.
+
+"Evicted": ``posix_fadvise(DONTNEED)`` on each file (dropping the whole page cache needs a privilege
+this machine's sandbox may not give); the mount is fresh, so it has no page cache of its own.
+
+    python bench/many.py [--partitions 200] [--records 25000] [--only read,size,...] [--work DIR]
+    python bench/many.py --logdir DIR --topic T      # an existing directory (a broker's), read rows only
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.records import batches  # noqa: E402
+from kafkafs.storage.config import Settings  # noqa: E402
+from kafkafs.storage.logdir import LogDir  # noqa: E402
+
+PY = sys.executable
+SECTIONS = ("read", "size", "quiet", "consume", "byoffset", "produce")
+SETTINGS = Settings({"segment.bytes": 64 * 1024 * 1024})
+
+
+# ---------------------------------------------------------------------------------------------- data
+
+
+def build(logdir: Path, topic: str, partitions: int, per: int) -> None:
+    """``partitions`` partitions of ``per`` mixed records, each from its own seed; every partition's
+    timestamps run BASE_TIMESTAMP + 0 .. per-1 (a topic written at one rate: timestamps interleave
+    record by record across partitions, ties broken by partition)."""
+    logdir.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    with LogDir(logdir, SETTINGS, writable=True) as d:
+        for p in range(partitions):
+            if (logdir / f"{topic}-{p}").is_dir():
+                continue
+            log = d.create_partition(topic, p)
+            chunk: list[bytes] = []
+            for raw in batches("mixed", per, seed=1000 + p):
+                chunk.append(raw)
+                if len(chunk) == 200:
+                    log.append_batches(b"".join(chunk), flush=False)
+                    chunk = []
+            if chunk:
+                log.append_batches(b"".join(chunk), flush=False)
+            log.flush()
+            if p % 20 == 19:
+                print(f"  built {p + 1}/{partitions} partitions ({time.perf_counter() - start:.0f} s)", file=sys.stderr)
+
+
+def partition_dirs(logdir: Path, topic: str) -> list[Path]:
+    found = [p for p in logdir.iterdir() if p.is_dir() and p.name.rpartition("-")[0] == topic]
+    return sorted(found, key=lambda p: int(p.name.rpartition("-")[2]))
+
+
+def log_files(logdir: Path, topic: str) -> list[Path]:
+    return sorted(f for d in partition_dirs(logdir, topic) for f in d.glob("*.log"))
+
+
+def evict(paths: list[Path]) -> None:
+    """Drop these files' pages from the page cache."""
+    for path in paths:
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
+def all_files(folder: Path) -> list[Path]:
+    return [p for p in folder.rglob("*") if p.is_file()]
+
+
+def warm(paths: list[Path]) -> None:
+    for path in paths:
+        with open(path, "rb") as f:
+            while f.read(1 << 20):
+                pass
+
+
+# ---------------------------------------------------------------------------------------------- mounts
+
+
+class Mounted:
+    def __init__(self, logdir: Path, mnt: Path, *args: str) -> None:
+        mnt.mkdir(parents=True, exist_ok=True)
+        self.mnt = mnt
+        self.proc = subprocess.Popen([PY, "-m", "kafkafs.cli", "mount", str(logdir), str(mnt), "-f", *args],
+                                     cwd=ROOT, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 120
+        while not os.path.ismount(mnt):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"mount failed: {self.proc.stderr.read().decode() if self.proc.stderr else ''}")
+            time.sleep(0.01)
+
+    def cpu_seconds(self) -> float:
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def close(self) -> None:
+        subprocess.run(["fusermount3", "-u", str(self.mnt)], capture_output=True)
+        try:
+            self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            subprocess.run(["fusermount3", "-uz", str(self.mnt)], capture_output=True)
+            self.proc.wait()
+
+    def __enter__(self) -> Mounted:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def shell(cmd: str, stdin: Path | None = None) -> float:
+    """Wall seconds of ``sh -c cmd`` (output to /dev/null unless cmd says otherwise)."""
+    start = time.perf_counter()
+    with open(stdin or os.devnull, "rb") as inp:
+        done = subprocess.run(["sh", "-c", cmd], stdin=inp, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT)
+    took = time.perf_counter() - start
+    if done.returncode:
+        raise SystemExit(f"{cmd!r} failed: {done.stderr.decode()[-2000:]}")
+    return took
+
+
+def kafkafs(*args: str) -> str:
+    return " ".join([PY, "-m", "kafkafs.cli", *args])
+
+
+def median_pairs(repeat: int, *fns: Callable[[], float]) -> list[float]:
+    """Each function run ``repeat`` times, interleaved; the median of each."""
+    runs: list[list[float]] = [[] for _ in fns]
+    for _ in range(repeat):
+        for i, fn in enumerate(fns):
+            runs[i].append(fn())
+    return [statistics.median(r) for r in runs]
+
+
+def in_process_render(logs: list[Path], lengths: bool) -> float:
+    """Every partition's records.jsonl rendered (or only sized) by the kernel on 2 threads."""
+    from kafkafs.format.jsonspan import render_span_jsonl
+
+    def one(path: Path) -> int:
+        topic, _, p = path.parent.name.rpartition("-")
+        data = path.read_bytes()
+        got = render_span_jsonl(topic, int(p), data, "auto", lengths=lengths)
+        assert got.consumed == len(data), path
+        return got.line_ends[-1] if len(got.line_ends) else 0
+
+    start = time.perf_counter()
+    with ThreadPoolExecutor(2) as pool:
+        total = sum(pool.map(one, logs))
+    took = time.perf_counter() - start
+    assert total > 0
+    return took
+
+
+# ---------------------------------------------------------------------------------------------- sections
+
+
+class Bench:
+    def __init__(self, args: argparse.Namespace, work: Path, logdir: Path) -> None:
+        self.args = args
+        self.work = work
+        self.logdir = logdir
+        self.topic = args.topic
+        self.rows: list[tuple[str, str, str]] = []
+        self.logs = log_files(logdir, self.topic)
+        self.log_bytes = sum(p.stat().st_size for p in self.logs)
+        self.names = [d.name for d in partition_dirs(logdir, self.topic)]
+
+    def row(self, section: str, what: str, result: str) -> None:
+        self.rows.append((section, what, result))
+        print(f"  {section}: {what}: {result}", file=sys.stderr, flush=True)
+
+    def mount(self, cache: Path, *extra: str) -> Mounted:
+        return Mounted(self.logdir, self.work / "mnt", "--cache-dir", str(cache), *extra)
+
+    def glob(self, mnt: Path, name: str) -> str:
+        return " ".join(str(mnt / n / name) for n in self.names)
+
+    def read(self) -> None:
+        cache = self.work / "cache-read"
+        shutil.rmtree(cache, ignore_errors=True)
+        warm(self.logs)
+        t_kernel = in_process_render(self.logs, lengths=False)
+        json_bytes = 0
+        with self.mount(cache) as m:
+            json_bytes = sum(os.stat(m.mnt / n / "records.jsonl").st_size for n in self.names)  # sizes the cache
+        t_first: list[float] = []
+        t_second: list[float] = []
+        t_seg: list[float] = []
+        t_kernel_runs = [t_kernel]
+        t_consume: list[float] = []
+        consume = kafkafs("consume", str(self.logdir), self.topic, "--no-interleave") + " > /dev/null"
+        for _ in range(self.args.repeat):
+            with self.mount(cache) as m:
+                recs = f"cat {self.glob(m.mnt, 'records.jsonl')} > /dev/null"
+                t_first.append(shell(recs))
+                t_second.append(shell(recs))
+                segs = " ".join(str(m.mnt / n / "segments" / p.name) for n in self.names
+                                for p in sorted((self.logdir / n).glob("*.log")))
+                t_seg.append(shell(f"cat {segs} > /dev/null"))
+            t_kernel_runs.append(in_process_render(self.logs, lengths=False))
+            t_consume.append(shell(consume))
+        first, second, seg = map(statistics.median, (t_first, t_second, t_seg))
+        kernel, cons = statistics.median(t_kernel_runs), statistics.median(t_consume)
+        seg_rate = self.log_bytes / seg
+        self.row("read", "log / JSON bytes", f"{self.log_bytes / 1e6:,.0f} MB / {json_bytes / 1e6:,.0f} MB")
+        self.row("read", "cat MNT/*/segments/*.log (same mount)", f"{seg:.2f} s, {seg_rate / 1e6:,.0f} MB/s")
+        for label, t in (("first read, fresh mount", first), ("second read", second)):
+            rate = json_bytes / t
+            self.row("read", f"cat MNT/*/records.jsonl, {label}",
+                     f"{t:.2f} s, {rate / 1e6:,.0f} MB/s = {rate / seg_rate:.0%} of segments/ (target >= 60%); "
+                     f"{t / kernel:.2f}x the kernel in process (target <= 1.5x); {t / cons:.2f}x consume")
+        self.row("read", "kernel in process, 2 threads (render_span_jsonl)", f"{kernel:.2f} s")
+        self.row("read", "kafkafs consume --no-interleave > /dev/null", f"{cons:.2f} s")
+
+    def size(self) -> None:
+        cache = self.work / "cache-size"
+        t_raw: list[float] = []
+        t_ls: list[float] = []
+        t_kernel: list[float] = []
+        raw = f"cat {' '.join(map(str, self.logs))} > /dev/null"
+        for _ in range(self.args.repeat):
+            evict(self.logs)
+            t_raw.append(shell(raw))
+            evict(self.logs)
+            t_kernel.append(in_process_render(self.logs, lengths=True))
+            shutil.rmtree(cache, ignore_errors=True)
+            evict(self.logs)
+            with self.mount(cache) as m:
+                t_ls.append(shell(f"ls -l {self.glob(m.mnt, 'records.jsonl')}"))
+        raw_t, ls_t, k_t = map(statistics.median, (t_raw, t_ls, t_kernel))
+        self.row("size", "cat LOGDIR/*/*.log, evicted", f"{raw_t:.2f} s")
+        self.row("size", "kernel sizes every partition in process, 2 threads, evicted", f"{k_t:.2f} s")
+        self.row("size", "first ls -l MNT/*/records.jsonl, empty size cache, evicted",
+                 f"{ls_t:.2f} s = {ls_t / raw_t:.2f}x cat of the logs (target <= 2x); {ls_t / k_t:.2f}x the kernel")
+        warm_t: list[float] = []
+        cold_t: list[float] = []
+        for _ in range(self.args.repeat):
+            with self.mount(cache) as m:
+                warm_t.append(shell(f"ls -l {self.glob(m.mnt, 'records.jsonl')}"))
+            evict(self.logs + all_files(cache))
+            with self.mount(cache) as m:
+                cold_t.append(shell(f"ls -l {self.glob(m.mnt, 'records.jsonl')}"))
+        ls_raw = statistics.median(shell(f"ls -l {' '.join(map(str, self.logs))}") for _ in range(self.args.repeat))
+        self.row("size", "remount, cache kept: ls -l MNT/*/records.jsonl",
+                 f"warm {statistics.median(warm_t) * 1e3:.0f} ms, evicted {statistics.median(cold_t) * 1e3:.0f} ms "
+                 f"(target < 150 ms); ls -l LOGDIR/*/*.log {ls_raw * 1e3:.0f} ms")
+
+    def quiet(self) -> None:
+        cache = self.work / "cache-read"
+        seconds = self.args.quiet_seconds
+        with self.mount(cache) as m:
+            os.listdir(m.mnt)
+            for n in self.names:
+                os.stat(m.mnt / n / "records.jsonl")
+            time.sleep(2)
+            before = m.cpu_seconds()
+            time.sleep(seconds)
+            used = m.cpu_seconds() - before
+        self.row("quiet", f"mount of {len(self.names)} partitions, idle {seconds:.0f} s after a stat of each",
+                 f"{used:.2f} CPU s = {used / seconds:.1%} of a core (target < 1%)")
+
+    def consume(self) -> None:
+        base = kafkafs("consume", str(self.logdir), self.topic)
+        t_inter, t_plain = median_pairs(self.args.repeat, lambda: shell(base + " > /dev/null"),
+                                        lambda: shell(base + " --no-interleave > /dev/null"))
+        self.row("consume", "kafkafs consume LOGDIR t (interleaved) > /dev/null",
+                 f"{t_inter:.2f} s = {t_inter / t_plain:.2f}x --no-interleave (target <= 1.5x)")
+        self.row("consume", "kafkafs consume LOGDIR t --no-interleave > /dev/null", f"{t_plain:.2f} s")
+
+    def byoffset(self) -> None:
+        cache = self.work / "cache-read"
+        rng = random.Random(5)
+        count = self.args.offsets
+        per = [0] * len(self.names)
+        with self.mount(cache) as m:
+            for i, n in enumerate(self.names):
+                per[i] = json.loads((m.mnt / n / "partition.json").read_bytes())["logEndOffset"]
+            picks = [(rng.randrange(len(self.names)), 0) for _ in range(count)]
+            picks = [(p, rng.randrange(per[p])) for p, _ in picks]
+            seg = m.mnt / self.names[0] / "segments"
+            tiny = min((f for f in os.listdir(seg) if not f.endswith(".log")), key=lambda f: os.stat(seg / f).st_size)
+            tiny_path = seg / tiny
+            tiny_size = os.stat(tiny_path).st_size
+
+            def timed(path: Path) -> float:
+                start = time.perf_counter()
+                with open(path, "rb") as f:
+                    f.read()
+                return time.perf_counter() - start
+
+            for _ in range(50):
+                timed(tiny_path)
+            first, again, raw = [], [], []
+            for p, offset in picks:
+                path = m.mnt / self.names[p] / "by-offset" / f"{offset}.json"
+                first.append(timed(path))
+                for _ in range(4):
+                    again.append(timed(path))
+                    raw.append(timed(tiny_path))
+        f50, a50, r50 = (statistics.median(x) * 1e3 for x in (first, again, raw))
+        self.row("byoffset", f"by-offset/N.json, {count} offsets over every partition: first read p50",
+                 f"{f50:.3f} ms")
+        self.row("byoffset", "by-offset/N.json, the same offsets read 4 more times: p50",
+                 f"{a50:.3f} ms = {a50 / r50:.2f}x a tiny raw file (target <= 0.5x)")
+        self.row("byoffset", f"open+read of segments/{tiny} ({tiny_size} bytes) through the mount: p50",
+                 f"{r50:.3f} ms")
+
+    def produce(self) -> None:
+        n = self.args.produce
+        json_lines = self.work / f"json-{n}.jsonl"
+        plain_lines = self.work / f"plain-{n}.txt"
+        if not json_lines.exists():
+            with self.mount(self.work / "cache-read") as m, open(json_lines, "wb") as out:
+                left = n
+                for name in self.names:
+                    with open(m.mnt / name / "records.jsonl", "rb") as f:
+                        for line in f:
+                            out.write(line)
+                            left -= 1
+                            if not left:
+                                break
+                    if not left:
+                        break
+            rng = random.Random(11)
+            words = ["Zürich", "naïve", "café", "東京", "plain", "order", "payment", "ascii", "text", "tab\there"]
+            with open(plain_lines, "w", encoding="utf-8") as out:
+                for i in range(n):
+                    out.write(f"line {i} " + " ".join(rng.choice(words) for _ in range(rng.randrange(3, 14))) + "\n")
+        t_floor = kafka_python_floor(json_lines)
+        runs: dict[str, list[float]] = {"json": [], "plain": [], "append": [], "floor": [t_floor]}
+        for _ in range(self.args.repeat):
+            for kind, lines in (("json", json_lines), ("plain", plain_lines)):
+                target = self.work / "produce-logdir"
+                shutil.rmtree(target, ignore_errors=True)
+                target.mkdir()
+                runs[kind].append(shell(kafkafs("produce", str(target), "t-0"), stdin=lines))
+            runs["append"].append(self.append_through_mount(json_lines))
+            runs["floor"].append(kafka_python_floor(json_lines))
+        j, p, a, fl = (statistics.median(runs[k]) for k in ("json", "plain", "append", "floor"))
+        self.row("produce", f"kafka-python's builder, json.loads of each of {n:,} JSON lines (in memory)",
+                 f"{fl:.2f} s, {n / fl:,.0f} rec/s")
+        self.row("produce", f"kafkafs produce, {n:,} mixed JSON-object lines",
+                 f"{j:.2f} s, {n / j:,.0f} rec/s = {fl / j:.2f}x kafka-python (target >= 1.5x)")
+        self.row("produce", f"kafkafs produce, {n:,} plain lines", f"{p:.2f} s, {n / p:,.0f} rec/s (target >= 1M/s)")
+        self.row("produce", "the JSON lines into MNT/t-0/append, 1,000 lines a write",
+                 f"{a:.2f} s, {n / a:,.0f} rec/s = {a / j:.2f}x produce's time (target <= 1.2x)")
+
+    def append_through_mount(self, lines: Path) -> float:
+        target = self.work / "append-logdir"
+        shutil.rmtree(target, ignore_errors=True)
+        target.mkdir()
+        m = Mounted(target, self.work / "mnt-rw", "--rw", "--cache-dir", str(self.work / "cache-rw"))
+        try:
+            (m.mnt / "t-0").mkdir()
+            with open(lines, "rb") as f:
+                data = f.read()
+            chunks = []
+            pos = 0
+            while pos < len(data):
+                end = pos
+                for _ in range(1000):
+                    nl = data.find(b"\n", end)
+                    if nl < 0:
+                        end = len(data)
+                        break
+                    end = nl + 1
+                    if end >= len(data):
+                        break
+                chunks.append(data[pos:end])
+                pos = end
+            start = time.perf_counter()
+            fd = os.open(m.mnt / "t-0" / "append", os.O_WRONLY)
+            try:
+                for chunk in chunks:
+                    os.write(fd, chunk)
+            finally:
+                os.close(fd)
+            return time.perf_counter() - start
+        finally:
+            m.close()
+
+
+def kafka_python_floor(lines_path: Path) -> float:
+    """kafka-python's DefaultRecordBatchBuilder fed by json.loads of each line, 1,000 records a batch:
+    what a Python producer spends before any network."""
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+
+    lines = lines_path.read_bytes().splitlines()
+
+    def as_bytes(v: object) -> bytes | None:
+        if v is None:
+            return None
+        if isinstance(v, str):
+            return v.encode()
+        if isinstance(v, dict) and "$base64" in v:
+            return base64.b64decode(v["$base64"])
+        return json.dumps(v, separators=(",", ":"), ensure_ascii=False).encode()
+
+    start = time.perf_counter()
+    total = 0
+    for i in range(0, len(lines), 1000):
+        builder = DefaultRecordBatchBuilder(2, 0, False, -1, -1, -1, 1 << 30)
+        for j, line in enumerate(lines[i : i + 1000]):
+            obj = json.loads(line)
+            headers = [(h["key"], as_bytes(h["value"])) for h in obj.get("headers") or ()]
+            builder.append(j, obj.get("timestamp"), as_bytes(obj.get("key")), as_bytes(obj.get("value")), headers)
+        total += len(builder.build())
+    took = time.perf_counter() - start
+    assert total > 0
+    return took
+
+
+# ---------------------------------------------------------------------------------------------- main
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--partitions", type=int, default=200)
+    parser.add_argument("--records", type=int, default=25_000, help="records a partition")
+    parser.add_argument("--topic", default="t")
+    parser.add_argument("--logdir", help="measure this log directory instead of building one")
+    parser.add_argument("--only", default=",".join(SECTIONS), help=f"sections to run, of {','.join(SECTIONS)}")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--offsets", type=int, default=200)
+    parser.add_argument("--produce", type=int, default=1_000_000, help="lines for the produce rows")
+    parser.add_argument("--quiet-seconds", type=float, default=20.0)
+    parser.add_argument("--work", help="build (and reuse) the data here instead of a temporary folder")
+    args = parser.parse_args()
+
+    work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="kafkafs-many-"))
+    work.mkdir(parents=True, exist_ok=True)
+    logdir = Path(args.logdir) if args.logdir else work / "logs"
+    if not args.logdir:
+        build(logdir, args.topic, args.partitions, args.records)
+    load = os.getloadavg()
+    bench = Bench(args, work, logdir)
+    try:
+        for name in args.only.split(","):
+            if name not in SECTIONS:
+                raise SystemExit(f"unknown section {name!r}")
+            print(f"[{time.strftime('%H:%M:%S')}] {name}", file=sys.stderr, flush=True)
+            getattr(bench, name)()
+    finally:
+        if not args.work:
+            shutil.rmtree(work, ignore_errors=True)
+        print_table(bench, load)
+
+
+def print_table(bench: Bench, load: tuple[float, float, float]) -> None:
+    rows = bench.rows
+    if not rows:
+        return
+    w1 = max(len(r[0]) for r in rows)
+    w2 = max(len(r[1]) for r in rows)
+    print(f"\nkafkafs, {len(bench.names)} partitions of {bench.logdir} ({bench.log_bytes / 1e6:,.0f} MB of log), "
+          f"{os.cpu_count()} CPUs, load average at start {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f}, "
+          f"at the end {os.getloadavg()[0]:.2f}; medians of {bench.args.repeat} interleaved runs\n")
+    print(f"| {'section'.ljust(w1)} | {'what'.ljust(w2)} | result |")
+    print(f"|{'-' * (w1 + 2)}|{'-' * (w2 + 2)}|--------|")
+    for a, b, c in rows:
+        print(f"| {a.ljust(w1)} | {b.ljust(w2)} | {c} |")
+
+
+if __name__ == "__main__":
+    main()

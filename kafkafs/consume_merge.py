@@ -1,0 +1,96 @@
+"""``consume`` of a whole topic interleaved by timestamp, merged in the kernel: batches, not records.
+
+Each partition's lines come in pieces of whole batches with each line's timestamp and end: spans
+rendered on the worker threads as ``--no-interleave`` renders them (:mod:`.consume_spans`, a few
+pieces ahead of the merge per partition), and batch by batch for what spans do not take (compressed
+or legacy batches, decoders, damage, a start inside a batch). The kernel's ``Merger``
+(``format/_kernel_merge.h``) writes the lines of all partitions in the order consume has always
+printed them, heapq.merge's over ``(timestamp, partition, offset)`` per partition (the reference is
+:meth:`kafkafs.consume._Reader.lines`, kept for machines without the kernel): a piece's lines are
+copied as they are, and a partition gives way to another only where their timestamps interleave. No
+Python object is made per record.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import Any, BinaryIO
+
+from .consume_spans import FIRST_READ_BYTES, PIECE_BYTES, Plan, SpanPool, span_chunks, spannable
+from .format import kernel as _kernel
+
+__all__ = ["available", "merge", "plan_for"]
+
+#: Bytes of ``.log`` rendered ahead of the merge in all, over every partition.
+AHEAD_BYTES = 24 * 1024 * 1024
+#: The merge's output: one write of about this many bytes.
+OUT_BYTES = 1024 * 1024
+_MIN_PIECE = 16 * 1024
+_NO_LIMIT = 1 << 62
+
+
+def available() -> bool:
+    """Whether the kernel (and so the merge) is built."""
+    return _kernel.KERNEL is not None
+
+
+def plan_for(partitions: int) -> Plan:
+    """Pieces small enough that every partition can have two in flight within :data:`AHEAD_BYTES`."""
+    piece = max(_MIN_PIECE, min(PIECE_BYTES, AHEAD_BYTES // (3 * max(partitions, 1))))
+    return Plan(read=2 * piece, first_read=min(FIRST_READ_BYTES, 2 * piece), piece=piece, ahead=2, stamped=True)
+
+
+def _feed(reader: Any, pool: SpanPool, plan: Plan) -> Generator[tuple[bytes, bytes, bytes], None, None]:
+    """``(lines, timestamps, line ends)`` of ``reader``'s records from its ``next_offset``, advancing it."""
+    log_ = reader.log
+    if reader.done or reader.next_offset >= log_.log_end_offset:
+        return
+    plan = plan._replace(lo=max(reader.next_offset, log_.log_start_offset))  # as _Reader.lines trims
+    if spannable(reader.mode, reader.decoder):
+        yield from span_chunks(reader, pool, plan)
+        return
+    for segment, view in log_.batches(reader.next_offset):
+        lines, stamps, ends = reader.stamped_lines(segment, view, plan.lo)
+        if ends:
+            yield lines, stamps, ends
+
+
+def merge(readers: list, out: BinaryIO, pool: SpanPool, stop_ts: int | None, count: int | None) -> int:
+    """Write the records now in ``readers``' partitions (consume's ``_Reader``s, one per partition)
+    to ``out`` in timestamp order (ties by partition); at most ``count``. Returns how many were
+    written. A reader whose partition reaches ``stop_ts`` is marked done."""
+    merger = _kernel.KERNEL.Merger([r.log.partition for r in readers], stop_ts)
+    plan = plan_for(len(readers))
+    feeds = [_feed(r, pool, plan) for r in readers]
+    printed = 0
+    try:
+        while True:
+            limit = _NO_LIMIT if count is None else count - printed
+            data, n, need = merger.run(limit, OUT_BYTES)
+            if data:
+                out.write(data)
+            printed += n
+            if need == -1 or (count is not None and printed >= count):
+                return printed
+            if need >= 0:
+                try:
+                    _refill(merger, need, feeds[need], readers[need])
+                except BaseException:
+                    out.write(merger.drain())  # every line before the one that failed, as before
+                    raise
+    finally:
+        for feed in feeds:
+            feed.close()
+
+
+def _refill(merger: Any, j: int, feed: Generator[tuple[bytes, bytes, bytes], None, None], reader: Any) -> None:
+    """Stream ``j``'s next lines into the merger, or its end."""
+    for data, stamps, ends in feed:
+        kept, stopped = merger.load(j, data, stamps, ends)
+        if stopped:
+            reader.done = True
+            feed.close()
+            return
+        if kept:
+            return
+    merger.finish(j)

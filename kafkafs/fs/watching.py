@@ -1,0 +1,131 @@
+"""Records that other processes append (a broker, ``kafkafs produce``), found by events, not by polling.
+
+:class:`ChangeWatcher` keeps an inotify watch on the folder of every read-only partition the mount
+has opened. The first event of a burst (a write to the active ``.log``, a new segment, a file deleted
+or renamed by retention or compaction) schedules one :meth:`PartitionState.refresh
+<kafkafs.fs.views.partition.PartitionState.refresh>` of that partition :data:`BURST` seconds later;
+the events that come meanwhile ride along. So a quiet mount spends no CPU (its thread sleeps in
+``poll()``), a busy partition is refreshed at most once per burst window, and ``tail -f
+records.jsonl`` shows a record well within a second. A folder that cannot be watched (inotify's limit
+reached, a file system without inotify) is polled as before (:func:`~kafkafs.fs.invalidation.poll_forever`).
+
+The refresh tells the listeners (the :class:`~kafkafs.fs.invalidation.Invalidator`) what changed, as
+the poller's did.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import select
+import threading
+import time
+
+from inotify_simple import INotify
+from inotify_simple import flags as inotify_flags
+
+from .views.partition import PartitionState
+
+__all__ = ["ChangeWatcher", "BURST"]
+
+log = logging.getLogger("kafkafs.fs")
+
+#: How long a partition's changes gather before its one refresh.
+BURST = 0.05
+
+_MASK = (
+    inotify_flags.MODIFY
+    | inotify_flags.CLOSE_WRITE
+    | inotify_flags.CREATE
+    | inotify_flags.DELETE
+    | inotify_flags.MOVED_FROM
+    | inotify_flags.MOVED_TO
+    | inotify_flags.DELETE_SELF
+    | inotify_flags.MOVE_SELF
+)
+
+
+class ChangeWatcher:
+    """inotify watches on partition folders, and the thread that refreshes the partitions they report.
+
+    Threads: :meth:`watch` and :meth:`stop` from any thread; the events are read, and the refreshes run,
+    on the watcher's own thread only."""
+
+    def __init__(self, burst: float = BURST) -> None:
+        self.burst = burst
+        self._inotify = INotify()
+        self._wake_r, self._wake_w = os.pipe()
+        self._lock = threading.Lock()
+        self._by_wd: dict[int, PartitionState] = {}
+        self._wd_of: dict[str, int] = {}
+        self._new: list[PartitionState] = []  # watched since the thread last looked: refreshed once
+        self._stopped = False
+        self._thread = threading.Thread(target=self._run, name="kafkafs-watch", daemon=True)
+        self.refreshes = 0
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopped = True
+        os.write(self._wake_w, b"x")
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
+        self._inotify.close()
+        os.close(self._wake_r)
+        os.close(self._wake_w)
+
+    def watch(self, state: PartitionState) -> bool:
+        """Watch ``state``'s folder (once); False when it cannot be watched (the caller polls it)."""
+        with self._lock:
+            wd = self._wd_of.get(state.name)
+            if wd is not None and self._by_wd.get(wd) is state:
+                return True
+            try:
+                wd = self._inotify.add_watch(str(state.log.dir), _MASK)
+            except OSError as exc:
+                log.info("%s: cannot watch for new records (%s); polling it", state.name, exc)
+                return False
+            self._by_wd[wd] = state
+            self._wd_of[state.name] = wd
+            self._new.append(state)  # what came before the watch: one refresh finds it
+        os.write(self._wake_w, b"w")
+        return True
+
+    def _run(self) -> None:
+        poller = select.poll()
+        poller.register(self._inotify.fileno(), select.POLLIN)
+        poller.register(self._wake_r, select.POLLIN)
+        due: dict[str, tuple[float, PartitionState]] = {}
+        while not self._stopped:
+            now = time.monotonic()
+            timeout = None if not due else max(0.0, min(t for t, _ in due.values()) - now) * 1000
+            ready = {fd for fd, _ in poller.poll(timeout)}
+            now = time.monotonic()
+            if self._wake_r in ready:
+                os.read(self._wake_r, 4096)
+                with self._lock:
+                    new, self._new = self._new, []
+                for fresh in new:
+                    due.setdefault(fresh.name, (now, fresh))
+            if self._inotify.fileno() in ready:
+                for event in self._inotify.read(timeout=0):
+                    with self._lock:
+                        state = self._by_wd.get(event.wd)
+                        if event.mask & inotify_flags.IGNORED and state is not None:  # the folder went
+                            del self._by_wd[event.wd]
+                            if self._wd_of.get(state.name) == event.wd:
+                                del self._wd_of[state.name]
+                    if state is not None and state.name not in due:
+                        due[state.name] = (now + self.burst, state)
+            for name, (at, waiting) in list(due.items()):
+                if at <= now:
+                    del due[name]
+                    self._refresh(waiting)
+
+    def _refresh(self, state: PartitionState) -> None:
+        try:
+            state.refresh(force=True)
+            self.refreshes += 1
+        except Exception as exc:
+            log.warning("%s: could not look for new records: %s", state.name, exc)

@@ -1,0 +1,85 @@
+"""Records another process appends are found by inotify events (kafkafs/fs/watching.py), not by polling:
+a watched partition is refreshed soon after an append, once per burst of appends, and never while
+nothing changes. Through a mount: ``records.jsonl`` shows another process's record within a second."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from kafkafs.format.jsonview import ProducerRecord
+from kafkafs.fs.watching import ChangeWatcher
+from kafkafs.storage.logdir import LogDir
+
+from .conftest import SMALL_SEGMENTS, tree_of
+
+
+def test_an_append_by_another_process_is_seen_once_per_burst(tmp_path):
+    with LogDir(tmp_path, SMALL_SEGMENTS, writable=True) as d:
+        d.create_partition("w", 0).append_records([ProducerRecord(None, None, b"first", ())])
+    tree = tree_of(tmp_path)
+    watcher = ChangeWatcher(burst=0.2)
+    changes = []
+    seen = threading.Event()
+    tree.partitions.add_listener(lambda state: (changes.append(state.log.log_end_offset), seen.set()))
+    try:
+        state = tree.partitions.state("w-0")
+        watcher.start()
+        assert watcher.watch(state) and watcher.watch(state)  # once
+        time.sleep(0.5)
+        settled = watcher.refreshes
+        assert settled == 1 and changes == []  # the refresh on watching; nothing had changed
+        with LogDir(tmp_path, SMALL_SEGMENTS, writable=True) as d:  # another process's appends
+            log_ = d.log("w-0")
+            log_.append_records([ProducerRecord(None, None, b"a%d" % i, ()) for i in range(3)])
+            for i in range(20):  # a burst: appends within the burst window ride on one refresh
+                log_.append_records([ProducerRecord(None, None, b"b%d" % i, ())], flush=True)
+        assert seen.wait(5)
+        time.sleep(0.6)
+        assert state.log.log_end_offset == 24
+        assert changes[-1] == 24
+        assert watcher.refreshes - settled < 10  # 21 appends (and the close): a few bursts
+        quiet = watcher.refreshes
+        time.sleep(1.0)
+        assert watcher.refreshes == quiet  # nothing changes: nothing is refreshed
+    finally:
+        watcher.stop()
+        tree.close()
+
+
+def test_a_folder_that_cannot_be_watched_is_left_to_polling(tmp_path):
+    with LogDir(tmp_path, SMALL_SEGMENTS, writable=True) as d:
+        d.create_partition("w", 0)
+    tree = tree_of(tmp_path)
+    watcher = ChangeWatcher()
+    try:
+        state = tree.partitions.state("w-0")
+        (tmp_path / "w-0").rename(tmp_path / "gone")
+        assert not watcher.watch(state)  # False: the caller keeps polling it
+    finally:
+        watcher.stop()
+        tree.close()
+
+
+def test_the_first_stat_of_a_topic_sizes_its_other_partitions_ahead(tmp_path):
+    """``ls -l MOUNT/*/records.jsonl`` stats one file at a time: the first stat of a topic's
+    records.jsonl starts sizing the topic's other partitions in the background (not other topics')."""
+    with LogDir(tmp_path, SMALL_SEGMENTS, writable=True) as d:
+        for name, p in (("t", 0), ("t", 1), ("t", 2), ("u", 0)):
+            d.create_partition(name, p).append_records([ProducerRecord(1, None, b"v%d" % i, ()) for i in range(50)])
+    tree = tree_of(tmp_path)
+    try:
+        size = tree.resolve("t-0/records.jsonl").attr().size
+        assert size > 0
+        deadline = time.monotonic() + 10
+        states = tree.partitions
+        while time.monotonic() < deadline:
+            sized = [name for name in ("t-1", "t-2") if states.state(name).cached_composition() is not None]
+            if len(sized) == 2:
+                break
+            time.sleep(0.05)
+        assert sized == ["t-1", "t-2"]
+        assert "u-0" not in [s.name for s in states.open_states()]  # another topic: not sized ahead
+        assert tree.resolve("t-2/records.jsonl").attr().size == size  # the same records, the same size
+    finally:
+        tree.close()
