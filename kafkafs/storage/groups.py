@@ -13,7 +13,8 @@ Every ``__consumer_offsets`` partition of the log directory is replayed in offse
 - a consumer group (KIP-848; types 3 to 8) is its epoch, its members' metadata and current
   assignments, and its target assignment epoch; its state is ``Empty`` without members, ``Assigning``
   while the group epoch is past the target assignment's, ``Reconciling`` while a member is not stable
-  at that epoch, else ``Stable`` (Kafka's ``ConsumerGroup.maybeUpdateGroupState``). Assignments name
+  at that epoch, else ``Stable`` (Kafka's ``ConsumerGroup.maybeUpdateGroupState``); its protocol is the
+  server assignor its members prefer (Kafka's default, ``uniform``, when none names one). Assignments name
   topics by id: the group's own partition metadata and the partitions' ``partition.metadata`` files
   name them (an id nobody names stays an id);
 - share and streams groups' records are left out (``kafka-consumer-groups`` does not show them).
@@ -46,6 +47,9 @@ OFFSETS_TOPIC = "__consumer_offsets"
 _CLASSIC = 2
 _COMMITS = (0, 1)
 _CONSUMER_TYPES = range(3, 9)
+#: The assignor a consumer group uses when no member names one: the first of the broker's
+#: ``group.consumer.assignors`` (Kafka's default list starts with it).
+DEFAULT_ASSIGNOR = "uniform"
 
 
 @dataclass
@@ -193,7 +197,8 @@ def group_view(replay: GroupsReplay, group: str, end_offsets: dict[tuple[str, in
     if consumer is not None:
         names = {**topic_names, **consumer.topics}
         assignors = Counter(m.get("serverAssignor") for m in consumer.members.values() if m.get("serverAssignor"))
-        head = {"protocolType": "consumer", "protocol": assignors.most_common(1)[0][0] if assignors else None,
+        head = {"protocolType": "consumer",
+                "protocol": assignors.most_common(1)[0][0] if assignors else DEFAULT_ASSIGNOR,
                 "state": _consumer_state(consumer), "generation": consumer.epoch, "leader": None}
         for member_id in sorted(consumer.members):
             meta = consumer.members[member_id]
