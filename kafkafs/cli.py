@@ -14,6 +14,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import BinaryIO
 
 from . import __version__
 from .errors import (
@@ -78,7 +79,7 @@ def _open_logdir(path: str, args: argparse.Namespace, *, writable: bool, strict:
     return LogDir(path, _settings(args), writable=writable)
 
 
-def _stdout() -> object:
+def _stdout() -> BinaryIO:
     return sys.stdout.buffer
 
 
@@ -212,8 +213,7 @@ def cmd_consume(args: argparse.Namespace) -> int:
     from .storage.schemas import load_registry
 
     tune_malloc()
-    spec, stop_ts = start_from_args(args)
-    filters = filters_from_args(args)
+    spec, stop_ts, filters = *start_from_args(args), filters_from_args(args)  # usage errors first
     logdir = _open_logdir(args.logdir, args, writable=False)
     try:
         names = resolve_partitions(logdir, args.partition, args.topic, args.partition_number)
@@ -355,7 +355,7 @@ def _logdir_command(
     return p
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser() -> _Parser:
     from .consume import add_consume_arguments
     from .describe import DESCRIBE_COMMANDS
     from .dump.options import add_dump_arguments
@@ -407,7 +407,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_settings_options(p)
 
     for name, add_arguments in DESCRIBE_COMMANDS.items():  # groups, transactions
-        _add_settings_options(add_arguments(_logdir_command(sub, name, cmd_describe, add_arguments.__doc__)))
+        _add_settings_options(add_arguments(_logdir_command(sub, name, cmd_describe, add_arguments.__doc__ or name)))
 
     p = sub.add_parser("dump", help="print any file of a partition folder as kafka-dump-log does")
     add_dump_arguments(p)

@@ -88,10 +88,11 @@ class GroupsReplay:
             return  # a record type this version does not know: left out
         kind, data = decoded["type"], decoded["data"]
         try:
-            body = None if value is None else offsets_value(value, key)["data"]
+            decoded_value = None if value is None else offsets_value(value, key)
         except CorruptRecordError as exc:
             log.debug("__consumer_offsets record of type %d does not decode: %s", kind, exc)
             return
+        body = None if decoded_value is None else decoded_value["data"]
         if kind in _COMMITS:
             tp = (data["topic"], data["partition"])
             if transactional and producer_id >= 0:
@@ -123,13 +124,13 @@ class GroupsReplay:
             self.offsets.setdefault(group, {})[tp] = body
 
     def _consumer(self, kind: int, data: dict, body: dict | None) -> None:
-        group_id = data["groupId"]
+        group_id: str = data["groupId"]
         group = self.consumer.get(group_id)
         if group is None:
             if body is None:
                 return
             group = self.consumer[group_id] = _Consumer()
-        member = data.get("memberId")
+        member: str = data.get("memberId") or ""
         if kind == 3:  # ConsumerGroupMetadata: the group epoch, or the group's end
             if body is None:
                 del self.consumer[group_id]
@@ -173,11 +174,11 @@ def _consumer_state(group: _Consumer) -> str:
     return "Stable"
 
 
-def _assignment(partitions: Iterable[dict], names: dict[str, str], key: str) -> list[dict]:
+def _assignment(partitions: Iterable[dict] | None, names: dict[str, str], key: str) -> list[dict]:
     out = []
     for tp in partitions or ():
         topic = tp.get(key)
-        if key == "topicId":
+        if key == "topicId" and topic is not None:
             topic = names.get(topic, topic)
         out.append({"topic": topic, "partitions": sorted(tp.get("partitions") or ())})
     return sorted(out, key=lambda a: (a["topic"] is None, a["topic"] or ""))

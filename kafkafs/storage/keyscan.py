@@ -19,7 +19,7 @@ import os
 import tempfile
 from array import array
 from collections.abc import Callable, Iterator
-from typing import BinaryIO, NamedTuple
+from typing import BinaryIO, NamedTuple, NoReturn
 
 from .. import __version__
 from ..errors import CorruptRecordError
@@ -193,7 +193,7 @@ class ScanDamage(NamedTuple):
     def as_dict(self) -> dict:
         return {"offset": self.offset, "position": self.position, "reason": str(self.error)}
 
-    def raise_it(self) -> None:
+    def raise_it(self) -> NoReturn:
         raise self.error
 
 

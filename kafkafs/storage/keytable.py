@@ -49,6 +49,7 @@ from .keyfile import DamagedIndex, SegmentKeyIndex
 from .keyindex import KeyIndexStore
 from .keyscan import ScanDamage, build_key_index, scan_entries
 from .records import BatchView
+from .segment import LogSegment
 
 __all__ = ["PartitionKeys", "KeyRecord", "Table", "TablePart", "RANGE_ENTRIES", "BITMAP_BUDGET"]
 
@@ -64,7 +65,7 @@ class KeyRecord(NamedTuple):
     when the record was found by a scan)."""
 
     offset: int
-    segment: object
+    segment: LogSegment
     view: BatchView | None = None
 
 
@@ -72,17 +73,17 @@ class TablePart(NamedTuple):
     """One segment of a table: the filter of its kept records (a bitmap of offsets from its base), and
     the bytes of it the table covers (``size``: the active segment's as it was when the table was made)."""
 
-    segment: object
+    segment: LogSegment
     filter: RecordFilter
     kept: int
     size: int
 
 
 class _Source(NamedTuple):
-    """A segment with its index, its aborted ranges (None: none) and how many offsets it spans."""
+    """A segment with its key index, its aborted ranges (None: none) and how many offsets it spans."""
 
-    segment: object
-    index: SegmentKeyIndex
+    segment: LogSegment
+    keys: SegmentKeyIndex
     aborted: array | None
     span: int
 
@@ -189,9 +190,9 @@ class Table:
         bitmaps = [bytearray((s.span + 7) // 8) if lo <= len(sources) - 1 - i < hi else None
                    for i, s in enumerate(newest_first)]
         kept = distinct = 0
-        bits = _range_bits(sum(s.index.entries for s in newest_first))
+        bits = _range_bits(sum(s.keys.entries for s in newest_first))
         for prefix in range(1 << bits):
-            slices = [s.index.slice(prefix, bits) for s in newest_first]
+            slices = [s.keys.slice(prefix, bits) for s in newest_first]
             k, d = table_latest(slices, [s.aborted for s in newest_first], bitmaps, self._tombstones)
             kept += k
             distinct += d
@@ -203,8 +204,8 @@ class Table:
             if bitmap is not None:
                 count = int.from_bytes(bitmap, "little").bit_count()
                 parts.append(TablePart(source.segment, RecordFilter(bits=bytes(bitmap),
-                                                                    bits_base=source.index.base_offset), count,
-                                       source.index.head["scanned"]))
+                                                                    bits_base=source.keys.base_offset), count,
+                                       source.keys.head["scanned"]))
         parts.reverse()
         self._cached = (g, parts)
         return parts
@@ -263,7 +264,7 @@ class PartitionKeys:
     def _index(self, segment) -> SegmentKeyIndex | None:
         return self.store.get(segment, self.log.topic, self.log.partition, build=self.build)
 
-    def _segments(self) -> tuple[list, object | None]:
+    def _segments(self) -> tuple[list[LogSegment], LogSegment | None]:
         segments = list(self.log.segments)
         if not segments:
             return [], None
@@ -375,9 +376,9 @@ class PartitionKeys:
             hashed = index.long_key(digest)
             entries = index.find(*hashed) if hashed is not None else []
             for rel, _flags in entries:
-                key = self._key_at(segment, segment.base_offset + rel)
-                if key is not None and key_sha256(key) == digest:
-                    return key
+                found = self._key_at(segment, segment.base_offset + rel)
+                if found is not None and key_sha256(found) == digest:
+                    return found
         return None
 
     def _key_at(self, segment, offset: int) -> bytes | None:
