@@ -64,7 +64,11 @@ def cut_points(segment: LogSegment, start: int, stop: int, max_bytes: int) -> li
     cuts: list[int] = []
     for k in range(1, parts):
         target = start + length * k // parts
-        i = _bisect(n, lambda j, t=target: index.entry(j).position <= t) - 1
+
+        def below(j: int, t: int = target) -> bool:
+            return index.entry(j).position <= t
+
+        i = _bisect(n, below) - 1
         if i < 0:
             continue
         pos = index.entry(i).position

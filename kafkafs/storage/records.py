@@ -175,11 +175,16 @@ class FileRecords:
 
     def stat_size(self) -> int:
         """The file's size as the file system sees it now."""
-        return os.fstat(self.handle().fd).st_size
+        handle = self.handle()  # held while used: see read_at
+        return os.fstat(handle.fd).st_size
 
     def read_at(self, position: int, size: int) -> bytes:
-        """Up to ``size`` bytes from ``position`` (short at the end)."""
-        return os.pread(self.handle().fd, size, position)
+        """Up to ``size`` bytes from ``position`` (short at the end). The handle is held in a local for
+        the whole read: ``os.pread(self.handle().fd, ...)`` drops it before the read, and a release or
+        close in another thread then closes the descriptor under it (EBADF), or lets another file take
+        its number (another file's bytes: issue 20)."""
+        handle = self.handle()
+        return os.pread(handle.fd, size, position)
 
     def batches(
         self, start_position: int, end: int, *, nowait: bool = False, first_read: int | None = None
@@ -235,7 +240,8 @@ class FileRecords:
     def write_at(self, data: bytes | bytearray | memoryview, position: int) -> None:
         """Append ``data`` at ``position``, the end of the file (the caller publishes the new size); on an
         error the file is cut back to ``position``."""
-        fd = self.handle().fd
+        handle = self.handle()  # held for the whole write (see read_at)
+        fd = handle.fd
         view = memoryview(data)
         start = position
         try:
@@ -256,10 +262,12 @@ class FileRecords:
             raise
 
     def truncate(self, size: int) -> None:
-        os.ftruncate(self.handle().fd, size)
+        handle = self.handle()
+        os.ftruncate(handle.fd, size)
 
     def fsync(self) -> None:
-        os.fsync(self.handle().fd)
+        handle = self.handle()
+        os.fsync(handle.fd)
 
     def rename(self, path: Path) -> None:
         """Move the file; the open descriptor stays valid."""
