@@ -95,6 +95,18 @@ def consume_by_key(logs: Path, cache: Path, keys: list[bytes], repeat: int) -> t
     return indexed, grepped, same
 
 
+class _Rows(list):
+    """The table's rows, each also said on stderr as soon as it is measured."""
+
+    def append(self, row: tuple[str, str, str]) -> None:
+        print(" | ".join(row), file=sys.stderr, flush=True)
+        super().append(row)
+
+    def extend(self, rows) -> None:
+        for row in rows:
+            self.append(row)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, default=10_000_000)
@@ -107,7 +119,7 @@ def main() -> None:
     args = parser.parse_args()
     work = args.work or Path(tempfile.mkdtemp(prefix="kafkafs-bench-keys-"))
     logs, cache = work / "logs", work / "cache"
-    rows: list[tuple[str, str, str]] = []
+    rows = _Rows()
     try:
         if not (logs / PARTITION).is_dir():
             t = time.perf_counter()

@@ -21,16 +21,16 @@ def _load() -> str:
     return " ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
-def _existing_keys(logs: Path, keys: int, want: int, seed: int) -> list[bytes]:
-    """``want`` keys of the space that have a record (drawn at random, checked through the engine's
-    key index, which the mount shares)."""
+def _existing_keys(logs: Path, cache: Path, keys: int, want: int, seed: int) -> list[bytes]:
+    """``want`` keys of the space that have a record (drawn at random, checked through the key
+    indexes already built in ``cache``)."""
     from kafkafs.storage.keyindex import KeyIndexStore
     from kafkafs.storage.keytable import PartitionKeys
 
     rng = random.Random(seed)
     out: list[bytes] = []
     with LogDir(logs) as logdir:
-        found = PartitionKeys(logdir.log("kv-0"), KeyIndexStore(None), build=False)
+        found = PartitionKeys(logdir.log("kv-0"), KeyIndexStore(cache), build=False)
         while len(out) < want:
             key = key_bytes(rng.randrange(keys))
             if found.latest(key) is not None:
@@ -56,7 +56,7 @@ def measure_mount(logs: Path, cache: Path, args) -> list[tuple[str, str, str]]:
     with LogDir(logs) as logdir:
         records = logdir.log("kv-0").log_end_offset
     samples = 2000
-    keys = _existing_keys(logs, args.keys, samples + 50, 11)
+    keys = _existing_keys(logs, cache, args.keys, samples + 50, 11)
     names = [key_name(k) for k in keys]
     work = logs.parent
     before = _load()

@@ -183,8 +183,7 @@ def cmd_consume(args: argparse.Namespace) -> int:
     from .storage.schemas import load_registry
 
     tune_malloc()
-    spec, stop_ts = start_from_args(args)
-    filters = filters_from_args(args)
+    spec, stop_ts, filters = *start_from_args(args), filters_from_args(args)  # usage errors first
     logdir = _open_logdir(args.logdir, args, writable=False)
     try:
         names = resolve_partitions(logdir, args.partition, args.topic, args.partition_number)
@@ -377,7 +376,7 @@ def build_parser() -> _Parser:
     _add_settings_options(p)
 
     for name, add_arguments in DESCRIBE_COMMANDS.items():  # groups, transactions
-        _add_settings_options(add_arguments(_logdir_command(sub, name, cmd_describe, add_arguments.__doc__)))
+        _add_settings_options(add_arguments(_logdir_command(sub, name, cmd_describe, add_arguments.__doc__ or name)))
 
     p = sub.add_parser("dump", help="print any file of a partition folder as kafka-dump-log does")
     add_dump_arguments(p)

@@ -265,11 +265,12 @@ def _indexed_chunks(reader: _Reader, keys_store, count: int | None) -> Iterator[
     from .storage.keytable import PartitionKeys
 
     log_ = reader.log
-    key = reader.record_filter.key
+    key = reader.record_filter.key if reader.record_filter is not None else None
+    assert key is not None  # consume() comes here only to find a key
     stop = None
     if reader.stop_ts is not None:
-        found = log_.offset_for_timestamp(reader.stop_ts)
-        stop = found[0] if found else None
+        first_late = log_.offset_for_timestamp(reader.stop_ts)
+        stop = first_late[0] if first_late else None
     printed = 0
     for found in PartitionKeys(log_, keys_store, build=False).history(key, include_aborted=True):
         if found.offset < reader.next_offset:

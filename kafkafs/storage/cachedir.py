@@ -64,11 +64,12 @@ def write_entry(directory: Path, name: str, write: Callable[[BinaryIO], object])
     ``write(f)`` fills a temporary file of the folder, which then replaces the entry, so a reader sees
     the old entry or the new one. OSError (a folder that cannot be written) passes to the caller."""
     directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=Path(name).suffix, dir=directory)
+    fd, made = tempfile.mkstemp(prefix=".tmp-", suffix=Path(name).suffix, dir=directory)
+    tmp: str | None = made
     try:
         with os.fdopen(fd, "w+b") as f:
             write(f)
-        os.replace(tmp, directory / name)
+        os.replace(made, directory / name)
         tmp = None
     finally:
         if tmp is not None:

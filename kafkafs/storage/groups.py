@@ -13,7 +13,8 @@ Every ``__consumer_offsets`` partition of the log directory is replayed in offse
 - a consumer group (KIP-848; types 3 to 8) is its epoch, its members' metadata and current
   assignments, and its target assignment epoch; its state is ``Empty`` without members, ``Assigning``
   while the group epoch is past the target assignment's, ``Reconciling`` while a member is not stable
-  at that epoch, else ``Stable`` (Kafka's ``ConsumerGroup.maybeUpdateGroupState``). Assignments name
+  at that epoch, else ``Stable`` (Kafka's ``ConsumerGroup.maybeUpdateGroupState``); its protocol is the
+  server assignor its members prefer (Kafka's default, ``uniform``, when none names one). Assignments name
   topics by id: the group's own partition metadata and the partitions' ``partition.metadata`` files
   name them (an id nobody names stays an id);
 - share and streams groups' records are left out (``kafka-consumer-groups`` does not show them).
@@ -46,6 +47,9 @@ OFFSETS_TOPIC = "__consumer_offsets"
 _CLASSIC = 2
 _COMMITS = (0, 1)
 _CONSUMER_TYPES = range(3, 9)
+#: The assignor a consumer group uses when no member names one: the first of the broker's
+#: ``group.consumer.assignors`` (Kafka's default list starts with it).
+DEFAULT_ASSIGNOR = "uniform"
 
 
 @dataclass
@@ -84,10 +88,11 @@ class GroupsReplay:
             return  # a record type this version does not know: left out
         kind, data = decoded["type"], decoded["data"]
         try:
-            body = None if value is None else offsets_value(value, key)["data"]
+            decoded_value = None if value is None else offsets_value(value, key)
         except CorruptRecordError as exc:
             log.debug("__consumer_offsets record of type %d does not decode: %s", kind, exc)
             return
+        body = None if decoded_value is None else decoded_value["data"]
         if kind in _COMMITS:
             tp = (data["topic"], data["partition"])
             if transactional and producer_id >= 0:
@@ -119,13 +124,13 @@ class GroupsReplay:
             self.offsets.setdefault(group, {})[tp] = body
 
     def _consumer(self, kind: int, data: dict, body: dict | None) -> None:
-        group_id = data["groupId"]
+        group_id: str = data["groupId"]
         group = self.consumer.get(group_id)
         if group is None:
             if body is None:
                 return
             group = self.consumer[group_id] = _Consumer()
-        member = data.get("memberId")
+        member: str = data.get("memberId") or ""
         if kind == 3:  # ConsumerGroupMetadata: the group epoch, or the group's end
             if body is None:
                 del self.consumer[group_id]
@@ -169,11 +174,11 @@ def _consumer_state(group: _Consumer) -> str:
     return "Stable"
 
 
-def _assignment(partitions: Iterable[dict], names: dict[str, str], key: str) -> list[dict]:
+def _assignment(partitions: Iterable[dict] | None, names: dict[str, str], key: str) -> list[dict]:
     out = []
     for tp in partitions or ():
         topic = tp.get(key)
-        if key == "topicId":
+        if key == "topicId" and topic is not None:
             topic = names.get(topic, topic)
         out.append({"topic": topic, "partitions": sorted(tp.get("partitions") or ())})
     return sorted(out, key=lambda a: (a["topic"] is None, a["topic"] or ""))
@@ -193,7 +198,8 @@ def group_view(replay: GroupsReplay, group: str, end_offsets: dict[tuple[str, in
     if consumer is not None:
         names = {**topic_names, **consumer.topics}
         assignors = Counter(m.get("serverAssignor") for m in consumer.members.values() if m.get("serverAssignor"))
-        head = {"protocolType": "consumer", "protocol": assignors.most_common(1)[0][0] if assignors else None,
+        head = {"protocolType": "consumer",
+                "protocol": assignors.most_common(1)[0][0] if assignors else DEFAULT_ASSIGNOR,
                 "state": _consumer_state(consumer), "generation": consumer.epoch, "leader": None}
         for member_id in sorted(consumer.members):
             meta = consumer.members[member_id]

@@ -19,7 +19,7 @@ import os
 import tempfile
 from array import array
 from collections.abc import Callable, Iterator
-from typing import BinaryIO, NamedTuple
+from typing import BinaryIO, NamedTuple, NoReturn
 
 from .. import __version__
 from ..errors import CorruptRecordError
@@ -151,14 +151,18 @@ class _Longs:
         self.runs = []
 
 
-def _slow_batch(segment, pos: int, size: int, record_filter: RecordFilter | None) -> tuple[KeyEntries, int, int] | None:
+def _slow_batch(segment, pos: int, size: int, record_filter: RecordFilter | None,
+                expect: int) -> tuple[KeyEntries, int, int] | None:
     """The entries of the one batch at ``pos`` the kernel did not take, where the next batch starts and
-    its last offset; None at the end. CorruptRecordError for damage."""
+    its last offset; None at the end. CorruptRecordError for damage (a v2 batch starting below
+    ``expect``, one past the batch before it, included)."""
     view = next(iter(segment.batches(pos, size)), None)
     if view is None:
         return None
     h = view.header
     file = str(segment.log_path)
+    if h.magic == 2 and (h.base_offset < expect or h.last_offset_delta < 0):
+        raise CorruptRecordError(_disorder(h.base_offset, h.last_offset_delta, expect), view.position, file)
     try:
         if h.magic == 2:
             validate_batch(view.buf, h)
@@ -193,7 +197,7 @@ class ScanDamage(NamedTuple):
     def as_dict(self) -> dict:
         return {"offset": self.offset, "position": self.position, "reason": str(self.error)}
 
-    def raise_it(self) -> None:
+    def raise_it(self) -> NoReturn:
         raise self.error
 
 
@@ -205,18 +209,23 @@ def scan_entries(
     when a batch is damaged. ``record_filter``: only the records it accepts."""
     base = segment.base_offset
     next_offset = base
+    file = str(segment.log_path)
     pos = start
     want = CHUNK_BYTES
     while pos < size:
         buf = segment.read_at(pos, min(want, size - pos))
         if not buf:
             return
-        got = span_entries(buf, base, record_filter)
+        ordered, problem = _in_order(buf, next_offset)
+        got = span_entries(buf if ordered == len(buf) else memoryview(buf)[:ordered], base, record_filter)
         taken = got.consumed
         if taken:
             next_offset = max(next_offset, _last_offset_of(buf, taken) + 1)
             yield Scanned(got, pos, pos + taken, next_offset)
             pos += taken
+        if problem is not None and taken == ordered:  # offsets out of order: damage, never skipped
+            yield ScanDamage(next_offset, pos, CorruptRecordError(problem, pos, file))
+            return
         if taken == len(buf):
             want = CHUNK_BYTES
             continue
@@ -225,7 +234,7 @@ def scan_entries(
             want = max(CHUNK_BYTES, need)
             continue
         try:
-            found = _slow_batch(segment, pos, size, record_filter)
+            found = _slow_batch(segment, pos, size, record_filter, next_offset)
         except CorruptRecordError as exc:
             yield ScanDamage(next_offset, pos, exc)
             return
@@ -307,6 +316,32 @@ def build_key_index(
         entries.close()
         longs.close()
         txns.close()
+
+
+def _disorder(base: int, delta: int, expect: int) -> str:
+    if delta < 0:
+        return f"batch at offset {base} has a negative last offset delta ({delta})"
+    return f"offsets go backwards: a batch starts at {base}, before {expect}, one past the batch before it"
+
+
+def _in_order(buf: bytes, expect: int) -> tuple[int, str | None]:
+    """How many bytes of whole v2 batches at the start of ``buf`` keep the order of offsets (each batch
+    starts at ``expect`` or later, one past the one before it, with a last offset delta of 0 or more),
+    and what is wrong with the batch after them when it does not (None: it is cut off by the end of
+    ``buf``, or not v2, for the slow path to judge)."""
+    pos = 0
+    n = len(buf)
+    while n - pos >= 61 and buf[pos + 16] == 2:
+        length = int.from_bytes(buf[pos + 8 : pos + 12], "big", signed=True)
+        if length < 49 or pos + length + 12 > n:
+            break
+        base = int.from_bytes(buf[pos : pos + 8], "big", signed=True)
+        delta = int.from_bytes(buf[pos + 23 : pos + 27], "big", signed=True)
+        if base < expect or delta < 0:
+            return pos, _disorder(base, delta, expect)
+        expect = base + delta + 1
+        pos += length + 12
+    return n if pos == n else pos, None
 
 
 def _last_offset_of(buf: bytes, end: int) -> int:

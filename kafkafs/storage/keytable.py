@@ -20,13 +20,17 @@ Damage: a segment whose scan stopped at damage fails every query whose answer co
 follows the damage (CorruptRecordError): a history and the table always, a latest lookup when no
 newer segment answered it.
 
-Threads: a :class:`PartitionKeys` keeps nothing between calls but its log and store (both shareable):
-any thread may query it. A :class:`Table` belongs to one reader.
+The active segment is scanned; once it is large (:data:`ACTIVE_INDEX_FROM`), an index of what it holds
+is made in a temporary file and kept while it grows, and only what was appended since is scanned.
+
+Threads: a :class:`PartitionKeys` keeps its log, its store and the active segment's index (made under
+a lock): any thread may query it. A :class:`Table` belongs to one reader.
 """
 
 from __future__ import annotations
 
 import tempfile
+import threading
 from array import array
 from collections.abc import Iterator
 from typing import NamedTuple
@@ -49,6 +53,7 @@ from .keyfile import DamagedIndex, SegmentKeyIndex
 from .keyindex import KeyIndexStore
 from .keyscan import ScanDamage, build_key_index, scan_entries
 from .records import BatchView
+from .segment import LogSegment
 
 __all__ = ["PartitionKeys", "KeyRecord", "Table", "TablePart", "RANGE_ENTRIES", "BITMAP_BUDGET"]
 
@@ -56,6 +61,10 @@ __all__ = ["PartitionKeys", "KeyRecord", "Table", "TablePart", "RANGE_ENTRIES", 
 RANGE_ENTRIES = 1 << 18
 #: Bytes of offset bitmaps the table holds at once (past it, segments are taken in groups).
 BITMAP_BUDGET = 32 << 20
+#: An active segment this large gets an index of what it holds (lookups then scan only what follows);
+#: it is made again once that much more was appended.
+ACTIVE_INDEX_FROM = 16 << 20
+ACTIVE_REINDEX_BYTES = 64 << 20
 
 
 class KeyRecord(NamedTuple):
@@ -64,7 +73,7 @@ class KeyRecord(NamedTuple):
     when the record was found by a scan)."""
 
     offset: int
-    segment: object
+    segment: LogSegment
     view: BatchView | None = None
 
 
@@ -72,17 +81,17 @@ class TablePart(NamedTuple):
     """One segment of a table: the filter of its kept records (a bitmap of offsets from its base), and
     the bytes of it the table covers (``size``: the active segment's as it was when the table was made)."""
 
-    segment: object
+    segment: LogSegment
     filter: RecordFilter
     kept: int
     size: int
 
 
 class _Source(NamedTuple):
-    """A segment with its index, its aborted ranges (None: none) and how many offsets it spans."""
+    """A segment with its key index, its aborted ranges (None: none) and how many offsets it spans."""
 
-    segment: object
-    index: SegmentKeyIndex
+    segment: LogSegment
+    keys: SegmentKeyIndex
     aborted: array | None
     span: int
 
@@ -189,9 +198,9 @@ class Table:
         bitmaps = [bytearray((s.span + 7) // 8) if lo <= len(sources) - 1 - i < hi else None
                    for i, s in enumerate(newest_first)]
         kept = distinct = 0
-        bits = _range_bits(sum(s.index.entries for s in newest_first))
+        bits = _range_bits(sum(s.keys.entries for s in newest_first))
         for prefix in range(1 << bits):
-            slices = [s.index.slice(prefix, bits) for s in newest_first]
+            slices = [s.keys.slice(prefix, bits) for s in newest_first]
             k, d = table_latest(slices, [s.aborted for s in newest_first], bitmaps, self._tombstones)
             kept += k
             distinct += d
@@ -203,8 +212,8 @@ class Table:
             if bitmap is not None:
                 count = int.from_bytes(bitmap, "little").bit_count()
                 parts.append(TablePart(source.segment, RecordFilter(bits=bytes(bitmap),
-                                                                    bits_base=source.index.base_offset), count,
-                                       source.index.head["scanned"]))
+                                                                    bits_base=source.keys.base_offset), count,
+                                       source.keys.head["scanned"]))
         parts.reverse()
         self._cached = (g, parts)
         return parts
@@ -257,13 +266,15 @@ class PartitionKeys:
         self.log = log
         self.store = store
         self.build = build
+        self._active_lock = threading.Lock()
+        self._active: tuple[LogSegment, int, SegmentKeyIndex] | None = None  # (segment, bytes indexed, index)
 
     # ------------------------------------------------------------------------------------------ helpers
 
     def _index(self, segment) -> SegmentKeyIndex | None:
         return self.store.get(segment, self.log.topic, self.log.partition, build=self.build)
 
-    def _segments(self) -> tuple[list, object | None]:
+    def _segments(self) -> tuple[list[LogSegment], LogSegment | None]:
         segments = list(self.log.segments)
         if not segments:
             return [], None
@@ -282,12 +293,13 @@ class PartitionKeys:
                 dropped.add(id(exc.index))
                 self.store.forget(exc.index)
 
-    def _scan(self, segment, record_filter: RecordFilter) -> tuple[list[tuple[int, int]], list[tuple[int, int, int]]]:
-        """(rel, flags) of the records of a segment the filter accepts, and its transactional batches
-        (a scan: the active segment, or a segment without an index)."""
+    def _scan(self, segment, record_filter: RecordFilter,
+              start: int = 0) -> tuple[list[tuple[int, int]], list[tuple[int, int, int]]]:
+        """(rel, flags) of the records of a segment from position ``start`` on that the filter accepts,
+        and its transactional batches (a scan: the active segment, or a segment without an index)."""
         found: list[tuple[int, int]] = []
         txns: list[tuple[int, int, int]] = []
-        for step in scan_entries(segment, segment.size, record_filter):
+        for step in scan_entries(segment, segment.size, record_filter, start):
             if isinstance(step, ScanDamage):
                 step.raise_it()
             entries = step.got.entries
@@ -295,19 +307,45 @@ class PartitionKeys:
             txns.extend(_unpack_txns(step.got.txns))
         return found, txns
 
+    def _active_index(self, segment: LogSegment) -> SegmentKeyIndex | None:
+        """An index of what a large active segment holds (None for a small one): made once, in a
+        temporary file, and kept while the segment grows by less than :data:`ACTIVE_REINDEX_BYTES` past
+        it (lookups scan only the bytes appended since). A segment that shrank is indexed again."""
+        size = segment.size
+        if size < ACTIVE_INDEX_FROM:
+            return None
+        with self._active_lock:
+            held = self._active
+            if held is not None and held[0] is segment and held[1] <= size < held[1] + ACTIVE_REINDEX_BYTES:
+                return held[2]
+            index = _temporary_index(segment)  # the one it replaces closes when its last reader lets go
+            if index.damaged is not None:
+                return None  # the scan says where
+            self._active = (segment, index.head["scanned"], index)
+            return index
+
     def _candidates(self, segment, key: bytes, hashed: tuple[int, int], aborted: dict, active: bool,
                     newest_only: bool = False) -> list[KeyRecord]:
         """The records of ``key`` in ``segment`` that count (not aborted), confirmed, by offset
         (``newest_only``: only the newest, confirming as few candidates as it takes)."""
         base = segment.base_offset
-        index = None if active else self._index(segment)
-        if index is None:  # a scan compares the key itself: nothing to confirm
-            found, txns = self._scan(segment, RecordFilter(key=key))
+        index = self._active_index(segment) if active else self._index(segment)
+        if index is None or active:  # a scan compares the key itself: nothing to confirm
+            start = index.head["scanned"] if index is not None else 0
+            found, txns = self._scan(segment, RecordFilter(key=key), start)
             out = [KeyRecord(base + rel, segment) for rel, flags in found
                    if not (flags & TRANSACTIONAL and _in_aborted(txns, base + rel, aborted))]
-            return out[-1:] if newest_only else out
+            if index is None or (newest_only and out):
+                return out[-1:] if newest_only else out
+            return self._indexed(segment, index, key, hashed, aborted, newest_only) + out
+        return self._indexed(segment, index, key, hashed, aborted, newest_only)
+
+    def _indexed(self, segment, index: SegmentKeyIndex, key: bytes, hashed: tuple[int, int], aborted: dict,
+                 newest_only: bool) -> list[KeyRecord]:
+        """:meth:`_candidates` from a key index: its entries of the hash, not aborted, confirmed."""
         if index.damaged is not None:
             raise CorruptRecordError(f"the key index of {segment.log_path} stops at damage: {index.damaged['reason']}")
+        base = segment.base_offset
         entries = index.find(*hashed)
         txns = index.transactional_batches() if any(f & TRANSACTIONAL for _r, f in entries) else []
         offsets = [base + rel for rel, flags in entries
@@ -319,7 +357,7 @@ class PartitionKeys:
                 out.append(KeyRecord(offset, segment, confirm.view))
                 if newest_only:
                     break
-        return out
+        return out[::-1] if newest_only else out
 
     # ------------------------------------------------------------------------------------------ queries
 
@@ -375,9 +413,9 @@ class PartitionKeys:
             hashed = index.long_key(digest)
             entries = index.find(*hashed) if hashed is not None else []
             for rel, _flags in entries:
-                key = self._key_at(segment, segment.base_offset + rel)
-                if key is not None and key_sha256(key) == digest:
-                    return key
+                found = self._key_at(segment, segment.base_offset + rel)
+                if found is not None and key_sha256(found) == digest:
+                    return found
         return None
 
     def _key_at(self, segment, offset: int) -> bytes | None:

@@ -52,7 +52,7 @@ def _id_view(data: dict) -> dict[str, Any]:
     partitions = [{"topic": p.get("topic"), "partitions": sorted(p.get("partitionIds") or ())}
                   for p in data.get("transactionPartitions") or ()]
     return {
-        "state": TXN_STATES.get(status, f"Unknown({status})"),
+        "state": TXN_STATES.get(status, f"Unknown({status})") if isinstance(status, int) else f"Unknown({status})",
         "producerId": data.get("producerId"),
         "producerEpoch": data.get("producerEpoch"),
         "timeout": data.get("transactionTimeoutMs"),
@@ -136,7 +136,7 @@ def partition_transactions(log_, now_ms: int, coordinator: CoordinatorView | Non
     state = ProducerState(log_.dir, writable=False)
     state.load(list(log_.segments), log_.log_start_offset, log_.log_end_offset)
     coordinator = coordinator or CoordinatorView({}, 900_000)
-    open_ = []
+    open_: list[dict[str, Any]] = []
     for entry in sorted(state.entries.values(), key=lambda e: (e.current_txn_first_offset, e.producer_id)):
         first = entry.current_txn_first_offset
         if first < 0:
@@ -152,5 +152,5 @@ def partition_transactions(log_, now_ms: int, coordinator: CoordinatorView | Non
         {"producerId": e.producer_id, "firstOffset": e.first_offset, "lastOffset": e.last_offset}
         for segment in list(log_.segments) for e in segment.txn_index.entries()
     ]
-    lso = min((t["firstOffset"] for t in open_), default=log_.log_end_offset)
+    lso: int = min((int(t["firstOffset"]) for t in open_), default=log_.log_end_offset)
     return {"lastStableOffset": lso, "open": open_, "abortedRanges": aborted}

@@ -119,9 +119,9 @@ def table_offsets(table) -> list[int]:
     out = []
     for part in table.parts():
         bits, base = part.filter.bits, part.filter.bits_base
-        number = int.from_bytes(bits, "little")
-        while number:
-            low = number & -number
-            out.append(base + low.bit_length() - 1)
-            number ^= low
+        for i, byte in enumerate(bits):
+            while byte:
+                low = byte & -byte
+                out.append(base + 8 * i + low.bit_length() - 1)
+                byte ^= low
     return out

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
 from kafkafs.format.keyindex import ENTRY
 from kafkafs.format.recordfilter import RecordFilter
 from kafkafs.storage import keyscan
@@ -66,3 +68,22 @@ def test_a_scan_stops_at_damage_and_says_where(tmp_path, caplog):
     assert all(isinstance(s, Scanned) for s in steps[:-1])
     assert steps[-1].position <= len(data) // 3
     reader.close()
+
+
+@pytest.mark.parametrize("compressed", [False, True])
+def test_offsets_out_of_order_are_damage(tmp_path, compressed):
+    from tests import kafka_layout as kl
+
+    from .helpers import write_segment
+
+    attributes = 1 if compressed else 0
+    first = kl.batch(0, [(b"a", b"1", ()), (b"b", b"2", ())], attributes=attributes)
+    backwards = kl.batch(1, [(b"c", b"3", ())], attributes=attributes)  # starts inside the batch before
+    (tmp_path / "t-0").mkdir()
+    write_segment(tmp_path / "t-0", 0, [first, backwards, kl.batch(5, [(b"d", b"4", ())])])
+    log = Log.open(tmp_path / "t-0")
+    steps = list(scan_entries(log.segments.first(), log.segments.first().size))
+    log.close()
+    assert isinstance(steps[-1], ScanDamage) and steps[-1].position == len(first)
+    assert "offsets go backwards" in str(steps[-1].error)
+    assert [len(s.got.entries) // ENTRY.size for s in steps[:-1]] == [2]

@@ -141,3 +141,53 @@ def test_table_equals_what_clean_keeps_minus_tombstones(tmp_path):
         compact(log, now_ms=10**13)
         kept = [(r[0], r[3]) for batch in log.read() if not batch.header.is_control for r in batch]
     assert table == [offset for offset, value in kept if value is not None]
+
+
+@pytest.mark.parametrize("fixture", ["kafka-logs-a", "kafka-logs-b", "kafka-logs-c"])
+def test_table_equals_what_clean_keeps_on_the_fixtures(fixtures_dir, tmp_path, fixture):
+    """The broker-written fixtures: each compacted partition's table (read where it is) equals what
+    `clean` keeps of a copy, minus tombstones and control records, once every record is sealed (the
+    copy is rolled first: the cleaner never cleans the active segment)."""
+    shutil.copytree(fixtures_dir / fixture, tmp_path / "copy", ignore=shutil.ignore_patterns(".lock"))
+    settings = Settings({"cleanup.policy": "compact", "min.compaction.lag.ms": 0})
+    tables = {}
+    with LogDir(fixtures_dir / fixture, settings) as logdir:
+        store = KeyIndexStore(tmp_path / "cache")
+        for name in logdir.partition_names():
+            log = logdir.log(name)
+            if log.config.compact:
+                with PartitionKeys(log, store).table() as t:
+                    tables[name] = table_offsets(t)
+    # a: the group's records all end in tombstones; b: no record has a key; c: a live group
+    assert any(tables.values()) == (fixture == "kafka-logs-c")
+    with LogDir(tmp_path / "copy", settings, writable=True) as logdir:
+        for name in tables:
+            log = logdir.log(name)
+            if log.log_end_offset > log.active_segment.base_offset:
+                log.roll()
+            compact(log, now_ms=10**13)
+            kept = [r[0] for b in log.read() if not b.header.is_control for r in b if r[3] is not None]
+            assert kept == tables[name], name
+
+
+def test_a_large_active_segment_is_indexed_and_only_its_new_bytes_scanned(tmp_path, monkeypatch):
+    monkeypatch.setattr(keytable, "ACTIVE_INDEX_FROM", 2000)
+    monkeypatch.setattr(keytable, "ACTIVE_REINDEX_BYTES", 6000)
+    log = open_log(tmp_path / "t-0", config(segment_bytes=10**7))  # one segment: the active one
+    model = fill(log, random.Random(17), 100, decide_all=True)  # each fill's transactions end in it
+    keys = PartitionKeys(log, KeyIndexStore(tmp_path / "cache"))
+    _check_all(keys, model)
+    first = keys._active
+    assert first is not None and first[1] > 2000
+    more = fill(log, random.Random(18), 20, decide_all=True)  # appended past what the index holds: scanned
+    model.records += more.records
+    for pid, ranges in more.aborted_pids.items():
+        model.aborted_pids.setdefault(pid, []).extend(ranges)
+    _check_all(keys, model)
+    assert keys._active is first or keys._active[1] > first[1]
+    for _ in range(5):  # far past it: indexed again
+        more = fill(log, random.Random(19), 40, txn=False)
+        model.records += more.records
+    _check_all(keys, model)
+    assert keys._active[1] > first[1]
+    log.close()

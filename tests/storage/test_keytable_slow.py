@@ -5,6 +5,8 @@ over 10^6 keys (bench/keyed.py: UTF-8, binary, empty and huge keys, keyless reco
 - the latest record and every record of 10,000 random keys equal a brute-force scan with kafka-python.
 
     KEYS_RECORDS=10000000 KEYS_KEYS=1000000 pytest -m slow tests/storage/test_keytable_slow.py -s
+    KEYS_WORK=DIR ...    (reuses DIR/logs, e.g. what `bench/keys.py --work DIR` built; copies are made
+                          under DIR and removed)
 """
 
 from __future__ import annotations
@@ -38,12 +40,18 @@ SAMPLE = int(os.environ.get("KEYS_SAMPLE", "10000"))
 
 @pytest.fixture(scope="module")
 def big(tmp_path_factory) -> Path:
-    work = tmp_path_factory.mktemp("keys-slow")
-    started = time.monotonic()
-    build(work / "logs", RECORDS, KEYS, segment_bytes=128 * 1024 * 1024)
-    print(f"\nbuilt {RECORDS} records over {KEYS} keys in {time.monotonic() - started:.0f} s", flush=True)
+    """The partition: built here, or (``KEYS_WORK``) the one bench/keys.py built there and keeps
+    (bench/keyed.py: the same records for the same counts)."""
+    kept = os.environ.get("KEYS_WORK")
+    work = Path(kept) if kept else tmp_path_factory.mktemp("keys-slow")
+    if not (work / "logs" / f"{TOPIC}-0").is_dir():
+        started = time.monotonic()
+        build(work / "logs", RECORDS, KEYS, segment_bytes=128 * 1024 * 1024)
+        print(f"\nbuilt {RECORDS} records over {KEYS} keys in {time.monotonic() - started:.0f} s", flush=True)
     yield work
-    shutil.rmtree(work, ignore_errors=True)
+    shutil.rmtree(work / "cache-slow", ignore_errors=True)
+    if not kept:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def _kafka_python_records(directory: Path):
@@ -64,9 +72,10 @@ def _kafka_python_records(directory: Path):
 def test_table_equals_what_clean_keeps(big):
     started = time.monotonic()
     with LogDir(big / "logs") as logdir:
-        with PartitionKeys(logdir.log(f"{TOPIC}-0"), KeyIndexStore(big / "cache")).table() as table:
+        with PartitionKeys(logdir.log(f"{TOPIC}-0"), KeyIndexStore(big / "cache-slow")).table() as table:
             kept = table_offsets(table)
     print(f"table: {len(kept)} records in {time.monotonic() - started:.0f} s (indexes built)", flush=True)
+    shutil.rmtree(big / "copy", ignore_errors=True)
     shutil.copytree(big / "logs", big / "copy", ignore=shutil.ignore_patterns(".lock"))
     started = time.monotonic()
     settings = Settings({}, {TOPIC: {"cleanup.policy": "compact", "min.compaction.lag.ms": 0}})
@@ -92,7 +101,7 @@ def test_by_key_equals_a_brute_force_scan(big):
     assert any(len(key) > 240 for key in sample) and any(h and h[-1][1] is None for h in history.values())
     started = time.monotonic()
     with LogDir(big / "logs") as logdir:
-        keys = PartitionKeys(logdir.log(f"{TOPIC}-0"), KeyIndexStore(big / "cache"))
+        keys = PartitionKeys(logdir.log(f"{TOPIC}-0"), KeyIndexStore(big / "cache-slow"))
         for key, records in history.items():
             latest = keys.latest(key)
             assert (latest.offset if latest else None) == (records[-1][0] if records else None), key
@@ -106,7 +115,7 @@ def test_by_key_equals_a_brute_force_scan(big):
     from kafkafs.fs.views.layoutcache import LayoutCache
 
     started = time.monotonic()
-    tree = Tree(LogDir(big / "logs"), cache=LayoutCache(big / "cache"))
+    tree = Tree(LogDir(big / "logs"), cache=LayoutCache(big / "cache-slow"))
     try:
         for key in sorted(history)[:1000]:
             records = history[key]

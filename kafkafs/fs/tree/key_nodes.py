@@ -88,9 +88,9 @@ class ByKeyDir(Dir):
         if key is None:
             raise NotFound(name)
         if suffix == ".json":
-            node: File = KeyRecordFile(self.partitions, Key("by-key-record", self.partition_name, stem), self, key)
-            node.rendered()  # NotFound when the key has no record
-            return node
+            record = KeyRecordFile(self.partitions, Key("by-key-record", self.partition_name, stem), self, key)
+            record.rendered()  # NotFound when the key has no record
+            return record
         if views.keys.latest(key) is None:  # no record of it (cheaper than laying out its history)
             raise NotFound(name)
         return KeyHistoryFile(self.partitions, Key("by-key-history", self.partition_name, stem), self, key)
@@ -113,14 +113,15 @@ class KeyRecordFile(File):
 
     def __init__(self, partitions: Partitions, key: Key, parent: Node | None, record_key: bytes | None) -> None:
         super().__init__(partitions, key, parent)
+        self.name = key.name or ""
         self.record_key = record_key
 
     def rendered(self) -> RenderedRecord:
         views = self.partitions.key_views(self.partition_name)
-        record_key = self.record_key if self.record_key is not None else views.key_of(self.key.name or "")
+        record_key = self.record_key if self.record_key is not None else views.key_of(self.name)
         found = views.latest(record_key) if record_key is not None else None
         if found is None:
-            raise NotFound(f"{self.partition_name}: no record of key {self.key.name}")
+            raise NotFound(f"{self.partition_name}: no record of key {self.name}")
         return found
 
     def attr(self) -> Attr:
@@ -142,12 +143,13 @@ class KeyHistoryFile(File):
 
     def __init__(self, partitions: Partitions, key: Key, parent: Node | None, record_key: bytes) -> None:
         super().__init__(partitions, key, parent)
+        self.name = key.name or ""
         self.record_key = record_key
 
     def stream(self) -> FilteredStream:
         found = self.partitions.key_views(self.partition_name).history(self.record_key)
         if found is None:
-            raise NotFound(f"{self.partition_name}: no record of key {self.key.name}")
+            raise NotFound(f"{self.partition_name}: no record of key {self.name}")
         return found
 
     def attr(self) -> Attr:
@@ -188,12 +190,13 @@ class _JsonFile(File):
 
     def __init__(self, partitions: Partitions, key: Key, parent: Node | None, render) -> None:
         super().__init__(partitions, key, parent)
+        self.name = key.name or ""
         self._render = render
 
     def render(self) -> bytes:
         data = self._render()
         if data is None:
-            raise NotFound(str(self.key.name))
+            raise NotFound(self.name)
         return data
 
     def attr(self) -> Attr:

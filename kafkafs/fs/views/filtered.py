@@ -136,7 +136,8 @@ class FilteredStream:
         first = out
         while out < end and part_index < len(self.parts):
             part = self.parts[part_index]
-            taken, data = self._step(part, position, False)
+            taken, rendered = self._step(part, position, False)
+            data = rendered if isinstance(rendered, bytes) else b""
             if not taken:
                 part_index += 1
                 if part_index < len(self.parts):

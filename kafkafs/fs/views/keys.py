@@ -21,6 +21,7 @@ from ...format.keynames import key_name, parse_key_name
 from ...format.recordfilter import RecordFilter
 from ...storage.keyindex import KeyIndexStore
 from ...storage.keytable import KeyRecord, PartitionKeys
+from ...storage.segment import LogSegment
 from .filtered import FilteredStream, StreamPart
 from .partition import PartitionState, Shape
 from .record import LRU, RenderedRecord
@@ -155,15 +156,15 @@ class KeyViews:
             lines = (rest + data).split(b"\n")
             rest = lines.pop()
             for line in lines:
-                key = orjson.loads(line)["key"]
-                yield key_name(base64.b64decode(key["$base64"]))  # base64 mode: every key is {"$base64"}
+                key = orjson.loads(line)["key"]  # base64 mode: every key is {"$base64": ...}
+                yield key_name(base64.b64decode(key["$base64"])) or ""  # (a record kept has a key)
 
 
-def _by_batch(found: list[KeyRecord]) -> Iterator[tuple[object, int, int, list[KeyRecord]]]:
+def _by_batch(found: list[KeyRecord]) -> Iterator[tuple[LogSegment, int, int, list[KeyRecord]]]:
     """The records grouped by the batch holding them (they come in offset order): (segment, the batch's
     position and size, its records). A record found by a scan is looked up in its segment."""
     group: list[KeyRecord] = []
-    where: tuple[object, int, int] | None = None
+    where: tuple[LogSegment, int, int] | None = None
     for record in found:
         view = record.view
         if view is None or not view.header.base_offset <= record.offset <= view.header.last_offset:

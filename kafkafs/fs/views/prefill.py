@@ -112,12 +112,14 @@ def index_keys(
     from concurrent.futures import ThreadPoolExecutor
 
     from ...storage.keyindex import KeyIndexStore
+    from ...storage.log import Log
+    from ...storage.segment import LogSegment
 
     started = time.monotonic()
     directory = check_outside(cache_dir if cache_dir is not None else default_cache_dir(), path)
     store = KeyIndexStore(directory, max_open=0)
     with LogDir(path, settings) as logdir:
-        jobs = []
+        jobs: list[tuple[Log, LogSegment]] = []
         for name in logdir.partition_names():
             log_ = logdir.log(name)
             jobs.extend((log_, segment) for segment in list(log_.segments)[:-1])
