@@ -22,7 +22,7 @@ import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from ..errors import KafkafsError, LogDirLocked, UsageError
+from ..errors import KafkafsError, LogDirLocked, UsageError, describe_os_error
 from ..format.jsonview import VALUES_MODES
 from ..storage.config import Settings
 from ..storage.logdir import LogDir
@@ -301,6 +301,11 @@ def _daemonize(run: Callable[[Callable[[], None]], int], debug: bool = False) ->
             os.write(write_end, f"{'USAGE' if isinstance(exc, UsageError) else 'ERR'} {exc}".encode())
         else:
             log.error("%s", exc)
+    except OSError as exc:  # the file and what kafkafs was doing with it (SPEC §4)
+        if not reported:
+            os.write(write_end, f"ERR {describe_os_error(exc)}".encode())
+        else:
+            log.error("%s", describe_os_error(exc))
     except BaseException as exc:  # the parent prints it; nothing else may escape a daemon
         if not reported:
             os.write(write_end, f"ERR unexpected error: {exc!r}".encode())
