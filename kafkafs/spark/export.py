@@ -212,7 +212,7 @@ def export(
             spark.stop()
 
 
-_KAFKAFS_ERROR = re.compile(r"kafkafs\.errors\.\w+: (.+)")
+_KAFKAFS_ERROR = re.compile(r"kafkafs\.(?:spark\.)?errors\.\w+: (.+?)(?: SQLSTATE: \w+)?$", re.M)
 
 
 def spark_error_line(exc: BaseException) -> str:

@@ -181,6 +181,26 @@ class FileRecords:
         """Up to ``size`` bytes from ``position`` (short at the end)."""
         return os.pread(self.handle().fd, size, position)
 
+    def batch_starts(self, start_position: int, end: int) -> Iterator[int]:
+        """The position of every batch from ``start_position`` (a batch boundary) up to ``end``, found from
+        each batch's length field alone (17 bytes read a batch, never its records): where to cut a
+        segment that has no index entry to cut at. Stops quietly at what :meth:`batches` would stop or
+        fail at (a partial batch, zeros, a length or magic no batch has): the reader meets it there."""
+        handle = self.handle()
+        fd = handle.fd
+        pos = start_position
+        while pos + _MIN_HEADER <= end:
+            head = os.pread(fd, _MIN_HEADER, pos)
+            if len(head) < _MIN_HEADER or head[:LOG_OVERHEAD] == _ZERO_PREFIX:
+                return
+            length = int.from_bytes(head[8:12], "big", signed=True)
+            if length < _MIN_HEADER - LOG_OVERHEAD or length + LOG_OVERHEAD > self.max_batch_size or head[16] > 2:
+                return
+            if pos + LOG_OVERHEAD + length > end:
+                return
+            yield pos
+            pos += LOG_OVERHEAD + length
+
     def batches(
         self, start_position: int, end: int, *, nowait: bool = False, first_read: int | None = None
     ) -> Iterator[BatchView]:
