@@ -108,7 +108,7 @@ def cmd_mount(args: argparse.Namespace) -> int:
 
 
 def cmd_index(args: argparse.Namespace) -> int:
-    from .fs.prefill import index_logdir
+    from .fs.views.prefill import index_logdir
     from .storage.logdir import check_log_directory
 
     check_log_directory(args.logdir)  # a missing path, a partition folder: usage errors (SPEC §4)
@@ -122,7 +122,7 @@ def cmd_index(args: argparse.Namespace) -> int:
 def _check_cache_dir(cache_dir: str | None, logdir: str) -> None:
     """``index`` only fills the size cache: a cache folder it cannot have is a usage error (a folder
     inside LOGDIR, a path through a file) or a failure (no permission), said before any work."""
-    from .fs.sizecache import check_outside, default_cache_dir
+    from .fs.views.layoutcache import check_outside, default_cache_dir
 
     directory = check_outside(cache_dir if cache_dir is not None else default_cache_dir(), logdir)
     try:

@@ -132,3 +132,30 @@ def describe_os_error(exc: OSError) -> str:
     if exc.filename2 is not None and "{path}" in what and "rename" in what:
         text += f" to {exc.filename2}"
     return f"cannot {text}: {reason}"
+
+
+# ---------------------------------------------------------------------------------------------- the mount
+# Raised by kafkafs.fs: the tree and its views raise the first three, the adapter maps them to errno
+# (kafkafs.fs.errnos); the CLI prints the last two as one line.
+
+
+class NotFound(KafkafsError):
+    """A name of the mounted tree that does not resolve (ENOENT)."""
+
+
+class NotPermitted(KafkafsError):
+    """A change to something of the mounted tree that is read-only (EROFS on a read-only mount,
+    EACCES otherwise)."""
+
+
+class Deferred(KafkafsError):
+    """Work asked for on the FUSE loop is longer than the loop should do: the adapter asks a worker
+    thread instead."""
+
+
+class MountError(KafkafsError):
+    """The mount cannot be made (bad mount point, busy, FUSE missing, ...); the message says why."""
+
+
+class MountPathError(MountError, UsageError):
+    """A log directory or mount point that is not what ``mount`` takes (SPEC §4: exit code 2)."""

@@ -7,6 +7,7 @@ changed, and for a sanitizer build:
     python scripts/build_kernel.py              # rebuild when the source is newer than the module
     python scripts/build_kernel.py --force      # rebuild anyway
     python scripts/build_kernel.py --sanitize   # -fsanitize=address,undefined (run with LD_PRELOAD=libasan)
+    python scripts/build_kernel.py --gil-check --out DIR  # KAFKAFS_GIL_CHECK: a broken GIL rule aborts
 
 Prints one line on stderr when it builds; exits 1 (with gcc's messages) when the build fails.
 """
@@ -32,6 +33,7 @@ HEADERS = [
 ]
 FLAGS = ["-O2", "-Wall", "-Wextra", "-std=c11", "-fPIC", "-shared", "-fno-strict-aliasing"]
 SANITIZE = ["-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-g"]
+GIL_CHECK = ["-DKAFKAFS_GIL_CHECK", "-O1"]  # the GIL rule (_kernel_text.h) checked at every take and release
 
 
 def target() -> Path:
@@ -46,13 +48,15 @@ def stale() -> bool:
     return any(src.stat().st_mtime_ns > built for src in SOURCES + HEADERS)
 
 
-def build(sanitize: bool = False, quiet: bool = False) -> bool:
-    """Compile into a temporary file next to the target and rename it in place (atomic for readers)."""
-    out = target()
+def build(sanitize: bool = False, quiet: bool = False, *, gil_check: bool = False, out_dir: Path | None = None) -> bool:
+    """Compile into a temporary file next to the target and rename it in place (atomic for readers);
+    ``out_dir``: build there instead (a checked build for a test, loaded by path)."""
+    out = target() if out_dir is None else Path(out_dir) / target().name
     include = sysconfig.get_paths()["include"]
-    fd, tmp = tempfile.mkstemp(prefix=".kernel-", suffix=".so", dir=SOURCE_DIR)
+    fd, tmp = tempfile.mkstemp(prefix=".kernel-", suffix=".so", dir=out.parent)
     os.close(fd)
-    cmd = ["gcc", *FLAGS, *(SANITIZE if sanitize else ["-DNDEBUG"]), f"-I{include}", *map(str, SOURCES), "-o", tmp]
+    extra = [*(SANITIZE if sanitize else ["-DNDEBUG"]), *(GIL_CHECK if gil_check else [])]
+    cmd = ["gcc", *FLAGS, *extra, f"-I{include}", *map(str, SOURCES), "-o", tmp]
     try:
         done = subprocess.run(cmd, capture_output=True, text=True)
     except FileNotFoundError:
@@ -69,7 +73,8 @@ def build(sanitize: bool = False, quiet: bool = False) -> bool:
     os.chmod(tmp, 0o755)
     os.replace(tmp, out)
     if not quiet:
-        print(f"build_kernel: built {out.relative_to(ROOT)}{' (sanitizers)' if sanitize else ''}", file=sys.stderr)
+        notes = "".join([" (sanitizers)" if sanitize else "", " (GIL checks)" if gil_check else ""])
+        print(f"build_kernel: built {out}{notes}", file=sys.stderr)
     return True
 
 
@@ -77,11 +82,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--force", action="store_true")
     parser.add_argument("--sanitize", action="store_true")
+    parser.add_argument("--gil-check", action="store_true")
+    parser.add_argument("--out", type=Path, help="build into this folder instead of in place")
     parser.add_argument("--quiet", action="store_true")
     args = parser.parse_args()
-    if not (args.force or args.sanitize or stale()):
+    if not (args.force or args.sanitize or args.gil_check or args.out or stale()):
         return 0
-    return 0 if build(args.sanitize, args.quiet) else 1
+    return 0 if build(args.sanitize, args.quiet, gil_check=args.gil_check, out_dir=args.out) else 1
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@
  * test_kernel_differential.py holds them together). Every read is bounds-checked against the end of
  * the record it belongs to; damage raises CorruptRecordError, never reads outside the buffer.
  *
- * Files: _kernel_text.h (the output buffer, UTF-8, JSON strings, base64; _kernel_json.h, embeddable JSON),
+ * Files: _kernel_text.h (the GIL rule, the output buffer, UTF-8, JSON strings, base64; _kernel_json.h, embeddable JSON),
  * _kernel_records.h (varints, one record), _kernel_render.h (the lines of one records section),
  * _kernel_span.h (CRC-32C, render_span: many whole batches of a .log at once), this one (decoding
  * into columns, rendering, the module).
@@ -165,10 +165,10 @@ static PyObject *k_render(PyObject *self, PyObject *args) {
     Reader rd = {(const uint8_t *)data.buf, data.len, 0, base_offset, first_ts, max_ts, (attributes & 0x08) != 0};
     int rc;
     Py_ssize_t lines = 0;
-    PyThreadState *ts = PyEval_SaveThread();
+    PyThreadState *ts = gil_release();
     rc = render_section(&rd, count, &st, &b, &o, what == 2 ? &offsets : NULL, what == 1 || what == 2 ? &ends : NULL,
-                        &lines, &err, &ts);
-    PyEval_RestoreThread(ts);
+                        &lines, &err);
+    gil_restore(&ts);
     if (rc == -1) {
         raise_corrupt(err.msg);
         goto done;

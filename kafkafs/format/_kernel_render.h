@@ -103,9 +103,10 @@ static PyObject *i64s_list(const I64s *a) {
 }
 
 /* Renders every passing record of the section; 0 ok, -1 damage (err set), -2 out of memory. Runs
- * without the GIL (ts holds the saved thread state; header keys that need Python take it back). */
+ * with or without the GIL: it calls no Python (an output buffer that is a bytes object takes the GIL
+ * to grow through o->ts, by the GIL rule in _kernel_text.h). */
 static int render_section(Reader *rd, long long count, const LineStyle *st, const Bounds *b, Out *o, I64s *offsets,
-                          I64s *ends, Py_ssize_t *lines, Err *err, PyThreadState **ts) {
+                          I64s *ends, Py_ssize_t *lines, Err *err) {
     for (long long i = 0; i < count; i++) {
         Rec r;
         if (next_record(rd, &r, err) < 0) return -1;
@@ -125,7 +126,7 @@ static int render_section(Reader *rd, long long count, const LineStyle *st, cons
             Span k, v;
             if (rd_span(rd->d, r.end, &pos, &k, err) < 0 || rd_span(rd->d, r.end, &pos, &v, err) < 0) return -1;
             if ((h && out_byte(o, ',') < 0) || OUT_LIT(o, "{\"key\":") < 0 ||
-                put_header_key(o, k.p, k.n, 1, ts) < 0 || OUT_LIT(o, ",\"value\":") < 0 ||
+                put_header_key(o, k.p, k.n) < 0 || OUT_LIT(o, ",\"value\":") < 0 ||
                 put_value(o, v.p, v.n, v.is_null, st->mode) < 0 || out_byte(o, '}') < 0)
                 return -2;
         }

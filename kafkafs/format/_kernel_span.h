@@ -135,9 +135,9 @@ typedef struct {
 
 /* Walks the whole v2 batches at the start of d[0:n] (header checks as batchheader.read_batch_header,
  * then the CRC, then render_section); stops before the first one it does not take. 0, or -2 when
- * out of memory. Runs without the GIL (ts holds the saved thread state). */
+ * out of memory. Runs without the GIL (o->ts holds the entry point's saved thread state). */
 static int span_walk(const uint8_t *d, Py_ssize_t n, const char *prefix, Py_ssize_t prefix_len, int mode, Out *o,
-                     SpanOut *so, PyThreadState **ts) {
+                     SpanOut *so) {
     Py_ssize_t pos = 0;
     while (n - pos >= 61) {
         const uint8_t *p = d + pos;
@@ -162,7 +162,7 @@ static int span_walk(const uint8_t *d, Py_ssize_t n, const char *prefix, Py_ssiz
         b.has_lo = b.strict = 1; /* a record below the base offset: the batch is the caller's */
         b.lo = base;
         Py_ssize_t mark = o->len, lines = so->lines;
-        int rc = render_section(&rd, count, &st, &b, o, NULL, NULL, &so->lines, &err, ts);
+        int rc = render_section(&rd, count, &st, &b, o, NULL, NULL, &so->lines, &err);
         if (rc == -2) return -2;
         if (rc == -1) { /* damaged records: the batch is not taken */
             o->len = mark;
@@ -240,10 +240,10 @@ static PyObject *k_render_span(PyObject *self, PyObject *args) {
         o.buf = PyBytes_AS_STRING(o.bytes);
         o.cap = cap;
     }
-    PyThreadState *ts = PyEval_SaveThread();
+    PyThreadState *ts = gil_release();
     o.ts = &ts;
-    int rc = span_walk((const uint8_t *)buf.buf, buf.len, (const char *)prefix.buf, prefix.len, mode, &o, &so, &ts);
-    PyEval_RestoreThread(ts);
+    int rc = span_walk((const uint8_t *)buf.buf, buf.len, (const char *)prefix.buf, prefix.len, mode, &o, &so);
+    gil_restore(&ts);
     o.ts = NULL;
     if (rc < 0) {
         PyErr_NoMemory();

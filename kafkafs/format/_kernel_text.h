@@ -15,6 +15,68 @@
 #define MODE_STRING 1
 #define MODE_BASE64 2
 
+/* ------------------------------------------------------------------------------------ the GIL
+ *
+ * THE KERNEL'S GIL RULE. No path takes or releases the GIL twice: an entry point that renders without
+ * the GIL releases it once with gil_release() and takes it back once with gil_restore(); the saved
+ * thread state lives in one variable of the entry point, and everything below it reaches that variable
+ * through a pointer (PyThreadState **ts), where NULL means "this thread holds the GIL" and anything else
+ * "released, saved here". Code below an entry point that needs Python for a moment takes the GIL with
+ * gil_take() and gives it back with gil_give(): gil_take() clears *ts while it holds the GIL, so a nested
+ * gil_take() (an output buffer that grows while the GIL is already taken back) is a no-op, never a
+ * second PyEval_RestoreThread() (which waits forever for the GIL this thread holds). Growth of the
+ * output buffer (out_grow) works with or without the GIL held: it takes it through gil_take() only for a
+ * buffer that is a Python bytes object. Nothing calls PyEval_SaveThread / PyEval_RestoreThread but these
+ * four helpers; a Py_BEGIN/END_ALLOW_THREADS block (the offset map's loops, _kernel_omap.h) is one pair in
+ * one function that calls no Python inside. A header key that is not UTF-8 is decoded in C
+ * (put_header_key), so rendering needs no Python at all. tests/format/test_kernel_gil.py checks the
+ * source for this shape and runs hostile inputs through a build with KAFKAFS_GIL_CHECK, where a take or
+ * release in the wrong state aborts with a message instead of hanging.
+ */
+#ifdef KAFKAFS_GIL_CHECK
+#include <stdio.h>
+#include <stdlib.h>
+static void gil_check(int want_held, const char *where) {
+    if (PyGILState_Check() != want_held) {
+        fprintf(stderr, "kafkafs kernel GIL rule broken in %s: the GIL is %s\n", where, want_held ? "not held" : "held");
+        abort();
+    }
+}
+#else
+#define gil_check(want_held, where) ((void)0)
+#endif
+
+/* An entry point releases the GIL: returns the saved state for gil_restore (store it where *ts points). */
+static inline PyThreadState *gil_release(void) {
+    gil_check(1, "gil_release");
+    return PyEval_SaveThread();
+}
+
+/* An entry point takes the GIL back (after everything below it gave back whatever it took). */
+static inline void gil_restore(PyThreadState **ts) {
+    gil_check(0, "gil_restore");
+    PyThreadState *saved = *ts;
+    *ts = NULL;
+    PyEval_RestoreThread(saved);
+}
+
+/* Below an entry point: take the GIL for a moment when it is released (ts NULL or *ts NULL: it is held,
+ * nothing to do). Returns whether it took it; pass that to gil_give. */
+static inline int gil_take(PyThreadState **ts) {
+    if (ts == NULL || *ts == NULL) return 0;
+    gil_check(0, "gil_take");
+    PyThreadState *saved = *ts;
+    *ts = NULL; /* held now: a nested gil_take sees it */
+    PyEval_RestoreThread(saved);
+    return 1;
+}
+
+static inline void gil_give(PyThreadState **ts, int taken) {
+    if (!taken) return;
+    gil_check(1, "gil_give");
+    *ts = PyEval_SaveThread();
+}
+
 /* ------------------------------------------------------------------------------------ output */
 
 /* An output buffer, or (count_only) just a length: the same rendering code sizes and writes. */
@@ -25,11 +87,12 @@ typedef struct {
     int count_only;
     int oom;
     /* Optional: the buffer is this bytes object's (no copy when it is returned), grown with the GIL
-     * taken back from *ts when that holds a saved thread state. */
+     * taken for the resize through gil_take(ts) (ts: the entry point's saved state, see the GIL rule). */
     PyObject *bytes;
     PyThreadState **ts;
 } Out;
 
+/* Room for need more bytes; works with or without the GIL held (the GIL rule above). */
 static int out_grow(Out *o, Py_ssize_t need) {
     Py_ssize_t cap = o->cap ? o->cap : 4096;
     while (cap - o->len < need) {
@@ -40,11 +103,11 @@ static int out_grow(Out *o, Py_ssize_t need) {
         cap *= 2;
     }
     if (o->bytes != NULL) {
-        int released = o->ts != NULL && *o->ts != NULL;
-        if (released) PyEval_RestoreThread(*o->ts);
+        int taken = gil_take(o->ts);
+        gil_check(1, "out_grow");
         int rc = _PyBytes_Resize(&o->bytes, cap); /* on failure the object is gone */
         if (rc < 0) PyErr_Clear();
-        if (released) *o->ts = PyEval_SaveThread();
+        gil_give(o->ts, taken);
         if (rc < 0) {
             o->buf = NULL;
             o->oom = 1;
@@ -186,9 +249,9 @@ static inline Py_ssize_t skip_plain(const uint8_t *s, Py_ssize_t i, Py_ssize_t n
 
 static const char HEX[] = "0123456789abcdef";
 
-/* Valid UTF-8 bytes as a JSON string: escapes for '"', '\\' and bytes below 0x20, the rest as is. */
-static int put_string(Out *o, const uint8_t *s, Py_ssize_t n) {
-    if (out_byte(o, '"') < 0) return -1;
+/* Valid UTF-8 bytes as the inside of a JSON string: escapes for '"', '\\' and bytes below 0x20, the
+ * rest as is. */
+static int put_string_body(Out *o, const uint8_t *s, Py_ssize_t n) {
     Py_ssize_t run = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
 #ifdef KAFKAFS_SWAR
@@ -225,6 +288,12 @@ static int put_string(Out *o, const uint8_t *s, Py_ssize_t n) {
         if (out_write(o, esc, len) < 0) return -1;
     }
     if (n > run && out_write(o, s + run, n - run) < 0) return -1;
+    return 0;
+}
+
+/* Valid UTF-8 bytes as a JSON string. */
+static int put_string(Out *o, const uint8_t *s, Py_ssize_t n) {
+    if (out_byte(o, '"') < 0 || put_string_body(o, s, n) < 0) return -1;
     return out_byte(o, '"');
 }
 
@@ -290,22 +359,53 @@ static int put_value(Out *o, const uint8_t *s, Py_ssize_t n, int is_null, int mo
     return put_string(o, s, n);
 }
 
-/* A header key: a JSON string of its bytes decoded as Python's 'replace' error handler decodes them. */
-static int put_header_key(Out *o, const uint8_t *s, Py_ssize_t n, int gil_released, PyThreadState **ts) {
-    if (utf8_valid(s, n)) return put_string(o, s, n);
-    if (gil_released) PyEval_RestoreThread(*ts);
-    int rc = -1;
-    PyObject *text = PyUnicode_DecodeUTF8((const char *)s, n, "replace");
-    if (text != NULL) {
-        Py_ssize_t len;
-        const char *utf8 = PyUnicode_AsUTF8AndSize(text, &len);
-        if (utf8 != NULL) rc = put_string(o, (const uint8_t *)utf8, len);
-        Py_DECREF(text);
+/* The UTF-8 sequence at s[0:n] (n >= 1): its length when it is valid, else minus the length of its
+ * maximal subpart (the bytes one U+FFFD replaces), as Python's UTF-8 decoder decides (Unicode's
+ * "substitution of maximal subparts": a start byte and the continuation bytes that may follow it). */
+static Py_ssize_t utf8_sequence(const uint8_t *s, Py_ssize_t n) {
+    uint8_t c = s[0];
+    if (c < 0x80) return 1;
+    Py_ssize_t need;
+    uint8_t lo = 0x80, hi = 0xBF; /* the range of the second byte */
+    if (c >= 0xC2 && c <= 0xDF) {
+        need = 2;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+        need = 3;
+        if (c == 0xE0) lo = 0xA0;
+        if (c == 0xED) hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        need = 4;
+        if (c == 0xF0) lo = 0x90;
+        if (c == 0xF4) hi = 0x8F;
+    } else {
+        return -1; /* an invalid start byte */
     }
-    if (rc < 0 && !o->oom && PyErr_Occurred()) PyErr_Clear();
-    if (rc < 0 && !o->oom) o->oom = 1; /* treated as a failure to allocate */
-    if (gil_released) *ts = PyEval_SaveThread();
-    return rc;
+    Py_ssize_t i = 1;
+    for (; i < need && i < n; i++) {
+        uint8_t b = s[i];
+        if (i == 1 ? (b < lo || b > hi) : (b & 0xC0) != 0x80) return -i;
+    }
+    return i == need ? need : -i; /* cut off by the end: the whole valid prefix is one subpart */
+}
+
+/* A header key: a JSON string of its bytes decoded as Python's 'replace' error handler decodes them
+ * (records.py: key.decode("utf-8", "replace")), in C: no GIL needed, so none is taken. */
+static int put_header_key(Out *o, const uint8_t *s, Py_ssize_t n) {
+    if (utf8_valid(s, n)) return put_string(o, s, n);
+    if (out_byte(o, '"') < 0) return -1;
+    Py_ssize_t run = 0, i = 0;
+    while (i < n) {
+        Py_ssize_t len = utf8_sequence(s + i, n - i);
+        if (len > 0) {
+            i += len;
+            continue;
+        }
+        if (put_string_body(o, s + run, i - run) < 0 || OUT_LIT(o, "\xEF\xBF\xBD") < 0) return -1;
+        i -= len;
+        run = i;
+    }
+    if (put_string_body(o, s + run, n - run) < 0) return -1;
+    return out_byte(o, '"');
 }
 
 static const char *control_name(const uint8_t *key, Py_ssize_t n, int is_null) {

@@ -12,13 +12,14 @@ from ..errors import (
     InvalidInput,
     InvalidName,
     LogDirLocked,
+    NotFound,
+    NotPermitted,
     OffsetOutOfRange,
     ReadOnlyError,
     RecordTooLargeError,
     SegmentClosedError,
 )
-from .handles import NotFound, NotPermitted
-from .partition import report_corrupt
+from .views.render import report_corrupt
 
 __all__ = ["errno_for"]
 

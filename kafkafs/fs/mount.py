@@ -1,9 +1,8 @@
 """``kafkafs mount``: check (:mod:`.mount_checks`), mount, serve, unmount.
 
-By default the command returns once the mount answers and a daemon serves it: the parent forks, the
-child starts a new session and forks again, and the grandchild mounts and serves; it reports "ready"
-(or the reason it could not mount) through a pipe, and the parent exits 0 (or raises). ``foreground``
-serves in the calling process. Either way SIGTERM, SIGINT and SIGHUP unmount cleanly, and so does
+By default the command returns once the mount answers and a daemon serves it (:mod:`.daemon`: the
+grandchild of two forks mounts and serves, and reports "ready", or the reason it could not mount,
+through a pipe; the parent exits 0 or raises). ``foreground`` serves in the calling process. Either way SIGTERM, SIGINT and SIGHUP unmount cleanly, and so does
 ``fusermount3 -u MOUNTPOINT``.
 
 If the daemon dies without unmounting (SIGKILL, a crash), the kernel keeps a dead mount that answers
@@ -15,39 +14,35 @@ from __future__ import annotations
 
 import gc
 import logging
-import logging.handlers
 import os
 import signal
 import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from ..errors import KafkafsError, LogDirLocked, UsageError, describe_os_error
+from ..errors import InvalidInput, LogDirLocked, MountError, MountPathError
 from ..format.jsonview import VALUES_MODES
 from ..storage.config import Settings
 from ..storage.logdir import LogDir
 from ..storage.schemas import load_registry
-from .memory import return_large_blocks
-from .mount_checks import MountError, MountPathError, check_logdir, check_mountpoint, fuse_option_set
-from .starting import StartingStderr, first_exception
+from .daemon import (
+    StartingStderr,
+    daemonize,
+    first_exception,
+    not_a_reply_nobody_awaits,
+    return_large_blocks,
+    sd_notify,
+    setup_logging,
+)
+from .mount_checks import check_logdir, check_mountpoint, fuse_option_set
+from .views.layoutcache import LayoutCache, check_outside, default_cache_dir
 
-__all__ = ["mount", "MountError", "fuse_option_set"]
+__all__ = ["mount", "serve"]
 
 log = logging.getLogger("kafkafs.fs")
 
 
 # ---------------------------------------------------------------------------------------------- serving
-
-
-def _sd_notify(message: str) -> None:
-    try:
-        from . import notify
-    except ImportError:
-        return
-    try:
-        notify.notify(message)
-    except Exception as exc:  # never let systemd plumbing take the mount down
-        log.debug("sd_notify failed: %s", exc)
 
 
 def _start_error(mountpoint: str, said: list[str], exc: BaseException) -> MountError:
@@ -86,21 +81,21 @@ def serve(
     import pyfuse3
     import trio
 
-    from .live import Invalidator, poll_forever
+    from .invalidation import Invalidator, poll_forever
     from .operations import Operations
-    from .tree import Tree
+    from .tree.root import Tree
 
     # Decoding makes many short-lived objects and no cycles: collect the young generation less often.
     gc.freeze()
     gc.set_threshold(50_000, 20, 20)
-    return_large_blocks()  # decompression bombs must not leave their memory with the daemon (fs/memory)
+    return_large_blocks()  # decompression bombs must not leave their memory with the daemon (.daemon)
     directory, rw = _open_logdir(logdir, settings, rw)
     if not rw:
         options = options | {"ro"}
     tree = Tree(directory, mode=values, rw=rw, cache=_size_cache(cache_dir, logdir),
                 **({"list_limit": list_limit} if list_limit is not None else {}))
     # Schema Registry schemas: LOGDIR's _schemas topic and --schemas DIR (SPEC §8)
-    tree.registry = load_registry(logdir, schemas)
+    tree.partitions.registry = load_registry(logdir, schemas)
     ops = Operations(tree)
     starting = StartingStderr()
     try:
@@ -108,10 +103,10 @@ def serve(
     except Exception as exc:
         directory.close()
         raise _start_error(mountpoint, starting.restore(replay=False), exc) from None
-    logging.getLogger("pyfuse3").addFilter(_not_a_reply_nobody_awaits)
+    logging.getLogger("pyfuse3").addFilter(not_a_reply_nobody_awaits)
     invalidator = Invalidator(ops.inodes, pyfuse3.invalidate_inode, pyfuse3.invalidate_entry)
-    tree.add_listener(invalidator.partition_changed)
-    tree.add_append_listener(invalidator.attrs_now)
+    tree.partitions.add_listener(invalidator.partition_changed)
+    tree.partitions.add_append_listener(invalidator.attrs_now)
     invalidator.start()
     cleaner = None
     if rw:  # retention and compaction run in the background, as a broker runs them
@@ -158,7 +153,7 @@ def serve(
             if cleaner is not None:
                 cleaner.start()
             on_ready()
-            _sd_notify("READY=1")
+            sd_notify("READY=1")
 
     error: BaseException | None = None
     try:
@@ -168,7 +163,7 @@ def serve(
         error = exc
     finally:
         said = starting.restore(replay=error is None)
-        _sd_notify("STOPPING=1")
+        sd_notify("STOPPING=1")
         if cleaner is not None:
             cleaner.stop()  # before the logs close: a compaction in progress is abandoned
         invalidator.stop()
@@ -186,134 +181,19 @@ def serve(
     return 1 if failed else 0
 
 
-def _size_cache(cache_dir: str | None, logdir: str):
-    """The size cache: ``cache_dir`` (an error if inside LOGDIR), else the default one (off, with a
-    warning, if that one happens to be inside LOGDIR); ``""`` turns it off."""
-    from ..errors import InvalidInput
-    from .sizecache import SizeCache, check_outside, default_cache_dir
-
+def _size_cache(cache_dir: str | None, logdir: str) -> LayoutCache:
+    """The layout cache (``--cache-dir``, the size cache): ``cache_dir`` (an error if inside LOGDIR),
+    else the default one (off, with a warning, if that one happens to be inside LOGDIR); ``""`` turns
+    it off."""
     if cache_dir == "":
-        return SizeCache(None)
+        return LayoutCache(None)
     if cache_dir is not None:
-        return SizeCache(check_outside(cache_dir, logdir))
+        return LayoutCache(check_outside(cache_dir, logdir))
     try:
-        return SizeCache(check_outside(default_cache_dir(), logdir))
+        return LayoutCache(check_outside(default_cache_dir(), logdir))
     except InvalidInput as exc:
         log.warning("%s; sizes will not be kept across mounts", exc)
-        return SizeCache(None)
-
-
-# ---------------------------------------------------------------------------------------------- daemon
-
-
-def _not_a_reply_nobody_awaits(record: logging.LogRecord) -> bool:
-    """pyfuse3 logs an error when the kernel refuses a reply with ENOENT: it no longer waits for that
-    request (interrupted, or the mount is going away, e.g. the RELEASE of a killed ``tail`` answered
-    during unmount). Nothing is lost then: not worth an error line."""
-    return not (record.name == "pyfuse3" and "fuse_reply_* failed with No such file or directory" in record.getMessage())
-
-
-def _setup_logging(debug: bool, foreground: bool) -> None:
-    """stderr until detached; a daemon says nothing on success unless asked (``--debug``)."""
-    logger = logging.getLogger("kafkafs")
-    logger.setLevel(logging.DEBUG if debug else logging.INFO if foreground else logging.WARNING)
-    if not logger.handlers and not logging.getLogger().handlers:
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("kafkafs: %(levelname)s: %(message)s"))
-        logger.addHandler(handler)
-
-
-def _to_syslog() -> None:
-    """Once detached, log to syslog (or nowhere, if there is no syslog)."""
-    logger = logging.getLogger("kafkafs")
-    for handler in list(logger.handlers) + list(logging.getLogger().handlers):
-        if isinstance(handler, logging.StreamHandler) and not isinstance(handler, logging.FileHandler):
-            logger.removeHandler(handler)
-            logging.getLogger().removeHandler(handler)
-    if os.path.exists("/dev/log"):
-        try:
-            handler = logging.handlers.SysLogHandler(address="/dev/log")
-            handler.setFormatter(logging.Formatter("kafkafs[%(process)d]: %(levelname)s: %(message)s"))
-            logger.addHandler(handler)
-            return
-        except OSError:
-            pass
-    logger.addHandler(logging.NullHandler())
-    logger.propagate = False
-
-
-def _detach_stdio() -> None:
-    null = os.open(os.devnull, os.O_RDWR)
-    for fd in (0, 1, 2):
-        os.dup2(null, fd)
-    if null > 2:
-        os.close(null)
-
-
-def _daemonize(run: Callable[[Callable[[], None]], int], debug: bool = False) -> int:
-    """Fork twice; the grandchild calls ``run(ready)``. Returns 0 in the parent once ``ready`` was
-    called; raises MountError with the grandchild's message if it failed first."""
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid > 0:
-        os.close(write_end)
-        chunks = []
-        while True:
-            data = os.read(read_end, 4096)
-            if not data:
-                break
-            chunks.append(data)
-        os.close(read_end)
-        os.waitpid(pid, 0)
-        message = b"".join(chunks).decode("utf-8", "replace")
-        if message.startswith("OK"):
-            return 0
-        if message.startswith("USAGE "):
-            raise MountPathError(message.removeprefix("USAGE ").strip())
-        raise MountError(
-            message.removeprefix("ERR ").strip() or "the daemon exited before the mount was ready"
-        )
-    # first child: a session of its own, then the grandchild does the work
-    try:
-        os.close(read_end)
-        os.setsid()
-        if os.fork() > 0:
-            os._exit(0)
-        os.chdir("/")
-    except BaseException:
-        os._exit(1)
-    code = 1
-    reported = False
-
-    def ready() -> None:
-        nonlocal reported
-        os.write(write_end, b"OK\n")
-        os.close(write_end)
-        reported = True
-        logging.getLogger("kafkafs").setLevel(logging.DEBUG if debug else logging.INFO)
-        _to_syslog()
-        _detach_stdio()
-
-    try:
-        code = run(ready)
-    except KafkafsError as exc:
-        if not reported:
-            os.write(write_end, f"{'USAGE' if isinstance(exc, UsageError) else 'ERR'} {exc}".encode())
-        else:
-            log.error("%s", exc)
-    except OSError as exc:  # the file and what kafkafs was doing with it (SPEC §4)
-        if not reported:
-            os.write(write_end, f"ERR {describe_os_error(exc)}".encode())
-        else:
-            log.error("%s", describe_os_error(exc))
-    except BaseException as exc:  # the parent prints it; nothing else may escape a daemon
-        if not reported:
-            os.write(write_end, f"ERR unexpected error: {exc!r}".encode())
-        else:
-            log.exception("unexpected error")
-    finally:
-        logging.shutdown()
-        os._exit(code)
+        return LayoutCache(None)
 
 
 # ---------------------------------------------------------------------------------------------- entry point
@@ -357,7 +237,7 @@ def mount(
     _size_cache(cache_dir, logdir)  # a --cache-dir inside LOGDIR fails here, before mounting
     if schemas is not None and not os.path.isdir(schemas):
         raise MountPathError(f"--schemas {schemas}: not a directory")
-    _setup_logging(debug, foreground)
+    setup_logging(debug, foreground)
 
     def run(ready: Callable[[], None]) -> int:
         return serve(
@@ -367,7 +247,7 @@ def mount(
 
     if foreground:
         return run(lambda: None)
-    return _daemonize(run, debug)
+    return daemonize(run, debug)
 
 
 if __name__ == "__main__":  # the command line is the CLI's: say so rather than exit quietly

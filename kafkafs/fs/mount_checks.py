@@ -1,6 +1,7 @@
 """What ``kafkafs mount`` checks before it mounts: the mount point, the log directory, the ``-o``
-options; and the errors it raises when they are not what it takes (SPEC §4: a wrong path or option
-exits 2, a mount point in the wrong state 1). Functions only: no state.
+options; :class:`~kafkafs.errors.MountPathError` when they are not what it takes (SPEC §4: a wrong path
+or option exits 2), :class:`~kafkafs.errors.MountError` for a mount point in the wrong state (1).
+Functions only: no state.
 """
 
 from __future__ import annotations
@@ -9,18 +10,10 @@ import errno
 import os
 from collections.abc import Iterable
 
-from ..errors import KafkafsError, UsageError
+from ..errors import MountError, MountPathError, UsageError
 from ..storage.logdir import check_log_directory
 
-__all__ = ["MountError", "MountPathError", "check_mountpoint", "check_logdir", "fuse_option_set"]
-
-
-class MountError(KafkafsError):
-    """The mount cannot be made (bad mount point, busy, FUSE missing, ...); the message says why."""
-
-
-class MountPathError(MountError, UsageError):
-    """A log directory or mount point that is not what ``mount`` takes (SPEC §4: exit code 2)."""
+__all__ = ["check_mountpoint", "check_logdir", "fuse_option_set"]
 
 
 def check_mountpoint(mountpoint: str) -> str:

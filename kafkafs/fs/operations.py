@@ -21,12 +21,13 @@ from typing import Any, TypeVar
 
 import pyfuse3
 
+from ..errors import NotFound, NotPermitted
 from .errnos import errno_for
-from .handles import Handle, NotFound, NotPermitted
-from .inodes import ROOT_INODE, InodeTable
-from .nodes import BLOCK_SIZE, Attr, Dir, File, Node
-from .partition_nodes import AppendFile
-from .tree import Tree
+from .tree.handles import Handle
+from .tree.inodes import ROOT_INODE, InodeTable
+from .tree.nodes import BLOCK_SIZE, Attr, Dir, File, Node
+from .tree.partition_nodes import AppendFile
+from .tree.root import Tree
 from .workers import WorkerPool
 
 __all__ = ["Operations"]
@@ -136,9 +137,10 @@ class Operations(pyfuse3.Operations):
         if node is None:
             assert parent is not None and name is not None
             node = parent.lookup(name)
-        ino, node = self.inodes.register(node, count=1)
+        known = self.inodes.register(node, count=1)
+        ino = known.ino
         try:
-            return ino, node.attr()
+            return ino, known.node.attr()
         except BaseException:
             self.inodes.discard_if_unused(ino, taken=1)
             raise
@@ -191,7 +193,7 @@ class Operations(pyfuse3.Operations):
             or (fields.update_mode or fields.update_uid or fields.update_gid)
         ):
             raise self._refuse()
-        if not node.tree.rw:
+        if not self.tree.rw:
             raise self._refuse()
         return self._entry(inode, await self._run(node.attr))
 
@@ -232,7 +234,7 @@ class Operations(pyfuse3.Operations):
             parent = node.parent
             parent_ino = ROOT_INODE
             if parent is not None and handle.ino != ROOT_INODE:
-                parent_ino, _node = self.inodes.register(parent)
+                parent_ino = self.inodes.register(parent).ino
                 self.inodes.discard_if_unused(parent_ino)
             yield 2, b"..", parent_ino, attr
         for next_id, name, target, attr in node.listing(max(start_id - 2, 0)):
@@ -258,7 +260,7 @@ class Operations(pyfuse3.Operations):
                 buffer.extend(chunk)
             next_id, name, target, attr = buffer[0]
             counted = type(target) is not int
-            ino = self.inodes.register(target)[0] if counted else target
+            ino = self.inodes.register(target).ino if counted else target
             if attr is not last_attr:
                 entry.st_mode = attr.mode
                 entry.st_nlink = attr.nlink

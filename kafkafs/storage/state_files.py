@@ -32,8 +32,8 @@ from .leader_epochs import LeaderEpochCache
 from .partition_metadata import read_topic_id
 from .producer_state import ProducerState, snapshot_offsets
 
-if TYPE_CHECKING:
-    from .log import Log
+if TYPE_CHECKING:  # the Log makes its StateFiles: they know it as the LocalLog it is built on
+    from .local_log import LocalLog
 
 __all__ = ["StateFiles"]
 
@@ -41,7 +41,7 @@ __all__ = ["StateFiles"]
 class StateFiles:
     """See the module's docstring."""
 
-    def __init__(self, log: Log) -> None:
+    def __init__(self, log: LocalLog) -> None:
         self.log = log
         self.epochs = LeaderEpochCache(log.dir, writable=log.writable)
         self.topic_id = read_topic_id(log.dir)

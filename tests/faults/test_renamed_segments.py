@@ -15,9 +15,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from kafkafs.errors import CorruptRecordError
-from kafkafs.fs.handles import NotFound
-from kafkafs.fs.tree import Tree
+from kafkafs.errors import CorruptRecordError, NotFound
+from kafkafs.fs.tree.root import Tree
 from kafkafs.storage.logdir import LogDir
 
 from . import fuzz

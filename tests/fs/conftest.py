@@ -20,7 +20,7 @@ import pytest
 
 from kafkafs.format.batch import Header
 from kafkafs.format.jsonview import ProducerRecord, render_batch_jsonl
-from kafkafs.fs.tree import Tree
+from kafkafs.fs.tree.root import Tree
 from kafkafs.storage.config import Settings
 from kafkafs.storage.logdir import LogDir
 
@@ -245,3 +245,11 @@ def late_log(path: Path) -> list:
 def write_segment(directory: Path, base: int, batches: list[bytes]) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     (directory / f"{base:020d}.log").write_bytes(b"".join(batches))
+
+
+def read_view(state, view, offset: int, size: int, cache) -> bytes:
+    """Bytes ``offset .. offset+size`` of a composition of ``state`` (``records.jsonl`` as a stream
+    reads it, without the stream)."""
+    from kafkafs.fs.views.reading import read_parts
+
+    return read_parts(view.parts, view.starts, offset, size, lambda layout, i: state.render_piece(layout, i, cache))

@@ -6,9 +6,16 @@ import errno
 
 import pytest
 
-from kafkafs.errors import CorruptRecordError, InvalidInput, InvalidName, ReadOnlyError, RecordTooLargeError
+from kafkafs.errors import (
+    CorruptRecordError,
+    InvalidInput,
+    InvalidName,
+    NotFound,
+    NotPermitted,
+    ReadOnlyError,
+    RecordTooLargeError,
+)
 from kafkafs.fs.errnos import errno_for
-from kafkafs.fs.handles import NotFound, NotPermitted
 
 
 @pytest.mark.allow_warnings("errors are logged where they become errno")

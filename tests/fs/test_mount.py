@@ -20,7 +20,7 @@ from kafkafs.fs.mount import mount
 from kafkafs.storage.logdir import LogDir
 
 from .conftest import BASE_TS, ROOT, SMALL_SEGMENTS, expected_jsonl
-from .test_tree import corrupt_one_batch
+from .tree.test_root import corrupt_one_batch
 
 pytestmark = pytest.mark.fuse
 

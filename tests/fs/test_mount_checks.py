@@ -4,13 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from kafkafs.fs.mount_checks import (
-    MountError,
-    MountPathError,
-    check_logdir,
-    check_mountpoint,
-    fuse_option_set,
-)
+from kafkafs.errors import MountError, MountPathError
+from kafkafs.fs.mount_checks import check_logdir, check_mountpoint, fuse_option_set
 
 
 def test_fuse_options():

@@ -10,9 +10,9 @@ import pyfuse3
 import pytest
 import trio
 
-from kafkafs.fs.inodes import ROOT_INODE
 from kafkafs.fs.operations import Operations
-from kafkafs.fs.tree import Tree
+from kafkafs.fs.tree.inodes import ROOT_INODE
+from kafkafs.fs.tree.root import Tree
 from kafkafs.storage.logdir import LogDir
 
 from .conftest import SMALL_SEGMENTS, expected_jsonl

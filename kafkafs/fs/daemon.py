@@ -1,0 +1,280 @@
+"""The mount's daemon: how the process starts, detaches, logs, tells systemd, and gives memory back.
+
+* :func:`daemonize` forks twice; the grandchild mounts and serves, and tells the parent "ready" (or why
+  it could not mount) through a pipe, so ``kafkafs mount`` returns once the mount answers.
+* :class:`StartingStderr` keeps what libfuse prints while the mount starts, for the one error line.
+* :func:`notify` is the systemd notification protocol without libsystemd: a service started with
+  ``Type=notify`` hears ``READY=1``, ``STOPPING=1``, ``STATUS=...`` or ``WATCHDOG=1`` as one datagram
+  on the unix socket named in ``$NOTIFY_SOCKET``. Outside systemd the variable is unset and every call
+  is a cheap no-op. Sending never raises: a missing or unreachable socket must not take a working
+  mount down, so failures are logged at debug level and reported as ``False``.
+* :func:`return_large_blocks` (issue 9, finding 7): glibc's malloc serves a large block with ``mmap``
+  and returns it at ``free``, but its threshold for doing so grows to the size of the largest block
+  freed (up to 32 MiB): after a few decompression bombs (every one cleanly EIO) the worker threads'
+  arenas keep hundreds of MiB that the process never uses again. Fixing the threshold
+  (``M_MMAP_THRESHOLD``) turns that adjustment off, so blocks of a MiB or more always go back to the
+  system when freed. A no-op where the C library is not glibc.
+
+Used by the one thread that starts the mount (and, for :func:`notify`, the FUSE loop).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import logging
+import logging.handlers
+import os
+import socket
+import sys
+import tempfile
+from collections.abc import Callable
+
+from ..errors import KafkafsError, MountError, MountPathError, UsageError, describe_os_error
+
+__all__ = [
+    "StartingStderr", "first_exception", "notify", "watchdog_interval", "return_large_blocks", "daemonize",
+    "setup_logging", "not_a_reply_nobody_awaits",
+]
+
+log = logging.getLogger("kafkafs.fs")
+
+
+# ---------------------------------------------------------------------------------------------- starting
+
+
+class StartingStderr:
+    """File descriptor 2 into a temporary file while the mount starts (``pyfuse3.init`` until the mount
+    answers), so that what libfuse and fusermount3 print there ("fuse: unknown option(s): `-o bogus'")
+    becomes part of the one error line instead of lines before it; replayed as it was once the mount
+    answers. Used by the one thread that starts the mount."""
+
+    def __init__(self) -> None:
+        sys.stderr.flush()
+        self._saved: int | None = os.dup(2)
+        self._file = tempfile.TemporaryFile()  # noqa: SIM115 - closed by restore()
+        os.dup2(self._file.fileno(), 2)
+        self.said: list[str] = []
+
+    def restore(self, *, replay: bool) -> list[str]:
+        """fd 2 back; what was printed meanwhile (written out again with ``replay``), as lines."""
+        if self._saved is not None:
+            sys.stderr.flush()
+            os.dup2(self._saved, 2)
+            os.close(self._saved)
+            self._saved = None
+            self._file.seek(0)
+            text = self._file.read()
+            self._file.close()
+            if replay and text:
+                os.write(2, text)
+            lines = text.decode("utf-8", "replace").splitlines()
+            self.said = [line.strip().removeprefix("fuse: ") for line in lines if line.strip()]
+        return self.said
+
+
+def first_exception(exc: BaseException) -> BaseException:
+    """The first exception inside (nested) exception groups, as trio raises them."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
+
+
+# ---------------------------------------------------------------------------------------------- systemd
+
+#: Bounds the time one notification can block the caller (the trio loop, typically) if systemd's
+#: receive queue is full; libsystemd blocks without limit.
+SEND_TIMEOUT = 1.0
+
+
+def _socket_address(value: str) -> str | None:
+    """The address to send to: an absolute path, or '@name' for the abstract namespace."""
+    if value.startswith("@"):
+        return "\0" + value[1:]
+    if value.startswith("/"):
+        return value
+    # systemd >= 253 may also hand out "vsock:CID:PORT" (for VMs); kafkafs has no use for it.
+    return None
+
+
+def notify(state: str) -> bool:
+    """Send ``state`` (e.g. ``"READY=1"`` or ``"READY=1\\nSTATUS=mounted"``) to ``$NOTIFY_SOCKET``.
+
+    Returns True when the datagram was sent, False when there is nowhere to send it or sending failed.
+    """
+    value = os.environ.get("NOTIFY_SOCKET")
+    if not value:
+        return False
+    address = _socket_address(value)
+    if address is None:
+        log.debug("NOTIFY_SOCKET=%r is not a unix socket address; not notifying %r", value, state)
+        return False
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+            sock.settimeout(SEND_TIMEOUT)
+            sock.sendto(state.encode("utf-8"), address)
+    except OSError as exc:
+        log.debug("could not notify systemd at %r of %r: %s", value, state, exc)
+        return False
+    return True
+
+
+def watchdog_interval() -> float | None:
+    """The watchdog period in seconds that systemd expects ``WATCHDOG=1`` within, or None if none.
+
+    Mirrors sd_watchdog_enabled(): ``$WATCHDOG_USEC`` sets the period, and ``$WATCHDOG_PID``, when set,
+    must be this process (the variables leak into children otherwise). Ping at half the period.
+    """
+    usec = os.environ.get("WATCHDOG_USEC")
+    if not usec:
+        return None
+    pid = os.environ.get("WATCHDOG_PID")
+    try:
+        if pid and int(pid) != os.getpid():
+            return None
+        period = int(usec)
+    except ValueError:
+        log.debug("ignoring malformed WATCHDOG_USEC=%r / WATCHDOG_PID=%r", usec, pid)
+        return None
+    return period / 1_000_000 if period > 0 else None
+
+
+def sd_notify(message: str) -> None:
+    """:func:`notify`, never raising (systemd plumbing must not take the mount down)."""
+    try:
+        notify(message)
+    except Exception as exc:
+        log.debug("sd_notify failed: %s", exc)
+
+
+# ---------------------------------------------------------------------------------------------- memory
+
+_M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter number
+_THRESHOLD = 1 << 20
+
+
+def return_large_blocks(threshold: int = _THRESHOLD) -> bool:
+    """Make freed blocks of ``threshold`` bytes or more go back to the system; True when it could."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):
+        return False
+    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    ok = bool(mallopt(_M_MMAP_THRESHOLD, threshold))
+    if not ok:
+        log.debug("mallopt(M_MMAP_THRESHOLD) was refused")
+    return ok
+
+
+# ---------------------------------------------------------------------------------------------- detaching
+
+
+def not_a_reply_nobody_awaits(record: logging.LogRecord) -> bool:
+    """pyfuse3 logs an error when the kernel refuses a reply with ENOENT: it no longer waits for that
+    request (interrupted, or the mount is going away, e.g. the RELEASE of a killed ``tail`` answered
+    during unmount). Nothing is lost then: not worth an error line."""
+    return not (record.name == "pyfuse3" and "fuse_reply_* failed with No such file or directory" in record.getMessage())
+
+
+def setup_logging(debug: bool, foreground: bool) -> None:
+    """stderr until detached; a daemon says nothing on success unless asked (``--debug``)."""
+    logger = logging.getLogger("kafkafs")
+    logger.setLevel(logging.DEBUG if debug else logging.INFO if foreground else logging.WARNING)
+    if not logger.handlers and not logging.getLogger().handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("kafkafs: %(levelname)s: %(message)s"))
+        logger.addHandler(handler)
+
+
+def _to_syslog() -> None:
+    """Once detached, log to syslog (or nowhere, if there is no syslog)."""
+    logger = logging.getLogger("kafkafs")
+    for handler in list(logger.handlers) + list(logging.getLogger().handlers):
+        if isinstance(handler, logging.StreamHandler) and not isinstance(handler, logging.FileHandler):
+            logger.removeHandler(handler)
+            logging.getLogger().removeHandler(handler)
+    if os.path.exists("/dev/log"):
+        try:
+            handler = logging.handlers.SysLogHandler(address="/dev/log")
+            handler.setFormatter(logging.Formatter("kafkafs[%(process)d]: %(levelname)s: %(message)s"))
+            logger.addHandler(handler)
+            return
+        except OSError:
+            pass
+    logger.addHandler(logging.NullHandler())
+    logger.propagate = False
+
+
+def _detach_stdio() -> None:
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    if null > 2:
+        os.close(null)
+
+
+def daemonize(run: Callable[[Callable[[], None]], int], debug: bool = False) -> int:
+    """Fork twice; the grandchild calls ``run(ready)``. Returns 0 in the parent once ``ready`` was
+    called; raises MountError with the grandchild's message if it failed first."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid > 0:
+        os.close(write_end)
+        chunks = []
+        while True:
+            data = os.read(read_end, 4096)
+            if not data:
+                break
+            chunks.append(data)
+        os.close(read_end)
+        os.waitpid(pid, 0)
+        message = b"".join(chunks).decode("utf-8", "replace")
+        if message.startswith("OK"):
+            return 0
+        if message.startswith("USAGE "):
+            raise MountPathError(message.removeprefix("USAGE ").strip())
+        raise MountError(
+            message.removeprefix("ERR ").strip() or "the daemon exited before the mount was ready"
+        )
+    # first child: a session of its own, then the grandchild does the work
+    try:
+        os.close(read_end)
+        os.setsid()
+        if os.fork() > 0:
+            os._exit(0)
+        os.chdir("/")
+    except BaseException:
+        os._exit(1)
+    code = 1
+    reported = False
+
+    def ready() -> None:
+        nonlocal reported
+        os.write(write_end, b"OK\n")
+        os.close(write_end)
+        reported = True
+        logging.getLogger("kafkafs").setLevel(logging.DEBUG if debug else logging.INFO)
+        _to_syslog()
+        _detach_stdio()
+
+    try:
+        code = run(ready)
+    except KafkafsError as exc:
+        if not reported:
+            os.write(write_end, f"{'USAGE' if isinstance(exc, UsageError) else 'ERR'} {exc}".encode())
+        else:
+            log.error("%s", exc)
+    except OSError as exc:  # the file and what kafkafs was doing with it (SPEC §4)
+        if not reported:
+            os.write(write_end, f"ERR {describe_os_error(exc)}".encode())
+        else:
+            log.error("%s", describe_os_error(exc))
+    except BaseException as exc:  # the parent prints it; nothing else may escape a daemon
+        if not reported:
+            os.write(write_end, f"ERR unexpected error: {exc!r}".encode())
+        else:
+            log.exception("unexpected error")
+    finally:
+        logging.shutdown()
+        os._exit(code)

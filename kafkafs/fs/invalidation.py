@@ -1,0 +1,189 @@
+"""Keeping the kernel's view current: records arrive, cached pages and sizes must go.
+
+* :class:`Invalidator` is a thread of its own that tells the kernel to forget what it cached for the
+  files that grow (``records.jsonl``, ``partition.json``, ranges reaching the end, the active
+  segment's files): attributes and pages. It never runs inside a request handler: dropping pages can
+  wait for a page that a handler is still filling, and the handler would wait for it.
+* :meth:`Invalidator.attrs_now` is the exception, for appends through the mount itself: before the
+  ``write()`` (or ``close()``) of ``append`` returns, it marks the cached attributes of the files that
+  grew as stale, so the next ``stat``, ``open`` or ``read`` on this mount asks again and sees the new
+  records (read-after-append). Only attributes: that touches no page and waits for nothing (the
+  kernel bumps the inode's attribute version and returns), so it is safe from the worker thread of
+  a request. The new size then drops the stale pages in the kernel itself (a FUSE inode whose size
+  changes loses its page cache), and the thread above follows with a full invalidation.
+* :func:`poll_forever` looks at the active segment of every read-only partition in use every
+  :data:`POLL_INTERVAL` seconds, so records written by another process (a broker, ``kafkafs
+  produce``) are noticed; a read-write mount hears of its own appends directly.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+import trio
+
+from .tree import names
+from .tree.inodes import InodeTable
+from .tree.nodes import OFFSET_RANGE, Key, Node
+from .tree.partition_nodes import RangeFile
+from .tree.root import Tree
+from .tree.segment_nodes import SegmentFile
+from .views.partition import PartitionState
+
+__all__ = ["Invalidator", "poll_forever", "POLL_INTERVAL"]
+
+log = logging.getLogger("kafkafs.fs")
+
+POLL_INTERVAL = 0.3
+#: Changes that come close together are sent to the kernel as one.
+COALESCE = 0.01
+
+
+class Invalidator:
+    """``invalidate(ino, attr_only=False)`` is :func:`pyfuse3.invalidate_inode` (or a stand-in);
+    ``invalidate_entry(parent_ino, name)`` is :func:`pyfuse3.invalidate_entry`: when compaction or
+    retention rewrote a partition, the name ``records.jsonl`` is dropped from the kernel's cache so that
+    the next lookup gets the new generation (:mod:`kafkafs.fs.views.streams`) at once.
+
+    Threads: the callbacks may come from any thread; the pending work is kept under one condition,
+    and only the invalidator's own thread talks to the kernel (but :meth:`attrs_now`)."""
+
+    def __init__(
+        self,
+        table: InodeTable,
+        invalidate: Callable[..., None],
+        invalidate_entry: Callable[[int, bytes], None] | None = None,
+    ) -> None:
+        self.table = table
+        self._invalidate = invalidate
+        self._invalidate_entry = invalidate_entry
+        self._pending: dict[str, int | None] = {}
+        self._rewrites: dict[str, int] = {}  # per partition: the rewrites already told
+        self._rewritten: set[str] = set()
+        self._cond = threading.Condition()
+        self._stopped = False
+        self._thread = threading.Thread(target=self._run, name="kafkafs-invalidate", daemon=True)
+        self.sent = 0
+        self.sent_attrs = 0
+        self.sent_entries = 0
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stopped = True
+            self._cond.notify()
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
+
+    def partition_changed(self, state: PartitionState) -> None:
+        """Called from whichever thread saw the change; returns at once."""
+        with self._cond:
+            if self._rewrites.get(state.name, 0) != state.rewrites:
+                self._rewrites[state.name] = state.rewrites
+                self._rewritten.add(state.name)
+            before = self._pending.get(state.name, state.prev_active_base)
+            prev = state.prev_active_base
+            self._pending[state.name] = (
+                prev if before is None or (prev is not None and prev < before) else before
+            )
+            self._cond.notify()
+
+    def attrs_now(self, state: PartitionState, since_base: int | None = None) -> None:
+        """Mark the attributes of ``state``'s growing files stale in the kernel, now (see above);
+        ``since_base``: segment files from that base offset on changed too."""
+        for ino, node in self.table.of_partition(state.name):
+            if self._needs(node, since_base):
+                try:
+                    self._invalidate(ino, True)
+                    self.sent_attrs += 1
+                except OSError:
+                    pass  # the kernel no longer knows the inode: nothing to forget
+                except Exception:
+                    log.exception("cache invalidation failed")
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._pending and not self._stopped:
+                    self._cond.wait()
+                if self._stopped:
+                    return
+            time.sleep(COALESCE)
+            with self._cond:
+                pending, self._pending = self._pending, {}
+                rewritten, self._rewritten = self._rewritten, set()
+            for name in rewritten:
+                self._renamed(name)
+            for name, since_base in pending.items():
+                for ino, node in self.table.of_partition(name):
+                    if self._needs(node, since_base):
+                        self._send(ino)
+
+    @staticmethod
+    def _needs(node: Node, since_base: int | None) -> bool:
+        if isinstance(node, SegmentFile):
+            # the active segment grows; the one before it was just sealed (its indexes trimmed)
+            return node.volatile() or (
+                since_base is not None and node.base_offset is not None and node.base_offset >= since_base
+            )
+        return node.volatile() or node.is_dir
+
+    def _renamed(self, partition: str) -> None:
+        """Compaction or retention rewrote ``partition``: ``records.jsonl`` names a new generation, names
+        in ``segments/`` may hold other files or none, and ranges in ``by-offset/`` and ``by-time/`` name
+        new files: drop the kernel's entries for them."""
+        if self._invalidate_entry is None:
+            return
+        parent = self.table.ino_of(Key("partition", partition))
+        if parent is not None:  # else the kernel does not know the folder: it has no entry to forget
+            self._drop_entry(parent, names.RECORDS)
+        folders = {kind: self.table.ino_of(Key(kind, partition)) for kind in (names.SEGMENTS, names.BY_OFFSET, names.BY_TIME)}
+        for _ino, node in self.table.of_partition(partition):
+            if isinstance(node, SegmentFile) and node.replaced():
+                folder = folders[names.SEGMENTS]
+            elif isinstance(node, RangeFile) and node.name and node.rewritten():
+                folder = folders[names.BY_OFFSET if node.key.kind == OFFSET_RANGE else names.BY_TIME]
+            else:
+                continue
+            if folder is not None:
+                self._drop_entry(folder, node.name)
+
+    def _drop_entry(self, parent: int, name: str) -> None:
+        try:
+            self._invalidate_entry(parent, name.encode())  # type: ignore[misc]
+            self.sent_entries += 1
+        except OSError:
+            pass  # the kernel had no such entry
+        except Exception:
+            log.exception("entry invalidation failed")
+
+    def _send(self, ino: int) -> None:
+        try:
+            self._invalidate(ino)
+            self.sent += 1
+        except OSError:
+            pass  # the kernel no longer knows the inode: nothing to forget
+        except Exception:
+            log.exception("cache invalidation failed")
+
+
+def _poll_states(states: list[PartitionState]) -> None:
+    for state in states:
+        try:
+            state.refresh(force=True)
+        except Exception as exc:
+            log.warning("%s: could not look for new records: %s", state.name, exc)
+
+
+async def poll_forever(tree: Tree, interval: float = POLL_INTERVAL) -> None:
+    """Look for records that other processes appended, until cancelled."""
+    while True:
+        await trio.sleep(interval)
+        states = [s for s in tree.partitions.open_states() if not s.log.writable]
+        if states:
+            await trio.to_thread.run_sync(_poll_states, states)

@@ -1,0 +1,154 @@
+"""The ``append`` file of a read-write mount: lines in, records out (SPEC §3).
+
+* The complete lines of one ``write()`` are parsed first and appended together, atomically: a line
+  that does not parse fails the whole write (InvalidInput, EINVAL upstairs) and nothing is appended.
+  They are one batch; only when one batch could not hold them within the topic's
+  ``max.message.bytes`` are they cut into several, still appended by one call (all or nothing).
+* A record too large for a batch of ``max.message.bytes`` fails the write with RecordTooLargeError
+  (EFBIG upstairs: "File too large", Kafka's RECORD_TOO_LARGE) and nothing is appended. So does a
+  partial line that has already grown past what any record could hold: a plain line longer than
+  ``max.message.bytes``, a JSON line longer than :data:`JSON_LINE_FACTOR` times that (JSON may be
+  padded or escaped, so only a generous bound is sure).
+* A partial last line waits for the next write, or for :meth:`AppendBuffer.flush` (close), which
+  appends it as a record of its own and makes everything durable. :meth:`AppendBuffer.sync` (fsync)
+  makes the complete lines durable and leaves the partial line waiting. "close" is what the kernel
+  reports (FUSE ``flush``): the close of any descriptor of the open file, a copy included. A process
+  that forks while a line is half written (the child's copy is closed at its ``exec`` or exit) ends
+  that line there; FUSE does not say which process closes, so this cannot be told apart.
+* A failed write never leaves a cut-off record behind. When it ended a line that began in an earlier
+  write, or it made a line too long to be a record, that line is dropped whole. The kernel cuts
+  a large ``write()`` into pieces (``max_write``, about 1 MiB) and, when a later piece fails, returns
+  a short count rather than the error; a writer that then retries the rest (stdio, Python's buffered
+  files) sends the failed piece again. So after a failure, a write that repeats the failed data, and
+  the writes that carry the rest of a dropped line up to its newline, fail with the same error and
+  append nothing; the first write after those starts afresh.
+
+Writes larger than ``max_write`` reach this class in pieces, and each piece is a write here: the
+all-or-nothing rule holds per piece (the kernel reports the pieces before a failed one as written).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import NamedTuple
+
+from ...errors import InvalidInput, RecordTooLargeError
+from ...format.jsonview import ProducerRecord, parse_lines
+from ...storage.log import AppendResult, Log
+
+__all__ = ["AppendBuffer", "JSON_LINE_FACTOR"]
+
+#: A JSON line may be this many times ``max.message.bytes`` long before it is refused unparsed.
+JSON_LINE_FACTOR = 16
+#: A write that starts with the whole of a failed write, or with this much of it (the kernel may cut
+#: a retry elsewhere), is taken for a retry of it.
+_RETRY_MATCH = 64 * 1024
+
+
+class _Failure(NamedTuple):
+    data: bytes  # the failed write
+    error: Exception
+    dropping: bool  # the dropped line's newline has not been seen yet
+
+
+def _again(exc: Exception) -> Exception:
+    return type(exc)(*exc.args)
+
+
+def _repeats(data: bytes, failed: bytes) -> bool:
+    """Whether ``data`` looks like a retry of the failed write ``failed``."""
+    if not failed or not data:
+        return False
+    if data.startswith(failed):
+        return True
+    return len(data) >= min(len(failed), _RETRY_MATCH) and failed.startswith(data)
+
+
+class AppendBuffer:
+    """One open ``append`` file: the partial line it holds and the log it appends to.
+
+    Threads: safe to share; writes, fsync and close of one open file serialise on its lock (the kernel
+    may send them from several threads), and the log serialises appends from every open file.
+    """
+
+    def __init__(self, log: Log) -> None:
+        self.log = log
+        self._pending = bytearray()
+        self._failed: _Failure | None = None
+        self.appended = 0
+        self._lock = threading.Lock()
+
+    @property
+    def pending(self) -> bytes:
+        """The partial last line waiting for its newline (or for close)."""
+        return bytes(self._pending)
+
+    def write(self, data: bytes) -> AppendResult | None:
+        """Append the complete lines of ``pending + data`` (None when there is none); keep the partial
+        rest. Raises InvalidInput or RecordTooLargeError, having appended nothing."""
+        with self._lock:
+            failed = self._failed
+            if failed is not None:
+                if _repeats(data, failed.data):
+                    raise _again(failed.error)
+                if failed.dropping:  # the rest of a dropped line, up to its newline, goes too
+                    self._failed = _Failure(data, failed.error, b"\n" not in data)
+                    raise _again(failed.error)
+                self._failed = None
+            pending = self._pending
+            cut = data.rfind(b"\n")
+            if cut < 0:
+                size = len(pending) + len(data)
+                if size > self.log.config.max_message_bytes:
+                    self._check_partial_size(size, bytes(pending[:4096]) + data[:4096], data)
+                pending += data
+                return None
+            lines = (bytes(pending) + data[:cut]).split(b"\n")
+            try:
+                result = self._append(parse_lines(lines))
+            except (InvalidInput, RecordTooLargeError) as exc:
+                if pending:  # it was in the middle of a line: drop that line whole
+                    self._drop(data, exc, dropping=False)
+                raise
+            self._pending = bytearray(data[cut + 1 :])
+            self.appended += len(lines)
+            return result
+
+    def _check_partial_size(self, size: int, start: bytes, data: bytes) -> None:
+        limit = self.log.config.max_message_bytes
+        json_line = start.lstrip()[:1] in (b"{", b"")
+        if size > (JSON_LINE_FACTOR * limit if json_line else limit):
+            kind = "a JSON line" if json_line else "a line"
+            exc = RecordTooLargeError(
+                f"{kind} already {size} bytes long cannot fit a record batch of max.message.bytes={limit}"
+            )
+            self._drop(data, exc, dropping=True)
+            raise exc
+
+    def _drop(self, data: bytes, exc: Exception, *, dropping: bool) -> None:
+        self._pending = bytearray()
+        self._failed = _Failure(bytes(data), exc, dropping)
+
+    def _append(self, records: list[ProducerRecord], *, flush: bool | None = None) -> AppendResult:
+        """One append: one batch, or several when one could not stay within ``max.message.bytes``
+        (:meth:`~kafkafs.storage.log.Log.append_records`), all or nothing."""
+        return self.log.append_records(records, flush=flush)
+
+    def sync(self) -> None:
+        """fsync: make the appended records durable; a partial line keeps waiting for its newline."""
+        with self._lock:
+            self.log.flush()
+
+    def flush(self) -> None:
+        """close: append a pending partial line (as a record of its own) and fsync; durable on return.
+
+        A pending line that cannot be a record raises (and is dropped)."""
+        with self._lock:
+            pending, self._pending = bytes(self._pending), bytearray()
+            self._failed = None  # close ends whatever line was being dropped
+            if pending:
+                self._append(parse_lines([pending]), flush=True)
+                self.appended += 1
+            else:
+                self.log.flush()
+

@@ -1,0 +1,164 @@
+"""Open files of the mounted tree: what ``open`` returns and ``read``/``write``/``flush`` act on.
+
+Threads: a handle belongs to one open file; the kernel may send its requests from several threads
+at once, and each handle is safe for that: reading handles keep only a small cache behind a lock
+(:class:`~kafkafs.fs.views.reading.PieceCache`), :class:`AppendHandle` serialises on its
+:class:`~.append.AppendBuffer`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+from ...errors import NotFound, NotPermitted, UnsafeFileError
+from ...storage.safefiles import open_file
+from ..views.partition import PartitionState
+from ..views.ranges import RangeLayout
+from ..views.reading import PieceCache
+from ..views.streams import RecordsStream
+from .append import AppendBuffer
+
+__all__ = ["Handle", "BytesHandle", "RecordsHandle", "RangeHandle", "OSFileHandle", "AppendHandle"]
+
+
+class Handle:
+    """An open file. ``keep_cache``: the kernel may keep pages across opens (the content never changes
+    underneath); ``direct_io``: every read comes here (small files rendered at open)."""
+
+    keep_cache = False
+    direct_io = False
+    #: False for handles that only touch memory: the adapter then skips the worker thread
+    blocking = True
+
+    def read(self, offset: int, size: int) -> bytes:
+        raise NotPermitted("not readable")
+
+    def read_now(self, offset: int, size: int) -> bytes | None:
+        """:meth:`read` when it can be answered from memory alone (on the FUSE loop), else None."""
+        return None
+
+    def write(self, offset: int, data: bytes) -> int:
+        raise NotPermitted("read-only file")
+
+    def flush(self) -> None:
+        pass
+
+    def fsync(self) -> None:
+        self.flush()
+
+    def release(self) -> None:
+        pass
+
+
+class BytesHandle(Handle):
+    blocking = False
+
+    def __init__(self, data: bytes, *, keep_cache: bool = True, direct_io: bool = False) -> None:
+        self.data = data
+        self.keep_cache = keep_cache
+        self.direct_io = direct_io
+
+    def read(self, offset: int, size: int) -> bytes:
+        return self.data[offset : offset + size]
+
+
+class RecordsHandle(Handle):
+    """``records.jsonl``: an open of one of its generations (:class:`~kafkafs.fs.views.streams.RecordsStream`),
+    an append-only stream shared by every open of its inode. Its bytes never change, so the kernel may
+    keep its pages across opens (a new size drops them anyway)."""
+
+    keep_cache = True
+
+    def __init__(self, stream: RecordsStream) -> None:
+        self.stream = stream
+        self.cache = PieceCache()
+        stream.opened(self)
+
+    def read(self, offset: int, size: int) -> bytes:
+        return self.stream.read(self, offset, size, self.cache)
+
+    def release(self) -> None:
+        self.stream.released(self)
+
+    def read_now(self, offset: int, size: int) -> bytes | None:
+        view = self.stream.view
+        if view is None or offset + size > view.total:
+            return None  # the worker advances the stream
+        data = self.stream.state.read_composition_now(view, offset, size, self.cache)
+        if data is not None:
+            self.stream.note_read(self, offset + len(data), wait=False)
+        return data
+
+
+class RangeHandle(Handle):
+    keep_cache = True
+
+    def __init__(self, state: PartitionState, layout: RangeLayout) -> None:
+        self.state = state
+        self.layout = layout
+        self.cache = PieceCache()
+
+    def read(self, offset: int, size: int) -> bytes:
+        if offset + size > self.layout.total():
+            self.state.refresh()
+            self.state.extend_range(self.layout)
+        return self.state.read_range(self.layout, offset, size, self.cache)
+
+    def read_now(self, offset: int, size: int) -> bytes | None:
+        if offset + size > self.layout.total():
+            return None
+        return self.state.read_range_now(self.layout, offset, size, self.cache)
+
+
+class OSFileHandle(Handle):
+    def __init__(self, path: str | os.PathLike[str], keep_cache: bool) -> None:
+        try:
+            self.fd = open_file(path, os.O_RDONLY)  # a link is never followed (SPEC §3)
+        except (FileNotFoundError, UnsafeFileError):
+            raise NotFound(str(path)) from None
+        self.keep_cache = keep_cache
+
+    def read(self, offset: int, size: int) -> bytes:
+        return os.pread(self.fd, size, offset)
+
+    def release(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+class AppendHandle(Handle):
+    """``append``: see :mod:`.append`. Once records are in, ``on_appended(state, the active
+    segment's base before)`` runs before the request returns (the tree tells its append listeners, and
+    the mount tells the kernel that the views grew)."""
+
+    direct_io = True
+
+    def __init__(self, state: PartitionState, on_appended: Callable[[PartitionState, int | None], None]) -> None:
+        self.on_appended = on_appended
+        self.state = state
+        self.buffer = AppendBuffer(state.log)
+
+    def read(self, offset: int, size: int) -> bytes:
+        return b""
+
+    def _active_base(self) -> int | None:
+        active = self.state.log.active_segment
+        return active.base_offset if active is not None else None
+
+    def write(self, offset: int, data: bytes) -> int:
+        before = self._active_base()
+        if self.buffer.write(data) is not None:
+            self.on_appended(self.state, before)
+        return len(data)
+
+    def flush(self) -> None:
+        before = self._active_base()
+        count = self.buffer.appended
+        self.buffer.flush()
+        if self.buffer.appended != count:
+            self.on_appended(self.state, before)
+
+    def fsync(self) -> None:
+        self.buffer.sync()

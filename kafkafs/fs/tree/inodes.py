@@ -1,0 +1,167 @@
+"""Inode numbers for tree nodes, with the kernel's lookup counts.
+
+Two kinds: by-offset record files get numbers computed from (partition number, offset) and need no
+table entry at all (so listing a million offsets costs no memory here); every other node gets the next
+free number, kept while the kernel holds a reference (its lookup count) and dropped on ``forget``.
+A node with the same key as a known one gets the known number and the known node (a range keeps its
+layout for as long as the kernel remembers it).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Hashable
+from typing import NamedTuple, Protocol
+
+__all__ = ["InodeTable", "Entry", "ROOT_INODE", "RecordIno", "record_ino", "parse_record_ino"]
+
+ROOT_INODE = 1
+
+# Computed inode numbers of by-offset records: top bit set, 23 bits of partition number, 40 of offset.
+_RECORD_FLAG = 1 << 63
+_OFFSET_BITS = 40
+_PARTITION_BITS = 23
+
+
+def record_ino(number: int, offset: int) -> int | None:
+    """The computed inode number of the record at ``offset`` of partition ``number`` (None when it does
+    not fit: a partition number past 2**23 or an offset past 2**40 gets a table number instead)."""
+    if number >= 1 << _PARTITION_BITS or not 0 <= offset < 1 << _OFFSET_BITS:
+        return None
+    return _RECORD_FLAG | (number << _OFFSET_BITS) | offset
+
+
+class RecordIno(NamedTuple):
+    """What a computed inode number says: a partition's number and an offset."""
+
+    number: int
+    offset: int
+
+
+def parse_record_ino(ino: int) -> RecordIno | None:
+    """The partition number and offset of a computed inode number, None for a table number."""
+    if not ino & _RECORD_FLAG:
+        return None
+    return RecordIno((ino >> _OFFSET_BITS) & ((1 << _PARTITION_BITS) - 1), ino & ((1 << _OFFSET_BITS) - 1))
+
+
+class Entry(NamedTuple):
+    """A node and its inode number."""
+
+    ino: int
+    node: Node
+
+
+class Node(Protocol):
+    """What the table needs of a tree node (:class:`~.nodes.Node`)."""
+
+    @property
+    def key(self) -> Hashable: ...
+
+    @property
+    def fixed_ino(self) -> int | None: ...
+    @property
+    def partition_name(self) -> str | None: ...
+
+
+class Tree(Protocol):
+    """What the table needs of the tree: its root, and the node of a computed number."""
+
+    root: Node
+
+    def node_for_ino(self, ino: int) -> Node | None: ...
+
+
+class InodeTable:
+    """Inode numbers of the nodes the kernel knows, with its lookup counts.
+
+    Threads: safe to share; every read and change of the tables holds one lock (the kernel sends
+    lookups, forgets and getattrs from several threads at once).
+    """
+
+    def __init__(self, tree: Tree) -> None:
+        self.tree = tree
+        self._nodes: dict[int, Node] = {ROOT_INODE: tree.root}
+        self._inos: dict[Hashable, int] = {tree.root.key: ROOT_INODE}
+        self._counts: dict[int, int] = {}
+        self._by_partition: dict[str, set[int]] = {}
+        self._next = ROOT_INODE + 1
+        self._guard = threading.Lock()
+
+    def __len__(self) -> int:
+        with self._guard:
+            return len(self._nodes)
+
+    def register(self, node: Node, count: int = 0) -> Entry:
+        """The inode number of ``node`` and the node to use for it (the known one if any); ``count``
+        references are taken at once (so a ``forget`` running meanwhile cannot drop it)."""
+        if node.fixed_ino is not None:
+            return Entry(node.fixed_ino, node)
+        with self._guard:
+            ino = self._inos.get(node.key)
+            if ino is None:
+                ino = self._next
+                self._next += 1
+                self._nodes[ino] = node
+                self._inos[node.key] = ino
+                partition = node.partition_name
+                if partition is not None:
+                    self._by_partition.setdefault(partition, set()).add(ino)
+            else:
+                node = self._nodes[ino]
+            if count and ino != ROOT_INODE:
+                self._counts[ino] = self._counts.get(ino, 0) + count
+            return Entry(ino, node)
+
+    def remember(self, ino: int, n: int = 1) -> None:
+        """The kernel took ``n`` more references (a lookup, a listed entry, a mkdir)."""
+        with self._guard:
+            if ino == ROOT_INODE or ino not in self._nodes:
+                return
+            self._counts[ino] = self._counts.get(ino, 0) + n
+
+    def ino_of(self, key: Hashable) -> int | None:
+        """The inode number of the node with ``key`` if the kernel knows it (None otherwise)."""
+        with self._guard:
+            return self._inos.get(key)
+
+    def get(self, ino: int) -> Node | None:
+        with self._guard:
+            node = self._nodes.get(ino)
+        if node is None:
+            node = self.tree.node_for_ino(ino)
+        return node
+
+    def forget(self, ino: int, n: int) -> None:
+        """The kernel dropped ``n`` references; at zero the node goes."""
+        with self._guard:
+            if ino == ROOT_INODE or ino not in self._nodes:
+                return
+            left = self._counts.get(ino, 0) - n
+            if left > 0:
+                self._counts[ino] = left
+                return
+            self._drop(ino)
+
+    def discard_if_unused(self, ino: int, taken: int = 0) -> None:
+        """Give back ``taken`` references and drop the node if nobody holds it (a reply the kernel
+        never received): a ``forget`` of what the reply took."""
+        self.forget(ino, taken)
+
+    def _drop(self, ino: int) -> None:
+        self._counts.pop(ino, None)
+        node = self._nodes.pop(ino, None)
+        if node is not None:
+            self._inos.pop(node.key, None)
+            partition = node.partition_name
+            if partition is not None:
+                members = self._by_partition.get(partition)
+                if members is not None:
+                    members.discard(ino)
+
+    def of_partition(self, partition: str) -> list[Entry]:
+        """The known (inode, node) pairs under one partition folder."""
+        with self._guard:
+            return [
+                Entry(ino, self._nodes[ino]) for ino in self._by_partition.get(partition, ()) if ino in self._nodes
+            ]

@@ -1,0 +1,361 @@
+"""A partition folder of the mount and its children: ``records.jsonl``, ``by-offset/``, ``by-time/``,
+``segments/`` (:mod:`.segment_nodes`), ``partition.json`` and ``append`` (SPEC §3), and the files
+under them. Each asks the partition's views (:mod:`kafkafs.fs.views`) for its bytes and sizes."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+
+import orjson
+
+from ...errors import Deferred, NotFound, NotPermitted
+from ..views.partition import PartitionState
+from ..views.record import RenderedRecord
+from ..views.streams import RecordsStream
+from . import names
+from .handles import AppendHandle, BytesHandle, Handle, RangeHandle, RecordsHandle
+from .inodes import record_ino
+from .nodes import (
+    OFFSET_RANGE,
+    STABLE_TIMEOUT,
+    TIME_RANGE,
+    VOLATILE_TIMEOUT,
+    Attr,
+    Dir,
+    File,
+    Key,
+    Node,
+    RangeKey,
+    RecordKey,
+    RecordsKey,
+    dir_attr,
+    file_attr,
+    ms_to_ns,
+    mtime_ns,
+)
+from .partitions import Partitions
+from .segment_nodes import SegmentsDir
+
+__all__ = [
+    "PartitionDir", "RecordsFile", "PartitionJsonFile", "AppendFile", "ByOffsetDir", "RecordFile", "RangeFile",
+    "ByTimeDir",
+]
+
+
+class PartitionDir(Dir):
+    """``<topic>-<partition>/``: its children are made afresh on each lookup (``records.jsonl`` as its
+    current generation)."""
+
+    def __init__(self, partitions: Partitions, name: str, parent: Node | None) -> None:
+        super().__init__(partitions, Key("partition", name), parent)
+        self.name = name
+
+    def attr(self) -> Attr:
+        return dir_attr(mtime_ns(self.partitions.logdir.path / self.name, self.partitions.mount_ns))
+
+    def _children(self) -> list[str]:
+        out = [names.RECORDS, names.BY_OFFSET, names.BY_TIME, names.SEGMENTS, names.PARTITION_JSON]
+        if self.partitions.rw:
+            out.append(names.APPEND)
+        return out
+
+    def lookup(self, name: str) -> Node:
+        if name not in self._children():
+            raise NotFound(name)
+        return self.child(name, current=True)
+
+    def entries(self, start_id: int) -> Iterator[tuple[int, str, Node]]:
+        for i, name in enumerate(self._children(), 1):
+            if i > start_id:
+                yield i, name, self.child(name)
+
+    def child(self, name: str, *, current: bool = False) -> Node:
+        """The child ``name``. ``records.jsonl`` is its current generation: checked against the
+        partition (and renewed if compaction or retention rewrote it) when ``current``, as it is
+        otherwise (a listing renders nothing)."""
+        if name == names.RECORDS:
+            generations = self.partitions.records_generations(self.name)
+            stream = generations.current() if current else generations.peek()
+            return RecordsFile(self.partitions, stream, self)
+        return _CHILDREN[name](self.partitions, Key(name, self.name), self)
+
+
+class RecordsFile(File):
+    """``records.jsonl``: one generation of it (:mod:`kafkafs.fs.views.streams`), an inode whose bytes
+    never change and whose size only grows; a lookup after a compaction or retention gets a new one."""
+
+    def __init__(self, partitions: Partitions, stream: RecordsStream, parent: Node | None) -> None:
+        super().__init__(partitions, RecordsKey(names.RECORDS, stream.state.name, stream.number), parent)
+        self.stream = stream
+
+    def attr(self) -> Attr:
+        state = self.stream.state
+        state.refresh()
+        view = self.stream.advance()
+        return file_attr(view.total, self.partitions.records_mtime_ns(state), VOLATILE_TIMEOUT)
+
+    def quick_attr(self) -> Attr:
+        state = self.stream.state
+        view = self.stream.quick_view()
+        if view is None:
+            return file_attr(0, self.partitions.records_mtime_ns(state), 0)
+        return file_attr(view.total, self.partitions.records_mtime_ns(state), VOLATILE_TIMEOUT)
+
+    def volatile(self) -> bool:
+        return True
+
+    def _open(self) -> Handle:
+        return RecordsHandle(self.stream)
+
+
+class PartitionJsonFile(File):
+    def render(self) -> bytes:
+        state = self.partitions.state(self.partition_name)
+        state.refresh()
+        info = state.log.describe()
+        info["valuesMode"] = self.partitions.mode
+        info["writable"] = state.log.writable
+        info["checkpoints"] = self.partitions.logdir.checkpointed(state.log.topic, state.log.partition)
+        info["highWatermark"] = info["checkpoints"]["highWatermark"]
+        info["recoveryPoint"] = info["checkpoints"]["recoveryPoint"]
+        return orjson.dumps(info, option=orjson.OPT_INDENT_2) + b"\n"
+
+    def attr(self) -> Attr:
+        state = self.partitions.state(self.partition_name)
+        return file_attr(len(self.render()), self.partitions.records_mtime_ns(state), VOLATILE_TIMEOUT)
+
+    def volatile(self) -> bool:
+        return True
+
+    def _open(self) -> Handle:
+        return BytesHandle(self.render(), keep_cache=False, direct_io=True)
+
+
+class AppendFile(File):
+    def attr(self) -> Attr:
+        state = self.partitions.state(self.partition_name)
+        return file_attr(0, self.partitions.records_mtime_ns(state), VOLATILE_TIMEOUT, 0o200)
+
+    def open(self, write: bool) -> Handle:
+        state = self.partitions.state(self.partition_name)
+        if not state.log.writable:
+            raise NotPermitted("the log directory is open read-only")
+        return AppendHandle(state, self.partitions.appended)
+
+
+class _RecordsDir(Dir):
+    """by-offset/ and by-time/: a name is one record's file or a range's file; both change with
+    each append."""
+
+    _range_kind = ""  # the kind of a range node's key
+
+    def _record_offset(self, state: PartitionState, name: str) -> int | None:
+        """The offset of the record ``name`` names (None: not a record's name)."""
+        raise NotImplementedError
+
+    def _range_bounds(self, name: str) -> tuple[int, int] | None:
+        """The bounds of the range ``name`` names (None: not a range's name)."""
+        raise NotImplementedError
+
+    def attr(self) -> Attr:
+        state = self.partitions.state(self.partition_name)
+        return dir_attr(state.last_change_ns, timeout=VOLATILE_TIMEOUT)
+
+    def lookup(self, name: str) -> Node:
+        state = self.partitions.state(self.partition_name)
+        offset = self._record_offset(state, name)
+        if offset is not None:
+            node = RecordFile(self.partitions, state, offset, self)
+            node.rendered()  # raises NotFound when there is no such record
+            return node
+        bounds = self._range_bounds(name)
+        if bounds is not None:
+            return self._range_node(state, *bounds, name)
+        raise NotFound(name)
+
+    def _range_node(self, state: PartitionState, first: int, last: int, name: str) -> Node:
+        # a range's key holds the partition's rewrites: after a compaction or retention a lookup
+        # gets a new file, and one already open keeps what it held (each piece reads its segment)
+        key = RangeKey(self._range_kind, state.name, first, last, state.rewrites)
+        return RangeFile(self.partitions, state, key, self, name)
+
+
+class ByOffsetDir(_RecordsDir):
+    _range_kind = OFFSET_RANGE
+
+    def _record_offset(self, state: PartitionState, name: str) -> int | None:
+        return names.parse_offset_file(name)
+
+    def _range_bounds(self, name: str) -> tuple[int, int] | None:
+        return names.parse_offset_range(name)
+
+    def lookup_now(self, name: str) -> Node | None:
+        """A record's name, looked up on the loop when its batch is short work (see
+        :class:`~kafkafs.fs.views.record.RecordFinder`)."""
+        offset = names.parse_offset_file(name)
+        if offset is None:
+            return None
+        state = self.partitions.state(self.partition_name)
+        try:
+            if state.record_finder.find(offset, inline=True) is None:
+                raise NotFound(name)
+        except Deferred:
+            return None
+        return RecordFile(self.partitions, state, offset, self)
+
+    def _ranges(self, state: PartitionState, start_id: int) -> Iterator[tuple[int, str, Node]] | None:
+        """Past the list limit: one ``<first>-<last>.jsonl`` per segment (None below it)."""
+        limit = self.partitions.list_limit
+        if state.listed_records(limit) <= limit:
+            return None
+        return (
+            (r.last + 1, name, self._range_node(state, r.first, r.last, name))
+            for r in state.segment_ranges(start_id)
+            for name in (f"{r.first}-{r.last}.jsonl",)
+        )
+
+    def entries(self, start_id: int) -> Iterator[tuple[int, str, Node]]:
+        state = self.partitions.state(self.partition_name)
+        ranges = self._ranges(state, start_id)
+        if ranges is not None:
+            yield from ranges
+            return
+        for run in state.offset_runs(start_id):
+            offsets = range(run.first, run.last + 1) if run.offsets is None else run.offsets
+            for offset in offsets:
+                yield (
+                    offset + 1,
+                    f"{offset}.json",
+                    RecordFile(self.partitions, state, offset, self, run.max_timestamp),
+                )
+
+    def listing(self, start_id: int) -> Iterator[tuple[int, bytes, Node | int, Attr]]:
+        """Every offset, a batch at a time from its header, without a node per name (a million names
+        list in constant memory). Sizes are not rendered here: they come with timeout 0, so a ``stat``
+        asks for the real ones."""
+        state = self.partitions.state(self.partition_name)
+        ranges = self._ranges(state, start_id)
+        if ranges is not None:
+            for next_id, name, node in ranges:
+                yield next_id, os.fsencode(name), node, file_attr(0, self.partitions.mount_ns, 0)
+            return
+        ino_of = record_ino
+        number = state.index
+        for run in state.offset_runs(start_id):
+            offsets = range(run.first, run.last + 1) if run.offsets is None else run.offsets
+            attr = file_attr(0, ms_to_ns(run.max_timestamp, self.partitions.mount_ns), 0)
+            for offset in offsets:
+                ino = ino_of(number, offset)
+                target = (
+                    ino if ino is not None else RecordFile(self.partitions, state, offset, self, run.max_timestamp)
+                )
+                yield offset + 1, b"%d.json" % offset, target, attr
+
+    def volatile(self) -> bool:
+        return True
+
+
+class RecordFile(File):
+    """``by-offset/<offset>.json``: its inode number is computed from (partition number, offset)."""
+
+    def __init__(
+        self,
+        partitions: Partitions,
+        state: PartitionState,
+        offset: int,
+        parent: Node | None,
+        hint_timestamp: int | None = None,
+    ) -> None:
+        super().__init__(partitions, RecordKey("record", state.name, offset), parent)
+        self.state = state
+        self.offset = offset
+        self.hint_timestamp = hint_timestamp
+        self.fixed_ino = record_ino(state.index, offset)
+
+    def rendered(self) -> RenderedRecord:
+        found = self.state.record_finder.find(self.offset)
+        if found is None:
+            raise NotFound(f"{self.state.name}: no record at offset {self.offset}")
+        return found
+
+    def attr(self) -> Attr:
+        found = self.rendered()
+        return file_attr(len(found.data), ms_to_ns(found.timestamp, self.partitions.mount_ns), STABLE_TIMEOUT)
+
+    def quick_attr(self) -> Attr:
+        ts = self.hint_timestamp if self.hint_timestamp is not None else -1
+        return file_attr(0, ms_to_ns(ts, self.partitions.mount_ns), 0)
+
+    def _open(self) -> Handle:
+        return BytesHandle(self.rendered().data)
+
+    def open_now(self) -> Handle | None:
+        found = self.state.record_finder.cached(self.offset)  # the lookup just before rendered it
+        return BytesHandle(found.data) if found is not None else None
+
+
+class RangeFile(File):
+    """``by-offset/<first>-<last>.jsonl`` and ``by-time/<ts1>..<ts2>.jsonl``: its key is a
+    :class:`~.nodes.RangeKey`. Its layout lives as long as the node: its
+    bytes never change (each piece reads the segment it was laid out from) and it grows while the range
+    reaches the log end; after a compaction or retention, a new lookup gets a new node."""
+
+    key: RangeKey
+
+    def __init__(
+        self, partitions: Partitions, state: PartitionState, key: RangeKey, parent: Node | None, name: str = ""
+    ) -> None:
+        super().__init__(partitions, key, parent)
+        self.state = state
+        self.name = name
+        self._lock = threading.Lock()
+        if key.kind == OFFSET_RANGE:
+            self.layout = state.offset_range(key.first, key.last)
+        else:
+            self.layout = state.time_range(key.first, key.last)
+
+    def rewritten(self) -> bool:
+        """Whether compaction or retention rewrote the partition since this node was looked up."""
+        return self.key.rewrites != self.state.rewrites
+
+    def attr(self) -> Attr:
+        with self._lock:
+            if not self.layout.complete:
+                self.state.refresh()
+                self.state.extend_range(self.layout)
+        growing = not self.layout.complete
+        mtime = self.partitions.records_mtime_ns(self.state) if growing else self.partitions.mount_ns
+        return file_attr(self.layout.total(), mtime, VOLATILE_TIMEOUT if growing else STABLE_TIMEOUT)
+
+    def volatile(self) -> bool:
+        return not self.layout.complete
+
+    def _open(self) -> Handle:
+        return RangeHandle(self.state, self.layout)
+
+
+class ByTimeDir(_RecordsDir):
+    _range_kind = TIME_RANGE
+
+    def _record_offset(self, state: PartitionState, name: str) -> int | None:
+        ts = names.parse_time_file(name)
+        if ts is None:
+            return None
+        found = state.log.offset_for_timestamp(ts)
+        if found is None:
+            raise NotFound(name)
+        return found[0]
+
+    def _range_bounds(self, name: str) -> tuple[int, int] | None:
+        return names.parse_time_range(name)
+
+
+_CHILDREN: dict[str, type[Node]] = {
+    names.BY_OFFSET: ByOffsetDir,
+    names.BY_TIME: ByTimeDir,
+    names.SEGMENTS: SegmentsDir,
+    names.PARTITION_JSON: PartitionJsonFile,
+    names.APPEND: AppendFile,
+}

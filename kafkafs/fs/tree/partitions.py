@@ -1,0 +1,162 @@
+"""The partitions of the mount, as every node of the tree asks for them: the log directory, how it is
+served (values mode, read-write, list limit), each partition's :class:`~kafkafs.fs.views.partition.
+PartitionState` (opened on first use, numbered for the mount's lifetime) and the generations of its
+``records.jsonl``, and who hears of changes.
+
+Nodes hold this object, not the tree (:mod:`.root`) that makes them; it knows no node.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from ...errors import InvalidInput, InvalidName, NotFound
+from ...format.decoders import decoder_for
+from ...format.jsonview import VALUES_MODES
+from ...storage.logdir import LogDir
+from ..views.layoutcache import LayoutCache
+from ..views.partition import PartitionState
+from ..views.streams import RecordsGenerations
+
+if TYPE_CHECKING:
+    from ...format.decoders import SchemaRegistry
+
+__all__ = ["Partitions", "LIST_LIMIT"]
+
+log = logging.getLogger("kafkafs.fs")
+
+#: by-offset/ lists every offset up to this many records, one range per segment past it (SPEC §3).
+LIST_LIMIT = 100_000
+
+
+class Partitions:
+    """The log directory's partitions as the mount serves them.
+
+    Threads: safe to share; partitions are opened, numbered and listened to under one lock, and every
+    :class:`PartitionState` is safe to share itself."""
+
+    def __init__(
+        self,
+        logdir: LogDir,
+        *,
+        mode: str = "auto",
+        rw: bool = False,
+        cache: LayoutCache | None = None,
+        list_limit: int = LIST_LIMIT,
+    ) -> None:
+        if mode not in VALUES_MODES:
+            raise InvalidInput(f"--values must be one of {', '.join(VALUES_MODES)}, not {mode!r}")
+        self.logdir = logdir
+        self.mode = mode
+        self.cache = cache if cache is not None else LayoutCache(None)
+        self.list_limit = list_limit
+        #: a Schema Registry's schemas (``--schemas``): topics with framed values render decoded
+        self.registry: SchemaRegistry | None = None
+        self.rw = rw and logdir.writable
+        self.mount_ns = time.time_ns()
+        self._numbers: dict[str, int] = {}
+        self._states: dict[str, PartitionState] = {}
+        self._by_number: dict[int, PartitionState] = {}
+        self._generations: dict[str, RecordsGenerations] = {}
+        self._guard = threading.RLock()
+        self._listeners: list[Callable[[PartitionState], None]] = []
+        self._append_listeners: list[Callable[[PartitionState, int | None], None]] = []
+
+    def number(self, name: str) -> int:
+        """A partition folder's number: given on first sight, kept for the mount's lifetime."""
+        with self._guard:
+            n = self._numbers.get(name)
+            if n is None:
+                n = self._numbers[name] = len(self._numbers)
+            return n
+
+    def state(self, name: str | None) -> PartitionState:
+        """The open partition ``name`` (opened on first use)."""
+        assert name is not None
+        state = self._states.get(name)
+        if state is not None:
+            return state
+        with self._guard:
+            state = self._states.get(name)
+            if state is None:
+                if not (self.logdir.path / name).is_dir():
+                    raise NotFound(name)
+                try:
+                    log_ = self.logdir.log(name, read_only_fallback=True)
+                except InvalidName:
+                    raise NotFound(name) from None
+                number = self.number(name)
+                decoder = decoder_for(log_.topic, self.registry, self.mode)
+                state = PartitionState(name, number, log_, self.mode, cache=self.cache, decoder=decoder)
+                for callback in self._listeners:
+                    state.add_listener(callback)
+                self._states[name] = state
+                self._by_number[number] = state
+            return state
+
+    def by_number(self, number: int) -> PartitionState | None:
+        """The open partition numbered ``number`` (None when it is not open)."""
+        return self._by_number.get(number)
+
+    def open_states(self) -> list[PartitionState]:
+        with self._guard:
+            return list(self._states.values())
+
+    def records_generations(self, partition: str) -> RecordsGenerations:
+        """The generations of a partition's ``records.jsonl`` (made with its state)."""
+        generations = self._generations.get(partition)
+        if generations is None:
+            state = self.state(partition)
+            with self._guard:
+                generations = self._generations.get(partition)
+                if generations is None:
+                    generations = self._generations[partition] = RecordsGenerations(state)
+        return generations
+
+    def records_mtime_ns(self, state: PartitionState) -> int:
+        """The modification time of the views that grow: the active segment's."""
+        active = state.log.active_segment
+        if active is None:
+            return self.mount_ns
+        try:
+            return os.stat(active.log_path).st_mtime_ns
+        except OSError:
+            return self.mount_ns
+
+    # -- listeners
+
+    def add_listener(self, callback: Callable[[PartitionState], None]) -> None:
+        """``callback(state)`` whenever a partition's records change (see PartitionState.add_listener)."""
+        with self._guard:
+            self._listeners.append(callback)
+            for state in self._states.values():
+                state.add_listener(callback)
+
+    def add_append_listener(self, callback: Callable[[PartitionState, int | None], None]) -> None:
+        """``callback(state, since_base)`` after records were appended through an ``append`` file, in
+        the thread that appended them and before the write (or close) returns; ``since_base`` is the
+        active segment's base offset before the append (segments from there on may have changed)."""
+        with self._guard:
+            self._append_listeners.append(callback)
+
+    def appended(self, state: PartitionState, since_base: int | None) -> None:
+        for callback in list(self._append_listeners):
+            try:
+                callback(state, since_base)
+            except Exception:  # the records are in: a listener must not fail the write
+                log.exception("append listener failed")
+
+    def close(self) -> None:
+        """Keep the layouts the layout cache lacks, then close the log directory (flushes, checkpoints
+        and unlocks when writable)."""
+        try:
+            for state in self.open_states():
+                state.save_layouts()
+        except Exception:  # the cache is an optimisation: never let it keep the log directory open
+            log.exception("could not save the size cache")
+        self.logdir.close()

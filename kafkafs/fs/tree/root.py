@@ -1,0 +1,191 @@
+"""The mounted tree without FUSE: names resolve to nodes, nodes have attributes, files open to handles.
+
+::
+
+    <topic>-<partition>/  records.jsonl  by-offset/  by-time/  segments/  partition.json  [append]
+    meta.properties, *-checkpoint        the log directory's own files
+
+:class:`Tree` holds the top of it (:class:`Root`: the partition folders and the log directory's own
+files) and the mount's :class:`~.partitions.Partitions`, which every node asks for its partition.
+Every method here may block (files, decoding) and is meant to run in a worker thread; the FUSE adapter
+(:mod:`kafkafs.fs.operations`) only maps inodes to nodes and errors to errno.
+
+Errors: :class:`~kafkafs.errors.NotFound` for a name that does not resolve,
+:class:`~kafkafs.errors.NotPermitted` for a change to something read-only; the engine's own exceptions
+pass through.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterator
+
+from ...errors import InvalidName, NotFound, NotPermitted
+from ...storage.logdir import LogDir
+from ...storage.names import parse_partition_dir_name
+from ...storage.safefiles import is_regular_file, regular_files
+from ..views.layoutcache import LayoutCache
+from . import names
+from .handles import Handle, OSFileHandle
+from .inodes import parse_record_ino
+from .nodes import VOLATILE_TIMEOUT, Attr, Dir, File, Key, Node, dir_attr, file_attr, mtime_ns
+from .partition_nodes import ByOffsetDir, PartitionDir, RecordFile
+from .partitions import LIST_LIMIT, Partitions
+
+__all__ = ["Tree", "Root", "LogDirFile"]
+
+_TOP_FILE_IDS = 1 << 40  # readdir ids of the log directory's own files: after every partition's
+
+
+class Root(Dir):
+    def attr(self) -> Attr:
+        return dir_attr(mtime_ns(self.partitions.logdir.path, self.partitions.mount_ns), self.partitions.rw)
+
+    def lookup(self, name: str) -> Node:
+        if names.is_logdir_file(name):
+            if not is_regular_file(self.partitions.logdir.path / name):
+                raise NotFound(name)
+            return LogDirFile(self.partitions, name, self)
+        return self.partition_dir(name)
+
+    def partition_dir(self, name: str) -> PartitionDir:
+        try:
+            parse_partition_dir_name(name)
+        except InvalidName:
+            raise NotFound(name) from None
+        if not (self.partitions.logdir.path / name).is_dir():
+            raise NotFound(name)
+        self.partitions.number(name)
+        return PartitionDir(self.partitions, name, self)
+
+    def _files(self) -> list[str]:
+        # no warning here: a link at the top is most often a partition folder, which is served (SPEC §3)
+        path = self.partitions.logdir.path
+        return sorted(n for n in regular_files(path, warn=False) if names.is_logdir_file(n))
+
+    def entries(self, start_id: int) -> Iterator[tuple[int, str, Node]]:
+        partitions = self.partitions
+        numbered = sorted((partitions.number(name), name) for name in partitions.logdir.partition_names())
+        for number, name in numbered:
+            if number + 1 > start_id:
+                yield number + 1, name, PartitionDir(partitions, name, self)
+        for i, name in enumerate(self._files()):
+            if _TOP_FILE_IDS + i + 1 > start_id:
+                yield _TOP_FILE_IDS + i + 1, name, LogDirFile(partitions, name, self)
+
+
+class LogDirFile(File):
+    """One of the log directory's own files (``meta.properties``, the checkpoints), byte-identical,
+    read-only; a broker may rewrite it at any time, so nothing of it is cached."""
+
+    def __init__(self, partitions: Partitions, name: str, parent: Node) -> None:
+        super().__init__(partitions, Key("logdir-file", None, name), parent)
+        self.path = partitions.logdir.path / name
+
+    def attr(self) -> Attr:
+        try:
+            st = os.lstat(self.path)
+        except FileNotFoundError:
+            raise NotFound(self.path.name) from None
+        if not stat.S_ISREG(st.st_mode):  # never a link's target
+            raise NotFound(self.path.name)
+        return file_attr(st.st_size, st.st_mtime_ns, VOLATILE_TIMEOUT)
+
+    def volatile(self) -> bool:
+        return True
+
+    def _open(self) -> Handle:
+        return OSFileHandle(self.path, keep_cache=False)
+
+
+class Tree:
+    """The whole mount: the log directory's partitions (:attr:`partitions`) and the root node.
+
+    Threads: safe to share (its partitions are; the root node is immutable)."""
+
+    def __init__(
+        self,
+        logdir: LogDir,
+        *,
+        mode: str = "auto",
+        rw: bool = False,
+        cache: LayoutCache | None = None,
+        list_limit: int = LIST_LIMIT,
+    ) -> None:
+        self.partitions = Partitions(logdir, mode=mode, rw=rw, cache=cache, list_limit=list_limit)
+        self.root = Root(self.partitions, Key("root"), None)
+
+    @property
+    def rw(self) -> bool:
+        return self.partitions.rw
+
+    @property
+    def logdir(self) -> LogDir:
+        return self.partitions.logdir
+
+    def mkdir(self, name: str) -> PartitionDir:
+        """Create an empty partition ``<topic>-<partition>`` (InvalidName for a bad name)."""
+        if not self.rw:
+            raise NotPermitted("read-only mount")
+        topic, partition = parse_partition_dir_name(name)
+        if (self.logdir.path / name).exists():
+            raise FileExistsError(name)
+        self.logdir.create_partition(topic, partition)
+        return self.root.partition_dir(name)
+
+    def node_for_ino(self, ino: int) -> Node | None:
+        """The node of a computed inode number (None when it is not one, or its partition is gone)."""
+        parsed = parse_record_ino(ino)
+        if parsed is None:
+            return None
+        state = self.partitions.by_number(parsed.number)
+        if state is None:
+            return None
+        parent = ByOffsetDir(self.partitions, Key(names.BY_OFFSET, state.name), None)
+        return RecordFile(self.partitions, state, parsed.offset, parent)
+
+    # -- paths (tests, tools)
+
+    def resolve(self, path: str) -> Node:
+        """The node at ``path`` (relative to the mount, ``/``-separated)."""
+        node: Node = self.root
+        for part in path.strip("/").split("/"):
+            if not part or part == ".":
+                continue
+            if part == "..":
+                node = node.parent or self.root
+                continue
+            if not isinstance(node, Dir):
+                raise NotFound(path)
+            node = node.lookup(part)
+        return node
+
+    def listdir(self, path: str) -> list[str]:
+        node = self.resolve(path)
+        if not isinstance(node, Dir):
+            raise NotFound(path)
+        return [name for _id, name, _node in node.entries(0)]
+
+    def read_file(self, path: str, chunk: int = 128 * 1024) -> bytes:
+        node = self.resolve(path)
+        if not isinstance(node, File):
+            raise NotFound(path)
+        handle = node.open(False)
+        try:
+            out = []
+            offset = 0
+            while True:
+                data = handle.read(offset, chunk)
+                if not data:
+                    break
+                out.append(data)
+                offset += len(data)
+            return b"".join(out)
+        finally:
+            handle.release()
+
+    def close(self) -> None:
+        """Keep the layouts the layout cache lacks, then close the log directory (flushes, checkpoints
+        and unlocks when writable)."""
+        self.partitions.close()

@@ -1,0 +1,396 @@
+"""One partition as the mount sees it: its Log, the layouts of its views, small caches, change events
+(the words: :mod:`.layout`).
+
+Everything here blocks (files, decoding) and is called from worker threads; the state it keeps is
+guarded by locks and safe to share between them. Nothing here knows FUSE or the tree.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, NamedTuple
+
+from ...errors import CorruptRecordError
+from ...storage.log import Log
+from ...storage.segment import LogSegment
+from .layout import Layout, SegmentLayout
+from .layoutcache import LayoutCache
+from .ranges import RangeLayout
+from .reading import Part, PieceCache, PieceRenderer, read_cached, read_parts
+from .record import RecordFinder
+from .render import Filter, Renderer, SegmentBytes
+from .sizing import Progress, SizingJob, load_cached, log_progress, size_layouts, store_layout
+
+if TYPE_CHECKING:
+    from ...format.decoders import Decoder
+
+__all__ = ["PartitionState", "Composition", "Shape", "OffsetRun", "SegmentRange"]
+
+log = logging.getLogger("kafkafs.fs")
+
+#: A read-only log is re-read at most this often when a file that grows is looked at.
+REFRESH_INTERVAL = 0.05
+
+class Shape(NamedTuple):
+    """A cheap fingerprint of what the views depend on: it changes whenever they might."""
+
+    segments: int
+    first_base: int | None
+    last_base: int | None
+    last_size: int
+    log_start_offset: int
+    generation: int  # the log's compaction swaps (a swap changes no other field)
+
+
+class Composition(NamedTuple):
+    r"""``records.jsonl`` at one moment: the segment layouts end to end (:class:`~.reading.Part`\ s)."""
+
+    shape: Shape
+    parts: list[Part]
+    starts: list[int]
+    total: int
+
+
+class OffsetRun(NamedTuple):
+    """Offsets for a ``by-offset/`` listing: ``first..last`` when ``offsets`` is None, else exactly those."""
+
+    first: int
+    last: int
+    offsets: list[int] | None
+    max_timestamp: int
+
+
+class SegmentRange(NamedTuple):
+    """A ``by-offset/<first>-<last>.jsonl`` listed for one segment of a partition past the list limit."""
+
+    first: int
+    last: int
+
+
+class _Counted(NamedTuple):
+    """``by-offset/``'s record count past the list limit, and what it was counted over."""
+
+    key: tuple[int, int, tuple[tuple[int, int], ...]]
+    end: int
+    active_size: int
+    count: int
+
+
+class PartitionState:
+    """A partition folder of the mount; ``index`` is its number for the mount's lifetime.
+
+    ``cache`` keeps segment layouts across mounts (see :mod:`.layoutcache`); ``decoder`` renders
+    an internal topic's records (None for ordinary topics)."""
+
+    def __init__(
+        self,
+        name: str,
+        index: int,
+        log_: Log,
+        mode: str,
+        *,
+        cache: LayoutCache | None = None,
+        decoder: Decoder | None = None,
+    ) -> None:
+        self.name = name
+        self.index = index
+        self.log = log_
+        self.mode = mode
+        self.topic = log_.topic
+        self.partition = log_.partition
+        self.cache = cache if cache is not None else LayoutCache(None)
+        self.renderer = Renderer(self.topic, self.partition, mode, decoder=decoder)
+        self._pieces = PieceRenderer(self.renderer, log_, self.renderer.on_corrupt)
+        self._layouts: dict[int, SegmentLayout] = {}
+        self._compose_lock = threading.Lock()
+        self._composition: Composition | None = None
+        #: ``by-offset/<offset>.json``: one record from the batch that holds it
+        self.record_finder = RecordFinder(log_, self.renderer)
+        self._refresh_lock = threading.Lock()
+        self._last_refresh = 0.0
+        self._counted: _Counted | None = None
+        self._listeners: list[Callable[[PartitionState], None]] = []
+        self.last_change_ns = time.time_ns()
+        #: changes that were not only growth (segments removed, a compaction swap, a truncation)
+        self.rewrites = 0
+        self.prev_active_base = self._active_base()
+        self._last_shape = self.shape()
+        log_.add_listener(self._on_log_change)
+
+    # ------------------------------------------------------------------------------------------ changes
+
+    def add_listener(self, callback: Callable[[PartitionState], None]) -> None:
+        """``callback(state)`` after records arrive or segments change (from the thread that saw it)."""
+        self._listeners.append(callback)
+
+    def _active_base(self) -> int | None:
+        last = self.log.segments.last()
+        return last.base_offset if last else None
+
+    def shape(self) -> Shape:
+        """A cheap fingerprint of what the views depend on: it changes whenever they might."""
+        segments = self.log.segments
+        first = segments.first()
+        last = segments.last()
+        return Shape(
+            len(segments),
+            first.base_offset if first else None,
+            last.base_offset if last else None,
+            last.size if last else 0,
+            self.log.log_start_offset,
+            self.log.generation,
+        )
+
+    def _on_log_change(self, _log: Log) -> None:
+        self._changed()
+
+    def _changed(self) -> None:
+        shape = self.shape()
+        if shape == self._last_shape:
+            return
+        old = self._last_shape
+        if (
+            shape.segments < old.segments
+            or shape.first_base != old.first_base
+            or (shape.last_base == old.last_base and shape.last_size < old.last_size)
+            or shape.generation != old.generation
+        ):
+            # segments went away or the active one was cut: offsets may now hold other records
+            self.record_finder.clear()
+            self.rewrites += 1
+        self._last_shape = shape
+        self.last_change_ns = time.time_ns()
+        for callback in list(self._listeners):
+            try:
+                callback(self)
+            except Exception:  # a listener must never break an append
+                log.exception("change listener failed")
+        self.prev_active_base = self._active_base()
+
+    def refresh(self, *, force: bool = False) -> bool:
+        """Notice records another process appended (read-only logs); True when something changed.
+
+        Rate-limited to one look every :data:`REFRESH_INTERVAL` unless ``force``.
+        """
+        if self.log.writable:
+            return False
+        now = time.monotonic()
+        if not force and now - self._last_refresh < REFRESH_INTERVAL:
+            return False
+        if not self._refresh_lock.acquire(blocking=False):
+            return False
+        try:
+            self._last_refresh = now
+            before = self._last_shape
+            self.log.refresh()
+            self._changed()  # segments may go without the log end moving
+            return self._last_shape != before
+        finally:
+            self._refresh_lock.release()
+
+    # ------------------------------------------------------------------------------------------ records.jsonl
+
+    def _layout(self, base: int, segment: LogSegment) -> SegmentLayout:
+        """The segment's layout (callers hold ``_compose_lock``): kept, else from the layout cache, else new."""
+        layout = self._layouts.get(base)
+        lo = max(self.log.log_start_offset, base)
+        if (
+            layout is None
+            or layout.segment is not segment
+            or layout.lo != lo
+            or layout.scanned > segment.size
+        ):
+            layout = SegmentLayout(segment, lo)  # new, or the file was truncated: lay it out afresh
+            load_cached(layout, self.renderer, self.cache)
+            self._layouts[base] = layout
+        return layout
+
+    def listed_segments(self) -> list[LogSegment]:
+        """The segments the views show: those holding offsets past the log start, and the active one."""
+        start = self.log.log_start_offset
+        active = self.log.active_segment
+        return [segment for segment in self.log.segments if segment.next_offset > start or segment is active]
+
+    def sizing_jobs(self) -> list[SizingJob]:
+        """The segments of ``records.jsonl`` not laid out yet (after asking the layout cache)."""
+        with self._compose_lock:
+            jobs = []
+            for segment in self.listed_segments():
+                layout = self._layout(segment.base_offset, segment)
+                if not layout.current():
+                    jobs.append(SizingJob(layout, self.renderer, self.name))
+            return jobs
+
+    def _store_now(self, job: SizingJob) -> bool:
+        # sealed segments at once; the active one only when first laid out (later: at close)
+        return job.layout.segment is not self.log.active_segment or job.layout.stored_key is None
+
+    def composition(self) -> Composition:
+        """The current layout of ``records.jsonl`` (every segment laid out; cached until a change)."""
+        shape = self.shape()
+        current = self._composition
+        if current is not None and current.shape == shape:
+            return current
+        with self._compose_lock:
+            shape = self.shape()
+            current = self._composition
+            if current is not None and current.shape == shape:
+                return current
+            layouts = [self._layout(segment.base_offset, segment) for segment in self.listed_segments()]
+            jobs = [SizingJob(layout, self.renderer, self.name) for layout in layouts if not layout.current()]
+            if jobs:
+                total = sum(max(job.layout.segment.size - job.layout.scanned, 0) for job in jobs)
+                progress = Progress(len(jobs), total, log_progress(self.name))
+                size_layouts(jobs, self.cache, progress, store=self._store_now)
+            parts: list[Part] = []
+            starts: list[int] = []
+            total = 0
+            for layout in layouts:
+                count = len(layout)
+                if count:
+                    parts.append(Part(layout, count, total))
+                    starts.append(total)
+                    total += layout.total(count)
+            seen = {layout.segment.base_offset for layout in layouts}
+            for base in [b for b in self._layouts if b not in seen]:
+                del self._layouts[base]
+            self._composition = Composition(shape, parts, starts, total)
+            return self._composition
+
+    def cached_composition(self) -> Composition | None:
+        """The current composition if it is known without rendering anything new."""
+        current = self._composition
+        if current is not None and current.shape == self.shape():
+            return current
+        return None
+
+    def read_composition_now(self, view: Composition, offset: int, size: int, cache: PieceCache) -> bytes | None:
+        """Bytes of ``view`` from the pieces ``cache`` holds alone (safe on the FUSE loop); None when a
+        piece it needs is not rendered yet."""
+        return read_cached(view.parts, view.starts, offset, size, cache)
+
+    def save_layouts(self) -> int:
+        """Store the layouts the cache does not hold yet (the active segment's, at unmount)."""
+        with self._compose_lock:
+            layouts = list(self._layouts.values())
+        stored = 0
+        for layout in layouts:
+            if layout.current() and store_layout(layout, self.renderer, self.cache):
+                stored += 1
+        return stored
+
+    def layout_of(self, base: int) -> SegmentLayout | None:
+        """A segment's layout as far as it has been built, or as the layout cache holds it (for ranges
+        to reuse); None when there is none with a piece."""
+        layout = self._layouts.get(base)
+        if layout is None and self.cache.enabled:
+            segment = self.log.segments.get(base)
+            if segment is not None and segment is not self.log.active_segment:
+                with self._compose_lock:
+                    layout = self._layout(base, segment)
+        if layout is None or not len(layout):
+            return None
+        return layout
+
+    # ------------------------------------------------------------------------------------------ pieces
+
+    def render_piece(
+        self, layout: Layout, i: int, cache: PieceCache | None = None, pinned: SegmentBytes | None = None
+    ) -> bytes | memoryview:
+        """Piece ``i`` of ``layout`` as bytes (see :class:`~.reading.PieceRenderer`); ``pinned``: the
+        segment's ``.log`` held open by a reader (:mod:`.streams`), read instead."""
+        return self._pieces.render(layout, i, cache, pinned)
+
+    def offset_range(self, first: int, last: int) -> RangeLayout:
+        return RangeLayout(Filter(lo=max(first, self.log.log_start_offset), hi=last))
+
+    def time_range(self, ts1: int, ts2: int) -> RangeLayout:
+        layout = RangeLayout(Filter(lo=self.log.log_start_offset, ts_lo=ts1, ts_hi=ts2))
+        if ts1 >= ts2:
+            layout.complete = True
+        return layout
+
+    def extend_range(self, layout: RangeLayout) -> None:
+        layout.extend(self.log, self.renderer, self.layout_of)
+
+    def read_range(self, layout: RangeLayout, offset: int, size: int, cache: PieceCache) -> bytes:
+        count = len(layout)
+        return read_parts([Part(layout, count, 0)], [0], offset, size, lambda p, i: self.render_piece(p, i, cache))
+
+    def read_range_now(self, layout: RangeLayout, offset: int, size: int, cache: PieceCache) -> bytes | None:
+        """:meth:`read_range` from rendered pieces alone (safe on the FUSE loop), else None."""
+        return read_cached([Part(layout, len(layout), 0)], [0], offset, size, cache)
+
+    # ------------------------------------------------------------------------------------------ listing
+
+    def offset_runs(self, start: int) -> Iterator[OffsetRun]:
+        """The offsets present from ``start`` on, a batch at a time, reading headers only where the
+        batch has no gaps. A batch that cannot be read is skipped (and logged)."""
+        log_ = self.log
+        pos = max(start, log_.log_start_offset)
+        while pos < log_.log_end_offset:
+            try:
+                for segment, view in log_.batches(pos):
+                    h = view.header
+                    if h.magic == 2 and h.record_count == h.last_offset_delta + 1:
+                        first = max(h.base_offset, pos)
+                        if first <= h.last_offset:
+                            yield OffsetRun(first, h.last_offset, None, h.max_timestamp)
+                    else:
+                        try:
+                            batch = view.decode(validate=False, file=str(segment.log_path))
+                        except CorruptRecordError as exc:
+                            self.renderer.on_corrupt(exc)
+                            batch = None
+                        if batch is not None:
+                            offsets = [o for o in batch.offsets if o >= pos]
+                            if offsets:
+                                yield OffsetRun(offsets[0], offsets[-1], offsets, h.max_timestamp)
+                    pos = max(pos, h.last_offset + 1)
+                return
+            except CorruptRecordError as exc:
+                self.renderer.on_corrupt(exc)
+                floor = log_.segments.floor(pos)
+                higher = log_.segments.higher(floor.base_offset) if floor else None
+                if higher is None:
+                    return
+                pos = higher.base_offset
+
+    def listed_records(self, limit: int | None = None) -> int:
+        """How many names ``by-offset/`` lists: the offsets from log start to end while at most ``limit``;
+        past it, the records (a compacted log has gaps) counted from the batches up to ``limit + 1``,
+        kept while the sealed segments and log start hold (over the limit: also while the end grows)."""
+        log_ = self.log
+        end = log_.log_end_offset
+        if limit is None or end - log_.log_start_offset <= limit:
+            return max(end - log_.log_start_offset, 0)
+        listed = self.listed_segments()
+        key = (limit, log_.log_start_offset, tuple((s.base_offset, s.size) for s in listed[:-1]))
+        size = listed[-1].size if listed else 0
+        c = self._counted  # one tuple, replaced whole: safe across threads
+        if c is not None and c.key == key and ((c.count > limit and end >= c.end) or (end, size) == (c.end, c.active_size)):
+            return c.count
+        count = 0
+        for run in self.offset_runs(log_.log_start_offset):
+            count += run.last - run.first + 1 if run.offsets is None else len(run.offsets)
+            if count > limit:
+                break
+        self._counted = _Counted(key, end, size, count)
+        return count
+
+    def segment_ranges(self, start: int) -> Iterator[SegmentRange]:
+        """One range per segment holding offsets >= ``start``, from the segments' bases alone: a sealed
+        segment ends before the next one's base, the active one at the log end."""
+        log_ = self.log
+        lo = log_.log_start_offset
+        end = log_.log_end_offset
+        listed = self.listed_segments()
+        for k, segment in enumerate(listed):
+            first = max(segment.base_offset, lo)
+            last = (listed[k + 1].base_offset if k + 1 < len(listed) else end) - 1
+            last = min(last, end - 1)
+            if first <= last and last >= start:
+                yield SegmentRange(first, last)

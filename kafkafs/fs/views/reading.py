@@ -1,0 +1,341 @@
+"""Reading a view's bytes from its pieces (the words: :mod:`.layout`).
+
+* :func:`read_parts` gives bytes ``offset .. offset+size`` of a view made of parts (:class:`Part`: a
+  layout's first pieces placed at a start byte), rendering the pieces it needs through a callback;
+  :func:`read_cached` does the same from the pieces an open file's :class:`PieceCache` holds, or says
+  it cannot (so the FUSE loop answers reads of rendered bytes itself, without a worker trip).
+* :class:`PieceRenderer` renders pieces for reads: a read that needs a piece not rendered yet renders
+  the span of pieces after it in the same pass (one read of the segment, up to
+  :data:`READ_AHEAD_BYTES` of log) and keeps them in the open file's :class:`PieceCache`; once the
+  reader is in that span, the next one is rendered ahead on a prefill thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from bisect import bisect_right
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, NamedTuple
+
+from ...errors import CorruptRecordError, SegmentClosedError
+from ...storage.log import Log
+from .layout import Layout
+from .render import Renderer, SegmentBytes
+
+__all__ = [
+    "Part", "read_parts", "read_cached", "PieceCache", "PieceRenderer", "READ_AHEAD_BYTES", "SPAN_PIECES", "PIECES_KEPT",
+]
+
+log = logging.getLogger("kafkafs.fs")
+
+#: A read that needs a piece not rendered yet renders the pieces after it too, up to this many bytes of
+#: log (one read of the segment): the reads that follow are answered from memory, on the FUSE loop.
+READ_AHEAD_BYTES = 512 * 1024
+#: Pieces an open file keeps: the span being read, the one rendered ahead, and one more (a span is at
+#: most SPAN_PIECES pieces).
+SPAN_PIECES = 8
+PIECES_KEPT = 4 * SPAN_PIECES
+
+Bytes = bytes | memoryview
+
+
+# ---------------------------------------------------------------------------------------------- parts
+
+
+class Part(NamedTuple):
+    """One layout as a reader sees it: its first ``count`` pieces, placed at byte ``start``."""
+
+    layout: Layout
+    count: int
+    start: int
+
+
+def read_parts(
+    parts: Sequence[Part],
+    starts: Sequence[int],
+    offset: int,
+    size: int,
+    render: Callable[[Layout, int], Bytes],
+) -> bytes:
+    """Bytes ``offset .. offset+size`` of the view made of ``parts`` (``starts`` their start bytes).
+
+    ``render(layout, i)`` returns piece ``i``'s bytes (the caller caches and checks them). Functions
+    over append-only layouts: safe from any thread.
+    """
+    out: list[Bytes] = []
+    want = size
+    k = bisect_right(starts, offset) - 1
+    if k < 0:
+        k = 0
+    pos = offset
+    while want > 0 and k < len(parts):
+        layout, count, start = parts[k]
+        rel = pos - start
+        if rel >= layout.total(count):
+            k += 1
+            continue
+        i = layout.piece_at(rel, count)
+        while want > 0 and i < count:
+            piece_start = layout.start(i)
+            data = render(layout, i)
+            chunk = data[rel - piece_start : rel - piece_start + want]
+            out.append(chunk)
+            want -= len(chunk)
+            pos += len(chunk)
+            rel += len(chunk)
+            i += 1
+        k += 1
+    return b"".join(out)
+
+
+class _NotRendered(Exception):
+    pass
+
+
+def read_cached(parts: Sequence[Part], starts: Sequence[int], offset: int, size: int, cache: PieceCache) -> bytes | None:
+    """:func:`read_parts` from the pieces ``cache`` holds; None if one it needs is missing, or was
+    rendered from a segment that retention or compaction removed since (a worker then renders it, or
+    says the segment is gone)."""
+    used: list[tuple[Layout, int]] = []
+
+    def cached(layout: Layout, i: int) -> Bytes:
+        data = cache.get((layout, i))
+        segment = layout.segment_at(i)
+        if data is None or segment is not None and segment.suffix == ".deleted":
+            raise _NotRendered
+        used[:] = [(layout, i)]
+        return data
+
+    try:
+        data = read_parts(parts, starts, offset, size, cached)
+    except _NotRendered:
+        return None
+    if used:
+        cache.reached(*used[0])
+    return data
+
+
+# ---------------------------------------------------------------------------------------------- cache
+
+
+class _Ahead(NamedTuple):
+    """The span rendered ahead last: once a read reaches piece ``after`` of ``layout``, ``render_next``
+    renders the span after it."""
+
+    layout: Layout
+    after: int
+    render_next: Callable[[], None]
+
+
+class PieceCache:
+    """The last rendered pieces of one open file, so 128 KiB reads in a row decode each batch once, and
+    most of them are answered from memory on the FUSE loop.
+
+    Thread-safe: the kernel may send reads of one open file from several threads at once. ``rendering``
+    is held while a span is rendered: a second read that needs it waits instead of rendering it again.
+    ``ahead`` is replaced whole (one reference, under the GIL): a race at worst loses one render ahead,
+    and the read that needs that span renders it."""
+
+    __slots__ = ("_items", "_guard", "capacity", "rendering", "ahead", "_spans")
+
+    def __init__(self, capacity: int = PIECES_KEPT) -> None:
+        self._items: OrderedDict[tuple[Layout, int], Bytes] = OrderedDict()
+        self._guard = threading.Lock()
+        self.capacity = capacity
+        self.rendering = threading.Lock()
+        #: the span rendered ahead last, and what renders the one after it (see :class:`PieceRenderer`)
+        self.ahead: _Ahead | None = None
+        #: the first pieces of the spans rendered lately, kept after their bytes are let go: a prefill
+        #: that runs late, after the reader rendered its span itself and moved on, renders nothing again
+        self._spans: OrderedDict[tuple[Layout, int], bool] = OrderedDict()
+
+    def span_rendered(self, layout: Layout, i: int) -> None:
+        """The span from piece ``i`` of ``layout`` was rendered (by a read or ahead of one)."""
+        with self._guard:
+            self._spans[(layout, i)] = True
+            self._spans.move_to_end((layout, i))
+            while len(self._spans) > 4 * self.capacity:
+                self._spans.popitem(last=False)
+
+    def was_rendered(self, layout: Layout, i: int) -> bool:
+        """Whether the span from piece ``i`` was rendered lately (its bytes may be gone since)."""
+        with self._guard:
+            return (layout, i) in self._spans
+
+    def reached(self, layout: Layout, i: int) -> None:
+        """A read used piece ``i`` of ``layout``: start rendering the next span if it is time."""
+        ahead = self.ahead
+        if ahead is not None and ahead.layout is layout and i >= ahead.after:
+            self.ahead = None
+            ahead.render_next()
+
+    def get(self, key: tuple[Layout, int]) -> Bytes | None:
+        with self._guard:
+            data = self._items.get(key)
+            if data is not None:
+                self._items.move_to_end(key)  # least recently used goes first
+            return data
+
+    def put(self, key: tuple[Layout, int], data: Bytes) -> None:
+        with self._guard:
+            self._items[key] = data
+            while len(self._items) > self.capacity:
+                self._items.popitem(last=False)
+
+
+# ---------------------------------------------------------------------------------------------- rendering
+
+#: Threads that render the next span while the reader reads the current one (the kernel releases the
+#: GIL while it renders, so this overlaps with the FUSE loop answering reads and with the reader).
+_PREFILL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="kafkafs-prefill")
+
+
+def _submit(fn: Callable[..., Any], *args: Any) -> None:
+    try:
+        _PREFILL.submit(fn, *args)
+    except RuntimeError:  # the interpreter is shutting down: nothing to render ahead for
+        pass
+
+
+class PieceRenderer:
+    """Renders the pieces of one partition's views from its log. Stateless besides what it is given:
+    safe from any thread (a cache serialises the spans rendered into it).
+
+    Render ahead: once a reader reads from a span, the next span of the same layout is rendered on a
+    prefill thread (:meth:`_ahead`), so a reader going through the file finds it rendered; one span
+    ahead at most, paced by the reader (the cache holds two spans and more)."""
+
+    def __init__(self, renderer: Renderer, log: Log, report: Callable[[CorruptRecordError], None]) -> None:
+        self.renderer = renderer
+        self.log = log
+        self.report = report
+
+    def render(
+        self, layout: Layout, i: int, cache: PieceCache | None = None, pinned: SegmentBytes | None = None
+    ) -> Bytes:
+        """Piece ``i`` of ``layout`` as bytes, exactly as long as when it was laid out. With a ``cache``,
+        the pieces after it are rendered in the same pass (up to :data:`READ_AHEAD_BYTES` of log) and
+        kept there, and a read that needs the span another thread is rendering waits for it.
+        ``pinned``: the segment's ``.log`` held open by a reader (:mod:`.streams`), read instead of
+        the segment (its files may be gone)."""
+        if cache is None:
+            return self._render_one(layout, i, pinned)
+        key = (layout, i)  # the object, not its id: a freed layout's id may be reused
+        data = cache.get(key)
+        if data is not None:
+            segment = layout.segment_at(i)
+            if pinned is None and segment is not None and segment.suffix == ".deleted":
+                self._segment_of(layout, i)  # rendered before retention removed it: ESTALE once its files go
+            return data
+        with cache.rendering:
+            data = cache.get(key)
+            if data is not None:
+                return data
+            last = self._span_end(layout, i)
+            if last > i:
+                data = self._render_span(layout, i, last, cache, pinned)
+                if data is not None:
+                    self._ahead(layout, last + 1, cache, pinned)
+                    return data
+            data = self._render_one(layout, i, pinned)
+            cache.put(key, data)
+            return data
+
+    def _ahead(
+        self, layout: Layout, start: int, cache: PieceCache, pinned: SegmentBytes | None, *, after: int | None = None
+    ) -> None:
+        """Have the span from piece ``start`` rendered on a prefill thread: at once, or (``after``) once
+        a read reaches piece ``after`` (the first of the span rendered ahead before it)."""
+        if start >= len(layout) or start in layout.bad:
+            return
+        if after is None:
+            _submit(self._prefill, layout, start, cache, pinned)
+        else:
+            cache.ahead = _Ahead(layout, after, lambda: _submit(self._prefill, layout, start, cache, pinned))
+
+    def _prefill(self, layout: Layout, start: int, cache: PieceCache, pinned: SegmentBytes | None) -> None:
+        try:
+            with cache.rendering:
+                if cache.was_rendered(layout, start):
+                    return  # by the read that needed it (this prefill ran late) or ahead: not again
+                last = self._span_end(layout, start)
+                if self._render_span(layout, start, last, cache, pinned) is not None:
+                    self._ahead(layout, last + 1, cache, pinned, after=start)
+        except Exception as exc:  # the read that needs it renders it again and says what is wrong
+            log.debug("rendering ahead failed: %r", exc)
+
+    def _span_end(self, layout: Layout, i: int) -> int:
+        """The last piece of the span from piece ``i`` that one read of its segment renders: contiguous
+        undamaged pieces of the same segment, up to READ_AHEAD_BYTES of log and SPAN_PIECES pieces."""
+        count = len(layout)
+        base = layout.bases[i]
+        end = layout.positions[i] + layout.sizes[i]
+        last = i
+        while last + 1 < count:
+            j = last + 1
+            if (layout.bases[j] != base or layout.positions[j] != end or j in layout.bad or j - i >= SPAN_PIECES
+                    or end + layout.sizes[j] - layout.positions[i] > READ_AHEAD_BYTES):
+                break
+            end += layout.sizes[j]
+            last = j
+        return last
+
+    def _render_span(
+        self, layout: Layout, i: int, last: int, cache: PieceCache, pinned: SegmentBytes | None = None
+    ) -> memoryview | None:
+        """Pieces ``i..last`` rendered from one read, each kept in ``cache``; piece ``i``'s bytes, or None
+        when the span does not render to the lengths laid out (the pieces are then rendered one by one,
+        which says which one is wrong)."""
+        if i in layout.bad:
+            return None
+        segment = self._segment_of(layout, i, pinned)
+        position = layout.positions[i]
+        size = layout.positions[last] + layout.sizes[last] - position
+        try:
+            data = self.renderer.render(segment, position, size, layout.filter)
+        except CorruptRecordError:
+            return None
+        first = layout.start(i)
+        if len(data) != layout.ends[last] - first:
+            return None
+        view = memoryview(data)
+        for j in range(last, i - 1, -1):  # piece i goes in last: the least likely to be evicted
+            cache.put((layout, j), view[layout.start(j) - first : layout.ends[j] - first])
+        cache.span_rendered(layout, i)
+        return view[: layout.ends[i] - first]
+
+    def _segment_of(self, layout: Layout, i: int, pinned: SegmentBytes | None = None) -> SegmentBytes:
+        if pinned is not None:
+            return pinned
+        base = layout.bases[i]
+        segment = layout.segment_at(i) or self.log.segments.get(base)  # the one it was laid out from
+        if segment is None or segment.suffix == ".deleted" and not os.path.exists(segment.log_path):
+            # an open records.jsonl reading back past file.delete.delay.ms: ESTALE, not damage
+            raise SegmentClosedError(
+                f"{self.log.dir}/{base:020d}.log was deleted (retention or compaction) while it was being read"
+            )
+        return segment
+
+    def _render_one(self, layout: Layout, i: int, pinned: SegmentBytes | None = None) -> bytes:
+        bad = layout.bad.get(i)
+        if bad is not None:
+            raise bad
+        segment = self._segment_of(layout, i, pinned)
+        try:
+            data = self.renderer.render(segment, layout.positions[i], layout.sizes[i], layout.filter)
+        except CorruptRecordError as exc:
+            self.report(exc)
+            raise
+        if len(data) != layout.ends[i] - layout.start(i):
+            exc = CorruptRecordError(
+                "the batch renders differently than when it was laid out (did the file change?)",
+                layout.positions[i],
+                str(segment.log_path),
+            )
+            self.report(exc)
+            raise exc
+        return data

@@ -1,0 +1,214 @@
+"""Rendering the records a view wants from the batches of a segment, and counting what they render to.
+
+A view's *filter* (:class:`Filter`) says which records of a batch belong to it: offsets ``lo..hi``
+(inclusive) and timestamps ``ts_lo <= timestamp < ts_hi``. The timestamp bounds are applied record by
+record: with CreateTime, timestamps need not grow with offsets, so a record past ``ts_hi`` says nothing
+about the ones after it.
+
+A partition's :class:`Renderer` does both halves for every view of it: :meth:`Renderer.length` counts
+one batch's rendered bytes (the format layer's ``raw_jsonl_lengths``: nothing is built), and
+:meth:`Renderer.render` renders the whole batches of a span from one read of the segment (a span of
+an unfiltered view through the kernel's ``render_span_jsonl``, batch after batch with no Python
+between them). Both take a batch's bytes as the engine returned them, so the two always agree, and
+the mount never decodes a batch twice to render it.
+
+Damage is said once per place (:func:`report_corrupt`), wherever it is found.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple, Protocol
+
+from ...errors import CorruptRecordError
+from ...format.batch import BatchHeader, scan_batches
+from ...format.jsonview import raw_jsonl_lengths, render_raw_jsonl, render_span_jsonl
+from ...storage.records import BatchView
+
+if TYPE_CHECKING:
+    from ...format.decoders import Decoder
+
+__all__ = ["Filter", "NO_FILTER", "Renderer", "SegmentBytes", "header_skips", "report_corrupt"]
+
+log = logging.getLogger("kafkafs.fs")
+
+
+class Filter(NamedTuple):
+    """Which records of a batch belong to a view (None: no bound)."""
+
+    lo: int | None = None
+    hi: int | None = None
+    ts_lo: int | None = None
+    ts_hi: int | None = None
+
+
+NO_FILTER = Filter()
+
+
+class SegmentBytes(Protocol):
+    """What rendering reads of a segment: a :class:`~kafkafs.storage.segment.LogSegment`, or its
+    ``.log`` held open after the segment left the log (:mod:`.streams`)."""
+
+    @property
+    def log_path(self) -> Path: ...
+
+    def read_at(self, position: int, size: int) -> bytes: ...
+
+
+_reported: set[tuple[str | None, int | None]] = set()
+_report_lock = threading.Lock()
+
+
+def report_corrupt(exc: CorruptRecordError) -> None:
+    """Log damage once per (file, position): the segment and where in it. Safe from any thread."""
+    key = (exc.file, exc.position)
+    with _report_lock:
+        if key in _reported:
+            return
+        _reported.add(key)
+    log.error("corrupt batch in %s at position %s: %s", exc.file, exc.position, exc.reason)
+
+
+def header_skips(header: BatchHeader, flt: Filter) -> bool:
+    """Whether no record of a batch can pass ``flt``'s lower timestamp bound, from its header alone.
+
+    Only v2 headers are trusted: their ``maxTimestamp`` is the largest timestamp of the batch (and the
+    timestamp of every record under LogAppendTime); a legacy wrapper's timestamp is not always that.
+    """
+    return flt.ts_lo is not None and header.magic == 2 and header.max_timestamp < flt.ts_lo
+
+
+def _header_excludes(header: BatchHeader, flt: Filter) -> bool:
+    """No record of the batch can pass ``flt``, from a v2 header alone."""
+    if header.magic != 2:
+        return False
+    return (
+        header_skips(header, flt)
+        or (flt.lo is not None and header.last_offset < flt.lo)
+        or (flt.hi is not None and header.base_offset > flt.hi)
+    )
+
+
+def _bounds(flt: Filter) -> dict[str, int | None]:
+    return {"lo": flt.lo, "hi": flt.hi, "ts_lo": flt.ts_lo, "ts_hi": flt.ts_hi}
+
+
+def decoder_identity(decoder: Decoder | None) -> str | None:
+    """What names ``decoder`` in the layout cache's keys (its rendering changes the sizes)."""
+    if decoder is None:
+        return None
+    ident = getattr(decoder, "identity", None)
+    if isinstance(ident, str):
+        return ident
+    cls = type(decoder)
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+class Renderer:
+    """What rendering needs besides the batches: the partition's name, the values mode, the partition's
+    decoder (None for ordinary topics), and where to report damage (once per place).
+
+    Immutable once made: shared by every thread that sizes or reads the partition's views."""
+
+    def __init__(
+        self,
+        topic: str,
+        partition: int,
+        mode: str,
+        on_corrupt: Callable[[CorruptRecordError], None] = report_corrupt,
+        decoder: Decoder | None = None,
+    ) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.mode = mode
+        self.on_corrupt = on_corrupt
+        self.decoder = decoder
+        #: what names the decoder in the layout cache's keys (its rendering changes the sizes)
+        self.decoder_id = decoder_identity(decoder)
+
+    def length(self, view: BatchView, file: str, flt: Filter) -> int:
+        """Bytes of JSON lines that the records of one batch passing ``flt`` render to (without
+        rendering them when the format layer can count). Damage raises :class:`CorruptRecordError`
+        placed in ``file``."""
+        try:
+            if flt is NO_FILTER:
+                return sum(raw_jsonl_lengths(self.topic, self.partition, view.raw(), self.mode, decoder=self.decoder))
+            if _header_excludes(view.header, flt):
+                return 0
+            return sum(
+                raw_jsonl_lengths(self.topic, self.partition, view.raw(), self.mode, decoder=self.decoder, **_bounds(flt))
+            )
+        except CorruptRecordError as exc:
+            raise exc.at(file, view.position) from None
+
+    def render(self, segment: SegmentBytes, position: int, size: int, flt: Filter) -> bytes:
+        """JSON lines of the records passing ``flt`` in the whole batches filling ``size`` bytes at
+        ``position`` of ``segment``: one read, then each batch rendered from its bytes (CRC-checked)."""
+        if flt is NO_FILTER:
+            return self._render_all(segment, position, size)
+        file = str(segment.log_path)
+        bounds = _bounds(flt)
+        out = []
+        for view in _batches_in(segment, position, size):
+            if _header_excludes(view.header, flt):
+                continue
+            try:
+                out.append(render_raw_jsonl(self.topic, self.partition, view.raw(), self.mode, decoder=self.decoder, **bounds))
+            except CorruptRecordError as exc:
+                raise exc.at(file, view.position) from None
+        return b"".join(out)
+
+    def _render_all(self, segment: SegmentBytes, position: int, size: int) -> bytes:
+        """Every record of the whole batches filling ``size`` bytes at ``position`` (``records.jsonl``'s
+        hot path): batches found by their length fields alone, each checked whole as it renders."""
+        topic, partition, mode, decoder = self.topic, self.partition, self.mode, self.decoder
+        file = str(segment.log_path)
+        buf = segment.read_at(position, size)
+        if len(buf) != size:
+            raise CorruptRecordError("the segment is shorter than when it was laid out", position, file)
+        out = []
+        pos = 0
+        while pos < size:
+            if decoder is None:  # the kernel takes every uncompressed v2 batch it can, no Python between them
+                taken = render_span_jsonl(topic, partition, memoryview(buf)[pos:] if pos else buf, mode)
+                if taken.consumed:
+                    out.append(taken.data)
+                    pos += taken.consumed
+                    if pos >= size:
+                        break
+            # the batch at pos the old way: decompressed, legacy, or its damage said
+            n = int.from_bytes(buf[pos + 8 : pos + 12], "big", signed=True) + 12 if size - pos >= 12 else 0
+            if n <= 12 or pos + n > size:
+                raise CorruptRecordError("the batches changed since they were laid out", position + pos, file)
+            try:
+                out.append(render_raw_jsonl(topic, partition, buf[pos : pos + n], mode, decoder=decoder))
+            except CorruptRecordError as exc:
+                raise exc.at(file, position + pos) from None
+            pos += n
+        return out[0] if len(out) == 1 else b"".join(out)
+
+
+def _batches_in(segment: SegmentBytes, position: int, size: int) -> Iterator[BatchView]:
+    """The whole batches filling ``size`` bytes at ``position`` of ``segment``, from one read; damage
+    (a short file, a header that does not parse, batches that no longer fill the span) raises
+    :class:`CorruptRecordError` placed in the file."""
+    file = str(segment.log_path)
+    buf = segment.read_at(position, size)
+    if len(buf) != size:
+        raise CorruptRecordError("the segment is shorter than when it was laid out", position, file)
+    end = 0
+    headers = scan_batches(buf, 0, size)
+    while True:
+        try:
+            header = next(headers, None)
+        except CorruptRecordError as exc:
+            raise exc.at(file, position) from None
+        if header is None:
+            break
+        end = header.end
+        yield BatchView(buf, header, position)
+    if end != size:
+        raise CorruptRecordError("the batches changed since they were laid out", position + end, file)

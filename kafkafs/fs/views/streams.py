@@ -1,0 +1,352 @@
+"""Streams of ``records.jsonl``: the file a name lookup returns is an append-only stream (one
+*generation* of the file; the words: :mod:`.layout`).
+
+``tail -f`` on a FUSE mount polls: every second it ``fstat()``\\ s its descriptor, prints "file truncated"
+and starts again from byte 0 when the size is below its position, and otherwise reads from its position
+to the end. The kernel stops every read at the inode's size. So for an open ``records.jsonl`` to be
+followed right, the inode's bytes must never change and its size must only grow, always to the end of
+a line. Compaction and retention rewrite segments below the end: the file a new ``cat`` must see is
+then another one, shorter.
+
+Hence generations. :class:`RecordsStream` is one inode of a partition's ``records.jsonl``: a view
+(:class:`~.partition.Composition`) that only ever grows. While the partition only grows, the
+view is the partition's current composition. When the composition changes in any other way (segments
+removed by retention, a compaction swap, a truncation), the stream becomes *detached*: it keeps the
+parts it had where they were and is followed by the records past its last offset
+(:func:`handle_view`, below), and :meth:`RecordsGenerations.current` gives new lookups
+a new stream whose view is the current composition. Every open of an inode shares its stream; its
+``st_size`` is the stream's total, which never shrinks and always ends a line. A detached stream lives
+as long as its inode: the tree's node holds it and the inode table drops the node when the kernel
+forgets the inode. Its old parts read the segments they were laid out from, which stay readable for
+``file.delete.delay.ms``; after that, a read back there is ESTALE.
+
+A reader may lag behind the size it was shown (``tail -f`` blocked on a slow pipe): the bytes it has
+not read yet may come from a segment that compaction or retention removes meanwhile. So when segments
+go (the partition's change event, from the cleaner's thread, before ``file.delete.delay.ms`` runs out)
+and when a stream advances, the ``.log`` of every part still ahead of its slowest open reader whose
+segment was removed is held open (:class:`_Pinned`): its bytes stay readable after the file is deleted,
+until every open reader is past it (by :data:`PIN_MARGIN`: the kernel reads whole pages) or closed.
+
+``tail -F`` (by name) sees the file replaced after a swap, reopens it and prints the new file from
+its start: that is what it does for any replaced file.
+
+How a stream moves on when segments below the end change (:func:`handle_view`): compaction swaps
+merged segments in and retention deletes the first ones, so the file's earlier bytes shrink and every
+later byte moves. A reader in the middle of the file (``cat``, ``tail -f`` following the end) must not
+see the moved bytes at the positions it is reading. So a stream keeps the composition it last read,
+and gets the current one when the file only grew; otherwise its own parts stay where they are (the
+last one grown if it is still current), followed by what the current composition holds past the last
+offset they cover: the parts of later segments, and, when a merged segment holds records past that
+offset too, a layout of those records alone (:func:`layout_after`). The bytes it has read stay where
+they were and the records appended since follow them.
+
+Threads: both classes are safe to share; a stream advances under its own lock (so two requests never
+move its view out of order), the generations of a partition change under theirs. The functions work
+over immutable compositions: safe from any thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import weakref
+from collections.abc import Callable
+from pathlib import Path
+from typing import NamedTuple
+
+from ...errors import CorruptRecordError, SegmentClosedError
+from ...storage.handles import FileHandle
+from .layout import Layout, SegmentLayout
+from .partition import Composition, PartitionState
+from .reading import Part, PieceCache, read_parts
+from .render import Renderer
+
+__all__ = ["RecordsStream", "RecordsGenerations", "handle_view", "layout_after", "PIN_MARGIN"]
+
+log = logging.getLogger("kafkafs.fs")
+
+#: Removed segments stay held open while an open reader is less than this many bytes past their part.
+PIN_MARGIN = 256 * 1024
+
+# ---------------------------------------------------------------------------------------------- views
+
+
+def layout_after(renderer: Renderer, layout: Layout, lo: int) -> SegmentLayout | None:
+    """A layout of the segment ``layout`` was laid out from, from offset ``lo`` on."""
+    segment = layout.segment_at(0)
+    if segment is None:
+        return None
+    after = SegmentLayout(segment, lo)
+    after.extend(renderer)
+    return after
+
+
+def _last_offset(part: Part) -> int:
+    return part.layout.last_offsets[part.count - 1] if part.count else -1
+
+
+def handle_view(
+    prev: Composition | None, cur: Composition, layout_from: Callable[[Layout, int], Layout | None] | None = None
+) -> Composition:
+    """The view of a stream that last read ``prev``, now that the partition's composition is ``cur``.
+    ``layout_from(layout, lo)``: a layout of the same segment from offset ``lo`` on (None: skip it)."""
+    if prev is None or prev is cur or not prev.parts:
+        return cur
+    old = [p.layout for p in prev.parts]
+    new = [p.layout for p in cur.parts]
+    if len(new) >= len(old) and all(a is b for a, b in zip(old, new, strict=False)):
+        return cur  # it only grew
+    parts = list(prev.parts)
+    starts = list(prev.starts)
+    counts = {id(p.layout): p.count for p in cur.parts}
+    last = parts[-1]
+    grown = counts.get(id(last.layout), 0)
+    if grown > last.count:  # the segment it ended in got more records (and may have rolled since)
+        parts[-1] = last = Part(last.layout, grown, last.start)
+    total = last.start + last.layout.total(last.count)
+    covered = _last_offset(last)
+    mine = {id(p) for p in old}
+    for part in cur.parts:
+        if id(part.layout) in mine or not part.count or _last_offset(part) <= covered:
+            continue
+        layout: Layout | None = part.layout
+        count = part.count
+        assert layout is not None
+        if layout.first_offset() <= covered:
+            # a merged segment also holds records appended after this stream's last offset
+            layout = layout_from(layout, covered + 1) if layout_from is not None else None
+            if layout is None or not len(layout):
+                continue
+            count = len(layout)
+        parts.append(Part(layout, count, total))
+        starts.append(total)
+        total += layout.total(count)
+        covered = max(covered, layout.last_offsets[count - 1])
+    return Composition(cur.shape, parts, starts, total)
+
+
+def _advance(state: PartitionState, prev: Composition | None, cur: Composition) -> Composition:
+    """What a stream that last showed ``prev`` shows now that the partition's composition is ``cur``."""
+    return handle_view(prev, cur, lambda layout, lo: layout_after(state.renderer, layout, lo))
+
+
+# ---------------------------------------------------------------------------------------------- streams
+
+
+class _Pinned:
+    """A removed segment's ``.log`` held open: what rendering needs of a segment (``read_at``,
+    ``log_path``). Immutable; the descriptor closes when the last reference goes."""
+
+    __slots__ = ("handle", "log_path")
+
+    def __init__(self, handle: FileHandle, log_path: Path) -> None:
+        self.handle = handle
+        self.log_path = log_path
+
+    def read_at(self, position: int, size: int) -> bytes:
+        return os.pread(self.handle.fd, size, position)
+
+
+class _Pin(NamedTuple):
+    """A part held open for a stream's readers: its end byte in the stream, and its ``.log``."""
+
+    end: int
+    pinned: _Pinned
+
+
+class RecordsStream:
+    """One generation of a partition's ``records.jsonl`` (one inode of it): an append-only stream.
+
+    Threads: safe to share; it advances under its own lock (views only move forward), and its readers'
+    positions and its pinned segments change under a second one, never taken before the first."""
+
+    def __init__(self, state: PartitionState, number: int) -> None:
+        self.state = state
+        self.number = number
+        #: the partition's rewrites when this stream was made (a later one: it is no longer the file)
+        self.rewrites = state.rewrites
+        #: True once the partition's composition stopped being a continuation of this stream
+        self.detached = False
+        self._view: Composition | None = None
+        self._seen: Composition | None = None  # the composition the view was last advanced to
+        self._lock = threading.Lock()
+        self._readers: dict[int, int] = {}  # id(open handle) -> the end of what it has read
+        self._pins: dict[int, _Pin] = {}  # id(layout) -> the part's end and its .log
+        self._pin_lock = threading.Lock()
+        #: the partition's rewrites when removed segments were last looked for: an append removes
+        #: none, so advancing the view looks again only after a rewrite
+        self._pinned_at = -1
+
+    def __repr__(self) -> str:
+        total = self._view.total if self._view is not None else None
+        return f"<RecordsStream {self.state.name}#{self.number} total={total}{' detached' if self.detached else ''}>"
+
+    @property
+    def view(self) -> Composition | None:
+        """The stream as far as it was last advanced (None before the first time)."""
+        return self._view
+
+    def advance(self) -> Composition:
+        """The stream with what the partition holds now: the bytes it had, and the records since."""
+        with self._lock:  # the composition is asked under the lock: views only move forward in time
+            cur = self.state.composition()
+            if cur is self._seen and self._view is not None:
+                return self._view
+            return self._move_to(cur)
+
+    def quick_view(self) -> Composition | None:
+        """The view without rendering anything: as last advanced, or the partition's composition when
+        it is known and this stream has none yet (None otherwise)."""
+        view = self._view
+        if view is not None:
+            return view
+        with self._lock:
+            if self._view is None:
+                current = self.state.cached_composition()
+                if current is not None:
+                    self._move_to(current)
+            return self._view
+
+    def _move_to(self, cur: Composition) -> Composition:
+        old = self._view
+        state = self.state
+        view = _advance(state, old, cur)
+        if old is not None and view.total < old.total:  # never: a stream that shrank would cut lines
+            log.error("%s: records.jsonl view would shrink from %d to %d bytes", state.name, old.total, view.total)
+            return old
+        if view is not cur:
+            self.detached = True
+        self._view, self._seen = view, cur
+        if self._readers and self._pinned_at != state.rewrites:
+            self.pin_removed()
+        return view
+
+    # -- readers
+
+    def opened(self, handle: object) -> None:
+        with self._pin_lock:
+            self._readers[id(handle)] = 0
+
+    def released(self, handle: object) -> None:
+        with self._pin_lock:
+            self._readers.pop(id(handle), None)
+            self._unpin()
+
+    def read(self, handle: object, offset: int, size: int, cache: PieceCache) -> bytes:
+        """Bytes ``offset .. offset+size`` for the open ``handle``; records appended since the stream
+        last advanced follow when the read reaches its end."""
+        view = self._view
+        if view is None or offset + size > view.total:
+            view = self.advance()
+        pins = self._pins
+        state = self.state
+
+        def render(layout: Layout, i: int) -> bytes | memoryview:
+            pin = pins.get(id(layout))
+            return state.render_piece(layout, i, cache, pin.pinned if pin is not None else None)
+
+        data = read_parts(view.parts, view.starts, offset, size, render)
+        self.note_read(handle, offset + len(data))
+        return data
+
+    def note_read(self, handle: object, end: int, wait: bool = True) -> None:
+        """``handle`` has read up to byte ``end``; ``wait=False`` (on the FUSE loop): skip it when the
+        lock is busy (the next read tells again)."""
+        if not self._pin_lock.acquire(blocking=wait):
+            return
+        try:
+            if end > self._readers.get(id(handle), end):
+                self._readers[id(handle)] = end
+                if self._pins:
+                    self._unpin()
+        finally:
+            self._pin_lock.release()
+
+    def pin_removed(self) -> None:
+        """Hold open the ``.log`` of every part still ahead of the slowest open reader whose segment
+        compaction or retention removed from the log (see the module's docstring)."""
+        view = self._view
+        if view is None:
+            return
+        rewrites = self.state.rewrites
+        segments = self.state.log.segments
+        with self._pin_lock:
+            if not self._readers:
+                return
+            self._pinned_at = rewrites
+            low = min(self._readers.values()) - PIN_MARGIN
+            for part, start in zip(view.parts, view.starts, strict=True):
+                layout = part.layout
+                end = start + layout.total(part.count)
+                segment = layout.segment_at(0)  # a composition's part: one segment's layout
+                if end <= low or segment is None or id(layout) in self._pins:
+                    continue
+                if segments.get(segment.base_offset) is segment and segment.suffix != ".deleted":
+                    continue  # still in the log
+                try:
+                    handle = segment.records.handle()
+                except (SegmentClosedError, CorruptRecordError, OSError):
+                    continue  # already gone: reads there are ESTALE
+                self._pins[id(layout)] = _Pin(end, _Pinned(handle, segment.log_path))
+
+    def _unpin(self) -> None:
+        """Let go of what every open reader is past (callers hold ``_pin_lock``)."""
+        if not self._readers:
+            self._pins.clear()
+            return
+        low = min(self._readers.values()) - PIN_MARGIN
+        for key in [k for k, pin in self._pins.items() if pin.end <= low]:
+            del self._pins[key]
+
+
+class RecordsGenerations:
+    """The streams of one partition's ``records.jsonl``: the current one, for new lookups.
+
+    Threads: safe to share; the current stream changes under a lock, and :meth:`_changed` runs in the
+    thread that changed the log (the cleaner's, an appender's)."""
+
+    def __init__(self, state: PartitionState) -> None:
+        self.state = state
+        self._current: RecordsStream | None = None
+        self._count = 0
+        self._lock = threading.Lock()
+        self._streams: weakref.WeakSet[RecordsStream] = weakref.WeakSet()  # every one an inode still holds
+        self._rewrites = state.rewrites
+        state.add_listener(self._changed)
+
+    def _new(self) -> RecordsStream:
+        self._count += 1
+        self._current = RecordsStream(self.state, self._count)
+        self._streams.add(self._current)
+        return self._current
+
+    def _changed(self, state: PartitionState) -> None:
+        """Segments went (compaction, retention): open readers keep the ones they have yet to read."""
+        if state.rewrites == self._rewrites:
+            return
+        self._rewrites = state.rewrites
+        for stream in list(self._streams):
+            stream.pin_removed()
+
+    def _fresh(self) -> RecordsStream:
+        """The current stream, or a new one when the partition was rewritten since it was made."""
+        stream = self._current
+        if stream is None or stream.rewrites != self.state.rewrites:
+            stream = self._new()
+        return stream
+
+    def current(self) -> RecordsStream:
+        """The stream a lookup gets: the current one, advanced; a new one if that one got detached."""
+        with self._lock:
+            stream = self._fresh()
+            stream.advance()
+            if stream.detached:
+                stream = self._new()
+                stream.advance()
+            return stream
+
+    def peek(self) -> RecordsStream:
+        """The current stream without advancing it (a directory listing must not render anything)."""
+        with self._lock:
+            return self._fresh()

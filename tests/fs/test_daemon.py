@@ -1,0 +1,142 @@
+"""fs/daemon: the mount's start (what libfuse prints on fd 2, kept for the error line or replayed), sd_notify
+without libsystemd (real AF_UNIX datagram sockets, by path and in the abstract namespace), and
+return_large_blocks (freed large blocks go back to the system: glibc's M_MMAP_THRESHOLD fixed)."""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import platform
+import socket
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kafkafs.fs import daemon
+from kafkafs.fs.daemon import StartingStderr, first_exception, notify, watchdog_interval
+
+# ---------------------------------------------------------------------------------------------- starting
+
+
+@pytest.mark.parametrize("replay", [False, True])
+def test_fd2_is_captured_then_restored(capfd, replay):
+    starting = StartingStderr()
+    os.write(2, b"fuse: unknown option(s): `-o bogus'\n\n  second\n")
+    said = starting.restore(replay=replay)
+    assert said == ["unknown option(s): `-o bogus'", "second"]
+    assert starting.restore(replay=True) == said  # once only: nothing written twice
+    os.write(2, b"after\n")
+    err = capfd.readouterr().err
+    assert err == ("fuse: unknown option(s): `-o bogus'\n\n  second\nafter\n" if replay else "after\n")
+
+
+def test_first_exception_unwraps_nested_groups():
+    inner = ConnectionRefusedError(111, "Connection refused")
+    group = ExceptionGroup("outer", [ExceptionGroup("inner", [inner, ValueError()])])
+    assert first_exception(group) is inner
+    plain = OSError("x")
+    assert first_exception(plain) is plain
+
+
+# ---------------------------------------------------------------------------------------------- systemd
+
+
+@pytest.fixture
+def receiver(tmp_path: Path) -> Iterator[tuple[socket.socket, str]]:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    path = tmp_path / "notify.sock"
+    sock.bind(str(path))
+    sock.settimeout(2)
+    yield sock, str(path)
+    sock.close()
+
+
+def test_unset_variable_is_a_noop(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("NOTIFY_SOCKET", raising=False)
+    assert notify("READY=1") is False
+    monkeypatch.setenv("NOTIFY_SOCKET", "")
+    assert notify("READY=1") is False
+
+
+def test_sends_to_a_path_socket(monkeypatch: pytest.MonkeyPatch, receiver: tuple[socket.socket, str]) -> None:
+    sock, path = receiver
+    monkeypatch.setenv("NOTIFY_SOCKET", path)
+    assert notify("READY=1\nSTATUS=mounted /var/lib/kafka on /mnt/kafka") is True
+    assert sock.recv(4096) == b"READY=1\nSTATUS=mounted /var/lib/kafka on /mnt/kafka"
+    assert notify("STOPPING=1") is True
+    assert sock.recv(4096) == b"STOPPING=1"
+
+
+def test_sends_to_an_abstract_socket(monkeypatch: pytest.MonkeyPatch) -> None:
+    name = f"kafkafs-test-{uuid.uuid4().hex}"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+        sock.bind("\0" + name)
+        sock.settimeout(2)
+        monkeypatch.setenv("NOTIFY_SOCKET", "@" + name)
+        assert notify("STATUS=caf\u00e9") is True
+        assert sock.recv(4096) == "STATUS=caf\u00e9".encode()
+
+
+@pytest.mark.parametrize("value", ["relative/notify.sock", "vsock:2:1234"])
+def test_unsupported_addresses_are_ignored(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    monkeypatch.setenv("NOTIFY_SOCKET", value)
+    assert notify("READY=1") is False
+
+
+def test_missing_socket_does_not_raise(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv("NOTIFY_SOCKET", str(tmp_path / "absent.sock"))
+    with caplog.at_level(logging.DEBUG, logger="kafkafs.fs"):
+        assert notify("READY=1") is False
+    assert [r.levelno for r in caplog.records] == [logging.DEBUG]
+
+
+def test_socket_that_nobody_reads_from_any_more(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    path = tmp_path / "stale.sock"
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sock.bind(str(path))
+    sock.close()  # the file stays, nobody listens: ECONNREFUSED
+    monkeypatch.setenv("NOTIFY_SOCKET", str(path))
+    assert notify("READY=1") is False
+
+
+def test_abstract_socket_that_does_not_exist(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NOTIFY_SOCKET", f"@kafkafs-test-absent-{uuid.uuid4().hex}")
+    assert notify("READY=1") is False
+
+
+def test_watchdog_interval(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("WATCHDOG_USEC", raising=False)
+    monkeypatch.delenv("WATCHDOG_PID", raising=False)
+    assert watchdog_interval() is None
+    monkeypatch.setenv("WATCHDOG_USEC", "30000000")
+    assert watchdog_interval() == 30.0
+    monkeypatch.setenv("WATCHDOG_PID", str(os.getpid()))
+    assert watchdog_interval() == 30.0
+    monkeypatch.setenv("WATCHDOG_PID", str(os.getpid() + 1))
+    assert watchdog_interval() is None
+    monkeypatch.setenv("WATCHDOG_PID", str(os.getpid()))
+    for bad in ("0", "soon", "-5"):
+        monkeypatch.setenv("WATCHDOG_USEC", bad)
+        assert watchdog_interval() is None
+
+
+# ---------------------------------------------------------------------------------------------- memory
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="mallopt is glibc's")
+def test_glibc_accepts_the_threshold():
+    assert daemon.return_large_blocks() is True
+    assert daemon.return_large_blocks(4 << 20) is True
+
+
+def test_without_a_usable_libc_it_is_a_no_op(monkeypatch):
+    def no_libc(*_args, **_kwargs):
+        raise OSError("no libc here")
+
+    monkeypatch.setattr(ctypes, "CDLL", no_libc)
+    assert daemon.return_large_blocks() is False

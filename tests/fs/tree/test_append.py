@@ -1,0 +1,115 @@
+"""AppendBuffer: the ``append`` file's lines in, records out (SPEC §3), without a kernel."""
+
+from __future__ import annotations
+
+import pytest
+
+from kafkafs.errors import InvalidInput
+from kafkafs.storage.logdir import LogDir
+
+from ..conftest import tree_of
+
+
+def _pieces(data: bytes, size: int = 1048528) -> list[bytes]:
+    """``data`` as the kernel hands one large ``write()`` to the file system (``max_write`` bytes)."""
+    return [data[i : i + size] for i in range(0, len(data), size)]
+
+
+def test_append_buffer_alone(logdir_copy):
+    from kafkafs.fs.tree.append import AppendBuffer
+
+    with LogDir(logdir_copy, writable=True) as d:
+        log = d.log("empty-0")
+        buf = AppendBuffer(log)
+        assert buf.write(b"no newline yet") is None
+        with pytest.raises(InvalidInput):
+            buf.write(b'\n{"nope": 1}\n')  # an unknown field: the whole write fails
+        assert log.log_end_offset == 0 and buf.pending == b""  # ... and the line it ended went too
+        with pytest.raises(InvalidInput):
+            buf.write(b'\n{"nope": 1}\n')  # the same write again (a retry) fails the same way
+        result = buf.write(b"first\n")
+        assert (result.first_offset, result.last_offset) == (0, 0)
+        buf.write(b"a\n")
+        with pytest.raises(InvalidInput):
+            buf.write(b"{bad\nc")  # not in the middle of a line: as if it never happened
+        buf.write(b"b")
+        with pytest.raises(InvalidInput):
+            buf.write(b"\n{bad\n")  # in the middle of the line "b": "b" goes too
+        buf.write(b"d")
+        buf.flush()
+        assert [r.value for r in log.records()] == [b"first", b"a", b"d"]
+        assert log.recovery_point == log.log_end_offset
+
+
+def test_a_line_too_large_is_dropped_whole(logdir_copy):
+    """A 2,000,000-byte line comes in pieces; the last one fails (the record is too large). Nothing of
+    it may be appended: not at close, not when the writer retries the failed piece."""
+    from kafkafs.errors import RecordTooLargeError
+    from kafkafs.fs.tree.append import AppendBuffer
+    from kafkafs.storage.config import Settings
+
+    settings = Settings({"max.message.bytes": 1_500_000})  # the first piece alone would fit
+    with LogDir(logdir_copy, settings, writable=True) as d:
+        log = d.log("empty-0")
+        buf = AppendBuffer(log)
+        first, rest = _pieces(b"x" * 2_000_000 + b"\n")
+        assert buf.write(first) is None
+        with pytest.raises(RecordTooLargeError):
+            buf.write(rest)
+        with pytest.raises(RecordTooLargeError):
+            buf.write(rest)  # stdio / Python retry the rest of a short write: the same piece again
+        buf.flush()
+        assert log.log_end_offset == 0
+        # a line that grows past any record it could be fails as soon as it does, and its rest too
+        pieces = _pieces(b"y" * 3_000_000 + b"\nnext\n")
+        assert buf.write(pieces[0]) is None
+        with pytest.raises(RecordTooLargeError):
+            buf.write(pieces[1])
+        assert buf.pending == b""
+        with pytest.raises(RecordTooLargeError):
+            buf.write(pieces[2])  # the rest of the dropped line, with its newline: the write fails
+        buf.write(b"after\n")
+        buf.flush()
+        assert [r.value for r in log.records()] == [b"after"]
+        # a record too large among good lines: the whole write fails
+        with pytest.raises(RecordTooLargeError):
+            buf.write(b"ok\n" + b"z" * 1_600_000 + b"\n")
+        assert log.log_end_offset == 1
+
+
+def test_a_large_write_of_small_lines_is_appended(logdir_copy):
+    """Lines that one batch of max.message.bytes cannot hold go in several, appended as one."""
+    from kafkafs.fs.tree.append import AppendBuffer
+
+    with LogDir(logdir_copy, writable=True) as d:
+        log = d.log("empty-0")
+        buf = AppendBuffer(log)
+        lines = [b"line %07d" % i for i in range(80_000)]  # 1 MB of text, 1.6 MB as records
+        data = b"\n".join(lines) + b"\n"
+        for piece in _pieces(data):
+            buf.write(piece)
+        buf.flush()
+        assert [r.value for r in log.records()] == lines
+        batches = list(log.batches())
+        assert len(batches) > 1 and all(view.size <= log.config.max_message_bytes for _s, view in batches)
+
+
+def test_fsync_keeps_a_partial_line(logdir_copy):
+    """fsync makes the complete lines durable; the partial one waits for its newline (or close)."""
+    t = tree_of(logdir_copy, rw=True)
+    try:
+        log = t.partitions.state("events-3").log
+        handle = t.resolve("events-3/append").open(True)
+        handle.write(0, b"one\nab")
+        handle.fsync()
+        assert log.recovery_point == log.log_end_offset == 6
+        handle.write(0, b"c")
+        handle.fsync()
+        handle.write(0, b"def\ntail")
+        handle.fsync()
+        assert log.log_end_offset == 7
+        handle.flush()
+        handle.release()
+        assert [r.value for r in log.records(5)] == [b"one", b"abcdef", b"tail"]
+    finally:
+        t.close()

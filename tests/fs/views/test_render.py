@@ -1,0 +1,60 @@
+"""Rendering a span of a segment: whole batches straight from their bytes, filters on offsets and
+timestamps, lengths without building the output, damage placed in its file."""
+
+from __future__ import annotations
+
+import pytest
+
+from kafkafs.errors import CorruptRecordError
+from kafkafs.format.jsonview import render_batch_jsonl
+from kafkafs.fs.views.render import NO_FILTER, Filter, Renderer, header_skips
+from kafkafs.storage.logdir import LogDir
+
+RENDERER = Renderer("orders", 0, "auto")
+
+
+def _segment_and_views(built_logdir):
+    logdir = LogDir(built_logdir)
+    log = logdir.log("orders-0")
+    segment = log.segments.first()
+    return logdir, segment, list(segment.batches())
+
+
+def test_a_span_renders_as_the_engine_does(built_logdir):
+    logdir, segment, views = _segment_and_views(built_logdir)
+    try:
+        want = b"".join(render_batch_jsonl("orders", 0, v.decode()) for v in views)
+        assert RENDERER.render(segment, 0, segment.size, NO_FILTER) == want
+        lengths = [RENDERER.length(v, str(segment.log_path), NO_FILTER) for v in views]
+        assert sum(lengths) == len(want)
+    finally:
+        logdir.close()
+
+
+def test_filters_on_offsets_and_timestamps(built_logdir):
+    logdir, segment, views = _segment_and_views(built_logdir)
+    try:
+        first = views[0].header
+        lo, hi = first.base_offset + 1, views[1].header.base_offset
+        got = RENDERER.render(segment, 0, segment.size, Filter(lo=lo, hi=hi))
+        lines = got.splitlines()
+        assert len(lines) == hi - lo + 1 and lines[0].startswith(b'{"topic":"orders","partition":0,"offset":%d' % lo)
+        flt = Filter(ts_lo=first.max_timestamp + 1)
+        assert header_skips(first, flt) and not header_skips(first, NO_FILTER)
+        assert RENDERER.length(views[0], str(segment.log_path), flt) == 0
+    finally:
+        logdir.close()
+
+
+def test_damage_is_placed_in_its_file(built_logdir, tmp_path):
+    logdir, segment, views = _segment_and_views(built_logdir)
+    try:
+        raw = bytearray(views[0].raw())
+        raw[-1] ^= 0xFF  # the CRC no longer matches
+        bad = views[0]._replace(buf=bytes(raw), base=0)
+        bad = bad._replace(header=bad.header._replace(position=0))
+        with pytest.raises(CorruptRecordError) as info:
+            RENDERER.length(bad, "x.log", NO_FILTER)
+        assert info.value.file == "x.log"
+    finally:
+        logdir.close()
