@@ -338,6 +338,7 @@ def build_parser() -> argparse.ArgumentParser:
     from .consume import add_consume_arguments
     from .dump.options import add_dump_arguments
     from .spark.export_args import add_export_arguments
+    from .systemd_install import add_systemd_arguments, install
 
     parser = _Parser(
         prog="kafkafs", description="Apache Kafka's on-disk log as ordinary files.",
@@ -407,6 +408,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("dir")
     p.add_argument("--force", action="store_true", help="replace DIR if it holds an earlier demo")
     p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("systemd", help="install the systemd unit for a log directory (systemd install LOGDIR MOUNTPOINT)")
+    add_systemd_arguments(p)
+    p.set_defaults(func=lambda args: install(args))
 
     p = sub.add_parser("export", help="export log directories with Spark (parquet, json or csv)")
     add_export_arguments(p)

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from ..errors import CorruptRecordError, SegmentClosedError, WouldBlock
+from ..errors import CorruptRecordError, SegmentClosedError, WouldBlock, doing, tag_os_error
 from ..format.batch import (
     DEFAULT_MAX_INFLATED_BYTES,
     LOG_OVERHEAD,
@@ -265,7 +265,8 @@ class FileRecords:
                     raise OSError(f"{self.path}: short write at position {position}")
                 view = view[written:]
                 position += written
-        except OSError:
+        except OSError as exc:
+            tag_os_error(exc, "write {path}", self.path)
             # a full disk (ENOSPC) or an I/O error: take back what part of the batch did reach the file,
             # so that it ends where the segment says (shrinking needs no space); recovery would cut it
             # anyway, but a clean close must not leave it behind
@@ -276,10 +277,12 @@ class FileRecords:
             raise
 
     def truncate(self, size: int) -> None:
-        os.ftruncate(self.handle().fd, size)
+        with doing("truncate {path}", self.path):
+            os.ftruncate(self.handle().fd, size)
 
     def fsync(self) -> None:
-        os.fsync(self.handle().fd)
+        with doing("write {path}", self.path):  # a write-back error (EIO, ENOSPC) surfaces here
+            os.fsync(self.handle().fd)
 
     def rename(self, path: Path) -> None:
         """Move the file; the open descriptor stays valid."""

@@ -219,6 +219,7 @@ def reserve(path: str | os.PathLike[str], reserved: int, needed: int, limit: int
         os.posix_fallocate(fd, reserved, end - reserved)
     except OSError as exc:
         if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL, getattr(errno, "ENOTSUP", errno.EOPNOTSUPP)):
+            tag_os_error(exc, "reserve space in {path}", path)
             raise
     finally:
         os.close(fd)
