@@ -117,10 +117,7 @@ def doing(what: str, path: str | os.PathLike[str] | None = None) -> Iterator[Non
 
 def describe_os_error(exc: OSError) -> str:
     """One line for an OS error: ``cannot take /data/logs/.lock: permission denied``, from the note of
-    :func:`tag_os_error` (``use {path}`` without one) and the file the error names. An OS error raised
-    while another one was being handled (a close after a failed write) describes the first: the cause."""
-    while isinstance(exc.__context__, OSError) and exc.__cause__ is None and not exc.__suppress_context__:
-        exc = exc.__context__
+    :func:`tag_os_error` (``use {path}`` without one) and the file the error names."""
     reason = exc.strerror or str(exc) or type(exc).__name__
     reason = reason[:1].lower() + reason[1:]
     what = getattr(exc, "kafkafs_doing", None) or "use {path}"

@@ -91,8 +91,9 @@ def render_unit(template: str, kafkafs: list[str], fusermount: str) -> str:
 
 
 def _write(path: Path, text: str, mode: int = 0o644) -> None:
-    with doing("write {path}", path):
+    with doing("create {path}", path.parent):
         path.parent.mkdir(parents=True, exist_ok=True)
+    with doing("write {path}", path):
         tmp = path.with_name(path.name + ".tmp")
         tmp.write_text(text)
         tmp.chmod(mode)

@@ -19,7 +19,16 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-from ..errors import CorruptRecordError, InvalidName, LogDirLocked, UnsafeFileError, UsageError, doing
+from ..errors import (
+    CorruptRecordError,
+    InvalidName,
+    LogDirLocked,
+    UnsafeFileError,
+    UsageError,
+    describe_os_error,
+    doing,
+    tag_os_error,
+)
 from ..format.checkpoint import parse_offset_checkpoint, render_offset_checkpoint
 from .config import Settings
 from .dirlock import LOCK_FILE, lock_holder, locked_error
@@ -94,7 +103,7 @@ def check_log_directory(path: str | os.PathLike[str], *, strict: bool = True) ->
     try:
         names = os.listdir(p)
     except OSError as exc:
-        raise UsageError(f"{path}: {exc.strerror}") from None
+        raise UsageError(describe_os_error(tag_os_error(exc, "read {path}"))) from None
     if any(_is_segment_file_name(n) for n in names) or _PARTITION_FILES & set(names):
         hint = ""
         try:
@@ -368,5 +377,11 @@ class LogDir:
     def __enter__(self) -> LogDir:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if exc_type is None:
+            self.close()
+            return
+        try:
+            self.close()
+        except OSError as failed:  # the error on its way out says what went wrong; this one follows it
+            log.warning("%s: not closed cleanly after the error: %s", self.path, describe_os_error(failed))

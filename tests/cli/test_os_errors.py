@@ -162,6 +162,34 @@ def test_index_says_it_cannot_create_its_cache(demo, tmp_path):
     assert line == f"kafkafs: error: cannot create the size cache {parent / 'cache'}: permission denied"
 
 
+def test_mount_says_it_cannot_read_the_log_directory(demo, tmp_path):
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    demo.chmod(0o000)
+    try:
+        line = error_line(run("mount", str(demo), str(mnt)), rc=2)  # a path mount cannot take: usage
+    finally:
+        demo.chmod(0o755)
+    assert line == f"kafkafs: error: cannot read {demo}: permission denied"
+
+
+@pytest.mark.parametrize("command", ["verify", "index", "clean"])
+def test_commands_say_they_cannot_read_the_log_directory(demo, command):
+    demo.chmod(0o000)
+    try:
+        line = error_line(run(command, str(demo)), rc=2)
+    finally:
+        demo.chmod(0o755)
+    assert line == f"kafkafs: error: cannot read {demo}: permission denied"
+
+
+def test_systemd_install_says_what_it_cannot_write(demo, tmp_path):
+    root = tmp_path / "root"
+    root.mkdir(mode=0o555)
+    line = error_line(run("systemd", "install", str(demo), "/mnt/kafka", "--root", str(root)))
+    assert line == f"kafkafs: error: cannot create {root}/etc: permission denied"
+
+
 def test_demo_says_it_cannot_create_its_folder(tmp_path):
     parent = tmp_path / "ro"
     parent.mkdir(mode=0o555)
