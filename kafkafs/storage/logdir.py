@@ -384,4 +384,5 @@ class LogDir:
         try:
             self.close()
         except OSError as failed:  # the error on its way out says what went wrong; this one follows it
-            log.warning("%s: not closed cleanly after the error: %s", self.path, describe_os_error(failed))
+            log.warning("%s: closing it after the failure said below failed too: %s", self.path,
+                        describe_os_error(failed))
