@@ -3,6 +3,9 @@
 * ``avro``: mixed Avro records behind a Schema Registry (three schemas: an order with a union, an
   enum, an array, a map and bytes; a click event; a small key record), keys and values framed, some
   records not framed or with unknown ids (generic rendering), 500 records a batch;
+* ``protobuf``: Protobuf values behind a Schema Registry (an order like the Avro one: a nested message,
+  an enum, a repeated field, a map, a oneof, bytes; a click; message indexes ``[0]`` and ``[1]``), the
+  ``.proto`` compiled by protoc from grpcio-tools, keys as plain strings;
 * ``offsets``: ``__consumer_offsets``-like offset commits (group, topic, partition keys, v3 values);
 * ``metadata``: ``__cluster_metadata``-like PartitionRecord/ConfigRecord/NoOp values;
 * ``generic``: the same Avro batches without a registry (the generic fast path), for the ratio.
@@ -83,11 +86,60 @@ def avro_records(n: int) -> list:
     return out
 
 
+PROTO = """syntax = "proto3";
+package bench;
+message Order {
+  message Money { string currency = 1; int64 units = 2; }
+  enum Status { NEW = 0; PAID = 1; SHIPPED = 2; }
+  int64 id = 1;
+  string customer = 2;
+  double amount = 3;
+  Status status = 4;
+  repeated int32 items = 5;
+  map<string, string> attrs = 6;
+  oneof note { string text = 7; bytes sig = 8; }
+  Money price = 9;
+}
+message Click { int32 x = 1; int32 y = 2; string page = 3; int64 ts = 4; }
+"""
+
+
+def protobuf_registry():
+    from kafkafs.format.decoders.protobuf import ProtobufSchema
+    from kafkafs.storage.protoc import compile_protos
+
+    registry = SchemaRegistry(compile_protos)
+    registry.add(4, PROTO, "PROTOBUF")
+    schema = ProtobufSchema(compile_protos({"4.proto": PROTO}, "4.proto"), "4.proto")
+    return registry, schema.message_class([0]), schema.message_class([1])
+
+
+def protobuf_records(n: int) -> list:
+    _registry, order, click = protobuf_registry()
+    rng = random.Random(11)
+    out = []
+    for i in range(n):
+        if i % 10 < 7:
+            m = order(id=i, customer=f"c-{rng.randrange(100000):05d}", amount=rng.random() * 1000, status=i % 3,
+                      items=[rng.randrange(50) for _ in range(i % 4)], attrs={"channel": "web"} if i % 3 else {},
+                      price={"currency": "EUR", "units": i})
+            if i % 2:
+                m.text = "gift wrap, «ü»"
+            else:
+                m.sig = rng.randbytes(8)
+            v = b"\0" + struct.pack(">I", 4) + b"\0" + m.SerializeToString()
+        else:
+            m = click(x=rng.randrange(2000), y=rng.randrange(2000), page=f"/p/{i}", ts=1763700000000 + i)
+            v = b"\0" + struct.pack(">I", 4) + b"\x02\x02" + m.SerializeToString()
+        out.append((1763700000000 + i, f"c-{i % 1000}".encode(), v, ()))
+    return out
+
+
 def offsets_records(n: int) -> list:
     key_m, value_m = message("OffsetCommitKey"), message("OffsetCommitValue")
     out = []
     for i in range(n):
-        key = struct.pack(">h", 1) + key_m.write({"group": f"group-{i % 7}", "topic": "orders", "partition": i % 12}, 1)
+        key = struct.pack(">h", 1) + key_m.write({"group": f"group-{i % 7}", "topic": "orders", "partition": i % 12}, 0)
         value = struct.pack(">h", 3) + value_m.write(
             {"offset": i, "leaderEpoch": 3, "metadata": "", "commitTimestamp": 1763700000000 + i}, 3)
         out.append((1763700000000 + i, key, value, ()))
@@ -140,6 +192,7 @@ def main() -> None:
         registry.add(schema_id, json.dumps(schema))
     cases = [
         ("avro (registry)", "orders", avro_records, registry),
+        ("protobuf (registry)", "orders", protobuf_records, protobuf_registry()[0]),
         ("generic (same bytes, no registry)", "orders", avro_records, None),
         ("__consumer_offsets", "__consumer_offsets", offsets_records, None),
         ("__cluster_metadata", "__cluster_metadata", metadata_records, None),

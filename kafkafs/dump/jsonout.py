@@ -52,10 +52,10 @@ def _record(line: str) -> dict[str, Any]:
         body, _, key = body.partition("key: ")
         key = key.rstrip()
     extra = None
-    for label in (" SnapshotHeader ", " SnapshotFooter ", " KRaftVersion ", " KRaftVoters "):
+    for label in (" LeaderChange: ", " SnapshotHeader ", " SnapshotFooter ", " KRaftVersion ", " KRaftVoters "):
         if label in body:
             body, _, text = body.partition(label)
-            extra = (label.strip(), json.loads(text))
+            extra = (label.strip().rstrip(":"), json.loads(text))
     headers = re.search(r"headerKeys: \[(.*?)\]", body)
     record = _fields(re.sub(r"headerKeys: \[.*?\]", "", body))
     if headers is not None:

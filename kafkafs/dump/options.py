@@ -25,7 +25,7 @@ class DumpOptions:
     verify_index_only: bool = False
     index_sanity_check: bool = False
     skip_record_metadata: bool = False
-    decoder: str | None = None  # "offsets", "transaction-log", "cluster-metadata"
+    decoder: str | None = None  # a value of parsers.DECODERS: "offsets", "transaction-log", ...
     max_bytes: int = INT_MAX
     max_message_size: int = 5 * 1024 * 1024
     json: bool = False  # kafkafs's own: each line as a JSON object (jsonout.py)
@@ -69,7 +69,8 @@ def add_dump_arguments(p: argparse.ArgumentParser) -> None:
         "--index-sanity-check", action="store_true", help="only the check a broker runs at startup"
     )
     p.add_argument(
-        "--skip-record-metadata", action="store_true", help="record lines without offset, sizes, ..."
+        "--skip-record-metadata", action="store_true",
+        help="record lines without offset, sizes, ...; a control record's line is left empty (as Kafka 4.x)",
     )
     p.add_argument(
         "--max-bytes", type=_size, default=INT_MAX, metavar="N", help="read only the first N bytes of a .log"
@@ -83,17 +84,19 @@ def add_dump_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--json", action="store_true", help="kafkafs's own: each line as a JSON object, for scripts")
     g = p.add_mutually_exclusive_group()
-    for flag, name in (
-        ("--offsets-decoder", "offsets"),
-        ("--transaction-log-decoder", "transaction-log"),
-        ("--cluster-metadata-decoder", "cluster-metadata"),
+    for flag, name, topic in (
+        ("--offsets-decoder", "offsets", "__consumer_offsets"),
+        ("--transaction-log-decoder", "transaction-log", "__transaction_state"),
+        ("--cluster-metadata-decoder", "cluster-metadata", "__cluster_metadata"),
+        ("--share-group-state-decoder", "share-group-state", "__share_group_state"),
+        ("--remote-log-metadata-decoder", "remote-log-metadata", "__remote_log_metadata"),
     ):
         g.add_argument(
             flag,
             dest="decoder",
             action="store_const",
             const=name,
-            help=f"decode {name} records (implies --print-data-log)",
+            help=f"decode {topic} records (implies --print-data-log)",
         )
 
 

@@ -1,15 +1,18 @@
-"""What ``--print-data-log`` shows of a record's key and value: Kafka's message parsers.
+"""What ``--print-data-log`` shows of a record's key and value: Kafka's message parsers
+(tools/src/main/java/org/apache/kafka/tools/DumpLogSegments.java, Kafka 4.x).
 
 - default (``StringDecoder``): the bytes as UTF-8 text (malformed bytes become U+FFFD, as Java's
   ``new String(bytes, UTF_8)`` does);
-- ``--offsets-decoder`` (``OffsetsMessageParser``): key ``{"type":"1","data":{..}}``, value
-  ``{"version":"3","data":{..}}`` or ``<DELETE>`` (Kafka writes ``type`` and ``version`` as JSON strings
-  here); ``Unknown record type N at offset O, skipping.`` / ``Error at offset O, skipping. REASON``;
-- ``--transaction-log-decoder`` (``TransactionLog.formatRecordKeyAndValue``): key
-  ``transaction_metadata::transactionalId=ID``, value ``producerId:P,producerEpoch:E,state=S,
-  partitions=[t-0,..],txnLastUpdateTimestamp=T,txnTimeoutMs=N`` or ``<DELETE>``;
+- ``--offsets-decoder``, ``--transaction-log-decoder``, ``--share-group-state-decoder``
+  (``CoordinatorRecordMessageParser`` over the group, transaction and share coordinators' serdes): key
+  ``{"type":"1","data":{..}}``, value ``{"version":"3","data":{..}}`` or ``<DELETE>`` (Kafka writes
+  ``type`` and ``version`` as JSON strings here); ``Unknown record type N at offset O, skipping.`` /
+  ``Error at offset O, skipping. REASON``;
 - ``--cluster-metadata-decoder`` (``ClusterMetadataLogMessageParser``): no key, value
-  ``{"type":"FEATURE_LEVEL_RECORD","version":0,"data":{..}}`` or ``Error at O, skipping. REASON``.
+  ``{"type":"FEATURE_LEVEL_RECORD","version":0,"data":{..}}`` or ``Error at O, skipping. REASON``;
+- ``--remote-log-metadata-decoder`` (``RemoteMetadataLogMessageParser``): no key, value the Java
+  ``toString`` of the record Kafka's ``RemoteLogMetadataSerde`` makes (:mod:`.remote`) or
+  ``Error at offset O, skipping. REASON``.
 
 The decoding itself is the decoders' (``kafkafs.format.decoders``); this module only lays it out.
 """
@@ -22,22 +25,19 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import CorruptRecordError, KafkafsError
-from .scala import grown, hash_order, int32, java_string_hash, table_size_for
+from .metadata_errors import metadata_error
 
-__all__ = ["make_parser", "Parser", "TXN_STATES", "to_json"]
+__all__ = ["make_parser", "Parser", "to_json", "DECODERS"]
 
 Parser = Callable[[int, "bytes | None", "bytes | None"], "tuple[str | None, str | None]"]
 
-#: TransactionState ids as ``__transaction_state`` stores them, and the names Kafka prints.
-TXN_STATES = {
-    0: "Empty",
-    1: "Ongoing",
-    2: "PrepareCommit",
-    3: "PrepareAbort",
-    4: "CompleteCommit",
-    5: "CompleteAbort",
-    6: "Dead",
-    7: "PrepareEpochFence",
+#: ``kafka-dump-log``'s decoder flags and the parser each names.
+DECODERS = {
+    "--offsets-decoder": "offsets",
+    "--transaction-log-decoder": "transaction-log",
+    "--cluster-metadata-decoder": "cluster-metadata",
+    "--remote-log-metadata-decoder": "remote-log-metadata",
+    "--share-group-state-decoder": "share-group-state",
 }
 
 
@@ -69,32 +69,51 @@ class _SerdeError(Exception):
     """A record Kafka's ``CoordinatorRecordSerde`` refuses, with its message."""
 
 
-def _coordinator_read(buf: bytes, what: str, names: dict[int, str], suffix: str, kind: int | None = None):
-    """``CoordinatorRecordSerde``'s ``readVersion`` and ``readMessage`` of the key (``kind`` None) or the
-    value of a record of type ``kind``: (version, fields). Kafka's generated readers stop after the last
-    field, so bytes after it are ignored (unlike a metadata record's). ``_SerdeError`` in Kafka's words,
-    ``LookupError`` for a key of an unknown type."""
+class _UnknownType(Exception):
+    """``Deserializer.UnknownRecordTypeException``."""
+
+
+def _coordinator_read(kind: str, key: bytes, value: bytes | None):
+    """``CoordinatorRecordSerde.deserialize``: (record type, key fields, (version, value fields) or None
+    for a tombstone). Kafka's generated readers stop after the last field, so bytes after it are
+    ignored (unlike a metadata record's). ``_SerdeError`` in Kafka's words, ``_UnknownType``."""
+    from ..format.decoders.internal import record_types
     from ..format.decoders.schema import message
 
-    if len(buf) < 2:
-        raise _SerdeError(f"Could not read version from {what}'s buffer.")
-    version = int.from_bytes(buf[:2], "big", signed=True)
-    name = names.get(version if kind is None else kind)
-    if name is None:
-        raise LookupError(version)
-    name += suffix
+    types = record_types(kind)
+    if len(key) < 2:
+        raise _SerdeError("Could not read version from key's buffer.")
+    record_type = int.from_bytes(key[:2], "big", signed=True)
+    base = types.get(record_type)
+    if base is None:
+        raise _UnknownType(record_type)
+    key_message = message(base + "Key")
+    # Kafka reads a key at its record type; a key's generated reader ignores the version (every field
+    # of a key is in every version): read at the lowest
+    read_at = record_type if record_type in key_message.valid else key_message.valid.lo
     try:
-        return version, message(name).read(buf, version, 2, whole=False)
+        fields = key_message.read(key, read_at, 2, whole=False)
     except CorruptRecordError as exc:
-        raise _SerdeError(
-            f"Could not read record with version {version} from {what}'s buffer due to: {_java_cause(name, version, exc.reason)}."
-        ) from None
+        raise _SerdeError(f"Could not read record with version {record_type} from key's buffer due to: "
+                          f"{_java_cause(base + 'Key', record_type, exc.reason)}.") from None
+    if value is None:
+        return record_type, fields, None
+    if len(value) < 2:
+        raise _SerdeError("Could not read version from value's buffer.")
+    version = int.from_bytes(value[:2], "big", signed=True)
+    value_message = message(base + "Value")
+    if version not in value_message.valid:
+        raise _SerdeError(f"Found an unknown record version {version} for {record_type} type")
+    try:
+        data = value_message.read(value, version, 2, whole=False)
+    except CorruptRecordError as exc:
+        raise _SerdeError(f"Could not read record with version {version} from value's buffer due to: "
+                          f"{_java_cause(base + 'Value', version, exc.reason)}.") from None
+    return record_type, fields, (version, data)
 
 
 def _java_cause(name: str, version: int, reason: str) -> str:
     """What the generated Java reader's exception says where the decoders said ``reason``."""
-    if reason.startswith(f"{name} has no version"):
-        return f"Can't read version {version} of {name}"  # UnsupportedVersionException
     reason = reason.removeprefix(f"{name} v{version}: ")
     wanted = re.fullmatch(r"message truncated: (\d+) bytes wanted at \d+, (\d+) left", reason)
     if wanted:  # ByteBufferAccessor.readArray
@@ -104,138 +123,37 @@ def _java_cause(name: str, version: int, reason: str) -> str:
     return reason
 
 
-def _offsets_parser() -> Parser:
-    from ..format.decoders.internal import OFFSETS_RECORD_TYPES, decode_members
+def _coordinator_parser(kind: str) -> Parser:
+    """``CoordinatorRecordMessageParser`` over the serde of ``kind``'s coordinator."""
+    from ..format.decoders.internal import decode_members, record_types, with_state_name
+
+    group_metadata = kind == "offsets"
 
     def parse(offset: int, key: bytes | None, value: bytes | None) -> tuple[str | None, str | None]:
         if key is None:
+            # Kafka throws here ("... using the specified decoder (message had a missing key)") and
+            # dies with a stack trace; kafkafs says it on the record's line and goes on
             return (
-                f"Failed to decode message at offset {offset} using offset topic decoder (message had a missing key)",
+                f"Failed to decode message at offset {offset} using the specified decoder (message had a missing key)",
                 None,
             )
         try:
-            kind, k = _coordinator_read(key, "key", OFFSETS_RECORD_TYPES, "Key")
-            v = None if value is None else _coordinator_read(value, "value", OFFSETS_RECORD_TYPES, "Value", kind)
-        except LookupError as exc:
+            record_type, k, v = _coordinator_read(kind, key, value)
+        except _UnknownType as exc:
             return f"Unknown record type {exc.args[0]} at offset {offset}, skipping.", None
         except _SerdeError as exc:
             return f"Error at offset {offset}, skipping. {exc}", None
-        shown_key = to_json({"type": str(kind), "data": k})
+        shown_key = to_json({"type": str(record_type), "data": k})
         if v is None:
             return shown_key, "<DELETE>"
-        if OFFSETS_RECORD_TYPES.get(kind) == "GroupMetadata":
-            decode_members(v[1])
-        return shown_key, to_json({"version": str(v[0]), "data": v[1]})
+        data = v[1]
+        if group_metadata and record_types(kind).get(record_type) == "GroupMetadata":
+            decode_members(data)
+        if kind == "transactions":
+            data = with_state_name({"version": v[0], "data": data})["data"]  # type: ignore[index]
+        return shown_key, to_json({"version": str(v[0]), "data": data})
 
     return parse
-
-
-def _partitions(data: dict) -> str:
-    """``txnMetadata.topicPartitions.mkString("[", ",", "]")``: the partitions in the iteration order of
-    the Scala 2.13 ``mutable.HashSet`` that ``TransactionLog.readTxnRecordValue`` fills (one
-    ``addPartitions(...toSet)`` per topic entry, none when the state is Empty). Its table grows by
-    ``sizeHint`` and, for sets of up to four (``Set1``..``Set4``, added one by one), by its load factor;
-    it iterates bucket by bucket (index = improved hash & (length - 1)), each bucket in ascending
-    improved hash (``h ^ (h >>> 16)`` of ``TopicPartition.hashCode``)."""
-    if data.get("transactionStatus") == 0:  # Empty: Kafka adds no partitions
-        return "[]"
-    length = 16
-    members: dict[tuple[str, int], int] = {}
-    for entry in data.get("transactionPartitions") or []:
-        topic = str(entry.get("topic"))
-        ids = list(dict.fromkeys(entry.get("partitionIds") or []))
-        length = max(length, table_size_for(int((len(ids) + 1) / 0.75)))  # addAll's sizeHint
-        for pid in ids:
-            if len(ids) <= 4:  # Set1..Set4 are added one by one: add() may grow the table first
-                length = grown(length, len(members))
-            # TopicPartition.hashCode
-            members.setdefault((topic, pid), int32(31 * (31 + pid) + java_string_hash(topic)))
-    return "[" + ",".join(f"{topic}-{pid}" for topic, pid in hash_order(members, length)) + "]"
-
-
-def _transaction_parser() -> Parser:
-    from ..format.decoders.schema import message
-
-    key_schema, value_schema = message("TransactionLogKey"), message("TransactionLogValue")
-
-    def parse(offset: int, key: bytes | None, value: bytes | None) -> tuple[str | None, str | None]:
-        # TransactionLog.readTxnRecordKey / readTxnRecordValue: a version outside the schema's is an
-        # UnknownKey (or Kafka's IllegalStateException); the generated readers ignore trailing bytes
-        version = int.from_bytes(key[:2], "big", signed=True) if key and len(key) >= 2 else -1
-        try:
-            k = key_schema.read(key or b"", version, 2, whole=False)
-        except (KafkafsError, ValueError):
-            return f"unknown::version={version}", None
-        shown_key = f"transaction_metadata::transactionalId={k.get('transactionalId')}"
-        if value is None:
-            return shown_key, "<DELETE>"
-        value_version = int.from_bytes(value[:2], "big", signed=True) if len(value) >= 2 else -1
-        if value_version not in value_schema.valid:
-            return shown_key, (f"Error at offset {offset}, skipping. "
-                               f"Unknown version {value_version} from the transaction log message value")
-        try:
-            v = {"data": value_schema.read(value, value_version, 2, whole=False)}
-        except (KafkafsError, ValueError) as exc:
-            return shown_key, f"Error at offset {offset}, skipping. {getattr(exc, 'reason', exc)}"
-        d = v.get("data") or {}
-        status = d.get("transactionStatus")
-        state = TXN_STATES.get(status, f"Unknown({status})") if isinstance(status, int) else status
-        return shown_key, (
-            f"producerId:{d.get('producerId')},producerEpoch:{d.get('producerEpoch')},state={state},"
-            f"partitions={_partitions(d)},txnLastUpdateTimestamp={d.get('transactionLastUpdateTimestampMs')},"
-            f"txnTimeoutMs={d.get('transactionTimeoutMs')}"
-        )
-
-    return parse
-
-
-def _uvarint_short(buf: bytes, pos: int, entity: str) -> tuple[int, int]:
-    """``AbstractApiMessageSerde.unsignedIntToShort``: an unsigned varint that must fit a short, or a
-    ``ValueError`` with Kafka's words (``ByteUtils.readUnsignedVarint``: at most 5 bytes)."""
-    value, shift = 0, 0
-    while True:
-        if pos >= len(buf) or shift > 28:
-            raise ValueError(f"Error while reading {entity}")
-        b = buf[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if not b & 0x80:
-            break
-        shift += 7
-    value = int32(value)
-    if value > 0x7FFF:
-        raise ValueError(f"Value for {entity} was too large.")
-    return int32(value << 16) >> 16, pos  # (short) val
-
-
-def _metadata_error(value: bytes | None) -> str:
-    """The message of the ``MetadataParseException`` that ``MetadataRecordSerde.read`` throws for a
-    ``value`` the decoders refused."""
-    from ..format.decoders.internal import metadata_types
-
-    buf = value or b""
-    try:
-        frame, pos = _uvarint_short(buf, 0, "frame version")
-        if frame == 0:
-            return ("Could not deserialize metadata record with frame version 0. Note that upgrades from the "
-                    "preview release of KRaft in 2.8 to newer versions are not supported.")
-        if frame != 1:
-            return (f"Could not deserialize metadata record due to unknown frame version {frame}"
-                    "(only frame version 1 is supported)")
-        api_key, pos = _uvarint_short(buf, pos, "type")
-        version, pos = _uvarint_short(buf, pos, "version")
-    except ValueError as exc:
-        return str(exc)
-    m = metadata_types().get(api_key)
-    if m is None:
-        return f"org.apache.kafka.common.errors.UnsupportedVersionException: Unknown metadata id {api_key}"
-    try:
-        m.read(buf, version, pos)
-    except CorruptRecordError as exc:
-        left = re.search(r"(\d+) byte\(s\) left over at the end$", exc.reason)
-        if left:
-            return f"Found {left.group(1)} byte(s) of garbage after {api_key}"
-    return f"Failed to deserialize record with type {api_key}"
 
 
 def _metadata_parser() -> Parser:
@@ -247,20 +165,31 @@ def _metadata_parser() -> Parser:
                 raise CorruptRecordError("the record has no value")
             m = metadata_record(value)
         except (KafkafsError, ValueError):
-            return None, f"Error at {offset}, skipping. {_metadata_error(value)}"
+            return None, f"Error at {offset}, skipping. {metadata_error(value)}"
         return None, to_json({"type": m.get("type"), "version": m.get("version"), "data": m.get("data")})
 
     return parse
 
 
+def _remote_log_metadata_parser() -> Parser:
+    from .remote import remote_log_metadata_text
+
+    def parse(offset: int, _key: bytes | None, value: bytes | None) -> tuple[str | None, str | None]:
+        try:
+            return None, remote_log_metadata_text(value)
+        except ValueError as exc:
+            return None, f"Error at offset {offset}, skipping. {exc}"
+
+    return parse
+
+
 def make_parser(decoder: str | None) -> Parser:
-    """The parser for ``--offsets-decoder`` ("offsets"), ``--transaction-log-decoder``
-    ("transaction-log"), ``--cluster-metadata-decoder`` ("cluster-metadata"), or the string decoder."""
+    """The parser of a value of :data:`DECODERS`, or the string decoder for None."""
     if decoder is None:
         return _string_parser
-    factories = {
-        "offsets": _offsets_parser,
-        "transaction-log": _transaction_parser,
-        "cluster-metadata": _metadata_parser,
-    }
-    return factories[decoder]()
+    if decoder == "cluster-metadata":
+        return _metadata_parser()
+    if decoder == "remote-log-metadata":
+        return _remote_log_metadata_parser()
+    return _coordinator_parser({"offsets": "offsets", "transaction-log": "transactions",
+                                "share-group-state": "share-state"}[decoder])

@@ -5,11 +5,12 @@ One line a record::
     "| offset: " + offset + " " + timestampType + ": " + timestamp + " keySize: " + .. + " valueSize: " + ..
     [magic 2:] " sequence: " + sequence + " headerKeys: " + keys.mkString("[", ",", "]")
     [legacy:]  " isValid: " + isValid + " crc: " + checksum + "}"
-    [control:] " endTxnMarker: COMMIT coordinatorEpoch: N" | " controlType: LEADER_CHANGE(2)" | ...
+    [control:] " endTxnMarker: COMMIT coordinatorEpoch: N" | " LeaderChange: {..}" | " SnapshotHeader {..}" | ...
     [--print-data-log, data batches:] " key: " + key + " payload: " + payload
 
 ``--skip-record-metadata`` leaves out everything before ``key:``; then the line starts ``| key: ..``
-(or `` payload: ..`` when there is no key, as Kafka prints it).
+(or ``| payload: ..`` when there is no key), and a control record's line is empty (Kafka 4.x:
+"This flag also skips control records").
 """
 
 from __future__ import annotations
@@ -72,6 +73,7 @@ def _control_text(key: bytes | None, value: bytes | None) -> str:
 
 #: How Kafka labels the JSON of KRaft's control records.
 _KRAFT_LABELS = {
+    "LEADER_CHANGE": "LeaderChange:",
     "SNAPSHOT_HEADER": "SnapshotHeader",
     "SNAPSHOT_FOOTER": "SnapshotFooter",
     "KRAFT_VERSION": "KRaftVersion",
@@ -160,8 +162,9 @@ class RecordPrinter:
                 shown_key, payload = self.parse(offset, key, value)
                 if shown_key is not None:
                     parts.append(f"{prefix}key: {shown_key}")
+                    prefix = " "
                 if payload is not None:
-                    parts.append(f" payload: {payload}")
+                    parts.append(f"{prefix}payload: {payload}")
             parts.append("\n")
             write("".join(parts))
         return problems

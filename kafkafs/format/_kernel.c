@@ -307,9 +307,25 @@ static PyObject *k_render_columns(PyObject *self, PyObject *args) {
         if (ts == -1 && PyErr_Occurred()) goto done;
         PyObject *key = PyList_GET_ITEM(keys, i);
         if (put_line_head(&o, &st, offset, ts) < 0) goto oom;
-        if (put_column_value(&o, key, mode) < 0) goto done;
-        if (OUT_LIT(&o, ",\"value\":") < 0) goto oom;
-        if (put_column_value(&o, PyList_GET_ITEM(values, i), mode) < 0) goto done;
+        if (control && mode == MODE_AUTO) { /* SPEC §8: a control record's key and value decoded */
+            Span cks, cvs;
+            Py_buffer kview, vview;
+            if (span_of(key, &cks, &kview) < 0) goto done;
+            if (span_of(PyList_GET_ITEM(values, i), &cvs, &vview) < 0) {
+                if (kview.obj) PyBuffer_Release(&kview);
+                goto done;
+            }
+            int crc = put_control_key(&o, &cks, mode);
+            if (crc == 0) crc = OUT_LIT(&o, ",\"value\":");
+            if (crc == 0) crc = put_control_value(&o, &cks, &cvs, mode);
+            if (kview.obj) PyBuffer_Release(&kview);
+            if (vview.obj) PyBuffer_Release(&vview);
+            if (crc < 0) goto oom;
+        } else {
+            if (put_column_value(&o, key, mode) < 0) goto done;
+            if (OUT_LIT(&o, ",\"value\":") < 0) goto oom;
+            if (put_column_value(&o, PyList_GET_ITEM(values, i), mode) < 0) goto done;
+        }
         if (OUT_LIT(&o, ",\"headers\":[") < 0) goto oom;
         if (put_column_headers(&o, PyList_GET_ITEM(headers, i), mode) < 0) goto done;
         if (out_byte(&o, ']') < 0) goto oom;

@@ -40,6 +40,32 @@ static int put_line_tail(Out *o, const LineStyle *st, const Span *key) {
     return OUT_LIT(o, "}\n");
 }
 
+/* A control record's key and value in mode auto (SPEC §8, jsonrender.control_key_json and
+ * control_value_json): a key of exactly 4 bytes is {"version":V,"type":T}; a transaction marker's value
+ * (type 0 or 1) of exactly 6 bytes is {"version":V,"coordinatorEpoch":E}; anything else renders as any
+ * value does. */
+static inline int16_t be16(const uint8_t *p) { return (int16_t)(((uint16_t)p[0] << 8) | p[1]); }
+
+static int put_control_key(Out *o, const Span *key, int mode) {
+    if (key->is_null || key->n != 4) return put_value(o, key->p, key->n, key->is_null, mode);
+    if (OUT_LIT(o, "{\"version\":") < 0 || out_int(o, be16(key->p)) < 0 || OUT_LIT(o, ",\"type\":") < 0 ||
+        out_int(o, be16(key->p + 2)) < 0)
+        return -1;
+    return out_byte(o, '}');
+}
+
+static int put_control_value(Out *o, const Span *key, const Span *value, int mode) {
+    int16_t type = (!key->is_null && key->n == 4) ? be16(key->p + 2) : -1;
+    if ((type != 0 && type != 1) || value->is_null || value->n != 6)
+        return put_value(o, value->p, value->n, value->is_null, mode);
+    const uint8_t *p = value->p;
+    int32_t epoch = (int32_t)(((uint32_t)p[2] << 24) | ((uint32_t)p[3] << 16) | ((uint32_t)p[4] << 8) | p[5]);
+    if (OUT_LIT(o, "{\"version\":") < 0 || out_int(o, be16(p)) < 0 || OUT_LIT(o, ",\"coordinatorEpoch\":") < 0 ||
+        out_int(o, epoch) < 0)
+        return -1;
+    return out_byte(o, '}');
+}
+
 /* A bound argument: None, or an int clamped to 64 bits; *empty set when no value can pass it. */
 static int parse_bound(PyObject *obj, int is_upper, int64_t *value, int *has, int *empty) {
     *has = 0;
@@ -117,10 +143,16 @@ static int render_section(Reader *rd, long long count, const LineStyle *st, cons
             }
             continue;
         }
-        if (put_line_head(o, st, r.offset, r.timestamp) < 0 ||
-            put_value(o, r.key.p, r.key.n, r.key.is_null, st->mode) < 0 || OUT_LIT(o, ",\"value\":") < 0 ||
-            put_value(o, r.value.p, r.value.n, r.value.is_null, st->mode) < 0 || OUT_LIT(o, ",\"headers\":[") < 0)
+        if (put_line_head(o, st, r.offset, r.timestamp) < 0) return -2;
+        if (st->control && st->mode == MODE_AUTO) {
+            if (put_control_key(o, &r.key, st->mode) < 0 || OUT_LIT(o, ",\"value\":") < 0 ||
+                put_control_value(o, &r.key, &r.value, st->mode) < 0)
+                return -2;
+        } else if (put_value(o, r.key.p, r.key.n, r.key.is_null, st->mode) < 0 || OUT_LIT(o, ",\"value\":") < 0 ||
+                   put_value(o, r.value.p, r.value.n, r.value.is_null, st->mode) < 0) {
             return -2;
+        }
+        if (OUT_LIT(o, ",\"headers\":[") < 0) return -2;
         Py_ssize_t pos = r.headers_pos;
         for (int64_t h = 0; h < r.header_count; h++) {
             Span k, v;

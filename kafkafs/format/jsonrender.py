@@ -6,7 +6,9 @@ A record renders as one compact object with keys in this order::
 
 plus ``"control"`` (Kafka's name for the marker's type) for a record of a control batch and then
 ``"producerId"`` for a record of a transactional batch, and a newline. Keys, values and header values
-render by :func:`.jsonembed.render_value`; the topic and header keys are JSON strings.
+render by :func:`.jsonembed.render_value`; the topic and header keys are JSON strings. In mode
+``auto`` a control record's key and a transaction marker's value show decoded (SPEC §8,
+:func:`control_key_json`, :func:`control_value_json`).
 
 The compiled kernel renders the same bytes from a batch's raw records; this module is what it is
 tested against, and what serves legacy (magic 0/1) batches and machines without the kernel.
@@ -14,6 +16,7 @@ tested against, and what serves legacy (magic 0/1) batches and machines without 
 
 from __future__ import annotations
 
+import struct
 from functools import lru_cache
 from typing import Literal
 
@@ -30,12 +33,35 @@ __all__ = [
     "line_prefix",
     "render_lines",
     "select_indexes",
+    "control_key_json",
+    "control_value_json",
 ]
+
+_CONTROL_KEY = struct.Struct(">hh")  # ControlRecordTypeSchema: version, type
+_MARKER = struct.Struct(">hi")  # EndTxnMarker: version, coordinatorEpoch
 
 VALUES_MODES: tuple[str, ...] = ("auto", "string", "base64")
 ValuesMode = Literal["auto", "string", "base64"]
 TIMESTAMP_TYPES = {0: "CreateTime", 1: "LogAppendTime", -1: "CreateTime"}
 _VIEWS = {"auto": view_auto, "string": view_string, "base64": view_base64}
+
+
+def control_key_json(key: bytes | None, mode: str) -> bytes:
+    """A control record's key: ``{"version":0,"type":1}`` in mode auto when it is exactly 4 bytes
+    (Kafka's ControlRecordTypeSchema), else as any key renders."""
+    if mode == "auto" and key is not None and len(key) == 4:
+        return b'{"version":%d,"type":%d}' % _CONTROL_KEY.unpack(key)
+    return render_value(key, mode)
+
+
+def control_value_json(key: bytes | None, value: bytes | None, mode: str) -> bytes:
+    """A control record's value: a transaction marker's (key type 0 ABORT or 1 COMMIT) of exactly 6 bytes
+    as ``{"version":0,"coordinatorEpoch":5}`` in mode auto (Kafka's EndTxnMarker), else as any value
+    renders (a KRaft control record's value is decoded by the metadata log's decoder)."""
+    if (mode == "auto" and key is not None and len(key) == 4 and _CONTROL_KEY.unpack(key)[1] in (0, 1)
+            and value is not None and len(value) == 6):
+        return b'{"version":%d,"coordinatorEpoch":%d}' % _MARKER.unpack(value)
+    return render_value(value, mode)
 
 
 def check_mode(mode: str) -> None:
@@ -60,6 +86,12 @@ def record_object(topic: str, partition: int, batch: DecodedBatch, index: int, m
         "headers": [{"key": k, "value": view(v)} for k, v in batch.headers[index]],
     }
     if header.is_control:
+        if mode == "auto":
+            import orjson
+
+            key, value = batch.keys[index], batch.values[index]
+            obj["key"] = orjson.Fragment(control_key_json(key, mode))
+            obj["value"] = orjson.Fragment(control_value_json(key, value, mode))
         obj["control"] = control_type_of(batch.keys[index])
     if header.is_transactional:
         obj["producerId"] = header.producer_id
@@ -105,9 +137,9 @@ def render_lines(topic: str, partition: int, batch: DecodedBatch, mode: str, ind
             b"%d" % offsets[i],
             b',"timestamp":%d' % timestamps[i],
             middle,
-            render_value(keys[i], mode),
+            control_key_json(keys[i], mode) if control else render_value(keys[i], mode),
             b',"value":',
-            render_value(values[i], mode),
+            control_value_json(keys[i], values[i], mode) if control else render_value(values[i], mode),
             b',"headers":[',
             b",".join(
                 b'{"key":' + json_string(k.encode()) + b',"value":' + render_value(v, mode) + b"}"

@@ -315,7 +315,8 @@ def _clean_group(target, group: list[LogSegment], omap: OffsetMap, now_ms: int, 
                 h = view.header
                 stats.bytes_read += h.size
                 if h.magic != 2:
-                    data = clean_legacy(view, file, omap, txns, retain_legacy_deletes, result, stats)
+                    data = clean_legacy(view, file, omap, txns, retain_legacy_deletes, now_ms, retention, result,
+                                        stats)
                 else:
                     data = clean_batch(view, file, omap, txns, active, now_ms, retention, result, stats,
                                        round_upper)

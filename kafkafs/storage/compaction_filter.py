@@ -24,9 +24,11 @@ For a v2 batch, in Kafka's order:
 
 Legacy (magic 0/1) messages follow the same record rule, except that a tombstone's fate is not in its
 batch: it stays while the segment holding it was modified after the last cleaned segment's
-modification time less ``delete.retention.ms`` (Kafka's ``legacyDeleteHorizonMs``). An uncompressed
-message stays or goes whole; a compressed wrapper that loses some records is written again with the
-others (:func:`~kafkafs.format.legacy_write.encode_legacy_wrapper`).
+modification time less ``delete.retention.ms`` (Kafka's ``legacyDeleteHorizonMs``). What stays of a
+legacy entry is written as a v2 batch, even when every record stays, as Kafka 4.x's cleaner does
+(KAFKA-13093, ``MemoryRecords.buildRetainedRecordsInto`` builds magic 2): its codec and timestamp type
+(CreateTime for magic 0), base offset the first record's kept, no producer, leader epoch -1, and a
+delete horizon when it keeps a tombstone.
 
 Pure functions over one batch; no state beyond their arguments (thread-safe).
 """
@@ -37,7 +39,6 @@ from dataclasses import dataclass
 
 from ..format.batch import BatchHeader, Codec, encode_batch
 from ..format.crc import crc32c
-from ..format.legacy_write import encode_legacy_wrapper
 from .offset_map import OffsetMap
 from .records import BatchView
 from .transactions import CleanedTransactions
@@ -221,9 +222,9 @@ def clean_batch(view: BatchView, file: str, omap: OffsetMap, txns: CleanedTransa
 
 
 def clean_legacy(view: BatchView, file: str, omap: OffsetMap, txns: CleanedTransactions, retain_deletes: bool,
-                 result: GroupResult, stats) -> bytes | None:
-    """The bytes of one magic 0/1 entry after cleaning (the original ones when every record stays), or
-    None when none does. ``retain_deletes``: Kafka's ``retainLegacyDeletesAndTxnMarkers`` for its segment."""
+                 now_ms: int, delete_retention_ms: int, result: GroupResult, stats) -> bytes | None:
+    """The v2 batch of what stays of one magic 0/1 entry after cleaning, or None when no record does.
+    ``retain_deletes``: Kafka's ``retainLegacyDeletesAndTxnMarkers`` for its segment."""
     h = view.header
     txns.on_batch(h)  # never transactional, but the aborted transactions it passes are taken in order
     batch = view.decode(file=file)
@@ -235,12 +236,20 @@ def clean_legacy(view: BatchView, file: str, omap: OffsetMap, txns: CleanedTrans
     stats.records_kept += len(kept)
     if not kept:
         return None
-    if len(kept) == n:
-        return view.raw()
     timestamps = batch.timestamps
-    return encode_legacy_wrapper(
-        [(offsets[i], timestamps[i], keys[i], values[i]) for i in kept],
-        magic=h.magic,
-        codec=Codec(h.attributes & 0x07),
+    base = offsets[kept[0]]
+    # Kafka's filterTo: a batch that keeps a tombstone and has no delete horizon (no legacy entry has
+    # one) gets now + delete.retention.ms
+    need_horizon = any(values[i] is None for i in kept)
+    data = bytearray(encode_batch(
+        [(timestamps[i], keys[i], values[i], ()) for i in kept],
+        base_offset=base,
+        offset_deltas=[offsets[i] - base for i in kept],
+        compression=Codec(h.attributes & 0x07),
         log_append_time=h.max_timestamp if h.timestamp_type == 1 else None,
-    )
+        first_timestamp=now_ms + delete_retention_ms if need_horizon else None,
+    ))
+    if need_horizon:
+        _set_delete_horizon(data)
+        result.horizons += 1
+    return bytes(data)

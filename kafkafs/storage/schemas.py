@@ -1,12 +1,15 @@
 """Schema Registry schemas for the JSON view (SPEC §8): from the registry's own ``_schemas`` topic in a
-log directory, and from a ``--schemas DIR`` of ``<id>.avsc`` / ``<id>.json`` files.
+log directory, and from a ``--schemas DIR`` of ``<id>.avsc`` / ``<id>.json`` / ``<id>.proto`` files.
 
 Reading a log is storage work, so it lives here; the result is a format-level
 :class:`~kafkafs.format.decoders.registry.SchemaRegistry` that :func:`decoder_for` takes.
 
 In a directory, ``<id>.avsc`` is an Avro schema; ``<id>.json`` is a JSON Schema when it looks like one
 (``$schema``, ``properties``, ``"type": "object"`` or another JSON Schema type name), else an Avro
-schema (Avro schemas are JSON too). Files with other names are ignored.
+schema (Avro schemas are JSON too); ``<id>.proto`` is a Protobuf schema, and every ``.proto`` file in
+the folder and below it can be imported by its path relative to the folder (``import "common/money.proto";``).
+Files with other names are ignored. Protobuf schemas compile with protoc from grpcio-tools
+(:mod:`.protoc`) when it is installed.
 """
 
 from __future__ import annotations
@@ -32,11 +35,17 @@ SCHEMAS_TOPIC = "_schemas"
 _JSON_SCHEMA_TYPES = {"object", "integer", "number", "boolean"}
 
 
+def new_registry() -> SchemaRegistry:
+    """An empty registry that compiles Protobuf schemas with protoc when grpcio-tools is installed."""
+    from ..format.decoders.registry import SchemaRegistry  # imported when there are schemas: start-up time
+    from .protoc import compile_protos, protoc_available
+
+    return SchemaRegistry(compile_protos if protoc_available() else None)
+
+
 def registry_from_log(partition_dirs: list[Path], registry: SchemaRegistry | None = None) -> SchemaRegistry:
     """Replay the ``_schemas`` partitions (normally just ``_schemas-0``) into a registry."""
-    from ..format.decoders.registry import SchemaRegistry  # imported when there are schemas: start-up time
-
-    registry = SchemaRegistry() if registry is None else registry
+    registry = new_registry() if registry is None else registry
     for directory in partition_dirs:
         log_ = Log.open(directory)
         try:
@@ -64,21 +73,27 @@ def _is_json_schema(obj) -> bool:
 
 
 def registry_from_dir(directory: str | os.PathLike[str], registry: SchemaRegistry | None = None) -> SchemaRegistry:
-    """Every ``<id>.avsc`` and ``<id>.json`` of ``directory`` by its id."""
+    """Every ``<id>.avsc``, ``<id>.json`` and ``<id>.proto`` of ``directory`` by its id, and every
+    ``.proto`` below it as an import."""
     import orjson
 
     from ..errors import InvalidName
-    from ..format.decoders.registry import SchemaRegistry
 
     path = Path(directory)
     if not path.is_dir():
         raise InvalidName(f"--schemas {path}: not a directory")
-    registry = SchemaRegistry() if registry is None else registry
+    registry = new_registry() if registry is None else registry
+    for entry in sorted(path.rglob("*.proto")):
+        if entry.is_file() and not entry.is_symlink():
+            registry.add_import(entry.relative_to(path).as_posix(), entry.read_text("utf-8", errors="replace"))
     for entry in sorted(path.iterdir()):
         stem, _, suffix = entry.name.partition(".")
-        if suffix not in ("avsc", "json") or not stem.isdigit() or not entry.is_file():
+        if suffix not in ("avsc", "json", "proto") or not stem.isdigit() or not entry.is_file():
             continue
         text = entry.read_text("utf-8", errors="replace")
+        if suffix == "proto":
+            registry.add(int(stem), text, "PROTOBUF")
+            continue
         kind = "AVRO"
         if suffix == "json":
             try:

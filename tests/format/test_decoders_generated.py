@@ -5,17 +5,16 @@ definitions), read back through a real log and the decoder; a few checked agains
 from __future__ import annotations
 
 import base64
-import json
 import random
 import struct
-from importlib import resources
 
 import orjson
 import pytest
 
 from kafkafs.format.batch import encode_batch
 from kafkafs.format.decoders import decoder_for, metadata_record, offsets_key, offsets_value
-from kafkafs.format.decoders.internal import OFFSETS_RECORD_TYPES, metadata_frame, metadata_types
+from kafkafs.format.decoders.definitions import load_spec
+from kafkafs.format.decoders.internal import metadata_frame, metadata_types, record_types
 from kafkafs.format.decoders.schema import message, message_names
 from kafkafs.format.jsonview import render_batch_jsonl
 from kafkafs.storage.log import Log
@@ -77,7 +76,7 @@ def _value(kind, f, version, structs, rnd):
 
 
 def _spec(name):
-    return json.loads(resources.files("kafkafs.format.decoders").joinpath(f"messages/{name}.json").read_text())
+    return load_spec(name)
 
 
 def _all_versions(spec):
@@ -89,14 +88,15 @@ def test_definitions_shipped_cover_kafkas_records():
     assert {m.name for m in metadata_types().values()} >= {
         "TopicRecord", "PartitionRecord", "ConfigRecord", "RegisterBrokerRecord", "FeatureLevelRecord",
         "AccessControlEntryRecord", "ClientQuotaRecord", "ProducerIdsRecord", "DelegationTokenRecord",
-        "UserScramCredentialRecord", "BeginTransactionRecord", "ZkMigrationStateRecord"}
-    for base in set(OFFSETS_RECORD_TYPES.values()):
+        "UserScramCredentialRecord", "BeginTransactionRecord", "ZkMigrationStateRecord", "ClearElrRecord",
+        "UnregisterControllerRecord"}
+    for base in set(record_types("offsets").values()):
         assert {base + "Key", base + "Value"} <= names
     assert {"LeaderChangeMessage", "SnapshotHeaderRecord", "SnapshotFooterRecord", "KRaftVersionRecord",
             "VotersRecord", "TransactionLogKey", "TransactionLogValue", "ConsumerProtocolSubscription",
-            "ConsumerProtocolAssignment"} <= names
-    for name in names:
-        assert "Apache License 2.0" in _spec(name)["_source"]
+            "ConsumerProtocolAssignment", "ShareSnapshotKey", "ShareUpdateValue",
+            "RemoteLogSegmentMetadataRecord", "RemotePartitionDeleteMetadataRecord"} <= names
+    assert set(record_types("offsets")) >= {0, 1, 2, 3, 8, 10, 15, 16, 17, 23}
 
 
 def _metadata_examples():
@@ -130,16 +130,14 @@ def test_generated_metadata_log_decodes_every_type_and_version(tmp_path):
         assert orjson.loads(line)["value"] == {"type": type_name, "version": version, "data": data}
 
 
-@pytest.mark.parametrize("base", sorted(set(OFFSETS_RECORD_TYPES.values())))
+@pytest.mark.parametrize("base", sorted(set(record_types("offsets").values())))
 def test_every_group_coordinator_record_and_version(base):
     rnd = random.Random(base)
-    kinds = [k for k, v in OFFSETS_RECORD_TYPES.items() if v == base]
+    kinds = [k for k, v in record_types("offsets").items() if v == base]
     for kind in kinds:
         key_spec = _spec(base + "Key")
-        if kind not in _versions(key_spec["validVersions"]):
-            continue
-        key_obj = _example(key_spec["fields"], kind, {}, rnd)
-        key = struct.pack(">h", kind) + message(base + "Key").write(key_obj, kind)
+        key_obj = _example(key_spec["fields"], 0, {}, rnd)
+        key = struct.pack(">h", kind) + message(base + "Key").write(key_obj, 0)
         assert offsets_key(key) == {"type": kind, "data": key_obj}
         value_spec = _spec(base + "Value")
         for version in _all_versions(value_spec):

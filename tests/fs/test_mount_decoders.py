@@ -66,3 +66,30 @@ def test_schemas_dir_option(mounted, tmp_path):
     m = mounted(logdir, "--schemas", str(schemas))
     orders = _jsonl(m / "orders-0" / "records.jsonl")
     assert orders[0]["valueSchemaId"] == 1 and "keySchemaId" not in orders[0]
+
+
+def test_kafka_4_topics_and_markers_in_the_mount(mounted, tmp_path):
+    # __share_group_state, __remote_log_metadata and a transactional topic's markers, in records.jsonl,
+    # by-offset/ and by-time/ (SPEC §8)
+    from tests.internal_records import hand_built_remote_segment, hand_built_share_snapshot, write_segment
+    from tests.kafka_layout import batch, control_batch
+
+    logdir = tmp_path / "logs"
+    key, value, shown_key, shown_value = hand_built_share_snapshot()
+    write_segment(logdir / "__share_group_state-0", [(key, value)])
+    remote, remote_shown, _line = hand_built_remote_segment()
+    write_segment(logdir / "__remote_log_metadata-0", [(None, remote)])
+    (logdir / "orders-0").mkdir()
+    (logdir / "orders-0" / "00000000000000000000.log").write_bytes(
+        batch(0, [(b"k", b"v", ())], producer_id=9, producer_epoch=3, attributes=0x10, first_ts=1_700_000_000_000)
+        + control_batch(1, 0, 6, 9, 3, 1_700_000_000_010))
+    m = mounted(logdir)
+    share = _jsonl(m / "__share_group_state-0" / "records.jsonl")
+    assert (share[0]["key"], share[0]["value"]) == (shown_key, shown_value)
+    assert orjson.loads((m / "__share_group_state-0" / "by-offset" / "0.json").read_bytes()) == share[0]
+    assert _jsonl(m / "__remote_log_metadata-0" / "records.jsonl")[0]["value"] == remote_shown
+    orders = _jsonl(m / "orders-0" / "records.jsonl")
+    marker = {"key": {"version": 0, "type": 0}, "value": {"version": 0, "coordinatorEpoch": 6}, "control": "ABORT"}
+    assert {k: orders[1][k] for k in marker} == marker
+    assert orjson.loads((m / "orders-0" / "by-offset" / "1.json").read_bytes()) == orders[1]
+    assert orjson.loads((m / "orders-0" / "by-time" / "1700000000010.json").read_bytes()) == orders[1]

@@ -256,13 +256,21 @@ def test_legacy_messages_are_compacted_record_by_record(tmp_path, magic, codec):
         os.utime(first, ns=(10**18, 10**18))
         compact(log, now_ms=T)
         # Kafka: a (0) and b (2) superseded, no key (1, 4) gone; c's tombstone (5) stays, since no
-        # segment was clean before this cleaning (legacyDeleteHorizonMs 0); the wrapper is written
-        # again with 3 and 5, offsets kept
+        # segment was clean before this cleaning (legacyDeleteHorizonMs 0). Kafka 4.x writes what
+        # stays of each legacy entry as a v2 batch (KAFKA-13093): the wrapper's 3 and 5 as one batch of
+        # its codec from offset 3, offsets kept, with a delete horizon (it keeps a tombstone)
         assert [(r[0], r[2], r[3]) for r in log.records()] == [
             (3, b"a", b"3"), (5, b"c", None), (6, b"b", b"4"), (7, b"z", b"z")]
         assert first.stat().st_mtime_ns == 10**18  # the cleaned segment keeps the original's time
-        wrapper = [h for h in _batches(log) if h.base_offset == 5]
-        assert len(wrapper) == 1 and wrapper[0].magic == magic and wrapper[0].attributes & 0x07 == codec
+        cleaned = {h.base_offset: h for h in _batches(log) if h.base_offset < 7}
+        assert sorted(cleaned) == [3, 6] and all(h.magic == 2 for h in cleaned.values())
+        wrapper, single = cleaned[3], cleaned[6]
+        assert wrapper.attributes & 0x07 == codec and wrapper.last_offset == 5 and wrapper.record_count == 2
+        assert wrapper.attributes & 0x40 and wrapper.first_timestamp == T + RETENTION  # the delete horizon
+        assert (wrapper.producer_id, wrapper.producer_epoch, wrapper.base_sequence) == (-1, -1, -1)
+        assert wrapper.partition_leader_epoch == -1 and not wrapper.attributes & 0x08  # CreateTime
+        assert single.attributes & 0x47 == 0 and single.record_count == 1
+        assert next(s for s in log.segments if s.base_offset == 7).log_path.read_bytes()[16] == magic  # not cleaned
         assert _kafka_python_offsets(part) == [3, 5, 6, 7]
 
         # More segments: one modified delete.retention.ms after the tombstone's, then a dirty one.
@@ -274,8 +282,11 @@ def test_legacy_messages_are_compacted_record_by_record(tmp_path, magic, codec):
         later = next(s for s in log.segments if s.base_offset == 7).log_path
         os.utime(later, ns=(10**18 + RETENTION * 10**6, 10**18 + RETENTION * 10**6))
         compact(log, now_ms=T, checkpoint=9)  # the segment of 9 is dirty, the others clean
-        # Kafka: the tombstone's segment was modified no later than the last clean segment's time less
-        # delete.retention.ms: the tombstone goes (and q@8, superseded by 9)
+        # the tombstone is in a v2 batch now: it stays until its batch's delete horizon (q@8 goes,
+        # superseded by 9; z@7, a legacy message, becomes a v2 batch)
+        assert _offsets(log) == [3, 5, 6, 7, 9, 10]
+        assert all(h.magic == 2 for h in _batches(log))
+        compact(log, now_ms=T + RETENTION, checkpoint=9)  # past the horizon
         assert _offsets(log) == [3, 6, 7, 9, 10]
     assert _kafka_python_offsets(part) == [3, 6, 7, 9, 10]
 

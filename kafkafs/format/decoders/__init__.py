@@ -1,6 +1,8 @@
-"""Records as their writers meant them (SPEC §8): Kafka's internal topics decoded by Kafka's own message
-definitions (``messages/``, data from apache/kafka under the Apache License 2.0) through one generic
-schema reader, and values framed for a Schema Registry decoded by their schemas.
+"""Records as their writers meant them (SPEC §8): Kafka's internal topics (``__consumer_offsets``,
+``__transaction_state``, ``__share_group_state``, ``__cluster_metadata``, ``__remote_log_metadata``)
+decoded by Kafka's own message definitions (``messages/``: those of the Kafka release ``SOURCES.tsv``
+names, Apache License 2.0) through one generic schema reader, and values framed for a Schema Registry
+decoded by their schemas (Avro, JSON Schema, Protobuf).
 
 :func:`decoder_for` is the one place that decides which topic has a decoder: it picks a partition's
 :class:`~.view.Decoder` (None for an ordinary topic without a registry: the generic fast path stays
@@ -25,6 +27,9 @@ if TYPE_CHECKING:
         metadata_record,
         offsets_key,
         offsets_value,
+        remote_log_metadata_record,
+        share_state_key,
+        share_state_value,
         transaction_key,
         transaction_value,
     )
@@ -40,6 +45,9 @@ __all__ = [
     "transaction_key",
     "transaction_value",
     "metadata_record",
+    "share_state_key",
+    "share_state_value",
+    "remote_log_metadata_record",
     "control_key",
     "control_value",
     "INTERNAL_TOPICS",
@@ -50,6 +58,8 @@ INTERNAL_TOPICS = {
     "__consumer_offsets": "offsets",
     "__transaction_state": "transactions",
     "__cluster_metadata": "metadata",
+    "__share_group_state": "share-state",
+    "__remote_log_metadata": "remote-log-metadata",
 }
 
 #: The module each lazily imported public name comes from.
@@ -61,6 +71,9 @@ _LAZY = {
     "transaction_key": ".internal",
     "transaction_value": ".internal",
     "metadata_record": ".internal",
+    "share_state_key": ".internal",
+    "share_state_value": ".internal",
+    "remote_log_metadata_record": ".internal",
     "control_key": ".internal",
     "control_value": ".internal",
 }

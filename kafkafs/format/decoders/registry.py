@@ -14,11 +14,15 @@ Reading the ``_schemas`` topic or a directory is the storage layer's work (:mod:
   string): exact, and what the writer wrote. NaN and infinities (not JSON) show as null. A datum must
   use its bytes exactly; one that does not decode, or leaves bytes over, is shown as SPEC §3 says.
 * **JSON Schema** (``schemaType`` ``JSON``) values are their JSON text (compacted, tokens kept).
-* **Protobuf** (``schemaType`` ``PROTOBUF``) is not decoded: no maintained library reads the registry's
-  ``.proto`` text without protoc; such values stay as SPEC §3 shows them.
+* **Protobuf** (``schemaType`` ``PROTOBUF``; ``.proto`` files) decodes through the protobuf runtime
+  (:mod:`.protobuf`): the message-index list picks the message, shown as the runtime's JSON conversion
+  shows it. The ``.proto`` text is compiled by a compiler the storage layer gives the registry
+  (protoc); without one, Protobuf values stay as SPEC §3 shows them.
 
 References (``references``: ``name``, ``subject``, ``version``) resolve through the registered subject
-versions: an Avro schema that names a type of another subject is parsed after it.
+versions: an Avro schema that names a type of another subject is parsed after it; a ``.proto`` imports
+each reference by its ``name``, recursively. The ``.proto`` files of a ``--schemas DIR``
+(:meth:`SchemaRegistry.add_import`) can be imported by their names too.
 
 A registry is filled once and then only read; readers are compiled on first use under a lock, so one
 registry and its decoder are safe to share across threads.
@@ -29,12 +33,15 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from io import BytesIO
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import orjson
 
 from ..jsonembed import json_compact
 from .view import Decoder, _bytes_default, generic_json
+
+if TYPE_CHECKING:
+    from .protobuf import ProtoCompiler
 
 __all__ = ["Schema", "SchemaRegistry", "RegistryDecoder", "strip_logical_types"]
 
@@ -60,9 +67,11 @@ def strip_logical_types(schema: Any) -> Any:
 class SchemaRegistry:
     """Schemas by id, and the compiled reader of each (see the module docstring)."""
 
-    def __init__(self) -> None:
+    def __init__(self, protobuf_compiler: ProtoCompiler | None = None) -> None:
         self._versions: dict[tuple[str, int], Schema] = {}  # (subject, version) -> schema
         self._files: dict[int, Schema] = {}
+        self._imports: dict[str, str] = {}  # .proto import name -> text (a --schemas DIR's files)
+        self._compiler = protobuf_compiler
         self._readers: dict[int, Callable[[bytes], Any] | None] = {}
         self._lock = threading.Lock()
 
@@ -99,6 +108,11 @@ class SchemaRegistry:
         self._files[schema_id] = Schema(schema_id, schema_type.upper(), text, tuple(references))
         self._readers.clear()
 
+    def add_import(self, name: str, text: str) -> None:
+        """A ``.proto`` file that Protobuf schemas may import by ``name`` (a ``--schemas DIR``'s files)."""
+        self._imports[name] = text
+        self._readers.clear()
+
     # ------------------------------------------------------------------ looking up
 
     def __len__(self) -> int:
@@ -126,9 +140,10 @@ class SchemaRegistry:
             version = max(versions) if versions else -2
         return self._versions.get((subject, version))
 
-    def reader(self, schema_id: int) -> Callable[[bytes], Any] | None:
-        """A function from a datum's bytes (after the 5-byte frame) to its JSON-ready object (or
-        ``orjson.Fragment``), raising ValueError when they do not decode; None for an unknown id."""
+    def reader(self, schema_id: int) -> Callable[[Any], Any] | None:
+        """A function from a datum to its JSON-ready object (or ``orjson.Fragment``), raising when it
+        does not decode; None for an unknown id. It takes a stream positioned at the datum (Avro),
+        or, when it has ``takes_bytes`` (JSON Schema, Protobuf), the bytes after the 5-byte frame."""
         try:
             return self._readers[schema_id]
         except KeyError:
@@ -148,9 +163,35 @@ class SchemaRegistry:
                 return _avro_reader(self._avro_parsed(schema, named, set()), named)
             if schema.schema_type == "JSON":
                 return _json_reader
-        except Exception:  # noqa: BLE001 - a schema fastavro rejects: its values stay bytes
+            if schema.schema_type == "PROTOBUF" and self._compiler is not None:
+                return self._protobuf_reader(schema)
+        except Exception:  # noqa: BLE001 - a schema fastavro or protoc rejects: its values stay bytes
             return None
         return None
+
+    def _protobuf_reader(self, schema: Schema):
+        from .protobuf import ProtobufSchema
+
+        files = dict(self._imports)
+        main = f"{schema.id}.proto" if self._files.get(schema.id) is schema else f"kafkafs-registry-{schema.id}.proto"
+        files[main] = schema.text
+        pending, seen = list(schema.references), set()
+        while pending:  # each reference is imported by its name, and may have references of its own
+            name, subject, version = pending.pop()
+            ref = self._referenced(subject, version)
+            if ref is None or (subject, version) in seen:
+                continue
+            seen.add((subject, version))
+            files[name] = ref.text
+            pending.extend(ref.references)
+        assert self._compiler is not None
+        compiled = ProtobufSchema(self._compiler(files, main), main)
+
+        def read(data: bytes):
+            return compiled.read(data)
+
+        read.takes_bytes = True  # type: ignore[attr-defined]
+        return read
 
     def _avro_parsed(self, schema: Schema, named: dict, seen: set):
         import fastavro
@@ -171,6 +212,8 @@ class SchemaRegistry:
             digest.update(orjson.dumps([list(key), list(schema)]))
         for schema_id, schema in sorted(self._files.items()):
             digest.update(orjson.dumps([schema_id, list(schema)]))
+        for name, text in sorted(self._imports.items()):
+            digest.update(orjson.dumps([name, text]))
         return digest.hexdigest()[:32]
 
     def decoder(self) -> RegistryDecoder:
@@ -187,12 +230,14 @@ def _avro_reader(parsed, named: dict):
     return lambda stream: reader(stream, parsed, None)
 
 
-def _json_reader(stream):
-    payload = stream.read()
+def _json_reader(payload: bytes):
     compact = json_compact(payload)
     if compact is None:
         return orjson.loads(payload)  # a scalar JSON document; raises ValueError when not JSON
     return orjson.Fragment(compact)
+
+
+_json_reader.takes_bytes = True  # type: ignore[attr-defined]
 
 
 class RegistryDecoder(Decoder):
@@ -218,7 +263,7 @@ class RegistryDecoder(Decoder):
         and the ``"...SchemaId"`` text are looked up once a column."""
         items = keys if which == "key" else values
         if batch.header.is_control:
-            return [generic_json(x) for x in items]
+            return Decoder._column(self, batch, keys, values, which)
         suffix = b',"keySchemaId":%d' if which == "key" else b',"valueSchemaId":%d'
         stream = BytesIO(b"".join([x for x in items if x is not None]))
         seek, tell = stream.seek, stream.tell
@@ -244,8 +289,8 @@ class RegistryDecoder(Decoder):
                 add(generic_json(data))
                 continue
             try:
-                if read is _json_reader:
-                    obj = _json_reader(BytesIO(data[5:]))
+                if getattr(read, "takes_bytes", False):  # JSON and Protobuf: the rest of the item
+                    obj = read(data[5:])
                 else:
                     seek(start + 5)
                     obj = read(stream)

@@ -17,13 +17,12 @@ Compiled messages are immutable and cached; they are safe to share across thread
 from __future__ import annotations
 
 import base64
-import json
 import struct
 from functools import cache
-from importlib import resources
 from typing import Any
 
 from ...errors import CorruptRecordError
+from .definitions import load_spec, spec_names
 from .schema_write import FIXED, MessageWriter, is_default, uuid_bytes, uuid_text
 
 __all__ = ["Message", "message", "message_names", "Versions", "uuid_text", "uuid_bytes"]
@@ -294,7 +293,8 @@ class Message(MessageWriter):
                     r.take(size)  # an unknown tag: Kafka keeps it as unknown tagged fields, not printed
                     continue
                 end = r.pos + size
-                found[f.json_name] = self._read_value(r, f, f.kind, version, flexible, version in f.nullable)
+                found[f.json_name] = self._read_value(r, f, f.kind, version, flexible, version in f.nullable,
+                                                      tagged=True)
                 if r.pos != end:
                     raise CorruptRecordError(f"tagged field {f.name} has {size} bytes, read {r.pos - end + size}")
             if tagged:
@@ -311,7 +311,8 @@ class Message(MessageWriter):
                 obj = ordered
         return obj
 
-    def _read_value(self, r: _Reader, f: _Field, kind: str, version: int, flexible: bool, nullable: bool):
+    def _read_value(self, r: _Reader, f: _Field, kind: str, version: int, flexible: bool, nullable: bool,
+                    tagged: bool = False):
         st = FIXED.get(kind)
         if st is not None:
             return r.fixed(st)
@@ -336,31 +337,19 @@ class Message(MessageWriter):
                 return [self._read_struct(r, f.struct, version, flexible) for _ in range(n)]
             return [self._read_value(r, f, f.element, version, flexible, False) for _ in range(n)]
         if kind == "struct":
-            if nullable and r.fixed(FIXED["int8"]) < 0:
+            # a nullable struct's marker: int8 -1 (null) or 1; in a tagged field an unsigned varint, 0
+            # for null (Kafka's generated readers)
+            if nullable and (r.uvarint() == 0 if tagged else r.fixed(FIXED["int8"]) < 0):
                 return None
             return self._read_struct(r, f.struct, version, flexible)
         raise CorruptRecordError(f"unknown field type {kind}")
 
-_PACKAGE = __name__.rsplit(".", 1)[0]
-
-
-def _messages_dir():
-    return resources.files(_PACKAGE).joinpath("messages")
-
-
 @cache
 def message(name: str) -> Message:
     """The compiled definition named ``name`` (e.g. ``"PartitionRecord"``), loaded from package data."""
-    try:
-        text = _messages_dir().joinpath(f"{name}.json").read_text("utf-8")
-    except FileNotFoundError:
-        raise KeyError(name) from None
-    return Message(json.loads(text))
+    return Message(load_spec(name))
 
 
-@cache
 def message_names() -> tuple[str, ...]:
     """Every definition shipped, by name."""
-    return tuple(sorted(
-        p.name[:-5] for p in _messages_dir().iterdir() if p.name.endswith(".json")
-    ))
+    return spec_names()

@@ -73,7 +73,7 @@ class MessageWriter:
             put_uvarint(out, len(tagged))
             for tag, f, value in sorted(tagged, key=lambda t: t[0]):
                 body = bytearray()
-                self._write_value(body, f, f.kind, value, version, flexible)
+                self._write_value(body, f, f.kind, value, version, flexible, tagged=True)
                 put_uvarint(out, tag)
                 put_uvarint(out, len(body))
                 out += body
@@ -84,7 +84,8 @@ class MessageWriter:
             return [] if f.kind == "array" else "" if f.kind == "bytes" else {}
         return f.default
 
-    def _write_value(self, out: bytearray, f, kind: str, value, version: int, flexible: bool) -> None:
+    def _write_value(self, out: bytearray, f, kind: str, value, version: int, flexible: bool,
+                     tagged: bool = False) -> None:
         st = FIXED.get(kind)
         if st is not None:
             out += st.pack(value)
@@ -119,8 +120,8 @@ class MessageWriter:
         elif kind == "uuid":
             out += uuid_bytes(value)
         elif kind == "struct":
-            if version in f.nullable:
-                out += b"\xff" if value is None else b"\x01"
+            if version in f.nullable:  # the marker: a varint 0/1 in a tagged field, else int8 -1/1
+                out += (b"\x00" if value is None else b"\x01") if tagged else (b"\xff" if value is None else b"\x01")
                 if value is None:
                     return
             self._write_struct(out, f.struct, value, version, flexible)

@@ -18,7 +18,7 @@ import orjson
 
 from ...errors import CorruptRecordError
 from ..jsonembed import json_string, render_value
-from ..jsonrender import TIMESTAMP_TYPES, line_prefix
+from ..jsonrender import TIMESTAMP_TYPES, control_key_json, control_value_json, line_prefix
 from ..jsonview import render_batch_jsonl
 from ..records import DecodedBatch, control_type_of
 from . import internal
@@ -73,12 +73,18 @@ class Decoder:
         if which == "key":
             for k in keys:
                 obj, sid = self.key(k, control)
-                text = _generic(k) if obj is GENERIC else dumps_json(obj)
+                if obj is GENERIC:
+                    text = control_key_json(k, "auto") if control else _generic(k)
+                else:
+                    text = dumps_json(obj)
                 add(text if sid is None else text + b',"keySchemaId":%d' % sid)
         else:
             for k, v in zip(keys, values, strict=True):
                 obj, sid = self.value(k, v, control)
-                text = _generic(v) if obj is GENERIC else dumps_json(obj)
+                if obj is GENERIC:
+                    text = control_value_json(k, v, "auto") if control else _generic(v)
+                else:
+                    text = dumps_json(obj)
                 add(text if sid is None else text + b',"valueSchemaId":%d' % sid)
         return out
 
@@ -135,6 +141,8 @@ class Decoder:
 
 
 def _control(key: bytes | None, value: bytes | None, which: str):
+    """A control record's key or value decoded (a KRaft control record's value by its message);
+    GENERIC leaves it to :func:`~kafkafs.format.jsonrender.control_key_json` / ``control_value_json``."""
     try:
         if which == "key":
             return internal.control_key(key), None
@@ -144,22 +152,28 @@ def _control(key: bytes | None, value: bytes | None, which: str):
 
 
 class InternalDecoder(Decoder):
-    """``__consumer_offsets``, ``__transaction_state`` or ``__cluster_metadata`` (``kind``)."""
+    """One of Kafka's internal topics (``kind``, a value of :data:`~kafkafs.format.decoders.INTERNAL_TOPICS`):
+    coordinator records (``offsets``, ``transactions``, ``share-state``) or framed metadata records
+    (``metadata``, ``remote-log-metadata``)."""
+
+    _COORDINATORS = ("offsets", "transactions", "share-state")
+    _FRAMED = ("metadata", "remote-log-metadata")
 
     def __init__(self, kind: str) -> None:
-        if kind not in ("offsets", "transactions", "metadata"):
+        if kind not in self._COORDINATORS + self._FRAMED:
             raise ValueError(kind)
         self.kind = kind
         #: names what this decoder renders, for caches of rendered sizes (the mount's ``--cache-dir``)
-        self.identity = f"kafkafs.internal:{kind}"
+        self.identity = f"kafkafs.internal:{kind}:{internal.definitions_version()}"
+        self._framed = internal.metadata_record if kind == "metadata" else internal.remote_log_metadata_record
 
     def key(self, data, control):
         if control:
             return _control(data, None, "key")
-        if data is None or self.kind == "metadata":
+        if data is None or self.kind in self._FRAMED:
             return GENERIC, None
         try:
-            return (internal.offsets_key(data) if self.kind == "offsets" else internal.transaction_key(data)), None
+            return internal.coordinator_key(self.kind, data), None
         except CorruptRecordError:
             return GENERIC, None
 
@@ -171,10 +185,13 @@ class InternalDecoder(Decoder):
         try:
             if self.kind == "offsets":
                 return internal.offsets_value(data, key), None
-            if self.kind == "transactions":
-                return internal.transaction_value(data), None
-            return internal.metadata_record(data), None
+            if self.kind in self._COORDINATORS:
+                if key is None:
+                    return GENERIC, None
+                decoded = internal.coordinator_value(self.kind, data, key)
+                return (internal.with_state_name(decoded) if self.kind == "transactions" else decoded), None
+            return self._framed(data), None
         except CorruptRecordError:
-            if self.kind == "metadata":  # SPEC §8: an unknown type or version keeps its bytes as base64
+            if self.kind in self._FRAMED:  # SPEC §8: an unknown type or version keeps its bytes as base64
                 return {"$base64": base64.b64encode(data).decode("ascii")}, None
             return GENERIC, None

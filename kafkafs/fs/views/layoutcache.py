@@ -43,9 +43,9 @@ __all__ = ["LayoutCache", "LayoutKey", "CachedLayout", "FORMAT_VERSION", "defaul
 
 log = logging.getLogger("kafkafs.fs")
 
-#: Bumped whenever the entry format changes. Entries are also tied to the kafkafs version that wrote
-#: them (rendering may change between versions).
-FORMAT_VERSION = 2
+#: Bumped whenever the entry format or the rendering changes (3: control records show their key and a
+#: transaction marker's value decoded). Entries are also tied to the kafkafs version that wrote them.
+FORMAT_VERSION = 3
 _MAGIC = b"KAFKAFS-LAYOUT\n"
 _DIGEST = 32
 _LEN = struct.Struct(">I")
