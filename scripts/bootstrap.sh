@@ -5,7 +5,8 @@
 #   kafkafs's compiled record kernel, kafkafs/format/_kernel*.{c,h}), systemd's tools (systemd-analyze
 #   verifies the unit `kafkafs systemd install` writes); then a virtualenv in .venv with the
 #   package installed editable with its dev and spark extras. The kernel is rebuilt whenever its C
-#   source is newer than the installed module.
+#   source is newer than the installed module. Last, Apache Kafka's jars for the broker tests
+#   (maven fetches them into .kafka/, scripts/fetch_kafka.sh; offline, the broker tests skip).
 # Usage: scripts/bootstrap.sh            (prints progress to stderr; safe to run again)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,7 +16,7 @@ say() { printf '[bootstrap] %s\n' "$*" >&2; }
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then
   if command -v sudo >/dev/null 2>&1; then SUDO="sudo"; else
-    say "not root and no sudo: install fuse3 libfuse3-dev pkg-config openjdk-17-jre-headless jq yourself"; fi
+    say "not root and no sudo: install fuse3 libfuse3-dev pkg-config openjdk-17-jre-headless jq maven yourself"; fi
 fi
 
 need=()
@@ -27,6 +28,7 @@ command -v jq >/dev/null 2>&1 || need+=(jq)
 command -v gcc >/dev/null 2>&1 || need+=(gcc)
 # systemd-analyze, systemctl and systemd-sysusers: `kafkafs systemd install` and its test (nothing is started)
 command -v systemd-analyze >/dev/null 2>&1 || need+=(systemd)
+command -v mvn >/dev/null 2>&1 || need+=(maven)
 if [ ${#need[@]} -gt 0 ]; then
   say "installing Debian packages: ${need[*]}"
   $SUDO apt-get update -qq
@@ -72,3 +74,6 @@ fi
 if ! .venv/bin/python scripts/build_kernel.py; then
   say "the compiled kernel did not build: kafkafs works, rendering through the slower Python reference"
 fi
+# Apache Kafka's jars (broker, kafka-dump-log, kafka-storage, ...) for tests/broker/: fetched once into
+# .kafka/<version>/libs; a machine without the network keeps going and the broker tests skip
+scripts/fetch_kafka.sh

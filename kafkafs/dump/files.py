@@ -10,11 +10,19 @@ from ..errors import describe_os_error, tag_os_error
 from .indexes import IndexErrors, dump_index, dump_time_index, java_path
 from .log import _start_line, dump_log
 from .options import DumpOptions
-from .state import dump_epoch_checkpoint, dump_producer_snapshot, dump_txn_index
+from .state import dump_producer_snapshot, dump_txn_index
 
 __all__ = ["dump_files", "unusable"]
 
 _KINDS = (".log", ".checkpoint", ".index", ".timeindex", ".snapshot", ".txnindex")
+
+#: files a broker keeps in its log directories that kafka-dump-log (4.x) takes and ignores: it prints
+#: "Dumping FILE", then "Ignoring unknown file FILE" on standard error, and exits 0
+_STATE_FILES = (
+    "meta.properties", "partition.metadata", "leader-epoch-checkpoint", "quorum-state", ".kafka_cleanshutdown",
+    ".lock", "recovery-point-offset-checkpoint", "log-start-offset-checkpoint", "cleaner-offset-checkpoint",
+    "replication-offset-checkpoint",
+)
 
 
 def _suffix(base: str) -> str:
@@ -26,9 +34,11 @@ def unusable(name: str) -> str | None:
     offset), or None. The same rules as the dumpers' own, asked before anything is printed."""
     base = os.path.basename(name)
     suffix = _suffix(base)
-    if suffix not in _KINDS and base != "leader-epoch-checkpoint":
+    if base in _STATE_FILES:
+        return None  # taken and ignored, as Kafka does
+    if suffix not in _KINDS:
         return (f"{name}: not a file of a partition folder (.log, .index, .timeindex, .txnindex, .snapshot, "
-                "a KRaft .checkpoint, leader-epoch-checkpoint)")
+                "a KRaft .checkpoint, or a broker's state file)")
     if suffix in (".log", ".checkpoint"):
         said = io.StringIO()
         if not _start_line(name, said)[1]:
@@ -57,8 +67,6 @@ def dump_files(files: list[str], out: TextIO, err: TextIO, options: DumpOptions)
                 problems += dump_producer_snapshot(name, out, err)
             elif suffix == ".txnindex":
                 problems += dump_txn_index(name, out, err)
-            elif base == "leader-epoch-checkpoint":
-                problems += dump_epoch_checkpoint(name, out, err)
             else:
                 print(f"Ignoring unknown file {name}", file=err)
         except BrokenPipeError:

@@ -18,8 +18,8 @@ from typing import TextIO
 
 from ..errors import CorruptRecordError, describe_os_error, tag_os_error
 from ..format.batch import decode_batch, read_batch_header
+from .javaorder import java_hashmap_order
 from .options import DumpOptions
-from .scala import map_order
 
 __all__ = ["IndexErrors", "dump_index", "dump_time_index"]
 
@@ -45,45 +45,42 @@ class IndexErrors:
     Not shared between threads."""
 
     def __init__(self) -> None:
+        # file (its absolute path, Kafka's map key) -> pairs, in the order Kafka recorded them
         self.offset_mismatches: dict[str, list[tuple[int, int]]] = {}
         self.time_mismatches: dict[str, list[tuple[int, int]]] = {}
         self.out_of_order: dict[str, list[tuple[int, int]]] = {}
         self.not_found: dict[str, list[tuple[int, int]]] = {}
         self.gaps: dict[str, list[tuple[int, int]]] = {}
-        #: the keys Kafka ``put`` into each of its maps, in turn: a Scala mutable.HashMap, whose
-        #: iteration order (the order files are reported in) follows from them (:mod:`.scala`)
-        self._puts: dict[int, list[str]] = {}
-        self._keys: dict[str, str] = {}  # name -> its absolute path (Kafka's map key), made once a file
+        self._keys: dict[str, str] = {}  # name -> its absolute path, made once a file
 
-    def add(self, table: dict[str, list[tuple[int, int]]], name: str, pairs: list[tuple[int, int]], *,
-            put_each: bool = False) -> None:
-        """Keep ``pairs`` for ``name`` in ``table``, with the ``put`` calls Kafka makes: one a pair for
-        the offset mismatches and the gaps (``map.put(file, list)`` after each), one when the file's
-        list is created for the time index's maps."""
+    def add(self, table: dict[str, list[tuple[int, int]]], name: str, pairs: list[tuple[int, int]]) -> None:
+        """Keep ``pairs`` for ``name`` in ``table`` (Kafka's ``computeIfAbsent(file, ..)`` then a put)."""
         if not pairs:
             return
         key = self._keys.get(name)
         if key is None:
             key = self._keys[name] = _absolute(name)
-        puts = self._puts.setdefault(id(table), [])
-        if put_each:
-            puts.extend([key] * len(pairs))
-        elif key not in table:
-            puts.append(key)
         table.setdefault(key, []).extend(pairs)
 
-    def _in_kafkas_order(self, table: dict[str, list[tuple[int, int]]]) -> list[tuple[str, list[tuple[int, int]]]]:
-        return [(key, table[key]) for key in map_order(self._puts.get(id(table), []))]
+    @staticmethod
+    def _in_kafkas_order(table: dict[str, list[tuple[int, int]]]) -> list[tuple[str, list[tuple[int, int]]]]:
+        """Kafka 4 keeps each kind in a ``java.util.HashMap`` keyed by the file's absolute path."""
+        return [(key, table[key]) for key in java_hashmap_order(table)]
+
+    @staticmethod
+    def _tree(pairs: list[tuple[int, int]], *, descending: bool = False) -> list[tuple[int, int]]:
+        """A ``TreeMap<Long, Long>`` of the pairs: one a key (the last put wins), sorted by key."""
+        return sorted(dict(pairs).items(), reverse=descending)
 
     def non_consecutive(self, name: str, gaps: list[tuple[int, int]]) -> None:
-        self.add(self.gaps, name, gaps, put_each=True)
+        self.add(self.gaps, name, gaps)
 
     def print(self, err: TextIO) -> int:
         """Print everything in Kafka's order; return how many problems (gaps are not problems)."""
         problems = 0
         for name, pairs in self._in_kafkas_order(self.offset_mismatches):
             print(f"Mismatches in :{name}", file=err)
-            for index_offset, log_offset in reversed(pairs):  # Kafka prepends to a list
+            for index_offset, log_offset in self._tree(pairs, descending=True):  # TreeMap(reverseOrder())
                 print(f"  Index offset: {index_offset}, log offset: {log_offset}", file=err)
             problems += len(pairs)
         for name, pairs in self._in_kafkas_order(self.time_mismatches):
@@ -103,7 +100,7 @@ class IndexErrors:
             problems += len(pairs)
         for name, pairs in self._in_kafkas_order(self.gaps):
             print(f"Non-consecutive offsets in {name}", file=err)
-            for a, b in reversed(pairs):
+            for a, b in self._tree(pairs):
                 print(f"  {a} is followed by {b}", file=err)
         return problems
 
@@ -201,7 +198,7 @@ def dump_index(name: str, out: TextIO, err: TextIO, options: DumpOptions, errors
         if not options.verify_index_only:
             out.write(f"offset: {offset} position: {position}\n")
     if mismatches:
-        errors.add(errors.offset_mismatches, name, mismatches, put_each=True)
+        errors.add(errors.offset_mismatches, name, mismatches)
     return 0  # the mismatches are counted when printed
 
 

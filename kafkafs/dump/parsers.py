@@ -25,6 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import CorruptRecordError, KafkafsError
+from .javatext import java_utf8
 from .metadata_errors import metadata_error
 
 __all__ = ["make_parser", "Parser", "to_json", "DECODERS"]
@@ -42,7 +43,7 @@ DECODERS = {
 
 
 def _text(b: bytes | None) -> str | None:
-    return None if b is None else b.decode("utf-8", "replace")
+    return None if b is None else java_utf8(b)  # as Kafka's StringDecoder (new String(bytes, UTF_8))
 
 
 def _plain(obj: Any) -> Any:

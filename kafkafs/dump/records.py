@@ -133,7 +133,8 @@ class RecordPrinter:
         control = h.is_control
         problems = 0
         for i, offset in enumerate(batch.offsets):
-            if self.last_offset != -1 and offset != self.last_offset + 1:
+            # Kafka 4.4 compares even a file's first record with -1 + 1 (3.x skipped the first)
+            if offset != self.last_offset + 1:
                 self.gaps.append((self.last_offset, offset))
             self.last_offset = offset
             key, value = batch.keys[i], batch.values[i]

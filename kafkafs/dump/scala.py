@@ -1,6 +1,6 @@
 """The iteration order of Scala 2.13's ``mutable.HashSet`` / ``mutable.HashMap``, which decides the order of
-some of ``kafka-dump-log``'s output (the partitions of a transaction, the files named in the problems it
-reports last).
+some of Kafka 3's ``kafka-dump-log`` output (the partitions of a transaction). Kafka 4's tool reports
+the files with findings in ``java.util.HashMap`` order (:mod:`.javaorder`).
 
 Both keep a table of ``2**k`` buckets (16 at first, load factor 0.75), put an element in bucket
 ``improved & (length - 1)`` where ``improved = h ^ (h >>> 16)`` of its Java ``hashCode``, keep every bucket
@@ -12,9 +12,7 @@ by ``(bucket, improved)`` once the table's final length is known; that length fo
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
-__all__ = ["java_string_hash", "improve_hash", "table_size_for", "hash_order", "map_order"]
+__all__ = ["java_string_hash", "improve_hash", "table_size_for", "hash_order"]
 
 
 def int32(n: int) -> int:
@@ -50,14 +48,3 @@ def hash_order(items: dict, length: int) -> list:
     """The keys of ``items`` (key -> Java ``hashCode``) in the iteration order of a table of ``length``."""
     improved = {key: improve_hash(h) for key, h in items.items()}
     return sorted(improved, key=lambda key: (improved[key] & (length - 1), improved[key]))
-
-
-def map_order(puts: Iterable[str]) -> list[str]:
-    """The keys of a ``mutable.HashMap[String, _]()`` in iteration order, after ``put`` was called with
-    each of ``puts`` in turn (a key may come again: an update, which may still grow the table)."""
-    length, seen = 16, {}
-    for key in puts:
-        length = grown(length, len(seen))
-        if key not in seen:
-            seen[key] = java_string_hash(key)
-    return hash_order(seen, length)

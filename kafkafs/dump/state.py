@@ -7,8 +7,8 @@
 
   A damaged snapshot prints Kafka's ``CorruptSnapshotException`` message on standard error.
 - ``.txnindex`` (``dumpTxnIndex``): ``version: V producerId: P firstOffset: F lastOffset: L lastStableOffset: S``.
-- ``leader-epoch-checkpoint``: Kafka's tool has no reader for it; kafkafs prints one
-  ``epoch: E startOffset: O`` line an entry, the names of Kafka's ``EpochEntry`` fields.
+- ``leader-epoch-checkpoint`` and the other state files: Kafka 4's tool ignores them (``Ignoring
+  unknown file``), and so does this one (``files.py``); the mount's ``partition.json`` shows the epochs.
 """
 
 from __future__ import annotations
@@ -17,11 +17,10 @@ from collections.abc import Callable, Iterable
 from typing import TextIO, TypeVar
 
 from ..errors import CorruptRecordError
-from ..format.checkpoint import parse_epoch_checkpoint
 from ..format.producer_snapshot import ProducerEntry, parse_producer_snapshot
 from ..format.txnindex import parse_txn_index
 
-__all__ = ["dump_producer_snapshot", "dump_txn_index", "dump_epoch_checkpoint"]
+__all__ = ["dump_producer_snapshot", "dump_txn_index"]
 
 T = TypeVar("T")
 
@@ -83,10 +82,4 @@ def dump_txn_index(name: str, out: TextIO, err: TextIO) -> int:
             f"version: {t.version} producerId: {t.producer_id} firstOffset: {t.first_offset} "
             f"lastOffset: {t.last_offset} lastStableOffset: {t.last_stable_offset}"
         ),
-    )
-
-
-def dump_epoch_checkpoint(name: str, out: TextIO, err: TextIO) -> int:
-    return _dump(
-        name, out, err, parse_epoch_checkpoint, lambda entry: f"epoch: {entry[0]} startOffset: {entry[1]}"
     )

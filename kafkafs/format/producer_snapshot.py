@@ -74,7 +74,10 @@ def parse_producer_snapshot(data: bytes | bytearray | memoryview) -> list[Produc
         raise CorruptRecordError("Snapshot failed schema validation: the file ends before its version", 0)
     version = struct.unpack_from(">h", buf)[0]
     if version != SNAPSHOT_VERSION:
-        raise CorruptRecordError(f"Snapshot contained an unknown file version {version}", 0)
+        # Kafka's words (its SchemaException inside a CorruptSnapshotException)
+        raise CorruptRecordError(
+            f"Snapshot failed schema validation: Snapshot contained an unknown file version {version}", 0
+        )
     if len(buf) < _HEAD.size:
         raise CorruptRecordError("Snapshot failed schema validation: the file ends inside its header", 2)
     _, crc, count = _HEAD.unpack_from(buf)

@@ -27,11 +27,12 @@ stored as deltas from the base). A later round drops that batch's tombstones, or
 marker and its index entry stay), then the marker gets its horizon (the entry goes), then the marker.
 Legacy (magic 0/1) messages are judged record by record too (:func:`clean_legacy`), their tombstones
 by Kafka's ``legacyDeleteHorizonMs`` (segment modification times; a cleaned segment keeps the last
-modification time of the group it replaces, as Kafka sets it). Kafka keeps the header of a batch whose records all
-go when it is the last batch of the round, or an active producer's last batch; here also the last
-batch of every rewritten group keeps its offsets (an empty batch without producer, transaction or
-control flag when it went), so a cleaned segment always covers the offsets of the segments it
-replaces, which is what recovery relies on to complete a ``.swap`` after a crash.
+modification time of the group it replaces, as Kafka sets it). As Kafka (its ``RETAIN_EMPTY`` cases),
+the header of a batch whose records all go is kept, as an empty batch, only when it is the last batch
+of the round or an active producer's last batch; any other emptied batch goes, also at the end of a
+group, so a segment emptied whole is a 0-byte file. A cleaned segment may so end before the offsets
+of the segments it replaces; a crash between its swap and the renames is completed as Kafka's
+LogLoader completes it (the segments overlapping the swap's own offsets are replaced).
 
 Threads: a compaction runs in one thread (the cleaner's, or the ``clean`` command's). It reads sealed
 segments without any lock (appends never touch them) and takes the log's writer lock only inside
@@ -47,7 +48,7 @@ from dataclasses import dataclass, field
 
 from ..format.batch import BatchHeader, read_batch_header
 from ..format.txnindex import AbortedTxn
-from .compaction_filter import DELETE_HORIZON_FLAG, GroupResult, clean_batch, clean_legacy, filler_batch
+from .compaction_filter import DELETE_HORIZON_FLAG, GroupResult, clean_batch, clean_legacy
 from .names import CLEANED, LOG, SEGMENT_EXTENSIONS, segment_file_name
 from .offset_map import OffsetMap
 from .records import BatchView
@@ -304,7 +305,6 @@ def _clean_group(target, group: list[LogSegment], omap: OffsetMap, now_ms: int, 
     retention = target.config.delete_retention_ms
     txns.cleaned = []
     try:
-        last_dropped: BatchView | None = None
         for k, segment in enumerate(group):
             # the entries overlapping the segment, as Kafka collects them (the index is rebuilt from them)
             upper = group[k + 1].base_offset if k + 1 < len(group) else segment.next_offset
@@ -320,16 +320,8 @@ def _clean_group(target, group: list[LogSegment], omap: OffsetMap, now_ms: int, 
                 else:
                     data = clean_batch(view, file, omap, txns, active, now_ms, retention, result, stats,
                                        round_upper)
-                if data is None:
-                    last_dropped = view
-                else:
+                if data is not None:
                     writer.write(data)
-                    last_dropped = None
-        if last_dropped is not None:
-            filler = filler_batch(last_dropped.header)
-            if filler == last_dropped.raw():
-                result.empties -= 1  # the filler an earlier cleaning left: unchanged
-            writer.write(filler)
         writer.drain()
         if cleaned is None:
             return result

@@ -49,7 +49,6 @@ __all__ = [
     "clean_batch",
     "clean_legacy",
     "empty_batch",
-    "filler_batch",
     "last_of_active_producer",
 ]
 
@@ -113,25 +112,10 @@ def _encode_like(h: BatchHeader, rows: list, **fields) -> bytes:
 
 
 def empty_batch(h: BatchHeader) -> bytes:
-    """The header of a batch whose records all went (Kafka's ``RETAIN_EMPTY``: no delete horizon)."""
-    return _encode_like(h, [], first_timestamp=h.max_timestamp, max_timestamp=h.max_timestamp)
-
-
-def filler_batch(h: BatchHeader) -> bytes:
-    """An empty batch holding the offsets of ``h``, which went, at the end of a rewritten group (so the
-    cleaned segment covers the offsets of those it replaces). Unlike :func:`empty_batch` it carries no
-    producer, transaction or control flag: it must not keep a transaction open for a later reader,
-    nor hold its marker back (a marker stays while a batch of its transaction is left), and the next
-    cleaning drops it like any empty batch."""
-    return encode_batch(
-        [],
-        base_offset=h.base_offset,
-        last_offset_delta=h.last_offset_delta,
-        log_append_time=h.max_timestamp if h.timestamp_type == 1 else None,
-        partition_leader_epoch=h.partition_leader_epoch,
-        first_timestamp=h.max_timestamp,
-        max_timestamp=h.max_timestamp,
-    )
+    """The header of a batch whose records all went (Kafka's ``RETAIN_EMPTY``: no delete horizon), as
+    ``DefaultRecordBatch.writeEmptyHeader`` writes it: base timestamp -1 (NO_TIMESTAMP), the max
+    timestamp kept."""
+    return _encode_like(h, [], first_timestamp=-1, max_timestamp=h.max_timestamp)
 
 
 def _judge(omap: OffsetMap, keys: list, values: list, offsets: list[int], drop_deletes: bool,

@@ -203,7 +203,8 @@ class LogDir:
             return {}
 
     def write_checkpoints(self) -> None:
-        """Recovery points and log start offsets of every open partition, merged with the files'."""
+        """Recovery points of every open partition, and the log starts of those whose start is above
+        their first segment's base (as a broker writes them), merged with the files' other entries."""
         if not self.writable:
             return
         recovery = dict(self.recovery_points)
@@ -211,7 +212,12 @@ class LogDir:
         for log_ in self._logs.values():
             key = (log_.topic, log_.partition)
             recovery[key] = log_.recovery_point
-            starts[key] = log_.log_start_offset
+            # as Kafka's LogManager: only a log start above the first segment's base is checkpointed
+            first = log_.segments.first()
+            if first is not None and log_.log_start_offset > first.base_offset:
+                starts[key] = log_.log_start_offset
+            else:
+                starts.pop(key, None)
         present = {parse_partition_dir_name(n) for n in self.partition_names()}
         recovery = {k: v for k, v in recovery.items() if k in present}
         starts = {k: v for k, v in starts.items() if k in present}

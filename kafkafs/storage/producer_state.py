@@ -206,6 +206,26 @@ class ProducerState:
         if self.writable:
             self._remove(offset)
 
+    def remove_out_of_range(self, log_start_offset: int, log_end_offset: int) -> None:
+        """Kafka's ``truncateAndReload`` at every load: the snapshots past the log end, and those at or
+        below the log start offset, go."""
+        if self.writable:
+            for off in snapshot_offsets(self.dir):
+                if off > log_end_offset or off <= log_start_offset:
+                    self._remove(off)
+
+    def remove_stray_snapshots(self, segment_bases: Iterable[int]) -> None:
+        """Kafka's ``removeStraySnapshots`` at every load: of the snapshots not named by a segment's base
+        offset, only the latest stays, and only when it is at or past the last segment's base."""
+        if not self.writable:
+            return
+        bases = set(segment_bases)
+        strays = [off for off in snapshot_offsets(self.dir) if off not in bases]
+        for off in strays[:-1]:
+            self._remove(off)
+        if strays and bases and strays[-1] < max(bases):
+            self._remove(strays[-1])
+
     def truncate(self, offset: int) -> None:
         """The log was cut at ``offset``: snapshots past it go; the state must be loaded again."""
         if self.writable:

@@ -13,10 +13,10 @@ new tail state (next offset, max timestamp), each a single reference store.
 Index entries follow Kafka's rule: before appending a batch, if more than ``index.interval.bytes``
 were appended since the position of the last entry (or since the start of the segment), the batch gets
 an offset index entry (its LAST offset, its position) and the time index gets the largest timestamp so
-far with the last offset of the batch that first reached it. Kafka's append counts per append call
-and resets its counter to 0 when a segment is reopened or truncated; here the count is per batch and is
-re-derived exactly after a reopen or a truncation, so the indexes are always the ones Kafka's
-``recover`` would rebuild from the ``.log``, byte for byte.
+far with the last offset of the batch that first reached it. As Kafka's append path (3.9 and 4.x,
+``LogSegment.append``), the count goes batch by batch within one append, and starts again at 0 when a
+segment is opened (recovered or not) or truncated: appends after a reopen index as a restarted broker's
+would (``recover`` rebuilds the same entries only for a segment written in one go).
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ class _Tail(NamedTuple):
     next_offset: int
     max_timestamp: int
     offset_of_max_timestamp: int
-    bytes_since_index: int  # bytes from the last offset index entry's position (or 0) to the end
+    bytes_since_index: int  # bytes appended since the last offset index entry, or the open or truncation
 
 
 class LogSegment(SegmentFiles):
@@ -170,8 +170,7 @@ class LogSegment(SegmentFiles):
         next_offset, max_ts, max_offset, seen = self._scan_from(start, max_ts, max_offset)
         if not seen and start > 0:  # nothing whole where the index points: trust the log, not the index
             next_offset, max_ts, max_offset, _ = self._scan_from(0, NO_TIMESTAMP, self.base_offset)
-        since = self._size - (last_index.position if self.offset_index.entries else 0)
-        return _Tail(next_offset, max_ts, max_offset, max(0, since))
+        return _Tail(next_offset, max_ts, max_offset, 0)  # Kafka counts afresh from an open
 
     def _scan_from(self, start: int, max_ts: int, max_offset: int) -> tuple[int, int, int, bool]:
         next_offset = self.base_offset
@@ -447,7 +446,7 @@ class LogSegment(SegmentFiles):
         time_index.trim_to_valid_size()
         self._dirty = True
         self._rolling_timestamp = first_ts
-        self._tail = _Tail(next_offset, max_ts, max_offset, valid - last_entry)
+        self._tail = _Tail(next_offset, max_ts, max_offset, 0)  # as a freshly opened (recovered) segment
         return cut
 
     def close(self, *, seal: bool | None = None) -> None:

@@ -6,7 +6,9 @@ the rule of Kafka's ``UnifiedLog`` / ``LogLoader`` for that event, so that a bro
 finds what it would have written itself:
 
 - load (writable): epoch entries past the log end or before the log start are cut
-  (``truncateFromEnd`` / ``truncateFromStart``), snapshots past the log end go; a missing or
+  (``truncateFromEnd`` / ``truncateFromStart``); of the snapshots not at a segment's base only the
+  latest stays (``removeStraySnapshots``), then those past the log end or at or below the log start
+  go (``truncateAndReload``); a missing or
   unreadable checkpoint is rebuilt from the batches' leader epochs (as ``LogSegment.recover`` assigns
   them) at the first write or the close, so that opening stays fast;
 - append: every v2 batch's leader epoch is assigned at its base offset; producers are updated;
@@ -80,7 +82,9 @@ class StateFiles:
             else:
                 self.epochs.truncate_from_end(log.log_end_offset)
                 self.epochs.truncate_from_start(log.log_start_offset)
-            ProducerState(log.dir, writable=True).truncate(log.log_end_offset)
+            state = ProducerState(log.dir, writable=True)
+            state.remove_stray_snapshots(log.segments.bases())
+            state.remove_out_of_range(log.log_start_offset, log.log_end_offset)
         latest = max((e for e in (seen, self.epochs.latest_epoch) if e is not None), default=None)
         if latest is not None:
             log.leader_epoch = max(log.leader_epoch, latest)

@@ -142,8 +142,14 @@ def test_state_files(fixtures_dir, tmp_path):
     folder = fixtures_dir / OFFSETS_12
     snapshot = folder / "00000000000000000869.snapshot"
     assert dump(snapshot) == (0, [f"Dumping {snapshot}"], [])  # the broker's: no producers
-    epochs = folder / "leader-epoch-checkpoint"
-    assert dump(epochs)[1] == [f"Dumping {epochs}", "epoch: 0 startOffset: 0"]
+    # issue 19 finding 5: Kafka 4's kafka-dump-log takes a broker's state files and ignores them, exit 0
+    for state in (folder / "leader-epoch-checkpoint", folder / "partition.metadata",
+                  fixtures_dir / "kafka-logs-a/meta.properties"):
+        if state.exists():
+            assert dump(state) == (0, [f"Dumping {state}"], [f"Ignoring unknown file {state}"])
+            proc = cli(str(state))
+            assert proc.returncode == 0 and proc.stdout.decode() == f"Dumping {state}\n", proc.stderr
+            assert f"Ignoring unknown file {state}" in proc.stderr.decode()
     # print(s"producerId: ${entry.producerId} producerEpoch: ${entry.producerEpoch} " +
     #   s"coordinatorEpoch: ${entry.coordinatorEpoch} currentTxnFirstOffset: ${entry.currentTxnFirstOffset} " +
     #   s"lastTimestamp: ${entry.lastTimestamp} ")
@@ -157,9 +163,16 @@ def test_state_files(fixtures_dir, tmp_path):
         "firstSequence: 5 lastSequence: 9 lastOffset: 40 offsetDelta: 4 timestamp: 1234",
         "producerId: 8 producerEpoch: 0 coordinatorEpoch: -1 currentTxnFirstOffset: OptionalLong.empty lastTimestamp: 99 ",
     ]
-    mine.write_bytes(mine.read_bytes()[:-1] + b"\1")
+    good = mine.read_bytes()
+    mine.write_bytes(good[:-1] + b"\1")
     rc, _lines, err = dump(mine)
     assert rc == 1 and err[0].startswith("Snapshot is corrupt (CRC is no longer valid). Stored crc: ")
+    # a version this reader does not know: Kafka 4.4's line (kafka-dump-log run on such a file)
+    mine.write_bytes(b"\x00\x02" + good[2:])
+    rc, lines, err = dump(mine)
+    assert (rc, lines, err) == (
+        1, [f"Dumping {mine}"], ["Snapshot failed schema validation: Snapshot contained an unknown file version 2"]
+    )
     # println(s"version: ${abortedTxn.version} producerId: ${abortedTxn.producerId} firstOffset: ${abortedTxn.firstOffset} " +
     #   s"lastOffset: ${abortedTxn.lastOffset} lastStableOffset: ${abortedTxn.lastStableOffset}")
     txn = tmp_path / "00000000000000000000.txnindex"
@@ -371,22 +384,24 @@ def _txn_value(status: int, entries: list[tuple[str, list[int]]]) -> bytes:
     return out + struct.pack(">qq", 1700000000123, 1700000000000)
 
 
-def test_scala_map_order():
-    # expected orders from a line-by-line Java transliteration of Scala 2.13.12's mutable.HashMap put0
-    from kafkafs.dump.scala import java_string_hash, map_order
+def test_java_hashmap_order():
+    # expected orders printed by JDK 17's HashMap<String, ?>.keySet() for the same keys
+    from kafkafs.dump.javaorder import java_hashmap_order
+    from kafkafs.dump.scala import java_string_hash
 
     assert java_string_hash("orders") == -1008770331 and java_string_hash("é") == 233
     logs = "/logs/t-0/00000000000000000000.log", "/logs/t-0/00000000000000000100.log", "/logs/t-1/00000000000000000000.log"
-    assert map_order([logs[0], logs[0], logs[1], logs[2]]) == [logs[1], logs[0], logs[2]]
+    assert java_hashmap_order([logs[0], logs[0], logs[1], logs[2]]) == [logs[1], logs[0], logs[2]]
     indexes = [f"/d/{i * 100:020d}.index" for i in range(13)]
     order = [7, 6, 12, 9, 11, 2, 8, 3, 10, 1, 4, 5, 0]  # 13 keys: the table grew to 32
-    assert map_order([*indexes, indexes[0]]) == [indexes[i] for i in order]
+    assert java_hashmap_order([*indexes, indexes[0]]) == [indexes[i] for i in order]
 
 
 def test_files_with_problems_are_reported_in_kafkas_map_order(tmp_path):
-    # DumpLogSegments keeps its findings in Scala mutable.HashMaps keyed by getAbsolutePath and prints
-    # them by iterating the maps: the files come in the maps' hash order, not in the order dumped
-    from kafkafs.dump.scala import map_order
+    # Kafka 4.4's DumpLogSegments keeps its findings in java.util.HashMaps keyed by getAbsolutePath and
+    # prints them by iterating the maps: the files come in the maps' hash order, not in the order dumped;
+    # a file's gaps are a TreeMap, in ascending order
+    from kafkafs.dump.javaorder import java_hashmap_order
 
     logs = []
     for p in range(6):
@@ -398,9 +413,8 @@ def test_files_with_problems_are_reported_in_kafkas_map_order(tmp_path):
     rc, lines, err = dump(*logs, deep_iteration=True)
     assert rc == 0
     named = [line.removeprefix("Non-consecutive offsets in ") for line in err if line.startswith("Non-consecutive")]
-    puts = [name for name in logs for _gap in range(2)]  # two gaps a file, a put each
-    assert named == map_order(puts) and sorted(named) == sorted(logs)
-    assert err[1:3] == ["  5 is followed by 9", "  0 is followed by 5"]  # prepended: last first
+    assert named == java_hashmap_order(logs) and sorted(named) == sorted(logs)
+    assert err[1:3] == ["  0 is followed by 5", "  5 is followed by 9"]
 
 
 def test_cluster_metadata_decoder_errors_in_kafkas_words(tmp_path):
@@ -548,7 +562,9 @@ def test_a_path_dump_does_not_take_alone_is_a_usage_error(tmp_path, fixtures_dir
     meta = fixtures_dir / "kafka-logs-a/meta.properties"
     badly_named = tmp_path / "abc.log"
     badly_named.write_bytes(segment.read_bytes())
-    for path in (meta, badly_named):
+    stranger = tmp_path / "notes.txt"
+    stranger.write_text("hello\n")
+    for path in (stranger, badly_named):
         proc = cli(str(path))
         assert proc.returncode == 2 and proc.stdout == b"", proc.stderr
         lines = [line for line in proc.stderr.decode().splitlines() if "record kernel" not in line]
@@ -558,3 +574,19 @@ def test_a_path_dump_does_not_take_alone_is_a_usage_error(tmp_path, fixtures_dir
     assert proc.returncode == 0, proc.stderr
     assert f"Ignoring unknown file {meta}" in proc.stderr.decode()
     assert f"Dumping {segment}" in proc.stdout.decode()
+
+
+# what JDK 17's new String(bytes, UTF_8) makes of malformed UTF-8 (each case run through java), which is
+# what kafka-dump-log prints for such a key or payload; Python's errors="replace" differs on some
+JAVA_UTF8 = {
+    "edae55": "\ufffdU", "eda080": "\ufffd", "e08080": "\ufffd" * 3, "e0a0": "\ufffd", "f0808080": "\ufffd" * 4,
+    "f4908080": "\ufffd" * 4, "f5808080": "\ufffd" * 4, "c080": "\ufffd" * 2, "c2": "\ufffd", "f09f98": "\ufffd",
+    "f09f9841": "\ufffdA", "80ff": "\ufffd" * 2, "e18041": "\ufffdA", "f09f": "\ufffd",
+}
+
+
+def test_bytes_that_are_not_utf8_print_as_java_decodes_them():
+    from kafkafs.dump.javatext import java_utf8
+
+    assert {h: java_utf8(bytes.fromhex(h)) for h in JAVA_UTF8} == JAVA_UTF8
+    assert java_utf8("é ✓ 😀".encode()) == "é ✓ 😀"

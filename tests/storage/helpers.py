@@ -111,7 +111,8 @@ def headers_of(data: bytes) -> list[tuple[int, int, int, int, int]]:
 
 
 def kafka_indexes(
-    data: bytes, base_offset: int, interval: int, *, final: bool = True, closes: Iterable[int] = ()
+    data: bytes, base_offset: int, interval: int, *, final: bool = True, closes: Iterable[int] = (),
+    restarts: Iterable[int] = (),
 ) -> tuple[bytes, bytes]:
     """The ``.index`` and ``.timeindex`` bytes Kafka's ``LogSegment.recover`` builds for ``data``.
 
@@ -120,17 +121,22 @@ def kafka_indexes(
     its position) and the time index the largest timestamp so far with the last offset of the batch
     that first held it, if that timestamp is larger than the time index's last. ``final`` adds the entry
     written when the segment rolls; ``closes`` are the sizes the segment had when it was closed and
-    reopened, each of which left such an entry too. It reproduces a real broker's files
-    (test_fixtures_storage).
+    reopened, each of which left such an entry too, and from each of which the byte count restarts
+    at 0 (a reopened LogSegment starts ``bytesSinceLastIndexEntry`` at 0, in Kafka 3.9 and 4.x). It
+    reproduces a real broker's files (test_fixtures_storage). ``restarts`` are the sizes the segment
+    was truncated to: the count restarts there too (``truncateTo``), with no time index entry.
     """
     off = bytearray()
     tim = bytearray()
     last_entry = 0
     max_ts, max_off, last_time_ts = -1, base_offset, -1
     pending = sorted(closes)
+    cuts = sorted(restarts)
     for pos, _base, last, _size, batch_max in headers_of(data):
+        while cuts and cuts[0] <= pos:
+            last_entry = max(last_entry, cuts.pop(0))
         while pending and pending[0] <= pos:
-            pending.pop(0)
+            last_entry = pending.pop(0)
             if max_ts > last_time_ts:
                 tim += struct.pack(">qI", max_ts, max_off - base_offset)
                 last_time_ts = max_ts

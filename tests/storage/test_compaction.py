@@ -177,3 +177,29 @@ def test_tombstones_get_a_delete_horizon_and_go_once_it_has_passed(tmp_path):
         assert 2 in [r[0] for r in log.records()]
         compact(log, now_ms=55_000, checkpoint=0)
         assert [r[0] for r in log.records()] == [1, 3, 4]
+
+
+def test_an_emptied_last_batch_of_a_group_goes_as_kafka_drops_it(tmp_path):
+    """Finding 1 of issue 19: Kafka's cleaner keeps an empty batch only at the round's upper bound or
+    for a still-active producer (RETAIN_EMPTY); the last batch of a cleaned segment whose records were
+    all superseded goes with them. A segment holding a tombstone batch and then such a batch is the
+    tombstone batch alone afterwards (here kafkafs used to add a 61-byte empty batch and a time index
+    entry for it)."""
+    settings = Settings({"segment.bytes": 300}, {"kv": {"cleanup.policy": "compact"}})
+    with LogDir(tmp_path, settings, writable=True) as logdir:
+        log = logdir.create_partition("kv", 0)
+        log.append_records([(1000, b"a", None, ())])  # offset 0: a tombstone, kept (horizon set)
+        log.append_records([(1001, b"b%d" % i, b"old", ()) for i in range(6)])  # 1-6: all superseded
+        log.roll()
+        log.append_records([(1002, b"b%d" % i, b"new", ()) for i in range(6)])  # 7-12
+        log.roll()
+        log.append_records([(1003, b"c", b"active", ())])  # 13: the active segment
+        compact(log, now_ms=10_000)
+        first = log.segments.floor(0)
+        assert [r[0] for r in log.records() if r[0] < 7] == [0]
+        batches = [v.header for v in first.read_from(0)]
+        assert [(h.base_offset, h.last_offset) for h in batches] == [(0, 0)]  # no empty batch 1-6 after it
+        assert first.log_path.stat().st_size == batches[0].size
+        assert first.next_offset == 1
+        # one time index entry at most, for offset 0 (none for the batch that went)
+        assert first.time_index.entries <= 1

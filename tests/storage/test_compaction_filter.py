@@ -330,6 +330,9 @@ def test_the_rounds_last_batch_stays_as_an_empty_batch_with_its_producer(tmp_pat
         assert len(last) == 1 and last[0].record_count == 0
         assert (last[0].producer_id, last[0].is_control, last[0].is_transactional) == (5, True, True)
         assert not last[0].attributes & 0x40
+        # writeEmptyHeader: base timestamp NO_TIMESTAMP (-1), the max timestamp kept (a 4.4 broker's
+        # cleaner wrote such a batch beside kafkafs's in tests/broker/test_compaction_vs_kafka.py)
+        assert last[0].first_timestamp == -1 and last[0].max_timestamp == 1000
         compact(log, now_ms=T + 2 * RETENTION, checkpoint=0)  # and so on, while it is the last
         assert [h.base_offset for h in _batches(log)] == [1, 2, 3]
     assert _kafka_python_offsets(tmp_path / "kv-0") == [1, 3]

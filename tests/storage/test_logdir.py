@@ -73,8 +73,8 @@ def test_create_write_close_reopen(tmp_path: Path) -> None:
     assert (tmp_path / CLEAN_SHUTDOWN_FILE).exists()
     recovery = parse_offset_checkpoint((tmp_path / "recovery-point-offset-checkpoint").read_bytes())
     assert recovery == {("orders", 0): 30, ("big", 2): 30}
-    starts = parse_offset_checkpoint((tmp_path / "log-start-offset-checkpoint").read_bytes())
-    assert starts == {("orders", 0): 0, ("big", 2): 0}
+    # a broker lists only partitions whose log start is above their first segment's base
+    assert (tmp_path / "log-start-offset-checkpoint").read_bytes() == b"0\n0\n"
     with LogDir(tmp_path, settings) as reader:
         assert [lg.log_end_offset for lg in reader] == [30, 30]
         with pytest.raises(ReadOnlyError):
@@ -209,3 +209,18 @@ def test_a_refused_partition_served_read_only_says_why_whoever_opened_it_first(t
         log_ = d.log("t-0", read_only_fallback=True)  # the tree's way
         assert not log_.writable
         assert "outside the log directory" in caplog.text and "serving it read-only" in caplog.text
+
+
+def test_log_start_checkpoint_lists_only_starts_above_the_first_segment(tmp_path: Path) -> None:
+    """Finding 2 of issue 19: Kafka's LogManager checkpoints a partition's log start only where it is
+    above the base offset of its first segment (DeleteRecords moved it); kafkafs listed every partition
+    (``t 0 0``). A start a broker checkpointed stays, within the log, and is kept."""
+    with LogDir(tmp_path, writable=True) as logdir:
+        logdir.create_partition("moved", 0).append_records([rec()] * 5)
+        logdir.create_partition("still", 0).append_records([rec()] * 5)
+    (tmp_path / "log-start-offset-checkpoint").write_bytes(b"0\n1\nmoved 0 3\n")
+    with LogDir(tmp_path, writable=True) as logdir:
+        assert logdir.log("moved-0").log_start_offset == 3
+        logdir.log("still-0").append_records([rec()])
+    starts = parse_offset_checkpoint((tmp_path / "log-start-offset-checkpoint").read_bytes())
+    assert starts == {("moved", 0): 3}

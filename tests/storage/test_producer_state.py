@@ -77,3 +77,51 @@ def test_producer_state_snapshots(tmp_path):
     state.clear(100)
     assert snapshot_offsets(tmp_path) == [] and state.entries == {}
     assert ProducerState(tmp_path, writable=False).take_snapshot(3) is False
+
+
+def test_a_load_keeps_the_snapshots_a_broker_keeps(tmp_path):
+    """Finding 3 of issue 19: every writable close after appends snapshots the producers at the log end
+    (as Kafka's close does), and Kafka's load removes the stray ones (removeStraySnapshots): of the
+    snapshots not at a segment base only the latest stays. kafkafs kept them all (one more per
+    open/append/close)."""
+    from kafkafs.storage.config import Settings
+    from kafkafs.storage.logdir import LogDir
+
+    settings = Settings({"segment.bytes": 10**6})
+    for i in range(5):
+        with LogDir(tmp_path, settings, writable=True) as logdir:
+            log = logdir.log("t-0") if i else logdir.create_partition("t", 0)
+            log.append_records([(1000 + i, None, b"v%d" % i, ())] * 3)
+    # each load left only the latest stray; the close after it added its own
+    assert snapshot_offsets(tmp_path / "t-0") == [12, 15]
+    with LogDir(tmp_path, settings, writable=True) as logdir:
+        log = logdir.log("t-0")
+        log.roll()  # a snapshot at the new segment's base (15) stays as a base; 12 is the stray below it
+        log.append_records([(2000, None, b"x", ())])
+    assert snapshot_offsets(tmp_path / "t-0") == [15, 16]
+    with LogDir(tmp_path, settings, writable=True):
+        pass
+    assert snapshot_offsets(tmp_path / "t-0") == [15, 16]
+
+
+def test_a_load_drops_snapshots_at_or_below_the_log_start(tmp_path):
+    """Kafka's truncateAndReload at load deletes the snapshots at or below the log start offset (a real
+    4.4 broker deleted the one at the base of the first segment left by retention, the broker tests
+    saw it); kafkafs kept it."""
+    from kafkafs.storage.config import Settings
+    from kafkafs.storage.logdir import LogDir
+
+    settings = Settings({"segment.bytes": 10**6})
+    with LogDir(tmp_path, settings, writable=True) as logdir:
+        log = logdir.create_partition("t", 0)
+        log.append_records([(1000, None, b"a", ())] * 3)
+        log.roll()
+        log.append_records([(1001, None, b"b", ())] * 3)
+        log.roll()
+        log.append_records([(1002, None, b"c", ())] * 3)
+        log.delete_segments([log.segments.first()])  # retention: the log now starts at 3
+        assert log.log_start_offset == 3
+    assert 3 in snapshot_offsets(tmp_path / "t-0")
+    with LogDir(tmp_path, settings, writable=True) as logdir:
+        logdir.log("t-0")  # loaded (kafkafs opens a partition when it is used)
+    assert snapshot_offsets(tmp_path / "t-0") == [6, 9]

@@ -1,0 +1,192 @@
+"""``kafkafs dump`` against the real ``kafka-dump-log`` (SPEC §4, §9): every file of a broker's log
+directory (data partitions of every codec, transactions with aborts, a LogAppendTime topic,
+``__consumer_offsets``, ``__transaction_state``, ``__cluster_metadata`` with its ``.checkpoint``
+snapshots; ``.log``, ``.index``, ``.timeindex``, ``.txnindex``, ``.snapshot``, the checkpoint and
+metadata files) dumped by both with each of Kafka's flag sets; stdout and stderr equal line for line.
+
+Where Kafka stops with a stack trace, kafkafs's documented deviation stands: those files are listed in
+``DEVIATIONS`` by name, and the test checks that Kafka still stops there (so a list that is no longer
+needed fails).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from .harness import Broker, Kafka, kafkafs
+from .workloads import CODECS, SMALL_SEGMENTS, commit_group_offsets, produce_mix, produce_transactions
+
+# the flag sets: Kafka's flags alone and in the combinations its documentation names
+FLAG_SETS: list[tuple[str, ...]] = [
+    (),
+    ("--deep-iteration",),
+    ("--print-data-log",),
+    ("--deep-iteration", "--print-data-log", "--skip-record-metadata"),
+    ("--verify-index-only",),
+    ("--index-sanity-check",),
+    ("--max-bytes", "3000"),
+    ("--max-bytes", "3000", "--deep-iteration"),
+]
+
+# decoder flags, each on the topic it decodes (kafka-dump-log applies it to whatever it is given)
+DECODERS = [
+    ("--offsets-decoder", "__consumer_offsets"),
+    ("--transaction-log-decoder", "__transaction_state"),
+    ("--cluster-metadata-decoder", "__cluster_metadata"),
+]
+
+# where Kafka stops with a stack trace and kafkafs prints one line instead (README, "dump"): the end
+# of the file's path -> the flag that makes Kafka stop; each is checked to still make Kafka stop, and
+# kafkafs's line to be Kafka's exception message
+DEVIATIONS: dict[str, str] = {
+    # the KRaft log's active time index is preallocated and never trimmed while it is active: Kafka's
+    # TimeIndex.sanityCheck throws CorruptIndexException ("... the last timestamp is 0 which is less
+    # than the first timestamp ...")
+    "__cluster_metadata-0/00000000000000000000.timeindex": "--index-sanity-check",
+}
+
+
+MALFORMED_UTF8 = ["edae55", "eda080", "e08080", "e0a0", "f0808080", "f4908080", "f5808080", "c080", "c2",
+                  "f09f98", "f09f9841", "80ff", "e18041", "f09f", "ff", "c3a9", "e29c93", "f09f9880"]
+
+_STACK = re.compile(r"^\s+at [\w$.<>]+\(.*\)$|^Exception in thread|^Caused by: ")
+
+
+@pytest.fixture(scope="module")
+def broker_dir(kafka: Kafka, tmp_path_factory) -> Path:
+    """One broker's log directory with everything a broker writes, stopped cleanly."""
+    from .harness import new_workdir
+
+    broker = Broker(kafka, new_workdir(tmp_path_factory.mktemp("dump")), config={
+        "metadata.log.max.snapshot.interval.ms": 2000,
+        "metadata.log.max.record.bytes.between.snapshots": 1,
+    })
+    try:
+        broker.start()
+        for codec in CODECS:
+            broker.create_topic(f"c-{codec}", configs=SMALL_SEGMENTS)
+            produce_mix(broker, f"c-{codec}", 600, codec=codec, idempotent=codec in ("gzip", "zstd"))
+        broker.create_topic("txn", partitions=2, configs=SMALL_SEGMENTS)
+        produce_transactions(broker, "txn", 12, 20, partitions=2, codec="lz4")
+        broker.create_topic("lat", configs={**SMALL_SEGMENTS, "message.timestamp.type": "LogAppendTime"})
+        produce_mix(broker, "lat", 300, codec="snappy")
+        # keys and values that are not UTF-8: kafka-dump-log prints them as Java decodes them
+        broker.create_topic("bytes")
+        producer = broker.producer()
+        for i, h in enumerate(MALFORMED_UTF8):
+            producer.send("bytes", key=bytes.fromhex(h), value=bytes.fromhex(h) + b"tail", headers=[(f"h{i}", b"")])
+        producer.flush()
+        commit_group_offsets(broker, ["c-none", "txn"])
+        import time
+
+        time.sleep(3)  # a metadata snapshot (.checkpoint) after the last records
+        assert broker.stop() == 0
+    finally:
+        broker.close()
+    return broker.log_dir
+
+
+def _files(log_dir: Path, topic: str | None = None) -> list[Path]:
+    out = []
+    for part in sorted(p for p in log_dir.iterdir() if p.is_dir()):
+        if topic is not None and not part.name.startswith(topic + "-"):
+            continue
+        out += sorted(p for p in part.iterdir() if p.is_file())
+    if topic is None:
+        out += sorted(p for p in log_dir.iterdir() if p.is_file())
+    return out
+
+
+def _sections(stdout: str) -> dict[str, list[str]]:
+    """stdout split at each ``Dumping FILE`` line."""
+    out: dict[str, list[str]] = {}
+    current = ""
+    for line in stdout.splitlines():
+        if line.startswith("Dumping "):
+            current = line[len("Dumping "):]
+        out.setdefault(current, []).append(line)
+    return out
+
+
+def _compare(kafka: Kafka, files: list[Path], flags: tuple[str, ...]) -> tuple[int, list[str], list[str]]:
+    """Dump ``files`` with both; returns (lines compared, differences, files where Kafka stopped)."""
+    compared = 0
+    diffs: list[str] = []
+    stopped: list[str] = []
+    todo = list(files)
+    while todo:
+        theirs = kafka.dump_log(*todo, *flags)
+        ours_files = todo
+        stack = [ln for ln in theirs.stderr.splitlines() if _STACK.search(ln)]
+        if stack:
+            # Kafka stopped at the last file it began; that one is a deviation, the rest run again
+            begun = [ln[len("Dumping "):] for ln in theirs.stdout.splitlines() if ln.startswith("Dumping ")]
+            at = begun[-1] if begun else str(todo[0])
+            stopped.append(at)
+            index = [str(p) for p in todo].index(at)
+            ours_files = todo[:index]
+            rest = todo[index + 1:]
+            their_out = theirs.stdout.splitlines()
+            their_out = their_out[: len(their_out) - len(_sections(theirs.stdout).get(at, []))]
+            their_err = [ln for ln in theirs.stderr.splitlines() if not _STACK.search(ln)]
+            their_err = [ln for ln in their_err if at not in ln]  # the exception's own message line
+        else:
+            rest = []
+            their_out = theirs.stdout.splitlines()
+            their_err = theirs.stderr.splitlines()
+        if ours_files:
+            ours = kafkafs("dump", "--files", ",".join(map(str, ours_files)), *flags)
+            assert "Traceback" not in ours.stderr, ours.stderr
+            our_out, our_err = ours.stdout.splitlines(), ours.stderr.splitlines()
+            if not stack:
+                assert ours.returncode == theirs.returncode, (flags, ours.returncode, theirs.returncode, ours.stderr[-2000:])
+        else:
+            our_out, our_err = [], []
+        compared += max(len(their_out), len(our_out)) + max(len(their_err), len(our_err))
+        a, b = _sections("\n".join(their_out)), _sections("\n".join(our_out))
+        for name in sorted(set(a) | set(b)):
+            ta, tb = a.get(name, []), b.get(name, [])
+            if ta != tb:
+                first = next((i for i, (x, y) in enumerate(zip(ta, tb, strict=False)) if x != y), min(len(ta), len(tb)))
+                diffs.append(
+                    f"{' '.join(flags) or '(no flags)'} {name}: line {first}: kafka {ta[first:first + 1]} "
+                    f"kafkafs {tb[first:first + 1]} ({len(ta)} vs {len(tb)} lines)"
+                )
+        if their_err != our_err:
+            first = next((i for i, (x, y) in enumerate(zip(their_err, our_err, strict=False)) if x != y),
+                         min(len(their_err), len(our_err)))
+            diffs.append(f"{' '.join(flags) or '(no flags)'} stderr line {first}: kafka {their_err[first:first + 3]} "
+                         f"kafkafs {our_err[first:first + 3]} ({len(their_err)} vs {len(our_err)} lines)")
+        todo = rest
+    return compared, diffs, stopped
+
+
+@pytest.mark.parametrize("flags", FLAG_SETS, ids=lambda f: " ".join(f) or "no-flags")
+def test_dump_equals_kafka_dump_log(kafka, broker_dir, flags, record_property):
+    files = _files(broker_dir)
+    compared, diffs, stopped = _compare(kafka, files, flags)
+    record_property("lines_compared", compared)
+    print(f"{' '.join(flags) or '(no flags)'}: {len(files)} files, {compared} lines compared, Kafka stopped at {stopped}")
+    expected = sorted(str(broker_dir / tail) for tail, flag in DEVIATIONS.items() if flag in flags)
+    assert sorted(stopped) == expected, "Kafka stopped with a stack trace at files not listed in DEVIATIONS"
+    for path in stopped:
+        theirs = kafka.dump_log(Path(path), *flags)
+        message = next(ln for ln in theirs.stderr.splitlines() if ln.startswith("Exception in thread"))
+        ours = kafkafs("dump", path, *flags)
+        # 'Exception in thread "main" org.apache...CorruptIndexException: MESSAGE' -> 'kafkafs: MESSAGE'
+        assert ours.stderr.splitlines() == ["kafkafs: " + message.split("Exception: ", 1)[1]], (message, ours.stderr)
+    assert not diffs, "\n".join(diffs[:20]) + f"\n({len(diffs)} differences)"
+
+
+@pytest.mark.parametrize("flag, topic", DECODERS)
+def test_dump_with_decoders_equals_kafka_dump_log(kafka, broker_dir, flag, topic, record_property):
+    files = [p for p in _files(broker_dir, topic) if p.suffix in (".log", ".checkpoint")]
+    assert files, f"no {topic} files"
+    compared, diffs, stopped = _compare(kafka, files, (flag,))
+    record_property("lines_compared", compared)
+    print(f"{flag}: {len(files)} files, {compared} lines compared, Kafka stopped at {stopped}")
+    assert not stopped
+    assert not diffs, "\n".join(diffs[:20]) + f"\n({len(diffs)} differences)"
