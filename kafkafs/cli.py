@@ -114,7 +114,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     check_log_directory(args.logdir)  # a missing path, a partition folder: usage errors (SPEC §4)
     _check_cache_dir(args.cache_dir, args.logdir)
     report = index_logdir(args.logdir, cache_dir=args.cache_dir, mode=args.values, settings=_settings(args),
-                          schemas=args.schemas)
+                          schemas=args.schemas, keys=args.keys)
     print(report.line(), file=sys.stderr)
     return EXIT_OK
 
@@ -194,12 +194,13 @@ def cmd_produce(args: argparse.Namespace) -> int:
 
 
 def cmd_consume(args: argparse.Namespace) -> int:
-    from .consume import consume, past_end_note, resolve_partitions, start_from_args
+    from .consume import consume, filters_from_args, past_end_note, resolve_partitions, start_from_args
     from .consume_spans import tune_malloc
     from .storage.schemas import load_registry
 
     tune_malloc()
     spec, stop_ts = start_from_args(args)
+    filters = filters_from_args(args)
     logdir = _open_logdir(args.logdir, args, writable=False)
     try:
         names = resolve_partitions(logdir, args.partition, args.topic, args.partition_number)
@@ -209,7 +210,8 @@ def cmd_consume(args: argparse.Namespace) -> int:
                 if note:
                     print(f"kafkafs: {note}", file=sys.stderr)
         consume(logdir, names, _stdout(), spec=spec, stop_ts=stop_ts, count=args.count, follow=args.follow,
-                interleave=not args.no_interleave, mode=args.values, registry=load_registry(args.logdir, args.schemas))
+                interleave=not args.no_interleave, mode=args.values, registry=load_registry(args.logdir, args.schemas),
+                **filters)
     finally:
         logdir.close()
     return EXIT_OK
@@ -312,6 +314,13 @@ def cmd_export(args: argparse.Namespace) -> int:
     return run_from_args(args)
 
 
+def cmd_describe(args: argparse.Namespace) -> int:
+    from .describe import describe
+
+    with _open_logdir(args.logdir, args, writable=False) as logdir:  # 1: hanging transactions found (--hanging)
+        return EXIT_DAMAGE if describe(args, logdir, sys.stdout) else EXIT_OK
+
+
 # ---------------------------------------------------------------------------------------------- parser
 
 
@@ -336,6 +345,7 @@ def _logdir_command(
 
 def build_parser() -> argparse.ArgumentParser:
     from .consume import add_consume_arguments
+    from .describe import DESCRIBE_COMMANDS
     from .dump.options import add_dump_arguments
     from .spark.export_args import add_export_arguments
     from .systemd_install import add_systemd_arguments, install
@@ -357,13 +367,14 @@ def build_parser() -> argparse.ArgumentParser:
     _add_cache_dir_option(p)
     p.add_argument(
         "--list-limit", type=int, metavar="N",
-        help="by-offset/ lists every offset up to N records, one range per segment past it (default 100000)",
+        help="by-offset/ lists offsets up to N records (then a range per segment), by-key/ keys up to N (default 100000)",
     )
     _add_settings_options(p)
 
     p = _logdir_command(
         sub, "index", cmd_index, "fill the mount's size cache ahead of time (for ExecStartPre or cron)"
     )
+    p.add_argument("--keys", action="store_true", help="also build the key indexes (by-key/, table.jsonl, consume --key)")
     _add_cache_dir_option(p)
     _add_rendering_options(p)
     _add_settings_options(p)
@@ -381,8 +392,12 @@ def build_parser() -> argparse.ArgumentParser:
         "print records as JSON lines (a partition, or every partition of a topic)",
     )
     add_consume_arguments(p)
+    _add_cache_dir_option(p)
     _add_rendering_options(p)
     _add_settings_options(p)
+
+    for name, add_arguments in DESCRIBE_COMMANDS.items():  # groups, transactions
+        _add_settings_options(add_arguments(_logdir_command(sub, name, cmd_describe, add_arguments.__doc__)))
 
     p = sub.add_parser("dump", help="print any file of a partition folder as kafka-dump-log does")
     add_dump_arguments(p)

@@ -7,6 +7,12 @@ the end), ``s@TS`` (the first record with timestamp >= TS, epoch ms, as Kafka's 
 ``e@TS`` stops before the first record with timestamp >= TS. ``--from-time TS`` is ``s@TS`` that also
 takes ISO-8601. ``-c``/``--count`` stops after that many records in all.
 
+Filters, decided before anything is printed: ``--key K`` (the key's UTF-8 text) or ``--key-base64 B``
+(any bytes), ``--header NAME[=VALUE]`` (repeatable: all must hold) are judged from the record's bytes
+by the kernel (:mod:`.format.recordfilter`); ``--grep REGEX`` keeps the rendered lines it matches.
+With ``--key``, a partition whose sealed segments have key indexes in the cache folder (built by the
+mount or ``kafkafs index --keys``) reads only the batches holding that key; the others are scanned.
+
 A topic without a partition number (``orders``, or ``-t orders`` without ``-p``) reads every partition
 of the topic. Records are interleaved by timestamp (ties by partition, then offset), as a consumer of
 the whole topic would roughly see them; ``--no-interleave`` prints one partition after the other, in
@@ -16,6 +22,8 @@ partition order. A name that is a partition folder (``orders-1``) is that partit
 from __future__ import annotations
 
 import argparse
+import base64
+import binascii
 import heapq
 import os
 import re
@@ -27,13 +35,22 @@ from typing import Any, BinaryIO
 from .consume_spans import SpanPool, span_chunks, spannable
 from .errors import CorruptRecordError, InvalidInput, InvalidName
 from .format.decoders import decoder_for
-from .format.jsonview import render_batch_jsonl, render_raw_jsonl_count, render_raw_jsonl_lines
+from .format.jsonview import (
+    render_batch_jsonl,
+    render_raw_jsonl,
+    render_raw_jsonl_count,
+    render_raw_jsonl_lines,
+)
+from .format.recordfilter import MAX_HEADERS, RecordFilter
 from .format.timestamps import format_timestamp, parse_timestamp
 from .storage.log import Log
 from .storage.logdir import LogDir
 from .storage.names import parse_partition_dir_name
 
-__all__ = ["OffsetSpec", "parse_offset_spec", "resolve_partitions", "consume", "add_consume_arguments", "start_from_args"]
+__all__ = [
+    "OffsetSpec", "parse_offset_spec", "resolve_partitions", "consume", "add_consume_arguments", "start_from_args",
+    "filter_from_args", "filters_from_args", "keys_store_for",
+]
 
 _NUMBER = re.compile(r"[+-]?\d+")
 
@@ -130,12 +147,15 @@ class _Reader:
     stop_ts: int | None
     decoder: Any
     done: bool = False
+    record_filter: RecordFilter | None = None
+    grep: re.Pattern | None = None
 
     def lines(self) -> Iterator[tuple[int, int, int, bytes]]:
         """(timestamp, partition, offset, line) of every record now in the log past ``next_offset``."""
         log_ = self.log
         if self.done or self.next_offset >= log_.log_end_offset:
             return
+        wanted, grep = self.record_filter, self.grep
         for batch in log_.read(self.next_offset, validate=True):
             self.next_offset = max(self.next_offset, batch.header.next_offset)
             if not len(batch):
@@ -147,6 +167,10 @@ class _Reader:
                 if self.stop_ts is not None and ts >= self.stop_ts:
                     self.done = True
                     return
+                if wanted is not None and not wanted.accepts(offset, batch.keys[i], batch.headers[i]):
+                    continue
+                if grep is not None and not _matches(grep, rendered[i]):
+                    continue
                 yield ts, log_.partition, offset, rendered[i] + b"\n"
 
     def chunks(self, remaining: int | None) -> Iterator[tuple[bytes, int]]:
@@ -157,7 +181,11 @@ class _Reader:
         if self.done or self.next_offset >= log_.log_end_offset:
             return
         if remaining is None and spannable(self.mode, self.decoder):
-            yield from span_chunks(self, _pool())
+            for lines, n in span_chunks(self, _pool()):
+                if self.grep is not None:
+                    lines, n = _grep_lines(self.grep, lines)
+                if n:
+                    yield lines, n
             return
         for segment, view in log_.batches(self.next_offset):
             lines, n = self.batch_lines(segment, view, remaining)
@@ -175,19 +203,76 @@ class _Reader:
         log_ = self.log
         lo = self.next_offset
         self.next_offset = max(lo, view.header.next_offset)
+        wanted = self.record_filter
         try:
-            if remaining is None:
-                return render_raw_jsonl_count(log_.topic, log_.partition, view.raw(), self.mode, decoder=self.decoder, lo=lo)
+            if remaining is None and self.grep is None:
+                return render_raw_jsonl_count(log_.topic, log_.partition, view.raw(), self.mode, decoder=self.decoder,
+                                              lo=lo, record_filter=wanted)
             lines, _offsets, ends = render_raw_jsonl_lines(
-                log_.topic, log_.partition, view.raw(), self.mode, decoder=self.decoder, lo=lo
+                log_.topic, log_.partition, view.raw(), self.mode, decoder=self.decoder, lo=lo, record_filter=wanted
             )
         except CorruptRecordError as exc:
             raise exc.at(str(segment.log_path), view.position) from None
+        if self.grep is not None:
+            kept = [line + b"\n" for line in lines.split(b"\n")[:-1] if _matches(self.grep, line)]
+            lines = b"".join(kept)
+            ends, end = [], 0
+            for line in kept:
+                end += len(line)
+                ends.append(end)
+        if remaining is None:
+            return lines, len(ends)
         n = len(ends)
         if n > remaining:
             n = remaining
             lines = lines[: ends[n - 1]]
         return lines, n
+
+
+def _matches(grep: re.Pattern, line: bytes) -> bool:
+    return grep.search(line.decode("utf-8", "surrogateescape")) is not None
+
+
+def _grep_lines(grep: re.Pattern, lines: bytes) -> tuple[bytes, int]:
+    """The lines (each ending in a newline) that ``grep`` matches, and how many."""
+    kept = [line for line in lines.split(b"\n")[:-1] if _matches(grep, line)]
+    return (b"\n".join(kept) + b"\n" if kept else b""), len(kept)
+
+
+def _indexed_chunks(reader: _Reader, keys_store, count: int | None) -> Iterator[tuple[bytes, int]]:
+    """The records of ``reader.record_filter.key`` from ``next_offset`` on, found through the key
+    indexes (a segment without one is scanned for the key): only the batches holding the key are read."""
+    from .storage.keytable import PartitionKeys
+
+    log_ = reader.log
+    key = reader.record_filter.key
+    stop = None
+    if reader.stop_ts is not None:
+        found = log_.offset_for_timestamp(reader.stop_ts)
+        stop = found[0] if found else None
+    printed = 0
+    for found in PartitionKeys(log_, keys_store, build=False).history(key, include_aborted=True):
+        if found.offset < reader.next_offset:
+            continue
+        if stop is not None and found.offset >= stop:
+            break
+        view = found.view or log_.locate(found.offset)
+        if view is None:
+            continue
+        try:
+            line = render_raw_jsonl(log_.topic, log_.partition, view.raw(), reader.mode, decoder=reader.decoder,
+                                    lo=found.offset, hi=found.offset, record_filter=reader.record_filter)
+        except CorruptRecordError as exc:
+            raise exc.at(str(view.segment.log_path), view.position) from None
+        if reader.grep is not None and line and not _matches(reader.grep, line[:-1]):
+            continue
+        if line:
+            yield line, 1
+            printed += 1
+            if count is not None and printed >= count:
+                break
+    reader.next_offset = log_.log_end_offset
+    reader.done = True
 
 
 _POOL: SpanPool | None = None
@@ -218,14 +303,32 @@ def consume(
     interleave: bool = True,
     mode: str = "auto",
     registry=None,
+    record_filter: RecordFilter | None = None,
+    grep: re.Pattern | None = None,
+    keys_store=None,
 ) -> int:
     """Print the records of ``names`` (partition folders) to ``out``; return how many were printed.
-    ``registry``: a Schema Registry's schemas (:func:`kafkafs.storage.schemas.load_registry`)."""
+    ``registry``: a Schema Registry's schemas (:func:`kafkafs.storage.schemas.load_registry`);
+    ``record_filter`` and ``grep``: only the records they accept; ``keys_store``: a
+    :class:`~kafkafs.storage.keyindex.KeyIndexStore` whose indexes serve a filter by key."""
+    if record_filter is not None and record_filter.empty:
+        record_filter = None
     readers = []
     for name in names:
         log_ = logdir.log(name)
-        readers.append(_Reader(log_, start_offset(log_, spec), mode, stop_ts, decoder_for(log_.topic, registry, mode)))
+        readers.append(_Reader(log_, start_offset(log_, spec), mode, stop_ts, decoder_for(log_.topic, registry, mode),
+                               record_filter=record_filter, grep=grep))
     printed = 0
+    if (keys_store is not None and record_filter is not None and record_filter.key is not None and not follow
+            and (len(readers) == 1 or not interleave)):
+        for r in readers:
+            for line, n in _indexed_chunks(r, keys_store, None if count is None else count - printed):
+                out.write(line)
+                printed += n
+            if count is not None and printed >= count:
+                break
+        out.flush()
+        return printed
     whole_batches = stop_ts is None and (len(readers) == 1 or not interleave)
     while True:
         if whole_batches:
@@ -294,6 +397,61 @@ def add_consume_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-f", "--follow", action="store_true", help="keep printing new records")
     p.add_argument("-e", dest="exit_at_end", action="store_true", help="exit at the end (the default; kcat's -e)")
     p.add_argument("--no-interleave", action="store_true", help="a whole topic partition by partition, not by time")
+    key = p.add_mutually_exclusive_group()
+    key.add_argument("--key", metavar="K", help="only records whose key is K (its UTF-8 text)")
+    key.add_argument("--key-base64", metavar="B", help="only records whose key is these bytes (base64)")
+    p.add_argument("--header", action="append", metavar="NAME[=VALUE]",
+                   help="only records with this header (and value); repeat for several, all must hold")
+    p.add_argument("--grep", metavar="REGEX", help="only records whose rendered JSON line REGEX matches (Python re)")
+
+
+def filters_from_args(args: argparse.Namespace) -> dict[str, Any]:
+    """consume()'s ``record_filter``, ``grep`` and ``keys_store`` from the command line."""
+    record_filter, grep = filter_from_args(args)
+    keyed = record_filter is not None and record_filter.key is not None
+    return {"record_filter": record_filter, "grep": grep, "keys_store": keys_store_for(args) if keyed else None}
+
+
+def keys_store_for(args: argparse.Namespace):
+    """The key indexes of the cache folder (``--cache-dir``; '' turns them off), read only: consume never
+    builds one (a segment without one is scanned). None when there is no cache folder."""
+    from .storage.cachedir import check_outside, default_cache_dir
+    from .storage.keyindex import KeyIndexStore
+
+    if args.cache_dir == "":
+        return None
+    directory = check_outside(args.cache_dir if args.cache_dir is not None else default_cache_dir(), args.logdir)
+    return KeyIndexStore(directory) if directory.is_dir() else None
+
+
+def filter_from_args(args: argparse.Namespace) -> tuple[RecordFilter | None, re.Pattern | None]:
+    """``--key``/``--key-base64``/``--header`` as a record filter, ``--grep`` compiled; InvalidInput for
+    what does not parse."""
+    key = None
+    if args.key is not None:
+        key = args.key.encode("utf-8", "surrogateescape")
+    elif args.key_base64 is not None:
+        text = args.key_base64.strip().replace("-", "+").replace("_", "/")  # base64url too
+        try:
+            key = base64.b64decode(text + "=" * (-len(text.rstrip("=")) % 4 if "=" not in text else 0), validate=True)
+        except (binascii.Error, ValueError):
+            raise InvalidInput(f"--key-base64 {args.key_base64!r}: not base64") from None
+    headers = []
+    for item in args.header or []:
+        name, sep, value = item.partition("=")
+        if not name:
+            raise InvalidInput(f"--header {item!r}: a header name is needed (NAME or NAME=VALUE)")
+        headers.append((name, value.encode("utf-8", "surrogateescape") if sep else None))
+    if len(headers) > MAX_HEADERS:
+        raise InvalidInput(f"at most {MAX_HEADERS} --header options")
+    grep = None
+    if args.grep is not None:
+        try:
+            grep = re.compile(args.grep)
+        except re.error as exc:
+            raise InvalidInput(f"--grep {args.grep!r}: {exc}") from None
+    wanted = RecordFilter(key=key, headers=tuple(headers))
+    return (None if wanted.empty else wanted), grep
 
 
 def start_from_args(args: argparse.Namespace) -> tuple[OffsetSpec, int | None]:

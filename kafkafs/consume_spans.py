@@ -89,6 +89,10 @@ def tune_malloc() -> None:
         _kernel.KERNEL.tune_malloc()
 
 
+def _render(topic: str, partition: int, buf, mode: str, record_filter) -> Any:
+    return render_span_jsonl(topic, partition, buf, mode, record_filter=record_filter)
+
+
 def spannable(mode: str, decoder: Any) -> bool:
     """Whether spans can render this partition: the kernel is built and no decoder is involved."""
     return _kernel.KERNEL is not None and decoder is None and mode in _kernel.MODES
@@ -171,7 +175,7 @@ def _spans(reader, pool: SpanPool, segment, pos: int, topic: str, partition: int
                 break
             view = memoryview(chunk)
             for a, b in zip(cuts, cuts[1:], strict=False):
-                pending.append((pool.submit(render_span_jsonl, topic, partition, view[a:b], mode), b - a))
+                pending.append((pool.submit(_render, topic, partition, view[a:b], mode, reader.record_filter), b - a))
             pos += cuts[-1]
         if not pending:
             return taken, done

@@ -29,7 +29,7 @@ HEADERS = [
     SOURCE_DIR / name
     for name in ("_kernel_text.h", "_kernel_json.h", "_kernel_records.h", "_kernel_render.h", "_kernel_span.h",
                  "_kernel_indent.h",
-                 "_kernel_arrow.h", "_kernel_arrowbuf.h", "_kernel_omap.h")
+                 "_kernel_arrow.h", "_kernel_arrowbuf.h", "_kernel_omap.h", "_kernel_filter.h", "_kernel_keys.h")
 ]
 FLAGS = ["-O2", "-Wall", "-Wextra", "-std=c11", "-fPIC", "-shared", "-fno-strict-aliasing"]
 SANITIZE = ["-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-g"]

@@ -98,6 +98,12 @@ def test_every_block_says_what_it_is():
     assert any(b.kind == "python" for b in found) and any(b.kind == "sh" for b in found)
 
 
+def test_no_merge_conflict_is_left():
+    markers = [n + 1 for n, line in enumerate(README.read_text().splitlines())
+               if re.match(r"^(<<<<<<< |=======$|>>>>>>> )", line)]
+    assert not markers, f"README.md: merge conflict markers at lines {markers}"
+
+
 def test_python_blocks_compile():
     for block in blocks():
         if block.kind == "python":

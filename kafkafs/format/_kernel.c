@@ -28,10 +28,12 @@ static PyObject *NoHeaders = NULL;    /* the shared empty tuple for records with
 
 #include "_kernel_text.h"
 #include "_kernel_records.h"
+#include "_kernel_filter.h" /* which records a reader wants: key, headers, a bitmap of offsets */
 #include "_kernel_render.h"
 #include "_kernel_span.h"
 #include "_kernel_indent.h" /* indent_json, compiled: by-offset/N.json */
 #include "_kernel_omap.h" /* the cleaner's offset map: MD5 and probe */
+#include "_kernel_keys.h" /* the key index: entries of a segment, sorting, the table */
 
 static PyObject *raise_corrupt(const char *msg) {
     PyErr_SetString(CorruptError ? CorruptError : PyExc_ValueError, msg);
@@ -134,15 +136,23 @@ static PyObject *k_render(PyObject *self, PyObject *args) {
     Py_buffer prefix, data;
     long long base_offset, first_ts, max_ts, producer_id, count;
     int attributes, mode, what;
-    PyObject *lo_o, *hi_o, *ts_lo_o, *ts_hi_o;
-    if (!PyArg_ParseTuple(args, "y*y*LLLiLLiOOOOi", &prefix, &data, &base_offset, &first_ts, &max_ts, &attributes,
-                          &producer_id, &count, &mode, &lo_o, &hi_o, &ts_lo_o, &ts_hi_o, &what))
+    PyObject *lo_o, *hi_o, *ts_lo_o, *ts_hi_o, *filter_obj = NULL;
+    if (!PyArg_ParseTuple(args, "y*y*LLLiLLiOOOOi|O", &prefix, &data, &base_offset, &first_ts, &max_ts, &attributes,
+                          &producer_id, &count, &mode, &lo_o, &hi_o, &ts_lo_o, &ts_hi_o, &what, &filter_obj))
         return NULL;
+    RecFilter filter;
+    int filtered;
+    if (filter_parse(filter_obj, &filter, &filtered) < 0) {
+        PyBuffer_Release(&prefix);
+        PyBuffer_Release(&data);
+        return NULL;
+    }
     PyObject *result = NULL;
     Out o = {NULL, 0, 0, what == 1, 0, NULL, NULL};
     I64s offsets = {NULL, 0, 0}, ends = {NULL, 0, 0};
     Bounds b;
     memset(&b, 0, sizeof b);
+    if (filtered) b.filter = &filter;
     Err err;
     if (mode < 0 || mode > 2 || what < 0 || what > 3) {
         PyErr_SetString(PyExc_ValueError, "bad mode or what");
@@ -198,6 +208,7 @@ done:
     PyMem_RawFree(o.buf);
     PyMem_RawFree(offsets.v);
     PyMem_RawFree(ends.v);
+    filter_release(&filter);
     PyBuffer_Release(&prefix);
     PyBuffer_Release(&data);
     return result;
@@ -383,12 +394,12 @@ static PyMethodDef methods[] = {
     {"decode", k_decode, METH_VARARGS, "decode(data, base_offset, first_ts, max_ts, attributes, count)"},
     {"render", k_render, METH_VARARGS,
      "render(prefix, data, base_offset, first_ts, max_ts, attributes, producer_id, count, mode, lo, hi, ts_lo, "
-     "ts_hi, what)"},
+     "ts_hi, what[, filter])"},
     {"render_columns", k_render_columns, METH_VARARGS,
      "render_columns(prefix, offsets, timestamps, keys, values, headers, log_append, control, transactional, "
      "producer_id, mode, start, stop)"},
     {"render_value", k_render_value, METH_VARARGS, "render_value(data_or_None, mode)"},
-    {"render_span", k_render_span, METH_VARARGS, "render_span(prefix, buf, mode, lengths)"},
+    {"render_span", k_render_span, METH_VARARGS, "render_span(prefix, buf, mode, lengths[, filter])"},
     {"crc32c", k_crc32c, METH_VARARGS, "crc32c(data, hardware=-1)"},
     {"span_cuts", k_span_cuts, METH_VARARGS, "span_cuts(buf, step, min_offset)"},
     {"indent_json", k_indent_json, METH_VARARGS, "indent_json(compact, step)"},
@@ -396,6 +407,7 @@ static PyMethodDef methods[] = {
     {"omap_put", k_omap_put, METH_VARARGS, "omap_put(keys, offsets, lo, hi, off, limit, size) -> (taken, size)"},
     {"omap_retain", k_omap_retain, METH_VARARGS, "omap_retain(keys, offsets, lo, hi, off, latest) -> bytearray"},
     {"md5_halves", k_md5_halves, METH_VARARGS, "md5_halves(data) -> (lo, hi)"},
+    KEYS_METHODS /* _kernel_keys.h */
     {NULL, NULL, 0, NULL},
 };
 

@@ -86,6 +86,7 @@ typedef struct {
     int64_t lo, hi, ts_lo, ts_hi;
     int has_lo, has_hi, has_ts_lo, has_ts_hi, empty;
     int strict; /* a record that does not pass is damage (render_span: no record below its batch's base) */
+    const RecFilter *filter; /* NULL, or the records wanted (_kernel_filter.h): the others are skipped */
 } Bounds;
 
 static inline int passes(const Bounds *b, int64_t offset, int64_t ts) {
@@ -143,6 +144,7 @@ static int render_section(Reader *rd, long long count, const LineStyle *st, cons
             }
             continue;
         }
+        if (b->filter != NULL && !filter_passes(b->filter, rd->d, &r)) continue;
         if (put_line_head(o, st, r.offset, r.timestamp) < 0) return -2;
         if (st->control && st->mode == MODE_AUTO) {
             if (put_control_key(o, &r.key, st->mode) < 0 || OUT_LIT(o, ",\"value\":") < 0 ||

@@ -137,7 +137,7 @@ typedef struct {
  * then the CRC, then render_section); stops before the first one it does not take. 0, or -2 when
  * out of memory. Runs without the GIL (o->ts holds the entry point's saved thread state). */
 static int span_walk(const uint8_t *d, Py_ssize_t n, const char *prefix, Py_ssize_t prefix_len, int mode, Out *o,
-                     SpanOut *so) {
+                     SpanOut *so, const RecFilter *filter) {
     Py_ssize_t pos = 0;
     while (n - pos >= 61) {
         const uint8_t *p = d + pos;
@@ -161,6 +161,7 @@ static int span_walk(const uint8_t *d, Py_ssize_t n, const char *prefix, Py_ssiz
         memset(&b, 0, sizeof b);
         b.has_lo = b.strict = 1; /* a record below the base offset: the batch is the caller's */
         b.lo = base;
+        b.filter = filter;
         Py_ssize_t mark = o->len, lines = so->lines;
         int rc = render_section(&rd, count, &st, &b, o, NULL, NULL, &so->lines, &err);
         if (rc == -2) return -2;
@@ -218,13 +219,22 @@ static PyObject *k_span_cuts(PyObject *self, PyObject *args) {
     return result;
 }
 
-/* render_span(prefix, buf, mode, lengths) -> (data, consumed, lines, batch_ends, last_offsets,
- * line_ends), the arrays as bytes of native int64 (jsonspan.py makes them array('q')). */
+/* render_span(prefix, buf, mode, lengths[, filter]) -> (data, consumed, lines, batch_ends, last_offsets,
+ * line_ends), the arrays as bytes of native int64 (jsonspan.py makes them array('q')); filter: see
+ * _kernel_filter.h (only the records it passes are rendered). */
 static PyObject *k_render_span(PyObject *self, PyObject *args) {
     (void)self;
     Py_buffer prefix, buf;
     int mode, lengths;
-    if (!PyArg_ParseTuple(args, "y*y*ip", &prefix, &buf, &mode, &lengths)) return NULL;
+    PyObject *filter_obj = NULL;
+    if (!PyArg_ParseTuple(args, "y*y*ip|O", &prefix, &buf, &mode, &lengths, &filter_obj)) return NULL;
+    RecFilter filter;
+    int filtered;
+    if (filter_parse(filter_obj, &filter, &filtered) < 0) {
+        PyBuffer_Release(&prefix);
+        PyBuffer_Release(&buf);
+        return NULL;
+    }
     PyObject *result = NULL;
     Out o = {NULL, 0, 0, lengths, 0, NULL, NULL};
     SpanOut so;
@@ -242,7 +252,8 @@ static PyObject *k_render_span(PyObject *self, PyObject *args) {
     }
     PyThreadState *ts = gil_release();
     o.ts = &ts;
-    int rc = span_walk((const uint8_t *)buf.buf, buf.len, (const char *)prefix.buf, prefix.len, mode, &o, &so);
+    int rc = span_walk((const uint8_t *)buf.buf, buf.len, (const char *)prefix.buf, prefix.len, mode, &o, &so,
+                       filtered ? &filter : NULL);
     gil_restore(&ts);
     o.ts = NULL;
     if (rc < 0) {
@@ -271,6 +282,7 @@ done:
     PyMem_RawFree(so.batch_ends.v);
     PyMem_RawFree(so.last_offsets.v);
     PyMem_RawFree(so.line_ends.v);
+    filter_release(&filter);
     PyBuffer_Release(&prefix);
     PyBuffer_Release(&buf);
     return result;

@@ -19,15 +19,17 @@ decode_records, render_lines), which the kernel matches byte for byte
 from __future__ import annotations
 
 from array import array
+from collections.abc import Iterator
 from typing import NamedTuple
 
 from ..errors import CorruptRecordError
 from . import kernel as _kernel
-from .batchheader import V2_HEADER_SIZE, read_batch_header, validate_batch
+from .batchheader import V2_HEADER_SIZE, BatchHeader, read_batch_header, validate_batch
 from .jsonrender import check_mode, line_prefix, render_lines
+from .recordfilter import RecordFilter
 from .records import decode_records
 
-__all__ = ["SpanResult", "render_span_jsonl", "reference_span"]
+__all__ = ["SpanResult", "render_span_jsonl", "reference_span", "span_sections", "cut_off"]
 
 
 class SpanResult(NamedTuple):
@@ -52,42 +54,71 @@ def _int64s(raw: bytes) -> array:
     return out
 
 
-def render_span_jsonl(topic: str, partition: int, buf, mode: str = "auto", *, lengths: bool = False) -> SpanResult:
+def render_span_jsonl(topic: str, partition: int, buf, mode: str = "auto", *, lengths: bool = False,
+                      record_filter: RecordFilter | None = None) -> SpanResult:
     """The JSON lines of the whole uncompressed v2 batches at the start of ``buf`` (bytes of a ``.log``
     from a batch boundary), up to the first batch it does not take; see the module's docstring.
-    Thread-safe: the kernel keeps no state and releases the GIL while it works."""
+    ``record_filter``: only the records it accepts are rendered (every batch is still walked and
+    checked). Thread-safe: the kernel keeps no state and releases the GIL while it works."""
     check_mode(mode)
+    if record_filter is not None and record_filter.empty:
+        record_filter = None
     kernel = _kernel.KERNEL
     if kernel is None:
-        return reference_span(topic, partition, buf, mode, lengths=lengths)
+        return reference_span(topic, partition, buf, mode, lengths=lengths, record_filter=record_filter)
     data, consumed, lines, ends, lasts, line_ends = kernel.render_span(
-        line_prefix(topic, partition), buf, _kernel.MODES[mode], lengths
+        line_prefix(topic, partition), buf, _kernel.MODES[mode], lengths,
+        None if record_filter is None else record_filter.kernel_arg(),
     )
     return SpanResult(data, consumed, _int64s(ends), _int64s(lasts), _int64s(line_ends), lines)
 
 
-def reference_span(topic: str, partition: int, buf, mode: str = "auto", *, lengths: bool = False) -> SpanResult:
-    """:func:`render_span_jsonl` in pure Python (the definition the kernel is tested against)."""
-    check_mode(mode)
+def cut_off(buf, at: int) -> int:
+    """0 when a whole batch (as far as its length field says) starts at ``at`` of ``buf``, else the bytes
+    it needs (what a span walk that stopped there tells apart: a batch it does not take, or one that
+    the end of the buffer cut off)."""
+    if len(buf) - at < 12:
+        return 12
+    need = int.from_bytes(buf[at + 8 : at + 12], "big", signed=True) + 12
+    return need if need > 12 and at + need > len(buf) else 0
+
+
+def span_sections(buf) -> Iterator[tuple[BatchHeader, bytes]]:
+    """``(header, records section)`` of each whole, uncompressed v2 batch at the start of ``buf`` whose
+    header and CRC hold, up to the first that is not (what the kernel's span walks take; their
+    references stop where a section does not decode)."""
     view = memoryview(buf).cast("B") if not isinstance(buf, bytes) else buf
     end = len(view)
+    pos = 0
+    while True:
+        try:
+            header = read_batch_header(view, pos, end)
+            if header is None or header.magic != 2 or header.attributes & 0x07:
+                return
+            validate_batch(view, header)
+        except CorruptRecordError:
+            return
+        yield header, bytes(view[pos + V2_HEADER_SIZE : header.end])
+        pos = header.end
+
+
+def reference_span(topic: str, partition: int, buf, mode: str = "auto", *, lengths: bool = False,
+                   record_filter: RecordFilter | None = None) -> SpanResult:
+    """:func:`render_span_jsonl` in pure Python (the definition the kernel is tested against)."""
+    check_mode(mode)
     pos = 0
     chunks: list[bytes] = []
     ends, lasts, line_ends = array("q"), array("q"), array("q")
     total = lines = 0
-    while True:
+    for header, section in span_sections(buf):
         try:
-            header = read_batch_header(view, pos, end)
-        except CorruptRecordError:
-            break
-        if header is None or header.magic != 2 or header.attributes & 0x07:
-            break
-        try:
-            validate_batch(view, header)
-            batch = decode_records(bytes(view[pos + V2_HEADER_SIZE : header.end]), header)
+            batch = decode_records(section, header)
             if any(offset < header.base_offset for offset in batch.offsets):
                 break  # a record below its batch's base offset: the caller's (consume must filter it)
-            rendered = render_lines(topic, partition, batch, mode, range(len(batch)))
+            picked = range(len(batch)) if record_filter is None else [
+                i for i in range(len(batch))
+                if record_filter.accepts(batch.offsets[i], batch.keys[i], batch.headers[i])]
+            rendered = render_lines(topic, partition, batch, mode, picked)
         except (CorruptRecordError, IndexError, ValueError, OverflowError):
             break
         for line in rendered:

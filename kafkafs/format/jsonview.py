@@ -33,6 +33,7 @@ from .jsonrender import (
     select_indexes,
 )
 from .jsonspan import SpanResult, render_span_jsonl
+from .recordfilter import RecordFilter
 from .timestamps import format_timestamp, parse_timestamp
 
 __all__ = [
@@ -138,6 +139,7 @@ def render_raw_record_pretty(
     *,
     decoder=None,
     max_inflated_bytes: int = DEFAULT_MAX_INFLATED_BYTES,
+    record_filter: RecordFilter | None = None,
 ) -> tuple[bytes, int] | None:
     """``by-offset/<offset>.json`` from one whole batch's bytes (a batch whose header
     :func:`~kafkafs.format.batch.read_batch_header` accepts, as ``Log.locate`` gives it): the record at ``offset`` as
@@ -145,7 +147,8 @@ def render_raw_record_pretty(
 
     Where the kernel renders the batch, only that record is rendered (no record of the batch becomes a
     Python object): a lookup of one record in a batch of a hundred costs a tenth of decoding it.
-    Damage raises :class:`CorruptRecordError` as :func:`render_raw_jsonl` does."""
+    Damage raises :class:`CorruptRecordError` as :func:`render_raw_jsonl` does. ``record_filter``: None
+    unless the record also passes it (by-key/: the record's key must be the one looked up)."""
     if decoder is not None and mode == "auto":
         header = read_batch_header(buf, 0)
         if header is None or header.size != len(buf):
@@ -153,9 +156,11 @@ def render_raw_record_pretty(
         batch = decode_batch(buf, header, max_inflated_bytes=max_inflated_bytes)
         for i, found in enumerate(batch.offsets):
             if found == offset:
+                if record_filter is not None and not record_filter.accepts(found, batch.keys[i], batch.headers[i]):
+                    return None
                 return render_record_pretty(topic, partition, batch, i, mode, decoder=decoder), batch.timestamps[i]
         return None
-    line = _raw(topic, partition, buf, mode, None, offset, offset, None, None, 0, max_inflated_bytes)
+    line = _raw(topic, partition, buf, mode, None, offset, offset, None, None, 0, max_inflated_bytes, record_filter)
     if not line:
         return None
     line = line[: line.index(b"\n") + 1]  # the first record with that offset (a damaged batch may repeat it)
@@ -169,9 +174,15 @@ def render_raw_record_pretty(
 # ------------------------------------------------------------------------------------ raw batches
 
 
-def _raw(topic, partition, buf, mode, decoder, lo, hi, ts_lo, ts_hi, what, max_inflated_bytes):
+def _filter_arg(record_filter: RecordFilter | None):
+    return None if record_filter is None else record_filter.kernel_arg()
+
+
+def _raw(topic, partition, buf, mode, decoder, lo, hi, ts_lo, ts_hi, what, max_inflated_bytes, record_filter=None):
     """The work of the raw functions; ``what`` 0: bytes, 1: lengths, 2: (bytes, offsets, ends),
-    3: (bytes, number of lines)."""
+    3: (bytes, number of lines). ``record_filter``: only the records it accepts."""
+    if record_filter is not None and record_filter.empty:
+        record_filter = None
     kernel = _kernel.KERNEL
     if kernel is not None and (decoder is None or mode != "auto") and mode in _kernel.MODES:
         # The hot path (an uncompressed v2 batch whose CRC holds): the header unpacked in place, the
@@ -186,7 +197,7 @@ def _raw(topic, partition, buf, mode, decoder, lo, hi, ts_lo, ts_hi, what, max_i
                 if crc32c(view[21:]) == crc:
                     return kernel.render(line_prefix(topic, partition), view[V2_HEADER_SIZE:], base_offset, first_ts,
                                          max_ts, attributes, producer_id, count, _kernel.MODES[mode], lo, hi, ts_lo,
-                                         ts_hi, what)
+                                         ts_hi, what, _filter_arg(record_filter))
     check_mode(mode)
     header = read_batch_header(buf, 0)
     if header is None or header.size != len(buf):
@@ -194,11 +205,16 @@ def _raw(topic, partition, buf, mode, decoder, lo, hi, ts_lo, ts_hi, what, max_i
     if header.magic == 2 and _kernel.KERNEL is not None and (decoder is None or mode != "auto"):
         validate_batch(buf, header)
         data = records_section(buf, header, max_inflated_bytes)
-        return _kernel.render_raw(line_prefix(topic, partition), data, header, mode, lo, hi, ts_lo, ts_hi, what)
+        return _kernel.render_raw(line_prefix(topic, partition), data, header, mode, lo, hi, ts_lo, ts_hi, what,
+                                  _filter_arg(record_filter))
     batch = decode_batch(buf, header, max_inflated_bytes=max_inflated_bytes)
-    if decoder is not None and mode == "auto" and what == 0 and lo is hi is ts_lo is ts_hi is None:
+    if (decoder is not None and mode == "auto" and what == 0 and lo is hi is ts_lo is ts_hi is None
+            and record_filter is None):
         return decoder.render_batch_jsonl(topic, partition, batch)  # the whole batch: nothing to pick
     indexes = select_indexes(batch, lo, hi, ts_lo, ts_hi)
+    if record_filter is not None:
+        indexes = [i for i in indexes
+                   if record_filter.accepts(batch.offsets[i], batch.keys[i], batch.headers[i])]
     if decoder is not None and mode == "auto":
         picked = _subset(batch, indexes)
         text = decoder.render_batch_jsonl(topic, partition, picked) if indexes else b""
@@ -238,8 +254,10 @@ def _raw_function(what: int, name: str, returns: str, doc: str) -> Callable[...,
         ts_lo: int | None = None,
         ts_hi: int | None = None,
         max_inflated_bytes: int = DEFAULT_MAX_INFLATED_BYTES,
+        record_filter: RecordFilter | None = None,
     ):
-        return _raw(topic, partition, buf, mode, decoder, lo, hi, ts_lo, ts_hi, what, max_inflated_bytes)
+        return _raw(topic, partition, buf, mode, decoder, lo, hi, ts_lo, ts_hi, what, max_inflated_bytes,
+                    record_filter)
 
     raw.__name__ = raw.__qualname__ = name
     raw.__doc__ = doc
@@ -253,7 +271,8 @@ render_raw_jsonl = _raw_function(
     "bytes",
     """The JSON lines of one whole batch's bytes (as read from the ``.log``, prefix included):
     CRC-checked, decompressed, decoded and rendered; only the records with offsets ``lo..hi``
-    (inclusive) and ``ts_lo <= timestamp < ts_hi`` (None: no bound). Damage raises
+    (inclusive) and ``ts_lo <= timestamp < ts_hi`` (None: no bound), and that ``record_filter`` (a
+    :class:`~.recordfilter.RecordFilter`) accepts when one is given. Damage raises
     :class:`CorruptRecordError` (positions relative to ``buf``).""",
 )
 

@@ -59,12 +59,14 @@ def render_raw(
     ts_lo: int | None,
     ts_hi: int | None,
     what: int,
+    record_filter: tuple | None = None,
 ) -> bytes | list[int] | tuple:
-    """The lines of the records section ``data`` of v2 batch ``header`` that pass the bounds:
-    ``what`` 0 the bytes, 1 each line's length, 2 ``(bytes, offsets, line ends)``."""
+    """The lines of the records section ``data`` of v2 batch ``header`` that pass the bounds (and the
+    filter, :meth:`~.recordfilter.RecordFilter.kernel_arg`): ``what`` 0 the bytes, 1 each line's length,
+    2 ``(bytes, offsets, line ends)``."""
     return KERNEL.render(
         prefix, data, header.base_offset, header.first_timestamp, header.max_timestamp, header.attributes,
-        header.producer_id, header.record_count, MODES[mode], lo, hi, ts_lo, ts_hi, what,
+        header.producer_id, header.record_count, MODES[mode], lo, hi, ts_lo, ts_hi, what, record_filter,
     )
 
 

@@ -64,6 +64,9 @@ BROKER_DEFAULTS: dict[str, Any] = {
     "log.retention.check.interval.ms": 300_000,
     "log.initial.task.delay.ms": 30_000,
     "producer.id.expiration.ms": 86_400_000,
+    # the transaction coordinator's longest transaction timeout: how long a transaction may stay open
+    # before `kafkafs transactions` calls it hanging, when no coordinator record gives its own timeout
+    "transaction.max.timeout.ms": 900_000,
 }
 
 #: Kafka's internal topics are created by the broker with topic-level settings of their own, which a
@@ -124,6 +127,7 @@ _MINIMUM = {
     "log.retention.check.interval.ms": 1,
     "log.initial.task.delay.ms": 0,
     "producer.id.expiration.ms": 1,
+    "transaction.max.timeout.ms": 1,
 }
 INT_MAX = 2**31 - 1
 #: Kafka declares these INT (a file position or a size in an index entry must fit a Java int).

@@ -14,7 +14,7 @@ from ...errors import Deferred, NotFound, NotPermitted
 from ..views.partition import PartitionState
 from ..views.record import RenderedRecord
 from ..views.streams import RecordsStream
-from . import names
+from . import key_nodes, names
 from .handles import AppendHandle, BytesHandle, Handle, RangeHandle, RecordsHandle
 from .inodes import record_ino
 from .nodes import (
@@ -56,7 +56,8 @@ class PartitionDir(Dir):
         return dir_attr(mtime_ns(self.partitions.logdir.path / self.name, self.partitions.mount_ns))
 
     def _children(self) -> list[str]:
-        out = [names.RECORDS, names.BY_OFFSET, names.BY_TIME, names.SEGMENTS, names.PARTITION_JSON]
+        out = [names.RECORDS, names.BY_OFFSET, names.BY_TIME, names.SEGMENTS, names.PARTITION_JSON,
+               key_nodes.BY_KEY, key_nodes.TABLE, key_nodes.TRANSACTIONS_JSON]
         if self.partitions.rw:
             out.append(names.APPEND)
         return out
@@ -358,4 +359,7 @@ _CHILDREN: dict[str, type[Node]] = {
     names.SEGMENTS: SegmentsDir,
     names.PARTITION_JSON: PartitionJsonFile,
     names.APPEND: AppendFile,
+    key_nodes.BY_KEY: key_nodes.ByKeyDir,
+    key_nodes.TABLE: key_nodes.TableFile,
+    key_nodes.TRANSACTIONS_JSON: key_nodes.TransactionsFile,
 }

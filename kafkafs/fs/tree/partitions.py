@@ -18,7 +18,10 @@ from typing import TYPE_CHECKING
 from ...errors import InvalidInput, InvalidName, NotFound
 from ...format.decoders import decoder_for
 from ...format.jsonview import VALUES_MODES
+from ...storage.keyindex import KeyIndexStore
 from ...storage.logdir import LogDir
+from ..views.coordinators import Coordinators
+from ..views.keys import KeyViews
 from ..views.layoutcache import LayoutCache
 from ..views.partition import PartitionState
 from ..views.streams import RecordsGenerations
@@ -66,6 +69,11 @@ class Partitions:
         self._guard = threading.RLock()
         self._listeners: list[Callable[[PartitionState], None]] = []
         self._append_listeners: list[Callable[[PartitionState, int | None], None]] = []
+        #: by-key/ and table.jsonl: the key indexes live in the layout cache's folder
+        self.keys_store = KeyIndexStore(self.cache.directory)
+        self._key_views: dict[str, KeyViews] = {}
+        #: groups/, transactions/ and each partition's transactions.json
+        self.coordinators = Coordinators(logdir)
 
     def number(self, name: str) -> int:
         """A partition folder's number: given on first sight, kept for the mount's lifetime."""
@@ -98,6 +106,18 @@ class Partitions:
                 self._states[name] = state
                 self._by_number[number] = state
             return state
+
+    def key_views(self, name: str | None) -> KeyViews:
+        """The key views (``by-key/``, ``table.jsonl``) of partition ``name`` (made on first use)."""
+        assert name is not None
+        views = self._key_views.get(name)
+        if views is None:
+            state = self.state(name)
+            with self._guard:
+                views = self._key_views.get(name)
+                if views is None:
+                    views = self._key_views[name] = KeyViews(state, self.keys_store)
+        return views
 
     def by_number(self, number: int) -> PartitionState | None:
         """The open partition numbered ``number`` (None when it is not open)."""
@@ -159,4 +179,5 @@ class Partitions:
                 state.save_layouts()
         except Exception:  # the cache is an optimisation: never let it keep the log directory open
             log.exception("could not save the size cache")
+        self.keys_store.close()
         self.logdir.close()

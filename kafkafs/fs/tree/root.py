@@ -3,6 +3,8 @@
 ::
 
     <topic>-<partition>/  records.jsonl  by-offset/  by-time/  segments/  partition.json  [append]
+                          by-key/  table.jsonl  transactions.json
+    groups/  transactions/               from __consumer_offsets and __transaction_state
     meta.properties, *-checkpoint        the log directory's own files
 
 :class:`Tree` holds the top of it (:class:`Root`: the partition folders and the log directory's own
@@ -29,6 +31,7 @@ from ..views.layoutcache import LayoutCache
 from . import names
 from .handles import Handle, OSFileHandle
 from .inodes import parse_record_ino
+from .key_nodes import GROUPS, TRANSACTIONS, top_dirs
 from .nodes import VOLATILE_TIMEOUT, Attr, Dir, File, Key, Node, dir_attr, file_attr, mtime_ns
 from .partition_nodes import ByOffsetDir, PartitionDir, RecordFile
 from .partitions import LIST_LIMIT, Partitions
@@ -36,6 +39,7 @@ from .partitions import LIST_LIMIT, Partitions
 __all__ = ["Tree", "Root", "LogDirFile"]
 
 _TOP_FILE_IDS = 1 << 40  # readdir ids of the log directory's own files: after every partition's
+_TOP_DIR_IDS = 1 << 41  # and of groups/ and transactions/, after those
 
 
 class Root(Dir):
@@ -43,6 +47,11 @@ class Root(Dir):
         return dir_attr(mtime_ns(self.partitions.logdir.path, self.partitions.mount_ns), self.partitions.rw)
 
     def lookup(self, name: str) -> Node:
+        if name in (GROUPS, TRANSACTIONS):
+            found = top_dirs(self.partitions, self).get(name)
+            if found is None:
+                raise NotFound(name)
+            return found
         if names.is_logdir_file(name):
             if not is_regular_file(self.partitions.logdir.path / name):
                 raise NotFound(name)
@@ -73,6 +82,9 @@ class Root(Dir):
         for i, name in enumerate(self._files()):
             if _TOP_FILE_IDS + i + 1 > start_id:
                 yield _TOP_FILE_IDS + i + 1, name, LogDirFile(partitions, name, self)
+        for i, (name, node) in enumerate(sorted(top_dirs(partitions, self).items())):
+            if _TOP_DIR_IDS + i + 1 > start_id:
+                yield _TOP_DIR_IDS + i + 1, name, node
 
 
 class LogDirFile(File):

@@ -42,6 +42,7 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from ...errors import CorruptRecordError
+from ...format.jsonspan import cut_off
 from ...format.jsonview import render_span_jsonl
 from ...storage.segment import LogSegment
 from .layoutcache import CachedLayout, LayoutKey
@@ -289,14 +290,6 @@ class SpanPieces(NamedTuple):
     stop: int
 
 
-def _cut_off(buf: bytes, at: int) -> int:
-    """0 when a whole batch (as far as its length field says) starts at ``at``, else the bytes it needs."""
-    if len(buf) - at < 12:
-        return 12
-    need = int.from_bytes(buf[at + 8 : at + 12], "big", signed=True) + 12
-    return need if need > 12 and at + need > len(buf) else 0
-
-
 def lay_out_span(
     renderer: Renderer,
     segment: LogSegment,
@@ -327,7 +320,7 @@ def lay_out_span(
             prev_end, prev_line, k = ends[j], lines[j], j + 1
         pos += result.consumed
         if result.consumed < len(buf):
-            need = _cut_off(buf, result.consumed)
+            need = cut_off(buf, result.consumed)
             if not need or (result.consumed == 0 and want >= need):
                 break  # a batch it does not take, or a partial one at the end: the per-batch path decides
             want = max(CHUNK_BYTES, need)

@@ -28,7 +28,6 @@ import hashlib
 import logging
 import os
 import struct
-import tempfile
 import threading
 from array import array
 from pathlib import Path
@@ -37,7 +36,7 @@ from typing import NamedTuple
 import orjson
 
 from ... import __version__
-from ...errors import InvalidInput
+from ...storage.cachedir import check_outside, default_cache_dir, write_entry
 
 __all__ = ["LayoutCache", "LayoutKey", "CachedLayout", "FORMAT_VERSION", "default_cache_dir", "check_outside"]
 
@@ -80,27 +79,6 @@ class CachedLayout(NamedTuple):
     last_offsets: array
     ends: array
     scanned: int
-
-
-def default_cache_dir() -> Path:
-    """``$XDG_CACHE_HOME/kafkafs``, else ``~/.cache/kafkafs`` (``$CACHE_DIRECTORY`` under systemd's
-    ``CacheDirectory=`` wins over both)."""
-    systemd = os.environ.get("CACHE_DIRECTORY")
-    if systemd:
-        return Path(systemd.split(":")[0])
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    if xdg and os.path.isabs(xdg):
-        return Path(xdg) / "kafkafs"
-    return Path(os.path.expanduser("~")) / ".cache" / "kafkafs"
-
-
-def check_outside(cache_dir: str | os.PathLike[str], logdir: str | os.PathLike[str]) -> Path:
-    """``cache_dir`` made absolute; InvalidInput when it is, or is inside, the log directory."""
-    cache = Path(os.path.realpath(cache_dir))
-    root = Path(os.path.realpath(logdir))
-    if cache == root or cache.is_relative_to(root):
-        raise InvalidInput(f"--cache-dir {cache_dir}: the size cache cannot be inside the log directory")
-    return cache
 
 
 def stat_key(path: str | os.PathLike[str], topic: str, partition: int, mode: str, decoder: str | None) -> LayoutKey | None:
@@ -164,14 +142,8 @@ class LayoutCache:
         if self.directory is None:
             return False
         data = _encode(key, layout)
-        tmp = None
         try:
-            self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-            fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".layout", dir=self.directory)
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-            os.replace(tmp, self._path(key))
-            tmp = None
+            write_entry(self.directory, self._path(key).name, lambda f: f.write(data))
         except OSError as exc:
             with self._guard:
                 warn, self._warned = not self._warned, True
@@ -179,12 +151,6 @@ class LayoutCache:
                 log.warning("size cache %s is not writable (%s); sizes will not be kept across mounts",
                             self.directory, exc.strerror or exc)
             return False
-        finally:
-            if tmp is not None:
-                try:
-                    os.unlink(tmp)
-                except OSError:
-                    pass
         self._count("stored")
         return True
 

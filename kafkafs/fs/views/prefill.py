@@ -20,7 +20,7 @@ from .layoutcache import LayoutCache, check_outside, default_cache_dir
 from .partition import PartitionState
 from .sizing import SIZING_THREADS, Progress, size_layouts
 
-__all__ = ["IndexReport", "index_logdir"]
+__all__ = ["IndexReport", "index_logdir", "index_keys"]
 
 
 class IndexReport(NamedTuple):
@@ -31,29 +31,30 @@ class IndexReport(NamedTuple):
     bytes_sized: int
     seconds: float
     cache_dir: str
+    keys: str | None = None  #: what index_keys did, when asked
 
     def line(self) -> str:
         return (
             f"indexed {self.partitions} partitions, {self.segments} segments "
             f"({self.from_cache} from the cache, {self.sized} sized: {self.bytes_sized / 1e6:.1f} MB) "
             f"in {self.seconds:.1f} s into {self.cache_dir}"
-        )
+        ) + (f"\n{self.keys}" if self.keys else "")
 
 
-def _bar(out: TextIO, tty: bool):
+def _bar(out: TextIO, tty: bool, what: str = "index"):
     def report(p: Progress) -> None:
         mb, total = p.done_bytes / 1e6, p.total_bytes / 1e6
         if tty:
             width = 30
             filled = int(width * p.done_bytes / p.total_bytes) if p.total_bytes else width
             out.write(
-                f"\rindex: [{'#' * filled}{'.' * (width - filled)}] {p.done_segments}/{p.segments} segments "
+                f"\r{what}: [{'#' * filled}{'.' * (width - filled)}] {p.done_segments}/{p.segments} segments "
                 f"{mb:.0f}/{total:.0f} MB {p.mb_per_s:.0f} MB/s "
             )
             if p.finished:
                 out.write("\n")
         elif not p.finished:  # the command's summary line follows
-            out.write(f"index: {p.done_segments}/{p.segments} segments, {mb:.0f}/{total:.0f} MB, {p.mb_per_s:.0f} MB/s\n")
+            out.write(f"{what}: {p.done_segments}/{p.segments} segments, {mb:.0f}/{total:.0f} MB, {p.mb_per_s:.0f} MB/s\n")
         out.flush()
 
     return report
@@ -68,11 +69,13 @@ def index_logdir(
     out: TextIO | None = sys.stderr,
     threads: int = SIZING_THREADS,
     schemas: str | os.PathLike[str] | None = None,
+    keys: bool = False,
 ) -> IndexReport:
     """Lay out every partition of the log directory at ``path`` into the layout cache; returns counts.
 
     ``cache_dir`` defaults to the mount's (``$XDG_CACHE_HOME/kafkafs``); InvalidInput when it is
-    inside the log directory. ``out`` None: no progress output."""
+    inside the log directory. ``out`` None: no progress output. ``keys``: then build the key indexes
+    too (:func:`index_keys`)."""
     started = time.monotonic()
     directory = check_outside(cache_dir if cache_dir is not None else default_cache_dir(), path)
     cache = LayoutCache(directory)
@@ -91,5 +94,49 @@ def index_logdir(
             progress = Progress(len(jobs), total, _bar(out, tty), after=0.0 if tty else 5.0,
                                 every=0.2 if tty else 5.0)
         size_layouts(jobs, cache, progress, threads=threads)
+    keys_line = index_keys(path, cache_dir=directory, settings=settings, out=out, threads=threads) if keys else None
     return IndexReport(len(states), segments, cache.hits, len(jobs), total,
-                       time.monotonic() - started, str(directory))
+                       time.monotonic() - started, str(directory), keys_line)
+
+
+def index_keys(
+    path: str | os.PathLike[str],
+    *,
+    cache_dir: str | os.PathLike[str] | None = None,
+    settings: Settings | None = None,
+    out: TextIO | None = sys.stderr,
+    threads: int = SIZING_THREADS,
+) -> str:
+    """Build the key index (:mod:`kafkafs.storage.keyindex`) of every sealed segment of the log
+    directory at ``path`` into the cache folder, with the same progress bar; returns a summary line."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from ...storage.keyindex import KeyIndexStore
+
+    started = time.monotonic()
+    directory = check_outside(cache_dir if cache_dir is not None else default_cache_dir(), path)
+    store = KeyIndexStore(directory, max_open=0)
+    with LogDir(path, settings) as logdir:
+        jobs = []
+        for name in logdir.partition_names():
+            log_ = logdir.log(name)
+            jobs.extend((log_, segment) for segment in list(log_.segments)[:-1])
+        progress = None
+        if out is not None and jobs:
+            tty = out.isatty()
+            progress = Progress(len(jobs), sum(s.size for _l, s in jobs), _bar(out, tty, "keys"),
+                                after=0.0 if tty else 5.0, every=0.2 if tty else 5.0)
+
+        def one(job) -> None:
+            log_, segment = job
+            on_bytes = (lambda n: progress.advance(0, n)) if progress is not None else None
+            store.get(segment, log_.topic, log_.partition, on_bytes=on_bytes)
+            if progress is not None:
+                progress.advance(1, 0)
+
+        with ThreadPoolExecutor(max(1, threads)) as pool:
+            list(pool.map(one, jobs))
+        if progress is not None:
+            progress.finish()
+    return (f"key indexes: {len(jobs)} sealed segments ({store.loaded} from the cache, {store.built} built) "
+            f"in {time.monotonic() - started:.1f} s into {directory}")

@@ -31,7 +31,8 @@ def test_listing(tree):
     top = tree.listdir("")
     assert top[:3] == ["orders-0", "events-3", "empty-0"] or sorted(top[:3]) == ["empty-0", "events-3", "orders-0"]
     assert set(top[3:]) == {".kafka_cleanshutdown", "log-start-offset-checkpoint", "recovery-point-offset-checkpoint"}
-    assert tree.listdir("orders-0") == ["records.jsonl", "by-offset", "by-time", "segments", "partition.json"]
+    assert tree.listdir("orders-0") == ["records.jsonl", "by-offset", "by-time", "segments", "partition.json",
+                                        "by-key", "table.jsonl", "transactions.json"]
     assert tree.listdir("orders-0/by-time") == []
     with pytest.raises(NotFound):
         tree.resolve("orders-0/nothing")
@@ -308,7 +309,8 @@ def test_log_directory_files_at_the_top(fixtures_dir):
     try:
         top = t.listdir("")
         files = sorted(n for n in os.listdir(logs) if (logs / n).is_file())
-        assert sorted(n for n in top if not (logs / n).is_dir()) == files
+        assert sorted(n for n in top if not (logs / n).is_dir() and n != "groups") == files
+        assert "groups" in top and "transactions" not in top  # __consumer_offsets, no __transaction_state
         assert ".kafka_cleanshutdown" in files and "replication-offset-checkpoint" in files
         for name in files:
             assert t.read_file(name) == (logs / name).read_bytes()

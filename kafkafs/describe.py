@@ -1,0 +1,156 @@
+"""``kafkafs groups`` and ``kafkafs transactions``: the groups and transactions of a log directory as
+tables (or JSON), offline (SPEC §4; the models are :mod:`kafkafs.storage.groups` and
+:mod:`kafkafs.storage.txnstate`).
+
+``groups`` prints, per group, a line of its state and then the rows ``kafka-consumer-groups --describe``
+prints: each committed or assigned partition with its committed offset, the log end offset in LOGDIR,
+the lag, and the member it is assigned to ("-" where there is none). ``transactions`` prints each
+transaction open in a partition, and whether it is hanging; with ``--hanging`` only those, and the
+exit code says whether there were any.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+from .errors import InvalidName
+
+# The models are imported by the functions that use them: every command's parser is built from this
+# module's argument functions, and none of them should pay for the decoders' import.
+
+__all__ = ["print_groups", "print_transactions", "transactions_report", "describe", "DESCRIBE_COMMANDS"]
+
+
+def add_groups_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """consumer groups from __consumer_offsets: state, members, committed offsets and lag (offline)"""
+    p.add_argument("group", nargs="?", metavar="GROUP", help="only this group")
+    p.add_argument("--json", action="store_true", help="print groups/<group>.json objects instead of tables")
+    return p
+
+
+def add_transactions_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """transactions open in each partition, and which are hanging (exit 1 with --hanging when any is)"""
+    p.add_argument("--hanging", action="store_true",
+                   help="only hanging transactions (the coordinator says they ended, or they outlived their "
+                        "timeout); exit 1 when there is one")
+    p.add_argument("--json", action="store_true", help="print transactions.json and transactions/<id>.json objects")
+    return p
+
+
+#: The commands of this module: name -> the function that adds its arguments (its docstring: the help).
+DESCRIBE_COMMANDS = {"groups": add_groups_arguments, "transactions": add_transactions_arguments}
+
+
+def describe(args: argparse.Namespace, logdir, out: TextIO) -> int:
+    """Run ``kafkafs groups`` or ``kafkafs transactions``; returns what was found wrong (the hanging
+    transactions ``--hanging`` asked for), 0 when nothing."""
+    if args.command == "groups":
+        return print_groups(logdir, args.group, out, as_json=args.json)
+    hanging = print_transactions(logdir, out, hanging_only=args.hanging, as_json=args.json, settings=logdir.settings)
+    return hanging if args.hanging else 0
+
+
+def _table(rows: Sequence[Sequence[Any]], out: TextIO) -> None:
+    """Columns padded to their widest cell, as Kafka's tools print them."""
+    cells = [["-" if v is None else str(v) for v in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(cells[0]))]
+    for row in cells:
+        out.write(" ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() + "\n")
+
+
+def _group_rows(view: dict) -> list[list[Any]]:
+    owners: dict[tuple[str, int], dict] = {}
+    for member in view["members"]:
+        for a in member["assignment"]:
+            for p in a["partitions"]:
+                owners[(a["topic"], p)] = member
+    committed = {(o["topic"], o["partition"]): o for o in view["offsets"]}
+    rows = []
+    for tp in sorted(set(committed) | set(owners), key=lambda tp: (tp[0] or "", tp[1])):
+        o = committed.get(tp, {})
+        m = owners.get(tp, {})
+        rows.append([view["group"], tp[0], tp[1], o.get("offset"), o.get("logEndOffset"), o.get("lag"),
+                     m.get("memberId"), m.get("clientHost"), m.get("clientId")])
+    return rows
+
+
+def print_groups(logdir, group: str | None, out: TextIO, *, as_json: bool = False) -> int:
+    """Print the groups of ``logdir`` (or ``group`` only); InvalidName when ``group`` has no entry."""
+    from .storage.groups import read_groups
+
+    groups = read_groups(logdir, group)
+    if group is not None and group not in groups:
+        raise InvalidName(f"no group {group} in {logdir.path} (its metadata and commits may all be deleted)")
+    if as_json:
+        value: Any = groups[group] if group is not None else list(groups.values())
+        out.write(json.dumps(value, indent=2, ensure_ascii=False) + "\n")
+        return 0
+    if not groups:
+        out.write("no consumer groups\n")
+        return 0
+    for i, view in enumerate(groups.values()):
+        if i:
+            out.write("\n")
+        _table([["GROUP", "STATE", "PROTOCOL-TYPE", "PROTOCOL", "GENERATION", "#MEMBERS"],
+                [view["group"], view["state"], view["protocolType"], view["protocol"], view["generation"],
+                 len(view["members"])]], out)
+        rows = _group_rows(view)
+        out.write("\n")
+        if not rows:
+            out.write(f"Consumer group '{view['group']}' has no committed offsets and no assignment.\n")
+            continue
+        _table([["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST",
+                 "CLIENT-ID"], *rows], out)
+    return 0
+
+
+def transactions_report(logdir, *, now_ms: int | None = None, settings=None) -> dict[str, Any]:
+    """``{"partitions": {name: transactions.json}, "transactionalIds": {id: transactions/<id>.json}}``."""
+    from .storage.config import broker_setting
+    from .storage.txnstate import CoordinatorView, partition_transactions, read_transaction_ids
+
+    now_ms = time.time_ns() // 1_000_000 if now_ms is None else now_ms
+    ids = read_transaction_ids(logdir)
+    coordinator = CoordinatorView(ids, broker_setting(settings, "transaction.max.timeout.ms"))
+    partitions = {}
+    for name in logdir.partition_names():
+        partitions[name] = partition_transactions(logdir.log(name), now_ms, coordinator)
+    return {"partitions": partitions, "transactionalIds": ids}
+
+
+def print_transactions(logdir, out: TextIO, *, hanging_only: bool = False, as_json: bool = False,
+                       now_ms: int | None = None, settings=None) -> int:
+    """Print the open (or only the hanging) transactions; returns how many hanging ones there are."""
+    report = transactions_report(logdir, now_ms=now_ms, settings=settings)
+    ids = report["transactionalIds"]
+    by_producer = {record["producerId"]: tid for tid, record in ids.items()}
+    rows = []
+    hanging = 0
+    for name, view in report["partitions"].items():
+        for t in view["open"]:
+            hanging += t["hanging"]
+            if t["hanging"] or not hanging_only:
+                rows.append([name, t["producerId"], t["producerEpoch"], t["firstOffset"], t["firstTimestamp"],
+                             t["ageMs"], by_producer.get(t["producerId"]), view["lastStableOffset"],
+                             "yes" if t["hanging"] else "no"])
+    if as_json:
+        if hanging_only:
+            kept = {}
+            for name, view in report["partitions"].items():
+                open_ = [t for t in view["open"] if t["hanging"]]
+                if open_:
+                    kept[name] = {**view, "open": open_}
+            pids = {t["producerId"] for view in kept.values() for t in view["open"]}
+            report = {"partitions": kept, "transactionalIds": {k: v for k, v in ids.items() if v["producerId"] in pids}}
+        out.write(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+        return hanging
+    if not rows:
+        out.write("no hanging transactions\n" if hanging_only else "no open transactions\n")
+        return hanging
+    _table([["PARTITION", "PRODUCER-ID", "EPOCH", "FIRST-OFFSET", "FIRST-TIMESTAMP", "AGE-MS", "TRANSACTIONAL-ID",
+             "LAST-STABLE-OFFSET", "HANGING"], *rows], out)
+    return hanging

@@ -1,0 +1,283 @@
+"""The nodes of a topic as a table (SPEC §3): a partition's ``by-key/``, ``table.jsonl`` and
+``transactions.json``, and the top's ``groups/`` and ``transactions/``. Each asks its views
+(:mod:`kafkafs.fs.views.keys`, :mod:`kafkafs.fs.views.coordinators`) through the mount's
+:class:`~.partitions.Partitions`.
+
+Names in ``by-key/`` are ``<name>.json`` (the latest record of the key) and ``<name>.jsonl`` (every
+record of it), ``<name>`` as :mod:`kafkafs.format.keynames` names keys; a group or transactional id is
+named the same way, ``groups/<name>.json`` and ``transactions/<name>.json``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from ...errors import NotFound
+from ...format.keynames import key_name, parse_key_name, split_suffix
+from ...storage.groups import OFFSETS_TOPIC
+from ...storage.txnstate import TRANSACTION_TOPIC
+from ..views.filtered import FilteredStream
+from ..views.record import RenderedRecord
+from .handles import BytesHandle, Handle
+from .nodes import VOLATILE_TIMEOUT, Attr, Dir, File, Key, Node, dir_attr, file_attr, ms_to_ns
+from .partitions import Partitions
+
+__all__ = [
+    "BY_KEY", "TABLE", "TRANSACTIONS_JSON", "GROUPS", "TRANSACTIONS",
+    "ByKeyDir", "KeyRecordFile", "KeyHistoryFile", "TableFile", "TransactionsFile", "GroupsDir", "TransactionIdsDir",
+    "StreamHandle", "top_dirs",
+]
+
+BY_KEY = "by-key"
+TABLE = "table.jsonl"
+TRANSACTIONS_JSON = "transactions.json"
+GROUPS = "groups"
+TRANSACTIONS = "transactions"
+
+
+class StreamHandle(Handle):
+    """An open of ``table.jsonl`` or ``by-key/<name>.jsonl``: the stream as it was at the open. Another
+    open may see another one, so the kernel keeps no pages across opens."""
+
+    def __init__(self, stream: FilteredStream) -> None:
+        self.stream = stream
+
+    def read(self, offset: int, size: int) -> bytes:
+        return self.stream.read(offset, size)
+
+
+def _id_named(name: str, every) -> str:
+    """The id (a group's, a transactional id) the file name ``name`` of ``groups/`` or ``transactions/``
+    names; a ``$sha256:`` name is looked for among ``every()``. NotFound when no id has that name."""
+    split = split_suffix(name, (".json",))
+    parsed = parse_key_name(split[0]) if split is not None else None
+    if parsed is None:
+        raise NotFound(name)
+    if parsed.key is not None:
+        try:
+            return parsed.key.decode("utf-8")
+        except UnicodeDecodeError:
+            raise NotFound(name) from None
+    found = next((i for i in every() if f"{key_name(i.encode())}.json" == name), None)
+    if found is None:
+        raise NotFound(name)
+    return found
+
+
+# ---------------------------------------------------------------------------------------------- by-key/
+
+
+class ByKeyDir(Dir):
+    """``by-key/``: every name resolves on lookup; listed while the partition holds at most the list
+    limit of keys."""
+
+    def attr(self) -> Attr:
+        state = self.partitions.state(self.partition_name)
+        return dir_attr(state.last_change_ns, timeout=VOLATILE_TIMEOUT)
+
+    def volatile(self) -> bool:
+        return True
+
+    def lookup(self, name: str) -> Node:
+        split = split_suffix(name)
+        if split is None:
+            raise NotFound(name)
+        stem, suffix = split
+        views = self.partitions.key_views(self.partition_name)
+        key = views.key_of(stem)
+        if key is None:
+            raise NotFound(name)
+        if suffix == ".json":
+            node: File = KeyRecordFile(self.partitions, Key("by-key-record", self.partition_name, stem), self, key)
+            node.rendered()  # NotFound when the key has no record
+            return node
+        if views.keys.latest(key) is None:  # no record of it (cheaper than laying out its history)
+            raise NotFound(name)
+        return KeyHistoryFile(self.partitions, Key("by-key-history", self.partition_name, stem), self, key)
+
+    def entries(self, start_id: int) -> Iterator[tuple[int, str, Node]]:
+        views = self.partitions.key_views(self.partition_name)
+        if views.count() > self.partitions.list_limit:
+            return
+        for i, name in enumerate(views.names(), 1):
+            if i > start_id:
+                key = parse_key_name(name)
+                yield i, f"{name}.json", KeyRecordFile(
+                    self.partitions, Key("by-key-record", self.partition_name, name), self,
+                    key.key if key is not None else None,
+                )
+
+
+class KeyRecordFile(File):
+    """``by-key/<name>.json``: the latest record of the key, pretty-printed (a tombstone included)."""
+
+    def __init__(self, partitions: Partitions, key: Key, parent: Node | None, record_key: bytes | None) -> None:
+        super().__init__(partitions, key, parent)
+        self.record_key = record_key
+
+    def rendered(self) -> RenderedRecord:
+        views = self.partitions.key_views(self.partition_name)
+        record_key = self.record_key if self.record_key is not None else views.key_of(self.key.name or "")
+        found = views.latest(record_key) if record_key is not None else None
+        if found is None:
+            raise NotFound(f"{self.partition_name}: no record of key {self.key.name}")
+        return found
+
+    def attr(self) -> Attr:
+        found = self.rendered()
+        return file_attr(len(found.data), ms_to_ns(found.timestamp, self.partitions.mount_ns), VOLATILE_TIMEOUT)
+
+    def quick_attr(self) -> Attr:
+        return file_attr(0, self.partitions.mount_ns, 0)
+
+    def volatile(self) -> bool:
+        return True
+
+    def _open(self) -> Handle:
+        return BytesHandle(self.rendered().data, keep_cache=False)
+
+
+class KeyHistoryFile(File):
+    """``by-key/<name>.jsonl``: every record of the key, in offset order (as of the open)."""
+
+    def __init__(self, partitions: Partitions, key: Key, parent: Node | None, record_key: bytes) -> None:
+        super().__init__(partitions, key, parent)
+        self.record_key = record_key
+
+    def stream(self) -> FilteredStream:
+        found = self.partitions.key_views(self.partition_name).history(self.record_key)
+        if found is None:
+            raise NotFound(f"{self.partition_name}: no record of key {self.key.name}")
+        return found
+
+    def attr(self) -> Attr:
+        return file_attr(self.stream().total, self.partitions.records_mtime_ns(
+            self.partitions.state(self.partition_name)), VOLATILE_TIMEOUT)
+
+    def volatile(self) -> bool:
+        return True
+
+    def _open(self) -> Handle:
+        return StreamHandle(self.stream())
+
+
+# ---------------------------------------------------------------------------------------------- table.jsonl, transactions.json
+
+
+class TableFile(File):
+    """``table.jsonl``: the latest record of every key whose latest record is not a tombstone."""
+
+    def attr(self) -> Attr:
+        state = self.partitions.state(self.partition_name)
+        total = self.partitions.key_views(self.partition_name).table().total
+        return file_attr(total, self.partitions.records_mtime_ns(state), VOLATILE_TIMEOUT)
+
+    def quick_attr(self) -> Attr:
+        return file_attr(0, self.partitions.mount_ns, 0)  # a listing never makes a table
+
+    def volatile(self) -> bool:
+        return True
+
+    def _open(self) -> Handle:
+        return StreamHandle(self.partitions.key_views(self.partition_name).table())
+
+
+class _JsonFile(File):
+    """A small JSON file rendered on each open (``render``, given by whoever made it, returns None when
+    there is nothing of that name)."""
+
+    def __init__(self, partitions: Partitions, key: Key, parent: Node | None, render) -> None:
+        super().__init__(partitions, key, parent)
+        self._render = render
+
+    def render(self) -> bytes:
+        data = self._render()
+        if data is None:
+            raise NotFound(str(self.key.name))
+        return data
+
+    def attr(self) -> Attr:
+        return file_attr(len(self.render()), self.partitions.mount_ns, VOLATILE_TIMEOUT)
+
+    def quick_attr(self) -> Attr:
+        return file_attr(0, self.partitions.mount_ns, 0)
+
+    def volatile(self) -> bool:
+        return True
+
+    def _open(self) -> Handle:
+        return BytesHandle(self.render(), keep_cache=False, direct_io=True)
+
+
+class TransactionsFile(_JsonFile):
+    """``transactions.json``: the partition's open transactions, last stable offset, aborted ranges."""
+
+    def __init__(self, partitions: Partitions, key: Key, parent: Node | None) -> None:
+        super().__init__(partitions, key, parent,
+                         lambda: partitions.coordinators.partition_transactions(partitions.state(key.partition)))
+
+
+# ---------------------------------------------------------------------------------------------- the top
+
+
+class GroupsDir(Dir):
+    """``groups/``: one ``<name>.json`` per consumer group of ``__consumer_offsets``."""
+
+    def attr(self) -> Attr:
+        return dir_attr(self.partitions.mount_ns, timeout=VOLATILE_TIMEOUT)
+
+    def volatile(self) -> bool:
+        return True
+
+    def _file(self, group: str) -> _JsonFile:
+        coordinators = self.partitions.coordinators
+        return _JsonFile(self.partitions, Key("group", None, group), self, lambda: coordinators.group_json(group))
+
+    def lookup(self, name: str) -> Node:
+        group = _id_named(name, self.partitions.coordinators.groups)
+        node = self._file(group)
+        node.render()
+        return node
+
+    def entries(self, start_id: int) -> Iterator[tuple[int, str, Node]]:
+        for i, group in enumerate(self.partitions.coordinators.groups(), 1):
+            if i > start_id:
+                yield i, f"{key_name(group.encode())}.json", self._file(group)
+
+
+class TransactionIdsDir(Dir):
+    """``transactions/``: one ``<name>.json`` per transactional id of ``__transaction_state``."""
+
+    def attr(self) -> Attr:
+        return dir_attr(self.partitions.mount_ns, timeout=VOLATILE_TIMEOUT)
+
+    def volatile(self) -> bool:
+        return True
+
+    def _file(self, tid: str) -> _JsonFile:
+        coordinators = self.partitions.coordinators
+        return _JsonFile(self.partitions, Key("transactional-id", None, tid), self,
+                         lambda: coordinators.transaction_json(tid))
+
+    def lookup(self, name: str) -> Node:
+        tid = _id_named(name, lambda: list(self.partitions.coordinators.transaction_ids()))
+        node = self._file(tid)
+        node.render()
+        return node
+
+    def entries(self, start_id: int) -> Iterator[tuple[int, str, Node]]:
+        for i, tid in enumerate(self.partitions.coordinators.transaction_ids(), 1):
+            if i > start_id:
+                yield i, f"{key_name(tid.encode())}.json", self._file(tid)
+
+
+def top_dirs(partitions: Partitions, parent: Node) -> dict[str, Dir]:
+    """``groups/`` and ``transactions/``, those the log directory has the topic of."""
+    out: dict[str, Dir] = {}
+    coordinators = partitions.coordinators
+    if coordinators.has(OFFSETS_TOPIC):
+        out[GROUPS] = GroupsDir(partitions, Key(GROUPS), parent)
+    if coordinators.has(TRANSACTION_TOPIC):
+        out[TRANSACTIONS] = TransactionIdsDir(partitions, Key(TRANSACTIONS), parent)
+    return out
+

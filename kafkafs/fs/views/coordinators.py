@@ -1,0 +1,130 @@
+"""What the mount shows of the coordinators' topics (SPEC §3): ``groups/<group>.json`` from
+``__consumer_offsets``, ``transactions/<id>.json`` from ``__transaction_state``, and each partition's
+``transactions.json`` (:mod:`kafkafs.storage.groups`, :mod:`kafkafs.storage.txnstate`).
+
+The replays are kept until one of their topic's partitions changes (log end, log start, segments,
+compaction swaps); a group's lag is worked out afresh each time, against the log end offsets of now.
+A partition's ``transactions.json`` is kept for :data:`HOLD_SECONDS` (its ages change every
+millisecond: a ``stat`` and the ``open`` after it see the same bytes).
+
+Threads: safe to share; each cached value is replaced whole, under a lock.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import orjson
+
+from ...errors import KafkafsError
+from ...storage.config import broker_setting
+from ...storage.groups import OFFSETS_TOPIC, GroupsReplay, group_view, replay_logdir
+from ...storage.names import parse_partition_dir_name
+from ...storage.txnstate import (
+    TRANSACTION_TOPIC,
+    CoordinatorView,
+    partition_transactions,
+    read_transaction_ids,
+)
+
+__all__ = ["Coordinators", "HOLD_SECONDS"]
+
+#: How long a rendered ``transactions.json`` is served again.
+HOLD_SECONDS = 1.0
+
+
+def _json(value: Any) -> bytes:
+    return orjson.dumps(value, option=orjson.OPT_INDENT_2) + b"\n"
+
+
+class Coordinators:
+    """The groups and transactions of the mounted log directory (``logdir``: its
+    :class:`~kafkafs.storage.logdir.LogDir`)."""
+
+    def __init__(self, logdir) -> None:
+        self.logdir = logdir
+        self._lock = threading.Lock()
+        self._cached: dict[str, tuple[tuple, Any]] = {}  # what _kept keeps: the replay, the ids
+        self._partitions: dict[str, tuple[float, tuple, bytes]] = {}
+
+    def _topic_partitions(self, topic: str) -> list[str]:
+        return [n for n in self.logdir.partition_names() if parse_partition_dir_name(n)[0] == topic]
+
+    def has(self, topic: str) -> bool:
+        """Whether the log directory holds a partition of ``topic``."""
+        return bool(self._topic_partitions(topic))
+
+    def _fingerprint(self, topic: str) -> tuple:
+        out = []
+        for name in self._topic_partitions(topic):
+            log_ = self.logdir.log(name, read_only_fallback=True)
+            log_.refresh()
+            out.append((name, log_.log_start_offset, log_.log_end_offset, len(log_.segments), log_.generation))
+        return tuple(out)
+
+    # ------------------------------------------------------------------------------------------ groups
+
+    def _kept(self, slot: str, topic: str, make):
+        """``make(logdir)``, or what it gave last while ``topic``'s partitions have not changed."""
+        fingerprint = self._fingerprint(topic)
+        with self._lock:
+            cached = self._cached.get(slot)
+        if cached is not None and cached[0] == fingerprint:
+            return cached[1]
+        value = make(self.logdir)
+        with self._lock:
+            self._cached[slot] = (fingerprint, value)
+        return value
+
+    def _replay(self) -> GroupsReplay:
+        return self._kept("groups", OFFSETS_TOPIC, replay_logdir)
+
+    def groups(self) -> list[str]:
+        """Every group with an entry, sorted."""
+        return self._replay().groups()
+
+    def group_json(self, group: str, replay: GroupsReplay | None = None) -> bytes | None:
+        """``groups/<group>.json``, or None when the group has no entry."""
+        replay = replay or self._replay()
+        ends: dict[tuple[str, int], int] = {}
+        names: dict[str, str] = {}
+        for name in self.logdir.partition_names():
+            topic, partition = parse_partition_dir_name(name)
+            try:
+                log_ = self.logdir.log(name, read_only_fallback=True)
+            except KafkafsError:
+                continue
+            log_.refresh()
+            ends[(topic, partition)] = log_.log_end_offset
+            if log_.state_files.topic_id:
+                names[log_.state_files.topic_id] = topic
+        view = group_view(replay, group, ends, names)
+        return None if view is None else _json(view)
+
+    # ------------------------------------------------------------------------------------------ transactions
+
+    def transaction_ids(self) -> dict[str, dict]:
+        """transactional id -> its ``transactions/<id>.json`` object."""
+        return self._kept("ids", TRANSACTION_TOPIC, read_transaction_ids)
+
+    def transaction_json(self, tid: str) -> bytes | None:
+        record = self.transaction_ids().get(tid)
+        return None if record is None else _json(record)
+
+    def partition_transactions(self, state) -> bytes:
+        """``transactions.json`` of a partition (``state``: its :class:`~.partition.PartitionState`)."""
+        state.refresh()
+        shape = state.shape()
+        now = time.monotonic()
+        with self._lock:
+            held = self._partitions.get(state.name)
+        if held is not None and held[1] == shape and now - held[0] < HOLD_SECONDS:
+            return held[2]
+        coordinator = CoordinatorView(self.transaction_ids(),
+                                      broker_setting(self.logdir.settings, "transaction.max.timeout.ms"))
+        data = _json(partition_transactions(state.log, time.time_ns() // 1_000_000, coordinator))
+        with self._lock:
+            self._partitions[state.name] = (now, shape, data)
+        return data

@@ -1,0 +1,281 @@
+"""Consumer groups as the group coordinator would load them from ``__consumer_offsets``, offline: what
+``kafka-consumer-groups --describe --offsets --members`` shows, without a broker (SPEC §3
+``groups/<group>.json``, §4 ``kafkafs groups``).
+
+Every ``__consumer_offsets`` partition of the log directory is replayed in offset order, as Kafka's
+``GroupMetadataManager`` and ``OffsetMetadataManager`` replay it when a broker loads it:
+
+- an offset commit (record types 0 and 1) sets the group's committed offset of a topic-partition, a
+  tombstone deletes it; a commit in a transaction waits for its COMMIT marker (an ABORT drops it,
+  and one still undecided is not committed);
+- a classic group's metadata (type 2) replaces the group's protocol, generation, leader and members;
+  its state is ``Empty`` without members, else ``Stable`` (what a broker loads); a tombstone removes it;
+- a consumer group (KIP-848; types 3 to 8) is its epoch, its members' metadata and current
+  assignments, and its target assignment epoch; its state is ``Empty`` without members, ``Assigning``
+  while the group epoch is past the target assignment's, ``Reconciling`` while a member is not stable
+  at that epoch, else ``Stable`` (Kafka's ``ConsumerGroup.maybeUpdateGroupState``). Assignments name
+  topics by id: the group's own partition metadata and the partitions' ``partition.metadata`` files
+  name them (an id nobody names stays an id);
+- share and streams groups' records are left out (``kafka-consumer-groups`` does not show them).
+
+A group whose metadata and commits are all deleted has no entry. The log end offset and the lag of
+each committed partition are the mounted directory's (``logEndOffset`` and ``lag`` null where the log
+directory lacks the partition).
+
+Functions only; each call reads the partitions afresh.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import CorruptRecordError, KafkafsError
+from ..format.decoders.internal import offsets_key, offsets_value
+from ..format.records import control_type_of
+from .names import parse_partition_dir_name
+
+__all__ = ["OFFSETS_TOPIC", "read_groups", "group_view", "GroupsReplay"]
+
+log = logging.getLogger("kafkafs.groups")
+
+OFFSETS_TOPIC = "__consumer_offsets"
+_CLASSIC = 2
+_COMMITS = (0, 1)
+_CONSUMER_TYPES = range(3, 9)
+
+
+@dataclass
+class _Classic:
+    value: dict  # GroupMetadataValue's data
+
+
+@dataclass
+class _Consumer:
+    epoch: int = 0
+    assignment_epoch: int = -1
+    members: dict[str, dict] = field(default_factory=dict)  # member id -> metadata
+    current: dict[str, dict] = field(default_factory=dict)  # member id -> current assignment
+    topics: dict[str, str] = field(default_factory=dict)  # topic id -> name (partition metadata)
+    exists: bool = False
+
+
+@dataclass
+class GroupsReplay:
+    """The state of every group after a replay (see the module's docstring)."""
+
+    classic: dict[str, _Classic] = field(default_factory=dict)
+    consumer: dict[str, _Consumer] = field(default_factory=dict)
+    offsets: dict[str, dict[tuple[str, int], dict]] = field(default_factory=dict)
+    _pending: dict[int, list[tuple[str, tuple[str, int], dict | None]]] = field(default_factory=dict)
+
+    # ------------------------------------------------------------------------------------------ replay
+
+    def apply(self, key: bytes | None, value: bytes | None, producer_id: int = -1, transactional: bool = False) -> None:
+        """One record of a data batch (its key and value as stored)."""
+        if key is None:
+            return
+        try:
+            decoded = offsets_key(key)
+        except CorruptRecordError:
+            return  # a record type this version does not know: left out
+        kind, data = decoded["type"], decoded["data"]
+        try:
+            body = None if value is None else offsets_value(value, key)["data"]
+        except CorruptRecordError as exc:
+            log.debug("__consumer_offsets record of type %d does not decode: %s", kind, exc)
+            return
+        if kind in _COMMITS:
+            tp = (data["topic"], data["partition"])
+            if transactional and producer_id >= 0:
+                self._pending.setdefault(producer_id, []).append((data["group"], tp, body))
+            else:
+                self._commit(data["group"], tp, body)
+        elif kind == _CLASSIC:
+            if body is None:
+                self.classic.pop(data["group"], None)
+            else:
+                self.classic[data["group"]] = _Classic(body)
+        elif kind in _CONSUMER_TYPES:
+            self._consumer(kind, data, body)
+
+    def marker(self, producer_id: int, commit: bool) -> None:
+        """A transaction marker in ``__consumer_offsets``: the producer's pending commits land or go."""
+        for group, tp, body in self._pending.pop(producer_id, ()):
+            if commit:
+                self._commit(group, tp, body)
+
+    def _commit(self, group: str, tp: tuple[str, int], body: dict | None) -> None:
+        if body is None:
+            offsets = self.offsets.get(group)
+            if offsets is not None:
+                offsets.pop(tp, None)
+                if not offsets:
+                    del self.offsets[group]
+        else:
+            self.offsets.setdefault(group, {})[tp] = body
+
+    def _consumer(self, kind: int, data: dict, body: dict | None) -> None:
+        group_id = data["groupId"]
+        group = self.consumer.get(group_id)
+        if group is None:
+            if body is None:
+                return
+            group = self.consumer[group_id] = _Consumer()
+        member = data.get("memberId")
+        if kind == 3:  # ConsumerGroupMetadata: the group epoch, or the group's end
+            if body is None:
+                del self.consumer[group_id]
+                return
+            group.epoch = body.get("epoch", 0)
+            group.exists = True
+        elif kind == 4:  # ConsumerGroupPartitionMetadata: the topics it knows by id
+            group.topics = {t["topicId"]: t["topicName"] for t in (body or {}).get("topics") or ()
+                            if "topicId" in t and "topicName" in t}
+        elif kind == 5:  # ConsumerGroupMemberMetadata
+            if body is None:
+                group.members.pop(member, None)
+            else:
+                group.members[member] = body
+        elif kind == 6:  # ConsumerGroupTargetAssignmentMetadata
+            group.assignment_epoch = -1 if body is None else body.get("assignmentEpoch", -1)
+        elif kind == 8:  # ConsumerGroupCurrentMemberAssignment
+            if body is None:
+                group.current.pop(member, None)
+            else:
+                group.current[member] = body
+        if body is not None:
+            group.exists = True
+
+    # ------------------------------------------------------------------------------------------ views
+
+    def groups(self) -> list[str]:
+        names = set(self.offsets) | set(self.classic) | {g for g, c in self.consumer.items() if c.exists}
+        return sorted(names)
+
+
+def _consumer_state(group: _Consumer) -> str:
+    if not group.members:
+        return "Empty"
+    if group.epoch > group.assignment_epoch:
+        return "Assigning"
+    for member_id in group.members:
+        current = group.current.get(member_id) or {}
+        if current.get("state", 0) != 0 or current.get("memberEpoch") != group.assignment_epoch:
+            return "Reconciling"
+    return "Stable"
+
+
+def _assignment(partitions: Iterable[dict], names: dict[str, str], key: str) -> list[dict]:
+    out = []
+    for tp in partitions or ():
+        topic = tp.get(key)
+        if key == "topicId":
+            topic = names.get(topic, topic)
+        out.append({"topic": topic, "partitions": sorted(tp.get("partitions") or ())})
+    return sorted(out, key=lambda a: (a["topic"] is None, a["topic"] or ""))
+
+
+def group_view(replay: GroupsReplay, group: str, end_offsets: dict[tuple[str, int], int],
+               topic_names: dict[str, str]) -> dict[str, Any] | None:
+    """``groups/<group>.json`` (SPEC §3's keys, in order), or None when the group has no entry."""
+    classic = replay.classic.get(group)
+    consumer = replay.consumer.get(group)
+    if consumer is not None and not consumer.exists:
+        consumer = None
+    commits = replay.offsets.get(group, {})
+    if classic is None and consumer is None and not commits:
+        return None
+    members: list[dict] = []
+    if consumer is not None:
+        names = {**topic_names, **consumer.topics}
+        assignors = Counter(m.get("serverAssignor") for m in consumer.members.values() if m.get("serverAssignor"))
+        head = {"protocolType": "consumer", "protocol": assignors.most_common(1)[0][0] if assignors else None,
+                "state": _consumer_state(consumer), "generation": consumer.epoch, "leader": None}
+        for member_id in sorted(consumer.members):
+            meta = consumer.members[member_id]
+            current = consumer.current.get(member_id) or {}
+            members.append({
+                "memberId": member_id, "groupInstanceId": meta.get("instanceId"), "clientId": meta.get("clientId"),
+                "clientHost": meta.get("clientHost"),
+                "assignment": _assignment(current.get("assignedPartitions"), names, "topicId"),
+            })
+    elif classic is not None:
+        value = classic.value
+        head = {"protocolType": value.get("protocolType") or None, "protocol": value.get("protocol"),
+                "state": "Stable" if value.get("members") else "Empty", "generation": value.get("generation"),
+                "leader": value.get("leader")}
+        for m in value.get("members") or ():
+            assignment = m.get("assignment")
+            parts = assignment.get("assignedPartitions") if isinstance(assignment, dict) else None
+            members.append({
+                "memberId": m.get("memberId"), "groupInstanceId": m.get("groupInstanceId"),
+                "clientId": m.get("clientId"), "clientHost": m.get("clientHost"),
+                "assignment": _assignment(parts, {}, "topic"),
+            })
+    else:  # only commits: a group of a consumer that assigns its partitions itself
+        head = {"protocolType": None, "protocol": None, "state": "Empty", "generation": 0, "leader": None}
+    offsets = []
+    for (topic, partition), body in sorted(commits.items()):
+        end = end_offsets.get((topic, partition))
+        offset = body.get("offset")
+        offsets.append({
+            "topic": topic, "partition": partition, "offset": offset, "leaderEpoch": body.get("leaderEpoch", -1),
+            "metadata": body.get("metadata"), "commitTimestamp": body.get("commitTimestamp"),
+            "logEndOffset": end, "lag": None if end is None or offset is None else end - offset,
+        })
+    return {"group": group, **head, "members": members, "offsets": offsets}
+
+
+def replay_logdir(logdir) -> GroupsReplay:
+    """Replay every ``__consumer_offsets`` partition of ``logdir`` (a :class:`~.logdir.LogDir`)."""
+    replay = GroupsReplay()
+    for name in logdir.partition_names():
+        if parse_partition_dir_name(name)[0] != OFFSETS_TOPIC:
+            continue
+        log_ = logdir.log(name)
+        for segment, view in log_.batches():
+            h = view.header
+            batch = view.decode(file=str(segment.log_path))
+            if h.magic == 2 and h.is_control:
+                if h.producer_id >= 0 and len(batch):
+                    kind = control_type_of(batch.keys[0])
+                    if kind in ("COMMIT", "ABORT"):
+                        replay.marker(h.producer_id, kind == "COMMIT")
+                continue
+            transactional = h.magic == 2 and h.is_transactional
+            for key, value in zip(batch.keys, batch.values, strict=True):
+                replay.apply(key, value, h.producer_id if transactional else -1, transactional)
+    return replay
+
+
+def _ends_and_names(logdir) -> tuple[dict[tuple[str, int], int], dict[str, str]]:
+    ends: dict[tuple[str, int], int] = {}
+    names: dict[str, str] = {}
+    for name in logdir.partition_names():
+        topic, partition = parse_partition_dir_name(name)
+        try:
+            log_ = logdir.log(name)
+        except KafkafsError:
+            continue
+        ends[(topic, partition)] = log_.log_end_offset
+        topic_id = log_.state_files.topic_id
+        if topic_id:
+            names[topic_id] = topic
+    return ends, names
+
+
+def read_groups(logdir, group: str | None = None) -> dict[str, dict[str, Any]]:
+    """group -> its ``groups/<group>.json`` object, for every group of ``logdir`` (or only ``group``)."""
+    replay = replay_logdir(logdir)
+    ends, names = _ends_and_names(logdir)
+    wanted = replay.groups() if group is None else [group]
+    out = {}
+    for g in wanted:
+        view = group_view(replay, g, ends, names)
+        if view is not None:
+            out[g] = view
+    return out

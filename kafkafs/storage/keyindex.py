@@ -1,0 +1,176 @@
+"""The key index of a sealed segment: a sorted, partitioned on-disk map of key hashes to offsets, built
+in bounded memory whatever the number of keys (:mod:`.keyscan`), kept in the cache folder
+(:mod:`.cachedir`) as a file of its own layout (:mod:`.keyfile`).
+
+What an index holds is :mod:`kafkafs.format.keyindex`'s (entries of 24 bytes: the key's MD5 halves,
+the offset less the segment's base, tombstone and transactional flags; the transactional batches;
+the keys whose names are digests). :class:`KeyIndexStore` finds the index of a segment: open already,
+or in the cache folder when its file holds the segment's key as it is now (device, inode, size,
+mtime, ctime, the partition, the kafkafs version) and its checksums hold, or built now. A file that
+fails a check (then or later, :class:`~.keyfile.DamagedIndex`) is rebuilt.
+
+Threads: a :class:`KeyIndexStore` may be shared; it builds each index once (a lock per segment file)
+and keeps a bounded number of them open.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import tempfile
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from pathlib import Path
+
+from .. import __version__
+from .cachedir import FileKey, file_key, write_entry
+from .keyfile import FORMAT_VERSION, DamagedIndex, SegmentKeyIndex
+from .keyscan import build_key_index
+
+__all__ = ["KeyIndexStore", "index_stem", "DamagedIndex", "SegmentKeyIndex"]
+
+log = logging.getLogger("kafkafs.keyindex")
+
+#: Builds of segments at least this large are said in the log (they take a second or more).
+LOG_BUILDS_FROM = 128 * 1024 * 1024
+
+
+def index_stem(key: FileKey, topic: str, partition: int) -> str:
+    ident = json.dumps([FORMAT_VERSION, __version__, key.dev, key.ino, topic, partition, "keys"]).encode()
+    return hashlib.blake2b(ident, digest_size=20).hexdigest()
+
+
+def _head_key(key: FileKey, topic: str, partition: int) -> list:
+    return [*key, topic, partition]
+
+
+class KeyIndexStore:
+    """Key indexes of sealed segments, kept in ``directory`` (the cache folder; None: in temporary files
+    of this process only). Loads what is there when it holds, builds what is missing or stale.
+
+    Threads: safe to share; see the module's docstring."""
+
+    def __init__(self, directory: str | os.PathLike[str] | None, *, max_open: int = 256) -> None:
+        self.directory = Path(directory) if directory is not None else None
+        self.max_open = max_open
+        self._open: OrderedDict[tuple, SegmentKeyIndex] = OrderedDict()
+        self._guard = threading.Lock()
+        self._building: dict[str, threading.Lock] = {}
+        self._warned = False
+        self.loaded = 0
+        self.built = 0
+        self.rejected = 0
+
+    def _remember(self, ident: tuple, index: SegmentKeyIndex) -> None:
+        """Keep ``index`` open for the next :meth:`get`; past ``max_open`` the oldest is let go (not
+        closed: a reader may still hold it, and its file closes when the last one lets go). A
+        temporary index (no cache folder) cannot be found again, so the store keeps it."""
+        with self._guard:
+            self._open[ident] = index
+            self._open.move_to_end(ident)
+            for old_ident in list(self._open):
+                if len(self._open) <= self.max_open:
+                    break
+                if self._open[old_ident].path is not None:
+                    del self._open[old_ident]
+
+    def _cached(self, ident: tuple) -> SegmentKeyIndex | None:
+        with self._guard:
+            index = self._open.get(ident)
+            if index is not None:
+                self._open.move_to_end(ident)
+            return index
+
+    def get(
+        self,
+        segment,
+        topic: str,
+        partition: int,
+        *,
+        build: bool = True,
+        on_bytes: Callable[[int], None] | None = None,
+    ) -> SegmentKeyIndex | None:
+        """The index of the sealed ``segment`` as it is now: open already, or loaded from the cache
+        folder, or (``build``) built now; None when it is not there and ``build`` is False."""
+        key = file_key(os.fstat(segment.records.handle().fd))
+        index = self._cached((key, topic, partition))
+        if index is not None:
+            return index
+        head_key = _head_key(key, topic, partition)
+        stem = index_stem(key, topic, partition)
+        ident = (key, topic, partition)
+        with self._guard:
+            lock = self._building.setdefault(stem, threading.Lock())
+        with lock:
+            index = self._cached(ident)
+            if index is not None:
+                return index
+            index = self._load(stem, head_key)
+            if index is None and build:
+                index = self._build(segment, stem, head_key, key.size, on_bytes)
+            if index is not None:
+                self._remember(ident, index)
+            return index
+
+    def _load(self, stem: str, head_key: list) -> SegmentKeyIndex | None:
+        if self.directory is None:
+            return None
+        path = self.directory / f"{stem}.keys"
+        try:
+            f = open(path, "rb")  # noqa: SIM115 - kept open by the index
+        except OSError:
+            return None
+        try:
+            index = SegmentKeyIndex.open(f, head_key, path)
+        except (DamagedIndex, OSError) as exc:
+            f.close()
+            self.rejected += 1
+            log.debug("key index %s not used (%s); rebuilding", path, exc)
+            return None
+        self.loaded += 1
+        return index
+
+    def _build(self, segment, stem: str, head_key: list, size: int, on_bytes) -> SegmentKeyIndex:
+        if size >= LOG_BUILDS_FROM:
+            log.info("building the key index of %s (%.0f MB)", segment.log_path, size / 1e6)
+        if self.directory is not None:
+            try:
+                path = write_entry(self.directory, f"{stem}.keys", lambda f: build_key_index(
+                    segment, f, head_key, size=size, tmpdir=str(self.directory), on_bytes=on_bytes))
+                self.built += 1
+                return SegmentKeyIndex.open(open(path, "rb"), head_key, path)  # noqa: SIM115
+            except OSError as exc:
+                self._warn(exc)
+        f = tempfile.TemporaryFile(prefix="kafkafs-keys-")  # noqa: SIM115 - kept open by the index
+        build_key_index(segment, f, head_key, size=size, on_bytes=on_bytes)
+        self.built += 1
+        return SegmentKeyIndex.open(f, head_key, None)
+
+    def _warn(self, exc: OSError) -> None:
+        with self._guard:
+            warn, self._warned = not self._warned, True
+        if warn:
+            log.warning("the key index cache %s is not writable (%s); indexes are kept in temporary files",
+                        self.directory, exc.strerror or exc)
+
+    def forget(self, index: SegmentKeyIndex) -> None:
+        """Drop an index that failed a check while read, and its file (the next :meth:`get` rebuilds it)."""
+        with self._guard:
+            for ident, found in list(self._open.items()):
+                if found is index:
+                    del self._open[ident]
+        if index.path is not None:
+            try:
+                os.unlink(index.path)
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        with self._guard:
+            indexes = list(self._open.values())
+            self._open.clear()
+        for index in indexes:
+            index.close()

@@ -1,0 +1,322 @@
+"""Scanning a segment for its key entries, and building its key index file in bounded memory.
+
+:func:`scan_entries` reads a segment in chunks of 1 MiB: the kernel indexes whole runs of uncompressed
+batches (:func:`~kafkafs.format.keyindex.span_entries`), the others are decoded one by one; damage ends
+the scan with a :class:`ScanDamage`. :func:`build_key_index` keeps up to :data:`RUN_BYTES` of entries
+in memory, and past that sorts them and spills them to a temporary file in 256 buckets by hash prefix;
+at the end each bucket is read back, sorted and written in order (:class:`~.keyfile.BlockWriter`), so
+memory stays bounded whatever the number of keys. Long keys' digests are kept the same way (sorted
+runs, merged). Damage stops the scan: the file records where (``damaged``).
+
+Functions only: each call owns what it makes; safe from any thread.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+import os
+import tempfile
+from array import array
+from collections.abc import Callable, Iterator
+from typing import BinaryIO, NamedTuple
+
+from .. import __version__
+from ..errors import CorruptRecordError
+from ..format.batch import records_section, validate_batch
+from ..format.jsonspan import cut_off
+from ..format.keyindex import (
+    ENTRY_SIZE,
+    TXN,
+    KeyEntries,
+    batch_entries,
+    key_hash,
+    prefix_counts,
+    section_entries,
+    sort_entries,
+    span_entries,
+)
+from ..format.keynames import key_sha256
+from ..format.recordfilter import RecordFilter
+from .keyfile import FORMAT_VERSION, LONG, BlockWriter, fanout_bits
+
+__all__ = ["Scanned", "ScanDamage", "scan_entries", "build_key_index", "RUN_BYTES", "LONG_RUN"]
+
+log = logging.getLogger("kafkafs.keyindex")
+
+#: Entries kept in memory while building before they are sorted and spilled (bytes).
+RUN_BYTES = 16 << 20
+#: Buckets of a spill (by the top bits of h1): each is sorted alone at the end.
+SPILL_BITS = 8
+#: Long keys (their digests) kept in memory while building before they are spilled.
+LONG_RUN = 65536
+#: Bytes of log read per step.
+CHUNK_BYTES = 1 << 20
+
+
+class _Entries:
+    """Entries while a segment is scanned: in memory up to :data:`RUN_BYTES`, then sorted and spilled
+    by bucket to a temporary file."""
+
+    def __init__(self, tmpdir: str | None) -> None:
+        self.tmpdir = tmpdir
+        self.run = bytearray()
+        self.count = 0
+        self.spill: BinaryIO | None = None
+        self.blocks: list[list[tuple[int, int]]] = [[] for _ in range(1 << SPILL_BITS)]
+
+    def add(self, entries: bytes) -> None:
+        self.run += entries
+        self.count += len(entries) // ENTRY_SIZE
+        if len(self.run) >= RUN_BYTES:
+            self._spill()
+
+    def _spill(self) -> None:
+        run = self.run
+        sort_entries(run)
+        counts = array("Q", bytes(8 << SPILL_BITS))
+        prefix_counts(run, SPILL_BITS, counts)
+        if self.spill is None:
+            self.spill = tempfile.TemporaryFile(prefix="kafkafs-keys-", dir=self.tmpdir)  # noqa: SIM115
+        at = 0
+        for b, n in enumerate(counts):
+            if n:
+                pos = self.spill.seek(0, os.SEEK_END)
+                self.spill.write(memoryview(run)[at * ENTRY_SIZE : (at + n) * ENTRY_SIZE])
+                self.blocks[b].append((pos, n * ENTRY_SIZE))
+                at += n
+        self.run = bytearray()
+
+    def sorted_parts(self) -> Iterator[bytearray]:
+        """The entries, sorted, in consecutive parts."""
+        if self.spill is None:
+            sort_entries(self.run)
+            yield self.run
+            return
+        if self.run:
+            self._spill()
+        self.spill.flush()
+        fd = self.spill.fileno()
+        for blocks in self.blocks:
+            if not blocks:
+                continue
+            part = bytearray()
+            for pos, size in blocks:
+                part += os.pread(fd, size, pos)
+            sort_entries(part)  # runs come in scan order, and the sort keeps it for equal hashes
+            yield part
+
+    def close(self) -> None:
+        if self.spill is not None:
+            self.spill.close()
+            self.spill = None
+
+
+class _Longs:
+    """The long keys' (sha256, h1, h2) rows: sorted runs spilled past :data:`LONG_RUN`, merged at the end."""
+
+    def __init__(self, tmpdir: str | None) -> None:
+        self.tmpdir = tmpdir
+        self.rows: set[bytes] = set()
+        self.runs: list[BinaryIO] = []
+
+    def add(self, longs: list[tuple[int, bytes]]) -> None:
+        for _rel, key in longs:
+            h1, h2 = key_hash(key)
+            self.rows.add(LONG.pack(key_sha256(key), h1, h2))
+        if len(self.rows) >= LONG_RUN:
+            run = tempfile.TemporaryFile(prefix="kafkafs-longs-", dir=self.tmpdir)  # noqa: SIM115
+            run.write(b"".join(sorted(self.rows)))
+            run.seek(0)
+            self.runs.append(run)
+            self.rows = set()
+
+    def merged(self) -> Iterator[bytes]:
+        def read_run(f: BinaryIO) -> Iterator[bytes]:
+            while True:
+                row = f.read(LONG.size)
+                if len(row) < LONG.size:
+                    return
+                yield row
+
+        last = None
+        for row in heapq.merge(sorted(self.rows), *(read_run(f) for f in self.runs)):
+            if row != last:
+                yield row
+                last = row
+
+    def close(self) -> None:
+        for f in self.runs:
+            f.close()
+        self.runs = []
+
+
+def _slow_batch(segment, pos: int, size: int, record_filter: RecordFilter | None) -> tuple[KeyEntries, int, int] | None:
+    """The entries of the one batch at ``pos`` the kernel did not take, where the next batch starts and
+    its last offset; None at the end. CorruptRecordError for damage."""
+    view = next(iter(segment.batches(pos, size)), None)
+    if view is None:
+        return None
+    h = view.header
+    file = str(segment.log_path)
+    try:
+        if h.magic == 2:
+            validate_batch(view.buf, h)
+            got = section_entries(records_section(view.buf, h), h, segment.base_offset, record_filter)
+            last = h.last_offset
+        else:
+            batch = view.decode(file=file)
+            got = batch_entries(batch, segment.base_offset, record_filter)
+            last = batch.offsets[-1] if batch.offsets else h.last_offset
+    except CorruptRecordError as exc:
+        raise exc.at(file, view.base) if exc.file is None else exc from None
+    return got, view.position + h.size, last
+
+
+class Scanned(NamedTuple):
+    """What :func:`scan_entries` gives per step: the entries of the batches between ``start`` and
+    ``end`` (file positions), and the offset after the last of them (``next_offset``)."""
+
+    got: KeyEntries
+    start: int
+    end: int
+    next_offset: int
+
+
+class ScanDamage(NamedTuple):
+    """Where a scan stopped at damage: the offset after the last good batch, its position, and why."""
+
+    offset: int
+    position: int
+    error: CorruptRecordError
+
+    def as_dict(self) -> dict:
+        return {"offset": self.offset, "position": self.position, "reason": str(self.error)}
+
+    def raise_it(self) -> None:
+        raise self.error
+
+
+def scan_entries(
+    segment, size: int, record_filter: RecordFilter | None = None, start: int = 0
+) -> Iterator[Scanned | ScanDamage]:
+    """The key entries of ``segment``'s batches from position ``start`` to ``size``, a step at a time
+    (whole runs of batches through the kernel, the others one by one); a :class:`ScanDamage` ends them
+    when a batch is damaged. ``record_filter``: only the records it accepts."""
+    base = segment.base_offset
+    next_offset = base
+    pos = start
+    want = CHUNK_BYTES
+    while pos < size:
+        buf = segment.read_at(pos, min(want, size - pos))
+        if not buf:
+            return
+        got = span_entries(buf, base, record_filter)
+        taken = got.consumed
+        if taken:
+            next_offset = max(next_offset, _last_offset_of(buf, taken) + 1)
+            yield Scanned(got, pos, pos + taken, next_offset)
+            pos += taken
+        if taken == len(buf):
+            want = CHUNK_BYTES
+            continue
+        need = cut_off(buf, taken)
+        if need and not (taken == 0 and want >= need) and pos + need <= size:
+            want = max(CHUNK_BYTES, need)
+            continue
+        try:
+            found = _slow_batch(segment, pos, size, record_filter)
+        except CorruptRecordError as exc:
+            yield ScanDamage(next_offset, pos, exc)
+            return
+        if found is None:
+            return
+        got, after, last = found
+        next_offset = max(next_offset, last + 1)
+        yield Scanned(got, pos, after, next_offset)
+        pos = after
+        want = CHUNK_BYTES
+
+
+def build_key_index(
+    segment,
+    dest: BinaryIO,
+    key: list,
+    *,
+    size: int,
+    tmpdir: str | None = None,
+    on_bytes: Callable[[int], None] | None = None,
+) -> dict:
+    """Index the first ``size`` bytes of ``segment`` into ``dest`` (a new file opened for writing) under
+    ``key``; returns the head. ``on_bytes(n)`` hears of the log bytes read (progress)."""
+    base = segment.base_offset
+    entries = _Entries(tmpdir)
+    longs = _Longs(tmpdir)
+    txns = tempfile.SpooledTemporaryFile(max_size=4 << 20, dir=tmpdir)  # noqa: SIM115
+    ntxns = 0
+    damaged = None
+    next_offset = base
+    scanned = 0
+    try:
+        for step in scan_entries(segment, size):
+            if isinstance(step, ScanDamage):
+                damaged = step.as_dict()
+                log.warning("the key index stops at damage: %s", step.error)
+                break
+            got = step.got
+            entries.add(got.entries)
+            if got.txns:
+                txns.write(got.txns)
+                ntxns += len(got.txns) // TXN.size
+            if got.longs:
+                longs.add(got.longs)
+            next_offset = step.next_offset
+            scanned = step.end
+            if on_bytes is not None:
+                on_bytes(step.end - step.start)
+        bits = fanout_bits(entries.count)
+        writer = BlockWriter(dest)
+        counts = array("Q", bytes(8 << bits))
+        for part in entries.sorted_parts():
+            prefix_counts(part, bits, counts)
+            writer.write(part)
+        fanout = array("Q", [0])
+        total = 0
+        for c in counts:
+            total += c
+            fanout.append(total)
+        writer.write(fanout.tobytes())
+        txns.seek(0)
+        while True:
+            chunk = txns.read(1 << 20)
+            if not chunk:
+                break
+            writer.write(chunk)
+        nlongs = 0
+        for row in longs.merged():
+            writer.write(row)
+            nlongs += 1
+        head = {
+            "version": FORMAT_VERSION, "kafkafs": __version__, "key": key, "base": base, "entries": entries.count,
+            "bits": bits, "txns": ntxns, "longs": nlongs, "damaged": damaged, "scanned": scanned,
+            "next_offset": next_offset,
+        }
+        writer.finish(head)
+        return head
+    finally:
+        entries.close()
+        longs.close()
+        txns.close()
+
+
+def _last_offset_of(buf: bytes, end: int) -> int:
+    """The last offset of the last whole batch that ends at ``end`` in ``buf`` (batches from 0)."""
+    pos = 0
+    last = -1
+    while pos < end:
+        base = int.from_bytes(buf[pos : pos + 8], "big", signed=True)
+        length = int.from_bytes(buf[pos + 8 : pos + 12], "big", signed=True)
+        delta = int.from_bytes(buf[pos + 23 : pos + 27], "big", signed=True)
+        last = base + delta
+        pos += length + 12
+    return last

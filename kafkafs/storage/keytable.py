@@ -1,0 +1,448 @@
+"""A partition as a table: the latest record of a key, every record of a key, and the table itself (the
+latest record of every key whose latest record is not a tombstone), from the key indexes of the sealed
+segments (:mod:`.keyindex`) and a scan of the active segment.
+
+Which records count, for all three: records of data batches (control records never) that have a key
+and are not in a transaction that aborted (the ``.txnindex`` entries of the partition say which,
+when the query runs). A hash found in an index is confirmed against the record's key before it is
+served; the table takes hash equality for key equality, as the cleaner's offset map does (MD5), so
+the table is what compaction keeps, minus tombstones.
+
+The table in bounded memory: the index entries are read by hash range (a range holds at most
+:data:`RANGE_ENTRIES` entries of all segments together), newest segment first, so that the first
+segment holding a hash holds its latest record; a set of the range's hashes says which are decided,
+and the kept records are marked in a bitmap of offsets per segment (one bit per offset). When the
+bitmaps of all segments would pass :data:`BITMAP_BUDGET`, segments are taken in groups, oldest first,
+each group a pass over the indexes of itself and the newer segments. The records are then read in
+offset order, each segment's bitmap a filter (:class:`~kafkafs.format.recordfilter.RecordFilter`).
+
+Damage: a segment whose scan stopped at damage fails every query whose answer could depend on what
+follows the damage (CorruptRecordError): a history and the table always, a latest lookup when no
+newer segment answered it.
+
+Threads: a :class:`PartitionKeys` keeps nothing between calls but its log and store (both shareable):
+any thread may query it. A :class:`Table` belongs to one reader.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from array import array
+from collections.abc import Iterator
+from typing import NamedTuple
+
+from ..errors import CorruptRecordError
+from ..format.batch import records_section, validate_batch
+from ..format.keyindex import (
+    ENTRY,
+    TRANSACTIONAL,
+    TXN,
+    batch_entries,
+    key_hash,
+    section_entries,
+    span_entries,
+    table_latest,
+)
+from ..format.keynames import key_sha256
+from ..format.recordfilter import RecordFilter
+from .keyfile import DamagedIndex, SegmentKeyIndex
+from .keyindex import KeyIndexStore
+from .keyscan import ScanDamage, build_key_index, scan_entries
+from .records import BatchView
+
+__all__ = ["PartitionKeys", "KeyRecord", "Table", "TablePart", "RANGE_ENTRIES", "BITMAP_BUDGET"]
+
+#: Index entries of all segments together handled at once by the table (hash ranges are cut so).
+RANGE_ENTRIES = 1 << 18
+#: Bytes of offset bitmaps the table holds at once (past it, segments are taken in groups).
+BITMAP_BUDGET = 32 << 20
+
+
+class KeyRecord(NamedTuple):
+    """A record found for a key: its offset, the segment holding it, and the batch holding it (a
+    :class:`~kafkafs.storage.records.BatchView`, to render it from without reading it again; None
+    when the record was found by a scan)."""
+
+    offset: int
+    segment: object
+    view: BatchView | None = None
+
+
+class TablePart(NamedTuple):
+    """One segment of a table: the filter of its kept records (a bitmap of offsets from its base), and
+    the bytes of it the table covers (``size``: the active segment's as it was when the table was made)."""
+
+    segment: object
+    filter: RecordFilter
+    kept: int
+    size: int
+
+
+class _Source(NamedTuple):
+    """A segment with its index, its aborted ranges (None: none) and how many offsets it spans."""
+
+    segment: object
+    index: SegmentKeyIndex
+    aborted: array | None
+    span: int
+
+
+def _aborted_by_producer(segments) -> dict[int, list[tuple[int, int]]]:
+    """producer id -> [(first offset, ABORT marker offset)] of every ``.txnindex`` entry of the partition."""
+    out: dict[int, list[tuple[int, int]]] = {}
+    for segment in segments:
+        for entry in segment.txn_index.entries():
+            out.setdefault(entry.producer_id, []).append((entry.first_offset, entry.last_offset))
+    return out
+
+
+def _batch_aborted(aborted: dict[int, list[tuple[int, int]]], pid: int, base_offset: int) -> bool:
+    """Whether a transactional batch of ``pid`` starting at ``base_offset`` belongs to an aborted
+    transaction (one that began at or before it and whose marker follows it)."""
+    return any(first <= base_offset < marker for first, marker in aborted.get(pid, ()))
+
+
+def _aborted_ranges(txns: list[tuple[int, int, int]], base: int, aborted: dict) -> array | None:
+    """The rel ranges ``[lo, hi]`` of the transactional batches that aborted (sorted, disjoint)."""
+    if not aborted or not txns:
+        return None
+    ranges = array("I")
+    for first, last, pid in txns:
+        if _batch_aborted(aborted, pid, first):
+            ranges.extend((max(first - base, 0), min(max(last - base, 0), 2**32 - 1)))
+    return ranges or None
+
+
+def _in_aborted(txns: list[tuple[int, int, int]], offset: int, aborted: dict) -> bool:
+    """Whether the transactional record at ``offset`` (one of the batches ``txns``) aborted."""
+    for first, last, pid in txns:
+        if first <= offset <= last:
+            return _batch_aborted(aborted, pid, first)
+    return False
+
+
+def _unpack_txns(raw: bytes) -> list[tuple[int, int, int]]:
+    return [TXN.unpack_from(raw, i) for i in range(0, len(raw), TXN.size)]
+
+
+def _batch_rels(view: BatchView, seg_base: int, record_filter: RecordFilter) -> list[int]:
+    """The rel offsets of the records of one batch that the filter accepts (the batch checked whole)."""
+    raw = view.raw()
+    got = span_entries(raw, seg_base, record_filter)
+    if got.consumed != len(raw):
+        h = view.header._replace(position=0)
+        if h.magic == 2:
+            validate_batch(raw, h)
+            got = section_entries(records_section(raw, h), h, seg_base, record_filter)
+        else:
+            got = batch_entries(view.decode(), seg_base, record_filter)
+    return [ENTRY.unpack_from(got.entries, i)[2] for i in range(0, len(got.entries), ENTRY.size)]
+
+
+class _Confirmer:
+    """Whether the record at an offset of ``segment`` has ``key`` (a hash match is only a candidate); a
+    batch read for one candidate answers for the next ones in it."""
+
+    def __init__(self, segment, key: bytes) -> None:
+        self.segment = segment
+        self.filter = RecordFilter(key=key)
+        self.view: BatchView | None = None  # the batch read last
+        self._rels: set[int] = set()  # the rels of the key in it
+
+    def __call__(self, offset: int) -> bool:
+        view = self.view
+        if view is None or not view.header.base_offset <= offset <= view.header.last_offset:
+            view = self.segment.find(offset)
+            if view is None or view.header.base_offset > offset:
+                return False
+            self.view = view._replace(segment=self.segment)
+            self._rels = set(_batch_rels(view, self.segment.base_offset, self.filter))
+        return offset - self.segment.base_offset in self._rels
+
+
+class Table:
+    """The table as it was when it was made: :meth:`parts` gives each segment's filter of kept records,
+    oldest first. ``kept``: the records in it; ``keys``: every key with a latest record (tombstones
+    included). Close it to drop the active segment's temporary index."""
+
+    def __init__(self, sources: list[_Source], tombstones: bool, temporary: SegmentKeyIndex | None) -> None:
+        self._sources = sources  # oldest first
+        self._tombstones = tombstones
+        self._temporary = temporary
+        self._groups = _groups(sources)
+        self._cached: tuple[int, list[TablePart]] | None = None
+        self.kept = 0
+        self.keys = 0
+        for g in range(len(self._groups)):
+            parts = self._group(g)
+            self.kept += sum(p.kept for p in parts)
+        if not self._groups:
+            self.keys = 0
+
+    def _group(self, g: int) -> list[TablePart]:
+        cached = self._cached
+        if cached is not None and cached[0] == g:
+            return cached[1]
+        lo, hi = self._groups[g]
+        sources = self._sources
+        newest_first = list(reversed(sources[lo:]))  # older segments cannot change the group's keys
+        bitmaps = [bytearray((s.span + 7) // 8) if lo <= len(sources) - 1 - i < hi else None
+                   for i, s in enumerate(newest_first)]
+        kept = distinct = 0
+        bits = _range_bits(sum(s.index.entries for s in newest_first))
+        for prefix in range(1 << bits):
+            slices = [s.index.slice(prefix, bits) for s in newest_first]
+            k, d = table_latest(slices, [s.aborted for s in newest_first], bitmaps, self._tombstones)
+            kept += k
+            distinct += d
+        if lo == 0:
+            self.keys = distinct
+        parts = []
+        for i, source in enumerate(newest_first):
+            bitmap = bitmaps[i]
+            if bitmap is not None:
+                count = int.from_bytes(bitmap, "little").bit_count()
+                parts.append(TablePart(source.segment, RecordFilter(bits=bytes(bitmap),
+                                                                    bits_base=source.index.base_offset), count,
+                                       source.index.head["scanned"]))
+        parts.reverse()
+        self._cached = (g, parts)
+        return parts
+
+    def parts(self) -> Iterator[TablePart]:
+        """Each segment's kept records, oldest first (groups computed again as they are reached)."""
+        for g in range(len(self._groups)):
+            yield from self._group(g)
+
+    def close(self) -> None:
+        if self._temporary is not None:
+            self._temporary.close()
+            self._temporary = None
+
+    def __enter__(self) -> Table:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _range_bits(entries: int) -> int:
+    bits = 0
+    while bits < 16 and entries >> bits > RANGE_ENTRIES:
+        bits += 1
+    return bits
+
+
+def _groups(sources: list[_Source]) -> list[tuple[int, int]]:
+    """Consecutive segments (oldest first) whose bitmaps fit :data:`BITMAP_BUDGET` together."""
+    groups = []
+    start, used = 0, 0
+    for i, s in enumerate(sources):
+        size = (s.span + 7) // 8
+        if i > start and used + size > BITMAP_BUDGET:
+            groups.append((start, i))
+            start, used = i, 0
+        used += size
+    if sources:
+        groups.append((start, len(sources)))
+    return groups
+
+
+class PartitionKeys:
+    """Key queries over one :class:`~kafkafs.storage.log.Log` (see the module's docstring), with the
+    indexes of ``store``; ``build`` False: use only the indexes already built (segments without one are
+    scanned)."""
+
+    def __init__(self, log, store: KeyIndexStore, *, build: bool = True) -> None:
+        self.log = log
+        self.store = store
+        self.build = build
+
+    # ------------------------------------------------------------------------------------------ helpers
+
+    def _index(self, segment) -> SegmentKeyIndex | None:
+        return self.store.get(segment, self.log.topic, self.log.partition, build=self.build)
+
+    def _segments(self) -> tuple[list, object | None]:
+        segments = list(self.log.segments)
+        if not segments:
+            return [], None
+        return segments[:-1], segments[-1]
+
+    def _query(self, fn):
+        """Run ``fn``; an index that fails a check while read is dropped (rebuilt by the next use) and
+        the query runs again, as long as each failure is a different index's."""
+        dropped: set[int] = set()
+        while True:
+            try:
+                return fn()
+            except DamagedIndex as exc:
+                if exc.index is None or id(exc.index) in dropped:
+                    raise CorruptRecordError(f"the key index fails its checks: {exc}") from None
+                dropped.add(id(exc.index))
+                self.store.forget(exc.index)
+
+    def _scan(self, segment, record_filter: RecordFilter) -> tuple[list[tuple[int, int]], list[tuple[int, int, int]]]:
+        """(rel, flags) of the records of a segment the filter accepts, and its transactional batches
+        (a scan: the active segment, or a segment without an index)."""
+        found: list[tuple[int, int]] = []
+        txns: list[tuple[int, int, int]] = []
+        for step in scan_entries(segment, segment.size, record_filter):
+            if isinstance(step, ScanDamage):
+                step.raise_it()
+            entries = step.got.entries
+            found.extend(ENTRY.unpack_from(entries, i)[2:] for i in range(0, len(entries), ENTRY.size))
+            txns.extend(_unpack_txns(step.got.txns))
+        return found, txns
+
+    def _candidates(self, segment, key: bytes, hashed: tuple[int, int], aborted: dict, active: bool,
+                    newest_only: bool = False) -> list[KeyRecord]:
+        """The records of ``key`` in ``segment`` that count (not aborted), confirmed, by offset
+        (``newest_only``: only the newest, confirming as few candidates as it takes)."""
+        base = segment.base_offset
+        index = None if active else self._index(segment)
+        if index is None:  # a scan compares the key itself: nothing to confirm
+            found, txns = self._scan(segment, RecordFilter(key=key))
+            out = [KeyRecord(base + rel, segment) for rel, flags in found
+                   if not (flags & TRANSACTIONAL and _in_aborted(txns, base + rel, aborted))]
+            return out[-1:] if newest_only else out
+        if index.damaged is not None:
+            raise CorruptRecordError(f"the key index of {segment.log_path} stops at damage: {index.damaged['reason']}")
+        entries = index.find(*hashed)
+        txns = index.transactional_batches() if any(f & TRANSACTIONAL for _r, f in entries) else []
+        offsets = [base + rel for rel, flags in entries
+                   if not (flags & TRANSACTIONAL and _in_aborted(txns, base + rel, aborted))]
+        confirm = _Confirmer(segment, key)
+        out = []
+        for offset in reversed(offsets) if newest_only else offsets:
+            if confirm(offset):
+                out.append(KeyRecord(offset, segment, confirm.view))
+                if newest_only:
+                    break
+        return out
+
+    # ------------------------------------------------------------------------------------------ queries
+
+    def latest(self, key: bytes) -> KeyRecord | None:
+        """The latest record of ``key`` (a tombstone included), or None."""
+        return self._query(lambda: self._latest(key))
+
+    def _latest(self, key: bytes) -> KeyRecord | None:
+        sealed, active = self._segments()
+        if active is None:
+            return None
+        hashed = key_hash(key)
+        aborted = _aborted_by_producer([*sealed, active])
+        for segment in [active, *reversed(sealed)]:
+            found = self._candidates(segment, key, hashed, aborted, segment is active, newest_only=True)
+            if found:
+                return found[-1]
+        return None
+
+    def history(self, key: bytes, *, include_aborted: bool = False) -> list[KeyRecord]:
+        """Every record of ``key``, by offset (``include_aborted``: records of aborted transactions too,
+        as a plain read shows them)."""
+        return self._query(lambda: self._history(key, include_aborted))
+
+    def _history(self, key: bytes, include_aborted: bool) -> list[KeyRecord]:
+        sealed, active = self._segments()
+        if active is None:
+            return []
+        hashed = key_hash(key)
+        aborted = {} if include_aborted else _aborted_by_producer([*sealed, active])
+        return [found for segment in [*sealed, active]
+                for found in self._candidates(segment, key, hashed, aborted, segment is active)]
+
+    def key_for_digest(self, digest: bytes) -> bytes | None:
+        """The key whose SHA-256 is ``digest`` and whose name is that digest (``$sha256:`` names), if
+        the partition has a record of it."""
+        return self._query(lambda: self._key_for_digest(digest))
+
+    def _key_for_digest(self, digest: bytes) -> bytes | None:
+        sealed, active = self._segments()
+        if active is None:
+            return None
+        for segment in [active, *reversed(sealed)]:
+            index = None if segment is active else self._index(segment)
+            if index is None:
+                for step in scan_entries(segment, segment.size):
+                    if isinstance(step, ScanDamage):
+                        step.raise_it()
+                    for _rel, key in step.got.longs:
+                        if key_sha256(key) == digest:
+                            return key
+                continue
+            hashed = index.long_key(digest)
+            entries = index.find(*hashed) if hashed is not None else []
+            for rel, _flags in entries:
+                key = self._key_at(segment, segment.base_offset + rel)
+                if key is not None and key_sha256(key) == digest:
+                    return key
+        return None
+
+    def _key_at(self, segment, offset: int) -> bytes | None:
+        view = segment.find(offset)
+        if view is None:
+            return None
+        batch = view.decode()
+        for found, key in zip(batch.offsets, batch.keys, strict=True):
+            if found == offset:
+                return key
+        return None
+
+    def table(self, *, tombstones: bool = False) -> Table:
+        """The table as of now (``tombstones``: keys whose latest record is a tombstone stay in it, for a
+        listing of every key). Close it when done."""
+        return self._query(lambda: self._table(tombstones))
+
+    def _table(self, tombstones: bool) -> Table:
+        sealed, active = self._segments()
+        segments = [*sealed, active] if active is not None else []
+        aborted = _aborted_by_producer(segments)
+        sources: list[_Source] = []
+        for segment in sealed:
+            index = self.store.get(segment, self.log.topic, self.log.partition)
+            assert index is not None
+            if index.damaged is not None:
+                raise CorruptRecordError(
+                    f"the key index of {segment.log_path} stops at damage: {index.damaged['reason']}")
+            sources.append(self._source(segment, index, aborted))
+        temporary = None
+        if active is not None and active.size:
+            temporary = _temporary_index(active)
+            try:
+                if temporary.damaged is not None:
+                    raise CorruptRecordError(f"{active.log_path}: {temporary.damaged['reason']}")
+                sources.append(self._source(active, temporary, aborted))
+            except BaseException:
+                temporary.close()
+                raise
+        try:
+            return Table(sources, tombstones, temporary)
+        except BaseException:
+            if temporary is not None:
+                temporary.close()
+            raise
+
+    def _source(self, segment, index: SegmentKeyIndex, aborted: dict) -> _Source:
+        txns = index.transactional_batches() if aborted and index.txns else []
+        span = max(index.next_offset - index.base_offset, 0)
+        return _Source(segment, index, _aborted_ranges(txns, index.base_offset, aborted), span)
+
+    def count_keys(self) -> int:
+        """How many keys have a latest record (tombstones included)."""
+        with self.table(tombstones=True) as table:
+            return table.keys
+
+
+def _temporary_index(segment) -> SegmentKeyIndex:
+    """An index of the active segment as it is now, in a temporary file of this process."""
+    f = tempfile.TemporaryFile(prefix="kafkafs-keys-")  # noqa: SIM115 - kept open by the index
+    key = ["active", segment.base_offset, segment.size]
+    try:
+        build_key_index(segment, f, key, size=segment.size)
+        return SegmentKeyIndex.open(f, key, None)
+    except BaseException:
+        f.close()
+        raise
+

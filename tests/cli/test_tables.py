@@ -1,0 +1,117 @@
+"""``kafkafs groups``, ``kafkafs transactions``, ``kafkafs index --keys`` and consume's filters (SPEC §4),
+as a user runs them; filters checked against the unfiltered output filtered here."""
+
+from __future__ import annotations
+
+import base64
+import os
+import random
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+
+from kafkafs.storage.config import Settings
+from kafkafs.storage.logdir import LogDir
+from tests.storage.keylogs import fill
+from tests.storage.test_txnstate import build as build_transactions
+
+
+def run(*args: str, rc: int = 0, env: dict | None = None) -> subprocess.CompletedProcess:
+    proc = subprocess.run([sys.executable, "-m", "kafkafs.cli", *args], capture_output=True, timeout=300,
+                          env={**os.environ, **(env or {})})
+    assert b"Traceback" not in proc.stderr, proc.stderr.decode()
+    assert proc.returncode == rc, (proc.returncode, proc.stderr.decode())
+    return proc
+
+
+def lines(data: bytes) -> list[dict]:
+    return [orjson.loads(line) for line in data.splitlines()]
+
+
+@pytest.fixture(scope="module")
+def keyed(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("keyed") / "logs"
+    path.mkdir()
+    with LogDir(path, Settings({"segment.bytes": 8000}), writable=True) as logdir:
+        log = logdir.create_partition("kv", 0)
+        fill(log, random.Random(31), 300, keys=40)
+        log.append_records([(1, b"h", b"x", (("trace", b"1"), ("kind", b"a"))), (2, b"h", b"y", (("trace", None),))])
+    return path
+
+
+def test_groups_of_the_fixtures(fixtures_dir):
+    out = run("groups", str(fixtures_dir / "kafka-logs-c")).stdout.decode()
+    assert "DEVSmileCDR Stable" in out and "TestTopicPatient" in out
+    one = orjson.loads(run("groups", str(fixtures_dir / "kafka-logs-c"), "DEVSmileCDR", "--json").stdout)
+    assert one["group"] == "DEVSmileCDR" and one["state"] == "Stable"
+    every = orjson.loads(run("groups", str(fixtures_dir / "kafka-logs-c"), "--json").stdout)
+    assert every == [one]
+    assert run("groups", str(fixtures_dir / "kafka-logs-a"), "--json").stdout == b"[]\n"
+    proc = run("groups", str(fixtures_dir / "kafka-logs-a"), "my-group", rc=2)
+    assert proc.stderr.decode().count("\n") == 1 and "no group my-group" in proc.stderr.decode()
+
+
+def test_transactions_and_hanging_exit_code(tmp_path):
+    logs = build_transactions(tmp_path)
+    out = run("transactions", str(logs)).stdout.decode()
+    assert len(out.splitlines()) == 1 + 6 and "app-3" in out
+    hanging = run("transactions", str(logs), "--hanging", rc=1).stdout.decode()
+    assert len(hanging.splitlines()) == 1 + 4
+    report = orjson.loads(run("transactions", str(logs), "--json").stdout)
+    assert set(report) == {"partitions", "transactionalIds"}
+    assert report["partitions"]["t-0"]["lastStableOffset"] == 7
+    assert sorted(report["transactionalIds"]) == ["app-3", "app-4", "app-6", "app-7"]
+    only = orjson.loads(run("transactions", str(logs), "--json", "--hanging", rc=1).stdout)
+    assert list(only["partitions"]) == ["t-0"]
+    assert all(t["hanging"] for t in only["partitions"]["t-0"]["open"])
+    # a long enough timeout and no coordinator: nothing hangs
+    clean = tmp_path / "clean"
+    clean.mkdir()
+    with LogDir(clean, writable=True) as logdir:
+        logdir.create_partition("p", 0).append_records([(1, None, b"x", ())])
+    assert run("transactions", str(clean), "--hanging").stdout == b"no hanging transactions\n"
+
+
+@pytest.mark.parametrize("args, pick", [
+    (["--key", "key-5"], lambda r: r["key"] == "key-5"),
+    (["--key-base64", base64.b64encode(b"key-7").decode()], lambda r: r["key"] == "key-7"),
+    (["--key-base64", base64.urlsafe_b64encode(bytes([0xFF, 10, 0])).decode()],
+     lambda r: r["key"] == {"$base64": base64.b64encode(bytes([0xFF, 10, 0])).decode()}),
+    (["--header", "trace"], lambda r: any(h["key"] == "trace" for h in r["headers"])),
+    (["--header", "trace=1", "--header", "kind=a"], lambda r: {"trace", "kind"} <= {h["key"] for h in r["headers"]}),
+    (["--grep", r'"value":"v1\d+"'], lambda r: re.fullmatch(r"v1\d+", str(r["value"])) is not None),
+    (["--key", "key-5", "--grep", "v9"], lambda r: r["key"] == "key-5" and "v9" in str(r["value"])),
+])
+def test_consume_filters_equal_the_filtered_output(keyed, args, pick):
+    everything = lines(run("consume", str(keyed), "kv-0").stdout)
+    want = [r for r in everything if pick(r)]
+    assert want
+    assert lines(run("consume", str(keyed), "kv-0", *args, "--cache-dir", "").stdout) == want
+    assert lines(run("consume", str(keyed), "kv-0", *args, "-c", "2", "--cache-dir", "").stdout) == want[:2]
+    # a start offset and the interleaved path give the same records
+    half = everything[len(everything) // 2]["offset"]
+    got = lines(run("consume", str(keyed), "kv", *args, "-o", str(half), "--cache-dir", "").stdout)
+    assert got == [r for r in want if r["offset"] >= half]
+
+
+def test_consume_by_key_through_the_index(keyed, tmp_path):
+    cache = tmp_path / "cache"
+    scanned = run("consume", str(keyed), "kv-0", "--key", "key-5", "--cache-dir", "").stdout
+    run("index", str(keyed), "--keys", "--cache-dir", str(cache))
+    assert list(cache.glob("*.keys"))
+    assert run("consume", str(keyed), "kv-0", "--key", "key-5", "--cache-dir", str(cache)).stdout == scanned
+    assert run("consume", str(keyed), "kv-0", "--key", "key-5", "-c", "3", "--cache-dir", str(cache)).stdout == \
+        b"".join(scanned.splitlines(keepends=True)[:3])
+    tail = lines(scanned)[-2]["offset"]
+    assert lines(run("consume", str(keyed), "kv-0", "--key", "key-5", "-o", str(tail), "--cache-dir",
+                     str(cache)).stdout) == lines(scanned)[-2:]
+
+
+def test_bad_filters_are_usage_errors(keyed):
+    for args in (["--key-base64", "!!"], ["--grep", "("], ["--header", "=x"], ["--key", "a", "--key-base64", "YQ"]):
+        proc = run("consume", str(keyed), "kv-0", *args, rc=2)
+        assert proc.stderr.decode().count("\n") == 1

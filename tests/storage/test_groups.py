@@ -1,0 +1,132 @@
+"""Consumer groups replayed from ``__consumer_offsets`` (SPEC §3 groups/<group>.json), on records
+written here and on the fixtures a real broker wrote."""
+
+from __future__ import annotations
+
+from kafkafs.format.batch import encode_batch, encode_control_batch
+from kafkafs.storage.config import Settings
+from kafkafs.storage.groups import read_groups
+from kafkafs.storage.logdir import LogDir
+
+from .groupslogs import classic_group, commit_key, commit_value, group_key, group_value
+
+SPEC_KEYS = ["group", "protocolType", "protocol", "state", "generation", "leader", "members", "offsets"]
+MEMBER_KEYS = ["memberId", "groupInstanceId", "clientId", "clientHost", "assignment"]
+OFFSET_KEYS = ["topic", "partition", "offset", "leaderEpoch", "metadata", "commitTimestamp", "logEndOffset", "lag"]
+
+
+def _logdir(tmp_path):
+    (tmp_path / "logs").mkdir(exist_ok=True)
+    return LogDir(tmp_path / "logs", Settings(), writable=True)
+
+
+def test_a_classic_group_with_commits_and_lag(tmp_path):
+    with _logdir(tmp_path) as logdir:
+        orders = logdir.create_partition("orders", 0)
+        orders.append_records([(1, None, b"x", ())] * 10)
+        offsets = logdir.create_partition("__consumer_offsets", 7)
+        offsets.append_records([
+            (1, *classic_group("g", 1, [("m1", "c1", {"orders": [0]})]), ()),
+            (1, commit_key("g", "orders", 0), commit_value(4, metadata="md", leader_epoch=2), ()),
+            (1, commit_key("g", "orders", 0), commit_value(6), ()),
+            (1, commit_key("g", "gone", 3), commit_value(1), ()),
+            (1, *classic_group("g", 2, [("m2", "c2", {"orders": [0]}), ("m3", "c3", {})]), ()),
+        ])
+    with LogDir(tmp_path / "logs") as logdir:
+        groups = read_groups(logdir)
+    assert list(groups) == ["g"]
+    g = groups["g"]
+    assert list(g) == SPEC_KEYS
+    assert (g["protocolType"], g["protocol"], g["state"], g["generation"], g["leader"]) == \
+        ("consumer", "range", "Stable", 2, "m2")
+    assert [list(m) for m in g["members"]] == [MEMBER_KEYS] * 2
+    assert g["members"][0]["assignment"] == [{"topic": "orders", "partitions": [0]}]
+    assert g["members"][1]["assignment"] == []
+    assert [list(o) for o in g["offsets"]] == [OFFSET_KEYS] * 2
+    assert g["offsets"] == [
+        {"topic": "gone", "partition": 3, "offset": 1, "leaderEpoch": -1, "metadata": "",
+         "commitTimestamp": 1_700_000_000_000, "logEndOffset": None, "lag": None},
+        {"topic": "orders", "partition": 0, "offset": 6, "leaderEpoch": -1, "metadata": "",
+         "commitTimestamp": 1_700_000_000_000, "logEndOffset": 10, "lag": 4},
+    ]
+
+
+def test_tombstones_delete_commits_and_groups(tmp_path):
+    with _logdir(tmp_path) as logdir:
+        offsets = logdir.create_partition("__consumer_offsets", 0)
+        offsets.append_records([
+            (1, *classic_group("a", 1, []), ()),
+            (1, commit_key("a", "t", 0), commit_value(1), ()),
+            (1, commit_key("b", "t", 0), commit_value(1), ()),
+            (1, commit_key("a", "t", 0), None, ()),
+            (1, group_key(2, group="a"), None, ()),
+            (1, commit_key("b", "t", 1), commit_value(5), ()),
+            (1, commit_key("b", "t", 0), None, ()),
+        ])
+    with LogDir(tmp_path / "logs") as logdir:
+        groups = read_groups(logdir)
+    assert list(groups) == ["b"]  # a: metadata and commits all deleted
+    b = groups["b"]
+    assert (b["protocolType"], b["state"], b["generation"], b["members"]) == (None, "Empty", 0, [])
+    assert [(o["topic"], o["partition"], o["offset"]) for o in b["offsets"]] == [("t", 1, 5)]
+
+
+def test_transactional_commits_count_once_committed(tmp_path):
+    def txn(pid, offset):
+        return encode_batch([(1, commit_key("g", "t", 0), commit_value(offset), ())], transactional=True,
+                            producer_id=pid, producer_epoch=0, base_sequence=0)
+
+    with _logdir(tmp_path) as logdir:
+        offsets = logdir.create_partition("__consumer_offsets", 0)
+        offsets.append_records([(1, commit_key("g", "t", 0), commit_value(1), ())])
+        offsets.append_batches(txn(5, 10))
+        offsets.append_batches(encode_control_batch("COMMIT", producer_id=5, producer_epoch=0, timestamp=1))
+        offsets.append_batches(txn(6, 20))
+        offsets.append_batches(encode_control_batch("ABORT", producer_id=6, producer_epoch=0, timestamp=1))
+        offsets.append_batches(txn(7, 30))  # still open: not committed
+    with LogDir(tmp_path / "logs") as logdir:
+        assert read_groups(logdir)["g"]["offsets"][0]["offset"] == 10
+
+
+def test_a_consumer_group_of_the_new_protocol(tmp_path):
+    topic_id = "AAAAAAAAAAAAAAAAAAAAAQ"
+    with _logdir(tmp_path) as logdir:
+        logdir.create_partition("orders", 0).append_records([(1, None, b"x", ())] * 3)
+        offsets = logdir.create_partition("__consumer_offsets", 1)
+        member = {"instanceId": None, "rackId": None, "clientId": "cli", "clientHost": "/h", "subscribedTopicNames": ["orders"],
+                  "subscribedTopicRegex": None, "rebalanceTimeoutMs": 1, "serverAssignor": "uniform"}
+        rows = [
+            (group_key(3, groupId="kg"), group_value(3, 0, epoch=5)),
+            (group_key(4, groupId="kg"), group_value(4, 0, topics=[
+                {"topicId": topic_id, "topicName": "orders", "numPartitions": 1, "partitionMetadata": []}])),
+            (group_key(5, groupId="kg", memberId="m"), group_value(5, 0, **member)),
+            (group_key(6, groupId="kg"), group_value(6, 0, assignmentEpoch=5)),
+            (group_key(8, groupId="kg", memberId="m"), group_value(8, 0, memberEpoch=5, previousMemberEpoch=4, state=0,
+                                                                    assignedPartitions=[{"topicId": topic_id, "partitions": [0]}],
+                                                                    partitionsPendingRevocation=[])),
+            (commit_key("kg", "orders", 0), commit_value(1)),
+        ]
+        offsets.append_records([(1, k, v, ()) for k, v in rows])
+    with LogDir(tmp_path / "logs") as logdir:
+        kg = read_groups(logdir)["kg"]
+    assert (kg["protocolType"], kg["protocol"], kg["state"], kg["generation"], kg["leader"]) == \
+        ("consumer", "uniform", "Stable", 5, None)
+    assert kg["members"] == [{"memberId": "m", "groupInstanceId": None, "clientId": "cli", "clientHost": "/h",
+                              "assignment": [{"topic": "orders", "partitions": [0]}]}]
+    assert kg["offsets"][0]["lag"] == 2
+
+
+def test_the_fixtures_groups(fixtures_dir):
+    with LogDir(fixtures_dir / "kafka-logs-a") as logdir:
+        assert read_groups(logdir) == {}  # my-group's metadata and commits were all deleted (tombstones)
+    with LogDir(fixtures_dir / "kafka-logs-c") as logdir:
+        groups = read_groups(logdir)
+    g = groups["DEVSmileCDR"]
+    assert list(groups) == ["DEVSmileCDR"] and list(g) == SPEC_KEYS
+    assert (g["protocolType"], g["protocol"], g["state"], g["generation"]) == ("consumer", "range", "Stable", 6)
+    assert len(g["members"]) == 17
+    assert [(o["topic"], o["partition"], o["offset"], o["logEndOffset"], o["lag"]) for o in g["offsets"]] == [
+        ("Retry.TestTopicPatient", 0, 0, 0, 0), ("TestTopicPatient", 0, 3, 3, 0),
+        ("batch2.work.notification.SHR_PROD.persistence", 0, 0, None, None),
+        ("subscription.matching.SHR_PROD.persistence", 0, 0, None, None),
+    ]

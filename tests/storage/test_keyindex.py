@@ -1,0 +1,124 @@
+"""The key index store: built once, kept in the cache folder under the segment's key, never served stale,
+rebuilt when damaged (SPEC §3: the same rules as the size cache)."""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import pytest
+
+from kafkafs.storage import keyfile
+from kafkafs.storage.keyindex import KeyIndexStore
+from kafkafs.storage.keytable import PartitionKeys
+from kafkafs.storage.log import Log
+
+from .test_keytable import _check_all, _log
+
+
+def _entry(tmp_path) -> list:
+    return sorted((tmp_path / "cache").glob("*.keys"))
+
+
+def test_without_a_cache_folder_indexes_live_in_temporary_files(tmp_path):
+    log, model = _log(tmp_path, seed=3, batches=150)
+    store = KeyIndexStore(None)
+    _check_all(PartitionKeys(log, store), model)
+    assert store.built == len(log.segments) - 1
+    assert not (tmp_path / "cache").exists()
+    store.close()
+    log.close()
+
+
+def test_a_changed_segment_is_never_served_from_its_old_index(tmp_path):
+    log, model = _log(tmp_path, seed=6, batches=100)
+    store = KeyIndexStore(tmp_path / "cache")
+    _check_all(PartitionKeys(log, store), model)
+    before = {p.name: p.read_bytes() for p in _entry(tmp_path)}
+    log.close()
+    # rewrite a sealed segment in place (same inode), keeping its mtime: the ctime and size still tell
+    first = tmp_path / "t-0" / "00000000000000000000.log"
+    st = first.stat()
+    data = first.read_bytes()
+    with open(first, "r+b") as f:
+        f.truncate(len(data) // 2)
+    os.utime(first, ns=(st.st_atime_ns, st.st_mtime_ns))
+    reader = Log.open(tmp_path / "t-0")
+    store2 = KeyIndexStore(tmp_path / "cache")
+    keys = PartitionKeys(reader, store2)
+    assert store2.get(reader.segments.first(), "t", 0, build=False) is None  # stale: not served
+    with keys.table():
+        pass
+    assert store2.built >= 1
+    after = {p.name: p.read_bytes() for p in _entry(tmp_path)}
+    assert after != before
+    reader.close()
+
+
+@pytest.mark.parametrize("where", ["head", "data", "crc table"])
+def test_a_damaged_index_is_rebuilt(tmp_path, where):
+    log, model = _log(tmp_path, seed=8, batches=100)
+    _check_all(PartitionKeys(log, KeyIndexStore(tmp_path / "cache")), model)
+    path = max(_entry(tmp_path), key=lambda p: p.stat().st_size)
+    data = bytearray(path.read_bytes())
+    at = {"head": 40, "data": keyfile.HEAD_SIZE + 100, "crc table": len(data) - 40}[where]
+    data[at] ^= 0xFF
+    path.write_bytes(bytes(data))
+    store = KeyIndexStore(tmp_path / "cache")
+    _check_all(PartitionKeys(log, store), model)
+    assert store.built >= 1
+    log.close()
+
+
+def test_damage_found_while_reading_an_open_index_rebuilds_it(tmp_path):
+    log, model = _log(tmp_path, seed=9, batches=100)
+    store = KeyIndexStore(tmp_path / "cache")
+    keys = PartitionKeys(log, store)
+    _check_all(keys, model)
+    for path in _entry(tmp_path):  # damage every block after the indexes were opened and checked
+        data = bytearray(path.read_bytes())
+        for at in range(keyfile.HEAD_SIZE, len(data) - 4 * 8 - 32, keyfile.BLOCK):
+            data[at] ^= 0xFF
+        with open(path, "r+b") as f:  # in place: the open descriptors see it
+            f.write(data)
+    built = store.built
+    _check_all(keys, model)
+    assert store.built > built
+    log.close()
+
+
+def test_a_cache_folder_that_cannot_be_written_warns_once_and_serves(tmp_path, caplog):
+    log, model = _log(tmp_path, seed=13, batches=100)
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    store = KeyIndexStore(blocker / "cache")  # below a file: cannot be made
+    with caplog.at_level(logging.WARNING):
+        _check_all(PartitionKeys(log, store), model)
+    assert caplog.text.count("is not writable") == 1
+    assert store.built == len(log.segments) - 1
+    log.close()
+
+
+def test_the_store_keeps_a_bounded_number_of_indexes_open(tmp_path):
+    log, model = _log(tmp_path, seed=14, batches=200)
+    store = KeyIndexStore(tmp_path / "cache", max_open=2)
+    _check_all(PartitionKeys(log, store), model)
+    assert len(store._open) == 2
+    assert len(os.listdir(tmp_path / "cache")) == len(log.segments) - 1
+    store.close()
+    log.close()
+
+
+def test_a_reader_of_a_copy_reuses_nothing_of_another_file(tmp_path):
+    import shutil
+
+    log, model = _log(tmp_path, seed=15, batches=100)
+    store = KeyIndexStore(tmp_path / "cache")
+    _check_all(PartitionKeys(log, store), model)
+    log.close()
+    shutil.copytree(tmp_path / "t-0", tmp_path / "copy" / "t-0")
+    copy = Log.open(tmp_path / "copy" / "t-0")
+    again = KeyIndexStore(tmp_path / "cache")
+    _check_all(PartitionKeys(copy, again), model)
+    assert again.loaded == 0 and again.built == len(copy.segments) - 1  # other inodes: other entries
+    copy.close()
