@@ -1,4 +1,4 @@
-"""Soak: a ``--rw`` mount under continuous appends, its background cleaner keeping the log bounded.
+"""Soak: a ``--rw --clean`` mount under continuous appends, its background cleaner keeping the log bounded.
 
 Two partitions in small segments: ``kv-0`` compacted (a few hundred keys, some tombstones) and ``ev-0``
 under ``retention.bytes``. A writer appends to both through ``append`` without pause while readers check
@@ -114,7 +114,7 @@ class Soak:
         env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT)] + sys.path))
         self.mount_log = open(self.root / "mount.log", "wb")
         proc = subprocess.Popen(
-            [sys.executable, "-m", "kafkafs", "mount", str(self.logs), str(self.mnt), "--rw", "-f",
+            [sys.executable, "-m", "kafkafs", "mount", str(self.logs), str(self.mnt), "--rw", "--clean", "-f",
              "--config", str(self.root / "kafkafs.toml")],
             stdout=self.mount_log, stderr=subprocess.STDOUT, env=env, cwd=str(ROOT),
         )

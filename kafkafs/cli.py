@@ -12,6 +12,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import NoReturn
 
 from . import __version__
 from .errors import InvalidInput, InvalidName, UnsafeFileError, UsageError, tag_os_error
@@ -64,10 +65,6 @@ def _open_logdir(path: str, args: argparse.Namespace, *, writable: bool, strict:
     return LogDir(path, _settings(args), writable=writable)
 
 
-def _stdout() -> object:
-    return sys.stdout.buffer
-
-
 def _raise_fd_limit() -> None:
     """Partitions can have thousands of segments: let this process open as many files as it may."""
     try:
@@ -96,6 +93,7 @@ def cmd_mount(args: argparse.Namespace) -> int:
         args.logdir,
         args.mountpoint,
         rw=args.rw,
+        clean=args.clean,
         foreground=args.foreground,
         fuse_options=options,
         values=args.values,
@@ -209,7 +207,7 @@ def cmd_consume(args: argparse.Namespace) -> int:
                 note = past_end_note(logdir.log(name), spec)
                 if note:
                     print(f"kafkafs: {note}", file=sys.stderr)
-        consume(logdir, names, _stdout(), spec=spec, stop_ts=stop_ts, count=args.count, follow=args.follow,
+        consume(logdir, names, sys.stdout.buffer, spec=spec, stop_ts=stop_ts, count=args.count, follow=args.follow,
                 interleave=not args.no_interleave, mode=args.values, registry=load_registry(args.logdir, args.schemas),
                 **filters)
     finally:
@@ -261,8 +259,7 @@ def cmd_recover(args: argparse.Namespace) -> int:
             print(f"{name}: refused: {logdir.refused[name]}")
             continue
         report, start, end = reports[name]
-        rewritten = [] if report is None or not report.rewritten_files else [
-            "wrote " + ", ".join(sorted(report.rewritten_files)) + " as a recovery builds them (nothing wrong there)"]
+        rewritten = [] if report is None else report.no_damage_lines()
         if report is None or not report.damaged():  # the report is exact: it names every file changed
             pending = [] if report is None or not report.pending_deletions() else [
                 f"removed {len(report.pending_deletions())} file(s) pending deletion (.deleted)"]
@@ -271,16 +268,15 @@ def cmd_recover(args: argparse.Namespace) -> int:
         else:
             changed += 1
             lines = [line for line in report.lines() if not line.startswith("rebuilt indexes")]
-            if report.rebuilt_files:
-                lines.append("rebuilt " + ", ".join(sorted(report.rebuilt_files)))
+            if report.damaged_files():
+                lines.append("rebuilt " + ", ".join(sorted(report.damaged_files())))
             status = "; ".join(lines + rewritten)
         span = f"offsets {start}..{end - 1}" if end > start else f"empty, next offset {end}"
         print(f"{name}: {status} ({span})")
     refused = len(logdir.refused)
     print(f"recovered {len(names) - refused} partition(s), {changed} changed; clean shutdown marked"
           + (f"; {refused} refused" if refused else ""))
-    # like e2fsck's "errors corrected": damage found and repaired is still damage found (SPEC §4: 0 only
-    # when nothing was wrong)
+    # SPEC §4: what verify would have said before (damage repaired is damage found, as e2fsck's)
     return EXIT_DAMAGE if refused or changed else EXIT_OK
 
 
@@ -329,7 +325,7 @@ class _Parser(argparse.ArgumentParser):
 
     commands: list[str] = []  # the top-level parser's command names
 
-    def error(self, message: str) -> None:  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         self.exit(EXIT_USAGE, f"kafkafs: error: {message} (see '{self.prog} --help')\n")
 
 
@@ -343,7 +339,7 @@ def _logdir_command(
     return p
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser() -> _Parser:
     from .consume import add_consume_arguments
     from .describe import DESCRIBE_COMMANDS
     from .dump.options import add_dump_arguments
@@ -359,7 +355,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = _logdir_command(sub, "mount", cmd_mount, "mount a log directory (read-only unless --rw)")
     p.add_argument("mountpoint")
-    p.add_argument("--rw", action="store_true", help="allow appends (takes the log directory's .lock)")
+    p.add_argument("--rw", action="store_true", help="allow appends (takes LOGDIR's .lock); deletes and compacts nothing")
+    p.add_argument("--clean", action="store_true", help="with --rw: retention and compaction in the background")
     p.add_argument("-f", "--foreground", action="store_true", help="stay attached instead of daemonizing")
     p.add_argument("-o", dest="options", action="append", metavar="OPT[,OPT]", help="FUSE options, e.g. allow_other")
     _add_rendering_options(p)

@@ -149,6 +149,9 @@ class _Reader:
     done: bool = False
     record_filter: RecordFilter | None = None
     grep: re.Pattern | None = None
+    #: one past the last offset of the batch read last (None before the first): the batch after it must
+    #: start there or later (SPEC §4, :mod:`kafkafs.storage.validation`)
+    expect: int | None = None
 
     def lines(self) -> Iterator[tuple[int, int, int, bytes]]:
         """(timestamp, partition, offset, line) of every record now in the log past ``next_offset``."""
@@ -203,6 +206,7 @@ class _Reader:
         log_ = self.log
         lo = self.next_offset
         self.next_offset = max(lo, view.header.next_offset)
+        self.expect = view.header.next_offset
         wanted = self.record_filter
         try:
             if remaining is None and self.grep is None:

@@ -5,7 +5,7 @@ CRC-checked and rendered by the kernel with no Python between batches, without t
 reads the segment in large chunks, cuts each at batch boundaries (``span_cuts``: lengths and offsets
 only) into pieces, and has worker threads render the pieces while it writes the finished ones in
 order. Whatever a span does not take (a compressed or legacy batch, damage, a batch larger than a
-chunk, offsets that do not rise, a partial batch at the end of the file) goes the old way, through
+chunk, offsets out of order, a partial batch at the end of the file) goes the old way, through
 :meth:`Log.batches <kafkafs.storage.local_log.LocalLog.batches>` one batch at a time, which renders it
 or raises its damage exactly as before: the output is the same bytes either way.
 """
@@ -21,6 +21,8 @@ from typing import Any
 
 from .format import kernel as _kernel
 from .format.jsonview import render_span_jsonl
+from .storage import memory
+from .storage.validation import checked_order
 
 __all__ = ["SpanPool", "span_chunks", "tune_malloc"]
 
@@ -84,9 +86,10 @@ class SpanPool:
 def tune_malloc() -> None:
     """Keep the spans' output buffers (a few MB each) on the heap, reused, instead of fresh mmap'd
     pages that the OS zeroes on every call (glibc's default for blocks over 128 KiB): that was 40% of
-    the rendering time. For a short-lived command (it applies to the whole process); glibc only."""
+    the rendering time. For a short-lived command (it applies to the whole process); glibc only
+    (:func:`kafkafs.storage.memory.tune_malloc`)."""
     if _kernel.KERNEL is not None:
-        _kernel.KERNEL.tune_malloc()
+        memory.tune_malloc(32 << 20, 64 << 20)
 
 
 def _render(topic: str, partition: int, buf, mode: str, record_filter) -> Any:
@@ -137,8 +140,12 @@ def _segment(reader, pool: SpanPool, segment, pos: int, topic: str, partition: i
         if pos >= end:
             break
         # the batch at pos is not a span's (and, after a span of a few batches only, the next ones
-        # neither: a segment that mixes compressed and plain batches is read the old way)
-        views = segment.batches(pos)
+        # neither: a segment that mixes compressed and plain batches is read the old way); each batch
+        # judged between its neighbours, as Log.batches does (offsets out of order raise)
+        higher = reader.log.segments.higher(segment.base_offset)
+        views = checked_order(segment.batches(pos), str(segment.log_path), next_offset=reader.expect,
+                              upper=higher.base_offset if higher is not None else None,
+                              segment_base=segment.base_offset)
         try:
             for i, view in enumerate(views):
                 if view.header.last_offset >= reader.next_offset:  # as Log.batches skips
@@ -156,6 +163,8 @@ def _segment(reader, pool: SpanPool, segment, pos: int, topic: str, partition: i
 def _spans(reader, pool: SpanPool, segment, pos: int, topic: str, partition: int, mode: str):
     """Spans of ``segment`` from ``pos``; yields lines, returns (batches taken, where they end)."""
     end = segment.size
+    higher = reader.log.segments.higher(segment.base_offset)
+    upper = higher.base_offset if higher is not None else -1
     pending: deque = deque()
     expect = reader.next_offset
     taken = 0
@@ -167,7 +176,9 @@ def _spans(reader, pool: SpanPool, segment, pos: int, topic: str, partition: int
         while walking and len(pending) < limit and pos < end:
             chunk = segment.read_at(pos, min(step, end - pos))
             step = READ_BYTES
-            raw, expect = _kernel.KERNEL.span_cuts(chunk, PIECE_BYTES, expect)
+            # final: the chunk reaches the segment's end, so its last batch is judged against the next
+            # segment's base offset (upper) instead of the next batch's
+            raw, expect = _kernel.KERNEL.span_cuts(chunk, PIECE_BYTES, expect, pos + len(chunk) >= end, upper)
             cuts = array("q")
             cuts.frombytes(raw)
             if len(cuts) < 2:
@@ -184,6 +195,7 @@ def _spans(reader, pool: SpanPool, segment, pos: int, topic: str, partition: int
         if result.batch_ends:
             taken += len(result.batch_ends)
             reader.next_offset = max(reader.next_offset, result.last_offsets[-1] + 1)
+            reader.expect = result.last_offsets[-1] + 1
         done += result.consumed
         if result.lines:
             yield result.data, result.lines

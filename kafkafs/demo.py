@@ -76,7 +76,7 @@ def build_demo(target: Path, *, force: bool = False) -> str:
                             rng.choice([b"created", b"paid", b"shipped"]),
                         )
                     )
-                    headers = (("source", b"web" if rng.random() < 0.7 else b"app"),)
+                    headers: tuple[tuple[str, bytes], ...] = (("source", b"web" if rng.random() < 0.7 else b"app"),)
                     if rng.random() < 0.2:
                         headers += (("trace", b"%016x" % rng.getrandbits(64)),)
                     records.append((ts, customer.encode(), value, headers))

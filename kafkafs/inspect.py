@@ -23,6 +23,7 @@ from .storage.logdir import (
 )
 from .storage.safefiles import unsafe_entries
 from .storage.segment import LogSegment
+from .storage.validation import in_order
 
 __all__ = ["verify_logdir", "check_segment"]
 
@@ -55,16 +56,16 @@ def check_indexes(segment: LogSegment) -> list[str]:
             problems.append(f"{segment.offset_index.path.name}: entry {entry} does not increase after {prev}")
         prev = entry
     prev_t = None
-    for entry in segment.time_index:
-        if cut is not None and entry.offset > readable_end:
+    for tentry in segment.time_index:
+        if cut is not None and tentry.offset > readable_end:
             break
-        if entry.offset not in last_offsets:
-            problems.append(f"{segment.time_index.path.name}: entry {entry} names no batch's last offset")
-        elif last_offsets[entry.offset].max_timestamp > entry.timestamp:
-            problems.append(f"{segment.time_index.path.name}: entry {entry} is below its batch's max timestamp")
-        if prev_t is not None and (entry.timestamp <= prev_t.timestamp or entry.offset < prev_t.offset):
-            problems.append(f"{segment.time_index.path.name}: entry {entry} does not increase after {prev_t}")
-        prev_t = entry
+        if tentry.offset not in last_offsets:
+            problems.append(f"{segment.time_index.path.name}: entry {tentry} names no batch's last offset")
+        elif last_offsets[tentry.offset].max_timestamp > tentry.timestamp:
+            problems.append(f"{segment.time_index.path.name}: entry {tentry} is below its batch's max timestamp")
+        if prev_t is not None and (tentry.timestamp <= prev_t.timestamp or tentry.offset < prev_t.offset):
+            problems.append(f"{segment.time_index.path.name}: entry {tentry} does not increase after {prev_t}")
+        prev_t = tentry
     return problems
 
 
@@ -89,27 +90,30 @@ def check_index_files(segment: LogSegment, *, sealed: bool) -> tuple[list[str], 
 
 
 def check_segment(
-    segment: LogSegment, expected_start: int, *, deep: bool, log_start: int = 0
+    segment: LogSegment, expected_start: int, *, deep: bool, log_start: int = 0, upper: int | None = None
 ) -> tuple[int, int, list[str]]:
-    """Validate one segment; return (records at or after ``log_start``, next offset, problems)."""
+    """Validate one segment; return (records at or after ``log_start``, next offset, problems).
+    ``expected_start``: one past the last offset before the segment; ``upper``: the next segment's base
+    offset. Offsets are judged between neighbours as ``recover`` judges them
+    (:func:`~kafkafs.storage.validation.in_order`)."""
     problems: list[str] = []
     records = 0
     next_offset = expected_start
     end = 0
     try:
-        for view in segment.batches(0):
+        for view, order in in_order(segment.batches(0), next_offset=expected_start, upper=upper,
+                                    segment_base=segment.base_offset):
             h = view.header
             end = view.position + h.size
             where = f"{segment.log_path.name} position {view.position}"
+            next_offset = max(next_offset, h.next_offset)
+            if order is not None:
+                problems.append(f"{where}: {order}")
             try:
                 validate_batch(view.buf, h)
             except CorruptRecordError as exc:
                 problems.append(f"{where}: {exc.reason}")
                 continue
-            if h.base_offset < next_offset:
-                problems.append(f"{where}: offsets go backwards ({h.base_offset} after {next_offset - 1})")
-            if h.base_offset < segment.base_offset:
-                problems.append(f"{where}: offset {h.base_offset} is below the segment's base {segment.base_offset}")
             if deep:
                 try:
                     batch = decode_batch(view.buf, h, validate=False)
@@ -120,7 +124,6 @@ def check_segment(
                 records += max(h.record_count, 0)
             elif h.last_offset >= log_start:  # the batch the log start falls in (no gaps assumed)
                 records += min(h.last_offset - log_start + 1, max(h.record_count, 0))
-            next_offset = max(next_offset, h.next_offset)
     except CorruptRecordError as exc:
         problems.append(f"{segment.log_path.name}: {exc.reason} at position {exc.position}")
         end = segment.size
@@ -178,14 +181,16 @@ def verify_logdir(logdir: LogDir, out: TextIO, *, deep: bool = True, partitions:
         records = 0
         expected = log_.log_start_offset
         segments = list(log_.segments)
-        for segment in segments:
-            first = segment is segments[0]
+        for i, segment in enumerate(segments):
+            first = i == 0
+            upper = segments[i + 1].base_offset if i + 1 < len(segments) else None
             if segment.base_offset < expected and not first:
                 problems.append(f"{segment.log_path.name}: base offset {segment.base_offset} overlaps the previous segment")
             # the first segment is checked from its base: a log start inside it (DeleteRecords) leaves
             # the records before it on disk, which are no damage
             n, expected, found = check_segment(
-                segment, segment.base_offset if first else expected, deep=deep, log_start=log_.log_start_offset
+                segment, segment.base_offset if first else expected, deep=deep, log_start=log_.log_start_offset,
+                upper=upper,
             )
             records += n
             problems.extend(found)

@@ -25,12 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE_DIR = ROOT / "kafkafs" / "format"
 SOURCES = [SOURCE_DIR / "_kernel.c"]
-HEADERS = [
-    SOURCE_DIR / name
-    for name in ("_kernel_text.h", "_kernel_json.h", "_kernel_records.h", "_kernel_render.h", "_kernel_span.h",
-                 "_kernel_indent.h",
-                 "_kernel_arrow.h", "_kernel_arrowbuf.h", "_kernel_omap.h", "_kernel_filter.h", "_kernel_keys.h")
-]
+HEADERS = sorted(SOURCE_DIR.glob("_kernel_*.h"))  # every header _kernel.c is made of
 FLAGS = ["-O2", "-Wall", "-Wextra", "-std=c11", "-fPIC", "-shared", "-fno-strict-aliasing"]
 SANITIZE = ["-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-g"]
 GIL_CHECK = ["-DKAFKAFS_GIL_CHECK", "-O1"]  # the GIL rule (_kernel_text.h) checked at every take and release

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kafkafs._devtools import layers
+from kafkafs._devtools import deadcode, layers
 
 PACKAGE = layers.PACKAGE
 MAX_LINES = 500
@@ -102,3 +102,36 @@ def test_every_module_of_fs_and_storage_has_its_own_test_module():
         and not (tests / path.parent.relative_to(PACKAGE) / f"test_{path.stem}.py").exists()
     ]
     assert not missing, f"modules without a test module of their own: {missing}"
+
+
+def test_every_function_has_a_caller_outside_the_tests():
+    """``python -m kafkafs._devtools.deadcode``: no function or method that only tests call (those kept
+    on purpose say why)."""
+    found = [d for d in deadcode.dead() if d.qualname not in deadcode.KEPT]
+    assert not found, "\n".join(f"{d.path}:{d.line}: {d.qualname}" for d in found)
+    assert set(deadcode.KEPT) <= {d.qualname for d in deadcode.dead()}, "a kept function is called now: unkeep it"
+
+
+def test_the_dead_code_check_finds_an_uncalled_function(tmp_path):
+    root = tmp_path / "kafkafs"
+    root.mkdir()
+    (root / "m.py").write_text(
+        "import pyfuse3\n"
+        "def never_called_anywhere_xyz(): ...\n"
+        "class C:\n    def method_nobody_calls_xyz(self): ...\n    def __len__(self): ...\n"
+        "class Ops(pyfuse3.Operations):\n    def lookup_xyz_framework(self): ...\n"
+    )
+    names = {d.qualname for d in deadcode.dead(root)}
+    assert {"never_called_anywhere_xyz", "C.method_nobody_calls_xyz"} <= names
+    assert "C.__len__" not in names and "Ops.lookup_xyz_framework" not in names
+
+
+def test_the_hops_of_a_by_offset_read():
+    """``python -m kafkafs._devtools.hops``: a ``cat by-offset/N.json`` runs the adapter, the tree and
+    one view (the record finder), and nothing of records.jsonl's sizing or reading."""
+    from kafkafs._devtools import hops
+
+    label, rw, scenario = hops.SCENARIOS[0]
+    found = {m for m in hops.modules_run(rw, scenario) if m.startswith("kafkafs.fs")}
+    assert {"kafkafs.fs.operations", "kafkafs.fs.tree.partition_nodes", "kafkafs.fs.views.record"} <= found
+    assert not found & {"kafkafs.fs.views.sizing", "kafkafs.fs.views.reading", "kafkafs.fs.views.layout"}

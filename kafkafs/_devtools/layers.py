@@ -59,7 +59,12 @@ ROOMS: tuple[Room, ...] = (
         ["pyspark"],
     ),
     _room("kafkafs.spark", ["kafkafs.storage", "kafkafs.format", "kafkafs.errors"], _FUSE),
-    _room("kafkafs._devtools", []),
+    # tools that look at the code (layers, deadcode) or drive it (hops): above everything, imported by nothing
+    _room(
+        "kafkafs._devtools",
+        ["kafkafs.fs", "kafkafs.fs.tree", "kafkafs.fs.views", "kafkafs.spark", "kafkafs.storage", "kafkafs.format",
+         "kafkafs.errors"],
+    ),
     # the commands (cli, consume, produce, dump, ...): anything below them; only kafkafs.__main__ imports the CLI
     _room(
         "kafkafs",

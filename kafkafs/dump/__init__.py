@@ -40,7 +40,7 @@ def dump_files(files: list[str], out: TextIO, err: TextIO, options: DumpOptions)
 
         lines = JsonLines(out)
         try:
-            return run(files, lines, err, options)  # type: ignore[arg-type]
+            return run(files, lines, err, options)  # type: ignore[arg-type]  # JsonLines writes what the text printers write
         finally:
             lines.flush()
     return run(files, out, err, options)

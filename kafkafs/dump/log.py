@@ -105,7 +105,7 @@ def _start_line(name: str, err: TextIO) -> tuple[str | None, bool]:
     return f"Snapshot end offset: {int(m.group(1))}, epoch: {int(m.group(2))}", True
 
 
-def _map(name: str) -> tuple[object, mmap.mmap | None]:
+def _map(name: str) -> tuple[bytes | mmap.mmap, mmap.mmap | None]:
     with open(name, "rb") as f:
         size = os.fstat(f.fileno()).st_size
         if size == 0:

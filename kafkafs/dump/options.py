@@ -129,7 +129,7 @@ def run_from_args(args: argparse.Namespace, out: BinaryIO, err: TextIO) -> int:
     # named is one dump takes, that is a usage error (SPEC §4: exit 2), said in one line
     reasons = [unusable(name) for name in files]
     if all(reasons):
-        raise InvalidInput(reasons[0] + (f" (and {len(files) - 1} more such)" if len(files) > 1 else ""))
+        raise InvalidInput(f"{reasons[0]}" + (f" (and {len(files) - 1} more such)" if len(files) > 1 else ""))
     text = io.TextIOWrapper(out, encoding="utf-8", errors="replace", newline="\n")
     try:
         return dump_files(files, text, err, options_from_args(args))

@@ -151,7 +151,7 @@ def _coordinator_parser(kind: str) -> Parser:
         if group_metadata and record_types(kind).get(record_type) == "GroupMetadata":
             decode_members(data)
         if kind == "transactions":
-            data = with_state_name({"version": v[0], "data": data})["data"]  # type: ignore[index]
+            data = with_state_name({"version": v[0], "data": data})["data"]  # type: ignore[index]  # v is the (version, state) pair parsed above
         return shown_key, to_json({"version": str(v[0]), "data": data})
 
     return parse

@@ -399,9 +399,10 @@ static PyMethodDef methods[] = {
      "render_columns(prefix, offsets, timestamps, keys, values, headers, log_append, control, transactional, "
      "producer_id, mode, start, stop)"},
     {"render_value", k_render_value, METH_VARARGS, "render_value(data_or_None, mode)"},
-    {"render_span", k_render_span, METH_VARARGS, "render_span(prefix, buf, mode, lengths[, filter])"},
+    {"render_span", k_render_span, METH_VARARGS,
+     "render_span(prefix, buf, mode, lengths, min_offset, final, upper[, filter])"},
     {"crc32c", k_crc32c, METH_VARARGS, "crc32c(data, hardware=-1)"},
-    {"span_cuts", k_span_cuts, METH_VARARGS, "span_cuts(buf, step, min_offset)"},
+    {"span_cuts", k_span_cuts, METH_VARARGS, "span_cuts(buf, step, min_offset, final, upper)"},
     {"indent_json", k_indent_json, METH_VARARGS, "indent_json(compact, step)"},
     {"tune_malloc", k_tune_malloc, METH_NOARGS, "tune_malloc() -> bool"},
     {"omap_put", k_omap_put, METH_VARARGS, "omap_put(keys, offsets, lo, hi, off, limit, size) -> (taken, size)"},

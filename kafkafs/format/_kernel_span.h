@@ -133,11 +133,26 @@ typedef struct {
     Py_ssize_t consumed;
 } SpanOut;
 
+/* Whether the batch at d[pos:pos+size] (base offset base, last offset delta last_delta) keeps the
+ * order of offsets (storage/validation.py, order_problem): its base at least min_offset, and the base
+ * offset of the batch after it (its first 8 bytes) past its last offset. When fewer than 8 bytes follow
+ * it, only a final buffer (one that ends where the caller's data ends) takes it, and then only when its
+ * last offset is below upper (the next segment's base offset; -1: none): another read sees the next
+ * base offset first. */
+static inline int span_in_order(const uint8_t *d, Py_ssize_t n, Py_ssize_t pos, Py_ssize_t size, int64_t base,
+                                int32_t last_delta, int64_t min_offset, int final, int64_t upper) {
+    if (base < min_offset || last_delta < 0 || base > INT64_MAX - last_delta - 1) return 0;
+    Py_ssize_t after = pos + size;
+    if (n - after >= 8) return be64(d + after) > base + last_delta;
+    return final && (upper < 0 || upper > base + last_delta);
+}
+
 /* Walks the whole v2 batches at the start of d[0:n] (header checks as batchheader.read_batch_header,
- * then the CRC, then render_section); stops before the first one it does not take. 0, or -2 when
- * out of memory. Runs without the GIL (o->ts holds the entry point's saved thread state). */
+ * then the order of offsets, span_in_order, then the CRC, then render_section); stops before the first
+ * one it does not take. 0, or -2 when out of memory. Runs without the GIL (o->ts holds the entry
+ * point's saved thread state). */
 static int span_walk(const uint8_t *d, Py_ssize_t n, const char *prefix, Py_ssize_t prefix_len, int mode, Out *o,
-                     SpanOut *so, const RecFilter *filter) {
+                     SpanOut *so, int64_t min_offset, int final, int64_t upper, const RecFilter *filter) {
     Py_ssize_t pos = 0;
     while (n - pos >= 61) {
         const uint8_t *p = d + pos;
@@ -147,7 +162,7 @@ static int span_walk(const uint8_t *d, Py_ssize_t n, const char *prefix, Py_ssiz
         Py_ssize_t size = (Py_ssize_t)length + 12;
         if (size > n - pos) break; /* cut off by the end of the buffer */
         int32_t last_delta = be32(p + 23);
-        if (base < 0 || (last_delta > 0 && base > INT64_MAX - last_delta)) break;
+        if (base < 0 || !span_in_order(d, n, pos, size, base, last_delta, min_offset, final, upper)) break;
         int attributes = (int16_t)((uint16_t)p[21] << 8 | p[22]);
         if (attributes & 0x07) break; /* compressed: the caller decompresses it */
         if (crc32c(p + 21, (size_t)(size - 21)) != (uint32_t)be32(p + 17)) break;
@@ -171,6 +186,7 @@ static int span_walk(const uint8_t *d, Py_ssize_t n, const char *prefix, Py_ssiz
             break;
         }
         pos += size;
+        min_offset = base + last_delta + 1;
         if (i64s_add(&so->batch_ends, pos) < 0 || i64s_add(&so->last_offsets, base + last_delta) < 0 ||
             i64s_add(&so->line_ends, o->len) < 0)
             return -2;
@@ -179,19 +195,21 @@ static int span_walk(const uint8_t *d, Py_ssize_t n, const char *prefix, Py_ssiz
     return 0;
 }
 
-/* span_cuts(buf, step, min_offset) -> (cuts, next_min_offset), cuts as bytes of native int64: 0, then
- * batch boundaries at least step apart, then where the walk stopped; next_min_offset: past the last
- * offset of the last batch walked (min_offset when none). The walk reads lengths, attributes and
- * offsets only (no CRC): it passes uncompressed v2 batches that are whole in buf, whose base offset
- * is at least min_offset and then past the previous batch's last offset, with a last offset delta
- * >= 0; it stops at anything else. Consume renders the pieces between cuts on several threads
+/* span_cuts(buf, step, min_offset, final, upper) -> (cuts, next_min_offset), cuts as bytes of native
+ * int64: 0, then batch boundaries at least step apart, then where the walk stopped; next_min_offset:
+ * past the last offset of the last batch walked (min_offset when none). The walk reads lengths,
+ * attributes and offsets only (no CRC): it passes uncompressed v2 batches that are whole in buf and keep
+ * the order of offsets (span_in_order: from min_offset on, each one's offsets below the next one's base;
+ * final: buf ends where the data ends, and the last batch ends below upper, the next segment's base or
+ * -1); it stops at anything else. Consume renders the pieces between cuts on several threads
  * (render_span checks everything else). */
 static PyObject *k_span_cuts(PyObject *self, PyObject *args) {
     (void)self;
     Py_buffer buf;
     Py_ssize_t step;
-    long long min_offset;
-    if (!PyArg_ParseTuple(args, "y*nL", &buf, &step, &min_offset)) return NULL;
+    long long min_offset, upper;
+    int final;
+    if (!PyArg_ParseTuple(args, "y*nLpL", &buf, &step, &min_offset, &final, &upper)) return NULL;
     I64s cuts = {NULL, 0, 0};
     const uint8_t *d = (const uint8_t *)buf.buf;
     Py_ssize_t n = buf.len, pos = 0, last_cut = 0;
@@ -202,7 +220,7 @@ static PyObject *k_span_cuts(PyObject *self, PyObject *args) {
         int64_t base = be64(p);
         int32_t length = be32(p + 8), last_delta = be32(p + 23);
         if (p[16] != 2 || length < 49 || (Py_ssize_t)length + 12 > n - pos || (p[22] & 0x07)) break;
-        if (base < expect || last_delta < 0 || base > INT64_MAX - last_delta - 1) break;
+        if (!span_in_order(d, n, pos, (Py_ssize_t)length + 12, base, last_delta, expect, final, upper)) break;
         expect = base + last_delta + 1;
         pos += (Py_ssize_t)length + 12;
         if (pos - last_cut >= step) {
@@ -219,15 +237,20 @@ static PyObject *k_span_cuts(PyObject *self, PyObject *args) {
     return result;
 }
 
-/* render_span(prefix, buf, mode, lengths[, filter]) -> (data, consumed, lines, batch_ends, last_offsets,
- * line_ends), the arrays as bytes of native int64 (jsonspan.py makes them array('q')); filter: see
+/* render_span(prefix, buf, mode, lengths, min_offset, final, upper[, filter]) -> (data, consumed, lines,
+ * batch_ends, last_offsets, line_ends), the arrays as bytes of native int64 (jsonspan.py makes them
+ * array('q')). min_offset: the least base offset the first batch may have (-1: any); final: buf ends
+ * where the data ends; upper: the next segment's base offset (-1: none); see span_in_order. filter: see
  * _kernel_filter.h (only the records it passes are rendered). */
 static PyObject *k_render_span(PyObject *self, PyObject *args) {
     (void)self;
     Py_buffer prefix, buf;
-    int mode, lengths;
+    int mode, lengths, final;
+    long long min_offset, upper;
     PyObject *filter_obj = NULL;
-    if (!PyArg_ParseTuple(args, "y*y*ip|O", &prefix, &buf, &mode, &lengths, &filter_obj)) return NULL;
+    if (!PyArg_ParseTuple(args, "y*y*ipLpL|O", &prefix, &buf, &mode, &lengths, &min_offset, &final, &upper,
+                          &filter_obj))
+        return NULL;
     RecFilter filter;
     int filtered;
     if (filter_parse(filter_obj, &filter, &filtered) < 0) {
@@ -253,7 +276,7 @@ static PyObject *k_render_span(PyObject *self, PyObject *args) {
     PyThreadState *ts = gil_release();
     o.ts = &ts;
     int rc = span_walk((const uint8_t *)buf.buf, buf.len, (const char *)prefix.buf, prefix.len, mode, &o, &so,
-                       filtered ? &filter : NULL);
+                       (int64_t)min_offset, final, (int64_t)upper, filtered ? &filter : NULL);
     gil_restore(&ts);
     o.ts = NULL;
     if (rc < 0) {

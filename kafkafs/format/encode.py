@@ -112,7 +112,7 @@ def encode_batch(
         attributes |= _TRANSACTIONAL_MASK
     if control:
         attributes |= _CONTROL_MASK
-    body = encode_records(records, first_timestamp, offset_deltas)
+    body: bytes | bytearray = encode_records(records, first_timestamp, offset_deltas)
     if codec != Codec.NONE:
         body = _compression.compress(codec, bytes(body))
     after_crc = (

@@ -23,7 +23,10 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import NamedTuple, TypeAlias
+from typing import TYPE_CHECKING, NamedTuple, TypeAlias
+
+if TYPE_CHECKING:  # the storage layer hands its maps in; this layer opens none
+    from mmap import mmap
 
 from kafkafs.errors import CorruptRecordError, InvalidInput
 
@@ -50,12 +53,7 @@ __all__ = [
     "round_down_to_entry",
     "floor_slot",
     "ceiling_slot",
-    "offset_floor_slot",
-    "position_ceiling_slot",
-    "time_floor_slot",
-    "time_ceiling_slot",
     "live_entry_count",
-    "valid_entry_count",
     "check_offset_index",
     "check_time_index",
 ]
@@ -72,7 +70,7 @@ _MAX_TIMESTAMP = 2**63 - 1
 _WARM_BYTES = 8192
 
 #: What the functions here read: anything with the buffer protocol, ``len`` and slicing (``mmap`` too).
-Buffer: TypeAlias = bytes | bytearray | memoryview
+Buffer: TypeAlias = "bytes | bytearray | memoryview | mmap"  # a memory-mapped index file too
 
 _OFFSET_ENTRY = struct.Struct(">II")
 _TIME_ENTRY = struct.Struct(">qI")
@@ -224,30 +222,6 @@ def ceiling_slot(buf: Buffer, entries: int, target: int, field: Field) -> int:
     return count if count < entries else -1
 
 
-def offset_floor_slot(buf: Buffer, entries: int, relative_offset: int) -> int:
-    """Offset index: the last slot whose relative offset is <= ``relative_offset``, or -1."""
-    return floor_slot(buf, entries, relative_offset, OFFSET_KEY)
-
-
-def position_ceiling_slot(buf: Buffer, entries: int, position: int) -> int:
-    """Offset index: the first slot whose position is >= ``position``, or -1 (a fetch's upper bound)."""
-    return ceiling_slot(buf, entries, position, OFFSET_POSITION)
-
-
-def time_floor_slot(buf: Buffer, entries: int, timestamp: int) -> int:
-    """Time index: the last slot whose timestamp is <= ``timestamp``, or -1 (Kafka's lookup)."""
-    return floor_slot(buf, entries, timestamp, TIME_KEY)
-
-
-def time_ceiling_slot(buf: Buffer, entries: int, timestamp: int) -> int:
-    """Time index: the first slot whose timestamp is >= ``timestamp``, or -1.
-
-    The first record with a timestamp >= ``timestamp`` has an offset <= that slot's offset and > the
-    offset of the slot before it, which bounds the scan of the log from both sides.
-    """
-    return ceiling_slot(buf, entries, timestamp, TIME_KEY)
-
-
 # -- how many entries are real -------------------------------------------------------------------------
 
 
@@ -302,16 +276,6 @@ def live_entry_count(
     if lo == 1 and not any(entry_at(0)):
         return 0
     return lo
-
-
-def valid_entry_count(buf: Buffer, layout: IndexLayout, known: int = 0) -> int:
-    """``live_entry_count`` over a buffer holding a whole index file (or its start)."""
-    size = layout.entry_size
-
-    def entry_at(slot: int) -> bytes:
-        return bytes(buf[slot * size : (slot + 1) * size])
-
-    return live_entry_count(len(buf) // size, entry_at, layout, known)
 
 
 # -- sanity --------------------------------------------------------------------------------------------

@@ -97,25 +97,31 @@ def _surrogates_paired(string: bytes) -> bool:
 _VALUE, _VALUE_OR_CLOSE, _KEY, _KEY_OR_CLOSE, _COLON, _COMMA_OR_CLOSE, _DONE = range(7)
 
 
+def _skip_ws(data: bytes, pos: int) -> int:
+    """The position of the first non-whitespace byte at or after ``pos`` (``_WS`` matches the empty text too)."""
+    m = _WS.match(data, pos)
+    return m.end() if m is not None else pos
+
+
 def json_compact(data: bytes) -> bytes | None:
     """``data`` compacted when it is embeddable JSON (see the module docstring), else None.
 
     ``data`` must already be valid UTF-8 (the caller checks it once for every mode).
     """
-    pos = _WS.match(data).end()
+    pos = _skip_ws(data, 0)
     if pos == len(data) or data[pos] not in b"{[":
         return None
     match = _TOKEN.match
-    out = []
+    out: list[bytes] = []
     add = out.append
-    stack = []  # b"{" or b"[" per open container
+    stack: list[bytes] = []  # b"{" or b"[" per open container
     state = _VALUE
     n = len(data)
     while True:
         m = match(data, pos)
         if m is None:
             # only whitespace may remain, and only once the text is complete
-            return b"".join(out) if state == _DONE and _WS.match(data, pos).end() == n else None
+            return b"".join(out) if state == _DONE and _skip_ws(data, pos) == n else None
         pos = m.end()
         if state == _DONE:
             return None
@@ -249,7 +255,7 @@ _INDENT_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|[{}\[\],:]|[^{}\[\],:"]+', re.S)
 def indent_json(compact: bytes, step: bytes = b"  ") -> bytes:
     """Compact JSON laid out with ``step`` per level, like ``json.dumps(indent=2)``, every token kept
     as written. Works on the text, so large integers and exact decimals survive."""
-    out = []
+    out: list[bytes] = []
     add = out.append
     depth = 0
     tokens = _INDENT_TOKEN.findall(compact)

@@ -155,8 +155,3 @@ def render_lines(topic: str, partition: int, batch: DecodedBatch, mode: str, ind
     return out
 
 
-def dumps_object(obj: dict) -> bytes:
-    """:func:`record_object`'s dict as one line, the way a test compares it with :func:`render_lines`."""
-    import orjson
-
-    return orjson.dumps(obj) + b"\n"

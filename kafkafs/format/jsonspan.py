@@ -6,8 +6,12 @@ a ``.log`` that starts at a batch boundary and, in the compiled kernel, walks it
 checks each CRC-32C and renders each uncompressed v2 batch, with no Python between batches. It stops
 before the first batch it does not take: compressed, legacy (magic 0/1), damaged in any way (header,
 CRC, records), holding a record whose offset is below the batch's base offset (only crafted data
-does), or cut off by the end of the buffer. The caller handles the batch at ``consumed`` the
-old way (:func:`.jsonview.render_raw_jsonl`, which decompresses it or raises its damage) and calls
+does), out of the order of offsets (a base offset below ``min_offset`` or below the end of the batch
+before it, or offsets that reach the base offset of the batch after it: SPEC §4, the order every reader
+keeps, :func:`kafkafs.storage.validation.order_problem`), or cut off by the end of the buffer. A batch
+is taken only once the base offset of the one after it is seen, or when the buffer is ``final`` (it ends
+where the data ends) and the batch ends below ``upper`` (the next segment's base offset). The caller
+handles the batch at ``consumed`` the old way (:func:`.jsonview.render_raw_jsonl`, which decompresses it or raises its damage) and calls
 again after it. Partitions with a decoder (Kafka's internal topics, Schema Registry values) never
 use it.
 
@@ -55,20 +59,23 @@ def _int64s(raw: bytes) -> array:
 
 
 def render_span_jsonl(topic: str, partition: int, buf, mode: str = "auto", *, lengths: bool = False,
-                      record_filter: RecordFilter | None = None) -> SpanResult:
+                      record_filter: RecordFilter | None = None, min_offset: int | None = None,
+                      final: bool = True, upper: int | None = None) -> SpanResult:
     """The JSON lines of the whole uncompressed v2 batches at the start of ``buf`` (bytes of a ``.log``
     from a batch boundary), up to the first batch it does not take; see the module's docstring.
     ``record_filter``: only the records it accepts are rendered (every batch is still walked and
-    checked). Thread-safe: the kernel keeps no state and releases the GIL while it works."""
+    checked). ``min_offset``: the least base offset the first batch may have (one past the batch
+    before it). Thread-safe: the kernel keeps no state and releases the GIL while it works."""
     check_mode(mode)
     if record_filter is not None and record_filter.empty:
         record_filter = None
     kernel = _kernel.KERNEL
     if kernel is None:
-        return reference_span(topic, partition, buf, mode, lengths=lengths, record_filter=record_filter)
+        return reference_span(topic, partition, buf, mode, lengths=lengths, record_filter=record_filter,
+                              min_offset=min_offset, final=final, upper=upper)
     data, consumed, lines, ends, lasts, line_ends = kernel.render_span(
-        line_prefix(topic, partition), buf, _kernel.MODES[mode], lengths,
-        None if record_filter is None else record_filter.kernel_arg(),
+        line_prefix(topic, partition), buf, _kernel.MODES[mode], lengths, -1 if min_offset is None else min_offset,
+        final, -1 if upper is None else upper, None if record_filter is None else record_filter.kernel_arg(),
     )
     return SpanResult(data, consumed, _int64s(ends), _int64s(lasts), _int64s(line_ends), lines)
 
@@ -83,34 +90,58 @@ def cut_off(buf, at: int) -> int:
     return need if need > 12 and at + need > len(buf) else 0
 
 
-def span_sections(buf) -> Iterator[tuple[BatchHeader, bytes]]:
+_LONG_MAX = 2**63 - 1
+
+
+def in_order(view, header, min_offset: int, final: bool, upper: int | None = None) -> bool:
+    """Whether a span takes the batch ``header`` of ``view`` as the order of offsets goes (the
+    reference of the kernel's ``span_in_order``): its base at least ``min_offset``, a last offset delta
+    of 0 or more and a next offset that fits a long, and the base offset of the batch after it (its
+    first 8 bytes) past its last offset; with fewer than 8 bytes after it, only when ``final`` and its
+    last offset is below ``upper`` (None: no bound)."""
+    h = header
+    if h.base_offset < min_offset or h.last_offset_delta < 0 or h.next_offset > _LONG_MAX:
+        return False
+    after = h.end
+    if len(view) - after >= 8:
+        return int.from_bytes(view[after : after + 8], "big", signed=True) > h.last_offset
+    return final and (upper is None or upper > h.last_offset)
+
+
+def span_sections(buf, order: tuple[int | None, bool, int | None] | None = None) -> Iterator[tuple[BatchHeader, bytes]]:
     """``(header, records section)`` of each whole, uncompressed v2 batch at the start of ``buf`` whose
     header and CRC hold, up to the first that is not (what the kernel's span walks take; their
-    references stop where a section does not decode)."""
+    references stop where a section does not decode). ``order``: ``(min_offset, final, upper)``, and
+    then only batches that keep the order of offsets (:func:`in_order`, render_span's walk)."""
     view = memoryview(buf).cast("B") if not isinstance(buf, bytes) else buf
     end = len(view)
     pos = 0
+    expect = -1 if order is None or order[0] is None else order[0]
     while True:
         try:
             header = read_batch_header(view, pos, end)
             if header is None or header.magic != 2 or header.attributes & 0x07:
+                return
+            if order is not None and not in_order(view, header, expect, order[1], order[2]):
                 return
             validate_batch(view, header)
         except CorruptRecordError:
             return
         yield header, bytes(view[pos + V2_HEADER_SIZE : header.end])
         pos = header.end
+        expect = header.next_offset
 
 
 def reference_span(topic: str, partition: int, buf, mode: str = "auto", *, lengths: bool = False,
-                   record_filter: RecordFilter | None = None) -> SpanResult:
+                   record_filter: RecordFilter | None = None, min_offset: int | None = None, final: bool = True,
+                   upper: int | None = None) -> SpanResult:
     """:func:`render_span_jsonl` in pure Python (the definition the kernel is tested against)."""
     check_mode(mode)
     pos = 0
     chunks: list[bytes] = []
     ends, lasts, line_ends = array("q"), array("q"), array("q")
     total = lines = 0
-    for header, section in span_sections(buf):
+    for header, section in span_sections(buf, (min_offset, final, upper)):
         try:
             batch = decode_records(section, header)
             if any(offset < header.base_offset for offset in batch.offsets):

@@ -16,7 +16,7 @@ from .jsonembed import indent_json as _indent_reference
 from .records import NO_HEADERS, DecodedBatch, Header
 
 try:
-    from . import _kernel as KERNEL  # noqa: N812
+    from . import _kernel as KERNEL  # type: ignore[attr-defined]  # noqa: N812  # compiled: no source for mypy
 
     KERNEL.setup(CorruptRecordError, Header, NO_HEADERS)
     _MISSING = None

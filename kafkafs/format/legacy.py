@@ -40,7 +40,6 @@ __all__ = [
     "LegacyHeader",
     "decode_legacy_entry",
     "legacy_entry_size",
-    "read_legacy_header",
 ]
 
 LOG_OVERHEAD = 12  # offset i64 + size i32
@@ -101,14 +100,6 @@ def legacy_entry_size(buf: bytes | bytearray | memoryview, pos: int) -> int | No
     if len(buf) - pos - LOG_OVERHEAD < size:
         return None
     return LOG_OVERHEAD + size
-
-
-def read_legacy_header(
-    buf: bytes | bytearray | memoryview, pos: int, validate_crc: bool = True
-) -> LegacyHeader:
-    """The outer message of the entry at ``pos``, checked (sizes, magic, CRC) but not inflated."""
-    header, _ = _read_outer(buf, pos, validate_crc)
-    return header
 
 
 def decode_legacy_entry(

@@ -78,7 +78,7 @@ class DecodedBatch:
         return len(self.offsets)
 
     def __iter__(self) -> Iterator[Record]:
-        return map(Record, self.offsets, self.timestamps, self.keys, self.values, self.headers)
+        return map(Record, self.offsets, self.timestamps, self.keys, self.values, self.headers)  # type: ignore[arg-type]  # a NamedTuple class as map's callable
 
     def __repr__(self) -> str:
         h = self.header
@@ -99,12 +99,6 @@ class DecodedBatch:
     @property
     def producer_id(self) -> int:
         return self.header.producer_id
-
-    def control_type(self, index: int) -> str | None:
-        """Kafka's name for the type of a control batch's record (:func:`control_type_of`), else None."""
-        if not self.header.is_control:
-            return None
-        return control_type_of(self.keys[index])
 
     def between(self, lo: int, hi: int | None = None) -> DecodedBatch:
         """The records with ``lo <= offset <= hi`` (``hi`` None: no upper bound), same header."""
@@ -227,7 +221,7 @@ def decode_records(data: bytes, header: BatchHeader) -> DecodedBatch:
         b = data[pos]
         if b == 0:
             pos += 1
-            record_headers = no_headers
+            record_headers: Sequence[Header] = no_headers
         else:
             if b < 0x80:
                 n = (b >> 1) ^ -(b & 1)
@@ -236,7 +230,7 @@ def decode_records(data: bytes, header: BatchHeader) -> DecodedBatch:
                 n, pos = varint(data, pos)
             if n < 0 or n > record_end - pos:
                 raise CorruptRecordError(f"header count {n}")
-            record_headers = []
+            built: list[Header] = []
             for _h in range(n):
                 klen, pos = _read_len(data, pos)
                 if klen < 0:
@@ -249,7 +243,8 @@ def decode_records(data: bytes, header: BatchHeader) -> DecodedBatch:
                     pos += vlen
                 else:
                     hvalue = None
-                record_headers.append(Header(hkey, hvalue))
+                built.append(Header(hkey, hvalue))
+            record_headers = built
         if pos != record_end:
             raise CorruptRecordError(f"record declares {length} bytes but holds {length + pos - record_end}")
         offset = base_offset + offset_delta

@@ -33,7 +33,6 @@ __all__ = [
     "encode_aborted_txn",
     "decode_aborted_txn",
     "parse_txn_index",
-    "render_txn_index",
     "check_txn_index",
     "collect_aborted_txns",
     "transaction_event",
@@ -78,10 +77,6 @@ def decode_aborted_txn(buf, pos: int = 0) -> AbortedTxn:
 def parse_txn_index(data) -> list[AbortedTxn]:
     """Every whole entry of a ``.txnindex``'s content (a partial last entry is ignored, as Kafka does)."""
     return [decode_aborted_txn(data, pos) for pos in range(0, len(data) - ENTRY_SIZE + 1, ENTRY_SIZE)]
-
-
-def render_txn_index(entries: Iterable[AbortedTxn]) -> bytes:
-    return b"".join(encode_aborted_txn(e) for e in entries)
 
 
 def check_txn_index(entries: Iterable[AbortedTxn], base_offset: int) -> None:

@@ -3,8 +3,8 @@
 A varint (32-bit) takes at most 5 bytes and a varlong (64-bit) at most 10; anything longer is corrupt.
 Decoders take a buffer and a position and return ``(value, next_position)``; they raise
 :class:`~kafkafs.errors.CorruptRecordError` for a varint that is too long or out of range, and
-``decode_*`` also for one that runs past ``end`` (``read_*``, the record decoder's, raise ``IndexError``
-there instead: its caller reports that as damage, and the hot path checks no end per byte).
+``IndexError`` for one that runs past the end of the buffer (their caller reports that as damage: the
+hot path checks no end per byte).
 """
 
 from __future__ import annotations
@@ -15,24 +15,10 @@ __all__ = [
     "read_zigzag",
     "read_varint",
     "read_varlong",
-    "decode_varint",
-    "decode_varlong",
     "encode_varint",
     "encode_varlong",
     "encode_uvarint",
-    "size_of_varint",
-    "zigzag",
-    "unzigzag",
 ]
-
-
-def zigzag(value: int) -> int:
-    """Map a signed integer to an unsigned one so that small magnitudes stay small."""
-    return (value << 1) ^ (value >> 63)
-
-
-def unzigzag(raw: int) -> int:
-    return (raw >> 1) ^ -(raw & 1)
 
 
 def read_zigzag(data, pos: int, bits: int, name: str) -> tuple[int, int]:
@@ -69,23 +55,6 @@ def read_varlong(data, pos: int) -> tuple[int, int]:
     return read_zigzag(data, pos, 64, "varlong")
 
 
-def _decode(buf, pos: int, end: int | None, bits: int, what: str) -> tuple[int, int]:
-    try:
-        return read_zigzag(buf if end is None else buf[:end], pos, bits, what)
-    except IndexError:
-        raise CorruptRecordError(f"{what} runs past the end of its buffer", pos) from None
-
-
-def decode_varint(buf, pos: int = 0, end: int | None = None) -> tuple[int, int]:
-    """A zig-zag varint of at most 5 bytes, as ``(value, next_position)``."""
-    return _decode(buf, pos, end, 32, "varint")
-
-
-def decode_varlong(buf, pos: int = 0, end: int | None = None) -> tuple[int, int]:
-    """A zig-zag varlong of at most 10 bytes, as ``(value, next_position)``."""
-    return _decode(buf, pos, end, 64, "varlong")
-
-
 def encode_uvarint(raw: int) -> bytes:
     """An unsigned varint (no zig-zag: Kafka's flexible-version lengths and tags, and the raw form of
     the encoders below); a negative ``raw`` is a ``ValueError``."""
@@ -114,13 +83,3 @@ def encode_varlong(value: int) -> bytes:
     if not -(1 << 63) <= value < (1 << 63):
         raise ValueError(f"{value} does not fit a varlong")
     return encode_uvarint(((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF)
-
-
-def size_of_varint(value: int) -> int:
-    """Bytes the zig-zag encoding of ``value`` takes."""
-    raw = ((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF
-    size = 1
-    while raw >= 0x80:
-        raw >>= 7
-        size += 1
-    return size

@@ -8,20 +8,15 @@
   on the unix socket named in ``$NOTIFY_SOCKET``. Outside systemd the variable is unset and every call
   is a cheap no-op. Sending never raises: a missing or unreachable socket must not take a working
   mount down, so failures are logged at debug level and reported as ``False``.
-* :func:`return_large_blocks` (issue 9, finding 7): glibc's malloc serves a large block with ``mmap``
-  and returns it at ``free``, but its threshold for doing so grows to the size of the largest block
-  freed (up to 32 MiB): after a few decompression bombs (every one cleanly EIO) the worker threads'
-  arenas keep hundreds of MiB that the process never uses again. Fixing the threshold
-  (``M_MMAP_THRESHOLD``) turns that adjustment off, so blocks of a MiB or more always go back to the
-  system when freed. A no-op where the C library is not glibc.
+* :func:`return_large_blocks` (issue 9, finding 7): blocks of a MiB or more always go back to the
+  system when freed, so a few decompression bombs (every one cleanly EIO) do not leave hundreds of MiB
+  in the worker threads' arenas (:mod:`kafkafs.storage.memory`).
 
 Used by the one thread that starts the mount (and, for :func:`notify`, the FUSE loop).
 """
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import logging
 import logging.handlers
 import os
@@ -31,9 +26,10 @@ import tempfile
 from collections.abc import Callable
 
 from ..errors import KafkafsError, MountError, MountPathError, UsageError, describe_os_error
+from ..storage.memory import tune_malloc
 
 __all__ = [
-    "StartingStderr", "first_exception", "notify", "watchdog_interval", "return_large_blocks", "daemonize",
+    "StartingStderr", "first_exception", "notify", "sd_notify", "return_large_blocks", "daemonize",
     "setup_logging", "not_a_reply_nobody_awaits",
 ]
 
@@ -119,26 +115,6 @@ def notify(state: str) -> bool:
     return True
 
 
-def watchdog_interval() -> float | None:
-    """The watchdog period in seconds that systemd expects ``WATCHDOG=1`` within, or None if none.
-
-    Mirrors sd_watchdog_enabled(): ``$WATCHDOG_USEC`` sets the period, and ``$WATCHDOG_PID``, when set,
-    must be this process (the variables leak into children otherwise). Ping at half the period.
-    """
-    usec = os.environ.get("WATCHDOG_USEC")
-    if not usec:
-        return None
-    pid = os.environ.get("WATCHDOG_PID")
-    try:
-        if pid and int(pid) != os.getpid():
-            return None
-        period = int(usec)
-    except ValueError:
-        log.debug("ignoring malformed WATCHDOG_USEC=%r / WATCHDOG_PID=%r", usec, pid)
-        return None
-    return period / 1_000_000 if period > 0 else None
-
-
 def sd_notify(message: str) -> None:
     """:func:`notify`, never raising (systemd plumbing must not take the mount down)."""
     try:
@@ -149,22 +125,14 @@ def sd_notify(message: str) -> None:
 
 # ---------------------------------------------------------------------------------------------- memory
 
-_M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter number
-_THRESHOLD = 1 << 20
+#: Freed blocks of this many bytes or more go back to the system (a daemon keeps nothing it read once).
+LARGE_BLOCK = 1 << 20
 
 
-def return_large_blocks(threshold: int = _THRESHOLD) -> bool:
-    """Make freed blocks of ``threshold`` bytes or more go back to the system; True when it could."""
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):
-        return False
-    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
-    ok = bool(mallopt(_M_MMAP_THRESHOLD, threshold))
-    if not ok:
-        log.debug("mallopt(M_MMAP_THRESHOLD) was refused")
-    return ok
+def return_large_blocks(threshold: int = LARGE_BLOCK) -> bool:
+    """Make freed blocks of ``threshold`` bytes or more go back to the system; True when it could
+    (:func:`kafkafs.storage.memory.tune_malloc`)."""
+    return tune_malloc(threshold)
 
 
 # ---------------------------------------------------------------------------------------------- detaching

@@ -138,7 +138,7 @@ class Invalidator:
         in ``segments/`` may hold other files or none, and ranges in ``by-offset/`` and ``by-time/`` name
         new files: drop the kernel's entries for them."""
         if self._invalidate_entry is None:
-            return
+            return  # no entry is ever dropped
         parent = self.table.ino_of(Key("partition", partition))
         if parent is not None:  # else the kernel does not know the folder: it has no entry to forget
             self._drop_entry(parent, names.RECORDS)
@@ -155,7 +155,8 @@ class Invalidator:
 
     def _drop_entry(self, parent: int, name: str) -> None:
         try:
-            self._invalidate_entry(parent, name.encode())  # type: ignore[misc]
+            assert self._invalidate_entry is not None  # _renamed asks nothing of a mount without it
+            self._invalidate_entry(parent, name.encode())
             self.sent_entries += 1
         except OSError:
             pass  # the kernel had no such entry

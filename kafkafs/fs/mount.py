@@ -35,6 +35,7 @@ from .daemon import (
     setup_logging,
 )
 from .mount_checks import check_logdir, check_mountpoint, fuse_option_set
+from .tree.partitions import ServeOptions
 from .views.layoutcache import LayoutCache, check_outside, default_cache_dir
 
 __all__ = ["mount", "serve"]
@@ -72,6 +73,7 @@ def serve(
     values: str,
     settings: Settings | None,
     options: set[str],
+    clean: bool = False,
     on_ready: Callable[[], None] = lambda: None,
     cache_dir: str | None = None,
     list_limit: int | None = None,
@@ -92,8 +94,10 @@ def serve(
     directory, rw = _open_logdir(logdir, settings, rw)
     if not rw:
         options = options | {"ro"}
-    tree = Tree(directory, mode=values, rw=rw, cache=_size_cache(cache_dir, logdir),
-                **({"list_limit": list_limit} if list_limit is not None else {}))
+    serving: ServeOptions = {"mode": values, "rw": rw, "cache": _size_cache(cache_dir, logdir)}
+    if list_limit is not None:
+        serving["list_limit"] = list_limit
+    tree = Tree(directory, **serving)
     # Schema Registry schemas: LOGDIR's _schemas topic and --schemas DIR (SPEC §8)
     tree.partitions.registry = load_registry(logdir, schemas)
     ops = Operations(tree)
@@ -109,7 +113,7 @@ def serve(
     tree.partitions.add_append_listener(invalidator.attrs_now)
     invalidator.start()
     cleaner = None
-    if rw:  # retention and compaction run in the background, as a broker runs them
+    if rw and clean:  # retention and compaction in the background, as a broker runs them: asked for only
         from ..storage.cleaner import LogCleaner
 
         cleaner = LogCleaner(directory)
@@ -149,7 +153,8 @@ def serve(
                 await answering()
             starting.restore(replay=True)
             answered = True
-            log.info("mounted %s on %s (%s)", logdir, mountpoint, "read-write" if rw else "read-only")
+            mode = "read-only" if not rw else "read-write, cleaning" if cleaner else "read-write, not cleaning"
+            log.info("mounted %s on %s (%s)", logdir, mountpoint, mode)
             if cleaner is not None:
                 cleaner.start()
             on_ready()
@@ -204,6 +209,7 @@ def mount(
     mountpoint: str,
     *,
     rw: bool = False,
+    clean: bool = False,
     foreground: bool = False,
     fuse_options: Iterable[str] = (),
     values: str = "auto",
@@ -213,11 +219,16 @@ def mount(
     list_limit: int | None = None,
     schemas: str | None = None,
 ) -> int:
-    """Mount ``logdir`` on ``mountpoint`` (SPEC §3); returns the exit code.
+    """Mount ``logdir`` on ``mountpoint`` (SPEC §3); returns the exit code. ``clean`` (with ``rw``):
+    retention and compaction run in the background; a ``--rw`` mount deletes and compacts nothing
+    without it (kafkafs is used on copies and archives: data past ``retention.ms`` is not lost by
+    mounting it).
 
     User mistakes (no such log directory, a missing, busy or non-empty mount point, a bad option) raise
     :class:`~kafkafs.errors.KafkafsError` subclasses with a one-line message.
     """
+    if clean and not rw:
+        raise MountPathError("--clean needs --rw (a read-only mount deletes and compacts nothing)")
     asked_rw = rw
     options, rw, values_override = fuse_option_set(rw, fuse_options, os.path.abspath(logdir))
     if asked_rw and not rw:
@@ -242,7 +253,7 @@ def mount(
     def run(ready: Callable[[], None]) -> int:
         return serve(
             logdir, mountpoint, rw=rw, values=values, settings=settings, options=options, on_ready=ready,
-            cache_dir=cache_dir, list_limit=list_limit, schemas=schemas,
+            cache_dir=cache_dir, list_limit=list_limit, schemas=schemas, clean=clean,
         )
 
     if foreground:

@@ -10,7 +10,9 @@ Options
   ``ro``, ``rw``, ``defaults``   ignored: mount(8) passes ``rw`` whenever ``ro`` is absent, so ``rw`` cannot
                                  tell an explicit request from the default. kafkafs mounts read-only.
   ``writable``                   ``--rw``: the append file and mkdir; takes the log directory's lock, so a
-                                 broker cannot start on it while mounted.
+                                 broker cannot start on it while mounted. Deletes and compacts nothing...
+  ``clean``                      ``--clean`` (with ``writable``): ...unless asked: retention and
+                                 compaction in the background, as a broker runs them.
   ``values=auto|string|base64``  ``--values``
   ``config=FILE``                ``--config FILE``
   ``cache_dir=DIR``              ``--cache-dir DIR`` (where sizes are kept across mounts)
@@ -166,7 +168,7 @@ def kafkafs_args(request: Request) -> list[str]:
     """The arguments of ``kafkafs`` (starting with ``mount``) that carry out ``request``."""
     flags: list[str] = []
     fuse: list[str] = []
-    writable = read_only = False
+    writable = read_only = clean = False
     for opt in request.options:
         name, eq, value = opt.partition("=")
         if opt == "ro":
@@ -175,6 +177,8 @@ def kafkafs_args(request: Request) -> list[str]:
             pass
         elif opt == "writable":
             writable = True
+        elif opt == "clean":
+            clean = True
         elif opt == "foreground":
             flags.append("-f")
         elif name == "values" and eq:
@@ -197,15 +201,19 @@ def kafkafs_args(request: Request) -> list[str]:
             flags += ["--set", value]
         elif opt == "drop_privileges" or opt.startswith("setuid="):
             pass  # consumed by mount.fuse3 before we run as the daemon
-        elif name in ("values", "config", "set", "writable", "foreground", "cache_dir", "list_limit"):
+        elif name in ("values", "config", "set", "writable", "clean", "foreground", "cache_dir", "list_limit"):
             raise UsageError(f"malformed option {opt!r}")
         else:
             fuse.append(opt)
     if writable and read_only:
         raise UsageError("options ro and writable contradict each other")
+    if clean and not writable:
+        raise UsageError("option clean needs writable (a read-only mount deletes and compacts nothing)")
     args = ["mount"]
     if writable:
         args.append("--rw")
+    if clean:
+        args.append("--clean")
     args += flags
     if fuse:
         args += ["-o", ",".join(fuse)]

@@ -51,7 +51,7 @@ def _handler(mkdir: bool = False):
             except pyfuse3.FUSEError:
                 raise
             except Exception as exc:
-                raise pyfuse3.FUSEError(errno_for(exc, rw=self.tree.rw, mkdir=mkdir)) from None
+                raise pyfuse3.FUSEError(errno_for(exc, rw=self.rw, mkdir=mkdir)) from None
 
         return wrapper
 
@@ -92,6 +92,8 @@ class Operations(pyfuse3.Operations):
     def __init__(self, tree: Tree) -> None:
         super().__init__()
         self.tree = tree
+        #: a read-write mount (the log directory writable): changes to read-only things are EACCES, not EROFS
+        self.rw = tree.partitions.rw
         self.inodes = InodeTable(tree)
         self._files: dict[int, Handle] = {}
         self._dirs: dict[int, _DirHandle] = {}
@@ -151,7 +153,7 @@ class Operations(pyfuse3.Operations):
         return self._entry(ino, attr)
 
     def _refuse(self) -> pyfuse3.FUSEError:
-        return pyfuse3.FUSEError(errno.EACCES if self.tree.rw else errno.EROFS)
+        return pyfuse3.FUSEError(errno.EACCES if self.rw else errno.EROFS)
 
     # ------------------------------------------------------------------------------------------ names
 
@@ -193,19 +195,19 @@ class Operations(pyfuse3.Operations):
             or (fields.update_mode or fields.update_uid or fields.update_gid)
         ):
             raise self._refuse()
-        if not self.tree.rw:
+        if not self.rw:
             raise self._refuse()
         return self._entry(inode, await self._run(node.attr))
 
     @_handler()
     async def statfs(self, ctx) -> pyfuse3.StatvfsData:
-        st = await self._run(os.statvfs, self.tree.logdir.path)
+        st = await self._run(os.statvfs, self.tree.partitions.logdir.path)
         out = pyfuse3.StatvfsData()
         out.f_bsize = st.f_bsize
         out.f_frsize = st.f_frsize
         out.f_blocks = st.f_blocks
-        out.f_bfree = st.f_bfree if self.tree.rw else 0
-        out.f_bavail = st.f_bavail if self.tree.rw else 0
+        out.f_bfree = st.f_bfree if self.rw else 0
+        out.f_bavail = st.f_bavail if self.rw else 0
         out.f_files = len(self.inodes)
         out.f_ffree = 0
         out.f_favail = 0
@@ -286,7 +288,7 @@ class Operations(pyfuse3.Operations):
 
     @_handler(mkdir=True)
     async def mkdir(self, parent_inode: int, name: bytes, mode: int, ctx) -> pyfuse3.EntryAttributes:
-        if parent_inode != ROOT_INODE or not self.tree.rw:
+        if parent_inode != ROOT_INODE or not self.rw:
             raise self._refuse()
         node = await self._run(self.tree.mkdir, os.fsdecode(name))
         return await self._found(node)
@@ -323,7 +325,7 @@ class Operations(pyfuse3.Operations):
 
     @_handler()
     async def flush(self, fh: int) -> None:
-        if not self.tree.rw:
+        if not self.rw:
             # Nothing to flush on a read-only mount. ENOSYS makes the kernel stop sending FLUSH for this
             # mount (the close still succeeds): one round trip fewer on every close.
             raise pyfuse3.FUSEError(errno.ENOSYS)
@@ -348,7 +350,8 @@ class Operations(pyfuse3.Operations):
     async def _refused(self, *args) -> None:
         raise self._refuse()
 
-    create = mknod = symlink = link = _refused
+    # one refusal for four handlers whose signatures differ (pyfuse3 calls each with its own arguments)
+    create = mknod = symlink = link = _refused  # type: ignore[assignment]  # see above
 
     @_handler()
     async def unlink(self, parent_inode: int, name: bytes, ctx) -> None:

@@ -62,7 +62,7 @@ class WorkerPool:
             return trio.lowlevel.Abort.FAILED  # a running call cannot be interrupted: wait for it
 
         result = await trio.lowlevel.wait_task_rescheduled(abort)
-        return result  # type: ignore[return-value]
+        return result
 
     def stop(self) -> None:
         if self._started:

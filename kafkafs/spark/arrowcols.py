@@ -13,6 +13,7 @@ Not thread-safe: one instance per split reader.
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Iterable
 
 import pyarrow as pa
@@ -125,7 +126,7 @@ class KernelColumns:
         self._ran(topic, partition)
 
     def add_section(
-        self, topic: str, partition: int, data: bytes, header: BatchHeader, first: int, end: int | None
+        self, topic: str, partition: int, data: builtins.bytes, header: BatchHeader, first: int, end: int | None
     ) -> None:
         """The records of a v2 batch's section (CRC-checked and decompressed) in ``[first, end)``; damage
         raises :class:`~kafkafs.errors.CorruptRecordError` without a position, as the kernel's decode."""
@@ -136,7 +137,7 @@ class KernelColumns:
         self._ran(topic, partition)
 
     def walk(
-        self, topic: str, partition: int, buf: bytes, start: int, first: int, end: int | None, ts_lo_ms: int | None,
+        self, topic: str, partition: int, buf: builtins.bytes, start: int, first: int, end: int | None, ts_lo_ms: int | None,
         max_batch: int, batch_rows: int, max_bytes: int,
     ) -> tuple[int, int]:
         """Whole uncompressed v2 batches of ``buf`` from ``start`` (a batch boundary) appended, skipping

@@ -145,9 +145,7 @@ def parse_paths(opts: Mapping[str, str]) -> tuple[str, ...]:
             out.extend(matched)
         else:
             out.append(p)
-    seen: set[str] = set()
-    unique = [p for p in out if not (p in seen or seen.add(p))]
-    return tuple(unique)
+    return tuple(dict.fromkeys(out))  # in order, each once
 
 
 def _offset_json(name: str, text: str) -> dict[tuple[str, int], int]:
@@ -354,9 +352,9 @@ def parse_read_options(options: Mapping[str, Any], *, streaming: bool = False, w
             opts, ("isolationLevel", "kafka.isolation.level"), ("read_uncommitted", "read_committed"),
             "read_uncommitted",
         ),
-        max_bytes_per_partition=_positive(opts, "maxBytesPerPartition", DEFAULT_MAX_BYTES_PER_PARTITION),  # type: ignore[arg-type]
+        max_bytes_per_partition=_positive(opts, "maxBytesPerPartition", DEFAULT_MAX_BYTES_PER_PARTITION),  # type: ignore[arg-type]  # a default is given: never None
         max_offsets_per_trigger=_positive(opts, "maxOffsetsPerTrigger", None),
-        batch_rows=_positive(opts, "batchRows", DEFAULT_BATCH_ROWS),  # type: ignore[arg-type]
+        batch_rows=_positive(opts, "batchRows", DEFAULT_BATCH_ROWS),  # type: ignore[arg-type]  # a default is given: never None
         staging_dir=opts.get("stagingdir"),
         topic=opts.get("topic"),
         compression=_choice(opts, ("compression", "kafka.compression.type"),

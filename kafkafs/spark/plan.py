@@ -29,6 +29,7 @@ import dataclasses
 import logging
 from collections.abc import Callable
 from contextlib import ExitStack
+from typing import overload
 
 from ..errors import InvalidInput
 from ..storage.log import Log
@@ -201,7 +202,7 @@ def _pieces_for(
             if ts_lo_ms is not None:
                 start = max(start, time_start(segment, ts_lo_ms))
             if bounded_end:
-                stop = end_position(segment, end, size)  # type: ignore[arg-type]
+                stop = end_position(segment, end, size)  # type: ignore[arg-type]  # bounded_end: end is set
         start = min(start, size)
         if start >= stop:
             counter.pruned += 1
@@ -346,6 +347,10 @@ def _batch_resolver(options: ReadOptions) -> Resolver:
     return resolve
 
 
+@overload
+def stable_end(log_: Log, end: int) -> int: ...
+@overload
+def stable_end(log_: Log, end: int | None) -> int | None: ...
 def stable_end(log_: Log, end: int | None) -> int | None:
     """``end`` capped at the last stable offset, as a ``read_committed`` consumer sees the log: nothing
     from the first offset of the earliest transaction still in progress on (its outcome is not known

@@ -106,7 +106,11 @@ def cut_points(
     n = index.entries if use_index else 0
     for k in range(1, parts if n else 0):
         target = start + length * k // parts
-        i = _bisect(n, lambda j, t=target: index.entry(j).position <= t) - 1
+
+        def below(j: int, t: int = target) -> bool:
+            return index.entry(j).position <= t
+
+        i = _bisect(n, below) - 1
         if i < 0:
             continue
         pos = index.entry(i).position

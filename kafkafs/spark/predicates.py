@@ -42,10 +42,6 @@ class IntBounds:
         return IntBounds(lo, hi, values)
 
     @property
-    def unbounded(self) -> bool:
-        return self.lo is None and self.hi is None and self.values is None
-
-    @property
     def empty(self) -> bool:
         """True when no value can pass."""
         if self.lo is not None and self.hi is not None and self.lo > self.hi:
@@ -133,7 +129,7 @@ def _bounds_of(kind: str, column: str, value: Any) -> IntBounds | None:
         converted = [_int_value(column, v) for v in value]
         if any(v is None for v in converted):
             return None
-        return IntBounds(values=frozenset(converted))  # type: ignore[arg-type]
+        return IntBounds(values=frozenset(converted))  # type: ignore[arg-type]  # no None left (checked above)
     v = _int_value(column, value)
     if v is None:
         return None

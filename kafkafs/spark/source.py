@@ -16,6 +16,7 @@ import sys
 import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 from pyspark.sql.datasource import (
@@ -59,8 +60,8 @@ try:  # Spark 4.2+: admission control and Trigger.AvailableNow for Python stream
         SupportsTriggerAvailableNow,
     )
 except ImportError:  # Spark 4.1
-    ReadAllAvailable = ReadMaxRows = None  # type: ignore[assignment,misc]
-    SupportsTriggerAvailableNow = object  # type: ignore[assignment,misc]
+    ReadAllAvailable = ReadMaxRows = None  # type: ignore[assignment,misc]  # a PySpark without them
+    SupportsTriggerAvailableNow = object  # type: ignore[assignment,misc]  # a PySpark without it
 
 __all__ = ["KafkaLogDataSource", "KafkaLogDataSourceWithPushdown", "KafkaLogInputPartition"]
 
@@ -80,7 +81,7 @@ def pushdown_is_scan_scoped() -> bool:
 
 def _pushdown_disabled_by_caller() -> bool:
     """True when the Spark planner calling ``reader()`` has push-down turned off (see the module doc)."""
-    frame = sys._getframe(2)
+    frame: FrameType | None = sys._getframe(2)
     for _ in range(4):
         if frame is None:
             return False
@@ -306,7 +307,7 @@ class KafkaLogStreamWriter(_Staging, DataSourceStreamArrowWriter):
 # ---------------------------------------------------------------------------------------------- stream
 
 
-class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type: ignore[misc]
+class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Micro-batches of new records, offsets per partition (see :mod:`kafkafs.spark.stream`)."""
 
     @spark_errors

@@ -22,7 +22,6 @@ __all__ = [
     "log_ends",
     "initial_offsets",
     "cap_offsets",
-    "locations",
     "micro_batch_ranges",
 ]
 
@@ -42,11 +41,6 @@ def from_json(data: dict | None) -> Offsets:
         for partition, offset in parts.items():
             out[(topic, int(partition))] = int(offset)
     return out
-
-
-def locations(options: ReadOptions) -> dict[tuple[str, int], str]:
-    """Which log directory holds each wanted partition."""
-    return {(t, p): d for d, t, p in discover_partitions(options)}
 
 
 def log_ends(options: ReadOptions) -> tuple[Offsets, Offsets]:

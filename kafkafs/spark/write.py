@@ -219,7 +219,7 @@ class Stager:
             i = names.get(name)
             return None if i is None else batch.column(i)
 
-        values = _as_bytes_list(col("value"))  # type: ignore[arg-type]
+        values = _as_bytes_list(col("value"))
         key_col = col("key")
         keys = _as_bytes_list(key_col) if key_col is not None else [None] * n
         topic_col = col("topic")

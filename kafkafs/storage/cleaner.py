@@ -9,8 +9,9 @@ task, reduced).
   long runs), :class:`LogCleaner` in a thread, which every ``log.retention.check.interval.ms`` applies
   retention and otherwise compacts the dirtiest log whose dirty ratio reaches
   ``min.cleanable.dirty.ratio`` (or whose oldest dirty record is past ``max.compaction.lag.ms``),
-  sleeping ``log.cleaner.backoff.ms`` when there is nothing to do (retention first runs
-  ``log.initial.task.delay.ms`` after the start, as a broker's does).
+  looking for one again ``log.cleaner.backoff.ms`` after finding none. The two run on their own
+  schedules, as a broker's retention task and cleaner thread do: the backoff never delays a retention
+  check (retention first runs ``log.initial.task.delay.ms`` after the start, as a broker's does).
 
 After each compaction round the offset a partition is clean up to goes to the log directory's
 ``cleaner-offset-checkpoint``, where the next round (or run) starts.
@@ -169,6 +170,7 @@ class LogCleaner:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._next_retention = 0.0
+        self._next_compaction = 0.0  # monotonic time of the next look for a log to compact
         self._checkpoints: dict[tuple[str, int], int] | None = None
         #: Totals since start (for logs and tests): compaction rounds and bytes, retention deletions.
         self.stats = CleanStats(tick=self._check_stop)
@@ -205,17 +207,30 @@ class LogCleaner:
                 log.exception("cleaner pass failed")
                 worked = False
             if not worked:
-                self._stop.wait(self.backoff)
+                self._stop.wait(self.idle_wait())
         log.info("cleaner stopped")
 
+    def idle_wait(self) -> float:
+        """Seconds until the next thing is due: the next retention check, or the next look for a log
+        to compact (``log.cleaner.backoff.ms`` after one that found none)."""
+        due = self._next_retention
+        if self.enabled:
+            due = min(due, self._next_compaction)
+        return max(due - time.monotonic(), 0.0)
+
     def run_once(self) -> bool:
-        """One step of the loop: retention when it is due, then the dirtiest log compacted; True when
-        something was compacted."""
+        """One step of the loop: retention when it is due, then, when its backoff has passed, the
+        dirtiest log compacted; True when something was compacted."""
         self.passes += 1
         if time.monotonic() >= self._next_retention:
             self._next_retention = time.monotonic() + self.retention_interval
             self._retention()
-        return self.enabled and self._compact_filthiest()
+        if not self.enabled or time.monotonic() < self._next_compaction:
+            return False
+        if self._compact_filthiest():
+            return True
+        self._next_compaction = time.monotonic() + self.backoff
+        return False
 
     def _logs(self) -> list:
         out = []

@@ -314,6 +314,7 @@ def _clean_group(target, group: list[LogSegment], omap: OffsetMap, now_ms: int, 
             for view in _views(segment, stats):
                 h = view.header
                 stats.bytes_read += h.size
+                data: bytes | bytearray | None
                 if h.magic != 2:
                     data = clean_legacy(view, file, omap, txns, retain_legacy_deletes, now_ms, retention, result,
                                         stats)

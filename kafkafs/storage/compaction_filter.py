@@ -139,7 +139,7 @@ def _judge(omap: OffsetMap, keys: list, values: list, offsets: list[int], drop_d
 
 def clean_batch(view: BatchView, file: str, omap: OffsetMap, txns: CleanedTransactions,
                 active: dict[int, tuple[int, int]], now_ms: int, delete_retention_ms: int,
-                result: GroupResult, stats, round_upper: int = -1) -> bytes | None:
+                result: GroupResult, stats, round_upper: int = -1) -> bytes | bytearray | None:
     """The bytes of one v2 batch after cleaning (the original ones when nothing changes), or None
     when it goes. ``stats`` is the run's :class:`~kafkafs.storage.compaction.CleanStats`;
     ``round_upper``: the first offset the round may not clean (the batch that ends there stays, empty

@@ -154,7 +154,7 @@ class HandleBudget:
             self._owners.move_to_end(id(owner))
             excess = len(self._owners) - limit
             if excess > 0:
-                keys = []
+                keys: list[int] = []
                 for key, candidate in self._owners.items():  # oldest first; stops early
                     if key == id(owner) or len(keys) >= excess:
                         break

@@ -148,11 +148,6 @@ class AbstractIndex(Generic[E]):
         return self.layout.entry_size
 
     @property
-    def is_open(self) -> bool:
-        """Whether the file is opened and mapped (indexes open lazily)."""
-        return self._state is not None
-
-    @property
     def entries(self) -> int:
         """The number of entries (read-only: as of the last open or ``refresh``)."""
         return self._snapshot().entries

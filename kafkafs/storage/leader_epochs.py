@@ -85,13 +85,13 @@ class LeaderEpochCache:
     def assign_batches(self, headers) -> None:
         """``assign`` for each v2 batch header, in order, with one write at the end."""
         changed = False
-        flush, self._flush = self._flush, lambda: None  # type: ignore[method-assign]
+        flush, self._flush = self._flush, lambda: None  # type: ignore[method-assign]  # put off while assigning
         try:
             for h in headers:
                 if h.magic >= 2 and h.partition_leader_epoch >= 0:
                     changed |= self.assign(h.partition_leader_epoch, h.base_offset)
         finally:
-            self._flush = flush  # type: ignore[method-assign]
+            self._flush = flush  # type: ignore[method-assign]  # and put back
         if changed or not self.loaded_ok:
             self.loaded_ok = True
             self._flush()
@@ -118,12 +118,3 @@ class LeaderEpochCache:
         if self.entries or not self.path.exists():
             self.entries = []
             self._flush()
-
-    def epoch_for(self, offset: int) -> int | None:
-        """The leader epoch that ``offset`` was written in, as the checkpoint says."""
-        found = None
-        for epoch, start in self.entries:
-            if start > offset:
-                break
-            found = epoch
-        return found

@@ -20,9 +20,9 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Self
+from typing import TYPE_CHECKING, Self
 
-from ..errors import CorruptRecordError, InvalidInput, OffsetOutOfRange, ReadOnlyError, UnsafeFileError
+from ..errors import CorruptRecordError, InvalidInput, OffsetOutOfRange, UnsafeFileError
 from ..format.batch import DecodedBatch, Record
 from .config import LogConfig
 from .handles import HandleBudget
@@ -35,10 +35,13 @@ from .names import (
     segment_file_name,
 )
 from .records import BatchView
-from .safefiles import regular_files
+from .safefiles import regular_files, require_writable
 from .segment import LogSegment
 from .segments import LogSegments
 from .transactions import ProducerTransactions
+
+if TYPE_CHECKING:
+    from .recovery import RecoveryReport
 
 __all__ = ["LocalLog", "fsync_directory"]
 
@@ -92,7 +95,7 @@ class LocalLog:
         self._dir_dirty = False  # files created or removed since the folder was last fsynced
         self.recovery_point = 0
         self.leader_epoch = 0
-        self.last_recovery = None  # the RecoveryReport of the load
+        self.last_recovery: RecoveryReport | None = None  # the report of the load
         self._listeners: list[Callable[[LocalLog], None]] = []
         self._closed = False
         #: Undecided transactions (producer id -> first offset); None until first needed after an open.
@@ -204,10 +207,6 @@ class LocalLog:
             self.generation += 1
         return bool(swapped)
 
-    def segment_for(self, offset: int) -> LogSegment | None:
-        """The segment whose range holds ``offset`` (skip list floor), or None below the first."""
-        return self.segments.floor(offset)
-
     def batches(
         self, from_offset: int | None = None, to_offset: int | None = None
     ) -> Iterator[tuple[LogSegment, BatchView]]:
@@ -220,13 +219,16 @@ class LocalLog:
         # holds the segments so that their ids stay theirs
         visited: list[LogSegment] = []
         seen: set[int] = set()
+        expect: int | None = None  # one past the last offset of the batch before (None: not known)
         while segment is not None:
             visited.append(segment)
             seen.add(id(segment))
             base = segment.base_offset
             if to_offset is not None and base > to_offset:
                 return
-            views = segment.read_from(from_offset) if base <= from_offset else segment.batches(0)
+            upper = self.segments.upper(base)  # offsets out of order raise (SPEC §4: never skipped silently)
+            views = (segment.read_from(from_offset, ordered=True, upper=upper) if base <= from_offset
+                     else segment.ordered_batches(expect, upper))
             for view in views:
                 h = view.header
                 if to_offset is not None and h.base_offset > to_offset:
@@ -237,6 +239,7 @@ class LocalLog:
                 if to_offset is not None and h.last_offset >= to_offset:
                     return  # done: whatever follows (maybe damage) is not read
                 from_offset = h.last_offset + 1
+                expect = h.next_offset
             # Next: the segment that now holds ``from_offset`` when compaction swapped a merged segment
             # in at or below it while we read, else the one after this.
             floor = self.segments.floor(from_offset)
@@ -273,15 +276,10 @@ class LocalLog:
         page cache holds, else raise :class:`~kafkafs.errors.WouldBlock` (the FUSE loop's lookups)."""
         if offset < self._log_start_offset or offset >= self.log_end_offset:
             return None
-        segment = self.segments.floor(offset)
-        if segment is None:
+        found = self.segments.find(offset, nowait=nowait)
+        if found is None:
             return None
-        view = segment.find(offset, nowait=nowait)
-        if view is None:  # in a gap at the end of the segment: the next one may start with it
-            segment = self.segments.higher(segment.base_offset)
-            view = segment.find(offset, nowait=nowait) if segment is not None else None
-            if view is None:
-                return None
+        segment, view = found
         if view.header.base_offset > offset and view.header.magic == 2:
             return None
         return view._replace(segment=segment)
@@ -303,10 +301,7 @@ class LocalLog:
         return None
 
     def _require_writable(self) -> None:
-        if not self.writable:
-            raise ReadOnlyError(f"{self.dir} is open read-only")
-        if self._closed:
-            raise ReadOnlyError(f"{self.dir} is closed")
+        require_writable(self.dir, self.writable, self._closed)
 
     def roll(self, next_offset: int | None = None) -> LogSegment:
         """Seal the active segment and start a new one at ``max(next_offset, log end offset)`` (Kafka's
@@ -495,4 +490,3 @@ class LocalLog:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-

@@ -21,6 +21,7 @@ class OffsetIndex(AbstractIndex[OffsetPosition]):
     layout = fmt.OFFSET_INDEX
 
     def _parse(self, buf: Buffer | None, slot: int) -> OffsetPosition:
+        assert buf is not None  # a slot is only asked of a mapped index
         rel, pos = fmt.decode_offset_entry(buf, slot)
         return OffsetPosition(self._base_offset + rel, pos)
 
@@ -77,14 +78,3 @@ class OffsetIndex(AbstractIndex[OffsetPosition]):
         if target_offset < self._base_offset or slot + 2 >= st.entries:
             return floor, None
         return floor, self._parse(st.mm, slot + 2).position
-
-    def fetch_upper_bound_offset(
-        self, fetch_offset: OffsetPosition, fetch_size: int
-    ) -> OffsetPosition | None:
-        """The first entry at or past ``fetch_offset.position + fetch_size``: an offset surely outside the
-        fetched bytes (Kafka's ``fetchUpperBoundOffset``), or None."""
-        st = self._snapshot()
-        if st.entries == 0:
-            return None
-        slot = fmt.ceiling_slot(st.mm or b"", st.entries, fetch_offset.position + fetch_size, fmt.OFFSET_POSITION)
-        return None if slot < 0 else self._parse(st.mm, slot)

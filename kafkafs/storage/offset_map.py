@@ -29,7 +29,7 @@ from ..format.kernel import KERNEL
 _OMAP_PUT = getattr(KERNEL, "omap_put", None)
 _OMAP_RETAIN = getattr(KERNEL, "omap_retain", None)
 
-__all__ = ["OffsetMap", "key_hash", "BYTES_PER_ENTRY"]
+__all__ = ["OffsetMap", "BYTES_PER_ENTRY"]
 
 #: Bytes a slot takes: a 16-byte hash and an 8-byte offset.
 BYTES_PER_ENTRY = 24
@@ -39,15 +39,10 @@ try:  # the plain call is measurably faster per key than one passing usedforsecu
     _md5 = hashlib.md5
 except ValueError:  # a FIPS build refuses MD5 unless told it is not for security
 
-    def _md5(data: bytes):  # type: ignore[misc]
+    def _md5(data: bytes):  # type: ignore[misc]  # the FIPS fallback of the same function
         return hashlib.md5(data, usedforsecurity=False)
 
 _split = struct.Struct("<qq").unpack
-
-
-def key_hash(key: bytes) -> tuple[int, int]:
-    """A key's MD5 as two signed 64-bit halves (what the map stores)."""
-    return _split(_md5(key).digest())
 
 
 def _is_prime(n: int) -> bool:
@@ -93,10 +88,6 @@ class OffsetMap:
     @property
     def full(self) -> bool:
         return self.size >= self.max_entries
-
-    @property
-    def utilization(self) -> float:
-        return self.size / self.slots
 
     def clear(self) -> None:
         """Empty the map for the next round (the memory stays)."""
@@ -225,7 +216,7 @@ class OffsetMap:
         md5 = _md5
         split = _split
         latest = self.latest_offset
-        out = []
+        out: list[bool] = []
         add = out.append
         for key, offset in zip(keys, offsets, strict=True):
             if offset > latest:

@@ -175,11 +175,16 @@ class FileRecords:
 
     def stat_size(self) -> int:
         """The file's size as the file system sees it now."""
-        return os.fstat(self.handle().fd).st_size
+        handle = self.handle()  # held while used: see read_at
+        return os.fstat(handle.fd).st_size
 
     def read_at(self, position: int, size: int) -> bytes:
-        """Up to ``size`` bytes from ``position`` (short at the end)."""
-        return os.pread(self.handle().fd, size, position)
+        """Up to ``size`` bytes from ``position`` (short at the end). The handle is held in a local for
+        the whole read: ``os.pread(self.handle().fd, ...)`` drops it before the read, and a release or
+        close in another thread then closes the descriptor under it (EBADF), or lets another file take
+        its number (another file's bytes: issue 20)."""
+        handle = self.handle()
+        return os.pread(handle.fd, size, position)
 
     def batch_starts(self, start_position: int, end: int) -> Iterator[int]:
         """The position of every batch from ``start_position`` (a batch boundary) up to ``end``, found from
@@ -255,7 +260,8 @@ class FileRecords:
     def write_at(self, data: bytes | bytearray | memoryview, position: int) -> None:
         """Append ``data`` at ``position``, the end of the file (the caller publishes the new size); on an
         error the file is cut back to ``position``."""
-        fd = self.handle().fd
+        handle = self.handle()  # held for the whole write (see read_at)
+        fd = handle.fd
         view = memoryview(data)
         start = position
         try:
@@ -277,12 +283,14 @@ class FileRecords:
             raise
 
     def truncate(self, size: int) -> None:
+        handle = self.handle()
         with doing("truncate {path}", self.path):
-            os.ftruncate(self.handle().fd, size)
+            os.ftruncate(handle.fd, size)
 
     def fsync(self) -> None:
+        handle = self.handle()
         with doing("write {path}", self.path):  # a write-back error (EIO, ENOSPC) surfaces here
-            os.fsync(self.handle().fd)
+            os.fsync(handle.fd)
 
     def rename(self, path: Path) -> None:
         """Move the file; the open descriptor stays valid."""

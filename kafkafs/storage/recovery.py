@@ -59,6 +59,10 @@ class RecoveryReport:
         #: Index files that were right but not what a rebuild writes (a close's time index entry, a
         #: broker's index interval counted from a restart): rewritten as a recovery builds them, no damage.
         self.rewritten_files: list[str] = []
+        #: Of ``rebuilt_files``, those an unclean stop or a missing index leaves, as a broker rebuilds them
+        #: at every unclean start: the active segment's (preallocated, untrimmed, or behind the log) and a
+        #: missing ``.index`` or ``.timeindex``. No damage (SPEC §4: ``recover`` exits 0 for them).
+        self.restored_files: list[str] = []
         self.truncated_bytes = 0
         self.deleted_segments: list[str] = []
 
@@ -67,16 +71,34 @@ class RecoveryReport:
             self.deleted_files or self.swapped_in or self.truncated_bytes or self.rebuilt_indexes or self.deleted_segments
         )
 
+    def no_damage_lines(self) -> list[str]:
+        """What ``recover`` says it rewrote or rebuilt that was no damage (valid indexes written as a
+        recovery builds them; what an unclean stop or a lost index leaves)."""
+        out = []
+        if self.rewritten_files:
+            out.append(f"wrote {', '.join(sorted(self.rewritten_files))} as a recovery builds them (nothing wrong there)")
+        if self.restored_files:
+            out.append(f"rebuilt {', '.join(sorted(self.restored_files))} (as after an unclean stop: nothing wrong there)")
+        return out
+
+    def damaged_files(self) -> list[str]:
+        """The index files rebuilt because they were wrong (not what an unclean stop leaves)."""
+        restored = set(self.restored_files)
+        return [f for f in self.rebuilt_files if f not in restored]
+
     def pending_deletions(self) -> list[str]:
         """The ``.deleted`` files removed: retention and compaction leave them for a later removal
         (``file.delete.delay.ms``), as Kafka does; a removal, not a repair."""
         return [f for f in self.deleted_files if f.endswith(names.DELETED)]
 
     def damaged(self) -> bool:
-        """Whether something was wrong: :meth:`changed` for more than removing pending deletions."""
+        """Whether something was wrong, as ``verify`` would have said before the recovery: bytes cut,
+        segments deleted after a cut, a damaged index file replaced, an interrupted compaction finished
+        or undone. Removing pending deletions and rebuilding what an unclean stop leaves
+        (:attr:`restored_files`) are not."""
         return bool(
             len(self.pending_deletions()) < len(self.deleted_files) or self.swapped_in or self.truncated_bytes
-            or self.rebuilt_indexes or self.deleted_segments
+            or self.damaged_files() or self.deleted_segments
         )
 
     def lines(self) -> list[str]:
@@ -313,6 +335,9 @@ def _recover_segments(
         right = [name for name in rebuilt if not cut and _was_right(segment, name, before.get(name))]
         report.rewritten_files.extend(right)
         rebuilt = [name for name in rebuilt if name not in right]
+        report.restored_files.extend(
+            name for name in rebuilt if not cut and _left_by_unclean_stop(segment is last, name, before.get(name))
+        )
         if rebuilt:
             report.rebuilt_indexes.append(segment.log_path.name)
             report.rebuilt_files.extend(rebuilt)
@@ -327,6 +352,16 @@ def _recover_segments(
     if transactions.state is not None and last is not None and transactions.upto == last.base_offset:
         return transactions.state  # the state at the log end: no need to scan again
     return None
+
+
+def _left_by_unclean_stop(active: bool, name: str, old: object) -> bool:
+    """Whether rebuilding index file ``name`` (it held ``old``, :meth:`index_state`) repaired only what an
+    unclean stop or a lost file leaves, as a broker's every unclean start rebuilds it: any index of the
+    active segment (preallocated and untrimmed, or behind its log), or a ``.index`` / ``.timeindex``
+    that was missing."""
+    if active:
+        return True
+    return name.endswith((names.INDEX, names.TIME_INDEX)) and old == (False,)
 
 
 def _was_right(segment: LogSegment, name: str, old: object) -> bool:

@@ -29,7 +29,7 @@ import stat
 import threading
 from pathlib import Path
 
-from ..errors import UnsafeFileError, doing, tag_os_error
+from ..errors import ReadOnlyError, UnsafeFileError, doing, tag_os_error
 
 __all__ = [
     "O_NOFOLLOW",
@@ -41,6 +41,7 @@ __all__ = [
     "is_regular_file",
     "write_atomically",
     "reserve",
+    "require_writable",
 ]
 
 log = logging.getLogger("kafkafs.storage")
@@ -66,6 +67,14 @@ def _kind(mode: int) -> str:
     if stat.S_ISDIR(mode):
         return "a directory"
     return "a special file"
+
+
+def require_writable(what: str | os.PathLike[str], writable: bool, closed: bool) -> None:
+    """ReadOnlyError, naming ``what``, unless it is open for writing and not closed yet."""
+    if not writable:
+        raise ReadOnlyError(f"{what} is open read-only")
+    if closed:
+        raise ReadOnlyError(f"{what} is closed")
 
 
 def _opening(flags: int) -> str:

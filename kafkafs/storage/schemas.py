@@ -123,4 +123,4 @@ def load_registry(logdir: str | os.PathLike[str], schemas_dir: str | os.PathLike
     registry = registry_from_log(sorted(dirs)) if dirs else None
     if schemas_dir is not None:
         registry = registry_from_dir(schemas_dir, registry)
-    return registry if len(registry) else None
+    return registry if registry is not None and len(registry) else None

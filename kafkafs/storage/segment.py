@@ -21,6 +21,7 @@ would (``recover`` rebuilds the same entries only for a segment written in one g
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import random
@@ -36,7 +37,7 @@ from .config import LogConfig
 from .records import BatchView
 from .segment_files import SegmentFiles
 from .transactions import ProducerTransactions
-from .validation import batch_problem
+from .validation import batch_problem, checked_order, in_order
 
 __all__ = ["LogSegment", "NO_TIMESTAMP"]
 
@@ -117,17 +118,36 @@ class LogSegment(SegmentFiles):
             self._tail = None
         return size
 
-    def find(self, offset: int, *, nowait: bool = False) -> BatchView | None:
-        """The first batch whose last offset is >= ``offset``, or None if there is none here.
+    def find(self, offset: int, *, nowait: bool = False, upper: int | None = None) -> BatchView | None:
+        """The first batch whose last offset is >= ``offset``, or None if there is none here; judged between
+        its neighbours (:meth:`read_from` ``ordered``; ``upper``: the next segment's base offset).
         ``nowait``: :class:`~kafkafs.errors.WouldBlock` rather than wait for the disk."""
-        return next(self.read_from(offset, nowait=nowait), None)
+        return next(self.read_from(offset, nowait=nowait, ordered=True, upper=upper), None)
 
-    def read_from(self, offset: int, *, nowait: bool = False) -> Iterator[BatchView]:
-        """Batches from the one holding ``offset`` (or the next one after a gap) to the end."""
+    def read_from(
+        self, offset: int, *, nowait: bool = False, ordered: bool = False, upper: int | None = None
+    ) -> Iterator[BatchView]:
+        """Batches from the first one whose last offset is >= ``offset`` (the one holding it, or the
+        next one after a gap) to the end, every one after it included. ``ordered``: for a reader, every
+        batch of the scan is judged between its neighbours (:func:`~kafkafs.storage.validation.in_order`;
+        ``upper``: the next segment's base offset), and offsets out of order raise
+        :class:`~kafkafs.errors.CorruptRecordError` rather than being skipped or shown."""
         start, first_read = self.scan_start(offset, nowait)
-        for view in self._scan(start, nowait, first_read):
-            if view.header.last_offset >= offset:
+        views = self._scan(start, nowait, first_read)
+        if ordered:
+            views = checked_order(views, str(self.log_path), next_offset=None, upper=upper,
+                                  segment_base=self.base_offset)
+        found = False
+        for view in views:
+            if found or view.header.last_offset >= offset:
+                found = True
                 yield view
+
+    def ordered_batches(self, next_offset: int | None, upper: int | None) -> Iterator[BatchView]:
+        """Every batch from the start, for a reader: offsets out of order raise (see :meth:`read_from`);
+        ``next_offset``: one past the last offset of the segment before (None: not known)."""
+        return checked_order(self.batches(0), str(self.log_path), next_offset=next_offset, upper=upper,
+                             segment_base=self.base_offset)
 
     def find_offset_by_timestamp(
         self, timestamp: int, starting_offset: int = 0, *, use_indexes: bool = True
@@ -184,6 +204,12 @@ class LogSegment(SegmentFiles):
                     max_ts, max_offset = h.max_timestamp, h.last_offset
         except CorruptRecordError as exc:
             log.warning("%s: %s; the segment's end is taken to be before it", self.log_path, exc.reason)
+        except OSError as exc:  # a disk that will not give the bytes: a reader goes on, a writer stops
+            if self.writable or exc.errno not in (errno.EIO, errno.EUCLEAN, errno.EBADMSG, errno.ENODATA):
+                raise
+            log.debug("%s: cannot read it (%s); the segment's end is taken to be before it", self.log_path,
+                      exc.strerror or exc)
+            seen = True  # no second scan from 0; the reads that need these bytes fail and say so
         return next_offset, max_ts, max_offset, seen
 
     @property
@@ -332,7 +358,7 @@ class LogSegment(SegmentFiles):
         segment is the log's active one afterwards. Return the bytes cut."""
         self._require_writable()
         with self._lock:
-            view = self.find(offset)
+            view = next(self.read_from(offset), None)  # the writer's cut: offsets as they are
             self.offset_index.truncate_to(offset)
             self.time_index.truncate_to(offset)
             self.txn_index.truncate_to(offset)
@@ -358,10 +384,11 @@ class LogSegment(SegmentFiles):
         (Kafka's ``LogSegment.recover``).
 
         A batch is invalid when :func:`~kafkafs.storage.validation.batch_problem` says so, the rule
-        ``verify`` reports by (header, CRC, offsets that go backwards or reach ``upper``, the next
-        segment's base offset, records that do not decode); everything from the first invalid byte on
-        is truncated. The indexes end trimmed, the
-        time index with its final entry, as a segment closed cleanly has them. A batch whose offsets do
+        ``verify`` reports by (header, CRC, offsets that go backwards or run past the next batch's base
+        offset, or ``upper``, the next segment's, records that do not decode); everything from the first
+        invalid byte on is truncated. Of two batches whose offsets overlap (both damage to a reader), the
+        cut starts at the second, or at the first when its offsets do not fit the segment's relative
+        offsets (a base offset gone wrong). The indexes end trimmed, the time index with its final entry, as a segment closed cleanly has them. A batch whose offsets do
         not fit the segment's relative offsets (Kafka would split the segment) is kept, unindexed.
 
         The ``.txnindex`` is rebuilt from the transaction markers here, which needs the partition's
@@ -411,15 +438,21 @@ class LogSegment(SegmentFiles):
         next_offset = self.base_offset
         first_ts: int | None = None
         try:
-            for view in self.batches(0):
+            # each batch judged with the base offset of the one after it too (in_order's lookahead). Of
+            # two neighbours that overlap, the second is cut (a stale or torn batch after good ones), unless
+            # the first's offsets do not fit the segment (a base offset gone wrong, as Kafka's
+            # ensureOffsetInRange says): then the cut starts at the first
+            for view, order in in_order(self.batches(0), next_offset=next_offset, upper=upper,
+                                        segment_base=self.base_offset):
                 h = view.header
-                problem = batch_problem(
-                    view.buf, h, next_offset=next_offset, segment_base=self.base_offset, upper=upper
-                )
+                fits = h.last_offset - self.base_offset <= MAX_RELATIVE_OFFSET
+                problem = batch_problem(view.buf, h, next_offset=next_offset, segment_base=self.base_offset,
+                                        following=upper)
+                if problem is None and order is not None and not fits:
+                    problem = order
                 if problem is not None:
                     log.warning("%s: position %d: %s; cutting from there", self.log_path, view.position, problem)
                     break
-                fits = h.last_offset - self.base_offset <= MAX_RELATIVE_OFFSET
                 if h.max_timestamp > max_ts and fits:
                     max_ts, max_offset = h.max_timestamp, h.last_offset
                 if valid - last_entry > interval and fits:

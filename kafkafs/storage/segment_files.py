@@ -20,13 +20,14 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-from ..errors import CorruptRecordError, ReadOnlyError, WouldBlock
+from ..errors import CorruptRecordError, WouldBlock
 from ..format.batch import DEFAULT_MAX_INFLATED_BYTES, LOG_OVERHEAD
 from .config import LogConfig
 from .handles import BUDGET, HandleBudget
 from .names import INDEX, LOG, TIME_INDEX, TXN_INDEX, segment_file_name
 from .offset_index import OffsetIndex
 from .records import BatchView, FileRecords
+from .safefiles import require_writable
 from .scan_index import ScanIndex
 from .time_index import TimeIndex
 from .txnindex import TransactionIndex
@@ -277,10 +278,7 @@ class SegmentFiles:
             return index
 
     def _require_writable(self) -> None:
-        if not self.writable:
-            raise ReadOnlyError(f"{self.log_path} is open read-only")
-        if self._closed:
-            raise ReadOnlyError(f"{self.log_path} is closed")
+        require_writable(self.log_path, self.writable, self._closed)
 
     def _grow_indexes(self) -> None:
         """Both indexes back to ``segment.index.bytes``, or to their entries if they hold more (the

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from .records import BatchView
 from .segment import LogSegment
 from .skiplist import SkipList
 
@@ -91,6 +92,25 @@ class LogSegments:
         """The segment after the one at ``base_offset``."""
         item = self._map.higher(base_offset)
         return item[1] if item else None
+
+    def upper(self, base_offset: int) -> int | None:
+        """The base offset of the segment after the one at ``base_offset``: no offset of that one may
+        reach it (None for the last segment)."""
+        item = self._map.higher(base_offset)
+        return item[0] if item else None
+
+    def find(self, offset: int, *, nowait: bool = False) -> tuple[LogSegment, BatchView] | None:
+        """The segment and batch a lookup of ``offset`` finds: the floor segment's first batch whose
+        last offset reaches it, or, past a gap at the end of that segment, the next segment's; judged
+        between its neighbours (:meth:`LogSegment.find`). None when neither holds one."""
+        segment = self.floor(offset)
+        if segment is None:
+            return None
+        view = segment.find(offset, nowait=nowait, upper=self.upper(segment.base_offset))
+        if view is None:  # in a gap at the end of the segment: the next one may start with it
+            segment = self.higher(segment.base_offset)
+            view = segment.find(offset, nowait=nowait, upper=self.upper(segment.base_offset)) if segment else None
+        return None if view is None or segment is None else (segment, view)
 
     def from_offset(self, offset: int) -> Iterator[LogSegment]:
         """The segment that may hold ``offset`` (or the first, when ``offset`` is below it) and all after it."""

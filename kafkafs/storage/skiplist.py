@@ -70,7 +70,7 @@ class SkipList(Generic[V]):
         self._p = p
         self._max_level = max_level
         self._rng = random.Random(seed)
-        self._head: _Node[V] = _Node(0, None, max_level)  # type: ignore[arg-type]
+        self._head: _Node[V] = _Node(0, None, max_level)  # type: ignore[arg-type]  # the head holds no value
         self._level = 1  # levels in use; readers may see a stale value, which only costs a few steps
         self._len = 0
         self._write_lock = threading.Lock()
@@ -111,7 +111,7 @@ class SkipList(Generic[V]):
         node = self._last_below(key, True)
         return None if node is self._head else node
 
-    def get(self, key: int, default: D = None) -> V | D:  # type: ignore[assignment]
+    def get(self, key: int, default: D = None) -> V | D:  # type: ignore[assignment]  # D is None when not given
         """The value stored under ``key``, or ``default``."""
         node = self._floor_node(key)
         return node.value if node is not None and node.key == key else default

@@ -26,6 +26,7 @@ class TimeIndex(AbstractIndex[TimestampOffset]):
     _offset_field = fmt.TIME_OFFSET
 
     def _parse(self, buf: Buffer | None, slot: int) -> TimestampOffset:
+        assert buf is not None  # a slot is only asked of a mapped index
         ts, rel = fmt.decode_time_entry(buf, slot)
         return TimestampOffset(ts, self._base_offset + rel)
 
@@ -71,12 +72,3 @@ class TimeIndex(AbstractIndex[TimestampOffset]):
         st = self._snapshot()
         slot = fmt.floor_slot(st.mm or b"", st.entries, target_timestamp, fmt.TIME_KEY)
         return TimestampOffset(fmt.NO_TIMESTAMP, self._base_offset) if slot < 0 else self._parse(st.mm, slot)
-
-    def ceiling(self, target_timestamp: int) -> TimestampOffset | None:
-        """The entry with the smallest timestamp >= the target, or None.
-
-        The first record at or after the target has an offset <= this entry's offset.
-        """
-        st = self._snapshot()
-        slot = fmt.ceiling_slot(st.mm or b"", st.entries, target_timestamp, fmt.TIME_KEY)
-        return None if slot < 0 else self._parse(st.mm, slot)

@@ -76,7 +76,7 @@ class TransactionIndex:
             if last is _UNKNOWN:
                 entries = self.entries()
                 last = entries[-1].last_offset if entries else None
-            if last is not None and txn.last_offset <= last:  # type: ignore[operator]
+            if last is not None and txn.last_offset <= last:  # type: ignore[operator]  # _UNKNOWN was replaced above
                 raise InvalidInput(
                     f"{self.path}: aborted transaction ending at {txn.last_offset} does not follow {last}"
                 )

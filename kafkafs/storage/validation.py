@@ -8,9 +8,13 @@ be damaged, in the fields before the CRC or in records whose count or codec bits
 A batch is rejected when:
 
 - its header or CRC does not hold (:func:`~kafkafs.format.batch.validate_batch`);
-- its offsets do not follow: the base offset below the segment's base or below the end of the batch
-  before it (the base offset is outside the CRC), a negative ``lastOffsetDelta``, or a last offset at or
-  past the next segment's base offset;
+- its offsets do not follow (:func:`order_problem`, the rule every reader keeps too): the base offset
+  below the segment's base or below the end of the batch before it (the base offset is outside the CRC),
+  a negative ``lastOffsetDelta``, or offsets that run to or past the base offset of the batch after it
+  (the next segment's base offset, for the last batch of a segment). Two neighbours that overlap are
+  both damage to a reader and to ``verify``: which one of them lies, the bytes cannot say (``recover``
+  cuts from the second, or from the first when its offsets do not fit its segment, see
+  :meth:`~kafkafs.storage.segment.LogSegment.recover`);
 - its records do not decode (``deep``, the default): a record count that does not match the records,
   a compression codec id that is not one of Kafka's, a body that does not inflate, or inflates past the
   limit (a decompression bomb).
@@ -20,10 +24,76 @@ Thread safety: pure functions of their arguments.
 
 from __future__ import annotations
 
+from collections.abc import Generator, Iterator
+
 from ..errors import CorruptRecordError, RecordTooLargeError
 from ..format.batch import BatchHeader, decode_batch, validate_batch
+from .records import BatchView
 
-__all__ = ["batch_problem"]
+__all__ = ["batch_problem", "order_problem", "in_order", "checked_order"]
+
+
+def order_problem(
+    header: BatchHeader, *, next_offset: int | None, following: int | None, segment_base: int | None = None
+) -> str | None:
+    """Why the offsets of the batch ``header`` do not fit between its neighbours, or None when they do.
+
+    ``next_offset``: one past the last offset of the batch before it in the file (None: none, or not
+    known); ``following``: the base offset of the batch after it (the next segment's base offset for
+    the last batch of a segment; None: none yet, or not known); ``segment_base``: the segment's base
+    offset, below which no offset of it may lie. Only header fields: the offsets are outside the CRC.
+    """
+    h = header
+    if segment_base is not None and h.base_offset < segment_base:
+        return f"offset {h.base_offset} is below the segment's base {segment_base}"
+    if next_offset is not None and h.base_offset < next_offset:
+        return f"offsets go backwards ({h.base_offset} after {next_offset - 1})"
+    if h.magic >= 2 and h.last_offset_delta < 0:
+        return f"negative lastOffsetDelta {h.last_offset_delta}"
+    if following is not None and h.next_offset > following:
+        return f"offsets run past the next batch's base ({h.last_offset}, then {following})"
+    return None
+
+
+def in_order(
+    views: Iterator[BatchView], *, next_offset: int | None, upper: int | None = None, segment_base: int | None = None
+) -> Iterator[tuple[BatchView, str | None]]:
+    """``(view, order problem or None)`` for each batch of a walk through one segment (``views`` from
+    :meth:`~kafkafs.storage.segment_files.SegmentFiles.batches`, or ``read_from``), each judged between
+    the batch before it and the one after it (:func:`order_problem`): a batch is handed on once the
+    header after it was read, or the walk ended (then ``upper``, the next segment's base offset, is
+    what follows it; None when the walk stopped at damage it raises, or at the end of what is written).
+    ``next_offset``: one past the last offset of the batch before the first (None: not known).
+    Damage the walk raises is raised after the batch before it was handed on."""
+    pending: BatchView | None = None
+    try:
+        for view in views:
+            if pending is not None:
+                yield pending, order_problem(pending.header, next_offset=next_offset,
+                                             following=view.header.base_offset, segment_base=segment_base)
+                next_offset = pending.header.next_offset
+            pending = view
+    except CorruptRecordError:
+        if pending is not None:
+            yield pending, order_problem(pending.header, next_offset=next_offset, following=None,
+                                         segment_base=segment_base)
+        raise
+    if pending is not None:
+        yield pending, order_problem(pending.header, next_offset=next_offset, following=upper,
+                                     segment_base=segment_base)
+
+
+def checked_order(
+    views: Iterator[BatchView], file: str, *, next_offset: int | None, upper: int | None = None,
+    segment_base: int | None = None,
+) -> Generator[BatchView, None, None]:
+    """The batches of :func:`in_order`, for a reader: a batch whose offsets do not fit its neighbours
+    raises :class:`CorruptRecordError` at ``file`` and its position, where a reader would otherwise skip
+    records or show offsets out of order (SPEC §4: never skipped silently)."""
+    for view, problem in in_order(views, next_offset=next_offset, upper=upper, segment_base=segment_base):
+        if problem is not None:
+            raise CorruptRecordError(problem, view.position, file)
+        yield view
 
 
 def batch_problem(
@@ -32,27 +102,23 @@ def batch_problem(
     *,
     next_offset: int,
     segment_base: int,
-    upper: int | None = None,
+    following: int | None = None,
     deep: bool = True,
 ) -> str | None:
     """Why the batch at ``header`` in ``buf`` is invalid, or None when it is valid.
 
     ``next_offset``: one past the last offset of the batch before it (the segment's base offset for
-    the first); ``upper``: the next segment's base offset, which no offset here may reach.
+    the first); ``following``: the base offset of the batch after it (the next segment's base offset
+    for the last), which no offset here may reach (:func:`order_problem`).
     """
     try:
         validate_batch(buf, header)
     except CorruptRecordError as exc:
         return exc.reason
+    problem = order_problem(header, next_offset=next_offset, following=following, segment_base=segment_base)
+    if problem is not None:
+        return problem
     h = header
-    if h.base_offset < segment_base:
-        return f"offset {h.base_offset} is below the segment's base {segment_base}"
-    if h.base_offset < next_offset:
-        return f"offsets go backwards ({h.base_offset} after {next_offset - 1})"
-    if h.magic >= 2 and h.last_offset_delta < 0:
-        return f"negative lastOffsetDelta {h.last_offset_delta}"
-    if upper is not None and h.last_offset >= upper:
-        return f"last offset {h.last_offset} reaches the next segment's base {upper}"
     if deep:
         try:
             decode_batch(buf, h, validate=False)

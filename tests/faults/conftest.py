@@ -1,3 +1,76 @@
-"""The fault tests use the FUSE fixtures of tests/fs (real mounts that always unmount)."""
+"""The fault tests use the FUSE fixtures of tests/fs (real mounts that always unmount), and
+``eio_layer``: a failing disk under LOGDIR (:mod:`tests.faults.eiofs`, a pass-through FUSE layer)."""
 
-from tests.fs.conftest import built_logdir, logdir_copy, mounted  # noqa: F401
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.fs.conftest import ROOT, built_logdir, logdir_copy, mounted  # noqa: F401
+
+
+class EioLayer:
+    """``source`` seen through :mod:`tests.faults.eiofs` at ``path``; :meth:`fail` sets its rules."""
+
+    def __init__(self, source: Path, path: Path, rules: Path, log: Path) -> None:
+        self.source, self.path, self.rules, self.log = source, path, rules, log
+        self.proc: subprocess.Popen | None = None
+
+    def fail(self, *rules: dict) -> None:
+        """Replace the faults: each a ``{"name", "from", "op"}`` rule (none: a healthy disk)."""
+        tmp = self.rules.with_suffix(".tmp")
+        tmp.write_text(json.dumps(list(rules)))
+        os.replace(tmp, self.rules)
+
+    def hits(self) -> list[str]:
+        hits = self.rules.with_name(self.rules.name + ".hits")
+        return hits.read_text().splitlines() if hits.exists() else []
+
+    def start(self) -> EioLayer:
+        self.path.mkdir(parents=True, exist_ok=True)
+        self.fail()
+        env = dict(os.environ, PYTHONPATH=str(ROOT))
+        with open(self.log, "wb") as log:
+            self.proc = subprocess.Popen([sys.executable, "-m", "tests.faults.eiofs", str(self.source), str(self.path),
+                                          str(self.rules)], stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
+        deadline = time.monotonic() + 30
+        while not os.path.ismount(self.path):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("the EIO layer did not mount: " + self.log.read_text())
+            time.sleep(0.02)
+        return self
+
+    def stop(self) -> None:
+        if os.path.ismount(self.path):
+            subprocess.run(["fusermount3", "-u", str(self.path)], capture_output=True)
+        if self.proc is not None:
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=5)
+        if os.path.ismount(self.path):
+            subprocess.run(["fusermount3", "-uz", str(self.path)], capture_output=True)
+
+
+@pytest.fixture
+def eio_layer(tmp_path):
+    """``eio_layer(source)`` -> a started :class:`EioLayer` over ``source``; all unmounted afterwards.
+    Ask for it before ``mounted``, so that a kafkafs mount on top goes first."""
+    layers: list[EioLayer] = []
+
+    def start(source: Path) -> EioLayer:
+        n = len(layers)
+        layer = EioLayer(Path(source), tmp_path / f"eio{n}", tmp_path / f"eio{n}.rules", tmp_path / f"eio{n}.log")
+        layers.append(layer)
+        return layer.start()
+
+    yield start
+    for layer in reversed(layers):
+        layer.stop()

@@ -16,6 +16,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.format.gil_worker import hostile_batch
 from tests.fs.conftest import ROOT, build_logdir, expected_jsonl
 
@@ -78,3 +80,52 @@ def test_a_hostile_partition_leaves_the_mount_answering(mounted, tmp_path):
     m.proc.send_signal(signal.SIGTERM)
     m.proc.wait(timeout=10)
     assert time.monotonic() - start < 1.0
+
+
+@pytest.mark.slow
+def test_a_hostile_partition_among_fifty_healthy_ones(tmp_path, eio_layer, mounted):
+    """Issue 20's done-when: batches with non-UTF-8 header keys, a decompression bomb, offsets that go
+    backwards and a segment that answers EIO, in a mount of 50 healthy partitions: every healthy file
+    reads byte-exact and the daemon answers SIGTERM within a second."""
+    import struct
+
+    from kafkafs.format.batch import Codec, encode_batch
+    from kafkafs.format.jsonview import ProducerRecord
+    from kafkafs.storage.config import Settings
+    from kafkafs.storage.logdir import LogDir
+
+    logdir = tmp_path / "logs"
+    logdir.mkdir()
+    with LogDir(logdir, Settings({"segment.bytes": 16384}), writable=True) as d:
+        for p in range(50):
+            d.create_partition("healthy", p).append_records(
+                [ProducerRecord(1_763_700_000_000 + i, b"k%d" % i, b'{"p":%d,"i":%d}' % (p, i), ()) for i in range(300)])
+    hostile = logdir / "hostile-0"
+    hostile.mkdir()
+    batches = [hostile_batch(100 * i) for i in range(20)]
+    backwards = bytearray(hostile_batch(2000))
+    struct.pack_into(">q", backwards, 0, 50)  # offsets going backwards (the base is outside the CRC)
+    bomb = encode_batch([(1_763_700_000_000, None, bytes(100 * 1024 * 1024), ())], base_offset=2100,
+                        compression=Codec.ZSTD)
+    (hostile / "00000000000000000000.log").write_bytes(b"".join(batches) + bytes(backwards) + bomb)
+    (hostile / "00000000000000003000.log").write_bytes(hostile_batch(3000) * 1)
+    layer = eio_layer(logdir)
+    layer.fail({"name": "hostile-0/00000000000000003000.log", "from": 100, "op": "read"})
+    m = mounted(layer.path)
+    m.allow_errors = True
+    for top, _dirs, files in os.walk(m / "hostile-0"):  # every file of it answers (EIO where it must)
+        for name in files:
+            try:
+                _within(TIMEOUT_S, (Path(top) / name).read_bytes)
+            except OSError:
+                pass
+    for p in range(50):
+        name = f"healthy-{p}"
+        assert _within(TIMEOUT_S, (m / name / "records.jsonl").read_bytes) == expected_jsonl(logdir, name)
+        assert _within(TIMEOUT_S, (m / name / "by-offset" / "150.json").read_bytes).count(b"\n") > 5
+    start = time.monotonic()
+    m.proc.send_signal(signal.SIGTERM)
+    m.proc.wait(timeout=10)
+    took = time.monotonic() - start
+    print(f"\nSIGTERM answered in {took:.2f} s (load {os.getloadavg()[0]:.1f})")
+    assert took < 1.0

@@ -124,10 +124,11 @@ def prop_spans(buffers, step):
             ref = reference_span("topic.x", 7, buf, mode)
             _same_span(render_span_jsonl("topic.x", 7, buf, mode), ref)
             _same_span(render_span_jsonl("topic.x", 7, buf, mode, lengths=True), ref._replace(data=b""))
-        raw, expect = kernel.KERNEL.span_cuts(buf, step, 3)
-        cuts = array("q")
-        cuts.frombytes(raw)
-        assert (cuts.tolist(), expect) == _cuts_reference(buf, step, 3)
+        for final, upper in ((True, -1), (False, -1), (True, 3 + len(buf) // 64)):
+            raw, expect = kernel.KERNEL.span_cuts(buf, step, 3, final, upper)
+            cuts = array("q")
+            cuts.frombytes(raw)
+            assert (cuts.tolist(), expect) == _cuts_reference(buf, step, 3, final, upper)
     _count("spans", len(buffers) * len(MODES))
 
 

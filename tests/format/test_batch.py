@@ -20,6 +20,7 @@ from kafkafs.format.batch import (
     set_partition_leader_epoch,
     validate_batch,
 )
+from kafkafs.format.records import control_type_of
 
 # One record, key "k", value "v", timestamp 1700000000000, base offset 0, leader epoch 0, no producer.
 GOLDEN = bytes.fromhex(
@@ -142,7 +143,7 @@ def test_control_batch():
     data = encode_control_batch("COMMIT", producer_id=42, producer_epoch=3, timestamp=10, base_offset=9)
     batch = decode_batch(data)
     assert batch.is_control and batch.is_transactional and batch.producer_id == 42
-    assert batch.control_type(0) == "COMMIT"
+    assert control_type_of(batch.keys[0]) == "COMMIT"
 
 
 def test_scan_stops_at_a_partial_trailing_batch():

@@ -20,6 +20,7 @@ from kafkafs.format.index import (
     OFFSET_POSITION,
     TIME_ENTRY_SIZE,
     TIME_INDEX,
+    TIME_KEY,
     TIME_OFFSET,
     ceiling_slot,
     check_offset_index,
@@ -30,15 +31,16 @@ from kafkafs.format.index import (
     encode_time_entry,
     floor_slot,
     live_entry_count,
-    offset_floor_slot,
-    position_ceiling_slot,
     round_down_to_entry,
-    time_ceiling_slot,
-    time_floor_slot,
-    valid_entry_count,
 )
 
 from ..conftest import FIXTURES
+
+
+def valid_entry_count(buf: bytes, layout, known: int = 0) -> int:
+    """``live_entry_count`` over a buffer holding a whole index file (or its start)."""
+    size = layout.entry_size
+    return live_entry_count(len(buf) // size, lambda slot: bytes(buf[slot * size : (slot + 1) * size]), layout, known)
 
 PARTITION = FIXTURES / "kafka-logs-a" / "__consumer_offsets-12"
 
@@ -126,9 +128,9 @@ def test_offset_searches_match_bisect(seed: int, n: int, data: st.DataObject) ->
     buf = offset_index(list(zip(rels, positions, strict=True)), spare=data.draw(st.integers(0, 3)))
     hi = (rels[-1] if rels else 0) + 30
     for target in data.draw(st.lists(st.integers(-5, hi), min_size=1, max_size=25)):
-        assert offset_floor_slot(buf, n, target) == _expected_floor(rels, target)
+        assert floor_slot(buf, n, target, OFFSET_KEY) == _expected_floor(rels, target)
         assert ceiling_slot(buf, n, target, OFFSET_KEY) == _expected_ceiling(rels, target)
-        assert position_ceiling_slot(buf, n, target) == _expected_ceiling(positions, target)
+        assert ceiling_slot(buf, n, target, OFFSET_POSITION) == _expected_ceiling(positions, target)
         assert floor_slot(buf, n, target, OFFSET_POSITION) == _expected_floor(positions, target)
 
 
@@ -142,8 +144,8 @@ def test_time_searches_match_bisect(seed: int, n: int, data: st.DataObject) -> N
     hi = (stamps[-1] if stamps else lo) + 30
     targets = data.draw(st.lists(st.integers(lo - 5, hi), min_size=1, max_size=25))
     for target in [*targets, -1, 0, 2**63 - 1]:
-        assert time_floor_slot(buf, n, target) == _expected_floor(stamps, target)
-        assert time_ceiling_slot(buf, n, target) == _expected_ceiling(stamps, target)
+        assert floor_slot(buf, n, target, TIME_KEY) == _expected_floor(stamps, target)
+        assert ceiling_slot(buf, n, target, TIME_KEY) == _expected_ceiling(stamps, target)
     for target in data.draw(
         st.lists(st.integers(-1, (rels[-1] if rels else 0) + 3), min_size=1, max_size=10)
     ):
@@ -157,34 +159,34 @@ def test_search_on_every_buffer_kind() -> None:
     with mmap.mmap(-1, len(raw)) as mm:
         mm[:] = raw
         for buf in (raw, bytearray(raw), memoryview(raw), mm):
-            assert offset_floor_slot(buf, len(entries), 0) == -1
-            assert offset_floor_slot(buf, len(entries), 1) == 0
-            assert offset_floor_slot(buf, len(entries), 2000) == 999
-            assert offset_floor_slot(buf, len(entries), 10**9) == len(entries) - 1
-            assert position_ceiling_slot(buf, len(entries), 12) == 1
+            assert floor_slot(buf, len(entries), 0, OFFSET_KEY) == -1
+            assert floor_slot(buf, len(entries), 1, OFFSET_KEY) == 0
+            assert floor_slot(buf, len(entries), 2000, OFFSET_KEY) == 999
+            assert floor_slot(buf, len(entries), 10**9, OFFSET_KEY) == len(entries) - 1
+            assert ceiling_slot(buf, len(entries), 12, OFFSET_POSITION) == 1
 
 
 def test_search_uses_only_the_given_entries() -> None:
     buf = offset_index([(1, 1), (5, 5), (9, 9)])
-    assert offset_floor_slot(buf, 2, 100) == 1
+    assert floor_slot(buf, 2, 100, OFFSET_KEY) == 1
     assert ceiling_slot(buf, 2, 9, OFFSET_KEY) == -1
-    assert offset_floor_slot(buf, 0, 100) == -1
-    assert time_ceiling_slot(b"", 0, 5) == -1
+    assert floor_slot(buf, 0, 100, OFFSET_KEY) == -1
+    assert ceiling_slot(b"", 0, 5, TIME_KEY) == -1
     with pytest.raises(InvalidInput):
-        offset_floor_slot(buf, 4, 1)
+        floor_slot(buf, 4, 1, OFFSET_KEY)
     with pytest.raises(InvalidInput):
-        offset_floor_slot(buf, -1, 1)
+        floor_slot(buf, -1, 1, OFFSET_KEY)
 
 
 def test_time_floor_and_ceiling_like_kafkas_time_index_test() -> None:
     # TimeIndexTest: entries (i*10, 45+i*10) for i in 1..29, base offset 45
     buf = time_index([(i * 10, i * 10) for i in range(1, 30)])
-    assert time_floor_slot(buf, 29, 9) == -1
-    assert decode_time_entry(buf, time_floor_slot(buf, 29, 25)) == (20, 20)
-    assert decode_time_entry(buf, time_floor_slot(buf, 29, 30)) == (30, 30)
-    assert decode_time_entry(buf, time_ceiling_slot(buf, 29, 25)) == (30, 30)
-    assert time_ceiling_slot(buf, 29, 9) == 0
-    assert time_ceiling_slot(buf, 29, 291) == -1
+    assert floor_slot(buf, 29, 9, TIME_KEY) == -1
+    assert decode_time_entry(buf, floor_slot(buf, 29, 25, TIME_KEY)) == (20, 20)
+    assert decode_time_entry(buf, floor_slot(buf, 29, 30, TIME_KEY)) == (30, 30)
+    assert decode_time_entry(buf, ceiling_slot(buf, 29, 25, TIME_KEY)) == (30, 30)
+    assert ceiling_slot(buf, 29, 9, TIME_KEY) == 0
+    assert ceiling_slot(buf, 29, 291, TIME_KEY) == -1
 
 
 # -- how many entries are real --------------------------------------------------------------------------
@@ -314,7 +316,7 @@ def test_real_offset_index() -> None:
     assert all(4096 < gap < 4096 + 1024 for gap in gaps)
     # a lookup lands on the batch that holds the target, or before it
     for target in range(0, 862, 7):
-        slot = offset_floor_slot(index, 14, target)
+        slot = floor_slot(index, 14, target, OFFSET_KEY)
         pos = 0 if slot < 0 else entries[slot][1]
         assert batches[pos] <= max(target, batches[0])
 
@@ -331,10 +333,10 @@ def test_real_time_index() -> None:
     assert times[14][1] == 861
     assert times[0][0] == 0x190C70216BD
     stamps = [ts for ts, _ in times]
-    assert time_floor_slot(tindex, 15, stamps[5]) == 5
-    assert time_floor_slot(tindex, 15, stamps[5] - 1) == 4
-    assert time_ceiling_slot(tindex, 15, stamps[5] - 1) == 5
-    assert time_floor_slot(tindex, 15, 0) == -1
+    assert floor_slot(tindex, 15, stamps[5], TIME_KEY) == 5
+    assert floor_slot(tindex, 15, stamps[5] - 1, TIME_KEY) == 4
+    assert ceiling_slot(tindex, 15, stamps[5] - 1, TIME_KEY) == 5
+    assert floor_slot(tindex, 15, 0, TIME_KEY) == -1
 
 
 def test_real_files_of_the_rolled_and_empty_segments() -> None:

@@ -259,6 +259,29 @@ def test_control_and_transactional_lines():
     _check(data, header, "auto", (None, None, None, None))
 
 
+control_key = st.one_of(st.none(), st.binary(max_size=6),
+                        st.tuples(st.integers(-2, 2), st.integers(-1, 8)).map(lambda vt: struct.pack(">hh", *vt)))
+control_value = st.one_of(st.none(), st.binary(max_size=8),
+                          st.tuples(st.integers(-2, 2), st.integers(-(2**31), 2**31 - 1)).map(lambda ve: struct.pack(">hi", *ve)))
+
+
+@given(st.lists(st.tuples(control_key, control_value), min_size=1, max_size=4), st.sampled_from(sorted(kernel.MODES)),
+       st.sampled_from([0x20, 0x30, 0x28, 0x38]))
+@settings(max_examples=300, deadline=None)
+def test_control_records_alike(records, mode, attrs):
+    """Control records' keys and markers' values (SPEC §8: decoded in mode auto when they are exactly
+    4 and 6 bytes), by the reference and the kernel, raw and from columns."""
+    from kafkafs.format.batch import DecodedBatch
+
+    data = _section([(i, i, k, v, [], 0) for i, (k, v) in enumerate(records)])
+    header = _header(len(records), attrs, 5, 100, 100, 77)
+    _check(data, header, mode, (None, None, None, None))
+    batch = decode_records(data, header)
+    columns = DecodedBatch(header, batch.offsets, batch.timestamps, batch.keys, batch.values, batch.headers)
+    assert kernel.render_columns(line_prefix("topic.x", 7), columns, mode, 0, len(records)) == b"".join(
+        render_lines("topic.x", 7, batch, mode, range(len(records))))
+
+
 def test_short_byte_strings_exhaustively():
     """Every 1- and 2-byte value, and every 3- and 4-byte value over the bytes where UTF-8's rules
     change, in every mode (and inside a JSON string, for auto)."""
@@ -361,12 +384,15 @@ def _same_span(got: SpanResult, ref: SpanResult) -> None:
     assert (got.batch_ends, got.last_offsets, got.line_ends) == (ref.batch_ends, ref.last_offsets, ref.line_ends)
 
 
-@given(span_buffer(), st.sampled_from(MODES))
-def test_spans_render_alike(buf, mode):
-    ref = reference_span("topic.x", 7, buf, mode)
-    _same_span(render_span_jsonl("topic.x", 7, buf, mode), ref)
-    _same_span(render_span_jsonl("topic.x", 7, memoryview(bytearray(buf)), mode, lengths=True), ref._replace(data=b""))
-    assert reference_span("topic.x", 7, buf, mode, lengths=True) == ref._replace(data=b"")
+@given(span_buffer(), st.sampled_from(MODES), st.none() | st.integers(-1, 2**40 + 50), st.booleans(),
+       st.none() | st.integers(0, 2**40 + 60))
+def test_spans_render_alike(buf, mode, min_offset, final, upper):
+    kw = {"min_offset": min_offset, "final": final, "upper": upper}
+    ref = reference_span("topic.x", 7, buf, mode, **kw)
+    _same_span(render_span_jsonl("topic.x", 7, buf, mode, **kw), ref)
+    _same_span(render_span_jsonl("topic.x", 7, memoryview(bytearray(buf)), mode, lengths=True, **kw),
+               ref._replace(data=b""))
+    assert reference_span("topic.x", 7, buf, mode, lengths=True, **kw) == ref._replace(data=b"")
     assert ref.consumed == (ref.batch_ends[-1] if ref.batch_ends else 0)
     assert ref.line_ends[-1:].tolist() == ([len(ref.data)] if ref.batch_ends else [])
 
@@ -448,14 +474,26 @@ def test_indent_edges_alike():
         assert kernel.KERNEL.indent_json(compact, b"  ") == reference(compact), compact
 
 
-def _cuts_reference(buf: bytes, step: int, min_offset: int) -> tuple[list[int], int]:
+def _in_order(buf, pos: int, length: int, base: int, delta: int, expect: int, final: bool, upper: int) -> bool:
+    """SPEC §4's order of offsets as a span keeps it: the base from ``expect`` on, and the next batch's
+    base offset (its first 8 bytes, when they are there; else ``upper`` in a final buffer) past this
+    one's last offset."""
+    if base < expect or delta < 0 or base + delta + 1 > 2**63 - 1:
+        return False
+    after = pos + length + 12
+    if len(buf) - after >= 8:
+        return struct.unpack_from(">q", buf, after)[0] > base + delta
+    return final and (upper < 0 or upper > base + delta)
+
+
+def _cuts_reference(buf: bytes, step: int, min_offset: int, final: bool, upper: int) -> tuple[list[int], int]:
     cuts, pos, last, expect = [0], 0, 0, min_offset
     while len(buf) - pos >= 61:
         base, length = struct.unpack_from(">qi", buf, pos)
         delta = struct.unpack_from(">i", buf, pos + 23)[0]
         if buf[pos + 16] != 2 or length < 49 or length + 12 > len(buf) - pos or buf[pos + 22] & 0x07:
             break
-        if base < expect or delta < 0 or base + delta + 1 > 2**63 - 1:
+        if not _in_order(buf, pos, length, base, delta, expect, final, upper):
             break
         expect = base + delta + 1
         pos += length + 12
@@ -467,14 +505,15 @@ def _cuts_reference(buf: bytes, step: int, min_offset: int) -> tuple[list[int], 
     return cuts, expect
 
 
-@given(span_buffer(), st.integers(1, 400), st.integers(-5, 2**40 + 50))
-def test_span_cuts_alike(buf, step, min_offset):
+@given(span_buffer(), st.integers(1, 400), st.integers(-5, 2**40 + 50), st.booleans(),
+       st.just(-1) | st.integers(0, 2**40 + 60))
+def test_span_cuts_alike(buf, step, min_offset, final, upper):
     from array import array
 
-    raw, expect = kernel.KERNEL.span_cuts(buf, step, min_offset)
+    raw, expect = kernel.KERNEL.span_cuts(buf, step, min_offset, final, upper)
     got = array("q")
     got.frombytes(raw)
-    assert (got.tolist(), expect) == _cuts_reference(buf, step, min_offset)
+    assert (got.tolist(), expect) == _cuts_reference(buf, step, min_offset, final, upper)
 
 
 @given(st.binary(max_size=300), st.integers(0, 16))

@@ -13,7 +13,6 @@ from kafkafs.format.legacy import (
     LegacyEntry,
     decode_legacy_entry,
     legacy_entry_size,
-    read_legacy_header,
 )
 
 legacy_records = pytest.importorskip("kafka.record.legacy_records")
@@ -182,7 +181,7 @@ def test_same_records_as_kafka_python_hypothesis(magic, codec, records, base, lo
     assert [r[0] for r in decoded] == list(range(base, base + len(records)))
 
 
-def test_header_fields_and_shallow_read():
+def test_header_fields():
     buf = b"\xee" * 7 + broker_like(1, Codec.GZIP, RECORDS, base_offset=50)
     entry = decode_legacy_entry(buf, 7, MB)
     assert (entry.position, entry.size, entry.magic) == (7, len(buf) - 7, 1)
@@ -191,15 +190,6 @@ def test_header_fields_and_shallow_read():
     assert entry.last_offset == 50 + len(RECORDS) - 1
     assert entry.max_timestamp == max(t for t, _, _ in RECORDS)
     assert entry.timestamp_type == 0
-    header = read_legacy_header(buf, 7)
-    assert not isinstance(header, LegacyEntry)
-    assert (header.position, header.size, header.last_offset, header.max_timestamp, header.crc) == (
-        7,
-        entry.size,
-        entry.last_offset,
-        entry.max_timestamp,
-        entry.crc,
-    )
 
 
 def test_memoryview_and_bytearray_buffers():
@@ -415,9 +405,6 @@ def test_crc_mismatch_and_opting_out():
     _corrupt(bytes(entry), "message crc mismatch: stored")
     decoded = decode_legacy_entry(bytes(entry), 0, MB, validate_crc=False)
     assert decoded.values == [b"valud"]
-    with pytest.raises(CorruptRecordError, match="crc mismatch"):
-        read_legacy_header(bytes(entry), 0)
-    assert read_legacy_header(bytes(entry), 0, validate_crc=False).last_offset == 7
 
 
 def test_offset_field_is_not_under_the_crc():

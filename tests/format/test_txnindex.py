@@ -17,7 +17,6 @@ from kafkafs.format.txnindex import (
     decode_aborted_txn,
     encode_aborted_txn,
     parse_txn_index,
-    render_txn_index,
     transaction_event,
 )
 
@@ -41,20 +40,20 @@ def test_entry_layout_is_kafkas():
 @given(st.lists(st.tuples(I64, I64, I64, I64), max_size=20))
 def test_round_trip(rows):
     entries = [AbortedTxn(*row) for row in rows]
-    data = render_txn_index(entries)
+    data = b"".join(map(encode_aborted_txn, entries))
     assert len(data) == ENTRY_SIZE * len(entries)
     assert parse_txn_index(data) == entries
 
 
 def test_a_torn_tail_is_not_an_entry():
-    data = render_txn_index([AbortedTxn(1, 0, 5, 6), AbortedTxn(2, 3, 9, 10)])
+    data = b"".join(map(encode_aborted_txn, [AbortedTxn(1, 0, 5, 6), AbortedTxn(2, 3, 9, 10)]))
     for cut in range(len(data) + 1):
         assert parse_txn_index(data[:cut]) == [AbortedTxn(1, 0, 5, 6), AbortedTxn(2, 3, 9, 10)][: cut // ENTRY_SIZE]
     assert parse_txn_index(b"") == []
 
 
 def test_an_unknown_version_is_corrupt():
-    data = bytearray(render_txn_index([AbortedTxn(1, 0, 5, 6), AbortedTxn(2, 3, 9, 10)]))
+    data = bytearray(b"".join(map(encode_aborted_txn, [AbortedTxn(1, 0, 5, 6), AbortedTxn(2, 3, 9, 10)])))
     data[ENTRY_SIZE + 1] = 1  # version 1 in the second entry
     with pytest.raises(CorruptRecordError) as err:
         parse_txn_index(bytes(data))

@@ -1,4 +1,4 @@
-"""The background cleaner of a ``--rw`` mount under continuous appends (bench/cleaner_mount.py): the
+"""The background cleaner of a ``--rw --clean`` mount under continuous appends (bench/cleaner_mount.py): the
 log stays bounded while readers of records.jsonl, by-offset/ and tail -f see only right records."""
 
 from __future__ import annotations

@@ -4,7 +4,6 @@ return_large_blocks (freed large blocks go back to the system: glibc's M_MMAP_TH
 
 from __future__ import annotations
 
-import ctypes
 import logging
 import os
 import platform
@@ -16,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from kafkafs.fs import daemon
-from kafkafs.fs.daemon import StartingStderr, first_exception, notify, watchdog_interval
+from kafkafs.fs.daemon import StartingStderr, first_exception, notify
 
 # ---------------------------------------------------------------------------------------------- starting
 
@@ -109,34 +108,9 @@ def test_abstract_socket_that_does_not_exist(monkeypatch: pytest.MonkeyPatch) ->
     assert notify("READY=1") is False
 
 
-def test_watchdog_interval(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("WATCHDOG_USEC", raising=False)
-    monkeypatch.delenv("WATCHDOG_PID", raising=False)
-    assert watchdog_interval() is None
-    monkeypatch.setenv("WATCHDOG_USEC", "30000000")
-    assert watchdog_interval() == 30.0
-    monkeypatch.setenv("WATCHDOG_PID", str(os.getpid()))
-    assert watchdog_interval() == 30.0
-    monkeypatch.setenv("WATCHDOG_PID", str(os.getpid() + 1))
-    assert watchdog_interval() is None
-    monkeypatch.setenv("WATCHDOG_PID", str(os.getpid()))
-    for bad in ("0", "soon", "-5"):
-        monkeypatch.setenv("WATCHDOG_USEC", bad)
-        assert watchdog_interval() is None
-
-
 # ---------------------------------------------------------------------------------------------- memory
 
 
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="mallopt is glibc's")
-def test_glibc_accepts_the_threshold():
+def test_large_blocks_go_back_to_the_system():
     assert daemon.return_large_blocks() is True
-    assert daemon.return_large_blocks(4 << 20) is True
-
-
-def test_without_a_usable_libc_it_is_a_no_op(monkeypatch):
-    def no_libc(*_args, **_kwargs):
-        raise OSError("no libc here")
-
-    monkeypatch.setattr(ctypes, "CDLL", no_libc)
-    assert daemon.return_large_blocks() is False

@@ -415,3 +415,9 @@ def test_drop_privileges_round_trip(tmp_path: Path) -> None:
         if process.poll() is None:
             process.kill()
             process.wait()
+
+
+def test_clean_asks_for_the_background_cleaner_and_needs_writable() -> None:
+    assert translate([LOG, MNT, "-o", "writable,clean"]) == ["mount", "--rw", "--clean", LOG, MNT]
+    with pytest.raises(UsageError, match="clean needs writable"):
+        translate([LOG, MNT, "-o", "clean"])

@@ -185,7 +185,7 @@ def _follow_through_swaps(tmp_path: Path, mounted, seconds: float) -> None:
     with LogDir(logs, Settings.load(config), writable=True) as logdir:
         for topic in TOPICS:
             logdir.create_partition(topic, 0)
-    mount = mounted(logs, "--rw", "--config", str(config))
+    mount = mounted(logs, "--rw", "--clean", "--config", str(config))
     run = Run(mount.path)
     tails = {t: _tail(mount / f"{t}-0" / "records.jsonl") for t in TOPICS}
     threads = [threading.Thread(target=fn, daemon=True) for fn in (run.writer, run.cat_reader, run.by_offset_reader)]

@@ -77,7 +77,7 @@ def test_offset_bounds_prune_segments_and_start_at_the_index(generated):
     assert sorted({x.base_offset for x in pieces0}) == wanted
     assert p.segments_pruned >= len(bases) - len(wanted)
     with LogDir(generated) as ld:
-        seg = ld.log("orders-0").segment_for(start)
+        seg = ld.log("orders-0").segments.floor(start)
         assert pieces0[0].start == seg.offset_index.lookup(start).position > 0, "the scan starts at the index"
         assert pieces0[-1].end < seg.size, "and stops at the first index entry past the end"
     rows = read_plan(p)

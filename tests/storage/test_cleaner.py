@@ -143,3 +143,34 @@ def test_a_swap_is_refused_when_retention_removed_a_segment_meanwhile(tmp_path):
         log.delete_segments([first], "retention")
         assert log.replace_segments(cleaned, [first]) is False
         assert not [n for n in os.listdir(tmp_path / "t-0") if n.endswith((".cleaned", ".swap"))]
+
+
+def test_retention_runs_on_its_own_schedule_not_the_cleaners_backoff(tmp_path):
+    """Issue 20, defect 6: with nothing to compact the thread slept log.cleaner.backoff.ms (here 60 s)
+    between passes, so retention ran every 60 s whatever log.retention.check.interval.ms said (0.2 s)."""
+    import time
+
+    from kafkafs.storage.cleaner import LogCleaner
+
+    settings = Settings({"segment.bytes": 300, "log.cleaner.backoff.ms": 60_000, "log.initial.task.delay.ms": 0,
+                         "log.retention.check.interval.ms": 200, "retention.ms": 60_000})
+    clock = [2_000_000_000_000]
+    with LogDir(tmp_path, settings, writable=True) as logdir:
+        ev = logdir.create_partition("ev", 0)
+        _fill(ev, 40, ts=lambda i: clock[0] + i)
+        segments = len(ev.segments)
+        assert segments > 3
+        cleaner = LogCleaner(logdir, clock=lambda: clock[0])
+        cleaner.start()
+        try:
+            time.sleep(0.5)  # the first pass: nothing is old yet, nothing to compact (backoff 60 s)
+            assert len(ev.segments) == segments
+            clock[0] += 10**9  # the records are now past retention.ms
+            deadline = time.monotonic() + 20  # a loaded machine; the backoff alone would be 60 s
+            while time.monotonic() < deadline and len(ev.segments) == segments:
+                time.sleep(0.05)
+            assert len(ev.segments) < segments, "retention did not run within 20 s of its 0.2 s interval"
+            assert cleaner.idle_wait() <= 0.2
+        finally:
+            cleaner.stop()
+        assert cleaner.errors == 0

@@ -40,7 +40,7 @@ def test_truncate_to(tmp_path: Path) -> None:
     assert len(log.segments) > 5
     assert not log.truncate_to(120) and not log.truncate_to(500)  # nothing past the end
     target = 51  # in the middle of a two-record batch: the whole batch goes
-    holder = log.segment_for(target)
+    holder = log.segments.floor(target)
     assert holder is not None
     assert log.truncate_to(target)
     assert log.log_end_offset == 50
@@ -153,14 +153,14 @@ def test_offset_for_timestamp(tmp_path: Path) -> None:
     log.close()
 
 
-def test_segment_for_is_a_floor(tmp_path: Path) -> None:
+def test_the_segment_holding_an_offset_is_a_floor(tmp_path: Path) -> None:
     """Kafka's LogSegmentsTest closest-match operations, through the skip list."""
     log = open_log(tmp_path / "t-0", config(segment_bytes=300))
     for _ in range(40):
         log.append_records([record()])
     bases = segment_bases(log)
     for offset in range(40):
-        segment = log.segment_for(offset)
+        segment = log.segments.floor(offset)
         assert segment is not None and segment.base_offset == max(b for b in bases if b <= offset)
         assert segment.base_offset <= offset < segment.next_offset
     assert log.segments.higher(bases[1]).base_offset == bases[2]  # type: ignore[index]
@@ -209,7 +209,7 @@ def test_locate_returns_the_undecoded_batch_with_its_segment(tmp_path: Path) -> 
             log.append_records([record(b"%d" % i), record(b"x")])
         for offset in range(log.log_end_offset):
             view = log.locate(offset)
-            assert view is not None and view.segment is log.segment_for(offset)
+            assert view is not None and view.segment is log.segments.floor(offset)
             h = view.header
             assert h.base_offset <= offset <= h.last_offset
             assert view.raw() == view.segment.read_at(view.position, h.size)
@@ -233,7 +233,7 @@ def test_a_lookup_reads_only_up_to_where_the_index_bounds_it(tmp_path: Path, mon
     with open_log(tmp_path / "t-0", config(segment_bytes=1 << 20, index_interval_bytes=interval)) as log:
         for i in range(60):
             log.append_records([record(os.urandom(100 + 97 * (i % 50))) for _ in range(1 + i % 4)])
-        segment = log.segment_for(0)
+        segment = log.segments.floor(0)
         entries = list(segment.offset_index)
         assert len(entries) > 3
         monkeypatch.setattr(records_module, "_pread", counted)

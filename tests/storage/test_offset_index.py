@@ -83,22 +83,6 @@ def test_append_overflow(index: OffsetIndex) -> None:
     assert index.entries == 0
 
 
-def test_fetch_upper_bound_offset(index: OffsetIndex) -> None:
-    first, second = OffsetPosition(BASE, 0), OffsetPosition(BASE + 1, 10)
-    third, fourth = OffsetPosition(BASE + 2, 23), OffsetPosition(BASE + 3, 37)
-    assert index.fetch_upper_bound_offset(first, 5) is None
-    for e in (first, second, third, fourth):
-        index.append(e.offset, e.position)
-    assert index.fetch_upper_bound_offset(first, 5) == second
-    assert index.fetch_upper_bound_offset(first, 10) == second
-    assert index.fetch_upper_bound_offset(first, 23) == third
-    assert index.fetch_upper_bound_offset(first, 22) == third
-    assert index.fetch_upper_bound_offset(second, 24) == fourth
-    assert index.fetch_upper_bound_offset(fourth, 1) is None
-    assert index.fetch_upper_bound_offset(first, 200) is None
-    assert index.fetch_upper_bound_offset(second, 200) is None
-
-
 def test_reopen(index: OffsetIndex) -> None:
     first, second = OffsetPosition(51, 0), OffsetPosition(52, 1)
     index.append(*first)
@@ -165,7 +149,7 @@ def test_close_handler_then_use_reopens(tmp_path: Path) -> None:
     idx = OffsetIndex(tmp_path / "0.index", 0, max_index_size=80)
     idx.append(3, 30)
     idx.close_handler()
-    assert not idx.is_open
+    assert idx._state is None  # not opened
     assert idx.lookup(5) == OffsetPosition(3, 30)  # a preallocated file: the count is re-derived
     idx.close()
     with pytest.raises(KafkafsError):

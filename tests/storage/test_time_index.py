@@ -28,10 +28,6 @@ def test_time_lookup(tindex: TimeIndex) -> None:
     assert tindex.lookup(9) == TimestampOffset(-1, BASE)
     assert tindex.lookup(25) == TimestampOffset(20, 65)
     assert tindex.lookup(30) == TimestampOffset(30, 75)
-    assert tindex.ceiling(25) == TimestampOffset(30, 75)
-    assert tindex.ceiling(30) == TimestampOffset(30, 75)
-    assert tindex.ceiling(0) == TimestampOffset(10, 55)
-    assert tindex.ceiling(291) is None
 
 
 def test_time_entry(tindex: TimeIndex) -> None:

@@ -17,7 +17,7 @@ from functools import cache
 from importlib import resources
 from pathlib import Path
 
-__all__ = ["SOURCES", "MESSAGES_DIR", "kafka_version", "select_resources", "load_spec", "spec_names", "names_from",
+__all__ = ["SOURCES", "MESSAGES_DIR", "kafka_version", "select_resources", "load_spec", "names_from",
            "strip_comments"]
 
 #: (artifact of org.apache.kafka, folder inside its jar, the message files taken or None for every
@@ -94,11 +94,6 @@ def load_spec(name: str) -> dict:
     if file is None:
         raise KeyError(name)
     return json.loads(strip_comments(_messages().joinpath(file).read_text("utf-8")))
-
-
-def spec_names() -> tuple[str, ...]:
-    """Every message name shipped, sorted."""
-    return tuple(sorted(_by_name()))
 
 
 @cache

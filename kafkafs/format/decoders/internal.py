@@ -165,7 +165,7 @@ def offsets_value(data: bytes | None, key: bytes | None = None) -> dict | None:
         if name == "GroupMetadata":
             decode_members(body)
         return {"version": version, "data": body}
-    raise error  # type: ignore[misc]
+    raise error  # type: ignore[misc]  # names is never empty: every name failed, so error is set
 
 
 def decode_members(body: dict) -> None:
@@ -264,7 +264,7 @@ def metadata_record(data: bytes) -> dict:
     return _framed(data, metadata_types(), "metadata")
 
 
-def remote_log_metadata_record(data: bytes) -> dict:
+def remote_log_metadata_record(data: bytes | None) -> dict:
     """A ``__remote_log_metadata`` value, framed as a metadata record:
     ``{"type": "REMOTE_LOG_SEGMENT_METADATA_RECORD", "version": 0, "data": {...}}``."""
     return _framed(data, remote_log_metadata_types(), "remote log metadata")
@@ -278,10 +278,11 @@ def metadata_frame(type_name_or_key: str | int, version: int, data: dict, types:
         m = next(m for m in types.values() if m.type_name == type_name_or_key)
     else:
         m = types[type_name_or_key]
+    assert m.api_key is not None  # every metadata record type has its api key
     return bytes([1]) + encode_uvarint(m.api_key) + encode_uvarint(version) + m.write(data, version)
 
 
-def control_key(data: bytes) -> dict:
+def control_key(data: bytes | None) -> dict:
     """A control record's key, ``{"version": 0, "type": 2}`` (Kafka's ControlRecordTypeSchema): exactly
     4 bytes, so that nothing is left out."""
     if data is None or len(data) != 4:
@@ -290,7 +291,7 @@ def control_key(data: bytes) -> dict:
     return {"version": version, "type": kind}
 
 
-def control_value(key: bytes, data: bytes | None) -> dict:
+def control_value(key: bytes | None, data: bytes | None) -> dict:
     """A control record's value: a transaction marker's ``{"version", "coordinatorEpoch"}``, or the KRaft
     message of the key's type read at version 0 (its own ``version`` field comes first)."""
     kind = control_key(key)["type"]

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["ProtoCompiler", "ProtobufSchema", "read_message_indexes", "encode_message_indexes"]
+__all__ = ["ProtoCompiler", "ProtobufSchema", "read_message_indexes"]
 
 #: ``compiler(files, main)``: the serialized ``FileDescriptorSet`` of ``main`` and everything it imports,
 #: ``files`` mapping import names (``"orders.proto"``, ``"common/money.proto"``) to their text; raises
@@ -60,26 +60,6 @@ def read_message_indexes(buf: bytes, pos: int = 0) -> tuple[list[int], int]:
         index, pos = _zigzag(buf, pos)
         indexes.append(index)
     return indexes, pos
-
-
-def encode_message_indexes(indexes: list[int]) -> bytes:
-    """The message-index list as a serializer writes it (``[0]`` as the single byte 0)."""
-    if indexes == [0]:
-        return b"\x00"
-
-    def zz(n: int) -> bytes:
-        z = (n << 1) ^ (n >> 63)
-        out = bytearray()
-        while True:
-            b = z & 0x7F
-            z >>= 7
-            if z:
-                out.append(b | 0x80)
-            else:
-                out.append(b)
-                return bytes(out)
-
-    return zz(len(indexes)) + b"".join(zz(i) for i in indexes)
 
 
 class ProtobufSchema:
@@ -233,14 +213,14 @@ def _fast(desc, seen: set):
             if not field.has_presence:
                 defaults.append((name, dict))
         elif field.is_repeated:
-            convs[field.number] = (lambda vs: list(vs)) if one is None else (lambda vs, c=one: [c(v) for v in vs])
+            convs[field.number] = (lambda vs: list(vs)) if one is None else (lambda vs, c=one: [c(v) for v in vs])  # type: ignore[misc]  # the default binds the converter
             if not field.has_presence:
                 defaults.append((name, list))
         else:
             convs[field.number] = one
             if not field.has_presence:
                 default = field.default_value if one is None else one(field.default_value)
-                defaults.append((name, lambda d=default: d))
+                defaults.append((name, lambda d=default: d))  # type: ignore[misc]  # the default binds the value
     # by field descriptor: the (name, converter) of each field, looked up without attribute access
     by_field = {field: (field.name, convs[field.number]) for field in desc.fields}
     count = len(by_field)

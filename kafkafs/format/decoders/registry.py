@@ -85,7 +85,7 @@ class SchemaRegistry:
             return
         if not isinstance(k, dict) or k.get("keytype") != "SCHEMA":
             return
-        where = (k.get("subject"), k.get("version"))
+        where: tuple[str, int] = (k.get("subject"), k.get("version"))  # type: ignore[assignment]  # from JSON: what it holds is the key
         if value is None:
             self._versions.pop(where, None)
             self._readers.clear()
@@ -190,7 +190,7 @@ class SchemaRegistry:
         def read(data: bytes):
             return compiled.read(data)
 
-        read.takes_bytes = True  # type: ignore[attr-defined]
+        read.takes_bytes = True  # type: ignore[attr-defined]  # a mark on the function object, read by the caller
         return read
 
     def _avro_parsed(self, schema: Schema, named: dict, seen: set):
@@ -237,7 +237,7 @@ def _json_reader(payload: bytes):
     return orjson.Fragment(compact)
 
 
-_json_reader.takes_bytes = True  # type: ignore[attr-defined]
+_json_reader.takes_bytes = True  # type: ignore[attr-defined]  # a mark on the function object, read by the caller
 
 
 class RegistryDecoder(Decoder):
@@ -270,7 +270,7 @@ class RegistryDecoder(Decoder):
         lookup = self.registry.reader
         dumps, default = orjson.dumps, _bytes_default
         known: dict[bytes, tuple] = {}
-        out = []
+        out: list[bytes] = []
         add = out.append
         end = 0
         for data in items:

@@ -22,10 +22,10 @@ from functools import cache
 from typing import Any
 
 from ...errors import CorruptRecordError
-from .definitions import load_spec, spec_names
+from .definitions import load_spec
 from .schema_write import FIXED, MessageWriter, is_default, uuid_bytes, uuid_text
 
-__all__ = ["Message", "message", "message_names", "Versions", "uuid_text", "uuid_bytes"]
+__all__ = ["Message", "message", "Versions", "uuid_text", "uuid_bytes"]
 
 _INF = 0x7FFF
 
@@ -34,6 +34,8 @@ class Versions:
     """A version range as Kafka writes it: ``"0+"``, ``"1-3"``, ``"2"`` or ``"none"``."""
 
     __slots__ = ("lo", "hi")
+    lo: int
+    hi: int
 
     def __init__(self, text: str | None, default: Versions | None = None) -> None:
         if text is None:
@@ -243,6 +245,7 @@ class Message(MessageWriter):
                 if version not in f.versions:
                     continue
                 if flexible and version in f.tagged:
+                    assert f.tag is not None  # a field with tagged versions has its tag
                     tagged[f.tag] = f
                     continue
                 regular.append((f.json_name, self._reader_of(f, version, flexible)))
@@ -335,12 +338,14 @@ class Message(MessageWriter):
                 raise CorruptRecordError(f"array {f.name} of {n} elements in {len(r.buf) - r.pos} bytes")
             if f.struct is not None:
                 return [self._read_struct(r, f.struct, version, flexible) for _ in range(n)]
+            assert f.element is not None  # an array of anything but structs names its element type
             return [self._read_value(r, f, f.element, version, flexible, False) for _ in range(n)]
         if kind == "struct":
             # a nullable struct's marker: int8 -1 (null) or 1; in a tagged field an unsigned varint, 0
             # for null (Kafka's generated readers)
             if nullable and (r.uvarint() == 0 if tagged else r.fixed(FIXED["int8"]) < 0):
                 return None
+            assert f.struct is not None  # a struct field has its fields
             return self._read_struct(r, f.struct, version, flexible)
         raise CorruptRecordError(f"unknown field type {kind}")
 
@@ -348,8 +353,3 @@ class Message(MessageWriter):
 def message(name: str) -> Message:
     """The compiled definition named ``name`` (e.g. ``"PartitionRecord"``), loaded from package data."""
     return Message(load_spec(name))
-
-
-def message_names() -> tuple[str, ...]:
-    """Every definition shipped, by name."""
-    return spec_names()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import struct
+from typing import Any, Protocol
 
 from ..varint import encode_uvarint
 
@@ -47,7 +48,23 @@ def is_default(field, value) -> bool:
     return value == field.default and type(value) is type(field.default)
 
 
+class _Versions(Protocol):
+    """What a version range (schema.Versions) offers."""
+
+    lo: int
+    hi: int
+
+    def __contains__(self, version: int) -> bool: ...
+
+
 class MessageWriter:
+    # what the message definition (schema.Message, built on this class) holds, which writing reads;
+    # named by what it does, not by schema's classes (that module imports this one)
+    name: str
+    valid: _Versions
+    flexible: _Versions
+    _fields: list[Any]  # schema._Field
+
     """Stateless; safe to share across threads."""
 
     def write(self, obj: dict, version: int) -> bytes:

@@ -68,7 +68,7 @@ class Decoder:
 
     def _column(self, batch: DecodedBatch, keys: list, values: list, which: str) -> list[bytes]:
         control = batch.header.is_control
-        out = []
+        out: list[bytes] = []
         add = out.append
         if which == "key":
             for k in keys:

@@ -7,8 +7,12 @@
 * A record too large for a batch of ``max.message.bytes`` fails the write with RecordTooLargeError
   (EFBIG upstairs: "File too large", Kafka's RECORD_TOO_LARGE) and nothing is appended. So does a
   partial line that has already grown past what any record could hold: a plain line longer than
-  ``max.message.bytes``, a JSON line longer than :data:`JSON_LINE_FACTOR` times that (JSON may be
-  padded or escaped, so only a generous bound is sure).
+  ``max.message.bytes`` less :data:`PLAIN_LINE_OVERHEAD` (its bytes are the value, byte for byte), a
+  JSON line longer than :data:`JSON_LINE_FACTOR` times ``max.message.bytes`` (JSON may be padded or
+  escaped, so only a generous bound is sure). With Kafka's default ``max.message.bytes`` the first
+  piece of a plain line too large for a record is already past that bound: the ``write()`` fails
+  with EFBIG itself, never with a short count (issue 20: a 5 MiB line in one write was dropped with
+  success).
 * A partial last line waits for the next write, or for :meth:`AppendBuffer.flush` (close), which
   appends it as a record of its own and makes everything durable. :meth:`AppendBuffer.sync` (fsync)
   makes the complete lines durable and leaves the partial line waiting. "close" is what the kernel
@@ -33,13 +37,18 @@ import threading
 from typing import NamedTuple
 
 from ...errors import InvalidInput, RecordTooLargeError
+from ...format.compression import Codec, codec_by_name
 from ...format.jsonview import ProducerRecord, parse_lines
 from ...storage.log import AppendResult, Log
 
-__all__ = ["AppendBuffer", "JSON_LINE_FACTOR"]
+__all__ = ["AppendBuffer", "JSON_LINE_FACTOR", "PLAIN_LINE_OVERHEAD"]
 
 #: A JSON line may be this many times ``max.message.bytes`` long before it is refused unparsed.
 JSON_LINE_FACTOR = 16
+#: The least a batch holding one plain line adds to its bytes: the 61-byte batch header, and a record's
+#: length, attributes, timestamp and offset deltas, null key, value length and header count (one byte
+#: each at least). A plain line longer than ``max.message.bytes`` less this can never be a record.
+PLAIN_LINE_OVERHEAD = 61 + 7
 #: A write that starts with the whole of a failed write, or with this much of it (the kernel may cut
 #: a retry elsewhere), is taken for a retry of it.
 _RETRY_MATCH = 64 * 1024
@@ -99,7 +108,7 @@ class AppendBuffer:
             cut = data.rfind(b"\n")
             if cut < 0:
                 size = len(pending) + len(data)
-                if size > self.log.config.max_message_bytes:
+                if size > self._plain_limit():
                     self._check_partial_size(size, bytes(pending[:4096]) + data[:4096], data)
                 pending += data
                 return None
@@ -114,10 +123,19 @@ class AppendBuffer:
             self.appended += len(lines)
             return result
 
+    def _plain_limit(self) -> int:
+        """The longest plain line that can be a record: ``max.message.bytes`` less the overhead of a batch
+        of one record; for a topic whose batches kafkafs compresses, ``max.message.bytes`` itself (a
+        compressed line may be larger, the append then says)."""
+        config = self.log.config
+        if codec_by_name(config.compression_type) is not Codec.NONE:
+            return config.max_message_bytes
+        return config.max_message_bytes - PLAIN_LINE_OVERHEAD
+
     def _check_partial_size(self, size: int, start: bytes, data: bytes) -> None:
         limit = self.log.config.max_message_bytes
         json_line = start.lstrip()[:1] in (b"{", b"")
-        if size > (JSON_LINE_FACTOR * limit if json_line else limit):
+        if size > (JSON_LINE_FACTOR * limit if json_line else self._plain_limit()):
             kind = "a JSON line" if json_line else "a line"
             exc = RecordTooLargeError(
                 f"{kind} already {size} bytes long cannot fit a record batch of max.message.bytes={limit}"

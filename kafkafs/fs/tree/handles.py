@@ -16,6 +16,7 @@ from ...storage.safefiles import open_file
 from ..views.partition import PartitionState
 from ..views.ranges import RangeLayout
 from ..views.reading import PieceCache
+from ..views.render import disk_error, unreadable
 from ..views.streams import RecordsStream
 from .append import AppendBuffer
 
@@ -66,13 +67,17 @@ class BytesHandle(Handle):
 class RecordsHandle(Handle):
     """``records.jsonl``: an open of one of its generations (:class:`~kafkafs.fs.views.streams.RecordsStream`),
     an append-only stream shared by every open of its inode. Its bytes never change, so the kernel may
-    keep its pages across opens (a new size drops them anyway)."""
+    keep its pages across opens (a new size drops them anyway), unless the partition is live: then it
+    is read with direct I/O (:meth:`~kafkafs.fs.views.partition.PartitionState.live`: the last page
+    of a growing file must never be kept)."""
 
     keep_cache = True
 
     def __init__(self, stream: RecordsStream) -> None:
         self.stream = stream
         self.cache = PieceCache()
+        if stream.state.live():
+            self.keep_cache, self.direct_io = False, True
         stream.opened(self)
 
     def read(self, offset: int, size: int) -> bytes:
@@ -98,6 +103,8 @@ class RangeHandle(Handle):
         self.state = state
         self.layout = layout
         self.cache = PieceCache()
+        if not layout.complete and state.live():  # it grows: no page kept (see RecordsHandle)
+            self.keep_cache, self.direct_io = False, True
 
     def read(self, offset: int, size: int) -> bytes:
         if offset + size > self.layout.total():
@@ -112,15 +119,25 @@ class RangeHandle(Handle):
 
 
 class OSFileHandle(Handle):
-    def __init__(self, path: str | os.PathLike[str], keep_cache: bool) -> None:
+    """A file of LOGDIR as it is; ``direct_io`` for one that grows or is replaced while open (the active
+    segment's files of a live partition, the log directory's own files): see :class:`RecordsHandle`."""
+
+    def __init__(self, path: str | os.PathLike[str], keep_cache: bool, direct_io: bool = False) -> None:
         try:
             self.fd = open_file(path, os.O_RDONLY)  # a link is never followed (SPEC §3)
         except (FileNotFoundError, UnsafeFileError):
             raise NotFound(str(path)) from None
+        self.path = str(path)
         self.keep_cache = keep_cache
+        self.direct_io = direct_io
 
     def read(self, offset: int, size: int) -> bytes:
-        return os.pread(self.fd, size, offset)
+        try:
+            return os.pread(self.fd, size, offset)
+        except OSError as exc:  # a failing disk: EIO for this read, said once for the file
+            if not disk_error(exc):
+                raise
+            raise unreadable(exc, self.path, offset) from None
 
     def release(self) -> None:
         if self.fd >= 0:

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Hashable
-from typing import NamedTuple, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
+
+if TYPE_CHECKING:
+    from .nodes import Node
 
 __all__ = ["InodeTable", "Entry", "ROOT_INODE", "RecordIno", "record_ino", "parse_record_ino"]
 
@@ -52,22 +55,11 @@ class Entry(NamedTuple):
     node: Node
 
 
-class Node(Protocol):
-    """What the table needs of a tree node (:class:`~.nodes.Node`)."""
-
-    @property
-    def key(self) -> Hashable: ...
-
-    @property
-    def fixed_ino(self) -> int | None: ...
-    @property
-    def partition_name(self) -> str | None: ...
-
-
 class Tree(Protocol):
     """What the table needs of the tree: its root, and the node of a computed number."""
 
-    root: Node
+    @property
+    def root(self) -> Node: ...
 
     def node_for_ino(self, ino: int) -> Node | None: ...
 

@@ -24,7 +24,6 @@ __all__ = [
     "parse_time_file",
     "parse_time_range",
     "is_segment_file",
-    "segment_file_key",
     "is_partition_file",
     "partition_file_key",
     "is_other_file",
@@ -152,10 +151,3 @@ def is_logdir_file(name: str) -> bool:
     )
 
 
-def segment_file_key(name: str) -> int:
-    """A stable sort key and ``readdir`` id for a segment file name (base offset, then extension)."""
-    m = _SEGMENT_FILE.match(name)
-    if m is None:
-        raise ValueError(name)
-    # readdir ids are signed 64-bit: a base offset past 2**60 shares the last id (and is listed once)
-    return min(int(m.group(1)) * 8 + _EXTENSION_CODES[m.group(2)], _LONG_MAX - 1)

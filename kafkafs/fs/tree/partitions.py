@@ -13,7 +13,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict, Unpack
 
 from ...errors import InvalidInput, InvalidName, NotFound
 from ...format.decoders import decoder_for
@@ -29,7 +29,7 @@ from ..views.streams import RecordsGenerations
 if TYPE_CHECKING:
     from ...format.decoders import SchemaRegistry
 
-__all__ = ["Partitions", "LIST_LIMIT"]
+__all__ = ["Partitions", "ServeOptions", "LIST_LIMIT"]
 
 log = logging.getLogger("kafkafs.fs")
 
@@ -37,30 +37,35 @@ log = logging.getLogger("kafkafs.fs")
 LIST_LIMIT = 100_000
 
 
+class ServeOptions(TypedDict, total=False):
+    """How a log directory is served: ``mode`` the values mode (``--values``, default ``auto``), ``rw``
+    read-write (when the log directory is writable), ``cache`` the layout cache (default none),
+    ``list_limit`` (``--list-limit``, default :data:`LIST_LIMIT`)."""
+
+    mode: str
+    rw: bool
+    cache: LayoutCache | None
+    list_limit: int
+
+
 class Partitions:
-    """The log directory's partitions as the mount serves them.
+    """The log directory's partitions as the mount serves them (``options``: :class:`ServeOptions`).
 
     Threads: safe to share; partitions are opened, numbered and listened to under one lock, and every
     :class:`PartitionState` is safe to share itself."""
 
-    def __init__(
-        self,
-        logdir: LogDir,
-        *,
-        mode: str = "auto",
-        rw: bool = False,
-        cache: LayoutCache | None = None,
-        list_limit: int = LIST_LIMIT,
-    ) -> None:
+    def __init__(self, logdir: LogDir, **options: Unpack[ServeOptions]) -> None:
+        mode = options.get("mode", "auto")
         if mode not in VALUES_MODES:
             raise InvalidInput(f"--values must be one of {', '.join(VALUES_MODES)}, not {mode!r}")
+        cache = options.get("cache")
         self.logdir = logdir
         self.mode = mode
         self.cache = cache if cache is not None else LayoutCache(None)
-        self.list_limit = list_limit
+        self.list_limit = options.get("list_limit", LIST_LIMIT)
         #: a Schema Registry's schemas (``--schemas``): topics with framed values render decoded
         self.registry: SchemaRegistry | None = None
-        self.rw = rw and logdir.writable
+        self.rw = options.get("rw", False) and logdir.writable
         self.mount_ns = time.time_ns()
         self._numbers: dict[str, int] = {}
         self._states: dict[str, PartitionState] = {}

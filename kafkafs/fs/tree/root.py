@@ -22,19 +22,19 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Iterator
+from typing import Unpack
 
 from ...errors import InvalidName, NotFound, NotPermitted
 from ...storage.logdir import LogDir
 from ...storage.names import parse_partition_dir_name
 from ...storage.safefiles import is_regular_file, regular_files
-from ..views.layoutcache import LayoutCache
 from . import names
 from .handles import Handle, OSFileHandle
 from .inodes import parse_record_ino
 from .key_nodes import GROUPS, TRANSACTIONS, top_dirs
 from .nodes import VOLATILE_TIMEOUT, Attr, Dir, File, Key, Node, dir_attr, file_attr, mtime_ns
 from .partition_nodes import ByOffsetDir, PartitionDir, RecordFile
-from .partitions import LIST_LIMIT, Partitions
+from .partitions import Partitions, ServeOptions
 
 __all__ = ["Tree", "Root", "LogDirFile"]
 
@@ -108,7 +108,7 @@ class LogDirFile(File):
         return True
 
     def _open(self) -> Handle:
-        return OSFileHandle(self.path, keep_cache=False)
+        return OSFileHandle(self.path, keep_cache=False, direct_io=True)  # replaced whole by a writer
 
 
 class Tree:
@@ -116,34 +116,20 @@ class Tree:
 
     Threads: safe to share (its partitions are; the root node is immutable)."""
 
-    def __init__(
-        self,
-        logdir: LogDir,
-        *,
-        mode: str = "auto",
-        rw: bool = False,
-        cache: LayoutCache | None = None,
-        list_limit: int = LIST_LIMIT,
-    ) -> None:
-        self.partitions = Partitions(logdir, mode=mode, rw=rw, cache=cache, list_limit=list_limit)
+    def __init__(self, logdir: LogDir, **options: Unpack[ServeOptions]) -> None:
+        """``options``: how the log directory is served (:class:`~.partitions.ServeOptions`)."""
+        self.partitions = Partitions(logdir, **options)
         self.root = Root(self.partitions, Key("root"), None)
-
-    @property
-    def rw(self) -> bool:
-        return self.partitions.rw
-
-    @property
-    def logdir(self) -> LogDir:
-        return self.partitions.logdir
 
     def mkdir(self, name: str) -> PartitionDir:
         """Create an empty partition ``<topic>-<partition>`` (InvalidName for a bad name)."""
-        if not self.rw:
+        partitions = self.partitions
+        if not partitions.rw:
             raise NotPermitted("read-only mount")
         topic, partition = parse_partition_dir_name(name)
-        if (self.logdir.path / name).exists():
+        if (partitions.logdir.path / name).exists():
             raise FileExistsError(name)
-        self.logdir.create_partition(topic, partition)
+        partitions.logdir.create_partition(topic, partition)
         return self.root.partition_dir(name)
 
     def node_for_ino(self, ino: int) -> Node | None:

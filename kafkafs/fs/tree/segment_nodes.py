@@ -128,7 +128,10 @@ class SegmentFile(File):
         return not self.sealed()
 
     def _open(self) -> Handle:
-        handle = OSFileHandle(self.path, keep_cache=self.sealed())
+        sealed = self.sealed()
+        # a file that may grow or be replaced while open is read without the page cache (issue 20: the
+        # kernel shows a new size before it drops the zeroed tail of the old last page)
+        handle = OSFileHandle(self.path, keep_cache=sealed, direct_io=not sealed)
         if os.fstat(handle.fd).st_ino != self.file_id:  # another file took the name since the lookup
             handle.release()
             # ESTALE: the kernel looks the name up again and opens the new file

@@ -115,7 +115,7 @@ class FilteredStream:
                     break
                 position += taken
                 since += taken
-                out += length  # type: ignore[operator]
+                out += length  # type: ignore[operator]  # lengths mode: out counts bytes (tables, issue 22, to type)
         return out
 
     # ------------------------------------------------------------------------------------------ reading

@@ -172,7 +172,7 @@ def _by_batch(found: list[KeyRecord]) -> Iterator[tuple[object, int, int, list[K
                 continue
         place = (record.segment, view.position, view.size)
         if group and place != where:
-            yield (*where, group)  # type: ignore[misc]
+            yield (*where, group)  # type: ignore[misc]  # where is set once group holds a record (tables, issue 22, to type)
             group = []
         where = place
         group.append(record)

@@ -30,7 +30,12 @@ sealed segment's layout never changes and is kept for the life of the mount (and
 :mod:`.layoutcache`); the active segment's grows as records arrive.
 
 A batch that does not decode keeps a placeholder piece (its raw size) marked bad: reads that touch it
-fail (EIO upstairs) and the rest of the view stays readable.
+fail (EIO upstairs) and the rest of the view stays readable. So does a batch whose offsets are out of
+order (SPEC §4: below the end of the batch before it, or running to the base offset of the batch after
+it, or the next segment's): each batch is laid out once the base offset after it is seen (the kernel's
+span looks 8 bytes past a batch; the per-batch path uses
+:func:`~kafkafs.storage.validation.in_order`), or when it is the last of what the segment holds. A
+batch appended later cannot make one laid out before it bad: appends are judged when they arrive.
 """
 
 from __future__ import annotations
@@ -45,8 +50,9 @@ from ...errors import CorruptRecordError
 from ...format.jsonspan import cut_off
 from ...format.jsonview import render_span_jsonl
 from ...storage.segment import LogSegment
+from ...storage.validation import in_order
 from .layoutcache import CachedLayout, LayoutKey
-from .render import NO_FILTER, Filter, Renderer
+from .render import NO_FILTER, Filter, Renderer, UnreadableError, disk_error, read_segment, unreadable
 
 __all__ = [
     "Layout", "SegmentLayout", "Piece", "SpanPieces", "lay_out_span", "split_points", "GROUP_BYTES", "CHUNK_BYTES",
@@ -133,14 +139,17 @@ class SegmentLayout(Layout):
     (:meth:`cached` / :meth:`restore`).
     """
 
-    __slots__ = ("segment", "scanned", "broken", "stored_key")
+    __slots__ = ("segment", "upper", "scanned", "broken", "stored_key", "next_offset")
 
-    def __init__(self, segment: LogSegment, lo: int) -> None:
+    def __init__(self, segment: LogSegment, lo: int, upper: int | None = None) -> None:
         super().__init__(Filter(lo=lo) if lo > segment.base_offset else NO_FILTER)
         self.segment = segment
+        self.upper = upper  # the next segment's base offset (None: none, or not known)
         self.scanned = 0  # file position up to which every batch belongs to a piece
         self.broken = False  # a header that does not parse: nothing after it can be found
         self.stored_key: LayoutKey | None = None  # the layout cache key it was last stored or loaded as
+        #: one past the last offset of the batch that ends at ``scanned`` (None: no batch laid out yet)
+        self.next_offset: int | None = None
 
     def segment_at(self, i: int) -> LogSegment:
         """A segment's own layout reads the segment it was laid out from, even after compaction swapped
@@ -187,6 +196,7 @@ class SegmentLayout(Layout):
             self.ends = found.ends
             self.scanned = found.scanned
             self.bad = {}
+            self.next_offset = found.last_offsets[-1] + 1 if count else None
 
     def extend(self, renderer: Renderer, on_piece: Callable[[int], None] | None = None) -> int:
         """Lay out the batches written since the last call (all of them the first time); returns the
@@ -197,20 +207,38 @@ class SegmentLayout(Layout):
             spans = self.uses_spans(renderer)
             while not self.broken and self.scanned < size:
                 before = self.scanned
-                if spans:  # the kernel walks the batches it takes; the loop below does one run of the others
-                    self.take(lay_out_span(renderer, self.segment, self.scanned, size, GROUP_BYTES, on_piece))
-                    if self.scanned >= size:
-                        break
-                self._extend_batches(renderer, on_piece, size, spans)
+                try:
+                    if spans:  # the kernel walks the batches it takes; the loop below does one run of the others
+                        self.take(lay_out_span(renderer, self.segment, self.scanned, size, GROUP_BYTES, on_piece,
+                                               min_offset=self._min_offset(), upper=self.upper))
+                        if self.scanned >= size:
+                            break
+                    self._extend_batches(renderer, on_piece, size, spans)
+                except UnreadableError as exc:  # the disk would not give the rest: one bad piece for it
+                    self._broken_from(renderer, exc, size)
+                    break
                 if self.scanned == before:
                     break  # a batch still being written at the end: laid out when it is whole
             return max(self.scanned - start, 0)
+
+    def _broken_from(self, renderer: Renderer, exc: CorruptRecordError, size: int) -> None:
+        """Nothing from ``scanned`` to ``size`` can be laid out: one bad piece holds it (reads of it are
+        EIO, the pieces before and the segments after stay readable)."""
+        renderer.on_corrupt(exc)
+        last = self.last_offsets[-1] if len(self.last_offsets) else self.segment.base_offset
+        self.add(self.segment.base_offset, self.scanned, max(size - self.scanned, 1), 1, last, exc)
+        self.broken = True
+
+    def _min_offset(self) -> int:
+        """The least base offset the next batch may have: past the batch before it, in the segment."""
+        return self.segment.base_offset if self.next_offset is None else self.next_offset
 
     def take(self, found: SpanPieces) -> None:
         """Add the pieces of a span laid out from ``scanned`` on (by :func:`lay_out_span`)."""
         base = self.segment.base_offset
         for piece in found.pieces:
             self.add(base, piece.position, piece.size, piece.length, piece.last_offset)
+            self.next_offset = piece.last_offset + 1
         self.scanned = max(self.scanned, found.stop)
 
     def _extend_batches(
@@ -234,12 +262,18 @@ class SegmentLayout(Layout):
 
         try:
             first = True
-            for view in segment.batches(self.scanned, size):
+            # each batch judged between its neighbours: the last one of what the segment holds against
+            # the next segment's base (when there is one; an active segment's last batch stands alone)
+            for view, order in in_order(segment.batches(self.scanned, size), next_offset=self._min_offset(),
+                                        upper=self.upper, segment_base=base):
                 h = view.header
                 if until_plain and not first and h.magic == 2 and not h.attributes & 0x07:
                     break
                 first = False
+                self.next_offset = h.next_offset
                 try:
+                    if order is not None:
+                        raise CorruptRecordError(order, view.position, file)
                     n = renderer.length(view, file, flt)
                 except CorruptRecordError as exc:
                     close()
@@ -261,10 +295,12 @@ class SegmentLayout(Layout):
             # The header at the end of the batches read does not parse: the rest of this segment
             # cannot be walked. Keep what was read, mark the rest.
             close()
-            renderer.on_corrupt(exc)
-            last = self.last_offsets[-1] if len(self.last_offsets) else base
-            self.add(base, self.scanned, max(size - self.scanned, 1), 1, last, exc)
-            self.broken = True
+            self._broken_from(renderer, exc, size)
+        except OSError as exc:  # the disk would not give them: the same, said once for the file
+            if not disk_error(exc):
+                raise
+            close()
+            self._broken_from(renderer, unreadable(exc, file, self.scanned), size)
 
 
 # ---------------------------------------------------------------------------------------------- spans
@@ -297,18 +333,33 @@ def lay_out_span(
     end: int,
     group_bytes: int,
     on_piece: Callable[[int], None] | None = None,
+    *,
+    min_offset: int | None = None,
+    upper: int | None = None,
 ) -> SpanPieces:
     """Lay out the batches between byte ``start`` (a batch boundary) and ``end`` of ``segment`` in pieces
     of about ``group_bytes`` of log, until the first batch the kernel does not take; ``on_piece(nbytes)``
-    hears of each piece (progress). Partitions with a decoder never come here. Safe from any thread."""
+    hears of each piece (progress). Partitions with a decoder never come here. Safe from any thread.
+
+    Each batch is taken once the base offset of the one after it is seen (8 bytes past each read are
+    read too, when the segment holds them); the last batch of the segment when it ends below ``upper``,
+    the next segment's base offset (None: there is none). ``min_offset``: the least base offset of the
+    first batch (None: not known, a part of a segment sized on its own thread)."""
     pieces: list[Piece] = []
     pos = start
     want = CHUNK_BYTES
+    size = segment.size
     while pos < end:
-        buf = segment.read_at(pos, min(want, end - pos))
-        if not buf:
+        n = min(want, end - pos)
+        peek = 8 if pos + n < size else 0  # the base offset after the chunk, where the segment holds one
+        buf = read_segment(segment, pos, n + peek)
+        if len(buf) < n + peek:
+            peek = max(len(buf) - n, 0)
+            n = len(buf) - peek
+        if not n:
             break
-        result = render_span_jsonl(renderer.topic, renderer.partition, buf, renderer.mode, lengths=True)
+        result = render_span_jsonl(renderer.topic, renderer.partition, buf, renderer.mode, lengths=True,
+                                   min_offset=min_offset, final=pos + n >= size, upper=upper)
         ends, lines, lasts = result.batch_ends, result.line_ends, result.last_offsets
         k, prev_end, prev_line = 0, 0, 0
         while k < len(ends):
@@ -319,8 +370,10 @@ def lay_out_span(
                 on_piece(piece.size)
             prev_end, prev_line, k = ends[j], lines[j], j + 1
         pos += result.consumed
-        if result.consumed < len(buf):
-            need = cut_off(buf, result.consumed)
+        if len(ends):
+            min_offset = lasts[-1] + 1
+        if result.consumed < n:
+            need = cut_off(memoryview(buf)[:n], result.consumed)
             if not need or (result.consumed == 0 and want >= need):
                 break  # a batch it does not take, or a partial one at the end: the per-batch path decides
             want = max(CHUNK_BYTES, need)

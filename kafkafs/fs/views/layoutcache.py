@@ -43,8 +43,9 @@ __all__ = ["LayoutCache", "LayoutKey", "CachedLayout", "FORMAT_VERSION", "defaul
 log = logging.getLogger("kafkafs.fs")
 
 #: Bumped whenever the entry format or the rendering changes (3: control records show their key and a
-#: transaction marker's value decoded). Entries are also tied to the kafkafs version that wrote them.
-FORMAT_VERSION = 3
+#: transaction marker's value decoded; 4: a batch whose offsets are out of order is damage, issue 20,
+#: never laid out as records). Entries are also tied to the kafkafs version that wrote them.
+FORMAT_VERSION = 4
 _MAGIC = b"KAFKAFS-LAYOUT\n"
 _DIGEST = 32
 _LEN = struct.Struct(">I")

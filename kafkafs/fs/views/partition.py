@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, NamedTuple
 
 from ...errors import CorruptRecordError
+from ...storage.local_log import LocalLog
 from ...storage.log import Log
 from ...storage.segment import LogSegment
 from .layout import Layout, SegmentLayout
@@ -21,7 +22,7 @@ from .layoutcache import LayoutCache
 from .ranges import RangeLayout
 from .reading import Part, PieceCache, PieceRenderer, read_cached, read_parts
 from .record import RecordFinder
-from .render import Filter, Renderer, SegmentBytes
+from .render import Filter, Renderer, SegmentBytes, disk_error, unreadable
 from .sizing import Progress, SizingJob, load_cached, log_progress, size_layouts, store_layout
 
 if TYPE_CHECKING:
@@ -33,6 +34,8 @@ log = logging.getLogger("kafkafs.fs")
 
 #: A read-only log is re-read at most this often when a file that grows is looked at.
 REFRESH_INTERVAL = 0.05
+#: A partition whose active segment was written this recently is live (:meth:`PartitionState.live`).
+LIVE_SECONDS = 300
 
 class Shape(NamedTuple):
     """A cheap fingerprint of what the views depend on: it changes whenever they might."""
@@ -76,7 +79,7 @@ class _Counted(NamedTuple):
     key: tuple[int, int, tuple[tuple[int, int], ...]]
     end: int
     active_size: int
-    count: int
+    records: int
 
 
 class PartitionState:
@@ -98,11 +101,9 @@ class PartitionState:
         self.name = name
         self.index = index
         self.log = log_
-        self.mode = mode
-        self.topic = log_.topic
-        self.partition = log_.partition
         self.cache = cache if cache is not None else LayoutCache(None)
-        self.renderer = Renderer(self.topic, self.partition, mode, decoder=decoder)
+        #: the topic, partition, values mode and decoder its views render with
+        self.renderer = Renderer(log_.topic, log_.partition, mode, decoder=decoder)
         self._pieces = PieceRenderer(self.renderer, log_, self.renderer.on_corrupt)
         self._layouts: dict[int, SegmentLayout] = {}
         self._compose_lock = threading.Lock()
@@ -116,6 +117,8 @@ class PartitionState:
         self.last_change_ns = time.time_ns()
         #: changes that were not only growth (segments removed, a compaction swap, a truncation)
         self.rewrites = 0
+        #: True once the partition changed after it was first looked at (records arrived): see :meth:`live`
+        self.grew = False
         self.prev_active_base = self._active_base()
         self._last_shape = self.shape()
         log_.add_listener(self._on_log_change)
@@ -144,7 +147,7 @@ class PartitionState:
             self.log.generation,
         )
 
-    def _on_log_change(self, _log: Log) -> None:
+    def _on_log_change(self, _log: LocalLog) -> None:
         self._changed()
 
     def _changed(self) -> None:
@@ -162,6 +165,7 @@ class PartitionState:
             self.record_finder.clear()
             self.rewrites += 1
         self._last_shape = shape
+        self.grew = True
         self.last_change_ns = time.time_ns()
         for callback in list(self._listeners):
             try:
@@ -169,6 +173,19 @@ class PartitionState:
             except Exception:  # a listener must never break an append
                 log.exception("change listener failed")
         self.prev_active_base = self._active_base()
+
+    def live(self) -> bool:
+        """Whether records may arrive while a file of this partition is open: a writable log (a ``--rw``
+        mount), one that changed since it was first looked at, or one whose active segment was written
+        in the last :data:`LIVE_SECONDS` (a broker's). Files that grow are then opened with direct I/O
+        (issue 20): a read that ends at the end of the file makes the kernel zero the rest of its last
+        page, and when the file grows the kernel shows the new size before it drops that page, so a
+        reader in between would get NUL bytes. Without the page cache, no page is kept."""
+        if self.log.writable or self.grew:
+            return True
+        active = self.log.active_segment
+        written = active.last_modified_ms() if active is not None else None
+        return written is not None and time.time() * 1000 - written < LIVE_SECONDS * 1000
 
     def refresh(self, *, force: bool = False) -> bool:
         """Notice records another process appended (read-only logs); True when something changed.
@@ -197,15 +214,21 @@ class PartitionState:
         """The segment's layout (callers hold ``_compose_lock``): kept, else from the layout cache, else new."""
         layout = self._layouts.get(base)
         lo = max(self.log.log_start_offset, base)
+        higher = self.log.segments.higher(base)
+        upper = higher.base_offset if higher is not None else None
         if (
             layout is None
             or layout.segment is not segment
             or layout.lo != lo
             or layout.scanned > segment.size
         ):
-            layout = SegmentLayout(segment, lo)  # new, or the file was truncated: lay it out afresh
+            # new, or the file was truncated: lay it out afresh (upper: its last batch is judged against
+            # the next segment's base offset, SPEC §4)
+            layout = SegmentLayout(segment, lo, upper)
             load_cached(layout, self.renderer, self.cache)
             self._layouts[base] = layout
+        elif layout.upper is None and upper is not None:
+            layout.upper = upper  # the segment rolled: batches laid out from now on know what follows
         return layout
 
     def listed_segments(self) -> list[LogSegment]:
@@ -351,9 +374,13 @@ class PartitionState:
                                 yield OffsetRun(offsets[0], offsets[-1], offsets, h.max_timestamp)
                     pos = max(pos, h.last_offset + 1)
                 return
-            except CorruptRecordError as exc:
-                self.renderer.on_corrupt(exc)
+            except (CorruptRecordError, OSError) as exc:
                 floor = log_.segments.floor(pos)
+                if isinstance(exc, OSError):  # a disk that will not give a segment: skipped, as damage is
+                    if not disk_error(exc):
+                        raise
+                    exc = unreadable(exc, str(floor.log_path) if floor else None, None)
+                self.renderer.on_corrupt(exc)
                 higher = log_.segments.higher(floor.base_offset) if floor else None
                 if higher is None:
                     return
@@ -371,8 +398,8 @@ class PartitionState:
         key = (limit, log_.log_start_offset, tuple((s.base_offset, s.size) for s in listed[:-1]))
         size = listed[-1].size if listed else 0
         c = self._counted  # one tuple, replaced whole: safe across threads
-        if c is not None and c.key == key and ((c.count > limit and end >= c.end) or (end, size) == (c.end, c.active_size)):
-            return c.count
+        if c is not None and c.key == key and ((c.records > limit and end >= c.end) or (end, size) == (c.end, c.active_size)):
+            return c.records
         count = 0
         for run in self.offset_runs(log_.log_start_offset):
             count += run.last - run.first + 1 if run.offsets is None else len(run.offsets)

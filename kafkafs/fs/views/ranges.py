@@ -13,9 +13,10 @@ from typing import TYPE_CHECKING
 
 from ...errors import CorruptRecordError
 from ...storage.segment import LogSegment
+from ...storage.validation import in_order
 from . import layout as _layout  # GROUP_BYTES read at call time (tests make pieces smaller)
 from .layout import Layout, SegmentLayout
-from .render import Filter, Renderer, header_skips
+from .render import Filter, Renderer, disk_error, header_skips, unreadable
 
 if TYPE_CHECKING:
     from ...storage.log import Log
@@ -197,27 +198,34 @@ class RangeLayout(Layout):
             self.add(base, run.position, run.size, run.length, run.last_offset)
             self.next_offset = max(self.next_offset, run.last_offset + 1)
 
+        higher = log.segments.higher(base)
         try:
             views = segment.read_from(start) if start is not None else segment.batches(0)
-            for view in views:
+            # offsets out of order are damage (SPEC §4): such a batch is a bad piece, as one that does not
+            # decode (read_from starts at the batch holding start: nothing before it is known)
+            for view, order in in_order(views, next_offset=None, upper=higher.base_offset if higher else None,
+                                        segment_base=base):
                 h = view.header
-                if flt.hi is not None and h.base_offset > flt.hi and h.magic == 2:
+                if flt.hi is not None and h.base_offset > flt.hi and h.magic == 2 and order is None:
                     break
-                if start is not None and h.last_offset < start:
+                if start is not None and h.last_offset < start and order is None:
                     continue
-                if header_skips(h, flt):
+                if header_skips(h, flt) and order is None:
                     close()
                     run = None
                     self.next_offset = max(self.next_offset, h.last_offset + 1)
                     continue
                 try:
+                    if order is not None:
+                        raise CorruptRecordError(order, view.position, file)
                     n = renderer.length(view, file, flt)
                 except CorruptRecordError as exc:
                     close()
                     run = None
                     renderer.on_corrupt(exc)
                     self.add(base, view.position, h.size, 1, h.last_offset, exc)
-                    self.next_offset = max(self.next_offset, h.last_offset + 1)
+                    if order is None:  # offsets out of order say nothing of where the range goes on
+                        self.next_offset = max(self.next_offset, h.last_offset + 1)
                     continue
                 if run is None:
                     run = _NextPiece(base, view.position)
@@ -229,8 +237,13 @@ class RangeLayout(Layout):
                     self.complete = True
                     return
             close()
-        except CorruptRecordError as exc:
-            # a header that does not parse: the rest of this segment cannot be walked
+        except (CorruptRecordError, OSError) as exc:
+            # a header that does not parse, or a disk that will not give the bytes: the rest of this
+            # segment cannot be walked
+            if isinstance(exc, OSError):
+                if not disk_error(exc):
+                    raise
+                exc = unreadable(exc, file, None)
             close()
             renderer.on_corrupt(exc)
             where = exc.position if exc.position is not None else 0

@@ -47,10 +47,10 @@ Bytes = bytes | memoryview
 
 
 class Part(NamedTuple):
-    """One layout as a reader sees it: its first ``count`` pieces, placed at byte ``start``."""
+    """One layout as a reader sees it: its first ``pieces`` pieces, placed at byte ``start``."""
 
     layout: Layout
-    count: int
+    pieces: int
     start: int
 
 
@@ -331,11 +331,11 @@ class PieceRenderer:
             self.report(exc)
             raise
         if len(data) != layout.ends[i] - layout.start(i):
-            exc = CorruptRecordError(
+            changed = CorruptRecordError(
                 "the batch renders differently than when it was laid out (did the file change?)",
                 layout.positions[i],
                 str(segment.log_path),
             )
-            self.report(exc)
-            raise exc
+            self.report(changed)
+            raise changed
         return data

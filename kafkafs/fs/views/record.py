@@ -18,7 +18,7 @@ from typing import Generic, NamedTuple, TypeVar
 from ...errors import CorruptRecordError, Deferred, WouldBlock
 from ...format.jsonview import render_raw_record_pretty
 from ...storage.log import Log
-from .render import Renderer
+from .render import Renderer, disk_error, unreadable
 
 __all__ = ["RecordFinder", "RenderedRecord", "LRU", "INLINE_BATCH_BYTES"]
 
@@ -155,6 +155,13 @@ class RecordFinder:
         except CorruptRecordError as exc:
             self.renderer.on_corrupt(exc)
             raise
+        except OSError as exc:  # the disk would not give the batch: EIO for this lookup, said once
+            if not disk_error(exc):
+                raise
+            segment = log_.segments.floor(offset)
+            error = unreadable(exc, str(segment.log_path) if segment is not None else None, None)
+            self.renderer.on_corrupt(error)
+            raise error from None
         if view is None:
             return None
         header = view.header

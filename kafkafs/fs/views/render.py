@@ -12,11 +12,16 @@ an unfiltered view through the kernel's ``render_span_jsonl``, batch after batch
 between them). Both take a batch's bytes as the engine returned them, so the two always agree, and
 the mount never decodes a batch twice to render it.
 
-Damage is said once per place (:func:`report_corrupt`), wherever it is found.
+Damage is said once per place (:func:`report_corrupt`), wherever it is found. A disk that will not give
+a segment's bytes (EIO: :func:`unreadable`) is damage for the reads that need those bytes, said once per
+file, and the rest of the views stay readable (SPEC §3: damage and disk errors are local). Only the
+read-only views turn disk errors into that: a writer (recovery, compaction) fails instead, and never
+cuts what it could not read.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
 import threading
 from collections.abc import Callable, Iterator
@@ -31,7 +36,10 @@ from ...storage.records import BatchView
 if TYPE_CHECKING:
     from ...format.decoders import Decoder
 
-__all__ = ["Filter", "NO_FILTER", "Renderer", "SegmentBytes", "header_skips", "report_corrupt"]
+__all__ = [
+    "Filter", "NO_FILTER", "Renderer", "SegmentBytes", "header_skips", "report_corrupt", "UnreadableError",
+    "unreadable", "disk_error",
+]
 
 log = logging.getLogger("kafkafs.fs")
 
@@ -61,15 +69,48 @@ class SegmentBytes(Protocol):
 _reported: set[tuple[str | None, int | None]] = set()
 _report_lock = threading.Lock()
 
+#: The errno values of a disk that will not give bytes it holds (not a file that is gone or closed).
+DISK_ERRNOS = frozenset({errno.EIO, errno.EUCLEAN, errno.EBADMSG, errno.ENODATA, errno.EREMOTEIO})
+
+
+class UnreadableError(CorruptRecordError):
+    """Bytes of a file that the disk would not give (EIO): the reads that need them fail with EIO,
+    every other read goes on; reported once per file (:func:`report_corrupt`)."""
+
+
+def disk_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is the disk failing to read (see :data:`DISK_ERRNOS`)."""
+    return isinstance(exc, OSError) and exc.errno in DISK_ERRNOS
+
+
+def unreadable(exc: OSError, file: str | None, position: int | None) -> UnreadableError:
+    """The read-only views' word for a disk error reading ``file`` at ``position``."""
+    return UnreadableError(f"the disk could not read it ({exc.strerror or exc})", position, file)
+
 
 def report_corrupt(exc: CorruptRecordError) -> None:
-    """Log damage once per (file, position): the segment and where in it. Safe from any thread."""
-    key = (exc.file, exc.position)
+    """Log damage once per (file, position): the segment and where in it; a disk error once per file.
+    Safe from any thread."""
+    key = (exc.file, None) if isinstance(exc, UnreadableError) else (exc.file, exc.position)
     with _report_lock:
         if key in _reported:
             return
         _reported.add(key)
+    if isinstance(exc, UnreadableError):
+        log.error("cannot read %s (from position %s): %s; the reads that need its bytes fail with EIO, the "
+                  "rest stays readable", exc.file, exc.position, exc.reason)
+        return
     log.error("corrupt batch in %s at position %s: %s", exc.file, exc.position, exc.reason)
+
+
+def read_segment(segment: SegmentBytes, position: int, size: int) -> bytes:
+    """``segment.read_at(position, size)``, a disk error said as :class:`UnreadableError`."""
+    try:
+        return segment.read_at(position, size)
+    except OSError as exc:
+        if not disk_error(exc):
+            raise
+        raise unreadable(exc, str(segment.log_path), position) from None
 
 
 def header_skips(header: BatchHeader, flt: Filter) -> bool:
@@ -166,7 +207,7 @@ class Renderer:
         hot path): batches found by their length fields alone, each checked whole as it renders."""
         topic, partition, mode, decoder = self.topic, self.partition, self.mode, self.decoder
         file = str(segment.log_path)
-        buf = segment.read_at(position, size)
+        buf = read_segment(segment, position, size)
         if len(buf) != size:
             raise CorruptRecordError("the segment is shorter than when it was laid out", position, file)
         out = []
@@ -196,7 +237,7 @@ def _batches_in(segment: SegmentBytes, position: int, size: int) -> Iterator[Bat
     (a short file, a header that does not parse, batches that no longer fill the span) raises
     :class:`CorruptRecordError` placed in the file."""
     file = str(segment.log_path)
-    buf = segment.read_at(position, size)
+    buf = read_segment(segment, position, size)
     if len(buf) != size:
         raise CorruptRecordError("the segment is shorter than when it was laid out", position, file)
     end = 0

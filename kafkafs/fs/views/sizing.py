@@ -163,7 +163,9 @@ def size_layouts(
             progress.advance(1, 0)
 
     def size_part(job: SizingJob, start: int, end: int) -> SpanPieces:
-        return lay_out_span(job.renderer, job.layout.segment, start, end, layout_module.GROUP_BYTES, advance)
+        return lay_out_span(job.renderer, job.layout.segment, start, end, layout_module.GROUP_BYTES, advance,
+                            min_offset=job.layout.segment.base_offset if start == 0 else None,
+                            upper=job.layout.upper)
 
     if len(jobs) + sum(len(p) - 1 for p in parts.values()) <= 1 or threads <= 1:
         for job in jobs:

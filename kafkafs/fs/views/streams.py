@@ -77,13 +77,13 @@ def layout_after(renderer: Renderer, layout: Layout, lo: int) -> SegmentLayout |
     segment = layout.segment_at(0)
     if segment is None:
         return None
-    after = SegmentLayout(segment, lo)
+    after = SegmentLayout(segment, lo, layout.upper if isinstance(layout, SegmentLayout) else None)
     after.extend(renderer)
     return after
 
 
 def _last_offset(part: Part) -> int:
-    return part.layout.last_offsets[part.count - 1] if part.count else -1
+    return part.layout.last_offsets[part.pieces - 1] if part.pieces else -1
 
 
 def handle_view(
@@ -99,19 +99,19 @@ def handle_view(
         return cur  # it only grew
     parts = list(prev.parts)
     starts = list(prev.starts)
-    counts = {id(p.layout): p.count for p in cur.parts}
+    counts = {id(p.layout): p.pieces for p in cur.parts}
     last = parts[-1]
     grown = counts.get(id(last.layout), 0)
-    if grown > last.count:  # the segment it ended in got more records (and may have rolled since)
+    if grown > last.pieces:  # the segment it ended in got more records (and may have rolled since)
         parts[-1] = last = Part(last.layout, grown, last.start)
-    total = last.start + last.layout.total(last.count)
+    total = last.start + last.layout.total(last.pieces)
     covered = _last_offset(last)
     mine = {id(p) for p in old}
     for part in cur.parts:
-        if id(part.layout) in mine or not part.count or _last_offset(part) <= covered:
+        if id(part.layout) in mine or not part.pieces or _last_offset(part) <= covered:
             continue
         layout: Layout | None = part.layout
-        count = part.count
+        count = part.pieces
         assert layout is not None
         if layout.first_offset() <= covered:
             # a merged segment also holds records appended after this stream's last offset
@@ -278,7 +278,7 @@ class RecordsStream:
             low = min(self._readers.values()) - PIN_MARGIN
             for part, start in zip(view.parts, view.starts, strict=True):
                 layout = part.layout
-                end = start + layout.total(part.count)
+                end = start + layout.total(part.pieces)
                 segment = layout.segment_at(0)  # a composition's part: one segment's layout
                 if end <= low or segment is None or id(layout) in self._pins:
                     continue

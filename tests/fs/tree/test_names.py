@@ -57,5 +57,5 @@ def test_segment_files():
         "partition.metadata",
     ):
         assert not names.is_segment_file(bad)
-    keys = [names.segment_file_key(f"{b:020d}.{e}") for b in (0, 7) for e in ("log", "index", "timeindex")]
+    keys = [names.partition_file_key(f"{b:020d}.{e}") for b in (0, 7) for e in ("log", "index", "timeindex")]
     assert keys == sorted(keys) and len(set(keys)) == len(keys)

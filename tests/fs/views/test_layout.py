@@ -21,7 +21,7 @@ def test_layout_is_compact(tree):
     state = tree.partitions.state("orders-0")
     comp = state.composition()
     segments = list(state.log.segments)
-    pieces = sum(p.count for p in comp.parts)
+    pieces = sum(p.pieces for p in comp.parts)
     assert pieces <= sum(s.size // GROUP_BYTES + 1 for s in segments)
     assert sum(p.layout.memory() for p in comp.parts) == pieces * 40
 
@@ -35,7 +35,7 @@ def test_one_record_batches(tmp_path):
         data = t.read_file("tiny-0/records.jsonl", chunk=4096)
         assert data == expected_jsonl(tmp_path, "tiny-0")
         comp = t.partitions.state("tiny-0").composition()
-        assert sum(p.count for p in comp.parts) <= len(b"".join(rows)) // GROUP_BYTES + 1
+        assert sum(p.pieces for p in comp.parts) <= len(b"".join(rows)) // GROUP_BYTES + 1
         assert t.read_file("tiny-0/by-offset/17-2500.jsonl") == expected_jsonl(tmp_path, "tiny-0", 17, 2500)
         assert json.loads(t.read_file("tiny-0/by-offset/2999.json"))["value"] == {"n": 2999}
     finally:

@@ -57,63 +57,55 @@ def _count_renders(state, monkeypatch) -> list:
     return calls
 
 
-def test_reads_render_ahead_once_and_then_answer_from_memory(built_logdir, monkeypatch):
+def test_reads_render_ahead_once_and_then_answer_from_memory(tree, built_logdir, monkeypatch):
     """A read that needs an unrendered piece renders the span after it in one pass (each batch once);
     the reads that follow are answered by ``read_view_now`` without rendering anything, the next span
     having been rendered ahead: only the first read of each segment renders (prefills stop at the end
     of a segment)."""
 
     prefills = _render_ahead_setup(monkeypatch, 8 * 1024)
-    tree = tree_of(built_logdir)
-    try:
-        state = tree.partitions.state("orders-0")
-        calls = _count_renders(state, monkeypatch)
-        view = state.composition()
-        cache = PieceCache()
-        want = expected_jsonl(built_logdir, "orders-0")
-        out, now, rendering_reads, prefilled = b"", 0, 0, 0
-        while len(out) < len(want):
-            data = state.read_composition_now(view, len(out), 1000, cache) if out else None
-            if data is None:
-                data = read_view(state, view, len(out), 1000, cache)
-                rendering_reads += 1
-            else:
-                now += 1
-            out += data
-            prefilled += prefills.run()
-        assert out == want and now > len(calls)
-        assert len(set(calls)) == len(calls)  # no byte of log rendered twice
-        assert max(size for _base, _pos, size in calls) > 4 * 1024  # spans of several pieces
-        assert rendering_reads == len(view.parts) > 1  # one a segment: the rest rendered ahead
-        assert prefilled == len(calls) - rendering_reads > 0
-    finally:
-        tree.close()
+    state = tree.partitions.state("orders-0")
+    calls = _count_renders(state, monkeypatch)
+    view = state.composition()
+    cache = PieceCache()
+    want = expected_jsonl(built_logdir, "orders-0")
+    out, now, rendering_reads, prefilled = b"", 0, 0, 0
+    while len(out) < len(want):
+        data = state.read_composition_now(view, len(out), 1000, cache) if out else None
+        if data is None:
+            data = read_view(state, view, len(out), 1000, cache)
+            rendering_reads += 1
+        else:
+            now += 1
+        out += data
+        prefilled += prefills.run()
+    assert out == want and now > len(calls)
+    assert len(set(calls)) == len(calls)  # no byte of log rendered twice
+    assert max(size for _base, _pos, size in calls) > 4 * 1024  # spans of several pieces
+    assert rendering_reads == len(view.parts) > 1  # one a segment: the rest rendered ahead
+    assert prefilled == len(calls) - rendering_reads > 0
 
 
-def test_a_late_prefill_renders_nothing_the_reader_already_rendered(built_logdir, monkeypatch):
+def test_a_late_prefill_renders_nothing_the_reader_already_rendered(tree, built_logdir, monkeypatch):
     """A prefill thread that runs only after the reader has rendered its span itself and moved past it
     (a busy machine) renders nothing again, even once the cache has let that span go."""
 
     prefills = _render_ahead_setup(monkeypatch, 4 * 1024)
-    tree = tree_of(built_logdir)
-    try:
-        state = tree.partitions.state("orders-0")
-        calls = _count_renders(state, monkeypatch)
-        view = state.composition()
-        cache = PieceCache(capacity=8)  # about two spans: they fall out of the cache soon after they are read
-        want = expected_jsonl(built_logdir, "orders-0")
-        out, late, by_reads = b"", 0, 0
-        while len(out) < len(want):  # the prefills run only every few reads: late, as on a busy machine
-            before = len(calls)
-            out += read_view(state, view, len(out), 1000, cache)
-            by_reads += len(calls) - before
-            if len(prefills.tasks) >= 4:  # three spans late: the first one's bytes are gone by then
-                late += prefills.run()
-        assert out == want and late > 3
-        assert len(set(calls)) == len(calls)  # no span rendered twice: a late prefill found it done
-        assert len(calls) - by_reads < late  # and most prefills, being late, rendered nothing
-    finally:
-        tree.close()
+    state = tree.partitions.state("orders-0")
+    calls = _count_renders(state, monkeypatch)
+    view = state.composition()
+    cache = PieceCache(capacity=8)  # about two spans: they fall out of the cache soon after they are read
+    want = expected_jsonl(built_logdir, "orders-0")
+    out, late, by_reads = b"", 0, 0
+    while len(out) < len(want):  # the prefills run only every few reads: late, as on a busy machine
+        before = len(calls)
+        out += read_view(state, view, len(out), 1000, cache)
+        by_reads += len(calls) - before
+        if len(prefills.tasks) >= 4:  # three spans late: the first one's bytes are gone by then
+            late += prefills.run()
+    assert out == want and late > 3
+    assert len(set(calls)) == len(calls)  # no span rendered twice: a late prefill found it done
+    assert len(calls) - by_reads < late  # and most prefills, being late, rendered nothing
 
 
 def test_the_next_span_is_rendered_ahead_paced_by_the_reader(built_logdir, monkeypatch):

@@ -18,10 +18,10 @@ def test_first_sizing_uses_threads_and_logs_progress(logdir_copy, monkeypatch, c
     threads = set()
     original = layout.lay_out_span
 
-    def lay_out_span(*args):
+    def lay_out_span(*args, **kw):
         threads.add(threading.get_ident())
         time.sleep(0.01)  # slow enough that every worker gets segments
-        return original(*args)
+        return original(*args, **kw)
 
     monkeypatch.setattr(layout, "lay_out_span", lay_out_span)
     t = tree_of(logdir_copy, None)

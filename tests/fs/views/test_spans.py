@@ -114,9 +114,9 @@ def test_a_large_segment_is_sized_in_parts_on_threads(tmp_path, monkeypatch, cod
     starts = []
     original = sizing.lay_out_span
 
-    def counted(renderer, segment, start, end, *rest):
+    def counted(renderer, segment, start, end, *rest, **kw):
         starts.append(start)
-        return original(renderer, segment, start, end, *rest)
+        return original(renderer, segment, start, end, *rest, **kw)
 
     monkeypatch.setattr(sizing, "lay_out_span", counted)
     monkeypatch.setattr(sizing, "SPLIT_BYTES", 1024)

@@ -1,0 +1,112 @@
+"""EIO from the disk in one segment is local (issue 20, defect 3; SPEC §3 "Damage and disk errors are
+local"): it fails only the reads that need that segment's bytes, is logged once per segment, and every
+other file of the partition (and every other partition) stays readable.
+
+With reads of one segment failing from byte 3000 on (a failing disk, through :mod:`tests.faults.eiofs`),
+every file of that partition answered EIO (``by-offset/50.json`` in the healthy first segment and
+``records.jsonl`` from byte 0 included) and the daemon logged nothing.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from kafkafs.format.jsonview import ProducerRecord
+from kafkafs.storage.config import Settings
+from kafkafs.storage.logdir import LogDir
+from tests.fs.conftest import expected_jsonl
+
+BASE_TS = 1_763_700_000_000
+PAGE = 4096
+
+
+def _build(path: Path) -> tuple[Path, list[int]]:
+    """``disk-0`` in segments of ~8 KB (a hundred records each), ``other-0`` small: (LOGDIR, disk-0's bases)."""
+    path.mkdir(parents=True)
+    with LogDir(path, Settings({"segment.bytes": 8192, "index.interval.bytes": 1024}), writable=True) as d:
+        log = d.create_partition("disk", 0)
+        for i in range(0, 400, 5):
+            log.append_records([ProducerRecord(BASE_TS + j, b"k%d" % j, b'{"n":%d,"pad":"%s"}' % (j, b"p" * 40), ())
+                                for j in range(i, i + 5)])
+        d.create_partition("other", 0).append_records([ProducerRecord(BASE_TS, None, b"fine %d" % i, ())
+                                                       for i in range(50)])
+        bases = [s.base_offset for s in log.segments]
+    return path, bases
+
+
+def _pages(path: Path, offset: int, size: int) -> bytes:
+    """Bytes ``offset .. offset+size``, page by page with read-ahead off (each read asks for its pages)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
+        out = bytearray()
+        while len(out) < size:
+            chunk = os.pread(fd, min(PAGE, size - len(out)), offset + len(out))
+            if not chunk:
+                break
+            out += chunk
+        return bytes(out)
+    finally:
+        os.close(fd)
+
+
+def _eio(fn) -> bool:
+    try:
+        fn()
+    except OSError as exc:
+        assert exc.errno == errno.EIO, exc
+        return True
+    return False
+
+
+def test_eio_in_one_segment_fails_only_the_reads_that_need_it(tmp_path, eio_layer, mounted):
+    logdir, bases = _build(tmp_path / "logs")
+    assert len(bases) >= 4
+    expected = expected_jsonl(logdir, "disk-0")
+    lines = expected.splitlines(keepends=True)
+    offsets = [json.loads(line)["offset"] for line in lines]
+    bad = bases[1]  # the second segment: readable up to byte 3000, EIO past it
+    layer = eio_layer(logdir)
+    m = mounted(layer.path)
+    m.allow_errors = True
+    layer.fail({"name": f"disk-0/{bad:020d}.log", "from": 3000, "op": "read"})
+    part = m / "disk-0"
+    # every other partition, whole
+    assert (m / "other-0" / "records.jsonl").read_bytes() == expected_jsonl(logdir, "other-0")
+    # the healthy segments' records by offset, and every range inside them
+    for n in (0, 50, bad - 1, bases[2], offsets[-1]):
+        assert json.loads((part / "by-offset" / f"{n}.json").read_bytes())["offset"] == n
+    assert (part / "by-offset" / f"0-{bad - 1}.jsonl").read_bytes() == expected_jsonl(logdir, "disk-0", 0, bad - 1)
+    last = offsets[-1]
+    assert (part / "by-offset" / f"{bases[2]}-{last}.jsonl").read_bytes() == expected_jsonl(
+        logdir, "disk-0", bases[2], last)
+    # records.jsonl: the pages before the bad segment's bytes and those after them read (what the bad
+    # segment renders to cannot be known: its place in the file holds a placeholder that reads EIO)
+    size = (part / "records.jsonl").stat().st_size
+    start = sum(len(line) for line, o in zip(lines, offsets, strict=True) if o < bad)
+    tail = len(expected) - sum(len(line) for line, o in zip(lines, offsets, strict=True) if o < bases[2])
+    good = start // PAGE * PAGE
+    assert _pages(part / "records.jsonl", 0, good) == expected[:good]
+    after = -(-(size - tail) // PAGE) * PAGE
+    assert _pages(part / "records.jsonl", after, size - after) == expected[len(expected) - (size - after):]
+    # what needs the bad bytes fails with EIO: the whole file, the range, a record past byte 3000
+    assert _eio(lambda: (part / "records.jsonl").read_bytes())
+    assert _eio(lambda: (part / "by-offset" / f"{bad}-{bases[2] - 1}.jsonl").read_bytes())
+    assert _eio(lambda: (part / "by-offset" / f"{bases[2] - 1}.json").read_bytes())
+    assert _eio(lambda: (part / "segments" / f"{bad:020d}.log").read_bytes())
+    assert (part / "segments" / f"{bases[2]:020d}.log").read_bytes() == (logdir / "disk-0" / f"{bases[2]:020d}.log").read_bytes()
+    json.loads((part / "partition.json").read_bytes())
+    assert sorted(os.listdir(part / "by-offset"))
+    # logged once for that segment, however many reads failed
+    said = [line for line in m.log().splitlines() if f"{bad:020d}.log" in line]
+    assert len(said) == 1, said
+    assert "Traceback" not in m.log()
+    # the disk heals: everything reads again
+    layer.fail()
+    with pytest.raises(AssertionError):
+        assert _eio(lambda: (part / "by-offset" / f"{bases[2] - 1}.json").read_bytes())
