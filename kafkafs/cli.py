@@ -1,14 +1,12 @@
 """The ``kafkafs`` command: parse arguments, call the layers, turn errors into one line and an exit code.
 
-Exit codes, the same for every command (SPEC §4): 0 done, nothing wrong found; 1 damage found or the
-work failed (a directory another writer holds, a partition refused because it holds a link, a disk
-error), the reason said; 2 a usage error (bad arguments, a path that is not what the command takes);
-130 interrupted.
+Exit codes, the same for every command (SPEC §4), are :mod:`kafkafs.outcome`'s.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import logging
 import os
 import sys
@@ -17,20 +15,8 @@ from pathlib import Path
 from typing import NoReturn
 
 from . import __version__
-from .errors import (
-    ConfigError,
-    CorruptRecordError,
-    InvalidInput,
-    InvalidName,
-    KafkafsError,
-    UnsafeFileError,
-    UsageError,
-)
-
-EXIT_OK = 0
-EXIT_DAMAGE = 1
-EXIT_USAGE = 2
-EXIT_INTERRUPTED = 130
+from .errors import InvalidInput, InvalidName, UnsafeFileError, UsageError, tag_os_error
+from .outcome import EXIT_DAMAGE, EXIT_OK, EXIT_USAGE, run_command
 
 log = logging.getLogger("kafkafs")
 
@@ -142,9 +128,10 @@ def _check_cache_dir(cache_dir: str | None, logdir: str) -> None:
     except (FileExistsError, NotADirectoryError):
         raise CommandError(f"--cache-dir {cache_dir or directory}: not a folder (or below a file)") from None
     except OSError as exc:
-        raise OSError(exc.errno, f"the size cache cannot be created: {exc.strerror}", str(directory)) from None
+        raise tag_os_error(exc, "create the size cache {path}", directory) from None
     if not os.access(directory, os.W_OK | os.X_OK):
-        raise OSError(13, "the size cache cannot be written: Permission denied", str(directory))
+        denied = PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(directory))
+        raise tag_os_error(denied, "write to the size cache {path}")
 
 
 def _add_cache_dir_option(parser: argparse.ArgumentParser) -> None:
@@ -178,7 +165,7 @@ def cmd_produce(args: argparse.Namespace) -> int:
 
 
 def cmd_consume(args: argparse.Namespace) -> int:
-    from .consume import consume, filters_from_args, resolve_partitions, start_from_args
+    from .consume import consume, filters_from_args, past_end_note, resolve_partitions, start_from_args
     from .consume_spans import tune_malloc
     from .storage.schemas import load_registry
 
@@ -187,6 +174,11 @@ def cmd_consume(args: argparse.Namespace) -> int:
     logdir = _open_logdir(args.logdir, args, writable=False)
     try:
         names = resolve_partitions(logdir, args.partition, args.topic, args.partition_number)
+        if not args.follow:
+            for name in names:
+                note = past_end_note(logdir.log(name), spec)
+                if note:
+                    print(f"kafkafs: {note}", file=sys.stderr)
         consume(logdir, names, sys.stdout.buffer, spec=spec, stop_ts=stop_ts, count=args.count, follow=args.follow,
                 interleave=not args.no_interleave, mode=args.values, registry=load_registry(args.logdir, args.schemas),
                 **filters)
@@ -285,13 +277,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    try:
-        from .spark.export import export
-    except ImportError as exc:
-        raise CommandError(f"the Spark export is not available here: {exc}") from None
+    from .spark.export_args import run_from_args
 
-    topics = [t for t in (args.topics or "").split(",") if t] or None
-    return export(args.logdir, args.out, fmt=args.format, topics=topics, master=args.master)
+    return run_from_args(args)
 
 
 def cmd_describe(args: argparse.Namespace) -> int:
@@ -327,6 +315,8 @@ def build_parser() -> _Parser:
     from .consume import add_consume_arguments
     from .describe import DESCRIBE_COMMANDS
     from .dump.options import add_dump_arguments
+    from .spark.export_args import add_export_arguments
+    from .systemd_install import add_systemd_arguments, install
 
     parser = _Parser(
         prog="kafkafs", description="Apache Kafka's on-disk log as ordinary files.",
@@ -403,12 +393,12 @@ def build_parser() -> _Parser:
     p.add_argument("--force", action="store_true", help="replace DIR if it holds an earlier demo")
     p.set_defaults(func=cmd_demo)
 
+    p = sub.add_parser("systemd", help="install the systemd unit for a log directory (systemd install LOGDIR MOUNTPOINT)")
+    add_systemd_arguments(p)
+    p.set_defaults(func=lambda args: install(args))
+
     p = sub.add_parser("export", help="export log directories with Spark (parquet, json or csv)")
-    p.add_argument("logdir", nargs="+")
-    p.add_argument("out")
-    p.add_argument("--format", choices=["parquet", "json", "csv"], default="parquet")
-    p.add_argument("--topics", help="comma-separated topics (default: all)")
-    p.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
+    add_export_arguments(p)
     p.set_defaults(func=cmd_export)
     parser.commands = list(sub.choices)
     return parser
@@ -439,30 +429,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     if args.command in ("consume", "mount", "dump"):  # the commands that render records
         _note_missing_kernel()
-    try:
-        return args.func(args)
-    except KeyboardInterrupt:
-        return EXIT_INTERRUPTED
-    except BrokenPipeError:
-        # the reader went away (e.g. `| head`): not an error
-        try:
-            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silence the flush at exit
-        except OSError:
-            pass
-        return EXIT_OK
-    except (InvalidInput, InvalidName, ConfigError, UsageError) as exc:
-        print(f"kafkafs: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except CorruptRecordError as exc:
-        print(f"kafkafs: damaged data: {exc}", file=sys.stderr)
-        return EXIT_DAMAGE
-    except KafkafsError as exc:
-        print(f"kafkafs: error: {exc}", file=sys.stderr)
-        return EXIT_DAMAGE
-    except OSError as exc:
-        where = f"{exc.filename}: " if exc.filename else ""
-        print(f"kafkafs: error: {where}{exc.strerror or exc}", file=sys.stderr)
-        return EXIT_DAMAGE
+    return run_command(args)
 
 
 if __name__ == "__main__":

@@ -46,7 +46,7 @@ from .format.jsonview import (
     render_raw_jsonl_stamped,
 )
 from .format.recordfilter import MAX_HEADERS, RecordFilter
-from .format.timestamps import parse_timestamp
+from .format.timestamps import format_timestamp, parse_timestamp
 from .storage.log import Log
 from .storage.logdir import LogDir
 from .storage.names import parse_partition_dir_name
@@ -99,6 +99,23 @@ def start_offset(log_: Log, spec: OffsetSpec) -> int:
         found = log_.offset_for_timestamp(spec.value)
         return found[0] if found else hi
     return min(max(spec.value, lo), hi)
+
+
+def past_end_note(log_: Log, spec: OffsetSpec) -> str | None:
+    """What ``consume`` says on stderr when ``spec`` asks for a start past the partition's last record
+    (SPEC §4: a script and a person can tell "no records there" from "nothing printed"); None when the
+    start is within the log (or is its end, asked for by name)."""
+    end = log_.log_end_offset
+    if spec.kind == "offset" and spec.value >= end:
+        asked = f"offset {spec.value}"
+    elif spec.kind == "time" and log_.offset_for_timestamp(spec.value) is None:
+        asked = format_timestamp(spec.value)
+    else:
+        return None
+    name = f"{log_.topic}-{log_.partition}"
+    if end <= log_.log_start_offset:
+        return f"{name}: nothing at or after {asked}: the partition holds no records (its next offset is {end})"
+    return f"{name}: nothing at or after {asked}: the partition ends at offset {end - 1} (its next offset is {end})"
 
 
 def resolve_partitions(logdir: LogDir, name: str | None, topic: str | None, partition: int | None) -> list[str]:

@@ -13,7 +13,7 @@ import random
 import shutil
 from pathlib import Path
 
-from .errors import InvalidInput
+from .errors import InvalidInput, describe_os_error, tag_os_error
 from .format.batch import Codec, encode_batch, encode_control_batch
 from .format.jsonview import format_timestamp
 from .storage.config import Settings
@@ -36,7 +36,7 @@ def _create(target: Path) -> None:
         target.mkdir(exist_ok=True)
         (target / _MARKER).write_text("written by kafkafs demo\n")
     except OSError as exc:
-        raise InvalidInput(f"{target}: cannot write a demo there: {exc.strerror or exc}") from None
+        raise InvalidInput(describe_os_error(tag_os_error(exc, "create {path}"))) from None
 
 
 def build_demo(target: Path, *, force: bool = False) -> str:

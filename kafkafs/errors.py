@@ -6,6 +6,10 @@ command line maps them to one line on stderr and an exit code; nothing here know
 
 from __future__ import annotations
 
+import contextlib
+import os
+from collections.abc import Iterator
+
 
 class KafkafsError(Exception):
     """Base of every error kafkafs raises on purpose."""
@@ -84,6 +88,47 @@ class WouldBlock(KafkafsError):
 class SegmentClosedError(KafkafsError):
     """A segment (or its index) was closed while a reader still wanted it: removed by retention or
     replaced by compaction since the reader found it (the FUSE layer answers ESTALE)."""
+
+
+# ---------------------------------------------------------------------------------------------- OS errors
+
+
+def tag_os_error(exc: OSError, doing: str, path: str | os.PathLike[str] | None = None) -> OSError:
+    """Note on ``exc`` what kafkafs was doing when it happened (SPEC §4: "cannot take LOGDIR/.lock:
+    permission denied"). ``doing`` is a phrase with ``{path}`` for the file (``"take {path}"``,
+    ``"open {path} for writing"``); ``path`` fills in an error that names no file. The first note
+    wins: the place nearest the failure knows best. Returns ``exc``, the same object."""
+    if getattr(exc, "kafkafs_doing", None) is None:
+        exc.kafkafs_doing = doing  # type: ignore[attr-defined]
+        if exc.filename is None and path is not None:
+            exc.filename = os.fspath(path)
+    return exc
+
+
+@contextlib.contextmanager
+def doing(what: str, path: str | os.PathLike[str] | None = None) -> Iterator[None]:
+    """``with doing("take {path}", lock_path): ...``: :func:`tag_os_error` for any OSError inside."""
+    try:
+        yield
+    except OSError as exc:
+        tag_os_error(exc, what, path)
+        raise
+
+
+def describe_os_error(exc: OSError) -> str:
+    """One line for an OS error: ``cannot take /data/logs/.lock: permission denied``, from the note of
+    :func:`tag_os_error` (``use {path}`` without one) and the file the error names."""
+    reason = exc.strerror or str(exc) or type(exc).__name__
+    reason = reason[:1].lower() + reason[1:]
+    what = getattr(exc, "kafkafs_doing", None) or "use {path}"
+    path = exc.filename
+    if path is None:
+        what = what.replace(" {path}", "")
+        return f"cannot {what}: {reason}"
+    text = what.format(path=os.fsdecode(path) if isinstance(path, bytes) else path)
+    if exc.filename2 is not None and "{path}" in what and "rename" in what:
+        text += f" to {exc.filename2}"
+    return f"cannot {text}: {reason}"
 
 
 # ---------------------------------------------------------------------------------------------- the mount

@@ -2,7 +2,8 @@
 # Installs what kafkafs needs on a fresh Debian machine, idempotently:
 #   Debian packages: fuse3 (fusermount3, the kernel-side mount helper), libfuse3-dev and pkg-config
 #   (to build pyfuse3), a JDK for Spark, jq (the demo shows it), gcc and the Python headers (to build
-#   kafkafs's compiled record kernel, kafkafs/format/_kernel*.{c,h}); then a virtualenv in .venv with the
+#   kafkafs's compiled record kernel, kafkafs/format/_kernel*.{c,h}), systemd's tools (systemd-analyze
+#   verifies the unit `kafkafs systemd install` writes); then a virtualenv in .venv with the
 #   package installed editable with its dev and spark extras. The kernel is rebuilt whenever its C
 #   source is newer than the installed module. Last, Apache Kafka's jars for the broker tests
 #   (maven fetches them into .kafka/, scripts/fetch_kafka.sh; offline, the broker tests skip).
@@ -25,6 +26,8 @@ command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
 command -v java >/dev/null 2>&1 || need+=(openjdk-17-jre-headless)
 command -v jq >/dev/null 2>&1 || need+=(jq)
 command -v gcc >/dev/null 2>&1 || need+=(gcc)
+# systemd-analyze, systemctl and systemd-sysusers: `kafkafs systemd install` and its test (nothing is started)
+command -v systemd-analyze >/dev/null 2>&1 || need+=(systemd)
 command -v mvn >/dev/null 2>&1 || need+=(maven)
 if [ ${#need[@]} -gt 0 ]; then
   say "installing Debian packages: ${need[*]}"

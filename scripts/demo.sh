@@ -1,21 +1,31 @@
 #!/usr/bin/env bash
-# Installs everything (scripts/bootstrap.sh), writes a demo log directory and mounts it read-write,
-# then prints a few things to try. Usage: scripts/demo.sh [DIR]   (default /tmp/kafkafs-demo)
+# Installs everything (scripts/bootstrap.sh), writes a demo log directory and mounts it read-only, then
+# prints a few things to try. README's snippets work on it as printed, the Spark ones included: the
+# mount takes no lock, so a Spark write or `kafkafs produce` can append meanwhile (the mount shows
+# what they append); README's "Writes" shows a --rw mount of its own.
+# Usage: scripts/demo.sh [DIR]   (default /tmp/kafkafs-demo)
+#        KAFKAFS=/path/to/kafkafs scripts/demo.sh [DIR]   (that kafkafs; no bootstrap)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/bootstrap.sh
-DIR="${1:-${KAFKAFS_DEMO:-/tmp/kafkafs-demo}}"
-KAFKAFS="$PWD/.venv/bin/kafkafs"
-mkdir -p "$DIR/mnt"
-if mountpoint -q "$DIR/mnt" 2>/dev/null || grep -qs " $DIR/mnt " /proc/mounts; then
-  fusermount3 -u "$DIR/mnt" 2>/dev/null || fusermount3 -uz "$DIR/mnt" || true
+if [ -z "${KAFKAFS:-}" ]; then
+  scripts/bootstrap.sh
+  KAFKAFS="$PWD/.venv/bin/kafkafs"
 fi
+DIR="${1:-${KAFKAFS_DEMO:-/tmp/kafkafs-demo}}"
+# what an earlier run (or README's snippets) left: mounts, a stream's checkpoint, exports
+for m in "$DIR/mnt" "$DIR/rw"; do
+  if mountpoint -q "$m" 2>/dev/null || grep -qs " $m " /proc/mounts; then
+    fusermount3 -u "$m" 2>/dev/null || fusermount3 -uz "$m" || true
+  fi
+done
+rm -rf "$DIR/checkpoints" "$DIR/exports"
+mkdir -p "$DIR/mnt"
 "$KAFKAFS" demo "$DIR/logs" --force
-if "$KAFKAFS" mount --rw "$DIR/logs" "$DIR/mnt"; then
+if "$KAFKAFS" mount "$DIR/logs" "$DIR/mnt"; then
   M="$DIR/mnt"
   cat <<MSG
 
-The demo log directory $DIR/logs is mounted at $M (read-write). Try:
+The demo log directory $DIR/logs is mounted at $M (read-only). Try:
 
   ls $M                                        # one folder per partition
   ls -l $M/orders-0                            # records.jsonl, by-offset/, by-time/, segments/, ...
@@ -25,12 +35,14 @@ The demo log directory $DIR/logs is mounted at $M (read-write). Try:
   cat $M/orders-0/by-time/2026-11-21T11:00:00Z.json          # first record at or after a time
   grep -c '"status":"paid"' $M/orders-*/records.jsonl
   cat $M/payments-0/records.jsonl              # transactions, with COMMIT/ABORT markers
-  tail -f $M/orders-0/records.jsonl &          # then, in another shell:
-  echo '{"key":"c-0001","value":{"order":1,"status":"new"}}' >> $M/orders-0/append
-  echo 'plain text works too' >> $M/orders-0/append
+  tail -n 1 -f $M/orders-0/records.jsonl &     # follow the partition, then append to it:
+  echo '{"key":"c-0001","value":{"order":1,"status":"new"}}' | $KAFKAFS produce $DIR/logs orders-0
+  echo 'plain text works too' | $KAFKAFS produce $DIR/logs orders-0
+  kill \$!                                      # stop following
   $KAFKAFS verify $DIR/logs                    # CRCs, offsets, indexes (read-only, safe while mounted)
   $KAFKAFS dump $DIR/logs/orders-0/00000000000000000000.log | head
 
+Then README's snippets, in order (. .venv/bin/activate puts kafkafs and PySpark's Python on PATH).
 Unmount with: fusermount3 -u $M
 MSG
 else

@@ -6,6 +6,7 @@ import io
 import os
 from typing import TextIO
 
+from ..errors import describe_os_error, tag_os_error
 from .indexes import IndexErrors, dump_index, dump_time_index, java_path
 from .log import _start_line, dump_log
 from .options import DumpOptions
@@ -71,7 +72,7 @@ def dump_files(files: list[str], out: TextIO, err: TextIO, options: DumpOptions)
         except BrokenPipeError:
             raise
         except OSError as exc:
-            print(f"kafkafs: error: {name}: {exc.strerror or exc}", file=err)
+            print(f"kafkafs: error: {describe_os_error(tag_os_error(exc, 'read {path}', name))}", file=err)
             problems += 1
     problems += errors.print(err)
     return 1 if problems else 0

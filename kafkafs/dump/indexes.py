@@ -16,7 +16,7 @@ import re
 import struct
 from typing import TextIO
 
-from ..errors import CorruptRecordError
+from ..errors import CorruptRecordError, describe_os_error, tag_os_error
 from ..format.batch import decode_batch, read_batch_header
 from .javaorder import java_hashmap_order
 from .options import DumpOptions
@@ -122,7 +122,8 @@ def _segment_files(name: str, err: TextIO) -> tuple[int, bytes, str, bytes] | No
             data = f.read()
     except OSError as exc:
         print(
-            f"kafkafs: error: {log_path}: {exc.strerror or exc} (an index is checked against its .log)",
+            f"kafkafs: error: {describe_os_error(tag_os_error(exc, 'read {path}', log_path))} "
+            "(an index is checked against its .log)",
             file=err,
         )
         return None

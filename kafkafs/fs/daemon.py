@@ -25,7 +25,7 @@ import sys
 import tempfile
 from collections.abc import Callable
 
-from ..errors import KafkafsError, MountError, MountPathError, UsageError
+from ..errors import KafkafsError, MountError, MountPathError, UsageError, describe_os_error
 from ..storage.memory import tune_malloc
 
 __all__ = [
@@ -233,6 +233,11 @@ def daemonize(run: Callable[[Callable[[], None]], int], debug: bool = False) -> 
             os.write(write_end, f"{'USAGE' if isinstance(exc, UsageError) else 'ERR'} {exc}".encode())
         else:
             log.error("%s", exc)
+    except OSError as exc:  # the file and what kafkafs was doing with it (SPEC §4)
+        if not reported:
+            os.write(write_end, f"ERR {describe_os_error(exc)}".encode())
+        else:
+            log.error("%s", describe_os_error(exc))
     except BaseException as exc:  # the parent prints it; nothing else may escape a daemon
         if not reported:
             os.write(write_end, f"ERR unexpected error: {exc!r}".encode())

@@ -10,7 +10,7 @@ import errno
 import os
 from collections.abc import Iterable
 
-from ..errors import MountError, MountPathError, UsageError
+from ..errors import MountError, MountPathError, UsageError, describe_os_error, tag_os_error
 from ..storage.logdir import check_log_directory
 
 __all__ = ["check_mountpoint", "check_logdir", "fuse_option_set"]
@@ -30,7 +30,7 @@ def check_mountpoint(mountpoint: str) -> str:
                 f"{mountpoint}: a dead mount is still there (its daemon died); clear it with "
                 f"`fusermount3 -uz {mountpoint}`"
             ) from None
-        raise MountPathError(f"{mountpoint}: {exc.strerror}") from None
+        raise MountPathError(describe_os_error(tag_os_error(exc, "use {path} as the mount point"))) from None
     if not os.path.isdir(path):
         raise MountPathError(f"{mountpoint}: not a directory")
     if os.path.ismount(path) or _mounted_at(path):
@@ -48,7 +48,7 @@ def check_mountpoint(mountpoint: str) -> str:
         if os.listdir(path):
             raise MountPathError(f"{mountpoint}: the mount point is not empty")
     except PermissionError:
-        raise MountPathError(f"{mountpoint}: permission denied") from None
+        raise MountPathError(f"cannot read the mount point {mountpoint}: permission denied") from None
     if not os.access(path, os.W_OK) and os.geteuid() != 0:
         raise MountPathError(f"{mountpoint}: you do not own the mount point")
     del st
@@ -83,7 +83,7 @@ def check_logdir(logdir: str) -> str:
     if not os.path.isdir(path):
         raise MountPathError(f"{logdir}: not a directory")
     if not os.access(path, os.R_OK | os.X_OK):
-        raise MountPathError(f"{logdir}: permission denied")
+        raise MountPathError(f"cannot read {logdir}: permission denied")
     try:
         check_log_directory(path, strict=False)
     except UsageError as exc:

@@ -4,9 +4,14 @@ A local Spark session by default (``master="local[*]"``); an existing session is
 running). Workers must import kafkafs, so the session is started with ``PYSPARK_PYTHON`` set to this
 interpreter unless the environment already names one. Progress (tasks done of tasks) goes to stderr.
 
-Parquet and JSON keep every column as it is (JSON writes binary as base64). CSV has no binary or
-array type: ``key`` and ``value`` become UTF-8 text (invalid bytes replaced) and ``headers`` a JSON
-string; use Parquet when payloads are not text.
+Every ``kafkalog`` option applies (``options``: ``startingTimestamp``, ``endingOffsets``, ``assign``,
+``kafka.isolation.level``, ...), checked before Spark starts; ``includeHeaders`` is true unless given.
+
+Parquet and JSON keep every column as it is (JSON writes binary as base64). CSV has no binary or array
+type, so its cells follow the JSON view's rule (``--values string``), one rule for keys, values and
+header values: valid UTF-8 as text, anything else ``{"$base64":"..."}``; ``headers`` is the JSON array
+the view shows (``[{"key":"trace","value":"abc"}]``). The cells are rendered by the view's own code
+(:func:`kafkafs.format.jsonembed.view_string`) in the Spark workers.
 """
 
 from __future__ import annotations
@@ -16,12 +21,14 @@ import re
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..errors import InvalidInput, KafkafsError
+from ..errors import InvalidInput, KafkafsError, doing
+from .options import READ_OPTION_NAMES, READ_OPTIONS
 
-__all__ = ["export", "FORMATS"]
+__all__ = ["export", "FORMATS", "csv_columns"]
 
 FORMATS = ("parquet", "json", "csv")
 
@@ -97,19 +104,47 @@ def _count_rows(out: Path, fmt: str) -> int:
     return rows
 
 
+def _read_options(logdirs: list[str], topics: list[str] | None, options: Mapping[str, str] | None) -> dict[str, str]:
+    """The reader's options: ``options`` (every kafkalog option but the paths, checked by name),
+    ``topics`` as ``subscribe``, the log directories as ``paths``, ``includeHeaders`` true by default."""
+    given = {str(k): str(v) for k, v in (options or {}).items()}
+    lowered: dict[str, str] = {}
+    for key in given:
+        low = key.lower()
+        if low in ("path", "paths"):
+            raise InvalidInput(f"option {key}: export reads the log directories it is given; drop the option")
+        if low not in READ_OPTIONS and not low.startswith("kafka."):
+            raise InvalidInput(f"unknown kafkalog option {key!r} (the options: {', '.join(READ_OPTION_NAMES)})")
+        if low in lowered:
+            raise InvalidInput(f"option {key} is given twice")
+        lowered[low] = key
+    wanted = dict(given)
+    if topics:
+        if "subscribe" in lowered or "topics" in lowered:
+            raise InvalidInput("give the topics once: --topics or the subscribe option")
+        wanted["subscribe"] = ",".join(topics)
+    if "includeheaders" not in lowered:
+        wanted["includeHeaders"] = "true"
+    wanted["paths"] = _json_list([os.path.abspath(d) for d in logdirs])
+    return wanted
+
+
 def export(
     logdirs: list[str],
     out: str,
     *,
     fmt: str = "parquet",
     topics: list[str] | None = None,
+    options: Mapping[str, str] | None = None,
     master: str = "local[*]",
     progress: bool = True,
 ) -> int:
-    """Write every record of ``logdirs`` (optionally only ``topics``) to the directory ``out``.
+    """Write the records of ``logdirs`` that a ``kafkalog`` read with ``options`` gives (``topics``:
+    the ``subscribe`` option) to the directory ``out``.
 
     Returns 0 (the exit status); user mistakes raise :class:`~kafkafs.errors.KafkafsError` subclasses
-    with a one-line message. ``out`` must not exist yet.
+    with a one-line message, before Spark starts where they can be seen from the options and the file
+    names. ``out`` must not exist yet.
     """
     if fmt not in FORMATS:
         raise InvalidInput(f"unknown format {fmt!r}: use one of {', '.join(FORMATS)}")
@@ -121,6 +156,7 @@ def export(
     target = Path(out)
     if target.exists():
         raise InvalidInput(f"{out} already exists; export writes a new directory")
+    wanted = _read_options(logdirs, topics, options)
     try:
         import pyspark  # noqa: F401
     except ImportError:
@@ -130,33 +166,28 @@ def export(
     from .discovery import discover_partitions
     from .options import parse_read_options
 
-    wanted = {"paths": _json_list([os.path.abspath(d) for d in logdirs])}
-    if topics:
-        wanted["topics"] = ",".join(topics)
-    found = {t for _d, t, _p in discover_partitions(parse_read_options(wanted))}
-    missing = sorted({t.strip() for t in topics or () if t.strip()} - found)
+    read_options = parse_read_options(wanted)  # a bad option fails here, before Spark starts
+    found = {t for _d, t, _p in discover_partitions(read_options)}
+    missing = sorted(read_options.topics - found) if read_options.topics else []
     if missing:
         raise InvalidInput(f"no topic {', '.join(missing)} in {', '.join(logdirs)}")
+    if not target.absolute().parent.is_dir():
+        raise InvalidInput(f"{out}: its parent folder {target.absolute().parent} does not exist")
+    with doing("create {path}"):  # the folder Spark will write: said here, not by a Java stack trace
+        target.mkdir()
+        target.rmdir()
 
     started = time.monotonic()
     spark, created = _session(master)
     try:
         register(spark)
-        df = spark.read.format("kafkalog").options(**wanted).option("includeHeaders", "true").load()
+        df = spark.read.format("kafkalog").options(**wanted).load()
         if fmt == "csv":
-            df = df.selectExpr(
-                "CAST(key AS STRING) AS key",
-                "CAST(value AS STRING) AS value",
-                "topic",
-                "partition",
-                "offset",
-                "timestamp",
-                "timestampType",
-                "to_json(headers) AS headers",
-            )
+            df = csv_columns(df)
         writer = df.write.mode("errorifexists").format(fmt)
         if fmt == "csv":
-            writer = writer.option("header", "true")
+            # RFC 4180: a quote inside a quoted cell is doubled (Spark escapes it with a backslash by default)
+            writer = writer.option("header", "true").option("escape", '"')
         ticker = _Progress(spark) if progress else None
         if ticker is not None:
             ticker.start()
@@ -181,7 +212,7 @@ def export(
             spark.stop()
 
 
-_KAFKAFS_ERROR = re.compile(r"kafkafs\.errors\.\w+: (.+)")
+_KAFKAFS_ERROR = re.compile(r"kafkafs\.(?:spark\.)?errors\.\w+: (.+?)(?: SQLSTATE: \w+)?$", re.M)
 
 
 def spark_error_line(exc: BaseException) -> str:
@@ -199,3 +230,47 @@ def _json_list(items: list[str]) -> str:
     import json
 
     return json.dumps(items)
+
+
+# ---------------------------------------------------------------------------------------------- CSV
+
+def _cell(data: bytes | bytearray | None) -> str | None:
+    """A key or value as a CSV cell: the JSON view's rule (``--values string``): UTF-8 as text,
+    anything else ``{"$base64":"..."}``."""
+    from ..format.jsonembed import view_string
+
+    shown = view_string(None if data is None else bytes(data))
+    if isinstance(shown, dict):
+        import orjson
+
+        return orjson.dumps(shown).decode("ascii")
+    return shown
+
+
+def _headers_cell(headers: list[Any] | None) -> str | None:
+    """The headers as the JSON view shows them: ``[{"key":"trace","value":"abc"}]``, a value that is not
+    UTF-8 as ``{"$base64":"..."}``: the same rule as :func:`_cell`."""
+    if headers is None:
+        return None
+    import orjson
+
+    from ..format.jsonembed import view_string
+
+    return orjson.dumps(
+        [{"key": h["key"], "value": view_string(None if h["value"] is None else bytes(h["value"]))} for h in headers]
+    ).decode("utf-8")
+
+
+def csv_columns(df: Any) -> Any:
+    """A kafkalog DataFrame with ``key``, ``value`` and ``headers`` as CSV cells (:func:`_cell`,
+    :func:`_headers_cell`), rendered in the workers by the JSON view's own code (plain Python UDFs:
+    no pandas needed)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.functions import udf
+
+    cell = udf(_cell, "string", useArrow=False)
+    columns = [cell("key").alias("key"), cell("value").alias("value"), "topic", "partition", "offset", "timestamp",
+               "timestampType"]
+    if "headers" in df.columns:
+        columns.append(udf(_headers_cell, "string", useArrow=False)(F.col("headers")).alias("headers"))
+    return df.select(*columns)

@@ -20,7 +20,8 @@ from ..errors import InvalidInput
 
 log = logging.getLogger("kafkafs.spark")
 
-__all__ = ["ReadOptions", "OffsetSpec", "parse_read_options", "parse_paths", "EARLIEST", "LATEST"]
+__all__ = ["ReadOptions", "OffsetSpec", "parse_read_options", "parse_paths", "EARLIEST", "LATEST", "READ_OPTIONS",
+           "READ_OPTION_NAMES"]
 
 EARLIEST = -2
 LATEST = -1
@@ -34,6 +35,18 @@ PATTERN_EXCLUDED_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"
 #: Folders read only when ``subscribe`` names them or a pattern takes them (not when every topic is
 #: read, nor by ``assign``): the KRaft metadata log is not a topic.
 NOT_A_TOPIC = frozenset({"__cluster_metadata"})
+
+#: Every option a kafkalog read takes (``kafka.*`` client settings besides: accepted, unused), as
+#: the README names them; option names are case-insensitive.
+READ_OPTION_NAMES = (
+    "subscribe", "topics", "subscribePattern", "topicPattern", "assign",
+    "startingOffsets", "endingOffsets", "startingTimestamp", "endingTimestamp",
+    "startingOffsetsByTimestamp", "endingOffsetsByTimestamp", "startingOffsetsByTimestampStrategy",
+    "failOnDataLoss", "minPartitions", "maxOffsetsPerTrigger", "includeHeaders",
+    "kafka.isolation.level", "isolationLevel", "kafka.exclude.internal.topics",
+    "maxBytesPerPartition", "onCorrupt", "batchRows",
+)
+READ_OPTIONS = frozenset(n.lower() for n in READ_OPTION_NAMES)
 
 #: Per partition: an offset (or EARLIEST/LATEST), keyed by (topic, partition); ``default`` for the rest.
 OffsetMap = dict[tuple[str, int], int]

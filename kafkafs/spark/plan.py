@@ -38,6 +38,8 @@ from .dataloss import report_data_loss
 from .discovery import discover_partitions
 from .options import EARLIEST, LATEST, ReadOptions
 from .positions import (
+    Walked,
+    balanced_groups,
     cut_points,
     end_position,
     indexes_usable,
@@ -169,6 +171,8 @@ def _pieces_for(
     max_bytes: int,
     counter: _Counter,
     aborted: tuple[tuple[int, int, int], ...] = (),
+    max_parts: int | None = None,
+    walked: Walked | None = None,
 ) -> list[Piece]:
     items = list(log_.segments)
     out: list[Piece] = []
@@ -203,7 +207,8 @@ def _pieces_for(
         if start >= stop:
             counter.pruned += 1
             continue
-        bounds = [start, *(cut_points(segment, start, stop, max_bytes) if usable else []), stop]
+        cuts = cut_points(segment, start, stop, max_bytes, use_index=usable, max_parts=max_parts, walked=walked)
+        bounds = [start, *cuts, stop]
         for a, b in zip(bounds, bounds[1:], strict=False):
             out.append(Piece(directory, topic, partition, base, a, b, first, end, aborted))
     return out
@@ -222,6 +227,12 @@ def _pack(pieces: list[Piece], spec: ScanSpec, max_bytes: int) -> list[Split]:
     if current:
         splits.append(Split(tuple(current), spec))
     return splits
+
+
+def _pack_into(pieces: list[Piece], spec: ScanSpec, count: int) -> list[Split]:
+    """``count`` splits (fewer only with fewer pieces) of consecutive pieces, of about equal bytes."""
+    starts = [0, *balanced_groups([p.size for p in pieces], count), len(pieces)]
+    return [Split(tuple(pieces[a:b]), spec) for a, b in zip(starts, starts[1:], strict=False) if b > a]
 
 
 Resolver = Callable[[Log, str, int], "tuple[int, int | None] | None"]
@@ -265,22 +276,31 @@ def _plan(options: ReadOptions, predicates: Predicates, targets: list[tuple[str,
             aborted = _aborted(log_, first, end) if spec.read_committed else ()
             wanted.append((log_, topic, partition, first, end, aborted))
 
-        def cut(limit: int) -> list[Piece]:
+        walked: Walked = {}
+
+        def cut(limit: int, max_parts: int | None = None) -> list[Piece]:
             counter.total = counter.pruned = 0
             out: list[Piece] = []
             for log_, topic, partition, first, end, aborted in wanted:
-                out.extend(_pieces_for(log_, topic, partition, first, end, ts_lo_ms, limit, counter, aborted))
+                out.extend(_pieces_for(log_, topic, partition, first, end, ts_lo_ms, limit, counter, aborted,
+                                       max_parts, walked))
             return out
 
         pieces = cut(max_bytes)
         splits = _pack(pieces, spec, max_bytes)
         wanted_splits = options.min_partitions or 0
         if len(splits) < wanted_splits:
-            # minPartitions: cut at index entries into pieces of about total / minPartitions bytes
+            # minPartitions: cut at batch boundaries (index entries, else the batches' starts) into
+            # pieces of about total / minPartitions bytes, finer while some segment has too few
+            # batches for its share, then pack them into minPartitions splits (fewer only when the
+            # data has fewer batches)
             total = sum(p.size for p in pieces)
             max_bytes = max(1, -(-total // wanted_splits))
-            pieces = cut(max_bytes)
-            splits = _pack(pieces, spec, max_bytes)
+            pieces = cut(max_bytes, wanted_splits)
+            while len(pieces) < wanted_splits and max_bytes > 1:
+                max_bytes //= 2
+                pieces = cut(max_bytes, wanted_splits)
+            splits = _pack_into(pieces, spec, wanted_splits)
     return Plan(splits, ranges, counter.total, counter.pruned)
 
 

@@ -6,12 +6,13 @@ An index that fails Kafka's cheap sanity check is not used (the segment is then 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from ..errors import CorruptRecordError
 from ..storage.segment import LogSegment
 
-__all__ = ["indexes_usable", "end_position", "cut_points", "sealed_max_timestamp", "time_start", "micros_to_ms_ceil"]
+__all__ = ["indexes_usable", "end_position", "cut_points", "balanced_groups", "sealed_max_timestamp", "time_start",
+           "micros_to_ms_ceil"]
 
 log = logging.getLogger("kafkafs.spark")
 
@@ -53,16 +54,57 @@ def end_position(segment: LogSegment, end_offset: int, size: int) -> int:
     return size
 
 
-def cut_points(segment: LogSegment, start: int, stop: int, max_bytes: int) -> list[int]:
-    """Positions of index entries that cut ``start..stop`` into pieces of about ``max_bytes``."""
-    index = segment.offset_index
-    n = index.entries
+def balanced_groups(sizes: Sequence[int], groups: int) -> list[int]:
+    """Where ``min(groups, len(sizes))`` runs of consecutive items of about equal total size start: the
+    indexes of the first item of every run but the first. Every run holds at least one item, so the
+    count is exact however unevenly the sizes fall."""
+    count = min(groups, len(sizes))
+    total = sum(sizes)
+    starts: list[int] = []
+    acc = 0
+    for i, size in enumerate(sizes[:-1]):
+        acc += size
+        left = count - 1 - len(starts)  # runs still to start
+        if left == 0:
+            break
+        # the next run starts after this item once the runs so far hold their share, or when every
+        # item left must start a run of its own
+        if acc * count >= total * (len(starts) + 1) or len(sizes) - 1 - i == left:
+            starts.append(i + 1)
+    return starts
+
+
+#: Batch starts already walked, by (segment file, start, stop): a plan may cut a segment more than once.
+Walked = dict[tuple[str, int, int], list[int]]
+
+
+def cut_points(
+    segment: LogSegment,
+    start: int,
+    stop: int,
+    max_bytes: int,
+    *,
+    use_index: bool = True,
+    max_parts: int | None = None,
+    walked: Walked | None = None,
+) -> list[int]:
+    """Batch boundaries that cut ``start..stop`` into pieces of about ``max_bytes`` (at most
+    ``max_parts`` pieces): offset index entries where they serve (``use_index``), else the batches'
+    own starts, read from their length fields (:meth:`~kafkafs.storage.segment.LogSegment.batch_starts`,
+    kept in ``walked``), so that a segment without index files (or whose index holds too few entries)
+    is cut as finely as its batches allow."""
     length = stop - start
-    if length <= max_bytes or n == 0:
+    if length <= max_bytes:
         return []
     parts = -(-length // max_bytes)
+    if max_parts is not None:
+        parts = min(parts, max_parts)
+    if parts <= 1:
+        return []
     cuts: list[int] = []
-    for k in range(1, parts):
+    index = segment.offset_index
+    n = index.entries if use_index else 0
+    for k in range(1, parts if n else 0):
         target = start + length * k // parts
 
         def below(j: int, t: int = target) -> bool:
@@ -74,7 +116,20 @@ def cut_points(segment: LogSegment, start: int, stop: int, max_bytes: int) -> li
         pos = index.entry(i).position
         if start < pos < stop and (not cuts or pos > cuts[-1]):
             cuts.append(pos)
-    return cuts
+    if len(cuts) >= parts - 1:
+        return cuts
+    # too few index entries: cut at batch starts, in runs of about equal bytes
+    key = (str(segment.log_path), start, stop)
+    starts = walked.get(key) if walked is not None else None
+    if starts is None:
+        starts = list(segment.batch_starts(start, stop))
+        if walked is not None:
+            walked[key] = starts
+    if len(starts) <= len(cuts) + 1:
+        return cuts
+    ends = [*starts[1:], stop]
+    sizes = [b - a for a, b in zip(starts, ends, strict=True)]
+    return [starts[i] for i in balanced_groups(sizes, parts)]
 
 
 def sealed_max_timestamp(segment: LogSegment) -> int | None:

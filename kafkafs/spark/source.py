@@ -11,6 +11,7 @@ the source hands out a reader without it; reads then work either way, only witho
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import uuid
 from collections.abc import Iterator, Sequence
@@ -30,6 +31,8 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from ..errors import InvalidInput
+from ..storage.dirlock import check_not_locked
+from .errors import spark_errors
 from .options import parse_read_options
 from .plan import ScanSpec, Split, plan_ranges, plan_read
 from .predicates import Predicates, from_filters
@@ -117,10 +120,12 @@ class KafkaLogDataSource(DataSource):
     def name(cls) -> str:
         return "kafkalog"
 
+    @spark_errors
     def schema(self) -> StructType:
         """Spark's Kafka schema: 7 columns, and ``headers`` with ``includeHeaders=true``."""
         return spark_schema(parse_read_options(self.options, writing=True).include_headers)
 
+    @spark_errors
     def reader(self, schema: StructType) -> DataSourceReader:
         options = parse_read_options(self.options)
         expected = spark_schema(options.include_headers)
@@ -133,14 +138,17 @@ class KafkaLogDataSource(DataSource):
             return KafkaLogReader(options)
         return KafkaLogPushdownReader(options)
 
+    @spark_errors
     def writer(self, schema: StructType, overwrite: bool) -> KafkaLogWriter:
         if overwrite:
             raise InvalidInput("kafkalog only appends: use mode('append')")
         return KafkaLogWriter(dict(self.options), schema)
 
+    @spark_errors
     def streamWriter(self, schema: StructType, overwrite: bool) -> KafkaLogStreamWriter:
         return KafkaLogStreamWriter(dict(self.options), schema)
 
+    @spark_errors
     def streamReader(self, schema: StructType) -> KafkaLogStreamReader:
         return KafkaLogStreamReader(dict(self.options))
 
@@ -159,18 +167,21 @@ class KafkaLogReader(DataSourceReader):
         self.options = options
         self.predicates = Predicates()
 
+    @spark_errors
     def partitions(self) -> Sequence[InputPartition]:
         plan = plan_read(self.options, self.predicates)
         log.info("kafkalog: %d splits, %d of %d segments pruned", len(plan.splits), plan.segments_pruned,
                  plan.segments_total)
         return _input_partitions(plan.splits, ScanSpec.of(self.options, self.predicates))
 
+    @spark_errors
     def read(self, partition: InputPartition) -> Iterator[Any]:
         freeze_worker_heap()
-        return read_split(partition.value)
+        yield from read_split(partition.value)
 
 
 class KafkaLogPushdownReader(KafkaLogReader):
+    @spark_errors
     def pushFilters(self, filters: list[Any]) -> list[Any]:
         self.predicates, rest = from_filters(filters)
         return rest
@@ -199,8 +210,14 @@ class _Staging:
         self.options = options
         check_write_schema([(f.name, f.dataType.simpleString()) for f in schema.fields], self.topic)
         settings_from(options)  # a bad setting fails here, before any task runs
+        if not os.path.isdir(self.logdir):
+            raise InvalidInput(f"{self.logdir}: no such log directory (a write appends to an existing one)")
+        # another writer's lock (a broker, a kafkafs mount --rw) fails the write now, before a task runs,
+        # naming the process that holds it; commit takes the lock itself
+        check_not_locked(self.logdir)
         return read_opts
 
+    @spark_errors
     def _stage(self, staging: str, job_id: str, iterator: Iterator[Any]) -> KafkaLogCommitMessage:
         stager = Stager(
             Path(staging),
@@ -221,6 +238,7 @@ class _Staging:
 
 
 class KafkaLogWriter(_Staging, DataSourceArrowWriter):
+    @spark_errors
     def __init__(self, options: dict[str, Any], schema: StructType) -> None:
         read_opts = self._setup(options, schema, "save(LOGDIR)")
         self.staging = str(staging_root(self.logdir, read_opts.staging_dir))
@@ -230,6 +248,7 @@ class KafkaLogWriter(_Staging, DataSourceArrowWriter):
     def write(self, iterator: Iterator[Any]) -> KafkaLogCommitMessage:
         return self._stage(self.staging, self.job_id, iterator)
 
+    @spark_errors
     def commit(self, messages: list[Any]) -> None:
         files = [f for m in messages if m is not None for f in m.files]
         try:
@@ -251,6 +270,7 @@ class KafkaLogStreamWriter(_Staging, DataSourceStreamArrowWriter):
 
     JOB = "stream"
 
+    @spark_errors
     def __init__(self, options: dict[str, Any], schema: StructType) -> None:
         self._setup(options, schema, "start(LOGDIR) or option path")
         lowered = {str(k).lower(): v for k, v in options.items()}
@@ -267,6 +287,7 @@ class KafkaLogStreamWriter(_Staging, DataSourceStreamArrowWriter):
         an abort they are this batch's, its failed attempts' or a killed run's."""
         clear_staging(Path(self.staging) / self.JOB)
 
+    @spark_errors
     def commit(self, messages: list[Any], batchId: int) -> None:  # noqa: N803 - Spark's name
         files = [f for m in messages if m is not None for f in m.files]
         try:
@@ -289,11 +310,13 @@ class KafkaLogStreamWriter(_Staging, DataSourceStreamArrowWriter):
 class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Micro-batches of new records, offsets per partition (see :mod:`kafkafs.spark.stream`)."""
 
+    @spark_errors
     def __init__(self, options: dict[str, Any]) -> None:
         self.options = parse_read_options(options, streaming=True)
         self._last: dict | None = None  # Spark 4.1 calls latestOffset() without the start
         self._available_now: dict[tuple[str, int], int] | None = None
 
+    @spark_errors
     def initialOffset(self) -> dict:
         offsets = to_json(initial_offsets(self.options))
         self._last = offsets
@@ -305,9 +328,11 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return None
         return ReadMaxRows(n) if n else ReadAllAvailable()
 
+    @spark_errors
     def prepareForTriggerAvailableNow(self) -> None:
         self._available_now = log_ends(self.options)[1]
 
+    @spark_errors
     def latestOffset(self, start: dict | None = None, limit: Any = None) -> dict:
         log_starts, ends = log_ends(self.options)
         if self._available_now is not None:
@@ -326,17 +351,20 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._last = result
         return result
 
+    @spark_errors
     def reportLatestOffset(self) -> dict | None:
         return to_json(log_ends(self.options)[1])
 
+    @spark_errors
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         ranges = micro_batch_ranges(self.options, from_json(start), from_json(end))
         plan = plan_ranges(self.options, ranges)
         return [KafkaLogInputPartition(s) for s in plan.splits]
 
+    @spark_errors
     def read(self, partition: InputPartition) -> Iterator[Any]:
         freeze_worker_heap()
-        return read_split(partition.value)
+        yield from read_split(partition.value)
 
     def commit(self, end: dict) -> None:
         self._last = end

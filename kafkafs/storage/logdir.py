@@ -19,9 +19,19 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-from ..errors import CorruptRecordError, InvalidName, LogDirLocked, UnsafeFileError, UsageError
+from ..errors import (
+    CorruptRecordError,
+    InvalidName,
+    LogDirLocked,
+    UnsafeFileError,
+    UsageError,
+    describe_os_error,
+    doing,
+    tag_os_error,
+)
 from ..format.checkpoint import parse_offset_checkpoint, render_offset_checkpoint
 from .config import Settings
+from .dirlock import LOCK_FILE, lock_holder, locked_error
 from .handles import raise_open_file_limit
 from .kraft import recorded_topic_configs
 from .local_log import fsync_directory
@@ -36,7 +46,6 @@ __all__ = ["LogDir", "check_log_directory", "CLEAN_SHUTDOWN_FILE", "LOCK_FILE", 
 log = logging.getLogger("kafkafs.logdir")
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
-LOCK_FILE = ".lock"
 RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
 LOG_START_FILE = "log-start-offset-checkpoint"
 CLEANER_OFFSET_FILE = "cleaner-offset-checkpoint"
@@ -94,7 +103,7 @@ def check_log_directory(path: str | os.PathLike[str], *, strict: bool = True) ->
     try:
         names = os.listdir(p)
     except OSError as exc:
-        raise UsageError(f"{path}: {exc.strerror}") from None
+        raise UsageError(describe_os_error(tag_os_error(exc, "read {path}"))) from None
     if any(_is_segment_file_name(n) for n in names) or _PARTITION_FILES & set(names):
         hint = ""
         try:
@@ -151,7 +160,8 @@ class LogDir:
         if writable and self.clean_shutdown:
             # From now until a clean close, a crash must lead to recovery: the marker goes, durably,
             # before anything is written (else a power loss could bring it back over a torn append).
-            os.unlink(self.path / CLEAN_SHUTDOWN_FILE)
+            with doing("remove {path}"):
+                os.unlink(self.path / CLEAN_SHUTDOWN_FILE)
             fsync_directory(self.path)
 
     # ------------------------------------------------------------------------------------------ lock
@@ -161,15 +171,13 @@ class LogDir:
         with _held_guard:
             if key in _held_locks:
                 raise LogDirLocked(f"{self.path} is already open for writing in this process")
-            fd = open_file(self.path / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = open_file(self.path / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644, doing="take {path}")
             try:
                 fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:
+                holder = lock_holder(fd)
                 os.close(fd)
-                raise LogDirLocked(
-                    f"{self.path} is locked by another writer (a broker or kafkafs holds {LOCK_FILE}); "
-                    "open it read-only instead"
-                ) from None
+                raise locked_error(self.path, holder) from None
             _held_locks.add(key)
             self._lock_fd = fd
             self._lock_key = key
@@ -255,7 +263,8 @@ class LogDir:
         """The partition folders, sorted by topic then partition number."""
         out = []
         try:
-            entries = list(os.scandir(self.path))
+            with doing("list {path}"):
+                entries = list(os.scandir(self.path))
         except FileNotFoundError:
             return []
         for entry in entries:
@@ -327,7 +336,8 @@ class LogDir:
                 from ..errors import ReadOnlyError
 
                 raise ReadOnlyError(f"{self.path} is open read-only")
-            directory.mkdir()
+            with doing("create {path}"):
+                directory.mkdir()
             ensure_partition_metadata(directory, topic)
             opened = Log.open(directory, self.settings.for_topic(topic), writable=True, clean_shutdown=True)
             opened.state_files.epochs.create()
@@ -373,5 +383,12 @@ class LogDir:
     def __enter__(self) -> LogDir:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if exc_type is None:
+            self.close()
+            return
+        try:
+            self.close()
+        except OSError as failed:  # the error on its way out says what went wrong; this one follows it
+            log.warning("%s: closing it after the failure said below failed too: %s", self.path,
+                        describe_os_error(failed))

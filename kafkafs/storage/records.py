@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from ..errors import CorruptRecordError, SegmentClosedError, WouldBlock
+from ..errors import CorruptRecordError, SegmentClosedError, WouldBlock, doing, tag_os_error
 from ..format.batch import (
     DEFAULT_MAX_INFLATED_BYTES,
     LOG_OVERHEAD,
@@ -186,6 +186,26 @@ class FileRecords:
         handle = self.handle()
         return os.pread(handle.fd, size, position)
 
+    def batch_starts(self, start_position: int, end: int) -> Iterator[int]:
+        """The position of every batch from ``start_position`` (a batch boundary) up to ``end``, found from
+        each batch's length field alone (17 bytes read a batch, never its records): where to cut a
+        segment that has no index entry to cut at. Stops quietly at what :meth:`batches` would stop or
+        fail at (a partial batch, zeros, a length or magic no batch has): the reader meets it there."""
+        handle = self.handle()
+        fd = handle.fd
+        pos = start_position
+        while pos + _MIN_HEADER <= end:
+            head = os.pread(fd, _MIN_HEADER, pos)
+            if len(head) < _MIN_HEADER or head[:LOG_OVERHEAD] == _ZERO_PREFIX:
+                return
+            length = int.from_bytes(head[8:12], "big", signed=True)
+            if length < _MIN_HEADER - LOG_OVERHEAD or length + LOG_OVERHEAD > self.max_batch_size or head[16] > 2:
+                return
+            if pos + LOG_OVERHEAD + length > end:
+                return
+            yield pos
+            pos += LOG_OVERHEAD + length
+
     def batches(
         self, start_position: int, end: int, *, nowait: bool = False, first_read: int | None = None
     ) -> Iterator[BatchView]:
@@ -251,7 +271,8 @@ class FileRecords:
                     raise OSError(f"{self.path}: short write at position {position}")
                 view = view[written:]
                 position += written
-        except OSError:
+        except OSError as exc:
+            tag_os_error(exc, "write {path}", self.path)
             # a full disk (ENOSPC) or an I/O error: take back what part of the batch did reach the file,
             # so that it ends where the segment says (shrinking needs no space); recovery would cut it
             # anyway, but a clean close must not leave it behind
@@ -263,11 +284,13 @@ class FileRecords:
 
     def truncate(self, size: int) -> None:
         handle = self.handle()
-        os.ftruncate(handle.fd, size)
+        with doing("truncate {path}", self.path):
+            os.ftruncate(handle.fd, size)
 
     def fsync(self) -> None:
         handle = self.handle()
-        os.fsync(handle.fd)
+        with doing("write {path}", self.path):  # a write-back error (EIO, ENOSPC) surfaces here
+            os.fsync(handle.fd)
 
     def rename(self, path: Path) -> None:
         """Move the file; the open descriptor stays valid."""

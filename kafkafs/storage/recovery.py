@@ -33,7 +33,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
-from ..errors import CorruptRecordError
+from ..errors import CorruptRecordError, doing
 from . import names
 from .config import LogConfig
 from .segment import LogSegment
@@ -147,7 +147,7 @@ class _Listing:
 
 def _list(directory: Path, writable: bool) -> _Listing:
     out = _Listing()
-    with os.scandir(directory) as entries:
+    with doing("list {path}"), os.scandir(directory) as entries:
         for entry in entries:
             parts = names.parse_segment_file_name(entry.name)
             if parts is not None and not _regular(entry):

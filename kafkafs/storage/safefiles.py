@@ -29,7 +29,7 @@ import stat
 import threading
 from pathlib import Path
 
-from ..errors import ReadOnlyError, UnsafeFileError
+from ..errors import ReadOnlyError, UnsafeFileError, doing, tag_os_error
 
 __all__ = [
     "O_NOFOLLOW",
@@ -77,10 +77,20 @@ def require_writable(what: str | os.PathLike[str], writable: bool, closed: bool)
         raise ReadOnlyError(f"{what} is closed")
 
 
-def open_file(path: str | os.PathLike[str], flags: int, mode: int = 0o644) -> int:
+def _opening(flags: int) -> str:
+    """What an ``open`` with ``flags`` is doing, for the error line (:func:`~kafkafs.errors.describe_os_error`)."""
+    if flags & os.O_CREAT and flags & os.O_EXCL:
+        return "create {path}"
+    if flags & (os.O_WRONLY | os.O_RDWR):
+        return "open {path} for writing"
+    return "read {path}"
+
+
+def open_file(path: str | os.PathLike[str], flags: int, mode: int = 0o644, *, doing: str | None = None) -> int:
     """``os.open`` that never follows a symbolic link as the last component (``O_NOFOLLOW``) and refuses
     anything but a regular file: :class:`UnsafeFileError` for a link, a FIFO, a device or a directory.
-    ``FileNotFoundError`` and other ``OSError`` pass through."""
+    ``FileNotFoundError`` and other ``OSError`` pass through, noting what the open was for (``doing``,
+    by default read, open for writing or create, from ``flags``)."""
     try:
         fd = os.open(path, flags | O_NOFOLLOW | _O_CLOEXEC, mode)
     except OSError as exc:
@@ -88,6 +98,7 @@ def open_file(path: str | os.PathLike[str], flags: int, mode: int = 0o644) -> in
             raise UnsafeFileError(f"{path} is a symbolic link; kafkafs never reads or writes through one") from None
         if exc.errno in (errno.ENXIO, errno.EISDIR):  # a socket, a FIFO without writer opened O_WRONLY...
             raise UnsafeFileError(f"{path} is not a regular file") from None
+        tag_os_error(exc, doing or _opening(flags), path)
         raise
     try:
         st = os.fstat(fd)
@@ -194,7 +205,8 @@ def write_atomically(path: str | os.PathLike[str], data: bytes, *, fsync_dir: bo
         os.fsync(fd)
     finally:
         os.close(fd)
-    os.replace(tmp, path)
+    with doing("rename {path}"):
+        os.replace(tmp, path)
     if fsync_dir:
         fd = os.open(path.parent, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
         try:
@@ -216,6 +228,7 @@ def reserve(path: str | os.PathLike[str], reserved: int, needed: int, limit: int
         os.posix_fallocate(fd, reserved, end - reserved)
     except OSError as exc:
         if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL, getattr(errno, "ENOTSUP", errno.EOPNOTSUPP)):
+            tag_os_error(exc, "reserve space in {path}", path)
             raise
     finally:
         os.close(fd)

@@ -198,6 +198,13 @@ class SegmentFiles:
         end = self._size if end_position is None else min(end_position, self._size)
         return self.records.batches(start_position, end, nowait=nowait, first_read=first_read)
 
+    def batch_starts(self, start_position: int = 0, end_position: int | None = None) -> Iterator[int]:
+        """The position of every whole batch from ``start_position`` (a batch boundary) to ``end_position``
+        (default: the segment's size), read from the batches' length fields alone (see
+        :meth:`FileRecords.batch_starts <kafkafs.storage.records.FileRecords.batch_starts>`)."""
+        end = self._size if end_position is None else min(end_position, self._size)
+        return self.records.batch_starts(start_position, end)
+
     def _scan(self, start: int, nowait: bool = False, first_read: int | None = None) -> Iterator[BatchView]:
         """``batches(start)`` for a position taken from an index, which may be wrong: an entry past the
         data, or one where no batch starts, is not trusted and the scan starts over from 0.

@@ -279,7 +279,7 @@ def test_demo_where_it_cannot_write_is_a_usage_error(tmp_path):
     for target in ("/proc/x", str(tmp_path / "no" / "such" / "logs"), str(a_file)):
         out = run("demo", target, check_rc=2)
         lines = out.stderr.decode().splitlines()
-        assert len(lines) == 1 and lines[0].startswith(f"kafkafs: error: {target}"), lines
+        assert len(lines) == 1 and lines[0].startswith("kafkafs: error: ") and target in lines[0], lines
     assert not (tmp_path / "no").exists()
 
 

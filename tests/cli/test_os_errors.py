@@ -1,0 +1,215 @@
+"""An OS error names the path and what kafkafs was doing (SPEC §4: "cannot take LOGDIR/.lock: permission
+denied"), for every command, in one line on stderr, with the exit code of a failure.
+
+The commands run as a user who lacks the permission: the tests run as root, so the command is started
+through ``setpriv`` without the capabilities that let root past file permissions (CAP_DAC_OVERRIDE,
+CAP_DAC_READ_SEARCH, CAP_FOWNER); a user who is not root runs it as it is.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+CAPS = "-dac_override,-dac_read_search,-fowner"
+
+
+def _unprivileged() -> list[str]:
+    if os.geteuid() != 0:
+        return []
+    if shutil.which("setpriv") is None:
+        pytest.skip("running as root without setpriv (util-linux): no way to run a command that lacks permissions")
+    return ["setpriv", f"--inh-caps={CAPS}", f"--bounding-set={CAPS}"]
+
+
+def run(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess:
+    """``kafkafs ARGS`` as a user that file permissions apply to."""
+    proc = subprocess.run(
+        [*_unprivileged(), sys.executable, "-m", "kafkafs", *args],
+        input=stdin, capture_output=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert b"Traceback" not in proc.stderr, proc.stderr.decode()
+    return proc
+
+
+def error_line(proc: subprocess.CompletedProcess, rc: int = 1) -> str:
+    """The one line a failed command printed on stderr (warnings aside)."""
+    assert proc.returncode == rc, proc.stderr.decode()
+    lines = [line for line in proc.stderr.decode().splitlines() if "WARNING" not in line]
+    assert len(lines) == 1, lines
+    return lines[0]
+
+
+@pytest.fixture
+def demo(tmp_path) -> Path:
+    logdir = tmp_path / "logs"
+    subprocess.run([sys.executable, "-m", "kafkafs", "demo", str(logdir)], check=True, capture_output=True,
+                   env={**os.environ, "PYTHONPATH": str(ROOT)})
+    return logdir
+
+
+@pytest.fixture
+def read_only(demo):
+    """The demo log directory with its folder and its .lock read-only."""
+    (demo / ".lock").chmod(0o444)
+    demo.chmod(0o555)
+    yield demo
+    demo.chmod(0o755)
+
+
+def test_a_writer_says_it_cannot_remove_the_shutdown_marker(demo):
+    demo.chmod(0o555)  # .lock writable, the folder not
+    try:
+        line = error_line(run("recover", str(demo)))
+    finally:
+        demo.chmod(0o755)
+    assert line == f"kafkafs: error: cannot remove {demo}/.kafka_cleanshutdown: permission denied"
+
+
+# ---------------------------------------------------------------------------------------------- writers
+
+
+@pytest.mark.parametrize(
+    "args",
+    [("produce", "{logdir}", "orders-0"), ("recover", "{logdir}"), ("clean", "{logdir}")],
+    ids=["produce", "recover", "clean"],
+)
+def test_writers_say_they_cannot_take_the_lock(read_only, args):
+    argv = [a.format(logdir=read_only) for a in args]
+    line = error_line(run(*argv, stdin=b"x\n"))
+    assert line == f"kafkafs: error: cannot take {read_only}/.lock: permission denied"
+
+
+@pytest.mark.parametrize("foreground", [False, True], ids=["daemon", "foreground"])
+def test_mount_rw_says_it_cannot_take_the_lock(read_only, tmp_path, foreground):
+    if not os.path.exists("/dev/fuse"):
+        pytest.skip("no /dev/fuse here")
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    line = error_line(run("mount", "--rw", *(["-f"] if foreground else []), str(read_only), str(mnt)))
+    assert line == f"kafkafs: error: cannot take {read_only}/.lock: permission denied"
+    assert not os.path.ismount(mnt)
+
+
+def test_produce_says_which_segment_it_cannot_open_for_writing(demo):
+    segment = sorted((demo / "orders-0").glob("*.log"))[-1]
+    segment.chmod(0o444)
+    line = error_line(run("produce", str(demo), "orders-0", stdin=b"x\n"))
+    assert line == f"kafkafs: error: cannot open {segment} for writing: permission denied"
+
+
+def test_produce_says_it_cannot_create_a_partition(demo):
+    demo.chmod(0o755)
+    (demo / ".lock").touch()
+    (demo / ".lock").chmod(0o666)
+    (demo / ".kafka_cleanshutdown").unlink(missing_ok=True)
+    # the folder is writable for its owner only; the lock file for anyone: a new partition cannot be made
+    os.chown(demo, 12345, 12345) if os.geteuid() == 0 else pytest.skip("needs root to give the folder away")
+    try:
+        line = error_line(run("produce", str(demo), "fresh-0", stdin=b"x\n"))
+    finally:
+        os.chown(demo, 0, 0)
+    assert line == f"kafkafs: error: cannot create {demo}/fresh-0: permission denied"
+
+
+# ---------------------------------------------------------------------------------------------- readers
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("consume", "{logdir}", "orders-0"),
+        ("verify", "{logdir}"),
+        ("dump", "{segment}"),
+        ("index", "{logdir}", "--cache-dir", "{cache}"),
+    ],
+    ids=["consume", "verify", "dump", "index"],
+)
+def test_readers_say_which_file_they_cannot_read(demo, tmp_path, args):
+    segment = sorted((demo / "orders-0").glob("*.log"))[0]
+    segment.chmod(0o000)
+    argv = [a.format(logdir=demo, segment=segment, cache=tmp_path / "cache") for a in args]
+    proc = run(*argv)
+    lines = [line for line in proc.stderr.decode().splitlines() if "WARNING" not in line]
+    assert proc.returncode == 1, proc.stderr.decode()
+    assert f"kafkafs: error: cannot read {segment}: permission denied" in lines, lines
+
+
+@pytest.mark.parametrize("command", ["consume", "verify", "index"])
+def test_readers_say_which_folder_they_cannot_list(demo, tmp_path, command):
+    folder = demo / "sensors-0"
+    folder.chmod(0o000)
+    try:
+        extra = {"consume": ["sensors-0"], "index": ["--cache-dir", str(tmp_path / "cache")]}.get(command, [])
+        proc = run(command, str(demo), *extra)
+    finally:
+        folder.chmod(0o755)
+    lines = [line for line in proc.stderr.decode().splitlines() if "WARNING" not in line]
+    assert proc.returncode == 1, proc.stderr.decode()
+    assert f"kafkafs: error: cannot list {folder}: permission denied" in lines, lines
+
+
+def test_index_says_it_cannot_create_its_cache(demo, tmp_path):
+    parent = tmp_path / "ro"
+    parent.mkdir(mode=0o555)
+    line = error_line(run("index", str(demo), "--cache-dir", str(parent / "cache")))
+    assert line == f"kafkafs: error: cannot create the size cache {parent / 'cache'}: permission denied"
+
+
+def test_mount_says_it_cannot_read_the_log_directory(demo, tmp_path):
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    demo.chmod(0o000)
+    try:
+        line = error_line(run("mount", str(demo), str(mnt)), rc=2)  # a path mount cannot take: usage
+    finally:
+        demo.chmod(0o755)
+    assert line == f"kafkafs: error: cannot read {demo}: permission denied"
+
+
+@pytest.mark.parametrize("command", ["verify", "index", "clean"])
+def test_commands_say_they_cannot_read_the_log_directory(demo, command):
+    demo.chmod(0o000)
+    try:
+        line = error_line(run(command, str(demo)), rc=2)
+    finally:
+        demo.chmod(0o755)
+    assert line == f"kafkafs: error: cannot read {demo}: permission denied"
+
+
+def test_systemd_install_says_what_it_cannot_write(demo, tmp_path):
+    root = tmp_path / "root"
+    root.mkdir(mode=0o555)
+    line = error_line(run("systemd", "install", str(demo), "/mnt/kafka", "--root", str(root)))
+    assert line == f"kafkafs: error: cannot create {root}/etc: permission denied"
+
+
+def test_demo_says_it_cannot_create_its_folder(tmp_path):
+    parent = tmp_path / "ro"
+    parent.mkdir(mode=0o555)
+    line = error_line(run("demo", str(parent / "logs")), rc=2)  # a path the command cannot take: usage
+    assert line == f"kafkafs: error: cannot create {parent / 'logs'}: permission denied"
+
+
+# ---------------------------------------------------------------------------------------------- the line
+
+
+def test_describe_os_error():
+    from kafkafs.errors import describe_os_error, tag_os_error
+
+    exc = PermissionError(13, "Permission denied", "/data/logs/.lock")
+    assert describe_os_error(exc) == "cannot use /data/logs/.lock: permission denied"
+    assert describe_os_error(tag_os_error(exc, "take {path}")) == "cannot take /data/logs/.lock: permission denied"
+    assert describe_os_error(tag_os_error(exc, "read {path}")) == "cannot take /data/logs/.lock: permission denied"
+    nameless = OSError(28, "No space left on device")
+    assert describe_os_error(tag_os_error(nameless, "write {path}", "/data/logs")) == (
+        "cannot write /data/logs: no space left on device")
+    assert describe_os_error(OSError(5, "Input/output error")) == "cannot use: input/output error"
+    moved = tag_os_error(OSError(18, "Invalid cross-device link", "/a.tmp", None, "/b"), "rename {path}")
+    assert describe_os_error(moved) == "cannot rename /a.tmp to /b: invalid cross-device link"

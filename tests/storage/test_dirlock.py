@@ -1,0 +1,69 @@
+"""Who holds a log directory's ``.lock``: the one line names the process and says what to do."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kafkafs.errors import LogDirLocked
+from kafkafs.storage.dirlock import check_not_locked, describe_holder
+from kafkafs.storage.logdir import LogDir
+
+ROOT = Path(__file__).resolve().parents[2]
+
+HOLD = (
+    "import sys, time\n"
+    "from kafkafs.storage.logdir import LogDir\n"
+    "ld = LogDir(sys.argv[1], writable=True)\n"
+    "print('held', flush=True)\n"
+    "time.sleep(60)\n"
+)
+
+
+@pytest.fixture
+def holder(tmp_path):
+    """A process holding ``tmp_path/logs``'s lock (``python -c ... --holder``)."""
+    logdir = tmp_path / "logs"
+    logdir.mkdir()
+    script = tmp_path / "hold.py"
+    script.write_text(HOLD)
+    proc = subprocess.Popen([sys.executable, str(script), str(logdir), "--holder"], stdout=subprocess.PIPE,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    try:
+        assert proc.stdout.readline() == b"held\n"
+        yield logdir, proc.pid
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_writer_is_told_which_process_holds_the_lock(holder):
+    logdir, pid = holder
+    with pytest.raises(LogDirLocked) as raised:
+        LogDir(logdir, writable=True)
+    message = str(raised.value)
+    assert message.startswith(f"{logdir} is locked by another writer: process {pid} (")
+    assert f"{logdir} --holder) holds {logdir}/.lock" in message
+    assert "stop that writer" in message and "\n" not in message
+
+
+def test_check_not_locked_takes_nothing(holder, tmp_path):
+    logdir, pid = holder
+    with pytest.raises(LogDirLocked, match=f"process {pid} "):
+        check_not_locked(logdir)
+    free = tmp_path / "free"
+    free.mkdir()
+    check_not_locked(free)  # no .lock at all
+    with LogDir(free, writable=True):
+        check_not_locked(free)  # held by this very process: no conflict with itself
+    assert not (free / ".lock").exists() or (free / ".lock").stat().st_size == 0
+
+
+def test_describe_holder():
+    assert describe_holder(None) == describe_holder(0) == "another process (a broker or kafkafs)"
+    me = describe_holder(os.getpid())
+    assert me.startswith(f"process {os.getpid()} (")
