@@ -236,6 +236,8 @@ def check_section(p: Params, data: bytes) -> None:
 def _section_entries(p: Params, data: bytes, header, record_filter) -> None:
     from kafkafs.format import keyindex
 
+    if header.last_offset > 2**63 - 1:
+        return  # read_batch_header refuses such a header: no caller hands it to keys_section
     seg_base = p.pick([0, header.base_offset, header.base_offset - 1, header.base_offset - 2**32])
     if seg_base < 0:
         seg_base = 0
