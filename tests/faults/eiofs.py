@@ -99,9 +99,9 @@ class PassThrough(pyfuse3.Operations):
         return entry
 
     @staticmethod
-    def _os(fn, *args):
+    def _os(fn, *args, **kw):
         try:
-            return fn(*args)
+            return fn(*args, **kw)
         except OSError as exc:
             raise pyfuse3.FUSEError(exc.errno or errno.EIO) from None
 
