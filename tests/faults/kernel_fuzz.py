@@ -30,16 +30,19 @@ reaches the records behind the checksum. Targets and their references:
 - ``entries``: ``keys_sort``, ``keys_find``, ``keys_counts``, ``keys_table`` against their references.
 
 A difference raises :class:`Difference` (libFuzzer saves the input as ``crash-*``); a sanitizer report
-aborts; an input that runs past ``-timeout`` seconds is a ``timeout-*``.
+aborts; an input that takes over a second of CPU raises :class:`Hang`, and one that runs past libFuzzer's
+``-timeout`` (wall) seconds is a ``timeout-*``.
 """
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import importlib.util
 import os
 import struct
 import sys
+import time
 from array import array
 
 PARAMS = 48
@@ -465,6 +468,18 @@ CHECKS = {"section": check_section, "span": check_span, "batch": check_batch, "v
           "hash": check_hash, "omap": check_omap, "entries": check_entries}
 
 
+#: An input that takes more CPU than this is a hang. CPU time, not wall time: the long run shares a
+#: loaded machine at nice 19, where a process may wait seconds for a core (libFuzzer's own -timeout,
+#: wall time, is the backstop for a true endless loop).
+HANG_CPU_SECONDS = float(os.environ.get("KERNEL_FUZZ_HANG_SECONDS", "1.0"))
+SLOWEST = [0.0]
+COUNT = [0]
+
+
+class Hang(Difference):
+    """An input took more than :data:`HANG_CPU_SECONDS` of CPU."""
+
+
 def one_input(data: bytes) -> None:
     """The fuzz target: one input through one entry point and its reference."""
     if not data:
@@ -474,7 +489,17 @@ def one_input(data: bytes) -> None:
     payload = data[1 + PARAMS :]
     if target in ("span", "batch") and not p.byte() & 0x80:  # mostly: checksums made to hold
         payload = reseal(payload)
+    started = time.process_time()
     CHECKS[target](p, payload)
+    took = time.process_time() - started
+    if took > SLOWEST[0]:
+        SLOWEST[0] = took
+    COUNT[0] += 1
+    if COUNT[0] % 100_000 == 0:
+        print(f"kernel_fuzz: {COUNT[0]} inputs checked, the slowest took {SLOWEST[0]:.3f} s of CPU", file=sys.stderr,
+              flush=True)
+    if took > HANG_CPU_SECONDS:
+        raise Hang(f"{target}: {took:.2f} s of CPU for one input")
 
 
 # ------------------------------------------------------------------------------------------ seeds
@@ -544,6 +569,8 @@ def main(argv: list[str]) -> None:
         raise SystemExit("kernel_fuzz: the instrumented kernel did not stand in for kafkafs.format._kernel")
     import tests.format.test_kernel_differential  # noqa: F401 - span_cuts' definition, imported before the clock runs
 
+    atexit.register(lambda: print(f"kernel_fuzz: {COUNT[0]} inputs checked, the slowest took {SLOWEST[0]:.3f} s of "
+                                  "CPU", file=sys.stderr))
     corpora = [a for a in argv[2:] if not a.startswith("-")]
     if corpora and not os.listdir(corpora[0]):
         write_seeds(corpora[0])
