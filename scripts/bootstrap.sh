@@ -6,7 +6,9 @@
 #   verifies the unit `kafkafs systemd install` writes); then a virtualenv in .venv with the
 #   package installed editable with its dev and spark extras. The kernel is rebuilt whenever its C
 #   source is newer than the installed module. Last, Apache Kafka's jars for the broker tests
-#   (maven fetches them into .kafka/, scripts/fetch_kafka.sh; offline, the broker tests skip).
+#   (maven fetches them into .kafka/, scripts/fetch_kafka.sh; offline, the broker tests skip), and clang-14
+#   with atheris for the kernel's fuzz target (scripts/fuzz_setup.sh: two Debian packages, one wheel and one
+#   clang build of the kernel, ~15 s here where gcc's toolchain is in already; without them the fuzz test skips).
 # Usage: scripts/bootstrap.sh            (prints progress to stderr; safe to run again)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -77,3 +79,5 @@ fi
 # Apache Kafka's jars (broker, kafka-dump-log, kafka-storage, ...) for tests/broker/: fetched once into
 # .kafka/<version>/libs; a machine without the network keeps going and the broker tests skip
 scripts/fetch_kafka.sh
+# clang and atheris for the kernel's coverage-guided fuzz target (tests/faults/kernel_fuzz.py; CI runs it briefly)
+scripts/fuzz_setup.sh || say "the kernel fuzz target is not set up: its test skips"

@@ -1,4 +1,4 @@
-"""Memory-mapped indexes over ``.index`` / ``.timeindex`` files, as Kafka keeps them.
+"""Indexes over ``.index`` / ``.timeindex`` files, memory-mapped as Kafka keeps them (read-only: read).
 
 ``AbstractIndex`` owns the file, its memory map and their lifecycle; ``OffsetIndex``
 (:mod:`kafkafs.storage.offset_index`) and ``TimeIndex`` (:mod:`kafkafs.storage.time_index`) only say
@@ -12,9 +12,10 @@ Two modes:
 - read-only (``writable=False``, e.g. a directory a running broker owns): nothing is created,
   resized, truncated or written. The file may be an active, preallocated index that the broker is still
   appending to; ``refresh()`` re-derives the number of entries from the bytes (the rule is in
-  ``kafkafs.format.index.live_entry_count``). Only the valid prefix is mapped, because the broker
-  trims the file when the segment rolls, and touching a mapped page past the end of a file kills the
-  process with SIGBUS. A missing file reads as an empty index.
+  ``kafkafs.format.index.live_entry_count``). Only the valid prefix is used (the broker trims the file
+  when the segment rolls), and it is read into memory with ``pread`` rather than mapped: touching a mapped page past the end of a file, or one the disk cannot read, kills the
+  process with SIGBUS, where a read raises ``OSError`` (EIO: the reads that need this segment fail, the
+  mount lives on; issue 20). A missing file reads as an empty index.
 
 Threads: one writer at a time (appends, truncation, resize, close serialise on a lock); lookups take no
 lock. Every change publishes a new immutable snapshot (map, entry count, last entry) with one
@@ -43,6 +44,8 @@ Where kafkafs differs from Kafka, knowingly:
 
 from __future__ import annotations
 
+import errno
+import logging
 import mmap
 import os
 import threading
@@ -67,6 +70,11 @@ from kafkafs.storage.safefiles import open_file, reserve
 
 __all__ = ["DEFAULT_MAX_INDEX_SIZE", "AbstractIndex"]
 
+log = logging.getLogger("kafkafs.storage")
+
+#: A disk that will not give bytes it holds (EIO and its kin), as opposed to a file that is gone.
+_DISK_ERRNOS = frozenset({errno.EIO, errno.EUCLEAN, errno.EBADMSG, errno.ENODATA, errno.EREMOTEIO})
+
 #: Kafka's ``segment.index.bytes`` default.
 DEFAULT_MAX_INDEX_SIZE = 10 * 1024 * 1024
 
@@ -76,11 +84,24 @@ E = TypeVar("E", OffsetPosition, TimestampOffset)
 class _State(NamedTuple, Generic[E]):
     """One published view of an open index; replaced whole, never changed."""
 
-    mm: mmap.mmap | None  # covers at least ``entries`` entries; None when nothing is mapped
+    mm: mmap.mmap | bytes | None  # covers at least ``entries`` entries (read-only: a copy); None when empty
     entries: int
     max_entries: int
     length: int  # the file's size in bytes when last seen
     last: E  # the last entry, or the empty-index answer
+
+
+def _pread_all(fd: int, size: int, offset: int) -> bytes:
+    """``size`` bytes at ``offset`` (short only at the end of the file: zeros there read as no entry)."""
+    chunks, done = [], 0
+    while done < size:
+        chunk = os.pread(fd, size - done, offset + done)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        done += len(chunk)
+    data = b"".join(chunks)
+    return data if len(data) == size else data.ljust(size, b"\0")
 
 
 class AbstractIndex(Generic[E]):
@@ -111,6 +132,8 @@ class AbstractIndex(Generic[E]):
         self._lock = threading.RLock()
         self._state: _State[E] | None = None
         self._closed = False
+        #: Read-only: the disk error that made the file unreadable (the index then reads as empty).
+        self._unreadable: OSError | None = None
 
     # -- what an entry means (subclasses) --------------------------------------------------------------
 
@@ -264,9 +287,25 @@ class AbstractIndex(Generic[E]):
         except (FileNotFoundError, UnsafeFileError):  # a link is never followed: as if there were no index
             return self._make_state(None, 0, 0, 0)
         try:
-            return self._read_only_state(fd, None)
+            st = self._read_only_state(fd, None)
+            self._unreadable = None
+            return st
+        except OSError as exc:
+            if exc.errno not in _DISK_ERRNOS:
+                raise
+            return self._unreadable_state(exc)
         finally:
             os.close(fd)
+
+    def _unreadable_state(self, exc: OSError) -> _State[E]:
+        """A read-only index the disk cannot read reads as empty: an index only says where to start
+        reading the log, so lookups in this segment scan its log from the start instead (the right
+        answer, slower), and :meth:`sanity_check` reports the file. Logged once per open."""
+        if self._unreadable is None:
+            log.error("cannot read %s (%s); lookups in its segment read the log from its start instead",
+                      self._path, exc.strerror or exc)
+        self._unreadable = exc
+        return self._make_state(None, 0, 0, 0)
 
     def _read_only_state(self, fd: int, old: _State[E] | None) -> _State[E]:
         """Count the entries with preads, then map just them (see the module docstring: SIGBUS)."""
@@ -279,10 +318,19 @@ class AbstractIndex(Generic[E]):
             return os.pread(fd, size, slot * size)
 
         entries = live_entry_count(raw, entry_at, self.layout, known)
-        if old is not None and old.entries == entries:
-            mm = old.mm  # the same prefix; the last entry is parsed again below, in case it was being written
+        # Read, not mapped: a page of a map that the disk cannot read kills the process with SIGBUS,
+        # where a read fails with an OSError (EIO) that the reader turns into an error for this segment.
+        # The entries before the last one seen are kept; the last one is read again (it may have been
+        # being written).
+        keep = 0 if old is None or old.mm is None else min(old.entries, entries) - 1
+        if keep <= 0:
+            mm = _pread_all(fd, entries * size, 0) if entries else None
         else:
-            mm = mmap.mmap(fd, entries * size, access=mmap.ACCESS_READ) if entries else None
+            tail = _pread_all(fd, (entries - keep) * size, keep * size)
+            if entries == old.entries and old.mm[keep * size : entries * size] == tail:
+                mm = old.mm  # nothing changed: no copy
+            else:
+                mm = old.mm[: keep * size] + tail
         return self._make_state(mm, entries, raw, length)
 
     def _entry_reader(self, mm: mmap.mmap) -> Callable[[int], bytes]:
@@ -313,6 +361,11 @@ class AbstractIndex(Generic[E]):
                 return st.entries
             try:
                 new = self._read_only_state(fd, st)
+                self._unreadable = None
+            except OSError as exc:
+                if exc.errno not in _DISK_ERRNOS:
+                    raise
+                new = self._unreadable_state(exc)
             finally:
                 os.close(fd)
             self._state = new
@@ -480,6 +533,9 @@ class AbstractIndex(Generic[E]):
         """
         st = self._snapshot()
         size = self.layout.entry_size
+        if self._unreadable is not None:
+            raise CorruptRecordError(f"the disk cannot read it ({self._unreadable.strerror or self._unreadable})",
+                                     file=str(self._path))
         if st.length % size:
             raise CorruptRecordError(
                 f"{self.layout.name} size {st.length} is not a multiple of {size}", file=str(self._path)

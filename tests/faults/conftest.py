@@ -28,6 +28,13 @@ class EioLayer:
         tmp.write_text(json.dumps(list(rules)))
         os.replace(tmp, self.rules)
 
+    def no_read_ahead(self) -> None:
+        """Set the layer's read-ahead to nothing (root only: its bdi in sysfs), so that a read or a page
+        fault asks exactly for the pages it needs and a bad stretch of a file hurts only those."""
+        st = os.stat(self.path)
+        knob = Path(f"/sys/class/bdi/{os.major(st.st_dev)}:{os.minor(st.st_dev)}/read_ahead_kb")
+        knob.write_text("0")
+
     def hits(self) -> list[str]:
         hits = self.rules.with_name(self.rules.name + ".hits")
         return hits.read_text().splitlines() if hits.exists() else []

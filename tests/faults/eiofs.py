@@ -9,7 +9,8 @@ changes the faults while the file system runs::
 
     [{"name": "00000000000000000100.log", "from": 3000, "op": "read"}]
 
-``op`` is ``read``, ``write`` or ``fsync``; ``"from": 0`` fails every such call. Every failure is
+``op`` is ``read``, ``write`` or ``fsync``; ``"from": 0`` fails every such call; ``"to"`` (optional) ends the
+failing bytes there (a bad stretch in the middle of a file: a call must touch ``[from, to)`` to fail). Every failure is
 counted in ``RULES.hits`` (one line per failure: op, name, offset). Run it as a child process (the
 fixture :func:`eio_layer` in tests/faults/conftest.py does) and unmount with ``fusermount3 -u``; SIGTERM
 unmounts too. Inodes are paths: a rename keeps the inode of its target name, enough for a log
@@ -44,7 +45,8 @@ class Rules:
         except (OSError, ValueError):
             return None
         for rule in rules:
-            if rule.get("op", "read") == op and name.endswith(rule["name"]) and offset + size > rule.get("from", 0):
+            if (rule.get("op", "read") == op and name.endswith(rule["name"]) and offset + size > rule.get("from", 0)
+                    and offset < rule.get("to", offset + 1)):
                 with self._lock, open(self.hits, "a") as f:
                     f.write(f"{op} {name} {offset}\n")
                 return ERRNOS.get(rule.get("errno", "EIO"), errno.EIO)
@@ -97,9 +99,9 @@ class PassThrough(pyfuse3.Operations):
         return entry
 
     @staticmethod
-    def _os(fn, *args):
+    def _os(fn, *args, **kw):
         try:
-            return fn(*args)
+            return fn(*args, **kw)
         except OSError as exc:
             raise pyfuse3.FUSEError(exc.errno or errno.EIO) from None
 

@@ -89,3 +89,79 @@ def test_fuzz_long(tmp_path, mounted):
     print({k: v for k, v in counts.items() if k != "details"})
     assert counts["problems"] == 0, "\n".join(counts["details"][:20])
     assert counts["daemon_deaths"] == 0
+
+
+# ------------------------------------------------------------------------------------------ the kernel
+
+ROOT = Path(__file__).resolve().parents[2]
+KERNEL_FUZZ_SECONDS = int(os.environ.get("KAFKAFS_KERNEL_FUZZ_SECONDS", "6"))
+
+
+def _fuzz_build() -> Path:
+    """The kernel built for the fuzz target (clang, ASan, UBSan, coverage) in .fuzz/kernel, rebuilt when its
+    source changed; skips (saying what to install) where clang or atheris is missing."""
+    import importlib.util
+    import subprocess
+    import sys
+
+    spec = importlib.util.spec_from_file_location("_kafkafs_build_kernel_fuzz", ROOT / "scripts" / "build_kernel.py")
+    build = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(build)
+    if build.find_clang() is None:
+        pytest.skip("the kernel fuzz target needs clang (Debian's clang-14 and libclang-rt-14-dev): "
+                    "scripts/fuzz_setup.sh installs them")
+    if importlib.util.find_spec("atheris") is None:
+        pytest.skip("the kernel fuzz target needs atheris (pyproject's fuzz extra): scripts/fuzz_setup.sh installs it")
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "build_kernel.py"), "--fuzz", "--out",
+                           str(ROOT / ".fuzz" / "kernel")], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    (built,) = (ROOT / ".fuzz" / "kernel").glob("_kernel*.so")
+    return built
+
+
+def run_kernel_fuzz(corpus: Path, *flags: str, timeout: float = 600) -> tuple[int, str]:
+    """scripts/fuzz_kernel.sh with libFuzzer's ``flags`` over ``corpus``: (exit code, its output)."""
+    import subprocess
+    import sys
+
+    env = dict(os.environ, FUZZ_PYTHON=sys.executable)
+    done = subprocess.run(["bash", str(ROOT / "scripts" / "fuzz_kernel.sh"), *flags, str(corpus)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+    return done.returncode, done.stdout + done.stderr
+
+
+def test_kernel_fuzz_short(tmp_path):
+    """The coverage-guided fuzz target of the compiled kernel (kernel_fuzz.py) for a few seconds under ASan
+    and UBSan: every entry point held to the Python reference, no sanitizer report, no input over a second
+    of CPU (kernel_fuzz.Hang; libFuzzer's wall-clock -timeout only catches a loop that never ends, as CI may
+    share its cores).
+    The long run (a million inputs) is scripts/fuzz_kernel.sh by hand; its counts are in the issue's note."""
+    _fuzz_build()
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    code, out = run_kernel_fuzz(corpus, f"-max_total_time={KERNEL_FUZZ_SECONDS}", "-timeout=30", "-max_len=4096",
+                                f"-artifact_prefix={tmp_path}/", "-print_final_stats=1")
+    assert "AddressSanitizer" not in out and "runtime error" not in out, out[-4000:]
+    assert "Difference" not in out and "Uncaught Python exception" not in out, out[-4000:]
+    assert code == 0, out[-4000:]
+    runs = [int(line.split()[-1]) for line in out.splitlines() if line.startswith("stat::number_of_executed_units:")]
+    assert runs and runs[0] > 50, out[-2000:]  # it did run inputs (a few hundred a second on an idle core)
+    assert not list(tmp_path.glob("crash-*")) and not list(tmp_path.glob("timeout-*"))
+
+
+def test_the_kernel_fuzz_target_finds_a_difference(tmp_path, monkeypatch):
+    """The target is no stub: a reference that disagrees with the kernel is caught on the seeds alone."""
+    from kafkafs.format import jsonembed, kernel
+
+    from . import kernel_fuzz
+
+    if kernel.KERNEL is None:
+        pytest.skip("the compiled kernel is not built")
+
+    monkeypatch.setattr(jsonembed, "render_value", lambda data, mode: b"not what the kernel says")
+    value_seeds = [s for s in kernel_fuzz.seeds() if kernel_fuzz.TARGETS[s[0]] == "value"]
+    with pytest.raises(kernel_fuzz.Difference):
+        kernel_fuzz.one_input(value_seeds[0])
+    for seed in kernel_fuzz.seeds():  # with the reference as it is, every seed passes
+        monkeypatch.undo()
+        kernel_fuzz.one_input(seed)

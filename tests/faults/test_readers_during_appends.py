@@ -35,13 +35,15 @@ def _consume(logdir: Path) -> dict[int, bytes]:
 
 def run_readers(mount: Path, seconds: float, *, readers: int = 8, rate: int = 2000) -> dict:
     """Append ``rate`` records a second through ``mount``'s ``append`` for ``seconds`` while ``readers``
-    threads read ``records.jsonl``, ``by-offset/<first>-<last>.jsonl`` and ``by-offset/<n>.json`` whole
-    (each read in a thread of its own, so a hang is seen); returns what they read, for checking."""
+    threads read ``records.jsonl``, ``by-offset/<first>-<last>.jsonl``, ``by-offset/<n>.json``,
+    ``by-time/<ts>.json`` and ``by-time/<ts1>..<ts2>.jsonl`` (a window a second in the past) whole (each
+    read in a thread of its own, so a hang is seen); returns what they read, for checking."""
     stop = threading.Event()
     reads: list[tuple[str, bytes]] = []
     hangs: list[str] = []
     errors: list[str] = []
     appended = [0]
+    started_ms = int(time.time() * 1000)
 
     def writer() -> None:
         fd = os.open(mount / "live-0" / "append", os.O_WRONLY)
@@ -61,13 +63,18 @@ def run_readers(mount: Path, seconds: float, *, readers: int = 8, rate: int = 20
         while not stop.is_set():
             k += 1
             n = appended[0]
-            kind = (i + k) % 4
+            kind = (i + k) % 6
+            now = int(time.time() * 1000)
             if kind < 2 or n < 10:
                 name = "records.jsonl"
             elif kind == 2:
                 name = f"by-offset/{max(n - 300, 0)}-{n + 500}.jsonl"
-            else:
+            elif kind == 3:
                 name = f"by-offset/{max(n - 5, 0)}.json"
+            elif kind == 4 and now - started_ms > 3000:  # a second in the past: its records are all written
+                name = f"by-time/{now - 3000}..{now - 1000}.jsonl"
+            else:
+                name = f"by-time/{max(now - 2000, started_ms)}.json"
             path = mount / "live-0" / name
             got: list = []
             t = threading.Thread(target=lambda p=path, out=got: out.append(_read(p)), daemon=True)
@@ -88,7 +95,8 @@ def run_readers(mount: Path, seconds: float, *, readers: int = 8, rate: int = 20
     stop.set()
     for t in threads:
         t.join(60)
-    return {"reads": reads, "hangs": hangs, "errors": errors, "appended": appended[0]}
+    return {"reads": reads, "hangs": hangs, "errors": errors, "appended": appended[0],
+            "rate": appended[0] / max(time.time() - started_ms / 1000, 1e-9)}
 
 
 def _read(path: Path) -> bytes | Exception:
@@ -99,9 +107,18 @@ def _read(path: Path) -> bytes | Exception:
         return exc
 
 
+def _kinds(result: dict) -> dict[str, int]:
+    kinds: dict[str, int] = {}
+    for name, _data in result["reads"]:
+        kind = name.split("/")[0] + ("/range" if name.endswith(".jsonl") and "/" in name else "")
+        kinds[kind] = kinds.get(kind, 0) + 1
+    return kinds
+
+
 def check_reads(result: dict, expected: dict[int, bytes]) -> dict:
     """Count the reads whose bytes are not whole lines of records that ``consume`` prints alike."""
     bad, nul, lines = [], 0, 0
+    ordered = sorted((o, json.loads(line)) for o, line in expected.items())
     for name, data in result["reads"]:
         if b"\x00" in data:
             nul += 1
@@ -110,6 +127,18 @@ def check_reads(result: dict, expected: dict[int, bytes]) -> dict:
             line = expected.get(record["offset"])
             if line is None or json.loads(line) != record:
                 bad.append(f"{name}: {data[:80]!r}")
+            elif name.startswith("by-time/"):  # the first record at or after the time asked
+                ts = int(name[len("by-time/") : -len(".json")])
+                first = next((o for o, rec in ordered if rec["timestamp"] >= ts), None)
+                if first != record["offset"]:
+                    bad.append(f"{name}: offset {record['offset']}, not the first at or after {ts} ({first})")
+            continue
+        if name.startswith("by-time/"):  # every record in the window, in offset order, and no other
+            lo, hi = (int(t) for t in name[len("by-time/") : -len(".jsonl")].split(".."))
+            want = b"".join(expected[o] + b"\n" for o, rec in ordered if lo <= rec["timestamp"] < hi)
+            if data != want:
+                bad.append(f"{name}: {len(data)} bytes, consume's records in that window are {len(want)}")
+            lines += data.count(b"\n")
             continue
         if data and not data.endswith(b"\n"):
             bad.append(f"{name}: ends mid-line ({len(data)} bytes)")
@@ -160,5 +189,5 @@ def test_ten_minutes_of_readers_beside_appends(tmp_path, mounted):
     print(f"\nreaders: {seconds:.0f} s ({time.monotonic() - started:.0f} s in all), {result['appended']} records "
           f"appended, {checked['reads']} reads, {checked['lines']} lines, {checked['nul']} with NUL bytes, "
           f"{len(checked['bad'])} differing, {len(result['hangs'])} hangs, {len(result['errors'])} errors; "
-          f"load {os.getloadavg()[0]:.1f}")
+          f"{result['rate']:.0f} records/s; by kind {_kinds(result)}; load {os.getloadavg()}")
     assert not result["hangs"] and not result["errors"] and checked["nul"] == 0 and not checked["bad"]

@@ -1,0 +1,138 @@
+"""Whole-file readers of a read-only mount while a live broker appends (issue 20; SPEC §3 "Live": a read
+that races an append returns whole lines of records that exist, never bytes that were not written).
+
+A kafka-python producer writes the fixed mix (text, JSON, binary, empty and null values, null keys,
+headers) to a topic whose segments roll every 16 KB, while reader threads read ``records.jsonl`` of the
+running broker's partition whole, again and again, each read in a thread of its own (a read that takes
+over 30 s is a hang). Afterwards every read must be whole lines (no NUL byte, no cut line), its records
+the partition's from offset 0 on with no gap, each equal to what a kafka-python consumer fetches over
+the wire for that offset (rendered by SPEC §3's rules in livecheck.py, not by kafkafs).
+
+The default run takes ``BROKER_READERS_SECONDS`` (20) seconds with 4 readers; the slow one 300 s with 8.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from .harness import Broker
+from .livecheck import expected_line
+from .workloads import SMALL_SEGMENTS, record_of
+
+SECONDS = float(os.environ.get("BROKER_READERS_SECONDS", "20"))
+SLOW_SECONDS = float(os.environ.get("BROKER_READERS_SLOW_SECONDS", "300"))
+
+
+def _read(path: Path) -> bytes | Exception:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as exc:
+        return exc
+
+
+def readers_beside_broker(broker: Broker, mnt: Path, seconds: float, readers: int, rate: int) -> dict:
+    """Produce ``rate`` records a second for ``seconds`` while ``readers`` threads read records.jsonl
+    whole; then check every read against the consumer. Returns the counts."""
+    broker.create_topic("soak", configs=SMALL_SEGMENTS)
+    path = mnt / "soak-0" / "records.jsonl"
+    deadline = time.monotonic() + 30
+    while not path.exists():  # the mount sees the new partition
+        assert time.monotonic() < deadline, "the mount never showed soak-0"
+        time.sleep(0.1)
+    stop = threading.Event()
+    reads: list[bytes] = []
+    hangs: list[str] = []
+    errors: list[str] = []
+    produced = [0]
+
+    def producer() -> None:
+        client = broker.producer(linger_ms=2, batch_size=4096, acks=1)
+        rng = random.Random(20)
+        start = time.monotonic()
+        n = 0
+        while not stop.is_set():
+            for _ in range(max(rate // 50, 1)):
+                key, value, headers = record_of(n, rng)
+                client.send("soak", key=key, value=value, headers=headers, partition=0)
+                n += 1
+            produced[0] = n
+            time.sleep(max(0.0, start + n / rate - time.monotonic()))
+        client.flush()
+        produced[0] = n
+
+    def reader() -> None:
+        while not stop.is_set():
+            got: list = []
+            t = threading.Thread(target=lambda out=got: out.append(_read(path)), daemon=True)
+            t.start()
+            t.join(30)
+            if t.is_alive():
+                hangs.append("records.jsonl")
+                return
+            if isinstance(got[0], Exception):
+                errors.append(repr(got[0]))
+            else:
+                reads.append(got[0])
+
+    threads = [threading.Thread(target=producer)] + [threading.Thread(target=reader) for _ in range(readers)]
+    started = time.monotonic()
+    for t in threads:
+        t.start()
+    time.sleep(seconds)
+    stop.set()
+    for t in threads:
+        t.join(120)
+    took = time.monotonic() - started
+    wire = {r.offset: expected_line(r) for r in broker.consume_all("soak", partition=0)}
+    counts = {"seconds": round(took), "produced": produced[0], "rate": round(produced[0] / took),
+              "segments": len(list(broker.partition_dir("soak-0").glob("*.log"))), "reads": len(reads),
+              "lines": 0, "nul": 0, "bad": [], "hangs": hangs, "errors": errors, "fetched": len(wire)}
+    for data in reads:
+        if b"\x00" in data:
+            counts["nul"] += 1
+        if data and not data.endswith(b"\n"):
+            counts["bad"].append(f"a read ends mid-line ({len(data)} bytes)")
+            continue
+        for expect, line in enumerate(data.splitlines()):
+            counts["lines"] += 1
+            try:
+                obj = json.loads(line)
+            except ValueError:
+                counts["bad"].append(f"not a JSON line: {line[:80]!r}")
+                break
+            if obj["offset"] != expect:
+                counts["bad"].append(f"offset {obj['offset']} where {expect} was due")
+                break
+            obj.pop("producerId", None)
+            if wire.get(expect) != obj:
+                counts["bad"].append(f"offset {expect} differs from the consumer's record")
+                break
+    return counts
+
+
+def _check(counts: dict, min_reads: int) -> None:
+    print(f"\nreaders beside the broker: { {k: v for k, v in counts.items() if k != 'bad'} }, "
+          f"{len(counts['bad'])} bad; load {os.getloadavg()}")
+    assert not counts["hangs"] and not counts["errors"], (counts["hangs"], counts["errors"][:5])
+    assert counts["nul"] == 0 and not counts["bad"], (counts["nul"], counts["bad"][:5])
+    assert counts["fetched"] == counts["produced"] and counts["reads"] >= min_reads, counts
+    assert counts["segments"] >= 2, counts  # segments rolled under the readers
+
+
+def test_whole_file_readers_beside_a_producing_broker(broker, mounted):
+    m = mounted(broker.log_dir)
+    _check(readers_beside_broker(broker, m.path, SECONDS, readers=4, rate=500), min_reads=10)
+
+
+@pytest.mark.slow
+def test_whole_file_readers_beside_a_producing_broker_long(broker, mounted):
+    m = mounted(broker.log_dir)
+    _check(readers_beside_broker(broker, m.path, SLOW_SECONDS, readers=8, rate=1000), min_reads=100)

@@ -1,0 +1,158 @@
+"""EIO from the disk while writing: during append, at a roll, at fsync, through the ``--rw`` mount, and
+during compaction (issue 20), through :mod:`tests.faults.eiofs` under LOGDIR. The writer reports one clear
+error (the command: one line and exit 1; the mount: the write() fails with EIO), loses nothing it
+acknowledged, and once the disk heals ``recover`` leaves a directory that ``verify`` accepts, which takes
+appends again."""
+
+from __future__ import annotations
+
+import errno
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kafkafs.storage.config import Settings
+from kafkafs.storage.logdir import LogDir
+from tests.fs.conftest import ROOT
+
+SMALL = ["--set", "segment.bytes=16384", "--set", "index.interval.bytes=512"]
+
+
+def cli(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess:
+    proc = subprocess.run([sys.executable, "-m", "kafkafs.cli", *args], input=stdin, capture_output=True,
+                          timeout=300, cwd=ROOT)
+    assert b"Traceback" not in proc.stderr, proc.stderr.decode()
+    return proc
+
+
+def one_line_eio(proc: subprocess.CompletedProcess) -> None:
+    assert proc.returncode == 1, (proc.returncode, proc.stdout[-500:], proc.stderr)
+    lines = [line for line in proc.stderr.decode().splitlines() if line.strip()]
+    assert len(lines) == 1 and "Input/output error" in lines[0], proc.stderr
+
+
+def recovered(proc: subprocess.CompletedProcess) -> None:
+    assert proc.returncode in (0, 1) and b"clean shutdown marked" in proc.stdout, (proc.stdout, proc.stderr)
+
+
+def values(logdir: Path, name: str) -> list[bytes]:
+    with LogDir(logdir) as d:
+        return [v for b in d.log(name).read() for v in b.values]
+
+
+def segments(logdir: Path, name: str) -> int:
+    return len(list((logdir / name).glob("*.log")))
+
+
+# where the disk fails: every write of a segment's .log; only its first bytes (the first append to a segment
+# that was just rolled); every fsync of a .log (a flush, and the flush of the segment a roll seals)
+FAULTS = {
+    "append": {"name": ".log", "from": 0, "op": "write"},
+    "roll": {"name": ".log", "from": 0, "to": 1, "op": "write"},
+    "fsync": {"name": ".log", "from": 0, "op": "fsync"},
+}
+
+
+@pytest.mark.parametrize("fault", sorted(FAULTS))
+def test_eio_during_append_roll_and_flush(tmp_path, eio_layer, fault):
+    source = tmp_path / "logs"
+    source.mkdir()
+    layer = eio_layer(source)
+    logs = layer.path
+    acked: list[bytes] = []
+    for round_ in range(6):  # a healthy start over a few segments
+        lines = [b"r%d-%d-" % (round_, i) + b"x" * 200 for i in range(30)]
+        assert cli("produce", str(logs), "t-0", *SMALL, stdin=b"\n".join(lines) + b"\n").returncode == 0
+        acked.extend(lines)
+    before = segments(source, "t-0")
+    assert before >= 2
+    layer.fail(FAULTS[fault])
+    failed = None
+    for round_ in range(6, 60):  # "roll" fails only when a segment rolls: keep appending until one does
+        lines = [b"r%d-%d-" % (round_, i) + b"x" * 200 for i in range(30)]
+        proc = cli("produce", str(logs), "t-0", *SMALL, stdin=b"\n".join(lines) + b"\n")
+        if proc.returncode == 0:
+            acked.extend(lines)
+            continue
+        failed = proc
+        break
+    assert failed is not None, f"no write failed with {FAULTS[fault]}"
+    one_line_eio(failed)
+    assert layer.hits()
+    if fault == "roll":
+        assert acked[-1].startswith(b"r%d-" % (round_ - 1)) and segments(source, "t-0") > before
+    layer.fail()  # the disk heals
+    recovered(cli("recover", str(logs)))
+    assert cli("verify", str(logs)).returncode == 0
+    got = values(logs, "t-0")
+    assert got[: len(acked)] == acked  # every acknowledged record, in order, first
+    assert cli("produce", str(logs), "t-0", *SMALL, stdin=b"after\n").returncode == 0
+    assert values(logs, "t-0")[-1] == b"after"
+    assert cli("verify", str(logs)).returncode == 0
+
+
+def test_eio_through_a_rw_mount(tmp_path, eio_layer, mounted):
+    source = tmp_path / "logs"
+    source.mkdir()
+    with LogDir(source, Settings({"segment.bytes": 16384}), writable=True) as d:
+        d.create_partition("t", 0)
+    layer = eio_layer(source)
+    config = tmp_path / "kafkafs.toml"
+    config.write_text('"segment.bytes" = 16384\n"index.interval.bytes" = 512\n')
+    m = mounted(layer.path, "--rw", "--config", str(config))
+    m.allow_errors = True
+    acked: list[bytes] = []
+
+    def append(lines: list[bytes]) -> None:
+        with open(m / "t-0" / "append", "ab", buffering=0) as f:
+            f.write(b"\n".join(lines) + b"\n")
+
+    for round_ in range(20):
+        lines = [b"m%d-%d-" % (round_, i) + b"w" * 300 for i in range(10)]
+        append(lines)
+        acked.extend(lines)
+    layer.fail(FAULTS["append"])
+    with pytest.raises(OSError) as failed:
+        for round_ in range(20, 40):
+            lines = [b"m%d-%d-" % (round_, i) + b"w" * 300 for i in range(10)]
+            append(lines)
+            acked.extend(lines)
+    assert failed.value.errno == errno.EIO, failed.value
+    assert m.proc.poll() is None  # the daemon lives on
+    layer.fail()
+    append([b"after"])
+    records = (m / "t-0" / "records.jsonl").read_bytes()
+    assert records.count(b"\n") >= len(acked) + 1
+    m.stop()
+    recovered(cli("recover", str(layer.path)))
+    assert cli("verify", str(layer.path)).returncode == 0
+    got = values(layer.path, "t-0")
+    assert [v for v in got if v.startswith(b"m")][: len(acked)] == acked and got[-1] == b"after"
+    assert "Traceback" not in m.log()
+
+
+def test_eio_during_compaction(tmp_path, eio_layer):
+    source = tmp_path / "logs"
+    source.mkdir()
+    layer = eio_layer(source)
+    logs = layer.path
+    lines = b"".join(b'{"key": "k%d", "value": "v%d-%s"}\n' % (i % 20, i, b"z" * 200) for i in range(600))
+    compact = [*SMALL, "--set", "cleanup.policy=compact"]
+    assert cli("produce", str(logs), "t-0", *compact, stdin=lines).returncode == 0
+    before = values(logs, "t-0")
+    latest = {}
+    for v in before:
+        latest[int(v.split(b"-")[0][1:]) % 20] = v
+    layer.fail({"name": ".cleaned", "from": 0, "op": "write"})  # the cleaner's new segments cannot be written
+    one_line_eio(cli("clean", str(logs), *compact))
+    assert layer.hits()
+    assert set(latest.values()) <= set(values(logs, "t-0"))  # the latest value of every key is there
+    layer.fail()
+    recovered(cli("recover", str(logs), *compact))
+    assert cli("verify", str(logs)).returncode == 0
+    assert set(latest.values()) <= set(values(logs, "t-0"))
+    assert cli("clean", str(logs), *compact).returncode == 0
+    assert cli("verify", str(logs)).returncode == 0
+    assert set(latest.values()) <= set(values(logs, "t-0"))
