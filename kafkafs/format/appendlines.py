@@ -13,7 +13,7 @@ import binascii
 import json
 import re
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import NamedTuple, NoReturn
 
 import orjson
 
@@ -43,17 +43,17 @@ _WRITABLE = {"key", "value", "headers", "timestamp"}
 _LONG_DIGITS = re.compile(rb"\d{16,}")
 
 
-def _reject_constant(name: str):
+def _reject_constant(name: str) -> NoReturn:
     raise ValueError(f"{name} is not JSON")
 
 
-def _loads_exact(line: bytes):
+def _loads_exact(line: bytes) -> object:
     """The standard library's parser, which keeps integers of any size exact (orjson turns integers
     past 64 bits into floats); used only for lines with long digit runs."""
     return json.loads(line, parse_constant=_reject_constant)
 
 
-def _to_bytes(value, what: str) -> bytes | None:
+def _to_bytes(value: object, what: str) -> bytes | None:
     if value is None:
         return None
     if isinstance(value, str):
@@ -73,7 +73,7 @@ def _to_bytes(value, what: str) -> bytes | None:
         return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 
-def _headers_from(value) -> tuple[Header, ...]:
+def _headers_from(value: object) -> tuple[Header, ...]:
     if value is None:
         return ()
     if isinstance(value, dict):

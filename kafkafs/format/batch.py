@@ -13,6 +13,7 @@ Three levels of work, cheapest first:
 from __future__ import annotations
 
 from ..errors import CorruptRecordError
+from . import Buffer
 from . import compression as _compression
 from . import kernel as _kernel
 from .batchheader import (
@@ -70,7 +71,7 @@ __all__ = [
 ]
 
 
-def _header_at(buf, header: BatchHeader | int) -> BatchHeader:
+def _header_at(buf: Buffer, header: BatchHeader | int) -> BatchHeader:
     if isinstance(header, BatchHeader):
         return header
     found = read_batch_header(buf, header)
@@ -79,7 +80,7 @@ def _header_at(buf, header: BatchHeader | int) -> BatchHeader:
     return found
 
 
-def records_section(buf, header: BatchHeader, max_inflated_bytes: int = DEFAULT_MAX_INFLATED_BYTES) -> bytes:
+def records_section(buf: Buffer, header: BatchHeader, max_inflated_bytes: int = DEFAULT_MAX_INFLATED_BYTES) -> bytes:
     """The records of the v2 batch ``header`` of ``buf``, decompressed (bounded by
     ``max_inflated_bytes``); the CRC is the caller's to check first."""
     data = buf[header.position + V2_HEADER_SIZE : header.end]
@@ -97,7 +98,7 @@ def records_section(buf, header: BatchHeader, max_inflated_bytes: int = DEFAULT_
 
 
 def decode_batch(
-    buf,
+    buf: Buffer,
     header: BatchHeader | int = 0,
     *,
     validate: bool = True,
@@ -129,7 +130,7 @@ def decode_records_at(data: bytes, header: BatchHeader) -> DecodedBatch:
         raise CorruptRecordError(f"records do not parse: {exc}", header.position) from None
 
 
-def _decode_legacy(buf, header: BatchHeader, max_inflated_bytes: int) -> DecodedBatch:
+def _decode_legacy(buf: Buffer, header: BatchHeader, max_inflated_bytes: int) -> DecodedBatch:
     from .legacy import decode_legacy_entry
 
     entry = decode_legacy_entry(buf, header.position, max_inflated_bytes, validate_crc=False)

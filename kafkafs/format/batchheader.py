@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from typing import NamedTuple
 
 from ..errors import CorruptRecordError
+from . import Buffer
 from .compression import Codec
 from .crc import crc32, crc32c
 
@@ -134,7 +135,9 @@ class BatchHeader(NamedTuple):
 _LONG_MAX = 2**63 - 1
 
 
-def read_batch_header(buf, pos: int = 0, end: int | None = None, max_batch_size: int | None = None):
+def read_batch_header(
+    buf: Buffer, pos: int = 0, end: int | None = None, max_batch_size: int | None = None
+) -> BatchHeader | None:
     """The header of the batch at ``pos``, or None when the bytes up to ``end`` hold only part of it.
 
     A partial trailing batch is not an error (a writer may be appending); a header that cannot be right
@@ -171,7 +174,7 @@ def read_batch_header(buf, pos: int = 0, end: int | None = None, max_batch_size:
     return _legacy_header(buf, pos, base_offset, length, magic)
 
 
-def _legacy_header(buf, pos: int, offset: int, length: int, magic: int) -> BatchHeader:
+def _legacy_header(buf: Buffer, pos: int, offset: int, length: int, magic: int) -> BatchHeader:
     crc = _U32.unpack_from(buf, pos + _LEGACY_CRC_OFFSET)[0]
     attributes = buf[pos + _MAGIC_OFFSET + 1]
     timestamp = _I64.unpack_from(buf, pos + 18)[0] if magic == 1 else NO_TIMESTAMP
@@ -182,7 +185,7 @@ def _legacy_header(buf, pos: int, offset: int, length: int, magic: int) -> Batch
 
 
 def scan_batches(
-    buf, start: int = 0, end: int | None = None, max_batch_size: int | None = None
+    buf: Buffer, start: int = 0, end: int | None = None, max_batch_size: int | None = None
 ) -> Iterator[BatchHeader]:
     """Yield the header of every whole batch from ``start``; stop quietly at a partial trailing batch.
 
@@ -202,7 +205,7 @@ def scan_batches(
         pos = header.end
 
 
-def validate_batch(buf, header: BatchHeader) -> None:
+def validate_batch(buf: Buffer, header: BatchHeader) -> None:
     """Check the stored CRC (CRC-32C over attributes..end for v2, CRC-32 for legacy)."""
     if header.magic == 2:
         start = header.position + _ATTRIBUTES_OFFSET

@@ -35,14 +35,16 @@ import enum
 import struct
 import threading
 import zlib
+from collections.abc import Callable
 
 import cramjam
 
 from kafkafs.errors import CorruptRecordError, RecordTooLargeError
 
+from . import Buffer
+
 __all__ = ["Codec", "codec_by_name", "compress", "decompress"]
 
-Buffer = bytes | bytearray | memoryview
 
 
 class Codec(enum.IntEnum):
@@ -188,18 +190,18 @@ def decompress(codec: Codec, data: Buffer, max_size: int) -> bytes:
     if codec == Codec.LZ4:
         return _unlz4(data, max_size)
     if codec == Codec.ZSTD:
-        return _into_scratch(cramjam.zstd, "zstd", data, max_size)
+        return _into_scratch(cramjam.zstd.decompress_into, "zstd", data, max_size)
     raise CorruptRecordError(f"unknown compression codec {int(codec)}")
 
 
-def _into_scratch(module, name: str, data: Buffer, max_size: int) -> bytes:
+def _into_scratch(decompress_into: Callable[[Buffer, memoryview], int], name: str, data: Buffer, max_size: int) -> bytes:
     """Inflate into a buffer that starts near the likely size and doubles while the output does not
     fit, up to ``max_size`` (then the data is over the limit)."""
     capacity = min(max_size, max(_SCRATCH_START, 16 * len(data)))
     while True:
         out = _scratch_buffer(capacity)
         try:
-            n = module.decompress_into(data, out)
+            n = decompress_into(data, out)
         except cramjam.DecompressionError as e:
             if capacity < max_size and any(m in str(e) for m in _FULL_MESSAGES):
                 capacity = min(max_size, capacity * 2)
@@ -292,14 +294,14 @@ def _unxerial(view: memoryview, max_size: int) -> bytes:
 
 def _unlz4(data: Buffer, max_size: int) -> bytes:
     try:
-        return _into_scratch(cramjam.lz4, "lz4", data, max_size)
+        return _into_scratch(cramjam.lz4.decompress_into, "lz4", data, max_size)
     except CorruptRecordError as e:
         if "headerChecksum" not in e.reason:
             raise
         fixed = _fix_kafka3160_checksum(data)
         if fixed is None:
             raise CorruptRecordError("lz4 frame descriptor checksum mismatch") from None
-    return _into_scratch(cramjam.lz4, "lz4", fixed, max_size)
+    return _into_scratch(cramjam.lz4.decompress_into, "lz4", fixed, max_size)
 
 
 def _fix_kafka3160_checksum(data: Buffer) -> bytearray | None:

@@ -6,11 +6,14 @@ import importlib
 import importlib.util
 import sys
 import zlib
+from collections.abc import Callable
+
+from . import Buffer
 
 __all__ = ["crc32c", "crc32"]
 
 
-def _load_crc32c():
+def _load_crc32c() -> Callable[[Buffer, int], int]:
     """The crc32c package's compiled function, without running the package's ``__init__``: that one
     imports ``importlib.metadata`` (for its version) and its command line, which took a third of every
     kafkafs command's start-up (about 45 ms of CPU). Any surprise falls back to the plain import."""
@@ -21,7 +24,8 @@ def _load_crc32c():
                 stub = importlib.util.module_from_spec(spec)  # the package, not executed
                 sys.modules["crc32c"] = stub
                 try:
-                    return importlib.import_module("crc32c._crc32c").crc32c
+                    compiled: Callable[[Buffer, int], int] = importlib.import_module("crc32c._crc32c").crc32c
+                    return compiled
                 finally:
                     if sys.modules.get("crc32c") is stub:
                         del sys.modules["crc32c"]  # a later `import crc32c` runs the real package
@@ -35,11 +39,11 @@ def _load_crc32c():
 _crc32c = _load_crc32c()
 
 
-def crc32c(data, value: int = 0) -> int:
+def crc32c(data: Buffer, value: int = 0) -> int:
     """CRC-32C (Castagnoli) of ``data``; hardware-accelerated where the CPU has it."""
     return _crc32c(data, value)
 
 
-def crc32(data, value: int = 0) -> int:
+def crc32(data: Buffer, value: int = 0) -> int:
     """CRC-32 (IEEE) of ``data``, as legacy Kafka messages carry it."""
     return zlib.crc32(data, value)

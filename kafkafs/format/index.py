@@ -23,12 +23,11 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, NamedTuple, TypeAlias
-
-if TYPE_CHECKING:  # the storage layer hands its maps in; this layer opens none
-    from mmap import mmap
+from typing import NamedTuple
 
 from kafkafs.errors import CorruptRecordError, InvalidInput
+
+from . import Buffer  # the storage layer hands its maps in; this layer opens none
 
 __all__ = [
     "OFFSET_ENTRY_SIZE",
@@ -69,8 +68,6 @@ MAX_POSITION = 2**31 - 1
 _MAX_TIMESTAMP = 2**63 - 1
 _WARM_BYTES = 8192
 
-#: What the functions here read: anything with the buffer protocol, ``len`` and slicing (``mmap`` too).
-Buffer: TypeAlias = "bytes | bytearray | memoryview | mmap"  # a memory-mapped index file too
 
 _OFFSET_ENTRY = struct.Struct(">II")
 _TIME_ENTRY = struct.Struct(">qI")

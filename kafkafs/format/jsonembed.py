@@ -215,11 +215,11 @@ def render_value(data: bytes | None, mode: str) -> bytes:
 # JSON as an ``orjson.Fragment`` holding its compact bytes, strings as ``str``.
 
 
-def _b64(data: bytes) -> dict:
+def _b64(data: bytes) -> dict[str, str]:
     return {"$base64": base64.b64encode(data).decode("ascii")}
 
 
-def view_auto(data: bytes | None):
+def view_auto(data: bytes | None) -> object:
     if data is None:
         return None
     try:
@@ -234,7 +234,7 @@ def view_auto(data: bytes | None):
     return text
 
 
-def view_string(data: bytes | None):
+def view_string(data: bytes | None) -> str | dict[str, str] | None:
     if data is None:
         return None
     try:
@@ -243,7 +243,7 @@ def view_string(data: bytes | None):
         return _b64(data)
 
 
-def view_base64(data: bytes | None):
+def view_base64(data: bytes | None) -> dict[str, str] | None:
     return None if data is None else _b64(data)
 
 

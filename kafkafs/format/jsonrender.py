@@ -17,6 +17,7 @@ tested against, and what serves legacy (magic 0/1) batches and machines without 
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterable
 from functools import lru_cache
 from typing import Literal
 
@@ -69,7 +70,7 @@ def check_mode(mode: str) -> None:
         raise InvalidInput(f"values mode must be one of {', '.join(VALUES_MODES)}, not {mode!r}")
 
 
-def record_object(topic: str, partition: int, batch: DecodedBatch, index: int, mode: str = "auto") -> dict:
+def record_object(topic: str, partition: int, batch: DecodedBatch, index: int, mode: str = "auto") -> dict[str, object]:
     """The JSON object of record ``index`` of ``batch`` as a dict in SPEC key order, embedded JSON as
     ``orjson.Fragment``: a record at a time, through a dict (``orjson.dumps`` of it gives the line)."""
     check_mode(mode)
@@ -121,7 +122,7 @@ def select_indexes(
     ]
 
 
-def render_lines(topic: str, partition: int, batch: DecodedBatch, mode: str, indexes) -> list[bytes]:
+def render_lines(topic: str, partition: int, batch: DecodedBatch, mode: str, indexes: Iterable[int]) -> list[bytes]:
     """The JSON line (newline included) of each record ``indexes`` names, in that order."""
     check_mode(mode)
     header = batch.header

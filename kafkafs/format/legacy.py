@@ -32,6 +32,7 @@ import zlib
 from dataclasses import dataclass, field
 
 from kafkafs.errors import CorruptRecordError
+from kafkafs.format import Buffer
 from kafkafs.format.compression import Codec, decompress
 
 __all__ = [
@@ -84,7 +85,7 @@ class LegacyEntry(LegacyHeader):
     values: list[bytes | None] = field(default_factory=list)
 
 
-def legacy_entry_size(buf: bytes | bytearray | memoryview, pos: int) -> int | None:
+def legacy_entry_size(buf: Buffer, pos: int) -> int | None:
     """Bytes of the entry at ``pos`` (prefix included), or None if ``buf`` ends before it does.
 
     A size field below the smallest message is corruption; a size reaching past the end of ``buf`` is a
@@ -94,7 +95,7 @@ def legacy_entry_size(buf: bytes | bytearray | memoryview, pos: int) -> int | No
         raise CorruptRecordError("negative position", pos)
     if len(buf) - pos < LOG_OVERHEAD:
         return None
-    _, size = _PREFIX.unpack_from(buf, pos)
+    size: int = _PREFIX.unpack_from(buf, pos)[1]
     if size < _MIN_SIZE:
         raise CorruptRecordError(f"message size {size} is below the minimum of {_MIN_SIZE}", pos)
     if len(buf) - pos - LOG_OVERHEAD < size:
@@ -103,7 +104,7 @@ def legacy_entry_size(buf: bytes | bytearray | memoryview, pos: int) -> int | No
 
 
 def decode_legacy_entry(
-    buf: bytes | bytearray | memoryview, pos: int, max_size: int, validate_crc: bool = True
+    buf: Buffer, pos: int, max_size: int, validate_crc: bool = True
 ) -> LegacyEntry:
     """Decode the entry at ``pos`` into columns; a compressed wrapper yields all its inner records.
 
@@ -134,7 +135,7 @@ def decode_legacy_entry(
 
 
 def _read_outer(
-    buf: bytes | bytearray | memoryview, pos: int, validate_crc: bool
+    buf: Buffer, pos: int, validate_crc: bool
 ) -> tuple[LegacyHeader, bytes]:
     size = legacy_entry_size(buf, pos)
     if size is None:

@@ -22,7 +22,12 @@ from dataclasses import dataclass
 
 from .records import Header
 
-__all__ = ["RecordFilter", "MAX_HEADERS"]
+__all__ = ["RecordFilter", "KernelFilter", "MAX_HEADERS"]
+
+#: What the kernel's ``filter_parse`` takes: key, (header name as UTF-8, value) pairs, bitmap, its base.
+KernelFilter = tuple[
+    bytes | None, tuple[tuple[bytes, bytes | None], ...], "bytes | bytearray | memoryview | None", int
+]
 
 #: Header conditions a filter may hold (the kernel's FILTER_MAX_HEADERS).
 MAX_HEADERS = 8
@@ -48,7 +53,7 @@ class RecordFilter:
     def with_bits(self, bits: bytes | bytearray | memoryview | None, base: int) -> RecordFilter:
         return RecordFilter(self.key, self.headers, bits, base)
 
-    def kernel_arg(self) -> tuple:
+    def kernel_arg(self) -> KernelFilter:
         """The tuple the kernel's ``filter_parse`` takes."""
         return (
             self.key,

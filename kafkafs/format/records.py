@@ -53,7 +53,7 @@ class Record(NamedTuple):
     headers: tuple[Header, ...] | list[Header]
 
 
-NO_HEADERS: tuple = ()
+NO_HEADERS: tuple[Header, ...] = ()
 _NO_HEADERS = NO_HEADERS
 
 

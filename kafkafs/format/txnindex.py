@@ -23,6 +23,7 @@ from typing import NamedTuple
 
 from kafkafs.errors import CorruptRecordError
 
+from . import Buffer
 from .batch import BatchHeader, control_type_of, decode_batch
 
 __all__ = [
@@ -66,7 +67,7 @@ def encode_aborted_txn(txn: AbortedTxn) -> bytes:
     return _ENTRY.pack(txn.version, txn.producer_id, txn.first_offset, txn.last_offset, txn.last_stable_offset)
 
 
-def decode_aborted_txn(buf, pos: int = 0) -> AbortedTxn:
+def decode_aborted_txn(buf: Buffer, pos: int = 0) -> AbortedTxn:
     """The entry at ``pos``; ``CorruptRecordError`` for a version newer than Kafka's (0)."""
     version, producer_id, first, last, lso = _ENTRY.unpack_from(buf, pos)
     if version > CURRENT_VERSION or version < 0:
@@ -74,7 +75,7 @@ def decode_aborted_txn(buf, pos: int = 0) -> AbortedTxn:
     return AbortedTxn(producer_id, first, last, lso, version)
 
 
-def parse_txn_index(data) -> list[AbortedTxn]:
+def parse_txn_index(data: Buffer) -> list[AbortedTxn]:
     """Every whole entry of a ``.txnindex``'s content (a partial last entry is ignored, as Kafka does)."""
     return [decode_aborted_txn(data, pos) for pos in range(0, len(data) - ENTRY_SIZE + 1, ENTRY_SIZE)]
 
@@ -111,7 +112,7 @@ def collect_aborted_txns(
     return out, False
 
 
-def transaction_event(buf, header: BatchHeader) -> TxnEvent | None:
+def transaction_event(buf: Buffer, header: BatchHeader) -> TxnEvent | None:
     """The :class:`TxnEvent` of the v2 batch ``header`` in ``buf``, or None when it has none: not a
     batch of a producer, not transactional, or a control batch that is empty (cleaned) or not a
     transaction marker. Only control batches are decoded (they hold one tiny record)."""

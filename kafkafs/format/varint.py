@@ -10,6 +10,7 @@ hot path checks no end per byte).
 from __future__ import annotations
 
 from ..errors import CorruptRecordError
+from . import Buffer
 
 __all__ = [
     "read_zigzag",
@@ -21,7 +22,7 @@ __all__ = [
 ]
 
 
-def read_zigzag(data, pos: int, bits: int, name: str) -> tuple[int, int]:
+def read_zigzag(data: Buffer, pos: int, bits: int, name: str) -> tuple[int, int]:
     """A zig-zag varint (``bits`` 32: at most 5 bytes) or varlong (64: at most 10 bytes) at ``pos``,
     as ``(value, next_position)``; ``name`` says which in the errors. The one decoder of the Python
     code (the compiled kernel has its own, tested against the reference that calls this one).
@@ -45,12 +46,12 @@ def read_zigzag(data, pos: int, bits: int, name: str) -> tuple[int, int]:
             raise CorruptRecordError(f"{name} longer than {max_shift // 7} bytes", start)
 
 
-def read_varint(data, pos: int) -> tuple[int, int]:
+def read_varint(data: Buffer, pos: int) -> tuple[int, int]:
     """:func:`read_zigzag` of a varint (32-bit); past the end of ``data`` an ``IndexError``."""
     return read_zigzag(data, pos, 32, "varint")
 
 
-def read_varlong(data, pos: int) -> tuple[int, int]:
+def read_varlong(data: Buffer, pos: int) -> tuple[int, int]:
     """:func:`read_zigzag` of a varlong (64-bit); past the end of ``data`` an ``IndexError``."""
     return read_zigzag(data, pos, 64, "varlong")
 

@@ -7,8 +7,9 @@ there); this class only says what an entry means.
 from __future__ import annotations
 
 from kafkafs.errors import InvalidInput
+from kafkafs.format import Buffer
 from kafkafs.format import index as fmt
-from kafkafs.format.index import Buffer, TimestampOffset
+from kafkafs.format.index import TimestampOffset
 
 from .index import AbstractIndex
 

@@ -96,7 +96,7 @@ def __getattr__(name: str) -> Any:
     return value
 
 
-def decoder_for(topic: str, registry=None, mode: str = "auto") -> Decoder | None:
+def decoder_for(topic: str, registry: SchemaRegistry | None = None, mode: str = "auto") -> Decoder | None:
     """The decoder of ``topic``'s records: Kafka's internal topics always; any other topic when a
     Schema Registry (a :class:`~.registry.SchemaRegistry` with at least one schema) is given; else None.
     ``mode`` other than "auto" (``--values string|base64``): None, nothing is decoded.

@@ -15,10 +15,44 @@ import json
 import re
 from functools import cache
 from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
+from typing import NotRequired, TypedDict
 
 __all__ = ["SOURCES", "MESSAGES_DIR", "kafka_version", "select_resources", "load_spec", "names_from",
-           "strip_comments"]
+           "strip_comments", "FieldSpec", "MessageSpec", "StructSpec"]
+
+
+class FieldSpec(TypedDict):
+    """One field of a definition, as Kafka's message generator reads it (the keys kafkafs reads)."""
+
+    name: str
+    type: str  # int8..float64, bool, uuid, string, bytes, records, a struct's name, "[]" + any of those
+    versions: NotRequired[str]
+    nullableVersions: NotRequired[str]
+    taggedVersions: NotRequired[str]
+    tag: NotRequired[int]
+    default: NotRequired[str | int | bool | None]
+    fields: NotRequired[list[FieldSpec]]
+
+
+class StructSpec(TypedDict):
+    """A ``commonStructs`` entry: a struct type that fields name by its ``name``."""
+
+    name: str
+    fields: list[FieldSpec]
+
+
+class MessageSpec(TypedDict):
+    """A message definition (one ``messages/*.json`` file)."""
+
+    name: str
+    type: str  # "metadata", "coordinator-key", "coordinator-value", "data", ...
+    validVersions: str
+    flexibleVersions: NotRequired[str]
+    apiKey: NotRequired[int]
+    fields: list[FieldSpec]
+    commonStructs: NotRequired[list[StructSpec]]
 
 #: (artifact of org.apache.kafka, folder inside its jar, the message files taken or None for every
 #: ``.json`` in the folder): every internal topic's records and the control records.
@@ -54,7 +88,7 @@ def select_resources(names: list[str], folder: str, wanted: tuple[str, ...] | No
     return sorted(out)
 
 
-def _messages():
+def _messages() -> Traversable:
     return resources.files(_PACKAGE).joinpath("messages")
 
 
@@ -73,19 +107,21 @@ def kafka_version() -> str:
 @cache
 def _by_name() -> dict[str, str]:
     """Message name -> file name, for every definition shipped."""
-    out = {}
+    out: dict[str, str] = {}
     for entry in _messages().iterdir():
         if entry.name.endswith(".json"):
-            out[json.loads(strip_comments(entry.read_text("utf-8")))["name"]] = entry.name
+            spec: MessageSpec = json.loads(strip_comments(entry.read_text("utf-8")))
+            out[spec["name"]] = entry.name
     return out
 
 
 @cache
-def load_spec(name: str) -> dict:
-    """The definition of message ``name`` as a dict; KeyError when none is shipped."""
+def load_spec(name: str) -> MessageSpec:
+    """The definition of message ``name``; KeyError when none is shipped. The shipped files are
+    Kafka's (a test holds them equal to the jars), so their JSON is taken as :class:`MessageSpec`."""
     try:
         text = _messages().joinpath(f"{name}.json").read_text("utf-8")
-        spec = json.loads(strip_comments(text))
+        spec: MessageSpec = json.loads(strip_comments(text))
         if spec.get("name") == name:
             return spec
     except FileNotFoundError:
@@ -93,7 +129,8 @@ def load_spec(name: str) -> dict:
     file = _by_name().get(name)
     if file is None:
         raise KeyError(name)
-    return json.loads(strip_comments(_messages().joinpath(file).read_text("utf-8")))
+    spec = json.loads(strip_comments(_messages().joinpath(file).read_text("utf-8")))
+    return spec
 
 
 @cache

@@ -31,6 +31,7 @@ from functools import cache
 from ...errors import CorruptRecordError
 from ..varint import encode_uvarint
 from .definitions import kafka_version, names_from
+from .fields import MessageObject
 from .schema import Message, _Reader, message
 
 __all__ = [
@@ -94,7 +95,8 @@ def definitions_version() -> str:
 def _i16(data: bytes, what: str) -> int:
     if data is None or len(data) < 2:
         raise CorruptRecordError(f"{what} too short for its version")
-    return _I16.unpack_from(data, 0)[0]
+    value: int = _I16.unpack_from(data, 0)[0]
+    return value
 
 
 @cache
@@ -102,7 +104,7 @@ def record_types(kind: str) -> dict[int, str]:
     """A coordinator's record types (``kind``: a key of :data:`COORDINATORS`): the key's leading i16
     to the record's base name (``"OffsetCommit"``: ``OffsetCommitKey`` / ``OffsetCommitValue``), from the
     ``apiKey`` of every ``coordinator-key`` definition, as Kafka's generated CoordinatorRecordType."""
-    out = {}
+    out: dict[int, str] = {}
     for name in names_from(COORDINATORS[kind]):
         m = message(name)
         if m.spec.get("type") == "coordinator-key" and m.api_key is not None and name.endswith("Key"):
@@ -110,7 +112,7 @@ def record_types(kind: str) -> dict[int, str]:
     return dict(sorted(out.items()))
 
 
-def coordinator_key(kind: str, data: bytes) -> dict:
+def coordinator_key(kind: str, data: bytes) -> MessageObject:
     """A coordinator record's key: ``{"type": 1, "data": {...}}``. Kafka's generated readers ignore the
     version a key is read at (every field of a key is in every version): read at its lowest."""
     record_type = _i16(data, "key")
@@ -122,7 +124,7 @@ def coordinator_key(kind: str, data: bytes) -> dict:
     return {"type": record_type, "data": m.read(data, version, 2, whole=False)}
 
 
-def coordinator_value(kind: str, data: bytes | None, key: bytes) -> dict | None:
+def coordinator_value(kind: str, data: bytes | None, key: bytes) -> MessageObject | None:
     """A coordinator record's value: ``{"version": 3, "data": {...}}``, None for a tombstone."""
     if data is None:
         return None
@@ -137,12 +139,12 @@ def coordinator_value(kind: str, data: bytes | None, key: bytes) -> dict | None:
     return {"version": version, "data": m.read(data, version, 2, whole=False)}
 
 
-def offsets_key(data: bytes) -> dict:
+def offsets_key(data: bytes) -> MessageObject:
     """A ``__consumer_offsets`` key: ``{"type": 1, "data": {"group", "topic", "partition"}}``."""
     return coordinator_key("offsets", data)
 
 
-def offsets_value(data: bytes | None, key: bytes | None = None) -> dict | None:
+def offsets_value(data: bytes | None, key: bytes | None = None) -> MessageObject | None:
     """A ``__consumer_offsets`` value: ``{"version": 3, "data": {...}}``, None for a tombstone. The key
     (when given) names the value's type; without it an offset commit is assumed unless the value only
     decodes as group metadata (then bytes after the last field tell the two apart)."""
@@ -165,10 +167,11 @@ def offsets_value(data: bytes | None, key: bytes | None = None) -> dict | None:
         if name == "GroupMetadata":
             decode_members(body)
         return {"version": version, "data": body}
-    raise error  # type: ignore[misc]  # names is never empty: every name failed, so error is set
+    assert error is not None  # every name failed, so error is set
+    raise error
 
 
-def decode_members(body: dict) -> None:
+def decode_members(body: MessageObject) -> None:
     """Each member's subscription and assignment decoded in place, as DumpLogSegments does for groups of
     protocol type ``consumer``; bytes that do not decode keep their base64."""
     if body.get("protocolType") != "consumer":
@@ -191,18 +194,18 @@ def decode_members(body: dict) -> None:
                 pass
 
 
-def transaction_key(data: bytes) -> dict:
+def transaction_key(data: bytes) -> MessageObject:
     """A ``__transaction_state`` key: ``{"type": 0, "data": {"transactionalId": "..."}}``."""
     return coordinator_key("transactions", data)
 
 
-def transaction_value(data: bytes | None, key: bytes | None = None) -> dict | None:
+def transaction_value(data: bytes | None, key: bytes | None = None) -> MessageObject | None:
     """A ``__transaction_state`` value: ``{"version": 1, "data": {...}}``, None for a tombstone (every
     transaction record is of type 0: the key is not needed)."""
     return coordinator_value("transactions", data, key if key is not None else b"\x00\x00")
 
 
-def with_state_name(value: dict | None) -> dict | None:
+def with_state_name(value: MessageObject | None) -> MessageObject | None:
     """A decoded ``__transaction_state`` value as ``kafka-dump-log --transaction-log-decoder`` prints it:
     ``transactionStatus`` as the state's name (``"Ongoing"``), or its number as a string when Kafka
     knows no such state (Kafka 4.x's TransactionLogMessageParser)."""
@@ -213,18 +216,18 @@ def with_state_name(value: dict | None) -> dict | None:
     return {"version": value["version"], "data": data}
 
 
-def share_state_key(data: bytes) -> dict:
+def share_state_key(data: bytes) -> MessageObject:
     """A ``__share_group_state`` key: ``{"type": 0, "data": {"groupId", "topicId", "partition"}}``."""
     return coordinator_key("share-state", data)
 
 
-def share_state_value(data: bytes | None, key: bytes) -> dict | None:
+def share_state_value(data: bytes | None, key: bytes) -> MessageObject | None:
     """A ``__share_group_state`` value (ShareSnapshotValue or ShareUpdateValue by the key's type)."""
     return coordinator_value("share-state", data, key)
 
 
 def _api_messages(artifact: str) -> dict[int, Message]:
-    out = {}
+    out: dict[int, Message] = {}
     for name in names_from(artifact):
         m = message(name)
         if m.spec.get("type") == "metadata" and m.api_key is not None:
@@ -244,7 +247,7 @@ def remote_log_metadata_types() -> dict[int, Message]:
     return _api_messages("kafka-storage")
 
 
-def _framed(data: bytes | None, types: dict[int, Message], what: str) -> dict:
+def _framed(data: bytes | None, types: dict[int, Message], what: str) -> MessageObject:
     if data is None:
         raise CorruptRecordError(f"a {what} record has no value")
     r = _Reader(bytes(data))
@@ -259,18 +262,18 @@ def _framed(data: bytes | None, types: dict[int, Message], what: str) -> dict:
     return {"type": m.type_name, "version": version, "data": m.read(r.buf, version, r.pos)}
 
 
-def metadata_record(data: bytes) -> dict:
+def metadata_record(data: bytes) -> MessageObject:
     """A ``__cluster_metadata`` value: ``{"type": "FEATURE_LEVEL_RECORD", "version": 0, "data": {...}}``."""
     return _framed(data, metadata_types(), "metadata")
 
 
-def remote_log_metadata_record(data: bytes | None) -> dict:
+def remote_log_metadata_record(data: bytes | None) -> MessageObject:
     """A ``__remote_log_metadata`` value, framed as a metadata record:
     ``{"type": "REMOTE_LOG_SEGMENT_METADATA_RECORD", "version": 0, "data": {...}}``."""
     return _framed(data, remote_log_metadata_types(), "remote log metadata")
 
 
-def metadata_frame(type_name_or_key: str | int, version: int, data: dict, types: dict[int, Message] | None = None) -> bytes:
+def metadata_frame(type_name_or_key: str | int, version: int, data: MessageObject, types: dict[int, Message] | None = None) -> bytes:
     """The bytes of a metadata record (the reverse of :func:`metadata_record`; ``types``:
     :func:`remote_log_metadata_types` for a remote log metadata record), for building logs."""
     types = metadata_types() if types is None else types
@@ -282,7 +285,7 @@ def metadata_frame(type_name_or_key: str | int, version: int, data: dict, types:
     return bytes([1]) + encode_uvarint(m.api_key) + encode_uvarint(version) + m.write(data, version)
 
 
-def control_key(data: bytes | None) -> dict:
+def control_key(data: bytes | None) -> MessageObject:
     """A control record's key, ``{"version": 0, "type": 2}`` (Kafka's ControlRecordTypeSchema): exactly
     4 bytes, so that nothing is left out."""
     if data is None or len(data) != 4:
@@ -291,7 +294,7 @@ def control_key(data: bytes | None) -> dict:
     return {"version": version, "type": kind}
 
 
-def control_value(key: bytes | None, data: bytes | None) -> dict:
+def control_value(key: bytes | None, data: bytes | None) -> MessageObject:
     """A control record's value: a transaction marker's ``{"version", "coordinatorEpoch"}``, or the KRaft
     message of the key's type read at version 0 (its own ``version`` field comes first)."""
     kind = control_key(key)["type"]

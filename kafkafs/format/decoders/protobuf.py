@@ -20,7 +20,11 @@ immutable and safe to share across threads (the protobuf runtime's parsing is th
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the protobuf runtime has no type hints: these name what a value is (mypy sees Any)
+    from google.protobuf.descriptor import Descriptor, FieldDescriptor
+    from google.protobuf.message import Message
 
 __all__ = ["ProtoCompiler", "ProtobufSchema", "read_message_indexes"]
 
@@ -28,6 +32,10 @@ __all__ = ["ProtoCompiler", "ProtobufSchema", "read_message_indexes"]
 #: ``files`` mapping import names (``"orders.proto"``, ``"common/money.proto"``) to their text; raises
 #: ValueError with protoc's message when the text does not compile.
 ProtoCompiler = Callable[[dict[str, str], str], bytes]
+
+#: A protobuf runtime value (a message, a field's value) to its JSON-ready object (the runtime is
+#: untyped, and what a field holds is its descriptor's to say: both sides are Any).
+Converter = Callable[[Any], Any]
 
 _FIRST = [0]
 
@@ -80,10 +88,10 @@ class ProtobufSchema:
             raise ValueError(f"{main} defines no message")
         #: the full names of the file's top-level messages, in the order they are written (index 0 first)
         self._top = top
-        self._classes: dict[tuple[int, ...], Any] = {}
-        self._readers: dict[tuple[int, ...], tuple[Callable, Callable]] = {}
+        self._classes: dict[tuple[int, ...], type[Message]] = {}
+        self._readers: dict[tuple[int, ...], tuple[Callable[[bytes], Message], Converter]] = {}
 
-    def message_class(self, indexes: list[int]):
+    def message_class(self, indexes: list[int]) -> type[Message]:
         """The message class at ``indexes`` (IndexError when the schema has no such message)."""
         key = tuple(indexes)
         cls = self._classes.get(key)
@@ -114,7 +122,7 @@ class ProtobufSchema:
         return convert(parse(data[pos:]))
 
 
-def to_json_object(message) -> Any:
+def to_json_object(message: Message) -> Any:
     """``message`` as ``json_format.MessageToDict(message, always_print_fields_with_no_presence=True,
     preserving_proto_field_name=True)`` gives it (the definition; :func:`_converter` is the fast way)."""
     from google.protobuf import json_format
@@ -123,10 +131,10 @@ def to_json_object(message) -> Any:
                                      preserving_proto_field_name=True)
 
 
-_CONVERTERS: dict[Any, Callable[[Any], Any]] = {}
+_CONVERTERS: dict[Descriptor, Converter] = {}
 
 
-def _converter(desc) -> Callable[[Any], Any]:
+def _converter(desc: Descriptor) -> Converter:
     """A function from a message of ``desc`` to what :func:`to_json_object` gives, made once per
     descriptor: the runtime's own rules (``json_format._RegularMessageToJsonObject`` and
     ``_FieldToJsonObject``) without their per-field dispatch. A message that needs more than those
@@ -139,7 +147,16 @@ def _converter(desc) -> Callable[[Any], Any]:
     return conv
 
 
-def _plain(desc, seen: set) -> bool:
+def _each(conv: Converter) -> Converter:
+    """A repeated field's converter: ``conv`` over each value."""
+    return lambda values: [conv(v) for v in values]
+
+
+def _constant(value: Any) -> Callable[[], Any]:
+    return lambda: value
+
+
+def _plain(desc: Descriptor, seen: set[Descriptor]) -> bool:
     """Whether every message reachable from ``desc`` follows only the plain rules."""
     if desc in seen:
         return True
@@ -155,7 +172,7 @@ def _plain(desc, seen: set) -> bool:
     return True
 
 
-def _fast(desc, seen: set):
+def _fast(desc: Descriptor, seen: set[Descriptor]) -> Converter | None:
     import base64
     import math
 
@@ -169,16 +186,17 @@ def _fast(desc, seen: set):
     shortest = type_checkers.ToShortestFloat
     isinf = math.isinf
 
-    def special(value: float):
+    def special(value: float) -> str:
         if isinf(value):
             return "-Infinity" if value < 0 else "Infinity"
         return "NaN"
 
-    def value_of(field):
+    def value_of(field: FieldDescriptor) -> Converter | None:
         """The converter of one value of ``field``, or None where the value is its own JSON."""
         cpp = field.cpp_type
         if cpp == FD.CPPTYPE_MESSAGE:
-            return lambda m, f=field.message_type: _converter(f)(m)
+            inner = field.message_type
+            return lambda m: _converter(inner)(m)
         if cpp == FD.CPPTYPE_ENUM:
             names = {v.number: v.name for v in field.enum_type.values}
             return lambda v: names.get(v, v)
@@ -202,8 +220,8 @@ def _fast(desc, seen: set):
             map_value = value_of(value_f)
             bool_keys = key_f.cpp_type == FD.CPPTYPE_BOOL
 
-            def mapping(m, conv=map_value, bool_keys=bool_keys):
-                out = {}
+            def mapping(m: Any, conv: Converter | None = map_value, bool_keys: bool = bool_keys) -> dict[str, Any]:
+                out: dict[str, Any] = {}
                 for k in m:
                     key = ("true" if k else "false") if bool_keys else str(k)
                     out[key] = m[k] if conv is None else conv(m[k])
@@ -213,21 +231,21 @@ def _fast(desc, seen: set):
             if not field.has_presence:
                 defaults.append((name, dict))
         elif field.is_repeated:
-            convs[field.number] = (lambda vs: list(vs)) if one is None else (lambda vs, c=one: [c(v) for v in vs])  # type: ignore[misc]  # the default binds the converter
+            convs[field.number] = list if one is None else _each(one)
             if not field.has_presence:
                 defaults.append((name, list))
         else:
             convs[field.number] = one
             if not field.has_presence:
                 default = field.default_value if one is None else one(field.default_value)
-                defaults.append((name, lambda d=default: d))  # type: ignore[misc]  # the default binds the value
+                defaults.append((name, _constant(default)))
     # by field descriptor: the (name, converter) of each field, looked up without attribute access
     by_field = {field: (field.name, convs[field.number]) for field in desc.fields}
     count = len(by_field)
     missing_possible = bool(defaults)
 
-    def convert(message):
-        js = {}
+    def convert(message: Message) -> dict[str, Any]:
+        js: dict[str, Any] = {}
         for field, value in message.ListFields():
             name, conv = by_field[field]
             js[name] = value if conv is None else conv(value)

@@ -38,12 +38,21 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import orjson
 
 from ..jsonembed import json_compact
+from ..records import DecodedBatch
 from .view import Decoder, _bytes_default, generic_json
 
 if TYPE_CHECKING:
     from .protobuf import ProtoCompiler
 
 __all__ = ["Schema", "SchemaRegistry", "RegistryDecoder", "strip_logical_types"]
+
+
+class DatumReader(NamedTuple):
+    """How the datums of one schema are read, to their JSON-ready object (or an ``orjson.Fragment``);
+    each raises when its datum does not decode. One of the two is set."""
+
+    from_bytes: Callable[[bytes], object] | None  # JSON Schema, Protobuf: the bytes after the frame
+    from_stream: Callable[[BytesIO], object] | None  # Avro: a stream positioned at the datum
 
 
 class Schema(NamedTuple):
@@ -72,7 +81,7 @@ class SchemaRegistry:
         self._files: dict[int, Schema] = {}
         self._imports: dict[str, str] = {}  # .proto import name -> text (a --schemas DIR's files)
         self._compiler = protobuf_compiler
-        self._readers: dict[int, Callable[[bytes], Any] | None] = {}
+        self._readers: dict[int, DatumReader | None] = {}
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ filling
@@ -103,7 +112,8 @@ class SchemaRegistry:
         self._versions[where] = schema
         self._readers.clear()
 
-    def add(self, schema_id: int, text: str, schema_type: str = "AVRO", references=()) -> None:
+    def add(self, schema_id: int, text: str, schema_type: str = "AVRO",
+            references: tuple[tuple[str, str, int], ...] = ()) -> None:
         """A schema known by id alone (``--schemas DIR``)."""
         self._files[schema_id] = Schema(schema_id, schema_type.upper(), text, tuple(references))
         self._readers.clear()
@@ -140,10 +150,9 @@ class SchemaRegistry:
             version = max(versions) if versions else -2
         return self._versions.get((subject, version))
 
-    def reader(self, schema_id: int) -> Callable[[Any], Any] | None:
-        """A function from a datum to its JSON-ready object (or ``orjson.Fragment``), raising when it
-        does not decode; None for an unknown id. It takes a stream positioned at the datum (Avro),
-        or, when it has ``takes_bytes`` (JSON Schema, Protobuf), the bytes after the 5-byte frame."""
+    def reader(self, schema_id: int) -> DatumReader | None:
+        """How the datums of schema ``schema_id`` are read; None for an unknown id (or a schema that
+        does not compile)."""
         try:
             return self._readers[schema_id]
         except KeyError:
@@ -153,29 +162,29 @@ class SchemaRegistry:
                 self._readers[schema_id] = self._compile(schema_id)
             return self._readers[schema_id]
 
-    def _compile(self, schema_id: int):
+    def _compile(self, schema_id: int) -> DatumReader | None:
         schema = self.schema(schema_id)
         if schema is None:
             return None
         try:
             if schema.schema_type == "AVRO":
-                named: dict = {}
-                return _avro_reader(self._avro_parsed(schema, named, set()), named)
+                named: dict[str, Any] = {}
+                return DatumReader(None, _avro_reader(self._avro_parsed(schema, named, set()), named))
             if schema.schema_type == "JSON":
-                return _json_reader
+                return DatumReader(_json_reader, None)
             if schema.schema_type == "PROTOBUF" and self._compiler is not None:
                 return self._protobuf_reader(schema)
         except Exception:  # noqa: BLE001 - a schema fastavro or protoc rejects: its values stay bytes
             return None
         return None
 
-    def _protobuf_reader(self, schema: Schema):
+    def _protobuf_reader(self, schema: Schema) -> DatumReader:
         from .protobuf import ProtobufSchema
 
         files = dict(self._imports)
         main = f"{schema.id}.proto" if self._files.get(schema.id) is schema else f"kafkafs-registry-{schema.id}.proto"
         files[main] = schema.text
-        pending, seen = list(schema.references), set()
+        pending, seen = list(schema.references), set[tuple[str, int]]()
         while pending:  # each reference is imported by its name, and may have references of its own
             name, subject, version = pending.pop()
             ref = self._referenced(subject, version)
@@ -186,14 +195,10 @@ class SchemaRegistry:
             pending.extend(ref.references)
         assert self._compiler is not None
         compiled = ProtobufSchema(self._compiler(files, main), main)
+        return DatumReader(compiled.read, None)
 
-        def read(data: bytes):
-            return compiled.read(data)
-
-        read.takes_bytes = True  # type: ignore[attr-defined]  # a mark on the function object, read by the caller
-        return read
-
-    def _avro_parsed(self, schema: Schema, named: dict, seen: set):
+    def _avro_parsed(self, schema: Schema, named: dict[str, Any], seen: set[tuple[str, int]]) -> Any:
+        """The parsed Avro schema (fastavro's: parsed JSON), after the references it names."""
         import fastavro
 
         for _name, subject, version in schema.references:
@@ -220,7 +225,7 @@ class SchemaRegistry:
         return RegistryDecoder(self)
 
 
-def _avro_reader(parsed, named: dict):
+def _avro_reader(parsed: Any, named: dict[str, Any]) -> Callable[[BytesIO], object]:
     """A reader of one datum at the stream's position, through fastavro's public ``schemaless_reader``
     (its private datum reader would save about 1.5 us a datum; the project uses no package's private
     modules). ``named``: the named types the references defined, already in ``parsed``."""
@@ -230,14 +235,12 @@ def _avro_reader(parsed, named: dict):
     return lambda stream: reader(stream, parsed, None)
 
 
-def _json_reader(payload: bytes):
+def _json_reader(payload: bytes) -> object:
     compact = json_compact(payload)
     if compact is None:
         return orjson.loads(payload)  # a scalar JSON document; raises ValueError when not JSON
     return orjson.Fragment(compact)
 
-
-_json_reader.takes_bytes = True  # type: ignore[attr-defined]  # a mark on the function object, read by the caller
 
 
 class RegistryDecoder(Decoder):
@@ -248,7 +251,7 @@ class RegistryDecoder(Decoder):
         #: names what this decoder renders, for caches of rendered sizes (the mount's ``--cache-dir``)
         self.identity = "kafkafs.registry:" + registry.fingerprint()
 
-    def wants(self, batch) -> bool:
+    def wants(self, batch: DecodedBatch) -> bool:
         for data in batch.values:
             if data is not None and len(data) > 4 and data[0] == 0:
                 return True
@@ -257,7 +260,8 @@ class RegistryDecoder(Decoder):
                 return True
         return False
 
-    def _column(self, batch, keys, values, which):
+    def _column(self, batch: DecodedBatch, keys: list[bytes | None], values: list[bytes | None],
+                which: str) -> list[bytes]:
         """A whole column at once: the framed items are read from one stream of the column's bytes, each
         datum checked to end exactly where its item ends. Per frame prefix (magic byte and id) the reader
         and the ``"...SchemaId"`` text are looked up once a column."""
@@ -269,7 +273,7 @@ class RegistryDecoder(Decoder):
         seek, tell = stream.seek, stream.tell
         lookup = self.registry.reader
         dumps, default = orjson.dumps, _bytes_default
-        known: dict[bytes, tuple] = {}
+        known: dict[bytes, tuple[DatumReader | None, bytes]] = {}
         out: list[bytes] = []
         add = out.append
         end = 0
@@ -289,11 +293,12 @@ class RegistryDecoder(Decoder):
                 add(generic_json(data))
                 continue
             try:
-                if getattr(read, "takes_bytes", False):  # JSON and Protobuf: the rest of the item
-                    obj = read(data[5:])
+                if read.from_bytes is not None:  # JSON and Protobuf: the rest of the item
+                    obj = read.from_bytes(data[5:])
                 else:
+                    assert read.from_stream is not None
                     seek(start + 5)
-                    obj = read(stream)
+                    obj = read.from_stream(stream)
                     if tell() != end:
                         raise ValueError("bytes left over after the datum")
                 add(dumps(obj, default=default) + tail)

@@ -18,50 +18,22 @@ from __future__ import annotations
 
 import base64
 import struct
+from collections.abc import Callable
 from functools import cache
-from typing import Any
 
 from ...errors import CorruptRecordError
-from .definitions import load_spec
-from .schema_write import FIXED, MessageWriter, is_default, uuid_bytes, uuid_text
+from .definitions import FieldSpec, MessageSpec, load_spec
+from .fields import FIXED, Field, MessageObject, Versions, compile_fields, is_default, uuid_text
+from .schema_write import MessageWriter
 
-__all__ = ["Message", "message", "Versions", "uuid_text", "uuid_bytes"]
-
-_INF = 0x7FFF
-
-
-class Versions:
-    """A version range as Kafka writes it: ``"0+"``, ``"1-3"``, ``"2"`` or ``"none"``."""
-
-    __slots__ = ("lo", "hi")
-    lo: int
-    hi: int
-
-    def __init__(self, text: str | None, default: Versions | None = None) -> None:
-        if text is None:
-            self.lo, self.hi = (default.lo, default.hi) if default is not None else (1, 0)
-            return
-        text = str(text).strip()
-        if text == "none":
-            self.lo, self.hi = 1, 0
-        elif text.endswith("+"):
-            self.lo, self.hi = int(text[:-1]), _INF
-        elif "-" in text:
-            lo, hi = text.split("-")
-            self.lo, self.hi = int(lo), int(hi)
-        else:
-            self.lo = self.hi = int(text)
-
-    def __contains__(self, version: int) -> bool:
-        return self.lo <= version <= self.hi
-
-    def __repr__(self) -> str:
-        return f"Versions({self.lo}..{self.hi})"
-
+__all__ = ["Message", "message"]
 
 _I16 = FIXED["int16"]
 _I32 = FIXED["int32"]
-_ZERO_UUID = bytes(16)
+_F64 = FIXED["float64"]
+
+#: Reads one field's value at the reader's position (its type is the field's definition's).
+_FieldReader = Callable[["_Reader"], object]
 
 
 class _Reader:
@@ -96,13 +68,23 @@ class _Reader:
             if shift > 35:
                 raise CorruptRecordError("varint too long")
 
-    def fixed(self, st: struct.Struct):
+    def fixed(self, st: struct.Struct) -> int:
+        """An integer of the fixed-size type ``st`` (a :data:`~.fields.FIXED` one but float64)."""
         pos = self.pos
         end = pos + st.size
         if end > len(self.buf):
             raise CorruptRecordError(f"message truncated at {pos}")
         self.pos = end
-        return st.unpack_from(self.buf, pos)[0]
+        value: int = st.unpack_from(self.buf, pos)[0]
+        return value
+
+    def float64(self) -> float:
+        pos = self.pos
+        if pos + 8 > len(self.buf):
+            raise CorruptRecordError(f"message truncated at {pos}")
+        self.pos = pos + 8
+        value: float = _F64.unpack_from(self.buf, pos)[0]
+        return value
 
 
 def _compact_length(r: _Reader) -> int:
@@ -115,80 +97,20 @@ def _int16_length(r: _Reader) -> int:
     return r.fixed(_I16)
 
 
-def _camel(name: str) -> str:
-    return name[:1].lower() + name[1:]
-
-
-def _default_of(field: dict, kind: str, nullable_default: bool) -> Any:
-    raw = field.get("default")
-    if raw is None or raw == "":
-        if kind in FIXED:
-            return 0 if kind != "float64" else 0.0
-        return {"bool": False, "uuid": uuid_text(_ZERO_UUID), "string": ""}.get(kind, ...)
-    if raw == "null" and nullable_default:
-        return None
-    if kind == "bool":
-        return str(raw).lower() == "true"
-    if kind == "float64":
-        return float(raw)
-    if kind in FIXED:
-        text = str(raw)
-        return int(text, 16) if text.lower().startswith("0x") else int(text)
-    return raw
-
-
-class _Field:
-    __slots__ = ("name", "json_name", "kind", "element", "struct", "versions", "nullable", "tagged", "tag",
-                 "default")
-
-    def __init__(self, spec: dict, structs: dict[str, list]) -> None:
-        self.name = spec["name"]
-        self.json_name = _camel(self.name)
-        tagged = Versions(spec.get("taggedVersions"), Versions("none"))
-        self.tagged = tagged
-        self.versions = Versions(spec.get("versions"), tagged if tagged.lo <= tagged.hi else None)
-        self.nullable = Versions(spec.get("nullableVersions"), Versions("none"))
-        self.tag = None if spec.get("tag") is None else int(spec["tag"])
-        kind = spec["type"]
-        self.element = None
-        self.struct = None
-        if kind.startswith("[]"):
-            element = kind[2:]
-            self.element = element
-            kind = "array"
-            if element not in FIXED and element not in ("bool", "uuid", "string", "bytes", "records"):
-                self.struct = _struct_fields(element, spec, structs)
-        elif kind not in FIXED and kind not in ("bool", "uuid", "string", "bytes", "records"):
-            self.struct = _struct_fields(kind, spec, structs)
-            kind = "struct"
-        self.kind = kind
-        self.default = _default_of(spec, kind, True)
-
-
-def _struct_fields(name: str, spec: dict, structs: dict[str, list]) -> list:
-    if "fields" in spec:
-        structs.setdefault(name, spec["fields"])
-        return spec["fields"]
-    try:
-        return structs[name]
-    except KeyError:
-        raise ValueError(f"unknown struct type {name}") from None
-
-
 class Message(MessageWriter):
     """A message definition (``spec``) compiled for reading and writing; immutable, thread-safe."""
 
-    def __init__(self, spec: dict) -> None:
+    def __init__(self, spec: MessageSpec) -> None:
         self.spec = spec
         self.name: str = spec["name"]
         self.api_key: int | None = spec.get("apiKey")
         self.valid = Versions(spec.get("validVersions"))
         self.flexible = Versions(spec.get("flexibleVersions", "none"))
-        self._structs: dict[str, list] = {}
+        structs: dict[str, list[FieldSpec]] = {}
         for common in spec.get("commonStructs", ()):
-            self._structs[common["name"]] = common["fields"]
-        self._fields = self._compile_fields(spec["fields"])
-        self._plans: dict[tuple, tuple] = {}
+            structs[common["name"]] = common["fields"]
+        self._fields = compile_fields(spec["fields"], structs)
+        self._plans: dict[tuple[int, int, bool], tuple[list[tuple[str, _FieldReader]], dict[int, Field]]] = {}
 
     @property
     def type_name(self) -> str:
@@ -206,18 +128,9 @@ class Message(MessageWriter):
                 prev_upper = False
         return "".join(out)
 
-    def _compile_fields(self, specs: list) -> list[_Field]:
-        fields = []
-        for spec in specs:
-            f = _Field(spec, self._structs)
-            if f.struct is not None:
-                f.struct = self._compile_fields(f.struct)
-            fields.append(f)
-        return fields
-
     # ------------------------------------------------------------------ reading
 
-    def read(self, buf: bytes, version: int, pos: int = 0, whole: bool = True) -> dict:
+    def read(self, buf: bytes, version: int, pos: int = 0, whole: bool = True) -> MessageObject:
         """The object of this message at ``version`` from ``buf[pos:]``; with ``whole``, bytes left over
         are an error (as Kafka's serdes say). Raises :class:`CorruptRecordError`."""
         if version not in self.valid:
@@ -233,14 +146,15 @@ class Message(MessageWriter):
             )
         return obj
 
-    def _plan(self, fields: list[_Field], version: int, flexible: bool) -> tuple[list, dict]:
+    def _plan(self, fields: list[Field], version: int, flexible: bool
+              ) -> tuple[list[tuple[str, _FieldReader]], dict[int, Field]]:
         """The fields of a struct at ``version``: (json name, reader) of each regular one in order, and
         the tagged ones by tag; made once per struct and version (a dict set is atomic: thread-safe)."""
         key = (id(fields), version, flexible)
         plan = self._plans.get(key)
         if plan is None:
-            regular = []
-            tagged: dict[int, _Field] = {}
+            regular: list[tuple[str, _FieldReader]] = []
+            tagged: dict[int, Field] = {}
             for f in fields:
                 if version not in f.versions:
                     continue
@@ -252,12 +166,12 @@ class Message(MessageWriter):
             plan = self._plans[key] = (regular, tagged)
         return plan
 
-    def _reader_of(self, f: _Field, version: int, flexible: bool):
+    def _reader_of(self, f: Field, version: int, flexible: bool) -> _FieldReader:
         st = FIXED.get(f.kind)
         if st is not None:
             unpack, size = st.unpack_from, st.size
 
-            def fixed(r: _Reader):
+            def fixed(r: _Reader) -> object:
                 pos = r.pos
                 end = pos + size
                 if end > len(r.buf):
@@ -270,7 +184,7 @@ class Message(MessageWriter):
         if f.kind == "string":
             read_length = _compact_length if flexible else _int16_length
 
-            def string(r: _Reader):
+            def string(r: _Reader) -> str | None:
                 n = read_length(r)
                 if n < 0:
                     if not nullable:
@@ -283,11 +197,11 @@ class Message(MessageWriter):
         kind = f.kind
         return lambda r: read_value(r, f, kind, version, flexible, nullable)
 
-    def _read_struct(self, r: _Reader, fields: list[_Field], version: int, flexible: bool) -> dict:
+    def _read_struct(self, r: _Reader, fields: list[Field], version: int, flexible: bool) -> MessageObject:
         regular, tagged = self._plan(fields, version, flexible)
         obj = {name: read(r) for name, read in regular}
         if flexible:
-            found: dict[str, Any] = {}
+            found: MessageObject = {}
             for _ in range(r.uvarint()):
                 tag = r.uvarint()
                 size = r.uvarint()
@@ -302,7 +216,7 @@ class Message(MessageWriter):
                     raise CorruptRecordError(f"tagged field {f.name} has {size} bytes, read {r.pos - end + size}")
             if tagged:
                 # Kafka's JsonConverter puts every field in definition order, tagged ones where defined
-                ordered: dict = {}
+                ordered: MessageObject = {}
                 for f in fields:
                     if version not in f.versions:
                         continue
@@ -314,11 +228,11 @@ class Message(MessageWriter):
                 obj = ordered
         return obj
 
-    def _read_value(self, r: _Reader, f: _Field, kind: str, version: int, flexible: bool, nullable: bool,
-                    tagged: bool = False):
+    def _read_value(self, r: _Reader, f: Field, kind: str, version: int, flexible: bool, nullable: bool,
+                    tagged: bool = False) -> object:
         st = FIXED.get(kind)
         if st is not None:
-            return r.fixed(st)
+            return r.float64() if kind == "float64" else r.fixed(st)
         if kind == "bool":
             return r.take(1) != b"\x00"
         if kind == "uuid":

@@ -5,69 +5,31 @@ logs (tests, benchmarks, the metadata records of a generated log). A mixin of
 from __future__ import annotations
 
 import base64
-import struct
-from typing import Any, Protocol
+from typing import Any
 
 from ..varint import encode_uvarint
+from .fields import FIXED, Field, MessageObject, Versions, is_default, uuid_bytes
 
-__all__ = ["MessageWriter", "FIXED", "put_uvarint", "is_default", "uuid_text", "uuid_bytes"]
+__all__ = ["MessageWriter", "put_uvarint"]
 
-#: The fixed-size types of Kafka's schema language.
-FIXED = {
-    "int8": struct.Struct(">b"),
-    "int16": struct.Struct(">h"),
-    "int32": struct.Struct(">i"),
-    "int64": struct.Struct(">q"),
-    "uint16": struct.Struct(">H"),
-    "uint32": struct.Struct(">I"),
-    "float64": struct.Struct(">d"),
-}
 _I16 = FIXED["int16"]
 _I32 = FIXED["int32"]
-
-
-def uuid_text(raw: bytes) -> str:
-    """A uuid as Kafka's ``Uuid.toString()`` prints it: URL-safe base64, no padding."""
-    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
-
-
-def uuid_bytes(text: str) -> bytes:
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
 
 def put_uvarint(out: bytearray, value: int) -> None:
     out += encode_uvarint(value)
 
 
-def is_default(field, value) -> bool:
-    """Whether a tagged field holds its default (then it is not written, and not printed)."""
-    if field.kind == "struct":
-        return False
-    if field.default is ...:
-        return value == "" or value == []
-    return value == field.default and type(value) is type(field.default)
-
-
-class _Versions(Protocol):
-    """What a version range (schema.Versions) offers."""
-
-    lo: int
-    hi: int
-
-    def __contains__(self, version: int) -> bool: ...
-
-
 class MessageWriter:
-    # what the message definition (schema.Message, built on this class) holds, which writing reads;
-    # named by what it does, not by schema's classes (that module imports this one)
-    name: str
-    valid: _Versions
-    flexible: _Versions
-    _fields: list[Any]  # schema._Field
-
     """Stateless; safe to share across threads."""
 
-    def write(self, obj: dict, version: int) -> bytes:
+    # what the message definition (schema.Message, built on this class) holds, which writing reads
+    name: str
+    valid: Versions
+    flexible: Versions
+    _fields: list[Field]
+
+    def write(self, obj: MessageObject, version: int) -> bytes:
         """``obj`` (as :meth:`read` returns it; missing fields take their defaults) at ``version``."""
         if version not in self.valid:
             raise ValueError(f"{self.name} has no version {version}")
@@ -75,14 +37,16 @@ class MessageWriter:
         self._write_struct(out, self._fields, obj, version, version in self.flexible)
         return bytes(out)
 
-    def _write_struct(self, out: bytearray, fields: list, obj: dict, version: int, flexible: bool) -> None:
-        tagged = []
+    def _write_struct(self, out: bytearray, fields: list[Field], obj: MessageObject, version: int,
+                      flexible: bool) -> None:
+        tagged: list[tuple[int, Field, object]] = []
         for f in fields:
             if version not in f.versions:
                 continue
             value = obj.get(f.json_name, self._default_value(f))
             if flexible and version in f.tagged:
                 if f.json_name in obj and not is_default(f, value):
+                    assert f.tag is not None  # a field with tagged versions has its tag
                     tagged.append((f.tag, f, value))
                 continue
             self._write_value(out, f, f.kind, value, version, flexible)
@@ -96,13 +60,14 @@ class MessageWriter:
                 out += body
 
     @staticmethod
-    def _default_value(f):
+    def _default_value(f: Field) -> object:
         if f.default is ...:
             return [] if f.kind == "array" else "" if f.kind == "bytes" else {}
         return f.default
 
-    def _write_value(self, out: bytearray, f, kind: str, value, version: int, flexible: bool,
+    def _write_value(self, out: bytearray, f: Field, kind: str, value: Any, version: int, flexible: bool,
                      tagged: bool = False) -> None:
+        # value: what ``kind`` holds in a MessageObject (a number, text, a list, an object or None)
         st = FIXED.get(kind)
         if st is not None:
             out += st.pack(value)
@@ -130,6 +95,7 @@ class MessageWriter:
                 for item in value:
                     self._write_struct(out, f.struct, item, version, flexible)
             else:
+                assert f.element is not None  # an array of anything but structs names its element type
                 for item in value:
                     self._write_value(out, f, f.element, item, version, flexible)
         elif kind == "bool":
@@ -141,6 +107,7 @@ class MessageWriter:
                 out += (b"\x00" if value is None else b"\x01") if tagged else (b"\xff" if value is None else b"\x01")
                 if value is None:
                     return
+            assert f.struct is not None  # a struct field has its fields
             self._write_struct(out, f.struct, value, version, flexible)
         else:
             raise ValueError(f"unknown field type {kind}")

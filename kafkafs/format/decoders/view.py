@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 from binascii import b2a_base64
 from itertools import chain
+from typing import Any
 
 import orjson
 
@@ -31,13 +32,13 @@ _dumps = orjson.dumps
 GENERIC = object()
 
 
-def _bytes_default(obj):
+def _bytes_default(obj: object) -> dict[str, str]:
     if isinstance(obj, (bytes, bytearray, memoryview)):
         return {"$base64": b2a_base64(obj, newline=False).decode("ascii")}
     raise TypeError(f"{type(obj).__name__} is not JSON")
 
 
-def dumps_json(obj) -> bytes:
+def dumps_json(obj: object) -> bytes:
     """A decoded object as compact JSON; bytes in it as ``{"$base64": ...}``."""
     return _dumps(obj, default=_bytes_default)
 
@@ -66,7 +67,8 @@ class Decoder:
 
     # ------------------------------------------------------------------------------- rendering
 
-    def _column(self, batch: DecodedBatch, keys: list, values: list, which: str) -> list[bytes]:
+    def _column(self, batch: DecodedBatch, keys: list[bytes | None], values: list[bytes | None],
+                which: str) -> list[bytes]:
         control = batch.header.is_control
         out: list[bytes] = []
         add = out.append
@@ -135,12 +137,13 @@ class Decoder:
         # one format string for the whole batch, one formatting call
         return (fmt * len(batch.offsets)) % tuple(chain.from_iterable(zip(*columns, strict=True)))
 
-    def record_object(self, topic: str, partition: int, batch: DecodedBatch, index: int) -> dict:
+    def record_object(self, topic: str, partition: int, batch: DecodedBatch, index: int) -> dict[str, Any]:
         """Record ``index`` of ``batch`` as a dict in the same key order as its line, plain JSON values."""
-        return orjson.loads(self.render_batch_jsonl(topic, partition, batch, index, index + 1))
+        record: dict[str, Any] = orjson.loads(self.render_batch_jsonl(topic, partition, batch, index, index + 1))
+        return record
 
 
-def _control(key: bytes | None, value: bytes | None, which: str):
+def _control(key: bytes | None, value: bytes | None, which: str) -> tuple[object, None]:
     """A control record's key or value decoded (a KRaft control record's value by its message);
     GENERIC leaves it to :func:`~kafkafs.format.jsonrender.control_key_json` / ``control_value_json``."""
     try:
@@ -167,7 +170,7 @@ class InternalDecoder(Decoder):
         self.identity = f"kafkafs.internal:{kind}:{internal.definitions_version()}"
         self._framed = internal.metadata_record if kind == "metadata" else internal.remote_log_metadata_record
 
-    def key(self, data, control):
+    def key(self, data: bytes | None, control: bool) -> tuple[object, int | None]:
         if control:
             return _control(data, None, "key")
         if data is None or self.kind in self._FRAMED:
@@ -177,7 +180,7 @@ class InternalDecoder(Decoder):
         except CorruptRecordError:
             return GENERIC, None
 
-    def value(self, key, data, control):
+    def value(self, key: bytes | None, data: bytes | None, control: bool) -> tuple[object, int | None]:
         if control:
             return _control(key, data, "value")
         if data is None:
