@@ -115,6 +115,7 @@ def serve(
     invalidator.start()
     watcher = ChangeWatcher()
     watcher.start()
+    tree.partitions.watch_folder = watcher.watch_folder  # partitions watched from before they load
     cleaner = None
     if rw and clean:  # retention and compaction in the background, as a broker runs them: asked for only
         from ..storage.cleaner import LogCleaner

@@ -22,6 +22,7 @@ from .nodes import (
     STABLE_TIMEOUT,
     TIME_RANGE,
     VOLATILE_TIMEOUT,
+    WATCHED_TIMEOUT,
     Attr,
     Dir,
     File,
@@ -83,6 +84,13 @@ class PartitionDir(Dir):
         return _CHILDREN[name](self.partitions, Key(name, self.name), self)
 
 
+def _timeout(state: PartitionState) -> float:
+    """How long the kernel may keep ``records.jsonl``'s name and size: briefly, unless the partition's
+    changes come by inotify events, which drop what the kernel keeps as they come (the mount's
+    invalidator), so that the kernel keeps it and a ``stat`` costs no request."""
+    return WATCHED_TIMEOUT if state.watched else VOLATILE_TIMEOUT
+
+
 class RecordsFile(File):
     """``records.jsonl``: one generation of it (:mod:`kafkafs.fs.views.streams`), an inode whose bytes
     never change and whose size only grows; a lookup after a compaction or retention gets a new one."""
@@ -93,17 +101,18 @@ class RecordsFile(File):
 
     def attr(self) -> Attr:
         state = self.stream.state
-        state.refresh()
+        if not state.watched:  # a watched partition is refreshed by its events (kafkafs.fs.watching)
+            state.refresh()
         self.partitions.size_siblings(state)  # the first time: the topic's other partitions, in the background
         view = self.stream.advance()
-        return file_attr(view.total, self.partitions.records_mtime_ns(state), VOLATILE_TIMEOUT)
+        return file_attr(view.total, self.partitions.records_mtime_ns(state), _timeout(state))
 
     def quick_attr(self) -> Attr:
         state = self.stream.state
         view = self.stream.quick_view()
         if view is None:
             return file_attr(0, self.partitions.records_mtime_ns(state), 0)
-        return file_attr(view.total, self.partitions.records_mtime_ns(state), VOLATILE_TIMEOUT)
+        return file_attr(view.total, self.partitions.records_mtime_ns(state), _timeout(state))
 
     def volatile(self) -> bool:
         return True

@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict, Unpack
 
 from ...errors import InvalidInput, InvalidName, NotFound
@@ -84,6 +85,9 @@ class Partitions:
         self._key_views: dict[str, KeyViews] = {}
         #: groups/, transactions/ and each partition's transactions.json
         self.coordinators = Coordinators(logdir)
+        #: ``watch_folder(path)`` before a partition's log is loaded, returning ``bind(state)`` for after
+        #: (the mount's inotify watcher on a read-only mount; :meth:`kafkafs.fs.watching.ChangeWatcher.watch_folder`)
+        self.watch_folder: Callable[[Path], Callable[[PartitionState], bool]] | None = None
         self._sized_topics: set[str] = set()
         self._sizer: ThreadPoolExecutor | None = None
         self._closed = False
@@ -105,8 +109,10 @@ class Partitions:
         with self._guard:
             state = self._states.get(name)
             if state is None:
-                if not (self.logdir.path / name).is_dir():
+                folder = self.logdir.path / name
+                if not folder.is_dir():
                     raise NotFound(name)
+                bind = self.watch_folder(folder) if self.watch_folder is not None and not self.rw else None
                 try:
                     log_ = self.logdir.log(name, read_only_fallback=True)
                 except InvalidName:
@@ -114,6 +120,8 @@ class Partitions:
                 number = self.number(name)
                 decoder = decoder_for(log_.topic, self.registry, self.mode)
                 state = PartitionState(name, number, log_, self.mode, cache=self.cache, decoder=decoder)
+                if bind is not None and not log_.writable:
+                    bind(state)
                 for callback in self._listeners:
                     state.add_listener(callback)
                 self._states[name] = state
