@@ -158,3 +158,33 @@ def test_an_unwatched_partition_keeps_the_short_timeout(tmp_path):
         assert tree.resolve("w-0/records.jsonl").attr().timeout == VOLATILE_TIMEOUT
     finally:
         tree.close()
+
+
+def test_records_jsonl_of_a_sized_watched_partition_is_looked_up_on_the_loop(tmp_path):
+    """``ls -l MOUNT/*/records.jsonl``: once a partition is open, watched and sized (a sibling's stat
+    sized it ahead), its records.jsonl is looked up without a worker trip (``lookup_now``), the same
+    file a worker's lookup gives; otherwise the lookup goes to a worker (None)."""
+    with LogDir(tmp_path, SMALL_SEGMENTS, writable=True) as d:
+        d.create_partition("w", 0).append_records([ProducerRecord(None, None, b"v%d" % i, ()) for i in range(30)])
+    tree = tree_of(tmp_path)
+    watcher = ChangeWatcher()
+    watcher.start()
+    try:
+        folder = tree.resolve("w-0")
+        assert folder.lookup_now("records.jsonl") is None  # not open yet
+        tree.partitions.watch_folder = watcher.watch_folder
+        state = tree.partitions.state("w-0")
+        assert state.watched
+        assert folder.lookup_now("records.jsonl") is None  # open, not sized yet
+        assert folder.lookup_now("partition.json") is None  # only records.jsonl
+        state.composition()  # sized (as a sibling's stat sizes it ahead)
+        now = folder.lookup_now("records.jsonl")
+        assert now is not None
+        looked = folder.lookup("records.jsonl")
+        assert now.stream is looked.stream
+        assert now.attr().size == looked.attr().size > 0
+        state.watched = False  # polled instead: every stat looks at the folder, in a worker
+        assert folder.lookup_now("records.jsonl") is None
+    finally:
+        watcher.stop()
+        tree.close()

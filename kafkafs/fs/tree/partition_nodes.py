@@ -68,6 +68,20 @@ class PartitionDir(Dir):
             raise NotFound(name)
         return self.child(name, current=True)
 
+    def lookup_now(self, name: str) -> Node | None:
+        """``records.jsonl`` on the loop when nothing needs doing: the partition is open, watched (no
+        refresh at a stat) and its size known (sized ahead by a sibling's stat, or before), so that
+        ``ls -l MOUNT/*/records.jsonl`` costs no worker trip per partition."""
+        if name != names.RECORDS:
+            return None
+        partitions = self.partitions
+        state = partitions.open_state(self.name)
+        if state is None or not state.watched:
+            return None
+        generations = partitions.records_generations_now(self.name)
+        stream = generations.current_now() if generations is not None else None
+        return RecordsFile(partitions, stream, self) if stream is not None else None
+
     def entries(self, start_id: int) -> Iterator[tuple[int, str, Node]]:
         for i, name in enumerate(self._children(), 1):
             if i > start_id:
@@ -104,7 +118,7 @@ class RecordsFile(File):
         if not state.watched:  # a watched partition is refreshed by its events (kafkafs.fs.watching)
             state.refresh()
         self.partitions.size_siblings(state)  # the first time: the topic's other partitions, in the background
-        view = self.stream.advance()
+        view = self.stream.view_if_current() or self.stream.advance()
         return file_attr(view.total, self.partitions.records_mtime_ns(state), _timeout(state))
 
     def quick_attr(self) -> Attr:

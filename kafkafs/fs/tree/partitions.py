@@ -128,6 +128,10 @@ class Partitions:
                 self._by_number[number] = state
             return state
 
+    def open_state(self, name: str) -> PartitionState | None:
+        """The partition ``name`` if it is open already (None otherwise); opens nothing."""
+        return self._states.get(name)
+
     def key_views(self, name: str | None) -> KeyViews:
         """The key views (``by-key/``, ``table.jsonl``) of partition ``name`` (made on first use)."""
         assert name is not None
@@ -159,6 +163,23 @@ class Partitions:
                     generations = self._generations[partition] = RecordsGenerations(state)
         return generations
 
+    def records_generations_now(self, partition: str) -> RecordsGenerations | None:
+        """:meth:`records_generations` of an open partition when it waits for nobody (the FUSE loop),
+        else None."""
+        generations = self._generations.get(partition)
+        if generations is not None:
+            return generations
+        state = self._states.get(partition)
+        if state is None or not self._guard.acquire(blocking=False):  # the guard is held while a partition opens
+            return None
+        try:
+            generations = self._generations.get(partition)
+            if generations is None:
+                generations = self._generations[partition] = RecordsGenerations(state)
+            return generations
+        finally:
+            self._guard.release()
+
     def size_siblings(self, state: PartitionState) -> None:
         """The first time a partition of a topic is sized (a ``stat`` of its ``records.jsonl``), start
         sizing the topic's other partitions in the background, on at most :data:`SIBLING_THREADS`
@@ -166,6 +187,8 @@ class Partitions:
         at a time, and finds the next ones sized (or being sized: it waits for that one) instead of
         sizing every partition in turn. Returns at once."""
         topic = state.log.topic
+        if topic in self._sized_topics:  # the usual answer, without the guard (held while partitions open)
+            return
         with self._guard:
             if self._closed or topic in self._sized_topics:
                 return
