@@ -1,7 +1,7 @@
 """Records that other processes append (a broker, ``kafkafs produce``), found by events, not by polling.
 
 :class:`ChangeWatcher` keeps an inotify watch on the folder of every read-only partition the mount
-has opened. The first event of a burst (a write to the active ``.log``, a new segment, a file deleted
+has opened (on a read-only mount, from before the partition loads: :meth:`ChangeWatcher.watch_folder`). The first event of a burst (a write to the active ``.log``, a new segment, a file deleted
 or renamed by retention or compaction) schedules one :meth:`PartitionState.refresh
 <kafkafs.fs.views.partition.PartitionState.refresh>` of that partition :data:`BURST` seconds later;
 the events that come meanwhile ride along. So a quiet mount spends no CPU (its thread sleeps in
@@ -20,7 +20,6 @@ import os
 import select
 import threading
 import time
-
 from collections.abc import Callable
 from pathlib import Path
 
@@ -51,8 +50,8 @@ _MASK = (
 class ChangeWatcher:
     """inotify watches on partition folders, and the thread that refreshes the partitions they report.
 
-    Threads: :meth:`watch` and :meth:`stop` from any thread; the events are read, and the refreshes run,
-    on the watcher's own thread only."""
+    Threads: :meth:`watch`, :meth:`watch_folder` (and the ``bind`` it returns) and :meth:`stop` from any
+    thread; the events are read, and the refreshes run, on the watcher's own thread only."""
 
     def __init__(self, burst: float = BURST) -> None:
         self.burst = burst

@@ -170,6 +170,8 @@ class RecordsStream:
         self.detached = False
         self._view: Composition | None = None
         self._seen: Composition | None = None  # the composition the view was last advanced to
+        #: (view, seen) as one object, so that a reader without the lock gets a pair that belongs together
+        self._shown: tuple[Composition, Composition] | None = None
         self._lock = threading.Lock()
         self._readers: dict[int, int] = {}  # id(open handle) -> the end of what it has read
         self._pins: dict[int, _Pin] = {}  # id(layout) -> the part's end and its .log
@@ -198,9 +200,11 @@ class RecordsStream:
     def view_if_current(self) -> Composition | None:
         """The view when it already shows the partition's current composition (nothing to advance),
         else None; takes no lock and renders nothing (safe on the FUSE loop)."""
-        view = self._view
-        current = self.state.cached_composition()
-        return view if view is not None and current is not None and current is self._seen else None
+        shown = self._shown  # one read: a view and the composition it was advanced to
+        if shown is None:
+            return None
+        view, seen = shown
+        return view if self.state.cached_composition() is seen else None
 
     def move_now(self, current: Composition) -> bool:
         """Advance to ``current`` (a composition already known) when that renders nothing and no other
@@ -239,6 +243,7 @@ class RecordsStream:
         if view is not cur:
             self.detached = True
         self._view, self._seen = view, cur
+        self._shown = (view, cur)
         if self._readers and self._pinned_at != state.rewrites:
             self.pin_removed()
         return view
