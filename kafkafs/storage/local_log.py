@@ -150,12 +150,21 @@ class LocalLog:
     def size_in_bytes(self) -> int:
         return sum(s.size for s in self.segments)
 
+    def _end_mark(self) -> int | tuple[int, int]:
+        """The log end offset when it is known without reading anything; else what it follows from
+        (the last segment's base and size): a reader that never asked for the end has nothing to
+        compare, and a segment deleted since the open is not read to find an end nobody saw."""
+        last = self.segments.last()
+        if last is None or last.size == 0 or last.tail_known:
+            return self.log_end_offset
+        return last.base_offset, last.size
+
     def refresh(self) -> bool:
         """Notice what another process appended (new segments, a longer active segment); return True
-        if the log end offset moved. Writable logs know their own appends."""
+        if the log end offset may have moved. Writable logs know their own appends."""
         if self.writable or self._closed:
             return False
-        before = self.log_end_offset
+        before = self._end_mark()
         with self._lock:
             try:
                 names = regular_files(self.dir)
@@ -188,7 +197,7 @@ class LocalLog:
             first = self.segments.first()
             if first is not None and first.base_offset > self._log_start_offset:
                 self._log_start_offset = first.base_offset
-        after = self.log_end_offset
+        after = self._end_mark()
         if after != before or replaced:
             self._notify()
             return True

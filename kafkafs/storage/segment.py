@@ -218,6 +218,11 @@ class LogSegment(SegmentFiles):
         return self._tail_state().next_offset
 
     @property
+    def tail_known(self) -> bool:
+        """Whether :attr:`next_offset` is known without reading the segment's tail."""
+        return self._tail is not None
+
+    @property
     def max_timestamp(self) -> int:
         """The largest timestamp of any batch here (-1 when empty; Kafka's ``largestTimestamp``)."""
         return self._tail_state().max_timestamp
