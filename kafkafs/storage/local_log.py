@@ -151,9 +151,8 @@ class LocalLog:
         return sum(s.size for s in self.segments)
 
     def _end_mark(self) -> int | tuple[int, int]:
-        """The log end offset when it is known without reading anything; else what it follows from
-        (the last segment's base and size): a reader that never asked for the end has nothing to
-        compare, and a segment deleted since the open is not read to find an end nobody saw."""
+        """The log end offset when known without reading, else what it follows from (the last segment's
+        base and size): a segment deleted since the open is not read for an end nobody asked for."""
         last = self.segments.last()
         if last is None or last.size == 0 or last.tail_known:
             return self.log_end_offset
