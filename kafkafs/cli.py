@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from . import __version__
-from .errors import InvalidInput, InvalidName, UnsafeFileError, UsageError, tag_os_error
+from .errors import UnsafeFileError, UsageError, tag_os_error
 from .outcome import EXIT_DAMAGE, EXIT_OK, EXIT_USAGE, run_command
 
 log = logging.getLogger("kafkafs")

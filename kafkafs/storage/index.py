@@ -54,10 +54,10 @@ from pathlib import Path
 from typing import ClassVar, Generic, NamedTuple, TypeVar
 
 from kafkafs.errors import CorruptRecordError, InvalidInput, KafkafsError, ReadOnlyError, UnsafeFileError
+from kafkafs.format import Buffer
 from kafkafs.format.index import (
     MAX_RELATIVE_OFFSET,
     OFFSET_KEY,
-    Buffer,
     Field,
     IndexLayout,
     OffsetPosition,
@@ -68,7 +68,7 @@ from kafkafs.format.index import (
 )
 from kafkafs.storage.safefiles import open_file, reserve
 
-__all__ = ["DEFAULT_MAX_INDEX_SIZE", "AbstractIndex"]
+__all__ = ["DEFAULT_MAX_INDEX_SIZE", "AbstractIndex", "IndexState"]
 
 log = logging.getLogger("kafkafs.storage")
 
@@ -81,7 +81,7 @@ DEFAULT_MAX_INDEX_SIZE = 10 * 1024 * 1024
 E = TypeVar("E", OffsetPosition, TimestampOffset)
 
 
-class _State(NamedTuple, Generic[E]):
+class IndexState(NamedTuple, Generic[E]):
     """One published view of an open index; replaced whole, never changed."""
 
     mm: mmap.mmap | bytes | None  # covers at least ``entries`` entries (read-only: a copy); None when empty
@@ -130,7 +130,7 @@ class AbstractIndex(Generic[E]):
         self._writable = writable
         self._on_open = on_open
         self._lock = threading.RLock()
-        self._state: _State[E] | None = None
+        self._state: IndexState[E] | None = None
         self._closed = False
         #: Read-only: the disk error that made the file unreadable (the index then reads as empty).
         self._unreadable: OSError | None = None
@@ -235,11 +235,11 @@ class AbstractIndex(Generic[E]):
 
     # -- opening ---------------------------------------------------------------------------------------
 
-    def _snapshot(self) -> _State[E]:
+    def _snapshot(self) -> IndexState[E]:
         st = self._state
         return st if st is not None else self._open()
 
-    def _open(self) -> _State[E]:
+    def _open(self) -> IndexState[E]:
         with self._lock:
             st = self._state
             if st is not None:
@@ -252,7 +252,7 @@ class AbstractIndex(Generic[E]):
             self._on_open()
         return st
 
-    def _open_writable(self) -> _State[E]:
+    def _open_writable(self) -> IndexState[E]:
         size = self.layout.entry_size
         preallocate = round_down_to_entry(self._max_index_size, size)
         flags = os.O_RDWR | getattr(os, "O_CLOEXEC", 0)
@@ -281,7 +281,7 @@ class AbstractIndex(Generic[E]):
         self._reserved = entries * size  # blocks reserved so far (written pages have theirs: reserve())
         return self._make_state(mm, entries, length // size, length)
 
-    def _open_read_only(self) -> _State[E]:
+    def _open_read_only(self) -> IndexState[E]:
         try:
             fd = open_file(self._path, os.O_RDONLY)
         except (FileNotFoundError, UnsafeFileError):  # a link is never followed: as if there were no index
@@ -297,7 +297,7 @@ class AbstractIndex(Generic[E]):
         finally:
             os.close(fd)
 
-    def _unreadable_state(self, exc: OSError) -> _State[E]:
+    def _unreadable_state(self, exc: OSError) -> IndexState[E]:
         """A read-only index the disk cannot read reads as empty: an index only says where to start
         reading the log, so lookups in this segment scan its log from the start instead (the right
         answer, slower), and :meth:`sanity_check` reports the file. Logged once per open."""
@@ -307,7 +307,7 @@ class AbstractIndex(Generic[E]):
         self._unreadable = exc
         return self._make_state(None, 0, 0, 0)
 
-    def _read_only_state(self, fd: int, old: _State[E] | None) -> _State[E]:
+    def _read_only_state(self, fd: int, old: IndexState[E] | None) -> IndexState[E]:
         """Count the entries with preads, then map just them (see the module docstring: SIGBUS)."""
         size = self.layout.entry_size
         length = os.fstat(fd).st_size
@@ -323,7 +323,8 @@ class AbstractIndex(Generic[E]):
         # The entries before the last one seen are kept; the last one is read again (it may have been
         # being written).
         keep = 0 if old is None or old.mm is None else min(old.entries, entries) - 1
-        if keep <= 0:
+        mm: mmap.mmap | bytes | None
+        if keep <= 0 or old is None or old.mm is None:  # (keep > 0 says old and its map are there)
             mm = _pread_all(fd, entries * size, 0) if entries else None
         else:
             tail = _pread_all(fd, (entries - keep) * size, keep * size)
@@ -341,9 +342,10 @@ class AbstractIndex(Generic[E]):
 
         return entry_at
 
-    def _make_state(self, mm: mmap.mmap | None, entries: int, max_entries: int, length: int) -> _State[E]:
+    def _make_state(self, mm: mmap.mmap | bytes | None, entries: int, max_entries: int,
+                    length: int) -> IndexState[E]:
         last = self._parse(mm, entries - 1) if entries else self._empty_last()
-        return _State(mm, entries, max_entries, length, last)
+        return IndexState(mm, entries, max_entries, length, last)
 
     def refresh(self) -> int:
         """Re-read how many entries the file holds (read-only; writable indexes know) and return it.
@@ -373,14 +375,14 @@ class AbstractIndex(Generic[E]):
 
     # -- writing ---------------------------------------------------------------------------------------
 
-    def _writable_state(self) -> _State[E]:
+    def _writable_state(self) -> IndexState[E]:
         st = self._snapshot()
         if not self._writable:
             raise ReadOnlyError(f"{self._path}: index is open read-only")
         return st
 
-    def _write_entry(self, st: _State[E], packed: bytes, last: E) -> None:
-        if st.entries >= st.max_entries or st.mm is None:
+    def _write_entry(self, st: IndexState[E], packed: bytes, last: E) -> None:
+        if st.entries >= st.max_entries or not isinstance(st.mm, mmap.mmap):  # a writable state's is a map
             raise InvalidInput(f"{self._path}: no room for another entry ({st.entries} entries)")
         at = st.entries * self.layout.entry_size
         if at + len(packed) > self._reserved:  # a sparse page written through the map: SIGBUS if no room
@@ -396,7 +398,7 @@ class AbstractIndex(Generic[E]):
             size = self.layout.entry_size
             new = self._make_state(st.mm, entries, st.max_entries, st.length)
             self._state = new
-            if st.mm is not None:
+            if isinstance(st.mm, mmap.mmap):  # a writable state's map (None when empty)
                 st.mm[entries * size : st.entries * size] = bytes((st.entries - entries) * size)
 
     def truncate(self) -> None:
@@ -460,7 +462,7 @@ class AbstractIndex(Generic[E]):
             st = self._state
             if st is None or not self._writable:
                 return
-            if st.mm is not None:
+            if isinstance(st.mm, mmap.mmap):  # a writable state's map (None when empty)
                 st.mm.flush()
 
     # -- lifecycle -------------------------------------------------------------------------------------
