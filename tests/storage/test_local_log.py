@@ -194,6 +194,33 @@ def test_a_reader_follows_a_writer(tmp_path: Path) -> None:
     writer.close()
 
 
+def test_a_roll_a_reader_sees_first_is_no_compaction_swap(tmp_path: Path) -> None:
+    """A read-only log opened while the active segment was empty (never opened: its size came from the
+    listing) took that segment, grown and rolled past by the writer before the reader's first refresh,
+    for one another process's compaction had swapped in (issue 20): its generation moved, and a mount
+    then made records.jsonl a new generation and dropped its caches as after a compaction. The segment's
+    growth is read before the swap check now; a real swap is still seen. (Seen failing: generation 1.)"""
+    from kafkafs.storage.cleaner import compact
+
+    cfg = config(segment_bytes=600, index_interval_bytes=100, cleanup_policy="compact")
+    writer = open_log(tmp_path / "t-0", cfg)
+    reader = Log.open(tmp_path / "t-0", cfg)
+    first = reader.segments.last()
+    assert first is not None and first.size == 0
+    for i in range(12):
+        writer.append_records([record(key=b"k%d" % (i % 2))])
+    assert reader.refresh()
+    assert reader.generation == 0 and reader.segments.get(0) is first
+    assert [s.size for s in reader.segments] == [s.size for s in writer.segments]
+    assert [r.offset for r in reader.records()] == list(range(12))
+    assert compact(writer, now_ms=10**13)  # another process's compaction swaps sealed segments in
+    reader.refresh()
+    assert reader.generation > 0
+    assert [r.offset for r in reader.records()] == [r.offset for r in writer.records()]
+    reader.close()
+    writer.close()
+
+
 def test_records_bigger_than_a_read_chunk(tmp_path: Path) -> None:
     log = open_log(tmp_path / "t-0", config(max_message_bytes=2 << 20))
     big = os.urandom(600_000)
