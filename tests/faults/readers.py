@@ -59,6 +59,7 @@ def run_readers(mount: Path, seconds: float, *, readers: int = 8, rate: int = 20
     hangs: list[str] = []
     errors: list[str] = []
     appended = [0]
+    wrote_for = [0.0]  # seconds the writer ran
     started_ms = int(time.time() * 1000)
 
     def writer() -> None:
@@ -72,6 +73,7 @@ def run_readers(mount: Path, seconds: float, *, readers: int = 8, rate: int = 20
                 appended[0] = n
                 time.sleep(max(0.0, start + n / rate - time.monotonic()))
         finally:
+            wrote_for[0] = time.monotonic() - start
             os.close(fd)
 
     def reader(i: int) -> None:
@@ -117,7 +119,7 @@ def run_readers(mount: Path, seconds: float, *, readers: int = 8, rate: int = 20
     for t in threads:
         t.join(60)
     return {"reads": reads, "hangs": hangs, "errors": errors, "appended": appended[0], "slowest": tuple(slowest),
-            "rate": appended[0] / max(time.time() - started_ms / 1000, 1e-9)}
+            "rate": appended[0] / max(wrote_for[0], 1e-9)}
 
 
 def _read(path: Path) -> bytes | Exception:
