@@ -208,10 +208,13 @@ def test_readers_of_every_kind_beside_a_producing_broker_long(broker, mounted):
     segments = len(list(broker.partition_dir("soak-0").glob("*.log")))
     print(f"\nreaders beside the broker: {took:.0f} s, {produced[0]} records produced ({produced[0] / took:.0f} "
           f"records/s), {len(wire)} fetched, {segments} segments, {checked['reads']} reads, {checked['lines']} lines, "
-          f"{checked['nul']} with NUL bytes, {len(checked['bad'])} differing, {len(result['hangs'])} hangs, "
+          f"{checked['nul']} with NUL bytes, {len(checked['bad'])} differing, {len(result['hangs'])} hangs (300 s), "
+          f"{len(result['slow'])} reads over 30 s {result['slow'][:10]}, "
           f"{len(result['errors'])} errors; consume vs the wire: {len(consume_differs)} differing; by kind "
           f"{kinds(result)}; slowest read {result['slowest'][0]:.2f} s ({result['slowest'][1]}); "
           f"load {os.getloadavg()}")
+    for line in checked["bad"][:30]:
+        print("differs:", line)
     assert not result["hangs"] and not result["errors"], (result["hangs"][:5], result["errors"][:5])
     assert checked["nul"] == 0 and not checked["bad"], (checked["nul"], checked["bad"][:5])
     assert len(wire) == len(printed) == produced[0] and not consume_differs, (len(wire), len(printed), consume_differs[:5])

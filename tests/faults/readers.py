@@ -48,7 +48,7 @@ def run_readers(mount: Path, seconds: float, *, readers: int = 8, rate: int = 20
     """Append ``rate`` records a second through ``mount``'s ``append`` for ``seconds`` while ``readers``
     threads read ``records.jsonl``, ``by-offset/<first>-<last>.jsonl``, ``by-offset/<n>.json``,
     ``by-time/<ts>.json`` and ``by-time/<ts1>..<ts2>.jsonl`` (a window a second in the past) whole (each
-    read in a thread of its own, so a hang is seen); returns what they read, for checking (a read of
+    read in a thread of its own, so a hang is seen: a read not done in 300 s; one over 30 s is slow); returns what they read, for checking (a read of
     ``records.jsonl`` as a :class:`WholeRead`). Each write() carries ``batch`` records (``rate / 100``
     unless said). With ``progress``, someone else appends (a broker) and
     ``progress()`` says ``(n, now_ms)``: the first ``n`` records are written, and so is every record
@@ -56,7 +56,8 @@ def run_readers(mount: Path, seconds: float, *, readers: int = 8, rate: int = 20
     stop = threading.Event()
     reads: list[tuple[str, bytes | WholeRead]] = []
     slowest = [0.0, ""]
-    hangs: list[str] = []
+    hangs: list[str] = []  # reads still not done after 300 s: a frozen mount
+    slow: list[tuple[str, float]] = []  # reads that took over 30 s, and how long
     errors: list[str] = []
     appended = [0]
     wrote_for = [0.0]  # seconds the writer ran
@@ -98,10 +99,14 @@ def run_readers(mount: Path, seconds: float, *, readers: int = 8, rate: int = 20
             began = time.monotonic()
             t.start()
             t.join(30)
-            if t.is_alive():
-                hangs.append(name)
-                return
+            if t.is_alive():  # slow (a whole file of 100+ MB on a loaded machine) or frozen
+                t.join(270)
+                if t.is_alive():
+                    hangs.append(name)
+                    return
             took = time.monotonic() - began
+            if took > 30:
+                slow.append((name, round(took, 1)))
             if took > slowest[0]:
                 slowest[:] = [took, name]
             if isinstance(got[0], Exception):
@@ -118,7 +123,7 @@ def run_readers(mount: Path, seconds: float, *, readers: int = 8, rate: int = 20
     stop.set()
     for t in threads:
         t.join(60)
-    return {"reads": reads, "hangs": hangs, "errors": errors, "appended": appended[0], "slowest": tuple(slowest),
+    return {"reads": reads, "hangs": hangs, "slow": slow, "errors": errors, "appended": appended[0], "slowest": tuple(slowest),
             "rate": appended[0] / max(wrote_for[0], 1e-9)}
 
 

@@ -90,8 +90,11 @@ def test_ten_minutes_of_readers_beside_appends(tmp_path, mounted):
     checked = check_reads(result, consume_lines(logdir))
     print(f"\nreaders: {seconds:.0f} s ({time.monotonic() - started:.0f} s in all), {result['appended']} records "
           f"appended, {checked['reads']} reads, {checked['lines']} lines, {checked['nul']} with NUL bytes, "
-          f"{len(checked['bad'])} differing, {len(result['hangs'])} hangs, {len(result['errors'])} errors; "
+          f"{len(checked['bad'])} differing, {len(result['hangs'])} hangs (300 s), {len(result['slow'])} reads over 30 s, "
+          f"{len(result['errors'])} errors; "
           f"{result['rate']:.0f} records/s; by kind {kinds(result)}; slowest read {result['slowest'][0]:.2f} s "
           f"({result['slowest'][1]}); load {os.getloadavg()}")
+    for line in checked["bad"][:30]:
+        print("differs:", line)
     assert not result["hangs"] and not result["errors"] and checked["nul"] == 0 and not checked["bad"], (
         result["hangs"][:5], result["errors"][:5], checked["bad"][:5])
