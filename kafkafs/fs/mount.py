@@ -154,7 +154,7 @@ def serve(
     async def answering() -> None:
         parent = os.stat(os.path.dirname(mountpoint) or "/").st_dev
         while True:
-            st = await trio.to_thread.run_sync(os.stat, mountpoint, abandon_on_cancel=True)
+            st = await trio.to_thread.run_sync(os.stat, mountpoint)
             if st.st_dev != parent:
                 return
             await trio.sleep(0.01)
