@@ -296,9 +296,12 @@ class LocalLog:
         """
         start = self._log_start_offset
         for segment in self.segments.from_offset(start):
+            sealed = self.segments.upper(segment.base_offset) is not None  # a torn batch is damage there
             if segment.size == 0 or segment.max_timestamp < timestamp:
+                if sealed and segment.size:
+                    segment.check_whole()
                 continue
-            found = segment.find_offset_by_timestamp(timestamp, start)
+            found = segment.find_offset_by_timestamp(timestamp, start, sealed=sealed)
             if found is not None:
                 return found
         return None

@@ -126,8 +126,11 @@ def test_reads_skip_compacted_gaps(tmp_path: Path) -> None:
 
 def test_reads_end_when_a_truncated_segment_is_followed_by_a_truncated_active_one(tmp_path: Path, fixtures_dir) -> None:
     # a broker's segments: 0..861 cut to 0..854 (a partial batch left), the active 862.. cut inside
-    # its first batch; reading from 0 used to go back to segment 0 for offset 855 forever
+    # its first batch; reading from 0 used to go back to segment 0 for offset 855 forever. The partial
+    # batch of the sealed segment is damage (SPEC §3): the read ends there with an error, not quietly
     import shutil
+
+    from kafkafs.storage.records import TornBatchError
 
     folder = tmp_path / "__consumer_offsets-12"
     shutil.copytree(fixtures_dir / "kafka-logs-a/__consumer_offsets-12", folder)
@@ -136,7 +139,10 @@ def test_reads_end_when_a_truncated_segment_is_followed_by_a_truncated_active_on
     os.truncate(folder / "00000000000000000000.log", 64000)
     os.truncate(folder / "00000000000000000862.log", 300)
     log = open_log(folder, writable=False)
-    views = list(log.batches(0))
+    views = []
+    with pytest.raises(TornBatchError, match="position 63994: 6 bytes after the last whole batch"):
+        for view in log.batches(0):
+            views.append(view)
     assert views[-1][1].header.last_offset == 854 and len(views) == 145
     log.close()
 
