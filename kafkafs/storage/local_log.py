@@ -150,20 +150,12 @@ class LocalLog:
     def size_in_bytes(self) -> int:
         return sum(s.size for s in self.segments)
 
-    def _end_mark(self) -> int | tuple[int, int]:
-        """The log end offset when known without reading, else what it follows from (the last segment's
-        base and size): a segment deleted since the open is not read for an end nobody asked for."""
-        last = self.segments.last()
-        if last is None or last.size == 0 or last.tail_known:
-            return self.log_end_offset
-        return last.base_offset, last.size
-
     def refresh(self) -> bool:
         """Notice what another process appended (new segments, a longer active segment); return True
         if the log end offset may have moved. Writable logs know their own appends."""
         if self.writable or self._closed:
             return False
-        before = self._end_mark()
+        before = self.segments.end_mark(self._log_start_offset)
         with self._lock:
             try:
                 names = regular_files(self.dir)
@@ -199,7 +191,7 @@ class LocalLog:
             first = self.segments.first()
             if first is not None and first.base_offset > self._log_start_offset:
                 self._log_start_offset = first.base_offset
-        after = self._end_mark()
+        after = self.segments.end_mark(self._log_start_offset)
         if after != before or replaced:
             self._notify()
             return True
