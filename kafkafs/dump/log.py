@@ -152,7 +152,7 @@ def dump_log(name: str, out: TextIO, err: TextIO, options: DumpOptions, errors) 
                 problems += 1
             write(batch_line(h, pos, valid) + "\n")
             if printer is not None:
-                problems += printer.print_batch(buf, h, write)
+                problems += printer.print_batch(buf, h, write, valid)
             pos = h.end
         trailing = end - pos
         if trailing > 0 and options.max_bytes == INT_MAX:

@@ -502,7 +502,8 @@ def test_paths_are_printed_as_java_files_print_them(segment, monkeypatch):
 
 def test_legacy_message_sets(tmp_path):
     # printBatchLevel, magic < 2: print("offset: " + batch.lastOffset), then the same " position: ..." tail;
-    # record lines of legacy batches: print(s" isValid: ${r.isValid} crc: ${r.checksum}}") (Kafka's stray "}")
+    # record lines of legacy batches: " isValid: " + record.isValid() + " crc: " + record.checksum() (Kafka 4.x;
+    # Kafka 3.x's Scala printed a stray "}" after the checksum, 4.x's Java does not)
     import zlib
 
     from kafka.record.legacy_records import LegacyRecordBatchBuilder
@@ -528,10 +529,48 @@ def test_legacy_message_sets(tmp_path):
     (p0, s0, c0), (p1, s1, c1) = crcs
     assert lines[2:] == [
         f"offset: 0 position: {p0} NoTimestampType: -1 size: {s0} magic: 0 compresscodec: none crc: {c0} isvalid: true",
-        f"| offset: 0 NoTimestampType: -1 keySize: 1 valueSize: 1 isValid: true crc: {c0}}}",
+        f"| offset: 0 NoTimestampType: -1 keySize: 1 valueSize: 1 isValid: true crc: {c0}",
         f"offset: 0 position: {p1} CreateTime: 1700000000000 size: {s1} magic: 1 compresscodec: none crc: {c1} isvalid: true",
-        f"| offset: 0 CreateTime: 1700000000000 keySize: 1 valueSize: 1 isValid: true crc: {c1}}}",
+        f"| offset: 0 CreateTime: 1700000000000 keySize: 1 valueSize: 1 isValid: true crc: {c1}",
     ]
+
+
+def test_legacy_records_say_whether_their_crc_holds(tmp_path):
+    # LegacyRecord.isValid(): the message's stored CRC equals the CRC-32 of magic..end; for a compressed
+    # wrapper, each inner message's own (the wrapper's line says the wrapper's)
+    import gzip
+    import zlib
+
+    from kafka.record.legacy_records import LegacyRecordBatchBuilder
+
+    def message(offset: int, value: bytes, break_crc: bool = False) -> bytes:
+        builder = LegacyRecordBatchBuilder(magic=1, compression_type=0, batch_size=1 << 16)
+        builder.append(0, timestamp=1_700_000_000_000, key=b"k", value=value)
+        raw = bytearray(builder.build())
+        struct.pack_into(">q", raw, 0, offset)
+        if break_crc:
+            raw[-1] ^= 1  # the value's last byte: the stored CRC no longer holds
+        return bytes(raw)
+
+    folder = tmp_path / "t-0"
+    folder.mkdir()
+    plain = message(0, b"v0", break_crc=True)
+    inner = message(0, b"v1") + message(1, b"v2", break_crc=True)  # relative inner offsets (magic 1)
+    body = struct.pack(">bbq", 1, 1, 1_700_000_000_000) + struct.pack(">i", -1)
+    packed = gzip.compress(inner, mtime=0)
+    body += struct.pack(">i", len(packed)) + packed
+    wrapper = struct.pack(">qiI", 2, 4 + len(body), zlib.crc32(body)) + body
+    path = folder / "00000000000000000000.log"
+    path.write_bytes(plain + wrapper)
+    crc_of = [struct.unpack_from(">I", m, 12)[0] for m in (plain, inner[: len(inner) // 2], inner[len(inner) // 2 :])]
+    rc, lines, _err = dump(path, deep_iteration=True)
+    records = [line for line in lines if line.startswith("| ")]
+    assert records == [
+        f"| offset: 0 CreateTime: 1700000000000 keySize: 1 valueSize: 2 isValid: false crc: {crc_of[0]}",
+        f"| offset: 1 CreateTime: 1700000000000 keySize: 1 valueSize: 2 isValid: true crc: {crc_of[1]}",
+        f"| offset: 2 CreateTime: 1700000000000 keySize: 1 valueSize: 2 isValid: false crc: {crc_of[2]}",
+    ]
+    assert "isvalid: false" in lines[2] and "isvalid: true" in lines[4]
 
 
 def test_json_output_follows_kafkas_lines(fixtures_dir, segment):
