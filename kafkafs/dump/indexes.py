@@ -93,8 +93,8 @@ class IndexErrors:
             for a, b in pairs:
                 print(f"  Index timestamp: {a}, Previously indexed timestamp: {b}", file=err)
             problems += len(pairs)
-        for _name, pairs in self._in_kafkas_order(self.not_found):
-            print("The following indexed offsets are not found in the log.", file=err)
+        for name, pairs in self._in_kafkas_order(self.not_found):
+            print(f"The following indexed offsets are not found in :{name}", file=err)  # Kafka 4.x's words
             for a, b in pairs:
                 print(f"Indexed offset: {a}, found log offset: {b}", file=err)
             problems += len(pairs)

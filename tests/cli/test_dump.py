@@ -138,6 +138,26 @@ def test_verify_index_only_and_sanity_check(fixtures_dir, tmp_path):
     assert err == [f"kafkafs: Index file {index} is corrupt, found {len(data) + 3} bytes which is neither positive nor a multiple of 8"]
 
 
+def test_time_index_offsets_not_found_name_their_file(fixtures_dir, tmp_path):
+    # Kafka 4.4.0's kafka-dump-log (run on this very file): "The following indexed offsets are not found
+    # in :" + the file's absolute path, then "Indexed offset: N, found log offset: M" (3.x said "in the log.")
+    folder = tmp_path / "__consumer_offsets-12"
+    shutil.copytree(fixtures_dir / OFFSETS_12, folder)
+    os.chmod(folder, 0o755)
+    timeindex = folder / "00000000000000000000.timeindex"
+    os.chmod(timeindex, 0o644)
+    tdata = bytearray(timeindex.read_bytes())
+    ts, trel = struct.unpack_from(">qI", tdata, 24)  # entry 2: a batch's last offset, one off
+    struct.pack_into(">I", tdata, 32, trel - 1)
+    timeindex.write_bytes(bytes(tdata))
+    rc, _lines, err = dump(timeindex)
+    assert rc == 1
+    assert err == [
+        f"The following indexed offsets are not found in :{timeindex}",
+        f"Indexed offset: {trel - 1}, found log offset: {trel}",
+    ]
+
+
 def test_state_files(fixtures_dir, tmp_path):
     folder = fixtures_dir / OFFSETS_12
     snapshot = folder / "00000000000000000869.snapshot"
