@@ -158,6 +158,45 @@ def test_time_index_offsets_not_found_name_their_file(fixtures_dir, tmp_path):
     ]
 
 
+SNAPSHOT_OF_TWO = "kafka-logs-a/nikhilDemo-0/00000000000000000003.snapshot"  # a broker's: 2 producers, 102 bytes
+
+
+@pytest.mark.parametrize("damage, message", [
+    # what Kafka 4.4.0's kafka-dump-log prints for each (run on these very bytes): readSnapshot's
+    # CorruptSnapshotException on one line of stderr, exit 0 there (kafkafs: exit 1, damage found); a
+    # buffer that ends too soon is Java's BufferUnderflowException, whose message is null
+    (lambda b: b[:0], "Snapshot failed schema validation: null"),
+    (lambda b: b[:1], "Snapshot failed schema validation: null"),
+    (lambda b: b[:5], "Snapshot failed schema validation: null"),
+    (lambda b: b[:8], "Snapshot failed schema validation: null"),
+    (lambda b: b[:10], "Snapshot failed schema validation: Tried to allocate a collection of size 2, but there are only 0 bytes remaining."),
+    (lambda b: b[:12], "Snapshot failed schema validation: null"),
+    (lambda b: b[:101], "Snapshot failed schema validation: null"),
+    (lambda b: b[:6] + b"\xff\xff\xff\xff" + b[10:], "Snapshot failed schema validation: non-nullable field producerEntries was serialized as null"),
+    (lambda b: b[:6] + b"\x00\x00\x00\x09" + b[10:], "Snapshot failed schema validation: null"),
+    (lambda b: b"\x00\x00" + b[2:], "Snapshot failed schema validation: Snapshot contained an unknown file version 0"),
+], ids=["empty", "1", "5", "8", "10", "12", "101", "count-1", "count9", "version0"])
+def test_damaged_snapshots_in_kafkas_words(fixtures_dir, tmp_path, damage, message):
+    snapshot = tmp_path / "00000000000000000003.snapshot"
+    snapshot.write_bytes(damage((fixtures_dir / SNAPSHOT_OF_TWO).read_bytes()))
+    assert dump(snapshot) == (1, [f"Dumping {snapshot}"], [message])
+
+
+def test_bytes_after_a_snapshots_entries_are_ignored_as_kafka_ignores_them(fixtures_dir, tmp_path):
+    # Kafka's readSnapshot reads the entries and checks the CRC over the rest of the file: trailing bytes
+    # that the CRC covers are no damage (Kafka 4.4.0's kafka-dump-log prints both producers, exit 0)
+    import crc32c
+
+    good = (fixtures_dir / SNAPSHOT_OF_TWO).read_bytes()
+    longer = bytearray(good + b"\0\1\2")
+    struct.pack_into(">I", longer, 2, crc32c.crc32c(bytes(longer[6:])))
+    snapshot = tmp_path / "00000000000000000003.snapshot"
+    snapshot.write_bytes(bytes(longer))
+    rc, lines, err = dump(snapshot)
+    assert (rc, err) == (0, []) and len(lines) == 3
+    assert lines[1].startswith("producerId: 10000 producerEpoch: 0 ") and lines[2].startswith("producerId: 7000 ")
+
+
 def test_state_files(fixtures_dir, tmp_path):
     folder = fixtures_dir / OFFSETS_12
     snapshot = folder / "00000000000000000869.snapshot"
