@@ -18,7 +18,7 @@ from typing import TextIO
 from ..errors import CorruptRecordError
 from ..format.batch import LOG_OVERHEAD, BatchHeader, read_batch_header, validate_batch
 from .options import INT_MAX, DumpOptions
-from .records import RecordPrinter
+from .records import RecordPrinter, increment_sequence
 
 __all__ = ["dump_log", "batch_line", "TIMESTAMP_TYPES", "CODEC_NAMES"]
 
@@ -35,13 +35,6 @@ BOOTSTRAP_SNAPSHOT = "bootstrap.checkpoint"
 
 def _bool(flag: bool) -> str:
     return "true" if flag else "false"
-
-
-def increment_sequence(sequence: int, increment: int) -> int:
-    """Kafka's ``DefaultRecordBatch.incrementSequence``: sequences wrap past 2**31 - 1 to 0."""
-    if sequence > INT_MAX - increment:
-        return increment - (INT_MAX - sequence) - 1
-    return sequence + increment
 
 
 def codec_name(attributes: int) -> str:

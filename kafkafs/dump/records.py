@@ -28,19 +28,30 @@ from ..format.records import CONTROL_TYPES
 from .options import DumpOptions
 from .parsers import make_parser, to_json
 
-__all__ = ["RecordPrinter"]
+__all__ = ["RecordPrinter", "increment_sequence"]
 
 _I16 = struct.Struct(">h")
 _MARKER = struct.Struct(">hi")  # EndTransactionMarker value: version, coordinatorEpoch
 _INT_MAX = 2**31 - 1
 
 
+def _int(value: int) -> int:
+    """``value`` as a Java ``int`` holds it (two's complement, 32 bits: overflow wraps)."""
+    return (value + 2**31) % 2**32 - 2**31
+
+
+def increment_sequence(sequence: int, increment: int) -> int:
+    """Kafka's ``DefaultRecordBatch.incrementSequence`` in Java's ``int`` arithmetic: sequences wrap
+    past 2**31 - 1 to 0, and a hostile negative increment wraps as Java's does."""
+    if sequence > _int(_INT_MAX - increment):
+        return _int(_int(increment - _int(_INT_MAX - sequence)) - 1)
+    return _int(sequence + increment)
+
+
 def _sequence(base_sequence: int, delta: int) -> int:
-    if base_sequence < 0:
-        return -1
-    if base_sequence > _INT_MAX - delta:
-        return delta - (_INT_MAX - base_sequence) - 1
-    return base_sequence + delta
+    """A record's sequence as ``DefaultRecordBatch`` reads it: -1 for a negative base sequence (the
+    batch line's ``lastSequence`` is -1 only for -1 itself), else the base incremented."""
+    return -1 if base_sequence < 0 else increment_sequence(base_sequence, delta)
 
 
 def _control_text(key: bytes | None, value: bytes | None) -> str:

@@ -632,6 +632,29 @@ def test_legacy_records_say_whether_their_crc_holds(tmp_path):
     assert "isvalid: false" in lines[2] and "isvalid: true" in lines[4]
 
 
+def test_sequences_wrap_as_javas_ints(tmp_path):
+    # DefaultRecordBatch.incrementSequence in Java int arithmetic, as Kafka 4.4.0's kafka-dump-log prints
+    # these very batches: a negative lastOffsetDelta wraps (1 + -3 -> 2147483646), 2**31 - 1 + 1 -> 0; a
+    # base sequence below -1 is incremented on the batch line, and a record's sequence is -1 for it
+    folder = tmp_path / "t-0"
+    folder.mkdir()
+    data = batch(0, [(b"k", b"v", ())], base_sequence=1, producer_id=5, producer_epoch=0, offset_deltas=[-3])
+    data += batch(10, [(b"k", b"v", ()), (b"k", b"w", ())], base_sequence=-5, producer_id=5, producer_epoch=0)
+    data += batch(20, [(b"k", b"v", ()), (b"k", b"w", ())], base_sequence=2**31 - 1, producer_id=5, producer_epoch=0)
+    path = folder / "00000000000000000000.log"
+    path.write_bytes(data)
+    _rc, lines, _err = dump(path, deep_iteration=True)
+    sequences = [
+        (line.split(" baseSequence: ")[1].split(" producerId")[0] if line.startswith("baseOffset") else line.split(" sequence: ")[1])
+        for line in lines[2:]
+    ]
+    assert sequences == [
+        "1 lastSequence: 2147483646", "2147483646 headerKeys: []",
+        "-5 lastSequence: -4", "-1 headerKeys: []", "-1 headerKeys: []",
+        "2147483647 lastSequence: 0", "2147483647 headerKeys: []", "0 headerKeys: []",
+    ]
+
+
 def test_json_output_follows_kafkas_lines(fixtures_dir, segment):
     # kafkafs's own option (Kafka's PR #18910 asked for one): the same lines, each as a JSON object
     import json
