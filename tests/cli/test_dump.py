@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from kafkafs.dump import DumpOptions, dump_files
-from tests.kafka_layout import batch, control_batch, walk_batches, write_producer_snapshot
+from tests.kafka_layout import batch, batch_fields, control_batch, walk_batches, write_producer_snapshot
 
 OFFSETS_12 = "kafka-logs-a/__consumer_offsets-12"
 
@@ -653,6 +653,54 @@ def test_sequences_wrap_as_javas_ints(tmp_path):
         "-5 lastSequence: -4", "-1 headerKeys: []", "-1 headerKeys: []",
         "2147483647 lastSequence: 0", "2147483647 headerKeys: []", "0 headerKeys: []",
     ]
+
+
+def test_hostile_headers_kafka_prints_and_walks_past(tmp_path):
+    # FileLogInputStream.nextBatch checks only size >= 14 and the end; a magic past 1 is a
+    # DefaultRecordBatch (header read as 61 bytes from the batch's position). So Kafka 4.4.0's
+    # kafka-dump-log (run on such files) prints a negative base offset, a magic-3 batch (as v2, its CRC
+    # holds) and a v2 batch whose length is below its header (isvalid: false, the walk goes on from the
+    # length it gives), and a batch of count 0 has no records to read (bytes after them unchecked).
+    # kafkafs prints the same lines and exits 1 (damage found).
+    folder = tmp_path / "t-0"
+    folder.mkdir()
+    path = folder / "00000000000000000000.log"
+    three = [batch(o, [(b"k", b"v%d" % o, ())]) for o in (0, 1, 2)]
+
+    def lines_of(data: bytes, **options) -> tuple[int, list[str], list[str]]:
+        path.write_bytes(data)
+        return dump(path, **options)
+
+    negative = bytearray(b"".join(three))
+    struct.pack_into(">q", negative, len(three[0]), -7)  # baseOffset is outside the CRC
+    rc, lines, err = lines_of(bytes(negative), deep_iteration=True)
+    p1 = len(three[0])
+    assert rc == 1 and err[-3:] == ["Non-consecutive offsets in " + str(path), "  -7 is followed by 2", "  0 is followed by -7"]
+    assert lines[4] == kafka_batch_line(p1, batch_fields(bytes(negative), p1))
+    assert lines[4].startswith("baseOffset: -7 lastOffset: -7 ")
+    assert lines[5].startswith("| offset: -7 CreateTime: ") and len(lines) == 8
+
+    magic3 = bytearray(b"".join(three))
+    magic3[p1 + 16] = 3  # the magic is outside the CRC too
+    rc, lines, err = lines_of(bytes(magic3), deep_iteration=True)
+    assert rc == 1 and err == []
+    assert lines[4] == kafka_batch_line(p1, batch_fields(bytes(magic3), p1)).replace(" magic: 2 ", " magic: 3 ")
+    assert lines[5].startswith("| offset: 1 CreateTime: ") and len(lines) == 8
+
+    short = bytearray(b"".join(three))
+    struct.pack_into(">i", short, p1 + 8, 48)  # 12 + 48 = 60 bytes, one short of the v2 header
+    rc, lines, err = lines_of(bytes(short))
+    line = kafka_batch_line(p1, batch_fields(bytes(short), p1))
+    assert rc == 1 and lines[3] == line.replace(" isvalid: true", " isvalid: false")
+    assert lines[4:] == [f"Found {len(short) - p1 - 60} invalid bytes at the end of {path.name}"]
+
+    empty = bytearray(batch(0, [(b"k", b"v", ())]))
+    struct.pack_into(">i", empty, 57, 0)  # recordCount 0, the record's bytes still there
+    from kafkafs.format.crc import crc32c
+
+    struct.pack_into(">I", empty, 17, crc32c(bytes(empty[21:])))
+    rc, lines, err = lines_of(bytes(empty), print_data_log=True)
+    assert (rc, err) == (0, []) and lines[2:] == [kafka_batch_line(0, batch_fields(bytes(empty), 0))]
 
 
 def test_json_output_follows_kafkas_lines(fixtures_dir, segment):
