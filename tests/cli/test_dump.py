@@ -197,6 +197,37 @@ def test_bytes_after_a_snapshots_entries_are_ignored_as_kafka_ignores_them(fixtu
     assert lines[1].startswith("producerId: 10000 producerEpoch: 0 ") and lines[2].startswith("producerId: 7000 ")
 
 
+def test_time_index_entries_find_their_batch_as_kafkas_binary_search_does(fixtures_dir, tmp_path):
+    # dumpTimeIndex finds each entry's batch from OffsetIndex.lookup(offset).position: Kafka's binary
+    # search (AbstractIndex.indexSlotRangeFor). With offset index entry 4 damaged (relative offset -5),
+    # Kafka 4.4.0's kafka-dump-log (run on this very copy) still finds every time entry's batch (no "not
+    # found"; a scan that stops at the first entry past the target did not) and reports only the offset
+    # index's own mismatch
+    folder = tmp_path / "__consumer_offsets-12"
+    shutil.copytree(fixtures_dir / OFFSETS_12, folder)
+    os.chmod(folder, 0o755)
+    index, timeindex = folder / "00000000000000000000.index", folder / "00000000000000000000.timeindex"
+    os.chmod(index, 0o644)
+    data = bytearray(index.read_bytes())
+    rel, pos = struct.unpack_from(">iI", data, 4 * 8)
+    struct.pack_into(">i", data, 4 * 8, -5)
+    index.write_bytes(bytes(data))
+    rc, _lines, err = dump(index, timeindex, verify_index_only=True)
+    assert err == [f"Mismatches in :{index}", f"  Index offset: -5, log offset: {rel}"], err
+
+
+def test_empty_and_sane_index_lines_print_the_path_as_java_does(fixtures_dir, tmp_path):
+    # println(file + " is empty.") / println(file + " passed sanity check."): a java.io.File, so "a//b" is "a/b"
+    folder = tmp_path / "__consumer_offsets-12"
+    shutil.copytree(fixtures_dir / OFFSETS_12, folder)
+    empty = f"{folder}//00000000000000000862.index"
+    sane = f"{folder}//00000000000000000000.index"
+    assert dump(empty)[1] == [f"Dumping {folder}/00000000000000000862.index", f"{folder}/00000000000000000862.index is empty."]
+    assert dump(sane, index_sanity_check=True)[1] == [
+        f"Dumping {folder}/00000000000000000000.index", f"{folder}/00000000000000000000.index passed sanity check."
+    ]
+
+
 def test_state_files(fixtures_dir, tmp_path):
     folder = fixtures_dir / OFFSETS_12
     snapshot = folder / "00000000000000000869.snapshot"
