@@ -25,7 +25,13 @@ need=()
 command -v fusermount3 >/dev/null 2>&1 || need+=(fuse3)
 pkg-config --exists fuse3 2>/dev/null || need+=(libfuse3-dev)
 command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
-command -v java >/dev/null 2>&1 || need+=(openjdk-17-jre-headless)
+# Java 17 or newer (Kafka 4's broker and tools, Spark): an older java on PATH does not count
+java_major() { "$1" -version 2>&1 | sed -n '1s/.*version "\(1\.\)\{0,1\}\([0-9]*\).*/\2/p'; }
+have_java17=""
+for j in "$(command -v java 2>/dev/null)" /usr/lib/jvm/*/bin/java; do
+  [ -n "$j" ] && [ -x "$j" ] && [ "$(java_major "$j")" -ge 17 ] 2>/dev/null && { have_java17=1; break; }
+done
+[ -n "$have_java17" ] || need+=(openjdk-17-jre-headless)
 command -v jq >/dev/null 2>&1 || need+=(jq)
 command -v gcc >/dev/null 2>&1 || need+=(gcc)
 # systemd-analyze, systemctl and systemd-sysusers: `kafkafs systemd install` and its test (nothing is started)
