@@ -228,6 +228,20 @@ def test_empty_and_sane_index_lines_print_the_path_as_java_does(fixtures_dir, tm
     ]
 
 
+@pytest.mark.parametrize("version", [5, -1])
+def test_txn_index_entry_of_an_unknown_version_in_kafkas_words(tmp_path, version):
+    # Kafka 4.4.0's kafka-dump-log stops there with a stack trace, printing no entry: 'KafkaException:
+    # Unexpected aborted transaction version 5 in transaction index /abs/path, supported version range is
+    # 0 to 0'; kafkafs prints that message on one line (README: kafkafs's deviation), exit 1
+    txn = tmp_path / "00000000000000000010.txnindex"
+    good = struct.pack(">hqqqq", 0, 7, 3, 9, 3)
+    txn.write_bytes(good + struct.pack(">hqqqq", version, 8, 10, 12, 13) + good)
+    assert dump(txn) == (1, [f"Dumping {txn}"], [
+        f"kafkafs: Unexpected aborted transaction version {version} in transaction index {txn}, "
+        "supported version range is 0 to 0"
+    ])
+
+
 def test_state_files(fixtures_dir, tmp_path):
     folder = fixtures_dir / OFFSETS_12
     snapshot = folder / "00000000000000000869.snapshot"
