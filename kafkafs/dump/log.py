@@ -19,6 +19,7 @@ from typing import TextIO
 
 from ..errors import CorruptRecordError
 from ..format.batch import LOG_OVERHEAD, V2_HEADER_SIZE, BatchHeader, read_batch_header, validate_batch
+from .indexes import java_path
 from .options import INT_MAX, DumpOptions
 from .records import RecordPrinter, increment_sequence
 
@@ -152,8 +153,9 @@ def dump_log(name: str, out: TextIO, err: TextIO, options: DumpOptions, errors) 
         while end - pos > _HEADER_SIZE_UP_TO_MAGIC:
             _offset, size = _PREFIX.unpack_from(buf, pos)
             if size < _MIN_SIZE:
-                print(
-                    f"kafkafs: {name}: position {pos}: record size {size} is below the minimum {_MIN_SIZE}",
+                print(  # Kafka's CorruptRecordException, where its tool stops with a stack trace
+                    f"kafkafs: Found record size {size} smaller than minimum record overhead ({_MIN_SIZE}) "
+                    f"in file {java_path(name)}.",
                     file=err,
                 )
                 problems += 1

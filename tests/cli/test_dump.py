@@ -748,6 +748,19 @@ def test_hostile_headers_kafka_prints_and_walks_past(tmp_path):
     assert (rc, err) == (0, []) and lines[2:] == [kafka_batch_line(0, batch_fields(bytes(empty), 0))]
 
 
+def test_a_size_below_kafkas_minimum_is_said_in_kafkas_words(tmp_path):
+    # zeros after the last batch (a preallocated log): Kafka 4.4.0's tool stops with
+    # 'CorruptRecordException: Found record size 0 smaller than minimum record overhead (14) in file F.';
+    # kafkafs says that on one line and counts the rest as invalid bytes (README), exit 1
+    folder = tmp_path / "t-0"
+    folder.mkdir()
+    path = folder / "00000000000000000000.log"
+    path.write_bytes(batch(0, [(b"k", b"v", ())]) + bytes(100))
+    rc, lines, err = dump(f"{folder}//{path.name}")
+    assert rc == 1 and lines[-1] == f"Found 100 invalid bytes at the end of {path.name}"
+    assert err == [f"kafkafs: Found record size 0 smaller than minimum record overhead (14) in file {path}."]
+
+
 def test_json_output_follows_kafkas_lines(fixtures_dir, segment):
     # kafkafs's own option (Kafka's PR #18910 asked for one): the same lines, each as a JSON object
     import json
