@@ -591,6 +591,32 @@ def test_offsets_and_transaction_decoders_read_as_kafkas_serdes(tmp_path):
     assert lines[4].endswith(" key: Error at offset 1, skipping. Found an unknown record version 7 for 0 type")
 
 
+def test_coordinator_records_with_impossible_lengths_in_the_generated_readers_words(tmp_path):
+    # the generated Java readers (Kafka 4.4.0's kafka-dump-log, run on these records): a null where the
+    # field may not be null, and an array count past the bytes left
+    def string(text: str) -> bytes:
+        return struct.pack(">h", len(text)) + text.encode()
+
+    key = struct.pack(">h", 2) + string("g")
+    head = struct.pack(">h", 3) + string("consumer") + struct.pack(">i", 1) + string("range") + string("m")
+    cases = [
+        (head + struct.pack(">qi", 0, 1000), "Tried to allocate a collection of size 1000, but there are only 0 "
+         "bytes remaining.."),
+        (head + struct.pack(">qi", 0, -1), "non-nullable field members was serialized as null."),
+        (struct.pack(">hh", 3, -1), "non-nullable field protocolType was serialized as null."),
+    ]
+    folder = tmp_path / "__consumer_offsets-0"
+    folder.mkdir()
+    path = folder / "00000000000000000000.log"
+    path.write_bytes(batch(0, [(key, value, ()) for value, _ in cases]))
+    _rc, lines, _err = dump(path, decoder="offsets")
+    shown = [line.split(" key: ", 1)[1] for line in lines if " key: " in line]
+    assert shown == [
+        f"Error at offset {i}, skipping. Could not read record with version 3 from value's buffer due to: {said}"
+        for i, (_, said) in enumerate(cases)
+    ]
+
+
 def test_paths_are_printed_as_java_files_print_them(segment, monkeypatch):
     # println(s"Dumping $file") and getAbsolutePath print a java.io.File, which collapses runs of "/"
     # and drops a trailing one (it printed the name as typed)

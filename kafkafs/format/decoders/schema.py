@@ -188,7 +188,7 @@ class Message(MessageWriter):
                 n = read_length(r)
                 if n < 0:
                     if not nullable:
-                        raise CorruptRecordError(f"non-nullable field {f.name} was null")
+                        raise CorruptRecordError(f"non-nullable field {f.name} was serialized as null")
                     return None
                 return r.take(n).decode("utf-8")
 
@@ -242,14 +242,16 @@ class Message(MessageWriter):
             n = r.uvarint() - 1 if flexible else r.fixed(_I16 if kind == "string" else _I32)
             if n < 0:
                 if not nullable:
-                    raise CorruptRecordError(f"non-nullable field {f.name} was null")
+                    raise CorruptRecordError(f"non-nullable field {f.name} was serialized as null")
                 return None
             if kind == "string":
                 return r.take(n).decode("utf-8")
             if kind != "array":
                 return base64.b64encode(r.take(n)).decode("ascii")
             if n > len(r.buf) - r.pos:
-                raise CorruptRecordError(f"array {f.name} of {n} elements in {len(r.buf) - r.pos} bytes")
+                raise CorruptRecordError(  # the generated Java reader's words
+                    f"Tried to allocate a collection of size {n}, but there are only {len(r.buf) - r.pos} bytes remaining."
+                )
             if f.struct is not None:
                 return [self._read_struct(r, f.struct, version, flexible) for _ in range(n)]
             assert f.element is not None  # an array of anything but structs names its element type
