@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from kafkafs.dump import DumpOptions, dump_files
+from kafkafs.errors import CorruptRecordError
 from tests.kafka_layout import batch, batch_fields, control_batch, walk_batches, write_producer_snapshot
 
 OFFSETS_12 = "kafka-logs-a/__consumer_offsets-12"
@@ -548,6 +549,29 @@ def test_cluster_metadata_decoder_errors_in_kafkas_words(tmp_path):
     payloads = [line.split(" payload: ", 1)[1] for line in lines if " payload: " in line]
     assert payloads[:-1] == [f"Error at {i}, skipping. {said}" for i, (_, said) in enumerate(cases)]
     assert payloads[-1] == '{"type":"FEATURE_LEVEL_RECORD","version":0,"data":{"name":"metadata.version","featureLevel":20}}'
+
+
+def test_a_metadata_record_of_a_newer_version_is_read_as_kafkas_reader_reads_it(tmp_path):
+    # Kafka 4.4.0's kafka-dump-log --cluster-metadata-decoder (run on these records) reads a version past
+    # the definition's field by field ("version":9), and says "garbage" for bytes after it; the JSON view
+    # keeps such a value's bytes (SPEC §8)
+    name = b"metadata.version"
+    body = bytes([len(name) + 1]) + name + b"\x00\x14\x00"
+    folder = tmp_path / "__cluster_metadata-0"
+    folder.mkdir()
+    path = folder / "00000000000000000000.log"
+    path.write_bytes(batch(0, [(None, bytes([1, 12, 9]) + body, ()), (None, bytes([1, 12, 9]) + body + b"xx", ()),
+                               (None, bytes([1, 2, 5, 2]) + b"t" + bytes(16) + b"\x00", ())]))
+    _rc, lines, _err = dump(path, decoder="cluster-metadata")
+    assert [line.split(" payload: ", 1)[1] for line in lines if " payload: " in line] == [
+        '{"type":"FEATURE_LEVEL_RECORD","version":9,"data":{"name":"metadata.version","featureLevel":20}}',
+        "Error at 1, skipping. Found 2 byte(s) of garbage after 12",
+        '{"type":"TOPIC_RECORD","version":5,"data":{"name":"t","topicId":"AAAAAAAAAAAAAAAAAAAAAA"}}',
+    ]
+    from kafkafs.format.decoders import metadata_record
+
+    with pytest.raises(CorruptRecordError):
+        metadata_record(bytes([1, 12, 9]) + body)  # the records' own view: an unknown version stays bytes
 
 
 def test_offsets_and_transaction_decoders_read_as_kafkas_serdes(tmp_path):

@@ -130,10 +130,14 @@ class Message(MessageWriter):
 
     # ------------------------------------------------------------------ reading
 
-    def read(self, buf: bytes, version: int, pos: int = 0, whole: bool = True) -> MessageObject:
+    def read(
+        self, buf: bytes, version: int, pos: int = 0, whole: bool = True, any_version: bool = False
+    ) -> MessageObject:
         """The object of this message at ``version`` from ``buf[pos:]``; with ``whole``, bytes left over
-        are an error (as Kafka's serdes say). Raises :class:`CorruptRecordError`."""
-        if version not in self.valid:
+        are an error (as Kafka's serdes say). Raises :class:`CorruptRecordError`. ``any_version`` reads a
+        version past the definition's as Kafka's generated readers do (each field by its version range;
+        what ``kafka-dump-log`` prints for a metadata record of a newer version)."""
+        if version not in self.valid and not (any_version and version >= 0):
             raise CorruptRecordError(f"{self.name} has no version {version}")
         reader = _Reader(buf if type(buf) is bytes else bytes(buf), pos)
         try:
