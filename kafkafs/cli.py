@@ -114,6 +114,10 @@ def cmd_index(args: argparse.Namespace) -> int:
     report = index_logdir(args.logdir, cache_dir=args.cache_dir, mode=args.values, settings=_settings(args),
                           schemas=args.schemas, keys=args.keys)
     print(report.line(), file=sys.stderr)
+    if report.damaged:  # SPEC §4: damage found is exit 1, whatever else the command did
+        print(f"kafkafs: damage found ({report.damaged}, said above); `kafkafs verify {args.logdir}` lists it",
+              file=sys.stderr)
+        return EXIT_DAMAGE
     return EXIT_OK
 
 
