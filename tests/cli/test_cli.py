@@ -147,6 +147,33 @@ def test_verify_reports_every_partition_when_a_batch_length_is_damaged(tmp_path,
     ]
 
 
+def test_verify_reports_an_unreadable_partition_and_checks_the_others(demo, monkeypatch):
+    # one partition that cannot be read (a folder or a segment without read permission; faked here, as
+    # the suite may run as root): verify said only that and stopped; now one line for it, exit 1, and
+    # every other partition still checked
+    import io
+
+    from kafkafs.inspect import verify_logdir
+
+    real_log = LogDir.log
+
+    def log(self, name):
+        if name == "orders-0":
+            raise PermissionError(13, "Permission denied", str(self.path / name / "00000000000000000000.log"))
+        return real_log(self, name)
+
+    monkeypatch.setattr(LogDir, "log", log)
+    out = io.StringIO()
+    with LogDir(demo) as logdir:
+        problems = verify_logdir(logdir, out)
+    lines = out.getvalue().splitlines()
+    assert problems == 1
+    assert f"orders-0: cannot use {demo}/orders-0/00000000000000000000.log: permission denied" in lines
+    assert [line.split(":")[0] for line in lines if line.endswith(": OK")] == [
+        "images-0", "orders-1", "payments-0", "sensors-0"
+    ]
+
+
 def test_dump_matches_the_broker_index(fixtures_dir):
     segment = fixtures_dir / "kafka-logs-a/__consumer_offsets-12/00000000000000000000.log"
     index = segment.with_suffix(".index")
