@@ -641,6 +641,22 @@ def test_coordinator_records_with_impossible_lengths_in_the_generated_readers_wo
     ]
 
 
+def test_a_uuid_cut_short_is_javas_buffer_underflow(tmp_path):
+    # ShareSnapshotKey (groupId, topicId uuid, partition) cut inside its UUID: the generated reader reads
+    # two longs, and Java's BufferUnderflowException has no message; Kafka 4.4.0's kafka-dump-log
+    # --share-group-state-decoder says "due to: null." (not the byte array reader's words)
+    key = struct.pack(">hh", 0, 1) + b"g" + bytes(16) + struct.pack(">i", 0)
+    folder = tmp_path / "__share_group_state-0"
+    folder.mkdir()
+    path = folder / "00000000000000000000.log"
+    path.write_bytes(batch(0, [(key[:5], None, ()), (key[:10], None, ())]))
+    _rc, lines, _err = dump(path, decoder="share-group-state")
+    assert [line.split(" key: ", 1)[1] for line in lines if " key: " in line] == [
+        f"Error at offset {i}, skipping. Could not read record with version 0 from key's buffer due to: null."
+        for i in (0, 1)
+    ]
+
+
 def test_paths_are_printed_as_java_files_print_them(segment, monkeypatch):
     # println(s"Dumping $file") and getAbsolutePath print a java.io.File, which collapses runs of "/"
     # and drops a trailing one (it printed the name as typed)

@@ -68,6 +68,13 @@ class _Reader:
             if shift > 35:
                 raise CorruptRecordError("varint too long")
 
+    def fixed_bytes(self, n: int) -> bytes:
+        """``n`` bytes of a fixed-size field (a UUID's two longs, a bool's byte): cut short, Java's
+        ByteBuffer underflows (no message), not the byte array reader's "Error reading byte array"."""
+        if self.pos + n > len(self.buf):
+            raise CorruptRecordError(f"message truncated at {self.pos}")
+        return self.take(n)
+
     def fixed(self, st: struct.Struct) -> int:
         """An integer of the fixed-size type ``st`` (a :data:`~.fields.FIXED` one but float64)."""
         pos = self.pos
@@ -238,9 +245,9 @@ class Message(MessageWriter):
         if st is not None:
             return r.float64() if kind == "float64" else r.fixed(st)
         if kind == "bool":
-            return r.take(1) != b"\x00"
+            return r.fixed_bytes(1) != b"\x00"
         if kind == "uuid":
-            return uuid_text(r.take(16))
+            return uuid_text(r.fixed_bytes(16))
         if kind in ("string", "bytes", "records", "array"):
             # a length (element count for an array) first; below zero: null
             n = r.uvarint() - 1 if flexible else r.fixed(_I16 if kind == "string" else _I32)
