@@ -157,6 +157,16 @@ def checkpoint_problems(folder: Path, names: tuple[str, ...], parse: Callable[[b
     return found
 
 
+def damaged_checkpoints(path: Path, names: list[str]) -> list[str]:
+    """``FILE: why`` for each checkpoint file of the log directory at ``path`` and of its partitions
+    ``names`` that verify reports as damaged (what ``recover`` must count before it rewrites them)."""
+    found = [f"{file}: {why}" for file, why in checkpoint_problems(path, _LOGDIR_CHECKPOINTS, parse_offset_checkpoint)]
+    for name in names:
+        found += [f"{name}/{file}: {why}" for file, why in
+                  checkpoint_problems(path / name, (EPOCH_CHECKPOINT_FILE,), parse_epoch_checkpoint)]
+    return found
+
+
 def verify_logdir(logdir: LogDir, out: TextIO, *, deep: bool = True, partitions: list[str] | None = None) -> int:
     """Check every partition; print one line each (and one per problem); return the problem count."""
     total_problems = 0

@@ -174,6 +174,22 @@ def test_verify_reports_an_unreadable_partition_and_checks_the_others(demo, monk
     ]
 
 
+def test_recover_exits_1_when_it_replaces_a_damaged_checkpoint(tmp_path, demo):
+    # SPEC §4: recover exits with what verify would have said before it ran; a checkpoint file a broker
+    # cannot read (a count line that does not match its entries, a version it does not know) is damage
+    # verify reports, and recover rewrote it and exited 0
+    copy = tmp_path / "logs"
+    shutil.copytree(demo, copy)
+    (copy / "orders-0/leader-epoch-checkpoint").write_text("0\n3\n0 0\n")
+    (copy / "recovery-point-offset-checkpoint").write_text("1\nabc\n")
+    run("verify", str(copy), check_rc=1)
+    out = run("recover", str(copy), check_rc=1).stdout.decode().splitlines()
+    assert "damaged checkpoint orders-0/leader-epoch-checkpoint: checkpoint line 2: expected 3 entries but found 1" in out
+    assert out[-1].endswith("; 2 damaged checkpoint file(s)")
+    run("verify", str(copy))  # rewritten: nothing wrong left
+    run("recover", str(copy))
+
+
 def test_dump_matches_the_broker_index(fixtures_dir):
     segment = fixtures_dir / "kafka-logs-a/__consumer_offsets-12/00000000000000000000.log"
     index = segment.with_suffix(".index")
