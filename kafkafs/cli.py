@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from . import __version__
-from .errors import InvalidInput, InvalidName, UnsafeFileError, UsageError, tag_os_error
+from .errors import UnsafeFileError, UsageError, tag_os_error
 from .outcome import EXIT_DAMAGE, EXIT_OK, EXIT_USAGE, run_command
 
 log = logging.getLogger("kafkafs")
@@ -169,7 +169,8 @@ def cmd_produce(args: argparse.Namespace) -> int:
 
 
 def cmd_consume(args: argparse.Namespace) -> int:
-    from .consume import consume, filters_from_args, past_end_note, resolve_partitions, start_from_args
+    from .consume import consume, past_end_note, resolve_partitions
+    from .consume_args import filters_from_args, start_from_args
     from .consume_spans import tune_malloc
     from .storage.schemas import load_registry
 
@@ -323,7 +324,7 @@ def _logdir_command(
 
 
 def build_parser() -> _Parser:
-    from .consume import add_consume_arguments
+    from .consume_args import add_consume_arguments
     from .describe import DESCRIBE_COMMANDS
     from .dump.options import add_dump_arguments
     from .spark.export_args import add_export_arguments

@@ -37,7 +37,8 @@ def lock_holder(fd: int) -> int | None:
     l_type, _whence, _start, _len, pid = _FLOCK.unpack(answer[: _FLOCK.size])
     if l_type == fcntl.F_UNLCK:
         return None
-    return max(pid, 0)
+    holder: int = max(pid, 0)
+    return holder
 
 
 def describe_holder(pid: int | None) -> str:

@@ -107,9 +107,9 @@ class LocalLog:
         self.generation = 0
         self._dir_mtime = 0  # read-only logs: the folder's mtime when last looked for swapped segments
 
-    def _new_segment(self, base_offset: int, **kwargs) -> LogSegment:
+    def _new_segment(self, base_offset: int, *, size: int | None = None) -> LogSegment:
         return LogSegment(
-            self.dir, base_offset, self.config, writable=self.writable, clock=self.clock, budget=self.budget, **kwargs
+            self.dir, base_offset, self.config, writable=self.writable, clock=self.clock, budget=self.budget, size=size
         )
 
     def _add_segment(self, base_offset: int) -> LogSegment:

@@ -19,6 +19,7 @@ import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TypeVar
 
 from ..errors import CorruptRecordError, WouldBlock
 from ..format.batch import DEFAULT_MAX_INFLATED_BYTES, LOG_OVERHEAD
@@ -31,6 +32,8 @@ from .safefiles import require_writable
 from .scan_index import ScanIndex
 from .time_index import TimeIndex
 from .txnindex import TransactionIndex
+
+_Index = TypeVar("_Index", OffsetIndex, TimeIndex)
 
 __all__ = ["SegmentFiles"]
 
@@ -112,10 +115,10 @@ class SegmentFiles:
         index = self._time_index
         return index if index is not None else self._make_index("_time_index", TimeIndex, TIME_INDEX)
 
-    def _make_index(self, attribute: str, index_class: type[OffsetIndex | TimeIndex], extension: str):
+    def _make_index(self, attribute: str, index_class: type[_Index], extension: str) -> _Index:
         """The index held in ``attribute``, made under the lock unless another thread made it first."""
         with self._lock:
-            index = getattr(self, attribute)
+            index: _Index | None = getattr(self, attribute)
             if index is None:
                 index = index_class(
                     self._path_for(extension, self._suffix),
