@@ -5,6 +5,7 @@ It reads only (nothing here writes), so it is safe on a directory a broker owns.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
@@ -167,8 +168,12 @@ def damaged_checkpoints(path: Path, names: list[str]) -> list[str]:
     return found
 
 
-def verify_logdir(logdir: LogDir, out: TextIO, *, deep: bool = True, partitions: list[str] | None = None) -> int:
-    """Check every partition; print one line each (and one per problem); return the problem count."""
+def verify_logdir(
+    logdir: LogDir, out: TextIO, *, deep: bool = True, partitions: list[str] | None = None, err: TextIO | None = None
+) -> int:
+    """Check every partition; print one line each (and one per problem); return the problem count. A
+    partition that cannot be read gets its OS error on ``err`` (standard error by default) and a line."""
+    err = sys.stderr if err is None else err
     total_problems = 0
     names = partitions or logdir.partition_names()
     for name, reason in checkpoint_problems(logdir.path, _LOGDIR_CHECKPOINTS, parse_offset_checkpoint):
@@ -221,6 +226,7 @@ def verify_logdir(logdir: LogDir, out: TextIO, *, deep: bool = True, partitions:
                 print(f"  note: {note}", file=out)
             total_problems += len(problems)
         except OSError as exc:  # one unreadable partition: said, counted, and the others still checked
-            print(f"{name}: {describe_os_error(exc)}", file=out)
+            print(f"kafkafs: error: {describe_os_error(exc)}", file=err)
+            print(f"{name}: not checked (kafkafs: error: {describe_os_error(exc)})", file=out)
             total_problems += 1
     return total_problems

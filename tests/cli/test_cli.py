@@ -163,12 +163,13 @@ def test_verify_reports_an_unreadable_partition_and_checks_the_others(demo, monk
         return real_log(self, name)
 
     monkeypatch.setattr(LogDir, "log", log)
-    out = io.StringIO()
+    out, err = io.StringIO(), io.StringIO()
     with LogDir(demo) as logdir:
-        problems = verify_logdir(logdir, out)
+        problems = verify_logdir(logdir, out, err=err)
     lines = out.getvalue().splitlines()
-    assert problems == 1
-    assert f"orders-0: cannot use {demo}/orders-0/00000000000000000000.log: permission denied" in lines
+    said = f"kafkafs: error: cannot use {demo}/orders-0/00000000000000000000.log: permission denied"
+    assert problems == 1 and err.getvalue().splitlines() == [said]
+    assert f"orders-0: not checked ({said})" in lines
     assert [line.split(":")[0] for line in lines if line.endswith(": OK")] == [
         "images-0", "orders-1", "payments-0", "sensors-0"
     ]
