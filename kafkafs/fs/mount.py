@@ -42,6 +42,9 @@ __all__ = ["mount", "serve"]
 
 log = logging.getLogger("kafkafs.fs")
 
+#: The signals that unmount cleanly (SPEC §3: SIGTERM unmounts).
+_UNMOUNT_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
 
 # ---------------------------------------------------------------------------------------------- serving
 
@@ -103,9 +106,13 @@ def serve(
     tree.partitions.registry = load_registry(logdir, schemas)
     ops = Operations(tree)
     starting = StartingStderr()
+    # From the mount on, a signal must unmount: held back until trio's receiver takes it (on_signal);
+    # delivered before, its default action killed the process and left a dead mount behind
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, _UNMOUNT_SIGNALS)
     try:
         pyfuse3.init(ops, mountpoint, options)
     except Exception as exc:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
         directory.close()
         raise _start_error(mountpoint, starting.restore(replay=False), exc) from None
     logging.getLogger("pyfuse3").addFilter(not_a_reply_nobody_awaits)
@@ -131,10 +138,16 @@ def serve(
             log.exception("the FUSE loop stopped")
         nursery.cancel_scope.cancel()
 
+    up = trio.Event()  # set once the mount answered
+
     async def on_signal() -> None:
-        with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
+        with trio.open_signal_receiver(*_UNMOUNT_SIGNALS) as signals:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)  # one that came meanwhile arrives now
             async for signum in signals:
                 log.info("%s: unmounting", signal.Signals(signum).name)
+                # not before the mount answered: the FUSE loop stopped first leaves answering()'s stat
+                # of the mount point waiting for it forever
+                await up.wait()
                 pyfuse3.terminate()
                 return
 
@@ -156,6 +169,7 @@ def serve(
                 await answering()
             starting.restore(replay=True)
             answered = True
+            up.set()
             larger_reads(mountpoint)
             mode = "read-only" if not rw else "read-write, cleaning" if cleaner else "read-write, not cleaning"
             log.info("mounted %s on %s (%s)", logdir, mountpoint, mode)
@@ -182,6 +196,7 @@ def serve(
             pyfuse3.close(unmount=True)
         finally:
             tree.close()
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
     if not answered:  # libfuse refused (e.g. -o max_read=...), the session died, or it never answered
         error = error or MountError("the FUSE session ended before the mount answered")
         slow = ["the mount did not answer within 30 s"] if isinstance(first_exception(error), trio.TooSlowError) else []

@@ -242,9 +242,7 @@ def group_view(replay: GroupsReplay, group: str, end_offsets: dict[tuple[str, in
 def replay_logdir(logdir: LogDir) -> GroupsReplay:
     """Replay every ``__consumer_offsets`` partition of ``logdir`` (a :class:`~.logdir.LogDir`)."""
     replay = GroupsReplay()
-    for name in logdir.partition_names():
-        if parse_partition_dir_name(name)[0] != OFFSETS_TOPIC:
-            continue
+    for name in logdir.topic_partition_names(OFFSETS_TOPIC):
         log_ = logdir.log(name)
         for segment, view in log_.batches():
             h = view.header

@@ -158,8 +158,9 @@ def _slow_batch(segment: LogSegment, pos: int, size: int, record_filter: RecordF
                 expect: int) -> tuple[KeyEntries, int, int] | None:
     """The entries of the one batch at ``pos`` the kernel did not take, where the next batch starts and
     its last offset; None at the end. CorruptRecordError for damage (a v2 batch starting below
-    ``expect``, one past the batch before it, included)."""
-    view = next(iter(segment.batches(pos, size)), None)
+    ``expect``, one past the batch before it, included; and bytes that are not a whole batch at the end
+    of a sealed segment, one its log has rolled past: a torn batch, not a write in progress)."""
+    view = next(iter(segment.batches(pos, size, sealed=not segment.active)), None)
     if view is None:
         return None
     h = view.header

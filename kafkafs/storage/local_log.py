@@ -174,14 +174,17 @@ class LocalLog:
                 seg = self.segments.remove(base)
                 if seg is not None:
                     seg.close_handlers()
+            last = self.segments.last()
+            if previous is not None and previous is not last:
+                previous.active = False
+                # It grew before the writer rolled. Read that before the swap check: a segment never
+                # opened (empty when the log was loaded) is judged by its size there, and its growth
+                # would pass for another process's compaction swapping a file in.
+                previous.refresh()
             try:
                 replaced = self._replaced_segments(names, known)
             except (CorruptRecordError, UnsafeFileError, FileNotFoundError):  # gone again already
                 replaced = False
-            last = self.segments.last()
-            if previous is not None and previous is not last:
-                previous.active = False
-                previous.refresh()  # it grew before the writer rolled
             if last is not None:
                 last.active = True
                 last.refresh()
@@ -293,9 +296,12 @@ class LocalLog:
         """
         start = self._log_start_offset
         for segment in self.segments.from_offset(start):
+            sealed = self.segments.upper(segment.base_offset) is not None  # a torn batch is damage there
             if segment.size == 0 or segment.max_timestamp < timestamp:
+                if sealed and segment.size:
+                    segment.check_whole()
                 continue
-            found = segment.find_offset_by_timestamp(timestamp, start)
+            found = segment.find_offset_by_timestamp(timestamp, start, sealed=sealed)
             if found is not None:
                 return found
         return None

@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import CorruptRecordError
 from ..format.decoders.internal import transaction_key, transaction_value
-from .names import parse_partition_dir_name
 from .producer_state import ProducerState
 
 if TYPE_CHECKING:
@@ -68,9 +67,7 @@ def read_transaction_ids(logdir: LogDir) -> dict[str, dict[str, Any]]:
     """transactional id -> its ``transactions/<id>.json`` object, from every ``__transaction_state``
     partition of ``logdir`` (the latest record of each id)."""
     out: dict[str, dict[str, Any]] = {}
-    for name in logdir.partition_names():
-        if parse_partition_dir_name(name)[0] != TRANSACTION_TOPIC:
-            continue
+    for name in logdir.topic_partition_names(TRANSACTION_TOPIC):
         log_ = logdir.log(name)
         for segment, view in log_.batches():
             h = view.header

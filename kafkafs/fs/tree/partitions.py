@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, TypedDict, Unpack
+from typing import TYPE_CHECKING, TypedDict, TypeVar, Unpack
 
 from ...errors import InvalidInput, InvalidName, NotFound
 from ...format.decoders import decoder_for
@@ -37,6 +37,8 @@ __all__ = ["Partitions", "ServeOptions", "LIST_LIMIT"]
 SIBLING_THREADS = max(1, min(8, os.cpu_count() or 1))
 
 log = logging.getLogger("kafkafs.fs")
+
+_Made = TypeVar("_Made")  # what a partition has one of, made on first use (Partitions._made_once)
 
 #: by-offset/ lists every offset up to this many records, one range per segment past it (SPEC §3).
 LIST_LIMIT = 100_000
@@ -123,14 +125,7 @@ class Partitions:
     def key_views(self, name: str | None) -> KeyViews:
         """The key views (``by-key/``, ``table.jsonl``) of partition ``name`` (made on first use)."""
         assert name is not None
-        views = self._key_views.get(name)
-        if views is None:
-            state = self.state(name)
-            with self._guard:
-                views = self._key_views.get(name)
-                if views is None:
-                    views = self._key_views[name] = KeyViews(state, self.keys_store)
-        return views
+        return self._made_once(self._key_views, name, lambda state: KeyViews(state, self.keys_store))
 
     def by_number(self, number: int) -> PartitionState | None:
         """The open partition numbered ``number`` (None when it is not open)."""
@@ -142,14 +137,19 @@ class Partitions:
 
     def records_generations(self, partition: str) -> RecordsGenerations:
         """The generations of a partition's ``records.jsonl`` (made with its state)."""
-        generations = self._generations.get(partition)
-        if generations is None:
-            state = self.state(partition)
+        return self._made_once(self._generations, partition, RecordsGenerations)
+
+    def _made_once(self, made: dict[str, _Made], name: str, make: Callable[[PartitionState], _Made]) -> _Made:
+        """``made[name]``, made from the partition's state the first time it is asked for (once: under
+        the guard; found without it after)."""
+        found = made.get(name)
+        if found is None:
+            state = self.state(name)
             with self._guard:
-                generations = self._generations.get(partition)
-                if generations is None:
-                    generations = self._generations[partition] = RecordsGenerations(state)
-        return generations
+                found = made.get(name)
+                if found is None:
+                    found = made[name] = make(state)
+        return found
 
     def size_siblings(self, state: PartitionState) -> None:
         """The first time a partition of a topic is sized (a ``stat`` of its ``records.jsonl``), start

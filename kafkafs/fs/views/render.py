@@ -107,6 +107,9 @@ def report_corrupt(exc: CorruptRecordError) -> None:
         log.error("cannot read %s (from position %s): %s; the reads that need its bytes fail with EIO, the "
                   "rest stays readable", exc.file, exc.position, exc.reason)
         return
+    if exc.file is None:  # the reason names the file (a key index that stops at damage)
+        log.error("%s", exc.reason)
+        return
     log.error("corrupt batch in %s at position %s: %s", exc.file, exc.position, exc.reason)
 
 
