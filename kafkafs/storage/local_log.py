@@ -152,10 +152,10 @@ class LocalLog:
 
     def refresh(self) -> bool:
         """Notice what another process appended (new segments, a longer active segment); return True
-        if the log end offset moved. Writable logs know their own appends."""
+        if the log end offset may have moved. Writable logs know their own appends."""
         if self.writable or self._closed:
             return False
-        before = self.log_end_offset
+        before = self.segments.end_mark(self._log_start_offset)
         with self._lock:
             try:
                 names = regular_files(self.dir)
@@ -191,7 +191,7 @@ class LocalLog:
             first = self.segments.first()
             if first is not None and first.base_offset > self._log_start_offset:
                 self._log_start_offset = first.base_offset
-        after = self.log_end_offset
+        after = self.segments.end_mark(self._log_start_offset)
         if after != before or replaced:
             self._notify()
             return True

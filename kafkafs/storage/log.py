@@ -128,11 +128,16 @@ class Log(LocalLog):
             self._add_segment(log_start_offset or 0)
         first = self.segments.first()
         base = first.base_offset if first else (log_start_offset or 0)
-        end = self.log_end_offset
-        self._log_start_offset = min(max(base, log_start_offset or 0), max(end, base))
+        wanted = max(base, log_start_offset or 0)
         if not self.writable:
+            # the log end (a scan of the active segment's tail) only when the checkpoint says the log
+            # starts past the first segment; the state files only matter to appends (read on first use)
+            self._log_start_offset = wanted if wanted == base else min(wanted, max(self.log_end_offset, base))
             self.recovery_point = recovery_point or 0
-        elif clean_shutdown:
+            return
+        end = self.log_end_offset
+        self._log_start_offset = min(wanted, max(end, base))
+        if clean_shutdown:
             self.recovery_point = end
         else:
             # advanced only by a flush: the recovered bytes may not be on disk yet (Kafka does the same)

@@ -168,14 +168,10 @@ class LogSegment(SegmentFiles):
 
     def _tail_state(self) -> _Tail:
         tail = self._tail
-        return tail if tail is not None else self._load_tail()
-
-    def _load_tail(self) -> _Tail:
-        with self._lock:
-            tail = self._tail
-            if tail is None:
-                tail = self._tail = self._scan_tail()
-            return tail
+        if tail is None:
+            with self._lock:  # scanned once: a second caller finds it done
+                tail = self._tail = self._tail or self._scan_tail()
+        return tail
 
     def _scan_tail(self) -> _Tail:
         """Next offset and max timestamp, from the indexes' last entries and a scan of what follows them
@@ -216,6 +212,10 @@ class LogSegment(SegmentFiles):
     def next_offset(self) -> int:
         """One past the last offset in this segment (the base offset when empty)."""
         return self._tail_state().next_offset
+
+    @property
+    def tail_known(self) -> bool:  # whether next_offset is known without reading the segment's tail
+        return self._tail is not None
 
     @property
     def max_timestamp(self) -> int:

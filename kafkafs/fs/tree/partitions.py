@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict, TypeVar, Unpack
 
 from ...errors import InvalidInput, InvalidName, NotFound
@@ -86,6 +87,9 @@ class Partitions:
         self._key_views: dict[str, KeyViews] = {}
         #: groups/, transactions/ and each partition's transactions.json
         self.coordinators = Coordinators(logdir)
+        #: ``watch_folder(path)`` before a partition's log is loaded, returning ``bind(state)`` for after
+        #: (the mount's inotify watcher on a read-only mount; :meth:`kafkafs.fs.watching.ChangeWatcher.watch_folder`)
+        self.watch_folder: Callable[[Path], Callable[[PartitionState], bool]] | None = None
         self._sized_topics: set[str] = set()
         self._sizer: ThreadPoolExecutor | None = None
         self._closed = False
@@ -107,8 +111,10 @@ class Partitions:
         with self._guard:
             state = self._states.get(name)
             if state is None:
-                if not (self.logdir.path / name).is_dir():
+                folder = self.logdir.path / name
+                if not folder.is_dir():
                     raise NotFound(name)
+                bind = self.watch_folder(folder) if self.watch_folder is not None and not self.rw else None
                 try:
                     log_ = self.logdir.log(name, read_only_fallback=True)
                 except InvalidName:
@@ -116,11 +122,17 @@ class Partitions:
                 number = self.number(name)
                 decoder = decoder_for(log_.topic, self.registry, self.mode)
                 state = PartitionState(name, number, log_, self.mode, cache=self.cache, decoder=decoder)
+                if bind is not None and not log_.writable:
+                    bind(state)
                 for callback in self._listeners:
                     state.add_listener(callback)
                 self._states[name] = state
                 self._by_number[number] = state
             return state
+
+    def open_state(self, name: str) -> PartitionState | None:
+        """The partition ``name`` if it is open already (None otherwise); opens nothing."""
+        return self._states.get(name)
 
     def key_views(self, name: str | None) -> KeyViews:
         """The key views (``by-key/``, ``table.jsonl``) of partition ``name`` (made on first use)."""
@@ -151,6 +163,23 @@ class Partitions:
                     found = made[name] = make(state)
         return found
 
+    def records_generations_now(self, partition: str) -> RecordsGenerations | None:
+        """:meth:`records_generations` of an open partition when it waits for nobody (the FUSE loop),
+        else None."""
+        generations = self._generations.get(partition)
+        if generations is not None:
+            return generations
+        state = self._states.get(partition)
+        if state is None or not self._guard.acquire(blocking=False):  # the guard is held while a partition opens
+            return None
+        try:
+            generations = self._generations.get(partition)
+            if generations is None:
+                generations = self._generations[partition] = RecordsGenerations(state)
+            return generations
+        finally:
+            self._guard.release()
+
     def size_siblings(self, state: PartitionState) -> None:
         """The first time a partition of a topic is sized (a ``stat`` of its ``records.jsonl``), start
         sizing the topic's other partitions in the background, on at most :data:`SIBLING_THREADS`
@@ -158,6 +187,8 @@ class Partitions:
         at a time, and finds the next ones sized (or being sized: it waits for that one) instead of
         sizing every partition in turn. Returns at once."""
         topic = state.log.topic
+        if topic in self._sized_topics:  # the usual answer, without the guard (held while partitions open)
+            return
         with self._guard:
             if self._closed or topic in self._sized_topics:
                 return
