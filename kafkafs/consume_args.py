@@ -99,13 +99,21 @@ def filter_from_args(args: argparse.Namespace) -> tuple[RecordFilter | None, re.
 
 
 def start_from_args(args: argparse.Namespace) -> tuple[OffsetSpec, int | None]:
-    """(where to start, the timestamp to stop before) from ``-o`` (repeatable) and ``--from-time``."""
+    """(where to start, the timestamp to stop before) from ``-o`` (repeatable: one start and one
+    ``e@TS`` stop, as kcat takes them) and ``--from-time``. Two starts are a usage error (InvalidInput):
+    SPEC §4's ``--from-offset N | --from-time TS`` are alternatives, and a second start quietly winning
+    would read other records than the user asked for."""
     spec, stop_ts = OffsetSpec("beginning"), None
+    starts = []
     for item in args.offset or []:
         if item.lower().startswith("e@"):
             stop_ts = parse_timestamp(item[2:])
         else:
             spec = parse_offset_spec(item)
+            starts.append(f"-o/--from-offset {item}")
     if args.from_time is not None:
         spec = OffsetSpec("time", parse_timestamp(args.from_time))
+        starts.append(f"--from-time {args.from_time}")
+    if len(starts) > 1:
+        raise InvalidInput(f"give one place to start (got {' and '.join(starts)})")
     return spec, stop_ts

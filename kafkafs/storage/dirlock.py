@@ -57,7 +57,7 @@ def describe_holder(pid: int | None) -> str:
         words = words[1:]
     if words:
         words[0] = os.path.basename(words[0])
-    command = " ".join(words)
+    command = " ".join(" ".join(w.split()) for w in words)  # one line: a word's newlines and tabs as spaces
     if len(command) > 300:
         command = command[:297] + "..."
     return f"process {pid} ({command})" if command else f"process {pid}"

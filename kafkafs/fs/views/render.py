@@ -88,6 +88,13 @@ def unreadable(exc: OSError, file: str | None, position: int | None) -> Unreadab
     return UnreadableError(f"the disk could not read it ({exc.strerror or exc})", position, file)
 
 
+def reported_count() -> int:
+    """How many distinct damages (file and position; a disk error once a file) :func:`report_corrupt`
+    has logged in this process. Safe from any thread."""
+    with _report_lock:
+        return len(_reported)
+
+
 def report_corrupt(exc: CorruptRecordError) -> None:
     """Log damage once per (file, position): the segment and where in it; a disk error once per file.
     Safe from any thread."""
