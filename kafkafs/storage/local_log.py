@@ -164,18 +164,26 @@ class LocalLog:
             previous = self.segments.last()
             bases = sorted(b for b in map(log_file_base_offset, names) if b is not None)
             known = set(self.segments.bases())
-            for base in bases:
-                if base not in known:
-                    try:
-                        self.segments.add(self._new_segment(base))
-                    except (CorruptRecordError, UnsafeFileError):  # gone again already, or replaced by a link
-                        continue
+            fresh = [base for base in bases if base not in known]
+            rolled = previous is not None and bool(fresh) and fresh[-1] > previous.base_offset
+            if previous is not None and rolled:
+                # The writer rolled: the batches it wrote last went to the segment it rolled, before the
+                # new one's file (listed above) was made. Read them before the new segment is put in the
+                # log: a reader in between (a mount composing records.jsonl on another thread) would lay
+                # the rolled segment out to its old size, with the new one after it.
+                previous.active = False
+                previous.refresh()
+            for base in fresh:
+                try:
+                    self.segments.add(self._new_segment(base))
+                except (CorruptRecordError, UnsafeFileError):  # gone again already, or replaced by a link
+                    continue
             for base in known - set(bases):
                 seg = self.segments.remove(base)
                 if seg is not None:
                     seg.close_handlers()
             last = self.segments.last()
-            if previous is not None and previous is not last:
+            if previous is not None and previous is not last and not rolled:
                 previous.active = False
                 # It grew before the writer rolled. Read that before the swap check: a segment never
                 # opened (empty when the log was loaded) is judged by its size there, and its growth
