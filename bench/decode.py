@@ -37,6 +37,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.records import segment_bytes  # noqa: E402
+from kafkafs.consume_spans import tune_malloc  # noqa: E402
 from kafkafs.format import kernel  # noqa: E402
 from kafkafs.format.batch import decode_batch, scan_batches  # noqa: E402
 from kafkafs.format.jsonview import (  # noqa: E402
@@ -202,7 +203,7 @@ def main() -> None:
     if kernel.KERNEL is None:
         print(f"warning: {kernel.missing_note()}")
     else:
-        kernel.KERNEL.tune_malloc()  # as consume does: span outputs reuse heap memory
+        tune_malloc()  # as consume does: span outputs reuse heap memory
     load = os.getloadavg()
     print(f"{args.records:,} records a kind, 100 a batch, uncompressed; best of {args.repeat}; "
           f"load average {load[0]:.1f} on {os.cpu_count()} CPUs")

@@ -10,6 +10,8 @@ medians of ``--repeat`` runs), so the ratios hold on a shared, noisy machine. Ro
 * ``size``: the first ``ls -l MNT/*/records.jsonl`` with an empty size cache and the logs evicted from
   the page cache, against ``cat LOGDIR/*/*.log`` evicted and the kernel sizing every partition in
   process; then a remount with the cache kept: ``ls -l`` warm and with every file evicted.
+* ``remount``: a remount with the size cache kept, ``ls -l`` warm and evicted, with the daemon's CPU;
+  ``--against DIR`` runs the same mounts from another checkout, interleaved (before/after in one run).
 * ``quiet``: the CPU a mount of every partition uses while nothing happens.
 * ``consume``: ``kafkafs consume LOGDIR t`` (a whole topic, interleaved by timestamp) against
   ``--no-interleave``.
@@ -52,7 +54,7 @@ from kafkafs.storage.config import Settings  # noqa: E402
 from kafkafs.storage.logdir import LogDir  # noqa: E402
 
 PY = sys.executable
-SECTIONS = ("read", "size", "quiet", "consume", "byoffset", "produce")
+SECTIONS = ("read", "size", "remount", "quiet", "consume", "byoffset", "produce")
 SETTINGS = Settings({"segment.bytes": 64 * 1024 * 1024})
 
 
@@ -120,11 +122,13 @@ def warm(paths: list[Path]) -> None:
 
 
 class Mounted:
-    def __init__(self, logdir: Path, mnt: Path, *args: str) -> None:
+    """A mount of ``logdir`` by the kafkafs of checkout ``tree`` (``python -m`` imports it from its cwd)."""
+
+    def __init__(self, logdir: Path, mnt: Path, *args: str, tree: Path = ROOT) -> None:
         mnt.mkdir(parents=True, exist_ok=True)
         self.mnt = mnt
         self.proc = subprocess.Popen([PY, "-m", "kafkafs.cli", "mount", str(logdir), str(mnt), "-f", *args],
-                                     cwd=ROOT, stderr=subprocess.PIPE)
+                                     cwd=tree, stderr=subprocess.PIPE)
         deadline = time.monotonic() + 120
         while not os.path.ismount(mnt):
             if self.proc.poll() is not None or time.monotonic() > deadline:
@@ -212,8 +216,8 @@ class Bench:
         self.rows.append((section, what, result))
         print(f"  {section}: {what}: {result}", file=sys.stderr, flush=True)
 
-    def mount(self, cache: Path, *extra: str) -> Mounted:
-        return Mounted(self.logdir, self.work / "mnt", "--cache-dir", str(cache), *extra)
+    def mount(self, cache: Path, *extra: str, tree: Path = ROOT) -> Mounted:
+        return Mounted(self.logdir, self.work / "mnt", "--cache-dir", str(cache), *extra, tree=tree)
 
     def glob(self, mnt: Path, name: str) -> str:
         return " ".join(str(mnt / n / name) for n in self.names)
@@ -287,6 +291,34 @@ class Bench:
         self.row("size", "remount, cache kept: ls -l MNT/*/records.jsonl",
                  f"warm {statistics.median(warm_t) * 1e3:.0f} ms, evicted {statistics.median(cold_t) * 1e3:.0f} ms "
                  f"(target < 150 ms); ls -l LOGDIR/*/*.log {ls_raw * 1e3:.0f} ms")
+
+    def remount(self) -> None:
+        """A remount with the size cache kept: ``ls -l MNT/*/records.jsonl`` (the shell's glob included)
+        and the CPU the daemon spent on it, warm and with the logs and the cache evicted; with
+        ``--against DIR``, the same runs by the kafkafs of another checkout, interleaved (before/after)."""
+        cache = self.work / "cache-size"
+        with self.mount(cache) as m:  # the cache filled (a first sizing when it is empty)
+            shell(f"ls -l {self.glob(m.mnt, 'records.jsonl')}")
+        trees = [("this checkout", ROOT)]
+        if self.args.against:
+            trees.append((f"--against {self.args.against}", Path(self.args.against).resolve()))
+        runs: dict[tuple[str, bool], list[tuple[float, float]]] = {(t, e): [] for t, _ in trees for e in (False, True)}
+        for _ in range(self.args.repeat):
+            for label, tree in trees:
+                for evicted in (False, True):
+                    if evicted:
+                        evict(self.logs + all_files(cache))
+                    with self.mount(cache, tree=tree) as m:
+                        before = m.cpu_seconds()
+                        took = shell(f"ls -l {self.glob(m.mnt, 'records.jsonl')}")
+                        runs[(label, evicted)].append((took, m.cpu_seconds() - before))
+        for label, _ in trees:
+            said = []
+            for evicted in (False, True):
+                took = statistics.median(t for t, _ in runs[(label, evicted)])
+                cpu = statistics.median(c for _, c in runs[(label, evicted)])
+                said.append(f"{'evicted' if evicted else 'warm'} {took * 1e3:.0f} ms (daemon {cpu * 1e3:.0f} ms CPU)")
+            self.row("remount", f"ls -l MNT/*/records.jsonl, cache kept, {label}", ", ".join(said) + " (target < 150 ms)")
 
     def quiet(self) -> None:
         cache = self.work / "cache-read"
@@ -467,6 +499,7 @@ def main() -> None:
     parser.add_argument("--offsets", type=int, default=200)
     parser.add_argument("--produce", type=int, default=1_000_000, help="lines for the produce rows")
     parser.add_argument("--quiet-seconds", type=float, default=20.0)
+    parser.add_argument("--against", help="remount: also measure the kafkafs of this checkout (before/after)")
     parser.add_argument("--work", help="build (and reuse) the data here instead of a temporary folder")
     args = parser.parse_args()
 

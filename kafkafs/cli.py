@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from . import __version__
-from .errors import InvalidInput, InvalidName, UnsafeFileError, UsageError, tag_os_error
+from .errors import UnsafeFileError, UsageError, tag_os_error
 from .outcome import EXIT_DAMAGE, EXIT_OK, EXIT_USAGE, run_command
 
 log = logging.getLogger("kafkafs")
@@ -114,6 +114,10 @@ def cmd_index(args: argparse.Namespace) -> int:
     report = index_logdir(args.logdir, cache_dir=args.cache_dir, mode=args.values, settings=_settings(args),
                           schemas=args.schemas, keys=args.keys)
     print(report.line(), file=sys.stderr)
+    if report.damaged:  # SPEC §4: damage found is exit 1, whatever else the command did
+        print(f"kafkafs: damage found ({report.damaged}, said above); `kafkafs verify {args.logdir}` lists it",
+              file=sys.stderr)
+        return EXIT_DAMAGE
     return EXIT_OK
 
 
@@ -165,7 +169,8 @@ def cmd_produce(args: argparse.Namespace) -> int:
 
 
 def cmd_consume(args: argparse.Namespace) -> int:
-    from .consume import consume, filters_from_args, past_end_note, resolve_partitions, start_from_args
+    from .consume import consume, past_end_note, resolve_partitions
+    from .consume_args import filters_from_args, start_from_args
     from .consume_spans import tune_malloc
     from .storage.schemas import load_registry
 
@@ -209,6 +214,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def cmd_recover(args: argparse.Namespace) -> int:
+    from .inspect import damaged_checkpoints
+
     _raise_fd_limit()
     logdir = _open_logdir(args.logdir, args, writable=True)
     # recover every segment of every partition, as after a crash with no recovery point
@@ -217,6 +224,8 @@ def cmd_recover(args: argparse.Namespace) -> int:
     names = logdir.partition_names()
     reports = {}
     try:
+        # checkpoint files verify calls damaged, read before recovery rewrites them (SPEC §4's exit code)
+        checkpoints = damaged_checkpoints(logdir.path, names)
         for name in names:
             try:
                 log_ = logdir.log(name)
@@ -245,11 +254,14 @@ def cmd_recover(args: argparse.Namespace) -> int:
             status = "; ".join(lines + rewritten)
         span = f"offsets {start}..{end - 1}" if end > start else f"empty, next offset {end}"
         print(f"{name}: {status} ({span})")
+    for line in checkpoints:
+        print(f"damaged checkpoint {line}")
     refused = len(logdir.refused)
     print(f"recovered {len(names) - refused} partition(s), {changed} changed; clean shutdown marked"
-          + (f"; {refused} refused" if refused else ""))
+          + (f"; {refused} refused" if refused else "")
+          + (f"; {len(checkpoints)} damaged checkpoint file(s)" if checkpoints else ""))
     # SPEC §4: what verify would have said before (damage repaired is damage found, as e2fsck's)
-    return EXIT_DAMAGE if refused or changed else EXIT_OK
+    return EXIT_DAMAGE if refused or changed or checkpoints else EXIT_OK
 
 
 def cmd_clean(args: argparse.Namespace) -> int:
@@ -312,7 +324,7 @@ def _logdir_command(
 
 
 def build_parser() -> _Parser:
-    from .consume import add_consume_arguments
+    from .consume_args import add_consume_arguments
     from .describe import DESCRIBE_COMMANDS
     from .dump.options import add_dump_arguments
     from .spark.export_args import add_export_arguments

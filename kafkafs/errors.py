@@ -99,7 +99,7 @@ def tag_os_error(exc: OSError, doing: str, path: str | os.PathLike[str] | None =
     ``"open {path} for writing"``); ``path`` fills in an error that names no file. The first note
     wins: the place nearest the failure knows best. Returns ``exc``, the same object."""
     if getattr(exc, "kafkafs_doing", None) is None:
-        exc.kafkafs_doing = doing  # type: ignore[attr-defined]
+        exc.kafkafs_doing = doing  # type: ignore[attr-defined]  # kafkafs's note on a standard exception
         if exc.filename is None and path is not None:
             exc.filename = os.fspath(path)
     return exc

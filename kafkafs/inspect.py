@@ -5,11 +5,12 @@ It reads only (nothing here writes), so it is safe on a directory a broker owns.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
-from .errors import CorruptRecordError, UnsafeFileError
+from .errors import CorruptRecordError, UnsafeFileError, describe_os_error
 from .format.batch import decode_batch, validate_batch
 from .format.checkpoint import EPOCH_CHECKPOINT_FILE, parse_epoch_checkpoint, parse_offset_checkpoint
 from .storage.leader_epochs import read_regular_file
@@ -157,8 +158,22 @@ def checkpoint_problems(folder: Path, names: tuple[str, ...], parse: Callable[[b
     return found
 
 
-def verify_logdir(logdir: LogDir, out: TextIO, *, deep: bool = True, partitions: list[str] | None = None) -> int:
-    """Check every partition; print one line each (and one per problem); return the problem count."""
+def damaged_checkpoints(path: Path, names: list[str]) -> list[str]:
+    """``FILE: why`` for each checkpoint file of the log directory at ``path`` and of its partitions
+    ``names`` that verify reports as damaged (what ``recover`` must count before it rewrites them)."""
+    found = [f"{file}: {why}" for file, why in checkpoint_problems(path, _LOGDIR_CHECKPOINTS, parse_offset_checkpoint)]
+    for name in names:
+        found += [f"{name}/{file}: {why}" for file, why in
+                  checkpoint_problems(path / name, (EPOCH_CHECKPOINT_FILE,), parse_epoch_checkpoint)]
+    return found
+
+
+def verify_logdir(
+    logdir: LogDir, out: TextIO, *, deep: bool = True, partitions: list[str] | None = None, err: TextIO | None = None
+) -> int:
+    """Check every partition; print one line each (and one per problem); return the problem count. A
+    partition that cannot be read gets its OS error on ``err`` (standard error by default) and a line."""
+    err = sys.stderr if err is None else err
     total_problems = 0
     names = partitions or logdir.partition_names()
     for name, reason in checkpoint_problems(logdir.path, _LOGDIR_CHECKPOINTS, parse_offset_checkpoint):
@@ -167,46 +182,51 @@ def verify_logdir(logdir: LogDir, out: TextIO, *, deep: bool = True, partitions:
     if not names:
         print(f"{logdir.path}: no partitions", file=out)
     for name in names:
-        log_: Log = logdir.log(name)
-        # a link (or special file) in the folder was skipped by the reader and makes writers refuse the
-        # partition (SPEC §4): something wrong, whatever the regular files say
-        problems: list[str] = [
-            f"{entry}: not a regular file (a symbolic link or special file): skipped, never followed; "
-            "writers refuse this partition"
-            for entry in unsafe_entries(logdir.path / name)
-        ]
-        problems += [f"{file}: {reason}" for file, reason in
-                     checkpoint_problems(logdir.path / name, (EPOCH_CHECKPOINT_FILE,), parse_epoch_checkpoint)]
-        notes: list[str] = []
-        records = 0
-        expected = log_.log_start_offset
-        segments = list(log_.segments)
-        for i, segment in enumerate(segments):
-            first = i == 0
-            upper = segments[i + 1].base_offset if i + 1 < len(segments) else None
-            if segment.base_offset < expected and not first:
-                problems.append(f"{segment.log_path.name}: base offset {segment.base_offset} overlaps the previous segment")
-            # the first segment is checked from its base: a log start inside it (DeleteRecords) leaves
-            # the records before it on disk, which are no damage
-            n, expected, found = check_segment(
-                segment, segment.base_offset if first else expected, deep=deep, log_start=log_.log_start_offset,
-                upper=upper,
+        try:
+            log_: Log = logdir.log(name)
+            # a link (or special file) in the folder was skipped by the reader and makes writers refuse the
+            # partition (SPEC §4): something wrong, whatever the regular files say
+            problems: list[str] = [
+                f"{entry}: not a regular file (a symbolic link or special file): skipped, never followed; "
+                "writers refuse this partition"
+                for entry in unsafe_entries(logdir.path / name)
+            ]
+            problems += [f"{file}: {reason}" for file, reason in
+                         checkpoint_problems(logdir.path / name, (EPOCH_CHECKPOINT_FILE,), parse_epoch_checkpoint)]
+            notes: list[str] = []
+            records = 0
+            expected = log_.log_start_offset
+            segments = list(log_.segments)
+            for i, segment in enumerate(segments):
+                first = i == 0
+                upper = segments[i + 1].base_offset if i + 1 < len(segments) else None
+                if segment.base_offset < expected and not first:
+                    problems.append(f"{segment.log_path.name}: base offset {segment.base_offset} overlaps the previous segment")
+                # the first segment is checked from its base: a log start inside it (DeleteRecords) leaves
+                # the records before it on disk, which are no damage
+                n, expected, found = check_segment(
+                    segment, segment.base_offset if first else expected, deep=deep, log_start=log_.log_start_offset,
+                    upper=upper,
+                )
+                records += n
+                problems.extend(found)
+                index_problems, index_notes = check_index_files(segment, sealed=segment is not segments[-1])
+                problems.extend(index_problems)
+                notes.extend(index_notes)
+            status = "OK" if not problems else f"{len(problems)} problem(s)"
+            span = (
+                f"offsets {log_.log_start_offset}..{log_.log_end_offset - 1}"
+                if log_.log_end_offset > log_.log_start_offset
+                else f"empty, next offset {log_.log_end_offset}"
             )
-            records += n
-            problems.extend(found)
-            index_problems, index_notes = check_index_files(segment, sealed=segment is not segments[-1])
-            problems.extend(index_problems)
-            notes.extend(index_notes)
-        status = "OK" if not problems else f"{len(problems)} problem(s)"
-        span = (
-            f"offsets {log_.log_start_offset}..{log_.log_end_offset - 1}"
-            if log_.log_end_offset > log_.log_start_offset
-            else f"empty, next offset {log_.log_end_offset}"
-        )
-        print(f"{name}: {len(segments)} segment(s), {records} records, {span}: {status}", file=out)
-        for p in problems:
-            print(f"  {p}", file=out)
-        for note in notes:
-            print(f"  note: {note}", file=out)
-        total_problems += len(problems)
+            print(f"{name}: {len(segments)} segment(s), {records} records, {span}: {status}", file=out)
+            for p in problems:
+                print(f"  {p}", file=out)
+            for note in notes:
+                print(f"  note: {note}", file=out)
+            total_problems += len(problems)
+        except OSError as exc:  # one unreadable partition: said, counted, and the others still checked
+            print(f"kafkafs: error: {describe_os_error(exc)}", file=err)
+            print(f"{name}: not checked (kafkafs: error: {describe_os_error(exc)})", file=out)
+            total_problems += 1
     return total_problems

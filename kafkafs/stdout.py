@@ -20,6 +20,10 @@ import io
 import os
 import sys
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing_extensions import Buffer
 
 __all__ = ["guarded_stdout", "ReaderSafeOutput"]
 
@@ -43,9 +47,9 @@ class ReaderSafeOutput(io.RawIOBase):
     def isatty(self) -> bool:
         return os.isatty(self.fd)
 
-    def write(self, data: bytes | bytearray | memoryview) -> int:  # type: ignore[override]
+    def write(self, data: Buffer, /) -> int:
         if self.reader_gone:
-            return len(data)
+            return memoryview(data).nbytes  # (bytes BufferedWriter hands over: their len)
         try:
             return os.write(self.fd, data)
         except BrokenPipeError:
@@ -57,7 +61,7 @@ class ReaderSafeOutput(io.RawIOBase):
                 os.close(null)
             if self.stop:
                 raise
-            return len(data)
+            return memoryview(data).nbytes
 
 
 @contextlib.contextmanager
@@ -79,7 +83,7 @@ def guarded_stdout(*, stop: bool = False) -> Iterator[ReaderSafeOutput | None]:
         io.BufferedWriter(raw),
         encoding=before.encoding,
         errors=before.errors,
-        line_buffering=before.line_buffering,
+        line_buffering=bool(before.line_buffering),
     )
     sys.stdout = stream
     try:

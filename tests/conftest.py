@@ -7,6 +7,12 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+# Property tests assert behaviour, not speed: on a shared, loaded machine hypothesis's timing checks
+# (a 200 ms deadline per example, the too_slow health check) fail tests whose properties hold.
+settings.register_profile("kafkafs", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("kafkafs")
 
 ROOT = Path(__file__).resolve().parent.parent
 

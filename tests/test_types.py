@@ -30,3 +30,22 @@ def test_every_type_ignore_says_why():
         if "type: ignore" in line and not re.search(r"type: ignore\[[\w,-]+\]\s+#\s*\S", line)
     ]
     assert not bare, "type: ignore without an error code and a reason: " + ", ".join(bare)
+
+
+STRICT = {  # mypy's --strict beyond what [tool.mypy] sets for every module
+    "disallow_any_generics", "disallow_subclassing_any", "disallow_untyped_calls", "disallow_untyped_defs",
+    "disallow_incomplete_defs", "disallow_untyped_decorators", "warn_return_any", "no_implicit_reexport",
+    "strict_equality", "extra_checks",
+}
+
+
+def test_format_and_storage_are_held_to_strict():
+    """Issue 23: strict on ``format/`` and ``storage/``, checked on the rest; no module's errors ignored."""
+    import tomllib
+
+    mypy = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mypy"]
+    assert {"check_untyped_defs", "warn_unused_ignores", "warn_redundant_casts"} <= {k for k, v in mypy.items() if v}
+    overrides = mypy.get("overrides", [])
+    strict = [o for o in overrides if set(o["module"]) == {"kafkafs.format.*", "kafkafs.storage.*"}]
+    assert strict and all(strict[0].get(flag) is True for flag in STRICT)
+    assert not any(o.get("ignore_errors") for o in overrides)

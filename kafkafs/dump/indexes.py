@@ -93,8 +93,8 @@ class IndexErrors:
             for a, b in pairs:
                 print(f"  Index timestamp: {a}, Previously indexed timestamp: {b}", file=err)
             problems += len(pairs)
-        for _name, pairs in self._in_kafkas_order(self.not_found):
-            print("The following indexed offsets are not found in the log.", file=err)
+        for name, pairs in self._in_kafkas_order(self.not_found):
+            print(f"The following indexed offsets are not found in :{name}", file=err)  # Kafka 4.x's words
             for a, b in pairs:
                 print(f"Indexed offset: {a}, found log offset: {b}", file=err)
             problems += len(pairs)
@@ -149,7 +149,7 @@ def _report_sanity(name: str, problem: str | None, out: TextIO, err: TextIO) -> 
     if problem:
         print(f"kafkafs: {problem}", file=err)
         return 1
-    print(f"{name} passed sanity check.", file=out)
+    print(f"{java_path(name)} passed sanity check.", file=out)
     return 0
 
 
@@ -182,7 +182,7 @@ def dump_index(name: str, out: TextIO, err: TextIO, options: DumpOptions, errors
     base, log, _log_path, data = found
     entries = len(data) // 8
     if entries == 0:
-        print(f"{name} is empty.", file=out)
+        print(f"{java_path(name)} is empty.", file=out)
         return 0
     if options.index_sanity_check:
         return _report_sanity(name, _offset_sanity(name, data, base), out, err)
@@ -202,18 +202,42 @@ def dump_index(name: str, out: TextIO, err: TextIO, options: DumpOptions, errors
     return 0  # the mismatches are counted when printed
 
 
+_WARM_ENTRIES = 8192 // 8  # AbstractIndex.warmEntries() of an offset index: 8 KiB of entries
+
+
 def _lookup(index: bytes, base: int, target: int) -> int:
-    """Kafka's ``OffsetIndex.lookup(target).position``: the entry with the largest offset <= target
-    (over the index's real entries), or 0."""
-    best = 0
-    for i in range(len(index) // 8):
-        rel, position = _OFFSET_ENTRY.unpack_from(index, i * 8)
-        if i > 0 and rel == 0:
-            break
-        if base + rel > target:
-            break
-        best = position
-    return best
+    """Kafka's ``OffsetIndex.lookup(target).position`` on an index opened read-only, step for step:
+    every whole entry counts (a zero-filled tail too), a binary search of the "hot" last 1024 entries
+    when the target is past the first of them, else of the rest (``AbstractIndex.indexSlotRangeFor``);
+    no slot (target below the first entry) is position 0. On a damaged index (entries out of order)
+    this finds what Kafka finds, which a linear scan would not."""
+    entries = len(index) // 8
+
+    def offset_at(slot: int) -> int:
+        return base + _OFFSET_ENTRY.unpack_from(index, slot * 8)[0]
+
+    def search(lo: int, hi: int) -> int:
+        while lo < hi:
+            mid = (lo + hi + 1) >> 1
+            found = offset_at(mid)
+            if found > target:
+                hi = mid - 1
+            elif found < target:
+                lo = mid
+            else:
+                return mid
+        return lo
+
+    if entries == 0:
+        return 0
+    first_hot = max(0, entries - 1 - _WARM_ENTRIES)
+    if offset_at(first_hot) < target:
+        slot = search(first_hot, entries - 1)
+    elif offset_at(0) > target:
+        return 0
+    else:
+        slot = search(0, first_hot)
+    return _OFFSET_ENTRY.unpack_from(index, slot * 8)[1]
 
 
 def _time_sanity(name: str, data: bytes, base: int) -> str | None:

@@ -3,8 +3,10 @@
 The batches are walked as Kafka's ``FileLogInputStream`` walks them: fewer than 18 bytes left, or a
 batch that reaches past the end, ends the walk quietly, and what is left is reported as
 ``Found N invalid bytes at the end of NAME`` (unless ``--max-bytes`` cut the file). A size below a
-message's minimum, or a header that cannot be right, ends it too; Kafka dies with a stack trace there,
-kafkafs says why on standard error and reports the rest as invalid bytes.
+message's minimum, or a magic below 0, ends it too; Kafka dies with a stack trace there, kafkafs says
+why on standard error and reports the rest as invalid bytes. What Kafka prints and walks past, kafkafs
+prints too, and counts as damage (exit 1): a negative base offset, a magic past 2 (read as v2), a v2
+length below the 61-byte header (the header is read past it, the batch is invalid).
 """
 
 from __future__ import annotations
@@ -16,9 +18,10 @@ import struct
 from typing import TextIO
 
 from ..errors import CorruptRecordError
-from ..format.batch import LOG_OVERHEAD, BatchHeader, read_batch_header, validate_batch
+from ..format.batch import LOG_OVERHEAD, V2_HEADER_SIZE, BatchHeader, read_batch_header, validate_batch
+from .indexes import java_path
 from .options import INT_MAX, DumpOptions
-from .records import RecordPrinter
+from .records import RecordPrinter, increment_sequence
 
 __all__ = ["dump_log", "batch_line", "TIMESTAMP_TYPES", "CODEC_NAMES"]
 
@@ -29,19 +32,13 @@ _MIN_SIZE = 14  # Kafka's LegacyRecord.RECORD_OVERHEAD_V0, the smallest size it 
 _V2_OVERHEAD = 61
 _DELETE_HORIZON = 0x40
 _PREFIX = struct.Struct(">qi")
+_V2_FIELDS = struct.Struct(">qiibIhiqqqhii")  # Kafka's DefaultRecordBatch header, 61 bytes
 _SNAPSHOT_NAME = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$")
 BOOTSTRAP_SNAPSHOT = "bootstrap.checkpoint"
 
 
 def _bool(flag: bool) -> str:
     return "true" if flag else "false"
-
-
-def increment_sequence(sequence: int, increment: int) -> int:
-    """Kafka's ``DefaultRecordBatch.incrementSequence``: sequences wrap past 2**31 - 1 to 0."""
-    if sequence > INT_MAX - increment:
-        return increment - (INT_MAX - sequence) - 1
-    return sequence + increment
 
 
 def codec_name(attributes: int) -> str:
@@ -82,6 +79,31 @@ def _is_valid(buf, h: BatchHeader) -> bool:
         return True
     except CorruptRecordError:
         return False
+
+
+def _kafka_header(buf, pos: int, end: int) -> BatchHeader | None:
+    """The batch at ``pos`` as Kafka's ``FileLogInputStream.nextBatch`` takes it (its size already
+    checked against the minimum and the end): any magic past 1 is a v2 batch whose 61-byte header is
+    read from ``pos`` whatever its length says, and a negative base offset is printed as it is (the
+    storage engine's reader calls both damage); magic 0 and 1 as the engine reads them. None where only
+    part of a batch is left; ``CorruptRecordError`` where Kafka stops with a stack trace."""
+    magic = struct.unpack_from(">b", buf, pos + _HEADER_SIZE_UP_TO_MAGIC - 1)[0]
+    if magic > 1:
+        if pos + V2_HEADER_SIZE > len(buf):
+            raise CorruptRecordError(
+                f"Failed to read `DefaultRecordBatch` header: expected {V2_HEADER_SIZE} bytes, "
+                f"the file ends after {len(buf) - pos}",
+                pos,
+            )
+        return BatchHeader(pos, *_V2_FIELDS.unpack_from(buf, pos))
+    if magic < 0:
+        raise CorruptRecordError(f"Invalid magic used in LegacyRecord: {magic}", pos)
+    return read_batch_header(buf, pos, end)
+
+
+def _as_v2(h: BatchHeader) -> BatchHeader:
+    """A batch of magic 3 and up is read as v2, as Kafka reads it (its line still says its magic)."""
+    return h._replace(magic=2) if h.magic > 2 else h
 
 
 def _start_line(name: str, err: TextIO) -> tuple[str | None, bool]:
@@ -131,8 +153,9 @@ def dump_log(name: str, out: TextIO, err: TextIO, options: DumpOptions, errors) 
         while end - pos > _HEADER_SIZE_UP_TO_MAGIC:
             _offset, size = _PREFIX.unpack_from(buf, pos)
             if size < _MIN_SIZE:
-                print(
-                    f"kafkafs: {name}: position {pos}: record size {size} is below the minimum {_MIN_SIZE}",
+                print(  # Kafka's CorruptRecordException, where its tool stops with a stack trace
+                    f"kafkafs: Found record size {size} smaller than minimum record overhead ({_MIN_SIZE}) "
+                    f"in file {java_path(name)}.",
                     file=err,
                 )
                 problems += 1
@@ -140,19 +163,19 @@ def dump_log(name: str, out: TextIO, err: TextIO, options: DumpOptions, errors) 
             if pos > end - LOG_OVERHEAD - size:
                 break
             try:
-                h = read_batch_header(buf, pos, end)
+                h = _kafka_header(buf, pos, end)
             except CorruptRecordError as exc:
                 print(f"kafkafs: {name}: position {pos}: {exc.reason}", file=err)
                 problems += 1
                 break
             if h is None:
                 break
-            valid = _is_valid(buf, h)
-            if not valid or h.attributes & 0x07 > 4:
+            valid = _is_valid(buf, _as_v2(h))
+            if not valid or h.attributes & 0x07 > 4 or h.base_offset < 0 or h.magic > 2:
                 problems += 1
             write(batch_line(h, pos, valid) + "\n")
             if printer is not None:
-                problems += printer.print_batch(buf, h, write)
+                problems += printer.print_batch(buf, _as_v2(h), write, valid)
             pos = h.end
         trailing = end - pos
         if trailing > 0 and options.max_bytes == INT_MAX:

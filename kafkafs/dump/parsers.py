@@ -164,7 +164,7 @@ def _metadata_parser() -> Parser:
         try:
             if value is None:
                 raise CorruptRecordError("the record has no value")
-            m = metadata_record(value)
+            m = metadata_record(value, any_version=True)  # a newer version: as Kafka's reader reads it
         except (KafkafsError, ValueError):
             return None, f"Error at {offset}, skipping. {metadata_error(value)}"
         return None, to_json({"type": m.get("type"), "version": m.get("version"), "data": m.get("data")})

@@ -4,7 +4,7 @@ One line a record::
 
     "| offset: " + offset + " " + timestampType + ": " + timestamp + " keySize: " + .. + " valueSize: " + ..
     [magic 2:] " sequence: " + sequence + " headerKeys: " + keys.mkString("[", ",", "]")
-    [legacy:]  " isValid: " + isValid + " crc: " + checksum + "}"
+    [legacy:]  " isValid: " + isValid + " crc: " + checksum  (Kafka 3.x added a stray "}"; 4.x does not)
     [control:] " endTxnMarker: COMMIT coordinatorEpoch: N" | " LeaderChange: {..}" | " SnapshotHeader {..}" | ...
     [--print-data-log, data batches:] " key: " + key + " payload: " + payload
 
@@ -16,6 +16,7 @@ One line a record::
 from __future__ import annotations
 
 import struct
+import zlib
 from collections.abc import Callable
 from typing import TextIO
 
@@ -27,19 +28,30 @@ from ..format.records import CONTROL_TYPES
 from .options import DumpOptions
 from .parsers import make_parser, to_json
 
-__all__ = ["RecordPrinter"]
+__all__ = ["RecordPrinter", "increment_sequence"]
 
 _I16 = struct.Struct(">h")
 _MARKER = struct.Struct(">hi")  # EndTransactionMarker value: version, coordinatorEpoch
 _INT_MAX = 2**31 - 1
 
 
+def _int(value: int) -> int:
+    """``value`` as a Java ``int`` holds it (two's complement, 32 bits: overflow wraps)."""
+    return (value + 2**31) % 2**32 - 2**31
+
+
+def increment_sequence(sequence: int, increment: int) -> int:
+    """Kafka's ``DefaultRecordBatch.incrementSequence`` in Java's ``int`` arithmetic: sequences wrap
+    past 2**31 - 1 to 0, and a hostile negative increment wraps as Java's does."""
+    if sequence > _int(_INT_MAX - increment):
+        return _int(_int(increment - _int(_INT_MAX - sequence)) - 1)
+    return _int(sequence + increment)
+
+
 def _sequence(base_sequence: int, delta: int) -> int:
-    if base_sequence < 0:
-        return -1
-    if base_sequence > _INT_MAX - delta:
-        return delta - (_INT_MAX - base_sequence) - 1
-    return base_sequence + delta
+    """A record's sequence as ``DefaultRecordBatch`` reads it: -1 for a negative base sequence (the
+    batch line's ``lastSequence`` is -1 only for -1 itself), else the base incremented."""
+    return -1 if base_sequence < 0 else increment_sequence(base_sequence, delta)
 
 
 def _control_text(key: bytes | None, value: bytes | None) -> str:
@@ -81,11 +93,12 @@ _KRAFT_LABELS = {
 }
 
 
-def _legacy_crcs(buf, h: BatchHeader) -> list[int]:
-    """The CRC of each message of a legacy entry: its own, or its inner messages' when compressed."""
+def _legacy_crcs(buf, h: BatchHeader, valid: bool) -> list[tuple[int, bool]]:
+    """The CRC of each message of a legacy entry and whether it holds (Kafka's ``LegacyRecord.isValid``):
+    the entry's own (``valid``, as its batch line says), or its inner messages' when compressed."""
     codec = h.attributes & 0x07
     if codec == 0:
-        return [h.crc]
+        return [(h.crc, valid)]
     message = bytes(buf[h.position + 12 : h.end])
     at = 14 if h.magic == 1 else 6
     (key_len,) = struct.unpack_from(">i", message, at)
@@ -95,7 +108,8 @@ def _legacy_crcs(buf, h: BatchHeader) -> list[int]:
     crcs, pos = [], 0
     while pos + 16 <= len(inner):
         (size,) = struct.unpack_from(">i", inner, pos + 8)
-        crcs.append(struct.unpack_from(">I", inner, pos + 12)[0])
+        (crc,) = struct.unpack_from(">I", inner, pos + 12)
+        crcs.append((crc, zlib.crc32(inner[pos + 16 : pos + 12 + size]) == crc))
         pos += 12 + size
     return crcs
 
@@ -118,13 +132,16 @@ class RecordPrinter:
         print(f"kafkafs: {self.name}: position {h.position}: {reason}", file=self.err)
         return 1
 
-    def print_batch(self, buf, h: BatchHeader, write: Callable[[str], object]) -> int:
-        """Write the batch's record lines; return 1 if they could not all be read, else 0."""
+    def print_batch(self, buf, h: BatchHeader, write: Callable[[str], object], valid: bool = True) -> int:
+        """Write the batch's record lines (``valid``: whether the batch's CRC holds, as its line says);
+        return 1 if they could not all be read, else 0."""
+        if h.magic >= 2 and h.record_count == 0:
+            return 0  # DefaultRecordBatch.iterator(): no records, nothing read (bytes after them unchecked)
         if h.attributes & 0x07 > 4:
             return self._fail(h, f"Unknown compression type id: {h.attributes & 0x07}")
         try:
             batch = decode_batch(buf, h, validate=False)
-            crcs = _legacy_crcs(buf, h) if h.magic < 2 else None
+            crcs = _legacy_crcs(buf, h, valid) if h.magic < 2 else None
         except (CorruptRecordError, struct.error) as exc:
             return self._fail(h, f"records do not decode: {getattr(exc, 'reason', exc)}")
         opts = self.options
@@ -152,8 +169,8 @@ class RecordPrinter:
                         f" sequence: {_sequence(h.base_sequence, offset - h.base_offset)} headerKeys: [{keys}]"
                     )
                 else:
-                    crc = crcs[i] if crcs is not None and i < len(crcs) else h.crc
-                    parts.append(f" isValid: true crc: {crc}}}")
+                    crc, ok = crcs[i] if crcs is not None and i < len(crcs) else (h.crc, valid)
+                    parts.append(f" isValid: {'true' if ok else 'false'} crc: {crc}")
                 if control:
                     try:
                         parts.append(_control_text(key, value))

@@ -18,7 +18,8 @@ from typing import TextIO, TypeVar
 
 from ..errors import CorruptRecordError
 from ..format.producer_snapshot import ProducerEntry, parse_producer_snapshot
-from ..format.txnindex import parse_txn_index
+from ..format.txnindex import CURRENT_VERSION, ENTRY_SIZE, parse_txn_index
+from .indexes import _absolute
 
 __all__ = ["dump_producer_snapshot", "dump_txn_index"]
 
@@ -72,6 +73,20 @@ def dump_producer_snapshot(name: str, out: TextIO, err: TextIO) -> int:
     return _dump(name, out, err, parse_producer_snapshot, _snapshot_line, lambda _name, exc: exc.reason)
 
 
+def _txn_version_complaint(name: str, exc: CorruptRecordError) -> str:
+    """An entry of a version Kafka does not know: Kafka's ``TransactionIndex`` message (its tool stops
+    there with a stack trace, before printing any entry); anything else in kafkafs's words."""
+    data = _read(name)
+    for pos in range(0, len(data) - ENTRY_SIZE + 1, ENTRY_SIZE):
+        version = int.from_bytes(data[pos : pos + 2], "big", signed=True)
+        if version != CURRENT_VERSION:
+            return (
+                f"kafkafs: Unexpected aborted transaction version {version} in transaction index "
+                f"{_absolute(name)}, supported version range is 0 to {CURRENT_VERSION}"
+            )
+    return f"kafkafs: {name}: {exc}"
+
+
 def dump_txn_index(name: str, out: TextIO, err: TextIO) -> int:
     return _dump(
         name,
@@ -82,4 +97,5 @@ def dump_txn_index(name: str, out: TextIO, err: TextIO) -> int:
             f"version: {t.version} producerId: {t.producer_id} firstOffset: {t.first_offset} "
             f"lastOffset: {t.last_offset} lastStableOffset: {t.last_stable_offset}"
         ),
+        _txn_version_complaint,
     )

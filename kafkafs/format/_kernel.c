@@ -7,41 +7,45 @@
  * test_kernel_differential.py holds them together). Every read is bounds-checked against the end of
  * the record it belongs to; damage raises CorruptRecordError, never reads outside the buffer.
  *
- * Files: _kernel_text.h (the GIL rule, the output buffer, UTF-8, JSON strings, base64; _kernel_json.h, embeddable JSON),
- * _kernel_records.h (varints, one record), _kernel_render.h (the lines of one records section),
- * _kernel_span.h (CRC-32C, render_span: many whole batches of a .log at once), this one (decoding
- * into columns, rendering, the module).
+ * This file holds every function Python calls (the k_* functions, in the method table at the end,
+ * wrapped by kafkafs/format/kernel.py and the modules it names) and the module; the headers hold what
+ * they are made of, each one standing alone behind its include guard (tests/format/test_kernel_layout.py):
+ *   _kernel_text.h     the GIL rule, the output buffer, UTF-8, JSON strings, base64
+ *   _kernel_json.h     embeddable JSON: validated, compacted
+ *   _kernel_value.h    a key, value or header by mode (auto, string, base64), control record names
+ *   _kernel_records.h  varints, one record of a records section
+ *   _kernel_objects.h  the Python objects the kernel raises, makes and takes (setup(), raise_corrupt, span_of)
+ *   _kernel_filter.h   which records a reader wants (key, headers, a bitmap of offsets)
+ *   _kernel_render.h   the lines of one records section (render)
+ *   _kernel_span.h     CRC-32C and whole batches of a .log at once (render_span, span_cuts, crc32c)
+ *   _kernel_merge.h    consume's interleaving: Merger (render_span_lines feeds it)
+ *   _kernel_lines.h    the write path: lines and records into a v2 batch (encode_lines, encode_section)
+ *   _kernel_indent.h   indent_json (by-offset/N.json)
+ *   _kernel_omap.h     the cleaner's offset map: MD5 and its probe (omap_put, omap_retain, md5_halves)
+ *   _kernel_keys.h     the key index: a segment's entries, sorting, the table (keys_*)
+ *   _kernel_arrow.h    ArrowBuilder: Spark's scan into Arrow buffers (with _kernel_arrowbuf.h)
  *
- * Functions, wrapped by kafkafs/format/kernel.py (arguments in the method table at the end): setup,
- * decode (into columns), render (what 0: bytes, 1: line lengths, 2: (bytes, offsets, line ends),
- * 3: (bytes, number of lines), 4: (bytes, offsets, timestamps, line ends) as int64 bytes), render_columns (decoded columns), render_value, render_span,
- * crc32c. Modes: 0 auto, 1 string, 2 base64.
+ * Modes: 0 auto, 1 string, 2 base64. render's what: 0 bytes, 1 line lengths, 2 (bytes, offsets, line
+ * ends), 3 (bytes, number of lines), 4 (bytes, offsets, timestamps, line ends) as int64 bytes.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
 
-static PyObject *CorruptError = NULL; /* kafkafs.errors.CorruptRecordError */
-static PyObject *HeaderType = NULL;   /* kafkafs.format.records.Header */
-static PyObject *NoHeaders = NULL;    /* the shared empty tuple for records without headers */
-
-#include "_kernel_text.h"
-#include "_kernel_records.h"
-#include "_kernel_filter.h" /* which records a reader wants: key, headers, a bitmap of offsets */
-#include "_kernel_render.h"
-#include "_kernel_span.h"
-#include "_kernel_indent.h" /* indent_json, compiled: by-offset/N.json */
-#include "_kernel_omap.h" /* the cleaner's offset map: MD5 and probe */
-#include "_kernel_keys.h" /* the key index: entries of a segment, sorting, the table */
-#include "_kernel_merge.h" /* consume's interleaving: render_span_lines and Merger */
-
-static PyObject *raise_corrupt(const char *msg) {
-    PyErr_SetString(CorruptError ? CorruptError : PyExc_ValueError, msg);
-    return NULL;
-}
-
-#include "_kernel_arrow.h" /* ArrowBuilder (arrow's): Spark's scan into Arrow buffers */
+#include "_kernel_arrow.h"   /* ArrowBuilder: Spark's scan into Arrow buffers */
+#include "_kernel_filter.h"  /* which records a reader wants: key, headers, a bitmap of offsets */
+#include "_kernel_indent.h"  /* indent_json: by-offset/N.json */
+#include "_kernel_keys.h"    /* the key index: entries of a segment, sorting, the table */
+#include "_kernel_lines.h"   /* the write path: lines and records into a v2 batch */
+#include "_kernel_merge.h"   /* consume's interleaving: Merger */
+#include "_kernel_objects.h" /* CorruptRecordError, Header, raise_corrupt, span_of */
+#include "_kernel_omap.h"    /* the cleaner's offset map: MD5 and probe */
+#include "_kernel_records.h" /* varints, one record */
+#include "_kernel_render.h"  /* the lines of one records section */
+#include "_kernel_span.h"    /* CRC-32C, whole batches of a .log at once */
+#include "_kernel_text.h"    /* the GIL rule, the output buffer, UTF-8, JSON strings, base64 */
+#include "_kernel_value.h"   /* a key, value or header by mode */
 
 /* ------------------------------------------------------------------------------------ decode */
 
@@ -219,29 +223,6 @@ done:
     return result;
 }
 
-/* A bytes-like or None item of a column as a span; -1 with a Python error otherwise. */
-static int span_of(PyObject *obj, Span *sp, Py_buffer *view) {
-    view->obj = NULL;
-    if (obj == Py_None) {
-        sp->p = NULL;
-        sp->n = 0;
-        sp->is_null = 1;
-        return 0;
-    }
-    if (PyBytes_Check(obj)) {
-        sp->p = (const uint8_t *)PyBytes_AS_STRING(obj);
-        sp->n = PyBytes_GET_SIZE(obj);
-        sp->is_null = 0;
-        return 0;
-    }
-    if (PyObject_GetBuffer(obj, view, PyBUF_SIMPLE) < 0) return -1;
-    sp->p = (const uint8_t *)view->buf;
-    sp->n = view->len;
-    sp->is_null = 0;
-    return 0;
-}
-
-#include "_kernel_lines.h" /* the write path: lines and records into a v2 batch (uses span_of) */
 
 static int put_column_value(Out *o, PyObject *obj, int mode) {
     Span sp;
@@ -383,6 +364,761 @@ static PyObject *k_render_value(PyObject *self, PyObject *args) {
     return result;
 }
 
+/* ------------------------------------------------------------------------------------ spans: many batches of a .log at once (_kernel_span.h, _kernel_merge.h) */
+
+/* crc32c(data, hardware=None) for the tests: hardware True/False forces the path (False when absent). */
+static PyObject *k_crc32c(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer data;
+    int force = -1;
+    if (!PyArg_ParseTuple(args, "y*|i", &data, &force)) return NULL;
+    uint32_t c;
+#ifdef KAFKAFS_CRC_HW
+    if (force == 1 && !crc_use_hw) {
+        PyBuffer_Release(&data);
+        Py_RETURN_NONE;
+    }
+    if (force == 1 || (force == -1 && crc_use_hw)) c = ~crc32c_hw(0xFFFFFFFFu, data.buf, (size_t)data.len);
+    else
+#endif
+        c = ~crc32c_sw(0xFFFFFFFFu, data.buf, (size_t)data.len);
+    PyBuffer_Release(&data);
+    return PyLong_FromUnsignedLong(c);
+}
+
+/* span_cuts(buf, step, min_offset, final, upper) -> (cuts, next_min_offset), cuts as bytes of native
+ * int64: 0, then batch boundaries at least step apart, then where the walk stopped; next_min_offset:
+ * past the last offset of the last batch walked (min_offset when none). The walk reads lengths,
+ * attributes and offsets only (no CRC): it passes uncompressed v2 batches that are whole in buf and keep
+ * the order of offsets (span_in_order: from min_offset on, each one's offsets below the next one's base;
+ * final: buf ends where the data ends, and the last batch ends below upper, the next segment's base or
+ * -1); it stops at anything else. Consume renders the pieces between cuts on several threads
+ * (render_span checks everything else). */
+static PyObject *k_span_cuts(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer buf;
+    Py_ssize_t step;
+    long long min_offset, upper;
+    int final;
+    if (!PyArg_ParseTuple(args, "y*nLpL", &buf, &step, &min_offset, &final, &upper)) return NULL;
+    I64s cuts = {NULL, 0, 0};
+    const uint8_t *d = (const uint8_t *)buf.buf;
+    Py_ssize_t n = buf.len, pos = 0, last_cut = 0;
+    int64_t expect = min_offset;
+    int ok = i64s_add(&cuts, 0) == 0;
+    while (ok && n - pos >= 61) {
+        const uint8_t *p = d + pos;
+        int64_t base = be64(p);
+        int32_t length = be32(p + 8), last_delta = be32(p + 23);
+        if (p[16] != 2 || length < 49 || (Py_ssize_t)length + 12 > n - pos || (p[22] & 0x07)) break;
+        if (!span_in_order(d, n, pos, (Py_ssize_t)length + 12, base, last_delta, expect, final, upper)) break;
+        expect = base + last_delta + 1;
+        pos += (Py_ssize_t)length + 12;
+        if (pos - last_cut >= step) {
+            ok = i64s_add(&cuts, pos) == 0;
+            last_cut = pos;
+        }
+    }
+    if (ok && pos != last_cut) ok = i64s_add(&cuts, pos) == 0;
+    PyBuffer_Release(&buf);
+    PyObject *result = NULL;
+    if (!ok) PyErr_NoMemory();
+    else result = Py_BuildValue("(NL)", i64s_bytes(&cuts), (long long)expect);
+    PyMem_RawFree(cuts.v);
+    return result;
+}
+
+/* render_span(prefix, buf, mode, lengths, min_offset, final, upper[, filter]) -> (data, consumed, lines,
+ * batch_ends, last_offsets, line_ends), the arrays as bytes of native int64 (jsonspan.py makes them
+ * array('q')). min_offset: the least base offset the first batch may have (-1: any); final: buf ends
+ * where the data ends; upper: the next segment's base offset (-1: none); see span_in_order. filter: see
+ * _kernel_filter.h (only the records it passes are rendered). */
+static PyObject *k_render_span(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer prefix, buf;
+    int mode, lengths, final;
+    long long min_offset, upper;
+    PyObject *filter_obj = NULL;
+    if (!PyArg_ParseTuple(args, "y*y*ipLpL|O", &prefix, &buf, &mode, &lengths, &min_offset, &final, &upper,
+                          &filter_obj))
+        return NULL;
+    RecFilter filter;
+    int filtered;
+    if (filter_parse(filter_obj, &filter, &filtered) < 0) {
+        PyBuffer_Release(&prefix);
+        PyBuffer_Release(&buf);
+        return NULL;
+    }
+    PyObject *result = NULL;
+    Out o = {NULL, 0, 0, lengths, 0, NULL, NULL};
+    SpanOut so;
+    memset(&so, 0, sizeof so);
+    if (mode < 0 || mode > 2) {
+        PyErr_SetString(PyExc_ValueError, "bad mode");
+        goto done;
+    }
+    if (!lengths) {
+        Py_ssize_t cap = buf.len < PY_SSIZE_T_MAX / 4 ? buf.len * 3 + 4096 : buf.len;
+        o.bytes = PyBytes_FromStringAndSize(NULL, cap);
+        if (o.bytes == NULL) goto done;
+        o.buf = PyBytes_AS_STRING(o.bytes);
+        o.cap = cap;
+    }
+    PyThreadState *ts = gil_release();
+    o.ts = &ts;
+    int rc = span_walk((const uint8_t *)buf.buf, buf.len, (const char *)prefix.buf, prefix.len, mode, &o, &so,
+                       (int64_t)min_offset, final, (int64_t)upper, filtered ? &filter : NULL);
+    gil_restore(&ts);
+    o.ts = NULL;
+    if (rc < 0) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    PyObject *data;
+    if (lengths) {
+        data = PyBytes_FromStringAndSize("", 0);
+    } else {
+        if (_PyBytes_Resize(&o.bytes, o.len) < 0) goto done;
+        data = o.bytes;
+        o.bytes = NULL;
+    }
+    if (data == NULL) goto done;
+    PyObject *be = i64s_bytes(&so.batch_ends), *lo = i64s_bytes(&so.last_offsets), *le = i64s_bytes(&so.line_ends);
+    if (be && lo && le) result = Py_BuildValue("(NnnNNN)", data, so.consumed, so.lines, be, lo, le);
+    else {
+        Py_DECREF(data);
+        Py_XDECREF(be);
+        Py_XDECREF(lo);
+        Py_XDECREF(le);
+    }
+done:
+    Py_XDECREF(o.bytes);
+    PyMem_RawFree(so.batch_ends.v);
+    PyMem_RawFree(so.last_offsets.v);
+    PyMem_RawFree(so.line_ends.v);
+    filter_release(&filter);
+    PyBuffer_Release(&prefix);
+    PyBuffer_Release(&buf);
+    return result;
+}
+
+/* render_span_lines(prefix, buf, mode) -> (data, consumed, batches, last_offset, stamps, ends):
+ * render_span's walk (as render_span(prefix, buf, mode, False, -1, True, -1): span_cuts, which cut buf,
+ * judged the order of offsets) with, per line, its timestamp and its end in data (int64 bytes);
+ * batches: how many it took; last_offset: the last one's last offset (-1 when none was taken). */
+static PyObject *k_render_span_lines(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer prefix, buf;
+    int mode;
+    if (!PyArg_ParseTuple(args, "y*y*i", &prefix, &buf, &mode)) return NULL;
+    PyObject *result = NULL;
+    Out o = {NULL, 0, 0, 0, 0, NULL, NULL};
+    SpanOut so;
+    memset(&so, 0, sizeof so);
+    so.each = 1;
+    if (mode < 0 || mode > 2) {
+        PyErr_SetString(PyExc_ValueError, "bad mode");
+        goto done;
+    }
+    Py_ssize_t cap = buf.len < PY_SSIZE_T_MAX / 4 ? buf.len * 3 + 4096 : buf.len;
+    o.bytes = PyBytes_FromStringAndSize(NULL, cap);
+    if (o.bytes == NULL) goto done;
+    o.buf = PyBytes_AS_STRING(o.bytes);
+    o.cap = cap;
+    PyThreadState *ts = gil_release();
+    o.ts = &ts;
+    int rc = span_walk((const uint8_t *)buf.buf, buf.len, (const char *)prefix.buf, prefix.len, mode, &o, &so, -1, 1,
+                       -1, NULL);
+    gil_restore(&ts);
+    o.ts = NULL;
+    if (rc < 0) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (_PyBytes_Resize(&o.bytes, o.len) < 0) goto done;
+    long long last = so.last_offsets.n ? (long long)so.last_offsets.v[so.last_offsets.n - 1] : -1;
+    PyObject *st = i64s_bytes(&so.each_stamps), *en = i64s_bytes(&so.each_ends);
+    if (st && en) {
+        result = Py_BuildValue("(NnnLNN)", o.bytes, so.consumed, so.last_offsets.n, last, st, en);
+        o.bytes = NULL;
+    } else {
+        Py_XDECREF(st);
+        Py_XDECREF(en);
+    }
+done:
+    Py_XDECREF(o.bytes);
+    PyMem_RawFree(so.batch_ends.v);
+    PyMem_RawFree(so.last_offsets.v);
+    PyMem_RawFree(so.line_ends.v);
+    PyMem_RawFree(so.each_ends.v);
+    PyMem_RawFree(so.each_stamps.v);
+    PyBuffer_Release(&prefix);
+    PyBuffer_Release(&buf);
+    return result;
+}
+
+/* ------------------------------------------------------------------------------------ the write path (_kernel_lines.h) */
+
+/* encode_lines(data, start, max_lines, max_bytes, first_number, now, limit, epoch, codec, compress,
+ * parse) -> (batch or None, end, count): the lines of data (split at b"\n"; the last one ends at the end
+ * of data) from byte start, as produce groups them (until max_lines lines, or their bytes,
+ * newlines not counted, reach max_bytes), as one v2 batch (encode_batch's bytes: timestamps None are
+ * now, CreateTime, base offset 0, leader epoch epoch). end: where the next group starts (len(data) + 1
+ * after the last line); count: the lines taken. parse(line, number) is the reference parser for the
+ * lines this one does not take (it raises their errors). batch None: the group is the reference's
+ * (it would not fit one batch of limit bytes, or a number does not fit). */
+static PyObject *k_encode_lines(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer data;
+    Py_ssize_t start, max_lines, max_bytes;
+    long long first_number, now, limit;
+    int epoch, codec;
+    PyObject *compress, *parse;
+    if (!PyArg_ParseTuple(args, "y*nnnLLLiiOO", &data, &start, &max_lines, &max_bytes, &first_number, &now, &limit,
+                          &epoch, &codec, &compress, &parse))
+        return NULL;
+    Builder b;
+    memset(&b, 0, sizeof b);
+    PyObject *result = NULL;
+    const uint8_t *d = (const uint8_t *)data.buf;
+    Py_ssize_t n = data.len, pos = start, count = 0, size = 0;
+    int python = 0;
+    if (start < 0 || start > n) {
+        PyErr_SetString(PyExc_ValueError, "start is outside the data");
+        goto done;
+    }
+    while (pos <= n && count < max_lines && size < max_bytes) {
+        const uint8_t *nl = memchr(d + pos, '\n', (size_t)(n - pos));
+        Py_ssize_t end = nl ? nl - d : n;
+        const uint8_t *p = d + pos, *e = d + end;
+        const uint8_t *q = p;
+        int odd_space = 0;
+        while (q < e && (*q == ' ' || *q == '\t' || *q == '\r' || *q == 0x0b || *q == 0x0c)) {
+            odd_space |= *q == 0x0b || *q == 0x0c;
+            q++;
+        }
+        int rc;
+        if (q >= e || *q != '{') { /* a plain line: the value of a record with no key */
+            Span key = {NULL, 0, 1}, value = {p, end - pos, 0};
+            b.hdr.len = 0;
+            rc = builder_add(&b, now, count, &key, &value, 0, 0);
+        } else {
+            int has_ts;
+            int64_t ts = now, hcount, hest;
+            Span key, value;
+            rc = odd_space ? NEED_PYTHON : parse_object(q, e, &b, &has_ts, &ts, &key, &value, &hcount, &hest);
+            if (rc == 0) rc = builder_add(&b, has_ts ? ts : now, count, &key, &value, hcount, hest);
+            if (rc == NEED_PYTHON) { /* the reference parses it (and raises its error) */
+                PyObject *rec = PyObject_CallFunction(parse, "y#L", p, (Py_ssize_t)(end - pos),
+                                                      first_number + (long long)count);
+                if (rec == NULL) goto done;
+                rc = builder_add_py(&b, rec, 1, now, count);
+                Py_DECREF(rec);
+                if (rc == -1 && PyErr_Occurred()) goto done;
+            }
+        }
+        if (rc < 0) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        if (rc == NEED_PYTHON) python = 1; /* keep counting the lines: the group is the reference's */
+        size += end - pos;
+        count++;
+        pos = end + 1;
+    }
+    if (python || (b.est > limit && count > 1)) {
+        result = Py_BuildValue("(Onn)", Py_None, pos, count);
+        goto done;
+    }
+    PyObject *batch = builder_batch(&b, codec, epoch, compress);
+    if (batch != NULL) result = Py_BuildValue("(Nnn)", batch, pos, count);
+done:
+    builder_free(&b);
+    PyBuffer_Release(&data);
+    return result;
+}
+
+/* encode_section(records, first_ts, offset_deltas) -> bytes or None: encode.py's encode_records of
+ * (timestamp, key, value, headers) tuples; None when a record is not the kind it takes (the reference
+ * encodes it, or raises its error). */
+static PyObject *k_encode_section(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *records, *deltas;
+    long long first_ts;
+    if (!PyArg_ParseTuple(args, "OLO", &records, &first_ts, &deltas)) return NULL;
+    PyObject *fast = PySequence_Fast(records, "records must be a sequence");
+    if (fast == NULL) return NULL;
+    PyObject *dfast = NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+    Builder b;
+    memset(&b, 0, sizeof b);
+    b.fixed_first = 1;
+    b.first_ts = first_ts;
+    PyObject *result = NULL;
+    if (deltas != Py_None) {
+        dfast = PySequence_Fast(deltas, "offset_deltas must be a sequence");
+        if (dfast == NULL) goto done;
+        if (PySequence_Fast_GET_SIZE(dfast) != n) {
+            result = Py_None;
+            Py_INCREF(result);
+            goto done;
+        }
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t index = i;
+        if (dfast) {
+            long long v = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(dfast, i));
+            if ((v == -1 && PyErr_Occurred()) || v < INT32_MIN || v > INT32_MAX) {
+                PyErr_Clear();
+                result = Py_None;
+                Py_INCREF(result);
+                goto done;
+            }
+            index = v;
+        }
+        int rc = builder_add_py(&b, PySequence_Fast_GET_ITEM(fast, i), 0, 0, index);
+        if (rc == -1) goto done;
+        if (rc == NEED_PYTHON) {
+            result = Py_None;
+            Py_INCREF(result);
+            goto done;
+        }
+    }
+    result = PyBytes_FromStringAndSize(b.sect.buf ? b.sect.buf : "", b.sect.len);
+done:
+    builder_free(&b);
+    Py_XDECREF(dfast);
+    Py_DECREF(fast);
+    return result;
+}
+
+/* ------------------------------------------------------------------------------------ indent_json (_kernel_indent.h) */
+
+static PyObject *k_indent_json(PyObject *Py_UNUSED(self), PyObject *args) {
+    Py_buffer in, stepbuf;
+    if (!PyArg_ParseTuple(args, "y*y*", &in, &stepbuf)) return NULL;
+    const unsigned char *s = in.buf;
+    Py_ssize_t n = in.len, depth = 0, start, end, next_start, next_end;
+    const char *step = stepbuf.buf;
+    Py_ssize_t step_len = stepbuf.len;
+    Out o = {NULL, 0, 0, 0, 0, NULL, NULL};
+    int failed = 0;
+    int kind = indent_next(s, n, 0, &start, &end);
+    while (kind != TOK_NONE && !failed) {
+        unsigned char c = s[start];
+        int next = indent_next(s, n, end, &next_start, &next_end);
+        if (kind == TOK_PUNCT && (c == '{' || c == '[')) {
+            unsigned char closer = c == '{' ? '}' : ']';
+            if (next == TOK_PUNCT && s[next_start] == closer) {
+                char pair[2] = {(char)c, (char)closer};
+                failed = out_write(&o, pair, 2) < 0;
+                kind = indent_next(s, n, next_end, &start, &end);
+                continue;
+            }
+            depth++;
+            failed = out_byte(&o, (char)c) < 0 || indent_line(&o, step, step_len, depth) < 0;
+        } else if (kind == TOK_PUNCT && (c == '}' || c == ']')) {
+            depth--;
+            failed = indent_line(&o, step, step_len, depth) < 0 || out_byte(&o, (char)c) < 0;
+        } else if (kind == TOK_PUNCT && c == ',') {
+            failed = out_byte(&o, ',') < 0 || indent_line(&o, step, step_len, depth) < 0;
+        } else if (kind == TOK_PUNCT) { /* ':' */
+            failed = OUT_LIT(&o, ": ") < 0;
+        } else {
+            failed = out_write(&o, s + start, end - start) < 0;
+        }
+        kind = next;
+        start = next_start;
+        end = next_end;
+    }
+    PyBuffer_Release(&in);
+    PyBuffer_Release(&stepbuf);
+    PyObject *result = NULL;
+    if (failed)
+        PyErr_NoMemory();
+    else
+        result = PyBytes_FromStringAndSize(o.buf ? o.buf : "", o.len);
+    PyMem_RawFree(o.buf);
+    return result;
+}
+
+/* ------------------------------------------------------------------------------------ the cleaner's offset map (_kernel_omap.h) */
+
+/* omap_put(keys, offsets, lo, hi, off, limit, size) -> (taken, size): OffsetMap.put_many's loop. */
+static PyObject *k_omap_put(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *keys, *offsets;
+    Py_buffer lo, hi, off;
+    long long limit, size;
+    if (!PyArg_ParseTuple(args, "OOw*w*w*LL", &keys, &offsets, &lo, &hi, &off, &limit, &size)) return NULL;
+    OmapInput in = {0};
+    int64_t slots = 0;
+    PyObject *result = NULL;
+    if (omap_columns(&lo, &hi, &off, &slots) == 0 && omap_input(keys, offsets, &in) == 0) {
+        int64_t *los = lo.buf, *his = hi.buf, *offs = off.buf;
+        Py_ssize_t taken = in.n;
+        Py_BEGIN_ALLOW_THREADS
+        omap_hash(&in, INT64_MAX);
+        for (Py_ssize_t j = 0; j < OMAP_PREFETCH; j++) omap_prefetch(&in, j, INT64_MAX, los, his, offs, slots);
+        for (Py_ssize_t i = 0; i < in.n; i++) {
+            omap_prefetch(&in, i + OMAP_PREFETCH, INT64_MAX, los, his, offs, slots);
+            if (in.len[i] < 0) continue;
+            if (size >= limit) { /* Kafka checks before every put, a key already there included */
+                taken = i;
+                break;
+            }
+            int64_t l = in.hlo[i], h = in.hhi[i];
+            int64_t s = omap_slot(los, his, offs, slots, l, h);
+            if (offs[s] < 0) {
+                los[s] = l;
+                his[s] = h;
+                size++;
+            }
+            offs[s] = in.offset[i];
+        }
+        Py_END_ALLOW_THREADS
+        result = Py_BuildValue("nL", taken, size);
+    }
+    omap_input_free(&in);
+    PyBuffer_Release(&lo);
+    PyBuffer_Release(&hi);
+    PyBuffer_Release(&off);
+    return result;
+}
+
+/* omap_retain(keys, offsets, lo, hi, off, latest) -> bytearray of 0/1: OffsetMap.retain_flags. */
+static PyObject *k_omap_retain(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *keys, *offsets;
+    Py_buffer lo, hi, off;
+    long long latest;
+    if (!PyArg_ParseTuple(args, "OOw*w*w*L", &keys, &offsets, &lo, &hi, &off, &latest)) return NULL;
+    OmapInput in = {0};
+    int64_t slots = 0;
+    PyObject *result = NULL;
+    if (omap_columns(&lo, &hi, &off, &slots) == 0 && omap_input(keys, offsets, &in) == 0) {
+        result = PyByteArray_FromStringAndSize(NULL, in.n);
+        if (result != NULL) {
+            uint8_t *flags = (uint8_t *)PyByteArray_AS_STRING(result);
+            const int64_t *los = lo.buf, *his = hi.buf, *offs = off.buf;
+            Py_BEGIN_ALLOW_THREADS
+            omap_hash(&in, latest);
+            for (Py_ssize_t j = 0; j < OMAP_PREFETCH; j++) omap_prefetch(&in, j, latest, los, his, offs, slots);
+            for (Py_ssize_t i = 0; i < in.n; i++) {
+                omap_prefetch(&in, i + OMAP_PREFETCH, latest, los, his, offs, slots);
+                int64_t o = in.offset[i];
+                if (o > latest) {
+                    flags[i] = 1;
+                } else if (in.len[i] < 0) {
+                    flags[i] = 0;
+                } else {
+                    int64_t found = offs[omap_slot(los, his, offs, slots, in.hlo[i], in.hhi[i])];
+                    flags[i] = found < 0 || o >= found;
+                }
+            }
+            Py_END_ALLOW_THREADS
+        }
+    }
+    omap_input_free(&in);
+    PyBuffer_Release(&lo);
+    PyBuffer_Release(&hi);
+    PyBuffer_Release(&off);
+    return result;
+}
+
+/* md5_halves(data) -> (lo, hi): the halves of data's MD5 (for the differential tests). */
+static PyObject *k_md5_halves(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer data;
+    if (!PyArg_ParseTuple(args, "y*", &data)) return NULL;
+    int64_t l, h;
+    md5_halves(data.buf, (size_t)data.len, &l, &h);
+    PyBuffer_Release(&data);
+    return Py_BuildValue("LL", (long long)l, (long long)h);
+}
+
+/* ------------------------------------------------------------------------------------ the key index (_kernel_keys.h) */
+
+static PyObject *k_keys_span(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer buf;
+    long long seg_base;
+    PyObject *filter_obj = NULL;
+    if (!PyArg_ParseTuple(args, "y*L|O", &buf, &seg_base, &filter_obj)) return NULL;
+    RecFilter filter;
+    int filtered;
+    if (filter_parse(filter_obj, &filter, &filtered) < 0) {
+        PyBuffer_Release(&buf);
+        return NULL;
+    }
+    KeysOut ko;
+    memset(&ko, 0, sizeof ko);
+    const uint8_t *d = (const uint8_t *)buf.buf;
+    Py_ssize_t n = buf.len, pos = 0;
+    int rc = 0;
+    Py_BEGIN_ALLOW_THREADS
+    while (n - pos >= 61) {
+        const uint8_t *p = d + pos;
+        int64_t base = be64(p);
+        int32_t length = be32(p + 8);
+        if (p[16] != 2 || length < 49) break;
+        Py_ssize_t size = (Py_ssize_t)length + 12;
+        if (size > n - pos) break;
+        int32_t last_delta = be32(p + 23);
+        if (base < 0 || (last_delta > 0 && base > INT64_MAX - last_delta)) break;
+        int attributes = (int16_t)((uint16_t)p[21] << 8 | p[22]);
+        if (attributes & 0x07) break;
+        if (crc32c(p + 21, (size_t)(size - 21)) != (uint32_t)be32(p + 17)) break;
+        int32_t count = be32(p + 57);
+        Err err;
+        if (check_count(size - 61, count, &err) < 0) break;
+        Reader rd = {p + 61, size - 61, 0, base, be64(p + 27), be64(p + 35), (attributes & 0x08) != 0};
+        Py_ssize_t marks[3] = {ko.entries.n, ko.txns.n, ko.longs.n};
+        rc = keys_records(&rd, count, attributes, be64(p + 43), seg_base, filtered ? &filter : NULL, d, &ko, &err);
+        if (rc == -2) break;
+        if (rc < 0) { /* damage, or an offset out of range: the batch is the caller's */
+            ko.entries.n = marks[0];
+            ko.txns.n = marks[1];
+            ko.longs.n = marks[2];
+            rc = 0;
+            break;
+        }
+        if (ko.txns.n > marks[1]) ((int64_t *)(ko.txns.p + marks[1]))[1] = base + last_delta;
+        pos += size;
+    }
+    Py_END_ALLOW_THREADS
+    PyObject *result = rc == -2 ? PyErr_NoMemory() : keys_result(&ko, d, pos, 1);
+    keys_out_free(&ko);
+    filter_release(&filter);
+    PyBuffer_Release(&buf);
+    return result;
+}
+
+static PyObject *k_keys_section(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer data;
+    long long base, first_ts, max_ts, producer_id, count, seg_base, last_offset;
+    int attributes;
+    PyObject *filter_obj = NULL;
+    if (!PyArg_ParseTuple(args, "y*LLLLiLLL|O", &data, &base, &last_offset, &first_ts, &max_ts, &attributes,
+                          &producer_id, &count, &seg_base, &filter_obj))
+        return NULL;
+    RecFilter filter;
+    int filtered;
+    if (filter_parse(filter_obj, &filter, &filtered) < 0) {
+        PyBuffer_Release(&data);
+        return NULL;
+    }
+    KeysOut ko;
+    memset(&ko, 0, sizeof ko);
+    Err err;
+    PyObject *result = NULL;
+    int rc = check_count(data.len, count, &err);
+    if (rc == 0) {
+        Reader rd = {(const uint8_t *)data.buf, data.len, 0, base, first_ts, max_ts, (attributes & 0x08) != 0};
+        Py_BEGIN_ALLOW_THREADS
+        rc = keys_records(&rd, count, attributes, producer_id, seg_base, filtered ? &filter : NULL,
+                          (const uint8_t *)data.buf, &ko, &err);
+        Py_END_ALLOW_THREADS
+        if (rc == 0 && ko.txns.n) ((int64_t *)ko.txns.p)[1] = last_offset;
+    }
+    if (rc == -2) PyErr_NoMemory();
+    else if (rc < 0) raise_corrupt(err.msg);
+    else result = keys_result(&ko, (const uint8_t *)data.buf, 0, 0);
+    keys_out_free(&ko);
+    filter_release(&filter);
+    PyBuffer_Release(&data);
+    return result;
+}
+
+static PyObject *k_keys_sort(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer buf;
+    if (!PyArg_ParseTuple(args, "w*", &buf)) return NULL;
+    if (buf.len % (Py_ssize_t)sizeof(KeyEntry)) {
+        PyBuffer_Release(&buf);
+        PyErr_SetString(PyExc_ValueError, "not a whole number of key entries");
+        return NULL;
+    }
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = sort_entries((KeyEntry *)buf.buf, buf.len / (Py_ssize_t)sizeof(KeyEntry));
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&buf);
+    if (rc < 0) return PyErr_NoMemory();
+    Py_RETURN_NONE;
+}
+
+/* keys_counts(entries, bits, counts): adds to counts (a writable array of 2**bits uint64) how many
+ * entries have each value of the top bits of h1 (the fanout of an index file is their running sum). */
+static PyObject *k_keys_counts(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer buf, counts;
+    int bits;
+    if (!PyArg_ParseTuple(args, "y*iw*", &buf, &bits, &counts)) return NULL;
+    PyObject *result = NULL;
+    if (bits < 0 || bits > 24 || counts.len != (Py_ssize_t)(sizeof(uint64_t) << bits)) {
+        PyErr_SetString(PyExc_ValueError, "counts must hold 2**bits uint64 (bits 0..24)");
+    } else {
+        const KeyEntry *e = (const KeyEntry *)buf.buf;
+        Py_ssize_t n = buf.len / (Py_ssize_t)sizeof(KeyEntry);
+        uint64_t *c = (uint64_t *)counts.buf;
+        Py_BEGIN_ALLOW_THREADS
+        if (bits == 0) c[0] += (uint64_t)n;
+        else
+            for (Py_ssize_t i = 0; i < n; i++) c[e[i].h1 >> (64 - bits)]++;
+        Py_END_ALLOW_THREADS
+        Py_INCREF(Py_None);
+        result = Py_None;
+    }
+    PyBuffer_Release(&buf);
+    PyBuffer_Release(&counts);
+    return result;
+}
+
+static PyObject *k_keys_find(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer buf;
+    unsigned long long h1, h2;
+    if (!PyArg_ParseTuple(args, "y*KK", &buf, &h1, &h2)) return NULL;
+    const KeyEntry *e = (const KeyEntry *)buf.buf;
+    Py_ssize_t n = buf.len / (Py_ssize_t)sizeof(KeyEntry), lo = 0, hi = n;
+    while (lo < hi) { /* the first entry not below (h1, h2) */
+        Py_ssize_t mid = lo + (hi - lo) / 2;
+        if (e[mid].h1 < h1 || (e[mid].h1 == h1 && e[mid].h2 < h2)) lo = mid + 1;
+        else hi = mid;
+    }
+    PyObject *out = PyList_New(0);
+    for (Py_ssize_t i = lo; out != NULL && i < n && e[i].h1 == h1 && e[i].h2 == h2; i++) {
+        PyObject *item = Py_BuildValue("(II)", e[i].rel, e[i].flags);
+        if (item == NULL || PyList_Append(out, item) < 0) Py_CLEAR(out);
+        Py_XDECREF(item);
+    }
+    PyBuffer_Release(&buf);
+    return out;
+}
+
+/* keys_table(slices, aborted, bitmaps, tombstones) -> (kept, distinct).
+ *
+ * slices: sorted entry buffers, newest segment first (so the first slice holding a hash holds its
+ * latest record); aborted: per slice None or u32 [lo, hi] rel pairs (sorted, disjoint) whose
+ * transactional entries do not count; bitmaps: per slice None or a writable bitmap by rel. For each
+ * hash, the last entry of the newest slice that has one not aborted is its latest; when it is not a
+ * tombstone (or tombstones is true) it is kept: its bit is set in its slice's bitmap. kept counts the
+ * hashes kept, distinct every hash with a latest entry. */
+static PyObject *k_keys_table(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *slices_o, *aborted_o, *bitmaps_o;
+    int tombstones;
+    if (!PyArg_ParseTuple(args, "OOOp", &slices_o, &aborted_o, &bitmaps_o, &tombstones)) return NULL;
+    PyObject *slices = PySequence_Fast(slices_o, "slices must be a sequence");
+    PyObject *aborted = slices ? PySequence_Fast(aborted_o, "aborted must be a sequence") : NULL;
+    PyObject *bitmaps = aborted ? PySequence_Fast(bitmaps_o, "bitmaps must be a sequence") : NULL;
+    PyObject *result = NULL;
+    Py_buffer *views = NULL;
+    uint64_t *set = NULL;
+    uint8_t *used = NULL;
+    if (bitmaps == NULL) goto done;
+    Py_ssize_t ns = PySequence_Fast_GET_SIZE(slices);
+    if (PySequence_Fast_GET_SIZE(aborted) != ns || PySequence_Fast_GET_SIZE(bitmaps) != ns) {
+        PyErr_SetString(PyExc_ValueError, "slices, aborted and bitmaps differ in length");
+        goto done;
+    }
+    views = (Py_buffer *)PyMem_Calloc((size_t)(3 * ns + 1), sizeof(Py_buffer));
+    if (views == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    Py_buffer *sv = views, *av = views + ns, *bv = views + 2 * ns;
+    Py_ssize_t total = 0;
+    for (Py_ssize_t i = 0; i < ns; i++) {
+        if (PyObject_GetBuffer(PySequence_Fast_GET_ITEM(slices, i), &sv[i], PyBUF_SIMPLE) < 0) goto done;
+        if (sv[i].len % (Py_ssize_t)sizeof(KeyEntry)) {
+            PyErr_SetString(PyExc_ValueError, "a slice is not a whole number of key entries");
+            goto done;
+        }
+        total += sv[i].len / (Py_ssize_t)sizeof(KeyEntry);
+    }
+    for (Py_ssize_t i = 0; i < ns; i++) {
+        PyObject *a = PySequence_Fast_GET_ITEM(aborted, i), *b = PySequence_Fast_GET_ITEM(bitmaps, i);
+        if (a != Py_None && PyObject_GetBuffer(a, &av[i], PyBUF_SIMPLE) < 0) goto done;
+        if (b != Py_None && PyObject_GetBuffer(b, &bv[i], PyBUF_WRITABLE) < 0) {
+            if (a != Py_None) PyBuffer_Release(&av[i]);
+            goto done;
+        }
+    }
+    Py_ssize_t cap = 16;
+    while (cap < 2 * total) cap *= 2;
+    set = (uint64_t *)PyMem_RawMalloc((size_t)cap * 2 * sizeof(uint64_t));
+    used = (uint8_t *)PyMem_RawCalloc((size_t)cap, 1);
+    if (set == NULL || used == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    Py_ssize_t kept = 0, distinct = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t s = 0; s < ns; s++) {
+        const KeyEntry *e = (const KeyEntry *)sv[s].buf;
+        Py_ssize_t n = sv[s].len / (Py_ssize_t)sizeof(KeyEntry);
+        const uint32_t *ranges = av[s].obj ? (const uint32_t *)av[s].buf : NULL;
+        Py_ssize_t pairs = ranges ? av[s].len / (Py_ssize_t)(2 * sizeof(uint32_t)) : 0;
+        uint8_t *bits = bv[s].obj ? (uint8_t *)bv[s].buf : NULL;
+        Py_ssize_t nbits = bits ? bv[s].len * 8 : 0;
+        Py_ssize_t i = 0;
+        while (i < n) {
+            Py_ssize_t j = i + 1;
+            while (j < n && e[j].h1 == e[i].h1 && e[j].h2 == e[i].h2) j++;
+            Py_ssize_t latest = -1;
+            for (Py_ssize_t k = j - 1; k >= i; k--) {
+                if ((e[k].flags & KEY_TRANSACTIONAL) && pairs && in_ranges(ranges, pairs, e[k].rel)) continue;
+                latest = k;
+                break;
+            }
+            if (latest >= 0) {
+                uint64_t h1 = e[i].h1, h2 = e[i].h2;
+                Py_ssize_t slot = (Py_ssize_t)((h1 ^ (h2 * 0x9E3779B97F4A7C15ULL)) & (uint64_t)(cap - 1));
+                int fresh = 1;
+                while (used[slot]) {
+                    if (set[2 * slot] == h1 && set[2 * slot + 1] == h2) {
+                        fresh = 0;
+                        break;
+                    }
+                    slot = (slot + 1) & (cap - 1);
+                }
+                if (fresh) {
+                    used[slot] = 1;
+                    set[2 * slot] = h1;
+                    set[2 * slot + 1] = h2;
+                    distinct++;
+                    if (tombstones || !(e[latest].flags & KEY_TOMBSTONE)) {
+                        kept++;
+                        uint32_t rel = e[latest].rel;
+                        if (bits && (Py_ssize_t)rel < nbits) bits[rel >> 3] |= (uint8_t)(1u << (rel & 7));
+                    }
+                }
+            }
+            i = j;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    result = Py_BuildValue("(nn)", kept, distinct);
+done:
+    if (views != NULL) {
+        Py_ssize_t ns2 = slices ? PySequence_Fast_GET_SIZE(slices) : 0;
+        for (Py_ssize_t i = 0; i < 3 * ns2; i++)
+            if (views[i].obj) PyBuffer_Release(&views[i]);
+        PyMem_Free(views);
+    }
+    PyMem_RawFree(set);
+    PyMem_RawFree(used);
+    Py_XDECREF(slices);
+    Py_XDECREF(aborted);
+    Py_XDECREF(bitmaps);
+    return result;
+}
+
+/* ------------------------------------------------------------------------------------ the module */
+
 static PyObject *k_setup(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *err, *header, *empty;
@@ -415,11 +1151,17 @@ static PyMethodDef methods[] = {
     {"render_span_lines", k_render_span_lines, METH_VARARGS, "render_span_lines(prefix, buf, mode)"},
     {"span_cuts", k_span_cuts, METH_VARARGS, "span_cuts(buf, step, min_offset, final, upper)"},
     {"indent_json", k_indent_json, METH_VARARGS, "indent_json(compact, step)"},
-    {"tune_malloc", k_tune_malloc, METH_NOARGS, "tune_malloc() -> bool"},
     {"omap_put", k_omap_put, METH_VARARGS, "omap_put(keys, offsets, lo, hi, off, limit, size) -> (taken, size)"},
     {"omap_retain", k_omap_retain, METH_VARARGS, "omap_retain(keys, offsets, lo, hi, off, latest) -> bytearray"},
     {"md5_halves", k_md5_halves, METH_VARARGS, "md5_halves(data) -> (lo, hi)"},
-    KEYS_METHODS /* _kernel_keys.h */
+    {"keys_span", k_keys_span, METH_VARARGS, "keys_span(buf, seg_base[, filter]) -> (entries, txns, longs, consumed)"},
+    {"keys_section", k_keys_section, METH_VARARGS,
+     "keys_section(data, base, last, first_ts, max_ts, attributes, producer_id, count, seg_base[, filter]) -> "
+     "(entries, txns, longs)"},
+    {"keys_sort", k_keys_sort, METH_VARARGS, "keys_sort(entries) sorts in place"},
+    {"keys_counts", k_keys_counts, METH_VARARGS, "keys_counts(entries, bits, counts) adds the counts of each prefix"},
+    {"keys_find", k_keys_find, METH_VARARGS, "keys_find(entries, h1, h2) -> [(rel, flags)]"},
+    {"keys_table", k_keys_table, METH_VARARGS, "keys_table(slices, aborted, bitmaps, tombstones) -> (kept, distinct)"},
     {NULL, NULL, 0, NULL},
 };
 

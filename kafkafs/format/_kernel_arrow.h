@@ -1,8 +1,8 @@
 /*
  * The kernel's Arrow side: ArrowBuilder, which appends the records of v2 batches straight into the
  * buffers of Arrow arrays for Spark's scan (kafkafs/spark/scan.py's _Columns is the reference;
- * tests/spark/test_arrow_differential.py holds them together). Included once, by _kernel.c, after
- * _kernel_text.h, _kernel_records.h and _kernel_span.h (crc32c, be64, be32).
+ * tests/spark/test_arrow_differential.py holds them together). The type and its methods live here, with
+ * arrow_module_init, which _kernel.c's module init calls.
  *
  * Columns (buffers as pyarrow.Array.from_buffers takes them): offset and timestamp (microseconds)
  * int64, timestampType int32, key and value binary (validity bits, int32 offsets, data) and, with
@@ -21,6 +21,11 @@
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
+
+#include "_kernel_objects.h"
+#include "_kernel_records.h"
+#include "_kernel_span.h"
+#include "_kernel_text.h"
 
 #include "_kernel_arrowbuf.h"
 
@@ -428,4 +433,4 @@ static int arrow_module_init(PyObject *m) {
     return 0;
 }
 
-#endif
+#endif /* KAFKAFS_KERNEL_ARROW_H */

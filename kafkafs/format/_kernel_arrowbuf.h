@@ -1,7 +1,7 @@
 /*
  * The buffers of the kernel's Arrow side (_kernel_arrow.h): a growing buffer owned by a bytearray (handed
  * to pyarrow without a copy), validity bits, and a binary column (validity, int32 offsets, data).
- * Included once, by _kernel_arrow.h. Every function needs the GIL.
+ * Every function needs the GIL.
  */
 #ifndef KAFKAFS_KERNEL_ARROWBUF_H
 #define KAFKAFS_KERNEL_ARROWBUF_H
@@ -123,4 +123,4 @@ static void bin_free(BinCol *c) {
     gb_free(&c->data);
 }
 
-#endif
+#endif /* KAFKAFS_KERNEL_ARROWBUF_H */

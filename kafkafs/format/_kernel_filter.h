@@ -7,9 +7,6 @@
  * bitmap of offsets (bit (offset - base) set: the table's kept records). Header keys that are not
  * valid UTF-8, or that hold U+FFFD, match no name (the Python side sees such keys decoded with
  * replacement characters and cannot tell them apart).
- *
- * Included once, by _kernel.c, after _kernel_records.h and before _kernel_render.h (Bounds points to
- * a filter).
  */
 #ifndef KAFKAFS_KERNEL_FILTER_H
 #define KAFKAFS_KERNEL_FILTER_H
@@ -17,6 +14,9 @@
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
+
+#include "_kernel_records.h"
+#include "_kernel_text.h"
 
 #define FILTER_MAX_HEADERS 8
 
@@ -140,4 +140,4 @@ static int filter_passes(const RecFilter *f, const uint8_t *d, const Rec *r) {
     return 1;
 }
 
-#endif
+#endif /* KAFKAFS_KERNEL_FILTER_H */

@@ -8,6 +8,14 @@
  * and lays the tokens out as json.dumps(indent=...) would: an empty object or array stays "{}" / "[]",
  * a depth below zero indents by nothing. The output is the reference's, byte for byte, for any input
  * (tests/format/test_kernel_differential.py). */
+#ifndef KAFKAFS_KERNEL_INDENT_H
+#define KAFKAFS_KERNEL_INDENT_H
+
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "_kernel_text.h"
 
 enum { TOK_NONE, TOK_STRING, TOK_PUNCT, TOK_OTHER };
 
@@ -58,50 +66,4 @@ static int indent_line(Out *o, const char *step, Py_ssize_t step_len, Py_ssize_t
     return 0;
 }
 
-static PyObject *k_indent_json(PyObject *Py_UNUSED(self), PyObject *args) {
-    Py_buffer in, stepbuf;
-    if (!PyArg_ParseTuple(args, "y*y*", &in, &stepbuf)) return NULL;
-    const unsigned char *s = in.buf;
-    Py_ssize_t n = in.len, depth = 0, start, end, next_start, next_end;
-    const char *step = stepbuf.buf;
-    Py_ssize_t step_len = stepbuf.len;
-    Out o = {NULL, 0, 0, 0, 0, NULL, NULL};
-    int failed = 0;
-    int kind = indent_next(s, n, 0, &start, &end);
-    while (kind != TOK_NONE && !failed) {
-        unsigned char c = s[start];
-        int next = indent_next(s, n, end, &next_start, &next_end);
-        if (kind == TOK_PUNCT && (c == '{' || c == '[')) {
-            unsigned char closer = c == '{' ? '}' : ']';
-            if (next == TOK_PUNCT && s[next_start] == closer) {
-                char pair[2] = {(char)c, (char)closer};
-                failed = out_write(&o, pair, 2) < 0;
-                kind = indent_next(s, n, next_end, &start, &end);
-                continue;
-            }
-            depth++;
-            failed = out_byte(&o, (char)c) < 0 || indent_line(&o, step, step_len, depth) < 0;
-        } else if (kind == TOK_PUNCT && (c == '}' || c == ']')) {
-            depth--;
-            failed = indent_line(&o, step, step_len, depth) < 0 || out_byte(&o, (char)c) < 0;
-        } else if (kind == TOK_PUNCT && c == ',') {
-            failed = out_byte(&o, ',') < 0 || indent_line(&o, step, step_len, depth) < 0;
-        } else if (kind == TOK_PUNCT) { /* ':' */
-            failed = OUT_LIT(&o, ": ") < 0;
-        } else {
-            failed = out_write(&o, s + start, end - start) < 0;
-        }
-        kind = next;
-        start = next_start;
-        end = next_end;
-    }
-    PyBuffer_Release(&in);
-    PyBuffer_Release(&stepbuf);
-    PyObject *result = NULL;
-    if (failed)
-        PyErr_NoMemory();
-    else
-        result = PyBytes_FromStringAndSize(o.buf ? o.buf : "", o.len);
-    PyMem_RawFree(o.buf);
-    return result;
-}
+#endif /* KAFKAFS_KERNEL_INDENT_H */

@@ -1,7 +1,7 @@
 /*
  * The kernel's embeddable JSON (kafkafs/format/jsonembed.py is the definition): string and number
  * tokens, and one walk that validates a value (noting whether it holds whitespace to take out) or
- * writes its compact form. Included once, by _kernel_text.h (it uses its output buffer).
+ * writes its compact form, into _kernel_text.h's output buffer.
  */
 #ifndef KAFKAFS_KERNEL_JSON_H
 #define KAFKAFS_KERNEL_JSON_H
@@ -9,6 +9,8 @@
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
+
+#include "_kernel_text.h"
 
 /* ------------------------------------------------------------------------------------ JSON */
 
@@ -198,4 +200,4 @@ static int json_check(const uint8_t *s, Py_ssize_t n, int *spaced) {
     return json_walk(NULL, s, n, 0, spaced);
 }
 
-#endif
+#endif /* KAFKAFS_KERNEL_JSON_H */

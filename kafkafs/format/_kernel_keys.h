@@ -17,9 +17,10 @@
  * keys_sort(entries): sorts in place by (h1, h2, rel).
  * keys_find(entries, h1, h2) -> [(rel, flags), ...]: the entries of a hash in sorted entries.
  * keys_table(slices, aborted, bitmaps, tombstones) -> (kept, distinct): the latest entry of each
- *     hash over sorted slices given newest first (see k_keys_table).
+ *     hash over sorted slices given newest first (k_keys_table, in _kernel.c, says how).
  *
- * Included once, by _kernel.c, after _kernel_omap.h (md5_halves) and _kernel_span.h (crc32c, be64).
+ * These entry points are in _kernel.c; here is what they are made of: the entries of a records
+ * section, sorting, the ranges of the table.
  */
 #ifndef KAFKAFS_KERNEL_KEYS_H
 #define KAFKAFS_KERNEL_KEYS_H
@@ -28,7 +29,10 @@
 #include <stdint.h>
 #include <string.h>
 
-static PyObject *raise_corrupt(const char *msg); /* _kernel.c */
+#include "_kernel_filter.h"
+#include "_kernel_omap.h"
+#include "_kernel_records.h"
+#include "_kernel_text.h"
 
 typedef struct {
     uint64_t h1, h2;
@@ -153,98 +157,6 @@ static PyObject *keys_result(const KeysOut *ko, const uint8_t *origin, Py_ssize_
     return Py_BuildValue("(NNN)", entries, txns, longs);
 }
 
-static PyObject *k_keys_span(PyObject *self, PyObject *args) {
-    (void)self;
-    Py_buffer buf;
-    long long seg_base;
-    PyObject *filter_obj = NULL;
-    if (!PyArg_ParseTuple(args, "y*L|O", &buf, &seg_base, &filter_obj)) return NULL;
-    RecFilter filter;
-    int filtered;
-    if (filter_parse(filter_obj, &filter, &filtered) < 0) {
-        PyBuffer_Release(&buf);
-        return NULL;
-    }
-    KeysOut ko;
-    memset(&ko, 0, sizeof ko);
-    const uint8_t *d = (const uint8_t *)buf.buf;
-    Py_ssize_t n = buf.len, pos = 0;
-    int rc = 0;
-    Py_BEGIN_ALLOW_THREADS
-    while (n - pos >= 61) {
-        const uint8_t *p = d + pos;
-        int64_t base = be64(p);
-        int32_t length = be32(p + 8);
-        if (p[16] != 2 || length < 49) break;
-        Py_ssize_t size = (Py_ssize_t)length + 12;
-        if (size > n - pos) break;
-        int32_t last_delta = be32(p + 23);
-        if (base < 0 || (last_delta > 0 && base > INT64_MAX - last_delta)) break;
-        int attributes = (int16_t)((uint16_t)p[21] << 8 | p[22]);
-        if (attributes & 0x07) break;
-        if (crc32c(p + 21, (size_t)(size - 21)) != (uint32_t)be32(p + 17)) break;
-        int32_t count = be32(p + 57);
-        Err err;
-        if (check_count(size - 61, count, &err) < 0) break;
-        Reader rd = {p + 61, size - 61, 0, base, be64(p + 27), be64(p + 35), (attributes & 0x08) != 0};
-        Py_ssize_t marks[3] = {ko.entries.n, ko.txns.n, ko.longs.n};
-        rc = keys_records(&rd, count, attributes, be64(p + 43), seg_base, filtered ? &filter : NULL, d, &ko, &err);
-        if (rc == -2) break;
-        if (rc < 0) { /* damage, or an offset out of range: the batch is the caller's */
-            ko.entries.n = marks[0];
-            ko.txns.n = marks[1];
-            ko.longs.n = marks[2];
-            rc = 0;
-            break;
-        }
-        if (ko.txns.n > marks[1]) ((int64_t *)(ko.txns.p + marks[1]))[1] = base + last_delta;
-        pos += size;
-    }
-    Py_END_ALLOW_THREADS
-    PyObject *result = rc == -2 ? PyErr_NoMemory() : keys_result(&ko, d, pos, 1);
-    keys_out_free(&ko);
-    filter_release(&filter);
-    PyBuffer_Release(&buf);
-    return result;
-}
-
-static PyObject *k_keys_section(PyObject *self, PyObject *args) {
-    (void)self;
-    Py_buffer data;
-    long long base, first_ts, max_ts, producer_id, count, seg_base, last_offset;
-    int attributes;
-    PyObject *filter_obj = NULL;
-    if (!PyArg_ParseTuple(args, "y*LLLLiLLL|O", &data, &base, &last_offset, &first_ts, &max_ts, &attributes,
-                          &producer_id, &count, &seg_base, &filter_obj))
-        return NULL;
-    RecFilter filter;
-    int filtered;
-    if (filter_parse(filter_obj, &filter, &filtered) < 0) {
-        PyBuffer_Release(&data);
-        return NULL;
-    }
-    KeysOut ko;
-    memset(&ko, 0, sizeof ko);
-    Err err;
-    PyObject *result = NULL;
-    int rc = check_count(data.len, count, &err);
-    if (rc == 0) {
-        Reader rd = {(const uint8_t *)data.buf, data.len, 0, base, first_ts, max_ts, (attributes & 0x08) != 0};
-        Py_BEGIN_ALLOW_THREADS
-        rc = keys_records(&rd, count, attributes, producer_id, seg_base, filtered ? &filter : NULL,
-                          (const uint8_t *)data.buf, &ko, &err);
-        Py_END_ALLOW_THREADS
-        if (rc == 0 && ko.txns.n) ((int64_t *)ko.txns.p)[1] = last_offset;
-    }
-    if (rc == -2) PyErr_NoMemory();
-    else if (rc < 0) raise_corrupt(err.msg);
-    else result = keys_result(&ko, (const uint8_t *)data.buf, 0, 0);
-    keys_out_free(&ko);
-    filter_release(&filter);
-    PyBuffer_Release(&data);
-    return result;
-}
-
 /* ------------------------------------------------------------------------------------ sorting */
 
 static inline int entry_less(const KeyEntry *a, const KeyEntry *b) {
@@ -298,74 +210,7 @@ static int sort_entries(KeyEntry *e, Py_ssize_t n) {
     return 0;
 }
 
-static PyObject *k_keys_sort(PyObject *self, PyObject *args) {
-    (void)self;
-    Py_buffer buf;
-    if (!PyArg_ParseTuple(args, "w*", &buf)) return NULL;
-    if (buf.len % (Py_ssize_t)sizeof(KeyEntry)) {
-        PyBuffer_Release(&buf);
-        PyErr_SetString(PyExc_ValueError, "not a whole number of key entries");
-        return NULL;
-    }
-    int rc;
-    Py_BEGIN_ALLOW_THREADS
-    rc = sort_entries((KeyEntry *)buf.buf, buf.len / (Py_ssize_t)sizeof(KeyEntry));
-    Py_END_ALLOW_THREADS
-    PyBuffer_Release(&buf);
-    if (rc < 0) return PyErr_NoMemory();
-    Py_RETURN_NONE;
-}
-
-/* keys_counts(entries, bits, counts): adds to counts (a writable array of 2**bits uint64) how many
- * entries have each value of the top bits of h1 (the fanout of an index file is their running sum). */
-static PyObject *k_keys_counts(PyObject *self, PyObject *args) {
-    (void)self;
-    Py_buffer buf, counts;
-    int bits;
-    if (!PyArg_ParseTuple(args, "y*iw*", &buf, &bits, &counts)) return NULL;
-    PyObject *result = NULL;
-    if (bits < 0 || bits > 24 || counts.len != (Py_ssize_t)(sizeof(uint64_t) << bits)) {
-        PyErr_SetString(PyExc_ValueError, "counts must hold 2**bits uint64 (bits 0..24)");
-    } else {
-        const KeyEntry *e = (const KeyEntry *)buf.buf;
-        Py_ssize_t n = buf.len / (Py_ssize_t)sizeof(KeyEntry);
-        uint64_t *c = (uint64_t *)counts.buf;
-        Py_BEGIN_ALLOW_THREADS
-        if (bits == 0) c[0] += (uint64_t)n;
-        else
-            for (Py_ssize_t i = 0; i < n; i++) c[e[i].h1 >> (64 - bits)]++;
-        Py_END_ALLOW_THREADS
-        Py_INCREF(Py_None);
-        result = Py_None;
-    }
-    PyBuffer_Release(&buf);
-    PyBuffer_Release(&counts);
-    return result;
-}
-
 /* ------------------------------------------------------------------------------------ lookups */
-
-static PyObject *k_keys_find(PyObject *self, PyObject *args) {
-    (void)self;
-    Py_buffer buf;
-    unsigned long long h1, h2;
-    if (!PyArg_ParseTuple(args, "y*KK", &buf, &h1, &h2)) return NULL;
-    const KeyEntry *e = (const KeyEntry *)buf.buf;
-    Py_ssize_t n = buf.len / (Py_ssize_t)sizeof(KeyEntry), lo = 0, hi = n;
-    while (lo < hi) { /* the first entry not below (h1, h2) */
-        Py_ssize_t mid = lo + (hi - lo) / 2;
-        if (e[mid].h1 < h1 || (e[mid].h1 == h1 && e[mid].h2 < h2)) lo = mid + 1;
-        else hi = mid;
-    }
-    PyObject *out = PyList_New(0);
-    for (Py_ssize_t i = lo; out != NULL && i < n && e[i].h1 == h1 && e[i].h2 == h2; i++) {
-        PyObject *item = Py_BuildValue("(II)", e[i].rel, e[i].flags);
-        if (item == NULL || PyList_Append(out, item) < 0) Py_CLEAR(out);
-        Py_XDECREF(item);
-    }
-    PyBuffer_Release(&buf);
-    return out;
-}
 
 /* ------------------------------------------------------------------------------------ the table */
 
@@ -380,133 +225,4 @@ static int in_ranges(const uint32_t *ranges, Py_ssize_t pairs, uint32_t rel) {
     return lo < pairs && ranges[2 * lo] <= rel;
 }
 
-/* keys_table(slices, aborted, bitmaps, tombstones) -> (kept, distinct).
- *
- * slices: sorted entry buffers, newest segment first (so the first slice holding a hash holds its
- * latest record); aborted: per slice None or u32 [lo, hi] rel pairs (sorted, disjoint) whose
- * transactional entries do not count; bitmaps: per slice None or a writable bitmap by rel. For each
- * hash, the last entry of the newest slice that has one not aborted is its latest; when it is not a
- * tombstone (or tombstones is true) it is kept: its bit is set in its slice's bitmap. kept counts the
- * hashes kept, distinct every hash with a latest entry. */
-static PyObject *k_keys_table(PyObject *self, PyObject *args) {
-    (void)self;
-    PyObject *slices_o, *aborted_o, *bitmaps_o;
-    int tombstones;
-    if (!PyArg_ParseTuple(args, "OOOp", &slices_o, &aborted_o, &bitmaps_o, &tombstones)) return NULL;
-    PyObject *slices = PySequence_Fast(slices_o, "slices must be a sequence");
-    PyObject *aborted = slices ? PySequence_Fast(aborted_o, "aborted must be a sequence") : NULL;
-    PyObject *bitmaps = aborted ? PySequence_Fast(bitmaps_o, "bitmaps must be a sequence") : NULL;
-    PyObject *result = NULL;
-    Py_buffer *views = NULL;
-    uint64_t *set = NULL;
-    uint8_t *used = NULL;
-    if (bitmaps == NULL) goto done;
-    Py_ssize_t ns = PySequence_Fast_GET_SIZE(slices);
-    if (PySequence_Fast_GET_SIZE(aborted) != ns || PySequence_Fast_GET_SIZE(bitmaps) != ns) {
-        PyErr_SetString(PyExc_ValueError, "slices, aborted and bitmaps differ in length");
-        goto done;
-    }
-    views = (Py_buffer *)PyMem_Calloc((size_t)(3 * ns + 1), sizeof(Py_buffer));
-    if (views == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    Py_buffer *sv = views, *av = views + ns, *bv = views + 2 * ns;
-    Py_ssize_t total = 0;
-    for (Py_ssize_t i = 0; i < ns; i++) {
-        if (PyObject_GetBuffer(PySequence_Fast_GET_ITEM(slices, i), &sv[i], PyBUF_SIMPLE) < 0) goto done;
-        if (sv[i].len % (Py_ssize_t)sizeof(KeyEntry)) {
-            PyErr_SetString(PyExc_ValueError, "a slice is not a whole number of key entries");
-            goto done;
-        }
-        total += sv[i].len / (Py_ssize_t)sizeof(KeyEntry);
-    }
-    for (Py_ssize_t i = 0; i < ns; i++) {
-        PyObject *a = PySequence_Fast_GET_ITEM(aborted, i), *b = PySequence_Fast_GET_ITEM(bitmaps, i);
-        if (a != Py_None && PyObject_GetBuffer(a, &av[i], PyBUF_SIMPLE) < 0) goto done;
-        if (b != Py_None && PyObject_GetBuffer(b, &bv[i], PyBUF_WRITABLE) < 0) {
-            if (a != Py_None) PyBuffer_Release(&av[i]);
-            goto done;
-        }
-    }
-    Py_ssize_t cap = 16;
-    while (cap < 2 * total) cap *= 2;
-    set = (uint64_t *)PyMem_RawMalloc((size_t)cap * 2 * sizeof(uint64_t));
-    used = (uint8_t *)PyMem_RawCalloc((size_t)cap, 1);
-    if (set == NULL || used == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    Py_ssize_t kept = 0, distinct = 0;
-    Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t s = 0; s < ns; s++) {
-        const KeyEntry *e = (const KeyEntry *)sv[s].buf;
-        Py_ssize_t n = sv[s].len / (Py_ssize_t)sizeof(KeyEntry);
-        const uint32_t *ranges = av[s].obj ? (const uint32_t *)av[s].buf : NULL;
-        Py_ssize_t pairs = ranges ? av[s].len / (Py_ssize_t)(2 * sizeof(uint32_t)) : 0;
-        uint8_t *bits = bv[s].obj ? (uint8_t *)bv[s].buf : NULL;
-        Py_ssize_t nbits = bits ? bv[s].len * 8 : 0;
-        Py_ssize_t i = 0;
-        while (i < n) {
-            Py_ssize_t j = i + 1;
-            while (j < n && e[j].h1 == e[i].h1 && e[j].h2 == e[i].h2) j++;
-            Py_ssize_t latest = -1;
-            for (Py_ssize_t k = j - 1; k >= i; k--) {
-                if ((e[k].flags & KEY_TRANSACTIONAL) && pairs && in_ranges(ranges, pairs, e[k].rel)) continue;
-                latest = k;
-                break;
-            }
-            if (latest >= 0) {
-                uint64_t h1 = e[i].h1, h2 = e[i].h2;
-                Py_ssize_t slot = (Py_ssize_t)((h1 ^ (h2 * 0x9E3779B97F4A7C15ULL)) & (uint64_t)(cap - 1));
-                int fresh = 1;
-                while (used[slot]) {
-                    if (set[2 * slot] == h1 && set[2 * slot + 1] == h2) {
-                        fresh = 0;
-                        break;
-                    }
-                    slot = (slot + 1) & (cap - 1);
-                }
-                if (fresh) {
-                    used[slot] = 1;
-                    set[2 * slot] = h1;
-                    set[2 * slot + 1] = h2;
-                    distinct++;
-                    if (tombstones || !(e[latest].flags & KEY_TOMBSTONE)) {
-                        kept++;
-                        uint32_t rel = e[latest].rel;
-                        if (bits && (Py_ssize_t)rel < nbits) bits[rel >> 3] |= (uint8_t)(1u << (rel & 7));
-                    }
-                }
-            }
-            i = j;
-        }
-    }
-    Py_END_ALLOW_THREADS
-    result = Py_BuildValue("(nn)", kept, distinct);
-done:
-    if (views != NULL) {
-        Py_ssize_t ns2 = slices ? PySequence_Fast_GET_SIZE(slices) : 0;
-        for (Py_ssize_t i = 0; i < 3 * ns2; i++)
-            if (views[i].obj) PyBuffer_Release(&views[i]);
-        PyMem_Free(views);
-    }
-    PyMem_RawFree(set);
-    PyMem_RawFree(used);
-    Py_XDECREF(slices);
-    Py_XDECREF(aborted);
-    Py_XDECREF(bitmaps);
-    return result;
-}
-
-#define KEYS_METHODS                                                                                              \
-    {"keys_span", k_keys_span, METH_VARARGS, "keys_span(buf, seg_base[, filter]) -> (entries, txns, longs, consumed)"}, \
-    {"keys_section", k_keys_section, METH_VARARGS,                                                                \
-     "keys_section(data, base, last, first_ts, max_ts, attributes, producer_id, count, seg_base[, filter]) -> "   \
-     "(entries, txns, longs)"},                                                                                   \
-    {"keys_sort", k_keys_sort, METH_VARARGS, "keys_sort(entries) sorts in place"},                                \
-    {"keys_counts", k_keys_counts, METH_VARARGS, "keys_counts(entries, bits, counts) adds the counts of each prefix"}, \
-    {"keys_find", k_keys_find, METH_VARARGS, "keys_find(entries, h1, h2) -> [(rel, flags)]"},                      \
-    {"keys_table", k_keys_table, METH_VARARGS, "keys_table(slices, aborted, bitmaps, tombstones) -> (kept, distinct)"},
-
-#endif
+#endif /* KAFKAFS_KERNEL_KEYS_H */

@@ -3,7 +3,7 @@
  * RecordBatch v2, and records (Python tuples) into a v2 records section. kafkafs/format/lineencode.py wraps
  * them; format/appendlines.py (parse_record_line), format/encode.py (encode_records, encode_batch) and
  * storage's batch_groups are the reference, which the kernel matches byte for byte
- * (tests/format/test_kernel_lines.py). Included once, by _kernel.c, after _kernel_span.h (crc32c).
+ * (tests/format/test_kernel_lines.py). The entry points, encode_lines and encode_section, are in _kernel.c.
  *
  * A line the kernel is not sure of is the reference's: a plain line (first non-blank byte not '{') is
  * copied as the value; a record object is parsed here only when every part of it is in the plain form
@@ -18,6 +18,11 @@
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
+
+#include "_kernel_objects.h"
+#include "_kernel_records.h"
+#include "_kernel_span.h"
+#include "_kernel_text.h"
 
 /* ------------------------------------------------------------------------------------ varints */
 
@@ -616,11 +621,6 @@ end:
 
 /* ------------------------------------------------------------------------------------ Python records */
 
-/* A bytes-like or None as a span (view released by the caller when view->obj); -1 with an error. */
-static int py_span(PyObject *obj, Span *sp, Py_buffer *view) {
-    return span_of(obj, sp, view);
-}
-
 /* A record (timestamp, key, value, headers) given by Python (a timestamp None is now when none_is_now);
  * 0, -1 with an error, NEED_PYTHON. */
 static int builder_add_py(Builder *b, PyObject *rec, int none_is_now, int64_t now, int64_t index) {
@@ -646,8 +646,8 @@ static int builder_add_py(Builder *b, PyObject *rec, int none_is_now, int64_t no
         ts = v;
     }
     Span key, value;
-    if (py_span(PySequence_Fast_GET_ITEM(fast, 1), &key, &kv) < 0 ||
-        py_span(PySequence_Fast_GET_ITEM(fast, 2), &value, &vv) < 0) {
+    if (span_of(PySequence_Fast_GET_ITEM(fast, 1), &key, &kv) < 0 ||
+        span_of(PySequence_Fast_GET_ITEM(fast, 2), &value, &vv) < 0) {
         PyErr_Clear();
         goto done;
     }
@@ -674,7 +674,7 @@ static int builder_add_py(Builder *b, PyObject *rec, int none_is_now, int64_t no
         Span ns = {(const uint8_t *)name, nlen, 0}, hv;
         Py_buffer hvv;
         hvv.obj = NULL;
-        if (name == NULL || py_span(PySequence_Fast_GET_ITEM(pair, 1), &hv, &hvv) < 0) {
+        if (name == NULL || span_of(PySequence_Fast_GET_ITEM(pair, 1), &hv, &hvv) < 0) {
             PyErr_Clear();
             Py_DECREF(pair);
             goto done;
@@ -700,139 +700,4 @@ done:
     return rc;
 }
 
-/* ------------------------------------------------------------------------------------ entry points */
-
-/* encode_lines(data, start, max_lines, max_bytes, first_number, now, limit, epoch, codec, compress,
- * parse) -> (batch or None, end, count): the lines of data (split at b"\n"; the last one ends at the end
- * of data) from byte start, as produce groups them (until max_lines lines, or their bytes,
- * newlines not counted, reach max_bytes), as one v2 batch (encode_batch's bytes: timestamps None are
- * now, CreateTime, base offset 0, leader epoch epoch). end: where the next group starts (len(data) + 1
- * after the last line); count: the lines taken. parse(line, number) is the reference parser for the
- * lines this one does not take (it raises their errors). batch None: the group is the reference's
- * (it would not fit one batch of limit bytes, or a number does not fit). */
-static PyObject *k_encode_lines(PyObject *self, PyObject *args) {
-    (void)self;
-    Py_buffer data;
-    Py_ssize_t start, max_lines, max_bytes;
-    long long first_number, now, limit;
-    int epoch, codec;
-    PyObject *compress, *parse;
-    if (!PyArg_ParseTuple(args, "y*nnnLLLiiOO", &data, &start, &max_lines, &max_bytes, &first_number, &now, &limit,
-                          &epoch, &codec, &compress, &parse))
-        return NULL;
-    Builder b;
-    memset(&b, 0, sizeof b);
-    PyObject *result = NULL;
-    const uint8_t *d = (const uint8_t *)data.buf;
-    Py_ssize_t n = data.len, pos = start, count = 0, size = 0;
-    int python = 0;
-    if (start < 0 || start > n) {
-        PyErr_SetString(PyExc_ValueError, "start is outside the data");
-        goto done;
-    }
-    while (pos <= n && count < max_lines && size < max_bytes) {
-        const uint8_t *nl = memchr(d + pos, '\n', (size_t)(n - pos));
-        Py_ssize_t end = nl ? nl - d : n;
-        const uint8_t *p = d + pos, *e = d + end;
-        const uint8_t *q = p;
-        int odd_space = 0;
-        while (q < e && (*q == ' ' || *q == '\t' || *q == '\r' || *q == 0x0b || *q == 0x0c)) {
-            odd_space |= *q == 0x0b || *q == 0x0c;
-            q++;
-        }
-        int rc;
-        if (q >= e || *q != '{') { /* a plain line: the value of a record with no key */
-            Span key = {NULL, 0, 1}, value = {p, end - pos, 0};
-            b.hdr.len = 0;
-            rc = builder_add(&b, now, count, &key, &value, 0, 0);
-        } else {
-            int has_ts;
-            int64_t ts = now, hcount, hest;
-            Span key, value;
-            rc = odd_space ? NEED_PYTHON : parse_object(q, e, &b, &has_ts, &ts, &key, &value, &hcount, &hest);
-            if (rc == 0) rc = builder_add(&b, has_ts ? ts : now, count, &key, &value, hcount, hest);
-            if (rc == NEED_PYTHON) { /* the reference parses it (and raises its error) */
-                PyObject *rec = PyObject_CallFunction(parse, "y#L", p, (Py_ssize_t)(end - pos),
-                                                      first_number + (long long)count);
-                if (rec == NULL) goto done;
-                rc = builder_add_py(&b, rec, 1, now, count);
-                Py_DECREF(rec);
-                if (rc == -1 && PyErr_Occurred()) goto done;
-            }
-        }
-        if (rc < 0) {
-            PyErr_NoMemory();
-            goto done;
-        }
-        if (rc == NEED_PYTHON) python = 1; /* keep counting the lines: the group is the reference's */
-        size += end - pos;
-        count++;
-        pos = end + 1;
-    }
-    if (python || (b.est > limit && count > 1)) {
-        result = Py_BuildValue("(Onn)", Py_None, pos, count);
-        goto done;
-    }
-    PyObject *batch = builder_batch(&b, codec, epoch, compress);
-    if (batch != NULL) result = Py_BuildValue("(Nnn)", batch, pos, count);
-done:
-    builder_free(&b);
-    PyBuffer_Release(&data);
-    return result;
-}
-
-/* encode_section(records, first_ts, offset_deltas) -> bytes or None: encode.py's encode_records of
- * (timestamp, key, value, headers) tuples; None when a record is not the kind it takes (the reference
- * encodes it, or raises its error). */
-static PyObject *k_encode_section(PyObject *self, PyObject *args) {
-    (void)self;
-    PyObject *records, *deltas;
-    long long first_ts;
-    if (!PyArg_ParseTuple(args, "OLO", &records, &first_ts, &deltas)) return NULL;
-    PyObject *fast = PySequence_Fast(records, "records must be a sequence");
-    if (fast == NULL) return NULL;
-    PyObject *dfast = NULL;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
-    Builder b;
-    memset(&b, 0, sizeof b);
-    b.fixed_first = 1;
-    b.first_ts = first_ts;
-    PyObject *result = NULL;
-    if (deltas != Py_None) {
-        dfast = PySequence_Fast(deltas, "offset_deltas must be a sequence");
-        if (dfast == NULL) goto done;
-        if (PySequence_Fast_GET_SIZE(dfast) != n) {
-            result = Py_None;
-            Py_INCREF(result);
-            goto done;
-        }
-    }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        int64_t index = i;
-        if (dfast) {
-            long long v = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(dfast, i));
-            if ((v == -1 && PyErr_Occurred()) || v < INT32_MIN || v > INT32_MAX) {
-                PyErr_Clear();
-                result = Py_None;
-                Py_INCREF(result);
-                goto done;
-            }
-            index = v;
-        }
-        int rc = builder_add_py(&b, PySequence_Fast_GET_ITEM(fast, i), 0, 0, index);
-        if (rc == -1) goto done;
-        if (rc == NEED_PYTHON) {
-            result = Py_None;
-            Py_INCREF(result);
-            goto done;
-        }
-    }
-    result = PyBytes_FromStringAndSize(b.sect.buf ? b.sect.buf : "", b.sect.len);
-done:
-    builder_free(&b);
-    Py_XDECREF(dfast);
-    Py_DECREF(fast);
-    return result;
-}
-
-#endif
+#endif /* KAFKAFS_KERNEL_LINES_H */

@@ -1,8 +1,8 @@
 /*
- * consume's interleaving in the kernel (kafkafs/consume_merge.py drives it): render_span_lines, a span's
- * lines with each one's end and timestamp, and Merger, which writes the lines of many partitions in
- * timestamp order (ties by partition) without a Python object per record. Included once, by _kernel.c,
- * after _kernel_span.h.
+ * consume's interleaving in the kernel (kafkafs/consume_merge.py drives it): Merger, which writes the
+ * lines of many partitions in timestamp order (ties by partition) without a Python object per record
+ * (the type, its methods and merge_module_init, which _kernel.c's module init calls). Its input,
+ * render_span_lines (a span's lines with each one's end and timestamp), is in _kernel.c.
  *
  * Merger's order is heapq.merge's over each partition's (timestamp, partition, offset, line) tuples, the
  * order consume printed before (consume.py's _Reader.lines is the reference): each step writes the
@@ -18,60 +18,7 @@
 #include <stdint.h>
 #include <string.h>
 
-/* render_span_lines(prefix, buf, mode) -> (data, consumed, batches, last_offset, stamps, ends):
- * render_span's walk (as render_span(prefix, buf, mode, False, -1, True, -1): span_cuts, which cut buf,
- * judged the order of offsets) with, per line, its timestamp and its end in data (int64 bytes);
- * batches: how many it took; last_offset: the last one's last offset (-1 when none was taken). */
-static PyObject *k_render_span_lines(PyObject *self, PyObject *args) {
-    (void)self;
-    Py_buffer prefix, buf;
-    int mode;
-    if (!PyArg_ParseTuple(args, "y*y*i", &prefix, &buf, &mode)) return NULL;
-    PyObject *result = NULL;
-    Out o = {NULL, 0, 0, 0, 0, NULL, NULL};
-    SpanOut so;
-    memset(&so, 0, sizeof so);
-    so.each = 1;
-    if (mode < 0 || mode > 2) {
-        PyErr_SetString(PyExc_ValueError, "bad mode");
-        goto done;
-    }
-    Py_ssize_t cap = buf.len < PY_SSIZE_T_MAX / 4 ? buf.len * 3 + 4096 : buf.len;
-    o.bytes = PyBytes_FromStringAndSize(NULL, cap);
-    if (o.bytes == NULL) goto done;
-    o.buf = PyBytes_AS_STRING(o.bytes);
-    o.cap = cap;
-    PyThreadState *ts = gil_release();
-    o.ts = &ts;
-    int rc = span_walk((const uint8_t *)buf.buf, buf.len, (const char *)prefix.buf, prefix.len, mode, &o, &so, -1, 1,
-                       -1, NULL);
-    gil_restore(&ts);
-    o.ts = NULL;
-    if (rc < 0) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    if (_PyBytes_Resize(&o.bytes, o.len) < 0) goto done;
-    long long last = so.last_offsets.n ? (long long)so.last_offsets.v[so.last_offsets.n - 1] : -1;
-    PyObject *st = i64s_bytes(&so.each_stamps), *en = i64s_bytes(&so.each_ends);
-    if (st && en) {
-        result = Py_BuildValue("(NnnLNN)", o.bytes, so.consumed, so.last_offsets.n, last, st, en);
-        o.bytes = NULL;
-    } else {
-        Py_XDECREF(st);
-        Py_XDECREF(en);
-    }
-done:
-    Py_XDECREF(o.bytes);
-    PyMem_RawFree(so.batch_ends.v);
-    PyMem_RawFree(so.last_offsets.v);
-    PyMem_RawFree(so.line_ends.v);
-    PyMem_RawFree(so.each_ends.v);
-    PyMem_RawFree(so.each_stamps.v);
-    PyBuffer_Release(&prefix);
-    PyBuffer_Release(&buf);
-    return result;
-}
+#include "_kernel_text.h"
 
 /* ------------------------------------------------------------------------------------ Merger */
 
@@ -422,4 +369,4 @@ static int merge_module_init(PyObject *m) {
     return 0;
 }
 
-#endif
+#endif /* KAFKAFS_KERNEL_MERGE_H */

@@ -7,6 +7,12 @@
  * A hash goes to slot floor(lo mod slots); on a collision the step is floor(hi mod (slots - 1)) + 1
  * (Python's modulo: never negative). The keys are read into C arrays first, then the work runs with
  * the GIL released. */
+#ifndef KAFKAFS_KERNEL_OMAP_H
+#define KAFKAFS_KERNEL_OMAP_H
+
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
 
 static const uint32_t md5_k[64] = {
     0xd76aa478, 0xe8c7b756, 0x242070db, 0xc1bdceee, 0xf57c0faf, 0x4787c62a, 0xa8304613, 0xfd469501,
@@ -189,95 +195,4 @@ static int omap_columns(Py_buffer *lo, Py_buffer *hi, Py_buffer *off, int64_t *s
     return 0;
 }
 
-/* omap_put(keys, offsets, lo, hi, off, limit, size) -> (taken, size): OffsetMap.put_many's loop. */
-static PyObject *k_omap_put(PyObject *self, PyObject *args) {
-    (void)self;
-    PyObject *keys, *offsets;
-    Py_buffer lo, hi, off;
-    long long limit, size;
-    if (!PyArg_ParseTuple(args, "OOw*w*w*LL", &keys, &offsets, &lo, &hi, &off, &limit, &size)) return NULL;
-    OmapInput in = {0};
-    int64_t slots = 0;
-    PyObject *result = NULL;
-    if (omap_columns(&lo, &hi, &off, &slots) == 0 && omap_input(keys, offsets, &in) == 0) {
-        int64_t *los = lo.buf, *his = hi.buf, *offs = off.buf;
-        Py_ssize_t taken = in.n;
-        Py_BEGIN_ALLOW_THREADS
-        omap_hash(&in, INT64_MAX);
-        for (Py_ssize_t j = 0; j < OMAP_PREFETCH; j++) omap_prefetch(&in, j, INT64_MAX, los, his, offs, slots);
-        for (Py_ssize_t i = 0; i < in.n; i++) {
-            omap_prefetch(&in, i + OMAP_PREFETCH, INT64_MAX, los, his, offs, slots);
-            if (in.len[i] < 0) continue;
-            if (size >= limit) { /* Kafka checks before every put, a key already there included */
-                taken = i;
-                break;
-            }
-            int64_t l = in.hlo[i], h = in.hhi[i];
-            int64_t s = omap_slot(los, his, offs, slots, l, h);
-            if (offs[s] < 0) {
-                los[s] = l;
-                his[s] = h;
-                size++;
-            }
-            offs[s] = in.offset[i];
-        }
-        Py_END_ALLOW_THREADS
-        result = Py_BuildValue("nL", taken, size);
-    }
-    omap_input_free(&in);
-    PyBuffer_Release(&lo);
-    PyBuffer_Release(&hi);
-    PyBuffer_Release(&off);
-    return result;
-}
-
-/* omap_retain(keys, offsets, lo, hi, off, latest) -> bytearray of 0/1: OffsetMap.retain_flags. */
-static PyObject *k_omap_retain(PyObject *self, PyObject *args) {
-    (void)self;
-    PyObject *keys, *offsets;
-    Py_buffer lo, hi, off;
-    long long latest;
-    if (!PyArg_ParseTuple(args, "OOw*w*w*L", &keys, &offsets, &lo, &hi, &off, &latest)) return NULL;
-    OmapInput in = {0};
-    int64_t slots = 0;
-    PyObject *result = NULL;
-    if (omap_columns(&lo, &hi, &off, &slots) == 0 && omap_input(keys, offsets, &in) == 0) {
-        result = PyByteArray_FromStringAndSize(NULL, in.n);
-        if (result != NULL) {
-            uint8_t *flags = (uint8_t *)PyByteArray_AS_STRING(result);
-            const int64_t *los = lo.buf, *his = hi.buf, *offs = off.buf;
-            Py_BEGIN_ALLOW_THREADS
-            omap_hash(&in, latest);
-            for (Py_ssize_t j = 0; j < OMAP_PREFETCH; j++) omap_prefetch(&in, j, latest, los, his, offs, slots);
-            for (Py_ssize_t i = 0; i < in.n; i++) {
-                omap_prefetch(&in, i + OMAP_PREFETCH, latest, los, his, offs, slots);
-                int64_t o = in.offset[i];
-                if (o > latest) {
-                    flags[i] = 1;
-                } else if (in.len[i] < 0) {
-                    flags[i] = 0;
-                } else {
-                    int64_t found = offs[omap_slot(los, his, offs, slots, in.hlo[i], in.hhi[i])];
-                    flags[i] = found < 0 || o >= found;
-                }
-            }
-            Py_END_ALLOW_THREADS
-        }
-    }
-    omap_input_free(&in);
-    PyBuffer_Release(&lo);
-    PyBuffer_Release(&hi);
-    PyBuffer_Release(&off);
-    return result;
-}
-
-/* md5_halves(data) -> (lo, hi): the halves of data's MD5 (for the differential tests). */
-static PyObject *k_md5_halves(PyObject *self, PyObject *args) {
-    (void)self;
-    Py_buffer data;
-    if (!PyArg_ParseTuple(args, "y*", &data)) return NULL;
-    int64_t l, h;
-    md5_halves(data.buf, (size_t)data.len, &l, &h);
-    PyBuffer_Release(&data);
-    return Py_BuildValue("LL", (long long)l, (long long)h);
-}
+#endif /* KAFKAFS_KERNEL_OMAP_H */

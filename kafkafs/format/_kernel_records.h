@@ -1,7 +1,6 @@
 /*
  * The kernel's record reader: Kafka's varints and one record of a v2 records section, every read
  * checked against the end of the record it belongs to (kafkafs/format/records.py is the reference).
- * Included once, by _kernel.c.
  */
 #ifndef KAFKAFS_KERNEL_RECORDS_H
 #define KAFKAFS_KERNEL_RECORDS_H
@@ -179,4 +178,4 @@ static int check_count(Py_ssize_t size, long long count, Err *err) {
     return 0;
 }
 
-#endif
+#endif /* KAFKAFS_KERNEL_RECORDS_H */

@@ -1,7 +1,7 @@
 /*
  * The kernel's line rendering: the fixed parts of a line, offset and time bounds, growable int64
  * arrays, and render_section (every record of one batch's records section as JSON lines, or only
- * their lengths). Included once, by _kernel.c, after _kernel_text.h and _kernel_records.h.
+ * their lengths).
  */
 #ifndef KAFKAFS_KERNEL_RENDER_H
 #define KAFKAFS_KERNEL_RENDER_H
@@ -9,6 +9,11 @@
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
+
+#include "_kernel_filter.h"
+#include "_kernel_records.h"
+#include "_kernel_text.h"
+#include "_kernel_value.h"
 
 /* The fixed parts of a line for a batch's flags. */
 typedef struct {
@@ -179,4 +184,4 @@ static int render_section(Reader *rd, long long count, const LineStyle *st, cons
     return 0;
 }
 
-#endif
+#endif /* KAFKAFS_KERNEL_RENDER_H */

@@ -1,8 +1,8 @@
 /*
  * The kernel's multi-batch entry point: CRC-32C, and render_span, which walks the whole batches at the
  * start of a buffer of a .log, checks each one's CRC and renders its records, with no Python between
- * batches (kafkafs/format/jsonspan.py holds the reference and the wrapper). Included once, by
- * _kernel.c, after _kernel_render.h.
+ * batches (kafkafs/format/jsonspan.py holds the reference and the wrapper). The entry points
+ * (crc32c, span_cuts, render_span) are in _kernel.c; here is what they are made of.
  *
  * CRC-32C: the SSE4.2 crc32 instruction when the CPU has it (checked once, at module init), else a
  * slicing-by-8 table; both give what the crc32c package gives (tests/format/test_kernel_span.py).
@@ -13,9 +13,11 @@
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
-#if defined(__GLIBC__)
-#include <malloc.h>
-#endif
+
+#include "_kernel_filter.h"
+#include "_kernel_records.h"
+#include "_kernel_render.h"
+#include "_kernel_text.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <nmmintrin.h>
@@ -77,38 +79,6 @@ static uint32_t crc32c(const uint8_t *p, size_t n) {
     if (crc_use_hw) return ~crc32c_hw(0xFFFFFFFFu, p, n);
 #endif
     return ~crc32c_sw(0xFFFFFFFFu, p, n);
-}
-
-/* crc32c(data, hardware=None) for the tests: hardware True/False forces the path (False when absent). */
-static PyObject *k_crc32c(PyObject *self, PyObject *args) {
-    (void)self;
-    Py_buffer data;
-    int force = -1;
-    if (!PyArg_ParseTuple(args, "y*|i", &data, &force)) return NULL;
-    uint32_t c;
-#ifdef KAFKAFS_CRC_HW
-    if (force == 1 && !crc_use_hw) {
-        PyBuffer_Release(&data);
-        Py_RETURN_NONE;
-    }
-    if (force == 1 || (force == -1 && crc_use_hw)) c = ~crc32c_hw(0xFFFFFFFFu, data.buf, (size_t)data.len);
-    else
-#endif
-        c = ~crc32c_sw(0xFFFFFFFFu, data.buf, (size_t)data.len);
-    PyBuffer_Release(&data);
-    return PyLong_FromUnsignedLong(c);
-}
-
-/* tune_malloc(): for a short-lived command that renders spans (consume): blocks up to 32 MiB from
- * the heap and 64 MiB of free heap kept, so span outputs reuse memory instead of fresh mmap'd pages
- * that the OS zeroes on every call (glibc's default past 128 KiB); True when applied (glibc). */
-static PyObject *k_tune_malloc(PyObject *self, PyObject *args) {
-    (void)self;
-    (void)args;
-#if defined(__GLIBC__)
-    if (mallopt(M_MMAP_THRESHOLD, 32 * 1024 * 1024) && mallopt(M_TRIM_THRESHOLD, 64 * 1024 * 1024)) Py_RETURN_TRUE;
-#endif
-    Py_RETURN_FALSE;
 }
 
 /* ------------------------------------------------------------------------------------ spans */
@@ -199,120 +169,4 @@ static int span_walk(const uint8_t *d, Py_ssize_t n, const char *prefix, Py_ssiz
     return 0;
 }
 
-/* span_cuts(buf, step, min_offset, final, upper) -> (cuts, next_min_offset), cuts as bytes of native
- * int64: 0, then batch boundaries at least step apart, then where the walk stopped; next_min_offset:
- * past the last offset of the last batch walked (min_offset when none). The walk reads lengths,
- * attributes and offsets only (no CRC): it passes uncompressed v2 batches that are whole in buf and keep
- * the order of offsets (span_in_order: from min_offset on, each one's offsets below the next one's base;
- * final: buf ends where the data ends, and the last batch ends below upper, the next segment's base or
- * -1); it stops at anything else. Consume renders the pieces between cuts on several threads
- * (render_span checks everything else). */
-static PyObject *k_span_cuts(PyObject *self, PyObject *args) {
-    (void)self;
-    Py_buffer buf;
-    Py_ssize_t step;
-    long long min_offset, upper;
-    int final;
-    if (!PyArg_ParseTuple(args, "y*nLpL", &buf, &step, &min_offset, &final, &upper)) return NULL;
-    I64s cuts = {NULL, 0, 0};
-    const uint8_t *d = (const uint8_t *)buf.buf;
-    Py_ssize_t n = buf.len, pos = 0, last_cut = 0;
-    int64_t expect = min_offset;
-    int ok = i64s_add(&cuts, 0) == 0;
-    while (ok && n - pos >= 61) {
-        const uint8_t *p = d + pos;
-        int64_t base = be64(p);
-        int32_t length = be32(p + 8), last_delta = be32(p + 23);
-        if (p[16] != 2 || length < 49 || (Py_ssize_t)length + 12 > n - pos || (p[22] & 0x07)) break;
-        if (!span_in_order(d, n, pos, (Py_ssize_t)length + 12, base, last_delta, expect, final, upper)) break;
-        expect = base + last_delta + 1;
-        pos += (Py_ssize_t)length + 12;
-        if (pos - last_cut >= step) {
-            ok = i64s_add(&cuts, pos) == 0;
-            last_cut = pos;
-        }
-    }
-    if (ok && pos != last_cut) ok = i64s_add(&cuts, pos) == 0;
-    PyBuffer_Release(&buf);
-    PyObject *result = NULL;
-    if (!ok) PyErr_NoMemory();
-    else result = Py_BuildValue("(NL)", i64s_bytes(&cuts), (long long)expect);
-    PyMem_RawFree(cuts.v);
-    return result;
-}
-
-/* render_span(prefix, buf, mode, lengths, min_offset, final, upper[, filter]) -> (data, consumed, lines,
- * batch_ends, last_offsets, line_ends), the arrays as bytes of native int64 (jsonspan.py makes them
- * array('q')). min_offset: the least base offset the first batch may have (-1: any); final: buf ends
- * where the data ends; upper: the next segment's base offset (-1: none); see span_in_order. filter: see
- * _kernel_filter.h (only the records it passes are rendered). */
-static PyObject *k_render_span(PyObject *self, PyObject *args) {
-    (void)self;
-    Py_buffer prefix, buf;
-    int mode, lengths, final;
-    long long min_offset, upper;
-    PyObject *filter_obj = NULL;
-    if (!PyArg_ParseTuple(args, "y*y*ipLpL|O", &prefix, &buf, &mode, &lengths, &min_offset, &final, &upper,
-                          &filter_obj))
-        return NULL;
-    RecFilter filter;
-    int filtered;
-    if (filter_parse(filter_obj, &filter, &filtered) < 0) {
-        PyBuffer_Release(&prefix);
-        PyBuffer_Release(&buf);
-        return NULL;
-    }
-    PyObject *result = NULL;
-    Out o = {NULL, 0, 0, lengths, 0, NULL, NULL};
-    SpanOut so;
-    memset(&so, 0, sizeof so);
-    if (mode < 0 || mode > 2) {
-        PyErr_SetString(PyExc_ValueError, "bad mode");
-        goto done;
-    }
-    if (!lengths) {
-        Py_ssize_t cap = buf.len < PY_SSIZE_T_MAX / 4 ? buf.len * 3 + 4096 : buf.len;
-        o.bytes = PyBytes_FromStringAndSize(NULL, cap);
-        if (o.bytes == NULL) goto done;
-        o.buf = PyBytes_AS_STRING(o.bytes);
-        o.cap = cap;
-    }
-    PyThreadState *ts = gil_release();
-    o.ts = &ts;
-    int rc = span_walk((const uint8_t *)buf.buf, buf.len, (const char *)prefix.buf, prefix.len, mode, &o, &so,
-                       (int64_t)min_offset, final, (int64_t)upper, filtered ? &filter : NULL);
-    gil_restore(&ts);
-    o.ts = NULL;
-    if (rc < 0) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    PyObject *data;
-    if (lengths) {
-        data = PyBytes_FromStringAndSize("", 0);
-    } else {
-        if (_PyBytes_Resize(&o.bytes, o.len) < 0) goto done;
-        data = o.bytes;
-        o.bytes = NULL;
-    }
-    if (data == NULL) goto done;
-    PyObject *be = i64s_bytes(&so.batch_ends), *lo = i64s_bytes(&so.last_offsets), *le = i64s_bytes(&so.line_ends);
-    if (be && lo && le) result = Py_BuildValue("(NnnNNN)", data, so.consumed, so.lines, be, lo, le);
-    else {
-        Py_DECREF(data);
-        Py_XDECREF(be);
-        Py_XDECREF(lo);
-        Py_XDECREF(le);
-    }
-done:
-    Py_XDECREF(o.bytes);
-    PyMem_RawFree(so.batch_ends.v);
-    PyMem_RawFree(so.last_offsets.v);
-    PyMem_RawFree(so.line_ends.v);
-    filter_release(&filter);
-    PyBuffer_Release(&prefix);
-    PyBuffer_Release(&buf);
-    return result;
-}
-
-#endif
+#endif /* KAFKAFS_KERNEL_SPAN_H */

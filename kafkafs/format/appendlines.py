@@ -57,7 +57,7 @@ def _to_bytes(value: object, what: str) -> bytes | None:
     if value is None:
         return None
     if isinstance(value, str):
-        return value.encode("utf-8")
+        return _utf8(value, what)
     if isinstance(value, dict) and len(value) == 1 and "$base64" in value:
         encoded = value["$base64"]
         if not isinstance(encoded, str):
@@ -70,7 +70,14 @@ def _to_bytes(value: object, what: str) -> bytes | None:
     try:
         return _dumps(value)
     except TypeError:  # an integer past 64 bits, parsed exactly by the standard library
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+        return _utf8(json.dumps(value, separators=(",", ":"), ensure_ascii=False), what)
+
+
+def _utf8(text: str, what: str) -> bytes:
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate escape, which only the exact parser lets through
+        raise InvalidInput(f"invalid JSON: a lone surrogate escape in the {what} (not text)") from None
 
 
 def _headers_from(value: object) -> tuple[Header, ...]:

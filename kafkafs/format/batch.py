@@ -26,6 +26,7 @@ from .batchheader import (
     NO_TIMESTAMP,
     V2_HEADER_SIZE,
     BatchHeader,
+    batch_header_at,
     read_batch_header,
     scan_batches,
     validate_batch,
@@ -49,6 +50,7 @@ __all__ = [
     "Header",
     "Codec",
     "read_batch_header",
+    "batch_header_at",
     "scan_batches",
     "decode_batch",
     "records_section",
@@ -74,10 +76,7 @@ __all__ = [
 def _header_at(buf: Buffer, header: BatchHeader | int) -> BatchHeader:
     if isinstance(header, BatchHeader):
         return header
-    found = read_batch_header(buf, header)
-    if found is None:
-        raise CorruptRecordError("batch is cut short by the end of the buffer", header)
-    return found
+    return batch_header_at(buf, header)
 
 
 def records_section(buf: Buffer, header: BatchHeader, max_inflated_bytes: int = DEFAULT_MAX_INFLATED_BYTES) -> bytes:

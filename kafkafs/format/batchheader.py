@@ -28,6 +28,7 @@ __all__ = [
     "BatchHeader",
     "Codec",
     "read_batch_header",
+    "batch_header_at",
     "scan_batches",
     "validate_batch",
     "LOG_OVERHEAD",
@@ -182,6 +183,15 @@ def _legacy_header(buf: Buffer, pos: int, offset: int, length: int, magic: int) 
     return BatchHeader(
         pos, offset, length, -1, magic, crc, attributes, 0, timestamp, timestamp, -1, -1, -1, count
     )
+
+
+def batch_header_at(buf: Buffer, pos: int = 0) -> BatchHeader:
+    """The header of the batch at ``pos``, which the caller knows is whole: a batch cut short by the
+    end of ``buf`` is :class:`CorruptRecordError` here."""
+    found = read_batch_header(buf, pos)
+    if found is None:
+        raise CorruptRecordError("batch is cut short by the end of the buffer", pos)
+    return found
 
 
 def scan_batches(

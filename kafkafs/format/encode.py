@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
+from typing import Any, TypeVar
 
 from . import compression as _compression
 from . import kernel as _kernel
@@ -47,7 +48,11 @@ _RECORD_OVERHEAD = 36
 _HEADER_OVERHEAD = 10
 
 
-def _record_size(row: tuple) -> int:
+#: A record as the encoders take it: (timestamp, key, value, headers); a NamedTuple of that shape too.
+_Row = TypeVar("_Row", bound="tuple[Any, ...]")
+
+
+def _record_size(row: tuple[Any, ...]) -> int:
     """The most bytes the record can take in an uncompressed v2 batch."""
     _ts, key, value, headers = row
     size = _RECORD_OVERHEAD + (len(key) if key else 0) + (len(value) if value else 0)
@@ -57,14 +62,14 @@ def _record_size(row: tuple) -> int:
     return size
 
 
-def batch_groups(rows: list[tuple], limit: int) -> list[list[tuple]]:
+def batch_groups(rows: list[_Row], limit: int) -> list[list[_Row]]:
     """The rows as one batch, or cut into batches that each stay within ``limit`` bytes (a row larger
     than that alone in its batch, which the append then refuses)."""
     sizes = [_record_size(r) for r in rows]
     if _BATCH_OVERHEAD + sum(sizes) <= limit or len(rows) == 1:
         return [rows]
-    groups: list[list[tuple]] = []
-    group: list[tuple] = []
+    groups: list[list[_Row]] = []
+    group: list[_Row] = []
     used = _BATCH_OVERHEAD
     for row, size in zip(rows, sizes, strict=True):
         if group and used + size > limit:
@@ -92,7 +97,7 @@ def encode_records(
     """The uncompressed records section of a v2 batch: by the kernel when it is built and the records
     are of the kinds it takes (:func:`encode_records_reference` otherwise, the same bytes)."""
     if _kernel.KERNEL is not None:
-        section = _kernel.KERNEL.encode_section(records, first_timestamp, offset_deltas)
+        section: bytes | None = _kernel.KERNEL.encode_section(records, first_timestamp, offset_deltas)
         if section is not None:
             return section
     return encode_records_reference(records, first_timestamp, offset_deltas)

@@ -27,6 +27,7 @@ from collections.abc import Iterator
 from typing import NamedTuple
 
 from ..errors import CorruptRecordError
+from . import Buffer
 from . import kernel as _kernel
 from .batchheader import V2_HEADER_SIZE, BatchHeader, read_batch_header, validate_batch
 from .jsonrender import check_mode, line_prefix, render_lines
@@ -46,19 +47,19 @@ class SpanResult(NamedTuple):
 
     data: bytes
     consumed: int
-    batch_ends: array
-    last_offsets: array
-    line_ends: array
+    batch_ends: array[int]
+    last_offsets: array[int]
+    line_ends: array[int]
     lines: int
 
 
-def _int64s(raw: bytes) -> array:
+def _int64s(raw: bytes) -> array[int]:
     out = array("q")
     out.frombytes(raw)
     return out
 
 
-def render_span_jsonl(topic: str, partition: int, buf, mode: str = "auto", *, lengths: bool = False,
+def render_span_jsonl(topic: str, partition: int, buf: Buffer, mode: str = "auto", *, lengths: bool = False,
                       record_filter: RecordFilter | None = None, min_offset: int | None = None,
                       final: bool = True, upper: int | None = None) -> SpanResult:
     """The JSON lines of the whole uncompressed v2 batches at the start of ``buf`` (bytes of a ``.log``
@@ -80,7 +81,7 @@ def render_span_jsonl(topic: str, partition: int, buf, mode: str = "auto", *, le
     return SpanResult(data, consumed, _int64s(ends), _int64s(lasts), _int64s(line_ends), lines)
 
 
-def cut_off(buf, at: int) -> int:
+def cut_off(buf: Buffer, at: int) -> int:
     """0 when a whole batch (as far as its length field says) starts at ``at`` of ``buf``, else the bytes
     it needs (what a span walk that stopped there tells apart: a batch it does not take, or one that
     the end of the buffer cut off)."""
@@ -93,7 +94,7 @@ def cut_off(buf, at: int) -> int:
 _LONG_MAX = 2**63 - 1
 
 
-def in_order(view, header, min_offset: int, final: bool, upper: int | None = None) -> bool:
+def in_order(view: Buffer, header: BatchHeader, min_offset: int, final: bool, upper: int | None = None) -> bool:
     """Whether a span takes the batch ``header`` of ``view`` as the order of offsets goes (the
     reference of the kernel's ``span_in_order``): its base at least ``min_offset``, a last offset delta
     of 0 or more and a next offset that fits a long, and the base offset of the batch after it (its
@@ -104,11 +105,12 @@ def in_order(view, header, min_offset: int, final: bool, upper: int | None = Non
         return False
     after = h.end
     if len(view) - after >= 8:
-        return int.from_bytes(view[after : after + 8], "big", signed=True) > h.last_offset
+        following: int = int.from_bytes(view[after : after + 8], "big", signed=True)
+        return following > h.last_offset
     return final and (upper is None or upper > h.last_offset)
 
 
-def span_sections(buf, order: tuple[int | None, bool, int | None] | None = None) -> Iterator[tuple[BatchHeader, bytes]]:
+def span_sections(buf: Buffer, order: tuple[int | None, bool, int | None] | None = None) -> Iterator[tuple[BatchHeader, bytes]]:
     """``(header, records section)`` of each whole, uncompressed v2 batch at the start of ``buf`` whose
     header and CRC hold, up to the first that is not (what the kernel's span walks take; their
     references stop where a section does not decode). ``order``: ``(min_offset, final, upper)``, and
@@ -132,7 +134,7 @@ def span_sections(buf, order: tuple[int | None, bool, int | None] | None = None)
         expect = header.next_offset
 
 
-def reference_span(topic: str, partition: int, buf, mode: str = "auto", *, lengths: bool = False,
+def reference_span(topic: str, partition: int, buf: Buffer, mode: str = "auto", *, lengths: bool = False,
                    record_filter: RecordFilter | None = None, min_offset: int | None = None, final: bool = True,
                    upper: int | None = None) -> SpanResult:
     """:func:`render_span_jsonl` in pure Python (the definition the kernel is tested against)."""

@@ -17,9 +17,10 @@ from __future__ import annotations
 from array import array
 from collections.abc import Callable
 from itertools import accumulate
-from typing import Any
+from typing import Any, Protocol
 
 from ..errors import CorruptRecordError
+from . import Buffer
 from . import kernel as _kernel
 from .batch import DEFAULT_MAX_INFLATED_BYTES, DecodedBatch, decode_batch, read_batch_header, records_section
 from .batchheader import _V2_HEADER, LOG_OVERHEAD, V2_HEADER_SIZE, validate_batch
@@ -35,7 +36,7 @@ from .jsonrender import (
     select_indexes,
 )
 from .jsonspan import SpanResult, render_span_jsonl
-from .recordfilter import RecordFilter
+from .recordfilter import KernelFilter, RecordFilter
 from .timestamps import format_timestamp, parse_timestamp
 
 __all__ = [
@@ -68,10 +69,17 @@ __all__ = [
 ]
 
 
+class BatchDecoder(Protocol):
+    """What renders a decoded batch its own way (:class:`.decoders.view.Decoder`: internal topics,
+    Schema Registry values)."""
+
+    def render_batch_jsonl(self, topic: str, partition: int, batch: DecodedBatch) -> bytes: ...
+
+
 _APPEND_LINES = ("ProducerRecord", "parse_lines", "parse_record_line", "parse_record_lines")
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     """The line parser's names (:mod:`.appendlines`), imported on first use: reading records does
     not need it (nor orjson), and ``consume`` starts faster without."""
     if name in _APPEND_LINES:
@@ -102,7 +110,7 @@ def render_batch_jsonl(
     start: int = 0,
     stop: int | None = None,
     *,
-    decoder=None,
+    decoder: BatchDecoder | None = None,
 ) -> bytes:
     """Records ``start:stop`` of a decoded ``batch`` as JSON lines."""
     check_mode(mode)
@@ -112,21 +120,24 @@ def render_batch_jsonl(
     if start >= stop:
         return b""
     if decoder is not None and mode == "auto":
-        return decoder.render_batch_jsonl(topic, partition, _subset(batch, list(range(start, stop))))
+        subset = _subset(batch, list(range(start, stop)))
+        return decoder.render_batch_jsonl(topic, partition, subset)
     if _kernel.KERNEL is not None:
         return _kernel.render_columns(line_prefix(topic, partition), batch, mode, start, stop)
     return b"".join(render_lines(topic, partition, batch, mode, range(start, stop)))
 
 
 def render_record(
-    topic: str, partition: int, batch: DecodedBatch, index: int, mode: str = "auto", *, decoder=None
+    topic: str, partition: int, batch: DecodedBatch, index: int, mode: str = "auto", *,
+    decoder: BatchDecoder | None = None
 ) -> bytes:
     """One record as one compact JSON line (with its newline), exactly as in ``records.jsonl``."""
     return render_batch_jsonl(topic, partition, batch, mode, index, index + 1, decoder=decoder)
 
 
 def render_record_pretty(
-    topic: str, partition: int, batch: DecodedBatch, index: int, mode: str = "auto", *, decoder=None
+    topic: str, partition: int, batch: DecodedBatch, index: int, mode: str = "auto", *,
+    decoder: BatchDecoder | None = None
 ) -> bytes:
     """One record as indented JSON (two spaces), with a final newline; embedded values indented too,
     every token as in the record's ``records.jsonl`` line."""
@@ -136,11 +147,11 @@ def render_record_pretty(
 def render_raw_record_pretty(
     topic: str,
     partition: int,
-    buf,
+    buf: Buffer,
     offset: int,
     mode: str = "auto",
     *,
-    decoder=None,
+    decoder: BatchDecoder | None = None,
     max_inflated_bytes: int = DEFAULT_MAX_INFLATED_BYTES,
     record_filter: RecordFilter | None = None,
 ) -> tuple[bytes, int] | None:
@@ -177,11 +188,13 @@ def render_raw_record_pretty(
 # ------------------------------------------------------------------------------------ raw batches
 
 
-def _filter_arg(record_filter: RecordFilter | None):
+def _filter_arg(record_filter: RecordFilter | None) -> KernelFilter | None:
     return None if record_filter is None else record_filter.kernel_arg()
 
 
-def _raw(topic, partition, buf, mode, decoder, lo, hi, ts_lo, ts_hi, what, max_inflated_bytes, record_filter=None):
+def _raw(topic: str, partition: int, buf: Buffer, mode: str, decoder: BatchDecoder | None, lo: int | None,
+         hi: int | None, ts_lo: int | None, ts_hi: int | None, what: int, max_inflated_bytes: int,
+         record_filter: RecordFilter | None = None) -> Any:
     """The work of the raw functions; ``what`` 0: bytes, 1: lengths, 2: (bytes, offsets, ends),
     3: (bytes, number of lines), 4: (bytes, offsets, timestamps, ends) with the arrays as bytes of native
     int64. ``record_filter``: only the records it accepts."""
@@ -248,17 +261,17 @@ def _raw_function(what: int, name: str, returns: str, doc: str) -> Callable[...,
     def raw(
         topic: str,
         partition: int,
-        buf,
+        buf: Buffer,
         mode: str = "auto",
         *,
-        decoder=None,
+        decoder: BatchDecoder | None = None,
         lo: int | None = None,
         hi: int | None = None,
         ts_lo: int | None = None,
         ts_hi: int | None = None,
         max_inflated_bytes: int = DEFAULT_MAX_INFLATED_BYTES,
         record_filter: RecordFilter | None = None,
-    ):
+    ) -> Any:
         return _raw(topic, partition, buf, mode, decoder, lo, hi, ts_lo, ts_hi, what, max_inflated_bytes,
                     record_filter)
 

@@ -10,10 +10,16 @@ state between calls and releases the GIL while it renders, so threads may call i
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
 from ..errors import CorruptRecordError
 from .batchheader import BatchHeader
 from .jsonembed import indent_json as _indent_reference
 from .records import NO_HEADERS, DecodedBatch, Header
+
+if TYPE_CHECKING:
+    from .recordfilter import KernelFilter
 
 try:
     from . import _kernel as KERNEL  # type: ignore[attr-defined]  # noqa: N812  # compiled: no source for mypy
@@ -59,38 +65,42 @@ def render_raw(
     ts_lo: int | None,
     ts_hi: int | None,
     what: int,
-    record_filter: tuple | None = None,
-) -> bytes | list[int] | tuple:
+    record_filter: KernelFilter | None = None,
+) -> bytes | list[int] | tuple[Any, ...]:
     """The lines of the records section ``data`` of v2 batch ``header`` that pass the bounds (and the
     filter, :meth:`~.recordfilter.RecordFilter.kernel_arg`): ``what`` 0 the bytes, 1 each line's length,
     2 ``(bytes, offsets, line ends)``."""
-    return KERNEL.render(
+    rendered: bytes | list[int] | tuple[Any, ...] = KERNEL.render(
         prefix, data, header.base_offset, header.first_timestamp, header.max_timestamp, header.attributes,
         header.producer_id, header.record_count, MODES[mode], lo, hi, ts_lo, ts_hi, what, record_filter,
     )
+    return rendered
 
 
-def _list(column) -> list:
+def _list(column: Sequence[Any]) -> list[Any]:
     return column if type(column) is list else list(column)
 
 
 def render_columns(prefix: bytes, batch: DecodedBatch, mode: str, start: int, stop: int) -> bytes:
     """Records ``start:stop`` of a decoded batch as JSON lines."""
     h = batch.header
-    return KERNEL.render_columns(
+    lines: bytes = KERNEL.render_columns(
         prefix, _list(batch.offsets), _list(batch.timestamps), _list(batch.keys), _list(batch.values),
         _list(batch.headers), h.timestamp_type == 1, h.is_control, h.is_transactional, h.producer_id, MODES[mode],
         start, stop,
     )
+    return lines
 
 
 def render_value(data: bytes | None, mode: str) -> bytes:
     """:func:`.jsonembed.render_value`, compiled."""
-    return KERNEL.render_value(data, MODES[mode])
+    value: bytes = KERNEL.render_value(data, MODES[mode])
+    return value
 
 
 def indent_json(compact: bytes, step: bytes = b"  ") -> bytes:
     """:func:`.jsonembed.indent_json`, compiled when the kernel is built (the same bytes for any input)."""
     if KERNEL is None:
         return _indent_reference(compact, step)
-    return KERNEL.indent_json(compact, step)
+    indented: bytes = KERNEL.indent_json(compact, step)
+    return indented

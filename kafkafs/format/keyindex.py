@@ -24,14 +24,15 @@ import hashlib
 import struct
 from array import array
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from ..errors import CorruptRecordError
+from . import Buffer
 from . import kernel as _kernel
 from .batchheader import BatchHeader
 from .jsonspan import span_sections
 from .keynames import NAME_MAX, name_length
-from .recordfilter import RecordFilter
+from .recordfilter import KernelFilter, RecordFilter
 from .records import DecodedBatch, decode_records
 
 __all__ = [
@@ -76,7 +77,7 @@ def key_hash(key: bytes) -> tuple[int, int]:
     return _HALVES.unpack(hashlib.md5(key, usedforsecurity=False).digest())
 
 
-def _filter_arg(record_filter: RecordFilter | None):
+def _filter_arg(record_filter: RecordFilter | None) -> KernelFilter | None:
     return None if record_filter is None or record_filter.empty else record_filter.kernel_arg()
 
 
@@ -109,7 +110,7 @@ def batch_entries(batch: DecodedBatch, seg_base: int, record_filter: RecordFilte
     return KeyEntries(bytes(out), txns, longs)
 
 
-def section_entries(data, header: BatchHeader, seg_base: int, record_filter: RecordFilter | None = None) -> KeyEntries:
+def section_entries(data: Buffer, header: BatchHeader, seg_base: int, record_filter: RecordFilter | None = None) -> KeyEntries:
     """The entries of one v2 batch's records section ``data`` (decompressed; the CRC checked by the
     caller). ``CorruptRecordError`` for damage, as decoding says it."""
     kernel = _kernel.KERNEL
@@ -125,7 +126,7 @@ def section_entries(data, header: BatchHeader, seg_base: int, record_filter: Rec
     return KeyEntries(entries, txns, longs)
 
 
-def section_entries_reference(data, header: BatchHeader, seg_base: int,
+def section_entries_reference(data: Buffer, header: BatchHeader, seg_base: int,
                               record_filter: RecordFilter | None = None) -> KeyEntries:
     """:func:`section_entries` in Python."""
     try:
@@ -137,7 +138,7 @@ def section_entries_reference(data, header: BatchHeader, seg_base: int,
     return batch_entries(batch, seg_base, record_filter)
 
 
-def span_entries(buf, seg_base: int, record_filter: RecordFilter | None = None) -> KeyEntries:
+def span_entries(buf: Buffer, seg_base: int, record_filter: RecordFilter | None = None) -> KeyEntries:
     """The entries of the whole uncompressed v2 batches at the start of ``buf`` (bytes of a ``.log``
     from a batch boundary), up to the first batch it does not take (compressed, legacy, damaged in any
     way, or cut off; ``consumed`` says where), as :func:`.jsonspan.render_span_jsonl` walks them."""
@@ -147,7 +148,7 @@ def span_entries(buf, seg_base: int, record_filter: RecordFilter | None = None) 
     return KeyEntries(*kernel.keys_span(buf, seg_base, _filter_arg(record_filter)))
 
 
-def span_entries_reference(buf, seg_base: int, record_filter: RecordFilter | None = None) -> KeyEntries:
+def span_entries_reference(buf: Buffer, seg_base: int, record_filter: RecordFilter | None = None) -> KeyEntries:
     """:func:`span_entries` in Python (the definition)."""
     pos = 0
     entries, txns, longs = [], [], []
@@ -181,13 +182,13 @@ def sort_entries(entries: bytearray) -> None:
     entries[:] = sort_entries_reference(entries)
 
 
-def sort_entries_reference(entries) -> bytes:
+def sort_entries_reference(entries: Buffer) -> bytes:
     rows = [bytes(entries[i : i + ENTRY_SIZE]) for i in range(0, len(entries), ENTRY_SIZE)]
     rows.sort(key=_sort_key)
     return b"".join(rows)
 
 
-def prefix_counts(entries, bits: int, counts: array) -> None:
+def prefix_counts(entries: Buffer, bits: int, counts: array[int]) -> None:
     """Add to ``counts`` (``array('Q')`` of ``2**bits``) how many entries have each value of the top
     ``bits`` of h1."""
     kernel = _kernel.KERNEL
@@ -202,15 +203,16 @@ def prefix_counts(entries, bits: int, counts: array) -> None:
         counts[ENTRY.unpack_from(entries, i)[0] >> (64 - bits)] += 1
 
 
-def find_entries(entries, h1: int, h2: int) -> list[tuple[int, int]]:
+def find_entries(entries: Buffer, h1: int, h2: int) -> list[tuple[int, int]]:
     """``[(rel, flags)]`` of the hash ``(h1, h2)`` in sorted entries, by rel."""
     kernel = _kernel.KERNEL
     if kernel is not None:
-        return kernel.keys_find(entries, h1, h2)
+        found: list[tuple[int, int]] = kernel.keys_find(entries, h1, h2)
+        return found
     return find_entries_reference(entries, h1, h2)
 
 
-def find_entries_reference(entries, h1: int, h2: int) -> list[tuple[int, int]]:
+def find_entries_reference(entries: Buffer, h1: int, h2: int) -> list[tuple[int, int]]:
     out = []
     for i in range(0, len(entries) - len(entries) % ENTRY_SIZE, ENTRY_SIZE):
         a, b, rel, flags = ENTRY.unpack_from(entries, i)
@@ -223,7 +225,7 @@ def find_entries_reference(entries, h1: int, h2: int) -> list[tuple[int, int]]:
 
 
 def table_latest(
-    slices: Sequence, aborted: Sequence, bitmaps: Sequence, tombstones: bool = False
+    slices: Sequence[Any], aborted: Sequence[Any], bitmaps: Sequence[Any], tombstones: bool = False
 ) -> tuple[int, int]:
     """The latest entry of each hash over ``slices`` (sorted entries, newest segment first): for each
     hash, the last entry of the newest slice that has one outside that slice's ``aborted`` ranges
@@ -233,11 +235,12 @@ def table_latest(
     hashes kept, and every hash that has a latest entry."""
     kernel = _kernel.KERNEL
     if kernel is not None:
-        return kernel.keys_table(slices, aborted, bitmaps, tombstones)
+        counts: tuple[int, int] = kernel.keys_table(slices, aborted, bitmaps, tombstones)
+        return counts
     return table_latest_reference(slices, aborted, bitmaps, tombstones)
 
 
-def _aborted(ranges, rel: int) -> bool:
+def _aborted(ranges: array[int] | None, rel: int) -> bool:
     if ranges is None:
         return False
     for i in range(0, len(ranges) - 1, 2):
@@ -246,7 +249,7 @@ def _aborted(ranges, rel: int) -> bool:
     return False
 
 
-def table_latest_reference(slices: Sequence, aborted: Sequence, bitmaps: Sequence,
+def table_latest_reference(slices: Sequence[Any], aborted: Sequence[Any], bitmaps: Sequence[Any],
                            tombstones: bool = False) -> tuple[int, int]:
     """:func:`table_latest` in Python (the definition)."""
     seen: set[tuple[int, int]] = set()

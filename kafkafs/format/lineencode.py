@@ -17,7 +17,7 @@ from typing import NamedTuple
 from ..errors import InvalidInput
 from . import compression as _compression
 from . import kernel as _kernel
-from .appendlines import parse_lines, parse_record_line
+from .appendlines import ProducerRecord, parse_lines, parse_record_line
 from .compression import Codec
 from .encode import batch_groups, encode_batch
 
@@ -73,7 +73,7 @@ def encode_lines_reference(
     return LineGroup(data, end, len(lines))
 
 
-def _parse(line: bytes, number: int):
+def _parse(line: bytes, number: int) -> ProducerRecord:
     try:
         return parse_record_line(line)
     except InvalidInput as exc:

@@ -12,8 +12,8 @@ batch's max timestamp; ``currentTxnFirstOffset`` -1 when the producer has no tra
 ``lastOffset`` -1 when the producer's batches are gone (a broker then keeps only its epoch). The file's
 name is the offset the snapshot was taken at: the log end offset then, exclusive.
 
-Kafka reads it with ``ProducerStateManager.readSnapshot``: an unknown version, a short or long buffer
-or a CRC mismatch is a ``CorruptSnapshotException`` (the broker deletes the file and rebuilds from the
+Kafka reads it with ``ProducerStateManager.readSnapshot``: an unknown version, a short buffer or a
+CRC mismatch is a ``CorruptSnapshotException`` (the broker deletes the file and rebuilds from the
 log). :func:`parse_producer_snapshot` raises ``CorruptRecordError`` with Kafka's message for the same
 cases.
 """
@@ -68,32 +68,41 @@ def snapshot_file_name(offset: int) -> str:
 
 
 def parse_producer_snapshot(data: bytes | bytearray | memoryview) -> list[ProducerEntry]:
-    """The entries of a snapshot file's content, in file order; ``CorruptRecordError`` as Kafka would."""
+    """The entries of a snapshot file's content, in file order; ``CorruptRecordError`` where Kafka's
+    ``ProducerStateManager.readSnapshot`` throws, with its message (Kafka 4.4, checked with
+    ``kafka-dump-log``): a buffer that ends too soon is Java's ``BufferUnderflowException``, whose
+    message is ``null``; an entry count past the bytes left is the generated reader's "Tried to
+    allocate ..."; a negative one its "non-nullable field ..."; the CRC is checked after the entries are
+    read. Bytes after the last entry are ignored, as Kafka's reader ignores them (the CRC covers them)."""
     buf = bytes(data)
+
+    def schema(message: str, position: int) -> CorruptRecordError:
+        return CorruptRecordError(f"Snapshot failed schema validation: {message}", position)
+
     if len(buf) < 2:
-        raise CorruptRecordError("Snapshot failed schema validation: the file ends before its version", 0)
+        raise schema("null", 0)  # ByteBuffer.getShort underflows
     version = struct.unpack_from(">h", buf)[0]
     if version != SNAPSHOT_VERSION:
-        # Kafka's words (its SchemaException inside a CorruptSnapshotException)
-        raise CorruptRecordError(
-            f"Snapshot failed schema validation: Snapshot contained an unknown file version {version}", 0
-        )
+        raise schema(f"Snapshot contained an unknown file version {version}", 0)
     if len(buf) < _HEAD.size:
-        raise CorruptRecordError("Snapshot failed schema validation: the file ends inside its header", 2)
+        raise schema("null", 2)
     _, crc, count = _HEAD.unpack_from(buf)
-    if count < 0 or len(buf) < _HEAD.size + count * _ENTRY.size:
-        raise CorruptRecordError(
-            f"Snapshot failed schema validation: {count} entries do not fit {len(buf)} bytes", _HEAD.size
+    remaining = len(buf) - _HEAD.size
+    if count < 0:
+        raise schema("non-nullable field producerEntries was serialized as null", _HEAD.size)
+    if count > remaining:
+        raise schema(
+            f"Tried to allocate a collection of size {count}, but there are only {remaining} bytes remaining.",
+            _HEAD.size,
         )
+    end = _HEAD.size + count * _ENTRY.size
+    if end > len(buf):
+        raise schema("null", len(buf))  # an entry cut short
     computed = crc32c(memoryview(buf)[_CRC_START:])
     if computed != crc:
         raise CorruptRecordError(
             f"Snapshot is corrupt (CRC is no longer valid). Stored crc: {crc}. Computed crc: {computed}", 2
         )
-    end = _HEAD.size + count * _ENTRY.size
-    if end != len(buf):
-        # Kafka's generated reader ignores bytes after the message; a writer never leaves any
-        raise CorruptRecordError(f"Snapshot has {len(buf) - end} bytes after its last entry", end)
     return [ProducerEntry(*_ENTRY.unpack_from(buf, _HEAD.size + i * _ENTRY.size)) for i in range(count)]
 
 

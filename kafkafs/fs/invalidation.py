@@ -194,7 +194,7 @@ async def poll_forever(tree: Tree, interval: float = POLL_INTERVAL, watcher: Cha
     seconds only, to hand the partitions opened meanwhile to the watcher."""
     while True:
         states = [s for s in tree.partitions.open_states() if not s.log.writable]
-        polled = [s for s in states if watcher is None or not watcher.watch(s)]
+        polled = [s for s in states if watcher is None or not (s.watched or watcher.watch(s))]
         if polled:
             await trio.to_thread.run_sync(_poll_states, polled)
         await trio.sleep(interval if polled or watcher is None else WATCH_INTERVAL)

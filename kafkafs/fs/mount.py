@@ -42,6 +42,9 @@ __all__ = ["mount", "serve"]
 
 log = logging.getLogger("kafkafs.fs")
 
+#: The signals that unmount cleanly (SPEC §3: SIGTERM unmounts).
+_UNMOUNT_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
 
 # ---------------------------------------------------------------------------------------------- serving
 
@@ -103,9 +106,13 @@ def serve(
     tree.partitions.registry = load_registry(logdir, schemas)
     ops = Operations(tree)
     starting = StartingStderr()
+    # From the mount on, a signal must unmount: held back until trio's receiver takes it (on_signal);
+    # delivered before, its default action killed the process and left a dead mount behind
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, _UNMOUNT_SIGNALS)
     try:
         pyfuse3.init(ops, mountpoint, options)
     except Exception as exc:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
         directory.close()
         raise _start_error(mountpoint, starting.restore(replay=False), exc) from None
     logging.getLogger("pyfuse3").addFilter(not_a_reply_nobody_awaits)
@@ -115,6 +122,7 @@ def serve(
     invalidator.start()
     watcher = ChangeWatcher()
     watcher.start()
+    tree.partitions.watch_folder = watcher.watch_folder  # partitions watched from before they load
     cleaner = None
     if rw and clean:  # retention and compaction in the background, as a broker runs them: asked for only
         from ..storage.cleaner import LogCleaner
@@ -131,19 +139,28 @@ def serve(
             log.exception("the FUSE loop stopped")
         nursery.cancel_scope.cancel()
 
+    up = trio.Event()  # set once the mount answered
+
     async def on_signal() -> None:
-        with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
+        with trio.open_signal_receiver(*_UNMOUNT_SIGNALS) as signals:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)  # one that came meanwhile arrives now
             async for signum in signals:
                 log.info("%s: unmounting", signal.Signals(signum).name)
+                # not before the mount answered: the FUSE loop stopped first leaves answering()'s stat
+                # of the mount point waiting for it forever
+                await up.wait()
                 pyfuse3.terminate()
                 return
 
-    async def answering() -> None:
+    async def answering() -> int:
+        """Wait until the mount answers; its device number. The mountpoint is only ever looked at from
+        a thread: a stat on the loop's own thread would wait for the loop to answer it (a deadlock as
+        soon as the kernel's cached attributes of the root have expired)."""
         parent = os.stat(os.path.dirname(mountpoint) or "/").st_dev
         while True:
             st = await trio.to_thread.run_sync(os.stat, mountpoint)
             if st.st_dev != parent:
-                return
+                return st.st_dev
             await trio.sleep(0.01)
 
     async def main() -> None:
@@ -153,10 +170,11 @@ def serve(
             nursery.start_soon(on_signal)
             nursery.start_soon(poll_forever, tree, POLL_INTERVAL, watcher)
             with trio.fail_after(30):
-                await answering()
+                dev = await answering()
             starting.restore(replay=True)
             answered = True
-            larger_reads(mountpoint)
+            up.set()
+            larger_reads(dev)
             mode = "read-only" if not rw else "read-write, cleaning" if cleaner else "read-write, not cleaning"
             log.info("mounted %s on %s (%s)", logdir, mountpoint, mode)
             if cleaner is not None:
@@ -182,6 +200,7 @@ def serve(
             pyfuse3.close(unmount=True)
         finally:
             tree.close()
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
     if not answered:  # libfuse refused (e.g. -o max_read=...), the session died, or it never answered
         error = error or MountError("the FUSE session ended before the mount answered")
         slow = ["the mount did not answer within 30 s"] if isinstance(first_exception(error), trio.TooSlowError) else []
@@ -197,17 +216,17 @@ def serve(
 READ_AHEAD_KB = 1024
 
 
-def larger_reads(mountpoint: str, kb: int = READ_AHEAD_KB) -> bool:
-    """Set the mount's read-ahead to ``kb`` KiB through its backing device's ``read_ahead_kb`` in sysfs
-    (root may; anyone else keeps the kernel's default, quietly). True when set."""
+def larger_reads(dev: int, kb: int = READ_AHEAD_KB) -> bool:
+    """Set the read-ahead of the mount with device number ``dev`` to ``kb`` KiB through its
+    ``read_ahead_kb`` in sysfs (root may; anyone else keeps the kernel's default, quietly). True when
+    set. Touches nothing under the mount (it runs on the loop that answers the mount's requests)."""
+    path = f"/sys/class/bdi/{os.major(dev)}:{os.minor(dev)}/read_ahead_kb"
     try:
-        dev = os.stat(mountpoint).st_dev
-        path = f"/sys/class/bdi/{os.major(dev)}:{os.minor(dev)}/read_ahead_kb"
         with open(path, "w") as f:
             f.write(str(kb))
         return True
     except OSError as exc:
-        log.debug("read-ahead of %s left as it is: %s", mountpoint, exc)
+        log.debug("read-ahead of the mount left as it is: %s", exc)
         return False
 
 

@@ -1,7 +1,7 @@
 """Records that other processes append (a broker, ``kafkafs produce``), found by events, not by polling.
 
 :class:`ChangeWatcher` keeps an inotify watch on the folder of every read-only partition the mount
-has opened. The first event of a burst (a write to the active ``.log``, a new segment, a file deleted
+has opened (on a read-only mount, from before the partition loads: :meth:`ChangeWatcher.watch_folder`). The first event of a burst (a write to the active ``.log``, a new segment, a file deleted
 or renamed by retention or compaction) schedules one :meth:`PartitionState.refresh
 <kafkafs.fs.views.partition.PartitionState.refresh>` of that partition :data:`BURST` seconds later;
 the events that come meanwhile ride along. So a quiet mount spends no CPU (its thread sleeps in
@@ -20,6 +20,8 @@ import os
 import select
 import threading
 import time
+from collections.abc import Callable
+from pathlib import Path
 
 from inotify_simple import INotify
 from inotify_simple import flags as inotify_flags
@@ -48,8 +50,8 @@ _MASK = (
 class ChangeWatcher:
     """inotify watches on partition folders, and the thread that refreshes the partitions they report.
 
-    Threads: :meth:`watch` and :meth:`stop` from any thread; the events are read, and the refreshes run,
-    on the watcher's own thread only."""
+    Threads: :meth:`watch`, :meth:`watch_folder` (and the ``bind`` it returns) and :meth:`stop` from any
+    thread; the events are read, and the refreshes run, on the watcher's own thread only."""
 
     def __init__(self, burst: float = BURST) -> None:
         self.burst = burst
@@ -59,6 +61,8 @@ class ChangeWatcher:
         self._by_wd: dict[int, PartitionState] = {}
         self._wd_of: dict[str, int] = {}
         self._new: list[PartitionState] = []  # watched since the thread last looked: refreshed once
+        #: folders watched before their partition was loaded (:meth:`watch_folder`): wd -> an event came
+        self._early: dict[int, bool] = {}
         self._stopped = False
         self._thread = threading.Thread(target=self._run, name="kafkafs-watch", daemon=True)
         self.refreshes = 0
@@ -88,9 +92,40 @@ class ChangeWatcher:
                 return False
             self._by_wd[wd] = state
             self._wd_of[state.name] = wd
+            state.watched = True
             self._new.append(state)  # what came before the watch: one refresh finds it
         os.write(self._wake_w, b"w")
         return True
+
+    def watch_folder(self, path: Path) -> Callable[[PartitionState], bool]:
+        """Watch a partition folder before its log is loaded; returns ``bind(state)``, to call with the
+        partition once loaded: from then on its events refresh it, and it is refreshed once if an event
+        came in between (a watch that predates the load needs no first refresh: nothing is missed).
+        ``bind`` returns False when the folder cannot be watched (the caller polls it)."""
+        with self._lock:
+            try:
+                wd = self._inotify.add_watch(str(path), _MASK)
+            except OSError as exc:
+                log.info("%s: cannot watch for new records (%s); polling it", path.name, exc)
+                return lambda state: False
+            if wd not in self._by_wd:
+                self._early[wd] = False
+
+        def bind(state: PartitionState) -> bool:
+            with self._lock:
+                if wd not in self._early:  # already bound (the same folder twice), or the folder went
+                    return self._by_wd.get(wd) is state
+                changed = self._early.pop(wd)
+                self._by_wd[wd] = state
+                self._wd_of[state.name] = wd
+                state.watched = True
+                if changed:
+                    self._new.append(state)
+            if changed:
+                os.write(self._wake_w, b"w")
+            return True
+
+        return bind
 
     def _run(self) -> None:
         poller = select.poll()
@@ -112,10 +147,15 @@ class ChangeWatcher:
                 for event in self._inotify.read(timeout=0):
                     with self._lock:
                         state = self._by_wd.get(event.wd)
-                        if event.mask & inotify_flags.IGNORED and state is not None:  # the folder went
-                            del self._by_wd[event.wd]
-                            if self._wd_of.get(state.name) == event.wd:
-                                del self._wd_of[state.name]
+                        if event.wd in self._early:  # not loaded yet: refreshed once when it is
+                            self._early[event.wd] = True
+                        if event.mask & inotify_flags.IGNORED:  # the folder went
+                            self._early.pop(event.wd, None)
+                            if state is not None:
+                                state.watched = False
+                                del self._by_wd[event.wd]
+                                if self._wd_of.get(state.name) == event.wd:
+                                    del self._wd_of[state.name]
                     if state is not None and state.name not in due:
                         due[state.name] = (now + self.burst, state)
             for name, (at, waiting) in list(due.items()):

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from ..errors import KafkafsError, describe_os_error
 
@@ -56,7 +56,7 @@ def spark_errors(method: F) -> F:
             except (KafkafsError, OSError) as exc:
                 raise IllegalArgumentException(one_line(exc)) from None
 
-        return generate  # type: ignore[return-value]
+        return cast(F, generate)  # functools.wraps: the method's own name and signature
 
     @functools.wraps(method)
     def call(*args: Any, **kwargs: Any) -> Any:
@@ -65,4 +65,4 @@ def spark_errors(method: F) -> F:
         except (KafkafsError, OSError) as exc:
             raise IllegalArgumentException(one_line(exc)) from None
 
-    return call  # type: ignore[return-value]
+    return cast(F, call)

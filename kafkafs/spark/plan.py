@@ -78,6 +78,9 @@ class Piece:
     #: ``read_committed``: the aborted transactions of the partition's range, ``(producer id, first
     #: offset, last offset)`` from the ``.txnindex`` files (what a broker puts in a fetch response).
     aborted: tuple[tuple[int, int, int], ...] = ()
+    #: The piece ends where its segment ends and a later segment follows: bytes there that are not a
+    #: whole batch are a torn batch (damage, ``onCorrupt``), not a write in progress.
+    sealed: bool = False
 
     @property
     def size(self) -> int:
@@ -210,7 +213,8 @@ def _pieces_for(
         cuts = cut_points(segment, start, stop, max_bytes, use_index=usable, max_parts=max_parts, walked=walked)
         bounds = [start, *cuts, stop]
         for a, b in zip(bounds, bounds[1:], strict=False):
-            out.append(Piece(directory, topic, partition, base, a, b, first, end, aborted))
+            out.append(Piece(directory, topic, partition, base, a, b, first, end, aborted,
+                             sealed=next_base is not None and b == size))
     return out
 
 

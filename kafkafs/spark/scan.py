@@ -144,7 +144,7 @@ def _views(segment: LogSegment, piece: Piece, on_corrupt: str) -> Iterator[Batch
     position = piece.start
     while position < piece.end:
         try:
-            yield from segment.batches(position, piece.end)
+            yield from segment.batches(position, piece.end, sealed=piece.sealed)
             return
         except CorruptRecordError as exc:
             if on_corrupt != "skip":

@@ -35,7 +35,7 @@ import shutil
 from pathlib import Path
 
 from ..errors import InvalidInput, KafkafsError
-from ..format.batch import read_batch_header
+from ..format.batch import batch_header_at
 from ..storage.config import Settings
 from ..storage.log import Log, fsync_directory
 from ..storage.logdir import LogDir
@@ -137,7 +137,7 @@ def _intent(ld: LogDir, files: list[StagedFile]) -> dict[str, dict]:
             log_ = ld.create_partition(sf.topic, sf.partition)
             entry = out[_name(sf.topic, sf.partition)] = {"start": log_.log_end_offset, "batches": []}
         for data in staged_batches(sf.path):
-            h = read_batch_header(data, 0)
+            h = batch_header_at(data, 0)
             entry["batches"].append([h.size, h.crc, h.last_offset_delta + 1])
     return out
 

@@ -24,13 +24,18 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from ..errors import UnsafeFileError
-from .compaction import CleanStats, clean_log, cleanable_segments, log_to_clean, now_ms
-from .config import LONG_MAX, broker_setting
+from .compaction import clean_log, cleanable_segments, log_to_clean, now_ms
+from .compaction_filter import CleanStats
+from .config import LONG_MAX, Settings, broker_setting
 from .offset_map import BYTES_PER_ENTRY, OffsetMap
 from .retention import apply_retention
+
+if TYPE_CHECKING:
+    from .log import Log
+    from .logdir import LogDir
 
 __all__ = ["apply_retention", "compact", "cleanable_segments", "clean_logdir", "LogCleaner", "CleanerStopped"]
 
@@ -48,15 +53,15 @@ def _map_for(dirty_bytes: int, memory: int, load_factor: float) -> OffsetMap:
     return OffsetMap(max(min(memory, needed), 64 * BYTES_PER_ENTRY), load_factor)
 
 
-def compact(target, now_ms: int, *, dry_run: bool = False, checkpoint: int | None = None,
-            memory: int | None = None, settings=None) -> list[str]:
+def compact(target: Log, now_ms: int, *, dry_run: bool = False, checkpoint: int | None = None,
+            memory: int | None = None, settings: Settings | None = None) -> list[str]:
     """Compact the cleanable part of ``target`` from ``checkpoint`` (default: the log start); return a
     line per rewritten group of segments."""
     return _compact(target, now_ms, dry_run=dry_run, checkpoint=checkpoint, memory=memory, settings=settings)[0]
 
 
-def _compact(target, now: int, *, dry_run: bool, checkpoint: int | None = None, memory: int | None = None,
-             settings=None, stats: CleanStats | None = None, on_round: Callable[[int], None] | None = None,
+def _compact(target: Log, now: int, *, dry_run: bool, checkpoint: int | None = None, memory: int | None = None,
+             settings: Settings | None = None, stats: CleanStats | None = None, on_round: Callable[[int], None] | None = None,
              ) -> tuple[list[str], int | None]:
     if not target.config.compact:
         return [], None
@@ -102,7 +107,7 @@ class Progress:
         self.printed = True
 
 
-def clean_logdir(logdir, *, dry_run: bool = False, now_ms: int | None = None,
+def clean_logdir(logdir: LogDir, *, dry_run: bool = False, now_ms: int | None = None,
                  progress: TextIO | None = None, progress_interval: float = 1.0) -> list[str]:
     """Retention then compaction for every partition of a :class:`LogDir`: first the files of segments
     deleted earlier whose ``file.delete.delay.ms`` has passed go; compaction starts where the
@@ -125,7 +130,7 @@ def clean_logdir(logdir, *, dry_run: bool = False, now_ms: int | None = None,
         lines.extend(apply_retention(target, now, dry_run=dry_run))
         key = (target.topic, target.partition)
 
-        def checkpoint_round(end: int, key=key) -> None:
+        def checkpoint_round(end: int, key: tuple[str, int] = key) -> None:
             logdir.update_cleaner_checkpoint({key: end})
 
         if compaction:  # log.cleaner.enable, as a broker's: compaction off, retention still runs
@@ -157,7 +162,7 @@ class LogCleaner:
     files are removed) and returns once the thread is gone.
     """
 
-    def __init__(self, logdir, *, clock: Callable[[], int] = _now) -> None:
+    def __init__(self, logdir: LogDir, *, clock: Callable[[], int] = _now) -> None:
         self.logdir = logdir
         self.clock = clock
         settings = logdir.settings
@@ -232,7 +237,7 @@ class LogCleaner:
         self._next_compaction = time.monotonic() + self.backoff
         return False
 
-    def _logs(self) -> list:
+    def _logs(self) -> list[Log]:
         out = []
         for name in self.logdir.partition_names():
             if self._stop.is_set():

@@ -45,15 +45,19 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from ..format.batch import BatchHeader, read_batch_header
+from ..format.batch import BatchHeader, batch_header_at
 from ..format.txnindex import AbortedTxn
-from .compaction_filter import DELETE_HORIZON_FLAG, GroupResult, clean_batch, clean_legacy
+from .compaction_filter import DELETE_HORIZON_FLAG, CleanStats, GroupResult, clean_batch, clean_legacy
 from .names import CLEANED, LOG, SEGMENT_EXTENSIONS, segment_file_name
 from .offset_map import OffsetMap
 from .records import BatchView
 from .segment import LogSegment
 from .transactions import CleanedTransactions
+
+if TYPE_CHECKING:
+    from .log import Log
 
 __all__ = [
     "CleanStats",
@@ -69,24 +73,6 @@ _INT32_MAX = 2**31 - 1
 #: Kafka's ``producer.id.expiration.ms`` default: a producer idle that long (and with no transaction
 #: open) is no longer active, and compaction need not keep its last batch.
 PRODUCER_ID_EXPIRATION_MS = 86_400_000
-
-
-@dataclass
-class CleanStats:
-    """What compaction read and wrote; ``tick`` (if set) is called after every batch read. Written by the
-    one thread compacting; other threads may read the counters (plain ints) for progress."""
-
-    bytes_read: int = 0
-    bytes_written: int = 0
-    records_read: int = 0
-    records_kept: int = 0
-    map_bytes_read: int = 0
-    rounds: int = 0
-    tick: Callable[[], None] | None = None
-
-    @property
-    def reclaimed(self) -> int:
-        return max(self.bytes_read - self.bytes_written, 0)
 
 
 @dataclass
@@ -107,7 +93,7 @@ class LogToClean:
         return self.dirty_bytes / total if total else 0.0
 
 
-def first_uncleanable_offset(target, now_ms: int) -> int:
+def first_uncleanable_offset(target: Log, now_ms: int) -> int:
     """The first offset compaction may not touch: the active segment's base, the first undecided
     transaction's first offset, the base of the first segment with a record younger than
     ``min.compaction.lag.ms`` (Kafka's ``cleanableOffsets``)."""
@@ -131,7 +117,7 @@ def first_uncleanable_offset(target, now_ms: int) -> int:
     return upper
 
 
-def cleanable_segments(target, now_ms: int) -> list[LogSegment]:
+def cleanable_segments(target: Log, now_ms: int) -> list[LogSegment]:
     """The sealed segments wholly below the first uncleanable offset."""
     upper = first_uncleanable_offset(target, now_ms)
     return [s for s in target.segments if s.next_offset <= upper and s is not target.active_segment]
@@ -143,7 +129,7 @@ def _first_batch_timestamp(segment: LogSegment) -> int:
     return -1
 
 
-def log_to_clean(target, now_ms: int, checkpoint: int | None) -> LogToClean:
+def log_to_clean(target: Log, now_ms: int, checkpoint: int | None) -> LogToClean:
     """Where the dirty section of ``target`` starts and ends, and how dirty it is. A checkpoint below the
     log start or past the log end counts as none (Kafka resets it the same way)."""
     start = target.log_start_offset
@@ -262,7 +248,7 @@ class _Writer:
             return
         pos = len(self.buf)
         self.buf += data
-        self.headers.append(read_batch_header(self.buf, pos))
+        self.headers.append(batch_header_at(self.buf, pos))
         if len(self.buf) >= self.io_buffer:
             self.drain()
 
@@ -287,7 +273,7 @@ def legacy_delete_horizon(segments: list[LogSegment], first_dirty: int, delete_r
     return _last_modified(clean[-1]) - delete_retention_ms if clean else 0
 
 
-def _clean_group(target, group: list[LogSegment], omap: OffsetMap, now_ms: int, txns: CleanedTransactions,
+def _clean_group(target: Log, group: list[LogSegment], omap: OffsetMap, now_ms: int, txns: CleanedTransactions,
                  aborted: list[AbortedTxn], stats: CleanStats, io_buffer: int, dry_run: bool,
                  active: dict[int, tuple[int, int]], legacy_horizon: int = 0, round_upper: int = -1) -> GroupResult:
     """Copy ``group`` into one ``.cleaned`` segment and swap it in (Kafka's ``cleanSegments``)."""
@@ -344,7 +330,7 @@ def _clean_group(target, group: list[LogSegment], omap: OffsetMap, now_ms: int, 
     return result
 
 
-def _describe(target, group: list[LogSegment], result: GroupResult, dry_run: bool) -> str:
+def _describe(target: Log, group: list[LogSegment], result: GroupResult, dry_run: bool) -> str:
     name = group[0].log_path.name if not group[0].suffix else segment_file_name(group[0].base_offset, LOG)
     if len(group) > 1:
         name += f" (+{len(group) - 1} segment(s) merged)"
@@ -360,7 +346,7 @@ def _describe(target, group: list[LogSegment], result: GroupResult, dry_run: boo
     return f"{target.name}: {'would compact' if dry_run else 'compacted'} {name}: {what}"
 
 
-def clean_log(target, now_ms: int, omap: OffsetMap, *, checkpoint: int | None = None, io_buffer: int = 512 * 1024,
+def clean_log(target: Log, now_ms: int, omap: OffsetMap, *, checkpoint: int | None = None, io_buffer: int = 512 * 1024,
               dry_run: bool = False, stats: CleanStats | None = None,
               on_round: Callable[[int], None] | None = None,
               should_stop: Callable[[], bool] | None = None,

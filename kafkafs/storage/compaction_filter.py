@@ -35,6 +35,7 @@ Pure functions over one batch; no state beyond their arguments (thread-safe).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..format.batch import BatchHeader, Codec, encode_batch
@@ -55,6 +56,24 @@ __all__ = [
 #: Attribute bit 6 (KIP-534): the batch's base timestamp is its delete horizon.
 DELETE_HORIZON_FLAG = 0x40
 _ATTRIBUTES_AT = 21
+
+
+@dataclass
+class CleanStats:
+    """What compaction read and wrote; ``tick`` (if set) is called after every batch read. Written by the
+    one thread compacting; other threads may read the counters (plain ints) for progress."""
+
+    bytes_read: int = 0
+    bytes_written: int = 0
+    records_read: int = 0
+    records_kept: int = 0
+    map_bytes_read: int = 0
+    rounds: int = 0
+    tick: Callable[[], None] | None = None
+
+    @property
+    def reclaimed(self) -> int:
+        return max(self.bytes_read - self.bytes_written, 0)
 
 
 @dataclass
@@ -93,9 +112,15 @@ def _set_delete_horizon(data: bytearray) -> None:
     data[17:21] = crc32c(memoryview(data)[_ATTRIBUTES_AT:]).to_bytes(4, "big")
 
 
-def _encode_like(h: BatchHeader, rows: list, **fields) -> bytes:
+#: A record to encode: (timestamp, key, value, headers), as :func:`encode_batch` takes it.
+_Row = tuple[int, bytes | None, bytes | None, Sequence[tuple[str, bytes | None]]]
+
+
+def _encode_like(h: BatchHeader, rows: Sequence[_Row], *, offset_deltas: Sequence[int] | None = None,
+                 compression: Codec = Codec.NONE, first_timestamp: int | None = None,
+                 max_timestamp: int | None = None) -> bytes:
     """``rows`` as a batch that keeps ``h``'s base offset, last offset delta, LogAppendTime, leader
-    epoch, producer fields and control flag; ``fields`` are :func:`encode_batch`'s other arguments."""
+    epoch, producer fields and control flag; the rest as :func:`encode_batch` takes it."""
     return encode_batch(
         rows,
         base_offset=h.base_offset,
@@ -107,7 +132,10 @@ def _encode_like(h: BatchHeader, rows: list, **fields) -> bytes:
         base_sequence=h.base_sequence,
         transactional=h.is_transactional,
         control=h.is_control,
-        **fields,
+        offset_deltas=offset_deltas,
+        compression=compression,
+        first_timestamp=first_timestamp,
+        max_timestamp=max_timestamp,
     )
 
 
@@ -118,8 +146,8 @@ def empty_batch(h: BatchHeader) -> bytes:
     return _encode_like(h, [], first_timestamp=-1, max_timestamp=h.max_timestamp)
 
 
-def _judge(omap: OffsetMap, keys: list, values: list, offsets: list[int], drop_deletes: bool,
-           result: GroupResult):
+def _judge(omap: OffsetMap, keys: list[bytes | None], values: list[bytes | None], offsets: list[int],
+           drop_deletes: bool, result: GroupResult) -> bytearray | list[bool]:
     """Kafka's ``shouldRetainRecord`` for each record of a data batch (a mutable sequence of truth
     values); ``drop_deletes``: its tombstones are past their delete horizon."""
     keep = omap.retain_flags(keys, offsets)
@@ -139,9 +167,9 @@ def _judge(omap: OffsetMap, keys: list, values: list, offsets: list[int], drop_d
 
 def clean_batch(view: BatchView, file: str, omap: OffsetMap, txns: CleanedTransactions,
                 active: dict[int, tuple[int, int]], now_ms: int, delete_retention_ms: int,
-                result: GroupResult, stats, round_upper: int = -1) -> bytes | bytearray | None:
+                result: GroupResult, stats: CleanStats, round_upper: int = -1) -> bytes | bytearray | None:
     """The bytes of one v2 batch after cleaning (the original ones when nothing changes), or None
-    when it goes. ``stats`` is the run's :class:`~kafkafs.storage.compaction.CleanStats`;
+    when it goes. ``stats``: the run's;
     ``round_upper``: the first offset the round may not clean (the batch that ends there stays, empty
     if need be, so that its last offset is not lost: Kafka's ``upperBoundOffsetOfCleaningRound``)."""
     h = view.header
@@ -168,6 +196,7 @@ def clean_batch(view: BatchView, file: str, omap: OffsetMap, txns: CleanedTransa
             return None
     stats.records_read += n
     keys, values, offsets = batch.keys, batch.values, batch.offsets
+    keep: bytearray | list[bool]
     if discard_records:
         keep = [False] * n
     elif h.is_control:
@@ -206,7 +235,7 @@ def clean_batch(view: BatchView, file: str, omap: OffsetMap, txns: CleanedTransa
 
 
 def clean_legacy(view: BatchView, file: str, omap: OffsetMap, txns: CleanedTransactions, retain_deletes: bool,
-                 now_ms: int, delete_retention_ms: int, result: GroupResult, stats) -> bytes | None:
+                 now_ms: int, delete_retention_ms: int, result: GroupResult, stats: CleanStats) -> bytes | None:
     """The v2 batch of what stays of one magic 0/1 entry after cleaning, or None when no record does.
     ``retain_deletes``: Kafka's ``retainLegacyDeletesAndTxnMarkers`` for its segment."""
     h = view.header

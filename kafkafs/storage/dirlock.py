@@ -37,7 +37,8 @@ def lock_holder(fd: int) -> int | None:
     l_type, _whence, _start, _len, pid = _FLOCK.unpack(answer[: _FLOCK.size])
     if l_type == fcntl.F_UNLCK:
         return None
-    return max(pid, 0)
+    holder: int = max(pid, 0)
+    return holder
 
 
 def describe_holder(pid: int | None) -> str:
@@ -56,7 +57,7 @@ def describe_holder(pid: int | None) -> str:
         words = words[1:]
     if words:
         words[0] = os.path.basename(words[0])
-    command = " ".join(words)
+    command = " ".join(" ".join(w.split()) for w in words)  # one line: a word's newlines and tabs as spaces
     if len(command) > 300:
         command = command[:297] + "..."
     return f"process {pid} ({command})" if command else f"process {pid}"

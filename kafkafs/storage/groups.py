@@ -32,12 +32,15 @@ import logging
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import CorruptRecordError, KafkafsError
 from ..format.decoders.internal import offsets_key, offsets_value
 from ..format.records import control_type_of
 from .names import parse_partition_dir_name
+
+if TYPE_CHECKING:
+    from .logdir import LogDir
 
 __all__ = ["OFFSETS_TOPIC", "read_groups", "group_view", "GroupsReplay"]
 
@@ -54,15 +57,15 @@ DEFAULT_ASSIGNOR = "uniform"
 
 @dataclass
 class _Classic:
-    value: dict  # GroupMetadataValue's data
+    value: dict[str, Any]  # GroupMetadataValue's data
 
 
 @dataclass
 class _Consumer:
     epoch: int = 0
     assignment_epoch: int = -1
-    members: dict[str, dict] = field(default_factory=dict)  # member id -> metadata
-    current: dict[str, dict] = field(default_factory=dict)  # member id -> current assignment
+    members: dict[str, dict[str, Any]] = field(default_factory=dict)  # member id -> metadata
+    current: dict[str, dict[str, Any]] = field(default_factory=dict)  # member id -> current assignment
     topics: dict[str, str] = field(default_factory=dict)  # topic id -> name (partition metadata)
     exists: bool = False
 
@@ -73,8 +76,8 @@ class GroupsReplay:
 
     classic: dict[str, _Classic] = field(default_factory=dict)
     consumer: dict[str, _Consumer] = field(default_factory=dict)
-    offsets: dict[str, dict[tuple[str, int], dict]] = field(default_factory=dict)
-    _pending: dict[int, list[tuple[str, tuple[str, int], dict | None]]] = field(default_factory=dict)
+    offsets: dict[str, dict[tuple[str, int], dict[str, Any]]] = field(default_factory=dict)
+    _pending: dict[int, list[tuple[str, tuple[str, int], dict[str, Any] | None]]] = field(default_factory=dict)
 
     # ------------------------------------------------------------------------------------------ replay
 
@@ -113,7 +116,7 @@ class GroupsReplay:
             if commit:
                 self._commit(group, tp, body)
 
-    def _commit(self, group: str, tp: tuple[str, int], body: dict | None) -> None:
+    def _commit(self, group: str, tp: tuple[str, int], body: dict[str, Any] | None) -> None:
         if body is None:
             offsets = self.offsets.get(group)
             if offsets is not None:
@@ -123,7 +126,7 @@ class GroupsReplay:
         else:
             self.offsets.setdefault(group, {})[tp] = body
 
-    def _consumer(self, kind: int, data: dict, body: dict | None) -> None:
+    def _consumer(self, kind: int, data: dict[str, Any], body: dict[str, Any] | None) -> None:
         group_id: str = data["groupId"]
         group = self.consumer.get(group_id)
         if group is None:
@@ -174,7 +177,7 @@ def _consumer_state(group: _Consumer) -> str:
     return "Stable"
 
 
-def _assignment(partitions: Iterable[dict] | None, names: dict[str, str], key: str) -> list[dict]:
+def _assignment(partitions: Iterable[dict[str, Any]] | None, names: dict[str, str], key: str) -> list[dict[str, Any]]:
     out = []
     for tp in partitions or ():
         topic = tp.get(key)
@@ -194,7 +197,7 @@ def group_view(replay: GroupsReplay, group: str, end_offsets: dict[tuple[str, in
     commits = replay.offsets.get(group, {})
     if classic is None and consumer is None and not commits:
         return None
-    members: list[dict] = []
+    members: list[dict[str, Any]] = []
     if consumer is not None:
         names = {**topic_names, **consumer.topics}
         assignors = Counter(m.get("serverAssignor") for m in consumer.members.values() if m.get("serverAssignor"))
@@ -236,12 +239,10 @@ def group_view(replay: GroupsReplay, group: str, end_offsets: dict[tuple[str, in
     return {"group": group, **head, "members": members, "offsets": offsets}
 
 
-def replay_logdir(logdir) -> GroupsReplay:
+def replay_logdir(logdir: LogDir) -> GroupsReplay:
     """Replay every ``__consumer_offsets`` partition of ``logdir`` (a :class:`~.logdir.LogDir`)."""
     replay = GroupsReplay()
-    for name in logdir.partition_names():
-        if parse_partition_dir_name(name)[0] != OFFSETS_TOPIC:
-            continue
+    for name in logdir.topic_partition_names(OFFSETS_TOPIC):
         log_ = logdir.log(name)
         for segment, view in log_.batches():
             h = view.header
@@ -258,7 +259,7 @@ def replay_logdir(logdir) -> GroupsReplay:
     return replay
 
 
-def _ends_and_names(logdir) -> tuple[dict[tuple[str, int], int], dict[str, str]]:
+def _ends_and_names(logdir: LogDir) -> tuple[dict[tuple[str, int], int], dict[str, str]]:
     ends: dict[tuple[str, int], int] = {}
     names: dict[str, str] = {}
     for name in logdir.partition_names():
@@ -274,7 +275,7 @@ def _ends_and_names(logdir) -> tuple[dict[tuple[str, int], int], dict[str, str]]
     return ends, names
 
 
-def read_groups(logdir, group: str | None = None) -> dict[str, dict[str, Any]]:
+def read_groups(logdir: LogDir, group: str | None = None) -> dict[str, dict[str, Any]]:
     """group -> its ``groups/<group>.json`` object, for every group of ``logdir`` (or only ``group``)."""
     replay = replay_logdir(logdir)
     ends, names = _ends_and_names(logdir)

@@ -13,9 +13,8 @@ Two modes:
   resized, truncated or written. The file may be an active, preallocated index that the broker is still
   appending to; ``refresh()`` re-derives the number of entries from the bytes (the rule is in
   ``kafkafs.format.index.live_entry_count``). Only the valid prefix is used (the broker trims the file
-  when the segment rolls), and it is read into memory with ``pread`` rather than mapped: touching a mapped page past the end of a file, or one the disk cannot read, kills the
-  process with SIGBUS, where a read raises ``OSError`` (EIO: the reads that need this segment fail, the
-  mount lives on; issue 20). A missing file reads as an empty index.
+  when the segment rolls), and it is read with ``pread``, never mapped (SIGBUS: :mod:`.index_read`).
+  A missing file reads as an empty index.
 
 Threads: one writer at a time (appends, truncation, resize, close serialise on a lock); lookups take no
 lock. Every change publishes a new immutable snapshot (map, entry count, last entry) with one
@@ -44,7 +43,6 @@ Where kafkafs differs from Kafka, knowingly:
 
 from __future__ import annotations
 
-import errno
 import logging
 import mmap
 import os
@@ -54,10 +52,10 @@ from pathlib import Path
 from typing import ClassVar, Generic, NamedTuple, TypeVar
 
 from kafkafs.errors import CorruptRecordError, InvalidInput, KafkafsError, ReadOnlyError, UnsafeFileError
+from kafkafs.format import Buffer
 from kafkafs.format.index import (
     MAX_RELATIVE_OFFSET,
     OFFSET_KEY,
-    Buffer,
     Field,
     IndexLayout,
     OffsetPosition,
@@ -66,14 +64,12 @@ from kafkafs.format.index import (
     live_entry_count,
     round_down_to_entry,
 )
+from kafkafs.storage.index_read import DISK_ERRNOS, read_entries
 from kafkafs.storage.safefiles import open_file, reserve
 
-__all__ = ["DEFAULT_MAX_INDEX_SIZE", "AbstractIndex"]
+__all__ = ["DEFAULT_MAX_INDEX_SIZE", "AbstractIndex", "IndexState"]
 
 log = logging.getLogger("kafkafs.storage")
-
-#: A disk that will not give bytes it holds (EIO and its kin), as opposed to a file that is gone.
-_DISK_ERRNOS = frozenset({errno.EIO, errno.EUCLEAN, errno.EBADMSG, errno.ENODATA, errno.EREMOTEIO})
 
 #: Kafka's ``segment.index.bytes`` default.
 DEFAULT_MAX_INDEX_SIZE = 10 * 1024 * 1024
@@ -81,7 +77,7 @@ DEFAULT_MAX_INDEX_SIZE = 10 * 1024 * 1024
 E = TypeVar("E", OffsetPosition, TimestampOffset)
 
 
-class _State(NamedTuple, Generic[E]):
+class IndexState(NamedTuple, Generic[E]):
     """One published view of an open index; replaced whole, never changed."""
 
     mm: mmap.mmap | bytes | None  # covers at least ``entries`` entries (read-only: a copy); None when empty
@@ -89,19 +85,6 @@ class _State(NamedTuple, Generic[E]):
     max_entries: int
     length: int  # the file's size in bytes when last seen
     last: E  # the last entry, or the empty-index answer
-
-
-def _pread_all(fd: int, size: int, offset: int) -> bytes:
-    """``size`` bytes at ``offset`` (short only at the end of the file: zeros there read as no entry)."""
-    chunks, done = [], 0
-    while done < size:
-        chunk = os.pread(fd, size - done, offset + done)
-        if not chunk:
-            break
-        chunks.append(chunk)
-        done += len(chunk)
-    data = b"".join(chunks)
-    return data if len(data) == size else data.ljust(size, b"\0")
 
 
 class AbstractIndex(Generic[E]):
@@ -130,7 +113,7 @@ class AbstractIndex(Generic[E]):
         self._writable = writable
         self._on_open = on_open
         self._lock = threading.RLock()
-        self._state: _State[E] | None = None
+        self._state: IndexState[E] | None = None
         self._closed = False
         #: Read-only: the disk error that made the file unreadable (the index then reads as empty).
         self._unreadable: OSError | None = None
@@ -235,24 +218,24 @@ class AbstractIndex(Generic[E]):
 
     # -- opening ---------------------------------------------------------------------------------------
 
-    def _snapshot(self) -> _State[E]:
+    def _snapshot(self) -> IndexState[E]:
         st = self._state
         return st if st is not None else self._open()
 
-    def _open(self) -> _State[E]:
+    def _open(self) -> IndexState[E]:
         with self._lock:
             st = self._state
             if st is not None:
                 return st
             if self._closed:
                 raise KafkafsError(f"{self._path}: index is closed")
-            st = self._open_writable() if self._writable else self._open_read_only()
+            st = self._open_writable() if self._writable else self._read_file(None)
             self._state = st
         if st.mm is not None and self._on_open is not None:
             self._on_open()
         return st
 
-    def _open_writable(self) -> _State[E]:
+    def _open_writable(self) -> IndexState[E]:
         size = self.layout.entry_size
         preallocate = round_down_to_entry(self._max_index_size, size)
         flags = os.O_RDWR | getattr(os, "O_CLOEXEC", 0)
@@ -281,57 +264,31 @@ class AbstractIndex(Generic[E]):
         self._reserved = entries * size  # blocks reserved so far (written pages have theirs: reserve())
         return self._make_state(mm, entries, length // size, length)
 
-    def _open_read_only(self) -> _State[E]:
+    def _read_file(self, old: IndexState[E] | None) -> IndexState[E]:
+        """A read-only index's state from its file as it is now, what ``old`` read kept
+        (:func:`.index_read.read_entries`); ``old`` (None: an empty index) when no file is there (a
+        link counts as none: never followed). A file the disk cannot read reads as empty: an index
+        only says where to start reading the log, so lookups in this segment scan its log from the
+        start instead (the right answer, slower), and :meth:`sanity_check` reports the file. Logged
+        once per open."""
         try:
             fd = open_file(self._path, os.O_RDONLY)
-        except (FileNotFoundError, UnsafeFileError):  # a link is never followed: as if there were no index
-            return self._make_state(None, 0, 0, 0)
+        except (FileNotFoundError, UnsafeFileError):
+            return old if old is not None else self._make_state(None, 0, 0, 0)
         try:
-            st = self._read_only_state(fd, None)
-            self._unreadable = None
-            return st
+            got = read_entries(fd, self.layout, 0 if old is None else old.entries, None if old is None else old.mm)
         except OSError as exc:
-            if exc.errno not in _DISK_ERRNOS:
+            if exc.errno not in DISK_ERRNOS:
                 raise
-            return self._unreadable_state(exc)
+            if self._unreadable is None:
+                log.error("cannot read %s (%s); lookups in its segment read the log from its start instead",
+                          self._path, exc.strerror or exc)
+            self._unreadable = exc
+            return self._make_state(None, 0, 0, 0)
         finally:
             os.close(fd)
-
-    def _unreadable_state(self, exc: OSError) -> _State[E]:
-        """A read-only index the disk cannot read reads as empty: an index only says where to start
-        reading the log, so lookups in this segment scan its log from the start instead (the right
-        answer, slower), and :meth:`sanity_check` reports the file. Logged once per open."""
-        if self._unreadable is None:
-            log.error("cannot read %s (%s); lookups in its segment read the log from its start instead",
-                      self._path, exc.strerror or exc)
-        self._unreadable = exc
-        return self._make_state(None, 0, 0, 0)
-
-    def _read_only_state(self, fd: int, old: _State[E] | None) -> _State[E]:
-        """Count the entries with preads, then map just them (see the module docstring: SIGBUS)."""
-        size = self.layout.entry_size
-        length = os.fstat(fd).st_size
-        raw = length // size
-        known = 0 if old is None or old.entries > raw else old.entries
-
-        def entry_at(slot: int) -> bytes:
-            return os.pread(fd, size, slot * size)
-
-        entries = live_entry_count(raw, entry_at, self.layout, known)
-        # Read, not mapped: a page of a map that the disk cannot read kills the process with SIGBUS,
-        # where a read fails with an OSError (EIO) that the reader turns into an error for this segment.
-        # The entries before the last one seen are kept; the last one is read again (it may have been
-        # being written).
-        keep = 0 if old is None or old.mm is None else min(old.entries, entries) - 1
-        if keep <= 0:
-            mm = _pread_all(fd, entries * size, 0) if entries else None
-        else:
-            tail = _pread_all(fd, (entries - keep) * size, keep * size)
-            if entries == old.entries and old.mm[keep * size : entries * size] == tail:
-                mm = old.mm  # nothing changed: no copy
-            else:
-                mm = old.mm[: keep * size] + tail
-        return self._make_state(mm, entries, raw, length)
+        self._unreadable = None
+        return self._make_state(got.data, got.entries, got.max_entries, got.length)
 
     def _entry_reader(self, mm: mmap.mmap) -> Callable[[int], bytes]:
         size = self.layout.entry_size
@@ -341,9 +298,10 @@ class AbstractIndex(Generic[E]):
 
         return entry_at
 
-    def _make_state(self, mm: mmap.mmap | None, entries: int, max_entries: int, length: int) -> _State[E]:
+    def _make_state(self, mm: mmap.mmap | bytes | None, entries: int, max_entries: int,
+                    length: int) -> IndexState[E]:
         last = self._parse(mm, entries - 1) if entries else self._empty_last()
-        return _State(mm, entries, max_entries, length, last)
+        return IndexState(mm, entries, max_entries, length, last)
 
     def refresh(self) -> int:
         """Re-read how many entries the file holds (read-only; writable indexes know) and return it.
@@ -355,32 +313,19 @@ class AbstractIndex(Generic[E]):
             st = self._snapshot()
             if self._writable:
                 return st.entries
-            try:
-                fd = open_file(self._path, os.O_RDONLY)
-            except (FileNotFoundError, UnsafeFileError):
-                return st.entries
-            try:
-                new = self._read_only_state(fd, st)
-                self._unreadable = None
-            except OSError as exc:
-                if exc.errno not in _DISK_ERRNOS:
-                    raise
-                new = self._unreadable_state(exc)
-            finally:
-                os.close(fd)
-            self._state = new
+            self._state = new = self._read_file(st)  # the file gone: the entries last seen stay
             return new.entries
 
     # -- writing ---------------------------------------------------------------------------------------
 
-    def _writable_state(self) -> _State[E]:
+    def _writable_state(self) -> IndexState[E]:
         st = self._snapshot()
         if not self._writable:
             raise ReadOnlyError(f"{self._path}: index is open read-only")
         return st
 
-    def _write_entry(self, st: _State[E], packed: bytes, last: E) -> None:
-        if st.entries >= st.max_entries or st.mm is None:
+    def _write_entry(self, st: IndexState[E], packed: bytes, last: E) -> None:
+        if st.entries >= st.max_entries or not isinstance(st.mm, mmap.mmap):  # a writable state's is a map
             raise InvalidInput(f"{self._path}: no room for another entry ({st.entries} entries)")
         at = st.entries * self.layout.entry_size
         if at + len(packed) > self._reserved:  # a sparse page written through the map: SIGBUS if no room
@@ -396,7 +341,7 @@ class AbstractIndex(Generic[E]):
             size = self.layout.entry_size
             new = self._make_state(st.mm, entries, st.max_entries, st.length)
             self._state = new
-            if st.mm is not None:
+            if isinstance(st.mm, mmap.mmap):  # a writable state's map (None when empty)
                 st.mm[entries * size : st.entries * size] = bytes((st.entries - entries) * size)
 
     def truncate(self) -> None:
@@ -460,7 +405,7 @@ class AbstractIndex(Generic[E]):
             st = self._state
             if st is None or not self._writable:
                 return
-            if st.mm is not None:
+            if isinstance(st.mm, mmap.mmap):  # a writable state's map (None when empty)
                 st.mm.flush()
 
     # -- lifecycle -------------------------------------------------------------------------------------

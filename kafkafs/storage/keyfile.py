@@ -29,7 +29,7 @@ import threading
 from array import array
 from bisect import bisect_left
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from .. import __version__
 from ..format.crc import crc32c
@@ -72,7 +72,7 @@ def fanout_bits(entries: int) -> int:
 class SegmentKeyIndex:
     """One segment's key index file, open for reading (see the module's docstring)."""
 
-    def __init__(self, file: BinaryIO, head: dict, crcs: array, path: Path | None) -> None:
+    def __init__(self, file: BinaryIO, head: dict[str, Any], crcs: array[int], path: Path | None) -> None:
         self._file = file
         self._fd = file.fileno()
         self.path = path
@@ -84,7 +84,7 @@ class SegmentKeyIndex:
         self.txns: int = head["txns"]
         self.longs: int = head["longs"]
         #: None, or {"offset", "position", "reason"}: the scan stopped at damage there.
-        self.damaged: dict | None = head["damaged"]
+        self.damaged: dict[str, Any] | None = head["damaged"]
         self.next_offset: int = head["next_offset"]
         self._entries_at = 0
         self._fanout_at = self.entries * ENTRY_SIZE
@@ -97,7 +97,7 @@ class SegmentKeyIndex:
         return f"<SegmentKeyIndex base={self.base_offset} entries={self.entries}>"
 
     @classmethod
-    def open(cls, file: BinaryIO, key: list, path: Path | None = None) -> SegmentKeyIndex:
+    def open(cls, file: BinaryIO, key: list[Any], path: Path | None = None) -> SegmentKeyIndex:
         """Check the file's head (its key must be ``key``), size and checksum; DamagedIndex otherwise."""
         fd = file.fileno()
         size = os.fstat(fd).st_size
@@ -221,7 +221,7 @@ class BlockWriter:
         self._pending = bytearray()
         file.seek(HEAD_SIZE)
 
-    def write(self, data) -> None:
+    def write(self, data: bytes | bytearray | memoryview) -> None:
         self.size += len(data)
         pending = self._pending
         pending += data
@@ -234,7 +234,7 @@ class BlockWriter:
             view.release()
             del pending[:whole]
 
-    def finish(self, head: dict) -> None:
+    def finish(self, head: dict[str, Any]) -> None:
         if self._pending:
             self.crcs.append(crc32c(self._pending))
             self.file.write(self._pending)

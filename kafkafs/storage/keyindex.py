@@ -24,11 +24,15 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from .. import __version__
 from .cachedir import FileKey, file_key, write_entry
 from .keyfile import FORMAT_VERSION, DamagedIndex, SegmentKeyIndex
 from .keyscan import build_key_index
+
+if TYPE_CHECKING:
+    from .segment import LogSegment
 
 __all__ = ["KeyIndexStore", "index_stem", "DamagedIndex", "SegmentKeyIndex"]
 
@@ -43,7 +47,7 @@ def index_stem(key: FileKey, topic: str, partition: int) -> str:
     return hashlib.blake2b(ident, digest_size=20).hexdigest()
 
 
-def _head_key(key: FileKey, topic: str, partition: int) -> list:
+def _head_key(key: FileKey, topic: str, partition: int) -> list[Any]:
     return [*key, topic, partition]
 
 
@@ -56,7 +60,7 @@ class KeyIndexStore:
     def __init__(self, directory: str | os.PathLike[str] | None, *, max_open: int = 256) -> None:
         self.directory = Path(directory) if directory is not None else None
         self.max_open = max_open
-        self._open: OrderedDict[tuple, SegmentKeyIndex] = OrderedDict()
+        self._open: OrderedDict[tuple[Any, ...], SegmentKeyIndex] = OrderedDict()
         self._guard = threading.Lock()
         self._building: dict[str, threading.Lock] = {}
         self._warned = False
@@ -64,7 +68,7 @@ class KeyIndexStore:
         self.built = 0
         self.rejected = 0
 
-    def _remember(self, ident: tuple, index: SegmentKeyIndex) -> None:
+    def _remember(self, ident: tuple[Any, ...], index: SegmentKeyIndex) -> None:
         """Keep ``index`` open for the next :meth:`get`; past ``max_open`` the oldest is let go (not
         closed: a reader may still hold it, and its file closes when the last one lets go). A
         temporary index (no cache folder) cannot be found again, so the store keeps it."""
@@ -77,7 +81,7 @@ class KeyIndexStore:
                 if self._open[old_ident].path is not None:
                     del self._open[old_ident]
 
-    def _cached(self, ident: tuple) -> SegmentKeyIndex | None:
+    def _cached(self, ident: tuple[Any, ...]) -> SegmentKeyIndex | None:
         with self._guard:
             index = self._open.get(ident)
             if index is not None:
@@ -86,7 +90,7 @@ class KeyIndexStore:
 
     def get(
         self,
-        segment,
+        segment: LogSegment,
         topic: str,
         partition: int,
         *,
@@ -115,7 +119,7 @@ class KeyIndexStore:
                 self._remember(ident, index)
             return index
 
-    def _load(self, stem: str, head_key: list) -> SegmentKeyIndex | None:
+    def _load(self, stem: str, head_key: list[Any]) -> SegmentKeyIndex | None:
         if self.directory is None:
             return None
         path = self.directory / f"{stem}.keys"
@@ -133,7 +137,8 @@ class KeyIndexStore:
         self.loaded += 1
         return index
 
-    def _build(self, segment, stem: str, head_key: list, size: int, on_bytes) -> SegmentKeyIndex:
+    def _build(self, segment: LogSegment, stem: str, head_key: list[Any], size: int,
+               on_bytes: Callable[[int], None] | None) -> SegmentKeyIndex:
         if size >= LOG_BUILDS_FROM:
             log.info("building the key index of %s (%.0f MB)", segment.log_path, size / 1e6)
         if self.directory is not None:

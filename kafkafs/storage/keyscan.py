@@ -19,7 +19,7 @@ import os
 import tempfile
 from array import array
 from collections.abc import Callable, Iterator
-from typing import BinaryIO, NamedTuple, NoReturn
+from typing import TYPE_CHECKING, Any, BinaryIO, NamedTuple, NoReturn
 
 from .. import __version__
 from ..errors import CorruptRecordError
@@ -39,6 +39,9 @@ from ..format.keyindex import (
 from ..format.keynames import key_sha256
 from ..format.recordfilter import RecordFilter
 from .keyfile import FORMAT_VERSION, LONG, BlockWriter, fanout_bits
+
+if TYPE_CHECKING:
+    from .segment import LogSegment
 
 __all__ = ["Scanned", "ScanDamage", "scan_entries", "build_key_index", "RUN_BYTES", "LONG_RUN"]
 
@@ -151,12 +154,13 @@ class _Longs:
         self.runs = []
 
 
-def _slow_batch(segment, pos: int, size: int, record_filter: RecordFilter | None,
+def _slow_batch(segment: LogSegment, pos: int, size: int, record_filter: RecordFilter | None,
                 expect: int) -> tuple[KeyEntries, int, int] | None:
     """The entries of the one batch at ``pos`` the kernel did not take, where the next batch starts and
     its last offset; None at the end. CorruptRecordError for damage (a v2 batch starting below
-    ``expect``, one past the batch before it, included)."""
-    view = next(iter(segment.batches(pos, size)), None)
+    ``expect``, one past the batch before it, included; and bytes that are not a whole batch at the end
+    of a sealed segment, one its log has rolled past: a torn batch, not a write in progress)."""
+    view = next(iter(segment.batches(pos, size, sealed=not segment.active)), None)
     if view is None:
         return None
     h = view.header
@@ -194,7 +198,7 @@ class ScanDamage(NamedTuple):
     position: int
     error: CorruptRecordError
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {"offset": self.offset, "position": self.position, "reason": str(self.error)}
 
     def raise_it(self) -> NoReturn:
@@ -202,7 +206,7 @@ class ScanDamage(NamedTuple):
 
 
 def scan_entries(
-    segment, size: int, record_filter: RecordFilter | None = None, start: int = 0
+    segment: LogSegment, size: int, record_filter: RecordFilter | None = None, start: int = 0
 ) -> Iterator[Scanned | ScanDamage]:
     """The key entries of ``segment``'s batches from position ``start`` to ``size``, a step at a time
     (whole runs of batches through the kernel, the others one by one); a :class:`ScanDamage` ends them
@@ -248,14 +252,14 @@ def scan_entries(
 
 
 def build_key_index(
-    segment,
+    segment: LogSegment,
     dest: BinaryIO,
-    key: list,
+    key: list[Any],
     *,
     size: int,
     tmpdir: str | None = None,
     on_bytes: Callable[[int], None] | None = None,
-) -> dict:
+) -> dict[str, Any]:
     """Index the first ``size`` bytes of ``segment`` into ``dest`` (a new file opened for writing) under
     ``key``; returns the head. ``on_bytes(n)`` hears of the log bytes read (progress)."""
     base = segment.base_offset

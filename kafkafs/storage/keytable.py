@@ -32,8 +32,8 @@ from __future__ import annotations
 import tempfile
 import threading
 from array import array
-from collections.abc import Iterator
-from typing import NamedTuple
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
 from ..errors import CorruptRecordError
 from ..format.batch import records_section, validate_batch
@@ -54,6 +54,14 @@ from .keyindex import KeyIndexStore
 from .keyscan import ScanDamage, build_key_index, scan_entries
 from .records import BatchView
 from .segment import LogSegment
+
+if TYPE_CHECKING:
+    from .log import Log
+
+_T = TypeVar("_T")
+
+#: producer id -> [(first offset, ABORT marker offset)] (:func:`_aborted_by_producer`).
+_Aborted = dict[int, list[tuple[int, int]]]
 
 __all__ = ["PartitionKeys", "KeyRecord", "Table", "TablePart", "RANGE_ENTRIES", "BITMAP_BUDGET"]
 
@@ -92,11 +100,11 @@ class _Source(NamedTuple):
 
     segment: LogSegment
     keys: SegmentKeyIndex
-    aborted: array | None
+    aborted: array[int] | None
     span: int
 
 
-def _aborted_by_producer(segments) -> dict[int, list[tuple[int, int]]]:
+def _aborted_by_producer(segments: Sequence[LogSegment]) -> _Aborted:
     """producer id -> [(first offset, ABORT marker offset)] of every ``.txnindex`` entry of the partition."""
     out: dict[int, list[tuple[int, int]]] = {}
     for segment in segments:
@@ -111,7 +119,7 @@ def _batch_aborted(aborted: dict[int, list[tuple[int, int]]], pid: int, base_off
     return any(first <= base_offset < marker for first, marker in aborted.get(pid, ()))
 
 
-def _aborted_ranges(txns: list[tuple[int, int, int]], base: int, aborted: dict) -> array | None:
+def _aborted_ranges(txns: list[tuple[int, int, int]], base: int, aborted: _Aborted) -> array[int] | None:
     """The rel ranges ``[lo, hi]`` of the transactional batches that aborted (sorted, disjoint)."""
     if not aborted or not txns:
         return None
@@ -122,7 +130,7 @@ def _aborted_ranges(txns: list[tuple[int, int, int]], base: int, aborted: dict) 
     return ranges or None
 
 
-def _in_aborted(txns: list[tuple[int, int, int]], offset: int, aborted: dict) -> bool:
+def _in_aborted(txns: list[tuple[int, int, int]], offset: int, aborted: _Aborted) -> bool:
     """Whether the transactional record at ``offset`` (one of the batches ``txns``) aborted."""
     for first, last, pid in txns:
         if first <= offset <= last:
@@ -152,7 +160,7 @@ class _Confirmer:
     """Whether the record at an offset of ``segment`` has ``key`` (a hash match is only a candidate); a
     batch read for one candidate answers for the next ones in it."""
 
-    def __init__(self, segment, key: bytes) -> None:
+    def __init__(self, segment: LogSegment, key: bytes) -> None:
         self.segment = segment
         self.filter = RecordFilter(key=key)
         self.view: BatchView | None = None  # the batch read last
@@ -262,7 +270,7 @@ class PartitionKeys:
     indexes of ``store``; ``build`` False: use only the indexes already built (segments without one are
     scanned)."""
 
-    def __init__(self, log, store: KeyIndexStore, *, build: bool = True) -> None:
+    def __init__(self, log: Log, store: KeyIndexStore, *, build: bool = True) -> None:
         self.log = log
         self.store = store
         self.build = build
@@ -271,7 +279,7 @@ class PartitionKeys:
 
     # ------------------------------------------------------------------------------------------ helpers
 
-    def _index(self, segment) -> SegmentKeyIndex | None:
+    def _index(self, segment: LogSegment) -> SegmentKeyIndex | None:
         return self.store.get(segment, self.log.topic, self.log.partition, build=self.build)
 
     def _segments(self) -> tuple[list[LogSegment], LogSegment | None]:
@@ -280,7 +288,7 @@ class PartitionKeys:
             return [], None
         return segments[:-1], segments[-1]
 
-    def _query(self, fn):
+    def _query(self, fn: Callable[[], _T]) -> _T:
         """Run ``fn``; an index that fails a check while read is dropped (rebuilt by the next use) and
         the query runs again, as long as each failure is a different index's."""
         dropped: set[int] = set()
@@ -293,7 +301,7 @@ class PartitionKeys:
                 dropped.add(id(exc.index))
                 self.store.forget(exc.index)
 
-    def _scan(self, segment, record_filter: RecordFilter,
+    def _scan(self, segment: LogSegment, record_filter: RecordFilter,
               start: int = 0) -> tuple[list[tuple[int, int]], list[tuple[int, int, int]]]:
         """(rel, flags) of the records of a segment from position ``start`` on that the filter accepts,
         and its transactional batches (a scan: the active segment, or a segment without an index)."""
@@ -324,7 +332,7 @@ class PartitionKeys:
             self._active = (segment, index.head["scanned"], index)
             return index
 
-    def _candidates(self, segment, key: bytes, hashed: tuple[int, int], aborted: dict, active: bool,
+    def _candidates(self, segment: LogSegment, key: bytes, hashed: tuple[int, int], aborted: _Aborted, active: bool,
                     newest_only: bool = False) -> list[KeyRecord]:
         """The records of ``key`` in ``segment`` that count (not aborted), confirmed, by offset
         (``newest_only``: only the newest, confirming as few candidates as it takes)."""
@@ -340,7 +348,7 @@ class PartitionKeys:
             return self._indexed(segment, index, key, hashed, aborted, newest_only) + out
         return self._indexed(segment, index, key, hashed, aborted, newest_only)
 
-    def _indexed(self, segment, index: SegmentKeyIndex, key: bytes, hashed: tuple[int, int], aborted: dict,
+    def _indexed(self, segment: LogSegment, index: SegmentKeyIndex, key: bytes, hashed: tuple[int, int], aborted: _Aborted,
                  newest_only: bool) -> list[KeyRecord]:
         """:meth:`_candidates` from a key index: its entries of the hash, not aborted, confirmed."""
         if index.damaged is not None:
@@ -418,14 +426,15 @@ class PartitionKeys:
                     return found
         return None
 
-    def _key_at(self, segment, offset: int) -> bytes | None:
+    def _key_at(self, segment: LogSegment, offset: int) -> bytes | None:
         view = segment.find(offset)
         if view is None:
             return None
         batch = view.decode()
         for found, key in zip(batch.offsets, batch.keys, strict=True):
             if found == offset:
-                return key
+                key_: bytes | None = key
+                return key_
         return None
 
     def table(self, *, tombstones: bool = False) -> Table:
@@ -462,7 +471,7 @@ class PartitionKeys:
                 temporary.close()
             raise
 
-    def _source(self, segment, index: SegmentKeyIndex, aborted: dict) -> _Source:
+    def _source(self, segment: LogSegment, index: SegmentKeyIndex, aborted: _Aborted) -> _Source:
         txns = index.transactional_batches() if aborted and index.txns else []
         span = max(index.next_offset - index.base_offset, 0)
         return _Source(segment, index, _aborted_ranges(txns, index.base_offset, aborted), span)
@@ -473,7 +482,7 @@ class PartitionKeys:
             return table.keys
 
 
-def _temporary_index(segment) -> SegmentKeyIndex:
+def _temporary_index(segment: LogSegment) -> SegmentKeyIndex:
     """An index of the active segment as it is now, in a temporary file of this process."""
     f = tempfile.TemporaryFile(prefix="kafkafs-keys-")  # noqa: SIM115 - kept open by the index
     key = ["active", segment.base_offset, segment.size]

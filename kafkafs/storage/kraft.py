@@ -18,10 +18,14 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import KafkafsError
 from ..format.batch import decode_batch, scan_batches
 from .log import Log
+
+if TYPE_CHECKING:
+    from ..format.decoders.fields import MessageObject
 
 __all__ = ["METADATA_PARTITION", "recorded_topic_configs"]
 
@@ -40,7 +44,7 @@ class _State:
         self.names: dict[str, str] = {}  # topic id -> name
         # the records of a metadata transaction not ended yet: applied at its end, dropped at an abort,
         # never applied if the log ends inside it (as Kafka's MetadataBatchLoader publishes them)
-        self.pending: list[dict] | None = None
+        self.pending: list[MessageObject] | None = None
 
     def apply(self, value: bytes | None) -> None:
         # the frame is uvarint frame version (1), uvarint apiKey, uvarint version: every key wanted is < 128
@@ -66,7 +70,7 @@ class _State:
         else:
             self._replay(record)
 
-    def _replay(self, record: dict) -> None:
+    def _replay(self, record: MessageObject) -> None:
         data = record["data"]
         kind = record["type"]
         if kind == "TOPIC_RECORD":

@@ -19,11 +19,16 @@ Thread safety: callers serialise writes (the Log's lock); reads of :attr:`entrie
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import CorruptRecordError, UnsafeFileError
 from ..format.checkpoint import EPOCH_CHECKPOINT_FILE, parse_epoch_checkpoint, render_epoch_checkpoint
 from .safefiles import open_file, write_atomically
+
+if TYPE_CHECKING:
+    from ..format.batch import BatchHeader
 
 __all__ = ["LeaderEpochCache"]
 
@@ -82,7 +87,7 @@ class LeaderEpochCache:
         self._flush()
         return True
 
-    def assign_batches(self, headers) -> None:
+    def assign_batches(self, headers: Iterable[BatchHeader]) -> None:
         """``assign`` for each v2 batch header, in order, with one write at the end."""
         changed = False
         flush, self._flush = self._flush, lambda: None  # type: ignore[method-assign]  # put off while assigning

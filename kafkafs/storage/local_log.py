@@ -107,9 +107,9 @@ class LocalLog:
         self.generation = 0
         self._dir_mtime = 0  # read-only logs: the folder's mtime when last looked for swapped segments
 
-    def _new_segment(self, base_offset: int, **kwargs) -> LogSegment:
+    def _new_segment(self, base_offset: int, *, size: int | None = None) -> LogSegment:
         return LogSegment(
-            self.dir, base_offset, self.config, writable=self.writable, clock=self.clock, budget=self.budget, **kwargs
+            self.dir, base_offset, self.config, writable=self.writable, clock=self.clock, budget=self.budget, size=size
         )
 
     def _add_segment(self, base_offset: int) -> LogSegment:
@@ -152,10 +152,10 @@ class LocalLog:
 
     def refresh(self) -> bool:
         """Notice what another process appended (new segments, a longer active segment); return True
-        if the log end offset moved. Writable logs know their own appends."""
+        if the log end offset may have moved. Writable logs know their own appends."""
         if self.writable or self._closed:
             return False
-        before = self.log_end_offset
+        before = self.segments.end_mark(self._log_start_offset)
         with self._lock:
             try:
                 names = regular_files(self.dir)
@@ -174,21 +174,24 @@ class LocalLog:
                 seg = self.segments.remove(base)
                 if seg is not None:
                     seg.close_handlers()
+            last = self.segments.last()
+            if previous is not None and previous is not last:
+                previous.active = False
+                # It grew before the writer rolled. Read that before the swap check: a segment never
+                # opened (empty when the log was loaded) is judged by its size there, and its growth
+                # would pass for another process's compaction swapping a file in.
+                previous.refresh()
             try:
                 replaced = self._replaced_segments(names, known)
             except (CorruptRecordError, UnsafeFileError, FileNotFoundError):  # gone again already
                 replaced = False
-            last = self.segments.last()
-            if previous is not None and previous is not last:
-                previous.active = False
-                previous.refresh()  # it grew before the writer rolled
             if last is not None:
                 last.active = True
                 last.refresh()
             first = self.segments.first()
             if first is not None and first.base_offset > self._log_start_offset:
                 self._log_start_offset = first.base_offset
-        after = self.log_end_offset
+        after = self.segments.end_mark(self._log_start_offset)
         if after != before or replaced:
             self._notify()
             return True
@@ -293,9 +296,12 @@ class LocalLog:
         """
         start = self._log_start_offset
         for segment in self.segments.from_offset(start):
+            sealed = self.segments.upper(segment.base_offset) is not None  # a torn batch is damage there
             if segment.size == 0 or segment.max_timestamp < timestamp:
+                if sealed and segment.size:
+                    segment.check_whole()
                 continue
-            found = segment.find_offset_by_timestamp(timestamp, start)
+            found = segment.find_offset_by_timestamp(timestamp, start, sealed=sealed)
             if found is not None:
                 return found
         return None

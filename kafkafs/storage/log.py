@@ -20,14 +20,14 @@ import logging
 import os
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..errors import CorruptRecordError, InvalidInput, RecordTooLargeError
 from ..format.batch import (
     BatchHeader,
     batch_groups,
+    batch_header_at,
     encode_batch,
-    read_batch_header,
     scan_batches,
     set_base_offset,
     set_log_append_time,
@@ -48,6 +48,9 @@ from .transactions import ProducerTransactions
 
 if TYPE_CHECKING:  # an annotation only: the line parser (and orjson) is not needed to read a log
     from ..format.jsonview import ProducerRecord
+
+#: A record to append: (timestamp or None for now, key, value, headers).
+_NewRecord = tuple[int | None, bytes | None, bytes | None, Sequence[tuple[str, bytes | None]]]
 
 __all__ = ["Log", "AppendResult", "fsync_directory"]
 
@@ -125,11 +128,16 @@ class Log(LocalLog):
             self._add_segment(log_start_offset or 0)
         first = self.segments.first()
         base = first.base_offset if first else (log_start_offset or 0)
-        end = self.log_end_offset
-        self._log_start_offset = min(max(base, log_start_offset or 0), max(end, base))
+        wanted = max(base, log_start_offset or 0)
         if not self.writable:
+            # the log end (a scan of the active segment's tail) only when the checkpoint says the log
+            # starts past the first segment; the state files only matter to appends (read on first use)
+            self._log_start_offset = wanted if wanted == base else min(wanted, max(self.log_end_offset, base))
             self.recovery_point = recovery_point or 0
-        elif clean_shutdown:
+            return
+        end = self.log_end_offset
+        self._log_start_offset = min(wanted, max(end, base))
+        if clean_shutdown:
             self.recovery_point = end
         else:
             # advanced only by a flush: the recovered bytes may not be on disk yet (Kafka does the same)
@@ -200,7 +208,7 @@ class Log(LocalLog):
                 super().close()
 
     def append_records(
-        self, records: Sequence[ProducerRecord | tuple], *, flush: bool | None = None
+        self, records: Sequence[ProducerRecord | _NewRecord], *, flush: bool | None = None
     ) -> AppendResult:
         """Append records (offsets assigned here; timestamps None become now) as one batch, or, when one
         batch could not stay within ``max.message.bytes``, as several appended together (all or
@@ -254,7 +262,7 @@ class Log(LocalLog):
                 if self.config.log_append_time:
                     set_log_append_time(buf, h.position, now)
                 next_offset += h.last_offset_delta + 1
-            headers = [read_batch_header(buf, h.position) for h in headers]
+            headers = [batch_header_at(buf, h.position) for h in headers]
             events = _transaction_events(buf, headers)
             state = self._transactions_locked() if events else None
             segment = self._maybe_roll(headers, len(buf), now)
@@ -388,7 +396,7 @@ class Log(LocalLog):
             with self._appended:
                 self._appended.wait(wait)
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, Any]:
         """Topic, partition, offsets and segments, for ``partition.json`` and ``verify``."""
         segments = []
         for segment in self.segments:

@@ -276,6 +276,10 @@ class LogDir:
                 continue
         return [name for _key, name in sorted(out)]
 
+    def topic_partition_names(self, topic: str) -> list[str]:
+        """The partition folders of ``topic``, by partition number."""
+        return [name for name in self.partition_names() if parse_partition_dir_name(name)[0] == topic]
+
     def __iter__(self) -> Iterator[Log]:
         for name in self.partition_names():
             yield self.log(name)

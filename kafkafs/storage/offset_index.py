@@ -11,7 +11,7 @@ from kafkafs.format import Buffer
 from kafkafs.format import index as fmt
 from kafkafs.format.index import OffsetPosition
 
-from .index import AbstractIndex
+from .index import AbstractIndex, IndexState
 
 __all__ = ["OffsetIndex", "OffsetPosition"]
 
@@ -56,7 +56,7 @@ class OffsetIndex(AbstractIndex[OffsetPosition]):
                 raise InvalidInput(f"{self._path}: position {position} does not fit an index entry")
             self._write_entry(st, fmt.encode_offset_entry(rel, position), OffsetPosition(offset, position))
 
-    def _floor(self, st, target_offset: int) -> tuple[int, OffsetPosition]:
+    def _floor(self, st: IndexState[OffsetPosition], target_offset: int) -> tuple[int, OffsetPosition]:
         """The slot of the entry with the greatest offset <= ``target_offset`` (-1: none) and that
         entry, ``(base_offset, 0)`` when there is none."""
         rel = target_offset - self._base_offset

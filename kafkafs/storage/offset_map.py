@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import struct
 from array import array
+from typing import Any
 
 from ..format.kernel import KERNEL
 
@@ -39,7 +40,7 @@ try:  # the plain call is measurably faster per key than one passing usedforsecu
     _md5 = hashlib.md5
 except ValueError:  # a FIPS build refuses MD5 unless told it is not for security
 
-    def _md5(data: bytes):  # type: ignore[misc]  # the FIPS fallback of the same function
+    def _md5(data: bytes) -> Any:  # type: ignore[misc]  # the FIPS fallback of the same function
         return hashlib.md5(data, usedforsecurity=False)
 
 _split = struct.Struct("<qq").unpack
@@ -140,6 +141,7 @@ class OffsetMap:
         if _OMAP_PUT is None:
             return self.put_many_py(keys, offsets, limit)
         limit = self.max_entries if limit is None else limit
+        taken: int
         taken, self.size = _OMAP_PUT(keys, offsets, self._lo, self._hi, self._offsets, limit, self.size)
         self._note_latest(keys, offsets, taken)
         return taken
@@ -207,7 +209,8 @@ class OffsetMap:
         values (1/0 from the kernel)."""
         if _OMAP_RETAIN is None:
             return self.retain_flags_py(keys, offsets)
-        return _OMAP_RETAIN(keys, offsets, self._lo, self._hi, self._offsets, self.latest_offset)
+        flags: bytearray = _OMAP_RETAIN(keys, offsets, self._lo, self._hi, self._offsets, self.latest_offset)
+        return flags
 
     def retain_flags_py(self, keys: list[bytes | None], offsets: list[int]) -> list[bool]:
         """:meth:`retain_flags` in Python (the reference of the kernel's ``omap_retain``)."""

@@ -27,8 +27,10 @@ import os
 import struct
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import CorruptRecordError, UnsafeFileError
+from ..format import Buffer
 from ..format.batch import BatchHeader, decode_batch
 from ..format.producer_snapshot import (
     ProducerEntry,
@@ -39,6 +41,9 @@ from ..format.producer_snapshot import (
 from .leader_epochs import read_regular_file
 from .names import snapshot_offset
 from .safefiles import write_atomically
+
+if TYPE_CHECKING:
+    from .segment import LogSegment
 
 __all__ = ["ProducerState", "apply_batch", "snapshot_offsets"]
 
@@ -55,7 +60,7 @@ def _last_sequence(h: BatchHeader) -> int:
     return h.base_sequence + h.last_offset_delta
 
 
-def _marker(buf, h: BatchHeader) -> tuple[int, int] | None:
+def _marker(buf: Buffer, h: BatchHeader) -> tuple[int, int] | None:
     """(type id, coordinator epoch) of a transaction marker batch, None for other control batches."""
     try:
         batch = decode_batch(buf, h, validate=False)
@@ -70,7 +75,7 @@ def _marker(buf, h: BatchHeader) -> tuple[int, int] | None:
     return kind, struct.unpack_from(">i", value, 2)[0]
 
 
-def apply_batch(entries: dict[int, ProducerEntry], buf, h: BatchHeader) -> None:
+def apply_batch(entries: dict[int, ProducerEntry], buf: Buffer, h: BatchHeader) -> None:
     """Update ``entries`` with one batch (as appended: its offsets final)."""
     pid = h.producer_id
     if h.magic < 2 or pid < 0:
@@ -134,7 +139,7 @@ class ProducerState:
     def path(self, offset: int) -> Path:
         return self.dir / snapshot_file_name(offset)
 
-    def load(self, segments: Iterable, log_start_offset: int, log_end_offset: int) -> None:
+    def load(self, segments: Iterable[LogSegment], log_start_offset: int, log_end_offset: int) -> None:
         """From the latest readable snapshot at or below ``log_end_offset``, then the batches after it.
         Writable: snapshots past the log end (left by a truncation or a crash) are removed first."""
         offsets = snapshot_offsets(self.dir)
@@ -158,7 +163,7 @@ class ProducerState:
             self.replay(segments, self.map_end_offset)
         self.map_end_offset = max(self.map_end_offset, log_end_offset)
 
-    def replay(self, segments: Iterable, from_offset: int) -> None:
+    def replay(self, segments: Iterable[LogSegment], from_offset: int) -> None:
         """Apply the batches of ``segments`` whose last offset is at or past ``from_offset``."""
         for segment in segments:
             if segment.next_offset <= from_offset:
@@ -172,7 +177,7 @@ class ProducerState:
             except CorruptRecordError:
                 break  # recovery deals with the damage; the state covers what precedes it
 
-    def append(self, buf, headers: Iterable[BatchHeader]) -> None:
+    def append(self, buf: Buffer, headers: Iterable[BatchHeader]) -> None:
         """Batches just appended (their offsets assigned)."""
         for h in headers:
             apply_batch(self.entries, buf, h)

@@ -30,7 +30,7 @@ from ..format.batch import (
 from .handles import FileHandle
 from .safefiles import open_file
 
-__all__ = ["FileRecords", "BatchView", "CHUNK_BYTES"]
+__all__ = ["FileRecords", "BatchView", "CHUNK_BYTES", "TornBatchError"]
 
 #: How much of a ``.log`` one ``pread`` asks for while scanning; a larger batch gets a read of its own.
 CHUNK_BYTES = 256 * 1024
@@ -104,6 +104,16 @@ def _header_in(chunk: bytes, rel: int, end: int, max_batch: int, path: str, base
         return read_batch_header(chunk, rel, end, max_batch)
     except CorruptRecordError as exc:
         raise exc.at(path, base) from None
+
+
+class TornBatchError(CorruptRecordError):
+    """Bytes at the end of a sealed segment that are not a whole batch (a torn or cut batch)."""
+
+
+def _not_whole(count: int, path: str, position: int) -> TornBatchError:
+    return TornBatchError(
+        f"{count} bytes after the last whole batch of a sealed segment (a torn or cut batch)", position, path
+    )
 
 
 class FileRecords:
@@ -207,7 +217,13 @@ class FileRecords:
             pos += LOG_OVERHEAD + length
 
     def batches(
-        self, start_position: int, end: int, *, nowait: bool = False, first_read: int | None = None
+        self,
+        start_position: int,
+        end: int,
+        *,
+        nowait: bool = False,
+        first_read: int | None = None,
+        whole: bool = False,
     ) -> Iterator[BatchView]:
         """Every whole batch from ``start_position`` (a batch boundary) to ``end``; ``nowait``: raise
         :class:`~kafkafs.errors.WouldBlock` rather than wait for the disk (see :func:`_pread`).
@@ -218,6 +234,9 @@ class FileRecords:
         (a writer may be appending) and at zero bytes where a batch should start (a preallocated or
         zero-extended file: no batch has length 0). Corruption raises :class:`CorruptRecordError` with
         the file and the absolute position, after the good batches before it were yielded.
+        ``whole``: the file is sealed (a later segment follows it; its writer finished it before it
+        rolled), so bytes before ``end`` that are not a whole batch are a torn or cut batch: damage,
+        raised where it starts, not a quiet end (SPEC §3: never records gone with success).
         """
         handle = self.handle()  # held for the whole scan: see handles.FileHandle
         fd = handle.fd
@@ -234,6 +253,8 @@ class FileRecords:
             rel = 0
             while rel < n:
                 if chunk[rel : rel + LOG_OVERHEAD] == _ZERO_PREFIX:
+                    if whole:
+                        raise _not_whole(end - pos - rel, path, pos + rel)
                     return
                 header = _header_in(chunk, rel, n, max_batch, path, pos)
                 if header is None:
@@ -243,13 +264,19 @@ class FileRecords:
             if rel == 0:
                 # no whole batch in the chunk: a partial header at the end, or a batch larger than a chunk
                 if n < _MIN_HEADER:
+                    if whole:
+                        raise _not_whole(end - pos, path, pos)
                     return
                 want = int.from_bytes(chunk[8:12], "big", signed=True) + LOG_OVERHEAD  # checked above
                 if pos + want > end:
+                    if whole:
+                        raise _not_whole(end - pos, path, pos)
                     return
                 chunk = _pread(fd, want, pos, nowait)
                 header = _header_in(chunk, 0, len(chunk), max_batch, path, pos)
                 if header is None:
+                    if whole:
+                        raise _not_whole(end - pos, path, pos)
                     return
                 yield BatchView(chunk, header, pos)
                 rel = header.end

@@ -31,7 +31,7 @@ import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 from ..errors import CorruptRecordError, doing
 from . import names
@@ -116,7 +116,7 @@ class RecoveryReport:
         return out
 
 
-def _regular(entry: os.DirEntry) -> bool:
+def _regular(entry: os.DirEntry[str]) -> bool:
     try:
         if entry.is_file(follow_symlinks=False):
             return True
@@ -173,6 +173,13 @@ def _list(directory: Path, writable: bool) -> _Listing:
     return out
 
 
+class SegmentMaker(Protocol):
+    """Makes the segment at ``base_offset`` of the folder being loaded; ``size``: its ``.log``'s size
+    as listed (:meth:`LocalLog._new_segment <kafkafs.storage.local_log.LocalLog._new_segment>`)."""
+
+    def __call__(self, base_offset: int, *, size: int | None = None) -> LogSegment: ...
+
+
 class LoadResult(NamedTuple):
     """What loading found and did: the segments (in order), the report, the undecided transactions at
     the log end when recovery computed them (None: not known), and whether files came or went."""
@@ -186,7 +193,7 @@ class LoadResult(NamedTuple):
 def load_segments(
     directory: Path,
     config: LogConfig,
-    make_segment: Callable[..., LogSegment],
+    make_segment: SegmentMaker,
     *,
     writable: bool,
     recovery_point: int | None,
@@ -263,7 +270,7 @@ class _Transactions:
         lower = self.segments.lower(base)
         return (lower.base_offset if lower else None) == self.upto
 
-    def before(self, base: int):
+    def before(self, base: int) -> Callable[[bool], ProducerTransactions | None]:
         """The provider :meth:`LogSegment.recover` takes, for the segment at ``base``."""
         self.asked = False
         self.given = None

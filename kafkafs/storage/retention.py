@@ -14,7 +14,12 @@ the deletion itself takes the log's writer lock (:meth:`Log.delete_segments`).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .segment import LogSegment
+
+if TYPE_CHECKING:
+    from .log import Log
 
 __all__ = ["apply_retention", "retention_doomed"]
 
@@ -29,7 +34,7 @@ def largest_timestamp(segment: LogSegment) -> int:
     return 2**63 - 1 if modified is None else modified  # gone or unreadable: not old by any measure here
 
 
-def retention_doomed(target, now_ms: int) -> list[LogSegment]:
+def retention_doomed(target: Log, now_ms: int) -> list[LogSegment]:
     """The segments retention would delete now, oldest first."""
     config = target.config
     segments = list(target.segments)
@@ -60,7 +65,7 @@ def retention_doomed(target, now_ms: int) -> list[LogSegment]:
     return doomed
 
 
-def apply_retention(target, now_ms: int, *, dry_run: bool = False) -> list[str]:
+def apply_retention(target: Log, now_ms: int, *, dry_run: bool = False) -> list[str]:
     """Delete the segments past ``retention.ms`` / ``retention.bytes``; return what was (or would be) done."""
     doomed = retention_doomed(target, now_ms)
     lines = [

@@ -61,7 +61,7 @@ def registry_from_log(partition_dirs: list[Path], registry: SchemaRegistry | Non
     return registry
 
 
-def _is_json_schema(obj) -> bool:
+def _is_json_schema(obj: object) -> bool:
     if not isinstance(obj, dict):
         return False
     if "$schema" in obj or "properties" in obj or "$ref" in obj or "$id" in obj:

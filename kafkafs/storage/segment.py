@@ -130,10 +130,10 @@ class LogSegment(SegmentFiles):
         """Batches from the first one whose last offset is >= ``offset`` (the one holding it, or the
         next one after a gap) to the end, every one after it included. ``ordered``: for a reader, every
         batch of the scan is judged between its neighbours (:func:`~kafkafs.storage.validation.in_order`;
-        ``upper``: the next segment's base offset), and offsets out of order raise
-        :class:`~kafkafs.errors.CorruptRecordError` rather than being skipped or shown."""
+        ``upper``: the next segment's base offset; this one is then sealed), and offsets out of order
+        (or a torn batch of a sealed segment) raise :class:`~kafkafs.errors.CorruptRecordError`."""
         start, first_read = self.scan_start(offset, nowait)
-        views = self._scan(start, nowait, first_read)
+        views = self._scan(start, nowait, first_read, sealed=upper is not None)
         if ordered:
             views = checked_order(views, str(self.log_path), next_offset=None, upper=upper,
                                   segment_base=self.base_offset)
@@ -146,17 +146,17 @@ class LogSegment(SegmentFiles):
     def ordered_batches(self, next_offset: int | None, upper: int | None) -> Iterator[BatchView]:
         """Every batch from the start, for a reader: offsets out of order raise (see :meth:`read_from`);
         ``next_offset``: one past the last offset of the segment before (None: not known)."""
-        return checked_order(self.batches(0), str(self.log_path), next_offset=next_offset, upper=upper,
-                             segment_base=self.base_offset)
+        return checked_order(self.batches(0, sealed=upper is not None), str(self.log_path),
+                             next_offset=next_offset, upper=upper, segment_base=self.base_offset)
 
     def find_offset_by_timestamp(
-        self, timestamp: int, starting_offset: int = 0, *, use_indexes: bool = True
+        self, timestamp: int, starting_offset: int = 0, *, use_indexes: bool = True, sealed: bool = False
     ) -> tuple[int, int] | None:
         """``(offset, timestamp)`` of the first record at or past ``starting_offset`` whose timestamp is
         >= ``timestamp``, or None if there is none in this segment. The scan starts where the indexes
-        point, or at the segment's start with ``use_indexes=False`` (indexes that failed a check)."""
+        point, or at the start with ``use_indexes=False`` (indexes that failed a check); ``sealed``: see batches."""
         start = self._time_start(timestamp, starting_offset) if use_indexes else 0
-        for view in self._scan(start):
+        for view in self._scan(start, sealed=sealed):
             h = view.header
             if h.max_timestamp < timestamp or h.last_offset < starting_offset:
                 continue
@@ -168,14 +168,10 @@ class LogSegment(SegmentFiles):
 
     def _tail_state(self) -> _Tail:
         tail = self._tail
-        return tail if tail is not None else self._load_tail()
-
-    def _load_tail(self) -> _Tail:
-        with self._lock:
-            tail = self._tail
-            if tail is None:
-                tail = self._tail = self._scan_tail()
-            return tail
+        if tail is None:
+            with self._lock:  # scanned once: a second caller finds it done
+                tail = self._tail = self._tail or self._scan_tail()
+        return tail
 
     def _scan_tail(self) -> _Tail:
         """Next offset and max timestamp, from the indexes' last entries and a scan of what follows them
@@ -216,6 +212,10 @@ class LogSegment(SegmentFiles):
     def next_offset(self) -> int:
         """One past the last offset in this segment (the base offset when empty)."""
         return self._tail_state().next_offset
+
+    @property
+    def tail_known(self) -> bool:  # whether next_offset is known without reading the segment's tail
+        return self._tail is not None
 
     @property
     def max_timestamp(self) -> int:

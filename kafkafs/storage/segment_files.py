@@ -19,6 +19,7 @@ import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TypeVar
 
 from ..errors import CorruptRecordError, WouldBlock
 from ..format.batch import DEFAULT_MAX_INFLATED_BYTES, LOG_OVERHEAD
@@ -26,11 +27,13 @@ from .config import LogConfig
 from .handles import BUDGET, HandleBudget
 from .names import INDEX, LOG, TIME_INDEX, TXN_INDEX, segment_file_name
 from .offset_index import OffsetIndex
-from .records import BatchView, FileRecords
+from .records import BatchView, FileRecords, TornBatchError
 from .safefiles import require_writable
 from .scan_index import ScanIndex
 from .time_index import TimeIndex
 from .txnindex import TransactionIndex
+
+_Index = TypeVar("_Index", OffsetIndex, TimeIndex)
 
 __all__ = ["SegmentFiles"]
 
@@ -72,6 +75,7 @@ class SegmentFiles:
         self._dirty = False  # written since the last flush
         #: The segment appends go to (set by the owning Log); a writable active segment keeps its handles.
         self.active = False
+        self._whole_at: int | None = None  # the size at which check_whole last found the end whole
         if size is None:
             size = self.records.open(create=writable)
         self._size = size
@@ -112,10 +116,10 @@ class SegmentFiles:
         index = self._time_index
         return index if index is not None else self._make_index("_time_index", TimeIndex, TIME_INDEX)
 
-    def _make_index(self, attribute: str, index_class: type[OffsetIndex | TimeIndex], extension: str):
+    def _make_index(self, attribute: str, index_class: type[_Index], extension: str) -> _Index:
         """The index held in ``attribute``, made under the lock unless another thread made it first."""
         with self._lock:
-            index = getattr(self, attribute)
+            index: _Index | None = getattr(self, attribute)
             if index is None:
                 index = index_class(
                     self._path_for(extension, self._suffix),
@@ -192,11 +196,35 @@ class SegmentFiles:
         *,
         nowait: bool = False,
         first_read: int | None = None,
+        sealed: bool = False,
     ) -> Iterator[BatchView]:
         """Every whole batch from ``start_position`` (a batch boundary) to ``end_position`` (default: the
-        segment's size); see :meth:`FileRecords.batches <kafkafs.storage.records.FileRecords.batches>`."""
+        segment's size); see :meth:`FileRecords.batches <kafkafs.storage.records.FileRecords.batches>`.
+        ``sealed``: a later segment follows this one, so a scan to its end that meets bytes that are not
+        a whole batch raises :class:`~kafkafs.errors.CorruptRecordError` (a torn batch) rather than
+        stopping quietly as it does at the end of the active segment (a write in progress)."""
         end = self._size if end_position is None else min(end_position, self._size)
-        return self.records.batches(start_position, end, nowait=nowait, first_read=first_read)
+        return self.records.batches(start_position, end, nowait=nowait, first_read=first_read,
+                                    whole=sealed and end >= self._size)
+
+    def check_whole(self) -> None:
+        """For a sealed segment: raise :class:`~kafkafs.storage.records.TornBatchError` when its bytes do
+        not end with a whole batch (a lookup that passes over the segment without reading it, by its
+        largest timestamp, must not skip a torn batch). Reads from the last offset index entry; an
+        answer that found the end whole is kept while the size stays."""
+        size = self._size
+        if self._whole_at == size:
+            return
+        entries = self.offset_index.entries
+        start = self.offset_index.last_entry.position if entries else 0
+        try:
+            for _view in self.batches(start if start < size else 0, sealed=True):
+                pass
+        except TornBatchError:
+            raise
+        except CorruptRecordError:  # another damage: the reads that need those bytes say it
+            return
+        self._whole_at = size
 
     def batch_starts(self, start_position: int = 0, end_position: int | None = None) -> Iterator[int]:
         """The position of every whole batch from ``start_position`` (a batch boundary) to ``end_position``
@@ -205,25 +233,28 @@ class SegmentFiles:
         end = self._size if end_position is None else min(end_position, self._size)
         return self.records.batch_starts(start_position, end)
 
-    def _scan(self, start: int, nowait: bool = False, first_read: int | None = None) -> Iterator[BatchView]:
+    def _scan(
+        self, start: int, nowait: bool = False, first_read: int | None = None, sealed: bool = False
+    ) -> Iterator[BatchView]:
         """``batches(start)`` for a position taken from an index, which may be wrong: an entry past the
         data, or one where no batch starts, is not trusted and the scan starts over from 0.
-        ``first_read``: how many bytes the first read takes (see :meth:`scan_start`)."""
+        ``first_read``: how many bytes the first read takes (see :meth:`scan_start`); ``sealed``: see
+        :meth:`batches`."""
         if start >= self._size:
             start = 0
             first_read = None
         if start == 0:
-            yield from self.batches(0, nowait=nowait, first_read=first_read)
+            yield from self.batches(0, nowait=nowait, first_read=first_read, sealed=sealed)
             return
-        views = self.batches(start, nowait=nowait, first_read=first_read)
+        views = self.batches(start, nowait=nowait, first_read=first_read, sealed=sealed)
         try:
             first = next(views, None)
         except CorruptRecordError as exc:
-            if exc.position != start:
+            if exc.position != start or isinstance(exc, TornBatchError):
                 raise
             log.warning("%s: no batch starts at position %d, where the index points; scanning from 0",
                         self.log_path, start)
-            yield from self.batches(0, nowait=nowait)
+            yield from self.batches(0, nowait=nowait, sealed=sealed)
             return
         if first is not None:
             yield first

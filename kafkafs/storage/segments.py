@@ -73,6 +73,15 @@ class LogSegments:
         item = self._map.last()
         return item[1] if item else None
 
+    def end_mark(self, empty: int) -> int | tuple[int, int]:
+        """The log end offset (``empty`` without segments) when it is known without reading a segment,
+        else what it follows from: the last segment's base and size (a refresh compares these, so that
+        a segment deleted since the open is not read for an end nobody asked for)."""
+        last = self.last()
+        if last is None or last.size == 0:
+            return empty if last is None else last.base_offset
+        return last.next_offset if last.tail_known else (last.base_offset, last.size)
+
     @property
     def active(self) -> LogSegment | None:
         """The last segment: where appends go."""

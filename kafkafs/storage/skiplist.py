@@ -16,6 +16,8 @@ from kafkafs.errors import InvalidInput
 __all__ = ["SkipList"]
 
 V = TypeVar("V")
+#: the level generator of every unseeded list (``random.Random.random`` is one C call: safe across threads)
+_SHARED_RNG = random.Random()
 D = TypeVar("D")
 
 
@@ -50,7 +52,8 @@ class SkipList(Generic[V]):
     Iterators are lazy and follow the same rule between ``next()`` calls.
 
     Levels are drawn from a ``random.Random(seed)`` owned by the instance, so a seeded list has the
-    same shape every run.
+    same shape every run; unseeded lists share one generator (seeding one from the OS is a system
+    call, and a mount opens a list per partition).
     """
 
     __slots__ = ("_head", "_level", "_len", "_p", "_max_level", "_rng", "_write_lock")
@@ -69,7 +72,7 @@ class SkipList(Generic[V]):
             raise InvalidInput(f"skip list max_level must be at least 1: {max_level}")
         self._p = p
         self._max_level = max_level
-        self._rng = random.Random(seed)
+        self._rng = random.Random(seed) if seed is not None else _SHARED_RNG
         self._head: _Node[V] = _Node(0, None, max_level)  # type: ignore[arg-type]  # the head holds no value
         self._level = 1  # levels in use; readers may see a stale value, which only costs a few steps
         self._len = 0

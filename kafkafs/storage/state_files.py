@@ -29,6 +29,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from ..errors import CorruptRecordError
+from ..format import Buffer
 from ..format.batch import BatchHeader
 from .leader_epochs import LeaderEpochCache
 from .partition_metadata import read_topic_id
@@ -36,6 +37,7 @@ from .producer_state import ProducerState, snapshot_offsets
 
 if TYPE_CHECKING:  # the Log makes its StateFiles: they know it as the LocalLog it is built on
     from .local_log import LocalLog
+    from .segment import LogSegment
 
 __all__ = ["StateFiles"]
 
@@ -107,7 +109,7 @@ class StateFiles:
             self.epochs.assign_batches(self._headers(self.log.segments.values()))
             self.epochs.truncate_from_start(self.log.log_start_offset)
 
-    def _headers(self, segments: Iterable) -> Iterable[BatchHeader]:
+    def _headers(self, segments: Iterable[LogSegment]) -> Iterable[BatchHeader]:
         for segment in segments:
             try:
                 for view in segment.batches(0):
@@ -115,7 +117,7 @@ class StateFiles:
             except CorruptRecordError:  # damage ends the walk; recovery deals with it
                 return
 
-    def on_append(self, buf, headers: Sequence[BatchHeader]) -> None:
+    def on_append(self, buf: Buffer, headers: Sequence[BatchHeader]) -> None:
         self._appended = True
         self._ensure_epochs()
         self.epochs.assign_batches(headers)
@@ -159,7 +161,7 @@ class StateFiles:
             return  # nothing new since the latest snapshot (Kafka's takeSnapshot writes none either)
         self.producers().take_snapshot(end, log.log_start_offset)
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, object]:
         """For ``partition.json``; a read-only log reads the files again (a broker may be writing them)."""
         if not self.log.writable:
             self.epochs = LeaderEpochCache(self.log.dir, writable=False)

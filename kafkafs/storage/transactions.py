@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 
 from ..errors import CorruptRecordError
 from ..format.batch import BatchHeader
@@ -106,6 +107,14 @@ def batch_events(views: Iterator[BatchView]) -> Iterator[TxnEvent]:
         return
 
 
+@dataclass(slots=True)
+class _Aborted:
+    """An aborted transaction the cleaning has reached: its entry, and whether a batch of it was read."""
+
+    entry: AbortedTxn
+    read: bool = False
+
+
 class CleanedTransactions:
     """What compaction knows of transactions as it walks a log in offset order (Kafka's
     ``CleanedTransactionMetadata``), for one cleaning round, carried from group to group.
@@ -130,7 +139,7 @@ class CleanedTransactions:
     def __init__(self) -> None:
         self._pending: list[tuple[int, int, AbortedTxn]] = []  # heap by first offset
         self._seq = 0
-        self._aborted: dict[int, list] = {}  # producer id -> [entry, batch of it read]
+        self._aborted: dict[int, _Aborted] = {}  # by producer id
         self._committed: set[int] = set()
         #: Entries of the ABORT markers kept so far, for the segment being written (the caller empties it).
         self.cleaned: list[AbortedTxn] = []
@@ -144,7 +153,7 @@ class CleanedTransactions:
         pending = self._pending
         while pending and pending[0][0] <= offset:
             entry = heapq.heappop(pending)[2]
-            self._aborted.setdefault(entry.producer_id, [entry, False])
+            self._aborted.setdefault(entry.producer_id, _Aborted(entry))
 
     def on_batch(self, header: BatchHeader) -> bool:
         """A data batch read; True when it belongs to an aborted transaction."""
@@ -153,7 +162,7 @@ class CleanedTransactions:
             return False
         ongoing = self._aborted.get(header.producer_id)
         if ongoing is not None:
-            ongoing[1] = True
+            ongoing.read = True
             return True
         self._committed.add(header.producer_id)
         return False
@@ -167,8 +176,8 @@ class CleanedTransactions:
         pid = header.producer_id
         if kind == "ABORT":
             ongoing = self._aborted.pop(pid, None)
-            if ongoing is not None and ongoing[1]:
-                self.cleaned.append(ongoing[0])
+            if ongoing is not None and ongoing.read:
+                self.cleaned.append(ongoing.entry)
                 return False
             return True
         if kind == "COMMIT":

@@ -20,12 +20,15 @@ Functions only; each call reads afresh.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import CorruptRecordError
 from ..format.decoders.internal import transaction_key, transaction_value
-from .names import parse_partition_dir_name
 from .producer_state import ProducerState
+
+if TYPE_CHECKING:
+    from .log import Log
+    from .logdir import LogDir
 
 __all__ = [
     "TRANSACTION_TOPIC",
@@ -46,7 +49,7 @@ TXN_STATES = {0: "Empty", 1: "Ongoing", 2: "PrepareCommit", 3: "PrepareAbort", 4
 ENDED = {"Empty", "CompleteCommit", "CompleteAbort", "Dead"}
 
 
-def _id_view(data: dict) -> dict[str, Any]:
+def _id_view(data: dict[str, Any]) -> dict[str, Any]:
     """``transactions/<id>.json``: state, producerId, producerEpoch, timeout, partitions."""
     status = data.get("transactionStatus")
     partitions = [{"topic": p.get("topic"), "partitions": sorted(p.get("partitionIds") or ())}
@@ -60,13 +63,11 @@ def _id_view(data: dict) -> dict[str, Any]:
     }
 
 
-def read_transaction_ids(logdir) -> dict[str, dict[str, Any]]:
+def read_transaction_ids(logdir: LogDir) -> dict[str, dict[str, Any]]:
     """transactional id -> its ``transactions/<id>.json`` object, from every ``__transaction_state``
     partition of ``logdir`` (the latest record of each id)."""
     out: dict[str, dict[str, Any]] = {}
-    for name in logdir.partition_names():
-        if parse_partition_dir_name(name)[0] != TRANSACTION_TOPIC:
-            continue
+    for name in logdir.topic_partition_names(TRANSACTION_TOPIC):
         log_ = logdir.log(name)
         for segment, view in log_.batches():
             h = view.header
@@ -116,7 +117,7 @@ class CoordinatorView:
         return ended or now_ms - first_timestamp > timeout, tid, timeout
 
 
-def _first_timestamp(log_, offset: int) -> int:
+def _first_timestamp(log_: Log, offset: int) -> int:
     """The timestamp of the record at ``offset`` (the first of a transaction), -1 when unknown."""
     try:
         view = log_.locate(offset)
@@ -127,11 +128,12 @@ def _first_timestamp(log_, offset: int) -> int:
         return -1
     for found, ts in zip(batch.offsets, batch.timestamps, strict=True):
         if found >= offset:
-            return ts
+            stamp: int = ts
+            return stamp
     return -1
 
 
-def partition_transactions(log_, now_ms: int, coordinator: CoordinatorView | None = None) -> dict[str, Any]:
+def partition_transactions(log_: Log, now_ms: int, coordinator: CoordinatorView | None = None) -> dict[str, Any]:
     """``transactions.json`` of one partition (SPEC §3's keys, in order)."""
     state = ProducerState(log_.dir, writable=False)
     state.load(list(log_.segments), log_.log_start_offset, log_.log_end_offset)

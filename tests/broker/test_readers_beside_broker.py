@@ -8,7 +8,11 @@ over 30 s is a hang). Afterwards every read must be whole lines (no NUL byte, no
 the partition's from offset 0 on with no gap, each equal to what a kafka-python consumer fetches over
 the wire for that offset (rendered by SPEC §3's rules in livecheck.py, not by kafkafs).
 
-The default run takes ``BROKER_READERS_SECONDS`` (20) seconds with 4 readers; the slow one 300 s with 8.
+The default run takes ``BROKER_READERS_SECONDS`` (20) seconds with 4 readers. The slow one is issue 20's
+done-when beside a broker: 8 readers of ``records.jsonl``, ``by-offset/`` and ``by-time/`` for
+``BROKER_READERS_SLOW_SECONDS`` (600) while the producer sends 2,000 records/s; every read must equal
+what ``kafkafs consume`` prints for the same records (tests/faults/readers.py), and consume what the
+consumer fetches over the wire.
 """
 
 from __future__ import annotations
@@ -18,16 +22,19 @@ import os
 import random
 import threading
 import time
+from collections import deque
 from pathlib import Path
 
 import pytest
+
+from tests.faults.readers import check_reads, consume_lines, kinds, run_readers
 
 from .harness import Broker
 from .livecheck import expected_line
 from .workloads import SMALL_SEGMENTS, record_of
 
 SECONDS = float(os.environ.get("BROKER_READERS_SECONDS", "20"))
-SLOW_SECONDS = float(os.environ.get("BROKER_READERS_SLOW_SECONDS", "300"))
+SLOW_SECONDS = float(os.environ.get("BROKER_READERS_SLOW_SECONDS", "600"))
 
 
 def _read(path: Path) -> bytes | Exception:
@@ -133,6 +140,82 @@ def test_whole_file_readers_beside_a_producing_broker(broker, mounted):
 
 
 @pytest.mark.slow
-def test_whole_file_readers_beside_a_producing_broker_long(broker, mounted):
+def test_readers_of_every_kind_beside_a_producing_broker_long(broker, mounted):
+    """Issue 20's done-when beside a broker: 8 readers of records.jsonl, by-offset/ and by-time/ of a
+    read-only mount of the running broker's log directory, 2,000 records/s produced: 0 reads with a byte
+    that differs from what ``kafkafs consume`` prints for the same records, 0 hangs."""
     m = mounted(broker.log_dir)
-    _check(readers_beside_broker(broker, m.path, SLOW_SECONDS, readers=8, rate=1000), min_reads=100)
+    broker.create_topic("soak", configs=SMALL_SEGMENTS)
+    path = m.path / "soak-0" / "records.jsonl"
+    deadline = time.monotonic() + 30
+    while not path.exists():  # the mount sees the new partition
+        assert time.monotonic() < deadline, "the mount never showed soak-0"
+        time.sleep(0.1)
+    rate = 2000
+    stop = threading.Event()
+    produced = [0]
+    acked = [0, 0]  # records the broker acknowledged, the largest timestamp among them
+    lock = threading.Lock()
+    samples: deque[tuple[float, int, int]] = deque()  # (monotonic, acked, largest timestamp)
+
+    def on_ack(metadata) -> None:
+        with lock:
+            acked[0] = max(acked[0], metadata.offset + 1)
+            acked[1] = max(acked[1], metadata.timestamp)
+
+    def producer() -> None:
+        client = broker.producer(linger_ms=2, batch_size=16384, acks=1)
+        rng = random.Random(20)
+        start = time.monotonic()
+        n = 0
+        while not stop.is_set():
+            for _ in range(max(rate // 50, 1)):
+                key, value, headers = record_of(n, rng)
+                client.send("soak", key=key, value=value, headers=headers, partition=0).add_callback(on_ack)
+                n += 1
+            produced[0] = n
+            with lock:
+                samples.append((time.monotonic(), acked[0], acked[1]))
+            time.sleep(max(0.0, start + n / rate - time.monotonic()))
+        client.flush()
+        produced[0] = n
+
+    def progress() -> tuple[int, int]:
+        """What the mount surely shows: what the broker acknowledged 1.5 s ago (SPEC §3: appends show
+        within a second). Timestamps are the producer's clock at send(), so every record with a
+        timestamp below the largest acknowledged one was acknowledged too."""
+        with lock:
+            while len(samples) > 1 and samples[1][0] <= time.monotonic() - 1.5:
+                samples.popleft()
+            if not samples or samples[0][0] > time.monotonic() - 1.5:
+                return 0, int(time.time() * 1000) - 60_000
+            return samples[0][1], samples[0][2] + 1
+
+    thread = threading.Thread(target=producer)
+    started = time.monotonic()
+    thread.start()
+    try:
+        result = run_readers(m.path, SLOW_SECONDS, readers=8, partition="soak-0", progress=progress)
+    finally:
+        stop.set()
+        thread.join(120)
+    took = time.monotonic() - started
+    wire = {r.offset: expected_line(r) for r in broker.consume_all("soak", partition=0)}
+    printed = consume_lines(broker.log_dir, "soak-0")
+    consume_differs = [o for o, line in printed.items()
+                       if {k: v for k, v in json.loads(line).items() if k != "producerId"} != wire.get(o)]
+    checked = check_reads(result, printed)
+    segments = len(list(broker.partition_dir("soak-0").glob("*.log")))
+    print(f"\nreaders beside the broker: {took:.0f} s, {produced[0]} records produced ({produced[0] / took:.0f} "
+          f"records/s), {len(wire)} fetched, {segments} segments, {checked['reads']} reads, {checked['lines']} lines, "
+          f"{checked['nul']} with NUL bytes, {len(checked['bad'])} differing, {len(result['hangs'])} hangs (300 s), "
+          f"{len(result['slow'])} reads over 30 s {result['slow'][:10]}, "
+          f"{len(result['errors'])} errors; consume vs the wire: {len(consume_differs)} differing; by kind "
+          f"{kinds(result)}; slowest read {result['slowest'][0]:.2f} s ({result['slowest'][1]}); "
+          f"load {os.getloadavg()}")
+    for line in checked["bad"][:30]:
+        print("differs:", line)
+    assert not result["hangs"] and not result["errors"], (result["hangs"][:5], result["errors"][:5])
+    assert checked["nul"] == 0 and not checked["bad"], (checked["nul"], checked["bad"][:5])
+    assert len(wire) == len(printed) == produced[0] and not consume_differs, (len(wire), len(printed), consume_differs[:5])
+    assert segments >= 2 and checked["reads"] >= 100

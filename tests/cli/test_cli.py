@@ -147,6 +147,50 @@ def test_verify_reports_every_partition_when_a_batch_length_is_damaged(tmp_path,
     ]
 
 
+def test_verify_reports_an_unreadable_partition_and_checks_the_others(demo, monkeypatch):
+    # one partition that cannot be read (a folder or a segment without read permission; faked here, as
+    # the suite may run as root): verify said only that and stopped; now one line for it, exit 1, and
+    # every other partition still checked
+    import io
+
+    from kafkafs.inspect import verify_logdir
+
+    real_log = LogDir.log
+
+    def log(self, name):
+        if name == "orders-0":
+            raise PermissionError(13, "Permission denied", str(self.path / name / "00000000000000000000.log"))
+        return real_log(self, name)
+
+    monkeypatch.setattr(LogDir, "log", log)
+    out, err = io.StringIO(), io.StringIO()
+    with LogDir(demo) as logdir:
+        problems = verify_logdir(logdir, out, err=err)
+    lines = out.getvalue().splitlines()
+    said = f"kafkafs: error: cannot use {demo}/orders-0/00000000000000000000.log: permission denied"
+    assert problems == 1 and err.getvalue().splitlines() == [said]
+    assert f"orders-0: not checked ({said})" in lines
+    assert [line.split(":")[0] for line in lines if line.endswith(": OK")] == [
+        "images-0", "orders-1", "payments-0", "sensors-0"
+    ]
+
+
+def test_recover_exits_1_when_it_replaces_a_damaged_checkpoint(tmp_path, demo):
+    # SPEC §4: recover exits with what verify would have said before it ran; a checkpoint file a broker
+    # cannot read (a count line that does not match its entries, a version it does not know) is damage
+    # verify reports, and recover rewrote it and exited 0
+    copy = tmp_path / "logs"
+    shutil.copytree(demo, copy)
+    (copy / "orders-0/leader-epoch-checkpoint").write_text("0\n3\n0 0\n")
+    (copy / "recovery-point-offset-checkpoint").write_text("1\nabc\n")
+    run("verify", str(copy), check_rc=1)
+    out = run("recover", str(copy), check_rc=1).stdout.decode().splitlines()
+    assert "damaged checkpoint orders-0/leader-epoch-checkpoint: checkpoint line 2: expected 3 entries but found 1" in out
+    assert out[-1].endswith("; 2 damaged checkpoint file(s)")
+    run("verify", str(copy))  # rewritten: nothing wrong left
+    run("recover", str(copy))
+
+
 def test_dump_matches_the_broker_index(fixtures_dir):
     segment = fixtures_dir / "kafka-logs-a/__consumer_offsets-12/00000000000000000000.log"
     index = segment.with_suffix(".index")

@@ -124,6 +124,14 @@ def test_cli_forms(logs):
         assert proc.stderr.startswith(b"kafkafs: ") and proc.stderr.count(b"\n") == 1
 
 
+@pytest.mark.parametrize("starts", [("--from-offset", "5", "--from-time", "0"), ("-o", "3", "-o", "9")])
+def test_two_places_to_start_are_a_usage_error(logs, starts):
+    # SPEC §4: [--from-offset N | --from-time TS]; both used to print from the later one, exit 0
+    proc = run(str(logs), "orders-0", *starts, rc=2)
+    assert proc.stdout == b"" and proc.stderr.decode().count("\n") == 1
+    assert proc.stderr.startswith(b"kafkafs: error: give one place to start (got ")
+
+
 @pytest.mark.parametrize("count", ["-1", "x"])
 def test_a_bad_count_is_a_usage_error(logs, count):
     # -c -1 used to print some records and exit 0

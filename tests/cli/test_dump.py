@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from kafkafs.dump import DumpOptions, dump_files
-from tests.kafka_layout import batch, control_batch, walk_batches, write_producer_snapshot
+from kafkafs.errors import CorruptRecordError
+from tests.kafka_layout import batch, batch_fields, control_batch, walk_batches, write_producer_snapshot
 
 OFFSETS_12 = "kafka-logs-a/__consumer_offsets-12"
 
@@ -136,6 +137,110 @@ def test_verify_index_only_and_sanity_check(fixtures_dir, tmp_path):
     rc, lines, err = dump(index, index_sanity_check=True)
     assert rc == 1 and lines == [f"Dumping {index}"]
     assert err == [f"kafkafs: Index file {index} is corrupt, found {len(data) + 3} bytes which is neither positive nor a multiple of 8"]
+
+
+def test_time_index_offsets_not_found_name_their_file(fixtures_dir, tmp_path):
+    # Kafka 4.4.0's kafka-dump-log (run on this very file): "The following indexed offsets are not found
+    # in :" + the file's absolute path, then "Indexed offset: N, found log offset: M" (3.x said "in the log.")
+    folder = tmp_path / "__consumer_offsets-12"
+    shutil.copytree(fixtures_dir / OFFSETS_12, folder)
+    os.chmod(folder, 0o755)
+    timeindex = folder / "00000000000000000000.timeindex"
+    os.chmod(timeindex, 0o644)
+    tdata = bytearray(timeindex.read_bytes())
+    ts, trel = struct.unpack_from(">qI", tdata, 24)  # entry 2: a batch's last offset, one off
+    struct.pack_into(">I", tdata, 32, trel - 1)
+    timeindex.write_bytes(bytes(tdata))
+    rc, _lines, err = dump(timeindex)
+    assert rc == 1
+    assert err == [
+        f"The following indexed offsets are not found in :{timeindex}",
+        f"Indexed offset: {trel - 1}, found log offset: {trel}",
+    ]
+
+
+SNAPSHOT_OF_TWO = "kafka-logs-a/nikhilDemo-0/00000000000000000003.snapshot"  # a broker's: 2 producers, 102 bytes
+
+
+@pytest.mark.parametrize("damage, message", [
+    # what Kafka 4.4.0's kafka-dump-log prints for each (run on these very bytes): readSnapshot's
+    # CorruptSnapshotException on one line of stderr, exit 0 there (kafkafs: exit 1, damage found); a
+    # buffer that ends too soon is Java's BufferUnderflowException, whose message is null
+    (lambda b: b[:0], "Snapshot failed schema validation: null"),
+    (lambda b: b[:1], "Snapshot failed schema validation: null"),
+    (lambda b: b[:5], "Snapshot failed schema validation: null"),
+    (lambda b: b[:8], "Snapshot failed schema validation: null"),
+    (lambda b: b[:10], "Snapshot failed schema validation: Tried to allocate a collection of size 2, but there are only 0 bytes remaining."),
+    (lambda b: b[:12], "Snapshot failed schema validation: null"),
+    (lambda b: b[:101], "Snapshot failed schema validation: null"),
+    (lambda b: b[:6] + b"\xff\xff\xff\xff" + b[10:], "Snapshot failed schema validation: non-nullable field producerEntries was serialized as null"),
+    (lambda b: b[:6] + b"\x00\x00\x00\x09" + b[10:], "Snapshot failed schema validation: null"),
+    (lambda b: b"\x00\x00" + b[2:], "Snapshot failed schema validation: Snapshot contained an unknown file version 0"),
+], ids=["empty", "1", "5", "8", "10", "12", "101", "count-1", "count9", "version0"])
+def test_damaged_snapshots_in_kafkas_words(fixtures_dir, tmp_path, damage, message):
+    snapshot = tmp_path / "00000000000000000003.snapshot"
+    snapshot.write_bytes(damage((fixtures_dir / SNAPSHOT_OF_TWO).read_bytes()))
+    assert dump(snapshot) == (1, [f"Dumping {snapshot}"], [message])
+
+
+def test_bytes_after_a_snapshots_entries_are_ignored_as_kafka_ignores_them(fixtures_dir, tmp_path):
+    # Kafka's readSnapshot reads the entries and checks the CRC over the rest of the file: trailing bytes
+    # that the CRC covers are no damage (Kafka 4.4.0's kafka-dump-log prints both producers, exit 0)
+    import crc32c
+
+    good = (fixtures_dir / SNAPSHOT_OF_TWO).read_bytes()
+    longer = bytearray(good + b"\0\1\2")
+    struct.pack_into(">I", longer, 2, crc32c.crc32c(bytes(longer[6:])))
+    snapshot = tmp_path / "00000000000000000003.snapshot"
+    snapshot.write_bytes(bytes(longer))
+    rc, lines, err = dump(snapshot)
+    assert (rc, err) == (0, []) and len(lines) == 3
+    assert lines[1].startswith("producerId: 10000 producerEpoch: 0 ") and lines[2].startswith("producerId: 7000 ")
+
+
+def test_time_index_entries_find_their_batch_as_kafkas_binary_search_does(fixtures_dir, tmp_path):
+    # dumpTimeIndex finds each entry's batch from OffsetIndex.lookup(offset).position: Kafka's binary
+    # search (AbstractIndex.indexSlotRangeFor). With offset index entry 4 damaged (relative offset -5),
+    # Kafka 4.4.0's kafka-dump-log (run on this very copy) still finds every time entry's batch (no "not
+    # found"; a scan that stops at the first entry past the target did not) and reports only the offset
+    # index's own mismatch
+    folder = tmp_path / "__consumer_offsets-12"
+    shutil.copytree(fixtures_dir / OFFSETS_12, folder)
+    os.chmod(folder, 0o755)
+    index, timeindex = folder / "00000000000000000000.index", folder / "00000000000000000000.timeindex"
+    os.chmod(index, 0o644)
+    data = bytearray(index.read_bytes())
+    rel, pos = struct.unpack_from(">iI", data, 4 * 8)
+    struct.pack_into(">i", data, 4 * 8, -5)
+    index.write_bytes(bytes(data))
+    rc, _lines, err = dump(index, timeindex, verify_index_only=True)
+    assert err == [f"Mismatches in :{index}", f"  Index offset: -5, log offset: {rel}"], err
+
+
+def test_empty_and_sane_index_lines_print_the_path_as_java_does(fixtures_dir, tmp_path):
+    # println(file + " is empty.") / println(file + " passed sanity check."): a java.io.File, so "a//b" is "a/b"
+    folder = tmp_path / "__consumer_offsets-12"
+    shutil.copytree(fixtures_dir / OFFSETS_12, folder)
+    empty = f"{folder}//00000000000000000862.index"
+    sane = f"{folder}//00000000000000000000.index"
+    assert dump(empty)[1] == [f"Dumping {folder}/00000000000000000862.index", f"{folder}/00000000000000000862.index is empty."]
+    assert dump(sane, index_sanity_check=True)[1] == [
+        f"Dumping {folder}/00000000000000000000.index", f"{folder}/00000000000000000000.index passed sanity check."
+    ]
+
+
+@pytest.mark.parametrize("version", [5, -1])
+def test_txn_index_entry_of_an_unknown_version_in_kafkas_words(tmp_path, version):
+    # Kafka 4.4.0's kafka-dump-log stops there with a stack trace, printing no entry: 'KafkaException:
+    # Unexpected aborted transaction version 5 in transaction index /abs/path, supported version range is
+    # 0 to 0'; kafkafs prints that message on one line (README: kafkafs's deviation), exit 1
+    txn = tmp_path / "00000000000000000010.txnindex"
+    good = struct.pack(">hqqqq", 0, 7, 3, 9, 3)
+    txn.write_bytes(good + struct.pack(">hqqqq", version, 8, 10, 12, 13) + good)
+    assert dump(txn) == (1, [f"Dumping {txn}"], [
+        f"kafkafs: Unexpected aborted transaction version {version} in transaction index {txn}, "
+        "supported version range is 0 to 0"
+    ])
 
 
 def test_state_files(fixtures_dir, tmp_path):
@@ -446,6 +551,29 @@ def test_cluster_metadata_decoder_errors_in_kafkas_words(tmp_path):
     assert payloads[-1] == '{"type":"FEATURE_LEVEL_RECORD","version":0,"data":{"name":"metadata.version","featureLevel":20}}'
 
 
+def test_a_metadata_record_of_a_newer_version_is_read_as_kafkas_reader_reads_it(tmp_path):
+    # Kafka 4.4.0's kafka-dump-log --cluster-metadata-decoder (run on these records) reads a version past
+    # the definition's field by field ("version":9), and says "garbage" for bytes after it; the JSON view
+    # keeps such a value's bytes (SPEC §8)
+    name = b"metadata.version"
+    body = bytes([len(name) + 1]) + name + b"\x00\x14\x00"
+    folder = tmp_path / "__cluster_metadata-0"
+    folder.mkdir()
+    path = folder / "00000000000000000000.log"
+    path.write_bytes(batch(0, [(None, bytes([1, 12, 9]) + body, ()), (None, bytes([1, 12, 9]) + body + b"xx", ()),
+                               (None, bytes([1, 2, 5, 2]) + b"t" + bytes(16) + b"\x00", ())]))
+    _rc, lines, _err = dump(path, decoder="cluster-metadata")
+    assert [line.split(" payload: ", 1)[1] for line in lines if " payload: " in line] == [
+        '{"type":"FEATURE_LEVEL_RECORD","version":9,"data":{"name":"metadata.version","featureLevel":20}}',
+        "Error at 1, skipping. Found 2 byte(s) of garbage after 12",
+        '{"type":"TOPIC_RECORD","version":5,"data":{"name":"t","topicId":"AAAAAAAAAAAAAAAAAAAAAA"}}',
+    ]
+    from kafkafs.format.decoders import metadata_record
+
+    with pytest.raises(CorruptRecordError):
+        metadata_record(bytes([1, 12, 9]) + body)  # the records' own view: an unknown version stays bytes
+
+
 def test_offsets_and_transaction_decoders_read_as_kafkas_serdes(tmp_path):
     # CoordinatorRecordSerde: readVersion / readMessage, whose messages DumpLogSegments prints after
     # "Error at offset N, skipping. "; Kafka's generated readers stop after the last field, so bytes
@@ -487,6 +615,48 @@ def test_offsets_and_transaction_decoders_read_as_kafkas_serdes(tmp_path):
     assert lines[4].endswith(" key: Error at offset 1, skipping. Found an unknown record version 7 for 0 type")
 
 
+def test_coordinator_records_with_impossible_lengths_in_the_generated_readers_words(tmp_path):
+    # the generated Java readers (Kafka 4.4.0's kafka-dump-log, run on these records): a null where the
+    # field may not be null, and an array count past the bytes left
+    def string(text: str) -> bytes:
+        return struct.pack(">h", len(text)) + text.encode()
+
+    key = struct.pack(">h", 2) + string("g")
+    head = struct.pack(">h", 3) + string("consumer") + struct.pack(">i", 1) + string("range") + string("m")
+    cases = [
+        (head + struct.pack(">qi", 0, 1000), "Tried to allocate a collection of size 1000, but there are only 0 "
+         "bytes remaining.."),
+        (head + struct.pack(">qi", 0, -1), "non-nullable field members was serialized as null."),
+        (struct.pack(">hh", 3, -1), "non-nullable field protocolType was serialized as null."),
+    ]
+    folder = tmp_path / "__consumer_offsets-0"
+    folder.mkdir()
+    path = folder / "00000000000000000000.log"
+    path.write_bytes(batch(0, [(key, value, ()) for value, _ in cases]))
+    _rc, lines, _err = dump(path, decoder="offsets")
+    shown = [line.split(" key: ", 1)[1] for line in lines if " key: " in line]
+    assert shown == [
+        f"Error at offset {i}, skipping. Could not read record with version 3 from value's buffer due to: {said}"
+        for i, (_, said) in enumerate(cases)
+    ]
+
+
+def test_a_uuid_cut_short_is_javas_buffer_underflow(tmp_path):
+    # ShareSnapshotKey (groupId, topicId uuid, partition) cut inside its UUID: the generated reader reads
+    # two longs, and Java's BufferUnderflowException has no message; Kafka 4.4.0's kafka-dump-log
+    # --share-group-state-decoder says "due to: null." (not the byte array reader's words)
+    key = struct.pack(">hh", 0, 1) + b"g" + bytes(16) + struct.pack(">i", 0)
+    folder = tmp_path / "__share_group_state-0"
+    folder.mkdir()
+    path = folder / "00000000000000000000.log"
+    path.write_bytes(batch(0, [(key[:5], None, ()), (key[:10], None, ())]))
+    _rc, lines, _err = dump(path, decoder="share-group-state")
+    assert [line.split(" key: ", 1)[1] for line in lines if " key: " in line] == [
+        f"Error at offset {i}, skipping. Could not read record with version 0 from key's buffer due to: null."
+        for i in (0, 1)
+    ]
+
+
 def test_paths_are_printed_as_java_files_print_them(segment, monkeypatch):
     # println(s"Dumping $file") and getAbsolutePath print a java.io.File, which collapses runs of "/"
     # and drops a trailing one (it printed the name as typed)
@@ -502,7 +672,8 @@ def test_paths_are_printed_as_java_files_print_them(segment, monkeypatch):
 
 def test_legacy_message_sets(tmp_path):
     # printBatchLevel, magic < 2: print("offset: " + batch.lastOffset), then the same " position: ..." tail;
-    # record lines of legacy batches: print(s" isValid: ${r.isValid} crc: ${r.checksum}}") (Kafka's stray "}")
+    # record lines of legacy batches: " isValid: " + record.isValid() + " crc: " + record.checksum() (Kafka 4.x;
+    # Kafka 3.x's Scala printed a stray "}" after the checksum, 4.x's Java does not)
     import zlib
 
     from kafka.record.legacy_records import LegacyRecordBatchBuilder
@@ -528,10 +699,132 @@ def test_legacy_message_sets(tmp_path):
     (p0, s0, c0), (p1, s1, c1) = crcs
     assert lines[2:] == [
         f"offset: 0 position: {p0} NoTimestampType: -1 size: {s0} magic: 0 compresscodec: none crc: {c0} isvalid: true",
-        f"| offset: 0 NoTimestampType: -1 keySize: 1 valueSize: 1 isValid: true crc: {c0}}}",
+        f"| offset: 0 NoTimestampType: -1 keySize: 1 valueSize: 1 isValid: true crc: {c0}",
         f"offset: 0 position: {p1} CreateTime: 1700000000000 size: {s1} magic: 1 compresscodec: none crc: {c1} isvalid: true",
-        f"| offset: 0 CreateTime: 1700000000000 keySize: 1 valueSize: 1 isValid: true crc: {c1}}}",
+        f"| offset: 0 CreateTime: 1700000000000 keySize: 1 valueSize: 1 isValid: true crc: {c1}",
     ]
+
+
+def test_legacy_records_say_whether_their_crc_holds(tmp_path):
+    # LegacyRecord.isValid(): the message's stored CRC equals the CRC-32 of magic..end; for a compressed
+    # wrapper, each inner message's own (the wrapper's line says the wrapper's)
+    import gzip
+    import zlib
+
+    from kafka.record.legacy_records import LegacyRecordBatchBuilder
+
+    def message(offset: int, value: bytes, break_crc: bool = False) -> bytes:
+        builder = LegacyRecordBatchBuilder(magic=1, compression_type=0, batch_size=1 << 16)
+        builder.append(0, timestamp=1_700_000_000_000, key=b"k", value=value)
+        raw = bytearray(builder.build())
+        struct.pack_into(">q", raw, 0, offset)
+        if break_crc:
+            raw[-1] ^= 1  # the value's last byte: the stored CRC no longer holds
+        return bytes(raw)
+
+    folder = tmp_path / "t-0"
+    folder.mkdir()
+    plain = message(0, b"v0", break_crc=True)
+    inner = message(0, b"v1") + message(1, b"v2", break_crc=True)  # relative inner offsets (magic 1)
+    body = struct.pack(">bbq", 1, 1, 1_700_000_000_000) + struct.pack(">i", -1)
+    packed = gzip.compress(inner, mtime=0)
+    body += struct.pack(">i", len(packed)) + packed
+    wrapper = struct.pack(">qiI", 2, 4 + len(body), zlib.crc32(body)) + body
+    path = folder / "00000000000000000000.log"
+    path.write_bytes(plain + wrapper)
+    crc_of = [struct.unpack_from(">I", m, 12)[0] for m in (plain, inner[: len(inner) // 2], inner[len(inner) // 2 :])]
+    rc, lines, _err = dump(path, deep_iteration=True)
+    records = [line for line in lines if line.startswith("| ")]
+    assert records == [
+        f"| offset: 0 CreateTime: 1700000000000 keySize: 1 valueSize: 2 isValid: false crc: {crc_of[0]}",
+        f"| offset: 1 CreateTime: 1700000000000 keySize: 1 valueSize: 2 isValid: true crc: {crc_of[1]}",
+        f"| offset: 2 CreateTime: 1700000000000 keySize: 1 valueSize: 2 isValid: false crc: {crc_of[2]}",
+    ]
+    assert "isvalid: false" in lines[2] and "isvalid: true" in lines[4]
+
+
+def test_sequences_wrap_as_javas_ints(tmp_path):
+    # DefaultRecordBatch.incrementSequence in Java int arithmetic, as Kafka 4.4.0's kafka-dump-log prints
+    # these very batches: a negative lastOffsetDelta wraps (1 + -3 -> 2147483646), 2**31 - 1 + 1 -> 0; a
+    # base sequence below -1 is incremented on the batch line, and a record's sequence is -1 for it
+    folder = tmp_path / "t-0"
+    folder.mkdir()
+    data = batch(0, [(b"k", b"v", ())], base_sequence=1, producer_id=5, producer_epoch=0, offset_deltas=[-3])
+    data += batch(10, [(b"k", b"v", ()), (b"k", b"w", ())], base_sequence=-5, producer_id=5, producer_epoch=0)
+    data += batch(20, [(b"k", b"v", ()), (b"k", b"w", ())], base_sequence=2**31 - 1, producer_id=5, producer_epoch=0)
+    path = folder / "00000000000000000000.log"
+    path.write_bytes(data)
+    _rc, lines, _err = dump(path, deep_iteration=True)
+    sequences = [
+        (line.split(" baseSequence: ")[1].split(" producerId")[0] if line.startswith("baseOffset") else line.split(" sequence: ")[1])
+        for line in lines[2:]
+    ]
+    assert sequences == [
+        "1 lastSequence: 2147483646", "2147483646 headerKeys: []",
+        "-5 lastSequence: -4", "-1 headerKeys: []", "-1 headerKeys: []",
+        "2147483647 lastSequence: 0", "2147483647 headerKeys: []", "0 headerKeys: []",
+    ]
+
+
+def test_hostile_headers_kafka_prints_and_walks_past(tmp_path):
+    # FileLogInputStream.nextBatch checks only size >= 14 and the end; a magic past 1 is a
+    # DefaultRecordBatch (header read as 61 bytes from the batch's position). So Kafka 4.4.0's
+    # kafka-dump-log (run on such files) prints a negative base offset, a magic-3 batch (as v2, its CRC
+    # holds) and a v2 batch whose length is below its header (isvalid: false, the walk goes on from the
+    # length it gives), and a batch of count 0 has no records to read (bytes after them unchecked).
+    # kafkafs prints the same lines and exits 1 (damage found).
+    folder = tmp_path / "t-0"
+    folder.mkdir()
+    path = folder / "00000000000000000000.log"
+    three = [batch(o, [(b"k", b"v%d" % o, ())]) for o in (0, 1, 2)]
+
+    def lines_of(data: bytes, **options) -> tuple[int, list[str], list[str]]:
+        path.write_bytes(data)
+        return dump(path, **options)
+
+    negative = bytearray(b"".join(three))
+    struct.pack_into(">q", negative, len(three[0]), -7)  # baseOffset is outside the CRC
+    rc, lines, err = lines_of(bytes(negative), deep_iteration=True)
+    p1 = len(three[0])
+    assert rc == 1 and err[-3:] == ["Non-consecutive offsets in " + str(path), "  -7 is followed by 2", "  0 is followed by -7"]
+    assert lines[4] == kafka_batch_line(p1, batch_fields(bytes(negative), p1))
+    assert lines[4].startswith("baseOffset: -7 lastOffset: -7 ")
+    assert lines[5].startswith("| offset: -7 CreateTime: ") and len(lines) == 8
+
+    magic3 = bytearray(b"".join(three))
+    magic3[p1 + 16] = 3  # the magic is outside the CRC too
+    rc, lines, err = lines_of(bytes(magic3), deep_iteration=True)
+    assert rc == 1 and err == []
+    assert lines[4] == kafka_batch_line(p1, batch_fields(bytes(magic3), p1)).replace(" magic: 2 ", " magic: 3 ")
+    assert lines[5].startswith("| offset: 1 CreateTime: ") and len(lines) == 8
+
+    short = bytearray(b"".join(three))
+    struct.pack_into(">i", short, p1 + 8, 48)  # 12 + 48 = 60 bytes, one short of the v2 header
+    rc, lines, err = lines_of(bytes(short))
+    line = kafka_batch_line(p1, batch_fields(bytes(short), p1))
+    assert rc == 1 and lines[3] == line.replace(" isvalid: true", " isvalid: false")
+    assert lines[4:] == [f"Found {len(short) - p1 - 60} invalid bytes at the end of {path.name}"]
+
+    empty = bytearray(batch(0, [(b"k", b"v", ())]))
+    struct.pack_into(">i", empty, 57, 0)  # recordCount 0, the record's bytes still there
+    from kafkafs.format.crc import crc32c
+
+    struct.pack_into(">I", empty, 17, crc32c(bytes(empty[21:])))
+    rc, lines, err = lines_of(bytes(empty), print_data_log=True)
+    assert (rc, err) == (0, []) and lines[2:] == [kafka_batch_line(0, batch_fields(bytes(empty), 0))]
+
+
+def test_a_size_below_kafkas_minimum_is_said_in_kafkas_words(tmp_path):
+    # zeros after the last batch (a preallocated log): Kafka 4.4.0's tool stops with
+    # 'CorruptRecordException: Found record size 0 smaller than minimum record overhead (14) in file F.';
+    # kafkafs says that on one line and counts the rest as invalid bytes (README), exit 1
+    folder = tmp_path / "t-0"
+    folder.mkdir()
+    path = folder / "00000000000000000000.log"
+    path.write_bytes(batch(0, [(b"k", b"v", ())]) + bytes(100))
+    rc, lines, err = dump(f"{folder}//{path.name}")
+    assert rc == 1 and lines[-1] == f"Found 100 invalid bytes at the end of {path.name}"
+    assert err == [f"kafkafs: Found record size 0 smaller than minimum record overhead (14) in file {path}."]
 
 
 def test_json_output_follows_kafkas_lines(fixtures_dir, segment):

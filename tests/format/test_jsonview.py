@@ -173,6 +173,18 @@ def test_large_integers_are_written_exactly():
         parse_record_line(b'{"value": {"id": 1234567890123456789, "x": NaN}}')
 
 
+@pytest.mark.parametrize("line", [
+    b'{"key": [99999999999999999999, "\\ud800"]}',  # hypothesis found it (test_kernel_lines)
+    b'{"value": "\\udc00", "timestamp": 12345678901234567}',
+    b'{"value": "\\ud800"}',  # the usual parser (orjson) refuses it too
+])
+def test_a_lone_surrogate_is_invalid_input_with_or_without_long_integers(line):
+    """A line with a 16-digit run goes through the standard library's parser (exact integers), which
+    takes a lone surrogate escape that orjson refuses; it is not text, and is refused as one line."""
+    with pytest.raises(InvalidInput, match="surrogate"):
+        parse_record_line(line)
+
+
 def test_one_bad_line_fails_the_whole_write():
     with pytest.raises(InvalidInput, match="line 2"):
         parse_record_lines(b'ok\n{"bad\nok\n')

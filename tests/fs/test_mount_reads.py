@@ -18,3 +18,70 @@ def test_a_mount_reads_ahead_a_mebibyte(mounted, logdir_copy):
     if not os.access(setting, os.W_OK):
         pytest.skip("this user may not set a device's read-ahead")
     assert int(setting.read_text()) == READ_AHEAD_KB == 1024
+
+
+_NO_ROOT_CACHE = """
+import sys
+from kafkafs.fs.tree import root
+
+attr = root.Root.attr
+root.Root.attr = lambda self: attr(self)._replace(timeout=0.0)  # the kernel keeps no attribute of the root
+from kafkafs.cli import main
+
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def _fuse_connection(mountpoint: Path) -> str | None:
+    """The mount's FUSE connection number, from /proc/self/mountinfo (no stat of the mount itself)."""
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        fields = line.split()
+        if fields[4] == str(mountpoint):
+            return fields[2].split(":")[1]
+    return None
+
+
+def test_the_mount_never_stats_its_own_mountpoint_on_its_loop(logdir_copy, tmp_path):
+    """Once mounted, the daemon sets the read-ahead of its device. It used to stat the mountpoint for
+    the device number on the loop that answers the mount's requests: when the kernel no longer kept the
+    root's attributes (after their timeout, on a loaded machine), that stat waited for the loop itself
+    and the mount hung for good. Here the kernel never keeps them, so that stat always deadlocked. The
+    test watches the daemon's log, never the mount, so that a hung mount cannot hang the test."""
+    import subprocess
+    import sys
+    import time
+
+    root_dir = Path(__file__).resolve().parents[2]
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    proc = subprocess.Popen([sys.executable, "-c", _NO_ROOT_CACHE, "mount", str(logdir_copy), str(mnt), "-f"],
+                            cwd=root_dir, stderr=subprocess.PIPE, text=True)
+    said = []
+    try:
+        assert proc.stderr is not None
+        deadline = time.monotonic() + 60
+        os.set_blocking(proc.stderr.fileno(), False)
+        while time.monotonic() < deadline and not any(" mounted " in line for line in said):
+            line = proc.stderr.readline()
+            if line:
+                said.append(line)
+            elif proc.poll() is not None:
+                break
+            else:
+                time.sleep(0.05)
+        assert any(" mounted " in line for line in said), said  # the loop got past the read-ahead step
+        assert sorted(os.listdir(mnt))  # and answers
+    finally:
+        connection = _fuse_connection(mnt)
+        if connection is not None and proc.poll() is None and not any(" mounted " in line for line in said):
+            try:  # a hung mount: abort its connection so that nothing waits on it
+                Path(f"/sys/fs/fuse/connections/{connection}/abort").write_text("1")
+            except OSError:
+                pass
+        subprocess.run(["fusermount3", "-u", str(mnt)], capture_output=True)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        subprocess.run(["fusermount3", "-uz", str(mnt)], capture_output=True)

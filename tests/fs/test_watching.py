@@ -8,6 +8,7 @@ import threading
 import time
 
 from kafkafs.format.jsonview import ProducerRecord
+from kafkafs.fs.tree.nodes import VOLATILE_TIMEOUT, WATCHED_TIMEOUT
 from kafkafs.fs.watching import ChangeWatcher
 from kafkafs.storage.logdir import LogDir
 
@@ -82,4 +83,108 @@ def test_the_first_stat_of_a_topic_sizes_its_other_partitions_ahead(tmp_path):
         assert "u-0" not in [s.name for s in states.open_states()]  # another topic: not sized ahead
         assert tree.resolve("t-2/records.jsonl").attr().size == size  # the same records, the same size
     finally:
+        tree.close()
+
+
+def _append_elsewhere(logdir, name: str, value: bytes) -> None:
+    with LogDir(logdir, SMALL_SEGMENTS, writable=True) as d:  # another process's append
+        d.log(name).append_records([ProducerRecord(None, None, value, ())], flush=True)
+
+
+def test_a_partition_watched_from_before_it_loads_needs_no_first_refresh(tmp_path):
+    """A read-only mount watches a partition folder before loading its log: nothing can change unseen in
+    between, so no refresh runs until an event comes; records.jsonl's size is then kept by the kernel
+    (a long timeout: events invalidate it) and a stat does not look at the folder again."""
+    with LogDir(tmp_path, SMALL_SEGMENTS, writable=True) as d:
+        d.create_partition("w", 0).append_records([ProducerRecord(None, None, b"first", ())])
+    tree = tree_of(tmp_path)
+    watcher = ChangeWatcher(burst=0.05)
+    watcher.start()
+    tree.partitions.watch_folder = watcher.watch_folder
+    try:
+        state = tree.partitions.state("w-0")
+        assert state.watched
+        attr = tree.resolve("w-0/records.jsonl").attr()
+        assert attr.timeout == WATCHED_TIMEOUT
+        time.sleep(0.3)
+        assert watcher.refreshes == 0  # nothing changed since the watch began: nothing refreshed
+        _append_elsewhere(tmp_path, "w-0", b"second")
+        deadline = time.monotonic() + 5
+        while state.log.log_end_offset != 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert state.log.log_end_offset == 2  # the event refreshed it
+        assert tree.resolve("w-0/records.jsonl").attr().size > attr.size
+    finally:
+        watcher.stop()
+        tree.close()
+
+
+def test_an_event_between_the_watch_and_the_load_refreshes_the_partition_once_bound(tmp_path):
+    with LogDir(tmp_path, SMALL_SEGMENTS, writable=True) as d:
+        d.create_partition("x", 0).append_records([ProducerRecord(None, None, b"first", ())])
+    tree = tree_of(tmp_path)
+    watcher = ChangeWatcher(burst=0.05)
+    watcher.start()
+    raced = []
+
+    def watch_folder(path):
+        bind = watcher.watch_folder(path)
+        _append_elsewhere(tmp_path, "x-0", b"raced")  # after the watch began, before the partition is bound
+        time.sleep(0.3)  # the watcher reads the events while the folder has no partition yet
+        raced.append(watcher.refreshes)
+        return bind
+
+    tree.partitions.watch_folder = watch_folder
+    try:
+        state = tree.partitions.state("x-0")
+        assert raced == [0] and state.watched
+        deadline = time.monotonic() + 5
+        while watcher.refreshes < 1 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(0.2)
+        assert watcher.refreshes == 1  # the events that came before the bind: one refresh once bound
+        assert state.log.log_end_offset == 2
+    finally:
+        watcher.stop()
+        tree.close()
+
+
+def test_an_unwatched_partition_keeps_the_short_timeout(tmp_path):
+    with LogDir(tmp_path, SMALL_SEGMENTS, writable=True) as d:
+        d.create_partition("w", 0).append_records([ProducerRecord(None, None, b"first", ())])
+    tree = tree_of(tmp_path)  # no watcher: polled, so the kernel keeps the size briefly
+    try:
+        assert not tree.partitions.state("w-0").watched
+        assert tree.resolve("w-0/records.jsonl").attr().timeout == VOLATILE_TIMEOUT
+    finally:
+        tree.close()
+
+
+def test_records_jsonl_of_a_sized_watched_partition_is_looked_up_on_the_loop(tmp_path):
+    """``ls -l MOUNT/*/records.jsonl``: once a partition is open, watched and sized (a sibling's stat
+    sized it ahead), its records.jsonl is looked up without a worker trip (``lookup_now``), the same
+    file a worker's lookup gives; otherwise the lookup goes to a worker (None)."""
+    with LogDir(tmp_path, SMALL_SEGMENTS, writable=True) as d:
+        d.create_partition("w", 0).append_records([ProducerRecord(None, None, b"v%d" % i, ()) for i in range(30)])
+    tree = tree_of(tmp_path)
+    watcher = ChangeWatcher()
+    watcher.start()
+    try:
+        folder = tree.resolve("w-0")
+        assert folder.lookup_now("records.jsonl") is None  # not open yet
+        tree.partitions.watch_folder = watcher.watch_folder
+        state = tree.partitions.state("w-0")
+        assert state.watched
+        assert folder.lookup_now("records.jsonl") is None  # open, not sized yet
+        assert folder.lookup_now("partition.json") is None  # only records.jsonl
+        state.composition()  # sized (as a sibling's stat sizes it ahead)
+        now = folder.lookup_now("records.jsonl")
+        assert now is not None
+        looked = folder.lookup("records.jsonl")
+        assert now.stream is looked.stream
+        assert now.attr().size == looked.attr().size > 0
+        state.watched = False  # polled instead: every stat looks at the folder, in a worker
+        assert folder.lookup_now("records.jsonl") is None
+    finally:
+        watcher.stop()
         tree.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 
 import pytest
@@ -197,3 +198,21 @@ def test_a_worker_heap_is_frozen_once():
     )
     root = Path(__file__).resolve().parents[2]
     subprocess.run([sys.executable, "-c", code], check=True, cwd=root, env={"PYTHONPATH": str(root)})
+
+
+@pytest.mark.allow_warnings("damaged data is skipped with a warning on purpose")
+def test_a_torn_batch_at_the_end_of_a_sealed_segment_is_damage(generated, writable_copy):
+    """A segment that a later one follows, cut inside its last batch: the read fails there (onCorrupt
+    fail) or leaves out that batch with a warning (skip), never quietly (it was left out with no word)."""
+    copy = writable_copy(generated)
+    batches = _batch_positions(generated, "orders-0")
+    bases = sorted({b[0] for b in batches})
+    assert len(bases) > 1
+    base, _pos, first, last = [b for b in batches if b[0] == bases[0]][-1]
+    path = copy / "orders-0" / f"{base:020d}.log"
+    os.truncate(path, path.stat().st_size - 10)
+    with pytest.raises(CorruptRecordError, match="bytes after the last whole batch of a sealed segment"):
+        read_plan(plan(copy, topics="orders"))
+    rows = read_plan(plan(copy, topics="orders", onCorrupt="skip"))
+    expect = [r for r in engine_rows(generated) if r[0] == "orders" and not (r[1] == 0 and first <= r[2] <= last)]
+    assert rows == expect

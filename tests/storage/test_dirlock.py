@@ -67,3 +67,20 @@ def test_describe_holder():
     assert describe_holder(None) == describe_holder(0) == "another process (a broker or kafkafs)"
     me = describe_holder(os.getpid())
     assert me.startswith(f"process {os.getpid()} (")
+
+
+def test_a_holder_with_newlines_in_its_command_is_named_on_one_line():
+    # `python -c "<several lines>"` holding the lock: the error stays one line (SPEC §4)
+    import time
+
+    child = subprocess.Popen([sys.executable, "-c", "import time\ntime.sleep(30)\n"])
+    try:
+        for _ in range(100):  # until the child's /proc cmdline is its own
+            if b"sleep" in Path(f"/proc/{child.pid}/cmdline").read_bytes():
+                break
+            time.sleep(0.05)
+        text = describe_holder(child.pid)
+        assert "\n" not in text and text.endswith("-c import time time.sleep(30))"), text
+    finally:
+        child.kill()
+        child.wait()

@@ -8,6 +8,7 @@ import os
 
 import pytest
 
+from kafkafs.format.batch import read_batch_header
 from kafkafs.storage import keyfile
 from kafkafs.storage.keyindex import KeyIndexStore
 from kafkafs.storage.keytable import PartitionKeys
@@ -36,12 +37,16 @@ def test_a_changed_segment_is_never_served_from_its_old_index(tmp_path):
     _check_all(PartitionKeys(log, store), model)
     before = {p.name: p.read_bytes() for p in _entry(tmp_path)}
     log.close()
-    # rewrite a sealed segment in place (same inode), keeping its mtime: the ctime and size still tell
+    # rewrite a sealed segment in place (same inode), keeping its mtime: the ctime and size still tell.
+    # Cut at a batch boundary near the middle: a cut inside a batch of a sealed segment is damage
     first = tmp_path / "t-0" / "00000000000000000000.log"
     st = first.stat()
     data = first.read_bytes()
+    cut = 0
+    while cut < len(data) // 2:
+        cut = read_batch_header(data, cut).end
     with open(first, "r+b") as f:
-        f.truncate(len(data) // 2)
+        f.truncate(cut)
     os.utime(first, ns=(st.st_atime_ns, st.st_mtime_ns))
     reader = Log.open(tmp_path / "t-0")
     store2 = KeyIndexStore(tmp_path / "cache")

@@ -32,6 +32,8 @@ def test_partitions_are_discovered_by_kafkas_rules(tmp_path: Path) -> None:
         (tmp_path / name).write_bytes(b"")
     with LogDir(tmp_path) as logdir:
         assert logdir.partition_names() == ["__consumer_offsets-49", "a.b_c-d-3", "orders-0", "orders-10"]
+        assert logdir.topic_partition_names("orders") == ["orders-0", "orders-10"]  # by number, folders only
+        assert logdir.topic_partition_names("a.b_c-d") == ["a.b_c-d-3"] and logdir.topic_partition_names("z") == []
         with pytest.raises(InvalidName):
             logdir.log("x-1-delete")
         with pytest.raises(InvalidName):

@@ -247,7 +247,7 @@ def remote_log_metadata_types() -> dict[int, Message]:
     return _api_messages("kafka-storage")
 
 
-def _framed(data: bytes | None, types: dict[int, Message], what: str) -> MessageObject:
+def _framed(data: bytes | None, types: dict[int, Message], what: str, any_version: bool = False) -> MessageObject:
     if data is None:
         raise CorruptRecordError(f"a {what} record has no value")
     r = _Reader(bytes(data))
@@ -259,12 +259,14 @@ def _framed(data: bytes | None, types: dict[int, Message], what: str) -> Message
     m = types.get(api_key)
     if m is None:
         raise CorruptRecordError(f"unknown {what} record type {api_key}")
-    return {"type": m.type_name, "version": version, "data": m.read(r.buf, version, r.pos)}
+    return {"type": m.type_name, "version": version, "data": m.read(r.buf, version, r.pos, any_version=any_version)}
 
 
-def metadata_record(data: bytes) -> MessageObject:
-    """A ``__cluster_metadata`` value: ``{"type": "FEATURE_LEVEL_RECORD", "version": 0, "data": {...}}``."""
-    return _framed(data, metadata_types(), "metadata")
+def metadata_record(data: bytes, any_version: bool = False) -> MessageObject:
+    """A ``__cluster_metadata`` value: ``{"type": "FEATURE_LEVEL_RECORD", "version": 0, "data": {...}}``.
+    A version the definitions do not know is an error (the JSON view keeps such bytes, SPEC §8) unless
+    ``any_version`` (kafka-dump-log reads it as Kafka's generated reader does)."""
+    return _framed(data, metadata_types(), "metadata", any_version)
 
 
 def remote_log_metadata_record(data: bytes | None) -> MessageObject:

@@ -68,6 +68,13 @@ class _Reader:
             if shift > 35:
                 raise CorruptRecordError("varint too long")
 
+    def fixed_bytes(self, n: int) -> bytes:
+        """``n`` bytes of a fixed-size field (a UUID's two longs, a bool's byte): cut short, Java's
+        ByteBuffer underflows (no message), not the byte array reader's "Error reading byte array"."""
+        if self.pos + n > len(self.buf):
+            raise CorruptRecordError(f"message truncated at {self.pos}")
+        return self.take(n)
+
     def fixed(self, st: struct.Struct) -> int:
         """An integer of the fixed-size type ``st`` (a :data:`~.fields.FIXED` one but float64)."""
         pos = self.pos
@@ -130,10 +137,14 @@ class Message(MessageWriter):
 
     # ------------------------------------------------------------------ reading
 
-    def read(self, buf: bytes, version: int, pos: int = 0, whole: bool = True) -> MessageObject:
+    def read(
+        self, buf: bytes, version: int, pos: int = 0, whole: bool = True, any_version: bool = False
+    ) -> MessageObject:
         """The object of this message at ``version`` from ``buf[pos:]``; with ``whole``, bytes left over
-        are an error (as Kafka's serdes say). Raises :class:`CorruptRecordError`."""
-        if version not in self.valid:
+        are an error (as Kafka's serdes say). Raises :class:`CorruptRecordError`. ``any_version`` reads a
+        version past the definition's as Kafka's generated readers do (each field by its version range;
+        what ``kafka-dump-log`` prints for a metadata record of a newer version)."""
+        if version not in self.valid and not (any_version and version >= 0):
             raise CorruptRecordError(f"{self.name} has no version {version}")
         reader = _Reader(buf if type(buf) is bytes else bytes(buf), pos)
         try:
@@ -188,7 +199,7 @@ class Message(MessageWriter):
                 n = read_length(r)
                 if n < 0:
                     if not nullable:
-                        raise CorruptRecordError(f"non-nullable field {f.name} was null")
+                        raise CorruptRecordError(f"non-nullable field {f.name} was serialized as null")
                     return None
                 return r.take(n).decode("utf-8")
 
@@ -234,22 +245,24 @@ class Message(MessageWriter):
         if st is not None:
             return r.float64() if kind == "float64" else r.fixed(st)
         if kind == "bool":
-            return r.take(1) != b"\x00"
+            return r.fixed_bytes(1) != b"\x00"
         if kind == "uuid":
-            return uuid_text(r.take(16))
+            return uuid_text(r.fixed_bytes(16))
         if kind in ("string", "bytes", "records", "array"):
             # a length (element count for an array) first; below zero: null
             n = r.uvarint() - 1 if flexible else r.fixed(_I16 if kind == "string" else _I32)
             if n < 0:
                 if not nullable:
-                    raise CorruptRecordError(f"non-nullable field {f.name} was null")
+                    raise CorruptRecordError(f"non-nullable field {f.name} was serialized as null")
                 return None
             if kind == "string":
                 return r.take(n).decode("utf-8")
             if kind != "array":
                 return base64.b64encode(r.take(n)).decode("ascii")
             if n > len(r.buf) - r.pos:
-                raise CorruptRecordError(f"array {f.name} of {n} elements in {len(r.buf) - r.pos} bytes")
+                raise CorruptRecordError(  # the generated Java reader's words
+                    f"Tried to allocate a collection of size {n}, but there are only {len(r.buf) - r.pos} bytes remaining."
+                )
             if f.struct is not None:
                 return [self._read_struct(r, f.struct, version, flexible) for _ in range(n)]
             assert f.element is not None  # an array of anything but structs names its element type

@@ -223,55 +223,60 @@ class TransactionsFile(_JsonFile):
 # ---------------------------------------------------------------------------------------------- the top
 
 
-class GroupsDir(Dir):
+class _IdsDir(Dir):
+    """A folder of one ``<name>.json`` per id of a coordinator's topic (named as a key is, SPEC §3),
+    rendered on each open; the subclasses say which ids and what JSON."""
+
+    kind = ""  # the Key kind of its files
+
+    def ids(self) -> list[str]:
+        raise NotImplementedError
+
+    def json_of(self, ident: str) -> bytes | None:
+        raise NotImplementedError
+
+    def attr(self) -> Attr:
+        return dir_attr(self.partitions.mount_ns, timeout=VOLATILE_TIMEOUT)
+
+    def volatile(self) -> bool:
+        return True
+
+    def _file(self, ident: str) -> _JsonFile:
+        return _JsonFile(self.partitions, Key(self.kind, None, ident), self, lambda: self.json_of(ident))
+
+    def lookup(self, name: str) -> Node:
+        node = self._file(_id_named(name, self.ids))
+        node.render()
+        return node
+
+    def entries(self, start_id: int) -> Iterator[tuple[int, str, Node]]:
+        for i, ident in enumerate(self.ids(), 1):
+            if i > start_id:
+                yield i, f"{key_name(ident.encode())}.json", self._file(ident)
+
+
+class GroupsDir(_IdsDir):
     """``groups/``: one ``<name>.json`` per consumer group of ``__consumer_offsets``."""
 
-    def attr(self) -> Attr:
-        return dir_attr(self.partitions.mount_ns, timeout=VOLATILE_TIMEOUT)
+    kind = "group"
 
-    def volatile(self) -> bool:
-        return True
+    def ids(self) -> list[str]:
+        return self.partitions.coordinators.groups()
 
-    def _file(self, group: str) -> _JsonFile:
-        coordinators = self.partitions.coordinators
-        return _JsonFile(self.partitions, Key("group", None, group), self, lambda: coordinators.group_json(group))
-
-    def lookup(self, name: str) -> Node:
-        group = _id_named(name, self.partitions.coordinators.groups)
-        node = self._file(group)
-        node.render()
-        return node
-
-    def entries(self, start_id: int) -> Iterator[tuple[int, str, Node]]:
-        for i, group in enumerate(self.partitions.coordinators.groups(), 1):
-            if i > start_id:
-                yield i, f"{key_name(group.encode())}.json", self._file(group)
+    def json_of(self, ident: str) -> bytes | None:
+        return self.partitions.coordinators.group_json(ident)
 
 
-class TransactionIdsDir(Dir):
+class TransactionIdsDir(_IdsDir):
     """``transactions/``: one ``<name>.json`` per transactional id of ``__transaction_state``."""
 
-    def attr(self) -> Attr:
-        return dir_attr(self.partitions.mount_ns, timeout=VOLATILE_TIMEOUT)
+    kind = "transactional-id"
 
-    def volatile(self) -> bool:
-        return True
+    def ids(self) -> list[str]:
+        return list(self.partitions.coordinators.transaction_ids())
 
-    def _file(self, tid: str) -> _JsonFile:
-        coordinators = self.partitions.coordinators
-        return _JsonFile(self.partitions, Key("transactional-id", None, tid), self,
-                         lambda: coordinators.transaction_json(tid))
-
-    def lookup(self, name: str) -> Node:
-        tid = _id_named(name, lambda: list(self.partitions.coordinators.transaction_ids()))
-        node = self._file(tid)
-        node.render()
-        return node
-
-    def entries(self, start_id: int) -> Iterator[tuple[int, str, Node]]:
-        for i, tid in enumerate(self.partitions.coordinators.transaction_ids(), 1):
-            if i > start_id:
-                yield i, f"{key_name(tid.encode())}.json", self._file(tid)
+    def json_of(self, ident: str) -> bytes | None:
+        return self.partitions.coordinators.transaction_json(ident)
 
 
 def top_dirs(partitions: Partitions, parent: Node) -> dict[str, Dir]:

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Node", "Dir", "File", "Attr", "Key", "RecordsKey", "RecordKey", "RangeKey", "SegmentKey", "NodeKey",
-    "STABLE_TIMEOUT", "VOLATILE_TIMEOUT", "DIR_TIMEOUT", "BLOCK_SIZE",
+    "STABLE_TIMEOUT", "VOLATILE_TIMEOUT", "WATCHED_TIMEOUT", "DIR_TIMEOUT", "BLOCK_SIZE",
     "dir_attr", "file_attr", "mtime_ns", "ms_to_ns",
 ]
 
@@ -31,6 +31,8 @@ __all__ = [
 #: grow as records arrive (they are also invalidated when that happens), folders.
 STABLE_TIMEOUT = 60.0
 VOLATILE_TIMEOUT = 0.1
+#: for what grows in a partition whose changes come by inotify events (the kernel is told of each)
+WATCHED_TIMEOUT = 10.0
 DIR_TIMEOUT = 1.0
 #: st_blksize: tools such as cat size their buffers from it; FUSE reads come in 128 KiB anyway.
 BLOCK_SIZE = 128 * 1024

@@ -22,6 +22,7 @@ from .nodes import (
     STABLE_TIMEOUT,
     TIME_RANGE,
     VOLATILE_TIMEOUT,
+    WATCHED_TIMEOUT,
     Attr,
     Dir,
     File,
@@ -67,6 +68,20 @@ class PartitionDir(Dir):
             raise NotFound(name)
         return self.child(name, current=True)
 
+    def lookup_now(self, name: str) -> Node | None:
+        """``records.jsonl`` on the loop when nothing needs doing: the partition is open, watched (no
+        refresh at a stat) and its size known (sized ahead by a sibling's stat, or before), so that
+        ``ls -l MOUNT/*/records.jsonl`` costs no worker trip per partition."""
+        if name != names.RECORDS:
+            return None
+        partitions = self.partitions
+        state = partitions.open_state(self.name)
+        if state is None or not state.watched:
+            return None
+        generations = partitions.records_generations_now(self.name)
+        stream = generations.current_now() if generations is not None else None
+        return RecordsFile(partitions, stream, self) if stream is not None else None
+
     def entries(self, start_id: int) -> Iterator[tuple[int, str, Node]]:
         for i, name in enumerate(self._children(), 1):
             if i > start_id:
@@ -83,6 +98,13 @@ class PartitionDir(Dir):
         return _CHILDREN[name](self.partitions, Key(name, self.name), self)
 
 
+def _timeout(state: PartitionState) -> float:
+    """How long the kernel may keep ``records.jsonl``'s name and size: briefly, unless the partition's
+    changes come by inotify events, which drop what the kernel keeps as they come (the mount's
+    invalidator), so that the kernel keeps it and a ``stat`` costs no request."""
+    return WATCHED_TIMEOUT if state.watched else VOLATILE_TIMEOUT
+
+
 class RecordsFile(File):
     """``records.jsonl``: one generation of it (:mod:`kafkafs.fs.views.streams`), an inode whose bytes
     never change and whose size only grows; a lookup after a compaction or retention gets a new one."""
@@ -93,17 +115,18 @@ class RecordsFile(File):
 
     def attr(self) -> Attr:
         state = self.stream.state
-        state.refresh()
+        if not state.watched:  # a watched partition is refreshed by its events (kafkafs.fs.watching)
+            state.refresh()
         self.partitions.size_siblings(state)  # the first time: the topic's other partitions, in the background
-        view = self.stream.advance()
-        return file_attr(view.total, self.partitions.records_mtime_ns(state), VOLATILE_TIMEOUT)
+        view = self.stream.view_if_current() or self.stream.advance()
+        return file_attr(view.total, self.partitions.records_mtime_ns(state), _timeout(state))
 
     def quick_attr(self) -> Attr:
         state = self.stream.state
         view = self.stream.quick_view()
         if view is None:
             return file_attr(0, self.partitions.records_mtime_ns(state), 0)
-        return file_attr(view.total, self.partitions.records_mtime_ns(state), VOLATILE_TIMEOUT)
+        return file_attr(view.total, self.partitions.records_mtime_ns(state), _timeout(state))
 
     def volatile(self) -> bool:
         return True

@@ -14,7 +14,8 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, TypedDict, Unpack
+from pathlib import Path
+from typing import TYPE_CHECKING, TypedDict, TypeVar, Unpack
 
 from ...errors import InvalidInput, InvalidName, NotFound
 from ...format.decoders import decoder_for
@@ -37,6 +38,8 @@ __all__ = ["Partitions", "ServeOptions", "LIST_LIMIT"]
 SIBLING_THREADS = max(1, min(8, os.cpu_count() or 1))
 
 log = logging.getLogger("kafkafs.fs")
+
+_Made = TypeVar("_Made")  # what a partition has one of, made on first use (Partitions._made_once)
 
 #: by-offset/ lists every offset up to this many records, one range per segment past it (SPEC §3).
 LIST_LIMIT = 100_000
@@ -84,6 +87,9 @@ class Partitions:
         self._key_views: dict[str, KeyViews] = {}
         #: groups/, transactions/ and each partition's transactions.json
         self.coordinators = Coordinators(logdir)
+        #: ``watch_folder(path)`` before a partition's log is loaded, returning ``bind(state)`` for after
+        #: (the mount's inotify watcher on a read-only mount; :meth:`kafkafs.fs.watching.ChangeWatcher.watch_folder`)
+        self.watch_folder: Callable[[Path], Callable[[PartitionState], bool]] | None = None
         self._sized_topics: set[str] = set()
         self._sizer: ThreadPoolExecutor | None = None
         self._closed = False
@@ -105,8 +111,10 @@ class Partitions:
         with self._guard:
             state = self._states.get(name)
             if state is None:
-                if not (self.logdir.path / name).is_dir():
+                folder = self.logdir.path / name
+                if not folder.is_dir():
                     raise NotFound(name)
+                bind = self.watch_folder(folder) if self.watch_folder is not None and not self.rw else None
                 try:
                     log_ = self.logdir.log(name, read_only_fallback=True)
                 except InvalidName:
@@ -114,23 +122,22 @@ class Partitions:
                 number = self.number(name)
                 decoder = decoder_for(log_.topic, self.registry, self.mode)
                 state = PartitionState(name, number, log_, self.mode, cache=self.cache, decoder=decoder)
+                if bind is not None and not log_.writable:
+                    bind(state)
                 for callback in self._listeners:
                     state.add_listener(callback)
                 self._states[name] = state
                 self._by_number[number] = state
             return state
 
+    def open_state(self, name: str) -> PartitionState | None:
+        """The partition ``name`` if it is open already (None otherwise); opens nothing."""
+        return self._states.get(name)
+
     def key_views(self, name: str | None) -> KeyViews:
         """The key views (``by-key/``, ``table.jsonl``) of partition ``name`` (made on first use)."""
         assert name is not None
-        views = self._key_views.get(name)
-        if views is None:
-            state = self.state(name)
-            with self._guard:
-                views = self._key_views.get(name)
-                if views is None:
-                    views = self._key_views[name] = KeyViews(state, self.keys_store)
-        return views
+        return self._made_once(self._key_views, name, lambda state: KeyViews(state, self.keys_store))
 
     def by_number(self, number: int) -> PartitionState | None:
         """The open partition numbered ``number`` (None when it is not open)."""
@@ -142,14 +149,36 @@ class Partitions:
 
     def records_generations(self, partition: str) -> RecordsGenerations:
         """The generations of a partition's ``records.jsonl`` (made with its state)."""
-        generations = self._generations.get(partition)
-        if generations is None:
-            state = self.state(partition)
+        return self._made_once(self._generations, partition, RecordsGenerations)
+
+    def _made_once(self, made: dict[str, _Made], name: str, make: Callable[[PartitionState], _Made]) -> _Made:
+        """``made[name]``, made from the partition's state the first time it is asked for (once: under
+        the guard; found without it after)."""
+        found = made.get(name)
+        if found is None:
+            state = self.state(name)
             with self._guard:
-                generations = self._generations.get(partition)
-                if generations is None:
-                    generations = self._generations[partition] = RecordsGenerations(state)
-        return generations
+                found = made.get(name)
+                if found is None:
+                    found = made[name] = make(state)
+        return found
+
+    def records_generations_now(self, partition: str) -> RecordsGenerations | None:
+        """:meth:`records_generations` of an open partition when it waits for nobody (the FUSE loop),
+        else None."""
+        generations = self._generations.get(partition)
+        if generations is not None:
+            return generations
+        state = self._states.get(partition)
+        if state is None or not self._guard.acquire(blocking=False):  # the guard is held while a partition opens
+            return None
+        try:
+            generations = self._generations.get(partition)
+            if generations is None:
+                generations = self._generations[partition] = RecordsGenerations(state)
+            return generations
+        finally:
+            self._guard.release()
 
     def size_siblings(self, state: PartitionState) -> None:
         """The first time a partition of a topic is sized (a ``stat`` of its ``records.jsonl``), start
@@ -158,6 +187,8 @@ class Partitions:
         at a time, and finds the next ones sized (or being sized: it waits for that one) instead of
         sizing every partition in turn. Returns at once."""
         topic = state.log.topic
+        if topic in self._sized_topics:  # the usual answer, without the guard (held while partitions open)
+            return
         with self._guard:
             if self._closed or topic in self._sized_topics:
                 return

@@ -49,16 +49,13 @@ class Coordinators:
         self._cached: dict[str, tuple[tuple, Any]] = {}  # what _kept keeps: the replay, the ids
         self._partitions: dict[str, tuple[float, tuple, bytes]] = {}
 
-    def _topic_partitions(self, topic: str) -> list[str]:
-        return [n for n in self.logdir.partition_names() if parse_partition_dir_name(n)[0] == topic]
-
     def has(self, topic: str) -> bool:
         """Whether the log directory holds a partition of ``topic``."""
-        return bool(self._topic_partitions(topic))
+        return bool(self.logdir.topic_partition_names(topic))
 
     def _fingerprint(self, topic: str) -> tuple:
         out = []
-        for name in self._topic_partitions(topic):
+        for name in self.logdir.topic_partition_names(topic):
             log_ = self.logdir.log(name, read_only_fallback=True)
             log_.refresh()
             out.append((name, log_.log_start_offset, log_.log_end_offset, len(log_.segments), log_.generation))

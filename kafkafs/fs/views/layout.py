@@ -264,7 +264,10 @@ class SegmentLayout(Layout):
             first = True
             # each batch judged between its neighbours: the last one of what the segment holds against
             # the next segment's base (when there is one; an active segment's last batch stands alone)
-            for view, order in in_order(segment.batches(self.scanned, size), next_offset=self._min_offset(),
+            # a sealed segment (one follows it) ends with a whole batch: anything else is a torn batch,
+            # damage (a bad piece), never a quiet end as the active segment's batch still being written
+            views = segment.batches(self.scanned, size, sealed=self.upper is not None)
+            for view, order in in_order(views, next_offset=self._min_offset(),
                                         upper=self.upper, segment_base=base):
                 h = view.header
                 if until_plain and not first and h.magic == 2 and not h.attributes & 0x07:

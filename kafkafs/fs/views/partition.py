@@ -111,7 +111,7 @@ class PartitionState:
         #: ``by-offset/<offset>.json``: one record from the batch that holds it
         self.record_finder = RecordFinder(log_, self.renderer)
         self._refresh_lock = threading.Lock()
-        self._last_refresh = 0.0
+        self._last_refresh = time.monotonic()  # the log was just read: the first look is due after the interval
         self._counted: _Counted | None = None
         self._listeners: list[Callable[[PartitionState], None]] = []
         self.last_change_ns = time.time_ns()
@@ -119,6 +119,9 @@ class PartitionState:
         self.rewrites = 0
         #: True once the partition changed after it was first looked at (records arrived): see :meth:`live`
         self.grew = False
+        #: True while the mount's inotify watch reports this folder's changes (:mod:`kafkafs.fs.watching`):
+        #: the mount then refreshes it on events and need not look again at each ``stat``
+        self.watched = False
         self.prev_active_base = self._active_base()
         self._last_shape = self.shape()
         log_.add_listener(self._on_log_change)
@@ -235,7 +238,9 @@ class PartitionState:
         """The segments the views show: those holding offsets past the log start, and the active one."""
         start = self.log.log_start_offset
         active = self.log.active_segment
-        return [segment for segment in self.log.segments if segment.next_offset > start or segment is active]
+        # next_offset scans a segment's tail: only asked of segments that start at or below the log start
+        return [segment for segment in self.log.segments
+                if segment is active or segment.base_offset > start or segment.next_offset > start]
 
     def sizing_jobs(self) -> list[SizingJob]:
         """The segments of ``records.jsonl`` not laid out yet (after asking the layout cache)."""

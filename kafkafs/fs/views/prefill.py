@@ -18,6 +18,7 @@ from ...storage.logdir import LogDir
 from ...storage.schemas import load_registry
 from .layoutcache import LayoutCache, check_outside, default_cache_dir
 from .partition import PartitionState
+from .render import reported_count
 from .sizing import SIZING_THREADS, Progress, size_layouts
 
 __all__ = ["IndexReport", "index_logdir", "index_keys"]
@@ -32,6 +33,7 @@ class IndexReport(NamedTuple):
     seconds: float
     cache_dir: str
     keys: str | None = None  #: what index_keys did, when asked
+    damaged: int = 0  #: damages found (each logged once as an ERROR, SPEC §3); the command exits 1
 
     def line(self) -> str:
         return (
@@ -77,6 +79,7 @@ def index_logdir(
     inside the log directory. ``out`` None: no progress output. ``keys``: then build the key indexes
     too (:func:`index_keys`)."""
     started = time.monotonic()
+    damaged_before = reported_count()
     directory = check_outside(cache_dir if cache_dir is not None else default_cache_dir(), path)
     cache = LayoutCache(directory)
     registry = load_registry(path, schemas)  # as the mount decodes (SPEC §8), so its sizes match
@@ -96,7 +99,7 @@ def index_logdir(
         size_layouts(jobs, cache, progress, threads=threads)
     keys_line = index_keys(path, cache_dir=directory, settings=settings, out=out, threads=threads) if keys else None
     return IndexReport(len(states), segments, cache.hits, len(jobs), total,
-                       time.monotonic() - started, str(directory), keys_line)
+                       time.monotonic() - started, str(directory), keys_line, reported_count() - damaged_before)
 
 
 def index_keys(

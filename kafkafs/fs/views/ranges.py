@@ -199,11 +199,13 @@ class RangeLayout(Layout):
             self.next_offset = max(self.next_offset, run.last_offset + 1)
 
         higher = log.segments.higher(base)
-        try:
-            views = segment.read_from(start) if start is not None else segment.batches(0)
+        upper = higher.base_offset if higher else None
+        try:  # a sealed segment's torn batch raises (SPEC §3: damage, never a quiet gap)
+            views = segment.read_from(start, upper=upper) if start is not None else segment.batches(
+                0, sealed=upper is not None)
             # offsets out of order are damage (SPEC §4): such a batch is a bad piece, as one that does not
             # decode (read_from starts at the batch holding start: nothing before it is known)
-            for view, order in in_order(views, next_offset=None, upper=higher.base_offset if higher else None,
+            for view, order in in_order(views, next_offset=None, upper=upper,
                                         segment_base=base):
                 h = view.header
                 if flt.hi is not None and h.base_offset > flt.hi and h.magic == 2 and order is None:

@@ -88,6 +88,13 @@ def unreadable(exc: OSError, file: str | None, position: int | None) -> Unreadab
     return UnreadableError(f"the disk could not read it ({exc.strerror or exc})", position, file)
 
 
+def reported_count() -> int:
+    """How many distinct damages (file and position; a disk error once a file) :func:`report_corrupt`
+    has logged in this process. Safe from any thread."""
+    with _report_lock:
+        return len(_reported)
+
+
 def report_corrupt(exc: CorruptRecordError) -> None:
     """Log damage once per (file, position): the segment and where in it; a disk error once per file.
     Safe from any thread."""
@@ -99,6 +106,9 @@ def report_corrupt(exc: CorruptRecordError) -> None:
     if isinstance(exc, UnreadableError):
         log.error("cannot read %s (from position %s): %s; the reads that need its bytes fail with EIO, the "
                   "rest stays readable", exc.file, exc.position, exc.reason)
+        return
+    if exc.file is None:  # the reason names the file (a key index that stops at damage)
+        log.error("%s", exc.reason)
         return
     log.error("corrupt batch in %s at position %s: %s", exc.file, exc.position, exc.reason)
 

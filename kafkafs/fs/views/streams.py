@@ -170,6 +170,8 @@ class RecordsStream:
         self.detached = False
         self._view: Composition | None = None
         self._seen: Composition | None = None  # the composition the view was last advanced to
+        #: (view, seen) as one object, so that a reader without the lock gets a pair that belongs together
+        self._shown: tuple[Composition, Composition] | None = None
         self._lock = threading.Lock()
         self._readers: dict[int, int] = {}  # id(open handle) -> the end of what it has read
         self._pins: dict[int, _Pin] = {}  # id(layout) -> the part's end and its .log
@@ -195,6 +197,29 @@ class RecordsStream:
                 return self._view
             return self._move_to(cur)
 
+    def view_if_current(self) -> Composition | None:
+        """The view when it already shows the partition's current composition (nothing to advance),
+        else None; takes no lock and renders nothing (safe on the FUSE loop)."""
+        shown = self._shown  # one read: a view and the composition it was advanced to
+        if shown is None:
+            return None
+        view, seen = shown
+        return view if self.state.cached_composition() is seen else None
+
+    def move_now(self, current: Composition) -> bool:
+        """Advance to ``current`` (a composition already known) when that renders nothing and no other
+        thread is advancing the stream: it has no view yet, or already shows ``current``. For the FUSE
+        loop; False means "ask :meth:`advance` in a worker"."""
+        if not self._lock.acquire(blocking=False):
+            return False
+        try:
+            if self._view is None:
+                self._move_to(current)  # nothing shown yet: the view is the composition itself
+                return True
+            return self._seen is current
+        finally:
+            self._lock.release()
+
     def quick_view(self) -> Composition | None:
         """The view without rendering anything: as last advanced, or the partition's composition when
         it is known and this stream has none yet (None otherwise)."""
@@ -218,6 +243,7 @@ class RecordsStream:
         if view is not cur:
             self.detached = True
         self._view, self._seen = view, cur
+        self._shown = (view, cur)
         if self._readers and self._pinned_at != state.rewrites:
             self.pin_removed()
         return view
@@ -345,6 +371,18 @@ class RecordsGenerations:
                 stream = self._new()
                 stream.advance()
             return stream
+
+    def current_now(self) -> RecordsStream | None:
+        """:meth:`current` when it renders nothing and waits for nobody (the composition is known, no
+        other thread holds the locks): for a lookup on the FUSE loop; None means "ask in a worker"."""
+        composition = self.state.cached_composition()
+        if composition is None or not self._lock.acquire(blocking=False):
+            return None
+        try:
+            stream = self._fresh()
+            return stream if not stream.detached and stream.move_now(composition) else None
+        finally:
+            self._lock.release()
 
     def peek(self) -> RecordsStream:
         """The current stream without advancing it (a directory listing must not render anything)."""

@@ -113,3 +113,19 @@ def test_index_decodes_as_the_mount_does(tmp_path, fixtures_dir):
         assert t.partitions.cache.misses == 0 and t.partitions.cache.hits >= 3 and report.sized >= 3
     finally:
         t.close()
+
+
+def test_index_exits_1_when_it_finds_damage(logdir_copy, tmp_path):
+    # SPEC §4: exit 1 when damage is found; index logged each corrupt batch and exited 0. A new process
+    # (damage is logged once per process)
+    segment = sorted((logdir_copy / "orders-0").glob("*.log"))[0]
+    data = bytearray(segment.read_bytes())
+    data[200] ^= 0xFF  # inside the first batch's records: its CRC no longer holds
+    segment.write_bytes(bytes(data))
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    args = [sys.executable, "-m", "kafkafs", "index", str(logdir_copy), "--cache-dir", str(tmp_path / "c")]
+    proc = subprocess.run(args, capture_output=True, timeout=120, env=env)
+    err = proc.stderr.decode()
+    assert proc.returncode == 1, err
+    assert "corrupt batch in" in err and f"damage found (1, said above); `kafkafs verify {logdir_copy}`" in err
+    assert "Traceback" not in err

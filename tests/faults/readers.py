@@ -1,0 +1,239 @@
+"""Whole-file readers of a partition's ``records.jsonl``, ``by-offset/`` and ``by-time/`` beside appends,
+and the check of what they read against ``kafkafs consume`` (issue 20; SPEC §3 "Live": a read that races
+an append returns whole lines of records that exist, never bytes that were not written). Used by
+test_readers_during_appends.py (appends through a ``--rw`` mount) and tests/broker/
+test_readers_beside_broker.py (a broker appends beside a read-only mount)."""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import itertools
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import NamedTuple
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def consume_lines(logdir: Path, partition: str = "live-0") -> dict[int, bytes]:
+    """What ``kafkafs consume`` prints for ``partition``, line by line, by offset."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    out = subprocess.run([sys.executable, "-m", "kafkafs", "consume", str(logdir), partition], env=env,
+                         capture_output=True, timeout=600, check=True).stdout
+    return {json.loads(line)["offset"]: line for line in out.splitlines()}
+
+
+class WholeRead(NamedTuple):
+    """A whole read of ``records.jsonl``, kept as what checks it: after ten minutes at 2,000 records/s
+    the file is over 100 MB, and thousands of reads of it do not fit in memory."""
+
+    size: int
+    sha256: bytes
+    nul: bool
+
+
+def whole_read(data: bytes) -> WholeRead:
+    return WholeRead(len(data), hashlib.sha256(data).digest(), b"\x00" in data)
+
+
+def run_readers(mount: Path, seconds: float, *, readers: int = 8, rate: int = 2000, partition: str = "live-0",
+                progress: Callable[[], tuple[int, int]] | None = None, batch: int | None = None) -> dict:
+    """Append ``rate`` records a second through ``mount``'s ``append`` for ``seconds`` while ``readers``
+    threads read ``records.jsonl``, ``by-offset/<first>-<last>.jsonl``, ``by-offset/<n>.json``,
+    ``by-time/<ts>.json`` and ``by-time/<ts1>..<ts2>.jsonl`` (a window a second in the past) whole (each
+    read in a thread of its own, so a hang is seen: a read not done in 300 s; one over 30 s is slow); returns what they read, for checking (a read of
+    ``records.jsonl`` as a :class:`WholeRead`). Each write() carries ``batch`` records (``rate / 100``
+    unless said). With ``progress``, someone else appends (a broker) and
+    ``progress()`` says ``(n, now_ms)``: the first ``n`` records are written, and so is every record
+    with a timestamp below ``now_ms - 1000``; without it, this appends and ``now_ms`` is the clock."""
+    stop = threading.Event()
+    reads: list[tuple[str, bytes | WholeRead]] = []
+    slowest = [0.0, ""]
+    hangs: list[str] = []  # reads still not done after 300 s: a frozen mount
+    slow: list[tuple[str, float]] = []  # reads that took over 30 s, and how long
+    errors: list[str] = []
+    appended = [0]
+    wrote_for = [0.0]  # seconds the writer ran
+    started_ms = int(time.time() * 1000)
+
+    def writer() -> None:
+        fd = os.open(mount / partition / "append", os.O_WRONLY)
+        n, per_write, start = 0, batch or max(rate // 100, 1), time.monotonic()
+        try:
+            while not stop.is_set():
+                os.write(fd, b"".join(b'{"key": "k%d", "value": {"n": %d, "pad": "%s"}}\n' % (n % 97, n + i, b"x" * (n % 50))
+                                      for i in range(per_write)))
+                n += per_write
+                appended[0] = n
+                time.sleep(max(0.0, start + n / rate - time.monotonic()))
+        finally:
+            wrote_for[0] = time.monotonic() - start
+            os.close(fd)
+
+    def reader(i: int) -> None:
+        k = 0
+        while not stop.is_set():
+            k += 1
+            n, now = (appended[0], int(time.time() * 1000)) if progress is None else progress()
+            kind = (i + k) % 6
+            if kind < 2 or n < 10:
+                name = "records.jsonl"
+            elif kind == 2:
+                name = f"by-offset/{max(n - 300, 0)}-{n + 500}.jsonl"
+            elif kind == 3:
+                name = f"by-offset/{max(n - 5, 0)}.json"
+            elif kind == 4 and now - started_ms > 3000:  # a second in the past: its records are all written
+                name = f"by-time/{now - 3000}..{now - 1000}.jsonl"
+            else:
+                name = f"by-time/{max(now - 2000, started_ms)}.json"
+            path = mount / partition / name
+            got: list = []
+            t = threading.Thread(target=lambda p=path, out=got: out.append(_read(p)), daemon=True)
+            began = time.monotonic()
+            t.start()
+            t.join(30)
+            if t.is_alive():  # slow (a whole file of 100+ MB on a loaded machine) or frozen
+                t.join(270)
+                if t.is_alive():
+                    hangs.append(name)
+                    return
+            took = time.monotonic() - began
+            if took > 30:
+                slow.append((name, round(took, 1)))
+            if took > slowest[0]:
+                slowest[:] = [took, name]
+            if isinstance(got[0], Exception):
+                errors.append(f"{name}: {got[0]!r}")
+            else:
+                reads.append((name, whole_read(got[0]) if name == "records.jsonl" else got[0]))
+
+    threads = [threading.Thread(target=reader, args=(i,)) for i in range(readers)]
+    if progress is None:
+        threads.append(threading.Thread(target=writer))
+    for t in threads:
+        t.start()
+    time.sleep(seconds)
+    stop.set()
+    for t in threads:
+        t.join(60)
+    return {"reads": reads, "hangs": hangs, "slow": slow, "errors": errors, "appended": appended[0], "slowest": tuple(slowest),
+            "rate": appended[0] / max(wrote_for[0], 1e-9)}
+
+
+def _read(path: Path) -> bytes | Exception:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as exc:
+        return exc
+
+
+def kinds(result: dict) -> dict[str, int]:
+    kinds: dict[str, int] = {}
+    for name, _data in result["reads"]:
+        kind = name.split("/")[0] + ("/range" if name.endswith(".jsonl") and "/" in name else "")
+        kinds[kind] = kinds.get(kind, 0) + 1
+    return kinds
+
+
+def check_whole_reads(reads: list[WholeRead], expected: dict[int, bytes]) -> tuple[list[str], int]:
+    """Each read of ``records.jsonl`` must be the start of what ``consume`` prints, ending at the end of a
+    line (nothing deletes or compacts: the file only grows); returns the differing reads and the lines
+    they held. Reads are checked shortest first against one pass over consume's lines."""
+    bad, lines = [], 0
+    stream = (expected[o] + b"\n" for o in sorted(expected))
+    hasher, at, started, pending = hashlib.sha256(), 0, 0, b""
+    for read in sorted(reads):
+        while at < read.size:
+            if not pending:
+                pending = next(stream, b"")
+                if not pending:
+                    break
+                started += 1
+            take = pending[: read.size - at]
+            hasher.update(take)
+            at += len(take)
+            pending = pending[len(take) :]
+        if at < read.size:
+            bad.append(f"records.jsonl: {read.size} bytes, consume printed only {at}")
+        elif hasher.digest() != read.sha256:
+            bad.append(f"records.jsonl: {read.size} bytes differ from consume's first {read.size} bytes")
+        elif pending:
+            bad.append(f"records.jsonl: {read.size} bytes end mid-line")
+        lines += started - (1 if pending else 0)
+    return bad, lines
+
+
+class Times:
+    """consume's records by timestamp, for the by-time checks: bisection over the running largest
+    timestamp (a million records and thousands of reads make a scan per read take half an hour)."""
+
+    def __init__(self, expected: dict[int, bytes]) -> None:
+        self.offsets = sorted(expected)
+        self.stamps = [json.loads(expected[o])["timestamp"] for o in self.offsets]
+        self.highest = list(itertools.accumulate(self.stamps, max))
+        self.in_order = self.highest == self.stamps
+
+    def first_at_or_after(self, ts: int) -> int | None:
+        """The first offset whose timestamp is >= ``ts`` (Kafka's offsetsForTimes)."""
+        i = bisect.bisect_left(self.highest, ts)
+        return self.offsets[i] if i < len(self.offsets) else None
+
+    def window(self, lo: int, hi: int) -> list[int]:
+        """The offsets with ``lo <= timestamp < hi``, in offset order."""
+        i = bisect.bisect_left(self.highest, lo)
+        if self.in_order:
+            return self.offsets[i : bisect.bisect_left(self.stamps, hi, lo=i)]
+        return [o for o, t in zip(self.offsets[i:], self.stamps[i:], strict=True) if lo <= t < hi]
+
+
+def check_reads(result: dict, expected: dict[int, bytes]) -> dict:
+    """Count the reads whose bytes are not whole lines of records that ``consume`` prints alike."""
+    whole = [data for _name, data in result["reads"] if isinstance(data, WholeRead)]
+    bad, lines = check_whole_reads(whole, expected)
+    nul = sum(read.nul for read in whole)
+    times = Times(expected)
+    for name, data in result["reads"]:
+        if isinstance(data, WholeRead):
+            continue
+        if b"\x00" in data:
+            nul += 1
+        if name.endswith(".json"):
+            record = json.loads(data)
+            line = expected.get(record["offset"])
+            if line is None or json.loads(line) != record:
+                bad.append(f"{name}: {data[:80]!r}")
+            elif name.startswith("by-time/"):  # the first record at or after the time asked
+                ts = int(name[len("by-time/") : -len(".json")])
+                first = times.first_at_or_after(ts)
+                if first != record["offset"]:
+                    bad.append(f"{name}: offset {record['offset']}, not the first at or after {ts} ({first})")
+            continue
+        if name.startswith("by-time/"):  # every record in the window, in offset order, and no other
+            lo, hi = (int(t) for t in name[len("by-time/") : -len(".jsonl")].split(".."))
+            want = b"".join(expected[o] + b"\n" for o in times.window(lo, hi))
+            if data != want:
+                bad.append(f"{name}: {len(data)} bytes, consume's records in that window are {len(want)}")
+            lines += data.count(b"\n")
+            continue
+        if data and not data.endswith(b"\n"):
+            bad.append(f"{name}: ends mid-line ({len(data)} bytes)")
+            continue
+        for line in data.splitlines():
+            lines += 1
+            try:
+                offset = json.loads(line)["offset"]
+            except ValueError:
+                bad.append(f"{name}: not a JSON line: {line[:80]!r}")
+                break
+            if expected.get(offset) != line:
+                bad.append(f"{name}: offset {offset} differs from consume's line")
+                break
+    return {"reads": len(result["reads"]), "lines": lines, "bad": bad, "nul": nul}

@@ -1,0 +1,129 @@
+"""Damage is local (SPEC §3): a sealed segment cut inside its last batch is damage, never a quiet gap.
+
+A segment that a later segment follows was complete when its writer rolled (Kafka trims it before the
+next segment exists), so bytes after its last whole batch are a torn or cut batch. Before this test the
+mount served ``records.jsonl`` without that batch's records, answered ENOENT for its offsets and
+``by-time`` found the next segment's record instead, all with no word in the log: records gone with
+success. Now the reads that need that batch answer EIO, the damage is logged, and everything else
+(the records before it, the next segments, lookups of their offsets) reads as before. The active
+segment's partial batch is a write in progress and stays quiet.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from kafkafs.format.batch import read_batch_header
+from tests.fs.conftest import expected_jsonl
+
+
+def _batches(segment: Path) -> list[tuple[int, int, int, int]]:
+    """(position, size, base offset, last offset) of every batch of a segment."""
+    buf = segment.read_bytes()
+    out, pos = [], 0
+    while pos < len(buf):
+        h = read_batch_header(buf, pos)
+        out.append((pos, h.size, h.base_offset, h.last_offset))
+        pos = h.end
+    return out
+
+
+@pytest.fixture
+def torn(built_logdir, tmp_path) -> tuple[Path, bytes, int, int, int]:
+    """A copy of the built log directory whose first ``orders-0`` segment lost the last 10 bytes of its
+    last batch. (logdir, records.jsonl before the cut, the torn batch's first and last offset, the
+    number of bytes of records.jsonl before that batch)."""
+    logdir = tmp_path / "logs"
+    shutil.copytree(built_logdir, logdir)
+    segments = sorted((logdir / "orders-0").glob("*.log"))
+    assert len(segments) > 2
+    before = expected_jsonl(logdir, "orders-0")
+    first = segments[0]
+    _pos, _size, base, last = _batches(first)[-1]
+    os.truncate(first, first.stat().st_size - 10)
+    lines = before.splitlines(keepends=True)
+    prefix = sum(len(line) for line in lines if json.loads(line)["offset"] < base)
+    return logdir, before, base, last, prefix
+
+
+def _errno(path: Path) -> int | None:
+    try:
+        path.read_bytes()
+    except OSError as exc:
+        return exc.errno
+    return None
+
+
+def test_a_torn_batch_in_a_sealed_segment_reads_eio_and_the_rest_stays(mounted, torn):
+    logdir, before, base, last, prefix = torn
+    m = mounted(logdir)
+    m.allow_errors = True
+    part = m / "orders-0"
+    # the records before the torn batch and the segments after it are served as before (a read that
+    # touches the torn batch's place fails as a whole: read around it)
+    after = before[before.index(b'"offset":%d,' % (last + 1)) - len(b'{"topic":"orders","partition":0,'):]
+    size = os.stat(part / "records.jsonl").st_size
+    fd = os.open(part / "records.jsonl", os.O_RDONLY)
+    try:
+        assert os.pread(fd, prefix, 0) == before[:prefix]
+        assert os.pread(fd, len(after), size - len(after)) == after
+    finally:
+        os.close(fd)
+    assert json.loads((part / "by-offset" / f"{last + 1}.json").read_bytes())["offset"] == last + 1
+    assert json.loads((part / "by-offset" / f"{base - 1}.json").read_bytes())["offset"] == base - 1
+    # what needs the torn batch is EIO, never a quiet gap (ENOENT) or the next record
+    assert _errno(part / "records.jsonl") == errno.EIO
+    for offset in (base, last):
+        assert _errno(part / "by-offset" / f"{offset}.json") == errno.EIO, offset
+    assert _errno(part / "by-offset" / f"{base - 2}-{last + 2}.jsonl") == errno.EIO
+    lines = before.splitlines()
+    torn_ts = next(json.loads(line)["timestamp"] for line in lines if json.loads(line)["offset"] == base)
+    assert _errno(part / "by-time" / f"{torn_ts}.json") == errno.EIO
+    # the key views need every record with a key: the torn batch may hold any key
+    key = next(json.loads(line)["key"] for line in lines
+               if base <= json.loads(line)["offset"] <= last and json.loads(line)["key"] is not None)
+    assert _errno(part / "by-key" / f"{key}.jsonl") == errno.EIO
+    assert _errno(part / "by-key" / "no-such-key.json") == errno.EIO
+    assert _errno(part / "table.jsonl") == errno.EIO
+    assert "bytes after the last whole batch" in m.log(), m.log()
+    assert "Traceback" not in m.log()
+
+
+def test_damage_in_a_key_index_is_logged_with_its_file(mounted, built_logdir, tmp_path):
+    """A lookup of a key that a damaged (bad CRC) sealed segment may hold is EIO, and the log line says
+    which file; it said "corrupt batch in None at position None" before."""
+    logdir = tmp_path / "logs"
+    shutil.copytree(built_logdir, logdir)
+    first = sorted((logdir / "orders-0").glob("*.log"))[0]
+    pos, size, _base, _last = _batches(first)[3]
+    with open(first, "r+b") as f:
+        f.seek(pos + size - 5)
+        byte = f.read(1)
+        f.seek(pos + size - 5)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    m = mounted(logdir)
+    m.allow_errors = True
+    assert _errno(m / "orders-0" / "by-key" / "no-such-key.json") == errno.EIO
+    log = m.log()
+    assert f"the key index of {first} stops at damage" in log, log
+    assert "None at position None" not in log, log
+
+
+def test_a_partial_batch_at_the_end_of_the_active_segment_is_quiet(mounted, built_logdir, tmp_path):
+    logdir = tmp_path / "logs"
+    shutil.copytree(built_logdir, logdir)
+    last_segment = sorted((logdir / "orders-0").glob("*.log"))[-1]
+    whole = expected_jsonl(logdir, "orders-0")
+    batches = _batches(last_segment)
+    pos, _size, base, _last = batches[-1]
+    with open(last_segment, "r+b") as f:  # a batch still being written: its first 30 bytes
+        f.truncate(pos + 30)
+    m = mounted(logdir)
+    got = (m / "orders-0" / "records.jsonl").read_bytes()
+    assert got == whole[: whole.index(b'"offset":%d,' % base) - len(b'{"topic":"orders","partition":0,')]
