@@ -1,7 +1,8 @@
 """Issue 22's "done when", at full size (slow: run once, `-m slow`): on a partition of 10^7 mixed records
 over 10^6 keys (bench/keyed.py: UTF-8, binary, empty and huge keys, keyless records, tombstones),
 
-- the table equals what `kafkafs clean` keeps, minus tombstones (read back with kafka-python);
+- the table (and the mount's ``table.jsonl``, read through the tree) equals what `kafkafs clean` keeps,
+  minus tombstones (read back with kafka-python);
 - the latest record and every record of 10,000 random keys equal a brute-force scan with kafka-python.
 
     KEYS_RECORDS=10000000 KEYS_KEYS=1000000 pytest -m slow tests/storage/test_keytable_slow.py -s
@@ -69,12 +70,42 @@ def _kafka_python_records(directory: Path):
                 yield r.offset, r.key, r.value, control
 
 
+def _table_jsonl_offsets(big: Path) -> list[int]:
+    """The offsets of the lines of the mount's ``table.jsonl`` (the tree, without FUSE), read as a reader
+    of the file reads it: in 1 MiB pieces through one open handle."""
+    import orjson
+
+    from kafkafs.fs.tree.root import Tree
+    from kafkafs.fs.views.layoutcache import LayoutCache
+
+    tree = Tree(LogDir(big / "logs"), cache=LayoutCache(big / "cache-slow"))
+    try:
+        handle = tree.resolve(f"{TOPIC}-0/table.jsonl").open(False)
+        offsets, rest, position = [], b"", 0
+        try:
+            while data := handle.read(position, 1 << 20):
+                position += len(data)
+                lines = (rest + data).split(b"\n")
+                rest = lines.pop()
+                offsets.extend(orjson.loads(line)["offset"] for line in lines)
+        finally:
+            handle.release()
+        assert rest == b"", "table.jsonl ends with a whole line"
+        return offsets
+    finally:
+        tree.close()
+
+
 def test_table_equals_what_clean_keeps(big):
     started = time.monotonic()
     with LogDir(big / "logs") as logdir:
         with PartitionKeys(logdir.log(f"{TOPIC}-0"), KeyIndexStore(big / "cache-slow")).table() as table:
             kept = table_offsets(table)
     print(f"table: {len(kept)} records in {time.monotonic() - started:.0f} s (indexes built)", flush=True)
+    started = time.monotonic()
+    assert _table_jsonl_offsets(big) == kept  # the mount's file is the table
+    print(f"table.jsonl through the tree: the same {len(kept)} offsets in {time.monotonic() - started:.0f} s",
+          flush=True)
     shutil.rmtree(big / "copy", ignore_errors=True)
     shutil.copytree(big / "logs", big / "copy", ignore=shutil.ignore_patterns(".lock"))
     started = time.monotonic()
