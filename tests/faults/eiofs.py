@@ -240,7 +240,11 @@ def main(argv: list[str]) -> int:
 
     async def run() -> None:
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(pyfuse3.main)
+            async def serve() -> None:
+                await pyfuse3.main()
+                nursery.cancel_scope.cancel()  # unmounted from outside (fusermount3 -u): no signal will come
+
+            nursery.start_soon(serve)
             with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
                 async for _ in signals:
                     pyfuse3.terminate()
