@@ -82,8 +82,7 @@ class LocalLog:
         self.topic, self.partition = parse_partition_dir_name(self.dir.name)
         self.config = config or LogConfig()
         self.writable = writable
-        #: Milliseconds since the epoch: timestamps of records without one, LogAppendTime, ``segment.ms``
-        #: and ``flush.ms``.
+        #: Milliseconds since the epoch: timestamps without one, LogAppendTime, ``segment.ms``, ``flush.ms``.
         self.clock = clock
         self.budget = budget
         self.segments = LogSegments()
@@ -167,10 +166,8 @@ class LocalLog:
             fresh = [base for base in bases if base not in known]
             rolled = previous is not None and bool(fresh) and fresh[-1] > previous.base_offset
             if previous is not None and rolled:
-                # The writer rolled: the batches it wrote last went to the segment it rolled, before the
-                # new one's file (listed above) was made. Read them before the new segment is put in the
-                # log: a reader in between (a mount composing records.jsonl on another thread) would lay
-                # the rolled segment out to its old size, with the new one after it.
+                # The writer rolled: read its last batches to the rolled segment before the new one is put
+                # in (a mount composing records.jsonl meanwhile would lay the rolled one out to its old size).
                 previous.active = False
                 previous.refresh()
             for base in fresh:
@@ -185,9 +182,7 @@ class LocalLog:
             last = self.segments.last()
             if previous is not None and previous is not last and not rolled:
                 previous.active = False
-                # It grew before the writer rolled. Read that before the swap check: a segment never
-                # opened (empty when the log was loaded) is judged by its size there, and its growth
-                # would pass for another process's compaction swapping a file in.
+                # Read its growth before the swap check (which judges a never-opened segment by its size).
                 previous.refresh()
             try:
                 replaced = self._replaced_segments(names, known)
@@ -226,8 +221,7 @@ class LocalLog:
         if from_offset is None or from_offset < self._log_start_offset:
             from_offset = self._log_start_offset
         segment = self.segments.floor(from_offset) or self.segments.first()
-        # a segment read once is not read again (a gap after a truncated segment would loop); the list
-        # holds the segments so that their ids stay theirs
+        # a segment read once is not read again (a gap after a truncated segment would loop); held: ids stay
         visited: list[LogSegment] = []
         seen: set[int] = set()
         expect: int | None = None  # one past the last offset of the batch before (None: not known)
