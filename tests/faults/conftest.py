@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fs.conftest import ROOT, built_logdir, logdir_copy, mounted  # noqa: F401
+from tests.fs.conftest import ROOT, built_logdir, logdir_copy, mounted, unmount  # noqa: F401
 
 
 class EioLayer:
@@ -54,16 +54,7 @@ class EioLayer:
         return self
 
     def stop(self) -> None:
-        if os.path.ismount(self.path):
-            subprocess.run(["fusermount3", "-u", str(self.path)], capture_output=True)
-        if self.proc is not None:
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=5)
-        if os.path.ismount(self.path):
-            subprocess.run(["fusermount3", "-uz", str(self.path)], capture_output=True)
+        unmount(self.path, self.proc)
 
 
 @pytest.fixture
