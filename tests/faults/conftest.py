@@ -1,5 +1,7 @@
 """The fault tests use the FUSE fixtures of tests/fs (real mounts that always unmount), and
-``eio_layer``: a failing disk under LOGDIR (:mod:`tests.faults.eiofs`, a pass-through FUSE layer)."""
+``eio_layer``: a failing disk under LOGDIR (:mod:`tests.faults.eiofs`, a pass-through FUSE layer).
+:func:`cli`, :func:`values` and :func:`recovered` are what the write-fault tests (EIO, ENOSPC) check
+the command line with."""
 
 from __future__ import annotations
 
@@ -12,7 +14,30 @@ from pathlib import Path
 
 import pytest
 
+from kafkafs.storage.logdir import LogDir
 from tests.fs.conftest import ROOT, built_logdir, logdir_copy, mounted, unmount  # noqa: F401
+
+# small segments and index intervals, so that a few hundred records roll and index
+SMALL = ["--set", "segment.bytes=16384", "--set", "index.interval.bytes=512"]
+
+
+def cli(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess:
+    """``python -m kafkafs.cli ARGS`` with ``stdin``; never a traceback."""
+    proc = subprocess.run([sys.executable, "-m", "kafkafs.cli", *args], input=stdin, capture_output=True,
+                          timeout=300, cwd=ROOT)
+    assert b"Traceback" not in proc.stderr, proc.stderr.decode()
+    return proc
+
+
+def recovered(proc: subprocess.CompletedProcess) -> None:
+    """``recover`` finished: exit 0 (nothing wrong) or 1 (damage found and cut, SPEC §4), with its summary."""
+    assert proc.returncode in (0, 1) and b"clean shutdown marked" in proc.stdout, (proc.stdout, proc.stderr)
+
+
+def values(logdir: Path, name: str) -> list[bytes]:
+    """Every value of partition ``name``, in order, as the engine reads it."""
+    with LogDir(logdir) as d:
+        return [v for b in d.log(name).read() for v in b.values]
 
 
 class EioLayer:
