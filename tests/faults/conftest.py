@@ -1,7 +1,8 @@
 """The fault tests use the FUSE fixtures of tests/fs (real mounts that always unmount), and
 ``eio_layer``: a failing disk under LOGDIR (:mod:`tests.faults.eiofs`, a pass-through FUSE layer).
 :func:`cli`, :func:`values` and :func:`recovered` are what the write-fault tests (EIO, ENOSPC) check
-the command line with."""
+the command line with; :func:`read_pages` reads a mounted file page by page, so that damage or a failing
+disk hurts only the pages that need it."""
 
 from __future__ import annotations
 
@@ -38,6 +39,26 @@ def values(logdir: Path, name: str) -> list[bytes]:
     """Every value of partition ``name``, in order, as the engine reads it."""
     with LogDir(logdir) as d:
         return [v for b in d.log(name).read() for v in b.values]
+
+
+PAGE = 4096
+
+
+def read_pages(path: Path, offset: int, size: int) -> bytes:
+    """Bytes ``offset .. offset+size`` of ``path`` read page by page with the kernel's read-ahead off, so
+    that each read asks the mount for the pages it names only."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
+        out = bytearray()
+        while len(out) < size:
+            chunk = os.pread(fd, min(PAGE, size - len(out)), offset + len(out))
+            if not chunk:
+                break
+            out += chunk
+        return bytes(out)
+    finally:
+        os.close(fd)
 
 
 class EioLayer:
