@@ -14,6 +14,7 @@ from ...errors import Deferred, NotFound, NotPermitted
 from ..views.partition import PartitionState
 from ..views.record import RenderedRecord
 from ..views.streams import RecordsStream
+from ..views.summary import Sized
 from . import key_nodes, names
 from .handles import AppendHandle, BytesHandle, Handle, RangeHandle, RecordsHandle
 from .inodes import record_ino
@@ -78,7 +79,8 @@ class PartitionDir(Dir):
         state = partitions.open_state(self.name)
         if state is None:
             # not opened yet: answered from the size summary when it holds (a remount's ls -l)
-            return RecordsFile.presized(partitions, self.name, self) if partitions.presized(self.name) else None
+            sized = partitions.presized(self.name)
+            return RecordsFile.presized(partitions, self.name, self, sized) if sized is not None else None
         if not state.watched:
             return None
         generations = partitions.records_generations_now(self.name)
@@ -123,10 +125,14 @@ class RecordsFile(File):
         super().__init__(partitions, RecordsKey(names.RECORDS, name, number), parent)
         self._stream = stream
         self._partition = name
+        self._checked: Sized | None = None  # the summary's answer of the lookup that made it (used once)
 
     @classmethod
-    def presized(cls, partitions: Partitions, partition: str, parent: Node | None) -> RecordsFile:
-        return cls(partitions, None, parent, partition)
+    def presized(cls, partitions: Partitions, partition: str, parent: Node | None, sized: Sized) -> RecordsFile:
+        """The node of a lookup that the size summary answered (``sized``, checked just now)."""
+        node = cls(partitions, None, parent, partition)
+        node._checked = sized
+        return node
 
     @property
     def stream(self) -> RecordsStream:
@@ -140,7 +146,9 @@ class RecordsFile(File):
         """The attributes from the size summary while this node has not opened its partition."""
         if self._stream is not None:
             return None
-        sized = self.partitions.presized(self._partition)
+        sized, self._checked = self._checked, None
+        if sized is None:
+            sized = self.partitions.presized(self._partition)
         # not watched yet (the folder is watched once it opens): the kernel keeps it briefly
         return file_attr(sized.total, sized.mtime_ns, VOLATILE_TIMEOUT) if sized is not None else None
 

@@ -61,7 +61,7 @@ class Sized(NamedTuple):
     mtime_ns: int
 
 
-def _scan(folder: Path) -> tuple[tuple[str, ...], dict[str, FileKey]] | None:
+def _scan(folder: str) -> tuple[tuple[str, ...], dict[str, FileKey]] | None:
     """The folder's names and the identity of its segment files as they are now (None: unreadable)."""
     try:
         with os.scandir(folder) as it:
@@ -77,6 +77,7 @@ class SizeSummary:
 
     def __init__(self, directory: Path | None, logdir: Path, mode: str) -> None:
         self.logdir = logdir
+        self._root = str(logdir)
         ident = orjson.dumps([FORMAT_VERSION, __version__, os.path.realpath(logdir), mode])
         self.path = directory / f"{hashlib.blake2b(ident, digest_size=20).hexdigest()}.summary" if directory else None
         self._ident = ident
@@ -100,7 +101,7 @@ class SizeSummary:
         entry = self._entries.get(name)
         if entry is None or entry.start != start or entry.decoder != decoder:
             return None
-        scanned = _scan(self.logdir / name)
+        scanned = _scan(os.path.join(self._root, name))
         if scanned is None or scanned[0] != entry.names or scanned[1] != entry.files:
             return None
         mtime = entry.files[entry.active].mtime_ns if entry.active is not None else 0
@@ -114,7 +115,7 @@ class SizeSummary:
         ``records.jsonl`` covers exactly those files, else None (the partition is then left out)."""
         if self.path is None:
             return
-        scanned = _scan(self.logdir / name)
+        scanned = _scan(os.path.join(self._root, name))
         got = measure(scanned[1]) if scanned is not None else None
         with self._guard:
             if scanned is None or got is None:
