@@ -109,7 +109,7 @@ class PartitionState:
         self._compose_lock = threading.Lock()
         self._composition: Composition | None = None
         #: ``by-offset/<offset>.json``: one record from the batch that holds it
-        self.record_finder = RecordFinder(log_, self.renderer)
+        self.record_finder = RecordFinder(log_, self.renderer, catch_up=self.catch_up)
         self._refresh_lock = threading.Lock()
         self._last_refresh = time.monotonic()  # the log was just read: the first look is due after the interval
         self._counted: _Counted | None = None
@@ -210,6 +210,24 @@ class PartitionState:
             return self._last_shape != before
         finally:
             self._refresh_lock.release()
+
+    def catch_up(self) -> bool:
+        """A lookup past the partition's known end (``by-offset/N.json``, a range, ``by-time/TS.json``):
+        read the log again once before the answer is ENOENT or short, so that what another process
+        appended a moment ago resolves (SPEC §3 "Live"; a watched partition's refresh may lag its
+        events under load). Waits for a refresh already running instead of skipping it, and does not
+        refresh again when one started after this call did (concurrent lookups share one). True when
+        the partition changed."""
+        if self.log.writable:
+            return False
+        asked = time.monotonic()
+        before = self._last_shape
+        with self._refresh_lock:
+            if self._last_refresh < asked:  # no refresh began since the question was asked: one now
+                self._last_refresh = time.monotonic()
+                self.log.refresh()
+                self._changed()
+        return self._last_shape != before
 
     # ------------------------------------------------------------------------------------------ records.jsonl
 
