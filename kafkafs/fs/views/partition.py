@@ -44,6 +44,9 @@ class Shape(NamedTuple):
     first_base: int | None
     last_base: int | None
     last_size: int
+    #: the size of the segment before the last: the one the writer rolled last may be read to its final
+    #: size after the new one is listed, and a composition laid out to its old size must not be served
+    rolled_size: int
     log_start_offset: int
     generation: int  # the log's compaction swaps (a swap changes no other field)
 
@@ -141,11 +144,13 @@ class PartitionState:
         segments = self.log.segments
         first = segments.first()
         last = segments.last()
+        rolled = segments.lower(last.base_offset) if last else None
         return Shape(
             len(segments),
             first.base_offset if first else None,
             last.base_offset if last else None,
             last.size if last else 0,
+            rolled.size if rolled else 0,
             self.log.log_start_offset,
             self.log.generation,
         )
