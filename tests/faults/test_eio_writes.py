@@ -8,23 +8,13 @@ from __future__ import annotations
 
 import errno
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from kafkafs.storage.config import Settings
 from kafkafs.storage.logdir import LogDir
-from tests.fs.conftest import ROOT
-
-SMALL = ["--set", "segment.bytes=16384", "--set", "index.interval.bytes=512"]
-
-
-def cli(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, "-m", "kafkafs.cli", *args], input=stdin, capture_output=True,
-                          timeout=300, cwd=ROOT)
-    assert b"Traceback" not in proc.stderr, proc.stderr.decode()
-    return proc
+from tests.faults.conftest import SMALL, cli, recovered, values
 
 
 def one_line_eio(proc: subprocess.CompletedProcess) -> None:
@@ -33,15 +23,6 @@ def one_line_eio(proc: subprocess.CompletedProcess) -> None:
     # one error line; a close that fails again after it is a warning of its own, printed before it (LogDir.__exit__)
     errors = [line for line in lines if not line.startswith("kafkafs: WARNING:")]
     assert len(errors) == 1 and "input/output error" in errors[0].lower(), proc.stderr
-
-
-def recovered(proc: subprocess.CompletedProcess) -> None:
-    assert proc.returncode in (0, 1) and b"clean shutdown marked" in proc.stdout, (proc.stdout, proc.stderr)
-
-
-def values(logdir: Path, name: str) -> list[bytes]:
-    with LogDir(logdir) as d:
-        return [v for b in d.log(name).read() for v in b.values]
 
 
 def segments(logdir: Path, name: str) -> int:

@@ -7,18 +7,15 @@ from __future__ import annotations
 import errno
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from kafkafs.storage.config import Settings
 from kafkafs.storage.logdir import LogDir
-from tests.fs.conftest import ROOT
+from tests.faults.conftest import SMALL, cli, recovered, values
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
-
-SMALL = ["--set", "segment.bytes=16384", "--set", "index.interval.bytes=512"]
 
 
 @pytest.fixture
@@ -42,22 +39,10 @@ def fill(root: Path, leave: int) -> None:
         f.write(bytes(max(0, free - leave)))
 
 
-def cli(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, "-m", "kafkafs.cli", *args], input=stdin, capture_output=True,
-                          timeout=300, cwd=ROOT)
-    assert b"Traceback" not in proc.stderr, proc.stderr.decode()
-    return proc
-
-
 def one_line_enospc(proc: subprocess.CompletedProcess) -> None:
     assert proc.returncode == 1, (proc.returncode, proc.stderr)
     errors = [line for line in proc.stderr.decode().splitlines() if "error" in line]
     assert len(errors) == 1 and "no space left on device" in errors[0].lower(), proc.stderr
-
-
-def values(logdir: Path, name: str) -> list[bytes]:
-    with LogDir(logdir) as d:
-        return [v for b in d.log(name).read() for v in b.values]
 
 
 def test_enospc_during_append_and_roll(small_fs):
@@ -84,11 +69,6 @@ def test_enospc_during_append_and_roll(small_fs):
     # and it takes appends again
     assert cli("produce", str(logs), "t-0", *SMALL, stdin=b"after\n").returncode == 0
     assert values(logs, "t-0")[-1] == b"after"
-
-
-def recovered(proc) -> None:
-    """``recover`` finished: exit 0 (nothing wrong) or 1 (damage found and cut, SPEC §4), with its summary."""
-    assert proc.returncode in (0, 1) and b"clean shutdown marked" in proc.stdout, proc.stderr.decode()
 
 
 def test_enospc_during_recovery(small_fs):
