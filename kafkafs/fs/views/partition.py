@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, NamedTuple
 
 from ...errors import CorruptRecordError
+from ...storage.cachedir import FileKey
 from ...storage.local_log import LocalLog
 from ...storage.log import Log
 from ...storage.segment import LogSegment
@@ -322,6 +323,32 @@ class PartitionState:
         """Bytes of ``view`` from the pieces ``cache`` holds alone (safe on the FUSE loop); None when a
         piece it needs is not rendered yet."""
         return read_cached(view.parts, view.starts, offset, size, cache)
+
+    def measured(self, files: dict[str, FileKey]) -> tuple[int, str | None] | None:
+        """``records.jsonl``'s size and the active segment's file name, when its current composition is
+        laid out over exactly the segment files ``files`` (name -> identity, as they are now: every
+        listed segment laid out to its file's size, undamaged); else None. For the size summary
+        (:mod:`.summary`), which keeps the size for as long as those files stay as they are."""
+        with self._compose_lock:
+            current = self._composition
+            if current is None or current.shape != self.shape():
+                return None
+            segments = list(self.log.segments)
+            if {s.log_path.name for s in segments} != {n for n in files if n.endswith(".log")}:
+                return None
+            for segment in self.listed_segments():
+                layout = self._layouts.get(segment.base_offset)
+                key = files.get(segment.log_path.name)
+                if (layout is None or layout.segment is not segment or key is None or layout.broken or layout.bad
+                        or layout.scanned != key.size or segment.size != key.size):
+                    return None
+            for part in current.parts:
+                laid = part.layout
+                if not isinstance(laid, SegmentLayout) or self._layouts.get(laid.segment.base_offset) is not laid \
+                        or part.pieces != len(laid):
+                    return None
+            active = self.log.active_segment
+            return current.total, active.log_path.name if active is not None else None
 
     def save_layouts(self) -> int:
         """Store the layouts the cache does not hold yet (the active segment's, at unmount)."""
