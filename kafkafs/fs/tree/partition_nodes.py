@@ -259,6 +259,8 @@ class _RecordsDir(Dir):
     def _range_node(self, state: PartitionState, first: int, last: int, name: str) -> Node:
         # a range's key holds the partition's rewrites: after a compaction or retention a lookup
         # gets a new file, and one already open keeps what it held (each piece reads its segment)
+        if self._range_kind != OFFSET_RANGE or last >= state.log.log_end_offset:
+            state.catch_up()  # the range reaches past the known end: look for new records once
         key = RangeKey(self._range_kind, state.name, first, last, state.rewrites)
         return RangeFile(self.partitions, state, key, self, name)
 
@@ -425,6 +427,8 @@ class ByTimeDir(_RecordsDir):
         if ts is None:
             return None
         found = state.log.offset_for_timestamp(ts)
+        if found is None and state.catch_up():  # every record known is older: look for new ones once
+            found = state.log.offset_for_timestamp(ts)
         if found is None:
             raise NotFound(name)
         return found[0]
