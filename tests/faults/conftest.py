@@ -1,7 +1,7 @@
 """The fault tests use the FUSE fixtures of tests/fs (real mounts that always unmount), and
 ``eio_layer``: a failing disk under LOGDIR (:mod:`tests.faults.eiofs`, a pass-through FUSE layer).
-:func:`cli`, :func:`values` and :func:`recovered` are what the write-fault tests (EIO, ENOSPC) check
-the command line with; :func:`read_pages` reads a mounted file page by page, so that damage or a failing
+:func:`cli`, :func:`values`, :func:`recovered`, :func:`produce_rounds`, :func:`produce_keyed` and
+:func:`recovers_and_cleans` are the steps the write-fault tests (EIO, ENOSPC) share; :func:`read_pages` reads a mounted file page by page, so that damage or a failing
 disk hurts only the pages that need it."""
 
 from __future__ import annotations
