@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.faults.readers import check_reads, consume_lines, kinds, run_readers
+from tests.faults.readers import check_reads, consume_lines, kinds, read_or_error, run_readers
 
 from .harness import Broker
 from .livecheck import expected_line
@@ -36,14 +36,6 @@ from .workloads import SMALL_SEGMENTS, record_of
 
 SECONDS = float(os.environ.get("BROKER_READERS_SECONDS", "20"))
 SLOW_SECONDS = float(os.environ.get("BROKER_READERS_SLOW_SECONDS", "600"))
-
-
-def _read(path: Path) -> bytes | Exception:
-    try:
-        with open(path, "rb") as f:
-            return f.read()
-    except OSError as exc:
-        return exc
 
 
 def soak_records_jsonl(broker: Broker, mnt: Path) -> Path:
@@ -95,7 +87,7 @@ def readers_beside_broker(broker: Broker, mnt: Path, seconds: float, readers: in
     def reader() -> None:
         while not stop.is_set():
             got: list = []
-            t = threading.Thread(target=lambda out=got: out.append(_read(path)), daemon=True)
+            t = threading.Thread(target=lambda out=got: out.append(read_or_error(path)), daemon=True)
             t.start()
             t.join(30)
             if t.is_alive():

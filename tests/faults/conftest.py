@@ -41,6 +41,44 @@ def values(logdir: Path, name: str) -> list[bytes]:
         return [v for b in d.log(name).read() for v in b.values]
 
 
+def produce_rounds(logs: Path, rounds: range, acked: list[bytes]) -> tuple[subprocess.CompletedProcess | None, int]:
+    """``produce`` to ``t-0`` round by round (30 lines ``r<round>-<i>-xxx...`` of about 200 bytes each) until
+    one fails; the lines of every produce that worked go to ``acked``. Returns the failed run (None when
+    none failed) and the round it was."""
+    round_ = rounds.start
+    for round_ in rounds:
+        lines = [b"r%d-%d-" % (round_, i) + b"x" * 200 for i in range(30)]
+        proc = cli("produce", str(logs), "t-0", *SMALL, stdin=b"\n".join(lines) + b"\n")
+        if proc.returncode != 0:
+            return proc, round_
+        acked.extend(lines)
+    return None, round_
+
+
+COMPACT = [*SMALL, "--set", "cleanup.policy=compact"]
+
+
+def produce_keyed(logs: Path) -> set[bytes]:
+    """600 records of 20 keys to a compacted ``t-0``; returns the latest value of each key."""
+    lines = b"".join(b'{"key": "k%d", "value": "v%d-%s"}\n' % (i % 20, i, b"z" * 200) for i in range(600))
+    assert cli("produce", str(logs), "t-0", *COMPACT, stdin=lines).returncode == 0
+    latest = {}
+    for v in values(logs, "t-0"):
+        latest[int(v.split(b"-")[0][1:]) % 20] = v
+    return set(latest.values())
+
+
+def recovers_and_cleans(logs: Path, latest: set[bytes]) -> None:
+    """After a failed ``clean`` and a healed disk: ``recover`` leaves what ``verify`` accepts, with the
+    ``latest`` value of every key; ``clean`` works again and keeps them."""
+    recovered(cli("recover", str(logs), *COMPACT))
+    assert cli("verify", str(logs)).returncode == 0
+    assert latest <= set(values(logs, "t-0"))
+    assert cli("clean", str(logs), *COMPACT).returncode == 0
+    assert cli("verify", str(logs)).returncode == 0
+    assert latest <= set(values(logs, "t-0"))
+
+
 PAGE = 4096
 
 

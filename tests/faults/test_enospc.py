@@ -13,7 +13,16 @@ import pytest
 
 from kafkafs.storage.config import Settings
 from kafkafs.storage.logdir import LogDir
-from tests.faults.conftest import SMALL, cli, recovered, values
+from tests.faults.conftest import (
+    COMPACT,
+    SMALL,
+    cli,
+    produce_keyed,
+    produce_rounds,
+    recovered,
+    recovers_and_cleans,
+    values,
+)
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
 
@@ -49,15 +58,7 @@ def test_enospc_during_append_and_roll(small_fs):
     logs = small_fs / "logs"
     fill(small_fs, 200 * 1024)
     acked: list[bytes] = []
-    failed = None
-    for round_ in range(200):
-        lines = [b"r%d-%d-" % (round_, i) + b"x" * 200 for i in range(30)]
-        proc = cli("produce", str(logs), "t-0", *SMALL, stdin=b"\n".join(lines) + b"\n")
-        if proc.returncode == 0:
-            acked.extend(lines)
-            continue
-        failed = proc
-        break
+    failed, _round = produce_rounds(logs, range(200), acked)
     assert failed is not None, "the disk never filled"
     one_line_enospc(failed)
     assert len({p.name for p in (logs / "t-0").glob("*.log")}) > 2  # it rolled on the way
@@ -89,24 +90,13 @@ def test_enospc_during_recovery(small_fs):
 
 def test_enospc_during_compaction(small_fs):
     logs = small_fs / "logs"
-    lines = b"".join(b'{"key": "k%d", "value": "v%d-%s"}\n' % (i % 20, i, b"z" * 200) for i in range(600))
-    compact = [*SMALL, "--set", "cleanup.policy=compact"]
-    assert cli("produce", str(logs), "t-0", *compact, stdin=lines).returncode == 0
-    before = values(logs, "t-0")
-    latest = {}
-    for v in before:
-        latest[int(v.split(b"-")[0][1:]) % 20] = v
+    latest = produce_keyed(logs)
     fill(small_fs, 4096)
-    proc = cli("clean", str(logs), *compact)
+    proc = cli("clean", str(logs), *COMPACT)
     one_line_enospc(proc)
-    assert set(latest.values()) <= set(values(logs, "t-0"))  # the latest value of every key is there
+    assert latest <= set(values(logs, "t-0"))  # the latest value of every key is there
     (small_fs / "filler").unlink()
-    recovered(cli("recover", str(logs), *compact))
-    assert cli("verify", str(logs)).returncode == 0
-    assert set(latest.values()) <= set(values(logs, "t-0"))
-    assert cli("clean", str(logs), *compact).returncode == 0
-    assert cli("verify", str(logs)).returncode == 0
-    assert set(latest.values()) <= set(values(logs, "t-0"))
+    recovers_and_cleans(logs, latest)
 
 
 def test_enospc_through_a_rw_mount(small_fs, mounted, tmp_path):

@@ -58,6 +58,19 @@ class Root(Dir):
             return LogDirFile(self.partitions, name, self)
         return self.partition_dir(name)
 
+    def lookup_now(self, name: str) -> Node | None:
+        """A partition folder on the FUSE loop (a stat of the folder; None, "ask in a worker", for any
+        other name or while the partitions' lock is busy)."""
+        if name in (GROUPS, TRANSACTIONS) or names.is_logdir_file(name):
+            return None
+        try:
+            parse_partition_dir_name(name)
+        except InvalidName:
+            return None
+        if not (self.partitions.logdir.path / name).is_dir() or self.partitions.number_now(name) is None:
+            return None
+        return PartitionDir(self.partitions, name, self)
+
     def partition_dir(self, name: str) -> PartitionDir:
         try:
             parse_partition_dir_name(name)
