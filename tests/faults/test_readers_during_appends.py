@@ -103,7 +103,7 @@ def test_ten_minutes_of_readers_beside_appends(tmp_path, mounted):
     started = time.monotonic()
     # 200 records a write(), one every 0.1 s (a producer's linger): at 20 a write the 8 readers starve the
     # appends (261 records/s over 10 minutes at load 15; 1,025 over 30 s), at 200 the mount keeps 2,000
-    result = run_readers(m.path, seconds, batch=200)
+    result = run_readers(m.path, seconds, batch=200, keep=tmp_path / "differing")
     m.stop()
     checked = check_reads(result, consume_lines(logdir))
     print(f"\nreaders: {seconds:.0f} s ({time.monotonic() - started:.0f} s in all), {result['appended']} records "
