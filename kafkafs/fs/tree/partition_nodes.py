@@ -19,6 +19,7 @@ from . import key_nodes, names
 from .handles import AppendHandle, BytesHandle, Handle, RangeHandle, RecordsHandle
 from .inodes import record_ino
 from .nodes import (
+    DIR_TIMEOUT,
     OFFSET_RANGE,
     STABLE_TIMEOUT,
     TIME_RANGE,
@@ -55,7 +56,10 @@ class PartitionDir(Dir):
         self.name = name
 
     def attr(self) -> Attr:
-        return dir_attr(mtime_ns(self.partitions.logdir.path / self.name, self.partitions.mount_ns))
+        partitions = self.partitions
+        # watched: its events drop what the kernel keeps (the Invalidator), so it may keep it longer
+        timeout = WATCHED_TIMEOUT if partitions.folder_watched(self.name) else DIR_TIMEOUT
+        return dir_attr(mtime_ns(partitions.logdir.path / self.name, partitions.mount_ns), timeout=timeout)
 
     def _children(self) -> list[str]:
         out = [names.RECORDS, names.BY_OFFSET, names.BY_TIME, names.SEGMENTS, names.PARTITION_JSON,
@@ -78,7 +82,10 @@ class PartitionDir(Dir):
         partitions = self.partitions
         state = partitions.open_state(self.name)
         if state is None:
-            # not opened yet: answered from the size summary when it holds (a remount's ls -l)
+            # not opened yet: answered from the size summary when it holds (a remount's ls -l), the
+            # folder watched first (so that any change after the check drops the answer in the kernel)
+            if self.name in partitions.summary:
+                partitions.watch_early(self.name)
             sized = partitions.presized(self.name)
             return RecordsFile.presized(partitions, self.name, self, sized) if sized is not None else None
         if not state.watched:
@@ -149,8 +156,10 @@ class RecordsFile(File):
         sized, self._checked = self._checked, None
         if sized is None:
             sized = self.partitions.presized(self._partition)
-        # not watched yet (the folder is watched once it opens): the kernel keeps it briefly
-        return file_attr(sized.total, sized.mtime_ns, VOLATILE_TIMEOUT) if sized is not None else None
+        if sized is None:
+            return None
+        watched = self.partitions.folder_watched(self._partition)
+        return file_attr(sized.total, sized.mtime_ns, WATCHED_TIMEOUT if watched else VOLATILE_TIMEOUT)
 
     def attr(self) -> Attr:
         summarized = self._summarized()

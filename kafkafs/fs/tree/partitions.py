@@ -92,7 +92,9 @@ class Partitions:
         self.coordinators = Coordinators(logdir)
         #: ``watch_folder(path)`` before a partition's log is loaded, returning ``bind(state)`` for after
         #: (the mount's inotify watcher on a read-only mount; :meth:`kafkafs.fs.watching.ChangeWatcher.watch_folder`)
-        self.watch_folder: Callable[[Path], Callable[[PartitionState], bool]] | None = None
+        self.watch_folder: Callable[[Path], Callable[[PartitionState], bool] | None] | None = None
+        #: folders watched before anything opened them (:meth:`watch_early`): name -> bind (None: not watchable)
+        self._early_binds: dict[str, Callable[[PartitionState], bool] | None] = {}
         #: the size of each partition's records.jsonl as the last mount knew it (read-only mounts with
         #: a layout cache): a stat of one not opened yet needs no log opened (:mod:`..views.summary`)
         self.summary = SizeSummary(self.cache.directory if not self.rw else None, logdir.path, mode)
@@ -131,7 +133,9 @@ class Partitions:
                 folder = self.logdir.path / name
                 if not folder.is_dir():
                     raise NotFound(name)
-                bind = self.watch_folder(folder) if self.watch_folder is not None and not self.rw else None
+                bind = None
+                if self.watch_folder is not None and not self.rw:
+                    bind = self._early_binds.pop(name, None) or self.watch_folder(folder)
                 try:
                     log_ = self.logdir.log(name, read_only_fallback=True)
                 except InvalidName:
@@ -150,6 +154,23 @@ class Partitions:
     def open_state(self, name: str) -> PartitionState | None:
         """The partition ``name`` if it is open already (None otherwise); opens nothing."""
         return self._states.get(name)
+
+    def watch_early(self, name: str) -> bool:
+        """Watch partition folder ``name`` before anything opens it (a read-only mount answering from
+        the size summary): its events then drop what the kernel keeps of it. False when it is not
+        watched (a read-write mount, no watcher, the folder cannot be watched)."""
+        watch = self.watch_folder
+        if self.rw or watch is None:
+            return False
+        if name not in self._early_binds:
+            self._early_binds.setdefault(name, watch(self.logdir.path / name))
+        return self._early_binds.get(name) is not None
+
+    def folder_watched(self, name: str) -> bool:
+        """Whether events tell of changes in partition folder ``name`` (open and watched, or watched
+        before it opened)."""
+        state = self._states.get(name)
+        return state.watched if state is not None else self._early_binds.get(name) is not None
 
     def presized(self, name: str) -> Sized | None:
         """The size of ``records.jsonl`` of partition ``name``, not opened yet, from the size summary

@@ -67,9 +67,12 @@ class Root(Dir):
             parse_partition_dir_name(name)
         except InvalidName:
             return None
-        if not (self.partitions.logdir.path / name).is_dir() or self.partitions.number_now(name) is None:
+        partitions = self.partitions
+        if not (partitions.logdir.path / name).is_dir() or partitions.number_now(name) is None:
             return None
-        return PartitionDir(self.partitions, name, self)
+        if name in partitions.summary and partitions.open_state(name) is None:
+            partitions.watch_early(name)  # its records.jsonl is answered from the summary: kept while watched
+        return PartitionDir(partitions, name, self)
 
     def partition_dir(self, name: str) -> PartitionDir:
         try:

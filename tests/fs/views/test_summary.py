@@ -221,3 +221,79 @@ def test_a_remounted_mount_serves_the_same_sizes_and_bytes(logdir_copy, tmp_path
     for n in NAMES:
         assert (m2 / n / "records.jsonl").read_bytes() == want[n]
     m2.stop()
+
+
+def test_a_watched_folder_keeps_the_summary_answer_until_an_event_drops_it(logdir_copy, tmp_path):
+    """With the mount's watcher, the summary's answer is kept as long as a watched partition's (its
+    folder is watched before the check); an event in the folder drops it (the Invalidator's
+    folder_changed), and the partition, once opened, is refreshed for what came meanwhile."""
+    from kafkafs.fs.tree.nodes import WATCHED_TIMEOUT
+    from kafkafs.fs.watching import ChangeWatcher
+
+    cache_dir = tmp_path / "cache"
+    want = size_all(logdir_copy, cache_dir)
+    t = tree_of(logdir_copy, cache_dir)
+    watcher = ChangeWatcher()
+    touched: list[str] = []
+    watcher.on_folder_event = touched.append
+    watcher.start()
+    t.partitions.watch_folder = watcher.watch_folder
+    try:
+        folder = t.root.lookup_now("orders-0")
+        assert folder is not None and folder.attr().timeout == WATCHED_TIMEOUT
+        node = on_loop(t, "orders-0")
+        assert node is not None
+        attr = node.attr()
+        assert (attr.size, attr.timeout) == (want["orders-0"], WATCHED_TIMEOUT)
+        assert t.partitions.open_state("orders-0") is None
+        _append(logdir_copy)
+        deadline = time.monotonic() + 10
+        while "orders-0" not in touched and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert "orders-0" in touched, "an event in the folder is heard before the partition opens"
+        assert on_loop(t, "orders-0") is None, "the summary no longer holds"
+        got = node.attr()  # the kernel asks again (its attributes were dropped): the partition opens
+        state = t.partitions.open_state("orders-0")
+        assert state is not None and state.watched
+        assert got.size == len(t.read_file("orders-0/records.jsonl")) > want["orders-0"]
+    finally:
+        watcher.stop()
+        t.close()
+
+
+def test_watching_a_folder_twice_before_it_loads_forgets_no_event(tmp_path):
+    from kafkafs.fs.watching import ChangeWatcher
+
+    folder = tmp_path / "t-0"
+    folder.mkdir()
+    watcher = ChangeWatcher()
+    watcher.start()
+    try:
+        first = watcher.watch_folder(folder)
+        (folder / "x").write_bytes(b"1")
+        deadline = time.monotonic() + 10
+        while not any(watcher._early.values()) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert any(watcher._early.values())
+        second = watcher.watch_folder(folder)
+        assert first is not None and second is not None
+        assert any(watcher._early.values()), "the event seen before the second watch is kept"
+    finally:
+        watcher.stop()
+
+
+def test_a_remount_sees_records_appended_after_its_summary_answer(logdir_copy, tmp_path, mounted):
+    cache_dir = tmp_path / "cache"
+    m = mounted(logdir_copy, "--cache-dir", str(cache_dir))
+    before = os.stat(m / "orders-0" / "records.jsonl").st_size
+    m.stop()
+    m2 = mounted(logdir_copy, "--cache-dir", str(cache_dir))
+    assert os.stat(m2 / "orders-0" / "records.jsonl").st_size == before
+    _append(logdir_copy)
+    want = len(expected_jsonl(logdir_copy, "orders-0"))
+    deadline = time.monotonic() + 5
+    while os.stat(m2 / "orders-0" / "records.jsonl").st_size != want and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert os.stat(m2 / "orders-0" / "records.jsonl").st_size == want > before
+    assert (m2 / "orders-0" / "records.jsonl").read_bytes() == expected_jsonl(logdir_copy, "orders-0")
+    m2.stop()
