@@ -94,15 +94,19 @@ def log_bytes(logdir: Path, name: str) -> int:
 
 
 class Mounted:
-    def __init__(self, logdir: Path, mnt: Path, *args: str) -> None:
+    """A mount of ``logdir`` at ``mnt`` (``kafkafs mount LOGDIR MNT -f ARGS``) by the kafkafs of checkout
+    ``tree`` (``python -m`` imports it from its cwd), up once ``mnt`` is a mount point (120 s at most);
+    :meth:`close`, or the end of a ``with`` block, unmounts it."""
+
+    def __init__(self, logdir: Path, mnt: Path, *args: str, tree: Path = ROOT) -> None:
         mnt.mkdir(parents=True, exist_ok=True)
         self.mnt = mnt
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "kafkafs.cli", "mount", str(logdir), str(mnt), "-f", *args],
-            cwd=ROOT,
+            cwd=tree,
             stderr=subprocess.PIPE,
         )
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 120
         while not os.path.ismount(mnt):
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 raise SystemExit(f"mount failed: {self.proc.stderr.read().decode() if self.proc.stderr else ''}")
@@ -126,6 +130,13 @@ class Mounted:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             subprocess.run(["fusermount3", "-uz", str(self.mnt)], capture_output=True)
+            self.proc.wait()
+
+    def __enter__(self) -> Mounted:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def cat(path: Path) -> tuple[float, int]:

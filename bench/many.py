@@ -50,6 +50,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.fs import Mounted  # noqa: E402
 from bench.records import batches  # noqa: E402
 from kafkafs.storage.config import Settings  # noqa: E402
 from kafkafs.storage.logdir import LogDir  # noqa: E402
@@ -117,43 +118,6 @@ def warm(paths: list[Path]) -> None:
         with open(path, "rb") as f:
             while f.read(1 << 20):
                 pass
-
-
-# ---------------------------------------------------------------------------------------------- mounts
-
-
-class Mounted:
-    """A mount of ``logdir`` by the kafkafs of checkout ``tree`` (``python -m`` imports it from its cwd)."""
-
-    def __init__(self, logdir: Path, mnt: Path, *args: str, tree: Path = ROOT) -> None:
-        mnt.mkdir(parents=True, exist_ok=True)
-        self.mnt = mnt
-        self.proc = subprocess.Popen([PY, "-m", "kafkafs.cli", "mount", str(logdir), str(mnt), "-f", *args],
-                                     cwd=tree, stderr=subprocess.PIPE)
-        deadline = time.monotonic() + 120
-        while not os.path.ismount(mnt):
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit(f"mount failed: {self.proc.stderr.read().decode() if self.proc.stderr else ''}")
-            time.sleep(0.01)
-
-    def cpu_seconds(self) -> float:
-        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-    def close(self) -> None:
-        subprocess.run(["fusermount3", "-u", str(self.mnt)], capture_output=True)
-        try:
-            self.proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            subprocess.run(["fusermount3", "-uz", str(self.mnt)], capture_output=True)
-            self.proc.wait()
-
-    def __enter__(self) -> Mounted:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def shell(cmd: str, stdin: Path | None = None) -> float:
