@@ -400,11 +400,17 @@ def main() -> None:
 def print_table(rows: list[tuple[str, str, str]], load: tuple[float, float, float]) -> None:
     if not rows:
         return
-    w1 = max(len(r[0]) for r in rows)
-    w2 = max(len(r[1]) for r in rows)
     print(f"\nkafkafs mount, {os.cpu_count()} CPUs, load average at start {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}, "
           f"now {os.getloadavg()[0]:.1f}\n")
-    print(f"| {'data'.ljust(w1)} | {'what'.ljust(w2)} | result |")
+    print_rows(rows, "data")
+
+
+def print_rows(rows: list[tuple[str, str, str]], first: str) -> None:
+    """``rows`` (first column, what, result) as a Markdown table, as README's bench tables are; ``first``
+    heads the first column."""
+    w1 = max(len(r[0]) for r in rows)
+    w2 = max(len(r[1]) for r in rows)
+    print(f"| {first.ljust(w1)} | {'what'.ljust(w2)} | result |")
     print(f"|{'-' * (w1 + 2)}|{'-' * (w2 + 2)}|--------|")
     for a, b, c in rows:
         print(f"| {a.ljust(w1)} | {b.ljust(w2)} | {c} |")
