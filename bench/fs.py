@@ -408,8 +408,8 @@ def print_table(rows: list[tuple[str, str, str]], load: tuple[float, float, floa
 def print_rows(rows: list[tuple[str, str, str]], first: str) -> None:
     """``rows`` (first column, what, result) as a Markdown table, as README's bench tables are; ``first``
     heads the first column."""
-    w1 = max(len(r[0]) for r in rows)
-    w2 = max(len(r[1]) for r in rows)
+    w1 = max(len(first), *(len(r[0]) for r in rows))
+    w2 = max(len("what"), *(len(r[1]) for r in rows))
     print(f"| {first.ljust(w1)} | {'what'.ljust(w2)} | result |")
     print(f"|{'-' * (w1 + 2)}|{'-' * (w2 + 2)}|--------|")
     for a, b, c in rows:
