@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, NamedTuple, NoReturn
 from .. import __version__
 from ..errors import CorruptRecordError
 from ..format.batch import records_section, validate_batch
+from ..format.batchheader import v2_offsets
 from ..format.jsonspan import cut_off
 from ..format.keyindex import (
     ENTRY_SIZE,
@@ -39,6 +40,7 @@ from ..format.keyindex import (
 from ..format.keynames import key_sha256
 from ..format.recordfilter import RecordFilter
 from .keyfile import FORMAT_VERSION, LONG, BlockWriter, fanout_bits
+from .validation import in_order, offsets_problem
 
 if TYPE_CHECKING:
     from .segment import LogSegment
@@ -155,18 +157,26 @@ class _Longs:
 
 
 def _slow_batch(segment: LogSegment, pos: int, size: int, record_filter: RecordFilter | None,
-                expect: int) -> tuple[KeyEntries, int, int] | None:
+                expect: int | None, upper: int | None) -> tuple[KeyEntries, int, int] | None:
     """The entries of the one batch at ``pos`` the kernel did not take, where the next batch starts and
-    its last offset; None at the end. CorruptRecordError for damage (a v2 batch starting below
-    ``expect``, one past the batch before it, included; and bytes that are not a whole batch at the end
-    of a sealed segment, one its log has rolled past: a torn batch, not a write in progress)."""
-    view = next(iter(segment.batches(pos, size, sealed=not segment.active)), None)
-    if view is None:
-        return None
-    h = view.header
+    its last offset; None at the end. CorruptRecordError for damage: offsets that do not fit between
+    the batch before it (``expect``: one past its last offset) and the one after it (``upper``: the
+    next segment's base offset, for the last batch), as every reader judges them
+    (:func:`~kafkafs.storage.validation.in_order`); and bytes that are not a whole batch at the end of
+    a sealed segment, one its log has rolled past: a torn batch, not a write in progress."""
     file = str(segment.log_path)
-    if h.magic == 2 and (h.base_offset < expect or h.last_offset_delta < 0):
-        raise CorruptRecordError(_disorder(h.base_offset, h.last_offset_delta, expect), view.position, file)
+    views = in_order(segment.batches(pos, size, sealed=not segment.active), next_offset=expect, upper=upper,
+                     segment_base=segment.base_offset)
+    try:
+        judged = next(views, None)
+    finally:
+        views.close()
+    if judged is None:
+        return None
+    view, problem = judged
+    if problem is not None:
+        raise CorruptRecordError(problem, view.position, file)
+    h = view.header
     try:
         if h.magic == 2:
             validate_batch(view.buf, h)
@@ -206,30 +216,32 @@ class ScanDamage(NamedTuple):
 
 
 def scan_entries(
-    segment: LogSegment, size: int, record_filter: RecordFilter | None = None, start: int = 0
+    segment: LogSegment, size: int, record_filter: RecordFilter | None = None, start: int = 0,
+    upper: int | None = None,
 ) -> Iterator[Scanned | ScanDamage]:
     """The key entries of ``segment``'s batches from position ``start`` to ``size``, a step at a time
     (whole runs of batches through the kernel, the others one by one); a :class:`ScanDamage` ends them
-    when a batch is damaged. ``record_filter``: only the records it accepts."""
+    when a batch is damaged, its offsets out of order included (each batch judged between its
+    neighbours as every reader judges it, :mod:`.validation`; ``upper``: the next segment's base
+    offset, None when not known). ``record_filter``: only the records it accepts."""
     base = segment.base_offset
     next_offset = base
-    file = str(segment.log_path)
+    expect: int | None = None if start else base  # one past the batch before (None: not known)
     pos = start
     want = CHUNK_BYTES
     while pos < size:
         buf = segment.read_at(pos, min(want, size - pos))
         if not buf:
             return
-        ordered, problem = _in_order(buf, next_offset)
+        ordered = _in_order(buf, expect, base, upper if pos + len(buf) >= size else None, pos + len(buf) >= size)
         got = span_entries(buf if ordered == len(buf) else memoryview(buf)[:ordered], base, record_filter)
         taken = got.consumed
         if taken:
-            next_offset = max(next_offset, _last_offset_of(buf, taken) + 1)
+            last = _last_offset_of(buf, taken)
+            next_offset = max(next_offset, last + 1)
+            expect = last + 1
             yield Scanned(got, pos, pos + taken, next_offset)
             pos += taken
-        if problem is not None and taken == ordered:  # offsets out of order: damage, never skipped
-            yield ScanDamage(next_offset, pos, CorruptRecordError(problem, pos, file))
-            return
         if taken == len(buf):
             want = CHUNK_BYTES
             continue
@@ -237,8 +249,8 @@ def scan_entries(
         if need and not (taken == 0 and want >= need) and pos + need <= size:
             want = max(CHUNK_BYTES, need)
             continue
-        try:
-            found = _slow_batch(segment, pos, size, record_filter, next_offset)
+        try:  # the batch the kernel did not take (or whose order needs what lies past the chunk) alone
+            found = _slow_batch(segment, pos, size, record_filter, expect, upper)
         except CorruptRecordError as exc:
             yield ScanDamage(next_offset, pos, exc)
             return
@@ -246,6 +258,7 @@ def scan_entries(
             return
         got, after, last = found
         next_offset = max(next_offset, last + 1)
+        expect = last + 1
         yield Scanned(got, pos, after, next_offset)
         pos = after
         want = CHUNK_BYTES
@@ -322,30 +335,30 @@ def build_key_index(
         txns.close()
 
 
-def _disorder(base: int, delta: int, expect: int) -> str:
-    if delta < 0:
-        return f"batch at offset {base} has a negative last offset delta ({delta})"
-    return f"offsets go backwards: a batch starts at {base}, before {expect}, one past the batch before it"
-
-
-def _in_order(buf: bytes, expect: int) -> tuple[int, str | None]:
-    """How many bytes of whole v2 batches at the start of ``buf`` keep the order of offsets (each batch
-    starts at ``expect`` or later, one past the one before it, with a last offset delta of 0 or more),
-    and what is wrong with the batch after them when it does not (None: it is cut off by the end of
-    ``buf``, or not v2, for the slow path to judge)."""
+def _in_order(buf: bytes, expect: int | None, segment_base: int, upper: int | None, final: bool) -> int:
+    """How many bytes of whole v2 batches at the start of ``buf`` are in order (each judged between
+    its neighbours, :func:`~kafkafs.storage.validation.offsets_problem`: the batch after it is read
+    from its first 8 bytes; the last batch of ``buf`` is judged only when ``final``, against ``upper``).
+    A batch that is not, or cannot be judged from ``buf``, is left to :func:`_slow_batch`, which says
+    what is wrong with it, as every reader says it."""
     pos = 0
     n = len(buf)
     while n - pos >= 61 and buf[pos + 16] == 2:
-        length = int.from_bytes(buf[pos + 8 : pos + 12], "big", signed=True)
-        if length < 49 or pos + length + 12 > n:
+        base, length, delta = v2_offsets(buf, pos)
+        after = pos + length + 12
+        if length < 49 or after > n:
             break
-        base = int.from_bytes(buf[pos : pos + 8], "big", signed=True)
-        delta = int.from_bytes(buf[pos + 23 : pos + 27], "big", signed=True)
-        if base < expect or delta < 0:
-            return pos, _disorder(base, delta, expect)
+        if n - after >= 8:
+            following: int | None = int.from_bytes(buf[after : after + 8], "big", signed=True)
+        elif after == n and final:
+            following = upper
+        else:
+            break
+        if offsets_problem(base, delta, 2, next_offset=expect, following=following, segment_base=segment_base):
+            break
         expect = base + delta + 1
-        pos += length + 12
-    return n if pos == n else pos, None
+        pos = after
+    return pos
 
 
 def _last_offset_of(buf: bytes, end: int) -> int:
@@ -353,9 +366,7 @@ def _last_offset_of(buf: bytes, end: int) -> int:
     pos = 0
     last = -1
     while pos < end:
-        base = int.from_bytes(buf[pos : pos + 8], "big", signed=True)
-        length = int.from_bytes(buf[pos + 8 : pos + 12], "big", signed=True)
-        delta = int.from_bytes(buf[pos + 23 : pos + 27], "big", signed=True)
+        base, length, delta = v2_offsets(buf, pos)
         last = base + delta
         pos += length + 12
     return last

@@ -301,19 +301,25 @@ class PartitionKeys:
                 dropped.add(id(exc.index))
                 self.store.forget(exc.index)
 
-    def _scan(self, segment: LogSegment, record_filter: RecordFilter,
-              start: int = 0) -> tuple[list[tuple[int, int]], list[tuple[int, int, int]]]:
+    def _upper(self, segment: LogSegment) -> int | None:
+        """The base offset of the segment after ``segment`` (None for the last): what its offsets stay below."""
+        higher = self.log.segments.higher(segment.base_offset)
+        return higher.base_offset if higher is not None else None
+
+    def _scan(self, segment: LogSegment, record_filter: RecordFilter, start: int = 0
+              ) -> tuple[list[tuple[int, int]], list[tuple[int, int, int]], CorruptRecordError | None]:
         """(rel, flags) of the records of a segment from position ``start`` on that the filter accepts,
-        and its transactional batches (a scan: the active segment, or a segment without an index)."""
+        its transactional batches (a scan: the active segment, or a segment without an index), and the
+        damage that ended the scan (None: none), the records before it found."""
         found: list[tuple[int, int]] = []
         txns: list[tuple[int, int, int]] = []
-        for step in scan_entries(segment, segment.size, record_filter, start):
+        for step in scan_entries(segment, segment.size, record_filter, start, upper=self._upper(segment)):
             if isinstance(step, ScanDamage):
-                step.raise_it()
+                return found, txns, step.error
             entries = step.got.entries
             found.extend(ENTRY.unpack_from(entries, i)[2:] for i in range(0, len(entries), ENTRY.size))
             txns.extend(_unpack_txns(step.got.txns))
-        return found, txns
+        return found, txns, None
 
     def _active_index(self, segment: LogSegment) -> SegmentKeyIndex | None:
         """An index of what a large active segment holds (None for a small one): made once, in a
@@ -333,20 +339,21 @@ class PartitionKeys:
             return index
 
     def _candidates(self, segment: LogSegment, key: bytes, hashed: tuple[int, int], aborted: _Aborted, active: bool,
-                    newest_only: bool = False) -> list[KeyRecord]:
+                    newest_only: bool = False) -> tuple[list[KeyRecord], CorruptRecordError | None]:
         """The records of ``key`` in ``segment`` that count (not aborted), confirmed, by offset
-        (``newest_only``: only the newest, confirming as few candidates as it takes)."""
+        (``newest_only``: only the newest, confirming as few candidates as it takes), and the damage a
+        scan of it stopped at (None: none; the records are those before it)."""
         base = segment.base_offset
         index = self._active_index(segment) if active else self._index(segment)
         if index is None or active:  # a scan compares the key itself: nothing to confirm
             start = index.head["scanned"] if index is not None else 0
-            found, txns = self._scan(segment, RecordFilter(key=key), start)
+            found, txns, damage = self._scan(segment, RecordFilter(key=key), start)
             out = [KeyRecord(base + rel, segment) for rel, flags in found
                    if not (flags & TRANSACTIONAL and _in_aborted(txns, base + rel, aborted))]
             if index is None or (newest_only and out):
-                return out[-1:] if newest_only else out
-            return self._indexed(segment, index, key, hashed, aborted, newest_only) + out
-        return self._indexed(segment, index, key, hashed, aborted, newest_only)
+                return (out[-1:] if newest_only else out), damage
+            return self._indexed(segment, index, key, hashed, aborted, newest_only) + out, damage
+        return self._indexed(segment, index, key, hashed, aborted, newest_only), None
 
     def _indexed(self, segment: LogSegment, index: SegmentKeyIndex, key: bytes, hashed: tuple[int, int], aborted: _Aborted,
                  newest_only: bool) -> list[KeyRecord]:
@@ -380,24 +387,40 @@ class PartitionKeys:
         hashed = key_hash(key)
         aborted = _aborted_by_producer([*sealed, active])
         for segment in [active, *reversed(sealed)]:
-            found = self._candidates(segment, key, hashed, aborted, segment is active, newest_only=True)
+            found, damage = self._candidates(segment, key, hashed, aborted, segment is active, newest_only=True)
+            if damage is not None:
+                raise damage  # the newest may lie past it
             if found:
                 return found[-1]
         return None
 
     def history(self, key: bytes, *, include_aborted: bool = False) -> list[KeyRecord]:
         """Every record of ``key``, by offset (``include_aborted``: records of aborted transactions too,
-        as a plain read shows them)."""
+        as a plain read shows them). Damage raises :class:`CorruptRecordError`."""
+        found, damage = self.history_to_damage(key, include_aborted=include_aborted)
+        if damage is not None:
+            raise damage
+        return found
+
+    def history_to_damage(self, key: bytes, *, include_aborted: bool = False
+                          ) -> tuple[list[KeyRecord], CorruptRecordError | None]:
+        """:meth:`history` up to the first damage, and that damage (None: none): a reader prints the
+        records before it, then says it (SPEC §4), as a plain read does."""
         return self._query(lambda: self._history(key, include_aborted))
 
-    def _history(self, key: bytes, include_aborted: bool) -> list[KeyRecord]:
+    def _history(self, key: bytes, include_aborted: bool) -> tuple[list[KeyRecord], CorruptRecordError | None]:
         sealed, active = self._segments()
         if active is None:
-            return []
+            return [], None
         hashed = key_hash(key)
         aborted = {} if include_aborted else _aborted_by_producer([*sealed, active])
-        return [found for segment in [*sealed, active]
-                for found in self._candidates(segment, key, hashed, aborted, segment is active)]
+        out: list[KeyRecord] = []
+        for segment in [*sealed, active]:
+            found, damage = self._candidates(segment, key, hashed, aborted, segment is active)
+            out += found
+            if damage is not None:
+                return out, damage
+        return out, None
 
     def key_for_digest(self, digest: bytes) -> bytes | None:
         """The key whose SHA-256 is ``digest`` and whose name is that digest (``$sha256:`` names), if
@@ -411,7 +434,7 @@ class PartitionKeys:
         for segment in [active, *reversed(sealed)]:
             index = None if segment is active else self._index(segment)
             if index is None:
-                for step in scan_entries(segment, segment.size):
+                for step in scan_entries(segment, segment.size, upper=self._upper(segment)):
                     if isinstance(step, ScanDamage):
                         step.raise_it()
                     for _rel, key in step.got.longs:
