@@ -6,9 +6,11 @@ the scan with a :class:`ScanDamage`. :func:`build_key_index` keeps up to :data:`
 in memory, and past that sorts them and spills them to a temporary file in 256 buckets by hash prefix;
 at the end each bucket is read back, sorted and written in order (:class:`~.keyfile.BlockWriter`), so
 memory stays bounded whatever the number of keys. Long keys' digests are kept the same way (sorted
-runs, merged). Damage stops the scan: the file records where (``damaged``).
+runs, merged). Damage stops the scan: the file records where (``damaged``); offsets out of order are
+damage as every reader judges them (:mod:`.validation`). :class:`KeyConfirmer` checks a key index's
+candidates (hash matches) against the records.
 
-Functions only: each call owns what it makes; safe from any thread.
+Each call owns what it makes, safe from any thread; a :class:`KeyConfirmer` belongs to one query.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from ..format.batch import records_section, validate_batch
 from ..format.batchheader import v2_offsets
 from ..format.jsonspan import cut_off
 from ..format.keyindex import (
+    ENTRY,
     ENTRY_SIZE,
     TXN,
     KeyEntries,
@@ -40,12 +43,13 @@ from ..format.keyindex import (
 from ..format.keynames import key_sha256
 from ..format.recordfilter import RecordFilter
 from .keyfile import FORMAT_VERSION, LONG, BlockWriter, fanout_bits
+from .records import BatchView
 from .validation import in_order, offsets_problem
 
 if TYPE_CHECKING:
     from .segment import LogSegment
 
-__all__ = ["Scanned", "ScanDamage", "scan_entries", "build_key_index", "RUN_BYTES", "LONG_RUN"]
+__all__ = ["Scanned", "ScanDamage", "scan_entries", "build_key_index", "KeyConfirmer", "RUN_BYTES", "LONG_RUN"]
 
 log = logging.getLogger("kafkafs.keyindex")
 
@@ -165,12 +169,8 @@ def _slow_batch(segment: LogSegment, pos: int, size: int, record_filter: RecordF
     (:func:`~kafkafs.storage.validation.in_order`); and bytes that are not a whole batch at the end of
     a sealed segment, one its log has rolled past: a torn batch, not a write in progress."""
     file = str(segment.log_path)
-    views = in_order(segment.batches(pos, size, sealed=not segment.active), next_offset=expect, upper=upper,
-                     segment_base=segment.base_offset)
-    try:
-        judged = next(views, None)
-    finally:
-        views.close()
+    judged = next(in_order(segment.batches(pos, size, sealed=not segment.active), next_offset=expect,
+                           upper=upper, segment_base=segment.base_offset), None)
     if judged is None:
         return None
     view, problem = judged
@@ -189,6 +189,41 @@ def _slow_batch(segment: LogSegment, pos: int, size: int, record_filter: RecordF
     except CorruptRecordError as exc:
         raise exc.at(file, view.base) if exc.file is None else exc from None
     return got, view.position + h.size, last
+
+
+def _batch_rels(view: BatchView, seg_base: int, record_filter: RecordFilter) -> list[int]:
+    """The rel offsets of the records of one batch that the filter accepts (the batch checked whole)."""
+    raw = view.raw()
+    got = span_entries(raw, seg_base, record_filter)
+    if got.consumed != len(raw):
+        h = view.header._replace(position=0)
+        if h.magic == 2:
+            validate_batch(raw, h)
+            got = section_entries(records_section(raw, h), h, seg_base, record_filter)
+        else:
+            got = batch_entries(view.decode(), seg_base, record_filter)
+    return [ENTRY.unpack_from(got.entries, i)[2] for i in range(0, len(got.entries), ENTRY.size)]
+
+
+class KeyConfirmer:
+    """Whether the record at an offset of ``segment`` has ``key`` (a hash match in a key index is only
+    a candidate); a batch read for one candidate answers for the next ones in it. One query's own."""
+
+    def __init__(self, segment: LogSegment, key: bytes) -> None:
+        self.segment = segment
+        self.filter = RecordFilter(key=key)
+        self.view: BatchView | None = None  # the batch read last
+        self._rels: set[int] = set()  # the rels of the key in it
+
+    def __call__(self, offset: int) -> bool:
+        view = self.view
+        if view is None or not view.header.base_offset <= offset <= view.header.last_offset:
+            view = self.segment.find(offset)
+            if view is None or view.header.base_offset > offset:
+                return False
+            self.view = view._replace(segment=self.segment)
+            self._rels = set(_batch_rels(view, self.segment.base_offset, self.filter))
+        return offset - self.segment.base_offset in self._rels
 
 
 class Scanned(NamedTuple):
