@@ -50,7 +50,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.fs import Mounted, print_rows  # noqa: E402
+from bench.fs import Mounted, append_all, print_rows  # noqa: E402
 from bench.records import batches  # noqa: E402
 from kafkafs.storage.config import Settings  # noqa: E402
 from kafkafs.storage.logdir import LogDir  # noqa: E402
@@ -74,14 +74,7 @@ def build(logdir: Path, topic: str, partitions: int, per: int) -> None:
             if (logdir / f"{topic}-{p}").is_dir():
                 continue
             log = d.create_partition(topic, p)
-            chunk: list[bytes] = []
-            for raw in batches("mixed", per, seed=1000 + p):
-                chunk.append(raw)
-                if len(chunk) == 200:
-                    log.append_batches(b"".join(chunk), flush=False)
-                    chunk = []
-            if chunk:
-                log.append_batches(b"".join(chunk), flush=False)
+            append_all(log, batches("mixed", per, seed=1000 + p))
             log.flush()
             if p % 20 == 19:
                 print(f"  built {p + 1}/{partitions} partitions ({time.perf_counter() - start:.0f} s)", file=sys.stderr)
