@@ -34,22 +34,28 @@ static inline int hex4(const uint8_t *s, Py_ssize_t i, Py_ssize_t n, int *out) {
 }
 
 
-/* The end of the string token starting at s[i] == '"', or -1 when it is not a valid string. */
-static inline __attribute__((always_inline)) Py_ssize_t scan_string(const uint8_t *s, Py_ssize_t i,
-                                                                   Py_ssize_t n) {
+/* The end of the string token starting at s[i] == '"', or -1 when it is not a valid string or not valid
+ * UTF-8. lim: blocks of 16 bytes may be read up to there (_kernel_text.h). */
+static inline __attribute__((always_inline)) Py_ssize_t scan_string(const uint8_t *s, Py_ssize_t i, Py_ssize_t n,
+                                                                   const uint8_t *lim) {
+    uint8_t pad[16];
     i++;
     while (i < n) {
-#ifdef KAFKAFS_SWAR
-        i = skip_plain(s, i, n);
+        const uint8_t *blk;
+        int k = block_plain(s + i, n - i, lim, pad, &blk);
+        i += k;
         if (i >= n) break;
-#endif
+        if (k == 16) continue;
         uint8_t c = s[i];
         if (c == '"') return i + 1;
         if (c < 0x20) return -1;
-        if (c != '\\') {
-            i++;
+        if (c >= 0x80) {
+            Py_ssize_t len = utf8_sequence(s + i, n - i);
+            if (len < 0) return -1;
+            i += len;
             continue;
         }
+        /* a backslash */
         if (i + 1 >= n) return -1;
         uint8_t e = s[i + 1];
         if (e == '"' || e == '\\' || e == '/' || e == 'b' || e == 'f' || e == 'n' || e == 'r' || e == 't') {
@@ -98,106 +104,117 @@ static inline __attribute__((always_inline)) Py_ssize_t scan_number(const uint8_
     return i;
 }
 
-enum { S_VALUE, S_VALUE_OR_CLOSE, S_KEY, S_KEY_OR_CLOSE, S_COLON, S_COMMA_OR_CLOSE, S_DONE };
-
-/* Walks embeddable JSON (jsonembed.py's definition; valid UTF-8 already checked): returns 1 when
- * s[0:n] is embeddable, else 0. With write, its compact form goes to o (after a 0, part of it may
- * have been written: the caller rewinds; -1 when out of memory); without, nothing is written and
- * *spaced says whether any whitespace lies outside its strings (when not, the bytes are compact). */
-static inline __attribute__((always_inline)) int json_walk(Out *o, const uint8_t *s, Py_ssize_t n, const int write,
-                                                           int *spaced) {
-    uint8_t stack[MAX_DEPTH];
+/* 1 when s[0:n] is embeddable JSON (jsonembed.py's definition) and valid UTF-8, else 0; *ws: how many
+ * bytes of whitespace lie outside its strings (its compact form is the rest). lim: see scan_string. A
+ * walk by hand (gotos between the three places a walk can be: before a value, before a key, after a
+ * value), with the open objects and arrays on a stack of at most MAX_DEPTH. */
+static int json_check(const uint8_t *s, Py_ssize_t n, const uint8_t *lim, Py_ssize_t *ws) {
+    uint8_t stack[MAX_DEPTH]; /* '{' or '[' of each open container */
     int depth = 0;
-    int state = S_VALUE;
-    Py_ssize_t i = 0;
-    while (i < n && is_ws(s[i])) i++;
+    Py_ssize_t i = 0, spaces = 0, from, e;
+    uint8_t c;
+#define JSON_SKIP_WS()                                \
+    do {                                              \
+        if (i < n && s[i] <= ' ') {                   \
+            from = i;                                 \
+            while (i < n && is_ws(s[i])) i++;         \
+            spaces += i - from;                       \
+        }                                             \
+    } while (0)
+    *ws = 0;
+    JSON_SKIP_WS();
     if (i >= n || (s[i] != '{' && s[i] != '[')) return 0;
-    if (i) *spaced = 1;
-    for (;;) {
-        if (i < n && is_ws(s[i])) {
-            *spaced = 1;
-            while (i < n && is_ws(s[i])) i++;
+value: /* a value starts at s[i] */
+    if (i >= n) return 0;
+    c = s[i];
+    if (c == '"') {
+        e = scan_string(s, i, n, lim);
+    } else if (c == '{' || c == '[') {
+        if (depth == MAX_DEPTH) return 0;
+        stack[depth++] = c;
+        i++;
+        JSON_SKIP_WS();
+        if (i >= n) return 0;
+        if (s[i] == (c == '{' ? '}' : ']')) { /* empty */
+            depth--;
+            i++;
+            goto after;
         }
-        if (i >= n) return state == S_DONE;
-        if (state == S_DONE) return 0;
-        uint8_t c = s[i];
-        switch (c) {
-            case '{':
-            case '[':
-                if (state != S_VALUE && state != S_VALUE_OR_CLOSE) return 0;
-                if (depth == MAX_DEPTH) return 0;
-                stack[depth++] = c;
-                state = c == '{' ? S_KEY_OR_CLOSE : S_VALUE_OR_CLOSE;
-                if (write && out_byte(o, (char)c) < 0) return -1;
-                i++;
-                break;
-            case '}':
-            case ']': {
-                uint8_t opener = c == '}' ? '{' : '[';
-                if (depth == 0 || stack[depth - 1] != opener) return 0;
-                if (!(state == S_COMMA_OR_CLOSE || (c == '}' && state == S_KEY_OR_CLOSE) ||
-                      (c == ']' && state == S_VALUE_OR_CLOSE)))
-                    return 0;
-                depth--;
-                state = depth ? S_COMMA_OR_CLOSE : S_DONE;
-                if (write && out_byte(o, (char)c) < 0) return -1;
-                i++;
-                break;
-            }
-            case ',':
-                if (state != S_COMMA_OR_CLOSE) return 0;
-                state = stack[depth - 1] == '{' ? S_KEY : S_VALUE;
-                if (write && out_byte(o, ',') < 0) return -1;
-                i++;
-                break;
-            case ':':
-                if (state != S_COLON) return 0;
-                state = S_VALUE;
-                if (write && out_byte(o, ':') < 0) return -1;
-                i++;
-                break;
-            case '"': {
-                Py_ssize_t end = scan_string(s, i, n);
-                if (end < 0) return 0;
-                if (state == S_KEY || state == S_KEY_OR_CLOSE) state = S_COLON;
-                else if (state == S_VALUE || state == S_VALUE_OR_CLOSE) state = S_COMMA_OR_CLOSE;
-                else return 0;
-                if (write && out_write(o, s + i, end - i) < 0) return -1;
-                i = end;
-                break;
-            }
-            default: {
-                if (state != S_VALUE && state != S_VALUE_OR_CLOSE) return 0;
-                Py_ssize_t end;
-                if (c == '-' || is_digit(c)) {
-                    end = scan_number(s, i, n);
-                    if (end < 0) return 0;
-                } else if (c == 't' && i + 4 <= n && memcmp(s + i, "true", 4) == 0) {
-                    end = i + 4;
-                } else if (c == 'f' && i + 5 <= n && memcmp(s + i, "false", 5) == 0) {
-                    end = i + 5;
-                } else if (c == 'n' && i + 4 <= n && memcmp(s + i, "null", 4) == 0) {
-                    end = i + 4;
-                } else {
-                    return 0;
-                }
-                state = S_COMMA_OR_CLOSE;
-                if (write && out_write(o, s + i, end - i) < 0) return -1;
-                i = end;
-            }
-        }
+        if (c == '{') goto key;
+        goto value;
+    } else if (c == '-' || is_digit(c)) {
+        e = scan_number(s, i, n);
+    } else if (c == 't' && i + 4 <= n && memcmp(s + i, "true", 4) == 0) {
+        e = i + 4;
+    } else if (c == 'f' && i + 5 <= n && memcmp(s + i, "false", 5) == 0) {
+        e = i + 5;
+    } else if (c == 'n' && i + 4 <= n && memcmp(s + i, "null", 4) == 0) {
+        e = i + 4;
+    } else {
+        return 0;
     }
+    if (e < 0) return 0;
+    i = e;
+after: /* a value ended at s[i] */
+    JSON_SKIP_WS();
+    if (depth == 0) {
+        *ws = spaces;
+        return i >= n;
+    }
+    if (i >= n) return 0;
+    c = s[i];
+    if (c == ',') {
+        i++;
+        JSON_SKIP_WS();
+        if (i >= n) return 0;
+        if (stack[depth - 1] == '{') goto key;
+        goto value;
+    }
+    if (c != (stack[depth - 1] == '{' ? '}' : ']')) return 0;
+    depth--;
+    i++;
+    goto after;
+key: /* a key starts at s[i] (i < n) */
+    if (s[i] != '"') return 0;
+    e = scan_string(s, i, n, lim);
+    if (e < 0) return 0;
+    i = e;
+    JSON_SKIP_WS();
+    if (i >= n || s[i] != ':') return 0;
+    i++;
+    JSON_SKIP_WS();
+    goto value;
+#undef JSON_SKIP_WS
 }
 
-static int put_json_compact(Out *o, const uint8_t *s, Py_ssize_t n) {
-    int spaced = 0;
-    return json_walk(o, s, n, 1, &spaced);
-}
-
-/* 1 when s[0:n] is embeddable JSON (*spaced: it holds whitespace to take out), else 0. */
-static int json_check(const uint8_t *s, Py_ssize_t n, int *spaced) {
-    *spaced = 0;
-    return json_walk(NULL, s, n, 0, spaced);
+/* The compact form of s[0:n], embeddable JSON that json_check accepted with ws bytes of whitespace
+ * outside its strings: its bytes without that whitespace (counted when o only counts). */
+static int put_json_compact(Out *o, const uint8_t *s, Py_ssize_t n, Py_ssize_t ws) {
+    Py_ssize_t len = n - ws;
+    if (o->count_only) {
+        o->len += len;
+        return 0;
+    }
+    if (o->cap - o->len < len && out_grow(o, len) < 0) return -1;
+    char *w = o->buf + o->len;
+    Py_ssize_t i = 0;
+    while (i < n) {
+        uint8_t c = s[i];
+        if (is_ws(c)) {
+            i++;
+            continue;
+        }
+        Py_ssize_t j = i + 1;
+        if (c == '"') { /* a whole string, escapes and all (json_check saw it end) */
+            while (j < n && s[j] != '"') j += s[j] == '\\' ? 2 : 1;
+            j = j < n ? j + 1 : n;
+        }
+        memcpy(w, s + i, (size_t)(j - i));
+        w += j - i;
+        i = j;
+    }
+    o->len = w - o->buf;
+    return 0;
 }
 
 #endif /* KAFKAFS_KERNEL_JSON_H */

@@ -140,6 +140,7 @@ static PyObject *i64s_list(const I64s *a) {
  * output's length after it) and stamps (its timestamp). */
 static int render_section(Reader *rd, long long count, const LineStyle *st, const Bounds *b, Out *o, I64s *offsets,
                           I64s *ends, I64s *stamps, Py_ssize_t *lines, Err *err) {
+    const uint8_t *lim = rd->d + rd->end; /* every key and value lies in the section: blocks may read to its end */
     for (long long i = 0; i < count; i++) {
         Rec r;
         if (next_record(rd, &r, err) < 0) return -1;
@@ -156,8 +157,9 @@ static int render_section(Reader *rd, long long count, const LineStyle *st, cons
             if (put_control_key(o, &r.key, st->mode) < 0 || OUT_LIT(o, ",\"value\":") < 0 ||
                 put_control_value(o, &r.key, &r.value, st->mode) < 0)
                 return -2;
-        } else if (put_value(o, r.key.p, r.key.n, r.key.is_null, st->mode) < 0 || OUT_LIT(o, ",\"value\":") < 0 ||
-                   put_value(o, r.value.p, r.value.n, r.value.is_null, st->mode) < 0) {
+        } else if (put_value_in(o, r.key.p, r.key.n, r.key.is_null, st->mode, lim) < 0 ||
+                   OUT_LIT(o, ",\"value\":") < 0 ||
+                   put_value_in(o, r.value.p, r.value.n, r.value.is_null, st->mode, lim) < 0) {
             return -2;
         }
         if (OUT_LIT(o, ",\"headers\":[") < 0) return -2;
@@ -166,8 +168,8 @@ static int render_section(Reader *rd, long long count, const LineStyle *st, cons
             Span k, v;
             if (rd_span(rd->d, r.end, &pos, &k, err) < 0 || rd_span(rd->d, r.end, &pos, &v, err) < 0) return -1;
             if ((h && out_byte(o, ',') < 0) || OUT_LIT(o, "{\"key\":") < 0 ||
-                put_header_key(o, k.p, k.n) < 0 || OUT_LIT(o, ",\"value\":") < 0 ||
-                put_value(o, v.p, v.n, v.is_null, st->mode) < 0 || out_byte(o, '}') < 0)
+                put_header_key(o, k.p, k.n, lim) < 0 || OUT_LIT(o, ",\"value\":") < 0 ||
+                put_value_in(o, v.p, v.n, v.is_null, st->mode, lim) < 0 || out_byte(o, '}') < 0)
                 return -2;
         }
         if (out_byte(o, ']') < 0 || put_line_tail(o, st, &r.key) < 0) return -2;
