@@ -41,38 +41,44 @@ static inline __attribute__((always_inline)) Py_ssize_t scan_string(const uint8_
     uint8_t pad[16];
     i++;
     while (i < n) {
+        Py_ssize_t len = n - i < 16 ? n - i : 16, end = i + len;
         const uint8_t *blk;
-        int k = block_plain(s + i, n - i, lim, pad, &blk);
-        i += k;
-        if (i >= n) break;
-        if (k == 16) continue;
-        uint8_t c = s[i];
-        if (c == '"') return i + 1;
-        if (c < 0x20) return -1;
-        if (c >= 0x80) {
-            Py_ssize_t len = utf8_sequence(s + i, n - i);
-            if (len < 0) return -1;
-            i += len;
-            continue;
+        uint32_t m = block_at(s + i, len, lim, pad, &blk);
+        while (m) { /* each stop of the block in turn (see text_body) */
+            Py_ssize_t at = i + __builtin_ctz(m);
+            uint8_t c = s[at];
+            if (c == '"') return at + 1;
+            if (c < 0x20) return -1;
+            if (c >= 0x80) {
+                Py_ssize_t seq = utf8_sequence(s + at, n - at);
+                if (seq < 0) return -1;
+                at += seq;
+            } else { /* a backslash */
+                if (at + 1 >= n) return -1;
+                uint8_t e = s[at + 1];
+                if (e == '"' || e == '\\' || e == '/' || e == 'b' || e == 'f' || e == 'n' || e == 'r' || e == 't') {
+                    at += 2;
+                } else {
+                    if (e != 'u') return -1;
+                    int code;
+                    if (!hex4(s, at + 2, n, &code)) return -1;
+                    at += 6;
+                    if (code >= 0xDC00 && code <= 0xDFFF) return -1; /* a low half with no high half before it */
+                    if (code >= 0xD800 && code <= 0xDBFF) {
+                        int low;
+                        if (at + 1 >= n || s[at] != '\\' || s[at + 1] != 'u' || !hex4(s, at + 2, n, &low)) return -1;
+                        if (low < 0xDC00 || low > 0xDFFF) return -1;
+                        at += 6;
+                    }
+                }
+            }
+            if (at >= end) {
+                end = at;
+                break;
+            }
+            m &= ~0u << (at - i);
         }
-        /* a backslash */
-        if (i + 1 >= n) return -1;
-        uint8_t e = s[i + 1];
-        if (e == '"' || e == '\\' || e == '/' || e == 'b' || e == 'f' || e == 'n' || e == 'r' || e == 't') {
-            i += 2;
-            continue;
-        }
-        if (e != 'u') return -1;
-        int code;
-        if (!hex4(s, i + 2, n, &code)) return -1;
-        i += 6;
-        if (code >= 0xDC00 && code <= 0xDFFF) return -1; /* a low half with no high half before it */
-        if (code >= 0xD800 && code <= 0xDBFF) {
-            int low;
-            if (i + 1 >= n || s[i] != '\\' || s[i + 1] != 'u' || !hex4(s, i + 2, n, &low)) return -1;
-            if (low < 0xDC00 || low > 0xDFFF) return -1;
-            i += 6;
-        }
+        i = end;
     }
     return -1;
 }
@@ -197,21 +203,17 @@ static int put_json_compact(Out *o, const uint8_t *s, Py_ssize_t n, Py_ssize_t w
     }
     if (o->cap - o->len < len && out_grow(o, len) < 0) return -1;
     char *w = o->buf + o->len;
-    Py_ssize_t i = 0;
-    while (i < n) {
+    int in_string = 0; /* json_check saw every string end; a backslash takes the byte after it along */
+    for (Py_ssize_t i = 0; i < n; i++) {
         uint8_t c = s[i];
-        if (is_ws(c)) {
-            i++;
-            continue;
+        if (in_string) {
+            *w++ = (char)c;
+            if (c == '\\') *w++ = (char)s[++i];
+            else if (c == '"') in_string = 0;
+        } else if (!is_ws(c)) {
+            *w++ = (char)c;
+            in_string = c == '"';
         }
-        Py_ssize_t j = i + 1;
-        if (c == '"') { /* a whole string, escapes and all (json_check saw it end) */
-            while (j < n && s[j] != '"') j += s[j] == '\\' ? 2 : 1;
-            j = j < n ? j + 1 : n;
-        }
-        memcpy(w, s + i, (size_t)(j - i));
-        w += j - i;
-        i = j;
     }
     o->len = w - o->buf;
     return 0;

@@ -167,8 +167,35 @@ static inline int decimal_digits(uint64_t u) {
     return t - ((u | 1) < POW10[t]) + 1;
 }
 
+/* The decimal digits of u written to end backwards (the caller knows how many: decimal_digits): eight
+ * at a time in 32-bit arithmetic, two at a time within those. */
+static inline void digits_back(char *end, uint64_t u) {
+    while (u >= 100000000u) {
+        uint32_t lo = (uint32_t)(u % 100000000u);
+        u /= 100000000u;
+        uint32_t a = lo / 10000, b = lo % 10000;
+        end -= 8;
+        memcpy(end, DIGIT_PAIRS + 2 * (a / 100), 2);
+        memcpy(end + 2, DIGIT_PAIRS + 2 * (a % 100), 2);
+        memcpy(end + 4, DIGIT_PAIRS + 2 * (b / 100), 2);
+        memcpy(end + 6, DIGIT_PAIRS + 2 * (b % 100), 2);
+    }
+    uint32_t v = (uint32_t)u;
+    while (v >= 100) {
+        end -= 2;
+        memcpy(end, DIGIT_PAIRS + 2 * (v % 100), 2);
+        v /= 100;
+    }
+    if (v >= 10) {
+        end -= 2;
+        memcpy(end, DIGIT_PAIRS + 2 * v, 2);
+    } else {
+        *--end = (char)('0' + v);
+    }
+}
+
 /* An integer in decimal; counted without being formatted when o only counts. */
-static inline int out_int(Out *o, int64_t v) {
+static inline __attribute__((always_inline)) int out_int(Out *o, int64_t v) {
     uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
     Py_ssize_t len = decimal_digits(u) + (v < 0);
     if (o->count_only) {
@@ -176,20 +203,8 @@ static inline int out_int(Out *o, int64_t v) {
         return 0;
     }
     if (o->cap - o->len < len && out_grow(o, len) < 0) return -1;
-    char *w = o->buf + o->len + len; /* digits from the right */
-    while (u >= 100) {
-        unsigned r = (unsigned)(u % 100);
-        u /= 100;
-        w -= 2;
-        memcpy(w, DIGIT_PAIRS + 2 * r, 2);
-    }
-    if (u >= 10) {
-        w -= 2;
-        memcpy(w, DIGIT_PAIRS + 2 * u, 2);
-    } else {
-        *--w = (char)('0' + u);
-    }
-    if (v < 0) *--w = '-';
+    if (v < 0) o->buf[o->len] = '-';
+    digits_back(o->buf + o->len + len, u);
     o->len += len;
     return 0;
 }
@@ -328,11 +343,10 @@ static inline __attribute__((always_inline)) uint32_t block_stops(const uint8_t 
 #endif
 }
 
-/* The block at s[i:] (avail = n - i bytes of the string left, at least 1): *blk points at 16 readable
- * bytes (pad's, filled with plain bytes, when fewer than 16 lie before lim); returns the position in it of
- * the first stop, or of the string's end when that comes first (16: none in this block). */
-static inline __attribute__((always_inline)) int block_plain(const uint8_t *p, Py_ssize_t avail, const uint8_t *lim,
-                                                             uint8_t *pad, const uint8_t **blk) {
+/* The stops among the len (1..16) bytes at p, read as a block of 16 from p, or from pad (p's bytes, then
+ * plain ones) when fewer than 16 lie before lim; *blk: where the block was read. */
+static inline __attribute__((always_inline)) uint32_t block_at(const uint8_t *p, Py_ssize_t len, const uint8_t *lim,
+                                                               uint8_t *pad, const uint8_t **blk) {
     if (lim - p >= 16) {
         *blk = p;
     } else {
@@ -340,69 +354,92 @@ static inline __attribute__((always_inline)) int block_plain(const uint8_t *p, P
         memcpy(pad, p, (size_t)(lim - p));
         *blk = pad;
     }
-    uint32_t m = block_stops(*blk) | (1u << (avail < 16 ? (int)avail : 16));
-    return __builtin_ctz(m);
+    return block_stops(*blk) & (0xFFFFu >> (16 - len));
 }
+
+/* r plain bytes from p to w (room for 16 more was made): one 16-byte copy when it may read that far. */
+static inline __attribute__((always_inline)) void copy_run(char *w, const uint8_t *p, Py_ssize_t r,
+                                                           const uint8_t *lim) {
+    if (r <= 16 && lim - p >= 16) memcpy(w, p, 16);
+    else memcpy(w, p, (size_t)r);
+}
+
+/* What a byte below 0x20 adds to the length when escaped: \b \t \n \f \r one, \u00XX five. */
+static const uint8_t CONTROL_EXTRA[32] = {5, 5, 5, 5, 5, 5, 5, 5, 1, 1, 1, 5, 1, 1, 5, 5,
+                                          5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5};
 
 /* The inside of a JSON string for the bytes s[0:n] when they are valid UTF-8: escapes for '"', '\\'
  * and bytes below 0x20, the rest as is. 1 when written (or counted), 0 when s is not valid UTF-8 (part
  * of it may have been written: the caller rewinds o->len), -1 when out of memory. write: a constant
- * (o->count_only is its opposite), so the compiler makes a counting and a writing copy. */
+ * (o->count_only is its opposite), so the compiler makes a counting and a writing copy. Block by block:
+ * a block without stops is copied whole; in one with stops, each stop is taken in turn from the same
+ * mask (a multi-byte sequence checked and kept in the run of plain bytes, an escape written after the
+ * run before it). */
 static inline __attribute__((always_inline)) int text_body(Out *o, const uint8_t *s, Py_ssize_t n,
                                                            const uint8_t *lim, const int write) {
     Py_ssize_t i = 0, extra = 0;
     uint8_t pad[16];
     while (i < n) {
-        if (write && o->cap - o->len < 32 && out_grow(o, 32) < 0) return -1;
+        Py_ssize_t len = n - i < 16 ? n - i : 16;
         const uint8_t *blk;
-        int k = block_plain(s + i, n - i, lim, pad, &blk);
-        if (write) { /* the whole block (room for 32 was made), of which k bytes are kept */
-            memcpy(o->buf + o->len, blk, 16);
-            o->len += k;
+        uint32_t m = block_at(s + i, len, lim, pad, &blk);
+        /* room for a block: at most 16 escapes of 6 bytes, a sequence running 3 bytes past it, and the
+         * 16 bytes copy_run may write past a run */
+        if (write && o->cap - o->len < 128 && out_grow(o, 128) < 0) return -1;
+        if (!m) {
+            if (write) {
+                memcpy(o->buf + o->len, blk, 16);
+                o->len += len;
+            }
+            i += len;
+            continue;
         }
-        i += k;
-        if (i >= n || k == 16) continue;
-        uint8_t c = s[i];
-        if (c >= 0x80) { /* multi-byte sequences, as long as they follow each other */
-            do {
-                Py_ssize_t len = utf8_sequence(s + i, n - i);
-                if (len < 0) return 0;
-                if (write) {
-                    if (o->cap - o->len < 4 && out_grow(o, 4) < 0) return -1;
-                    memcpy(o->buf + o->len, s + i, (size_t)len);
-                    o->len += len;
+        Py_ssize_t end = i + len, run = i; /* s[run:] up to the next stop: plain, not yet written */
+        while (m) {
+            Py_ssize_t at = i + __builtin_ctz(m);
+            uint8_t c = s[at];
+            if (c >= 0x80) { /* a multi-byte sequence: checked, and written with the run it is in */
+                Py_ssize_t seq = utf8_sequence(s + at, n - at);
+                if (seq < 0) return 0;
+                at += seq;
+                if (at >= end) {
+                    end = at;
+                    break;
                 }
-                i += len;
-            } while (i < n && s[i] >= 0x80);
-            continue;
-        }
-        i++;
-        char e;
-        switch (c) {
-            case '"': e = '"'; break;
-            case '\\': e = '\\'; break;
-            case 0x08: e = 'b'; break;
-            case 0x09: e = 't'; break;
-            case 0x0A: e = 'n'; break;
-            case 0x0C: e = 'f'; break;
-            case 0x0D: e = 'r'; break;
-            default: e = 0;
-        }
-        if (!write) {
-            extra += e ? 1 : 5;
-            continue;
-        }
-        char *w = o->buf + o->len; /* room: at least 32 - 16 left */
-        w[0] = '\\';
-        if (e) {
-            w[1] = e;
+                m &= ~0u << (at - i);
+                continue;
+            }
+            m &= m - 1;
+            if (!write) {
+                extra += c < 0x20 ? CONTROL_EXTRA[c] : 1;
+                continue;
+            }
+            copy_run(o->buf + o->len, s + run, at - run, lim);
+            o->len += at - run;
+            run = at + 1;
+            char *w = o->buf + o->len;
+            w[0] = '\\';
+            switch (c) {
+                case '"': w[1] = '"'; break;
+                case '\\': w[1] = '\\'; break;
+                case 0x08: w[1] = 'b'; break;
+                case 0x09: w[1] = 't'; break;
+                case 0x0A: w[1] = 'n'; break;
+                case 0x0C: w[1] = 'f'; break;
+                case 0x0D: w[1] = 'r'; break;
+                default:
+                    memcpy(w + 1, "u00", 3);
+                    w[4] = HEX[c >> 4];
+                    w[5] = HEX[c & 15];
+                    o->len += 4;
+            }
             o->len += 2;
-        } else {
-            memcpy(w + 1, "u00", 3);
-            w[4] = HEX[c >> 4];
-            w[5] = HEX[c & 15];
-            o->len += 6;
         }
+        if (write) {
+            copy_run(o->buf + o->len, s + run, end - run, lim);
+            o->len += end - run;
+        }
+        i = end;
     }
     if (!write) o->len += n + extra;
     return 1;
@@ -435,6 +472,15 @@ static int put_string(Out *o, const uint8_t *s, Py_ssize_t n) {
 }
 
 static const char B64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+static char b64_pairs[4096 * 2]; /* the two characters of every 12 bits (text_init fills it) */
+
+/* Fills the tables built at module init. */
+static void text_init(void) {
+    for (int i = 0; i < 4096; i++) {
+        b64_pairs[2 * i] = B64[i >> 6];
+        b64_pairs[2 * i + 1] = B64[i & 63];
+    }
+}
 
 static int put_base64(Out *o, const uint8_t *s, Py_ssize_t n) {
     if (OUT_LIT(o, "{\"$base64\":\"") < 0) return -1;
@@ -447,10 +493,9 @@ static int put_base64(Out *o, const uint8_t *s, Py_ssize_t n) {
         Py_ssize_t i = 0;
         for (; i + 3 <= n; i += 3) {
             uint32_t v = ((uint32_t)s[i] << 16) | ((uint32_t)s[i + 1] << 8) | s[i + 2];
-            *w++ = B64[v >> 18];
-            *w++ = B64[(v >> 12) & 63];
-            *w++ = B64[(v >> 6) & 63];
-            *w++ = B64[v & 63];
+            memcpy(w, b64_pairs + 2 * (v >> 12), 2);
+            memcpy(w + 2, b64_pairs + 2 * (v & 0xFFF), 2);
+            w += 4;
         }
         if (n - i == 1) {
             uint32_t v = (uint32_t)s[i] << 16;
