@@ -141,7 +141,7 @@ value: /* a value starts at s[i] */
         i++;
         JSON_SKIP_WS();
         if (i >= n) return 0;
-        if (s[i] == (c == '{' ? '}' : ']')) { /* empty */
+        if (s[i] == c + 2) { /* empty: '{' + 2 is '}', '[' + 2 is ']' */
             depth--;
             i++;
             goto after;
@@ -163,20 +163,20 @@ value: /* a value starts at s[i] */
     i = e;
 after: /* a value ended at s[i] */
     JSON_SKIP_WS();
-    if (depth == 0) {
+    if (i >= n) {
         *ws = spaces;
-        return i >= n;
+        return depth == 0;
     }
-    if (i >= n) return 0;
+    if (depth == 0) return 0;
     c = s[i];
     if (c == ',') {
         i++;
         JSON_SKIP_WS();
         if (i >= n) return 0;
-        if (stack[depth - 1] == '{') goto key;
-        goto value;
+        if (stack[depth - 1] == '[') goto value;
+        goto key;
     }
-    if (c != (stack[depth - 1] == '{' ? '}' : ']')) return 0;
+    if (c != stack[depth - 1] + 2) return 0; /* '{' + 2 is '}', '[' + 2 is ']' */
     depth--;
     i++;
     goto after;
@@ -185,9 +185,13 @@ key: /* a key starts at s[i] (i < n) */
     e = scan_string(s, i, n, lim);
     if (e < 0) return 0;
     i = e;
-    JSON_SKIP_WS();
-    if (i >= n || s[i] != ':') return 0;
-    i++;
+    if (i < n && s[i] == ':') { /* compact: the colon right after the key */
+        i++;
+    } else {
+        JSON_SKIP_WS();
+        if (i >= n || s[i] != ':') return 0;
+        i++;
+    }
     JSON_SKIP_WS();
     goto value;
 #undef JSON_SKIP_WS
