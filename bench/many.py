@@ -36,6 +36,7 @@ import base64
 import json
 import os
 import random
+import resource
 import shutil
 import statistics
 import subprocess
@@ -157,13 +158,21 @@ class Mounted:
 
 def shell(cmd: str, stdin: Path | None = None) -> float:
     """Wall seconds of ``sh -c cmd`` (output to /dev/null unless cmd says otherwise)."""
+    return shell_cpu(cmd, stdin)[0]
+
+
+def shell_cpu(cmd: str, stdin: Path | None = None, tree: Path = ROOT) -> tuple[float, float]:
+    """Wall seconds and CPU seconds (user + system, of every process it waited for) of ``sh -c cmd``
+    run in ``tree`` (``python -m kafkafs.cli`` imports that checkout's kafkafs)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     with open(stdin or os.devnull, "rb") as inp:
-        done = subprocess.run(["sh", "-c", cmd], stdin=inp, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT)
+        done = subprocess.run(["sh", "-c", cmd], stdin=inp, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=tree)
     took = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode:
         raise SystemExit(f"{cmd!r} failed: {done.stderr.decode()[-2000:]}")
-    return took
+    return took, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def kafkafs(*args: str) -> str:
@@ -335,12 +344,25 @@ class Bench:
                  f"{used:.2f} CPU s = {used / seconds:.1%} of a core (target < 1%)")
 
     def consume(self) -> None:
-        base = kafkafs("consume", str(self.logdir), self.topic)
-        t_inter, t_plain = median_pairs(self.args.repeat, lambda: shell(base + " > /dev/null"),
-                                        lambda: shell(base + " --no-interleave > /dev/null"))
-        self.row("consume", "kafkafs consume LOGDIR t (interleaved) > /dev/null",
-                 f"{t_inter:.2f} s = {t_inter / t_plain:.2f}x --no-interleave (target <= 1.5x)")
-        self.row("consume", "kafkafs consume LOGDIR t --no-interleave > /dev/null", f"{t_plain:.2f} s")
+        """``consume`` of the whole topic interleaved against ``--no-interleave``, runs interleaved
+        (with ``--against DIR``, that checkout's two runs too: before/after in one run); wall and CPU."""
+        base = kafkafs("consume", str(self.logdir), self.topic) + " > /dev/null"
+        trees = [("this checkout", ROOT)]
+        if self.args.against:
+            trees.append((f"--against {self.args.against}", Path(self.args.against).resolve()))
+        runs: dict[tuple[str, bool], list[tuple[float, float]]] = {(t, i): [] for t, _ in trees for i in (True, False)}
+        for _ in range(self.args.repeat):
+            for label, tree in trees:
+                for inter in (True, False):
+                    runs[(label, inter)].append(shell_cpu(base if inter else base + " --no-interleave", tree=tree))
+        for label, _ in trees:
+            wall = {i: statistics.median(t for t, _ in runs[(label, i)]) for i in (True, False)}
+            cpu = {i: statistics.median(c for _, c in runs[(label, i)]) for i in (True, False)}
+            self.row("consume", f"kafkafs consume LOGDIR t (interleaved) > /dev/null, {label}",
+                     f"{wall[True]:.2f} s ({cpu[True]:.2f} CPU s) = {wall[True] / wall[False]:.2f}x --no-interleave "
+                     f"(CPU {cpu[True] / cpu[False]:.2f}x) (target <= 1.5x)")
+            self.row("consume", f"kafkafs consume LOGDIR t --no-interleave > /dev/null, {label}",
+                     f"{wall[False]:.2f} s ({cpu[False]:.2f} CPU s)")
 
     def byoffset(self) -> None:
         cache = self.work / "cache-read"
@@ -499,7 +521,7 @@ def main() -> None:
     parser.add_argument("--offsets", type=int, default=200)
     parser.add_argument("--produce", type=int, default=1_000_000, help="lines for the produce rows")
     parser.add_argument("--quiet-seconds", type=float, default=20.0)
-    parser.add_argument("--against", help="remount: also measure the kafkafs of this checkout (before/after)")
+    parser.add_argument("--against", help="remount, consume: also measure the kafkafs of this checkout (before/after)")
     parser.add_argument("--work", help="build (and reuse) the data here instead of a temporary folder")
     args = parser.parse_args()
 

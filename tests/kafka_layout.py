@@ -17,7 +17,9 @@ import crc32c
 # ---------------------------------------------------------------------------------------------- batches
 
 
-def _varint(n: int) -> bytes:
+def varint(n: int) -> bytes:
+    """Kafka's signed varint (zig-zag, then 7 bits a byte, low bits first), as records and Schema
+    Registry's message indexes use it."""
     z = (n << 1) ^ (n >> 63)
     out = bytearray()
     while True:
@@ -31,14 +33,14 @@ def _varint(n: int) -> bytes:
 
 
 def _field(b: bytes | None) -> bytes:
-    return _varint(-1) if b is None else _varint(len(b)) + b
+    return varint(-1) if b is None else varint(len(b)) + b
 
 
 def record(delta: int, ts_delta: int, key: bytes | None, value: bytes | None, headers=()) -> bytes:
-    body = b"\0" + _varint(ts_delta) + _varint(delta) + _field(key) + _field(value) + _varint(len(headers))
+    body = b"\0" + varint(ts_delta) + varint(delta) + _field(key) + _field(value) + varint(len(headers))
     for hk, hv in headers:
         body += _field(hk.encode()) + _field(hv)
-    return _varint(len(body)) + body
+    return varint(len(body)) + body
 
 
 def batch(

@@ -3,7 +3,9 @@
 A line whose first non-blank character is ``{`` is a record object ``{"key", "value", "headers",
 "timestamp"}`` (every field optional; the fields a rendered line adds are accepted and ignored, so a
 line of ``records.jsonl`` appends as the record it shows); any other line is the value of a record
-with no key, byte for byte.
+with no key, byte for byte. A key, value or header value that is a JSON object, array, number or
+boolean is written as its own text with the whitespace between tokens taken out: numbers and string
+escapes stay as written (``225.30`` stays ``225.30``), as the rendering shows them.
 """
 
 from __future__ import annotations
@@ -53,7 +55,91 @@ def _loads_exact(line: bytes) -> object:
     return json.loads(line, parse_constant=_reject_constant)
 
 
-def _to_bytes(value: object, what: str) -> bytes | None:
+_JSON_WS = " \t\n\r"
+_TOKEN_OR_SPACE = re.compile(r'("(?:[^"\\]|\\.)*")|[ \t\n\r]+', re.S)
+_DECODER = json.JSONDecoder()
+
+
+def _skip(text: str, i: int) -> int:
+    while i < len(text) and text[i] in _JSON_WS:
+        i += 1
+    return i
+
+
+def _spans(text: str, i: int) -> list[tuple[str | None, int, int]]:
+    """The members of the JSON object (or the elements of the array) at ``text[i]``, valid JSON, as
+    (name or None, start, end) of each value's text."""
+    close = "}" if text[i] == "{" else "]"
+    out: list[tuple[str | None, int, int]] = []
+    i = _skip(text, i + 1)
+    while text[i] != close:
+        name = None
+        if close == "}":
+            name, i = _DECODER.raw_decode(text, i)
+            i = _skip(text, _skip(text, i) + 1)  # the colon
+        _, end = _DECODER.raw_decode(text, i)
+        out.append((name, i, end))
+        i = _skip(text, end)
+        if text[i] == ",":
+            i = _skip(text, i + 1)
+    return out
+
+
+def _last(spans: list[tuple[str | None, int, int]], name: str) -> tuple[int, int] | None:
+    found = None
+    for n, start, end in spans:
+        if n == name:
+            found = (start, end)  # a repeated name: the last counts, as the parsers take it
+    return found
+
+
+class _Texts:
+    """Where the key, the value and each header value of a record object are in its line (found only
+    when one of them is written as its JSON text)."""
+
+    def __init__(self, line: bytes) -> None:
+        self.line = line
+        self.text: str | None = None
+        self.members: list[tuple[str | None, int, int]] = []
+
+    def _load(self) -> str | None:
+        if self.text is None:
+            try:
+                self.text = self.line.decode("utf-8")
+                self.members = _spans(self.text, _skip(self.text, 0))
+            except (UnicodeDecodeError, ValueError, IndexError):
+                self.text = ""
+        return self.text or None
+
+    def of(self, name: str) -> str | None:
+        text = self._load()
+        span = None if text is None else _last(self.members, name)
+        return None if text is None or span is None else text[span[0]:span[1]]
+
+    def header_values(self) -> list[str] | None:
+        """The text of each header's value, in the order of the headers (list or object form)."""
+        text = self._load()
+        span = None if text is None else _last(self.members, "headers")
+        if text is None or span is None or text[span[0]] not in "[{":
+            return None
+        try:
+            if text[span[0]] == "{":
+                return [text[s:e] for _, s, e in _spans(text, span[0])]
+            values = []
+            for _, s, _e in _spans(text, span[0]):
+                inner = _last(_spans(text, s), "value")
+                values.append("null" if inner is None else text[inner[0]:inner[1]])
+            return values
+        except (ValueError, IndexError):
+            return None
+
+
+def _compact(text: str) -> bytes:
+    """JSON text without the whitespace between its tokens; strings (and so escapes) and numbers as written."""
+    return _TOKEN_OR_SPACE.sub(lambda m: m.group(1) or "", text).encode("utf-8")
+
+
+def _to_bytes(value: object, what: str, text: str | None = None) -> bytes | None:
     if value is None:
         return None
     if isinstance(value, str):
@@ -66,11 +152,13 @@ def _to_bytes(value: object, what: str) -> bytes | None:
             return base64.b64decode(encoded, validate=True)
         except (binascii.Error, ValueError):
             raise InvalidInput(f"{what}: $base64 is not valid base64") from None
-    # objects, arrays, numbers and booleans are written as their compact JSON text
+    # objects, arrays, numbers and booleans are written as their compact JSON text: the line's own text
+    # (numbers and escapes as written) once the parsed value has shown it is text (no lone surrogate)
     try:
-        return _dumps(value)
+        compact = _dumps(value)
     except TypeError:  # an integer past 64 bits, parsed exactly by the standard library
-        return _utf8(json.dumps(value, separators=(",", ":"), ensure_ascii=False), what)
+        compact = _utf8(json.dumps(value, separators=(",", ":"), ensure_ascii=False), what)
+    return compact if text is None else _compact(text)
 
 
 def _utf8(text: str, what: str) -> bytes:
@@ -80,7 +168,7 @@ def _utf8(text: str, what: str) -> bytes:
         raise InvalidInput(f"invalid JSON: a lone surrogate escape in the {what} (not text)") from None
 
 
-def _headers_from(value: object) -> tuple[Header, ...]:
+def _headers_from(value: object, texts: _Texts) -> tuple[Header, ...]:
     if value is None:
         return ()
     if isinstance(value, dict):
@@ -93,12 +181,23 @@ def _headers_from(value: object) -> tuple[Header, ...]:
             items.append((h["key"], h.get("value")))
     else:
         raise InvalidInput("headers must be a list of {key, value} objects")
+    spans = texts.header_values() if any(_as_text(v) for _, v in items) else None
+    if spans is not None and len(spans) != len(items):  # an object form with a repeated name
+        spans = None
     out = []
-    for k, v in items:
+    for i, (k, v) in enumerate(items):
         if not isinstance(k, str):
             raise InvalidInput("a header key must be a string")
-        out.append(Header(k, _to_bytes(v, f"header {k!r}")))
+        out.append(Header(k, _to_bytes(v, f"header {k!r}", spans[i] if spans and _as_text(v) else None)))
     return tuple(out)
+
+
+def _as_text(value: object) -> bool:
+    """Whether a field's value is written as its JSON text (an object other than {"$base64": ..}, an
+    array, a number or a boolean)."""
+    if value is None or isinstance(value, str):
+        return False
+    return not (isinstance(value, dict) and len(value) == 1 and "$base64" in value)
 
 
 def parse_record_line(line: bytes) -> ProducerRecord:
@@ -129,11 +228,13 @@ def parse_record_line(line: bytes) -> ProducerRecord:
         if not -1 <= timestamp < (1 << 63):
             # Kafka rejects negative timestamps other than -1 ("none") in what producers send
             raise InvalidInput(f"timestamp {timestamp} is out of range (epoch milliseconds, 0 or later)")
+    texts = _Texts(line)
+    key, value = obj.get("key"), obj.get("value")
     return ProducerRecord(
         timestamp,
-        _to_bytes(obj.get("key"), "key"),
-        _to_bytes(obj.get("value"), "value"),
-        _headers_from(obj.get("headers")),
+        _to_bytes(key, "key", texts.of("key") if _as_text(key) else None),
+        _to_bytes(value, "value", texts.of("value") if _as_text(value) else None),
+        _headers_from(obj.get("headers"), texts),
     )
 
 

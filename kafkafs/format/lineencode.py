@@ -21,7 +21,7 @@ from .appendlines import ProducerRecord, parse_lines, parse_record_line
 from .compression import Codec
 from .encode import batch_groups, encode_batch
 
-__all__ = ["LineGroup", "encode_lines", "encode_lines_reference"]
+__all__ = ["LineGroup", "encode_lines"]
 
 _NO_LIMIT = 1 << 62
 
@@ -50,7 +50,7 @@ def _group(buf: bytes, start: int, max_lines: int, max_bytes: int) -> tuple[list
     return lines, pos
 
 
-def encode_lines_reference(
+def encode_lines(
     buf: bytes,
     start: int = 0,
     *,
@@ -61,9 +61,28 @@ def encode_lines_reference(
     first_number: int = 1,
     max_lines: int | None = None,
     max_bytes: int | None = None,
+    reference: bool = False,
 ) -> LineGroup:
-    """:func:`encode_lines` in Python, the definition."""
-    lines, end = _group(buf, start, max_lines or _NO_LIMIT, max_bytes or _NO_LIMIT)
+    """The records of the lines of ``buf`` from byte ``start`` (a group: every line, or until
+    ``max_lines`` lines or ``max_bytes`` bytes of lines) as v2 batch bytes, timestamps None taken as
+    ``now``, the topic's ``codec``; ``first_number`` is the number of the first line (for errors). A bad
+    line raises :class:`InvalidInput` naming it, and nothing of the group is given. ``reference=True``: the
+    Python definition (what the kernel is held to) even where the kernel is built. Thread-safe."""
+    lines_limit = max_lines or _NO_LIMIT
+    bytes_limit = max_bytes or _NO_LIMIT
+    kernel = None if reference else _kernel.KERNEL
+    if kernel is not None:
+        codec = Codec(codec)
+        compress = None if codec == Codec.NONE else (lambda body: _compression.compress(codec, body))
+        data, end, count = kernel.encode_lines(
+            buf, start, lines_limit, bytes_limit, first_number, now, max_message_bytes, leader_epoch,
+            int(codec), compress, _parse,
+        )
+        if data is not None:
+            return LineGroup(data, end, count)
+        # several batches, or a number out of range: the reference's, of the lines the kernel counted
+        lines_limit, bytes_limit = count, _NO_LIMIT
+    lines, end = _group(buf, start, lines_limit, bytes_limit)
     records = parse_lines(lines, first_number)
     rows = [(now if r[0] is None else r[0], r[1], r[2], tuple(r[3])) for r in records]
     data = b"".join(
@@ -78,37 +97,3 @@ def _parse(line: bytes, number: int) -> ProducerRecord:
         return parse_record_line(line)
     except InvalidInput as exc:
         raise InvalidInput(f"line {number}: {exc}") from None
-
-
-def encode_lines(
-    buf: bytes,
-    start: int = 0,
-    *,
-    now: int,
-    codec: Codec | int = Codec.NONE,
-    max_message_bytes: int,
-    leader_epoch: int = -1,
-    first_number: int = 1,
-    max_lines: int | None = None,
-    max_bytes: int | None = None,
-) -> LineGroup:
-    """The records of the lines of ``buf`` from byte ``start`` (a group: every line, or until
-    ``max_lines`` lines or ``max_bytes`` bytes of lines) as v2 batch bytes, timestamps None taken as
-    ``now``, the topic's ``codec``; ``first_number`` is the number of the first line (for errors). A bad
-    line raises :class:`InvalidInput` naming it, and nothing of the group is given. Thread-safe."""
-    kernel = _kernel.KERNEL
-    if kernel is None:
-        return encode_lines_reference(buf, start, now=now, codec=codec, max_message_bytes=max_message_bytes,
-                                      leader_epoch=leader_epoch, first_number=first_number, max_lines=max_lines,
-                                      max_bytes=max_bytes)
-    codec = Codec(codec)
-    compress = None if codec == Codec.NONE else (lambda body: _compression.compress(codec, body))
-    data, end, count = kernel.encode_lines(
-        buf, start, max_lines or _NO_LIMIT, max_bytes or _NO_LIMIT, first_number, now, max_message_bytes,
-        leader_epoch, int(codec), compress, _parse,
-    )
-    if data is None:  # several batches, or a number out of range: the reference's
-        return encode_lines_reference(buf, start, now=now, codec=codec, max_message_bytes=max_message_bytes,
-                                      leader_epoch=leader_epoch, first_number=first_number, max_lines=count,
-                                      max_bytes=_NO_LIMIT)
-    return LineGroup(data, end, count)

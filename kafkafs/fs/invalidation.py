@@ -69,6 +69,7 @@ class Invalidator:
         self._pending: dict[str, int | None] = {}
         self._rewrites: dict[str, int] = {}  # per partition: the rewrites already told
         self._rewritten: set[str] = set()
+        self._folders: set[str] = set()  # partition folders whose attributes go (folder_changed)
         self._cond = threading.Condition()
         self._stopped = False
         self._thread = threading.Thread(target=self._run, name="kafkafs-invalidate", daemon=True)
@@ -99,6 +100,15 @@ class Invalidator:
             )
             self._cond.notify()
 
+    def folder_changed(self, name: str) -> None:
+        """Something changed in the watched partition folder ``name``, loaded or not (an inotify event,
+        from the watcher's thread): the attributes the kernel keeps of the folder and of its growing
+        files go (the folder's mtime; a size answered from the size summary before the partition
+        loaded). Returns at once."""
+        with self._cond:
+            self._folders.add(name)
+            self._cond.notify()
+
     def attrs_now(self, state: PartitionState, since_base: int | None = None) -> None:
         """Mark the attributes of ``state``'s growing files stale in the kernel, now (see above);
         ``since_base``: segment files from that base offset on changed too."""
@@ -115,7 +125,7 @@ class Invalidator:
     def _run(self) -> None:
         while True:
             with self._cond:
-                while not self._pending and not self._stopped:
+                while not self._pending and not self._folders and not self._stopped:
                     self._cond.wait()
                 if self._stopped:
                     return
@@ -123,8 +133,13 @@ class Invalidator:
             with self._cond:
                 pending, self._pending = self._pending, {}
                 rewritten, self._rewritten = self._rewritten, set()
+                folders, self._folders = self._folders, set()
             for name in rewritten:
                 self._renamed(name)
+            for name in folders:
+                for ino, node in self.table.of_partition(name):
+                    if node.volatile() or node.is_dir:
+                        self._send_attrs(ino)
             for name, since_base in pending.items():
                 for ino, node in self.table.of_partition(name):
                     if self._needs(node, since_base):
@@ -168,6 +183,15 @@ class Invalidator:
             pass  # the kernel had no such entry
         except Exception:
             log.exception("entry invalidation failed")
+
+    def _send_attrs(self, ino: int) -> None:
+        try:
+            self._invalidate(ino, True)
+            self.sent_attrs += 1
+        except OSError:
+            pass  # the kernel no longer knows the inode: nothing to forget
+        except Exception:
+            log.exception("cache invalidation failed")
 
     def _send(self, ino: int) -> None:
         try:

@@ -121,6 +121,7 @@ def serve(
     tree.partitions.add_append_listener(invalidator.attrs_now)
     invalidator.start()
     watcher = ChangeWatcher()
+    watcher.on_folder_event = invalidator.folder_changed
     watcher.start()
     tree.partitions.watch_folder = watcher.watch_folder  # partitions watched from before they load
     cleaner = None

@@ -63,6 +63,10 @@ class ChangeWatcher:
         self._new: list[PartitionState] = []  # watched since the thread last looked: refreshed once
         #: folders watched before their partition was loaded (:meth:`watch_folder`): wd -> an event came
         self._early: dict[int, bool] = {}
+        self._names: dict[int, str] = {}  # wd -> the partition folder's name
+        #: ``on_folder_event(name)``: called on this thread for every read of events that touch a watched
+        #: folder, loaded or not (the mount drops the attributes the kernel keeps of it: the Invalidator)
+        self.on_folder_event: Callable[[str], None] | None = None
         self._stopped = False
         self._thread = threading.Thread(target=self._run, name="kafkafs-watch", daemon=True)
         self.refreshes = 0
@@ -92,23 +96,26 @@ class ChangeWatcher:
                 return False
             self._by_wd[wd] = state
             self._wd_of[state.name] = wd
+            self._names[wd] = state.name
             state.watched = True
             self._new.append(state)  # what came before the watch: one refresh finds it
         os.write(self._wake_w, b"w")
         return True
 
-    def watch_folder(self, path: Path) -> Callable[[PartitionState], bool]:
+    def watch_folder(self, path: Path) -> Callable[[PartitionState], bool] | None:
         """Watch a partition folder before its log is loaded; returns ``bind(state)``, to call with the
         partition once loaded: from then on its events refresh it, and it is refreshed once if an event
         came in between (a watch that predates the load needs no first refresh: nothing is missed).
-        ``bind`` returns False when the folder cannot be watched (the caller polls it)."""
+        None when the folder cannot be watched (the caller polls it). Watching a folder again before
+        it is bound forgets no event."""
         with self._lock:
             try:
                 wd = self._inotify.add_watch(str(path), _MASK)
             except OSError as exc:
                 log.info("%s: cannot watch for new records (%s); polling it", path.name, exc)
-                return lambda state: False
-            if wd not in self._by_wd:
+                return None
+            self._names[wd] = path.name
+            if wd not in self._by_wd and wd not in self._early:
                 self._early[wd] = False
 
         def bind(state: PartitionState) -> bool:
@@ -144,13 +151,18 @@ class ChangeWatcher:
                 for fresh in new:
                     due.setdefault(fresh.name, (now, fresh))
             if self._inotify.fileno() in ready:
+                touched: set[str] = set()
                 for event in self._inotify.read(timeout=0):
                     with self._lock:
                         state = self._by_wd.get(event.wd)
+                        name = self._names.get(event.wd)
+                        if name is not None:
+                            touched.add(name)
                         if event.wd in self._early:  # not loaded yet: refreshed once when it is
                             self._early[event.wd] = True
                         if event.mask & inotify_flags.IGNORED:  # the folder went
                             self._early.pop(event.wd, None)
+                            self._names.pop(event.wd, None)
                             if state is not None:
                                 state.watched = False
                                 del self._by_wd[event.wd]
@@ -158,6 +170,10 @@ class ChangeWatcher:
                                     del self._wd_of[state.name]
                     if state is not None and state.name not in due:
                         due[state.name] = (now + self.burst, state)
+                hook = self.on_folder_event
+                if hook is not None:
+                    for name in touched:
+                        hook(name)
             for name, (at, waiting) in list(due.items()):
                 if at <= now:
                     del due[name]

@@ -346,6 +346,12 @@ def _batch_resolver(options: ReadOptions) -> Resolver:
                 raise InvalidInput(f"endingOffsets: {end} for {name} is not an offset or -1 (latest)")
         if options.isolation_level == "read_committed":
             end = stable_end(log_, end)
+        resolved = log_.log_end_offset if end is None else end
+        if first > resolved:  # Spark's KafkaSourceRDD asserts this in every task
+            raise InvalidInput(
+                f"Beginning offset {first} is after the ending offset {resolved} for topic {topic} partition "
+                f"{partition}. You either provided an invalid fromOffset, or the Kafka topic has been damaged"
+            )
         return first, end
 
     return resolve

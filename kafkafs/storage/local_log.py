@@ -105,11 +105,11 @@ class LocalLog:
         #: compare it to notice a swap, which changes neither the first nor the last segment.
         self.generation = 0
         self._dir_mtime = 0  # read-only logs: the folder's mtime when last looked for swapped segments
+        self._recheck: LogSegment | None = None  # read-only logs: the segment rolled at the last refresh
 
     def _new_segment(self, base_offset: int, *, size: int | None = None) -> LogSegment:
-        return LogSegment(
-            self.dir, base_offset, self.config, writable=self.writable, clock=self.clock, budget=self.budget, size=size
-        )
+        return LogSegment(self.dir, base_offset, self.config, writable=self.writable, clock=self.clock,
+                          budget=self.budget, size=size)
 
     def _add_segment(self, base_offset: int) -> LogSegment:
         """A new, empty active segment (writable logs; stale index files at that base are removed)."""
@@ -165,11 +165,15 @@ class LocalLog:
             known = set(self.segments.bases())
             fresh = [base for base in bases if base not in known]
             rolled = previous is not None and bool(fresh) and fresh[-1] > previous.base_offset
+            recheck, self._recheck = self._recheck, previous if rolled else None
             if previous is not None and rolled:
-                # The writer rolled: read its last batches to the rolled segment before the new one is put
-                # in (a mount composing records.jsonl meanwhile would lay the rolled one out to its old size).
-                previous.active = False
+                # The writer rolled: read the rolled segment's last batches, then call it sealed, before the
+                # new one is put in (records.jsonl composed meanwhile laid it out short; a key scan took a
+                # batch being written for a torn one). The next refresh reads it again (a read that failed).
                 previous.refresh()
+                previous.active = False
+            elif recheck is not None and recheck is not previous and recheck is self.segments.get(recheck.base_offset):
+                recheck.refresh()
             for base in fresh:
                 try:
                     self.segments.add(self._new_segment(base))
@@ -181,9 +185,9 @@ class LocalLog:
                     seg.close_handlers()
             last = self.segments.last()
             if previous is not None and previous is not last and not rolled:
-                previous.active = False
                 # Read its growth before the swap check (which judges a never-opened segment by its size).
                 previous.refresh()
+                previous.active = False
             try:
                 replaced = self._replaced_segments(names, known)
             except (CorruptRecordError, UnsafeFileError, FileNotFoundError):  # gone again already
@@ -254,10 +258,8 @@ class LocalLog:
     def read(
         self, from_offset: int | None = None, to_offset: int | None = None, *, validate: bool = True
     ) -> Iterator[DecodedBatch]:
-        """Decoded batches from ``from_offset``, the first and last trimmed to the bounds.
-
-        ``OffsetOutOfRange`` past the log end offset; an offset below the log start reads from there.
-        """
+        """Decoded batches from ``from_offset``, the first and last trimmed to the bounds;
+        ``OffsetOutOfRange`` past the log end offset; an offset below the log start reads from there."""
         if from_offset is not None and from_offset > self.log_end_offset:
             raise OffsetOutOfRange(f"offset {from_offset} is past the log end offset {self.log_end_offset}")
         lo = self._log_start_offset if from_offset is None else max(from_offset, self._log_start_offset)
@@ -273,12 +275,11 @@ class LocalLog:
             yield from batch
 
     def locate(self, offset: int, *, nowait: bool = False) -> BatchView | None:
-        """The batch that holds ``offset``, undecoded, with its segment (``view.segment``): skip list
-        floor, offset index, one interval of the ``.log``. None when the offset is not in the log
-        (below the start, past the end, or in a gap that compaction left); a v2 batch found past a gap
-        is not returned for an offset before it. The caller decodes it (``view.decode()``) or renders
-        it; ``CorruptRecordError`` when the bytes on the way are damaged. ``nowait``: read only what the
-        page cache holds, else raise :class:`~kafkafs.errors.WouldBlock` (the FUSE loop's lookups)."""
+        """The batch that holds ``offset``, undecoded, with its segment (``view.segment``): skip list floor,
+        offset index, one interval of the ``.log``. None when the offset is not in the log (below the start,
+        past the end, or in a gap that compaction left); a v2 batch found past a gap is not returned for an
+        offset before it. The caller decodes or renders it; ``CorruptRecordError`` when the bytes on the way
+        are damaged. ``nowait``: only what the page cache holds, else :class:`~kafkafs.errors.WouldBlock`."""
         if offset < self._log_start_offset or offset >= self.log_end_offset:
             return None
         found = self.segments.find(offset, nowait=nowait)
@@ -291,11 +292,8 @@ class LocalLog:
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """``(offset, timestamp)`` of the first record at or past the log start whose timestamp is >=
-        ``timestamp`` (Kafka's ``offsetsForTimes``), or None when every record is older.
-
-        Segments are tried in order; the first whose largest timestamp reaches the target is searched
-        through its time index (SPEC §2).
-        """
+        ``timestamp`` (Kafka's ``offsetsForTimes``), or None when every record is older. Segments are
+        tried in order; the first whose largest timestamp reaches it is searched through its time index."""
         start = self._log_start_offset
         for segment in self.segments.from_offset(start):
             sealed = self.segments.upper(segment.base_offset) is not None  # a torn batch is damage there

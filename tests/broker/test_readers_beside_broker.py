@@ -23,11 +23,12 @@ import random
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from tests.faults.readers import check_reads, consume_lines, kinds, run_readers
+from tests.faults.readers import check_reads, consume_lines, kinds, read_or_error, run_readers
 
 from .harness import Broker
 from .livecheck import expected_line
@@ -37,48 +38,56 @@ SECONDS = float(os.environ.get("BROKER_READERS_SECONDS", "20"))
 SLOW_SECONDS = float(os.environ.get("BROKER_READERS_SLOW_SECONDS", "600"))
 
 
-def _read(path: Path) -> bytes | Exception:
-    try:
-        with open(path, "rb") as f:
-            return f.read()
-    except OSError as exc:
-        return exc
-
-
-def readers_beside_broker(broker: Broker, mnt: Path, seconds: float, readers: int, rate: int) -> dict:
-    """Produce ``rate`` records a second for ``seconds`` while ``readers`` threads read records.jsonl
-    whole; then check every read against the consumer. Returns the counts."""
+def soak_records_jsonl(broker: Broker, mnt: Path) -> Path:
+    """Create topic ``soak`` (segments of 16 KB) and wait until the mount at ``mnt`` shows its
+    ``soak-0/records.jsonl``."""
     broker.create_topic("soak", configs=SMALL_SEGMENTS)
     path = mnt / "soak-0" / "records.jsonl"
     deadline = time.monotonic() + 30
     while not path.exists():  # the mount sees the new partition
         assert time.monotonic() < deadline, "the mount never showed soak-0"
         time.sleep(0.1)
+    return path
+
+
+def produce_soak(broker: Broker, rate: int, batch_size: int, stop: threading.Event, produced: list[int],
+                 on_ack: Callable | None = None, after_burst: Callable[[], None] | None = None) -> None:
+    """Send the fixed mix to ``soak-0`` at ``rate`` records a second until ``stop`` is set, in bursts of
+    a fiftieth of a second; ``produced[0]`` is what was sent so far. ``on_ack`` is added as the callback
+    of every send, ``after_burst`` runs after each burst."""
+    client = broker.producer(linger_ms=2, batch_size=batch_size, acks=1)
+    rng = random.Random(20)
+    start = time.monotonic()
+    n = 0
+    while not stop.is_set():
+        for _ in range(max(rate // 50, 1)):
+            key, value, headers = record_of(n, rng)
+            future = client.send("soak", key=key, value=value, headers=headers, partition=0)
+            if on_ack is not None:
+                future.add_callback(on_ack)
+            n += 1
+        produced[0] = n
+        if after_burst is not None:
+            after_burst()
+        time.sleep(max(0.0, start + n / rate - time.monotonic()))
+    client.flush()
+    produced[0] = n
+
+
+def readers_beside_broker(broker: Broker, mnt: Path, seconds: float, readers: int, rate: int) -> dict:
+    """Produce ``rate`` records a second for ``seconds`` while ``readers`` threads read records.jsonl
+    whole; then check every read against the consumer. Returns the counts."""
+    path = soak_records_jsonl(broker, mnt)
     stop = threading.Event()
     reads: list[bytes] = []
     hangs: list[str] = []
     errors: list[str] = []
     produced = [0]
 
-    def producer() -> None:
-        client = broker.producer(linger_ms=2, batch_size=4096, acks=1)
-        rng = random.Random(20)
-        start = time.monotonic()
-        n = 0
-        while not stop.is_set():
-            for _ in range(max(rate // 50, 1)):
-                key, value, headers = record_of(n, rng)
-                client.send("soak", key=key, value=value, headers=headers, partition=0)
-                n += 1
-            produced[0] = n
-            time.sleep(max(0.0, start + n / rate - time.monotonic()))
-        client.flush()
-        produced[0] = n
-
     def reader() -> None:
         while not stop.is_set():
             got: list = []
-            t = threading.Thread(target=lambda out=got: out.append(_read(path)), daemon=True)
+            t = threading.Thread(target=lambda out=got: out.append(read_or_error(path)), daemon=True)
             t.start()
             t.join(30)
             if t.is_alive():
@@ -89,7 +98,8 @@ def readers_beside_broker(broker: Broker, mnt: Path, seconds: float, readers: in
             else:
                 reads.append(got[0])
 
-    threads = [threading.Thread(target=producer)] + [threading.Thread(target=reader) for _ in range(readers)]
+    threads = [threading.Thread(target=produce_soak, args=(broker, rate, 4096, stop, produced))]
+    threads += [threading.Thread(target=reader) for _ in range(readers)]
     started = time.monotonic()
     for t in threads:
         t.start()
@@ -145,12 +155,7 @@ def test_readers_of_every_kind_beside_a_producing_broker_long(broker, mounted):
     read-only mount of the running broker's log directory, 2,000 records/s produced: 0 reads with a byte
     that differs from what ``kafkafs consume`` prints for the same records, 0 hangs."""
     m = mounted(broker.log_dir)
-    broker.create_topic("soak", configs=SMALL_SEGMENTS)
-    path = m.path / "soak-0" / "records.jsonl"
-    deadline = time.monotonic() + 30
-    while not path.exists():  # the mount sees the new partition
-        assert time.monotonic() < deadline, "the mount never showed soak-0"
-        time.sleep(0.1)
+    soak_records_jsonl(broker, m.path)
     rate = 2000
     stop = threading.Event()
     produced = [0]
@@ -163,22 +168,9 @@ def test_readers_of_every_kind_beside_a_producing_broker_long(broker, mounted):
             acked[0] = max(acked[0], metadata.offset + 1)
             acked[1] = max(acked[1], metadata.timestamp)
 
-    def producer() -> None:
-        client = broker.producer(linger_ms=2, batch_size=16384, acks=1)
-        rng = random.Random(20)
-        start = time.monotonic()
-        n = 0
-        while not stop.is_set():
-            for _ in range(max(rate // 50, 1)):
-                key, value, headers = record_of(n, rng)
-                client.send("soak", key=key, value=value, headers=headers, partition=0).add_callback(on_ack)
-                n += 1
-            produced[0] = n
-            with lock:
-                samples.append((time.monotonic(), acked[0], acked[1]))
-            time.sleep(max(0.0, start + n / rate - time.monotonic()))
-        client.flush()
-        produced[0] = n
+    def sample() -> None:
+        with lock:
+            samples.append((time.monotonic(), acked[0], acked[1]))
 
     def progress() -> tuple[int, int]:
         """What the mount surely shows: what the broker acknowledged 1.5 s ago (SPEC §3: appends show
@@ -191,7 +183,8 @@ def test_readers_of_every_kind_beside_a_producing_broker_long(broker, mounted):
                 return 0, int(time.time() * 1000) - 60_000
             return samples[0][1], samples[0][2] + 1
 
-    thread = threading.Thread(target=producer)
+    thread = threading.Thread(target=produce_soak, args=(broker, rate, 16384, stop, produced),
+                              kwargs={"on_ack": on_ack, "after_burst": sample})
     started = time.monotonic()
     thread.start()
     try:

@@ -1,5 +1,8 @@
 """The fault tests use the FUSE fixtures of tests/fs (real mounts that always unmount), and
-``eio_layer``: a failing disk under LOGDIR (:mod:`tests.faults.eiofs`, a pass-through FUSE layer)."""
+``eio_layer``: a failing disk under LOGDIR (:mod:`tests.faults.eiofs`, a pass-through FUSE layer).
+:func:`cli`, :func:`values` and :func:`recovered` are what the write-fault tests (EIO, ENOSPC) check
+the command line with; :func:`read_pages` reads a mounted file page by page, so that damage or a failing
+disk hurts only the pages that need it."""
 
 from __future__ import annotations
 
@@ -12,7 +15,88 @@ from pathlib import Path
 
 import pytest
 
-from tests.fs.conftest import ROOT, built_logdir, logdir_copy, mounted  # noqa: F401
+from kafkafs.storage.logdir import LogDir
+from tests.fs.conftest import ROOT, built_logdir, logdir_copy, mounted, unmount  # noqa: F401
+
+# small segments and index intervals, so that a few hundred records roll and index
+SMALL = ["--set", "segment.bytes=16384", "--set", "index.interval.bytes=512"]
+
+
+def cli(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess:
+    """``python -m kafkafs.cli ARGS`` with ``stdin``; never a traceback."""
+    proc = subprocess.run([sys.executable, "-m", "kafkafs.cli", *args], input=stdin, capture_output=True,
+                          timeout=300, cwd=ROOT)
+    assert b"Traceback" not in proc.stderr, proc.stderr.decode()
+    return proc
+
+
+def recovered(proc: subprocess.CompletedProcess) -> None:
+    """``recover`` finished: exit 0 (nothing wrong) or 1 (damage found and cut, SPEC §4), with its summary."""
+    assert proc.returncode in (0, 1) and b"clean shutdown marked" in proc.stdout, (proc.stdout, proc.stderr)
+
+
+def values(logdir: Path, name: str) -> list[bytes]:
+    """Every value of partition ``name``, in order, as the engine reads it."""
+    with LogDir(logdir) as d:
+        return [v for b in d.log(name).read() for v in b.values]
+
+
+def produce_rounds(logs: Path, rounds: range, acked: list[bytes]) -> tuple[subprocess.CompletedProcess | None, int]:
+    """``produce`` to ``t-0`` round by round (30 lines ``r<round>-<i>-xxx...`` of about 200 bytes each) until
+    one fails; the lines of every produce that worked go to ``acked``. Returns the failed run (None when
+    none failed) and the round it was."""
+    round_ = rounds.start
+    for round_ in rounds:
+        lines = [b"r%d-%d-" % (round_, i) + b"x" * 200 for i in range(30)]
+        proc = cli("produce", str(logs), "t-0", *SMALL, stdin=b"\n".join(lines) + b"\n")
+        if proc.returncode != 0:
+            return proc, round_
+        acked.extend(lines)
+    return None, round_
+
+
+COMPACT = [*SMALL, "--set", "cleanup.policy=compact"]
+
+
+def produce_keyed(logs: Path) -> set[bytes]:
+    """600 records of 20 keys to a compacted ``t-0``; returns the latest value of each key."""
+    lines = b"".join(b'{"key": "k%d", "value": "v%d-%s"}\n' % (i % 20, i, b"z" * 200) for i in range(600))
+    assert cli("produce", str(logs), "t-0", *COMPACT, stdin=lines).returncode == 0
+    latest = {}
+    for v in values(logs, "t-0"):
+        latest[int(v.split(b"-")[0][1:]) % 20] = v
+    return set(latest.values())
+
+
+def recovers_and_cleans(logs: Path, latest: set[bytes]) -> None:
+    """After a failed ``clean`` and a healed disk: ``recover`` leaves what ``verify`` accepts, with the
+    ``latest`` value of every key; ``clean`` works again and keeps them."""
+    recovered(cli("recover", str(logs), *COMPACT))
+    assert cli("verify", str(logs)).returncode == 0
+    assert latest <= set(values(logs, "t-0"))
+    assert cli("clean", str(logs), *COMPACT).returncode == 0
+    assert cli("verify", str(logs)).returncode == 0
+    assert latest <= set(values(logs, "t-0"))
+
+
+PAGE = 4096
+
+
+def read_pages(path: Path, offset: int, size: int) -> bytes:
+    """Bytes ``offset .. offset+size`` of ``path`` read page by page with the kernel's read-ahead off, so
+    that each read asks the mount for the pages it names only."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
+        out = bytearray()
+        while len(out) < size:
+            chunk = os.pread(fd, min(PAGE, size - len(out)), offset + len(out))
+            if not chunk:
+                break
+            out += chunk
+        return bytes(out)
+    finally:
+        os.close(fd)
 
 
 class EioLayer:
@@ -54,16 +138,7 @@ class EioLayer:
         return self
 
     def stop(self) -> None:
-        if os.path.ismount(self.path):
-            subprocess.run(["fusermount3", "-u", str(self.path)], capture_output=True)
-        if self.proc is not None:
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=5)
-        if os.path.ismount(self.path):
-            subprocess.run(["fusermount3", "-uz", str(self.path)], capture_output=True)
+        unmount(self.path, self.proc)
 
 
 @pytest.fixture

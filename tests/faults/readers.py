@@ -95,7 +95,7 @@ def run_readers(mount: Path, seconds: float, *, readers: int = 8, rate: int = 20
                 name = f"by-time/{max(now - 2000, started_ms)}.json"
             path = mount / partition / name
             got: list = []
-            t = threading.Thread(target=lambda p=path, out=got: out.append(_read(p)), daemon=True)
+            t = threading.Thread(target=lambda p=path, out=got: out.append(read_or_error(p)), daemon=True)
             began = time.monotonic()
             t.start()
             t.join(30)
@@ -127,7 +127,8 @@ def run_readers(mount: Path, seconds: float, *, readers: int = 8, rate: int = 20
             "rate": appended[0] / max(wrote_for[0], 1e-9)}
 
 
-def _read(path: Path) -> bytes | Exception:
+def read_or_error(path: Path) -> bytes | Exception:
+    """The whole of ``path``, or the OSError that reading it raised."""
     try:
         with open(path, "rb") as f:
             return f.read()

@@ -19,10 +19,10 @@ import pytest
 from kafkafs.format.jsonview import ProducerRecord
 from kafkafs.storage.config import Settings
 from kafkafs.storage.logdir import LogDir
+from tests.faults.conftest import PAGE, read_pages
 from tests.fs.conftest import expected_jsonl
 
 BASE_TS = 1_763_700_000_000
-PAGE = 4096
 
 
 def _build(path: Path) -> tuple[Path, list[int]]:
@@ -37,22 +37,6 @@ def _build(path: Path) -> tuple[Path, list[int]]:
                                                        for i in range(50)])
         bases = [s.base_offset for s in log.segments]
     return path, bases
-
-
-def _pages(path: Path, offset: int, size: int) -> bytes:
-    """Bytes ``offset .. offset+size``, page by page with read-ahead off (each read asks for its pages)."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
-        out = bytearray()
-        while len(out) < size:
-            chunk = os.pread(fd, min(PAGE, size - len(out)), offset + len(out))
-            if not chunk:
-                break
-            out += chunk
-        return bytes(out)
-    finally:
-        os.close(fd)
 
 
 def _eio(fn) -> bool:
@@ -91,9 +75,9 @@ def test_eio_in_one_segment_fails_only_the_reads_that_need_it(tmp_path, eio_laye
     start = sum(len(line) for line, o in zip(lines, offsets, strict=True) if o < bad)
     tail = len(expected) - sum(len(line) for line, o in zip(lines, offsets, strict=True) if o < bases[2])
     good = start // PAGE * PAGE
-    assert _pages(part / "records.jsonl", 0, good) == expected[:good]
+    assert read_pages(part / "records.jsonl", 0, good) == expected[:good]
     after = -(-(size - tail) // PAGE) * PAGE
-    assert _pages(part / "records.jsonl", after, size - after) == expected[len(expected) - (size - after):]
+    assert read_pages(part / "records.jsonl", after, size - after) == expected[len(expected) - (size - after):]
     # what needs the bad bytes fails with EIO: the whole file, the range, a record past byte 3000
     assert _eio(lambda: (part / "records.jsonl").read_bytes())
     assert _eio(lambda: (part / "by-offset" / f"{bad}-{bases[2] - 1}.jsonl").read_bytes())

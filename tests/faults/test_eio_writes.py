@@ -8,23 +8,22 @@ from __future__ import annotations
 
 import errno
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from kafkafs.storage.config import Settings
 from kafkafs.storage.logdir import LogDir
-from tests.fs.conftest import ROOT
-
-SMALL = ["--set", "segment.bytes=16384", "--set", "index.interval.bytes=512"]
-
-
-def cli(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, "-m", "kafkafs.cli", *args], input=stdin, capture_output=True,
-                          timeout=300, cwd=ROOT)
-    assert b"Traceback" not in proc.stderr, proc.stderr.decode()
-    return proc
+from tests.faults.conftest import (
+    COMPACT,
+    SMALL,
+    cli,
+    produce_keyed,
+    produce_rounds,
+    recovered,
+    recovers_and_cleans,
+    values,
+)
 
 
 def one_line_eio(proc: subprocess.CompletedProcess) -> None:
@@ -33,15 +32,6 @@ def one_line_eio(proc: subprocess.CompletedProcess) -> None:
     # one error line; a close that fails again after it is a warning of its own, printed before it (LogDir.__exit__)
     errors = [line for line in lines if not line.startswith("kafkafs: WARNING:")]
     assert len(errors) == 1 and "input/output error" in errors[0].lower(), proc.stderr
-
-
-def recovered(proc: subprocess.CompletedProcess) -> None:
-    assert proc.returncode in (0, 1) and b"clean shutdown marked" in proc.stdout, (proc.stdout, proc.stderr)
-
-
-def values(logdir: Path, name: str) -> list[bytes]:
-    with LogDir(logdir) as d:
-        return [v for b in d.log(name).read() for v in b.values]
 
 
 def segments(logdir: Path, name: str) -> int:
@@ -64,22 +54,12 @@ def test_eio_during_append_roll_and_flush(tmp_path, eio_layer, fault):
     layer = eio_layer(source)
     logs = layer.path
     acked: list[bytes] = []
-    for round_ in range(6):  # a healthy start over a few segments
-        lines = [b"r%d-%d-" % (round_, i) + b"x" * 200 for i in range(30)]
-        assert cli("produce", str(logs), "t-0", *SMALL, stdin=b"\n".join(lines) + b"\n").returncode == 0
-        acked.extend(lines)
+    assert produce_rounds(logs, range(6), acked)[0] is None  # a healthy start over a few segments
     before = segments(source, "t-0")
     assert before >= 2
     layer.fail(FAULTS[fault])
-    failed = None
-    for round_ in range(6, 60):  # "roll" fails only when a segment rolls: keep appending until one does
-        lines = [b"r%d-%d-" % (round_, i) + b"x" * 200 for i in range(30)]
-        proc = cli("produce", str(logs), "t-0", *SMALL, stdin=b"\n".join(lines) + b"\n")
-        if proc.returncode == 0:
-            acked.extend(lines)
-            continue
-        failed = proc
-        break
+    # "roll" fails only when a segment rolls: keep appending until one does
+    failed, round_ = produce_rounds(logs, range(6, 60), acked)
     assert failed is not None, f"no write failed with {FAULTS[fault]}"
     one_line_eio(failed)
     assert layer.hits()
@@ -140,21 +120,10 @@ def test_eio_during_compaction(tmp_path, eio_layer):
     source.mkdir()
     layer = eio_layer(source)
     logs = layer.path
-    lines = b"".join(b'{"key": "k%d", "value": "v%d-%s"}\n' % (i % 20, i, b"z" * 200) for i in range(600))
-    compact = [*SMALL, "--set", "cleanup.policy=compact"]
-    assert cli("produce", str(logs), "t-0", *compact, stdin=lines).returncode == 0
-    before = values(logs, "t-0")
-    latest = {}
-    for v in before:
-        latest[int(v.split(b"-")[0][1:]) % 20] = v
+    latest = produce_keyed(logs)
     layer.fail({"name": ".cleaned", "from": 0, "op": "write"})  # the cleaner's new segments cannot be written
-    one_line_eio(cli("clean", str(logs), *compact))
+    one_line_eio(cli("clean", str(logs), *COMPACT))
     assert layer.hits()
-    assert set(latest.values()) <= set(values(logs, "t-0"))  # the latest value of every key is there
+    assert latest <= set(values(logs, "t-0"))  # the latest value of every key is there
     layer.fail()
-    recovered(cli("recover", str(logs), *compact))
-    assert cli("verify", str(logs)).returncode == 0
-    assert set(latest.values()) <= set(values(logs, "t-0"))
-    assert cli("clean", str(logs), *compact).returncode == 0
-    assert cli("verify", str(logs)).returncode == 0
-    assert set(latest.values()) <= set(values(logs, "t-0"))
+    recovers_and_cleans(logs, latest)

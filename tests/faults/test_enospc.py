@@ -7,18 +7,24 @@ from __future__ import annotations
 import errno
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from kafkafs.storage.config import Settings
 from kafkafs.storage.logdir import LogDir
-from tests.fs.conftest import ROOT
+from tests.faults.conftest import (
+    COMPACT,
+    SMALL,
+    cli,
+    produce_keyed,
+    produce_rounds,
+    recovered,
+    recovers_and_cleans,
+    values,
+)
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
-
-SMALL = ["--set", "segment.bytes=16384", "--set", "index.interval.bytes=512"]
 
 
 @pytest.fixture
@@ -42,37 +48,17 @@ def fill(root: Path, leave: int) -> None:
         f.write(bytes(max(0, free - leave)))
 
 
-def cli(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, "-m", "kafkafs.cli", *args], input=stdin, capture_output=True,
-                          timeout=300, cwd=ROOT)
-    assert b"Traceback" not in proc.stderr, proc.stderr.decode()
-    return proc
-
-
 def one_line_enospc(proc: subprocess.CompletedProcess) -> None:
     assert proc.returncode == 1, (proc.returncode, proc.stderr)
     errors = [line for line in proc.stderr.decode().splitlines() if "error" in line]
     assert len(errors) == 1 and "no space left on device" in errors[0].lower(), proc.stderr
 
 
-def values(logdir: Path, name: str) -> list[bytes]:
-    with LogDir(logdir) as d:
-        return [v for b in d.log(name).read() for v in b.values]
-
-
 def test_enospc_during_append_and_roll(small_fs):
     logs = small_fs / "logs"
     fill(small_fs, 200 * 1024)
     acked: list[bytes] = []
-    failed = None
-    for round_ in range(200):
-        lines = [b"r%d-%d-" % (round_, i) + b"x" * 200 for i in range(30)]
-        proc = cli("produce", str(logs), "t-0", *SMALL, stdin=b"\n".join(lines) + b"\n")
-        if proc.returncode == 0:
-            acked.extend(lines)
-            continue
-        failed = proc
-        break
+    failed, _round = produce_rounds(logs, range(200), acked)
     assert failed is not None, "the disk never filled"
     one_line_enospc(failed)
     assert len({p.name for p in (logs / "t-0").glob("*.log")}) > 2  # it rolled on the way
@@ -84,11 +70,6 @@ def test_enospc_during_append_and_roll(small_fs):
     # and it takes appends again
     assert cli("produce", str(logs), "t-0", *SMALL, stdin=b"after\n").returncode == 0
     assert values(logs, "t-0")[-1] == b"after"
-
-
-def recovered(proc) -> None:
-    """``recover`` finished: exit 0 (nothing wrong) or 1 (damage found and cut, SPEC §4), with its summary."""
-    assert proc.returncode in (0, 1) and b"clean shutdown marked" in proc.stdout, proc.stderr.decode()
 
 
 def test_enospc_during_recovery(small_fs):
@@ -109,24 +90,13 @@ def test_enospc_during_recovery(small_fs):
 
 def test_enospc_during_compaction(small_fs):
     logs = small_fs / "logs"
-    lines = b"".join(b'{"key": "k%d", "value": "v%d-%s"}\n' % (i % 20, i, b"z" * 200) for i in range(600))
-    compact = [*SMALL, "--set", "cleanup.policy=compact"]
-    assert cli("produce", str(logs), "t-0", *compact, stdin=lines).returncode == 0
-    before = values(logs, "t-0")
-    latest = {}
-    for v in before:
-        latest[int(v.split(b"-")[0][1:]) % 20] = v
+    latest = produce_keyed(logs)
     fill(small_fs, 4096)
-    proc = cli("clean", str(logs), *compact)
+    proc = cli("clean", str(logs), *COMPACT)
     one_line_enospc(proc)
-    assert set(latest.values()) <= set(values(logs, "t-0"))  # the latest value of every key is there
+    assert latest <= set(values(logs, "t-0"))  # the latest value of every key is there
     (small_fs / "filler").unlink()
-    recovered(cli("recover", str(logs), *compact))
-    assert cli("verify", str(logs)).returncode == 0
-    assert set(latest.values()) <= set(values(logs, "t-0"))
-    assert cli("clean", str(logs), *compact).returncode == 0
-    assert cli("verify", str(logs)).returncode == 0
-    assert set(latest.values()) <= set(values(logs, "t-0"))
+    recovers_and_cleans(logs, latest)
 
 
 def test_enospc_through_a_rw_mount(small_fs, mounted, tmp_path):

@@ -24,6 +24,7 @@ from kafkafs.format.batch import read_batch_header
 from kafkafs.format.jsonview import ProducerRecord
 from kafkafs.storage.config import Settings
 from kafkafs.storage.logdir import LogDir
+from tests.faults.conftest import PAGE, read_pages
 from tests.fs.conftest import ROOT
 
 BASE_TS = 1_763_700_000_000
@@ -76,26 +77,6 @@ def jumped(tmp_path) -> tuple[Path, int, int]:
     positions = _batch_positions(logdir / SEGMENT)
     _set_base(logdir / SEGMENT, positions[25][0], low_half=b"\x7f\xff\xff\xff")
     return logdir, positions[25][0], positions[26][0]
-
-
-PAGE = 4096
-
-
-def _pages(path: Path, offset: int, size: int) -> bytes:
-    """Bytes ``offset .. offset+size`` of ``path`` read page by page with the kernel's read-ahead off, so
-    that each read asks the mount for the pages it names only."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
-        out = bytearray()
-        while len(out) < size:
-            chunk = os.pread(fd, min(PAGE, size - len(out)), offset + len(out))
-            if not chunk:
-                break
-            out += chunk
-        return bytes(out)
-    finally:
-        os.close(fd)
 
 
 def _offsets(out: bytes) -> list[int]:
@@ -174,13 +155,13 @@ def test_the_mount_answers_eio_for_the_damaged_batches_and_serves_the_rest(jumpe
     assert len(expected.splitlines()) == 250
     good = len(expected) // PAGE * PAGE
     assert good >= 4 * PAGE
-    assert _pages(records, 0, good) == expected[:good]
+    assert read_pages(records, 0, good) == expected[:good]
     with pytest.raises(OSError) as exc:
-        _pages(records, good, PAGE)
+        read_pages(records, good, PAGE)
     assert exc.value.errno == errno.EIO
     # the records after the two damaged batches are there, in order (the bytes past the bad pieces)
     size = records.stat().st_size
-    tail = _pages(records, size - size % PAGE, size % PAGE)
+    tail = read_pages(records, size - size % PAGE, size % PAGE)
     tail_offsets = _offsets(tail[tail.index(b"\n") + 1 :])
     assert tail_offsets == list(range(300 - len(tail_offsets), 300)) and tail_offsets[0] > 270
     assert json.loads((m / "t-0" / "by-offset" / "100.json").read_bytes())["offset"] == 100

@@ -243,3 +243,32 @@ def test_raw_rendering_checks_the_crc_and_takes_compressed_batches():
             render_raw_jsonl("t", 0, bytes(damaged))
         with pytest.raises(CorruptRecordError):
             render_raw_jsonl("t", 0, raw[:-1])
+
+
+@pytest.mark.parametrize(("line", "key", "value", "header"), [
+    # numbers as written: a decimal's trailing zero, an exponent, -0 (orjson wrote 225.3, 100.0, 0)
+    (b'{"value": {"amount": 225.30, "e": 1E2, "z": -0}}', None, b'{"amount":225.30,"e":1E2,"z":-0}', None),
+    (b'{"key": 1.50, "value": [1.0e-3, 10]}', b"1.50", b"[1.0e-3,10]", None),
+    # escapes as written, whitespace outside strings gone, inside strings kept
+    (b'{"value": { "s" : "a \\u00e9\\/ b" , "t":"x  y" }}', None, b'{"s":"a \\u00e9\\/ b","t":"x  y"}', None),
+    (b'{"headers": [{"key": "h", "value": {"n": 2.50}}]}', None, None, b'{"n":2.50}'),
+    (b'{"headers": {"h": [1.10]}}', None, None, b"[1.10]"),
+    # a repeated name: the last one counts, as the parsers take it
+    (b'{"value": {"a": 1}, "value": {"b": 2.0}}', None, b'{"b":2.0}', None),
+])
+def test_json_values_are_written_as_their_text_compacted(line, key, value, header):
+    """SPEC §3: object or array -> compact JSON, as the rendering shows it (numbers and escapes kept as
+    written, only the whitespace between tokens taken out), so that a line of records.jsonl appends as the
+    record it shows (the rendering keeps "amount":225.30); orjson's re-serialisation rewrote numbers."""
+    rec = parse_record_line(line)
+    assert rec.key == key
+    assert rec.value == value
+    if header is not None:
+        assert rec.headers == (("h", header),)
+
+
+def test_a_rendered_line_with_trailing_zeros_appends_back_byte_for_byte():
+    records = [(5, b"k", b'{"amount":225.30,"n":1E2}', (("h", b'[0.10]'),))]
+    (line,) = render_batch_jsonl("t", 0, _batch(records)).splitlines()
+    assert b'"amount":225.30' in line
+    assert parse_record_line(line) == records[0]

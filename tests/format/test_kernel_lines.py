@@ -20,7 +20,7 @@ from kafkafs.errors import InvalidInput
 from kafkafs.format import kernel
 from kafkafs.format.compression import Codec
 from kafkafs.format.encode import encode_records, encode_records_reference
-from kafkafs.format.lineencode import encode_lines, encode_lines_reference
+from kafkafs.format.lineencode import encode_lines
 
 pytestmark = pytest.mark.skipif(kernel.KERNEL is None, reason="the compiled kernel is not built")
 
@@ -142,7 +142,7 @@ def _groups(fn, blob: bytes, args: dict) -> list:
 def test_lines_encode_alike(blob, max_lines, max_bytes, codec, limit):
     args = {"now": 1763700000123, "codec": codec, "max_message_bytes": limit, "leader_epoch": 3, "first_number": 7,
             "max_lines": max_lines, "max_bytes": max_bytes}
-    assert _groups(encode_lines, blob, args) == _groups(encode_lines_reference, blob, args)
+    assert _groups(encode_lines, blob, args) == _groups(encode_lines, blob, {**args, "reference": True})
 
 
 @given(st.lists(st.sampled_from([b'{"value":"a"}', b"plain", b'{"key":"k","value":{"x":1.25},"headers":[]}']),
@@ -202,4 +202,4 @@ def test_common_lines_take_the_fast_path(monkeypatch):
     ]
     group = encode_lines(b"\n".join(lines), now=1, max_message_bytes=1 << 20)
     assert group.taken == 4 and seen == [lines[3]]
-    assert group == encode_lines_reference(b"\n".join(lines), now=1, max_message_bytes=1 << 20)
+    assert group == encode_lines(b"\n".join(lines), now=1, max_message_bytes=1 << 20, reference=True)

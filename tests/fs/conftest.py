@@ -138,19 +138,25 @@ class Mount:
             return ""
 
     def stop(self) -> None:
-        if os.path.ismount(self.path):
-            subprocess.run(["fusermount3", "-u", str(self.path)], capture_output=True)
-        if self.proc is not None:
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=5)
-        if os.path.ismount(self.path) or _stale(self.path):
-            subprocess.run(["fusermount3", "-uz", str(self.path)], capture_output=True)
+        unmount(self.path, self.proc)
 
     def __truediv__(self, other: str) -> Path:
         return self.path / other
+
+
+def unmount(path: Path, proc: subprocess.Popen | None) -> None:
+    """Take down the FUSE mount at ``path`` served by ``proc``: ``fusermount3 -u``, wait for ``proc`` to
+    end (a kill after 10 s), then ``fusermount3 -uz`` if it is still (or stale-ly) mounted."""
+    if os.path.ismount(path):
+        subprocess.run(["fusermount3", "-u", str(path)], capture_output=True)
+    if proc is not None:
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=5)
+    if os.path.ismount(path) or _stale(path):
+        subprocess.run(["fusermount3", "-uz", str(path)], capture_output=True)
 
 
 def _stale(path: Path) -> bool:

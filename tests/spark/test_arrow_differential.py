@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kafkafs.errors import CorruptRecordError
+from kafkafs.errors import CorruptRecordError, InvalidInput
 from kafkafs.format import kernel
 from kafkafs.format import records as ref_records
 from kafkafs.format.batch import BatchHeader, encode_batch, encode_control_batch
@@ -257,7 +257,10 @@ def test_segments_read_alike_through_the_walk(monkeypatch, caplog, log, walk_byt
         part = Path(tmp) / "t-0"
         part.mkdir()
         (part / "00000000000000000000.log").write_bytes(log)
-        p = plan(tmp, predicates, **options)
+        try:
+            p = plan(tmp, predicates, **options)
+        except InvalidInput:  # a start past the log's end fails the plan, as in Spark: nothing to read
+            return
         got, got_err, got_warnings = _read(p, True, caplog)
         expected, expected_err, expected_warnings = _read(p, False, caplog)
     assert got_err == expected_err

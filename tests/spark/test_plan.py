@@ -185,3 +185,17 @@ def test_fixture_directories_plan_from_names_and_indexes(fixtures_dir):
     cut = plan(fixtures_dir / "kafka-logs-a", topics="__consumer_offsets", maxBytesPerPartition=16384)
     assert len([x for x in cut.pieces if x.partition == 12 and x.base_offset == 0]) >= 3
     assert read_plan(cut) == read_plan(plan(fixtures_dir / "kafka-logs-a", topics="__consumer_offsets"))
+
+
+def test_a_start_past_the_resolved_end_fails_as_sparks_kafka_source_does(generated):
+    """Spark's Kafka source asserts in each task that a range's start is not after its end, the end
+    resolved (latest: the log end offset; read_committed: the last stable offset): "Beginning offset N
+    is after the ending offset M ...". A start past the end of the log was an empty read with no word."""
+    with LogDir(generated) as ld:
+        end = ld.log("orders-0").log_end_offset
+    with pytest.raises(InvalidInput, match=f"Beginning offset {end + 5} is after the ending offset {end} for topic "
+                                           "orders partition 0. You either provided an invalid fromOffset"):
+        plan(generated, topics="orders", startingOffsets=json.dumps({"orders": {"0": end + 5}}))
+    # a start at the end reads nothing, as in Spark
+    p = plan(generated, topics="orders", startingOffsets=json.dumps({"orders": {"0": end}}))
+    assert [r for r in read_plan(p) if r[1] == 0] == []

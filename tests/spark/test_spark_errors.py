@@ -5,20 +5,16 @@ frame; and a write that finds another writer's ``.lock`` fails while it plans, n
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from kafkafs.spark.errors import IllegalArgumentException, spark_errors
 from kafkafs.storage.logdir import LogDir
+from tests.storage.helpers import lock_held
 
 pytestmark = pytest.mark.spark
 
-ROOT = Path(__file__).resolve().parents[2]
 LINE = re.compile(r"^kafkafs\.spark\.errors\.IllegalArgumentException: (.*)$", re.M)
 
 
@@ -66,17 +62,8 @@ def test_read_errors_come_from_planning_in_one_class(spark, generated, tmp_path)
 def held(generated, writable_copy, tmp_path):
     """A copy of the generated log directory whose lock another process (a --rw mount's stand-in) holds."""
     copy = writable_copy(generated)
-    script = tmp_path / "hold.py"
-    script.write_text("import sys, time\nfrom kafkafs.storage.logdir import LogDir\n"
-                      "ld = LogDir(sys.argv[1], writable=True)\nprint('held', flush=True)\ntime.sleep(120)\n")
-    proc = subprocess.Popen([sys.executable, str(script), str(copy)], stdout=subprocess.PIPE,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)})
-    try:
-        assert proc.stdout.readline() == b"held\n"
-        yield copy, proc.pid
-    finally:
-        proc.kill()
-        proc.wait()
+    with lock_held(copy, tmp_path) as pid:
+        yield copy, pid
 
 
 def test_a_write_finds_the_lock_while_it_plans(spark, held):

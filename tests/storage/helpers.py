@@ -1,5 +1,6 @@
 """Shared helpers for the storage tests: configs, batches, segment files written directly, a model of
-Kafka's index rule, and kafka-python as an independent reader."""
+Kafka's index rule, kafka-python as an independent reader, and another process holding a log
+directory's lock."""
 
 from __future__ import annotations
 
@@ -8,7 +9,10 @@ import hashlib
 import os
 import shutil
 import struct
-from collections.abc import Iterable, Sequence
+import subprocess
+import sys
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +22,32 @@ from kafkafs.storage.config import LogConfig
 from kafkafs.storage.log import Log
 
 Row = tuple[int, bytes | None, bytes | None, tuple]
+
+ROOT = Path(__file__).resolve().parents[2]
+
+_HOLD = (
+    "import sys, time\n"
+    "from kafkafs.storage.logdir import LogDir\n"
+    "ld = LogDir(sys.argv[1], writable=True)\n"
+    "print('held', flush=True)\n"
+    "time.sleep(120)\n"
+)
+
+
+@contextmanager
+def lock_held(logdir: Path, script_dir: Path, *args: str) -> Iterator[int]:
+    """Another process (``python SCRIPT_DIR/hold.py LOGDIR ARGS``, a writer's stand-in) holds
+    ``logdir``'s lock until the block ends (then it is killed); yields its pid."""
+    script = script_dir / "hold.py"
+    script.write_text(_HOLD)
+    proc = subprocess.Popen([sys.executable, str(script), str(logdir), *args], stdout=subprocess.PIPE,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == b"held\n"
+        yield proc.pid
+    finally:
+        proc.kill()
+        proc.wait()
 
 
 class Clock:

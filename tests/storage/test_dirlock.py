@@ -12,33 +12,16 @@ import pytest
 from kafkafs.errors import LogDirLocked
 from kafkafs.storage.dirlock import check_not_locked, describe_holder
 from kafkafs.storage.logdir import LogDir
-
-ROOT = Path(__file__).resolve().parents[2]
-
-HOLD = (
-    "import sys, time\n"
-    "from kafkafs.storage.logdir import LogDir\n"
-    "ld = LogDir(sys.argv[1], writable=True)\n"
-    "print('held', flush=True)\n"
-    "time.sleep(60)\n"
-)
+from tests.storage.helpers import lock_held
 
 
 @pytest.fixture
 def holder(tmp_path):
-    """A process holding ``tmp_path/logs``'s lock (``python -c ... --holder``)."""
+    """A process holding ``tmp_path/logs``'s lock (``python hold.py LOGDIR --holder``)."""
     logdir = tmp_path / "logs"
     logdir.mkdir()
-    script = tmp_path / "hold.py"
-    script.write_text(HOLD)
-    proc = subprocess.Popen([sys.executable, str(script), str(logdir), "--holder"], stdout=subprocess.PIPE,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)})
-    try:
-        assert proc.stdout.readline() == b"held\n"
-        yield logdir, proc.pid
-    finally:
-        proc.kill()
-        proc.wait()
+    with lock_held(logdir, tmp_path, "--holder") as pid:
+        yield logdir, pid
 
 
 def test_a_writer_is_told_which_process_holds_the_lock(holder):

@@ -282,3 +282,87 @@ def test_a_lookup_reads_only_up_to_where_the_index_bounds_it(tmp_path: Path, mon
                 assert view.position + view.size <= entries[floor + 2].position
             else:
                 assert sizes[0] == records_module.FIRST_CHUNK_BYTES or sizes[0] == segment.size - start
+
+
+def _reader_beside(tmp_path: Path) -> tuple[Log, Log]:
+    """(writer, reader): two batches written and read; then a third written, of which the reader's
+    refresh saw only a part (a size read while the writer's write() was under way)."""
+    from kafkafs.storage.records import FileRecords
+
+    cfg = config(segment_bytes=1 << 20)
+    writer = open_log(tmp_path / "t-0", cfg)
+    writer.append_records([record(b"a%d" % k) for k in range(5)])
+    writer.append_records([record(b"b%d" % k) for k in range(5)])
+    reader = Log.open(tmp_path / "t-0", cfg)
+    writer.append_records([record(b"c%d" % k) for k in range(5)])
+    active = reader.segments.last()
+    assert active is not None
+    real = FileRecords.stat_size
+    FileRecords.stat_size = lambda records: real(records) - (10 if records is active.records else 0)  # type: ignore[method-assign]
+    try:
+        reader.refresh()
+    finally:
+        FileRecords.stat_size = real  # type: ignore[method-assign]
+    assert active.size == writer.segments.last().size - 10
+    writer.roll()
+    writer.append_records([record(b"d%d" % k) for k in range(5)])
+    return writer, reader
+
+
+def test_a_rolled_segment_is_read_to_its_end_before_it_is_called_sealed(tmp_path: Path, monkeypatch) -> None:
+    """LocalLog.refresh marked the segment the writer rolled sealed (``active = False``) before it read
+    its final size: a key scan in between judged it sealed by a size read mid-write and took the batch
+    being written for a torn one (reviewb's finding, issue 20). Now it is read, then sealed. Seen
+    failing: the scan run at that moment reported damage ("torn" batch at the old end)."""
+    from kafkafs.storage.keyscan import ScanDamage, scan_entries
+    from kafkafs.storage.segment import LogSegment
+
+    writer, reader = _reader_beside(tmp_path)
+    rolled = reader.segments.last()
+    real = LogSegment.refresh
+    seen: list[object] = []
+
+    def refresh(segment: LogSegment) -> int:
+        if segment is rolled and not seen:  # a key scan on another thread, just now
+            seen.extend(step for step in scan_entries(segment, segment.size) if isinstance(step, ScanDamage))
+            seen.append("scanned")
+        size = real(segment)
+        return size
+
+    monkeypatch.setattr(LogSegment, "refresh", refresh)
+    reader.refresh()
+    monkeypatch.setattr(LogSegment, "refresh", real)
+    assert seen == ["scanned"]
+    assert rolled is not None and not rolled.active and rolled.size == writer.segments.get(0).size
+    assert [r.value for r in reader.records()] == [r.value for r in writer.records()]
+    reader.close()
+    writer.close()
+
+
+def test_a_rolled_segment_whose_size_read_failed_is_read_again(tmp_path: Path, monkeypatch) -> None:
+    """The rolled segment is read once more at the refresh after the roll: a size read that failed at
+    the roll (EIO) no longer leaves it short for good (the log's records skipped its last batch). Seen
+    failing: the next refresh did not read it again."""
+    import errno
+
+    from kafkafs.storage.records import FileRecords
+
+    writer, reader = _reader_beside(tmp_path)
+    rolled = reader.segments.last()
+    assert rolled is not None
+    real = FileRecords.stat_size
+
+    def failing(records: FileRecords) -> int:
+        if records is rolled.records:
+            raise OSError(errno.EIO, "Input/output error")
+        return real(records)
+
+    monkeypatch.setattr(FileRecords, "stat_size", failing)
+    reader.refresh()
+    monkeypatch.setattr(FileRecords, "stat_size", real)
+    assert len(reader.segments) == 2 and rolled.size < writer.segments.get(0).size
+    reader.refresh()
+    assert rolled.size == writer.segments.get(0).size
+    assert [r.value for r in reader.records()] == [r.value for r in writer.records()]
+    reader.close()
+    writer.close()

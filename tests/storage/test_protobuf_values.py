@@ -20,6 +20,7 @@ from kafkafs.format.decoders.protobuf import read_message_indexes  # noqa: E402
 from kafkafs.format.jsonembed import render_value  # noqa: E402
 from kafkafs.storage.logdir import LogDir  # noqa: E402
 from kafkafs.storage.schemas import load_registry, registry_from_dir  # noqa: E402
+from tests.kafka_layout import varint  # noqa: E402
 
 COMMON_PROTO = """syntax = "proto3";
 package shop.common;
@@ -81,20 +82,7 @@ def encode_message_indexes(indexes: list[int]) -> bytes:
     """The message-index list as a serializer writes it (``[0]`` as the single byte 0)."""
     if indexes == [0]:
         return b"\x00"
-
-    def zz(n: int) -> bytes:
-        z = (n << 1) ^ (n >> 63)
-        out = bytearray()
-        while True:
-            b = z & 0x7F
-            z >>= 7
-            if z:
-                out.append(b | 0x80)
-            else:
-                out.append(b)
-                return bytes(out)
-
-    return zz(len(indexes)) + b"".join(zz(i) for i in indexes)
+    return varint(len(indexes)) + b"".join(varint(i) for i in indexes)
 
 
 def _field(name, number, kind, label=F.LABEL_OPTIONAL, type_name=None, oneof=None):

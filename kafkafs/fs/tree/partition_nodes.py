@@ -14,10 +14,12 @@ from ...errors import Deferred, NotFound, NotPermitted
 from ..views.partition import PartitionState
 from ..views.record import RenderedRecord
 from ..views.streams import RecordsStream
+from ..views.summary import Sized
 from . import key_nodes, names
 from .handles import AppendHandle, BytesHandle, Handle, RangeHandle, RecordsHandle
 from .inodes import record_ino
 from .nodes import (
+    DIR_TIMEOUT,
     OFFSET_RANGE,
     STABLE_TIMEOUT,
     TIME_RANGE,
@@ -54,7 +56,10 @@ class PartitionDir(Dir):
         self.name = name
 
     def attr(self) -> Attr:
-        return dir_attr(mtime_ns(self.partitions.logdir.path / self.name, self.partitions.mount_ns))
+        partitions = self.partitions
+        # watched: its events drop what the kernel keeps (the Invalidator), so it may keep it longer
+        timeout = WATCHED_TIMEOUT if partitions.folder_watched(self.name) else DIR_TIMEOUT
+        return dir_attr(mtime_ns(partitions.logdir.path / self.name, partitions.mount_ns), timeout=timeout)
 
     def _children(self) -> list[str]:
         out = [names.RECORDS, names.BY_OFFSET, names.BY_TIME, names.SEGMENTS, names.PARTITION_JSON,
@@ -76,7 +81,14 @@ class PartitionDir(Dir):
             return None
         partitions = self.partitions
         state = partitions.open_state(self.name)
-        if state is None or not state.watched:
+        if state is None:
+            # not opened yet: answered from the size summary when it holds (a remount's ls -l), the
+            # folder watched first (so that any change after the check drops the answer in the kernel)
+            if self.name in partitions.summary:
+                partitions.watch_early(self.name)
+            sized = partitions.presized(self.name)
+            return RecordsFile.presized(partitions, self.name, self, sized) if sized is not None else None
+        if not state.watched:
             return None
         generations = partitions.records_generations_now(self.name)
         stream = generations.current_now() if generations is not None else None
@@ -107,13 +119,52 @@ def _timeout(state: PartitionState) -> float:
 
 class RecordsFile(File):
     """``records.jsonl``: one generation of it (:mod:`kafkafs.fs.views.streams`), an inode whose bytes
-    never change and whose size only grows; a lookup after a compaction or retention gets a new one."""
+    never change and whose size only grows; a lookup after a compaction or retention gets a new one.
 
-    def __init__(self, partitions: Partitions, stream: RecordsStream, parent: Node | None) -> None:
-        super().__init__(partitions, RecordsKey(names.RECORDS, stream.state.name, stream.number), parent)
-        self.stream = stream
+    Made :meth:`presized` (a partition not opened yet, whose size the size summary knows), it is the
+    partition's first generation, answered from the summary until anything but its size is asked of
+    it (or the summary stops holding): then the partition opens and it is that generation."""
+
+    def __init__(self, partitions: Partitions, stream: RecordsStream | None, parent: Node | None,
+                 partition: str | None = None) -> None:
+        number, name = (stream.number, stream.state.name) if stream is not None else (1, partition)
+        assert name is not None
+        super().__init__(partitions, RecordsKey(names.RECORDS, name, number), parent)
+        self._stream = stream
+        self._partition = name
+        self._checked: Sized | None = None  # the summary's answer of the lookup that made it (used once)
+
+    @classmethod
+    def presized(cls, partitions: Partitions, partition: str, parent: Node | None, sized: Sized) -> RecordsFile:
+        """The node of a lookup that the size summary answered (``sized``, checked just now)."""
+        node = cls(partitions, None, parent, partition)
+        node._checked = sized
+        return node
+
+    @property
+    def stream(self) -> RecordsStream:
+        """The generation shown (the partition opens here if it was answered from the summary)."""
+        stream = self._stream
+        if stream is None:
+            stream = self._stream = self.partitions.records_generations(self._partition).current()
+        return stream
+
+    def _summarized(self) -> Attr | None:
+        """The attributes from the size summary while this node has not opened its partition."""
+        if self._stream is not None:
+            return None
+        sized, self._checked = self._checked, None
+        if sized is None:
+            sized = self.partitions.presized(self._partition)
+        if sized is None:
+            return None
+        watched = self.partitions.folder_watched(self._partition)
+        return file_attr(sized.total, sized.mtime_ns, WATCHED_TIMEOUT if watched else VOLATILE_TIMEOUT)
 
     def attr(self) -> Attr:
+        summarized = self._summarized()
+        if summarized is not None:
+            return summarized
         state = self.stream.state
         if not state.watched:  # a watched partition is refreshed by its events (kafkafs.fs.watching)
             state.refresh()
@@ -122,6 +173,11 @@ class RecordsFile(File):
         return file_attr(view.total, self.partitions.records_mtime_ns(state), _timeout(state))
 
     def quick_attr(self) -> Attr:
+        summarized = self._summarized()
+        if summarized is not None:
+            return summarized
+        if self._stream is None:
+            return file_attr(0, self.partitions.mount_ns, 0)
         state = self.stream.state
         view = self.stream.quick_view()
         if view is None:
@@ -203,6 +259,8 @@ class _RecordsDir(Dir):
     def _range_node(self, state: PartitionState, first: int, last: int, name: str) -> Node:
         # a range's key holds the partition's rewrites: after a compaction or retention a lookup
         # gets a new file, and one already open keeps what it held (each piece reads its segment)
+        if self._range_kind != OFFSET_RANGE or last >= state.log.log_end_offset:
+            state.catch_up()  # the range reaches past the known end: look for new records once
         key = RangeKey(self._range_kind, state.name, first, last, state.rewrites)
         return RangeFile(self.partitions, state, key, self, name)
 
@@ -369,6 +427,8 @@ class ByTimeDir(_RecordsDir):
         if ts is None:
             return None
         found = state.log.offset_for_timestamp(ts)
+        if found is None and state.catch_up():  # every record known is older: look for new ones once
+            found = state.log.offset_for_timestamp(ts)
         if found is None:
             raise NotFound(name)
         return found[0]

@@ -22,11 +22,14 @@ from ...format.decoders import decoder_for
 from ...format.jsonview import VALUES_MODES
 from ...storage.keyindex import KeyIndexStore
 from ...storage.logdir import LogDir
+from ...storage.names import parse_partition_dir_name
 from ..views.coordinators import Coordinators
 from ..views.keys import KeyViews
 from ..views.layoutcache import LayoutCache
 from ..views.partition import PartitionState
+from ..views.render import decoder_identity
 from ..views.streams import RecordsGenerations
+from ..views.summary import Sized, SizeSummary
 
 if TYPE_CHECKING:
     from ...format.decoders import SchemaRegistry
@@ -89,7 +92,12 @@ class Partitions:
         self.coordinators = Coordinators(logdir)
         #: ``watch_folder(path)`` before a partition's log is loaded, returning ``bind(state)`` for after
         #: (the mount's inotify watcher on a read-only mount; :meth:`kafkafs.fs.watching.ChangeWatcher.watch_folder`)
-        self.watch_folder: Callable[[Path], Callable[[PartitionState], bool]] | None = None
+        self.watch_folder: Callable[[Path], Callable[[PartitionState], bool] | None] | None = None
+        #: folders watched before anything opened them (:meth:`watch_early`): name -> bind (None: not watchable)
+        self._early_binds: dict[str, Callable[[PartitionState], bool] | None] = {}
+        #: the size of each partition's records.jsonl as the last mount knew it (read-only mounts with
+        #: a layout cache): a stat of one not opened yet needs no log opened (:mod:`..views.summary`)
+        self.summary = SizeSummary(self.cache.directory if not self.rw else None, logdir.path, mode)
         self._sized_topics: set[str] = set()
         self._sizer: ThreadPoolExecutor | None = None
         self._closed = False
@@ -101,6 +109,17 @@ class Partitions:
             if n is None:
                 n = self._numbers[name] = len(self._numbers)
             return n
+
+    def number_now(self, name: str) -> int | None:
+        """:meth:`number` when it waits for nobody (the FUSE loop): None while the lock is held
+        (a partition is opening)."""
+        n = self._numbers.get(name)
+        if n is not None or not self._guard.acquire(blocking=False):
+            return n
+        try:
+            return self.number(name)
+        finally:
+            self._guard.release()
 
     def state(self, name: str | None) -> PartitionState:
         """The open partition ``name`` (opened on first use)."""
@@ -114,7 +133,9 @@ class Partitions:
                 folder = self.logdir.path / name
                 if not folder.is_dir():
                     raise NotFound(name)
-                bind = self.watch_folder(folder) if self.watch_folder is not None and not self.rw else None
+                bind = None
+                if self.watch_folder is not None and not self.rw:
+                    bind = self._early_binds.pop(name, None) or self.watch_folder(folder)
                 try:
                     log_ = self.logdir.log(name, read_only_fallback=True)
                 except InvalidName:
@@ -133,6 +154,37 @@ class Partitions:
     def open_state(self, name: str) -> PartitionState | None:
         """The partition ``name`` if it is open already (None otherwise); opens nothing."""
         return self._states.get(name)
+
+    def watch_early(self, name: str) -> bool:
+        """Watch partition folder ``name`` before anything opens it (a read-only mount answering from
+        the size summary): its events then drop what the kernel keeps of it. False when it is not
+        watched (a read-write mount, no watcher, the folder cannot be watched)."""
+        watch = self.watch_folder
+        if self.rw or watch is None:
+            return False
+        if name not in self._early_binds:
+            self._early_binds.setdefault(name, watch(self.logdir.path / name))
+        return self._early_binds.get(name) is not None
+
+    def folder_watched(self, name: str) -> bool:
+        """Whether events tell of changes in partition folder ``name`` (open and watched, or watched
+        before it opened)."""
+        state = self._states.get(name)
+        return state.watched if state is not None else self._early_binds.get(name) is not None
+
+    def presized(self, name: str) -> Sized | None:
+        """The size of ``records.jsonl`` of partition ``name``, not opened yet, from the size summary
+        when it holds for the folder as it is now (one listing, one stat a segment file); None when the
+        partition is open or the summary cannot say. Blocks only on those calls (the FUSE loop may ask)."""
+        summary = self.summary
+        if name in self._states or name not in summary:
+            return None
+        try:
+            topic, partition = parse_partition_dir_name(name)
+        except InvalidName:
+            return None
+        decoder = decoder_identity(decoder_for(topic, self.registry, self.mode))
+        return summary.check(name, self.logdir.log_start_offsets.get((topic, partition)), decoder)
 
     def key_views(self, name: str | None) -> KeyViews:
         """The key views (``by-key/``, ``table.jsonl``) of partition ``name`` (made on first use)."""
@@ -212,6 +264,18 @@ class Partitions:
         except Exception as exc:  # the foreground stat of that partition says what is wrong
             log.debug("%s: sizing ahead failed: %s", name, exc)
 
+    def _save_summary(self) -> None:
+        """Keep each open partition's records.jsonl size in the size summary (with what it depends on)."""
+        summary = self.summary
+        if not summary.enabled:
+            return
+        for state in self.open_states():
+            log_ = state.log
+            start = self.logdir.log_start_offsets.get((log_.topic, log_.partition))
+            summary.record(state.name, start, state.renderer.decoder_id, state.measured)
+        summary.keep_only(set(self.logdir.partition_names()))
+        summary.save()
+
     def records_mtime_ns(self, state: PartitionState) -> int:
         """The modification time of the views that grow: the active segment's."""
         active = state.log.active_segment
@@ -256,6 +320,7 @@ class Partitions:
         try:
             for state in self.open_states():
                 state.save_layouts()
+            self._save_summary()
         except Exception:  # the cache is an optimisation: never let it keep the log directory open
             log.exception("could not save the size cache")
         self.keys_store.close()

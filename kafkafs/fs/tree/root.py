@@ -58,6 +58,22 @@ class Root(Dir):
             return LogDirFile(self.partitions, name, self)
         return self.partition_dir(name)
 
+    def lookup_now(self, name: str) -> Node | None:
+        """A partition folder on the FUSE loop (a stat of the folder; None, "ask in a worker", for any
+        other name or while the partitions' lock is busy)."""
+        if name in (GROUPS, TRANSACTIONS) or names.is_logdir_file(name):
+            return None
+        try:
+            parse_partition_dir_name(name)
+        except InvalidName:
+            return None
+        partitions = self.partitions
+        if not (partitions.logdir.path / name).is_dir() or partitions.number_now(name) is None:
+            return None
+        if name in partitions.summary and partitions.open_state(name) is None:
+            partitions.watch_early(name)  # its records.jsonl is answered from the summary: kept while watched
+        return PartitionDir(partitions, name, self)
+
     def partition_dir(self, name: str) -> PartitionDir:
         try:
             parse_partition_dir_name(name)

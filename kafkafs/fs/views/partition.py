@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, NamedTuple
 
 from ...errors import CorruptRecordError
+from ...storage.cachedir import FileKey
 from ...storage.local_log import LocalLog
 from ...storage.log import Log
 from ...storage.segment import LogSegment
@@ -44,6 +45,9 @@ class Shape(NamedTuple):
     first_base: int | None
     last_base: int | None
     last_size: int
+    #: the size of the segment before the last: the one the writer rolled last may be read to its final
+    #: size after the new one is listed, and a composition laid out to its old size must not be served
+    rolled_size: int
     log_start_offset: int
     generation: int  # the log's compaction swaps (a swap changes no other field)
 
@@ -109,7 +113,7 @@ class PartitionState:
         self._compose_lock = threading.Lock()
         self._composition: Composition | None = None
         #: ``by-offset/<offset>.json``: one record from the batch that holds it
-        self.record_finder = RecordFinder(log_, self.renderer)
+        self.record_finder = RecordFinder(log_, self.renderer, catch_up=self.catch_up)
         self._refresh_lock = threading.Lock()
         self._last_refresh = time.monotonic()  # the log was just read: the first look is due after the interval
         self._counted: _Counted | None = None
@@ -141,11 +145,13 @@ class PartitionState:
         segments = self.log.segments
         first = segments.first()
         last = segments.last()
+        rolled = segments.lower(last.base_offset) if last else None
         return Shape(
             len(segments),
             first.base_offset if first else None,
             last.base_offset if last else None,
             last.size if last else 0,
+            rolled.size if rolled else 0,
             self.log.log_start_offset,
             self.log.generation,
         )
@@ -210,6 +216,24 @@ class PartitionState:
             return self._last_shape != before
         finally:
             self._refresh_lock.release()
+
+    def catch_up(self) -> bool:
+        """A lookup past the partition's known end (``by-offset/N.json``, a range, ``by-time/TS.json``):
+        read the log again once before the answer is ENOENT or short, so that what another process
+        appended a moment ago resolves (SPEC §3 "Live"; a watched partition's refresh may lag its
+        events under load). Waits for a refresh already running instead of skipping it, and does not
+        refresh again when one started after this call did (concurrent lookups share one). True when
+        the partition changed."""
+        if self.log.writable:
+            return False
+        asked = time.monotonic()
+        before = self._last_shape
+        with self._refresh_lock:
+            if self._last_refresh < asked:  # no refresh began since the question was asked: one now
+                self._last_refresh = time.monotonic()
+                self.log.refresh()
+                self._changed()
+        return self._last_shape != before
 
     # ------------------------------------------------------------------------------------------ records.jsonl
 
@@ -299,6 +323,32 @@ class PartitionState:
         """Bytes of ``view`` from the pieces ``cache`` holds alone (safe on the FUSE loop); None when a
         piece it needs is not rendered yet."""
         return read_cached(view.parts, view.starts, offset, size, cache)
+
+    def measured(self, files: dict[str, FileKey]) -> tuple[int, str | None] | None:
+        """``records.jsonl``'s size and the active segment's file name, when its current composition is
+        laid out over exactly the segment files ``files`` (name -> identity, as they are now: every
+        listed segment laid out to its file's size, undamaged); else None. For the size summary
+        (:mod:`.summary`), which keeps the size for as long as those files stay as they are."""
+        with self._compose_lock:
+            current = self._composition
+            if current is None or current.shape != self.shape():
+                return None
+            segments = list(self.log.segments)
+            if {s.log_path.name for s in segments} != {n for n in files if n.endswith(".log")}:
+                return None
+            for segment in self.listed_segments():
+                layout = self._layouts.get(segment.base_offset)
+                key = files.get(segment.log_path.name)
+                if (layout is None or layout.segment is not segment or key is None or layout.broken or layout.bad
+                        or layout.scanned != key.size or segment.size != key.size):
+                    return None
+            for part in current.parts:
+                laid = part.layout
+                if not isinstance(laid, SegmentLayout) or self._layouts.get(laid.segment.base_offset) is not laid \
+                        or part.pieces != len(laid):
+                    return None
+            active = self.log.active_segment
+            return current.total, active.log_path.name if active is not None else None
 
     def save_layouts(self) -> int:
         """Store the layouts the cache does not hold yet (the active segment's, at unmount)."""

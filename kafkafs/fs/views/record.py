@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from typing import Generic, NamedTuple, TypeVar
 
 from ...errors import CorruptRecordError, Deferred, WouldBlock
@@ -94,9 +94,12 @@ class RecordFinder:
     Threads: safe to share; the caches take their own locks, and a record rendered twice by two
     threads at once is the same bytes (the later one is kept)."""
 
-    def __init__(self, log: Log, renderer: Renderer) -> None:
+    def __init__(self, log: Log, renderer: Renderer, *, catch_up: Callable[[], bool] | None = None) -> None:
         self.log = log
         self.renderer = renderer
+        #: reads the log again once when an offset is past its known end (a read-only log another
+        #: process appends to); True when it changed
+        self.catch_up = catch_up
         self._batches: LRU[tuple[int, int], _HeldBatch] = LRU(BATCH_CACHE)
         self._records: LRU[int, RenderedRecord] = LRU(RECORD_CACHE)
 
@@ -117,6 +120,11 @@ class RecordFinder:
         if inline and renderer.decoder is not None:
             raise Deferred(offset)
         held = self._batch_holding(offset, inline)
+        if held is None and self.catch_up is not None and offset >= self.log.log_end_offset:
+            if inline:  # the refresh reads the folder: a worker does it
+                raise Deferred(offset)
+            if self.catch_up():
+                held = self._batch_holding(offset)
         if held is None:
             return None
         try:

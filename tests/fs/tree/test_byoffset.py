@@ -178,14 +178,16 @@ def test_list_limit_through_a_mount(built_logdir, mounted):
 
 def test_lookup_now_decodes_short_batches_only(tree, monkeypatch):
     """On the FUSE loop (``lookup_now``) a record of a short uncompressed batch resolves; a longer
-    batch is left to a worker thread (None), and a missing offset is ENOENT either way."""
+    batch is left to a worker thread (None), and a missing offset is ENOENT either way (one past the
+    known end of a read-only partition after a worker has read the folder again: test_live_lookups)."""
     from kafkafs.fs.views import record
 
     parent = tree.resolve("orders-0/by-offset")
     node = parent.lookup_now("777.json")
     assert node is not None and node.attr() == parent.lookup("777.json").attr()
+    assert parent.lookup_now("999999.json") is None
     with pytest.raises(NotFound):
-        parent.lookup_now("999999.json")
+        parent.lookup("999999.json")
     assert parent.lookup_now("0-9.jsonl") is None  # ranges always go to a worker
     monkeypatch.setattr(record, "INLINE_BATCH_BYTES", 0)
     assert parent.lookup_now("555.json") is None

@@ -77,3 +77,58 @@ def test_a_roll_seen_while_records_jsonl_is_composed_keeps_the_rolled_segments_l
     assert state.composition().total == len(expected())
     reader.close()
     writer.close()
+
+
+def test_a_rolled_segments_size_read_late_is_not_served_from_the_old_composition(tmp_path, monkeypatch):
+    """The composition's shape holds the size of the segment before the last: the segment the writer
+    rolled may be read to its final size after the new one is listed (here its size read at the roll
+    fails, and a later read gets it), and records.jsonl composed on its old size must not be served
+    after that. Seen failing before the shape held it: the rolled segment's last batch stayed missing."""
+    import errno
+
+    from kafkafs.format.jsonview import render_batch_jsonl
+    from kafkafs.fs.views.partition import PartitionState
+    from kafkafs.fs.views.reading import PieceCache
+    from kafkafs.storage.log import Log
+    from kafkafs.storage.records import FileRecords
+
+    from ...storage.helpers import config, open_log, record
+    from ..conftest import read_view
+
+    cfg = config(segment_bytes=1 << 20)
+    writer = open_log(tmp_path / "t-0", cfg)
+    for i in range(2):
+        writer.append_records([record(b"%d-%d" % (i, k)) for k in range(5)])
+    reader = Log.open(tmp_path / "t-0", cfg)
+    state = PartitionState("t-0", 0, reader, "auto")
+
+    def read_all() -> bytes:
+        view, cache, out = state.composition(), PieceCache(), b""
+        while chunk := read_view(state, view, len(out), 1000, cache):
+            out += chunk
+        return out
+
+    def expected() -> bytes:
+        return b"".join(render_batch_jsonl("t", 0, b) for b in writer.read())
+
+    assert read_all() == expected()
+    writer.append_records([record(b"last-%d" % k) for k in range(5)])
+    writer.roll()
+    writer.append_records([record(b"next-%d" % k) for k in range(5)])
+    rolled = reader.segments.last()
+    real = FileRecords.stat_size
+
+    def failing(records: FileRecords) -> int:
+        if records is rolled.records:
+            raise OSError(errno.EIO, "Input/output error")
+        return real(records)
+
+    monkeypatch.setattr(FileRecords, "stat_size", failing)
+    state.refresh(force=True)  # the roll is seen, the rolled segment's size is not
+    monkeypatch.setattr(FileRecords, "stat_size", real)
+    assert len(reader.segments) == 2
+    assert read_all() != expected()  # composed on the rolled segment's old size (what was known)
+    rolled.refresh()  # its size is read now
+    assert read_all() == expected()
+    reader.close()
+    writer.close()
