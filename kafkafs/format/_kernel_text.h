@@ -447,7 +447,8 @@ static inline __attribute__((always_inline)) int text_body(Out *o, const uint8_t
 
 /* The bytes s[0:n] as a JSON string when they are valid UTF-8: 1, or 0 when they are not (o->len is
  * back where it was), -1 when out of memory. lim: see the blocks above. */
-static int put_text(Out *o, const uint8_t *s, Py_ssize_t n, const uint8_t *lim) {
+static inline __attribute__((always_inline)) int put_text(Out *o, const uint8_t *s, Py_ssize_t n,
+                                                          const uint8_t *lim) {
     Py_ssize_t mark = o->len;
     if (out_byte(o, '"') < 0) return -1;
     int r = o->count_only ? text_body(o, s, n, lim, 0) : text_body(o, s, n, lim, 1);
