@@ -234,7 +234,7 @@ def cmd_recover(args: argparse.Namespace) -> int:
             reports[name] = (log_.last_recovery, log_.log_start_offset, log_.log_end_offset)
     finally:
         logdir.close()
-    changed = 0
+    changed = kept = 0
     for name in names:
         if name in logdir.refused:
             print(f"{name}: refused: {logdir.refused[name]}")
@@ -247,7 +247,8 @@ def cmd_recover(args: argparse.Namespace) -> int:
             done = pending + rewritten
             status = "; ".join(["checked, nothing wrong", *done]) if done else "checked, nothing to change"
         else:
-            changed += 1
+            changed += report.repaired()
+            kept += bool(report.kept_batches)  # damage recover leaves as Kafka does: exit 1 all the same
             lines = [line for line in report.lines() if not line.startswith("rebuilt indexes")]
             if report.damaged_files():
                 lines.append("rebuilt " + ", ".join(sorted(report.damaged_files())))
@@ -259,9 +260,10 @@ def cmd_recover(args: argparse.Namespace) -> int:
     refused = len(logdir.refused)
     print(f"recovered {len(names) - refused} partition(s), {changed} changed; clean shutdown marked"
           + (f"; {refused} refused" if refused else "")
+          + (f"; {kept} with undecodable batches kept, as Kafka keeps them" if kept else "")
           + (f"; {len(checkpoints)} damaged checkpoint file(s)" if checkpoints else ""))
     # SPEC §4: what verify would have said before (damage repaired is damage found, as e2fsck's)
-    return EXIT_DAMAGE if refused or changed or checkpoints else EXIT_OK
+    return EXIT_DAMAGE if refused or changed or kept or checkpoints else EXIT_OK
 
 
 def cmd_clean(args: argparse.Namespace) -> int:

@@ -310,7 +310,7 @@ class Operations(pyfuse3.Operations):
         return pyfuse3.FileInfo(fh=fh, keep_cache=handle.keep_cache, direct_io=handle.direct_io)
 
     @_handler()
-    async def read(self, fh: int, off: int, size: int) -> bytes:
+    async def read(self, fh: int, off: int, size: int) -> bytes | memoryview:
         handle = self._files[fh]
         if not handle.blocking:
             return handle.read(off, size)

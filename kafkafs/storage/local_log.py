@@ -35,7 +35,7 @@ from .names import (
     segment_file_name,
 )
 from .records import BatchView
-from .safefiles import regular_files, require_writable
+from .safefiles import regular_files_in_order, require_writable
 from .segment import LogSegment
 from .segments import LogSegments
 from .transactions import ProducerTransactions
@@ -156,13 +156,13 @@ class LocalLog:
             return False
         before = self.segments.end_mark(self._log_start_offset)
         with self._lock:
-            try:
-                names = regular_files(self.dir)
+            known = set(self.segments.bases())
+            try:  # listed again while new segments show: a segment missed below a later one would be a gap
+                names = regular_files_in_order(self.dir, log_file_base_offset, known)
             except FileNotFoundError:
                 return False
             previous = self.segments.last()
             bases = sorted(b for b in map(log_file_base_offset, names) if b is not None)
-            known = set(self.segments.bases())
             fresh = [base for base in bases if base not in known]
             rolled = previous is not None and bool(fresh) and fresh[-1] > previous.base_offset
             recheck, self._recheck = self._recheck, previous if rolled else None

@@ -65,6 +65,10 @@ class RecoveryReport:
         self.restored_files: list[str] = []
         self.truncated_bytes = 0
         self.deleted_segments: list[str] = []
+        #: Batches kept although their records do not decode (``<file> position <n>: <reason>``): their CRC
+        #: holds, and Kafka's recovery checks only sizes, CRCs and offsets, so a broker keeps them (and
+        #: every batch after them). Damage all the same: ``verify`` and every reader report them.
+        self.kept_batches: list[str] = []
 
     def changed(self) -> bool:
         return bool(
@@ -92,10 +96,14 @@ class RecoveryReport:
         return [f for f in self.deleted_files if f.endswith(names.DELETED)]
 
     def damaged(self) -> bool:
-        """Whether something was wrong, as ``verify`` would have said before the recovery: bytes cut,
-        segments deleted after a cut, a damaged index file replaced, an interrupted compaction finished
-        or undone. Removing pending deletions and rebuilding what an unclean stop leaves
-        (:attr:`restored_files`) are not."""
+        """Whether something was wrong, as ``verify`` would have said before the recovery: something
+        :meth:`repaired`, or batches :attr:`kept_batches` as Kafka keeps them."""
+        return self.repaired() or bool(self.kept_batches)
+
+    def repaired(self) -> bool:
+        """Whether damage was repaired: bytes cut, segments deleted after a cut, a damaged index file
+        replaced, an interrupted compaction finished or undone. Removing pending deletions and
+        rebuilding what an unclean stop leaves (:attr:`restored_files`) are not."""
         return bool(
             len(self.pending_deletions()) < len(self.deleted_files) or self.swapped_in or self.truncated_bytes
             or self.damaged_files() or self.deleted_segments
@@ -113,6 +121,9 @@ class RecoveryReport:
             out.append(f"rebuilt indexes of {f}")
         if self.truncated_bytes:
             out.append(f"truncated {self.truncated_bytes} invalid bytes")
+        if self.kept_batches:
+            out.append(f"kept {len(self.kept_batches)} batch(es) whose records do not decode, as Kafka's recovery "
+                       f"keeps them (CRC valid; still damage to verify and readers): {', '.join(self.kept_batches)}")
         return out
 
 
@@ -332,9 +343,10 @@ def _recover_segments(
             continue
         before = segment.index_state()
         higher = segments.higher(base)
-        cut = segment.recover(
-            transactions=transactions.before(base), upper=higher.base_offset if higher is not None else None
-        )
+        undecodable: list[tuple[int, str]] = []
+        cut = segment.recover(transactions=transactions.before(base),
+                              upper=higher.base_offset if higher is not None else None, undecodable=undecodable)
+        report.kept_batches.extend(f"{segment.log_path.name} position {pos}: {why}" for pos, why in undecodable)
         transactions.after(base)
         report.recovered_segments.append(segment.log_path.name)
         after = segment.index_state()

@@ -8,7 +8,8 @@ truncate or rename the target. So, inside a partition folder:
   :class:`~kafkafs.errors.UnsafeFileError` instead of being followed, even one created after a check;
 - writers refuse a partition folder holding any link or other non-regular entry up front
   (:func:`check_partition_folder`), with one line naming it;
-- readers list only regular files (:func:`regular_files`), and a link is skipped with a warning.
+- readers list only regular files (:func:`regular_files`), and a link is skipped with a warning; a
+  folder another process is adding files to is listed by :func:`regular_files_in_order`.
 
 The log directory itself and the partition folders may be links (operators use them for mounts and
 moves): readers follow them; writers follow a partition folder's link only when it resolves inside the
@@ -27,6 +28,7 @@ import mmap
 import os
 import stat
 import threading
+from collections.abc import Callable, Collection
 from pathlib import Path
 
 from ..errors import ReadOnlyError, UnsafeFileError, doing, tag_os_error
@@ -35,6 +37,7 @@ __all__ = [
     "O_NOFOLLOW",
     "open_file",
     "regular_files",
+    "regular_files_in_order",
     "regular_file_stat",
     "unsafe_entries",
     "check_partition_folder",
@@ -185,6 +188,42 @@ def regular_files(directory: str | os.PathLike[str], *, warn: bool = True) -> li
     except (FileNotFoundError, NotADirectoryError):
         return []
     return out
+
+
+#: At most this many listings of a folder that keeps showing new files (:func:`regular_files_in_order`).
+LISTINGS = 10
+
+
+def regular_files_in_order(
+    directory: str | os.PathLike[str], key: Callable[[str], int | None], known: Collection[int]
+) -> list[str]:
+    """:func:`regular_files` of a folder another process adds files to in the order of ``key(name)`` (a
+    broker creates its segments in base offset order), with no file missing below the highest new key.
+
+    A listing is no snapshot: a name created while readdir runs may be missed while a name created after
+    it is seen (a broker that rolled twice meanwhile: its newest segment listed, the one before it not),
+    and a reader would take the newest for the one that follows the last segment it knew. So when a
+    listing shows keys not in ``known``, the folder is listed again, until a listing shows none past the
+    highest new key of the listing before it: every name created before a listing began is in that
+    listing, and so, by the order, is every name whose key is below one the listing before it showed.
+    Should the folder not settle in :data:`LISTINGS` listings, names past what is sure are left for the
+    next look."""
+
+    def highest_new(names: list[str]) -> int | None:
+        return max((k for k in map(key, names) if k is not None and k not in known), default=None)
+
+    names = regular_files(directory)
+    top = highest_new(names)
+    sure: int | None = None  # every new key up to this one is in ``names``
+    for _ in range(LISTINGS - 1):
+        if top is None or (sure is not None and top <= sure):
+            return names
+        sure = top
+        names = regular_files(directory)
+        top = highest_new(names)
+    if top is None or sure is None or top <= sure:
+        return names
+    return [name for name in names if (k := key(name)) is None or k in known or k <= sure]
 
 
 def write_atomically(path: str | os.PathLike[str], data: bytes, *, fsync_dir: bool = True) -> None:

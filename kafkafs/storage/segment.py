@@ -37,7 +37,7 @@ from .config import LogConfig
 from .records import BatchView
 from .segment_files import SegmentFiles
 from .transactions import ProducerTransactions
-from .validation import batch_problem, checked_order, in_order
+from .validation import batch_problem, checked_order, in_order, records_problem
 
 __all__ = ["LogSegment", "NO_TIMESTAMP"]
 
@@ -379,29 +379,26 @@ class LogSegment(SegmentFiles):
         *,
         transactions: ProducerTransactions | Callable[[bool], ProducerTransactions | None] | None = None,
         upper: int | None = None,
+        undecodable: list[tuple[int, str]] | None = None,
     ) -> int:
         """Re-validate every batch, rebuild the three indexes, cut the invalid tail; return the bytes cut
-        (Kafka's ``LogSegment.recover``).
-
-        A batch is invalid when :func:`~kafkafs.storage.validation.batch_problem` says so, the rule
-        ``verify`` reports by (header, CRC, offsets that go backwards or run past the next batch's base
-        offset, or ``upper``, the next segment's, records that do not decode); everything from the first
-        invalid byte on is truncated. Of two batches whose offsets overlap (both damage to a reader), the
-        cut starts at the second, or at the first when its offsets do not fit the segment's relative
-        offsets (a base offset gone wrong). The indexes end trimmed, the time index with its final entry, as a segment closed cleanly has them. A batch whose offsets do
-        not fit the segment's relative offsets (Kafka would split the segment) is kept, unindexed.
-
-        The ``.txnindex`` is rebuilt from the transaction markers here, which needs the partition's
-        undecided transactions at this segment's base offset: ``transactions`` is that state (updated
-        in place to the segment's end), or a function that returns it, called only if the segment holds
-        transactional batches, with True when it holds an ABORT marker (so it may return None, and the
-        index stays empty, when there is none). With None the ``.txnindex`` is kept as it is, less the
-        entries whose marker was cut.
-        """
+        (Kafka's ``LogSegment.recover``). A batch is invalid when
+        :func:`~kafkafs.storage.validation.batch_problem` says so (header, CRC, offsets that go backwards
+        or run past the next batch's base offset, or ``upper``, the next segment's); everything from the
+        first invalid byte on is truncated. Of two batches whose offsets overlap, the cut starts at the
+        second, or at the first when its offsets do not fit the segment's relative offsets (a base offset
+        gone wrong). A batch whose CRC holds but whose records do not decode is kept, as Kafka keeps it,
+        and listed in ``undecodable`` as (position, reason). The indexes end trimmed, the time index with
+        its final entry. A batch whose offsets do not fit the relative offsets (Kafka would split the
+        segment) is kept, unindexed. The ``.txnindex`` is rebuilt from the markers, which needs the
+        undecided transactions at this segment's base offset: ``transactions`` is that state (updated in
+        place to the segment's end), or a function that returns it, called only if the segment holds
+        transactional batches, with True when it holds an ABORT marker (None: no index needed). With None
+        the ``.txnindex`` is kept as it is, less the entries whose marker was cut."""
         self._require_writable()
         with self._lock:
             events: list[TxnEvent] = []
-            cut = self._recover(events, upper)
+            cut = self._recover(events, upper, [] if undecodable is None else undecodable)
             self._rebuild_txn_index(events, transactions)
             return cut
 
@@ -428,7 +425,7 @@ class LogSegment(SegmentFiles):
             for entry in state.apply((event,)):
                 index.append(entry)
 
-    def _recover(self, events: list[TxnEvent], upper: int | None = None) -> int:
+    def _recover(self, events: list[TxnEvent], upper: int | None, undecodable: list[tuple[int, str]]) -> int:
         offset_index, time_index = self.offset_index, self.time_index
         offset_index.reset()
         time_index.reset()
@@ -447,12 +444,15 @@ class LogSegment(SegmentFiles):
                 h = view.header
                 fits = h.last_offset - self.base_offset <= MAX_RELATIVE_OFFSET
                 problem = batch_problem(view.buf, h, next_offset=next_offset, segment_base=self.base_offset,
-                                        following=upper)
+                                        following=upper, deep=False)
                 if problem is None and order is not None and not fits:
                     problem = order
                 if problem is not None:
                     log.warning("%s: position %d: %s; cutting from there", self.log_path, view.position, problem)
                     break
+                if (why := records_problem(view.buf, h)) is not None:  # kept, as Kafka keeps it
+                    log.warning("%s: position %d: %s; kept (its CRC holds)", self.log_path, view.position, why)
+                    undecodable.append((view.position, why))
                 if h.max_timestamp > max_ts and fits:
                     max_ts, max_offset = h.max_timestamp, h.last_offset
                 if valid - last_entry > interval and fits:

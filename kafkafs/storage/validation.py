@@ -1,9 +1,11 @@
-"""What makes a batch in a segment invalid: the one rule that ``recover`` cuts by and ``verify`` reports.
+"""What makes a batch in a segment invalid: the rule that ``recover`` cuts by and ``verify`` reports.
 
 ``recover`` (and every writable open after an unclean shutdown) truncates a segment at the first batch
-this module rejects; ``verify`` reports every batch it rejects. Sharing the rule means a directory that
-``recover`` left is one that ``verify`` accepts (issue 9, finding 6: a batch whose CRC holds can still
-be damaged, in the fields before the CRC or in records whose count or codec bits lie).
+this module rejects, its records aside; ``verify`` reports every batch it rejects (issue 9, finding 6:
+a batch whose CRC holds can still be damaged, in the fields before the CRC or in records whose count or
+codec bits lie). Records that do not decode in a batch whose CRC holds are damage to ``verify`` and to
+every reader, but ``recover`` keeps the batch, as Kafka's ``LogSegment.recover`` does (it checks the
+size, the CRC and the offsets only: a broker keeps serving that batch and every one after it).
 
 A batch is rejected when:
 
@@ -15,9 +17,9 @@ A batch is rejected when:
   both damage to a reader and to ``verify``: which one of them lies, the bytes cannot say (``recover``
   cuts from the second, or from the first when its offsets do not fit its segment, see
   :meth:`~kafkafs.storage.segment.LogSegment.recover`);
-- its records do not decode (``deep``, the default): a record count that does not match the records,
-  a compression codec id that is not one of Kafka's, a body that does not inflate, or inflates past the
-  limit (a decompression bomb).
+- its records do not decode (``deep``, the default; :func:`records_problem`): a record count that does
+  not match the records, a compression codec id that is not one of Kafka's, a body that does not
+  inflate, or inflates past the limit (a decompression bomb).
 
 Thread safety: pure functions of their arguments.
 """
@@ -30,7 +32,7 @@ from ..errors import CorruptRecordError, RecordTooLargeError
 from ..format.batch import BatchHeader, decode_batch, validate_batch
 from .records import BatchView
 
-__all__ = ["batch_problem", "order_problem", "in_order", "checked_order"]
+__all__ = ["batch_problem", "records_problem", "order_problem", "in_order", "checked_order"]
 
 
 def order_problem(
@@ -118,12 +120,15 @@ def batch_problem(
     problem = order_problem(header, next_offset=next_offset, following=following, segment_base=segment_base)
     if problem is not None:
         return problem
-    h = header
-    if deep:
-        try:
-            decode_batch(buf, h, validate=False)
-        except CorruptRecordError as exc:
-            return exc.reason
-        except RecordTooLargeError as exc:  # no memory to inflate it into: not a batch kafkafs can read
-            return str(exc)
+    return records_problem(buf, header) if deep else None
+
+
+def records_problem(buf: bytes, header: BatchHeader) -> str | None:
+    """Why the records of the batch at ``header`` (its CRC checked already) do not decode, or None."""
+    try:
+        decode_batch(buf, header, validate=False)
+    except CorruptRecordError as exc:
+        return exc.reason
+    except RecordTooLargeError as exc:  # no memory to inflate it into: not a batch kafkafs can read
+        return str(exc)
     return None

@@ -150,7 +150,7 @@ def test_whole_file_readers_beside_a_producing_broker(broker, mounted):
 
 
 @pytest.mark.slow
-def test_readers_of_every_kind_beside_a_producing_broker_long(broker, mounted):
+def test_readers_of_every_kind_beside_a_producing_broker_long(broker, mounted, tmp_path):
     """Issue 20's done-when beside a broker: 8 readers of records.jsonl, by-offset/ and by-time/ of a
     read-only mount of the running broker's log directory, 2,000 records/s produced: 0 reads with a byte
     that differs from what ``kafkafs consume`` prints for the same records, 0 hangs."""
@@ -188,7 +188,8 @@ def test_readers_of_every_kind_beside_a_producing_broker_long(broker, mounted):
     started = time.monotonic()
     thread.start()
     try:
-        result = run_readers(m.path, SLOW_SECONDS, readers=8, partition="soak-0", progress=progress)
+        result = run_readers(m.path, SLOW_SECONDS, readers=8, partition="soak-0", progress=progress,
+                             keep=tmp_path / "differing")
     finally:
         stop.set()
         thread.join(120)

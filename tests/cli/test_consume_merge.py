@@ -163,3 +163,24 @@ def test_merger_refuses_bad_input():
     merger.finish(0)
     merger.finish(1)
     assert merger.run(10, 100) == (b"", 0, -1)
+
+
+@pytest.mark.parametrize("partitions", [7, 64])
+@pytest.mark.parametrize("small", [False, True])
+def test_a_topic_shaped_like_the_benchmark_prints_what_heapq_printed(tmp_path, partitions, small, request):
+    """bench/many.py's shape, smaller: many partitions of mixed records (bench/records.py) whose
+    timestamps run BASE+0.. in each, so they tie across partitions at every record (the heaviest
+    interleaving: the merge switches partition at every line); default and tiny pieces. The kernel's
+    merge against the per-record heapq.merge, byte for byte."""
+    from bench.records import batches
+
+    if small:
+        request.getfixturevalue("tiny_pieces")
+    logs = [b"".join(batches("mixed", 300, per_batch=25, seed=1000 + p)) for p in range(partitions)]
+    names = _write(str(tmp_path), logs)
+    merged = _run(tmp_path, names, True, spec=OffsetSpec("beginning"))
+    assert merged[1] == 300 * partitions and merged[2] is None
+    assert merged == _run(tmp_path, names, False, spec=OffsetSpec("beginning"))
+    # a stop timestamp and a count cut the same lines
+    kwargs = {"spec": OffsetSpec("offset", 40), "stop_ts": None, "count": 1000}
+    assert _run(tmp_path, names, True, **kwargs) == _run(tmp_path, names, False, **kwargs)

@@ -1,7 +1,8 @@
 """The fault tests use the FUSE fixtures of tests/fs (real mounts that always unmount), and
 ``eio_layer``: a failing disk under LOGDIR (:mod:`tests.faults.eiofs`, a pass-through FUSE layer).
-:func:`cli`, :func:`values` and :func:`recovered` are what the write-fault tests (EIO, ENOSPC) check
-the command line with; :func:`read_pages` reads a mounted file page by page, so that damage or a failing
+:func:`cli`, :func:`values`, :func:`recovered`, :func:`produce_rounds`, :func:`produce_keyed` and
+:func:`recovers_and_cleans`, :func:`rw_mount_of_t0` and :func:`heals_through_the_mount` are the steps the
+write-fault tests (EIO, ENOSPC) share; :func:`read_pages` reads a mounted file page by page, so that damage or a failing
 disk hurts only the pages that need it."""
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from kafkafs.storage.config import Settings
 from kafkafs.storage.logdir import LogDir
-from tests.fs.conftest import ROOT, built_logdir, logdir_copy, mounted, unmount  # noqa: F401
+from tests.fs.conftest import ROOT, Mount, Mounts, built_logdir, logdir_copy, mounted, unmount  # noqa: F401
 
 # small segments and index intervals, so that a few hundred records roll and index
 SMALL = ["--set", "segment.bytes=16384", "--set", "index.interval.bytes=512"]
@@ -77,6 +79,34 @@ def recovers_and_cleans(logs: Path, latest: set[bytes]) -> None:
     assert cli("clean", str(logs), *COMPACT).returncode == 0
     assert cli("verify", str(logs)).returncode == 0
     assert latest <= set(values(logs, "t-0"))
+
+
+def rw_mount_of_t0(mounts: Mounts, source: Path, mount_of: Path, config: Path) -> Mount:
+    """An empty ``t-0`` created in ``source``, then a ``--rw`` mount of ``mount_of`` (``source`` or a layer
+    over it) with segments of 16 KB and an index entry every 512 bytes (``config`` written for it); its
+    errors are allowed (the tests make its writes fail)."""
+    with LogDir(source, Settings({"segment.bytes": 16384}), writable=True) as d:
+        d.create_partition("t", 0)
+    config.write_text('"segment.bytes" = 16384\n"index.interval.bytes" = 512\n')
+    m = mounts(mount_of, "--rw", "--config", str(config))
+    m.allow_errors = True
+    return m
+
+
+def heals_through_the_mount(m: Mount, logdir: Path, acked: list[bytes]) -> None:
+    """After failed writes through the ``--rw`` mount ``m`` of ``logdir`` and a healed disk: an append
+    (``after``) works and records.jsonl holds it with every line in ``acked``; once unmounted, ``recover``
+    leaves what ``verify`` accepts, with ``acked`` in order and ``after`` last, and no traceback."""
+    with open(m / "t-0" / "append", "ab", buffering=0) as f:
+        f.write(b"after\n")
+    records = (m / "t-0" / "records.jsonl").read_bytes()
+    assert records.count(b"\n") >= len(acked) + 1
+    m.stop()
+    recovered(cli("recover", str(logdir)))
+    assert cli("verify", str(logdir)).returncode == 0
+    got = values(logdir, "t-0")
+    assert [v for v in got if v.startswith(b"m")][: len(acked)] == acked and got[-1] == b"after"
+    assert "Traceback" not in m.log()
 
 
 PAGE = 4096

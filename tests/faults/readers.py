@@ -11,6 +11,7 @@ import hashlib
 import itertools
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -30,21 +31,106 @@ def consume_lines(logdir: Path, partition: str = "live-0") -> dict[int, bytes]:
     return {json.loads(line)["offset"]: line for line in out.splitlines()}
 
 
+#: A read of ``records.jsonl`` is kept per chunk of this many bytes (:class:`Chunk`), so a read that
+#: differs says where.
+CHUNK = 1 << 20
+_OFFSET = re.compile(rb'"offset":(-?\d+)')
+
+
+class Chunk(NamedTuple):
+    """One :data:`CHUNK` of a read: a digest of its bytes, and the first line that starts in it (its
+    position in the read and its record's offset; -1 when there is none)."""
+
+    digest: bytes
+    line: int
+    offset: int
+
+
 class WholeRead(NamedTuple):
     """A whole read of ``records.jsonl``, kept as what checks it: after ten minutes at 2,000 records/s
-    the file is over 100 MB, and thousands of reads of it do not fit in memory."""
+    the file is over 100 MB, and thousands of reads of it do not fit in memory. ``kept``: a file holding
+    its bytes, for a read that disagreed with an earlier one (:func:`run_readers`' ``keep``); ``began``
+    and ``took``: when (monotonic seconds) and for how long it was read."""
 
     size: int
-    sha256: bytes
     nul: bool
+    chunks: tuple[Chunk, ...]
+    kept: str | None = None
+    began: float = 0.0
+    took: float = 0.0
 
 
-def whole_read(data: bytes) -> WholeRead:
-    return WholeRead(len(data), hashlib.sha256(data).digest(), b"\x00" in data)
+def _digest(data: bytes | memoryview) -> bytes:
+    return hashlib.blake2b(data, digest_size=16).digest()
+
+
+def _first_line(data: bytes, start: int, end: int) -> tuple[int, int]:
+    """The first line that starts in ``data[start:end]`` and its offset ((-1, -1): none)."""
+    at = 0
+    if start:
+        newline = data.find(b"\n", start - 1, end - 1)
+        if newline < 0:
+            return -1, -1
+        at = newline + 1
+    found = _OFFSET.search(data, at, min(at + 200, len(data)))
+    return at, int(found.group(1)) if found else -1
+
+
+def whole_read(data: bytes, began: float = 0.0, took: float = 0.0) -> WholeRead:
+    view = memoryview(data)
+    chunks = tuple(Chunk(_digest(view[k : k + CHUNK]), *_first_line(data, k, min(k + CHUNK, len(data))))
+                   for k in range(0, len(data), CHUNK))
+    return WholeRead(len(data), b"\x00" in data, chunks, None, began, took)
+
+
+def offset_breaks(data: bytes) -> tuple[list[tuple[int, int, int]], int | None]:
+    """Where the offsets of ``data``'s lines do not follow on (byte, offset before, offset there), and
+    the last offset: the records these tests write have no gaps, so a break is records missing or
+    repeated."""
+    breaks, prev = [], None
+    for m in re.finditer(rb'(?:^|\n)\{[^\n]{0,80}?"offset":(-?\d+)', data):
+        o = int(m.group(1))
+        if prev is not None and o != prev + 1:
+            breaks.append((m.start(), prev, o))
+        prev = o
+    return breaks, prev
+
+
+class _Keeper:
+    """Keeps the bytes of the first few reads of ``records.jsonl`` that are wrong, in ``folder``: a read
+    whose chunks disagree with what an earlier read had at the same place (the file only grows: a whole
+    chunk never changes) is scanned (:func:`offset_breaks`); kept when its offsets break, else it is
+    taken as the right one for the places it disagreed on (the earlier read was the wrong one)."""
+
+    def __init__(self, folder: Path | None, most: int = 4) -> None:
+        self.folder = folder
+        self.most = most
+        self.seen: dict[int, bytes] = {}
+        self.kept = 0
+        self.lock = threading.Lock()
+
+    def check(self, read: WholeRead, data: bytes) -> WholeRead:
+        whole = read.size // CHUNK  # the last chunk of a read may be cut: not compared
+        with self.lock:
+            if all(self.seen.setdefault(k, chunk.digest) == chunk.digest for k, chunk in enumerate(read.chunks[:whole])):
+                return read
+        breaks, _last = offset_breaks(data)
+        with self.lock:
+            if not breaks:
+                self.seen.update((k, chunk.digest) for k, chunk in enumerate(read.chunks[:whole]))
+                return read
+            if self.folder is None or self.kept >= self.most:
+                return read
+            self.kept += 1
+            path = self.folder / f"read-{self.kept}-{read.size}.jsonl"
+        self.folder.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+        return read._replace(kept=str(path))
 
 
 def run_readers(mount: Path, seconds: float, *, readers: int = 8, rate: int = 2000, partition: str = "live-0",
-                progress: Callable[[], tuple[int, int]] | None = None, batch: int | None = None) -> dict:
+                progress: Callable[[], tuple[int, int]] | None = None, batch: int | None = None,
+                keep: Path | None = None) -> dict:
     """Append ``rate`` records a second through ``mount``'s ``append`` for ``seconds`` while ``readers``
     threads read ``records.jsonl``, ``by-offset/<first>-<last>.jsonl``, ``by-offset/<n>.json``,
     ``by-time/<ts>.json`` and ``by-time/<ts1>..<ts2>.jsonl`` (a window a second in the past) whole (each
@@ -52,8 +138,11 @@ def run_readers(mount: Path, seconds: float, *, readers: int = 8, rate: int = 20
     ``records.jsonl`` as a :class:`WholeRead`). Each write() carries ``batch`` records (``rate / 100``
     unless said). With ``progress``, someone else appends (a broker) and
     ``progress()`` says ``(n, now_ms)``: the first ``n`` records are written, and so is every record
-    with a timestamp below ``now_ms - 1000``; without it, this appends and ``now_ms`` is the clock."""
+    with a timestamp below ``now_ms - 1000``; without it, this appends and ``now_ms`` is the clock.
+    ``keep``: a folder for the bytes of the first reads of ``records.jsonl`` that disagree with an
+    earlier read (see :class:`_Keeper`), for the check to say what differs."""
     stop = threading.Event()
+    keeper = _Keeper(keep)
     reads: list[tuple[str, bytes | WholeRead]] = []
     slowest = [0.0, ""]
     hangs: list[str] = []  # reads still not done after 300 s: a frozen mount
@@ -112,7 +201,8 @@ def run_readers(mount: Path, seconds: float, *, readers: int = 8, rate: int = 20
             if isinstance(got[0], Exception):
                 errors.append(f"{name}: {got[0]!r}")
             else:
-                reads.append((name, whole_read(got[0]) if name == "records.jsonl" else got[0]))
+                reads.append((name, keeper.check(whole_read(got[0], began, took), got[0]) if name == "records.jsonl"
+                              else got[0]))
 
     threads = [threading.Thread(target=reader, args=(i,)) for i in range(readers)]
     if progress is None:
@@ -147,29 +237,63 @@ def kinds(result: dict) -> dict[str, int]:
 def check_whole_reads(reads: list[WholeRead], expected: dict[int, bytes]) -> tuple[list[str], int]:
     """Each read of ``records.jsonl`` must be the start of what ``consume`` prints, ending at the end of a
     line (nothing deletes or compacts: the file only grows); returns the differing reads and the lines
-    they held. Reads are checked shortest first against one pass over consume's lines."""
+    they held. A read that differs is told by where (:func:`explain_read`)."""
+    stream = b"".join(expected[o] + b"\n" for o in sorted(expected))
+    line_ends = list(itertools.accumulate(len(expected[o]) + 1 for o in sorted(expected)))
+    digests: dict[int, bytes] = {}  # consume's whole chunks
+
+    def digest_at(k: int, size: int) -> bytes:
+        start = k * CHUNK
+        if start + CHUNK > size:  # a read's last, cut chunk
+            return _digest(memoryview(stream)[start:size])
+        if k not in digests:
+            digests[k] = _digest(memoryview(stream)[start : start + CHUNK])
+        return digests[k]
+
     bad, lines = [], 0
-    stream = (expected[o] + b"\n" for o in sorted(expected))
-    hasher, at, started, pending = hashlib.sha256(), 0, 0, b""
-    for read in sorted(reads):
-        while at < read.size:
-            if not pending:
-                pending = next(stream, b"")
-                if not pending:
-                    break
-                started += 1
-            take = pending[: read.size - at]
-            hasher.update(take)
-            at += len(take)
-            pending = pending[len(take) :]
-        if at < read.size:
-            bad.append(f"records.jsonl: {read.size} bytes, consume printed only {at}")
-        elif hasher.digest() != read.sha256:
-            bad.append(f"records.jsonl: {read.size} bytes differ from consume's first {read.size} bytes")
-        elif pending:
+    for read in sorted(reads, key=lambda r: r.size):
+        held = bisect.bisect_right(line_ends, read.size)
+        if read.size > len(stream):
+            bad.append(f"records.jsonl: {read.size} bytes, consume printed only {len(stream)}")
+            continue
+        differ = next((k for k, chunk in enumerate(read.chunks) if chunk.digest != digest_at(k, read.size)), None)
+        if differ is not None:
+            bad.append(f"records.jsonl: {read.size} bytes differ from consume's first {read.size} bytes: "
+                       + explain_read(read, differ, stream, line_ends, sorted(expected)))
+        elif read.size and (held == 0 or line_ends[held - 1] != read.size):
             bad.append(f"records.jsonl: {read.size} bytes end mid-line")
-        lines += started - (1 if pending else 0)
+        lines += held
     return bad, lines
+
+
+def explain_read(read: WholeRead, k: int, stream: bytes, line_ends: list[int], offsets: list[int]) -> str:
+    """Where ``read`` (chunk ``k`` the first that differs) parts from consume's ``stream``: the offsets at
+    the chunks' first lines, and, when its bytes were kept, the first differing line and every place
+    its offsets do not follow on (records missing, repeated or out of place)."""
+
+    def offset_at(pos: int) -> str:
+        i = bisect.bisect_right(line_ends, pos)
+        start = line_ends[i - 1] if i else 0
+        return f"{offsets[i]}" + ("" if start == pos else f" (+{pos - start} bytes into its line)") if i < len(offsets) else "past the end"
+
+    said = [f"chunk {k} (bytes {k * CHUNK}..) differs first"]
+    for j in range(k, min(k + 3, len(read.chunks))):
+        chunk = read.chunks[j]
+        if chunk.line >= 0:
+            said.append(f"chunk {j}: read has offset {chunk.offset} at byte {chunk.line}, consume {offset_at(chunk.line)}")
+    said.append(f"read began at {read.began:.1f} s (monotonic), took {read.took:.1f} s")
+    if read.kept:
+        data = Path(read.kept).read_bytes()
+        first = next((i for i in range(k * CHUNK, len(data)) if data[i] != stream[i]), None)
+        if first is not None:
+            start = data.rfind(b"\n", 0, first) + 1
+            got = data[start : data.find(b"\n", first)][:160]
+            said.append(f"first differing byte {first}: consume's line there is offset {offset_at(start)}; "
+                        f"the read's line is {got!r}")
+        breaks, prev = offset_breaks(data)
+        said.append(f"kept in {read.kept}; offsets break {len(breaks)} times (byte, offset before, offset there): "
+                    f"{breaks[:8]}; last offset {prev}")
+    return "; ".join(said)
 
 
 class Times:

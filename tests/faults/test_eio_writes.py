@@ -12,16 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from kafkafs.storage.config import Settings
-from kafkafs.storage.logdir import LogDir
 from tests.faults.conftest import (
     COMPACT,
     SMALL,
     cli,
+    heals_through_the_mount,
     produce_keyed,
     produce_rounds,
     recovered,
     recovers_and_cleans,
+    rw_mount_of_t0,
     values,
 )
 
@@ -78,13 +78,8 @@ def test_eio_during_append_roll_and_flush(tmp_path, eio_layer, fault):
 def test_eio_through_a_rw_mount(tmp_path, eio_layer, mounted):
     source = tmp_path / "logs"
     source.mkdir()
-    with LogDir(source, Settings({"segment.bytes": 16384}), writable=True) as d:
-        d.create_partition("t", 0)
     layer = eio_layer(source)
-    config = tmp_path / "kafkafs.toml"
-    config.write_text('"segment.bytes" = 16384\n"index.interval.bytes" = 512\n')
-    m = mounted(layer.path, "--rw", "--config", str(config))
-    m.allow_errors = True
+    m = rw_mount_of_t0(mounted, source, layer.path, tmp_path / "kafkafs.toml")
     acked: list[bytes] = []
 
     def append(lines: list[bytes]) -> None:
@@ -104,15 +99,7 @@ def test_eio_through_a_rw_mount(tmp_path, eio_layer, mounted):
     assert failed.value.errno == errno.EIO, failed.value
     assert m.proc.poll() is None  # the daemon lives on
     layer.fail()
-    append([b"after"])
-    records = (m / "t-0" / "records.jsonl").read_bytes()
-    assert records.count(b"\n") >= len(acked) + 1
-    m.stop()
-    recovered(cli("recover", str(layer.path)))
-    assert cli("verify", str(layer.path)).returncode == 0
-    got = values(layer.path, "t-0")
-    assert [v for v in got if v.startswith(b"m")][: len(acked)] == acked and got[-1] == b"after"
-    assert "Traceback" not in m.log()
+    heals_through_the_mount(m, layer.path, acked)
 
 
 def test_eio_during_compaction(tmp_path, eio_layer):

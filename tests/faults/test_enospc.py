@@ -11,16 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from kafkafs.storage.config import Settings
-from kafkafs.storage.logdir import LogDir
 from tests.faults.conftest import (
     COMPACT,
     SMALL,
     cli,
+    heals_through_the_mount,
     produce_keyed,
     produce_rounds,
     recovered,
     recovers_and_cleans,
+    rw_mount_of_t0,
     values,
 )
 
@@ -101,12 +101,7 @@ def test_enospc_during_compaction(small_fs):
 
 def test_enospc_through_a_rw_mount(small_fs, mounted, tmp_path):
     logs = small_fs / "logs"
-    with LogDir(logs, Settings({"segment.bytes": 16384}), writable=True) as d:
-        d.create_partition("t", 0)
-    config = tmp_path / "kafkafs.toml"
-    config.write_text('"segment.bytes" = 16384\n"index.interval.bytes" = 512\n')
-    m = mounted(logs, "--rw", "--config", str(config))
-    m.allow_errors = True
+    m = rw_mount_of_t0(mounted, logs, logs, tmp_path / "kafkafs.toml")
     fill(small_fs, 150 * 1024)
     acked: list[bytes] = []
     error = None
@@ -122,13 +117,4 @@ def test_enospc_through_a_rw_mount(small_fs, mounted, tmp_path):
     assert error is not None and error.errno == errno.ENOSPC, error
     assert m.proc.poll() is None  # the daemon lives on
     (small_fs / "filler").unlink()
-    with open(m / "t-0" / "append", "ab", buffering=0) as f:
-        f.write(b"after\n")
-    records = (m / "t-0" / "records.jsonl").read_bytes()
-    assert records.count(b"\n") >= len(acked) + 1
-    m.stop()
-    recovered(cli("recover", str(logs)))
-    assert cli("verify", str(logs)).returncode == 0
-    got = values(logs, "t-0")
-    assert [v for v in got if v.startswith(b"m")][: len(acked)] == acked and got[-1] == b"after"
-    assert "Traceback" not in m.log()
+    heals_through_the_mount(m, logs, acked)

@@ -18,6 +18,7 @@ import pytest
 
 from kafkafs.storage.logdir import LogDir
 
+from . import readers
 from .readers import Times, check_reads, check_whole_reads, consume_lines, kinds, run_readers, whole_read
 
 SECONDS = float(os.environ.get("KAFKAFS_READERS_SECONDS", "8"))
@@ -37,6 +38,23 @@ def test_the_check_of_whole_reads_finds_what_differs() -> None:
     wrong = [whole_read(bytes(corrupt)), whole_read(stream[: ends[30] - 2]), whole_read(stream + b"{}\n"), whole_read(nul)]
     bad, _ = check_whole_reads(good + wrong, expected)
     assert len(bad) == 4 and wrong[3].nul, bad
+
+
+def test_a_differing_read_says_where_it_parts_from_consume(tmp_path, monkeypatch) -> None:
+    """A read that differs is told by its first differing chunk and, kept on disk because it disagreed
+    with an earlier read, by the place where its offsets stop following on (here: ten records missing)."""
+    monkeypatch.setattr(readers, "CHUNK", 256)
+    expected = {o: b'{"topic":"t","partition":0,"offset":%d,"v":"%s"}' % (o, b"x" * (o % 7)) for o in range(120)}
+    good = b"".join(expected[o] + b"\n" for o in range(120))
+    gap = b"".join(expected[o] + b"\n" for o in [*range(50), *range(60, 120)])
+    keeper = readers._Keeper(tmp_path / "kept")
+    first = keeper.check(whole_read(good), good)
+    wrong = keeper.check(whole_read(gap), gap)
+    assert first.kept is None and wrong.kept is not None
+    bad, _ = check_whole_reads([first, wrong], expected)
+    assert len(bad) == 1 and "offsets break 1 times" in bad[0] and "(2486, 49, 60)" in bad[0], bad
+    assert "consume's line there is offset 50; the read's line is b'{\"topic\":\"t\",\"partition\":0,\"offset\":60," in bad[0], bad
+    assert "chunk 10: read has offset 62 at byte 2590, consume 52 (+6 bytes into its line)" in bad[0], bad
 
 
 @pytest.mark.parametrize("shuffled", [False, True])
@@ -85,7 +103,7 @@ def test_ten_minutes_of_readers_beside_appends(tmp_path, mounted):
     started = time.monotonic()
     # 200 records a write(), one every 0.1 s (a producer's linger): at 20 a write the 8 readers starve the
     # appends (261 records/s over 10 minutes at load 15; 1,025 over 30 s), at 200 the mount keeps 2,000
-    result = run_readers(m.path, seconds, batch=200)
+    result = run_readers(m.path, seconds, batch=200, keep=tmp_path / "differing")
     m.stop()
     checked = check_reads(result, consume_lines(logdir))
     print(f"\nreaders: {seconds:.0f} s ({time.monotonic() - started:.0f} s in all), {result['appended']} records "

@@ -54,3 +54,26 @@ def test_write_atomically_replaces_whole(tmp_path):
     write_atomically(path, b"0\n0\n")
     assert path.read_bytes() == b"0\n0\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["recovery-point-offset-checkpoint"]  # no temporary left
+
+
+def test_a_folder_that_keeps_getting_new_files_is_listed_a_bounded_number_of_times(folder, monkeypatch):
+    """regular_files_in_order lists again while a listing shows new keys past the listing before; a
+    writer that adds a higher file before every listing stops it after LISTINGS listings, and the names
+    past what is sure (the newest, which may have a missed one below it) are left for the next look."""
+    from kafkafs.storage import safefiles
+    from kafkafs.storage.names import log_file_base_offset
+
+    real, calls = safefiles.regular_files, []
+
+    def listing(directory):
+        calls.append(1)
+        (folder / f"{len(calls):020d}.log").write_bytes(b"")  # the writer rolled again meanwhile
+        return real(directory)
+
+    monkeypatch.setattr(safefiles, "regular_files", listing)
+    names = safefiles.regular_files_in_order(folder, log_file_base_offset, {0})
+    assert len(calls) == safefiles.LISTINGS
+    assert sorted(names) == [f"{k:020d}.log" for k in range(safefiles.LISTINGS)]  # not the last one made
+    calls.clear()
+    monkeypatch.setattr(safefiles, "regular_files", real)
+    assert safefiles.regular_files_in_order(folder, log_file_base_offset, set(range(20))) == real(folder)

@@ -1,4 +1,7 @@
-"""Issue 9, finding 6: what ``verify`` rejects, ``recover`` cuts (one rule: storage/validation.py).
+"""Issue 9, finding 6: what ``verify`` rejects, ``recover`` cuts (one rule: storage/validation.py),
+except records that do not decode in a batch whose CRC holds: ``recover`` keeps that batch and every
+one after it, as Kafka's ``LogSegment.recover`` does (it checks sizes, CRCs and offsets only), and
+exits 1 saying so, as ``verify`` still reports it (issue 20, reviewa2's finding).
 
 Damage that keeps the CRC valid: fields it covers changed and the CRC recomputed (a buggy writer), or
 the base offset, which it does not cover."""
@@ -89,7 +92,11 @@ DAMAGE = {
 }
 
 
-@pytest.mark.parametrize("kind", sorted(DAMAGE))
+#: damage inside the records (the header's count and codec bits lie): the batch decodes to nothing
+RECORDS_DAMAGE = {"record-count", "codec-5", "codec-7", "gzip-bits-on-plain-records"}
+
+
+@pytest.mark.parametrize("kind", sorted(set(DAMAGE) - RECORDS_DAMAGE))
 @pytest.mark.parametrize("which", ["first-segment-middle", "last-segment-middle"])
 def test_finding6_recover_cuts_what_verify_rejects(tmp_path, kind, which):
     logdir = _build(tmp_path / "logs")
@@ -111,6 +118,32 @@ def test_finding6_recover_cuts_what_verify_rejects(tmp_path, kind, which):
     # what follows no longer does (offsets that jumped forward): everything before it survives
     following = [p for p in positions if p > pos]
     assert seg.exists() and seg.stat().st_size in (pos, following[0] if following else pos)
+
+
+@pytest.mark.parametrize("kind", sorted(RECORDS_DAMAGE))
+@pytest.mark.parametrize("which", ["first-segment-middle", "last-segment-middle"])
+def test_recover_keeps_a_batch_whose_records_do_not_decode_as_kafka_does(tmp_path, kind, which):
+    """Seen failing before: recover cut the batch and every segment after it (the first segment's case
+    lost two thirds of the log)."""
+    logdir = _build(tmp_path / "logs")
+    segments = sorted((logdir / "t-0").glob("*.log"))
+    seg = segments[0] if which.startswith("first") else segments[-1]
+    positions = _positions(seg)
+    pos = positions[len(positions) // 2]
+    data = bytearray(seg.read_bytes())
+    DAMAGE[kind](data, pos)
+    seg.write_bytes(bytes(data))
+    files = {p.name: p.read_bytes() for p in segments}
+    before = _cli("verify", str(logdir))
+    assert before.returncode == 1, before.stdout.decode()
+    rec = _cli("recover", str(logdir))
+    out = rec.stdout.decode()
+    assert rec.returncode == 1, out + rec.stderr.decode()  # the damage verify reports: found, and said
+    assert "kept 1 batch(es) whose records do not decode, as Kafka's recovery keeps them" in out, out
+    assert f"{seg.name} position {pos}" in out and "truncated" not in out and "deleted segment" not in out
+    assert {p.name: p.read_bytes() for p in sorted((logdir / "t-0").glob("*.log"))} == files  # not a byte cut
+    after = _cli("verify", str(logdir))
+    assert after.returncode == 1 and f"{seg.name} position {pos}" in after.stdout.decode()  # still damage
 
 
 def test_batch_problem_accepts_what_the_engine_writes(tmp_path):

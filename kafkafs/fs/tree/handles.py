@@ -15,7 +15,7 @@ from ...errors import NotFound, NotPermitted, UnsafeFileError
 from ...storage.safefiles import open_file
 from ..views.partition import PartitionState
 from ..views.ranges import RangeLayout
-from ..views.reading import PieceCache
+from ..views.reading import Bytes, PieceCache
 from ..views.render import disk_error, unreadable
 from ..views.streams import RecordsStream
 from .append import AppendBuffer
@@ -32,10 +32,10 @@ class Handle:
     #: False for handles that only touch memory: the adapter then skips the worker thread
     blocking = True
 
-    def read(self, offset: int, size: int) -> bytes:
+    def read(self, offset: int, size: int) -> Bytes:
         raise NotPermitted("not readable")
 
-    def read_now(self, offset: int, size: int) -> bytes | None:
+    def read_now(self, offset: int, size: int) -> Bytes | None:
         """:meth:`read` when it can be answered from memory alone (on the FUSE loop), else None."""
         return None
 
@@ -60,7 +60,7 @@ class BytesHandle(Handle):
         self.keep_cache = keep_cache
         self.direct_io = direct_io
 
-    def read(self, offset: int, size: int) -> bytes:
+    def read(self, offset: int, size: int) -> Bytes:
         return self.data[offset : offset + size]
 
 
@@ -80,13 +80,13 @@ class RecordsHandle(Handle):
             self.keep_cache, self.direct_io = False, True
         stream.opened(self)
 
-    def read(self, offset: int, size: int) -> bytes:
+    def read(self, offset: int, size: int) -> Bytes:
         return self.stream.read(self, offset, size, self.cache)
 
     def release(self) -> None:
         self.stream.released(self)
 
-    def read_now(self, offset: int, size: int) -> bytes | None:
+    def read_now(self, offset: int, size: int) -> Bytes | None:
         view = self.stream.view
         if view is None or offset + size > view.total:
             return None  # the worker advances the stream
@@ -106,13 +106,13 @@ class RangeHandle(Handle):
         if not layout.complete and state.live():  # it grows: no page kept (see RecordsHandle)
             self.keep_cache, self.direct_io = False, True
 
-    def read(self, offset: int, size: int) -> bytes:
+    def read(self, offset: int, size: int) -> Bytes:
         if offset + size > self.layout.total():
             self.state.refresh()
             self.state.extend_range(self.layout)
         return self.state.read_range(self.layout, offset, size, self.cache)
 
-    def read_now(self, offset: int, size: int) -> bytes | None:
+    def read_now(self, offset: int, size: int) -> Bytes | None:
         if offset + size > self.layout.total():
             return None
         return self.state.read_range_now(self.layout, offset, size, self.cache)
@@ -131,7 +131,7 @@ class OSFileHandle(Handle):
         self.keep_cache = keep_cache
         self.direct_io = direct_io
 
-    def read(self, offset: int, size: int) -> bytes:
+    def read(self, offset: int, size: int) -> Bytes:
         try:
             return os.pread(self.fd, size, offset)
         except OSError as exc:  # a failing disk: EIO for this read, said once for the file
@@ -157,7 +157,7 @@ class AppendHandle(Handle):
         self.state = state
         self.buffer = AppendBuffer(state.log)
 
-    def read(self, offset: int, size: int) -> bytes:
+    def read(self, offset: int, size: int) -> Bytes:
         return b""
 
     def _active_base(self) -> int | None:

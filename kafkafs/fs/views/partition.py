@@ -21,7 +21,7 @@ from ...storage.segment import LogSegment
 from .layout import Layout, SegmentLayout
 from .layoutcache import LayoutCache
 from .ranges import RangeLayout
-from .reading import Part, PieceCache, PieceRenderer, read_cached, read_parts
+from .reading import Bytes, Part, PieceCache, PieceRenderer, read_cached, read_parts
 from .record import RecordFinder
 from .render import Filter, Renderer, SegmentBytes, disk_error, unreadable
 from .sizing import Progress, SizingJob, load_cached, log_progress, size_layouts, store_layout
@@ -319,7 +319,7 @@ class PartitionState:
             return current
         return None
 
-    def read_composition_now(self, view: Composition, offset: int, size: int, cache: PieceCache) -> bytes | None:
+    def read_composition_now(self, view: Composition, offset: int, size: int, cache: PieceCache) -> Bytes | None:
         """Bytes of ``view`` from the pieces ``cache`` holds alone (safe on the FUSE loop); None when a
         piece it needs is not rendered yet."""
         return read_cached(view.parts, view.starts, offset, size, cache)
@@ -394,11 +394,11 @@ class PartitionState:
     def extend_range(self, layout: RangeLayout) -> None:
         layout.extend(self.log, self.renderer, self.layout_of)
 
-    def read_range(self, layout: RangeLayout, offset: int, size: int, cache: PieceCache) -> bytes:
+    def read_range(self, layout: RangeLayout, offset: int, size: int, cache: PieceCache) -> Bytes:
         count = len(layout)
         return read_parts([Part(layout, count, 0)], [0], offset, size, lambda p, i: self.render_piece(p, i, cache))
 
-    def read_range_now(self, layout: RangeLayout, offset: int, size: int, cache: PieceCache) -> bytes | None:
+    def read_range_now(self, layout: RangeLayout, offset: int, size: int, cache: PieceCache) -> Bytes | None:
         """:meth:`read_range` from rendered pieces alone (safe on the FUSE loop), else None."""
         return read_cached([Part(layout, len(layout), 0)], [0], offset, size, cache)
 

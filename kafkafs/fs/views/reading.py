@@ -27,7 +27,7 @@ from .layout import Layout
 from .render import Renderer, SegmentBytes
 
 __all__ = [
-    "Part", "read_parts", "read_cached", "PieceCache", "PieceRenderer", "READ_AHEAD_BYTES", "SPAN_PIECES", "PIECES_KEPT",
+    "Bytes", "Part", "read_parts", "read_cached", "PieceCache", "PieceRenderer", "READ_AHEAD_BYTES", "SPAN_PIECES", "PIECES_KEPT",
 ]
 
 log = logging.getLogger("kafkafs.fs")
@@ -60,13 +60,20 @@ def read_parts(
     offset: int,
     size: int,
     render: Callable[[Layout, int], Bytes],
-) -> bytes:
+    where: Callable[[Layout, int], int | None] | None = None,
+) -> Bytes:
     """Bytes ``offset .. offset+size`` of the view made of ``parts`` (``starts`` their start bytes).
 
-    ``render(layout, i)`` returns piece ``i``'s bytes (the caller caches and checks them). Functions
-    over append-only layouts: safe from any thread.
+    ``render(layout, i)`` returns piece ``i``'s bytes (the caller caches and checks them). ``where(layout,
+    i)``: where a piece rendered as a slice of a larger buffer (a span: :class:`PieceCache`) starts in
+    it (None: not known); bytes that lie end to end in one buffer are given as a memoryview of it, with
+    no copy (a FUSE reply takes any buffer), else they are joined into new bytes. Functions over
+    append-only layouts: safe from any thread.
     """
     out: list[Bytes] = []
+    # (buffer, where the bytes start in it) while every chunk so far lies end to end in one buffer
+    run: tuple[object, int] | None = None
+    contiguous = where is not None
     want = size
     k = bisect_right(starts, offset) - 1
     if k < 0:
@@ -82,13 +89,27 @@ def read_parts(
         while want > 0 and i < count:
             piece_start = layout.start(i)
             data = render(layout, i)
-            chunk = data[rel - piece_start : rel - piece_start + want]
+            lo = rel - piece_start
+            chunk = (data if isinstance(data, memoryview) else memoryview(data))[lo : lo + want]  # no copy yet
+            if contiguous:
+                at = where(layout, i) if where is not None and isinstance(data, memoryview) else None
+                if at is None or not isinstance(data, memoryview):
+                    contiguous = False
+                elif run is None:
+                    run = (data.obj, at + lo)
+                elif run[0] is not data.obj or run[1] + size - want != at + lo:
+                    contiguous = False
             out.append(chunk)
             want -= len(chunk)
             pos += len(chunk)
             rel += len(chunk)
             i += 1
         k += 1
+    if contiguous and run is not None and len(out) > 1 and isinstance(run[0], bytes):
+        first = run[1]
+        return memoryview(run[0])[first : first + size - want]
+    if len(out) == 1:
+        return out[0]
     return b"".join(out)
 
 
@@ -96,7 +117,7 @@ class _NotRendered(Exception):
     pass
 
 
-def read_cached(parts: Sequence[Part], starts: Sequence[int], offset: int, size: int, cache: PieceCache) -> bytes | None:
+def read_cached(parts: Sequence[Part], starts: Sequence[int], offset: int, size: int, cache: PieceCache) -> Bytes | None:
     """:func:`read_parts` from the pieces ``cache`` holds; None if one it needs is missing, or was
     rendered from a segment that retention or compaction removed since (a worker then renders it, or
     says the segment is gone)."""
@@ -111,7 +132,7 @@ def read_cached(parts: Sequence[Part], starts: Sequence[int], offset: int, size:
         return data
 
     try:
-        data = read_parts(parts, starts, offset, size, cached)
+        data = read_parts(parts, starts, offset, size, cached, cache.where)
     except _NotRendered:
         return None
     if used:
@@ -140,10 +161,12 @@ class PieceCache:
     ``ahead`` is replaced whole (one reference, under the GIL): a race at worst loses one render ahead,
     and the read that needs that span renders it."""
 
-    __slots__ = ("_items", "_guard", "capacity", "rendering", "ahead", "_spans")
+    __slots__ = ("_items", "_at", "_guard", "capacity", "rendering", "ahead", "_spans")
 
     def __init__(self, capacity: int = PIECES_KEPT) -> None:
         self._items: OrderedDict[tuple[Layout, int], Bytes] = OrderedDict()
+        #: where a piece rendered in a span starts in the span's bytes (its memoryview's ``obj``)
+        self._at: dict[tuple[Layout, int], int] = {}
         self._guard = threading.Lock()
         self.capacity = capacity
         self.rendering = threading.Lock()
@@ -180,11 +203,21 @@ class PieceCache:
                 self._items.move_to_end(key)  # least recently used goes first
             return data
 
-    def put(self, key: tuple[Layout, int], data: Bytes) -> None:
+    def put(self, key: tuple[Layout, int], data: Bytes, at: int | None = None) -> None:
+        """Keep piece ``key``; ``at``: where it starts in the buffer it is a memoryview of (a span's)."""
         with self._guard:
             self._items[key] = data
+            if at is None:
+                self._at.pop(key, None)
+            else:
+                self._at[key] = at
             while len(self._items) > self.capacity:
-                self._items.popitem(last=False)
+                gone, _ = self._items.popitem(last=False)
+                self._at.pop(gone, None)
+
+    def where(self, layout: Layout, i: int) -> int | None:
+        """Where piece ``i`` starts in the span it was rendered in (None: not kept, or not from a span)."""
+        return self._at.get((layout, i))
 
 
 # ---------------------------------------------------------------------------------------------- rendering
@@ -304,7 +337,7 @@ class PieceRenderer:
             return None
         view = memoryview(data)
         for j in range(last, i - 1, -1):  # piece i goes in last: the least likely to be evicted
-            cache.put((layout, j), view[layout.start(j) - first : layout.ends[j] - first])
+            cache.put((layout, j), view[layout.start(j) - first : layout.ends[j] - first], layout.start(j) - first)
         cache.span_rendered(layout, i)
         return view[: layout.ends[i] - first]
 

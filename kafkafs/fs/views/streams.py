@@ -59,7 +59,7 @@ from ...errors import CorruptRecordError, SegmentClosedError
 from ...storage.handles import FileHandle
 from .layout import Layout, SegmentLayout
 from .partition import Composition, PartitionState
-from .reading import Part, PieceCache, read_parts
+from .reading import Bytes, Part, PieceCache, read_parts
 from .render import Renderer
 
 __all__ = ["RecordsStream", "RecordsGenerations", "handle_view", "layout_after", "PIN_MARGIN"]
@@ -259,7 +259,7 @@ class RecordsStream:
             self._readers.pop(id(handle), None)
             self._unpin()
 
-    def read(self, handle: object, offset: int, size: int, cache: PieceCache) -> bytes:
+    def read(self, handle: object, offset: int, size: int, cache: PieceCache) -> Bytes:
         """Bytes ``offset .. offset+size`` for the open ``handle``; records appended since the stream
         last advanced follow when the read reaches its end."""
         view = self._view
@@ -272,7 +272,7 @@ class RecordsStream:
             pin = pins.get(id(layout))
             return state.render_piece(layout, i, cache, pin.pinned if pin is not None else None)
 
-        data = read_parts(view.parts, view.starts, offset, size, render)
+        data = read_parts(view.parts, view.starts, offset, size, render, cache.where)
         self.note_read(handle, offset + len(data))
         return data
 

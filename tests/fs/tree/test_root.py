@@ -215,7 +215,7 @@ def test_a_corrupt_batch_fails_only_what_needs_it(logdir_copy, caplog):
         node = t.resolve("orders-0/records.jsonl")
         size = node.attr().size
         handle = node.open(False)
-        good = handle.read(0, 1000)
+        good = bytes(handle.read(0, 1000))  # a buffer (a memoryview of rendered bytes, uncopied)
         assert good.startswith(b'{"topic":"orders"')
         with pytest.raises(CorruptRecordError):
             handle.read(0, size)

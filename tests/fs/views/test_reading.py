@@ -192,3 +192,47 @@ def test_piece_cache_drops_the_oldest_and_is_safe_across_threads():
     for t in threads:
         t.join()
     assert len(cache._items) <= 3
+
+
+def test_bytes_that_lie_end_to_end_in_one_span_are_given_without_a_copy():
+    """Pieces rendered in one span are slices of one buffer: a read within it is a memoryview of that
+    buffer (a FUSE reply takes any buffer); a read that leaves it, or meets a piece not from a span,
+    is joined. Both give the same bytes."""
+    span = b"abcdefghij"
+    pa = _layout([b"abc", b"defg", b"hij"])
+    other = _layout([b"klm"])
+    parts = [Part(pa, 3, 0), Part(other, 1, 10)]
+    starts = [0, 10]
+    whole = span + b"klm"
+    cache = PieceCache()
+    view = memoryview(span)
+    for j, (lo, hi) in enumerate([(0, 3), (3, 7), (7, 10)]):
+        cache.put((pa, j), view[lo:hi], lo)
+    cache.put((other, 0), b"klm")
+    for offset in range(len(whole)):
+        for size in (1, 2, 5, 8, 20):
+            got = read_cached(parts, starts, offset, size, cache)
+            assert got is not None and bytes(got) == whole[offset : offset + size]
+            if offset + size <= len(span):
+                assert isinstance(got, memoryview) and got.obj is span, (offset, size)
+    # a piece kept again without its place in a span (rendered alone): joined, same bytes
+    cache.put((pa, 1), b"defg")
+    got = read_cached(parts, starts, 1, 8, cache)
+    assert isinstance(got, bytes) and got == b"bcdefghi"
+
+
+def test_a_stream_read_through_gives_the_same_bytes_mostly_without_copies(tree, built_logdir):
+    stream = tree.partitions.records_generations("orders-0").current()
+    cache = PieceCache()
+    reader = object()
+    stream.opened(reader)
+    want = expected_jsonl(built_logdir, "orders-0")
+    out, shared = [], 0
+    offset = 0
+    while offset < len(want):
+        data = stream.read(reader, offset, 3000, cache)
+        shared += isinstance(data, memoryview)
+        out.append(bytes(data))
+        offset += len(data)
+    assert b"".join(out) == want
+    assert shared > len(out) // 2
