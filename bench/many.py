@@ -50,6 +50,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.fs import Mounted, append_all, print_rows  # noqa: E402
 from bench.records import batches  # noqa: E402
 from kafkafs.storage.config import Settings  # noqa: E402
 from kafkafs.storage.logdir import LogDir  # noqa: E402
@@ -73,14 +74,7 @@ def build(logdir: Path, topic: str, partitions: int, per: int) -> None:
             if (logdir / f"{topic}-{p}").is_dir():
                 continue
             log = d.create_partition(topic, p)
-            chunk: list[bytes] = []
-            for raw in batches("mixed", per, seed=1000 + p):
-                chunk.append(raw)
-                if len(chunk) == 200:
-                    log.append_batches(b"".join(chunk), flush=False)
-                    chunk = []
-            if chunk:
-                log.append_batches(b"".join(chunk), flush=False)
+            append_all(log, batches("mixed", per, seed=1000 + p))
             log.flush()
             if p % 20 == 19:
                 print(f"  built {p + 1}/{partitions} partitions ({time.perf_counter() - start:.0f} s)", file=sys.stderr)
@@ -117,43 +111,6 @@ def warm(paths: list[Path]) -> None:
         with open(path, "rb") as f:
             while f.read(1 << 20):
                 pass
-
-
-# ---------------------------------------------------------------------------------------------- mounts
-
-
-class Mounted:
-    """A mount of ``logdir`` by the kafkafs of checkout ``tree`` (``python -m`` imports it from its cwd)."""
-
-    def __init__(self, logdir: Path, mnt: Path, *args: str, tree: Path = ROOT) -> None:
-        mnt.mkdir(parents=True, exist_ok=True)
-        self.mnt = mnt
-        self.proc = subprocess.Popen([PY, "-m", "kafkafs.cli", "mount", str(logdir), str(mnt), "-f", *args],
-                                     cwd=tree, stderr=subprocess.PIPE)
-        deadline = time.monotonic() + 120
-        while not os.path.ismount(mnt):
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit(f"mount failed: {self.proc.stderr.read().decode() if self.proc.stderr else ''}")
-            time.sleep(0.01)
-
-    def cpu_seconds(self) -> float:
-        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-    def close(self) -> None:
-        subprocess.run(["fusermount3", "-u", str(self.mnt)], capture_output=True)
-        try:
-            self.proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            subprocess.run(["fusermount3", "-uz", str(self.mnt)], capture_output=True)
-            self.proc.wait()
-
-    def __enter__(self) -> Mounted:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def shell(cmd: str, stdin: Path | None = None) -> float:
@@ -545,18 +502,12 @@ def main() -> None:
 
 
 def print_table(bench: Bench, load: tuple[float, float, float]) -> None:
-    rows = bench.rows
-    if not rows:
+    if not bench.rows:
         return
-    w1 = max(len(r[0]) for r in rows)
-    w2 = max(len(r[1]) for r in rows)
     print(f"\nkafkafs, {len(bench.names)} partitions of {bench.logdir} ({bench.log_bytes / 1e6:,.0f} MB of log), "
           f"{os.cpu_count()} CPUs, load average at start {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f}, "
           f"at the end {os.getloadavg()[0]:.2f}; medians of {bench.args.repeat} interleaved runs\n")
-    print(f"| {'section'.ljust(w1)} | {'what'.ljust(w2)} | result |")
-    print(f"|{'-' * (w1 + 2)}|{'-' * (w2 + 2)}|--------|")
-    for a, b, c in rows:
-        print(f"| {a.ljust(w1)} | {b.ljust(w2)} | {c} |")
+    print_rows(bench.rows, "section")
 
 
 if __name__ == "__main__":

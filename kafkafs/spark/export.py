@@ -5,7 +5,9 @@ running). Workers must import kafkafs, so the session is started with ``PYSPARK_
 interpreter unless the environment already names one. Progress (tasks done of tasks) goes to stderr.
 
 Every ``kafkalog`` option applies (``options``: ``startingTimestamp``, ``endingOffsets``, ``assign``,
-``kafka.isolation.level``, ...), checked before Spark starts; ``includeHeaders`` is true unless given.
+``kafka.isolation.level``, ...), checked before Spark starts, and so is the read's plan (what it refuses:
+a start past the end, a starting timestamp with no record at or after it); ``includeHeaders`` is true
+unless given.
 
 Parquet and JSON keep every column as it is (JSON writes binary as base64). CSV has no binary or array
 type, so its cells follow the JSON view's rule (``--values string``), one rule for keys, values and
@@ -165,12 +167,16 @@ def export(
     from . import register
     from .discovery import discover_partitions
     from .options import parse_read_options
+    from .plan import plan_read
 
     read_options = parse_read_options(wanted)  # a bad option fails here, before Spark starts
     found = {t for _d, t, _p in discover_partitions(read_options)}
     missing = sorted(read_options.topics - found) if read_options.topics else []
     if missing:
         raise InvalidInput(f"no topic {', '.join(missing)} in {', '.join(logdirs)}")
+    # what planning refuses (a start past the end, no record at or after a starting timestamp): here in
+    # one line, not after Spark's file writer has logged the error with its Java stack trace
+    plan_read(read_options)
     if not target.absolute().parent.is_dir():
         raise InvalidInput(f"{out}: its parent folder {target.absolute().parent} does not exist")
     with doing("create {path}"):  # the folder Spark will write: said here, not by a Java stack trace

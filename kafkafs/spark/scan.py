@@ -19,6 +19,7 @@ import bisect
 import dataclasses
 import gc
 import logging
+import struct
 from collections.abc import Iterator
 
 import pyarrow as pa
@@ -29,6 +30,7 @@ from ..format.batch import BatchHeader, DecodedBatch, control_type_of, records_s
 from ..storage.config import LogConfig
 from ..storage.records import BatchView
 from ..storage.segment import LogSegment
+from ..storage.validation import order_problem
 from .arrowcols import WALK_END, WALK_FULL, WALK_PARTIAL, KernelColumns, available, finish_batch, repeat_runs
 from .dataloss import report_data_loss
 from .plan import Piece, ScanSpec, Split
@@ -200,6 +202,83 @@ def _open_segment(piece: Piece, spec: ScanSpec) -> LogSegment | None:
     return segment
 
 
+#: A v2 batch's base offset and length, and (23 bytes on) its lastOffsetDelta: what offset order needs.
+_BASE_AND_LENGTH = struct.Struct(">qi")
+_LAST_OFFSET_DELTA = struct.Struct(">i")
+
+
+class _OffsetOrder:
+    """Offsets out of order are damage, never served (SPEC §4; README "Safety"), as ``consume`` and the
+    mount judge them: each batch a piece reads is judged between the batch before it and the one after
+    it (:func:`~kafkafs.storage.validation.order_problem`; a batch's base offset is outside its CRC). A
+    batch is judged once the next header is seen, or when the piece's walk ends, against the batch that
+    starts where it ended (the next piece's first, or the batch past the end offset), so each batch is
+    judged by the piece that serves it. ``fail``: the read fails naming the file and position; ``skip``:
+    the damage is logged and the read goes on. The last batch of a sealed segment is not judged against
+    the next segment's base offset here (``verify``, ``consume`` and the mount do that). Batches are
+    seen as numbers (the kernel's walk gives no headers): order_problem's rules are tested on them
+    first, and order_problem itself says what is wrong."""
+
+    def __init__(self, segment: LogSegment, path: str, on_corrupt: str) -> None:
+        self.segment, self.path, self.skip = segment, path, on_corrupt == "skip"
+        self.segment_base = segment.base_offset
+        self.next_offset: int | None = None  # one past the batch before the pending one (None: not known)
+        self.pending: tuple[int, int, int, int] | None = None  # (file position, base, next offset, magic)
+
+    def see(self, position: int, base: int, next_offset: int, magic: int) -> None:
+        """The next batch of the walk, in file order (``position``: in the file)."""
+        if self.pending is not None:
+            self._judge(base)
+        self.pending = (position, base, next_offset, magic)
+
+    def see_header(self, header: BatchHeader, position: int) -> None:
+        self.see(position, header.base_offset, header.next_offset, header.magic)
+
+    def see_v2(self, buf: bytes, at: int, stop: int, file_base: int) -> None:
+        """The whole v2 batches of ``buf[at:stop]`` (what the kernel walked), ``buf`` read at ``file_base``."""
+        unpack, delta_of, see = _BASE_AND_LENGTH.unpack_from, _LAST_OFFSET_DELTA.unpack_from, self.see
+        while at < stop:
+            base, length = unpack(buf, at)
+            see(file_base + at, base, base + delta_of(buf, at + 23)[0] + 1, 2)
+            at += length + 12
+
+    def stop(self) -> None:
+        """The walk ended at the batch last seen, which is not served (past the end offset)."""
+        self.pending = None
+
+    def finish(self, position: int) -> None:
+        """The walk ended at ``position``, the first batch it did not read (if there is one)."""
+        if self.pending is not None:
+            self._judge(self._base_at(position))
+            self.pending = None
+
+    def _base_at(self, position: int) -> int | None:
+        head = self.segment.read_at(position, 17)
+        if len(head) < 17:
+            return None
+        base, length = _BASE_AND_LENGTH.unpack_from(head, 0)
+        magic = head[16]
+        if magic > 2 or length < 14 or (magic == 2 and length < 49) or base < 0:
+            return None  # not a batch header (a torn write, zeros): nothing to judge by
+        return base
+
+    def _judge(self, following: int | None) -> None:
+        assert self.pending is not None
+        position, base, next_offset, magic = self.pending
+        before, self.next_offset = self.next_offset, next_offset
+        if (base >= self.segment_base and (before is None or base >= before) and next_offset > base
+                and (following is None or next_offset <= following)):
+            return  # in order (order_problem's rules, on the numbers)
+        header = BatchHeader(position, base, 0, -1, magic, 0, 0, next_offset - base - 1, -1, -1, -1, -1, -1, 0)
+        problem = order_problem(header, next_offset=before, following=following, segment_base=self.segment_base)
+        if problem is None:
+            return
+        if not self.skip:
+            raise _hint(CorruptRecordError(problem, position, self.path))
+        log.warning("%s: offsets out of order at position %d (its records are read): %s", self.path, position,
+                    problem)
+
+
 class _PieceReader:
     """One piece's batches into ``columns``, the reference's way one batch at a time (:meth:`take`), or
     with the kernel walking whole uncompressed batches of a read (:meth:`walk`)."""
@@ -210,6 +289,7 @@ class _PieceReader:
         self.first, self.end = piece.first_offset, piece.end_offset
         self.ts_lo_ms = None if spec.timestamp.lo is None else -((-spec.timestamp.lo) // 1000)
         self.path = str(segment.log_path)
+        self.order = _OffsetOrder(segment, self.path, spec.on_corrupt)
 
     def full(self) -> bool:
         return self.columns.rows >= self.spec.batch_rows or self.columns.bytes >= _MAX_BUFFER_BYTES
@@ -255,12 +335,15 @@ class _PieceReader:
     def batches(self) -> Iterator[pa.RecordBatch]:
         """The reference's loop: every batch through :meth:`take`."""
         for view in _views(self.segment, self.piece, self.spec.on_corrupt):
+            self.order.see_header(view.header, view.position)
             if not self.take(view):
+                self.order.stop()
                 return
             if self.full():
                 built = self.columns.build(self.spec)
                 if built is not None:
                     yield built
+        self.order.finish(self.piece.end)
 
     def walk(self) -> Iterator[pa.RecordBatch]:
         """The kernel's loop: whole uncompressed batches of each read in one call; a batch it stops at
@@ -275,14 +358,17 @@ class _PieceReader:
             if pos - base >= len(buf):  # everything read is walked: read on (a batch cut off is read again)
                 buf, base = self.segment.read_at(pos, min(_WALK_BYTES, end - pos)), pos
                 if not buf:
+                    self.order.stop()
                     return
             at = pos - base
             stop, status = columns.walk(
                 piece.topic, piece.partition, buf, at, self.first, self.end, self.ts_lo_ms, max_batch,
                 spec.batch_rows, _MAX_BUFFER_BYTES,
             )
+            self.order.see_v2(buf, at, stop, base)  # the whole batches the kernel walked
             pos = base + stop
             if status == WALK_END:
+                self.order.finish(pos)
                 return
             if status == WALK_PARTIAL and pos > base:  # a batch cut off by the end of the read: read again
                 buf, base = b"", pos
@@ -290,15 +376,19 @@ class _PieceReader:
             if status != WALK_FULL:  # one batch the reference's way, from pos
                 view = next(_views(self.segment, dataclasses.replace(piece, start=pos), spec.on_corrupt), None)
                 if view is None:
+                    self.order.finish(pos)
                     return
                 pos = view.position + view.size  # still in buf, or past it: the next turn reads on
+                self.order.see_header(view.header, view.position)
                 if not self.take(view):
+                    self.order.stop()
                     return
                 if not self.full():
                     continue
             built = columns.build(spec)
             if built is not None:
                 yield built
+        self.order.finish(pos)
 
 
 def _read_piece(piece: Piece, spec: ScanSpec, columns: _Columns | KernelColumns) -> Iterator[pa.RecordBatch]:

@@ -83,6 +83,27 @@ def test_export_checks_options_before_spark_starts(generated, tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+def test_export_refuses_what_planning_refuses_before_spark_starts(generated, tmp_path, monkeypatch):
+    """A read that planning refuses (no record at or after the starting timestamp; a start past the end)
+    fails before a Spark session exists: one line, and no Spark stack trace logged by its file writer
+    ("ERROR FileFormatWriter: Aborting job" with a Java traceback printed before kafkafs's line)."""
+    from kafkafs.spark import export as export_module
+
+    def no_spark(master):
+        raise AssertionError("Spark was started")
+
+    monkeypatch.setattr(export_module, "_session", no_spark)
+    cases = [
+        ({"startingTimestamp": "99999999999999"}, "No offset matched from request of topic-partition"),
+        ({"subscribe": "orders", "startingOffsets": '{"orders": {"0": 999999}}'},
+         "Beginning offset 999999 is after the ending offset"),
+    ]
+    for options, message in cases:
+        with pytest.raises(InvalidInput, match=message):
+            export([str(generated)], str(tmp_path / "out"), options=options)
+    assert not (tmp_path / "out").exists()
+
+
 def test_export_cli_refuses_a_bad_option_in_one_line(generated, tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "kafkafs", "export", str(generated), str(tmp_path / "out"), "-O", "bogus=1"],
