@@ -34,6 +34,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -41,6 +42,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.records import batches  # noqa: E402
 from kafkafs.storage.config import Settings  # noqa: E402
+from kafkafs.storage.log import Log  # noqa: E402
 from kafkafs.storage.logdir import LogDir  # noqa: E402
 
 SETTINGS = Settings({"segment.bytes": 64 * 1024 * 1024})
@@ -54,15 +56,19 @@ def build(logdir: Path, name: str, kind: str, records: int, settings: Settings =
     topic, _, partition = name.rpartition("-")
     logdir.mkdir(parents=True, exist_ok=True)
     with LogDir(logdir, settings, writable=True) as d:
-        log = d.create_partition(topic, int(partition))
-        chunk: list[bytes] = []
-        for raw in batches(kind, records):
-            chunk.append(raw)
-            if len(chunk) == 200:
-                log.append_batches(b"".join(chunk), flush=False)
-                chunk = []
-        if chunk:
+        append_all(d.create_partition(topic, int(partition)), batches(kind, records))
+
+
+def append_all(log: Log, raws: Iterable[bytes]) -> None:
+    """Append the batches ``raws`` to ``log`` 200 at a time, without a flush."""
+    chunk: list[bytes] = []
+    for raw in raws:
+        chunk.append(raw)
+        if len(chunk) == 200:
             log.append_batches(b"".join(chunk), flush=False)
+            chunk = []
+    if chunk:
+        log.append_batches(b"".join(chunk), flush=False)
 
 
 def build_repeated(logdir: Path, name: str, records: int) -> None:
@@ -400,11 +406,17 @@ def main() -> None:
 def print_table(rows: list[tuple[str, str, str]], load: tuple[float, float, float]) -> None:
     if not rows:
         return
-    w1 = max(len(r[0]) for r in rows)
-    w2 = max(len(r[1]) for r in rows)
     print(f"\nkafkafs mount, {os.cpu_count()} CPUs, load average at start {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}, "
           f"now {os.getloadavg()[0]:.1f}\n")
-    print(f"| {'data'.ljust(w1)} | {'what'.ljust(w2)} | result |")
+    print_rows(rows, "data")
+
+
+def print_rows(rows: list[tuple[str, str, str]], first: str) -> None:
+    """``rows`` (first column, what, result) as a Markdown table, as README's bench tables are; ``first``
+    heads the first column."""
+    w1 = max(len(first), *(len(r[0]) for r in rows))
+    w2 = max(len("what"), *(len(r[1]) for r in rows))
+    print(f"| {first.ljust(w1)} | {'what'.ljust(w2)} | result |")
     print(f"|{'-' * (w1 + 2)}|{'-' * (w2 + 2)}|--------|")
     for a, b, c in rows:
         print(f"| {a.ljust(w1)} | {b.ljust(w2)} | {c} |")

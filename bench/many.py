@@ -50,7 +50,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.fs import Mounted  # noqa: E402
+from bench.fs import Mounted, append_all, print_rows  # noqa: E402
 from bench.records import batches  # noqa: E402
 from kafkafs.storage.config import Settings  # noqa: E402
 from kafkafs.storage.logdir import LogDir  # noqa: E402
@@ -74,14 +74,7 @@ def build(logdir: Path, topic: str, partitions: int, per: int) -> None:
             if (logdir / f"{topic}-{p}").is_dir():
                 continue
             log = d.create_partition(topic, p)
-            chunk: list[bytes] = []
-            for raw in batches("mixed", per, seed=1000 + p):
-                chunk.append(raw)
-                if len(chunk) == 200:
-                    log.append_batches(b"".join(chunk), flush=False)
-                    chunk = []
-            if chunk:
-                log.append_batches(b"".join(chunk), flush=False)
+            append_all(log, batches("mixed", per, seed=1000 + p))
             log.flush()
             if p % 20 == 19:
                 print(f"  built {p + 1}/{partitions} partitions ({time.perf_counter() - start:.0f} s)", file=sys.stderr)
@@ -509,18 +502,12 @@ def main() -> None:
 
 
 def print_table(bench: Bench, load: tuple[float, float, float]) -> None:
-    rows = bench.rows
-    if not rows:
+    if not bench.rows:
         return
-    w1 = max(len(r[0]) for r in rows)
-    w2 = max(len(r[1]) for r in rows)
     print(f"\nkafkafs, {len(bench.names)} partitions of {bench.logdir} ({bench.log_bytes / 1e6:,.0f} MB of log), "
           f"{os.cpu_count()} CPUs, load average at start {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f}, "
           f"at the end {os.getloadavg()[0]:.2f}; medians of {bench.args.repeat} interleaved runs\n")
-    print(f"| {'section'.ljust(w1)} | {'what'.ljust(w2)} | result |")
-    print(f"|{'-' * (w1 + 2)}|{'-' * (w2 + 2)}|--------|")
-    for a, b, c in rows:
-        print(f"| {a.ljust(w1)} | {b.ljust(w2)} | {c} |")
+    print_rows(bench.rows, "section")
 
 
 if __name__ == "__main__":
