@@ -1,4 +1,5 @@
-"""``kafkafs index LOGDIR``: fill the layout cache (the size cache) ahead of time, so that the mount answers ``ls -l`` at once.
+"""``kafkafs index LOGDIR``: fill the layout cache (the size cache) and the size summary ahead of time, so
+that the mount answers ``ls -l`` at once.
 
 Opens the log directory read-only (it writes nothing there), lays out every segment the cache does not
 know yet over worker threads, and stores the layouts; a progress bar on stderr (one line every few
@@ -20,6 +21,7 @@ from .layoutcache import LayoutCache, check_outside, default_cache_dir
 from .partition import PartitionState
 from .render import reported_count
 from .sizing import SIZING_THREADS, Progress, size_layouts
+from .summary import SizeSummary
 
 __all__ = ["IndexReport", "index_logdir", "index_keys"]
 
@@ -97,6 +99,14 @@ def index_logdir(
             progress = Progress(len(jobs), total, _bar(out, tty), after=0.0 if tty else 5.0,
                                 every=0.2 if tty else 5.0)
         size_layouts(jobs, cache, progress, threads=threads)
+        # the sizes the next read-only mount answers a stat with before it opens a partition
+        summary = SizeSummary(directory, logdir.path, mode)
+        for state in states:
+            state.composition()  # every segment laid out by now: nothing renders
+            start = logdir.log_start_offsets.get((state.log.topic, state.log.partition))
+            summary.record(state.name, start, state.renderer.decoder_id, state.measured)
+        summary.keep_only({state.name for state in states})
+        summary.save()
     keys_line = index_keys(path, cache_dir=directory, settings=settings, out=out, threads=threads) if keys else None
     return IndexReport(len(states), segments, cache.hits, len(jobs), total,
                        time.monotonic() - started, str(directory), keys_line, reported_count() - damaged_before)

@@ -297,3 +297,18 @@ def test_a_remount_sees_records_appended_after_its_summary_answer(logdir_copy, t
     assert os.stat(m2 / "orders-0" / "records.jsonl").st_size == want > before
     assert (m2 / "orders-0" / "records.jsonl").read_bytes() == expected_jsonl(logdir_copy, "orders-0")
     m2.stop()
+
+
+def test_kafkafs_index_writes_the_summary_the_first_mount_answers_from(logdir_copy, tmp_path):
+    from kafkafs.fs.views.prefill import index_logdir
+
+    cache_dir = tmp_path / "cache"
+    index_logdir(logdir_copy, cache_dir=cache_dir, out=None)
+    t = tree_of(logdir_copy, cache_dir)
+    try:
+        for name in NAMES:
+            node = on_loop(t, name)
+            assert node is not None and node.attr().size == len(expected_jsonl(logdir_copy, name))
+            assert t.partitions.open_state(name) is None
+    finally:
+        t.close()
