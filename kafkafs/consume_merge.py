@@ -21,8 +21,10 @@ from .format import kernel as _kernel
 
 __all__ = ["available", "merge", "plan_for"]
 
-#: Bytes of ``.log`` rendered ahead of the merge in all, over every partition.
-AHEAD_BYTES = 24 * 1024 * 1024
+#: Bytes of ``.log`` rendered ahead of the merge in all, over every partition (200 partitions: pieces
+#: of 80 KiB, each one read and one render: the main thread, which merges, reads and hands out the
+#: pieces, is what bounds an interleaved run on a busy machine, and its work goes with the pieces' count).
+AHEAD_BYTES = 48 * 1024 * 1024
 #: The merge's output: one write of about this many bytes.
 OUT_BYTES = 1024 * 1024
 _MIN_PIECE = 16 * 1024
@@ -35,9 +37,10 @@ def available() -> bool:
 
 
 def plan_for(partitions: int) -> Plan:
-    """Pieces small enough that every partition can have two in flight within :data:`AHEAD_BYTES`."""
+    """Pieces small enough that every partition can have two in flight within :data:`AHEAD_BYTES`, one
+    read of the ``.log`` each."""
     piece = max(_MIN_PIECE, min(PIECE_BYTES, AHEAD_BYTES // (3 * max(partitions, 1))))
-    return Plan(read=2 * piece, first_read=min(FIRST_READ_BYTES, 2 * piece), piece=piece, ahead=2, stamped=True)
+    return Plan(read=piece, first_read=min(FIRST_READ_BYTES, piece), piece=piece, ahead=2, stamped=True)
 
 
 def _feed(reader: Any, pool: SpanPool, plan: Plan) -> Generator[tuple[bytes, bytes, bytes], None, None]:

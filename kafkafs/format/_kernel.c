@@ -1170,6 +1170,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_kernel", "kafkafs's
 
 PyMODINIT_FUNC PyInit__kernel(void) {
     crc32c_init();
+    text_init();
     PyObject *m = PyModule_Create(&module);
     if (m != NULL && arrow_module_init(m) < 0) Py_CLEAR(m); /* ArrowBuilder: _kernel_arrow.h */
     if (m != NULL && merge_module_init(m) < 0) Py_CLEAR(m); /* Merger: _kernel_merge.h */

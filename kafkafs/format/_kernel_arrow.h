@@ -124,7 +124,8 @@ static long long ab_append(ArrowBuilder *ab, const uint8_t *d, Py_ssize_t count,
             for (int64_t h = 0; h < r->header_count; h++) {
                 Span k, v;
                 Err err;
-                (void)(rd_span(d, r->end, &pos, &k, &err) || rd_span(d, r->end, &pos, &v, &err)); /* checked */
+                (void)rd_span(d, r->end, &pos, &k, &err); /* both checked by next_record */
+                (void)rd_span(d, r->end, &pos, &v, &err);
                 if (ab_header_key(ab, k.p, k.n) < 0 ||
                     bin_add(&ab->hvalue, ab->heads, v.is_null ? NULL : v.p, v.n) < 0)
                     return -1;

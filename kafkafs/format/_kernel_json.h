@@ -34,39 +34,51 @@ static inline int hex4(const uint8_t *s, Py_ssize_t i, Py_ssize_t n, int *out) {
 }
 
 
-/* The end of the string token starting at s[i] == '"', or -1 when it is not a valid string. */
-static inline __attribute__((always_inline)) Py_ssize_t scan_string(const uint8_t *s, Py_ssize_t i,
-                                                                   Py_ssize_t n) {
+/* The end of the string token starting at s[i] == '"', or -1 when it is not a valid string or not valid
+ * UTF-8. lim: blocks of 16 bytes may be read up to there (_kernel_text.h). */
+static inline __attribute__((always_inline)) Py_ssize_t scan_string(const uint8_t *s, Py_ssize_t i, Py_ssize_t n,
+                                                                   const uint8_t *lim) {
+    uint8_t pad[16];
     i++;
     while (i < n) {
-#ifdef KAFKAFS_SWAR
-        i = skip_plain(s, i, n);
-        if (i >= n) break;
-#endif
-        uint8_t c = s[i];
-        if (c == '"') return i + 1;
-        if (c < 0x20) return -1;
-        if (c != '\\') {
-            i++;
-            continue;
+        Py_ssize_t len = n - i < 16 ? n - i : 16, end = i + len;
+        const uint8_t *blk;
+        uint32_t m = block_at(s + i, len, lim, pad, &blk);
+        while (m) { /* each stop of the block in turn (see text_body) */
+            Py_ssize_t at = i + __builtin_ctz(m);
+            uint8_t c = s[at];
+            if (c == '"') return at + 1;
+            if (c < 0x20) return -1;
+            if (c >= 0x80) {
+                Py_ssize_t seq = utf8_sequence(s + at, n - at);
+                if (seq < 0) return -1;
+                at += seq;
+            } else { /* a backslash */
+                if (at + 1 >= n) return -1;
+                uint8_t e = s[at + 1];
+                if (e == '"' || e == '\\' || e == '/' || e == 'b' || e == 'f' || e == 'n' || e == 'r' || e == 't') {
+                    at += 2;
+                } else {
+                    if (e != 'u') return -1;
+                    int code;
+                    if (!hex4(s, at + 2, n, &code)) return -1;
+                    at += 6;
+                    if (code >= 0xDC00 && code <= 0xDFFF) return -1; /* a low half with no high half before it */
+                    if (code >= 0xD800 && code <= 0xDBFF) {
+                        int low;
+                        if (at + 1 >= n || s[at] != '\\' || s[at + 1] != 'u' || !hex4(s, at + 2, n, &low)) return -1;
+                        if (low < 0xDC00 || low > 0xDFFF) return -1;
+                        at += 6;
+                    }
+                }
+            }
+            if (at >= end) {
+                end = at;
+                break;
+            }
+            m &= ~0u << (at - i);
         }
-        if (i + 1 >= n) return -1;
-        uint8_t e = s[i + 1];
-        if (e == '"' || e == '\\' || e == '/' || e == 'b' || e == 'f' || e == 'n' || e == 'r' || e == 't') {
-            i += 2;
-            continue;
-        }
-        if (e != 'u') return -1;
-        int code;
-        if (!hex4(s, i + 2, n, &code)) return -1;
-        i += 6;
-        if (code >= 0xDC00 && code <= 0xDFFF) return -1; /* a low half with no high half before it */
-        if (code >= 0xD800 && code <= 0xDBFF) {
-            int low;
-            if (i + 1 >= n || s[i] != '\\' || s[i + 1] != 'u' || !hex4(s, i + 2, n, &low)) return -1;
-            if (low < 0xDC00 || low > 0xDFFF) return -1;
-            i += 6;
-        }
+        i = end;
     }
     return -1;
 }
@@ -98,106 +110,117 @@ static inline __attribute__((always_inline)) Py_ssize_t scan_number(const uint8_
     return i;
 }
 
-enum { S_VALUE, S_VALUE_OR_CLOSE, S_KEY, S_KEY_OR_CLOSE, S_COLON, S_COMMA_OR_CLOSE, S_DONE };
-
-/* Walks embeddable JSON (jsonembed.py's definition; valid UTF-8 already checked): returns 1 when
- * s[0:n] is embeddable, else 0. With write, its compact form goes to o (after a 0, part of it may
- * have been written: the caller rewinds; -1 when out of memory); without, nothing is written and
- * *spaced says whether any whitespace lies outside its strings (when not, the bytes are compact). */
-static inline __attribute__((always_inline)) int json_walk(Out *o, const uint8_t *s, Py_ssize_t n, const int write,
-                                                           int *spaced) {
-    uint8_t stack[MAX_DEPTH];
+/* 1 when s[0:n] is embeddable JSON (jsonembed.py's definition) and valid UTF-8, else 0; *ws: how many
+ * bytes of whitespace lie outside its strings (its compact form is the rest). lim: see scan_string. A
+ * walk by hand (gotos between the three places a walk can be: before a value, before a key, after a
+ * value), with the open objects and arrays on a stack of at most MAX_DEPTH. */
+static int json_check(const uint8_t *s, Py_ssize_t n, const uint8_t *lim, Py_ssize_t *ws) {
+    uint8_t stack[MAX_DEPTH]; /* '{' or '[' of each open container */
     int depth = 0;
-    int state = S_VALUE;
-    Py_ssize_t i = 0;
-    while (i < n && is_ws(s[i])) i++;
+    Py_ssize_t i = 0, spaces = 0, from, e;
+    uint8_t c;
+#define JSON_SKIP_WS()                                \
+    do {                                              \
+        if (i < n && s[i] <= ' ') {                   \
+            from = i;                                 \
+            while (i < n && is_ws(s[i])) i++;         \
+            spaces += i - from;                       \
+        }                                             \
+    } while (0)
+    *ws = 0;
+    JSON_SKIP_WS();
     if (i >= n || (s[i] != '{' && s[i] != '[')) return 0;
-    if (i) *spaced = 1;
-    for (;;) {
-        if (i < n && is_ws(s[i])) {
-            *spaced = 1;
-            while (i < n && is_ws(s[i])) i++;
+value: /* a value starts at s[i] */
+    if (i >= n) return 0;
+    c = s[i];
+    if (c == '"') {
+        e = scan_string(s, i, n, lim);
+    } else if (c == '{' || c == '[') {
+        if (depth == MAX_DEPTH) return 0;
+        stack[depth++] = c;
+        i++;
+        JSON_SKIP_WS();
+        if (i >= n) return 0;
+        if (s[i] == c + 2) { /* empty: '{' + 2 is '}', '[' + 2 is ']' */
+            depth--;
+            i++;
+            goto after;
         }
-        if (i >= n) return state == S_DONE;
-        if (state == S_DONE) return 0;
+        if (c == '{') goto key;
+        goto value;
+    } else if (c == '-' || is_digit(c)) {
+        e = scan_number(s, i, n);
+    } else if (c == 't' && i + 4 <= n && memcmp(s + i, "true", 4) == 0) {
+        e = i + 4;
+    } else if (c == 'f' && i + 5 <= n && memcmp(s + i, "false", 5) == 0) {
+        e = i + 5;
+    } else if (c == 'n' && i + 4 <= n && memcmp(s + i, "null", 4) == 0) {
+        e = i + 4;
+    } else {
+        return 0;
+    }
+    if (e < 0) return 0;
+    i = e;
+after: /* a value ended at s[i] */
+    JSON_SKIP_WS();
+    if (i >= n) {
+        *ws = spaces;
+        return depth == 0;
+    }
+    if (depth == 0) return 0;
+    c = s[i];
+    if (c == ',') {
+        i++;
+        JSON_SKIP_WS();
+        if (i >= n) return 0;
+        if (stack[depth - 1] == '[') goto value;
+        goto key;
+    }
+    if (c != stack[depth - 1] + 2) return 0; /* '{' + 2 is '}', '[' + 2 is ']' */
+    depth--;
+    i++;
+    goto after;
+key: /* a key starts at s[i] (i < n) */
+    if (s[i] != '"') return 0;
+    e = scan_string(s, i, n, lim);
+    if (e < 0) return 0;
+    i = e;
+    if (i < n && s[i] == ':') { /* compact: the colon right after the key */
+        i++;
+    } else {
+        JSON_SKIP_WS();
+        if (i >= n || s[i] != ':') return 0;
+        i++;
+    }
+    JSON_SKIP_WS();
+    goto value;
+#undef JSON_SKIP_WS
+}
+
+/* The compact form of s[0:n], embeddable JSON that json_check accepted with ws bytes of whitespace
+ * outside its strings: its bytes without that whitespace (counted when o only counts). */
+static int put_json_compact(Out *o, const uint8_t *s, Py_ssize_t n, Py_ssize_t ws) {
+    Py_ssize_t len = n - ws;
+    if (o->count_only) {
+        o->len += len;
+        return 0;
+    }
+    if (o->cap - o->len < len && out_grow(o, len) < 0) return -1;
+    char *w = o->buf + o->len;
+    int in_string = 0; /* json_check saw every string end; a backslash takes the byte after it along */
+    for (Py_ssize_t i = 0; i < n; i++) {
         uint8_t c = s[i];
-        switch (c) {
-            case '{':
-            case '[':
-                if (state != S_VALUE && state != S_VALUE_OR_CLOSE) return 0;
-                if (depth == MAX_DEPTH) return 0;
-                stack[depth++] = c;
-                state = c == '{' ? S_KEY_OR_CLOSE : S_VALUE_OR_CLOSE;
-                if (write && out_byte(o, (char)c) < 0) return -1;
-                i++;
-                break;
-            case '}':
-            case ']': {
-                uint8_t opener = c == '}' ? '{' : '[';
-                if (depth == 0 || stack[depth - 1] != opener) return 0;
-                if (!(state == S_COMMA_OR_CLOSE || (c == '}' && state == S_KEY_OR_CLOSE) ||
-                      (c == ']' && state == S_VALUE_OR_CLOSE)))
-                    return 0;
-                depth--;
-                state = depth ? S_COMMA_OR_CLOSE : S_DONE;
-                if (write && out_byte(o, (char)c) < 0) return -1;
-                i++;
-                break;
-            }
-            case ',':
-                if (state != S_COMMA_OR_CLOSE) return 0;
-                state = stack[depth - 1] == '{' ? S_KEY : S_VALUE;
-                if (write && out_byte(o, ',') < 0) return -1;
-                i++;
-                break;
-            case ':':
-                if (state != S_COLON) return 0;
-                state = S_VALUE;
-                if (write && out_byte(o, ':') < 0) return -1;
-                i++;
-                break;
-            case '"': {
-                Py_ssize_t end = scan_string(s, i, n);
-                if (end < 0) return 0;
-                if (state == S_KEY || state == S_KEY_OR_CLOSE) state = S_COLON;
-                else if (state == S_VALUE || state == S_VALUE_OR_CLOSE) state = S_COMMA_OR_CLOSE;
-                else return 0;
-                if (write && out_write(o, s + i, end - i) < 0) return -1;
-                i = end;
-                break;
-            }
-            default: {
-                if (state != S_VALUE && state != S_VALUE_OR_CLOSE) return 0;
-                Py_ssize_t end;
-                if (c == '-' || is_digit(c)) {
-                    end = scan_number(s, i, n);
-                    if (end < 0) return 0;
-                } else if (c == 't' && i + 4 <= n && memcmp(s + i, "true", 4) == 0) {
-                    end = i + 4;
-                } else if (c == 'f' && i + 5 <= n && memcmp(s + i, "false", 5) == 0) {
-                    end = i + 5;
-                } else if (c == 'n' && i + 4 <= n && memcmp(s + i, "null", 4) == 0) {
-                    end = i + 4;
-                } else {
-                    return 0;
-                }
-                state = S_COMMA_OR_CLOSE;
-                if (write && out_write(o, s + i, end - i) < 0) return -1;
-                i = end;
-            }
+        if (in_string) {
+            *w++ = (char)c;
+            if (c == '\\') *w++ = (char)s[++i];
+            else if (c == '"') in_string = 0;
+        } else if (!is_ws(c)) {
+            *w++ = (char)c;
+            in_string = c == '"';
         }
     }
-}
-
-static int put_json_compact(Out *o, const uint8_t *s, Py_ssize_t n) {
-    int spaced = 0;
-    return json_walk(o, s, n, 1, &spaced);
-}
-
-/* 1 when s[0:n] is embeddable JSON (*spaced: it holds whitespace to take out), else 0. */
-static int json_check(const uint8_t *s, Py_ssize_t n, int *spaced) {
-    *spaced = 0;
-    return json_walk(NULL, s, n, 0, spaced);
+    o->len = w - o->buf;
+    return 0;
 }
 
 #endif /* KAFKAFS_KERNEL_JSON_H */

@@ -95,15 +95,16 @@ typedef struct {
     Py_ssize_t end;
 } Rec;
 
-static int rd_span(const uint8_t *d, Py_ssize_t rend, Py_ssize_t *pos, Span *sp, Err *err) {
+/* A key, value or header part: its length, then its bytes (inlined: several per record; sp is null on
+ * every path that fails, so that no caller sees it unset). */
+static inline __attribute__((always_inline)) int rd_span(const uint8_t *d, Py_ssize_t rend, Py_ssize_t *pos, Span *sp,
+                                                          Err *err) {
     int64_t n;
+    sp->p = NULL;
+    sp->n = 0;
+    sp->is_null = 1;
     if (rd_varint(d, rend, pos, &n, err) < 0) return -1;
-    if (n < 0) { /* any negative length is null, as Kafka reads it */
-        sp->p = NULL;
-        sp->n = 0;
-        sp->is_null = 1;
-        return 0;
-    }
+    if (n < 0) return 0; /* any negative length is null, as Kafka reads it */
     if (n > rend - *pos) {
         snprintf(err->msg, sizeof err->msg, "a key or value of %lld bytes runs past its record", (long long)n);
         return -1;

@@ -29,6 +29,20 @@
 static uint32_t crc_table[8][256];
 static int crc_use_hw = 0;
 
+/* The instruction's CRC runs three streams of CRC_STREAM bytes side by side (it takes three cycles to
+ * give its result and can start one a cycle), then joins them: the register after a stream, moved past
+ * the CRC_STREAM bytes after it, is a linear function of the register (crc_skip: four table lookups), and
+ * a stream started from 0 adds its own register. */
+#define CRC_STREAM 256
+static uint32_t crc_skip_table[4][256]; /* the register moved past CRC_STREAM zero bytes, byte by byte */
+
+static uint32_t crc32c_sw(uint32_t c, const uint8_t *p, size_t n);
+
+static inline uint32_t crc_skip(uint32_t c) {
+    return crc_skip_table[0][c & 0xFF] ^ crc_skip_table[1][(c >> 8) & 0xFF] ^ crc_skip_table[2][(c >> 16) & 0xFF] ^
+           crc_skip_table[3][c >> 24];
+}
+
 static void crc32c_init(void) {
     for (uint32_t i = 0; i < 256; i++) {
         uint32_t c = i;
@@ -37,6 +51,9 @@ static void crc32c_init(void) {
     }
     for (uint32_t i = 0; i < 256; i++)
         for (int t = 1; t < 8; t++) crc_table[t][i] = (crc_table[t - 1][i] >> 8) ^ crc_table[0][crc_table[t - 1][i] & 0xFF];
+    static const uint8_t zeros[CRC_STREAM];
+    for (int k = 0; k < 4; k++)
+        for (uint32_t v = 0; v < 256; v++) crc_skip_table[k][v] = crc32c_sw(v << (8 * k), zeros, CRC_STREAM);
 #ifdef KAFKAFS_CRC_HW
     __builtin_cpu_init();
     crc_use_hw = __builtin_cpu_supports("sse4.2") != 0;
@@ -60,6 +77,21 @@ static uint32_t crc32c_sw(uint32_t c, const uint8_t *p, size_t n) {
 #ifdef KAFKAFS_CRC_HW
 __attribute__((target("sse4.2"))) static uint32_t crc32c_hw(uint32_t c, const uint8_t *p, size_t n) {
     uint64_t c64 = c;
+    while (n >= 3 * CRC_STREAM) { /* three streams side by side (see CRC_STREAM) */
+        uint64_t c1 = 0, c2 = 0;
+        for (const uint8_t *end = p + CRC_STREAM; p < end; p += 8) {
+            uint64_t w0, w1, w2;
+            memcpy(&w0, p, 8);
+            memcpy(&w1, p + CRC_STREAM, 8);
+            memcpy(&w2, p + 2 * CRC_STREAM, 8);
+            c64 = _mm_crc32_u64(c64, w0);
+            c1 = _mm_crc32_u64(c1, w1);
+            c2 = _mm_crc32_u64(c2, w2);
+        }
+        c64 = crc_skip(crc_skip((uint32_t)c64) ^ (uint32_t)c1) ^ (uint32_t)c2;
+        p += 2 * CRC_STREAM;
+        n -= 3 * CRC_STREAM;
+    }
     while (n >= 8) {
         uint64_t w;
         memcpy(&w, p, 8);

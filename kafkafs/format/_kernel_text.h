@@ -155,24 +155,58 @@ static const char DIGIT_PAIRS[] =
     "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
     "8081828384858687888990919293949596979899";
 
-static inline int out_int(Out *o, int64_t v) {
-    char tmp[24];
-    int i = 24;
-    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
-    while (u >= 100) {
-        unsigned r = (unsigned)(u % 100);
-        u /= 100;
-        i -= 2;
-        memcpy(tmp + i, DIGIT_PAIRS + 2 * r, 2);
+static const uint64_t POW10[20] = {1ULL, 10ULL, 100ULL, 1000ULL, 10000ULL, 100000ULL, 1000000ULL, 10000000ULL,
+                                   100000000ULL, 1000000000ULL, 10000000000ULL, 100000000000ULL,
+                                   1000000000000ULL, 10000000000000ULL, 100000000000000ULL,
+                                   1000000000000000ULL, 10000000000000000ULL, 100000000000000000ULL,
+                                   1000000000000000000ULL, 10000000000000000000ULL};
+
+/* The decimal digits of u (1 for 0): log10 from the bit length, then one comparison. */
+static inline int decimal_digits(uint64_t u) {
+    int t = ((64 - __builtin_clzll(u | 1)) * 1233) >> 12; /* 1233 / 4096 ~ log10(2) */
+    return t - ((u | 1) < POW10[t]) + 1;
+}
+
+/* The decimal digits of u written to end backwards (the caller knows how many: decimal_digits): eight
+ * at a time in 32-bit arithmetic, two at a time within those. */
+static inline void digits_back(char *end, uint64_t u) {
+    while (u >= 100000000u) {
+        uint32_t lo = (uint32_t)(u % 100000000u);
+        u /= 100000000u;
+        uint32_t a = lo / 10000, b = lo % 10000;
+        end -= 8;
+        memcpy(end, DIGIT_PAIRS + 2 * (a / 100), 2);
+        memcpy(end + 2, DIGIT_PAIRS + 2 * (a % 100), 2);
+        memcpy(end + 4, DIGIT_PAIRS + 2 * (b / 100), 2);
+        memcpy(end + 6, DIGIT_PAIRS + 2 * (b % 100), 2);
     }
-    if (u >= 10) {
-        i -= 2;
-        memcpy(tmp + i, DIGIT_PAIRS + 2 * u, 2);
+    uint32_t v = (uint32_t)u;
+    while (v >= 100) {
+        end -= 2;
+        memcpy(end, DIGIT_PAIRS + 2 * (v % 100), 2);
+        v /= 100;
+    }
+    if (v >= 10) {
+        end -= 2;
+        memcpy(end, DIGIT_PAIRS + 2 * v, 2);
     } else {
-        tmp[--i] = (char)('0' + u);
+        *--end = (char)('0' + v);
     }
-    if (v < 0) tmp[--i] = '-';
-    return out_write(o, tmp + i, 24 - i);
+}
+
+/* An integer in decimal; counted without being formatted when o only counts. */
+static inline __attribute__((always_inline)) int out_int(Out *o, int64_t v) {
+    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+    Py_ssize_t len = decimal_digits(u) + (v < 0);
+    if (o->count_only) {
+        o->len += len;
+        return 0;
+    }
+    if (o->cap - o->len < len && out_grow(o, len) < 0) return -1;
+    if (v < 0) o->buf[o->len] = '-';
+    digits_back(o->buf + o->len + len, u);
+    o->len += len;
+    return 0;
 }
 
 /* ------------------------------------------------------------------------------------ UTF-8 */
@@ -249,46 +283,187 @@ static inline Py_ssize_t skip_plain(const uint8_t *s, Py_ssize_t i, Py_ssize_t n
 
 static const char HEX[] = "0123456789abcdef";
 
-/* Valid UTF-8 bytes as the inside of a JSON string: escapes for '"', '\\' and bytes below 0x20, the
- * rest as is. */
-static int put_string_body(Out *o, const uint8_t *s, Py_ssize_t n) {
-    Py_ssize_t run = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-#ifdef KAFKAFS_SWAR
-        i = skip_plain(s, i, n);
-        if (i >= n) break;
-        if (i + 8 > n && n >= 8) { /* the tail: one last word, overlapping bytes already scanned */
-            uint64_t w;
-            memcpy(&w, s + n - 8, 8);
-            if (!special_bytes(w)) break;
-        }
-#endif
-        uint8_t c = s[i];
-        if (c >= 0x20 && c != '"' && c != '\\') continue;
-        if (i > run && out_write(o, s + run, i - run) < 0) return -1;
-        run = i + 1;
-        char esc[6] = {'\\', 0, 0, 0, 0, 0};
-        int len = 2;
-        switch (c) {
-            case '"': esc[1] = '"'; break;
-            case '\\': esc[1] = '\\'; break;
-            case 0x08: esc[1] = 'b'; break;
-            case 0x09: esc[1] = 't'; break;
-            case 0x0A: esc[1] = 'n'; break;
-            case 0x0C: esc[1] = 'f'; break;
-            case 0x0D: esc[1] = 'r'; break;
-            default:
-                esc[1] = 'u';
-                esc[2] = '0';
-                esc[3] = '0';
-                esc[4] = HEX[c >> 4];
-                esc[5] = HEX[c & 15];
-                len = 6;
-        }
-        if (out_write(o, esc, len) < 0) return -1;
+/* The UTF-8 sequence at s[0:n] (n >= 1): its length when it is valid, else minus the length of its
+ * maximal subpart (the bytes one U+FFFD replaces), as Python's UTF-8 decoder decides (Unicode's
+ * "substitution of maximal subparts": a start byte and the continuation bytes that may follow it). */
+static inline Py_ssize_t utf8_sequence(const uint8_t *s, Py_ssize_t n) {
+    uint8_t c = s[0];
+    if (c < 0x80) return 1;
+    Py_ssize_t need;
+    uint8_t lo = 0x80, hi = 0xBF; /* the range of the second byte */
+    if (c >= 0xC2 && c <= 0xDF) {
+        need = 2;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+        need = 3;
+        if (c == 0xE0) lo = 0xA0;
+        if (c == 0xED) hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        need = 4;
+        if (c == 0xF0) lo = 0x90;
+        if (c == 0xF4) hi = 0x8F;
+    } else {
+        return -1; /* an invalid start byte */
     }
-    if (n > run && out_write(o, s + run, n - run) < 0) return -1;
-    return 0;
+    Py_ssize_t i = 1;
+    for (; i < need && i < n; i++) {
+        uint8_t b = s[i];
+        if (i == 1 ? (b < lo || b > hi) : (b & 0xC0) != 0x80) return -i;
+    }
+    return i == need ? need : -i; /* cut off by the end: the whole valid prefix is one subpart */
+}
+
+/* ------------------------------------------------------------------------------------ 16-byte blocks
+ *
+ * Strings are scanned 16 bytes at a time (SSE2, which every x86-64 has; a plain loop elsewhere): one
+ * mask says where the first byte is that a JSON string cannot hold as it is ('"', '\\', below 0x20) or
+ * that starts a multi-byte UTF-8 sequence (0x80 and up); the bytes before it are copied (or counted) at
+ * once. A block may be read past the end of the string, never past lim: the end of the memory the
+ * caller may read (the end of the records section the string lies in; the string's own end when
+ * nothing is known), and a block that would pass lim is copied into a padded one first. */
+#if defined(__SSE2__) && !defined(KAFKAFS_NO_SIMD)
+#include <emmintrin.h>
+#define KAFKAFS_SSE2 1
+#endif
+
+/* Bit k set for each of the 16 bytes at p that is '"', '\\', below 0x20 or 0x80 and up. */
+static inline __attribute__((always_inline)) uint32_t block_stops(const uint8_t *p) {
+#ifdef KAFKAFS_SSE2
+    __m128i v = _mm_loadu_si128((const __m128i *)p);
+    __m128i q = _mm_cmpeq_epi8(v, _mm_set1_epi8('"'));
+    __m128i b = _mm_cmpeq_epi8(v, _mm_set1_epi8('\\'));
+    __m128i c = _mm_cmplt_epi8(v, _mm_set1_epi8(0x20)); /* signed: below 0x20, and 0x80 and up */
+    return (uint32_t)_mm_movemask_epi8(_mm_or_si128(_mm_or_si128(q, b), c));
+#else
+    uint32_t m = 0;
+    for (int k = 0; k < 16; k++) {
+        uint8_t c = p[k];
+        if (c < 0x20 || c >= 0x80 || c == '"' || c == '\\') m |= 1u << k;
+    }
+    return m;
+#endif
+}
+
+/* The stops among the len (1..16) bytes at p, read as a block of 16 from p, or from pad (p's bytes, then
+ * plain ones) when fewer than 16 lie before lim; *blk: where the block was read. */
+static inline __attribute__((always_inline)) uint32_t block_at(const uint8_t *p, Py_ssize_t len, const uint8_t *lim,
+                                                               uint8_t *pad, const uint8_t **blk) {
+    if (lim - p >= 16) {
+        *blk = p;
+    } else {
+        memset(pad, 'a', 16);
+        memcpy(pad, p, (size_t)(lim - p));
+        *blk = pad;
+    }
+    return block_stops(*blk) & (0xFFFFu >> (16 - len));
+}
+
+/* r plain bytes from p to w (room for 16 more was made): one 16-byte copy when it may read that far. */
+static inline __attribute__((always_inline)) void copy_run(char *w, const uint8_t *p, Py_ssize_t r,
+                                                           const uint8_t *lim) {
+    if (r <= 16 && lim - p >= 16) memcpy(w, p, 16);
+    else memcpy(w, p, (size_t)r);
+}
+
+/* What a byte below 0x20 adds to the length when escaped: \b \t \n \f \r one, \u00XX five. */
+static const uint8_t CONTROL_EXTRA[32] = {5, 5, 5, 5, 5, 5, 5, 5, 1, 1, 1, 5, 1, 1, 5, 5,
+                                          5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5};
+
+/* The inside of a JSON string for the bytes s[0:n] when they are valid UTF-8: escapes for '"', '\\'
+ * and bytes below 0x20, the rest as is. 1 when written (or counted), 0 when s is not valid UTF-8 (part
+ * of it may have been written: the caller rewinds o->len), -1 when out of memory. write: a constant
+ * (o->count_only is its opposite), so the compiler makes a counting and a writing copy. Block by block:
+ * a block without stops is copied whole; in one with stops, each stop is taken in turn from the same
+ * mask (a multi-byte sequence checked and kept in the run of plain bytes, an escape written after the
+ * run before it). */
+static inline __attribute__((always_inline)) int text_body(Out *o, const uint8_t *s, Py_ssize_t n,
+                                                           const uint8_t *lim, const int write) {
+    Py_ssize_t i = 0, extra = 0;
+    uint8_t pad[16];
+    while (i < n) {
+        Py_ssize_t len = n - i < 16 ? n - i : 16;
+        const uint8_t *blk;
+        uint32_t m = block_at(s + i, len, lim, pad, &blk);
+        /* room for a block: at most 16 escapes of 6 bytes, a sequence running 3 bytes past it, and the
+         * 16 bytes copy_run may write past a run */
+        if (write && o->cap - o->len < 128 && out_grow(o, 128) < 0) return -1;
+        if (!m) {
+            if (write) {
+                memcpy(o->buf + o->len, blk, 16);
+                o->len += len;
+            }
+            i += len;
+            continue;
+        }
+        Py_ssize_t end = i + len, run = i; /* s[run:] up to the next stop: plain, not yet written */
+        while (m) {
+            Py_ssize_t at = i + __builtin_ctz(m);
+            uint8_t c = s[at];
+            if (c >= 0x80) { /* a multi-byte sequence: checked, and written with the run it is in */
+                Py_ssize_t seq = utf8_sequence(s + at, n - at);
+                if (seq < 0) return 0;
+                at += seq;
+                if (at >= end) {
+                    end = at;
+                    break;
+                }
+                m &= ~0u << (at - i);
+                continue;
+            }
+            m &= m - 1;
+            if (!write) {
+                extra += c < 0x20 ? CONTROL_EXTRA[c] : 1;
+                continue;
+            }
+            copy_run(o->buf + o->len, s + run, at - run, lim);
+            o->len += at - run;
+            run = at + 1;
+            char *w = o->buf + o->len;
+            w[0] = '\\';
+            switch (c) {
+                case '"': w[1] = '"'; break;
+                case '\\': w[1] = '\\'; break;
+                case 0x08: w[1] = 'b'; break;
+                case 0x09: w[1] = 't'; break;
+                case 0x0A: w[1] = 'n'; break;
+                case 0x0C: w[1] = 'f'; break;
+                case 0x0D: w[1] = 'r'; break;
+                default:
+                    memcpy(w + 1, "u00", 3);
+                    w[4] = HEX[c >> 4];
+                    w[5] = HEX[c & 15];
+                    o->len += 4;
+            }
+            o->len += 2;
+        }
+        if (write) {
+            copy_run(o->buf + o->len, s + run, end - run, lim);
+            o->len += end - run;
+        }
+        i = end;
+    }
+    if (!write) o->len += n + extra;
+    return 1;
+}
+
+/* The bytes s[0:n] as a JSON string when they are valid UTF-8: 1, or 0 when they are not (o->len is
+ * back where it was), -1 when out of memory. lim: see the blocks above. */
+static inline __attribute__((always_inline)) int put_text(Out *o, const uint8_t *s, Py_ssize_t n,
+                                                          const uint8_t *lim) {
+    Py_ssize_t mark = o->len;
+    if (out_byte(o, '"') < 0) return -1;
+    int r = o->count_only ? text_body(o, s, n, lim, 0) : text_body(o, s, n, lim, 1);
+    if (r < 0) return -1;
+    if (r == 0) {
+        o->len = mark;
+        return 0;
+    }
+    return out_byte(o, '"') < 0 ? -1 : 1;
+}
+
+/* Valid UTF-8 bytes as the inside of a JSON string (see text_body). */
+static int put_string_body(Out *o, const uint8_t *s, Py_ssize_t n) {
+    int r = o->count_only ? text_body(o, s, n, s + n, 0) : text_body(o, s, n, s + n, 1);
+    return r < 0 ? -1 : 0;
 }
 
 /* Valid UTF-8 bytes as a JSON string. */
@@ -298,6 +473,15 @@ static int put_string(Out *o, const uint8_t *s, Py_ssize_t n) {
 }
 
 static const char B64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+static char b64_pairs[4096 * 2]; /* the two characters of every 12 bits (text_init fills it) */
+
+/* Fills the tables built at module init. */
+static void text_init(void) {
+    for (int i = 0; i < 4096; i++) {
+        b64_pairs[2 * i] = B64[i >> 6];
+        b64_pairs[2 * i + 1] = B64[i & 63];
+    }
+}
 
 static int put_base64(Out *o, const uint8_t *s, Py_ssize_t n) {
     if (OUT_LIT(o, "{\"$base64\":\"") < 0) return -1;
@@ -310,10 +494,9 @@ static int put_base64(Out *o, const uint8_t *s, Py_ssize_t n) {
         Py_ssize_t i = 0;
         for (; i + 3 <= n; i += 3) {
             uint32_t v = ((uint32_t)s[i] << 16) | ((uint32_t)s[i + 1] << 8) | s[i + 2];
-            *w++ = B64[v >> 18];
-            *w++ = B64[(v >> 12) & 63];
-            *w++ = B64[(v >> 6) & 63];
-            *w++ = B64[v & 63];
+            memcpy(w, b64_pairs + 2 * (v >> 12), 2);
+            memcpy(w + 2, b64_pairs + 2 * (v & 0xFFF), 2);
+            w += 4;
         }
         if (n - i == 1) {
             uint32_t v = (uint32_t)s[i] << 16;

@@ -209,6 +209,13 @@ def parse_record_line(line: bytes) -> ProducerRecord:
     if line.lstrip()[:1] != b"{":
         return ProducerRecord(None, None, bytes(line), ())
     try:
+        return _record_object(line)
+    except RecursionError:  # the standard library's parser and encoder recurse (orjson stops at 1024)
+        raise InvalidInput("invalid JSON: nested too deeply") from None
+
+
+def _record_object(line: bytes) -> ProducerRecord:
+    try:
         obj = _loads(line) if _LONG_DIGITS.search(line) is None else _loads_exact(line)
     except ValueError as exc:
         raise InvalidInput(f"invalid JSON: {exc}") from None

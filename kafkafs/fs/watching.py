@@ -64,8 +64,9 @@ class ChangeWatcher:
         #: folders watched before their partition was loaded (:meth:`watch_folder`): wd -> an event came
         self._early: dict[int, bool] = {}
         self._names: dict[int, str] = {}  # wd -> the partition folder's name
-        #: ``on_folder_event(name)``: called on this thread for every read of events that touch a watched
-        #: folder, loaded or not (the mount drops the attributes the kernel keeps of it: the Invalidator)
+        #: ``on_folder_event(name)``: called on this thread when a watched folder changed: a folder not
+        #: loaded yet at each read of its events, a loaded one once a burst, after its refresh (the mount
+        #: drops the attributes the kernel keeps of it: the Invalidator)
         self.on_folder_event: Callable[[str], None] | None = None
         self._stopped = False
         self._thread = threading.Thread(target=self._run, name="kafkafs-watch", daemon=True)
@@ -156,7 +157,7 @@ class ChangeWatcher:
                     with self._lock:
                         state = self._by_wd.get(event.wd)
                         name = self._names.get(event.wd)
-                        if name is not None:
+                        if name is not None and state is None:  # a loaded one: told once a burst (_refresh)
                             touched.add(name)
                         if event.wd in self._early:  # not loaded yet: refreshed once when it is
                             self._early[event.wd] = True
@@ -185,3 +186,6 @@ class ChangeWatcher:
             self.refreshes += 1
         except Exception as exc:
             log.warning("%s: could not look for new records: %s", state.name, exc)
+        hook = self.on_folder_event
+        if hook is not None:
+            hook(state.name)

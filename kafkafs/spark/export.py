@@ -18,6 +18,7 @@ the view shows (``[{"key":"trace","value":"abc"}]``). The cells are rendered by 
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import sys
@@ -51,7 +52,9 @@ def _session(master: str) -> tuple[Any, bool]:
         .config("spark.sql.session.timeZone", "UTC")
         .getOrCreate()
     )
-    session.sparkContext.setLogLevel("ERROR")
+    # A failed job is said in one line (spark_error_line); Spark's own ERROR lines would print it first
+    # with Java and Python stack traces (a damaged batch: ~190 lines). ``kafkafs -v export`` shows them.
+    session.sparkContext.setLogLevel("ERROR" if logging.getLogger("kafkafs").isEnabledFor(logging.INFO) else "OFF")
     return session, True
 
 

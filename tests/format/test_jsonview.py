@@ -272,3 +272,23 @@ def test_a_rendered_line_with_trailing_zeros_appends_back_byte_for_byte():
     (line,) = render_batch_jsonl("t", 0, _batch(records)).splitlines()
     assert b'"amount":225.30' in line
     assert parse_record_line(line) == records[0]
+
+
+@pytest.mark.parametrize("depth", [1000, 1023])
+def test_json_nested_past_the_standard_librarys_recursion_is_invalid_input(depth):
+    """orjson takes 1,023 levels of nesting; the standard library's parser and encoder, which the writer
+    also uses, recurse and raised RecursionError (a traceback from ``kafkafs produce``) below that."""
+    import sys
+
+    line = b'{"value": ' + b"[" * depth + b"]" * depth + b"}"
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(900)  # as deep in the stack as produce's own call path leaves
+    try:
+        try:
+            rec = parse_record_line(line)
+        except InvalidInput as exc:
+            assert "nested too deeply" in str(exc)
+        else:
+            assert rec.value == b"[" * depth + b"]" * depth
+    finally:
+        sys.setrecursionlimit(limit)

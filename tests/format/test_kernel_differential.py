@@ -522,3 +522,92 @@ def test_crc32c_alike(data, skip):
     assert kernel.KERNEL.crc32c(data[skip:]) == expected
     assert kernel.KERNEL.crc32c(memoryview(data)[skip:], 0) == expected  # the table, whatever the CPU
     assert kernel.KERNEL.crc32c(data[skip:], 1) in (expected, None)  # the instruction, where the CPU has it
+
+
+# ------------------------------------------------------------------------------------- 16-byte blocks
+# The kernel scans strings 16 bytes at a time (_kernel_text.h: a block may be read past a string's end,
+# never past the end of its records section) and counts lengths without writing. Every piece that stops
+# a block (a quote, a backslash, a control byte, a multi-byte character, a byte that is not UTF-8), put
+# at every offset of ASCII runs that span one to four blocks, rendered and counted, as keys, values,
+# header keys and header values (a header value last in its section: no byte readable after it), in
+# strings and inside JSON strings, against the reference.
+
+_STOPS = [b'"', b"\\", b"\n", b"\x01", b"\x1f", b"\x7f", "é".encode(), "東".encode(), "😀".encode(), b"\xff",
+          b"\xc3", b"\xe6\x9d", b"\xf0\x9f\x98", b"\xed\xa0\x80", b"\xc0\xaf"]
+
+
+def _run_with(stop: bytes, at: int, length: int) -> bytes:
+    plain = bytes(0x61 + (i % 26) for i in range(length))
+    return plain[:at] + stop + plain[at:]
+
+
+def _block_values(lengths=(0, 1, 7, 15, 16, 17, 31, 33, 47, 64)):
+    for length in lengths:
+        yield bytes(0x61 + (i % 26) for i in range(length))
+        for stop in _STOPS:
+            for at in range(0, length + 1, 1 if length <= 33 else 5):
+                yield _run_with(stop, at, length)
+
+
+def _check_section(values: list[bytes | None], mode: str) -> None:
+    records = [(i, i, v, v, [(v or b"k", v)], 0) for i, v in enumerate(values)]
+    data = _section(records)
+    _check(data, _header(len(records), 0, 100, 1000, 1000, -1), mode, (None, None, None, None))
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_stops_at_every_offset_of_blocks_render_and_count_alike(mode):
+    values = list(_block_values())
+    for value in values:
+        assert kernel.render_value(value, mode) == jsonembed.render_value(value, mode), value
+    for i in range(0, len(values), 40):
+        _check_section(values[i : i + 40], mode)
+    _check_section([values[-1]], mode)  # alone: the header value ends the section
+
+
+def test_stops_inside_json_strings_at_every_offset():
+    """In mode auto, JSON values whose strings (keys and values) hold every stop at every offset of a
+    run crossing blocks, compact and spaced: embedded (and compacted) when valid, else a string or base64."""
+    values = []
+    for inner in _block_values((0, 5, 15, 16, 17, 40)):
+        values += [b'{"k":"' + inner + b'"}', b'["' + inner + b'",1]', b'{"' + inner + b'":[true]}',
+                   b'{ "k" : "' + inner + b'" , "n" : [ 1 , 2 ] }', b'\t[ "' + inner + b'" ]\n']
+    for value in values:
+        assert kernel.render_value(value, "auto") == jsonembed.render_value(value, "auto"), value
+    for i in range(0, len(values), 40):
+        _check_section(values[i : i + 40], "auto")
+
+
+def test_long_strings_render_and_count_alike():
+    """Strings of thousands of bytes: plain ASCII, text with characters to escape and multi-byte
+    characters throughout, one bad byte far in, and a long JSON value (the output buffer grows)."""
+    text = ("Zürich naïve 東京 😀 say \"hi\" tab\there back\\slash \x01 " * 300).encode()
+    values = [b"x" * 5000, text, text[:4001] + b"\xff" + text[4001:], b"[" + b",".join([b'"' + text[:200] + b'"'] * 40) + b"]",
+              b'{"a": ' + b"[1, 2.5e-3, true, null, \"x\"]," * 500 + b'"b": 0}']
+    for mode in MODES:
+        for value in values:
+            assert kernel.render_value(value, mode) == jsonembed.render_value(value, mode)
+        _check_section(values, mode)
+
+
+def test_integers_at_every_decimal_length_render_and_count_alike():
+    """Offsets and timestamps at every power of ten and one below it, and at the ends of 64 bits: the
+    kernel counts their digits without formatting them, and formats eight at a time."""
+    edges = sorted({s * (10**k + d) for k in range(19) for d in (-1, 0, 1) for s in (1, -1)} | {2**63 - 1, -(2**63)})
+    for first in edges:
+        data = _section([(0, 0, b"k", b"v", [], 0), (1, 1, None, None, [], 0)])
+        for base in (first, 0):
+            if -(2**63) <= first <= 2**63 - 2:
+                _check(data, _header(2, 0, max(base, 0), first, first, first), "auto", (None, None, None, None))
+                _check(data, _header(2, 0x18, max(base, 0), first, first, first), "auto", (None, None, None, None))
+
+
+@pytest.mark.parametrize("size", [0, 1, 7, 8, 255, 256, 767, 768, 769, 1535, 1536, 1537, 2304, 9000, 70000])
+def test_crc32c_of_every_stream_length_alike(size):
+    """The instruction's CRC runs three streams of 256 bytes side by side: lengths around their multiples."""
+    data = bytes((i * 131 + size) & 0xFF for i in range(size + 3))
+    for skip in (0, 3):
+        expected = _crc32c_package.crc32c(data[skip:])
+        assert kernel.KERNEL.crc32c(data[skip:]) == expected
+        assert kernel.KERNEL.crc32c(data[skip:], 0) == expected
+        assert kernel.KERNEL.crc32c(data[skip:], 1) in (expected, None)

@@ -199,3 +199,24 @@ def test_csv_of_the_generated_directory_keeps_every_record(spark, generated, tmp
     rows = [r for r in csv.DictReader(io.StringIO(text)) if r["key"] != "key"]
     expect = [r for r in engine_rows(generated) if r[0] == "audit"]
     assert sorted(r["value"] for r in rows) == sorted(r[6].decode() for r in expect)
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_export_of_damaged_data_says_one_error_line(generated, writable_copy, tmp_path):
+    """`kafkafs export` of a damaged partition (onCorrupt=fail) exits 1 with kafkafs's one line, not after
+    Spark's ERROR lines with their Java and Python stack traces (about 190 lines of them; SPEC §4).
+    Spark's start-up warnings may come before it. A subprocess: it needs a session of its own (slow)."""
+    copy = writable_copy(generated)
+    seg = copy / "audit-0" / f"{0:020d}.log"
+    data = bytearray(seg.read_bytes())
+    data[300] ^= 0xFF
+    seg.write_bytes(bytes(data))
+    proc = subprocess.run(
+        [sys.executable, "-m", "kafkafs", "export", str(copy), str(tmp_path / "out"), "--topics", "audit"],
+        capture_output=True, timeout=600, env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    err = proc.stderr.decode()
+    assert proc.returncode == 1, err
+    assert err.splitlines()[-1].startswith(f"kafkafs: error: {seg}: position "), err
+    assert "Traceback" not in err and " ERROR " not in err and "\tat " not in err, err

@@ -113,7 +113,7 @@ class PartitionState:
         self._compose_lock = threading.Lock()
         self._composition: Composition | None = None
         #: ``by-offset/<offset>.json``: one record from the batch that holds it
-        self.record_finder = RecordFinder(log_, self.renderer, catch_up=self.catch_up)
+        self.record_finder = RecordFinder(log_, self.renderer, catch_up=None if log_.writable else self.catch_up)
         self._refresh_lock = threading.Lock()
         self._last_refresh = time.monotonic()  # the log was just read: the first look is due after the interval
         self._counted: _Counted | None = None

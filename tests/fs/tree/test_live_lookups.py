@@ -109,3 +109,16 @@ def test_lookups_at_once_share_one_refresh(live, monkeypatch):
         t.join(10)
     assert len(found) == 8 and all(f is not None for f in found)
     assert 1 <= len(calls) <= 2
+
+
+def test_a_read_write_mount_answers_past_its_end_on_the_loop(tmp_path: Path):
+    """A writable log knows its own appends: a lookup past its end is ENOENT at once, no worker trip."""
+    writer = open_log(tmp_path / "logs" / "t-0", config())
+    writer.append_records([record(b"v")])
+    writer.close()
+    tree = Tree(LogDir(tmp_path / "logs", writable=True), rw=True)
+    try:
+        with pytest.raises(NotFound):
+            tree.resolve("t-0/by-offset").lookup_now("5.json")
+    finally:
+        tree.close()
