@@ -283,10 +283,12 @@ def _indexed_chunks(reader: _Reader, keys_store, count: int | None) -> Iterator[
         first_late = log_.offset_for_timestamp(reader.stop_ts)
         stop = first_late[0] if first_late else None
     printed = 0
-    for found in PartitionKeys(log_, keys_store, build=False).history(key, include_aborted=True):
+    history, damage = PartitionKeys(log_, keys_store, build=False).history_to_damage(key, include_aborted=True)
+    for found in history:
         if found.offset < reader.next_offset:
             continue
         if stop is not None and found.offset >= stop:
+            damage = None
             break
         view = found.view or log_.locate(found.offset)
         if view is None:
@@ -302,7 +304,10 @@ def _indexed_chunks(reader: _Reader, keys_store, count: int | None) -> Iterator[
             yield line, 1
             printed += 1
             if count is not None and printed >= count:
+                damage = None
                 break
+    if damage is not None:  # what comes before it was printed; the damage is said, as a plain read says it
+        raise damage
     reader.next_offset = log_.log_end_offset
     reader.done = True
 

@@ -56,14 +56,17 @@ def _loads_exact(line: bytes) -> object:
 
 
 _JSON_WS = " \t\n\r"
-_TOKEN_OR_SPACE = re.compile(r'("(?:[^"\\]|\\.)*")|[ \t\n\r]+', re.S)
+#: The parts of JSON text between its whitespace: strings (escapes included) and runs of other bytes.
+_NOT_SPACE = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[^ \t\n\r"]+', re.S)
 _DECODER = json.JSONDecoder()
 
 
+_SPACE = re.compile(r"[ \t\n\r]*")
+
+
 def _skip(text: str, i: int) -> int:
-    while i < len(text) and text[i] in _JSON_WS:
-        i += 1
-    return i
+    found = _SPACE.match(text, i)
+    return found.end() if found else i
 
 
 def _spans(text: str, i: int) -> list[tuple[str | None, int, int]]:
@@ -95,15 +98,24 @@ def _last(spans: list[tuple[str | None, int, int]], name: str) -> tuple[int, int
 
 class _Texts:
     """Where the key, the value and each header value of a record object are in its line (found only
-    when one of them is written as its JSON text)."""
+    when one of them is written as its JSON text, and only when the line is not, once compacted,
+    the text orjson gives of what it parsed: then orjson's text of each part is the line's own)."""
 
-    def __init__(self, line: bytes) -> None:
-        self.line = line
+    def __init__(self, line: bytes, parsed: object) -> None:
+        self.line, self.parsed = line, parsed
         self.text: str | None = None
         self.members: list[tuple[str | None, int, int]] = []
 
     def _load(self) -> str | None:
         if self.text is None:
+            self.text = ""
+            try:
+                # orjson writes no whitespace between tokens, and inside strings the same spaces as the
+                # line (raw tabs and newlines are not JSON there): equal without any, equal compacted
+                if self.line.translate(None, b" \t\n\r") == _dumps(self.parsed).translate(None, b" \t\n\r"):
+                    return None  # every part as orjson writes it: its text is the line's
+            except TypeError:  # an integer past 64 bits: not orjson's
+                pass
             try:
                 self.text = self.line.decode("utf-8")
                 self.members = _spans(self.text, _skip(self.text, 0))
@@ -136,7 +148,9 @@ class _Texts:
 
 def _compact(text: str) -> bytes:
     """JSON text without the whitespace between its tokens; strings (and so escapes) and numbers as written."""
-    return _TOKEN_OR_SPACE.sub(lambda m: m.group(1) or "", text).encode("utf-8")
+    if not any(c in text for c in _JSON_WS):
+        return text.encode("utf-8")
+    return "".join(_NOT_SPACE.findall(text)).encode("utf-8")
 
 
 def _to_bytes(value: object, what: str, text: str | None = None) -> bytes | None:
@@ -235,7 +249,7 @@ def _record_object(line: bytes) -> ProducerRecord:
         if not -1 <= timestamp < (1 << 63):
             # Kafka rejects negative timestamps other than -1 ("none") in what producers send
             raise InvalidInput(f"timestamp {timestamp} is out of range (epoch milliseconds, 0 or later)")
-    texts = _Texts(line)
+    texts = _Texts(line, obj)
     key, value = obj.get("key"), obj.get("value")
     return ProducerRecord(
         timestamp,

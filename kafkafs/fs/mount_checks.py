@@ -76,18 +76,16 @@ def _mounted_at(path: str) -> bool:
 
 
 def check_logdir(logdir: str) -> str:
-    """The absolute log directory, when it is a readable folder that looks like a Kafka log directory."""
-    path = os.path.abspath(logdir)
-    if not os.path.exists(path):
-        raise MountPathError(f"{logdir}: no such log directory")
-    if not os.path.isdir(path):
-        raise MountPathError(f"{logdir}: not a directory")
-    if not os.access(path, os.R_OK | os.X_OK):
-        raise MountPathError(f"cannot read {logdir}: permission denied")
+    """The absolute log directory, when it is a folder that can be a Kafka log directory
+    (:func:`~kafkafs.storage.logdir.check_log_directory`, not strict, as every command checks it) and
+    that the mount can list and enter."""
     try:
-        check_log_directory(path, strict=False)
+        check_log_directory(logdir, strict=False)
     except UsageError as exc:
         raise MountPathError(str(exc)) from None
+    path = os.path.abspath(logdir)
+    if not os.access(path, os.R_OK | os.X_OK):
+        raise MountPathError(f"cannot read {logdir}: permission denied")
     return path
 
 

@@ -27,10 +27,11 @@ import pyarrow.compute as pc
 
 from ..errors import CorruptRecordError
 from ..format.batch import BatchHeader, DecodedBatch, control_type_of, records_section, validate_batch
+from ..format.batchheader import v2_offsets
 from ..storage.config import LogConfig
 from ..storage.records import BatchView
 from ..storage.segment import LogSegment
-from ..storage.validation import order_problem
+from ..storage.validation import offsets_problem
 from .arrowcols import WALK_END, WALK_FULL, WALK_PARTIAL, KernelColumns, available, finish_batch, repeat_runs
 from .dataloss import report_data_loss
 from .plan import Piece, ScanSpec, Split
@@ -202,9 +203,8 @@ def _open_segment(piece: Piece, spec: ScanSpec) -> LogSegment | None:
     return segment
 
 
-#: A v2 batch's base offset and length, and (23 bytes on) its lastOffsetDelta: what offset order needs.
+#: A batch's base offset and length: where :meth:`_OffsetOrder._base_at` looks for the next batch.
 _BASE_AND_LENGTH = struct.Struct(">qi")
-_LAST_OFFSET_DELTA = struct.Struct(">i")
 
 
 class _OffsetOrder:
@@ -216,30 +216,31 @@ class _OffsetOrder:
     judged by the piece that serves it. ``fail``: the read fails naming the file and position; ``skip``:
     the damage is logged and the read goes on. The last batch of a sealed segment is not judged against
     the next segment's base offset here (``verify``, ``consume`` and the mount do that). Batches are
-    seen as numbers (the kernel's walk gives no headers): order_problem's rules are tested on them
-    first, and order_problem itself says what is wrong."""
+    seen as numbers (the kernel's walk gives no headers), judged by
+    :func:`~kafkafs.storage.validation.offsets_problem` (order_problem on those numbers)."""
 
     def __init__(self, segment: LogSegment, path: str, on_corrupt: str) -> None:
         self.segment, self.path, self.skip = segment, path, on_corrupt == "skip"
         self.segment_base = segment.base_offset
         self.next_offset: int | None = None  # one past the batch before the pending one (None: not known)
-        self.pending: tuple[int, int, int, int] | None = None  # (file position, base, next offset, magic)
+        # (file position, base offset, lastOffsetDelta, magic)
+        self.pending: tuple[int, int, int, int] | None = None
 
-    def see(self, position: int, base: int, next_offset: int, magic: int) -> None:
+    def see(self, position: int, base: int, last_offset_delta: int, magic: int) -> None:
         """The next batch of the walk, in file order (``position``: in the file)."""
         if self.pending is not None:
             self._judge(base)
-        self.pending = (position, base, next_offset, magic)
+        self.pending = (position, base, last_offset_delta, magic)
 
     def see_header(self, header: BatchHeader, position: int) -> None:
-        self.see(position, header.base_offset, header.next_offset, header.magic)
+        self.see(position, header.base_offset, header.last_offset_delta, header.magic)
 
     def see_v2(self, buf: bytes, at: int, stop: int, file_base: int) -> None:
         """The whole v2 batches of ``buf[at:stop]`` (what the kernel walked), ``buf`` read at ``file_base``."""
-        unpack, delta_of, see = _BASE_AND_LENGTH.unpack_from, _LAST_OFFSET_DELTA.unpack_from, self.see
+        see = self.see
         while at < stop:
-            base, length = unpack(buf, at)
-            see(file_base + at, base, base + delta_of(buf, at + 23)[0] + 1, 2)
+            base, length, delta = v2_offsets(buf, at)
+            see(file_base + at, base, delta, 2)
             at += length + 12
 
     def stop(self) -> None:
@@ -264,13 +265,10 @@ class _OffsetOrder:
 
     def _judge(self, following: int | None) -> None:
         assert self.pending is not None
-        position, base, next_offset, magic = self.pending
-        before, self.next_offset = self.next_offset, next_offset
-        if (base >= self.segment_base and (before is None or base >= before) and next_offset > base
-                and (following is None or next_offset <= following)):
-            return  # in order (order_problem's rules, on the numbers)
-        header = BatchHeader(position, base, 0, -1, magic, 0, 0, next_offset - base - 1, -1, -1, -1, -1, -1, 0)
-        problem = order_problem(header, next_offset=before, following=following, segment_base=self.segment_base)
+        position, base, delta, magic = self.pending
+        before, self.next_offset = self.next_offset, base + delta + 1
+        problem = offsets_problem(base, delta, magic, next_offset=before, following=following,
+                                  segment_base=self.segment_base)
         if problem is None:
             return
         if not self.skip:

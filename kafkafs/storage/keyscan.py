@@ -6,9 +6,11 @@ the scan with a :class:`ScanDamage`. :func:`build_key_index` keeps up to :data:`
 in memory, and past that sorts them and spills them to a temporary file in 256 buckets by hash prefix;
 at the end each bucket is read back, sorted and written in order (:class:`~.keyfile.BlockWriter`), so
 memory stays bounded whatever the number of keys. Long keys' digests are kept the same way (sorted
-runs, merged). Damage stops the scan: the file records where (``damaged``).
+runs, merged). Damage stops the scan: the file records where (``damaged``); offsets out of order are
+damage as every reader judges them (:mod:`.validation`). :class:`KeyConfirmer` checks a key index's
+candidates (hash matches) against the records.
 
-Functions only: each call owns what it makes; safe from any thread.
+Each call owns what it makes, safe from any thread; a :class:`KeyConfirmer` belongs to one query.
 """
 
 from __future__ import annotations
@@ -24,8 +26,10 @@ from typing import TYPE_CHECKING, Any, BinaryIO, NamedTuple, NoReturn
 from .. import __version__
 from ..errors import CorruptRecordError
 from ..format.batch import records_section, validate_batch
+from ..format.batchheader import v2_offsets
 from ..format.jsonspan import cut_off
 from ..format.keyindex import (
+    ENTRY,
     ENTRY_SIZE,
     TXN,
     KeyEntries,
@@ -39,11 +43,13 @@ from ..format.keyindex import (
 from ..format.keynames import key_sha256
 from ..format.recordfilter import RecordFilter
 from .keyfile import FORMAT_VERSION, LONG, BlockWriter, fanout_bits
+from .records import BatchView
+from .validation import in_order, offsets_problem
 
 if TYPE_CHECKING:
     from .segment import LogSegment
 
-__all__ = ["Scanned", "ScanDamage", "scan_entries", "build_key_index", "RUN_BYTES", "LONG_RUN"]
+__all__ = ["Scanned", "ScanDamage", "scan_entries", "build_key_index", "KeyConfirmer", "RUN_BYTES", "LONG_RUN"]
 
 log = logging.getLogger("kafkafs.keyindex")
 
@@ -155,18 +161,22 @@ class _Longs:
 
 
 def _slow_batch(segment: LogSegment, pos: int, size: int, record_filter: RecordFilter | None,
-                expect: int) -> tuple[KeyEntries, int, int] | None:
+                expect: int | None, upper: int | None) -> tuple[KeyEntries, int, int] | None:
     """The entries of the one batch at ``pos`` the kernel did not take, where the next batch starts and
-    its last offset; None at the end. CorruptRecordError for damage (a v2 batch starting below
-    ``expect``, one past the batch before it, included; and bytes that are not a whole batch at the end
-    of a sealed segment, one its log has rolled past: a torn batch, not a write in progress)."""
-    view = next(iter(segment.batches(pos, size, sealed=not segment.active)), None)
-    if view is None:
-        return None
-    h = view.header
+    its last offset; None at the end. CorruptRecordError for damage: offsets that do not fit between
+    the batch before it (``expect``: one past its last offset) and the one after it (``upper``: the
+    next segment's base offset, for the last batch), as every reader judges them
+    (:func:`~kafkafs.storage.validation.in_order`); and bytes that are not a whole batch at the end of
+    a sealed segment, one its log has rolled past: a torn batch, not a write in progress."""
     file = str(segment.log_path)
-    if h.magic == 2 and (h.base_offset < expect or h.last_offset_delta < 0):
-        raise CorruptRecordError(_disorder(h.base_offset, h.last_offset_delta, expect), view.position, file)
+    judged = next(in_order(segment.batches(pos, size, sealed=not segment.active), next_offset=expect,
+                           upper=upper, segment_base=segment.base_offset), None)
+    if judged is None:
+        return None
+    view, problem = judged
+    if problem is not None:
+        raise CorruptRecordError(problem, view.position, file)
+    h = view.header
     try:
         if h.magic == 2:
             validate_batch(view.buf, h)
@@ -179,6 +189,41 @@ def _slow_batch(segment: LogSegment, pos: int, size: int, record_filter: RecordF
     except CorruptRecordError as exc:
         raise exc.at(file, view.base) if exc.file is None else exc from None
     return got, view.position + h.size, last
+
+
+def _batch_rels(view: BatchView, seg_base: int, record_filter: RecordFilter) -> list[int]:
+    """The rel offsets of the records of one batch that the filter accepts (the batch checked whole)."""
+    raw = view.raw()
+    got = span_entries(raw, seg_base, record_filter)
+    if got.consumed != len(raw):
+        h = view.header._replace(position=0)
+        if h.magic == 2:
+            validate_batch(raw, h)
+            got = section_entries(records_section(raw, h), h, seg_base, record_filter)
+        else:
+            got = batch_entries(view.decode(), seg_base, record_filter)
+    return [ENTRY.unpack_from(got.entries, i)[2] for i in range(0, len(got.entries), ENTRY.size)]
+
+
+class KeyConfirmer:
+    """Whether the record at an offset of ``segment`` has ``key`` (a hash match in a key index is only
+    a candidate); a batch read for one candidate answers for the next ones in it. One query's own."""
+
+    def __init__(self, segment: LogSegment, key: bytes) -> None:
+        self.segment = segment
+        self.filter = RecordFilter(key=key)
+        self.view: BatchView | None = None  # the batch read last
+        self._rels: set[int] = set()  # the rels of the key in it
+
+    def __call__(self, offset: int) -> bool:
+        view = self.view
+        if view is None or not view.header.base_offset <= offset <= view.header.last_offset:
+            view = self.segment.find(offset)
+            if view is None or view.header.base_offset > offset:
+                return False
+            self.view = view._replace(segment=self.segment)
+            self._rels = set(_batch_rels(view, self.segment.base_offset, self.filter))
+        return offset - self.segment.base_offset in self._rels
 
 
 class Scanned(NamedTuple):
@@ -206,30 +251,32 @@ class ScanDamage(NamedTuple):
 
 
 def scan_entries(
-    segment: LogSegment, size: int, record_filter: RecordFilter | None = None, start: int = 0
+    segment: LogSegment, size: int, record_filter: RecordFilter | None = None, start: int = 0,
+    upper: int | None = None,
 ) -> Iterator[Scanned | ScanDamage]:
     """The key entries of ``segment``'s batches from position ``start`` to ``size``, a step at a time
     (whole runs of batches through the kernel, the others one by one); a :class:`ScanDamage` ends them
-    when a batch is damaged. ``record_filter``: only the records it accepts."""
+    when a batch is damaged, its offsets out of order included (each batch judged between its
+    neighbours as every reader judges it, :mod:`.validation`; ``upper``: the next segment's base
+    offset, None when not known). ``record_filter``: only the records it accepts."""
     base = segment.base_offset
     next_offset = base
-    file = str(segment.log_path)
+    expect: int | None = None if start else base  # one past the batch before (None: not known)
     pos = start
     want = CHUNK_BYTES
     while pos < size:
         buf = segment.read_at(pos, min(want, size - pos))
         if not buf:
             return
-        ordered, problem = _in_order(buf, next_offset)
+        ordered = _in_order(buf, expect, base, upper if pos + len(buf) >= size else None, pos + len(buf) >= size)
         got = span_entries(buf if ordered == len(buf) else memoryview(buf)[:ordered], base, record_filter)
         taken = got.consumed
         if taken:
-            next_offset = max(next_offset, _last_offset_of(buf, taken) + 1)
+            last = _last_offset_of(buf, taken)
+            next_offset = max(next_offset, last + 1)
+            expect = last + 1
             yield Scanned(got, pos, pos + taken, next_offset)
             pos += taken
-        if problem is not None and taken == ordered:  # offsets out of order: damage, never skipped
-            yield ScanDamage(next_offset, pos, CorruptRecordError(problem, pos, file))
-            return
         if taken == len(buf):
             want = CHUNK_BYTES
             continue
@@ -237,8 +284,8 @@ def scan_entries(
         if need and not (taken == 0 and want >= need) and pos + need <= size:
             want = max(CHUNK_BYTES, need)
             continue
-        try:
-            found = _slow_batch(segment, pos, size, record_filter, next_offset)
+        try:  # the batch the kernel did not take (or whose order needs what lies past the chunk) alone
+            found = _slow_batch(segment, pos, size, record_filter, expect, upper)
         except CorruptRecordError as exc:
             yield ScanDamage(next_offset, pos, exc)
             return
@@ -246,6 +293,7 @@ def scan_entries(
             return
         got, after, last = found
         next_offset = max(next_offset, last + 1)
+        expect = last + 1
         yield Scanned(got, pos, after, next_offset)
         pos = after
         want = CHUNK_BYTES
@@ -322,30 +370,30 @@ def build_key_index(
         txns.close()
 
 
-def _disorder(base: int, delta: int, expect: int) -> str:
-    if delta < 0:
-        return f"batch at offset {base} has a negative last offset delta ({delta})"
-    return f"offsets go backwards: a batch starts at {base}, before {expect}, one past the batch before it"
-
-
-def _in_order(buf: bytes, expect: int) -> tuple[int, str | None]:
-    """How many bytes of whole v2 batches at the start of ``buf`` keep the order of offsets (each batch
-    starts at ``expect`` or later, one past the one before it, with a last offset delta of 0 or more),
-    and what is wrong with the batch after them when it does not (None: it is cut off by the end of
-    ``buf``, or not v2, for the slow path to judge)."""
+def _in_order(buf: bytes, expect: int | None, segment_base: int, upper: int | None, final: bool) -> int:
+    """How many bytes of whole v2 batches at the start of ``buf`` are in order (each judged between
+    its neighbours, :func:`~kafkafs.storage.validation.offsets_problem`: the batch after it is read
+    from its first 8 bytes; the last batch of ``buf`` is judged only when ``final``, against ``upper``).
+    A batch that is not, or cannot be judged from ``buf``, is left to :func:`_slow_batch`, which says
+    what is wrong with it, as every reader says it."""
     pos = 0
     n = len(buf)
     while n - pos >= 61 and buf[pos + 16] == 2:
-        length = int.from_bytes(buf[pos + 8 : pos + 12], "big", signed=True)
-        if length < 49 or pos + length + 12 > n:
+        base, length, delta = v2_offsets(buf, pos)
+        after = pos + length + 12
+        if length < 49 or after > n:
             break
-        base = int.from_bytes(buf[pos : pos + 8], "big", signed=True)
-        delta = int.from_bytes(buf[pos + 23 : pos + 27], "big", signed=True)
-        if base < expect or delta < 0:
-            return pos, _disorder(base, delta, expect)
+        if n - after >= 8:
+            following: int | None = int.from_bytes(buf[after : after + 8], "big", signed=True)
+        elif after == n and final:
+            following = upper
+        else:
+            break
+        if offsets_problem(base, delta, 2, next_offset=expect, following=following, segment_base=segment_base):
+            break
         expect = base + delta + 1
-        pos += length + 12
-    return n if pos == n else pos, None
+        pos = after
+    return pos
 
 
 def _last_offset_of(buf: bytes, end: int) -> int:
@@ -353,9 +401,7 @@ def _last_offset_of(buf: bytes, end: int) -> int:
     pos = 0
     last = -1
     while pos < end:
-        base = int.from_bytes(buf[pos : pos + 8], "big", signed=True)
-        length = int.from_bytes(buf[pos + 8 : pos + 12], "big", signed=True)
-        delta = int.from_bytes(buf[pos + 23 : pos + 27], "big", signed=True)
+        base, length, delta = v2_offsets(buf, pos)
         last = base + delta
         pos += length + 12
     return last

@@ -16,9 +16,9 @@ bitmaps of all segments would pass :data:`BITMAP_BUDGET`, segments are taken in 
 each group a pass over the indexes of itself and the newer segments. The records are then read in
 offset order, each segment's bitmap a filter (:class:`~kafkafs.format.recordfilter.RecordFilter`).
 
-Damage: a segment whose scan stopped at damage fails every query whose answer could depend on what
-follows the damage (CorruptRecordError): a history and the table always, a latest lookup when no
-newer segment answered it.
+Damage (offsets out of order included, judged as every reader judges them) fails every query whose
+answer could depend on what follows it (CorruptRecordError): the table always, a latest lookup when no
+newer segment answered it, a history after the records before it (:meth:`~PartitionKeys.history_to_damage`).
 
 The active segment is scanned; once it is large (:data:`ACTIVE_INDEX_FROM`), an index of what it holds
 is made in a temporary file and kept while it grows, and only what was appended since is scanned.
@@ -36,22 +36,18 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
 from ..errors import CorruptRecordError
-from ..format.batch import records_section, validate_batch
 from ..format.keyindex import (
     ENTRY,
     TRANSACTIONAL,
     TXN,
-    batch_entries,
     key_hash,
-    section_entries,
-    span_entries,
     table_latest,
 )
 from ..format.keynames import key_sha256
 from ..format.recordfilter import RecordFilter
 from .keyfile import DamagedIndex, SegmentKeyIndex
 from .keyindex import KeyIndexStore
-from .keyscan import ScanDamage, build_key_index, scan_entries
+from .keyscan import KeyConfirmer, ScanDamage, build_key_index, scan_entries
 from .records import BatchView
 from .segment import LogSegment
 
@@ -140,41 +136,6 @@ def _in_aborted(txns: list[tuple[int, int, int]], offset: int, aborted: _Aborted
 
 def _unpack_txns(raw: bytes) -> list[tuple[int, int, int]]:
     return [TXN.unpack_from(raw, i) for i in range(0, len(raw), TXN.size)]
-
-
-def _batch_rels(view: BatchView, seg_base: int, record_filter: RecordFilter) -> list[int]:
-    """The rel offsets of the records of one batch that the filter accepts (the batch checked whole)."""
-    raw = view.raw()
-    got = span_entries(raw, seg_base, record_filter)
-    if got.consumed != len(raw):
-        h = view.header._replace(position=0)
-        if h.magic == 2:
-            validate_batch(raw, h)
-            got = section_entries(records_section(raw, h), h, seg_base, record_filter)
-        else:
-            got = batch_entries(view.decode(), seg_base, record_filter)
-    return [ENTRY.unpack_from(got.entries, i)[2] for i in range(0, len(got.entries), ENTRY.size)]
-
-
-class _Confirmer:
-    """Whether the record at an offset of ``segment`` has ``key`` (a hash match is only a candidate); a
-    batch read for one candidate answers for the next ones in it."""
-
-    def __init__(self, segment: LogSegment, key: bytes) -> None:
-        self.segment = segment
-        self.filter = RecordFilter(key=key)
-        self.view: BatchView | None = None  # the batch read last
-        self._rels: set[int] = set()  # the rels of the key in it
-
-    def __call__(self, offset: int) -> bool:
-        view = self.view
-        if view is None or not view.header.base_offset <= offset <= view.header.last_offset:
-            view = self.segment.find(offset)
-            if view is None or view.header.base_offset > offset:
-                return False
-            self.view = view._replace(segment=self.segment)
-            self._rels = set(_batch_rels(view, self.segment.base_offset, self.filter))
-        return offset - self.segment.base_offset in self._rels
 
 
 class Table:
@@ -301,19 +262,20 @@ class PartitionKeys:
                 dropped.add(id(exc.index))
                 self.store.forget(exc.index)
 
-    def _scan(self, segment: LogSegment, record_filter: RecordFilter,
-              start: int = 0) -> tuple[list[tuple[int, int]], list[tuple[int, int, int]]]:
+    def _scan(self, segment: LogSegment, record_filter: RecordFilter, start: int = 0
+              ) -> tuple[list[tuple[int, int]], list[tuple[int, int, int]], CorruptRecordError | None]:
         """(rel, flags) of the records of a segment from position ``start`` on that the filter accepts,
-        and its transactional batches (a scan: the active segment, or a segment without an index)."""
+        its transactional batches (a scan: the active segment, or a segment without an index), and the
+        damage that ended the scan (None: none), the records before it found."""
         found: list[tuple[int, int]] = []
         txns: list[tuple[int, int, int]] = []
-        for step in scan_entries(segment, segment.size, record_filter, start):
+        for step in scan_entries(segment, segment.size, record_filter, start, upper=self.log.segments.upper(segment.base_offset)):
             if isinstance(step, ScanDamage):
-                step.raise_it()
+                return found, txns, step.error
             entries = step.got.entries
             found.extend(ENTRY.unpack_from(entries, i)[2:] for i in range(0, len(entries), ENTRY.size))
             txns.extend(_unpack_txns(step.got.txns))
-        return found, txns
+        return found, txns, None
 
     def _active_index(self, segment: LogSegment) -> SegmentKeyIndex | None:
         """An index of what a large active segment holds (None for a small one): made once, in a
@@ -333,20 +295,21 @@ class PartitionKeys:
             return index
 
     def _candidates(self, segment: LogSegment, key: bytes, hashed: tuple[int, int], aborted: _Aborted, active: bool,
-                    newest_only: bool = False) -> list[KeyRecord]:
+                    newest_only: bool = False) -> tuple[list[KeyRecord], CorruptRecordError | None]:
         """The records of ``key`` in ``segment`` that count (not aborted), confirmed, by offset
-        (``newest_only``: only the newest, confirming as few candidates as it takes)."""
+        (``newest_only``: only the newest, confirming as few candidates as it takes), and the damage a
+        scan of it stopped at (None: none; the records are those before it)."""
         base = segment.base_offset
         index = self._active_index(segment) if active else self._index(segment)
         if index is None or active:  # a scan compares the key itself: nothing to confirm
             start = index.head["scanned"] if index is not None else 0
-            found, txns = self._scan(segment, RecordFilter(key=key), start)
+            found, txns, damage = self._scan(segment, RecordFilter(key=key), start)
             out = [KeyRecord(base + rel, segment) for rel, flags in found
                    if not (flags & TRANSACTIONAL and _in_aborted(txns, base + rel, aborted))]
             if index is None or (newest_only and out):
-                return out[-1:] if newest_only else out
-            return self._indexed(segment, index, key, hashed, aborted, newest_only) + out
-        return self._indexed(segment, index, key, hashed, aborted, newest_only)
+                return (out[-1:] if newest_only else out), damage
+            return self._indexed(segment, index, key, hashed, aborted, newest_only) + out, damage
+        return self._indexed(segment, index, key, hashed, aborted, newest_only), None
 
     def _indexed(self, segment: LogSegment, index: SegmentKeyIndex, key: bytes, hashed: tuple[int, int], aborted: _Aborted,
                  newest_only: bool) -> list[KeyRecord]:
@@ -358,7 +321,7 @@ class PartitionKeys:
         txns = index.transactional_batches() if any(f & TRANSACTIONAL for _r, f in entries) else []
         offsets = [base + rel for rel, flags in entries
                    if not (flags & TRANSACTIONAL and _in_aborted(txns, base + rel, aborted))]
-        confirm = _Confirmer(segment, key)
+        confirm = KeyConfirmer(segment, key)
         out = []
         for offset in reversed(offsets) if newest_only else offsets:
             if confirm(offset):
@@ -380,24 +343,40 @@ class PartitionKeys:
         hashed = key_hash(key)
         aborted = _aborted_by_producer([*sealed, active])
         for segment in [active, *reversed(sealed)]:
-            found = self._candidates(segment, key, hashed, aborted, segment is active, newest_only=True)
+            found, damage = self._candidates(segment, key, hashed, aborted, segment is active, newest_only=True)
+            if damage is not None:
+                raise damage  # the newest may lie past it
             if found:
                 return found[-1]
         return None
 
     def history(self, key: bytes, *, include_aborted: bool = False) -> list[KeyRecord]:
         """Every record of ``key``, by offset (``include_aborted``: records of aborted transactions too,
-        as a plain read shows them)."""
+        as a plain read shows them). Damage raises :class:`CorruptRecordError`."""
+        found, damage = self.history_to_damage(key, include_aborted=include_aborted)
+        if damage is not None:
+            raise damage
+        return found
+
+    def history_to_damage(self, key: bytes, *, include_aborted: bool = False
+                          ) -> tuple[list[KeyRecord], CorruptRecordError | None]:
+        """:meth:`history` up to the first damage, and that damage (None: none): a reader prints the
+        records before it, then says it (SPEC §4), as a plain read does."""
         return self._query(lambda: self._history(key, include_aborted))
 
-    def _history(self, key: bytes, include_aborted: bool) -> list[KeyRecord]:
+    def _history(self, key: bytes, include_aborted: bool) -> tuple[list[KeyRecord], CorruptRecordError | None]:
         sealed, active = self._segments()
         if active is None:
-            return []
+            return [], None
         hashed = key_hash(key)
         aborted = {} if include_aborted else _aborted_by_producer([*sealed, active])
-        return [found for segment in [*sealed, active]
-                for found in self._candidates(segment, key, hashed, aborted, segment is active)]
+        out: list[KeyRecord] = []
+        for segment in [*sealed, active]:
+            found, damage = self._candidates(segment, key, hashed, aborted, segment is active)
+            out += found
+            if damage is not None:
+                return out, damage
+        return out, None
 
     def key_for_digest(self, digest: bytes) -> bytes | None:
         """The key whose SHA-256 is ``digest`` and whose name is that digest (``$sha256:`` names), if
@@ -411,7 +390,7 @@ class PartitionKeys:
         for segment in [active, *reversed(sealed)]:
             index = None if segment is active else self._index(segment)
             if index is None:
-                for step in scan_entries(segment, segment.size):
+                for step in scan_entries(segment, segment.size, upper=self.log.segments.upper(segment.base_offset)):
                     if isinstance(step, ScanDamage):
                         step.raise_it()
                     for _rel, key in step.got.longs:

@@ -32,7 +32,7 @@ from ..errors import CorruptRecordError, RecordTooLargeError
 from ..format.batch import BatchHeader, decode_batch, validate_batch
 from .records import BatchView
 
-__all__ = ["batch_problem", "records_problem", "order_problem", "in_order", "checked_order"]
+__all__ = ["batch_problem", "records_problem", "order_problem", "offsets_problem", "in_order", "checked_order"]
 
 
 def order_problem(
@@ -45,15 +45,24 @@ def order_problem(
     the last batch of a segment; None: none yet, or not known); ``segment_base``: the segment's base
     offset, below which no offset of it may lie. Only header fields: the offsets are outside the CRC.
     """
-    h = header
-    if segment_base is not None and h.base_offset < segment_base:
-        return f"offset {h.base_offset} is below the segment's base {segment_base}"
-    if next_offset is not None and h.base_offset < next_offset:
-        return f"offsets go backwards ({h.base_offset} after {next_offset - 1})"
-    if h.magic >= 2 and h.last_offset_delta < 0:
-        return f"negative lastOffsetDelta {h.last_offset_delta}"
-    if following is not None and h.next_offset > following:
-        return f"offsets run past the next batch's base ({h.last_offset}, then {following})"
+    return offsets_problem(header.base_offset, header.last_offset_delta, header.magic, next_offset=next_offset,
+                           following=following, segment_base=segment_base)
+
+
+def offsets_problem(
+    base_offset: int, last_offset_delta: int, magic: int, *, next_offset: int | None, following: int | None,
+    segment_base: int | None = None,
+) -> str | None:
+    """:func:`order_problem` on the three header fields it reads, for a walk that reads them by their
+    position in the bytes (:func:`~kafkafs.format.batchheader.v2_offsets`) rather than whole headers."""
+    if segment_base is not None and base_offset < segment_base:
+        return f"offset {base_offset} is below the segment's base {segment_base}"
+    if next_offset is not None and base_offset < next_offset:
+        return f"offsets go backwards ({base_offset} after {next_offset - 1})"
+    if magic >= 2 and last_offset_delta < 0:
+        return f"negative lastOffsetDelta {last_offset_delta}"
+    if following is not None and base_offset + last_offset_delta + 1 > following:
+        return f"offsets run past the next batch's base ({base_offset + last_offset_delta}, then {following})"
     return None
 
 

@@ -30,14 +30,16 @@ from tests.fs.conftest import ROOT
 BASE_TS = 1_763_700_000_000
 
 
-def _build(path: Path, segment_bytes: int | None = None) -> Path:
+def _build(path: Path, segment_bytes: int | None = None, keyed: bool = False) -> Path:
+    """Offsets 0..299 in 30 batches; ``keyed``: record N has key ``kN`` and header ``h`` = N % 2."""
     settings = {"segment.bytes": segment_bytes} if segment_bytes else {}
     path.mkdir(parents=True)
     with LogDir(path, Settings(settings), writable=True) as d:
         log = d.create_partition("t", 0)
         for b in range(30):
-            log.append_records([ProducerRecord(BASE_TS + b * 10 + i, None, b'{"n":%d}' % (b * 10 + i), ())
-                                for i in range(10)])
+            log.append_records([ProducerRecord(BASE_TS + n, b"k%d" % n if keyed else None, b'{"n":%d}' % n,
+                                               (("h", b"%d" % (n % 2)),) if keyed else ())
+                                for n in range(b * 10, b * 10 + 10)])
     return path
 
 
@@ -92,6 +94,48 @@ def test_consume_says_offsets_out_of_order_and_exits_1(jumped):
         assert _offsets(done.stdout) == list(range(250)), args  # what comes before, in order; nothing past it
     done = _kafkafs("consume", str(logdir), "t")  # the whole topic
     assert done.returncode == 1 and _offsets(done.stdout) == list(range(250))
+
+
+FILTERS = (  # consume's filters (the key scan, the span walk with a filter, the rendered lines' grep)
+    (("--key", "k100"), [100]),
+    (("--key", "k100", "-c", "5"), [100]),
+    (("--key", "k100", "--grep", "n"), [100]),
+    (("--header", "h=1"), list(range(1, 250, 2))),
+    (("--key", "k101", "--header", "h=1"), [101]),
+    (("--grep", '"n":1[0-9][0-9]}'), list(range(100, 200))),
+)
+
+
+@pytest.mark.parametrize(("args", "offsets"), FILTERS, ids=[" ".join(args) for args, _offsets in FILTERS])
+def test_a_filtered_consume_prints_what_comes_before_and_names_the_same_batch(tmp_path, args, offsets):
+    """``consume --key`` scanned with its own, weaker order rule: on the jumped log it printed nothing
+    and blamed batch 26 ("offsets go backwards"), although offset 100 comes before the damage."""
+    logdir = _build(tmp_path / "logs", keyed=True)
+    positions = _batch_positions(logdir / SEGMENT)
+    _set_base(logdir / SEGMENT, positions[25][0], low_half=b"\x7f\xff\xff\xff")
+    plain = _kafkafs("consume", str(logdir), "t-0")
+    said = f"position {positions[25][0]}: offsets run past the next batch's base (2147483656, then 260)"
+    assert plain.returncode == 1 and said in plain.stderr.decode()
+    cache = tmp_path / "cache"
+    cache.mkdir()  # with a cache folder, --key takes the key indexes, or scans a segment without one
+    done = _kafkafs("consume", str(logdir), "t-0", "--cache-dir", str(cache), *args)
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.decode().strip().endswith(said), done.stderr
+    assert _offsets(done.stdout) == offsets
+
+
+def test_a_key_past_the_next_segments_base_is_damage_to_consume_key(tmp_path):
+    logdir = _build(tmp_path / "logs", segment_bytes=2000, keyed=True)
+    segments = sorted((logdir / "t-0").glob("*.log"))
+    last = _batch_positions(segments[0])[-1]
+    _set_base(segments[0], last[0], base=last[1] + 5)  # now ends 5 past the next segment's base
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    for args in ((), ("--key", "k0")):
+        done = _kafkafs("consume", str(logdir), "t-0", "--cache-dir", str(cache), *args)
+        assert done.returncode == 1, args
+        assert f"offsets run past the next batch's base ({last[2] + 5}, " in done.stderr.decode(), args
+        assert _offsets(done.stdout)[:1] == [0], args
 
 
 def test_offsets_that_go_down_are_damage_too(tmp_path):
