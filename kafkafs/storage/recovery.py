@@ -19,7 +19,8 @@ keeps them in producer-state snapshots; here they come from the batch headers of
 it, read only when the segment holds an ABORT marker, and carried from one recovered segment to the
 next (and into the Log, when they reach its end).
 
-Read-only loads change nothing: they take the plain ``.log`` files and ignore the rest.
+Read-only loads change nothing: they take the plain ``.log`` files and ignore the rest, from a listing
+taken while no segment was being created (:func:`_list`: a broker may be rolling meanwhile).
 
 Loading is a function of the folder, the settings and a segment factory, as Kafka's ``LogLoader`` is:
 it returns a :class:`LoadResult` that the :class:`~kafkafs.storage.log.Log` applies.
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple, Protocol
@@ -36,6 +38,7 @@ from typing import NamedTuple, Protocol
 from ..errors import CorruptRecordError, doing
 from . import names
 from .config import LogConfig
+from .safefiles import LISTINGS
 from .segment import LogSegment
 from .segments import LogSegments
 from .transactions import ProducerTransactions
@@ -156,7 +159,36 @@ class _Listing:
         self.indexes: dict[int, list[str]] = {}  # base offset -> plain index file names
 
 
+#: A read-only load lists a folder changed less than this long ago (nanoseconds) more than once.
+SETTLED_NS = 2_000_000_000
+
+
 def _list(directory: Path, writable: bool) -> _Listing:
+    """The folder's files. Read-only, beside a broker that may roll meanwhile: a listing is no snapshot
+    (a segment created while readdir runs can be missed while a later one is seen, and a segment's size
+    can be read before its last batches), so unless the folder did not change during the listing nor
+    just before it, it is listed again until a listing shows no segment past the highest of the listing
+    before; that one is taken: every segment below that highest was whole before it began (a broker
+    creates segments in base offset order), and the last one is read again by every refresh."""
+    if writable:
+        return _list_once(directory, writable)
+    with doing("list {path}"):
+        changed = os.stat(directory).st_mtime_ns
+        out = _list_once(directory, writable)
+        if os.stat(directory).st_mtime_ns == changed and time.time_ns() - changed > SETTLED_NS:
+            return out
+    for _ in range(LISTINGS - 1):
+        top = max(out.logs, default=None)
+        again = _list_once(directory, writable)
+        newest = max(again.logs, default=None)
+        if top is None or newest is None or newest <= top:
+            return again
+        out = again
+    out.logs = {base: size for base, size in out.logs.items() if top is None or base <= top}
+    return out
+
+
+def _list_once(directory: Path, writable: bool) -> _Listing:
     out = _Listing()
     with doing("list {path}"), os.scandir(directory) as entries:
         for entry in entries:

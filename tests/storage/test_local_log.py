@@ -366,3 +366,65 @@ def test_a_rolled_segment_whose_size_read_failed_is_read_again(tmp_path: Path, m
     assert [r.value for r in reader.records()] == [r.value for r in writer.records()]
     reader.close()
     writer.close()
+
+
+class _MidRoll:
+    """An entry of ``os.scandir`` as a listing taken while a broker rolled shows it: ``size`` for its
+    st_size (read before its last batch was written)."""
+
+    def __init__(self, entry: os.DirEntry, size: int) -> None:
+        self._entry, self._size = entry, size
+        self.name, self.path = entry.name, entry.path
+
+    def is_file(self, *, follow_symlinks: bool = True) -> bool:
+        return self._entry.is_file(follow_symlinks=follow_symlinks)
+
+    def stat(self, *, follow_symlinks: bool = True) -> os.stat_result:
+        st = self._entry.stat(follow_symlinks=follow_symlinks)
+        return os.stat_result((st.st_mode, st.st_ino, st.st_dev, st.st_nlink, st.st_uid, st.st_gid, self._size,
+                               int(st.st_atime), int(st.st_mtime), int(st.st_ctime)))
+
+
+def test_a_read_only_open_while_the_writer_rolls_takes_every_segment_whole(tmp_path: Path, monkeypatch) -> None:
+    """A read-only open lists the folder while a broker may roll: a listing is no snapshot. Here the
+    first listing misses the middle of three segments (created while it ran, while the newest one was
+    seen) and reads the first one's size before its last batch; the open lists again (the folder just
+    changed) and takes a listing that settled. Seen failing before: the middle segment missing (and the
+    first one short for good: it is not the last, so no refresh reads it again)."""
+    folder = tmp_path / "t-0"
+    writer = open_log(folder, config(segment_bytes=1 << 20))
+    for name in (b"first", b"middle", b"newest"):
+        if name != b"first":
+            writer.roll()
+        writer.append_records([record(b"%s-%d" % (name, k)) for k in range(5)])
+    first, middle = writer.segments.bases()[:2]
+    real, listed = os.scandir, []
+
+    class FirstListing:
+        def __init__(self, entries) -> None:
+            self.entries = entries
+
+        def __enter__(self):
+            for entry in self.entries:
+                if entry.name.startswith(f"{middle:020d}."):
+                    continue  # created while readdir ran: missed
+                yield _MidRoll(entry, 61) if entry.name == f"{first:020d}.log" else entry
+
+        def __exit__(self, *exc: object) -> None:
+            self.entries.close()
+
+    def scandir(path):
+        entries = real(path)
+        if os.fspath(path) == os.fspath(folder) and not listed:
+            listed.append(path)
+            return FirstListing(entries)
+        return entries
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    reader = Log.open(folder, config(segment_bytes=1 << 20))
+    monkeypatch.setattr(os, "scandir", real)
+    assert listed
+    assert [r.value for r in reader.records()] == [r.value for r in writer.records()]
+    assert [(s.base_offset, s.size) for s in reader.segments] == [(s.base_offset, s.size) for s in writer.segments]
+    reader.close()
+    writer.close()
