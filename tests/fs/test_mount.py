@@ -303,6 +303,29 @@ def test_mkdir_makes_a_partition(mounted, logdir_copy):
         os.mkdir(m / "orders-0")
 
 
+def test_rw_mount_refuses_appends_to_kafkas_internal_topics(mounted, logdir_copy):
+    # a broker refuses client writes to its internal topics; the append file and mkdir did not
+    with LogDir(logdir_copy, SMALL_SEGMENTS, writable=True) as d:
+        d.create_partition("__cluster_metadata", 0)
+    m = mounted(logdir_copy, "--rw")
+    m.allow_errors = True  # the refusal is logged as a warning
+    proc = run("sh", "-c", f"echo hello >> {m / '__cluster_metadata-0/append'}", check=False)
+    assert proc.returncode != 0
+    with open(m / "__cluster_metadata-0/append", "ab", buffering=0) as f, pytest.raises(OSError) as info:
+        f.write(b"hello\n")
+    assert info.value.errno == errno.EPERM
+    for name in ("__consumer_offsets-0", "__transaction_state-1"):
+        with pytest.raises(OSError) as info:
+            os.mkdir(m / name)
+        assert info.value.errno == errno.EPERM, name
+        assert not (logdir_copy / name).exists()
+    assert cat(m / "__cluster_metadata-0/records.jsonl") == b""
+    m.stop()
+    assert "__cluster_metadata is a Kafka internal topic" in m.log()
+    with LogDir(logdir_copy) as d:
+        assert d.log("__cluster_metadata-0").log_end_offset == 0
+
+
 def test_read_after_append_on_the_same_mount(mounted, logdir_copy):
     """Once write() or close() of append returned, this mount's records.jsonl, growing ranges and
     partition.json show the new record: never a cached size or page from before."""
