@@ -150,7 +150,9 @@ def _add_cache_dir_option(parser: argparse.ArgumentParser) -> None:
 
 def cmd_produce(args: argparse.Namespace) -> int:
     from .produce import produce
+    from .storage.names import parse_partition_dir_name, refuse_internal_topic
 
+    refuse_internal_topic(parse_partition_dir_name(args.partition)[0])  # before the log directory's lock
     with _open_logdir(args.logdir, args, writable=True, strict=False) as logdir:
         done = produce(logdir, args.partition, sys.stdin.fileno(), no_create=args.no_create,
                        leader_epoch=args.leader_epoch)

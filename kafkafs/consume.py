@@ -72,7 +72,8 @@ def parse_offset_spec(text: str) -> OffsetSpec:
         return OffsetSpec("end")
     if _NUMBER.fullmatch(t):
         n = int(t)
-        return OffsetSpec("tail", -n) if n < 0 else OffsetSpec("offset", n)
+        # kcat's -N is N from the end, -0 included (start at the end: nothing old), not offset 0
+        return OffsetSpec("tail", -n) if t.startswith("-") else OffsetSpec("offset", n)
     if low.startswith("s@"):
         return OffsetSpec("time", parse_timestamp(t[2:]))
     raise InvalidInput(

@@ -58,6 +58,11 @@ class InvalidName(KafkafsError):
     """A topic, partition or file name that does not follow Kafka's rules."""
 
 
+class InternalTopicRefused(InvalidName):
+    """A user write to one of Kafka's internal topics (a broker refuses client writes to them:
+    ``INVALID_TOPIC_EXCEPTION``); kafkafs's own maintenance of them (recover, clean) is not one."""
+
+
 class InvalidInput(KafkafsError):
     """User input that does not parse: a bad JSON line, a bad timestamp, a bad option."""
 

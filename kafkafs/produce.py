@@ -13,7 +13,7 @@ from .errors import InvalidInput, InvalidName
 from .format.compression import codec_by_name
 from .format.lineencode import encode_lines
 from .storage.logdir import LogDir
-from .storage.names import parse_partition_dir_name
+from .storage.names import parse_partition_dir_name, refuse_internal_topic
 
 __all__ = ["read_line_blobs", "produce", "Produced", "MAX_LINES", "MAX_BYTES"]
 
@@ -61,6 +61,7 @@ def produce(logdir: LogDir, name: str, fd: int, *, no_create: bool = False, lead
     """Append the lines of ``fd`` to partition ``name`` of ``logdir`` (created once there is something
     valid to put in it, unless ``no_create``), a group at a time; a bad line stops it (exit 1, SPEC §4)."""
     topic, partition = parse_partition_dir_name(name)
+    refuse_internal_topic(topic)
     exists = name in logdir.partition_names()
     if not exists and no_create:
         raise InvalidName(f"no partition {name} in {logdir.path} (drop --no-create to create it)")

@@ -39,9 +39,10 @@ static int put_value_in(Out *o, const uint8_t *s, Py_ssize_t n, int is_null, int
     return put_base64(o, s, n);
 }
 
-/* One value with nothing known to be readable past its end. */
+/* One value with nothing known to be readable past its end. A null value may come with a null pointer:
+ * no offset is applied to it (C leaves NULL + 0 undefined; UBSan reports it). */
 static int put_value(Out *o, const uint8_t *s, Py_ssize_t n, int is_null, int mode) {
-    return put_value_in(o, s, n, is_null, mode, s + n);
+    return put_value_in(o, s, n, is_null, mode, s != NULL ? s + n : s);
 }
 
 /* A header key: a JSON string of its bytes decoded as Python's 'replace' error handler decodes them

@@ -9,6 +9,7 @@ import logging
 from ..errors import (
     ConfigError,
     CorruptRecordError,
+    InternalTopicRefused,
     InvalidInput,
     InvalidName,
     LogDirLocked,
@@ -41,6 +42,9 @@ def errno_for(exc: BaseException, *, rw: bool, mkdir: bool = False) -> int:
     if isinstance(exc, CorruptRecordError):
         report_corrupt(exc)
         return errno.EIO
+    if isinstance(exc, InternalTopicRefused):  # an append or mkdir: EPERM, as for any file not ours to write
+        log.warning("refused: %s", exc)
+        return errno.EPERM
     if isinstance(exc, InvalidName):
         return errno.EINVAL if mkdir else errno.ENOENT
     if isinstance(exc, InvalidInput | ConfigError):

@@ -39,7 +39,7 @@ from ..errors import InvalidInput
 from ..format.batch import encode_batch
 from ..format.compression import codec_by_name
 from ..storage.config import DEFAULTS, Settings
-from ..storage.names import parse_partition_dir_name
+from ..storage.names import parse_partition_dir_name, refuse_internal_topic
 from .partitioner import RowPartitioner
 
 __all__ = [
@@ -113,6 +113,8 @@ def check_write_schema(names_types: list[tuple[str, str]], topic_option: str | N
             raise InvalidInput(f"column {name} must be binary or string, not {types[name]}")
     if "topic" not in types and not topic_option:
         raise InvalidInput("no topic: give the DataFrame a topic column or set the topic option")
+    if topic_option:
+        refuse_internal_topic(topic_option)
     if "topic" in types and types["topic"] != "string":
         raise InvalidInput(f"column topic must be string, not {types['topic']}")
     if "partition" in types and types["partition"] not in ("int", "bigint", "smallint", "tinyint"):
@@ -248,6 +250,7 @@ class Stager:
                 if partition < 0:
                     raise InvalidInput(f"partition {partition} of topic {topic!r} is negative")
                 parse_partition_dir_name(f"{topic}-{partition}")  # InvalidName for a bad topic or partition
+                refuse_internal_topic(topic)
                 pending = self._pending[key] = _Pending(self.dir / f"{topic}-{partition}.batches")
             pending.rows.append((stamps[i], k, v, h))
             pending.bytes += 16 + (len(k) if k else 0) + (len(v) if v else 0) + sum(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from ..errors import InvalidName
+from ..errors import InternalTopicRefused, InvalidName
 
 __all__ = [
     "LOG",
@@ -29,6 +29,8 @@ __all__ = [
     "SNAPSHOT",
     "snapshot_offset",
     "parse_partition_dir_name",
+    "INTERNAL_TOPIC_WRITERS",
+    "refuse_internal_topic",
 ]
 
 LOG = ".log"
@@ -103,3 +105,27 @@ def parse_partition_dir_name(name: str) -> tuple[str, int]:
     if partition > 2**31 - 1:
         raise InvalidName(f"partition {partition} is out of range")
     return topic, partition
+
+
+#: Kafka's internal topics (:data:`kafkafs.format.decoders.INTERNAL_TOPICS`' names) and who alone writes
+#: each: a broker refuses a client's produce to them (``INVALID_TOPIC_EXCEPTION``), and what a client
+#: would write there (a raw record) is no record the broker can replay.
+INTERNAL_TOPIC_WRITERS = {
+    "__consumer_offsets": "the group coordinator",
+    "__transaction_state": "the transaction coordinator",
+    "__cluster_metadata": "the KRaft controllers (it is the cluster's metadata log)",
+    "__share_group_state": "the share coordinator",
+    "__remote_log_metadata": "the remote log metadata manager",
+}
+
+
+def refuse_internal_topic(topic: str) -> None:
+    """The one rule for every user append (``produce``, the mount's ``append`` files and ``mkdir``, Spark's
+    kafkalog writer): :class:`InternalTopicRefused` when ``topic`` is one of Kafka's internal topics.
+    kafkafs's own maintenance of those topics (recover, clean, compaction) does not call it."""
+    writer = INTERNAL_TOPIC_WRITERS.get(topic)
+    if writer is not None:
+        raise InternalTopicRefused(
+            f"{topic} is a Kafka internal topic written only by {writer}: a broker refuses client writes "
+            "to it, and so does kafkafs"
+        )

@@ -327,6 +327,24 @@ def test_demo_where_it_cannot_write_is_a_usage_error(tmp_path):
     assert not (tmp_path / "no").exists()
 
 
+@pytest.mark.parametrize("name", ["__cluster_metadata-0", "__consumer_offsets-7", "__transaction_state-0"])
+def test_produce_refuses_kafkas_internal_topics(tmp_path, name):
+    # `echo hello | kafkafs produce LOGDIR __cluster_metadata-0` put a raw record in the KRaft metadata
+    # log (exit 0), which a broker cannot replay; a broker refuses client writes to internal topics
+    from kafkafs.storage.logdir import LogDir
+
+    topic, partition = name.rsplit("-", 1)
+    with LogDir(tmp_path, writable=True) as d:
+        d.create_partition(topic, int(partition))
+    before = {p.name: p.read_bytes() for p in (tmp_path / name).iterdir()}
+    proc = run("produce", str(tmp_path), name, stdin=b"hello\n", check_rc=2)
+    lines = proc.stderr.decode().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"kafkafs: error: {topic} is a Kafka internal topic"), lines
+    assert {p.name: p.read_bytes() for p in (tmp_path / name).iterdir()} == before
+    run("produce", str(tmp_path), "__share_group_state-1", stdin=b"x\n", check_rc=2)
+    assert not (tmp_path / "__share_group_state-1").exists()
+
+
 @pytest.mark.parametrize("kind", ["file", "dangling link"])
 def test_produce_where_the_partition_name_is_taken_by_something_else(tmp_path, kind):
     # a file (or a dangling link) named like the partition: one clear line, exit 2, nothing created

@@ -66,6 +66,7 @@ def engine_values(logs: Path, name: str) -> list[tuple[int, str]]:
 @pytest.mark.parametrize(
     ("spec", "first"),
     [("beginning", 0), ("earliest", 0), ("end", 10), ("latest", 10), ("3", 3), ("-2", 8), ("-99", 0), ("99", 10),
+     ("-0", 10), ("+0", 0), ("0", 0),
      (f"s@{T0 + 35}", 4), (f"s@{T0 + 90}", 9), (f"s@{T0 + 91}", 10)],
 )
 def test_kcat_offsets(logs, spec, first):
@@ -108,6 +109,7 @@ def test_whole_topic_interleaved_and_in_order(logs):
 
 
 def test_cli_forms(logs):
+    assert run(str(logs), "orders-0", "-o", "-0").stdout == b""  # kcat's -0: 0 from the end (it read from 0)
     out = records(run(str(logs), "orders", "-o", "-2", "-c", "3").stdout)
     assert len(out) == 3 and {r["partition"] for r in out} <= {0, 1, 10}
     out = records(run(str(logs), "-t", "orders", "-p", "1", "-o", "beginning").stdout)

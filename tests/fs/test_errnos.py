@@ -8,6 +8,7 @@ import pytest
 
 from kafkafs.errors import (
     CorruptRecordError,
+    InternalTopicRefused,
     InvalidInput,
     InvalidName,
     NotFound,
@@ -27,6 +28,8 @@ def test_errno_mapping():
     assert errno_for(CorruptRecordError("bad", 3, "/x.log"), rw=False) == errno.EIO
     assert errno_for(InvalidInput("x"), rw=True) == errno.EINVAL
     assert errno_for(InvalidName("x"), rw=True, mkdir=True) == errno.EINVAL
+    assert errno_for(InternalTopicRefused("x"), rw=True) == errno.EPERM  # an append to an internal topic
+    assert errno_for(InternalTopicRefused("x"), rw=True, mkdir=True) == errno.EPERM
     assert errno_for(InvalidName("x"), rw=True) == errno.ENOENT
     assert errno_for(RecordTooLargeError("x"), rw=True) == errno.EFBIG
     assert errno_for(FileExistsError(), rw=True) == errno.EEXIST

@@ -72,6 +72,21 @@ def test_topic_option_wins_and_bad_topics_fail(tmp_path):
     assert not (root / "job" / "task-2").exists()
 
 
+def test_writes_to_kafkas_internal_topics_fail(tmp_path):
+    from kafkafs.errors import InternalTopicRefused
+    from kafkafs.spark.write import check_write_schema
+
+    with pytest.raises(InternalTopicRefused, match="__consumer_offsets is a Kafka internal topic"):
+        check_write_schema([("value", "binary")], "__consumer_offsets")  # the topic option: in the driver
+    root = staging_root(str(tmp_path), None)
+    start_job(root, "job")
+    bad = Stager(root, "job", "task", topic="__cluster_metadata")
+    with pytest.raises(InternalTopicRefused, match="__cluster_metadata"):
+        bad.add(_rows_batch(1))
+    bad.discard()
+    assert not list(tmp_path.glob("__*"))
+
+
 def test_too_large_batch_appends_nothing(tmp_path):
     with LogDir(tmp_path, writable=True) as ld:
         ld.create_partition("t", 0).append_records([(1, None, b"before", [])])

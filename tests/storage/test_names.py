@@ -44,3 +44,16 @@ def test_partition_dir_names() -> None:
     for bad in ("orders", "orders-01", "orders-3-delete", "t-0-future", "bad name-0", "-0", "t-2147483648"):
         with pytest.raises(InvalidName):
             parse_partition_dir_name(bad)
+
+
+def test_user_appends_refuse_kafkas_internal_topics():
+    from kafkafs.errors import InternalTopicRefused
+    from kafkafs.format.decoders import INTERNAL_TOPICS
+    from kafkafs.storage.names import INTERNAL_TOPIC_WRITERS, refuse_internal_topic
+
+    assert set(INTERNAL_TOPIC_WRITERS) == set(INTERNAL_TOPICS)  # one list of Kafka's internal topics
+    for topic in INTERNAL_TOPICS:
+        with pytest.raises(InternalTopicRefused, match=f"^{topic} is a Kafka internal topic"):
+            refuse_internal_topic(topic)
+    for topic in ("orders", "_consumer_offsets", "__consumer_offsets_copy", "__cluster_metadata2", "__other"):
+        refuse_internal_topic(topic)  # ordinary topics, also look-alikes

@@ -40,6 +40,7 @@ from typing import NamedTuple
 from ...errors import InvalidInput, RecordTooLargeError
 from ...format.compression import Codec, codec_by_name
 from ...storage.log import AppendResult, Log
+from ...storage.names import refuse_internal_topic
 
 __all__ = ["AppendBuffer", "JSON_LINE_FACTOR", "PLAIN_LINE_OVERHEAD"]
 
@@ -94,7 +95,9 @@ class AppendBuffer:
 
     def write(self, data: bytes) -> AppendResult | None:
         """Append the complete lines of ``pending + data`` (None when there is none); keep the partial
-        rest. Raises InvalidInput or RecordTooLargeError, having appended nothing."""
+        rest. Raises InvalidInput or RecordTooLargeError, having appended nothing; InternalTopicRefused
+        for a partition of one of Kafka's internal topics."""
+        refuse_internal_topic(self.log.topic)
         with self._lock:
             failed = self._failed
             if failed is not None:

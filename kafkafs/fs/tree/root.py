@@ -26,7 +26,7 @@ from typing import Unpack
 
 from ...errors import InvalidName, NotFound, NotPermitted
 from ...storage.logdir import LogDir
-from ...storage.names import parse_partition_dir_name
+from ...storage.names import parse_partition_dir_name, refuse_internal_topic
 from ...storage.safefiles import is_regular_file, regular_files
 from . import names
 from .handles import Handle, OSFileHandle
@@ -143,6 +143,7 @@ class Tree:
         if not partitions.rw:
             raise NotPermitted("read-only mount")
         topic, partition = parse_partition_dir_name(name)
+        refuse_internal_topic(topic)
         if (partitions.logdir.path / name).exists():
             raise FileExistsError(name)
         partitions.logdir.create_partition(topic, partition)

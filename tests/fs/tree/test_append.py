@@ -41,6 +41,22 @@ def test_append_buffer_alone(logdir_copy):
         assert log.recovery_point == log.log_end_offset
 
 
+def test_append_buffer_refuses_kafkas_internal_topics(logdir_copy):
+    # a raw line in __cluster_metadata is a record no broker can replay; a broker refuses client writes
+    from kafkafs.errors import InternalTopicRefused
+    from kafkafs.fs.tree.append import AppendBuffer
+
+    with LogDir(logdir_copy, writable=True) as d:
+        for topic in ("__cluster_metadata", "__consumer_offsets"):
+            log = d.create_partition(topic, 0)
+            buf = AppendBuffer(log)
+            for data in (b"hello\n", b"partial"):
+                with pytest.raises(InternalTopicRefused, match=topic):
+                    buf.write(data)
+            buf.flush()
+            assert log.log_end_offset == 0 and buf.pending == b""
+
+
 def test_a_line_too_large_is_dropped_whole(logdir_copy):
     """A 2,000,000-byte line comes in pieces; the last one fails (the record is too large). Nothing of
     it may be appended: not at close, not when the writer retries the failed piece."""

@@ -9,7 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from kafkafs.errors import CorruptRecordError, InvalidInput, InvalidName, NotFound, NotPermitted
+from kafkafs.errors import (
+    CorruptRecordError,
+    InternalTopicRefused,
+    InvalidInput,
+    InvalidName,
+    NotFound,
+    NotPermitted,
+)
 from kafkafs.format.batch import Codec, encode_batch
 from kafkafs.fs.tree.root import Tree
 from kafkafs.storage.logdir import LogDir
@@ -153,6 +160,17 @@ def test_mkdir(logdir_copy):
                 t.mkdir(bad)
         with pytest.raises(FileExistsError):
             t.mkdir("orders-0")
+    finally:
+        t.close()
+
+
+def test_mkdir_refuses_kafkas_internal_topics(logdir_copy):
+    t = tree_of(logdir_copy, rw=True)
+    try:
+        for name in ("__consumer_offsets-0", "__cluster_metadata-0", "__transaction_state-3"):
+            with pytest.raises(InternalTopicRefused, match="internal topic"):
+                t.mkdir(name)
+            assert not (logdir_copy / name).exists()
     finally:
         t.close()
 
