@@ -75,7 +75,7 @@ def parse_offset_spec(text: str) -> OffsetSpec:
         # kcat's -N is N from the end, -0 included (start at the end: nothing old), not offset 0
         return OffsetSpec("tail", -n) if t.startswith("-") else OffsetSpec("offset", n)
     if low.startswith("s@"):
-        return OffsetSpec("time", parse_timestamp(t[2:]))
+        return OffsetSpec("time", parse_timestamp(t[2:], round_up=True))
     raise InvalidInput(
         f"not an offset: {text!r} (use beginning|earliest, end|latest, N, -N from the end, or s@TIMESTAMP_MS)"
     )

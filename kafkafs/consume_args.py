@@ -107,12 +107,12 @@ def start_from_args(args: argparse.Namespace) -> tuple[OffsetSpec, int | None]:
     starts = []
     for item in args.offset or []:
         if item.lower().startswith("e@"):
-            stop_ts = parse_timestamp(item[2:])
+            stop_ts = parse_timestamp(item[2:], round_up=True)
         else:
             spec = parse_offset_spec(item)
             starts.append(f"-o/--from-offset {item}")
     if args.from_time is not None:
-        spec = OffsetSpec("time", parse_timestamp(args.from_time))
+        spec = OffsetSpec("time", parse_timestamp(args.from_time, round_up=True))
         starts.append(f"--from-time {args.from_time}")
     if len(starts) > 1:
         raise InvalidInput(f"give one place to start (got {' and '.join(starts)})")

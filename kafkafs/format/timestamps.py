@@ -10,8 +10,17 @@ from ..errors import InvalidInput
 __all__ = ["parse_timestamp", "format_timestamp"]
 
 
-def parse_timestamp(text: str) -> int:
-    """Epoch milliseconds from ``1763700000000`` or ISO-8601 UTC (``2026-11-21T10:00:00[.123]Z``)."""
+#: The fraction of an ISO-8601 time's seconds (``.0015`` of ``10:01:00.0015Z``).
+_SECONDS_FRACTION = re.compile(r":\d\d[.,](\d+)")
+
+
+def parse_timestamp(text: str, *, round_up: bool = False) -> int:
+    """Epoch milliseconds from ``1763700000000`` or ISO-8601 UTC (``2026-11-21T10:00:00[.123]Z``).
+
+    Digits below the millisecond are cut (a record's own timestamp, as Java's ``toEpochMilli``), or with
+    ``round_up`` count as the next millisecond: for a bound (a start, "the first record at or after",
+    and a range's end, "before"), since timestamps are whole milliseconds the first record at or after
+    ``10:01:00.0015`` is one at ``.002`` or later."""
     text = text.strip()
     if re.fullmatch(r"-?\d+", text):
         return int(text)
@@ -25,7 +34,12 @@ def parse_timestamp(text: str) -> int:
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
     delta = moment - datetime(1970, 1, 1, tzinfo=UTC)
-    return (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
+    ms = (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
+    if round_up:
+        fraction = _SECONDS_FRACTION.search(iso)
+        if fraction is not None and fraction.group(1)[3:].strip("0"):
+            ms += 1
+    return ms
 
 
 def format_timestamp(ms: int) -> str:

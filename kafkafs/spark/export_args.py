@@ -65,7 +65,7 @@ def options_from_args(args: argparse.Namespace) -> dict[str, str]:
         if value is None:
             continue
         if option in _TIMES:
-            value = str(parse_timestamp(value))  # ISO-8601 as well as epoch ms
+            value = str(parse_timestamp(value, round_up=True))  # ISO-8601 as well as epoch ms; bounds round up
         put(option, value, flag)
     if args.no_headers:
         put("includeHeaders", "false", "--no-headers")

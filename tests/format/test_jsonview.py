@@ -210,6 +210,20 @@ def test_iso_timestamps():
         parse_timestamp("tomorrow")
 
 
+def test_iso_bounds_round_sub_millisecond_digits_up():
+    # a bound (first record at or after; a range's end, before): 10:01:00.0015 is first met at .002
+    at = parse_timestamp("2026-11-21T10:01:00Z")
+    assert parse_timestamp("2026-11-21T10:01:00.0015Z") == at + 1  # a record's own timestamp: cut
+    assert parse_timestamp("2026-11-21T10:01:00.0015Z", round_up=True) == at + 2
+    assert parse_timestamp("2026-11-21T10:01:00.0010001Z", round_up=True) == at + 2  # past microseconds
+    for whole in ("2026-11-21T10:01:00.001Z", "2026-11-21T10:01:00.001000Z", "2026-11-21T10:01:00.0010000Z"):
+        assert parse_timestamp(whole, round_up=True) == at + 1, whole
+    assert parse_timestamp("2026-11-21T10:01:00Z", round_up=True) == at
+    assert parse_timestamp(str(at), round_up=True) == at
+    assert parse_timestamp("1969-12-31T23:59:59.9995Z", round_up=True) == 0
+    assert parse_timestamp("1969-12-31T23:59:59.9995Z") == -1
+
+
 def test_raw_rendering_contract():
     from kafkafs.format.jsonview import raw_jsonl_lengths, render_raw_jsonl, render_raw_jsonl_lines
 

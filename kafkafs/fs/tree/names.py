@@ -72,7 +72,7 @@ def _timestamp(text: str) -> int | None:
     if not text or text != text.strip():
         return None
     try:
-        value = parse_timestamp(text)
+        value = parse_timestamp(text, round_up=True)  # a start, or a range's end (before it): a bound
     except (InvalidInput, ValueError, OverflowError):
         return None
     return value if -(2**63) <= value <= _LONG_MAX else None

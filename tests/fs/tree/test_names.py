@@ -32,6 +32,13 @@ def test_time_files():
         assert names.parse_time_file(bad) is None, bad
 
 
+def test_time_names_round_sub_millisecond_digits_up():
+    # by-time/2026-11-21T10:01:00.0015Z.json gave the record at .001, before the time asked for
+    at = 1795255260000
+    assert names.parse_time_file("2026-11-21T10:01:00.0015Z.json") == at + 2
+    assert names.parse_time_range("2026-11-21T10:01:00.0005Z..2026-11-21T10:01:00.0015Z.jsonl") == (at + 1, at + 2)
+
+
 def test_time_ranges():
     assert names.parse_time_range("1000..2000.jsonl") == (1000, 2000)
     assert names.parse_time_range("2026-11-21T10:00:00Z..2026-11-21T10:00:00.500Z.jsonl") == (

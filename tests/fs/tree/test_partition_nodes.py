@@ -108,6 +108,21 @@ def test_by_time(tree, built_logdir):
         tree.resolve("orders-0/by-time/tomorrow.json")
 
 
+def test_by_time_with_sub_millisecond_digits(tmp_path):
+    # the first record at or after 10:01:00.0015 is the one at .002 (it gave the one at .001)
+    at = parse_timestamp("2026-11-21T10:01:00Z")
+    with LogDir(tmp_path, writable=True) as d:
+        d.create_partition("t", 0).append_records([(at + i, None, b"v%d" % i, ()) for i in range(5)])
+    t = tree_of(tmp_path)
+    try:
+        assert json.loads(t.read_file("t-0/by-time/2026-11-21T10:01:00.0015Z.json"))["offset"] == 2
+        assert json.loads(t.read_file("t-0/by-time/2026-11-21T10:01:00.002Z.json"))["offset"] == 2
+        data = t.read_file("t-0/by-time/2026-11-21T10:01:00.0005Z..2026-11-21T10:01:00.0025Z.jsonl")
+        assert [orjson.loads(line)["offset"] for line in data.splitlines()] == [1, 2]  # at + 1 <= ts < at + 2.5
+    finally:
+        t.close()
+
+
 def test_time_ranges(tree, built_logdir):
     records = engine_records(built_logdir, "orders-0")
     for ts1, ts2 in (
