@@ -38,7 +38,7 @@ from ..format.keyindex import ENTRY, ENTRY_SIZE, TXN, find_entries
 __all__ = ["DamagedIndex", "SegmentKeyIndex", "BlockWriter", "FORMAT_VERSION", "HEAD_SIZE", "BLOCK", "LONG",
            "fanout_bits"]
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: the last batch of a segment judged against the next segment's base
 MAGIC = b"KAFKAFS-KEYS\n"
 HEAD_SIZE = 4096
 BLOCK = 4096

@@ -96,9 +96,12 @@ class KeyIndexStore:
         *,
         build: bool = True,
         on_bytes: Callable[[int], None] | None = None,
+        upper: int | None = None,
     ) -> SegmentKeyIndex | None:
         """The index of the sealed ``segment`` as it is now: open already, or loaded from the cache
-        folder, or (``build``) built now; None when it is not there and ``build`` is False."""
+        folder, or (``build``) built now; None when it is not there and ``build`` is False. ``upper``:
+        the next segment's base offset, which the offsets of the segment's last batch stay below (a
+        batch past it is damage, where the index stops)."""
         key = file_key(os.fstat(segment.records.handle().fd))
         index = self._cached((key, topic, partition))
         if index is not None:
@@ -114,7 +117,7 @@ class KeyIndexStore:
                 return index
             index = self._load(stem, head_key)
             if index is None and build:
-                index = self._build(segment, stem, head_key, key.size, on_bytes)
+                index = self._build(segment, stem, head_key, key.size, on_bytes, upper)
             if index is not None:
                 self._remember(ident, index)
             return index
@@ -138,19 +141,19 @@ class KeyIndexStore:
         return index
 
     def _build(self, segment: LogSegment, stem: str, head_key: list[Any], size: int,
-               on_bytes: Callable[[int], None] | None) -> SegmentKeyIndex:
+               on_bytes: Callable[[int], None] | None, upper: int | None) -> SegmentKeyIndex:
         if size >= LOG_BUILDS_FROM:
             log.info("building the key index of %s (%.0f MB)", segment.log_path, size / 1e6)
         if self.directory is not None:
             try:
                 path = write_entry(self.directory, f"{stem}.keys", lambda f: build_key_index(
-                    segment, f, head_key, size=size, tmpdir=str(self.directory), on_bytes=on_bytes))
+                    segment, f, head_key, size=size, tmpdir=str(self.directory), on_bytes=on_bytes, upper=upper))
                 self.built += 1
                 return SegmentKeyIndex.open(open(path, "rb"), head_key, path)  # noqa: SIM115
             except OSError as exc:
                 self._warn(exc)
         f = tempfile.TemporaryFile(prefix="kafkafs-keys-")  # noqa: SIM115 - kept open by the index
-        build_key_index(segment, f, head_key, size=size, on_bytes=on_bytes)
+        build_key_index(segment, f, head_key, size=size, on_bytes=on_bytes, upper=upper)
         self.built += 1
         return SegmentKeyIndex.open(f, head_key, None)
 

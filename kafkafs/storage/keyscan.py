@@ -307,9 +307,11 @@ def build_key_index(
     size: int,
     tmpdir: str | None = None,
     on_bytes: Callable[[int], None] | None = None,
+    upper: int | None = None,
 ) -> dict[str, Any]:
     """Index the first ``size`` bytes of ``segment`` into ``dest`` (a new file opened for writing) under
-    ``key``; returns the head. ``on_bytes(n)`` hears of the log bytes read (progress)."""
+    ``key``; returns the head. ``on_bytes(n)`` hears of the log bytes read (progress); ``upper``: the
+    next segment's base offset (see :func:`scan_entries`)."""
     base = segment.base_offset
     entries = _Entries(tmpdir)
     longs = _Longs(tmpdir)
@@ -319,7 +321,7 @@ def build_key_index(
     next_offset = base
     scanned = 0
     try:
-        for step in scan_entries(segment, size):
+        for step in scan_entries(segment, size, upper=upper):
             if isinstance(step, ScanDamage):
                 damaged = step.as_dict()
                 log.warning("the key index stops at damage: %s", step.error)

@@ -241,7 +241,8 @@ class PartitionKeys:
     # ------------------------------------------------------------------------------------------ helpers
 
     def _index(self, segment: LogSegment) -> SegmentKeyIndex | None:
-        return self.store.get(segment, self.log.topic, self.log.partition, build=self.build)
+        return self.store.get(segment, self.log.topic, self.log.partition, build=self.build,
+                              upper=self.log.segments.upper(segment.base_offset))
 
     def _segments(self) -> tuple[list[LogSegment], LogSegment | None]:
         segments = list(self.log.segments)
@@ -309,13 +310,13 @@ class PartitionKeys:
             if index is None or (newest_only and out):
                 return (out[-1:] if newest_only else out), damage
             return self._indexed(segment, index, key, hashed, aborted, newest_only) + out, damage
-        return self._indexed(segment, index, key, hashed, aborted, newest_only), None
+        damage = None if index.damaged is None else CorruptRecordError(  # its entries are those before it
+            f"the key index of {segment.log_path} stops at damage: {index.damaged['reason']}")
+        return self._indexed(segment, index, key, hashed, aborted, newest_only), damage
 
     def _indexed(self, segment: LogSegment, index: SegmentKeyIndex, key: bytes, hashed: tuple[int, int], aborted: _Aborted,
                  newest_only: bool) -> list[KeyRecord]:
         """:meth:`_candidates` from a key index: its entries of the hash, not aborted, confirmed."""
-        if index.damaged is not None:
-            raise CorruptRecordError(f"the key index of {segment.log_path} stops at damage: {index.damaged['reason']}")
         base = segment.base_offset
         entries = index.find(*hashed)
         txns = index.transactional_batches() if any(f & TRANSACTIONAL for _r, f in entries) else []
@@ -427,7 +428,8 @@ class PartitionKeys:
         aborted = _aborted_by_producer(segments)
         sources: list[_Source] = []
         for segment in sealed:
-            index = self.store.get(segment, self.log.topic, self.log.partition)
+            index = self.store.get(segment, self.log.topic, self.log.partition,
+                                   upper=self.log.segments.upper(segment.base_offset))
             assert index is not None
             if index.damaged is not None:
                 raise CorruptRecordError(

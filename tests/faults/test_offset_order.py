@@ -131,11 +131,21 @@ def test_a_key_past_the_next_segments_base_is_damage_to_consume_key(tmp_path):
     _set_base(segments[0], last[0], base=last[1] + 5)  # now ends 5 past the next segment's base
     cache = tmp_path / "cache"
     cache.mkdir()
+    said = f"position {last[0]}: offsets run past the next batch's base ({last[2] + 5}, then "
     for args in ((), ("--key", "k0")):
         done = _kafkafs("consume", str(logdir), "t-0", "--cache-dir", str(cache), *args)
         assert done.returncode == 1, args
-        assert f"offsets run past the next batch's base ({last[2] + 5}, " in done.stderr.decode(), args
+        assert said in done.stderr.decode(), args
         assert _offsets(done.stdout)[:1] == [0], args
+    # with the key indexes built: the index of the first segment stops at that batch (it served the
+    # batch's records at their wrong offsets, exit 0, when its last batch was not judged against the
+    # next segment's base)
+    assert _kafkafs("index", str(logdir), "--keys", "--cache-dir", str(cache)).returncode == 1
+    assert list(cache.glob("*.keys"))
+    for key, offsets in ((f"k{last[1]}", []), ("k0", [0])):
+        done = _kafkafs("consume", str(logdir), "t-0", "--cache-dir", str(cache), "--key", key)
+        assert done.returncode == 1 and said in done.stderr.decode(), (key, done.stderr)
+        assert _offsets(done.stdout) == offsets, key
 
 
 def test_offsets_that_go_down_are_damage_too(tmp_path):

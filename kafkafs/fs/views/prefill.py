@@ -145,7 +145,8 @@ def index_keys(
         def one(job) -> None:
             log_, segment = job
             on_bytes = (lambda n: progress.advance(0, n)) if progress is not None else None
-            store.get(segment, log_.topic, log_.partition, on_bytes=on_bytes)
+            store.get(segment, log_.topic, log_.partition, on_bytes=on_bytes,
+                      upper=log_.segments.upper(segment.base_offset))
             if progress is not None:
                 progress.advance(1, 0)
 
