@@ -105,6 +105,19 @@ def test_a_write_to_a_missing_directory_fails_while_it_plans(spark, tmp_path):
     assert said == f"{tmp_path / 'nope'}: no such log directory (a write appends to an existing one)"
 
 
+def test_a_write_to_a_kafka_internal_topic_fails_in_one_line(spark, tmp_path):
+    # a broker refuses client writes to its internal topics; kafkalog appended to them
+    frame = spark.createDataFrame([("v",)], "value string")
+    exc, said = _failure(lambda: frame.write.format("kafkalog").mode("append").option("topic", "__consumer_offsets")
+                         .save(str(tmp_path)))
+    _planning_error(exc)  # the topic option: while Spark plans
+    assert said.startswith("__consumer_offsets is a Kafka internal topic")
+    rows = spark.createDataFrame([("v", "__cluster_metadata")], "value string, topic string")
+    _exc, said = _failure(lambda: rows.write.format("kafkalog").mode("append").save(str(tmp_path)))
+    assert said.startswith("__cluster_metadata is a Kafka internal topic")  # a topic column: in the task
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith("__")]
+
+
 def test_task_errors_are_the_same_class(spark, generated, writable_copy):
     copy = writable_copy(generated)
     seg = copy / "audit-0" / f"{0:020d}.log"
