@@ -295,6 +295,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     from .spark.export_args import run_from_args
 
+    _settings(args)  # --config and --set as every command takes them (SPEC §7): checked before Spark starts
     return run_from_args(args)
 
 
@@ -415,6 +416,7 @@ def build_parser() -> _Parser:
 
     p = sub.add_parser("export", help="export log directories with Spark (parquet, json or csv)")
     add_export_arguments(p)
+    _add_settings_options(p)
     p.set_defaults(func=cmd_export)
     parser.commands = list(sub.choices)
     return parser

@@ -114,6 +114,25 @@ def test_export_cli_refuses_a_bad_option_in_one_line(generated, tmp_path):
     assert proc.stderr.count(b"\n") == 1
 
 
+@pytest.mark.parametrize("argv, message", [
+    (["--set", "segment.bytes=lots"], "segment.bytes"),
+    (["--set", "no.such.setting=1"], "no.such.setting"),
+    (["--config", "/nonexistent/kafkafs.toml"], "/nonexistent/kafkafs.toml: no such settings file"),
+])
+def test_export_takes_config_and_set_as_every_command_does(generated, tmp_path, argv, message):
+    """SPEC §7: every command that opens a log directory takes --config and --set; a bad one is a usage
+    error in one line, said before Spark starts (nothing written)."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "kafkafs", "export", str(generated), str(tmp_path / "out"), *argv],
+        capture_output=True, timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert message in proc.stderr.decode() and proc.stderr.count(b"\n") == 1, proc.stderr
+    assert not (tmp_path / "out").exists()
+    args = _args("--config", "/etc/k.toml", "--set", "segment.bytes=1048576", "--set", "retention.ms=1")
+    assert args.config == "/etc/k.toml" and args.set == ["segment.bytes=1048576", "retention.ms=1"]
+
+
 def test_export_says_it_cannot_create_its_output_before_spark_starts(generated, tmp_path):
     parent = tmp_path / "ro"
     parent.mkdir()
