@@ -114,13 +114,7 @@ class Invalidator:
         ``since_base``: segment files from that base offset on changed too."""
         for ino, node in self.table.of_partition(state.name):
             if self._needs(node, since_base):
-                try:
-                    self._invalidate(ino, True)
-                    self.sent_attrs += 1
-                except OSError:
-                    pass  # the kernel no longer knows the inode: nothing to forget
-                except Exception:
-                    log.exception("cache invalidation failed")
+                self._send_attrs(ino)
 
     def _run(self) -> None:
         while True:
