@@ -133,7 +133,7 @@ class _Keeper:
 #: ``BATCH / RATE`` s carrying ``BATCH`` records while it keeps pace, and, when a write took longer
 #: (waiting behind readers' requests), the records that fell due meanwhile (at most 10 x ``BATCH``), as
 #: a producer's next batch holds what arrived while the last one was in flight. After each write it
-#: prints the records written and the seconds since it began.
+#: prints the records written, the seconds since it began and the records that write carried.
 _WRITER = """
 import os, sys, time
 path, rate, batch, seconds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
@@ -145,7 +145,7 @@ while time.monotonic() - start < seconds:
     os.write(fd, b"".join(b'{"key": "k%d", "value": {"n": %d, "pad": "%s"}}\\n' % (n % 97, n + i, b"x" * (n % 50))
                           for i in range(k)))
     n += k
-    print(n, time.monotonic() - start, flush=True)
+    print(n, time.monotonic() - start, k, flush=True)
     time.sleep(max(0.0, start + n / rate - time.monotonic()))
 os.close(fd)
 """
@@ -173,6 +173,7 @@ def run_readers(mount: Path, seconds: float, *, readers: int = 8, rate: int = 20
     errors: list[str] = []
     appended = [0]
     wrote_for = [0.0]  # seconds the writer ran
+    writes: list[int] = []  # the records each write() carried
     started_ms = int(time.time() * 1000)
 
     def writer() -> None:  # a producer of its own: another process, so these threads' checks never slow it
@@ -180,9 +181,10 @@ def run_readers(mount: Path, seconds: float, *, readers: int = 8, rate: int = 20
         proc = subprocess.Popen([sys.executable, "-c", _WRITER, str(mount / partition / "append"), str(rate),
                                  str(per_write), str(seconds)], stdout=subprocess.PIPE, text=True)
         assert proc.stdout is not None
-        for line in proc.stdout:  # "<records written> <seconds since the first write>" after each write
-            n, took = line.split()
+        for line in proc.stdout:  # "<records written> <seconds since the first write> <records in it>"
+            n, took, k = line.split()
             appended[0], wrote_for[0] = int(n), float(took)
+            writes.append(int(k))
         if proc.wait() != 0:
             errors.append(f"the writer exited {proc.returncode}")
 
@@ -234,7 +236,7 @@ def run_readers(mount: Path, seconds: float, *, readers: int = 8, rate: int = 20
     for t in threads:
         t.join(60)
     return {"reads": reads, "hangs": hangs, "slow": slow, "errors": errors, "appended": appended[0], "slowest": tuple(slowest),
-            "rate": appended[0] / max(wrote_for[0], 1e-9)}
+            "rate": appended[0] / max(wrote_for[0], 1e-9), "writes": writes}
 
 
 def read_or_error(path: Path) -> bytes | Exception:
