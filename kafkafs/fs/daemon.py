@@ -8,9 +8,10 @@
   on the unix socket named in ``$NOTIFY_SOCKET``. Outside systemd the variable is unset and every call
   is a cheap no-op. Sending never raises: a missing or unreachable socket must not take a working
   mount down, so failures are logged at debug level and reported as ``False``.
-* :func:`return_large_blocks` (issue 9, finding 7): blocks of a MiB or more always go back to the
-  system when freed, so a few decompression bombs (every one cleanly EIO) do not leave hundreds of MiB
-  in the worker threads' arenas (:mod:`kafkafs.storage.memory`).
+* :func:`return_large_blocks` (issue 9, finding 7): blocks of :data:`LARGE_BLOCK` or more always go
+  back to the system when freed, so a few decompression bombs (every one cleanly EIO) do not leave
+  hundreds of MiB in the worker threads' arenas (:mod:`kafkafs.storage.memory`); smaller ones, such
+  as a rendered span of ``records.jsonl`` (a few MB) and a read's reply, are reused from the heap.
 
 Used by the one thread that starts the mount (and, for :func:`notify`, the FUSE loop).
 """
@@ -126,13 +127,18 @@ def sd_notify(message: str) -> None:
 # ---------------------------------------------------------------------------------------------- memory
 
 #: Freed blocks of this many bytes or more go back to the system (a daemon keeps nothing it read once).
-LARGE_BLOCK = 1 << 20
+#: Below it, blocks come from the heap and are reused: a rendered span of records.jsonl (~1.5 MB of JSON
+#: for 512 KiB of log) and a 1 MiB read's reply were fresh mmap'd pages at 1 MiB, faulted in and zeroed
+#: by the kernel at every read, then unmapped (a third of a first ``cat``'s time in the daemon).
+LARGE_BLOCK = 4 << 20
+#: Free heap kept for reuse (per arena) before its top is given back: a few spans' worth.
+KEPT_FREE = 16 << 20
 
 
-def return_large_blocks(threshold: int = LARGE_BLOCK) -> bool:
-    """Make freed blocks of ``threshold`` bytes or more go back to the system; True when it could
-    (:func:`kafkafs.storage.memory.tune_malloc`)."""
-    return tune_malloc(threshold)
+def return_large_blocks(threshold: int = LARGE_BLOCK, keep: int = KEPT_FREE) -> bool:
+    """Make freed blocks of ``threshold`` bytes or more go back to the system, and trim the heap's
+    free top past ``keep`` bytes; True when it could (:func:`kafkafs.storage.memory.tune_malloc`)."""
+    return tune_malloc(threshold, keep)
 
 
 # ---------------------------------------------------------------------------------------------- detaching

@@ -34,6 +34,7 @@ from typing import overload
 from ..errors import InvalidInput
 from ..storage.log import Log
 from ..storage.logdir import LogDir
+from ..storage.segments import is_sealed
 from .dataloss import report_data_loss
 from .discovery import discover_partitions
 from .options import EARLIEST, LATEST, ReadOptions
@@ -193,7 +194,7 @@ def _pieces_for(
         bounded_end = end is not None and (next_base is None or next_base > end)
         needs_index = ts_lo_ms is not None or first > base or bounded_end or size > max_bytes
         usable = needs_index and indexes_usable(segment)  # the index files stay closed otherwise
-        if ts_lo_ms is not None and next_base is not None and usable:
+        if ts_lo_ms is not None and is_sealed(next_base) and usable:
             top = sealed_max_timestamp(segment)
             if top is not None and top < ts_lo_ms:
                 counter.pruned += 1
@@ -214,7 +215,7 @@ def _pieces_for(
         bounds = [start, *cuts, stop]
         for a, b in zip(bounds, bounds[1:], strict=False):
             out.append(Piece(directory, topic, partition, base, a, b, first, end, aborted,
-                             sealed=next_base is not None and b == size))
+                             sealed=is_sealed(next_base) and b == size))
     return out
 
 

@@ -44,6 +44,7 @@ from ..format.keynames import key_sha256
 from ..format.recordfilter import RecordFilter
 from .keyfile import FORMAT_VERSION, LONG, BlockWriter, fanout_bits
 from .records import BatchView
+from .segments import is_sealed
 from .validation import in_order, offsets_problem
 
 if TYPE_CHECKING:
@@ -167,9 +168,10 @@ def _slow_batch(segment: LogSegment, pos: int, size: int, record_filter: RecordF
     the batch before it (``expect``: one past its last offset) and the one after it (``upper``: the
     next segment's base offset, for the last batch), as every reader judges them
     (:func:`~kafkafs.storage.validation.in_order`); and bytes that are not a whole batch at the end of
-    a sealed segment, one its log has rolled past: a torn batch, not a write in progress."""
+    a sealed segment (one ``upper`` follows: :func:`~kafkafs.storage.segments.is_sealed`): a torn
+    batch, not a write in progress."""
     file = str(segment.log_path)
-    judged = next(in_order(segment.batches(pos, size, sealed=not segment.active), next_offset=expect,
+    judged = next(in_order(segment.batches(pos, size, sealed=is_sealed(upper)), next_offset=expect,
                            upper=upper, segment_base=segment.base_offset), None)
     if judged is None:
         return None
@@ -258,7 +260,7 @@ def scan_entries(
     (whole runs of batches through the kernel, the others one by one); a :class:`ScanDamage` ends them
     when a batch is damaged, its offsets out of order included (each batch judged between its
     neighbours as every reader judges it, :mod:`.validation`; ``upper``: the next segment's base
-    offset, None when not known). ``record_filter``: only the records it accepts."""
+    offset, None for the last segment; with it the segment is sealed, and a torn end is damage). ``record_filter``: only the records it accepts."""
     base = segment.base_offset
     next_offset = base
     expect: int | None = None if start else base  # one past the batch before (None: not known)

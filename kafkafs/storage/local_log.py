@@ -296,7 +296,7 @@ class LocalLog:
         tried in order; the first whose largest timestamp reaches it is searched through its time index."""
         start = self._log_start_offset
         for segment in self.segments.from_offset(start):
-            sealed = self.segments.upper(segment.base_offset) is not None  # a torn batch is damage there
+            sealed = self.segments.is_sealed(segment.base_offset)  # a torn batch is damage there
             if segment.size == 0 or segment.max_timestamp < timestamp:
                 if sealed and segment.size:
                     segment.check_whole()

@@ -5,7 +5,7 @@ the heap, whose free top it trims past ``M_TRIM_THRESHOLD``. By default the mmap
 128 KiB and grows to the size of the largest block freed (up to 32 MiB). Setting it fixes it. Two
 users want opposite things:
 
-* the mount (a long-running daemon) fixes it at 1 MiB, so the memory of a decompression bomb (every
+* the mount (a long-running daemon) fixes it at 4 MiB, so the memory of a decompression bomb (every
   one cleanly EIO) goes back to the system instead of staying in the worker threads' arenas
   (issue 9, finding 7);
 * ``consume`` (a short-lived command) raises it to 32 MiB and keeps 64 MiB of free heap, so the spans'

@@ -18,7 +18,23 @@ from .records import BatchView
 from .segment import LogSegment
 from .skiplist import SkipList
 
-__all__ = ["LogSegments"]
+__all__ = ["LogSegments", "is_sealed"]
+
+
+def is_sealed(upper: int | None) -> bool:
+    """Whether a segment is sealed, given ``upper``, the base offset of the segment after it in its log
+    (:meth:`LogSegments.upper`, or the caller's copy of it; None: it is the last one). The one rule:
+    a segment is sealed once a later segment follows it, as its writer rolled past it; it then ends with
+    a whole batch, so bytes after its last whole batch are a torn or cut batch (damage), where at the end
+    of the last (active) segment they are a batch still being written.
+
+    Right beside a live writer too: a read-only log puts the next segment in only after it has read the
+    rolled one to its end (:meth:`LocalLog.refresh <kafkafs.storage.local_log.LocalLog.refresh>`), a
+    writable log only after it has sealed it (``roll``); and a scan judges a torn end only when it reads
+    to the segment's size as it is then (:meth:`LogSegment.batches
+    <kafkafs.storage.segment_files.SegmentFiles.batches>`), so a size read before the roll is never
+    taken for a torn one. (``LogSegment.active`` is the writer's side: where appends go.)"""
+    return upper is not None
 
 
 class LogSegments:
@@ -107,6 +123,10 @@ class LogSegments:
         reach it (None for the last segment)."""
         item = self._map.higher(base_offset)
         return item[0] if item else None
+
+    def is_sealed(self, base_offset: int) -> bool:
+        """Whether the segment at ``base_offset`` is sealed: a later segment follows it (:func:`is_sealed`)."""
+        return is_sealed(self.upper(base_offset))
 
     def find(self, offset: int, *, nowait: bool = False) -> tuple[LogSegment, BatchView] | None:
         """The segment and batch a lookup of ``offset`` finds: the floor segment's first batch whose

@@ -13,7 +13,7 @@ from kafkafs.errors import InvalidInput
 from kafkafs.format.batch import encode_batch
 from kafkafs.storage.log import Log
 
-from .helpers import all_records, config, open_log, read_offset, record, segment_bases
+from .helpers import all_records, config, open_log, read_offset, record, segment_bases, size_reads_fail
 
 MAX_REL = 2**31 - 1
 
@@ -312,7 +312,8 @@ def _reader_beside(tmp_path: Path) -> tuple[Log, Log]:
 def test_a_rolled_segment_is_read_to_its_end_before_it_is_called_sealed(tmp_path: Path, monkeypatch) -> None:
     """LocalLog.refresh marked the segment the writer rolled sealed (``active = False``) before it read
     its final size: a key scan in between judged it sealed by a size read mid-write and took the batch
-    being written for a torn one (reviewb's finding, issue 20). Now it is read, then sealed. Seen
+    being written for a torn one (reviewb's finding, issue 20). Now it is read, then sealed: the next
+    segment goes into the list (which is what makes it sealed, LogSegments.is_sealed) only after. Seen
     failing: the scan run at that moment reported damage ("torn" batch at the old end)."""
     from kafkafs.storage.keyscan import ScanDamage, scan_entries
     from kafkafs.storage.segment import LogSegment
@@ -324,8 +325,9 @@ def test_a_rolled_segment_is_read_to_its_end_before_it_is_called_sealed(tmp_path
 
     def refresh(segment: LogSegment) -> int:
         if segment is rolled and not seen:  # a key scan on another thread, just now
-            seen.extend(step for step in scan_entries(segment, segment.size) if isinstance(step, ScanDamage))
-            seen.append("scanned")
+            upper = reader.segments.upper(segment.base_offset)
+            seen.extend(step for step in scan_entries(segment, segment.size, upper=upper) if isinstance(step, ScanDamage))
+            seen.append("sealed" if reader.segments.is_sealed(segment.base_offset) else "scanned")
         size = real(segment)
         return size
 
@@ -334,32 +336,21 @@ def test_a_rolled_segment_is_read_to_its_end_before_it_is_called_sealed(tmp_path
     monkeypatch.setattr(LogSegment, "refresh", real)
     assert seen == ["scanned"]
     assert rolled is not None and not rolled.active and rolled.size == writer.segments.get(0).size
+    assert reader.segments.is_sealed(rolled.base_offset) and not reader.segments.is_sealed(reader.segments.last().base_offset)
     assert [r.value for r in reader.records()] == [r.value for r in writer.records()]
     reader.close()
     writer.close()
 
 
-def test_a_rolled_segment_whose_size_read_failed_is_read_again(tmp_path: Path, monkeypatch) -> None:
+def test_a_rolled_segment_whose_size_read_failed_is_read_again(tmp_path: Path) -> None:
     """The rolled segment is read once more at the refresh after the roll: a size read that failed at
     the roll (EIO) no longer leaves it short for good (the log's records skipped its last batch). Seen
     failing: the next refresh did not read it again."""
-    import errno
-
-    from kafkafs.storage.records import FileRecords
-
     writer, reader = _reader_beside(tmp_path)
     rolled = reader.segments.last()
     assert rolled is not None
-    real = FileRecords.stat_size
-
-    def failing(records: FileRecords) -> int:
-        if records is rolled.records:
-            raise OSError(errno.EIO, "Input/output error")
-        return real(records)
-
-    monkeypatch.setattr(FileRecords, "stat_size", failing)
-    reader.refresh()
-    monkeypatch.setattr(FileRecords, "stat_size", real)
+    with size_reads_fail(rolled):
+        reader.refresh()
     assert len(reader.segments) == 2 and rolled.size < writer.segments.get(0).size
     reader.refresh()
     assert rolled.size == writer.segments.get(0).size

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from kafkafs.storage.segment import LogSegment
-from kafkafs.storage.segments import LogSegments
+from kafkafs.storage.segments import LogSegments, is_sealed
 
 from .helpers import config
 
@@ -28,6 +28,14 @@ def test_lookups(tmp_path: Path) -> None:
     assert segs.higher(10).base_offset == 20 and segs.higher(30) is None  # type: ignore[union-attr]
     assert segs.lower(10).base_offset == 0 and segs.lower(0) is None  # type: ignore[union-attr]
     assert segs.get(20).base_offset == 20 and segs.get(21) is None  # type: ignore[union-attr]
+
+
+def test_sealed_is_followed_by_a_later_segment(tmp_path: Path) -> None:
+    segs = _segments(tmp_path, [0, 10, 20])
+    assert [segs.is_sealed(b) for b in (0, 10, 20)] == [True, True, False]
+    assert [is_sealed(segs.upper(b)) for b in (0, 10, 20)] == [True, True, False]
+    segs.add(LogSegment(tmp_path, 30, config(), size=0))  # a roll: the one before is sealed from now on
+    assert segs.is_sealed(20) and not segs.is_sealed(30)
 
 
 def test_ranges(tmp_path: Path) -> None:

@@ -50,6 +50,7 @@ from ...errors import CorruptRecordError
 from ...format.jsonspan import cut_off
 from ...format.jsonview import render_span_jsonl
 from ...storage.segment import LogSegment
+from ...storage.segments import is_sealed
 from ...storage.validation import in_order
 from .layoutcache import CachedLayout, LayoutKey
 from .render import NO_FILTER, Filter, Renderer, UnreadableError, disk_error, read_segment, unreadable
@@ -266,7 +267,7 @@ class SegmentLayout(Layout):
             # the next segment's base (when there is one; an active segment's last batch stands alone)
             # a sealed segment (one follows it) ends with a whole batch: anything else is a torn batch,
             # damage (a bad piece), never a quiet end as the active segment's batch still being written
-            views = segment.batches(self.scanned, size, sealed=self.upper is not None)
+            views = segment.batches(self.scanned, size, sealed=is_sealed(self.upper))
             for view, order in in_order(views, next_offset=self._min_offset(),
                                         upper=self.upper, segment_base=base):
                 h = view.header

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from ...errors import CorruptRecordError
 from ...storage.segment import LogSegment
+from ...storage.segments import is_sealed
 from ...storage.validation import in_order
 from . import layout as _layout  # GROUP_BYTES read at call time (tests make pieces smaller)
 from .layout import Layout, SegmentLayout
@@ -112,23 +113,23 @@ class RangeLayout(Layout):
             if start >= log.log_end_offset:
                 return
             floor = log.segments.floor(start)
-            active = log.active_segment
             for segment in log.segments.from_offset(start):
                 base = segment.base_offset
                 self._segment = segment
                 if flt.hi is not None and base > flt.hi:
                     break
                 first_segment = segment is floor
+                upper = log.segments.upper(base)
                 if (
                     flt.ts_lo is not None
-                    and segment is not active
+                    and is_sealed(upper)
                     and segment.size
                     and segment.max_timestamp < flt.ts_lo
                 ):
                     # a sealed segment whose largest timestamp is below the range: nothing to read
                     self.next_offset = max(self.next_offset, segment.next_offset)
                 elif not self._from_layout(segment, layout_of, renderer, start):
-                    self._scan(log, segment, renderer, start if first_segment else None)
+                    self._scan(log, segment, upper, renderer, start if first_segment else None)
                 if self.complete:
                     return
                 start = max(start, self.next_offset)
@@ -182,8 +183,9 @@ class RangeLayout(Layout):
             return
         self.add(segment.base_offset, position, size, len(data), last)
 
-    def _scan(self, log: Log, segment: LogSegment, renderer: Renderer, start: int | None) -> None:
-        """Gather this segment's batches from the one holding ``start`` (None: the first) into pieces.
+    def _scan(self, log: Log, segment: LogSegment, upper: int | None, renderer: Renderer, start: int | None) -> None:
+        """Gather this segment's batches from the one holding ``start`` (None: the first) into pieces;
+        ``upper``: the next segment's base offset (None: it is the last segment).
 
         A v2 batch whose header shows no record can reach a by-time range's lower bound is not decoded
         (it ends the current piece instead: a piece is a run of contiguous batches)."""
@@ -198,11 +200,9 @@ class RangeLayout(Layout):
             self.add(base, run.position, run.size, run.length, run.last_offset)
             self.next_offset = max(self.next_offset, run.last_offset + 1)
 
-        higher = log.segments.higher(base)
-        upper = higher.base_offset if higher else None
         try:  # a sealed segment's torn batch raises (SPEC §3: damage, never a quiet gap)
             views = segment.read_from(start, upper=upper) if start is not None else segment.batches(
-                0, sealed=upper is not None)
+                0, sealed=is_sealed(upper))
             # offsets out of order are damage (SPEC §4): such a batch is a bad piece, as one that does not
             # decode (read_from starts at the batch holding start: nothing before it is known)
             for view, order in in_order(views, next_offset=None, upper=upper,
