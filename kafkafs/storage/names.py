@@ -31,6 +31,7 @@ __all__ = [
     "parse_partition_dir_name",
     "INTERNAL_TOPIC_WRITERS",
     "refuse_internal_topic",
+    "is_internal_topic",
 ]
 
 LOG = ".log"
@@ -119,12 +120,18 @@ INTERNAL_TOPIC_WRITERS = {
 }
 
 
+def is_internal_topic(topic: str) -> bool:
+    """Whether ``topic`` is one of Kafka's internal topics, which take no user writes
+    (:func:`refuse_internal_topic`; a ``--rw`` mount gives their partitions no ``append`` file)."""
+    return topic in INTERNAL_TOPIC_WRITERS
+
+
 def refuse_internal_topic(topic: str) -> None:
     """The one rule for every user append (``produce``, the mount's ``append`` files and ``mkdir``, Spark's
     kafkalog writer): :class:`InternalTopicRefused` when ``topic`` is one of Kafka's internal topics.
     kafkafs's own maintenance of those topics (recover, clean, compaction) does not call it."""
-    writer = INTERNAL_TOPIC_WRITERS.get(topic)
-    if writer is not None:
+    if is_internal_topic(topic):
+        writer = INTERNAL_TOPIC_WRITERS[topic]
         raise InternalTopicRefused(
             f"{topic} is a Kafka internal topic written only by {writer}: a broker refuses client writes "
             "to it, and so does kafkafs"

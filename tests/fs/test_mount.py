@@ -304,16 +304,22 @@ def test_mkdir_makes_a_partition(mounted, logdir_copy):
 
 
 def test_rw_mount_refuses_appends_to_kafkas_internal_topics(mounted, logdir_copy):
-    # a broker refuses client writes to its internal topics; the append file and mkdir did not
+    # a broker refuses client writes to its internal topics; the append file and mkdir did not. Their
+    # partitions have no append file (it was listed, and its writes failed with EPERM)
     with LogDir(logdir_copy, SMALL_SEGMENTS, writable=True) as d:
         d.create_partition("__cluster_metadata", 0)
     m = mounted(logdir_copy, "--rw")
     m.allow_errors = True  # the refusal is logged as a warning
+    assert "append" in os.listdir(m / "events-3")
+    assert "append" not in os.listdir(m / "__cluster_metadata-0")
+    with pytest.raises(OSError) as info:
+        os.stat(m / "__cluster_metadata-0/append")
+    assert info.value.errno == errno.ENOENT
     proc = run("sh", "-c", f"echo hello >> {m / '__cluster_metadata-0/append'}", check=False)
     assert proc.returncode != 0
-    with open(m / "__cluster_metadata-0/append", "ab", buffering=0) as f, pytest.raises(OSError) as info:
-        f.write(b"hello\n")
-    assert info.value.errno == errno.EPERM
+    with pytest.raises(OSError) as info:
+        open(m / "__cluster_metadata-0/append", "ab", buffering=0)  # noqa: SIM115 - it does not open
+    assert info.value.errno in (errno.EACCES, errno.EPERM)  # no file is made there (SPEC §3)
     for name in ("__consumer_offsets-0", "__transaction_state-1"):
         with pytest.raises(OSError) as info:
             os.mkdir(m / name)
@@ -321,7 +327,7 @@ def test_rw_mount_refuses_appends_to_kafkas_internal_topics(mounted, logdir_copy
         assert not (logdir_copy / name).exists()
     assert cat(m / "__cluster_metadata-0/records.jsonl") == b""
     m.stop()
-    assert "__cluster_metadata is a Kafka internal topic" in m.log()
+    assert "__consumer_offsets is a Kafka internal topic" in m.log()  # the mkdir
     with LogDir(logdir_copy) as d:
         assert d.log("__cluster_metadata-0").log_end_offset == 0
 

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 import orjson
 
 from ...errors import Deferred, NotFound, NotPermitted
+from ...storage.names import is_internal_topic, parse_partition_dir_name
 from ..views.partition import PartitionState
 from ..views.record import RenderedRecord
 from ..views.streams import RecordsStream
@@ -64,7 +65,8 @@ class PartitionDir(Dir):
     def _children(self) -> list[str]:
         out = [names.RECORDS, names.BY_OFFSET, names.BY_TIME, names.SEGMENTS, names.PARTITION_JSON,
                key_nodes.BY_KEY, key_nodes.TABLE, key_nodes.TRANSACTIONS_JSON]
-        if self.partitions.rw:
+        # Kafka's internal topics take no user writes (a broker refuses client produce to them)
+        if self.partitions.rw and not is_internal_topic(parse_partition_dir_name(self.name)[0]):
             out.append(names.APPEND)
         return out
 
