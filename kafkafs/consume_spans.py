@@ -23,6 +23,7 @@ from .format import kernel as _kernel
 from .format.jsonrender import line_prefix
 from .format.jsonview import render_span_jsonl
 from .storage import memory
+from .storage.segments import is_sealed
 from .storage.validation import checked_order
 
 __all__ = ["Plan", "SpanPool", "span_chunks", "tune_malloc"]
@@ -170,20 +171,20 @@ def _old_way(reader, segment, view, plan: Plan) -> Iterator[tuple]:
 def _segment(reader, pool: SpanPool, segment, pos: int, topic: str, partition: int, mode: str, plan: Plan):
     """The batches of ``segment`` from ``pos`` (a batch boundary) to its end: spans where they take
     the batches, else one batch at a time as :meth:`Log.batches` gives them (which ends the segment
-    quietly at a partial batch or zeros, and raises its damage). Returns whether it moved."""
+    quietly at a partial batch or zeros, unless the segment is sealed, and raises its damage). Returns
+    whether it moved."""
     start = pos
     end = segment.size
     while pos < end:
-        taken, pos = yield from _spans(reader, pool, segment, pos, topic, partition, mode, plan)
+        upper = reader.log.segments.upper(segment.base_offset)  # the next segment's base (None: the last)
+        taken, pos = yield from _spans(reader, pool, segment, pos, topic, partition, mode, plan, upper)
         if pos >= end:
             break
         # the batch at pos is not a span's (and, after a span of a few batches only, the next ones
         # neither: a segment that mixes compressed and plain batches is read the old way); each batch
         # judged between its neighbours, as Log.batches does (offsets out of order raise)
-        higher = reader.log.segments.higher(segment.base_offset)
-        views = checked_order(segment.batches(pos), str(segment.log_path), next_offset=reader.expect,
-                              upper=higher.base_offset if higher is not None else None,
-                              segment_base=segment.base_offset)
+        views = checked_order(segment.batches(pos, sealed=is_sealed(upper)), str(segment.log_path),
+                              next_offset=reader.expect, upper=upper, segment_base=segment.base_offset)
         try:
             for i, view in enumerate(views):
                 if view.header.last_offset >= reader.next_offset:  # as Log.batches skips
@@ -198,11 +199,11 @@ def _segment(reader, pool: SpanPool, segment, pos: int, topic: str, partition: i
     return pos != start
 
 
-def _spans(reader, pool: SpanPool, segment, pos: int, topic: str, partition: int, mode: str, plan: Plan):
-    """Spans of ``segment`` from ``pos``; yields lines, returns (batches taken, where they end)."""
+def _spans(reader, pool: SpanPool, segment, pos: int, topic: str, partition: int, mode: str, plan: Plan,
+           upper: int | None):
+    """Spans of ``segment`` from ``pos``; yields lines, returns (batches taken, where they end).
+    ``upper``: the next segment's base offset (None: it is the last segment)."""
     end = segment.size
-    higher = reader.log.segments.higher(segment.base_offset)
-    upper = higher.base_offset if higher is not None else -1
     pending: deque = deque()
     expect = reader.next_offset
     taken = 0
@@ -216,7 +217,8 @@ def _spans(reader, pool: SpanPool, segment, pos: int, topic: str, partition: int
             step = plan.read
             # final: the chunk reaches the segment's end, so its last batch is judged against the next
             # segment's base offset (upper) instead of the next batch's
-            raw, expect = _kernel.KERNEL.span_cuts(chunk, plan.piece, expect, pos + len(chunk) >= end, upper)
+            raw, expect = _kernel.KERNEL.span_cuts(chunk, plan.piece, expect, pos + len(chunk) >= end,
+                                                   -1 if upper is None else upper)
             cuts = array("q")
             cuts.frombytes(raw)
             if len(cuts) < 2:

@@ -85,15 +85,21 @@ def test_spans_print_what_batches_print(raw, start, read_bytes, piece_bytes, mod
         consume_spans.READ_BYTES, consume_spans.PIECE_BYTES = saved
 
 
-def test_spans_across_segments_and_damage(tmp_path):
-    """Several segments written by the engine, then a CRC spoiled in the middle of the second: the
-    records before it print, then the same damage message as batch by batch."""
+def _segmented(tmp_path: Path) -> list[Path]:
+    """Partition t-0 of 60 records in three segments or more, written by the engine: its ``.log`` files."""
     with LogDir(tmp_path, Settings({"segment.bytes": 2000}), writable=True) as d:
         log = d.create_partition("t", 0)
         for i in range(60):
             log.append_records([(1000 + i, b"k", b'{"n": %d, "s": "%s"}' % (i, b"x" * i), ())])
     logs = sorted((tmp_path / "t-0").glob("*.log"))
     assert len(logs) >= 3
+    return logs
+
+
+def test_spans_across_segments_and_damage(tmp_path):
+    """Several segments written by the engine, then a CRC spoiled in the middle of the second: the
+    records before it print, then the same damage message as batch by batch."""
+    logs = _segmented(tmp_path)
     whole = _run(tmp_path, True, OffsetSpec("beginning"))
     assert whole == _run(tmp_path, False, OffsetSpec("beginning")) and whole[1] is None
     assert whole[0].count(b"\n") == 60
@@ -103,6 +109,17 @@ def test_spans_across_segments_and_damage(tmp_path):
     spans, batches = _run(tmp_path, True, OffsetSpec("beginning")), _run(tmp_path, False, OffsetSpec("beginning"))
     assert spans == batches
     assert spans[1] is not None and "CRC" in spans[1] and 0 < spans[0].count(b"\n") < 60
+
+
+def test_a_torn_end_of_a_sealed_segment_is_damage_through_spans(tmp_path):
+    """A sealed segment cut inside its last batch: the records before the cut print, then the same
+    damage as batch by batch (a torn batch, never a quiet gap before the next segment)."""
+    logs = _segmented(tmp_path)
+    os.truncate(logs[1], logs[1].stat().st_size - 7)
+    spans, batches = _run(tmp_path, True, OffsetSpec("beginning")), _run(tmp_path, False, OffsetSpec("beginning"))
+    assert spans == batches
+    assert spans[1] is not None and "after the last whole batch of a sealed segment" in spans[1]
+    assert 0 < spans[0].count(b"\n") < 60
 
 
 def test_follow_prints_records_appended_later(tmp_path):

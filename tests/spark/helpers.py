@@ -12,6 +12,14 @@ from kafkafs.spark.predicates import NO_PREDICATES, Predicates
 from kafkafs.spark.scan import read_split
 
 
+def flip_byte(segment: Path, position: int) -> Path:
+    """Spoil the byte at ``position`` of ``segment`` (a ``.log``: that batch's CRC fails); return the path."""
+    data = bytearray(segment.read_bytes())
+    data[position] ^= 0xFF
+    segment.write_bytes(bytes(data))
+    return segment
+
+
 def arrow_rows(batches) -> list[tuple]:
     """Arrow batches of the kafkalog schema as the tuples of ``conftest.df_rows``."""
     batches = list(batches)

@@ -24,6 +24,7 @@ from kafkafs.spark.export_args import options_from_args
 from kafkafs.storage.logdir import LogDir
 
 from .conftest import BASE_TS, engine_rows
+from .helpers import flip_byte
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -227,10 +228,7 @@ def test_export_of_damaged_data_says_one_error_line(generated, writable_copy, tm
     Spark's ERROR lines with their Java and Python stack traces (about 190 lines of them; SPEC §4).
     Spark's start-up warnings may come before it. A subprocess: it needs a session of its own (slow)."""
     copy = writable_copy(generated)
-    seg = copy / "audit-0" / f"{0:020d}.log"
-    data = bytearray(seg.read_bytes())
-    data[300] ^= 0xFF
-    seg.write_bytes(bytes(data))
+    seg = flip_byte(copy / "audit-0" / f"{0:020d}.log", 300)
     proc = subprocess.run(
         [sys.executable, "-m", "kafkafs", "export", str(copy), str(tmp_path / "out"), "--topics", "audit"],
         capture_output=True, timeout=600, env={**os.environ, "PYTHONPATH": str(ROOT)},

@@ -13,6 +13,8 @@ from kafkafs.spark.errors import IllegalArgumentException, spark_errors
 from kafkafs.storage.logdir import LogDir
 from tests.storage.helpers import lock_held
 
+from .helpers import flip_byte
+
 pytestmark = pytest.mark.spark
 
 LINE = re.compile(r"^kafkafs\.spark\.errors\.IllegalArgumentException: (.*)$", re.M)
@@ -120,10 +122,7 @@ def test_a_write_to_a_kafka_internal_topic_fails_in_one_line(spark, tmp_path):
 
 def test_task_errors_are_the_same_class(spark, generated, writable_copy):
     copy = writable_copy(generated)
-    seg = copy / "audit-0" / f"{0:020d}.log"
-    data = bytearray(seg.read_bytes())
-    data[300] ^= 0xFF
-    seg.write_bytes(bytes(data))
+    seg = flip_byte(copy / "audit-0" / f"{0:020d}.log", 300)
     _exc, said = _failure(lambda: spark.read.format("kafkalog").option("subscribe", "audit").load(str(copy)).count())
     assert said.startswith(f"{seg}: position ")
 

@@ -10,7 +10,7 @@ from kafkafs.spark.predicates import IntBounds, Predicates
 from kafkafs.spark.source import pushdown_is_scan_scoped
 
 from .conftest import BASE_TS, df_rows, engine_rows
-from .helpers import plan
+from .helpers import flip_byte, plan
 
 pytestmark = pytest.mark.spark
 
@@ -148,10 +148,7 @@ def test_broker_directories(spark, fixtures_dir):
 
 def test_corrupt_input(spark, generated, writable_copy):
     copy = writable_copy(generated)
-    seg = copy / "orders-1" / f"{120:020d}.log"
-    data = bytearray(seg.read_bytes())
-    data[2000] ^= 0xFF
-    seg.write_bytes(bytes(data))
+    seg = flip_byte(copy / "orders-1" / f"{120:020d}.log", 2000)
     with pytest.raises(Exception) as info:
         spark.read.format("kafkalog").option("includeHeaders", True).load(str(copy)).count()
     message = str(info.value)

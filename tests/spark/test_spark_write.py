@@ -12,7 +12,7 @@ from kafkafs.spark.export import export
 from kafkafs.storage.logdir import LogDir
 
 from .conftest import df_rows, engine_rows
-from .helpers import kafka_python_decode
+from .helpers import flip_byte, kafka_python_decode
 
 pytestmark = pytest.mark.spark
 
@@ -119,10 +119,7 @@ def test_export_of_damaged_data_is_one_line(spark, generated, writable_copy, tmp
     from kafkafs.errors import KafkafsError
 
     copy = writable_copy(generated)
-    seg = copy / "audit-0" / f"{0:020d}.log"
-    data = bytearray(seg.read_bytes())
-    data[300] ^= 0xFF
-    seg.write_bytes(bytes(data))
+    seg = flip_byte(copy / "audit-0" / f"{0:020d}.log", 300)
     with pytest.raises(KafkafsError) as info:
         export([str(copy)], str(tmp_path / "out"), topics=["audit"], progress=False)
     message = str(info.value)

@@ -63,6 +63,27 @@ class Clock:
         self.now += ms
 
 
+@contextmanager
+def size_reads_fail(segment: Any) -> Iterator[None]:
+    """While inside: reading ``segment``'s ``.log`` size (a refresh's stat) fails with EIO; other files' work."""
+    import errno
+
+    from kafkafs.storage.records import FileRecords
+
+    real = FileRecords.stat_size
+
+    def failing(records: FileRecords) -> int:
+        if records is segment.records:
+            raise OSError(errno.EIO, "Input/output error")
+        return real(records)
+
+    FileRecords.stat_size = failing  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        FileRecords.stat_size = real  # type: ignore[method-assign]
+
+
 def read_offset(log: Log, offset: int) -> tuple[DecodedBatch, int] | None:
     """The decoded batch holding ``offset`` and the record's index in it (through :meth:`Log.locate`),
     or None when the offset is not in the log."""

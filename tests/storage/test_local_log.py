@@ -13,7 +13,7 @@ from kafkafs.errors import InvalidInput
 from kafkafs.format.batch import encode_batch
 from kafkafs.storage.log import Log
 
-from .helpers import all_records, config, open_log, read_offset, record, segment_bases
+from .helpers import all_records, config, open_log, read_offset, record, segment_bases, size_reads_fail
 
 MAX_REL = 2**31 - 1
 
@@ -342,27 +342,15 @@ def test_a_rolled_segment_is_read_to_its_end_before_it_is_called_sealed(tmp_path
     writer.close()
 
 
-def test_a_rolled_segment_whose_size_read_failed_is_read_again(tmp_path: Path, monkeypatch) -> None:
+def test_a_rolled_segment_whose_size_read_failed_is_read_again(tmp_path: Path) -> None:
     """The rolled segment is read once more at the refresh after the roll: a size read that failed at
     the roll (EIO) no longer leaves it short for good (the log's records skipped its last batch). Seen
     failing: the next refresh did not read it again."""
-    import errno
-
-    from kafkafs.storage.records import FileRecords
-
     writer, reader = _reader_beside(tmp_path)
     rolled = reader.segments.last()
     assert rolled is not None
-    real = FileRecords.stat_size
-
-    def failing(records: FileRecords) -> int:
-        if records is rolled.records:
-            raise OSError(errno.EIO, "Input/output error")
-        return real(records)
-
-    monkeypatch.setattr(FileRecords, "stat_size", failing)
-    reader.refresh()
-    monkeypatch.setattr(FileRecords, "stat_size", real)
+    with size_reads_fail(rolled):
+        reader.refresh()
     assert len(reader.segments) == 2 and rolled.size < writer.segments.get(0).size
     reader.refresh()
     assert rolled.size == writer.segments.get(0).size
