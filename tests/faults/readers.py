@@ -128,6 +128,29 @@ class _Keeper:
         return read._replace(kept=str(path))
 
 
+#: The appender of :func:`run_readers`, run as ``python -c _WRITER APPEND RATE BATCH SECONDS``: it
+#: writes ``RATE`` records a second to ``APPEND`` for ``SECONDS``, as a producer does: a write() every
+#: ``BATCH / RATE`` s carrying ``BATCH`` records while it keeps pace, and, when a write took longer
+#: (waiting behind readers' requests), the records that fell due meanwhile (at most 10 x ``BATCH``), as
+#: a producer's next batch holds what arrived while the last one was in flight. After each write it
+#: prints the records written, the seconds since it began and the records that write carried.
+_WRITER = """
+import os, sys, time
+path, rate, batch, seconds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
+fd = os.open(path, os.O_WRONLY)
+n, start = 0, time.monotonic()
+while time.monotonic() - start < seconds:
+    due = int((time.monotonic() - start) * rate) - n
+    k = min(max(batch, due), 10 * batch)
+    os.write(fd, b"".join(b'{"key": "k%d", "value": {"n": %d, "pad": "%s"}}\\n' % (n % 97, n + i, b"x" * (n % 50))
+                          for i in range(k)))
+    n += k
+    print(n, time.monotonic() - start, k, flush=True)
+    time.sleep(max(0.0, start + n / rate - time.monotonic()))
+os.close(fd)
+"""
+
+
 def run_readers(mount: Path, seconds: float, *, readers: int = 8, rate: int = 2000, partition: str = "live-0",
                 progress: Callable[[], tuple[int, int]] | None = None, batch: int | None = None,
                 keep: Path | None = None) -> dict:
@@ -150,21 +173,20 @@ def run_readers(mount: Path, seconds: float, *, readers: int = 8, rate: int = 20
     errors: list[str] = []
     appended = [0]
     wrote_for = [0.0]  # seconds the writer ran
+    writes: list[int] = []  # the records each write() carried
     started_ms = int(time.time() * 1000)
 
-    def writer() -> None:
-        fd = os.open(mount / partition / "append", os.O_WRONLY)
-        n, per_write, start = 0, batch or max(rate // 100, 1), time.monotonic()
-        try:
-            while not stop.is_set():
-                os.write(fd, b"".join(b'{"key": "k%d", "value": {"n": %d, "pad": "%s"}}\n' % (n % 97, n + i, b"x" * (n % 50))
-                                      for i in range(per_write)))
-                n += per_write
-                appended[0] = n
-                time.sleep(max(0.0, start + n / rate - time.monotonic()))
-        finally:
-            wrote_for[0] = time.monotonic() - start
-            os.close(fd)
+    def writer() -> None:  # a producer of its own: another process, so these threads' checks never slow it
+        per_write = batch or max(rate // 100, 1)
+        proc = subprocess.Popen([sys.executable, "-c", _WRITER, str(mount / partition / "append"), str(rate),
+                                 str(per_write), str(seconds)], stdout=subprocess.PIPE, text=True)
+        assert proc.stdout is not None
+        for line in proc.stdout:  # "<records written> <seconds since the first write> <records in it>"
+            n, took, k = line.split()
+            appended[0], wrote_for[0] = int(n), float(took)
+            writes.append(int(k))
+        if proc.wait() != 0:
+            errors.append(f"the writer exited {proc.returncode}")
 
     def reader(i: int) -> None:
         k = 0
@@ -214,7 +236,7 @@ def run_readers(mount: Path, seconds: float, *, readers: int = 8, rate: int = 20
     for t in threads:
         t.join(60)
     return {"reads": reads, "hangs": hangs, "slow": slow, "errors": errors, "appended": appended[0], "slowest": tuple(slowest),
-            "rate": appended[0] / max(wrote_for[0], 1e-9)}
+            "rate": appended[0] / max(wrote_for[0], 1e-9), "writes": writes}
 
 
 def read_or_error(path: Path) -> bytes | Exception:

@@ -5,12 +5,15 @@ ids. Every decoded datum is checked against fastavro's own reader."""
 from __future__ import annotations
 
 import base64
+import struct
 from decimal import Decimal
 from io import BytesIO
 
 import fastavro
 import orjson
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from kafkafs.format.decoders import decoder_for
 from kafkafs.format.decoders.registry import strip_logical_types
@@ -137,3 +140,51 @@ def test_unframed_batches_take_the_generic_path(registry_logdir):
     obj = decoder.record_object("orders", 0, framed, 1)
     assert obj == orjson.loads(render_batch_jsonl("orders", 0, framed, "auto", 1, 2, decoder=decoder))
     assert obj["valueSchemaId"] == 1 and obj["value"]["blob"] == {"$base64": "AQD/"}
+
+
+FLOATS = {"type": "record", "name": "Reading", "namespace": "t", "fields": [
+    {"name": "f", "type": "float"}, {"name": "d", "type": "double"}, {"name": "maybe", "type": ["null", "float"]},
+    {"name": "series", "type": {"type": "array", "items": "float"}},
+    {"name": "by", "type": {"type": "map", "values": {"type": "float"}}},
+    {"name": "next", "type": ["null", "Reading"]},  # recursive: its floats too
+]}
+
+
+def test_avro_floats_show_as_written_not_widened():
+    """An Avro float is a 32-bit float; fastavro reads it widened to a double (1.1 -> 1.100000023841858).
+    Shown: the shortest decimal that reads back as the same float (Java's Float.toString: 1.4E-45,
+    3.4028235E38), in records, unions, arrays, maps and a recursive record; a double is untouched."""
+    from kafkafs.format.batch import decode_batch, encode_batch
+    from kafkafs.format.decoders.registry import SchemaRegistry
+
+    registry = SchemaRegistry()
+    registry.add(7, orjson.dumps(FLOATS).decode())
+    inner = {"f": 0.1, "d": 0.1, "maybe": None, "series": [], "by": {}, "next": None}
+    datum = {"f": 1.1, "d": 1.1, "maybe": 3.14, "series": [1.4e-45, 3.4028235e38, -2.5e-7, 100.0, float("inf")],
+             "by": {"x": 0.3}, "next": inner}
+    out = BytesIO()
+    fastavro.schemaless_writer(out, fastavro.parse_schema(FLOATS), datum)
+    batch = decode_batch(encode_batch([(5, None, _framed(7, out.getvalue()), ())]))
+    line = render_batch_jsonl("readings", 0, batch, decoder=decoder_for("readings", registry))
+    value = orjson.loads(line)["value"]
+    assert value == {"f": 1.1, "d": 1.1, "maybe": 3.14, "series": [1.4e-45, 3.4028235e38, -2.5e-7, 100.0, None],
+                     "by": {"x": 0.3}, "next": {**inner, "f": 0.1}}
+    assert b'"f":1.1,"d":1.1,"maybe":3.14,"series":[1.4e-45,3.4028235e+38,-2.5e-7,100.0,null]' in line
+    widened = fastavro.schemaless_reader(BytesIO(out.getvalue()), fastavro.parse_schema(FLOATS))
+    assert widened["f"] == 1.100000023841858  # what fastavro gives; each shown value is that same float
+    for shown, read in [(value["f"], widened["f"]), (value["maybe"], widened["maybe"]),
+                        *zip(value["series"][:4], widened["series"][:4], strict=True)]:
+        assert struct.unpack("<f", struct.pack("<f", shown))[0] == read
+
+
+@given(st.integers(0, 2**32 - 1).filter(lambda b: (b >> 23) & 0xFF != 0xFF))
+def test_a_float_is_shown_by_its_shortest_decimal(bits):
+    from kafkafs.format.decoders.registry import float32_shortest
+
+    value = struct.unpack("<f", struct.pack("<I", bits))[0]
+    shown = float32_shortest(value)
+    assert struct.unpack("<f", struct.pack("<f", shown))[0] == value  # reads back as the same float
+    digits = len(f"{Decimal(repr(shown)):e}".split("e")[0].replace(".", "").replace("-", "").rstrip("0"))
+    if digits > 2:  # no decimal with fewer digits reads back (Java gives 2 at least: 1.4E-45)
+        fewer = float(f"{value:.{digits - 1}g}")
+        assert struct.unpack("<f", struct.pack("<f", fewer))[0] != value

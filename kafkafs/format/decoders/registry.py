@@ -9,7 +9,9 @@ Reading the ``_schemas`` topic or a directory is the storage layer's work (:mod:
 
 * **Avro** (``schemaType`` absent or ``AVRO``; ``.avsc`` files) decodes through fastavro. A datum is shown
   as plain JSON: records as objects, maps as objects, arrays as arrays, enums as their symbol, a union as
-  its bare branch value, ``bytes`` and ``fixed`` as ``{"$base64": ...}``. Logical types show their
+  its bare branch value, ``bytes`` and ``fixed`` as ``{"$base64": ...}``, a ``float`` as the shortest
+  decimal that reads back as the same 32-bit float (1.1, as written; fastavro widens it to the double
+  1.100000023841858; in a union of ``float`` and ``double`` it stays as read). Logical types show their
   underlying primitive (a ``timestamp-millis`` is its long, a ``decimal`` its bytes, a ``uuid`` its
   string): exact, and what the writer wrote. NaN and infinities (not JSON) show as null. A datum must
   use its bytes exactly; one that does not decode, or leaves bytes over, is shown as SPEC §3 says.
@@ -30,6 +32,8 @@ registry and its decoder are safe to share across threads.
 
 from __future__ import annotations
 
+import math
+import struct
 import threading
 from collections.abc import Callable
 from io import BytesIO
@@ -228,11 +232,151 @@ class SchemaRegistry:
 def _avro_reader(parsed: Any, named: dict[str, Any]) -> Callable[[BytesIO], object]:
     """A reader of one datum at the stream's position, through fastavro's public ``schemaless_reader``
     (its private datum reader would save about 1.5 us a datum; the project uses no package's private
-    modules). ``named``: the named types the references defined, already in ``parsed``."""
+    modules). ``named``: the named types the references defined, already in ``parsed``. A schema with
+    ``float`` fields has them shown as written (:func:`float32_shortest`), not widened to a double."""
     import fastavro
 
     reader = fastavro.schemaless_reader
-    return lambda stream: reader(stream, parsed, None)
+    fix = _float_fixer(parsed, named, {})
+    if fix is None:
+        return lambda stream: reader(stream, parsed, None)
+    return lambda stream: fix(reader(stream, parsed, None))
+
+
+_F32 = struct.Struct("<f")
+
+
+def float32_shortest(value: float) -> float:
+    """An Avro ``float`` (a 32-bit float that fastavro hands over widened to a double, 1.100000023841858)
+    as the shortest decimal that reads back as the same 32-bit float (1.1): what Java's
+    ``Float.toString`` prints (it gives at least two digits: 1.4E-45, not 1E-45) and what a writer of
+    1.1 wrote. NaN and infinities stay as they are."""
+    if value != value or value in (math.inf, -math.inf):
+        return value
+    pack, unpack = _F32.pack, _F32.unpack
+    for digits in range(2, 10):  # the closest 2 digits read back whenever 1 does; 9 always do
+        short = float(f"{value:.{digits}g}")
+        try:
+            if unpack(pack(short))[0] == value:
+                return short
+        except OverflowError:  # rounded up past the largest float
+            continue
+    return value
+
+
+def _has_float(schema: Any, named: dict[str, Any], seen: set[str]) -> bool:
+    """Whether a datum of the (fastavro-parsed) ``schema`` can hold an Avro ``float`` anywhere."""
+    if isinstance(schema, str):
+        if schema == "float":
+            return True
+        return schema in named and _has_float(named[schema], named, seen)  # a record: seen guards recursion
+    if isinstance(schema, list):
+        return any(_has_float(branch, named, seen) for branch in schema)
+    if isinstance(schema, dict):
+        kind = schema.get("type")
+        if kind in ("record", "error"):
+            name = schema.get("name")
+            if name in seen:
+                return False
+            if name is not None:
+                seen.add(name)
+            return any(_has_float(f["type"], named, seen) for f in schema.get("fields", ()))
+        if kind == "array":
+            return _has_float(schema["items"], named, seen)
+        if kind == "map":
+            return _has_float(schema["values"], named, seen)
+        if kind in ("enum", "fixed"):
+            return False
+        return _has_float(kind, named, seen)
+    return False
+
+
+def _float_fixer(schema: Any, named: dict[str, Any], made: dict[str, Any]) -> Callable[[Any], Any] | None:
+    """A function that puts :func:`float32_shortest` in place of every ``float`` of a datum fastavro read
+    with ``schema`` (records changed in place), or None when the schema holds no ``float``. ``made``:
+    the functions of named records being built (a recursive record calls itself through it). In a union
+    a value is matched to its branch by its kind: a float to a ``float`` branch when the union has no
+    ``double`` (with both, a value cannot say which it was, and stays as fastavro reads it), an object to
+    the one record or map branch, a list to the array branch."""
+    if not _has_float(schema, named, set()):
+        return None
+    if isinstance(schema, str):
+        if schema == "float":
+            return float32_shortest
+        if schema in made:
+            return lambda datum: made[schema](datum)
+        return _float_fixer(named[schema], named, made)
+    if isinstance(schema, list):
+        return _union_fixer(schema, named, made)
+    kind = schema["type"]
+    if kind in ("record", "error"):
+        name = schema.get("name")
+        if name is not None and name in made:
+            return lambda datum: made[name](datum)
+        if name is not None:
+            made[name] = None
+        fields: list[tuple[str, Callable[[Any], Any]]] = []
+        for field in schema["fields"]:
+            fix = _float_fixer(field["type"], named, made)
+            if fix is not None:
+                fields.append((field["name"], fix))
+
+        def record(datum: dict[str, Any]) -> dict[str, Any]:
+            for field_name, fix in fields:
+                datum[field_name] = fix(datum[field_name])
+            return datum
+
+        if name is not None:
+            made[name] = record
+        return record
+    if kind == "array":
+        items = _float_fixer(schema["items"], named, made)
+        assert items is not None
+        return lambda datum: [items(x) for x in datum]
+    if kind == "map":
+        values = _float_fixer(schema["values"], named, made)
+        assert values is not None
+        return lambda datum: {k: values(v) for k, v in datum.items()}
+    return _float_fixer(kind, named, made)
+
+
+def _branch_kind(schema: Any, named: dict[str, Any]) -> str:
+    """What Python value fastavro reads a union branch to: "float", "double", "dict", "list" or "other"."""
+    if isinstance(schema, dict):
+        kind = schema["type"]
+        if kind in ("record", "error", "map"):
+            return "dict"
+        if kind == "array":
+            return "list"
+        if kind in ("enum", "fixed"):
+            return "other"
+        return _branch_kind(kind, named)
+    if isinstance(schema, str):
+        if schema in ("float", "double"):
+            return schema
+        if schema in named:
+            return _branch_kind(named[schema], named)
+    return "other"
+
+
+def _union_fixer(branches: list[Any], named: dict[str, Any], made: dict[str, Any]) -> Callable[[Any], Any] | None:
+    kinds = [_branch_kind(b, named) for b in branches]
+    by_kind: dict[type, Callable[[Any], Any]] = {}
+    if kinds.count("float") == 1 and "double" not in kinds:
+        by_kind[float] = float32_shortest
+    for kind, python_type in (("dict", dict), ("list", list)):
+        if kinds.count(kind) == 1:
+            fix = _float_fixer(branches[kinds.index(kind)], named, made)
+            if fix is not None:
+                by_kind[python_type] = fix
+    if not by_kind:
+        return None
+
+    def union(datum: Any) -> Any:
+        fix = by_kind.get(type(datum))
+        return datum if fix is None else fix(datum)
+
+    return union
 
 
 def _json_reader(payload: bytes) -> object:
@@ -248,8 +392,9 @@ class RegistryDecoder(Decoder):
 
     def __init__(self, registry: SchemaRegistry) -> None:
         self.registry = registry
-        #: names what this decoder renders, for caches of rendered sizes (the mount's ``--cache-dir``)
-        self.identity = "kafkafs.registry:" + registry.fingerprint()
+        #: names what this decoder renders, for caches of rendered sizes (the mount's ``--cache-dir``); the
+        #: number is how it renders (2: Avro floats as written, where 1 showed their double)
+        self.identity = "kafkafs.registry:2:" + registry.fingerprint()
 
     def wants(self, batch: DecodedBatch) -> bool:
         for data in batch.values:
