@@ -6,10 +6,14 @@ medians of ``--repeat`` runs), so the ratios hold on a shared, noisy machine. Ro
 * ``read``: ``cat MNT/*/records.jsonl`` through a mount (its size cache filled, the logs in the page
   cache; the first read on a fresh mount, then a second read) against ``cat MNT/*/segments/*.log``
   through the same mount (bytes per second), the in-process kernel rendering every partition on 2
-  threads (``render_span_jsonl``), and ``kafkafs consume --no-interleave``.
+  threads (``render_span_jsonl``), and ``kafkafs consume --no-interleave``; the daemon's CPU for the
+  first read, and the binding's floor: ``cat`` of as many files of one partition's JSON served from
+  memory by a bare pyfuse3 + trio file system (``bench/memfs.py``). ``--against DIR``: the same mounts
+  by another checkout, interleaved (before/after).
 * ``size``: the first ``ls -l MNT/*/records.jsonl`` with an empty size cache and the logs evicted from
   the page cache, against ``cat LOGDIR/*/*.log`` evicted and the kernel sizing every partition in
-  process; then a remount with the cache kept: ``ls -l`` warm and with every file evicted.
+  process (``--against DIR``: the first ``ls -l`` by another checkout's mount too, interleaved); then
+  a remount with the cache kept: ``ls -l`` warm and with every file evicted.
 * ``remount``: a remount with the size cache kept, ``ls -l`` warm and evicted, with the daemon's CPU;
   ``--against DIR`` runs the same mounts from another checkout, interleaved (before/after in one run).
 * ``quiet``: the CPU a mount of every partition uses while nothing happens.
@@ -188,7 +192,18 @@ class Bench:
     def glob(self, mnt: Path, name: str) -> str:
         return " ".join(str(mnt / n / name) for n in self.names)
 
+    def trees(self) -> list[tuple[str, Path]]:
+        """This checkout, and with ``--against DIR`` that one too (before/after in one run)."""
+        trees = [("this checkout", ROOT)]
+        if self.args.against:
+            trees.append((f"--against {self.args.against}", Path(self.args.against).resolve()))
+        return trees
+
     def read(self) -> None:
+        """``cat MNT/*/records.jsonl`` on a fresh mount (first read, then second), ``cat
+        MNT/*/segments/*.log`` through the same mount, the daemon's CPU for the first read; with
+        ``--against DIR`` the same by that checkout's mount, runs interleaved; the in-process kernel
+        and ``consume --no-interleave`` once a round."""
         cache = self.work / "cache-read"
         shutil.rmtree(cache, ignore_errors=True)
         warm(self.logs)
@@ -196,39 +211,84 @@ class Bench:
         json_bytes = 0
         with self.mount(cache) as m:
             json_bytes = sum(os.stat(m.mnt / n / "records.jsonl").st_size for n in self.names)  # sizes the cache
-        t_first: list[float] = []
-        t_second: list[float] = []
-        t_seg: list[float] = []
+        trees = self.trees()
+        runs: dict[str, dict[str, list[float]]] = {t: {"first": [], "second": [], "seg": [], "cpu": []} for t, _ in trees}
+        t_floor: list[float] = []
+        floor_bytes = 0
         t_kernel_runs = [t_kernel]
         t_consume: list[float] = []
         consume = kafkafs("consume", str(self.logdir), self.topic, "--no-interleave") + " > /dev/null"
         for _ in range(self.args.repeat):
-            with self.mount(cache) as m:
-                recs = f"cat {self.glob(m.mnt, 'records.jsonl')} > /dev/null"
-                t_first.append(shell(recs))
-                t_second.append(shell(recs))
-                segs = " ".join(str(m.mnt / n / "segments" / p.name) for n in self.names
-                                for p in sorted((self.logdir / n).glob("*.log")))
-                t_seg.append(shell(f"cat {segs} > /dev/null"))
+            for label, tree in trees:
+                got = runs[label]
+                with self.mount(cache, tree=tree) as m:
+                    recs = f"cat {self.glob(m.mnt, 'records.jsonl')} > /dev/null"
+                    before = m.cpu_seconds()
+                    got["first"].append(shell(recs))
+                    got["cpu"].append(m.cpu_seconds() - before)
+                    got["second"].append(shell(recs))
+                    segs = " ".join(str(m.mnt / n / "segments" / p.name) for n in self.names
+                                    for p in sorted((self.logdir / n).glob("*.log")))
+                    got["seg"].append(shell(f"cat {segs} > /dev/null"))
+            took, floor_bytes = self.memory_floor()
+            t_floor.append(took)
             t_kernel_runs.append(in_process_render(self.logs, lengths=False))
             t_consume.append(shell(consume))
-        first, second, seg = map(statistics.median, (t_first, t_second, t_seg))
         kernel, cons = statistics.median(t_kernel_runs), statistics.median(t_consume)
-        seg_rate = self.log_bytes / seg
+        floor = statistics.median(t_floor)
         self.row("read", "log / JSON bytes", f"{self.log_bytes / 1e6:,.0f} MB / {json_bytes / 1e6:,.0f} MB")
-        self.row("read", "cat MNT/*/segments/*.log (same mount)", f"{seg:.2f} s, {seg_rate / 1e6:,.0f} MB/s")
-        for label, t in (("first read, fresh mount", first), ("second read", second)):
-            rate = json_bytes / t
-            self.row("read", f"cat MNT/*/records.jsonl, {label}",
-                     f"{t:.2f} s, {rate / 1e6:,.0f} MB/s = {rate / seg_rate:.0%} of segments/ (target >= 60%); "
-                     f"{t / kernel:.2f}x the kernel in process (target <= 1.5x); {t / cons:.2f}x consume")
+        for label, _ in trees:
+            first, second, seg, cpu = (statistics.median(runs[label][k]) for k in ("first", "second", "seg", "cpu"))
+            seg_rate = self.log_bytes / seg
+            self.row("read", f"cat MNT/*/segments/*.log (same mount), {label}", f"{seg:.2f} s, {seg_rate / 1e6:,.0f} MB/s")
+            for what, t in (("first read, fresh mount", first), ("second read", second)):
+                rate = json_bytes / t
+                self.row("read", f"cat MNT/*/records.jsonl, {what}, {label}",
+                         f"{t:.2f} s, {rate / 1e6:,.0f} MB/s = {rate / seg_rate:.0%} of segments/ (target >= 60%); "
+                         f"{t / kernel:.2f}x the kernel in process (target <= 1.5x); {t / cons:.2f}x consume"
+                         + (f"; daemon {cpu:.2f} CPU s; {t / floor:.2f}x the binding's floor" if what.startswith("first") else ""))
+        self.row("read", f"the binding's floor: cat of {len(self.names)} files of one partition's JSON from memory "
+                 "(bare pyfuse3 + trio, bench/memfs.py)",
+                 f"{floor:.2f} s, {floor_bytes / floor / 1e6:,.0f} MB/s of {floor_bytes / 1e6:,.0f} MB")
         self.row("read", "kernel in process, 2 threads (render_span_jsonl)", f"{kernel:.2f} s")
         self.row("read", "kafkafs consume --no-interleave > /dev/null", f"{cons:.2f} s")
 
+    def memory_floor(self) -> tuple[float, int]:
+        """``cat`` of as many files as partitions, each the first partition's JSON, served from memory
+        by a bare pyfuse3 + trio file system (``bench/memfs.py``): wall seconds and bytes read."""
+        mnt = self.work / "memmnt"
+        mnt.mkdir(parents=True, exist_ok=True)
+        first = self.names[0]
+        log = sorted((self.logdir / first).glob("*.log"))[0]
+        proc = subprocess.Popen(
+            [PY, str(ROOT / "bench" / "memfs.py"), str(log), self.topic, first.rpartition("-")[2], str(mnt),
+             "--files", str(len(self.names))],
+            stdout=subprocess.PIPE, cwd=ROOT,
+        )
+        try:
+            said = proc.stdout.readline().split() if proc.stdout else []
+            if len(said) != 2 or said[0] != b"READY":
+                raise SystemExit(f"bench/memfs.py did not start: {said!r}")
+            took = shell("cat " + " ".join(str(mnt / f"f{i}") for i in range(len(self.names))) + " > /dev/null")
+        finally:
+            subprocess.run(["fusermount3", "-u", str(mnt)], capture_output=True)
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                subprocess.run(["fusermount3", "-uz", str(mnt)], capture_output=True)
+                proc.wait()
+        return took, int(said[1]) * len(self.names)
+
     def size(self) -> None:
+        """The first ``ls -l MNT/*/records.jsonl`` with an empty size cache and the logs evicted (with
+        ``--against DIR``, that checkout's mount too, interleaved), against ``cat`` of the evicted logs
+        and the kernel sizing in process; then a remount with the cache kept."""
         cache = self.work / "cache-size"
         t_raw: list[float] = []
-        t_ls: list[float] = []
+        trees = self.trees()
+        t_ls: dict[str, list[float]] = {t: [] for t, _ in trees}
+        cpu_ls: dict[str, list[float]] = {t: [] for t, _ in trees}
         t_kernel: list[float] = []
         raw = f"cat {' '.join(map(str, self.logs))} > /dev/null"
         for _ in range(self.args.repeat):
@@ -236,15 +296,21 @@ class Bench:
             t_raw.append(shell(raw))
             evict(self.logs)
             t_kernel.append(in_process_render(self.logs, lengths=True))
-            shutil.rmtree(cache, ignore_errors=True)
-            evict(self.logs)
-            with self.mount(cache) as m:
-                t_ls.append(shell(f"ls -l {self.glob(m.mnt, 'records.jsonl')}"))
-        raw_t, ls_t, k_t = map(statistics.median, (t_raw, t_ls, t_kernel))
+            for label, tree in trees:
+                shutil.rmtree(cache, ignore_errors=True)
+                evict(self.logs)
+                with self.mount(cache, tree=tree) as m:
+                    before = m.cpu_seconds()
+                    t_ls[label].append(shell(f"ls -l {self.glob(m.mnt, 'records.jsonl')}"))
+                    cpu_ls[label].append(m.cpu_seconds() - before)
+        raw_t, k_t = map(statistics.median, (t_raw, t_kernel))
         self.row("size", "cat LOGDIR/*/*.log, evicted", f"{raw_t:.2f} s")
         self.row("size", "kernel sizes every partition in process, 2 threads, evicted", f"{k_t:.2f} s")
-        self.row("size", "first ls -l MNT/*/records.jsonl, empty size cache, evicted",
-                 f"{ls_t:.2f} s = {ls_t / raw_t:.2f}x cat of the logs (target <= 2x); {ls_t / k_t:.2f}x the kernel")
+        for label, _ in trees:
+            ls_t, cpu = statistics.median(t_ls[label]), statistics.median(cpu_ls[label])
+            self.row("size", f"first ls -l MNT/*/records.jsonl, empty size cache, evicted, {label}",
+                     f"{ls_t:.2f} s = {ls_t / raw_t:.2f}x cat of the logs (target <= 2x); {ls_t / k_t:.2f}x the kernel; "
+                     f"daemon {cpu:.2f} CPU s")
         warm_t: list[float] = []
         cold_t: list[float] = []
         for _ in range(self.args.repeat):
@@ -265,9 +331,7 @@ class Bench:
         cache = self.work / "cache-size"
         with self.mount(cache) as m:  # the cache filled (a first sizing when it is empty)
             shell(f"ls -l {self.glob(m.mnt, 'records.jsonl')}")
-        trees = [("this checkout", ROOT)]
-        if self.args.against:
-            trees.append((f"--against {self.args.against}", Path(self.args.against).resolve()))
+        trees = self.trees()
         runs: dict[tuple[str, bool], list[tuple[float, float]]] = {(t, e): [] for t, _ in trees for e in (False, True)}
         for _ in range(self.args.repeat):
             for label, tree in trees:
@@ -304,9 +368,7 @@ class Bench:
         """``consume`` of the whole topic interleaved against ``--no-interleave``, runs interleaved
         (with ``--against DIR``, that checkout's two runs too: before/after in one run); wall and CPU."""
         base = kafkafs("consume", str(self.logdir), self.topic) + " > /dev/null"
-        trees = [("this checkout", ROOT)]
-        if self.args.against:
-            trees.append((f"--against {self.args.against}", Path(self.args.against).resolve()))
+        trees = self.trees()
         runs: dict[tuple[str, bool], list[tuple[float, float]]] = {(t, i): [] for t, _ in trees for i in (True, False)}
         for _ in range(self.args.repeat):
             for label, tree in trees:
@@ -478,7 +540,8 @@ def main() -> None:
     parser.add_argument("--offsets", type=int, default=200)
     parser.add_argument("--produce", type=int, default=1_000_000, help="lines for the produce rows")
     parser.add_argument("--quiet-seconds", type=float, default=20.0)
-    parser.add_argument("--against", help="remount, consume: also measure the kafkafs of this checkout (before/after)")
+    parser.add_argument("--against", help="read, size, remount, consume: also measure the kafkafs of this checkout "
+                        "(before/after, runs interleaved)")
     parser.add_argument("--work", help="build (and reuse) the data here instead of a temporary folder")
     args = parser.parse_args()
 

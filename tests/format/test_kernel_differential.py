@@ -534,6 +534,15 @@ def test_crc32c_alike(data, skip):
 
 _STOPS = [b'"', b"\\", b"\n", b"\x01", b"\x1f", b"\x7f", "é".encode(), "東".encode(), "😀".encode(), b"\xff",
           b"\xc3", b"\xe6\x9d", b"\xf0\x9f\x98", b"\xed\xa0\x80", b"\xc0\xaf"]
+# The UTF-8 check of a whole block (_kernel_text.h utf8_block) works on masks of byte classes, with what a
+# sequence still needs carried into the next block: the edges of every lead byte's range of second bytes
+# (valid and one past), every lead class cut short or followed by one continuation too many, and runs of
+# characters of every length crossing blocks.
+_UTF8_STOPS = [b"\xc2\x80", b"\xdf\xbf", b"\xc1\xbf", b"\xe0\xa0\x80", b"\xe0\x9f\xbf", b"\xed\x9f\xbf",
+               b"\xed\xbf\xbf", b"\xef\xbf\xbf", b"\xf0\x90\x80\x80", b"\xf0\x8f\xbf\xbf", b"\xf4\x8f\xbf\xbf",
+               b"\xf4\x90\x80\x80", b"\xf5\x80\x80\x80", b"\xf1\x80\x80", "é".encode() + b"\x80",
+               "😀".encode() + b"\xbf", b"\xe6\x9d" + "é".encode(), b"\xe6" + b"a", "é東😀é東😀".encode(),
+               "東".encode() * 7, "😀".encode() * 5 + b"\xf0", b"\xc0", b"\xc1", b"\xf5", b"\xf8\x80", b"\xfe"]
 
 
 def _run_with(stop: bytes, at: int, length: int) -> bytes:
@@ -541,10 +550,10 @@ def _run_with(stop: bytes, at: int, length: int) -> bytes:
     return plain[:at] + stop + plain[at:]
 
 
-def _block_values(lengths=(0, 1, 7, 15, 16, 17, 31, 33, 47, 64)):
+def _block_values(lengths=(0, 1, 7, 15, 16, 17, 31, 33, 47, 64), stops=_STOPS):
     for length in lengths:
         yield bytes(0x61 + (i % 26) for i in range(length))
-        for stop in _STOPS:
+        for stop in stops:
             for at in range(0, length + 1, 1 if length <= 33 else 5):
                 yield _run_with(stop, at, length)
 
@@ -563,6 +572,32 @@ def test_stops_at_every_offset_of_blocks_render_and_count_alike(mode):
     for i in range(0, len(values), 40):
         _check_section(values[i : i + 40], mode)
     _check_section([values[-1]], mode)  # alone: the header value ends the section
+
+
+@pytest.mark.parametrize("mode", ["auto", "string"])
+def test_utf8_edges_at_every_offset_of_blocks_render_and_count_alike(mode):
+    values = list(_block_values((0, 15, 16, 17, 33), _UTF8_STOPS))
+    for value in values:
+        assert kernel.render_value(value, mode) == jsonembed.render_value(value, mode), value
+    for i in range(0, len(values), 40):
+        _check_section(values[i : i + 40], mode)
+    _check_section([values[-1]], mode)
+
+
+_UTF8_PIECES = [b"a", b"bc", b'"', b"\\", b"\n", b"\x00", "é".encode(), "東".encode(), "😀".encode(), b"\x80", b"\xbf",
+                b"\xc2", b"\xe0", b"\xe0\xa0", b"\xed", b"\xed\xa0", b"\xf0", b"\xf0\x90", b"\xf4", b"\xf4\x90",
+                b"\xf5", b"\xff", b"\xc0", b"\xc1"]
+
+
+@given(st.integers(0, 15), st.lists(st.sampled_from(_UTF8_PIECES), max_size=40), st.sampled_from(MODES))
+def test_utf8_pieces_at_any_alignment_render_and_count_alike(shift, pieces, mode):
+    """Random sequences of characters, continuation and lead bytes (whole, cut, out of range) after 0-15
+    plain bytes: a value, a header key, and a string inside JSON, rendered and counted."""
+    text = b"x" * shift + b"".join(pieces)
+    for value in (text, b'{"' + text + b'":1}'):
+        assert kernel.render_value(value, mode) == jsonembed.render_value(value, mode)
+    records = [(0, 0, text, text, [(text, text)], 0), (1, 1, b"k", b'["' + text + b'"]', [(b"h", text)], 0)]
+    _check(_section(records), _header(2, 0, 100, 1000, 1000, -1), mode, (None, None, None, None))
 
 
 def test_stops_inside_json_strings_at_every_offset():

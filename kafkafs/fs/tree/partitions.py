@@ -36,9 +36,10 @@ if TYPE_CHECKING:
 
 __all__ = ["Partitions", "ServeOptions", "LIST_LIMIT"]
 
-#: Threads that size a topic's partitions ahead of the stats that will ask (the kernel's length pass
-#: releases the GIL: one a core).
-SIBLING_THREADS = max(1, min(8, os.cpu_count() or 1))
+#: Threads that size a topic's partitions ahead of the stats that will ask: two a core, as for a first
+#: sizing (:data:`~kafkafs.fs.views.sizing.SIZING_THREADS`): the kernel's length pass and the reads
+#: release the GIL, and a thread waiting for the disk leaves its core to one that counts.
+SIBLING_THREADS = max(2, min(8, 2 * (os.cpu_count() or 1)))
 
 log = logging.getLogger("kafkafs.fs")
 

@@ -6,8 +6,8 @@
   it cannot (so the FUSE loop answers reads of rendered bytes itself, without a worker trip).
 * :class:`PieceRenderer` renders pieces for reads: a read that needs a piece not rendered yet renders
   the span of pieces after it in the same pass (one read of the segment, up to
-  :data:`READ_AHEAD_BYTES` of log) and keeps them in the open file's :class:`PieceCache`; once the
-  reader is in that span, the next one is rendered ahead on a prefill thread.
+  :data:`READ_AHEAD_BYTES` of log) and keeps them in the open file's :class:`PieceCache`; the spans
+  after the reader (up to :data:`AHEAD_PIECES` pieces) are rendered ahead on a prefill thread.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from .render import Renderer, SegmentBytes
 
 __all__ = [
     "Bytes", "Part", "read_parts", "read_cached", "PieceCache", "PieceRenderer", "READ_AHEAD_BYTES", "SPAN_PIECES", "PIECES_KEPT",
+    "AHEAD_PIECES",
 ]
 
 log = logging.getLogger("kafkafs.fs")
@@ -35,10 +36,14 @@ log = logging.getLogger("kafkafs.fs")
 #: A read that needs a piece not rendered yet renders the pieces after it too, up to this many bytes of
 #: log (one read of the segment): the reads that follow are answered from memory, on the FUSE loop.
 READ_AHEAD_BYTES = 512 * 1024
-#: Pieces an open file keeps: the span being read, the one rendered ahead, and one more (a span is at
-#: most SPAN_PIECES pieces).
+#: A span is at most this many pieces.
 SPAN_PIECES = 8
-PIECES_KEPT = 4 * SPAN_PIECES
+#: A reader finds the pieces up to this many after the one it reads rendered, or being rendered, on a
+#: prefill thread: two spans, so that the next one is ready while the reader's reply is sent.
+AHEAD_PIECES = 2 * SPAN_PIECES
+#: Pieces an open file keeps: the span being read, what is rendered ahead of it (up to a span past
+#: AHEAD_PIECES), and one more span.
+PIECES_KEPT = 5 * SPAN_PIECES
 
 Bytes = bytes | memoryview
 
@@ -143,13 +148,24 @@ def read_cached(parts: Sequence[Part], starts: Sequence[int], offset: int, size:
 # ---------------------------------------------------------------------------------------------- cache
 
 
-class _Ahead(NamedTuple):
-    """The span rendered ahead last: once a read reaches piece ``after`` of ``layout``, ``render_next``
-    renders the span after it."""
+class _Ahead:
+    """Rendering ahead of the reader of one layout of an open file (see :class:`PieceRenderer`): every
+    piece up to ``want`` should be rendered; ``next`` is the first piece after those rendered in order
+    so far; ``running`` while a prefill thread is at it. Changed only under the cache's guard."""
 
-    layout: Layout
-    after: int
-    render_next: Callable[[], None]
+    __slots__ = ("layout", "pinned", "next", "want", "running", "start")
+
+    def __init__(
+        self, layout: Layout, pinned: SegmentBytes | None, start: Callable[[_Ahead, PieceCache], None]
+    ) -> None:
+        self.layout = layout
+        self.pinned = pinned
+        self.next = 0
+        self.want = -1
+        self.running = False
+        #: ``start(ahead, cache)`` hands the work to a prefill thread (it holds no cache: no cycle keeps
+        #: a closed file's pieces alive)
+        self.start = start
 
 
 class PieceCache:
@@ -158,10 +174,9 @@ class PieceCache:
 
     Thread-safe: the kernel may send reads of one open file from several threads at once. ``rendering``
     is held while a span is rendered: a second read that needs it waits instead of rendering it again.
-    ``ahead`` is replaced whole (one reference, under the GIL): a race at worst loses one render ahead,
-    and the read that needs that span renders it."""
+    What is rendered ahead of the reader (:class:`_Ahead`) changes under the cache's guard."""
 
-    __slots__ = ("_items", "_at", "_guard", "capacity", "rendering", "ahead", "_spans")
+    __slots__ = ("_items", "_at", "_guard", "capacity", "rendering", "ahead")
 
     def __init__(self, capacity: int = PIECES_KEPT) -> None:
         self._items: OrderedDict[tuple[Layout, int], Bytes] = OrderedDict()
@@ -170,31 +185,61 @@ class PieceCache:
         self._guard = threading.Lock()
         self.capacity = capacity
         self.rendering = threading.Lock()
-        #: the span rendered ahead last, and what renders the one after it (see :class:`PieceRenderer`)
+        #: what is rendered ahead of the reader, for the layout it reads last (see :class:`PieceRenderer`)
         self.ahead: _Ahead | None = None
-        #: the first pieces of the spans rendered lately, kept after their bytes are let go: a prefill
-        #: that runs late, after the reader rendered its span itself and moved on, renders nothing again
-        self._spans: OrderedDict[tuple[Layout, int], bool] = OrderedDict()
-
-    def span_rendered(self, layout: Layout, i: int) -> None:
-        """The span from piece ``i`` of ``layout`` was rendered (by a read or ahead of one)."""
-        with self._guard:
-            self._spans[(layout, i)] = True
-            self._spans.move_to_end((layout, i))
-            while len(self._spans) > 4 * self.capacity:
-                self._spans.popitem(last=False)
-
-    def was_rendered(self, layout: Layout, i: int) -> bool:
-        """Whether the span from piece ``i`` was rendered lately (its bytes may be gone since)."""
-        with self._guard:
-            return (layout, i) in self._spans
 
     def reached(self, layout: Layout, i: int) -> None:
-        """A read used piece ``i`` of ``layout``: start rendering the next span if it is time."""
-        ahead = self.ahead
-        if ahead is not None and ahead.layout is layout and i >= ahead.after:
-            self.ahead = None
-            ahead.render_next()
+        """A read used piece ``i`` of ``layout``: the pieces up to :data:`AHEAD_PIECES` after it are to
+        be rendered ahead (a prefill thread starts on them if none is at it)."""
+        with self._guard:
+            ahead = self.ahead
+            if ahead is None or ahead.layout is not layout:
+                return  # this layout is not followed (yet): the read that renders it starts that
+            ahead.want = i + AHEAD_PIECES
+            if ahead.next <= i:
+                ahead.next = i + 1
+            go = not ahead.running and ahead.next <= ahead.want and ahead.next < len(layout)
+            if go:
+                ahead.running = True
+        if go:
+            ahead.start(ahead, self)
+
+    def follow(self, ahead: _Ahead, i: int) -> None:
+        """Render ahead of the reader of ``ahead.layout`` from now on (the reader is at piece ``i``),
+        unless that layout is followed already."""
+        with self._guard:
+            current = self.ahead
+            if current is None or current.layout is not ahead.layout or current.pinned is not ahead.pinned:
+                self.ahead = ahead
+        self.reached(ahead.layout, i)
+
+    def next_to_render(self, ahead: _Ahead) -> int | None:
+        """For the prefill thread at ``ahead``: the next piece to render ahead (skipping those already
+        kept), or None when it is done for now (``running`` is then off)."""
+        layout = ahead.layout
+        with self._guard:
+            while True:
+                i = ahead.next
+                if (self.ahead is not ahead or i > ahead.want or i >= len(layout) or i in layout.bad):
+                    ahead.running = False
+                    return None
+                if (layout, i) not in self._items:
+                    return i
+                ahead.next = i + 1
+
+    def rendered_ahead(self, ahead: _Ahead, last: int | None) -> None:
+        """The prefill thread at ``ahead`` is done with the pieces up to ``last`` (None: it failed, and
+        stops)."""
+        with self._guard:
+            if last is None:
+                ahead.running = False
+            elif last + 1 > ahead.next:
+                ahead.next = last + 1
+
+    def has(self, key: tuple[Layout, int]) -> bool:
+        """Whether piece ``key`` is kept (without making it recently used)."""
+        with self._guard:
+            return key in self._items
 
     def get(self, key: tuple[Layout, int]) -> Bytes | None:
         with self._guard:
@@ -238,9 +283,11 @@ class PieceRenderer:
     """Renders the pieces of one partition's views from its log. Stateless besides what it is given:
     safe from any thread (a cache serialises the spans rendered into it).
 
-    Render ahead: once a reader reads from a span, the next span of the same layout is rendered on a
-    prefill thread (:meth:`_ahead`), so a reader going through the file finds it rendered; one span
-    ahead at most, paced by the reader (the cache holds two spans and more)."""
+    Render ahead: every read tells the open file's cache which piece it reached (:meth:`PieceCache.reached`,
+    from the FUSE loop as from a worker), and a prefill thread renders the spans after it, in order,
+    until the pieces up to :data:`AHEAD_PIECES` past the reader are rendered; so a reader going through
+    the file finds it rendered, and its requests are answered from memory while the next spans render
+    (the kernel releases the GIL). Paced by the reader: a reader that stops, stops it."""
 
     def __init__(self, renderer: Renderer, log: Log, report: Callable[[CorruptRecordError], None]) -> None:
         self.renderer = renderer
@@ -252,9 +299,9 @@ class PieceRenderer:
     ) -> Bytes:
         """Piece ``i`` of ``layout`` as bytes, exactly as long as when it was laid out. With a ``cache``,
         the pieces after it are rendered in the same pass (up to :data:`READ_AHEAD_BYTES` of log) and
-        kept there, and a read that needs the span another thread is rendering waits for it.
-        ``pinned``: the segment's ``.log`` held open by a reader (:mod:`.streams`), read instead of
-        the segment (its files may be gone)."""
+        kept there, a read that needs the span another thread is rendering waits for it, and the spans
+        after it are rendered ahead. ``pinned``: the segment's ``.log`` held open by a reader
+        (:mod:`.streams`), read instead of the segment (its files may be gone)."""
         if cache is None:
             return self._render_one(layout, i, pinned)
         key = (layout, i)  # the object, not its id: a freed layout's id may be reused
@@ -263,42 +310,46 @@ class PieceRenderer:
             segment = layout.segment_at(i)
             if pinned is None and segment is not None and segment.suffix == ".deleted":
                 self._segment_of(layout, i)  # rendered before retention removed it: ESTALE once its files go
+            self._follow(layout, i, cache, pinned)
             return data
         with cache.rendering:
             data = cache.get(key)
-            if data is not None:
-                return data
-            last = self._span_end(layout, i)
-            if last > i:
-                data = self._render_span(layout, i, last, cache, pinned)
-                if data is not None:
-                    self._ahead(layout, last + 1, cache, pinned)
-                    return data
-            data = self._render_one(layout, i, pinned)
-            cache.put(key, data)
-            return data
+            if data is None:
+                last = self._span_end(layout, i)
+                if last > i:
+                    data = self._render_span(layout, i, last, cache, pinned)
+                if data is None:
+                    data = self._render_one(layout, i, pinned)
+                    cache.put(key, data)
+        self._follow(layout, i, cache, pinned)
+        return data
 
-    def _ahead(
-        self, layout: Layout, start: int, cache: PieceCache, pinned: SegmentBytes | None, *, after: int | None = None
-    ) -> None:
-        """Have the span from piece ``start`` rendered on a prefill thread: at once, or (``after``) once
-        a read reaches piece ``after`` (the first of the span rendered ahead before it)."""
-        if start >= len(layout) or start in layout.bad:
-            return
-        if after is None:
-            _submit(self._prefill, layout, start, cache, pinned)
+    def _follow(self, layout: Layout, i: int, cache: PieceCache, pinned: SegmentBytes | None) -> None:
+        """The reader of ``cache`` is at piece ``i``: render ahead of it."""
+        ahead = cache.ahead
+        if ahead is not None and ahead.layout is layout and ahead.pinned is pinned:
+            cache.reached(layout, i)
         else:
-            cache.ahead = _Ahead(layout, after, lambda: _submit(self._prefill, layout, start, cache, pinned))
+            cache.follow(_Ahead(layout, pinned, self._start_prefill), i)
 
-    def _prefill(self, layout: Layout, start: int, cache: PieceCache, pinned: SegmentBytes | None) -> None:
+    def _start_prefill(self, ahead: _Ahead, cache: PieceCache) -> None:
+        _submit(self._prefill, ahead, cache)
+
+    def _prefill(self, ahead: _Ahead, cache: PieceCache) -> None:
+        """On a prefill thread: render spans after the reader of ``ahead.layout`` until it has enough."""
+        layout = ahead.layout
         try:
-            with cache.rendering:
-                if cache.was_rendered(layout, start):
-                    return  # by the read that needed it (this prefill ran late) or ahead: not again
-                last = self._span_end(layout, start)
-                if self._render_span(layout, start, last, cache, pinned) is not None:
-                    self._ahead(layout, last + 1, cache, pinned, after=start)
+            while (start := cache.next_to_render(ahead)) is not None:
+                with cache.rendering:
+                    last = start
+                    if not cache.has((layout, start)):  # else a read rendered it meanwhile
+                        # a span that does not render as laid out is left to the read that needs it
+                        # (piece by piece, saying which one is wrong)
+                        last = self._span_end(layout, start)
+                        self._render_span(layout, start, last, cache, ahead.pinned)
+                cache.rendered_ahead(ahead, last)
         except Exception as exc:  # the read that needs it renders it again and says what is wrong
+            cache.rendered_ahead(ahead, None)
             log.debug("rendering ahead failed: %r", exc)
 
     def _span_end(self, layout: Layout, i: int) -> int:
@@ -338,7 +389,6 @@ class PieceRenderer:
         view = memoryview(data)
         for j in range(last, i - 1, -1):  # piece i goes in last: the least likely to be evicted
             cache.put((layout, j), view[layout.start(j) - first : layout.ends[j] - first], layout.start(j) - first)
-        cache.span_rendered(layout, i)
         return view[: layout.ends[i] - first]
 
     def _segment_of(self, layout: Layout, i: int, pinned: SegmentBytes | None = None) -> SegmentBytes:

@@ -1,4 +1,4 @@
-"""fs/views/reading: PieceRenderer (reads render a span ahead once, then are answered from memory),
+"""fs/views/reading: PieceRenderer (reads render spans ahead, then are answered from memory),
 read_parts and read_cached (a view's bytes from its pieces, rendered on demand or only from a cache),
 and PieceCache (small, bounded, shared by the threads serving one open file)."""
 
@@ -59,9 +59,9 @@ def _count_renders(state, monkeypatch) -> list:
 
 def test_reads_render_ahead_once_and_then_answer_from_memory(tree, built_logdir, monkeypatch):
     """A read that needs an unrendered piece renders the span after it in one pass (each batch once);
-    the reads that follow are answered by ``read_view_now`` without rendering anything, the next span
-    having been rendered ahead: only the first read of each segment renders (prefills stop at the end
-    of a segment)."""
+    the reads that follow are answered by ``read_view_now`` without rendering anything, the spans after
+    them having been rendered ahead: only the first read of each segment renders (prefills stop at the
+    end of a segment)."""
 
     prefills = _render_ahead_setup(monkeypatch, 8 * 1024)
     state = tree.partitions.state("orders-0")
@@ -73,12 +73,15 @@ def test_reads_render_ahead_once_and_then_answer_from_memory(tree, built_logdir,
     while len(out) < len(want):
         data = state.read_composition_now(view, len(out), 1000, cache) if out else None
         if data is None:
+            before = len(calls)
             data = read_view(state, view, len(out), 1000, cache)
-            rendering_reads += 1
+            rendering_reads += len(calls) > before
         else:
             now += 1
         out += data
-        prefilled += prefills.run()
+        before = len(calls)
+        prefills.run()
+        prefilled += len(calls) - before
     assert out == want and now > len(calls)
     assert len(set(calls)) == len(calls)  # no byte of log rendered twice
     assert max(size for _base, _pos, size in calls) > 4 * 1024  # spans of several pieces
@@ -86,45 +89,67 @@ def test_reads_render_ahead_once_and_then_answer_from_memory(tree, built_logdir,
     assert prefilled == len(calls) - rendering_reads > 0
 
 
-def test_a_late_prefill_renders_nothing_the_reader_already_rendered(tree, built_logdir, monkeypatch):
-    """A prefill thread that runs only after the reader has rendered its span itself and moved past it
-    (a busy machine) renders nothing again, even once the cache has let that span go."""
+def test_a_read_through_a_worker_keeps_the_spans_ahead_coming(tree, built_logdir, monkeypatch):
+    """Reads that never find their bytes rendered (each one served by a worker, as when the loop's
+    read comes before the prefill finished) still make the spans after them render ahead: the reads
+    that follow render nothing themselves (before, only a read answered from memory did that, and
+    every other span was rendered in the reply's path)."""
 
     prefills = _render_ahead_setup(monkeypatch, 4 * 1024)
     state = tree.partitions.state("orders-0")
     calls = _count_renders(state, monkeypatch)
     view = state.composition()
-    cache = PieceCache(capacity=8)  # about two spans: they fall out of the cache soon after they are read
+    cache = PieceCache()
     want = expected_jsonl(built_logdir, "orders-0")
-    out, late, by_reads = b"", 0, 0
-    while len(out) < len(want):  # the prefills run only every few reads: late, as on a busy machine
+    out, by_reads = b"", 0
+    while len(out) < len(want):
         before = len(calls)
-        out += read_view(state, view, len(out), 1000, cache)
+        out += read_view(state, view, len(out), 3000, cache)  # always the worker's path
         by_reads += len(calls) - before
-        if len(prefills.tasks) >= 4:  # three spans late: the first one's bytes are gone by then
-            late += prefills.run()
-    assert out == want and late > 3
-    assert len(set(calls)) == len(calls)  # no span rendered twice: a late prefill found it done
-    assert len(calls) - by_reads < late  # and most prefills, being late, rendered nothing
+        prefills.run()
+    assert out == want
+    assert len(set(calls)) == len(calls)
+    assert by_reads == len(view.parts) < len(calls)  # the first read of each segment; the rest ahead
 
 
-def test_the_next_span_is_rendered_ahead_paced_by_the_reader(built_logdir, monkeypatch):
-    """After a read renders a span, the next one is rendered on a prefill thread; the one after it only
-    once a read reaches the span before it."""
+def test_a_late_prefill_renders_nothing_the_reader_already_rendered(tree, built_logdir, monkeypatch):
+    """A prefill thread that runs only after the reader has rendered spans itself and moved past them
+    (a busy machine) renders nothing again: it starts after the reader."""
+
+    prefills = _render_ahead_setup(monkeypatch, 4 * 1024)
+    state = tree.partitions.state("orders-0")
+    calls = _count_renders(state, monkeypatch)
+    view = state.composition()
+    cache = PieceCache()
+    want = expected_jsonl(built_logdir, "orders-0")
+    out, late, reads = b"", 0, 0
+    while len(out) < len(want):  # the prefills run only every few reads: late, as on a busy machine
+        out += read_view(state, view, len(out), 3000, cache)
+        reads += 1
+        if reads % 6 == 0:
+            before = len(calls)
+            prefills.run()
+            late += len(calls) > before
+    assert out == want and late > 0
+    assert len(set(calls)) == len(calls)  # no span rendered twice: a late prefill started after the reader
+
+
+def test_spans_are_rendered_ahead_paced_by_the_reader(built_logdir, monkeypatch):
+    """After a read, the spans after it are rendered on a prefill thread up to AHEAD_PIECES pieces past
+    the reader, and no further until a read goes on."""
     import time
 
-
-    monkeypatch.setattr(layout, "GROUP_BYTES", 512)
-    monkeypatch.setattr(reading, "READ_AHEAD_BYTES", 2048)
+    monkeypatch.setattr(layout, "GROUP_BYTES", 256)
+    monkeypatch.setattr(reading, "READ_AHEAD_BYTES", 1024)  # spans of up to 4 pieces
+    monkeypatch.setattr(reading, "AHEAD_PIECES", 6)
     tree = tree_of(built_logdir)
     try:
         state = tree.partitions.state("orders-0")
         view = state.composition()
         pieces = view.parts[0].layout
         cache = PieceCache(capacity=1000)
-        first_end = state._pieces._span_end(pieces, 0)
-        second_end = state._pieces._span_end(pieces, first_end + 1)
-        assert second_end + 1 < len(pieces)
+        ahead = reading.AHEAD_PIECES
+        assert len(pieces) > 3 * ahead
 
         def rendered(i: int) -> bool:
             deadline = time.monotonic() + 5
@@ -132,13 +157,17 @@ def test_the_next_span_is_rendered_ahead_paced_by_the_reader(built_logdir, monke
                 time.sleep(0.01)
             return cache.get((pieces, i)) is not None
 
+        def furthest() -> int:
+            return max(i for (lay, i) in list(cache._items) if lay is pieces)
+
         read_view(state, view, 0, 10, cache)
-        assert rendered(first_end + 1)  # the next span, ahead of the reader
-        time.sleep(0.1)
-        assert cache.get((pieces, second_end + 1)) is None  # not two spans ahead
-        at = pieces.start(first_end + 1)
-        assert state.read_composition_now(view, at, 10, cache) is not None  # the reader enters the second span
-        assert rendered(second_end + 1)
+        assert rendered(ahead)  # ahead of the reader
+        time.sleep(0.2)
+        first = furthest()
+        assert ahead <= first < ahead + 4  # and no further
+        at = pieces.start(first)
+        assert state.read_composition_now(view, at, 10, cache) is not None  # the reader goes on
+        assert rendered(first + ahead)
         want = expected_jsonl(built_logdir, "orders-0")
         assert state.read_composition_now(view, at, 5000, cache) == want[at : at + 5000]
     finally:
