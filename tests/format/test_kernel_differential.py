@@ -613,6 +613,19 @@ def test_stops_inside_json_strings_at_every_offset():
         _check_section(values[i : i + 40], "auto")
 
 
+def test_json_cut_inside_a_string_with_quotes_after_it_in_the_section():
+    """A JSON key cut at every byte (often inside a string), followed in its records section by a quote
+    (the kernel reads a string's first block past the key's end, and must never take a quote there as
+    the string's end), and whole ones for contrast."""
+    whole = b'{"key":"value","n":[1,"x",{"y":"z"}],"t":"tab\\there"}'
+    values = [whole[:cut] for cut in range(len(whole) + 1)] + [b'["' + b"a" * k for k in range(20)]
+    for value in values:
+        assert kernel.render_value(value, "auto") == jsonembed.render_value(value, "auto"), value
+    # as a key, the value's length comes next: 17 bytes is the varint 0x22, a quote
+    records = [(i, i, v, b'"' * 17, [(b'"quoted"', v)], 0) for i, v in enumerate(values)]
+    _check(_section(records), _header(len(records), 0, 100, 1000, 1000, -1), "auto", (None, None, None, None))
+
+
 def test_long_strings_render_and_count_alike():
     """Strings of thousands of bytes: plain ASCII, text with characters to escape and multi-byte
     characters throughout, one bad byte far in, and a long JSON value (the output buffer grows)."""
