@@ -626,6 +626,21 @@ def test_json_cut_inside_a_string_with_quotes_after_it_in_the_section():
     _check(_section(records), _header(len(records), 0, 100, 1000, 1000, -1), "auto", (None, None, None, None))
 
 
+def test_spaced_json_with_escapes_at_every_offset_compacts_alike():
+    """Spaced JSON (compacted 16 bytes at a time: whitespace outside strings dropped, a backslash taking
+    the byte after it along, even into the next block) with every valid escape, a space and a tab-free
+    run at every offset of its strings, keys and values."""
+    escapes = [b'\\"', b"\\\\", b"\\n", b"\\/", b"\\u00e9", b"\\ud83d\\ude00", b" ", b"  ", b'\\"\\"', b"\\\\\\\""]
+    values = []
+    for inner in _block_values((0, 14, 15, 16, 17, 31, 33), escapes):
+        values += [b'{ "k" : "' + inner + b'" , "n" : [ 1 , 2 ] }', b'[ "' + inner + b'" ,\n\t"' + inner + b'" ]',
+                   b'{"' + inner + b'" :\r\n [ true , "' + inner + b'" ] }', b"  " * 7 + b'[ "' + inner + b'" ]  ']
+    for value in values:
+        assert kernel.render_value(value, "auto") == jsonembed.render_value(value, "auto"), value
+    for i in range(0, len(values), 40):
+        _check_section(values[i : i + 40], "auto")
+
+
 def test_long_strings_render_and_count_alike():
     """Strings of thousands of bytes: plain ASCII, text with characters to escape and multi-byte
     characters throughout, one bad byte far in, and a long JSON value (the output buffer grows)."""
