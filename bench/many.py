@@ -7,7 +7,9 @@ medians of ``--repeat`` runs), so the ratios hold on a shared, noisy machine. Ro
   cache; the first read on a fresh mount, then a second read) against ``cat MNT/*/segments/*.log``
   through the same mount (bytes per second), the in-process kernel rendering every partition on 2
   threads (``render_span_jsonl``), and ``kafkafs consume --no-interleave``; the daemon's CPU for the
-  first read. ``--against DIR``: the same mounts by another checkout, interleaved (before/after).
+  first read, and the binding's floor: ``cat`` of as many files of one partition's JSON served from
+  memory by a bare pyfuse3 + trio file system (``bench/memfs.py``). ``--against DIR``: the same mounts
+  by another checkout, interleaved (before/after).
 * ``size``: the first ``ls -l MNT/*/records.jsonl`` with an empty size cache and the logs evicted from
   the page cache, against ``cat LOGDIR/*/*.log`` evicted and the kernel sizing every partition in
   process (``--against DIR``: the first ``ls -l`` by another checkout's mount too, interleaved); then
@@ -211,6 +213,8 @@ class Bench:
             json_bytes = sum(os.stat(m.mnt / n / "records.jsonl").st_size for n in self.names)  # sizes the cache
         trees = self.trees()
         runs: dict[str, dict[str, list[float]]] = {t: {"first": [], "second": [], "seg": [], "cpu": []} for t, _ in trees}
+        t_floor: list[float] = []
+        floor_bytes = 0
         t_kernel_runs = [t_kernel]
         t_consume: list[float] = []
         consume = kafkafs("consume", str(self.logdir), self.topic, "--no-interleave") + " > /dev/null"
@@ -226,9 +230,12 @@ class Bench:
                     segs = " ".join(str(m.mnt / n / "segments" / p.name) for n in self.names
                                     for p in sorted((self.logdir / n).glob("*.log")))
                     got["seg"].append(shell(f"cat {segs} > /dev/null"))
+            took, floor_bytes = self.memory_floor()
+            t_floor.append(took)
             t_kernel_runs.append(in_process_render(self.logs, lengths=False))
             t_consume.append(shell(consume))
         kernel, cons = statistics.median(t_kernel_runs), statistics.median(t_consume)
+        floor = statistics.median(t_floor)
         self.row("read", "log / JSON bytes", f"{self.log_bytes / 1e6:,.0f} MB / {json_bytes / 1e6:,.0f} MB")
         for label, _ in trees:
             first, second, seg, cpu = (statistics.median(runs[label][k]) for k in ("first", "second", "seg", "cpu"))
@@ -239,9 +246,39 @@ class Bench:
                 self.row("read", f"cat MNT/*/records.jsonl, {what}, {label}",
                          f"{t:.2f} s, {rate / 1e6:,.0f} MB/s = {rate / seg_rate:.0%} of segments/ (target >= 60%); "
                          f"{t / kernel:.2f}x the kernel in process (target <= 1.5x); {t / cons:.2f}x consume"
-                         + (f"; daemon {cpu:.2f} CPU s" if what.startswith("first") else ""))
+                         + (f"; daemon {cpu:.2f} CPU s; {t / floor:.2f}x the binding's floor" if what.startswith("first") else ""))
+        self.row("read", f"the binding's floor: cat of {len(self.names)} files of one partition's JSON from memory "
+                 "(bare pyfuse3 + trio, bench/memfs.py)",
+                 f"{floor:.2f} s, {floor_bytes / floor / 1e6:,.0f} MB/s of {floor_bytes / 1e6:,.0f} MB")
         self.row("read", "kernel in process, 2 threads (render_span_jsonl)", f"{kernel:.2f} s")
         self.row("read", "kafkafs consume --no-interleave > /dev/null", f"{cons:.2f} s")
+
+    def memory_floor(self) -> tuple[float, int]:
+        """``cat`` of as many files as partitions, each the first partition's JSON, served from memory
+        by a bare pyfuse3 + trio file system (``bench/memfs.py``): wall seconds and bytes read."""
+        mnt = self.work / "memmnt"
+        mnt.mkdir(parents=True, exist_ok=True)
+        first = self.names[0]
+        log = sorted((self.logdir / first).glob("*.log"))[0]
+        proc = subprocess.Popen(
+            [PY, str(ROOT / "bench" / "memfs.py"), str(log), self.topic, first.rpartition("-")[2], str(mnt),
+             "--files", str(len(self.names))],
+            stdout=subprocess.PIPE, cwd=ROOT,
+        )
+        try:
+            said = proc.stdout.readline().split() if proc.stdout else []
+            if len(said) != 2 or said[0] != b"READY":
+                raise SystemExit(f"bench/memfs.py did not start: {said!r}")
+            took = shell("cat " + " ".join(str(mnt / f"f{i}") for i in range(len(self.names))) + " > /dev/null")
+        finally:
+            subprocess.run(["fusermount3", "-u", str(mnt)], capture_output=True)
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                subprocess.run(["fusermount3", "-uz", str(mnt)], capture_output=True)
+                proc.wait()
+        return took, int(said[1]) * len(self.names)
 
     def size(self) -> None:
         """The first ``ls -l MNT/*/records.jsonl`` with an empty size cache and the logs evicted (with

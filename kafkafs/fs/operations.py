@@ -4,8 +4,8 @@ Each handler is short: find the node or handle, run the blocking part in a worke
 (:mod:`kafkafs.fs.workers`, so the loop keeps answering while a big read decodes), turn the result
 into pyfuse3's types. Short work skips the worker trip, which costs more than it: reads of bytes
 already rendered (``Handle.read_now``), a record's lookup (``Dir.lookup_now``), opens from memory
-(``File.open_now``). Errors become ``FUSEError`` in one place: :func:`_handler`, with
-:func:`kafkafs.fs.errnos.errno_for`.
+(``File.open_now``), appends that wait for no other thread (``Handle.write_now``). Errors become
+``FUSEError`` in one place: :func:`_handler`, with :func:`kafkafs.fs.errnos.errno_for`.
 """
 
 from __future__ import annotations
@@ -321,7 +321,11 @@ class Operations(pyfuse3.Operations):
 
     @_handler()
     async def write(self, fh: int, off: int, buf: bytes) -> int:
-        return await self._run(self._files[fh].write, off, buf)
+        handle = self._files[fh]
+        written = handle.write_now(off, buf)  # a small append that waits for nobody: no worker trip
+        if written is not None:
+            return written
+        return await self._run(handle.write, off, buf)
 
     @_handler()
     async def flush(self, fh: int) -> None:

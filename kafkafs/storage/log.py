@@ -16,10 +16,11 @@ not know how the last writer stopped unless told (``clean_shutdown``), so it rec
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import CorruptRecordError, InvalidInput, RecordTooLargeError
@@ -238,6 +239,23 @@ class Log(LocalLog):
                              max_message_bytes=self.config.max_message_bytes, leader_epoch=self.leader_epoch,
                              first_number=first_number)
         return self.append_batches(group.data, flush=flush), group.taken
+
+    @contextlib.contextmanager
+    def appending_now(self, records: int) -> Iterator[bool]:
+        """For a caller that must not wait (the mount's FUSE loop): holds the writer's lock for the block
+        and yields True when that takes no waiting, that is, no other thread holds it and an append of
+        up to ``records`` records would not fsync (``flush.messages`` / ``flush.ms``); else yields False
+        at once, the lock not taken. Appends in the block (by this thread) then never wait for another
+        thread; they still write to the page cache and may roll a segment."""
+        if not self._lock.acquire(blocking=False):
+            yield False
+            return
+        try:
+            due = (self._unflushed_messages + records >= self.config.flush_messages
+                   or self.clock() - self._last_flush_ms >= self.config.flush_ms)
+            yield not due and self.writable and not self._closed
+        finally:
+            self._lock.release()
 
     def append_batches(self, data: bytes | bytearray, *, flush: bool | None = None) -> AppendResult:
         """Append whole v2 batches as a producer sends them: each is validated (sizes, CRC, offset

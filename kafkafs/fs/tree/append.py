@@ -28,6 +28,9 @@
   the writes that carry the rest of a dropped line up to its newline, fail with the same error and
   append nothing; the first write after those starts afresh.
 
+A write that waits for no other thread is done on the FUSE loop itself (:meth:`AppendBuffer.write_now`);
+the rules are the same.
+
 Writes larger than ``max_write`` reach this class in pieces, and each piece is a write here: the
 all-or-nothing rule holds per piece (the kernel reports the pieces before a failed one as written).
 """
@@ -42,7 +45,7 @@ from ...format.compression import Codec, codec_by_name
 from ...storage.log import AppendResult, Log
 from ...storage.names import refuse_internal_topic
 
-__all__ = ["AppendBuffer", "JSON_LINE_FACTOR", "PLAIN_LINE_OVERHEAD"]
+__all__ = ["AppendBuffer", "JSON_LINE_FACTOR", "PLAIN_LINE_OVERHEAD", "WouldWait"]
 
 #: A JSON line may be this many times ``max.message.bytes`` long before it is refused unparsed.
 JSON_LINE_FACTOR = 16
@@ -53,6 +56,11 @@ PLAIN_LINE_OVERHEAD = 61 + 7
 #: A write that starts with the whole of a failed write, or with this much of it (the kernel may cut
 #: a retry elsewhere), is taken for a retry of it.
 _RETRY_MATCH = 64 * 1024
+
+
+class WouldWait(Exception):
+    """:meth:`AppendBuffer.write_now` could not append without waiting for another thread or an fsync;
+    nothing was done (ask :meth:`AppendBuffer.write` in a thread that may wait)."""
 
 
 class _Failure(NamedTuple):
@@ -79,6 +87,7 @@ class AppendBuffer:
 
     Threads: safe to share; writes, fsync and close of one open file serialise on its lock (the kernel
     may send them from several threads), and the log serialises appends from every open file.
+    :meth:`write_now` is for the FUSE loop: it takes neither lock when another thread holds it.
     """
 
     def __init__(self, log: Log) -> None:
@@ -99,31 +108,49 @@ class AppendBuffer:
         for a partition of one of Kafka's internal topics."""
         refuse_internal_topic(self.log.topic)
         with self._lock:
-            failed = self._failed
-            if failed is not None:
-                if _repeats(data, failed.data):
-                    raise _again(failed.error)
-                if failed.dropping:  # the rest of a dropped line, up to its newline, goes too
-                    self._failed = _Failure(data, failed.error, b"\n" not in data)
-                    raise _again(failed.error)
-                self._failed = None
-            pending = self._pending
-            cut = data.rfind(b"\n")
-            if cut < 0:
-                size = len(pending) + len(data)
-                if size > self._plain_limit():
-                    self._check_partial_size(size, bytes(pending[:4096]) + data[:4096], data)
-                pending += data
-                return None
-            try:
-                result, count = self.log.append_lines(bytes(pending) + data[:cut])
-            except (InvalidInput, RecordTooLargeError) as exc:
-                if pending:  # it was in the middle of a line: drop that line whole
-                    self._drop(data, exc, dropping=False)
-                raise
-            self._pending = bytearray(data[cut + 1 :])
-            self.appended += count
-            return result
+            return self._write(data)
+
+    def write_now(self, data: bytes) -> AppendResult | None:
+        """:meth:`write`, for a caller that must not wait (the FUSE loop): raises :class:`WouldWait`,
+        having done nothing, when another thread holds this file or the log (a write, an fsync, a
+        compaction), or when the append would fsync (the topic's ``flush.messages`` / ``flush.ms``)."""
+        refuse_internal_topic(self.log.topic)
+        if not self._lock.acquire(blocking=False):
+            raise WouldWait
+        try:
+            with self.log.appending_now(len(self._pending) + len(data) + 1) as free:
+                if not free:
+                    raise WouldWait
+                return self._write(data)
+        finally:
+            self._lock.release()
+
+    def _write(self, data: bytes) -> AppendResult | None:
+        failed = self._failed
+        if failed is not None:
+            if _repeats(data, failed.data):
+                raise _again(failed.error)
+            if failed.dropping:  # the rest of a dropped line, up to its newline, goes too
+                self._failed = _Failure(data, failed.error, b"\n" not in data)
+                raise _again(failed.error)
+            self._failed = None
+        pending = self._pending
+        cut = data.rfind(b"\n")
+        if cut < 0:
+            size = len(pending) + len(data)
+            if size > self._plain_limit():
+                self._check_partial_size(size, bytes(pending[:4096]) + data[:4096], data)
+            pending += data
+            return None
+        try:
+            result, count = self.log.append_lines(bytes(pending) + data[:cut])
+        except (InvalidInput, RecordTooLargeError) as exc:
+            if pending:  # it was in the middle of a line: drop that line whole
+                self._drop(data, exc, dropping=False)
+            raise
+        self._pending = bytearray(data[cut + 1 :])
+        self.appended += count
+        return result
 
     def _plain_limit(self) -> int:
         """The longest plain line that can be a record: ``max.message.bytes`` less the overhead of a batch

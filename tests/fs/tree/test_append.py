@@ -15,12 +15,17 @@ def _pieces(data: bytes, size: int = 1048528) -> list[bytes]:
     return [data[i : i + size] for i in range(0, len(data), size)]
 
 
-def test_append_buffer_alone(logdir_copy):
+@pytest.mark.parametrize("now", [False, True])
+def test_append_buffer_alone(logdir_copy, now):
+    """The same rules whether a write may wait (a worker's) or must not (the FUSE loop's write_now, which
+    appends as write does when nothing else holds the file or the log)."""
     from kafkafs.fs.tree.append import AppendBuffer
 
     with LogDir(logdir_copy, writable=True) as d:
         log = d.log("empty-0")
         buf = AppendBuffer(log)
+        if now:
+            buf.write = buf.write_now
         assert buf.write(b"no newline yet") is None
         with pytest.raises(InvalidInput):
             buf.write(b'\n{"nope": 1}\n')  # an unknown field: the whole write fails
@@ -127,5 +132,87 @@ def test_fsync_keeps_a_partial_line(logdir_copy):
         handle.flush()
         handle.release()
         assert [r.value for r in log.records(5)] == [b"one", b"abcdef", b"tail"]
+    finally:
+        t.close()
+
+
+def test_write_now_waits_for_nobody(logdir_copy):
+    """write_now appends nothing and changes nothing (WouldWait) while another thread holds the log's
+    writer lock or this file's lock (a worker's write, fsync or close), or when the append would fsync
+    (flush.messages); write then does the same write in full. The FUSE loop must never wait on a lock."""
+    import threading
+
+    from kafkafs.fs.tree.append import AppendBuffer, WouldWait
+    from kafkafs.storage.config import Settings
+
+    def held(lock_cm):  # hold ``lock_cm`` in another thread until released
+        got, release = threading.Event(), threading.Event()
+
+        def hold():
+            with lock_cm:
+                got.set()
+                release.wait(10)
+
+        thread = threading.Thread(target=hold)
+        thread.start()
+        got.wait(10)
+        return release, thread
+
+    with LogDir(logdir_copy, writable=True) as d:
+        log = d.log("empty-0")
+        buf = AppendBuffer(log)
+        assert buf.write_now(b"a\nb") is not None and buf.pending == b"b"
+        for lock_cm in (log.appending_now(1), buf._lock):
+            release, thread = held(lock_cm)
+            try:
+                for data in (b"c\nd", b"no newline", b"\n{bad\n"):
+                    with pytest.raises(WouldWait):
+                        buf.write_now(data)
+                    assert buf.pending == b"b" and log.log_end_offset == 1
+            finally:
+                release.set()
+                thread.join()
+        assert buf.write_now(b"c\nd").last_offset == 1 and buf.pending == b"d"
+        buf.flush()
+        assert [r.value for r in log.records()] == [b"a", b"bc", b"d"]
+
+    with LogDir(logdir_copy, Settings({"flush.messages": 1}), writable=True) as d:
+        log = d.log("empty-0")
+        buf = AppendBuffer(log)
+        with pytest.raises(WouldWait):
+            buf.write_now(b"e\n")  # it would fsync: a worker's write does it
+        assert log.log_end_offset == 3
+        assert buf.write(b"e\n").durable and log.recovery_point == 4
+
+
+def test_the_append_handle_writes_on_the_loop_when_small(logdir_copy, monkeypatch):
+    """AppendHandle.write_now: a small write is appended there (and the kernel told of it, as write
+    does); a large one, or one that would wait, is left to a worker (None, nothing done)."""
+    from kafkafs.fs.tree import handles
+
+    t = tree_of(logdir_copy, rw=True)
+    told = []
+    t.partitions.add_append_listener(lambda state, since: told.append(state.name))
+    try:
+        log = t.partitions.state("events-3").log
+        end = log.log_end_offset
+        handle = t.resolve("events-3/append").open(True)
+        assert handle.write_now(0, b"one\ntw") == 6 and told == ["events-3"]
+        assert log.log_end_offset == end + 1
+        monkeypatch.setattr(handles, "WRITE_NOW_MAX", 4)
+        assert handle.write_now(0, b"o\nthree\n") is None and log.log_end_offset == end + 1
+        monkeypatch.undo()
+        with log.appending_now(1):  # this thread holds it: another thread would wait
+            import threading
+
+            out = []
+            thread = threading.Thread(target=lambda: out.append(handle.write_now(0, b"o\n")))
+            thread.start()
+            thread.join()
+        assert out == [None] and log.log_end_offset == end + 1 and told == ["events-3"]
+        assert handle.write(0, b"o\n") == 2 and log.log_end_offset == end + 2
+        handle.flush()
+        handle.release()
+        assert [r.value for r in log.records(end)] == [b"one", b"two"]
     finally:
         t.close()
