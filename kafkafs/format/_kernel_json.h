@@ -40,6 +40,13 @@ static inline __attribute__((always_inline)) Py_ssize_t scan_string(const uint8_
                                                                    const uint8_t *lim) {
     uint8_t pad[16];
     i++;
+    if (lim - (s + i) >= 16) { /* most strings (keys, short values) end in their first block, with no other stop */
+        uint32_t high, m = block_stops(s + i, &high) | high;
+        if (m) {
+            Py_ssize_t at = i + __builtin_ctz(m);
+            if (s[at] == '"' && at < n) return at + 1;
+        }
+    }
     while (i < n) {
         Py_ssize_t len = n - i < 16 ? n - i : 16, end = i + len;
         const uint8_t *blk;

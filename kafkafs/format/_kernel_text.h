@@ -200,6 +200,15 @@ static inline Py_ssize_t int_len(int64_t v) {
     return decimal_digits(u) + (v < 0);
 }
 
+/* An integer in decimal written at w (room made for 20 characters); returns the end. */
+static inline __attribute__((always_inline)) char *int_at(char *w, int64_t v) {
+    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+    Py_ssize_t len = decimal_digits(u) + (v < 0);
+    if (v < 0) *w = '-';
+    digits_back(w + len, u);
+    return w + len;
+}
+
 /* An integer in decimal; counted without being formatted when o only counts. */
 static inline __attribute__((always_inline)) int out_int(Out *o, int64_t v) {
     uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;

@@ -32,13 +32,16 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from .. import __version__
+from ..errors import CorruptRecordError
 from ..format.crc import crc32c
 from ..format.keyindex import ENTRY, ENTRY_SIZE, TXN, find_entries
 
 __all__ = ["DamagedIndex", "SegmentKeyIndex", "BlockWriter", "FORMAT_VERSION", "HEAD_SIZE", "BLOCK", "LONG",
            "fanout_bits"]
 
-FORMAT_VERSION = 2  # 2: the last batch of a segment judged against the next segment's base
+#: 2: the last batch of a segment judged against the next segment's base; 3: damage kept as the batch's
+#: own error (reason and position), so that it is said as every other reader says that batch
+FORMAT_VERSION = 3
 MAGIC = b"KAFKAFS-KEYS\n"
 HEAD_SIZE = 4096
 BLOCK = 4096
@@ -83,7 +86,7 @@ class SegmentKeyIndex:
         self.bits: int = head["bits"]
         self.txns: int = head["txns"]
         self.longs: int = head["longs"]
-        #: None, or {"offset", "position", "reason"}: the scan stopped at damage there.
+        #: None, or {"offset", "position", "reason"}: the scan stopped at damage there (see :meth:`damage`).
         self.damaged: dict[str, Any] | None = head["damaged"]
         self.next_offset: int = head["next_offset"]
         self._entries_at = 0
@@ -95,6 +98,14 @@ class SegmentKeyIndex:
 
     def __repr__(self) -> str:
         return f"<SegmentKeyIndex base={self.base_offset} entries={self.entries}>"
+
+    def damage(self, log_path: str | os.PathLike[str]) -> CorruptRecordError | None:
+        """The damage the scan of the segment at ``log_path`` stopped at, as the error its batch raises
+        to any reader (same reason, file and position: the mount logs a damage once per file and
+        position, whichever view meets it); None when the index is whole."""
+        if self.damaged is None:
+            return None
+        return CorruptRecordError(self.damaged["reason"], self.damaged["position"], str(log_path))
 
     @classmethod
     def open(cls, file: BinaryIO, key: list[Any], path: Path | None = None) -> SegmentKeyIndex:

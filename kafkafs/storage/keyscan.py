@@ -16,7 +16,6 @@ Each call owns what it makes, safe from any thread; a :class:`KeyConfirmer` belo
 from __future__ import annotations
 
 import heapq
-import logging
 import os
 import tempfile
 from array import array
@@ -52,7 +51,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Scanned", "ScanDamage", "scan_entries", "build_key_index", "KeyConfirmer", "RUN_BYTES", "LONG_RUN"]
 
-log = logging.getLogger("kafkafs.keyindex")
 
 #: Entries kept in memory while building before they are sorted and spilled (bytes).
 RUN_BYTES = 16 << 20
@@ -246,7 +244,10 @@ class ScanDamage(NamedTuple):
     error: CorruptRecordError
 
     def as_dict(self) -> dict[str, Any]:
-        return {"offset": self.offset, "position": self.position, "reason": str(self.error)}
+        """What a key index keeps of it: the offset, and the error's own reason and position (the file
+        is the segment's: :meth:`~.keyfile.SegmentKeyIndex.damage` makes the error again)."""
+        at = self.error.position if self.error.position is not None else self.position
+        return {"offset": self.offset, "position": at, "reason": self.error.reason}
 
     def raise_it(self) -> NoReturn:
         raise self.error
@@ -324,9 +325,8 @@ def build_key_index(
     scanned = 0
     try:
         for step in scan_entries(segment, size, upper=upper):
-            if isinstance(step, ScanDamage):
+            if isinstance(step, ScanDamage):  # said by whoever meets it (the mount: once, SPEC §3)
                 damaged = step.as_dict()
-                log.warning("the key index stops at damage: %s", step.error)
                 break
             got = step.got
             entries.add(got.entries)

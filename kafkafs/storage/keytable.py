@@ -310,8 +310,7 @@ class PartitionKeys:
             if index is None or (newest_only and out):
                 return (out[-1:] if newest_only else out), damage
             return self._indexed(segment, index, key, hashed, aborted, newest_only) + out, damage
-        damage = None if index.damaged is None else CorruptRecordError(  # its entries are those before it
-            f"the key index of {segment.log_path} stops at damage: {index.damaged['reason']}")
+        damage = index.damage(segment.log_path)  # its entries are those before it
         return self._indexed(segment, index, key, hashed, aborted, newest_only), damage
 
     def _indexed(self, segment: LogSegment, index: SegmentKeyIndex, key: bytes, hashed: tuple[int, int], aborted: _Aborted,
@@ -431,16 +430,17 @@ class PartitionKeys:
             index = self.store.get(segment, self.log.topic, self.log.partition,
                                    upper=self.log.segments.upper(segment.base_offset))
             assert index is not None
-            if index.damaged is not None:
-                raise CorruptRecordError(
-                    f"the key index of {segment.log_path} stops at damage: {index.damaged['reason']}")
+            damage = index.damage(segment.log_path)
+            if damage is not None:
+                raise damage
             sources.append(self._source(segment, index, aborted))
         temporary = None
         if active is not None and active.size:
             temporary = _temporary_index(active)
             try:
-                if temporary.damaged is not None:
-                    raise CorruptRecordError(f"{active.log_path}: {temporary.damaged['reason']}")
+                damage = temporary.damage(active.log_path)
+                if damage is not None:
+                    raise damage
                 sources.append(self._source(active, temporary, aborted))
             except BaseException:
                 temporary.close()

@@ -111,6 +111,23 @@ def test_consume_by_key_through_the_index(keyed, tmp_path):
                      str(cache)).stdout) == lines(scanned)[-2:]
 
 
+def test_index_keys_says_a_damaged_batch_once(keyed, tmp_path):
+    """``kafkafs index --keys`` on a segment with a bad-CRC batch: one line for that batch (the sizing
+    and the key index meet it both), naming file and position, and exit 1. Before, the key index added
+    its own WARNING line for it."""
+    import shutil
+
+    logs = tmp_path / "logs"
+    shutil.copytree(keyed, logs)
+    first = sorted((logs / "kv-0").glob("*.log"))[0]
+    data = bytearray(first.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    first.write_bytes(bytes(data))
+    proc = run("index", str(logs), "--keys", "--cache-dir", str(tmp_path / "cache"), rc=1)
+    said = [line for line in proc.stderr.decode().splitlines() if str(first) in line]
+    assert len(said) == 1 and "position" in said[0] and "CRC mismatch" in said[0], proc.stderr.decode()
+
+
 def test_bad_filters_are_usage_errors(keyed):
     for args in (["--key-base64", "!!"], ["--grep", "("], ["--header", "=x"], ["--key", "a", "--key-base64", "YQ"]):
         proc = run("consume", str(keyed), "kv-0", *args, rc=2)

@@ -613,6 +613,34 @@ def test_stops_inside_json_strings_at_every_offset():
         _check_section(values[i : i + 40], "auto")
 
 
+def test_json_cut_inside_a_string_with_quotes_after_it_in_the_section():
+    """A JSON key cut at every byte (often inside a string), followed in its records section by a quote
+    (the kernel reads a string's first block past the key's end, and must never take a quote there as
+    the string's end), and whole ones for contrast."""
+    whole = b'{"key":"value","n":[1,"x",{"y":"z"}],"t":"tab\\there"}'
+    values = [whole[:cut] for cut in range(len(whole) + 1)] + [b'["' + b"a" * k for k in range(20)]
+    for value in values:
+        assert kernel.render_value(value, "auto") == jsonembed.render_value(value, "auto"), value
+    # as a key, the value's length comes next: 17 bytes is the varint 0x22, a quote
+    records = [(i, i, v, b'"' * 17, [(b'"quoted"', v)], 0) for i, v in enumerate(values)]
+    _check(_section(records), _header(len(records), 0, 100, 1000, 1000, -1), "auto", (None, None, None, None))
+
+
+def test_spaced_json_with_escapes_at_every_offset_compacts_alike():
+    """Spaced JSON (compacted 16 bytes at a time: whitespace outside strings dropped, a backslash taking
+    the byte after it along, even into the next block) with every valid escape, a space and a tab-free
+    run at every offset of its strings, keys and values."""
+    escapes = [b'\\"', b"\\\\", b"\\n", b"\\/", b"\\u00e9", b"\\ud83d\\ude00", b" ", b"  ", b'\\"\\"', b"\\\\\\\""]
+    values = []
+    for inner in _block_values((0, 14, 15, 16, 17, 31, 33), escapes):
+        values += [b'{ "k" : "' + inner + b'" , "n" : [ 1 , 2 ] }', b'[ "' + inner + b'" ,\n\t"' + inner + b'" ]',
+                   b'{"' + inner + b'" :\r\n [ true , "' + inner + b'" ] }', b"  " * 7 + b'[ "' + inner + b'" ]  ']
+    for value in values:
+        assert kernel.render_value(value, "auto") == jsonembed.render_value(value, "auto"), value
+    for i in range(0, len(values), 40):
+        _check_section(values[i : i + 40], "auto")
+
+
 def test_long_strings_render_and_count_alike():
     """Strings of thousands of bytes: plain ASCII, text with characters to escape and multi-byte
     characters throughout, one bad byte far in, and a long JSON value (the output buffer grows)."""

@@ -95,24 +95,47 @@ def test_a_torn_batch_in_a_sealed_segment_reads_eio_and_the_rest_stays(mounted, 
     assert "Traceback" not in m.log()
 
 
-def test_damage_in_a_key_index_is_logged_with_its_file(mounted, built_logdir, tmp_path):
-    """A lookup of a key that a damaged (bad CRC) sealed segment may hold is EIO, and the log line says
-    which file; it said "corrupt batch in None at position None" before."""
-    logdir = tmp_path / "logs"
-    shutil.copytree(built_logdir, logdir)
-    first = sorted((logdir / "orders-0").glob("*.log"))[0]
-    pos, size, _base, _last = _batches(first)[3]
-    with open(first, "r+b") as f:
+def _flip(segment: Path, batch: int) -> int:
+    """Flip a byte near the end of ``segment``'s batch number ``batch`` (its CRC fails); its position."""
+    pos, size, _base, _last = _batches(segment)[batch]
+    with open(segment, "r+b") as f:
         f.seek(pos + size - 5)
         byte = f.read(1)
         f.seek(pos + size - 5)
         f.write(bytes([byte[0] ^ 0xFF]))
+    return pos
+
+
+def test_damage_seen_through_the_key_views_is_logged_once_with_its_file(mounted, built_logdir, tmp_path):
+    """A bad-CRC batch in a sealed and in the active segment: every key view that needs them is EIO, and
+    each batch is logged once, naming its file and position, however often and through whichever view
+    it is met (SPEC §3). Before, every by-key access logged "the key index stops at damage" again (a
+    key index of the active segment is built at each access), and a damaged index's ERROR line had no
+    file or position of its own ("corrupt batch in None at position None" at first, later the path
+    twice), so records.jsonl's line for the same batch came on top."""
+    logdir = tmp_path / "logs"
+    shutil.copytree(built_logdir, logdir)
+    segments = sorted((logdir / "orders-0").glob("*.log"))
+    sealed, active = segments[0], segments[-1]
+    damaged = {sealed: _flip(sealed, 3), active: _flip(active, 1)}
     m = mounted(logdir)
     m.allow_errors = True
-    assert _errno(m / "orders-0" / "by-key" / "no-such-key.json") == errno.EIO
-    log = m.log()
-    assert f"the key index of {first} stops at damage" in log, log
-    assert "None at position None" not in log, log
+    part = m / "orders-0"
+    for _round in range(3):
+        assert _errno(part / "by-key" / "no-such-key.json") == errno.EIO
+        assert _errno(part / "by-key" / "no-such-key.jsonl") == errno.EIO
+        with pytest.raises(OSError) as listing:
+            os.listdir(part / "by-key")
+        assert listing.value.errno == errno.EIO
+        assert _errno(part / "table.jsonl") == errno.EIO
+        assert _errno(part / "records.jsonl") == errno.EIO
+    lines = m.log().splitlines()
+    for segment, pos in damaged.items():
+        said = [line for line in lines if str(segment) in line]
+        assert len(said) == 1, lines
+        assert f"position {pos}" in said[0] and "CRC mismatch" in said[0], said
+        assert said[0].count(str(segment)) == 1, said
+    assert not [line for line in lines if "WARNING" in line or "None" in line], lines
 
 
 def test_a_partial_batch_at_the_end_of_the_active_segment_is_quiet(mounted, built_logdir, tmp_path):

@@ -19,7 +19,7 @@ from ...storage.logdir import LogDir
 from ...storage.schemas import load_registry
 from .layoutcache import LayoutCache, check_outside, default_cache_dir
 from .partition import PartitionState
-from .render import reported_count
+from .render import report_corrupt, reported_count
 from .sizing import SIZING_THREADS, Progress, size_layouts
 from .summary import SizeSummary
 
@@ -145,8 +145,11 @@ def index_keys(
         def one(job) -> None:
             log_, segment = job
             on_bytes = (lambda n: progress.advance(0, n)) if progress is not None else None
-            store.get(segment, log_.topic, log_.partition, on_bytes=on_bytes,
-                      upper=log_.segments.upper(segment.base_offset))
+            index = store.get(segment, log_.topic, log_.partition, on_bytes=on_bytes,
+                              upper=log_.segments.upper(segment.base_offset))
+            damage = index.damage(segment.log_path) if index is not None else None
+            if damage is not None:  # said once, as the mount says it; counted in the report
+                report_corrupt(damage)
             if progress is not None:
                 progress.advance(1, 0)
 
