@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ...errors import CorruptRecordError
+from ...storage.records import TornBatchError
 from ...storage.segment import LogSegment
 from ...storage.segments import is_sealed
 from ...storage.validation import in_order
@@ -43,6 +44,15 @@ class _NextPiece:
         self.length += length
         self.last_offset = last_offset
 
+
+
+def _whole(segment: LogSegment) -> bool:
+    """Whether a sealed segment ends with a whole batch (:meth:`~kafkafs.storage.segment.LogSegment.check_whole`)."""
+    try:
+        segment.check_whole()
+    except TornBatchError:
+        return False
+    return True
 
 
 class RangeLayout(Layout):
@@ -125,8 +135,10 @@ class RangeLayout(Layout):
                     and is_sealed(upper)
                     and segment.size
                     and segment.max_timestamp < flt.ts_lo
+                    and _whole(segment)
                 ):
-                    # a sealed segment whose largest timestamp is below the range: nothing to read
+                    # a sealed segment whose largest timestamp is below the range: nothing to read (one
+                    # whose end is torn is read: its torn batch is a bad piece, as offset_for_timestamp says)
                     self.next_offset = max(self.next_offset, segment.next_offset)
                 elif not self._from_layout(segment, layout_of, renderer, start):
                     self._scan(log, segment, upper, renderer, start if first_segment else None)
