@@ -15,7 +15,9 @@ Pruning, with the bounds the options and the pushed-down filters give:
 - partitions by topic and partition number;
 - segments by base offset (a segment holds offsets from its base up to the next segment's base);
 - segments by time: a sealed segment whose time index says its largest timestamp is below the lower
-  time bound holds no row that can pass (the index gets the segment's maximum when it rolls);
+  time bound holds no row that can pass (the index gets the segment's maximum when it rolls), unless
+  its last batch is cut (the tail after its last index entry is read to know): then it is read, so
+  that its torn end meets ``onCorrupt``;
 - inside a segment the scan starts at the offset index entry for the first offset, or at the entry
   the time index gives for the lower time bound, whichever is later, and stops at the first index
   entry past the last offset.
@@ -196,7 +198,7 @@ def _pieces_for(
         usable = needs_index and indexes_usable(segment)  # the index files stay closed otherwise
         if ts_lo_ms is not None and is_sealed(next_base) and usable:
             top = sealed_max_timestamp(segment)
-            if top is not None and top < ts_lo_ms:
+            if top is not None and top < ts_lo_ms and segment.ends_whole():  # a cut end is read: onCorrupt
                 counter.pruned += 1
                 continue
         start, stop = 0, size

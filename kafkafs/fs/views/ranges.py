@@ -12,7 +12,6 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ...errors import CorruptRecordError
-from ...storage.records import TornBatchError
 from ...storage.segment import LogSegment
 from ...storage.segments import is_sealed
 from ...storage.validation import in_order
@@ -44,15 +43,6 @@ class _NextPiece:
         self.length += length
         self.last_offset = last_offset
 
-
-
-def _whole(segment: LogSegment) -> bool:
-    """Whether a sealed segment ends with a whole batch (:meth:`~kafkafs.storage.segment.LogSegment.check_whole`)."""
-    try:
-        segment.check_whole()
-    except TornBatchError:
-        return False
-    return True
 
 
 class RangeLayout(Layout):
@@ -135,7 +125,7 @@ class RangeLayout(Layout):
                     and is_sealed(upper)
                     and segment.size
                     and segment.max_timestamp < flt.ts_lo
-                    and _whole(segment)
+                    and segment.ends_whole()
                 ):
                     # a sealed segment whose largest timestamp is below the range: nothing to read (one
                     # whose end is torn is read: its torn batch is a bad piece, as offset_for_timestamp says)
