@@ -187,7 +187,7 @@ def verify_logdir(
             # a link (or special file) in the folder was skipped by the reader and makes writers refuse the
             # partition (SPEC §4): something wrong, whatever the regular files say
             problems: list[str] = [
-                f"{entry}: not a regular file (a symbolic link or special file): skipped, never followed; "
+                f"{entry}: not a regular file (a symbolic link, special file or folder): skipped, never followed; "
                 "writers refuse this partition"
                 for entry in unsafe_entries(logdir.path / name)
             ]

@@ -15,7 +15,9 @@ Pruning, with the bounds the options and the pushed-down filters give:
 - partitions by topic and partition number;
 - segments by base offset (a segment holds offsets from its base up to the next segment's base);
 - segments by time: a sealed segment whose time index says its largest timestamp is below the lower
-  time bound holds no row that can pass (the index gets the segment's maximum when it rolls);
+  time bound holds no row that can pass (the index gets the segment's maximum when it rolls), unless
+  its last batch is cut (the tail after its last index entry is read to know): then it is read, so
+  that its torn end meets ``onCorrupt``;
 - inside a segment the scan starts at the offset index entry for the first offset, or at the entry
   the time index gives for the lower time bound, whichever is later, and stops at the first index
   entry past the last offset.
@@ -196,7 +198,7 @@ def _pieces_for(
         usable = needs_index and indexes_usable(segment)  # the index files stay closed otherwise
         if ts_lo_ms is not None and is_sealed(next_base) and usable:
             top = sealed_max_timestamp(segment)
-            if top is not None and top < ts_lo_ms:
+            if top is not None and top < ts_lo_ms and segment.ends_whole():  # a cut end is read: onCorrupt
                 counter.pruned += 1
                 continue
         start, stop = 0, size
@@ -345,6 +347,8 @@ def _batch_resolver(options: ReadOptions) -> Resolver:
                 end = None
             elif end < 0:
                 raise InvalidInput(f"endingOffsets: {end} for {name} is not an offset or -1 (latest)")
+            else:
+                _check_end(log_, name, first, end, options)
         if options.isolation_level == "read_committed":
             end = stable_end(log_, end)
         resolved = log_.log_end_offset if end is None else end
@@ -356,6 +360,24 @@ def _batch_resolver(options: ReadOptions) -> Resolver:
         return first, end
 
     return resolve
+
+
+def _check_end(log_: Log, name: str, first: int, end: int, options: ReadOptions) -> None:
+    """An ``endingOffsets`` offset past the latest offset (the log end offset; ``read_committed``: the
+    last stable offset) is data loss, as in Spark's Kafka source: its task reads up to the latest
+    offset, finds nothing there and reports ``[latest, end)`` (KAFKA_DATA_LOSS.COULD_NOT_READ_OFFSET_RANGE;
+    ``failOnDataLoss=false``: logged, the read stops at the latest offset). The files a read sees are
+    fixed while it plans, so the check is made here."""
+    latest = log_.log_end_offset
+    what = "the log ends at"
+    if options.isolation_level == "read_committed":
+        lso = stable_end(log_, latest)
+        if lso < latest:
+            latest, what = lso, "its last stable offset is"
+    if end > latest:
+        report_data_loss(options.fail_on_data_loss,
+                         f"Could not read records in offset [{max(first, latest)}, {end}) for topic partition {name}: "
+                         f"{what} {latest}.")
 
 
 @overload

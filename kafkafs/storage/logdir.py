@@ -36,7 +36,7 @@ from .handles import raise_open_file_limit
 from .kraft import recorded_topic_configs
 from .local_log import fsync_directory
 from .log import Log
-from .names import parse_partition_dir_name, parse_segment_file_name, snapshot_offset
+from .names import is_partition_file_name, parse_partition_dir_name
 from .partition_metadata import ensure_partition_metadata, read_topic_id
 from .safefiles import check_partition_folder, open_file, write_atomically
 
@@ -83,12 +83,6 @@ _LOGDIR_FILES = frozenset({
     "meta.properties", RECOVERY_POINT_FILE, LOG_START_FILE, CLEANER_OFFSET_FILE, "replication-offset-checkpoint",
     LOCK_FILE, CLEAN_SHUTDOWN_FILE, "bootstrap.checkpoint",
 })
-_PARTITION_FILES = frozenset({"partition.metadata", "leader-epoch-checkpoint", "quorum-state"})
-
-
-def _is_segment_file_name(name: str) -> bool:
-    return parse_segment_file_name(name) is not None or snapshot_offset(name) is not None
-
 
 def check_log_directory(path: str | os.PathLike[str], *, strict: bool = True) -> None:
     """:class:`UsageError` (SPEC §4: exit 2) unless ``path`` can be a log directory: it exists, is a
@@ -104,7 +98,7 @@ def check_log_directory(path: str | os.PathLike[str], *, strict: bool = True) ->
         names = os.listdir(p)
     except OSError as exc:
         raise UsageError(describe_os_error(tag_os_error(exc, "read {path}"))) from None
-    if any(_is_segment_file_name(n) for n in names) or _PARTITION_FILES & set(names):
+    if any(is_partition_file_name(n) for n in names):
         hint = ""
         try:
             parse_partition_dir_name(p.resolve().name)
@@ -315,14 +309,19 @@ class LogDir:
                     raise UnsafeFileError(self.refused[name])
                 # refused by a caller that skips it (the mount's cleaner): say it where it is served
                 log.warning("%s; serving it read-only", self.refused[name])
-            opened = Log.open(
-                directory,
-                self.settings.for_topic(topic),
-                writable=writable,
-                log_start_offset=self.log_start_offsets.get(key),
-                recovery_point=self.recovery_points.get(key),
-                clean_shutdown=self.clean_shutdown,
-            )
+            try:
+                opened = Log.open(
+                    directory,
+                    self.settings.for_topic(topic),
+                    writable=writable,
+                    log_start_offset=self.log_start_offsets.get(key),
+                    recovery_point=self.recovery_points.get(key),
+                    clean_shutdown=self.clean_shutdown,
+                )
+            except UnsafeFileError as exc:  # a link made after the check: refused all the same
+                if writable:
+                    self.refused[name] = str(exc)
+                raise
             self._logs[name] = opened
             return opened
 

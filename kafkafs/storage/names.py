@@ -92,6 +92,16 @@ def snapshot_offset(name: str) -> int | None:
     return int(name[:_OFFSET_DIGITS])
 
 
+#: The files of a partition folder other than segments and snapshots, by name.
+PARTITION_STATE_FILES = frozenset({"partition.metadata", "leader-epoch-checkpoint", "quorum-state"})
+
+
+def is_partition_file_name(name: str) -> bool:
+    """Whether ``name`` is a file of a partition folder as Kafka names them: a segment's file (with
+    any temporary suffix), a producer-state snapshot or a state file (:data:`PARTITION_STATE_FILES`)."""
+    return parse_segment_file_name(name) is not None or snapshot_offset(name) is not None or name in PARTITION_STATE_FILES
+
+
 def parse_partition_dir_name(name: str) -> tuple[str, int]:
     """``orders-3`` -> ``("orders", 3)``; :class:`InvalidName` for anything that is not a partition."""
     if name.endswith(("-delete", "-future", "-stray")):

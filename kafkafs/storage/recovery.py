@@ -38,7 +38,7 @@ from typing import NamedTuple, Protocol
 from ..errors import CorruptRecordError, doing
 from . import names
 from .config import LogConfig
-from .safefiles import LISTINGS
+from .safefiles import LISTINGS, regular_entry
 from .segment import LogSegment
 from .segments import LogSegments
 from .transactions import ProducerTransactions
@@ -130,16 +130,6 @@ class RecoveryReport:
         return out
 
 
-def _regular(entry: os.DirEntry[str]) -> bool:
-    try:
-        if entry.is_file(follow_symlinks=False):
-            return True
-    except OSError:
-        return False
-    log.warning("%s is not a regular file: skipped, never followed", entry.path)
-    return False
-
-
 def _unlink(path: Path, report: RecoveryReport) -> None:
     try:
         os.unlink(path)
@@ -193,7 +183,7 @@ def _list_once(directory: Path, writable: bool) -> _Listing:
     with doing("list {path}"), os.scandir(directory) as entries:
         for entry in entries:
             parts = names.parse_segment_file_name(entry.name)
-            if parts is not None and not _regular(entry):
+            if parts is not None and not regular_entry(entry):
                 continue  # a link is never a segment (safefiles); writers refused the folder already
             if parts is None:
                 continue

@@ -6,8 +6,8 @@ truncate or rename the target. So, inside a partition folder:
 
 - every file is opened with ``O_NOFOLLOW`` (:func:`open_file`): a link there fails with
   :class:`~kafkafs.errors.UnsafeFileError` instead of being followed, even one created after a check;
-- writers refuse a partition folder holding any link or other non-regular entry up front
-  (:func:`check_partition_folder`), with one line naming it;
+- writers refuse a partition folder holding any link or other non-regular entry (or a folder named as
+  one of its files) up front (:func:`check_partition_folder`), with one line naming it;
 - readers list only regular files (:func:`regular_files`), and a link is skipped with a warning; a
   folder another process is adding files to is listed by :func:`regular_files_in_order`.
 
@@ -32,10 +32,12 @@ from collections.abc import Callable, Collection
 from pathlib import Path
 
 from ..errors import ReadOnlyError, UnsafeFileError, doing, tag_os_error
+from .names import is_partition_file_name
 
 __all__ = [
     "O_NOFOLLOW",
     "open_file",
+    "regular_entry",
     "regular_files",
     "regular_files_in_order",
     "regular_file_stat",
@@ -131,13 +133,16 @@ def regular_file_stat(path: str | os.PathLike[str]) -> os.stat_result | None:
 
 def unsafe_entries(directory: str | os.PathLike[str]) -> list[str]:
     """Names in ``directory`` that are neither regular files nor plain directories (links, FIFOs,
-    sockets, devices), sorted. A missing folder has none."""
+    sockets, devices), and directories named as a file of a partition folder (a writer would open,
+    truncate or rename that name as its file), sorted. A missing folder has none."""
     out = []
     try:
         with os.scandir(directory) as entries:
             for entry in entries:
                 try:
                     if entry.is_symlink() or not (entry.is_file(follow_symlinks=False) or entry.is_dir(follow_symlinks=False)):
+                        out.append(entry.name)
+                    elif entry.is_dir(follow_symlinks=False) and is_partition_file_name(entry.name):
                         out.append(entry.name)
                 except OSError:
                     continue
@@ -148,7 +153,8 @@ def unsafe_entries(directory: str | os.PathLike[str]) -> list[str]:
 
 def check_partition_folder(directory: str | os.PathLike[str]) -> None:
     """Refuse a partition folder that a writer must not touch: :class:`UnsafeFileError` with one line
-    when it holds a symbolic link (or any other non-regular file), since writing, truncating or
+    when it holds a symbolic link, any other non-regular file or a folder named as one of its files
+    (:func:`unsafe_entries`), since writing, truncating or
     renaming there could reach outside the log directory, or when it is itself a link that leads
     outside the log directory that holds it."""
     folder = Path(directory)
@@ -166,28 +172,33 @@ def check_partition_folder(directory: str | os.PathLike[str]) -> None:
     if bad:
         shown = ", ".join(bad[:3]) + (f" and {len(bad) - 3} more" if len(bad) > 3 else "")
         raise UnsafeFileError(
-            f"{directory}: refusing to write: it holds {len(bad)} symbolic link(s) or special file(s) ({shown}); "
-            "kafkafs never writes through links"
+            f"{directory}: refusing to write: it holds {len(bad)} symbolic link(s), special file(s) or folder(s) "
+            f"named as its files ({shown}); kafkafs never writes through links"
         )
 
 
+def regular_entry(entry: os.DirEntry[str], *, warn: bool = True) -> bool:
+    """Whether a listed entry is a regular file (``lstat``: a link is not followed). A link, a special
+    file or a folder named as a partition folder's file is skipped with a warning once per path unless
+    ``warn`` is False; other folders quietly."""
+    try:
+        if entry.is_file(follow_symlinks=False):
+            return True
+        if warn and (not entry.is_dir(follow_symlinks=False) or is_partition_file_name(entry.name)):
+            _warn_once(entry.path, _kind(entry.stat(follow_symlinks=False).st_mode))
+    except OSError:
+        pass
+    return False
+
+
 def regular_files(directory: str | os.PathLike[str], *, warn: bool = True) -> list[str]:
-    """The names of the regular files in ``directory`` (``lstat``: links are not followed), unsorted.
-    Links and special files are skipped, with a warning once per path unless ``warn`` is False."""
-    out = []
+    """The names of the regular files in ``directory`` (``lstat``: links are not followed), unsorted;
+    the others are skipped as :func:`regular_entry` says."""
     try:
         with os.scandir(directory) as entries:
-            for entry in entries:
-                try:
-                    if entry.is_file(follow_symlinks=False):
-                        out.append(entry.name)
-                    elif warn and not entry.is_dir(follow_symlinks=False):
-                        _warn_once(entry.path, _kind(entry.stat(follow_symlinks=False).st_mode))
-                except OSError:
-                    continue
+            return [entry.name for entry in entries if regular_entry(entry, warn=warn)]
     except (FileNotFoundError, NotADirectoryError):
         return []
-    return out
 
 
 #: At most this many listings of a folder that keeps showing new files (:func:`regular_files_in_order`).

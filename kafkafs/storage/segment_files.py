@@ -226,6 +226,16 @@ class SegmentFiles:
             return
         self._whole_at = size
 
+    def ends_whole(self) -> bool:
+        """Whether this sealed segment ends with a whole batch (:meth:`check_whole`): a reader that would
+        pass over it by its largest timestamp reads it instead when it does not, as its cut last
+        batch's timestamps are not known (and its torn end is damage for that reader)."""
+        try:
+            self.check_whole()
+        except TornBatchError:
+            return False
+        return True
+
     def batch_starts(self, start_position: int = 0, end_position: int | None = None) -> Iterator[int]:
         """The position of every whole batch from ``start_position`` (a batch boundary) to ``end_position``
         (default: the segment's size), read from the batches' length fields alone (see

@@ -86,6 +86,28 @@ def test_finding1_every_writer_refuses_a_linked_partition(demo_copy, outside, co
     assert (_tree(outside), _tree(images)) == before
 
 
+@pytest.mark.parametrize("name", ["00000000000000000000.index", "00000000000000000000.log",
+                                  "00000000000000000005.timeindex", "00000000000000000000.txnindex",
+                                  "00000000000000000000.snapshot", "leader-epoch-checkpoint"])
+@pytest.mark.parametrize("command", ["produce", "clean", "recover"])
+def test_every_writer_refuses_a_folder_named_as_a_partition_file(demo_copy, command, name):
+    """review6 F0: a directory where a writer opens a file of that name. recover printed a traceback
+    (KeyError: the partition was neither refused nor recovered) and a --rw mount logged one at every
+    lookup; now it is refused as a link is: one line, exit 1, nothing in it touched; verify says it."""
+    images = demo_copy / "images-0"
+    if (images / name).exists():
+        (images / name).unlink()
+    (images / name).mkdir()
+    before = _tree(images)
+    _writer_refuses_images(command, demo_copy, "folder")
+    assert _tree(images) == before
+    out = run("verify", str(demo_copy), check_rc=1)
+    said = [line for line in out.stdout.decode().splitlines() if line.strip().startswith(f"{name}: ")]
+    assert len(said) == 1 and "folder" in said[0], out.stdout.decode()
+    if not name.endswith(".log"):  # readers read the rest (a folder is no segment)
+        assert b'"topic":"images"' in run("consume", str(demo_copy), "images-0").stdout
+
+
 def _writer_refuses_images(command: str, logdir: Path, why: str) -> None:
     """Run the writer ``command`` on ``logdir``: exit 1, images-0 refused in one line that says ``why``."""
     if command == "produce":

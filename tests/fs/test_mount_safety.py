@@ -4,6 +4,7 @@ read-only in place of the writable mount that was asked for."""
 from __future__ import annotations
 
 import errno
+import json
 import os
 import subprocess
 import sys
@@ -74,3 +75,27 @@ def test_rw_mount_serves_a_linked_partition_read_only(mounted, logdir_copy, tmp_
     with open(m / "orders-0" / "append", "ab") as f:  # the other partitions stay writable
         f.write(b"fine\n")
     assert "symbolic link" in m.log() and "Traceback" not in m.log()
+
+
+def test_rw_mount_serves_a_partition_with_a_folder_named_as_its_file_read_only(mounted, logdir_copy):
+    """review6 F0: a directory named as a segment file made every lookup in the partition EIO, with an
+    "unexpected error" traceback in the log at each; now it is served read-only with one warning."""
+    index = logdir_copy / "events-3" / "00000000000000000000.index"
+    if index.exists():
+        index.unlink()
+    index.mkdir()
+    m = mounted(logdir_copy, "--rw")
+    m.allow_errors = True
+    for _ in range(2):
+        assert b"event 0" in (m / "events-3" / "records.jsonl").read_bytes()
+        assert json.loads((m / "events-3" / "partition.json").read_bytes())["topic"] == "events"
+    with pytest.raises(OSError) as info:
+        with open(m / "events-3" / "append", "ab") as f:
+            f.write(b"x\n")
+    assert info.value.errno in (errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOENT)
+    with open(m / "orders-0" / "append", "ab") as f:  # the other partitions stay writable
+        f.write(b"fine\n")
+    log = m.log()
+    assert "Traceback" not in log and "unexpected error" not in log, log
+    said = [line for line in log.splitlines() if "events-3" in line]  # refused for writes; the folder skipped
+    assert len(said) == 2 and len(set(said)) == 2 and "serving it read-only" in said[0], log

@@ -145,6 +145,33 @@ def test_time_filter_prunes_sealed_segments(generated):
     assert read_plan(p) == expect
 
 
+@pytest.mark.allow_warnings("a cut segment on purpose")
+def test_time_filter_reads_a_cut_sealed_segment(tmp_path):
+    """A sealed segment whose time index says its records are older than the filter, but whose last batch
+    is cut: it is not pruned (the cut batch's timestamps are not known), so its torn end meets onCorrupt
+    (fail: the read fails; skip: the rows pass). Seen failing before: it was pruned and the read passed."""
+    from kafkafs.errors import CorruptRecordError
+    from kafkafs.format.jsonview import ProducerRecord
+    from kafkafs.storage.config import Settings
+
+    with LogDir(tmp_path, Settings({"segment.bytes": 600}), writable=True) as d:
+        log = d.create_partition("t", 0)
+        for i in range(30):  # offsets 10-19 old, the rest new; four records a segment
+            ts = 100 + i if 10 <= i < 20 else 5000 + i
+            log.append_records([ProducerRecord(ts, None, b"v%03d-%s" % (i, b"x" * 60), ())])
+    preds = Predicates(timestamp=IntBounds(lo=5000 * 1000))
+    whole = plan(tmp_path, preds)
+    assert 12 not in {x.base_offset for x in whole.pieces} and whole.segments_pruned >= 2
+    assert [r[2] for r in read_plan(whole)] == [*range(10), *range(20, 30)]
+    segment = tmp_path / "t-0" / f"{12:020d}.log"
+    os.truncate(segment, segment.stat().st_size - 7)
+    cut = plan(tmp_path, preds)
+    assert 12 in {x.base_offset for x in cut.pieces}
+    with pytest.raises(CorruptRecordError, match="after the last whole batch of a sealed segment"):
+        read_plan(cut)
+    assert [r[2] for r in read_plan(plan(tmp_path, preds, onCorrupt="skip"))] == [*range(10), *range(20, 30)]
+
+
 def test_partition_and_topic_predicates_prune_partitions(generated):
     p = plan(generated, Predicates(topics=frozenset({"orders"}), partition=IntBounds(1, 1, frozenset({1}))))
     assert {(x.topic, x.partition) for x in p.pieces} == {("orders", 1)}

@@ -23,10 +23,10 @@ from .append import AppendBuffer, WouldWait
 __all__ = ["Handle", "BytesHandle", "RecordsHandle", "RangeHandle", "OSFileHandle", "AppendHandle", "WRITE_NOW_MAX"]
 
 #: The largest ``append`` write done on the FUSE loop (:meth:`AppendHandle.write_now`), about half a
-#: millisecond of encoding. A larger one goes to a worker: its trip costs little beside the work, and
-#: measured beside other busy processes on 2 cores, 1,000 writes of 230 KB took 1.5-3x as long on the
-#: loop as through workers (the loop's thread lost the CPU mid-write far more often), though 10-16%
-#: less when the mount ran at a higher priority than the rest (nice -15).
+#: millisecond of encoding. A larger one goes to a worker. Measured with 1,000 writes of 230 KB on 2
+#: cores: on the loop they took 22-28% less time than through workers when the mount had the CPU (its
+#: session at nice -15), but 1.6-2x as long (medians of 4) beside other busy processes at equal
+#: priority: the loop's thread lost the CPU mid-write far more often than a worker, for the same CPU.
 WRITE_NOW_MAX = 64 * 1024
 
 

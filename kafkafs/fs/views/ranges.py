@@ -125,8 +125,10 @@ class RangeLayout(Layout):
                     and is_sealed(upper)
                     and segment.size
                     and segment.max_timestamp < flt.ts_lo
+                    and segment.ends_whole()
                 ):
-                    # a sealed segment whose largest timestamp is below the range: nothing to read
+                    # a sealed segment whose largest timestamp is below the range: nothing to read (one
+                    # whose end is torn is read: its torn batch is a bad piece, as offset_for_timestamp says)
                     self.next_offset = max(self.next_offset, segment.next_offset)
                 elif not self._from_layout(segment, layout_of, renderer, start):
                     self._scan(log, segment, upper, renderer, start if first_segment else None)

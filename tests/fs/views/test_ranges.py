@@ -70,3 +70,46 @@ def test_a_time_range_skips_what_cannot_hold_its_records(tmp_path, monkeypatch):
         assert not old_blocks & set(decoded)
     finally:
         t.close()
+
+
+def test_a_time_range_does_not_pass_over_a_torn_segment_by_its_timestamps(tmp_path, caplog):
+    """A sealed segment whose records are older than the range, but whose last batch is cut: its largest
+    timestamp does not count the cut batch, so the range cannot pass over it as holding nothing; the torn
+    batch is damage for the range (as for consume --from-time and offset_for_timestamp), not a quiet gap.
+    Seen failing: the range served the records around it with success."""
+    import os
+
+    import pytest
+
+    from kafkafs.errors import CorruptRecordError
+    from kafkafs.format.jsonview import ProducerRecord
+    from kafkafs.storage.config import Settings
+
+    with LogDir(tmp_path, Settings({"segment.bytes": 600}), writable=True) as d:
+        log = d.create_partition("t", 0)
+        for i in range(30):  # offsets 10-19 old, the rest new; four records a segment
+            ts = 100 + i if 10 <= i < 20 else 5000 + i
+            log.append_records([ProducerRecord(ts, None, b"v%03d-%s" % (i, b"x" * 60), ())])
+        old = log.segments.get(12)
+        assert old is not None and old.max_timestamp < 5000 and log.segments.is_sealed(12)
+    t = tree_of(tmp_path)
+    try:
+        whole = t.read_file("t-0/by-time/5000..6000.jsonl")  # undamaged: the old segments pass over
+        assert [orjson.loads(line)["offset"] for line in whole.splitlines()] == [*range(10), *range(20, 30)]
+    finally:
+        t.close()
+    segment = tmp_path / "t-0" / f"{12:020d}.log"
+    os.truncate(segment, segment.stat().st_size - 7)
+    t = tree_of(tmp_path)
+    try:
+        with pytest.raises(CorruptRecordError, match="after the last whole batch of a sealed segment"):
+            t.read_file("t-0/by-time/5000..6000.jsonl")
+        assert "00000000000000000012.log at position" in caplog.text  # logged
+        handle = t.resolve("t-0/by-time/5000..6000.jsonl").open(False)  # what precedes the damage reads
+        try:
+            before = handle.read(0, len(whole) // 3)  # records 0-9 are the first half
+        finally:
+            handle.release()
+        assert before == whole[: len(before)] and before
+    finally:
+        t.close()
