@@ -472,6 +472,10 @@ static const uint8_t CONTROL_EXTRA[32] = {5, 5, 5, 5, 5, 5, 5, 5, 1, 1, 1, 5, 1,
  * added to an Out in memory, so that a caller that sums a line's parts keeps the sum in a register. */
 static inline __attribute__((always_inline)) Py_ssize_t text_count(const uint8_t *s, Py_ssize_t n,
                                                                    const uint8_t *lim) {
+    if (n <= 16 && lim - s >= 16) { /* short and plain (most keys): one block's masks say it */
+        uint32_t high, m = block_stops(s, &high);
+        if (!((m | high) & (0xFFFFu >> (16 - n)))) return n;
+    }
     Py_ssize_t i = 0, extra = 0;
     uint8_t pad[16];
     Utf8Carry cy = {0, 0, 0, 0, 0};
@@ -500,6 +504,15 @@ static inline __attribute__((always_inline)) Py_ssize_t text_count(const uint8_t
  * after the run of plain bytes before it. */
 static inline __attribute__((always_inline)) int text_body(Out *o, const uint8_t *s, Py_ssize_t n,
                                                            const uint8_t *lim) {
+    if (n <= 16 && lim - s >= 16) { /* short and plain (most keys): one block's masks say it, one copy */
+        uint32_t high, m = block_stops(s, &high);
+        if (!((m | high) & (0xFFFFu >> (16 - n)))) {
+            if (o->cap - o->len < 16 && out_grow(o, 16) < 0) return -1;
+            memcpy(o->buf + o->len, s, 16);
+            o->len += n;
+            return 1;
+        }
+    }
     Py_ssize_t i = 0;
     uint8_t pad[16];
     Utf8Carry cy = {0, 0, 0, 0, 0};

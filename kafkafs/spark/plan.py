@@ -347,6 +347,8 @@ def _batch_resolver(options: ReadOptions) -> Resolver:
                 end = None
             elif end < 0:
                 raise InvalidInput(f"endingOffsets: {end} for {name} is not an offset or -1 (latest)")
+            else:
+                _check_end(log_, name, first, end, options)
         if options.isolation_level == "read_committed":
             end = stable_end(log_, end)
         resolved = log_.log_end_offset if end is None else end
@@ -358,6 +360,24 @@ def _batch_resolver(options: ReadOptions) -> Resolver:
         return first, end
 
     return resolve
+
+
+def _check_end(log_: Log, name: str, first: int, end: int, options: ReadOptions) -> None:
+    """An ``endingOffsets`` offset past the latest offset (the log end offset; ``read_committed``: the
+    last stable offset) is data loss, as in Spark's Kafka source: its task reads up to the latest
+    offset, finds nothing there and reports ``[latest, end)`` (KAFKA_DATA_LOSS.COULD_NOT_READ_OFFSET_RANGE;
+    ``failOnDataLoss=false``: logged, the read stops at the latest offset). The files a read sees are
+    fixed while it plans, so the check is made here."""
+    latest = log_.log_end_offset
+    what = "the log ends at"
+    if options.isolation_level == "read_committed":
+        lso = stable_end(log_, latest)
+        if lso < latest:
+            latest, what = lso, "its last stable offset is"
+    if end > latest:
+        report_data_loss(options.fail_on_data_loss,
+                         f"Could not read records in offset [{max(first, latest)}, {end}) for topic partition {name}: "
+                         f"{what} {latest}.")
 
 
 @overload

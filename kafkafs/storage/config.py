@@ -172,7 +172,7 @@ def parse_setting(name: str, value: Any) -> Any:
         else:
             if not isinstance(value, str):
                 raise ValueError
-    except ValueError:
+    except (ValueError, TypeError):  # TypeError: a TOML array, table or date where a number is due
         raise ConfigError(f"{name}: {value!r} is not {_TYPE_NAMES[type(default)]}") from None
     if name == "cleanup.policy":
         parts = {p.strip() for p in value.split(",") if p.strip()}

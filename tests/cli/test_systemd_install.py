@@ -120,3 +120,31 @@ def test_escape_path_is_systemd_escapes(path):
 def test_install_refuses_what_is_not_a_log_directory(tmp_path):
     proc = run("systemd", "install", str(tmp_path / "nope"), "/mnt/x", "--root", str(tmp_path))
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+
+
+def test_install_takes_config_and_set_as_every_logdir_command_does(tmp_path):
+    """SPEC §7: every command that opens a log directory takes --config and --set. The install checks
+    them as the mount would (a bad file or KEY=VALUE: one line, exit 2, nothing written) and hands them
+    to the service's mount in OPTIONS. It took neither (argparse: unrecognized arguments)."""
+    if shutil.which("systemctl") is None:
+        pytest.skip("systemctl is not installed (scripts/bootstrap.sh installs the systemd package)")
+    logdir = tmp_path / "kafka-logs"
+    assert run("demo", str(logdir)).returncode == 0
+    settings = tmp_path / "kafkafs.toml"
+    settings.write_text('"segment.bytes" = 1048576\n')
+    bad = tmp_path / "bad.toml"
+    bad.write_text('"segment.bytes" = [\n')
+    root = tmp_path / "root"
+    root.mkdir()
+    for extra, message in [(["--config", str(bad)], str(bad)), (["--set", "segment.bytes=lots"], "segment.bytes"),
+                           (["--set", "nosuch=1"], "nosuch"), (["--set", "oops"], "KEY=VALUE")]:
+        proc = run("systemd", "install", str(logdir), "/mnt/kafka", "--root", str(root), *extra)
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and message in proc.stderr, proc.stderr
+        assert "unrecognized" not in proc.stderr, proc.stderr
+        assert not (root / "etc").exists(), "nothing is written before the settings are checked"
+    proc = run("systemd", "install", str(logdir), "/mnt/kafka", "--root", str(root), "--rw",
+               "--config", str(settings), "--set", "retention.ms=-1", "--set", "cleanup.policy=compact")
+    assert proc.returncode == 0, proc.stderr
+    env = (root / f"etc/kafkafs/{escape_path(str(logdir))}.env").read_text()
+    assert env == (f"MOUNTPOINT=/mnt/kafka\nOPTIONS=--rw --config={settings} --set=retention.ms=-1 "
+                   "--set=cleanup.policy=compact\n")

@@ -72,6 +72,29 @@ def test_reading_offsets_retention_deleted(generated, writable_copy, caplog):
     assert read_plan(plan(copy, topics="orders")) == rows  # earliest is the log start: no loss
 
 
+def test_ending_offsets_past_the_log_end(generated, caplog):
+    """Spark's Kafka source reads a batch range [start, end) record by record and, at the latest offset
+    before ``end``, the consumer's fetch finds nothing: KafkaDataConsumer reports it as data loss
+    (KAFKA_DATA_LOSS.COULD_NOT_READ_OFFSET_RANGE, "Could not read records in offset [latest, end) for
+    topic partition ..."): the read fails with failOnDataLoss=true (the default), and with false logs it
+    and reads up to the latest offset. An end past the log end used to read to the end with no word;
+    a start past the end too (with an end past it) read nothing silently."""
+    with LogDir(generated) as ld:
+        latest = ld.log("orders-0").log_end_offset
+    past = f'{{"orders": {{"0": {latest + 7}, "1": -1}}}}'
+    with pytest.raises(OffsetOutOfRange, match=rf"failOnDataLoss to false. Reason: Could not read records in offset "
+                                               rf"\[{latest}, {latest + 7}\) for topic partition orders-0"):
+        plan(generated, topics="orders", endingOffsets=past)
+    with pytest.raises(OffsetOutOfRange, match=rf"offset \[{latest + 3}, {latest + 7}\) for topic partition orders-0"):
+        plan(generated, topics="orders", endingOffsets=past, startingOffsets=f'{{"orders": {{"0": {latest + 3}, "1": -2}}}}')
+    rows = read_plan(plan(generated, topics="orders", endingOffsets=past, failOnDataLoss="false"))
+    assert rows == [r for r in engine_rows(generated) if r[0] == "orders"]
+    assert f"Could not read records in offset [{latest}, {latest + 7}) for topic partition orders-0" in caplog.text
+    # an end at the log end is no loss
+    at = f'{{"orders": {{"0": {latest}, "1": -1}}}}'
+    assert read_plan(plan(generated, topics="orders", endingOffsets=at)) == rows
+
+
 def test_segment_deleted_between_planning_and_reading(generated, writable_copy, caplog):
     copy = writable_copy(generated)
     strict = plan(copy, topics="orders")

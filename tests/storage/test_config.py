@@ -29,3 +29,28 @@ def test_a_settings_file_that_is_not_utf8_is_one_usage_error(tmp_path):
     err = proc.stderr.decode()
     assert proc.returncode == 2 and "Traceback" not in err
     assert err.count("\n") == 1 and "UTF-8" in err and str(path) in err
+
+
+def test_a_value_of_the_wrong_toml_type_is_one_usage_error(tmp_path):
+    # an array, a table or a date where a number is due was a TypeError traceback (exit 1)
+    import subprocess
+    import sys
+
+    import pytest
+
+    from kafkafs.errors import ConfigError
+
+    (tmp_path / "logs").mkdir()
+    for i, text in enumerate(['"segment.bytes" = [1]\n', '[topics."orders"]\n"segment.bytes" = [1]\n',
+                              '"retention.ms" = 2026-11-21\n', '"min.cleanable.dirty.ratio" = [0.5]\n']):
+        path = tmp_path / f"k{i}.toml"
+        path.write_text(text)
+        with pytest.raises(ConfigError, match=r"is not (an integer|a number)"):
+            Settings.load(path)
+    proc = subprocess.run(
+        [sys.executable, "-m", "kafkafs.cli", "verify", str(tmp_path / "logs"), "--config", str(tmp_path / "k1.toml")],
+        capture_output=True, timeout=60,
+    )
+    err = proc.stderr.decode()
+    assert proc.returncode == 2 and "Traceback" not in err
+    assert err == "kafkafs: error: segment.bytes: [1] is not an integer\n"
