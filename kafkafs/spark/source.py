@@ -339,7 +339,8 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             ends = {k: min(v, self._available_now.get(k, v)) for k, v in ends.items() if k in self._available_now}
         begin = from_json(start if start is not None else self._last)
         begin = {k: begin.get(k, log_starts[k]) for k in ends}
-        ends = {k: max(v, begin[k]) for k, v in ends.items()}  # never move backwards (a truncated log)
+        # an end below the start (a start past the log end, a truncated log) stays: planning it is data
+        # loss, as in Spark (micro_batch_ranges)
         if limit is None:
             max_rows = self.options.max_offsets_per_trigger
         elif ReadMaxRows is not None and isinstance(limit, ReadMaxRows):

@@ -110,7 +110,8 @@ def cap_offsets(start: Offsets, end: Offsets, max_rows: int | None) -> Offsets:
 def micro_batch_ranges(options: ReadOptions, begin: Offsets, stop: Offsets) -> dict[tuple[str, int], tuple[str, int, int]]:
     """``{(topic, partition): (logdir, start, end)}`` of one micro-batch, with Spark's data-loss checks:
     a partition folder that went away, offsets that retention deleted while the query was stopped or
-    behind, a partition that appeared with its first offsets already deleted. ``failOnDataLoss=true``
+    behind, a partition that appeared with its first offsets already deleted, an end below the start (a
+    start past the log end, a truncated log). ``failOnDataLoss=true``
     fails the query; ``false`` logs and reads what is left."""
     where = {}
     starts: Offsets = {}
@@ -134,6 +135,10 @@ def micro_batch_ranges(options: ReadOptions, begin: Offsets, stop: Offsets) -> d
             s = starts[key]
             if s != 0:
                 report_data_loss(fail, f"Added partition {name} starts from {s} instead of 0.")
-        if e > s:
+        if e < s:
+            report_data_loss(fail, f"Partition {name} offset was changed from {s} to {e}. This could either be a user "
+                                   "error that the start offset is set too high and this is the first batch, or the "
+                                   "kafka topic-partition is broken, and some data may have been missed.")
+        elif e > s:
             out[key] = (where[key], s, e)
     return out

@@ -141,3 +141,32 @@ def test_stream_data_loss(generated, writable_copy, caplog):
     # a partition that shows up with its first records already deleted
     with pytest.raises(OffsetOutOfRange, match="Added partition orders-0 starts from"):
         micro_batch_ranges(strict, {("orders", 1): 0}, {("orders", 0): 1000, ("orders", 1): 1000})
+
+
+def test_stream_started_past_the_log_end(generated, caplog):
+    """A stream whose startingOffsets is past a partition's latest offset: Spark's Kafka source takes the
+    latest offset as the batch's end and, planning [start, latest) with latest < start, reports data
+    loss (KafkaOffsetReader.getOffsetRangesFromResolvedOffsets: KAFKA_DATA_LOSS.PARTITION_OFFSET_CHANGED):
+    failOnDataLoss=true fails the query; false logs it, and the next batches read from the latest
+    offset on. kafkalog held the end at the start ("never move backwards"), so the query waited,
+    silently, and then passed over every record below the asked offset."""
+    from kafkafs.spark.errors import IllegalArgumentException
+    from kafkafs.spark.source import KafkaLogStreamReader
+
+    with LogDir(generated) as ld:
+        latest = ld.log("orders-0").log_end_offset
+    asked = {"path": str(generated), "subscribe": "orders",
+             "startingOffsets": f'{{"orders": {{"0": {latest + 50}, "1": -2}}}}'}
+    strict = KafkaLogStreamReader(asked)
+    start = strict.initialOffset()
+    end = strict.latestOffset(start, None)
+    assert start["orders"]["0"] == latest + 50 and end["orders"]["0"] == latest
+    with pytest.raises(IllegalArgumentException, match=f"Partition orders-0 offset was changed from {latest + 50} to "
+                                                       f"{latest}. This could either be a user error"):
+        strict.partitions(start, end)
+    lenient = KafkaLogStreamReader({**asked, "failOnDataLoss": "false"})
+    start = lenient.initialOffset()
+    end = lenient.latestOffset(start, None)
+    parts = lenient.partitions(start, end)
+    assert {(p.topic, p.partition) for s in [x.value for x in parts] for p in s.pieces} == {("orders", 1)}
+    assert f"Partition orders-0 offset was changed from {latest + 50} to {latest}" in caplog.text
