@@ -2,8 +2,10 @@
 
 - ``.snapshot`` (``DumpLogSegments.dumpProducerIdSnapshot``), one line a producer::
 
-      "producerId: P producerEpoch: E coordinatorEpoch: C currentTxnFirstOffset: OptionalLong[..] lastTimestamp: T "
-      + [if it has a batch] "firstSequence: F lastSequence: L lastOffset: O offsetDelta: D timestamp: T"
+      "producerId: P producerEpoch: E coordinatorEpoch: C currentTxnFirstOffset: OptionalLong[..] lastTimestamp: T"
+      + [if it has a batch] " firstSequence: F lastSequence: L lastOffset: O offsetDelta: D timestamp: T"
+
+  (Kafka 4.4's Java tool: no space after ``lastTimestamp: T`` for a producer without batch metadata.)
 
   A damaged snapshot prints Kafka's ``CorruptSnapshotException`` message on standard error.
 - ``.txnindex`` (``dumpTxnIndex``): ``version: V producerId: P firstOffset: F lastOffset: L lastStableOffset: S``.
@@ -58,11 +60,11 @@ def _dump(
 def _snapshot_line(e: ProducerEntry) -> str:
     line = (
         f"producerId: {e.producer_id} producerEpoch: {e.epoch} coordinatorEpoch: {e.coordinator_epoch} "
-        f"currentTxnFirstOffset: {_optional(e.current_txn_first_offset)} lastTimestamp: {e.timestamp} "
+        f"currentTxnFirstOffset: {_optional(e.current_txn_first_offset)} lastTimestamp: {e.timestamp}"
     )
     if e.last_offset >= 0:
         line += (
-            f"firstSequence: {e.first_sequence} lastSequence: {e.last_sequence} lastOffset: {e.last_offset} "
+            f" firstSequence: {e.first_sequence} lastSequence: {e.last_sequence} lastOffset: {e.last_offset} "
             f"offsetDelta: {e.offset_delta} timestamp: {e.timestamp}"
         )
     return line

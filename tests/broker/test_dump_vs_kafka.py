@@ -190,3 +190,19 @@ def test_dump_with_decoders_equals_kafka_dump_log(kafka, broker_dir, flag, topic
     print(f"{flag}: {len(files)} files, {compared} lines compared, Kafka stopped at {stopped}")
     assert not stopped
     assert not diffs, "\n".join(diffs[:20]) + f"\n({len(diffs)} differences)"
+
+
+def test_a_producer_without_batch_metadata_dumps_as_kafka_dumps_it(kafka: Kafka, tmp_path):
+    """review6 F2: a snapshot entry with no batch (lastOffset -1: a producer whose epoch a timed-out
+    transaction's abort bumped) ends at ``lastTimestamp: T``; kafkafs printed a space after it."""
+    from tests.kafka_layout import write_producer_snapshot
+
+    snapshot = tmp_path / "00000000000000000003.snapshot"
+    snapshot.write_bytes(write_producer_snapshot([
+        (1000, 1, -1, -1, 0, 1795734862077, 0, -1),  # no batch metadata
+        (1001, 0, 4, 2, 4, 1795734862099, 3, 0),  # a batch, a transaction open from offset 0
+    ]))
+    theirs = kafka.dump_log(snapshot)
+    proc = kafkafs("dump", str(snapshot))
+    assert proc.stdout.splitlines() == theirs.stdout.splitlines() and proc.stderr == theirs.stderr
+    assert theirs.stdout.splitlines()[1].endswith("lastTimestamp: 1795734862077")
