@@ -172,10 +172,18 @@ def _metadata_parser() -> Parser:
     return parse
 
 
+#: Kafka 4.4's ``RemoteMetadataLogMessageParser`` hands a null value (a tombstone) to the serde unchecked:
+#: the NullPointerException's message, as Java 17 (what its tools need) words it.
+_REMOTE_NULL_VALUE = ('Cannot invoke "java.nio.ByteBuffer.remaining()" because the return value of '
+                      '"org.apache.kafka.common.record.internal.Record.value()" is null')
+
+
 def _remote_log_metadata_parser() -> Parser:
     from .remote import remote_log_metadata_text
 
     def parse(offset: int, _key: bytes | None, value: bytes | None) -> tuple[str | None, str | None]:
+        if value is None:
+            return None, f"Error at offset {offset}, skipping. {_REMOTE_NULL_VALUE}"
         try:
             return None, remote_log_metadata_text(value)
         except ValueError as exc:

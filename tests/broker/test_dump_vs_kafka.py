@@ -206,3 +206,14 @@ def test_a_producer_without_batch_metadata_dumps_as_kafka_dumps_it(kafka: Kafka,
     proc = kafkafs("dump", str(snapshot))
     assert proc.stdout.splitlines() == theirs.stdout.splitlines() and proc.stderr == theirs.stderr
     assert theirs.stdout.splitlines()[1].endswith("lastTimestamp: 1795734862077")
+
+
+def test_a_null_value_under_the_remote_log_metadata_decoder_is_said_as_kafka_says_it(kafka: Kafka, fixtures_dir):
+    """review6 F3: tombstones (null values) under ``--remote-log-metadata-decoder``: Kafka 4.4's parser
+    hands the null value on and prints the NullPointerException's message (Java 17's helpful text);
+    kafkafs printed the serde's "Error while reading frame version"."""
+    segment = fixtures_dir / "kafka-logs-a" / "__consumer_offsets-12" / "00000000000000000862.log"
+    theirs = kafka.dump_log(segment, "--remote-log-metadata-decoder")
+    proc = kafkafs("dump", "--remote-log-metadata-decoder", str(segment))
+    assert proc.stdout.splitlines() == theirs.stdout.splitlines()
+    assert "valueSize: -1" in theirs.stdout and "is null" in theirs.stdout
