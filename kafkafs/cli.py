@@ -220,8 +220,9 @@ def cmd_recover(args: argparse.Namespace) -> int:
 
     _raise_fd_limit()
     logdir = _open_logdir(args.logdir, args, writable=True)
-    # recover every segment of every partition, as after a crash with no recovery point
-    logdir.clean_shutdown = False
+    # recover every segment of every partition, as after a crash with no recovery point (what it finds
+    # is judged by how the last writer stopped: logdir.clean_shutdown)
+    logdir.recover_all = True
     logdir.recovery_points = {}
     names = logdir.partition_names()
     reports = {}

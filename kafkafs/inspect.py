@@ -22,6 +22,7 @@ from .storage.logdir import (
     REPLICATION_OFFSET_FILE,
     LogDir,
 )
+from .storage.recovery import left_by_unclean_stop
 from .storage.safefiles import unsafe_entries
 from .storage.segment import LogSegment
 from .storage.validation import in_order
@@ -70,12 +71,24 @@ def check_indexes(segment: LogSegment) -> list[str]:
     return problems
 
 
-def check_index_files(segment: LogSegment, *, sealed: bool) -> tuple[list[str], list[str]]:
-    """Problems and notes about the index files themselves: a sealed segment's index must hold only
-    real entries (Kafka counts every whole entry of a sealed file and would reject trailing zeros);
-    a missing index is a note, since a writer rebuilds it from the ``.log``."""
+def check_index_files(segment: LogSegment, *, sealed: bool, clean_shutdown: bool) -> tuple[list[str], list[str]]:
+    """Problems and notes about the index files: Kafka's sanity checks and ``--verify-index-only``'s
+    rules (:func:`check_indexes`); a sealed segment's index must hold only real entries (Kafka counts
+    every whole entry of a sealed file and would reject trailing zeros); a missing index is a note,
+    since a writer rebuilds it from the ``.log``. The active segment's indexes after an unclean stop
+    (no ``clean_shutdown``) are notes too: whatever they hold, a broker's start rebuilds them
+    (:func:`~kafkafs.storage.recovery.left_by_unclean_stop`, the rule ``recover`` judges by)."""
     problems: list[str] = []
     notes: list[str] = []
+    try:
+        segment.sanity_check()
+    except CorruptRecordError as exc:
+        problems.append(exc.reason)
+    problems.extend(check_indexes(segment))
+    if problems and left_by_unclean_stop(not sealed, clean_shutdown):
+        notes = [f"{p} (the active segment's index after an unclean stop: a writable open rebuilds it, as a "
+                 "broker's start does; no damage)" for p in problems]
+        problems = []
     for index in (segment.offset_index, segment.time_index):
         if not index.path.exists():
             if segment.size:
@@ -130,11 +143,6 @@ def check_segment(
         end = segment.size
     if end < segment.size:
         problems.append(f"{segment.log_path.name}: {segment.size - end} bytes after the last whole batch")
-    try:
-        segment.sanity_check()
-    except CorruptRecordError as exc:
-        problems.append(exc.reason)
-    problems.extend(check_indexes(segment))
     return records, next_offset, problems
 
 
@@ -210,7 +218,8 @@ def verify_logdir(
                 )
                 records += n
                 problems.extend(found)
-                index_problems, index_notes = check_index_files(segment, sealed=segment is not segments[-1])
+                index_problems, index_notes = check_index_files(segment, sealed=segment is not segments[-1],
+                                                                clean_shutdown=logdir.clean_shutdown)
                 problems.extend(index_problems)
                 notes.extend(index_notes)
             status = "OK" if not problems else f"{len(problems)} problem(s)"

@@ -89,6 +89,7 @@ class Log(LocalLog):
         log_start_offset: int | None = None,
         recovery_point: int | None = None,
         clean_shutdown: bool | None = None,
+        recover_all: bool = False,
         clock: Callable[[], int] = _now_ms,
         budget: HandleBudget | None = None,
     ) -> Log:
@@ -96,7 +97,9 @@ class Log(LocalLog):
 
         Writable: ``.cleaned`` files are deleted, ``.swap`` files completed, ``.deleted`` files removed,
         segments from the recovery point on (all of them when unknown) re-validated with their tails cut,
-        and missing or corrupt indexes rebuilt. ``clean_shutdown`` None (unknown) counts as unclean.
+        and missing or corrupt indexes rebuilt. ``clean_shutdown`` None (unknown) counts as unclean;
+        ``recover_all``: recover from the recovery point on even after a clean stop (``kafkafs recover``:
+        what it finds is then judged knowing how the writer stopped).
         Read-only: nothing changes on disk; leftovers are ignored and damage is reported when a read
         meets it.
         """
@@ -104,10 +107,11 @@ class Log(LocalLog):
         if writable:
             check_partition_folder(directory)  # never write through a link (safefiles)
         log_ = cls(directory, config, writable=writable, clock=clock, budget=budget)
-        log_._load(log_start_offset, recovery_point, bool(clean_shutdown))
+        log_._load(log_start_offset, recovery_point, bool(clean_shutdown), recover_all)
         return log_
 
-    def _load(self, log_start_offset: int | None, recovery_point: int | None, clean_shutdown: bool) -> None:
+    def _load(self, log_start_offset: int | None, recovery_point: int | None, clean_shutdown: bool,
+              recover_all: bool = False) -> None:
         loaded = load_segments(
             self.dir,
             self.config,
@@ -115,6 +119,7 @@ class Log(LocalLog):
             writable=self.writable,
             recovery_point=recovery_point,
             clean_shutdown=clean_shutdown,
+            recover_all=recover_all,
         )
         self.last_recovery = loaded.report
         for segment in loaded.segments:

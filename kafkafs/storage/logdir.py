@@ -142,6 +142,9 @@ class LogDir:
             self._take_lock()
         #: Whether the last writer closed cleanly; partitions opened later skip recovery when it did.
         self.clean_shutdown = (self.path / CLEAN_SHUTDOWN_FILE).exists()
+        #: Partitions opened later recover from their recovery point on whatever the shutdown was
+        #: (``kafkafs recover``), judging what they find by how the last writer stopped.
+        self.recover_all = False
         #: The broker epoch in the marker (-1 when none, or when there is no marker).
         self.clean_shutdown_broker_epoch = NO_BROKER_EPOCH
         if self.clean_shutdown:
@@ -317,6 +320,7 @@ class LogDir:
                     log_start_offset=self.log_start_offsets.get(key),
                     recovery_point=self.recovery_points.get(key),
                     clean_shutdown=self.clean_shutdown,
+                    recover_all=self.recover_all,
                 )
             except UnsafeFileError as exc:  # a link made after the check: refused all the same
                 if writable:

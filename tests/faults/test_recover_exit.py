@@ -13,11 +13,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.fs.conftest import ROOT
 
 WRITER = """
 import os, sys
 from pathlib import Path
+
+import pytest
 from kafkafs.format.jsonview import ProducerRecord
 from kafkafs.storage.config import Settings
 from kafkafs.storage.logdir import LogDir
@@ -96,3 +100,32 @@ def test_recover_exits_0_for_a_missing_index_and_1_for_damage(tmp_path):
         f.write(b"\x00\x00\x00\x00\x00\x00\x01\x00\x00\x00\x00\x40torn")
     done = _kafkafs("recover", str(logdir))
     assert done.returncode == 1 and b"truncated" in done.stdout
+
+
+@pytest.mark.parametrize("garbage", [bytes(range(100, 137)), (7).to_bytes(4, "big") + (65536).to_bytes(4, "big")],
+                         ids=["odd-size", "entry-pointing-nowhere"])
+@pytest.mark.parametrize("clean", [True, False], ids=["clean-stop", "unclean-stop"])
+def test_verify_and_recover_agree_on_a_damaged_active_index(tmp_path, clean, garbage):
+    """review6 F4: one rule for the active segment's index in both commands, Kafka's: after a clean stop a
+    broker loads it as it is (LogLoader recovers nothing, and LogSegment.sanityCheck checks only the
+    .txnindex), so garbage there is damage: verify 1, recover replaces it and exits 1. After an unclean
+    stop a broker recovers from the recovery point on, the active segment always, rebuilding its
+    indexes whatever they hold: no damage, verify 0 (a note), recover 0. Before, verify said 1 and
+    recover 0 in both cases."""
+    logdir = tmp_path / "logs"
+    _write(logdir, 400)
+    assert _kafkafs("recover", str(logdir)).returncode == 0  # a clean close: trimmed indexes, the marker
+    assert (logdir / ".kafka_cleanshutdown").exists()
+    active_index = sorted((logdir / "t-0").glob("*.log"))[-1].with_suffix(".index")
+    with open(active_index, "ab") as f:
+        f.write(garbage)
+    if not clean:
+        (logdir / ".kafka_cleanshutdown").unlink()
+    verified = _kafkafs("verify", str(logdir))
+    assert verified.returncode == (1 if clean else 0), verified.stdout
+    assert active_index.name in verified.stdout.decode()  # said either way: a problem, or a note
+    done = _kafkafs("recover", str(logdir))
+    assert done.returncode == verified.returncode, (done.stdout, verified.stdout)
+    assert f"rebuilt {active_index.name}" in done.stdout.decode()
+    assert ("nothing wrong" in done.stdout.decode()) is not clean, done.stdout
+    assert _kafkafs("verify", str(logdir)).returncode == 0
