@@ -157,6 +157,27 @@ def test_isolation_levels(tmp_path):
     assert [r[5] for r in committed] == [b"plainA"] * 2 + [b"t7a"] * 3 + [b"plainB", b"t7b"]
 
 
+def test_read_committed_without_index_files_leaves_out_aborted_transactions(tmp_path):
+    """A copied broker directory whose index files were not kept (as kafka-logs-b): a broker loading it
+    recovers each segment without its offset index and rebuilds its .txnindex, so a read_committed
+    consumer does not get the aborted transaction's records. kafkalog read the .txnindex files only,
+    and with them gone served t8 (aborted) as if committed. A .txnindex lost beside a kept .index is
+    not rebuilt by a broker, nor here."""
+    _transactional_log(tmp_path)
+    want = [b"plainA"] * 2 + [b"t7a"] * 3 + [b"plainB", b"t7b"]
+    for path in tmp_path.glob("tx-0/*.txnindex"):
+        path.unlink()
+    for path in [*tmp_path.glob("tx-0/*.index"), *tmp_path.glob("tx-0/*.timeindex")]:
+        path.unlink()
+    for max_bytes in (1, 1 << 20):
+        got = read_plan(plan(tmp_path, maxBytesPerPartition=max_bytes, isolationLevel="read_committed"))
+        assert [r[5] for r in got] == want
+    # from an offset inside the aborted transaction, and ending before its marker
+    got = read_plan(plan(tmp_path, isolationLevel="read_committed", startingOffsets='{"tx": {"0": 6}}',
+                         endingOffsets='{"tx": {"0": 8}}'))
+    assert [r[5] for r in got] == [b"plainB"]
+
+
 def test_read_committed_stream_waits_for_an_open_transaction(tmp_path):
     """A micro-batch ends at the last stable offset, so the open transaction's records are read once
     it commits rather than passed over while it is open."""
