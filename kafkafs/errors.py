@@ -80,6 +80,12 @@ class UnsafeFileError(KafkafsError):
     partition folder: never followed; writers refuse the partition that holds it."""
 
 
+class NeedsRecovery(UnsafeFileError):
+    """A partition whose recovery would cut more than a torn tail (whole batches: the valid ones after a
+    damaged one, or the segments after a cut one). Every writer but ``kafkafs recover`` refuses it,
+    untouched, as it refuses a partition holding a link: cutting data is asked for, never a side effect."""
+
+
 class UsageError(KafkafsError):
     """A command used wrongly: a bad argument, or a path that is not what the command takes (a
     partition folder where a log directory is expected, a file that does not exist)."""

@@ -121,9 +121,11 @@ def clean_logdir(logdir: LogDir, *, dry_run: bool = False, now_ms: int | None = 
     checkpoints = logdir.cleaner_offsets() if hasattr(logdir, "cleaner_offsets") else {}
     compaction = broker_setting(logdir.settings, "log.cleaner.enable")
     for name in names:
+        if dry_run and logdir.writer_refusal(name) is not None:  # what the real run refuses (refused says why)
+            continue
         try:
             target = logdir.log(name)
-        except UnsafeFileError:  # holds a link: refused, untouched (logdir.refused says why)
+        except UnsafeFileError:  # a link in it, or batches its recovery would cut: refused, untouched
             continue
         if not dry_run:
             target.delete_expired_files()

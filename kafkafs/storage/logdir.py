@@ -23,6 +23,7 @@ from ..errors import (
     CorruptRecordError,
     InvalidName,
     LogDirLocked,
+    NeedsRecovery,
     UnsafeFileError,
     UsageError,
     describe_os_error,
@@ -38,6 +39,7 @@ from .local_log import fsync_directory
 from .log import Log
 from .names import is_partition_file_name, parse_partition_dir_name
 from .partition_metadata import ensure_partition_metadata, read_topic_id
+from .recovery import writer_refusal
 from .safefiles import check_partition_folder, open_file, write_atomically
 
 __all__ = ["LogDir", "check_log_directory", "CLEAN_SHUTDOWN_FILE", "LOCK_FILE", "CLEANER_OFFSET_FILE", "clean_shutdown_content",
@@ -145,6 +147,9 @@ class LogDir:
         #: Partitions opened later recover from their recovery point on whatever the shutdown was
         #: (``kafkafs recover``), judging what they find by how the last writer stopped.
         self.recover_all = False
+        #: Partitions refused because their recovery would cut whole batches: still unrecovered, so the
+        #: close writes no clean-shutdown marker (the next writer or broker must recover them).
+        self._unrecovered: set[str] = set()
         #: The broker epoch in the marker (-1 when none, or when there is no marker).
         self.clean_shutdown_broker_epoch = NO_BROKER_EPOCH
         if self.clean_shutdown:
@@ -322,12 +327,38 @@ class LogDir:
                     clean_shutdown=self.clean_shutdown,
                     recover_all=self.recover_all,
                 )
-            except UnsafeFileError as exc:  # a link made after the check: refused all the same
-                if writable:
-                    self.refused[name] = str(exc)
-                raise
+            except UnsafeFileError as exc:  # a link made after the check, or a recovery that would cut batches
+                if not writable:
+                    raise
+                self.refused[name] = str(exc)
+                if isinstance(exc, NeedsRecovery):
+                    self._unrecovered.add(name)
+                if not read_only_fallback:
+                    raise
+                log.warning("%s; serving it read-only", exc)
+                opened = Log.open(directory, self.settings.for_topic(topic), writable=False,
+                                  log_start_offset=self.log_start_offsets.get(key),
+                                  recovery_point=self.recovery_points.get(key))
             self._logs[name] = opened
             return opened
+
+    def writer_refusal(self, name: str) -> str | None:
+        """Why a writer would refuse partition ``name`` (a link in it, or a recovery that would cut whole
+        batches), asked of a read-only look (``clean --dry-run``) and remembered in :attr:`refused`
+        as a writer's open would; None when a writer would take it."""
+        if name in self.refused:
+            return self.refused[name]
+        try:
+            check_partition_folder(self.path / name)
+            log_ = self.log(name)
+            topic, partition = parse_partition_dir_name(name)
+            reason = writer_refusal(log_.dir, log_.segments, self.recovery_points.get((topic, partition)),
+                                    self.clean_shutdown)
+        except UnsafeFileError as exc:
+            reason = str(exc)
+        if reason is not None:
+            self.refused[name] = reason
+        return reason
 
     def create_partition(self, topic: str, partition: int) -> Log:
         """Create ``topic-partition`` with an empty first segment; InvalidName for a bad name."""
@@ -383,7 +414,8 @@ class LogDir:
                 log_.close()
             if self.writable:
                 self.write_checkpoints()
-                write_atomically(self.path / CLEAN_SHUTDOWN_FILE, clean_shutdown_content())
+                if not self._unrecovered:
+                    write_atomically(self.path / CLEAN_SHUTDOWN_FILE, clean_shutdown_content())
         finally:
             self._release_lock()
 

@@ -279,3 +279,40 @@ def test_verify_reports_a_link_in_a_partition_folder(tmp_path, outside):
     assert lines[0].startswith("t-0: ") and lines[0].endswith("1 problem(s)"), lines
     assert lines[1].strip().startswith("00000000000000000000.log: not a regular file"), lines
     assert (outside / "victim.log").read_bytes().startswith(b"precious")
+
+
+def test_writers_refuse_a_partition_whose_recovery_would_cut_whole_batches(demo_copy):
+    """review6 F9: on a directory without .kafka_cleanshutdown (a copy of a running broker's), a CRC-bad
+    batch mid-segment: clean and produce ran the unclean-start recovery as a side effect, cut it AND
+    every valid batch after it, and exited 0 ('nothing to clean'); the dry run said nothing. Now every
+    writer but recover refuses that partition untouched (one line, exit 1), the dry run says the same,
+    no clean-shutdown marker is written over it, and recover cuts as a broker's unclean start does."""
+    from kafkafs.format.batch import read_batch_header
+
+    (demo_copy / ".kafka_cleanshutdown").unlink()
+    segment = sorted((demo_copy / "orders-0").glob("*.log"))[-1]
+    data = bytearray(segment.read_bytes())
+    starts, pos = [], 0
+    while pos < len(data):
+        starts.append(pos)
+        pos = read_batch_header(bytes(data), pos).end
+    assert len(starts) > 2
+    bad = starts[len(starts) // 2]
+    data[read_batch_header(bytes(data), bad).end - 3] ^= 0x55  # a record byte: the CRC fails
+    segment.write_bytes(bytes(data))
+    before = _tree(demo_copy / "orders-0")
+    for args in (("clean", "--dry-run"), ("clean",)):
+        out = run(*args[:1], str(demo_copy), *args[1:], check_rc=1)
+        refused = [line for line in out.stdout.decode().splitlines() if line.startswith("orders-0: refused")]
+        assert len(refused) == 1 and f"position {bad}: CRC mismatch" in refused[0], out.stdout.decode()
+        assert "kafkafs recover" in refused[0]
+        assert _tree(demo_copy / "orders-0") == before
+        assert not (demo_copy / ".kafka_cleanshutdown").exists()  # orders-0 still needs its recovery
+    out = run("produce", str(demo_copy), "orders-0", stdin=b"x\n", check_rc=1)
+    assert out.stderr.decode().count("\n") == 1 and f"position {bad}" in out.stderr.decode()
+    assert _tree(demo_copy / "orders-0") == before
+    run("produce", str(demo_copy), "images-0", stdin=b"x\n")  # the other partitions are written as before
+    out = run("recover", str(demo_copy), check_rc=1)
+    assert any(line.startswith("orders-0: ") and "truncated" in line for line in out.stdout.decode().splitlines())
+    assert segment.stat().st_size == bad
+    run("verify", str(demo_copy))

@@ -99,3 +99,32 @@ def test_rw_mount_serves_a_partition_with_a_folder_named_as_its_file_read_only(m
     assert "Traceback" not in log and "unexpected error" not in log, log
     said = [line for line in log.splitlines() if "events-3" in line]  # refused for writes; the folder skipped
     assert len(said) == 2 and len(set(said)) == 2 and "serving it read-only" in said[0], log
+
+
+def test_rw_mount_serves_a_partition_whose_recovery_would_cut_batches_read_only(mounted, logdir_copy):
+    """review6 F8/F9: a --rw mount of a copy without .kafka_cleanshutdown ran the unclean-start recovery on
+    first touch and cut a CRC-bad batch and every valid one after it; now that partition is served
+    read-only, untouched (the damage EIO where read), with one warning naming `kafkafs recover`."""
+    from kafkafs.format.batch import read_batch_header
+
+    (logdir_copy / ".kafka_cleanshutdown").unlink(missing_ok=True)
+    (logdir_copy / "recovery-point-offset-checkpoint").unlink(missing_ok=True)  # recovered from offset 0
+    segment = sorted((logdir_copy / "orders-0").glob("*.log"))[0]
+    data = bytearray(segment.read_bytes())
+    first = read_batch_header(bytes(data), 0)
+    assert first.end < len(data)
+    data[first.end - 3] ^= 0x55
+    segment.write_bytes(bytes(data))
+    m = mounted(logdir_copy, "--rw")
+    m.allow_errors = True
+    assert json.loads((m / "orders-0" / "partition.json").read_bytes())["topic"] == "orders"
+    with pytest.raises(OSError) as info:
+        with open(m / "orders-0" / "append", "ab") as f:
+            f.write(b"x\n")
+    assert info.value.errno in (errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOENT)
+    with open(m / "events-3" / "append", "ab") as f:  # the other partitions stay writable
+        f.write(b"fine\n")
+    m.stop()
+    assert segment.read_bytes() == bytes(data)
+    log = m.log()
+    assert "Traceback" not in log and "kafkafs recover" in log, log

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from kafkafs.errors import CorruptRecordError
+from kafkafs.errors import CorruptRecordError, NeedsRecovery
 from kafkafs.format.batch import encode_batch, set_base_offset
 from kafkafs.format.jsonview import ProducerRecord
 from kafkafs.storage.log import Log
@@ -268,7 +268,7 @@ def test_corrupt_log(tmp_path: Path) -> None:
         for path in (active.offset_index.path, active.log_path):
             with open(path, "ab") as f:
                 f.write(bytes(rng.randrange(256) for _ in range(rng.randrange(1, 1025))))
-        log = open_log(directory, cfg, clean=False, recovery_point=50)
+        log = open_log(directory, cfg, clean=False, recovery_point=50, recover_all=True)  # kafkafs recover
         assert log.log_end_offset == n
         assert all_records(log) == expected
         log.close()
@@ -306,7 +306,12 @@ def test_recovery_cuts_a_bad_crc_and_deletes_the_segments_after_it(tmp_path: Pat
     position, _base, _last, size, _ts = headers_of(bytes(data))[4]  # the batch of offset 14
     data[position + size - 3] ^= 0x55  # a byte of its record: the CRC no longer matches
     path.write_bytes(bytes(data))
-    log = open_log(directory, clean=False, recovery_point=0)
+    # a writer that was not asked to recover cuts no whole batch: it refuses the partition, untouched
+    before = {p.name: p.read_bytes() for p in directory.iterdir()}
+    with pytest.raises(NeedsRecovery, match=f"position {position}: CRC mismatch.*every later segment"):
+        open_log(directory, clean=False, recovery_point=0)
+    assert {p.name: p.read_bytes() for p in directory.iterdir()} == before
+    log = open_log(directory, clean=False, recovery_point=0, recover_all=True)  # kafkafs recover
     report = log.last_recovery
     assert report.truncated_bytes == len(data) - position  # type: ignore[union-attr]
     assert report.deleted_segments == ["00000000000000000020.log"]  # type: ignore[union-attr]
@@ -339,7 +344,13 @@ def test_recovery_cuts_garbage_after_the_last_batch(tmp_path: Path) -> None:
         good = active.log_path.stat().st_size
         with open(active.log_path, "ab") as f:
             f.write(tail)
-        log = open_log(directory, clean=False)
+        if i in (1, 2):  # a torn tail (zeros, a batch shorter than its header says): any writer cuts it
+            log = open_log(directory, clean=False)
+        else:  # whole garbage: only a recovery asked for cuts it (kafkafs recover)
+            with pytest.raises(NeedsRecovery):
+                open_log(directory, clean=False)
+            assert active.log_path.stat().st_size == good + len(tail), i
+            log = open_log(directory, clean=False, recover_all=True)
         assert active.log_path.stat().st_size == good, i
         assert log.log_end_offset == 3
         log.close()
@@ -411,7 +422,7 @@ def test_a_writable_open_that_does_not_know_the_shutdown_recovers(tmp_path: Path
     log = filled(directory, n=10)
     crash(log)
     with open(directory / f"{log.segments.last().base_offset:020d}.log", "ab") as f:  # type: ignore[index]
-        f.write(b"\xff" * 20)
+        f.write(bytes(20))  # a torn tail, as a crash leaves it: any writer's recovery cuts it
     again = Log.open(directory, config(segment_bytes=200, index_interval_bytes=1), writable=True)
     assert again.last_recovery.truncated_bytes == 20  # type: ignore[union-attr]
     again.close()
