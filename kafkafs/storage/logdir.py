@@ -39,7 +39,7 @@ from .local_log import fsync_directory
 from .log import Log
 from .names import is_partition_file_name, parse_partition_dir_name
 from .partition_metadata import ensure_partition_metadata, read_topic_id
-from .recovery import writer_refusal
+from .recovery_plan import writer_refusal
 from .safefiles import check_partition_folder, open_file, write_atomically
 
 __all__ = ["LogDir", "check_log_directory", "CLEAN_SHUTDOWN_FILE", "LOCK_FILE", "CLEANER_OFFSET_FILE", "clean_shutdown_content",

@@ -35,9 +35,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple, Protocol
 
-from ..errors import CorruptRecordError, NeedsRecovery, doing
+from ..errors import CorruptRecordError, doing
 from . import names
 from .config import LogConfig
+from .recovery_plan import refuse_cutting_batches, unclean_or_unindexed
 from .safefiles import LISTINGS, regular_entry
 from .segment import LogSegment
 from .segments import LogSegments
@@ -339,7 +340,7 @@ def _recover_segments(
     on whatever the shutdown was); return the undecided transactions at the log end when they came out
     of it."""
     existing = set(os.listdir(directory))
-    needs = _unclean_or_unindexed(existing, segments, recovery_point, clean_shutdown and not recover_all)
+    needs = unclean_or_unindexed(existing, segments, recovery_point, clean_shutdown and not recover_all)
     last = segments.last()
     for segment in segments:
         base = segment.base_offset
@@ -358,7 +359,7 @@ def _recover_segments(
                 log.warning("%s: %s; rebuilding the indexes", segment.txn_index.path, exc.reason)
                 needs[base] = segment
     if not recover_all:
-        _refuse_cutting_batches(segments, needs)
+        refuse_cutting_batches(segments, needs)
     transactions = _Transactions(segments)
     for base in sorted(needs):
         segment = needs[base]
@@ -395,57 +396,6 @@ def _recover_segments(
     if transactions.state is not None and last is not None and transactions.upto == last.base_offset:
         return transactions.state  # the state at the log end: no need to scan again
     return None
-
-
-def _unclean_or_unindexed(
-    existing: set[str], segments: LogSegments, recovery_point: int | None, clean_shutdown: bool
-) -> dict[int, LogSegment]:
-    """The segments a writable load recovers whatever their indexes say, by base offset: after an
-    unclean stop those from the recovery point on, and any segment with data that lacks its
-    ``.index`` or ``.timeindex`` (``existing``: the folder's names)."""
-    needs: dict[int, LogSegment] = {}
-    if not clean_shutdown:
-        needs = {s.base_offset: s for s in segments.from_offset(recovery_point or 0)}
-    for segment in segments:
-        base = segment.base_offset
-        missing = any(names.segment_file_name(base, ext) not in existing for ext in (names.INDEX, names.TIME_INDEX))
-        if base not in needs and missing and segment.size > 0:
-            needs[base] = segment
-    return needs
-
-
-def writer_refusal(directory: Path, segments: LogSegments, recovery_point: int | None, clean_shutdown: bool) -> str | None:
-    """Why a writable load (not ``kafkafs recover``) would refuse this folder because its recovery would
-    cut whole batches (:class:`~kafkafs.errors.NeedsRecovery`'s message), read only: what ``clean
-    --dry-run`` says; None when it would not."""
-    try:
-        existing = set(os.listdir(directory))
-        _refuse_cutting_batches(segments, _unclean_or_unindexed(existing, segments, recovery_point, clean_shutdown))
-    except NeedsRecovery as exc:
-        return str(exc)
-    return None
-
-
-def _refuse_cutting_batches(segments: LogSegments, needs: dict[int, LogSegment]) -> None:
-    """:class:`~kafkafs.errors.NeedsRecovery` before anything is changed when recovering ``needs`` would
-    cut more than a torn tail at the end of the last segment (what a crash mid-write leaves): whole
-    batches, the valid ones after a damaged one, or the segments after a cut one. A broker's unclean
-    start cuts them; a writer that was asked to append or clean does not (``kafkafs recover`` does)."""
-    last = segments.last()
-    for base in sorted(needs):
-        segment = needs[base]
-        higher = segments.higher(base)
-        found = segment.recovery_cut(upper=higher.base_offset if higher is not None else None)
-        if found is None:
-            continue
-        position, why, torn = found
-        if torn and segment is last:
-            continue
-        raise NeedsRecovery(
-            f"{segment.log_path}: position {position}: {why}; refusing to write: recovering it would cut "
-            f"{segment.size - position} bytes" + ("" if segment is last else " and every later segment")
-            + " (whole batches, not a torn tail); `kafkafs recover` cuts them as a broker's unclean start does"
-        )
 
 
 def left_by_unclean_stop(active: bool, clean_shutdown: bool) -> bool:

@@ -37,7 +37,7 @@ from .config import LogConfig
 from .records import BatchView
 from .segment_files import SegmentFiles
 from .transactions import ProducerTransactions
-from .validation import batch_problem, checked_order, in_order, records_problem
+from .validation import checked_order, in_order, records_problem, recovery_problem
 
 __all__ = ["LogSegment", "NO_TIMESTAMP"]
 
@@ -402,47 +402,6 @@ class LogSegment(SegmentFiles):
             self._rebuild_txn_index(events, transactions)
             return cut
 
-    def _cut_here(self, view: BatchView, order: str | None, next_offset: int, upper: int | None) -> str | None:
-        """Why :meth:`recover` cuts from this batch on (None: it is kept): what
-        :func:`~kafkafs.storage.validation.batch_problem` says, or its order problem when its offsets do
-        not fit the segment's relative offsets."""
-        h = view.header
-        problem = batch_problem(view.buf, h, next_offset=next_offset, segment_base=self.base_offset,
-                                following=upper, deep=False)
-        if problem is None and order is not None and h.last_offset - self.base_offset > MAX_RELATIVE_OFFSET:
-            problem = order
-        return problem
-
-    def recovery_cut(self, upper: int | None = None) -> tuple[int, str, bool] | None:
-        """Where :meth:`recover` would cut, read only: (position, why, torn), None when it would cut
-        nothing. ``torn``: the bytes from there to the end are a torn tail (zeros, or a start of a batch
-        shorter than its header says): what a crash mid-write leaves, no whole batch lost."""
-        next_offset = self.base_offset
-        valid = 0
-        why = ""
-        try:
-            for view, order in in_order(self.batches(0), next_offset=next_offset, upper=upper,
-                                        segment_base=self.base_offset):
-                problem = self._cut_here(view, order, next_offset, upper)
-                if problem is not None:
-                    why = problem
-                    break
-                valid += view.header.size
-                next_offset = view.header.next_offset
-        except CorruptRecordError as exc:
-            why = exc.reason
-        size = self.size
-        if valid >= size:
-            return None
-        rest = self.read_at(valid, min(size - valid, 1 << 20))
-        torn = not rest.strip(b"\0") and size - valid <= len(rest)
-        if not torn and len(rest) >= 12:
-            length = int.from_bytes(rest[8:12], "big", signed=True)
-            torn = length > 0 and 12 + length > size - valid
-        elif not torn:
-            torn = True  # fewer bytes than a batch's size field needs
-        return valid, why or "bytes after the last whole batch", torn
-
     def _rebuild_txn_index(
         self,
         events: list[TxnEvent],
@@ -484,7 +443,7 @@ class LogSegment(SegmentFiles):
                                         segment_base=self.base_offset):
                 h = view.header
                 fits = h.last_offset - self.base_offset <= MAX_RELATIVE_OFFSET
-                problem = self._cut_here(view, order, next_offset, upper)
+                problem = recovery_problem(view, order, next_offset=next_offset, segment_base=self.base_offset, upper=upper)
                 if problem is not None:
                     log.warning("%s: position %d: %s; cutting from there", self.log_path, view.position, problem)
                     break

@@ -30,9 +30,11 @@ from collections.abc import Generator, Iterator
 
 from ..errors import CorruptRecordError, RecordTooLargeError
 from ..format.batch import BatchHeader, decode_batch, validate_batch
+from ..format.index import MAX_RELATIVE_OFFSET
 from .records import BatchView
 
-__all__ = ["batch_problem", "records_problem", "order_problem", "offsets_problem", "in_order", "checked_order"]
+__all__ = ["batch_problem", "records_problem", "order_problem", "offsets_problem", "in_order", "checked_order",
+           "recovery_problem"]
 
 
 def order_problem(
@@ -141,3 +143,15 @@ def records_problem(buf: bytes, header: BatchHeader) -> str | None:
     except RecordTooLargeError as exc:  # no memory to inflate it into: not a batch kafkafs can read
         return str(exc)
     return None
+
+
+def recovery_problem(view: BatchView, order: str | None, *, next_offset: int, segment_base: int,
+                     upper: int | None) -> str | None:
+    """Why a recovery cuts a segment from this batch on (None: it is kept): :func:`batch_problem`'s word,
+    or ``order`` (:func:`in_order`'s) when the batch's offsets do not fit the segment's relative offsets."""
+    h = view.header
+    problem = batch_problem(view.buf, h, next_offset=next_offset, segment_base=segment_base, following=upper,
+                            deep=False)
+    if problem is None and order is not None and h.last_offset - segment_base > MAX_RELATIVE_OFFSET:
+        problem = order
+    return problem

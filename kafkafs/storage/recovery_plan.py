@@ -1,0 +1,105 @@
+"""What a writable load recovers, and whether it may (:mod:`.recovery` runs it).
+
+After an unclean stop a load recovers the segments from the recovery point on (and any that lacks an
+index). Cutting data is asked for, never a side effect: a writer other than ``kafkafs recover`` cuts
+only a torn tail of the last segment (what a crash mid-write leaves) and refuses a partition whose
+recovery would cut whole batches (:class:`~kafkafs.errors.NeedsRecovery`, before anything changes).
+
+The functions keep no state and only read; safe from any thread that may read the segments.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ..errors import CorruptRecordError, NeedsRecovery
+from . import names
+from .segment import LogSegment
+from .segments import LogSegments
+from .validation import in_order, recovery_problem
+
+__all__ = ["unclean_or_unindexed", "refuse_cutting_batches", "writer_refusal", "recovery_cut"]
+
+
+def unclean_or_unindexed(
+    existing: set[str], segments: LogSegments, recovery_point: int | None, clean_shutdown: bool
+) -> dict[int, LogSegment]:
+    """The segments a writable load recovers whatever their indexes say, by base offset: after an
+    unclean stop those from the recovery point on, and any segment with data that lacks its
+    ``.index`` or ``.timeindex`` (``existing``: the folder's names)."""
+    needs: dict[int, LogSegment] = {}
+    if not clean_shutdown:
+        needs = {s.base_offset: s for s in segments.from_offset(recovery_point or 0)}
+    for segment in segments:
+        base = segment.base_offset
+        missing = any(names.segment_file_name(base, ext) not in existing for ext in (names.INDEX, names.TIME_INDEX))
+        if base not in needs and missing and segment.size > 0:
+            needs[base] = segment
+    return needs
+
+
+def writer_refusal(directory: Path, segments: LogSegments, recovery_point: int | None, clean_shutdown: bool) -> str | None:
+    """Why a writable load (not ``kafkafs recover``) would refuse this folder because its recovery would
+    cut whole batches (:class:`~kafkafs.errors.NeedsRecovery`'s message), read only: what ``clean
+    --dry-run`` says; None when it would not."""
+    try:
+        existing = set(os.listdir(directory))
+        refuse_cutting_batches(segments, unclean_or_unindexed(existing, segments, recovery_point, clean_shutdown))
+    except NeedsRecovery as exc:
+        return str(exc)
+    return None
+
+
+def refuse_cutting_batches(segments: LogSegments, needs: dict[int, LogSegment]) -> None:
+    """:class:`~kafkafs.errors.NeedsRecovery` before anything is changed when recovering ``needs`` would
+    cut more than a torn tail at the end of the last segment (what a crash mid-write leaves): whole
+    batches, the valid ones after a damaged one, or the segments after a cut one. A broker's unclean
+    start cuts them; a writer that was asked to append or clean does not (``kafkafs recover`` does)."""
+    last = segments.last()
+    for base in sorted(needs):
+        segment = needs[base]
+        higher = segments.higher(base)
+        found = recovery_cut(segment, higher.base_offset if higher is not None else None)
+        if found is None:
+            continue
+        position, why, torn = found
+        if torn and segment is last:
+            continue
+        raise NeedsRecovery(
+            f"{segment.log_path}: position {position}: {why}; refusing to write: recovering it would cut "
+            f"{segment.size - position} bytes" + ("" if segment is last else " and every later segment")
+            + " (whole batches, not a torn tail); `kafkafs recover` cuts them as a broker's unclean start does"
+        )
+
+
+def recovery_cut(segment: LogSegment, upper: int | None = None) -> tuple[int, str, bool] | None:
+    """Where :meth:`~.segment.LogSegment.recover` would cut, read only: (position, why, torn), None when it would cut
+    nothing. ``torn``: the bytes from there to the end are a torn tail (zeros, or a start of a batch
+    shorter than its header says): what a crash mid-write leaves, no whole batch lost."""
+    next_offset = segment.base_offset
+    valid = 0
+    why = ""
+    try:
+        for view, order in in_order(segment.batches(0), next_offset=next_offset, upper=upper,
+                                    segment_base=segment.base_offset):
+            problem = recovery_problem(view, order, next_offset=next_offset, segment_base=segment.base_offset,
+                                       upper=upper)
+            if problem is not None:
+                why = problem
+                break
+            valid += view.header.size
+            next_offset = view.header.next_offset
+    except CorruptRecordError as exc:
+        why = exc.reason
+    size = segment.size
+    if valid >= size:
+        return None
+    rest = segment.read_at(valid, min(size - valid, 1 << 20))
+    torn = not rest.strip(b"\0") and size - valid <= len(rest)
+    if not torn and len(rest) >= 12:
+        length = int.from_bytes(rest[8:12], "big", signed=True)
+        torn = length > 0 and 12 + length > size - valid
+    elif not torn:
+        torn = True  # fewer bytes than a batch's size field needs
+    return valid, why or "bytes after the last whole batch", torn
