@@ -22,8 +22,8 @@ from .storage.logdir import (
     REPLICATION_OFFSET_FILE,
     LogDir,
 )
-from .storage.recovery import left_by_unclean_stop
-from .storage.safefiles import unsafe_entries
+from .storage.recovery import interrupted_leftovers, left_by_unclean_stop
+from .storage.safefiles import regular_files, unsafe_entries
 from .storage.segment import LogSegment
 from .storage.validation import in_order
 
@@ -201,6 +201,9 @@ def verify_logdir(
             ]
             problems += [f"{file}: {reason}" for file, reason in
                          checkpoint_problems(logdir.path / name, (EPOCH_CHECKPOINT_FILE,), parse_epoch_checkpoint)]
+            problems += [f"{file}: left by an interrupted compaction or deletion; `kafkafs recover` finishes or "
+                         "undoes it, as a broker's start does"
+                         for file in interrupted_leftovers(regular_files(logdir.path / name, warn=False))]
             notes: list[str] = []
             records = 0
             expected = log_.log_start_offset

@@ -31,7 +31,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import NamedTuple, Protocol
 
@@ -248,6 +248,25 @@ def load_segments(
     if writable:
         transactions = _recover_segments(directory, segments, recovery_point, clean_shutdown, report, recover_all)
     return LoadResult(list(segments), report, transactions, writable and report.changed())
+
+
+def interrupted_leftovers(names_in_folder: Iterable[str]) -> list[str]:
+    """The files of a partition folder that a writable load removes or completes as damage (what
+    :meth:`RecoveryReport.repaired` counts, so that ``verify`` says what ``recover`` will: SPEC §4):
+    ``.cleaned`` and ``.swap`` files (a compaction or split cut short) and index files whose ``.log`` is
+    gone, sorted. ``.deleted`` files (retention's pending removals) are no damage."""
+    listed = set(names_in_folder)
+    out = []
+    for name in listed:
+        parts = names.parse_segment_file_name(name)
+        if parts is None:
+            continue
+        base, ext, suffix = parts
+        if suffix in (names.CLEANED, names.SWAP):
+            out.append(name)
+        elif not suffix and ext != names.LOG and names.segment_file_name(base, names.LOG) not in listed:
+            out.append(name)
+    return sorted(out)
 
 
 def _remove_temporary_files(directory: Path, config: LogConfig, listing: _Listing, report: RecoveryReport) -> None:

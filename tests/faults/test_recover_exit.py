@@ -129,3 +129,25 @@ def test_verify_and_recover_agree_on_a_damaged_active_index(tmp_path, clean, gar
     assert f"rebuilt {active_index.name}" in done.stdout.decode()
     assert ("nothing wrong" in done.stdout.decode()) is not clean, done.stdout
     assert _kafkafs("verify", str(logdir)).returncode == 0
+
+
+@pytest.mark.parametrize("leftover", [".log.cleaned", ".log.swap", ".index.swap", ".timeindex"])
+def test_verify_says_what_recover_finishes_of_an_interrupted_compaction(tmp_path, leftover):
+    """review6 F17: a compaction's leftovers (.cleaned, .swap) and an index whose .log is gone: recover
+    deletes or completes them and exits 1 (damage repaired), so verify must say them and exit 1 (it said
+    OK). A .deleted file (retention's pending removal) is no damage to either."""
+    logdir = tmp_path / "logs"
+    _write(logdir, 400)
+    assert _kafkafs("recover", str(logdir)).returncode == 0
+    segments = sorted((logdir / "t-0").glob("*.log"))
+    source = segments[0] if leftover != ".timeindex" else segments[0].with_suffix(".timeindex")
+    name = f"{int(segments[0].stem) + 999_999:020d}{leftover}" if leftover == ".timeindex" else \
+        segments[0].stem + leftover
+    (logdir / "t-0" / name).write_bytes(source.read_bytes())
+    verified = _kafkafs("verify", str(logdir))
+    assert verified.returncode == 1 and name in verified.stdout.decode(), verified.stdout
+    done = _kafkafs("recover", str(logdir))
+    assert done.returncode == 1, done.stdout
+    assert _kafkafs("verify", str(logdir)).returncode == 0
+    (logdir / "t-0" / (segments[0].stem + ".log.deleted")).write_bytes(b"")
+    assert _kafkafs("verify", str(logdir)).returncode == 0
