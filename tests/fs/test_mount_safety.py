@@ -89,16 +89,21 @@ def test_rw_mount_serves_a_partition_with_a_folder_named_as_its_file_read_only(m
     for _ in range(2):
         assert b"event 0" in (m / "events-3" / "records.jsonl").read_bytes()
         assert json.loads((m / "events-3" / "partition.json").read_bytes())["topic"] == "events"
-    with pytest.raises(OSError) as info:
-        with open(m / "events-3" / "append", "ab") as f:
-            f.write(b"x\n")
-    assert info.value.errno in (errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOENT)
-    with open(m / "orders-0" / "append", "ab") as f:  # the other partitions stay writable
-        f.write(b"fine\n")
+    _appends_refused_in(m, "events-3", writable="orders-0")
     log = m.log()
     assert "Traceback" not in log and "unexpected error" not in log, log
     said = [line for line in log.splitlines() if "events-3" in line]  # refused for writes; the folder skipped
     assert len(said) == 2 and len(set(said)) == 2 and "serving it read-only" in said[0], log
+
+
+def _appends_refused_in(m, refused: str, *, writable: str) -> None:
+    """A write to ``refused``'s append fails (the partition is served read-only); ``writable``'s still works."""
+    with pytest.raises(OSError) as info:
+        with open(m / refused / "append", "ab") as f:
+            f.write(b"x\n")
+    assert info.value.errno in (errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOENT)
+    with open(m / writable / "append", "ab") as f:  # the other partitions stay writable
+        f.write(b"fine\n")
 
 
 def test_rw_mount_serves_a_partition_whose_recovery_would_cut_batches_read_only(mounted, logdir_copy):
@@ -118,12 +123,7 @@ def test_rw_mount_serves_a_partition_whose_recovery_would_cut_batches_read_only(
     m = mounted(logdir_copy, "--rw")
     m.allow_errors = True
     assert json.loads((m / "orders-0" / "partition.json").read_bytes())["topic"] == "orders"
-    with pytest.raises(OSError) as info:
-        with open(m / "orders-0" / "append", "ab") as f:
-            f.write(b"x\n")
-    assert info.value.errno in (errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOENT)
-    with open(m / "events-3" / "append", "ab") as f:  # the other partitions stay writable
-        f.write(b"fine\n")
+    _appends_refused_in(m, "orders-0", writable="events-3")
     m.stop()
     assert segment.read_bytes() == bytes(data)
     log = m.log()
