@@ -57,18 +57,22 @@ def _count_renders(state, monkeypatch) -> list:
     return calls
 
 
+def _reading_orders_0(tree, built_logdir, monkeypatch, read_ahead: int):
+    """orders-0 set up for a reader (:func:`_render_ahead_setup`): its prefills, state, counted renders,
+    composition, an empty piece cache and the bytes the whole file must read as."""
+    prefills = _render_ahead_setup(monkeypatch, read_ahead)
+    state = tree.partitions.state("orders-0")
+    calls = _count_renders(state, monkeypatch)
+    return prefills, state, calls, state.composition(), PieceCache(), expected_jsonl(built_logdir, "orders-0")
+
+
 def test_reads_render_ahead_once_and_then_answer_from_memory(tree, built_logdir, monkeypatch):
     """A read that needs an unrendered piece renders the span after it in one pass (each batch once);
     the reads that follow are answered by ``read_view_now`` without rendering anything, the spans after
     them having been rendered ahead: only the first read of each segment renders (prefills stop at the
     end of a segment)."""
 
-    prefills = _render_ahead_setup(monkeypatch, 8 * 1024)
-    state = tree.partitions.state("orders-0")
-    calls = _count_renders(state, monkeypatch)
-    view = state.composition()
-    cache = PieceCache()
-    want = expected_jsonl(built_logdir, "orders-0")
+    prefills, state, calls, view, cache, want = _reading_orders_0(tree, built_logdir, monkeypatch, 8 * 1024)
     out, now, rendering_reads, prefilled = b"", 0, 0, 0
     while len(out) < len(want):
         data = state.read_composition_now(view, len(out), 1000, cache) if out else None
@@ -95,12 +99,7 @@ def test_a_read_through_a_worker_keeps_the_spans_ahead_coming(tree, built_logdir
     that follow render nothing themselves (before, only a read answered from memory did that, and
     every other span was rendered in the reply's path)."""
 
-    prefills = _render_ahead_setup(monkeypatch, 4 * 1024)
-    state = tree.partitions.state("orders-0")
-    calls = _count_renders(state, monkeypatch)
-    view = state.composition()
-    cache = PieceCache()
-    want = expected_jsonl(built_logdir, "orders-0")
+    prefills, state, calls, view, cache, want = _reading_orders_0(tree, built_logdir, monkeypatch, 4 * 1024)
     out, by_reads = b"", 0
     while len(out) < len(want):
         before = len(calls)
@@ -116,12 +115,7 @@ def test_a_late_prefill_renders_nothing_the_reader_already_rendered(tree, built_
     """A prefill thread that runs only after the reader has rendered spans itself and moved past them
     (a busy machine) renders nothing again: it starts after the reader."""
 
-    prefills = _render_ahead_setup(monkeypatch, 4 * 1024)
-    state = tree.partitions.state("orders-0")
-    calls = _count_renders(state, monkeypatch)
-    view = state.composition()
-    cache = PieceCache()
-    want = expected_jsonl(built_logdir, "orders-0")
+    prefills, state, calls, view, cache, want = _reading_orders_0(tree, built_logdir, monkeypatch, 4 * 1024)
     out, late, reads = b"", 0, 0
     while len(out) < len(want):  # the prefills run only every few reads: late, as on a busy machine
         out += read_view(state, view, len(out), 3000, cache)
