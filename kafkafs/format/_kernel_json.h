@@ -40,11 +40,20 @@ static inline __attribute__((always_inline)) Py_ssize_t scan_string(const uint8_
                                                                    const uint8_t *lim) {
     uint8_t pad[16];
     i++;
+    if (lim - (s + i) >= 16) { /* most strings (keys, short values) end in their first block, with no other stop */
+        uint32_t high, m = block_stops(s + i, &high) | high;
+        if (m) {
+            Py_ssize_t at = i + __builtin_ctz(m);
+            if (s[at] == '"' && at < n) return at + 1;
+        }
+    }
     while (i < n) {
         Py_ssize_t len = n - i < 16 ? n - i : 16, end = i + len;
         const uint8_t *blk;
-        uint32_t m = block_at(s + i, len, lim, pad, &blk);
-        while (m) { /* each stop of the block in turn (see text_body) */
+        uint32_t high;
+        uint32_t m = block_at(s + i, len, lim, pad, &blk, &high) | high; /* with bytes of 0x80 and up */
+        while (m) { /* each stop in turn; a multi-byte sequence checked alone (JSON's strings are mostly
+                     * ASCII: utf8_block's masks cost more than they save here) */
             Py_ssize_t at = i + __builtin_ctz(m);
             uint8_t c = s[at];
             if (c == '"') return at + 1;

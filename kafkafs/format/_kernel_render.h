@@ -26,12 +26,34 @@ typedef struct {
     int mode;
 } LineStyle;
 
+#define HEAD_TS ",\"timestamp\":"
+#define HEAD_LOG_APPEND ",\"timestampType\":\"LogAppendTime\",\"key\":"
+#define HEAD_CREATE ",\"timestampType\":\"CreateTime\",\"key\":"
+
+/* A line's head, up to its key: when writing, room for all of it made once and written through one pointer
+ * (the prefix, two integers of at most 20 characters, the names between them). */
 static int put_line_head(Out *o, const LineStyle *st, int64_t offset, int64_t timestamp) {
-    if (out_write(o, st->prefix, st->prefix_len) < 0 || out_int(o, offset) < 0 ||
-        OUT_LIT(o, ",\"timestamp\":") < 0 || out_int(o, timestamp) < 0)
-        return -1;
-    if (st->log_append) return OUT_LIT(o, ",\"timestampType\":\"LogAppendTime\",\"key\":");
-    return OUT_LIT(o, ",\"timestampType\":\"CreateTime\",\"key\":");
+    if (o->count_only) {
+        o->len += st->prefix_len + int_len(offset) + (Py_ssize_t)sizeof(HEAD_TS) - 1 + int_len(timestamp) +
+                  (Py_ssize_t)(st->log_append ? sizeof(HEAD_LOG_APPEND) - 1 : sizeof(HEAD_CREATE) - 1);
+        return 0;
+    }
+    Py_ssize_t need = st->prefix_len + 20 + (Py_ssize_t)sizeof(HEAD_TS) + 20 + (Py_ssize_t)sizeof(HEAD_LOG_APPEND);
+    if (o->cap - o->len < need && out_grow(o, need) < 0) return -1;
+    char *w = o->buf + o->len;
+    memcpy(w, st->prefix, (size_t)st->prefix_len);
+    w = int_at(w + st->prefix_len, offset);
+    memcpy(w, HEAD_TS, sizeof(HEAD_TS) - 1);
+    w = int_at(w + sizeof(HEAD_TS) - 1, timestamp);
+    if (st->log_append) {
+        memcpy(w, HEAD_LOG_APPEND, sizeof(HEAD_LOG_APPEND) - 1);
+        w += sizeof(HEAD_LOG_APPEND) - 1;
+    } else {
+        memcpy(w, HEAD_CREATE, sizeof(HEAD_CREATE) - 1);
+        w += sizeof(HEAD_CREATE) - 1;
+    }
+    o->len = w - o->buf;
+    return 0;
 }
 
 static int put_line_tail(Out *o, const LineStyle *st, const Span *key) {
@@ -134,6 +156,33 @@ static PyObject *i64s_list(const I64s *a) {
     return list;
 }
 
+/* One record's line (r, parsed in the section at d by next_record; lim: the section's end): 0, -1 damage
+ * (err set), -2 out of memory. */
+static int put_line(Out *o, const LineStyle *st, const uint8_t *d, const Rec *r, const uint8_t *lim, Err *err) {
+    if (put_line_head(o, st, r->offset, r->timestamp) < 0) return -2;
+    if (st->control && st->mode == MODE_AUTO) {
+        if (put_control_key(o, &r->key, st->mode) < 0 || OUT_LIT(o, ",\"value\":") < 0 ||
+            put_control_value(o, &r->key, &r->value, st->mode) < 0)
+            return -2;
+    } else if (put_value_in(o, r->key.p, r->key.n, r->key.is_null, st->mode, lim) < 0 ||
+               OUT_LIT(o, ",\"value\":") < 0 ||
+               put_value_in(o, r->value.p, r->value.n, r->value.is_null, st->mode, lim) < 0) {
+        return -2;
+    }
+    if (OUT_LIT(o, ",\"headers\":[") < 0) return -2;
+    Py_ssize_t pos = r->headers_pos;
+    for (int64_t h = 0; h < r->header_count; h++) {
+        Span k, v;
+        if (rd_span(d, r->end, &pos, &k, err) < 0 || rd_span(d, r->end, &pos, &v, err) < 0) return -1;
+        if ((h && out_byte(o, ',') < 0) || OUT_LIT(o, "{\"key\":") < 0 || put_header_key(o, k.p, k.n, lim) < 0 ||
+            OUT_LIT(o, ",\"value\":") < 0 || put_value_in(o, v.p, v.n, v.is_null, st->mode, lim) < 0 ||
+            out_byte(o, '}') < 0)
+            return -2;
+    }
+    if (out_byte(o, ']') < 0 || put_line_tail(o, st, &r->key) < 0) return -2;
+    return 0;
+}
+
 /* Renders every passing record of the section; 0 ok, -1 damage (err set), -2 out of memory. Runs
  * with or without the GIL: it calls no Python (an output buffer that is a bytes object takes the GIL
  * to grow through o->ts, by the GIL rule in _kernel_text.h). Optional per line: offsets, ends (the
@@ -162,34 +211,22 @@ static int render_section(Reader *rd, long long count, const LineStyle *st, cons
             continue;
         }
         if (b->filter != NULL && !filter_passes(b->filter, rd->d, &r)) continue;
-        if (alike >= 0) {
-            o->len += alike;
-            (void)(out_int(o, r.offset) || out_int(o, r.timestamp)); /* counted: cannot fail */
-            if (put_value_in(o, r.key.p, r.key.n, r.key.is_null, st->mode, lim) < 0 ||
-                put_value_in(o, r.value.p, r.value.n, r.value.is_null, st->mode, lim) < 0)
-                return -2;
-        } else if (put_line_head(o, st, r.offset, r.timestamp) < 0) {
-            return -2;
-        } else if (st->control && st->mode == MODE_AUTO) {
-            if (put_control_key(o, &r.key, st->mode) < 0 || OUT_LIT(o, ",\"value\":") < 0 ||
-                put_control_value(o, &r.key, &r.value, st->mode) < 0)
-                return -2;
-        } else if (put_value_in(o, r.key.p, r.key.n, r.key.is_null, st->mode, lim) < 0 ||
-                   OUT_LIT(o, ",\"value\":") < 0 ||
-                   put_value_in(o, r.value.p, r.value.n, r.value.is_null, st->mode, lim) < 0) {
-            return -2;
+        if (alike >= 0) { /* the line's length summed in a register: its parts' lengths, then its headers' */
+            Py_ssize_t len = alike + int_len(r.offset) + int_len(r.timestamp) +
+                             value_count(r.key.p, r.key.n, r.key.is_null, st->mode, lim) +
+                             value_count(r.value.p, r.value.n, r.value.is_null, st->mode, lim);
+            Py_ssize_t pos = r.headers_pos;
+            for (int64_t h = 0; h < r.header_count; h++) {
+                Span k, v;
+                if (rd_span(rd->d, r.end, &pos, &k, err) < 0 || rd_span(rd->d, r.end, &pos, &v, err) < 0) return -1;
+                /* {"key":K,"value":V} and a comma before every header but the first */
+                len += 17 + (h != 0) + header_key_count(k.p, k.n, lim) + value_count(v.p, v.n, v.is_null, st->mode, lim);
+            }
+            o->len += len;
+        } else {
+            int rc = put_line(o, st, rd->d, &r, lim, err);
+            if (rc < 0) return rc;
         }
-        if (alike < 0 && OUT_LIT(o, ",\"headers\":[") < 0) return -2;
-        Py_ssize_t pos = r.headers_pos;
-        for (int64_t h = 0; h < r.header_count; h++) {
-            Span k, v;
-            if (rd_span(rd->d, r.end, &pos, &k, err) < 0 || rd_span(rd->d, r.end, &pos, &v, err) < 0) return -1;
-            if ((h && out_byte(o, ',') < 0) || OUT_LIT(o, "{\"key\":") < 0 ||
-                put_header_key(o, k.p, k.n, lim) < 0 || OUT_LIT(o, ",\"value\":") < 0 ||
-                put_value_in(o, v.p, v.n, v.is_null, st->mode, lim) < 0 || out_byte(o, '}') < 0)
-                return -2;
-        }
-        if (alike < 0 && (out_byte(o, ']') < 0 || put_line_tail(o, st, &r.key) < 0)) return -2;
         if (offsets && i64s_add(offsets, r.offset) < 0) return -2;
         if (ends && i64s_add(ends, o->len) < 0) return -2;
         if (stamps && i64s_add(stamps, r.timestamp) < 0) return -2;

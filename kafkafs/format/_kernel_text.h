@@ -194,6 +194,21 @@ static inline void digits_back(char *end, uint64_t u) {
     }
 }
 
+/* The length of an integer in decimal. */
+static inline Py_ssize_t int_len(int64_t v) {
+    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+    return decimal_digits(u) + (v < 0);
+}
+
+/* An integer in decimal written at w (room made for 20 characters); returns the end. */
+static inline __attribute__((always_inline)) char *int_at(char *w, int64_t v) {
+    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+    Py_ssize_t len = decimal_digits(u) + (v < 0);
+    if (v < 0) *w = '-';
+    digits_back(w + len, u);
+    return w + len;
+}
+
 /* An integer in decimal; counted without being formatted when o only counts. */
 static inline __attribute__((always_inline)) int out_int(Out *o, int64_t v) {
     uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
@@ -315,38 +330,45 @@ static inline Py_ssize_t utf8_sequence(const uint8_t *s, Py_ssize_t n) {
 /* ------------------------------------------------------------------------------------ 16-byte blocks
  *
  * Strings are scanned 16 bytes at a time (SSE2, which every x86-64 has; a plain loop elsewhere): one
- * mask says where the first byte is that a JSON string cannot hold as it is ('"', '\\', below 0x20) or
- * that starts a multi-byte UTF-8 sequence (0x80 and up); the bytes before it are copied (or counted) at
- * once. A block may be read past the end of the string, never past lim: the end of the memory the
- * caller may read (the end of the records section the string lies in; the string's own end when
- * nothing is known), and a block that would pass lim is copied into a padded one first. */
+ * mask says where the bytes are that a JSON string cannot hold as they are ('"', '\\', below 0x20), and
+ * one where the bytes of multi-byte UTF-8 sequences are (0x80 and up); a block with none of the first
+ * kind is copied (or counted) at once, and a block with any of the second is checked as UTF-8 as a whole
+ * (utf8_block), carrying what a sequence that runs into the next block still needs. A block may be read
+ * past the end of the string, never past lim: the end of the memory the caller may read (the end of the
+ * records section the string lies in; the string's own end when nothing is known), and a block that
+ * would pass lim is copied into a padded one first. */
 #if defined(__SSE2__) && !defined(KAFKAFS_NO_SIMD)
 #include <emmintrin.h>
 #define KAFKAFS_SSE2 1
 #endif
 
-/* Bit k set for each of the 16 bytes at p that is '"', '\\', below 0x20 or 0x80 and up. */
-static inline __attribute__((always_inline)) uint32_t block_stops(const uint8_t *p) {
+/* Bit k set for each of the 16 bytes at p that is '"', '\\' or below 0x20; *high: those 0x80 and up. */
+static inline __attribute__((always_inline)) uint32_t block_stops(const uint8_t *p, uint32_t *high) {
 #ifdef KAFKAFS_SSE2
     __m128i v = _mm_loadu_si128((const __m128i *)p);
     __m128i q = _mm_cmpeq_epi8(v, _mm_set1_epi8('"'));
     __m128i b = _mm_cmpeq_epi8(v, _mm_set1_epi8('\\'));
     __m128i c = _mm_cmplt_epi8(v, _mm_set1_epi8(0x20)); /* signed: below 0x20, and 0x80 and up */
-    return (uint32_t)_mm_movemask_epi8(_mm_or_si128(_mm_or_si128(q, b), c));
+    uint32_t h = (uint32_t)_mm_movemask_epi8(v);
+    *high = h;
+    return (uint32_t)_mm_movemask_epi8(_mm_or_si128(_mm_or_si128(q, b), c)) & ~h;
 #else
-    uint32_t m = 0;
+    uint32_t m = 0, h = 0;
     for (int k = 0; k < 16; k++) {
         uint8_t c = p[k];
-        if (c < 0x20 || c >= 0x80 || c == '"' || c == '\\') m |= 1u << k;
+        if (c < 0x20 || c == '"' || c == '\\') m |= 1u << k;
+        if (c >= 0x80) h |= 1u << k;
     }
+    *high = h;
     return m;
 #endif
 }
 
 /* The stops among the len (1..16) bytes at p, read as a block of 16 from p, or from pad (p's bytes, then
- * plain ones) when fewer than 16 lie before lim; *blk: where the block was read. */
+ * plain ones) when fewer than 16 lie before lim; *blk: where the block was read; *high: its bytes 0x80
+ * and up (among the len). */
 static inline __attribute__((always_inline)) uint32_t block_at(const uint8_t *p, Py_ssize_t len, const uint8_t *lim,
-                                                               uint8_t *pad, const uint8_t **blk) {
+                                                               uint8_t *pad, const uint8_t **blk, uint32_t *high) {
     if (lim - p >= 16) {
         *blk = p;
     } else {
@@ -354,7 +376,84 @@ static inline __attribute__((always_inline)) uint32_t block_at(const uint8_t *p,
         memcpy(pad, p, (size_t)(lim - p));
         *blk = pad;
     }
-    return block_stops(*blk) & (0xFFFFu >> (16 - len));
+    uint32_t keep = 0xFFFFu >> (16 - len);
+    uint32_t m = block_stops(*blk, high) & keep;
+    *high &= keep;
+    return m;
+}
+
+/* What a UTF-8 sequence that started in earlier blocks still needs of the next one: need, bit k: byte k
+ * must be a continuation byte (up to 3 bits); e0, ed, f0, f4: byte 0 is the second byte of a sequence
+ * that started with that byte (its range is narrower: no overlongs, no surrogates, nothing past
+ * U+10FFFF). All 0 between sequences. */
+typedef struct {
+    uint32_t need, e0, ed, f0, f4;
+} Utf8Carry;
+
+/* Strict UTF-8 (as utf8_valid) of the bytes of the block at p that keep (bits 0..k, k < 16) holds, given
+ * what cy carries in and leaves for the next block in cy: 1 when nothing is wrong so far, 0 when these
+ * bytes cannot be (part of) valid UTF-8. A sequence cut by the end of keep is wrong unless keep is all
+ * 16 bytes (then cy carries it; the caller checks that cy->need is 0 where its bytes end). Bitmasks of
+ * each byte's class, compared as masks: the continuation bytes must be exactly those the lead bytes
+ * (and the carry) need. */
+static inline __attribute__((always_inline)) int utf8_block(const uint8_t *p, uint32_t keep, Utf8Carry *cy) {
+    uint32_t h, ge_c0, ge_c2, ge_e0, ge_f0, ge_f5, ge_a0, ge_90, is_e0, is_ed, is_f0, is_f4;
+#ifdef KAFKAFS_SSE2
+    __m128i v = _mm_loadu_si128((const __m128i *)p);
+    /* signed comparisons: "above x" for x of 0x80 and up holds for x < byte <= 0xFF and for every byte below 0x80 */
+#define KAFKAFS_ABOVE(x) (uint32_t) _mm_movemask_epi8(_mm_cmpgt_epi8(v, _mm_set1_epi8((char)(x))))
+#define KAFKAFS_IS(x) (uint32_t) _mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8((char)(x))))
+    h = (uint32_t)_mm_movemask_epi8(v);
+    ge_c0 = KAFKAFS_ABOVE(0xBF);
+    ge_c2 = KAFKAFS_ABOVE(0xC1);
+    ge_e0 = KAFKAFS_ABOVE(0xDF);
+    ge_f0 = KAFKAFS_ABOVE(0xEF);
+    ge_f5 = KAFKAFS_ABOVE(0xF4);
+    ge_a0 = KAFKAFS_ABOVE(0x9F);
+    ge_90 = KAFKAFS_ABOVE(0x8F);
+    is_e0 = KAFKAFS_IS(0xE0);
+    is_ed = KAFKAFS_IS(0xED);
+    is_f0 = KAFKAFS_IS(0xF0);
+    is_f4 = KAFKAFS_IS(0xF4);
+#undef KAFKAFS_ABOVE
+#undef KAFKAFS_IS
+#else
+    h = ge_c0 = ge_c2 = ge_e0 = ge_f0 = ge_f5 = ge_a0 = ge_90 = is_e0 = is_ed = is_f0 = is_f4 = 0;
+    for (int k = 0; k < 16; k++) {
+        uint8_t c = p[k];
+        uint32_t bit = 1u << k;
+        if (c >= 0x80) h |= bit;
+        if (c < 0x80 || c >= 0xC0) ge_c0 |= bit;
+        if (c < 0x80 || c >= 0xC2) ge_c2 |= bit;
+        if (c < 0x80 || c >= 0xE0) ge_e0 |= bit;
+        if (c < 0x80 || c >= 0xF0) ge_f0 |= bit;
+        if (c < 0x80 || c >= 0xF5) ge_f5 |= bit;
+        if (c < 0x80 || c >= 0xA0) ge_a0 |= bit;
+        if (c < 0x80 || c >= 0x90) ge_90 |= bit;
+        if (c == 0xE0) is_e0 |= bit;
+        if (c == 0xED) is_ed |= bit;
+        if (c == 0xF0) is_f0 |= bit;
+        if (c == 0xF4) is_f4 |= bit;
+    }
+#endif
+    h &= keep;
+    uint32_t cont = h & ~ge_c0;                  /* 0x80-0xBF */
+    uint32_t lead2 = h & ge_c2 & ~ge_e0;         /* 0xC2-0xDF */
+    uint32_t lead3 = h & ge_e0 & ~ge_f0;         /* 0xE0-0xEF */
+    uint32_t lead4 = h & ge_f0 & ~ge_f5;         /* 0xF0-0xF4 */
+    uint32_t bad = h & ((ge_c0 & ~ge_c2) | ge_f5); /* 0xC0, 0xC1, 0xF5-0xFF: never in UTF-8 */
+    uint32_t need = cy->need | (lead2 | lead3 | lead4) << 1 | (lead3 | lead4) << 2 | lead4 << 3;
+    bad |= (need & 0xFFFFu) ^ cont; /* a continuation byte nothing needs, or a needed one missing */
+    uint32_t lo_a0 = cont & ~ge_a0, lo_90 = cont & ~ge_90; /* 0x80-0x9F, 0x80-0x8F */
+    uint32_t after_e0 = (is_e0 & keep) << 1 | cy->e0, after_ed = (is_ed & keep) << 1 | cy->ed;
+    uint32_t after_f0 = (is_f0 & keep) << 1 | cy->f0, after_f4 = (is_f4 & keep) << 1 | cy->f4;
+    bad |= (after_e0 & lo_a0) | (after_ed & cont & ~lo_a0) | (after_f0 & lo_90) | (after_f4 & cont & ~lo_90);
+    cy->need = need >> 16;
+    cy->e0 = after_e0 >> 16;
+    cy->ed = after_ed >> 16;
+    cy->f0 = after_f0 >> 16;
+    cy->f4 = after_f4 >> 16;
+    return (bad & 0xFFFFu) == 0;
 }
 
 /* r plain bytes from p to w (room for 16 more was made): one 16-byte copy when it may read that far. */
@@ -368,52 +467,75 @@ static inline __attribute__((always_inline)) void copy_run(char *w, const uint8_
 static const uint8_t CONTROL_EXTRA[32] = {5, 5, 5, 5, 5, 5, 5, 5, 1, 1, 1, 5, 1, 1, 5, 5,
                                           5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5};
 
-/* The inside of a JSON string for the bytes s[0:n] when they are valid UTF-8: escapes for '"', '\\'
- * and bytes below 0x20, the rest as is. 1 when written (or counted), 0 when s is not valid UTF-8 (part
- * of it may have been written: the caller rewinds o->len), -1 when out of memory. write: a constant
- * (o->count_only is its opposite), so the compiler makes a counting and a writing copy. Block by block:
- * a block without stops is copied whole; in one with stops, each stop is taken in turn from the same
- * mask (a multi-byte sequence checked and kept in the run of plain bytes, an escape written after the
- * run before it). */
-static inline __attribute__((always_inline)) int text_body(Out *o, const uint8_t *s, Py_ssize_t n,
-                                                           const uint8_t *lim, const int write) {
+/* The length of the inside of a JSON string for the bytes s[0:n] (what text_body writes), or -1 when
+ * they are not valid UTF-8; lim: see the blocks above. Counting needs no output: a length returned, not
+ * added to an Out in memory, so that a caller that sums a line's parts keeps the sum in a register. */
+static inline __attribute__((always_inline)) Py_ssize_t text_count(const uint8_t *s, Py_ssize_t n,
+                                                                   const uint8_t *lim) {
+    if (n <= 16 && lim - s >= 16) { /* short and plain (most keys): one block's masks say it */
+        uint32_t high, m = block_stops(s, &high);
+        if (!((m | high) & (0xFFFFu >> (16 - n)))) return n;
+    }
     Py_ssize_t i = 0, extra = 0;
     uint8_t pad[16];
+    Utf8Carry cy = {0, 0, 0, 0, 0};
     while (i < n) {
         Py_ssize_t len = n - i < 16 ? n - i : 16;
         const uint8_t *blk;
-        uint32_t m = block_at(s + i, len, lim, pad, &blk);
-        /* room for a block: at most 16 escapes of 6 bytes, a sequence running 3 bytes past it, and the
-         * 16 bytes copy_run may write past a run */
-        if (write && o->cap - o->len < 128 && out_grow(o, 128) < 0) return -1;
+        uint32_t high;
+        uint32_t m = block_at(s + i, len, lim, pad, &blk, &high);
+        if ((high | cy.need) && !utf8_block(blk, 0xFFFFu >> (16 - len), &cy)) return -1;
+        while (m) {
+            uint8_t c = blk[__builtin_ctz(m)];
+            extra += c < 0x20 ? CONTROL_EXTRA[c] : 1;
+            m &= m - 1;
+        }
+        i += len;
+    }
+    if (cy.need) return -1; /* a sequence cut by the end */
+    return n + extra;
+}
+
+/* The inside of a JSON string for the bytes s[0:n] when they are valid UTF-8: escapes for '"', '\\'
+ * and bytes below 0x20, the rest as is. 1 when written, 0 when s is not valid UTF-8 (part of it may have
+ * been written: the caller rewinds o->len), -1 when out of memory (o only writes: text_count counts).
+ * Block by block: a block with bytes of 0x80 and up is checked as UTF-8 (utf8_block), and they are plain
+ * bytes otherwise; a block without stops is copied whole; in one with stops, each escape is written
+ * after the run of plain bytes before it. */
+static inline __attribute__((always_inline)) int text_body(Out *o, const uint8_t *s, Py_ssize_t n,
+                                                           const uint8_t *lim) {
+    if (n <= 16 && lim - s >= 16) { /* short and plain (most keys): one block's masks say it, one copy */
+        uint32_t high, m = block_stops(s, &high);
+        if (!((m | high) & (0xFFFFu >> (16 - n)))) {
+            if (o->cap - o->len < 16 && out_grow(o, 16) < 0) return -1;
+            memcpy(o->buf + o->len, s, 16);
+            o->len += n;
+            return 1;
+        }
+    }
+    Py_ssize_t i = 0;
+    uint8_t pad[16];
+    Utf8Carry cy = {0, 0, 0, 0, 0};
+    while (i < n) {
+        Py_ssize_t len = n - i < 16 ? n - i : 16;
+        const uint8_t *blk;
+        uint32_t high;
+        uint32_t m = block_at(s + i, len, lim, pad, &blk, &high);
+        if ((high | cy.need) && !utf8_block(blk, 0xFFFFu >> (16 - len), &cy)) return 0;
         if (!m) {
-            if (write) {
-                memcpy(o->buf + o->len, blk, 16);
-                o->len += len;
-            }
+            if (o->cap - o->len < 16 && out_grow(o, 16) < 0) return -1;
+            memcpy(o->buf + o->len, blk, 16);
+            o->len += len;
             i += len;
             continue;
         }
+        /* room for a block: at most 16 escapes of 6 bytes, and the 16 bytes copy_run may write past a run */
+        if (o->cap - o->len < 128 && out_grow(o, 128) < 0) return -1;
         Py_ssize_t end = i + len, run = i; /* s[run:] up to the next stop: plain, not yet written */
-        while (m) {
+        do {
             Py_ssize_t at = i + __builtin_ctz(m);
             uint8_t c = s[at];
-            if (c >= 0x80) { /* a multi-byte sequence: checked, and written with the run it is in */
-                Py_ssize_t seq = utf8_sequence(s + at, n - at);
-                if (seq < 0) return 0;
-                at += seq;
-                if (at >= end) {
-                    end = at;
-                    break;
-                }
-                m &= ~0u << (at - i);
-                continue;
-            }
             m &= m - 1;
-            if (!write) {
-                extra += c < 0x20 ? CONTROL_EXTRA[c] : 1;
-                continue;
-            }
             copy_run(o->buf + o->len, s + run, at - run, lim);
             o->len += at - run;
             run = at + 1;
@@ -434,14 +556,12 @@ static inline __attribute__((always_inline)) int text_body(Out *o, const uint8_t
                     o->len += 4;
             }
             o->len += 2;
-        }
-        if (write) {
-            copy_run(o->buf + o->len, s + run, end - run, lim);
-            o->len += end - run;
-        }
+        } while (m);
+        copy_run(o->buf + o->len, s + run, end - run, lim);
+        o->len += end - run;
         i = end;
     }
-    if (!write) o->len += n + extra;
+    if (cy.need) return 0; /* a sequence cut by the end */
     return 1;
 }
 
@@ -451,7 +571,14 @@ static inline __attribute__((always_inline)) int put_text(Out *o, const uint8_t 
                                                           const uint8_t *lim) {
     Py_ssize_t mark = o->len;
     if (out_byte(o, '"') < 0) return -1;
-    int r = o->count_only ? text_body(o, s, n, lim, 0) : text_body(o, s, n, lim, 1);
+    int r;
+    if (o->count_only) {
+        Py_ssize_t len = text_count(s, n, lim);
+        r = len >= 0;
+        if (r) o->len += len;
+    } else {
+        r = text_body(o, s, n, lim);
+    }
     if (r < 0) return -1;
     if (r == 0) {
         o->len = mark;
@@ -462,8 +589,11 @@ static inline __attribute__((always_inline)) int put_text(Out *o, const uint8_t 
 
 /* Valid UTF-8 bytes as the inside of a JSON string (see text_body). */
 static int put_string_body(Out *o, const uint8_t *s, Py_ssize_t n) {
-    int r = o->count_only ? text_body(o, s, n, s + n, 0) : text_body(o, s, n, s + n, 1);
-    return r < 0 ? -1 : 0;
+    if (o->count_only) {
+        o->len += text_count(s, n, s + n); /* valid UTF-8: never -1 */
+        return 0;
+    }
+    return text_body(o, s, n, s + n) < 0 ? -1 : 0;
 }
 
 /* Valid UTF-8 bytes as a JSON string. */

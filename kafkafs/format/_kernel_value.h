@@ -39,6 +39,24 @@ static int put_value_in(Out *o, const uint8_t *s, Py_ssize_t n, int is_null, int
     return put_base64(o, s, n);
 }
 
+/* The length put_value_in gives s[0:n] (counting cannot fail: a length, not an Out in memory). */
+static Py_ssize_t value_count(const uint8_t *s, Py_ssize_t n, int is_null, int mode, const uint8_t *lim) {
+    if (is_null) return 4; /* null */
+    if (mode == MODE_AUTO) {
+        Py_ssize_t i = 0;
+        while (i < n && is_ws(s[i])) i++;
+        if (i < n && (s[i] == '{' || s[i] == '[')) {
+            Py_ssize_t ws;
+            if (json_check(s, n, lim, &ws)) return n - ws;
+        }
+    }
+    if (mode != MODE_BASE64) {
+        Py_ssize_t len = text_count(s, n, lim);
+        if (len >= 0) return len + 2; /* the quotes */
+    }
+    return 14 + ((n + 2) / 3) * 4; /* {"$base64":"..."} */
+}
+
 /* One value with nothing known to be readable past its end. A null value may come with a null pointer:
  * no offset is applied to it (C leaves NULL + 0 undefined; UBSan reports it). */
 static int put_value(Out *o, const uint8_t *s, Py_ssize_t n, int is_null, int mode) {
@@ -64,6 +82,15 @@ static int put_header_key(Out *o, const uint8_t *s, Py_ssize_t n, const uint8_t 
     }
     if (put_string_body(o, s + run, n - run) < 0) return -1;
     return out_byte(o, '"');
+}
+
+/* The length put_header_key gives s[0:n]. */
+static Py_ssize_t header_key_count(const uint8_t *s, Py_ssize_t n, const uint8_t *lim) {
+    Py_ssize_t len = text_count(s, n, lim);
+    if (len >= 0) return len + 2;
+    Out c = {NULL, 0, 0, 1, 0, NULL, NULL}; /* not UTF-8 (rare): counted by the decoding itself */
+    (void)put_header_key(&c, s, n, lim);     /* counted: cannot fail */
+    return c.len;
 }
 
 static const char *control_name(const uint8_t *key, Py_ssize_t n, int is_null) {
