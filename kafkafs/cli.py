@@ -369,6 +369,12 @@ def build_parser() -> _Parser:
     p = _logdir_command(
         sub, "produce", cmd_produce, "append lines from stdin to a partition (as the append file does)"
     )
+    p.description = (
+        "Append the lines of stdin to a partition, as the append file does: a line that does not parse, or "
+        "a record a Kafka broker refuses (no key on a compacted topic; a timestamp more than "
+        "message.timestamp.after.max.ms ahead or message.timestamp.before.max.ms behind now), fails its "
+        "batch, said in one line, exit 1; the batches before it stay appended."
+    )
     p.add_argument("partition", metavar="TOPIC-PARTITION")
     p.add_argument("--no-create", action="store_true", help="fail instead of creating a missing partition")
     p.add_argument("--leader-epoch", type=int, metavar="N", help="write as leader epoch N (not below the partition's)")

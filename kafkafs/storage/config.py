@@ -49,6 +49,10 @@ DEFAULTS: dict[str, Any] = {
     "max.compaction.lag.ms": LONG_MAX,
     "max.message.bytes": 1024 * 1024 + 12,
     "message.timestamp.type": "CreateTime",
+    # how far a CreateTime record's timestamp may lie before / after the time of its append (Kafka 4's
+    # defaults: no bound before, one hour after, KIP-1030); see storage/append_rules.py
+    "message.timestamp.before.max.ms": LONG_MAX,
+    "message.timestamp.after.max.ms": 3600 * 1000,
     "file.delete.delay.ms": 60_000,
     "compression.type": "producer",
     "preallocate": False,
@@ -121,6 +125,8 @@ _MINIMUM = {
     "retention.bytes": -1,
     "delete.retention.ms": 0,
     "file.delete.delay.ms": 0,
+    "message.timestamp.before.max.ms": 0,
+    "message.timestamp.after.max.ms": 0,
     "log.cleaner.dedupe.buffer.size": 1024,
     "log.cleaner.io.buffer.size": 4096,
     "log.cleaner.backoff.ms": 0,
@@ -214,6 +220,8 @@ class LogConfig:
     max_compaction_lag_ms: int = DEFAULTS["max.compaction.lag.ms"]
     max_message_bytes: int = DEFAULTS["max.message.bytes"]
     message_timestamp_type: str = DEFAULTS["message.timestamp.type"]
+    message_timestamp_before_max_ms: int = DEFAULTS["message.timestamp.before.max.ms"]
+    message_timestamp_after_max_ms: int = DEFAULTS["message.timestamp.after.max.ms"]
     file_delete_delay_ms: int = DEFAULTS["file.delete.delay.ms"]
     compression_type: str = DEFAULTS["compression.type"]
     preallocate: bool = DEFAULTS["preallocate"]
