@@ -217,3 +217,20 @@ def test_a_null_value_under_the_remote_log_metadata_decoder_is_said_as_kafka_say
     proc = kafkafs("dump", "--remote-log-metadata-decoder", str(segment))
     assert proc.stdout.splitlines() == theirs.stdout.splitlines()
     assert "valueSize: -1" in theirs.stdout and "is null" in theirs.stdout
+
+
+@pytest.mark.parametrize("name", ["00000000000000000000.log.deleted", "00000000000000000000.log.swap",
+                                  "00000000000000000000.log.cleaned", "00000000000000000000.index.deleted",
+                                  "00000000000000000003.snapshot.deleted", "notes.txt", "no-suffix"])
+def test_a_file_of_no_kind_alone_is_ignored_as_kafka_ignores_it(kafka: Kafka, fixtures_dir, tmp_path, name):
+    """review6 F7: a single file dump does not know (a deletion's or a compaction's leftover, any other
+    name): kafka-dump-log prints "Dumping FILE", "Ignoring unknown file FILE" on stderr, exit 0; kafkafs
+    exited 2 ("not a file of a partition folder") and printed no "Dumping" line."""
+    segment = fixtures_dir / "kafka-logs-a" / "__consumer_offsets-12" / "00000000000000000000.log"
+    (tmp_path / name).write_bytes(segment.read_bytes())
+    path = f"{tmp_path}//{name}"  # Java's File collapses the doubled slash, in both lines
+    theirs = kafka.dump_log("--files", path)
+    for args in ((path,), ("--files", path)):
+        proc = kafkafs("dump", *args)
+        assert (proc.returncode, proc.stdout, proc.stderr) == (theirs.returncode, theirs.stdout, theirs.stderr)
+    assert theirs.returncode == 0 and theirs.stderr == f"Ignoring unknown file {tmp_path}/{name}\n"
