@@ -154,13 +154,8 @@ class Table:
         self._start = start
         self._groups = _groups(sources)
         self._cached: tuple[int, list[TablePart]] | None = None
-        self._distinct = 0
-        self._below_start = 0
-        self.kept = 0
-        self.keys = 0
-        for g in range(len(self._groups)):
-            parts = self._group(g)
-            self.kept += sum(p.kept for p in parts)
+        self._distinct = self._below_start = 0
+        self.kept = sum(p.kept for g in range(len(self._groups)) for p in self._group(g))
         self.keys = self._distinct - self._below_start
 
     def _group(self, g: int) -> list[TablePart]:
