@@ -211,17 +211,12 @@ class Table:
 
 def _clear_below(bitmap: bytearray, end: int) -> int:
     """Clear the bits of ``bitmap`` below bit ``end``; how many were set."""
-    end = min(end, len(bitmap) * 8)
     if end <= 0:
         return 0
-    whole, rest = divmod(end, 8)
-    cleared = int.from_bytes(bitmap[:whole], "little").bit_count()
-    bitmap[:whole] = bytes(whole)
-    if rest:
-        low = bitmap[whole] & ((1 << rest) - 1)
-        cleared += low.bit_count()
-        bitmap[whole] &= 0xFF ^ low
-    return cleared
+    bits = int.from_bytes(bitmap, "little")
+    low = bits & ((1 << end) - 1)
+    bitmap[:] = (bits ^ low).to_bytes(len(bitmap), "little")
+    return low.bit_count()
 
 
 def _range_bits(entries: int) -> int:
