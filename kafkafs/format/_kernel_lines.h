@@ -51,7 +51,7 @@ static inline int put_varlong(Out *o, int64_t v) {
 static inline int put_field(Out *o, const uint8_t *p, Py_ssize_t n, int is_null) {
     if (is_null) return out_byte(o, 1);
     if (put_varint(o, (int64_t)n) < 0) return -1;
-    return out_write(o, p, n);
+    return n ? out_write(o, p, n) : 0; /* an empty field's p may be NULL */
 }
 
 /* ------------------------------------------------------------------------------------ records */
@@ -101,8 +101,8 @@ static int builder_add(Builder *b, int64_t ts, int64_t delta_index, const Span *
     r->len = 0;
     if (out_byte(r, 0) < 0 || put_varlong(r, delta) < 0 || put_varint(r, delta_index) < 0 ||
         put_field(r, key->p, key->n, key->is_null) < 0 || put_field(r, value->p, value->n, value->is_null) < 0 ||
-        put_varint(r, hcount) < 0 || out_write(r, b->hdr.buf, b->hdr.len) < 0)
-        return -1;
+        put_varint(r, hcount) < 0 || (b->hdr.len && out_write(r, b->hdr.buf, b->hdr.len) < 0))
+        return -1; /* (no headers yet: hdr.buf may be NULL, which memcpy must not get even for 0 bytes) */
     if (r->len > INT32_MAX) return NEED_PYTHON;
     if (put_varint(&b->sect, r->len) < 0 || out_write(&b->sect, r->buf, r->len) < 0) return -1;
     if (ts > b->max_ts) b->max_ts = ts;

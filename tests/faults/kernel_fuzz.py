@@ -28,6 +28,9 @@ reaches the records behind the checksum. Targets and their references:
 - ``hash``: ``crc32c`` (table and instruction) against the crc32c package, ``md5_halves`` against hashlib.
 - ``omap``: ``omap_put`` / ``omap_retain`` against :class:`.OffsetMap`'s Python loops, slot for slot.
 - ``entries``: ``keys_sort``, ``keys_find``, ``keys_counts``, ``keys_table`` against their references.
+- ``lines``: the write path, ``encode_lines`` (lines to a v2 batch: group bounds, a size limit, a codec)
+  against :func:`.lineencode.encode_lines`'s reference (``reference=True``), group after group, errors
+  included.
 
 A difference raises :class:`Difference` (libFuzzer saves the input as ``crash-*``); a sanitizer report
 aborts; an input that takes over a second of CPU raises :class:`Hang`, and one that runs past libFuzzer's
@@ -47,7 +50,7 @@ import time
 from array import array
 
 PARAMS = 48
-TARGETS = ("section", "span", "batch", "value", "hash", "omap", "entries")
+TARGETS = ("section", "span", "batch", "value", "hash", "omap", "entries", "lines")
 MODES = ("auto", "string", "base64")
 _INTERESTING = (0, 1, -1, 2, 5, 7, 100, 1000, 2**31 - 1, -(2**31), 2**32, 2**63 - 1, -(2**63), 2**40)
 
@@ -465,8 +468,36 @@ def check_entries(p: Params, data: bytes) -> None:
     _same("keys_table bitmaps", mine, bitmaps)
 
 
+def check_lines(p: Params, data: bytes) -> None:
+    from kafkafs.errors import InvalidInput
+    from kafkafs.format.compression import Codec
+    from kafkafs.format.lineencode import encode_lines
+
+    args = {"now": p.int64(), "codec": Codec.GZIP if p.small(8) == 0 else Codec.NONE,
+            "max_message_bytes": p.pick([1 << 20, 200, 1000, 61]), "leader_epoch": p.pick([-1, 0, 3, 2**31 - 1]),
+            "first_number": 1 + p.small(5), "max_lines": p.pick([None, 1, 2, 3, 1000]),
+            "max_bytes": p.pick([None, None, 1, 10, 100])}
+
+    def groups(reference: bool) -> list:
+        out: list = []
+        start, first = 0, args["first_number"]
+        try:
+            while start <= len(data):
+                group = encode_lines(data, start, **{**args, "first_number": first}, reference=reference)
+                out.append(group)
+                first += group.taken
+                start = group.end
+        except InvalidInput as exc:
+            out.append(("error", str(exc)))
+        except (OverflowError, ValueError) as exc:  # a timestamp or epoch out of a field's range: both refuse
+            out.append(("refused", type(exc).__name__))
+        return out
+
+    _same(f"encode_lines {args}", groups(False), groups(True))
+
+
 CHECKS = {"section": check_section, "span": check_span, "batch": check_batch, "value": check_value,
-          "hash": check_hash, "omap": check_omap, "entries": check_entries}
+          "hash": check_hash, "omap": check_omap, "entries": check_entries, "lines": check_lines}
 
 
 #: An input that takes more CPU than this is a hang. CPU time, not wall time: the long run shares a
@@ -535,12 +566,25 @@ def seeds() -> list[bytes]:
                 out.append(t + zero + v)
         elif target in ("hash", "omap"):
             out.append(t + zero + bytes(range(256)))
+        elif target == "lines":
+            for lines in _LINE_SEEDS:
+                out.append(t + zero + lines)
         else:
             out.append(t + zero + bytes(range(240)))
     # Inputs the long runs found, kept so that every short run starts from them:
     # a control batch whose key is null (put_value applied an offset to a null pointer; UBSan, 2026-11-26).
     out.append(base64.b64decode("AAIAAAAAEhoAMQAAAAACUrwAAAAAAAAAGhoaGhoaGhps5eXlGhoaGgAaGhplYWNlARQAhgYE//4EwygANAAICAJh2P///wA="))
     return out
+
+
+_LINE_SEEDS = [
+    b'{"topic":"t","partition":0,"offset":12,"timestamp":1763700000012,"timestampType":"CreateTime","key":"c-9",'
+    b'"value":{"order":12,"amount":765.90,"e":-1.5E+07,"z":-0,"big":12345678901234567890,"items":[46,21],'
+    b'"ok":true,"n":null},"headers":[{"key":"h","value":{"$base64":"AAE="}},{"key":"e","value":null}]}\nplain text',
+    b'{"key":{"a":[1,{"b":"\\u00e9\\n"}]},"value":"tab\\there","headers":{"a":"b","c":[0.0]},"timestamp":-1}\n'
+    b'{"value": [1, 2.50], "timestamp": "2026-11-21T10:00:00Z"}',
+    b'{"value":1e309}\n{"value":01}\n{"value":"\\ud800"}\n{"key":"1234567890123456","value":1e400}',
+]
 
 
 def write_seeds(folder: str) -> None:
