@@ -8,9 +8,9 @@ import time
 from kafkafs.format.batch import encode_batch, encode_control_batch
 from kafkafs.storage.config import Settings
 from kafkafs.storage.logdir import LogDir
-from kafkafs.storage.txnstate import CoordinatorView, partition_transactions, read_transaction_ids
+from kafkafs.storage.txnstate import CoordinatorView, partition_transactions
 
-from .groupslogs import txn_key, txn_value
+from .groupslogs import read_transaction_ids, txn_key, txn_value
 
 NOW = 0  # set by build(): the time the log is written at (the CLI tests run the command, on the real clock)
 
