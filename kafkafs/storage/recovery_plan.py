@@ -19,7 +19,10 @@ from .segment import LogSegment
 from .segments import LogSegments
 from .validation import in_order, recovery_problem
 
-__all__ = ["unclean_or_unindexed", "refuse_cutting_batches", "writer_refusal", "recovery_cut"]
+__all__ = ["unclean_or_unindexed", "refuse_cutting_batches", "writer_refusal", "recovery_cut", "zeros_from"]
+
+#: Bytes read at a time when looking for where a preallocated segment's zeros start.
+_ZERO_CHUNK = 1 << 20
 
 
 def unclean_or_unindexed(
@@ -103,3 +106,25 @@ def recovery_cut(segment: LogSegment, upper: int | None = None) -> tuple[int, st
     elif not torn:
         torn = True  # fewer bytes than a batch's size field needs
     return valid, why or "bytes after the last whole batch", torn
+
+
+def zeros_from(segment: LogSegment) -> int | None:
+    """Where the zeros that end ``segment``'s ``.log`` start, when the file is as a broker with
+    ``preallocate`` leaves its active segment (Kafka creates it at the segment size, zero-filled, and
+    trims it only at a roll or a clean stop): the file exactly as long as the topic's segment size
+    (``internal.segment.bytes`` or ``segment.bytes``), or the topic's ``preallocate`` set. None when the
+    file is not such. The bytes from the last whole batch to that place are zeros when it is at or
+    below the batch's end: a preallocated tail, what ``verify`` notes and ``recover`` trims as no damage
+    after an unclean stop (Kafka's recovery trims it at every unclean start)."""
+    size, config = segment.size, segment.config
+    if size == 0 or not (config.preallocate or size == config.segment_size):
+        return None
+    end = size
+    while end > 0:
+        start = max(end - _ZERO_CHUNK, 0)
+        chunk = segment.read_at(start, end - start)
+        last = len(chunk.rstrip(b"\0"))
+        if last:
+            return start + last
+        end = start
+    return 0
