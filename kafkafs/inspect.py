@@ -147,7 +147,7 @@ def check_segment(
         end = segment.size
     if end < segment.size:
         zeros = zeros_from(segment) if notes is not None else None
-        if zeros is not None and zeros <= end:
+        if notes is not None and zeros is not None and zeros <= end:
             notes.append(f"{segment.log_path.name}: {segment.size - end} zero bytes after the last batch, as a "
                          "broker that preallocates segments leaves the active one (its start trims them; no damage)")
         else:
