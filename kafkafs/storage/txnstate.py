@@ -6,7 +6,8 @@ hanging and holding back the last stable offset.
   producer snapshot, then the batches after it), each with its producer id and epoch, first offset,
   the timestamp of its first record and of its producer's last batch; the last stable offset (the
   first offset of the earliest open transaction, else the log end offset); the aborted transactions
-  of its ``.txnindex`` files (first offset, and the ABORT marker's offset).
+  of its ``.txnindex`` files (first offset, and the ABORT marker's offset), and of a segment whose
+  ``.index`` is missing those a broker's recovery writes (:func:`.transactions.segment_aborted`).
 - The coordinator's view: ``__transaction_state`` replayed, the latest record of each transactional
   id (a tombstone removes it): its state, producer id and epoch, timeout and partitions.
 - A transaction open in a partition is hanging when the coordinator's record of its producer says it
@@ -35,6 +36,7 @@ from ..errors import CorruptRecordError
 from ..format.decoders.internal import transaction_key, transaction_value
 from .producer_state import ProducerState
 from .replay import replayable_batches
+from .transactions import segment_aborted
 
 if TYPE_CHECKING:
     from .log import Log
@@ -240,7 +242,7 @@ def partition_transactions(log_: Log, now_ms: int, coordinator: CoordinatorView 
         })
     aborted = [
         {"producerId": e.producer_id, "firstOffset": e.first_offset, "lastOffset": e.last_offset}
-        for segment in list(log_.segments) for e in segment.txn_index.entries()
+        for _segment, entries in segment_aborted(list(log_.segments)) for e in entries
     ]
     lso: int = min((int(t["firstOffset"]) for t in open_), default=log_.log_end_offset)
     return {"lastStableOffset": lso, "open": open_, "abortedRanges": aborted}
