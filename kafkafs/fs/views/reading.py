@@ -27,8 +27,8 @@ from .layout import Layout
 from .render import Renderer, SegmentBytes
 
 __all__ = [
-    "Bytes", "Part", "read_parts", "read_cached", "PieceCache", "PieceRenderer", "READ_AHEAD_BYTES", "SPAN_PIECES", "PIECES_KEPT",
-    "AHEAD_PIECES",
+    "Bytes", "Part", "read_parts", "read_cached", "first_missing", "wake_when_rendered", "PieceCache", "PieceRenderer", "READ_AHEAD_BYTES",
+    "SPAN_PIECES", "PIECES_KEPT", "AHEAD_PIECES", "RENDERS_AHEAD", "NOT_RENDERING", "KEPT", "WILL_WAKE",
 ]
 
 log = logging.getLogger("kafkafs.fs")
@@ -126,6 +126,20 @@ def read_cached(parts: Sequence[Part], starts: Sequence[int], offset: int, size:
     """:func:`read_parts` from the pieces ``cache`` holds; None if one it needs is missing, or was
     rendered from a segment that retention or compaction removed since (a worker then renders it, or
     says the segment is gone)."""
+    k = bisect_right(starts, offset) - 1
+    if k >= 0:  # the common case first: the bytes lie in one rendered span, given as a slice of it
+        layout, count, start = parts[k]
+        rel = offset - start
+        if size > 0 and rel + size <= layout.total(count):
+            i = layout.piece_at(rel, count)
+            j = layout.piece_at(rel + size - 1, count)
+            found = cache.span_of(layout, i, j)
+            segment = layout.segment_at(i)
+            if found is not None and (segment is None or segment.suffix != ".deleted"):
+                buffer, at = found
+                lo = at + rel - layout.start(i)
+                cache.reached(layout, j)
+                return memoryview(buffer)[lo : lo + size]
     used: list[tuple[Layout, int]] = []
 
     def cached(layout: Layout, i: int) -> Bytes:
@@ -145,96 +159,238 @@ def read_cached(parts: Sequence[Part], starts: Sequence[int], offset: int, size:
     return data
 
 
+def first_missing(parts: Sequence[Part], starts: Sequence[int], offset: int, size: int,
+                  cache: PieceCache) -> tuple[Layout, int] | None:
+    """The first piece that bytes ``offset .. offset+size`` of the view need and ``cache`` does not hold
+    (None: it holds them all). Renders nothing."""
+    k = max(bisect_right(starts, offset) - 1, 0)
+    pos, end = offset, offset + size
+    while pos < end and k < len(parts):
+        layout, count, start = parts[k]
+        rel = pos - start
+        if rel < layout.total(count):
+            i = layout.piece_at(rel, count)
+            while i < count and start + layout.start(i) < end:
+                if not cache.has((layout, i)):
+                    return layout, i
+                i += 1
+        k += 1
+        if k < len(parts):
+            pos = max(pos, parts[k].start)
+    return None
+
+
+def wake_when_rendered(parts: Sequence[Part], starts: Sequence[int], offset: int, size: int, cache: PieceCache,
+                       wake: Callable[[], object]) -> bool:
+    """For the FUSE loop, after :func:`read_cached` said None: True when the first piece the read needs
+    that ``cache`` does not hold is being rendered now, and ``wake()`` will be called once that is over
+    (or has been called: it is kept now); False: a worker must render it."""
+    key = first_missing(parts, starts, offset, size, cache)
+    if key is None:
+        return False  # a piece of a segment retention removed: the worker's read says what to do
+    said = cache.wake_when_rendered(key, wake)
+    if said == KEPT:
+        wake()
+    return said != NOT_RENDERING
+
+
 # ---------------------------------------------------------------------------------------------- cache
+
+#: Spans of one open file rendered at the same time ahead of its reader, each on a prefill thread (the
+#: kernel releases the GIL while it renders, so on two cores two spans render at once while the FUSE
+#: loop answers from those already rendered).
+RENDERS_AHEAD = 2
+
+#: What :meth:`PieceCache.wake_when_rendered` says.
+NOT_RENDERING, KEPT, WILL_WAKE = 0, 1, 2
 
 
 class _Ahead:
     """Rendering ahead of the reader of one layout of an open file (see :class:`PieceRenderer`): every
-    piece up to ``want`` should be rendered; ``next`` is the first piece after those rendered in order
-    so far; ``running`` while a prefill thread is at it. Changed only under the cache's guard."""
+    piece up to ``want`` should be rendered; ``next`` is the first piece after the reader that no render
+    has claimed yet; ``running``: prefill threads at it (:data:`RENDERS_AHEAD`, one more for a span a
+    waiting read needs). Changed only under the cache's guard."""
 
-    __slots__ = ("layout", "pinned", "next", "want", "running", "start")
+    __slots__ = ("layout", "pinned", "next", "want", "running", "renderer")
 
-    def __init__(
-        self, layout: Layout, pinned: SegmentBytes | None, start: Callable[[_Ahead, PieceCache], None]
-    ) -> None:
+    def __init__(self, layout: Layout, pinned: SegmentBytes | None, renderer: PieceRenderer) -> None:
         self.layout = layout
         self.pinned = pinned
         self.next = 0
         self.want = -1
-        self.running = False
-        #: ``start(ahead, cache)`` hands the work to a prefill thread (it holds no cache: no cycle keeps
-        #: a closed file's pieces alive)
-        self.start = start
+        self.running = 0
+        #: renders the spans (it holds no cache: no cycle keeps a closed file's pieces alive)
+        self.renderer = renderer
 
 
 class PieceCache:
-    """The last rendered pieces of one open file, so 128 KiB reads in a row decode each batch once, and
+    """The last rendered pieces of one open file, so 1 MiB reads in a row decode each batch once, and
     most of them are answered from memory on the FUSE loop.
 
-    Thread-safe: the kernel may send reads of one open file from several threads at once. ``rendering``
-    is held while a span is rendered: a second read that needs it waits instead of rendering it again.
-    What is rendered ahead of the reader (:class:`_Ahead`) changes under the cache's guard."""
+    Thread-safe: the kernel may send reads of one open file from several threads at once. Whoever
+    renders a span first *claims* its pieces (:meth:`claim`) and *settles* them when done (:meth:`settle`,
+    rendered or not): a read that needs a claimed piece waits for it (:meth:`wait_rendered` in a thread,
+    :meth:`wake_when_rendered` on the FUSE loop) instead of rendering it again, and spans of one file
+    render on several threads at once. What is rendered ahead of the reader (:class:`_Ahead`) changes
+    under the cache's guard."""
 
-    __slots__ = ("_items", "_at", "_guard", "capacity", "rendering", "ahead")
+    __slots__ = ("_items", "_at", "_guard", "_settled", "_claimed", "_wakers", "capacity", "ahead")
 
     def __init__(self, capacity: int = PIECES_KEPT) -> None:
         self._items: OrderedDict[tuple[Layout, int], Bytes] = OrderedDict()
         #: where a piece rendered in a span starts in the span's bytes (its memoryview's ``obj``)
         self._at: dict[tuple[Layout, int], int] = {}
         self._guard = threading.Lock()
+        #: notified whenever claims are settled
+        self._settled = threading.Condition(self._guard)
+        #: pieces being rendered now
+        self._claimed: set[tuple[Layout, int]] = set()
+        #: piece -> what to call once its claim is settled (:meth:`wake_when_rendered`)
+        self._wakers: dict[tuple[Layout, int], list[Callable[[], object]]] = {}
         self.capacity = capacity
-        self.rendering = threading.Lock()
         #: what is rendered ahead of the reader, for the layout it reads last (see :class:`PieceRenderer`)
         self.ahead: _Ahead | None = None
 
-    def reached(self, layout: Layout, i: int) -> None:
-        """A read used piece ``i`` of ``layout``: the pieces up to :data:`AHEAD_PIECES` after it are to
-        be rendered ahead (a prefill thread starts on them if none is at it)."""
+    # -- claims
+
+    def _free(self, key: tuple[Layout, int]) -> bool:
+        return key not in self._items and key not in self._claimed
+
+    def _claim(self, layout: Layout, i: int, last: int) -> int | None:
+        """(Under the guard.) Claim pieces ``i..last``, stopping before one kept or claimed already; the
+        last piece claimed, or None when piece ``i`` is kept or claimed."""
+        if not self._free((layout, i)):
+            return None
+        j = i
+        while j < last and self._free((layout, j + 1)):
+            j += 1
+        self._claimed.update((layout, k) for k in range(i, j + 1))
+        return j
+
+    def claim(self, layout: Layout, i: int, last: int) -> int | None:
+        """Claim pieces ``i..last`` of ``layout`` for a render (see :meth:`_claim`); the caller
+        :meth:`settle`\\ s them when done, whatever happens."""
+        with self._guard:
+            return self._claim(layout, i, last)
+
+    def _claim_ahead(self, ahead: _Ahead) -> tuple[int, int] | None:
+        """(Under the guard.) Claim the next span to render ahead of the reader (pieces ``first..last``),
+        or None when there is nothing more to do for now."""
+        layout = ahead.layout
+        i = ahead.next
+        while i < len(layout) and not self._free((layout, i)):
+            i += 1
+        ahead.next = i
+        if self.ahead is not ahead or i > ahead.want or i >= len(layout) or i in layout.bad:
+            return None
+        last = self._claim(layout, i, ahead.renderer.span_end(layout, i))
+        assert last is not None
+        ahead.next = last + 1
+        return i, last
+
+    def claim_ahead(self, ahead: _Ahead) -> tuple[int, int] | None:
+        """For a prefill thread at ``ahead``: the next span it renders (claimed), or None (it stops)."""
+        with self._guard:
+            got = self._claim_ahead(ahead)
+            if got is None:
+                ahead.running -= 1
+            return got
+
+    def stop_ahead(self, ahead: _Ahead) -> None:
+        """A prefill thread at ``ahead`` stops (a render failed: the read that needs it says why)."""
+        with self._guard:
+            ahead.running -= 1
+
+    def settle(self, layout: Layout, first: int, last: int) -> None:
+        """The render that claimed pieces ``first..last`` is over (they are kept, or not: a reader then
+        renders them itself): whoever waits for them goes on."""
+        woken: list[Callable[[], object]] = []
+        with self._guard:
+            for k in range(first, last + 1):
+                key = (layout, k)
+                self._claimed.discard(key)
+                waiting = self._wakers.pop(key, None)
+                if waiting:
+                    woken.extend(waiting)
+            self._settled.notify_all()
+        for wake in woken:
+            try:
+                wake()
+            except Exception as exc:  # the loop is gone (unmounting): nobody waits any more
+                log.debug("waking a read failed: %r", exc)
+
+    def wait_rendered(self, key: tuple[Layout, int]) -> Bytes | None:
+        """In a thread: wait while piece ``key`` is being rendered; its bytes if kept, else None (it is
+        neither kept nor claimed now)."""
+        with self._guard:
+            while key in self._claimed:
+                self._settled.wait()
+            data = self._items.get(key)
+            if data is not None:
+                self._items.move_to_end(key)
+            return data
+
+    def wake_when_rendered(self, key: tuple[Layout, int], wake: Callable[[], object]) -> int:
+        """For the FUSE loop: :data:`WILL_WAKE` when piece ``key`` is being rendered (``wake()`` is
+        called from the rendering thread once it is over; a piece of the layout rendered ahead that no
+        render has claimed yet starts rendering now), :data:`KEPT` when it is kept now,
+        :data:`NOT_RENDERING` when nobody renders it (a worker must)."""
+        started = None
+        with self._guard:
+            if key in self._items:
+                return KEPT
+            if key not in self._claimed:
+                ahead = self.ahead
+                layout, i = key
+                if ahead is None or ahead.layout is not layout or i in layout.bad:
+                    return NOT_RENDERING
+                last = self._claim(layout, i, ahead.renderer.span_end(layout, i))
+                assert last is not None
+                ahead.running += 1
+                started = ahead, (i, last)
+            self._wakers.setdefault(key, []).append(wake)
+        if started is not None:
+            ahead, span = started
+            ahead.renderer.start_prefill(ahead, self, span)
+        return WILL_WAKE
+
+    # -- rendering ahead
+
+    def reached(self, layout: Layout, i: int, pieces: int | None = None) -> None:
+        """A read used piece ``i`` of ``layout``: the ``pieces`` pieces after it (:data:`AHEAD_PIECES`
+        unless said) are to be rendered ahead (prefill threads start on them, up to
+        :data:`RENDERS_AHEAD`, each with its first span claimed)."""
+        if pieces is None:
+            pieces = AHEAD_PIECES
+        spans = []
         with self._guard:
             ahead = self.ahead
             if ahead is None or ahead.layout is not layout:
                 return  # this layout is not followed (yet): the read that renders it starts that
-            ahead.want = i + AHEAD_PIECES
+            ahead.want = i + pieces
             if ahead.next <= i:
                 ahead.next = i + 1
-            go = not ahead.running and ahead.next <= ahead.want and ahead.next < len(layout)
-            if go:
-                ahead.running = True
-        if go:
-            ahead.start(ahead, self)
+            while ahead.running < RENDERS_AHEAD and (span := self._claim_ahead(ahead)) is not None:
+                ahead.running += 1
+                spans.append(span)
+        for span in spans:
+            ahead.renderer.start_prefill(ahead, self, span)
 
-    def follow(self, ahead: _Ahead, i: int) -> None:
-        """Render ahead of the reader of ``ahead.layout`` from now on (the reader is at piece ``i``),
-        unless that layout is followed already."""
+    def follow(self, ahead: _Ahead, i: int, pieces: int | None = None) -> None:
+        """Render ahead of the reader of ``ahead.layout`` from now on (the reader is at piece ``i``; the
+        ``pieces`` after it), unless that layout is followed already."""
         with self._guard:
             current = self.ahead
             if current is None or current.layout is not ahead.layout or current.pinned is not ahead.pinned:
                 self.ahead = ahead
-        self.reached(ahead.layout, i)
+        self.reached(ahead.layout, i, pieces)
 
-    def next_to_render(self, ahead: _Ahead) -> int | None:
-        """For the prefill thread at ``ahead``: the next piece to render ahead (skipping those already
-        kept), or None when it is done for now (``running`` is then off)."""
-        layout = ahead.layout
-        with self._guard:
-            while True:
-                i = ahead.next
-                if (self.ahead is not ahead or i > ahead.want or i >= len(layout) or i in layout.bad):
-                    ahead.running = False
-                    return None
-                if (layout, i) not in self._items:
-                    return i
-                ahead.next = i + 1
+    # -- pieces
 
-    def rendered_ahead(self, ahead: _Ahead, last: int | None) -> None:
-        """The prefill thread at ``ahead`` is done with the pieces up to ``last`` (None: it failed, and
-        stops)."""
+    def __contains__(self, key: tuple[Layout, int]) -> bool:
+        """Whether piece ``key`` is kept or being rendered."""
         with self._guard:
-            if last is None:
-                ahead.running = False
-            elif last + 1 > ahead.next:
-                ahead.next = last + 1
+            return key in self._items or key in self._claimed
 
     def has(self, key: tuple[Layout, int]) -> bool:
         """Whether piece ``key`` is kept (without making it recently used)."""
@@ -260,6 +416,24 @@ class PieceCache:
                 gone, _ = self._items.popitem(last=False)
                 self._at.pop(gone, None)
 
+    def span_of(self, layout: Layout, i: int, j: int) -> tuple[object, int] | None:
+        """When pieces ``i`` and ``j`` (``i <= j``) of ``layout`` are kept as slices of one span's bytes
+        (so every piece between them lies there too, rendered in the same pass): that buffer and where
+        piece ``i`` starts in it; else None."""
+        with self._guard:
+            first = self._items.get((layout, i))
+            at = self._at.get((layout, i))
+            if first is None or at is None or not isinstance(first, memoryview):
+                return None
+            if j != i:
+                last = self._items.get((layout, j))
+                if last is None or (layout, j) not in self._at or not isinstance(last, memoryview) \
+                        or last.obj is not first.obj:
+                    return None
+                self._items.move_to_end((layout, i))
+            self._items.move_to_end((layout, j))
+            return first.obj, at
+
     def where(self, layout: Layout, i: int) -> int | None:
         """Where piece ``i`` starts in the span it was rendered in (None: not kept, or not from a span)."""
         return self._at.get((layout, i))
@@ -267,9 +441,11 @@ class PieceCache:
 
 # ---------------------------------------------------------------------------------------------- rendering
 
-#: Threads that render the next span while the reader reads the current one (the kernel releases the
-#: GIL while it renders, so this overlaps with the FUSE loop answering reads and with the reader).
-_PREFILL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="kafkafs-prefill")
+#: Threads that render spans for readers (the kernel releases the GIL while it renders, so this overlaps
+#: with the FUSE loop answering reads and with the reader): a span at a time, files taking turns; a few
+#: more than :data:`RENDERS_AHEAD`, so that a span waiting for the disk holds up no other file.
+PREFILL_THREADS = 4
+_PREFILL = ThreadPoolExecutor(max_workers=PREFILL_THREADS, thread_name_prefix="kafkafs-prefill")
 
 
 def _submit(fn: Callable[..., Any], *args: Any) -> None:
@@ -281,13 +457,14 @@ def _submit(fn: Callable[..., Any], *args: Any) -> None:
 
 class PieceRenderer:
     """Renders the pieces of one partition's views from its log. Stateless besides what it is given:
-    safe from any thread (a cache serialises the spans rendered into it).
+    safe from any thread (a cache's claims keep two threads from rendering the same piece).
 
     Render ahead: every read tells the open file's cache which piece it reached (:meth:`PieceCache.reached`,
-    from the FUSE loop as from a worker), and a prefill thread renders the spans after it, in order,
-    until the pieces up to :data:`AHEAD_PIECES` past the reader are rendered; so a reader going through
-    the file finds it rendered, and its requests are answered from memory while the next spans render
-    (the kernel releases the GIL). Paced by the reader: a reader that stops, stops it."""
+    from the FUSE loop as from a worker), and prefill threads render the spans after it, in order,
+    up to :data:`RENDERS_AHEAD` at once, until the pieces up to :data:`AHEAD_PIECES` past the reader
+    are rendered; so a reader going through the file finds it rendered, or being rendered (the FUSE
+    loop then waits for it without a worker), and its requests are answered from memory while the
+    next spans render (the kernel releases the GIL). Paced by the reader: a reader that stops, stops it."""
 
     def __init__(self, renderer: Renderer, log: Log, report: Callable[[CorruptRecordError], None]) -> None:
         self.renderer = renderer
@@ -299,60 +476,81 @@ class PieceRenderer:
     ) -> Bytes:
         """Piece ``i`` of ``layout`` as bytes, exactly as long as when it was laid out. With a ``cache``,
         the pieces after it are rendered in the same pass (up to :data:`READ_AHEAD_BYTES` of log) and
-        kept there, a read that needs the span another thread is rendering waits for it, and the spans
-        after it are rendered ahead. ``pinned``: the segment's ``.log`` held open by a reader
-        (:mod:`.streams`), read instead of the segment (its files may be gone)."""
+        kept there, a read that needs a piece another thread is rendering waits for it, and the spans
+        after it are rendered ahead, starting while this one renders. ``pinned``: the segment's
+        ``.log`` held open by a reader (:mod:`.streams`), read instead of the segment (its files may be
+        gone)."""
         if cache is None:
             return self._render_one(layout, i, pinned)
         key = (layout, i)  # the object, not its id: a freed layout's id may be reused
-        data = cache.get(key)
-        if data is not None:
+        while True:
+            data = cache.get(key)
+            if data is None:
+                last = cache.claim(layout, i, self.span_end(layout, i))
+                if last is not None:
+                    break
+                data = cache.wait_rendered(key)  # another thread renders it
+                if data is None:
+                    continue  # it did not keep it (its span did not render as laid out): claim it
             segment = layout.segment_at(i)
             if pinned is None and segment is not None and segment.suffix == ".deleted":
                 self._segment_of(layout, i)  # rendered before retention removed it: ESTALE once its files go
             self._follow(layout, i, cache, pinned)
             return data
-        with cache.rendering:
-            data = cache.get(key)
+        self._follow(layout, i, cache, pinned)  # the spans after this one render meanwhile
+        try:
+            data = self._render_span(layout, i, last, cache, pinned) if last > i else None
             if data is None:
-                last = self._span_end(layout, i)
-                if last > i:
-                    data = self._render_span(layout, i, last, cache, pinned)
-                if data is None:
-                    data = self._render_one(layout, i, pinned)
-                    cache.put(key, data)
-        self._follow(layout, i, cache, pinned)
+                data = self._render_one(layout, i, pinned)
+                cache.put(key, data)
+        finally:
+            cache.settle(layout, i, last)
         return data
 
-    def _follow(self, layout: Layout, i: int, cache: PieceCache, pinned: SegmentBytes | None) -> None:
+    def start(self, layout: Layout, i: int, cache: PieceCache, pinned: SegmentBytes | None = None) -> None:
+        """A reader of ``cache`` opened the file and will read from piece ``i`` of ``layout``: its first
+        span starts rendering on a prefill thread now (its first read then waits for it on the FUSE
+        loop), unless a render of it is under way or done."""
+        if (layout, i) in cache or not 0 <= i < len(layout):
+            return
+        self._follow(layout, i - 1, cache, pinned, SPAN_PIECES)
+
+    def _follow(
+        self, layout: Layout, i: int, cache: PieceCache, pinned: SegmentBytes | None, pieces: int | None = None
+    ) -> None:
         """The reader of ``cache`` is at piece ``i``: render ahead of it."""
         ahead = cache.ahead
         if ahead is not None and ahead.layout is layout and ahead.pinned is pinned:
-            cache.reached(layout, i)
+            cache.reached(layout, i, pieces)
         else:
-            cache.follow(_Ahead(layout, pinned, self._start_prefill), i)
+            cache.follow(_Ahead(layout, pinned, self), i, pieces)
 
-    def _start_prefill(self, ahead: _Ahead, cache: PieceCache) -> None:
-        _submit(self._prefill, ahead, cache)
+    def start_prefill(self, ahead: _Ahead, cache: PieceCache, span: tuple[int, int]) -> None:
+        """Render the claimed ``span`` (first and last piece) on a prefill thread, then the spans after it
+        that ``ahead`` wants."""
+        _submit(self._prefill, ahead, cache, span)
 
-    def _prefill(self, ahead: _Ahead, cache: PieceCache) -> None:
-        """On a prefill thread: render spans after the reader of ``ahead.layout`` until it has enough."""
+    def _prefill(self, ahead: _Ahead, cache: PieceCache, span: tuple[int, int]) -> None:
+        """On a prefill thread: render the claimed ``span``, then claim the next one the reader of
+        ``ahead.layout`` wants and queue it behind the spans of other open files (a span that does not
+        render as laid out is left to the read that needs it, piece by piece, which says which one is
+        wrong)."""
         layout = ahead.layout
+        first, last = span
         try:
-            while (start := cache.next_to_render(ahead)) is not None:
-                with cache.rendering:
-                    last = start
-                    if not cache.has((layout, start)):  # else a read rendered it meanwhile
-                        # a span that does not render as laid out is left to the read that needs it
-                        # (piece by piece, saying which one is wrong)
-                        last = self._span_end(layout, start)
-                        self._render_span(layout, start, last, cache, ahead.pinned)
-                cache.rendered_ahead(ahead, last)
+            try:
+                self._render_span(layout, first, last, cache, ahead.pinned)
+            finally:
+                cache.settle(layout, first, last)
         except Exception as exc:  # the read that needs it renders it again and says what is wrong
-            cache.rendered_ahead(ahead, None)
+            cache.stop_ahead(ahead)
             log.debug("rendering ahead failed: %r", exc)
+            return
+        following = cache.claim_ahead(ahead)
+        if following is not None:
+            self.start_prefill(ahead, cache, following)
 
-    def _span_end(self, layout: Layout, i: int) -> int:
+    def span_end(self, layout: Layout, i: int) -> int:
         """The last piece of the span from piece ``i`` that one read of its segment renders: contiguous
         undamaged pieces of the same segment, up to READ_AHEAD_BYTES of log and SPAN_PIECES pieces."""
         count = len(layout)
