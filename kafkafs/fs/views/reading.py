@@ -332,9 +332,10 @@ class PieceCache:
 
     def wake_when_rendered(self, key: tuple[Layout, int], wake: Callable[[], object]) -> int:
         """For the FUSE loop: :data:`WILL_WAKE` when piece ``key`` is being rendered (``wake()`` is
-        called from the rendering thread once it is over; a piece of the layout rendered ahead that no
-        render has claimed yet starts rendering now), :data:`KEPT` when it is kept now,
-        :data:`NOT_RENDERING` when nobody renders it (a worker must)."""
+        called from the rendering thread once it is over; a piece that no render has claimed yet starts
+        rendering now, on a prefill thread, and the layout it is in is followed from now on),
+        :data:`KEPT` when it is kept now, :data:`NOT_RENDERING` when nobody renders it (no read of the
+        file rendered anything yet, or a damaged piece: a worker must)."""
         started = None
         with self._guard:
             if key in self._items:
@@ -342,8 +343,10 @@ class PieceCache:
             if key not in self._claimed:
                 ahead = self.ahead
                 layout, i = key
-                if ahead is None or ahead.layout is not layout or i in layout.bad:
+                if ahead is None or i in layout.bad:
                     return NOT_RENDERING
+                if ahead.layout is not layout:  # the reader went on to the next segment: follow it
+                    ahead = self.ahead = _Ahead(layout, None, ahead.renderer)
                 last = self._claim(layout, i, ahead.renderer.span_end(layout, i))
                 assert last is not None
                 ahead.running += 1
