@@ -270,9 +270,14 @@ def cmd_recover(args: argparse.Namespace) -> int:
 
 
 def cmd_clean(args: argparse.Namespace) -> int:
-    from .storage.cleaner import clean_logdir
+    from .storage.cleaner import SettingsUnreadable, clean_logdir, settings_refusal
 
     _raise_fd_limit()
+    if not args.dry_run:  # refused before the .lock is taken and the checkpoints are written (clean_logdir checks too)
+        with _open_logdir(args.logdir, args, writable=False) as reading:
+            refusal = settings_refusal(reading.settings)
+        if refusal is not None:
+            raise SettingsUnreadable(f"{args.logdir}: refused: {refusal}")
     # a dry run reads only: no .lock, no checkpoint, no rename (SPEC §4), so it may also look at a
     # directory that a broker holds
     with _open_logdir(args.logdir, args, writable=not args.dry_run) as logdir:

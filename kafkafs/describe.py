@@ -7,12 +7,18 @@ prints: each committed or assigned partition with its committed offset, the log 
 the lag, and the member it is assigned to ("-" where there is none). ``transactions`` prints each
 transaction open in a partition, and whether it is hanging; with ``--hanging`` only those, and the
 exit code says whether there were any.
+
+Damage is local (SPEC §3, §4): a group or transactional id whose records lie in a partition of its
+topic that met damage cannot be known exactly and is left out, said on stderr with the damage; every
+other one is printed exact, and the exit code is 1. A transaction whose hanging such damage hides is
+printed with ``unknown`` (``"hanging": null`` in JSON).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from collections.abc import Sequence
 from typing import Any, TextIO
@@ -45,13 +51,29 @@ def add_transactions_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentP
 DESCRIBE_COMMANDS = {"groups": add_groups_arguments, "transactions": add_transactions_arguments}
 
 
-def describe(args: argparse.Namespace, logdir, out: TextIO) -> int:
-    """Run ``kafkafs groups`` or ``kafkafs transactions``; returns what was found wrong (the hanging
-    transactions ``--hanging`` asked for), 0 when nothing."""
+def describe(args: argparse.Namespace, logdir, out: TextIO, err: TextIO | None = None) -> int:
+    """Run ``kafkafs groups`` or ``kafkafs transactions``; returns what was found wrong (damage, said
+    on ``err``; the hanging transactions ``--hanging`` asked for), 0 when nothing."""
+    err = sys.stderr if err is None else err
     if args.command == "groups":
-        return print_groups(logdir, args.group, out, as_json=args.json)
-    hanging = print_transactions(logdir, out, hanging_only=args.hanging, as_json=args.json, settings=logdir.settings)
-    return hanging if args.hanging else 0
+        return print_groups(logdir, args.group, out, as_json=args.json, err=err)
+    damage: list = []
+    hanging = print_transactions(logdir, out, hanging_only=args.hanging, as_json=args.json, settings=logdir.settings,
+                                 err=err, damage=damage)
+    return len(damage) + (hanging if args.hanging else 0)
+
+
+def _say_damage(replay, what: str, err: TextIO, unknown: dict | None = None) -> int:
+    """One line per damaged partition of a replay (the ids it hides); returns how many."""
+    hidden = replay.damaged()
+    for partition, damage in replay.damage.items():
+        names = sorted(i for i, d in hidden.items() if d is damage)
+        line = f"kafkafs: {partition}: damaged: {damage}; {what}s whose records lie there cannot be known exactly"
+        line += f" and are left out: {', '.join(names)}" if names else " (none read there)"
+        if unknown and unknown.get(partition):
+            line += f"; hanging unknown for {unknown[partition]} open transaction(s)"
+        err.write(line + "\n")
+    return len(replay.damage)
 
 
 def _table(rows: Sequence[Sequence[Any]], out: TextIO) -> None:
@@ -78,20 +100,30 @@ def _group_rows(view: dict) -> list[list[Any]]:
     return rows
 
 
-def print_groups(logdir, group: str | None, out: TextIO, *, as_json: bool = False) -> int:
-    """Print the groups of ``logdir`` (or ``group`` only); InvalidName when ``group`` has no entry."""
-    from .storage.groups import read_groups
+def print_groups(logdir, group: str | None, out: TextIO, *, as_json: bool = False, err: TextIO | None = None) -> int:
+    """Print the groups of ``logdir`` (or ``group`` only), the damaged ones said on ``err``; returns how
+    many damaged partitions that took (0: every group exact). InvalidName when ``group`` has no entry."""
+    from .storage.groups import group_views, replay_logdir
 
-    groups = read_groups(logdir, group)
+    err = sys.stderr if err is None else err
+    replay = replay_logdir(logdir)
+    groups = group_views(logdir, replay, group)
     if group is not None and group not in groups:
+        if replay.damage_of(group) is not None:
+            return _say_damage(replay, "group", err)
+        if replay.damage:  # its records may be in the damaged bytes
+            err.write(f"kafkafs: no group {group} in what can be read of {logdir.path}\n")
+            return _say_damage(replay, "group", err)
         raise InvalidName(f"no group {group} in {logdir.path} (its metadata and commits may all be deleted)")
+    # a group asked for by name and known exactly: the damage of other partitions is not its business
+    damaged = 0 if group is not None else _say_damage(replay, "group", err)
     if as_json:
         value: Any = groups[group] if group is not None else list(groups.values())
         out.write(json.dumps(value, indent=2, ensure_ascii=False) + "\n")
-        return 0
+        return damaged
     if not groups:
         out.write("no consumer groups\n")
-        return 0
+        return damaged
     for i, view in enumerate(groups.values()):
         if i:
             out.write("\n")
@@ -105,43 +137,59 @@ def print_groups(logdir, group: str | None, out: TextIO, *, as_json: bool = Fals
             continue
         _table([["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST",
                  "CLIENT-ID"], *rows], out)
-    return 0
+    return damaged
 
 
-def transactions_report(logdir, *, now_ms: int | None = None, settings=None) -> dict[str, Any]:
-    """``{"partitions": {name: transactions.json}, "transactionalIds": {id: transactions/<id>.json}}``."""
+def transactions_report(logdir, *, now_ms: int | None = None, settings=None,
+                        damage: list | None = None, replay=None) -> dict[str, Any]:
+    """``{"partitions": {name: transactions.json}, "transactionalIds": {id: transactions/<id>.json}}``,
+    of the ids known exactly; a hanging that damage hides is None, the damage appended to ``damage``."""
     from .storage.config import broker_setting
-    from .storage.txnstate import CoordinatorView, partition_transactions, read_transaction_ids
+    from .storage.txnstate import CoordinatorView, partition_transactions, replay_transactions
 
     now_ms = time.time_ns() // 1_000_000 if now_ms is None else now_ms
-    ids = read_transaction_ids(logdir)
-    coordinator = CoordinatorView(ids, broker_setting(settings, "transaction.max.timeout.ms"))
+    replay = replay_transactions(logdir) if replay is None else replay
+    coordinator = CoordinatorView.of(replay, broker_setting(settings, "transaction.max.timeout.ms"))
+    damage = [] if damage is None else damage
     partitions = {}
     for name in logdir.partition_names():
-        partitions[name] = partition_transactions(logdir.log(name), now_ms, coordinator)
-    return {"partitions": partitions, "transactionalIds": ids}
+        partitions[name] = partition_transactions(logdir.log(name), now_ms, coordinator, damage)
+    return {"partitions": partitions, "transactionalIds": replay.exact()}
 
 
 def print_transactions(logdir, out: TextIO, *, hanging_only: bool = False, as_json: bool = False,
-                       now_ms: int | None = None, settings=None) -> int:
-    """Print the open (or only the hanging) transactions; returns how many hanging ones there are."""
-    report = transactions_report(logdir, now_ms=now_ms, settings=settings)
+                       now_ms: int | None = None, settings=None, err: TextIO | None = None,
+                       damage: list | None = None) -> int:
+    """Print the open (or only the hanging) transactions; returns how many hanging ones there are. The
+    damage of ``__transaction_state`` is said on ``err`` and appended to ``damage`` (one per partition)."""
+    from .storage.txnstate import replay_transactions
+
+    err = sys.stderr if err is None else err
+    replay = replay_transactions(logdir)
+    unknown: list = []
+    report = transactions_report(logdir, now_ms=now_ms, settings=settings, damage=unknown, replay=replay)
+    counts: dict[str, int] = {}
+    for partition, d in replay.damage.items():
+        counts[partition] = sum(u is d for u in unknown)
+    _say_damage(replay, "transactional id", err, counts)
+    if damage is not None:
+        damage.extend(replay.damage.values())
     ids = report["transactionalIds"]
     by_producer = {record["producerId"]: tid for tid, record in ids.items()}
     rows = []
     hanging = 0
     for name, view in report["partitions"].items():
         for t in view["open"]:
-            hanging += t["hanging"]
-            if t["hanging"] or not hanging_only:
+            hanging += bool(t["hanging"])
+            if t["hanging"] is not False or not hanging_only:
                 rows.append([name, t["producerId"], t["producerEpoch"], t["firstOffset"], t["firstTimestamp"],
                              t["ageMs"], by_producer.get(t["producerId"]), view["lastStableOffset"],
-                             "yes" if t["hanging"] else "no"])
+                             {True: "yes", False: "no", None: "unknown"}[t["hanging"]]])
     if as_json:
         if hanging_only:
             kept = {}
             for name, view in report["partitions"].items():
-                open_ = [t for t in view["open"] if t["hanging"]]
+                open_ = [t for t in view["open"] if t["hanging"] is not False]
                 if open_:
                     kept[name] = {**view, "open": open_}
             pids = {t["producerId"] for view in kept.values() for t in view["open"]}

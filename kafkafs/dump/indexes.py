@@ -290,7 +290,7 @@ def dump_time_index(name: str, out: TextIO, err: TextIO, options: DumpOptions, e
             errors.add(errors.not_found, name, [(offset, batch.last_offset)])
         else:
             try:
-                max_ts = max(decode_batch(log, batch, validate=False).timestamps, default=_NO_TIMESTAMP)
+                max_ts = max(decode_batch(log, batch, validate=False, ordered=False).timestamps, default=_NO_TIMESTAMP)
             except CorruptRecordError as exc:
                 print(
                     f"kafkafs: {log_path}: position {batch.position}: records do not decode: {exc.reason}",

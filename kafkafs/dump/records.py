@@ -140,7 +140,7 @@ class RecordPrinter:
         if h.attributes & 0x07 > 4:
             return self._fail(h, f"Unknown compression type id: {h.attributes & 0x07}")
         try:
-            batch = decode_batch(buf, h, validate=False)
+            batch = decode_batch(buf, h, validate=False, ordered=False)
             crcs = _legacy_crcs(buf, h, valid) if h.magic < 2 else None
         except (CorruptRecordError, struct.error) as exc:
             return self._fail(h, f"records do not decode: {getattr(exc, 'reason', exc)}")

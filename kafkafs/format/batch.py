@@ -102,17 +102,20 @@ def decode_batch(
     *,
     validate: bool = True,
     max_inflated_bytes: int = DEFAULT_MAX_INFLATED_BYTES,
+    ordered: bool = True,
 ) -> DecodedBatch:
     """Decode the whole batch at ``header`` (a :class:`BatchHeader` or a position) into columns.
 
     Raises :class:`CorruptRecordError` (position relative to ``buf``) for anything that does not parse,
-    including a batch cut short by the end of ``buf``.
+    including a batch cut short by the end of ``buf``. ``ordered``: a legacy wrapper's inner offsets
+    that go backwards, or that do not end at the wrapper's offset, are damage (a dump that prints
+    what Kafka's tool prints passes False: see :mod:`.legacy`).
     """
     header = _header_at(buf, header)
     if validate:
         validate_batch(buf, header)
     if header.magic != 2:
-        return _decode_legacy(buf, header, max_inflated_bytes)
+        return _decode_legacy(buf, header, max_inflated_bytes, ordered)
     data = records_section(buf, header, max_inflated_bytes)
     return decode_records_at(data, header)
 
@@ -129,10 +132,10 @@ def decode_records_at(data: bytes, header: BatchHeader) -> DecodedBatch:
         raise CorruptRecordError(f"records do not parse: {exc}", header.position) from None
 
 
-def _decode_legacy(buf: Buffer, header: BatchHeader, max_inflated_bytes: int) -> DecodedBatch:
+def _decode_legacy(buf: Buffer, header: BatchHeader, max_inflated_bytes: int, ordered: bool) -> DecodedBatch:
     from .legacy import decode_legacy_entry
 
-    entry = decode_legacy_entry(buf, header.position, max_inflated_bytes, validate_crc=False)
+    entry = decode_legacy_entry(buf, header.position, max_inflated_bytes, validate_crc=False, ordered=ordered)
     offsets = entry.offsets
     if offsets:
         header = header._replace(base_offset=offsets[0], last_offset_delta=offsets[-1] - offsets[0],

@@ -10,7 +10,10 @@ value is an inner message set, compressed. The rules for what is inside, as Kafk
 ``AbstractLegacyRecordBatch`` reads it:
 
 - inner messages are never compressed themselves, carry the wrapper's magic, and there is at least one;
-- magic 0: inner offsets are absolute;
+- magic 0: inner offsets are absolute, and the wrapper's offset is the last of them (Kafka's
+  ``MemoryRecordsBuilder`` writes it so; 0 is taken as a client's set, as for magic 1);
+- inner offsets strictly increase (offsets that go backwards are damage, SPEC §4; Kafka's reader does
+  not check, its ``kafka-dump-log --deep-iteration`` says "Non-consecutive offsets");
 - magic 1: inner offsets are relative, and the wrapper's offset is the absolute offset of the LAST inner
   message, so ``absolute = wrapper offset - last inner offset + inner offset`` (gaps left by compaction
   survive). A wrapper offset of 0 means base 0 (some librdkafka versions wrote that);
@@ -104,12 +107,14 @@ def legacy_entry_size(buf: Buffer, pos: int) -> int | None:
 
 
 def decode_legacy_entry(
-    buf: Buffer, pos: int, max_size: int, validate_crc: bool = True
+    buf: Buffer, pos: int, max_size: int, validate_crc: bool = True, *, ordered: bool = True
 ) -> LegacyEntry:
     """Decode the entry at ``pos`` into columns; a compressed wrapper yields all its inner records.
 
     ``max_size`` bounds the inflated inner message set of a wrapper. With ``validate_crc`` the CRC of
-    the outer message and of every inner one is checked. The entry must be whole (see
+    the outer message and of every inner one is checked. With ``ordered`` (readers), inner offsets that
+    go backwards, or a magic 0 wrapper not at its last inner offset, are corruption; a dump passes
+    False and prints them as Kafka's tool does. The entry must be whole (see
     ``legacy_entry_size``); a truncated one is corruption here.
     """
     h, message = _read_outer(buf, pos, validate_crc)
@@ -130,7 +135,7 @@ def decode_legacy_entry(
         inner = decompress(Codec(codec_id), value, max_size)
     except CorruptRecordError as e:
         raise CorruptRecordError(e.reason, pos) from None
-    _decode_inner(inner, entry, validate_crc)
+    _decode_inner(inner, entry, validate_crc, ordered)
     return entry
 
 
@@ -200,7 +205,7 @@ def _key_value(message: bytes, magic: int, pos: int, what: str) -> tuple[bytes |
     return fields[0], fields[1]
 
 
-def _decode_inner(inner: bytes, entry: LegacyEntry, validate_crc: bool) -> None:
+def _decode_inner(inner: bytes, entry: LegacyEntry, validate_crc: bool, ordered: bool = True) -> None:
     """Fill ``entry``'s columns from the inflated message set of its wrapper."""
     pos = entry.position
     log_append = entry.timestamp_type == 1
@@ -238,6 +243,18 @@ def _decode_inner(inner: bytes, entry: LegacyEntry, validate_crc: bool) -> None:
         entry.values.append(value)
     if not offsets:
         raise CorruptRecordError("compressed message holds no inner messages", pos)
+    for i in range(1, len(offsets) if ordered else 0):
+        if offsets[i] <= offsets[i - 1]:
+            raise CorruptRecordError(
+                f"inner offsets go backwards: {offsets[i - 1]} is followed by {offsets[i]}", pos
+            )
+    if ordered and entry.magic == 0 and entry.last_offset != 0 and offsets[-1] != entry.last_offset:
+        # Kafka writes a magic 0 wrapper at its last inner offset (inner offsets are absolute): any other
+        # offset puts records before or after their neighbours in the log, where no reader looks (0: a
+        # client's set that no broker assigned offsets to, as for magic 1)
+        raise CorruptRecordError(
+            f"wrapper offset {entry.last_offset} is not its last inner offset {offsets[-1]}", pos
+        )
     if entry.magic == 1 and entry.last_offset != 0:
         last_inner = offsets[-1]
         if entry.last_offset < last_inner:

@@ -34,11 +34,9 @@ from contextlib import ExitStack
 from typing import overload
 
 from ..errors import InvalidInput
-from ..format.txnindex import AbortedTxn
 from ..storage.log import Log
 from ..storage.logdir import LogDir
 from ..storage.segments import is_sealed
-from ..storage.transactions import ProducerTransactions, batch_events
 from .dataloss import report_data_loss
 from .discovery import discover_partitions
 from .options import EARLIEST, LATEST, ReadOptions
@@ -248,31 +246,11 @@ Resolver = Callable[[Log, str, int], "tuple[int, int | None] | None"]
 
 
 def _aborted(log_: Log, first: int, end: int | None) -> tuple[tuple[int, int, int], ...]:
-    """The aborted transactions overlapping ``first..end`` from the engine's ``.txnindex`` files, and,
-    for segments without their offset index file, the entries a broker's recovery would write into
-    their ``.txnindex`` (a broker loading the directory rebuilds such a segment's indexes)."""
+    """The aborted transactions overlapping ``first..end``: the engine's (its ``.txnindex`` files, and
+    for a segment without its offset index file the entries a broker's recovery would write)."""
     upper = log_.log_end_offset if end is None else end
-    txns = list(log_.aborted_transactions(first, upper))
-    txns += [t for t in _rebuilt_aborted(log_) if t.last_offset >= first and t.first_offset < upper]
+    txns = log_.aborted_transactions(first, upper)
     return tuple(sorted({(t.producer_id, t.first_offset, t.last_offset) for t in txns}, key=lambda t: t[1]))
-
-
-def _rebuilt_aborted(log_: Log) -> list[AbortedTxn]:
-    """The ``.txnindex`` entries of the segments whose offset index file is missing, as a broker's
-    recovery rebuilds them: the partition's transaction markers replayed from its first segment (only
-    when such a segment holds bytes; headers read, markers decoded)."""
-    segments = list(log_.segments)
-    missing = {s.base_offset for s in segments if s.size and not s.log_path.with_suffix(".index").exists()}
-    if not missing:
-        return []
-    state = ProducerTransactions()
-    out: list[AbortedTxn] = []
-    for segment in segments:
-        for event in batch_events(segment.batches()):
-            entries = state.apply_one(event)
-            if segment.base_offset in missing:
-                out.extend(entries)
-    return out
 
 
 def _plan(options: ReadOptions, predicates: Predicates, targets: list[tuple[str, str, int]], resolve: Resolver) -> Plan:

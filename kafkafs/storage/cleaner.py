@@ -15,6 +15,11 @@ task, reduced).
 
 After each compaction round the offset a partition is clean up to goes to the log directory's
 ``cleaner-offset-checkpoint``, where the next round (or run) starts.
+
+Neither deletes by settings it could not read: when the topic settings a KRaft broker recorded in
+``__cluster_metadata`` cannot all be read (damage: the records in or past it may set or delete any
+topic's), :func:`clean_logdir` refuses every topic (:class:`SettingsUnreadable`, before anything is
+read or changed) and :class:`LogCleaner` cleans nothing, said once (SPEC §8; review6 F16).
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TextIO
 
-from ..errors import UnsafeFileError
+from ..errors import KafkafsError, UnsafeFileError
 from .compaction import clean_log, cleanable_segments, log_to_clean, now_ms
 from .compaction_filter import CleanStats
 from .config import LONG_MAX, Settings, broker_setting
@@ -37,13 +42,28 @@ if TYPE_CHECKING:
     from .log import Log
     from .logdir import LogDir
 
-__all__ = ["apply_retention", "compact", "cleanable_segments", "clean_logdir", "LogCleaner", "CleanerStopped"]
+__all__ = ["apply_retention", "compact", "cleanable_segments", "clean_logdir", "LogCleaner", "CleanerStopped",
+           "SettingsUnreadable"]
 
 log = logging.getLogger("kafkafs.cleaner")
 
 
 class CleanerStopped(Exception):
     """Raised inside a compaction when its cleaner is being stopped (the round is abandoned)."""
+
+
+class SettingsUnreadable(KafkafsError):
+    """The topic settings a broker recorded cannot all be read: nothing is deleted or compacted by them."""
+
+
+def settings_refusal(settings: Settings) -> str | None:
+    """Why cleaning by ``settings`` is refused (damage in the recorded settings), or None."""
+    damage = settings.recorded_damage()
+    if damage is None:
+        return None
+    return (f"the topic settings a broker recorded in __cluster_metadata cannot all be read ({damage}); "
+            "any topic's retention or compaction settings may be in what was not read, so no topic is "
+            "cleaned by them")
 
 
 def _map_for(dirty_bytes: int, memory: int, load_factor: float) -> OffsetMap:
@@ -113,6 +133,9 @@ def clean_logdir(logdir: LogDir, *, dry_run: bool = False, now_ms: int | None = 
     deleted earlier whose ``file.delete.delay.ms`` has passed go; compaction starts where the
     ``cleaner-offset-checkpoint`` says, and each round's end is written there. ``progress`` (a stream)
     gets a line a second on long runs."""
+    refusal = settings_refusal(logdir.settings)
+    if refusal is not None:  # before any partition is opened: nothing read, nothing changed
+        raise SettingsUnreadable(f"{logdir.path}: refused: {refusal}")
     now = _now() if now_ms is None else now_ms
     lines: list[str] = []
     names = logdir.partition_names()
@@ -184,6 +207,7 @@ class LogCleaner:
         self.segments_deleted = 0
         self.errors = 0
         self.passes = 0
+        self.refusal_said = False
 
     def start(self) -> None:
         if self._thread is not None:  # log.cleaner.enable=false turns compaction off, not retention
@@ -229,6 +253,8 @@ class LogCleaner:
         """One step of the loop: retention when it is due, then, when its backoff has passed, the
         dirtiest log compacted; True when something was compacted."""
         self.passes += 1
+        if self._refused():
+            return False
         if time.monotonic() >= self._next_retention:
             self._next_retention = time.monotonic() + self.retention_interval
             self._retention()
@@ -238,6 +264,14 @@ class LogCleaner:
             return True
         self._next_compaction = time.monotonic() + self.backoff
         return False
+
+    def _refused(self) -> bool:
+        """Whether the settings cannot be trusted for deleting (said once)."""
+        refusal = settings_refusal(self.logdir.settings)
+        if refusal is not None and not self.refusal_said:
+            self.refusal_said = True
+            log.error("cleaner: refused: %s; the mount deletes and compacts nothing", refusal)
+        return refusal is not None
 
     def _logs(self) -> list[Log]:
         out = []

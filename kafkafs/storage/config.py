@@ -272,6 +272,7 @@ class Settings:
         self._cache: dict[str, LogConfig] = {}
         self._recorded_loader: Callable[[], Mapping[str, Mapping[str, str]]] | None = None
         self._recorded: dict[str, dict[str, Any]] | None = None
+        self._recorded_damage: str | None = None
         self._lock = threading.Lock()
 
     def with_recorded(self, loader: Callable[[], Mapping[str, Mapping[str, str]]]) -> Settings:
@@ -285,18 +286,33 @@ class Settings:
         other._cache = {}
         other._recorded_loader = loader
         other._recorded = None
+        other._recorded_damage = None
         other._lock = threading.Lock()
         return other
 
     def recorded(self, topic: str) -> dict[str, Any]:
         """The settings a broker recorded for ``topic`` that kafkafs applies (checked and converted)."""
         with self._lock:
-            if self._recorded is None:
-                self._recorded = {}
-                if self._recorded_loader is not None:
-                    for name, table in self._recorded_loader().items():
-                        self._recorded[name] = _known(name, table)
-            return self._recorded.get(topic, {})
+            return self._load_recorded().get(topic, {})
+
+    def recorded_damage(self) -> str | None:
+        """Why the settings a broker recorded could not all be read (damage in ``__cluster_metadata``:
+        any topic's may then differ from what :meth:`for_topic` says), or None. A writer that deletes
+        by the settings refuses then (SPEC §8)."""
+        with self._lock:
+            self._load_recorded()
+            return self._recorded_damage
+
+    def _load_recorded(self) -> dict[str, dict[str, Any]]:
+        """(Under the lock.)"""
+        if self._recorded is None:
+            self._recorded = {}
+            if self._recorded_loader is not None:
+                tables = self._recorded_loader()
+                self._recorded_damage = getattr(tables, "damage", None)
+                for name, table in tables.items():
+                    self._recorded[name] = _known(name, table)
+        return self._recorded
 
     @classmethod
     def load(cls, path: str | Path | None = None, overrides: Mapping[str, Any] | None = None) -> Settings:

@@ -19,7 +19,14 @@ Every ``__consumer_offsets`` partition of the log directory is replayed in offse
   name them (an id nobody names stays an id);
 - share and streams groups' records are left out (``kafka-consumer-groups`` does not show them).
 
-A group whose metadata and commits are all deleted has no entry. The log end offset and the lag of
+A group whose metadata and commits are all deleted has no entry.
+
+Damage (:mod:`.replay`): the replay reads every batch it can, past damage. What a damaged batch held
+is not known, and a group's records all lie in one partition (the one its id hashes to), any of them
+in any batch of it: so every group with a record in a partition that met damage is *damaged* (its
+view cannot be known exactly: :func:`group_view` raises the damage), and every other group is exact.
+A group whose records all lay in the damaged bytes cannot be named; the damage itself is in
+:attr:`GroupsReplay.damage`. The log end offset and the lag of
 each committed partition are the mounted directory's (``logEndOffset`` and ``lag`` null where the log
 directory lacks the partition).
 
@@ -38,11 +45,12 @@ from ..errors import CorruptRecordError, KafkafsError
 from ..format.decoders.internal import offsets_key, offsets_value
 from ..format.records import control_type_of
 from .names import parse_partition_dir_name
+from .replay import replayable_batches
 
 if TYPE_CHECKING:
     from .logdir import LogDir
 
-__all__ = ["OFFSETS_TOPIC", "read_groups", "group_view", "GroupsReplay"]
+__all__ = ["OFFSETS_TOPIC", "group_view", "group_views", "GroupsReplay", "replay_logdir"]
 
 log = logging.getLogger("kafkafs.groups")
 
@@ -77,12 +85,17 @@ class GroupsReplay:
     classic: dict[str, _Classic] = field(default_factory=dict)
     consumer: dict[str, _Consumer] = field(default_factory=dict)
     offsets: dict[str, dict[tuple[str, int], dict[str, Any]]] = field(default_factory=dict)
+    #: partition folder -> the first damage its replay met
+    damage: dict[str, CorruptRecordError] = field(default_factory=dict)
+    #: group -> the partition folders its records were read in
+    where: dict[str, set[str]] = field(default_factory=dict)
     _pending: dict[int, list[tuple[str, tuple[str, int], dict[str, Any] | None]]] = field(default_factory=dict)
 
     # ------------------------------------------------------------------------------------------ replay
 
-    def apply(self, key: bytes | None, value: bytes | None, producer_id: int = -1, transactional: bool = False) -> None:
-        """One record of a data batch (its key and value as stored)."""
+    def apply(self, key: bytes | None, value: bytes | None, producer_id: int = -1, transactional: bool = False,
+              partition: str | None = None) -> None:
+        """One record of a data batch (its key and value as stored), read in ``partition`` (its folder)."""
         if key is None:
             return
         try:
@@ -90,6 +103,9 @@ class GroupsReplay:
         except CorruptRecordError:
             return  # a record type this version does not know: left out
         kind, data = decoded["type"], decoded["data"]
+        group = data.get("group", data.get("groupId")) if isinstance(data, dict) else None
+        if partition is not None and isinstance(group, str):
+            self.where.setdefault(group, set()).add(partition)
         try:
             decoded_value = None if value is None else offsets_value(value, key)
         except CorruptRecordError as exc:
@@ -161,8 +177,23 @@ class GroupsReplay:
     # ------------------------------------------------------------------------------------------ views
 
     def groups(self) -> list[str]:
+        """Every group with an entry, and every damaged group (whether it has one is not known)."""
         names = set(self.offsets) | set(self.classic) | {g for g, c in self.consumer.items() if c.exists}
+        if self.damage:
+            names |= {g for g in self.where if self.damage_of(g) is not None}
         return sorted(names)
+
+    def damage_of(self, group: str) -> CorruptRecordError | None:
+        """The damage that makes ``group``'s view unknown (met in a partition holding its records), or None."""
+        for partition in sorted(self.where.get(group, ())):
+            found = self.damage.get(partition)
+            if found is not None:
+                return found
+        return None
+
+    def damaged(self) -> dict[str, CorruptRecordError]:
+        """group -> its damage, for every damaged group."""
+        return {g: d for g in sorted(self.where) if (d := self.damage_of(g)) is not None}
 
 
 def _consumer_state(group: _Consumer) -> str:
@@ -189,7 +220,11 @@ def _assignment(partitions: Iterable[dict[str, Any]] | None, names: dict[str, st
 
 def group_view(replay: GroupsReplay, group: str, end_offsets: dict[tuple[str, int], int],
                topic_names: dict[str, str]) -> dict[str, Any] | None:
-    """``groups/<group>.json`` (SPEC §3's keys, in order), or None when the group has no entry."""
+    """``groups/<group>.json`` (SPEC §3's keys, in order), or None when the group has no entry; a
+    damaged group raises its damage (:class:`~kafkafs.errors.CorruptRecordError`)."""
+    damage = replay.damage_of(group)
+    if damage is not None:
+        raise damage
     classic = replay.classic.get(group)
     consumer = replay.consumer.get(group)
     if consumer is not None and not consumer.exists:
@@ -240,13 +275,11 @@ def group_view(replay: GroupsReplay, group: str, end_offsets: dict[tuple[str, in
 
 
 def replay_logdir(logdir: LogDir) -> GroupsReplay:
-    """Replay every ``__consumer_offsets`` partition of ``logdir`` (a :class:`~.logdir.LogDir`)."""
+    """Replay every ``__consumer_offsets`` partition of ``logdir`` (a :class:`~.logdir.LogDir`), past damage."""
     replay = GroupsReplay()
     for name in logdir.topic_partition_names(OFFSETS_TOPIC):
-        log_ = logdir.log(name)
-        for segment, view in log_.batches():
-            h = view.header
-            batch = view.decode(file=str(segment.log_path))
+        damage: list[CorruptRecordError] = []
+        for h, batch in replayable_batches(logdir.log(name), damage):
             if h.magic == 2 and h.is_control:
                 if h.producer_id >= 0 and len(batch):
                     kind = control_type_of(batch.keys[0])
@@ -255,7 +288,9 @@ def replay_logdir(logdir: LogDir) -> GroupsReplay:
                 continue
             transactional = h.magic == 2 and h.is_transactional
             for key, value in zip(batch.keys, batch.values, strict=True):
-                replay.apply(key, value, h.producer_id if transactional else -1, transactional)
+                replay.apply(key, value, h.producer_id if transactional else -1, transactional, name)
+        if damage:
+            replay.damage[name] = damage[0]
     return replay
 
 
@@ -275,13 +310,15 @@ def _ends_and_names(logdir: LogDir) -> tuple[dict[tuple[str, int], int], dict[st
     return ends, names
 
 
-def read_groups(logdir: LogDir, group: str | None = None) -> dict[str, dict[str, Any]]:
-    """group -> its ``groups/<group>.json`` object, for every group of ``logdir`` (or only ``group``)."""
-    replay = replay_logdir(logdir)
+def group_views(logdir: LogDir, replay: GroupsReplay, group: str | None = None) -> dict[str, dict[str, Any]]:
+    """group -> its ``groups/<group>.json`` object, for every group of the replay of ``logdir`` (or only
+    ``group``) that can be known exactly (damaged groups are left out: :meth:`GroupsReplay.damaged`)."""
     ends, names = _ends_and_names(logdir)
     wanted = replay.groups() if group is None else [group]
     out = {}
     for g in wanted:
+        if replay.damage_of(g) is not None:
+            continue
         view = group_view(replay, g, ends, names)
         if view is not None:
             out[g] = view

@@ -50,6 +50,7 @@ from .keyindex import KeyIndexStore
 from .keyscan import KeyConfirmer, ScanDamage, build_key_index, scan_entries
 from .records import BatchView
 from .segment import LogSegment
+from .transactions import segment_aborted
 
 if TYPE_CHECKING:
     from .log import Log
@@ -101,10 +102,12 @@ class _Source(NamedTuple):
 
 
 def _aborted_by_producer(segments: Sequence[LogSegment]) -> _Aborted:
-    """producer id -> [(first offset, ABORT marker offset)] of every ``.txnindex`` entry of the partition."""
+    """producer id -> [(first offset, ABORT marker offset)] of every aborted transaction of the partition
+    (its ``.txnindex`` entries; a segment without its ``.index`` file: what a broker's recovery writes,
+    :func:`.transactions.segment_aborted`)."""
     out: dict[int, list[tuple[int, int]]] = {}
-    for segment in segments:
-        for entry in segment.txn_index.entries():
+    for _segment, entries in segment_aborted(segments):
+        for entry in entries:
             out.setdefault(entry.producer_id, []).append((entry.first_offset, entry.last_offset))
     return out
 

@@ -10,7 +10,9 @@ an AbortTransactionRecord ends it or the log ends inside it.
 
 :func:`recorded_topic_configs` returns the latest value of each (topic, name) as the strings Kafka
 stored; :class:`~kafkafs.storage.config.Settings` turns the names it knows into a topic's settings,
-below ``--config`` and ``--set``.
+below ``--config`` and ``--set``. Damage ends the reading (what came before counts) and is kept in the
+result (:attr:`RecordedConfigs.damage`): the records past it, or in it, may set or delete any topic's
+settings, so a writer that deletes by them (``clean``) refuses to (SPEC §8; review6 F16).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from .log import Log
 if TYPE_CHECKING:
     from ..format.decoders.fields import MessageObject
 
-__all__ = ["METADATA_PARTITION", "recorded_topic_configs"]
+__all__ = ["METADATA_PARTITION", "RecordedConfigs", "recorded_topic_configs"]
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +89,13 @@ class _State:
                 topic[data["name"]] = data["value"]
 
 
+class RecordedConfigs(dict[str, dict[str, str]]):
+    """Topic name -> {setting name: value string}; ``damage``: why some of the metadata log could not
+    be read (None: all of it was), in which case any topic's settings may differ from these."""
+
+    damage: str | None = None
+
+
 def _latest_snapshot(directory: Path) -> tuple[int, Path] | None:
     best = None
     try:
@@ -102,12 +111,14 @@ def _latest_snapshot(directory: Path) -> tuple[int, Path] | None:
     return best
 
 
-def recorded_topic_configs(logdir: str | os.PathLike[str]) -> dict[str, dict[str, str]]:
+def recorded_topic_configs(logdir: str | os.PathLike[str]) -> RecordedConfigs:
     """Topic name -> {setting name: value string}, as the metadata log of ``logdir`` last recorded them;
-    empty when there is no metadata log. Damage ends the reading with a warning (what came before counts)."""
+    empty when there is no metadata log. Damage ends the reading with a warning (what came before
+    counts) and is said in the result's ``damage``."""
     directory = Path(logdir) / METADATA_PARTITION
+    out = RecordedConfigs()
     if not directory.is_dir():
-        return {}
+        return out
     state = _State()
     start = None
     snapshot = _latest_snapshot(directory)
@@ -122,11 +133,14 @@ def recorded_topic_configs(logdir: str | os.PathLike[str]) -> dict[str, dict[str
                         state.apply(value)
         except (OSError, KafkafsError) as exc:
             log.warning("%s: snapshot read up to damage: %s", path, exc)
+            out.damage = f"{path}: {exc}"
     try:
         log_ = Log.open(directory)
     except (OSError, KafkafsError) as exc:
         log.warning("%s: not read: %s", directory, exc)
-        return state.configs
+        out.damage = out.damage or f"{directory}: {exc}"
+        out.update(state.configs)
+        return out
     try:
         if start is None or start <= log_.log_end_offset:
             for batch in log_.read(start):
@@ -135,6 +149,8 @@ def recorded_topic_configs(logdir: str | os.PathLike[str]) -> dict[str, dict[str
                         state.apply(value)
     except KafkafsError as exc:
         log.warning("%s: read up to damage: %s", directory, exc)
+        out.damage = out.damage or str(exc)
     finally:
         log_.close()
-    return state.configs
+    out.update(state.configs)
+    return out

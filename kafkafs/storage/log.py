@@ -45,7 +45,7 @@ from .recovery import load_segments
 from .safefiles import check_partition_folder
 from .segment import LogSegment
 from .state_files import StateFiles
-from .transactions import ProducerTransactions
+from .transactions import ProducerTransactions, segment_aborted
 
 if TYPE_CHECKING:  # an annotation only: the line parser (and orjson) is not needed to read a log
     from ..format.jsonview import ProducerRecord
@@ -341,10 +341,15 @@ class Log(LocalLog):
     def aborted_transactions(self, from_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
         """The aborted transactions that overlap ``[from_offset, upper_bound_offset)``, from the
         ``.txnindex`` files of the segments from the one holding ``from_offset`` on (Kafka's
-        ``collectAbortedTransactions``, what a ``read_committed`` fetch needs)."""
+        ``collectAbortedTransactions``, what a ``read_committed`` fetch needs); for a segment without
+        its offset index file, the entries a broker's recovery writes (:func:`.transactions.segment_aborted`)."""
         out: list[AbortedTxn] = []
-        for segment in self.segments.from_offset(from_offset):
-            found, complete = collect_aborted_txns(segment.txn_index.entries(), from_offset, upper_bound_offset)
+        first = self.segments.floor(from_offset)
+        start = first.base_offset if first is not None else -1
+        for segment, entries in segment_aborted(list(self.segments)):
+            if segment.base_offset < start:
+                continue
+            found, complete = collect_aborted_txns(entries, from_offset, upper_bound_offset)
             out.extend(found)
             if complete:
                 break

@@ -1,5 +1,6 @@
 """The ongoing transactions of a partition (the ``.txnindex`` file itself: :mod:`kafkafs.storage.txnindex`),
-and what compaction tracks of them (:class:`CleanedTransactions`).
+what compaction tracks of them (:class:`CleanedTransactions`), and a partition's aborted transactions
+as a reader sees them (:func:`segment_aborted`).
 
 :class:`ProducerTransactions` is the part of Kafka's ``ProducerStateManager`` that the index needs:
 for each producer with a transaction in progress, the offset of its first batch. A transactional data
@@ -14,16 +15,24 @@ as Kafka's ``LogSegment.recover`` does.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Iterator
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..errors import CorruptRecordError
 from ..format.batch import BatchHeader
 from ..format.records import control_type_of
 from ..format.txnindex import AbortedTxn, TxnEvent, transaction_event
+from .names import INDEX, segment_file_name
 from .records import BatchView
 
-__all__ = ["CleanedTransactions", "ProducerTransactions", "batch_events"]
+if TYPE_CHECKING:
+    from .segment_files import SegmentFiles
+
+__all__ = ["CleanedTransactions", "ProducerTransactions", "batch_events", "segment_aborted"]
 
 
 class ProducerTransactions:
@@ -105,6 +114,58 @@ def batch_events(views: Iterator[BatchView]) -> Iterator[TxnEvent]:
                     yield event
     except CorruptRecordError:
         return
+
+
+def segment_aborted(segments: Sequence[SegmentFiles]) -> Iterator[tuple[SegmentFiles, list[AbortedTxn]]]:
+    """Each segment of a partition (``segments``: all of them, oldest first) with its aborted
+    transactions: its ``.txnindex`` entries; for a segment whose offset index file is missing (a copied
+    broker directory whose index files were not kept), the entries a broker's recovery writes when it
+    loads such a segment and rebuilds its indexes (Kafka's ``LogSegment.recover``: the partition's
+    transaction markers replayed from its first segment, headers read, markers decoded). A ``.txnindex``
+    lost beside a kept ``.index`` is trusted, as a broker trusts it.
+
+    The replay is kept while the segments (base offsets and sizes) stay the same; a segment's entries
+    are read as the iteration reaches it. Safe from any thread."""
+    rebuilt = _rebuilt(segments)
+    for s in segments:
+        yield s, rebuilt[s.base_offset] if s.base_offset in rebuilt else s.txn_index.entries()
+
+
+_REBUILT_KEPT = 64
+_rebuilt_cache: OrderedDict[tuple[str, tuple[tuple[int, int], ...]], dict[int, list[AbortedTxn]]] = OrderedDict()
+_rebuilt_lock = threading.Lock()
+
+
+def _rebuilt(segments: Sequence[SegmentFiles]) -> dict[int, list[AbortedTxn]]:
+    """base offset -> rebuilt entries, for the segments without their offset index file."""
+    if not segments:
+        return {}
+    directory = segments[0].dir
+    try:
+        names = set(os.listdir(directory))  # one listing, not a stat a segment
+    except OSError:
+        return {}
+    missing = {s.base_offset for s in segments if s.size and segment_file_name(s.base_offset, INDEX) not in names}
+    if not missing:
+        return {}
+    key = (str(directory), tuple((s.base_offset, s.size) for s in segments))
+    with _rebuilt_lock:
+        found = _rebuilt_cache.get(key)
+        if found is not None:
+            _rebuilt_cache.move_to_end(key)
+            return found
+    state = ProducerTransactions()
+    out: dict[int, list[AbortedTxn]] = {base: [] for base in missing}
+    for segment in segments:
+        for event in batch_events(segment.batches()):
+            entries = state.apply_one(event)
+            if segment.base_offset in missing:
+                out[segment.base_offset].extend(entries)
+    with _rebuilt_lock:
+        _rebuilt_cache[key] = out
+        while len(_rebuilt_cache) > _REBUILT_KEPT:
+            _rebuilt_cache.popitem(last=False)
+    return out
 
 
 @dataclass(slots=True)

@@ -6,7 +6,8 @@ hanging and holding back the last stable offset.
   producer snapshot, then the batches after it), each with its producer id and epoch, first offset,
   the timestamp of its first record and of its producer's last batch; the last stable offset (the
   first offset of the earliest open transaction, else the log end offset); the aborted transactions
-  of its ``.txnindex`` files (first offset, and the ABORT marker's offset).
+  of its ``.txnindex`` files (first offset, and the ABORT marker's offset), and of a segment whose
+  ``.index`` is missing those a broker's recovery writes (:func:`.transactions.segment_aborted`).
 - The coordinator's view: ``__transaction_state`` replayed, the latest record of each transactional
   id (a tombstone removes it): its state, producer id and epoch, timeout and partitions.
 - A transaction open in a partition is hanging when the coordinator's record of its producer says it
@@ -14,17 +15,28 @@ hanging and holding back the last stable offset.
   or when it has been open longer than its timeout (the record's ``transactionTimeoutMs``, else
   ``transaction.max.timeout.ms``), counted from its first record's timestamp.
 
+Damage (:mod:`.replay`): ``__transaction_state`` is read past damage. A transactional id's records
+all lie in one partition, any of them in any batch of it, so an id with a record in a partition that
+met damage is *damaged* (its record cannot be known exactly), every other id is exact. A partition's
+view needs the coordinator only to judge ``hanging``: of a transaction whose producer's id is damaged,
+or is not found while some of ``__transaction_state`` is damaged (its record may be in those bytes),
+the judgement is not known (:meth:`CoordinatorView.judge` raises the damage); the partition's own
+batches are read as before.
+
 Functions only; each call reads afresh.
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..errors import CorruptRecordError
 from ..format.decoders.internal import transaction_key, transaction_value
 from .producer_state import ProducerState
+from .replay import replayable_batches
+from .transactions import segment_aborted
 
 if TYPE_CHECKING:
     from .log import Log
@@ -34,7 +46,8 @@ __all__ = [
     "TRANSACTION_TOPIC",
     "TXN_STATES",
     "ENDED",
-    "read_transaction_ids",
+    "replay_transactions",
+    "TransactionsReplay",
     "partition_transactions",
     "CoordinatorView",
 ]
@@ -63,51 +76,118 @@ def _id_view(data: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def read_transaction_ids(logdir: LogDir) -> dict[str, dict[str, Any]]:
-    """transactional id -> its ``transactions/<id>.json`` object, from every ``__transaction_state``
-    partition of ``logdir`` (the latest record of each id)."""
-    out: dict[str, dict[str, Any]] = {}
+@dataclass
+class TransactionsReplay:
+    """``__transaction_state`` replayed: the latest readable record of each transactional id, and the damage."""
+
+    records: dict[str, dict[str, Any]] = field(default_factory=dict)  # id -> transactions/<id>.json
+    #: partition folder -> the first damage its replay met
+    damage: dict[str, CorruptRecordError] = field(default_factory=dict)
+    #: transactional id -> the partition folder its records were read in
+    where: dict[str, set[str]] = field(default_factory=dict)
+
+    def damage_of(self, tid: str) -> CorruptRecordError | None:
+        """The damage that makes ``tid``'s record unknown, or None."""
+        for partition in sorted(self.where.get(tid, ())):
+            found = self.damage.get(partition)
+            if found is not None:
+                return found
+        return None
+
+    def damaged(self) -> dict[str, CorruptRecordError]:
+        """transactional id -> its damage, for every damaged id."""
+        return {t: d for t in sorted(self.where) if (d := self.damage_of(t)) is not None}
+
+    def ids(self) -> list[str]:
+        """Every id with a record, and every damaged id (whether it has one is not known), sorted."""
+        return sorted(set(self.records) | set(self.damaged()))
+
+    def exact(self) -> dict[str, dict[str, Any]]:
+        """id -> its ``transactions/<id>.json`` object, for every id known exactly, sorted."""
+        return {t: r for t, r in sorted(self.records.items()) if self.damage_of(t) is None}
+
+    def record(self, tid: str) -> dict[str, Any] | None:
+        """``tid``'s object, None when it has none; a damaged id raises its damage."""
+        damage = self.damage_of(tid)
+        if damage is not None:
+            raise damage
+        return self.records.get(tid)
+
+
+def replay_transactions(logdir: LogDir) -> TransactionsReplay:
+    """Every ``__transaction_state`` partition of ``logdir`` replayed, past damage (the latest record of
+    each id; a tombstone removes it)."""
+    replay = TransactionsReplay()
+    out = replay.records
     for name in logdir.topic_partition_names(TRANSACTION_TOPIC):
-        log_ = logdir.log(name)
-        for segment, view in log_.batches():
-            h = view.header
+        damage: list[CorruptRecordError] = []
+        for h, batch in replayable_batches(logdir.log(name), damage):
             if h.magic == 2 and h.is_control:
                 continue
-            batch = view.decode(file=str(segment.log_path))
             for key, value in zip(batch.keys, batch.values, strict=True):
                 try:
                     tid = transaction_key(key)["data"]["transactionalId"] if key is not None else None
-                    body = transaction_value(value)
                 except CorruptRecordError as exc:
                     log.debug("%s: a record does not decode: %s", name, exc)
                     continue
-                if tid is None:
+                if not isinstance(tid, str):
+                    continue
+                replay.where.setdefault(tid, set()).add(name)
+                try:
+                    body = transaction_value(value)
+                except CorruptRecordError as exc:
+                    log.debug("%s: a record does not decode: %s", name, exc)
                     continue
                 if body is None:
                     out.pop(tid, None)
                 else:
                     out[tid] = _id_view(body["data"])
-    return dict(sorted(out.items()))
+        if damage:
+            replay.damage[name] = damage[0]
+    return replay
 
 
 class CoordinatorView:
-    """What the coordinator's records say of producers: producer id -> (transactional id, record)."""
+    """What the coordinator's records say of producers: producer id -> (transactional id, record).
 
-    def __init__(self, ids: dict[str, dict[str, Any]], max_timeout_ms: int) -> None:
+    ``replay``: where the records came from, when damage may hide some (see the module's docstring)."""
+
+    def __init__(self, ids: dict[str, dict[str, Any]], max_timeout_ms: int,
+                 replay: TransactionsReplay | None = None) -> None:
         self.ids = ids
         self.max_timeout_ms = max_timeout_ms
         self.by_producer: dict[int, tuple[str, dict[str, Any]]] = {}
+        self.damaged_producers: dict[int, CorruptRecordError] = {}
+        self.unknown: CorruptRecordError | None = None  # damage that may hold any producer's record
         for tid, record in ids.items():
             pid = record.get("producerId")
             if pid is not None and pid >= 0:
                 self.by_producer[pid] = (tid, record)
+        if replay is not None and replay.damage:
+            self.unknown = next(iter(replay.damage.values()))
+            for tid, damage in replay.damaged().items():
+                pid = (replay.records.get(tid) or {}).get("producerId")
+                if pid is not None and pid >= 0:
+                    self.by_producer.pop(pid, None)
+                    self.damaged_producers[pid] = damage
+
+    @classmethod
+    def of(cls, replay: TransactionsReplay, max_timeout_ms: int) -> CoordinatorView:
+        """The view of a replay: its exact ids, and its damage."""
+        return cls(replay.exact(), max_timeout_ms, replay)
 
     def judge(self, topic: str, partition: int, producer_id: int, first_timestamp: int, now_ms: int
               ) -> tuple[bool, str | None, int]:
         """(hanging, transactional id or None, the timeout that applies) of a transaction open in
-        ``topic-partition``."""
+        ``topic-partition``; raises the damage of ``__transaction_state`` that may hold the producer's
+        record (:class:`~kafkafs.errors.CorruptRecordError`): then whether it hangs is not known."""
+        damage = self.damaged_producers.get(producer_id)
+        if damage is not None:
+            raise damage
         found = self.by_producer.get(producer_id)
         if found is None:
+            if self.unknown is not None:
+                raise self.unknown
             return now_ms - first_timestamp > self.max_timeout_ms, None, self.max_timeout_ms
         tid, record = found
         timeout = record.get("timeout")
@@ -133,8 +213,11 @@ def _first_timestamp(log_: Log, offset: int) -> int:
     return -1
 
 
-def partition_transactions(log_: Log, now_ms: int, coordinator: CoordinatorView | None = None) -> dict[str, Any]:
-    """``transactions.json`` of one partition (SPEC §3's keys, in order)."""
+def partition_transactions(log_: Log, now_ms: int, coordinator: CoordinatorView | None = None,
+                           damage: list[CorruptRecordError] | None = None) -> dict[str, Any]:
+    """``transactions.json`` of one partition (SPEC §3's keys, in order). A transaction whose hanging
+    the coordinator's damage hides (:meth:`CoordinatorView.judge`) raises that damage, or, with a
+    ``damage`` list, is ``"hanging": null`` and the damage is appended to the list."""
     state = ProducerState(log_.dir, writable=False)
     state.load(list(log_.segments), log_.log_start_offset, log_.log_end_offset)
     coordinator = coordinator or CoordinatorView({}, 900_000)
@@ -144,7 +227,14 @@ def partition_transactions(log_: Log, now_ms: int, coordinator: CoordinatorView 
         if first < 0:
             continue
         first_ts = _first_timestamp(log_, first)
-        hanging, _tid, _timeout = coordinator.judge(log_.topic, log_.partition, entry.producer_id, first_ts, now_ms)
+        hanging: bool | None
+        try:
+            hanging, _tid, _timeout = coordinator.judge(log_.topic, log_.partition, entry.producer_id, first_ts, now_ms)
+        except CorruptRecordError as exc:
+            if damage is None:
+                raise
+            damage.append(exc)
+            hanging = None
         open_.append({
             "producerId": entry.producer_id, "producerEpoch": entry.epoch, "firstOffset": first,
             "firstTimestamp": first_ts, "lastTimestamp": entry.timestamp,
@@ -152,7 +242,7 @@ def partition_transactions(log_: Log, now_ms: int, coordinator: CoordinatorView 
         })
     aborted = [
         {"producerId": e.producer_id, "firstOffset": e.first_offset, "lastOffset": e.last_offset}
-        for segment in list(log_.segments) for e in segment.txn_index.entries()
+        for _segment, entries in segment_aborted(list(log_.segments)) for e in entries
     ]
     lso: int = min((int(t["firstOffset"]) for t in open_), default=log_.log_end_offset)
     return {"lastStableOffset": lso, "open": open_, "abortedRanges": aborted}

@@ -436,3 +436,20 @@ def test_verify_reports_malformed_checkpoint_files(tmp_path, demo):
     assert lines[0].startswith("recovery-point-offset-checkpoint: ") and "line 3" in lines[0], out
     orders = lines.index(next(line for line in lines if line.startswith("orders-0: ")))
     assert "1 problem(s)" in lines[orders] and lines[orders + 1].startswith("  leader-epoch-checkpoint: ")
+
+
+def test_a_legacy_wrapper_whose_offsets_go_backwards_is_damage(tmp_path):
+    """review6 F11 (SPEC §4): a magic 0 gzip wrapper at offset 5 whose inner message carries offset 0
+    (after offsets 0..4): consume printed 0..4 and dropped it with exit 0, verify said OK."""
+    from kafkafs.format.compression import Codec
+    from tests.format.test_legacy import message, wrapper
+
+    part = tmp_path / "logs" / "old-0"
+    part.mkdir(parents=True)
+    entries = b"".join(message(i, 0, 0, 0, b"k%d" % i, b"v%d" % i) for i in range(5))
+    (part / "00000000000000000000.log").write_bytes(entries + wrapper(0, Codec.GZIP, message(0, 0, 0, 0, b"k", b"x"), 5))
+    consumed = run("consume", str(tmp_path / "logs"), "old-0", check_rc=1)
+    assert [orjson.loads(line)["offset"] for line in consumed.stdout.splitlines()] == [0, 1, 2, 3, 4]
+    assert b"wrapper offset 5 is not its last inner offset 0" in consumed.stderr
+    verified = run("verify", str(tmp_path / "logs"), check_rc=1)
+    assert b"wrapper offset 5 is not its last inner offset 0" in verified.stdout

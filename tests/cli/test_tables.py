@@ -7,6 +7,7 @@ import base64
 import os
 import random
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +18,7 @@ import pytest
 from kafkafs.storage.config import Settings
 from kafkafs.storage.logdir import LogDir
 from tests.storage.keylogs import fill
+from tests.storage.test_replay import build_damaged, spoil
 from tests.storage.test_txnstate import build as build_transactions
 
 
@@ -132,3 +134,43 @@ def test_bad_filters_are_usage_errors(keyed):
     for args in (["--key-base64", "!!"], ["--grep", "("], ["--header", "=x"], ["--key", "a", "--key-base64", "YQ"]):
         proc = run("consume", str(keyed), "kv-0", *args, rc=2)
         assert proc.stderr.decode().count("\n") == 1
+
+
+def test_damage_in_the_coordinators_is_local(tmp_path, fixtures_dir):
+    """review6 F10 on the brokers' own data: fixture c (KRaft: group DEVSmileCDR in __consumer_offsets-6)
+    with fixture a's __consumer_offsets-12 (a 3.7.1 broker's, 147 batches) in place of c's empty one."""
+    logs = tmp_path / "c"
+    shutil.copytree(fixtures_dir / "kafka-logs-c", logs)
+    shutil.rmtree(logs / "__consumer_offsets-12")
+    shutil.copytree(fixtures_dir / "kafka-logs-a" / "__consumer_offsets-12", logs / "__consumer_offsets-12")
+    before = run("groups", str(logs), "--json").stdout
+    assert [g["group"] for g in orjson.loads(before)] == ["DEVSmileCDR"]
+    position = spoil(logs / "__consumer_offsets-12" / "00000000000000000000.log", 40)
+    after = run("groups", str(logs), "--json", rc=1)
+    assert after.stdout == before  # the group of another partition: exact
+    said = after.stderr.decode().splitlines()
+    assert len(said) == 1 and said[0].startswith("kafkafs: __consumer_offsets-12: damaged: ")
+    assert f"position {position}: CRC mismatch" in said[0] and "left out: " in said[0]
+    one = run("groups", str(logs), "DEVSmileCDR")  # asked by name, known exactly: nothing wrong
+    assert one.stderr == b"" and b"DEVSmileCDR Stable" in one.stdout
+    # damage in the group's own partition: it is said and left out, exit 1
+    spoil(logs / "__consumer_offsets-6" / "00000000000000000000.log", 0)
+    mine = run("groups", str(logs), "DEVSmileCDR", rc=1)
+    assert mine.stdout == b"" and "__consumer_offsets-6: damaged" in mine.stderr.decode()
+    assert "DEVSmileCDR" in mine.stderr.decode().split("left out: ")[1]
+
+
+def test_damage_in_the_transaction_state_is_local(tmp_path):
+    logs = build_damaged(tmp_path)
+    table = run("transactions", str(logs), rc=1)
+    rows = {line.split()[0]: line.split() for line in table.stdout.decode().splitlines()[1:]}
+    assert rows["t-0"][-1] == "no" and rows["t-0"][6] == "app-3" and rows["u-0"][-1] == "unknown"
+    said = table.stderr.decode().splitlines()
+    assert len(said) == 1 and said[0].startswith("kafkafs: __transaction_state-1: damaged: ")
+    assert "left out: app-7" in said[0] and "hanging unknown for 1 open transaction(s)" in said[0]
+    report = orjson.loads(run("transactions", str(logs), "--json", rc=1).stdout)
+    assert list(report["transactionalIds"]) == ["app-3"]
+    assert report["partitions"]["v-0"] == {"lastStableOffset": 3, "open": [], "abortedRanges": []}
+    assert [t["hanging"] for t in report["partitions"]["u-0"]["open"]] == [None]
+    hanging = run("transactions", str(logs), "--hanging", rc=1).stdout.decode()  # unknown ones may hang: shown
+    assert "u-0" in hanging and "t-0" not in hanging

@@ -79,10 +79,30 @@ def test_a_line_refused_after_its_first_piece_is_a_short_count_then_efbig(logdir
     assert _records(logdir_copy) == []
 
 
-def _write_fd(fd: int, data: bytes) -> int:
-    buf = mmap.mmap(-1, len(data) + 100)
+def _write_fd(fd: int, data: bytes, skip: int = 100) -> int:
+    """One ``os.write`` of ``data`` from a buffer that starts ``skip`` bytes into a page."""
+    buf = mmap.mmap(-1, len(data) + skip)
     try:
-        buf[100:] = data
-        return os.write(fd, memoryview(buf)[100:])
+        buf[skip:] = data
+        return os.write(fd, memoryview(buf)[skip:])
     finally:
         buf.close()
+
+
+def test_a_refused_write_leaves_no_line_behind_on_its_descriptor(logdir_copy, mounted):
+    """Review6 F5 (SPEC §3: a write that cannot be appended fails only that write): a too-long line refused
+    with EFBIG at its first piece was not taken at all, so the next write() on the same descriptor starts a
+    new line: it was refused too, as if it carried the rest of the refused line."""
+    m = mounted(logdir_copy, "--rw")
+    m.allow_errors = True
+    fd = os.open(m / "empty-0" / "append", os.O_WRONLY)
+    try:
+        for _ in range(2):  # and again, after a write that was appended
+            with pytest.raises(OSError) as exc:
+                _write_fd(fd, b"x" * 1_100_000 + b"\n", skip=0)  # its first piece is refused
+            assert exc.value.errno == errno.EFBIG
+            assert os.write(fd, b"ok2\n") == 4
+            assert os.write(fd, b"ok3\n") == 4
+    finally:
+        os.close(fd)
+    assert _records(logdir_copy) == [b"ok2", b"ok3"] * 2

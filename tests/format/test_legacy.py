@@ -236,6 +236,21 @@ def test_magic0_inner_offsets_are_absolute():
     assert decoded.max_timestamp == -1 and decoded.timestamp_type == -1
 
 
+def test_inner_offsets_that_go_backwards_are_damage():
+    """review6 F11 (SPEC §4: offsets that go backwards are damage, never skipped): a magic 0 wrapper at
+    offset 5 whose inner message says 0 (readers trimmed it away silently), inner offsets out of order;
+    a dump (``ordered=False``) still shows them as kafka-dump-log does."""
+    stray = wrapper(0, Codec.GZIP, message(0, 0, 0, 0, b"k5", b"backward"), 5)
+    _corrupt(stray, "wrapper offset 5 is not its last inner offset 0")
+    assert decode_legacy_entry(stray, 0, MB, ordered=False).offsets == [0]
+    for magic, offsets, last in ((0, (40, 42, 41), 41), (1, (0, 2, 1), 9)):
+        inner = b"".join(message(i, magic, 0, 10, None, b"v") for i in offsets)
+        entry = wrapper(magic, Codec.GZIP, inner, last, 10)
+        _corrupt(entry, "inner offsets go backwards: 42 is followed by 41" if magic == 0
+                 else "inner offsets go backwards: 2 is followed by 1")
+        assert len(decode_legacy_entry(entry, 0, MB, ordered=False).offsets) == 3
+
+
 def test_log_append_time_wrapper_overrides_inner_timestamps():
     buf = broker_like(1, Codec.LZ4, RECORDS, base_offset=0, log_append_time=1_800_000_000_000)
     decoded = decode_legacy_entry(buf, 0, MB)

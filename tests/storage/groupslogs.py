@@ -71,3 +71,17 @@ def txn_value(pid: int, epoch: int, state: str, partitions: dict[str, list[int]]
         "transactionPartitions": [{"topic": t, "partitionIds": p} for t, p in partitions.items()],
         "transactionLastUpdateTimestampMs": 1, "transactionStartTimestampMs": 1}, 0)
     return struct.pack(">h", 0) + body
+
+
+def read_groups(logdir, group: str | None = None) -> dict:
+    """The groups of ``logdir`` known exactly (or only ``group``), as ``kafkafs groups --json`` has them."""
+    from kafkafs.storage.groups import group_views, replay_logdir
+
+    return group_views(logdir, replay_logdir(logdir), group)
+
+
+def read_transaction_ids(logdir) -> dict:
+    """The transactional ids of ``logdir`` known exactly -> their ``transactions/<id>.json`` objects."""
+    from kafkafs.storage.txnstate import replay_transactions
+
+    return replay_transactions(logdir).exact()

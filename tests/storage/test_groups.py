@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from kafkafs.format.batch import encode_batch, encode_control_batch
 from kafkafs.storage.config import Settings
-from kafkafs.storage.groups import read_groups
 from kafkafs.storage.logdir import LogDir
 
-from .groupslogs import classic_group, commit_key, commit_value, group_key, group_value
+from .groupslogs import classic_group, commit_key, commit_value, group_key, group_value, read_groups
 
 SPEC_KEYS = ["group", "protocolType", "protocol", "state", "generation", "leader", "members", "offsets"]
 MEMBER_KEYS = ["memberId", "groupInstanceId", "clientId", "clientHost", "assignment"]

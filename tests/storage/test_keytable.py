@@ -194,3 +194,17 @@ def test_a_large_active_segment_is_indexed_and_only_its_new_bytes_scanned(tmp_pa
     _check_all(keys, model)
     assert keys._active[1] > first[1]
     log.close()
+
+
+def test_a_copy_without_its_index_files_leaves_aborted_transactions_out(tmp_path):
+    """A broker directory copied without its index files (as fixture b): by-key and table.jsonl take the
+    aborted transactions a broker's recovery finds, not none (they served aborted records as committed)."""
+    log, model = _log(tmp_path, seed=5)
+    assert model.aborted_pids and list((tmp_path / "t-0").glob("*.txnindex"))
+    log.close()
+    for path in (tmp_path / "t-0").iterdir():
+        if path.suffix in (".index", ".timeindex", ".txnindex"):
+            path.unlink()
+    copy = open_log(tmp_path / "t-0", config(segment_bytes=6000), writable=False)
+    _check_all(PartitionKeys(copy, KeyIndexStore(tmp_path / "cache")), model)
+    copy.close()

@@ -4,14 +4,18 @@ below --config and --set (SPEC §8)."""
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 
 import pytest
 
 from kafkafs.format.batch import encode_batch
 from kafkafs.format.decoders.internal import metadata_frame
+from kafkafs.storage.cleaner import LogCleaner
 from kafkafs.storage.config import Settings
 from kafkafs.storage.kraft import recorded_topic_configs
 from kafkafs.storage.logdir import LogDir
+
+from .test_replay import spoil
 
 
 def test_kafka_logs_c_consumer_offsets_settings(fixtures_dir):
@@ -113,3 +117,49 @@ def test_metadata_transactions_apply_when_they_end(tmp_path):
     ]
     (meta / f"{0:020d}.log").write_bytes(encode_batch([(1, None, v, ()) for v in records]))
     assert recorded_topic_configs(tmp_path) == {"a": {"max.message.bytes": "5000", "cleanup.policy": "compact"}}
+
+
+def _damaged_settings_copy(fixtures_dir, tmp_path) -> Path:
+    """Fixture c (a KRaft broker's directory) whose metadata log records, last, that TestTopicPatient
+    keeps its records forever (retention.ms -1), with a damaged batch before that record."""
+    copy = tmp_path / "c"
+    shutil.copytree(fixtures_dir / "kafka-logs-c", copy)
+    log = copy / "__cluster_metadata-0" / "00000000000000000000.log"
+    with LogDir(copy) as logdir:
+        end = logdir.log("__cluster_metadata-0").log_end_offset
+    log.chmod(0o644)
+    with open(log, "ab") as f:
+        f.write(encode_batch([(1, None, _config("TestTopicPatient", "retention.ms", "-1"), ())], base_offset=end))
+    return copy
+
+
+def _tree(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.allow_warnings("read up to damage")
+def test_clean_refuses_to_delete_by_settings_it_could_not_read(fixtures_dir, tmp_path):
+    """review6 F16: with __cluster_metadata damaged, clean (and its dry run) refuses every topic, one
+    line, exit 1, and changes nothing; it deleted TestTopicPatient's records by Kafka's defaults."""
+    from tests.cli.test_cli import run
+
+    copy = _damaged_settings_copy(fixtures_dir, tmp_path)
+    assert recorded_topic_configs(copy)["TestTopicPatient"] == {"retention.ms": "-1"}
+    assert run("clean", str(copy), "--dry-run").stdout == b"nothing to clean\n"  # kept forever, as recorded
+    spoil(copy / "__cluster_metadata-0" / "00000000000000000000.log", 10)
+    recorded = recorded_topic_configs(copy)
+    assert "TestTopicPatient" not in recorded and recorded.damage and "CRC mismatch" in recorded.damage
+    before = _tree(copy)
+    for dry in (["--dry-run"], []):
+        proc = run("clean", str(copy), *dry, check_rc=1)
+        assert proc.stdout == b""
+        refusal = [line for line in proc.stderr.decode().splitlines() if "error" in line]
+        assert len(refusal) == 1 and refusal[0].startswith(f"kafkafs: error: {copy}: refused: the topic settings")
+        assert "CRC mismatch" in refusal[0]
+        assert {k: v for k, v in _tree(copy).items() if k != ".lock"} == {k: v for k, v in before.items() if k != ".lock"}
+    # a --rw mount's cleaner cleans nothing either, and says so once
+    with LogDir(copy, writable=True) as logdir:
+        cleaner = LogCleaner(logdir, clock=lambda: 2**60)
+        assert not cleaner.run_once() and not cleaner.run_once()
+        assert cleaner.segments_deleted == 0 and cleaner.refusal_said
+    assert (copy / "TestTopicPatient-0" / "00000000000000000000.log").exists()

@@ -8,9 +8,9 @@ import time
 from kafkafs.format.batch import encode_batch, encode_control_batch
 from kafkafs.storage.config import Settings
 from kafkafs.storage.logdir import LogDir
-from kafkafs.storage.txnstate import CoordinatorView, partition_transactions, read_transaction_ids
+from kafkafs.storage.txnstate import CoordinatorView, partition_transactions
 
-from .groupslogs import txn_key, txn_value
+from .groupslogs import read_transaction_ids, txn_key, txn_value
 
 NOW = 0  # set by build(): the time the log is written at (the CLI tests run the command, on the real clock)
 
@@ -103,3 +103,19 @@ def test_a_partition_without_transactions(tmp_path):
     with LogDir(tmp_path / "logs") as logdir:
         assert partition_transactions(logdir.log("p-0"), NOW) == {"lastStableOffset": 3, "open": [], "abortedRanges": []}
         assert read_transaction_ids(logdir) == {}
+
+
+def test_a_copy_without_its_index_files_keeps_its_aborted_ranges(tmp_path):
+    """transactions.json of a directory copied without its index files: the aborted transactions a
+    broker's recovery finds (the markers replayed), not none."""
+    logs = build(tmp_path)
+    with LogDir(logs) as logdir:
+        expected = partition_transactions(logdir.log("t-0"), NOW)["abortedRanges"]
+    assert expected == [{"producerId": 2, "firstOffset": 4, "lastOffset": 6}]
+    for path in (logs / "t-0").iterdir():
+        if path.suffix in (".index", ".timeindex", ".txnindex"):
+            path.unlink()
+    with LogDir(logs) as logdir:
+        assert partition_transactions(logdir.log("t-0"), NOW)["abortedRanges"] == expected
+        assert [(t.producer_id, t.first_offset, t.last_offset) for t in logdir.log("t-0").aborted_transactions(0, 21)] \
+            == [(2, 4, 6)]

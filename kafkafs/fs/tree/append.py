@@ -24,9 +24,11 @@
   write, or it made a line too long to be a record, that line is dropped whole. The kernel cuts
   a large ``write()`` into pieces (``max_write``, about 1 MiB) and, when a later piece fails, returns
   a short count rather than the error; a writer that then retries the rest (stdio, Python's buffered
-  files) sends the failed piece again. So after a failure, a write that repeats the failed data, and
-  the writes that carry the rest of a dropped line up to its newline, fail with the same error and
-  append nothing; the first write after those starts afresh.
+  files) sends the failed piece again. So after a failure, a write that repeats the failed data fails
+  with the same error and appends nothing; so do the writes that carry the rest of a too-long line up
+  to its newline when that line began in an earlier write (one that was taken: the writer holds its
+  start as written). A line that began in the failed write itself was not taken at all, and the first
+  write after it that does not repeat it starts afresh (review6 F5).
 
 A write that waits for no other thread is done on the FUSE loop itself (:meth:`AppendBuffer.write_now`);
 the rules are the same.
@@ -169,7 +171,10 @@ class AppendBuffer:
             exc = RecordTooLargeError(
                 f"{kind} already {size} bytes long cannot fit a record batch of max.message.bytes={limit}"
             )
-            self._drop(data, exc, dropping=True)
+            # The writes that carry the rest of the line up to its newline go too, when the line began in
+            # an earlier write that was taken. A line that began in this write was not taken at all (the
+            # writer sees the error): the next write starts a new line (review6 F5).
+            self._drop(data, exc, dropping=bool(self._pending))
             raise exc
 
     def _drop(self, data: bytes, exc: Exception, *, dropping: bool) -> None:

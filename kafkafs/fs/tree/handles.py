@@ -19,15 +19,17 @@ from ..views.reading import Bytes, Part, PieceCache, wake_when_rendered
 from ..views.render import disk_error, unreadable
 from ..views.streams import RecordsStream
 from .append import AppendBuffer, WouldWait
+from .contention import Contention
 
-__all__ = ["Handle", "BytesHandle", "RecordsHandle", "RangeHandle", "OSFileHandle", "AppendHandle", "WRITE_NOW_MAX"]
+__all__ = ["Handle", "BytesHandle", "RecordsHandle", "RangeHandle", "OSFileHandle", "AppendHandle", "WRITE_NOW_MAX", "LARGE_WRITES"]
 
-#: The largest ``append`` write done on the FUSE loop (:meth:`AppendHandle.write_now`), about half a
-#: millisecond of encoding. A larger one goes to a worker. Measured with 1,000 writes of 230 KB on 2
-#: cores: on the loop they took 22-28% less time than through workers when the mount had the CPU (its
-#: session at nice -15), but 1.6-2x as long (medians of 4) beside other busy processes at equal
-#: priority: the loop's thread lost the CPU mid-write far more often than a worker, for the same CPU.
+#: The largest ``append`` write done on the FUSE loop (:meth:`AppendHandle.write_now`) whatever the
+#: machine does, about half a millisecond of encoding. A larger one is done there while the loop's
+#: thread gets the CPU it asks for (:data:`LARGE_WRITES`, :mod:`.contention`), else in a worker.
 WRITE_NOW_MAX = 64 * 1024
+#: How the mount's large ``append`` writes (over :data:`WRITE_NOW_MAX`) fare on the FUSE loop, and
+#: whether the next one goes there.
+LARGE_WRITES = Contention()
 
 
 class Handle:
@@ -209,11 +211,19 @@ class AppendHandle(Handle):
         return len(data)
 
     def write_now(self, offset: int, data: bytes) -> int | None:
-        """A write of at most :data:`WRITE_NOW_MAX` bytes that needs no other thread, done here (issue 20:
-        beside 8 busy readers, a small write waited for a worker, then for the loop again, several
-        times its own 0.3 ms). Its work is encoding, which holds the GIL in a worker too."""
-        if len(data) > WRITE_NOW_MAX:
+        """A write that needs no other thread, done here: one of at most :data:`WRITE_NOW_MAX` bytes
+        (issue 20: beside 8 busy readers, a small write waited for a worker, then for the loop again,
+        several times its own 0.3 ms), or a larger one while the loop's thread gets the CPU it asks for
+        (issue 25: the trips to a worker and back cost a write of 1,000 lines 0.2-0.5 ms). Its work is
+        encoding, which holds the GIL in a worker too."""
+        if len(data) <= WRITE_NOW_MAX:
+            return self._write_now(data)
+        if not LARGE_WRITES.on_loop():
             return None
+        with LARGE_WRITES.timed():
+            return self._write_now(data)
+
+    def _write_now(self, data: bytes) -> int | None:
         before = self._active_base()
         try:
             appended = self.buffer.write_now(data)

@@ -7,11 +7,19 @@ compaction swaps); a group's lag is worked out afresh each time, against the log
 A partition's ``transactions.json`` is kept for :data:`HOLD_SECONDS` (its ages change every
 millisecond: a ``stat`` and the ``open`` after it see the same bytes).
 
+Damage (SPEC §3: local): the replays read past it (:mod:`kafkafs.storage.replay`). A group or
+transactional id whose records lie in a partition that met damage cannot be known exactly: its file is
+listed and fails with EIO; every other one is served exact. A partition's ``transactions.json`` fails
+with EIO only when it has an open transaction whose hanging the damage hides. Which ids the damage
+hides is logged once per replay (a replay is made again only when its topic changes); the damage
+itself once, as every damage is (:func:`~.render.report_corrupt`).
+
 Threads: safe to share; each cached value is replaced whole, under a lock.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from typing import Any
@@ -25,11 +33,14 @@ from ...storage.names import parse_partition_dir_name
 from ...storage.txnstate import (
     TRANSACTION_TOPIC,
     CoordinatorView,
+    TransactionsReplay,
     partition_transactions,
-    read_transaction_ids,
+    replay_transactions,
 )
 
 __all__ = ["Coordinators", "HOLD_SECONDS"]
+
+log = logging.getLogger("kafkafs.fs")
 
 #: How long a rendered ``transactions.json`` is served again.
 HOLD_SECONDS = 1.0
@@ -76,7 +87,7 @@ class Coordinators:
         return value
 
     def _replay(self) -> GroupsReplay:
-        return self._kept("groups", OFFSETS_TOPIC, replay_logdir)
+        return self._kept("groups", OFFSETS_TOPIC, _said(replay_logdir, "groups/", "group"))
 
     def groups(self) -> list[str]:
         """Every group with an entry, sorted."""
@@ -102,12 +113,16 @@ class Coordinators:
 
     # ------------------------------------------------------------------------------------------ transactions
 
-    def transaction_ids(self) -> dict[str, dict]:
-        """transactional id -> its ``transactions/<id>.json`` object."""
-        return self._kept("ids", TRANSACTION_TOPIC, read_transaction_ids)
+    def _transactions(self) -> TransactionsReplay:
+        return self._kept("ids", TRANSACTION_TOPIC, _said(replay_transactions, "transactions/", "transactional id"))
+
+    def transaction_ids(self) -> list[str]:
+        """Every transactional id with a record (or a damaged one), sorted."""
+        return self._transactions().ids()
 
     def transaction_json(self, tid: str) -> bytes | None:
-        record = self.transaction_ids().get(tid)
+        """``transactions/<id>.json``, None when the id has none; a damaged id raises its damage."""
+        record = self._transactions().record(tid)
         return None if record is None else _json(record)
 
     def partition_transactions(self, state) -> bytes:
@@ -119,9 +134,27 @@ class Coordinators:
             held = self._partitions.get(state.name)
         if held is not None and held[1] == shape and now - held[0] < HOLD_SECONDS:
             return held[2]
-        coordinator = CoordinatorView(self.transaction_ids(),
-                                      broker_setting(self.logdir.settings, "transaction.max.timeout.ms"))
+        coordinator = CoordinatorView.of(self._transactions(),
+                                         broker_setting(self.logdir.settings, "transaction.max.timeout.ms"))
         data = _json(partition_transactions(state.log, time.time_ns() // 1_000_000, coordinator))
         with self._lock:
             self._partitions[state.name] = (now, shape, data)
         return data
+
+
+def _said(replay, folder: str, what: str):
+    """``replay`` (a storage replay function), whose damage is logged once when it is made, with the
+    ids whose files fail with EIO for it."""
+
+    def make(logdir):
+        made = replay(logdir)
+        hidden = made.damaged()
+        for partition, damage in made.damage.items():
+            names = sorted(i for i, d in hidden.items() if d is damage)
+            shown = ", ".join(names[:20]) + (f" and {len(names) - 20} more" if len(names) > 20 else "")
+            log.error("%s: %s; every %s whose records lie in this partition cannot be known exactly: %s",
+                      partition, damage, what,
+                      f"{folder}: {shown} fail with EIO" if names else f"none of {folder} is among them")
+        return made
+
+    return make

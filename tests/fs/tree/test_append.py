@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 
 from kafkafs.errors import InvalidInput
@@ -185,10 +187,21 @@ def test_write_now_waits_for_nobody(logdir_copy):
         assert buf.write(b"e\n").durable and log.recovery_point == 4
 
 
+class _Loop:
+    """A stand-in for handles.LARGE_WRITES: large writes on the loop or not."""
+
+    def __init__(self, on_loop: bool) -> None:
+        self.on_loop = lambda: on_loop
+        self.timed = contextlib.nullcontext
+
+
 def test_the_append_handle_writes_on_the_loop_when_small(logdir_copy, monkeypatch):
     """AppendHandle.write_now: a small write is appended there (and the kernel told of it, as write
-    does); a large one, or one that would wait, is left to a worker (None, nothing done)."""
+    does); a large one while the loop's thread loses the CPU, or one that would wait, is left to a worker
+    (None, nothing done); a large one while it gets the CPU is appended there too."""
     from kafkafs.fs.tree import handles
+
+    monkeypatch.setattr(handles, "LARGE_WRITES", _Loop(on_loop=False))
 
     t = tree_of(logdir_copy, rw=True)
     told = []
@@ -201,7 +214,10 @@ def test_the_append_handle_writes_on_the_loop_when_small(logdir_copy, monkeypatc
         assert log.log_end_offset == end + 1
         monkeypatch.setattr(handles, "WRITE_NOW_MAX", 4)
         assert handle.write_now(0, b"o\nthree\n") is None and log.log_end_offset == end + 1
-        monkeypatch.undo()
+        monkeypatch.setattr(handles, "LARGE_WRITES", _Loop(on_loop=True))
+        assert handle.write_now(0, b"o\nthree\n") == 8 and log.log_end_offset == end + 3
+        monkeypatch.setattr(handles, "LARGE_WRITES", _Loop(on_loop=False))
+        monkeypatch.setattr(handles, "WRITE_NOW_MAX", 64 * 1024)
         with log.appending_now(1):  # this thread holds it: another thread would wait
             import threading
 
@@ -209,10 +225,10 @@ def test_the_append_handle_writes_on_the_loop_when_small(logdir_copy, monkeypatc
             thread = threading.Thread(target=lambda: out.append(handle.write_now(0, b"o\n")))
             thread.start()
             thread.join()
-        assert out == [None] and log.log_end_offset == end + 1 and told == ["events-3"]
-        assert handle.write(0, b"o\n") == 2 and log.log_end_offset == end + 2
+        assert out == [None] and log.log_end_offset == end + 3 and told == ["events-3"] * 2
+        assert handle.write(0, b"o\n") == 2 and log.log_end_offset == end + 4
         handle.flush()
         handle.release()
-        assert [r.value for r in log.records(end)] == [b"one", b"two"]
+        assert [r.value for r in log.records(end)] == [b"one", b"two", b"three", b"o"]
     finally:
         t.close()
