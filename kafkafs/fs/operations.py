@@ -323,7 +323,7 @@ class Operations(pyfuse3.Operations):
         token = trio.lowlevel.current_trio_token()
         for _ in range(READ_SOON_WAITS):  # a read may need two spans rendering at once: one wait each
             rendered = trio.Event()
-            if not handle.read_soon(off, size, lambda ev=rendered: token.run_sync_soon(ev.set)):
+            if not handle.read_soon(off, size, functools.partial(token.run_sync_soon, rendered.set)):
                 break
             await rendered.wait()  # being rendered on another thread: no worker trip either
             data = handle.read_now(off, size)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 
-from kafkafs.fs.views import layout, reading
+from kafkafs.fs.views import layout, piececache, reading
 from kafkafs.fs.views.layout import Layout
 from kafkafs.fs.views.reading import Part, PieceCache, read_cached, read_parts
 
@@ -173,14 +173,14 @@ def test_spans_are_rendered_ahead_paced_by_the_reader(built_logdir, monkeypatch)
 
     monkeypatch.setattr(layout, "GROUP_BYTES", 256)
     monkeypatch.setattr(reading, "READ_AHEAD_BYTES", 1024)  # spans of up to 4 pieces
-    monkeypatch.setattr(reading, "AHEAD_PIECES", 6)
+    monkeypatch.setattr(piececache, "AHEAD_PIECES", 6)
     tree = tree_of(built_logdir)
     try:
         state = tree.partitions.state("orders-0")
         view = state.composition()
         pieces = view.parts[0].layout
         cache = PieceCache(capacity=1000)
-        ahead = reading.AHEAD_PIECES
+        ahead = piececache.AHEAD_PIECES
         assert len(pieces) > 3 * ahead
 
         def rendered(i: int) -> bool:
@@ -234,25 +234,6 @@ def test_read_parts_spans_pieces_and_parts_and_read_cached_needs_every_piece():
     assert read_cached(parts, starts, 5, 4, cache) is None  # "hij" is not rendered yet
     cache.put((pb, 0), b"hij")
     assert read_cached(parts, starts, 5, 4, cache) == b"fghi"
-
-
-def test_piece_cache_drops_the_oldest_and_is_safe_across_threads():
-    cache = PieceCache(capacity=3)
-    for i in range(5):
-        cache.put(i, b"%d" % i)
-    assert [cache.get(i) for i in range(5)] == [None, None, b"2", b"3", b"4"]
-
-    def churn(start: int) -> None:
-        for i in range(start, start + 2000):
-            cache.put(i, b"x")
-            cache.get(i - 1)
-
-    threads = [threading.Thread(target=churn, args=(k * 10_000,)) for k in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert len(cache._items) <= 3
 
 
 def test_bytes_that_lie_end_to_end_in_one_span_are_given_without_a_copy():
