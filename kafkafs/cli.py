@@ -186,12 +186,19 @@ def cmd_consume(args: argparse.Namespace) -> int:
                 note = past_end_note(logdir.log(name), spec)
                 if note:
                     print(f"kafkafs: {note}", file=sys.stderr)
+        damage = []
+
+        def damaged(exc: Exception) -> None:  # damage is local: that partition ends there, the rest is read
+            sys.stdout.buffer.flush()  # the lines before it first
+            print(f"kafkafs: damaged data: {exc}", file=sys.stderr)
+            damage.append(exc)
+
         consume(logdir, names, sys.stdout.buffer, spec=spec, stop_ts=stop_ts, count=args.count, follow=args.follow,
                 interleave=not args.no_interleave, mode=args.values, registry=load_registry(args.logdir, args.schemas),
-                **filters)
+                on_damage=damaged, **filters)
     finally:
         logdir.close()
-    return EXIT_OK
+    return EXIT_DAMAGE if damage else EXIT_OK
 
 
 # ---------------------------------------------------------------------------------------------- dump
@@ -373,6 +380,12 @@ def build_parser() -> _Parser:
 
     p = _logdir_command(
         sub, "produce", cmd_produce, "append lines from stdin to a partition (as the append file does)"
+    )
+    p.description = (
+        "Append the lines of stdin to a partition, as the append file does: a line that does not parse, or "
+        "a record a Kafka broker refuses (no key on a compacted topic; a timestamp more than "
+        "message.timestamp.after.max.ms ahead or message.timestamp.before.max.ms behind now), fails its "
+        "batch, said in one line, exit 1; the batches before it stay appended."
     )
     p.add_argument("partition", metavar="TOPIC-PARTITION")
     p.add_argument("--no-create", action="store_true", help="fail instead of creating a missing partition")

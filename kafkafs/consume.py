@@ -16,18 +16,20 @@ mount or ``kafkafs index --keys``) reads only the batches holding that key; the 
 A topic without a partition number (``orders``, or ``-t orders`` without ``-p``) reads every partition
 of the topic. Records are interleaved by timestamp (ties by partition, then offset), as a consumer of
 the whole topic would roughly see them; ``--no-interleave`` prints one partition after the other, in
-partition order. A name that is a partition folder (``orders-1``) is that partition alone.
+partition order. A name that is a partition folder (``orders-1``) is that partition alone; ``-t``
+always names a topic, as kcat's does (``-t orders-1``: topic ``orders-1``, folders ``orders-1-0``, ...).
 """
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import os
 import re
 import time
 from array import array
 from bisect import bisect_left
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
@@ -115,7 +117,8 @@ def past_end_note(log_: Log, spec: OffsetSpec) -> str | None:
 
 def resolve_partitions(logdir: LogDir, name: str | None, topic: str | None, partition: int | None) -> list[str]:
     """The partition folders to read: ``name`` as a partition folder, else as a topic (every partition);
-    ``-t``/``-p`` kcat style. ``InvalidName`` when nothing matches."""
+    ``-t``/``-p`` kcat style: ``-t`` names a topic, always (``-t a-1`` is topic ``a-1``, every partition,
+    as kcat reads it, never partition 1 of topic ``a``). ``InvalidName`` when nothing matches."""
     names = logdir.partition_names()
     if name is not None and (topic is not None or partition is not None):
         raise InvalidInput("give either TOPIC[-PARTITION] or -t TOPIC [-p N], not both")
@@ -127,13 +130,24 @@ def resolve_partitions(logdir: LogDir, name: str | None, topic: str | None, part
             if name not in names:
                 raise InvalidName(f"no partition {name} in {logdir.path}")
             return [name]
-        name = topic
+        matches = _topic_partitions(names, topic)
+        if not matches:
+            hint = ""
+            if topic in names:
+                folder_topic, number = parse_partition_dir_name(topic)
+                hint = f" ({topic} is partition {number} of topic {folder_topic}: -t {folder_topic} -p {number})"
+            raise InvalidName(f"no topic {topic} in {logdir.path}{hint}")
+        return matches
     if name in names:
         return [name]
-    matches = [n for n in names if parse_partition_dir_name(n)[0] == name]
+    matches = _topic_partitions(names, name)
     if not matches:
         raise InvalidName(f"no partition {name} and no topic {name} in {logdir.path}")
     return matches
+
+
+def _topic_partitions(names: list[str], topic: str) -> list[str]:
+    return [n for n in names if parse_partition_dir_name(n)[0] == topic]
 
 
 @dataclass(eq=False)
@@ -344,11 +358,16 @@ def consume(
     record_filter: RecordFilter | None = None,
     grep: re.Pattern | None = None,
     keys_store=None,
+    on_damage: Callable[[CorruptRecordError], None] | None = None,
 ) -> int:
     """Print the records of ``names`` (partition folders) to ``out``; return how many were printed.
     ``registry``: a Schema Registry's schemas (:func:`kafkafs.storage.schemas.load_registry`);
     ``record_filter`` and ``grep``: only the records they accept; ``keys_store``: a
-    :class:`~kafkafs.storage.keyindex.KeyIndexStore` whose indexes serve a filter by key."""
+    :class:`~kafkafs.storage.keyindex.KeyIndexStore` whose indexes serve a filter by key.
+
+    Damage (a batch that cannot be read) raises :class:`CorruptRecordError` after the records before it,
+    unless ``on_damage`` is given: then damage is local (SPEC §3), that partition ends at its damage,
+    ``on_damage`` is told, and every other partition is read on."""
     if record_filter is not None and record_filter.empty:
         record_filter = None
     readers = []
@@ -360,9 +379,10 @@ def consume(
     if (keys_store is not None and record_filter is not None and record_filter.key is not None and not follow
             and (len(readers) == 1 or not interleave)):
         for r in readers:
-            for line, n in _indexed_chunks(r, keys_store, None if count is None else count - printed):
-                out.write(line)
-                printed += n
+            with _local_damage(r, on_damage):
+                for line, n in _indexed_chunks(r, keys_store, None if count is None else count - printed):
+                    out.write(line)
+                    printed += n
             if count is not None and printed >= count:
                 break
         out.flush()
@@ -371,14 +391,15 @@ def consume(
     while True:
         if whole_batches:
             for r in readers:
-                for lines, n in r.chunks(None if count is None else count - printed):
-                    out.write(lines)
-                    printed += n
-                    if count is not None and printed >= count:
-                        out.flush()
-                        return printed
+                with _local_damage(r, on_damage):
+                    for lines, n in r.chunks(None if count is None else count - printed):
+                        out.write(lines)
+                        printed += n
+                        if count is not None and printed >= count:
+                            out.flush()
+                            return printed
             out.flush()
-            if not follow:
+            if not follow or all(r.done for r in readers):
                 return printed
             _wait(readers)
             continue
@@ -386,7 +407,8 @@ def consume(
             # the kernel merges (one partition at a time without interleave); filters take the way below
             groups = [readers] if interleave else [[r] for r in readers]
             for group in groups:
-                printed += consume_merge.merge(group, out, _pool(), stop_ts, None if count is None else count - printed)
+                printed += consume_merge.merge(group, out, _pool(), stop_ts, None if count is None else count - printed,
+                                               on_damage=on_damage)
                 if count is not None and printed >= count:
                     out.flush()
                     return printed
@@ -396,9 +418,9 @@ def consume(
             _wait(readers)
             continue
         if interleave and len(readers) > 1:
-            streams: Iterator = heapq.merge(*(r.lines() for r in readers))
+            streams: Iterator = heapq.merge(*(_guarded_lines(r, on_damage) for r in readers))
         else:
-            streams = (item for r in readers for item in r.lines())
+            streams = (item for r in readers for item in _guarded_lines(r, on_damage))
         for _ts, _p, _o, line in streams:
             out.write(line)
             printed += 1
@@ -411,8 +433,29 @@ def consume(
         _wait(readers)
 
 
+@contextlib.contextmanager
+def _local_damage(reader: _Reader, on_damage: Callable[[CorruptRecordError], None] | None) -> Iterator[None]:
+    """Damage met reading ``reader`` in the block ends that partition (``on_damage`` told), or, without
+    ``on_damage``, the whole consume."""
+    try:
+        yield
+    except CorruptRecordError as exc:
+        if on_damage is None:
+            raise
+        reader.done = True
+        on_damage(exc)
+
+
+def _guarded_lines(reader: _Reader, on_damage: Callable[[CorruptRecordError], None] | None) -> Iterator:
+    """``reader.lines()``, ending at damage as :func:`_local_damage` says."""
+    with _local_damage(reader, on_damage):
+        yield from reader.lines()
+
+
 def _wait(readers: list[_Reader]) -> None:
-    """Until some partition has records past what was read (a second at most between checks)."""
+    """Until some partition has records past what was read (a second at most between checks); a
+    partition read to its end for good (``done``: damage, or ``e@TS`` reached) is not waited for."""
+    readers = [r for r in readers if not r.done]
     if len(readers) == 1:
         r = readers[0]
         while not r.log.wait_for_records(r.next_offset - 1, timeout=1.0):

@@ -32,7 +32,7 @@ def _count(text: str) -> int:
 def add_consume_arguments(p: argparse.ArgumentParser) -> None:
     """``kafkafs consume``'s own arguments (values, schemas and settings come from the command line)."""
     p.add_argument("partition", nargs="?", metavar="TOPIC[-PARTITION]", help="a partition folder, or a whole topic")
-    p.add_argument("-t", "--topic", help="the topic (kcat style; every partition unless -p)")
+    p.add_argument("-t", "--topic", help="the topic, never a partition folder (kcat style; every partition unless -p)")
     p.add_argument("-p", dest="partition_number", type=int, metavar="N", help="the partition (with -t)")
     p.add_argument("-o", "--offset", "--from-offset", dest="offset", action="append", metavar="OFFSET",
                    help="beginning|earliest, end|latest, N, -N (from the end), s@TS (start), e@TS (stop)")

@@ -13,10 +13,11 @@ Python object is made per record.
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from typing import Any, BinaryIO
 
 from .consume_spans import FIRST_READ_BYTES, PIECE_BYTES, Plan, SpanPool, span_chunks, spannable
+from .errors import CorruptRecordError
 from .format import kernel as _kernel
 
 __all__ = ["available", "merge", "plan_for"]
@@ -58,10 +59,13 @@ def _feed(reader: Any, pool: SpanPool, plan: Plan) -> Generator[tuple[bytes, byt
             yield lines, stamps, ends
 
 
-def merge(readers: list, out: BinaryIO, pool: SpanPool, stop_ts: int | None, count: int | None) -> int:
+def merge(readers: list, out: BinaryIO, pool: SpanPool, stop_ts: int | None, count: int | None,
+          on_damage: Callable[[CorruptRecordError], None] | None = None) -> int:
     """Write the records now in ``readers``' partitions (consume's ``_Reader``s, one per partition)
     to ``out`` in timestamp order (ties by partition); at most ``count``. Returns how many were
-    written. A reader whose partition reaches ``stop_ts`` is marked done."""
+    written. A reader whose partition reaches ``stop_ts`` is marked done. Damage in a partition raises
+    after every line before it, or, with ``on_damage``, ends that partition there (marked done,
+    ``on_damage`` told) while the others merge on."""
     merger = _kernel.KERNEL.Merger([r.log.partition for r in readers], stop_ts)
     plan = plan_for(len(readers))
     feeds = [_feed(r, pool, plan) for r in readers]
@@ -78,6 +82,13 @@ def merge(readers: list, out: BinaryIO, pool: SpanPool, stop_ts: int | None, cou
             if need >= 0:
                 try:
                     _refill(merger, need, feeds[need], readers[need])
+                except CorruptRecordError as exc:
+                    if on_damage is None:
+                        out.write(merger.drain())  # every line before the one that failed, as before
+                        raise
+                    readers[need].done = True
+                    merger.finish(need)  # the partition ends at its damage; the others merge on
+                    on_damage(exc)
                 except BaseException:
                     out.write(merger.drain())  # every line before the one that failed, as before
                     raise

@@ -12,6 +12,7 @@ from typing import NamedTuple
 from .errors import InvalidInput, InvalidName
 from .format.compression import codec_by_name
 from .format.lineencode import encode_lines
+from .storage.append_rules import RecordRefused, check_batches
 from .storage.logdir import LogDir
 from .storage.names import parse_partition_dir_name, refuse_internal_topic
 
@@ -82,12 +83,18 @@ def produce(logdir: LogDir, name: str, fd: int, *, no_create: bool = False, lead
                 except InvalidInput as exc:
                     done = f"; the {total} records before it were appended" if total else ""
                     return Produced(total, first_offset, last_offset, f"{exc}; nothing from its batch was appended{done}")
-                if log_ is None:
-                    log_ = logdir.create_partition(topic, partition)
-                    print(f"kafkafs: created partition {name}", file=sys.stderr)
-                if leader_epoch is not None:
-                    log_.set_leader_epoch(leader_epoch)
-                result = log_.append_batches(group.data)
+                try:
+                    if log_ is None:  # a refused record creates no partition
+                        check_batches(group.data, config, name, time.time_ns() // 1_000_000)
+                        log_ = logdir.create_partition(topic, partition)
+                        print(f"kafkafs: created partition {name}", file=sys.stderr)
+                    if leader_epoch is not None:
+                        log_.set_leader_epoch(leader_epoch)
+                    result = log_.append_batches(group.data)
+                except RecordRefused as exc:
+                    done = f"; the {total} records before it were appended" if total else ""
+                    return Produced(total, first_offset, last_offset,
+                                    f"{exc.at_line(first_line)}; nothing from its batch was appended{done}")
                 total += group.taken
                 first_line += group.taken
                 start = group.end

@@ -15,4 +15,15 @@ export LD_PRELOAD="$runtime"
 export ASAN_OPTIONS="detect_leaks=0:abort_on_error=0:allocator_may_return_null=1:${ASAN_OPTIONS:-}"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:${UBSAN_OPTIONS:-}"
 export PYTHONMALLOC=malloc PYTHONPATH="$PWD" PYTHONDONTWRITEBYTECODE=1
-exec "$PY" -m tests.faults.kernel_fuzz "$kernel" "$@"
+# The target runs as a child of this shell, not in its place (exec): a process's peak RSS (ru_maxrss, what
+# libFuzzer's -rss_limit_mb checks) survives fork and exec, so a target exec'd from a large caller (a pytest
+# process that had grown to 4.4 GB) started "over" its limit and was blamed on its first input. A child
+# forked from this small shell starts from its own.
+trap 'kill -TERM "$child" 2>/dev/null' TERM INT HUP
+"$PY" -m tests.faults.kernel_fuzz "$kernel" "$@" &
+child=$!
+while :; do
+    rc=0; wait "$child" || rc=$?
+    kill -0 "$child" 2>/dev/null || break  # a trapped signal interrupts wait; wait again until it ends
+done
+exit "$rc"

@@ -4,8 +4,9 @@ Every file a partition folder holds is taken, chosen by its suffix as Kafka does
 snapshots (``.checkpoint``) print their batches (and records with ``--deep-iteration``), ``.index``
 and ``.timeindex`` their entries (or their checks with ``--verify-index-only`` and
 ``--index-sanity-check``), ``.snapshot`` the producer state, ``.txnindex`` the aborted transactions.
-A broker's state files (``leader-epoch-checkpoint``, ``partition.metadata``, ``meta.properties``, the
-checkpoints) print ``Dumping FILE`` and ``Ignoring unknown file FILE`` (stderr), exit 0, as Kafka 4's do.
+A file of any other kind (a broker's state files: ``leader-epoch-checkpoint``, ``partition.metadata``,
+``meta.properties``, the checkpoints; a ``.deleted``, ``.cleaned`` or ``.swap`` leftover; any other
+name) prints ``Dumping FILE`` and ``Ignoring unknown file FILE`` (stderr), exit 0, as Kafka 4's tool does.
 
 What goes to standard output is exactly what Kafka prints; the mismatches that Kafka collects go to
 standard error at the end, in Kafka's words and order. Where Kafka would die with a stack trace

@@ -16,29 +16,21 @@ __all__ = ["dump_files", "unusable"]
 
 _KINDS = (".log", ".checkpoint", ".index", ".timeindex", ".snapshot", ".txnindex")
 
-#: files a broker keeps in its log directories that kafka-dump-log (4.x) takes and ignores: it prints
-#: "Dumping FILE", then "Ignoring unknown file FILE" on standard error, and exits 0
-_STATE_FILES = (
-    "meta.properties", "partition.metadata", "leader-epoch-checkpoint", "quorum-state", ".kafka_cleanshutdown",
-    ".lock", "recovery-point-offset-checkpoint", "log-start-offset-checkpoint", "cleaner-offset-checkpoint",
-    "replication-offset-checkpoint",
-)
-
-
 def _suffix(base: str) -> str:
     return base[base.rfind(".") :] if "." in base else base
 
 
 def unusable(name: str) -> str | None:
-    """Why ``name`` is not a file ``dump`` can take (an unknown kind, a segment name without its base
-    offset), or None. The same rules as the dumpers' own, asked before anything is printed."""
+    """Why ``name`` is not a file ``dump`` can take (a segment name without its base offset, where
+    kafka-dump-log stops with a stack trace), or None. The same rules as the dumpers' own, asked before
+    anything is printed. A file of any other kind is taken and ignored, as kafka-dump-log (4.x) takes
+    it: a broker's state files (``meta.properties``, ``leader-epoch-checkpoint``, ...), the leftovers
+    of a deletion or a compaction (``.deleted``, ``.cleaned``, ``.swap``), any other name print
+    ``Dumping FILE``, then ``Ignoring unknown file FILE`` on standard error, exit 0."""
     base = os.path.basename(name)
     suffix = _suffix(base)
-    if base in _STATE_FILES:
-        return None  # taken and ignored, as Kafka does
     if suffix not in _KINDS:
-        return (f"{name}: not a file of a partition folder (.log, .index, .timeindex, .txnindex, .snapshot, "
-                "a KRaft .checkpoint, or a broker's state file)")
+        return None
     if suffix in (".log", ".checkpoint"):
         said = io.StringIO()
         if not _start_line(name, said)[1]:
@@ -68,7 +60,7 @@ def dump_files(files: list[str], out: TextIO, err: TextIO, options: DumpOptions)
             elif suffix == ".txnindex":
                 problems += dump_txn_index(name, out, err)
             else:
-                print(f"Ignoring unknown file {name}", file=err)
+                print(f"Ignoring unknown file {java_path(name)}", file=err)  # a java.io.File, as "Dumping"
         except BrokenPipeError:
             raise
         except OSError as exc:

@@ -64,8 +64,10 @@ class IndexErrors:
 
     @staticmethod
     def _in_kafkas_order(table: dict[str, list[tuple[int, int]]]) -> list[tuple[str, list[tuple[int, int]]]]:
-        """Kafka 4 keeps each kind in a ``java.util.HashMap`` keyed by the file's absolute path."""
-        return [(key, table[key]) for key in java_hashmap_order(table)]
+        """Kafka 4 keeps each kind in a ``java.util.HashMap`` keyed by the file's absolute path, one
+        ``computeIfAbsent`` a finding (a file's findings come together, files in the order dumped)."""
+        calls = [key for key, pairs in table.items() for _ in pairs]
+        return [(key, table[key]) for key in java_hashmap_order(calls)]
 
     @staticmethod
     def _tree(pairs: list[tuple[int, int]], *, descending: bool = False) -> list[tuple[int, int]]:

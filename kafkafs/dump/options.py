@@ -125,8 +125,9 @@ def run_from_args(args: argparse.Namespace, out: BinaryIO, err: TextIO) -> int:
     for name in files:
         if not os.path.isfile(name):
             raise InvalidInput(f"{name}: {'no such file' if not os.path.exists(name) else 'not a file'}")
-    # Kafka says "Ignoring unknown file" and goes on with the others (kept for a mix); when no path
-    # named is one dump takes, that is a usage error (SPEC §4: exit 2), said in one line
+    # a file of no kind dump knows: Kafka's "Ignoring unknown file", exit 0 (files.unusable); a segment
+    # name without its base offset, where Kafka stops with a stack trace: when no path named is one dump
+    # takes, that is a usage error (SPEC §4: exit 2), said in one line
     reasons = [unusable(name) for name in files]
     if all(reasons):
         raise InvalidInput(f"{reasons[0]}" + (f" (and {len(files) - 1} more such)" if len(files) > 1 else ""))

@@ -376,7 +376,7 @@ def clean_log(target: Log, now_ms: int, omap: OffsetMap, *, checkpoint: int | No
         legacy_horizon = legacy_delete_horizon(segments, start, target.config.delete_retention_ms)
         # the producers still active, once a round (Kafka's lastRecordsOfActiveProducers in doClean)
         active = target.active_producers(now_ms, producer_expiration_ms) if hasattr(target, "active_producers") else {}
-        for group in group_segments(to_clean, target.config.segment_bytes, target.config.segment_index_bytes, end):
+        for group in group_segments(to_clean, target.config.segment_size, target.config.segment_index_bytes, end):
             if should_stop is not None and should_stop():
                 return lines, cleaned_to
             result = _clean_group(target, group, omap, now_ms, txns, aborted, stats, io_buffer, dry_run,

@@ -34,6 +34,9 @@ LONG_MAX = 2**63 - 1
 #: Kafka's topic-level names, their defaults and types (as in Kafka's TopicConfig / LogConfig).
 DEFAULTS: dict[str, Any] = {
     "segment.bytes": 1024 * 1024 * 1024,
+    # Kafka 4's LogConfig: when set (an INT, no default), the segment size in place of segment.bytes
+    # (segmentSize()), which Kafka 4 keeps at 1 MiB or more; tests and small setups use it
+    "internal.segment.bytes": None,
     "segment.ms": 7 * 24 * 3600 * 1000,
     "segment.jitter.ms": 0,
     "segment.index.bytes": 10 * 1024 * 1024,
@@ -49,6 +52,10 @@ DEFAULTS: dict[str, Any] = {
     "max.compaction.lag.ms": LONG_MAX,
     "max.message.bytes": 1024 * 1024 + 12,
     "message.timestamp.type": "CreateTime",
+    # how far a CreateTime record's timestamp may lie before / after the time of its append (Kafka 4's
+    # defaults: no bound before, one hour after, KIP-1030); see storage/append_rules.py
+    "message.timestamp.before.max.ms": LONG_MAX,
+    "message.timestamp.after.max.ms": 3600 * 1000,
     "file.delete.delay.ms": 60_000,
     "compression.type": "producer",
     "preallocate": False,
@@ -111,6 +118,7 @@ _CHOICES = {
 }
 _MINIMUM = {
     "segment.bytes": 14,
+    "internal.segment.bytes": 14,
     "segment.ms": 1,
     "segment.index.bytes": 8,
     "index.interval.bytes": 0,
@@ -121,6 +129,8 @@ _MINIMUM = {
     "retention.bytes": -1,
     "delete.retention.ms": 0,
     "file.delete.delay.ms": 0,
+    "message.timestamp.before.max.ms": 0,
+    "message.timestamp.after.max.ms": 0,
     "log.cleaner.dedupe.buffer.size": 1024,
     "log.cleaner.io.buffer.size": 4096,
     "log.cleaner.backoff.ms": 0,
@@ -133,6 +143,7 @@ INT_MAX = 2**31 - 1
 #: Kafka declares these INT (a file position or a size in an index entry must fit a Java int).
 _MAXIMUM = {
     "segment.bytes": INT_MAX,
+    "internal.segment.bytes": INT_MAX,
     "segment.index.bytes": INT_MAX,
     "index.interval.bytes": INT_MAX,
     "max.message.bytes": INT_MAX,
@@ -153,6 +164,8 @@ def parse_setting(name: str, value: Any) -> Any:
     default = DEFAULTS[name] if name in DEFAULTS else BROKER_DEFAULTS[name]
     if name == "cleanup.policy" and isinstance(value, list) and all(isinstance(v, str) for v in value):
         value = ",".join(value)  # Kafka's own type for it is a list
+    if default is None:  # an INT without a default (internal.segment.bytes)
+        default = 0
     try:
         if isinstance(default, bool):
             if isinstance(value, str):
@@ -199,6 +212,7 @@ class LogConfig:
     """The settings of one topic, as attributes named like Kafka's with ``_`` for ``.``."""
 
     segment_bytes: int = DEFAULTS["segment.bytes"]
+    internal_segment_bytes: int | None = DEFAULTS["internal.segment.bytes"]
     segment_ms: int = DEFAULTS["segment.ms"]
     segment_jitter_ms: int = DEFAULTS["segment.jitter.ms"]
     segment_index_bytes: int = DEFAULTS["segment.index.bytes"]
@@ -214,6 +228,8 @@ class LogConfig:
     max_compaction_lag_ms: int = DEFAULTS["max.compaction.lag.ms"]
     max_message_bytes: int = DEFAULTS["max.message.bytes"]
     message_timestamp_type: str = DEFAULTS["message.timestamp.type"]
+    message_timestamp_before_max_ms: int = DEFAULTS["message.timestamp.before.max.ms"]
+    message_timestamp_after_max_ms: int = DEFAULTS["message.timestamp.after.max.ms"]
     file_delete_delay_ms: int = DEFAULTS["file.delete.delay.ms"]
     compression_type: str = DEFAULTS["compression.type"]
     preallocate: bool = DEFAULTS["preallocate"]
@@ -229,7 +245,18 @@ class LogConfig:
         return getattr(self, _field(name))
 
     def as_dict(self) -> dict[str, Any]:
-        return {name: getattr(self, _field(name)) for name in DEFAULTS}
+        """Every setting by its Kafka name (``internal.segment.bytes`` only when set, as Kafka lists it)."""
+        out = {name: getattr(self, _field(name)) for name in DEFAULTS}
+        if out["internal.segment.bytes"] is None:
+            del out["internal.segment.bytes"]
+        return out
+
+    @property
+    def segment_size(self) -> int:
+        """The size a segment rolls at: ``internal.segment.bytes`` when set, else ``segment.bytes``
+        (Kafka's ``LogConfig.segmentSize()``)."""
+        internal = self.internal_segment_bytes
+        return self.segment_bytes if internal is None else internal
 
     @property
     def compact(self) -> bool:

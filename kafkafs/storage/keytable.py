@@ -2,8 +2,9 @@
 latest record of every key whose latest record is not a tombstone), from the key indexes of the sealed
 segments (:mod:`.keyindex`) and a scan of the active segment.
 
-Which records count, for all three: records of data batches (control records never) that have a key
-and are not in a transaction that aborted (the ``.txnindex`` entries of the partition say which,
+Which records count, for all three: records at or past the log start offset (those below it are gone
+for every reader, as after ``kafka-delete-records``) of data batches (control records never) that have
+a key and are not in a transaction that aborted (the ``.txnindex`` entries of the partition say which,
 when the query runs). A hash found in an index is confirmed against the record's key before it is
 served; the table takes hash equality for key equality, as the cleaner's offset map does (MD5), so
 the table is what compaction keeps, minus tombstones.
@@ -144,21 +145,21 @@ def _unpack_txns(raw: bytes) -> list[tuple[int, int, int]]:
 class Table:
     """The table as it was when it was made: :meth:`parts` gives each segment's filter of kept records,
     oldest first. ``kept``: the records in it; ``keys``: every key with a latest record (tombstones
-    included). Close it to drop the active segment's temporary index."""
+    included; exact when the table keeps tombstones). Records below ``start`` (the log start offset)
+    are gone for every reader: a key whose latest record lies there has none. Close it to drop the
+    active segment's temporary index."""
 
-    def __init__(self, sources: list[_Source], tombstones: bool, temporary: SegmentKeyIndex | None) -> None:
+    def __init__(self, sources: list[_Source], tombstones: bool, temporary: SegmentKeyIndex | None,
+                 start: int = 0) -> None:
         self._sources = sources  # oldest first
         self._tombstones = tombstones
         self._temporary = temporary
+        self._start = start
         self._groups = _groups(sources)
         self._cached: tuple[int, list[TablePart]] | None = None
-        self.kept = 0
-        self.keys = 0
-        for g in range(len(self._groups)):
-            parts = self._group(g)
-            self.kept += sum(p.kept for p in parts)
-        if not self._groups:
-            self.keys = 0
+        self._distinct = self._below_start = 0
+        self.kept = sum(p.kept for g in range(len(self._groups)) for p in self._group(g))
+        self.keys = self._distinct - self._below_start
 
     def _group(self, g: int) -> list[TablePart]:
         cached = self._cached
@@ -177,11 +178,12 @@ class Table:
             kept += k
             distinct += d
         if lo == 0:
-            self.keys = distinct
+            self._distinct = distinct
         parts = []
         for i, source in enumerate(newest_first):
             bitmap = bitmaps[i]
             if bitmap is not None:
+                self._below_start += _clear_below(bitmap, self._start - source.keys.base_offset)
                 count = int.from_bytes(bitmap, "little").bit_count()
                 parts.append(TablePart(source.segment, RecordFilter(bits=bytes(bitmap),
                                                                     bits_base=source.keys.base_offset), count,
@@ -205,6 +207,16 @@ class Table:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _clear_below(bitmap: bytearray, end: int) -> int:
+    """Clear the bits of ``bitmap`` below bit ``end``; how many were set."""
+    if end <= 0:
+        return 0
+    bits = int.from_bytes(bitmap, "little")
+    low = bits & ((1 << end) - 1)
+    bitmap[:] = (bits ^ low).to_bytes(len(bitmap), "little")
+    return low.bit_count()
 
 
 def _range_bits(entries: int) -> int:
@@ -336,8 +348,10 @@ class PartitionKeys:
     # ------------------------------------------------------------------------------------------ queries
 
     def latest(self, key: bytes) -> KeyRecord | None:
-        """The latest record of ``key`` (a tombstone included), or None."""
-        return self._query(lambda: self._latest(key))
+        """The latest record of ``key`` (a tombstone included), or None (also when it lies below the log
+        start offset: gone for every reader)."""
+        found = self._query(lambda: self._latest(key))
+        return found if found is not None and found.offset >= self.log.log_start_offset else None
 
     def _latest(self, key: bytes) -> KeyRecord | None:
         sealed, active = self._segments()
@@ -364,8 +378,11 @@ class PartitionKeys:
     def history_to_damage(self, key: bytes, *, include_aborted: bool = False
                           ) -> tuple[list[KeyRecord], CorruptRecordError | None]:
         """:meth:`history` up to the first damage, and that damage (None: none): a reader prints the
-        records before it, then says it (SPEC §4), as a plain read does."""
-        return self._query(lambda: self._history(key, include_aborted))
+        records before it, then says it (SPEC §4), as a plain read does. Records below the log start
+        offset are left out (gone for every reader)."""
+        found, damage = self._query(lambda: self._history(key, include_aborted))
+        start = self.log.log_start_offset
+        return [r for r in found if r.offset >= start], damage
 
     def _history(self, key: bytes, include_aborted: bool) -> tuple[list[KeyRecord], CorruptRecordError | None]:
         sealed, active = self._segments()
@@ -449,7 +466,7 @@ class PartitionKeys:
                 temporary.close()
                 raise
         try:
-            return Table(sources, tombstones, temporary)
+            return Table(sources, tombstones, temporary, self.log.log_start_offset)
         except BaseException:
             if temporary is not None:
                 temporary.close()

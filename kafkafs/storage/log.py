@@ -38,6 +38,7 @@ from ..format.batch import (
 from ..format.compression import codec_by_name
 from ..format.lineencode import encode_lines
 from ..format.txnindex import AbortedTxn, TxnEvent, collect_aborted_txns, transaction_event
+from .append_rules import RecordRefused, check_appendable
 from .config import LogConfig
 from .handles import HandleBudget, raise_open_file_limit
 from .local_log import LocalLog, _now_ms, fsync_directory
@@ -243,7 +244,10 @@ class Log(LocalLog):
         group = encode_lines(data, now=self.clock(), codec=codec_by_name(self.config.compression_type),
                              max_message_bytes=self.config.max_message_bytes, leader_epoch=self.leader_epoch,
                              first_number=first_number)
-        return self.append_batches(group.data, flush=flush), group.taken
+        try:
+            return self.append_batches(group.data, flush=flush), group.taken
+        except RecordRefused as exc:  # one line is one record
+            raise exc.at_line(first_number) from None
 
     @contextlib.contextmanager
     def appending_now(self, records: int) -> Iterator[bool]:
@@ -265,7 +269,9 @@ class Log(LocalLog):
     def append_batches(self, data: bytes | bytearray, *, flush: bool | None = None) -> AppendResult:
         """Append whole v2 batches as a producer sends them: each is validated (sizes, CRC, offset
         range), given its offsets and the leader epoch (outside the CRC), and LogAppendTime when the
-        topic says so.
+        topic says so. A record a Kafka broker refuses (a keyless record on a compacted topic, a
+        timestamp out of ``message.timestamp.*.max.ms``) raises :class:`~.append_rules.RecordRefused`,
+        nothing appended (:mod:`~kafkafs.storage.append_rules`).
 
         A batch keeps its ``lastOffsetDelta``: one with gaps (compacted, copied from another log) takes
         ``lastOffsetDelta + 1`` offsets. ``flush`` True fsyncs before returning (the result is then
@@ -274,6 +280,7 @@ class Log(LocalLog):
         self._require_writable()
         buf = bytearray(data)
         headers = self._validated_headers(buf)
+        check_appendable(buf, headers, self.config, self.name, self.clock())
         with self._lock:
             self._require_writable()
             next_offset = self.log_end_offset

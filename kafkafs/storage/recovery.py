@@ -394,7 +394,9 @@ def _recover_segments(
         report.recovered_segments.append(segment.log_path.name)
         after = segment.index_state()
         rebuilt = sorted(name for name in after if after[name] != before.get(name))
-        right = [name for name in rebuilt if not cut and _was_right(segment, name, before.get(name))]
+        # (after an unclean stop the active segment's indexes are restored whatever they hold: said so below)
+        right = [name for name in rebuilt
+                 if not cut and _was_right(segment, name, before.get(name), segment is last and clean_shutdown)]
         report.rewritten_files.extend(right)
         rebuilt = [name for name in rebuilt if name not in right]
         report.restored_files.extend(
@@ -438,20 +440,26 @@ def _left_by_unclean_stop(active: bool, clean_shutdown: bool, name: str, old: ob
     return name.endswith((names.INDEX, names.TIME_INDEX)) and old == (False,)
 
 
-def _was_right(segment: LogSegment, name: str, old: object) -> bool:
+def _was_right(segment: LogSegment, name: str, old: object, active: bool = False) -> bool:
     """Whether the offset or time index ``name`` held, as ``old`` (:meth:`index_state`), only entries a
     broker could have written for this segment's batches, strictly increasing and trimmed (or was absent
     for an empty segment): an offset
     entry is (a batch's last offset, its position), a time entry (the largest timestamp so far, the last
     offset of the first batch holding it) at some batch. What Kafka's ``--verify-index-only`` accepts,
-    and what a close or a restart leaves besides a rebuild's own entries."""
+    and what a close or a restart leaves besides a rebuild's own entries. The ``active`` segment's index
+    may also be preallocated past its entries, as a running broker keeps it and as a KRaft broker's
+    clean stop leaves ``__cluster_metadata``'s (its raft log is not closed through the log manager; the
+    broker recovers it at every start): what ``verify`` accepts there too."""
     size = {names.INDEX: 8, names.TIME_INDEX: 12}.get(name[name.rfind("."):])
     if size is not None and old == (False,) and segment.size == 0:
         return True  # no index for an empty segment: nothing was missing (Kafka creates it on open)
     if size is None or not isinstance(old, tuple) or len(old) != 3 or not old[0]:
         return False
     entries, length = old[1], old[2]
-    if not entries or length != size * len(entries):
+    if active and length > size * len(entries):  # preallocated: entries, then the room left
+        if not entries:
+            return True
+    elif not entries or length != size * len(entries):
         return False
     possible = set()
     max_ts, max_at = -1, -1

@@ -248,11 +248,12 @@ class LogSegment(SegmentFiles):
         self, *, messages_size: int, max_timestamp: int, max_offset: int, batches: int = 1, now: int
     ) -> str | None:
         """Which of Kafka's four roll conditions holds before appending ``batches`` batches of
-        ``messages_size`` bytes, the last offset ``max_offset``: ``"segment.bytes"``, ``"segment.ms"``,
+        ``messages_size`` bytes, the last offset ``max_offset``: ``"segment.bytes"`` (or
+        ``internal.segment.bytes``), ``"segment.ms"``,
         ``"index full"``, ``"offset overflow"``, or None (Kafka's ``shouldRoll``)."""
         config = self.config
         size = self._size
-        if size > config.segment_bytes - messages_size or (size and size + messages_size > MAX_POSITION):
+        if size > config.segment_size - messages_size or (size and size + messages_size > MAX_POSITION):
             return "segment.bytes"
         if size > 0 and self.time_waited_for_roll(now, max_timestamp) > config.segment_ms - self.roll_jitter_ms:
             return "segment.ms"

@@ -217,3 +217,53 @@ def test_a_null_value_under_the_remote_log_metadata_decoder_is_said_as_kafka_say
     proc = kafkafs("dump", "--remote-log-metadata-decoder", str(segment))
     assert proc.stdout.splitlines() == theirs.stdout.splitlines()
     assert "valueSize: -1" in theirs.stdout and "is null" in theirs.stdout
+
+
+@pytest.mark.parametrize("name", ["00000000000000000000.log.deleted", "00000000000000000000.log.swap",
+                                  "00000000000000000000.log.cleaned", "00000000000000000000.index.deleted",
+                                  "00000000000000000003.snapshot.deleted", "notes.txt", "no-suffix"])
+def test_a_file_of_no_kind_alone_is_ignored_as_kafka_ignores_it(kafka: Kafka, fixtures_dir, tmp_path, name):
+    """review6 F7: a single file dump does not know (a deletion's or a compaction's leftover, any other
+    name): kafka-dump-log prints "Dumping FILE", "Ignoring unknown file FILE" on stderr, exit 0; kafkafs
+    exited 2 ("not a file of a partition folder") and printed no "Dumping" line."""
+    segment = fixtures_dir / "kafka-logs-a" / "__consumer_offsets-12" / "00000000000000000000.log"
+    (tmp_path / name).write_bytes(segment.read_bytes())
+    path = f"{tmp_path}//{name}"  # Java's File collapses the doubled slash, in both lines
+    theirs = kafka.dump_log("--files", path)
+    for args in ((path,), ("--files", path)):
+        proc = kafkafs("dump", *args)
+        assert (proc.returncode, proc.stdout, proc.stderr) == (theirs.returncode, theirs.stdout, theirs.stderr)
+    assert theirs.returncode == 0 and theirs.stderr == f"Ignoring unknown file {tmp_path}/{name}\n"
+
+
+def test_files_sharing_a_hashmap_bucket_are_reported_in_kafkas_order(kafka: Kafka, tmp_path):
+    """review7 R5: DumpLogSegments fills its maps of findings with computeIfAbsent, which links a new
+    file at the head of its HashMap bucket (and grows the table on the call after the threshold):
+    kafkafs reported files sharing a bucket in the order dumped. Segments with gaps (one finding each
+    with --deep-iteration), paths chosen so that several share a bucket, 13 files (the table stays at
+    16 buckets) and 20 (it grows)."""
+    from kafkafs.dump.scala import java_string_hash
+    from tests.storage.helpers import batch
+
+    def bucket_of(path: Path) -> int:  # of 16, as HashMap spreads String.hashCode
+        h = java_string_hash(str(path)) & 0xFFFFFFFF
+        return (h ^ (h >> 16)) & 15
+
+    names, buckets = [], {}
+    i = 0
+    while len(names) < 20:  # 4 in one bucket of 16 (0), the rest anywhere
+        path = tmp_path / f"t{i}-0" / "00000000000000000000.log"
+        i += 1
+        bucket = bucket_of(path)
+        if bucket == 0 and buckets.get(0, 0) >= 4 or bucket != 0 and len(names) - buckets.get(0, 0) >= 16:
+            continue
+        buckets[bucket] = buckets.get(bucket, 0) + 1
+        path.parent.mkdir()
+        path.write_bytes(batch(1, base_offset=0) + batch(1, base_offset=5))
+        names.append(path)
+    for files in (names[:13], names):
+        theirs = kafka.dump_log(*files, "--deep-iteration")
+        proc = kafkafs("dump", "--deep-iteration", "--files", ",".join(map(str, files)))
+        assert proc.stdout == theirs.stdout
+        assert proc.stderr.splitlines() == theirs.stderr.splitlines()
+        assert theirs.stderr.count("Non-consecutive offsets in ") == len(files)

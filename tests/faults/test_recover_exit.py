@@ -151,3 +151,25 @@ def test_verify_says_what_recover_finishes_of_an_interrupted_compaction(tmp_path
     assert _kafkafs("verify", str(logdir)).returncode == 0
     (logdir / "t-0" / (segments[0].stem + ".log.deleted")).write_bytes(b"")
     assert _kafkafs("verify", str(logdir)).returncode == 0
+
+
+def test_recover_of_a_cleanly_stopped_kraft_directory_exits_0(tmp_path, fixtures_dir):
+    """review7 R6: a Kafka 4.4 KRaft broker's clean stop leaves __cluster_metadata-0's active .index and
+    .timeindex preallocated (10 MiB, untrimmed: the raft log is not closed through the log manager; the
+    broker recovers it at every start). Here fixture a (a broker's clean stop) with its active segment's
+    indexes preallocated as that broker leaves them: verify said 0 and recover 1 ("rebuilt")."""
+    import shutil
+
+    copy = tmp_path / "a"
+    shutil.copytree(fixtures_dir / "kafka-logs-a", copy)
+    assert (copy / ".kafka_cleanshutdown").exists()
+    part = copy / "__consumer_offsets-12"
+    for name, size in (("00000000000000000862.index", 10485760), ("00000000000000000862.timeindex", 10485756)):
+        path = part / name
+        path.chmod(0o644)
+        with open(path, "r+b") as f:
+            f.truncate(size)
+    assert _kafkafs("verify", str(copy)).returncode == 0
+    proc = _kafkafs("recover", str(copy))
+    assert proc.returncode == 0, (proc.stdout + proc.stderr).decode()
+    assert b"__consumer_offsets-12: checked, nothing wrong" in proc.stdout

@@ -5,6 +5,7 @@ directory's lock."""
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import hashlib
 import os
 import shutil
@@ -18,7 +19,7 @@ from typing import Any
 
 from kafkafs.format.batch import DecodedBatch, encode_batch
 from kafkafs.format.jsonview import ProducerRecord
-from kafkafs.storage.config import LogConfig
+from kafkafs.storage.config import LONG_MAX, LogConfig
 from kafkafs.storage.log import Log
 
 Row = tuple[int, bytes | None, bytes | None, tuple]
@@ -48,6 +49,20 @@ def lock_held(logdir: Path, script_dir: Path, *args: str) -> Iterator[int]:
     finally:
         proc.kill()
         proc.wait()
+
+
+@contextmanager
+def as_history(log: Log) -> Iterator[Log]:
+    """While inside, ``log`` takes what a broker once took, that an append today refuses (Kafka's
+    LogValidator, storage/append_rules.py): records without a key (as before its topic was altered to
+    ``cleanup.policy=compact``; the cleaner then drops them) and timestamps far from today's clock
+    (``message.timestamp.after.max.ms`` unbounded: the made-up times of a test's history)."""
+    saved = log.config
+    log.config = dataclasses.replace(saved, cleanup_policy="delete", message_timestamp_after_max_ms=LONG_MAX)
+    try:
+        yield log
+    finally:
+        log.config = saved
 
 
 class Clock:

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 
 from kafkafs.format.batch import encode_batch, encode_control_batch
 
+from .helpers import as_history
+
 
 @dataclass
 class Rec:
@@ -47,7 +49,13 @@ def random_key(rnd: random.Random, keys: int) -> bytes:
 def fill(log, rnd: random.Random, batches: int, *, keys: int = 300, per_batch: int = 10, txn: bool = True,
          decide_all: bool = False) -> Model:
     """Append ``batches`` random batches to a writable ``log``; with ``decide_all`` every transaction is
-    committed or aborted at the end."""
+    committed or aborted at the end. Some records have no key, also on a compacted topic (as written
+    before the topic was compacted: :func:`~tests.storage.helpers.as_history`)."""
+    with as_history(log):
+        return _fill(log, rnd, batches, keys=keys, per_batch=per_batch, txn=txn, decide_all=decide_all)
+
+
+def _fill(log, rnd: random.Random, batches: int, *, keys: int, per_batch: int, txn: bool, decide_all: bool) -> Model:
     model = Model()
     pids = [101, 102, 103]
 

@@ -12,10 +12,13 @@ from kafkafs.storage.cleaner import apply_retention, clean_logdir, compact
 from kafkafs.storage.config import Settings
 from kafkafs.storage.logdir import LogDir
 
+from .helpers import as_history
+
 
 def _fill(log, n, *, key=lambda i: None, value=lambda i: b"v%d" % i, ts=lambda i: 1000 + i):
-    for i in range(n):
-        log.append_records([(ts(i), key(i), value(i), ())])
+    with as_history(log):  # keyless records on compacted topics, made-up future times
+        for i in range(n):
+            log.append_records([(ts(i), key(i), value(i), ())])
 
 
 def _kafka_python_offsets(directory) -> list[int]:

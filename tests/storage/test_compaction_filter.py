@@ -18,6 +18,7 @@ from kafkafs.storage.config import Settings
 from kafkafs.storage.logdir import LogDir
 from kafkafs.storage.offset_map import BYTES_PER_ENTRY, OffsetMap
 
+from .helpers import as_history
 from .test_cleaner import _kafka_python_offsets, _marker, _txn
 
 T = 10**10  # "now" of the first cleaning: every producer of these logs (timestamps ~1000) has expired
@@ -40,11 +41,12 @@ def test_records_without_a_key_go(tmp_path):
     with LogDir(tmp_path, _settings(), writable=True) as logdir:
         log = logdir.create_partition("kv", 0)
         rows = [(b"a", b"1"), (None, b"x"), (b"b", b"2"), (None, None), (b"a", b"3"), (None, b"y")]
-        for i, (key, value) in enumerate(rows):  # offsets 0..5, a batch each
-            log.append_records([(1000 + i, key, value, ())])
-        log.append_records([(1010, None, b"m", ()), (1011, b"c", b"4", ()), (1012, None, b"n", ())])  # 6, 7, 8
-        log.roll()
-        log.append_records([(1020, None, b"active", ())])  # 9: the active segment is never cleaned
+        with as_history(log):  # written before the topic was compacted
+            for i, (key, value) in enumerate(rows):  # offsets 0..5, a batch each
+                log.append_records([(1000 + i, key, value, ())])
+            log.append_records([(1010, None, b"m", ()), (1011, b"c", b"4", ()), (1012, None, b"n", ())])  # 6, 7, 8
+            log.roll()
+            log.append_records([(1020, None, b"active", ())])  # 9: the active segment is never cleaned
         lines = compact(log, now_ms=T)
         # Kafka's shouldRetainRecord: no key -> not retained (within the offset map's range); a keyed
         # record stays when it is its key's latest: b@2, a@4, c@7
@@ -67,7 +69,8 @@ def test_records_without_a_key_past_the_rounds_end_wait_for_the_next_round(tmp_p
         for i in range(30):
             key = b"k%d" % (i // 2 % 15) if i % 2 == 0 else None
             keys.append(key)
-            log.append_records([(1000 + i, key, b"v%d" % i, ())])
+            with as_history(log):  # written before the topic was compacted
+                log.append_records([(1000 + i, key, b"v%d" % i, ())])
         log.roll()
         omap = OffsetMap(11 * BYTES_PER_ENTRY, 0.9)  # 11 slots, 9 keys
         assert omap.max_entries == 9
@@ -94,7 +97,8 @@ def _transactional_log(log) -> None:
     log.append_records([(1000, b"c", b"c1", ())])  # 6: superseded by the tombstone at 10
     log.append_batches(_txn(3, b"d", b"d"))  # 7: committed, stays
     log.append_batches(_marker("COMMIT", 3))  # 8
-    log.append_records([(1000, None, b"no key", ())])  # 9
+    with as_history(log):  # written before the topic was compacted
+        log.append_records([(1000, None, b"no key", ())])  # 9
     log.append_records([(1000, b"c", None, ())])  # 10: tombstone
     log.roll()
     log.append_records([(1000, b"z", b"z", ())])  # 11: active

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from kafkafs.errors import InvalidInput, OffsetOutOfRange, ReadOnlyError, RecordTooLargeError
+from kafkafs.errors import ConfigError, InvalidInput, OffsetOutOfRange, ReadOnlyError, RecordTooLargeError
 from kafkafs.format.batch import encode_batch, read_batch_header, scan_batches
+from kafkafs.storage.config import LogConfig, parse_setting
 from kafkafs.storage.log import Log
 
 from .helpers import (
@@ -48,6 +49,26 @@ def test_roll_by_segment_bytes(tmp_path: Path) -> None:
     assert segment_bases(log) == list(range(0, 100, per_segment))
     assert all(s.size <= per_segment * size for s in log.segments)
     log.close()
+
+
+def test_internal_segment_bytes_is_the_segment_size_when_set(tmp_path: Path) -> None:
+    # review7 R4: Kafka 4's LogConfig.segmentSize() is internal.segment.bytes when set (Kafka 4 keeps
+    # segment.bytes at 1 MiB or more); it was an unknown setting. The broker's own rolls by it:
+    # tests/broker/test_settings_vs_kafka.py
+    clock = Clock()
+    probe = open_log(tmp_path / "probe-0", clock=clock)
+    size = batch_size(probe)
+    probe.close()
+    cfg = LogConfig.from_mapping({"segment.bytes": 1 << 20, "internal.segment.bytes": str(5 * size)})
+    assert cfg.segment_size == 5 * size and cfg.as_dict()["internal.segment.bytes"] == 5 * size
+    assert "internal.segment.bytes" not in config().as_dict() and config().segment_size == 1 << 30
+    log = open_log(tmp_path / "t-0", cfg, clock=clock)
+    for _ in range(20):
+        log.append_records([record()])
+    assert segment_bases(log) == [0, 5, 10, 15]
+    log.close()
+    with pytest.raises(ConfigError, match="is not an integer"):
+        parse_setting("internal.segment.bytes", "big")
 
 
 def test_roll_by_segment_ms(tmp_path: Path) -> None:

@@ -24,7 +24,7 @@ from kafkafs.fs.views import partition as partition_view
 from kafkafs.storage.log import Log
 from kafkafs.storage.logdir import LogDir
 
-from ...storage.helpers import config, open_log, read_offset, record
+from ...storage.helpers import Clock, config, open_log, read_offset, record
 
 TS = 1_763_700_000_000
 
@@ -34,7 +34,7 @@ def live(tmp_path: Path, monkeypatch):
     """(writer, tree): a writable log of ``t-0`` (the broker) and a read-only tree over its folder that
     has looked at the partition once; no rate-limited refresh runs during the test."""
     monkeypatch.setattr(partition_view, "REFRESH_INTERVAL", 3600.0)
-    writer = open_log(tmp_path / "logs" / "t-0", config(segment_bytes=1 << 20))
+    writer = open_log(tmp_path / "logs" / "t-0", config(segment_bytes=1 << 20), clock=Clock(TS))  # the records' time
     writer.append_records([record(b"old-%d" % k, ts=TS + k) for k in range(10)])
     tree = Tree(LogDir(tmp_path / "logs"))
     assert tree.read_file("t-0/by-offset/9.json")  # the partition is loaded and looked at

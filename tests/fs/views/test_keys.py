@@ -59,3 +59,44 @@ def test_the_table_and_the_key_names(views):
     again = keys.table()
     assert again is not stream and _offsets(again.read(0, again.total))[-1] == log.log_end_offset - 1
     assert keys.count() == len(latest) + 1
+
+
+@pytest.mark.parametrize("where", ["mid-segment", "in-the-active-segment"])
+def test_records_below_the_log_start_offset_are_in_no_view(tmp_path, where):
+    # review7 R1: after kafka-delete-records (the log start offset moved inside a segment) table.jsonl,
+    # the key names and <key>.jsonl still served the deleted records, while records.jsonl and
+    # <key>.json started at the log start
+    import dataclasses
+
+    from ...storage.keylogs import Rec
+
+    (tmp_path / "logs").mkdir()
+    logdir = LogDir(tmp_path / "logs", Settings({"segment.bytes": 5000}), writable=True)
+    log = logdir.create_partition("kv", 0)
+    early = [(1000 + i, b"early-%d" % i, b"v" * 50, ()) for i in range(60)]  # keys met only here
+    log.append_records(early)
+    model = fill(log, random.Random(9), 250, keys=60)
+    model.records[:0] = [Rec(i, key, value) for i, (_ts, key, value, _h) in enumerate(early)]
+    keys = KeyViews(PartitionState("kv-0", 0, log, "auto"), KeyIndexStore(tmp_path / "cache"))
+    segments = list(log.segments)
+    assert len(segments) > 3
+    start = 30 if where == "mid-segment" else segments[-1].base_offset + 1
+    log.log_start_offset = start
+    kept = dataclasses.replace(model, records=[r for r in model.records if r.offset >= start])
+    latest, history, table = brute(kept)
+    all_latest, _all_history, _all_table = brute(model)
+    gone = set(all_latest) - set(latest)
+    assert gone  # keys whose every record lies below the start
+    stream = keys.table()
+    assert _offsets(stream.read(0, stream.total)) == table
+    assert keys.count() == len(latest)
+    assert sorted(keys.names()) == sorted(key_name(k) for k in latest)
+    for key in all_latest:
+        found = keys.latest(key)
+        if key in gone:
+            assert found is None and keys.history(key) is None
+            continue
+        assert orjson.loads(found.data)["offset"] == latest[key].offset
+        got = keys.history(key)
+        assert _offsets(got.read(0, got.total)) == history[key]
+    logdir.close()

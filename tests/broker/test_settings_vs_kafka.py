@@ -1,0 +1,37 @@
+"""Topic settings a broker stored, applied as the broker applies them (SPEC §2, §8, §9).
+
+``internal.segment.bytes`` (Kafka 4's LogConfig: when set, the segment size in place of
+``segment.bytes``, which Kafka 4 keeps at 1 MiB or more): the broker rolls a topic's segments by it;
+kafkafs, given the same batches in the same order, rolls at the same offsets."""
+
+from __future__ import annotations
+
+from .harness import kafkafs
+
+
+def test_internal_segment_bytes_rolls_where_the_broker_rolls(broker, tmp_path):
+    broker.create_topic("small", configs={"internal.segment.bytes": 3000})
+    producer = broker.producer(linger_ms=0)
+    for i in range(100):  # one batch each
+        producer.send("small", key=b"k%d" % i, value=b"v" * (40 + i % 50)).get(timeout=30)
+    broker.stop()
+    theirs = sorted(int(p.name[:20]) for p in broker.partition_dir("small-0").glob("*.log"))
+    assert len(theirs) > 3  # the broker rolled at 3,000 bytes, not at segment.bytes
+
+    from kafkafs.format.batch import scan_batches
+    from kafkafs.storage.logdir import LogDir
+
+    batches = []
+    for base in theirs:
+        data = (broker.partition_dir("small-0") / f"{base:020d}.log").read_bytes()
+        batches += [data[h.position:h.end] for h in scan_batches(data)]
+    assert len(batches) == 100
+    with LogDir(broker.log_dir, writable=True) as logdir:  # the topic's settings: its ConfigRecords
+        assert logdir.settings.for_topic("small").segment_size == 3000
+        log = logdir.create_partition("small", 1)
+        for data in batches:
+            log.append_batches(data)
+        ours = [s.base_offset for s in log.segments]
+    assert ours == theirs
+    shown = kafkafs("consume", broker.log_dir, "small-1")
+    assert shown.returncode == 0 and len(shown.stdout.splitlines()) == 100, shown.stderr
