@@ -1,4 +1,4 @@
-"""The compiled kernel's own speed, before and after: its length pass and its render, side by side.
+"""The compiled kernel's own speed, before and after: its length pass, its render and its encoder, side by side.
 
 ``render_span`` (what the mount sizes ``records.jsonl`` with, ``lengths=True``, and reads it through)
 over one segment of mixed records (bench/records.py) in memory, one thread, timed in thread CPU time
@@ -11,6 +11,12 @@ are reused; the mount fixes it at 1 MiB, and then a process whose heap has no fr
 render's output buffer as fresh pages, which fault and are zeroed on first touch: a cost of the mount's
 setting, not of the kernel, and one this script's heap, grown by building the segment, may not show).
 Prints the best and the median of ``--repeat`` per kernel, in MB/s of log.
+
+The ``encode`` pass is the write path (``encode_lines``, what ``kafkafs produce``, the mount's ``append``
+and Spark's writer use): the segment's records as the lines of ``records.jsonl`` (what bench/many.py's
+produce rows write), encoded in produce's groups (1,000 lines or 512 KiB) with the reference parser
+for the lines the kernel hands back; its row says how many lines went to the reference (``to python``).
+``--passes`` picks the passes (default: all three).
 
     python bench/kernel.py [--records 250000] [--repeat 9] [--against /path/to/other/checkout]
 """
@@ -30,7 +36,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.records import segment_bytes  # noqa: E402
+from kafkafs.format import lineencode  # noqa: E402
 from kafkafs.format.jsonrender import line_prefix  # noqa: E402
+from kafkafs.produce import MAX_BYTES, MAX_LINES  # noqa: E402
 from kafkafs.storage.memory import tune_malloc  # noqa: E402
 
 
@@ -61,6 +69,21 @@ def one_pass(kernel: ModuleType, prefix: bytes, data: bytes, lengths: bool, piec
     return out
 
 
+def encode_pass(kernel: ModuleType, lines: bytes, parsed: list[int]) -> int:
+    """Every line of ``lines`` (no final newline) through ``kernel``'s encode_lines in produce's groups;
+    returns the batches' bytes and adds the lines handed to the reference parser to ``parsed[0]``."""
+
+    def parse(line: bytes, number: int) -> object:
+        parsed[0] += 1
+        return lineencode._parse(line, number)
+
+    out = pos = 0
+    while pos <= len(lines):
+        data, pos, _count = kernel.encode_lines(lines, pos, MAX_LINES, MAX_BYTES, 1, 0, 1 << 40, -1, 0, None, parse)
+        out += len(data)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, default=250_000)
@@ -68,19 +91,26 @@ def main() -> None:
     parser.add_argument("--against", action="append", default=[], help="another checkout whose kernel to time too")
     parser.add_argument("--piece", type=int, default=512 << 10, help="bytes of log a call (0: the whole segment)")
     parser.add_argument("--mmap-threshold", type=int, default=32 << 20, help="malloc's (glibc: at most 32 MiB)")
+    parser.add_argument("--passes", default="lengths,render,encode", help="comma-separated: lengths, render, encode")
     args = parser.parse_args()
+    passes = args.passes.split(",")
     tune_malloc(args.mmap_threshold, max(args.mmap_threshold * 2, 64 << 20))
     kernels = [(name, load_kernel(Path(tree).resolve())) for name, tree in
                [("this", ROOT)] + [(Path(t).name or t, t) for t in args.against]]
     data = segment_bytes("mixed", args.records)
     prefix = line_prefix("t", 0)
+    lines = bytes(kernels[0][1].render_span(prefix, data, 0, False, -1, True, -1)[0]).rstrip(b"\n")
+    parsed: dict[str, list[int]] = {name: [0] for name, _ in kernels}
     runs: dict[tuple[str, str], list[float]] = {}
     load = os.getloadavg()[0]
     for rep in range(args.repeat):
-        for what in ("lengths", "render"):
+        for what in passes:
             for name, kernel in kernels if rep % 2 == 0 else kernels[::-1]:
                 start = time.thread_time()
-                one_pass(kernel, prefix, data, what == "lengths", args.piece)
+                if what == "encode":
+                    encode_pass(kernel, lines, parsed[name])
+                else:
+                    one_pass(kernel, prefix, data, what == "lengths", args.piece)
                 runs.setdefault((what, name), []).append(time.thread_time() - start)
     print(f"\nkernel, {args.records:,} mixed records ({len(data) / 1e6:.1f} MB of log), one thread, piece "
           f"{args.piece or 'whole'}, load average {load:.2f} at start, {os.getloadavg()[0]:.2f} at the end; "
@@ -90,8 +120,10 @@ def main() -> None:
     for (what, name), times in runs.items():
         best, med = min(times), statistics.median(times)
         ratio = med / statistics.median(runs[(what, "this")])
-        print(f"| {what} | {name} | {best * 1e3:.1f} ms, {len(data) / best / 1e6:.0f} MB/s | "
-              f"{med * 1e3:.1f} ms, {len(data) / med / 1e6:.0f} MB/s | {ratio:.2f}x |")
+        size, unit = (len(lines), "MB/s of lines") if what == "encode" else (len(data), "MB/s")
+        extra = f", {parsed[name][0] // args.repeat:,} lines to python" if what == "encode" else ""
+        print(f"| {what} | {name} | {best * 1e3:.1f} ms, {size / best / 1e6:.0f} {unit} | "
+              f"{med * 1e3:.1f} ms, {size / med / 1e6:.0f} {unit}{extra} | {ratio:.2f}x |")
 
 
 if __name__ == "__main__":

@@ -153,7 +153,7 @@ static PyObject *k_render(PyObject *self, PyObject *args) {
         return NULL;
     }
     PyObject *result = NULL;
-    Out o = {NULL, 0, 0, what == 1, 0, NULL, NULL};
+    Out o = {NULL, 0, 0, what == 1, 0, NULL, NULL, 0};
     I64s offsets = {NULL, 0, 0}, ends = {NULL, 0, 0}, stamps = {NULL, 0, 0};
     Bounds b;
     memset(&b, 0, sizeof b);
@@ -289,7 +289,7 @@ static PyObject *k_render_columns(PyObject *self, PyObject *args) {
                           &transactional, &producer_id, &mode, &start, &stop))
         return NULL;
     PyObject *result = NULL;
-    Out o = {NULL, 0, 0, 0, 0, NULL, NULL};
+    Out o = {NULL, 0, 0, 0, 0, NULL, NULL, 0};
     Py_ssize_t n = PyList_GET_SIZE(offsets);
     if (PyList_GET_SIZE(timestamps) != n || PyList_GET_SIZE(keys) != n || PyList_GET_SIZE(values) != n ||
         PyList_GET_SIZE(headers) != n || mode < 0 || mode > 2) {
@@ -354,7 +354,7 @@ static PyObject *k_render_value(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "bad mode");
         return NULL;
     }
-    Out o = {NULL, 0, 0, 0, 0, NULL, NULL};
+    Out o = {NULL, 0, 0, 0, 0, NULL, NULL, 0};
     if (put_column_value(&o, obj, mode) < 0) {
         PyMem_RawFree(o.buf);
         return NULL;
@@ -450,7 +450,7 @@ static PyObject *k_render_span(PyObject *self, PyObject *args) {
         return NULL;
     }
     PyObject *result = NULL;
-    Out o = {NULL, 0, 0, lengths, 0, NULL, NULL};
+    Out o = {NULL, 0, 0, lengths, 0, NULL, NULL, 0};
     SpanOut so;
     memset(&so, 0, sizeof so);
     if (mode < 0 || mode > 2) {
@@ -502,6 +502,69 @@ done:
     return result;
 }
 
+/* render_span_into(prefix, buf, mode, min_offset, final, upper, out, at[, filter]) -> (written, consumed,
+ * lines, batch_ends, last_offsets, line_ends, full): render_span's walk (lines, not lengths) with the lines
+ * written straight into out[at:] (a writable buffer: a bytearray, a memoryview slice of one), the GIL
+ * released for the whole walk. out[at:at + written] holds the lines of the batches taken; line_ends count
+ * from at (as render_span's from its data). The walk also stops before a batch whose lines do not fit in
+ * out[at:len(out)], and then full is True (a batch that fits exactly is taken). out[at:len(out)] is the
+ * call's own: bytes past at + written may have been written over (the writers write ahead of what they
+ * keep), so renders side by side in one buffer each get their own slice. */
+static PyObject *k_render_span_into(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer prefix, buf, out;
+    int mode, final;
+    long long min_offset, upper;
+    Py_ssize_t at;
+    PyObject *filter_obj = NULL;
+    if (!PyArg_ParseTuple(args, "y*y*iLpLw*n|O", &prefix, &buf, &mode, &min_offset, &final, &upper, &out, &at,
+                          &filter_obj))
+        return NULL;
+    RecFilter filter;
+    int filtered = 0;
+    PyObject *result = NULL;
+    SpanOut so;
+    memset(&so, 0, sizeof so);
+    if (filter_parse(filter_obj, &filter, &filtered) < 0) goto release;
+    if (mode < 0 || mode > 2) {
+        PyErr_SetString(PyExc_ValueError, "bad mode");
+        goto done;
+    }
+    if (at < 0 || at > out.len) {
+        PyErr_SetString(PyExc_ValueError, "at is outside out");
+        goto done;
+    }
+    Out o = {(char *)out.buf + at, 0, out.len - at, 0, 0, NULL, NULL, 1};
+    PyThreadState *ts = gil_release();
+    o.ts = &ts;
+    int rc = span_walk((const uint8_t *)buf.buf, buf.len, (const char *)prefix.buf, prefix.len, mode, &o, &so,
+                       (int64_t)min_offset, final, (int64_t)upper, filtered ? &filter : NULL);
+    gil_restore(&ts);
+    o.ts = NULL;
+    if (rc < 0) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    PyObject *be = i64s_bytes(&so.batch_ends), *lo = i64s_bytes(&so.last_offsets), *le = i64s_bytes(&so.line_ends);
+    if (be && lo && le)
+        result = Py_BuildValue("(nnnNNNO)", o.len, so.consumed, so.lines, be, lo, le, so.full ? Py_True : Py_False);
+    else {
+        Py_XDECREF(be);
+        Py_XDECREF(lo);
+        Py_XDECREF(le);
+    }
+done:
+    filter_release(&filter);
+release:
+    PyMem_RawFree(so.batch_ends.v);
+    PyMem_RawFree(so.last_offsets.v);
+    PyMem_RawFree(so.line_ends.v);
+    PyBuffer_Release(&prefix);
+    PyBuffer_Release(&buf);
+    PyBuffer_Release(&out);
+    return result;
+}
+
 /* render_span_lines(prefix, buf, mode) -> (data, consumed, batches, last_offset, stamps, ends):
  * render_span's walk (as render_span(prefix, buf, mode, False, -1, True, -1): span_cuts, which cut buf,
  * judged the order of offsets) with, per line, its timestamp and its end in data (int64 bytes);
@@ -512,7 +575,7 @@ static PyObject *k_render_span_lines(PyObject *self, PyObject *args) {
     int mode;
     if (!PyArg_ParseTuple(args, "y*y*i", &prefix, &buf, &mode)) return NULL;
     PyObject *result = NULL;
-    Out o = {NULL, 0, 0, 0, 0, NULL, NULL};
+    Out o = {NULL, 0, 0, 0, 0, NULL, NULL, 0};
     SpanOut so;
     memset(&so, 0, sizeof so);
     so.each = 1;
@@ -701,7 +764,7 @@ static PyObject *k_indent_json(PyObject *Py_UNUSED(self), PyObject *args) {
     Py_ssize_t n = in.len, depth = 0, start, end, next_start, next_end;
     const char *step = stepbuf.buf;
     Py_ssize_t step_len = stepbuf.len;
-    Out o = {NULL, 0, 0, 0, 0, NULL, NULL};
+    Out o = {NULL, 0, 0, 0, 0, NULL, NULL, 0};
     int failed = 0;
     int kind = indent_next(s, n, 0, &start, &end);
     while (kind != TOK_NONE && !failed) {
@@ -1144,6 +1207,8 @@ static PyMethodDef methods[] = {
     {"render_value", k_render_value, METH_VARARGS, "render_value(data_or_None, mode)"},
     {"render_span", k_render_span, METH_VARARGS,
      "render_span(prefix, buf, mode, lengths, min_offset, final, upper[, filter])"},
+    {"render_span_into", k_render_span_into, METH_VARARGS,
+     "render_span_into(prefix, buf, mode, min_offset, final, upper, out, at[, filter])"},
     {"crc32c", k_crc32c, METH_VARARGS, "crc32c(data, hardware=-1)"},
     {"encode_lines", k_encode_lines, METH_VARARGS,
      "encode_lines(data, start, max_lines, max_bytes, first_number, now, limit, epoch, codec, compress, parse)"},

@@ -6,11 +6,12 @@
  * (tests/format/test_kernel_lines.py). The entry points, encode_lines and encode_section, are in _kernel.c.
  *
  * A line the kernel is not sure of is the reference's: a plain line (first non-blank byte not '{') is
- * copied as the value; a record object is parsed here only when every part of it is in the plain form
- * orjson would give back unchanged (no whitespace inside a value, strings with the short escapes only,
- * integers of at most 15 digits, decimals orjson prints as written, no repeated keys); anything else
- * (ISO timestamps, exponents, \u escapes, a bad line and its error message) is handed to the Python
- * parser (a callable), whose record is encoded here the same way.
+ * copied as the value; a record object is parsed here when a key, value or header value that is JSON
+ * text (an object, array, number or boolean, which the reference writes as it is written, whitespace
+ * between tokens taken out) has no whitespace inside, strings with the short escapes only, no repeated
+ * keys, and numbers that cannot pass a double's range (canon_number); anything else (ISO timestamps,
+ * \u escapes inside a value, 1e309, a bad line and its error message) is handed to the Python parser (a
+ * callable), whose record is encoded here the same way.
  */
 #ifndef KAFKAFS_KERNEL_LINES_H
 #define KAFKAFS_KERNEL_LINES_H
@@ -51,7 +52,7 @@ static inline int put_varlong(Out *o, int64_t v) {
 static inline int put_field(Out *o, const uint8_t *p, Py_ssize_t n, int is_null) {
     if (is_null) return out_byte(o, 1);
     if (put_varint(o, (int64_t)n) < 0) return -1;
-    return out_write(o, p, n);
+    return n ? out_write(o, p, n) : 0; /* an empty field's p may be NULL */
 }
 
 /* ------------------------------------------------------------------------------------ records */
@@ -101,8 +102,8 @@ static int builder_add(Builder *b, int64_t ts, int64_t delta_index, const Span *
     r->len = 0;
     if (out_byte(r, 0) < 0 || put_varlong(r, delta) < 0 || put_varint(r, delta_index) < 0 ||
         put_field(r, key->p, key->n, key->is_null) < 0 || put_field(r, value->p, value->n, value->is_null) < 0 ||
-        put_varint(r, hcount) < 0 || out_write(r, b->hdr.buf, b->hdr.len) < 0)
-        return -1;
+        put_varint(r, hcount) < 0 || (b->hdr.len && out_write(r, b->hdr.buf, b->hdr.len) < 0))
+        return -1; /* (no headers yet: hdr.buf may be NULL, which memcpy must not get even for 0 bytes) */
     if (r->len > INT32_MAX) return NEED_PYTHON;
     if (put_varint(&b->sect, r->len) < 0 || out_write(&b->sect, r->buf, r->len) < 0) return -1;
     if (ts > b->max_ts) b->max_ts = ts;
@@ -193,56 +194,82 @@ static const uint8_t *string_end(const uint8_t *p, const uint8_t *e, int *plain)
     return NULL;
 }
 
-/* A string in the form orjson writes it (escapes \" \\ \n \r \t \b \f only): its end, or NULL. */
+/* Four hex digits at p (within e): _kernel_json.h's hex4. */
+static inline int hex_at(const uint8_t *p, const uint8_t *e, uint32_t *out) {
+    int v;
+    if (!hex4(p, 0, e - p, &v)) return -1;
+    *out = (uint32_t)v;
+    return 0;
+}
+
+/* A JSON string the reference takes (RFC 8259's escapes; a \u escape of a surrogate only as a pair, as
+ * orjson wants it): its end, or NULL. */
 static const uint8_t *canon_string(const uint8_t *p, const uint8_t *e) {
     int plain;
     const uint8_t *end = string_end(p, e, &plain);
     if (end == NULL || plain) return end;
-    for (const uint8_t *q = p + 1; q < end - 1; q++)
-        if (*q == '\\') {
-            q++;
-            if (!strchr("\"\\nrtbf", *q) || *q == 0) return NULL;
+    const uint8_t *stop = end - 1;
+    for (const uint8_t *q = p + 1; q < stop; q++) {
+        if (*q != '\\') continue;
+        uint8_t c = *++q; /* string_end saw a byte after every backslash */
+        if (c == 'u') {
+            uint32_t cp, lo;
+            if (hex_at(q + 1, stop, &cp) < 0 || (cp >= 0xDC00 && cp <= 0xDFFF)) return NULL;
+            q += 4;
+            if (cp >= 0xD800 && cp <= 0xDBFF) {
+                if (stop - q < 7 || q[1] != '\\' || q[2] != 'u' || hex_at(q + 3, stop, &lo) < 0 || lo < 0xDC00 ||
+                    lo > 0xDFFF)
+                    return NULL;
+                q += 6;
+            }
+        } else if (!memchr("\"\\/bfnrt", c, 8)) {
+            return NULL;
         }
+    }
     return end;
 }
 
-/* A number as orjson writes it back: an integer of at most 15 digits (not -0), or a decimal without
- * exponent, at most 15 significant digits, no trailing zero but one ("1.0"), 1e-4 <= |x| < 1e15 or 0. */
+/* A JSON number (RFC 8259's form), which the reference writes as it is written (appendlines keeps
+ * numbers as written: 765.90, 1E5, -0): its end, or NULL when it is not one or when it could pass a
+ * double's range, which orjson refuses ("number is infinity when parsed as double": 1e309); so
+ * integer digits plus a positive exponent at most 300, an exponent of at most 3 digits after its
+ * leading zeros. A digit after a leading 0 is the caller's to refuse (it is not a separator). */
 static const uint8_t *canon_number(const uint8_t *p, const uint8_t *e) {
     const uint8_t *q = p;
-    int neg = q < e && *q == '-';
-    if (neg) q++;
+    if (q < e && *q == '-') q++;
     if (q >= e || *q < '0' || *q > '9') return NULL;
     const uint8_t *int_start = q;
     if (*q == '0') q++;
     else
         while (q < e && *q >= '0' && *q <= '9') q++;
     Py_ssize_t n_int = q - int_start;
-    int zero_int = n_int == 1 && *int_start == '0';
-    if (q < e && (*q == 'e' || *q == 'E')) return NULL;
-    if (q >= e || *q != '.') {
-        if (n_int > 15 || (neg && zero_int)) return NULL;
-        return q;
+    if (q < e && *q == '.') {
+        const uint8_t *frac = ++q;
+        while (q < e && *q >= '0' && *q <= '9') q++;
+        if (q == frac) return NULL; /* "1." */
     }
-    q++;
-    const uint8_t *frac = q;
-    while (q < e && *q >= '0' && *q <= '9') q++;
-    Py_ssize_t n_frac = q - frac;
-    if (n_frac == 0 || (q < e && (*q == 'e' || *q == 'E'))) return NULL;
-    if (frac[n_frac - 1] == '0' && n_frac != 1) return NULL; /* 5.10 is written 5.1 */
-    if (zero_int) {
-        if (n_frac == 1 && frac[0] == '0') return q; /* 0.0, -0.0 */
-        Py_ssize_t zeros = 0;
-        while (zeros < n_frac && frac[zeros] == '0') zeros++;
-        if (zeros == n_frac || zeros > 3 || n_frac - zeros > 15) return NULL; /* 0.00, below 1e-4, long */
-        return q;
+    Py_ssize_t up = 0; /* the exponent, when positive */
+    if (q < e && (*q == 'e' || *q == 'E')) {
+        q++;
+        int neg = 0;
+        if (q < e && (*q == '+' || *q == '-')) neg = *q++ == '-';
+        const uint8_t *digits = q;
+        while (q < e && *q == '0') q++;
+        const uint8_t *sig = q;
+        int exp = 0;
+        while (q < e && *q >= '0' && *q <= '9') {
+            if (q - sig == 3) return NULL; /* 1e1000: past any double either way (the reference's) */
+            exp = exp * 10 + (*q++ - '0');
+        }
+        if (q == digits) return NULL; /* "1e", "1e+" */
+        if (!neg) up = exp;
     }
-    if (n_int + (n_frac == 1 && frac[0] == '0' ? 0 : n_frac) > 15) return NULL;
+    if (n_int + up > 300) return NULL; /* might be infinity as a double */
     return q;
 }
 
-/* A JSON value with no whitespace, in exactly the text orjson.dumps(orjson.loads(text)) gives: its end,
- * or NULL (which only means: not this fast path's). */
+/* A JSON value with no whitespace, whose text the reference writes as it is (and whose parser takes it): its
+ * end, or NULL (which only means: not this fast path's). */
 static const uint8_t *canon_value(const uint8_t *p, const uint8_t *e, int depth) {
     if (p >= e || depth > 64) return NULL;
     switch (*p) {
@@ -251,18 +278,10 @@ static const uint8_t *canon_value(const uint8_t *p, const uint8_t *e, int depth)
     case '{': {
         p++;
         if (p < e && *p == '}') return p + 1;
-        const uint8_t *keys[32];
-        Py_ssize_t lens[32];
-        int nkeys = 0;
-        for (;;) {
+        for (;;) { /* a repeated key is written as it is too */
             if (p >= e || *p != '"') return NULL;
-            const uint8_t *k = p, *ke = canon_string(p, e);
-            if (ke == NULL || nkeys == 32) return NULL;
-            for (int i = 0; i < nkeys; i++)
-                if (lens[i] == ke - k && memcmp(keys[i], k, (size_t)(ke - k)) == 0) return NULL; /* repeated */
-            keys[nkeys] = k;
-            lens[nkeys++] = ke - k;
-            p = ke;
+            p = canon_string(p, e);
+            if (p == NULL) return NULL;
             if (p >= e || *p != ':') return NULL;
             p = canon_value(p + 1, e, depth + 1);
             if (p == NULL || p >= e) return NULL;
@@ -290,14 +309,6 @@ static const uint8_t *canon_value(const uint8_t *p, const uint8_t *e, int depth)
     default:
         return canon_number(p, e);
     }
-}
-
-/* Four hex digits at p (within e): _kernel_json.h's hex4. */
-static inline int hex_at(const uint8_t *p, const uint8_t *e, uint32_t *out) {
-    int v;
-    if (!hex4(p, 0, e - p, &v)) return -1;
-    *out = (uint32_t)v;
-    return 0;
 }
 
 /* The string at p (its opening quote) as UTF-8 bytes: a span into the line when it has no escape, else

@@ -194,7 +194,7 @@ static int render_section(Reader *rd, long long count, const LineStyle *st, cons
      * counted once, by the writer's own functions, with a one-digit offset and timestamp taken out again. */
     Py_ssize_t alike = -1;
     if (o->count_only && !st->control) {
-        Out c = {NULL, 0, 0, 1, 0, NULL, NULL};
+        Out c = {NULL, 0, 0, 1, 0, NULL, NULL, 0};
         Span none = {NULL, 0, 1};
         (void)(put_line_head(&c, st, 0, 0) || OUT_LIT(&c, ",\"value\":") || OUT_LIT(&c, ",\"headers\":[") ||
                out_byte(&c, ']') || put_line_tail(&c, st, &none));

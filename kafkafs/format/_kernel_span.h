@@ -133,6 +133,7 @@ typedef struct {
     I64s batch_ends, last_offsets, line_ends;
     Py_ssize_t lines;
     Py_ssize_t consumed;
+    int full;                    /* a fixed output (Out.fixed) had no room for the next batch's lines */
     int each;                    /* also per line: each_ends (its end in the output) and each_stamps */
     I64s each_ends, each_stamps; /* (render_span_lines, _kernel_merge.h) */
 } SpanOut;
@@ -151,13 +152,32 @@ static inline int span_in_order(const uint8_t *d, Py_ssize_t n, Py_ssize_t pos, 
     return final && (upper < 0 || upper > base + last_delta);
 }
 
+/* One batch's records rendered into a buffer of their own, then copied to o at o->len when they fit in
+ * o's fixed room (the last batches of a render_span_into, where the writers' room checks, which ask for
+ * more than they write, would refuse a batch that fits): 0 taken, 1 they do not fit, -1 damage, -2 out of
+ * memory. Calls no Python. */
+static int render_aside(Reader *rd, long long count, const LineStyle *st, const Bounds *b, Out *o,
+                        Py_ssize_t *lines, Err *err) {
+    Out t = {NULL, 0, 0, 0, 0, NULL, NULL, 0};
+    int rc = render_section(rd, count, st, b, &t, NULL, NULL, NULL, lines, err);
+    if (rc == 0 && t.len > o->cap - o->len) rc = 1;
+    if (rc == 0 && t.len) {
+        memcpy(o->buf + o->len, t.buf, (size_t)t.len);
+        o->len += t.len;
+    }
+    PyMem_RawFree(t.buf);
+    return rc;
+}
+
 /* Walks the whole v2 batches at the start of d[0:n] (header checks as batchheader.read_batch_header,
  * then the order of offsets, span_in_order, then the CRC, then render_section); stops before the first
- * one it does not take. 0, or -2 when out of memory. Runs without the GIL (o->ts holds the entry
- * point's saved thread state). */
+ * one it does not take, or (a fixed output, so->each 0) before the first whose lines do not fit
+ * (so->full). 0, or -2 when out of memory. Runs without the GIL (o->ts holds the entry point's saved
+ * thread state). */
 static int span_walk(const uint8_t *d, Py_ssize_t n, const char *prefix, Py_ssize_t prefix_len, int mode, Out *o,
                      SpanOut *so, int64_t min_offset, int final, int64_t upper, const RecFilter *filter) {
     Py_ssize_t pos = 0;
+    int aside = 0; /* a fixed output ran out of room in place once: batches are rendered aside from then on */
     while (n - pos >= 61) {
         const uint8_t *p = d + pos;
         int64_t base = be64(p);
@@ -182,8 +202,21 @@ static int span_walk(const uint8_t *d, Py_ssize_t n, const char *prefix, Py_ssiz
         b.lo = base;
         b.filter = filter;
         Py_ssize_t mark = o->len, lines = so->lines, each = so->each_ends.n;
-        int rc = render_section(&rd, count, &st, &b, o, NULL, so->each ? &so->each_ends : NULL,
-                                so->each ? &so->each_stamps : NULL, &so->lines, &err);
+        Reader start = rd;
+        int rc = aside ? 1 : render_section(&rd, count, &st, &b, o, NULL, so->each ? &so->each_ends : NULL,
+                                            so->each ? &so->each_stamps : NULL, &so->lines, &err);
+        if (rc != 0 && o->fixed && (aside || o->oom)) { /* no room left in place: this batch and the rest aside */
+            o->len = mark;
+            o->oom = 0;
+            so->lines = lines;
+            aside = 1;
+            rc = render_aside(&start, count, &st, &b, o, &so->lines, &err);
+            if (rc == 1) {
+                so->lines = lines;
+                so->full = 1;
+                break;
+            }
+        }
         if (rc == -2) return -2;
         if (rc == -1) { /* damaged records: the batch is not taken */
             o->len = mark;

@@ -90,10 +90,17 @@ typedef struct {
      * taken for the resize through gil_take(ts) (ts: the entry point's saved state, see the GIL rule). */
     PyObject *bytes;
     PyThreadState **ts;
+    /* Optional: buf is the caller's (render_span_into) and never grows; a write that needs more room than
+     * cap fails as if out of memory (oom set), and the walk tells the two apart by this flag. */
+    int fixed;
 } Out;
 
 /* Room for need more bytes; works with or without the GIL held (the GIL rule above). */
 static int out_grow(Out *o, Py_ssize_t need) {
+    if (o->fixed) {
+        o->oom = 1;
+        return -1;
+    }
     Py_ssize_t cap = o->cap ? o->cap : 4096;
     while (cap - o->len < need) {
         if (cap > PY_SSIZE_T_MAX / 2) {

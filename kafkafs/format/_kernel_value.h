@@ -88,7 +88,7 @@ static int put_header_key(Out *o, const uint8_t *s, Py_ssize_t n, const uint8_t 
 static Py_ssize_t header_key_count(const uint8_t *s, Py_ssize_t n, const uint8_t *lim) {
     Py_ssize_t len = text_count(s, n, lim);
     if (len >= 0) return len + 2;
-    Out c = {NULL, 0, 0, 1, 0, NULL, NULL}; /* not UTF-8 (rare): counted by the decoding itself */
+    Out c = {NULL, 0, 0, 1, 0, NULL, NULL, 0}; /* not UTF-8 (rare): counted by the decoding itself */
     (void)put_header_key(&c, s, n, lim);     /* counted: cannot fail */
     return c.len;
 }

@@ -34,7 +34,8 @@ from .jsonrender import check_mode, line_prefix, render_lines
 from .recordfilter import RecordFilter
 from .records import decode_records
 
-__all__ = ["SpanResult", "render_span_jsonl", "reference_span", "span_sections", "cut_off"]
+__all__ = ["SpanInto", "SpanResult", "reference_span", "reference_span_into", "render_span_into", "render_span_jsonl",
+           "span_sections", "cut_off"]
 
 
 class SpanResult(NamedTuple):
@@ -79,6 +80,63 @@ def render_span_jsonl(topic: str, partition: int, buf: Buffer, mode: str = "auto
         final, -1 if upper is None else upper, None if record_filter is None else record_filter.kernel_arg(),
     )
     return SpanResult(data, consumed, _int64s(ends), _int64s(lasts), _int64s(line_ends), lines)
+
+
+class SpanInto(NamedTuple):
+    """What :func:`render_span_into` took: ``written`` bytes of lines at ``out[at:]``; ``consumed``,
+    ``batch_ends``, ``last_offsets``, ``line_ends`` (counted from ``at``) and ``lines`` as in
+    :class:`SpanResult`; ``full``: it stopped before a batch whose lines did not fit in ``out``."""
+
+    written: int
+    consumed: int
+    batch_ends: array[int]
+    last_offsets: array[int]
+    line_ends: array[int]
+    lines: int
+    full: bool
+
+
+def render_span_into(topic: str, partition: int, buf: Buffer, out: bytearray | memoryview, at: int = 0,
+                     mode: str = "auto", *, record_filter: RecordFilter | None = None, min_offset: int | None = None,
+                     final: bool = True, upper: int | None = None) -> SpanInto:
+    """:func:`render_span_jsonl`'s lines written straight into ``out[at:]`` (a writable buffer), so that a
+    reader's reply can be a slice of it with no join: the same walk, which also stops before the first
+    batch whose lines do not fit in ``out[at:len(out)]`` (``full``; a batch that fits exactly is taken).
+    ``out[at:len(out)]`` is the call's own while it runs: bytes past ``at + written`` may be written over,
+    so renders side by side in one buffer each take their own slice (``memoryview(big)[start:stop]``).
+    Thread-safe as :func:`render_span_jsonl`: the kernel releases the GIL for the whole walk."""
+    check_mode(mode)
+    if record_filter is not None and record_filter.empty:
+        record_filter = None
+    kernel = _kernel.KERNEL
+    if kernel is None:
+        return reference_span_into(topic, partition, buf, out, at, mode, record_filter=record_filter,
+                                   min_offset=min_offset, final=final, upper=upper)
+    written, consumed, lines, ends, lasts, line_ends, full = kernel.render_span_into(
+        line_prefix(topic, partition), buf, _kernel.MODES[mode], -1 if min_offset is None else min_offset, final,
+        -1 if upper is None else upper, out, at, None if record_filter is None else record_filter.kernel_arg(),
+    )
+    return SpanInto(written, consumed, _int64s(ends), _int64s(lasts), _int64s(line_ends), lines, full)
+
+
+def reference_span_into(topic: str, partition: int, buf: Buffer, out: bytearray | memoryview, at: int = 0,
+                        mode: str = "auto", *, record_filter: RecordFilter | None = None,
+                        min_offset: int | None = None, final: bool = True, upper: int | None = None) -> SpanInto:
+    """:func:`render_span_into` in pure Python: :func:`reference_span`, then the batches whose lines fit."""
+    view = memoryview(out).cast("B")
+    if not 0 <= at <= len(view):
+        raise ValueError("at is outside out")
+    ref = reference_span(topic, partition, buf, mode, record_filter=record_filter, min_offset=min_offset,
+                         final=final, upper=upper)
+    room = len(view) - at
+    keep = 0
+    while keep < len(ref.line_ends) and ref.line_ends[keep] <= room:
+        keep += 1
+    written = ref.line_ends[keep - 1] if keep else 0
+    view[at : at + written] = ref.data[:written]
+    lines = ref.lines if keep == len(ref.line_ends) else ref.data[:written].count(b"\n")
+    return SpanInto(written, ref.batch_ends[keep - 1] if keep else 0, ref.batch_ends[:keep], ref.last_offsets[:keep],
+                    ref.line_ends[:keep], lines, keep < len(ref.line_ends))
 
 
 def cut_off(buf: Buffer, at: int) -> int:

@@ -145,10 +145,20 @@ class Operations(pyfuse3.Operations):
         known = self.inodes.register(node, count=1)
         ino = known.ino
         try:
-            return ino, known.node.attr()
+            return ino, self._attr(ino, known.node)
         except BaseException:
             self.inodes.discard_if_unused(ino, taken=1)
             raise
+
+    def _attr(self, ino: int, node: Node) -> Attr:
+        """``node.attr()`` for a reply: the inode table knows that the kernel may hold them."""
+        self.inodes.attrs_replying(ino)
+        attr = None
+        try:
+            attr = node.attr()
+            return attr
+        finally:
+            self.inodes.attrs_given(ino, None if attr is None else attr.timeout)
 
     async def _found(self, node: Node) -> pyfuse3.EntryAttributes:
         """Answer a request that hands the kernel one more reference to ``node``."""
@@ -185,7 +195,7 @@ class Operations(pyfuse3.Operations):
     @_handler()
     async def getattr(self, inode: int, ctx=None) -> pyfuse3.EntryAttributes:
         node = self._node(inode)
-        attr = await self._run(node.attr)
+        attr = await self._run(self._attr, inode, node)
         return self._entry(inode, attr)
 
     @_handler()
@@ -200,7 +210,7 @@ class Operations(pyfuse3.Operations):
             raise self._refuse()
         if not self.rw:
             raise self._refuse()
-        return self._entry(inode, await self._run(node.attr))
+        return self._entry(inode, await self._run(self._attr, inode, node))
 
     @_handler()
     async def statfs(self, ctx) -> pyfuse3.StatvfsData:
@@ -282,6 +292,8 @@ class Operations(pyfuse3.Operations):
                 return
             if counted:
                 self.inodes.remember(ino)
+                if attr.timeout:  # the kernel may keep these (READDIRPLUS)
+                    self.inodes.attrs_given(ino, attr.timeout, replied=False)
             buffer.popleft()
             start_id = handle.next_id = next_id
 

@@ -300,6 +300,7 @@ class Settings:
         self._recorded_loader: Callable[[], Mapping[str, Mapping[str, str]]] | None = None
         self._recorded: dict[str, dict[str, Any]] | None = None
         self._recorded_damage: str | None = None
+        self._recorded_broker: dict[str, Any] = {}
         self._lock = threading.Lock()
 
     def with_recorded(self, loader: Callable[[], Mapping[str, Mapping[str, str]]]) -> Settings:
@@ -314,6 +315,7 @@ class Settings:
         other._recorded_loader = loader
         other._recorded = None
         other._recorded_damage = None
+        other._recorded_broker = {}
         other._lock = threading.Lock()
         return other
 
@@ -337,6 +339,7 @@ class Settings:
             if self._recorded_loader is not None:
                 tables = self._recorded_loader()
                 self._recorded_damage = getattr(tables, "damage", None)
+                self._recorded_broker = _known("(the cluster's dynamic broker defaults)", getattr(tables, "broker", {}))
                 for name, table in tables.items():
                     self._recorded[name] = _known(name, table)
         return self._recorded
@@ -374,7 +377,9 @@ class Settings:
 
         1. Kafka's defaults (:data:`DEFAULTS`, implied);
         2. the settings a KRaft broker recorded for the topic (its ``ConfigRecord``s, see
-           :meth:`with_recorded`), below what the operator says here (SPEC §8);
+           :meth:`with_recorded`), over the cluster's dynamic broker defaults of them
+           (``log.retention.ms``, ...: :func:`~.kraft.broker_topic_defaults`), below what the operator
+           says here (SPEC §8);
         3. the defaults for every topic: the settings file's top level, then ``--set``;
         4. the broker's own topic-level settings for its internal topics (:data:`INTERNAL_TOPICS`,
            refined by what the broker recorded for them): topic-level in Kafka, so a default for every
@@ -382,10 +387,12 @@ class Settings:
         5. the settings file's ``[topics."<name>"]`` table: an operator who names the topic decides.
         """
         recorded = self.recorded(topic)
+        with self._lock:
+            broker = self._recorded_broker
         internal = INTERNAL_TOPICS.get(topic)
         if internal is not None:
             internal = {**internal, **recorded}
-        return [recorded, self.defaults, internal or {}, self.topics.get(topic, {})]
+        return [broker, recorded, self.defaults, internal or {}, self.topics.get(topic, {})]
 
     def for_topic(self, topic: str) -> LogConfig:
         config = self._cache.get(topic)

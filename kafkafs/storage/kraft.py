@@ -13,6 +13,14 @@ stored; :class:`~kafkafs.storage.config.Settings` turns the names it knows into 
 below ``--config`` and ``--set``. Damage ends the reading (what came before counts) and is kept in the
 result (:attr:`RecordedConfigs.damage`): the records past it, or in it, may set or delete any topic's
 settings, so a writer that deletes by them (``clean``) refuses to (SPEC §8; review6 F16).
+
+The cluster's dynamic broker settings (``ConfigRecord``s of resource type 4, set by ``kafka-configs
+--entity-type brokers``: resource name ``""`` for the cluster-wide default, the node id for one
+broker) that are defaults of topic settings (Kafka's ``ServerTopicConfigSynonyms``: ``log.retention.ms``
+for ``retention.ms``, ...) are kept in :attr:`RecordedConfigs.broker`, by the topic setting's name: the
+cluster default, the value for this directory's ``node.id`` (``meta.properties``) over it; of synonyms,
+the first set wins (``ms`` over ``minutes`` over ``hours``), as a broker resolves them. They sit below
+every topic's own records (review7 R3).
 """
 
 from __future__ import annotations
@@ -35,6 +43,30 @@ log = logging.getLogger(__name__)
 
 METADATA_PARTITION = "__cluster_metadata-0"
 _TOPIC_RESOURCE = 2
+_BROKER_RESOURCE = 4
+#: topic setting -> the broker settings that default it, first wins, with the factor to milliseconds
+#: (Kafka's ServerTopicConfigSynonyms; a negative time stays -1)
+_SYNONYMS: dict[str, list[tuple[str, int]]] = {
+    "segment.bytes": [("log.segment.bytes", 1)],
+    "segment.ms": [("log.roll.ms", 1), ("log.roll.hours", 3_600_000)],
+    "segment.jitter.ms": [("log.roll.jitter.ms", 1), ("log.roll.jitter.hours", 3_600_000)],
+    "segment.index.bytes": [("log.index.size.max.bytes", 1)],
+    "index.interval.bytes": [("log.index.interval.bytes", 1)],
+    "flush.messages": [("log.flush.interval.messages", 1)],
+    "flush.ms": [("log.flush.interval.ms", 1)],
+    "retention.ms": [("log.retention.ms", 1), ("log.retention.minutes", 60_000), ("log.retention.hours", 3_600_000)],
+    "retention.bytes": [("log.retention.bytes", 1)],
+    "cleanup.policy": [("log.cleanup.policy", 0)],
+    "delete.retention.ms": [("log.cleaner.delete.retention.ms", 1)],
+    "min.cleanable.dirty.ratio": [("log.cleaner.min.cleanable.ratio", 0)],
+    "min.compaction.lag.ms": [("log.cleaner.min.compaction.lag.ms", 1)],
+    "max.compaction.lag.ms": [("log.cleaner.max.compaction.lag.ms", 1)],
+    "max.message.bytes": [("message.max.bytes", 1)],
+    "message.timestamp.type": [("log.message.timestamp.type", 0)],
+    "file.delete.delay.ms": [("log.segment.delete.delay.ms", 1)],
+    "compression.type": [("compression.type", 0)],
+    "preallocate": [("log.preallocate", 0)],
+}
 # apiKeys of the records that matter here: TopicRecord 2, ConfigRecord 4, RemoveTopicRecord 9, and the
 # metadata transactions (KIP-868): BeginTransactionRecord 23, EndTransactionRecord 24, AbortTransactionRecord 25
 _WANTED = {2, 4, 9, 23, 24, 25}
@@ -43,6 +75,7 @@ _WANTED = {2, 4, 9, 23, 24, 25}
 class _State:
     def __init__(self) -> None:
         self.configs: dict[str, dict[str, str]] = {}
+        self.brokers: dict[str, dict[str, str]] = {}  # resource name ("" the cluster default) -> settings
         self.names: dict[str, str] = {}  # topic id -> name
         # the records of a metadata transaction not ended yet: applied at its end, dropped at an abort,
         # never applied if the log ends inside it (as Kafka's MetadataBatchLoader publishes them)
@@ -81,8 +114,9 @@ class _State:
             name = self.names.pop(data["topicId"], None)
             if name is not None:
                 self.configs.pop(name, None)
-        elif kind == "CONFIG_RECORD" and data["resourceType"] == _TOPIC_RESOURCE:
-            topic = self.configs.setdefault(data["resourceName"], {})
+        elif kind == "CONFIG_RECORD" and data["resourceType"] in (_TOPIC_RESOURCE, _BROKER_RESOURCE):
+            tables = self.configs if data["resourceType"] == _TOPIC_RESOURCE else self.brokers
+            topic = tables.setdefault(data["resourceName"], {})
             if data["value"] is None:
                 topic.pop(data["name"], None)
             else:
@@ -91,9 +125,47 @@ class _State:
 
 class RecordedConfigs(dict[str, dict[str, str]]):
     """Topic name -> {setting name: value string}; ``damage``: why some of the metadata log could not
-    be read (None: all of it was), in which case any topic's settings may differ from these."""
+    be read (None: all of it was), in which case any topic's settings may differ from these;
+    ``broker``: the cluster's dynamic defaults of topic settings, by topic setting name (see the
+    module's docstring)."""
 
     damage: str | None = None
+    broker: dict[str, str] = {}  # noqa: RUF012 - replaced whole, never changed in place
+
+
+def _node_id(logdir: Path) -> str | None:
+    """``node.id`` (or ``broker.id``) of ``meta.properties``, None when there is none."""
+    try:
+        text = (logdir / "meta.properties").read_text(errors="replace")
+    except OSError:
+        return None
+    found = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep and not key.lstrip().startswith("#"):
+            found[key.strip()] = value.strip()
+    return found.get("node.id") or found.get("broker.id")
+
+
+def broker_topic_defaults(brokers: dict[str, dict[str, str]], node_id: str | None) -> dict[str, str]:
+    """The topic settings the cluster's dynamic broker settings default (``brokers``: resource name ->
+    {name: value}; ``""`` the cluster default), by topic setting name."""
+    merged = {**brokers.get("", {}), **(brokers.get(node_id, {}) if node_id else {})}
+    out = {}
+    for topic_name, synonyms in _SYNONYMS.items():
+        for name, factor in synonyms:
+            value = merged.get(name)
+            if value is None:
+                continue
+            if factor > 1:
+                try:
+                    number = int(value)
+                except ValueError:
+                    break  # not a number: left out, as a value kafkafs would refuse
+                value = str(number * factor if number >= 0 else -1)
+            out[topic_name] = value
+            break
+    return out
 
 
 def _latest_snapshot(directory: Path) -> tuple[int, Path] | None:
@@ -140,6 +212,7 @@ def recorded_topic_configs(logdir: str | os.PathLike[str]) -> RecordedConfigs:
         log.warning("%s: not read: %s", directory, exc)
         out.damage = out.damage or f"{directory}: {exc}"
         out.update(state.configs)
+        out.broker = broker_topic_defaults(state.brokers, _node_id(Path(logdir)))
         return out
     try:
         if start is None or start <= log_.log_end_offset:
@@ -153,4 +226,5 @@ def recorded_topic_configs(logdir: str | os.PathLike[str]) -> RecordedConfigs:
     finally:
         log_.close()
     out.update(state.configs)
+    out.broker = broker_topic_defaults(state.brokers, _node_id(Path(logdir)))
     return out

@@ -21,7 +21,8 @@ import threading
 THREADS = 4
 ROUNDS = 3
 MODES = ("auto", "string", "base64")
-ENTRIES = ("render", "render_span", "render_span_lengths", "render_columns", "decode", "pretty", "arrow")
+ENTRIES = ("render", "render_span", "render_span_lengths", "render_span_into", "render_columns", "decode", "pretty",
+           "arrow")
 
 # header keys that are not UTF-8 (each kind Python's 'replace' handles differently), padded with control
 # bytes that JSON escapes as \u00XX: a key of 16 bytes renders as up to ~90
@@ -105,6 +106,17 @@ def _cases(entry: str):
             assert ref.consumed == len(buf)
             cases.append((lambda m=mode, n=lengths: tuple(render_span_jsonl("hostile", 3, buf, m, lengths=n)),
                           tuple(ref)))
+        elif entry == "render_span_into":
+            from kafkafs.format.jsonspan import render_span_into
+
+            ref = reference_span("hostile", 3, buf, mode)
+
+            def into(m=mode, size=len(ref.data)):  # noqa: B008 - bound per mode, as the lambdas above
+                out = bytearray(size + 7)
+                got = render_span_into("hostile", 3, buf, memoryview(out)[:size + 3], 3, m)
+                return bytes(out[3 : 3 + got.written]), got.consumed, got.lines, got.full
+
+            cases.append((into, (ref.data, ref.consumed, ref.lines, False)))
         elif entry == "render_columns":
             cases.append((lambda m=mode: kernel.render_columns(prefix, batch, m, 0, len(batch)), b"".join(lines)))
         elif entry == "pretty":

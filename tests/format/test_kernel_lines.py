@@ -2,8 +2,8 @@
 (appendlines.parse_lines, encode.batch_groups, encode.encode_batch), byte for byte: the same batches for
 any lines, or the same error naming the same line. Lines are drawn to reach every branch of the kernel's
 own JSON scanner and the cases it hands to the reference: plain lines, record objects with every field
-in every form (strings with escapes and surrogates, objects and arrays spaced or not, numbers orjson
-writes back differently, $base64 right and wrong, both header forms, ISO and bad timestamps), repeated
+in every form (strings with escapes and surrogates, objects and arrays spaced or not, numbers of every
+shape, kept as written, and near misses, $base64 right and wrong, both header forms, ISO and bad timestamps), repeated
 and unknown fields, whitespace JSON does not allow, bad JSON. Also encode_section (encode_records) of
 record tuples."""
 
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 import pytest
 from hypothesis import given, settings
@@ -31,7 +32,44 @@ _STRINGS = ['"plain"', '""', '"café"', '"東京"', '"tab\\there"', '"q\\"uote"'
             '"\\u00e9"', '"\\ud83d\\ude00"', '"\\ud800"', '"\\udc00x"', '"\\u0000"', '"\\b\\f\\n\\r\\t"',
             '"bad\\x"', '"\x01"', '"\xff"', '"unterminated', '"\\u12"', '"$base64"']
 
-json_scalar = st.one_of(st.sampled_from(_NUMBERS), st.sampled_from(_STRINGS),
+_NEAR_MISSES = ["01", "-01", "00", "-", "--1", "+1", ".5", "1.", "-.5", "1.e5", "1e", "1E+", "1e-", "1.5.2", "1e5e5",
+                "0x10", "1_000", "Infinity", "-Infinity", "NaN", "1e309", "-1.8e308", "1.7976931348623159e308",
+                "1e0400", "0e1000", "1e2147483648", "1e-4294967297", "1e99999999999999", "1" * 301, "1" * 301 + ".5",
+                "9" * 290 + "e11", "1e-1000", "- 1", "1 e5"]
+
+
+@st.composite
+def json_number(draw) -> str:
+    """A JSON number of any shape: sign, zero or digits past 15 (and past a double's range), a fraction
+    with trailing zeros, an exponent in either case, with or without sign and leading zeros, small,
+    near a double's limits or past them; and, one time in eight, a near miss that is not JSON."""
+    if draw(st.integers(0, 7)) == 0:
+        return draw(st.sampled_from(_NEAR_MISSES))
+    sign = draw(st.sampled_from(["", "", "-"]))
+    whole = draw(st.one_of(st.just("0"), st.integers(1, 10**20).map(str),
+                           st.integers(1, 310).map(lambda n: "9" * n)))
+    frac = draw(st.one_of(st.just(""), st.text("0123456789", min_size=1, max_size=25).map(lambda d: "." + d),
+                          st.sampled_from([".0", ".00", ".10", ".90", ".5000"])))
+    exp = ""
+    if draw(st.booleans()):
+        digits = draw(st.one_of(st.integers(0, 20), st.integers(280, 330), st.integers(990, 1010)))
+        exp = (draw(st.sampled_from("eE")) + draw(st.sampled_from(["", "+", "-"])) + "0" * draw(st.integers(0, 3))
+               + str(digits))
+    return sign + whole + frac + exp
+
+
+def _kernel_takes(number: str) -> bool:
+    """Whether the kernel's encoder takes a number itself (RFC 8259's form, integer digits plus a positive
+    exponent at most 300, an exponent of at most 3 significant digits), as _kernel_lines.h canon_number."""
+    m = re.fullmatch(r"-?(0|[1-9][0-9]*)(\.[0-9]+)?(?:[eE]([-+]?)([0-9]+))?", number)
+    if m is None:
+        return False
+    exp = (m.group(4) or "0").lstrip("0")
+    up = int(exp or "0") if m.group(3) != "-" else 0
+    return len(exp) <= 3 and len(m.group(1)) + up <= 300
+
+
+json_scalar = st.one_of(st.sampled_from(_NUMBERS), json_number(), st.sampled_from(_STRINGS),
                         st.sampled_from(["true", "false", "null", "tru", "nul"]))
 
 
@@ -186,7 +224,7 @@ def test_sections_encode_alike(records, first_ts, gaps):
 
 def test_common_lines_take_the_fast_path(monkeypatch):
     """Rendered records.jsonl lines, plain lines and simple objects are parsed by the kernel itself; the
-    reference parser sees only what the kernel hands it (here: a float orjson writes differently)."""
+    reference parser sees only what the kernel hands it (here: a value with a space to take out)."""
     import kafkafs.format.lineencode as lineencode
 
     seen = []
@@ -198,8 +236,97 @@ def test_common_lines_take_the_fast_path(monkeypatch):
         b'{"$base64":"AAE="}},{"key":"e","value":null}]}',
         b"plain text \xc3\xa9",
         b'{"value":"tab\\there","headers":{"a":"b"},"timestamp":-1}',
-        b'{"value":{"amount":12.50}}',
+        b'{"value":{"amount": 12.5}}',
     ]
     group = encode_lines(b"\n".join(lines), now=1, max_message_bytes=1 << 20)
     assert group.taken == 4 and seen == [lines[3]]
     assert group == encode_lines(b"\n".join(lines), now=1, max_message_bytes=1 << 20, reference=True)
+
+
+# Where a number stands in a line: the value, the key, inside an object or an array, a header's value
+# (both forms), a rendered line's own field (ignored); and beside a 16-digit run, which makes the reference
+# parse with the standard library (exact integers) instead of orjson.
+_NUMBER_PLACES = ['{"value":%s}', '{"key":%s,"value":"v"}', '{"value":{"amount":%s,"currency":"EUR"}}',
+                  '{"value":[%s,%s]}', '{"headers":{"h":%s}}', '{"headers":[{"key":"h","value":[%s]}]}',
+                  '{"offset":%s,"value":"v"}', '{"key":"1234567890123456","value":{"a":%s}}',
+                  '{"topic":"t","partition":0,"offset":12,"timestamp":1763700000012,"timestampType":"CreateTime",'
+                  '"key":"customer-92089","value":{"order":12,"customer":"c-53396","amount":%s,"currency":"EUR",'
+                  '"status":"paid","items":[46,21]},"headers":[]}']
+
+
+@settings(max_examples=int(os.environ.get("KAFKAFS_LINES_EXAMPLES", "300")), deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(_NUMBER_PLACES), json_number()), min_size=1, max_size=4))
+def test_numbers_encode_alike(placed):
+    """Every number shape, wherever it stands: the kernel's batch (or error) is the reference's."""
+    blob = b"\n".join((place.replace("%s", number)).encode() for place, number in placed)
+    args = {"now": 1763700000123, "codec": Codec.NONE, "max_message_bytes": 1 << 20, "leader_epoch": 3,
+            "first_number": 1, "max_lines": None, "max_bytes": None}
+    assert _groups(encode_lines, blob, args) == _groups(encode_lines, blob, {**args, "reference": True})
+
+
+@settings(max_examples=int(os.environ.get("KAFKAFS_LINES_EXAMPLES", "300")), deadline=None)
+@given(st.sampled_from(_NUMBER_PLACES), json_number().filter(_kernel_takes))
+def test_numbers_as_written_take_the_fast_path(place, number):
+    """A number is written as it is written (765.90 stays 765.90, 1E5 stays 1E5, -0 stays -0): the kernel
+    takes every one that cannot pass a double's range without the reference parser (it handed decimals
+    with a trailing zero, exponents, -0 and integers past 15 digits to it before), with its bytes."""
+    import kafkafs.format.lineencode as lineencode
+
+    line = place.replace("%s", number).encode()
+    seen = []
+    original = lineencode._parse
+    lineencode._parse = lambda line, n: seen.append(line) or original(line, n)
+    try:
+        group = encode_lines(line, now=1, max_message_bytes=1 << 20)
+    finally:
+        lineencode._parse = original
+    assert seen == []
+    assert group == encode_lines(line, now=1, max_message_bytes=1 << 20, reference=True)
+
+
+@pytest.mark.parametrize("value", ['{"a":1,"a":2}', '["\\u00e9","\\/","\\ud83d\\ude00","\\u0000","\\b"]',
+                                   '{"\\u0061":[1,{"b":"\\"q\\""}],"a":0}'])
+def test_nested_escapes_and_repeated_keys_take_the_fast_path(monkeypatch, value):
+    """A value's text is written as it is, so the kernel takes \\u escapes, \\/ and repeated keys inside it
+    (it handed them to the reference before); a lone surrogate escape stays the reference's error."""
+    import kafkafs.format.lineencode as lineencode
+
+    seen = []
+    original = lineencode._parse
+    monkeypatch.setattr(lineencode, "_parse", lambda line, number: seen.append(line) or original(line, number))
+    line = b'{"key":"k","value":' + value.encode() + b"}"
+    group = encode_lines(line, now=1, max_message_bytes=1 << 20)
+    assert seen == []
+    assert group == encode_lines(line, now=1, max_message_bytes=1 << 20, reference=True)
+    for lone in ['["\\ud800"]', '["\\udc00"]', '["\\ud83dx"]', '["\\ud83d\\u0041"]']:
+        line = b'{"value":' + lone.encode() + b"}"
+        with pytest.raises(InvalidInput, match="line 1: "):
+            encode_lines(line, now=1, max_message_bytes=1 << 20)
+        with pytest.raises(InvalidInput, match="line 1: "):
+            encode_lines(line, now=1, max_message_bytes=1 << 20, reference=True)
+
+
+_ESCAPES = ["\\x", "\\u12", "\\u12G4", "\\ud800", "\\udc00", "\\ud83dx", "\\ud83d\\u0041", "\\ud83d\\ude00",
+            "\\ud83d\\", "\\'", "\\a", "\\0", "\\U0041", "\\u0041", "\\/", "\\\\", "\\\"", "\\t", "\\uDBFF\\uDFFF"]
+
+
+@pytest.mark.parametrize("escape", _ESCAPES)
+@pytest.mark.parametrize("place", ['{"value":["a%sb"]}', '{"value":{"%s":1}}', '{"key":{"k":"%s"}}',
+                                   '{"headers":{"h":["%s"]}}', '{"value":"%s"}', '{"offset":"%s"}'])
+def test_escapes_encode_alike(place, escape):
+    """Every escape, good or bad, in a value's text, a key of it, a header, a string value and a rendered
+    line's own field: the kernel's batch or error is the reference's."""
+    line = (place % escape).encode()
+    args = {"now": 1, "codec": Codec.NONE, "max_message_bytes": 1 << 20, "leader_epoch": -1, "first_number": 1,
+            "max_lines": None, "max_bytes": None}
+    assert _groups(encode_lines, line, args) == _groups(encode_lines, line, {**args, "reference": True})
+
+
+@pytest.mark.parametrize("number", _NEAR_MISSES + _NUMBERS)
+def test_number_edges_encode_alike(number):
+    """Each near miss and edge (a double's limits, exponents past 32 bits) in a value and in an object
+    beside a 16-digit run: the kernel's batch or error is the reference's."""
+    blob = b"\n".join((place.replace("%s", number)).encode() for place in (_NUMBER_PLACES[0], _NUMBER_PLACES[7]))
+    args = {"now": 1, "codec": Codec.NONE, "max_message_bytes": 1 << 20, "leader_epoch": -1, "first_number": 1,
+            "max_lines": None, "max_bytes": None}
+    assert _groups(encode_lines, blob, args) == _groups(encode_lines, blob, {**args, "reference": True})

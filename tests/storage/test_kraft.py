@@ -163,3 +163,45 @@ def test_clean_refuses_to_delete_by_settings_it_could_not_read(fixtures_dir, tmp
         assert not cleaner.run_once() and not cleaner.run_once()
         assert cleaner.segments_deleted == 0 and cleaner.refusal_said
     assert (copy / "TestTopicPatient-0" / "00000000000000000000.log").exists()
+
+
+def _broker_config(resource, name, value):
+    return metadata_frame("CONFIG_RECORD", 0, {"resourceType": 4, "resourceName": resource, "name": name, "value": value})
+
+
+def test_the_clusters_dynamic_broker_defaults_are_below_the_topics_settings(tmp_path):
+    """review7 R3: `kafka-configs --entity-type brokers --entity-default --add-config log.retention.ms=-1`
+    (a ConfigRecord of resource type 4, name "") keeps every topic's records forever on the broker;
+    clean deleted them by retention.ms's default. The value for this directory's node.id is above the
+    cluster default, a topic's own record above both, --set above all; minutes and hours count as Kafka
+    counts them."""
+    meta = tmp_path / "__cluster_metadata-0"
+    meta.mkdir()
+    (tmp_path / "meta.properties").write_text("#\nnode.id=1\nversion=1\ncluster.id=x\n")
+    records = [
+        _broker_config("", "log.retention.ms", "-1"),
+        _broker_config("", "log.retention.bytes", "-1"),
+        _broker_config("", "log.segment.bytes", "3000000"),
+        _broker_config("", "log.roll.hours", "2"),
+        _broker_config("", "min.insync.replicas", "2"),  # not a topic setting's default
+        _broker_config("1", "log.segment.bytes", "2000000"),  # this broker's
+        _broker_config("2", "log.segment.bytes", "5000000"),  # another broker's: not ours
+        _broker_config("", "log.cleaner.delete.retention.ms", "5"),
+        _broker_config("", "log.cleaner.delete.retention.ms", None),  # deleted again
+        metadata_frame("TOPIC_RECORD", 0, {"name": "a", "topicId": _uuid(1)}),
+        _config("a", "retention.ms", "1000"),
+    ]
+    (meta / f"{0:020d}.log").write_bytes(encode_batch([(1, None, v, ()) for v in records]))
+    recorded = recorded_topic_configs(tmp_path)
+    assert recorded == {"a": {"retention.ms": "1000"}}
+    assert recorded.broker == {"segment.bytes": "2000000", "segment.ms": "7200000", "retention.ms": "-1",
+                               "retention.bytes": "-1"}
+    for name in ("a-0", "b-0"):
+        (tmp_path / name).mkdir()
+    with LogDir(tmp_path) as logdir:
+        b = logdir.log("b-0").config
+        assert (b.retention_ms, b.retention_bytes, b.segment_bytes, b.segment_ms) == (-1, -1, 2000000, 7200000)
+        assert b.delete_retention_ms == 24 * 3600 * 1000
+        assert logdir.log("a-0").config.retention_ms == 1000
+    with LogDir(tmp_path, Settings.load(None, {"retention.ms": 5000})) as logdir:
+        assert logdir.log("b-0").config.retention_ms == 5000
