@@ -67,7 +67,7 @@ class SegmentBytes(Protocol):
     def read_at(self, position: int, size: int) -> bytes: ...
 
 
-_reported: set[tuple[str | None, int | None]] = set()
+_reported: set[tuple[str | None, int | str | None]] = set()
 _report_lock = threading.Lock()
 
 #: The errno values of a disk that will not give bytes it holds (not a file that is gone or closed).
@@ -97,9 +97,15 @@ def reported_count() -> int:
 
 
 def report_corrupt(exc: CorruptRecordError) -> None:
-    """Log damage once per (file, position): the segment and where in it; a disk error once per file.
-    Safe from any thread."""
-    key = (exc.file, None) if isinstance(exc, UnreadableError) else (exc.file, exc.position)
+    """Log damage once per (file, position): the segment and where in it; a disk error once per file;
+    damage that names no file once per reason (which then says where). Safe from any thread."""
+    key: tuple[str | None, int | str | None]
+    if isinstance(exc, UnreadableError):
+        key = (exc.file, None)
+    elif exc.file is None:
+        key = (None, exc.reason)
+    else:
+        key = (exc.file, exc.position)
     with _report_lock:
         if key in _reported:
             return

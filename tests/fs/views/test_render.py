@@ -75,3 +75,18 @@ def test_damage_is_placed_in_its_file(built_logdir, tmp_path):
         assert info.value.file == "x.log"
     finally:
         logdir.close()
+
+
+def test_damage_that_names_no_file_is_said_once_per_reason(caplog):
+    """A damage without a file (its reason says where) is logged once per reason: a second, different
+    one was never said (both were keyed (None, None))."""
+    import logging
+
+    from kafkafs.fs.views.render import report_corrupt
+
+    first = CorruptRecordError("fix7 test: the key index of X fails its checks")
+    second = CorruptRecordError("fix7 test: the key index of Y fails its checks")
+    with caplog.at_level(logging.ERROR, logger="kafkafs.fs"):
+        for exc in (first, second, first, CorruptRecordError(first.reason), second):
+            report_corrupt(exc)
+    assert [r.getMessage() for r in caplog.records] == [first.reason, second.reason]
