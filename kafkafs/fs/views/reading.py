@@ -22,7 +22,7 @@ from typing import Any, NamedTuple
 from ...errors import CorruptRecordError, SegmentClosedError
 from ...storage.log import Log
 from .layout import Layout
-from .piececache import KEPT, NOT_RENDERING, SPAN_PIECES, Ahead, Bytes, PieceCache
+from .piececache import BLOCK_PIECES, KEPT, NOT_RENDERING, SPAN_PIECES, Ahead, Bytes, PieceCache
 from .render import Renderer, SegmentBytes
 
 __all__ = [
@@ -99,7 +99,7 @@ def read_parts(
             rel += len(chunk)
             i += 1
         k += 1
-    if contiguous and run is not None and len(out) > 1 and isinstance(run[0], bytes):
+    if contiguous and run is not None and len(out) > 1 and isinstance(run[0], (bytes, bytearray)):
         first = run[1]
         return memoryview(run[0])[first : first + size - want]
     if len(out) == 1:
@@ -296,7 +296,8 @@ class PieceRenderer:
 
     def span_end(self, layout: Layout, i: int) -> int:
         """The last piece of the span from piece ``i`` that one read of its segment renders: contiguous
-        undamaged pieces of the same segment, up to READ_AHEAD_BYTES of log and SPAN_PIECES pieces."""
+        undamaged pieces of the same segment, up to READ_AHEAD_BYTES of log and SPAN_PIECES pieces, in one
+        block (:data:`~.piececache.BLOCK_PIECES`)."""
         count = len(layout)
         base = layout.bases[i]
         end = layout.positions[i] + layout.sizes[i]
@@ -304,7 +305,7 @@ class PieceRenderer:
         while last + 1 < count:
             j = last + 1
             if (layout.bases[j] != base or layout.positions[j] != end or j in layout.bad or j - i >= SPAN_PIECES
-                    or end + layout.sizes[j] - layout.positions[i] > READ_AHEAD_BYTES):
+                    or end + layout.sizes[j] - layout.positions[i] > READ_AHEAD_BYTES or j % BLOCK_PIECES == 0):
                 break
             end += layout.sizes[j]
             last = j
@@ -321,11 +322,25 @@ class PieceRenderer:
         segment = self._segment_of(layout, i, pinned)
         position = layout.positions[i]
         size = layout.positions[last] + layout.sizes[last] - position
+        first = layout.start(i)
+        placed = cache.block_for(layout, i, last) if self.renderer.renders_into(layout.filter) else None
+        if placed is not None:  # into the block, beside the spans around it
+            block, at = placed
+            whole = memoryview(block.buffer)
+            try:
+                fits = self.renderer.render_into(segment, position, size, whole[at : at + layout.ends[last] - first])
+            except CorruptRecordError:
+                return None
+            if fits:
+                cache.rendered_into(block, i, last)
+                for j in range(last, i - 1, -1):  # piece i goes in last: the least likely to be evicted
+                    lo = at + layout.start(j) - first
+                    cache.put((layout, j), whole[lo : at + layout.ends[j] - first], lo)
+                return whole[at : at + layout.ends[i] - first]
         try:
             data = self.renderer.render(segment, position, size, layout.filter)
         except CorruptRecordError:
             return None
-        first = layout.start(i)
         if len(data) != layout.ends[last] - first:
             return None
         view = memoryview(data)

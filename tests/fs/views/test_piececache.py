@@ -7,7 +7,7 @@ import threading
 import time
 
 from kafkafs.fs.views.layout import Layout
-from kafkafs.fs.views.piececache import KEPT, NOT_RENDERING, WILL_WAKE, PieceCache
+from kafkafs.fs.views.piececache import BLOCK_PIECES, KEPT, NOT_RENDERING, WILL_WAKE, PieceCache
 
 
 def _layout(pieces: int) -> Layout:
@@ -60,3 +60,30 @@ def test_a_claimed_piece_is_waited_for_in_a_thread_and_on_the_loop_never_claimed
     cache.settle(layout, 0, 0)
     assert cache.wait_rendered((layout, 0)) is None
     assert cache.wake_when_rendered((layout, 0), lambda: None) == NOT_RENDERING  # no reader followed yet
+
+
+def test_spans_of_a_block_render_side_by_side_and_a_read_across_them_is_one_slice_once_both_are_done():
+    layout = _layout(BLOCK_PIECES + 2)
+    cache = PieceCache(capacity=1000)
+    first = cache.block_for(layout, 0, 2)
+    second = cache.block_for(layout, 3, 5)
+    assert first is not None and second is not None
+    block, at = first
+    assert second[0] is block and at == 0 and second[1] == 30  # piece 3 at byte 30 of the block
+    assert len(block.buffer) == 10 * BLOCK_PIECES
+    assert cache.block_for(layout, BLOCK_PIECES - 1, BLOCK_PIECES) is None  # a span never leaves its block
+    whole = memoryview(block.buffer)
+
+    def render(lo: int, hi: int) -> None:
+        whole[lo * 10 : (hi + 1) * 10] = b"".join(b"piece%04d\n" % j for j in range(lo, hi + 1))
+        cache.rendered_into(block, lo, hi)
+        for j in range(lo, hi + 1):
+            cache.put((layout, j), whole[j * 10 : j * 10 + 10], j * 10)
+
+    render(0, 2)
+    assert cache.span_of(layout, 0, 2) == (block.buffer, 0)
+    render(6, 8)  # a later span done first: pieces 3..5 between are not
+    assert cache.span_of(layout, 1, 6) is None
+    render(3, 5)
+    assert cache.span_of(layout, 1, 6) == (block.buffer, 10)
+    assert bytes(whole[15:65]) == b"".join(b"piece%04d\n" % j for j in range(1, 7))[5:55]

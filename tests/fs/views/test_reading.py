@@ -47,13 +47,18 @@ def _render_ahead_setup(monkeypatch, read_ahead: int) -> _Prefills:
 def _count_renders(state, monkeypatch) -> list:
     """(segment, position, size) of every render of the partition's log, in order."""
     calls = []
-    render = state.renderer.render
+    render, render_into = state.renderer.render, state.renderer.render_into
 
     def counted(segment, position, size, flt):
         calls.append((segment.base_offset, position, size))
         return render(segment, position, size, flt)
 
+    def counted_into(segment, position, size, out):
+        calls.append((segment.base_offset, position, size))
+        return render_into(segment, position, size, out)
+
     monkeypatch.setattr(state.renderer, "render", counted)  # this partition's only
+    monkeypatch.setattr(state.renderer, "render_into", counted_into)
     return calls
 
 
@@ -136,14 +141,14 @@ def test_a_read_through_a_worker_keeps_the_spans_ahead_coming(tree, built_logdir
     prefills, state, calls = _late_setup(tree, monkeypatch, 0.0)
     view, cache, want = state.composition(), PieceCache(), expected_jsonl(built_logdir, "orders-0")
     mine: list = []
-    render = state.renderer.render
+    render_into = state.renderer.render_into
 
-    def by_whom(segment, position, size, flt):
+    def by_whom(segment, position, size, out):
         if threading.current_thread() is reader:
             mine.append(position)
-        return render(segment, position, size, flt)
+        return render_into(segment, position, size, out)
 
-    monkeypatch.setattr(state.renderer, "render", by_whom)
+    monkeypatch.setattr(state.renderer, "render_into", by_whom)
     out = b""
     while len(out) < len(want):
         out += read_view(state, view, len(out), 3000, cache)  # always the worker's path

@@ -31,6 +31,23 @@ def test_a_span_renders_as_the_engine_does(built_logdir):
         logdir.close()
 
 
+def test_a_span_renders_into_a_buffer_that_it_fills_exactly(built_logdir):
+    """render_into writes what render gives into the caller's buffer, when it fills it exactly (the
+    rendered size known from the layout); a buffer of another size says False (the caller renders the
+    usual way). Compressed batches (the fixture's mix) are rendered by the Python path in between."""
+    logdir, segment, views = _segment_and_views(built_logdir)
+    try:
+        want = RENDERER.render(segment, 0, segment.size, NO_FILTER)
+        assert RENDERER.renders_into(NO_FILTER) and not RENDERER.renders_into(Filter(lo=1))
+        big = bytearray(b"#" * (len(want) + 10))
+        assert RENDERER.render_into(segment, 0, segment.size, memoryview(big)[5 : 5 + len(want)])
+        assert bytes(big[5 : 5 + len(want)]) == want and big[:5] == b"#####" and big[-5:] == b"#####"
+        for size in (len(want) - 1, len(want) + 1):
+            assert not RENDERER.render_into(segment, 0, segment.size, memoryview(bytearray(size)))
+    finally:
+        logdir.close()
+
+
 def test_filters_on_offsets_and_timestamps(built_logdir):
     logdir, segment, views = _segment_and_views(built_logdir)
     try:
