@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import pyfuse3
+import trio
 
 from ..errors import NotFound, NotPermitted
 from .errnos import errno_for
@@ -38,6 +39,8 @@ T = TypeVar("T")
 
 #: Entries a readdir pulls from a listing per trip to a worker thread.
 READDIR_CHUNK = 1024
+#: Times a read waits on the loop for what other threads are rendering before it asks a worker.
+READ_SOON_WAITS = 3
 
 
 def _handler(mkdir: bool = False):
@@ -329,6 +332,15 @@ class Operations(pyfuse3.Operations):
         data = handle.read_now(off, size)  # rendered ahead by an earlier read: no worker trip
         if data is not None:
             return data
+        token = trio.lowlevel.current_trio_token()
+        for _ in range(READ_SOON_WAITS):  # a read may need two spans rendering at once: one wait each
+            rendered = trio.Event()
+            if not handle.read_soon(off, size, functools.partial(token.run_sync_soon, rendered.set)):
+                break
+            await rendered.wait()  # being rendered on another thread: no worker trip either
+            data = handle.read_now(off, size)
+            if data is not None:
+                return data
         return await self._run(handle.read, off, size)
 
     @_handler()

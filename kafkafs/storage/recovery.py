@@ -42,7 +42,7 @@ from .recovery_plan import refuse_cutting_batches, unclean_or_unindexed
 from .safefiles import LISTINGS, regular_entry
 from .segment import LogSegment
 from .segments import LogSegments
-from .transactions import ProducerTransactions
+from .transactions import ProducerTransactions, batch_events
 
 __all__ = ["load_segments", "LoadResult", "RecoveryReport"]
 
@@ -396,7 +396,8 @@ def _recover_segments(
         rebuilt = sorted(name for name in after if after[name] != before.get(name))
         # (after an unclean stop the active segment's indexes are restored whatever they hold: said so below)
         right = [name for name in rebuilt
-                 if not cut and _was_right(segment, name, before.get(name), segment is last and clean_shutdown)]
+                 if not cut and (_was_right(segment, name, before.get(name), segment is last and clean_shutdown)
+                                 or _cleaned_txn_index(segment, name, before.get(name), after.get(name)))]
         report.rewritten_files.extend(right)
         rebuilt = [name for name in rebuilt if name not in right]
         report.restored_files.extend(
@@ -438,6 +439,26 @@ def _left_by_unclean_stop(active: bool, clean_shutdown: bool, name: str, old: ob
     if left_by_unclean_stop(active, clean_shutdown):
         return True
     return name.endswith((names.INDEX, names.TIME_INDEX)) and old == (False,)
+
+
+def _cleaned_txn_index(segment: LogSegment, name: str, old: object, new: object) -> bool:
+    """Whether the ``.txnindex`` ``name`` held, as ``old`` (:meth:`index_state`), what a rebuild writes
+    (``new``) plus entries of ABORT markers the segment keeps without their transaction's records: Kafka's
+    cleaner removes an aborted transaction's records, keeps its marker until the delete horizon, and
+    writes the cleaned segment's ``.txnindex`` with its entry (``CleanedTransactionMetadata``), while a
+    recovery's rebuild finds no transaction for a marker alone and writes none. Both are valid."""
+    if not name.endswith(names.TXN_INDEX) or not isinstance(old, tuple) or not isinstance(new, tuple):
+        return False
+    if len(old) != 2 or not old[0] or old[1] is None or len(new) != 2 or new[1] is None:
+        return False
+    kept, rebuilt = set(old[1]), set(new[1])
+    if not rebuilt <= kept:
+        return False
+    try:
+        markers = {(e.producer_id, e.offset) for e in batch_events(segment.batches(0)) if e.kind == "ABORT"}
+    except CorruptRecordError:
+        return False
+    return all((e.producer_id, e.last_offset) in markers for e in kept - rebuilt)
 
 
 def _was_right(segment: LogSegment, name: str, old: object, active: bool = False) -> bool:
