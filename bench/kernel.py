@@ -16,7 +16,9 @@ The ``encode`` pass is the write path (``encode_lines``, what ``kafkafs produce`
 and Spark's writer use): the segment's records as the lines of ``records.jsonl`` (what bench/many.py's
 produce rows write), encoded in produce's groups (1,000 lines or 512 KiB) with the reference parser
 for the lines the kernel hands back; its row says how many lines went to the reference (``to python``).
-``--passes`` picks the passes (default: all three).
+The ``into`` pass is the render through ``render_span_into`` (the lines written into one reused
+bytearray, as the mount's reads can take them, with no output buffer of the kernel's own to fault in
+and shrink); a kernel without it is left out of that pass. ``--passes`` picks the passes (default: all).
 
     python bench/kernel.py [--records 250000] [--repeat 9] [--against /path/to/other/checkout]
 """
@@ -69,6 +71,21 @@ def one_pass(kernel: ModuleType, prefix: bytes, data: bytes, lengths: bool, piec
     return out
 
 
+def into_pass(kernel: ModuleType, prefix: bytes, data: bytes, piece: int, out: bytearray) -> int:
+    """one_pass's render with ``render_span_into`` into ``out`` (reused: room for any piece's lines)."""
+    written = 0
+    view = memoryview(data)
+    pos = 0
+    while pos < len(data):
+        end = len(data) if not piece else min(pos + piece, len(data))
+        got = kernel.render_span_into(prefix, view[pos:end], 0, -1, end == len(data), -1, out, 0)
+        if got[1] == 0:
+            raise SystemExit("the kernel took no batch: --piece is smaller than a batch")
+        pos += got[1]
+        written += got[0]
+    return written
+
+
 def encode_pass(kernel: ModuleType, lines: bytes, parsed: list[int]) -> int:
     """Every line of ``lines`` (no final newline) through ``kernel``'s encode_lines in produce's groups;
     returns the batches' bytes and adds the lines handed to the reference parser to ``parsed[0]``."""
@@ -91,7 +108,8 @@ def main() -> None:
     parser.add_argument("--against", action="append", default=[], help="another checkout whose kernel to time too")
     parser.add_argument("--piece", type=int, default=512 << 10, help="bytes of log a call (0: the whole segment)")
     parser.add_argument("--mmap-threshold", type=int, default=32 << 20, help="malloc's (glibc: at most 32 MiB)")
-    parser.add_argument("--passes", default="lengths,render,encode", help="comma-separated: lengths, render, encode")
+    parser.add_argument("--passes", default="lengths,render,into,encode",
+                        help="comma-separated: lengths, render, into, encode")
     args = parser.parse_args()
     passes = args.passes.split(",")
     tune_malloc(args.mmap_threshold, max(args.mmap_threshold * 2, 64 << 20))
@@ -101,25 +119,32 @@ def main() -> None:
     prefix = line_prefix("t", 0)
     lines = bytes(kernels[0][1].render_span(prefix, data, 0, False, -1, True, -1)[0]).rstrip(b"\n")
     parsed: dict[str, list[int]] = {name: [0] for name, _ in kernels}
+    out = bytearray(3 * (args.piece or len(data)) + 4096)
     runs: dict[tuple[str, str], list[float]] = {}
     load = os.getloadavg()[0]
     for rep in range(args.repeat):
         for what in passes:
             for name, kernel in kernels if rep % 2 == 0 else kernels[::-1]:
                 start = time.thread_time()
+                if what == "into" and not hasattr(kernel, "render_span_into"):
+                    continue
                 if what == "encode":
                     encode_pass(kernel, lines, parsed[name])
+                elif what == "into":
+                    into_pass(kernel, prefix, data, args.piece, out)
                 else:
                     one_pass(kernel, prefix, data, what == "lengths", args.piece)
                 runs.setdefault((what, name), []).append(time.thread_time() - start)
     print(f"\nkernel, {args.records:,} mixed records ({len(data) / 1e6:.1f} MB of log), one thread, piece "
           f"{args.piece or 'whole'}, load average {load:.2f} at start, {os.getloadavg()[0]:.2f} at the end; "
           f"best and median of {args.repeat}\n")
-    print("| pass | kernel | best | median | median vs this |")
+    print("| pass | kernel | best | median | median vs this (into: vs its render) |")
     print("|---|---|---|---|---|")
     for (what, name), times in runs.items():
         best, med = min(times), statistics.median(times)
         ratio = med / statistics.median(runs[(what, "this")])
+        if what == "into" and ("render", name) in runs:
+            ratio = med / statistics.median(runs[("render", name)])
         size, unit = (len(lines), "MB/s of lines") if what == "encode" else (len(data), "MB/s")
         extra = f", {parsed[name][0] // args.repeat:,} lines to python" if what == "encode" else ""
         print(f"| {what} | {name} | {best * 1e3:.1f} ms, {size / best / 1e6:.0f} {unit} | "

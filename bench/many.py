@@ -24,7 +24,8 @@ medians of ``--repeat`` runs), so the ratios hold on a shared, noisy machine. Ro
 * ``produce``: ``--produce`` mixed JSON-object lines (lines of ``records.jsonl``) and as many plain
   lines through ``kafkafs produce``, against kafka-python's batch builder fed by ``json.loads`` of each
   line in memory (the Python client's floor); and the same lines written to ``MNT/t-0/append`` of a
-  ``--rw`` mount, 1,000 lines a write.
+  ``--rw`` mount, 1,000 lines a write: the ratio of the medians, each run's ratio (append, then the
+  produce of the same run), and each run's CPU ratio (the daemon's CPU for the append / produce's).
 
 "Evicted": ``posix_fadvise(DONTNEED)`` on each file (dropping the whole page cache needs a privilege
 this machine's sandbox may not give); the mount is fresh, so it has no page cache of its own.
@@ -444,24 +445,38 @@ class Bench:
                     out.write(f"line {i} " + " ".join(rng.choice(words) for _ in range(rng.randrange(3, 14))) + "\n")
         t_floor = kafka_python_floor(json_lines)
         runs: dict[str, list[float]] = {"json": [], "plain": [], "append": [], "floor": [t_floor]}
+        cpu: dict[str, list[float]] = {"json": [], "append": []}
         for _ in range(self.args.repeat):
             for kind, lines in (("json", json_lines), ("plain", plain_lines)):
                 target = self.work / "produce-logdir"
                 shutil.rmtree(target, ignore_errors=True)
                 target.mkdir()
-                runs[kind].append(shell(kafkafs("produce", str(target), "t-0"), stdin=lines))
-            runs["append"].append(self.append_through_mount(json_lines))
+                took, used = shell_cpu(kafkafs("produce", str(target), "t-0"), stdin=lines)
+                runs[kind].append(took)
+                if kind == "json":
+                    cpu[kind].append(used)
+            took, used = self.append_through_mount(json_lines)
+            runs["append"].append(took)
+            cpu["append"].append(used)
             runs["floor"].append(kafka_python_floor(json_lines))
         j, p, a, fl = (statistics.median(runs[k]) for k in ("json", "plain", "append", "floor"))
+        ratios = [x / y for x, y in zip(runs["append"], runs["json"], strict=True)]
+        cpu_ratios = [x / y for x, y in zip(cpu["append"], cpu["json"], strict=True)]
         self.row("produce", f"kafka-python's builder, json.loads of each of {n:,} JSON lines (in memory)",
                  f"{fl:.2f} s, {n / fl:,.0f} rec/s")
         self.row("produce", f"kafkafs produce, {n:,} mixed JSON-object lines",
                  f"{j:.2f} s, {n / j:,.0f} rec/s = {fl / j:.2f}x kafka-python (target >= 1.5x)")
         self.row("produce", f"kafkafs produce, {n:,} plain lines", f"{p:.2f} s, {n / p:,.0f} rec/s (target >= 1M/s)")
         self.row("produce", "the JSON lines into MNT/t-0/append, 1,000 lines a write",
-                 f"{a:.2f} s, {n / a:,.0f} rec/s = {a / j:.2f}x produce's time (target <= 1.2x)")
+                 f"{a:.2f} s, {n / a:,.0f} rec/s = {a / j:.2f}x produce's time (target <= 1.2x); each run "
+                 f"{', '.join(f'{r:.2f}' for r in ratios)}x")
+        self.row("produce", "CPU: the mount's daemon for the append / the produce process, each run",
+                 f"{', '.join(f'{r:.2f}' for r in cpu_ratios)}x (medians {statistics.median(cpu['append']):.2f} s / "
+                 f"{statistics.median(cpu['json']):.2f} s)")
 
-    def append_through_mount(self, lines: Path) -> float:
+    def append_through_mount(self, lines: Path) -> tuple[float, float]:
+        """Seconds from the open of ``MNT/t-0/append`` of a fresh ``--rw`` mount to the end of its close
+        (every write, then the fsync), and the daemon's CPU seconds meanwhile."""
         target = self.work / "append-logdir"
         shutil.rmtree(target, ignore_errors=True)
         target.mkdir()
@@ -484,6 +499,7 @@ class Bench:
                         break
                 chunks.append(data[pos:end])
                 pos = end
+            before = m.cpu_seconds()
             start = time.perf_counter()
             fd = os.open(m.mnt / "t-0" / "append", os.O_WRONLY)
             try:
@@ -491,7 +507,7 @@ class Bench:
                     os.write(fd, chunk)
             finally:
                 os.close(fd)
-            return time.perf_counter() - start
+            return time.perf_counter() - start, m.cpu_seconds() - before
         finally:
             m.close()
 

@@ -22,8 +22,8 @@ from .storage.logdir import (
     REPLICATION_OFFSET_FILE,
     LogDir,
 )
-from .storage.recovery import interrupted_leftovers, left_by_unclean_stop
-from .storage.recovery_plan import zeros_from
+from .storage.recovery import interrupted_leftovers
+from .storage.recovery_plan import left_by_unclean_stop, zeros_from
 from .storage.safefiles import regular_files, unsafe_entries
 from .storage.segment import LogSegment
 from .storage.validation import in_order
@@ -78,7 +78,7 @@ def check_index_files(segment: LogSegment, *, sealed: bool, clean_shutdown: bool
     every whole entry of a sealed file and would reject trailing zeros); a missing index is a note,
     since a writer rebuilds it from the ``.log``. The active segment's indexes after an unclean stop
     (no ``clean_shutdown``) are notes too: whatever they hold, a broker's start rebuilds them
-    (:func:`~kafkafs.storage.recovery.left_by_unclean_stop`, the rule ``recover`` judges by)."""
+    (:func:`~kafkafs.storage.recovery_plan.left_by_unclean_stop`, the rule ``recover`` judges by)."""
     problems: list[str] = []
     notes: list[str] = []
     try:

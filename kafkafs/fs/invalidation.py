@@ -6,8 +6,9 @@
   wait for a page that a handler is still filling, and the handler would wait for it.
 * :meth:`Invalidator.attrs_now` is the exception, for appends through the mount itself: before the
   ``write()`` (or ``close()``) of ``append`` returns, it marks the cached attributes of the files that
-  grew as stale, so the next ``stat``, ``open`` or ``read`` on this mount asks again and sees the new
-  records (read-after-append). Only attributes: that touches no page and waits for nothing (the
+  grew as stale (of those whose attributes the kernel may hold: the inode table knows which it was sent),
+  so the next ``stat``, ``open`` or ``read`` on this mount asks again and sees the new records
+  (read-after-append). Only attributes: that touches no page and waits for nothing (the
   kernel bumps the inode's attribute version and returns), so it is safe from the worker thread of
   a request. The new size then drops the stale pages in the kernel itself (a FUSE inode whose size
   changes loses its page cache), and the thread above follows with a full invalidation.
@@ -111,10 +112,14 @@ class Invalidator:
 
     def attrs_now(self, state: PartitionState, since_base: int | None = None) -> None:
         """Mark the attributes of ``state``'s growing files stale in the kernel, now (see above);
-        ``since_base``: segment files from that base offset on changed too."""
-        for ino, node in self.table.of_partition(state.name):
+        ``since_base``: segment files from that base offset on changed too. Only those whose attributes
+        the kernel may hold (:meth:`~.tree.inodes.InodeTable.attrs_held_in`): a reader's range files are
+        sent once, not at every write."""
+        table = self.table
+        for (ino, node), mark in table.attrs_held_in(state.name):
             if self._needs(node, since_base):
                 self._send_attrs(ino)
+                table.attrs_dropped(ino, mark)
 
     def _run(self) -> None:
         while True:

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import pyfuse3
+import trio
 
 from ..errors import NotFound, NotPermitted
 from .errnos import errno_for
@@ -38,6 +39,8 @@ T = TypeVar("T")
 
 #: Entries a readdir pulls from a listing per trip to a worker thread.
 READDIR_CHUNK = 1024
+#: Times a read waits on the loop for what other threads are rendering before it asks a worker.
+READ_SOON_WAITS = 3
 
 
 def _handler(mkdir: bool = False):
@@ -142,10 +145,20 @@ class Operations(pyfuse3.Operations):
         known = self.inodes.register(node, count=1)
         ino = known.ino
         try:
-            return ino, known.node.attr()
+            return ino, self._attr(ino, known.node)
         except BaseException:
             self.inodes.discard_if_unused(ino, taken=1)
             raise
+
+    def _attr(self, ino: int, node: Node) -> Attr:
+        """``node.attr()`` for a reply: the inode table knows that the kernel may hold them."""
+        self.inodes.attrs_replying(ino)
+        attr = None
+        try:
+            attr = node.attr()
+            return attr
+        finally:
+            self.inodes.attrs_given(ino, None if attr is None else attr.timeout)
 
     async def _found(self, node: Node) -> pyfuse3.EntryAttributes:
         """Answer a request that hands the kernel one more reference to ``node``."""
@@ -182,7 +195,7 @@ class Operations(pyfuse3.Operations):
     @_handler()
     async def getattr(self, inode: int, ctx=None) -> pyfuse3.EntryAttributes:
         node = self._node(inode)
-        attr = await self._run(node.attr)
+        attr = await self._run(self._attr, inode, node)
         return self._entry(inode, attr)
 
     @_handler()
@@ -197,7 +210,7 @@ class Operations(pyfuse3.Operations):
             raise self._refuse()
         if not self.rw:
             raise self._refuse()
-        return self._entry(inode, await self._run(node.attr))
+        return self._entry(inode, await self._run(self._attr, inode, node))
 
     @_handler()
     async def statfs(self, ctx) -> pyfuse3.StatvfsData:
@@ -279,6 +292,8 @@ class Operations(pyfuse3.Operations):
                 return
             if counted:
                 self.inodes.remember(ino)
+                if attr.timeout:  # the kernel may keep these (READDIRPLUS)
+                    self.inodes.attrs_given(ino, attr.timeout, replied=False)
             buffer.popleft()
             start_id = handle.next_id = next_id
 
@@ -317,6 +332,15 @@ class Operations(pyfuse3.Operations):
         data = handle.read_now(off, size)  # rendered ahead by an earlier read: no worker trip
         if data is not None:
             return data
+        token = trio.lowlevel.current_trio_token()
+        for _ in range(READ_SOON_WAITS):  # a read may need two spans rendering at once: one wait each
+            rendered = trio.Event()
+            if not handle.read_soon(off, size, functools.partial(token.run_sync_soon, rendered.set)):
+                break
+            await rendered.wait()  # being rendered on another thread: no worker trip either
+            data = handle.read_now(off, size)
+            if data is not None:
+                return data
         return await self._run(handle.read, off, size)
 
     @_handler()

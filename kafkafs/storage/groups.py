@@ -17,7 +17,12 @@ Every ``__consumer_offsets`` partition of the log directory is replayed in offse
   server assignor its members prefer (Kafka's default, ``uniform``, when none names one). Assignments name
   topics by id: the group's own partition metadata and the partitions' ``partition.metadata`` files
   name them (an id nobody names stays an id);
-- share and streams groups' records are left out (``kafka-consumer-groups`` does not show them).
+- a share group (KIP-932; types 10 to 15) is read as a consumer group is (its epoch, its members'
+  metadata and current assignments, topics named by its state partition metadata); its protocol type is
+  ``share``, its protocol the broker's share assignor (``simple``), its state ``Empty`` without members,
+  else ``Stable`` (Kafka's ``ShareGroup``); it commits no offsets here (they are in
+  ``__share_group_state``), so its ``offsets`` are empty, as ``kafka-share-groups --describe`` shows it;
+- streams groups' records are left out (``kafka-consumer-groups`` does not show them).
 
 A group whose metadata and commits are all deleted has no entry.
 
@@ -58,6 +63,9 @@ OFFSETS_TOPIC = "__consumer_offsets"
 _CLASSIC = 2
 _COMMITS = (0, 1)
 _CONSUMER_TYPES = range(3, 9)
+#: share group record type -> the consumer group record type it is read as (15: its topics, by id)
+_SHARE_TYPES = {11: 3, 10: 5, 12: 6, 13: 7, 14: 8, 15: 15}
+SHARE_ASSIGNOR = "simple"  # the broker's group.share.assignors default
 #: The assignor a consumer group uses when no member names one: the first of the broker's
 #: ``group.consumer.assignors`` (Kafka's default list starts with it).
 DEFAULT_ASSIGNOR = "uniform"
@@ -76,6 +84,7 @@ class _Consumer:
     current: dict[str, dict[str, Any]] = field(default_factory=dict)  # member id -> current assignment
     topics: dict[str, str] = field(default_factory=dict)  # topic id -> name (partition metadata)
     exists: bool = False
+    share: bool = False  # a share group (KIP-932)
 
 
 @dataclass
@@ -125,6 +134,8 @@ class GroupsReplay:
                 self.classic[data["group"]] = _Classic(body)
         elif kind in _CONSUMER_TYPES:
             self._consumer(kind, data, body)
+        elif kind in _SHARE_TYPES:
+            self._consumer(_SHARE_TYPES[kind], data, body, share=True)
 
     def marker(self, producer_id: int, commit: bool) -> None:
         """A transaction marker in ``__consumer_offsets``: the producer's pending commits land or go."""
@@ -142,13 +153,13 @@ class GroupsReplay:
         else:
             self.offsets.setdefault(group, {})[tp] = body
 
-    def _consumer(self, kind: int, data: dict[str, Any], body: dict[str, Any] | None) -> None:
+    def _consumer(self, kind: int, data: dict[str, Any], body: dict[str, Any] | None, share: bool = False) -> None:
         group_id: str = data["groupId"]
         group = self.consumer.get(group_id)
         if group is None:
             if body is None:
                 return
-            group = self.consumer[group_id] = _Consumer()
+            group = self.consumer[group_id] = _Consumer(share=share)
         member: str = data.get("memberId") or ""
         if kind == 3:  # ConsumerGroupMetadata: the group epoch, or the group's end
             if body is None:
@@ -166,6 +177,9 @@ class GroupsReplay:
                 group.members[member] = body
         elif kind == 6:  # ConsumerGroupTargetAssignmentMetadata
             group.assignment_epoch = -1 if body is None else body.get("assignmentEpoch", -1)
+        elif kind == 15:  # ShareGroupStatePartitionMetadata: the topics its state knows by id
+            group.topics = {t["topicId"]: t["topicName"] for key in ("initializingTopics", "initializedTopics")
+                            for t in (body or {}).get(key) or () if "topicId" in t and "topicName" in t}
         elif kind == 8:  # ConsumerGroupCurrentMemberAssignment
             if body is None:
                 group.current.pop(member, None)
@@ -236,9 +250,13 @@ def group_view(replay: GroupsReplay, group: str, end_offsets: dict[tuple[str, in
     if consumer is not None:
         names = {**topic_names, **consumer.topics}
         assignors = Counter(m.get("serverAssignor") for m in consumer.members.values() if m.get("serverAssignor"))
-        head = {"protocolType": "consumer",
-                "protocol": assignors.most_common(1)[0][0] if assignors else DEFAULT_ASSIGNOR,
-                "state": _consumer_state(consumer), "generation": consumer.epoch, "leader": None}
+        if consumer.share:
+            head = {"protocolType": "share", "protocol": SHARE_ASSIGNOR,
+                    "state": "Stable" if consumer.members else "Empty", "generation": consumer.epoch, "leader": None}
+        else:
+            head = {"protocolType": "consumer",
+                    "protocol": assignors.most_common(1)[0][0] if assignors else DEFAULT_ASSIGNOR,
+                    "state": _consumer_state(consumer), "generation": consumer.epoch, "leader": None}
         for member_id in sorted(consumer.members):
             meta = consumer.members[member_id]
             current = consumer.current.get(member_id) or {}

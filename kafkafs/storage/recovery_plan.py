@@ -19,7 +19,8 @@ from .segment import LogSegment
 from .segments import LogSegments
 from .validation import in_order, recovery_problem
 
-__all__ = ["unclean_or_unindexed", "refuse_cutting_batches", "writer_refusal", "recovery_cut", "zeros_from"]
+__all__ = ["unclean_or_unindexed", "refuse_cutting_batches", "writer_refusal", "recovery_cut", "zeros_from",
+           "left_by_unclean_stop"]
 
 #: Bytes read at a time when looking for where a preallocated segment's zeros start.
 _ZERO_CHUNK = 1 << 20
@@ -128,3 +129,14 @@ def zeros_from(segment: LogSegment) -> int | None:
             return start + last
         end = start
     return 0
+
+
+def left_by_unclean_stop(active: bool, clean_shutdown: bool) -> bool:
+    """Whether a segment's index files are what an unclean stop leaves, so that whatever they hold is no
+    damage (``verify`` and ``recover`` judge by this one rule; SPEC §4): the active segment's after an
+    unclean stop. Kafka is the judge: at an unclean start its LogLoader recovers every segment from
+    the recovery point on (the active one always), rebuilding their indexes whatever they hold, and a
+    crash leaves the active segment's preallocated, untrimmed or behind its log. After a clean stop it
+    recovers nothing and checks no offset or time index (``LogSegment.sanityCheck`` checks only the
+    ``.txnindex``): the broker serves them as they are, so a wrong one there is damage."""
+    return active and not clean_shutdown

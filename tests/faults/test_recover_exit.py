@@ -200,3 +200,32 @@ def test_a_preallocated_active_segment_is_no_damage_after_an_unclean_stop(tmp_pa
     assert (f"trimmed {20000 - data} preallocated zero bytes" in done.stdout.decode()) is not damage, done.stdout
     assert active.stat().st_size == data
     assert _kafkafs("verify", str(logdir), *settings).returncode == 0
+
+
+def test_recover_of_a_compacted_aborted_transaction_exits_0(tmp_path):
+    """review7 R9: compaction removes an aborted transaction's records, keeps its ABORT marker (until the
+    delete horizon) and writes the cleaned segment's .txnindex with the marker's entry, as Kafka's
+    cleaner does; a recovery's rebuild finds no transaction for a marker alone. Both are valid: verify
+    said 0, recover rebuilt the .txnindex and said 1."""
+    from kafkafs.format.batch import encode_batch, encode_control_batch
+    from kafkafs.storage.config import Settings
+    from kafkafs.storage.logdir import LogDir
+
+    logdir = tmp_path / "logs"
+    logdir.mkdir()
+    settings = ["--set", "cleanup.policy=compact", "--set", "segment.bytes=400", "--set", "min.cleanable.dirty.ratio=0.01"]
+    with LogDir(logdir, Settings({"cleanup.policy": "compact", "segment.bytes": 400}), writable=True) as ld:
+        log = ld.create_partition("c", 0)
+        for i in range(6):
+            log.append_records([(1, b"k%d" % (i % 2), b"v%d" % i, ())])
+        log.append_batches(encode_batch([(1, b"k9", b"aborted", ())], transactional=True, producer_id=7,
+                                        producer_epoch=0, base_sequence=0))
+        log.append_batches(encode_control_batch("ABORT", producer_id=7, producer_epoch=0, timestamp=1))
+        for i in range(12):
+            log.append_records([(1, b"k%d" % (i % 2), b"w%d" % i, ())])
+    assert _kafkafs("clean", str(logdir), *settings).returncode == 0
+    entries = [p for p in (logdir / "c-0").glob("*.txnindex") if p.stat().st_size]
+    assert entries, "the cleaned segment keeps the ABORT marker's entry"
+    assert _kafkafs("verify", str(logdir)).returncode == 0
+    done = _kafkafs("recover", str(logdir))
+    assert done.returncode == 0, done.stdout.decode()

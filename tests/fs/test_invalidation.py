@@ -45,10 +45,9 @@ def test_appends_mark_attributes_stale_before_returning(logdir_copy):
         calls = []
         inv = Invalidator(table, lambda ino, attr_only=False: calls.append((ino, attr_only)))
         tree.partitions.add_append_listener(inv.attrs_now)  # the thread is not started: only attrs_now can send
-        records, _ = table.register(tree.resolve("events-3/records.jsonl"), count=1)
-        info, _ = table.register(tree.resolve("events-3/partition.json"), count=1)
-        stable, _ = table.register(tree.resolve("events-3/by-offset/0-1.jsonl"), count=1)
-        table.get(stable).attr()
+        records = _given(table, tree.resolve("events-3/records.jsonl"))
+        info = _given(table, tree.resolve("events-3/partition.json"))
+        stable = _given(table, tree.resolve("events-3/by-offset/0-1.jsonl"))
         handle = tree.resolve("events-3/append").open(True)
         handle.write(0, b"partial")
         assert calls == []
@@ -56,9 +55,65 @@ def test_appends_mark_attributes_stale_before_returning(logdir_copy):
         assert {(records, True), (info, True)} <= set(calls) and all(attr_only for _i, attr_only in calls)
         assert stable not in {ino for ino, _a in calls}
         calls.clear()
+        _given(table, tree.resolve("events-3/records.jsonl"))
         handle.write(0, b"x")
         handle.flush()
-        assert (records, True) in calls
+        assert calls == [(records, True)]  # partition.json's attributes were not asked for again
+    finally:
+        tree.close()
+
+
+def _given(table: InodeTable, node) -> int:
+    """Register ``node`` and give the kernel its attributes, as a lookup's reply does."""
+    ino, known = table.register(node, count=1)
+    table.attrs_replying(ino)
+    table.attrs_given(ino, known.attr().timeout)
+    return ino
+
+
+def test_appends_tell_the_kernel_only_of_attributes_it_may_hold(logdir_copy):
+    """Issue 25 (writes beside readers): the attributes of growing files are marked stale only where the
+    kernel may hold them: given in a reply (until that reply's timeout and a margin) or being computed for
+    one, and not again once told, until they are given again."""
+    from kafkafs.fs.tree.inodes import ATTR_MARGIN
+
+    tree = Tree(LogDir(logdir_copy, SMALL_SEGMENTS, writable=True), rw=True)
+    try:
+        now = [1000.0]
+        table = InodeTable(tree, clock=lambda: now[0])
+        calls = []
+        inv = Invalidator(table, lambda ino, attr_only=False: calls.append(ino))
+        tree.partitions.add_append_listener(inv.attrs_now)
+        never, _ = table.register(tree.resolve("events-3/records.jsonl"), count=1)  # no attributes given
+        growing = [_given(table, tree.resolve(f"events-3/by-offset/{i}-100000.jsonl")) for i in range(3)]
+        computing, _ = table.register(tree.resolve("events-3/partition.json"), count=1)
+        table.attrs_replying(computing)
+        handle = tree.resolve("events-3/append").open(True)
+        handle.write(0, b"one\n")
+        assert sorted(calls) == sorted([*growing, computing]) and never not in calls
+        calls.clear()
+        handle.write(0, b"two\n")
+        assert calls == [computing]  # its reply is still being computed
+        table.attrs_given(computing, 0.1)
+        calls.clear()
+        handle.write(0, b"three\n")
+        assert calls == [computing]  # given after the last one was told: held until 0.1 s + margin
+        calls.clear()
+        listed = growing[0]
+        table.attrs_given(listed, 0.1, replied=False)  # a listing's entry (READDIRPLUS)
+        now[0] += 0.1 + ATTR_MARGIN + 0.01  # past every timeout given
+        handle.write(0, b"four\n")
+        assert calls == []
+        table.attrs_given(listed, 0.1, replied=False)
+        marks = {ino: mark for (ino, _node), mark in table.attrs_held_in("events-3")}
+        assert set(marks) == {listed}
+        now[0] += 0.01
+        table.attrs_given(listed, 0.1, replied=False)  # given again after attrs_held_in, before attrs_dropped
+        table.attrs_dropped(listed, marks[listed])
+        [((ino, _node), newer)] = table.attrs_held_in("events-3")  # the newer mark stays
+        assert ino == listed and newer > marks[listed]
+        table.attrs_dropped(listed, newer)
+        assert table.attrs_held_in("events-3") == []
     finally:
         tree.close()
 

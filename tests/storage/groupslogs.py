@@ -27,7 +27,10 @@ def commit_value(offset: int, timestamp: int = 1_700_000_000_000, metadata: str 
 
 _NAMES = {2: "GroupMetadata", 3: "ConsumerGroupMetadata", 4: "ConsumerGroupPartitionMetadata",
           5: "ConsumerGroupMemberMetadata", 6: "ConsumerGroupTargetAssignmentMetadata",
-          7: "ConsumerGroupTargetAssignmentMember", 8: "ConsumerGroupCurrentMemberAssignment"}
+          7: "ConsumerGroupTargetAssignmentMember", 8: "ConsumerGroupCurrentMemberAssignment",
+          10: "ShareGroupMemberMetadata", 11: "ShareGroupMetadata", 12: "ShareGroupTargetAssignmentMetadata",
+          13: "ShareGroupTargetAssignmentMember", 14: "ShareGroupCurrentMemberAssignment",
+          15: "ShareGroupStatePartitionMetadata"}
 
 
 def group_key(kind: int, **data) -> bytes:

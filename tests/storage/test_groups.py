@@ -129,3 +129,41 @@ def test_the_fixtures_groups(fixtures_dir):
         ("batch2.work.notification.SHR_PROD.persistence", 0, 0, None, None),
         ("subscription.matching.SHR_PROD.persistence", 0, 0, None, None),
     ]
+
+
+def test_a_share_group(tmp_path):
+    """review7 R2: a share group (KIP-932, records 10-15, as a Kafka 4.4 broker writes them for
+    kafka-console-share-consumer) has a view as kafka-share-groups --describe shows it: Stable with its
+    member and assignment, Empty once the member left; no offsets (they live in __share_group_state)."""
+    topic_id = "IIsb7ElQQVeR6TIibE2MrA"
+    member = {"rackId": None, "clientId": "console-share-consumer", "clientHost": "/127.0.0.1",
+              "subscribedTopicNames": ["plain"]}
+    rows = [
+        (group_key(10, groupId="s", memberId="m"), group_value(10, 0, **member)),
+        (group_key(11, groupId="s"), group_value(11, 0, epoch=3, metadataHash=1)),
+        (group_key(15, groupId="s"), group_value(15, 0, initializingTopics=[], deletingTopics=[], initializedTopics=[
+            {"topicId": topic_id, "topicName": "plain", "partitions": [0]}])),
+        (group_key(13, groupId="s", memberId="m"), group_value(13, 0, topicPartitions=[
+            {"topicId": topic_id, "partitions": [0]}])),
+        (group_key(12, groupId="s"), group_value(12, 0, assignmentEpoch=3, assignmentTimestamp=1)),
+        (group_key(14, groupId="s", memberId="m"), group_value(14, 0, memberEpoch=3, previousMemberEpoch=2, state=0,
+                                                                assignedPartitions=[{"topicId": topic_id, "partitions": [0]}])),
+    ]
+    with _logdir(tmp_path) as logdir:
+        logdir.create_partition("plain", 0).append_records([(1, None, b"x", ())] * 3)
+        offsets = logdir.create_partition("__consumer_offsets", 0)
+        offsets.append_records([(1, k, v, ()) for k, v in rows])
+    with LogDir(tmp_path / "logs") as logdir:
+        s = read_groups(logdir)["s"]
+    assert list(s) == SPEC_KEYS
+    assert (s["protocolType"], s["protocol"], s["state"], s["generation"], s["leader"]) == ("share", "simple", "Stable", 3, None)
+    assert s["members"] == [{"memberId": "m", "groupInstanceId": None, "clientId": "console-share-consumer",
+                             "clientHost": "/127.0.0.1", "assignment": [{"topic": "plain", "partitions": [0]}]}]
+    assert s["offsets"] == []
+    with _logdir(tmp_path) as logdir:  # the member leaves: its records are tombstoned, the epoch moves on
+        logdir.log("__consumer_offsets-0").append_records([
+            (1, group_key(14, groupId="s", memberId="m"), None, ()), (1, group_key(13, groupId="s", memberId="m"), None, ()),
+            (1, group_key(10, groupId="s", memberId="m"), None, ()), (1, group_key(11, groupId="s"), group_value(11, 0, epoch=4, metadataHash=0), ())])
+    with LogDir(tmp_path / "logs") as logdir:
+        s = read_groups(logdir)["s"]
+    assert (s["state"], s["generation"], s["members"]) == ("Empty", 4, [])

@@ -15,7 +15,7 @@ from ...errors import NotFound, NotPermitted, UnsafeFileError
 from ...storage.safefiles import open_file
 from ..views.partition import PartitionState
 from ..views.ranges import RangeLayout
-from ..views.reading import Bytes, PieceCache
+from ..views.reading import Bytes, Part, PieceCache, wake_when_rendered
 from ..views.render import disk_error, unreadable
 from ..views.streams import RecordsStream
 from .append import AppendBuffer, WouldWait
@@ -47,6 +47,12 @@ class Handle:
     def read_now(self, offset: int, size: int) -> Bytes | None:
         """:meth:`read` when it can be answered from memory alone (on the FUSE loop), else None."""
         return None
+
+    def read_soon(self, offset: int, size: int, wake: Callable[[], object]) -> bool:
+        """After :meth:`read_now` said None, on the FUSE loop: True when what the read needs is being
+        rendered on another thread now and ``wake()`` will be called from it once that is over (then
+        ask :meth:`read_now` again); False: ask :meth:`read` in a worker."""
+        return False
 
     def write(self, offset: int, data: bytes) -> int:
         raise NotPermitted("read-only file")
@@ -93,6 +99,7 @@ class RecordsHandle(Handle):
         if stream.state.live():
             self.keep_cache, self.direct_io = False, True
         stream.opened(self)
+        stream.start_reading(self.cache)
 
     def read(self, offset: int, size: int) -> Bytes:
         return self.stream.read(self, offset, size, self.cache)
@@ -102,12 +109,26 @@ class RecordsHandle(Handle):
 
     def read_now(self, offset: int, size: int) -> Bytes | None:
         view = self.stream.view
-        if view is None or offset + size > view.total:
-            return None  # the worker advances the stream
+        if view is None:
+            return None
+        if offset + size > view.total:  # the kernel asks for whole pages: past the end of the file
+            if offset >= view.total or self.stream.view_if_current() is not view:
+                return None  # the worker advances the stream: records may have come
+            size = view.total - offset
         data = self.stream.state.read_composition_now(view, offset, size, self.cache)
         if data is not None:
             self.stream.note_read(self, offset + len(data), wait=False)
         return data
+
+    def read_soon(self, offset: int, size: int, wake: Callable[[], object]) -> bool:
+        view = self.stream.view
+        if view is None or offset >= view.total:
+            return False
+        if offset + size > view.total:
+            if self.stream.view_if_current() is not view:
+                return False
+            size = view.total - offset
+        return wake_when_rendered(view.parts, view.starts, offset, size, self.cache, wake)
 
 
 class RangeHandle(Handle):
@@ -130,6 +151,11 @@ class RangeHandle(Handle):
         if offset + size > self.layout.total():
             return None
         return self.state.read_range_now(self.layout, offset, size, self.cache)
+
+    def read_soon(self, offset: int, size: int, wake: Callable[[], object]) -> bool:
+        if offset + size > self.layout.total():
+            return False
+        return wake_when_rendered([Part(self.layout, len(self.layout), 0)], [0], offset, size, self.cache, wake)
 
 
 class OSFileHandle(Handle):
@@ -190,20 +216,19 @@ class AppendHandle(Handle):
         several times its own 0.3 ms), or a larger one while the loop's thread gets the CPU it asks for
         (issue 25: the trips to a worker and back cost a write of 1,000 lines 0.2-0.5 ms). Its work is
         encoding, which holds the GIL in a worker too."""
-        if len(data) <= WRITE_NOW_MAX:
-            return self._write_now(data)
-        if not LARGE_WRITES.on_loop():
-            return None
-        with LARGE_WRITES.timed():
-            return self._write_now(data)
-
-    def _write_now(self, data: bytes) -> int | None:
-        before = self._active_base()
         try:
-            appended = self.buffer.write_now(data)
+            if len(data) <= WRITE_NOW_MAX:
+                return self._write_now(data)
+            if not LARGE_WRITES.on_loop():
+                return None
+            with LARGE_WRITES.timed():  # a write left to a worker (WouldWait) is not counted
+                return self._write_now(data)
         except WouldWait:
             return None
-        if appended is not None:
+
+    def _write_now(self, data: bytes) -> int:
+        before = self._active_base()
+        if self.buffer.write_now(data) is not None:
             self.on_appended(self.state, before)
         return len(data)
 

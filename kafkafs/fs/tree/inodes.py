@@ -10,7 +10,8 @@ layout for as long as the kernel remembers it).
 from __future__ import annotations
 
 import threading
-from collections.abc import Hashable
+import time
+from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 if TYPE_CHECKING:
@@ -19,6 +20,11 @@ if TYPE_CHECKING:
 __all__ = ["InodeTable", "Entry", "ROOT_INODE", "RecordIno", "record_ino", "parse_record_ino"]
 
 ROOT_INODE = 1
+
+#: Seconds past an attribute reply's own timeout during which the kernel is taken to hold what it was
+#: sent: the time between the reply leaving here and the kernel taking it (the requester's wake-up, up to
+#: tens of milliseconds under load), with room to spare.
+ATTR_MARGIN = 1.0
 
 # Computed inode numbers of by-offset records: top bit set, 23 bits of partition number, 40 of offset.
 _RECORD_FLAG = 1 << 63
@@ -69,15 +75,26 @@ class InodeTable:
 
     Threads: safe to share; every read and change of the tables holds one lock (the kernel sends
     lookups, forgets and getattrs from several threads at once).
+
+    It also knows which nodes' attributes the kernel may hold (issue 25: an append through the mount
+    marks the attributes of the files that grew stale, one syscall per inode, before it returns; beside
+    8 readers a partition had ~240 growing range files, most of whose attributes the kernel had long
+    let go): :meth:`attrs_replying` before attributes are computed for a reply, :meth:`attrs_given`
+    once they are (with the reply's timeout), :meth:`attrs_held_in` to ask, :meth:`attrs_dropped` once
+    the kernel was told to forget them. A reply computed before a change but taken by the kernel after
+    the change was told is discarded by the kernel itself (its attribute version moved on).
     """
 
-    def __init__(self, tree: Tree) -> None:
+    def __init__(self, tree: Tree, clock: Callable[[], float] = time.monotonic) -> None:
         self.tree = tree
+        self.clock = clock
         self._nodes: dict[int, Node] = {ROOT_INODE: tree.root}
         self._inos: dict[Hashable, int] = {tree.root.key: ROOT_INODE}
         self._counts: dict[int, int] = {}
         self._by_partition: dict[str, set[int]] = {}
         self._next = ROOT_INODE + 1
+        self._replying: dict[int, int] = {}  # attribute replies being computed, per inode
+        self._attrs_until: dict[int, float] = {}  # the kernel may hold the attributes it was sent until then
         self._guard = threading.Lock()
 
     def __len__(self) -> int:
@@ -140,8 +157,52 @@ class InodeTable:
         never received): a ``forget`` of what the reply took."""
         self.forget(ino, taken)
 
+    def attrs_replying(self, ino: int) -> None:
+        """Attributes of ``ino`` are about to be computed for a reply (call :meth:`attrs_given` after)."""
+        with self._guard:
+            if ino in self._nodes:
+                self._replying[ino] = self._replying.get(ino, 0) + 1
+
+    def attrs_given(self, ino: int, timeout: float | None, *, replied: bool = True) -> None:
+        """The attributes of ``ino`` were computed, to be held by the kernel ``timeout`` seconds (None:
+        none were given, the reply failed); ``replied``: it follows :meth:`attrs_replying` (False for
+        attributes given without it, as a listing's)."""
+        with self._guard:
+            if replied:
+                left = self._replying.get(ino, 0) - 1
+                if left > 0:
+                    self._replying[ino] = left
+                else:
+                    self._replying.pop(ino, None)
+            if timeout is not None and ino in self._nodes:
+                until = self.clock() + timeout + ATTR_MARGIN
+                if until > self._attrs_until.get(ino, 0.0):
+                    self._attrs_until[ino] = until
+
+    def attrs_held_in(self, partition: str) -> list[tuple[Entry, float]]:
+        """The known (inode, node) pairs under one partition folder whose attributes the kernel may
+        hold (or is about to be sent), each with a mark to give :meth:`attrs_dropped`."""
+        now = self.clock()
+        out: list[tuple[Entry, float]] = []
+        with self._guard:
+            replying, until_of, nodes = self._replying, self._attrs_until, self._nodes
+            for ino in self._by_partition.get(partition, ()):
+                until = until_of.get(ino, 0.0)
+                if (until > now or ino in replying) and ino in nodes:
+                    out.append((Entry(ino, nodes[ino]), until))
+        return out
+
+    def attrs_dropped(self, ino: int, mark: float) -> None:
+        """The kernel was told to forget the attributes of ``ino`` that :meth:`attrs_held_in` said it held
+        (``mark``): it holds none until asked again, unless attributes were given since."""
+        with self._guard:
+            if self._attrs_until.get(ino) == mark:
+                del self._attrs_until[ino]
+
     def _drop(self, ino: int) -> None:
         self._counts.pop(ino, None)
+        self._replying.pop(ino, None)
+        self._attrs_until.pop(ino, None)
         node = self._nodes.pop(ino, None)
         if node is not None:
             self._inos.pop(node.key, None)

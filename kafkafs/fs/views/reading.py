@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 from bisect import bisect_right
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, NamedTuple
@@ -24,11 +22,12 @@ from typing import Any, NamedTuple
 from ...errors import CorruptRecordError, SegmentClosedError
 from ...storage.log import Log
 from .layout import Layout
+from .piececache import BLOCK_PIECES, KEPT, NOT_RENDERING, SPAN_PIECES, Ahead, Bytes, PieceCache
 from .render import Renderer, SegmentBytes
 
 __all__ = [
-    "Bytes", "Part", "read_parts", "read_cached", "PieceCache", "PieceRenderer", "READ_AHEAD_BYTES", "SPAN_PIECES", "PIECES_KEPT",
-    "AHEAD_PIECES",
+    "Bytes", "Part", "read_parts", "read_cached", "first_missing", "wake_when_rendered", "PieceCache", "PieceRenderer",
+    "READ_AHEAD_BYTES",
 ]
 
 log = logging.getLogger("kafkafs.fs")
@@ -36,16 +35,6 @@ log = logging.getLogger("kafkafs.fs")
 #: A read that needs a piece not rendered yet renders the pieces after it too, up to this many bytes of
 #: log (one read of the segment): the reads that follow are answered from memory, on the FUSE loop.
 READ_AHEAD_BYTES = 512 * 1024
-#: A span is at most this many pieces.
-SPAN_PIECES = 8
-#: A reader finds the pieces up to this many after the one it reads rendered, or being rendered, on a
-#: prefill thread: two spans, so that the next one is ready while the reader's reply is sent.
-AHEAD_PIECES = 2 * SPAN_PIECES
-#: Pieces an open file keeps: the span being read, what is rendered ahead of it (up to a span past
-#: AHEAD_PIECES), and one more span.
-PIECES_KEPT = 5 * SPAN_PIECES
-
-Bytes = bytes | memoryview
 
 
 # ---------------------------------------------------------------------------------------------- parts
@@ -110,7 +99,7 @@ def read_parts(
             rel += len(chunk)
             i += 1
         k += 1
-    if contiguous and run is not None and len(out) > 1 and isinstance(run[0], bytes):
+    if contiguous and run is not None and len(out) > 1 and isinstance(run[0], (bytes, bytearray)):
         first = run[1]
         return memoryview(run[0])[first : first + size - want]
     if len(out) == 1:
@@ -126,6 +115,20 @@ def read_cached(parts: Sequence[Part], starts: Sequence[int], offset: int, size:
     """:func:`read_parts` from the pieces ``cache`` holds; None if one it needs is missing, or was
     rendered from a segment that retention or compaction removed since (a worker then renders it, or
     says the segment is gone)."""
+    k = bisect_right(starts, offset) - 1
+    if k >= 0:  # the common case first: the bytes lie in one rendered span, given as a slice of it
+        layout, count, start = parts[k]
+        rel = offset - start
+        if size > 0 and rel + size <= layout.total(count):
+            i = layout.piece_at(rel, count)
+            j = layout.piece_at(rel + size - 1, count)
+            found = cache.span_of(layout, i, j)
+            segment = layout.segment_at(i)
+            if found is not None and (segment is None or segment.suffix != ".deleted"):
+                buffer, at = found
+                lo = at + rel - layout.start(i)
+                cache.reached(layout, j)
+                return memoryview(buffer)[lo : lo + size]
     used: list[tuple[Layout, int]] = []
 
     def cached(layout: Layout, i: int) -> Bytes:
@@ -145,131 +148,48 @@ def read_cached(parts: Sequence[Part], starts: Sequence[int], offset: int, size:
     return data
 
 
-# ---------------------------------------------------------------------------------------------- cache
+def first_missing(parts: Sequence[Part], starts: Sequence[int], offset: int, size: int,
+                  cache: PieceCache) -> tuple[Layout, int] | None:
+    """The first piece that bytes ``offset .. offset+size`` of the view need and ``cache`` does not hold
+    (None: it holds them all). Renders nothing."""
+    k = max(bisect_right(starts, offset) - 1, 0)
+    pos, end = offset, offset + size
+    while pos < end and k < len(parts):
+        layout, count, start = parts[k]
+        rel = pos - start
+        if rel < layout.total(count):
+            i = layout.piece_at(rel, count)
+            while i < count and start + layout.start(i) < end:
+                if not cache.has((layout, i)):
+                    return layout, i
+                i += 1
+        k += 1
+        if k < len(parts):
+            pos = max(pos, parts[k].start)
+    return None
 
 
-class _Ahead:
-    """Rendering ahead of the reader of one layout of an open file (see :class:`PieceRenderer`): every
-    piece up to ``want`` should be rendered; ``next`` is the first piece after those rendered in order
-    so far; ``running`` while a prefill thread is at it. Changed only under the cache's guard."""
-
-    __slots__ = ("layout", "pinned", "next", "want", "running", "start")
-
-    def __init__(
-        self, layout: Layout, pinned: SegmentBytes | None, start: Callable[[_Ahead, PieceCache], None]
-    ) -> None:
-        self.layout = layout
-        self.pinned = pinned
-        self.next = 0
-        self.want = -1
-        self.running = False
-        #: ``start(ahead, cache)`` hands the work to a prefill thread (it holds no cache: no cycle keeps
-        #: a closed file's pieces alive)
-        self.start = start
-
-
-class PieceCache:
-    """The last rendered pieces of one open file, so 128 KiB reads in a row decode each batch once, and
-    most of them are answered from memory on the FUSE loop.
-
-    Thread-safe: the kernel may send reads of one open file from several threads at once. ``rendering``
-    is held while a span is rendered: a second read that needs it waits instead of rendering it again.
-    What is rendered ahead of the reader (:class:`_Ahead`) changes under the cache's guard."""
-
-    __slots__ = ("_items", "_at", "_guard", "capacity", "rendering", "ahead")
-
-    def __init__(self, capacity: int = PIECES_KEPT) -> None:
-        self._items: OrderedDict[tuple[Layout, int], Bytes] = OrderedDict()
-        #: where a piece rendered in a span starts in the span's bytes (its memoryview's ``obj``)
-        self._at: dict[tuple[Layout, int], int] = {}
-        self._guard = threading.Lock()
-        self.capacity = capacity
-        self.rendering = threading.Lock()
-        #: what is rendered ahead of the reader, for the layout it reads last (see :class:`PieceRenderer`)
-        self.ahead: _Ahead | None = None
-
-    def reached(self, layout: Layout, i: int) -> None:
-        """A read used piece ``i`` of ``layout``: the pieces up to :data:`AHEAD_PIECES` after it are to
-        be rendered ahead (a prefill thread starts on them if none is at it)."""
-        with self._guard:
-            ahead = self.ahead
-            if ahead is None or ahead.layout is not layout:
-                return  # this layout is not followed (yet): the read that renders it starts that
-            ahead.want = i + AHEAD_PIECES
-            if ahead.next <= i:
-                ahead.next = i + 1
-            go = not ahead.running and ahead.next <= ahead.want and ahead.next < len(layout)
-            if go:
-                ahead.running = True
-        if go:
-            ahead.start(ahead, self)
-
-    def follow(self, ahead: _Ahead, i: int) -> None:
-        """Render ahead of the reader of ``ahead.layout`` from now on (the reader is at piece ``i``),
-        unless that layout is followed already."""
-        with self._guard:
-            current = self.ahead
-            if current is None or current.layout is not ahead.layout or current.pinned is not ahead.pinned:
-                self.ahead = ahead
-        self.reached(ahead.layout, i)
-
-    def next_to_render(self, ahead: _Ahead) -> int | None:
-        """For the prefill thread at ``ahead``: the next piece to render ahead (skipping those already
-        kept), or None when it is done for now (``running`` is then off)."""
-        layout = ahead.layout
-        with self._guard:
-            while True:
-                i = ahead.next
-                if (self.ahead is not ahead or i > ahead.want or i >= len(layout) or i in layout.bad):
-                    ahead.running = False
-                    return None
-                if (layout, i) not in self._items:
-                    return i
-                ahead.next = i + 1
-
-    def rendered_ahead(self, ahead: _Ahead, last: int | None) -> None:
-        """The prefill thread at ``ahead`` is done with the pieces up to ``last`` (None: it failed, and
-        stops)."""
-        with self._guard:
-            if last is None:
-                ahead.running = False
-            elif last + 1 > ahead.next:
-                ahead.next = last + 1
-
-    def has(self, key: tuple[Layout, int]) -> bool:
-        """Whether piece ``key`` is kept (without making it recently used)."""
-        with self._guard:
-            return key in self._items
-
-    def get(self, key: tuple[Layout, int]) -> Bytes | None:
-        with self._guard:
-            data = self._items.get(key)
-            if data is not None:
-                self._items.move_to_end(key)  # least recently used goes first
-            return data
-
-    def put(self, key: tuple[Layout, int], data: Bytes, at: int | None = None) -> None:
-        """Keep piece ``key``; ``at``: where it starts in the buffer it is a memoryview of (a span's)."""
-        with self._guard:
-            self._items[key] = data
-            if at is None:
-                self._at.pop(key, None)
-            else:
-                self._at[key] = at
-            while len(self._items) > self.capacity:
-                gone, _ = self._items.popitem(last=False)
-                self._at.pop(gone, None)
-
-    def where(self, layout: Layout, i: int) -> int | None:
-        """Where piece ``i`` starts in the span it was rendered in (None: not kept, or not from a span)."""
-        return self._at.get((layout, i))
+def wake_when_rendered(parts: Sequence[Part], starts: Sequence[int], offset: int, size: int, cache: PieceCache,
+                       wake: Callable[[], object]) -> bool:
+    """For the FUSE loop, after :func:`read_cached` said None: True when the first piece the read needs
+    that ``cache`` does not hold is being rendered now, and ``wake()`` will be called once that is over
+    (or has been called: it is kept now); False: a worker must render it."""
+    key = first_missing(parts, starts, offset, size, cache)
+    if key is None:
+        return False  # a piece of a segment retention removed: the worker's read says what to do
+    said = cache.wake_when_rendered(key, wake)
+    if said == KEPT:
+        wake()
+    return said != NOT_RENDERING
 
 
 # ---------------------------------------------------------------------------------------------- rendering
 
-#: Threads that render the next span while the reader reads the current one (the kernel releases the
-#: GIL while it renders, so this overlaps with the FUSE loop answering reads and with the reader).
-_PREFILL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="kafkafs-prefill")
+#: Threads that render spans for readers (the kernel releases the GIL while it renders, so this overlaps
+#: with the FUSE loop answering reads and with the reader): a span at a time, files taking turns; a few
+#: more than :data:`RENDERS_AHEAD`, so that a span waiting for the disk holds up no other file.
+PREFILL_THREADS = 4
+_PREFILL = ThreadPoolExecutor(max_workers=PREFILL_THREADS, thread_name_prefix="kafkafs-prefill")
 
 
 def _submit(fn: Callable[..., Any], *args: Any) -> None:
@@ -281,13 +201,14 @@ def _submit(fn: Callable[..., Any], *args: Any) -> None:
 
 class PieceRenderer:
     """Renders the pieces of one partition's views from its log. Stateless besides what it is given:
-    safe from any thread (a cache serialises the spans rendered into it).
+    safe from any thread (a cache's claims keep two threads from rendering the same piece).
 
     Render ahead: every read tells the open file's cache which piece it reached (:meth:`PieceCache.reached`,
-    from the FUSE loop as from a worker), and a prefill thread renders the spans after it, in order,
-    until the pieces up to :data:`AHEAD_PIECES` past the reader are rendered; so a reader going through
-    the file finds it rendered, and its requests are answered from memory while the next spans render
-    (the kernel releases the GIL). Paced by the reader: a reader that stops, stops it."""
+    from the FUSE loop as from a worker), and prefill threads render the spans after it, in order,
+    up to :data:`RENDERS_AHEAD` at once, until the pieces up to :data:`AHEAD_PIECES` past the reader
+    are rendered; so a reader going through the file finds it rendered, or being rendered (the FUSE
+    loop then waits for it without a worker), and its requests are answered from memory while the
+    next spans render (the kernel releases the GIL). Paced by the reader: a reader that stops, stops it."""
 
     def __init__(self, renderer: Renderer, log: Log, report: Callable[[CorruptRecordError], None]) -> None:
         self.renderer = renderer
@@ -299,62 +220,84 @@ class PieceRenderer:
     ) -> Bytes:
         """Piece ``i`` of ``layout`` as bytes, exactly as long as when it was laid out. With a ``cache``,
         the pieces after it are rendered in the same pass (up to :data:`READ_AHEAD_BYTES` of log) and
-        kept there, a read that needs the span another thread is rendering waits for it, and the spans
-        after it are rendered ahead. ``pinned``: the segment's ``.log`` held open by a reader
-        (:mod:`.streams`), read instead of the segment (its files may be gone)."""
+        kept there, a read that needs a piece another thread is rendering waits for it, and the spans
+        after it are rendered ahead, starting while this one renders. ``pinned``: the segment's
+        ``.log`` held open by a reader (:mod:`.streams`), read instead of the segment (its files may be
+        gone)."""
         if cache is None:
             return self._render_one(layout, i, pinned)
         key = (layout, i)  # the object, not its id: a freed layout's id may be reused
-        data = cache.get(key)
-        if data is not None:
+        while True:
+            data = cache.get(key)
+            if data is None:
+                last = cache.claim(layout, i, self.span_end(layout, i))
+                if last is not None:
+                    break
+                data = cache.wait_rendered(key)  # another thread renders it
+                if data is None:
+                    continue  # it did not keep it (its span did not render as laid out): claim it
             segment = layout.segment_at(i)
             if pinned is None and segment is not None and segment.suffix == ".deleted":
                 self._segment_of(layout, i)  # rendered before retention removed it: ESTALE once its files go
             self._follow(layout, i, cache, pinned)
             return data
-        with cache.rendering:
-            data = cache.get(key)
+        self._follow(layout, i, cache, pinned)  # the spans after this one render meanwhile
+        try:
+            data = self._render_span(layout, i, last, cache, pinned) if last > i else None
             if data is None:
-                last = self._span_end(layout, i)
-                if last > i:
-                    data = self._render_span(layout, i, last, cache, pinned)
-                if data is None:
-                    data = self._render_one(layout, i, pinned)
-                    cache.put(key, data)
-        self._follow(layout, i, cache, pinned)
+                data = self._render_one(layout, i, pinned)
+                cache.put(key, data)
+        finally:
+            cache.settle(layout, i, last)
         return data
 
-    def _follow(self, layout: Layout, i: int, cache: PieceCache, pinned: SegmentBytes | None) -> None:
+    def start(self, layout: Layout, i: int, cache: PieceCache, pinned: SegmentBytes | None = None) -> None:
+        """A reader of ``cache`` opened the file and will read from piece ``i`` of ``layout``: its first
+        span starts rendering on a prefill thread now (its first read then waits for it on the FUSE
+        loop), unless a render of it is under way or done."""
+        if (layout, i) in cache or not 0 <= i < len(layout):
+            return
+        self._follow(layout, i - 1, cache, pinned, SPAN_PIECES)
+
+    def _follow(
+        self, layout: Layout, i: int, cache: PieceCache, pinned: SegmentBytes | None, pieces: int | None = None
+    ) -> None:
         """The reader of ``cache`` is at piece ``i``: render ahead of it."""
         ahead = cache.ahead
         if ahead is not None and ahead.layout is layout and ahead.pinned is pinned:
-            cache.reached(layout, i)
+            cache.reached(layout, i, pieces)
         else:
-            cache.follow(_Ahead(layout, pinned, self._start_prefill), i)
+            cache.follow(Ahead(layout, pinned, self), i, pieces)
 
-    def _start_prefill(self, ahead: _Ahead, cache: PieceCache) -> None:
-        _submit(self._prefill, ahead, cache)
+    def start_prefill(self, ahead: Ahead, cache: PieceCache, span: tuple[int, int]) -> None:
+        """Render the claimed ``span`` (first and last piece) on a prefill thread, then the spans after it
+        that ``ahead`` wants."""
+        _submit(self._prefill, ahead, cache, span)
 
-    def _prefill(self, ahead: _Ahead, cache: PieceCache) -> None:
-        """On a prefill thread: render spans after the reader of ``ahead.layout`` until it has enough."""
+    def _prefill(self, ahead: Ahead, cache: PieceCache, span: tuple[int, int]) -> None:
+        """On a prefill thread: render the claimed ``span``, then claim the next one the reader of
+        ``ahead.layout`` wants and queue it behind the spans of other open files (a span that does not
+        render as laid out is left to the read that needs it, piece by piece, which says which one is
+        wrong)."""
         layout = ahead.layout
+        first, last = span
         try:
-            while (start := cache.next_to_render(ahead)) is not None:
-                with cache.rendering:
-                    last = start
-                    if not cache.has((layout, start)):  # else a read rendered it meanwhile
-                        # a span that does not render as laid out is left to the read that needs it
-                        # (piece by piece, saying which one is wrong)
-                        last = self._span_end(layout, start)
-                        self._render_span(layout, start, last, cache, ahead.pinned)
-                cache.rendered_ahead(ahead, last)
+            try:
+                self._render_span(layout, first, last, cache, ahead.pinned)
+            finally:
+                cache.settle(layout, first, last)
         except Exception as exc:  # the read that needs it renders it again and says what is wrong
-            cache.rendered_ahead(ahead, None)
+            cache.stop_ahead(ahead)
             log.debug("rendering ahead failed: %r", exc)
+            return
+        following = cache.claim_ahead(ahead)
+        if following is not None:
+            self.start_prefill(ahead, cache, following)
 
-    def _span_end(self, layout: Layout, i: int) -> int:
+    def span_end(self, layout: Layout, i: int) -> int:
         """The last piece of the span from piece ``i`` that one read of its segment renders: contiguous
-        undamaged pieces of the same segment, up to READ_AHEAD_BYTES of log and SPAN_PIECES pieces."""
+        undamaged pieces of the same segment, up to READ_AHEAD_BYTES of log and SPAN_PIECES pieces, in one
+        block (:data:`~.piececache.BLOCK_PIECES`)."""
         count = len(layout)
         base = layout.bases[i]
         end = layout.positions[i] + layout.sizes[i]
@@ -362,7 +305,7 @@ class PieceRenderer:
         while last + 1 < count:
             j = last + 1
             if (layout.bases[j] != base or layout.positions[j] != end or j in layout.bad or j - i >= SPAN_PIECES
-                    or end + layout.sizes[j] - layout.positions[i] > READ_AHEAD_BYTES):
+                    or end + layout.sizes[j] - layout.positions[i] > READ_AHEAD_BYTES or j % BLOCK_PIECES == 0):
                 break
             end += layout.sizes[j]
             last = j
@@ -379,11 +322,25 @@ class PieceRenderer:
         segment = self._segment_of(layout, i, pinned)
         position = layout.positions[i]
         size = layout.positions[last] + layout.sizes[last] - position
+        first = layout.start(i)
+        placed = cache.block_for(layout, i, last) if self.renderer.renders_into(layout.filter) else None
+        if placed is not None:  # into the block, beside the spans around it
+            block, at = placed
+            whole = memoryview(block.buffer)
+            try:
+                fits = self.renderer.render_into(segment, position, size, whole[at : at + layout.ends[last] - first])
+            except CorruptRecordError:
+                return None
+            if fits:
+                cache.rendered_into(block, i, last)
+                for j in range(last, i - 1, -1):  # piece i goes in last: the least likely to be evicted
+                    lo = at + layout.start(j) - first
+                    cache.put((layout, j), whole[lo : at + layout.ends[j] - first], lo)
+                return whole[at : at + layout.ends[i] - first]
         try:
             data = self.renderer.render(segment, position, size, layout.filter)
         except CorruptRecordError:
             return None
-        first = layout.start(i)
         if len(data) != layout.ends[last] - first:
             return None
         view = memoryview(data)

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from ...errors import CorruptRecordError
 from ...format.batch import BatchHeader, scan_batches
+from ...format.jsonspan import render_span_into
 from ...format.jsonview import raw_jsonl_lengths, render_raw_jsonl, render_span_jsonl
 from ...storage.records import BatchView
 
@@ -66,7 +67,7 @@ class SegmentBytes(Protocol):
     def read_at(self, position: int, size: int) -> bytes: ...
 
 
-_reported: set[tuple[str | None, int | None]] = set()
+_reported: set[tuple[str | None, int | str | None]] = set()
 _report_lock = threading.Lock()
 
 #: The errno values of a disk that will not give bytes it holds (not a file that is gone or closed).
@@ -96,9 +97,15 @@ def reported_count() -> int:
 
 
 def report_corrupt(exc: CorruptRecordError) -> None:
-    """Log damage once per (file, position): the segment and where in it; a disk error once per file.
-    Safe from any thread."""
-    key = (exc.file, None) if isinstance(exc, UnreadableError) else (exc.file, exc.position)
+    """Log damage once per (file, position): the segment and where in it; a disk error once per file;
+    damage that names no file once per reason (which then says where). Safe from any thread."""
+    key: tuple[str | None, int | str | None]
+    if isinstance(exc, UnreadableError):
+        key = (exc.file, None)
+    elif exc.file is None:
+        key = (None, exc.reason)
+    else:
+        key = (exc.file, exc.position)
     with _report_lock:
         if key in _reported:
             return
@@ -240,6 +247,41 @@ class Renderer:
                 raise exc.at(file, position + pos) from None
             pos += n
         return out[0] if len(out) == 1 else b"".join(out)
+
+    def renders_into(self, flt: Filter) -> bool:
+        """Whether :meth:`render_into` takes spans of a view with this filter (unfiltered, no decoder)."""
+        return flt is NO_FILTER and self.decoder is None
+
+    def render_into(self, segment: SegmentBytes, position: int, size: int, out: memoryview) -> bool:
+        """:meth:`render`'s lines of an unfiltered view (:meth:`renders_into`) written straight into
+        ``out``: True when they fill it exactly; False when they do not (the segment changed, or damage:
+        the caller renders them the usual way, which says what is wrong). ``out`` is all scratch."""
+        topic, partition, mode = self.topic, self.partition, self.mode
+        buf = read_segment(segment, position, size)
+        if len(buf) != size:
+            return False
+        room = len(out)
+        pos = written = 0
+        while pos < size:
+            got = render_span_into(topic, partition, memoryview(buf)[pos:] if pos else buf, out[written:], 0, mode)
+            pos += got.consumed
+            written += got.written
+            if pos >= size or got.full:
+                break
+            # the batch at pos the old way: decompressed or legacy (damage: the caller says it)
+            n = int.from_bytes(buf[pos + 8 : pos + 12], "big", signed=True) + 12 if size - pos >= 12 else 0
+            if n <= 12 or pos + n > size:
+                return False
+            try:
+                data = render_raw_jsonl(topic, partition, buf[pos : pos + n], mode)
+            except CorruptRecordError:
+                return False
+            if written + len(data) > room:
+                return False
+            out[written : written + len(data)] = data
+            written += len(data)
+            pos += n
+        return pos == size and written == room
 
 
 def _batches_in(segment: SegmentBytes, position: int, size: int) -> Iterator[BatchView]:

@@ -108,7 +108,10 @@ def handle_view(
     covered = _last_offset(last)
     mine = {id(p) for p in old}
     for part in cur.parts:
-        if id(part.layout) in mine or not part.pieces or _last_offset(part) <= covered:
+        if id(part.layout) in mine or not part.pieces:
+            continue
+        if _last_offset(part) <= covered:
+            _said_below(part, prev.parts)
             continue
         layout: Layout | None = part.layout
         count = part.pieces
@@ -124,6 +127,33 @@ def handle_view(
         total += layout.total(count)
         covered = max(covered, layout.last_offsets[count - 1])
     return Composition(cur.shape, parts, starts, total)
+
+
+_below_said: set[str] = set()
+_below_lock = threading.Lock()
+
+
+def _said_below(part: Part, seen: list[Part]) -> None:
+    """Warn once per segment file when ``part``, behind a stream's end, is of a segment that appeared
+    below (or between) the segments the stream read: its offsets (from its base offset to its last)
+    meet none of theirs. A compaction's rewrite of segments it read meets them (a merged segment keeps
+    the base offset of the first segment it replaces and holds records of each). The stream does not
+    go back for it."""
+    if not len(part.layout.bases):
+        return
+    base, last = part.layout.bases[0], _last_offset(part)
+    if any(p.pieces and len(p.layout.bases) and base <= _last_offset(p) and p.layout.bases[0] <= last for p in seen):
+        return
+    first = part.layout.first_offset()
+    segment = part.layout.segment_at(0)
+    name = str(segment.log_path) if segment is not None else f"offsets {first}..{_last_offset(part)}"
+    with _below_lock:
+        if name in _below_said:
+            return
+        _below_said.add(name)
+    log.warning("records.jsonl: %s appeared below what an open reader has read (offsets %d..%d): that reader "
+                "does not go back for them; they show when the file is opened again", name, first,
+                _last_offset(part))
 
 
 def _advance(state: PartitionState, prev: Composition | None, cur: Composition) -> Composition:
@@ -258,6 +288,16 @@ class RecordsStream:
         with self._pin_lock:
             self._readers.pop(id(handle), None)
             self._unpin()
+
+    def start_reading(self, cache: PieceCache) -> None:
+        """An open of this stream will read it from its start: the first span starts rendering now, on
+        a prefill thread (nothing when the stream has no view yet: its first read renders)."""
+        view = self._view
+        if view is None or not view.parts:
+            return
+        part = view.parts[0]
+        pin = self._pins.get(id(part.layout))
+        self.state.start_reading(part.layout, 0, cache, pin.pinned if pin is not None else None)
 
     def read(self, handle: object, offset: int, size: int, cache: PieceCache) -> Bytes:
         """Bytes ``offset .. offset+size`` for the open ``handle``; records appended since the stream

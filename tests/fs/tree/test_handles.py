@@ -4,14 +4,16 @@ the append file telling the tree what it appended."""
 from __future__ import annotations
 
 import os
+import threading
 
 import pytest
 
 from kafkafs.errors import NotFound, NotPermitted
-from kafkafs.fs.tree.handles import AppendHandle, BytesHandle, Handle, OSFileHandle
+from kafkafs.fs.tree.handles import AppendHandle, BytesHandle, Handle, OSFileHandle, RecordsHandle
+from kafkafs.fs.views import layout, reading
 from kafkafs.storage.logdir import LogDir
 
-from ..conftest import SMALL_SEGMENTS
+from ..conftest import SMALL_SEGMENTS, build_logdir, expected_jsonl, tree_of
 
 
 def test_the_base_handle_is_read_only():
@@ -61,5 +63,45 @@ def test_append_handle_tells_the_tree_after_records_are_in(logdir_copy):
         handle.flush()  # close: the partial line too
         assert len(told) == 2 and state.log.log_end_offset == end + 2
         handle.fsync()
+    finally:
+        tree.close()
+
+
+def test_records_handle_starts_rendering_at_open_and_the_loop_waits_for_a_span_being_rendered(monkeypatch, tmp_path):
+    """What the FUSE loop does with a read of records.jsonl (Operations.read): ``read_now`` from memory,
+    else ``read_soon``: the span it needs is being rendered on a prefill thread (the first one from the
+    open on), and ``wake`` is called once it is; then ``read_now`` answers, no worker. A read that runs
+    past the end (the kernel reads whole pages) is answered up to the end."""
+    held: list = []
+    monkeypatch.setattr(reading, "_submit", lambda fn, *args: held.append((fn, args)))  # prefills run when told
+    monkeypatch.setattr(layout, "GROUP_BYTES", 1024)  # small pieces and spans, laid out afresh
+    monkeypatch.setattr(reading, "READ_AHEAD_BYTES", 4 * 1024)
+    logdir = build_logdir(tmp_path / "logs")
+    tree = tree_of(logdir)
+    try:
+        want = expected_jsonl(logdir, "orders-0")
+        stream = tree.partitions.records_generations("orders-0").current()
+        assert len(stream.view.parts) > 1  # several segments
+        handle = RecordsHandle(stream)
+        assert held  # the first span (or two), claimed at open
+        assert handle.read_now(0, 4096) is None
+        out, waits = b"", 0
+        while len(out) < len(want):  # 4 KiB reads, as the kernel's: the last one past the end
+            got = handle.read_now(len(out), 4096)
+            if got is None:
+                woken = threading.Event()
+                assert handle.read_soon(len(out), 4096, woken.set)  # never a worker
+                waits += 1
+                assert not woken.is_set()
+                while held:
+                    fn, args = held.pop(0)
+                    fn(*args)  # the prefill threads render what was claimed
+                assert woken.is_set()
+                got = handle.read_now(len(out), 4096)
+            assert got is not None
+            out += bytes(got)
+        assert out == want and 0 < waits < len(want) // 4096
+        assert handle.read_now(len(want), 4096) is None and not handle.read_soon(len(want), 4096, print)
+        handle.release()
     finally:
         tree.close()

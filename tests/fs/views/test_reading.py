@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 
-from kafkafs.fs.views import layout, reading
+from kafkafs.fs.views import layout, piececache, reading
 from kafkafs.fs.views.layout import Layout
 from kafkafs.fs.views.reading import Part, PieceCache, read_cached, read_parts
 
@@ -47,13 +47,18 @@ def _render_ahead_setup(monkeypatch, read_ahead: int) -> _Prefills:
 def _count_renders(state, monkeypatch) -> list:
     """(segment, position, size) of every render of the partition's log, in order."""
     calls = []
-    render = state.renderer.render
+    render, render_into = state.renderer.render, state.renderer.render_into
 
     def counted(segment, position, size, flt):
         calls.append((segment.base_offset, position, size))
         return render(segment, position, size, flt)
 
+    def counted_into(segment, position, size, out):
+        calls.append((segment.base_offset, position, size))
+        return render_into(segment, position, size, out)
+
     monkeypatch.setattr(state.renderer, "render", counted)  # this partition's only
+    monkeypatch.setattr(state.renderer, "render_into", counted_into)
     return calls
 
 
@@ -93,39 +98,77 @@ def test_reads_render_ahead_once_and_then_answer_from_memory(tree, built_logdir,
     assert prefilled == len(calls) - rendering_reads > 0
 
 
-def test_a_read_through_a_worker_keeps_the_spans_ahead_coming(tree, built_logdir, monkeypatch):
-    """Reads that never find their bytes rendered (each one served by a worker, as when the loop's
-    read comes before the prefill finished) still make the spans after them render ahead: the reads
-    that follow render nothing themselves (before, only a read answered from memory did that, and
-    every other span was rendered in the reply's path)."""
+class _LatePrefills:
+    """Prefill threads that start ``delay`` seconds late (a busy machine); ``reader_renders``: renders
+    done by the test's own thread (the reader, as a worker would)."""
 
-    prefills, state, calls, view, cache, want = _reading_orders_0(tree, built_logdir, monkeypatch, 4 * 1024)
-    out, by_reads = b"", 0
+    def __init__(self, delay: float) -> None:
+        self.delay = delay
+        self.threads: list[threading.Thread] = []
+
+    def submit(self, fn, *args) -> None:
+        import time
+
+        def late() -> None:
+            time.sleep(self.delay)
+            fn(*args)
+
+        thread = threading.Thread(target=late)
+        thread.start()
+        self.threads.append(thread)
+
+    def join(self) -> None:
+        for thread in self.threads:
+            thread.join()
+
+
+def _late_setup(tree, monkeypatch, delay: float):
+    monkeypatch.setattr(layout, "GROUP_BYTES", 1024)
+    monkeypatch.setattr(reading, "READ_AHEAD_BYTES", 4 * 1024)
+    prefills = _LatePrefills(delay)
+    monkeypatch.setattr(reading, "_submit", prefills.submit)
+    state = tree.partitions.state("orders-0")
+    calls = _count_renders(state, monkeypatch)
+    return prefills, state, calls
+
+
+def test_a_read_through_a_worker_keeps_the_spans_ahead_coming(tree, built_logdir, monkeypatch):
+    """Reads that never find their bytes rendered when they start (each one served by a worker) still
+    make the spans after them render ahead on prefill threads: the reader renders only the first span
+    of each segment itself, and waits for the rest (claimed by a prefill thread) instead of rendering
+    them again."""
+    reader = threading.current_thread()
+    prefills, state, calls = _late_setup(tree, monkeypatch, 0.0)
+    view, cache, want = state.composition(), PieceCache(), expected_jsonl(built_logdir, "orders-0")
+    mine: list = []
+    render_into = state.renderer.render_into
+
+    def by_whom(segment, position, size, out):
+        if threading.current_thread() is reader:
+            mine.append(position)
+        return render_into(segment, position, size, out)
+
+    monkeypatch.setattr(state.renderer, "render_into", by_whom)
+    out = b""
     while len(out) < len(want):
-        before = len(calls)
         out += read_view(state, view, len(out), 3000, cache)  # always the worker's path
-        by_reads += len(calls) - before
-        prefills.run()
+    prefills.join()
     assert out == want
-    assert len(set(calls)) == len(calls)
-    assert by_reads == len(view.parts) < len(calls)  # the first read of each segment; the rest ahead
+    assert len(set(calls)) == len(calls)  # no byte of log rendered twice
+    assert len(mine) == len(view.parts) < len(calls)  # the first span of each segment; the rest ahead
 
 
 def test_a_late_prefill_renders_nothing_the_reader_already_rendered(tree, built_logdir, monkeypatch):
-    """A prefill thread that runs only after the reader has rendered spans itself and moved past them
-    (a busy machine) renders nothing again: it starts after the reader."""
-
-    prefills, state, calls, view, cache, want = _reading_orders_0(tree, built_logdir, monkeypatch, 4 * 1024)
-    out, late, reads = b"", 0, 0
-    while len(out) < len(want):  # the prefills run only every few reads: late, as on a busy machine
+    """Prefill threads that start late (a busy machine) and a reader that goes on meanwhile never render
+    a span twice: a span is claimed before it is rendered, and whoever needs a claimed span waits."""
+    prefills, state, calls = _late_setup(tree, monkeypatch, 0.05)
+    view, cache, want = state.composition(), PieceCache(), expected_jsonl(built_logdir, "orders-0")
+    out = b""
+    while len(out) < len(want):
         out += read_view(state, view, len(out), 3000, cache)
-        reads += 1
-        if reads % 6 == 0:
-            before = len(calls)
-            prefills.run()
-            late += len(calls) > before
-    assert out == want and late > 0
-    assert len(set(calls)) == len(calls)  # no span rendered twice: a late prefill started after the reader
+    prefills.join()
+    assert out == want
+    assert len(set(calls)) == len(calls) > len(view.parts)
 
 
 def test_spans_are_rendered_ahead_paced_by_the_reader(built_logdir, monkeypatch):
@@ -135,14 +178,14 @@ def test_spans_are_rendered_ahead_paced_by_the_reader(built_logdir, monkeypatch)
 
     monkeypatch.setattr(layout, "GROUP_BYTES", 256)
     monkeypatch.setattr(reading, "READ_AHEAD_BYTES", 1024)  # spans of up to 4 pieces
-    monkeypatch.setattr(reading, "AHEAD_PIECES", 6)
+    monkeypatch.setattr(piececache, "AHEAD_PIECES", 6)
     tree = tree_of(built_logdir)
     try:
         state = tree.partitions.state("orders-0")
         view = state.composition()
         pieces = view.parts[0].layout
         cache = PieceCache(capacity=1000)
-        ahead = reading.AHEAD_PIECES
+        ahead = piececache.AHEAD_PIECES
         assert len(pieces) > 3 * ahead
 
         def rendered(i: int) -> bool:
@@ -198,25 +241,6 @@ def test_read_parts_spans_pieces_and_parts_and_read_cached_needs_every_piece():
     assert read_cached(parts, starts, 5, 4, cache) == b"fghi"
 
 
-def test_piece_cache_drops_the_oldest_and_is_safe_across_threads():
-    cache = PieceCache(capacity=3)
-    for i in range(5):
-        cache.put(i, b"%d" % i)
-    assert [cache.get(i) for i in range(5)] == [None, None, b"2", b"3", b"4"]
-
-    def churn(start: int) -> None:
-        for i in range(start, start + 2000):
-            cache.put(i, b"x")
-            cache.get(i - 1)
-
-    threads = [threading.Thread(target=churn, args=(k * 10_000,)) for k in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert len(cache._items) <= 3
-
-
 def test_bytes_that_lie_end_to_end_in_one_span_are_given_without_a_copy():
     """Pieces rendered in one span are slices of one buffer: a read within it is a memoryview of that
     buffer (a FUSE reply takes any buffer); a read that leaves it, or meets a piece not from a span,
@@ -238,8 +262,13 @@ def test_bytes_that_lie_end_to_end_in_one_span_are_given_without_a_copy():
             assert got is not None and bytes(got) == whole[offset : offset + size]
             if offset + size <= len(span):
                 assert isinstance(got, memoryview) and got.obj is span, (offset, size)
-    # a piece kept again without its place in a span (rendered alone): joined, same bytes
+    # a piece between two of the span kept again on its own (rendered alone): the span still holds
+    # its bytes, rendered in the same pass as those around it: one slice, no copy
     cache.put((pa, 1), b"defg")
+    got = read_cached(parts, starts, 1, 8, cache)
+    assert isinstance(got, memoryview) and got.obj is span and got == b"bcdefghi"
+    # a piece at an end of the read kept on its own: joined, same bytes
+    cache.put((pa, 2), b"hij")
     got = read_cached(parts, starts, 1, 8, cache)
     assert isinstance(got, bytes) and got == b"bcdefghi"
 

@@ -31,6 +31,23 @@ def test_a_span_renders_as_the_engine_does(built_logdir):
         logdir.close()
 
 
+def test_a_span_renders_into_a_buffer_that_it_fills_exactly(built_logdir):
+    """render_into writes what render gives into the caller's buffer, when it fills it exactly (the
+    rendered size known from the layout); a buffer of another size says False (the caller renders the
+    usual way). Compressed batches (the fixture's mix) are rendered by the Python path in between."""
+    logdir, segment, views = _segment_and_views(built_logdir)
+    try:
+        want = RENDERER.render(segment, 0, segment.size, NO_FILTER)
+        assert RENDERER.renders_into(NO_FILTER) and not RENDERER.renders_into(Filter(lo=1))
+        big = bytearray(b"#" * (len(want) + 10))
+        assert RENDERER.render_into(segment, 0, segment.size, memoryview(big)[5 : 5 + len(want)])
+        assert bytes(big[5 : 5 + len(want)]) == want and big[:5] == b"#####" and big[-5:] == b"#####"
+        for size in (len(want) - 1, len(want) + 1):
+            assert not RENDERER.render_into(segment, 0, segment.size, memoryview(bytearray(size)))
+    finally:
+        logdir.close()
+
+
 def test_filters_on_offsets_and_timestamps(built_logdir):
     logdir, segment, views = _segment_and_views(built_logdir)
     try:
@@ -58,3 +75,18 @@ def test_damage_is_placed_in_its_file(built_logdir, tmp_path):
         assert info.value.file == "x.log"
     finally:
         logdir.close()
+
+
+def test_damage_that_names_no_file_is_said_once_per_reason(caplog):
+    """A damage without a file (its reason says where) is logged once per reason: a second, different
+    one was never said (both were keyed (None, None))."""
+    import logging
+
+    from kafkafs.fs.views.render import report_corrupt
+
+    first = CorruptRecordError("fix7 test: the key index of X fails its checks")
+    second = CorruptRecordError("fix7 test: the key index of Y fails its checks")
+    with caplog.at_level(logging.ERROR, logger="kafkafs.fs"):
+        for exc in (first, second, first, CorruptRecordError(first.reason), second):
+            report_corrupt(exc)
+    assert [r.getMessage() for r in caplog.records] == [first.reason, second.reason]

@@ -65,6 +65,13 @@ def test_sizing_counts_and_reading_renders_whole_batches(logdir_copy, tmp_path, 
             return result
         return count
 
+    def counted_into(fn):
+        def count(*args, **kw):
+            result = fn(*args, **kw)
+            calls["render"] += len(result.batch_ends)
+            return result
+        return count
+
     def one_batch(fn):
         def count(*args, **kw):
             calls["one batch"] += 1
@@ -73,6 +80,7 @@ def test_sizing_counts_and_reading_renders_whole_batches(logdir_copy, tmp_path, 
 
     monkeypatch.setattr(spans, "render_span_jsonl", counted(spans.render_span_jsonl))
     monkeypatch.setattr(render, "render_span_jsonl", counted(render.render_span_jsonl))
+    monkeypatch.setattr(render, "render_span_into", counted_into(render.render_span_into))  # spans into blocks
     monkeypatch.setattr(render, "raw_jsonl_lengths", one_batch(render.raw_jsonl_lengths))
     monkeypatch.setattr(render, "render_raw_jsonl", one_batch(render.render_raw_jsonl))
     with LogDir(logdir_copy) as d:

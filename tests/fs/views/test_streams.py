@@ -5,6 +5,7 @@ lookups get the new file."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import random
 
@@ -421,3 +422,27 @@ def test_after_a_roll_and_a_merge_the_handle_gets_the_later_segments_only():
     assert asked == [(merged, 4)]
     assert [p.layout for p in view.parts][:2] == [a, active] and view.parts[3].layout is new_active
     assert view.starts[:2] == before.starts and view.total == before.total + 4 + 6
+
+
+def test_a_segment_that_appears_below_what_a_handle_read_is_said_once(caplog):
+    """A segment that appears below the ones an open records.jsonl has read (a restored or copied-in
+    older segment, not compaction's rewrite of records it read): the handle does not go back for it,
+    and that is said once, not passed over silently."""
+    a, active, older = Layout(), Layout(), Layout()  # pieces of segments 10, 12 and (new) 2
+    for layout, base, offsets in ((a, 10, (10, 11)), (active, 12, (12, 13)), (older, 2, (2, 3))):
+        for i, offset in enumerate(offsets):
+            layout.add(base, i * 100, 100, 10, offset)
+    before = _comp(a, active)
+    after = _comp(older, a, active)
+    with caplog.at_level(logging.WARNING, logger="kafkafs.fs"):
+        for _ in range(2):
+            view = handle_view(before, after)
+            assert [p.layout for p in view.parts] == [a, active] and view.total == before.total
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 1 and "offsets 2..3" in said[0] and "appeared below what an open reader has read" in said[0]
+    merged = Layout()  # compaction's rewrite of a (and what followed): no word
+    merged.add(10, 0, 100, 9, 11)
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="kafkafs.fs"):
+        handle_view(before, _comp(merged, active))
+    assert caplog.records == []
