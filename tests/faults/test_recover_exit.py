@@ -175,6 +175,33 @@ def test_recover_of_a_cleanly_stopped_kraft_directory_exits_0(tmp_path, fixtures
     assert b"__consumer_offsets-12: checked, nothing wrong" in proc.stdout
 
 
+@pytest.mark.parametrize("case", ["preallocated", "after-a-clean-stop", "zeros-of-another-length"])
+def test_a_preallocated_active_segment_is_no_damage_after_an_unclean_stop(tmp_path, case):
+    """review7 R7: a broker with preallocate creates the active .log at the segment size, zero-filled,
+    and trims it at a roll or a clean stop: a running broker's directory (or a killed one's) holds such
+    a file, and its start trims the zeros. verify said "N bytes after the last whole batch", exit 1.
+    Now verify notes it and recover trims it, both 0; zeros after a clean stop, or a file of another
+    length (zeros a crash appended), stay damage to both."""
+    logdir = tmp_path / "logs"
+    _write(logdir, 50)  # an unclean stop: no .kafka_cleanshutdown
+    active = sorted((logdir / "t-0").glob("*.log"))[-1]
+    data = active.stat().st_size
+    os.truncate(active, 20000 if case != "zeros-of-another-length" else 19000)  # the writer's segment.bytes
+    if case == "after-a-clean-stop":
+        (logdir / ".kafka_cleanshutdown").touch()
+    settings = ("--set", "segment.bytes=20000")
+    damage = case != "preallocated"
+    verified = _kafkafs("verify", str(logdir), *settings)
+    assert verified.returncode == int(damage), verified.stdout
+    said = verified.stdout.decode()
+    assert ("bytes after the last whole batch" in said) is damage and ("preallocates" in said) is not damage, said
+    done = _kafkafs("recover", str(logdir), *settings)
+    assert done.returncode == verified.returncode, (done.stdout, done.stderr)
+    assert (f"trimmed {20000 - data} preallocated zero bytes" in done.stdout.decode()) is not damage, done.stdout
+    assert active.stat().st_size == data
+    assert _kafkafs("verify", str(logdir), *settings).returncode == 0
+
+
 def test_recover_of_a_compacted_aborted_transaction_exits_0(tmp_path):
     """review7 R9: compaction removes an aborted transaction's records, keeps its ABORT marker (until the
     delete horizon) and writes the cleaned segment's .txnindex with the marker's entry, as Kafka's
