@@ -22,7 +22,8 @@ from .storage.logdir import (
     REPLICATION_OFFSET_FILE,
     LogDir,
 )
-from .storage.recovery import interrupted_leftovers, left_by_unclean_stop
+from .storage.recovery import interrupted_leftovers
+from .storage.recovery_plan import left_by_unclean_stop, zeros_from
 from .storage.safefiles import regular_files, unsafe_entries
 from .storage.segment import LogSegment
 from .storage.validation import in_order
@@ -77,7 +78,7 @@ def check_index_files(segment: LogSegment, *, sealed: bool, clean_shutdown: bool
     every whole entry of a sealed file and would reject trailing zeros); a missing index is a note,
     since a writer rebuilds it from the ``.log``. The active segment's indexes after an unclean stop
     (no ``clean_shutdown``) are notes too: whatever they hold, a broker's start rebuilds them
-    (:func:`~kafkafs.storage.recovery.left_by_unclean_stop`, the rule ``recover`` judges by)."""
+    (:func:`~kafkafs.storage.recovery_plan.left_by_unclean_stop`, the rule ``recover`` judges by)."""
     problems: list[str] = []
     notes: list[str] = []
     try:
@@ -104,12 +105,15 @@ def check_index_files(segment: LogSegment, *, sealed: bool, clean_shutdown: bool
 
 
 def check_segment(
-    segment: LogSegment, expected_start: int, *, deep: bool, log_start: int = 0, upper: int | None = None
+    segment: LogSegment, expected_start: int, *, deep: bool, log_start: int = 0, upper: int | None = None,
+    notes: list[str] | None = None,
 ) -> tuple[int, int, list[str]]:
     """Validate one segment; return (records at or after ``log_start``, next offset, problems).
     ``expected_start``: one past the last offset before the segment; ``upper``: the next segment's base
     offset. Offsets are judged between neighbours as ``recover`` judges them
-    (:func:`~kafkafs.storage.validation.in_order`)."""
+    (:func:`~kafkafs.storage.validation.in_order`). ``notes`` given (the active segment after an unclean
+    stop): a preallocated tail of zeros (:func:`~kafkafs.storage.recovery_plan.zeros_from`) is a note
+    there, as ``recover`` trims it with no damage."""
     problems: list[str] = []
     records = 0
     next_offset = expected_start
@@ -142,7 +146,12 @@ def check_segment(
         problems.append(f"{segment.log_path.name}: {exc.reason} at position {exc.position}")
         end = segment.size
     if end < segment.size:
-        problems.append(f"{segment.log_path.name}: {segment.size - end} bytes after the last whole batch")
+        zeros = zeros_from(segment) if notes is not None else None
+        if notes is not None and zeros is not None and zeros <= end:
+            notes.append(f"{segment.log_path.name}: {segment.size - end} zero bytes after the last batch, as a "
+                         "broker that preallocates segments leaves the active one (its start trims them; no damage)")
+        else:
+            problems.append(f"{segment.log_path.name}: {segment.size - end} bytes after the last whole batch")
     return records, next_offset, problems
 
 
@@ -217,7 +226,7 @@ def verify_logdir(
                 # the records before it on disk, which are no damage
                 n, expected, found = check_segment(
                     segment, segment.base_offset if first else expected, deep=deep, log_start=log_.log_start_offset,
-                    upper=upper,
+                    upper=upper, notes=notes if left_by_unclean_stop(upper is None, logdir.clean_shutdown) else None,
                 )
                 records += n
                 problems.extend(found)

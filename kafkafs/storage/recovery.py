@@ -38,11 +38,11 @@ from typing import NamedTuple, Protocol
 from ..errors import CorruptRecordError, doing
 from . import names
 from .config import LogConfig
-from .recovery_plan import refuse_cutting_batches, unclean_or_unindexed
+from .recovery_plan import left_by_unclean_stop, refuse_cutting_batches, unclean_or_unindexed, zeros_from
 from .safefiles import LISTINGS, regular_entry
 from .segment import LogSegment
 from .segments import LogSegments
-from .transactions import ProducerTransactions
+from .transactions import ProducerTransactions, batch_events
 
 __all__ = ["load_segments", "LoadResult", "RecoveryReport"]
 
@@ -68,6 +68,9 @@ class RecoveryReport:
         #: missing ``.index`` or ``.timeindex``. No damage (SPEC §4: ``recover`` exits 0 for them).
         self.restored_files: list[str] = []
         self.truncated_bytes = 0
+        #: Zeros a broker preallocated the active segment with, trimmed after an unclean stop, as its start
+        #: trims them (:func:`.recovery_plan.zeros_from`): no damage.
+        self.trimmed_bytes = 0
         self.deleted_segments: list[str] = []
         #: Batches kept although their records do not decode (``<file> position <n>: <reason>``): their CRC
         #: holds, and Kafka's recovery checks only sizes, CRCs and offsets, so a broker keeps them (and
@@ -77,6 +80,7 @@ class RecoveryReport:
     def changed(self) -> bool:
         return bool(
             self.deleted_files or self.swapped_in or self.truncated_bytes or self.rebuilt_indexes or self.deleted_segments
+            or self.trimmed_bytes
         )
 
     def no_damage_lines(self) -> list[str]:
@@ -87,6 +91,9 @@ class RecoveryReport:
             out.append(f"wrote {', '.join(sorted(self.rewritten_files))} as a recovery builds them (nothing wrong there)")
         if self.restored_files:
             out.append(f"rebuilt {', '.join(sorted(self.restored_files))} (as after an unclean stop: nothing wrong there)")
+        if self.trimmed_bytes:
+            out.append(f"trimmed {self.trimmed_bytes} preallocated zero bytes after the last batch (as a broker's start "
+                       "does: nothing wrong there)")
         return out
 
     def damaged_files(self) -> list[str]:
@@ -387,16 +394,22 @@ def _recover_segments(
         before = segment.index_state()
         higher = segments.higher(base)
         undecodable: list[tuple[int, str]] = []
+        zeros = zeros_from(segment) if left_by_unclean_stop(segment is last, clean_shutdown) else None
         cut = segment.recover(transactions=transactions.before(base),
                               upper=higher.base_offset if higher is not None else None, undecodable=undecodable)
         report.kept_batches.extend(f"{segment.log_path.name} position {pos}: {why}" for pos, why in undecodable)
         transactions.after(base)
+        if cut and zeros is not None and zeros <= segment.size:  # only zeros went: a preallocated tail
+            log.info("%s: trimmed %d preallocated zero bytes", segment.log_path, cut)
+            report.trimmed_bytes += cut
+            cut = 0
         report.recovered_segments.append(segment.log_path.name)
         after = segment.index_state()
         rebuilt = sorted(name for name in after if after[name] != before.get(name))
         # (after an unclean stop the active segment's indexes are restored whatever they hold: said so below)
         right = [name for name in rebuilt
-                 if not cut and _was_right(segment, name, before.get(name), segment is last and clean_shutdown)]
+                 if not cut and (_was_right(segment, name, before.get(name), segment is last and clean_shutdown)
+                                 or _cleaned_txn_index(segment, name, before.get(name), after.get(name)))]
         report.rewritten_files.extend(right)
         rebuilt = [name for name in rebuilt if name not in right]
         report.restored_files.extend(
@@ -419,17 +432,6 @@ def _recover_segments(
     return None
 
 
-def left_by_unclean_stop(active: bool, clean_shutdown: bool) -> bool:
-    """Whether a segment's index files are what an unclean stop leaves, so that whatever they hold is no
-    damage (``verify`` and ``recover`` judge by this one rule; SPEC §4): the active segment's after an
-    unclean stop. Kafka is the judge: at an unclean start its LogLoader recovers every segment from
-    the recovery point on (the active one always), rebuilding their indexes whatever they hold, and a
-    crash leaves the active segment's preallocated, untrimmed or behind its log. After a clean stop it
-    recovers nothing and checks no offset or time index (``LogSegment.sanityCheck`` checks only the
-    ``.txnindex``): the broker serves them as they are, so a wrong one there is damage."""
-    return active and not clean_shutdown
-
-
 def _left_by_unclean_stop(active: bool, clean_shutdown: bool, name: str, old: object) -> bool:
     """Whether rebuilding index file ``name`` (it held ``old``, :meth:`index_state`) repaired only what an
     unclean stop or a lost file leaves, as a broker's every unclean start rebuilds it: any index of the
@@ -438,6 +440,26 @@ def _left_by_unclean_stop(active: bool, clean_shutdown: bool, name: str, old: ob
     if left_by_unclean_stop(active, clean_shutdown):
         return True
     return name.endswith((names.INDEX, names.TIME_INDEX)) and old == (False,)
+
+
+def _cleaned_txn_index(segment: LogSegment, name: str, old: object, new: object) -> bool:
+    """Whether the ``.txnindex`` ``name`` held, as ``old`` (:meth:`index_state`), what a rebuild writes
+    (``new``) plus entries of ABORT markers the segment keeps without their transaction's records: Kafka's
+    cleaner removes an aborted transaction's records, keeps its marker until the delete horizon, and
+    writes the cleaned segment's ``.txnindex`` with its entry (``CleanedTransactionMetadata``), while a
+    recovery's rebuild finds no transaction for a marker alone and writes none. Both are valid."""
+    if not name.endswith(names.TXN_INDEX) or not isinstance(old, tuple) or not isinstance(new, tuple):
+        return False
+    if len(old) != 2 or not old[0] or old[1] is None or len(new) != 2 or new[1] is None:
+        return False
+    kept, rebuilt = set(old[1]), set(new[1])
+    if not rebuilt <= kept:
+        return False
+    try:
+        markers = {(e.producer_id, e.offset) for e in batch_events(segment.batches(0)) if e.kind == "ABORT"}
+    except CorruptRecordError:
+        return False
+    return all((e.producer_id, e.last_offset) in markers for e in kept - rebuilt)
 
 
 def _was_right(segment: LogSegment, name: str, old: object, active: bool = False) -> bool:

@@ -173,3 +173,59 @@ def test_recover_of_a_cleanly_stopped_kraft_directory_exits_0(tmp_path, fixtures
     proc = _kafkafs("recover", str(copy))
     assert proc.returncode == 0, (proc.stdout + proc.stderr).decode()
     assert b"__consumer_offsets-12: checked, nothing wrong" in proc.stdout
+
+
+@pytest.mark.parametrize("case", ["preallocated", "after-a-clean-stop", "zeros-of-another-length"])
+def test_a_preallocated_active_segment_is_no_damage_after_an_unclean_stop(tmp_path, case):
+    """review7 R7: a broker with preallocate creates the active .log at the segment size, zero-filled,
+    and trims it at a roll or a clean stop: a running broker's directory (or a killed one's) holds such
+    a file, and its start trims the zeros. verify said "N bytes after the last whole batch", exit 1.
+    Now verify notes it and recover trims it, both 0; zeros after a clean stop, or a file of another
+    length (zeros a crash appended), stay damage to both."""
+    logdir = tmp_path / "logs"
+    _write(logdir, 50)  # an unclean stop: no .kafka_cleanshutdown
+    active = sorted((logdir / "t-0").glob("*.log"))[-1]
+    data = active.stat().st_size
+    os.truncate(active, 20000 if case != "zeros-of-another-length" else 19000)  # the writer's segment.bytes
+    if case == "after-a-clean-stop":
+        (logdir / ".kafka_cleanshutdown").touch()
+    settings = ("--set", "segment.bytes=20000")
+    damage = case != "preallocated"
+    verified = _kafkafs("verify", str(logdir), *settings)
+    assert verified.returncode == int(damage), verified.stdout
+    said = verified.stdout.decode()
+    assert ("bytes after the last whole batch" in said) is damage and ("preallocates" in said) is not damage, said
+    done = _kafkafs("recover", str(logdir), *settings)
+    assert done.returncode == verified.returncode, (done.stdout, done.stderr)
+    assert (f"trimmed {20000 - data} preallocated zero bytes" in done.stdout.decode()) is not damage, done.stdout
+    assert active.stat().st_size == data
+    assert _kafkafs("verify", str(logdir), *settings).returncode == 0
+
+
+def test_recover_of_a_compacted_aborted_transaction_exits_0(tmp_path):
+    """review7 R9: compaction removes an aborted transaction's records, keeps its ABORT marker (until the
+    delete horizon) and writes the cleaned segment's .txnindex with the marker's entry, as Kafka's
+    cleaner does; a recovery's rebuild finds no transaction for a marker alone. Both are valid: verify
+    said 0, recover rebuilt the .txnindex and said 1."""
+    from kafkafs.format.batch import encode_batch, encode_control_batch
+    from kafkafs.storage.config import Settings
+    from kafkafs.storage.logdir import LogDir
+
+    logdir = tmp_path / "logs"
+    logdir.mkdir()
+    settings = ["--set", "cleanup.policy=compact", "--set", "segment.bytes=400", "--set", "min.cleanable.dirty.ratio=0.01"]
+    with LogDir(logdir, Settings({"cleanup.policy": "compact", "segment.bytes": 400}), writable=True) as ld:
+        log = ld.create_partition("c", 0)
+        for i in range(6):
+            log.append_records([(1, b"k%d" % (i % 2), b"v%d" % i, ())])
+        log.append_batches(encode_batch([(1, b"k9", b"aborted", ())], transactional=True, producer_id=7,
+                                        producer_epoch=0, base_sequence=0))
+        log.append_batches(encode_control_batch("ABORT", producer_id=7, producer_epoch=0, timestamp=1))
+        for i in range(12):
+            log.append_records([(1, b"k%d" % (i % 2), b"w%d" % i, ())])
+    assert _kafkafs("clean", str(logdir), *settings).returncode == 0
+    entries = [p for p in (logdir / "c-0").glob("*.txnindex") if p.stat().st_size]
+    assert entries, "the cleaned segment keeps the ABORT marker's entry"
+    assert _kafkafs("verify", str(logdir)).returncode == 0
+    done = _kafkafs("recover", str(logdir))
+    assert done.returncode == 0, done.stdout.decode()

@@ -217,20 +217,19 @@ class AppendHandle(Handle):
         several times its own 0.3 ms), or a larger one while the loop's thread gets the CPU it asks for
         (issue 25: the trips to a worker and back cost a write of 1,000 lines 0.2-0.5 ms). Its work is
         encoding, which holds the GIL in a worker too."""
-        if len(data) <= WRITE_NOW_MAX:
-            return self._write_now(data)
-        if not LARGE_WRITES.on_loop():
-            return None
-        with LARGE_WRITES.timed():
-            return self._write_now(data)
-
-    def _write_now(self, data: bytes) -> int | None:
-        before = self._active_base()
         try:
-            appended = self.buffer.write_now(data)
+            if len(data) <= WRITE_NOW_MAX:
+                return self._write_now(data)
+            if not LARGE_WRITES.on_loop():
+                return None
+            with LARGE_WRITES.timed():  # a write left to a worker (WouldWait) is not counted
+                return self._write_now(data)
         except WouldWait:
             return None
-        if appended is not None:
+
+    def _write_now(self, data: bytes) -> int:
+        before = self._active_base()
+        if self.buffer.write_now(data) is not None:
             self.on_appended(self.state, before)
         return len(data)
 

@@ -226,6 +226,19 @@ def test_the_append_handle_writes_on_the_loop_when_small(logdir_copy, monkeypatc
             thread.start()
             thread.join()
         assert out == [None] and log.log_end_offset == end + 3 and told == ["events-3"] * 2
+        # a large write that would wait is left to a worker and not counted as a write on the loop
+        from kafkafs.fs.tree.contention import Contention
+
+        loop = Contention(thread_clock=lambda: 0.0)  # any write it counts "waited" its whole time
+        monkeypatch.setattr(handles, "LARGE_WRITES", loop)
+        monkeypatch.setattr(handles, "WRITE_NOW_MAX", 1)
+        with log.appending_now(1):
+            out = []
+            thread = threading.Thread(target=lambda: out.append(handle.write_now(0, b"o\n")))
+            thread.start()
+            thread.join()
+        assert out == [None] and loop.waited == 0.0 and log.log_end_offset == end + 3
+        monkeypatch.setattr(handles, "WRITE_NOW_MAX", 64 * 1024)
         assert handle.write(0, b"o\n") == 2 and log.log_end_offset == end + 4
         handle.flush()
         handle.release()
