@@ -26,6 +26,7 @@ from .storage.recovery import interrupted_leftovers
 from .storage.recovery_plan import left_by_unclean_stop, zeros_from
 from .storage.safefiles import regular_files, unsafe_entries
 from .storage.segment import LogSegment
+from .storage.transactions import batch_events
 from .storage.validation import in_order
 
 __all__ = ["verify_logdir", "check_segment"]
@@ -72,6 +73,22 @@ def check_indexes(segment: LogSegment) -> list[str]:
     return problems
 
 
+def _unsupported_txn_entries(segment: LogSegment) -> list[str]:
+    """The ``.txnindex`` entries that name no ABORT marker of their producer at their last offset in this
+    segment (a broker writes each entry into the segment of its marker, and compaction keeps an entry
+    only with its marker): what ``recover`` replaces as damage."""
+    try:
+        entries = segment.txn_index.entries()
+    except CorruptRecordError:
+        return []  # said by the sanity check
+    if not entries:
+        return []
+    markers = {(e.producer_id, e.offset) for e in batch_events(segment.batches(0)) if e.kind == "ABORT"}
+    return [f"{segment.txn_index.path.name}: entry of producer {e.producer_id} ({e.first_offset}..{e.last_offset}) "
+            f"names no ABORT marker at offset {e.last_offset}" for e in entries
+            if (e.producer_id, e.last_offset) not in markers]
+
+
 def check_index_files(segment: LogSegment, *, sealed: bool, clean_shutdown: bool) -> tuple[list[str], list[str]]:
     """Problems and notes about the index files: Kafka's sanity checks and ``--verify-index-only``'s
     rules (:func:`check_indexes`); a sealed segment's index must hold only real entries (Kafka counts
@@ -86,6 +103,7 @@ def check_index_files(segment: LogSegment, *, sealed: bool, clean_shutdown: bool
     except CorruptRecordError as exc:
         problems.append(exc.reason)
     problems.extend(check_indexes(segment))
+    problems.extend(_unsupported_txn_entries(segment))
     if problems and left_by_unclean_stop(not sealed, clean_shutdown):
         notes = [f"{p} (the active segment's index after an unclean stop: a writable open rebuilds it, as a "
                  "broker's start does; no damage)" for p in problems]

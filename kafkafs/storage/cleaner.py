@@ -36,7 +36,7 @@ from .compaction import clean_log, cleanable_segments, log_to_clean, now_ms
 from .compaction_filter import CleanStats
 from .config import LONG_MAX, Settings, broker_setting
 from .offset_map import BYTES_PER_ENTRY, OffsetMap
-from .retention import apply_retention
+from .retention import apply_retention, retention_doomed
 
 if TYPE_CHECKING:
     from .log import Log
@@ -82,19 +82,19 @@ def compact(target: Log, now_ms: int, *, dry_run: bool = False, checkpoint: int 
 
 def _compact(target: Log, now: int, *, dry_run: bool, checkpoint: int | None = None, memory: int | None = None,
              settings: Settings | None = None, stats: CleanStats | None = None, on_round: Callable[[int], None] | None = None,
-             ) -> tuple[list[str], int | None]:
+             log_start: int | None = None) -> tuple[list[str], int | None]:
     if not target.config.compact:
         return [], None
     memory = broker_setting(settings, "log.cleaner.dedupe.buffer.size") if memory is None else memory
     load = broker_setting(settings, "log.cleaner.io.buffer.load.factor")
     io_buffer = broker_setting(settings, "log.cleaner.io.buffer.size")
-    state = log_to_clean(target, now, checkpoint)
+    state = log_to_clean(target, now, checkpoint, log_start)
     if state.first_dirty >= state.upper:
         return [], None
     omap = _map_for(state.dirty_bytes, memory, load)
     return clean_log(target, now, omap, checkpoint=checkpoint, io_buffer=io_buffer, dry_run=dry_run,
                      stats=stats, on_round=on_round,
-                     producer_expiration_ms=broker_setting(settings, "producer.id.expiration.ms"))
+                     producer_expiration_ms=broker_setting(settings, "producer.id.expiration.ms"), log_start=log_start)
 
 
 class Progress:
@@ -152,6 +152,9 @@ def clean_logdir(logdir: LogDir, *, dry_run: bool = False, now_ms: int | None = 
             continue
         if not dry_run:
             target.delete_expired_files()
+        # a dry run compacts what the real run's retention leaves: the log from past what it would delete
+        doomed = retention_doomed(target, now) if dry_run else []
+        log_start = doomed[-1].next_offset if doomed else None
         lines.extend(apply_retention(target, now, dry_run=dry_run))
         key = (target.topic, target.partition)
 
@@ -161,7 +164,7 @@ def clean_logdir(logdir: LogDir, *, dry_run: bool = False, now_ms: int | None = 
         if compaction:  # log.cleaner.enable, as a broker's: compaction off, retention still runs
             compacted, _cleaned_to = _compact(
                 target, now, dry_run=dry_run, checkpoint=checkpoints.get(key), settings=logdir.settings,
-                stats=stats, on_round=None if dry_run else checkpoint_round,
+                stats=stats, on_round=None if dry_run else checkpoint_round, log_start=log_start,
             )
             lines.extend(compacted)
         if meter is not None:

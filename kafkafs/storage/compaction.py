@@ -129,10 +129,11 @@ def _first_batch_timestamp(segment: LogSegment) -> int:
     return -1
 
 
-def log_to_clean(target: Log, now_ms: int, checkpoint: int | None) -> LogToClean:
+def log_to_clean(target: Log, now_ms: int, checkpoint: int | None, log_start: int | None = None) -> LogToClean:
     """Where the dirty section of ``target`` starts and ends, and how dirty it is. A checkpoint below the
-    log start or past the log end counts as none (Kafka resets it the same way)."""
-    start = target.log_start_offset
+    log start or past the log end counts as none (Kafka resets it the same way). ``log_start``: the log
+    start offset to assume (a dry run's, past the segments its retention would delete first)."""
+    start = target.log_start_offset if log_start is None else max(target.log_start_offset, log_start)
     first_dirty = checkpoint if checkpoint is not None and start <= checkpoint <= target.log_end_offset else start
     upper = first_uncleanable_offset(target, now_ms)
     first_dirty = min(first_dirty, upper)
@@ -142,6 +143,8 @@ def log_to_clean(target: Log, now_ms: int, checkpoint: int | None) -> LogToClean
     for segment in target.segments:
         if segment.base_offset >= upper:
             break
+        if log_start is not None and segment.next_offset <= start:
+            continue  # deleted first, in the run this one stands for
         segments.append(segment)
         if segment.next_offset <= first_dirty:
             clean += segment.size
@@ -350,21 +353,25 @@ def clean_log(target: Log, now_ms: int, omap: OffsetMap, *, checkpoint: int | No
               dry_run: bool = False, stats: CleanStats | None = None,
               on_round: Callable[[int], None] | None = None,
               should_stop: Callable[[], bool] | None = None,
-              producer_expiration_ms: int = PRODUCER_ID_EXPIRATION_MS) -> tuple[list[str], int | None]:
+              producer_expiration_ms: int = PRODUCER_ID_EXPIRATION_MS,
+              log_start: int | None = None) -> tuple[list[str], int | None]:
     """Compact ``target`` round after round until its dirty section is clean; return a line per
     rewritten group and the offset it is clean up to (None when nothing was cleanable).
-    ``on_round(end)`` is called after each round (to checkpoint it)."""
+    ``on_round(end)`` is called after each round (to checkpoint it). ``log_start`` (a dry run): the
+    segments wholly below it are left out, as the retention the real run applies first deletes them."""
     stats = stats if stats is not None else CleanStats()
     if not target.config.compact:
         return [], None
     lines: list[str] = []
     cleaned_to: int | None = None
-    state = log_to_clean(target, now_ms, checkpoint)
+    state = log_to_clean(target, now_ms, checkpoint, log_start)
     start = state.first_dirty
+    floor = -1 if log_start is None else log_start
     while start < state.upper:
         if should_stop is not None and should_stop():
             break
-        segments = [s for s in target.segments.values(None, state.upper) if s is not target.active_segment]
+        segments = [s for s in target.segments.values(None, state.upper)
+                    if s is not target.active_segment and s.next_offset > floor]
         if not segments:
             break
         aborted = [e for s in target.segments for e in s.txn_index.entries()]

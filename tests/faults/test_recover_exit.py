@@ -229,3 +229,28 @@ def test_recover_of_a_compacted_aborted_transaction_exits_0(tmp_path):
     assert _kafkafs("verify", str(logdir)).returncode == 0
     done = _kafkafs("recover", str(logdir))
     assert done.returncode == 0, done.stdout.decode()
+
+
+def test_a_txnindex_entry_no_marker_supports_is_damage_to_both(tmp_path):
+    """review7 R12: a well-formed .txnindex entry that names no ABORT marker (producer 99 here): recover
+    replaces it (1); verify said OK (0). A broker writes each entry into its marker's segment."""
+    import struct
+
+    from kafkafs.format.batch import encode_batch, encode_control_batch
+    from kafkafs.storage.logdir import LogDir
+
+    logdir = tmp_path / "logs"
+    logdir.mkdir()
+    with LogDir(logdir, writable=True) as ld:
+        log = ld.create_partition("t", 0)
+        log.append_batches(encode_batch([(1, b"k", b"aborted", ())], transactional=True, producer_id=7,
+                                        producer_epoch=0, base_sequence=0))
+        log.append_batches(encode_control_batch("ABORT", producer_id=7, producer_epoch=0, timestamp=1))
+        log.append_records([(1, b"k", b"v", ())])
+    assert _kafkafs("verify", str(logdir)).returncode == 0  # the real entry: its marker is there
+    with open(logdir / "t-0" / "00000000000000000000.txnindex", "ab") as f:
+        f.write(struct.pack(">hqqqq", 0, 99, 0, 1, 2))
+    verified = _kafkafs("verify", str(logdir))
+    assert verified.returncode == 1 and b"entry of producer 99 (0..1) names no ABORT marker" in verified.stdout
+    assert _kafkafs("recover", str(logdir)).returncode == 1
+    assert _kafkafs("verify", str(logdir)).returncode == 0

@@ -177,3 +177,24 @@ def test_retention_runs_on_its_own_schedule_not_the_cleaners_backoff(tmp_path):
         finally:
             cleaner.stop()
         assert cleaner.errors == 0
+
+
+def test_a_dry_run_predicts_what_the_real_run_does_with_compact_and_delete(tmp_path):
+    """review7 R8: with cleanup.policy compact,delete the dry run listed the retention deletions AND a
+    compaction of the same segments; the real run deletes them first and compacts what is left."""
+    import shutil
+
+    settings = Settings({"segment.bytes": 300, "cleanup.policy": "compact,delete", "min.cleanable.dirty.ratio": 0.01})
+    (tmp_path / "a").mkdir()
+    with LogDir(tmp_path / "a", settings, writable=True) as logdir:
+        log = logdir.create_partition("t", 0)
+        _fill(log, 40, key=lambda i: b"k%d" % (i % 3), ts=lambda i: 1000 if i < 20 else 10**13)
+    shutil.copytree(tmp_path / "a", tmp_path / "b")
+    retention = Settings({"segment.bytes": 300, "cleanup.policy": "compact,delete", "min.cleanable.dirty.ratio": 0.01,
+                          "retention.ms": 10**12})
+    with LogDir(tmp_path / "a", retention) as logdir:
+        predicted = clean_logdir(logdir, dry_run=True, now_ms=10**13 + 5)
+    with LogDir(tmp_path / "b", retention, writable=True) as logdir:
+        done = clean_logdir(logdir, now_ms=10**13 + 5)
+    assert any("would delete" in line for line in predicted) and any("compact" in line for line in done)
+    assert [line.replace("would delete", "deleted").replace("would compact", "compacted") for line in predicted] == done

@@ -6,8 +6,9 @@ no wake-up of the loop when it is done, two cross-CPU wake-ups fewer per write (
 other busy processes at equal priority it is the other way round: the loop's one thread, busy again at
 every write, loses the CPU mid-write far more often than the workers do. Measured on 2 cores with 1,000
 writes of 230 KB: on the loop they waited 1-2% of their time for the CPU when the mount had it (its
-session at nice -15) and took 20-35% less time than through workers; at equal priority beside other
-busy processes (load 7-10) they waited 30-48% of their time (workers 10-20%) and took 1.5-2x as long.
+session at nice -15) and took 22-27% less time than through workers (medians of 4 rounds, three runs);
+at equal priority beside other busy processes (load 7-10) they waited 30-48% of their time (workers
+10-20%) and took up to twice as long.
 
 :class:`Contention` follows the large writes done on the loop: the share of each one's wall time in
 which the thread did not run (wall time less the thread's CPU time: waiting for a CPU or for the GIL),

@@ -105,6 +105,7 @@ class RecordsHandle(Handle):
         return self.stream.read(self, offset, size, self.cache)
 
     def release(self) -> None:
+        self.cache.stop()  # `head` read what it wanted: no span more is rendered for it
         self.stream.released(self)
 
     def read_now(self, offset: int, size: int) -> Bytes | None:

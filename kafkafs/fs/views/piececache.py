@@ -275,6 +275,11 @@ class PieceCache:
         for span in spans:
             ahead.renderer.start_prefill(ahead, self, span)
 
+    def stop(self) -> None:
+        """The file was closed: nothing more is rendered ahead for it (a span being rendered finishes)."""
+        with self._guard:
+            self.ahead = None
+
     def follow(self, ahead: Ahead, i: int, pieces: int | None = None) -> None:
         """Render ahead of the reader of ``ahead.layout`` from now on (the reader is at piece ``i``; the
         ``pieces`` after it), unless that layout is followed already."""

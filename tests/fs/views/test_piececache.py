@@ -7,7 +7,7 @@ import threading
 import time
 
 from kafkafs.fs.views.layout import Layout
-from kafkafs.fs.views.piececache import BLOCK_PIECES, KEPT, NOT_RENDERING, WILL_WAKE, PieceCache
+from kafkafs.fs.views.piececache import BLOCK_PIECES, KEPT, NOT_RENDERING, WILL_WAKE, Ahead, PieceCache
 
 
 def _layout(pieces: int) -> Layout:
@@ -87,3 +87,23 @@ def test_spans_of_a_block_render_side_by_side_and_a_read_across_them_is_one_slic
     render(3, 5)
     assert cache.span_of(layout, 1, 6) == (block.buffer, 10)
     assert bytes(whole[15:65]) == b"".join(b"piece%04d\n" % j for j in range(1, 7))[5:55]
+
+
+def test_spans_ahead_are_claimed_before_their_threads_start_and_a_closed_file_claims_no_more():
+    layout = _layout(40)
+    cache = PieceCache()
+    started: list = []
+
+    class Spans:
+        def span_end(self, layout, i):
+            return min(i + 3, len(layout) - 1)
+
+        def start_prefill(self, ahead, cache, span):
+            started.append(span)
+
+    ahead = Ahead(layout, None, Spans())
+    cache.follow(ahead, 0)  # the reader at piece 0: two spans ahead start at once, claimed already
+    assert started == [(1, 4), (5, 8)] and (layout, 8) in cache
+    assert cache.claim_ahead(ahead) == (9, 12)  # a prefill thread done with its span goes on
+    cache.stop()  # the file was closed (`head`)
+    assert cache.claim_ahead(ahead) is None
