@@ -435,11 +435,13 @@ class LogDir:
 
 
 def _recorded_topic(path: Path, topic: str, partition: int) -> str | None:
-    """The topic id a KRaft broker's metadata log in ``path`` gives ``topic`` (None: no metadata log, or
-    the topic is not in it). A partition the metadata lacks is one a broker of this directory will not
+    """The topic id a KRaft broker's metadata log in ``path`` gives ``topic`` (None: no metadata log, one
+    that names no topic, or the topic is not in it). A partition the metadata lacks is one a broker of this directory will not
     serve (it renames the folder ``-stray`` at its start): said with a warning, the folder still made."""
+    if topic == METADATA_PARTITION.rsplit("-", 1)[0]:
+        return None
     recorded = recorded_topic_configs(path, partitions=True)
-    if recorded.topics is None:
+    if not recorded.topics:  # no metadata log, or one that names no topic: nothing to go by
         return None
     found = recorded.topics.get(topic)
     if found is None or partition not in found[1]:
