@@ -69,21 +69,25 @@ _SYNONYMS: dict[str, list[tuple[str, int]]] = {
 }
 # apiKeys of the records that matter here: TopicRecord 2, ConfigRecord 4, RemoveTopicRecord 9, and the
 # metadata transactions (KIP-868): BeginTransactionRecord 23, EndTransactionRecord 24, AbortTransactionRecord 25
+# (PartitionRecord 3 too when the partitions are asked for)
 _WANTED = {2, 4, 9, 23, 24, 25}
+_PARTITION_RECORD = 3
 
 
 class _State:
-    def __init__(self) -> None:
+    def __init__(self, partitions: bool = False) -> None:
+        self.wanted = _WANTED | {_PARTITION_RECORD} if partitions else _WANTED
         self.configs: dict[str, dict[str, str]] = {}
         self.brokers: dict[str, dict[str, str]] = {}  # resource name ("" the cluster default) -> settings
         self.names: dict[str, str] = {}  # topic id -> name
+        self.partitions: dict[str, set[int]] = {}  # topic id -> partition ids (when asked for)
         # the records of a metadata transaction not ended yet: applied at its end, dropped at an abort,
         # never applied if the log ends inside it (as Kafka's MetadataBatchLoader publishes them)
         self.pending: list[MessageObject] | None = None
 
     def apply(self, value: bytes | None) -> None:
         # the frame is uvarint frame version (1), uvarint apiKey, uvarint version: every key wanted is < 128
-        if value is None or len(value) < 3 or value[1] not in _WANTED:
+        if value is None or len(value) < 3 or value[1] not in self.wanted:
             return
         from ..format.decoders import metadata_record  # only for a KRaft metadata log: start-up time
 
@@ -110,7 +114,10 @@ class _State:
         kind = record["type"]
         if kind == "TOPIC_RECORD":
             self.names[data["topicId"]] = data["name"]
+        elif kind == "PARTITION_RECORD":
+            self.partitions.setdefault(data["topicId"], set()).add(data["partitionId"])
         elif kind == "REMOVE_TOPIC_RECORD":
+            self.partitions.pop(data["topicId"], None)
             name = self.names.pop(data["topicId"], None)
             if name is not None:
                 self.configs.pop(name, None)
@@ -131,6 +138,9 @@ class RecordedConfigs(dict[str, dict[str, str]]):
 
     damage: str | None = None
     broker: dict[str, str] = {}  # noqa: RUF012 - replaced whole, never changed in place
+    #: topic name -> (its topic id, its partition ids: filled when asked for) of the topics the metadata
+    #: holds; None when there is no metadata log
+    topics: dict[str, tuple[str, frozenset[int]]] | None = None
 
 
 def _node_id(logdir: Path) -> str | None:
@@ -183,15 +193,16 @@ def _latest_snapshot(directory: Path) -> tuple[int, Path] | None:
     return best
 
 
-def recorded_topic_configs(logdir: str | os.PathLike[str]) -> RecordedConfigs:
+def recorded_topic_configs(logdir: str | os.PathLike[str], *, partitions: bool = False) -> RecordedConfigs:
     """Topic name -> {setting name: value string}, as the metadata log of ``logdir`` last recorded them;
     empty when there is no metadata log. Damage ends the reading with a warning (what came before
-    counts) and is said in the result's ``damage``."""
+    counts) and is said in the result's ``damage``. ``topics``: each topic's id, and with
+    ``partitions`` its partition ids (``PartitionRecord``s, read only then: a large cluster has many)."""
     directory = Path(logdir) / METADATA_PARTITION
     out = RecordedConfigs()
     if not directory.is_dir():
         return out
-    state = _State()
+    state = _State(partitions)
     start = None
     snapshot = _latest_snapshot(directory)
     if snapshot is not None:
@@ -211,9 +222,7 @@ def recorded_topic_configs(logdir: str | os.PathLike[str]) -> RecordedConfigs:
     except (OSError, KafkafsError) as exc:
         log.warning("%s: not read: %s", directory, exc)
         out.damage = out.damage or f"{directory}: {exc}"
-        out.update(state.configs)
-        out.broker = broker_topic_defaults(state.brokers, _node_id(Path(logdir)))
-        return out
+        return _result(out, state, logdir)
     try:
         if start is None or start <= log_.log_end_offset:
             for batch in log_.read(start):
@@ -225,6 +234,11 @@ def recorded_topic_configs(logdir: str | os.PathLike[str]) -> RecordedConfigs:
         out.damage = out.damage or str(exc)
     finally:
         log_.close()
+    return _result(out, state, logdir)
+
+
+def _result(out: RecordedConfigs, state: _State, logdir: str | os.PathLike[str]) -> RecordedConfigs:
     out.update(state.configs)
     out.broker = broker_topic_defaults(state.brokers, _node_id(Path(logdir)))
+    out.topics = {name: (topic_id, frozenset(state.partitions.get(topic_id, ()))) for topic_id, name in state.names.items()}
     return out

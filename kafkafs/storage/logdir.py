@@ -34,7 +34,7 @@ from ..format.checkpoint import parse_offset_checkpoint, render_offset_checkpoin
 from .config import Settings
 from .dirlock import LOCK_FILE, lock_holder, locked_error
 from .handles import raise_open_file_limit
-from .kraft import recorded_topic_configs
+from .kraft import METADATA_PARTITION, recorded_topic_configs
 from .local_log import fsync_directory
 from .log import Log
 from .names import is_partition_file_name, parse_partition_dir_name
@@ -374,9 +374,10 @@ class LogDir:
                 from ..errors import ReadOnlyError
 
                 raise ReadOnlyError(f"{self.path} is open read-only")
+            recorded = _recorded_topic(self.path, topic, partition)
             with doing("create {path}"):
                 directory.mkdir()
-            ensure_partition_metadata(directory, topic)
+            ensure_partition_metadata(directory, topic, recorded)
             opened = Log.open(directory, self.settings.for_topic(topic), writable=True, clean_shutdown=True)
             opened.state_files.epochs.create()
             opened.state_files.topic_id = read_topic_id(directory)
@@ -431,3 +432,19 @@ class LogDir:
         except OSError as failed:  # the error on its way out says what went wrong; this one follows it
             log.warning("%s: closing it after the failure said below failed too: %s", self.path,
                         describe_os_error(failed))
+
+
+def _recorded_topic(path: Path, topic: str, partition: int) -> str | None:
+    """The topic id a KRaft broker's metadata log in ``path`` gives ``topic`` (None: no metadata log, or
+    the topic is not in it). A partition the metadata lacks is one a broker of this directory will not
+    serve (it renames the folder ``-stray`` at its start): said with a warning, the folder still made."""
+    recorded = recorded_topic_configs(path, partitions=True)
+    if recorded.topics is None:
+        return None
+    found = recorded.topics.get(topic)
+    if found is None or partition not in found[1]:
+        lacks = f"topic {topic}" if found is None else f"partition {partition} of topic {topic}"
+        log.warning("%s-%d: the metadata log %s has no %s: a Kafka broker of this directory will not serve it "
+                    "(it sets the folder aside as a stray at its start)", topic, partition, path / METADATA_PARTITION,
+                    lacks)
+    return None if found is None else found[0]

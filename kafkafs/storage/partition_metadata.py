@@ -88,16 +88,17 @@ def read_topic_id(directory: Path) -> str | None:
         return None
 
 
-def ensure_partition_metadata(directory: Path, topic: str) -> str:
+def ensure_partition_metadata(directory: Path, topic: str, recorded: str | None = None) -> str:
     """Write ``partition.metadata`` into a new partition folder unless it has one; return the topic id
-    (the one a sibling partition of ``topic`` carries, else a new one)."""
+    (``recorded``: the one a KRaft broker's metadata gives the topic; else the one a sibling partition
+    of ``topic`` carries, else a new one)."""
     directory = Path(directory)
     existing = read_topic_id(directory)
     if existing is not None:
         return existing
-    topic_id = None
+    topic_id = recorded
     prefix = topic + "-"
-    for entry in sorted(os.scandir(directory.parent), key=lambda e: e.name):
+    for entry in [] if topic_id else sorted(os.scandir(directory.parent), key=lambda e: e.name):
         tail = entry.name[len(prefix) :]
         if entry.name.startswith(prefix) and tail.isdigit() and entry.path != str(directory):
             topic_id = read_topic_id(Path(entry.path))

@@ -9,7 +9,7 @@ from __future__ import annotations
 from .harness import kafkafs
 
 
-def test_internal_segment_bytes_rolls_where_the_broker_rolls(broker, tmp_path):
+def test_internal_segment_bytes_rolls_where_the_broker_rolls(broker, tmp_path, caplog):
     broker.create_topic("small", configs={"internal.segment.bytes": 3000})
     producer = broker.producer(linger_ms=0)
     for i in range(100):  # one batch each
@@ -33,6 +33,10 @@ def test_internal_segment_bytes_rolls_where_the_broker_rolls(broker, tmp_path):
             log.append_batches(data)
         ours = [s.base_offset for s in log.segments]
     assert ours == theirs
+    # partition 1 is not in the broker's metadata: said (review7 R11)
+    assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"] == [
+        f"small-1: the metadata log {broker.log_dir / '__cluster_metadata-0'} has no partition 1 of topic small: a "
+        "Kafka broker of this directory will not serve it (it sets the folder aside as a stray at its start)"]
     shown = kafkafs("consume", broker.log_dir, "small-1")
     assert shown.returncode == 0 and len(shown.stdout.splitlines()) == 100, shown.stderr
 
@@ -67,3 +71,25 @@ def test_a_preallocated_active_segment_is_what_the_broker_leaves(make_broker, tm
     broker.start()
     assert broker.recovery_lines("pre-0") == []
     assert [r.value for r in broker.consume_all("pre")] == [b"pre%d" % i for i in range(50)]
+
+
+def test_a_partition_kafkafs_creates_takes_the_topic_id_the_broker_recorded(broker, tmp_path):
+    """review7 R11: a partition folder kafkafs creates for a topic the broker's metadata names (every
+    folder of it gone, or the first one kafkafs writes) got a random topic id; the broker then set it
+    aside as a stray ("the topicId ... does not exist in the metadata image") and served none of its
+    records. Now it carries the recorded id and the broker serves what kafkafs appended."""
+    import shutil
+
+    broker.create_topic("plain", partitions=2)
+    broker.stop()
+    recorded = (broker.partition_dir("plain-0") / "partition.metadata").read_text()
+    shutil.rmtree(broker.partition_dir("plain-0"))
+    shutil.rmtree(broker.partition_dir("plain-1"))
+    done = kafkafs("produce", broker.log_dir, "plain-1", input=b"written by kafkafs\n")
+    assert done.returncode == 0 and "WARNING" not in done.stderr, done.stderr
+    assert (broker.partition_dir("plain-1") / "partition.metadata").read_text() == recorded
+    done = kafkafs("produce", broker.log_dir, "plain-2", input=b"nowhere\n")  # a partition the metadata lacks
+    assert done.returncode == 0 and "has no partition 2 of topic plain" in done.stderr, done.stderr
+    broker.start()
+    assert [r.value for r in broker.consume_all("plain", 1)] == [b"written by kafkafs"]
+    assert not any("stray" in line for line in broker.log_since_start().splitlines() if "plain-1" in line)
