@@ -95,11 +95,10 @@ class RecordsHandle(Handle):
 
     def __init__(self, stream: RecordsStream) -> None:
         self.stream = stream
-        self.cache = PieceCache()
+        self.cache = PieceCache(renderer=stream.state.piece_renderer)
         if stream.state.live():
             self.keep_cache, self.direct_io = False, True
         stream.opened(self)
-        stream.start_reading(self.cache)
 
     def read(self, offset: int, size: int) -> Bytes:
         return self.stream.read(self, offset, size, self.cache)
@@ -138,7 +137,7 @@ class RangeHandle(Handle):
     def __init__(self, state: PartitionState, layout: RangeLayout) -> None:
         self.state = state
         self.layout = layout
-        self.cache = PieceCache()
+        self.cache = PieceCache(renderer=state.piece_renderer)
         if not layout.complete and state.live():  # it grows: no page kept (see RecordsHandle)
             self.keep_cache, self.direct_io = False, True
 

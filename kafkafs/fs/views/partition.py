@@ -382,12 +382,10 @@ class PartitionState:
         segment's ``.log`` held open by a reader (:mod:`.streams`), read instead."""
         return self._pieces.render(layout, i, cache, pinned)
 
-    def start_reading(
-        self, layout: Layout, i: int, cache: PieceCache, pinned: SegmentBytes | None = None
-    ) -> None:
-        """A file was opened to be read from piece ``i`` of ``layout``: its first span starts rendering
-        (see :meth:`~.reading.PieceRenderer.start`)."""
-        self._pieces.start(layout, i, cache, pinned)
+    @property
+    def piece_renderer(self) -> PieceRenderer:
+        """What renders this partition's pieces (an open file's cache renders its spans through it)."""
+        return self._pieces
 
     def offset_range(self, first: int, last: int) -> RangeLayout:
         return RangeLayout(Filter(lo=max(first, self.log.log_start_offset), hi=last))

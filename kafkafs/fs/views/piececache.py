@@ -128,9 +128,11 @@ class PieceCache:
     render on several threads at once. What is rendered ahead of the reader (:class:`Ahead`) changes
     under the cache's guard."""
 
-    __slots__ = ("_items", "_at", "_guard", "_settled", "_claimed", "_wakers", "_blocks", "capacity", "ahead")
+    __slots__ = (
+        "_items", "_at", "_guard", "_settled", "_claimed", "_wakers", "_blocks", "capacity", "ahead", "renderer",
+    )
 
-    def __init__(self, capacity: int = PIECES_KEPT) -> None:
+    def __init__(self, capacity: int = PIECES_KEPT, renderer: SpanRenderer | None = None) -> None:
         self._items: OrderedDict[tuple[Layout, int], Bytes] = OrderedDict()
         #: where a piece rendered in a span starts in the span's bytes (its memoryview's ``obj``)
         self._at: dict[tuple[Layout, int], int] = {}
@@ -146,6 +148,9 @@ class PieceCache:
         self.capacity = capacity
         #: what is rendered ahead of the reader, for the layout it reads last (see :class:`~.reading.PieceRenderer`)
         self.ahead: Ahead | None = None
+        #: what renders the file's spans when a read on the FUSE loop finds nothing rendered yet
+        #: (:meth:`wake_when_rendered`; None: a worker renders the first span)
+        self.renderer = renderer
 
     # -- claims
 
@@ -230,8 +235,8 @@ class PieceCache:
         """For the FUSE loop: :data:`WILL_WAKE` when piece ``key`` is being rendered (``wake()`` is
         called from the rendering thread once it is over; a piece that no render has claimed yet starts
         rendering now, on a prefill thread, and the layout it is in is followed from now on),
-        :data:`KEPT` when it is kept now, :data:`NOT_RENDERING` when nobody renders it (no read of the
-        file rendered anything yet, or a damaged piece: a worker must)."""
+        :data:`KEPT` when it is kept now, :data:`NOT_RENDERING` when nobody renders it (a cache without
+        a renderer whose file nothing was rendered for yet, or a damaged piece: a worker must)."""
         started = None
         with self._guard:
             if key in self._items:
@@ -239,10 +244,11 @@ class PieceCache:
             if key not in self._claimed:
                 ahead = self.ahead
                 layout, i = key
-                if ahead is None or i in layout.bad:
+                renderer = ahead.renderer if ahead is not None else self.renderer
+                if renderer is None or i in layout.bad:
                     return NOT_RENDERING
-                if ahead.layout is not layout:  # the reader went on to the next segment: follow it
-                    ahead = self.ahead = Ahead(layout, None, ahead.renderer)
+                if ahead is None or ahead.layout is not layout:  # the first read, or the next segment: follow it
+                    ahead = self.ahead = Ahead(layout, None, renderer)
                 last = self._claim(layout, i, ahead.renderer.span_end(layout, i))
                 assert last is not None
                 ahead.running += 1

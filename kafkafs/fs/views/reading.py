@@ -251,14 +251,6 @@ class PieceRenderer:
             cache.settle(layout, i, last)
         return data
 
-    def start(self, layout: Layout, i: int, cache: PieceCache, pinned: SegmentBytes | None = None) -> None:
-        """A reader of ``cache`` opened the file and will read from piece ``i`` of ``layout``: its first
-        span starts rendering on a prefill thread now (its first read then waits for it on the FUSE
-        loop), unless a render of it is under way or done."""
-        if (layout, i) in cache or not 0 <= i < len(layout):
-            return
-        self._follow(layout, i - 1, cache, pinned, SPAN_PIECES)
-
     def _follow(
         self, layout: Layout, i: int, cache: PieceCache, pinned: SegmentBytes | None, pieces: int | None = None
     ) -> None:

@@ -289,16 +289,6 @@ class RecordsStream:
             self._readers.pop(id(handle), None)
             self._unpin()
 
-    def start_reading(self, cache: PieceCache) -> None:
-        """An open of this stream will read it from its start: the first span starts rendering now, on
-        a prefill thread (nothing when the stream has no view yet: its first read renders)."""
-        view = self._view
-        if view is None or not view.parts:
-            return
-        part = view.parts[0]
-        pin = self._pins.get(id(part.layout))
-        self.state.start_reading(part.layout, 0, cache, pin.pinned if pin is not None else None)
-
     def read(self, handle: object, offset: int, size: int, cache: PieceCache) -> Bytes:
         """Bytes ``offset .. offset+size`` for the open ``handle``; records appended since the stream
         last advanced follow when the read reaches its end."""

@@ -67,11 +67,11 @@ def test_append_handle_tells_the_tree_after_records_are_in(logdir_copy):
         tree.close()
 
 
-def test_records_handle_starts_rendering_at_open_and_the_loop_waits_for_a_span_being_rendered(monkeypatch, tmp_path):
+def test_records_handle_reads_on_the_loop_wait_for_a_span_being_rendered_never_a_worker(monkeypatch, tmp_path):
     """What the FUSE loop does with a read of records.jsonl (Operations.read): ``read_now`` from memory,
-    else ``read_soon``: the span it needs is being rendered on a prefill thread (the first one from the
-    open on), and ``wake`` is called once it is; then ``read_now`` answers, no worker. A read that runs
-    past the end (the kernel reads whole pages) is answered up to the end."""
+    else ``read_soon``: the span it needs is claimed (from the first read on; nothing at open) and
+    rendered on a prefill thread, and ``wake`` is called once it is; then ``read_now`` answers, no
+    worker. A read that runs past the end (the kernel reads whole pages) is answered up to the end."""
     held: list = []
     monkeypatch.setattr(reading, "_submit", lambda fn, *args: held.append((fn, args)))  # prefills run when told
     monkeypatch.setattr(layout, "GROUP_BYTES", 1024)  # small pieces and spans, laid out afresh
@@ -83,7 +83,7 @@ def test_records_handle_starts_rendering_at_open_and_the_loop_waits_for_a_span_b
         stream = tree.partitions.records_generations("orders-0").current()
         assert len(stream.view.parts) > 1  # several segments
         handle = RecordsHandle(stream)
-        assert held  # the first span (or two), claimed at open
+        assert not held  # nothing rendered at open: the kernel may hold the file's pages already
         assert handle.read_now(0, 4096) is None
         out, waits = b"", 0
         while len(out) < len(want):  # 4 KiB reads, as the kernel's: the last one past the end
