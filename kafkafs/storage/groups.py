@@ -50,7 +50,7 @@ from ..errors import CorruptRecordError, KafkafsError
 from ..format.decoders.internal import offsets_key, offsets_value
 from ..format.records import control_type_of
 from .names import parse_partition_dir_name
-from .replay import replayable_batches
+from .replay import KnownDamage, replayable_batches
 
 if TYPE_CHECKING:
     from .logdir import LogDir
@@ -88,7 +88,7 @@ class _Consumer:
 
 
 @dataclass
-class GroupsReplay:
+class GroupsReplay(KnownDamage):
     """The state of every group after a replay (see the module's docstring)."""
 
     classic: dict[str, _Classic] = field(default_factory=dict)
@@ -196,18 +196,6 @@ class GroupsReplay:
         if self.damage:
             names |= {g for g in self.where if self.damage_of(g) is not None}
         return sorted(names)
-
-    def damage_of(self, group: str) -> CorruptRecordError | None:
-        """The damage that makes ``group``'s view unknown (met in a partition holding its records), or None."""
-        for partition in sorted(self.where.get(group, ())):
-            found = self.damage.get(partition)
-            if found is not None:
-                return found
-        return None
-
-    def damaged(self) -> dict[str, CorruptRecordError]:
-        """group -> its damage, for every damaged group."""
-        return {g: d for g in sorted(self.where) if (d := self.damage_of(g)) is not None}
 
 
 def _consumer_state(group: _Consumer) -> str:

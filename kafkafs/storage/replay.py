@@ -41,3 +41,25 @@ def replayable_batches(log_: Log, damage: list[CorruptRecordError]) -> Iterator[
                 yield view.header, batch
         except CorruptRecordError as exc:
             damage.append(exc if exc.file is not None else exc.at(path))
+
+
+class KnownDamage:
+    """What a coordinator state's replay met, by id: a state built from a compacted internal topic (groups,
+    transactions) keeps ``damage`` (partition -> the damage met there) and ``where`` (id -> the partitions
+    holding its records); an id with a record in a damaged partition is unknown. Plain data, no locking:
+    callers own the state they replayed."""
+
+    damage: dict[str, CorruptRecordError]
+    where: dict[str, set[str]]
+
+    def damage_of(self, name: str) -> CorruptRecordError | None:
+        """The damage that makes ``name``'s view unknown (met in a partition holding its records), or None."""
+        for partition in sorted(self.where.get(name, ())):
+            found = self.damage.get(partition)
+            if found is not None:
+                return found
+        return None
+
+    def damaged(self) -> dict[str, CorruptRecordError]:
+        """id -> its damage, for every damaged id."""
+        return {n: d for n in sorted(self.where) if (d := self.damage_of(n)) is not None}

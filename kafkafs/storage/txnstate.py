@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import CorruptRecordError
 from ..format.decoders.internal import transaction_key, transaction_value
 from .producer_state import ProducerState
-from .replay import replayable_batches
+from .replay import KnownDamage, replayable_batches
 from .transactions import segment_aborted
 
 if TYPE_CHECKING:
@@ -77,7 +77,7 @@ def _id_view(data: dict[str, Any]) -> dict[str, Any]:
 
 
 @dataclass
-class TransactionsReplay:
+class TransactionsReplay(KnownDamage):
     """``__transaction_state`` replayed: the latest readable record of each transactional id, and the damage."""
 
     records: dict[str, dict[str, Any]] = field(default_factory=dict)  # id -> transactions/<id>.json
@@ -85,18 +85,6 @@ class TransactionsReplay:
     damage: dict[str, CorruptRecordError] = field(default_factory=dict)
     #: transactional id -> the partition folder its records were read in
     where: dict[str, set[str]] = field(default_factory=dict)
-
-    def damage_of(self, tid: str) -> CorruptRecordError | None:
-        """The damage that makes ``tid``'s record unknown, or None."""
-        for partition in sorted(self.where.get(tid, ())):
-            found = self.damage.get(partition)
-            if found is not None:
-                return found
-        return None
-
-    def damaged(self) -> dict[str, CorruptRecordError]:
-        """transactional id -> its damage, for every damaged id."""
-        return {t: d for t in sorted(self.where) if (d := self.damage_of(t)) is not None}
 
     def ids(self) -> list[str]:
         """Every id with a record, and every damaged id (whether it has one is not known), sorted."""
