@@ -344,8 +344,8 @@ class Partitions:
         except OSError:
             return []
         if self._read_orders is None or self._read_orders[0] != stamp:
-            by_number = self.logdir.partition_names()  # by topic, then partition number
-            self._read_orders = (stamp, _Order(by_number), _Order(sorted(by_number)))
+            listed = self.logdir.partition_names()  # by topic, then partition number
+            self._read_orders = (stamp, _Order(listed), _Order(sorted(listed)))
         _, by_number, by_name = self._read_orders
 
         prev, self._read_last = self._read_last, name
