@@ -276,7 +276,7 @@ def cmd_recover(args: argparse.Namespace) -> int:
     refused = len(logdir.refused)
     print(f"recovered {len(names) - refused} partition(s), {changed} changed; clean shutdown marked"
           + (f"; {refused} refused" if refused else "")
-          + (f"; {kept} with undecodable batches kept, as Kafka keeps them" if kept else "")
+          + (f"; {kept} with damaged batches kept, as Kafka keeps them" if kept else "")
           + (f"; {len(checkpoints)} damaged checkpoint file(s)" if checkpoints else ""))
     # SPEC §4: what verify would have said before (damage repaired is damage found, as e2fsck's)
     return EXIT_DAMAGE if refused or changed or kept or checkpoints else EXIT_OK

@@ -80,6 +80,11 @@ class Handle:
     def release(self) -> None:
         pass
 
+    def release_now(self) -> bool:
+        """:meth:`release` when it waits for no other thread (on the FUSE loop): True when done; False:
+        ask :meth:`release` in a worker."""
+        return False
+
 
 class BytesHandle(Handle):
     blocking = False
@@ -129,6 +134,10 @@ class RecordsHandle(Handle):
     def release(self) -> None:
         self.cache.stop()  # `head` read what it wanted: no span more is rendered for it
         self.stream.released(self)
+
+    def release_now(self) -> bool:
+        self.cache.stop()
+        return self.stream.released(self, wait=False)
 
     def read_now(self, offset: int, size: int) -> Bytes | None:
         view = self.stream.view
@@ -180,6 +189,13 @@ class RangeHandle(Handle):
         if offset + size > self.layout.total():
             return False
         return wake_when_rendered([Part(self.layout, len(self.layout), 0)], [0], offset, size, self.cache, wake)
+
+    def release(self) -> None:
+        self.cache.stop()
+
+    def release_now(self) -> bool:
+        self.release()
+        return True
 
 
 class OSFileHandle(Handle):

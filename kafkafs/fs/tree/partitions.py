@@ -54,6 +54,20 @@ SPARES_KEPT = 2
 LIST_LIMIT = 100_000
 
 
+class _Order:
+    """Partition names in one order, and what comes after each."""
+
+    __slots__ = ("names", "at")
+
+    def __init__(self, names: list[str]) -> None:
+        self.names = names
+        self.at = {name: k for k, name in enumerate(names)}
+
+    def after(self, name: str) -> str | None:
+        k = self.at.get(name)
+        return self.names[k + 1] if k is not None and k + 1 < len(self.names) else None
+
+
 class ServeOptions(TypedDict, total=False):
     """How a log directory is served: ``mode`` the values mode (``--values``, default ``auto``), ``rw``
     read-write (when the log directory is writable), ``cache`` the layout cache (default none),
@@ -113,6 +127,7 @@ class Partitions:
         self._ahead_asked: set[str] = set()
         self._read_last: str | None = None
         self._read_order: str | None = None
+        self._read_orders: tuple[int, _Order, _Order] | None = None  # (LOGDIR's mtime, by number, by name)
         self._spares: deque[RecordsStream] = deque()
         self._closed = False
 
@@ -324,23 +339,22 @@ class Partitions:
     def _next_partitions(self, name: str) -> list[str]:
         """The partitions a reader that has just read ``name`` to its end reads next (see
         :meth:`reading_to_end`); learns the order from the one read to its end before."""
-        by_number = self.logdir.partition_names()  # by topic, then partition number
-        by_name = sorted(by_number)
-
-        def after(order: list[str], what: str) -> str | None:
-            try:
-                k = order.index(what)
-            except ValueError:
-                return None
-            return order[k + 1] if k + 1 < len(order) else None
+        try:
+            stamp = os.stat(self.logdir.path).st_mtime_ns  # a partition folder made or removed changes it
+        except OSError:
+            return []
+        if self._read_orders is None or self._read_orders[0] != stamp:
+            listed = self.logdir.partition_names()  # by topic, then partition number
+            self._read_orders = (stamp, _Order(listed), _Order(sorted(listed)))
+        _, by_number, by_name = self._read_orders
 
         prev, self._read_last = self._read_last, name
         if prev is not None:
-            numbered, named = after(by_number, prev) == name, after(by_name, prev) == name
+            numbered, named = by_number.after(prev) == name, by_name.after(prev) == name
             if numbered != named:
                 self._read_order = "number" if numbered else "name"
-        nexts = {"number": [after(by_number, name)], "name": [after(by_name, name)]}.get(
-            self._read_order or "", [after(by_name, name), after(by_number, name)])
+        nexts = {"number": [by_number.after(name)], "name": [by_name.after(name)]}.get(
+            self._read_order or "", [by_name.after(name), by_number.after(name)])
         return [n for n in dict.fromkeys(nexts) if n is not None]
 
     def _save_summary(self) -> None:

@@ -321,10 +321,17 @@ class RecordsStream:
         with self._pin_lock:
             self._readers[id(handle)] = 0
 
-    def released(self, handle: object) -> None:
-        with self._pin_lock:
+    def released(self, handle: object, wait: bool = True) -> bool:
+        """``handle`` was closed; ``wait=False`` (on the FUSE loop): False, and nothing done, when the
+        lock is busy (a rewrite is pinning segments: a worker then waits for it)."""
+        if not self._pin_lock.acquire(blocking=wait):
+            return False
+        try:
             self._readers.pop(id(handle), None)
             self._unpin()
+        finally:
+            self._pin_lock.release()
+        return True
 
     def read(self, handle: object, offset: int, size: int, cache: PieceCache) -> Bytes:
         """Bytes ``offset .. offset+size`` for the open ``handle``; records appended since the stream
