@@ -625,12 +625,7 @@ class Broker:
                 line,
             ):
                 continue
-            if (
-                partition is None
-                or f"partition={partition}," in line
-                or f" {partition} " in line
-                or f"/{partition}" in line
-            ):
+            if partition is None or _names_partition(line, partition):
                 out.append(line)
         return out
 
@@ -639,6 +634,46 @@ class Broker:
         unflushed segments recovered, index files rebuilt or found corrupt, producer state rebuilt from
         segments, stray or swap files dealt with, an unclean shutdown. Empty after a clean load."""
         return [line for line in self.loader_lines(partition) if RECOVERY_LINE.search(line)]
+
+    def log_lines(self, pattern: str | re.Pattern[str], partition: str | None = None) -> list[str]:
+        """The lines of ``server.log``'s current (or last) run that ``pattern`` (a regular expression)
+        matches; with ``partition``, only those naming that partition folder (``orders-0``)."""
+        regex = re.compile(pattern) if isinstance(pattern, str) else pattern
+        return [
+            line
+            for line in self.log_since_start().splitlines()
+            if regex.search(line) and (partition is None or _names_partition(line, partition))
+        ]
+
+    def log_report(self, lines: list[str], what: str, limit: int = 20) -> str:
+        """An assertion message: ``what``, then the broker's log file and the lines (at most ``limit``)."""
+        shown = "\n".join(f"  {line}" for line in lines[:limit])
+        more = f"\n  ... and {len(lines) - limit} more" if len(lines) > limit else ""
+        return f"{what}: {len(lines)} line(s) of {self.log_file} (this run):\n{shown}{more}"
+
+    def assert_no_log_lines(self, pattern: str | re.Pattern[str], partition: str | None = None) -> None:
+        """Fails, printing the log file and every matching line, when a line of the current run matches."""
+        lines = self.log_lines(pattern, partition)
+        regex = pattern if isinstance(pattern, str) else pattern.pattern
+        assert not lines, self.log_report(lines, f"the broker's log matches {regex!r}")
+
+    def assert_log_line(self, pattern: str | re.Pattern[str], partition: str | None = None) -> list[str]:
+        """Fails, printing the log file and the run's last lines, unless a line of the current run
+        matches; returns the matching lines."""
+        lines = self.log_lines(pattern, partition)
+        regex = pattern if isinstance(pattern, str) else pattern.pattern
+        assert lines, self.log_report(
+            self.log_since_start().splitlines()[-20:], f"no line of the broker's log matches {regex!r}; its last"
+        )
+        return lines
+
+    def assert_no_recovery(self, partition: str | None = None, when: str = "") -> None:
+        """Fails, printing the log file and the lines, when the current run recovered or rebuilt
+        anything of ``partition`` (or of any partition): :meth:`recovery_lines` is empty. ``when``
+        (e.g. ``"round 3"``) goes into the message."""
+        lines = self.recovery_lines(partition)
+        what = f"the broker recovered or rebuilt {partition or 'something'}" + (f" ({when})" if when else "")
+        assert not lines, self.log_report(lines, what)
 
     # clients ----------------------------------------------------------------------------------------
 
@@ -755,6 +790,11 @@ class Broker:
             return [r for p in parts for r in out[p]]
         finally:
             consumer.close()
+
+
+def _names_partition(line: str, partition: str) -> bool:
+    """Whether a line of the broker's log names the partition folder ``partition`` (``orders-0``)."""
+    return f"partition={partition}," in line or f" {partition} " in line or f"/{partition}" in line
 
 
 def _die_with_parent() -> None:
