@@ -9,7 +9,9 @@ medians of ``--repeat`` runs), so the ratios hold on a shared, noisy machine. Ro
   threads (``render_span_jsonl``), and ``kafkafs consume --no-interleave``; the daemon's CPU for the
   first read, and the binding's floor: ``cat`` of as many files of one partition's JSON served from
   memory by a bare pyfuse3 + trio file system (``bench/memfs.py``). ``--against DIR``: the same mounts
-  by another checkout, interleaved (before/after).
+  by another checkout, interleaved (before/after). The CPU budget: the daemon's and cat's CPU for the
+  first read, and the fastest that CPU could run on this machine's cores, as a ratio to the kernel in
+  process; and the floor of that (the kernel's CPU for the render plus the binding's floor's CPU).
 * ``size``: the first ``ls -l MNT/*/records.jsonl`` with an empty size cache and the logs evicted from
   the page cache, against ``cat LOGDIR/*/*.log`` evicted and the kernel sizing every partition in
   process (``--against DIR``: the first ``ls -l`` by another checkout's mount too, interleaved); then
@@ -137,6 +139,12 @@ def shell_cpu(cmd: str, stdin: Path | None = None, tree: Path = ROOT) -> tuple[f
     return took, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
+def process_cpu(pid: int) -> float:
+    """User + system CPU seconds process ``pid`` has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def kafkafs(*args: str) -> str:
     return " ".join([PY, "-m", "kafkafs.cli", *args])
 
@@ -151,7 +159,12 @@ def median_pairs(repeat: int, *fns: Callable[[], float]) -> list[float]:
 
 
 def in_process_render(logs: list[Path], lengths: bool) -> float:
-    """Every partition's records.jsonl rendered (or only sized) by the kernel on 2 threads."""
+    """Every partition's records.jsonl rendered (or only sized) by the kernel on 2 threads: wall seconds."""
+    return in_process_render_cpu(logs, lengths)[0]
+
+
+def in_process_render_cpu(logs: list[Path], lengths: bool) -> tuple[float, float]:
+    """:func:`in_process_render`: wall seconds and this process's CPU seconds (both threads)."""
     from kafkafs.format.jsonspan import render_span_jsonl
 
     def one(path: Path) -> int:
@@ -161,12 +174,12 @@ def in_process_render(logs: list[Path], lengths: bool) -> float:
         assert got.consumed == len(data), path
         return got.line_ends[-1] if len(got.line_ends) else 0
 
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     with ThreadPoolExecutor(2) as pool:
         total = sum(pool.map(one, logs))
-    took = time.perf_counter() - start
+    took, cpu = time.perf_counter() - start, time.process_time() - cpu
     assert total > 0
-    return took
+    return took, cpu
 
 
 # ---------------------------------------------------------------------------------------------- sections
@@ -208,15 +221,19 @@ class Bench:
         cache = self.work / "cache-read"
         shutil.rmtree(cache, ignore_errors=True)
         warm(self.logs)
-        t_kernel = in_process_render(self.logs, lengths=False)
+        t_kernel, c_kernel = in_process_render_cpu(self.logs, lengths=False)
         json_bytes = 0
         with self.mount(cache) as m:
             json_bytes = sum(os.stat(m.mnt / n / "records.jsonl").st_size for n in self.names)  # sizes the cache
         trees = self.trees()
-        runs: dict[str, dict[str, list[float]]] = {t: {"first": [], "second": [], "seg": [], "cpu": []} for t, _ in trees}
+        runs: dict[str, dict[str, list[float]]] = {
+            t: {"first": [], "second": [], "seg": [], "cpu": [], "cat": []} for t, _ in trees
+        }
         t_floor: list[float] = []
+        c_floor: list[float] = []
         floor_bytes = 0
         t_kernel_runs = [t_kernel]
+        c_kernel_runs = [c_kernel]
         t_consume: list[float] = []
         consume = kafkafs("consume", str(self.logdir), self.topic, "--no-interleave") + " > /dev/null"
         for _ in range(self.args.repeat):
@@ -225,18 +242,24 @@ class Bench:
                 with self.mount(cache, tree=tree) as m:
                     recs = f"cat {self.glob(m.mnt, 'records.jsonl')} > /dev/null"
                     before = m.cpu_seconds()
-                    got["first"].append(shell(recs))
+                    took, cat_cpu = shell_cpu(recs)
+                    got["first"].append(took)
                     got["cpu"].append(m.cpu_seconds() - before)
+                    got["cat"].append(cat_cpu)
                     got["second"].append(shell(recs))
                     segs = " ".join(str(m.mnt / n / "segments" / p.name) for n in self.names
                                     for p in sorted((self.logdir / n).glob("*.log")))
                     got["seg"].append(shell(f"cat {segs} > /dev/null"))
-            took, floor_bytes = self.memory_floor()
+            took, floor_bytes, floor_cpu = self.memory_floor()
             t_floor.append(took)
-            t_kernel_runs.append(in_process_render(self.logs, lengths=False))
+            c_floor.append(floor_cpu)
+            took, cpu = in_process_render_cpu(self.logs, lengths=False)
+            t_kernel_runs.append(took)
+            c_kernel_runs.append(cpu)
             t_consume.append(shell(consume))
         kernel, cons = statistics.median(t_kernel_runs), statistics.median(t_consume)
-        floor = statistics.median(t_floor)
+        floor, floor_cpu, kernel_cpu = statistics.median(t_floor), statistics.median(c_floor), statistics.median(c_kernel_runs)
+        cores = os.cpu_count() or 1
         self.row("read", "log / JSON bytes", f"{self.log_bytes / 1e6:,.0f} MB / {json_bytes / 1e6:,.0f} MB")
         for label, _ in trees:
             first, second, seg, cpu = (statistics.median(runs[label][k]) for k in ("first", "second", "seg", "cpu"))
@@ -248,15 +271,27 @@ class Bench:
                          f"{t:.2f} s, {rate / 1e6:,.0f} MB/s = {rate / seg_rate:.0%} of segments/ (target >= 60%); "
                          f"{t / kernel:.2f}x the kernel in process (target <= 1.5x); {t / cons:.2f}x consume"
                          + (f"; daemon {cpu:.2f} CPU s; {t / floor:.2f}x the binding's floor" if what.startswith("first") else ""))
+            # what the first read costs in CPU, and the fastest it could be on this machine's cores at that cost
+            cat_cpu = statistics.median(runs[label]["cat"])
+            need = cpu + cat_cpu
+            self.row("read", f"CPU budget of the first read, {label}",
+                     f"daemon {cpu:.2f} + cat {cat_cpu:.2f} = {need:.2f} CPU s: on {cores} cores at least "
+                     f"{need / cores:.2f} s = {need / cores / kernel:.2f}x the kernel in process")
         self.row("read", f"the binding's floor: cat of {len(self.names)} files of one partition's JSON from memory "
                  "(bare pyfuse3 + trio, bench/memfs.py)",
-                 f"{floor:.2f} s, {floor_bytes / floor / 1e6:,.0f} MB/s of {floor_bytes / 1e6:,.0f} MB")
-        self.row("read", "kernel in process, 2 threads (render_span_jsonl)", f"{kernel:.2f} s")
+                 f"{floor:.2f} s, {floor_bytes / floor / 1e6:,.0f} MB/s of {floor_bytes / 1e6:,.0f} MB; "
+                 f"its daemon + cat {floor_cpu:.2f} CPU s")
+        self.row("read", "kernel in process, 2 threads (render_span_jsonl)", f"{kernel:.2f} s, {kernel_cpu:.2f} CPU s")
+        least = kernel_cpu + floor_cpu  # the render, and moving its bytes through the binding
+        self.row("read", "CPU floor of a first read: the kernel's render + the binding's floor",
+                 f"{least:.2f} CPU s: on {cores} cores at least {least / cores:.2f} s = "
+                 f"{least / cores / kernel:.2f}x the kernel in process")
         self.row("read", "kafkafs consume --no-interleave > /dev/null", f"{cons:.2f} s")
 
-    def memory_floor(self) -> tuple[float, int]:
+    def memory_floor(self) -> tuple[float, int, float]:
         """``cat`` of as many files as partitions, each the first partition's JSON, served from memory
-        by a bare pyfuse3 + trio file system (``bench/memfs.py``): wall seconds and bytes read."""
+        by a bare pyfuse3 + trio file system (``bench/memfs.py``): wall seconds, bytes read, and the CPU
+        seconds of that file system and of cat for it."""
         mnt = self.work / "memmnt"
         mnt.mkdir(parents=True, exist_ok=True)
         first = self.names[0]
@@ -270,7 +305,9 @@ class Bench:
             said = proc.stdout.readline().split() if proc.stdout else []
             if len(said) != 2 or said[0] != b"READY":
                 raise SystemExit(f"bench/memfs.py did not start: {said!r}")
-            took = shell("cat " + " ".join(str(mnt / f"f{i}") for i in range(len(self.names))) + " > /dev/null")
+            before = process_cpu(proc.pid)
+            took, cat_cpu = shell_cpu("cat " + " ".join(str(mnt / f"f{i}") for i in range(len(self.names))) + " > /dev/null")
+            served_cpu = process_cpu(proc.pid) - before
         finally:
             subprocess.run(["fusermount3", "-u", str(mnt)], capture_output=True)
             try:
@@ -279,7 +316,7 @@ class Bench:
                 proc.kill()
                 subprocess.run(["fusermount3", "-uz", str(mnt)], capture_output=True)
                 proc.wait()
-        return took, int(said[1]) * len(self.names)
+        return took, int(said[1]) * len(self.names), served_cpu + cat_cpu
 
     def size(self) -> None:
         """The first ``ls -l MNT/*/records.jsonl`` with an empty size cache and the logs evicted (with

@@ -10,7 +10,8 @@ exit code says whether there were any.
 
 Damage is local (SPEC §3, §4): a group or transactional id whose records lie in a partition of its
 topic that met damage cannot be known exactly and is left out, said on stderr with the damage; every
-other one is printed exact, and the exit code is 1. A transaction whose hanging such damage hides is
+other one is printed exact, and the exit code is 1. One whose records all lie in the damaged bytes
+cannot be named at all: the line says the damaged bytes may hide some. A transaction whose hanging such damage hides is
 printed with ``unknown`` (``"hanging": null`` in JSON).
 """
 
@@ -70,10 +71,27 @@ def _say_damage(replay, what: str, err: TextIO, unknown: dict | None = None) -> 
         names = sorted(i for i, d in hidden.items() if d is damage)
         line = f"kafkafs: {partition}: damaged: {damage}; {what}s whose records lie there cannot be known exactly"
         line += f" and are left out: {', '.join(names)}" if names else " (none read there)"
+        # the damaged bytes' ids are not known: one whose records all lie there cannot be named (review6 F10)
+        line += f"; the damaged bytes may hide {'more ' if names else ''}{what}s, which cannot be named"
         if unknown and unknown.get(partition):
             line += f"; hanging unknown for {unknown[partition]} open transaction(s)"
         err.write(line + "\n")
     return len(replay.damage)
+
+
+def _say_unreadable(groups: dict[str, dict], unreadable: dict[str, OSError], err: TextIO) -> int:
+    """One line per partition that could not be opened and that a printed group has an offset in (its
+    log end offset and lag are unknown: "-"); returns how many. One no group names is not its business."""
+    from .errors import describe_os_error
+    from .storage.names import parse_partition_dir_name
+
+    named = {(o["topic"], o["partition"]) for view in groups.values() for o in view["offsets"]}
+    said = 0
+    for name, exc in unreadable.items():
+        if parse_partition_dir_name(name) in named:
+            err.write(f"kafkafs: error: {describe_os_error(exc)}; {name}'s log end offset and lag are unknown (-)\n")
+            said += 1
+    return said
 
 
 def _table(rows: Sequence[Sequence[Any]], out: TextIO) -> None:
@@ -107,16 +125,19 @@ def print_groups(logdir, group: str | None, out: TextIO, *, as_json: bool = Fals
 
     err = sys.stderr if err is None else err
     replay = replay_logdir(logdir)
-    groups = group_views(logdir, replay, group)
+    unreadable: dict[str, OSError] = {}
+    groups = group_views(logdir, replay, group, unreadable)
     if group is not None and group not in groups:
         if replay.damage_of(group) is not None:
             return _say_damage(replay, "group", err)
         if replay.damage:  # its records may be in the damaged bytes
-            err.write(f"kafkafs: no group {group} in what can be read of {logdir.path}\n")
+            err.write(f"kafkafs: no group {group} in what can be read of {logdir.path} (the damaged bytes said "
+                      "below may hold it)\n")
             return _say_damage(replay, "group", err)
         raise InvalidName(f"no group {group} in {logdir.path} (its metadata and commits may all be deleted)")
     # a group asked for by name and known exactly: the damage of other partitions is not its business
     damaged = 0 if group is not None else _say_damage(replay, "group", err)
+    damaged += _say_unreadable(groups, unreadable, err)
     if as_json:
         value: Any = groups[group] if group is not None else list(groups.values())
         out.write(json.dumps(value, indent=2, ensure_ascii=False) + "\n")

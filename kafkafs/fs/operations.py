@@ -4,7 +4,8 @@ Each handler is short: find the node or handle, run the blocking part in a worke
 (:mod:`kafkafs.fs.workers`, so the loop keeps answering while a big read decodes), turn the result
 into pyfuse3's types. Short work skips the worker trip, which costs more than it: reads of bytes
 already rendered (``Handle.read_now``), a record's lookup (``Dir.lookup_now``), opens from memory
-(``File.open_now``), appends that wait for no other thread (``Handle.write_now``). Errors become
+(``File.open_now``), appends that wait for no other thread (``Handle.write_now``), closes of files read
+from memory (``Handle.release_now``). Errors become
 ``FUSEError`` in one place: :func:`_handler`, with :func:`kafkafs.fs.errnos.errno_for`.
 """
 
@@ -370,7 +371,7 @@ class Operations(pyfuse3.Operations):
     @_handler()
     async def release(self, fh: int) -> None:
         handle = self._files.pop(fh, None)
-        if handle is not None and handle.blocking:
+        if handle is not None and handle.blocking and not handle.release_now():  # most need no worker
             await self._run(handle.release)
 
     # ------------------------------------------------------------------------------------------ refused

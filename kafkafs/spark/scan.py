@@ -27,11 +27,11 @@ import pyarrow.compute as pc
 
 from ..errors import CorruptRecordError
 from ..format.batch import BatchHeader, DecodedBatch, control_type_of, records_section, validate_batch
-from ..format.batchheader import v2_offsets
+from ..format.batchheader import read_batch_header, v2_offsets
 from ..storage.config import LogConfig
 from ..storage.records import BatchView
 from ..storage.segment import LogSegment
-from ..storage.validation import offsets_problem
+from ..storage.validation import first_offset, offsets_problem
 from .arrowcols import WALK_END, WALK_FULL, WALK_PARTIAL, KernelColumns, available, finish_batch, repeat_runs
 from .dataloss import report_data_loss
 from .plan import Piece, ScanSpec, Split
@@ -232,8 +232,12 @@ class _OffsetOrder:
             self._judge(base)
         self.pending = (position, base, last_offset_delta, magic)
 
-    def see_header(self, header: BatchHeader, position: int) -> None:
-        self.see(position, header.base_offset, header.last_offset_delta, header.magic)
+    def see_view(self, view: BatchView) -> None:
+        """The next batch of the walk, whole (a legacy compressed wrapper is judged by its first inner
+        offset, :func:`~kafkafs.storage.validation.first_offset`)."""
+        h = view.header
+        first = first_offset(view)
+        self.see(view.position, first, h.last_offset - first, h.magic)
 
     def see_v2(self, buf: bytes, at: int, stop: int, file_base: int) -> None:
         """The whole v2 batches of ``buf[at:stop]`` (what the kernel walked), ``buf`` read at ``file_base``."""
@@ -254,13 +258,21 @@ class _OffsetOrder:
             self.pending = None
 
     def _base_at(self, position: int) -> int | None:
-        head = self.segment.read_at(position, 17)
+        head = self.segment.read_at(position, 18)
         if len(head) < 17:
             return None
         base, length = _BASE_AND_LENGTH.unpack_from(head, 0)
         magic = head[16]
         if magic > 2 or length < 14 or (magic == 2 and length < 49) or base < 0:
             return None  # not a batch header (a torn write, zeros): nothing to judge by
+        if magic < 2 and len(head) > 17 and head[17] & 0x07:  # a legacy compressed wrapper: its first inner offset
+            entry = self.segment.read_at(position, length + 12)
+            try:
+                header = read_batch_header(entry, 0, len(entry))
+            except CorruptRecordError:
+                return base
+            if header is not None:
+                return first_offset(BatchView(entry, header, position))
         return base
 
     def _judge(self, following: int | None) -> None:
@@ -333,7 +345,7 @@ class _PieceReader:
     def batches(self) -> Iterator[pa.RecordBatch]:
         """The reference's loop: every batch through :meth:`take`."""
         for view in _views(self.segment, self.piece, self.spec.on_corrupt):
-            self.order.see_header(view.header, view.position)
+            self.order.see_view(view)
             if not self.take(view):
                 self.order.stop()
                 return
@@ -377,7 +389,7 @@ class _PieceReader:
                     self.order.finish(pos)
                     return
                 pos = view.position + view.size  # still in buf, or past it: the next turn reads on
-                self.order.see_header(view.header, view.position)
+                self.order.see_view(view)
                 if not self.take(view):
                     self.order.stop()
                     return

@@ -72,9 +72,9 @@ class RecoveryReport:
         #: trims them (:func:`.recovery_plan.zeros_from`): no damage.
         self.trimmed_bytes = 0
         self.deleted_segments: list[str] = []
-        #: Batches kept although their records do not decode (``<file> position <n>: <reason>``): their CRC
-        #: holds, and Kafka's recovery checks only sizes, CRCs and offsets, so a broker keeps them (and
-        #: every batch after them). Damage all the same: ``verify`` and every reader report them.
+        #: Batches kept although readers refuse them (``<file> position <n>: <reason>``, ``kept_problem``):
+        #: their CRC holds, and Kafka's recovery checks only sizes, CRCs and header offsets, so a broker
+        #: keeps them (and every batch after them). Damage all the same: ``verify`` and readers say them.
         self.kept_batches: list[str] = []
 
     def changed(self) -> bool:
@@ -133,8 +133,8 @@ class RecoveryReport:
         if self.truncated_bytes:
             out.append(f"truncated {self.truncated_bytes} invalid bytes")
         if self.kept_batches:
-            out.append(f"kept {len(self.kept_batches)} batch(es) whose records do not decode, as Kafka's recovery "
-                       f"keeps them (CRC valid; still damage to verify and readers): {', '.join(self.kept_batches)}")
+            out.append(f"kept {len(self.kept_batches)} batch(es) whose records do not decode or overlap the entry before, "
+                       f"as Kafka's recovery keeps them (CRC valid; damage to verify and readers): {', '.join(self.kept_batches)}")
         return out
 
 

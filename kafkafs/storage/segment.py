@@ -37,7 +37,7 @@ from .config import LogConfig
 from .records import BatchView
 from .segment_files import SegmentFiles
 from .transactions import ProducerTransactions
-from .validation import checked_order, in_order, records_problem, recovery_problem
+from .validation import checked_order, in_order, kept_problem, recovery_problem
 
 __all__ = ["LogSegment", "NO_TIMESTAMP"]
 
@@ -388,8 +388,8 @@ class LogSegment(SegmentFiles):
         or run past the next batch's base offset, or ``upper``, the next segment's); everything from the
         first invalid byte on is truncated. Of two batches whose offsets overlap, the cut starts at the
         second, or at the first when its offsets do not fit the segment's relative offsets (a base offset
-        gone wrong). A batch whose CRC holds but whose records do not decode is kept, as Kafka keeps it,
-        and listed in ``undecodable`` as (position, reason). The indexes end trimmed, the time index with
+        gone wrong). A batch whose CRC holds but that readers refuse (:func:`~.validation.kept_problem`) is
+        kept, as Kafka keeps it, and listed in ``undecodable`` as (position, reason). The indexes end trimmed, the time index with
         its final entry. A batch whose offsets do not fit the relative offsets (Kafka would split the
         segment) is kept, unindexed. The ``.txnindex`` is rebuilt from the markers, which needs the
         undecided transactions at this segment's base offset: ``transactions`` is that state (updated in
@@ -448,7 +448,7 @@ class LogSegment(SegmentFiles):
                 if problem is not None:
                     log.warning("%s: position %d: %s; cutting from there", self.log_path, view.position, problem)
                     break
-                if (why := records_problem(view.buf, h)) is not None:  # kept, as Kafka keeps it
+                if (why := kept_problem(view, order, next_offset)) is not None:  # kept, as Kafka keeps it
                     log.warning("%s: position %d: %s; kept (its CRC holds)", self.log_path, view.position, why)
                     undecodable.append((view.position, why))
                 if h.max_timestamp > max_ts and fits:

@@ -13,7 +13,8 @@ A batch is rejected when:
 - its offsets do not follow (:func:`order_problem`, the rule every reader keeps too): the base offset
   below the segment's base or below the end of the batch before it (the base offset is outside the CRC),
   a negative ``lastOffsetDelta``, or offsets that run to or past the base offset of the batch after it
-  (the next segment's base offset, for the last batch of a segment). Two neighbours that overlap are
+  (the next segment's base offset, for the last batch of a segment; a legacy compressed wrapper's first
+  offset is its first inner message's, :func:`first_offset`). Two neighbours that overlap are
   both damage to a reader and to ``verify``: which one of them lies, the bytes cannot say (``recover``
   cuts from the second, or from the first when its offsets do not fit its segment, see
   :meth:`~kafkafs.storage.segment.LogSegment.recover`);
@@ -34,7 +35,7 @@ from ..format.index import MAX_RELATIVE_OFFSET
 from .records import BatchView
 
 __all__ = ["batch_problem", "records_problem", "order_problem", "offsets_problem", "in_order", "checked_order",
-           "recovery_problem"]
+           "recovery_problem", "first_offset", "kept_problem"]
 
 
 def order_problem(
@@ -79,21 +80,49 @@ def in_order(
     ``next_offset``: one past the last offset of the batch before the first (None: not known).
     Damage the walk raises is raised after the batch before it was handed on."""
     pending: BatchView | None = None
+    pending_first = 0
     try:
         for view in views:
+            h = view.header
+            first = h.base_offset if h.magic == 2 or not h.attributes & 0x07 else first_offset(view)
             if pending is not None:
-                yield pending, order_problem(pending.header, next_offset=next_offset,
-                                             following=view.header.base_offset, segment_base=segment_base)
+                yield pending, _order(pending, pending_first, next_offset, first, segment_base)
                 next_offset = pending.header.next_offset
-            pending = view
+            pending, pending_first = view, first
     except CorruptRecordError:
         if pending is not None:
-            yield pending, order_problem(pending.header, next_offset=next_offset, following=None,
-                                         segment_base=segment_base)
+            yield pending, _order(pending, pending_first, next_offset, None, segment_base)
         raise
     if pending is not None:
-        yield pending, order_problem(pending.header, next_offset=next_offset, following=upper,
-                                     segment_base=segment_base)
+        yield pending, _order(pending, pending_first, next_offset, upper, segment_base)
+
+
+def _order(view: BatchView, first: int, next_offset: int | None, following: int | None,
+           segment_base: int | None) -> str | None:
+    """:func:`order_problem` of ``view`` whose first offset is ``first`` (:func:`first_offset`)."""
+    h = view.header
+    if first == h.base_offset:
+        return order_problem(h, next_offset=next_offset, following=following, segment_base=segment_base)
+    problem = offsets_problem(first, h.last_offset - first, h.magic, next_offset=next_offset, following=following,
+                              segment_base=segment_base)
+    return None if problem is None else f"{problem} in the compressed message at offset {h.last_offset}"
+
+
+def first_offset(view: BatchView) -> int:
+    """The first offset of the batch at ``view``: its header's base offset, but for a legacy (magic 0/1)
+    compressed wrapper, whose header holds only its last offset, the first of its inner messages (they
+    are inflated to find it). A wrapper whose first inner offset is not past the batch before it is
+    where a reader would drop records without a word (review6 F11; Kafka's consumer drops what lies below
+    its fetch position, its dump tool says "Non-consecutive offsets"). A wrapper whose records do not
+    decode gives its header's offset (its damage is said where its records are read)."""
+    h = view.header
+    if h.magic == 2 or not h.attributes & 0x07:
+        return h.base_offset
+    try:
+        offsets = decode_batch(view.buf, h, validate=False).offsets
+    except (CorruptRecordError, RecordTooLargeError):
+        return h.base_offset
+    return offsets[0] if offsets else h.base_offset
 
 
 def checked_order(
@@ -143,6 +172,16 @@ def records_problem(buf: bytes, header: BatchHeader) -> str | None:
     except RecordTooLargeError as exc:  # no memory to inflate it into: not a batch kafkafs can read
         return str(exc)
     return None
+
+
+def kept_problem(view: BatchView, order: str | None, next_offset: int) -> str | None:
+    """Why readers refuse a batch that a recovery keeps, as Kafka's does (None: nothing): its records do
+    not decode (:func:`records_problem`), or it is a legacy compressed wrapper whose inner offsets overlap
+    the batch before it (``order``, :func:`in_order`'s word; Kafka's recovery reads no inner message)."""
+    why = records_problem(view.buf, view.header)
+    if why is None and order is not None and first_offset(view) < next_offset:
+        return order
+    return why
 
 
 def recovery_problem(view: BatchView, order: str | None, *, next_offset: int, segment_base: int,

@@ -453,3 +453,31 @@ def test_a_legacy_wrapper_whose_offsets_go_backwards_is_damage(tmp_path):
     assert b"wrapper offset 5 is not its last inner offset 0" in consumed.stderr
     verified = run("verify", str(tmp_path / "logs"), check_rc=1)
     assert b"wrapper offset 5 is not its last inner offset 0" in verified.stdout
+
+
+def test_a_legacy_wrapper_overlapping_the_entry_before_is_damage(tmp_path):
+    """review6 F11 remainder (SPEC §4: offsets that overlap are damage, never skipped silently): a gzip
+    wrapper (magic 0 and 1) at offset 6 whose inner offsets 4, 5, 6 increase and end at the wrapper's,
+    but whose first overlaps the entry at 4 before it. consume printed 0..8 with the inner 4 dropped,
+    exit 0, verify said OK and recover 0; both neighbours are damage now, as two v2 batches that overlap
+    are (recover keeps the wrapper, as Kafka does, exit 1)."""
+    from tests.format.test_legacy import overlapping_wrapper_segment
+
+    logs = tmp_path / "logs"
+    for magic in (0, 1):
+        (logs / f"old{magic}-0").mkdir(parents=True)
+        (logs / f"old{magic}-0" / "00000000000000000000.log").write_bytes(overlapping_wrapper_segment(magic))
+        consumed = run("consume", str(logs), f"old{magic}-0", check_rc=1)
+        assert [orjson.loads(line)["offset"] for line in consumed.stdout.splitlines()] == [0, 1, 2, 3]
+        assert b"offsets run past the next batch's base (4, then 4)" in consumed.stderr, consumed.stderr
+    verified = run("verify", str(logs), check_rc=1).stdout.decode()
+    for name, wrapper_at in (("old0-0", 150), ("old1-0", 190)):
+        said = verified[verified.index(name + ":"):].splitlines()
+        assert "2 problem(s)" in said[0], verified
+        assert said[2] == (f"  00000000000000000000.log position {wrapper_at}: offsets go backwards (4 after 4)"
+                           " in the compressed message at offset 6"), verified
+    # recover keeps it, as Kafka's recovery does (it reads no inner message), and says so: exit 1 as verify
+    before = {p: p.read_bytes() for p in logs.glob("*/*.log")}
+    recovered = run("recover", str(logs), check_rc=1).stdout.decode()
+    assert recovered.count("kept 1 batch(es) whose records do not decode or overlap the entry before") == 2, recovered
+    assert {p: p.read_bytes() for p in logs.glob("*/*.log")} == before

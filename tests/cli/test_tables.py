@@ -151,6 +151,11 @@ def test_damage_in_the_coordinators_is_local(tmp_path, fixtures_dir):
     said = after.stderr.decode().splitlines()
     assert len(said) == 1 and said[0].startswith("kafkafs: __consumer_offsets-12: damaged: ")
     assert f"position {position}: CRC mismatch" in said[0] and "left out: " in said[0]
+    # a group whose records all lie in the damaged bytes cannot be named: the line says they may hide some
+    assert said[0].endswith("; the damaged bytes may hide more groups, which cannot be named"), said
+    missing = run("groups", str(logs), "no-such-group", rc=1).stderr.decode()  # it may lie in the damaged bytes
+    assert missing.startswith(f"kafkafs: no group no-such-group in what can be read of {logs} (the damaged bytes "
+                              "said below may hold it)\n"), missing
     one = run("groups", str(logs), "DEVSmileCDR")  # asked by name, known exactly: nothing wrong
     assert one.stderr == b"" and b"DEVSmileCDR Stable" in one.stdout
     # damage in the group's own partition: it is said and left out, exit 1
@@ -168,6 +173,8 @@ def test_damage_in_the_transaction_state_is_local(tmp_path):
     said = table.stderr.decode().splitlines()
     assert len(said) == 1 and said[0].startswith("kafkafs: __transaction_state-1: damaged: ")
     assert "left out: app-7" in said[0] and "hanging unknown for 1 open transaction(s)" in said[0]
+    assert said[0].endswith("; hanging unknown for 1 open transaction(s)")
+    assert "; the damaged bytes may hide more transactional ids, which cannot be named;" in said[0]
     report = orjson.loads(run("transactions", str(logs), "--json", rc=1).stdout)
     assert list(report["transactionalIds"]) == ["app-3"]
     assert report["partitions"]["v-0"] == {"lastStableOffset": 3, "open": [], "abortedRanges": []}

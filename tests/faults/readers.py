@@ -156,7 +156,8 @@ def run_readers(mount: Path, seconds: float, *, readers: int = 8, rate: int = 20
                 keep: Path | None = None) -> dict:
     """Append ``rate`` records a second through ``mount``'s ``append`` for ``seconds`` while ``readers``
     threads read ``records.jsonl``, ``by-offset/<first>-<last>.jsonl``, ``by-offset/<n>.json``,
-    ``by-time/<ts>.json`` and ``by-time/<ts1>..<ts2>.jsonl`` (a window a second in the past) whole (each
+    ``by-time/<ts>.json`` and ``by-time/<ts1>..<ts2>.jsonl`` (a window a second in the past), and when this
+    appends, ``table.jsonl``, ``by-key/k0.jsonl`` and ``by-key/k0.json`` whole (each
     read in a thread of its own, so a hang is seen: a read not done in 300 s; one over 30 s is slow); returns what they read, for checking (a read of
     ``records.jsonl`` as a :class:`WholeRead`). Each write() carries ``batch`` records (``rate / 100``
     unless said). With ``progress``, someone else appends (a broker) and
@@ -193,7 +194,7 @@ def run_readers(mount: Path, seconds: float, *, readers: int = 8, rate: int = 20
         while not stop.is_set():
             k += 1
             n, now = (appended[0], int(time.time() * 1000)) if progress is None else progress()
-            kind = (i + k) % 6
+            kind = (i + k) % 9
             if kind < 2 or n < 10:
                 name = "records.jsonl"
             elif kind == 2:
@@ -202,6 +203,8 @@ def run_readers(mount: Path, seconds: float, *, readers: int = 8, rate: int = 20
                 name = f"by-offset/{max(n - 5, 0)}.json"
             elif kind == 4 and now - started_ms > 3000:  # a second in the past: its records are all written
                 name = f"by-time/{now - 3000}..{now - 1000}.jsonl"
+            elif kind >= 6 and progress is None:  # the key views (review8 R8-1): the writer's first key is k0
+                name = ("table.jsonl", "by-key/k0.jsonl", "by-key/k0.json")[kind - 6]
             else:
                 name = f"by-time/{max(now - 2000, started_ms)}.json"
             path = mount / partition / name
@@ -353,7 +356,11 @@ def check_reads(result: dict, expected: dict[int, bytes]) -> dict:
         if b"\x00" in data:
             nul += 1
         if name.endswith(".json"):
-            record = json.loads(data)
+            try:
+                record = json.loads(data)
+            except ValueError:  # cut short, or NUL filler
+                bad.append(f"{name}: not one JSON record ({len(data)} bytes): {data[-80:]!r}")
+                continue
             line = expected.get(record["offset"])
             if line is None or json.loads(line) != record:
                 bad.append(f"{name}: {data[:80]!r}")

@@ -58,6 +58,16 @@ def set_wrapper(entry, offset, timestamp=None, log_append=False) -> bytes:
     return fix_crc(entry)
 
 
+def overlapping_wrapper_segment(magic: int) -> bytes:
+    """A segment (review6 F11): entries 0..4, then a gzip wrapper at offset 6 whose inner messages are
+    4, 5, 6 (increasing, ending at the wrapper's offset, but the first overlaps the entry before it),
+    then 7 and 8. Readers dropped the inner 4 without a word (Spark served offset 4 twice)."""
+    entries = b"".join(message(i, magic, 0, 1000 + i, b"k%d" % i, b"v%d" % i) for i in range(5))
+    inner = b"".join(message(o, magic, 0, 2000, b"w%d" % o, b"x%d" % o) for o in ((4, 5, 6) if magic == 0 else (0, 1, 2)))
+    tail = b"".join(message(i, magic, 0, 3000 + i, b"t", b"t%d" % i) for i in (7, 8))
+    return entries + wrapper(magic, Codec.GZIP, inner, 6, 2000) + tail
+
+
 def kafka_python_build(magic, codec, records, offsets) -> bytes:
     builder = legacy_records.LegacyRecordBatchBuilder(magic, int(codec), batch_size=1 << 30)
     for offset, (timestamp, key, value) in zip(offsets, records, strict=True):

@@ -150,3 +150,29 @@ def test_a_partial_batch_at_the_end_of_the_active_segment_is_quiet(mounted, buil
     m = mounted(logdir)
     got = (m / "orders-0" / "records.jsonl").read_bytes()
     assert got == whole[: whole.index(b'"offset":%d,' % base) - len(b'{"topic":"orders","partition":0,')]
+
+
+def test_a_legacy_wrapper_overlapping_the_entry_before_reads_eio_and_is_logged_once(mounted, tmp_path):
+    """review6 F11 remainder (SPEC §3, §4): a gzip wrapper (magic 1) at offset 6 whose inner offsets 4, 5, 6
+    overlap the entry at 4 before it. records.jsonl served 0..8 with the inner 4 dropped and nothing
+    logged; now the reads that need the two entries are EIO, each logged once, and the rest reads."""
+    from tests.format.test_legacy import overlapping_wrapper_segment
+
+    segment = tmp_path / "logs" / "old-0" / "00000000000000000000.log"
+    segment.parent.mkdir(parents=True)
+    segment.write_bytes(overlapping_wrapper_segment(1))
+    m = mounted(tmp_path / "logs")
+    m.allow_errors = True
+    part = m / "old-0"
+    for _round in range(2):
+        assert _errno(part / "records.jsonl") == errno.EIO
+        assert _errno(part / "by-offset" / "4-6.jsonl") == errno.EIO
+    assert [json.loads(line)["offset"] for line in (part / "by-offset" / "0-3.jsonl").read_bytes().splitlines()] == [
+        0, 1, 2, 3]
+    assert [json.loads(line)["offset"] for line in (part / "by-offset" / "7-8.jsonl").read_bytes().splitlines()] == [
+        7, 8]
+    lines = [line for line in m.log().splitlines() if str(segment) in line]
+    assert len(lines) == 2, m.log()
+    assert "position 152: offsets run past the next batch's base (4, then 4)" in lines[0], lines
+    assert "position 190: offsets go backwards (4 after 4) in the compressed message at offset 6" in lines[1], lines
+    assert "Traceback" not in m.log()

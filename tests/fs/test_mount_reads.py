@@ -85,3 +85,27 @@ def test_the_mount_never_stats_its_own_mountpoint_on_its_loop(logdir_copy, tmp_p
             proc.kill()
             proc.wait()
         subprocess.run(["fusermount3", "-uz", str(mnt)], capture_output=True)
+
+
+def test_cat_of_every_records_jsonl_in_glob_order(mounted, tmp_path):
+    """``cat MNT/*/records.jsonl`` (the shell's glob: by name, t-10 before t-2): each next partition is
+    opened, and its file's start rendered, while the one before is read (Partitions.reading_to_end);
+    what cat prints is every partition's records, in that order, the first time as the second."""
+    import subprocess
+
+    from kafkafs.storage.logdir import LogDir
+
+    from .conftest import SMALL_SEGMENTS, expected_jsonl, sample_records
+
+    logdir = tmp_path / "logs"
+    logdir.mkdir()
+    with LogDir(logdir, SMALL_SEGMENTS, writable=True) as d:
+        for p in (0, 1, 2, 3, 10):
+            log = d.create_partition("t", p)
+            for start in range(0, 200, 20):
+                log.append_records(sample_records(start, 20, seed=p))
+    m = mounted(logdir)
+    want = b"".join(expected_jsonl(logdir, f"t-{p}") for p in (0, 1, 10, 2, 3))
+    for _ in range(2):
+        got = subprocess.run(f"cat {m.path}/*/records.jsonl", shell=True, capture_output=True, check=True).stdout
+        assert got == want

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import errno
 import os
+import threading
+import time
 
 import pyfuse3
 import pytest
@@ -149,5 +151,52 @@ def test_append_through_the_adapter(logdir_copy):
         trio.run(run)
         with LogDir(logdir_copy) as d:
             assert [r[3] for r in d.log("fresh-0").records()] == [b"one", b"two", b"thr"]
+    finally:
+        _close(ops)
+
+
+def test_open_and_close_of_an_open_partitions_records_jsonl_need_no_worker(built_logdir, monkeypatch):
+    """Once its partition is open, records.jsonl opens on the loop (RecordsFile.open_now) and closes there
+    (Handle.release_now: it touches only memory); a close while a rewrite holds the stream's lock (pinning
+    removed segments) is left to a worker, which waits for it."""
+    ops = _ops(built_logdir)
+    try:
+        async def run():
+            part = await ops.lookup(ROOT_INODE, b"events-3")
+            records = await ops.lookup(part.st_ino, b"records.jsonl")
+            asked: list = []
+            real = ops._run
+
+            async def counted(fn, *args):
+                asked.append(fn)
+                return await real(fn, *args)
+
+            monkeypatch.setattr(ops, "_run", counted)
+            info = await ops.open(records.st_ino, os.O_RDONLY, None)
+            data = await ops.read(info.fh, 0, 1 << 20)
+            handle = ops._files[info.fh]
+            await ops.release(info.fh)
+            assert asked == [] and handle.stream._readers == {}
+            info = await ops.open(records.st_ino, os.O_RDONLY, None)
+            handle = ops._files[info.fh]
+            with handle.stream._pin_lock:
+                assert not handle.release_now()  # busy: nothing done
+            assert id(handle) in handle.stream._readers
+            holding = threading.Event()
+
+            def hold() -> None:  # a rewrite pinning segments, on another thread, for a while
+                with handle.stream._pin_lock:
+                    holding.set()
+                    time.sleep(0.2)
+
+            rewrite = threading.Thread(target=hold)
+            rewrite.start()
+            holding.wait()
+            await ops.release(info.fh)
+            rewrite.join()
+            assert len(asked) == 1 and handle.stream._readers == {}
+            return data
+
+        assert trio.run(run) == expected_jsonl(built_logdir, "events-3")
     finally:
         _close(ops)

@@ -271,3 +271,20 @@ def test_offsets_out_of_order_are_damage(generated, writable_copy, monkeypatch, 
         with open(path, "r+b") as f:  # as it was, for the next case
             f.seek(pos)
             f.write(first.to_bytes(8, "big"))
+
+
+@pytest.mark.parametrize("split_bytes", [None, 1])
+def test_a_legacy_wrapper_overlapping_the_entry_before_is_damage(tmp_path, split_bytes):
+    """review6 F11 remainder (SPEC §4): a gzip wrapper at offset 6 whose inner offsets 4, 5, 6 overlap the
+    entry at 4 before it. Spark served offset 4 twice with no word; now the read fails naming the file,
+    in the middle of a piece and at a piece's end (every entry its own piece with maxBytesPerPartition=1)."""
+    from tests.format.test_legacy import overlapping_wrapper_segment
+
+    options = {} if split_bytes is None else {"maxBytesPerPartition": split_bytes}
+    for magic in (0, 1):
+        path = tmp_path / f"old{magic}-0" / "00000000000000000000.log"
+        path.parent.mkdir()
+        path.write_bytes(overlapping_wrapper_segment(magic))
+        with pytest.raises(CorruptRecordError, match=r"offsets run past the next batch's base \(4, then 4\)") as info:
+            read_plan(plan(tmp_path, topics=f"old{magic}", **options))
+        assert info.value.file == str(path)

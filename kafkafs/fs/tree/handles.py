@@ -21,12 +21,21 @@ from ..views.streams import RecordsStream
 from .append import AppendBuffer, WouldWait
 from .contention import Contention
 
-__all__ = ["Handle", "BytesHandle", "RecordsHandle", "RangeHandle", "OSFileHandle", "AppendHandle", "WRITE_NOW_MAX", "LARGE_WRITES"]
+__all__ = [
+    "Handle", "BytesHandle", "RecordsHandle", "RangeHandle", "OSFileHandle", "AppendHandle", "WRITE_NOW_MAX", "LARGE_WRITES",
+    "NEAR_END",
+]
 
 #: The largest ``append`` write done on the FUSE loop (:meth:`AppendHandle.write_now`) whatever the
 #: machine does, about half a millisecond of encoding. A larger one is done there while the loop's
 #: thread gets the CPU it asks for (:data:`LARGE_WRITES`, :mod:`.contention`), else in a worker.
 WRITE_NOW_MAX = 64 * 1024
+#: A reader of ``records.jsonl`` that comes this many bytes from its end (a smaller file: at its first
+#: read) has the partition it reads next opened and the first spans of that file rendered
+#: (:class:`RecordsHandle`'s ``near_end``), so that its open and first read wait for neither: between
+#: the files of ``cat MOUNT/*/records.jsonl`` both cores idled while a worker opened the partition and
+#: then its first span rendered (issue 25).
+NEAR_END = 8 << 20
 #: How the mount's large ``append`` writes (over :data:`WRITE_NOW_MAX`) fare on the FUSE loop, and
 #: whether the next one goes there.
 LARGE_WRITES = Contention()
@@ -71,6 +80,11 @@ class Handle:
     def release(self) -> None:
         pass
 
+    def release_now(self) -> bool:
+        """:meth:`release` when it waits for no other thread (on the FUSE loop): True when done; False:
+        ask :meth:`release` in a worker."""
+        return False
+
 
 class BytesHandle(Handle):
     blocking = False
@@ -93,19 +107,37 @@ class RecordsHandle(Handle):
 
     keep_cache = True
 
-    def __init__(self, stream: RecordsStream) -> None:
+    def __init__(self, stream: RecordsStream, near_end: Callable[[], object] | None = None) -> None:
+        """``near_end()``: called once, when a read first comes within :data:`NEAR_END` bytes of the end
+        (the tree opens the partition read next meanwhile: :meth:`~.partitions.Partitions.reading_to_end`);
+        it must return at once (the FUSE loop calls it)."""
         self.stream = stream
-        self.cache = PieceCache(renderer=stream.state.piece_renderer)
+        self.cache = stream.take_spare() or PieceCache(renderer=stream.state.piece_renderer)
+        self.near_end = near_end
         if stream.state.live():
             self.keep_cache, self.direct_io = False, True
         stream.opened(self)
 
+    def _reached(self, end: int, total: int) -> None:
+        near_end = self.near_end
+        if near_end is not None and end >= total - NEAR_END:
+            self.near_end = None
+            near_end()
+
     def read(self, offset: int, size: int) -> Bytes:
-        return self.stream.read(self, offset, size, self.cache)
+        data = self.stream.read(self, offset, size, self.cache)
+        view = self.stream.view
+        if view is not None:
+            self._reached(offset + len(data), view.total)
+        return data
 
     def release(self) -> None:
         self.cache.stop()  # `head` read what it wanted: no span more is rendered for it
         self.stream.released(self)
+
+    def release_now(self) -> bool:
+        self.cache.stop()
+        return self.stream.released(self, wait=False)
 
     def read_now(self, offset: int, size: int) -> Bytes | None:
         view = self.stream.view
@@ -118,6 +150,7 @@ class RecordsHandle(Handle):
         data = self.stream.state.read_composition_now(view, offset, size, self.cache)
         if data is not None:
             self.stream.note_read(self, offset + len(data), wait=False)
+            self._reached(offset + len(data), view.total)
         return data
 
     def read_soon(self, offset: int, size: int, wake: Callable[[], object]) -> bool:
@@ -156,6 +189,13 @@ class RangeHandle(Handle):
         if offset + size > self.layout.total():
             return False
         return wake_when_rendered([Part(self.layout, len(self.layout), 0)], [0], offset, size, self.cache, wake)
+
+    def release(self) -> None:
+        self.cache.stop()
+
+    def release_now(self) -> bool:
+        self.release()
+        return True
 
 
 class OSFileHandle(Handle):

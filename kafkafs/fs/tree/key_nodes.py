@@ -37,10 +37,14 @@ TRANSACTIONS = "transactions"
 
 class StreamHandle(Handle):
     """An open of ``table.jsonl`` or ``by-key/<name>.jsonl``: the stream as it was at the open. Another
-    open may see another one, so the kernel keeps no pages across opens."""
+    open may see another one, so the kernel keeps no pages across opens; and while records may arrive
+    (``live``: :meth:`~kafkafs.fs.views.partition.PartitionState.live`) every read comes here (direct
+    I/O): the size the kernel holds is then of another moment than the open's stream, and a read capped
+    by it, or padded up to it with zeros, ended mid-line or in NUL bytes (review8 R8-1)."""
 
-    def __init__(self, stream: FilteredStream) -> None:
+    def __init__(self, stream: FilteredStream, live: bool) -> None:
         self.stream = stream
+        self.direct_io = live
 
     def read(self, offset: int, size: int) -> bytes:
         return self.stream.read(offset, size)
@@ -134,8 +138,9 @@ class KeyRecordFile(File):
     def volatile(self) -> bool:
         return True
 
-    def _open(self) -> Handle:
-        return BytesHandle(self.rendered().data, keep_cache=False)
+    def _open(self) -> Handle:  # direct I/O while records may arrive: the latest record changes (StreamHandle)
+        live = self.partitions.state(self.partition_name).live()
+        return BytesHandle(self.rendered().data, keep_cache=False, direct_io=live)
 
 
 class KeyHistoryFile(File):
@@ -160,7 +165,7 @@ class KeyHistoryFile(File):
         return True
 
     def _open(self) -> Handle:
-        return StreamHandle(self.stream())
+        return StreamHandle(self.stream(), self.partitions.state(self.partition_name).live())
 
 
 # ---------------------------------------------------------------------------------------------- table.jsonl, transactions.json
@@ -181,7 +186,8 @@ class TableFile(File):
         return True
 
     def _open(self) -> Handle:
-        return StreamHandle(self.partitions.key_views(self.partition_name).table())
+        table = self.partitions.key_views(self.partition_name).table()
+        return StreamHandle(table, self.partitions.state(self.partition_name).live())
 
 
 class _JsonFile(File):

@@ -4,6 +4,7 @@ under them. Each asks the partition's views (:mod:`kafkafs.fs.views`) for its by
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 from collections.abc import Iterator
@@ -190,7 +191,19 @@ class RecordsFile(File):
         return True
 
     def _open(self) -> Handle:
-        return RecordsHandle(self.stream)
+        return RecordsHandle(self.stream, functools.partial(self.partitions.reading_to_end, self._partition))
+
+    def open_now(self) -> Handle | None:
+        """On the FUSE loop when the partition is open and nothing needs doing (opened ahead of a reader
+        going through the partitions in order: :meth:`~.partitions.Partitions.reading_to_end`)."""
+        stream = self._stream
+        if stream is None:
+            generations = self.partitions.records_generations_now(self._partition)
+            stream = generations.current_now() if generations is not None else None
+            if stream is None:
+                return None
+            self._stream = stream
+        return self._open()
 
 
 class PartitionJsonFile(File):

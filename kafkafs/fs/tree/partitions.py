@@ -12,6 +12,7 @@ import logging
 import os
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -28,7 +29,7 @@ from ..views.keys import KeyViews
 from ..views.layoutcache import LayoutCache
 from ..views.partition import PartitionState
 from ..views.render import decoder_identity
-from ..views.streams import RecordsGenerations
+from ..views.streams import RecordsGenerations, RecordsStream
 from ..views.summary import Sized, SizeSummary
 
 if TYPE_CHECKING:
@@ -45,8 +46,26 @@ log = logging.getLogger("kafkafs.fs")
 
 _Made = TypeVar("_Made")  # what a partition has one of, made on first use (Partitions._made_once)
 
+#: Files whose start was rendered for an open expected soon (:meth:`Partitions.reading_to_end`) that keep
+#: it until it is taken: the last prepared (a few MB each), so that guesses nobody opened cost no more.
+SPARES_KEPT = 2
+
 #: by-offset/ lists every offset up to this many records, one range per segment past it (SPEC §3).
 LIST_LIMIT = 100_000
+
+
+class _Order:
+    """Partition names in one order, and what comes after each."""
+
+    __slots__ = ("names", "at")
+
+    def __init__(self, names: list[str]) -> None:
+        self.names = names
+        self.at = {name: k for k, name in enumerate(names)}
+
+    def after(self, name: str) -> str | None:
+        k = self.at.get(name)
+        return self.names[k + 1] if k is not None and k + 1 < len(self.names) else None
 
 
 class ServeOptions(TypedDict, total=False):
@@ -101,6 +120,15 @@ class Partitions:
         self.summary = SizeSummary(self.cache.directory if not self.rw else None, logdir.path, mode)
         self._sized_topics: set[str] = set()
         self._sizer: ThreadPoolExecutor | None = None
+        #: reading in order (:meth:`reading_to_end`): the thread that opens the next partitions, what
+        #: it is asked to do, the partition read to its end last and the order seen ("name", "number")
+        self._ahead: ThreadPoolExecutor | None = None
+        self._ahead_lock = threading.Lock()
+        self._ahead_asked: set[str] = set()
+        self._read_last: str | None = None
+        self._read_order: str | None = None
+        self._read_orders: tuple[int, _Order, _Order] | None = None  # (LOGDIR's mtime, by number, by name)
+        self._spares: deque[RecordsStream] = deque()
         self._closed = False
 
     def number(self, name: str) -> int:
@@ -265,6 +293,70 @@ class Partitions:
         except Exception as exc:  # the foreground stat of that partition says what is wrong
             log.debug("%s: sizing ahead failed: %s", name, exc)
 
+    def reading_to_end(self, name: str) -> None:
+        """A reader of partition ``name``'s ``records.jsonl`` is near its end (:class:`~.handles.RecordsHandle`):
+        open the partition it will most likely read next and render the start of its ``records.jsonl``
+        (:meth:`~kafkafs.fs.views.streams.RecordsStream.prepare`), on a thread of its own, so that
+        ``cat MOUNT/*/records.jsonl`` finds each next file opened and its first bytes rendered instead
+        of waiting for both between files. Next: after ``name`` in the order the reader has followed,
+        by name (a shell's glob) or by topic and partition number; both while it is not known. Only on
+        a read-only mount (a writable one would open, and so recover, partitions nobody asked for).
+        Returns at once (the FUSE loop calls it)."""
+        if self.rw:
+            return
+        with self._ahead_lock:
+            if self._closed or name in self._ahead_asked or len(self._ahead_asked) >= 2:
+                return  # a reader far ahead of the thread: no queue builds up
+            self._ahead_asked.add(name)
+            if self._ahead is None:
+                self._ahead = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kafkafs-ahead")
+            ahead = self._ahead
+        try:
+            ahead.submit(self._open_after, name)
+        except RuntimeError:  # shutting down
+            with self._ahead_lock:
+                self._ahead_asked.discard(name)
+
+    def _open_after(self, name: str) -> None:
+        try:
+            for target in self._next_partitions(name):
+                if self._closed:
+                    return
+                stream = self.records_generations(target).current()
+                if not stream.prepare():
+                    continue
+                with self._ahead_lock:
+                    self._spares.append(stream)
+                    old = self._spares.popleft() if len(self._spares) > SPARES_KEPT else None
+                if old is not None and old is not stream:
+                    old.drop_spare()
+        except Exception as exc:  # the reader's own open says what is wrong
+            log.debug("opening the partition after %s ahead failed: %s", name, exc)
+        finally:
+            with self._ahead_lock:
+                self._ahead_asked.discard(name)
+
+    def _next_partitions(self, name: str) -> list[str]:
+        """The partitions a reader that has just read ``name`` to its end reads next (see
+        :meth:`reading_to_end`); learns the order from the one read to its end before."""
+        try:
+            stamp = os.stat(self.logdir.path).st_mtime_ns  # a partition folder made or removed changes it
+        except OSError:
+            return []
+        if self._read_orders is None or self._read_orders[0] != stamp:
+            listed = self.logdir.partition_names()  # by topic, then partition number
+            self._read_orders = (stamp, _Order(listed), _Order(sorted(listed)))
+        _, by_number, by_name = self._read_orders
+
+        prev, self._read_last = self._read_last, name
+        if prev is not None:
+            numbered, named = by_number.after(prev) == name, by_name.after(prev) == name
+            if numbered != named:
+                self._read_order = "number" if numbered else "name"
+        nexts = {"number": [by_number.after(name)], "name": [by_name.after(name)]}.get(
+            self._read_order or "", [by_name.after(name), by_number.after(name)])
+        return [n for n in dict.fromkeys(nexts) if n is not None]
+
     def _save_summary(self) -> None:
         """Keep each open partition's records.jsonl size in the size summary (with what it depends on)."""
         summary = self.summary
@@ -316,8 +408,15 @@ class Partitions:
         with self._guard:
             self._closed = True
             sizer, self._sizer = self._sizer, None
-        if sizer is not None:
-            sizer.shutdown(wait=True, cancel_futures=True)  # a partition being sized finishes first
+        with self._ahead_lock:
+            ahead, self._ahead = self._ahead, None
+            spares = list(self._spares)
+            self._spares.clear()
+        for pool in (sizer, ahead):
+            if pool is not None:
+                pool.shutdown(wait=True, cancel_futures=True)  # a partition being opened finishes first
+        for stream in spares:
+            stream.drop_spare()
         try:
             for state in self.open_states():
                 state.save_layouts()

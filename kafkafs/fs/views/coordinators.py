@@ -152,9 +152,10 @@ def _said(replay, folder: str, what: str):
         for partition, damage in made.damage.items():
             names = sorted(i for i, d in hidden.items() if d is damage)
             shown = ", ".join(names[:20]) + (f" and {len(names) - 20} more" if len(names) > 20 else "")
-            log.error("%s: %s; every %s whose records lie in this partition cannot be known exactly: %s",
-                      partition, damage, what,
-                      f"{folder}: {shown} fail with EIO" if names else f"none of {folder} is among them")
+            log.error("%s: %s; every %s whose records lie in this partition cannot be known exactly: %s; the damaged "
+                      "bytes may hide %s%ss, which get no file", partition, damage, what,
+                      f"{folder}: {shown} fail with EIO" if names else f"none of {folder} is among them",
+                      "more " if names else "", what)
         return made
 
     return make

@@ -261,6 +261,30 @@ class PieceRenderer:
         else:
             cache.follow(Ahead(layout, pinned, self), i, pieces)
 
+    def render_start(self, layout: Layout, i: int, cache: PieceCache, then: int = 0) -> bool:
+        """Before anyone reads (a file about to be opened: :meth:`~.streams.RecordsStream.prepare`):
+        render the span from piece ``i`` of ``layout`` into ``cache`` (claimed first: a reader that
+        comes meanwhile waits for it), follow that layout from there, and have the ``then`` pieces
+        after piece ``i`` rendered on prefill threads, as a reader's read there would. True when the
+        span is kept; False when it is damaged, kept or claimed already, or did not render as laid out
+        (the reader renders it, and says what is wrong)."""
+        if i >= len(layout) or i in layout.bad:
+            return False
+        last = cache.claim(layout, i, self.span_end(layout, i))
+        if last is None:
+            return False
+        try:
+            cache.follow(Ahead(layout, None, self), i, 0)
+            kept = self._render_span(layout, i, last, cache) is not None
+        except Exception as exc:  # the read that needs it renders it again and says what is wrong
+            log.debug("rendering a file's start ahead failed: %r", exc)
+            return False
+        finally:
+            cache.settle(layout, i, last)
+        if kept and then:
+            cache.reached(layout, i, then)
+        return kept
+
     def start_prefill(self, ahead: Ahead, cache: PieceCache, span: tuple[int, int]) -> None:
         """Render the claimed ``span`` (first and last piece) on a prefill thread, then the spans after it
         that ``ahead`` wants."""

@@ -59,6 +59,7 @@ from ...errors import CorruptRecordError, SegmentClosedError
 from ...storage.handles import FileHandle
 from .layout import Layout, SegmentLayout
 from .partition import Composition, PartitionState
+from .piececache import AHEAD_PIECES
 from .reading import Bytes, Part, PieceCache, read_parts
 from .render import Renderer
 
@@ -209,6 +210,8 @@ class RecordsStream:
         #: the partition's rewrites when removed segments were last looked for: an append removes
         #: none, so advancing the view looks again only after a rewrite
         self._pinned_at = -1
+        #: the pieces of the next open, its start rendered before it came (:meth:`prepare`)
+        self._spare: PieceCache | None = None
 
     def __repr__(self) -> str:
         total = self._view.total if self._view is not None else None
@@ -278,16 +281,57 @@ class RecordsStream:
             self.pin_removed()
         return view
 
+    # -- the next open
+
+    def prepare(self) -> bool:
+        """Render the start of the file for an open that is expected soon (a reader going through the
+        partitions in order, :meth:`~kafkafs.fs.tree.partitions.Partitions.reading_to_end`), into the
+        pieces the next open takes (:meth:`take_spare`): its first span here, then the spans up to
+        :data:`~.piececache.AHEAD_PIECES` after it on prefill threads, as a first read would have them
+        rendered; the reader's first read is answered from memory (a damaged first batch is left to
+        it: its read says what is wrong). Blocks (a thread of its own): advances the view first. True
+        when it made a spare; False when there is nothing to do (an empty file, a spare kept already)."""
+        view = self.advance()
+        if not view.parts or not view.total:
+            return False
+        cache = PieceCache(renderer=self.state.piece_renderer)
+        with self._pin_lock:
+            if self._spare is not None:
+                return False
+            self._spare = cache  # taken by an open even while its span renders (the read waits for it)
+        self.state.piece_renderer.render_start(view.parts[0].layout, 0, cache, AHEAD_PIECES)
+        return True
+
+    def take_spare(self) -> PieceCache | None:
+        """For an open: the pieces :meth:`prepare` rendered for it (once), else None."""
+        with self._pin_lock:
+            spare, self._spare = self._spare, None
+        return spare
+
+    def drop_spare(self) -> None:
+        """Let go of what :meth:`prepare` rendered if no open took it (its memory is bounded by the
+        caller: the streams prepared last keep theirs)."""
+        spare = self.take_spare()
+        if spare is not None:
+            spare.stop()
+
     # -- readers
 
     def opened(self, handle: object) -> None:
         with self._pin_lock:
             self._readers[id(handle)] = 0
 
-    def released(self, handle: object) -> None:
-        with self._pin_lock:
+    def released(self, handle: object, wait: bool = True) -> bool:
+        """``handle`` was closed; ``wait=False`` (on the FUSE loop): False, and nothing done, when the
+        lock is busy (a rewrite is pinning segments: a worker then waits for it)."""
+        if not self._pin_lock.acquire(blocking=wait):
+            return False
+        try:
             self._readers.pop(id(handle), None)
             self._unpin()
+        finally:
+            self._pin_lock.release()
+        return True
 
     def read(self, handle: object, offset: int, size: int, cache: PieceCache) -> Bytes:
         """Bytes ``offset .. offset+size`` for the open ``handle``; records appended since the stream

@@ -1,0 +1,175 @@
+"""Reading partitions in order (``cat MOUNT/*/records.jsonl``): a reader near the end of one file has the
+partition it reads next opened and that file's start rendered for its open (Partitions.reading_to_end,
+RecordsStream.prepare), in the order the reader follows (by name, as a shell's glob, or by number),
+bounded, on read-only mounts only; a damaged start is left to the reader's read."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from kafkafs.errors import CorruptRecordError
+from kafkafs.fs.tree import handles
+from kafkafs.fs.tree import partitions as partitions_module
+from kafkafs.fs.tree.handles import RecordsHandle
+from kafkafs.fs.tree.partition_nodes import RecordsFile
+from kafkafs.storage.logdir import LogDir
+
+from ..conftest import SMALL_SEGMENTS, expected_jsonl, sample_records, tree_of
+
+NAMES = ("t-0", "t-1", "t-2", "t-3", "t-10")  # by name: t-0 t-1 t-10 t-2 t-3
+
+
+def build(path: Path, records: int = 60) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    with LogDir(path, SMALL_SEGMENTS, writable=True) as logdir:
+        for name in NAMES:
+            log = logdir.create_partition("t", int(name[2:]))
+            for start in range(0, records, 10):
+                log.append_records(sample_records(start, 10, seed=int(name[2:])))
+    return path
+
+
+@pytest.fixture(scope="module")
+def ordered_logdir(tmp_path_factory) -> Path:
+    return build(tmp_path_factory.mktemp("ordered") / "logs")
+
+
+def settled(partitions) -> None:
+    """Wait until the thread that opens partitions ahead has done what it was asked."""
+    deadline = time.monotonic() + 10
+    while partitions._ahead_asked:
+        assert time.monotonic() < deadline
+        time.sleep(0.005)
+
+
+def opened(partitions) -> set[str]:
+    return {name for name in NAMES if partitions.open_state(name) is not None}
+
+
+def spare_of(partitions, name: str):
+    return partitions.records_generations(name).current()._spare
+
+
+def test_the_next_partition_is_opened_with_its_start_rendered_and_its_open_takes_it(ordered_logdir):
+    tree = tree_of(ordered_logdir)
+    partitions = tree.partitions
+    try:
+        partitions.reading_to_end("t-0")
+        settled(partitions)
+        assert opened(partitions) == {"t-1"}  # by name and by number alike
+        node = tree.resolve("t-1/records.jsonl")
+        assert isinstance(node, RecordsFile)
+        handle = node.open_now()  # the partition is open: no worker needed
+        assert isinstance(handle, RecordsHandle) and spare_of(partitions, "t-1") is None  # taken
+        want = expected_jsonl(ordered_logdir, "t-1")
+        deadline = time.monotonic() + 10
+        while (got := handle.read_now(0, len(want))) is None:  # the spans after the first render on prefill threads
+            assert time.monotonic() < deadline
+            time.sleep(0.005)
+        assert bytes(got) == want
+        first = handle.cache.get((handle.stream.view.parts[0].layout, 0))
+        assert first is not None  # rendered before the open, in the cache the open took
+        handle.release()
+    finally:
+        tree.close()
+
+
+def test_the_order_followed_is_learnt_by_name_or_by_number(ordered_logdir):
+    for read, by_number in ((("t-0", "t-1", "t-2"), True), (("t-0", "t-1", "t-10"), False)):
+        tree = tree_of(ordered_logdir)
+        partitions = tree.partitions
+        try:
+            partitions.reading_to_end(read[0])
+            settled(partitions)
+            partitions.reading_to_end(read[1])  # t-0 then t-1: either order; both next ones
+            settled(partitions)
+            assert opened(partitions) == {"t-1", "t-2", "t-10"}
+            partitions.reading_to_end(read[2])
+            settled(partitions)
+            # after t-2 by number: t-3; after t-10 by name: t-2 (open already), not t-3 (by number: none)
+            assert ("t-3" in opened(partitions)) == by_number
+        finally:
+            tree.close()
+
+
+def test_spares_are_bounded_and_dropped_at_close(ordered_logdir, monkeypatch):
+    monkeypatch.setattr(partitions_module, "SPARES_KEPT", 2)
+    tree = tree_of(ordered_logdir)
+    partitions = tree.partitions
+    try:
+        partitions.reading_to_end("t-0")
+        settled(partitions)
+        assert spare_of(partitions, "t-1") is not None
+        partitions.reading_to_end("t-1")  # t-10 and t-2 prepared: t-1's spare (the oldest) goes
+        settled(partitions)
+        assert spare_of(partitions, "t-1") is None
+        assert spare_of(partitions, "t-10") is not None and spare_of(partitions, "t-2") is not None
+        kept = [partitions.records_generations(n).current() for n in ("t-10", "t-2")]
+    finally:
+        tree.close()
+    assert all(stream._spare is None for stream in kept)
+    assert partitions._ahead is None
+
+
+def test_a_writable_mount_opens_nothing_ahead(tmp_path):
+    logdir = build(tmp_path / "logs", records=20)
+    tree = tree_of(logdir, rw=True)
+    try:
+        tree.partitions.reading_to_end("t-0")
+        assert tree.partitions._ahead is None and opened(tree.partitions) == set()
+    finally:
+        tree.close()
+
+
+def test_a_handle_says_once_when_a_read_comes_near_the_end(ordered_logdir, monkeypatch):
+    monkeypatch.setattr(handles, "NEAR_END", 1000)
+    tree = tree_of(ordered_logdir)
+    try:
+        stream = tree.partitions.records_generations("t-3").current()
+        told: list[int] = []
+        handle = RecordsHandle(stream, lambda: told.append(1))
+        total = stream.view.total
+        assert total > 3000
+        handle.read(0, 1000)
+        assert told == []
+        handle.read(1000, total - 1500)  # ends 500 bytes before the end
+        assert told == [1]
+        handle.read(total - 500, 4096)
+        assert told == [1]
+        handle.release()
+    finally:
+        tree.close()
+
+
+def test_a_damaged_start_is_left_to_the_reader(tmp_path, caplog):
+    """The damaged first batch of the partition opened ahead: nothing of it is rendered ahead; the
+    reader's read of it is EIO (CorruptRecordError), the rest of the file reads, the damage is said once."""
+    from kafkafs.format.batch import scan_batches
+
+    logdir = build(tmp_path / "logs")
+    segment = sorted((logdir / "t-1").glob("*.log"))[0]
+    data = bytearray(segment.read_bytes())
+    first = next(iter(scan_batches(data)))
+    data[first.position + 70] ^= 0xFF  # inside the first batch's records: its CRC fails
+    segment.write_bytes(bytes(data))
+    tree = tree_of(logdir)
+    partitions = tree.partitions
+    try:
+        partitions.reading_to_end("t-0")
+        settled(partitions)
+        assert "t-1" in opened(partitions)
+        node = tree.resolve("t-1/records.jsonl")
+        handle = node.open(False)
+        size = node.attr().size
+        with pytest.raises(CorruptRecordError):
+            handle.read(0, 100)
+        want = expected_jsonl(logdir, "t-1", lo=first.last_offset + 1)
+        assert bytes(handle.read(size - len(want), len(want))) == want  # the rest stays readable
+        handle.release()
+        said = [r for r in caplog.records if segment.name in r.getMessage()]
+        assert len(said) == 1  # said once (when the partition was laid out), as a stat would
+    finally:
+        tree.close()
