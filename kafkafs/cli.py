@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from . import __version__
-from .errors import UnsafeFileError, UsageError, tag_os_error
+from .errors import UnsafeFileError, UsageError, describe_os_error, tag_os_error
 from .outcome import EXIT_DAMAGE, EXIT_OK, EXIT_USAGE, run_command
 
 log = logging.getLogger("kafkafs")
@@ -183,14 +183,20 @@ def cmd_consume(args: argparse.Namespace) -> int:
         names = resolve_partitions(logdir, args.partition, args.topic, args.partition_number)
         if not args.follow:
             for name in names:
-                note = past_end_note(logdir.log(name), spec)
+                try:
+                    note = past_end_note(logdir.log(name), spec)
+                except OSError:
+                    continue  # a partition that cannot be opened: consume says it
                 if note:
                     print(f"kafkafs: {note}", file=sys.stderr)
         damage = []
 
         def damaged(exc: Exception) -> None:  # damage is local: that partition ends there, the rest is read
             sys.stdout.buffer.flush()  # the lines before it first
-            print(f"kafkafs: damaged data: {exc}", file=sys.stderr)
+            if isinstance(exc, OSError):  # a partition that cannot be opened: not read, the rest is
+                print(f"kafkafs: error: {describe_os_error(exc)}", file=sys.stderr)
+            else:
+                print(f"kafkafs: damaged data: {exc}", file=sys.stderr)
             damage.append(exc)
 
         consume(logdir, names, sys.stdout.buffer, spec=spec, stop_ts=stop_ts, count=args.count, follow=args.follow,

@@ -358,7 +358,7 @@ def consume(
     record_filter: RecordFilter | None = None,
     grep: re.Pattern | None = None,
     keys_store=None,
-    on_damage: Callable[[CorruptRecordError], None] | None = None,
+    on_damage: Callable[[CorruptRecordError | OSError], None] | None = None,
 ) -> int:
     """Print the records of ``names`` (partition folders) to ``out``; return how many were printed.
     ``registry``: a Schema Registry's schemas (:func:`kafkafs.storage.schemas.load_registry`);
@@ -367,15 +367,24 @@ def consume(
 
     Damage (a batch that cannot be read) raises :class:`CorruptRecordError` after the records before it,
     unless ``on_damage`` is given: then damage is local (SPEC §3), that partition ends at its damage,
-    ``on_damage`` is told, and every other partition is read on."""
+    ``on_damage`` is told, and every other partition is read on; so is a partition that cannot be
+    opened (an OSError: a folder that cannot be listed), which is then not read at all."""
     if record_filter is not None and record_filter.empty:
         record_filter = None
     readers = []
     for name in names:
-        log_ = logdir.log(name)
+        try:
+            log_ = logdir.log(name)
+        except OSError as exc:
+            if on_damage is None:
+                raise
+            on_damage(exc)
+            continue
         readers.append(_Reader(log_, start_offset(log_, spec), mode, stop_ts, decoder_for(log_.topic, registry, mode),
                                record_filter=record_filter, grep=grep))
     printed = 0
+    if not readers:
+        return printed
     if (keys_store is not None and record_filter is not None and record_filter.key is not None and not follow
             and (len(readers) == 1 or not interleave)):
         for r in readers:

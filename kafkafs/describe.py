@@ -79,6 +79,21 @@ def _say_damage(replay, what: str, err: TextIO, unknown: dict | None = None) -> 
     return len(replay.damage)
 
 
+def _say_unreadable(groups: dict[str, dict], unreadable: dict[str, OSError], err: TextIO) -> int:
+    """One line per partition that could not be opened and that a printed group has an offset in (its
+    log end offset and lag are unknown: "-"); returns how many. One no group names is not its business."""
+    from .errors import describe_os_error
+    from .storage.names import parse_partition_dir_name
+
+    named = {(o["topic"], o["partition"]) for view in groups.values() for o in view["offsets"]}
+    said = 0
+    for name, exc in unreadable.items():
+        if parse_partition_dir_name(name) in named:
+            err.write(f"kafkafs: error: {describe_os_error(exc)}; {name}'s log end offset and lag are unknown (-)\n")
+            said += 1
+    return said
+
+
 def _table(rows: Sequence[Sequence[Any]], out: TextIO) -> None:
     """Columns padded to their widest cell, as Kafka's tools print them."""
     cells = [["-" if v is None else str(v) for v in row] for row in rows]
@@ -110,7 +125,8 @@ def print_groups(logdir, group: str | None, out: TextIO, *, as_json: bool = Fals
 
     err = sys.stderr if err is None else err
     replay = replay_logdir(logdir)
-    groups = group_views(logdir, replay, group)
+    unreadable: dict[str, OSError] = {}
+    groups = group_views(logdir, replay, group, unreadable)
     if group is not None and group not in groups:
         if replay.damage_of(group) is not None:
             return _say_damage(replay, "group", err)
@@ -121,6 +137,7 @@ def print_groups(logdir, group: str | None, out: TextIO, *, as_json: bool = Fals
         raise InvalidName(f"no group {group} in {logdir.path} (its metadata and commits may all be deleted)")
     # a group asked for by name and known exactly: the damage of other partitions is not its business
     damaged = 0 if group is not None else _say_damage(replay, "group", err)
+    damaged += _say_unreadable(groups, unreadable, err)
     if as_json:
         value: Any = groups[group] if group is not None else list(groups.values())
         out.write(json.dumps(value, indent=2, ensure_ascii=False) + "\n")

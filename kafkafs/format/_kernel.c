@@ -428,6 +428,49 @@ static PyObject *k_span_cuts(PyObject *self, PyObject *args) {
     return result;
 }
 
+/* span_walk over buf with the GIL released, the one release of render_span, render_span_into and
+ * render_span_lines: lines (or their lengths) into o, the rest into so. 0, or -1 with MemoryError set. */
+static int span_walk_released(const Py_buffer *prefix, const Py_buffer *buf, int mode, Out *o, SpanOut *so,
+                              int64_t min_offset, int final, int64_t upper, const RecFilter *filter) {
+    PyThreadState *ts = gil_release();
+    o->ts = &ts;
+    int rc = span_walk((const uint8_t *)buf->buf, buf->len, (const char *)prefix->buf, prefix->len, mode, o, so,
+                       min_offset, final, upper, filter);
+    gil_restore(&ts);
+    o->ts = NULL;
+    if (rc < 0) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    return 0;
+}
+
+/* (first, consumed, lines, batch_ends, last_offsets, line_ends[, full]): what render_span (first: its data)
+ * and render_span_into (first: the bytes written; with_full) return. Takes first's reference (NULL: an
+ * error is set); NULL on failure. */
+static PyObject *span_result(PyObject *first, const SpanOut *so, int with_full) {
+    PyObject *be = i64s_bytes(&so->batch_ends), *lo = i64s_bytes(&so->last_offsets), *le = i64s_bytes(&so->line_ends);
+    if (first && be && lo && le) {
+        if (with_full)
+            return Py_BuildValue("(NnnNNNO)", first, so->consumed, so->lines, be, lo, le, so->full ? Py_True : Py_False);
+        return Py_BuildValue("(NnnNNN)", first, so->consumed, so->lines, be, lo, le);
+    }
+    Py_XDECREF(first);
+    Py_XDECREF(be);
+    Py_XDECREF(lo);
+    Py_XDECREF(le);
+    return NULL;
+}
+
+/* Frees the arrays span_walk gathered in so. */
+static void span_out_free(SpanOut *so) {
+    PyMem_RawFree(so->batch_ends.v);
+    PyMem_RawFree(so->last_offsets.v);
+    PyMem_RawFree(so->line_ends.v);
+    PyMem_RawFree(so->each_ends.v);
+    PyMem_RawFree(so->each_stamps.v);
+}
+
 /* render_span(prefix, buf, mode, lengths, min_offset, final, upper[, filter]) -> (data, consumed, lines,
  * batch_ends, last_offsets, line_ends), the arrays as bytes of native int64 (jsonspan.py makes them
  * array('q')). min_offset: the least base offset the first batch may have (-1: any); final: buf ends
@@ -464,16 +507,9 @@ static PyObject *k_render_span(PyObject *self, PyObject *args) {
         o.buf = PyBytes_AS_STRING(o.bytes);
         o.cap = cap;
     }
-    PyThreadState *ts = gil_release();
-    o.ts = &ts;
-    int rc = span_walk((const uint8_t *)buf.buf, buf.len, (const char *)prefix.buf, prefix.len, mode, &o, &so,
-                       (int64_t)min_offset, final, (int64_t)upper, filtered ? &filter : NULL);
-    gil_restore(&ts);
-    o.ts = NULL;
-    if (rc < 0) {
-        PyErr_NoMemory();
+    if (span_walk_released(&prefix, &buf, mode, &o, &so, (int64_t)min_offset, final, (int64_t)upper,
+                           filtered ? &filter : NULL) < 0)
         goto done;
-    }
     PyObject *data;
     if (lengths) {
         data = PyBytes_FromStringAndSize("", 0);
@@ -482,20 +518,10 @@ static PyObject *k_render_span(PyObject *self, PyObject *args) {
         data = o.bytes;
         o.bytes = NULL;
     }
-    if (data == NULL) goto done;
-    PyObject *be = i64s_bytes(&so.batch_ends), *lo = i64s_bytes(&so.last_offsets), *le = i64s_bytes(&so.line_ends);
-    if (be && lo && le) result = Py_BuildValue("(NnnNNN)", data, so.consumed, so.lines, be, lo, le);
-    else {
-        Py_DECREF(data);
-        Py_XDECREF(be);
-        Py_XDECREF(lo);
-        Py_XDECREF(le);
-    }
+    result = span_result(data, &so, 0);
 done:
     Py_XDECREF(o.bytes);
-    PyMem_RawFree(so.batch_ends.v);
-    PyMem_RawFree(so.last_offsets.v);
-    PyMem_RawFree(so.line_ends.v);
+    span_out_free(&so);
     filter_release(&filter);
     PyBuffer_Release(&prefix);
     PyBuffer_Release(&buf);
@@ -535,30 +561,14 @@ static PyObject *k_render_span_into(PyObject *self, PyObject *args) {
         goto done;
     }
     Out o = {(char *)out.buf + at, 0, out.len - at, 0, 0, NULL, NULL, 1};
-    PyThreadState *ts = gil_release();
-    o.ts = &ts;
-    int rc = span_walk((const uint8_t *)buf.buf, buf.len, (const char *)prefix.buf, prefix.len, mode, &o, &so,
-                       (int64_t)min_offset, final, (int64_t)upper, filtered ? &filter : NULL);
-    gil_restore(&ts);
-    o.ts = NULL;
-    if (rc < 0) {
-        PyErr_NoMemory();
+    if (span_walk_released(&prefix, &buf, mode, &o, &so, (int64_t)min_offset, final, (int64_t)upper,
+                           filtered ? &filter : NULL) < 0)
         goto done;
-    }
-    PyObject *be = i64s_bytes(&so.batch_ends), *lo = i64s_bytes(&so.last_offsets), *le = i64s_bytes(&so.line_ends);
-    if (be && lo && le)
-        result = Py_BuildValue("(nnnNNNO)", o.len, so.consumed, so.lines, be, lo, le, so.full ? Py_True : Py_False);
-    else {
-        Py_XDECREF(be);
-        Py_XDECREF(lo);
-        Py_XDECREF(le);
-    }
+    result = span_result(PyLong_FromSsize_t(o.len), &so, 1);
 done:
     filter_release(&filter);
 release:
-    PyMem_RawFree(so.batch_ends.v);
-    PyMem_RawFree(so.last_offsets.v);
-    PyMem_RawFree(so.line_ends.v);
+    span_out_free(&so);
     PyBuffer_Release(&prefix);
     PyBuffer_Release(&buf);
     PyBuffer_Release(&out);
@@ -588,16 +598,7 @@ static PyObject *k_render_span_lines(PyObject *self, PyObject *args) {
     if (o.bytes == NULL) goto done;
     o.buf = PyBytes_AS_STRING(o.bytes);
     o.cap = cap;
-    PyThreadState *ts = gil_release();
-    o.ts = &ts;
-    int rc = span_walk((const uint8_t *)buf.buf, buf.len, (const char *)prefix.buf, prefix.len, mode, &o, &so, -1, 1,
-                       -1, NULL);
-    gil_restore(&ts);
-    o.ts = NULL;
-    if (rc < 0) {
-        PyErr_NoMemory();
-        goto done;
-    }
+    if (span_walk_released(&prefix, &buf, mode, &o, &so, -1, 1, -1, NULL) < 0) goto done;
     if (_PyBytes_Resize(&o.bytes, o.len) < 0) goto done;
     long long last = so.last_offsets.n ? (long long)so.last_offsets.v[so.last_offsets.n - 1] : -1;
     PyObject *st = i64s_bytes(&so.each_stamps), *en = i64s_bytes(&so.each_ends);
@@ -610,11 +611,7 @@ static PyObject *k_render_span_lines(PyObject *self, PyObject *args) {
     }
 done:
     Py_XDECREF(o.bytes);
-    PyMem_RawFree(so.batch_ends.v);
-    PyMem_RawFree(so.last_offsets.v);
-    PyMem_RawFree(so.line_ends.v);
-    PyMem_RawFree(so.each_ends.v);
-    PyMem_RawFree(so.each_stamps.v);
+    span_out_free(&so);
     PyBuffer_Release(&prefix);
     PyBuffer_Release(&buf);
     return result;

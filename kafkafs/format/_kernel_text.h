@@ -474,32 +474,56 @@ static inline __attribute__((always_inline)) void copy_run(char *w, const uint8_
 static const uint8_t CONTROL_EXTRA[32] = {5, 5, 5, 5, 5, 5, 5, 5, 1, 1, 1, 5, 1, 1, 5, 5,
                                           5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5};
 
+/* Whether s[0:n] is short (16 bytes at most, and 16 readable from s before lim) and plain (no stop, no
+ * byte of 0x80 and up), as one block's masks say it: most keys; text_count's and text_body's first test. */
+static inline __attribute__((always_inline)) int short_plain(const uint8_t *s, Py_ssize_t n, const uint8_t *lim) {
+    if (n > 16 || lim - s < 16) return 0;
+    uint32_t high, m = block_stops(s, &high);
+    return !((m | high) & (0xFFFFu >> (16 - n)));
+}
+
+/* The walk text_count and text_body take through s[0:n] (lim: see the blocks above), block by block: the
+ * block is s[at:at + len] (16 bytes, or what is left), read from blk (s + at, or pad: the caller's 16
+ * bytes, outside the struct so that the compiler keeps the rest in registers). */
+typedef struct {
+    const uint8_t *s, *lim, *blk;
+    uint8_t *pad;
+    Py_ssize_t n, at, len;
+    Utf8Carry cy; /* a UTF-8 sequence that goes on past the block */
+} TextWalk;
+
+static inline __attribute__((always_inline)) TextWalk text_walk(const uint8_t *s, Py_ssize_t n, const uint8_t *lim,
+                                                                 uint8_t *pad) {
+    return (TextWalk){s, lim, NULL, pad, n, 0, 0, {0, 0, 0, 0, 0}};
+}
+
+/* The walk's block at w->at, read where block_at says, its bytes of 0x80 and up checked as UTF-8: its
+ * stops (block_at's mask), or -1 when it is not valid UTF-8. The caller moves w->at on by w->len. */
+static inline __attribute__((always_inline)) int32_t text_block(TextWalk *w) {
+    w->len = w->n - w->at < 16 ? w->n - w->at : 16;
+    uint32_t high, m = block_at(w->s + w->at, w->len, w->lim, w->pad, &w->blk, &high);
+    if ((high | w->cy.need) && !utf8_block(w->blk, 0xFFFFu >> (16 - w->len), &w->cy)) return -1;
+    return (int32_t)m;
+}
+
 /* The length of the inside of a JSON string for the bytes s[0:n] (what text_body writes), or -1 when
  * they are not valid UTF-8; lim: see the blocks above. Counting needs no output: a length returned, not
  * added to an Out in memory, so that a caller that sums a line's parts keeps the sum in a register. */
 static inline __attribute__((always_inline)) Py_ssize_t text_count(const uint8_t *s, Py_ssize_t n,
                                                                    const uint8_t *lim) {
-    if (n <= 16 && lim - s >= 16) { /* short and plain (most keys): one block's masks say it */
-        uint32_t high, m = block_stops(s, &high);
-        if (!((m | high) & (0xFFFFu >> (16 - n)))) return n;
-    }
-    Py_ssize_t i = 0, extra = 0;
+    if (short_plain(s, n, lim)) return n;
+    Py_ssize_t extra = 0;
     uint8_t pad[16];
-    Utf8Carry cy = {0, 0, 0, 0, 0};
-    while (i < n) {
-        Py_ssize_t len = n - i < 16 ? n - i : 16;
-        const uint8_t *blk;
-        uint32_t high;
-        uint32_t m = block_at(s + i, len, lim, pad, &blk, &high);
-        if ((high | cy.need) && !utf8_block(blk, 0xFFFFu >> (16 - len), &cy)) return -1;
-        while (m) {
-            uint8_t c = blk[__builtin_ctz(m)];
+    TextWalk w = text_walk(s, n, lim, pad);
+    for (; w.at < n; w.at += w.len) {
+        int32_t stops = text_block(&w);
+        if (stops < 0) return -1;
+        for (uint32_t m = (uint32_t)stops; m; m &= m - 1) {
+            uint8_t c = w.blk[__builtin_ctz(m)];
             extra += c < 0x20 ? CONTROL_EXTRA[c] : 1;
-            m &= m - 1;
         }
-        i += len;
     }
-    if (cy.need) return -1; /* a sequence cut by the end */
+    if (w.cy.need) return -1; /* a sequence cut by the end */
     return n + extra;
 }
 
@@ -511,29 +535,23 @@ static inline __attribute__((always_inline)) Py_ssize_t text_count(const uint8_t
  * after the run of plain bytes before it. */
 static inline __attribute__((always_inline)) int text_body(Out *o, const uint8_t *s, Py_ssize_t n,
                                                            const uint8_t *lim) {
-    if (n <= 16 && lim - s >= 16) { /* short and plain (most keys): one block's masks say it, one copy */
-        uint32_t high, m = block_stops(s, &high);
-        if (!((m | high) & (0xFFFFu >> (16 - n)))) {
-            if (o->cap - o->len < 16 && out_grow(o, 16) < 0) return -1;
-            memcpy(o->buf + o->len, s, 16);
-            o->len += n;
-            return 1;
-        }
+    if (short_plain(s, n, lim)) { /* one copy */
+        if (o->cap - o->len < 16 && out_grow(o, 16) < 0) return -1;
+        memcpy(o->buf + o->len, s, 16);
+        o->len += n;
+        return 1;
     }
-    Py_ssize_t i = 0;
     uint8_t pad[16];
-    Utf8Carry cy = {0, 0, 0, 0, 0};
-    while (i < n) {
-        Py_ssize_t len = n - i < 16 ? n - i : 16;
-        const uint8_t *blk;
-        uint32_t high;
-        uint32_t m = block_at(s + i, len, lim, pad, &blk, &high);
-        if ((high | cy.need) && !utf8_block(blk, 0xFFFFu >> (16 - len), &cy)) return 0;
+    TextWalk tw = text_walk(s, n, lim, pad);
+    for (; tw.at < n; tw.at += tw.len) {
+        int32_t stops = text_block(&tw);
+        if (stops < 0) return 0;
+        uint32_t m = (uint32_t)stops;
+        Py_ssize_t i = tw.at, len = tw.len;
         if (!m) {
             if (o->cap - o->len < 16 && out_grow(o, 16) < 0) return -1;
-            memcpy(o->buf + o->len, blk, 16);
+            memcpy(o->buf + o->len, tw.blk, 16);
             o->len += len;
-            i += len;
             continue;
         }
         /* room for a block: at most 16 escapes of 6 bytes, and the 16 bytes copy_run may write past a run */
@@ -566,9 +584,8 @@ static inline __attribute__((always_inline)) int text_body(Out *o, const uint8_t
         } while (m);
         copy_run(o->buf + o->len, s + run, end - run, lim);
         o->len += end - run;
-        i = end;
     }
-    if (cy.need) return 0; /* a sequence cut by the end */
+    if (tw.cy.need) return 0; /* a sequence cut by the end */
     return 1;
 }
 

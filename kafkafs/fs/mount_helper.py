@@ -17,7 +17,9 @@ Options
   ``config=FILE``                ``--config FILE``
   ``cache_dir=DIR``              ``--cache-dir DIR`` (where sizes are kept across mounts)
   ``list_limit=N``               ``--list-limit N``
-  ``set=KEY=VALUE``              ``--set KEY=VALUE`` (repeatable)
+  ``set=KEY=VALUE``              ``--set KEY=VALUE`` (repeatable); a value with a comma (a list:
+                                 ``cleanup.policy``) in double quotes, ``set="cleanup.policy=compact,delete"``,
+                                 or with the comma escaped, ``set=cleanup.policy=compact\\,delete``
   ``foreground``                 ``-f``: stay attached (for systemd; mount(8)'s own ``-f`` means "fake")
   ``drop_privileges``,           handed to libfuse's ``mount.fuse3``, which (as root) opens /dev/fuse,
   ``setuid=USER``                mounts, drops every capability (and switches to USER) and runs this
@@ -81,12 +83,18 @@ class Request:
 
 
 def split_options(text: str) -> list[str]:
-    """Split a mount option string at commas outside double quotes (libmount's quoting)."""
+    """Split a mount option string at commas outside double quotes (libmount's quoting) and not
+    escaped by a backslash (libfuse's: ``\\,`` is a comma, ``\\X`` is X); mount(8) passes both through."""
     options: list[str] = []
     current: list[str] = []
-    quoted = False
+    quoted = escaped = False
     for char in text:
-        if char == '"':
+        if escaped:
+            current.append(char)
+            escaped = False
+        elif char == "\\":
+            escaped = True
+        elif char == '"':
             quoted = not quoted
         elif char == "," and not quoted:
             options.append("".join(current))
@@ -95,6 +103,8 @@ def split_options(text: str) -> list[str]:
             current.append(char)
     if quoted:
         raise UsageError(f"unbalanced double quote in options {text!r}")
+    if escaped:
+        current.append("\\")
     options.append("".join(current))
     return [opt for opt in options if opt]
 
@@ -203,6 +213,9 @@ def kafkafs_args(request: Request) -> list[str]:
             pass  # consumed by mount.fuse3 before we run as the daemon
         elif name in ("values", "config", "set", "writable", "clean", "foreground", "cache_dir", "list_limit"):
             raise UsageError(f"malformed option {opt!r}")
+        elif opt in ("delete", "compact"):  # the rest of set=cleanup.policy=compact,delete, cut at its comma
+            raise UsageError(f"{opt!r} is not a mount option: a list value keeps its comma in double quotes "
+                             '(set="cleanup.policy=compact,delete") or escaped (set=cleanup.policy=compact\\,delete)')
         else:
             fuse.append(opt)
     if writable and read_only:
@@ -236,7 +249,7 @@ def privileged_command(request: Request, mount_fuse3: str, helper: str) -> list[
     kafkafs_args(request)  # reject bad options before anything is mounted
     options = list(request.options)
     if any("," in opt for opt in options):
-        raise UsageError("mount.fuse3 cannot pass an option value that holds a comma")
+        raise UsageError("mount.fuse3 cannot pass an option value that holds a comma: put it in a config=FILE")
     source = _absolute(request.source)
     names = {opt.partition("=")[0] for opt in options}
     # mount.fuse3 mounts with dev,suid unless told otherwise; fusermount3 and libfuse never would.

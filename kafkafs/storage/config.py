@@ -188,9 +188,10 @@ def parse_setting(name: str, value: Any) -> Any:
     except (ValueError, TypeError):  # TypeError: a TOML array, table or date where a number is due
         raise ConfigError(f"{name}: {value!r} is not {_TYPE_NAMES[type(default)]}") from None
     if name == "cleanup.policy":
+        # an empty list is Kafka 4's "no cleanup" (TopicConfig: infinite retention, no compaction): ""
         parts = {p.strip() for p in value.split(",") if p.strip()}
-        if not parts or not parts <= {"delete", "compact"}:
-            raise ConfigError(f"cleanup.policy: {value!r} is not delete, compact or compact,delete")
+        if not parts <= {"delete", "compact"}:
+            raise ConfigError(f"cleanup.policy: {value!r} is not delete, compact, compact,delete or empty (no cleanup)")
         value = ",".join(sorted(parts))
     if name in _CHOICES and value not in _CHOICES[name]:
         raise ConfigError(f"{name}: {value!r} is not one of {', '.join(sorted(_CHOICES[name]))}")
@@ -264,6 +265,8 @@ class LogConfig:
 
     @property
     def delete(self) -> bool:
+        """Retention deletes by age and size (an empty policy, Kafka 4's "no cleanup": neither this nor
+        :attr:`compact`; only segments below the log start offset go, as Kafka's do)."""
         return "delete" in self.cleanup_policy.split(",")
 
     @property

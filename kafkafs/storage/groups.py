@@ -300,7 +300,8 @@ def replay_logdir(logdir: LogDir) -> GroupsReplay:
     return replay
 
 
-def _ends_and_names(logdir: LogDir) -> tuple[dict[tuple[str, int], int], dict[str, str]]:
+def _ends_and_names(logdir: LogDir, unreadable: dict[str, OSError] | None = None,
+                    ) -> tuple[dict[tuple[str, int], int], dict[str, str]]:
     ends: dict[tuple[str, int], int] = {}
     names: dict[str, str] = {}
     for name in logdir.partition_names():
@@ -309,6 +310,11 @@ def _ends_and_names(logdir: LogDir) -> tuple[dict[tuple[str, int], int], dict[st
             log_ = logdir.log(name)
         except KafkafsError:
             continue
+        except OSError as exc:  # its end unknown (null), the error the caller's to say
+            if unreadable is None:
+                raise
+            unreadable[name] = exc
+            continue
         ends[(topic, partition)] = log_.log_end_offset
         topic_id = log_.state_files.topic_id
         if topic_id:
@@ -316,10 +322,13 @@ def _ends_and_names(logdir: LogDir) -> tuple[dict[tuple[str, int], int], dict[st
     return ends, names
 
 
-def group_views(logdir: LogDir, replay: GroupsReplay, group: str | None = None) -> dict[str, dict[str, Any]]:
+def group_views(logdir: LogDir, replay: GroupsReplay, group: str | None = None,
+                unreadable: dict[str, OSError] | None = None) -> dict[str, dict[str, Any]]:
     """group -> its ``groups/<group>.json`` object, for every group of the replay of ``logdir`` (or only
-    ``group``) that can be known exactly (damaged groups are left out: :meth:`GroupsReplay.damaged`)."""
-    ends, names = _ends_and_names(logdir)
+    ``group``) that can be known exactly (damaged groups are left out: :meth:`GroupsReplay.damaged`).
+    ``unreadable``: a partition that cannot be opened (an OSError) gets it there, by name, and its log
+    end offset and lag are null; without it, the error is raised."""
+    ends, names = _ends_and_names(logdir, unreadable)
     wanted = replay.groups() if group is None else [group]
     out = {}
     for g in wanted:

@@ -106,9 +106,16 @@ class Kafka:
         raise KafkaMissing(f"Kafka {self.version} has none of {names}")
 
     def java_command(
-        self, main: str, *args: str, heap: Iterable[str] = TOOL_HEAP, log_config: Path | None = None
+        self,
+        main: str,
+        *args: str,
+        heap: Iterable[str] = TOOL_HEAP,
+        log_config: Path | None = None,
+        sharing: Iterable[str] = (),
     ) -> list[str]:
-        opts = [*JVM_COMMON, *heap]
+        """The command line of a JVM running ``main`` from Kafka's jars; ``sharing`` are the class data
+        sharing options of :func:`class_sharing` (none: the JVM's default)."""
+        opts = [*JVM_COMMON, *heap, *sharing]
         config = log_config or _tools_log_config(self)
         if self.major >= 4:
             opts.append(f"-Dlog4j2.configurationFile={config}")
@@ -125,8 +132,14 @@ class Kafka:
         check: bool = False,
     ) -> subprocess.CompletedProcess[str]:
         """Runs a Java main class from Kafka's jars; stdout and stderr are captured as text."""
-        cmd = self.java_command(main, *(str(a) for a in args))
-        proc = subprocess.run(cmd, capture_output=True, timeout=timeout, input=input, cwd=ROOT)
+        sharing = class_sharing(self, main)
+        cmd = self.java_command(main, *(str(a) for a in args), sharing=sharing.options)
+        try:
+            proc = subprocess.run(cmd, capture_output=True, timeout=timeout, input=input, cwd=ROOT)
+        except BaseException:
+            sharing.done(clean=False)
+            raise
+        sharing.done(clean=proc.returncode == 0)
         done = subprocess.CompletedProcess(
             cmd,
             proc.returncode,
@@ -249,6 +262,83 @@ def _classes_in(libs: Path) -> frozenset[str]:
         with zipfile.ZipFile(jar) as z:
             names.update(n for n in z.namelist() if n.endswith(".class") and "$" not in n)
     return frozenset(names)
+
+
+# -------------------------------------------------------------------------------- class data sharing
+
+# A JVM's start is mostly loading and verifying classes: about a second of CPU for a tool, more for a
+# broker, and the broker tests start a few hundred of them. Java's application class data sharing keeps
+# the classes a main class loaded in an archive (written at the exit of its first clean run, then
+# mapped by every later run of it): the same JVM, the same jars, about half the CPU of a start. The
+# archives live beside the jars (``.kafka/<version>/cds/``), named by the main class and a digest of the
+# java and the jars (the JVM checks both again and ignores an archive that does not match them). A
+# half-written archive crashes the JVM that maps it, so a new one is written under a temporary name,
+# tried once (``-Xshare:on``) and only then renamed into place. ``KAFKAFS_TEST_CDS=0`` turns it off.
+
+_CDS_QUIET = "-Xlog:cds*=off"  # CDS says what it skips on stdout, where the tools' output goes
+
+
+@dataclass
+class Sharing:
+    """The class data sharing options of one JVM run (:func:`class_sharing`), and what to do when it
+    ended: :meth:`done` installs the archive the run wrote (``clean``) or drops it."""
+
+    options: list[str]
+    kafka: Kafka | None = None
+    writing: Path | None = None
+    archive: Path | None = None
+
+    def done(self, clean: bool) -> None:
+        tmp, self.writing = self.writing, None
+        if tmp is None or self.kafka is None or self.archive is None:
+            return
+        try:
+            if clean and tmp.is_file() and tmp.stat().st_size > 0 and _archive_maps(self.kafka, tmp):
+                os.replace(tmp, self.archive)
+        finally:
+            tmp.unlink(missing_ok=True)
+
+
+def class_sharing(kafka: Kafka, main: str) -> Sharing:
+    """The options that map ``main``'s archive, or (the first time) write it at the JVM's exit."""
+    if os.environ.get("KAFKAFS_TEST_CDS", "1") == "0":
+        return Sharing([])
+    archive = kafka.libs.parent / "cds" / f"{main}-{_cds_digest(kafka)}.jsa"
+    if archive.is_file():
+        return Sharing([f"-XX:SharedArchiveFile={archive}", _CDS_QUIET])
+    try:
+        archive.parent.mkdir(exist_ok=True)
+    except OSError:
+        return Sharing([])
+    tmp = archive.with_name(f"{archive.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    return Sharing([f"-XX:ArchiveClassesAtExit={tmp}", _CDS_QUIET], kafka, tmp, archive)
+
+
+@cache
+def _cds_digest(kafka: Kafka) -> str:
+    import hashlib
+
+    java = Path(os.path.realpath(kafka.java))
+    parts = [str(java), kafka.classpath]  # the JVM checks the class path's text too
+    for path in (java, *sorted(java.parent.parent.glob("lib/server/libjvm.so")), *sorted(kafka.libs.glob("*.jar"))):
+        st = path.stat()
+        parts.append(f"{path.name}:{st.st_size}:{st.st_mtime_ns}")
+    return hashlib.sha1("\n".join(parts).encode()).hexdigest()[:12]
+
+
+def _archive_maps(kafka: Kafka, archive: Path) -> bool:
+    """Whether a JVM starts with ``archive`` mapped (``-Xshare:on`` makes any failure to map fatal)."""
+    try:
+        done = subprocess.run(
+            [kafka.java, *JVM_COMMON, f"-XX:SharedArchiveFile={archive}", "-Xshare:on", _CDS_QUIET,
+             "-XX:-CreateCoredumpOnCrash", "-cp", kafka.classpath, "-version"],
+            capture_output=True,
+            timeout=60,
+            cwd=archive.parent,  # where a crash leaves its hs_err file
+        )
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return done.returncode == 0
 
 
 # ------------------------------------------------------------------------------------------- logging
@@ -399,6 +489,7 @@ class Broker:
     proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
     _log_mark: int = 0
     _clients: list[Any] = field(default_factory=list, repr=False)
+    _sharing: Sharing | None = field(default=None, repr=False)
 
     def __hash__(self) -> int:
         return id(self)
@@ -466,7 +557,7 @@ class Broker:
     def format(self) -> None:
         """``kafka-storage format`` of the log directory (done by the first :meth:`start`)."""
         if not self.cluster_id:
-            self.cluster_id = self.kafka.storage("random-uuid", check=True).stdout.strip()
+            self.cluster_id = random_uuid()
         self._write_config()
         self.kafka.storage(
             "format",
@@ -489,12 +580,14 @@ class Broker:
         for attempt in range(3):
             self._write_config()
             self._log_mark = self.log_file.stat().st_size if self.log_file.exists() else 0
+            self._sharing = class_sharing(self.kafka, "kafka.Kafka")
             cmd = self.kafka.java_command(
                 "kafka.Kafka",
                 str(self.workdir / "server.properties"),
                 heap=BROKER_HEAP,
                 log_config=self.workdir
                 / ("log4j2.properties" if self.kafka.major >= 4 else "log4j.properties"),
+                sharing=self._sharing.options,
             )
             with open(self.workdir / "stdout.log", "ab") as out:
                 self.proc = subprocess.Popen(
@@ -565,7 +658,9 @@ class Broker:
                 self.kill()
         code = self.proc.returncode
         _RUNNING.discard(self)
-        return 0 if code == 128 + signal.SIGTERM else code
+        code = 0 if code == 128 + signal.SIGTERM else code
+        self._sharing_done(clean=code == 0)
+        return code
 
     def kill(self) -> None:
         """SIGKILL to the broker's JVM (and its process group): an unclean stop, as a power cut."""
@@ -580,6 +675,12 @@ class Broker:
             except subprocess.TimeoutExpired:
                 pass
         _RUNNING.discard(self)
+        self._sharing_done(clean=False)
+
+    def _sharing_done(self, clean: bool) -> None:
+        sharing, self._sharing = self._sharing, None
+        if sharing is not None:
+            sharing.done(clean)
 
     def restart(self, *, clean: bool = True) -> Broker:
         """Stops (cleanly, or kills when ``clean`` is False) and starts again on the same log directory."""
@@ -625,12 +726,7 @@ class Broker:
                 line,
             ):
                 continue
-            if (
-                partition is None
-                or f"partition={partition}," in line
-                or f" {partition} " in line
-                or f"/{partition}" in line
-            ):
+            if partition is None or _names_partition(line, partition):
                 out.append(line)
         return out
 
@@ -639,6 +735,46 @@ class Broker:
         unflushed segments recovered, index files rebuilt or found corrupt, producer state rebuilt from
         segments, stray or swap files dealt with, an unclean shutdown. Empty after a clean load."""
         return [line for line in self.loader_lines(partition) if RECOVERY_LINE.search(line)]
+
+    def log_lines(self, pattern: str | re.Pattern[str], partition: str | None = None) -> list[str]:
+        """The lines of ``server.log``'s current (or last) run that ``pattern`` (a regular expression)
+        matches; with ``partition``, only those naming that partition folder (``orders-0``)."""
+        regex = re.compile(pattern) if isinstance(pattern, str) else pattern
+        return [
+            line
+            for line in self.log_since_start().splitlines()
+            if regex.search(line) and (partition is None or _names_partition(line, partition))
+        ]
+
+    def log_report(self, lines: list[str], what: str, limit: int = 20) -> str:
+        """An assertion message: ``what``, then the broker's log file and the lines (at most ``limit``)."""
+        shown = "\n".join(f"  {line}" for line in lines[:limit])
+        more = f"\n  ... and {len(lines) - limit} more" if len(lines) > limit else ""
+        return f"{what}: {len(lines)} line(s) of {self.log_file} (this run):\n{shown}{more}"
+
+    def assert_no_log_lines(self, pattern: str | re.Pattern[str], partition: str | None = None) -> None:
+        """Fails, printing the log file and every matching line, when a line of the current run matches."""
+        lines = self.log_lines(pattern, partition)
+        regex = pattern if isinstance(pattern, str) else pattern.pattern
+        assert not lines, self.log_report(lines, f"the broker's log matches {regex!r}")
+
+    def assert_log_line(self, pattern: str | re.Pattern[str], partition: str | None = None) -> list[str]:
+        """Fails, printing the log file and the run's last lines, unless a line of the current run
+        matches; returns the matching lines."""
+        lines = self.log_lines(pattern, partition)
+        regex = pattern if isinstance(pattern, str) else pattern.pattern
+        assert lines, self.log_report(
+            self.log_since_start().splitlines()[-20:], f"no line of the broker's log matches {regex!r}; its last"
+        )
+        return lines
+
+    def assert_no_recovery(self, partition: str | None = None, when: str = "") -> None:
+        """Fails, printing the log file and the lines, when the current run recovered or rebuilt
+        anything of ``partition`` (or of any partition): :meth:`recovery_lines` is empty. ``when``
+        (e.g. ``"round 3"``) goes into the message."""
+        lines = self.recovery_lines(partition)
+        what = f"the broker recovered or rebuilt {partition or 'something'}" + (f" ({when})" if when else "")
+        assert not lines, self.log_report(lines, what)
 
     # clients ----------------------------------------------------------------------------------------
 
@@ -757,6 +893,11 @@ class Broker:
             consumer.close()
 
 
+def _names_partition(line: str, partition: str) -> bool:
+    """Whether a line of the broker's log names the partition folder ``partition`` (``orders-0``)."""
+    return f"partition={partition}," in line or f" {partition} " in line or f"/{partition}" in line
+
+
 def _die_with_parent() -> None:
     """In the broker's child process before exec: the kernel kills it (SIGKILL) when the process that
     started it dies, however that dies (a killed pytest leaves no broker behind)."""
@@ -785,6 +926,19 @@ def _tail(path: Path, n: int = 4000) -> str:
     except FileNotFoundError:
         return ""
     return data[-n:].decode("utf-8", "replace")
+
+
+def random_uuid() -> str:
+    """What ``kafka-storage random-uuid`` prints, without a JVM start (a second each broker): Kafka's
+    ``Uuid.randomUuid()``, a random (version 4) UUID in URL-safe base64 without padding, drawn again when
+    it is one of the reserved ids (all zeros, the metadata topic's 1) or its text starts with ``-``."""
+    import base64
+
+    while True:
+        raw = uuid.uuid4().bytes
+        text = base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+        if raw not in (bytes(16), (1).to_bytes(16, "big")) and not text.startswith("-"):
+            return text
 
 
 def new_workdir(base: Path) -> Path:

@@ -15,7 +15,6 @@ compaction with the settings the broker stored for the topics. The broker starts
 from __future__ import annotations
 
 import json
-import re
 import time
 from pathlib import Path
 
@@ -127,12 +126,12 @@ def test_the_broker_loads_what_kafkafs_wrote(make_broker, mounted, tmp_path):
     # the broker starts on it: no recovery, no index rebuild, every record served
     broker.start()
     for name in topic_ids:
-        assert broker.recovery_lines(name) == [], name
-        assert broker.loader_lines(name), f"no LogLoader line for {name}"
-    text = broker.log_since_start()
-    assert re.search(rf"Skipping recovery of {len(topic_ids)} logs from \S+ since clean shutdown file was found", text)
-    assert "unclean log dirs" not in text
-    assert not re.search(r"ERROR|inconsistent topic ID|Corrupt", text)
+        broker.assert_no_recovery(name)
+        assert broker.loader_lines(name), broker.log_report(broker.log_since_start().splitlines()[-20:],
+                                                            f"no LogLoader line for {name}; the run's last")
+    broker.assert_log_line(rf"Skipping recovery of {len(topic_ids)} logs from \S+ since clean shutdown file was found")
+    broker.assert_no_log_lines("unclean log dirs")
+    broker.assert_no_log_lines(r"ERROR|inconsistent topic ID|Corrupt")
     for (t, p), lines in shown.items():
         broker.wait_high_watermark(t, p, lines[-1]["offset"] + 1)
         wire = [expected_line(r) for r in broker.consume_all(t, p)]
@@ -168,7 +167,7 @@ def test_the_broker_loads_kafkafs_after_kills(make_broker):
         assert done.returncode == 0, done.stderr
         written += 3000
         broker.start()
-        assert broker.recovery_lines("kk-0") == [], round_
+        broker.assert_no_recovery("kk-0", f"round {round_}")
         broker.wait_high_watermark("kk", 0, written)
         assert len(broker.consume_all("kk", 0)) == written
         written += produce_mix(broker, "kk", 500, codec="lz4", start=written)

@@ -8,7 +8,7 @@ over 30 s is a hang). Afterwards every read must be whole lines (no NUL byte, no
 the partition's from offset 0 on with no gap, each equal to what a kafka-python consumer fetches over
 the wire for that offset (rendered by SPEC §3's rules in livecheck.py, not by kafkafs).
 
-The default run takes ``BROKER_READERS_SECONDS`` (20) seconds with 4 readers. The slow one is issue 20's
+The default run takes ``BROKER_READERS_SECONDS`` (10) seconds with 4 readers. The slow one is issue 20's
 done-when beside a broker: 8 readers of ``records.jsonl``, ``by-offset/`` and ``by-time/`` for
 ``BROKER_READERS_SLOW_SECONDS`` (600) while the producer sends 2,000 records/s; every read must equal
 what ``kafkafs consume`` prints for the same records (tests/faults/readers.py), and consume what the
@@ -34,7 +34,7 @@ from .harness import Broker
 from .livecheck import expected_line
 from .workloads import SMALL_SEGMENTS, record_of
 
-SECONDS = float(os.environ.get("BROKER_READERS_SECONDS", "20"))
+SECONDS = float(os.environ.get("BROKER_READERS_SECONDS", "10"))  # 5,000 records, a dozen segment rolls
 SLOW_SECONDS = float(os.environ.get("BROKER_READERS_SLOW_SECONDS", "600"))
 
 

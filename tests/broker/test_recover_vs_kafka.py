@@ -75,7 +75,8 @@ def test_recover_and_the_brokers_recovery_keep_the_same_bytes(make_broker, tmp_p
     broker.start()
     recovered = broker.recovery_lines("kept-0")
     print("\n".join(recovered))
-    assert any("Recovering unflushed segment 0" in line for line in recovered), broker.loader_lines("kept-0")
+    assert any("Recovering unflushed segment 0" in line for line in recovered), broker.log_report(
+        broker.loader_lines("kept-0"), "no 'Recovering unflushed segment 0' for kept-0; the loader's")
     broker.wait_high_watermark("kept", 0, 12)
     broker.stop()
     assert seg.read_bytes() == bytes(data) == (ours / "kept-0" / seg.name).read_bytes()

@@ -213,3 +213,52 @@ def test_describe_os_error():
     assert describe_os_error(OSError(5, "Input/output error")) == "cannot use: input/output error"
     moved = tag_os_error(OSError(18, "Invalid cross-device link", "/a.tmp", None, "/b"), "rename {path}")
     assert describe_os_error(moved) == "cannot rename /a.tmp to /b: invalid cross-device link"
+
+
+def test_consume_and_groups_read_on_past_a_folder_they_cannot_list(demo, fixtures_dir, tmp_path):
+    """review9 R9-5: an OS error on one partition folder is local, as damage is: `consume TOPIC` printed
+    nothing of the readable partitions, and `groups` failed whole for a partition it needs at most for
+    a lag column. Now the readable ones are read to their end, the folder is said in one line, exit 1;
+    groups shows that partition's log end offset and lag as unknown (-), and a folder no group names
+    is none of its business (exit 0)."""
+    folder = demo / "orders-0"
+    whole = run("consume", str(demo), "orders-1")
+    assert whole.returncode == 0 and whole.stdout
+    folder.chmod(0o000)
+    try:
+        proc = run("consume", str(demo), "orders")
+    finally:
+        folder.chmod(0o755)
+    assert error_line(proc) == f"kafkafs: error: cannot list {folder}: permission denied"
+    assert proc.stdout == whole.stdout
+
+    logs = tmp_path / "c"
+    shutil.copytree(fixtures_dir / "kafka-logs-c", logs)
+    (logs / "other-0").mkdir(mode=0o000)  # no group commits to it
+    assert run("groups", str(logs)).returncode == 0
+    committed = logs / "TestTopicPatient-0"
+    committed.chmod(0o000)
+    try:
+        proc = run("groups", str(logs))
+    finally:
+        committed.chmod(0o755)
+    line = error_line(proc)
+    assert line.startswith(f"kafkafs: error: cannot list {committed}: permission denied;"), line
+    row = next(r.split() for r in proc.stdout.decode().splitlines() if " TestTopicPatient " in r)
+    assert row[1:6] == ["TestTopicPatient", "0", "3", "-", "-"]
+
+
+def test_dump_says_it_cannot_read_a_file_in_a_folder_it_cannot_search(demo):
+    """review9 R9-2: a segment in a folder without search permission exists: dump said "no such file",
+    exit 2 (a usage error); it is an OS error like an unreadable file's, exit 1. A missing file stays
+    a usage error."""
+    folder = demo / "orders-0"
+    segment = sorted(folder.glob("*.log"))[0]
+    folder.chmod(0o600)
+    try:
+        proc = run("dump", str(segment))
+    finally:
+        folder.chmod(0o755)
+    assert error_line(proc) == f"kafkafs: error: cannot read {segment}: permission denied"
+    missing = folder / "00000000000000099999.log"
+    assert error_line(run("dump", str(missing)), rc=2) == f"kafkafs: error: {missing}: no such file"

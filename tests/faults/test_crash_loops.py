@@ -116,7 +116,11 @@ def _produce_round(logdir: Path, round_: int, rng: random.Random, ledger: Ledger
     writer.start()
     # mostly while it starts, recovers, appends or rolls; sometimes late enough that it has finished
     # (on a loaded machine a run can take seconds)
-    time.sleep(rng.uniform(0.0, 1.5) if rng.random() < 0.6 else rng.uniform(1.5, 8.0))
+    # (a run that ends before its kill moment is acknowledged then: no need to wait the rest)
+    try:
+        proc.wait(rng.uniform(0.0, 1.5) if rng.random() < 0.6 else rng.uniform(1.5, 8.0))
+    except subprocess.TimeoutExpired:
+        pass
     proc.send_signal(signal.SIGKILL)
     proc.wait(30)
     err = proc.stderr.read()

@@ -1,14 +1,20 @@
 """Readers while the log changes under them (issue 9): a read-only mount and a read-only engine read a
 partition while another writer appends, rolls segments, deletes old ones by retention and swaps in
 compacted ones. Every read answers (no hang), no EIO (nothing is damaged), no traceback in the daemon,
-and every view it returns is a valid prefix: JSON lines with offsets that only go up."""
+and every view it returns is a valid prefix: JSON lines with offsets that only go up.
+
+The default run takes ``KAFKAFS_CHANGES_SECONDS`` (8) seconds (hundreds of cleans: a clean every 400
+records); the slow one five minutes (``KAFKAFS_CHANGES_SLOW_SECONDS``)."""
 
 from __future__ import annotations
 
 import errno
 import json
+import os
 import threading
 import time
+
+import pytest
 
 from kafkafs.errors import SegmentClosedError
 from kafkafs.format.jsonview import ProducerRecord
@@ -19,6 +25,8 @@ from kafkafs.storage.logdir import LogDir
 SETTINGS = Settings({"segment.bytes": 8192, "index.interval.bytes": 512, "file.delete.delay.ms": 0,
                      "retention.bytes": 40_000, "cleanup.policy": "compact,delete",
                      "min.cleanable.dirty.ratio": 0.0})
+SECONDS = float(os.environ.get("KAFKAFS_CHANGES_SECONDS", "8"))
+SLOW_SECONDS = float(os.environ.get("KAFKAFS_CHANGES_SLOW_SECONDS", "300"))
 
 
 def _writer(logdir, stop: threading.Event, counts: dict) -> None:
@@ -49,6 +57,15 @@ def _check_jsonl(data: bytes, problems: list[str], where: str) -> int:
 
 
 def test_readers_while_segments_roll_retention_deletes_and_compaction_swaps(mounted, tmp_path):
+    _readers_during_changes(mounted, tmp_path, SECONDS)
+
+
+@pytest.mark.slow
+def test_readers_during_changes_for_minutes(mounted, tmp_path):
+    _readers_during_changes(mounted, tmp_path, SLOW_SECONDS)
+
+
+def _readers_during_changes(mounted, tmp_path, seconds: float) -> None:
     logdir = tmp_path / "logs"
     logdir.mkdir()
     with LogDir(logdir, SETTINGS, writable=True) as d:
@@ -107,7 +124,7 @@ def test_readers_while_segments_roll_retention_deletes_and_compaction_swaps(moun
     readers.append(threading.Thread(target=engine_reader, daemon=True))
     for t in readers:
         t.start()
-    time.sleep(15)
+    time.sleep(seconds)
     stop.set()
     writer.join(60)
     for t in readers:

@@ -421,3 +421,16 @@ def test_clean_asks_for_the_background_cleaner_and_needs_writable() -> None:
     assert translate([LOG, MNT, "-o", "writable,clean"]) == ["mount", "--rw", "--clean", LOG, MNT]
     with pytest.raises(UsageError, match="clean needs writable"):
         translate([LOG, MNT, "-o", "clean"])
+
+
+def test_a_list_value_keeps_its_comma() -> None:
+    """review9 R9-4: set=cleanup.policy=compact,delete was split at its comma (FUSE then failed on
+    "unknown option delete"). mount(8) hands the helper libmount's double quotes and libfuse's
+    backslash escape unchanged (util-linux 2.38, fstab and -o, checked): both keep a comma in a value,
+    and the unescaped list is refused with the way to write it."""
+    want = ["mount", "--set", "cleanup.policy=compact,delete", "-o", "allow_other", LOG, MNT]
+    for text in ('set="cleanup.policy=compact,delete"', r"set=cleanup.policy=compact\,delete"):
+        assert translate([LOG, MNT, "-o", f"allow_other,{text}"]) == want
+    assert split_options(r'a\\b,c\"d,e\,f') == ["a\\b", 'c"d', "e,f"]
+    with pytest.raises(UsageError, match=r'set="cleanup.policy=compact,delete"'):
+        translate([LOG, MNT, "-o", "set=cleanup.policy=compact,delete"])

@@ -1,5 +1,8 @@
 """Settings files as people write them."""
 
+import pytest
+
+from kafkafs.errors import ConfigError
 from kafkafs.storage.config import Settings
 
 
@@ -54,3 +57,18 @@ def test_a_value_of_the_wrong_toml_type_is_one_usage_error(tmp_path):
     err = proc.stderr.decode()
     assert proc.returncode == 2 and "Traceback" not in err
     assert err == "kafkafs: error: segment.bytes: [1] is not an integer\n"
+
+
+def test_an_empty_cleanup_policy_is_no_cleanup(tmp_path):
+    """review9 R9-1: an empty cleanup.policy is Kafka 4's "no cleanup" (neither delete nor compact), from
+    --set, a TOML string or an empty TOML list; a part that is neither stays an error."""
+    from kafkafs.storage.config import parse_set_options
+
+    for config in (
+        Settings(parse_set_options(["cleanup.policy="])).for_topic("t"),
+        Settings(None, {"t": {"cleanup.policy": []}}).for_topic("t"),
+        Settings({"cleanup.policy": " "}).for_topic("t"),
+    ):
+        assert (config.cleanup_policy, config.delete, config.compact) == ("", False, False)
+    with pytest.raises(ConfigError, match="cleanup.policy"):
+        Settings({"cleanup.policy": "delete,forever"})

@@ -205,3 +205,35 @@ def test_the_clusters_dynamic_broker_defaults_are_below_the_topics_settings(tmp_
         assert logdir.log("a-0").config.retention_ms == 1000
     with LogDir(tmp_path, Settings.load(None, {"retention.ms": 5000})) as logdir:
         assert logdir.log("b-0").config.retention_ms == 5000
+
+
+def test_an_empty_cleanup_policy_cleans_nothing(tmp_path):
+    """review9 R9-1: Kafka 4's empty cleanup.policy (an empty list: "infinite retention - no cleanup
+    policies will be applied", TopicConfig) that a broker recorded leaves the topic alone, as the broker
+    does; the setting was dropped with a warning and clean deleted the topic by the default delete and
+    7 days. A topic with no record (ctl) keeps the defaults."""
+    from kafkafs.storage.cleaner import clean_logdir
+
+    from .test_cleaner import _fill
+
+    settings = Settings({"segment.bytes": 300})
+    with LogDir(tmp_path, settings, writable=True) as logdir:
+        for topic in ("inf", "ctl"):
+            _fill(logdir.create_partition(topic, 0), 30)  # timestamps of 1970: far past any retention.ms
+    meta = tmp_path / "__cluster_metadata-0"
+    meta.mkdir()
+    records = [
+        metadata_frame("TOPIC_RECORD", 0, {"name": "inf", "topicId": _uuid(1)}),
+        _config("inf", "cleanup.policy", ""),
+        metadata_frame("TOPIC_RECORD", 0, {"name": "ctl", "topicId": _uuid(2)}),
+    ]
+    (meta / f"{0:020d}.log").write_bytes(encode_batch([(1, None, v, ()) for v in records]))
+    with LogDir(tmp_path, settings, writable=True) as logdir:
+        inf = logdir.log("inf-0")
+        assert (inf.config.cleanup_policy, inf.config.delete, inf.config.compact) == ("", False, False)
+        assert len(inf.segments) > 2
+        for dry_run in (True, False):
+            lines = clean_logdir(logdir, dry_run=dry_run, now_ms=10**13)
+            assert lines and all(line.startswith("ctl-0") for line in lines), lines
+        assert (inf.log_start_offset, len(list(inf.records()))) == (0, 30)
+        assert logdir.log("ctl-0").log_start_offset > 0
