@@ -128,6 +128,8 @@ class Partitions:
         self._ahead: ThreadPoolExecutor | None = None
         self._ahead_lock = threading.Lock()
         self._ahead_asked: set[str] = set()
+        #: the last files a reader came near the end of (under _ahead_lock): not prepared again
+        self._read_recently: deque[str] = deque(maxlen=4)
         self._read_last: str | None = None
         self._read_order: str | None = None
         self._read_orders: tuple[int, _Order, _Order] | None = None  # (LOGDIR's mtime, by number, by name)
@@ -308,6 +310,8 @@ class Partitions:
         if self.rw:
             return
         with self._ahead_lock:
+            if name not in self._read_recently:
+                self._read_recently.append(name)
             if self._closed or name in self._ahead_asked or len(self._ahead_asked) >= 2:
                 return  # a reader far ahead of the thread: no queue builds up
             self._ahead_asked.add(name)
@@ -341,7 +345,11 @@ class Partitions:
                 self._ahead_asked.discard(name)
 
     def _prepare(self, target: str) -> None:
-        """Have partition ``target``'s records.jsonl rendered for the open expected soon, unless it is already."""
+        """Have partition ``target``'s records.jsonl rendered for the open expected soon, unless it is
+        already, or was opened already (a reader ahead of this thread)."""
+        with self._ahead_lock:
+            if target in self._read_recently:
+                return
         stream = self.records_generations(target).current()
         if not stream.prepare():
             return
