@@ -116,6 +116,13 @@ def tag_os_error(exc: OSError, doing: str, path: str | os.PathLike[str] | None =
     return exc
 
 
+def note_os_error(exc: OSError, note: str) -> OSError:
+    """Add ``note`` to the end of ``exc``'s line (:func:`describe_os_error`): what was done before it failed
+    (``"; the 2000 records before it were appended"``). Returns ``exc``, the same object."""
+    exc.kafkafs_note = note  # type: ignore[attr-defined]  # kafkafs's note on a standard exception
+    return exc
+
+
 @contextlib.contextmanager
 def doing(what: str, path: str | os.PathLike[str] | None = None) -> Iterator[None]:
     """``with doing("take {path}", lock_path): ...``: :func:`tag_os_error` for any OSError inside."""
@@ -130,7 +137,7 @@ def describe_os_error(exc: OSError) -> str:
     """One line for an OS error: ``cannot take /data/logs/.lock: permission denied``, from the note of
     :func:`tag_os_error` (``use {path}`` without one) and the file the error names."""
     reason = exc.strerror or str(exc) or type(exc).__name__
-    reason = reason[:1].lower() + reason[1:]
+    reason = reason[:1].lower() + reason[1:] + getattr(exc, "kafkafs_note", "")
     what = getattr(exc, "kafkafs_doing", None) or "use {path}"
     path = exc.filename
     if path is None:

@@ -38,12 +38,21 @@ _DOING = {"produce": "write {path}", "recover": "recover {path}", "clean": "clea
           "mount": "mount {path}", "systemd": "install {path}"}
 #: Commands whose work is their output: a closed standard output ends them (exit 0).
 _OUTPUT_IS_THE_WORK = frozenset({"consume"})
+#: Commands whose work is on disk: an output that cannot be written (a full disk) is said, and their exit
+#: code stays what the work found; for the rest (reports), the work failed: exit 1.
+_WORK_ON_DISK = frozenset({"produce", "recover", "clean", "demo", "mount", "systemd", "index"})
 
 
 def run_command(args: argparse.Namespace) -> int:
     """``args.func(args)``'s exit code, its errors said in one line on stderr."""
-    with guarded_stdout(stop=args.command in _OUTPUT_IS_THE_WORK):
-        return _run(args)
+    with guarded_stdout(stop=args.command in _OUTPUT_IS_THE_WORK) as out:
+        code = _run(args)
+    if out is not None and out.failure is not None:  # output lost, not a reader gone (SPEC §4: said, exit 1)
+        print(f"kafkafs: error: {describe_os_error(out.failure)}", file=sys.stderr)
+        on_disk = args.command in _WORK_ON_DISK and not getattr(args, "dry_run", False)
+        if code == EXIT_OK and not on_disk:
+            code = EXIT_DAMAGE
+    return code
 
 
 def _run(args: argparse.Namespace) -> int:

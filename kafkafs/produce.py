@@ -9,7 +9,7 @@ import time
 from collections.abc import Iterator
 from typing import NamedTuple
 
-from .errors import InvalidInput, InvalidName
+from .errors import InvalidInput, InvalidName, note_os_error
 from .format.compression import codec_by_name
 from .format.lineencode import encode_lines
 from .storage.append_rules import RecordRefused, check_batches
@@ -50,7 +50,8 @@ def read_line_blobs(fd: int) -> Iterator[tuple[int, bytes]]:
 
 class Produced(NamedTuple):
     """What :func:`produce` appended: how many records, their first and last offsets, and the failure
-    that stopped it (a bad line: the groups before it are appended), or None."""
+    that stopped it (a bad line: the groups before it are appended), or None. An OS error (a full
+    disk) is raised, noted with how many records the groups before it appended (``note_os_error``)."""
 
     total: int
     first_offset: int | None
@@ -95,6 +96,10 @@ def produce(logdir: LogDir, name: str, fd: int, *, no_create: bool = False, lead
                     done = f"; the {total} records before it were appended" if total else ""
                     return Produced(total, first_offset, last_offset,
                                     f"{exc.at_line(first_line)}; nothing from its batch was appended{done}")
+                except OSError as exc:  # a full disk, ...: its line says what the groups before it appended
+                    if total:
+                        note_os_error(exc, f"; the {total} records before it were appended")
+                    raise
                 total += group.taken
                 first_line += group.taken
                 start = group.end

@@ -10,6 +10,12 @@ A command whose work *is* its output (``consume``, which with ``--follow`` would
 ever) asks ``stop=True``: the first EPIPE is raised, once, and the command ends there (exit 0: the
 reader had what it wanted).
 
+Any other error of a write (``> report`` on a full disk: ENOSPC, EIO) is not a reader gone but output
+lost: it is kept (:attr:`ReaderSafeOutput.failure`, noted "write standard output"), the rest goes to
+``/dev/null`` as after EPIPE so that the work goes on, and the command line says it in one line
+(:mod:`kafkafs.outcome`); with ``stop`` it is raised. A standard output that is not open at all
+(``>&-``) is one whose reader has gone from the start: ``/dev/null`` takes file descriptor 1.
+
 Used by the main thread of the command line; the wrapped stream is as thread-safe as ``sys.stdout``.
 """
 
@@ -22,6 +28,8 @@ import sys
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from .errors import tag_os_error
+
 if TYPE_CHECKING:
     from typing_extensions import Buffer
 
@@ -30,13 +38,15 @@ __all__ = ["guarded_stdout", "ReaderSafeOutput"]
 
 class ReaderSafeOutput(io.RawIOBase):
     """File descriptor ``fd`` as a raw stream whose first EPIPE sends the rest to ``/dev/null``
-    (:attr:`reader_gone` says it happened); with ``stop`` that first EPIPE is raised as well."""
+    (:attr:`reader_gone` says it happened); with ``stop`` that first EPIPE is raised as well. Another
+    write error does the same and is kept in :attr:`failure` (raised instead with ``stop``)."""
 
-    def __init__(self, fd: int, *, stop: bool = False) -> None:
+    def __init__(self, fd: int, *, stop: bool = False, reader_gone: bool = False) -> None:
         super().__init__()
         self.fd = fd
         self.stop = stop
-        self.reader_gone = False
+        self.reader_gone = reader_gone
+        self.failure: OSError | None = None
 
     def writable(self) -> bool:
         return True
@@ -52,38 +62,59 @@ class ReaderSafeOutput(io.RawIOBase):
             return memoryview(data).nbytes  # (bytes BufferedWriter hands over: their len)
         try:
             return os.write(self.fd, data)
-        except BrokenPipeError:
+        except OSError as exc:
             self.reader_gone = True
-            null = os.open(os.devnull, os.O_WRONLY)
-            try:
-                os.dup2(null, self.fd)
-            finally:
-                os.close(null)
+            _to_devnull(self.fd)
+            if not isinstance(exc, BrokenPipeError):
+                tag_os_error(exc, "write {path}", "standard output")
+                if not self.stop:
+                    self.failure = exc
             if self.stop:
                 raise
             return memoryview(data).nbytes
 
 
+def _to_devnull(fd: int) -> None:
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, fd)
+    finally:
+        os.close(null)
+
+
+def _closed(fd: int) -> bool:
+    try:
+        os.fstat(fd)
+    except OSError:
+        return True
+    return False
+
+
 @contextlib.contextmanager
 def guarded_stdout(*, stop: bool = False) -> Iterator[ReaderSafeOutput | None]:
     """``sys.stdout`` (and its ``.buffer``) over a :class:`ReaderSafeOutput` of file descriptor 1 for
-    the ``with`` block, then the stream it replaced, flushed. Nothing changes when ``sys.stdout`` is
-    not file descriptor 1 (a test capturing output): yields None then."""
+    the ``with`` block, then the stream it replaced, flushed (its write errors kept as the block's
+    are). Nothing changes when ``sys.stdout`` is not file descriptor 1 (a test capturing output):
+    yields None then."""
     before = sys.stdout
+    gone = before is None and _closed(1)  # `>&-`: Python started without a standard output
+    if gone:
+        _to_devnull(1)
     try:
-        fd = before.fileno() if before is not None else -1
+        fd = 1 if gone else before.fileno() if before is not None else -1
     except (AttributeError, OSError, ValueError):
         fd = -1
     if fd != 1:
         yield None
         return
-    before.flush()
-    raw = ReaderSafeOutput(1, stop=stop)
+    if before is not None:
+        before.flush()
+    raw = ReaderSafeOutput(1, stop=stop, reader_gone=gone)
     stream = io.TextIOWrapper(
         io.BufferedWriter(raw),
-        encoding=before.encoding,
-        errors=before.errors,
-        line_buffering=bool(before.line_buffering),
+        encoding=before.encoding if before is not None else "utf-8",
+        errors=before.errors if before is not None else "strict",
+        line_buffering=bool(before.line_buffering) if before is not None else False,
     )
     sys.stdout = stream
     try:
@@ -93,5 +124,7 @@ def guarded_stdout(*, stop: bool = False) -> Iterator[ReaderSafeOutput | None]:
             stream.flush()
         except BrokenPipeError:  # stop=True: said once already
             pass
+        except OSError as exc:  # stop=True, at the last flush: kept, said by the caller
+            raw.failure = exc
         sys.stdout = before
         stream.detach()  # the BufferedWriter and raw object go; file descriptor 1 stays open

@@ -5,10 +5,11 @@ from __future__ import annotations
 import argparse
 import io
 import os
+import stat
 from dataclasses import dataclass
 from typing import BinaryIO, TextIO
 
-from ..errors import InvalidInput
+from ..errors import InvalidInput, tag_os_error
 
 __all__ = ["DumpOptions", "INT_MAX", "add_dump_arguments", "options_from_args", "run_from_args"]
 
@@ -123,8 +124,14 @@ def run_from_args(args: argparse.Namespace, out: BinaryIO, err: TextIO) -> int:
     if not files:
         raise InvalidInput("nothing to dump: name a file, or --files FILE1,FILE2 as kafka-dump-log takes them")
     for name in files:
-        if not os.path.isfile(name):
-            raise InvalidInput(f"{name}: {'no such file' if not os.path.exists(name) else 'not a file'}")
+        try:
+            mode = os.stat(name).st_mode
+        except (FileNotFoundError, NotADirectoryError):
+            raise InvalidInput(f"{name}: no such file") from None
+        except OSError as exc:  # it may well be there (a folder without search permission): the work failed
+            raise tag_os_error(exc, "read {path}", name) from None
+        if not stat.S_ISREG(mode):
+            raise InvalidInput(f"{name}: not a file")
     # a file of no kind dump knows: Kafka's "Ignoring unknown file", exit 0 (files.unusable); a segment
     # name without its base offset, where Kafka stops with a stack trace: when no path named is one dump
     # takes, that is a usage error (SPEC §4: exit 2), said in one line

@@ -67,15 +67,8 @@ class LocalLog:
     Threads: safe to share. Readers take no lock; the single writer's changes serialise on ``_lock``.
     """
 
-    def __init__(
-        self,
-        directory: str | os.PathLike[str],
-        config: LogConfig | None = None,
-        *,
-        writable: bool = False,
-        clock: Callable[[], int] = _now_ms,
-        budget: HandleBudget | None = None,
-    ) -> None:
+    def __init__(self, directory: str | os.PathLike[str], config: LogConfig | None = None, *, writable: bool = False,
+                 clock: Callable[[], int] = _now_ms, budget: HandleBudget | None = None) -> None:
         self.dir = Path(directory)
         #: The partition folder's name, ``<topic>-<partition>``.
         self.name = self.dir.name
@@ -215,6 +208,11 @@ class LocalLog:
         for base in swapped:
             self.segments.add(self._new_segment(base))  # a file gone again: refresh catches it
             self.generation += 1
+        for base in known.difference(swapped) if swapped else ():  # review8 R8-2: what a swap replaced is renamed
+            # away before the new file takes its name (replaceSegments' order): listed a moment ago, gone now
+            if (old := self.segments.get(base)) is not None and old is not last and not old.log_path.exists():
+                self.segments.remove(base)  # kept, its base cut the new segment short ("corrupt batch", EIO)
+                old.close_handlers()
         return bool(swapped)
 
     def batches(

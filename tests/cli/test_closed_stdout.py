@@ -110,3 +110,49 @@ def test_guarded_stdout_leaves_a_captured_stdout_alone(capsys):
         print("seen")
     assert raw is None
     assert capsys.readouterr().out == "seen\n"
+
+
+FULL = "kafkafs: error: cannot write standard output: no space left on device"
+
+
+def _run_to(stdout: str, *args: str) -> subprocess.CompletedProcess:
+    """The command with its standard output redirected as a shell does (``> /dev/full``, ``>&-``)."""
+    shell = f'exec "$@" {stdout}'
+    return subprocess.run(["sh", "-c", shell, "sh", sys.executable, "-m", "kafkafs", *args],
+                          capture_output=True, env=_env(), timeout=120)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("verify", "{logdir}"),
+        ("dump", "{logdir}/orders-0/00000000000000000000.log", "--print-data-log"),
+        ("clean", "{logdir}", "--dry-run"),
+        ("groups", "{logdir}"),
+        ("transactions", "{logdir}", "--json"),
+        ("consume", "{logdir}", "orders"),
+    ],
+    ids=["verify", "dump", "clean", "groups", "transactions", "consume"],
+)
+def test_a_report_that_cannot_be_written_is_one_line_and_exit_1(tmp_path, args):
+    """review9 R9-6: `kafkafs verify DIR > report` on a full disk was a traceback and exit 120 (consume
+    said 'cannot read DIR'); `>&-` (no standard output at all) was an AttributeError for dump, consume,
+    groups and transactions. Now a failed write of the output is one line, exit 1; a closed standard
+    output is one whose reader has gone (SPEC §4): the work and its exit code as without it."""
+    logdir = tmp_path / "logs"
+    assert run("demo", str(logdir)).returncode == 0
+    argv = [a.format(logdir=logdir) for a in args]
+    got = _run_to("> /dev/full", *argv)
+    assert (got.returncode, got.stderr.decode().splitlines()) == (1, [FULL]), got.stderr.decode()
+    expected = run(*argv)
+    got = _run_to(">&-", *argv)
+    assert (got.returncode, got.stderr) == (expected.returncode, expected.stderr), got.stderr.decode()
+
+
+def test_recover_to_a_full_disk_says_it_and_keeps_the_exit_code_of_its_work(tmp_path):
+    logdir = _damaged_demo(tmp_path)
+    got = _run_to("> /dev/full", "recover", str(logdir))
+    assert got.returncode == 1 and FULL in got.stderr.decode().splitlines(), got.stderr.decode()
+    assert b"Traceback" not in got.stderr
+    assert run("verify", str(logdir)).returncode == 0  # the work was done
+    assert _run_to("> /dev/full", "recover", str(logdir)).returncode == 0  # nothing to repair: 0, said or not

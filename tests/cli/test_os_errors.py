@@ -246,3 +246,19 @@ def test_consume_and_groups_read_on_past_a_folder_they_cannot_list(demo, fixture
     assert line.startswith(f"kafkafs: error: cannot list {committed}: permission denied;"), line
     row = next(r.split() for r in proc.stdout.decode().splitlines() if " TestTopicPatient " in r)
     assert row[1:6] == ["TestTopicPatient", "0", "3", "-", "-"]
+
+
+def test_dump_says_it_cannot_read_a_file_in_a_folder_it_cannot_search(demo):
+    """review9 R9-2: a segment in a folder without search permission exists: dump said "no such file",
+    exit 2 (a usage error); it is an OS error like an unreadable file's, exit 1. A missing file stays
+    a usage error."""
+    folder = demo / "orders-0"
+    segment = sorted(folder.glob("*.log"))[0]
+    folder.chmod(0o600)
+    try:
+        proc = run("dump", str(segment))
+    finally:
+        folder.chmod(0o755)
+    assert error_line(proc) == f"kafkafs: error: cannot read {segment}: permission denied"
+    missing = folder / "00000000000000099999.log"
+    assert error_line(run("dump", str(missing)), rc=2) == f"kafkafs: error: {missing}: no such file"

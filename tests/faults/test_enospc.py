@@ -118,3 +118,16 @@ def test_enospc_through_a_rw_mount(small_fs, mounted, tmp_path):
     assert m.proc.poll() is None  # the daemon lives on
     (small_fs / "filler").unlink()
     heals_through_the_mount(m, logs, acked)
+
+
+def test_produce_says_what_it_appended_before_the_disk_filled(small_fs):
+    """review9 R9-3: produce stopped by a full disk said only the error, not that the records of the
+    groups before it were appended (a rerun appends them again), as a bad line's error says it. Now the
+    OS error's line says it too, exit 1."""
+    logs = small_fs / "logs"
+    lines = b"".join(b"%05d-" % i + b"x" * 204 + b"\n" for i in range(3000))
+    proc = cli("produce", str(logs), "q-0", stdin=lines)
+    one_line_enospc(proc)
+    appended = len(values(logs, "q-0"))
+    assert 0 < appended < 3000
+    assert f"; the {appended} records before it were appended" in proc.stderr.decode(), proc.stderr

@@ -198,3 +198,34 @@ def test_a_dry_run_predicts_what_the_real_run_does_with_compact_and_delete(tmp_p
         done = clean_logdir(logdir, now_ms=10**13 + 5)
     assert any("would delete" in line for line in predicted) and any("compact" in line for line in done)
     assert [line.replace("would delete", "deleted").replace("would compact", "compacted") for line in predicted] == done
+
+
+def test_a_read_only_log_listed_just_before_a_swap_keeps_no_segment_the_swap_removed(tmp_path, monkeypatch):
+    """review8 R8-2 (HIGH): a reader (a read-only mount) beside a compaction of another process (a broker's
+    cleaner, ``kafkafs clean``) listed the folder just before the swap, then found the merged segment
+    swapped in at the first base: the segments it replaced, renamed away before the new file took its
+    name (Kafka's replaceSegments order), stayed in the reader's list above it, and the new segment's
+    last batch ran past the next one's base: "corrupt batch ... offsets run past the next batch's base"
+    logged for a healthy segment, and EIO, until a later look."""
+    from kafkafs.storage import local_log
+
+    settings = Settings({"segment.bytes": 300}, {"kv": {"cleanup.policy": "compact"}})
+    with LogDir(tmp_path, settings, writable=True) as logdir:
+        _fill(logdir.create_partition("kv", 0), 60, key=lambda i: b"k%d" % (i % 4))
+    settings = Settings({"segment.bytes": 100_000}, {"kv": {"cleanup.policy": "compact"}})  # the cleaner merges
+    with LogDir(tmp_path, settings) as reading:
+        ro = reading.log("kv-0")
+        before = [view.header.base_offset for _seg, view in ro.batches(0)]  # every segment opened
+        listed = local_log.regular_files_in_order(ro.dir, local_log.log_file_base_offset, set(ro.segments.bases()))
+        with LogDir(tmp_path, settings, writable=True) as logdir:
+            assert compact(logdir.log("kv-0"), now_ms=10**13)  # merges the sealed segments
+            swapped = logdir.log("kv-0").segments.first()
+            expected = [view.header.base_offset for _seg, view in logdir.log("kv-0").batches(0)]
+        assert swapped is not None and len(expected) < len(before)
+        gone = [name for name in listed if not (ro.dir / name).exists()]
+        assert gone, "the swap renamed segments above the first away"
+        # the listing taken just before the swap, the look for swapped files just after it
+        monkeypatch.setattr(local_log, "regular_files_in_order", lambda *_args: listed)
+        ro.refresh()
+        assert [view.header.base_offset for _seg, view in ro.batches(0)] == expected
+        assert ro.segments.bases() == sorted(int(n[:20]) for n in os.listdir(ro.dir) if n.endswith(".log"))
