@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import orjson
 
-from ...errors import Deferred, NotFound, NotPermitted
+from ...errors import Deferred, NotFound, NotPermitted, SegmentClosedError
 from ...storage.names import is_internal_topic, parse_partition_dir_name
 from ..views.partition import PartitionState
 from ..views.record import RenderedRecord
@@ -191,7 +191,11 @@ class RecordsFile(File):
         return True
 
     def _open(self) -> Handle:
-        return RecordsHandle(self.stream, functools.partial(self.partitions.reading_to_end, self._partition))
+        stream = self.stream
+        if not stream.state.watched:
+            stream.state.refresh()
+        _require_current(stream)
+        return RecordsHandle(stream, functools.partial(self.partitions.reading_to_end, self._partition))
 
     def open_now(self) -> Handle | None:
         """On the FUSE loop when the partition is open and nothing needs doing (opened ahead of a reader
@@ -203,7 +207,18 @@ class RecordsFile(File):
             if stream is None:
                 return None
             self._stream = stream
-        return self._open()
+        _require_current(stream)
+        return RecordsHandle(stream, functools.partial(self.partitions.reading_to_end, self._partition))
+
+
+def _require_current(stream: RecordsStream) -> None:
+    """A new open of a ``records.jsonl`` that a rewrite (compaction, retention) replaced since its lookup
+    (a name the kernel kept) is refused, ESTALE: the kernel looks the name up again and opens the current
+    file (review8 R8-3: the open went on, and its first read met a segment that was gone: ESTALE to the
+    reader). Opens already made keep their file (:mod:`~kafkafs.fs.views.streams`)."""
+    if stream.rewrites != stream.state.rewrites:
+        raise SegmentClosedError(f"{stream.state.name}/records.jsonl was rewritten (compaction or retention) "
+                                 "since it was looked up")
 
 
 class PartitionJsonFile(File):

@@ -446,3 +446,29 @@ def test_a_segment_that_appears_below_what_a_handle_read_is_said_once(caplog):
     with caplog.at_level(logging.WARNING, logger="kafkafs.fs"):
         handle_view(before, _comp(merged, active))
     assert caplog.records == []
+
+
+def test_a_new_open_of_a_records_file_a_compaction_replaced_is_stale(tmp_path):
+    """review8 R8-3: a read-only tree over a folder another writer compacts; a name the kernel kept from
+    before the swap is opened after the tree noticed it (its removed segments closed): the open went on
+    and its first read failed with ESTALE ("segment is closed"). The open is refused (ESTALE: the kernel
+    looks the name up again), and the new lookup reads the compacted file whole."""
+    with LogDir(tmp_path, SETTINGS, writable=True) as logdir:
+        logdir.create_partition("kv", 0)
+    writer_tree = Tree(LogDir(tmp_path, SETTINGS, writable=True), rw=True)
+    ro = Tree(LogDir(tmp_path, SETTINGS))
+    try:
+        writer = Writer(writer_tree)
+        log = writer_tree.partitions.state("kv-0").log
+        writer.append("kv-0", 150)
+        kept = ro.resolve("kv-0/records.jsonl")
+        kept.attr()  # its size shown: the kernel holds the name and the inode
+        assert compact(log, NOW)
+        ro.partitions.state("kv-0").refresh(force=True)
+        with pytest.raises(SegmentClosedError, match="rewritten"):
+            kept.open(False)
+        assert ro.resolve("kv-0/records.jsonl").key != kept.key
+        assert ro.read_file("kv-0/records.jsonl") == rendered(log)
+    finally:
+        ro.close()
+        writer_tree.close()
