@@ -197,6 +197,22 @@ class LocalLog:
             return True
         return False
 
+    def advance_log_start(self, offset: int) -> bool:
+        """Read-only logs: another process checkpointed a log start of ``offset`` (a broker after
+        kafka-delete-records, or retention inside a segment): raise the log start to it as a load would
+        (never lower it, nor past the log end) and tell the listeners; True when it moved."""
+        if self.writable or self._closed:
+            return False
+        with self._lock:
+            first = self.segments.first()
+            base = first.base_offset if first is not None else offset
+            start = min(max(base, offset), max(self.log_end_offset, base))
+            if start <= self._log_start_offset:
+                return False
+            self._log_start_offset = start
+        self._notify()
+        return True
+
     def _replaced_segments(self, names: list[str], known: set[int]) -> bool:
         """Reopen the sealed segments another process's compaction swapped in under the same name, when
         the folder changed since the last look (the old objects are left to their readers)."""
