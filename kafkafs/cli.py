@@ -229,7 +229,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def cmd_recover(args: argparse.Namespace) -> int:
-    from .inspect import damaged_checkpoints
+    from .inspect import damaged_checkpoints, refused_folders
 
     _raise_fd_limit()
     logdir = _open_logdir(args.logdir, args, writable=True)
@@ -273,13 +273,17 @@ def cmd_recover(args: argparse.Namespace) -> int:
         print(f"{name}: {status} ({span})")
     for line in checkpoints:
         print(f"damaged checkpoint {line}")
+    folders = refused_folders(logdir.path)  # left as they are: not kafkafs's to delete
+    for line in folders:
+        print(line)
     refused = len(logdir.refused)
     print(f"recovered {len(names) - refused} partition(s), {changed} changed; clean shutdown marked"
           + (f"; {refused} refused" if refused else "")
           + (f"; {kept} with damaged batches kept, as Kafka keeps them" if kept else "")
-          + (f"; {len(checkpoints)} damaged checkpoint file(s)" if checkpoints else ""))
+          + (f"; {len(checkpoints)} damaged checkpoint file(s)" if checkpoints else "")
+          + (f"; {len(folders)} folder(s) a broker refuses, left as they are" if folders else ""))
     # SPEC §4: what verify would have said before (damage repaired is damage found, as e2fsck's)
-    return EXIT_DAMAGE if refused or changed or kept or checkpoints else EXIT_OK
+    return EXIT_DAMAGE if refused or changed or kept or checkpoints or folders else EXIT_OK
 
 
 def cmd_clean(args: argparse.Namespace) -> int:

@@ -5,6 +5,7 @@ It reads only (nothing here writes), so it is safe on a directory a broker owns.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -22,6 +23,7 @@ from .storage.logdir import (
     REPLICATION_OFFSET_FILE,
     LogDir,
 )
+from .storage.names import STAGING_DIR_NAME, broker_refuses_folder
 from .storage.recovery import interrupted_leftovers
 from .storage.recovery_plan import left_by_unclean_stop, zeros_from
 from .storage.safefiles import regular_files, unsafe_entries
@@ -193,6 +195,29 @@ def checkpoint_problems(folder: Path, names: tuple[str, ...], parse: Callable[[b
     return found
 
 
+def refused_folders(path: Path) -> list[str]:
+    """``NAME: why`` for each folder of the log directory at ``path`` that a broker refuses to start with
+    (:func:`~kafkafs.storage.names.broker_refuses_folder`: not ``TOPIC-PARTITION``): kafkafs reads past
+    it, a broker stops. Nothing when the folder cannot be listed (the partitions' listing says that)."""
+    try:
+        with os.scandir(path) as listing:
+            entries = sorted(listing, key=lambda e: e.name)
+    except OSError:
+        return []
+    found = []
+    for entry in entries:
+        try:
+            folder = entry.is_dir()
+        except OSError:
+            folder = False
+        if not folder or not broker_refuses_folder(entry.name):
+            continue
+        why = ("left by a Spark write to this directory that did not finish (its driver stopped): delete it "
+               "when no write runs; " if entry.name == STAGING_DIR_NAME else "not a partition folder (TOPIC-PARTITION); ")
+        found.append(f"{entry.name}: {why}a broker refuses to start with it in its log directory")
+    return found
+
+
 def damaged_checkpoints(path: Path, names: list[str]) -> list[str]:
     """``FILE: why`` for each checkpoint file of the log directory at ``path`` and of its partitions
     ``names`` that verify reports as damaged (what ``recover`` must count before it rewrites them)."""
@@ -213,6 +238,9 @@ def verify_logdir(
     names = partitions or logdir.partition_names()
     for name, reason in checkpoint_problems(logdir.path, _LOGDIR_CHECKPOINTS, parse_offset_checkpoint):
         print(f"{name}: {reason}", file=out)
+        total_problems += 1
+    for line in refused_folders(logdir.path):
+        print(line, file=out)
         total_problems += 1
     if not names:
         print(f"{logdir.path}: no partitions", file=out)

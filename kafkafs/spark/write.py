@@ -39,7 +39,7 @@ from ..errors import InvalidInput
 from ..format.batch import encode_batch
 from ..format.compression import codec_by_name
 from ..storage.config import DEFAULTS, Settings
-from ..storage.names import parse_partition_dir_name, refuse_internal_topic
+from ..storage.names import STAGING_DIR_NAME, parse_partition_dir_name, refuse_internal_topic
 from .partitioner import RowPartitioner
 
 __all__ = [
@@ -53,7 +53,6 @@ __all__ = [
     "new_topic_partitions",
 ]
 
-STAGING_DIR_NAME = ".kafkafs-staging"
 ACTIVE = "ACTIVE"
 BATCH_BYTES = 256 * 1024  # records per staged batch: well under the default max.message.bytes (1 MiB)
 BATCH_RECORDS = 8192

@@ -29,6 +29,8 @@ __all__ = [
     "SNAPSHOT",
     "snapshot_offset",
     "parse_partition_dir_name",
+    "STAGING_DIR_NAME",
+    "broker_refuses_folder",
     "INTERNAL_TOPIC_WRITERS",
     "refuse_internal_topic",
     "is_internal_topic",
@@ -116,6 +118,35 @@ def parse_partition_dir_name(name: str) -> tuple[str, int]:
     if partition > 2**31 - 1:
         raise InvalidName(f"partition {partition} is out of range")
     return topic, partition
+
+
+#: Where Spark's kafkalog writer stages its tasks' batches (``LOGDIR/.kafkafs-staging/<job>/...``) until the
+#: job commits; a crashed driver leaves it, and a broker refuses a log directory that holds it.
+STAGING_DIR_NAME = ".kafkafs-staging"
+
+#: Folders of a log directory a broker passes over at start: tiered storage's index cache.
+_BROKER_SKIPS = frozenset({"remote-log-index-cache"})
+#: A partition folder renamed for deletion, a future replica or a stray one: ``<topic>-<n>.<id>-delete``.
+_RENAMED_DIR_RE = re.compile(r"\S+-\S+\.\S+-(?:delete|future|stray)", re.ASCII)
+_JAVA_INT_RE = re.compile(r"[+-]?[0-9]+", re.ASCII)
+
+
+def broker_refuses_folder(name: str) -> bool:
+    """Whether a broker stops at start on a folder named ``name`` in its log directory: Kafka 4's
+    LogManager reads every folder but tiered storage's index cache with
+    ``UnifiedLog.parseTopicPartitionName`` ("Found directory ..., '<name>' is not in the form of
+    topic-partition or topic-partition.uniqueId-delete"), which takes ``<topic>-<int>`` (any topic text),
+    and the same with ``.<id>-delete``, ``-future`` or ``-stray`` after it."""
+    if name in _BROKER_SKIPS:
+        return False
+    if name.endswith(("-delete", "-future", "-stray")):
+        if not _RENAMED_DIR_RE.fullmatch(name):
+            return True
+        name = name[: name.rindex(".")]
+    topic, dash, number = name.rpartition("-")
+    if not dash or not topic or not _JAVA_INT_RE.fullmatch(number):
+        return True
+    return not -(2**31) <= int(number) < 2**31
 
 
 #: Kafka's internal topics (:data:`kafkafs.format.decoders.INTERNAL_TOPICS`' names) and who alone writes

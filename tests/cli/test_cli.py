@@ -481,3 +481,28 @@ def test_a_legacy_wrapper_overlapping_the_entry_before_is_damage(tmp_path):
     recovered = run("recover", str(logs), check_rc=1).stdout.decode()
     assert recovered.count("kept 1 batch(es) whose records do not decode or overlap the entry before") == 2, recovered
     assert {p: p.read_bytes() for p in logs.glob("*/*.log")} == before
+
+
+def test_verify_and_recover_name_a_folder_a_broker_refuses(tmp_path, demo):
+    """review9 R9-8: a folder of LOGDIR that is not a partition folder (a crashed Spark write's
+    .kafkafs-staging, lost+found, any other) stops a broker's start (Kafka 4.4: 'Found directory ...
+    is not in the form of topic-partition'); verify said OK (exit 0) and recover marked a clean
+    shutdown (exit 0). Now both name it, exit 1, and delete nothing; the folders a broker takes
+    (a renamed partition being deleted, tiered storage's index cache) stay no problem."""
+    copy = tmp_path / "logs"
+    shutil.copytree(demo, copy)
+    (copy / ".kafkafs-staging" / "job1").mkdir(parents=True)
+    (copy / "lost+found").mkdir()
+    (copy / "orders-0.0a1b2c3d-delete").mkdir()
+    (copy / "remote-log-index-cache").mkdir()
+    for command in ("verify", "recover"):
+        out = run(command, str(copy), check_rc=1).stdout.decode().splitlines()
+        named = [line for line in out if line.startswith((".kafkafs-staging:", "lost+found:"))]
+        assert len(named) == 2 and all("a broker refuses to start" in line for line in named), out
+        assert "Spark" in named[0]
+        assert not any("orders-0.0a1b2c3d-delete" in line or "remote-log-index-cache" in line for line in out)
+    assert (copy / ".kafkafs-staging" / "job1").is_dir() and (copy / "lost+found").is_dir()
+    shutil.rmtree(copy / ".kafkafs-staging")
+    (copy / "lost+found").rmdir()
+    run("verify", str(copy))
+    run("recover", str(copy))

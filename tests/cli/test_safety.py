@@ -272,9 +272,10 @@ def test_finding9_exit_codes_are_the_same_for_every_command(demo_copy, tmp_path)
 def test_verify_reports_a_link_in_a_partition_folder(tmp_path, outside):
     # its only .log is a link: the reader skips it (a warning), but the partition is not OK: verify
     # says so in its report, for that partition, and exits 1
-    (tmp_path / "t-0").mkdir()
-    os.symlink(outside / "victim.log", tmp_path / "t-0" / "00000000000000000000.log")
-    out = run("verify", str(tmp_path), check_rc=1)
+    logs = tmp_path / "logs"  # beside `outside`, a folder a broker (and verify) would refuse in a log directory
+    (logs / "t-0").mkdir(parents=True)
+    os.symlink(outside / "victim.log", logs / "t-0" / "00000000000000000000.log")
+    out = run("verify", str(logs), check_rc=1)
     lines = out.stdout.decode().splitlines()
     assert lines[0].startswith("t-0: ") and lines[0].endswith("1 problem(s)"), lines
     assert lines[1].strip().startswith("00000000000000000000.log: not a regular file"), lines

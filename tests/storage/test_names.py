@@ -57,3 +57,21 @@ def test_user_appends_refuse_kafkas_internal_topics():
             refuse_internal_topic(topic)
     for topic in ("orders", "_consumer_offsets", "__consumer_offsets_copy", "__cluster_metadata2", "__other"):
         refuse_internal_topic(topic)  # ordinary topics, also look-alikes
+
+
+@pytest.mark.parametrize(
+    ("name", "refused"),
+    [
+        ("orders-0", False), ("a-b-12", False), ("x-+1", False), ("__cluster_metadata-0", False),
+        ("orders-0.0a1b2c3d-delete", False), ("orders-0.abc-future", False), ("orders-0.abc-stray", False),
+        ("remote-log-index-cache", False),
+        (".kafkafs-staging", True), ("lost+found", True), ("orders", True), ("orders-", True), ("-0", True),
+        ("orders-x", True), ("orders-0-delete", True), ("orders-2147483648", True), ("a b-0.c-delete", True),
+    ],
+)
+def test_the_folders_a_broker_refuses_to_start_with(name: str, refused: bool) -> None:
+    """Kafka 4's LogManager stops at start on a folder of its log directory that
+    UnifiedLog.parseTopicPartitionName cannot read (review9 R9-8)."""
+    from kafkafs.storage.names import broker_refuses_folder
+
+    assert broker_refuses_folder(name) is refused
