@@ -35,7 +35,7 @@ from .names import (
     segment_file_name,
 )
 from .records import BatchView
-from .safefiles import regular_files_in_order, require_writable
+from .safefiles import folder_identity, fsync_directory, regular_files_in_order, require_writable
 from .segment import LogSegment
 from .segments import LogSegments
 from .transactions import ProducerTransactions
@@ -46,15 +46,6 @@ if TYPE_CHECKING:
 __all__ = ["LocalLog", "fsync_directory"]
 
 log = logging.getLogger("kafkafs.log")
-
-
-def fsync_directory(path: str | os.PathLike[str]) -> None:
-    """fsync a folder, so that files created, renamed or deleted in it stay so after a power loss."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _now_ms() -> int:
@@ -99,6 +90,7 @@ class LocalLog:
         self.generation = 0
         self._dir_mtime = 0  # read-only logs: the folder's mtime when last looked for swapped segments
         self._recheck: LogSegment | None = None  # read-only logs: the segment rolled at the last refresh
+        self._dir_id = folder_identity(self.dir)  # read-only logs: the folder a refresh lists (see refresh)
 
     def _new_segment(self, base_offset: int, *, size: int | None = None) -> LogSegment:
         return LogSegment(self.dir, base_offset, self.config, writable=self.writable, clock=self.clock,
@@ -149,6 +141,7 @@ class LocalLog:
             return False
         before = self.segments.end_mark(self._log_start_offset)
         with self._lock:
+            renewed = self._folder_renewed()
             known = set(self.segments.bases())
             try:  # listed again while new segments show: a segment missed below a later one would be a gap
                 names = regular_files_in_order(self.dir, log_file_base_offset, known)
@@ -192,25 +185,20 @@ class LocalLog:
             if first is not None and first.base_offset > self._log_start_offset:
                 self._log_start_offset = first.base_offset
         after = self.segments.end_mark(self._log_start_offset)
-        if after != before or replaced:
+        if after != before or replaced or renewed:
             self._notify()
             return True
         return False
 
-    def advance_log_start(self, offset: int) -> bool:
-        """Read-only logs: another process checkpointed a log start of ``offset`` (a broker after
-        kafka-delete-records, or retention inside a segment): raise the log start to it as a load would
-        (never lower it, nor past the log end) and tell the listeners; True when it moved."""
-        if self.writable or self._closed:
+    def _folder_renewed(self) -> bool:
+        """The folder is another one (a topic deleted and made again, review8 R8-6): drop every segment."""
+        if (now := folder_identity(self.dir)) is None or now == self._dir_id:
             return False
-        with self._lock:
-            first = self.segments.first()
-            base = first.base_offset if first is not None else offset
-            start = min(max(base, offset), max(self.log_end_offset, base))
-            if start <= self._log_start_offset:
-                return False
-            self._log_start_offset = start
-        self._notify()
+        for seg in self.segments:
+            seg.close_handlers()
+        self.segments.clear()
+        self._dir_id, self._log_start_offset, self._recheck, self._dir_mtime, self._txn = now, 0, None, 0, None
+        self.generation += 1
         return True
 
     def _replaced_segments(self, names: list[str], known: set[int]) -> bool:

@@ -58,3 +58,24 @@ def test_a_log_start_checkpointed_while_mounted_applies_to_new_opens(tmp_path, m
     assert not (part / "by-offset" / "3.json").exists()
     assert _offsets(part / "by-key" / "k0.jsonl") == [15]
 
+
+def test_a_partition_folder_created_again_while_mounted_is_a_new_partition(tmp_path, mounted):
+    logs = tmp_path / "logs"
+    _write(logs / "gone-0", [f"old-{i}" for i in range(5)], keys=False)
+    m = mounted(logs)
+    part = m.path / "gone-0"
+    assert len((part / "records.jsonl").read_text().splitlines()) == 5
+    # the broker deletes the topic (renames the folder) and the topic is created again
+    os.rename(logs / "gone-0", logs / "gone-0.0123456789abcdef0123456789abcdef-delete")
+    _write(logs / "gone-0", ["new-0"], keys=False)
+
+    def values() -> list[str]:
+        try:
+            return [json.loads(line)["value"] for line in (part / "records.jsonl").read_text().splitlines()]
+        except FileNotFoundError:
+            return []
+
+    assert _until(lambda: values() == ["new-0"]), f"records.jsonl after the re-creation: {values()}"
+    _write(logs / "gone-0", ["new-1"], keys=False)
+    assert _until(lambda: values() == ["new-0", "new-1"]), f"records.jsonl after a second record: {values()}"
+    assert sorted(os.listdir(part / "by-offset")) == ["0.json", "1.json"]
