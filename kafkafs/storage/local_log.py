@@ -148,6 +148,7 @@ class LocalLog:
         if self.writable or self._closed:
             return False
         before = self.segments.end_mark(self._log_start_offset)
+        dropped: list[LogSegment] = []  # segments whose files went: closed once the listeners ran (below)
         with self._lock:
             known = set(self.segments.bases())
             try:  # listed again while new segments show: a segment missed below a later one would be a gap
@@ -173,16 +174,15 @@ class LocalLog:
                 except (CorruptRecordError, UnsafeFileError):  # gone again already, or replaced by a link
                     continue
             for base in known - set(bases):
-                seg = self.segments.remove(base)
-                if seg is not None:
-                    seg.close_handlers()
+                if (seg := self.segments.remove(base)) is not None:
+                    dropped.append(seg)
             last = self.segments.last()
             if previous is not None and previous is not last and not rolled:
                 # Read its growth before the swap check (which judges a never-opened segment by its size).
                 previous.refresh()
                 previous.active = False
             try:
-                replaced = self._replaced_segments(names, known)
+                replaced = self._replaced_segments(names, known, dropped)
             except (CorruptRecordError, UnsafeFileError, FileNotFoundError):  # gone again already
                 replaced = False
             if last is not None:
@@ -192,12 +192,14 @@ class LocalLog:
             if first is not None and first.base_offset > self._log_start_offset:
                 self._log_start_offset = first.base_offset
         after = self.segments.end_mark(self._log_start_offset)
-        if after != before or replaced:
+        changed = after != before or replaced or bool(dropped)
+        if changed:
             self._notify()
-            return True
-        return False
+        for seg in dropped:  # after the listeners held open what open readers have yet to read (review8 R8-4)
+            seg.close_handlers()
+        return changed
 
-    def _replaced_segments(self, names: list[str], known: set[int]) -> bool:
+    def _replaced_segments(self, names: list[str], known: set[int], dropped: list[LogSegment]) -> bool:
         """Reopen the sealed segments another process's compaction swapped in under the same name, when
         the folder changed since the last look (the old objects are left to their readers)."""
         mtime, self._dir_mtime = self._dir_mtime, os.stat(self.dir).st_mtime_ns
@@ -212,7 +214,7 @@ class LocalLog:
             # away before the new file takes its name (replaceSegments' order): listed a moment ago, gone now
             if (old := self.segments.get(base)) is not None and old is not last and not old.log_path.exists():
                 self.segments.remove(base)  # kept, its base cut the new segment short ("corrupt batch", EIO)
-                old.close_handlers()
+                dropped.append(old)
         return bool(swapped)
 
     def batches(

@@ -455,6 +455,7 @@ BROKER_DEFAULTS: dict[str, str] = {
     "transaction.state.log.num.partitions": "2",
     "share.coordinator.state.topic.replication.factor": "1",
     "share.coordinator.state.topic.min.isr": "1",
+    "share.coordinator.state.topic.num.partitions": "2",  # Kafka's 50 made the decoder test dump 50
     "group.initial.rebalance.delay.ms": "0",
     "num.network.threads": "2",
     "num.io.threads": "2",
@@ -533,6 +534,7 @@ class Broker:
             for key in (
                 "share.coordinator.state.topic.replication.factor",
                 "share.coordinator.state.topic.min.isr",
+                "share.coordinator.state.topic.num.partitions",
             ):
                 settings.pop(key)
         settings.update(

@@ -6,6 +6,8 @@ kafkafs, given the same batches in the same order, rolls at the same offsets."""
 
 from __future__ import annotations
 
+import logging
+
 from .harness import kafkafs
 
 
@@ -33,8 +35,10 @@ def test_internal_segment_bytes_rolls_where_the_broker_rolls(broker, tmp_path, c
             log.append_batches(data)
         ours = [s.base_offset for s in log.segments]
     assert ours == theirs
-    # partition 1 is not in the broker's metadata: said (review7 R11)
-    assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"] == [
+    # partition 1 is not in the broker's metadata: said (review7 R11); kafkafs's warnings only (kafka-python's
+    # client warns of its own event loop's slow tasks on a loaded machine)
+    warned = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING and r.name.startswith("kafkafs")]
+    assert warned == [
         f"small-1: the metadata log {broker.log_dir / '__cluster_metadata-0'} has no partition 1 of topic small: a "
         "Kafka broker of this directory will not serve it (it sets the folder aside as a stray at its start)"]
     shown = kafkafs("consume", broker.log_dir, "small-1")

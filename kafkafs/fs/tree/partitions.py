@@ -48,7 +48,10 @@ _Made = TypeVar("_Made")  # what a partition has one of, made on first use (Part
 
 #: Files whose start was rendered for an open expected soon (:meth:`Partitions.reading_to_end`) that keep
 #: it until it is taken: the last prepared (a few MB each), so that guesses nobody opened cost no more.
-SPARES_KEPT = 2
+SPARES_KEPT = 3
+#: Files prepared ahead of a reader whose order is known: the next one and the one after it, so that the
+#: threads that render them never wait for the reader (each a few MB: FILE_AHEAD_BYTES at most).
+PREPARED_AHEAD = 2
 
 #: by-offset/ lists every offset up to this many records, one range per segment past it (SPEC §3).
 LIST_LIMIT = 100_000
@@ -125,6 +128,8 @@ class Partitions:
         self._ahead: ThreadPoolExecutor | None = None
         self._ahead_lock = threading.Lock()
         self._ahead_asked: set[str] = set()
+        #: the last files a reader came near the end of (under _ahead_lock): not prepared again
+        self._read_recently: deque[str] = deque(maxlen=4)
         self._read_last: str | None = None
         self._read_order: str | None = None
         self._read_orders: tuple[int, _Order, _Order] | None = None  # (LOGDIR's mtime, by number, by name)
@@ -305,6 +310,8 @@ class Partitions:
         if self.rw:
             return
         with self._ahead_lock:
+            if name not in self._read_recently:
+                self._read_recently.append(name)
             if self._closed or name in self._ahead_asked or len(self._ahead_asked) >= 2:
                 return  # a reader far ahead of the thread: no queue builds up
             self._ahead_asked.add(name)
@@ -319,22 +326,49 @@ class Partitions:
 
     def _open_after(self, name: str) -> None:
         try:
-            for target in self._next_partitions(name):
+            targets = self._next_partitions(name)
+            for target in targets:
                 if self._closed:
                     return
-                stream = self.records_generations(target).current()
-                if not stream.prepare():
-                    continue
-                with self._ahead_lock:
-                    self._spares.append(stream)
-                    old = self._spares.popleft() if len(self._spares) > SPARES_KEPT else None
-                if old is not None and old is not stream:
-                    old.drop_spare()
+                self._prepare(target)
+            if len(targets) == 1:  # the order is known: the file after it too (see PREPARED_AHEAD)
+                following: str | None = targets[0]
+                for _ in range(PREPARED_AHEAD - 1):
+                    following = self._after_in_order(following) if following is not None else None
+                    if following is None or self._closed:
+                        return
+                    self._prepare(following)
         except Exception as exc:  # the reader's own open says what is wrong
             log.debug("opening the partition after %s ahead failed: %s", name, exc)
         finally:
             with self._ahead_lock:
                 self._ahead_asked.discard(name)
+
+    def _prepare(self, target: str) -> None:
+        """Have partition ``target``'s records.jsonl rendered for the open expected soon, unless it is
+        already, or was opened already (a reader ahead of this thread)."""
+        with self._ahead_lock:
+            if target in self._read_recently:
+                return
+        stream = self.records_generations(target).current()
+        if not stream.prepare():
+            return
+        with self._ahead_lock:
+            self._spares.append(stream)
+            old = self._spares.popleft() if len(self._spares) > SPARES_KEPT else None
+        if old is not None and old is not stream:
+            old.drop_spare()
+
+    def _after_in_order(self, name: str) -> str | None:
+        """The partition after ``name`` in the order the reader follows (:meth:`_next_partitions`), or in
+        both orders while it is not known and they agree (None otherwise)."""
+        orders = self._read_orders
+        if orders is None:
+            return None
+        by_number, by_name = orders[1].after(name), orders[2].after(name)
+        if self._read_order is None:
+            return by_number if by_number == by_name else None
+        return by_number if self._read_order == "number" else by_name
 
     def _next_partitions(self, name: str) -> list[str]:
         """The partitions a reader that has just read ``name`` to its end reads next (see

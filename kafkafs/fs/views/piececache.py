@@ -83,6 +83,9 @@ try:
 except (ImportError, AttributeError):  # an interpreter without ctypes' pythonapi
     _allocate = _zeroed
 
+#: A new buffer of a size, for bytes that are written whole before any of them is read.
+allocate = _allocate
+
 
 class Block:
     """The buffer that the spans of pieces ``first..last`` of a layout render into, side by side (see
@@ -129,7 +132,8 @@ class PieceCache:
     under the cache's guard."""
 
     __slots__ = (
-        "_items", "_at", "_guard", "_settled", "_claimed", "_wakers", "_blocks", "capacity", "ahead", "renderer",
+        "_items", "_at", "_guard", "_settled", "_claimed", "_wakers", "_blocks", "_runs", "_run_pieces", "capacity",
+        "ahead", "renderer",
     )
 
     def __init__(self, capacity: int = PIECES_KEPT, renderer: SpanRenderer | None = None) -> None:
@@ -145,6 +149,10 @@ class PieceCache:
         self._wakers: dict[tuple[Layout, int], list[Callable[[], object]]] = {}
         #: (layout, block number) -> the block its spans render into, oldest first
         self._blocks: dict[tuple[Layout, int], Block] = {}
+        #: buffers rendered whole before their pieces were kept (:meth:`add_run`), while some are kept
+        self._runs: list[bytearray] = []
+        #: pieces of those kept (each one more than ``capacity`` would keep)
+        self._run_pieces = 0
         self.capacity = capacity
         #: what is rendered ahead of the reader, for the layout it reads last (see :class:`~.reading.PieceRenderer`)
         self.ahead: Ahead | None = None
@@ -320,6 +328,16 @@ class PieceCache:
             return None
         return block, layout.start(i) - block.base
 
+    def add_run(self, buffer: bytearray, pieces: int) -> None:
+        """``buffer`` holds the bytes of the ``pieces`` pieces :meth:`put` next (rendered whole, then
+        kept: :meth:`~.reading.PieceRenderer.render_file_start`), so a read across them is one slice of
+        it. They are kept besides the usual ``capacity``, until they are the least recently used; the
+        buffer is let go once none of them is kept."""
+        with self._guard:
+            self._runs.append(buffer)
+            self._run_pieces += pieces
+            self.capacity += pieces
+
     def rendered_into(self, block: Block, first: int, last: int) -> None:
         """Pieces ``first..last`` of ``block`` hold their bytes now (before they are :meth:`put`)."""
         with self._guard:
@@ -353,8 +371,13 @@ class PieceCache:
             else:
                 self._at[key] = at
             while len(self._items) > self.capacity:
-                gone, _ = self._items.popitem(last=False)
+                gone, evicted = self._items.popitem(last=False)
                 self._at.pop(gone, None)
+                if self._run_pieces and isinstance(evicted, memoryview) and any(evicted.obj is r for r in self._runs):
+                    self._run_pieces -= 1  # the reader is past it: the usual capacity again, piece by piece
+                    self.capacity -= 1
+                    if not self._run_pieces:
+                        self._runs.clear()
 
     def span_of(self, layout: Layout, i: int, j: int) -> tuple[bytes | bytearray, int] | None:
         """When pieces ``i`` and ``j`` (``i <= j``) of ``layout`` are kept as slices of one buffer, and
@@ -373,7 +396,8 @@ class PieceCache:
                 if last is None or (layout, j) not in self._at or not isinstance(last, memoryview) \
                         or last.obj is not buffer:
                     return None
-                if isinstance(buffer, bytearray) and j > i + 1:  # a block: are the pieces between rendered?
+                if isinstance(buffer, bytearray) and j > i + 1 and not any(buffer is run for run in self._runs):
+                    # a block: are the pieces between rendered?
                     block = self._blocks.get((layout, i // BLOCK_PIECES))
                     if block is None or block.buffer is not buffer \
                             or block.done.find(0, i + 1 - block.first, j - block.first) != -1:

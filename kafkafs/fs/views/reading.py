@@ -7,7 +7,9 @@
 * :class:`PieceRenderer` renders pieces for reads: a read that needs a piece not rendered yet renders
   the span of pieces after it in the same pass (one read of the segment, up to
   :data:`READ_AHEAD_BYTES` of log) and keeps them in the open file's :class:`PieceCache`; the spans
-  after the reader (up to :data:`AHEAD_PIECES` pieces) are rendered ahead on a prefill thread.
+  after the reader (up to :data:`AHEAD_PIECES` pieces) are rendered ahead on a prefill thread. A file
+  about to be opened has its start rendered whole instead, at the kernel's pace
+  (:meth:`PieceRenderer.render_file_start`, up to :data:`FILE_AHEAD_BYTES`).
 """
 
 from __future__ import annotations
@@ -22,7 +24,16 @@ from typing import Any, NamedTuple
 from ...errors import CorruptRecordError, SegmentClosedError
 from ...storage.log import Log
 from .layout import Layout
-from .piececache import BLOCK_PIECES, KEPT, NOT_RENDERING, SPAN_PIECES, Ahead, Bytes, PieceCache
+from .piececache import (
+    BLOCK_PIECES,
+    KEPT,
+    NOT_RENDERING,
+    SPAN_PIECES,
+    Ahead,
+    Bytes,
+    PieceCache,
+    allocate,
+)
 from .render import Renderer, SegmentBytes
 
 __all__ = [
@@ -185,6 +196,13 @@ def wake_when_rendered(parts: Sequence[Part], starts: Sequence[int], offset: int
 
 # ---------------------------------------------------------------------------------------------- rendering
 
+#: A file about to be opened (:meth:`PieceRenderer.render_file_start`) has up to this many bytes of its start
+#: rendered ahead, whole (a partition of a broker's default 1 GiB segments renders far more than this: its
+#: first 8 MiB then). Its memory: a few such files a mount (:data:`~kafkafs.fs.tree.partitions.SPARES_KEPT`).
+FILE_AHEAD_BYTES = 8 << 20
+#: ... in this many kernel calls at most, on as many threads at once (two cores).
+FILE_RUNS = 2
+
 #: Threads that render spans for readers (the kernel releases the GIL while it renders, so this overlaps
 #: with the FUSE loop answering reads and with the reader): a span at a time, files taking turns; a few
 #: more than :data:`RENDERS_AHEAD`, so that a span waiting for the disk holds up no other file.
@@ -285,6 +303,80 @@ class PieceRenderer:
             cache.reached(layout, i, then)
         return kept
 
+    def render_file_start(self, layout: Layout, count: int, cache: PieceCache) -> bool:
+        """Before anyone reads (as :meth:`render_start`): render the first pieces of ``layout`` (of its
+        first ``count``), up to :data:`FILE_AHEAD_BYTES` of rendered bytes, in :data:`FILE_RUNS` kernel
+        calls at most: the first here, the others on prefill threads at the same time (claimed here
+        first: a reader that comes meanwhile waits for them). So the next file of a reader going
+        through the partitions is rendered whole while the reader reads the one before, at the
+        kernel's own pace, as the in-process kernel renders a partition a call, instead of span by
+        span at the reader's pace. Stops before a damaged piece (its read says what is wrong). False
+        when nothing was claimed (the caller then falls back to :meth:`render_start`)."""
+        count = min(count, len(layout))
+        if count <= 0 or 0 in layout.bad:
+            return False
+        first = layout.start(0)
+        n = 1
+        while n < count and layout.ends[n] - first <= FILE_AHEAD_BYTES:
+            n += 1
+        end_position = layout.positions[n - 1] + layout.sizes[n - 1]
+        runs: list[tuple[int, int]] = []
+        i = 0
+        while i < n and len(runs) < FILE_RUNS:
+            left = end_position - layout.positions[i]  # shared among the runs left, each a span at least
+            run_bytes = max(READ_AHEAD_BYTES, -(-left // (FILE_RUNS - len(runs))))
+            end = min(self.span_end(layout, i, run_bytes, n, blocks=False), n - 1)
+            last = cache.claim(layout, i, end)
+            if last is None:
+                break
+            runs.append((i, last))
+            i = last + 1
+            if i < n and (i in layout.bad or layout.bases[i] != layout.bases[0]):
+                break
+        if not runs:
+            return False
+        cache.follow(Ahead(layout, None, self), 0, 0)
+        for span in runs[1:]:
+            _submit(self._render_claimed, layout, span, cache)
+        self._render_claimed(layout, runs[0], cache)
+        return True
+
+    def _render_claimed(self, layout: Layout, span: tuple[int, int], cache: PieceCache) -> None:
+        """Render the claimed ``span`` (first and last piece) into ``cache`` and settle it; a failure is
+        left to the read that needs it (it renders the pieces again and says what is wrong)."""
+        first, last = span
+        try:
+            if not self._render_run(layout, first, last, cache):
+                self._render_span(layout, first, last, cache)
+        except Exception as exc:
+            log.debug("rendering a file's start ahead failed: %r", exc)
+        finally:
+            cache.settle(layout, first, last)
+
+    def _render_run(self, layout: Layout, first: int, last: int, cache: PieceCache) -> bool:
+        """Pieces ``first..last`` (claimed) of an unfiltered view rendered by the kernel straight into a
+        buffer of their own (:meth:`PieceCache.add_run`) and kept; False when that does not apply or they
+        do not render to the lengths laid out (the caller renders them the usual way)."""
+        if not self.renderer.renders_into(layout.filter):
+            return False
+        segment = self._segment_of(layout, first)
+        start = layout.start(first)
+        buffer = allocate(layout.ends[last] - start)
+        position = layout.positions[first]
+        whole = memoryview(buffer)
+        try:
+            fits = self.renderer.render_into(
+                segment, position, layout.positions[last] + layout.sizes[last] - position, whole)
+        except CorruptRecordError:
+            return False
+        if not fits:
+            return False
+        cache.add_run(buffer, last - first + 1)
+        for j in range(last, first - 1, -1):  # piece ``first`` goes in last: the least likely to be evicted
+            lo = layout.start(j) - start
+            cache.put((layout, j), whole[lo : layout.ends[j] - start], lo)
+        return True
+
     def start_prefill(self, ahead: Ahead, cache: PieceCache, span: tuple[int, int]) -> None:
         """Render the claimed ``span`` (first and last piece) on a prefill thread, then the spans after it
         that ``ahead`` wants."""
@@ -310,18 +402,19 @@ class PieceRenderer:
         if following is not None:
             self.start_prefill(ahead, cache, following)
 
-    def span_end(self, layout: Layout, i: int) -> int:
+    def span_end(self, layout: Layout, i: int, max_bytes: int = READ_AHEAD_BYTES, max_pieces: int = SPAN_PIECES,
+                 blocks: bool = True) -> int:
         """The last piece of the span from piece ``i`` that one read of its segment renders: contiguous
-        undamaged pieces of the same segment, up to READ_AHEAD_BYTES of log and SPAN_PIECES pieces, in one
-        block (:data:`~.piececache.BLOCK_PIECES`)."""
+        undamaged pieces of the same segment, up to ``max_bytes`` of log and ``max_pieces`` pieces, in one
+        block (:data:`~.piececache.BLOCK_PIECES`) unless ``blocks`` is False."""
         count = len(layout)
         base = layout.bases[i]
         end = layout.positions[i] + layout.sizes[i]
         last = i
         while last + 1 < count:
             j = last + 1
-            if (layout.bases[j] != base or layout.positions[j] != end or j in layout.bad or j - i >= SPAN_PIECES
-                    or end + layout.sizes[j] - layout.positions[i] > READ_AHEAD_BYTES or j % BLOCK_PIECES == 0):
+            if (layout.bases[j] != base or layout.positions[j] != end or j in layout.bad or j - i >= max_pieces
+                    or end + layout.sizes[j] - layout.positions[i] > max_bytes or blocks and j % BLOCK_PIECES == 0):
                 break
             end += layout.sizes[j]
             last = j

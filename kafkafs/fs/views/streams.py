@@ -286,10 +286,11 @@ class RecordsStream:
     def prepare(self) -> bool:
         """Render the start of the file for an open that is expected soon (a reader going through the
         partitions in order, :meth:`~kafkafs.fs.tree.partitions.Partitions.reading_to_end`), into the
-        pieces the next open takes (:meth:`take_spare`): its first span here, then the spans up to
-        :data:`~.piececache.AHEAD_PIECES` after it on prefill threads, as a first read would have them
-        rendered; the reader's first read is answered from memory (a damaged first batch is left to
-        it: its read says what is wrong). Blocks (a thread of its own): advances the view first. True
+        pieces the next open takes (:meth:`take_spare`): its first segment whole, up to
+        :data:`~.reading.FILE_AHEAD_BYTES` (:meth:`~.reading.PieceRenderer.render_file_start`; else
+        its first span here, then the spans up to :data:`~.piececache.AHEAD_PIECES` after it on
+        prefill threads, as a first read would have them rendered); the reader's reads are answered
+        from memory (a damaged batch is left to them: its read says what is wrong). Blocks (a thread of its own): advances the view first. True
         when it made a spare; False when there is nothing to do (an empty file, a spare kept already)."""
         view = self.advance()
         if not view.parts or not view.total:
@@ -299,7 +300,10 @@ class RecordsStream:
             if self._spare is not None:
                 return False
             self._spare = cache  # taken by an open even while its span renders (the read waits for it)
-        self.state.piece_renderer.render_start(view.parts[0].layout, 0, cache, AHEAD_PIECES)
+        part = view.parts[0]
+        renderer = self.state.piece_renderer
+        if not renderer.render_file_start(part.layout, part.pieces, cache):
+            renderer.render_start(part.layout, 0, cache, AHEAD_PIECES)
         return True
 
     def take_spare(self) -> PieceCache | None:

@@ -5,6 +5,7 @@ bounded, on read-only mounts only; a damaged start is left to the reader's read.
 
 from __future__ import annotations
 
+import shutil
 import time
 from pathlib import Path
 
@@ -15,6 +16,9 @@ from kafkafs.fs.tree import handles
 from kafkafs.fs.tree import partitions as partitions_module
 from kafkafs.fs.tree.handles import RecordsHandle
 from kafkafs.fs.tree.partition_nodes import RecordsFile
+from kafkafs.fs.views import layout as layout_module
+from kafkafs.fs.views import reading
+from kafkafs.storage.config import Settings
 from kafkafs.storage.logdir import LogDir
 
 from ..conftest import SMALL_SEGMENTS, expected_jsonl, sample_records, tree_of
@@ -77,7 +81,8 @@ def test_the_next_partition_is_opened_with_its_start_rendered_and_its_open_takes
         tree.close()
 
 
-def test_the_order_followed_is_learnt_by_name_or_by_number(ordered_logdir):
+def test_the_order_followed_is_learnt_by_name_or_by_number(ordered_logdir, monkeypatch):
+    monkeypatch.setattr(partitions_module, "PREPARED_AHEAD", 1)  # the next file only: which one it is
     for read, by_number in ((("t-0", "t-1", "t-2"), True), (("t-0", "t-1", "t-10"), False)):
         tree = tree_of(ordered_logdir)
         partitions = tree.partitions
@@ -171,5 +176,149 @@ def test_a_damaged_start_is_left_to_the_reader(tmp_path, caplog):
         handle.release()
         said = [r for r in caplog.records if segment.name in r.getMessage()]
         assert len(said) == 1  # said once (when the partition was laid out), as a stat would
+    finally:
+        tree.close()
+
+
+# ---------------------------------------------------------------------------------------------- whole files ahead
+
+
+def small_pieces(monkeypatch) -> None:
+    """Pieces of ~1 KiB and runs of a few of them, laid out afresh: a segment of many pieces."""
+    monkeypatch.setattr(layout_module, "GROUP_BYTES", 1024)
+    monkeypatch.setattr(reading, "READ_AHEAD_BYTES", 4 * 1024)
+
+
+def built_in_order(path: Path, names=("t-0", "t-1", "t-2", "t-3")) -> Path:
+    """One segment a partition, of 40 batches."""
+    path.mkdir(parents=True, exist_ok=True)
+    with LogDir(path, Settings({"segment.bytes": 1 << 20}), writable=True) as logdir:
+        for name in names:
+            log = logdir.create_partition("t", int(name[2:]))
+            for start in range(0, 200, 5):
+                log.append_records(sample_records(start, 5, seed=int(name[2:])))
+    return path
+
+
+def rendered(cache) -> None:
+    """Wait until no render of ``cache`` is going on (prefill threads included)."""
+    deadline = time.monotonic() + 10
+    while cache._claimed:
+        assert time.monotonic() < deadline
+        time.sleep(0.005)
+
+
+def kept_pieces(cache, layout) -> list[int]:
+    return [i for i in range(len(layout)) if cache.has((layout, i))]
+
+
+def test_the_next_two_files_are_rendered_whole_before_their_opens(tmp_path, monkeypatch):
+    """The file read next and the one after it (the order is the same by name and by number here) have
+    their first segment rendered whole before anyone opens them, in FILE_RUNS kernel calls into buffers
+    of their own; the open takes them; every read of that segment is answered from memory, a read
+    inside one run as one slice of its buffer; the bytes are exact."""
+    small_pieces(monkeypatch)
+    logdir = built_in_order(tmp_path / "logs")
+    tree = tree_of(logdir)
+    partitions = tree.partitions
+    try:
+        partitions.reading_to_end("t-0")
+        settled(partitions)
+        assert spare_of(partitions, "t-1") is not None and spare_of(partitions, "t-2") is not None
+        assert spare_of(partitions, "t-3") is None  # two ahead, no more
+        for name in ("t-1", "t-2"):
+            spare = spare_of(partitions, name)
+            rendered(spare)
+            part = partitions.records_generations(name).current().view.parts[0]
+            assert part.pieces > 4  # several pieces, several runs
+            assert kept_pieces(spare, part.layout) == list(range(part.pieces))
+            assert len(spare._runs) == reading.FILE_RUNS
+        handle = tree.resolve("t-2/records.jsonl").open_now()
+        assert isinstance(handle, RecordsHandle) and spare_of(partitions, "t-2") is None
+        part = handle.stream.view.parts[0]
+        want = expected_jsonl(logdir, "t-2")
+        first_run = len(handle.cache._runs[0]) if handle.cache._runs[0][:1] == want[:1] else None
+        head = part.layout.total(part.pieces)
+        got = handle.read_now(0, head)  # rendered before the open: no render, no wait
+        assert got is not None and bytes(got) == want[:head]
+        some = handle.read_now(10, 2000)
+        assert isinstance(some, memoryview) and any(some.obj is run for run in handle.cache._runs)
+        assert first_run is None or first_run > 2010
+        out = b""
+        while len(out) < len(want):  # the rest as a reader would
+            out += bytes(handle.read(len(out), 4096))
+        assert out == want
+        handle.release()
+    finally:
+        tree.close()
+
+
+def test_what_is_rendered_ahead_of_an_open_is_bounded(tmp_path, monkeypatch):
+    """At most FILE_AHEAD_BYTES of a file are rendered ahead (the first piece at least); the rest renders
+    as the reader comes, exactly."""
+    small_pieces(monkeypatch)
+    monkeypatch.setattr(reading, "FILE_AHEAD_BYTES", 3000)
+    logdir = built_in_order(tmp_path / "logs")
+    tree = tree_of(logdir)
+    partitions = tree.partitions
+    try:
+        partitions.reading_to_end("t-0")
+        settled(partitions)
+        spare = spare_of(partitions, "t-1")
+        rendered(spare)
+        layout = partitions.records_generations("t-1").current().view.parts[0].layout
+        kept = kept_pieces(spare, layout)
+        assert kept and kept == list(range(len(kept))) and len(kept) < len(layout)
+        assert layout.ends[kept[-1]] - layout.start(0) <= 3000 or kept == [0]
+        handle = tree.resolve("t-1/records.jsonl").open_now()
+        want = expected_jsonl(logdir, "t-1")
+        out = b""
+        while len(out) < len(want):
+            out += bytes(handle.read(len(out), 4096))
+        assert out == want
+        handle.release()
+    finally:
+        tree.close()
+
+
+def test_a_damaged_piece_stops_what_is_rendered_ahead(tmp_path, monkeypatch, caplog):
+    """A damaged batch in the middle of the next file's first segment: the pieces before it are rendered
+    ahead, it and those after it are not; its read is EIO (CorruptRecordError), the bytes before and
+    after it read exactly, the damage is said once."""
+    from kafkafs.format.batch import scan_batches
+
+    small_pieces(monkeypatch)
+    clean = built_in_order(tmp_path / "clean")
+    logdir = tmp_path / "logs"
+    shutil.copytree(clean, logdir)
+    segment = sorted((logdir / "t-1").glob("*.log"))[0]
+    data = bytearray(segment.read_bytes())
+    batches = list(scan_batches(data))
+    bad = batches[len(batches) // 2]
+    data[bad.position + 70] ^= 0xFF  # inside its records: its CRC fails
+    segment.write_bytes(bytes(data))
+    tree = tree_of(logdir)
+    partitions = tree.partitions
+    try:
+        partitions.reading_to_end("t-0")
+        settled(partitions)
+        spare = spare_of(partitions, "t-1")
+        rendered(spare)
+        layout = partitions.records_generations("t-1").current().view.parts[0].layout
+        assert len(layout.bad) == 1
+        (k,) = layout.bad
+        assert 0 < k and kept_pieces(spare, layout) == list(range(k))
+        handle = tree.resolve("t-1/records.jsonl").open_now()
+        want = expected_jsonl(clean, "t-1")
+        before = want[: layout.start(k)]
+        assert before.endswith(b"\n") and bytes(handle.read_now(0, len(before))) == before
+        with pytest.raises(CorruptRecordError):
+            handle.read(len(before), 100)
+        size = handle.stream.view.total
+        after = expected_jsonl(clean, "t-1", lo=bad.last_offset + 1)
+        assert bytes(handle.read(size - len(after), len(after))) == after
+        handle.release()
+        said = [r for r in caplog.records if segment.name in r.getMessage()]
+        assert len(said) == 1
     finally:
         tree.close()

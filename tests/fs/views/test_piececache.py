@@ -107,3 +107,25 @@ def test_spans_ahead_are_claimed_before_their_threads_start_and_a_closed_file_cl
     assert cache.claim_ahead(ahead) == (9, 12)  # a prefill thread done with its span goes on
     cache.stop()  # the file was closed (`head`)
     assert cache.claim_ahead(ahead) is None
+
+
+def test_a_run_rendered_whole_is_kept_beside_the_capacity_then_let_go_once_the_reader_is_past_it():
+    """add_run: the pieces of a buffer rendered whole (a file rendered ahead of its open) are kept besides
+    the usual capacity; a read across them is one slice of that buffer; once the reader is past them they
+    are dropped oldest first, the capacity is the usual one again and the buffer is let go."""
+    layout = _layout(12)
+    cache = PieceCache(capacity=3)
+    buffer = bytearray(b"".join(b"%02d" % i for i in range(6)))
+    whole = memoryview(buffer)
+    cache.add_run(buffer, 6)
+    for i in range(5, -1, -1):
+        cache.put((layout, i), whole[2 * i : 2 * i + 2], 2 * i)
+    assert all(cache.has((layout, i)) for i in range(6)) and cache.capacity == 9
+    found = cache.span_of(layout, 1, 4)  # a bytearray that is no block: one slice across 4 pieces
+    assert found is not None and found[0] is buffer and found[1] == 2
+    for i in range(6):
+        cache.get((layout, i))  # the reader goes through them
+    for i in range(6, 12):
+        cache.put((layout, i), b"xx")
+    assert cache.capacity == 3 and cache._runs == [] and cache._run_pieces == 0
+    assert [i for i in range(12) if cache.has((layout, i))] == [9, 10, 11]

@@ -472,3 +472,34 @@ def test_a_new_open_of_a_records_file_a_compaction_replaced_is_stale(tmp_path):
     finally:
         ro.close()
         writer_tree.close()
+
+
+def test_a_lagging_reader_reads_on_across_another_processs_merging_compaction(tmp_path):
+    """review8 R8-4: an open records.jsonl of a read-only tree whose reader lags (``tail -f`` between two
+    polls, a slow pipe) while another process's compaction merges the segments ahead of it: the tree
+    closed the merged-away segments when it noticed, before the stream could hold their files open for
+    that reader, so its next read was ESTALE ("segment is closed") and ``tail -f`` died. Now they are
+    closed after the stream held them: the bytes the reader was shown stay readable."""
+    with LogDir(tmp_path, SETTINGS, writable=True) as logdir:
+        logdir.create_partition("kv", 0)
+    writer_tree = Tree(LogDir(tmp_path, SETTINGS, writable=True), rw=True)
+    Writer(writer_tree).append("kv-0", 600)
+    writer_tree.close()
+    ro = Tree(LogDir(tmp_path, SETTINGS))
+    try:
+        node = ro.resolve("kv-0/records.jsonl")
+        size = node.attr().size
+        handle = node.open(False)
+        head = bytes(handle.read(0, 100))  # it lags: the rest is still to read
+        merging = Settings({"segment.bytes": 100_000, "file.delete.delay.ms": 600_000},
+                           topics={"kv": {"cleanup.policy": "compact", "delete.retention.ms": 0}})
+        with LogDir(tmp_path, merging, writable=True) as logdir:
+            before = rendered(logdir.log("kv-0"))
+            segments = len(logdir.log("kv-0").segments)
+            assert compact(logdir.log("kv-0"), NOW) and len(logdir.log("kv-0").segments) < segments / 4
+        ro.partitions.state("kv-0").refresh(force=True)
+        rest = b"".join(bytes(handle.read(a, 4096)) for a in range(100, size, 4096))
+        assert head + rest == before
+        handle.release()
+    finally:
+        ro.close()
