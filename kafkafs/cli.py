@@ -153,6 +153,8 @@ def cmd_produce(args: argparse.Namespace) -> int:
     from .storage.names import parse_partition_dir_name, refuse_internal_topic
 
     refuse_internal_topic(parse_partition_dir_name(args.partition)[0])  # before the log directory's lock
+    if sys.stdin is None:  # `<&-`: no standard input at all (as cat says it: bad file descriptor)
+        raise tag_os_error(OSError(errno.EBADF, os.strerror(errno.EBADF)), "read {path}", "standard input")
     with _open_logdir(args.logdir, args, writable=True, strict=False) as logdir:
         done = produce(logdir, args.partition, sys.stdin.fileno(), no_create=args.no_create,
                        leader_epoch=args.leader_epoch)

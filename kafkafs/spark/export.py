@@ -159,6 +159,11 @@ def export(
         if not os.path.isdir(d):
             raise InvalidInput(f"{d}: no such log directory")
     target = Path(out)
+    for d in logdirs:  # a broker refuses a log directory holding a folder that is not a partition
+        root, where = Path(os.path.realpath(d)), Path(os.path.realpath(out))
+        if where == root or where.is_relative_to(root):
+            raise InvalidInput(f"{out}: the export cannot be inside the log directory {d} (a broker refuses to start "
+                               "with a folder there that is not a partition)")
     if target.exists():
         raise InvalidInput(f"{out} already exists; export writes a new directory")
     wanted = _read_options(logdirs, topics, options)

@@ -31,8 +31,8 @@ import threading
 from collections.abc import Callable, Collection
 from pathlib import Path
 
-from ..errors import ReadOnlyError, UnsafeFileError, doing, tag_os_error
-from .names import is_partition_file_name
+from ..errors import InvalidName, ReadOnlyError, UnsafeFileError, doing, tag_os_error
+from .names import is_partition_file_name, parse_partition_dir_name
 
 __all__ = [
     "O_NOFOLLOW",
@@ -47,6 +47,8 @@ __all__ = [
     "write_atomically",
     "reserve",
     "require_writable",
+    "fsync_directory",
+    "folder_identity",
 ]
 
 log = logging.getLogger("kafkafs.storage")
@@ -56,6 +58,24 @@ _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
 _warned: set[str] = set()
 _warned_guard = threading.Lock()
+
+
+def fsync_directory(path: str | os.PathLike[str]) -> None:
+    """fsync a folder, so that files created, renamed or deleted in it stay so after a power loss."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def folder_identity(path: str | os.PathLike[str]) -> tuple[int, int] | None:
+    """A folder's device and inode number (None when it is gone): which folder a name stands for."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
 
 
 def _warn_once(path: str, what: str) -> None:
@@ -168,6 +188,11 @@ def check_partition_folder(directory: str | os.PathLike[str]) -> None:
                 f"{directory}: refusing to write: it is a link to {target}, outside the log directory; "
                 "kafkafs never changes anything outside LOGDIR"
             )
+        if _names_another_partition(folder.name, os.path.basename(target)):
+            raise UnsafeFileError(
+                f"{directory}: refusing to write: it is a link to {target}, the folder of another partition; "
+                "its records would go into that partition's log"
+            )
     bad = unsafe_entries(directory)
     if bad:
         shown = ", ".join(bad[:3]) + (f" and {len(bad) - 3} more" if len(bad) > 3 else "")
@@ -175,6 +200,17 @@ def check_partition_folder(directory: str | os.PathLike[str]) -> None:
             f"{directory}: refusing to write: it holds {len(bad)} symbolic link(s), special file(s) or folder(s) "
             f"named as its files ({shown}); kafkafs never writes through links"
         )
+
+
+def _names_another_partition(name: str, target: str) -> bool:
+    """Whether a partition folder ``name`` that is a link leads to the folder of another partition."""
+    if target == name:
+        return False
+    try:
+        parse_partition_dir_name(target)
+    except InvalidName:  # a folder of no partition (a link's target may be named anyhow)
+        return False
+    return True
 
 
 def regular_entry(entry: os.DirEntry[str], *, warn: bool = True) -> bool:

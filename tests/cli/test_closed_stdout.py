@@ -156,3 +156,12 @@ def test_recover_to_a_full_disk_says_it_and_keeps_the_exit_code_of_its_work(tmp_
     assert b"Traceback" not in got.stderr
     assert run("verify", str(logdir)).returncode == 0  # the work was done
     assert _run_to("> /dev/full", "recover", str(logdir)).returncode == 0  # nothing to repair: 0, said or not
+
+
+def test_produce_without_a_standard_input_is_one_line(tmp_path):
+    """review9 R9-6 addendum: `kafkafs produce LOGDIR t-0 <&-` was an AttributeError traceback; it is an
+    OS error (as cat says it), before anything is made."""
+    got = _run_to("<&-", "produce", str(tmp_path / "logs"), "t-0")
+    line = "kafkafs: error: cannot read standard input: bad file descriptor"
+    assert (got.returncode, got.stderr.decode().splitlines()) == (1, [line]), got.stderr.decode()
+    assert not (tmp_path / "logs").exists()

@@ -317,3 +317,18 @@ def test_writers_refuse_a_partition_whose_recovery_would_cut_whole_batches(demo_
     assert any(line.startswith("orders-0: ") and "truncated" in line for line in out.stdout.decode().splitlines())
     assert segment.stat().st_size == bad
     run("verify", str(demo_copy))
+
+
+@pytest.mark.parametrize("command", ["produce", "clean", "recover"])
+def test_a_writer_refuses_a_partition_folder_linked_to_another_partition(demo_copy, command):
+    """review9 R9-9: `ln -s orders-0 LOGDIR/images-0`: produce to images-0 appended to orders-0's log (a
+    record of topic orders, said to be of images). A writer refuses such an alias in one line, as a
+    link out of LOGDIR; it writes nothing through it (clean cleans orders-0 itself, by its own name)."""
+    import shutil
+
+    shutil.rmtree(demo_copy / "images-0")
+    os.symlink("orders-0", demo_copy / "images-0")
+    before = _tree(demo_copy / "orders-0")
+    _writer_refuses_images(command, demo_copy, "the folder of another partition")
+    if command != "clean":
+        assert _tree(demo_copy / "orders-0") == before

@@ -237,3 +237,11 @@ def test_export_of_damaged_data_says_one_error_line(generated, writable_copy, tm
     assert proc.returncode == 1, err
     assert err.splitlines()[-1].startswith(f"kafkafs: error: {seg}: position "), err
     assert "Traceback" not in err and " ERROR " not in err and "\tat " not in err, err
+
+
+def test_export_refuses_an_output_inside_the_log_directory(generated, tmp_path):
+    """review9 R9-8 addendum: `kafkafs export LOGDIR LOGDIR/out` wrote LOGDIR/out/, a folder a broker
+    refuses to start with (and verify then names); it is refused before Spark starts, as --cache-dir is."""
+    with pytest.raises(InvalidInput, match="inside the log directory"):
+        export([str(generated)], str(generated / "out"))
+    assert not (generated / "out").exists()
