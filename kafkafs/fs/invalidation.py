@@ -215,7 +215,10 @@ async def poll_forever(tree: Tree, interval: float = POLL_INTERVAL, watcher: Cha
     are handed to ``watcher`` (inotify: :mod:`.watching`), and only those it cannot watch are polled
     every ``interval`` seconds. Without partitions to poll, this wakes every :data:`WATCH_INTERVAL`
     seconds only, to hand the partitions opened meanwhile to the watcher."""
+    logdir = tree.partitions.logdir
     while True:
+        # a log start another process checkpointed (one stat when unchanged): the views follow it
+        await trio.to_thread.run_sync(logdir.reread_log_starts)
         states = [s for s in tree.partitions.open_states() if not s.log.writable]
         polled = [s for s in states if watcher is None or not (s.watched or watcher.watch(s))]
         if polled:

@@ -161,6 +161,18 @@ class ChangeWatcher:
                             touched.add(name)
                         if event.wd in self._early:  # not loaded yet: refreshed once when it is
                             self._early[event.wd] = True
+                        if state is not None and event.mask & (inotify_flags.MOVE_SELF | inotify_flags.DELETE_SELF):
+                            # the folder was renamed or removed (a topic deleted): one made later under
+                            # its name is another folder; the poll loop watches the name again (R8-6)
+                            try:
+                                self._inotify.rm_watch(event.wd)
+                            except OSError:
+                                pass
+                            state.watched = False
+                            del self._by_wd[event.wd]
+                            self._names.pop(event.wd, None)
+                            if self._wd_of.get(state.name) == event.wd:
+                                del self._wd_of[state.name]
                         if event.mask & inotify_flags.IGNORED:  # the folder went
                             self._early.pop(event.wd, None)
                             self._names.pop(event.wd, None)

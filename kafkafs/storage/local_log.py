@@ -35,7 +35,7 @@ from .names import (
     segment_file_name,
 )
 from .records import BatchView
-from .safefiles import regular_files_in_order, require_writable
+from .safefiles import folder_identity, fsync_directory, regular_files_in_order, require_writable
 from .segment import LogSegment
 from .segments import LogSegments
 from .transactions import ProducerTransactions
@@ -46,15 +46,6 @@ if TYPE_CHECKING:
 __all__ = ["LocalLog", "fsync_directory"]
 
 log = logging.getLogger("kafkafs.log")
-
-
-def fsync_directory(path: str | os.PathLike[str]) -> None:
-    """fsync a folder, so that files created, renamed or deleted in it stay so after a power loss."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _now_ms() -> int:
@@ -99,6 +90,7 @@ class LocalLog:
         self.generation = 0
         self._dir_mtime = 0  # read-only logs: the folder's mtime when last looked for swapped segments
         self._recheck: LogSegment | None = None  # read-only logs: the segment rolled at the last refresh
+        self._dir_id = folder_identity(self.dir)  # read-only logs: the folder a refresh lists (see refresh)
 
     def _new_segment(self, base_offset: int, *, size: int | None = None) -> LogSegment:
         return LogSegment(self.dir, base_offset, self.config, writable=self.writable, clock=self.clock,
@@ -150,6 +142,7 @@ class LocalLog:
         before = self.segments.end_mark(self._log_start_offset)
         dropped: list[LogSegment] = []  # segments whose files went: closed once the listeners ran (below)
         with self._lock:
+            self._folder_renewed(dropped)  # its segments, all dropped, tell the listeners
             known = set(self.segments.bases())
             try:  # listed again while new segments show: a segment missed below a later one would be a gap
                 names = regular_files_in_order(self.dir, log_file_base_offset, known)
@@ -198,6 +191,15 @@ class LocalLog:
         for seg in dropped:  # after the listeners held open what open readers have yet to read (review8 R8-4)
             seg.close_handlers()
         return changed
+
+    def _folder_renewed(self, dropped: list[LogSegment]) -> None:
+        """The folder is another one (a topic deleted and made again, review8 R8-6): drop every segment."""
+        if (now := folder_identity(self.dir)) is None or now == self._dir_id:
+            return
+        dropped.extend(self.segments)
+        self.segments.clear()
+        self._dir_id, self._log_start_offset, self._recheck, self._dir_mtime, self._txn = now, 0, None, 0, None
+        self.generation += 1
 
     def _replaced_segments(self, names: list[str], known: set[int], dropped: list[LogSegment]) -> bool:
         """Reopen the sealed segments another process's compaction swapped in under the same name, when

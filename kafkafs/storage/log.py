@@ -151,6 +151,22 @@ class Log(LocalLog):
             self.recovery_point = min(recovery_point or 0, end)
         self.state_files.on_load()
 
+    def advance_log_start(self, offset: int) -> bool:
+        """Read-only logs: another process checkpointed a log start of ``offset`` (a broker after
+        kafka-delete-records, or retention inside a segment): raise the log start to it as a load would
+        (never lower it, nor past the log end) and tell the listeners; True when it moved."""
+        if self.writable or self._closed:
+            return False
+        with self._lock:
+            first = self.segments.first()
+            base = first.base_offset if first is not None else offset
+            start = min(max(base, offset), max(self.log_end_offset, base))
+            if start <= self._log_start_offset:
+                return False
+            self._log_start_offset = start
+        self._notify()
+        return True
+
     # ------------------------------------------------------------------------------------------ state files
     # Kafka's UnifiedLog keeps the leader epoch cache and the producer state in step with the segments;
     # these overrides call the hook of each event (see state_files.py).

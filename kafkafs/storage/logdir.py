@@ -158,6 +158,7 @@ class LogDir:
             except OSError:
                 pass
         self.recovery_points = self._read_checkpoint(RECOVERY_POINT_FILE)
+        self._log_start_stamp = self._stamp(LOG_START_FILE)  # taken before the read: a later change is seen
         self.log_start_offsets = self._read_checkpoint(LOG_START_FILE)
         if writable and self.clean_shutdown:
             # From now until a clean close, a crash must lead to recovery: the marker goes, durably,
@@ -203,6 +204,32 @@ class LogDir:
         except CorruptRecordError as exc:
             log.warning("%s: %s; ignoring it", path, exc.reason)
             return {}
+
+    def _stamp(self, name: str) -> tuple[int, int, int] | None:
+        try:
+            st = os.stat(self.path / name)
+        except OSError:
+            return None
+        return st.st_ino, st.st_mtime_ns, st.st_size
+
+    def reread_log_starts(self) -> list[Log]:
+        """Read-only: when ``log-start-offset-checkpoint`` changed since it was read (a broker renames a
+        new one into place, review8 R8-5), read it again and raise the log start of the open partitions
+        it names higher (:meth:`~kafkafs.storage.local_log.LocalLog.advance_log_start`); partitions
+        opened later take it at their load. Returns the logs whose start moved. One ``stat`` when
+        nothing changed; a writable directory owns the file and returns at once."""
+        if self.writable or self._closed:
+            return []
+        stamp = self._stamp(LOG_START_FILE)
+        if stamp == self._log_start_stamp:
+            return []
+        self._log_start_stamp = stamp
+        starts = self._read_checkpoint(LOG_START_FILE)
+        with self._guard:
+            self.log_start_offsets = starts
+            logs = list(self._logs.values())
+        return [log_ for log_ in logs
+                if (start := starts.get((log_.topic, log_.partition))) is not None and log_.advance_log_start(start)]
 
     def write_checkpoints(self) -> None:
         """Recovery points of every open partition, and the log starts of those whose start is above

@@ -47,6 +47,8 @@ __all__ = [
     "write_atomically",
     "reserve",
     "require_writable",
+    "fsync_directory",
+    "folder_identity",
 ]
 
 log = logging.getLogger("kafkafs.storage")
@@ -56,6 +58,24 @@ _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
 _warned: set[str] = set()
 _warned_guard = threading.Lock()
+
+
+def fsync_directory(path: str | os.PathLike[str]) -> None:
+    """fsync a folder, so that files created, renamed or deleted in it stay so after a power loss."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def folder_identity(path: str | os.PathLike[str]) -> tuple[int, int] | None:
+    """A folder's device and inode number (None when it is gone): which folder a name stands for."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
 
 
 def _warn_once(path: str, what: str) -> None:

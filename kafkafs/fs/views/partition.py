@@ -169,6 +169,7 @@ class PartitionState:
             or shape.first_base != old.first_base
             or (shape.last_base == old.last_base and shape.last_size < old.last_size)
             or shape.generation != old.generation
+            or shape.log_start_offset != old.log_start_offset  # a checkpointed log start (review8 R8-5)
         ):
             # segments went away or the active one was cut: offsets may now hold other records
             self.record_finder.clear()

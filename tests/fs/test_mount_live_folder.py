@@ -1,0 +1,81 @@
+"""A read-only mount beside another process that changes a partition without appending to it (SPEC §2
+readers beside a broker, §3 "Live"): review8 R8-5, a log start the broker checkpoints while the mount is
+up (kafka-delete-records: log-start-offset-checkpoint renamed into place), and R8-6, a topic deleted and
+created again (the broker renames the folder ``-delete``, a new folder of the same name appears)."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+from kafkafs.format.jsonview import ProducerRecord
+from kafkafs.storage.log import Log
+
+TS = 1_763_700_000_000
+
+
+def _write(folder, values: list[str], keys: bool = True) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    log_ = Log.open(folder, writable=True, clean_shutdown=True)
+    try:
+        start = log_.log_end_offset
+        for i, value in enumerate(values):
+            key = f"k{(start + i) % 5}".encode() if keys else None
+            log_.append_records([ProducerRecord(TS + start + i, key, value.encode(), ())])
+    finally:
+        log_.close()
+
+
+def _offsets(path) -> list[int]:
+    return [json.loads(line)["offset"] for line in path.read_text().splitlines()]
+
+
+def _until(check, seconds: float = 6.0):
+    deadline = time.monotonic() + seconds
+    while True:
+        got = check()
+        if got or time.monotonic() > deadline:
+            return got
+        time.sleep(0.1)
+
+
+def test_a_log_start_checkpointed_while_mounted_applies_to_new_opens(tmp_path, mounted):
+    logs = tmp_path / "logs"
+    _write(logs / "d-0", [f"v{i}" for i in range(20)])
+    m = mounted(logs)
+    part = m.path / "d-0"
+    assert _offsets(part / "records.jsonl") == list(range(20))
+    assert (part / "by-offset" / "13.json").exists()
+    # what a broker does when it checkpoints the log start: a temp file renamed into place
+    tmp = logs / "log-start-offset-checkpoint.tmp"
+    tmp.write_text("0\n1\nd 0 12\n")
+    os.rename(tmp, logs / "log-start-offset-checkpoint")
+    got = _until(lambda: _offsets(part / "records.jsonl")[:1] == [12])
+    assert got, f"records.jsonl still starts at {_offsets(part / 'records.jsonl')[:1]} (log start 12 checkpointed)"
+    assert _offsets(part / "records.jsonl") == list(range(12, 20))
+    assert json.loads((part / "partition.json").read_text())["logStartOffset"] == 12
+    assert not (part / "by-offset" / "3.json").exists()
+    assert _offsets(part / "by-key" / "k0.jsonl") == [15]
+
+
+def test_a_partition_folder_created_again_while_mounted_is_a_new_partition(tmp_path, mounted):
+    logs = tmp_path / "logs"
+    _write(logs / "gone-0", [f"old-{i}" for i in range(5)], keys=False)
+    m = mounted(logs)
+    part = m.path / "gone-0"
+    assert len((part / "records.jsonl").read_text().splitlines()) == 5
+    # the broker deletes the topic (renames the folder) and the topic is created again
+    os.rename(logs / "gone-0", logs / "gone-0.0123456789abcdef0123456789abcdef-delete")
+    _write(logs / "gone-0", ["new-0"], keys=False)
+
+    def values() -> list[str]:
+        try:
+            return [json.loads(line)["value"] for line in (part / "records.jsonl").read_text().splitlines()]
+        except FileNotFoundError:
+            return []
+
+    assert _until(lambda: values() == ["new-0"]), f"records.jsonl after the re-creation: {values()}"
+    _write(logs / "gone-0", ["new-1"], keys=False)
+    assert _until(lambda: values() == ["new-0", "new-1"]), f"records.jsonl after a second record: {values()}"
+    assert sorted(os.listdir(part / "by-offset")) == ["0.json", "1.json"]
