@@ -1,11 +1,13 @@
 """The shape of kafkafs/ (ARCHITECTURE.md), from :mod:`kafkafs._devtools.layers`: each room imports only
 the rooms below it (format < storage < fs/views < fs/tree < fs, and spark; nothing imports the CLI),
 no FUSE below ``fs/``, no import cycle among the modules (type-only imports and re-exports counted) nor
-among the C kernel's files, no module over 500 lines, and a test module for every module of ``fs/``
-and ``storage/``."""
+among the C kernel's files, and a test module for every module of ``fs/`` and ``storage/``. A module over
+500 lines is a signal (a warning in the test report), never a failure: modules split by concept, never to
+pass a line count."""
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 from kafkafs._devtools import deadcode, layers
@@ -86,9 +88,13 @@ def test_the_command_prints_the_table_and_exits_0(capsys):
     assert "| fs.views |" in out and "| fs.tree |" in out and "0 import cycles" in out
 
 
-def test_no_module_over_500_lines():
+def test_modules_over_500_lines_are_a_signal_not_a_failure():
+    """Issue "three rooms": the 500-line rule stays a signal, not a reason to split. A long module is named
+    in the test report's warnings so that a reader looks at whether it holds one concept or two."""
     long = {name: n for name, path in PROJECT.paths.items() if (n := len(path.read_text().splitlines())) > MAX_LINES}
-    assert not long, f"modules over {MAX_LINES} lines: {long}"
+    for name, n in sorted(long.items()):
+        warnings.warn(f"{name}: {n} lines (over {MAX_LINES}: one concept or two?)", stacklevel=1)
+    assert len(PROJECT.paths) > 50  # the scan saw the package (a wrong root would warn of nothing)
 
 
 def test_every_module_of_fs_and_storage_has_its_own_test_module():
