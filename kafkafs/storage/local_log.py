@@ -166,7 +166,9 @@ class LocalLog:
                     self.segments.add(self._new_segment(base))
                 except (CorruptRecordError, UnsafeFileError):  # gone again already, or replaced by a link
                     continue
-            for base in known - set(bases):
+            # review8 R8-8: a swap half done renamed the old segments away before the .swap takes the first one's name:
+            swapping = any(name.endswith(SWAP) for name in names)  # dropped, the log start rose past what it keeps
+            for base in () if swapping else known - set(bases):
                 if (seg := self.segments.remove(base)) is not None:
                     dropped.append(seg)
             last = self.segments.last()
@@ -178,6 +180,7 @@ class LocalLog:
                 replaced = self._replaced_segments(names, known, dropped)
             except (CorruptRecordError, UnsafeFileError, FileNotFoundError):  # gone again already
                 replaced = False
+            self._dir_mtime = 0 if swapping else self._dir_mtime  # the next look checks for the swapped-in file
             if last is not None:
                 last.active = True
                 last.refresh()

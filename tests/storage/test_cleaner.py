@@ -229,3 +229,39 @@ def test_a_read_only_log_listed_just_before_a_swap_keeps_no_segment_the_swap_rem
         ro.refresh()
         assert [view.header.base_offset for _seg, view in ro.batches(0)] == expected
         assert ro.segments.bases() == sorted(int(n[:20]) for n in os.listdir(ro.dir) if n.endswith(".log"))
+
+
+def test_a_read_only_log_that_looks_inside_a_swap_keeps_the_records_the_swap_keeps(tmp_path, monkeypatch):
+    """review8 R8-8 (HIGH): a reader (a read-only mount) beside another process's compaction that looked
+    at the folder inside the swap (the old segments renamed ``.deleted``, the merged one still ``.swap``:
+    Kafka's replaceSegments order, kafkafs's too) dropped every sealed segment and raised the log start
+    to the active one's base, for good: by-offset/<N>.json and by-key/<k>.json of records the compaction
+    kept (a key's latest) answered ENOENT until newer records took their place."""
+    from kafkafs.storage.segment_files import SegmentFiles
+
+    settings = Settings({"segment.bytes": 300}, {"kv": {"cleanup.policy": "compact"}})
+    with LogDir(tmp_path, settings, writable=True) as logdir:
+        _fill(logdir.create_partition("kv", 0), 60, key=lambda i: b"k%d" % (i % 30))
+    settings = Settings({"segment.bytes": 100_000}, {"kv": {"cleanup.policy": "compact"}})  # the cleaner merges
+    with LogDir(tmp_path, settings) as reading:
+        ro = reading.log("kv-0")
+        assert [view.header.base_offset for _seg, view in ro.batches(0)] == list(range(60))
+        inside: list[list[str]] = []
+        change_suffix = SegmentFiles.change_suffix
+
+        def look_inside_the_swap(segment, suffix: str) -> None:
+            if suffix == "" and segment.log_path.name.endswith(".swap"):  # old ones gone, the new one not in place
+                inside.append(sorted(os.listdir(ro.dir)))
+                ro.refresh()
+            change_suffix(segment, suffix)
+
+        monkeypatch.setattr(SegmentFiles, "change_suffix", look_inside_the_swap)
+        with LogDir(tmp_path, settings, writable=True) as logdir:
+            assert compact(logdir.log("kv-0"), now_ms=10**13)
+            expected = [view.header.base_offset for _seg, view in logdir.log("kv-0").batches(0)]
+        monkeypatch.undo()
+        assert inside and "00000000000000000000.log" not in inside[0] and "00000000000000000000.log.swap" in inside[0]
+        ro.refresh()
+        assert ro.log_start_offset == 0
+        assert [view.header.base_offset for _seg, view in ro.batches(0)] == expected
+        assert all(ro.locate(offset) is not None for offset in expected)
