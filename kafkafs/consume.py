@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 from . import consume_merge
-from .consume_spans import SpanPool, span_chunks, spannable
+from .consume_spans import SWAP_REREADS, SpanPool, across_swaps, relist, span_chunks, spannable
 from .errors import CorruptRecordError, InvalidInput, InvalidName
 from .format.decoders import decoder_for
 from .format.jsonview import (
@@ -172,13 +172,18 @@ class _Reader:
         log_ = self.log
         if self.done or self.next_offset >= log_.log_end_offset:
             return
+        yield from across_swaps(log_, self._lines)
+
+    def _lines(self) -> Iterator[tuple[int, int, int, bytes]]:
+        log_ = self.log
         wanted, grep = self.record_filter, self.grep
         for batch in log_.read(self.next_offset, validate=True):
-            self.next_offset = max(self.next_offset, batch.header.next_offset)
             if not len(batch):
+                self.next_offset = max(self.next_offset, batch.header.next_offset)
                 continue
             kwargs = {"decoder": self.decoder} if self.decoder is not None else {}
             rendered = render_batch_jsonl(log_.topic, log_.partition, batch, self.mode, **kwargs).split(b"\n")
+            self.next_offset = max(self.next_offset, batch.header.next_offset)  # rendered: past it
             for i, offset in enumerate(batch.offsets):
                 ts = batch.timestamps[i]
                 if self.stop_ts is not None and ts >= self.stop_ts:
@@ -194,8 +199,22 @@ class _Reader:
         """The lines of whole batches at once, ``(lines, how many)``, at most ``remaining`` records in
         all: the fast path (no interleaving, no ``e@TS``): spans of many batches on every core
         (:mod:`.consume_spans`) when nothing limits the count, else one kernel call per batch."""
+        if self.done or self.next_offset >= self.log.log_end_offset:
+            return
+        for reread in range(SWAP_REREADS + 1):  # damage met just after a compaction swap: see across_swaps
+            try:
+                for lines, n in self._chunks(remaining):
+                    yield lines, n
+                    if remaining is not None:
+                        remaining -= n
+                return
+            except CorruptRecordError:
+                if reread == SWAP_REREADS or not relist(self.log):
+                    raise
+
+    def _chunks(self, remaining: int | None) -> Iterator[tuple[bytes, int]]:
         log_ = self.log
-        if self.done or self.next_offset >= log_.log_end_offset:
+        if remaining is not None and remaining <= 0:
             return
         if remaining is None and spannable(self.mode, self.decoder):
             for lines, n in span_chunks(self, _pool()):
@@ -219,18 +238,21 @@ class _Reader:
         takes for what a span does not. Damage is raised at the segment's path and the batch's position."""
         log_ = self.log
         lo = self.next_offset
-        self.next_offset = max(lo, view.header.next_offset)
-        self.expect = view.header.next_offset
         wanted = self.record_filter
-        try:
+        try:  # next_offset moves once the batch rendered: damage is met again by a read after a swap's relist
             if remaining is None and self.grep is None:
-                return render_raw_jsonl_count(log_.topic, log_.partition, view.raw(), self.mode, decoder=self.decoder,
-                                              lo=lo, record_filter=wanted)
-            lines, _offsets, ends = render_raw_jsonl_lines(
-                log_.topic, log_.partition, view.raw(), self.mode, decoder=self.decoder, lo=lo, record_filter=wanted
-            )
+                counted = render_raw_jsonl_count(log_.topic, log_.partition, view.raw(), self.mode,
+                                                 decoder=self.decoder, lo=lo, record_filter=wanted)
+            else:
+                lines, _offsets, ends = render_raw_jsonl_lines(
+                    log_.topic, log_.partition, view.raw(), self.mode, decoder=self.decoder, lo=lo, record_filter=wanted
+                )
         except CorruptRecordError as exc:
             raise exc.at(str(segment.log_path), view.position) from None
+        self.next_offset = max(lo, view.header.next_offset)
+        self.expect = view.header.next_offset
+        if remaining is None and self.grep is None:
+            return counted
         if self.grep is not None:
             kept = [line + b"\n" for line in lines.split(b"\n")[:-1] if _matches(self.grep, line)]
             lines = b"".join(kept)
@@ -253,8 +275,6 @@ class _Reader:
         native int64 bytes (what the merge loads), advancing ``next_offset`` past the batch; damage as
         :meth:`batch_lines`."""
         log_ = self.log
-        self.next_offset = max(self.next_offset, view.header.next_offset)
-        self.expect = view.header.next_offset
         try:
             data, offsets, stamps, ends = render_raw_jsonl_stamped(
                 log_.topic, log_.partition, view.raw(), self.mode, decoder=self.decoder
@@ -263,6 +283,8 @@ class _Reader:
             if exc.position is None:
                 raise CorruptRecordError(exc.reason, view.position, str(segment.log_path)) from None
             raise exc.at(str(segment.log_path), view.position) from None
+        self.next_offset = max(self.next_offset, view.header.next_offset)  # rendered: past it (see batch_lines)
+        self.expect = view.header.next_offset
         first = array("q", offsets[:8])
         if first and first[0] < lo:
             cut = bisect_left(array("q", offsets), lo)

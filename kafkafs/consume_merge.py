@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Generator
 from typing import Any, BinaryIO
 
-from .consume_spans import FIRST_READ_BYTES, PIECE_BYTES, Plan, SpanPool, span_chunks, spannable
+from .consume_spans import FIRST_READ_BYTES, PIECE_BYTES, Plan, SpanPool, across_swaps, span_chunks, spannable
 from .errors import CorruptRecordError
 from .format import kernel as _kernel
 
@@ -50,6 +50,11 @@ def _feed(reader: Any, pool: SpanPool, plan: Plan) -> Generator[tuple[bytes, byt
     if reader.done or reader.next_offset >= log_.log_end_offset:
         return
     plan = plan._replace(lo=max(reader.next_offset, log_.log_start_offset))  # as _Reader.lines trims
+    yield from across_swaps(log_, lambda: _feed_once(reader, pool, plan))
+
+
+def _feed_once(reader: Any, pool: SpanPool, plan: Plan) -> Generator[tuple[bytes, bytes, bytes], None, None]:
+    log_ = reader.log
     if spannable(reader.mode, reader.decoder):
         yield from span_chunks(reader, pool, plan)
         return

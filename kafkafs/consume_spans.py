@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 from queue import SimpleQueue
 from typing import Any, NamedTuple
 
+from .errors import CorruptRecordError
 from .format import kernel as _kernel
 from .format.jsonrender import line_prefix
 from .format.jsonview import render_span_jsonl
@@ -26,7 +27,7 @@ from .storage import memory
 from .storage.segments import is_sealed
 from .storage.validation import checked_order
 
-__all__ = ["Plan", "SpanPool", "span_chunks", "tune_malloc"]
+__all__ = ["SWAP_REREADS", "Plan", "SpanPool", "across_swaps", "relist", "span_chunks", "tune_malloc"]
 
 #: One read of a ``.log``: the pieces of a chunk are rendered while the next chunk is read. The first
 #: read of a run of spans is smaller: in a partition of compressed batches it finds none to take.
@@ -37,6 +38,39 @@ PIECE_BYTES = 256 * 1024
 #: After a span that took this few batches (a partition that mixes compressed and plain batches), the
 #: next this-many batches go the old way before spans are tried again.
 _FEW, _COOLDOWN = 4, 64
+
+
+#: How many times a partition read that met damage lists its folder again and goes on (see across_swaps).
+SWAP_REREADS = 3
+
+
+def across_swaps(log_: Any, read: Callable[[], Iterator[Any]]) -> Iterator[Any]:
+    """What ``read()`` yields (a partition's records from where its reader is, advancing it); damage met
+    while another process's compaction swapped segments since the log was listed (the folder listed before
+    the swap, a merged ``.log`` opened after it: review8 R8-7) lists the folder again and reads on from
+    there (``read()`` again); damage that a new listing changes nothing about is raised (real damage is
+    met again at the same place, after at most :data:`SWAP_REREADS` new listings)."""
+    for reread in range(SWAP_REREADS + 1):
+        try:
+            yield from read()
+            return
+        except CorruptRecordError:
+            if reread == SWAP_REREADS or not relist(log_):
+                raise
+
+
+def relist(log_: Any) -> bool:
+    """A read-only log's folder listed again (``refresh``: segments gone, new, swapped in) and every
+    segment's size read again; whether anything changed. A reader that listed the folder just before
+    another process's compaction swap and opened the merged ``.log`` after it read that file at the
+    replaced one's size, below segments renamed away (review8 R8-7)."""
+    if log_.writable:
+        return False
+    changed = log_.refresh()
+    for segment in list(log_.segments):
+        before = segment.size
+        changed = segment.refresh() != before or changed
+    return changed
 
 
 class _Task:

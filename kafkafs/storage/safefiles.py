@@ -171,12 +171,31 @@ def unsafe_entries(directory: str | os.PathLike[str]) -> list[str]:
     return sorted(out)
 
 
+def hard_linked_files(directory: str | os.PathLike[str]) -> list[str]:
+    """Regular files in ``directory`` that another name shares (``st_nlink`` above 1: a ``cp -al`` or
+    ``rsync --link-dest`` copy), sorted: a write there in place changes them in the other directory
+    too. A missing folder has none."""
+    out = []
+    try:
+        with os.scandir(directory) as entries:
+            for entry in entries:
+                try:
+                    if entry.is_file(follow_symlinks=False) and entry.stat(follow_symlinks=False).st_nlink > 1:
+                        out.append(entry.name)
+                except OSError:
+                    continue
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    return sorted(out)
+
+
 def check_partition_folder(directory: str | os.PathLike[str]) -> None:
     """Refuse a partition folder that a writer must not touch: :class:`UnsafeFileError` with one line
     when it holds a symbolic link, any other non-regular file or a folder named as one of its files
     (:func:`unsafe_entries`), since writing, truncating or
-    renaming there could reach outside the log directory, or when it is itself a link that leads
-    outside the log directory that holds it."""
+    renaming there could reach outside the log directory, when it is itself a link that leads
+    outside the log directory that holds it (or to another partition's folder), or when its files
+    have other hard links (:func:`hard_linked_files`)."""
     folder = Path(directory)
     if folder.is_symlink():
         # a linked partition folder may be read (SPEC §3), but a writer never changes anything
@@ -199,6 +218,14 @@ def check_partition_folder(directory: str | os.PathLike[str]) -> None:
         raise UnsafeFileError(
             f"{directory}: refusing to write: it holds {len(bad)} symbolic link(s), special file(s) or folder(s) "
             f"named as its files ({shown}); kafkafs never writes through links"
+        )
+    shared = hard_linked_files(directory)
+    if shared:
+        shown = ", ".join(shared[:3]) + (f" and {len(shared) - 3} more" if len(shared) > 3 else "")
+        raise UnsafeFileError(
+            f"{directory}: refusing to write: {len(shared)} of its files have another hard link ({shown}): "
+            "another directory shares them (a cp -al or rsync --link-dest copy) and would change too; "
+            "copy it with cp -a"
         )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -194,3 +195,39 @@ def test_dash_t_names_a_topic_as_kcats_does(tmp_path):
     assert [r["value"] for r in records(run(str(logs), "-t", "a").stdout)] == ["three"]
     proc = run(str(logs), "-t", "a-1-0", rc=2)  # a folder is no topic: said, with what was meant
     assert proc.stderr.decode().strip().endswith("(a-1-0 is partition 0 of topic a-1: -t a-1 -p 0)")
+
+
+@pytest.mark.parametrize("way", [{}, {"count": 1000}, {"stop_ts": 2**62}], ids=["spans", "batch-by-batch", "merge"])
+def test_a_consume_that_listed_the_folder_just_before_a_compaction_swap_reads_the_merged_segment(tmp_path, way):
+    """review8 R8-7: ``kafkafs consume`` beside a broker whose cleaner compacts listed the partition's
+    folder (every segment, with its size), then the swap happened (the merged segment swapped in at the
+    first base, the segments it replaced renamed away), then the first ``.log`` was opened: the merged
+    file, read with the replaced segments still listed above it, its batches ran past the next listed
+    base: "damaged data ... offsets run past the next batch's base", exit 1, on healthy data."""
+    from kafkafs.storage.cleaner import compact
+    from kafkafs.storage.config import Settings
+
+    def history(log_dir: Path) -> bytes:
+        out = io.BytesIO()
+        with LogDir(log_dir) as fresh:
+            consume(fresh, ["kv-0"], out, spec=parse_offset_spec("beginning"), on_damage=pytest.fail)
+        return out.getvalue()
+
+    settings = Settings({"segment.bytes": 300}, {"kv": {"cleanup.policy": "compact"}})
+    with LogDir(tmp_path, settings, writable=True) as logdir:
+        log_ = logdir.create_partition("kv", 0)
+        for i in range(60):
+            log_.append_records([(T0 + i, b"k%d" % (i % 4), b"v%d" % i, ())])
+    settings = Settings({"segment.bytes": 100_000}, {"kv": {"cleanup.policy": "compact"}})  # the cleaner merges
+    damage: list[Exception] = []
+    out = io.BytesIO()
+    with LogDir(tmp_path, settings) as reading:
+        before = len(reading.log("kv-0").segments.bases())  # listed now; no .log opened yet
+        with LogDir(tmp_path, settings, writable=True) as logdir:
+            assert compact(logdir.log("kv-0"), now_ms=10**13)  # merges the sealed segments
+        logs = [name for name in os.listdir(tmp_path / "kv-0") if name.endswith(".log")]
+        assert len(logs) < before  # the swap renamed segments away
+        consume(reading, ["kv-0"], out, spec=parse_offset_spec("beginning"), on_damage=damage.append, **way)
+    assert damage == []
+    assert out.getvalue() == history(tmp_path)
+    assert len(out.getvalue().splitlines()) < 60

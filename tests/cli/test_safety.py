@@ -332,3 +332,16 @@ def test_a_writer_refuses_a_partition_folder_linked_to_another_partition(demo_co
     _writer_refuses_images(command, demo_copy, "the folder of another partition")
     if command != "clean":
         assert _tree(demo_copy / "orders-0") == before
+
+
+@pytest.mark.parametrize("command", ["produce", "clean", "recover"])
+def test_a_writer_refuses_a_partition_whose_files_are_hard_linked(demo_copy, tmp_path, command):
+    """review9 R9-11: in a `cp -al` (or `rsync --link-dest`) copy every file shares its inode with the
+    original: produce grew the ORIGINAL's .log, recover cut it, clean rewrote its indexes in place. A
+    writer refuses such a partition in one line, as one that holds a symbolic link; the original stays
+    as it was."""
+    linked = tmp_path / "linked"
+    subprocess.run(["cp", "-al", str(demo_copy), str(linked)], check=True)
+    before = _tree(demo_copy)
+    _writer_refuses_images(command, linked, "hard link")
+    assert _tree(demo_copy) == before
