@@ -241,7 +241,8 @@ def test_files_sharing_a_hashmap_bucket_are_reported_in_kafkas_order(kafka: Kafk
     file at the head of its HashMap bucket (and grows the table on the call after the threshold):
     kafkafs reported files sharing a bucket in the order dumped. Segments with gaps (one finding each
     with --deep-iteration), paths chosen so that several share a bucket, 13 files (the table stays at
-    16 buckets) and 20 (it grows)."""
+    16 buckets) and 20 (it grows); then 9 sharing one bucket of 16, where HashMap's treeifyBin doubles the
+    small table (kafkafs's order was wrong there, seen with --basetemp=/tmp/pytest-of-root/pytest-1383)."""
     from kafkafs.dump.scala import java_string_hash
     from tests.storage.helpers import batch
 
@@ -261,7 +262,22 @@ def test_files_sharing_a_hashmap_bucket_are_reported_in_kafkas_order(kafka: Kafk
         path.parent.mkdir()
         path.write_bytes(batch(1, base_offset=0) + batch(1, base_offset=5))
         names.append(path)
-    for files in (names[:13], names):
+    # 9 in one bucket of 16: the 8th key into a bucket calls treeifyBin, which doubles a table of fewer than
+    # 64 buckets (paths alike enough do this; seen with a basetemp whose t0..t9 shared bucket 15); at most 4
+    # alike in their low 6 bits, so no bucket of 64 becomes a tree
+    crowded, of64 = [], {}
+    while len(crowded) < 9:
+        path = tmp_path / f"t{i}-0" / "00000000000000000000.log"
+        i += 1
+        h = java_string_hash(str(path)) & 0xFFFFFFFF
+        low6 = (h ^ (h >> 16)) & 63
+        if low6 & 15 or of64.get(low6, 0) >= 4:
+            continue
+        of64[low6] = of64.get(low6, 0) + 1
+        path.parent.mkdir()
+        path.write_bytes(batch(1, base_offset=0) + batch(1, base_offset=5))
+        crowded.append(path)
+    for files in (names[:13], names, crowded, crowded + names[:4]):
         theirs = kafka.dump_log(*files, "--deep-iteration")
         proc = kafkafs("dump", "--deep-iteration", "--files", ",".join(map(str, files)))
         assert proc.stdout == theirs.stdout

@@ -124,7 +124,7 @@ def test_a_large_segment_is_sized_in_parts_on_threads(tmp_path, monkeypatch, cod
         state = PartitionState("mix-0", 0, d.log("mix-0"), "auto", cache=LayoutCache(None))
         jobs = state.sizing_jobs()
         sizing.size_layouts(jobs, state.cache, threads=4)
-        assert len(starts) == 4 and starts[0] == 0
+        assert len(starts) == 4 and sorted(starts)[0] == 0 and len(set(starts)) == 4  # 4 parts, in any thread order
         layout = jobs[0].layout
         assert layout.current() and not layout.bad and layout.total() == len(want)
         assert state.composition().total == len(want) and _read_all(state) == want
