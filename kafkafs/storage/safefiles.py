@@ -155,32 +155,32 @@ def unsafe_entries(directory: str | os.PathLike[str]) -> list[str]:
     """Names in ``directory`` that are neither regular files nor plain directories (links, FIFOs,
     sockets, devices), and directories named as a file of a partition folder (a writer would open,
     truncate or rename that name as its file), sorted. A missing folder has none."""
-    out = []
-    try:
-        with os.scandir(directory) as entries:
-            for entry in entries:
-                try:
-                    if entry.is_symlink() or not (entry.is_file(follow_symlinks=False) or entry.is_dir(follow_symlinks=False)):
-                        out.append(entry.name)
-                    elif entry.is_dir(follow_symlinks=False) and is_partition_file_name(entry.name):
-                        out.append(entry.name)
-                except OSError:
-                    continue
-    except (FileNotFoundError, NotADirectoryError):
-        return []
-    return sorted(out)
+    def unsafe(entry: os.DirEntry[str]) -> bool:
+        if entry.is_symlink() or not (entry.is_file(follow_symlinks=False) or entry.is_dir(follow_symlinks=False)):
+            return True
+        return entry.is_dir(follow_symlinks=False) and is_partition_file_name(entry.name)
+
+    return _names_where(directory, unsafe)
 
 
 def hard_linked_files(directory: str | os.PathLike[str]) -> list[str]:
     """Regular files in ``directory`` that another name shares (``st_nlink`` above 1: a ``cp -al`` or
     ``rsync --link-dest`` copy), sorted: a write there in place changes them in the other directory
     too. A missing folder has none."""
+    return _names_where(
+        directory, lambda entry: entry.is_file(follow_symlinks=False) and entry.stat(follow_symlinks=False).st_nlink > 1
+    )
+
+
+def _names_where(directory: str | os.PathLike[str], keep: Callable[[os.DirEntry[str]], bool]) -> list[str]:
+    """The sorted names of ``directory``'s entries that ``keep`` takes; an entry that vanishes or cannot
+    be stat'ed meanwhile is left out, and a missing folder has none."""
     out = []
     try:
         with os.scandir(directory) as entries:
             for entry in entries:
                 try:
-                    if entry.is_file(follow_symlinks=False) and entry.stat(follow_symlinks=False).st_nlink > 1:
+                    if keep(entry):
                         out.append(entry.name)
                 except OSError:
                     continue
