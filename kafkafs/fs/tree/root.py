@@ -70,8 +70,10 @@ class Root(Dir):
         partitions = self.partitions
         if not (partitions.logdir.path / name).is_dir() or partitions.number_now(name) is None:
             return None
-        if name in partitions.summary and partitions.open_state(name) is None:
-            partitions.watch_early(name)  # its records.jsonl is answered from the summary: kept while watched
+        if partitions.open_state(name) is None:
+            # its records.jsonl may be answered from the size summary, and the kernel keeps the folder's
+            # name while its events tell of changes (10 s, not 1 s: the path of the next lookup in it)
+            partitions.watch_early(name)
         return PartitionDir(partitions, name, self)
 
     def partition_dir(self, name: str) -> PartitionDir:
