@@ -172,12 +172,15 @@ class SegmentKeyIndex:
         """Check the file's head (its key must be ``key``), size and checksum; DamagedIndex otherwise.
         ``file``: a descriptor, which the index owns from now on (closed here when a check fails), or
         a file object, whose descriptor the index duplicates (the caller closes the file)."""
-        if not isinstance(file, int):
-            file = retrying_open(lambda: os.dup(file.fileno()))  # type: ignore[union-attr]
+        if isinstance(file, int):
+            fd = file
+        else:
+            source: BinaryIO = file
+            fd = retrying_open(lambda: os.dup(source.fileno()))
         try:
-            return cls._checked(file, key, path, temporary, budget)
+            return cls._checked(fd, key, path, temporary, budget)
         except BaseException:
-            os.close(file)
+            os.close(fd)
             raise
 
     @classmethod
