@@ -48,6 +48,12 @@ _LEGACY_CRC_OFFSET = 12  # magic 0/1: offset, size, then the CRC-32 right before
 _ATTRIBUTES_OFFSET = 21
 _MAX_TIMESTAMP_OFFSET = 35
 _V2_MIN_LENGTH = V2_HEADER_SIZE - LOG_OVERHEAD
+#: A magic byte of 3 to 127 (outside the CRC) is read as a v2 batch, as Kafka's ``FileLogInputStream``
+#: reads every magic above 1 (its signed byte): Kafka's recovery keeps such a batch when its CRC holds
+#: and its broker serves its records (review11 R11-8). 128 to 255 are negative to Kafka, a legacy
+#: message that cannot be read: damage ("unknown magic").
+_V2_FUTURE_MAGIC_LO = 3
+_V2_FUTURE_MAGIC_HI = 127
 _LEGACY_MIN_LENGTH = {0: 14, 1: 22}  # crc + magic + attributes (+ timestamp) + key and value lengths
 
 NO_TIMESTAMP = -1
@@ -162,7 +168,7 @@ def read_batch_header(
         return None
     base_offset, length = _PREFIX.unpack_from(buf, pos)
     magic = buf[pos + _MAGIC_OFFSET]
-    if magic == 2:
+    if magic == 2 or _V2_FUTURE_MAGIC_LO <= magic <= _V2_FUTURE_MAGIC_HI:
         if length < _V2_MIN_LENGTH:
             raise CorruptRecordError(f"batch length {length} is below the v2 minimum {_V2_MIN_LENGTH}", pos)
     elif magic in _LEGACY_MIN_LENGTH:
@@ -178,8 +184,10 @@ def read_batch_header(
         return None
     if not 0 <= base_offset <= _LONG_MAX:  # outside the CRC: an on-disk offset is never negative
         raise CorruptRecordError(f"base offset {base_offset} is negative", pos)
-    if magic == 2:
+    if magic >= 2:
         header = BatchHeader(pos, *_V2_HEADER.unpack_from(buf, pos))
+        if magic != 2:  # read as v2, as Kafka does (see _V2_FUTURE_MAGIC_LO): the header says 2
+            header = header._replace(magic=2)
         if base_offset + header.last_offset_delta > _LONG_MAX:
             raise CorruptRecordError(f"offsets past {base_offset} do not fit a long", pos)
         return header

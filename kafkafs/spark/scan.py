@@ -263,7 +263,7 @@ class _OffsetOrder:
             return None
         base, length = _BASE_AND_LENGTH.unpack_from(head, 0)
         magic = head[16]
-        if magic > 2 or length < 14 or (magic == 2 and length < 49) or base < 0:
+        if magic > 127 or length < 14 or (magic >= 2 and length < 49) or base < 0:  # 3..127: v2, as Kafka
             return None  # not a batch header (a torn write, zeros): nothing to judge by
         if magic < 2 and len(head) > 17 and head[17] & 0x07:  # a legacy compressed wrapper: its first inner offset
             entry = self.segment.read_at(position, length + 12)

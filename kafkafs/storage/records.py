@@ -235,7 +235,7 @@ class FileRecords:
             if len(head) < _MIN_HEADER or head[:LOG_OVERHEAD] == _ZERO_PREFIX:
                 return
             length = int.from_bytes(head[8:12], "big", signed=True)
-            if length < _MIN_HEADER - LOG_OVERHEAD or length + LOG_OVERHEAD > self.max_batch_size or head[16] > 2:
+            if length < _MIN_HEADER - LOG_OVERHEAD or length + LOG_OVERHEAD > self.max_batch_size or head[16] > 127:
                 return
             if pos + LOG_OVERHEAD + length > end:
                 return

@@ -158,10 +158,23 @@ def test_scan_stops_at_a_partial_trailing_batch():
 def test_scan_reports_a_bad_magic_with_its_position():
     one = encode_batch([(1, b"a", b"x", ())])
     bad = bytearray(one)
-    bad[16] = 7
-    with pytest.raises(CorruptRecordError) as err:
+    bad[16] = 200  # negative to Kafka: a legacy message it cannot read
+    with pytest.raises(CorruptRecordError, match="unknown magic 200") as err:
         list(scan_batches(one + bytes(bad)))
     assert err.value.position == len(one)
+
+
+@pytest.mark.parametrize("magic", [3, 7, 127])
+def test_a_magic_past_2_is_read_as_v2_as_kafka_does(magic):
+    """Kafka's FileLogInputStream reads any magic above 1 as a v2 batch (review11 R11-8); the magic is
+    outside the CRC, so the batch is whole and valid."""
+    one = encode_batch([(1, b"a", b"x", ())])
+    odd = bytearray(encode_batch([(2, b"b", b"y", ())], base_offset=1))
+    odd[16] = magic
+    headers = list(scan_batches(one + bytes(odd)))
+    assert [(h.base_offset, h.magic) for h in headers] == [(0, 2), (1, 2)]
+    validate_batch(one + bytes(odd), headers[1])
+    assert decode_batch(bytes(odd)).values == [b"y"]
 
 
 def test_max_batch_size():
