@@ -90,4 +90,6 @@ def test_a_read_only_mount_serves_a_batch_of_magic_7(mounted, tmp_path: Path) ->
     middle = BATCHES // 2 * PER_BATCH + 1  # a record of the magic-7 batch
     assert orjson.loads((part / "by-offset" / f"{middle}.json").read_bytes())["value"] == f"v{BATCHES // 2}-1"
     assert (part / "records.jsonl").stat().st_size == len((part / "records.jsonl").read_bytes())
-    assert "ERROR" not in m.log(), m.log()
+    table = [orjson.loads(line) for line in (part / "table.jsonl").read_bytes().splitlines()]
+    assert {(row["key"], row["value"]) for row in table} >= {(f"k{BATCHES // 2}", f"v{BATCHES // 2}-4")}
+    assert "ERROR" not in m.log() and "WARNING" not in m.log(), m.log()
