@@ -298,6 +298,16 @@ class Partitions:
         except Exception as exc:  # the foreground stat of that partition says what is wrong
             log.debug("%s: sizing ahead failed: %s", name, exc)
 
+    def opening(self, name: str) -> None:
+        """A reader opens partition ``name``'s ``records.jsonl``: it is not prepared again (the thread that
+        prepares, behind a fast reader, would render it whole a second time for no open: it took the
+        spare made before, or read its own). Returns at once (the FUSE loop calls it)."""
+        if self.rw:
+            return
+        with self._ahead_lock:
+            if name not in self._read_recently:
+                self._read_recently.append(name)
+
     def reading_to_end(self, name: str) -> None:
         """A reader of partition ``name``'s ``records.jsonl`` is near its end (:class:`~.handles.RecordsHandle`):
         open the partition it will most likely read next and render the start of its ``records.jsonl``

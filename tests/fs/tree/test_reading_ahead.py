@@ -81,6 +81,26 @@ def test_the_next_partition_is_opened_with_its_start_rendered_and_its_open_takes
         tree.close()
 
 
+def test_a_file_opened_already_is_not_prepared_again(ordered_logdir):
+    """A reader faster than the thread that prepares: the file it opened (the spare taken, no read yet) is
+    not rendered whole again for no open when that thread comes to it once more (it was: 13 of 200 files
+    of a first cat MOUNT/*/records.jsonl rendered twice, 75 MB)."""
+    tree = tree_of(ordered_logdir)
+    partitions = tree.partitions
+    try:
+        partitions.reading_to_end("t-0")
+        settled(partitions)
+        assert spare_of(partitions, "t-1") is not None
+        handle = tree.resolve("t-1/records.jsonl").open_now()
+        assert isinstance(handle, RecordsHandle) and spare_of(partitions, "t-1") is None  # taken by the open
+        partitions.reading_to_end("t-0")  # the thread behind the reader, asked for what follows t-0 again
+        settled(partitions)
+        assert spare_of(partitions, "t-1") is None  # nothing rendered for an open that already happened
+        handle.release()
+    finally:
+        tree.close()
+
+
 def test_the_order_followed_is_learnt_by_name_or_by_number(ordered_logdir, monkeypatch):
     monkeypatch.setattr(partitions_module, "PREPARED_AHEAD", 1)  # the next file only: which one it is
     for read, by_number in ((("t-0", "t-1", "t-2"), True), (("t-0", "t-1", "t-10"), False)):
