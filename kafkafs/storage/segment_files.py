@@ -24,7 +24,7 @@ from typing import TypeVar
 from ..errors import CorruptRecordError, WouldBlock
 from ..format.batch import DEFAULT_MAX_INFLATED_BYTES, LOG_OVERHEAD
 from .config import LogConfig
-from .handles import BUDGET, HandleBudget
+from .handles import BUDGET, FDS_PER_SEGMENT, HandleBudget
 from .names import INDEX, LOG, TIME_INDEX, TXN_INDEX, segment_file_name
 from .offset_index import OffsetIndex
 from .records import BatchView, FileRecords, TornBatchError
@@ -158,7 +158,7 @@ class SegmentFiles:
     def _note_open(self) -> None:
         if not self._registered and not self._closed:
             self._registered = True
-            self._budget.opened(self)
+            self._budget.opened(self, FDS_PER_SEGMENT if self.writable else 1)
 
     def release_handles(self) -> None:
         """Give the descriptors and maps back (lock-free; readers holding them finish first)."""
