@@ -3,9 +3,12 @@
 hanging and holding back the last stable offset.
 
 - A partition's own view: the transactions open at its log end (the producer state: the latest
-  producer snapshot, then the batches after it), each with its producer id and epoch, first offset,
-  the timestamp of its first record and of its producer's last batch; the last stable offset (the
-  first offset of the earliest open transaction, else the log end offset); the aborted transactions
+  producer snapshot, then the batches after it; without a snapshot, from the start of the first
+  segment, not the log start: a transaction that began below a log start kafka-delete-records or
+  retention moved stays open in a broker's producer state, review10 R10-10), each with its producer
+  id and epoch, first offset (below the log start then), the timestamp of its first record and of its
+  producer's last batch; the last stable offset (the first offset of the earliest open transaction,
+  raised to the log start as Kafka's first unstable offset is, else the log end offset); the aborted transactions
   of its ``.txnindex`` files (first offset, and the ABORT marker's offset), and of a segment whose
   ``.index`` is missing those a broker's recovery writes (:func:`.transactions.segment_aborted`).
 - The coordinator's view: ``__transaction_state`` replayed, the latest record of each transactional
@@ -216,9 +219,14 @@ class CoordinatorView:
 
 
 def _first_timestamp(log_: Log, offset: int) -> int:
-    """The timestamp of the record at ``offset`` (the first of a transaction), -1 when unknown."""
+    """The timestamp of the record at ``offset`` (the first of a transaction; it may lie below the log
+    start, in the first segment), -1 when unknown."""
     try:
-        view = log_.locate(offset)
+        if offset >= log_.log_start_offset:
+            view = log_.locate(offset)
+        else:
+            found = log_.segments.find(offset)
+            view = found[1] if found is not None and found[1].header.base_offset <= offset else None
         if view is None:
             return -1
         batch = view.decode()
@@ -237,7 +245,10 @@ def partition_transactions(log_: Log, now_ms: int, coordinator: CoordinatorView 
     the coordinator's damage hides (:meth:`CoordinatorView.judge`) raises that damage, or, with a
     ``damage`` list, is ``"hanging": null`` and the damage is appended to the list."""
     state = ProducerState(log_.dir, writable=False)
-    state.load(list(log_.segments), log_.log_start_offset, log_.log_end_offset)
+    segments = list(log_.segments)
+    # without a snapshot, from the first segment's start: a broker's producer state keeps a transaction
+    # that began below the log start open (ProducerStateManager.onLogStartOffsetIncremented)
+    state.load(segments, segments[0].base_offset if segments else log_.log_start_offset, log_.log_end_offset)
     coordinator = coordinator or CoordinatorView({}, 900_000)
     open_: list[dict[str, Any]] = []
     for entry in sorted(state.entries.values(), key=lambda e: (e.current_txn_first_offset, e.producer_id)):
@@ -262,5 +273,5 @@ def partition_transactions(log_: Log, now_ms: int, coordinator: CoordinatorView 
         {"producerId": e.producer_id, "firstOffset": e.first_offset, "lastOffset": e.last_offset}
         for _segment, entries in segment_aborted(list(log_.segments)) for e in entries
     ]
-    lso: int = min((int(t["firstOffset"]) for t in open_), default=log_.log_end_offset)
+    lso: int = min((max(int(t["firstOffset"]), log_.log_start_offset) for t in open_), default=log_.log_end_offset)
     return {"lastStableOffset": lso, "open": open_, "abortedRanges": aborted}

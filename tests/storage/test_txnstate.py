@@ -154,3 +154,27 @@ def test_a_copy_without_its_index_files_keeps_its_aborted_ranges(tmp_path):
         assert partition_transactions(logdir.log("t-0"), NOW)["abortedRanges"] == expected
         assert [(t.producer_id, t.first_offset, t.last_offset) for t in logdir.log("t-0").aborted_transactions(0, 21)] \
             == [(2, 4, 6)]
+
+
+def test_a_transaction_begun_below_the_log_start_stays_open(tmp_path):
+    """review10 R10-10: kafka-delete-records (or retention inside a segment) moves the log start past the
+    first records of an open transaction. A broker's producer state keeps it open (describe-producers:
+    CurrentTransactionStartOffset 0), its first unstable offset raised to the log start; a read of a live
+    broker's directory (no producer snapshot yet) replayed the batches from the log start only, so it
+    showed no open transaction and the log end as the last stable offset."""
+    now = time.time_ns() // 1_000_000
+    (tmp_path / "logs").mkdir()
+    with LogDir(tmp_path / "logs", writable=True) as logdir:
+        t = logdir.create_partition("t", 0)
+        t.append_batches(_data(3, now - 1_000))  # 0-1: a transaction, left open
+        t.append_records([(now, b"p", b"plain", ())] * 5)  # 2-6
+    for snapshot in (tmp_path / "logs" / "t-0").glob("*.snapshot"):
+        snapshot.unlink()  # a live broker's directory: no snapshot before the segment rolls
+    (tmp_path / "logs" / "log-start-offset-checkpoint").write_text("0\n1\nt 0 4\n")
+    with LogDir(tmp_path / "logs") as logdir:
+        log = logdir.log("t-0")
+        assert log.log_start_offset == 4
+        view = partition_transactions(log, now, CoordinatorView({}, 900_000))
+    assert [(t["producerId"], t["firstOffset"], t["firstTimestamp"], t["hanging"]) for t in view["open"]] == \
+        [(3, 0, now - 1_000, False)]
+    assert view["lastStableOffset"] == 4  # the first unstable offset, raised to the log start
