@@ -225,8 +225,8 @@ def _first_timestamp(log_: Log, offset: int) -> int:
         if offset >= log_.log_start_offset:
             view = log_.locate(offset)
         else:
-            found = log_.segments.find(offset)
-            view = found[1] if found is not None and found[1].header.base_offset <= offset else None
+            below = log_.segments.find(offset)
+            view = below[1] if below is not None and below[1].header.base_offset <= offset else None
         if view is None:
             return -1
         batch = view.decode()
