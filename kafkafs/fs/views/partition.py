@@ -23,7 +23,7 @@ from .layoutcache import LayoutCache
 from .ranges import RangeLayout
 from .reading import Bytes, Part, PieceCache, PieceRenderer, read_cached, read_parts
 from .record import RecordFinder
-from .render import Filter, Renderer, SegmentBytes, disk_error, unreadable
+from .render import Filter, Renderer, SegmentBytes, UnreadableError, disk_error, unreadable
 from .sizing import Progress, SizingJob, load_cached, log_progress, size_layouts, store_layout
 
 if TYPE_CHECKING:
@@ -427,7 +427,9 @@ class PartitionState:
 
     def offset_runs(self, start: int) -> Iterator[OffsetRun]:
         """The offsets present from ``start`` on, a batch at a time, reading headers only where the
-        batch has no gaps. A batch that cannot be read is skipped (and logged)."""
+        batch has no gaps. A batch that cannot be read is skipped (and logged). A sealed segment the disk
+        will not give (EIO) is never left out: the rest of its offsets, up to the next segment's base, are
+        listed as they are counted (:meth:`listed_records`), and their reads answer EIO (review11 R11-7)."""
         log_ = self.log
         pos = max(start, log_.log_start_offset)
         while pos < log_.log_end_offset:
@@ -460,6 +462,8 @@ class PartitionState:
                 higher = log_.segments.higher(floor.base_offset) if floor else None
                 if higher is None:
                     return
+                if isinstance(exc, UnreadableError) and pos < higher.base_offset:
+                    yield OffsetRun(pos, higher.base_offset - 1, None, -1)
                 pos = higher.base_offset
 
     def listed_records(self, limit: int | None = None) -> int:
