@@ -180,7 +180,9 @@ def span_sections(buf: Buffer, order: tuple[int | None, bool, int | None] | None
     while True:
         try:
             header = read_batch_header(view, pos, end)
-            if header is None or header.magic != 2 or header.attributes & 0x07:
+            # the kernel's walks stop at a magic byte other than 2 (3..127, read as v2, is left to the
+            # caller's batch-at-a-time path)
+            if header is None or view[pos + 16] != 2 or header.attributes & 0x07:
                 return
             if order is not None and not in_order(view, header, expect, order[1], order[2]):
                 return
