@@ -1,0 +1,108 @@
+"""Looking at the daemon's own mount point, from a child process: never from a thread of the daemon.
+
+A stat of the mount point is a FUSE request that only the daemon's loop can answer. Made by one of the
+daemon's own threads, it ties the process to that answer: if the loop stops before it answers (a start
+that timed out, a signal, an error), trio waits for the thread for ever; and once the kernel has handed
+the request to the loop, the waiting thread cannot be killed either, so a SIGKILL leaves a zombie that
+keeps ``/dev/fuse`` open, and the kernel, waiting for the answer, never gives up on the request
+(suite8's hang: only aborting the connection by hand ended it). A child process that waits instead
+ties nothing: the daemon may stop, unmount and exit at any moment; closing its ``/dev/fuse`` descriptor
+ends the child's request (ENOTCONN), and the child with it.
+
+Used by the thread that runs the mount's trio loop (:meth:`MountProbe.stat`) and then by the one that
+takes the mount down (:meth:`MountProbe.reap`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+import time
+
+import trio
+
+__all__ = ["MountProbe", "mounted_device"]
+
+log = logging.getLogger("kafkafs.fs")
+
+#: What the child runs: the device number of the path, or "!" and why it could not stat it.
+_PROBE = (
+    "import os, sys\n"
+    "try:\n    print(os.stat(sys.argv[1]).st_dev)\n"
+    "except OSError as exc:\n    print('!' + (exc.strerror or str(exc)))\n"
+)
+#: Seconds a probe that was killed (it may wait for a request of the unmounted daemon) has to end.
+REAP_TIMEOUT = 5.0
+
+
+class MountProbe:
+    """Stats one path from child processes, and reaps every child it started."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._children: list[subprocess.Popen[bytes]] = []
+
+    async def stat(self) -> int:
+        """The device number of the path (as the kernel answers for it now); OSError if it cannot be
+        looked at. Cancellable at any moment: the child is then killed and reaped later (:meth:`reap`)."""
+        child = subprocess.Popen(
+            [sys.executable, "-I", "-S", "-c", _PROBE, self.path],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+        )
+        self._children.append(child)
+        pause = 0.002
+        try:
+            while child.poll() is None:
+                await trio.sleep(pause)
+                pause = min(pause * 2, 0.05)
+        finally:
+            if child.returncode is None:
+                child.kill()  # never waited for here: it may be waiting for this very loop
+        assert child.stdout is not None
+        said = child.stdout.read().decode("utf-8", "replace").strip()
+        child.stdout.close()
+        if said.startswith("!") or not said.isdigit():
+            raise OSError(f"cannot look at {self.path}: {said.removeprefix('!') or 'the probe failed'}")
+        return int(said)
+
+    def reap(self, timeout: float = REAP_TIMEOUT) -> None:
+        """Wait (up to ``timeout`` seconds in all) for the children killed while they waited for the
+        mount; call it once the daemon's ``/dev/fuse`` is closed, which ends their requests."""
+        children, self._children = self._children, []
+        end = time.monotonic() + timeout
+        for child in children:
+            if child.returncode is not None:
+                continue
+            child.kill()
+            try:
+                child.wait(timeout=max(0.0, end - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                log.warning("a stat of %s from pid %d is still waiting for the mount", self.path, child.pid)
+            if child.stdout is not None:
+                child.stdout.close()
+
+
+def _unescape(field: str) -> str:
+    """A path as /proc/self/mountinfo writes it (space, tab, newline, backslash as octal escapes)."""
+    return field.encode().decode("unicode_escape").encode("latin-1").decode("utf-8", "surrogateescape")
+
+
+def mounted_device(path: str) -> str | None:
+    """The ``major:minor`` of the FUSE mount on top at ``path`` (from ``/proc/self/mountinfo``: the
+    mount itself is not touched), or None when no FUSE file system is mounted there."""
+    # the folder's own name is not resolved: a stat of it is a request to the mount (which may not answer)
+    real = os.path.join(os.path.realpath(os.path.dirname(os.path.abspath(path))), os.path.basename(path))
+    found = None
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as f:
+            for line in f:
+                fields = line.split()
+                if len(fields) < 10 or _unescape(fields[4]) != real:
+                    continue
+                fstype = fields[fields.index("-") + 1] if "-" in fields else ""
+                found = fields[2] if fstype.startswith("fuse") else None  # the last one is on top
+    except OSError:
+        return None
+    return found
