@@ -68,8 +68,9 @@ class Root(Dir):
         except InvalidName:
             return None
         partitions = self.partitions
-        if not (partitions.logdir.path / name).is_dir() or partitions.number_now(name) is None:
-            return None
+        folder = partitions.logdir.path / name
+        if folder.is_symlink() or not folder.is_dir() or partitions.number_now(name) is None:
+            return None  # a link may be an alias (partition_dir, in a worker, looks)
         if name in partitions.summary and partitions.open_state(name) is None:
             partitions.watch_early(name)  # its records.jsonl is answered from the summary: kept while watched
         return PartitionDir(partitions, name, self)
@@ -79,8 +80,8 @@ class Root(Dir):
             parse_partition_dir_name(name)
         except InvalidName:
             raise NotFound(name) from None
-        if not (self.partitions.logdir.path / name).is_dir():
-            raise NotFound(name)
+        if not (self.partitions.logdir.path / name).is_dir() or self.partitions.logdir.alias_of(name) is not None:
+            raise NotFound(name)  # an alias of another partition folder is not one of its own (.partition_folders)
         self.partitions.number(name)
         return PartitionDir(self.partitions, name, self)
 
