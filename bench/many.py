@@ -22,7 +22,8 @@ medians of ``--repeat`` runs), so the ratios hold on a shared, noisy machine. Ro
 * ``consume``: ``kafkafs consume LOGDIR t`` (a whole topic, interleaved by timestamp) against
   ``--no-interleave``.
 * ``byoffset``: ``by-offset/N.json`` of ``--offsets`` offsets, each read 5 times: the first read of
-  each and the repeated ones (p50), against open+read of a tiny raw file through the same mount.
+  each and the repeated ones (p50), against open+read of a tiny raw file through the same mount;
+  ``--against DIR``: the same offsets by another checkout's mount, interleaved (before/after).
 * ``produce``: ``--produce`` mixed JSON-object lines (lines of ``records.jsonl``) and as many plain
   lines through ``kafkafs produce``, against kafka-python's batch builder fed by ``json.loads`` of each
   line in memory (the Python client's floor); and the same lines written to ``MNT/t-0/append`` of a
@@ -422,42 +423,54 @@ class Bench:
                      f"{wall[False]:.2f} s ({cpu[False]:.2f} CPU s)")
 
     def byoffset(self) -> None:
+        """``by-offset/N.json`` of ``--offsets`` random offsets over every partition on a fresh mount (each
+        partition's ``partition.json`` read first, as a reader that lists the partition would): the first
+        read of each, then 4 more reads of each against open+read of a tiny raw file through the same
+        mount; with ``--against DIR`` the same offsets by that checkout's mount, runs interleaved
+        (``--repeat`` rounds; p50 over every round's reads)."""
         cache = self.work / "cache-read"
         rng = random.Random(5)
         count = self.args.offsets
-        per = [0] * len(self.names)
         with self.mount(cache) as m:
-            for i, n in enumerate(self.names):
-                per[i] = json.loads((m.mnt / n / "partition.json").read_bytes())["logEndOffset"]
-            picks = [(rng.randrange(len(self.names)), 0) for _ in range(count)]
-            picks = [(p, rng.randrange(per[p])) for p, _ in picks]
+            per = [json.loads((m.mnt / n / "partition.json").read_bytes())["logEndOffset"] for n in self.names]
             seg = m.mnt / self.names[0] / "segments"
             tiny = min((f for f in os.listdir(seg) if not f.endswith(".log")), key=lambda f: os.stat(seg / f).st_size)
-            tiny_path = seg / tiny
-            tiny_size = os.stat(tiny_path).st_size
+            tiny_size = os.stat(seg / tiny).st_size
+        picks = [rng.randrange(len(self.names)) for _ in range(count)]
+        picks = [(p, rng.randrange(per[p])) for p in picks]
 
-            def timed(path: Path) -> float:
-                start = time.perf_counter()
-                with open(path, "rb") as f:
-                    f.read()
-                return time.perf_counter() - start
+        def timed(path: Path) -> float:
+            start = time.perf_counter()
+            with open(path, "rb") as f:
+                f.read()
+            return time.perf_counter() - start
 
-            for _ in range(50):
-                timed(tiny_path)
-            first, again, raw = [], [], []
-            for p, offset in picks:
-                path = m.mnt / self.names[p] / "by-offset" / f"{offset}.json"
-                first.append(timed(path))
-                for _ in range(4):
-                    again.append(timed(path))
-                    raw.append(timed(tiny_path))
-        f50, a50, r50 = (statistics.median(x) * 1e3 for x in (first, again, raw))
-        self.row("byoffset", f"by-offset/N.json, {count} offsets over every partition: first read p50",
-                 f"{f50:.3f} ms")
-        self.row("byoffset", "by-offset/N.json, the same offsets read 4 more times: p50",
-                 f"{a50:.3f} ms = {a50 / r50:.2f}x a tiny raw file (target <= 0.5x)")
-        self.row("byoffset", f"open+read of segments/{tiny} ({tiny_size} bytes) through the mount: p50",
-                 f"{r50:.3f} ms")
+        trees = self.trees()
+        runs: dict[str, dict[str, list[float]]] = {label: {"first": [], "again": [], "raw": []} for label, _ in trees}
+        warm(self.logs)  # a first lookup reads its batch from the page cache, as the raw file's read does
+        for round_ in range(self.args.repeat):
+            for label, tree in trees[::-1] if round_ % 2 else trees:  # neither checkout always first
+                got = runs[label]
+                with self.mount(cache, tree=tree) as m:
+                    for n in self.names:
+                        (m.mnt / n / "partition.json").read_bytes()
+                    tiny_path = m.mnt / self.names[0] / "segments" / tiny
+                    for _ in range(50):
+                        timed(tiny_path)
+                    for p, offset in picks:
+                        path = m.mnt / self.names[p] / "by-offset" / f"{offset}.json"
+                        got["first"].append(timed(path))
+                        for _ in range(4):
+                            got["again"].append(timed(path))
+                            got["raw"].append(timed(tiny_path))
+        for label, _ in trees:
+            f50, a50, r50 = (statistics.median(runs[label][k]) * 1e3 for k in ("first", "again", "raw"))
+            self.row("byoffset", f"by-offset/N.json, {count} offsets over every partition: first read p50, {label}",
+                     f"{f50:.3f} ms = {f50 / r50:.2f}x a tiny raw file")
+            self.row("byoffset", f"by-offset/N.json, the same offsets read 4 more times: p50, {label}",
+                     f"{a50:.3f} ms = {a50 / r50:.2f}x a tiny raw file (target <= 0.5x)")
+            self.row("byoffset", f"open+read of segments/{tiny} ({tiny_size} bytes) through the mount: p50, {label}",
+                     f"{r50:.3f} ms")
 
     def produce(self) -> None:
         n = self.args.produce
@@ -593,7 +606,7 @@ def main() -> None:
     parser.add_argument("--offsets", type=int, default=200)
     parser.add_argument("--produce", type=int, default=1_000_000, help="lines for the produce rows")
     parser.add_argument("--quiet-seconds", type=float, default=20.0)
-    parser.add_argument("--against", help="read, size, remount, consume: also measure the kafkafs of this checkout "
+    parser.add_argument("--against", help="read, size, remount, consume, byoffset: also measure the kafkafs of this checkout "
                         "(before/after, runs interleaved)")
     parser.add_argument("--work", help="build (and reuse) the data here instead of a temporary folder")
     args = parser.parse_args()

@@ -10,17 +10,22 @@ hanging and holding back the last stable offset.
   ``.index`` is missing those a broker's recovery writes (:func:`.transactions.segment_aborted`).
 - The coordinator's view: ``__transaction_state`` replayed, the latest record of each transactional
   id (a tombstone removes it): its state, producer id and epoch, timeout and partitions.
-- A transaction open in a partition is hanging when the coordinator's record of its producer says it
-  ended (``Empty``, ``CompleteCommit``, ``CompleteAbort``, ``Dead``) or does not name the partition,
-  or when it has been open longer than its timeout (the record's ``transactionTimeoutMs``, else
-  ``transaction.max.timeout.ms``), counted from its first record's timestamp.
+- A transaction open in a partition is hanging as Kafka's ``kafka-transactions find-hanging`` judges
+  it (SPEC §9): when its producer's last batch (its max timestamp, the producer state's
+  ``lastTimestamp``, which ``DescribeProducers`` reports) is older than ``transaction.max.timeout.ms``
+  (the tool's ``--max-transaction-timeout``, 15 minutes), and the coordinator has no record of its
+  producer id, or its record says it ended (``Empty``, ``CompleteCommit``, ``CompleteAbort``,
+  ``Dead``: those list no partition) or does not name the partition. A transaction the coordinator's
+  record lists as open in the partition is not hanging, however old its records' timestamps are: the
+  coordinator itself ends it (its own timeout aborts it). A newer last batch is never hanging, so a
+  read that races the coordinator's markers does not call one hanging.
 
 Damage (:mod:`.replay`): ``__transaction_state`` is read past damage. A transactional id's records
 all lie in one partition, any of them in any batch of it, so an id with a record in a partition that
 met damage is *damaged* (its record cannot be known exactly), every other id is exact. A partition's
-view needs the coordinator only to judge ``hanging``: of a transaction whose producer's id is damaged,
-or is not found while some of ``__transaction_state`` is damaged (its record may be in those bytes),
-the judgement is not known (:meth:`CoordinatorView.judge` raises the damage); the partition's own
+view needs the coordinator only to judge ``hanging`` past the timeout: of such a transaction whose
+producer's id is damaged, or is not found while some of ``__transaction_state`` is damaged (its
+record may be in those bytes), the judgement is not known (:meth:`CoordinatorView.judge` raises the damage); the partition's own
 batches are read as before.
 
 Functions only; each call reads afresh.
@@ -164,11 +169,13 @@ class CoordinatorView:
         """The view of a replay: its exact ids, and its damage."""
         return cls(replay.exact(), max_timeout_ms, replay)
 
-    def judge(self, topic: str, partition: int, producer_id: int, first_timestamp: int, now_ms: int
-              ) -> tuple[bool, str | None, int]:
-        """(hanging, transactional id or None, the timeout that applies) of a transaction open in
-        ``topic-partition``; raises the damage of ``__transaction_state`` that may hold the producer's
-        record (:class:`~kafkafs.errors.CorruptRecordError`): then whether it hangs is not known."""
+    def judge(self, topic: str, partition: int, producer_id: int, last_timestamp: int, now_ms: int) -> bool:
+        """Whether a transaction open in ``topic-partition`` hangs (see the module's docstring;
+        ``last_timestamp``: its producer's last batch's max timestamp). Past the timeout it raises the
+        damage of ``__transaction_state`` that may hold the producer's record
+        (:class:`~kafkafs.errors.CorruptRecordError`): then whether it hangs is not known."""
+        if now_ms - last_timestamp <= self.max_timeout_ms:
+            return False  # Kafka's find-hanging does not look at it, whatever the coordinator says
         damage = self.damaged_producers.get(producer_id)
         if damage is not None:
             raise damage
@@ -176,13 +183,10 @@ class CoordinatorView:
         if found is None:
             if self.unknown is not None:
                 raise self.unknown
-            return now_ms - first_timestamp > self.max_timeout_ms, None, self.max_timeout_ms
-        tid, record = found
-        timeout = record.get("timeout")
-        timeout = self.max_timeout_ms if timeout is None or timeout < 0 else timeout
+            return True
+        record = found[1]
         named = any(p["topic"] == topic and partition in p["partitions"] for p in record["partitions"])
-        ended = record["state"] in ENDED or not named
-        return ended or now_ms - first_timestamp > timeout, tid, timeout
+        return record["state"] in ENDED or not named
 
 
 def _first_timestamp(log_: Log, offset: int) -> int:
@@ -217,7 +221,7 @@ def partition_transactions(log_: Log, now_ms: int, coordinator: CoordinatorView 
         first_ts = _first_timestamp(log_, first)
         hanging: bool | None
         try:
-            hanging, _tid, _timeout = coordinator.judge(log_.topic, log_.partition, entry.producer_id, first_ts, now_ms)
+            hanging = coordinator.judge(log_.topic, log_.partition, entry.producer_id, entry.timestamp, now_ms)
         except CorruptRecordError as exc:
             if damage is None:
                 raise

@@ -188,3 +188,39 @@ def test_a_float_is_shown_by_its_shortest_decimal(bits):
     if digits > 2:  # no decimal with fewer digits reads back (Java gives 2 at least: 1.4E-45)
         fewer = float(f"{value:.{digits - 1}g}")
         assert struct.unpack("<f", struct.pack("<f", fewer))[0] != value
+
+
+ADDRESS = {"type": "record", "name": "Address", "namespace": "com.acme", "fields": [{"name": "city", "type": "string"}]}
+
+
+def _schema_record(subject: str, version: int, schema_id: int, schema: object) -> tuple[bytes, bytes]:
+    key = orjson.dumps({"keytype": "SCHEMA", "subject": subject, "version": version, "magic": 1})
+    value = orjson.dumps({"subject": subject, "version": version, "id": schema_id,
+                          "schema": orjson.dumps(schema).decode(), "deleted": False})
+    return key, value
+
+
+@pytest.mark.parametrize("default_subject", ["data-value", ":.:data-value"])
+@pytest.mark.parametrize("other_first", [True, False])
+def test_a_framed_id_resolves_in_the_default_context_only(default_subject, other_first):
+    """review10 R10-2: a registry with contexts (Schema Linking's ':.ctx:subject' subjects, ids numbered per
+    context) holds id 1 in context .other and id 1 in the default context. A framed id is unqualified: it
+    is the default context's (the registry's /schemas/ids/{id}), whichever was registered first; an id
+    only another context holds does not resolve."""
+    from kafkafs.format.batch import decode_batch, encode_batch
+    from kafkafs.format.decoders.registry import SchemaRegistry
+
+    registry = SchemaRegistry()
+    records = [_schema_record(":.other:data-value", 1, 1, "string"), _schema_record(":.other:x-value", 1, 2, "string"),
+               _schema_record(default_subject, 1, 1, ADDRESS)]
+    for key, value in (records if other_first else records[::-1]):
+        registry.apply(key, value)
+    out = BytesIO()
+    fastavro.schemaless_writer(out, fastavro.parse_schema(ADDRESS), {"city": "Oslo"})
+    batch = decode_batch(encode_batch([(0, None, _framed(1, out.getvalue()), ()),
+                                       (1, None, _framed(2, b"\x08Oslo"), ())]))
+    lines = render_batch_jsonl("data", 0, batch, decoder=decoder_for("data", registry)).splitlines()
+    first, second = (orjson.loads(line) for line in lines)
+    assert first["value"] == {"city": "Oslo"} and first["valueSchemaId"] == 1
+    assert "valueSchemaId" not in second and registry.schema(2) is None  # only context .other has id 2
+    assert len(registry) == 1

@@ -14,6 +14,7 @@ import trio
 
 from kafkafs.fs.operations import Operations
 from kafkafs.fs.tree.inodes import ROOT_INODE
+from kafkafs.fs.tree.nodes import VOLATILE_TIMEOUT
 from kafkafs.fs.tree.root import Tree
 from kafkafs.storage.logdir import LogDir
 
@@ -94,6 +95,48 @@ def test_record_lookup_on_the_loop_and_no_flush_when_read_only(built_logdir, mon
 
         size, data, flush_errno = trio.run(run)
         assert size == len(data) and b'"offset": 42' in data and flush_errno == errno.ENOSYS
+    finally:
+        _close(ops)
+
+
+def test_first_record_lookup_in_an_open_partition_needs_no_worker(built_logdir, monkeypatch):
+    """The path of a first by-offset/N.json in a partition already open (its partition.json read, say):
+    by-offset/ (and by-time/, segments/) are looked up on the loop, as N.json is; no worker trip on the
+    way (issue 25: the worker trip for by-offset/ cost more than the record's own lookup). A partition not
+    open yet is opened by a worker, as before."""
+    for segment in (built_logdir / "orders-0").glob("*.log"):
+        segment.read_bytes()  # in the page cache: a batch on disk would go to a worker
+    ops = _ops(built_logdir)
+    try:
+        async def run():
+            asked: list = []
+            real = ops._run
+
+            async def counted(fn, *args):
+                asked.append(fn)
+                return await real(fn, *args)
+
+            monkeypatch.setattr(ops, "_run", counted)
+            part = await ops.lookup(ROOT_INODE, b"events-3")
+            assert ops.tree.partitions.open_state("events-3") is None
+            await ops.lookup(part.st_ino, b"by-offset")  # opens the partition: a worker's
+            assert len(asked) == 1 and ops.tree.partitions.open_state("events-3") is not None
+            part = await ops.lookup(ROOT_INODE, b"orders-0")
+            await ops.lookup(part.st_ino, b"partition.json")  # opens the partition (a worker)
+            asked.clear()
+            by_offset = await ops.lookup(part.st_ino, b"by-offset")
+            for name in (b"by-time", b"segments"):
+                await ops.lookup(part.st_ino, name)
+            entry = await ops.lookup(by_offset.st_ino, b"42.json")
+            info = await ops.open(entry.st_ino, os.O_RDONLY, None)
+            data = await ops.read(info.fh, 0, 1 << 20)
+            await ops.release(info.fh)
+            assert asked == []
+            return by_offset.entry_timeout, entry.st_size, data
+
+        timeout, size, data = trio.run(run)
+        assert size == len(data) and b'"offset": 42' in data
+        assert timeout == VOLATILE_TIMEOUT  # no watcher here: its mtime moves with appends, kept briefly
     finally:
         _close(ops)
 

@@ -39,8 +39,8 @@ def build(tmp_path):
         t.append_batches(_data(5, NOW - 2_000_000))  # 7-8 open, no record, older than the max timeout
         t.append_batches(_data(3, NOW - 1_000))  # 9-10 open, recent, the coordinator agrees
         t.append_batches(_data(4, NOW - 5_000))  # 11-12 open, the coordinator says it committed
-        t.append_batches(_data(6, NOW - 120_000))  # 13-14 open past its 60 s timeout
-        t.append_batches(_data(7, NOW - 1_000))  # 15-16 open, the coordinator names another partition
+        t.append_batches(_data(6, NOW - 10**7))  # 13-14 open, the coordinator agrees; old CreateTimes (R10-1)
+        t.append_batches(_data(7, NOW - 2_000_000))  # 15-16 open, the coordinator names another partition
         t.append_batches(_data(8, NOW - 1_000))  # 17-18 open, no record, recent
         t.append_batches(_data(3, NOW - 500))  # 19-20 pid 3's transaction goes on
         state = logdir.create_partition("__transaction_state", 0)
@@ -75,11 +75,11 @@ def test_transactions_are_reported_exactly(tmp_path):
     assert view["abortedRanges"] == [{"producerId": 2, "firstOffset": 4, "lastOffset": 6}]
     got = [(t["producerId"], t["firstOffset"], t["firstTimestamp"], t["ageMs"], t["hanging"]) for t in view["open"]]
     assert got == [
-        (5, 7, NOW - 2_000_000, 2_000_000, True),
+        (5, 7, NOW - 2_000_000, 2_000_000, True),  # no record, its last batch older than the max timeout
         (3, 9, NOW - 1_000, 1_000, False),
-        (4, 11, NOW - 5_000, 5_000, True),
-        (6, 13, NOW - 120_000, 120_000, True),
-        (7, 15, NOW - 1_000, 1_000, True),
+        (4, 11, NOW - 5_000, 5_000, False),  # the coordinator says it committed, but its last batch is recent
+        (6, 13, NOW - 10**7, 10**7, False),  # listed as Ongoing: the coordinator ends it, whatever its age
+        (7, 15, NOW - 2_000_000, 2_000_000, True),  # the coordinator names another partition
         (8, 17, NOW - 1_000, 1_000, False),
     ]
     assert all(list(t) == ["producerId", "producerEpoch", "firstOffset", "firstTimestamp", "lastTimestamp", "ageMs",
@@ -88,12 +88,36 @@ def test_transactions_are_reported_exactly(tmp_path):
     assert (pid3["producerEpoch"], pid3["lastTimestamp"]) == (3, NOW - 499)
 
 
+def test_hanging_is_judged_as_kafkas_find_hanging_judges_it(tmp_path):
+    """review10 R10-1 (SPEC §9, Kafka 4.4's ``kafka-transactions find-hanging``): a transaction is hanging
+    when its producer's last batch (its max timestamp, DescribeProducers' lastTimestamp) is older than
+    the max timeout and the coordinator has no record of the producer, or its record ended or does not
+    name the partition. One its coordinator lists as ongoing there is never hanging, however old its
+    records' timestamps (client CreateTimes) are; the record's own timeout does not count."""
+    with LogDir(build(tmp_path)) as logdir:
+        ids = read_transaction_ids(logdir)
+        log = logdir.log("t-0")
+
+        def hanging(now, max_timeout=900_000):
+            view = partition_transactions(log, now, CoordinatorView(ids, max_timeout))
+            return {t["producerId"]: t["hanging"] for t in view["open"]}
+
+        assert hanging(NOW) == {5: True, 3: False, 4: False, 6: False, 7: True, 8: False}
+        # later, every last batch is past the max timeout: 4 (committed) and 8 (no record) hang too
+        assert hanging(NOW + 1_000_000) == {5: True, 3: False, 4: True, 6: False, 7: True, 8: True}
+        # the max timeout is the gate: pid 4's last batch (NOW - 4,999) is past 4 s, pid 8's (NOW - 999) is not
+        assert hanging(NOW, 4_000) == {5: True, 3: False, 4: True, 6: False, 7: True, 8: False}
+        pid6 = next(t for t in partition_transactions(log, NOW, CoordinatorView(ids, 900_000))["open"]
+                    if t["producerId"] == 6)
+        assert (pid6["lastTimestamp"], pid6["ageMs"]) == (NOW - 10**7 + 1, 10**7)  # age: from its first record
+
+
 def test_without_a_coordinator_only_the_max_timeout_decides(tmp_path):
     with LogDir(build(tmp_path)) as logdir:
         view = partition_transactions(logdir.log("t-0"), NOW)
-        assert [t["producerId"] for t in view["open"] if t["hanging"]] == [5]
-        view = partition_transactions(logdir.log("t-0"), NOW, CoordinatorView({}, 100_000))
-        assert [t["producerId"] for t in view["open"] if t["hanging"]] == [5, 6]
+        assert [t["producerId"] for t in view["open"] if t["hanging"]] == [5, 6, 7]
+        view = partition_transactions(logdir.log("t-0"), NOW, CoordinatorView({}, 4_000))
+        assert [t["producerId"] for t in view["open"] if t["hanging"]] == [5, 4, 6, 7]
 
 
 def test_a_partition_without_transactions(tmp_path):

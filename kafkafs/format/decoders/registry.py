@@ -5,6 +5,10 @@ A :class:`SchemaRegistry` holds schemas by id. It is filled from the registry's 
 ``_schemas`` topic (:meth:`SchemaRegistry.apply` replays its records: a ``SCHEMA`` key with a value
 registers ``subject`` version ``version`` as ``id``, soft-deleted or not; a tombstone is a hard delete,
 after which an id no other subject version holds no longer resolves), or from files (:meth:`add`).
+A framed id is unqualified, so it resolves in the registry's default context only, as the registry's
+``/schemas/ids/{id}`` does: from subjects without a context prefix (or with the default's, ``:.:``);
+a subject of another context (``:.ctx:subject``, as Schema Linking writes them, ids numbered per
+context) never lends its schema to a framed id.
 Reading the ``_schemas`` topic or a directory is the storage layer's work (:mod:`kafkafs.storage.schemas`).
 
 * **Avro** (``schemaType`` absent or ``AVRO``; ``.avsc`` files) decodes through fastavro. A datum is shown
@@ -64,6 +68,12 @@ class Schema(NamedTuple):
     schema_type: str  # AVRO, JSON or PROTOBUF
     text: str
     references: tuple[tuple[str, str, int], ...] = ()
+
+
+def in_default_context(subject: object) -> bool:
+    """Whether a registry subject is in the default context: no context prefix (``orders-value``) or
+    the default's (``:.:orders-value``); ``:.ctx:orders-value`` is in context ``.ctx``."""
+    return not (isinstance(subject, str) and subject.startswith(":.") and not subject.startswith(":.:"))
 
 
 def strip_logical_types(schema: Any) -> Any:
@@ -134,17 +144,19 @@ class SchemaRegistry:
 
     def _ids(self) -> dict[int, Schema]:
         ids = dict(self._files)
-        for schema in self._versions.values():
-            ids.setdefault(schema.id, schema)
+        for (subject, _version), schema in self._versions.items():
+            if in_default_context(subject):
+                ids.setdefault(schema.id, schema)
         return ids
 
     def schema(self, schema_id: int) -> Schema | None:
-        """The schema registered as ``schema_id`` (a hard-deleted one no longer resolves)."""
+        """The schema registered as ``schema_id`` in the default context (a hard-deleted one no longer
+        resolves; another context's ids are its own)."""
         found = self._files.get(schema_id)
         if found is not None:
             return found
-        for schema in self._versions.values():
-            if schema.id == schema_id:
+        for (subject, _version), schema in self._versions.items():
+            if schema.id == schema_id and in_default_context(subject):
                 return schema
         return None
 

@@ -79,7 +79,14 @@ class PartitionDir(Dir):
     def lookup_now(self, name: str) -> Node | None:
         """``records.jsonl`` on the loop when nothing needs doing: the partition is open, watched (no
         refresh at a stat) and its size known (sized ahead by a sibling's stat, or before), so that
-        ``ls -l MOUNT/*/records.jsonl`` costs no worker trip per partition."""
+        ``ls -l MOUNT/*/records.jsonl`` costs no worker trip per partition. ``by-offset/``, ``by-time/``
+        and ``segments/`` of an open partition too (their attributes come from memory, or a stat of the
+        folder): the path of a first ``by-offset/N.json`` goes through one, and a worker trip there cost
+        more than the record's own lookup (issue 25)."""
+        if name in _FOLDERS_NOW:
+            if self.partitions.open_state(self.name) is None:
+                return None  # opening the partition is a worker's
+            return _CHILDREN[name](self.partitions, Key(name, self.name), self)
         if name != names.RECORDS:
             return None
         partitions = self.partitions
@@ -272,7 +279,9 @@ class _RecordsDir(Dir):
 
     def attr(self) -> Attr:
         state = self.partitions.state(self.partition_name)
-        return dir_attr(state.last_change_ns, timeout=VOLATILE_TIMEOUT)
+        # its mtime moves with each append: kept long only while events tell of them (the invalidator drops
+        # a watched partition's folders' attributes at each change), else briefly
+        return dir_attr(state.last_change_ns, timeout=_timeout(state))
 
     def lookup(self, name: str) -> Node:
         state = self.partitions.state(self.partition_name)
@@ -466,6 +475,9 @@ class ByTimeDir(_RecordsDir):
     def _range_bounds(self, name: str) -> tuple[int, int] | None:
         return names.parse_time_range(name)
 
+
+#: A partition's folders looked up on the FUSE loop once it is open (:meth:`PartitionDir.lookup_now`).
+_FOLDERS_NOW = frozenset((names.BY_OFFSET, names.BY_TIME, names.SEGMENTS))
 
 _CHILDREN: dict[str, type[Node]] = {
     names.BY_OFFSET: ByOffsetDir,

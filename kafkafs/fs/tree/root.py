@@ -71,8 +71,10 @@ class Root(Dir):
         folder = partitions.logdir.path / name
         if folder.is_symlink() or not folder.is_dir() or partitions.number_now(name) is None:
             return None  # a link may be an alias (partition_dir, in a worker, looks)
-        if name in partitions.summary and partitions.open_state(name) is None:
-            partitions.watch_early(name)  # its records.jsonl is answered from the summary: kept while watched
+        if partitions.open_state(name) is None:
+            # its records.jsonl may be answered from the size summary, and the kernel keeps the folder's
+            # name while its events tell of changes (10 s, not 1 s: the path of the next lookup in it)
+            partitions.watch_early(name)
         return PartitionDir(partitions, name, self)
 
     def partition_dir(self, name: str) -> PartitionDir:

@@ -167,3 +167,31 @@ def test_time_ranges_with_timestamps_out_of_order(tmp_path):
             assert handle.read(len(data) // 3, 1000) == data[len(data) // 3 : len(data) // 3 + 1000]
     finally:
         t.close()
+
+
+def test_folders_of_a_watched_partition_are_kept_long(built_logdir):
+    """With the mount's watcher: a partition folder is watched from its first lookup (before it opens), so
+    the kernel keeps its name 10 s, not 1 s; by-offset/ and by-time/ of a watched partition are kept as
+    long (an event drops what the kernel holds of them: the Invalidator), of one that is polled briefly."""
+    from kafkafs.fs.tree.nodes import VOLATILE_TIMEOUT, WATCHED_TIMEOUT
+    from kafkafs.fs.watching import ChangeWatcher
+
+    t = tree_of(built_logdir)
+    watcher = ChangeWatcher()
+    watcher.start()
+    t.partitions.watch_folder = watcher.watch_folder
+    try:
+        folder = t.root.lookup_now("orders-0")
+        assert folder is not None and t.partitions.open_state("orders-0") is None
+        assert folder.attr().timeout == WATCHED_TIMEOUT
+        assert folder.lookup_now("by-offset") is None  # the partition is not open: a worker opens it
+        by_offset, by_time = folder.lookup("by-offset"), folder.lookup("by-time")
+        assert by_offset.attr().timeout == by_time.attr().timeout == WATCHED_TIMEOUT  # the partition opens
+        state = t.partitions.open_state("orders-0")
+        assert state is not None and state.watched
+        assert folder.lookup_now("by-offset").key == by_offset.key  # open: on the loop
+        state.watched = False  # as a partition the watcher could not take (polled)
+        assert by_offset.attr().timeout == by_time.attr().timeout == VOLATILE_TIMEOUT
+    finally:
+        watcher.stop()
+        t.close()
