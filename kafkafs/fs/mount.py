@@ -124,9 +124,14 @@ def serve(
         signum: signal.signal(signum, lambda signum, _frame: early.append(signum)) for signum in _UNMOUNT_SIGNALS
     }
     held = signal.pthread_sigmask(signal.SIG_BLOCK, _UNMOUNT_SIGNALS)
+    # the look at the mount point (.mount_probe), ready by the time the mount is; it inherits the mask,
+    # so a stop that signals the whole group (systemd) ends it through its input, after the daemon's
+    probe = MountProbe(mountpoint)
+    probe.start()
     try:
         pyfuse3.init(ops, mountpoint, options)
     except Exception as exc:
+        probe.reap()
         _restore_signals(previous, held)
         directory.close()
         raise _start_error(mountpoint, starting.restore(replay=False), exc) from None
@@ -146,7 +151,6 @@ def serve(
         cleaner = LogCleaner(directory)
     failed = answered = too_slow = stopping = False
     stopped_by: list[str] = []  # the signal that asked the mount to stop
-    probe = MountProbe(mountpoint)
     device = mounted_device(mountpoint)  # of this mount, as the mount table says (touches no file)
 
     async def fuse_main(nursery) -> None:
@@ -190,15 +194,53 @@ def serve(
                 stopped_by.append(name)
                 nursery.start_soon(stop_serving, nursery)
 
+    # the first GETATTR the loop answers (whoever asked: the probe, a user's ls) says the mount answers
+    asked = trio.Event()
+    getattr_of_class = ops.getattr
+
+    async def first_getattr(*args):
+        answer = False
+        try:
+            result = await getattr_of_class(*args)
+            answer = True
+            return result
+        except pyfuse3.FUSEError:  # an answer too (not so a cancellation)
+            answer = True
+            raise
+        finally:
+            if answer:
+                asked.set()
+                ops.__dict__.pop("getattr", None)  # the class's own from now on
+
+    setattr(ops, "getattr", first_getattr)  # noqa: B010 - an instance attribute, for this one request
+
     async def answering() -> int:
         """Wait until the mount answers; its device number. The mount point is looked at from a child
-        process, never from a thread of this one (:mod:`.mount_probe`)."""
+        process, never from a thread of this one (:mod:`.mount_probe`); a request from anyone else that
+        comes first says it as well (the device is then the mount table's)."""
         parent = os.stat(os.path.dirname(mountpoint) or "/").st_dev
-        while True:
-            dev = await probe.stat()
-            if dev != parent:
-                return dev
-            await trio.sleep(0.01)
+        known = os.makedev(*map(int, device.split(":"))) if device is not None else None
+        found: list[int] = []
+        async with trio.open_nursery() as looking:
+
+            async def by_probe() -> None:
+                while True:
+                    dev = await probe.stat()
+                    if dev != parent:
+                        found.append(dev)
+                        looking.cancel_scope.cancel()
+                        return
+                    await trio.sleep(0.01)
+
+            async def by_request() -> None:
+                await asked.wait()
+                if known is not None:
+                    found.append(known)
+                    looking.cancel_scope.cancel()
+
+            looking.start_soon(by_probe)
+            looking.start_soon(by_request)
+        return found[0]
 
     async def main() -> None:
         nonlocal answered, too_slow

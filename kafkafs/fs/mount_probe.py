@@ -27,61 +27,78 @@ __all__ = ["MountProbe", "mounted_device"]
 
 log = logging.getLogger("kafkafs.fs")
 
-#: What the child runs: the device number of the path, or "!" and why it could not stat it.
+#: What the child runs: for each line it reads, the device number of the path, or "!" and why it could
+#: not stat it, on a line of its own.
 _PROBE = (
     "import os, sys\n"
-    "try:\n    print(os.stat(sys.argv[1]).st_dev)\n"
-    "except OSError as exc:\n    print('!' + (exc.strerror or str(exc)))\n"
+    "for _ in sys.stdin:\n"
+    "    try:\n        said = str(os.stat(sys.argv[1]).st_dev)\n"
+    "    except OSError as exc:\n        said = '!' + (exc.strerror or str(exc))\n"
+    "    print(said, flush=True)\n"
 )
 #: Seconds a probe that was killed (it may wait for a request of the unmounted daemon) has to end.
 REAP_TIMEOUT = 5.0
 
 
 class MountProbe:
-    """Stats one path from child processes, and reaps every child it started."""
+    """Stats one path from a child process, started ahead (:meth:`start`, before the mount: its Python
+    starts while the mount is made, so a look costs a pipe's round trip more than a stat of our own),
+    and reaps every child it started (:meth:`reap`)."""
 
     def __init__(self, path: str) -> None:
         self.path = path
+        self._child: subprocess.Popen[bytes] | None = None
         self._children: list[subprocess.Popen[bytes]] = []
+
+    def start(self) -> None:
+        """Start the child (once; :meth:`stat` starts it if need be)."""
+        if self._child is None:
+            self._child = subprocess.Popen(
+                [sys.executable, "-I", "-S", "-c", _PROBE, self.path],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            )
+            self._children.append(self._child)
 
     async def stat(self) -> int:
         """The device number of the path (as the kernel answers for it now); OSError if it cannot be
-        looked at. Cancellable at any moment: the child is then killed and reaped later (:meth:`reap`)."""
-        child = subprocess.Popen(
-            [sys.executable, "-I", "-S", "-c", _PROBE, self.path],
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-        )
-        self._children.append(child)
-        pause = 0.002
+        looked at. Cancellable at any moment: the child is then killed (it may be waiting for this very
+        loop), and reaped later."""
+        self.start()
+        child = self._child
+        assert child is not None and child.stdin is not None and child.stdout is not None
+        said = b""
         try:
-            while child.poll() is None:
-                await trio.sleep(pause)
-                pause = min(pause * 2, 0.05)
-        finally:
-            if child.returncode is None:
-                child.kill()  # never waited for here: it may be waiting for this very loop
-        assert child.stdout is not None
-        said = child.stdout.read().decode("utf-8", "replace").strip()
-        child.stdout.close()
-        if said.startswith("!") or not said.isdigit():
-            raise OSError(f"cannot look at {self.path}: {said.removeprefix('!') or 'the probe failed'}")
-        return int(said)
+            os.write(child.stdin.fileno(), b"\n")
+            while not said.endswith(b"\n"):
+                await trio.lowlevel.wait_readable(child.stdout.fileno())
+                chunk = os.read(child.stdout.fileno(), 4096)
+                if not chunk:
+                    raise OSError(f"cannot look at {self.path}: the probe ended")
+                said += chunk
+        except BaseException:
+            child.kill()  # never waited for here
+            self._child = None
+            raise
+        text = said.decode("utf-8", "replace").strip()
+        if text.startswith("!") or not text.isdigit():
+            raise OSError(f"cannot look at {self.path}: {text.removeprefix('!') or 'the probe failed'}")
+        return int(text)
 
     def reap(self, timeout: float = REAP_TIMEOUT) -> None:
-        """Wait (up to ``timeout`` seconds in all) for the children killed while they waited for the
-        mount; call it once the daemon's ``/dev/fuse`` is closed, which ends their requests."""
-        children, self._children = self._children, []
+        """End the children (the one at work gets an end of input; those killed while they waited for
+        the mount end once the daemon's ``/dev/fuse`` is closed, which ends their requests) and wait up
+        to ``timeout`` seconds in all for them."""
+        children, self._children, self._child = self._children, [], None
         end = time.monotonic() + timeout
         for child in children:
-            if child.returncode is not None:
-                continue
-            child.kill()
+            for pipe in (child.stdin, child.stdout):
+                if pipe is not None:
+                    pipe.close()
             try:
                 child.wait(timeout=max(0.0, end - time.monotonic()))
             except subprocess.TimeoutExpired:
+                child.kill()
                 log.warning("a stat of %s from pid %d is still waiting for the mount", self.path, child.pid)
-            if child.stdout is not None:
-                child.stdout.close()
 
 
 def _unescape(field: str) -> str:
