@@ -202,6 +202,7 @@ class RecordsFile(File):
         if not stream.state.watched:
             stream.state.refresh()
         _require_current(stream)
+        self.partitions.opening(self._partition)
         return RecordsHandle(stream, functools.partial(self.partitions.reading_to_end, self._partition))
 
     def open_now(self) -> Handle | None:
@@ -215,6 +216,7 @@ class RecordsFile(File):
                 return None
             self._stream = stream
         _require_current(stream)
+        self.partitions.opening(self._partition)
         return RecordsHandle(stream, functools.partial(self.partitions.reading_to_end, self._partition))
 
 
