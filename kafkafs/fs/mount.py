@@ -255,6 +255,8 @@ def serve(
                 too_slow = True
                 nursery.start_soon(stop_serving, nursery)
                 return
+            probe.release()  # its child ends
+            nursery.start_soon(probe.collect)
             starting.restore(replay=True)
             answered = True
             larger_reads(dev)

@@ -84,6 +84,21 @@ class MountProbe:
             raise OSError(f"cannot look at {self.path}: {text.removeprefix('!') or 'the probe failed'}")
         return int(text)
 
+    def release(self) -> None:
+        """No more looks: the child at work ends once it reads the end of its input (waits for nothing;
+        :meth:`reap` collects it)."""
+        child, self._child = self._child, None
+        if child is not None and child.stdin is not None:
+            child.stdin.close()
+
+    async def collect(self, timeout: float = REAP_TIMEOUT) -> None:
+        """After :meth:`release`, on the loop: collect the children that end within ``timeout`` seconds
+        (no zombie for the mount's life); a child still waiting is left to :meth:`reap`."""
+        end = trio.current_time() + timeout
+        while trio.current_time() < end and any(child.poll() is None for child in self._children):
+            await trio.sleep(0.05)
+        self._children = [child for child in self._children if child.returncode is None]
+
     def reap(self, timeout: float = REAP_TIMEOUT) -> None:
         """End the children (the one at work gets an end of input; those killed while they waited for
         the mount end once the daemon's ``/dev/fuse`` is closed, which ends their requests) and wait up

@@ -64,3 +64,12 @@ def test_the_device_of_a_fuse_mount(ro_mount):
     dev = mounted_device(str(ro_mount.path))
     st = os.stat(ro_mount.path)
     assert dev == f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}"
+
+
+def test_a_released_probe_ends_by_itself(tmp_path):
+    probe = MountProbe(str(tmp_path))
+    assert trio.run(probe.stat) == os.stat(tmp_path).st_dev
+    child = probe._children[0]
+    probe.release()
+    trio.run(probe.collect, 10.0)
+    assert child.returncode == 0 and probe._children == []  # its input ended, and it was collected
