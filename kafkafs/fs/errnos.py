@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import errno
 import logging
+import threading
+import time
 
 from ..errors import (
     ConfigError,
@@ -20,9 +22,10 @@ from ..errors import (
     RecordTooLargeError,
     SegmentClosedError,
 )
+from ..storage.handles import TOO_MANY_FILES, release_all
 from .views.render import report_corrupt
 
-__all__ = ["errno_for"]
+__all__ = ["errno_for", "no_descriptor_free", "refresh_failed"]
 
 log = logging.getLogger("kafkafs.fs")
 
@@ -55,7 +58,43 @@ def errno_for(exc: BaseException, *, rw: bool, mkdir: bool = False) -> int:
         return errno.EFBIG
     if isinstance(exc, FileExistsError):
         return errno.EEXIST
+    if isinstance(exc, OSError) and exc.errno in TOO_MANY_FILES:
+        no_descriptor_free(exc)
+        return exc.errno
     if isinstance(exc, OSError) and exc.errno:
         return exc.errno
     log.error("unexpected error: %r", exc, exc_info=exc)
     return errno.EIO
+
+
+#: At most one line about a lack of descriptors in this many seconds (those in between: counted in the next).
+TOO_MANY_FILES_EVERY = 10.0
+_too_many_lock = threading.Lock()
+_too_many_said = float("-inf")
+_too_many_unsaid = 0
+
+
+def no_descriptor_free(exc: OSError, what: str = "a request") -> None:
+    """An open found no descriptor free (EMFILE, ENFILE) although the storage layer had already given
+    back what it keeps and tried again: give back again (the next try may find one) and say it in one
+    line, at most every :data:`TOO_MANY_FILES_EVERY` seconds. ``what`` failed (a request answers with
+    the error); the mount goes on. Safe from any thread."""
+    global _too_many_said, _too_many_unsaid
+    release_all()
+    now = time.monotonic()
+    with _too_many_lock:
+        if now - _too_many_said < TOO_MANY_FILES_EVERY:
+            _too_many_unsaid += 1
+            return
+        _too_many_said, unsaid, _too_many_unsaid = now, _too_many_unsaid, 0
+    more = f" ({unsaid} more since the last such line)" if unsaid else ""
+    log.warning("no file descriptor free: %s failed with %s%s; the open file limit may be too low for this "
+                "log directory (ulimit -n)", what, exc, more)
+
+
+def refresh_failed(name: str, exc: Exception) -> None:
+    """Say that looking for new records of the partition ``name`` failed (tried again at the next look)."""
+    if isinstance(exc, OSError) and exc.errno in TOO_MANY_FILES:
+        no_descriptor_free(exc, f"looking for new records of {name}")
+    else:
+        log.warning("%s: could not look for new records: %s", name, exc)

@@ -28,6 +28,8 @@ from collections.abc import Callable
 
 import trio
 
+from ..storage.handles import TOO_MANY_FILES
+from .errnos import no_descriptor_free, refresh_failed
 from .tree import names
 from .tree.inodes import InodeTable
 from .tree.nodes import OFFSET_RANGE, Key, Node
@@ -207,7 +209,7 @@ def _poll_states(states: list[PartitionState]) -> None:
         try:
             state.refresh(force=True)
         except Exception as exc:
-            log.warning("%s: could not look for new records: %s", state.name, exc)
+            refresh_failed(state.name, exc)
 
 
 async def poll_forever(tree: Tree, interval: float = POLL_INTERVAL, watcher: ChangeWatcher | None = None) -> None:
@@ -217,8 +219,15 @@ async def poll_forever(tree: Tree, interval: float = POLL_INTERVAL, watcher: Cha
     seconds only, to hand the partitions opened meanwhile to the watcher."""
     logdir = tree.partitions.logdir
     while True:
-        # a log start another process checkpointed (one stat when unchanged): the views follow it
-        await trio.to_thread.run_sync(logdir.reread_log_starts)
+        # a log start another process checkpointed (one stat when unchanged): the views follow it.
+        # Failing is never the end of the mount (R11-1: EMFILE here stopped it): said, tried next turn
+        try:
+            await trio.to_thread.run_sync(logdir.reread_log_starts)
+        except Exception as exc:
+            if isinstance(exc, OSError) and exc.errno in TOO_MANY_FILES:
+                no_descriptor_free(exc, "reading the log start offsets")
+            else:
+                log.warning("could not read the log start offsets: %s", exc)
         states = [s for s in tree.partitions.open_states() if not s.log.writable]
         polled = [s for s in states if watcher is None or not (s.watched or watcher.watch(s))]
         if polled:

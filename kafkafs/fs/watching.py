@@ -26,6 +26,7 @@ from pathlib import Path
 from inotify_simple import INotify
 from inotify_simple import flags as inotify_flags
 
+from .errnos import refresh_failed
 from .views.partition import PartitionState
 
 __all__ = ["ChangeWatcher", "BURST"]
@@ -197,7 +198,7 @@ class ChangeWatcher:
             state.refresh(force=True)
             self.refreshes += 1
         except Exception as exc:
-            log.warning("%s: could not look for new records: %s", state.name, exc)
+            refresh_failed(state.name, exc)
         hook = self.on_folder_event
         if hook is not None:
             hook(state.name)

@@ -1,14 +1,20 @@
-"""File descriptors: segments open them lazily and give them back when too many are open.
+"""File descriptors: segments and key indexes open them lazily and give them back when too many are open.
 
 A partition may have thousands of segments, a log directory thousands of partitions, and every open
-segment holds up to three descriptors (its ``.log`` and the two index maps; Python's ``mmap`` keeps a
-duplicate of the descriptor it maps). Kafka answers with a large ``ulimit -n``; kafkafs does two things:
+segment holds up to three descriptors (its ``.log`` and, writable, the two index maps; Python's ``mmap``
+keeps a duplicate of the descriptor it maps; a read-only segment reads its indexes into memory and holds
+its ``.log`` only); a key index (:mod:`.keyfile`) holds one. Kafka answers with a large ``ulimit -n``;
+kafkafs does three things:
 
 - :func:`raise_open_file_limit` lifts the soft ``RLIMIT_NOFILE`` to the hard limit, once per process
   (called when a log or a log directory is opened);
-- a :class:`HandleBudget` remembers which segments hold descriptors, oldest first, and when there are
+- a :class:`HandleBudget` counts the descriptors its owners hold (the limit: the open file limit less
+  what is left for everything else, :func:`default_budget_limit`), oldest first, and when they hold
   more than its limit it asks the oldest ones (never the active segment of a writable log) to
-  :meth:`release_handles`. The next read opens them again.
+  :meth:`release_handles`. The next read opens them again;
+- an open that fails with EMFILE or ENFILE anyway (:func:`retrying_open`) makes every budget give back
+  what it holds (:func:`release_all`) and is tried once more; a second failure is the caller's error
+  (the mount answers that one request with it and logs one line).
 
 Releasing never closes a descriptor that a reader in another thread may be using: a segment's ``.log``
 descriptor lives in a :class:`FileHandle` that closes itself when the last reference goes (readers hold a
@@ -18,11 +24,14 @@ reason. So eviction is a couple of reference stores, safe without locks, from an
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import threading
+import weakref
 from collections import OrderedDict
-from typing import Protocol
+from collections.abc import Callable
+from typing import Protocol, TypeVar
 
 __all__ = [
     "FileHandle",
@@ -31,15 +40,26 @@ __all__ = [
     "BUDGET",
     "raise_open_file_limit",
     "default_budget_limit",
+    "release_all",
+    "retrying_open",
+    "TOO_MANY_FILES",
 ]
 
 log = logging.getLogger("kafkafs.storage")
 
-#: Descriptors one segment may hold: its ``.log`` and the two index maps.
+#: Descriptors one writable segment may hold: its ``.log`` and the two index maps (a read-only one: 1).
 FDS_PER_SEGMENT = 3
-#: Descriptors left for everything else in the process (sockets, FUSE, Spark, ...).
-_RESERVED_FDS = 256
+#: Descriptors left for everything else in the process (sockets, FUSE, inotify, readers holding a
+#: released segment's ``.log`` while they read, key index builds, Spark, ...): a quarter of the open
+#: file limit, at least 64, at most 256.
+_RESERVED_MIN = 64
+_RESERVED_MAX = 256
+#: The fewest descriptors a budget hands out, whatever the limit.
+_MIN_BUDGET = 16
 _CAP = 1 << 20
+#: The errors of an open that found no descriptor free (the process's limit, the system's).
+TOO_MANY_FILES = frozenset({errno.EMFILE, errno.ENFILE})
+_T = TypeVar("_T")
 
 
 class FileHandle:
@@ -99,12 +119,13 @@ def raise_open_file_limit() -> int:
 
 
 def default_budget_limit(open_file_limit: int) -> int:
-    """How many segments may hold descriptors under ``open_file_limit`` open files."""
-    return max(16, (open_file_limit - _RESERVED_FDS) // (FDS_PER_SEGMENT + 1))
+    """How many descriptors segments and key indexes may hold under ``open_file_limit`` open files."""
+    reserved = min(_RESERVED_MAX, max(_RESERVED_MIN, open_file_limit // 4))
+    return max(_MIN_BUDGET, open_file_limit - reserved)
 
 
 class HandleOwner(Protocol):
-    """What the budget needs of a segment."""
+    """What the budget needs of a segment or a key index."""
 
     @property
     def pinned(self) -> bool:
@@ -117,20 +138,27 @@ class HandleOwner(Protocol):
 
 
 class HandleBudget:
-    """The segments holding descriptors, oldest first; over ``limit`` the oldest give theirs back.
+    """The owners holding descriptors, oldest first; when they hold more than ``limit`` descriptors
+    the oldest give theirs back. Owners are held weakly: one that is gone (its files closed with it)
+    only leaves its entry, dropped when met.
 
-    Oldest-opened rather than least-recently-used: registering happens when a segment opens a file,
+    Oldest-opened rather than least-recently-used: registering happens when an owner opens a file,
     which is rare, so reads pay nothing for the bookkeeping. A hot segment that gets released is simply
     opened again on its next read.
+
+    Threads: any method from any thread (a lock guards the bookkeeping; releasing is lock-free).
     """
 
     def __init__(self, limit: int | None = None) -> None:
         self._limit = limit
-        self._owners: OrderedDict[int, HandleOwner] = OrderedDict()
+        self._owners: OrderedDict[int, tuple[weakref.ref[HandleOwner], int]] = OrderedDict()
+        self._held = 0
         self._lock = threading.Lock()
+        _BUDGETS.add(self)
 
     @property
     def limit(self) -> int:
+        """Descriptors the owners may hold together."""
         if self._limit is None:
             self._limit = default_budget_limit(raise_open_file_limit())
         return self._limit
@@ -139,37 +167,94 @@ class HandleBudget:
     def limit(self, value: int | None) -> None:
         self._limit = None if value is None else max(1, value)
 
+    @property
+    def held(self) -> int:
+        """Descriptors the owners hold (as they said when they opened them)."""
+        return self._held
+
     def __len__(self) -> int:
         return len(self._owners)
 
     def __contains__(self, owner: object) -> bool:
-        return id(owner) in self._owners
+        entry = self._owners.get(id(owner))
+        return entry is not None and entry[0]() is owner
 
-    def opened(self, owner: HandleOwner) -> None:
-        """Note that ``owner`` holds descriptors; release the oldest others if over the limit."""
+    def opened(self, owner: HandleOwner, descriptors: int = 1) -> None:
+        """Note that ``owner`` holds ``descriptors``; release the oldest others if over the limit."""
         limit = self.limit
         evict: list[HandleOwner] = []
         with self._lock:
-            self._owners[id(owner)] = owner
-            self._owners.move_to_end(id(owner))
-            excess = len(self._owners) - limit
-            if excess > 0:
-                keys: list[int] = []
-                for key, candidate in self._owners.items():  # oldest first; stops early
-                    if key == id(owner) or len(keys) >= excess:
+            key = id(owner)
+            previous = self._owners.pop(key, None)
+            if previous is not None:
+                self._held -= previous[1]
+            self._owners[key] = (weakref.ref(owner), descriptors)
+            self._held += descriptors
+            if self._held > limit:
+                drop: list[int] = []
+                over = self._held - limit
+                for other, (ref, count) in self._owners.items():  # oldest first; stops early
+                    if other == key or over <= 0:
                         break
-                    if not candidate.pinned:
-                        keys.append(key)
-                for key in keys:
-                    evict.append(self._owners.pop(key))
+                    candidate = ref()
+                    if candidate is None:
+                        drop.append(other)
+                        over -= count
+                    elif not candidate.pinned:
+                        drop.append(other)
+                        evict.append(candidate)
+                        over -= count
+                for other in drop:
+                    self._held -= self._owners.pop(other)[1]
         for candidate in evict:  # outside the lock: releasing is lock-free anyway
             candidate.release_handles()
 
     def forget(self, owner: HandleOwner) -> None:
         """``owner`` closed its descriptors itself."""
         with self._lock:
-            self._owners.pop(id(owner), None)
+            entry = self._owners.get(id(owner))
+            held = entry[0]() if entry is not None else None
+            if entry is not None and (held is owner or held is None):
+                del self._owners[id(owner)]
+                self._held -= entry[1]
+
+    def release_all(self) -> int:
+        """Ask every owner that is not pinned to give its descriptors back (an open found none free);
+        returns how many were asked."""
+        evict: list[HandleOwner] = []
+        with self._lock:
+            for key, (ref, count) in list(self._owners.items()):
+                candidate = ref()
+                if candidate is None or not candidate.pinned:
+                    del self._owners[key]
+                    self._held -= count
+                    if candidate is not None:
+                        evict.append(candidate)
+        for candidate in evict:
+            candidate.release_handles()
+        return len(evict)
 
 
-#: The process-wide budget that segments use unless given another.
+_BUDGETS: weakref.WeakSet[HandleBudget] = weakref.WeakSet()
+
+#: The process-wide budget that segments and key indexes use unless given another.
 BUDGET = HandleBudget()
+
+
+def release_all() -> int:
+    """Every budget of the process gives back what its owners hold (but pinned ones); how many owners
+    were asked. The descriptors close as soon as no reader holds them."""
+    return sum(budget.release_all() for budget in list(_BUDGETS))
+
+
+def retrying_open(opening: Callable[[], _T]) -> _T:
+    """``opening()``; when it fails because no descriptor is free (EMFILE, ENFILE), every budget gives
+    its descriptors back (:func:`release_all`) and it is tried once more. A second failure raises."""
+    try:
+        return opening()
+    except OSError as exc:
+        if exc.errno not in TOO_MANY_FILES:
+            raise
+        released = release_all()
+        log.debug("no descriptor free (%s): %d owners gave theirs back; trying again", exc.strerror, released)
+    return opening()

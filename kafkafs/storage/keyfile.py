@@ -15,17 +15,29 @@ A file::
 holds; each block read afterwards is checked against its CRC-32C as it is read (so a lookup reads a few
 blocks, not the file), and a block that fails raises :class:`DamagedIndex`.
 
+Its descriptor comes out of the process's handle budget (:mod:`.handles`), as a segment's ``.log``
+does: given back when too many are open, opened again by its path at the next read (the same file, by
+device, inode and size, or :class:`DamagedIndex`: the next use rebuilds it). An index of this process
+only (no cache folder, or the active segment's) lives in a file of :func:`private_folder`, removed
+when the index is closed or dropped.
+
 Threads: a :class:`SegmentKeyIndex` is immutable once written; reads use ``pread`` and may come from
-any thread. A :class:`BlockWriter` belongs to the one thread building the file.
+any thread (a descriptor given back meanwhile closes when the last read holding it is done). A
+:class:`BlockWriter` belongs to the one thread building the file.
 """
 
 from __future__ import annotations
 
+import atexit
+import errno
 import hashlib
 import json
 import os
+import shutil
 import struct
+import tempfile
 import threading
+import weakref
 from array import array
 from bisect import bisect_left
 from pathlib import Path
@@ -35,9 +47,10 @@ from .. import __version__
 from ..errors import CorruptRecordError
 from ..format.crc import crc32c
 from ..format.keyindex import ENTRY, ENTRY_SIZE, TXN, find_entries
+from .handles import BUDGET, FileHandle, HandleBudget, retrying_open
 
 __all__ = ["DamagedIndex", "SegmentKeyIndex", "BlockWriter", "FORMAT_VERSION", "HEAD_SIZE", "BLOCK", "LONG",
-           "fanout_bits"]
+           "fanout_bits", "private_folder", "temporary_index_file"]
 
 #: 2: the last batch of a segment judged against the next segment's base; 3: damage kept as the batch's
 #: own error (reason and position), so that it is said as every other reader says that batch
@@ -69,16 +82,60 @@ def fanout_bits(entries: int) -> int:
     return bits
 
 
+# -------------------------------------------------------------------------------------------- temporary files
+
+_private_lock = threading.Lock()
+_private: tuple[int, Path] | None = None  # (the process that made it, the folder)
+
+
+def _remove_private(pid: int, folder: Path) -> None:
+    if os.getpid() == pid:  # never a parent's folder from a forked child (the daemon), or the reverse
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def private_folder() -> Path:
+    """This process's folder for key indexes in temporary files (made on first use in the system's
+    temporary folder, removed when the process exits)."""
+    global _private
+    with _private_lock:
+        made = _private
+        if made is None or made[0] != os.getpid() or not made[1].is_dir():
+            folder = Path(tempfile.mkdtemp(prefix=f"kafkafs-keys-{os.getpid()}-"))
+            atexit.register(_remove_private, os.getpid(), folder)
+            made = _private = (os.getpid(), folder)
+        return made[1]
+
+
+def temporary_index_file() -> tuple[BinaryIO, Path]:
+    """A new file of :func:`private_folder`, open for writing and reading, and its path."""
+    fd, name = retrying_open(lambda: tempfile.mkstemp(prefix="keys-", suffix=".keys", dir=private_folder()))
+    return os.fdopen(fd, "w+b"), Path(name)
+
+
+def _unlink(path: Path) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
 # -------------------------------------------------------------------------------------------- reading
 
 
 class SegmentKeyIndex:
-    """One segment's key index file, open for reading (see the module's docstring)."""
+    """One segment's key index file, open for reading (see the module's docstring). ``temporary``: the
+    file at ``path`` is this process's own (:func:`temporary_index_file`), removed when the index is
+    closed or dropped. Without a ``path`` the descriptor cannot be opened again and is never given back."""
 
-    def __init__(self, file: BinaryIO, head: dict[str, Any], crcs: array[int], path: Path | None) -> None:
-        self._file = file
-        self._fd = file.fileno()
+    def __init__(self, fd: int, head: dict[str, Any], crcs: array[int], path: Path | None, *,
+                 temporary: bool = False, budget: HandleBudget | None = None) -> None:
+        st = os.fstat(fd)
+        self._file_id = (st.st_dev, st.st_ino, st.st_size)
+        self._budget = budget if budget is not None else BUDGET
+        self._closed = False
         self.path = path
+        self.temporary = temporary
+        self._remove = weakref.finalize(self, _unlink, path) if temporary and path is not None else None
         self.head = head
         self._crcs = crcs
         self.base_offset: int = head["base"]
@@ -95,6 +152,8 @@ class SegmentKeyIndex:
         self._longs_at = self._txns_at + self.txns * TXN.size
         self._txn_cache: list[tuple[int, int, int]] | None = None
         self._lock = threading.Lock()
+        self._handle: FileHandle | None = FileHandle(fd)  # last: from here on it closes the descriptor
+        self._budget.opened(self)
 
     def __repr__(self) -> str:
         return f"<SegmentKeyIndex base={self.base_offset} entries={self.entries}>"
@@ -108,9 +167,25 @@ class SegmentKeyIndex:
         return CorruptRecordError(self.damaged["reason"], self.damaged["position"], str(log_path))
 
     @classmethod
-    def open(cls, file: BinaryIO, key: list[Any], path: Path | None = None) -> SegmentKeyIndex:
-        """Check the file's head (its key must be ``key``), size and checksum; DamagedIndex otherwise."""
-        fd = file.fileno()
+    def open(cls, file: BinaryIO | int, key: list[Any], path: Path | None = None, *, temporary: bool = False,
+             budget: HandleBudget | None = None) -> SegmentKeyIndex:
+        """Check the file's head (its key must be ``key``), size and checksum; DamagedIndex otherwise.
+        ``file``: a descriptor, which the index owns from now on (closed here when a check fails), or
+        a file object, whose descriptor the index duplicates (the caller closes the file)."""
+        if isinstance(file, int):
+            fd = file
+        else:
+            source: BinaryIO = file
+            fd = retrying_open(lambda: os.dup(source.fileno()))
+        try:
+            return cls._checked(fd, key, path, temporary, budget)
+        except BaseException:
+            os.close(fd)
+            raise
+
+    @classmethod
+    def _checked(cls, fd: int, key: list[Any], path: Path | None, temporary: bool,
+                 budget: HandleBudget | None) -> SegmentKeyIndex:
         size = os.fstat(fd).st_size
         first = os.pread(fd, HEAD_SIZE, 0)
         if len(first) < HEAD_SIZE or not first.startswith(MAGIC):
@@ -132,12 +207,55 @@ class SegmentKeyIndex:
             raise DamagedIndex("checksum mismatch")
         crcs = array("I")
         crcs.frombytes(tail[:-_DIGEST])
-        return cls(file, head, crcs, path)
+        return cls(fd, head, crcs, path, temporary=temporary, budget=budget)
+
+    @property
+    def file_id(self) -> tuple[int, int, int]:
+        """The file's device, inode and size when it was opened."""
+        return self._file_id
+
+    @property
+    def pinned(self) -> bool:
+        """An index without a path keeps its descriptor (it could not open its file again)."""
+        return self.path is None and not self._closed
+
+    def release_handles(self) -> None:
+        """Give the descriptor back (the handle budget; lock-free): it closes once no read holds it."""
+        if self.path is not None:
+            self._handle = None
+
+    def _fd_handle(self) -> FileHandle:
+        """The descriptor, opened again by the path when it was given back; hold it while reading."""
+        handle = self._handle
+        if handle is not None:
+            return handle
+        with self._lock:
+            handle = self._handle
+            if handle is None:
+                if self._closed or self.path is None:
+                    raise OSError(errno.EBADF, f"the key index {self.path or ''} is closed")
+                path = self.path
+                try:
+                    fd = retrying_open(lambda: os.open(path, os.O_RDONLY | os.O_CLOEXEC))
+                except FileNotFoundError:
+                    raise DamagedIndex(f"{path} is gone", self) from None
+                st = os.fstat(fd)
+                if (st.st_dev, st.st_ino, st.st_size) != self._file_id:
+                    os.close(fd)
+                    raise DamagedIndex(f"{path} is another file since it was opened", self)
+                handle = self._handle = FileHandle(fd)
+        self._budget.opened(self)
+        return handle
 
     def close(self) -> None:
-        """Close the file now (reads after it fail with EBADF, never from another file)."""
-        self._fd = -1
-        self._file.close()
+        """Close the file now (reads after it fail with EBADF, never from another file); a temporary
+        one is removed."""
+        with self._lock:
+            self._closed = True
+            self._handle = None
+        self._budget.forget(self)
+        if self._remove is not None:
+            self._remove()
 
     def read(self, position: int, size: int) -> bytes:
         """``size`` bytes of data from ``position``, each 4 KiB block checked; DamagedIndex when one fails."""
@@ -146,7 +264,8 @@ class SegmentKeyIndex:
         first = position // BLOCK
         last = (position + size - 1) // BLOCK
         start = first * BLOCK
-        raw = os.pread(self._fd, (last + 1) * BLOCK - start, HEAD_SIZE + start)
+        handle = self._fd_handle()  # held in a local for the read: a release meanwhile cannot close it
+        raw = os.pread(handle.fd, (last + 1) * BLOCK - start, HEAD_SIZE + start)
         data_size = self.head["data_size"]
         crcs = self._crcs
         view = memoryview(raw)

@@ -9,8 +9,12 @@ or in the cache folder when its file holds the segment's key as it is now (devic
 mtime, ctime, the partition, the kafkafs version) and its checksums hold, or built now. A file that
 fails a check (then or later, :class:`~.keyfile.DamagedIndex`) is rebuilt.
 
+The descriptors of the indexes come out of the process's handle budget (:mod:`.handles`), with the
+segments': the store keeps at most ``max_open`` indexes at hand, and the budget bounds how many of them
+(and of every other index still in use) hold their file open at once.
+
 Threads: a :class:`KeyIndexStore` may be shared; it builds each index once (a lock per segment file)
-and keeps a bounded number of them open.
+and keeps a bounded number of them at hand.
 """
 
 from __future__ import annotations
@@ -19,7 +23,6 @@ import hashlib
 import json
 import logging
 import os
-import tempfile
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -28,7 +31,8 @@ from typing import TYPE_CHECKING, Any
 
 from .. import __version__
 from .cachedir import FileKey, file_key, write_entry
-from .keyfile import FORMAT_VERSION, DamagedIndex, SegmentKeyIndex
+from .handles import retrying_open
+from .keyfile import FORMAT_VERSION, DamagedIndex, SegmentKeyIndex, temporary_index_file
 from .keyscan import build_key_index
 
 if TYPE_CHECKING:
@@ -53,7 +57,8 @@ def _head_key(key: FileKey, topic: str, partition: int) -> list[Any]:
 
 class KeyIndexStore:
     """Key indexes of sealed segments, kept in ``directory`` (the cache folder; None: in temporary files
-    of this process only). Loads what is there when it holds, builds what is missing or stale.
+    of this process only, :func:`~.keyfile.private_folder`). Loads what is there when it holds, builds
+    what is missing or stale.
 
     Threads: safe to share; see the module's docstring."""
 
@@ -69,7 +74,7 @@ class KeyIndexStore:
         self.rejected = 0
 
     def _remember(self, ident: tuple[Any, ...], index: SegmentKeyIndex) -> None:
-        """Keep ``index`` open for the next :meth:`get`; past ``max_open`` the oldest is let go (not
+        """Keep ``index`` at hand for the next :meth:`get`; past ``max_open`` the oldest is let go (not
         closed: a reader may still hold it, and its file closes when the last one lets go). A
         temporary index (no cache folder) cannot be found again, so the store keeps it."""
         with self._guard:
@@ -78,7 +83,7 @@ class KeyIndexStore:
             for old_ident in list(self._open):
                 if len(self._open) <= self.max_open:
                     break
-                if self._open[old_ident].path is not None:
+                if not self._open[old_ident].temporary:
                     del self._open[old_ident]
 
     def _cached(self, ident: tuple[Any, ...]) -> SegmentKeyIndex | None:
@@ -127,13 +132,15 @@ class KeyIndexStore:
             return None
         path = self.directory / f"{stem}.keys"
         try:
-            f = open(path, "rb")  # noqa: SIM115 - kept open by the index
-        except OSError:
+            fd = retrying_open(lambda: os.open(path, os.O_RDONLY | os.O_CLOEXEC))
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            log.debug("key index %s not read (%s); rebuilding", path, exc)
             return None
         try:
-            index = SegmentKeyIndex.open(f, head_key, path)
+            index = SegmentKeyIndex.open(fd, head_key, path)  # closes fd when a check fails
         except (DamagedIndex, OSError) as exc:
-            f.close()
             self.rejected += 1
             log.debug("key index %s not used (%s); rebuilding", path, exc)
             return None
@@ -149,13 +156,20 @@ class KeyIndexStore:
                 path = write_entry(self.directory, f"{stem}.keys", lambda f: build_key_index(
                     segment, f, head_key, size=size, tmpdir=str(self.directory), on_bytes=on_bytes, upper=upper))
                 self.built += 1
-                return SegmentKeyIndex.open(open(path, "rb"), head_key, path)  # noqa: SIM115
+                return SegmentKeyIndex.open(retrying_open(lambda: os.open(path, os.O_RDONLY | os.O_CLOEXEC)),
+                                            head_key, path)
             except OSError as exc:
                 self._warn(exc)
-        f = tempfile.TemporaryFile(prefix="kafkafs-keys-")  # noqa: SIM115 - kept open by the index
-        build_key_index(segment, f, head_key, size=size, on_bytes=on_bytes, upper=upper)
+        f, temporary = temporary_index_file()
+        try:
+            with f:
+                build_key_index(segment, f, head_key, size=size, on_bytes=on_bytes, upper=upper)
+                index = SegmentKeyIndex.open(f, head_key, temporary, temporary=True)
+        except BaseException:
+            os.unlink(temporary)
+            raise
         self.built += 1
-        return SegmentKeyIndex.open(f, head_key, None)
+        return index
 
     def _warn(self, exc: OSError) -> None:
         with self._guard:
@@ -165,14 +179,17 @@ class KeyIndexStore:
                         self.directory, exc.strerror or exc)
 
     def forget(self, index: SegmentKeyIndex) -> None:
-        """Drop an index that failed a check while read, and its file (the next :meth:`get` rebuilds it)."""
+        """Drop an index that failed a check while read, and its file (the next :meth:`get` rebuilds it)
+        while it is still the one the index read (another process may have put a new one there)."""
         with self._guard:
             for ident, found in list(self._open.items()):
                 if found is index:
                     del self._open[ident]
         if index.path is not None:
             try:
-                os.unlink(index.path)
+                st = os.stat(index.path)
+                if (st.st_dev, st.st_ino, st.st_size) == index.file_id:
+                    os.unlink(index.path)
             except OSError:
                 pass
 

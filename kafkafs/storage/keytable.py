@@ -30,7 +30,7 @@ a lock): any thread may query it. A :class:`Table` belongs to one reader.
 
 from __future__ import annotations
 
-import tempfile
+import os
 import threading
 from array import array
 from collections.abc import Callable, Iterator, Sequence
@@ -46,7 +46,7 @@ from ..format.keyindex import (
 )
 from ..format.keynames import key_sha256
 from ..format.recordfilter import RecordFilter
-from .keyfile import DamagedIndex, SegmentKeyIndex
+from .keyfile import DamagedIndex, SegmentKeyIndex, temporary_index_file
 from .keyindex import KeyIndexStore
 from .keyscan import KeyConfirmer, ScanDamage, build_key_index, scan_entries
 from .records import BatchView
@@ -484,13 +484,15 @@ class PartitionKeys:
 
 
 def _temporary_index(segment: LogSegment) -> SegmentKeyIndex:
-    """An index of the active segment as it is now, in a temporary file of this process."""
-    f = tempfile.TemporaryFile(prefix="kafkafs-keys-")  # noqa: SIM115 - kept open by the index
+    """An index of the active segment as it is now, in a temporary file of this process (removed when
+    the index is closed or dropped)."""
+    f, path = temporary_index_file()
     key = ["active", segment.base_offset, segment.size]
     try:
-        build_key_index(segment, f, key, size=segment.size)
-        return SegmentKeyIndex.open(f, key, None)
+        with f:
+            build_key_index(segment, f, key, size=segment.size)
+            return SegmentKeyIndex.open(f, key, path, temporary=True)
     except BaseException:
-        f.close()
+        os.unlink(path)
         raise
 

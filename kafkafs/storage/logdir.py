@@ -33,7 +33,7 @@ from ..errors import (
 from ..format.checkpoint import parse_offset_checkpoint, render_offset_checkpoint
 from .config import Settings
 from .dirlock import LOCK_FILE, lock_holder, locked_error
-from .handles import raise_open_file_limit
+from .handles import raise_open_file_limit, retrying_open
 from .kraft import METADATA_PARTITION, recorded_topic_configs
 from .local_log import fsync_directory
 from .log import Log
@@ -198,7 +198,7 @@ class LogDir:
     def _read_checkpoint(self, name: str) -> dict[tuple[str, int], int]:
         path = self.path / name
         try:
-            return parse_offset_checkpoint(path.read_bytes())
+            return parse_offset_checkpoint(retrying_open(path.read_bytes))
         except FileNotFoundError:
             return {}
         except CorruptRecordError as exc:
@@ -223,8 +223,8 @@ class LogDir:
         stamp = self._stamp(LOG_START_FILE)
         if stamp == self._log_start_stamp:
             return []
+        starts = self._read_checkpoint(LOG_START_FILE)  # before the stamp: a read that fails is tried again
         self._log_start_stamp = stamp
-        starts = self._read_checkpoint(LOG_START_FILE)
         with self._guard:
             self.log_start_offsets = starts
             logs = list(self._logs.values())

@@ -32,6 +32,7 @@ from collections.abc import Callable, Collection
 from pathlib import Path
 
 from ..errors import InvalidName, ReadOnlyError, UnsafeFileError, doing, tag_os_error
+from .handles import retrying_open
 from .names import is_partition_file_name, parse_partition_dir_name
 
 __all__ = [
@@ -114,10 +115,12 @@ def _opening(flags: int) -> str:
 def open_file(path: str | os.PathLike[str], flags: int, mode: int = 0o644, *, doing: str | None = None) -> int:
     """``os.open`` that never follows a symbolic link as the last component (``O_NOFOLLOW``) and refuses
     anything but a regular file: :class:`UnsafeFileError` for a link, a FIFO, a device or a directory.
+    No descriptor free (EMFILE, ENFILE): the budgets give theirs back and it is tried once more
+    (:func:`~.handles.retrying_open`).
     ``FileNotFoundError`` and other ``OSError`` pass through, noting what the open was for (``doing``,
     by default read, open for writing or create, from ``flags``)."""
     try:
-        fd = os.open(path, flags | O_NOFOLLOW | _O_CLOEXEC, mode)
+        fd = retrying_open(lambda: os.open(path, flags | O_NOFOLLOW | _O_CLOEXEC, mode))
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise UnsafeFileError(f"{path} is a symbolic link; kafkafs never reads or writes through one") from None

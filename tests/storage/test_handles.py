@@ -8,7 +8,13 @@ import resource
 from pathlib import Path
 
 from kafkafs.format.jsonview import ProducerRecord
-from kafkafs.storage.handles import FileHandle, HandleBudget, default_budget_limit, raise_open_file_limit
+from kafkafs.storage.handles import (
+    FileHandle,
+    HandleBudget,
+    default_budget_limit,
+    raise_open_file_limit,
+    release_all,
+)
 from kafkafs.storage.log import Log
 
 from .helpers import config, open_log
@@ -86,5 +92,36 @@ def test_the_open_file_limit_is_raised_to_the_hard_limit() -> None:
     assert soft == now >= before
     assert now == min(hard, 1 << 20) or hard == resource.RLIM_INFINITY
     assert raise_open_file_limit() == soft  # once
-    assert default_budget_limit(1024) == (1024 - 256) // 4
-    assert default_budget_limit(100) == 16
+    # descriptors: the limit less a quarter of it (at least 64, at most 256) for everything else
+    assert default_budget_limit(4096) == 4096 - 256
+    assert default_budget_limit(1024) == 1024 - 256
+    assert default_budget_limit(256) == 256 - 64
+    assert default_budget_limit(100) == 100 - 64
+    assert default_budget_limit(40) == 16
+
+
+class _Owner:
+    def __init__(self, pinned: bool = False) -> None:
+        self.pinned = pinned
+        self.released = 0
+
+    def release_handles(self) -> None:
+        self.released += 1
+
+
+def test_the_budget_counts_descriptors_and_gives_them_all_back_when_none_is_free() -> None:
+    budget = HandleBudget(limit=4)
+    writer, reader, index, pinned = _Owner(), _Owner(), _Owner(), _Owner(pinned=True)
+    budget.opened(writer, 3)  # a writable segment: its .log and two index maps
+    budget.opened(reader, 1)
+    assert budget.held == 4 and writer.released == 0
+    budget.opened(index, 1)  # over: the oldest gives its 3 back
+    assert writer.released == 1 and writer not in budget and budget.held == 2
+    budget.opened(pinned, 1)
+    gone = _Owner()
+    budget.opened(gone, 1)
+    del gone  # held weakly: a dropped owner keeps nothing alive
+    gc.collect()
+    assert release_all() >= 2
+    assert (reader.released, index.released) == (1, 1) and pinned.released == 0
+    assert pinned in budget and budget.held == 1 and len(budget) == 1

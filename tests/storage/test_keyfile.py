@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import random
+import shutil
 
 import pytest
 
 from kafkafs.format.keyindex import ENTRY, key_hash
 from kafkafs.storage import keyfile
+from kafkafs.storage.handles import HandleBudget
 from kafkafs.storage.keyfile import DamagedIndex, SegmentKeyIndex
 from kafkafs.storage.keyscan import build_key_index
 
@@ -82,3 +85,33 @@ def test_a_damaged_block_is_found_when_it_is_read(built):
         with pytest.raises(DamagedIndex) as caught:
             index.entry_bytes(0, index.entries)
         assert caught.value.index is index
+
+
+def test_an_index_gives_its_descriptor_back_and_opens_its_file_again(built):
+    """The handle budget (review11 R11-1): an index's descriptor is given back like a segment's and
+    opened again by its path at the next read; a file replaced since is not read (DamagedIndex)."""
+    path, _head, _model = built
+    budget = HandleBudget(limit=1)
+    fd = os.open(path, os.O_RDONLY)
+    index = SegmentKeyIndex.open(fd, ["the key"], path, budget=budget)
+    assert index in budget
+    entries = index.entry_bytes(0, index.entries)
+    budget.opened(_Other(), 1)  # another owner pushes it out: its descriptor closes
+    assert index not in budget and index._handle is None
+    assert not os.path.exists(f"/proc/self/fd/{fd}") or os.readlink(f"/proc/self/fd/{fd}") != str(path)
+    assert index.entry_bytes(0, index.entries) == entries and index in budget  # opened again
+    index.release_handles()
+    shutil.copy(path, path.with_suffix(".new"))
+    os.replace(path.with_suffix(".new"), path)  # the same bytes, another file
+    with pytest.raises(DamagedIndex) as caught:
+        index.entry_bytes(0, index.entries)
+    assert caught.value.index is index
+    index.close()
+    assert index not in budget
+
+
+class _Other:
+    pinned = False
+
+    def release_handles(self) -> None:
+        pass

@@ -238,6 +238,7 @@ def test_the_next_two_files_are_rendered_whole_before_their_opens(tmp_path, monk
     of their own; the open takes them; every read of that segment is answered from memory, a read
     inside one run as one slice of its buffer; the bytes are exact."""
     small_pieces(monkeypatch)
+    monkeypatch.setattr(partitions_module, "PREPARED_AHEAD", 2)  # of the three after t-0, two
     logdir = built_in_order(tmp_path / "logs")
     tree = tree_of(logdir)
     partitions = tree.partitions
@@ -269,6 +270,19 @@ def test_the_next_two_files_are_rendered_whole_before_their_opens(tmp_path, monk
             out += bytes(handle.read(len(out), 4096))
         assert out == want
         handle.release()
+    finally:
+        tree.close()
+
+
+def test_three_files_are_prepared_ahead_of_a_reader(tmp_path):
+    """Once the order is known (both orders agree here), the three files after the one read are prepared."""
+    logdir = built_in_order(tmp_path / "logs", names=("t-0", "t-1", "t-2", "t-3", "t-4"))
+    tree = tree_of(logdir)
+    partitions = tree.partitions
+    try:
+        partitions.reading_to_end("t-0")
+        settled(partitions)
+        assert [spare_of(partitions, n) is not None for n in ("t-1", "t-2", "t-3", "t-4")] == [True, True, True, False]
     finally:
         tree.close()
 
