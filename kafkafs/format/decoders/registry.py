@@ -402,10 +402,15 @@ def _union_fixer(branches: list[Any], named: dict[str, Any], made: dict[str, Any
 
 
 def _json_reader(payload: bytes) -> object:
+    """A JSON Schema datum: its JSON text, compacted, every token as written (a number keeps its
+    digits: 12345678901234567890123 and 1.0e2 are not floats here)."""
     compact = json_compact(payload)
-    if compact is None:
-        return orjson.loads(payload)  # a scalar JSON document; raises ValueError when not JSON
-    return orjson.Fragment(compact)
+    if compact is not None:
+        return orjson.Fragment(compact)
+    document = orjson.loads(payload)  # raises ValueError when not JSON
+    if isinstance(document, (dict, list)):
+        return document  # deeper than json_compact embeds: as orjson reads it
+    return orjson.Fragment(payload.strip(b" \t\r\n"))  # a scalar: its one token, as written
 
 
 
@@ -415,8 +420,9 @@ class RegistryDecoder(Decoder):
     def __init__(self, registry: SchemaRegistry) -> None:
         self.registry = registry
         #: names what this decoder renders, for caches of rendered sizes (the mount's ``--cache-dir``); the
-        #: number is how it renders (2: Avro floats as written, where 1 showed their double)
-        self.identity = "kafkafs.registry:2:" + registry.fingerprint()
+        #: number is how it renders (2: Avro floats as written, where 1 showed their double; 3: JSON Schema
+        #: scalars as written, and ids of the default context only)
+        self.identity = "kafkafs.registry:3:" + registry.fingerprint()
 
     def wants(self, batch: DecodedBatch) -> bool:
         for data in batch.values:
