@@ -123,6 +123,12 @@ class Mounted:
         fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
+    def loop_cpu_seconds(self) -> float:
+        """User + system CPU of the daemon's main thread so far: the FUSE loop (pyfuse3 + trio), which answers
+        every request in turn; the rest of :meth:`cpu_seconds` is its worker and rendering threads."""
+        fields = Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def status(self, field: str) -> float:
         for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
             if line.startswith(field + ":"):
