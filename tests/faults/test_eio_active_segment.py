@@ -86,3 +86,26 @@ def test_a_mount_says_eio_past_an_unreadable_stretch_of_the_active_segment(tmp_p
     with pytest.raises(OSError, match="Input/output error"):
         (part / "records.jsonl").read_bytes()
     assert "cannot read" in m.log() and SEGMENT in m.log()
+
+
+def test_a_mount_says_eio_for_an_unreadable_stretch_of_the_first_sealed_segment(tmp_path, eio_layer, mounted) -> None:
+    """review11 R11-7, segments without offset index entries (as one producer process a batch leaves
+    them). Before: records.jsonl silently started at the second segment (cat exit 0, 500 of 600
+    records) although the log said the reads that need the first one's bytes fail with EIO."""
+    logdir = tmp_path / "logs"
+    logdir.mkdir()
+    with LogDir(logdir, Settings({"segment.bytes": 6000, "index.interval.bytes": 10**8}), writable=True) as d:
+        log = d.create_partition("t", 0)
+        for b in range(30):
+            log.append_records([ProducerRecord(1_763_700_000_000 + i, None, b"v%d %s" % (i, b"x" * 40), ())
+                                for i in range(b * 20, b * 20 + 20)])
+        second = list(log.segments)[1].base_offset
+    layer = eio_layer(logdir)
+    layer.fail({"name": "t-0/00000000000000000000.log", "from": 100, "to": 200, "op": "read"})
+    m = mounted(layer.path)
+    m.allow_errors = True
+    part = m / "t-0"
+    with pytest.raises(OSError, match="Input/output error"):
+        (part / "records.jsonl").read_bytes()
+    assert json.loads((part / "by-offset" / f"{second}.json").read_bytes())["offset"] == second
+    assert "cannot read" in m.log()
