@@ -228,9 +228,10 @@ class FileRecords:
         fail at (a partial batch, zeros, a length or magic no batch has): the reader meets it there."""
         handle = self.handle()
         fd = handle.fd
+        path = str(self.path)
         pos = start_position
         while pos + _MIN_HEADER <= end:
-            head = _pread_whole(fd, _MIN_HEADER, pos, False, str(self.path))
+            head = _pread_whole(fd, _MIN_HEADER, pos, False, path)
             if len(head) < _MIN_HEADER or head[:LOG_OVERHEAD] == _ZERO_PREFIX:
                 return
             length = int.from_bytes(head[8:12], "big", signed=True)
