@@ -29,9 +29,11 @@ from .handles import HandleBudget
 from .names import (
     DELETED,
     INDEX_EXTENSIONS,
+    LOG,
     SWAP,
     log_file_base_offset,
     parse_partition_dir_name,
+    parse_segment_file_name,
     segment_file_name,
 )
 from .records import BatchView
@@ -50,6 +52,26 @@ log = logging.getLogger("kafkafs.log")
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+#: A ``.swap`` file older than this (by its change time: renamed so) is a writer's leftover, not a swap
+#: under way (a broker completes it when it starts).
+SWAP_PATIENCE_S = 10.0
+
+
+def _swap_under_way(directory: Path, names: Sequence[str]) -> int | None:
+    """The lowest base offset of a ``.log.swap`` file in ``names`` renamed so in the last
+    :data:`SWAP_PATIENCE_S` (a swap under way), else None."""
+    bases = sorted(parts[0] for parts in map(parse_segment_file_name, names)
+                   if parts is not None and parts[1] == LOG and parts[2] == SWAP)
+    for base in bases:
+        try:
+            changed = os.stat(directory / segment_file_name(base, LOG, SWAP)).st_ctime
+        except OSError:
+            continue  # done meanwhile: its .log is there for the next look
+        if time.time() - changed < SWAP_PATIENCE_S:
+            return base
+    return None
 
 
 class LocalLog:
@@ -151,6 +173,12 @@ class LocalLog:
             previous = self.segments.last()
             bases = sorted(b for b in map(log_file_base_offset, names) if b is not None)
             fresh = [base for base in bases if base not in known]
+            if fresh and (swap := _swap_under_way(self.dir, names)) is not None:
+                # A merged segment is being swapped in: its records are under no .log name for the moment,
+                # and those of segments rolled since the last look that it took in are in no file this log
+                # knows; taking the segments above it now would skip them for good (review8 R8-4: a
+                # follower reads past them). Those are taken at the next look, with the merged one.
+                fresh = [base for base in fresh if base < swap]
             rolled = previous is not None and bool(fresh) and fresh[-1] > previous.base_offset
             recheck, self._recheck = self._recheck, previous if rolled else None
             if previous is not None and rolled:
@@ -187,6 +215,8 @@ class LocalLog:
             first = self.segments.first()
             if first is not None and first.base_offset > self._log_start_offset:
                 self._log_start_offset = first.base_offset
+            if dropped:  # a rewrite for every view, also where the segments' count and ends stay the same
+                self.generation += 1
         after = self.segments.end_mark(self._log_start_offset)
         changed = after != before or replaced or bool(dropped)
         if changed:

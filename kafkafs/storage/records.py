@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from ..errors import CorruptRecordError, SegmentClosedError, WouldBlock, doing, tag_os_error
+from ..errors import CorruptRecordError, SegmentClosedError, UnsafeFileError, WouldBlock, doing, tag_os_error
 from ..format.batch import (
     DEFAULT_MAX_INFLATED_BYTES,
     LOG_OVERHEAD,
@@ -195,6 +195,32 @@ class FileRecords:
         if self._on_open is not None:
             self._on_open()
         return handle
+
+    def hold(self, size: int, suffixes: Sequence[str] = ()) -> FileHandle:
+        """The descriptor of the file this object read, for a reader that goes on reading it after its
+        owner let it go (closed, or released by the handle budget): the one held, else the file opened
+        again at :attr:`path` or at :attr:`path` plus one of ``suffixes`` (where another process renamed
+        it), when it is the same file (its inode) and holds at least ``size`` bytes. The caller keeps the
+        returned object for as long as it reads. :class:`SegmentClosedError` when the file is gone (or
+        was never opened: nothing says which file it was)."""
+        handle = self._handle
+        if handle is not None:
+            return handle
+        if self.file_id is not None:
+            for path in (self.path, *(self.path.with_name(self.path.name + suffix) for suffix in suffixes)):
+                try:
+                    fd = open_file(path, os.O_RDONLY)
+                except (OSError, UnsafeFileError):
+                    continue
+                try:
+                    st = os.fstat(fd)
+                except OSError:
+                    os.close(fd)
+                    continue
+                if st.st_ino == self.file_id and st.st_size >= size:
+                    return FileHandle(fd)
+                os.close(fd)
+        raise SegmentClosedError(f"{self.path}: removed (retention or compaction) and no longer on disk")
 
     def release(self) -> None:
         """Drop the descriptor (lock-free; it closes once no reader holds it); the next use reopens."""

@@ -24,8 +24,8 @@ from typing import TypeVar
 from ..errors import CorruptRecordError, WouldBlock
 from ..format.batch import DEFAULT_MAX_INFLATED_BYTES, LOG_OVERHEAD
 from .config import LogConfig
-from .handles import BUDGET, FDS_PER_SEGMENT, HandleBudget
-from .names import INDEX, LOG, TIME_INDEX, TXN_INDEX, segment_file_name
+from .handles import BUDGET, FDS_PER_SEGMENT, FileHandle, HandleBudget
+from .names import DELETED, INDEX, LOG, TIME_INDEX, TXN_INDEX, segment_file_name
 from .offset_index import OffsetIndex
 from .records import BatchView, FileRecords, TornBatchError
 from .safefiles import require_writable
@@ -262,8 +262,10 @@ class SegmentFiles:
         except CorruptRecordError as exc:
             if exc.position != start or isinstance(exc, TornBatchError):
                 raise
-            log.warning("%s: no batch starts at position %d, where the index points; scanning from 0",
-                        self.log_path, start)
+            # a read-only segment whose files another process's compaction replaced or removed read the
+            # new file's index (opened by name, after the swap): no damage, said only when debugging
+            say = log.debug if not self.writable and self._moved_on_disk() else log.warning
+            say("%s: no batch starts at position %d, where the index points; scanning from 0", self.log_path, start)
             yield from self.batches(0, nowait=nowait, sealed=sealed)
             return
         if first is not None:
@@ -377,6 +379,22 @@ class SegmentFiles:
             return False
         file_id = self.records.file_id
         return st.st_ino != file_id if file_id is not None else st.st_size != self._size
+
+    def hold(self) -> FileHandle:
+        """The ``.log`` this segment read, held open for a reader that goes on reading it after the log let
+        the segment go (another process's compaction or retention removed it; the handle budget may have
+        closed its descriptor before): the descriptor it holds, else its file opened again under its name
+        or under its name renamed ``.deleted`` (Kafka's cleaner and retention rename a removed segment's
+        files so and delete them ``file.delete.delay.ms`` later), when it is the same file (inode).
+        Works on a closed segment. :class:`~kafkafs.errors.SegmentClosedError` when it is gone."""
+        return self.records.hold(self._size, (DELETED,))
+
+    def _moved_on_disk(self) -> bool:
+        """Whether the ``.log`` name no longer holds the file this segment read (renamed or replaced)."""
+        try:
+            return os.stat(self.log_path).st_ino != self.records.file_id
+        except OSError:
+            return True
 
     def _drop_handle(self) -> None:
         """Forget the ``.log`` descriptor; it closes once no reader holds it (handles.FileHandle), so a

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from kafkafs.storage.cleaner import compact
 from kafkafs.storage.config import Settings
 from kafkafs.storage.logdir import LogDir
 
@@ -238,3 +239,82 @@ def test_tail_f_follows_records_jsonl_through_compaction_and_retention(tmp_path,
 @pytest.mark.slow
 def test_tail_f_for_two_minutes(tmp_path, mounted):
     _follow_through_swaps(tmp_path, mounted, 120)
+
+
+CLEANER = Settings(
+    {"segment.bytes": 1500, "index.interval.bytes": 256, "file.delete.delay.ms": 0},
+    topics={"kv": {"cleanup.policy": "compact", "delete.retention.ms": 0, "min.cleanable.dirty.ratio": 0.01}},
+)
+
+
+def _slow_reader(path: Path, stop: threading.Event, out: list[bytes], errors: list[str]) -> None:
+    """A reader that lags: a small read now and then from one open descriptor, to its end and on."""
+    try:
+        with open(path, "rb", buffering=0) as f:
+            while True:
+                data = f.read(700)
+                if data:
+                    out.append(data)
+                elif stop.is_set():
+                    return
+                time.sleep(0.02)
+    except OSError as exc:
+        errors.append(f"slow reader: {exc}")
+
+
+def test_tail_f_of_a_read_only_mount_follows_another_processs_cleaner(tmp_path, mounted):
+    """review8 R8-4: a read-only mount of a folder another process appends to and compacts as a broker's
+    LogCleaner does beside a fast producer (each segment merged away soon after it rolls, its files
+    deleted at once): ``tail -f`` and a slow reader of the open records.jsonl died with ESTALE when a
+    segment the mount had just laid out for them was closed before they read it. Both read on to the
+    last record: whole lines, in offset order, each the record appended at its offset (those the cleaner
+    dropped before a reader got there are skipped, as a consumer that lags the cleaner skips them)."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    with LogDir(logs, CLEANER, writable=True) as logdir:
+        logdir.create_partition("kv", 0)
+    mount = mounted(logs)
+    path = mount / "kv-0" / "records.jsonl"
+    tail = _tail(path)
+    stop, slow, errors = threading.Event(), [], []
+    reader = threading.Thread(target=_slow_reader, args=(path, stop, slow, errors), daemon=True)
+    reader.start()
+    appended: dict[int, tuple] = {}
+    rng = random.Random(4)
+    try:
+        with LogDir(logs, CLEANER, writable=True) as logdir:
+            log = logdir.log("kv-0")
+            deadline = time.monotonic() + 6
+            swaps = 0
+            while time.monotonic() < deadline:
+                for _ in range(10):
+                    start = log.log_end_offset
+                    rows = []
+                    for i in range(3):
+                        key = f"k{rng.randrange(20)}"
+                        appended[start + i] = (key, f"{start + i}:{key}")
+                        rows.append((None, key.encode(), appended[start + i][1].encode(), ()))
+                    log.append_records(rows)
+                    time.sleep(0.005)
+                swaps += bool(compact(log, int(time.time() * 1000)))
+        last = max(appended)
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and tail[0].poll() is None and not (
+                tail[1] and tail[1][-1].startswith(b'{"topic":"kv","partition":0,"offset":%d,' % last)):
+            time.sleep(0.2)
+        stop.set()
+        reader.join(15)
+    finally:
+        stop.set()
+        tail[0].kill()
+        tail[0].wait()
+    assert errors == []
+    assert tail[2] == [], f"tail -f said {tail[2][:3]}"
+    assert swaps > 10
+    for name, lines in (("tail -f", tail[1]), ("slow reader", b"".join(slow).splitlines(keepends=True))):
+        previous = -1
+        for line in lines:
+            rec = json.loads(line)  # a cut line fails here
+            assert rec["offset"] > previous and appended[rec["offset"]] == (rec["key"], rec["value"]), (name, rec)
+            previous = rec["offset"]
+        assert previous == last, f"{name} stopped at {previous} of {last}"

@@ -265,3 +265,47 @@ def test_a_read_only_log_that_looks_inside_a_swap_keeps_the_records_the_swap_kee
         assert ro.log_start_offset == 0
         assert [view.header.base_offset for _seg, view in ro.batches(0)] == expected
         assert all(ro.locate(offset) is not None for offset in expected)
+
+
+def test_a_read_only_follower_never_skips_records_a_swap_under_way_holds(tmp_path, monkeypatch):
+    """review8 R8-4 (tail -f beside a broker whose cleaner takes each segment soon after it rolls): a reader
+    looked at the folder inside a swap that merged segments rolled since its last look (their files
+    renamed ``.deleted``, the merged one still ``.swap``) and took the new active segment above them: a
+    follower read on from there, past the records the merged segment keeps, and never went back for them
+    (in a mount: "... appeared below what an open reader has read"). Segments above a swap under way are
+    taken with it, at the next look: the follower reads every record the compaction kept."""
+    from kafkafs.storage.segment_files import SegmentFiles
+
+    settings = Settings({"segment.bytes": 300}, {"kv": {"cleanup.policy": "compact"}})
+    with LogDir(tmp_path, settings, writable=True) as logdir:
+        _fill(logdir.create_partition("kv", 0), 60, key=lambda i: b"k%d" % (i % 30))
+    merging = Settings({"segment.bytes": 100_000}, {"kv": {"cleanup.policy": "compact"}})
+    with LogDir(tmp_path, settings) as reading:
+        ro = reading.log("kv-0")
+        followed = [view.header.base_offset for _seg, view in ro.batches(0)]
+        assert followed == list(range(60))
+
+        def follow() -> None:
+            ro.refresh()
+            for _seg, view in ro.batches(followed[-1] + 1):
+                followed.append(view.header.base_offset)
+
+        with LogDir(tmp_path, settings, writable=True) as logdir:  # segments roll that the reader never saw
+            _fill(logdir.log("kv-0"), 60, key=lambda i: b"k%d" % (i % 30), value=lambda i: b"w%d" % i)
+        inside: list[list[str]] = []
+        change_suffix = SegmentFiles.change_suffix
+
+        def look_inside_the_swap(segment, suffix: str) -> None:
+            if suffix == "" and segment.log_path.name.endswith(".swap"):  # old ones gone, the new one not in place
+                inside.append(sorted(os.listdir(ro.dir)))
+                follow()
+            change_suffix(segment, suffix)
+
+        monkeypatch.setattr(SegmentFiles, "change_suffix", look_inside_the_swap)
+        with LogDir(tmp_path, merging, writable=True) as logdir:
+            assert compact(logdir.log("kv-0"), now_ms=10**13)
+            kept = [view.header.base_offset for _seg, view in logdir.log("kv-0").batches(60)]
+        monkeypatch.undo()
+        assert inside and "00000000000000000000.log.swap" in inside[0]
+        follow()
+        assert followed[60:] == kept

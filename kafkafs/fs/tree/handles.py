@@ -112,11 +112,11 @@ class RecordsHandle(Handle):
         (the tree opens the partition read next meanwhile: :meth:`~.partitions.Partitions.reading_to_end`);
         it must return at once (the FUSE loop calls it)."""
         self.stream = stream
+        stream.opened(self)  # first: it may refuse the open (a segment it shows is gone already)
         self.cache = stream.take_spare() or PieceCache(renderer=stream.state.piece_renderer)
         self.near_end = near_end
         if stream.state.live():
             self.keep_cache, self.direct_io = False, True
-        stream.opened(self)
 
     def _reached(self, end: int, total: int) -> None:
         near_end = self.near_end

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, NamedTuple
 
-from ...errors import CorruptRecordError
+from ...errors import CorruptRecordError, SegmentClosedError
 from ...storage.cachedir import FileKey
 from ...storage.local_log import LocalLog
 from ...storage.log import Log
@@ -35,6 +35,8 @@ log = logging.getLogger("kafkafs.fs")
 
 #: A read-only log is re-read at most this often when a file that grows is looked at.
 REFRESH_INTERVAL = 0.05
+#: How many times records.jsonl is laid out when segments go while it is (:meth:`PartitionState.composition`).
+COMPOSE_TRIES = 4
 #: A partition whose active segment was written this recently is live (:meth:`PartitionState.live`).
 LIVE_SECONDS = 300
 
@@ -282,11 +284,24 @@ class PartitionState:
         return job.layout.segment is not self.log.active_segment or job.layout.stored_key is None
 
     def composition(self) -> Composition:
-        """The current layout of ``records.jsonl`` (every segment laid out; cached until a change)."""
+        """The current layout of ``records.jsonl`` (every segment laid out; cached until a change). A
+        segment that another process's compaction or retention removed while it was being laid out (the
+        log noticed and closed it: :class:`~kafkafs.errors.SegmentClosedError`) is left out: the
+        segments are listed again (review8 R8-4: ``tail -f``'s read got ESTALE)."""
         shape = self.shape()
         current = self._composition
         if current is not None and current.shape == shape:
             return current
+        for attempt in range(COMPOSE_TRIES):
+            try:
+                return self._compose()
+            except SegmentClosedError:
+                if attempt == COMPOSE_TRIES - 1 or self.shape() == shape:
+                    raise  # the log has not changed: it is not a segment that went meanwhile
+                shape = self.shape()
+        raise AssertionError("unreachable")
+
+    def _compose(self) -> Composition:
         with self._compose_lock:
             shape = self.shape()
             current = self._composition

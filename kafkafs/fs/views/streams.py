@@ -25,7 +25,11 @@ not read yet may come from a segment that compaction or retention removes meanwh
 go (the partition's change event, from the cleaner's thread, before ``file.delete.delay.ms`` runs out)
 and when a stream advances, the ``.log`` of every part still ahead of its slowest open reader whose
 segment was removed is held open (:class:`_Pinned`): its bytes stay readable after the file is deleted,
-until every open reader is past it (by :data:`PIN_MARGIN`: the kernel reads whole pages) or closed.
+until every open reader is past it (by :data:`PIN_MARGIN`: the kernel reads whole pages) or closed. A
+descriptor the handle budget had closed is opened again by inode, under the segment's name or renamed
+``.deleted`` (:meth:`~kafkafs.storage.segment_files.SegmentFiles.hold`). Beside another process's cleaner
+a stream may be handed a composition laid out just before a removal was noticed (the segment closed
+already): such parts are never shown, the view is laid out again (:meth:`RecordsStream._move_to`).
 
 ``tail -F`` (by name) sees the file replaced after a swap, reopens it and prints the new file from
 its start: that is what it does for any replaced file.
@@ -57,6 +61,9 @@ from typing import NamedTuple
 
 from ...errors import CorruptRecordError, SegmentClosedError
 from ...storage.handles import FileHandle
+from ...storage.names import DELETED
+from ...storage.segment import LogSegment
+from ...storage.segments import LogSegments
 from .layout import Layout, SegmentLayout
 from .partition import Composition, PartitionState
 from .piececache import AHEAD_PIECES
@@ -164,6 +171,28 @@ def _advance(state: PartitionState, prev: Composition | None, cur: Composition) 
 
 # ---------------------------------------------------------------------------------------------- streams
 
+#: How many times a stream lays its view out again when the composition it was given already shows a
+#: segment the log let go (:meth:`RecordsStream._move_to`); then it shows it anyway, held open if it can be.
+MOVE_TRIES = 4
+
+
+def _left_log(segment: LogSegment, segments: LogSegments) -> bool:
+    """Whether ``segment`` is no longer the log's (removed, or another file swapped in at its base)."""
+    return segments.get(segment.base_offset) is not segment or segment.suffix == DELETED
+
+
+def _new_parts_gone(old: Composition | None, view: Composition, segments: LogSegments) -> bool:
+    """Whether a part of ``view`` that ``old`` did not show (a new one, or one grown since) is of a
+    segment that left the log."""
+    shown = {(id(p.layout), p.pieces) for p in old.parts} if old is not None else set()
+    for part in reversed(view.parts):
+        if (id(part.layout), part.pieces) in shown:
+            break  # the parts before it are old ones
+        segment = part.layout.segment_at(0)
+        if segment is not None and _left_log(segment, segments):
+            return True
+    return False
+
 
 class _Pinned:
     """A removed segment's ``.log`` held open: what rendering needs of a segment (``read_at``,
@@ -267,19 +296,41 @@ class RecordsStream:
             return self._view
 
     def _move_to(self, cur: Composition) -> Composition:
+        """Advance to ``cur`` (callers hold ``_lock``). ``cur`` may have been laid out just before another
+        process's compaction or retention was noticed and the segments it removed closed (review8 R8-4:
+        ``tail -f`` read such a part and died, ESTALE). A part new to the view whose segment left the log
+        is never shown, nor is a view whose laying out met a closed segment: the view is made again from
+        the composition as it is now, which holds what is left of those records at their offsets (what
+        the cleaner dropped is skipped, as a consumer fetching then would skip it). The check and the
+        publishing are one step under ``_pin_lock``, which the log's change listener (:meth:`pin_removed`)
+        takes too: a segment removed after that is held open for the readers by the listener, before the
+        log closes it."""
         old = self._view
         state = self.state
-        view = _advance(state, old, cur)
-        if old is not None and view.total < old.total:  # never: a stream that shrank would cut lines
-            log.error("%s: records.jsonl view would shrink from %d to %d bytes", state.name, old.total, view.total)
-            return old
-        if view is not cur:
-            self.detached = True
-        self._view, self._seen = view, cur
-        self._shown = (view, cur)
-        if self._readers and self._pinned_at != state.rewrites:
-            self.pin_removed()
-        return view
+        for attempt in range(MOVE_TRIES):
+            try:
+                view = _advance(state, old, cur)  # lays out what a merged segment holds past the view's end
+            except SegmentClosedError:
+                if attempt == MOVE_TRIES - 1:
+                    raise
+                cur = state.composition()  # that segment went meanwhile: what replaced it is laid out
+                continue
+            if old is not None and view.total < old.total:  # never: a stream that shrank would cut lines
+                log.error("%s: records.jsonl view would shrink from %d to %d bytes", state.name, old.total, view.total)
+                return old
+            with self._pin_lock:
+                gone = _new_parts_gone(old, view, state.log.segments)
+                if not gone or attempt == MOVE_TRIES - 1:  # else not shown: laid out again below
+                    if view is not cur:
+                        self.detached = True
+                    self._view, self._seen = view, cur
+                    self._shown = (view, cur)
+                    if self._readers and (gone or self._pinned_at != state.rewrites):
+                        self._pinned_at = state.rewrites
+                        self._pin_gone(view)
+                    return view
+            cur = state.composition()
+        raise AssertionError("unreachable")
 
     # -- the next open
 
@@ -322,8 +373,19 @@ class RecordsStream:
     # -- readers
 
     def opened(self, handle: object) -> None:
+        """A new open (``handle``) reads from the start. The segments its parts were laid out from are
+        held open for it when the log let some go meanwhile (a change noticed after the open was allowed:
+        :func:`~kafkafs.fs.tree.partition_nodes._require_current`); one that is gone already refuses the
+        open, :class:`~kafkafs.errors.SegmentClosedError` (ESTALE: the kernel looks the name up again)."""
         with self._pin_lock:
             self._readers[id(handle)] = 0
+            view = self._view
+            if view is None or self.state.rewrites == self.rewrites or self._pin_gone(view):
+                return
+            del self._readers[id(handle)]
+            self._unpin()
+        raise SegmentClosedError(f"{self.state.name}/records.jsonl: a segment it shows was removed (compaction or "
+                                 "retention) before it was opened")
 
     def released(self, handle: object, wait: bool = True) -> bool:
         """``handle`` was closed; ``wait=False`` (on the FUSE loop): False, and nothing done, when the
@@ -369,30 +431,43 @@ class RecordsStream:
 
     def pin_removed(self) -> None:
         """Hold open the ``.log`` of every part still ahead of the slowest open reader whose segment
-        compaction or retention removed from the log (see the module's docstring)."""
-        view = self._view
-        if view is None:
-            return
+        compaction or retention removed from the log (see the module's docstring). Called by the log's
+        change listener, after the segments left the log and before a read-only log closes them."""
         rewrites = self.state.rewrites
-        segments = self.state.log.segments
         with self._pin_lock:
-            if not self._readers:
+            view = self._view  # under the lock: a view being published (_move_to) is seen whole or not yet
+            if view is None or not self._readers:
                 return
             self._pinned_at = rewrites
-            low = min(self._readers.values()) - PIN_MARGIN
-            for part, start in zip(view.parts, view.starts, strict=True):
-                layout = part.layout
-                end = start + layout.total(part.pieces)
-                segment = layout.segment_at(0)  # a composition's part: one segment's layout
-                if end <= low or segment is None or id(layout) in self._pins:
-                    continue
-                if segments.get(segment.base_offset) is segment and segment.suffix != ".deleted":
-                    continue  # still in the log
-                try:
-                    handle = segment.records.handle()
-                except (SegmentClosedError, CorruptRecordError, OSError):
-                    continue  # already gone: reads there are ESTALE
-                self._pins[id(layout)] = _Pin(end, _Pinned(handle, segment.log_path))
+            self._pin_gone(view)
+
+    def _pin_gone(self, view: Composition) -> bool:
+        """Hold open the segments of ``view``'s parts ahead of the slowest reader that left the log (callers
+        hold ``_pin_lock``); False when one of them could not be held (its file is gone: reads there are
+        ESTALE)."""
+        segments = self.state.log.segments
+        low = min(self._readers.values()) - PIN_MARGIN
+        held = True
+        for part, start in zip(reversed(view.parts), reversed(view.starts), strict=True):
+            layout = part.layout
+            end = start + layout.total(part.pieces)
+            if end <= low:
+                break  # parts end in order: every one before it is behind the readers too
+            segment = layout.segment_at(0)  # a composition's part: one segment's layout
+            if segment is None or not _left_log(segment, segments):
+                continue
+            pin = self._pins.get(id(layout))
+            if pin is not None:
+                if pin.end < end:  # the part grew after it was held
+                    self._pins[id(layout)] = _Pin(end, pin.pinned)
+                continue
+            try:
+                handle = segment.hold()
+            except (SegmentClosedError, CorruptRecordError, OSError):
+                held = False  # already gone: reads there are ESTALE
+                continue
+            self._pins[id(layout)] = _Pin(end, _Pinned(handle, segment.log_path))
+        return held
 
     def _unpin(self) -> None:
         """Let go of what every open reader is past (callers hold ``_pin_lock``)."""

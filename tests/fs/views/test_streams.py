@@ -503,3 +503,93 @@ def test_a_lagging_reader_reads_on_across_another_processs_merging_compaction(tm
         handle.release()
     finally:
         ro.close()
+
+
+def _merging(delay_ms: int) -> Settings:
+    """Another process's compaction that merges every sealed segment of kv-0 into one."""
+    return Settings({"segment.bytes": 100_000, "file.delete.delay.ms": delay_ms},
+                    topics={"kv": {"cleanup.policy": "compact", "delete.retention.ms": 0}})
+
+
+def test_a_lagging_reader_reads_on_when_its_segments_descriptors_were_released(tmp_path):
+    """review8 R8-4 (fix9's "left"): the handle budget had closed the descriptors of the segments a lagging
+    reader has yet to read (a mount over many partitions), then another process's compaction removed
+    them the way Kafka's cleaner does (merged ``.cleaned`` -> ``.swap``, the old files -> ``.deleted``,
+    ``.swap`` -> ``.log``): holding them for the reader opened them again by name and found the merged
+    file or nothing, so the reader's next read was ESTALE and ``tail -f`` died. They are found again
+    under their ``.deleted`` names (the same inode), held, and stay readable after the files go."""
+    with LogDir(tmp_path, SETTINGS, writable=True) as logdir:
+        logdir.create_partition("kv", 0)
+    writer_tree = Tree(LogDir(tmp_path, SETTINGS, writable=True), rw=True)
+    Writer(writer_tree).append("kv-0", 600)
+    writer_tree.close()
+    ro = Tree(LogDir(tmp_path, SETTINGS))
+    try:
+        node = ro.resolve("kv-0/records.jsonl")
+        size = node.attr().size
+        handle = node.open(False)
+        head = bytes(handle.read(0, 100))  # it lags: the rest is still to read
+        segments = list(ro.partitions.state("kv-0").log.segments)
+        for segment in segments:
+            segment.release_handles()  # as the handle budget does when too many segments hold some
+        with LogDir(tmp_path, _merging(600_000), writable=True) as logdir:
+            before = rendered(logdir.log("kv-0"))
+            assert compact(logdir.log("kv-0"), NOW) and len(logdir.log("kv-0").segments) < len(segments) / 4
+        assert os.path.exists(segments[1].log_path.with_name(segments[1].log_path.name + ".deleted"))
+        ro.partitions.state("kv-0").refresh(force=True)
+        for name in os.listdir(tmp_path / "kv-0"):  # file.delete.delay.ms later: the files go
+            if name.endswith(".deleted"):
+                os.unlink(tmp_path / "kv-0" / name)
+        rest = b"".join(bytes(handle.read(a, 4096)) for a in range(100, size, 4096))
+        assert head + rest == before
+        handle.release()
+    finally:
+        ro.close()
+
+
+def test_a_follower_never_shows_a_segment_removed_while_its_view_was_laid_out(tmp_path, monkeypatch):
+    """review8 R8-4 (beside a broker whose cleaner compacts each segment as soon as it rolls): ``tail -f``
+    stats its open records.jsonl; the partition's composition is laid out with the segments rolled since
+    its last read, and before the stream moves to it, another process's compaction merges them away
+    (its files deleted at once, ``file.delete.delay.ms`` 0) and the tree notices and closes them. The
+    stream showed those parts anyway, nothing could hold them, and the read of them was ESTALE
+    ("segment is closed"): tail -f died. Now such a view is laid out again from the log as it is: the
+    follower reads on, in offset order, each record once, what the cleaner kept of them."""
+    with LogDir(tmp_path, SETTINGS, writable=True) as logdir:
+        logdir.create_partition("kv", 0)
+    writer_tree = Tree(LogDir(tmp_path, SETTINGS, writable=True), rw=True)
+    ro = Tree(LogDir(tmp_path, SETTINGS))
+    try:
+        writer = Writer(writer_tree)
+        writer.append("kv-0", 150)
+        follower = Follower(writer, "kv-0")
+        follower.handle.release()  # it follows the read-only tree's file instead
+        follower.node = ro.resolve("kv-0/records.jsonl")
+        follower.handle = follower.node.open(False)
+        follower.follow()
+        writer.append("kv-0", 150)  # segments roll: the follower's next stat lays them out
+        writer_tree.close()
+        state = ro.partitions.state("kv-0")
+        state.refresh(force=True)
+        lay_out = state.composition
+        raced = []
+
+        def racing_composition():
+            composition = lay_out()
+            if not raced:  # the other process's cleaner, noticed by the tree, before the stream moves on
+                raced.append(True)
+                with LogDir(tmp_path, _merging(0), writable=True) as logdir:
+                    assert compact(logdir.log("kv-0"), NOW)
+                assert not any(name.endswith(".deleted") for name in os.listdir(tmp_path / "kv-0"))
+                state.refresh(force=True)
+            return composition
+
+        monkeypatch.setattr(state, "composition", racing_composition)
+        before = follower.last
+        follower.follow()
+        assert raced and follower.last > before
+        assert follower.last == state.log.log_end_offset - 1
+        assert ro.read_file("kv-0/records.jsonl").endswith(follower.data.splitlines(keepends=True)[-1])
+    finally:
+        ro.close()
+        writer_tree.close()
