@@ -45,7 +45,8 @@ def add_consume_arguments(p: argparse.ArgumentParser) -> None:
     key.add_argument("--key", metavar="K", help="only records whose key is K (its UTF-8 text)")
     key.add_argument("--key-base64", metavar="B", help="only records whose key is these bytes (base64)")
     p.add_argument("--header", action="append", metavar="NAME[=VALUE]",
-                   help="only records with this header (and value); repeat for several, all must hold")
+                   help="only records with this header (and value; an empty NAME is the empty header key, "
+                        "'=VALUE'); repeat for several, all must hold")
     p.add_argument("--grep", metavar="REGEX", help="only records whose rendered JSON line REGEX matches (Python re)")
 
 
@@ -82,9 +83,7 @@ def filter_from_args(args: argparse.Namespace) -> tuple[RecordFilter | None, re.
             raise InvalidInput(f"--key-base64 {args.key_base64!r}: not base64") from None
     headers = []
     for item in args.header or []:
-        name, sep, value = item.partition("=")
-        if not name:
-            raise InvalidInput(f"--header {item!r}: a header name is needed (NAME or NAME=VALUE)")
+        name, sep, value = item.partition("=")  # an empty NAME: the empty header key, which Kafka allows
         headers.append((name, value.encode("utf-8", "surrogateescape") if sep else None))
     if len(headers) > MAX_HEADERS:
         raise InvalidInput(f"at most {MAX_HEADERS} --header options")

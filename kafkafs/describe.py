@@ -42,9 +42,9 @@ def add_groups_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
 def add_transactions_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """transactions open in each partition, and which are hanging (exit 1 with --hanging when any is)"""
     p.add_argument("--hanging", action="store_true",
-                   help="only hanging transactions, as kafka-transactions find-hanging judges them (its "
-                        "producer's last batch older than transaction.max.timeout.ms, and the coordinator "
-                        "does not list it open in the partition); exit 1 when there is one")
+                   help="only hanging transactions (the coordinator's record says they ended or does not "
+                        "name the partition, or they outlived its timeout, or transaction.max.timeout.ms "
+                        "without a record); exit 1 when there is one")
     p.add_argument("--json", action="store_true", help="print transactions.json and transactions/<id>.json objects")
     return p
 

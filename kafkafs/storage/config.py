@@ -71,8 +71,8 @@ BROKER_DEFAULTS: dict[str, Any] = {
     "log.retention.check.interval.ms": 300_000,
     "log.initial.task.delay.ms": 30_000,
     "producer.id.expiration.ms": 86_400_000,
-    # the transaction coordinator's longest transaction timeout: how long after its producer's last batch
-    # an open transaction the coordinator does not list may be called hanging (find-hanging's gate)
+    # the transaction coordinator's longest transaction timeout: how long a transaction may stay open
+    # before `kafkafs transactions` calls it hanging, when LOGDIR holds no coordinator record of it
     "transaction.max.timeout.ms": 900_000,
 }
 

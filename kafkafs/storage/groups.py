@@ -15,8 +15,10 @@ Every ``__consumer_offsets`` partition of the log directory is replayed in offse
   while the group epoch is past the target assignment's, ``Reconciling`` while a member is not stable
   at that epoch, else ``Stable`` (Kafka's ``ConsumerGroup.maybeUpdateGroupState``); its protocol is the
   server assignor its members prefer (Kafka's default, ``uniform``, when none names one). Assignments name
-  topics by id: the group's own partition metadata and the partitions' ``partition.metadata`` files
-  name them (an id nobody names stays an id);
+  topics by id: the group's own partition metadata and offset commits (a commit's value names the
+  topic id of its key's topic, Kafka 4.x), the partitions' ``partition.metadata`` files, and, for an id
+  none of these names, the KRaft metadata log's topics (a log directory of a cluster of several brokers,
+  or log directories, often lacks the partitions a group consumes); an id nobody names stays an id;
 - a share group (KIP-932; types 10 to 15) is read as a consumer group is (its epoch, its members'
   metadata and current assignments, topics named by its state partition metadata); its protocol type is
   ``share``, its protocol the broker's share assignor (``simple``), its state ``Empty`` without members,
@@ -40,15 +42,17 @@ Functions only; each call reads the partitions afresh.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..errors import CorruptRecordError, KafkafsError
 from ..format.decoders.internal import offsets_key, offsets_value
 from ..format.records import control_type_of
+from .kraft import recorded_topic_names
 from .names import parse_partition_dir_name
 from .replay import KnownDamage, replayable_batches
 
@@ -210,20 +214,44 @@ def _consumer_state(group: _Consumer) -> str:
     return "Stable"
 
 
-def _assignment(partitions: Iterable[dict[str, Any]] | None, names: dict[str, str], key: str) -> list[dict[str, Any]]:
+def _assignment(partitions: Iterable[dict[str, Any]] | None, name_of: Callable[[str], str], key: str
+                ) -> list[dict[str, Any]]:
     out = []
     for tp in partitions or ():
         topic = tp.get(key)
         if key == "topicId" and topic is not None:
-            topic = names.get(topic, topic)
+            topic = name_of(topic)
         out.append({"topic": topic, "partitions": sorted(tp.get("partitions") or ())})
     return sorted(out, key=lambda a: (a["topic"] is None, a["topic"] or ""))
 
 
+_NO_TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAA"  # Kafka's Uuid.ZERO_UUID: a commit that names no topic id
+
+
+def _namer(consumer: _Consumer, commits: dict[tuple[str, int], dict[str, Any]], topic_names: dict[str, str],
+           more_names: Callable[[], dict[str, str]] | None) -> Callable[[str], str]:
+    """The name of a topic id (see the module's docstring), the id itself when nothing names it."""
+    names = {body["topicId"]: topic for (topic, _p), body in commits.items()
+             if isinstance(body.get("topicId"), str) and body["topicId"] != _NO_TOPIC_ID}
+    names.update(topic_names)
+    names.update(consumer.topics)
+
+    def name_of(topic_id: str) -> str:
+        found = names.get(topic_id)
+        if found is None and more_names is not None:
+            found = more_names().get(topic_id)
+        return topic_id if found is None else found
+
+    return name_of
+
+
 def group_view(replay: GroupsReplay, group: str, end_offsets: dict[tuple[str, int], int],
-               topic_names: dict[str, str]) -> dict[str, Any] | None:
+               topic_names: dict[str, str], more_names: Callable[[], dict[str, str]] | None = None,
+               ) -> dict[str, Any] | None:
     """``groups/<group>.json`` (SPEC §3's keys, in order), or None when the group has no entry; a
-    damaged group raises its damage (:class:`~kafkafs.errors.CorruptRecordError`)."""
+    damaged group raises its damage (:class:`~kafkafs.errors.CorruptRecordError`). ``topic_names``:
+    topic id -> name of the partitions' ``partition.metadata`` files; ``more_names``: called for an id
+    nothing else names (the metadata log's topics: :func:`~.kraft.recorded_topic_names`)."""
     damage = replay.damage_of(group)
     if damage is not None:
         raise damage
@@ -236,7 +264,7 @@ def group_view(replay: GroupsReplay, group: str, end_offsets: dict[tuple[str, in
         return None
     members: list[dict[str, Any]] = []
     if consumer is not None:
-        names = {**topic_names, **consumer.topics}
+        name_of = _namer(consumer, commits, topic_names, more_names)
         assignors = Counter(m.get("serverAssignor") for m in consumer.members.values() if m.get("serverAssignor"))
         if consumer.share:
             head = {"protocolType": "share", "protocol": SHARE_ASSIGNOR,
@@ -251,7 +279,7 @@ def group_view(replay: GroupsReplay, group: str, end_offsets: dict[tuple[str, in
             members.append({
                 "memberId": member_id, "groupInstanceId": meta.get("instanceId"), "clientId": meta.get("clientId"),
                 "clientHost": meta.get("clientHost"),
-                "assignment": _assignment(current.get("assignedPartitions"), names, "topicId"),
+                "assignment": _assignment(current.get("assignedPartitions"), name_of, "topicId"),
             })
     elif classic is not None:
         value = classic.value
@@ -264,7 +292,7 @@ def group_view(replay: GroupsReplay, group: str, end_offsets: dict[tuple[str, in
             members.append({
                 "memberId": m.get("memberId"), "groupInstanceId": m.get("groupInstanceId"),
                 "clientId": m.get("clientId"), "clientHost": m.get("clientHost"),
-                "assignment": _assignment(parts, {}, "topic"),
+                "assignment": _assignment(parts, str, "topic"),
             })
     else:  # only commits: a group of a consumer that assigns its partitions itself
         head = {"protocolType": None, "protocol": None, "state": "Empty", "generation": 0, "leader": None}
@@ -331,10 +359,11 @@ def group_views(logdir: LogDir, replay: GroupsReplay, group: str | None = None,
     ends, names = _ends_and_names(logdir, unreadable)
     wanted = replay.groups() if group is None else [group]
     out = {}
+    more_names = functools.cache(lambda: recorded_topic_names(logdir.path))
     for g in wanted:
         if replay.damage_of(g) is not None:
             continue
-        view = group_view(replay, g, ends, names)
+        view = group_view(replay, g, ends, names, more_names)
         if view is not None:
             out[g] = view
     return out

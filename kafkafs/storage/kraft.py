@@ -37,7 +37,7 @@ from .log import Log
 if TYPE_CHECKING:
     from ..format.decoders.fields import MessageObject
 
-__all__ = ["METADATA_PARTITION", "RecordedConfigs", "recorded_topic_configs"]
+__all__ = ["METADATA_PARTITION", "RecordedConfigs", "recorded_topic_configs", "recorded_topic_names"]
 
 log = logging.getLogger(__name__)
 
@@ -235,6 +235,13 @@ def recorded_topic_configs(logdir: str | os.PathLike[str], *, partitions: bool =
     finally:
         log_.close()
     return _result(out, state, logdir)
+
+
+def recorded_topic_names(logdir: str | os.PathLike[str]) -> dict[str, str]:
+    """Topic id -> name of every topic the metadata log of ``logdir`` holds (its ``TopicRecord``s, less
+    the removed topics); empty when there is none. A log directory of a cluster of several brokers (or
+    log directories) often lacks the partitions a group consumes, never the metadata log's names."""
+    return {topic_id: name for name, (topic_id, _) in (recorded_topic_configs(logdir).topics or {}).items()}
 
 
 def _result(out: RecordedConfigs, state: _State, logdir: str | os.PathLike[str]) -> RecordedConfigs:

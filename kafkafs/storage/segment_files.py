@@ -322,8 +322,8 @@ class SegmentFiles:
             index = self._scan_index
             if index is None:
                 index = ScanIndex()
-            if index.covered < self._size:
-                index.extend(self._scan(index.covered), max(self.config.index_interval_bytes, 4096))
+            if index.covered < self._size and index.unreadable_at != self._size:
+                index.extend(self._scan(index.covered), max(self.config.index_interval_bytes, 4096), self._size)
             self._scan_index = index
             return index
 

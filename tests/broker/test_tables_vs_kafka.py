@@ -6,10 +6,10 @@
   ``kafka-consumer-groups --describe`` printed while it ran (committed offsets, log end offsets, lag,
   members and their assignments, state), for a classic group and a group of the new consumer
   protocol (KIP-848);
-- a producer killed in the middle of a transaction (its records' CreateTimes an hour old) leaves it
-  open; its coordinator lists it, so it is not hanging, as ``kafka-transactions find-hanging`` says
-  (exit 0); in a copy without ``__transaction_state`` (no coordinator record) it is hanging once its
-  last batch is older than ``transaction.max.timeout.ms`` (exit 1), not before (exit 0).
+- a producer killed in the middle of a transaction leaves it open, and ``kafkafs transactions
+  --hanging`` reports it once its timeout has passed (exit 1), not before (exit 0); one whose records
+  carry hour-old CreateTimes is not hanging while its coordinator's timeout runs, as
+  ``kafka-transactions find-hanging`` says (review10 R10-1).
 """
 
 from __future__ import annotations
@@ -209,23 +209,31 @@ def test_groups_equal_kafka_consumer_groups_describe(make_broker, kafka):
 _KILLED_PRODUCER = """
 import sys, time
 from kafka import KafkaProducer
-p = KafkaProducer(bootstrap_servers=sys.argv[1], transactional_id="doomed", enable_idempotence=True, acks="all",
+p = KafkaProducer(bootstrap_servers=sys.argv[1], transactional_id=sys.argv[3], enable_idempotence=True, acks="all",
                   transaction_timeout_ms=int(sys.argv[2]))
 p.init_transactions()
 p.begin_transaction()
-old = int(time.time() * 1000) - 3_600_000  # client CreateTimes an hour old
+stamp = int(time.time() * 1000) - int(sys.argv[4])  # the records' CreateTimes, that many ms old
 for i in range(5):
-    p.send("tx", key=b"k%d" % i, value=b"open %d" % i, partition=0, timestamp_ms=old + i)
+    p.send("tx", key=b"k%d" % i, value=b"open %d" % i, partition=0, timestamp_ms=stamp + i)
 p.flush()
 print("sent", flush=True)
 time.sleep(600)
 """
 
 
-def test_a_producer_killed_mid_transaction_is_hanging_as_kafka_says(make_broker, kafka, tmp_path):
-    """review10 R10-1: hanging as Kafka 4.4's find-hanging judges it (SPEC §9): a transaction whose
-    coordinator lists it as ongoing in the partition is not hanging, however old its records'
-    timestamps; with no coordinator record, it is once its last batch is older than the max timeout."""
+def _killed_mid_transaction(broker, transactional_id: str, timeout_ms: int, age_ms: int) -> None:
+    proc = subprocess.Popen([sys.executable, "-c", _KILLED_PRODUCER, broker.bootstrap, str(timeout_ms), transactional_id,
+                             str(age_ms)], stdout=subprocess.PIPE, env=dict(os.environ))
+    try:
+        assert proc.stdout.readline().strip() == b"sent"
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+
+
+def test_a_producer_killed_mid_transaction_is_reported_hanging(make_broker, kafka, tmp_path):
+    timeout_ms = 4000
     # the coordinator never aborts it while the broker runs (its timed-out check every 10 s by default):
     # the transaction stays open on disk however long the start and the stop take
     broker = make_broker({"transaction.abort.timed.out.transaction.cleanup.interval.ms": 3_600_000})
@@ -233,39 +241,38 @@ def test_a_producer_killed_mid_transaction_is_hanging_as_kafka_says(make_broker,
     producer = broker.producer(linger_ms=2)
     producer.send("tx", key=b"before", value=b"committed", partition=0)
     producer.flush()
-    proc = subprocess.Popen([sys.executable, "-c", _KILLED_PRODUCER, broker.bootstrap, "600000"],
-                            stdout=subprocess.PIPE, env=dict(os.environ))
-    try:
-        assert proc.stdout.readline().strip() == b"sent"
-    finally:
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(10)
+    _killed_mid_transaction(broker, "past", 600_000, 3_600_000)  # review10 R10-1: hour-old CreateTimes
+    _killed_mid_transaction(broker, "doomed", timeout_ms, 0)
+    started = time.time()
     found = kafka.tool("kafka-transactions", "--bootstrap-server", broker.bootstrap, "find-hanging", "--topic", "tx")
-    assert found.stdout.splitlines()[1:] == [], found.stdout  # Kafka: none (only its header row)
-    described = kafka.tool("kafka-transactions", "--bootstrap-server", broker.bootstrap, "describe-producers",
-                           "--topic", "tx", "--partition", "0")
+    assert found.stdout.splitlines()[1:] == [], found.stdout  # Kafka: none (its header row only)
     broker.stop()  # before the coordinator's timeout aborts it: the transaction stays open on disk
-    said = kafkafs("transactions", broker.log_dir, "--hanging")
-    assert said.returncode == 0 and said.stdout == "no hanging transactions\n", said.stdout + said.stderr
-    report = json.loads(kafkafs("transactions", broker.log_dir, "--json").stdout)
-    open_ = report["partitions"]["tx-0"]["open"]
-    assert len(open_) == 1 and open_[0]["hanging"] is False and open_[0]["firstOffset"] == 1
-    assert report["partitions"]["tx-0"]["lastStableOffset"] == 1
-    doomed = report["transactionalIds"]["doomed"]
-    assert doomed["state"] == "Ongoing" and doomed["producerId"] == open_[0]["producerId"]
+    early = kafkafs("transactions", broker.log_dir, "--hanging")
+    if time.time() - started < timeout_ms / 1000 - 1:
+        assert early.returncode == 0, early.stdout + early.stderr  # as find-hanging said
+    time.sleep(max(0.0, started + timeout_ms / 1000 + 1 - time.time()))
+    late = kafkafs("transactions", broker.log_dir, "--hanging", "--json")
+    assert late.returncode == 1, late.stderr
+    report = json.loads(late.stdout)
+    ids = report["transactionalIds"]
+    assert set(ids) == {"doomed"}  # --hanging: only the hanging one's id
+    doomed = ids["doomed"]
+    assert doomed["state"] == "Ongoing" and doomed["timeout"] == timeout_ms
     assert {"topic": "tx", "partitions": [0]} in doomed["partitions"]
-    # the producer's last batch timestamp, as Kafka's DescribeProducers reports it
-    head, *lines = described.stdout.splitlines()
-    rows = [dict(zip(head.split(), line.split(), strict=True)) for line in lines]
-    row = next(r for r in rows if int(r["ProducerId"]) == open_[0]["producerId"])
-    assert int(row["LastTimestamp"]) == open_[0]["lastTimestamp"] == open_[0]["firstTimestamp"] + 4
-    assert 3_600_000 <= open_[0]["ageMs"] < 3_600_000 + 600_000  # from its first record's timestamp
-    # no coordinator record: the max timeout decides, by the last batch's timestamp
+    open_ = report["partitions"]["tx-0"]["open"]
+    assert [t["producerId"] for t in open_] == [doomed["producerId"]] and open_[0]["hanging"]
+    text = kafkafs("transactions", broker.log_dir, "--hanging")
+    assert text.returncode == 1 and "doomed" in text.stdout and "tx-0" in text.stdout and "past" not in text.stdout
+    every = json.loads(kafkafs("transactions", broker.log_dir, "--json").stdout)
+    past = every["transactionalIds"]["past"]
+    (mine,) = [t for t in every["partitions"]["tx-0"]["open"] if t["producerId"] == past["producerId"]]
+    assert mine["hanging"] is False and mine["firstOffset"] == 1 and every["partitions"]["tx-0"]["lastStableOffset"] == 1
+    assert 3_600_000 <= mine["ageMs"] < 3_600_000 + 600_000  # from its first record's timestamp
+    # no coordinator record: transaction.max.timeout.ms from the first record's timestamp decides
     copy = tmp_path / "no-coordinator"
     shutil.copytree(broker.log_dir, copy, ignore=shutil.ignore_patterns("__transaction_state-*"))
-    late = kafkafs("transactions", copy, "--hanging", "--json")
-    assert late.returncode == 1, late.stderr
-    assert [t["hanging"] for t in json.loads(late.stdout)["partitions"]["tx-0"]["open"]] == [True]
+    alone = json.loads(kafkafs("transactions", copy, "--json").stdout)["partitions"]["tx-0"]["open"]
+    assert {t["producerId"]: t["hanging"] for t in alone} == {past["producerId"]: True, doomed["producerId"]: False}
     patient = kafkafs("transactions", copy, "--hanging", "--set", "transaction.max.timeout.ms=7200000")
     assert patient.returncode == 0 and patient.stdout == "no hanging transactions\n", patient.stdout + patient.stderr
 

@@ -62,7 +62,7 @@ def test_transactions_and_hanging_exit_code(tmp_path):
     out = run("transactions", str(logs)).stdout.decode()
     assert len(out.splitlines()) == 1 + 6 and "app-3" in out
     hanging = run("transactions", str(logs), "--hanging", rc=1).stdout.decode()
-    assert len(hanging.splitlines()) == 1 + 2  # producers 5 and 7 (tests/storage/test_txnstate.py)
+    assert len(hanging.splitlines()) == 1 + 4
     report = orjson.loads(run("transactions", str(logs), "--json").stdout)
     assert set(report) == {"partitions", "transactionalIds"}
     assert report["partitions"]["t-0"]["lastStableOffset"] == 7
@@ -131,9 +131,25 @@ def test_index_keys_says_a_damaged_batch_once(keyed, tmp_path):
 
 
 def test_bad_filters_are_usage_errors(keyed):
-    for args in (["--key-base64", "!!"], ["--grep", "("], ["--header", "=x"], ["--key", "a", "--key-base64", "YQ"]):
+    for args in (["--key-base64", "!!"], ["--grep", "("], ["--key", "a", "--key-base64", "YQ"]):
         proc = run("consume", str(keyed), "kv-0", *args, rc=2)
         assert proc.stderr.decode().count("\n") == 1
+
+
+def test_a_header_with_an_empty_name_is_matched(tmp_path):
+    """review10 R10-4: Kafka allows a header whose key is empty; ``--header =VALUE`` matches it (and
+    ``--header ''`` any record that has one), where it was refused as a usage error (exit 2)."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    with LogDir(logs, writable=True) as logdir:
+        logdir.create_partition("h", 0).append_records([
+            (1, b"a", b"1", (("", b"e"),)), (2, b"b", b"2", (("", b"f"), ("x", b"e"))), (3, b"c", b"3", (("x", b"e"),)),
+            (4, b"d", b"4", ())])
+    for where in ("h-0", "h"):
+        assert [r["offset"] for r in lines(run("consume", str(logs), where, "--header", "=e").stdout)] == [0]
+        assert [r["offset"] for r in lines(run("consume", str(logs), where, "--header", "").stdout)] == [0, 1]
+        assert [r["offset"] for r in lines(run("consume", str(logs), where, "--header", "", "--header", "x").stdout)] \
+            == [1]
 
 
 def test_damage_in_the_coordinators_is_local(tmp_path, fixtures_dir):

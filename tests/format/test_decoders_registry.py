@@ -224,3 +224,26 @@ def test_a_framed_id_resolves_in_the_default_context_only(default_subject, other
     assert first["value"] == {"city": "Oslo"} and first["valueSchemaId"] == 1
     assert "valueSchemaId" not in second and registry.schema(2) is None  # only context .other has id 2
     assert len(registry) == 1
+
+
+def test_a_json_schema_scalar_keeps_its_token():
+    """review10 R10-3: a JSON Schema value that is a top-level number is shown as written, as the same
+    number inside an array is (it was read as a float: 12345678901234567890123 -> 1.2345678901234568e+22,
+    0.10000000000000000000001 -> 0.1, 1.0e2 -> 100.0, -0 -> 0); strings and literals as written too."""
+    from kafkafs.format.batch import decode_batch, encode_batch
+    from kafkafs.format.decoders.registry import SchemaRegistry
+
+    registry = SchemaRegistry()
+    registry.add(20, orjson.dumps({"type": ["number", "string", "boolean", "null", "array"]}).decode(), "JSON")
+    written = [b"12345678901234567890123", b"[12345678901234567890123]", b"0.10000000000000000000001", b"1.0e2",
+               b"-0", b' \t1.50\r\n', b'"caf\\u00e9 \\"x\\""', b"true", b"null", b"[1, 2.50,\n 3]"]
+    shown = [b"12345678901234567890123", b"[12345678901234567890123]", b"0.10000000000000000000001", b"1.0e2",
+             b"-0", b"1.50", b'"caf\\u00e9 \\"x\\""', b"true", b"null", b"[1,2.50,3]"]
+    batch = decode_batch(encode_batch([(i, None, _framed(20, w), ()) for i, w in enumerate(written)]))
+    lines = render_batch_jsonl("j", 0, batch, decoder=decoder_for("j", registry)).splitlines()
+    for line, want in zip(lines, shown, strict=True):
+        assert line.split(b'"value":', 1)[1] == want + b',"valueSchemaId":20,"headers":[]}', line
+        orjson.loads(line)
+    bad = decode_batch(encode_batch([(0, None, _framed(20, b"1.0e"), ()), (1, None, _framed(20, b"12 13"), ())]))
+    for line in render_batch_jsonl("j", 0, bad, decoder=decoder_for("j", registry)).splitlines():
+        assert b"valueSchemaId" not in line  # not JSON: shown as SPEC section 3 shows bytes

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import struct
+import time
 
 from kafkafs.format.decoders.schema import message
 
@@ -59,20 +60,22 @@ def classic_group(group: str, generation: int, members: list[tuple[str, str, dic
 
 
 _STATES = {"Empty": 0, "Ongoing": 1, "PrepareCommit": 2, "PrepareAbort": 3, "CompleteCommit": 4, "CompleteAbort": 5,
-           "Dead": 6}
+           "Dead": 6, "PrepareEpochFence": 7}
 
 
 def txn_key(tid: str) -> bytes:
     return struct.pack(">h", 0) + _string(tid)
 
 
-def txn_value(pid: int, epoch: int, state: str, partitions: dict[str, list[int]], timeout: int = 60_000) -> bytes:
-    """TransactionLogValue v0."""
+def txn_value(pid: int, epoch: int, state: str, partitions: dict[str, list[int]], timeout: int = 60_000,
+              start: int | None = None) -> bytes:
+    """TransactionLogValue v0; ``start``: the transaction's start on the coordinator's clock (now when None)."""
+    start = time.time_ns() // 1_000_000 if start is None else start
     body = message("TransactionLogValue").write({
         "producerId": pid, "producerEpoch": epoch, "transactionTimeoutMs": timeout,
         "transactionStatus": _STATES[state],
         "transactionPartitions": [{"topic": t, "partitionIds": p} for t, p in partitions.items()],
-        "transactionLastUpdateTimestampMs": 1, "transactionStartTimestampMs": 1}, 0)
+        "transactionLastUpdateTimestampMs": start, "transactionStartTimestampMs": start}, 0)
     return struct.pack(">h", 0) + body
 
 

@@ -3,6 +3,8 @@ written here and on the fixtures a real broker wrote."""
 
 from __future__ import annotations
 
+import orjson
+
 from kafkafs.format.batch import encode_batch, encode_control_batch
 from kafkafs.storage.config import Settings
 from kafkafs.storage.logdir import LogDir
@@ -167,3 +169,50 @@ def test_a_share_group(tmp_path):
     with LogDir(tmp_path / "logs") as logdir:
         s = read_groups(logdir)["s"]
     assert (s["state"], s["generation"], s["members"]) == ("Empty", 4, [])
+
+
+def test_topic_ids_named_without_the_topics_partitions(tmp_path):
+    """review10 R10-5: a KIP-848 group in a log directory that holds __consumer_offsets and the metadata log
+    but not the consumed topics' partitions (another broker's or log directory's, as in any cluster of
+    several): its members' assignments name topics by id, and Kafka names them. kafkafs names them from
+    the metadata log's TopicRecords and from the group's own offset commits (value v4: the topic id of the
+    key's topic), so each partition is one row, as kafka-consumer-groups --describe shows it."""
+    import struct
+
+    from kafkafs.format.decoders.internal import metadata_frame
+    from kafkafs.format.decoders.schema import message
+    from kafkafs.fs.views.coordinators import Coordinators
+
+    orders, payments, unknown = "XdKO0dhYQLO0GLv2hZXK8Q", "wHEuViKDQPeQ00iUYDSi9w", "4cjkEIp1TgqQ1zkDktZsoQ"
+    commit_v4 = struct.pack(">h", 4) + message("OffsetCommitValue").write(
+        {"offset": 7, "leaderEpoch": 0, "metadata": "", "commitTimestamp": 1, "topicId": payments}, 4)
+    member = {"instanceId": None, "rackId": None, "clientId": "cli", "clientHost": "/h",
+              "subscribedTopicNames": ["orders", "payments"], "subscribedTopicRegex": None, "rebalanceTimeoutMs": 1,
+              "serverAssignor": "uniform"}
+    rows = [
+        (group_key(3, groupId="kg"), group_value(3, 0, epoch=5)),
+        (group_key(5, groupId="kg", memberId="m"), group_value(5, 0, **member)),
+        (group_key(6, groupId="kg"), group_value(6, 0, assignmentEpoch=5)),
+        (group_key(8, groupId="kg", memberId="m"), group_value(8, 0, memberEpoch=5, previousMemberEpoch=4, state=0,
+                                                                assignedPartitions=[
+                                                                    {"topicId": orders, "partitions": [1, 0]},
+                                                                    {"topicId": payments, "partitions": [0]},
+                                                                    {"topicId": unknown, "partitions": [0]}],
+                                                                partitionsPendingRevocation=[])),
+        (commit_key("kg", "orders", 0), commit_value(10)),  # v3: no topic id
+        (commit_key("kg", "payments", 0), commit_v4),
+    ]
+    with _logdir(tmp_path) as logdir:
+        logdir.create_partition("__consumer_offsets", 1).append_records([(1, k, v, ()) for k, v in rows])
+        meta = logdir.create_partition("__cluster_metadata", 0)
+        meta.append_records([(1, None, metadata_frame("TOPIC_RECORD", 0, {"name": name, "topicId": tid}), ())
+                             for name, tid in (("orders", orders), ("gone", unknown))])
+        meta.append_records([(1, None, metadata_frame("REMOVE_TOPIC_RECORD", 0, {"topicId": unknown}), ())])
+    expected = [{"topic": unknown, "partitions": [0]},  # removed from the metadata, named by nothing: its id
+                {"topic": "orders", "partitions": [0, 1]}, {"topic": "payments", "partitions": [0]}]
+    with LogDir(tmp_path / "logs") as logdir:
+        kg = read_groups(logdir)["kg"]
+        assert kg["members"][0]["assignment"] == expected
+        assert orjson.loads(Coordinators(logdir).group_json("kg"))["members"][0]["assignment"] == expected
+    assert [(o["topic"], o["partition"], o["offset"], o["lag"]) for o in kg["offsets"]] == [
+        ("orders", 0, 10, None), ("payments", 0, 7, None)]

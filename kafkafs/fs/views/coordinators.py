@@ -29,6 +29,7 @@ import orjson
 from ...errors import KafkafsError
 from ...storage.config import broker_setting
 from ...storage.groups import OFFSETS_TOPIC, GroupsReplay, group_view, replay_logdir
+from ...storage.kraft import METADATA_PARTITION, recorded_topic_names
 from ...storage.names import parse_partition_dir_name
 from ...storage.txnstate import (
     TRANSACTION_TOPIC,
@@ -108,8 +109,13 @@ class Coordinators:
             ends[(topic, partition)] = log_.log_end_offset
             if log_.state_files.topic_id:
                 names[log_.state_files.topic_id] = topic
-        view = group_view(replay, group, ends, names)
+        view = group_view(replay, group, ends, names, self._metadata_names)
         return None if view is None else _json(view)
+
+    def _metadata_names(self) -> dict[str, str]:
+        """Topic id -> name of the metadata log's topics, kept while ``__cluster_metadata`` stays the same."""
+        return self._kept("topic-names", METADATA_PARTITION.rsplit("-", 1)[0],
+                          lambda logdir: recorded_topic_names(logdir.path))
 
     # ------------------------------------------------------------------------------------------ transactions
 

@@ -81,7 +81,7 @@ def test_groups_and_transactions_at_the_top(logs):
         assert sorted(tree.listdir("transactions")) == ["app-3.json", "app-4.json", "app-6.json", "app-7.json"]
         assert orjson.loads(tree.read_file("transactions/app-4.json"))["state"] == "CompleteCommit"
         view = orjson.loads(tree.read_file("t-0/transactions.json"))
-        assert view["lastStableOffset"] == 7 and [t["hanging"] for t in view["open"]].count(True) == 2
+        assert view["lastStableOffset"] == 7 and [t["hanging"] for t in view["open"]].count(True) == 4
         for name in ("groups/nope.json", "groups/grp/1.json", "transactions/app-3", "groups/grp%2f1.json"):
             with pytest.raises(NotFound):
                 tree.resolve(name)
