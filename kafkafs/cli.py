@@ -239,7 +239,7 @@ def cmd_recover(args: argparse.Namespace) -> int:
     # is judged by how the last writer stopped: logdir.clean_shutdown)
     logdir.recover_all = True
     logdir.recovery_points = {}
-    names = logdir.partition_names()
+    names = logdir.partition_names(aliases=True)  # an alias is refused and said, as a link out of LOGDIR
     reports = {}
     try:
         # checkpoint files verify calls damaged, read before recovery rewrites them (SPEC §4's exit code)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import heapq
+import logging
 import os
 import re
 import time
@@ -49,8 +50,11 @@ from .format.timestamps import format_timestamp, parse_timestamp
 from .storage.log import Log
 from .storage.logdir import LogDir
 from .storage.names import parse_partition_dir_name
+from .storage.partition_folders import alias_reason
 
 __all__ = ["OffsetSpec", "parse_offset_spec", "start_offset", "past_end_note", "resolve_partitions", "consume"]
+
+log = logging.getLogger("kafkafs.consume")
 
 _NUMBER = re.compile(r"[+-]?\d+")
 
@@ -118,8 +122,14 @@ def past_end_note(log_: Log, spec: OffsetSpec) -> str | None:
 def resolve_partitions(logdir: LogDir, name: str | None, topic: str | None, partition: int | None) -> list[str]:
     """The partition folders to read: ``name`` as a partition folder, else as a topic (every partition);
     ``-t``/``-p`` kcat style: ``-t`` names a topic, always (``-t a-1`` is topic ``a-1``, every partition,
-    as kcat reads it, never partition 1 of topic ``a``). ``InvalidName`` when nothing matches."""
+    as kcat reads it, never partition 1 of topic ``a``). ``InvalidName`` when nothing matches, or when
+    the partition asked is an alias of another one (a link to its folder: the same log twice); a topic's
+    aliases are left out with a warning."""
+    aliases = logdir.aliases()
     names = logdir.partition_names()
+    for asked in (name, f"{topic}-{partition}" if topic is not None and partition is not None else None):
+        if asked in aliases:
+            raise InvalidName(f"{alias_reason(logdir.path, asked, aliases[asked])}: not read; read {aliases[asked]}")
     if name is not None and (topic is not None or partition is not None):
         raise InvalidInput("give either TOPIC[-PARTITION] or -t TOPIC [-p N], not both")
     if name is None:
@@ -131,6 +141,7 @@ def resolve_partitions(logdir: LogDir, name: str | None, topic: str | None, part
                 raise InvalidName(f"no partition {name} in {logdir.path}")
             return [name]
         matches = _topic_partitions(names, topic)
+        _skip_aliases(logdir, aliases, topic, matches)
         if not matches:
             hint = ""
             if topic in names:
@@ -141,6 +152,7 @@ def resolve_partitions(logdir: LogDir, name: str | None, topic: str | None, part
     if name in names:
         return [name]
     matches = _topic_partitions(names, name)
+    _skip_aliases(logdir, aliases, name, matches)
     if not matches:
         raise InvalidName(f"no partition {name} and no topic {name} in {logdir.path}")
     return matches
@@ -148,6 +160,16 @@ def resolve_partitions(logdir: LogDir, name: str | None, topic: str | None, part
 
 def _topic_partitions(names: list[str], topic: str) -> list[str]:
     return [n for n in names if parse_partition_dir_name(n)[0] == topic]
+
+
+def _skip_aliases(logdir: LogDir, aliases: dict[str, str], topic: str, matches: list[str]) -> None:
+    """The aliases among ``topic``'s partition folders: each named in a warning (or, when the topic has
+    nothing else, in the error: InvalidName)."""
+    mine = _topic_partitions(list(aliases), topic)
+    if mine and not matches:
+        raise InvalidName(f"{alias_reason(logdir.path, mine[0], aliases[mine[0]])}: not read; read {aliases[mine[0]]}")
+    for alias in mine:
+        log.warning("%s: skipped, read as %s only", alias_reason(logdir.path, alias, aliases[alias]), aliases[alias])
 
 
 @dataclass(eq=False)

@@ -235,14 +235,21 @@ def verify_logdir(
     partition that cannot be read gets its OS error on ``err`` (standard error by default) and a line."""
     err = sys.stderr if err is None else err
     total_problems = 0
-    names = partitions or logdir.partition_names()
+    aliases = logdir.aliases()  # said here, as problems (a broker would load each as a log of its own)
+    names = [name for name in partitions if name not in aliases] if partitions else logdir.partition_names()
     for name, reason in checkpoint_problems(logdir.path, _LOGDIR_CHECKPOINTS, parse_offset_checkpoint):
         print(f"{name}: {reason}", file=out)
         total_problems += 1
     for line in refused_folders(logdir.path):
         print(line, file=out)
         total_problems += 1
-    if not names:
+    for alias, own in aliases.items():
+        if not partitions or alias in partitions:
+            print(f"{alias}: a link to {own}, another partition folder of this log directory (the same log): read "
+                  f"as {own} only; writers refuse it; a broker loads it as a log of its own over the same files",
+                  file=out)
+            total_problems += 1
+    if not names and not (partitions and aliases):
         print(f"{logdir.path}: no partitions", file=out)
     for name in names:
         try:

@@ -64,7 +64,7 @@ def produce(logdir: LogDir, name: str, fd: int, *, no_create: bool = False, lead
     valid to put in it, unless ``no_create``), a group at a time; a bad line stops it (exit 1, SPEC §4)."""
     topic, partition = parse_partition_dir_name(name)
     refuse_internal_topic(topic)
-    exists = name in logdir.partition_names()
+    exists = name in logdir.partition_names(aliases=True)  # an alias is refused as it opens
     if not exists and no_create:
         raise InvalidName(f"no partition {name} in {logdir.path} (drop --no-create to create it)")
     log_ = logdir.log(name) if exists else None

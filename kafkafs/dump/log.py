@@ -19,6 +19,7 @@ from typing import TextIO
 
 from ..errors import CorruptRecordError
 from ..format.batch import LOG_OVERHEAD, V2_HEADER_SIZE, BatchHeader, read_batch_header, validate_batch
+from ..storage.index_read import DISK_ERRNOS
 from .indexes import java_path
 from .options import INT_MAX, DumpOptions
 from .records import RecordPrinter, increment_sequence
@@ -127,13 +128,38 @@ def _start_line(name: str, err: TextIO) -> tuple[str | None, bool]:
     return f"Snapshot end offset: {int(m.group(1))}, epoch: {int(m.group(2))}", True
 
 
-def _map(name: str) -> tuple[bytes | mmap.mmap, mmap.mmap | None]:
+#: How much one read of :func:`_readable` asks for.
+_READ_BYTES = 1 << 20
+
+
+def _readable(fd: int, size: int) -> tuple[int, OSError | None]:
+    """How many bytes from the start of the file the disk gives (read through once, in order), and the
+    error (EIO) it gave past them. The map is read only that far: touching a page of a map that the
+    disk will not give kills the process with SIGBUS (review11 R11-4), where a read says EIO."""
+    pos = 0
+    while pos < size:
+        try:
+            chunk = os.pread(fd, min(_READ_BYTES, size - pos), pos)
+        except OSError as exc:
+            if exc.errno not in DISK_ERRNOS:
+                raise
+            return pos, exc
+        if not chunk:  # the file is shorter now
+            break
+        pos += len(chunk)
+    return pos, None
+
+
+def _map(name: str, limit: int) -> tuple[bytes | mmap.mmap, mmap.mmap | None, int, OSError | None]:
+    """The file mapped, the map (None: nothing mapped), how far it may be read (at most ``limit``)
+    and the disk error past that (None: none)."""
     with open(name, "rb") as f:
         size = os.fstat(f.fileno()).st_size
         if size == 0:
-            return b"", None
+            return b"", None, 0, None
+        readable, error = _readable(f.fileno(), min(size, limit))
         mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-        return mm, mm
+        return mm, mm, readable, error
 
 
 def dump_log(name: str, out: TextIO, err: TextIO, options: DumpOptions, errors) -> int:
@@ -143,10 +169,10 @@ def dump_log(name: str, out: TextIO, err: TextIO, options: DumpOptions, errors) 
         return 1
     if first is not None:
         print(first, file=out)
-    buf, mm = _map(name)
+    buf, mm, readable, unreadable = _map(name, options.max_bytes)
     problems = 0
     try:
-        end = min(len(buf), options.max_bytes)
+        end = min(readable, options.max_bytes)
         printer = RecordPrinter(options, name, err) if options.deep_iteration else None
         pos = 0
         write = out.write
@@ -178,7 +204,11 @@ def dump_log(name: str, out: TextIO, err: TextIO, options: DumpOptions, errors) 
                 problems += printer.print_batch(buf, _as_v2(h), write, valid)
             pos = h.end
         trailing = end - pos
-        if trailing > 0 and options.max_bytes == INT_MAX:
+        if unreadable is not None:  # the batches before it were printed; what follows cannot be read
+            print(f"kafkafs: error: cannot read {name} from position {readable} (the batch at position {pos} "
+                  f"on): {(unreadable.strerror or str(unreadable)).lower()}", file=err)
+            problems += 1
+        elif trailing > 0 and options.max_bytes == INT_MAX:
             write(f"Found {trailing} invalid bytes at the end of {os.path.basename(name)}\n")
             problems += 1
         if printer is not None:

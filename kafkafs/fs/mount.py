@@ -3,7 +3,10 @@
 By default the command returns once the mount answers and a daemon serves it (:mod:`.daemon`: the
 grandchild of two forks mounts and serves, and reports "ready", or the reason it could not mount,
 through a pipe; the parent exits 0 or raises). ``foreground`` serves in the calling process. Either way SIGTERM, SIGINT and SIGHUP unmount cleanly, and so does
-``fusermount3 -u MOUNTPOINT``.
+``fusermount3 -u MOUNTPOINT``. A stop ends in bounded time whatever the daemon was doing: no thread of
+the daemon ever waits for its own mount (its one look at the mount point is made by a child process,
+:mod:`.mount_probe`), the invalidator stops while the loop still answers, and the loop has
+:data:`STOP_GRACE` seconds to answer the requests it took.
 
 If the daemon dies without unmounting (SIGKILL, a crash), the kernel keeps a dead mount that answers
 "Transport endpoint is not connected"; ``fusermount3 -uz MOUNTPOINT`` clears it, after which the
@@ -16,6 +19,7 @@ import gc
 import logging
 import os
 import signal
+import subprocess
 import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -35,6 +39,7 @@ from .daemon import (
     setup_logging,
 )
 from .mount_checks import check_logdir, check_mountpoint, fuse_option_set
+from .mount_probe import MountProbe, mounted_device
 from .tree.partitions import ServeOptions
 from .views.layoutcache import LayoutCache, check_outside, default_cache_dir
 
@@ -44,6 +49,10 @@ log = logging.getLogger("kafkafs.fs")
 
 #: The signals that unmount cleanly (SPEC §3: SIGTERM unmounts).
 _UNMOUNT_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+#: Seconds the mount has, once mounted, to answer its first stat.
+ANSWER_TIMEOUT = 30.0
+#: Seconds the FUSE loop has, once asked to stop, to answer the requests it took (then they are given up).
+STOP_GRACE = 5.0
 
 
 # ---------------------------------------------------------------------------------------------- serving
@@ -107,12 +116,23 @@ def serve(
     ops = Operations(tree)
     starting = StartingStderr()
     # From the mount on, a signal must unmount: held back until trio's receiver takes it (on_signal);
-    # delivered before, its default action killed the process and left a dead mount behind
+    # delivered before, its default action killed the process and left a dead mount behind. Blocked in
+    # this thread; one that another thread takes meanwhile is kept by this handler for on_signal, which
+    # trio also puts back after its run, so that a signal while the mount is taken down is harmless.
+    early: list[int] = []
+    previous = {
+        signum: signal.signal(signum, lambda signum, _frame: early.append(signum)) for signum in _UNMOUNT_SIGNALS
+    }
     held = signal.pthread_sigmask(signal.SIG_BLOCK, _UNMOUNT_SIGNALS)
+    # the look at the mount point (.mount_probe), ready by the time the mount is; it inherits the mask,
+    # so a stop that signals the whole group (systemd) ends it through its input, after the daemon's
+    probe = MountProbe(mountpoint)
+    probe.start()
     try:
         pyfuse3.init(ops, mountpoint, options)
     except Exception as exc:
-        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+        probe.reap()
+        _restore_signals(previous, held)
         directory.close()
         raise _start_error(mountpoint, starting.restore(replay=False), exc) from None
     logging.getLogger("pyfuse3").addFilter(not_a_reply_nobody_awaits)
@@ -129,7 +149,9 @@ def serve(
         from ..storage.cleaner import LogCleaner
 
         cleaner = LogCleaner(directory)
-    failed = answered = False
+    failed = answered = too_slow = stopping = False
+    stopped_by: list[str] = []  # the signal that asked the mount to stop
+    device = mounted_device(mountpoint)  # of this mount, as the mount table says (touches no file)
 
     async def fuse_main(nursery) -> None:
         nonlocal failed
@@ -140,41 +162,103 @@ def serve(
             log.exception("the FUSE loop stopped")
         nursery.cancel_scope.cancel()
 
-    up = trio.Event()  # set once the mount answered
+    async def stop_serving(nursery) -> None:
+        """End the FUSE loop in the one order that leaves no thread of the daemon waiting for it (a
+        thread that waits for its own mount after the loop stopped can never end, nor the process):
+        the invalidator first, while the loop still answers (dropping a file's pages waits for a read
+        in flight to fill them), then the loop, which answers the requests it took; those still
+        unanswered after STOP_GRACE seconds are given up (the kernel fails them when the mount's
+        /dev/fuse closes)."""
+        nonlocal stopping
+        if stopping:
+            return
+        stopping = True
+        await trio.to_thread.run_sync(invalidator.stop)
+        pyfuse3.terminate()
+        await trio.sleep(STOP_GRACE)  # fuse_main cancels this once the loop has ended
+        level = logging.WARNING if answered else logging.INFO
+        log.log(level, "requests still unanswered %g s after the stop: given up", STOP_GRACE)
+        nursery.cancel_scope.cancel()
 
-    async def on_signal() -> None:
+    async def on_signal(nursery) -> None:
         with trio.open_signal_receiver(*_UNMOUNT_SIGNALS) as signals:
             signal.pthread_sigmask(signal.SIG_SETMASK, held)  # one that came meanwhile arrives now
+            if early:
+                stopped_by.append(signal.Signals(early[0]).name)
+                log.info("%s: unmounting", stopped_by[0])
+                nursery.start_soon(stop_serving, nursery)
+            # received until the loop ends: a second signal must not kill a daemon that is unmounting
             async for signum in signals:
-                log.info("%s: unmounting", signal.Signals(signum).name)
-                # not before the mount answered: the FUSE loop stopped first leaves answering()'s stat
-                # of the mount point waiting for it forever
-                await up.wait()
-                pyfuse3.terminate()
-                return
+                name = signal.Signals(signum).name
+                log.info("%s: %s", name, "unmounting" if not stopped_by else "already unmounting")
+                stopped_by.append(name)
+                nursery.start_soon(stop_serving, nursery)
+
+    # the first GETATTR the loop answers (whoever asked: the probe, a user's ls) says the mount answers
+    asked = trio.Event()
+    getattr_of_class = ops.getattr
+
+    async def first_getattr(*args):
+        answer = False
+        try:
+            result = await getattr_of_class(*args)
+            answer = True
+            return result
+        except pyfuse3.FUSEError:  # an answer too (not so a cancellation)
+            answer = True
+            raise
+        finally:
+            if answer:
+                asked.set()
+                ops.__dict__.pop("getattr", None)  # the class's own from now on
+
+    setattr(ops, "getattr", first_getattr)  # noqa: B010 - an instance attribute, for this one request
 
     async def answering() -> int:
-        """Wait until the mount answers; its device number. The mountpoint is only ever looked at from
-        a thread: a stat on the loop's own thread would wait for the loop to answer it (a deadlock as
-        soon as the kernel's cached attributes of the root have expired)."""
+        """Wait until the mount answers; its device number. The mount point is looked at from a child
+        process, never from a thread of this one (:mod:`.mount_probe`); a request from anyone else that
+        comes first says it as well (the device is then the mount table's)."""
         parent = os.stat(os.path.dirname(mountpoint) or "/").st_dev
-        while True:
-            st = await trio.to_thread.run_sync(os.stat, mountpoint)
-            if st.st_dev != parent:
-                return st.st_dev
-            await trio.sleep(0.01)
+        known = os.makedev(*map(int, device.split(":"))) if device is not None else None
+        found: list[int] = []
+        async with trio.open_nursery() as looking:
+
+            async def by_probe() -> None:
+                while True:
+                    dev = await probe.stat()
+                    if dev != parent:
+                        found.append(dev)
+                        looking.cancel_scope.cancel()
+                        return
+                    await trio.sleep(0.01)
+
+            async def by_request() -> None:
+                await asked.wait()
+                if known is not None:
+                    found.append(known)
+                    looking.cancel_scope.cancel()
+
+            looking.start_soon(by_probe)
+            looking.start_soon(by_request)
+        return found[0]
 
     async def main() -> None:
-        nonlocal answered
+        nonlocal answered, too_slow
         async with trio.open_nursery() as nursery:
             nursery.start_soon(fuse_main, nursery)
-            nursery.start_soon(on_signal)
+            nursery.start_soon(on_signal, nursery)
             nursery.start_soon(poll_forever, tree, POLL_INTERVAL, watcher)
-            with trio.fail_after(30):
+            dev = None
+            with trio.move_on_after(ANSWER_TIMEOUT):
                 dev = await answering()
+            if dev is None:
+                too_slow = True
+                nursery.start_soon(stop_serving, nursery)
+                return
+            probe.release()  # its child ends
+            nursery.start_soon(probe.collect)
             starting.restore(replay=True)
             answered = True
-            up.set()
             larger_reads(dev)
             mode = "read-only" if not rw else "read-write, cleaning" if cleaner else "read-write, not cleaning"
             log.info("mounted %s on %s (%s)", logdir, mountpoint, mode)
@@ -190,7 +274,7 @@ def serve(
         failed = True
         error = exc
     finally:
-        said = starting.restore(replay=error is None)
+        said = starting.restore(replay=answered and error is None)
         sd_notify("STOPPING=1")
         if cleaner is not None:
             cleaner.stop()  # before the logs close: a compaction in progress is abandoned
@@ -198,17 +282,41 @@ def serve(
         invalidator.stop()
         ops.workers.stop()
         try:
-            pyfuse3.close(unmount=True)
+            pyfuse3.close(unmount=True)  # closes /dev/fuse (the kernel fails what is unanswered), lazy unmount
         finally:
+            probe.reap()
+            _clear_dead_mount(mountpoint, device)
             tree.close()
-            signal.pthread_sigmask(signal.SIG_SETMASK, held)
+            _restore_signals(previous, held)
+    if not answered and stopped_by and not too_slow and error is None and not failed:
+        log.info("stopped by %s before the mount answered", stopped_by[0])
+        return 0
     if not answered:  # libfuse refused (e.g. -o max_read=...), the session died, or it never answered
         error = error or MountError("the FUSE session ended before the mount answered")
-        slow = ["the mount did not answer within 30 s"] if isinstance(first_exception(error), trio.TooSlowError) else []
-        raise _start_error(mountpoint, said or slow, error)
+        slow = [f"the mount did not answer within {ANSWER_TIMEOUT:g} s"] if too_slow else []
+        raise _start_error(mountpoint, slow or said, error)
     if error is not None:  # it served, then a task failed: one line in the log
         log.error("the mount stopped: %r", first_exception(error))
     return 1 if failed else 0
+
+
+def _restore_signals(previous: dict, held: set) -> None:
+    """The signal handlers and mask as they were before :func:`serve` (in the thread that called it)."""
+    for signum, handler in previous.items():
+        signal.signal(signum, handler)
+    signal.pthread_sigmask(signal.SIG_SETMASK, held)
+
+
+def _clear_dead_mount(mountpoint: str, device: str | None) -> None:
+    """Unmount (lazily) this daemon's mount if it is still there once the daemon let go of it: the
+    unmount at close is skipped when the connection was aborted (``umount -f``, fusectl's abort)."""
+    if device is None or mounted_device(mountpoint) != device:
+        return
+    log.warning("%s: the mount was still there after the daemon let go of it: unmounting it lazily", mountpoint)
+    try:
+        subprocess.run(["fusermount3", "-uz", mountpoint], capture_output=True, timeout=30, check=False)
+    except (OSError, subprocess.SubprocessError) as exc:
+        log.warning("%s: could not unmount it: %s (clear it with `fusermount3 -uz %s`)", mountpoint, exc, mountpoint)
 
 
 #: The mount's read-ahead window: a sequential reader of records.jsonl gets requests this large (the

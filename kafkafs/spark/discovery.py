@@ -5,6 +5,7 @@ driver. Functions only.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterator
 
@@ -12,10 +13,13 @@ from ..errors import InvalidInput, KafkafsError
 from ..storage.log import Log
 from ..storage.logdir import LogDir
 from ..storage.names import parse_partition_dir_name
+from ..storage.partition_folders import alias_reason, list_partition_folders
 from .options import ReadOptions
 from .predicates import NO_PREDICATES, Predicates
 
 __all__ = ["discover_partitions", "iter_logs"]
+
+log = logging.getLogger("kafkafs.spark")
 
 
 def discover_partitions(options: ReadOptions, predicates: Predicates = NO_PREDICATES) -> list[tuple[str, str, int]]:
@@ -28,17 +32,15 @@ def discover_partitions(options: ReadOptions, predicates: Predicates = NO_PREDIC
         if not os.path.isdir(path):
             raise InvalidInput(f"{path}: no such log directory")
         try:
-            entries = os.listdir(path)
+            names, aliases = list_partition_folders(path)
         except OSError as exc:
             raise InvalidInput(f"{path}: {exc.strerror}") from None
+        for alias, own in aliases.items():  # the same log under a second name: read once, by its own
+            if _wanted(*parse_partition_dir_name(alias), options, predicates):
+                log.warning("%s: skipped, read as %s only", alias_reason(path, alias, own), own)
         seen_any = False
-        for name in entries:
-            if not os.path.isdir(os.path.join(path, name)):
-                continue
-            try:
-                topic, partition = parse_partition_dir_name(name)
-            except KafkafsError:
-                continue
+        for name in names:
+            topic, partition = parse_partition_dir_name(name)
             if not _wanted(topic, partition, options, predicates):
                 continue
             other = found.get((topic, partition))

@@ -138,7 +138,7 @@ def clean_logdir(logdir: LogDir, *, dry_run: bool = False, now_ms: int | None = 
         raise SettingsUnreadable(f"{logdir.path}: refused: {refusal}")
     now = _now() if now_ms is None else now_ms
     lines: list[str] = []
-    names = logdir.partition_names()
+    names = logdir.partition_names(aliases=True)  # an alias is refused and said
     meter = Progress(len(names), progress, progress_interval) if progress is not None else None
     stats = meter.stats if meter is not None else CleanStats()
     checkpoints = logdir.cleaner_offsets() if hasattr(logdir, "cleaner_offsets") else {}

@@ -245,8 +245,9 @@ class LocalLog:
         for base in swapped:
             self.segments.add(self._new_segment(base))  # a file gone again: refresh catches it
             self.generation += 1
-        for base in known.difference(swapped) if swapped else ():  # review8 R8-2: what a swap replaced is renamed
-            # away before the new file takes its name (replaceSegments' order): listed a moment ago, gone now
+        # review8 R8-2: what a swap replaced is renamed away before the new file takes its name (replaceSegments'
+        # order): listed a moment ago, gone now; a segment this refresh took just before the swap too (live4.py)
+        for base in set(self.segments.bases()).difference(swapped) if swapped else ():
             if (old := self.segments.get(base)) is not None and old is not last and not old.log_path.exists():
                 self.segments.remove(base)  # kept, its base cut the new segment short ("corrupt batch", EIO)
                 dropped.append(old)

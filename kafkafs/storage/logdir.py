@@ -38,6 +38,7 @@ from .kraft import METADATA_PARTITION, recorded_topic_configs
 from .local_log import fsync_directory
 from .log import Log
 from .names import is_partition_file_name, parse_partition_dir_name
+from .partition_folders import alias_reason, list_partition_folders
 from .partition_metadata import ensure_partition_metadata, read_topic_id
 from .recovery_plan import writer_refusal
 from .safefiles import check_partition_folder, open_file, write_atomically
@@ -137,6 +138,7 @@ class LogDir:
         self._closed = False
         #: Partition folders a writer refused (they hold links), with the one-line reason.
         self.refused: dict[str, str] = {}
+        self._aliases_said: set[str] = set()  # alias partition folders already named
         if not self.path.is_dir():
             raise InvalidName(f"{self.path}: no such log directory")
         raise_open_file_limit()
@@ -247,7 +249,7 @@ class LogDir:
                 starts[key] = log_.log_start_offset
             else:
                 starts.pop(key, None)
-        present = {parse_partition_dir_name(n) for n in self.partition_names()}
+        present = {parse_partition_dir_name(n) for n in self.partition_names(aliases=True)}
         recovery = {k: v for k, v in recovery.items() if k in present}
         starts = {k: v for k, v in starts.items() if k in present}
         write_atomically(self.path / RECOVERY_POINT_FILE, render_offset_checkpoint(recovery))
@@ -282,28 +284,49 @@ class LogDir:
             raise ReadOnlyError(f"{self.path} is open read-only")
         offsets = self.cleaner_offsets()
         offsets.update(updates)
-        present = {parse_partition_dir_name(n) for n in self.partition_names()}
+        present = {parse_partition_dir_name(n) for n in self.partition_names(aliases=True)}
         offsets = {k: v for k, v in offsets.items() if k in present}
         write_atomically(self.path / CLEANER_OFFSET_FILE, render_offset_checkpoint(offsets))
 
     # ------------------------------------------------------------------------------------------ partitions
 
-    def partition_names(self) -> list[str]:
-        """The partition folders, sorted by topic then partition number."""
-        out = []
+    def partition_names(self, *, aliases: bool = False) -> list[str]:
+        """The partition folders, sorted by topic then partition number. A folder that is a link to
+        another partition folder of this directory (an alias: the same log under a second name, see
+        :mod:`.partition_folders`) is left out, and named once in a warning (unless :meth:`aliases`
+        was asked first: its caller says it); ``aliases=True`` keeps it, unsaid (for writers, which
+        refuse it in their own words)."""
         try:
-            with doing("list {path}"):
-                entries = list(os.scandir(self.path))
+            names, found = list_partition_folders(self.path)
         except FileNotFoundError:
             return []
-        for entry in entries:
-            if not entry.is_dir():
-                continue
-            try:
-                out.append((parse_partition_dir_name(entry.name), entry.name))
-            except InvalidName:
-                continue
-        return [name for _key, name in sorted(out)]
+        for alias, own in {} if aliases else found.items():  # kept: the caller refuses and says it
+            if alias not in self._aliases_said:
+                self._aliases_said.add(alias)
+                log.warning("%s: skipped, read as %s only", alias_reason(self.path, alias, own), own)
+        if aliases and found:
+            names = sorted([*names, *found], key=parse_partition_dir_name)
+        return names
+
+    def aliases(self) -> dict[str, str]:
+        """The alias partition folders (each with the folder whose log it is), which the caller names
+        itself: :meth:`partition_names` no longer warns of them."""
+        try:
+            found = list_partition_folders(self.path)[1]
+        except FileNotFoundError:
+            return {}
+        self._aliases_said.update(found)
+        return found
+
+    def alias_of(self, name: str) -> str | None:
+        """The partition folder whose log the folder ``name`` shows again when it is an alias, else None
+        (a look at the folder itself; the directory is listed only when the folder is a link)."""
+        if not (self.path / name).is_symlink():
+            return None
+        try:
+            return list_partition_folders(self.path)[1].get(name)
+        except OSError:
+            return None
 
     def topic_partition_names(self, topic: str) -> list[str]:
         """The partition folders of ``topic``, by partition number."""
@@ -330,6 +353,10 @@ class LogDir:
                 raise InvalidName(f"no partition {name} in {self.path}")
             key = (topic, partition)
             writable = self.writable and name not in self.refused
+            if not writable or read_only_fallback:  # an alias is never read (a writer refuses it below)
+                own = self.alias_of(name)
+                if own is not None:
+                    raise InvalidName(f"{alias_reason(self.path, name, own)}: not read; read {own}")
             if writable:
                 try:
                     check_partition_folder(directory)

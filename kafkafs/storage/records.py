@@ -61,6 +61,31 @@ def _pread(fd: int, size: int, position: int, nowait: bool) -> bytes:
     return bytes(buf)
 
 
+def _pread_whole(fd: int, size: int, position: int, nowait: bool, path: str) -> bytes:
+    """:func:`_pread` of ``size`` bytes that the file held when its size was taken: a read that comes
+    back short is continued, so it is short only where the file ends now (cut by another process since).
+    The kernel answers a read that meets a page the disk will not give with the bytes before it (a short
+    read); the continuation starts at that page and raises its error (EIO): a disk error is never taken
+    for the end of the data (review11 R11-3: the rest of an active segment was cut by recover and
+    missing for readers, with success). An OS error names the file (``path``)."""
+    try:
+        chunk = _pread(fd, size, position, nowait)
+        if len(chunk) >= size or not chunk:
+            return chunk
+        parts = [chunk]
+        got = len(chunk)
+        while got < size:
+            more = _pread(fd, size - got, position + got, nowait)
+            if not more:
+                break
+            parts.append(more)
+            got += len(more)
+    except OSError as exc:
+        tag_os_error(exc, "read {path}", path)
+        raise
+    return b"".join(parts)
+
+
 class BatchView(NamedTuple):
     """One batch found in a ``.log``: its header (``header.position`` relative to ``buf``) and the
     buffer holding it, which starts at file position ``base``. ``segment`` is the
@@ -229,9 +254,10 @@ class FileRecords:
         fail at (a partial batch, zeros, a length or magic no batch has): the reader meets it there."""
         handle = self.handle()
         fd = handle.fd
+        path = str(self.path)
         pos = start_position
         while pos + _MIN_HEADER <= end:
-            head = os.pread(fd, _MIN_HEADER, pos)
+            head = _pread_whole(fd, _MIN_HEADER, pos, False, path)
             if len(head) < _MIN_HEADER or head[:LOG_OVERHEAD] == _ZERO_PREFIX:
                 return
             length = int.from_bytes(head[8:12], "big", signed=True)
@@ -271,7 +297,7 @@ class FileRecords:
         pos = start_position
         step = FIRST_CHUNK_BYTES if first_read is None else max(_MIN_HEADER, min(first_read, CHUNK_BYTES))
         while pos < end:
-            chunk = _pread(fd, min(step, end - pos), pos, nowait)
+            chunk = _pread_whole(fd, min(step, end - pos), pos, nowait, path)
             step = min(2 * step, CHUNK_BYTES)
             if not chunk:
                 return
@@ -298,7 +324,7 @@ class FileRecords:
                     if whole:
                         raise _not_whole(end - pos, path, pos)
                     return
-                chunk = _pread(fd, want, pos, nowait)
+                chunk = _pread_whole(fd, want, pos, nowait, path)
                 header = _header_in(chunk, 0, len(chunk), max_batch, path, pos)
                 if header is None:
                     if whole:

@@ -7,6 +7,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
 
 from ..errors import CorruptRecordError
+from .index_read import DISK_ERRNOS
 from .records import BatchView
 
 __all__ = ["ScanIndex"]
@@ -23,7 +24,7 @@ class ScanIndex:
     and an entry is complete before the array holding it is longer).
     """
 
-    __slots__ = ("positions", "bases", "max_before", "covered", "running_max", "last_entry")
+    __slots__ = ("positions", "bases", "max_before", "covered", "running_max", "last_entry", "unreadable_at")
 
     def __init__(self) -> None:
         self.positions = array("q", [0])
@@ -32,8 +33,12 @@ class ScanIndex:
         self.covered = 0  # end of the last batch scanned
         self.running_max = -1
         self.last_entry = 0
+        #: the segment's size when a scan met bytes the disk would not give (not scanned again at that size)
+        self.unreadable_at: int | None = None
 
-    def extend(self, views: Iterator[BatchView], interval: int) -> None:
+    def extend(self, views: Iterator[BatchView], interval: int, size: int | None = None) -> None:
+        """Index the batches of ``views`` (the segment's from :attr:`covered` up to its ``size``); damage,
+        or bytes the disk will not give (EIO), end it there: the reads that need them meet them."""
         try:
             for view in views:
                 h = view.header
@@ -48,6 +53,10 @@ class ScanIndex:
                 self.covered = position + h.size
         except CorruptRecordError:
             pass  # reads that need the damaged part will meet it themselves
+        except OSError as exc:
+            if exc.errno not in DISK_ERRNOS:
+                raise
+            self.unreadable_at = size  # lookups past it scan from the last entry and meet the error
 
     def position_for_offset(self, offset: int) -> int:
         """Position of the last entry whose batch starts at or below ``offset``."""

@@ -183,14 +183,27 @@ class LogSegment(SegmentFiles):
             start = min(self.offset_index.lookup(last_time.offset).position, last_index.position)
         else:
             start = 0  # the largest timestamp can be anywhere
-        next_offset, max_ts, max_offset, seen = self._scan_from(start, max_ts, max_offset)
+        next_offset, max_ts, max_offset, seen, unreadable = self._scan_from(start, max_ts, max_offset)
         if not seen and start > 0:  # nothing whole where the index points: trust the log, not the index
-            next_offset, max_ts, max_offset, _ = self._scan_from(0, NO_TIMESTAMP, self.base_offset)
+            next_offset, max_ts, max_offset, _, unreadable = self._scan_from(0, NO_TIMESTAMP, self.base_offset)
+        if unreadable:
+            # bytes the disk will not give are not the end of the segment (review11 R11-3): past them,
+            # the offset index's last entry is read from (where Kafka starts its scan of the tail), and
+            # the indexes' last entries (a batch's last offset each) bound the next offset from below
+            if self.offset_index.entries and last_index.position > start:
+                after, max_ts, max_offset, _, _ = self._scan_from(last_index.position, max_ts, max_offset)
+                next_offset = max(next_offset, after)
+            if self.offset_index.entries:
+                next_offset = max(next_offset, last_index.offset + 1)
+            if self.time_index.entries:
+                next_offset = max(next_offset, last_time.offset + 1)
         return _Tail(next_offset, max_ts, max_offset, 0)  # Kafka counts afresh from an open
 
-    def _scan_from(self, start: int, max_ts: int, max_offset: int) -> tuple[int, int, int, bool]:
+    def _scan_from(self, start: int, max_ts: int, max_offset: int) -> tuple[int, int, int, bool, bool]:
+        """(next offset, max timestamp, its offset, whether a batch was seen, whether the disk would not
+        give some bytes) of the batches from ``start``."""
         next_offset = self.base_offset
-        seen = False
+        seen = unreadable = False
         try:
             for view in self._scan(start):
                 h = view.header
@@ -205,8 +218,8 @@ class LogSegment(SegmentFiles):
                 raise
             log.debug("%s: cannot read it (%s); the segment's end is taken to be before it", self.log_path,
                       exc.strerror or exc)
-            seen = True  # no second scan from 0; the reads that need these bytes fail and say so
-        return next_offset, max_ts, max_offset, seen
+            seen = unreadable = True  # no second scan from 0; the reads that need these bytes fail and say so
+        return next_offset, max_ts, max_offset, seen, unreadable
 
     @property
     def next_offset(self) -> int:

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TypeVar
 
-from ..errors import CorruptRecordError, WouldBlock
+from ..errors import CorruptRecordError, SegmentClosedError, WouldBlock
 from ..format.batch import DEFAULT_MAX_INFLATED_BYTES, LOG_OVERHEAD
 from .config import LogConfig
 from .handles import BUDGET, FDS_PER_SEGMENT, FileHandle, HandleBudget
@@ -182,8 +182,15 @@ class SegmentFiles:
             return None
 
     def read_at(self, position: int, size: int) -> bytes:
-        """Up to ``size`` bytes of the ``.log`` from ``position`` (short at the end)."""
-        return self.records.read_at(position, size)
+        """Up to ``size`` bytes of the ``.log`` from ``position`` (short at the end). A reader that found
+        the segment before the log let it go (a file laid out at its open: ``table.jsonl``, a key's
+        history, a part of ``records.jsonl`` no reader held) reads on while the file is there (:meth:`hold`),
+        opening it for each read; :class:`~kafkafs.errors.SegmentClosedError` once it is gone."""
+        try:
+            return self.records.read_at(position, size)
+        except SegmentClosedError:
+            handle = self.hold()
+        return os.pread(handle.fd, size, position)
 
     def _max_batch_size(self) -> int:
         """A batch larger than this is corruption, not data (bounds what one read may load)."""
@@ -315,8 +322,8 @@ class SegmentFiles:
             index = self._scan_index
             if index is None:
                 index = ScanIndex()
-            if index.covered < self._size:
-                index.extend(self._scan(index.covered), max(self.config.index_interval_bytes, 4096))
+            if index.covered < self._size and index.unreadable_at != self._size:
+                index.extend(self._scan(index.covered), max(self.config.index_interval_bytes, 4096), self._size)
             self._scan_index = index
             return index
 

@@ -3,8 +3,8 @@
 Before: a SIGTERM between the FUSE mount and trio's signal receiver killed the daemon by the signal's
 default action and left a dead mount ("Transport endpoint is not connected"), 4 times in 5 here; held
 back until the receiver took it, it then stopped the FUSE loop before the mount's first stat had an
-answer, and the daemon hung. Now the signal waits for the mount to answer, then unmounts: exit 0 and
-nothing left mounted, every time.
+answer, and the daemon hung. Now that stat is made by a child process (tests/fs/test_mount_stop.py),
+and the signal unmounts at once: exit 0 and nothing left mounted, every time.
 """
 
 from __future__ import annotations

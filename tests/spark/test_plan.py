@@ -226,3 +226,15 @@ def test_a_start_past_the_resolved_end_fails_as_sparks_kafka_source_does(generat
     # a start at the end reads nothing, as in Spark
     p = plan(generated, topics="orders", startingOffsets=json.dumps({"orders": {"0": end}}))
     assert [r for r in read_plan(p) if r[1] == 0] == []
+
+
+def test_discovery_reads_an_alias_partition_folder_once(tmp_path, caplog):
+    """review9 R9-9: a link to another partition folder of the same log directory is that partition's
+    log again: left out, named once (before: read twice, its rows under both topics)."""
+    logs = tmp_path / "logs"
+    (logs / "orders-0").mkdir(parents=True)
+    os.symlink("orders-0", logs / "extra-0")
+    caplog.set_level("WARNING")
+    found = discover_partitions(parse_read_options({"path": str(logs)}))
+    assert [(t, p) for _d, t, p in found] == [("orders", 0)]
+    assert [r.getMessage() for r in caplog.records if "extra-0: a link to orders-0" in r.getMessage()]

@@ -309,3 +309,38 @@ def test_a_read_only_follower_never_skips_records_a_swap_under_way_holds(tmp_pat
         assert inside and "00000000000000000000.log.swap" in inside[0]
         follow()
         assert followed[60:] == kept
+
+
+def test_a_segment_a_read_only_log_takes_just_before_a_swap_that_merges_it_is_dropped(tmp_path, monkeypatch):
+    """A reader's refresh took a segment rolled since its last look, then another process's compaction
+    merged it away (its file renamed ``.deleted``) before the refresh looked for swapped-in files: the
+    merged segment was put in and the one it replaced kept (R8-2's drop only went through the segments
+    known before that look), its base cut the merged one's last batch short: "corrupt batch ... offsets
+    run past the next batch's base" and EIO beside a broker's cleaner (review8's live4.py)."""
+    from kafkafs.storage.local_log import LocalLog
+
+    settings = Settings({"segment.bytes": 300}, {"kv": {"cleanup.policy": "compact"}})
+    with LogDir(tmp_path, settings, writable=True) as logdir:
+        _fill(logdir.create_partition("kv", 0), 60, key=lambda i: b"k%d" % (i % 30))
+    merging = Settings({"segment.bytes": 100_000}, {"kv": {"cleanup.policy": "compact"}})
+    with LogDir(tmp_path, settings) as reading:
+        ro = reading.log("kv-0")
+        known = set(ro.segments.bases())
+        with LogDir(tmp_path, settings, writable=True) as logdir:  # segments roll that the reader never saw
+            _fill(logdir.log("kv-0"), 60, key=lambda i: b"k%d" % (i % 30), value=lambda i: b"w%d" % i)
+        replaced_segments = LocalLog._replaced_segments
+        taken: list[int] = []
+
+        def swap_first(log, *args):
+            taken.extend(set(log.segments.bases()) - known)
+            with LogDir(tmp_path, merging, writable=True) as logdir:
+                assert compact(logdir.log("kv-0"), now_ms=10**13)
+            return replaced_segments(log, *args)
+
+        monkeypatch.setattr(LocalLog, "_replaced_segments", swap_first)
+        ro.refresh()
+        monkeypatch.undo()
+        assert taken  # the refresh took segments the compaction then merged away
+        with LogDir(tmp_path, merging) as logdir:
+            expected = [view.header.base_offset for _seg, view in logdir.log("kv-0").batches(0)]
+        assert [view.header.base_offset for _seg, view in ro.batches(0)] == expected

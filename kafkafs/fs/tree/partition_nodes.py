@@ -224,8 +224,9 @@ def _require_current(stream: RecordsStream) -> None:
     """A new open of a ``records.jsonl`` that a rewrite (compaction, retention) replaced since its lookup
     (a name the kernel kept) is refused, ESTALE: the kernel looks the name up again and opens the current
     file (review8 R8-3: the open went on, and its first read met a segment that was gone: ESTALE to the
-    reader). Opens already made keep their file (:mod:`~kafkafs.fs.views.streams`)."""
-    if stream.rewrites != stream.state.rewrites:
+    reader). Opens already made keep their file (:mod:`~kafkafs.fs.views.streams`); so does an open right
+    after its lookup (:meth:`~kafkafs.fs.views.streams.RecordsStream.outdated_for_open`)."""
+    if stream.outdated_for_open():
         raise SegmentClosedError(f"{stream.state.name}/records.jsonl was rewritten (compaction or retention) "
                                  "since it was looked up")
 

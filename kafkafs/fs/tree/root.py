@@ -68,8 +68,9 @@ class Root(Dir):
         except InvalidName:
             return None
         partitions = self.partitions
-        if not (partitions.logdir.path / name).is_dir() or partitions.number_now(name) is None:
-            return None
+        folder = partitions.logdir.path / name
+        if folder.is_symlink() or not folder.is_dir() or partitions.number_now(name) is None:
+            return None  # a link may be an alias (partition_dir, in a worker, looks)
         if partitions.open_state(name) is None:
             # its records.jsonl may be answered from the size summary, and the kernel keeps the folder's
             # name while its events tell of changes (10 s, not 1 s: the path of the next lookup in it)
@@ -81,8 +82,8 @@ class Root(Dir):
             parse_partition_dir_name(name)
         except InvalidName:
             raise NotFound(name) from None
-        if not (self.partitions.logdir.path / name).is_dir():
-            raise NotFound(name)
+        if not (self.partitions.logdir.path / name).is_dir() or self.partitions.logdir.alias_of(name) is not None:
+            raise NotFound(name)  # an alias of another partition folder is not one of its own (.partition_folders)
         self.partitions.number(name)
         return PartitionDir(self.partitions, name, self)
 

@@ -54,6 +54,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 import weakref
 from collections.abc import Callable
 from pathlib import Path
@@ -70,7 +71,7 @@ from .piececache import AHEAD_PIECES
 from .reading import Bytes, Part, PieceCache, read_parts
 from .render import Renderer
 
-__all__ = ["RecordsStream", "RecordsGenerations", "handle_view", "layout_after", "PIN_MARGIN"]
+__all__ = ["RecordsStream", "RecordsGenerations", "handle_view", "layout_after", "PIN_MARGIN", "OPEN_GRACE_S"]
 
 log = logging.getLogger("kafkafs.fs")
 
@@ -171,6 +172,10 @@ def _advance(state: PartitionState, prev: Composition | None, cur: Composition) 
 
 # ---------------------------------------------------------------------------------------------- streams
 
+#: An open this soon after the lookup that returned its stream reads that stream, rewritten since or
+#: not (:meth:`RecordsStream.outdated_for_open`).
+OPEN_GRACE_S = 0.5
+
 #: How many times a stream lays its view out again when the composition it was given already shows a
 #: segment the log let go (:meth:`RecordsStream._move_to`); then it shows it anyway, held open if it can be.
 MOVE_TRIES = 4
@@ -226,6 +231,8 @@ class RecordsStream:
         self.number = number
         #: the partition's rewrites when this stream was made (a later one: it is no longer the file)
         self.rewrites = state.rewrites
+        #: when a lookup last returned this stream (``time.monotonic()``): see :meth:`outdated_for_open`
+        self.looked_up = time.monotonic()
         #: True once the partition's composition stopped being a continuation of this stream
         self.detached = False
         self._view: Composition | None = None
@@ -371,6 +378,15 @@ class RecordsStream:
             spare.stop()
 
     # -- readers
+
+    def outdated_for_open(self) -> bool:
+        """Whether an open of this stream is refused (ESTALE: the kernel looks the name up again and opens
+        the current file): compaction or retention rewrote the partition since it was made, and the
+        kernel kept its name without a lookup for over :data:`OPEN_GRACE_S`. An open right after its
+        lookup reads the file that lookup returned, as an open a moment earlier would: the kernel's one
+        retry after an ESTALE looks up and opens at once, and another rewrite in between failed it for
+        the caller (review8 R8-3, beside a broker's cleaner)."""
+        return self.rewrites != self.state.rewrites and time.monotonic() - self.looked_up > OPEN_GRACE_S
 
     def opened(self, handle: object) -> None:
         """A new open (``handle``) reads from the start. The segments its parts were laid out from are
@@ -523,6 +539,7 @@ class RecordsGenerations:
             if stream.detached:
                 stream = self._new()
                 stream.advance()
+            stream.looked_up = time.monotonic()
             return stream
 
     def current_now(self) -> RecordsStream | None:
@@ -533,7 +550,10 @@ class RecordsGenerations:
             return None
         try:
             stream = self._fresh()
-            return stream if not stream.detached and stream.move_now(composition) else None
+            if stream.detached or not stream.move_now(composition):
+                return None
+            stream.looked_up = time.monotonic()
+            return stream
         finally:
             self._lock.release()
 

@@ -400,3 +400,22 @@ def test_list_limit_counts_records_not_offsets_in_a_compacted_partition(tmp_path
         assert t.listdir("compacted-0/by-offset") == ["0-13.jsonl"]
     finally:
         t.close()
+
+
+def test_an_alias_partition_folder_is_not_served(logdir_copy, caplog):
+    """review9 R9-9: a link to another partition folder of LOGDIR is not a partition of its own in the
+    mount: not listed, ENOENT, named once in the log (before: the same log listed again under the
+    link's name)."""
+    os.symlink("orders-0", logdir_copy / "extra-0")
+    tree = tree_of(logdir_copy)
+    try:
+        assert "extra-0" not in tree.listdir("") and "orders-0" in tree.listdir("")
+        with pytest.raises(NotFound):
+            tree.resolve("extra-0")
+        with pytest.raises(NotFound):
+            tree.resolve("extra-0/records.jsonl")
+        tree.listdir("")
+    finally:
+        tree.close()
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 1 and "extra-0: a link to orders-0" in said[0] and "skipped" in said[0], said

@@ -463,6 +463,7 @@ def test_a_new_open_of_a_records_file_a_compaction_replaced_is_stale(tmp_path):
         writer.append("kv-0", 150)
         kept = ro.resolve("kv-0/records.jsonl")
         kept.attr()  # its size shown: the kernel holds the name and the inode
+        kept.stream.looked_up -= streams.OPEN_GRACE_S + 1  # held without a lookup for a while
         assert compact(log, NOW)
         ro.partitions.state("kv-0").refresh(force=True)
         with pytest.raises(SegmentClosedError, match="rewritten"):
@@ -593,3 +594,66 @@ def test_a_follower_never_shows_a_segment_removed_while_its_view_was_laid_out(tm
     finally:
         ro.close()
         writer_tree.close()
+
+
+def test_a_table_opened_before_another_processs_compaction_reads_whole_after_it(tmp_path):
+    """review8 R8-3: ``table.jsonl`` (and a key's history) is laid out over the segments at its open; a
+    read-only tree noticed another process's compaction before the first read and closed the segments
+    it merged away: the read was ESTALE ("segment is closed"), ~0.2% of table opens beside a broker's
+    cleaner. The file reads on from the segments' files while they are there (renamed ``.deleted``)."""
+    with LogDir(tmp_path, SETTINGS, writable=True) as logdir:
+        logdir.create_partition("kv", 0)
+    writer_tree = Tree(LogDir(tmp_path, SETTINGS, writable=True), rw=True)
+    Writer(writer_tree).append("kv-0", 600)
+    writer_tree.close()
+    ro = Tree(LogDir(tmp_path, SETTINGS))
+    try:
+        node = ro.resolve("kv-0/table.jsonl")
+        whole = node.open(False)
+        expected = read_all(whole)
+        handle = node.open(False)  # laid out now, read after the compaction
+        with LogDir(tmp_path, _merging(600_000), writable=True) as logdir:
+            assert compact(logdir.log("kv-0"), NOW)
+        ro.partitions.state("kv-0").refresh(force=True)
+        assert expected and read_all(handle) == expected
+        assert read_all(ro.resolve("kv-0/table.jsonl").open(False)) == expected  # what the compaction keeps
+    finally:
+        ro.close()
+
+
+@pytest.mark.parametrize("delay_ms", [600_000, 0])
+def test_an_open_right_after_its_lookup_is_not_refused_for_a_rewrite_in_between(tmp_path, delay_ms, monkeypatch):
+    """review8 R8-3: the kernel's one retry after an ESTALE open looks the name up and opens it at once;
+    beside a broker whose cleaner swaps segments several times a second, a rewrite noticed in between
+    refused that open too, and the caller got ESTALE (5 opens in a 50 s live4.py run). An open right
+    after its lookup reads the file that lookup returned, its removed segments held (their files are
+    there, renamed ``.deleted``); where they are gone already (``file.delete.delay.ms`` 0) it is
+    refused, ESTALE, and the next lookup gets the new file."""
+    with LogDir(tmp_path, SETTINGS, writable=True) as logdir:
+        logdir.create_partition("kv", 0)
+    writer_tree = Tree(LogDir(tmp_path, SETTINGS, writable=True), rw=True)
+    Writer(writer_tree).append("kv-0", 600)
+    writer_tree.close()
+    ro = Tree(LogDir(tmp_path, SETTINGS))
+    monkeypatch.setattr(streams, "OPEN_GRACE_S", 3600.0)  # the open comes "right after" however slow the test
+    try:
+        node = ro.resolve("kv-0/records.jsonl")
+        size = node.attr().size
+        first = node.open(False)
+        before = read_all(first)
+        first.release()  # nobody has it open when the compaction comes
+        assert len(before) == size
+        with LogDir(tmp_path, _merging(delay_ms), writable=True) as logdir:
+            assert compact(logdir.log("kv-0"), NOW)
+            after = rendered(logdir.log("kv-0"))
+        ro.partitions.state("kv-0").refresh(force=True)
+        looked_up = ro.resolve("kv-0/records.jsonl")
+        assert looked_up.key != node.key  # a lookup now gets the compacted file
+        if delay_ms:
+            assert read_all(node.open(False)) == before
+        else:
+            with pytest.raises(SegmentClosedError, match="removed"):
+                node.open(False)
+        assert read_all(looked_up.open(False)) == after
+    finally:
+        ro.close()

@@ -1,0 +1,111 @@
+"""A stretch of the ACTIVE segment that the disk will not give (EIO) is not its end (review11 R11-3, R11-4,
+R11-6; SPEC §2 "truncate at the first invalid byte": an unreadable byte is not an invalid one; SPEC §3
+"Damage and disk errors are local"; README Safety "Writers stop on a disk error: nothing is cut").
+
+The kernel answers a read that meets a page it cannot read with the bytes before it (a short read), and
+the batch scan took that for the end of the data being written: recover cut the healthy rest of the
+segment, produce appended after it at an offset already used, consume printed the records before it
+and exited 0, dump died with SIGBUS (its map touched the page), the mount served a short partition."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kafkafs.format.jsonview import ProducerRecord
+from kafkafs.storage.config import Settings
+from kafkafs.storage.logdir import LogDir
+
+from .conftest import cli
+
+SEGMENT = "t-0/00000000000000000000.log"
+RECORDS = 2000
+
+
+def _one_active_segment(path: Path, index_interval: int) -> tuple[Path, bytes]:
+    """``t-0``: one segment of 100 batches of 20 keyed records; (LOGDIR, the segment's bytes)."""
+    path.mkdir(parents=True)
+    with LogDir(path, Settings({"index.interval.bytes": index_interval}), writable=True) as d:
+        log = d.create_partition("t", 0)
+        for b in range(RECORDS // 20):
+            log.append_records([ProducerRecord(1_763_700_000_000 + i, b"k%d" % i, b"value %d %s" % (i, b"x" * 40), ())
+                                for i in range(b * 20, b * 20 + 20)])
+    return path, (path / SEGMENT).read_bytes()
+
+
+@pytest.mark.parametrize("index_interval", [pytest.param(4096, marks=pytest.mark.slow), 10**8],
+                         ids=["indexed", "no-index-entries"])
+def test_the_cli_stops_at_an_unreadable_stretch_of_the_active_segment(tmp_path, eio_layer, index_interval) -> None:
+    logdir, data = _one_active_segment(tmp_path / "logs", index_interval)
+    layer = eio_layer(logdir)
+    bad = len(data) * 2 // 5
+    layer.fail({"name": SEGMENT, "from": bad, "to": bad + 4000, "op": "read"})
+    seg = str(layer.path / SEGMENT)
+
+    consumed = cli("consume", str(layer.path), "t-0")
+    offsets = [json.loads(line)["offset"] for line in consumed.stdout.splitlines()]
+    assert consumed.returncode == 1 and 0 < len(offsets) < RECORDS and offsets == list(range(len(offsets)))
+    assert f"cannot read {seg}: input/output error" in consumed.stderr.decode()
+
+    recovered = cli("recover", str(layer.path))  # before: cut the healthy rest, WARNING only
+    assert recovered.returncode == 1 and b"input/output error" in recovered.stderr, recovered.stderr
+    assert (logdir / SEGMENT).read_bytes() == data
+
+    produced = cli("produce", str(layer.path), "t-0", stdin=b"after the bad stretch\n")
+    assert produced.returncode == 1 and b"input/output error" in produced.stderr, produced.stderr
+    assert (logdir / SEGMENT).read_bytes() == data  # before: a batch at an offset already used
+
+    dumped = cli("dump", seg)  # before: SIGBUS (-7), nothing said
+    lines = dumped.stdout.decode().splitlines()
+    assert dumped.returncode == 1 and lines[1] == "Log starting offset: 0" and lines[2].startswith("baseOffset: 0 ")
+    assert f"cannot read {seg} from position" in dumped.stderr.decode()
+
+    verified = cli("verify", str(layer.path))
+    assert verified.returncode == 1 and f"cannot read {seg}: input/output error" in verified.stdout.decode()
+    layer.fail()
+    assert cli("verify", str(logdir)).returncode == 0  # and the segment is whole once the disk gives it
+
+
+def test_a_mount_says_eio_past_an_unreadable_stretch_of_the_active_segment(tmp_path, eio_layer, mounted) -> None:
+    """Before: records past the stretch were not there (by-offset/1999.json ENOENT, logEndOffset 760,
+    nothing logged), for a segment whose offset index has no entry past it."""
+    logdir, data = _one_active_segment(tmp_path / "logs", 10**8)
+    layer = eio_layer(logdir)
+    bad = len(data) * 2 // 5
+    layer.fail({"name": SEGMENT, "from": bad, "to": bad + 4000, "op": "read"})
+    m = mounted(layer.path)
+    m.allow_errors = True
+    part = m / "t-0"
+    assert json.loads((part / "partition.json").read_bytes())["logEndOffset"] == RECORDS
+    assert json.loads((part / "by-offset" / "10.json").read_bytes())["offset"] == 10
+    for offset in (1500, RECORDS - 1):
+        with pytest.raises(OSError, match="Input/output error"):
+            (part / "by-offset" / f"{offset}.json").read_bytes()
+    with pytest.raises(OSError, match="Input/output error"):
+        (part / "records.jsonl").read_bytes()
+    assert "cannot read" in m.log() and SEGMENT in m.log()
+
+
+def test_a_mount_says_eio_for_an_unreadable_stretch_of_the_first_sealed_segment(tmp_path, eio_layer, mounted) -> None:
+    """review11 R11-7, segments without offset index entries (as one producer process a batch leaves
+    them). Before: records.jsonl silently started at the second segment (cat exit 0, 500 of 600
+    records) although the log said the reads that need the first one's bytes fail with EIO."""
+    logdir = tmp_path / "logs"
+    logdir.mkdir()
+    with LogDir(logdir, Settings({"segment.bytes": 6000, "index.interval.bytes": 10**8}), writable=True) as d:
+        log = d.create_partition("t", 0)
+        for b in range(30):
+            log.append_records([ProducerRecord(1_763_700_000_000 + i, None, b"v%d %s" % (i, b"x" * 40), ())
+                                for i in range(b * 20, b * 20 + 20)])
+        second = list(log.segments)[1].base_offset
+    layer = eio_layer(logdir)
+    layer.fail({"name": "t-0/00000000000000000000.log", "from": 100, "to": 200, "op": "read"})
+    m = mounted(layer.path)
+    m.allow_errors = True
+    part = m / "t-0"
+    with pytest.raises(OSError, match="Input/output error"):
+        (part / "records.jsonl").read_bytes()
+    assert json.loads((part / "by-offset" / f"{second}.json").read_bytes())["offset"] == second
+    assert "cannot read" in m.log()

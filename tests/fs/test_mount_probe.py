@@ -1,0 +1,75 @@
+"""fs/mount_probe: the daemon's look at a path from a child process (its device number, or why not;
+cancelled at any moment, reaped later), and the mount table's device of a FUSE mount."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import trio
+
+from kafkafs.fs.mount_probe import MountProbe, mounted_device
+
+
+def test_a_probe_says_the_device_number(tmp_path):
+    probe = MountProbe(str(tmp_path))
+    assert trio.run(probe.stat) == os.stat(tmp_path).st_dev
+    probe.reap(timeout=5)
+    assert probe._children == []
+
+
+def test_a_probe_that_cannot_look_says_why(tmp_path):
+    probe = MountProbe(str(tmp_path / "missing"))
+    with pytest.raises(OSError, match="cannot look at .*missing: No such file or directory"):
+        trio.run(probe.stat)
+    probe.reap(timeout=5)
+
+
+def test_a_cancelled_probe_is_killed_and_reaped(tmp_path, monkeypatch):
+    # a child that takes its time (a stat the mount is slow to answer): cancelled, it is killed at once
+    monkeypatch.setattr("kafkafs.fs.mount_probe._PROBE", "import time; time.sleep(60)")  # never answers
+    probe = MountProbe(str(tmp_path))
+
+    async def main() -> None:
+        with trio.move_on_after(0.3):
+            await probe.stat()
+
+    trio.run(main)
+    child = probe._children[0]
+    assert probe._child is None  # killed: the next look starts another
+    probe.reap(timeout=10)
+    assert child.returncode is not None and probe._children == []
+
+
+def test_one_child_answers_every_look_and_ends_with_its_input(tmp_path):
+    probe = MountProbe(str(tmp_path))
+    probe.start()
+
+    async def main() -> list[int]:
+        return [await probe.stat() for _ in range(3)]
+
+    assert trio.run(main) == [os.stat(tmp_path).st_dev] * 3
+    child = probe._children[0]
+    assert len(probe._children) == 1
+    probe.reap(timeout=10)
+    assert child.returncode == 0
+
+
+def test_no_fuse_mount_has_no_device(tmp_path):
+    assert mounted_device(str(tmp_path)) is None
+    assert mounted_device("/proc") is None  # mounted, but not FUSE
+
+
+def test_the_device_of_a_fuse_mount(ro_mount):
+    dev = mounted_device(str(ro_mount.path))
+    st = os.stat(ro_mount.path)
+    assert dev == f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}"
+
+
+def test_a_released_probe_ends_by_itself(tmp_path):
+    probe = MountProbe(str(tmp_path))
+    assert trio.run(probe.stat) == os.stat(tmp_path).st_dev
+    child = probe._children[0]
+    probe.release()
+    trio.run(probe.collect, 10.0)
+    assert child.returncode == 0 and probe._children == []  # its input ended, and it was collected
