@@ -19,6 +19,8 @@ from .helpers import kafka_python_decode
 
 pytestmark = pytest.mark.spark
 
+# 45-50 s (two Spark jobs, one killed): a crash test, run with -m slow (the default suite stays under 15 min)
+
 ROWS = 400
 JOB = Path(__file__).with_name("stream_sink_job.py")
 
@@ -67,6 +69,7 @@ def _values(logdir: Path) -> list[bytes]:
     return [r[5] for r in kafka_python_decode(logdir)]
 
 
+@pytest.mark.slow
 def test_stream_killed_mid_batch_and_restarted_appends_each_row_once(tmp_path):
     source, target, checkpoint, hook = (tmp_path / n for n in ("in", "out", "checkpoint", "hook"))
     for d in (source, target, hook):
