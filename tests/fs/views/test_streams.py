@@ -475,26 +475,35 @@ def test_a_new_open_of_a_records_file_a_compaction_replaced_is_stale(tmp_path):
         writer_tree.close()
 
 
+def _merging(delay_ms: int) -> Settings:
+    """Another process's compaction that merges every sealed segment of kv-0 into one."""
+    return Settings({"segment.bytes": 100_000, "file.delete.delay.ms": delay_ms},
+                    topics={"kv": {"cleanup.policy": "compact", "delete.retention.ms": 0}})
+
+
+def _kv_tree(tmp_path) -> Tree:
+    """A read-only tree of a log directory whose kv-0 holds 600 records in many small segments."""
+    with LogDir(tmp_path, SETTINGS, writable=True) as logdir:
+        logdir.create_partition("kv", 0)
+    writer_tree = Tree(LogDir(tmp_path, SETTINGS, writable=True), rw=True)
+    Writer(writer_tree).append("kv-0", 600)
+    writer_tree.close()
+    return Tree(LogDir(tmp_path, SETTINGS))
+
+
 def test_a_lagging_reader_reads_on_across_another_processs_merging_compaction(tmp_path):
     """review8 R8-4: an open records.jsonl of a read-only tree whose reader lags (``tail -f`` between two
     polls, a slow pipe) while another process's compaction merges the segments ahead of it: the tree
     closed the merged-away segments when it noticed, before the stream could hold their files open for
     that reader, so its next read was ESTALE ("segment is closed") and ``tail -f`` died. Now they are
     closed after the stream held them: the bytes the reader was shown stay readable."""
-    with LogDir(tmp_path, SETTINGS, writable=True) as logdir:
-        logdir.create_partition("kv", 0)
-    writer_tree = Tree(LogDir(tmp_path, SETTINGS, writable=True), rw=True)
-    Writer(writer_tree).append("kv-0", 600)
-    writer_tree.close()
-    ro = Tree(LogDir(tmp_path, SETTINGS))
+    ro = _kv_tree(tmp_path)
     try:
         node = ro.resolve("kv-0/records.jsonl")
         size = node.attr().size
         handle = node.open(False)
         head = bytes(handle.read(0, 100))  # it lags: the rest is still to read
-        merging = Settings({"segment.bytes": 100_000, "file.delete.delay.ms": 600_000},
-                           topics={"kv": {"cleanup.policy": "compact", "delete.retention.ms": 0}})
-        with LogDir(tmp_path, merging, writable=True) as logdir:
+        with LogDir(tmp_path, _merging(600_000), writable=True) as logdir:
             before = rendered(logdir.log("kv-0"))
             segments = len(logdir.log("kv-0").segments)
             assert compact(logdir.log("kv-0"), NOW) and len(logdir.log("kv-0").segments) < segments / 4
@@ -506,12 +515,6 @@ def test_a_lagging_reader_reads_on_across_another_processs_merging_compaction(tm
         ro.close()
 
 
-def _merging(delay_ms: int) -> Settings:
-    """Another process's compaction that merges every sealed segment of kv-0 into one."""
-    return Settings({"segment.bytes": 100_000, "file.delete.delay.ms": delay_ms},
-                    topics={"kv": {"cleanup.policy": "compact", "delete.retention.ms": 0}})
-
-
 def test_a_lagging_reader_reads_on_when_its_segments_descriptors_were_released(tmp_path):
     """review8 R8-4 (fix9's "left"): the handle budget had closed the descriptors of the segments a lagging
     reader has yet to read (a mount over many partitions), then another process's compaction removed
@@ -519,12 +522,7 @@ def test_a_lagging_reader_reads_on_when_its_segments_descriptors_were_released(t
     ``.swap`` -> ``.log``): holding them for the reader opened them again by name and found the merged
     file or nothing, so the reader's next read was ESTALE and ``tail -f`` died. They are found again
     under their ``.deleted`` names (the same inode), held, and stay readable after the files go."""
-    with LogDir(tmp_path, SETTINGS, writable=True) as logdir:
-        logdir.create_partition("kv", 0)
-    writer_tree = Tree(LogDir(tmp_path, SETTINGS, writable=True), rw=True)
-    Writer(writer_tree).append("kv-0", 600)
-    writer_tree.close()
-    ro = Tree(LogDir(tmp_path, SETTINGS))
+    ro = _kv_tree(tmp_path)
     try:
         node = ro.resolve("kv-0/records.jsonl")
         size = node.attr().size
@@ -601,12 +599,7 @@ def test_a_table_opened_before_another_processs_compaction_reads_whole_after_it(
     read-only tree noticed another process's compaction before the first read and closed the segments
     it merged away: the read was ESTALE ("segment is closed"), ~0.2% of table opens beside a broker's
     cleaner. The file reads on from the segments' files while they are there (renamed ``.deleted``)."""
-    with LogDir(tmp_path, SETTINGS, writable=True) as logdir:
-        logdir.create_partition("kv", 0)
-    writer_tree = Tree(LogDir(tmp_path, SETTINGS, writable=True), rw=True)
-    Writer(writer_tree).append("kv-0", 600)
-    writer_tree.close()
-    ro = Tree(LogDir(tmp_path, SETTINGS))
+    ro = _kv_tree(tmp_path)
     try:
         node = ro.resolve("kv-0/table.jsonl")
         whole = node.open(False)
@@ -629,12 +622,7 @@ def test_an_open_right_after_its_lookup_is_not_refused_for_a_rewrite_in_between(
     after its lookup reads the file that lookup returned, its removed segments held (their files are
     there, renamed ``.deleted``); where they are gone already (``file.delete.delay.ms`` 0) it is
     refused, ESTALE, and the next lookup gets the new file."""
-    with LogDir(tmp_path, SETTINGS, writable=True) as logdir:
-        logdir.create_partition("kv", 0)
-    writer_tree = Tree(LogDir(tmp_path, SETTINGS, writable=True), rw=True)
-    Writer(writer_tree).append("kv-0", 600)
-    writer_tree.close()
-    ro = Tree(LogDir(tmp_path, SETTINGS))
+    ro = _kv_tree(tmp_path)
     monkeypatch.setattr(streams, "OPEN_GRACE_S", 3600.0)  # the open comes "right after" however slow the test
     try:
         node = ro.resolve("kv-0/records.jsonl")
