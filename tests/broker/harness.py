@@ -755,8 +755,14 @@ class Broker:
         return f"{what}: {len(lines)} line(s) of {self.log_file} (this run):\n{shown}{more}"
 
     def assert_no_log_lines(self, pattern: str | re.Pattern[str], partition: str | None = None) -> None:
-        """Fails, printing the log file and every matching line, when a line of the current run matches."""
+        """Fails, printing the log file and every matching line, when a line of the current run matches.
+
+        Kafka's own start-up noise (``KAFKA_STARTUP_NOISE``) never counts: it says nothing about the
+        log directory the broker loaded."""
         lines = self.log_lines(pattern, partition)
+        if lines:
+            noise = set(_startup_noise(self.log_since_start().splitlines()))
+            lines = [line for line in lines if line not in noise]
         regex = pattern if isinstance(pattern, str) else pattern.pattern
         assert not lines, self.log_report(lines, f"the broker's log matches {regex!r}")
 
@@ -893,6 +899,27 @@ class Broker:
             return [r for p in parts for r in out[p]]
         finally:
             consumer.close()
+
+
+# A combined broker+controller sometimes logs, while it starts, an ERROR for its controller's
+# registration with itself: the quorum answered NotControllerException ("The active controller appears
+# to be node 1") because the controller had not yet taken office, and the registration is retried at
+# once. Seen in CI (Kafka 4.4.0) in a run whose log directory loaded cleanly; it is about the quorum,
+# never about the logs, so the checks of what a broker made of a log directory leave it out.
+KAFKA_STARTUP_NOISE = (
+    (re.compile(r"ERROR \[ControllerApis nodeId=\d+\] Unexpected error handling request "
+                r"RequestHeader\(apiKey=CONTROLLER_REGISTRATION"),
+     re.compile(r"NotControllerException")),
+)
+
+
+def _startup_noise(lines: list[str]) -> Iterable[str]:
+    """The lines of ``lines`` that are ``KAFKA_STARTUP_NOISE``: a line its first pattern matches, when the
+    next line (the exception's) matches its second."""
+    for i, line in enumerate(lines[:-1]):
+        for first, cause in KAFKA_STARTUP_NOISE:
+            if first.search(line) and cause.search(lines[i + 1]):
+                yield line
 
 
 def _names_partition(line: str, partition: str) -> bool:

@@ -54,3 +54,21 @@ def test_kafka_39_broker_and_dump(make_broker, kafka39):
     ours = kafkafs("dump", "--files", segment, "--deep-iteration", "--print-data-log")
     assert theirs.returncode == ours.returncode == 0, (theirs.stderr, ours.stderr)
     assert ours.stdout.splitlines() == theirs.stdout.splitlines()
+
+
+def test_startup_noise_is_only_the_controllers_self_registration_race():
+    """The line that failed CI on 2026-11-27 (a combined node's controller registering with itself before
+    it took office) is left out of the log checks; the same ERROR with another cause, and any other
+    ERROR, still count."""
+    from tests.broker.harness import _startup_noise
+
+    race = ("[2026-11-27 11:09:23,374] ERROR [ControllerApis nodeId=1] Unexpected error handling request "
+            "RequestHeader(apiKey=CONTROLLER_REGISTRATION, apiVersion=0, clientId=1, correlationId=0, "
+            "headerVersion=2) -- ControllerRegistrationRequestData(controllerId=1)")
+    cause = ("java.util.concurrent.CompletionException: org.apache.kafka.common.errors.NotControllerException: "
+             "The active controller appears to be node 1.")
+    other = "java.util.concurrent.CompletionException: java.lang.IllegalStateException: boom"
+    loader = "[2026-11-27 11:09:24,001] ERROR [LogLoader partition=kw-0, dir=/x] Corrupt index found"
+    assert list(_startup_noise([race, cause, loader, "x"])) == [race]
+    assert list(_startup_noise([race, other, loader, "x"])) == []
+    assert list(_startup_noise([loader, cause])) == []
