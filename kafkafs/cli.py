@@ -17,6 +17,7 @@ from typing import NoReturn
 from . import __version__
 from .errors import UnsafeFileError, UsageError, describe_os_error, tag_os_error
 from .outcome import EXIT_DAMAGE, EXIT_OK, EXIT_USAGE, run_command
+from .stderr import guard_stderr
 
 log = logging.getLogger("kafkafs")
 
@@ -468,6 +469,7 @@ def _note_missing_kernel() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    guard_stderr()  # before anything is said: a closed or full stderr loses messages, never files or exit codes
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "command", None):  # one line, as every usage error (SPEC §4)
