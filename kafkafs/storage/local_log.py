@@ -257,9 +257,10 @@ class LocalLog:
             swap_id = _file_id(self.dir / segment_file_name(base, LOG, SWAP))
             current = self.segments.get(base)
             if current is None or swap_id is None or current.records.file_id != swap_id:
-                taken = self._open_swap(base)
-                if taken is None:
+                opened = self._open_swap(base)
+                if opened is None:
                     continue  # gone again: the next look sees where
+                taken = opened
                 if current is not None and current.records.file_id == taken.records.file_id:
                     taken.close_handlers()  # renamed to its plain name since; taken before
                     taken = current
