@@ -166,11 +166,13 @@ class LocalLog:
                 names = regular_files_in_order(self.dir, log_file_base_offset, known)
             except FileNotFoundError:
                 return False
-            names = self._confirm_vanished(names, known)
+            listed = [b for b in map(log_file_base_offset, names) if b is not None]
+            if vanished := known.difference(listed):
+                names, listed = self._confirm_vanished(names, listed, vanished)
             previous = self.segments.last()
-            merged = self._take_swaps(names, dropped)
-            bases = sorted(b for b in map(log_file_base_offset, names)
-                           if b is not None and not any(s < b < end for s, end in merged))
+            swapping = any(name.endswith(SWAP) for name in names)
+            merged = self._take_swaps(names, dropped) if swapping or self._swapped_in else []
+            bases = sorted(b for b in listed if not any(s < b < end for s, end in merged))
             fresh = [base for base in bases if base not in known]
             rolled = previous is not None and bool(fresh) and fresh[-1] > previous.base_offset
             recheck, self._recheck = self._recheck, previous if rolled else None
@@ -187,7 +189,6 @@ class LocalLog:
                     self.segments.add(self._new_segment(base))
                 except (CorruptRecordError, UnsafeFileError):  # gone again already, or replaced by a link
                     continue
-            swapping = any(name.endswith(SWAP) for name in names)
             for base in known - set(bases) - {s for s, _end in merged}:  # gone, or merged into a swap's segment
                 if (seg := self.segments.remove(base)) is not None:
                     dropped.append(seg)
@@ -226,16 +227,17 @@ class LocalLog:
         self._dir_id, self._log_start_offset, self._recheck, self._dir_mtime, self._txn = now, 0, None, 0, None
         self.generation += 1
 
-    def _confirm_vanished(self, names: list[str], known: set[int]) -> list[str]:
-        """``names`` with the ``.log`` or ``.log.swap`` name of each known segment the listing lacks that a
-        look at the name itself finds: a listing is no snapshot, and one that runs while a swap renames its
-        file to the plain name may show neither name (the segment would go, the log start rise past it)."""
-        listed = set(names)
-        for base in sorted(known.difference(map(log_file_base_offset, names))):
-            for name in (segment_file_name(base, LOG), segment_file_name(base, LOG, SWAP)):
-                if name not in listed and _file_id(self.dir / name) is not None:
-                    names = [*names, name]
-        return names
+    def _confirm_vanished(self, names: list[str], listed: list[int], vanished: set[int]) -> tuple[list[str], list[int]]:
+        """``names`` and their ``.log`` bases ``listed``, with the ``.log`` or ``.log.swap`` name of each known
+        segment the listing lacks (``vanished``) that a look at the name itself finds: a listing is no
+        snapshot, and one that runs while a swap renames its file to the plain name may show neither name
+        (the segment would go, the log start rise past it)."""
+        for base in sorted(vanished):
+            if _file_id(self.dir / (name := segment_file_name(base, LOG))) is not None:
+                names, listed = [*names, name], [*listed, base]
+            elif _file_id(self.dir / (name := segment_file_name(base, LOG, SWAP))) is not None:
+                names = [*names, name]
+        return names, listed
 
     def _take_swaps(self, names: Sequence[str], dropped: list[LogSegment]) -> list[tuple[int, int]]:
         """Read-only logs: the merged segment of each swap in ``names`` that a broker's recovery would complete

@@ -130,3 +130,30 @@ def test_a_read_only_log_of_a_folder_left_inside_a_swap_shows_what_kafkas_recove
         assert refreshed == kafka_like, (step, listed)
         shown_swap += any(n.endswith(names.LOG + names.SWAP) for n in listed) and kafka_like == after
     assert shown_swap >= 3
+
+
+def test_a_listing_that_misses_a_segment_renamed_meanwhile_does_not_drop_it(tmp_path, monkeypatch):
+    """A listing is no snapshot: one that runs while the ``.swap`` takes its plain name may show neither
+    name. The reader looks at the names of a known segment the listing lacks before it lets it go:
+    dropped, the log start rose past the merged segment for good (its records gone from by-offset/)."""
+    from kafkafs.storage import local_log
+
+    with LogDir(tmp_path, ROLLING, writable=True) as logdir:
+        _fill(logdir.create_partition("kv", 0), 60, b"v")
+    with LogDir(tmp_path, ROLLING) as reading:
+        ro = reading.log("kv-0")
+        assert len(_records(ro)) == 60
+        with LogDir(tmp_path, MERGING, writable=True) as logdir:
+            assert compact(logdir.log("kv-0"), now_ms=10**13)
+            after = _records(logdir.log("kv-0"))
+        listing = local_log.regular_files_in_order
+        missed = names.segment_file_name(0, names.LOG)
+
+        def listed_while_renaming(*args):
+            return [name for name in listing(*args) if name != missed]
+
+        monkeypatch.setattr(local_log, "regular_files_in_order", listed_while_renaming)
+        ro.refresh()
+        monkeypatch.undo()
+        assert ro.log_start_offset == 0
+        assert _records(ro) == after
