@@ -11,7 +11,8 @@ then another one, shorter.
 Hence generations. :class:`RecordsStream` is one inode of a partition's ``records.jsonl``: a view
 (:class:`~.partition.Composition`) that only ever grows. While the partition only grows, the
 view is the partition's current composition. When the composition changes in any other way (segments
-removed by retention, a compaction swap, a truncation), the stream becomes *detached*: it keeps the
+removed by retention, a compaction swap, a truncation, the schemas records render with:
+:meth:`~.partition.PartitionState.use_decoder`), the stream becomes *detached*: it keeps the
 parts it had where they were and is followed by the records past its last offset
 (:func:`handle_view`, below), and :meth:`RecordsGenerations.current` gives new lookups
 a new stream whose view is the current composition. Every open of an inode shares its stream; its
@@ -82,11 +83,13 @@ PIN_MARGIN = 256 * 1024
 
 
 def layout_after(renderer: Renderer, layout: Layout, lo: int) -> SegmentLayout | None:
-    """A layout of the segment ``layout`` was laid out from, from offset ``lo`` on."""
+    """A layout of the segment ``layout`` was laid out from, from offset ``lo`` on, rendered as ``layout``
+    is (with its own renderer when it names one, else ``renderer``)."""
     segment = layout.segment_at(0)
     if segment is None:
         return None
-    after = SegmentLayout(segment, lo, layout.upper if isinstance(layout, SegmentLayout) else None)
+    renderer = layout.renderer if layout.renderer is not None else renderer
+    after = SegmentLayout(segment, lo, layout.upper if isinstance(layout, SegmentLayout) else None, renderer)
     after.extend(renderer)
     return after
 
