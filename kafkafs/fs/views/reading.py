@@ -469,6 +469,9 @@ class PieceRenderer:
         if pinned is not None:
             return pinned
         base = layout.bases[i]
+        if base < 0:  # what a detached stream let go of (streams.PASSED_BASE): its segments are gone
+            raise SegmentClosedError(f"{self.log.dir}: records.jsonl read back where every open reader had "
+                                     "passed, from segments removed since (retention or compaction)")
         segment = layout.segment_at(i) or self.log.segments.get(base)  # the one it was laid out from
         if segment is None or segment.suffix == ".deleted" and not os.path.exists(segment.log_path):
             # an open records.jsonl reading back past file.delete.delay.ms: ESTALE, not damage
