@@ -120,6 +120,13 @@ class Invalidator:
             self._folders.add(name)
             self._cond.notify()
 
+    def folders_changed(self, names: list[str]) -> None:
+        """:meth:`folder_changed` for each of ``names`` (the schemas changed: a size the size summary
+        answered for a partition not open yet is another now)."""
+        with self._cond:
+            self._folders.update(names)
+            self._cond.notify()
+
     def attrs_now(self, state: PartitionState, since_base: int | None = None) -> None:
         """Mark the attributes of ``state``'s growing files stale in the kernel, now (see above);
         ``since_base``: segment files from that base offset on changed too. Only those whose attributes

@@ -157,6 +157,7 @@ def serve(
     logging.getLogger("pyfuse3").addFilter(not_a_reply_nobody_awaits)
     invalidator = Invalidator(ops.inodes, pyfuse3.invalidate_inode, pyfuse3.invalidate_entry)
     invalidator.records_held = tree.partitions.records_held
+    tree.partitions.on_schemas_changed = invalidator.folders_changed
     tree.partitions.add_listener(invalidator.partition_changed)
     tree.partitions.add_append_listener(invalidator.attrs_now)
     invalidator.start()

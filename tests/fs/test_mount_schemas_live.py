@@ -92,3 +92,30 @@ def test_a_schema_registered_while_mounted_decodes_and_open_readers_read_whole_l
         assert records.stat().st_size == len(records.read_bytes())
     finally:
         reader.close()
+
+
+def test_a_size_the_size_summary_answered_follows_the_schemas(mounted, tmp_path):
+    """A mount answers ``ls -l`` of a partition it has not opened from the size summary (``kafkafs index``
+    or a mount before it kept it, under the decoder's identity), and the kernel keeps that size while no
+    event in the folder says otherwise; when the schemas change, the kernel lets go of it: the next
+    ``stat`` and a ``cat`` agree on the decoded file at once (not after the kernel's timeout)."""
+    from kafkafs.fs.views.prefill import index_logdir
+
+    logdir = tmp_path / "logs"
+    logdir.mkdir()
+    _append(logdir, "_schemas-0", [_schema("a-value", 1, {"type": "string"})])
+    _append(logdir, "data-0", [(b"k%d" % (i % 7), _framed(2, i)) for i in range(200)])
+    cache = str(tmp_path / "cache")
+    index_logdir(str(logdir), cache_dir=cache)  # the size summary, as a mount before this one leaves it
+    m = mounted(logdir, "--cache-dir", cache)
+    records = m / "data-0" / "records.jsonl"
+    shown = records.stat().st_size  # from the summary (the kernel keeps it: the folder is watched)
+    _append(logdir, "_schemas-0", [_schema("b-value", 2, COUNT)])
+
+    def agreed() -> bool:
+        size = records.stat().st_size
+        data = records.read_bytes()
+        return size == len(data) and len(_lines(data)) == 200 and all("valueSchemaId" in line for line in _lines(data))
+
+    _wait_for(agreed, 5 * LIVE_S)  # (the kernel's own timeout for it is 10 s)
+    assert records.stat().st_size != shown

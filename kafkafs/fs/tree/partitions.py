@@ -111,6 +111,9 @@ class Partitions:
         self._schemas_dir: str | None = None
         self._schemas_stamp: SchemasStamp | None = None
         self._schemas_lock = threading.Lock()  # one look at the schemas at a time (poll loop, watcher)
+        #: ``on_schemas_changed(names)``: the schemas changed; ``names``: partition folders not open whose
+        #: ``records.jsonl`` size the size summary may have answered (the mount drops what the kernel keeps)
+        self.on_schemas_changed: Callable[[list[str]], None] | None = None
         #: per partition: inode numbers of records looked up -> until when the kernel may hold them (in that order)
         self._records_held: dict[str, OrderedDict[int, float]] = {}
         self._held_lock = threading.Lock()
@@ -231,6 +234,11 @@ class Partitions:
         log.info("the schemas in %s changed: %d schemas known", self.logdir.path, len(registry) if registry else 0)
         for state in states:
             state.use_decoder(decoder_for(state.log.topic, registry, self.mode))
+        hook = self.on_schemas_changed
+        if hook is not None:
+            with self._guard:
+                unopened = [name for name in self._early_binds if name not in self._states]
+            hook(unopened)
         return True
 
     def record_looked_up(self, name: str, ino: int | None, seconds: float) -> None:
