@@ -219,7 +219,7 @@ class PartitionState:
             self._composition = None
             self.decoding += 1
             self.rewrites += 1  # (here, not in _changed: a refresh on another thread may tell the listeners first)
-        log.info("%s: the schemas changed: its records render again", self.name)
+        log.debug("%s: the schemas changed: its records render again", self.name)
         self._changed()
         return True
 
