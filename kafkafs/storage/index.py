@@ -51,7 +51,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import ClassVar, Generic, NamedTuple, TypeVar
 
-from kafkafs.errors import CorruptRecordError, InvalidInput, KafkafsError, ReadOnlyError, UnsafeFileError
+from kafkafs.errors import (
+    CorruptRecordError,
+    InvalidInput,
+    KafkafsError,
+    ReadOnlyError,
+    UnsafeFileError,
+    doing,
+)
 from kafkafs.format import Buffer
 from kafkafs.format.index import (
     MAX_RELATIVE_OFFSET,
@@ -406,7 +413,8 @@ class AbstractIndex(Generic[E]):
             if st is None or not self._writable:
                 return
             if isinstance(st.mm, mmap.mmap):  # a writable state's map (None when empty)
-                st.mm.flush()
+                with doing("write {path}", self._path):  # a write-back error (EIO) names the index
+                    st.mm.flush()
 
     # -- lifecycle -------------------------------------------------------------------------------------
 
@@ -430,7 +438,8 @@ class AbstractIndex(Generic[E]):
                 return
             try:
                 if self._writable and self._state is not None:
-                    self.trim_to_valid_size()
+                    with doing("write {path}", self._path):
+                        self.trim_to_valid_size()
             finally:
                 self.close_handler()
                 self._closed = True

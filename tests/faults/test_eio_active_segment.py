@@ -109,3 +109,23 @@ def test_a_mount_says_eio_for_an_unreadable_stretch_of_the_first_sealed_segment(
         (part / "records.jsonl").read_bytes()
     assert json.loads((part / "by-offset" / f"{second}.json").read_bytes())["offset"] == second
     assert "cannot read" in m.log()
+
+
+def test_a_write_back_error_of_an_index_names_the_index(tmp_path, eio_layer) -> None:
+    """review11 R11-5 (SPEC §4 "An OS error names the path"): recover rebuilding indexes whose write-back
+    (msync) fails with EIO said 'cannot recover LOGDIR: input/output error'."""
+    logdir = tmp_path / "logs"
+    logdir.mkdir()
+    with LogDir(logdir, Settings({"segment.bytes": 8192}), writable=True) as d:
+        log = d.create_partition("t", 0)
+        for i in range(0, 400, 5):
+            log.append_records([ProducerRecord(1000 + j, None, b"v%d %s" % (j, b"p" * 40), ()) for j in range(i, i + 5)])
+    for index in (logdir / "t-0").glob("*.index"):
+        index.unlink()
+    layer = eio_layer(logdir)
+    layer.fail({"name": ".index", "from": 0, "op": "fsync"})
+    done = cli("recover", str(layer.path))
+    assert done.returncode == 1, done.stderr
+    line = done.stderr.decode().strip().splitlines()[-1]
+    assert line.startswith(f"kafkafs: error: cannot write {layer.path / 't-0'}/") and line.endswith(
+        ".index: input/output error"), line
