@@ -5,8 +5,9 @@ grandchild of two forks mounts and serves, and reports "ready", or the reason it
 through a pipe; the parent exits 0 or raises). ``foreground`` serves in the calling process. Either way SIGTERM, SIGINT and SIGHUP unmount cleanly, and so does
 ``fusermount3 -u MOUNTPOINT``. A stop ends in bounded time whatever the daemon was doing: no thread of
 the daemon ever waits for its own mount (its one look at the mount point is made by a child process,
-:mod:`.mount_probe`), the invalidator stops while the loop still answers, and the loop has
-:data:`STOP_GRACE` seconds to answer the requests it took.
+:mod:`.mount_probe`), the invalidator stops while the loop still answers (a loop that died of an
+error is started again to refuse what the kernel queued, until the invalidator has stopped), and the
+loop has :data:`STOP_GRACE` seconds to answer the requests it took.
 
 If the daemon dies without unmounting (SIGKILL, a crash), the kernel keeps a dead mount that answers
 "Transport endpoint is not connected"; ``fusermount3 -uz MOUNTPOINT`` clears it, after which the
@@ -15,6 +16,7 @@ folder can be mounted again. ``mount()`` recognises that state and says so.
 
 from __future__ import annotations
 
+import errno
 import gc
 import logging
 import os
@@ -186,7 +188,28 @@ def serve(
         except Exception:
             failed = True
             log.exception("the FUSE loop stopped")
+            await refuse_until_invalidator_stopped()
         nursery.cancel_scope.cancel()
+
+    async def refuse_until_invalidator_stopped() -> None:
+        """The loop died of an error (a signal stops the invalidator first, while the loop answers): the
+        requests the kernel queued meanwhile are answered ENOTCONN by a loop that refuses everything until
+        the invalidator has stopped. A page invalidation it sends waits for any page a queued read holds
+        locked, and that read for a loop: unanswered, the invalidator's thread stays in the kernel, and
+        the process can never end, nor be killed (hang10's leftover). At most STOP_GRACE seconds."""
+        _refuse_every_request(ops)
+        async with trio.open_nursery() as refusing:
+
+            async def refuse() -> None:
+                try:
+                    await pyfuse3.main()
+                except Exception as exc:  # nothing more can be answered: the stop goes on without it
+                    log.debug("the loop refusing requests stopped: %r", first_exception(exc))
+
+            refusing.start_soon(refuse)
+            await trio.to_thread.run_sync(invalidator.stop)  # bounded: it waits for its thread 5 s at most
+            pyfuse3.terminate()
+            refusing.cancel_scope.deadline = trio.current_time() + STOP_GRACE
 
     async def stop_serving(nursery) -> None:
         """End the FUSE loop in the one order that leaves no thread of the daemon waiting for it (a
@@ -352,6 +375,25 @@ def serve(
     if error is not None:  # it served, then a task failed: one line in the log
         log.error("the mount stopped: %r", first_exception(error))
     return 1 if failed else 0
+
+
+#: The requests of pyfuse3's ``Operations`` that the kernel waits an answer for (``forget`` has none).
+_REQUESTS = (
+    "lookup", "getattr", "setattr", "readlink", "mknod", "mkdir", "unlink", "rmdir", "symlink", "rename", "link",
+    "open", "read", "write", "flush", "release", "fsync", "poll", "opendir", "readdir", "releasedir", "fsyncdir",
+    "statfs", "setxattr", "getxattr", "listxattr", "removexattr", "access", "create",
+)
+
+
+def _refuse_every_request(ops: object) -> None:
+    """From now on every request to ``ops`` is answered ENOTCONN at once (the mount is going away)."""
+    import pyfuse3
+
+    async def refused(*_args: object) -> None:
+        raise pyfuse3.FUSEError(errno.ENOTCONN)
+
+    for name in _REQUESTS:
+        setattr(ops, name, refused)
 
 
 def _restore_signals(previous: dict, held: set) -> None:

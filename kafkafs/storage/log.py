@@ -101,8 +101,9 @@ class Log(LocalLog):
         and missing or corrupt indexes rebuilt. ``clean_shutdown`` None (unknown) counts as unclean;
         ``recover_all``: recover from the recovery point on even after a clean stop (``kafkafs recover``:
         what it finds is then judged knowing how the writer stopped).
-        Read-only: nothing changes on disk; leftovers are ignored and damage is reported when a read
-        meets it.
+        Read-only: nothing changes on disk; leftovers are ignored, but for a committed ``.swap``, read
+        in place of the segments it replaces as a recovery completes it (:meth:`LocalLog._take_swaps`),
+        and damage is reported when a read meets it.
         """
         raise_open_file_limit()
         if writable:
@@ -125,6 +126,8 @@ class Log(LocalLog):
         self.last_recovery = loaded.report
         for segment in loaded.segments:
             self.segments.add(segment)
+        if not self.writable:
+            self._take_swaps_at_load()
         if loaded.transactions is not None:
             self._txn = loaded.transactions
         self._dir_dirty = self._dir_dirty or loaded.dir_dirty
