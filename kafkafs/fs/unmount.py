@@ -21,12 +21,11 @@ import shutil
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import MountError, MountPathError
 from ..storage.dirlock import LOCK_FILE, describe_holder, lock_holder
-from .mount_probe import _unescape
+from .mountinfo import MountEntry, find_mount
 
 __all__ = ["MountEntry", "find_mount", "unmount", "WAIT_TIMEOUT"]
 
@@ -34,38 +33,6 @@ __all__ = ["MountEntry", "find_mount", "unmount", "WAIT_TIMEOUT"]
 #: TimeoutStopSec of the unit is 30 s; a daemon asked to stop has 5 s for its requests, then closes).
 WAIT_TIMEOUT = 60.0
 _POLL = 0.01
-
-
-@dataclass(frozen=True)
-class MountEntry:
-    """One line of /proc/self/mountinfo: a mount at ``path``."""
-
-    path: str
-    fstype: str
-    source: str
-    options: frozenset[str]  # the mount's own (rw or ro, nosuid, ...) and its super block's
-
-
-def _mount_path(mountpoint: str) -> str:
-    """The absolute mount point, its folders resolved but not the mount point itself (a stat of it is a
-    request to the mount, which may not answer)."""
-    path = os.path.abspath(mountpoint)
-    return os.path.join(os.path.realpath(os.path.dirname(path)), os.path.basename(path))
-
-
-def find_mount(mountpoint: str) -> MountEntry | None:
-    """The mount on top at ``mountpoint``, or None (from ``/proc/self/mountinfo``: touches no file of it)."""
-    path = _mount_path(mountpoint)
-    found = None
-    with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as mountinfo:
-        for line in mountinfo:
-            fields = line.split()
-            if len(fields) < 10 or "-" not in fields or _unescape(fields[4]) != path:
-                continue
-            at = fields.index("-")
-            options = fields[5].split(",") + (fields[at + 3].split(",") if len(fields) > at + 3 else [])
-            found = MountEntry(path, fields[at + 1], _unescape(fields[at + 2]), frozenset(options))
-    return found
 
 
 def _holds_fuse(pid: int) -> bool:
