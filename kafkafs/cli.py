@@ -80,6 +80,14 @@ def _raise_fd_limit() -> None:
 # ---------------------------------------------------------------------------------------------- mount
 
 
+def cmd_umount(args: argparse.Namespace) -> int:
+    from .fs.unmount import unmount
+
+    if not args.timeout >= 0:
+        raise UsageError(f"--timeout must be 0 or more seconds, not {args.timeout:g}")
+    return unmount(args.mountpoint, args.timeout)
+
+
 def cmd_mount(args: argparse.Namespace) -> int:
     try:
         from .fs.mount import mount
@@ -381,6 +389,21 @@ def build_parser() -> _Parser:
         help="by-offset/ lists offsets up to N records (then a range per segment), by-key/ keys up to N (default 100000)",
     )
     _add_settings_options(p)
+
+    p = sub.add_parser(
+        "umount", aliases=["unmount"],
+        help="unmount a kafkafs mount; for a --rw mount, return once its daemon released LOGDIR's lock",
+    )
+    p.description = (
+        "Unmount MOUNTPOINT as `fusermount3 -u` does; for a --rw mount, then wait until its daemon has "
+        "closed the log directory (checkpoints and .kafka_cleanshutdown written, LOGDIR/.lock released), so "
+        "that a broker, `kafkafs produce` or a copy can start at once. Exit 1 when the unmount fails or the "
+        "daemon still holds the lock after --timeout seconds."
+    )
+    p.add_argument("mountpoint")
+    p.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS",
+                   help="how long to wait for the daemon to release the lock (default 60)")
+    p.set_defaults(func=cmd_umount)
 
     p = _logdir_command(
         sub, "index", cmd_index, "fill the mount's size cache ahead of time (for ExecStartPre or cron)"

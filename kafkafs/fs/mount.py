@@ -40,7 +40,7 @@ from .daemon import (
     sd_notify,
     setup_logging,
 )
-from .mount_checks import check_logdir, check_mountpoint, fuse_option_set
+from .mount_checks import check_logdir, check_mountpoint, fuse_fd, fuse_option_set
 from .mount_probe import MountProbe, mounted_device
 from .tree.partitions import Partitions, ServeOptions
 from .views.layoutcache import LayoutCache, check_outside, default_cache_dir
@@ -147,8 +147,12 @@ def serve(
     held = signal.pthread_sigmask(signal.SIG_BLOCK, _UNMOUNT_SIGNALS)
     # the look at the mount point (.mount_probe), ready by the time the mount is; it inherits the mask,
     # so a stop that signals the whole group (systemd) ends it through its input, after the daemon's
+    # a mount point /dev/fd/N is a /dev/fuse that mount.fuse3 mounted already (-o drop_privileges): its
+    # real mount point is unknown here, and the daemon has no privilege to look at or unmount it
+    handed_over = fuse_fd(mountpoint) is not None
     probe = MountProbe(mountpoint)
-    probe.start()
+    if not handed_over:
+        probe.start()
     try:
         pyfuse3.init(ops, mountpoint, options)
     except Exception as exc:
@@ -175,7 +179,7 @@ def serve(
         cleaner = LogCleaner(directory)
     failed = answered = too_slow = stopping = False
     stopped_by: list[str] = []  # the signal that asked the mount to stop
-    device = mounted_device(mountpoint)  # of this mount, as the mount table says (touches no file)
+    device = None if handed_over else mounted_device(mountpoint)  # of this mount, as the mount table says
 
     async def fuse_main(nursery) -> None:
         nonlocal failed
@@ -259,10 +263,25 @@ def serve(
 
     setattr(ops, "getattr", first_getattr)  # noqa: B010 - an instance attribute, for this one request
 
+    # the kernel's FUSE_INIT, which libfuse answers on the loop (pyfuse3 calls Operations.init): on a
+    # handed-over /dev/fuse the kernel sent it when mount.fuse3 mounted, so the loop answers once it came
+    initialized = trio.Event()
+    init_of_class = ops.init
+
+    def first_init() -> None:
+        initialized.set()
+        init_of_class()
+
+    setattr(ops, "init", first_init)  # noqa: B010 - an instance attribute, for the one FUSE_INIT
+
     async def answering() -> int:
         """Wait until the mount answers; its device number. The mount point is looked at from a child
         process, never from a thread of this one (:mod:`.mount_probe`); a request from anyone else that
-        comes first says it as well (the device is then the mount table's)."""
+        comes first says it as well (the device is then the mount table's). On a handed-over
+        ``/dev/fuse`` (``/dev/fd/N``), the answer to FUSE_INIT says it, and the device is unknown: 0."""
+        if handed_over:
+            await initialized.wait()
+            return 0
         parent = os.stat(os.path.dirname(mountpoint) or "/").st_dev
         known = os.makedev(*map(int, device.split(":"))) if device is not None else None
         found: list[int] = []
@@ -300,13 +319,17 @@ def serve(
                 too_slow = True
                 nursery.start_soon(stop_serving, nursery)
                 return
-            probe.release()  # its child ends
-            nursery.start_soon(probe.collect)
+            if not handed_over:
+                probe.release()  # its child ends
+                nursery.start_soon(probe.collect)
             starting.restore(replay=True)
             answered = True
-            larger_reads(dev)
+            if dev:
+                larger_reads(dev)
             mode = "read-only" if not rw else "read-write, cleaning" if cleaner else "read-write, not cleaning"
             log.info("mounted %s on %s (%s)", logdir, mountpoint, mode)
+            if handed_over:
+                log.info("%s: mounted by mount.fuse3; unmount it with `umount`: this daemon cannot", mountpoint)
             if cleaner is not None:
                 cleaner.start()
             on_ready()
@@ -333,9 +356,18 @@ def serve(
             _clear_dead_mount(mountpoint, device)
             tree.close()
             _restore_signals(previous, held)
+    if handed_over and stopped_by:
+        log.warning("%s: stopped by %s; the mount mount.fuse3 made is left dead (this daemon has no privilege "
+                    "to unmount it): unmount it first with `umount`, or clear it with `umount -l`",
+                    mountpoint, stopped_by[0])
     if not answered and stopped_by and not too_slow and error is None and not failed:
         log.info("stopped by %s before the mount answered", stopped_by[0])
         return 0
+    if not answered and handed_over and failed and not initialized.is_set():  # no FUSE_INIT could be read
+        raise MountError(
+            f"{mountpoint}: FUSE could not serve it: that /dev/fuse is not mounted (a /dev/fd/N mount point "
+            "is the /dev/fuse that mount.fuse3 -o drop_privileges mounted)"
+        )
     if not answered:  # libfuse refused (e.g. -o max_read=...), the session died, or it never answered
         error = error or MountError("the FUSE session ended before the mount answered")
         slow = [f"the mount did not answer within {ANSWER_TIMEOUT:g} s"] if too_slow else []
