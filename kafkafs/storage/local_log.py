@@ -14,6 +14,7 @@ open removes whatever ``.deleted`` files a previous run left. Appends, loading a
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
@@ -96,6 +97,10 @@ class LocalLog:
         self.last_recovery: RecoveryReport | None = None  # the report of the load
         self._listeners: list[Callable[[LocalLog], None]] = []
         self._closed = False
+        #: Whether a write (an append, a flush, a roll, a truncation, a segment swap or deletion) failed with
+        #: an OS error: the folder may hold half of it, so the log directory's close marks no clean
+        #: shutdown (the next writer or broker recovers it).
+        self.write_failed = False
         #: Undecided transactions (producer id -> first offset); None until first needed after an open.
         self._txn: ProducerTransactions | None = None
         #: Segments renamed ``.deleted``, with the clock's time of the rename, waiting for their files to go.
@@ -417,6 +422,15 @@ class LocalLog:
     def _require_writable(self) -> None:
         require_writable(self.dir, self.writable, self._closed)
 
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[None]:
+        """Around a change of the folder: an OS error inside sets :attr:`write_failed`, and goes on."""
+        try:
+            yield
+        except OSError:
+            self.write_failed = True
+            raise
+
     def roll(self, next_offset: int | None = None) -> LogSegment:
         """Seal the active segment and start a new one at ``max(next_offset, log end offset)`` (Kafka's
         ``roll``); an empty active segment already there is kept as it is."""
@@ -438,11 +452,12 @@ class LocalLog:
         with self._lock:
             if not self.writable or self._closed:
                 return
-            for segment in self.segments.from_offset(self.recovery_point):
-                segment.flush()
-            if self._dir_dirty:
-                fsync_directory(self.dir)
-                self._dir_dirty = False
+            with self._writing():
+                for segment in self.segments.from_offset(self.recovery_point):
+                    segment.flush()
+                if self._dir_dirty:
+                    fsync_directory(self.dir)
+                    self._dir_dirty = False
             self.recovery_point = self.log_end_offset
             self._unflushed_messages = 0
             self._last_flush_ms = self.clock()
