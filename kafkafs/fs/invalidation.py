@@ -31,7 +31,7 @@ import trio
 from ..storage.handles import TOO_MANY_FILES
 from .errnos import no_descriptor_free, refresh_failed
 from .tree import names
-from .tree.inodes import InodeTable
+from .tree.inodes import ROOT_INODE, InodeTable
 from .tree.nodes import OFFSET_RANGE, Key, Node
 from .tree.partition_nodes import RangeFile
 from .tree.root import Tree
@@ -78,6 +78,7 @@ class Invalidator:
         #: (:meth:`~.tree.partitions.Partitions.records_held`; they are in no table)
         self.records_held: Callable[[str], list[int]] | None = None
         self._folders: set[str] = set()  # partition folders whose attributes go (folder_changed)
+        self._gone: set[str] = set()  # partition folders that left LOGDIR: their names go (folder_gone)
         self._cond = threading.Condition()
         self._stopped = False
         self._thread = threading.Thread(target=self._run, name="kafkafs-invalidate", daemon=True)
@@ -120,6 +121,15 @@ class Invalidator:
             self._folders.add(name)
             self._cond.notify()
 
+    def folder_gone(self, name: str) -> None:
+        """The watched partition folder ``name`` left LOGDIR (a broker renamed it ``NAME.<id>-delete``
+        when its topic was deleted): the kernel's entry for the name goes, so that its next lookup asks
+        and is told ENOENT (R13-3: the kernel kept a watched folder's name 10 s). Returns at once."""
+        with self._cond:
+            self._gone.add(name)
+            self._folders.add(name)
+            self._cond.notify()
+
     def folders_changed(self, names: list[str]) -> None:
         """:meth:`folder_changed` for each of ``names`` (the schemas changed: a size the size summary
         answered for a partition not open yet is another now)."""
@@ -151,6 +161,10 @@ class Invalidator:
                 rewritten, self._rewritten = self._rewritten, set()
                 redecoded, self._redecoded = self._redecoded, set()
                 folders, self._folders = self._folders, set()
+                gone, self._gone = self._gone, set()
+            if self._invalidate_entry is not None:
+                for name in gone:  # the folder's name first: nothing below it resolves any more
+                    self._drop_entry(ROOT_INODE, name)
             for name in rewritten:
                 self._renamed(name)
             for name in redecoded:  # every file of the partition renders otherwise: none is kept as it was

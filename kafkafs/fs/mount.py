@@ -65,11 +65,15 @@ STOP_GRACE = 5.0
 
 def _folder_event(partitions: Partitions, invalidator: Invalidator) -> Callable[[str], None]:
     """What the watcher calls when a watched partition folder changed (on its thread): the kernel's
-    attributes of the folder go, and a change of a ``_schemas`` folder is followed at once (a schema
-    registered: its event comes before those of the records framed with it)."""
+    attributes of the folder go (and its name, when the folder left LOGDIR: a topic deleted), and a
+    change of a ``_schemas`` folder is followed at once (a schema registered: its event comes before
+    those of the records framed with it)."""
 
     def changed(name: str) -> None:
-        invalidator.folder_changed(name)
+        if (partitions.logdir.path / name).is_dir():
+            invalidator.folder_changed(name)
+        else:
+            invalidator.folder_gone(name)
         if partitions.is_schemas_folder(name):
             try:
                 partitions.follow_schemas()

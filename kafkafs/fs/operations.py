@@ -323,6 +323,11 @@ class Operations(pyfuse3.Operations):
         if isinstance(node, Dir):
             raise pyfuse3.FUSEError(errno.EISDIR)
         assert isinstance(node, File)
+        partition = node.partition_name
+        if partition is not None and self.tree.partitions.folder_gone(partition):
+            # the kernel held the inode of a file of a deleted topic's partition (a name kept a moment
+            # longer than the folder): its state may be refreshed empty by now; ENOENT, not that (R13-3)
+            raise pyfuse3.FUSEError(errno.ENOENT)
         write = (flags & os.O_ACCMODE) != os.O_RDONLY or bool(flags & os.O_TRUNC)
         handle = None if write else node.open_now()
         if handle is None:

@@ -153,3 +153,29 @@ def test_a_rewrite_drops_the_kernels_entries_for_records_and_replaced_segments(t
         assert (segments, last.encode()) not in entries  # the active segment's files stay what they are
     finally:
         tree.close()
+
+
+def test_a_folder_gone_drops_its_name_from_the_root(logdir_copy):
+    # review13 R13-3: the kernel kept a deleted topic's watched folder name 10 s
+    from kafkafs.fs.tree.inodes import ROOT_INODE
+
+    tree = Tree(LogDir(logdir_copy))
+    try:
+        table = InodeTable(tree)
+        entries: list[tuple[int, bytes]] = []
+        sent: list[int] = []
+        inv = Invalidator(table, lambda ino, attr_only=False: sent.append(ino),
+                          lambda parent, name: entries.append((parent, name)))
+        inv.start()
+        folder, _ = table.register(tree.resolve("orders-0"), count=1)
+        inv.folder_changed("events-3")  # a change in a folder that is there: only attributes
+        inv.folder_gone("orders-0")
+        deadline = time.monotonic() + 2
+        while not entries and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.05)
+        inv.stop()
+        assert entries == [(ROOT_INODE, b"orders-0")]
+        assert folder in sent  # and its attributes
+    finally:
+        tree.close()

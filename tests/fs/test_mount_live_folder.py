@@ -79,3 +79,36 @@ def test_a_partition_folder_created_again_while_mounted_is_a_new_partition(tmp_p
     _write(logs / "gone-0", ["new-1"], keys=False)
     assert _until(lambda: values() == ["new-0", "new-1"]), f"records.jsonl after a second record: {values()}"
     assert sorted(os.listdir(part / "by-offset")) == ["0.json", "1.json"]
+
+
+def test_a_deleted_topics_partition_is_enoent_at_once(tmp_path, mounted):
+    # review13 R13-3: the root listing dropped gone-1 at once, but for ~10 s (the time the kernel keeps a
+    # watched folder's name) gone-1/ resolved and served an EMPTY partition (logEndOffset 0)
+    logs = tmp_path / "logs"
+    _write(logs / "gone-1", [f"v{i}" for i in range(5)], keys=False)
+    _write(logs / "kept-0", ["w"], keys=False)
+    m = mounted(logs)
+    part = m.path / "gone-1"
+    assert json.loads((part / "partition.json").read_text())["logEndOffset"] == 5
+    assert len((part / "records.jsonl").read_text().splitlines()) == 5
+    assert os.path.isdir(part)
+    os.rename(logs / "gone-1", logs / "gone-1.0123456789abcdef0123456789abcdef-delete")
+    t0 = time.monotonic()
+    seen = []
+    while time.monotonic() - t0 < 3:
+        try:
+            seen.append(len((part / "records.jsonl").read_text().splitlines()))
+            seen.append(json.loads((part / "partition.json").read_text())["logEndOffset"])
+        except FileNotFoundError:
+            break
+        time.sleep(0.02)
+    else:
+        raise AssertionError(f"gone-1/partition.json still resolves 3 s after the rename: {seen[-3:]}")
+    assert 0 not in seen, f"served as an empty partition: {seen}"
+    # the kernel's entry for the name goes at the rename's event (it kept a watched folder's name 10 s)
+    assert _until(lambda: not os.path.exists(part), 0.5), (
+        f"gone-1/ still resolves {time.monotonic() - t0:.1f} s after the rename")
+    for name in ("gone-1/records.jsonl", "gone-1/partition.json", "gone-1/by-offset", "gone-1/by-key"):
+        assert not os.path.exists(m.path / name), name
+    assert "gone-1" not in os.listdir(m.path)
+    assert len((m.path / "kept-0" / "records.jsonl").read_text().splitlines()) == 1

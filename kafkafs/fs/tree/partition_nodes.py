@@ -72,7 +72,7 @@ class PartitionDir(Dir):
         return out
 
     def lookup(self, name: str) -> Node:
-        if name not in self._children():
+        if name not in self._children() or self.partitions.folder_gone(self.name):
             raise NotFound(name)
         return self.child(name, current=True)
 
@@ -83,6 +83,8 @@ class PartitionDir(Dir):
         and ``segments/`` of an open partition too (their attributes come from memory, or a stat of the
         folder): the path of a first ``by-offset/N.json`` goes through one, and a worker trip there cost
         more than the record's own lookup (issue 25)."""
+        if self.partitions.folder_gone(self.name):
+            return None  # a worker's lookup says ENOENT (R13-3)
         if name in _FOLDERS_NOW:
             if self.partitions.open_state(self.name) is None:
                 return None  # opening the partition is a worker's

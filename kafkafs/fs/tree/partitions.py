@@ -301,6 +301,13 @@ class Partitions:
         state = self._states.get(name)
         return state.watched if state is not None else self._early_binds.get(name) is not None
 
+    def folder_gone(self, name: str) -> bool:
+        """Whether partition folder ``name`` is no longer in LOGDIR (a broker renamed it ``NAME.<id>-delete``
+        when its topic was deleted): nothing of it resolves or opens any more (SPEC §3), though its
+        state may be open and the kernel may hold its inodes (handles open keep what they had). One
+        stat (the FUSE loop may ask)."""
+        return not (self.logdir.path / name).is_dir()
+
     def presized(self, name: str) -> Sized | None:
         """The size of ``records.jsonl`` of partition ``name``, not opened yet, from the size summary
         when it holds for the folder as it is now (one listing, one stat a segment file); None when the

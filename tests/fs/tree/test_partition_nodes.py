@@ -195,3 +195,26 @@ def test_folders_of_a_watched_partition_are_kept_long(built_logdir):
     finally:
         watcher.stop()
         t.close()
+
+
+def test_a_partition_whose_folder_left_the_logdir_resolves_no_more(logdir_copy):
+    # review13 R13-3: a broker deleting a topic renames its folders NAME.<id>-delete; the folder node the
+    # kernel holds (its name kept 10 s when watched) must not serve the partition, open or not, as empty
+    t = tree_of(logdir_copy)
+    try:
+        folder = t.resolve("orders-0")
+        assert json.loads(t.read_file("orders-0/partition.json"))["logEndOffset"] > 0  # open now
+        (logdir_copy / "orders-0").rename(logdir_copy / "orders-0.0123456789abcdef0123456789abcdef-delete")
+        t.partitions.state("orders-0").refresh(force=True)  # what the watcher does at the rename
+        for name in ("partition.json", "records.jsonl", "by-offset", "by-key", "segments"):
+            assert folder.lookup_now(name) is None, name
+            with pytest.raises(NotFound):
+                folder.lookup(name)
+        with pytest.raises(NotFound):
+            t.resolve("orders-0")
+        with pytest.raises(NotFound):
+            t.resolve("orders-0/partition.json")
+        assert "orders-0" not in t.listdir("")
+        assert t.resolve("events-3/partition.json")  # the others are as they were
+    finally:
+        t.close()
