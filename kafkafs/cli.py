@@ -135,6 +135,9 @@ def _check_cache_dir(cache_dir: str | None, logdir: str) -> None:
     inside LOGDIR, a path through a file) or a failure (no permission), said before any work."""
     from .fs.views.layoutcache import check_outside, default_cache_dir
 
+    if cache_dir == "":  # '' turns the cache off (mount, consume): never the current directory
+        raise CommandError("--cache-dir '' turns the size cache off, and filling it is all index does: name a "
+                           "folder, or leave the option out for the default ($XDG_CACHE_HOME/kafkafs)")
     directory = check_outside(cache_dir if cache_dir is not None else default_cache_dir(), logdir)
     try:
         os.makedirs(directory, exist_ok=True)  # outside LOGDIR (checked above); index writes there anyway
