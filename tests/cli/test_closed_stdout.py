@@ -191,3 +191,19 @@ def test_a_closed_or_full_stderr_loses_messages_never_records_files_or_exit_code
     assert run("verify", str(logdir)).returncode == 0
     values = [line for line in run("consume", str(logdir), "orders-0").stdout.decode().splitlines()[before:]]
     assert [('"value":"one"' in v, '"value":"two"' in v) for v in values] == [(True, False), (False, True)] * 2
+
+
+def test_a_closed_stdout_is_not_left_free_for_the_next_file_opened():
+    """``>&-``: /dev/null took file descriptor 1 and was closed again at once (it landed on 1 itself),
+    so the next file kafkafs opened (a segment, an index) became its standard output."""
+    script = (
+        "import os, sys\n"
+        "from kafkafs.stdout import guarded_stdout\n"
+        "with guarded_stdout():\n"
+        "    fd = os.open(sys.argv[1], os.O_RDONLY)\n"
+        "    sys.stderr.write(f'{fd} {os.readlink(\"/proc/self/fd/1\")}')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script, __file__], capture_output=True, env=_env(), timeout=60,
+                          preexec_fn=lambda: os.close(1))
+    fd, target = done.stderr.decode().split()
+    assert (int(fd) != 1, target) == (True, os.devnull), done.stderr
