@@ -282,11 +282,14 @@ class LogCleaner:
             if self._stop.is_set():
                 break
             try:
-                out.append(self.logdir.log(name))
+                target = self.logdir.log(name)
             except UnsafeFileError:  # refused for holding a link (said once, when it was opened)
                 continue
             except Exception as exc:  # noqa: BLE001 - a folder that does not open is skipped
                 log.warning("cleaner: %s: %s", name, exc)
+                continue
+            if target.writable:  # a partition a writer refused is served read-only (said when it was opened)
+                out.append(target)
         return out
 
     def _retention(self) -> None:

@@ -88,6 +88,31 @@ def test_a_mount_says_eio_past_an_unreadable_stretch_of_the_active_segment(tmp_p
     assert "cannot read" in m.log() and SEGMENT in m.log()
 
 
+def test_a_rw_mount_serves_what_it_can_of_a_partition_with_an_unreadable_stretch(tmp_path, eio_layer, mounted) -> None:
+    """review11 R11-10 (SPEC §3 "Damage and disk errors are local ... logged once"): a ``--rw`` mount
+    answered EIO for everything of the partition (stat of records.jsonl, by-offset/10.json that a
+    read-only mount serves, append) and logged nothing. Now it serves it read-only: the reads that need
+    the bytes fail, the rest is served, appends are refused with EIO, and one line names the file."""
+    logdir, data = _one_active_segment(tmp_path / "logs", 10**8)
+    layer = eio_layer(logdir)
+    bad = len(data) * 2 // 5
+    layer.fail({"name": SEGMENT, "from": bad, "to": bad + 4000, "op": "read"})
+    m = mounted(layer.path, "--rw")
+    m.allow_errors = True
+    part = m / "t-0"
+    assert (part / "records.jsonl").stat().st_size > 0
+    assert json.loads((part / "by-offset" / "10.json").read_bytes())["offset"] == 10
+    with pytest.raises(OSError, match="Input/output error"):
+        (part / "by-offset" / f"{RECORDS - 1}.json").read_bytes()
+    for _ in range(2):
+        with pytest.raises(OSError, match="Input/output error"):
+            with open(part / "append", "a") as f:
+                f.write("appended over the bad stretch\n")
+    assert (logdir / SEGMENT).read_bytes() == data
+    said = [line for line in m.log().splitlines() if "appends are refused with EIO" in line]
+    assert len(said) == 1 and f"cannot read {layer.path / SEGMENT}: input/output error" in said[0], m.log()
+
+
 def test_a_mount_says_eio_for_an_unreadable_stretch_of_the_first_sealed_segment(tmp_path, eio_layer, mounted) -> None:
     """review11 R11-7, segments without offset index entries (as one producer process a batch leaves
     them). Before: records.jsonl silently started at the second segment (cat exit 0, 500 of 600
