@@ -154,3 +154,32 @@ def test_a_write_back_error_of_an_index_names_the_index(tmp_path, eio_layer) -> 
     line = done.stderr.decode().strip().splitlines()[-1]
     assert line.startswith(f"kafkafs: error: cannot write {layer.path / 't-0'}/") and line.endswith(
         ".index: input/output error"), line
+
+
+def test_verify_checks_the_other_segments_of_a_partition_with_an_unreadable_one(tmp_path, eio_layer) -> None:
+    """fix17's leftover of review11 R11-5: verify of a partition with one unreadable segment said 't-0: not
+    checked (... cannot read FILE ...)' and checked none of its other segments. Now it checks them and
+    names the one it could not read, exit 1."""
+    logdir = tmp_path / "logs"
+    logdir.mkdir()
+    with LogDir(logdir, Settings({"segment.bytes": 6000, "index.interval.bytes": 10**8}), writable=True) as d:
+        log = d.create_partition("t", 0)
+        for b in range(30):
+            log.append_records([ProducerRecord(1_763_700_000_000 + i, None, b"v%d %s" % (i, b"x" * 40), ())
+                                for i in range(b * 20, b * 20 + 20)])
+        sizes = {s.log_path.name: s.next_offset - s.base_offset for s in log.segments}
+    bad = sorted(sizes)[1]
+    # another segment's damage must still be found: a CRC broken in the last one
+    last = logdir / "t-0" / sorted(sizes)[-1]
+    data = bytearray(last.read_bytes())
+    data[-1] ^= 0xFF
+    last.write_bytes(bytes(data))
+    layer = eio_layer(logdir)
+    layer.fail({"name": f"t-0/{bad}", "from": 100, "to": 200, "op": "read"})
+    done = cli("verify", str(layer.path))
+    out = done.stdout.decode()
+    assert done.returncode == 1, out
+    lines = out.splitlines()
+    assert lines[0] == f"t-0: 6 segment(s), {600 - sizes[bad] - 20} records, offsets 0..599: 2 problem(s)", out  # less the bad batch
+    assert f"  {bad}: not checked (kafkafs: error: cannot read {layer.path / 't-0' / bad}: input/output error)" in lines
+    assert any(line.startswith(f"  {last.name} position ") and "CRC" in line for line in lines), out
