@@ -263,7 +263,7 @@ class AppendFile(File):
     def open(self, write: bool) -> Handle:
         state = self.partitions.state(self.partition_name)
         if not state.log.writable:
-            unreadable = self.partitions.logdir.unreadable.get(self.partition_name)
+            unreadable = self.partitions.logdir.unreadable.get(state.name)
             if unreadable is not None:  # said when the partition was opened (SPEC §3: logged once)
                 raise OSError(errno.EIO, f"{self.partition_name}: appends refused: {unreadable}")
             raise NotPermitted("the log directory is open read-only")
