@@ -72,6 +72,11 @@ class Invalidator:
         self._pending: dict[str, int | None] = {}
         self._rewrites: dict[str, int] = {}  # per partition: the rewrites already told
         self._rewritten: set[str] = set()
+        self._decodings: dict[str, int] = {}  # per partition: the decoder changes already told
+        self._redecoded: set[str] = set()
+        #: ``records_held(partition)``: the inode numbers of the records whose files the kernel may hold
+        #: (:meth:`~.tree.partitions.Partitions.records_held`; they are in no table)
+        self.records_held: Callable[[str], list[int]] | None = None
         self._folders: set[str] = set()  # partition folders whose attributes go (folder_changed)
         self._cond = threading.Condition()
         self._stopped = False
@@ -96,6 +101,9 @@ class Invalidator:
             if self._rewrites.get(state.name, 0) != state.rewrites:
                 self._rewrites[state.name] = state.rewrites
                 self._rewritten.add(state.name)
+            if self._decodings.get(state.name, 0) != state.decoding:
+                self._decodings[state.name] = state.decoding
+                self._redecoded.add(state.name)
             before = self._pending.get(state.name, state.prev_active_base)
             prev = state.prev_active_base
             self._pending[state.name] = (
@@ -112,6 +120,13 @@ class Invalidator:
             self._folders.add(name)
             self._cond.notify()
 
+    def folders_changed(self, names: list[str]) -> None:
+        """:meth:`folder_changed` for each of ``names`` (the schemas changed: a size the size summary
+        answered for a partition not open yet is another now)."""
+        with self._cond:
+            self._folders.update(names)
+            self._cond.notify()
+
     def attrs_now(self, state: PartitionState, since_base: int | None = None) -> None:
         """Mark the attributes of ``state``'s growing files stale in the kernel, now (see above);
         ``since_base``: segment files from that base offset on changed too. Only those whose attributes
@@ -126,7 +141,7 @@ class Invalidator:
     def _run(self) -> None:
         while True:
             with self._cond:
-                while not self._pending and not self._folders and not self._stopped:
+                while not self._pending and not self._folders and not self._redecoded and not self._stopped:
                     self._cond.wait()
                 if self._stopped:
                     return
@@ -134,9 +149,15 @@ class Invalidator:
             with self._cond:
                 pending, self._pending = self._pending, {}
                 rewritten, self._rewritten = self._rewritten, set()
+                redecoded, self._redecoded = self._redecoded, set()
                 folders, self._folders = self._folders, set()
             for name in rewritten:
                 self._renamed(name)
+            for name in redecoded:  # every file of the partition renders otherwise: none is kept as it was
+                for ino, _node in self.table.of_partition(name):
+                    self._send(ino)
+                for ino in self.records_held(name) if self.records_held is not None else ():
+                    self._send(ino)
             for name in folders:
                 for ino, node in self.table.of_partition(name):
                     if node.volatile() or node.is_dir:
@@ -228,6 +249,14 @@ async def poll_forever(tree: Tree, interval: float = POLL_INTERVAL, watcher: Cha
                 no_descriptor_free(exc, "reading the log start offsets")
             else:
                 log.warning("could not read the log start offsets: %s", exc)
+        # schemas registered (or deleted) since: the partitions render with them (a few stats when unchanged)
+        try:
+            await trio.to_thread.run_sync(tree.partitions.follow_schemas)
+        except Exception as exc:
+            if isinstance(exc, OSError) and exc.errno in TOO_MANY_FILES:
+                no_descriptor_free(exc, "reading the schemas")
+            else:
+                log.warning("could not read the schemas again: %s", exc)
         states = [s for s in tree.partitions.open_states() if not s.log.writable]
         polled = [s for s in states if watcher is None or not (s.watched or watcher.watch(s))]
         if polled:

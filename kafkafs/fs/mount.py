@@ -23,12 +23,12 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import InvalidInput, LogDirLocked, MountError, MountPathError
 from ..format.jsonview import VALUES_MODES
 from ..storage.config import Settings
 from ..storage.logdir import LogDir
-from ..storage.schemas import load_registry
 from .daemon import (
     StartingStderr,
     daemonize,
@@ -40,8 +40,11 @@ from .daemon import (
 )
 from .mount_checks import check_logdir, check_mountpoint, fuse_option_set
 from .mount_probe import MountProbe, mounted_device
-from .tree.partitions import ServeOptions
+from .tree.partitions import Partitions, ServeOptions
 from .views.layoutcache import LayoutCache, check_outside, default_cache_dir
+
+if TYPE_CHECKING:
+    from .invalidation import Invalidator
 
 __all__ = ["mount", "serve"]
 
@@ -56,6 +59,22 @@ STOP_GRACE = 5.0
 
 
 # ---------------------------------------------------------------------------------------------- serving
+
+
+def _folder_event(partitions: Partitions, invalidator: Invalidator) -> Callable[[str], None]:
+    """What the watcher calls when a watched partition folder changed (on its thread): the kernel's
+    attributes of the folder go, and a change of a ``_schemas`` folder is followed at once (a schema
+    registered: its event comes before those of the records framed with it)."""
+
+    def changed(name: str) -> None:
+        invalidator.folder_changed(name)
+        if partitions.is_schemas_folder(name):
+            try:
+                partitions.follow_schemas()
+            except Exception as exc:  # the poll loop looks again at its next turn
+                log.warning("could not read the schemas again: %s", exc)
+
+    return changed
 
 
 def _start_error(mountpoint: str, said: list[str], exc: BaseException) -> MountError:
@@ -112,7 +131,7 @@ def serve(
         serving["list_limit"] = list_limit
     tree = Tree(directory, **serving)
     # Schema Registry schemas: LOGDIR's _schemas topic and --schemas DIR (SPEC §8)
-    tree.partitions.registry = load_registry(logdir, schemas)
+    tree.partitions.load_schemas(schemas)
     ops = Operations(tree)
     starting = StartingStderr()
     # From the mount on, a signal must unmount: held back until trio's receiver takes it (on_signal);
@@ -137,13 +156,16 @@ def serve(
         raise _start_error(mountpoint, starting.restore(replay=False), exc) from None
     logging.getLogger("pyfuse3").addFilter(not_a_reply_nobody_awaits)
     invalidator = Invalidator(ops.inodes, pyfuse3.invalidate_inode, pyfuse3.invalidate_entry)
+    invalidator.records_held = tree.partitions.records_held
+    tree.partitions.on_schemas_changed = invalidator.folders_changed
     tree.partitions.add_listener(invalidator.partition_changed)
     tree.partitions.add_append_listener(invalidator.attrs_now)
     invalidator.start()
     watcher = ChangeWatcher()
-    watcher.on_folder_event = invalidator.folder_changed
+    watcher.on_folder_event = _folder_event(tree.partitions, invalidator)
     watcher.start()
     tree.partitions.watch_folder = watcher.watch_folder  # partitions watched from before they load
+    tree.partitions.watch_schemas()  # a schema registered is followed at its event
     cleaner = None
     if rw and clean:  # retention and compaction in the background, as a broker runs them: asked for only
         from ..storage.cleaner import LogCleaner

@@ -25,7 +25,7 @@ from .log import Log
 if TYPE_CHECKING:
     from ..format.decoders.registry import SchemaRegistry
 
-__all__ = ["SCHEMAS_TOPIC", "load_registry", "registry_from_log", "registry_from_dir"]
+__all__ = ["SCHEMAS_TOPIC", "load_registry", "registry_from_log", "registry_from_dir", "SchemasStamp"]
 
 log = logging.getLogger(__name__)
 
@@ -105,10 +105,8 @@ def registry_from_dir(directory: str | os.PathLike[str], registry: SchemaRegistr
     return registry
 
 
-def load_registry(logdir: str | os.PathLike[str], schemas_dir: str | os.PathLike[str] | None = None) -> SchemaRegistry | None:
-    """The schemas of ``logdir``'s ``_schemas`` topic and of ``schemas_dir`` (its files win for an id
-    both know); None when there are none, so that every topic keeps the generic fast path."""
-    root = Path(logdir)
+def _schemas_dirs(root: Path) -> list[Path]:
+    """The ``_schemas-<n>`` partition folders of log directory ``root`` (none when it cannot be listed)."""
     dirs = []
     try:
         with os.scandir(root) as entries:
@@ -118,9 +116,69 @@ def load_registry(logdir: str | os.PathLike[str], schemas_dir: str | os.PathLike
                     dirs.append(Path(entry.path))
     except OSError:
         pass
+    return sorted(dirs)
+
+
+class SchemasStamp:
+    """Whether a log directory's ``_schemas`` topic changed since it was last looked at, from its files'
+    identities alone (nothing is read): the ``_schemas-<n>`` folders, and in each the name, inode, size
+    and modification time of every ``.log`` file. A registry's appends (a schema registered, soft- or
+    hard-deleted: a tombstone) and its broker's compaction and retention change them. The log directory
+    is listed again only when its own modification time changed (a folder made or removed), so a look
+    at an unchanged topic costs a stat of the log directory, a listing of each ``_schemas`` folder and a
+    stat of each of its segments.
+
+    Threads: one thread at a time (the mount's poll loop)."""
+
+    def __init__(self, logdir: str | os.PathLike[str]) -> None:
+        self.root = Path(logdir)
+        self._root_mtime: int | None = None
+        self._dirs: list[Path] = []
+        self._last = self._stamp()
+
+    def _stamp(self) -> tuple[object, ...]:
+        try:
+            mtime = os.stat(self.root).st_mtime_ns
+        except OSError:
+            mtime = None
+        if mtime is None or mtime != self._root_mtime:
+            self._root_mtime = mtime
+            self._dirs = _schemas_dirs(self.root)
+        stamp: list[tuple[str, tuple[tuple[str, int, int, int], ...] | None]] = []
+        for directory in self._dirs:
+            try:
+                with os.scandir(directory) as entries:
+                    logs = []
+                    for entry in entries:
+                        if entry.name.endswith(".log") and entry.is_file(follow_symlinks=False):
+                            st = entry.stat(follow_symlinks=False)
+                            logs.append((entry.name, st.st_ino, st.st_size, st.st_mtime_ns))
+                stamp.append((directory.name, tuple(sorted(logs))))
+            except OSError:
+                stamp.append((directory.name, None))  # gone or unreadable: looked at again next time
+        return tuple(stamp)
+
+    @property
+    def folders(self) -> list[Path]:
+        """The ``_schemas-<n>`` folders as last looked at."""
+        return list(self._dirs)
+
+    def changed(self) -> bool:
+        """True when the topic's files changed since the last call (or since this object was made)."""
+        stamp = self._stamp()
+        if stamp == self._last:
+            return False
+        self._last = stamp
+        return True
+
+
+def load_registry(logdir: str | os.PathLike[str], schemas_dir: str | os.PathLike[str] | None = None) -> SchemaRegistry | None:
+    """The schemas of ``logdir``'s ``_schemas`` topic and of ``schemas_dir`` (its files win for an id
+    both know); None when there are none, so that every topic keeps the generic fast path."""
+    dirs = _schemas_dirs(Path(logdir))
     if not dirs and schemas_dir is None:
         return None  # no schemas: the decoders are not even imported
-    registry = registry_from_log(sorted(dirs)) if dirs else None
+    registry = registry_from_log(dirs) if dirs else None
     if schemas_dir is not None:
         registry = registry_from_dir(schemas_dir, registry)
     return registry if registry is not None and len(registry) else None

@@ -296,6 +296,7 @@ class _RecordsDir(Dir):
         if offset is not None:
             node = RecordFile(self.partitions, state, offset, self)
             node.rendered()  # raises NotFound when there is no such record
+            self.partitions.record_looked_up(state.name, node.fixed_ino, STABLE_TIMEOUT)
             return node
         bounds = self._range_bounds(name)
         if bounds is not None:
@@ -332,7 +333,9 @@ class ByOffsetDir(_RecordsDir):
                 raise NotFound(name)
         except Deferred:
             return None
-        return RecordFile(self.partitions, state, offset, self)
+        node = RecordFile(self.partitions, state, offset, self)
+        self.partitions.record_looked_up(state.name, node.fixed_ino, STABLE_TIMEOUT)
+        return node
 
     def _ranges(self, state: PartitionState, start_id: int) -> Iterator[tuple[int, str, Node]] | None:
         """Past the list limit: one ``<first>-<last>.jsonl`` per segment (None below it)."""

@@ -12,7 +12,7 @@ import logging
 import os
 import threading
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -24,6 +24,7 @@ from ...format.jsonview import VALUES_MODES
 from ...storage.keyindex import KeyIndexStore
 from ...storage.logdir import LogDir
 from ...storage.names import parse_partition_dir_name
+from ...storage.schemas import SCHEMAS_TOPIC, SchemasStamp, load_registry
 from ..views.coordinators import Coordinators
 from ..views.keys import KeyViews
 from ..views.layoutcache import LayoutCache
@@ -57,6 +58,11 @@ PREPARED_AHEAD = 3
 
 #: by-offset/ lists every offset up to this many records, one range per segment past it (SPEC §3).
 LIST_LIMIT = 100_000
+
+#: Records per partition whose ``by-offset/<offset>.json`` (or ``by-time/``) the kernel may hold, kept
+#: so that a change of the schemas drops them there (:meth:`Partitions.records_held`); past this many,
+#: the oldest are let go (the kernel keeps those no longer than their attributes' timeout).
+RECORDS_HELD = 100_000
 
 
 class _Order:
@@ -99,8 +105,18 @@ class Partitions:
         self.mode = mode
         self.cache = cache if cache is not None else LayoutCache(None)
         self.list_limit = options.get("list_limit", LIST_LIMIT)
-        #: a Schema Registry's schemas (``--schemas``): topics with framed values render decoded
+        #: a Schema Registry's schemas (LOGDIR's ``_schemas`` topic, ``--schemas``): topics with framed values
+        #: render decoded (:meth:`load_schemas`, :meth:`follow_schemas`)
         self.registry: SchemaRegistry | None = None
+        self._schemas_dir: str | None = None
+        self._schemas_stamp: SchemasStamp | None = None
+        self._schemas_lock = threading.Lock()  # one look at the schemas at a time (poll loop, watcher)
+        #: ``on_schemas_changed(names)``: the schemas changed; ``names``: partition folders not open whose
+        #: ``records.jsonl`` size the size summary may have answered (the mount drops what the kernel keeps)
+        self.on_schemas_changed: Callable[[list[str]], None] | None = None
+        #: per partition: inode numbers of records looked up -> until when the kernel may hold them (in that order)
+        self._records_held: dict[str, OrderedDict[int, float]] = {}
+        self._held_lock = threading.Lock()
         self.rw = options.get("rw", False) and logdir.writable
         self.mount_ns = time.time_ns()
         self._numbers: dict[str, int] = {}
@@ -186,6 +202,83 @@ class Partitions:
                 self._states[name] = state
                 self._by_number[number] = state
             return state
+
+    def load_schemas(self, schemas_dir: str | None = None) -> None:
+        """Read the Schema Registry's schemas: LOGDIR's ``_schemas`` topic and ``schemas_dir``
+        (``--schemas DIR``); :meth:`follow_schemas` then follows the topic's changes."""
+        self._schemas_dir = schemas_dir
+        if self.mode == "auto":  # (other modes decode nothing: nothing to follow)
+            self._schemas_stamp = SchemasStamp(self.logdir.path)  # before the reading: a change meanwhile is seen
+        self.registry = load_registry(self.logdir.path, schemas_dir)
+
+    def follow_schemas(self) -> bool:
+        """When LOGDIR's ``_schemas`` topic changed since the last look (a schema registered, deleted,
+        the topic compacted: :class:`~kafkafs.storage.schemas.SchemasStamp`, a few stats), read the
+        schemas again, and when they render otherwise, have every open partition render with them
+        (:meth:`~kafkafs.fs.views.partition.PartitionState.use_decoder`: a rewrite of what changes).
+        True when the schemas changed. Blocks (a worker thread: the poll loop's)."""
+        stamp = self._schemas_stamp
+        if stamp is None:
+            return False
+        with self._schemas_lock:
+            if not stamp.changed():
+                return False
+            self.watch_schemas()  # a _schemas folder made since
+            registry = load_registry(self.logdir.path, self._schemas_dir)
+            if decoder_identity(decoder_for("", registry, self.mode)) == decoder_identity(
+                    decoder_for("", self.registry, self.mode)):
+                return False  # the same schemas (a compaction of the topic, a record that is not a schema)
+            with self._guard:  # partitions opened from now on take the new schemas; those open already:
+                self.registry = registry
+                states = list(self._states.values())
+        log.info("the schemas in %s changed: %d schemas known", self.logdir.path, len(registry) if registry else 0)
+        for state in states:
+            state.use_decoder(decoder_for(state.log.topic, registry, self.mode))
+        hook = self.on_schemas_changed
+        if hook is not None:
+            with self._guard:
+                unopened = [name for name in self._early_binds if name not in self._states]
+            hook(unopened)
+        return True
+
+    def record_looked_up(self, name: str, ino: int | None, seconds: float) -> None:
+        """A lookup of a record's file in partition ``name`` (``by-offset/<offset>.json``, a ``by-time/``
+        name of it: inode ``ino``, computed) is answered: the kernel may hold its attributes and pages
+        ``seconds``. Kept only while the schemas are followed (a record renders otherwise after their
+        change: :meth:`records_held`). Cheap: the FUSE loop calls it."""
+        if self._schemas_stamp is None or ino is None:
+            return
+        now = time.monotonic()
+        with self._held_lock:
+            held = self._records_held.get(name)
+            if held is None:
+                held = self._records_held[name] = OrderedDict()
+            held.pop(ino, None)
+            held[ino] = now + seconds + 1.0
+            while held and (len(held) > RECORDS_HELD or next(iter(held.values())) < now):
+                held.popitem(last=False)
+
+    def records_held(self, name: str) -> list[int]:
+        """The inode numbers of partition ``name``'s records whose files the kernel may hold (see
+        :meth:`record_looked_up`): a change of how they render must drop them there."""
+        now = time.monotonic()
+        with self._held_lock:
+            held = self._records_held.get(name)
+            return [ino for ino, until in held.items() if until > now] if held else []
+
+    def watch_schemas(self) -> None:
+        """Have the mount's watcher (:attr:`watch_folder`) watch the ``_schemas`` folders, so that a
+        schema registered is followed at once (:meth:`is_schemas_folder`: the mount's folder event calls
+        :meth:`follow_schemas`), not at the poll loop's next turn."""
+        stamp = self._schemas_stamp
+        if stamp is not None:
+            for folder in stamp.folders:
+                self.watch_early(folder.name)
+
+    @staticmethod
+    def is_schemas_folder(name: str) -> bool:
+        """Whether partition folder ``name`` is one of the ``_schemas`` topic's."""
+        return name.rpartition("-")[0] == SCHEMAS_TOPIC
 
     def open_state(self, name: str) -> PartitionState | None:
         """The partition ``name`` if it is open already (None otherwise); opens nothing."""
@@ -411,7 +504,9 @@ class Partitions:
         for state in self.open_states():
             log_ = state.log
             start = self.logdir.log_start_offsets.get((log_.topic, log_.partition))
-            summary.record(state.name, start, state.renderer.decoder_id, state.measured)
+            renderer = state.renderer  # the size is kept under its decoder's name, or not at all
+            summary.record(state.name, start, renderer.decoder_id,
+                           lambda files, s=state, r=renderer: s.measured(files, r))
         summary.keep_only(set(self.logdir.partition_names()))
         summary.save()
 

@@ -68,12 +68,18 @@ GROUP_BYTES = 64 * 1024
 class Layout:
     """The pieces of one view in order: piece ``i`` is the run of whole batches in ``sizes[i]`` bytes at
     ``positions[i]`` of segment ``bases[i]``, ending with offset ``last_offsets[i]``, and renders to bytes
-    ``[ends[i-1], ends[i])``. Append-only: a reader holding a count sees a fixed prefix."""
+    ``[ends[i-1], ends[i])``. Append-only: a reader holding a count sees a fixed prefix.
 
-    __slots__ = ("filter", "bases", "positions", "sizes", "ends", "last_offsets", "bad", "lock")
+    ``renderer``: what it was laid out with, and so what renders its pieces (None: the partition's
+    :class:`~.reading.PieceRenderer`'s). A partition whose decoder changes (a schema registered while the
+    mount runs) lays out new layouts with the new renderer, and a reader still holding an old layout
+    gets its pieces rendered as they were laid out: the lengths it was shown."""
 
-    def __init__(self, flt: Filter = NO_FILTER) -> None:
+    __slots__ = ("filter", "bases", "positions", "sizes", "ends", "last_offsets", "bad", "lock", "renderer")
+
+    def __init__(self, flt: Filter = NO_FILTER, renderer: Renderer | None = None) -> None:
         self.filter = flt
+        self.renderer = renderer
         self.bases = array("q")
         self.positions = array("q")
         self.sizes = array("q")
@@ -142,8 +148,10 @@ class SegmentLayout(Layout):
 
     __slots__ = ("segment", "upper", "scanned", "broken", "stored_key", "next_offset")
 
-    def __init__(self, segment: LogSegment, lo: int, upper: int | None = None) -> None:
-        super().__init__(Filter(lo=lo) if lo > segment.base_offset else NO_FILTER)
+    def __init__(
+        self, segment: LogSegment, lo: int, upper: int | None = None, renderer: Renderer | None = None
+    ) -> None:
+        super().__init__(Filter(lo=lo) if lo > segment.base_offset else NO_FILTER, renderer)
         self.segment = segment
         self.upper = upper  # the next segment's base offset (None: none, or not known)
         self.scanned = 0  # file position up to which every batch belongs to a piece

@@ -23,7 +23,7 @@ from .layoutcache import LayoutCache
 from .ranges import RangeLayout
 from .reading import Bytes, Part, PieceCache, PieceRenderer, read_cached, read_parts
 from .record import RecordFinder
-from .render import Filter, Renderer, SegmentBytes, UnreadableError, disk_error, unreadable
+from .render import Filter, Renderer, SegmentBytes, UnreadableError, decoder_identity, disk_error, unreadable
 from .sizing import Progress, SizingJob, load_cached, log_progress, size_layouts, store_layout
 
 if TYPE_CHECKING:
@@ -52,6 +52,7 @@ class Shape(NamedTuple):
     rolled_size: int
     log_start_offset: int
     generation: int  # the log's compaction swaps (a swap changes no other field)
+    decoding: int  # the decoders the partition has had (:meth:`PartitionState.use_decoder`)
 
 
 class Composition(NamedTuple):
@@ -88,6 +89,12 @@ class _Counted(NamedTuple):
     records: int
 
 
+def _renderer(layout: Layout) -> Renderer:
+    """The renderer ``layout`` was laid out with (every layout a :class:`PartitionState` makes names one)."""
+    assert layout.renderer is not None
+    return layout.renderer
+
+
 class PartitionState:
     """A partition folder of the mount; ``index`` is its number for the mount's lifetime.
 
@@ -111,6 +118,8 @@ class PartitionState:
         #: the topic, partition, values mode and decoder its views render with
         self.renderer = Renderer(log_.topic, log_.partition, mode, decoder=decoder)
         self._pieces = PieceRenderer(self.renderer, log_, self.renderer.on_corrupt)
+        #: how many times the decoder changed (:meth:`use_decoder`): part of the :class:`Shape`
+        self.decoding = 0
         self._layouts: dict[int, SegmentLayout] = {}
         self._compose_lock = threading.Lock()
         self._composition: Composition | None = None
@@ -156,6 +165,7 @@ class PartitionState:
             rolled.size if rolled else 0,
             self.log.log_start_offset,
             self.log.generation,
+            self.decoding,
         )
 
     def _on_log_change(self, _log: LocalLog) -> None:
@@ -185,6 +195,33 @@ class PartitionState:
             except Exception:  # a listener must never break an append
                 log.exception("change listener failed")
         self.prev_active_base = self._active_base()
+
+    def use_decoder(self, decoder: Decoder | None) -> bool:
+        """Render with ``decoder`` from now on (a Schema Registry's schemas changed: records framed with a
+        new id decode, a hard-deleted one's go back to bytes); False when it renders as the one in use
+        (the same :func:`~.render.decoder_identity`), and nothing changes.
+
+        The same bytes then render to other lengths, so this is a rewrite, as compaction is: every
+        layout is laid out again with the new renderer (sizes, pieces, the layout cache's keys: they
+        name the decoder), ``records.jsonl`` gets a new generation, kept records go, and the listeners
+        hear of it (the kernel drops what it cached). A reader holding an old layout keeps it, and its
+        pieces keep rendering with the renderer it was laid out with (:attr:`.layout.Layout.renderer`):
+        whole lines of the lengths it was shown. Safe from any thread (the mount's poll loop calls it)."""
+        old = self.renderer
+        if decoder_identity(decoder) == old.decoder_id:
+            return False
+        renderer = Renderer(old.topic, old.partition, old.mode, old.on_corrupt, decoder)
+        with self._compose_lock:
+            self.renderer = renderer
+            self._pieces.renderer = renderer  # (for layouts that name none: every one of this state names its own)
+            self.record_finder = RecordFinder(self.log, renderer, catch_up=self.record_finder.catch_up)
+            self._layouts = {}
+            self._composition = None
+            self.decoding += 1
+            self.rewrites += 1  # (here, not in _changed: a refresh on another thread may tell the listeners first)
+        log.debug("%s: the schemas changed: its records render again", self.name)
+        self._changed()
+        return True
 
     def live(self) -> bool:
         """Whether records may arrive while a file of this partition is open: a writable log (a ``--rw``
@@ -254,7 +291,7 @@ class PartitionState:
         ):
             # new, or the file was truncated: lay it out afresh (upper: its last batch is judged against
             # the next segment's base offset, SPEC §4)
-            layout = SegmentLayout(segment, lo, upper)
+            layout = SegmentLayout(segment, lo, upper, self.renderer)
             load_cached(layout, self.renderer, self.cache)
             self._layouts[base] = layout
         elif layout.upper is None and upper is not None:
@@ -276,7 +313,7 @@ class PartitionState:
             for segment in self.listed_segments():
                 layout = self._layout(segment.base_offset, segment)
                 if not layout.current():
-                    jobs.append(SizingJob(layout, self.renderer, self.name))
+                    jobs.append(SizingJob(layout, _renderer(layout), self.name))
             return jobs
 
     def _store_now(self, job: SizingJob) -> bool:
@@ -308,7 +345,7 @@ class PartitionState:
             if current is not None and current.shape == shape:
                 return current
             layouts = [self._layout(segment.base_offset, segment) for segment in self.listed_segments()]
-            jobs = [SizingJob(layout, self.renderer, self.name) for layout in layouts if not layout.current()]
+            jobs = [SizingJob(layout, _renderer(layout), self.name) for layout in layouts if not layout.current()]
             if jobs:
                 total = sum(max(job.layout.segment.size - job.layout.scanned, 0) for job in jobs)
                 progress = Progress(len(jobs), total, log_progress(self.name))
@@ -340,12 +377,15 @@ class PartitionState:
         piece it needs is not rendered yet."""
         return read_cached(view.parts, view.starts, offset, size, cache)
 
-    def measured(self, files: dict[str, FileKey]) -> tuple[int, str | None] | None:
+    def measured(self, files: dict[str, FileKey], renderer: Renderer | None = None) -> tuple[int, str | None] | None:
         """``records.jsonl``'s size and the active segment's file name, when its current composition is
         laid out over exactly the segment files ``files`` (name -> identity, as they are now: every
-        listed segment laid out to its file's size, undamaged); else None. For the size summary
-        (:mod:`.summary`), which keeps the size for as long as those files stay as they are."""
+        listed segment laid out to its file's size, undamaged) and, given a ``renderer``, with it (not a
+        decoder that came after: :meth:`use_decoder`); else None. For the size summary (:mod:`.summary`),
+        which keeps the size for as long as those files stay as they are."""
         with self._compose_lock:
+            if renderer is not None and renderer is not self.renderer:
+                return None
             current = self._composition
             if current is None or current.shape != self.shape():
                 return None
@@ -372,7 +412,7 @@ class PartitionState:
             layouts = list(self._layouts.values())
         stored = 0
         for layout in layouts:
-            if layout.current() and store_layout(layout, self.renderer, self.cache):
+            if layout.current() and store_layout(layout, _renderer(layout), self.cache):
                 stored += 1
         return stored
 
@@ -404,16 +444,16 @@ class PartitionState:
         return self._pieces
 
     def offset_range(self, first: int, last: int) -> RangeLayout:
-        return RangeLayout(Filter(lo=max(first, self.log.log_start_offset), hi=last))
+        return RangeLayout(Filter(lo=max(first, self.log.log_start_offset), hi=last), self.renderer)
 
     def time_range(self, ts1: int, ts2: int) -> RangeLayout:
-        layout = RangeLayout(Filter(lo=self.log.log_start_offset, ts_lo=ts1, ts_hi=ts2))
+        layout = RangeLayout(Filter(lo=self.log.log_start_offset, ts_lo=ts1, ts_hi=ts2), self.renderer)
         if ts1 >= ts2:
             layout.complete = True
         return layout
 
     def extend_range(self, layout: RangeLayout) -> None:
-        layout.extend(self.log, self.renderer, self.layout_of)
+        layout.extend(self.log, _renderer(layout), self.layout_of)
 
     def read_range(self, layout: RangeLayout, offset: int, size: int, cache: PieceCache) -> Bytes:
         count = len(layout)

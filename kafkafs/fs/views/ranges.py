@@ -63,8 +63,8 @@ class RangeLayout(Layout):
 
     __slots__ = ("next_offset", "complete", "started", "piece_segments", "_segment")
 
-    def __init__(self, flt: Filter) -> None:
-        super().__init__(flt)
+    def __init__(self, flt: Filter, renderer: Renderer | None = None) -> None:
+        super().__init__(flt, renderer)
         self.next_offset = flt.lo if flt.lo is not None else 0
         self.complete = False
         self.started = flt.ts_lo is None  # a by-time range finds its first offset on the first extend
@@ -146,8 +146,8 @@ class RangeLayout(Layout):
         if flt.ts_lo is not None or flt.ts_hi is not None:
             return False
         layout = layout_of(segment.base_offset)
-        if layout is None:
-            return False
+        if layout is None or layout.renderer is not None and layout.renderer is not renderer:
+            return False  # (none yet, or laid out with another decoder: its lengths are not this range's)
         count = len(layout)
         if layout.segment is not segment or not layout.current() or count != len(layout):
             return False  # (laid out from a segment that compaction swapped out since, or not whole)

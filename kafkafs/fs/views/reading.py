@@ -229,9 +229,15 @@ class PieceRenderer:
     next spans render (the kernel releases the GIL). Paced by the reader: a reader that stops, stops it."""
 
     def __init__(self, renderer: Renderer, log: Log, report: Callable[[CorruptRecordError], None]) -> None:
+        #: renders the pieces of a layout that names no renderer of its own (:attr:`.layout.Layout.renderer`)
         self.renderer = renderer
         self.log = log
         self.report = report
+
+    def renderer_of(self, layout: Layout) -> Renderer:
+        """What renders ``layout``'s pieces: the renderer it was laid out with (its lengths are that
+        renderer's, also after the partition's decoder changed), else this one's."""
+        return layout.renderer if layout.renderer is not None else self.renderer
 
     def render(
         self, layout: Layout, i: int, cache: PieceCache | None = None, pinned: SegmentBytes | None = None
@@ -357,7 +363,8 @@ class PieceRenderer:
         """Pieces ``first..last`` (claimed) of an unfiltered view rendered by the kernel straight into a
         buffer of their own (:meth:`PieceCache.add_run`) and kept; False when that does not apply or they
         do not render to the lengths laid out (the caller renders them the usual way)."""
-        if not self.renderer.renders_into(layout.filter):
+        renderer = self.renderer_of(layout)
+        if not renderer.renders_into(layout.filter):
             return False
         segment = self._segment_of(layout, first)
         start = layout.start(first)
@@ -365,7 +372,7 @@ class PieceRenderer:
         position = layout.positions[first]
         whole = memoryview(buffer)
         try:
-            fits = self.renderer.render_into(
+            fits = renderer.render_into(
                 segment, position, layout.positions[last] + layout.sizes[last] - position, whole)
         except CorruptRecordError:
             return False
@@ -432,12 +439,13 @@ class PieceRenderer:
         position = layout.positions[i]
         size = layout.positions[last] + layout.sizes[last] - position
         first = layout.start(i)
-        placed = cache.block_for(layout, i, last) if self.renderer.renders_into(layout.filter) else None
+        renderer = self.renderer_of(layout)
+        placed = cache.block_for(layout, i, last) if renderer.renders_into(layout.filter) else None
         if placed is not None:  # into the block, beside the spans around it
             block, at = placed
             whole = memoryview(block.buffer)
             try:
-                fits = self.renderer.render_into(segment, position, size, whole[at : at + layout.ends[last] - first])
+                fits = renderer.render_into(segment, position, size, whole[at : at + layout.ends[last] - first])
             except CorruptRecordError:
                 return None
             if fits:
@@ -447,7 +455,7 @@ class PieceRenderer:
                     cache.put((layout, j), whole[lo : at + layout.ends[j] - first], lo)
                 return whole[at : at + layout.ends[i] - first]
         try:
-            data = self.renderer.render(segment, position, size, layout.filter)
+            data = renderer.render(segment, position, size, layout.filter)
         except CorruptRecordError:
             return None
         if len(data) != layout.ends[last] - first:
@@ -461,6 +469,9 @@ class PieceRenderer:
         if pinned is not None:
             return pinned
         base = layout.bases[i]
+        if base < 0:  # what a detached stream let go of (streams.PASSED_BASE): its segments are gone
+            raise SegmentClosedError(f"{self.log.dir}: records.jsonl read back where every open reader had "
+                                     "passed, from segments removed since (retention or compaction)")
         segment = layout.segment_at(i) or self.log.segments.get(base)  # the one it was laid out from
         if segment is None or segment.suffix == ".deleted" and not os.path.exists(segment.log_path):
             # an open records.jsonl reading back past file.delete.delay.ms: ESTALE, not damage
@@ -475,7 +486,7 @@ class PieceRenderer:
             raise bad
         segment = self._segment_of(layout, i, pinned)
         try:
-            data = self.renderer.render(segment, layout.positions[i], layout.sizes[i], layout.filter)
+            data = self.renderer_of(layout).render(segment, layout.positions[i], layout.sizes[i], layout.filter)
         except CorruptRecordError as exc:
             self.report(exc)
             raise

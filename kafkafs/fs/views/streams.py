@@ -11,7 +11,8 @@ then another one, shorter.
 Hence generations. :class:`RecordsStream` is one inode of a partition's ``records.jsonl``: a view
 (:class:`~.partition.Composition`) that only ever grows. While the partition only grows, the
 view is the partition's current composition. When the composition changes in any other way (segments
-removed by retention, a compaction swap, a truncation), the stream becomes *detached*: it keeps the
+removed by retention, a compaction swap, a truncation, the schemas records render with:
+:meth:`~.partition.PartitionState.use_decoder`), the stream becomes *detached*: it keeps the
 parts it had where they were and is followed by the records past its last offset
 (:func:`handle_view`, below), and :meth:`RecordsGenerations.current` gives new lookups
 a new stream whose view is the current composition. Every open of an inode shares its stream; its
@@ -25,7 +26,9 @@ not read yet may come from a segment that compaction or retention removes meanwh
 go (the partition's change event, from the cleaner's thread, before ``file.delete.delay.ms`` runs out)
 and when a stream advances, the ``.log`` of every part still ahead of its slowest open reader whose
 segment was removed is held open (:class:`_Pinned`): its bytes stay readable after the file is deleted,
-until every open reader is past it (by :data:`PIN_MARGIN`: the kernel reads whole pages) or closed. A
+until every open reader is past it (by :data:`PIN_MARGIN`: the kernel reads whole pages) or closed; then
+a detached stream lets go of those parts too (:meth:`RecordsStream._let_go`: one placeholder stands for
+their bytes, a read back there is ESTALE), so that one open for days keeps what is ahead of it only. A
 descriptor the handle budget had closed is opened again by inode, under the segment's name or renamed
 ``.deleted`` (:meth:`~kafkafs.storage.segment_files.SegmentFiles.hold`). Beside another process's cleaner
 a stream may be handed a composition laid out just before a removal was noticed (the segment closed
@@ -78,17 +81,40 @@ log = logging.getLogger("kafkafs.fs")
 #: Removed segments stay held open while an open reader is less than this many bytes past their part.
 PIN_MARGIN = 256 * 1024
 
+#: The base offset of a :class:`_Passed` piece (no segment has it).
+PASSED_BASE = -1
+
 # ---------------------------------------------------------------------------------------------- views
 
 
 def layout_after(renderer: Renderer, layout: Layout, lo: int) -> SegmentLayout | None:
-    """A layout of the segment ``layout`` was laid out from, from offset ``lo`` on."""
+    """A layout of the segment ``layout`` was laid out from, from offset ``lo`` on, rendered as ``layout``
+    is (with its own renderer when it names one, else ``renderer``)."""
     segment = layout.segment_at(0)
     if segment is None:
         return None
-    after = SegmentLayout(segment, lo, layout.upper if isinstance(layout, SegmentLayout) else None)
+    renderer = layout.renderer if layout.renderer is not None else renderer
+    after = SegmentLayout(segment, lo, layout.upper if isinstance(layout, SegmentLayout) else None, renderer)
     after.extend(renderer)
     return after
+
+
+class _Passed(Layout):
+    """The start of a detached stream that it let go of (:meth:`RecordsStream._let_go`): parts that every
+    open reader had passed (by :data:`PIN_MARGIN`), laid out from segments that have left the log. One
+    piece of their bytes, of no segment (base :data:`PASSED_BASE`): a read back there is ESTALE, as a
+    read back into a removed segment is once ``file.delete.delay.ms`` is over. So a ``tail -f`` kept open
+    for days over a partition that compacts keeps the parts still ahead of it, not every part it had."""
+
+    __slots__ = ("_first",)
+
+    def __init__(self, total: int, first_offset: int, last_offset: int) -> None:
+        super().__init__()
+        self._first = first_offset
+        self.add(PASSED_BASE, 0, 0, total, last_offset)
+
+    def first_offset(self) -> int:
+        return self._first
 
 
 def _last_offset(part: Part) -> int:
@@ -330,6 +356,8 @@ class RecordsStream:
                 if not gone or attempt == MOVE_TRIES - 1:  # else not shown: laid out again below
                     if view is not cur:
                         self.detached = True
+                        if self._readers:
+                            view = self._let_go(view)
                     self._view, self._seen = view, cur
                     self._shown = (view, cur)
                     if self._readers and (gone or self._pinned_at != state.rewrites):
@@ -456,6 +484,31 @@ class RecordsStream:
                 return
             self._pinned_at = rewrites
             self._pin_gone(view)
+
+    def _let_go(self, view: Composition) -> Composition:
+        """``view`` without the parts at its start that every open reader has passed (by :data:`PIN_MARGIN`)
+        and whose segments left the log: one :class:`_Passed` piece stands for their bytes (callers hold
+        ``_pin_lock``; a detached stream's view, whose new opens are refused)."""
+        low = min(self._readers.values()) - PIN_MARGIN
+        segments = self.state.log.segments
+        n = 0
+        for part, start in zip(view.parts, view.starts, strict=True):
+            if start + part.layout.total(part.pieces) > low:
+                break
+            segment = part.layout.segment_at(0)
+            if not isinstance(part.layout, _Passed) and (segment is None or not _left_log(segment, segments)):
+                break
+            n += 1
+        if n == 0 or n == 1 and isinstance(view.parts[0].layout, _Passed):
+            return view
+        last = view.parts[n - 1]
+        end = view.starts[n - 1] + last.layout.total(last.pieces)
+        if end <= 0:
+            return view
+        passed = _Passed(end, view.parts[0].layout.first_offset(), _last_offset(last))
+        for part in view.parts[:n]:
+            self._pins.pop(id(part.layout), None)
+        return Composition(view.shape, [Part(passed, 1, 0), *view.parts[n:]], [0, *view.starts[n:]], view.total)
 
     def _pin_gone(self, view: Composition) -> bool:
         """Hold open the segments of ``view``'s parts ahead of the slowest reader that left the log (callers

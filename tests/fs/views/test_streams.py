@@ -645,3 +645,30 @@ def test_an_open_right_after_its_lookup_is_not_refused_for_a_rewrite_in_between(
         assert read_all(looked_up.open(False)) == after
     finally:
         ro.close()
+
+
+def test_a_follower_kept_open_across_many_compactions_keeps_only_the_parts_ahead_of_it(tree, monkeypatch):
+    """A ``tail -f`` open for days over a partition that compacts: its detached stream lets go of the
+    parts its reader has passed whose segments left the log (one placeholder stands for their bytes),
+    instead of keeping every part it ever had; what is ahead of the reader, and the lines it reads,
+    are unchanged. A read back into what it let go of is ESTALE, as after file.delete.delay.ms."""
+    monkeypatch.setattr(streams, "PIN_MARGIN", 0)
+    writer = Writer(tree)
+    rng = random.Random(4)
+    log = tree.partitions.state("kv-0").log
+    writer.append("kv-0", 60)
+    follower = Follower(writer, "kv-0")
+    follower.follow()
+    counts = []
+    for _ in range(8):
+        writer.append("kv-0", rng.randrange(6, 30))
+        compact(log, NOW)
+        follower.follow()
+        counts.append(len(follower.node.stream.view.parts))
+    assert follower.node.stream.detached and follower.last == log.log_end_offset - 1
+    assert max(counts[4:]) <= len(log.segments) + 2, counts
+    with pytest.raises(SegmentClosedError):
+        follower.handle.read(0, 100)
+    writer.append("kv-0", 9)
+    follower.follow()  # it reads on
+    assert follower.last == log.log_end_offset - 1
