@@ -232,6 +232,7 @@ class Bench:
         }
         t_floor: list[float] = []
         c_floor: list[float] = []
+        s_floor: list[float] = []  # the floor's daemon alone (one thread: its FUSE loop)
         floor_bytes = 0
         t_kernel_runs = [t_kernel]
         c_kernel_runs = [c_kernel]
@@ -252,15 +253,17 @@ class Bench:
                     segs = " ".join(str(m.mnt / n / "segments" / p.name) for n in self.names
                                     for p in sorted((self.logdir / n).glob("*.log")))
                     got["seg"].append(shell(f"cat {segs} > /dev/null"))
-            took, floor_bytes, floor_cpu = self.memory_floor()
+            took, floor_bytes, floor_cpu, served_cpu = self.memory_floor()
             t_floor.append(took)
             c_floor.append(floor_cpu)
+            s_floor.append(served_cpu)
             took, cpu = in_process_render_cpu(self.logs, lengths=False)
             t_kernel_runs.append(took)
             c_kernel_runs.append(cpu)
             t_consume.append(shell(consume))
         kernel, cons = statistics.median(t_kernel_runs), statistics.median(t_consume)
         floor, floor_cpu, kernel_cpu = statistics.median(t_floor), statistics.median(c_floor), statistics.median(c_kernel_runs)
+        floor_loop = statistics.median(s_floor)
         cores = os.cpu_count() or 1
         self.row("read", "log / JSON bytes", f"{self.log_bytes / 1e6:,.0f} MB / {json_bytes / 1e6:,.0f} MB")
         for label, _ in trees:
@@ -279,10 +282,15 @@ class Bench:
             self.row("read", f"CPU budget of the first read, {label}",
                      f"daemon {cpu:.2f} (its FUSE loop {loop_cpu:.2f}) + cat {cat_cpu:.2f} = {need:.2f} CPU s: on {cores} cores at least "
                      f"{need / cores:.2f} s = {need / cores / kernel:.2f}x the kernel in process")
+            # the serial part: the loop's CPU for each GB it serves, against the bare binding's loop for the same
+            loop_per_gb = loop_cpu / (json_bytes / 1e9)
+            floor_per_gb = floor_loop / (floor_bytes / 1e9) if floor_bytes else float("nan")
+            self.row("read", f"FUSE loop CPU a GB of JSON served, first read, {label}",
+                     f"{loop_per_gb:.2f} CPU s = {loop_per_gb / floor_per_gb:.2f}x the binding's floor ({floor_per_gb:.2f})")
         self.row("read", f"the binding's floor: cat of {len(self.names)} files of one partition's JSON from memory "
                  "(bare pyfuse3 + trio, bench/memfs.py)",
                  f"{floor:.2f} s, {floor_bytes / floor / 1e6:,.0f} MB/s of {floor_bytes / 1e6:,.0f} MB; "
-                 f"its daemon + cat {floor_cpu:.2f} CPU s")
+                 f"its daemon (its FUSE loop alone) {floor_loop:.2f} + cat {floor_cpu - floor_loop:.2f} = {floor_cpu:.2f} CPU s")
         self.row("read", "kernel in process, 2 threads (render_span_jsonl)", f"{kernel:.2f} s, {kernel_cpu:.2f} CPU s")
         least = kernel_cpu + floor_cpu  # the render, and moving its bytes through the binding
         self.row("read", "CPU floor of a first read: the kernel's render + the binding's floor",
@@ -290,10 +298,10 @@ class Bench:
                  f"{least / cores / kernel:.2f}x the kernel in process")
         self.row("read", "kafkafs consume --no-interleave > /dev/null", f"{cons:.2f} s")
 
-    def memory_floor(self) -> tuple[float, int, float]:
+    def memory_floor(self) -> tuple[float, int, float, float]:
         """``cat`` of as many files as partitions, each the first partition's JSON, served from memory
-        by a bare pyfuse3 + trio file system (``bench/memfs.py``): wall seconds, bytes read, and the CPU
-        seconds of that file system and of cat for it."""
+        by a bare pyfuse3 + trio file system (``bench/memfs.py``): wall seconds, bytes read, the CPU
+        seconds of that file system and of cat for it, and of that file system alone (one thread)."""
         mnt = self.work / "memmnt"
         mnt.mkdir(parents=True, exist_ok=True)
         first = self.names[0]
@@ -318,7 +326,7 @@ class Bench:
                 proc.kill()
                 subprocess.run(["fusermount3", "-uz", str(mnt)], capture_output=True)
                 proc.wait()
-        return took, int(said[1]) * len(self.names), served_cpu + cat_cpu
+        return took, int(said[1]) * len(self.names), served_cpu + cat_cpu, served_cpu
 
     def size(self) -> None:
         """The first ``ls -l MNT/*/records.jsonl`` with an empty size cache and the logs evicted (with

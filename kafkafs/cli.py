@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from . import __version__
-from .errors import UnsafeFileError, UsageError, describe_os_error, tag_os_error
+from .errors import UnsafeFileError, UsageError, describe_os_error, note_os_error, tag_os_error
 from .outcome import EXIT_DAMAGE, EXIT_OK, EXIT_USAGE, run_command
 
 log = logging.getLogger("kafkafs")
@@ -78,6 +78,14 @@ def _raise_fd_limit() -> None:
 
 
 # ---------------------------------------------------------------------------------------------- mount
+
+
+def cmd_umount(args: argparse.Namespace) -> int:
+    from .fs.unmount import unmount
+
+    if not args.timeout >= 0:
+        raise UsageError(f"--timeout must be 0 or more seconds, not {args.timeout:g}")
+    return unmount(args.mountpoint, args.timeout)
 
 
 def cmd_mount(args: argparse.Namespace) -> int:
@@ -155,9 +163,16 @@ def cmd_produce(args: argparse.Namespace) -> int:
     refuse_internal_topic(parse_partition_dir_name(args.partition)[0])  # before the log directory's lock
     if sys.stdin is None:  # `<&-`: no standard input at all (as cat says it: bad file descriptor)
         raise tag_os_error(OSError(errno.EBADF, os.strerror(errno.EBADF)), "read {path}", "standard input")
-    with _open_logdir(args.logdir, args, writable=True, strict=False) as logdir:
-        done = produce(logdir, args.partition, sys.stdin.fileno(), no_create=args.no_create,
-                       leader_epoch=args.leader_epoch)
+    done = None
+    try:
+        with _open_logdir(args.logdir, args, writable=True, strict=False) as logdir:
+            done = produce(logdir, args.partition, sys.stdin.fileno(), no_create=args.no_create,
+                           leader_epoch=args.leader_epoch)
+    except OSError as exc:  # the close failed (an index it could not write): the records are in the log all the same
+        if done is not None and done.total:
+            note_os_error(exc, f"; the {done.total} records before it were appended, at offsets "
+                               f"{done.first_offset}..{done.last_offset} (do not send them again)")
+        raise
     if done.failure is not None:
         print(f"kafkafs: error: {done.failure}", file=sys.stderr)
         return EXIT_DAMAGE
@@ -238,10 +253,9 @@ def cmd_recover(args: argparse.Namespace) -> int:
     # recover every segment of every partition, as after a crash with no recovery point (what it finds
     # is judged by how the last writer stopped: logdir.clean_shutdown)
     logdir.recover_all = True
-    logdir.recovery_points = {}
     names = logdir.partition_names(aliases=True)  # an alias is refused and said, as a link out of LOGDIR
     reports = {}
-    try:
+    with logdir:  # a failure midway leaves the marker unwritten and the checkpoints' other entries as they were
         # checkpoint files verify calls damaged, read before recovery rewrites them (SPEC §4's exit code)
         checkpoints = damaged_checkpoints(logdir.path, names)
         for name in names:
@@ -250,8 +264,6 @@ def cmd_recover(args: argparse.Namespace) -> int:
             except UnsafeFileError:
                 continue  # refused: said below, and nothing in it touched
             reports[name] = (log_.last_recovery, log_.log_start_offset, log_.log_end_offset)
-    finally:
-        logdir.close()
     changed = kept = 0
     for name in names:
         if name in logdir.refused:
@@ -279,7 +291,8 @@ def cmd_recover(args: argparse.Namespace) -> int:
     for line in folders:
         print(line)
     refused = len(logdir.refused)
-    print(f"recovered {len(names) - refused} partition(s), {changed} changed; clean shutdown marked"
+    marked = "clean shutdown marked" if logdir.marked_clean else f"clean shutdown not marked: {logdir.not_marked_because}"
+    print(f"recovered {len(names) - refused} partition(s), {changed} changed; {marked}"
           + (f"; {refused} refused" if refused else "")
           + (f"; {kept} with damaged batches kept, as Kafka keeps them" if kept else "")
           + (f"; {len(checkpoints)} damaged checkpoint file(s)" if checkpoints else "")
@@ -385,6 +398,21 @@ def build_parser() -> _Parser:
         help="by-offset/ lists offsets up to N records (then a range per segment), by-key/ keys up to N (default 100000)",
     )
     _add_settings_options(p)
+
+    p = sub.add_parser(
+        "umount", aliases=["unmount"],
+        help="unmount a kafkafs mount; for a --rw mount, return once its daemon released LOGDIR's lock",
+    )
+    p.description = (
+        "Unmount MOUNTPOINT as `fusermount3 -u` does; for a --rw mount, then wait until its daemon has "
+        "closed the log directory (checkpoints and .kafka_cleanshutdown written, LOGDIR/.lock released), so "
+        "that a broker, `kafkafs produce` or a copy can start at once. Exit 1 when the unmount fails or the "
+        "daemon still holds the lock after --timeout seconds."
+    )
+    p.add_argument("mountpoint")
+    p.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS",
+                   help="how long to wait for the daemon to release the lock (default 60)")
+    p.set_defaults(func=cmd_umount)
 
     p = _logdir_command(
         sub, "index", cmd_index, "fill the mount's size cache ahead of time (for ExecStartPre or cron)"

@@ -197,6 +197,8 @@ class Invalidator:
                 self._drop_entry(folder, node.name)
 
     def _drop_entry(self, parent: int, name: str) -> None:
+        if self._stopped:
+            return  # as _send_attrs
         try:
             assert self._invalidate_entry is not None  # _renamed asks nothing of a mount without it
             self._invalidate_entry(parent, name.encode())
@@ -207,6 +209,8 @@ class Invalidator:
             log.exception("entry invalidation failed")
 
     def _send_attrs(self, ino: int) -> None:
+        if self._stopped:
+            return  # the mount is going away: nothing more to forget (and its loop may answer no more)
         try:
             self._invalidate(ino, True)
             self.sent_attrs += 1
@@ -216,6 +220,8 @@ class Invalidator:
             log.exception("cache invalidation failed")
 
     def _send(self, ino: int) -> None:
+        if self._stopped:
+            return  # as _send_attrs
         try:
             self._invalidate(ino)
             self.sent += 1

@@ -5,8 +5,9 @@ grandchild of two forks mounts and serves, and reports "ready", or the reason it
 through a pipe; the parent exits 0 or raises). ``foreground`` serves in the calling process. Either way SIGTERM, SIGINT and SIGHUP unmount cleanly, and so does
 ``fusermount3 -u MOUNTPOINT``. A stop ends in bounded time whatever the daemon was doing: no thread of
 the daemon ever waits for its own mount (its one look at the mount point is made by a child process,
-:mod:`.mount_probe`), the invalidator stops while the loop still answers, and the loop has
-:data:`STOP_GRACE` seconds to answer the requests it took.
+:mod:`.mount_probe`), the invalidator stops while the loop still answers (a loop that died of an
+error is started again to refuse what the kernel queued, until the invalidator has stopped), and the
+loop has :data:`STOP_GRACE` seconds to answer the requests it took.
 
 If the daemon dies without unmounting (SIGKILL, a crash), the kernel keeps a dead mount that answers
 "Transport endpoint is not connected"; ``fusermount3 -uz MOUNTPOINT`` clears it, after which the
@@ -15,6 +16,7 @@ folder can be mounted again. ``mount()`` recognises that state and says so.
 
 from __future__ import annotations
 
+import errno
 import gc
 import logging
 import os
@@ -38,7 +40,7 @@ from .daemon import (
     sd_notify,
     setup_logging,
 )
-from .mount_checks import check_logdir, check_mountpoint, fuse_option_set
+from .mount_checks import check_logdir, check_mountpoint, fuse_fd, fuse_option_set
 from .mount_probe import MountProbe, mounted_device
 from .tree.partitions import Partitions, ServeOptions
 from .views.layoutcache import LayoutCache, check_outside, default_cache_dir
@@ -145,8 +147,12 @@ def serve(
     held = signal.pthread_sigmask(signal.SIG_BLOCK, _UNMOUNT_SIGNALS)
     # the look at the mount point (.mount_probe), ready by the time the mount is; it inherits the mask,
     # so a stop that signals the whole group (systemd) ends it through its input, after the daemon's
+    # a mount point /dev/fd/N is a /dev/fuse that mount.fuse3 mounted already (-o drop_privileges): its
+    # real mount point is unknown here, and the daemon has no privilege to look at or unmount it
+    handed_over = fuse_fd(mountpoint) is not None
     probe = MountProbe(mountpoint)
-    probe.start()
+    if not handed_over:
+        probe.start()
     try:
         pyfuse3.init(ops, mountpoint, options)
     except Exception as exc:
@@ -173,7 +179,7 @@ def serve(
         cleaner = LogCleaner(directory)
     failed = answered = too_slow = stopping = False
     stopped_by: list[str] = []  # the signal that asked the mount to stop
-    device = mounted_device(mountpoint)  # of this mount, as the mount table says (touches no file)
+    device = None if handed_over else mounted_device(mountpoint)  # of this mount, as the mount table says
 
     async def fuse_main(nursery) -> None:
         nonlocal failed
@@ -182,7 +188,28 @@ def serve(
         except Exception:
             failed = True
             log.exception("the FUSE loop stopped")
+            await refuse_until_invalidator_stopped()
         nursery.cancel_scope.cancel()
+
+    async def refuse_until_invalidator_stopped() -> None:
+        """The loop died of an error (a signal stops the invalidator first, while the loop answers): the
+        requests the kernel queued meanwhile are answered ENOTCONN by a loop that refuses everything until
+        the invalidator has stopped. A page invalidation it sends waits for any page a queued read holds
+        locked, and that read for a loop: unanswered, the invalidator's thread stays in the kernel, and
+        the process can never end, nor be killed (hang10's leftover). At most STOP_GRACE seconds."""
+        _refuse_every_request(ops)
+        async with trio.open_nursery() as refusing:
+
+            async def refuse() -> None:
+                try:
+                    await pyfuse3.main()
+                except Exception as exc:  # nothing more can be answered: the stop goes on without it
+                    log.debug("the loop refusing requests stopped: %r", first_exception(exc))
+
+            refusing.start_soon(refuse)
+            await trio.to_thread.run_sync(invalidator.stop)  # bounded: it waits for its thread 5 s at most
+            pyfuse3.terminate()
+            refusing.cancel_scope.deadline = trio.current_time() + STOP_GRACE
 
     async def stop_serving(nursery) -> None:
         """End the FUSE loop in the one order that leaves no thread of the daemon waiting for it (a
@@ -236,10 +263,25 @@ def serve(
 
     setattr(ops, "getattr", first_getattr)  # noqa: B010 - an instance attribute, for this one request
 
+    # the kernel's FUSE_INIT, which libfuse answers on the loop (pyfuse3 calls Operations.init): on a
+    # handed-over /dev/fuse the kernel sent it when mount.fuse3 mounted, so the loop answers once it came
+    initialized = trio.Event()
+    init_of_class = ops.init
+
+    def first_init() -> None:
+        initialized.set()
+        init_of_class()
+
+    setattr(ops, "init", first_init)  # noqa: B010 - an instance attribute, for the one FUSE_INIT
+
     async def answering() -> int:
         """Wait until the mount answers; its device number. The mount point is looked at from a child
         process, never from a thread of this one (:mod:`.mount_probe`); a request from anyone else that
-        comes first says it as well (the device is then the mount table's)."""
+        comes first says it as well (the device is then the mount table's). On a handed-over
+        ``/dev/fuse`` (``/dev/fd/N``), the answer to FUSE_INIT says it, and the device is unknown: 0."""
+        if handed_over:
+            await initialized.wait()
+            return 0
         parent = os.stat(os.path.dirname(mountpoint) or "/").st_dev
         known = os.makedev(*map(int, device.split(":"))) if device is not None else None
         found: list[int] = []
@@ -277,13 +319,17 @@ def serve(
                 too_slow = True
                 nursery.start_soon(stop_serving, nursery)
                 return
-            probe.release()  # its child ends
-            nursery.start_soon(probe.collect)
+            if not handed_over:
+                probe.release()  # its child ends
+                nursery.start_soon(probe.collect)
             starting.restore(replay=True)
             answered = True
-            larger_reads(dev)
+            if dev:
+                larger_reads(dev)
             mode = "read-only" if not rw else "read-write, cleaning" if cleaner else "read-write, not cleaning"
             log.info("mounted %s on %s (%s)", logdir, mountpoint, mode)
+            if handed_over:
+                log.info("%s: mounted by mount.fuse3; unmount it with `umount`: this daemon cannot", mountpoint)
             if cleaner is not None:
                 cleaner.start()
             on_ready()
@@ -310,9 +356,18 @@ def serve(
             _clear_dead_mount(mountpoint, device)
             tree.close()
             _restore_signals(previous, held)
+    if handed_over and stopped_by:
+        log.warning("%s: stopped by %s; the mount mount.fuse3 made is left dead (this daemon has no privilege "
+                    "to unmount it): unmount it first with `umount`, or clear it with `umount -l`",
+                    mountpoint, stopped_by[0])
     if not answered and stopped_by and not too_slow and error is None and not failed:
         log.info("stopped by %s before the mount answered", stopped_by[0])
         return 0
+    if not answered and handed_over and failed and not initialized.is_set():  # no FUSE_INIT could be read
+        raise MountError(
+            f"{mountpoint}: FUSE could not serve it: that /dev/fuse is not mounted (a /dev/fd/N mount point "
+            "is the /dev/fuse that mount.fuse3 -o drop_privileges mounted)"
+        )
     if not answered:  # libfuse refused (e.g. -o max_read=...), the session died, or it never answered
         error = error or MountError("the FUSE session ended before the mount answered")
         slow = [f"the mount did not answer within {ANSWER_TIMEOUT:g} s"] if too_slow else []
@@ -320,6 +375,25 @@ def serve(
     if error is not None:  # it served, then a task failed: one line in the log
         log.error("the mount stopped: %r", first_exception(error))
     return 1 if failed else 0
+
+
+#: The requests of pyfuse3's ``Operations`` that the kernel waits an answer for (``forget`` has none).
+_REQUESTS = (
+    "lookup", "getattr", "setattr", "readlink", "mknod", "mkdir", "unlink", "rmdir", "symlink", "rename", "link",
+    "open", "read", "write", "flush", "release", "fsync", "poll", "opendir", "readdir", "releasedir", "fsyncdir",
+    "statfs", "setxattr", "getxattr", "listxattr", "removexattr", "access", "create",
+)
+
+
+def _refuse_every_request(ops: object) -> None:
+    """From now on every request to ``ops`` is answered ENOTCONN at once (the mount is going away)."""
+    import pyfuse3
+
+    async def refused(*_args: object) -> None:
+        raise pyfuse3.FUSEError(errno.ENOTCONN)
+
+    for name in _REQUESTS:
+        setattr(ops, name, refused)
 
 
 def _restore_signals(previous: dict, held: set) -> None:

@@ -8,17 +8,50 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 from collections.abc import Iterable
 
 from ..errors import MountError, MountPathError, UsageError, describe_os_error, tag_os_error
 from ..storage.logdir import check_log_directory
 
-__all__ = ["check_mountpoint", "check_logdir", "fuse_option_set"]
+__all__ = ["check_mountpoint", "check_logdir", "fuse_option_set", "fuse_fd"]
+
+
+def fuse_fd(mountpoint: str) -> int | None:
+    """N for a mount point ``/dev/fd/N`` (libfuse's way to hand a daemon a ``/dev/fuse`` that is already
+    mounted: ``mount.fuse3 -o drop_privileges``), else None."""
+    prefix = "/dev/fd/"
+    if mountpoint.startswith(prefix) and mountpoint[len(prefix) :].isdigit():
+        return int(mountpoint[len(prefix) :])
+    return None
+
+
+def _check_fuse_fd(mountpoint: str, fd: int) -> str:
+    """``/dev/fd/N`` unchanged when descriptor N is an open ``/dev/fuse`` (what libfuse's
+    ``fuse_session_mount`` takes as "mounted already"), else the reason (exit 2)."""
+    try:
+        st = os.fstat(fd)
+    except OSError:
+        raise MountPathError(
+            f"{mountpoint}: no such open file descriptor (a /dev/fd/N mount point is an open /dev/fuse "
+            "that mount.fuse3 -o drop_privileges hands over)"
+        ) from None
+    try:
+        fuse_device = os.stat("/dev/fuse").st_rdev
+    except OSError:
+        fuse_device = os.makedev(10, 229)  # the FUSE device's number on Linux
+    if not stat.S_ISCHR(st.st_mode) or st.st_rdev != fuse_device:
+        raise MountPathError(f"{mountpoint}: not an open /dev/fuse")
+    return mountpoint
 
 
 def check_mountpoint(mountpoint: str) -> str:
     """The absolute mount point: an existing, empty folder of the caller's with nothing (alive or dead)
-    mounted on it; else the reason, as :class:`MountPathError` (exit 2) or :class:`MountError` (1)."""
+    mounted on it; else the reason, as :class:`MountPathError` (exit 2) or :class:`MountError` (1).
+    ``/dev/fd/N`` is taken as it is when N is an open ``/dev/fuse`` (:func:`fuse_fd`)."""
+    fd = fuse_fd(mountpoint)
+    if fd is not None:
+        return _check_fuse_fd(mountpoint, fd)
     path = os.path.abspath(mountpoint)
     try:
         st = os.stat(path)

@@ -254,6 +254,14 @@ def privileged_command(request: Request, mount_fuse3: str, helper: str) -> list[
     names = {opt.partition("=")[0] for opt in options}
     # mount.fuse3 mounts with dev,suid unless told otherwise; fusermount3 and libfuse never would.
     options += [flag for flag in ("nosuid", "nodev") if not names & {flag, flag[2:]}]
+    # the mount as `kafkafs mount` would make it: read-only unless writable (mount(8)'s `rw` is its
+    # default, not a request), and the kernel checks the files' modes (with allow_other, only the daemon's
+    # user may append)
+    options = [opt for opt in options if opt != "rw"]
+    if "writable" not in names and "ro" not in names:
+        options.append("ro")
+    if "default_permissions" not in names:
+        options.append("default_permissions")
     if "subtype" not in names:
         options.append("subtype=kafkafs")
     if "fsname" not in names and not any(c in source for c in ',\\"'):

@@ -23,6 +23,8 @@ import time
 
 import trio
 
+from .mountinfo import mount_path, unescape
+
 __all__ = ["MountProbe", "mounted_device"]
 
 log = logging.getLogger("kafkafs.fs")
@@ -116,22 +118,17 @@ class MountProbe:
                 log.warning("a stat of %s from pid %d is still waiting for the mount", self.path, child.pid)
 
 
-def _unescape(field: str) -> str:
-    """A path as /proc/self/mountinfo writes it (space, tab, newline, backslash as octal escapes)."""
-    return field.encode().decode("unicode_escape").encode("latin-1").decode("utf-8", "surrogateescape")
-
-
 def mounted_device(path: str) -> str | None:
     """The ``major:minor`` of the FUSE mount on top at ``path`` (from ``/proc/self/mountinfo``: the
     mount itself is not touched), or None when no FUSE file system is mounted there."""
     # the folder's own name is not resolved: a stat of it is a request to the mount (which may not answer)
-    real = os.path.join(os.path.realpath(os.path.dirname(os.path.abspath(path))), os.path.basename(path))
+    real = mount_path(path)
     found = None
     try:
         with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as f:
             for line in f:
                 fields = line.split()
-                if len(fields) < 10 or _unescape(fields[4]) != real:
+                if len(fields) < 10 or unescape(fields[4]) != real:
                     continue
                 fstype = fields[fields.index("-") + 1] if "-" in fields else ""
                 found = fields[2] if fstype.startswith("fuse") else None  # the last one is on top

@@ -14,6 +14,7 @@ open removes whatever ``.deleted`` files a previous run left. Appends, loading a
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
@@ -31,13 +32,19 @@ from .names import (
     INDEX_EXTENSIONS,
     LOG,
     SWAP,
+    committed_swaps,
     log_file_base_offset,
     parse_partition_dir_name,
-    parse_segment_file_name,
     segment_file_name,
 )
 from .records import BatchView
-from .safefiles import folder_identity, fsync_directory, regular_files_in_order, require_writable
+from .safefiles import (
+    folder_identity,
+    fsync_directory,
+    regular_files,
+    regular_files_in_order,
+    require_writable,
+)
 from .segment import LogSegment
 from .segments import LogSegments
 from .transactions import ProducerTransactions
@@ -54,24 +61,11 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-#: A ``.swap`` file older than this (by its change time: renamed so) is a writer's leftover, not a swap
-#: under way (a broker completes it when it starts).
-SWAP_PATIENCE_S = 10.0
-
-
-def _swap_under_way(directory: Path, names: Sequence[str]) -> int | None:
-    """The lowest base offset of a ``.log.swap`` file in ``names`` renamed so in the last
-    :data:`SWAP_PATIENCE_S` (a swap under way), else None."""
-    bases = sorted(parts[0] for parts in map(parse_segment_file_name, names)
-                   if parts is not None and parts[1] == LOG and parts[2] == SWAP)
-    for base in bases:
-        try:
-            changed = os.stat(directory / segment_file_name(base, LOG, SWAP)).st_ctime
-        except OSError:
-            continue  # done meanwhile: its .log is there for the next look
-        if time.time() - changed < SWAP_PATIENCE_S:
-            return base
-    return None
+def _file_id(path: Path) -> int | None:
+    try:
+        return os.stat(path).st_ino
+    except OSError:
+        return None
 
 
 class LocalLog:
@@ -103,6 +97,10 @@ class LocalLog:
         self.last_recovery: RecoveryReport | None = None  # the report of the load
         self._listeners: list[Callable[[LocalLog], None]] = []
         self._closed = False
+        #: Whether a write (an append, a flush, a roll, a truncation, a segment swap or deletion) failed with
+        #: an OS error: the folder may hold half of it, so the log directory's close marks no clean
+        #: shutdown (the next writer or broker recovers it).
+        self.write_failed = False
         #: Undecided transactions (producer id -> first offset); None until first needed after an open.
         self._txn: ProducerTransactions | None = None
         #: Segments renamed ``.deleted``, with the clock's time of the rename, waiting for their files to go.
@@ -113,6 +111,9 @@ class LocalLog:
         self._dir_mtime = 0  # read-only logs: the folder's mtime when last looked for swapped segments
         self._recheck: LogSegment | None = None  # read-only logs: the segment rolled at the last refresh
         self._dir_id = folder_identity(self.dir)  # read-only logs: the folder a refresh lists (see refresh)
+        #: read-only logs: the segments taken from a committed swap's ``.swap`` file, until they follow its
+        #: rename to the plain name (see :meth:`_take_swaps`)
+        self._swapped_in: dict[int, LogSegment] = {}
 
     def _new_segment(self, base_offset: int, *, size: int | None = None) -> LogSegment:
         return LogSegment(self.dir, base_offset, self.config, writable=self.writable, clock=self.clock,
@@ -170,15 +171,14 @@ class LocalLog:
                 names = regular_files_in_order(self.dir, log_file_base_offset, known)
             except FileNotFoundError:
                 return False
+            listed = [b for b in map(log_file_base_offset, names) if b is not None]
+            if vanished := known.difference(listed):
+                names, listed = self._confirm_vanished(names, listed, vanished)
             previous = self.segments.last()
-            bases = sorted(b for b in map(log_file_base_offset, names) if b is not None)
+            swapping = any(name.endswith(SWAP) for name in names)
+            merged = self._take_swaps(names, dropped) if swapping or self._swapped_in else []
+            bases = sorted(b for b in listed if not any(s < b < end for s, end in merged))
             fresh = [base for base in bases if base not in known]
-            if fresh and (swap := _swap_under_way(self.dir, names)) is not None:
-                # A merged segment is being swapped in: its records are under no .log name for the moment,
-                # and those of segments rolled since the last look that it took in are in no file this log
-                # knows; taking the segments above it now would skip them for good (review8 R8-4: a
-                # follower reads past them). Those are taken at the next look, with the merged one.
-                fresh = [base for base in fresh if base < swap]
             rolled = previous is not None and bool(fresh) and fresh[-1] > previous.base_offset
             recheck, self._recheck = self._recheck, previous if rolled else None
             if previous is not None and rolled:
@@ -194,9 +194,7 @@ class LocalLog:
                     self.segments.add(self._new_segment(base))
                 except (CorruptRecordError, UnsafeFileError):  # gone again already, or replaced by a link
                     continue
-            # review8 R8-8: a swap half done renamed the old segments away before the .swap takes the first one's name:
-            swapping = any(name.endswith(SWAP) for name in names)  # dropped, the log start rose past what it keeps
-            for base in () if swapping else known - set(bases):
+            for base in known - set(bases) - {s for s, _end in merged}:  # gone, or merged into a swap's segment
                 if (seg := self.segments.remove(base)) is not None:
                     dropped.append(seg)
             last = self.segments.last()
@@ -234,6 +232,84 @@ class LocalLog:
         self._dir_id, self._log_start_offset, self._recheck, self._dir_mtime, self._txn = now, 0, None, 0, None
         self.generation += 1
 
+    def _confirm_vanished(self, names: list[str], listed: list[int], vanished: set[int]) -> tuple[list[str], list[int]]:
+        """``names`` and their ``.log`` bases ``listed``, with the ``.log`` or ``.log.swap`` name of each known
+        segment the listing lacks (``vanished``) that a look at the name itself finds: a listing is no
+        snapshot, and one that runs while a swap renames its file to the plain name may show neither name
+        (the segment would go, the log start rise past it)."""
+        for base in sorted(vanished):
+            if _file_id(self.dir / (name := segment_file_name(base, LOG))) is not None:
+                names, listed = [*names, name], [*listed, base]
+            elif _file_id(self.dir / (name := segment_file_name(base, LOG, SWAP))) is not None:
+                names = [*names, name]
+        return names, listed
+
+    def _take_swaps(self, names: Sequence[str], dropped: list[LogSegment]) -> list[tuple[int, int]]:
+        """Read-only logs: the merged segment of each swap in ``names`` that a broker's recovery would complete
+        (:func:`~kafkafs.storage.names.committed_swaps`) becomes the segment at its base, read from its
+        ``.swap`` file (held open: the descriptor stays valid when the file takes its plain name), and the
+        segments its offset range covers go, as Kafka's ``LogLoader`` replaces them. Kafka's
+        ``replaceSegments`` renames what the swap replaces ``.deleted`` before the ``.swap`` takes its plain
+        name: in between, the records of segments rolled since the last look that it took in are in that
+        file alone (review8 R8-8). Returns ``(base, end)`` of each swap taken; the replaced and covered
+        segments go to ``dropped``."""
+        for base, taken in list(self._swapped_in.items()):
+            if self.segments.get(base) is not taken:
+                del self._swapped_in[base]
+            elif _file_id(taken.log_path) != taken.records.file_id:  # the swap finished: its plain name
+                taken.follow_suffix("")
+                del self._swapped_in[base]
+        merged: list[tuple[int, int]] = []
+        for base in committed_swaps(names):
+            swap_id = _file_id(self.dir / segment_file_name(base, LOG, SWAP))
+            current = self.segments.get(base)
+            if current is None or swap_id is None or current.records.file_id != swap_id:
+                opened = self._open_swap(base)
+                if opened is None:
+                    continue  # gone again: the next look sees where
+                taken = opened
+                if current is not None and current.records.file_id == taken.records.file_id:
+                    taken.close_handlers()  # renamed to its plain name since; taken before
+                    taken = current
+                else:
+                    if (old := self.segments.add(taken)) is not None:
+                        dropped.append(old)
+                    self.generation += 1
+                    if taken.suffix == SWAP:
+                        self._swapped_in[base] = taken
+                current = taken
+            try:
+                end = max(current.next_offset, base + 1)
+            except (CorruptRecordError, OSError):
+                end = base + 1  # its reads say what is wrong; the segments above stay until they go
+            for covered in list(self.segments.values(base + 1, end)):
+                self.segments.remove(covered.base_offset)
+                dropped.append(covered)
+            merged.append((base, end))
+        return merged
+
+    def _take_swaps_at_load(self) -> None:
+        """Read-only logs, once loaded: the committed swaps of the folder taken (:meth:`_take_swaps`), so
+        that a first reader sees what a broker's recovery would make of a folder left inside a swap."""
+        dropped: list[LogSegment] = []
+        self._take_swaps(regular_files(self.dir, warn=False), dropped)
+        for segment in dropped:
+            segment.close_handlers()
+
+    def _open_swap(self, base: int) -> LogSegment | None:
+        """A read-only segment of the ``.swap`` file at ``base`` (opened now), or of its plain name when it
+        took it meanwhile; None when neither can be opened."""
+        for suffix in (SWAP, ""):
+            try:
+                taken = LogSegment(self.dir, base, self.config, writable=False, clock=self.clock,
+                                   budget=self.budget, suffix=suffix)
+            except (CorruptRecordError, UnsafeFileError):
+                continue
+            if suffix == SWAP:
+                taken.records.next_path = self.dir / segment_file_name(base, LOG)
+            return taken
+        return None
+
     def _replaced_segments(self, names: list[str], known: set[int], dropped: list[LogSegment]) -> bool:
         """Reopen the sealed segments another process's compaction swapped in under the same name, when
         the folder changed since the last look (the old objects are left to their readers)."""
@@ -248,7 +324,8 @@ class LocalLog:
         # review8 R8-2: what a swap replaced is renamed away before the new file takes its name (replaceSegments'
         # order): listed a moment ago, gone now; a segment this refresh took just before the swap too (live4.py)
         for base in set(self.segments.bases()).difference(swapped) if swapped else ():
-            if (old := self.segments.get(base)) is not None and old is not last and not old.log_path.exists():
+            if (old := self.segments.get(base)) is not None and old is not last and not old.log_path.exists() \
+                    and base not in self._swapped_in:
                 self.segments.remove(base)  # kept, its base cut the new segment short ("corrupt batch", EIO)
                 dropped.append(old)
         return bool(swapped)
@@ -345,6 +422,15 @@ class LocalLog:
     def _require_writable(self) -> None:
         require_writable(self.dir, self.writable, self._closed)
 
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[None]:
+        """Around a change of the folder: an OS error inside sets :attr:`write_failed`, and goes on."""
+        try:
+            yield
+        except OSError:
+            self.write_failed = True
+            raise
+
     def roll(self, next_offset: int | None = None) -> LogSegment:
         """Seal the active segment and start a new one at ``max(next_offset, log end offset)`` (Kafka's
         ``roll``); an empty active segment already there is kept as it is."""
@@ -366,11 +452,12 @@ class LocalLog:
         with self._lock:
             if not self.writable or self._closed:
                 return
-            for segment in self.segments.from_offset(self.recovery_point):
-                segment.flush()
-            if self._dir_dirty:
-                fsync_directory(self.dir)
-                self._dir_dirty = False
+            with self._writing():
+                for segment in self.segments.from_offset(self.recovery_point):
+                    segment.flush()
+                if self._dir_dirty:
+                    fsync_directory(self.dir)
+                    self._dir_dirty = False
             self.recovery_point = self.log_end_offset
             self._unflushed_messages = 0
             self._last_flush_ms = self.clock()

@@ -101,8 +101,9 @@ class Log(LocalLog):
         and missing or corrupt indexes rebuilt. ``clean_shutdown`` None (unknown) counts as unclean;
         ``recover_all``: recover from the recovery point on even after a clean stop (``kafkafs recover``:
         what it finds is then judged knowing how the writer stopped).
-        Read-only: nothing changes on disk; leftovers are ignored and damage is reported when a read
-        meets it.
+        Read-only: nothing changes on disk; leftovers are ignored, but for a committed ``.swap``, read
+        in place of the segments it replaces as a recovery completes it (:meth:`LocalLog._take_swaps`),
+        and damage is reported when a read meets it.
         """
         raise_open_file_limit()
         if writable:
@@ -125,6 +126,8 @@ class Log(LocalLog):
         self.last_recovery = loaded.report
         for segment in loaded.segments:
             self.segments.add(segment)
+        if not self.writable:
+            self._take_swaps_at_load()
         if loaded.transactions is not None:
             self._txn = loaded.transactions
         self._dir_dirty = self._dir_dirty or loaded.dir_dirty
@@ -188,7 +191,7 @@ class Log(LocalLog):
         self.leader_epoch = epoch
 
     def roll(self, next_offset: int | None = None) -> LogSegment:
-        with self._lock:
+        with self._lock, self._writing():
             before = self.active_segment
             segment = super().roll(next_offset)
             if segment is not before:
@@ -196,24 +199,24 @@ class Log(LocalLog):
             return segment
 
     def truncate_to(self, offset: int) -> bool:
-        with self._lock:
+        with self._lock, self._writing():
             cut = super().truncate_to(offset)
             if cut:  # whole batches go: the log may now end below ``offset``
                 self.state_files.on_truncate(self.log_end_offset)
             return cut
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
-        with self._lock:
+        with self._lock, self._writing():
             super().truncate_fully_and_start_at(offset)
             self.state_files.on_truncate_fully(offset)
 
     def delete_segments(self, segments: list[LogSegment], reason: str = "") -> None:
-        with self._lock:
+        with self._lock, self._writing():
             super().delete_segments(segments, reason)
             self.state_files.on_segments_deleted([s.base_offset for s in segments], self.log_start_offset)
 
     def replace_segments(self, new: LogSegment, old: Sequence[LogSegment]) -> bool:
-        with self._lock:
+        with self._lock, self._writing():
             swapped = super().replace_segments(new, old)
             if swapped:  # the snapshots named by segments merged away go too (Kafka's deletedNotReplaced)
                 gone = [s.base_offset for s in old if s.base_offset != new.base_offset]
@@ -297,7 +300,7 @@ class Log(LocalLog):
         buf = bytearray(data)
         headers = self._validated_headers(buf)
         check_appendable(buf, headers, self.config, self.name, self.clock())
-        with self._lock:
+        with self._lock, self._writing():
             self._require_writable()
             next_offset = self.log_end_offset
             first = next_offset

@@ -17,14 +17,18 @@ import json
 import logging
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from pathlib import Path
 
 from ..errors import (
+    ConfigError,
     CorruptRecordError,
+    InvalidInput,
     InvalidName,
     LogDirLocked,
     NeedsRecovery,
+    ReadOnlyError,
+    RecordTooLargeError,
     UnsafeFileError,
     UsageError,
     describe_os_error,
@@ -38,7 +42,7 @@ from .handles import raise_open_file_limit, retrying_open
 from .kraft import METADATA_PARTITION, recorded_topic_configs
 from .local_log import fsync_directory
 from .log import Log
-from .names import is_partition_file_name, parse_partition_dir_name
+from .names import broker_refuses_folder, is_partition_file_name, parse_partition_dir_name
 from .partition_folders import alias_reason, list_partition_folders
 from .partition_metadata import ensure_partition_metadata, read_topic_id
 from .recovery_plan import writer_refusal
@@ -157,6 +161,13 @@ class LogDir:
         #: Partitions refused because their recovery would cut whole batches: still unrecovered, so the
         #: close writes no clean-shutdown marker (the next writer or broker must recover them).
         self._unrecovered: set[str] = set()
+        #: Why the close may not write the clean-shutdown marker although every log closed (a failure
+        #: that may have left a log half-written: :meth:`note_failure`); None while nothing failed.
+        self._failure: str | None = None
+        #: Whether the close wrote the clean-shutdown marker (set by :meth:`close`).
+        self.marked_clean = False
+        #: Why the close did not write it (None when it did, or before the close).
+        self.not_marked_because: str | None = None
         #: The broker epoch in the marker (-1 when none, or when there is no marker).
         self.clean_shutdown_broker_epoch = NO_BROKER_EPOCH
         if self.clean_shutdown:
@@ -238,14 +249,17 @@ class LogDir:
         return [log_ for log_ in logs
                 if (start := starts.get((log_.topic, log_.partition))) is not None and log_.advance_log_start(start)]
 
-    def write_checkpoints(self) -> None:
+    def write_checkpoints(self, *, keep: Collection[str] = ()) -> None:
         """Recovery points of every open partition, and the log starts of those whose start is above
-        their first segment's base (as a broker writes them), merged with the files' other entries."""
+        their first segment's base (as a broker writes them), merged with the files' other entries
+        (the partitions not opened, and those named in ``keep``, keep what the files said)."""
         if not self.writable:
             return
         recovery = dict(self.recovery_points)
         starts = dict(self.log_start_offsets)
-        for log_ in self._logs.values():
+        for name, log_ in self._logs.items():
+            if name in keep or not log_.writable:
+                continue
             key = (log_.topic, log_.partition)
             recovery[key] = log_.recovery_point
             # as Kafka's LogManager: only a log start above the first segment's base is checkpointed
@@ -284,8 +298,6 @@ class LogDir:
         """Merge ``updates`` into ``cleaner-offset-checkpoint`` (written atomically); partitions whose
         folder is gone are dropped, as Kafka does."""
         if not self.writable:
-            from ..errors import ReadOnlyError
-
             raise ReadOnlyError(f"{self.path} is open read-only")
         offsets = self.cleaner_offsets()
         offsets.update(updates)
@@ -382,7 +394,8 @@ class LogDir:
                     self.settings.for_topic(topic),
                     writable=writable,
                     log_start_offset=self.log_start_offsets.get(key),
-                    recovery_point=self.recovery_points.get(key),
+                    # recover_all: from the first segment on (the checkpoint keeps the entry until it closes)
+                    recovery_point=None if self.recover_all else self.recovery_points.get(key),
                     clean_shutdown=self.clean_shutdown,
                     recover_all=self.recover_all,
                 )
@@ -442,8 +455,6 @@ class LogDir:
             if directory.exists():
                 return self.log(name)
             if not self.writable:
-                from ..errors import ReadOnlyError
-
                 raise ReadOnlyError(f"{self.path} is open read-only")
             recorded = _recorded_topic(self.path, topic, partition)
             with doing("create {path}"):
@@ -475,21 +486,70 @@ class LogDir:
                 names.extend(log_.delete_expired_files())
         return names
 
+    def note_failure(self, reason: str) -> None:
+        """A writer's work failed in a way that may have left a log half-written (an OS error in the
+        middle of a write, a recovery that stopped): the close still closes every log and writes the
+        checkpoints, but not the clean-shutdown marker, so the next writer or broker recovers."""
+        if self._failure is None:
+            self._failure = reason
+
     def close(self) -> None:
         """Flush and close every partition (removing the ``.deleted`` files whose delay has passed; the
-        rest go at the next writable open), write the checkpoints and the clean-shutdown marker, unlock."""
+        rest go at the next writable open), write the checkpoints, then the clean-shutdown marker where
+        it is true (:meth:`_marker_refusal`), unlock. Every log is closed even when one fails; the
+        first failure is raised after the others closed, with no marker written (as Kafka's LogManager
+        writes neither checkpoints nor marker unless every log of the directory closed). A log whose
+        close failed keeps its old checkpoint entries."""
         if self._closed:
             return
         self._closed = True
+        failures: list[Exception] = []
+        failed: set[str] = set()
         try:
             for log_ in self.open_logs():
-                log_.close()
+                try:
+                    log_.close()
+                except Exception as exc:  # the others are closed all the same; the first is raised below
+                    failures.append(exc)
+                    failed.add(log_.dir.name)
             if self.writable:
-                self.write_checkpoints()
-                if not self._unrecovered:
+                self.write_checkpoints(keep=failed)
+                reason = (f"{sorted(failed)[0]} did not close" if failures else None) or self._marker_refusal()
+                if reason is None:
                     write_atomically(self.path / CLEAN_SHUTDOWN_FILE, clean_shutdown_content())
+                    self.marked_clean = True
+                else:
+                    self.not_marked_because = reason
+                    log.info("%s: no clean-shutdown marker written: %s", self.path, reason)
         finally:
             self._release_lock()
+        if failures:
+            raise failures[0]
+
+    def _marker_refusal(self) -> str | None:
+        """Why the clean-shutdown marker would not be true of every log in the directory, or None.
+
+        The marker tells the next broker that no log needs recovery (Kafka's LogManager then loads every
+        log without looking past its recovery point). A writer may say so only of what it knows: the
+        marker was there when it opened the directory (every log was clean then, and it closed what it
+        touched), or it recovered every log a broker loads from this directory itself (``recover``,
+        ``clean``, a directory it created), Kafka's own two cases. Never after a failure that may have
+        left a log half-written, nor while a refused partition stays unrecovered."""
+        if self._failure is not None:
+            return self._failure
+        if self._unrecovered:
+            return f"{sorted(self._unrecovered)[0]} still needs recovery"
+        broken = [log_.dir.name for log_ in self.open_logs() if log_.write_failed]
+        if broken:
+            return f"a write to {broken[0]} failed"
+        if self.clean_shutdown:
+            return None
+        for name in _folders_a_broker_loads(self.path):
+            opened = self._logs.get(name)
+            if opened is None or not opened.writable or name in self.refused:
+                return (f"it had none when opened and {name} was not recovered "
+                        "(run kafkafs recover to recover every partition and mark it)")
+        return None
 
     def __enter__(self) -> LogDir:
         return self
@@ -498,11 +558,37 @@ class LogDir:
         if exc_type is None:
             self.close()
             return
+        if not isinstance(exc, _NOTHING_WRITTEN):
+            self.note_failure(f"the work stopped: {exc}")
         try:
             self.close()
         except OSError as failed:  # the error on its way out says what went wrong; this one follows it
             log.warning("%s: closing it after the failure said below failed too: %s", self.path,
                         describe_os_error(failed))
+
+
+#: Errors that stop a writer before it wrote anything (a refusal, a bad argument): a writable close after
+#: them still writes the clean-shutdown marker where it is true.
+_NOTHING_WRITTEN = (InvalidName, UsageError, UnsafeFileError, InvalidInput, ConfigError, ReadOnlyError,
+                    RecordTooLargeError)
+
+
+def _folders_a_broker_loads(path: Path) -> list[str]:
+    """The folders of the log directory at ``path`` that a Kafka broker loads as logs through its
+    LogManager, whose recovery the clean-shutdown marker lets it skip: every folder it reads as
+    ``<topic>-<n>`` (partition folders, aliases, ``-future`` and ``-stray`` replicas), but those
+    renamed for deletion (removed after the load), tiered storage's index cache and the KRaft
+    metadata log (which Kafka recovers at every start, marker or not)."""
+    names: list[str] = []
+    with doing("list {path}", path), os.scandir(path) as listing:
+        for entry in listing:
+            name = entry.name
+            if name.endswith("-delete") or broker_refuses_folder(name) or not entry.is_dir():
+                continue
+            if name.rpartition("-")[0] == METADATA_PARTITION.rsplit("-", 1)[0]:
+                continue
+            names.append(name)
+    return sorted(names)
 
 
 def _recorded_topic(path: Path, topic: str, partition: int) -> str | None:

@@ -8,6 +8,7 @@ deletion or a compaction (SPEC §1). A partition folder is ``<topic>-<partition>
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 from ..errors import InternalTopicRefused, InvalidName
 
@@ -26,6 +27,7 @@ __all__ = [
     "segment_file_name",
     "parse_segment_file_name",
     "log_file_base_offset",
+    "committed_swaps",
     "SNAPSHOT",
     "snapshot_offset",
     "parse_partition_dir_name",
@@ -85,6 +87,26 @@ def log_file_base_offset(name: str) -> int | None:
     if parts is None or parts[1] != LOG or parts[2]:
         return None
     return parts[0]
+
+
+def committed_swaps(names: Iterable[str]) -> list[int]:
+    """The base offsets of the ``.log.swap`` files among ``names`` that a broker's recovery completes, in
+    order: those below the base offset of every ``.cleaned`` file (any extension). A compaction or a split
+    renames its new segments ``.cleaned`` -> ``.swap`` (highest base first, each ``.log`` before its
+    indexes) before it renames anything it replaces, so a ``.swap`` at or above a ``.cleaned`` one is part
+    of a swap not yet committed: Kafka's ``LogLoader`` deletes it and keeps the old segments."""
+    swaps: list[int] = []
+    min_cleaned: int | None = None
+    for name in names:
+        parts = parse_segment_file_name(name)
+        if parts is None:
+            continue
+        base, extension, suffix = parts
+        if suffix == CLEANED:
+            min_cleaned = base if min_cleaned is None else min(min_cleaned, base)
+        elif suffix == SWAP and extension == LOG:
+            swaps.append(base)
+    return sorted(base for base in swaps if min_cleaned is None or base < min_cleaned)
 
 
 def snapshot_offset(name: str) -> int | None:

@@ -162,6 +162,9 @@ class FileRecords:
         #: the file's inode number, from its first open: a later open of the path that finds another
         #: file (another process's compaction put it there) is refused
         self.file_id: int | None = None
+        #: read-only: the name another process is about to give the file (a swap's ``.swap`` file takes
+        #: its plain name): an open that finds :attr:`path` gone opens it there, when it is the same file
+        self.next_path: Path | None = None
 
     def open(self, *, create: bool) -> int:
         """Open the file now (created if ``create`` and writable); return its size."""
@@ -184,7 +187,7 @@ class FileRecords:
             try:
                 fd = open_file(self.path, flags, 0o644)
             except FileNotFoundError:
-                raise CorruptRecordError("segment file is missing", file=str(self.path)) from None
+                fd = self._open_renamed()
             file_id = os.fstat(fd).st_ino
             if self.file_id is None:
                 self.file_id = file_id
@@ -195,6 +198,21 @@ class FileRecords:
         if self._on_open is not None:
             self._on_open()
         return handle
+
+    def _open_renamed(self) -> int:
+        """The file opened at :attr:`next_path` (it took that name since it was found: same inode), which
+        becomes :attr:`path`; :class:`CorruptRecordError` "missing" when it is not there either."""
+        if self.next_path is not None and self.file_id is not None:
+            try:
+                fd = open_file(self.next_path, os.O_RDONLY)
+            except (OSError, UnsafeFileError):
+                pass
+            else:
+                if os.fstat(fd).st_ino == self.file_id:
+                    self.path, self.next_path = self.next_path, None
+                    return fd
+                os.close(fd)
+        raise CorruptRecordError("segment file is missing", file=str(self.path)) from None
 
     def hold(self, size: int, suffixes: Sequence[str] = ()) -> FileHandle:
         """The descriptor of the file this object read, for a reader that goes on reading it after its
@@ -207,7 +225,8 @@ class FileRecords:
         if handle is not None:
             return handle
         if self.file_id is not None:
-            for path in (self.path, *(self.path.with_name(self.path.name + suffix) for suffix in suffixes)):
+            later = () if self.next_path is None else (self.next_path,)
+            for path in (self.path, *later, *(self.path.with_name(self.path.name + suffix) for suffix in suffixes)):
                 try:
                     fd = open_file(path, os.O_RDONLY)
                 except (OSError, UnsafeFileError):

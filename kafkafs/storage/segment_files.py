@@ -377,6 +377,17 @@ class SegmentFiles:
     def suffix(self) -> str:
         return self._suffix
 
+    def follow_suffix(self, suffix: str) -> None:
+        """Read-only: another process renamed this segment's files to carry ``suffix`` (a broker finished a
+        swap: ``.swap`` -> plain). The ``.log`` path follows (the descriptor held is the same file); the
+        index objects are made again under the new names on their next use (an index not renamed yet
+        reads as empty: lookups scan the log)."""
+        with self._lock:
+            self.records.path, self.records.next_path = self._path_for(LOG, suffix), None
+            self._offset_index = self._time_index = None
+            self._txn_index = None
+            self._suffix = suffix
+
     def replaced_on_disk(self) -> bool:
         """Whether the ``.log`` path now holds another file than the one this segment read (another
         process's compaction swapped one in): by inode once the file was opened, else by size."""

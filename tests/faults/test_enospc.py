@@ -11,6 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from kafkafs.format.jsonview import ProducerRecord
+from kafkafs.storage.config import Settings
+from kafkafs.storage.logdir import LogDir
 from tests.faults.conftest import (
     COMPACT,
     SMALL,
@@ -131,3 +134,32 @@ def test_produce_says_what_it_appended_before_the_disk_filled(small_fs):
     appended = len(values(logs, "q-0"))
     assert 0 < appended < 3000
     assert f"; the {appended} records before it were appended" in proc.stderr.decode(), proc.stderr
+
+
+@pytest.mark.parametrize("command", ["recover", "clean"])
+def test_a_preallocated_index_on_a_full_disk_is_no_sigbus(small_fs, command):
+    """review12 R12-5: an index left preallocated (a broker's active segment while it runs or after a
+    kill; a KRaft broker's clean stop leaves ``__cluster_metadata-0``'s so) is a hole past its entries.
+    A writable open counted its entries through its memory map, and on a full tmpfs the read fault in
+    the hole took a page there was no room for: SIGBUS, exit 135, no message. Now it counts them with
+    preads: the command does its work, or says in one line that the disk is full."""
+    logs = small_fs / "logs"
+    with LogDir(logs, Settings({"segment.bytes": 16384, "index.interval.bytes": 512}), writable=True) as logdir:
+        log_ = logdir.create_partition("t", 0)
+        for run in range(60):  # a batch each: both indexes of the active segment get entries
+            log_.append_records([ProducerRecord(None, None, b"v%d-" % run + b"y" * 300, ())] * 3)
+    before = values(logs, "t-0")
+    active = max((logs / "t-0").glob("*.log"))
+    for suffix, entry in ((".index", 8), (".timeindex", 12)):  # preallocated as Kafka does: a hole past the entries
+        os.truncate(active.with_suffix(suffix), 10 * 1024 * 1024 // entry * entry)
+    fill(small_fs, 0)
+    proc = cli(command, str(logs), *SMALL)
+    assert proc.returncode != -7, "killed by SIGBUS"
+    if proc.returncode == 1:
+        one_line_enospc(proc)
+    else:
+        assert proc.returncode == 0, (proc.returncode, proc.stdout, proc.stderr)
+    assert values(logs, "t-0") == before
+    (small_fs / "filler").unlink()
+    recovered(cli("recover", str(logs)))
+    assert cli("verify", str(logs)).returncode == 0

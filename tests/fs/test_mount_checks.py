@@ -75,3 +75,26 @@ def test_a_schemas_path_that_is_not_a_folder_is_a_usage_error(tmp_path):
         assert done.returncode == 2, (command, done)
         assert done.stderr.count("\n") == 1 and "--schemas" in done.stderr, done.stderr
     assert not os.path.ismount(mnt)
+
+
+def test_a_dev_fd_mount_point_is_an_open_dev_fuse(tmp_path):
+    """``/dev/fd/N`` (what ``mount.fuse3 -o drop_privileges`` hands the daemon, review12 R12-4) is taken
+    as it is when N is an open /dev/fuse, not refused as 'not a directory'; anything else is exit 2."""
+    import os
+
+    if not os.path.exists("/dev/fuse"):
+        pytest.skip("no /dev/fuse")
+    fd = os.open("/dev/fuse", os.O_RDWR)
+    try:
+        assert check_mountpoint(f"/dev/fd/{fd}") == f"/dev/fd/{fd}"
+    finally:
+        os.close(fd)
+    with pytest.raises(MountPathError, match="no such open file descriptor"):
+        check_mountpoint(f"/dev/fd/{fd}")
+    (tmp_path / "file").write_bytes(b"x")
+    fd = os.open(tmp_path / "file", os.O_RDONLY)
+    try:
+        with pytest.raises(MountPathError, match="not an open /dev/fuse"):
+            check_mountpoint(f"/dev/fd/{fd}")
+    finally:
+        os.close(fd)

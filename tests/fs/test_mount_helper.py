@@ -196,7 +196,7 @@ def test_privileged_command_runs_the_helper_again_through_mount_fuse3() -> None:
         "-t",
         helper,
         "-o",
-        "ro,allow_other,drop_privileges,setuid=kafkafs,foreground,nosuid,nodev,subtype=kafkafs,"
+        "ro,allow_other,drop_privileges,setuid=kafkafs,foreground,nosuid,nodev,default_permissions,subtype=kafkafs,"
         "fsname=/var/lib/kafka/data",
     ]
 
@@ -204,7 +204,12 @@ def test_privileged_command_runs_the_helper_again_through_mount_fuse3() -> None:
 def test_privileged_command_keeps_explicit_choices() -> None:
     request = parse([LOG, MNT, "-o", "drop_privileges,suid,nodev,subtype=kfs,fsname=k"])
     command = privileged_command(request, "/sbin/mount.fuse3", "/h")
-    assert command[-1] == "drop_privileges,suid,nodev,subtype=kfs,fsname=k"
+    assert command[-1] == "drop_privileges,suid,nodev,subtype=kfs,fsname=k,ro,default_permissions"
+    # a mount as `kafkafs mount` makes it: read-only unless writable (mount(8)'s rw is only its default)
+    request = parse([LOG, MNT, "-o", "rw,drop_privileges,writable,default_permissions"])
+    assert privileged_command(request, "/sbin/mount.fuse3", "/h")[-1] == (
+        "drop_privileges,writable,default_permissions,nosuid,nodev,subtype=kafkafs,fsname=/var/lib/kafka/data"
+    )
 
 
 def test_privileged_command_rejects_what_mount_fuse3_would_mangle() -> None:

@@ -144,3 +144,139 @@ def test_sigterm_with_its_own_stat_in_flight_stops_at_once(slow_root):
     err = m.stderr()
     assert m.proc.returncode == 0 and "Traceback" not in err, err
     assert not _mounted(m.mnt)
+
+
+# the real command, with two changes made by the test: a lookup of "die-now" raises out of the FUSE loop
+# (an internal error of the loop, not a signal), and once GATES/arm exists, a page invalidation waits at
+# the kernel's door until GATES/go exists (so that it is sent while a read is queued)
+_DYING_LOOP = r"""
+import os, sys, time
+gates, *argv = sys.argv[1:]
+import pyfuse3
+from kafkafs.fs.operations import Operations
+real_lookup = Operations.lookup
+async def lookup(self, parent_inode, name, ctx=None):
+    if name == b"die-now":
+        raise RuntimeError("an internal error of the FUSE loop (the test's)")
+    return await real_lookup(self, parent_inode, name, ctx)
+Operations.lookup = lookup
+real_invalidate = pyfuse3.invalidate_inode
+def invalidate_inode(ino, attr_only=False):
+    if not attr_only and os.path.exists(os.path.join(gates, "arm")):
+        open(os.path.join(gates, "invalidating"), "a").close()
+        while not os.path.exists(os.path.join(gates, "go")):
+            time.sleep(0.01)
+    return real_invalidate(ino, attr_only)
+pyfuse3.invalidate_inode = invalidate_inode
+from kafkafs.cli import main
+sys.exit(main(argv))
+"""
+
+# a reader: opens FILE while the mount answers, learns its size when GATES/stat exists, then reads that
+# much when GATES/read exists (a read within the size it knows: the kernel asks for the pages alone)
+_READER = r"""
+import os, sys, time
+path, gates = sys.argv[1:]
+def gate(name):
+    while not os.path.exists(os.path.join(gates, name)):
+        time.sleep(0.01)
+fd = os.open(path, os.O_RDONLY)
+open(os.path.join(gates, "opened"), "a").close()
+gate("stat")
+size = os.fstat(fd).st_size
+open(os.path.join(gates, "statted"), "a").close()
+gate("read")
+try:
+    print("read", len(os.pread(fd, size, 0)), flush=True)
+except OSError as exc:
+    print("error", exc.errno, flush=True)
+"""
+
+
+def _wait_for(check, what: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"{what}: not within {timeout:g} s"
+        time.sleep(0.02)
+
+
+def _abort_connection(device: str | None) -> None:
+    """Free a daemon stuck in the kernel: abort its FUSE connection through fusectl, mounted in a mount
+    namespace of its own (nothing changes in the machine's mount table)."""
+    if device is None:
+        return
+    minor = device.split(":")[1]
+    script = f"mount -t fusectl none /sys/fs/fuse/connections && echo 1 > /sys/fs/fuse/connections/{minor}/abort"
+    subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True, timeout=30)
+
+
+def test_a_loop_that_dies_of_an_error_ends_with_a_page_invalidation_sent_while_a_read_is_queued(logdir_copy, tmp_path):
+    """hang10's leftover: the FUSE loop dies of an error (not a signal) while a reader's request waits in
+    the kernel, unread, and the invalidator sends a page invalidation of that file: the invalidation
+    waits for the page the read holds locked, the read for a loop that is gone, and the daemon, whose
+    thread the kernel holds, never exits (nor can it be killed) until its connection is aborted by hand.
+    Now the loop's death answers what is queued (refused) until the invalidator has stopped: the daemon
+    ends and unmounts, the reader gets an error."""
+    from kafkafs.fs.mount_probe import mounted_device
+    from kafkafs.storage.logdir import LogDir
+
+    gates = tmp_path / "gates"
+    gates.mkdir()
+    for segment in (logdir_copy / "events-3").glob("*.log"):  # written long ago: read through the page cache
+        os.utime(segment, (time.time() - 3600, time.time() - 3600))
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    log_path = tmp_path / "mount.log"
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    args = ["mount", "-f", "--cache-dir", str(tmp_path / "cache"), str(logdir_copy), str(mnt)]
+    children: list[subprocess.Popen] = []
+    device = None
+    with open(log_path, "wb") as log:
+        daemon = subprocess.Popen([sys.executable, "-c", _DYING_LOOP, str(gates), *args], env=env, stderr=log, cwd=str(ROOT))
+    try:
+        _wait_for(lambda: mounted_device(str(mnt)) is not None and b"mounted" in log_path.read_bytes(), "mounted")
+        device = mounted_device(str(mnt))
+        reader = subprocess.Popen([sys.executable, "-c", _READER, str(mnt / "events-3" / "records.jsonl"), str(gates)],
+                                  stdout=subprocess.PIPE, text=True)
+        children.append(reader)
+        _wait_for(lambda: (gates / "opened").exists(), "the reader opened records.jsonl")
+        (gates / "arm").touch()
+
+        def appended_and_invalidating() -> bool:  # records arrive until the invalidator sends for them
+            with LogDir(logdir_copy, writable=True) as logdir:
+                logdir.log("events-3").append_records([(1_763_700_000_000, None, b"more", ())])
+            time.sleep(0.2)
+            return (gates / "invalidating").exists()
+
+        _wait_for(appended_and_invalidating, "a page invalidation of records.jsonl")
+        (gates / "stat").touch()
+        _wait_for(lambda: (gates / "statted").exists(), "the reader's fstat")
+        children.append(subprocess.Popen(["stat", str(mnt / "die-now")], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        _wait_for(lambda: b"the FUSE loop stopped" in log_path.read_bytes(), "the loop's death", 15)
+        (gates / "read").touch()  # queued in the kernel: the loop that would read it is gone
+        time.sleep(0.5)
+        (gates / "go").touch()  # the invalidation goes in, while the read holds its page
+        try:
+            daemon.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            pytest.fail("the daemon did not end after its FUSE loop died: " + log_path.read_text(errors="replace")[-2000:])
+        out, _ = reader.communicate(timeout=20)
+        assert out.startswith("error"), out
+        assert not _mounted(mnt)
+        err = log_path.read_text(errors="replace")
+        assert "the FUSE loop stopped" in err and "an internal error of the FUSE loop" in err
+        assert daemon.returncode == 1, err
+    finally:
+        if daemon.poll() is None:
+            daemon.kill()
+            try:
+                daemon.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                _abort_connection(device)
+                daemon.wait(timeout=30)
+        for child in children:
+            if child.poll() is None:
+                child.kill()
+            child.wait(timeout=30)
+        if _mounted(mnt):
+            subprocess.run(["fusermount3", "-uz", str(mnt)], capture_output=True)

@@ -228,7 +228,9 @@ def test_cleaned_files_are_deleted_with_the_swaps_of_the_same_operation(tmp_path
 def test_read_only_opens_ignore_leftovers_and_change_nothing(tmp_path: Path) -> None:
     directory = tmp_path / "t-0"
     three_segments(directory)
-    (directory / "00000000000000000000.log.swap").write_bytes(batch(1, base_offset=3))
+    # a .swap at or above a .cleaned file is a swap never committed (Kafka's recovery deletes it); what a
+    # read-only open makes of a committed one is tests/storage/test_swap_view.py's
+    (directory / "00000000000000000010.log.swap").write_bytes(batch(1, base_offset=13))
     (directory / "00000000000000000010.log.cleaned").write_bytes(b"x")
     (directory / "00000000000000000040.log.deleted").write_bytes(b"x")
     (directory / "00000000000000000050.index").write_bytes(b"")

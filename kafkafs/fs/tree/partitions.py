@@ -231,14 +231,14 @@ class Partitions:
             with self._guard:  # partitions opened from now on take the new schemas; those open already:
                 self.registry = registry
                 states = list(self._states.values())
-        log.info("the schemas in %s changed: %d schemas known", self.logdir.path, len(registry) if registry else 0)
-        for state in states:
-            state.use_decoder(decoder_for(state.log.topic, registry, self.mode))
-        hook = self.on_schemas_changed
-        if hook is not None:
-            with self._guard:
-                unopened = [name for name in self._early_binds if name not in self._states]
-            hook(unopened)
+            log.info("the schemas in %s changed: %d schemas known", self.logdir.path, len(registry) if registry else 0)
+            for state in states:  # (under the lock: a later change never lands before this one)
+                state.use_decoder(decoder_for(state.log.topic, registry, self.mode))
+            hook = self.on_schemas_changed
+            if hook is not None:
+                with self._guard:
+                    unopened = [name for name in self._early_binds if name not in self._states]
+                hook(unopened)
         return True
 
     def record_looked_up(self, name: str, ino: int | None, seconds: float) -> None:

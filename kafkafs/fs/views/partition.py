@@ -122,6 +122,7 @@ class PartitionState:
         self.decoding = 0
         self._layouts: dict[int, SegmentLayout] = {}
         self._compose_lock = threading.Lock()
+        self._decoder_lock = threading.Lock()  # one use_decoder at a time (it never waits for a composition)
         self._composition: Composition | None = None
         #: ``by-offset/<offset>.json``: one record from the batch that holds it
         self.record_finder = RecordFinder(log_, self.renderer, catch_up=None if log_.writable else self.catch_up)
@@ -206,12 +207,15 @@ class PartitionState:
         name the decoder), ``records.jsonl`` gets a new generation, kept records go, and the listeners
         hear of it (the kernel drops what it cached). A reader holding an old layout keeps it, and its
         pieces keep rendering with the renderer it was laid out with (:attr:`.layout.Layout.renderer`):
-        whole lines of the lengths it was shown. Safe from any thread (the mount's poll loop calls it)."""
-        old = self.renderer
-        if decoder_identity(decoder) == old.decoder_id:
-            return False
-        renderer = Renderer(old.topic, old.partition, old.mode, old.on_corrupt, decoder)
-        with self._compose_lock:
+        whole lines of the lengths it was shown. Safe from any thread (the mount's poll loop and its
+        watcher call it), and quick: it never waits for a composition being laid out (one laid out
+        meanwhile is of the shape before, so never taken as current, and its layouts of the old renderer
+        are not kept: :meth:`_layout`)."""
+        with self._decoder_lock:
+            old = self.renderer
+            if decoder_identity(decoder) == old.decoder_id:
+                return False
+            renderer = Renderer(old.topic, old.partition, old.mode, old.on_corrupt, decoder)
             self.renderer = renderer
             self._pieces.renderer = renderer  # (for layouts that name none: every one of this state names its own)
             self.record_finder = RecordFinder(self.log, renderer, catch_up=self.record_finder.catch_up)
@@ -288,6 +292,7 @@ class PartitionState:
             or layout.segment is not segment
             or layout.lo != lo
             or layout.scanned > segment.size
+            or layout.renderer is not self.renderer  # laid out before the decoder changed (use_decoder)
         ):
             # new, or the file was truncated: lay it out afresh (upper: its last batch is judged against
             # the next segment's base offset, SPEC §4)
@@ -387,6 +392,9 @@ class PartitionState:
             if renderer is not None and renderer is not self.renderer:
                 return None
             current = self._composition
+            if current is not None and renderer is not None and any(
+                    part.layout.renderer is not renderer for part in current.parts):
+                return None
             if current is None or current.shape != self.shape():
                 return None
             segments = list(self.log.segments)

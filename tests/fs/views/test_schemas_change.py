@@ -199,3 +199,27 @@ def test_the_stamp_sees_appends_new_segments_and_new_folders(tmp_path):
     assert stamp.changed() and not stamp.changed()
     (path / "_schemas-0" / "00000000000000000100.log").write_bytes(b"")  # a segment rolled
     assert stamp.changed() and not stamp.changed()
+
+
+def test_a_change_of_the_schemas_waits_for_no_composition(tmp_path):
+    """The watcher's thread follows the schemas: it must not wait while a partition is being laid out
+    (a first sizing of a large partition takes minutes), and what that sizing lays out meanwhile is
+    not taken for the file under the new schemas."""
+    import threading
+
+    path = _logdir(tmp_path)
+    tree = _tree(path)
+    try:
+        state = tree.partitions.state("data-0")
+        _append(path, "_schemas-0", [_schema("b-value", 2, COUNT)])
+        with state._compose_lock:  # a composition being laid out
+            follower = threading.Thread(target=tree.partitions.follow_schemas, daemon=True)
+            follower.start()
+            follower.join(timeout=10)
+            assert not follower.is_alive() and state.decoding == 1
+        view = tree.partitions.records_generations("data-0").current().advance()
+        assert all(part.layout.renderer is state.renderer for part in view.parts)
+        data = b"".join(bytes(state.render_piece(p.layout, i)) for p in view.parts for i in range(p.pieces))
+        assert len(data) == view.total and _decoded(data) == 300
+    finally:
+        tree.close()

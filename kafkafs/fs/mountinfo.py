@@ -1,0 +1,48 @@
+"""The mount table (``/proc/self/mountinfo``) as kafkafs reads it: which mount is on top at a path,
+without touching the mount itself (a stat of a FUSE mount point is a request to its daemon, which may
+not answer). Functions only; safe from any thread. Imports nothing heavy: ``kafkafs umount`` uses it.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+__all__ = ["MountEntry", "find_mount", "mount_path", "unescape"]
+
+
+def unescape(field: str) -> str:
+    """A path as /proc/self/mountinfo writes it (space, tab, newline, backslash as octal escapes)."""
+    return field.encode().decode("unicode_escape").encode("latin-1").decode("utf-8", "surrogateescape")
+
+
+@dataclass(frozen=True)
+class MountEntry:
+    """One line of /proc/self/mountinfo: a mount at ``path``."""
+
+    path: str
+    fstype: str
+    source: str
+    options: frozenset[str]  # the mount's own (rw or ro, nosuid, ...) and its super block's
+
+
+def mount_path(mountpoint: str) -> str:
+    """The absolute mount point, its folders resolved but not the mount point itself (a stat of it is a
+    request to the mount, which may not answer)."""
+    path = os.path.abspath(mountpoint)
+    return os.path.join(os.path.realpath(os.path.dirname(path)), os.path.basename(path))
+
+
+def find_mount(mountpoint: str) -> MountEntry | None:
+    """The mount on top at ``mountpoint``, or None (from ``/proc/self/mountinfo``: touches no file of it)."""
+    path = mount_path(mountpoint)
+    found = None
+    with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as mountinfo:
+        for line in mountinfo:
+            fields = line.split()
+            if len(fields) < 10 or "-" not in fields or unescape(fields[4]) != path:
+                continue
+            at = fields.index("-")
+            options = fields[5].split(",") + (fields[at + 3].split(",") if len(fields) > at + 3 else [])
+            found = MountEntry(path, fields[at + 1], unescape(fields[at + 2]), frozenset(options))
+    return found

@@ -1,0 +1,70 @@
+"""A broker recovers what kafkafs did not (review12 R12-1; SPEC §2, §9).
+
+``.kafka_cleanshutdown`` tells a broker that no log of the directory needs recovery (LogManager loads them
+all without looking past their recovery points). On a directory a crash left (no marker, one partition
+ending in the bytes of a torn write) ``kafkafs produce`` into ANOTHER partition wrote the marker: Kafka
+4.4 then skipped the recovery, appended after the torn bytes, and its consumers stopped before them
+for good. A writer now leaves the marker only where it is true of every log; ``kafkafs recover`` (which
+recovers every partition) still leaves it, and the broker then loads with no recovery.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from .harness import Broker, kafkafs
+
+MARKER = ".kafka_cleanshutdown"
+TORN = b"garbagegarbage"
+
+
+def _crash(broker: Broker) -> bytes:
+    """The broker's directory as a crash mid-write leaves it: no marker, a torn tail on mk-1."""
+    (broker.log_dir / MARKER).unlink()
+    segment = broker.partition_dir("mk-1") / "00000000000000000000.log"
+    with open(segment, "ab") as f:
+        f.write(TORN)
+    return segment.read_bytes()
+
+
+def _append_and_read_back(broker: Broker, first: int) -> list[bytes]:
+    producer = broker.producer(linger_ms=0, acks="all")
+    for i in range(first, first + 5):
+        producer.send("mk", value=b"after %d" % i, partition=1).get(timeout=30)
+    return [r.value for r in broker.consume_all("mk", 1, timeout=20)]
+
+
+@pytest.mark.slow
+def test_the_broker_recovers_a_partition_kafkafs_did_not(broker: Broker) -> None:
+    broker.create_topic("mk", partitions=2)
+    producer = broker.producer(linger_ms=0, acks="all")
+    for i in range(10):
+        producer.send("mk", value=b"before %d" % i, partition=i % 2).get(timeout=30)
+    assert broker.stop() == 0
+    assert (broker.log_dir / MARKER).exists()
+
+    torn = _crash(broker)
+    done = kafkafs("produce", broker.log_dir, "mk-0", input=b"hi\n")
+    assert done.returncode == 0, done.stderr
+    marked = (broker.log_dir / MARKER).exists()
+    assert (broker.partition_dir("mk-1") / "00000000000000000000.log").read_bytes() == torn
+
+    broker.start()
+    assert broker.recovery_lines("mk-1"), broker.log_report(broker.loader_lines("mk-1"), "mk-1 was not recovered")
+    broker.assert_log_line(r"Recovering \d+ logs from \S+ since no clean shutdown file was found")
+    values = _append_and_read_back(broker, 0)  # stuck before the torn bytes when the broker skipped recovery
+    assert values == [b"before %d" % i for i in range(1, 10, 2)] + [b"after %d" % i for i in range(5)]
+    assert broker.stop() == 0
+    assert not marked  # kafkafs recovered mk-0 only
+
+    # kafkafs recover recovers every partition: its marker is true, and the broker loads with no recovery
+    _crash(broker)
+    done = kafkafs("recover", broker.log_dir)
+    assert done.returncode == 1, done.stdout + done.stderr  # it cut the torn tail
+    assert "clean shutdown marked" in done.stdout.splitlines()[-1], done.stdout
+    broker.start()
+    broker.assert_log_line(r"Skipping recovery of \d+ logs from \S+ since clean shutdown file was found")
+    broker.assert_no_recovery("mk-1")
+    broker.assert_no_log_lines(r"ERROR|Corrupt")
+    values = _append_and_read_back(broker, 5)
+    assert values[-10:] == [b"after %d" % i for i in range(10)]
