@@ -24,10 +24,12 @@ from .storage.logdir import (
     LogDir,
 )
 from .storage.names import STAGING_DIR_NAME, broker_refuses_folder
+from .storage.partition_metadata import PARTITION_METADATA_FILE, partition_metadata_problem
 from .storage.recovery import interrupted_leftovers
 from .storage.recovery_plan import left_by_unclean_stop, zeros_from
 from .storage.safefiles import regular_files, unsafe_entries
 from .storage.segment import LogSegment
+from .storage.strays import stray_consequence, stray_partitions
 from .storage.transactions import batch_events
 from .storage.validation import in_order
 
@@ -251,6 +253,7 @@ def verify_logdir(
             total_problems += 1
     if not names and not (partitions and aliases):
         print(f"{logdir.path}: no partitions", file=out)
+    strays = stray_partitions(logdir.path, names)
     for name in names:
         try:
             log_: Log = logdir.log(name)
@@ -263,6 +266,13 @@ def verify_logdir(
             ]
             problems += [f"{file}: {reason}" for file, reason in
                          checkpoint_problems(logdir.path / name, (EPOCH_CHECKPOINT_FILE,), parse_epoch_checkpoint)]
+            why = partition_metadata_problem(logdir.path / name)
+            if why is not None:
+                problems.append(f"{PARTITION_METADATA_FILE}: {why}: a Kafka broker does not start with it in its log "
+                                "directory (\"Error starting LogManager\"); `kafkafs recover` rewrites it with the "
+                                "topic's id (or removes it where nothing in the directory names that id)")
+            if name in strays:
+                problems.append(f"stray: {strays[name]}: {stray_consequence(name)}")
             problems += [f"{file}: left by an interrupted compaction or deletion; `kafkafs recover` finishes or "
                          "undoes it, as a broker's start does"
                          for file in interrupted_leftovers(regular_files(logdir.path / name, warn=False))]

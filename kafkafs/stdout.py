@@ -76,6 +76,8 @@ class ReaderSafeOutput(io.RawIOBase):
 
 def _to_devnull(fd: int) -> None:
     null = os.open(os.devnull, os.O_WRONLY)
+    if null == fd:  # ``fd`` was closed and is the lowest free descriptor: /dev/null holds it now (closing
+        return      # it would free it for the next file opened, a segment, say, on standard output)
     try:
         os.dup2(null, fd)
     finally:

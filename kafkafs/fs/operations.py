@@ -45,7 +45,11 @@ READ_SOON_WAITS = 3
 
 
 def _handler(mkdir: bool = False):
-    """Turn any exception of a handler into a FUSEError (pyfuse3 stops on anything else)."""
+    """Turn any exception of a handler into a FUSEError (pyfuse3 stops on anything else). A handler the
+    stopping mount cancels answers ENOTCONN: unanswered, its request would hold what the kernel keeps for
+    it (a read, its pages locked) until the connection closes, and a page invalidation the invalidator
+    sent meanwhile would wait for them, its thread in the kernel for good (mount.py). The cancellation
+    stays: the loop's next checkpoint raises it again."""
 
     def wrap(fn):
         @functools.wraps(fn)
@@ -54,6 +58,8 @@ def _handler(mkdir: bool = False):
                 return await fn(self, *args)
             except pyfuse3.FUSEError:
                 raise
+            except trio.Cancelled:
+                raise pyfuse3.FUSEError(errno.ENOTCONN) from None
             except Exception as exc:
                 raise pyfuse3.FUSEError(errno_for(exc, rw=self.rw, mkdir=mkdir)) from None
 

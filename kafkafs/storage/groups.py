@@ -7,7 +7,10 @@ Every ``__consumer_offsets`` partition of the log directory is replayed in offse
 
 - an offset commit (record types 0 and 1) sets the group's committed offset of a topic-partition, a
   tombstone deletes it; a commit in a transaction waits for its COMMIT marker (an ABORT drops it,
-  and one still undecided is not committed);
+  and one still undecided is not committed). A commit of a group that does not exist makes it, as an
+  empty classic group without a protocol (Kafka's "simple consumer group"), whether its transaction
+  commits or not: it stays, ``Empty`` and maybe without offsets, until a tombstone of its metadata (the
+  broker's offset expiry writes one) or a new group's records replace it;
 - a classic group's metadata (type 2) replaces the group's protocol, generation, leader and members;
   its state is ``Empty`` without members, else ``Stable`` (what a broker loads); a tombstone removes it;
 - a consumer group (KIP-848; types 3 to 8) is its epoch, its members' metadata and current
@@ -100,6 +103,8 @@ class GroupsReplay(KnownDamage):
     offsets: dict[str, dict[tuple[str, int], dict[str, Any]]] = field(default_factory=dict)
     #: partition folder -> the first damage its replay met
     damage: dict[str, CorruptRecordError] = field(default_factory=dict)
+    #: groups made by an offset commit alone (Kafka's simple consumer groups; see the module's docstring)
+    simple: set[str] = field(default_factory=set)
     #: group -> the partition folders its records were read in
     where: dict[str, set[str]] = field(default_factory=dict)
     _pending: dict[int, list[tuple[str, tuple[str, int], dict[str, Any] | None]]] = field(default_factory=dict)
@@ -127,6 +132,8 @@ class GroupsReplay(KnownDamage):
         body = None if decoded_value is None else decoded_value["data"]
         if kind in _COMMITS:
             tp = (data["topic"], data["partition"])
+            if body is not None:
+                self._made_by_commit(data["group"])
             if transactional and producer_id >= 0:
                 self._pending.setdefault(producer_id, []).append((data["group"], tp, body))
             else:
@@ -134,6 +141,7 @@ class GroupsReplay(KnownDamage):
         elif kind == _CLASSIC:
             if body is None:
                 self.classic.pop(data["group"], None)
+                self.simple.discard(data["group"])
             else:
                 self.classic[data["group"]] = _Classic(body)
         elif kind in _CONSUMER_TYPES:
@@ -146,6 +154,12 @@ class GroupsReplay(KnownDamage):
         for group, tp, body in self._pending.pop(producer_id, ()):
             if commit:
                 self._commit(group, tp, body)
+
+    def _made_by_commit(self, group: str) -> None:
+        """A commit's value for ``group``: Kafka's replay makes the group if none exists (a simple one)."""
+        consumer = self.consumer.get(group)
+        if group not in self.classic and (consumer is None or not consumer.exists):
+            self.simple.add(group)
 
     def _commit(self, group: str, tp: tuple[str, int], body: dict[str, Any] | None) -> None:
         if body is None:
@@ -168,6 +182,7 @@ class GroupsReplay(KnownDamage):
         if kind == 3:  # ConsumerGroupMetadata: the group epoch, or the group's end
             if body is None:
                 del self.consumer[group_id]
+                self.simple.discard(group_id)
                 return
             group.epoch = body.get("epoch", 0)
             group.exists = True
@@ -196,7 +211,8 @@ class GroupsReplay(KnownDamage):
 
     def groups(self) -> list[str]:
         """Every group with an entry, and every damaged group (whether it has one is not known)."""
-        names = set(self.offsets) | set(self.classic) | {g for g, c in self.consumer.items() if c.exists}
+        names = (set(self.offsets) | set(self.classic) | self.simple
+                 | {g for g, c in self.consumer.items() if c.exists})
         if self.damage:
             names |= {g for g in self.where if self.damage_of(g) is not None}
         return sorted(names)
@@ -260,7 +276,7 @@ def group_view(replay: GroupsReplay, group: str, end_offsets: dict[tuple[str, in
     if consumer is not None and not consumer.exists:
         consumer = None
     commits = replay.offsets.get(group, {})
-    if classic is None and consumer is None and not commits:
+    if classic is None and consumer is None and not commits and group not in replay.simple:
         return None
     members: list[dict[str, Any]] = []
     if consumer is not None:
@@ -294,7 +310,7 @@ def group_view(replay: GroupsReplay, group: str, end_offsets: dict[tuple[str, in
                 "clientId": m.get("clientId"), "clientHost": m.get("clientHost"),
                 "assignment": _assignment(parts, str, "topic"),
             })
-    else:  # only commits: a group of a consumer that assigns its partitions itself
+    else:  # only commits (or commits that never landed): a consumer that assigns its partitions itself
         head = {"protocolType": None, "protocol": None, "state": "Empty", "generation": 0, "leader": None}
     offsets = []
     for (topic, partition), body in sorted(commits.items()):

@@ -165,3 +165,45 @@ def test_produce_without_a_standard_input_is_one_line(tmp_path):
     line = "kafkafs: error: cannot read standard input: bad file descriptor"
     assert (got.returncode, got.stderr.decode().splitlines()) == (1, [line]), got.stderr.decode()
     assert not (tmp_path / "logs").exists()
+
+
+
+def _produce_with_stderr(redirect: str, logdir: Path, *lines: bytes) -> subprocess.CompletedProcess:
+    return subprocess.run(["sh", "-c", f'exec "$@" {redirect}', "sh", sys.executable, "-m", "kafkafs", "produce",
+                           str(logdir), "orders-0"], input=b"".join(lines), capture_output=True, env=_env(),
+                          timeout=120)
+
+
+def test_a_closed_or_full_stderr_loses_messages_never_records_files_or_exit_codes(tmp_path):
+    """review12 R12-6. (a) ``2>&-``: Python's sys.stderr was None and every message went to standard
+    output, into consume's JSON lines (and file descriptor 2 was free for the next file opened); now
+    /dev/null takes it. (b) ``2>/dev/full``: produce appended and exited 1 (its note could not be
+    written: a script sends the records again), and a usage error exited 1, not 2."""
+    logdir = tmp_path / "logs"
+    assert run("demo", str(logdir)).returncode == 0
+    before = len(run("consume", str(logdir), "orders-0").stdout.splitlines())
+    for redirect in ("2>&-", "2>/dev/full"):
+        got = _run_to(redirect, "consume", str(logdir), "orders-0", "-o", "999999")
+        assert (got.returncode, got.stdout) == (0, b""), (redirect, got.stdout.decode())
+        assert _run_to(redirect, "verify", str(tmp_path / "nothing")).returncode == 2, redirect
+        got = _produce_with_stderr(redirect, logdir, b"one\n", b"two\n")
+        assert (got.returncode, got.stdout) == (0, b""), (redirect, got)
+    assert run("verify", str(logdir)).returncode == 0
+    values = [line for line in run("consume", str(logdir), "orders-0").stdout.decode().splitlines()[before:]]
+    assert [('"value":"one"' in v, '"value":"two"' in v) for v in values] == [(True, False), (False, True)] * 2
+
+
+def test_a_closed_stdout_is_not_left_free_for_the_next_file_opened():
+    """``>&-``: /dev/null took file descriptor 1 and was closed again at once (it landed on 1 itself),
+    so the next file kafkafs opened (a segment, an index) became its standard output."""
+    script = (
+        "import os, sys\n"
+        "from kafkafs.stdout import guarded_stdout\n"
+        "with guarded_stdout():\n"
+        "    fd = os.open(sys.argv[1], os.O_RDONLY)\n"
+        "    sys.stderr.write(f'{fd} {os.readlink(\"/proc/self/fd/1\")}')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script, __file__], capture_output=True, env=_env(), timeout=60,
+                          preexec_fn=lambda: os.close(1))
+    fd, target = done.stderr.decode().split()
+    assert (int(fd) != 1, target) == (True, os.devnull), done.stderr

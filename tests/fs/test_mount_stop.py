@@ -146,9 +146,10 @@ def test_sigterm_with_its_own_stat_in_flight_stops_at_once(slow_root):
     assert not _mounted(m.mnt)
 
 
-# the real command, with two changes made by the test: a lookup of "die-now" raises out of the FUSE loop
-# (an internal error of the loop, not a signal), and once GATES/arm exists, a page invalidation waits at
-# the kernel's door until GATES/go exists (so that it is sent while a read is queued)
+# the real command, with changes made by the test: a lookup of "die-now" raises out of the FUSE loop (an
+# internal error of the loop, not a signal); a page invalidation of the inode GATES/arm names waits at the
+# kernel's door until GATES/go exists (so that it is sent while a read of that file holds its page); and
+# while GATES/slowread exists, a read waits on the loop (as one does for a span another thread renders)
 _DYING_LOOP = r"""
 import os, sys, time
 gates, *argv = sys.argv[1:]
@@ -161,13 +162,28 @@ async def lookup(self, parent_inode, name, ctx=None):
     return await real_lookup(self, parent_inode, name, ctx)
 Operations.lookup = lookup
 real_invalidate = pyfuse3.invalidate_inode
+def armed_for():
+    try:
+        with open(os.path.join(gates, "arm")) as f:
+            return int(f.read())
+    except (OSError, ValueError):
+        return None
 def invalidate_inode(ino, attr_only=False):
-    if not attr_only and os.path.exists(os.path.join(gates, "arm")):
+    if not attr_only and ino == armed_for():
         open(os.path.join(gates, "invalidating"), "a").close()
         while not os.path.exists(os.path.join(gates, "go")):
             time.sleep(0.01)
     return real_invalidate(ino, attr_only)
 pyfuse3.invalidate_inode = invalidate_inode
+import trio
+from kafkafs.fs import operations
+real_read = Operations.read
+async def read(self, fh, off, size):
+    if os.path.exists(os.path.join(gates, "slowread")):  # taken by the loop, waiting on it (as read_soon does)
+        open(os.path.join(gates, "reading"), "a").close()
+        await trio.sleep_forever()
+    return await real_read(self, fh, off, size)
+Operations.read = operations._handler()(read)
 from kafkafs.cli import main
 sys.exit(main(argv))
 """
@@ -217,6 +233,19 @@ def test_a_loop_that_dies_of_an_error_ends_with_a_page_invalidation_sent_while_a
     thread the kernel holds, never exits (nor can it be killed) until its connection is aborted by hand.
     Now the loop's death answers what is queued (refused) until the invalidator has stopped: the daemon
     ends and unmounts, the reader gets an error."""
+    _loop_death_with_a_read(logdir_copy, tmp_path, taken=False)
+
+
+def test_a_loop_that_dies_of_an_error_ends_with_a_page_invalidation_sent_while_a_read_it_took_is_cancelled(
+    logdir_copy, tmp_path
+):
+    """As above, with the read taken by the loop and waiting on it when it died: the loop's death cancels
+    its handler, which answered nothing, so the page stayed locked until the connection closed, and the
+    invalidation waited for it. A handler cancelled (the mount stopping) now answers ENOTCONN."""
+    _loop_death_with_a_read(logdir_copy, tmp_path, taken=True)
+
+
+def _loop_death_with_a_read(logdir_copy, tmp_path, *, taken: bool) -> None:
     from kafkafs.fs.mount_probe import mounted_device
     from kafkafs.storage.logdir import LogDir
 
@@ -240,7 +269,7 @@ def test_a_loop_that_dies_of_an_error_ends_with_a_page_invalidation_sent_while_a
                                   stdout=subprocess.PIPE, text=True)
         children.append(reader)
         _wait_for(lambda: (gates / "opened").exists(), "the reader opened records.jsonl")
-        (gates / "arm").touch()
+        (gates / "arm").write_text(str(os.stat(mnt / "events-3" / "records.jsonl").st_ino))
 
         def appended_and_invalidating() -> bool:  # records arrive until the invalidator sends for them
             with LogDir(logdir_copy, writable=True) as logdir:
@@ -251,6 +280,10 @@ def test_a_loop_that_dies_of_an_error_ends_with_a_page_invalidation_sent_while_a
         _wait_for(appended_and_invalidating, "a page invalidation of records.jsonl")
         (gates / "stat").touch()
         _wait_for(lambda: (gates / "statted").exists(), "the reader's fstat")
+        if taken:
+            (gates / "slowread").touch()
+            (gates / "read").touch()
+            _wait_for(lambda: (gates / "reading").exists(), "the read taken by the loop")
         children.append(subprocess.Popen(["stat", str(mnt / "die-now")], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         _wait_for(lambda: b"the FUSE loop stopped" in log_path.read_bytes(), "the loop's death", 15)
         (gates / "read").touch()  # queued in the kernel: the loop that would read it is gone

@@ -11,7 +11,7 @@ from kafkafs.storage.logdir import LogDir
 pytestmark = pytest.mark.spark
 
 
-def _wait(predicate, timeout: float = 60.0) -> bool:
+def _wait(predicate, timeout: float = 120.0) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if predicate():

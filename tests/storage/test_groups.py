@@ -89,6 +89,31 @@ def test_transactional_commits_count_once_committed(tmp_path):
         assert read_groups(logdir)["g"]["offsets"][0]["offset"] == 10
 
 
+
+def test_a_group_made_by_commits_that_never_landed_is_there_empty(tmp_path):
+    """review13 R13-2: Kafka's replay makes a group ("simple", an empty classic group) for any offset
+    commit's record, in a transaction or not, so kafka-consumer-groups lists a group whose only commits
+    were aborted or are still open (Empty, no offsets) until a tombstone of its metadata; kafkafs showed
+    no such group."""
+    def txn(group, pid):
+        return encode_batch([(1, commit_key(group, "t", 0), commit_value(3), ())], transactional=True,
+                            producer_id=pid, producer_epoch=0, base_sequence=0)
+
+    with _logdir(tmp_path) as logdir:
+        offsets = logdir.create_partition("__consumer_offsets", 0)
+        offsets.append_batches(txn("aborted", 6))
+        offsets.append_batches(encode_control_batch("ABORT", producer_id=6, producer_epoch=0, timestamp=1))
+        offsets.append_batches(txn("open", 7))
+        offsets.append_batches(txn("expired", 8))
+        offsets.append_batches(encode_control_batch("ABORT", producer_id=8, producer_epoch=0, timestamp=1))
+        offsets.append_records([(1, group_key(2, group="expired"), None, ())])  # the broker's cleanup
+    with LogDir(tmp_path / "logs") as logdir:
+        groups = read_groups(logdir)
+    assert list(groups) == ["aborted", "open"]
+    for g in groups.values():
+        assert (g["protocolType"], g["protocol"], g["state"], g["generation"], g["members"], g["offsets"]) == \
+            (None, None, "Empty", 0, [], [])
+
 def test_a_consumer_group_of_the_new_protocol(tmp_path):
     topic_id = "AAAAAAAAAAAAAAAAAAAAAQ"
     with _logdir(tmp_path) as logdir:
