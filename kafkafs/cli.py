@@ -340,6 +340,10 @@ def _repair_partition_metadata(path: Path, names: list[str]) -> list[str]:
     return done
 
 
+def _print_flushed(line: str) -> None:
+    print(line, flush=True)
+
+
 def cmd_clean(args: argparse.Namespace) -> int:
     from .storage.cleaner import SettingsUnreadable, clean_logdir, settings_refusal
 
@@ -353,8 +357,8 @@ def cmd_clean(args: argparse.Namespace) -> int:
     # directory that a broker holds
     with _open_logdir(args.logdir, args, writable=not args.dry_run) as logdir:
         # progress (partitions, bytes read, bytes reclaimed) on stderr once a second on long runs
-        for line in clean_logdir(logdir, dry_run=args.dry_run, progress=sys.stderr):
-            print(line)
+        # each line as its change is made: a failure later (a full disk) leaves what was done said
+        clean_logdir(logdir, dry_run=args.dry_run, progress=sys.stderr, on_line=_print_flushed)
         refused = dict(logdir.refused)
     for name, reason in sorted(refused.items()):
         print(f"{name}: refused: {reason}")

@@ -287,14 +287,21 @@ def verify_logdir(
                     problems.append(f"{segment.log_path.name}: base offset {segment.base_offset} overlaps the previous segment")
                 # the first segment is checked from its base: a log start inside it (DeleteRecords) leaves
                 # the records before it on disk, which are no damage
-                n, expected, found = check_segment(
-                    segment, segment.base_offset if first else expected, deep=deep, log_start=log_.log_start_offset,
-                    upper=upper, notes=notes if left_by_unclean_stop(upper is None, logdir.clean_shutdown) else None,
-                )
+                try:
+                    n, expected, found = check_segment(
+                        segment, segment.base_offset if first else expected, deep=deep,
+                        log_start=log_.log_start_offset, upper=upper,
+                        notes=notes if left_by_unclean_stop(upper is None, logdir.clean_shutdown) else None,
+                    )
+                    index_problems, index_notes = check_index_files(segment, sealed=segment is not segments[-1],
+                                                                    clean_shutdown=logdir.clean_shutdown)
+                except OSError as exc:  # one unreadable segment (a disk error): said, the others still checked
+                    print(f"kafkafs: error: {describe_os_error(exc)}", file=err)
+                    problems.append(f"{segment.log_path.name}: not checked (kafkafs: error: {describe_os_error(exc)})")
+                    expected = upper if upper is not None else expected
+                    continue
                 records += n
                 problems.extend(found)
-                index_problems, index_notes = check_index_files(segment, sealed=segment is not segments[-1],
-                                                                clean_shutdown=logdir.clean_shutdown)
                 problems.extend(index_problems)
                 notes.extend(index_notes)
             status = "OK" if not problems else f"{len(problems)} problem(s)"
