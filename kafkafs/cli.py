@@ -16,7 +16,7 @@ from typing import NoReturn
 
 from . import __version__
 from .errors import UnsafeFileError, UsageError, describe_os_error, note_os_error, tag_os_error
-from .outcome import EXIT_DAMAGE, EXIT_OK, EXIT_USAGE, run_command
+from .outcome import EXIT_DAMAGE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, run_command
 from .stderr import guard_stderr
 
 log = logging.getLogger("kafkafs")
@@ -135,6 +135,9 @@ def _check_cache_dir(cache_dir: str | None, logdir: str) -> None:
     inside LOGDIR, a path through a file) or a failure (no permission), said before any work."""
     from .fs.views.layoutcache import check_outside, default_cache_dir
 
+    if cache_dir == "":  # '' turns the cache off (mount, consume): never the current directory
+        raise CommandError("--cache-dir '' turns the size cache off, and filling it is all index does: name a "
+                           "folder, or leave the option out for the default ($XDG_CACHE_HOME/kafkafs)")
     directory = check_outside(cache_dir if cache_dir is not None else default_cache_dir(), logdir)
     try:
         os.makedirs(directory, exist_ok=True)  # outside LOGDIR (checked above); index writes there anyway
@@ -248,6 +251,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 def cmd_recover(args: argparse.Namespace) -> int:
     from .inspect import damaged_checkpoints, refused_folders
+    from .storage.strays import stray_consequence, stray_partitions
 
     _raise_fd_limit()
     logdir = _open_logdir(args.logdir, args, writable=True)
@@ -265,6 +269,7 @@ def cmd_recover(args: argparse.Namespace) -> int:
             except UnsafeFileError:
                 continue  # refused: said below, and nothing in it touched
             reports[name] = (log_.last_recovery, log_.log_start_offset, log_.log_end_offset)
+        metadata_files = _repair_partition_metadata(logdir.path, list(reports))
     changed = kept = 0
     for name in names:
         if name in logdir.refused:
@@ -288,18 +293,55 @@ def cmd_recover(args: argparse.Namespace) -> int:
         print(f"{name}: {status} ({span})")
     for line in checkpoints:
         print(f"damaged checkpoint {line}")
+    for line in metadata_files:
+        print(line)
     folders = refused_folders(logdir.path)  # left as they are: not kafkafs's to delete
     for line in folders:
         print(line)
+    # left as they are too: which copy is the topic's is not kafkafs's to decide (a folder may hold the
+    # records of a deleted topic of the same name)
+    strays = stray_partitions(logdir.path, list(reports))
+    for name, why in strays.items():
+        print(f"{name}: stray: {why}: {stray_consequence(name)}; left as it is")
     refused = len(logdir.refused)
     marked = "clean shutdown marked" if logdir.marked_clean else f"clean shutdown not marked: {logdir.not_marked_because}"
     print(f"recovered {len(names) - refused} partition(s), {changed} changed; {marked}"
           + (f"; {refused} refused" if refused else "")
           + (f"; {kept} with damaged batches kept, as Kafka keeps them" if kept else "")
           + (f"; {len(checkpoints)} damaged checkpoint file(s)" if checkpoints else "")
-          + (f"; {len(folders)} folder(s) a broker refuses, left as they are" if folders else ""))
+          + (f"; {len(folders)} folder(s) a broker refuses, left as they are" if folders else "")
+          + (f"; {len(metadata_files)} damaged partition.metadata file(s)" if metadata_files else "")
+          + (f"; {len(strays)} stray folder(s) a broker sets aside, left as they are" if strays else ""))
     # SPEC §4: what verify would have said before (damage repaired is damage found, as e2fsck's)
-    return EXIT_DAMAGE if refused or changed or kept or checkpoints or folders else EXIT_OK
+    failed = refused or changed or kept or checkpoints or folders or metadata_files or strays
+    return EXIT_DAMAGE if failed else EXIT_OK
+
+
+def _repair_partition_metadata(path: Path, names: list[str]) -> list[str]:
+    """``NAME/partition.metadata: why; what was done`` for each of the partitions ``names`` of the log
+    directory at ``path`` (open for writing: its lock held) whose topic id
+    file a broker's reader refuses, rewritten with the id the metadata log or the topic's other
+    partitions give it, else removed (review12 R12-7; :func:`~kafkafs.storage.partition_metadata.repair_partition_metadata`)."""
+    from .storage.kraft import recorded_topic_names
+    from .storage.names import parse_partition_dir_name
+    from .storage.partition_metadata import partition_metadata_problem, repair_partition_metadata
+
+    done = []
+    topic_ids: dict[str, str] | None = None  # the metadata log's, read only when a file needs it
+    for name in names:
+        if partition_metadata_problem(path / name) is None:
+            continue
+        if topic_ids is None:
+            topic_ids = {topic: topic_id for topic_id, topic in recorded_topic_names(path).items()}
+        topic = parse_partition_dir_name(name)[0]
+        line = repair_partition_metadata(path / name, topic, topic_ids.get(topic))
+        if line is not None:
+            done.append(f"{name}/{line}")
+    return done
+
+
+def _print_flushed(line: str) -> None:
+    print(line, flush=True)
 
 
 def cmd_clean(args: argparse.Namespace) -> int:
@@ -315,8 +357,8 @@ def cmd_clean(args: argparse.Namespace) -> int:
     # directory that a broker holds
     with _open_logdir(args.logdir, args, writable=not args.dry_run) as logdir:
         # progress (partitions, bytes read, bytes reclaimed) on stderr once a second on long runs
-        for line in clean_logdir(logdir, dry_run=args.dry_run, progress=sys.stderr):
-            print(line)
+        # each line as its change is made: a failure later (a full disk) leaves what was done said
+        clean_logdir(logdir, dry_run=args.dry_run, progress=sys.stderr, on_line=_print_flushed)
         refused = dict(logdir.refused)
     for name, reason in sorted(refused.items()):
         print(f"{name}: refused: {reason}")
@@ -497,6 +539,15 @@ def _note_missing_kernel() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The command line; exit code. Ctrl-C while it starts (its imports take a second or more on a busy
+    machine) ends it as quietly as later: exit 130, no traceback (review12 R12-9)."""
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+
+
+def _main(argv: Sequence[str] | None) -> int:
     guard_stderr()  # before anything is said: a closed or full stderr loses messages, never files or exit codes
     parser = build_parser()
     args = parser.parse_args(argv)

@@ -24,10 +24,12 @@ from .storage.logdir import (
     LogDir,
 )
 from .storage.names import STAGING_DIR_NAME, broker_refuses_folder
+from .storage.partition_metadata import PARTITION_METADATA_FILE, partition_metadata_problem
 from .storage.recovery import interrupted_leftovers
 from .storage.recovery_plan import left_by_unclean_stop, zeros_from
 from .storage.safefiles import regular_files, unsafe_entries
 from .storage.segment import LogSegment
+from .storage.strays import stray_consequence, stray_partitions
 from .storage.transactions import batch_events
 from .storage.validation import in_order
 
@@ -251,6 +253,7 @@ def verify_logdir(
             total_problems += 1
     if not names and not (partitions and aliases):
         print(f"{logdir.path}: no partitions", file=out)
+    strays = stray_partitions(logdir.path, names)
     for name in names:
         try:
             log_: Log = logdir.log(name)
@@ -263,6 +266,13 @@ def verify_logdir(
             ]
             problems += [f"{file}: {reason}" for file, reason in
                          checkpoint_problems(logdir.path / name, (EPOCH_CHECKPOINT_FILE,), parse_epoch_checkpoint)]
+            why = partition_metadata_problem(logdir.path / name)
+            if why is not None:
+                problems.append(f"{PARTITION_METADATA_FILE}: {why}: a Kafka broker does not start with it in its log "
+                                "directory (\"Error starting LogManager\"); `kafkafs recover` rewrites it with the "
+                                "topic's id (or removes it where nothing in the directory names that id)")
+            if name in strays:
+                problems.append(f"stray: {strays[name]}: {stray_consequence(name)}")
             problems += [f"{file}: left by an interrupted compaction or deletion; `kafkafs recover` finishes or "
                          "undoes it, as a broker's start does"
                          for file in interrupted_leftovers(regular_files(logdir.path / name, warn=False))]
@@ -277,14 +287,21 @@ def verify_logdir(
                     problems.append(f"{segment.log_path.name}: base offset {segment.base_offset} overlaps the previous segment")
                 # the first segment is checked from its base: a log start inside it (DeleteRecords) leaves
                 # the records before it on disk, which are no damage
-                n, expected, found = check_segment(
-                    segment, segment.base_offset if first else expected, deep=deep, log_start=log_.log_start_offset,
-                    upper=upper, notes=notes if left_by_unclean_stop(upper is None, logdir.clean_shutdown) else None,
-                )
+                try:
+                    n, expected, found = check_segment(
+                        segment, segment.base_offset if first else expected, deep=deep,
+                        log_start=log_.log_start_offset, upper=upper,
+                        notes=notes if left_by_unclean_stop(upper is None, logdir.clean_shutdown) else None,
+                    )
+                    index_problems, index_notes = check_index_files(segment, sealed=segment is not segments[-1],
+                                                                    clean_shutdown=logdir.clean_shutdown)
+                except OSError as exc:  # one unreadable segment (a disk error): said, the others still checked
+                    print(f"kafkafs: error: {describe_os_error(exc)}", file=err)
+                    problems.append(f"{segment.log_path.name}: not checked (kafkafs: error: {describe_os_error(exc)})")
+                    expected = upper if upper is not None else expected
+                    continue
                 records += n
                 problems.extend(found)
-                index_problems, index_notes = check_index_files(segment, sealed=segment is not segments[-1],
-                                                                clean_shutdown=logdir.clean_shutdown)
                 problems.extend(index_problems)
                 notes.extend(index_notes)
             status = "OK" if not problems else f"{len(problems)} problem(s)"

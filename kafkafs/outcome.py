@@ -62,8 +62,8 @@ def _run(args: argparse.Namespace) -> int:
     try:
         with doing(_DOING.get(args.command, "read {path}"), path):
             return args.func(args)
-    except KeyboardInterrupt:
-        return EXIT_INTERRUPTED
+    except KeyboardInterrupt as exc:  # SIGINT; a command that turns SIGTERM into it says 128 + 15
+        return int(getattr(exc, "exit_code", EXIT_INTERRUPTED))
     except BrokenPipeError:
         # consume's reader went away (e.g. `| head`): not an error; stdout points at /dev/null now
         return EXIT_OK

@@ -4,9 +4,12 @@ through the compiled write path (:mod:`kafkafs.format.lineencode`)."""
 from __future__ import annotations
 
 import os
+import signal
 import sys
+import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import NamedTuple
 
 from .errors import InvalidInput, InvalidName, note_os_error
@@ -59,6 +62,30 @@ class Produced(NamedTuple):
     failure: str | None
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM while :func:`produce` runs: it stops as for Ctrl-C, and the exit status says SIGTERM."""
+
+    exit_code = 128 + signal.SIGTERM
+
+
+def _terminated(_signum: int, _frame: object) -> None:
+    raise Terminated
+
+
+_STOPS = (signal.SIGINT, signal.SIGTERM)
+
+
+@contextmanager
+def _stops_wait() -> Iterator[None]:
+    """A signal that stops produce (SIGINT, SIGTERM) waits until the append under way and its count are
+    done (it is raised as the block ends), so that what produce says it appended is what the log holds."""
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, _STOPS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+
+
 def produce(logdir: LogDir, name: str, fd: int, *, no_create: bool = False, leader_epoch: int | None = None) -> Produced:
     """Append the lines of ``fd`` to partition ``name`` of ``logdir`` (created once there is something
     valid to put in it, unless ``no_create``), a group at a time; a bad line stops it (exit 1, SPEC §4)."""
@@ -71,6 +98,7 @@ def produce(logdir: LogDir, name: str, fd: int, *, no_create: bool = False, lead
     config = log_.config if log_ is not None else logdir.settings.for_topic(topic)
     codec = codec_by_name(config.compression_type)
     total, first_offset, last_offset = 0, None, None
+    previous = signal.signal(signal.SIGTERM, _terminated) if threading.current_thread() is threading.main_thread() else None
     try:
         for first_line, blob in read_line_blobs(fd):
             start = 0
@@ -84,28 +112,39 @@ def produce(logdir: LogDir, name: str, fd: int, *, no_create: bool = False, lead
                 except InvalidInput as exc:
                     done = f"; the {total} records before it were appended" if total else ""
                     return Produced(total, first_offset, last_offset, f"{exc}; nothing from its batch was appended{done}")
-                try:
-                    if log_ is None:  # a refused record creates no partition
-                        check_batches(group.data, config, name, time.time_ns() // 1_000_000)
-                        log_ = logdir.create_partition(topic, partition)
-                        print(f"kafkafs: created partition {name}", file=sys.stderr)
-                    if leader_epoch is not None:
-                        log_.set_leader_epoch(leader_epoch)
-                    result = log_.append_batches(group.data)
-                except RecordRefused as exc:
-                    done = f"; the {total} records before it were appended" if total else ""
-                    return Produced(total, first_offset, last_offset,
-                                    f"{exc.at_line(first_line)}; nothing from its batch was appended{done}")
-                except OSError as exc:  # a full disk, ...: its line says what the groups before it appended
-                    if total:
-                        note_os_error(exc, f"; the {total} records before it were appended")
-                    raise
-                total += group.taken
-                first_line += group.taken
-                start = group.end
-                first_offset = result.first_offset if first_offset is None else first_offset
-                last_offset = result.last_offset
+                with _stops_wait():
+                    try:
+                        if log_ is None:  # a refused record creates no partition
+                            check_batches(group.data, config, name, time.time_ns() // 1_000_000)
+                            log_ = logdir.create_partition(topic, partition)
+                            print(f"kafkafs: created partition {name}", file=sys.stderr)
+                        if leader_epoch is not None:
+                            log_.set_leader_epoch(leader_epoch)
+                        result = log_.append_batches(group.data)
+                    except RecordRefused as exc:
+                        done = f"; the {total} records before it were appended" if total else ""
+                        return Produced(total, first_offset, last_offset,
+                                        f"{exc.at_line(first_line)}; nothing from its batch was appended{done}")
+                    except OSError as exc:  # a full disk, ...: its line says what the groups before it appended
+                        if total:
+                            note_os_error(exc, f"; the {total} records before it were appended")
+                        raise
+                    total += group.taken
+                    first_line += group.taken
+                    start = group.end
+                    first_offset = result.first_offset if first_offset is None else first_offset
+                    last_offset = result.last_offset
         return Produced(total, first_offset, last_offset, None)
+    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: said with what was appended (R12-9), then stopped
+        how = "SIGTERM" if isinstance(exc, Terminated) else "interrupted"
+        if total:
+            print(f"kafkafs: {how}: the {total} records before it were appended to {name}, at offsets "
+                  f"{first_offset}..{last_offset} (do not send them again)", file=sys.stderr)
+        else:
+            print(f"kafkafs: {how}: nothing was appended", file=sys.stderr)
+        raise
     finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
         if log_ is not None:
             log_.flush()

@@ -5,13 +5,16 @@ batch that reaches past the end, ends the walk quietly, and what is left is repo
 ``Found N invalid bytes at the end of NAME`` (unless ``--max-bytes`` cut the file). A size below a
 message's minimum, or a magic below 0, ends it too; Kafka dies with a stack trace there, kafkafs says
 why on standard error and reports the rest as invalid bytes. What Kafka prints and walks past, kafkafs
-prints too, and counts as damage (exit 1): a negative base offset, a magic past 2 (read as v2), a v2
-length below the 61-byte header (the header is read past it, the batch is invalid).
+prints too, and counts as damage (exit 1): a negative base offset, a v2 length below the 61-byte header
+(the header is read past it, the batch is invalid). A magic of 3 to 127 is a v2 batch to Kafka (its line
+says the magic) and to every kafkafs reader: printed as Kafka prints it, no damage.
+
+The file is read, never mapped: a page the disk will not give is a read's EIO (the batches before it
+printed, one line, exit 1), where a map's page would kill the process with SIGBUS.
 """
 
 from __future__ import annotations
 
-import mmap
 import os
 import re
 import struct
@@ -128,38 +131,55 @@ def _start_line(name: str, err: TextIO) -> tuple[str | None, bool]:
     return f"Snapshot end offset: {int(m.group(1))}, epoch: {int(m.group(2))}", True
 
 
-#: How much one read of :func:`_readable` asks for.
+#: How much one read of :class:`_File` asks for at least.
 _READ_BYTES = 1 << 20
 
 
-def _readable(fd: int, size: int) -> tuple[int, OSError | None]:
-    """How many bytes from the start of the file the disk gives (read through once, in order), and the
-    error (EIO) it gave past them. The map is read only that far: touching a page of a map that the
-    disk will not give kills the process with SIGBUS (review11 R11-4), where a read says EIO."""
-    pos = 0
-    while pos < size:
-        try:
-            chunk = os.pread(fd, min(_READ_BYTES, size - pos), pos)
-        except OSError as exc:
-            if exc.errno not in DISK_ERRNOS:
-                raise
-            return pos, exc
-        if not chunk:  # the file is shorter now
-            break
-        pos += len(chunk)
-    return pos, None
+class _Unreadable(Exception):
+    """The disk would not give the bytes from ``position`` on (``error``: its EIO)."""
+
+    def __init__(self, position: int, error: OSError) -> None:
+        super().__init__(position, error)
+        self.position, self.error = position, error
 
 
-def _map(name: str, limit: int) -> tuple[bytes | mmap.mmap, mmap.mmap | None, int, OSError | None]:
-    """The file mapped, the map (None: nothing mapped), how far it may be read (at most ``limit``)
-    and the disk error past that (None: none)."""
-    with open(name, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        if size == 0:
-            return b"", None, 0, None
-        readable, error = _readable(f.fileno(), min(size, limit))
-        mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-        return mm, mm, readable, error
+class _File:
+    """A file read forward through a window of at least :data:`_READ_BYTES`, never mapped: a page the
+    disk will not give is an EIO for a read, where a map's page kills the process with SIGBUS (review11
+    R11-4; a page read fine once and evicted can fail the next time). One caller."""
+
+    def __init__(self, fd: int, size: int) -> None:
+        self.fd, self.size = fd, size
+        self._start = 0
+        self._window = b""
+
+    def read(self, position: int, n: int) -> bytes:
+        """The bytes ``[position, position + n)`` (fewer at the end of the file); :class:`_Unreadable`
+        naming the first position the disk would not give."""
+        n = max(0, min(n, self.size - position))
+        start = position - self._start
+        if start < 0 or start + n > len(self._window):
+            self._start, self._window = position, self._pread(position, max(n, _READ_BYTES), n)
+            start = 0
+        return self._window[start : start + n]
+
+    def _pread(self, position: int, n: int, need: int) -> bytes:
+        """Up to ``n`` bytes from ``position``, fewer where the disk fails past the first ``need``."""
+        n = min(n, self.size - position)
+        out = bytearray()
+        while len(out) < n:  # a short read stops before a page the disk will not give: read on to its error
+            try:
+                chunk = os.pread(self.fd, n - len(out), position + len(out))
+            except OSError as exc:
+                if exc.errno not in DISK_ERRNOS:
+                    raise
+                if len(out) >= need:  # enough for now: the next read meets it where it needs it
+                    break
+                raise _Unreadable(position + len(out), exc) from None
+            if not chunk:  # the file is shorter now
+                break
+            out += chunk
+        return bytes(out)
 
 
 def dump_log(name: str, out: TextIO, err: TextIO, options: DumpOptions, errors) -> int:
@@ -169,15 +189,20 @@ def dump_log(name: str, out: TextIO, err: TextIO, options: DumpOptions, errors) 
         return 1
     if first is not None:
         print(first, file=out)
-    buf, mm, readable, unreadable = _map(name, options.max_bytes)
+    with open(name, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        return _dump_batches(name, _File(f.fileno(), size), out, err, options, errors)
+
+
+def _dump_batches(name: str, file: _File, out: TextIO, err: TextIO, options: DumpOptions, errors) -> int:
     problems = 0
+    end = min(file.size, options.max_bytes)
+    printer = RecordPrinter(options, name, err) if options.deep_iteration else None
+    pos = 0
+    write = out.write
     try:
-        end = min(readable, options.max_bytes)
-        printer = RecordPrinter(options, name, err) if options.deep_iteration else None
-        pos = 0
-        write = out.write
         while end - pos > _HEADER_SIZE_UP_TO_MAGIC:
-            _offset, size = _PREFIX.unpack_from(buf, pos)
+            _offset, size = _PREFIX.unpack_from(file.read(pos, LOG_OVERHEAD), 0)
             if size < _MIN_SIZE:
                 print(  # Kafka's CorruptRecordException, where its tool stops with a stack trace
                     f"kafkafs: Found record size {size} smaller than minimum record overhead ({_MIN_SIZE}) "
@@ -188,8 +213,11 @@ def dump_log(name: str, out: TextIO, err: TextIO, options: DumpOptions, errors) 
                 break
             if pos > end - LOG_OVERHEAD - size:
                 break
+            # the batch, and at least a v2 header (Kafka reads 61 bytes whatever the length says), from
+            # the file as far as it goes; positions in it are relative, the lines say the file's
+            buf = file.read(pos, max(LOG_OVERHEAD + size, V2_HEADER_SIZE))
             try:
-                h = _kafka_header(buf, pos, end)
+                h = _kafka_header(buf, 0, min(end - pos, len(buf)))
             except CorruptRecordError as exc:
                 print(f"kafkafs: {name}: position {pos}: {exc.reason}", file=err)
                 problems += 1
@@ -197,23 +225,20 @@ def dump_log(name: str, out: TextIO, err: TextIO, options: DumpOptions, errors) 
             if h is None:
                 break
             valid = _is_valid(buf, _as_v2(h))
-            if not valid or h.attributes & 0x07 > 4 or h.base_offset < 0 or h.magic > 2:
+            if not valid or h.attributes & 0x07 > 4 or h.base_offset < 0:
                 problems += 1
             write(batch_line(h, pos, valid) + "\n")
             if printer is not None:
-                problems += printer.print_batch(buf, _as_v2(h), write, valid)
-            pos = h.end
+                problems += printer.print_batch(buf, _as_v2(h), write, valid, position=pos)
+            pos += h.end
         trailing = end - pos
-        if unreadable is not None:  # the batches before it were printed; what follows cannot be read
-            print(f"kafkafs: error: cannot read {name} from position {readable} (the batch at position {pos} "
-                  f"on): {(unreadable.strerror or str(unreadable)).lower()}", file=err)
-            problems += 1
-        elif trailing > 0 and options.max_bytes == INT_MAX:
+        if trailing > 0 and options.max_bytes == INT_MAX:
             write(f"Found {trailing} invalid bytes at the end of {os.path.basename(name)}\n")
             problems += 1
-        if printer is not None:
-            errors.non_consecutive(name, printer.gaps)
-    finally:
-        if mm is not None:
-            mm.close()
+    except _Unreadable as exc:  # the batches before it were printed; what follows cannot be read
+        print(f"kafkafs: error: cannot read {name} from position {exc.position} (the batch at position {pos} "
+              f"on): {(exc.error.strerror or str(exc.error)).lower()}", file=err)
+        problems += 1
+    if printer is not None:
+        errors.non_consecutive(name, printer.gaps)
     return problems

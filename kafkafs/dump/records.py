@@ -128,22 +128,25 @@ class RecordPrinter:
         self.last_offset = -1
         self.gaps: list[tuple[int, int]] = []
 
-    def _fail(self, h: BatchHeader, reason: str) -> int:
-        print(f"kafkafs: {self.name}: position {h.position}: {reason}", file=self.err)
+    def _fail(self, position: int, reason: str) -> int:
+        print(f"kafkafs: {self.name}: position {position}: {reason}", file=self.err)
         return 1
 
-    def print_batch(self, buf, h: BatchHeader, write: Callable[[str], object], valid: bool = True) -> int:
+    def print_batch(self, buf, h: BatchHeader, write: Callable[[str], object], valid: bool = True,
+                    position: int | None = None) -> int:
         """Write the batch's record lines (``valid``: whether the batch's CRC holds, as its line says);
-        return 1 if they could not all be read, else 0."""
+        return 1 if they could not all be read, else 0. ``position``: the batch's in its file, when
+        ``h.position`` is its place in ``buf`` only."""
+        at = h.position if position is None else position
         if h.magic >= 2 and h.record_count == 0:
             return 0  # DefaultRecordBatch.iterator(): no records, nothing read (bytes after them unchecked)
         if h.attributes & 0x07 > 4:
-            return self._fail(h, f"Unknown compression type id: {h.attributes & 0x07}")
+            return self._fail(at, f"Unknown compression type id: {h.attributes & 0x07}")
         try:
             batch = decode_batch(buf, h, validate=False, ordered=False)
             crcs = _legacy_crcs(buf, h, valid) if h.magic < 2 else None
         except (CorruptRecordError, struct.error) as exc:
-            return self._fail(h, f"records do not decode: {getattr(exc, 'reason', exc)}")
+            return self._fail(at, f"records do not decode: {getattr(exc, 'reason', exc)}")
         opts = self.options
         ts_name = {-1: "NoTimestampType", 0: "CreateTime", 1: "LogAppendTime"}[h.timestamp_type]
         v2 = h.magic >= 2
@@ -175,7 +178,7 @@ class RecordPrinter:
                     try:
                         parts.append(_control_text(key, value))
                     except CorruptRecordError as exc:
-                        problems += self._fail(h, f"offset {offset}: {exc.reason}")
+                        problems += self._fail(at, f"offset {offset}: {exc.reason}")
             if self.parse is not None and not control:
                 shown_key, payload = self.parse(offset, key, value)
                 if shown_key is not None:

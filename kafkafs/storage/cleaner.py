@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TextIO
 
-from ..errors import KafkafsError, UnsafeFileError
+from ..errors import KafkafsError, UnsafeFileError, note_os_error
 from .compaction import clean_log, cleanable_segments, log_to_clean, now_ms
 from .compaction_filter import CleanStats
 from .config import LONG_MAX, Settings, broker_setting
@@ -82,7 +82,7 @@ def compact(target: Log, now_ms: int, *, dry_run: bool = False, checkpoint: int 
 
 def _compact(target: Log, now: int, *, dry_run: bool, checkpoint: int | None = None, memory: int | None = None,
              settings: Settings | None = None, stats: CleanStats | None = None, on_round: Callable[[int], None] | None = None,
-             log_start: int | None = None) -> tuple[list[str], int | None]:
+             log_start: int | None = None, on_line: Callable[[str], None] | None = None) -> tuple[list[str], int | None]:
     if not target.config.compact:
         return [], None
     memory = broker_setting(settings, "log.cleaner.dedupe.buffer.size") if memory is None else memory
@@ -94,7 +94,8 @@ def _compact(target: Log, now: int, *, dry_run: bool, checkpoint: int | None = N
     omap = _map_for(state.dirty_bytes, memory, load)
     return clean_log(target, now, omap, checkpoint=checkpoint, io_buffer=io_buffer, dry_run=dry_run,
                      stats=stats, on_round=on_round,
-                     producer_expiration_ms=broker_setting(settings, "producer.id.expiration.ms"), log_start=log_start)
+                     producer_expiration_ms=broker_setting(settings, "producer.id.expiration.ms"), log_start=log_start,
+                     on_line=on_line)
 
 
 class Progress:
@@ -128,16 +129,38 @@ class Progress:
 
 
 def clean_logdir(logdir: LogDir, *, dry_run: bool = False, now_ms: int | None = None,
-                 progress: TextIO | None = None, progress_interval: float = 1.0) -> list[str]:
+                 progress: TextIO | None = None, progress_interval: float = 1.0,
+                 on_line: Callable[[str], None] | None = None) -> list[str]:
     """Retention then compaction for every partition of a :class:`LogDir`: first the files of segments
     deleted earlier whose ``file.delete.delay.ms`` has passed go; compaction starts where the
     ``cleaner-offset-checkpoint`` says, and each round's end is written there. ``progress`` (a stream)
-    gets a line a second on long runs."""
+    gets a line a second on long runs. Returns a line per change; ``on_line`` gets each as it is made,
+    so that when a later step fails (a full disk: the OS error, which then says that the changes before
+    it were made) what was done is said (review11 R11-2)."""
     refusal = settings_refusal(logdir.settings)
     if refusal is not None:  # before any partition is opened: nothing read, nothing changed
         raise SettingsUnreadable(f"{logdir.path}: refused: {refusal}")
     now = _now() if now_ms is None else now_ms
     lines: list[str] = []
+
+    def said(line: str) -> None:
+        lines.append(line)
+        if on_line is not None:
+            on_line(line)
+
+    try:
+        _clean_partitions(logdir, dry_run, now, said, progress, progress_interval)
+    except OSError as exc:
+        if lines and not dry_run:
+            note_os_error(exc, f"; the {len(lines)} change(s) said before it were made")
+        raise
+    if not lines:
+        said("nothing to clean")
+    return lines
+
+
+def _clean_partitions(logdir: LogDir, dry_run: bool, now: int, said: Callable[[str], None],
+                      progress: TextIO | None, progress_interval: float) -> None:
     names = logdir.partition_names(aliases=True)  # an alias is refused and said
     meter = Progress(len(names), progress, progress_interval) if progress is not None else None
     stats = meter.stats if meter is not None else CleanStats()
@@ -155,25 +178,20 @@ def clean_logdir(logdir: LogDir, *, dry_run: bool = False, now_ms: int | None = 
         # a dry run compacts what the real run's retention leaves: the log from past what it would delete
         doomed = retention_doomed(target, now) if dry_run else []
         log_start = doomed[-1].next_offset if doomed else None
-        lines.extend(apply_retention(target, now, dry_run=dry_run))
+        for line in apply_retention(target, now, dry_run=dry_run):
+            said(line)
         key = (target.topic, target.partition)
 
         def checkpoint_round(end: int, key: tuple[str, int] = key) -> None:
             logdir.update_cleaner_checkpoint({key: end})
 
         if compaction:  # log.cleaner.enable, as a broker's: compaction off, retention still runs
-            compacted, _cleaned_to = _compact(
-                target, now, dry_run=dry_run, checkpoint=checkpoints.get(key), settings=logdir.settings,
-                stats=stats, on_round=None if dry_run else checkpoint_round, log_start=log_start,
-            )
-            lines.extend(compacted)
+            _compact(target, now, dry_run=dry_run, checkpoint=checkpoints.get(key), settings=logdir.settings,
+                     stats=stats, on_round=None if dry_run else checkpoint_round, log_start=log_start, on_line=said)
         if meter is not None:
             meter.done += 1
     if meter is not None and meter.printed:
         meter.print()
-    if not lines:
-        lines.append("nothing to clean")
-    return lines
 
 
 def _now() -> int:
@@ -282,11 +300,14 @@ class LogCleaner:
             if self._stop.is_set():
                 break
             try:
-                out.append(self.logdir.log(name))
+                target = self.logdir.log(name)
             except UnsafeFileError:  # refused for holding a link (said once, when it was opened)
                 continue
             except Exception as exc:  # noqa: BLE001 - a folder that does not open is skipped
                 log.warning("cleaner: %s: %s", name, exc)
+                continue
+            if target.writable:  # a partition a writer refused is served read-only (said when it was opened)
+                out.append(target)
         return out
 
     def _retention(self) -> None:

@@ -354,11 +354,14 @@ def clean_log(target: Log, now_ms: int, omap: OffsetMap, *, checkpoint: int | No
               on_round: Callable[[int], None] | None = None,
               should_stop: Callable[[], bool] | None = None,
               producer_expiration_ms: int = PRODUCER_ID_EXPIRATION_MS,
-              log_start: int | None = None) -> tuple[list[str], int | None]:
+              log_start: int | None = None,
+              on_line: Callable[[str], None] | None = None) -> tuple[list[str], int | None]:
     """Compact ``target`` round after round until its dirty section is clean; return a line per
     rewritten group and the offset it is clean up to (None when nothing was cleanable).
-    ``on_round(end)`` is called after each round (to checkpoint it). ``log_start`` (a dry run): the
-    segments wholly below it are left out, as the retention the real run applies first deletes them."""
+    ``on_round(end)`` is called after each round (to checkpoint it); ``on_line(line)`` with each line as
+    its group is swapped in (so that a failure later still leaves what was done said). ``log_start`` (a
+    dry run): the segments wholly below it are left out, as the retention the real run applies first
+    deletes them."""
     stats = stats if stats is not None else CleanStats()
     if not target.config.compact:
         return [], None
@@ -390,6 +393,8 @@ def clean_log(target: Log, now_ms: int, omap: OffsetMap, *, checkpoint: int | No
                                   active, legacy_horizon, state.upper)
             if result.changed or len(group) > 1:
                 lines.append(_describe(target, group, result, dry_run))
+                if on_line is not None:
+                    on_line(lines[-1])
         cleaned_to = end
         if on_round is not None and not dry_run:
             on_round(end)

@@ -69,18 +69,19 @@ _SYNONYMS: dict[str, list[tuple[str, int]]] = {
 }
 # apiKeys of the records that matter here: TopicRecord 2, ConfigRecord 4, RemoveTopicRecord 9, and the
 # metadata transactions (KIP-868): BeginTransactionRecord 23, EndTransactionRecord 24, AbortTransactionRecord 25
-# (PartitionRecord 3 too when the partitions are asked for)
+# (PartitionRecord 3 and PartitionChangeRecord 5 too when the partitions are asked for)
 _WANTED = {2, 4, 9, 23, 24, 25}
-_PARTITION_RECORD = 3
+_PARTITION_RECORDS = {3, 5}
 
 
 class _State:
     def __init__(self, partitions: bool = False) -> None:
-        self.wanted = _WANTED | {_PARTITION_RECORD} if partitions else _WANTED
+        self.wanted = _WANTED | _PARTITION_RECORDS if partitions else _WANTED
         self.configs: dict[str, dict[str, str]] = {}
         self.brokers: dict[str, dict[str, str]] = {}  # resource name ("" the cluster default) -> settings
         self.names: dict[str, str] = {}  # topic id -> name
-        self.partitions: dict[str, set[int]] = {}  # topic id -> partition ids (when asked for)
+        # topic id -> partition id -> its replicas (broker ids), when asked for
+        self.partitions: dict[str, dict[int, tuple[int, ...]]] = {}
         # the records of a metadata transaction not ended yet: applied at its end, dropped at an abort,
         # never applied if the log ends inside it (as Kafka's MetadataBatchLoader publishes them)
         self.pending: list[MessageObject] | None = None
@@ -115,7 +116,11 @@ class _State:
         if kind == "TOPIC_RECORD":
             self.names[data["topicId"]] = data["name"]
         elif kind == "PARTITION_RECORD":
-            self.partitions.setdefault(data["topicId"], set()).add(data["partitionId"])
+            self.partitions.setdefault(data["topicId"], {})[data["partitionId"]] = tuple(data.get("replicas") or ())
+        elif kind == "PARTITION_CHANGE_RECORD":  # replicas: null (left out) when they did not change
+            known = self.partitions.get(data["topicId"], {})
+            if data.get("replicas") is not None and data["partitionId"] in known:
+                known[data["partitionId"]] = tuple(data["replicas"])
         elif kind == "REMOVE_TOPIC_RECORD":
             self.partitions.pop(data["topicId"], None)
             name = self.names.pop(data["topicId"], None)
@@ -141,6 +146,10 @@ class RecordedConfigs(dict[str, dict[str, str]]):
     #: topic name -> (its topic id, its partition ids: filled when asked for) of the topics the metadata
     #: holds; None when there is no metadata log
     topics: dict[str, tuple[str, frozenset[int]]] | None = None
+    #: topic id -> partition id -> the broker ids of its replicas (filled when the partitions are asked for)
+    replicas: dict[str, dict[int, tuple[int, ...]]] = {}  # noqa: RUF012 - replaced whole, never changed in place
+    #: ``node.id`` of the directory's ``meta.properties`` (None: none there)
+    node_id: str | None = None
 
 
 def _node_id(logdir: Path) -> str | None:
@@ -197,7 +206,8 @@ def recorded_topic_configs(logdir: str | os.PathLike[str], *, partitions: bool =
     """Topic name -> {setting name: value string}, as the metadata log of ``logdir`` last recorded them;
     empty when there is no metadata log. Damage ends the reading with a warning (what came before
     counts) and is said in the result's ``damage``. ``topics``: each topic's id, and with
-    ``partitions`` its partition ids (``PartitionRecord``s, read only then: a large cluster has many)."""
+    ``partitions`` its partition ids and ``replicas`` their replicas (``PartitionRecord``s and the
+    ``PartitionChangeRecord``s that move them, read only then: a large cluster has many)."""
     directory = Path(logdir) / METADATA_PARTITION
     out = RecordedConfigs()
     if not directory.is_dir():
@@ -246,6 +256,8 @@ def recorded_topic_names(logdir: str | os.PathLike[str]) -> dict[str, str]:
 
 def _result(out: RecordedConfigs, state: _State, logdir: str | os.PathLike[str]) -> RecordedConfigs:
     out.update(state.configs)
-    out.broker = broker_topic_defaults(state.brokers, _node_id(Path(logdir)))
+    out.node_id = _node_id(Path(logdir))
+    out.broker = broker_topic_defaults(state.brokers, out.node_id)
     out.topics = {name: (topic_id, frozenset(state.partitions.get(topic_id, ()))) for topic_id, name in state.names.items()}
+    out.replicas = {topic_id: state.partitions.get(topic_id, {}) for topic_id in state.names}
     return out

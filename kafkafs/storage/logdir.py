@@ -11,6 +11,7 @@ it). Older brokers left it empty, and later ones write the fields as strings; al
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import logging
@@ -142,6 +143,10 @@ class LogDir:
         self._closed = False
         #: Partition folders a writer refused (they hold links), with the one-line reason.
         self.refused: dict[str, str] = {}
+        #: Partition folders that a writable open could not read (a disk error, EIO), opened read-only
+        #: instead by a caller that serves what it can (``read_only_fallback``: a ``--rw`` mount), with the
+        #: one-line reason (naming the file): their appends are refused with EIO (SPEC §3: local damage).
+        self.unreadable: dict[str, str] = {}
         self._aliases_said: set[str] = set()  # alias partition folders already named
         if not self.path.is_dir():
             raise InvalidName(f"{self.path}: no such log directory")
@@ -403,11 +408,23 @@ class LogDir:
                 if not read_only_fallback:
                     raise
                 log.warning("%s; serving it read-only", exc)
-                opened = Log.open(directory, self.settings.for_topic(topic), writable=False,
-                                  log_start_offset=self.log_start_offsets.get(key),
-                                  recovery_point=self.recovery_points.get(key))
+                opened = self._open_read_only(directory, topic, key)
+            except OSError as exc:  # a disk error (EIO) reading what a writer must read: nothing was changed
+                if not (writable and read_only_fallback and exc.errno == errno.EIO):
+                    raise
+                self.refused[name] = self.unreadable[name] = describe_os_error(exc)
+                self._unrecovered.add(name)  # not recovered: the next writer or broker must
+                log.error("%s: %s; serving it read-only: the reads that need the unreadable bytes fail with EIO, "
+                          "the rest stays readable, appends are refused with EIO", name, self.unreadable[name])
+                opened = self._open_read_only(directory, topic, key)
             self._logs[name] = opened
             return opened
+
+    def _open_read_only(self, directory: Path, topic: str, key: tuple[str, int]) -> Log:
+        """A partition a writer refused, opened read-only for a caller that serves what it can."""
+        return Log.open(directory, self.settings.for_topic(topic), writable=False,
+                        log_start_offset=self.log_start_offsets.get(key),
+                        recovery_point=self.recovery_points.get(key))
 
     def writer_refusal(self, name: str) -> str | None:
         """Why a writer would refuse partition ``name`` (a link in it, or a recovery that would cut whole

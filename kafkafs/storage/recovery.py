@@ -133,7 +133,7 @@ class RecoveryReport:
         if self.truncated_bytes:
             out.append(f"truncated {self.truncated_bytes} invalid bytes")
         if self.kept_batches:
-            out.append(f"kept {len(self.kept_batches)} batch(es) whose records do not decode or overlap the entry before, "
+            out.append(f"kept {len(self.kept_batches)} batch(es) whose records do not decode or whose offsets do not follow, "
                        f"as Kafka's recovery keeps them (CRC valid; damage to verify and readers): {', '.join(self.kept_batches)}")
         return out
 

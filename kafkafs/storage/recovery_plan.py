@@ -13,11 +13,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..errors import CorruptRecordError, NeedsRecovery
+from ..errors import NeedsRecovery
 from . import names
+from .recovery_walk import KafkaDiscardsSegment, RecoveryWalk
 from .segment import LogSegment
 from .segments import LogSegments
-from .validation import in_order, recovery_problem
 
 __all__ = ["unclean_or_unindexed", "refuse_cutting_batches", "writer_refusal", "recovery_cut", "zeros_from",
            "left_by_unclean_stop"]
@@ -81,21 +81,11 @@ def recovery_cut(segment: LogSegment, upper: int | None = None) -> tuple[int, st
     """Where :meth:`~.segment.LogSegment.recover` would cut, read only: (position, why, torn), None when it would cut
     nothing. ``torn``: the bytes from there to the end are a torn tail (zeros, or a start of a batch
     shorter than its header says): what a crash mid-write leaves, no whole batch lost."""
-    next_offset = segment.base_offset
-    valid = 0
-    why = ""
-    try:
-        for view, order in in_order(segment.batches(0), next_offset=next_offset, upper=upper,
-                                    segment_base=segment.base_offset):
-            problem = recovery_problem(view, order, next_offset=next_offset, segment_base=segment.base_offset,
-                                       upper=upper)
-            if problem is not None:
-                why = problem
-                break
-            valid += view.header.size
-            next_offset = view.header.next_offset
-    except CorruptRecordError as exc:
-        why = exc.reason
+    walk = _walk(segment, upper, strict=False)
+    if walk is None:
+        walk = _walk(segment, upper, strict=True)
+    assert walk is not None
+    valid, why = walk.valid, walk.cut or ""
     size = segment.size
     if valid >= size:
         return None
@@ -107,6 +97,19 @@ def recovery_cut(segment: LogSegment, upper: int | None = None) -> tuple[int, st
     elif not torn:
         torn = True  # fewer bytes than a batch's size field needs
     return valid, why or "bytes after the last whole batch", torn
+
+
+def _walk(segment: LogSegment, upper: int | None, *, strict: bool) -> RecoveryWalk | None:
+    """The recovery walk of ``segment`` run to its end (:mod:`.recovery_walk`); None when Kafka's recovery
+    would give the segment up (not ``strict``)."""
+    walk = RecoveryWalk(segment.base_offset, upper, segment.config.index_interval_bytes, strict=strict)
+    try:
+        for _ in walk.steps(segment.batches(0)):
+            pass
+        walk.finish()
+    except KafkaDiscardsSegment:
+        return None
+    return walk
 
 
 def zeros_from(segment: LogSegment) -> int | None:

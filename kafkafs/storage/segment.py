@@ -35,9 +35,10 @@ from ..format.index import MAX_POSITION, MAX_RELATIVE_OFFSET
 from ..format.txnindex import TxnEvent, transaction_event
 from .config import LogConfig
 from .records import BatchView
+from .recovery_walk import KafkaDiscardsSegment, RecoveryWalk
 from .segment_files import SegmentFiles
 from .transactions import ProducerTransactions
-from .validation import checked_order, in_order, kept_problem, recovery_problem
+from .validation import checked_order
 
 __all__ = ["LogSegment", "NO_TIMESTAMP"]
 
@@ -396,14 +397,15 @@ class LogSegment(SegmentFiles):
         undecodable: list[tuple[int, str]] | None = None,
     ) -> int:
         """Re-validate every batch, rebuild the three indexes, cut the invalid tail; return the bytes cut
-        (Kafka's ``LogSegment.recover``). A batch is invalid when
-        :func:`~kafkafs.storage.validation.batch_problem` says so (header, CRC, offsets that go backwards
-        or run past the next batch's base offset, or ``upper``, the next segment's); everything from the
-        first invalid byte on is truncated. Of two batches whose offsets overlap, the cut starts at the
-        second, or at the first when its offsets do not fit the segment's relative offsets (a base offset
-        gone wrong). A batch whose CRC holds but that readers refuse (:func:`~.validation.kept_problem`) is
-        kept, as Kafka keeps it, and listed in ``undecodable`` as (position, reason). The indexes end trimmed, the time index with
-        its final entry. A batch whose offsets do not fit the relative offsets (Kafka would split the
+        (Kafka's ``LogSegment.recover``). The cut is where Kafka's recovery cuts (:mod:`.recovery_walk`):
+        the first batch whose size or CRC does not hold, or whose offsets neither follow the batch before
+        it nor fit the segment's relative offsets (a base offset gone wrong); everything from there on is
+        truncated. A batch whose CRC holds but that readers refuse (:func:`~.validation.kept_problem`, or
+        offsets that go backwards, overlap or jump) is kept, as Kafka keeps it, and listed in
+        ``undecodable`` as (position, reason); where Kafka would discard the whole segment for it (an index
+        entry not past the last one), the cut starts at the first batch whose offsets do not follow
+        instead. The indexes end trimmed, the time index with its final entry. A batch whose offsets
+        follow but do not fit the relative offsets (Kafka would split the
         segment) is kept, unindexed. The ``.txnindex`` is rebuilt from the markers, which needs the
         undecided transactions at this segment's base offset: ``transactions`` is that state (updated in
         place to the segment's end), or a function that returns it, called only if the segment holds
@@ -440,58 +442,56 @@ class LogSegment(SegmentFiles):
                 index.append(entry)
 
     def _recover(self, events: list[TxnEvent], upper: int | None, undecodable: list[tuple[int, str]]) -> int:
+        try:
+            walk = self._recover_walk(RecoveryWalk(self.base_offset, upper, self.config.index_interval_bytes),
+                                      events, undecodable)
+        except KafkaDiscardsSegment as exc:
+            # Kafka's recovery would empty this segment and delete every later one (recovery_walk): cut
+            # from the first batch whose offsets do not follow instead
+            log.warning("%s: %s: Kafka's recovery would discard this segment and every later one; cutting from "
+                        "the first batch whose offsets do not follow instead", self.log_path, exc.why)
+            del events[:]
+            walk = self._recover_walk(RecoveryWalk(self.base_offset, upper, self.config.index_interval_bytes,
+                                                   strict=True), events, undecodable)
+        if walk.rejected is not None:
+            log.warning("%s: %s; cutting from there", self.log_path, walk.rejected)
+        cut = self._size - walk.valid
+        if cut:
+            self._truncate_file(walk.valid)
+        self.offset_index.trim_to_valid_size()
+        self.time_index.maybe_append(walk.max_ts, walk.max_offset, skip_full_check=True)
+        self.time_index.trim_to_valid_size()
+        self._dirty = True
+        self._rolling_timestamp = walk.first_ts
+        self._tail = _Tail(walk.next_offset, walk.max_ts, walk.max_offset, 0)  # as a freshly opened (recovered) segment
+        return cut
+
+    def _recover_walk(self, walk: RecoveryWalk, events: list[TxnEvent], undecodable: list[tuple[int, str]]) -> RecoveryWalk:
+        """Rebuild the offset and time indexes by ``walk`` (:mod:`.recovery_walk`); collect the transaction
+        events and the batches kept although readers refuse them. :class:`KafkaDiscardsSegment` from the walk."""
         offset_index, time_index = self.offset_index, self.time_index
         offset_index.reset()
         time_index.reset()
-        interval = self.config.index_interval_bytes
-        valid = last_entry = 0
-        max_ts, max_offset = NO_TIMESTAMP, self.base_offset
-        next_offset = self.base_offset
-        first_ts: int | None = None
-        try:
-            # each batch judged with the base offset of the one after it too (in_order's lookahead). Of
-            # two neighbours that overlap, the second is cut (a stale or torn batch after good ones), unless
-            # the first's offsets do not fit the segment (a base offset gone wrong, as Kafka's
-            # ensureOffsetInRange says): then the cut starts at the first
-            for view, order in in_order(self.batches(0), next_offset=next_offset, upper=upper,
-                                        segment_base=self.base_offset):
-                h = view.header
-                fits = h.last_offset - self.base_offset <= MAX_RELATIVE_OFFSET
-                problem = recovery_problem(view, order, next_offset=next_offset, segment_base=self.base_offset, upper=upper)
-                if problem is not None:
-                    log.warning("%s: position %d: %s; cutting from there", self.log_path, view.position, problem)
-                    break
-                if (why := kept_problem(view, order, next_offset)) is not None:  # kept, as Kafka keeps it
-                    log.warning("%s: position %d: %s; kept (its CRC holds)", self.log_path, view.position, why)
-                    undecodable.append((view.position, why))
-                if h.max_timestamp > max_ts and fits:
-                    max_ts, max_offset = h.max_timestamp, h.last_offset
-                if valid - last_entry > interval and fits:
-                    if not offset_index.is_full():
-                        offset_index.append(h.last_offset, valid)
-                    if not time_index.is_full():
-                        time_index.maybe_append(max_ts, max_offset)
-                    last_entry = valid
-                valid += h.size
-                next_offset = h.next_offset
-                if h.producer_id >= 0 and h.magic == 2 and (h.is_transactional or h.is_control):
-                    event = _event_or_none(view)
-                    if event is not None:
-                        events.append(event)
-                if first_ts is None:
-                    first_ts = h.max_timestamp
-        except CorruptRecordError:
-            pass
-        cut = self._size - valid
-        if cut:
-            self._truncate_file(valid)
-        offset_index.trim_to_valid_size()
-        time_index.maybe_append(max_ts, max_offset, skip_full_check=True)
-        time_index.trim_to_valid_size()
-        self._dirty = True
-        self._rolling_timestamp = first_ts
-        self._tail = _Tail(next_offset, max_ts, max_offset, 0)  # as a freshly opened (recovered) segment
-        return cut
+        kept: list[tuple[int, str]] = []
+        for step in walk.steps(self.batches(0)):
+            h = step.view.header
+            if step.kept is not None:  # kept, as Kafka keeps it
+                kept.append((step.view.position, step.kept))
+            if step.indexed:
+                if not offset_index.is_full():
+                    offset_index.append(h.last_offset, walk.valid)
+                if not time_index.is_full():
+                    time_index.maybe_append(walk.max_ts, walk.max_offset)
+            if h.producer_id >= 0 and h.magic == 2 and (h.is_transactional or h.is_control):
+                event = _event_or_none(step.view)
+                if event is not None:
+                    events.append(event)
+        walk.finish()
+        for position, why in kept:
+            log.warning("%s: position %d: %s; kept (its CRC holds, as Kafka's recovery keeps it)", self.log_path,
+                        position, why)
+        undecodable.extend(kept)
+        return walk
 
     def close(self, *, seal: bool | None = None) -> None:
         """Close the file and the indexes. A writable segment is sealed first (final time index entry,

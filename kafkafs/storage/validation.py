@@ -1,11 +1,13 @@
-"""What makes a batch in a segment invalid: the rule that ``recover`` cuts by and ``verify`` reports.
+"""What makes a batch in a segment invalid: the rule that ``verify`` reports and readers refuse by.
 
-``recover`` (and every writable open after an unclean shutdown) truncates a segment at the first batch
-this module rejects, its records aside; ``verify`` reports every batch it rejects (issue 9, finding 6:
+``recover`` (and every writable open after an unclean shutdown) cuts only where Kafka's recovery cuts
+(:mod:`.recovery_walk`: sizes and CRCs, and offsets that do not fit the segment); the offsets rules
+here it keeps to only where Kafka would discard a whole segment. ``verify`` reports every batch this
+module rejects (issue 9, finding 6:
 a batch whose CRC holds can still be damaged, in the fields before the CRC or in records whose count or
 codec bits lie). Records that do not decode in a batch whose CRC holds are damage to ``verify`` and to
 every reader, but ``recover`` keeps the batch, as Kafka's ``LogSegment.recover`` does (it checks the
-size, the CRC and the offsets only: a broker keeps serving that batch and every one after it).
+size and the CRC only: a broker keeps serving that batch and every one after it).
 
 A batch is rejected when:
 
@@ -16,8 +18,7 @@ A batch is rejected when:
   (the next segment's base offset, for the last batch of a segment; a legacy compressed wrapper's first
   offset is its first inner message's, :func:`first_offset`). Two neighbours that overlap are
   both damage to a reader and to ``verify``: which one of them lies, the bytes cannot say (``recover``
-  cuts from the second, or from the first when its offsets do not fit its segment, see
-  :meth:`~kafkafs.storage.segment.LogSegment.recover`);
+  keeps both, as Kafka's recovery does, see :mod:`.recovery_walk`);
 - its records do not decode (``deep``, the default; :func:`records_problem`): a record count that does
   not match the records, a compression codec id that is not one of Kafka's, a body that does not
   inflate, or inflates past the limit (a decompression bomb).
@@ -31,11 +32,10 @@ from collections.abc import Generator, Iterator
 
 from ..errors import CorruptRecordError, RecordTooLargeError
 from ..format.batch import BatchHeader, decode_batch, validate_batch
-from ..format.index import MAX_RELATIVE_OFFSET
 from .records import BatchView
 
 __all__ = ["batch_problem", "records_problem", "order_problem", "offsets_problem", "in_order", "checked_order",
-           "recovery_problem", "first_offset", "kept_problem"]
+           "first_offset", "kept_problem"]
 
 
 def order_problem(
@@ -182,15 +182,3 @@ def kept_problem(view: BatchView, order: str | None, next_offset: int) -> str | 
     if why is None and order is not None and first_offset(view) < next_offset:
         return order
     return why
-
-
-def recovery_problem(view: BatchView, order: str | None, *, next_offset: int, segment_base: int,
-                     upper: int | None) -> str | None:
-    """Why a recovery cuts a segment from this batch on (None: it is kept): :func:`batch_problem`'s word,
-    or ``order`` (:func:`in_order`'s) when the batch's offsets do not fit the segment's relative offsets."""
-    h = view.header
-    problem = batch_problem(view.buf, h, next_offset=next_offset, segment_base=segment_base, following=upper,
-                            deep=False)
-    if problem is None and order is not None and h.last_offset - segment_base > MAX_RELATIVE_OFFSET:
-        problem = order
-    return problem

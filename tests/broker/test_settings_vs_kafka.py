@@ -81,7 +81,12 @@ def test_a_partition_kafkafs_creates_takes_the_topic_id_the_broker_recorded(brok
     """review7 R11: a partition folder kafkafs creates for a topic the broker's metadata names (every
     folder of it gone, or the first one kafkafs writes) got a random topic id; the broker then set it
     aside as a stray ("the topicId ... does not exist in the metadata image") and served none of its
-    records. Now it carries the recorded id and the broker serves what kafkafs appended."""
+    records. Now it carries the recorded id and the broker serves what kafkafs appended.
+
+    review12 R12-7, R12-8: verify names the folders the broker then sets aside as strays (plain-2, which
+    the metadata lacks; plain-0, a copy from another cluster: a topic id not the topic's), exit 1, and
+    calls a topic id file the broker's reader refuses damage (the broker does not start with it);
+    recover rewrites that one with the recorded id. Before, verify said OK (exit 0) of all three."""
     import shutil
 
     broker.create_topic("plain", partitions=2)
@@ -94,6 +99,25 @@ def test_a_partition_kafkafs_creates_takes_the_topic_id_the_broker_recorded(brok
     assert (broker.partition_dir("plain-1") / "partition.metadata").read_text() == recorded
     done = kafkafs("produce", broker.log_dir, "plain-2", input=b"nowhere\n")  # a partition the metadata lacks
     assert done.returncode == 0 and "has no partition 2 of topic plain" in done.stderr, done.stderr
-    broker.start()
+
+    shutil.copytree(broker.partition_dir("plain-1"), broker.partition_dir("plain-0"))
+    (broker.partition_dir("plain-0") / "partition.metadata").write_text("version: 0\ntopic_id: AAAAAAAAAAAAAAAAAAAAAQ")
+    (broker.partition_dir("plain-1") / "partition.metadata").write_text("version: 0\ntopic_id: notanid")
+    done = kafkafs("verify", broker.log_dir)
+    assert done.returncode == 1, done.stdout + done.stderr
+    named, folder = set(), None
+    for line in done.stdout.splitlines():
+        folder = folder if line.startswith(" ") else line.split(":")[0]
+        if line.startswith("  stray: "):
+            named.add(folder)
+    assert named == {"plain-0", "plain-2"}, done.stdout
+    assert "plain-1: " in done.stdout and "'notanid' is not a UUID" in done.stdout, done.stdout
+    done = kafkafs("recover", broker.log_dir)
+    assert done.returncode == 1 and "plain-1/partition.metadata: topic id 'notanid'" in done.stdout, done.stdout
+    assert (broker.partition_dir("plain-1") / "partition.metadata").read_text() == recorded
+
+    broker.start()  # it would not start with plain-1's file as it was
     assert [r.value for r in broker.consume_all("plain", 1)] == [b"written by kafkafs"]
     broker.assert_no_log_lines(r"^(?=.*stray).*plain-1")
+    set_aside = {p.name.rsplit(".", 1)[0] for p in broker.log_dir.iterdir() if p.name.endswith("-stray")}
+    assert set_aside == named, broker.log_report(broker.log_lines("stray"), "the broker's stray")

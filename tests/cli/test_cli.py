@@ -476,10 +476,11 @@ def test_a_legacy_wrapper_overlapping_the_entry_before_is_damage(tmp_path):
         assert "2 problem(s)" in said[0], verified
         assert said[2] == (f"  00000000000000000000.log position {wrapper_at}: offsets go backwards (4 after 4)"
                            " in the compressed message at offset 6"), verified
-    # recover keeps it, as Kafka's recovery does (it reads no inner message), and says so: exit 1 as verify
+    # recover keeps both, as Kafka's recovery does (it reads no inner message and compares no batch's
+    # offsets with its neighbours'), and says so: exit 1 as verify
     before = {p: p.read_bytes() for p in logs.glob("*/*.log")}
     recovered = run("recover", str(logs), check_rc=1).stdout.decode()
-    assert recovered.count("kept 1 batch(es) whose records do not decode or overlap the entry before") == 2, recovered
+    assert recovered.count("kept 2 batch(es) whose records do not decode or whose offsets do not follow") == 2, recovered
     assert {p: p.read_bytes() for p in logs.glob("*/*.log")} == before
 
 

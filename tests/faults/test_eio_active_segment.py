@@ -88,6 +88,31 @@ def test_a_mount_says_eio_past_an_unreadable_stretch_of_the_active_segment(tmp_p
     assert "cannot read" in m.log() and SEGMENT in m.log()
 
 
+def test_a_rw_mount_serves_what_it_can_of_a_partition_with_an_unreadable_stretch(tmp_path, eio_layer, mounted) -> None:
+    """review11 R11-10 (SPEC §3 "Damage and disk errors are local ... logged once"): a ``--rw`` mount
+    answered EIO for everything of the partition (stat of records.jsonl, by-offset/10.json that a
+    read-only mount serves, append) and logged nothing. Now it serves it read-only: the reads that need
+    the bytes fail, the rest is served, appends are refused with EIO, and one line names the file."""
+    logdir, data = _one_active_segment(tmp_path / "logs", 10**8)
+    layer = eio_layer(logdir)
+    bad = len(data) * 2 // 5
+    layer.fail({"name": SEGMENT, "from": bad, "to": bad + 4000, "op": "read"})
+    m = mounted(layer.path, "--rw")
+    m.allow_errors = True
+    part = m / "t-0"
+    assert (part / "records.jsonl").stat().st_size > 0
+    assert json.loads((part / "by-offset" / "10.json").read_bytes())["offset"] == 10
+    with pytest.raises(OSError, match="Input/output error"):
+        (part / "by-offset" / f"{RECORDS - 1}.json").read_bytes()
+    for _ in range(2):
+        with pytest.raises(OSError, match="Input/output error"):
+            with open(part / "append", "a") as f:
+                f.write("appended over the bad stretch\n")
+    assert (logdir / SEGMENT).read_bytes() == data
+    said = [line for line in m.log().splitlines() if "appends are refused with EIO" in line]
+    assert len(said) == 1 and f"cannot read {layer.path / SEGMENT}: input/output error" in said[0], m.log()
+
+
 def test_a_mount_says_eio_for_an_unreadable_stretch_of_the_first_sealed_segment(tmp_path, eio_layer, mounted) -> None:
     """review11 R11-7, segments without offset index entries (as one producer process a batch leaves
     them). Before: records.jsonl silently started at the second segment (cat exit 0, 500 of 600
@@ -129,3 +154,32 @@ def test_a_write_back_error_of_an_index_names_the_index(tmp_path, eio_layer) -> 
     line = done.stderr.decode().strip().splitlines()[-1]
     assert line.startswith(f"kafkafs: error: cannot write {layer.path / 't-0'}/") and line.endswith(
         ".index: input/output error"), line
+
+
+def test_verify_checks_the_other_segments_of_a_partition_with_an_unreadable_one(tmp_path, eio_layer) -> None:
+    """fix17's leftover of review11 R11-5: verify of a partition with one unreadable segment said 't-0: not
+    checked (... cannot read FILE ...)' and checked none of its other segments. Now it checks them and
+    names the one it could not read, exit 1."""
+    logdir = tmp_path / "logs"
+    logdir.mkdir()
+    with LogDir(logdir, Settings({"segment.bytes": 6000, "index.interval.bytes": 10**8}), writable=True) as d:
+        log = d.create_partition("t", 0)
+        for b in range(30):
+            log.append_records([ProducerRecord(1_763_700_000_000 + i, None, b"v%d %s" % (i, b"x" * 40), ())
+                                for i in range(b * 20, b * 20 + 20)])
+        sizes = {s.log_path.name: s.next_offset - s.base_offset for s in log.segments}
+    bad = sorted(sizes)[1]
+    # another segment's damage must still be found: a CRC broken in the last one
+    last = logdir / "t-0" / sorted(sizes)[-1]
+    data = bytearray(last.read_bytes())
+    data[-1] ^= 0xFF
+    last.write_bytes(bytes(data))
+    layer = eio_layer(logdir)
+    layer.fail({"name": f"t-0/{bad}", "from": 100, "to": 200, "op": "read"})
+    done = cli("verify", str(layer.path))
+    out = done.stdout.decode()
+    assert done.returncode == 1, out
+    lines = out.splitlines()
+    assert lines[0] == f"t-0: 6 segment(s), {600 - sizes[bad] - 20} records, offsets 0..599: 2 problem(s)", out  # less the bad batch
+    assert f"  {bad}: not checked (kafkafs: error: cannot read {layer.path / 't-0' / bad}: input/output error)" in lines
+    assert any(line.startswith(f"  {last.name} position ") and "CRC" in line for line in lines), out

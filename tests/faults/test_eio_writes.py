@@ -114,3 +114,27 @@ def test_eio_during_compaction(tmp_path, eio_layer):
     assert latest <= set(values(logs, "t-0"))  # the latest value of every key is there
     layer.fail()
     recovers_and_cleans(logs, latest)
+
+
+def test_clean_says_what_it_compacted_before_the_disk_filled(tmp_path, eio_layer):
+    """review11 R11-2 (SPEC §4 "the reason said"): ``clean`` stopped by a full disk printed only the
+    ENOSPC line, not that it had already compacted and swapped in part of a partition (a-0's first
+    segment, whose records are all superseded: its new segment is empty, no write). Now each change
+    is said as it is made, and the error line says that the ones before it were made."""
+    source = tmp_path / "logs"
+    source.mkdir()
+    layer = eio_layer(source)
+    logs = layer.path
+    for name in ("a-0", "b-0"):
+        lines = b"".join(b'{"key": "k%d", "value": "v%d-%s"}\n' % (i % 20, i, b"z" * 200) for i in range(600))
+        assert cli("produce", str(logs), name, *COMPACT, stdin=lines).returncode == 0
+    before = {name: values(logs, name) for name in ("a-0", "b-0")}
+    layer.fail({"name": ".cleaned", "from": 0, "op": "write", "errno": "ENOSPC"})  # a new segment's first byte
+    proc = cli("clean", str(logs), *COMPACT)
+    assert proc.returncode == 1 and layer.hits(), (proc.stdout, proc.stderr)
+    said = proc.stdout.decode().splitlines()
+    assert said == ["a-0: compacted 00000000000000000000.log: 282 superseded record(s) removed"], said
+    assert len(values(logs, "a-0")) == len(before["a-0"]) - 282 and values(logs, "b-0") == before["b-0"]
+    errors = [line for line in proc.stderr.decode().splitlines() if "error" in line]
+    assert len(errors) == 1 and errors[0].endswith(
+        f"no space left on device; the {len(said)} change(s) said before it were made"), proc.stderr

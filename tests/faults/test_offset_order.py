@@ -5,7 +5,9 @@ The base offset of a batch is outside its CRC. With the low half of one batch's 
 300 with offsets jumping to 2147483647 and back, and only ``verify`` said something. Two neighbouring
 batches whose offsets overlap (the second starts below the end of the first) are both damage: the bytes
 cannot say which one lies. ``consume`` says so on stderr and exits 1, the mount answers EIO for the
-bytes that need them and serves the rest, ``verify`` names both and ``recover`` cuts from the first.
+bytes that need them and serves the rest, ``verify`` names both. ``recover`` keeps them, as Kafka's
+recovery does (review11 R11-9), and cuts only where Kafka's does: here, from the first of the two, whose
+offsets do not fit its segment.
 """
 
 from __future__ import annotations
@@ -162,6 +164,30 @@ def test_offsets_that_go_down_are_damage_too(tmp_path):
     assert f"position {positions[25][0]}: offsets run past the next batch's base (259, then 5)" in text
     assert f"position {positions[26][0]}: offsets go backwards (5 after 259)" in text
     assert "2 problem(s)" in text
+
+
+def test_recover_keeps_offsets_that_go_down_as_kafkas_recovery_does(tmp_path):
+    """review11 R11-9 (SPEC §9): Kafka's recovery checks no batch's offsets against its neighbours' (only
+    sizes, CRCs, offsets that fit the segment and the index entries it rebuilds), so a broker keeps and
+    serves the batch and every one after it. ``recover`` cut there (exit 1, 50 records lost); now it keeps
+    them, says so (exit 1: what verify says), and verify and consume still call them damage."""
+    logdir = _build(tmp_path / "logs")
+    positions = _batch_positions(logdir / SEGMENT)
+    _set_base(logdir / SEGMENT, positions[26][0], base=5)  # 260..269 claims 5..14
+    before = (logdir / SEGMENT).read_bytes()
+    for _round in range(2):  # the second recover finds the same damage, kept again
+        done = _kafkafs("recover", str(logdir))
+        assert done.returncode == 1, done.stderr
+        out = done.stdout.decode()
+        assert "t-0: kept 2 batch(es) whose records do not decode or whose offsets do not follow, as Kafka's recovery " \
+            "keeps them" in out, out
+        assert f"position {positions[26][0]}: offsets go backwards (5 after 259)" in out and "truncated" not in out
+        assert (logdir / SEGMENT).read_bytes() == before
+    done = _kafkafs("verify", str(logdir))
+    assert done.returncode == 1 and f"position {positions[26][0]}: offsets go backwards (5 after 259)" in done.stdout.decode()
+    done = _kafkafs("consume", str(logdir), "t-0")
+    assert done.returncode == 1 and "offsets run past the next batch's base (259, then 5)" in done.stderr.decode()
+    assert _offsets(done.stdout) == list(range(250))
 
 
 def test_verify_names_both_batches_and_recover_cuts_from_the_first(jumped):

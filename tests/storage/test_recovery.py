@@ -334,7 +334,6 @@ def test_recovery_cuts_garbage_after_the_last_batch(tmp_path: Path) -> None:
         bytes(4096),  # zeros, as a file system leaves a file extended but not written
         struct.pack(">qi", 3, 10**8) + bytes(50),  # a header promising more than there is
         struct.pack(">qiibI", 3, 100, 0, 7, 0) + bytes(100),  # an unknown magic
-        batch(1, base_offset=1),  # a whole batch whose offsets go backwards
     ]
     for i, tail in enumerate(tails):
         directory = tmp_path / f"t-{i}"
@@ -355,6 +354,27 @@ def test_recovery_cuts_garbage_after_the_last_batch(tmp_path: Path) -> None:
             log = open_log(directory, clean=False, recover_all=True)
         assert active.log_path.stat().st_size == good, i
         assert log.log_end_offset == 3
+        log.close()
+
+
+@pytest.mark.allow_warnings("damage on purpose: recovery says the batch it keeps")
+def test_recovery_keeps_a_last_batch_whose_offsets_go_backwards_as_kafka_does(tmp_path: Path) -> None:
+    """review11 R11-9 (SPEC §9): Kafka's recovery checks no offset against the batch before (only sizes,
+    CRCs and offsets that fit the segment): it keeps the batch, and its log end offset is that batch's
+    next offset (``readNextOffset``). kafkafs cut it (a whole batch: a plain writer refused to open)."""
+    directory = tmp_path / "t-0"
+    log = open_log(directory)
+    log.append_records([record()] * 3)
+    active = log.active_segment
+    log.close()
+    assert active is not None
+    good = active.log_path.stat().st_size
+    with open(active.log_path, "ab") as f:
+        f.write(batch(1, base_offset=1))  # a whole batch whose offsets go backwards (1 after 2)
+    for recover_all in (False, True):
+        log = open_log(directory, clean=False, recover_all=recover_all)
+        assert active.log_path.stat().st_size > good
+        assert log.log_end_offset == 2
         log.close()
 
 

@@ -4,6 +4,7 @@ under them. Each asks the partition's views (:mod:`kafkafs.fs.views`) for its by
 
 from __future__ import annotations
 
+import errno
 import functools
 import os
 import threading
@@ -264,6 +265,9 @@ class AppendFile(File):
     def open(self, write: bool) -> Handle:
         state = self.partitions.state(self.partition_name)
         if not state.log.writable:
+            unreadable = self.partitions.logdir.unreadable.get(state.name)
+            if unreadable is not None:  # said when the partition was opened (SPEC §3: logged once)
+                raise OSError(errno.EIO, f"{self.partition_name}: appends refused: {unreadable}")
             raise NotPermitted("the log directory is open read-only")
         return AppendHandle(state, self.partitions.appended)
 

@@ -78,6 +78,15 @@ def test_index_with_a_cache_it_cannot_write_fails(built_logdir, tmp_path, capsys
     assert capsys.readouterr().err.count("\n") == 1
 
 
+def test_index_with_the_cache_turned_off_is_a_usage_error(built_logdir, tmp_path, monkeypatch, capsys):
+    # review12 R12-10: --cache-dir '' (the cache off, as for mount and consume) filled the CURRENT directory
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["index", str(built_logdir), "--cache-dir", ""]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "turns the size cache off" in err
+    assert os.listdir(tmp_path) == []
+
+
 def test_index_command_line(built_logdir, tmp_path):
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     done = subprocess.run(

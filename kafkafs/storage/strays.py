@@ -1,0 +1,81 @@
+"""The partition folders a KRaft broker of a log directory sets aside as strays (review12 R12-8).
+
+At its start a KRaft broker (Kafka 4's ``BrokerMetadataPublisher.initializeManagers`` with
+``LogManager.isStrayReplica``; 3.7+'s ``isStrayKraftReplica``) loads every partition folder and sets
+aside, as a stray, each log
+
+- with no topic id (no ``partition.metadata``: "The topicId does not exist in ..., treat it as a stray
+  log"),
+- whose topic id and partition number name no partition of its metadata image ("the topicId ... does
+  not exist in the metadata image"), or
+- whose partition's replicas leave out the broker's ``node.id`` ("the current replica assignment ...
+  does not contain the local brokerId").
+
+It renames such a folder ``<name>.<uuid>-stray`` and serves none of its records. The judgement here is
+by the metadata log of the log directory itself (``__cluster_metadata-0``: its latest snapshot, then
+the log), which is what a broker of the directory starts from; a log directory without one (a
+ZooKeeper-mode broker's, or a KRaft broker's other ``log.dirs``) cannot be judged, and neither can one
+whose metadata log does not read whole: nothing is said then. A ``partition.metadata`` a broker's
+reader refuses is not judged here either: the broker does not start at all with it, and verify says
+that apart.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+from ..errors import CorruptRecordError, InvalidName, UnsafeFileError
+from .kraft import METADATA_PARTITION, recorded_topic_configs
+from .leader_epochs import read_regular_file
+from .names import parse_partition_dir_name
+from .partition_metadata import PARTITION_METADATA_FILE, parse_partition_metadata
+
+__all__ = ["stray_consequence", "stray_partitions"]
+
+
+def stray_consequence(name: str) -> str:
+    """What follows the reason a folder is a stray."""
+    return (f"a Kafka broker of this directory sets the folder aside as a stray at its start (renames it "
+            f"{name}.<uuid>-stray) and serves none of its records")
+
+
+def stray_partitions(path: str | os.PathLike[str], names: Iterable[str]) -> dict[str, str]:
+    """Partition folder name -> why a KRaft broker of the log directory at ``path`` sets it aside as a
+    stray (see the module's docstring), for the folders ``names`` of it; empty when the directory has
+    no metadata log, or one that does not read whole."""
+    path = Path(path)
+    if not (path / METADATA_PARTITION).is_dir():
+        return {}
+    recorded = recorded_topic_configs(path, partitions=True)
+    if recorded.damage is not None or recorded.topics is None:
+        return {}
+    ids = {topic_id: name for name, (topic_id, _) in recorded.topics.items()}
+    node = recorded.node_id
+    metadata = f"the metadata log ({METADATA_PARTITION})"
+    found = {}
+    for name in names:
+        if name == METADATA_PARTITION:
+            continue
+        try:
+            topic, partition = parse_partition_dir_name(name)
+            topic_id = parse_partition_metadata(read_regular_file(path / name / PARTITION_METADATA_FILE))[1]
+        except FileNotFoundError:
+            found[name] = f"no {PARTITION_METADATA_FILE} (no topic id)"
+            continue
+        except (OSError, CorruptRecordError, UnsafeFileError):
+            continue  # not judged: an unreadable or damaged file is said apart, a link is never read
+        except InvalidName:  # not a partition folder's name: said apart
+            continue
+        replicas = recorded.replicas.get(topic_id, {}).get(partition)
+        if topic_id not in ids:
+            other = recorded.topics.get(topic)
+            found[name] = (f"its topic id {topic_id} ({PARTITION_METADATA_FILE}) is no topic's in {metadata}"
+                           + (f", which gives topic {topic} the id {other[0]}" if other else f", which has no topic {topic}"))
+        elif not replicas:
+            found[name] = f"{metadata} has no partition {partition} of topic {ids[topic_id]} (id {topic_id})"
+        elif node is not None and node.isdigit() and int(node) not in replicas:
+            found[name] = (f"{metadata} assigns partition {partition} of topic {ids[topic_id]} to broker(s) "
+                           f"{', '.join(map(str, replicas))}, not to node {node} of this directory")
+    return found
