@@ -149,6 +149,7 @@ def test_drop_privileges_writable_in_the_foreground(dropping) -> None:
     assert b'"value":"dropped"' in expected_jsonl(logdir, "events-3").splitlines()[-1]
 
 
+@pytest.mark.slow  # an error path (one kafkafs start, 2-7 s under load); the suite has under a minute to spare
 def test_a_dev_fd_that_is_not_mounted_is_one_line(tmp_path, logdir_copy) -> None:
     """`kafkafs mount LOGDIR /dev/fd/3` on a /dev/fuse that nobody mounted: one line, exit 1."""
     if not os.path.exists("/dev/fuse"):
