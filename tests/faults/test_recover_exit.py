@@ -254,3 +254,21 @@ def test_a_txnindex_entry_no_marker_supports_is_damage_to_both(tmp_path):
     assert verified.returncode == 1 and b"entry of producer 99 (0..1) names no ABORT marker" in verified.stdout
     assert _kafkafs("recover", str(logdir)).returncode == 1
     assert _kafkafs("verify", str(logdir)).returncode == 0
+
+
+def test_recover_exits_0_for_empty_indexes_verify_accepts(tmp_path):
+    """review12 R12-3: sealed segments whose .index is empty and trimmed (a broker counts
+    index.interval.bytes from a restart, or wrote with a larger interval) are no damage to verify (0),
+    yet recover, rebuilding them after an unclean stop with entries, said 'rebuilt ...index' and exit 1.
+    Written here with a larger interval than the rebuild's, then the stop made unclean."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    writer = WRITER.replace('"index.interval.bytes": 512', '"index.interval.bytes": 10_000_000')
+    subprocess.run([sys.executable, "-c", writer, str(tmp_path), "1200"], env=env, check=True, capture_output=True,
+                   timeout=120)
+    indexes = sorted((tmp_path / "t-0").glob("*.index"))
+    assert len(indexes) > 2 and all(p.stat().st_size == 0 for p in indexes[:-1])
+    (tmp_path / "recovery-point-offset-checkpoint").write_text("0\n1\nt 0 0\n")
+    assert _kafkafs("verify", str(tmp_path)).returncode == 0
+    done = _kafkafs("recover", str(tmp_path))
+    assert done.returncode == 0, done.stdout.decode()
+    assert _kafkafs("verify", str(tmp_path)).returncode == 0
