@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import logging
 
+import pytest
+
 from .harness import kafkafs
 
 
@@ -45,6 +47,7 @@ def test_internal_segment_bytes_rolls_where_the_broker_rolls(broker, tmp_path, c
     assert shown.returncode == 0 and len(shown.stdout.splitlines()) == 100, shown.stderr
 
 
+@pytest.mark.slow  # three broker runs (17 s): default suite under 15 min
 def test_a_preallocated_active_segment_is_what_the_broker_leaves(make_broker, tmp_path):
     """review7 R7: with log.preallocate=true the broker creates its active .log at the segment size,
     zero-filled, and trims it only at a roll or a clean stop. A copy of the running broker's directory

@@ -40,6 +40,9 @@ def test_produce_stopped_says_what_it_appended(tmp_path, signum, code, how) -> N
     produce = subprocess.Popen(
         [sys.executable, "-m", "kafkafs", "produce", str(logdir), "t-0"],
         stdin=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True,
+        # a runner started in the background (`cmd &` without job control) hands its children SIGINT ignored,
+        # and Python then keeps it ignored (as a Unix program should): the test wants a terminal's Ctrl-C
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     assert produce.stdin is not None
     try:

@@ -160,6 +160,7 @@ def test_kernel_fuzz_short(tmp_path):
     assert not list(tmp_path.glob("crash-*")) and not list(tmp_path.glob("timeout-*"))
 
 
+@pytest.mark.slow  # fuzz harness, 3 GiB caller (10 s): default suite under 15 min
 def test_the_fuzz_target_does_not_inherit_its_callers_peak_rss(tmp_path):
     """libFuzzer's -rss_limit_mb reads the process's peak RSS, which survives fork and exec: a target started
     by exec from a caller that once held 3 GiB was out of memory at its first check (CI #4 of 2026-11-27 saw it

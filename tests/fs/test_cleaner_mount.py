@@ -41,6 +41,7 @@ def _check(result: dict) -> None:
     assert result["kv_segments_max"] < 20 and result["ev_segments_max"] < 30
 
 
+@pytest.mark.slow  # a soak (25 s): the default suite must stay under 15 min
 def test_a_mount_keeps_its_log_bounded_under_appends_and_readers_stay_right(tmp_path):
     _check(_soak(tmp_path, 24, delay_ms=3000))
 

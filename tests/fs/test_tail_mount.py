@@ -232,6 +232,7 @@ def _follow_through_swaps(tmp_path: Path, mounted, seconds: float) -> None:
     assert run.counts["by_offset_gone"] > 0
 
 
+@pytest.mark.slow  # a 12 s live run: default suite under 15 min
 def test_tail_f_follows_records_jsonl_through_compaction_and_retention(tmp_path, mounted):
     _follow_through_swaps(tmp_path, mounted, 12)
 
