@@ -23,29 +23,21 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
+from .stdout import FdOutput, closed_fd
+
 if TYPE_CHECKING:
     from typing_extensions import Buffer
 
 __all__ = ["guard_stderr", "LossyOutput"]
 
 
-class LossyOutput(io.RawIOBase):
+class LossyOutput(FdOutput):
     """File descriptor ``fd`` as a raw stream whose failed writes are dropped (:attr:`lost` counts the
     bytes), never raised."""
 
     def __init__(self, fd: int) -> None:
-        super().__init__()
-        self.fd = fd
+        super().__init__(fd)
         self.lost = 0
-
-    def writable(self) -> bool:
-        return True
-
-    def fileno(self) -> int:
-        return self.fd
-
-    def isatty(self) -> bool:
-        return os.isatty(self.fd)
 
     def write(self, data: Buffer, /) -> int:
         n = memoryview(data).nbytes
@@ -56,20 +48,12 @@ class LossyOutput(io.RawIOBase):
             return n
 
 
-def _open_fd(fd: int) -> bool:
-    try:
-        os.fstat(fd)
-    except OSError:
-        return False
-    return True
-
-
 def guard_stderr() -> None:
     """Point ``sys.stderr`` at a :class:`LossyOutput` of file descriptor 2, first giving that descriptor
     to ``/dev/null`` when it is not open (``2>&-``); leaves a ``sys.stderr`` that is not descriptor 2
     alone."""
     before = sys.stderr
-    if before is None or not _open_fd(2):
+    if before is None or closed_fd(2):
         if before is not None:
             try:
                 if before.fileno() != 2:

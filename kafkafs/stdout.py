@@ -33,20 +33,15 @@ from .errors import tag_os_error
 if TYPE_CHECKING:
     from typing_extensions import Buffer
 
-__all__ = ["guarded_stdout", "ReaderSafeOutput"]
+__all__ = ["guarded_stdout", "ReaderSafeOutput", "FdOutput", "closed_fd"]
 
 
-class ReaderSafeOutput(io.RawIOBase):
-    """File descriptor ``fd`` as a raw stream whose first EPIPE sends the rest to ``/dev/null``
-    (:attr:`reader_gone` says it happened); with ``stop`` that first EPIPE is raised as well. Another
-    write error does the same and is kept in :attr:`failure` (raised instead with ``stop``)."""
+class FdOutput(io.RawIOBase):
+    """File descriptor ``fd`` as a writable raw stream; subclasses say what a failed write does."""
 
-    def __init__(self, fd: int, *, stop: bool = False, reader_gone: bool = False) -> None:
+    def __init__(self, fd: int) -> None:
         super().__init__()
         self.fd = fd
-        self.stop = stop
-        self.reader_gone = reader_gone
-        self.failure: OSError | None = None
 
     def writable(self) -> bool:
         return True
@@ -56,6 +51,18 @@ class ReaderSafeOutput(io.RawIOBase):
 
     def isatty(self) -> bool:
         return os.isatty(self.fd)
+
+
+class ReaderSafeOutput(FdOutput):
+    """File descriptor ``fd`` as a raw stream whose first EPIPE sends the rest to ``/dev/null``
+    (:attr:`reader_gone` says it happened); with ``stop`` that first EPIPE is raised as well. Another
+    write error does the same and is kept in :attr:`failure` (raised instead with ``stop``)."""
+
+    def __init__(self, fd: int, *, stop: bool = False, reader_gone: bool = False) -> None:
+        super().__init__(fd)
+        self.stop = stop
+        self.reader_gone = reader_gone
+        self.failure: OSError | None = None
 
     def write(self, data: Buffer, /) -> int:
         if self.reader_gone:
@@ -84,7 +91,8 @@ def _to_devnull(fd: int) -> None:
         os.close(null)
 
 
-def _closed(fd: int) -> bool:
+def closed_fd(fd: int) -> bool:
+    """Whether file descriptor ``fd`` is not open (``>&-``, ``2>&-``)."""
     try:
         os.fstat(fd)
     except OSError:
@@ -99,7 +107,7 @@ def guarded_stdout(*, stop: bool = False) -> Iterator[ReaderSafeOutput | None]:
     are). Nothing changes when ``sys.stdout`` is not file descriptor 1 (a test capturing output):
     yields None then."""
     before = sys.stdout
-    gone = before is None and _closed(1)  # `>&-`: Python started without a standard output
+    gone = before is None and closed_fd(1)  # `>&-`: Python started without a standard output
     if gone:
         _to_devnull(1)
     try:
