@@ -64,7 +64,8 @@ def _wait_log_start(broker: Broker, topic: str, offset: int, timeout: float = 30
 def test_a_transaction_begun_below_the_log_start(make_broker) -> None:
     from kafka import TopicPartition
 
-    broker = make_broker({"log.flush.start.offset.checkpoint.interval.ms": 200})
+    # the log start reaches its checkpoint file within a second (LogManager waits 30 s by default)
+    broker = make_broker({"log.flush.start.offset.checkpoint.interval.ms": 200, "log.initial.task.delay.ms": 0})
     broker.create_topic("dl")
     txn = broker.producer(transactional_id="r10-10", acks="all", transaction_timeout_ms=600_000)
     txn.init_transactions()
