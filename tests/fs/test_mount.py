@@ -506,6 +506,19 @@ def test_a_write_is_atomic_per_fuse_request(mounted, logdir_copy):
     assert appended() == ["small"]
     assert write(_in_page(b"after\n", 0)) == [6]
     assert appended() == ["after"]
+    # a writev() counts the pages of each of its buffers: 300 small lines, each in a page of its own, come as
+    # two requests (256 pages, then the rest): the first is appended, the second (with the bad line) fails
+    area = mmap.mmap(-1, 300 * 4096)
+    lines = [b"v %d\n" % i for i in range(299)] + [bad]
+    for i, line in enumerate(lines):
+        area[i * 4096 : i * 4096 + len(line)] = line
+    fd = os.open(append, os.O_WRONLY | os.O_APPEND)
+    try:
+        written = os.writev(fd, [memoryview(area)[i * 4096 : i * 4096 + len(line)] for i, line in enumerate(lines)])
+    finally:
+        os.close(fd)
+    assert written == len(b"".join(lines[:256]))
+    assert appended() == [line[:-1].decode() for line in lines[:256]]
 
 
 # ---------------------------------------------------------------------------------------------- damage
