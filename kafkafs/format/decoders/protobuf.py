@@ -102,7 +102,7 @@ class ProtobufSchema:
                 raise IndexError(indexes)
             desc = self._pool.FindMessageTypeByName(self._top[indexes[0]])
             for i in indexes[1:]:
-                desc = desc.nested_types[i]
+                desc = _declared_nested(desc)[i]
             cls = self._classes[key] = message_factory.GetMessageClass(desc)  # a dict set: thread-safe
         return cls
 
@@ -120,6 +120,20 @@ class ProtobufSchema:
             entry = self._readers[key] = (cls.FromString, _converter(cls.DESCRIPTOR))  # a dict set: thread-safe
         parse, convert = entry
         return convert(parse(data[pos:]))
+
+
+def _declared_nested(desc: Descriptor) -> list[Descriptor]:
+    """The messages declared in ``desc``'s body, in the order they are written: what a message index
+    counts. The registry numbers the messages of the registered text (Confluent's
+    ``ProtobufSchema.toMessageIndexes``), where a ``map<>`` field or a proto2 ``group`` declares no
+    message, so the entry types protoc makes for them (``TagsEntry``, among the declared ones in source
+    order) are not counted."""
+    from google.protobuf.descriptor import FieldDescriptor
+
+    groups = {f.message_type for f in desc.fields
+              if f.type == FieldDescriptor.TYPE_GROUP and f.message_type is not None
+              and f.message_type.containing_type is desc and f.message_type.name.lower() == f.name}
+    return [n for n in desc.nested_types if not n.GetOptions().map_entry and n not in groups]
 
 
 def to_json_object(message: Message) -> Any:

@@ -1,0 +1,106 @@
+"""Protobuf schemas as Confluent's Schema Registry reads them (SPEC §8), beyond plain messages: which
+message a message-index list names when protoc adds types the registered text does not declare (map
+entries, proto2 groups). The expected JSON is the protobuf runtime's own ``json_format`` of a message
+built here from a hand-written descriptor, independently of protoc and of kafkafs's registry."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("grpc_tools", reason="grpcio-tools (protoc) is not installed")
+
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory  # noqa: E402
+
+from kafkafs.storage.schemas import registry_from_dir  # noqa: E402
+from tests.storage.test_protobuf_values import F, _field, _frame, _json, _lines, _write  # noqa: E402
+
+MAP_FIRST_PROTO = """syntax = "proto3";
+package p;
+
+message Outer {
+  map<string, string> tags = 1;
+  message Inner {
+    string x = 1;
+    map<int32, string> m = 2;
+    message Deep {
+      int32 n = 1;
+    }
+  }
+  Inner inner = 2;
+}
+"""
+
+GROUP_PROTO = """syntax = "proto2";
+package g;
+
+message Outer {
+  optional group Grp = 1 {
+    optional string a = 2;
+  }
+  message Inner {
+    optional string x = 1;
+  }
+  optional Inner inner = 3;
+}
+"""
+
+
+def _pool_classes(file):
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(file)
+    return lambda name: message_factory.GetMessageClass(pool.FindMessageTypeByName(name))
+
+
+def _map_first_classes():
+    f = descriptor_pb2.FileDescriptorProto(name="o.proto", package="p", syntax="proto3")
+    outer = f.message_type.add(name="Outer")
+    entry = outer.nested_type.add(name="TagsEntry", field=[_field("key", 1, F.TYPE_STRING), _field("value", 2, F.TYPE_STRING)])
+    entry.options.map_entry = True
+    inner = outer.nested_type.add(name="Inner")
+    entry = inner.nested_type.add(name="MEntry", field=[_field("key", 1, F.TYPE_INT32), _field("value", 2, F.TYPE_STRING)])
+    entry.options.map_entry = True
+    inner.nested_type.add(name="Deep", field=[_field("n", 1, F.TYPE_INT32)])
+    inner.field.extend([_field("x", 1, F.TYPE_STRING),
+                        _field("m", 2, F.TYPE_MESSAGE, F.LABEL_REPEATED, ".p.Outer.Inner.MEntry")])
+    outer.field.extend([_field("tags", 1, F.TYPE_MESSAGE, F.LABEL_REPEATED, ".p.Outer.TagsEntry"),
+                        _field("inner", 2, F.TYPE_MESSAGE, type_name=".p.Outer.Inner")])
+    get = _pool_classes(f)
+    return get("p.Outer"), get("p.Outer.Inner"), get("p.Outer.Inner.Deep")
+
+
+def test_message_indexes_skip_map_entry_types(tmp_path):
+    """review14 R14-8: [0, 0] is Outer.Inner (the first message declared in Outer), not protoc's
+    TagsEntry; [0, 0, 0] is Inner.Deep, past Inner's own map entry."""
+    Outer, Inner, Deep = _map_first_classes()
+    schemas = tmp_path / "schemas"
+    schemas.mkdir()
+    (schemas / "9.proto").write_text(MAP_FIRST_PROTO)
+    messages = [(Outer(tags={"k": "v"}, inner={"x": "in"}), [0]), (Inner(x="hello", m={3: "c"}), [0, 0]),
+                (Deep(n=-4), [0, 0, 0])]
+    logdir = tmp_path / "logs"
+    logdir.mkdir()
+    values = [_frame(9, indexes, m.SerializeToString()) for m, indexes in messages]
+    values.append(_frame(9, [0, 1], Inner(x="h").SerializeToString()))  # Outer declares one message only
+    _write(logdir, "t", values)
+    lines = _lines(logdir, "t", registry_from_dir(schemas))
+    assert [x["value"] for x in lines[:3]] == [_json(m) for m, _ in messages]
+    assert lines[1]["value"] == {"x": "hello", "m": {"3": "c"}}
+    assert [x.get("valueSchemaId") for x in lines] == [9, 9, 9, None]
+
+
+def test_message_indexes_skip_proto2_group_types(tmp_path):
+    f = descriptor_pb2.FileDescriptorProto(name="g.proto", package="g", syntax="proto2")
+    outer = f.message_type.add(name="Outer")
+    outer.nested_type.add(name="Grp", field=[_field("a", 2, F.TYPE_STRING)])
+    outer.nested_type.add(name="Inner", field=[_field("x", 1, F.TYPE_STRING)])
+    outer.field.extend([_field("grp", 1, F.TYPE_GROUP, type_name=".g.Outer.Grp"),
+                        _field("inner", 3, F.TYPE_MESSAGE, type_name=".g.Outer.Inner")])
+    Inner = _pool_classes(f)("g.Outer.Inner")
+    schemas = tmp_path / "schemas"
+    schemas.mkdir()
+    (schemas / "4.proto").write_text(GROUP_PROTO)
+    logdir = tmp_path / "logs"
+    logdir.mkdir()
+    _write(logdir, "t", [_frame(4, [0, 0], Inner(x="hello").SerializeToString())])
+    lines = _lines(logdir, "t", registry_from_dir(schemas))
+    assert lines[0]["value"] == _json(Inner(x="hello")) == {"x": "hello"} and lines[0]["valueSchemaId"] == 4
