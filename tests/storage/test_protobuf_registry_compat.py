@@ -5,12 +5,14 @@ built here from a hand-written descriptor, independently of protoc and of kafkaf
 
 from __future__ import annotations
 
+import orjson
 import pytest
 
 pytest.importorskip("grpc_tools", reason="grpcio-tools (protoc) is not installed")
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory  # noqa: E402
 
+from kafkafs.format.jsonembed import render_value  # noqa: E402
 from kafkafs.storage.schemas import registry_from_dir  # noqa: E402
 from tests.storage.test_protobuf_values import F, _field, _frame, _json, _lines, _write  # noqa: E402
 
@@ -104,3 +106,68 @@ def test_message_indexes_skip_proto2_group_types(tmp_path):
     _write(logdir, "t", [_frame(4, [0, 0], Inner(x="hello").SerializeToString())])
     lines = _lines(logdir, "t", registry_from_dir(schemas))
     assert lines[0]["value"] == _json(Inner(x="hello")) == {"x": "hello"} and lines[0]["valueSchemaId"] == 4
+
+
+ANY_PROTO = """syntax = "proto3";
+package p;
+
+import "google/protobuf/any.proto";
+
+message W {
+  google.protobuf.Any a = 1;
+  string n = 2;
+  repeated google.protobuf.Any more = 3;
+}
+
+message P {
+  string s = 1;
+}
+"""
+
+
+def test_any_fields_unpack_the_schemas_own_types_and_well_known_ones(tmp_path):
+    """review14 R14-11: an Any that packs a message of the schema (or a well-known type) is shown as
+    the runtime's JSON conversion shows it, {"@type": ..., fields}; an Any of a type nobody knows
+    makes the runtime raise, so that value stays as SPEC §3 shows bytes."""
+    from google.protobuf import any_pb2, json_format, timestamp_pb2
+
+    pool = descriptor_pool.DescriptorPool()
+    for module in (any_pb2, timestamp_pb2):
+        proto = descriptor_pb2.FileDescriptorProto()
+        module.DESCRIPTOR.CopyToProto(proto)
+        pool.Add(proto)
+    f = descriptor_pb2.FileDescriptorProto(name="w.proto", package="p", syntax="proto3",
+                                           dependency=["google/protobuf/any.proto"])
+    f.message_type.add(name="W", field=[_field("a", 1, F.TYPE_MESSAGE, type_name=".google.protobuf.Any"),
+                                        _field("n", 2, F.TYPE_STRING),
+                                        _field("more", 3, F.TYPE_MESSAGE, F.LABEL_REPEATED, ".google.protobuf.Any")])
+    f.message_type.add(name="P", field=[_field("s", 1, F.TYPE_STRING)])
+    pool.Add(f)
+    W, P = (message_factory.GetMessageClass(pool.FindMessageTypeByName(n)) for n in ("p.W", "p.P"))
+    Timestamp = message_factory.GetMessageClass(pool.FindMessageTypeByName("google.protobuf.Timestamp"))
+    one, two, unknown = W(n="one"), W(n="two"), W(n="three")
+    one.a.Pack(P(s="x"))
+    one.more.add().Pack(P(s="y"))
+    two.a.Pack(Timestamp(seconds=5))
+    unknown.a.type_url, unknown.a.value = "type.googleapis.com/p.Nope", b"\x0a\x01z"
+    schemas = tmp_path / "schemas"
+    schemas.mkdir()
+    (schemas / "3.proto").write_text(ANY_PROTO)
+    logdir = tmp_path / "logs"
+    logdir.mkdir()
+    values = [_frame(3, [0], m.SerializeToString()) for m in (one, two, unknown)]
+    _write(logdir, "t", values)
+    lines = _lines(logdir, "t", registry_from_dir(schemas))
+
+    def judged(m):
+        return json_format.MessageToDict(m, always_print_fields_with_no_presence=True,
+                                         preserving_proto_field_name=True, descriptor_pool=pool)
+
+    assert [x["value"] for x in lines[:2]] == [judged(one), judged(two)]
+    assert lines[0]["value"]["a"] == {"@type": "type.googleapis.com/p.P", "s": "x"}
+    assert lines[1]["value"]["a"] == {"@type": "type.googleapis.com/google.protobuf.Timestamp",
+                                      "value": "1970-01-01T00:00:05Z"}
+    with pytest.raises(TypeError):
+        judged(unknown)
+    assert [x.get("valueSchemaId") for x in lines] == [3, 3, None]
+    assert lines[2]["value"] == orjson.loads(render_value(values[2], "auto"))

@@ -19,11 +19,13 @@ immutable and safe to share across threads (the protobuf runtime's parsing is th
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the protobuf runtime has no type hints: these name what a value is (mypy sees Any)
     from google.protobuf.descriptor import Descriptor, FieldDescriptor
+    from google.protobuf.descriptor_pb2 import FileDescriptorProto
     from google.protobuf.message import Message
 
 __all__ = ["ProtoCompiler", "ProtobufSchema", "read_message_indexes"]
@@ -84,6 +86,14 @@ class ProtobufSchema:
             if file.name == main:
                 prefix = f"{file.package}." if file.package else ""
                 top = [prefix + m.name for m in file.message_type]
+        known = {file.name for file in files.file}
+        for wkt in _well_known_files():  # what an Any may pack besides the schema's own types
+            if wkt.name not in known and all(dep in known for dep in wkt.dependency):
+                try:
+                    self._pool.Add(wkt)
+                except Exception:  # noqa: BLE001 - the schema defines such a name itself: its own wins
+                    continue
+                known.add(wkt.name)
         if not top:
             raise ValueError(f"{main} defines no message")
         #: the full names of the file's top-level messages, in the order they are written (index 0 first)
@@ -122,6 +132,34 @@ class ProtobufSchema:
         return convert(parse(data[pos:]))
 
 
+@functools.cache
+def _well_known_files() -> tuple[FileDescriptorProto, ...]:
+    """The protobuf runtime's well-known type files (``google/protobuf/*.proto``), each after the files
+    it imports: the types a ``google.protobuf.Any`` may pack in any schema, as the runtime's own JSON
+    conversion knows them."""
+    from google.protobuf import (
+        any_pb2,
+        api_pb2,
+        descriptor_pb2,
+        duration_pb2,
+        empty_pb2,
+        field_mask_pb2,
+        source_context_pb2,
+        struct_pb2,
+        timestamp_pb2,
+        type_pb2,
+        wrappers_pb2,
+    )
+
+    out = []
+    for module in (descriptor_pb2, any_pb2, duration_pb2, empty_pb2, field_mask_pb2, source_context_pb2,
+                   struct_pb2, timestamp_pb2, wrappers_pb2, type_pb2, api_pb2):
+        proto = descriptor_pb2.FileDescriptorProto()
+        module.DESCRIPTOR.CopyToProto(proto)
+        out.append(proto)
+    return tuple(out)
+
+
 def _declared_nested(desc: Descriptor) -> list[Descriptor]:
     """The messages declared in ``desc``'s body, in the order they are written: what a message index
     counts. The registry numbers the messages of the registered text (Confluent's
@@ -138,11 +176,13 @@ def _declared_nested(desc: Descriptor) -> list[Descriptor]:
 
 def to_json_object(message: Message) -> Any:
     """``message`` as ``json_format.MessageToDict(message, always_print_fields_with_no_presence=True,
-    preserving_proto_field_name=True)`` gives it (the definition; :func:`_converter` is the fast way)."""
+    preserving_proto_field_name=True)`` gives it (the definition; :func:`_converter` is the fast way),
+    with the types a ``google.protobuf.Any`` packs looked up among the schema's own (the pool of
+    ``message``'s file); an ``Any`` of a type the schema does not know raises, as the runtime does."""
     from google.protobuf import json_format
 
     return json_format.MessageToDict(message, always_print_fields_with_no_presence=True,
-                                     preserving_proto_field_name=True)
+                                     preserving_proto_field_name=True, descriptor_pool=message.DESCRIPTOR.file.pool)
 
 
 _CONVERTERS: dict[Descriptor, Converter] = {}
