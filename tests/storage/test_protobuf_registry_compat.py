@@ -171,3 +171,96 @@ def test_any_fields_unpack_the_schemas_own_types_and_well_known_ones(tmp_path):
         judged(unknown)
     assert [x.get("valueSchemaId") for x in lines] == [3, 3, None]
     assert lines[2]["value"] == orjson.loads(render_value(values[2], "auto"))
+
+
+BUILTIN_IMPORTS_PROTO = """syntax = "proto3";
+package p;
+
+import "confluent/meta.proto";
+import "confluent/type/decimal.proto";
+import "google/type/money.proto";
+import "google/type/date.proto";
+import "google/type/datetime.proto";
+import "google/type/dayofweek.proto";
+import "google/type/phone_number.proto";
+
+message V {
+  option (confluent.message_meta) = { doc: "a value", params: [{ key: "k" value: "v" }] };
+  string name = 1 [(confluent.field_meta) = { tags: ["PII"] }];
+  google.type.Money price = 2;
+  google.type.Date day = 3;
+  google.type.DayOfWeek dow = 4;
+  confluent.type.Decimal amount = 5;
+  google.type.DateTime at = 6;
+  google.type.PhoneNumber phone = 7;
+}
+"""
+
+
+def _builtin_classes():
+    """V and the registry's built-in types it uses, written here from their documented fields."""
+    from google.protobuf import duration_pb2
+
+    pool = descriptor_pool.DescriptorPool()
+    duration = descriptor_pb2.FileDescriptorProto()
+    duration_pb2.DESCRIPTOR.CopyToProto(duration)
+    pool.Add(duration)
+    gt = descriptor_pb2.FileDescriptorProto(name="gt.proto", package="google.type", syntax="proto3",
+                                            dependency=["google/protobuf/duration.proto"])
+    gt.message_type.add(name="Money", field=[_field("currency_code", 1, F.TYPE_STRING), _field("units", 2, F.TYPE_INT64),
+                                             _field("nanos", 3, F.TYPE_INT32)])
+    gt.message_type.add(name="Date", field=[_field(n, i, F.TYPE_INT32) for i, n in enumerate(["year", "month", "day"], 1)])
+    dt = gt.message_type.add(name="DateTime", field=[
+        _field(n, i, F.TYPE_INT32) for i, n in enumerate(["year", "month", "day", "hours", "minutes", "seconds", "nanos"], 1)])
+    dt.oneof_decl.add(name="time_offset")
+    dt.field.extend([_field("utc_offset", 8, F.TYPE_MESSAGE, type_name=".google.protobuf.Duration", oneof=0),
+                     _field("time_zone", 9, F.TYPE_MESSAGE, type_name=".google.type.TimeZone", oneof=0)])
+    gt.message_type.add(name="TimeZone", field=[_field("id", 1, F.TYPE_STRING), _field("version", 2, F.TYPE_STRING)])
+    phone = gt.message_type.add(name="PhoneNumber")
+    phone.nested_type.add(name="ShortCode", field=[_field("region_code", 1, F.TYPE_STRING), _field("number", 2, F.TYPE_STRING)])
+    phone.oneof_decl.add(name="kind")
+    phone.field.extend([_field("e164_number", 1, F.TYPE_STRING, oneof=0),
+                        _field("short_code", 2, F.TYPE_MESSAGE, type_name=".google.type.PhoneNumber.ShortCode", oneof=0),
+                        _field("extension", 3, F.TYPE_STRING)])
+    dow = gt.enum_type.add(name="DayOfWeek")
+    for i, n in enumerate(["DAY_OF_WEEK_UNSPECIFIED", "MONDAY", "TUESDAY", "WEDNESDAY", "THURSDAY", "FRIDAY", "SATURDAY", "SUNDAY"]):
+        dow.value.add(name=n, number=i)
+    pool.Add(gt)
+    cd = descriptor_pb2.FileDescriptorProto(name="cd.proto", package="confluent.type", syntax="proto3")
+    cd.message_type.add(name="Decimal", field=[_field("value", 1, F.TYPE_BYTES), _field("precision", 2, F.TYPE_UINT32),
+                                               _field("scale", 3, F.TYPE_INT32)])
+    pool.Add(cd)
+    f = descriptor_pb2.FileDescriptorProto(name="v.proto", package="p", syntax="proto3", dependency=["gt.proto", "cd.proto"])
+    f.message_type.add(name="V", field=[
+        _field("name", 1, F.TYPE_STRING), _field("price", 2, F.TYPE_MESSAGE, type_name=".google.type.Money"),
+        _field("day", 3, F.TYPE_MESSAGE, type_name=".google.type.Date"),
+        _field("dow", 4, F.TYPE_ENUM, type_name=".google.type.DayOfWeek"),
+        _field("amount", 5, F.TYPE_MESSAGE, type_name=".confluent.type.Decimal"),
+        _field("at", 6, F.TYPE_MESSAGE, type_name=".google.type.DateTime"),
+        _field("phone", 7, F.TYPE_MESSAGE, type_name=".google.type.PhoneNumber")])
+    pool.Add(f)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName("p.V"))
+
+
+def test_imports_the_registry_resolves_itself(tmp_path):
+    """review14 R14-7: a schema importing confluent/meta.proto (data-contract tags),
+    confluent/type/decimal.proto or google/type/*.proto with no references compiles, as the registry
+    resolves those files itself, and its values decode."""
+    V = _builtin_classes()
+    values = [V(name="bob", price={"currency_code": "EUR", "units": -(2**40), "nanos": -5}, day={"year": 2026, "month": 11, "day": 27},
+                dow=5, amount={"value": b"\x01\x00", "precision": 5, "scale": 2},
+                at={"year": 2026, "hours": 16, "utc_offset": {"seconds": -14400}},
+                phone={"short_code": {"region_code": "BE", "number": "1234"}, "extension": "7"}),
+              V(name="ann", dow=9, at={"time_zone": {"id": "Europe/Brussels"}}, phone={"e164_number": "+3225550100"}),
+              V()]
+    schemas = tmp_path / "schemas"
+    schemas.mkdir()
+    (schemas / "21.proto").write_text(BUILTIN_IMPORTS_PROTO)
+    logdir = tmp_path / "logs"
+    logdir.mkdir()
+    _write(logdir, "t", [_frame(21, [0], m.SerializeToString()) for m in values])
+    lines = _lines(logdir, "t", registry_from_dir(schemas))
+    assert [x["value"] for x in lines] == [_json(m) for m in values]
+    assert [x.get("valueSchemaId") for x in lines] == [21, 21, 21]
+    assert lines[0]["value"]["price"] == {"currency_code": "EUR", "units": str(-(2**40)), "nanos": -5}
+    assert lines[0]["value"]["dow"] == "FRIDAY" and lines[0]["value"]["at"]["utc_offset"] == "-14400s"
