@@ -264,3 +264,55 @@ def test_imports_the_registry_resolves_itself(tmp_path):
     assert [x.get("valueSchemaId") for x in lines] == [21, 21, 21]
     assert lines[0]["value"]["price"] == {"currency_code": "EUR", "units": str(-(2**40)), "nanos": -5}
     assert lines[0]["value"]["dow"] == "FRIDAY" and lines[0]["value"]["at"]["utc_offset"] == "-14400s"
+
+
+MONEY_PROTO = """syntax = "proto3";
+package common;
+
+message Money {
+  string currency = 1;
+  int64 units = 2;
+}
+
+message Other {
+  bool b = 1;
+}
+"""
+
+
+def test_a_public_import_wrapper_numbers_the_imported_files_messages(tmp_path):
+    """review14 R14-12: a schema that only says ``import public "common/money.proto";`` has the
+    messages of that file (Confluent's effectiveFile); one that also imports another file privately
+    is no wrapper and defines no message (its values stay bytes)."""
+    f = descriptor_pb2.FileDescriptorProto(name="m.proto", package="common", syntax="proto3")
+    f.message_type.add(name="Money", field=[_field("currency", 1, F.TYPE_STRING), _field("units", 2, F.TYPE_INT64)])
+    f.message_type.add(name="Other", field=[_field("b", 1, F.TYPE_BOOL)])
+    get = _pool_classes(f)
+    Money, Other = get("common.Money"), get("common.Other")
+    logdir = tmp_path / "logs"
+    logdir.mkdir()
+
+    def key(subject):
+        return orjson.dumps({"keytype": "SCHEMA", "subject": subject, "version": 1, "magic": 1})
+
+    def value(subject, schema_id, text, references=()):
+        return orjson.dumps({"subject": subject, "version": 1, "id": schema_id, "schema": text, "schemaType": "PROTOBUF",
+                             "references": [{"name": n, "subject": s, "version": 1} for n, s in references],
+                             "deleted": False})
+
+    wrapper = 'syntax = "proto3";\nimport public "common/money.proto";\n'
+    not_wrapper = wrapper + 'import "google/protobuf/empty.proto";\n'
+    _write(logdir, "_schemas", [value("money", 1, MONEY_PROTO), value("w-value", 2, wrapper, [("common/money.proto", "money")]),
+                                value("x-value", 3, not_wrapper, [("common/money.proto", "money")])],
+           [key("money"), key("w-value"), key("x-value")])
+    messages = [(Money(currency="EUR", units=5), [0]), (Other(b=True), [1])]
+    values = [_frame(2, indexes, m.SerializeToString()) for m, indexes in messages]
+    values.append(_frame(3, [0], Money(currency="EUR").SerializeToString()))
+    _write(logdir, "t", values)
+    from kafkafs.storage.schemas import load_registry
+
+    lines = _lines(logdir, "t", load_registry(logdir))
+    assert [x["value"] for x in lines[:2]] == [_json(m) for m, _ in messages]
+    assert lines[0]["value"] == {"currency": "EUR", "units": "5"}
+    assert [x.get("valueSchemaId") for x in lines] == [2, 2, None]
+    assert lines[2]["value"] == orjson.loads(render_value(values[2], "auto"))

@@ -80,12 +80,17 @@ class ProtobufSchema:
 
         files = descriptor_pb2.FileDescriptorSet.FromString(descriptor_set)
         self._pool = descriptor_pool.DescriptorPool()
-        top: list[str] = []
+        by_name = {}
         for file in files.file:
             self._pool.Add(file)
-            if file.name == main:
-                prefix = f"{file.package}." if file.package else ""
-                top = [prefix + m.name for m in file.message_type]
+            by_name[file.name] = file
+        effective = by_name.get(main)
+        if effective is not None and _public_import_wrapper(effective):
+            effective = by_name.get(effective.dependency[0])
+        top: list[str] = []
+        if effective is not None:
+            prefix = f"{effective.package}." if effective.package else ""
+            top = [prefix + m.name for m in effective.message_type]
         known = {file.name for file in files.file}
         for wkt in _well_known_files():  # what an Any may pack besides the schema's own types
             if wkt.name not in known and all(dep in known for dep in wkt.dependency):
@@ -130,6 +135,14 @@ class ProtobufSchema:
             entry = self._readers[key] = (cls.FromString, _converter(cls.DESCRIPTOR))  # a dict set: thread-safe
         parse, convert = entry
         return convert(parse(data[pos:]))
+
+
+def _public_import_wrapper(file: FileDescriptorProto) -> bool:
+    """Whether ``file`` only re-exports one other: no types, services or extensions of its own and a
+    single import, ``import public``. The registry then numbers the messages of the imported file
+    (Confluent's ``ProtobufSchema.effectiveFile``, one level deep)."""
+    return (not file.message_type and not file.enum_type and not file.service and not file.extension
+            and len(file.dependency) == 1 and list(file.public_dependency) == [0])
 
 
 @functools.cache
