@@ -27,11 +27,13 @@ immutable and safe to share across threads (the protobuf runtime's parsing is th
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the protobuf runtime has no type hints: these name what a value is (mypy sees Any)
     from google.protobuf.descriptor import Descriptor, FieldDescriptor
+    from google.protobuf.descriptor_pb2 import FileDescriptorProto
     from google.protobuf.message import Message
 
 __all__ = ["ProtoCompiler", "ProtobufSchema", "read_message_indexes"]
@@ -91,13 +93,26 @@ class ProtobufSchema:
         #: field of entries, in wire order (what datums are parsed with)
         self._wire_pool = descriptor_pool.DescriptorPool()
         entries: set[str] = set()
-        top: list[str] = []
+        by_name = {}
         for file in files.file:
             self._pool.Add(file)
             self._wire_pool.Add(_entries_as_messages(file, entries))
-            if file.name == main:
-                prefix = f"{file.package}." if file.package else ""
-                top = [prefix + m.name for m in file.message_type]
+            by_name[file.name] = file
+        effective = by_name.get(main)
+        if effective is not None and _public_import_wrapper(effective):
+            effective = by_name.get(effective.dependency[0])
+        top: list[str] = []
+        if effective is not None:
+            prefix = f"{effective.package}." if effective.package else ""
+            top = [prefix + m.name for m in effective.message_type]
+        known = {file.name for file in files.file}
+        for wkt in _well_known_files():  # what an Any may pack besides the schema's own types
+            if wkt.name not in known and all(dep in known for dep in wkt.dependency):
+                try:
+                    self._pool.Add(wkt)
+                except Exception:  # noqa: BLE001 - the schema defines such a name itself: its own wins
+                    continue
+                known.add(wkt.name)
         if not top:
             raise ValueError(f"{main} defines no message")
         #: the full names of the file's top-level messages, in the order they are written (index 0 first)
@@ -118,7 +133,7 @@ class ProtobufSchema:
                 raise IndexError(indexes)
             desc = self._pool.FindMessageTypeByName(self._top[indexes[0]])
             for i in indexes[1:]:
-                desc = desc.nested_types[i]
+                desc = _declared_nested(desc)[i]
             cls = self._classes[key] = message_factory.GetMessageClass(desc)  # a dict set: thread-safe
         return cls
 
@@ -239,13 +254,65 @@ def _map_in_wire_order(js: Any, items: Any, entries: frozenset[str]) -> Any:
     return out
 
 
+def _public_import_wrapper(file: FileDescriptorProto) -> bool:
+    """Whether ``file`` only re-exports one other: no types, services or extensions of its own and a
+    single import, ``import public``. The registry then numbers the messages of the imported file
+    (Confluent's ``ProtobufSchema.effectiveFile``, one level deep)."""
+    return (not file.message_type and not file.enum_type and not file.service and not file.extension
+            and len(file.dependency) == 1 and list(file.public_dependency) == [0])
+
+
+@functools.cache
+def _well_known_files() -> tuple[FileDescriptorProto, ...]:
+    """The protobuf runtime's well-known type files (``google/protobuf/*.proto``), each after the files
+    it imports: the types a ``google.protobuf.Any`` may pack in any schema, as the runtime's own JSON
+    conversion knows them."""
+    from google.protobuf import (
+        any_pb2,
+        api_pb2,
+        descriptor_pb2,
+        duration_pb2,
+        empty_pb2,
+        field_mask_pb2,
+        source_context_pb2,
+        struct_pb2,
+        timestamp_pb2,
+        type_pb2,
+        wrappers_pb2,
+    )
+
+    out = []
+    for module in (descriptor_pb2, any_pb2, duration_pb2, empty_pb2, field_mask_pb2, source_context_pb2,
+                   struct_pb2, timestamp_pb2, wrappers_pb2, type_pb2, api_pb2):
+        proto = descriptor_pb2.FileDescriptorProto()
+        module.DESCRIPTOR.CopyToProto(proto)
+        out.append(proto)
+    return tuple(out)
+
+
+def _declared_nested(desc: Descriptor) -> list[Descriptor]:
+    """The messages declared in ``desc``'s body, in the order they are written: what a message index
+    counts. The registry numbers the messages of the registered text (Confluent's
+    ``ProtobufSchema.toMessageIndexes``), where a ``map<>`` field or a proto2 ``group`` declares no
+    message, so the entry types protoc makes for them (``TagsEntry``, among the declared ones in source
+    order) are not counted."""
+    from google.protobuf.descriptor import FieldDescriptor
+
+    groups = {f.message_type for f in desc.fields
+              if f.type == FieldDescriptor.TYPE_GROUP and f.message_type is not None
+              and f.message_type.containing_type is desc and f.message_type.name.lower() == f.name}
+    return [n for n in desc.nested_types if not n.GetOptions().map_entry and n not in groups]
+
+
 def to_json_object(message: Message) -> Any:
     """``message`` as ``json_format.MessageToDict(message, always_print_fields_with_no_presence=True,
-    preserving_proto_field_name=True)`` gives it (the definition; :func:`_converter` is the fast way)."""
+    preserving_proto_field_name=True)`` gives it (the definition; :func:`_converter` is the fast way),
+    with the types a ``google.protobuf.Any`` packs looked up among the schema's own (the pool of
+    ``message``'s file); an ``Any`` of a type the schema does not know raises, as the runtime does."""
     from google.protobuf import json_format
 
     return json_format.MessageToDict(message, always_print_fields_with_no_presence=True,
-                                     preserving_proto_field_name=True)
+                                     preserving_proto_field_name=True, descriptor_pool=message.DESCRIPTOR.file.pool)
 
 
 _CONVERTERS: dict[Descriptor, Converter | None] = {}
