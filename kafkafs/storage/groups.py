@@ -215,16 +215,19 @@ class GroupsReplay(KnownDamage):
         group = data["groupId"]
         if partition is not None:
             self.where.setdefault(group, set()).add(partition)
-        where = (data.get("topicId"), data.get("partition"))
+        topic_id, part = data.get("topicId"), data.get("partition")
+        if not isinstance(topic_id, str) or not isinstance(part, int):
+            return
+        where = (topic_id, part)
         states = self.share_state.setdefault(group, {})
         if body is None:
-            states.pop(where, None)  # type: ignore[arg-type]
+            states.pop(where, None)
         else:
             new = body["data"]
             if kind == 0 or where not in states:  # ShareSnapshot: the whole state
-                states[where] = {k: new.get(k, -1) for k in ("startOffset", "leaderEpoch", "deliveryCompleteCount")}  # type: ignore[index]
+                states[where] = {k: new.get(k, -1) for k in ("startOffset", "leaderEpoch", "deliveryCompleteCount")}
             else:  # ShareUpdate: what it names (-1: unchanged)
-                state = states[where]  # type: ignore[index]
+                state = states[where]
                 for k in ("startOffset", "leaderEpoch", "deliveryCompleteCount"):
                     if new.get(k, -1) != -1:
                         state[k] = new[k]
