@@ -427,7 +427,7 @@ def consume(
         readers.append(_Reader(log_, start_offset(log_, spec), mode, stop_ts, decoder_for(log_.topic, registry, mode),
                                record_filter=record_filter, grep=grep))
     printed = 0
-    if not readers:
+    if not readers or count == 0:  # -c 0: no record, and nothing to wait for
         return printed
     if (keys_store is not None and record_filter is not None and record_filter.key is not None and not follow
             and (len(readers) == 1 or not interleave)):
