@@ -426,64 +426,85 @@ def consume(
             continue
         readers.append(_Reader(log_, start_offset(log_, spec), mode, stop_ts, decoder_for(log_.topic, registry, mode),
                                record_filter=record_filter, grep=grep))
-    printed = 0
     if not readers or count == 0:  # -c 0: no record, and nothing to wait for
-        return printed
-    if (keys_store is not None and record_filter is not None and record_filter.key is not None and not follow
-            and (len(readers) == 1 or not interleave)):
-        for r in readers:
-            with _local_damage(r, on_damage):
-                for line, n in _indexed_chunks(r, keys_store, None if count is None else count - printed):
-                    out.write(line)
-                    printed += n
-            if count is not None and printed >= count:
-                break
-        out.flush()
-        return printed
-    whole_batches = stop_ts is None and (len(readers) == 1 or not interleave)
+        return 0
+    one_pass = _way_to_read(readers, out, stop_ts=stop_ts, follow=follow, interleave=interleave,
+                            record_filter=record_filter, grep=grep, keys_store=keys_store, on_damage=on_damage)
+    printed = 0
     while True:
-        if whole_batches:
-            for r in readers:
-                with _local_damage(r, on_damage):
-                    for lines, n in r.chunks(None if count is None else count - printed):
-                        out.write(lines)
-                        printed += n
-                        if count is not None and printed >= count:
-                            out.flush()
-                            return printed
-            out.flush()
-            if not follow or all(r.done for r in readers):
-                return printed
-            _wait(readers)
-            continue
-        if consume_merge.available() and record_filter is None and grep is None:
-            # the kernel merges (one partition at a time without interleave); filters take the way below
-            groups = [readers] if interleave else [[r] for r in readers]
-            for group in groups:
-                printed += consume_merge.merge(group, out, _pool(), stop_ts, None if count is None else count - printed,
-                                               on_damage=on_damage)
-                if count is not None and printed >= count:
-                    out.flush()
-                    return printed
-            out.flush()
-            if not follow or all(r.done for r in readers):
-                return printed
-            _wait(readers)
-            continue
-        if interleave and len(readers) > 1:
-            streams: Iterator = heapq.merge(*(_guarded_lines(r, on_damage) for r in readers))
-        else:
-            streams = (item for r in readers for item in _guarded_lines(r, on_damage))
-        for _ts, _p, _o, line in streams:
-            out.write(line)
-            printed += 1
-            if count is not None and printed >= count:
-                out.flush()
-                return printed
+        printed += one_pass(None if count is None else count - printed)
         out.flush()
-        if not follow or all(r.done for r in readers):
+        if (count is not None and printed >= count) or not follow or all(r.done for r in readers):
             return printed
         _wait(readers)
+
+
+#: One pass over the readers: it writes what their partitions now hold past where they are (at most
+#: the count given, None: no limit) and returns how many records it wrote.
+_Pass = Callable[[int | None], int]
+
+
+def _way_to_read(readers: list[_Reader], out: BinaryIO, *, stop_ts: int | None, follow: bool, interleave: bool,
+                 record_filter: RecordFilter | None, grep: re.Pattern | None, keys_store,
+                 on_damage: Callable[[CorruptRecordError], None] | None) -> _Pass:
+    """How :func:`consume` reads: through the key indexes (a key asked, no ``--follow``, no
+    interleaving), whole batches at once (no interleaving, no ``e@TS``), the kernel's merge (no filter,
+    no ``--grep``), else line by line (``heapq.merge`` of the partitions' lines when interleaved)."""
+    one_partition_at_a_time = len(readers) == 1 or not interleave
+    if (keys_store is not None and record_filter is not None and record_filter.key is not None and not follow
+            and one_partition_at_a_time):
+        return lambda remaining: _chunks_pass(
+            readers, out, remaining, on_damage, lambda r, at_most: _indexed_chunks(r, keys_store, at_most))
+    if stop_ts is None and one_partition_at_a_time:
+        return lambda remaining: _chunks_pass(readers, out, remaining, on_damage, _Reader.chunks)
+    if consume_merge.available() and record_filter is None and grep is None:
+        # the kernel merges (one partition at a time without interleave); filters take the way below
+        groups = [readers] if interleave else [[r] for r in readers]
+        return lambda remaining: _merge_pass(groups, out, remaining, stop_ts, on_damage)
+    return lambda remaining: _lines_pass(readers, out, remaining, interleave, on_damage)
+
+
+def _chunks_pass(readers: list[_Reader], out: BinaryIO, remaining: int | None,
+                 on_damage: Callable[[CorruptRecordError], None] | None,
+                 chunks_of: Callable[[_Reader, int | None], Iterator[tuple[bytes, int]]]) -> int:
+    """One partition after the other, the ``(lines, how many)`` that ``chunks_of(reader, at most)`` gives."""
+    printed = 0
+    for r in readers:
+        with _local_damage(r, on_damage):
+            for lines, n in chunks_of(r, None if remaining is None else remaining - printed):
+                out.write(lines)
+                printed += n
+                if remaining is not None and printed >= remaining:
+                    return printed
+    return printed
+
+
+def _merge_pass(groups: list[list[_Reader]], out: BinaryIO, remaining: int | None, stop_ts: int | None,
+                on_damage: Callable[[CorruptRecordError], None] | None) -> int:
+    """The kernel's merge of each group of readers, one group after the other."""
+    printed = 0
+    for group in groups:
+        printed += consume_merge.merge(group, out, _pool(), stop_ts, None if remaining is None else remaining - printed,
+                                       on_damage=on_damage)
+        if remaining is not None and printed >= remaining:
+            break
+    return printed
+
+
+def _lines_pass(readers: list[_Reader], out: BinaryIO, remaining: int | None, interleave: bool,
+                on_damage: Callable[[CorruptRecordError], None] | None) -> int:
+    """Line by line: by timestamp across the partitions when ``interleave``, else one after the other."""
+    if interleave and len(readers) > 1:
+        streams: Iterator = heapq.merge(*(_guarded_lines(r, on_damage) for r in readers))
+    else:
+        streams = (item for r in readers for item in _guarded_lines(r, on_damage))
+    printed = 0
+    for _ts, _p, _o, line in streams:
+        out.write(line)
+        printed += 1
+        if remaining is not None and printed >= remaining:
+            break
+    return printed
 
 
 @contextlib.contextmanager
