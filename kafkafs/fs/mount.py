@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 from ..errors import InvalidInput, LogDirLocked, MountError, MountPathError
 from ..format.jsonview import VALUES_MODES
 from ..storage.config import Settings
+from ..storage.kraft import METADATA_PARTITION
 from ..storage.logdir import LogDir
 from .daemon import (
     StartingStderr,
@@ -67,7 +68,8 @@ def _folder_event(partitions: Partitions, invalidator: Invalidator) -> Callable[
     """What the watcher calls when a watched partition folder changed (on its thread): the kernel's
     attributes of the folder go (and its name, when the folder left LOGDIR: a topic deleted), and a
     change of a ``_schemas`` folder is followed at once (a schema registered: its event comes before
-    those of the records framed with it)."""
+    those of the records framed with it), and so is one of ``__cluster_metadata-0`` (the topic
+    settings a broker recorded: a topic created, ``kafka-configs --alter``)."""
 
     def changed(name: str) -> None:
         there = (partitions.logdir.path / name).is_dir()  # a stat here, off the FUSE loop
@@ -81,6 +83,11 @@ def _folder_event(partitions: Partitions, invalidator: Invalidator) -> Callable[
                 partitions.follow_schemas()
             except Exception as exc:  # the poll loop looks again at its next turn
                 log.warning("could not read the schemas again: %s", exc)
+        elif name == METADATA_PARTITION:  # the topic settings a broker recorded (SPEC §8)
+            try:
+                partitions.follow_settings()
+            except Exception as exc:  # the metadata log's next event reads again
+                log.warning("could not read the recorded topic settings again: %s", exc)
 
     return changed
 

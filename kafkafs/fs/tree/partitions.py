@@ -22,6 +22,7 @@ from ...errors import InvalidInput, InvalidName, NotFound
 from ...format.decoders import decoder_for
 from ...format.jsonview import VALUES_MODES
 from ...storage.keyindex import KeyIndexStore
+from ...storage.kraft import METADATA_PARTITION
 from ...storage.logdir import LogDir
 from ...storage.names import parse_partition_dir_name
 from ...storage.schemas import SCHEMAS_TOPIC, SchemasStamp, load_registry
@@ -282,6 +283,24 @@ class Partitions:
     def is_schemas_folder(name: str) -> bool:
         """Whether partition folder ``name`` is one of the ``_schemas`` topic's."""
         return name.rpartition("-")[0] == SCHEMAS_TOPIC
+
+    def follow_settings(self) -> list[str]:
+        """Read-only mounts: read the topic settings a KRaft broker recorded again where LOGDIR's
+        metadata log changed (:meth:`~kafkafs.storage.logdir.LogDir.follow_recorded`: from where the
+        last reading stopped), so that ``partition.json`` and all else says a topic's new settings.
+        Returns the open partitions whose settings changed. Blocks (the watcher's thread, at an event
+        of the metadata log's folder; the poll loop's worker while that folder is not watched)."""
+        return [] if self.rw else self.logdir.follow_recorded()
+
+    def follow_settings_unwatched(self) -> None:
+        """The poll loop's turn for the recorded settings: nothing while events tell of the metadata
+        log's changes (a dict lookup); else, when the folder is there (one stat), watch it and read
+        what changed (also each turn while it cannot be watched)."""
+        if self.rw or self.folder_watched(METADATA_PARTITION):
+            return
+        if (self.logdir.path / METADATA_PARTITION).is_dir():
+            self.watch_early(METADATA_PARTITION)  # from now on its events say it (the mount's folder event)
+            self.follow_settings()  # what came before the watch
 
     def open_state(self, name: str) -> PartitionState | None:
         """The partition ``name`` if it is open already (None otherwise); opens nothing."""
