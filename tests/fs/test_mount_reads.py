@@ -46,6 +46,12 @@ def test_the_fuse_loop_thread_runs_before_the_daemons_other_threads(mounted, log
     assert set(policies.values()) == {os.SCHED_OTHER}, policies
 
 
+def test_o_normal_priority_keeps_the_fuse_loop_at_the_normal_policy(mounted, logdir_copy):
+    m = mounted(logdir_copy, "-o", "normal_priority")
+    assert any((m.path / name / "records.jsonl").exists() for name in os.listdir(m.path))  # it serves
+    assert os.sched_getscheduler(m.proc.pid) & ~os.SCHED_RESET_ON_FORK == os.SCHED_OTHER
+
+
 _NO_ROOT_CACHE = """
 import sys
 from kafkafs.fs.tree import root
