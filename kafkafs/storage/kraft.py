@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING
 from ..errors import KafkafsError
 from ..format.batch import decode_batch, scan_batches
 from .log import Log
+from .safefiles import read_regular_file
 
 if TYPE_CHECKING:
     from ..format.decoders.fields import MessageObject
@@ -161,8 +162,8 @@ class RecordedConfigs(dict[str, dict[str, str]]):
 def _node_id(logdir: Path) -> str | None:
     """``node.id`` (or ``broker.id``) of ``meta.properties``, None when there is none."""
     try:
-        text = (logdir / "meta.properties").read_text(errors="replace")
-    except OSError:
+        text = read_regular_file(logdir / "meta.properties", follow=True).decode(errors="replace")
+    except (OSError, KafkafsError):  # gone, unreadable, a FIFO (never blocks)
         return None
     found = {}
     for line in text.splitlines():
@@ -323,7 +324,7 @@ class RecordedConfigsReader:
         if snapshot is not None:
             self._next, path = snapshot
             try:
-                buf = path.read_bytes()
+                buf = read_regular_file(path)  # never through a link, never blocking on a FIFO
                 for header in scan_batches(buf):
                     batch = decode_batch(buf, header)
                     if not batch.header.is_control:

@@ -18,31 +18,18 @@ Thread safety: callers serialise writes (the Log's lock); reads of :attr:`entrie
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import CorruptRecordError, UnsafeFileError
 from ..format.checkpoint import EPOCH_CHECKPOINT_FILE, parse_epoch_checkpoint, render_epoch_checkpoint
-from .safefiles import open_file, write_atomically
+from .safefiles import read_regular_file, write_atomically
 
 if TYPE_CHECKING:
     from ..format.batch import BatchHeader
 
-__all__ = ["LeaderEpochCache"]
-
-def read_regular_file(path: Path) -> bytes:
-    """The bytes of ``path``, never through a symbolic link (:func:`~.safefiles.open_file`)."""
-    fd = open_file(path, os.O_RDONLY)
-    try:
-        chunks = []
-        while chunk := os.read(fd, 1 << 16):
-            chunks.append(chunk)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
-
+__all__ = ["LeaderEpochCache", "read_regular_file"]
 
 class LeaderEpochCache:
     """``leader-epoch-checkpoint`` of one partition folder (see the module's docstring)."""

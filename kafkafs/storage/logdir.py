@@ -38,7 +38,7 @@ from ..errors import (
 from ..format.checkpoint import parse_offset_checkpoint, render_offset_checkpoint
 from .config import Settings
 from .dirlock import LOCK_FILE, lock_holder, locked_error
-from .handles import raise_open_file_limit, retrying_open
+from .handles import raise_open_file_limit
 from .kraft import METADATA_PARTITION, RecordedConfigsReader, recorded_topic_configs
 from .local_log import fsync_directory
 from .log import Log
@@ -46,7 +46,7 @@ from .names import broker_refuses_folder, is_partition_file_name, parse_partitio
 from .partition_folders import alias_reason, list_partition_folders
 from .partition_metadata import ensure_partition_metadata, read_topic_id
 from .recovery_plan import writer_refusal
-from .safefiles import check_partition_folder, open_file, write_atomically
+from .safefiles import check_partition_folder, open_file, read_regular_file, write_atomically
 
 __all__ = ["LogDir", "check_log_directory", "CLEAN_SHUTDOWN_FILE", "LOCK_FILE", "CLEANER_OFFSET_FILE", "clean_shutdown_content",
            "parse_clean_shutdown"]
@@ -174,8 +174,8 @@ class LogDir:
         self.clean_shutdown_broker_epoch = NO_BROKER_EPOCH
         if self.clean_shutdown:
             try:
-                self.clean_shutdown_broker_epoch = parse_clean_shutdown((self.path / CLEAN_SHUTDOWN_FILE).read_bytes())
-            except OSError:
+                self.clean_shutdown_broker_epoch = parse_clean_shutdown(read_regular_file(self.path / CLEAN_SHUTDOWN_FILE, follow=True))
+            except (OSError, UnsafeFileError):
                 pass
         self.recovery_points = self._read_checkpoint(RECOVERY_POINT_FILE)
         self._log_start_stamp = self._stamp(LOG_START_FILE)  # taken before the read: a later change is seen
@@ -218,8 +218,11 @@ class LogDir:
     def _read_checkpoint(self, name: str) -> dict[tuple[str, int], int]:
         path = self.path / name
         try:
-            return parse_offset_checkpoint(retrying_open(path.read_bytes))
+            return parse_offset_checkpoint(read_regular_file(path, follow=True))  # a FIFO never blocks
         except FileNotFoundError:
+            return {}
+        except UnsafeFileError as exc:
+            log.warning("%s; ignoring it", exc)
             return {}
         except CorruptRecordError as exc:
             log.warning("%s: %s; ignoring it", path, exc.reason)

@@ -38,6 +38,7 @@ from .names import is_partition_file_name, parse_partition_dir_name
 __all__ = [
     "O_NOFOLLOW",
     "open_file",
+    "read_regular_file",
     "regular_entry",
     "regular_files",
     "regular_files_in_order",
@@ -56,6 +57,7 @@ log = logging.getLogger("kafkafs.storage")
 
 O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 
 _warned: set[str] = set()
 _warned_guard = threading.Lock()
@@ -112,15 +114,21 @@ def _opening(flags: int) -> str:
     return "read {path}"
 
 
-def open_file(path: str | os.PathLike[str], flags: int, mode: int = 0o644, *, doing: str | None = None) -> int:
+def open_file(path: str | os.PathLike[str], flags: int, mode: int = 0o644, *, doing: str | None = None,
+              follow: bool = False) -> int:
     """``os.open`` that never follows a symbolic link as the last component (``O_NOFOLLOW``) and refuses
     anything but a regular file: :class:`UnsafeFileError` for a link, a FIFO, a device or a directory.
     No descriptor free (EMFILE, ENFILE): the budgets give theirs back and it is tried once more
     (:func:`~.handles.retrying_open`).
     ``FileNotFoundError`` and other ``OSError`` pass through, noting what the open was for (``doing``,
-    by default read, open for writing or create, from ``flags``)."""
+    by default read, open for writing or create, from ``flags``).
+    Never blocks on a FIFO or a device (``O_NONBLOCK`` until the descriptor is known to be a regular file).
+    ``follow``: a link is followed (LOGDIR's own files, which may be links like LOGDIR itself)."""
+    nofollow = 0 if follow else O_NOFOLLOW
     try:
-        fd = retrying_open(lambda: os.open(path, flags | O_NOFOLLOW | _O_CLOEXEC, mode))
+        # O_NONBLOCK: opening a FIFO with no writer (or a device) never blocks; cleared below once the
+        # descriptor is known to be a regular file (which ignores it anyway)
+        fd = retrying_open(lambda: os.open(path, flags | nofollow | _O_CLOEXEC | _O_NONBLOCK, mode))
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise UnsafeFileError(f"{path} is a symbolic link; kafkafs never reads or writes through one") from None
@@ -136,7 +144,18 @@ def open_file(path: str | os.PathLike[str], flags: int, mode: int = 0o644, *, do
     if not stat.S_ISREG(st.st_mode):
         os.close(fd)
         raise UnsafeFileError(f"{path} is {_kind(st.st_mode)}, not a regular file")
+    if _O_NONBLOCK and not flags & _O_NONBLOCK:
+        os.set_blocking(fd, True)
     return fd
+
+
+def read_regular_file(path: str | os.PathLike[str], *, follow: bool = False) -> bytes:
+    """The bytes of ``path`` when it is a regular file (:func:`open_file`: never through a link, never
+    blocking on a FIFO or device): :class:`UnsafeFileError` otherwise, ``OSError`` as ``os.open``.
+    ``follow``: through a link too (LOGDIR's own files)."""
+    fd = open_file(path, os.O_RDONLY, follow=follow)
+    with os.fdopen(fd, "rb") as f:
+        return f.read()
 
 
 def is_regular_file(path: str | os.PathLike[str]) -> bool:

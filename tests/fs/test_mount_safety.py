@@ -128,3 +128,36 @@ def test_rw_mount_serves_a_partition_whose_recovery_would_cut_batches_read_only(
     assert segment.read_bytes() == bytes(data)
     log = m.log()
     assert "Traceback" not in log and "kafkafs recover" in log, log
+
+
+def _answers(path, timeout: float = 5.0, command: str = "cat") -> subprocess.CompletedProcess:
+    """``cat``/``ls`` of ``path`` in a child killed after ``timeout`` s (nothing here touches the mount
+    itself): a hung mount fails the test instead of hanging it."""
+    return subprocess.run([command, str(path)], capture_output=True, timeout=timeout)
+
+
+def test_a_fifo_as_a_partition_file_never_blocks_a_read_only_mount(mounted, logdir_copy):
+    # review15 R15-8: the daemon opened a FIFO .index on its main thread and blocked there, so every
+    # request of the mount hung (failed before, seen: timeout). SPEC §3: only regular files are served.
+    part = logdir_copy / "orders-0"
+    fifos = [part / "00000000000000000000.index", part / "leader-epoch-checkpoint"]
+    for fifo in fifos:
+        fifo.unlink(missing_ok=True)
+        os.mkfifo(fifo)
+    m = mounted(logdir_copy)
+    m.allow_errors = True  # the FIFOs are logged as skipped
+    try:
+        assert _answers(m / "orders-0" / "by-offset" / "5.json").returncode in (0, 1)
+        info = _answers(m / "orders-0" / "partition.json")
+        assert info.returncode == 0 and json.loads(info.stdout)
+        assert "orders-0" in _answers(m.path, command="ls").stdout.decode()
+        assert _answers(m / "orders-0" / "records.jsonl").returncode in (0, 1)
+        listed = _answers(m / "orders-0" / "segments", command="ls").stdout.decode().split()
+        assert "00000000000000000000.index" not in listed and "leader-epoch-checkpoint" not in listed
+    finally:
+        for fifo in fifos:  # free a daemon blocked opening one (a regression), so the unmount works
+            try:
+                os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+            except OSError:
+                pass
+    assert "Traceback" not in m.log()

@@ -1,0 +1,83 @@
+"""A FIFO named as a partition file never blocks kafkafs (review15 R15-8, SPEC §3: files inside a partition
+folder are served only when they are regular files). Opening a FIFO with no writer blocks forever, so
+every run here has a timeout: a regression fails instead of hanging."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kafkafs.errors import UnsafeFileError
+from kafkafs.storage.safefiles import open_file, read_regular_file
+
+_TIMEOUT = 20
+
+
+def _kafkafs(*args: str) -> subprocess.CompletedProcess:
+    proc = subprocess.run([sys.executable, "-m", "kafkafs.cli", *args], capture_output=True, timeout=_TIMEOUT)
+    assert b"Traceback" not in proc.stderr, proc.stderr.decode()
+    return proc
+
+
+def _with_fifo(tmp_path: Path, name: str) -> tuple[Path, Path]:
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    proc = subprocess.run([sys.executable, "-m", "kafkafs.cli", "produce", str(logs), "t-0"],
+                          input=b"".join(b"%d\n" % i for i in range(30)), capture_output=True, timeout=_TIMEOUT)
+    assert proc.returncode == 0, proc.stderr.decode()
+    fifo = logs / "t-0" / name
+    fifo.unlink(missing_ok=True)
+    os.mkfifo(fifo)
+    return logs, fifo
+
+
+NAMES = ["00000000000000000000.index", "00000000000000000030.log", "leader-epoch-checkpoint"]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_fifo_as_a_partition_file_never_blocks_consume_verify_recover(tmp_path, name):
+    logs, fifo = _with_fifo(tmp_path, name)
+    consumed = _kafkafs("consume", str(logs), "t-0")  # failed before (seen: timeout) for .index
+    assert consumed.returncode == 0, consumed.stderr.decode()
+    assert consumed.stdout.count(b"\n") == 30
+    verified = _kafkafs("verify", str(logs))  # failed before (seen: timeout) for .index, leader-epoch-checkpoint
+    assert verified.returncode == 1, verified.stdout.decode()
+    assert name in verified.stdout.decode() + verified.stderr.decode()
+    recovered = _kafkafs("recover", str(logs))  # failed before (seen: timeout) for leader-epoch-checkpoint
+    assert recovered.returncode in (1, 2), recovered.stderr.decode()  # SPEC §4: refused, one line, or damage
+    if recovered.returncode == 2:
+        assert recovered.stderr.decode().count("\n") == 1
+    assert name in recovered.stdout.decode() + recovered.stderr.decode()
+    assert not (logs / "t-0" / ".lock").exists() or _kafkafs("recover", str(logs)).returncode in (1, 2)
+    assert fifo.is_fifo()  # never replaced
+
+
+def test_open_file_refuses_a_fifo_without_blocking(tmp_path):
+    fifo = tmp_path / "00000000000000000000.index"
+    os.mkfifo(fifo)
+    with pytest.raises(UnsafeFileError, match="special file"):
+        open_file(fifo, os.O_RDONLY)
+    with pytest.raises(UnsafeFileError):
+        read_regular_file(fifo, follow=True)  # LOGDIR's own files (checkpoints, meta.properties) too
+    regular = tmp_path / "r"
+    regular.write_bytes(b"abc")
+    fd = open_file(regular, os.O_RDONLY)
+    try:
+        assert os.get_blocking(fd)  # O_NONBLOCK is cleared once the file is known to be regular
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.parametrize("name", ["recovery-point-offset-checkpoint", "meta.properties"])
+def test_a_fifo_as_a_log_directory_file_never_blocks(tmp_path, name):
+    logs, _ = _with_fifo(tmp_path, "00000000000000000000.index")
+    (logs / "t-0" / "00000000000000000000.index").unlink()
+    (logs / name).unlink(missing_ok=True)
+    os.mkfifo(logs / name)
+    assert _kafkafs("consume", str(logs), "t-0").returncode == 0
+    assert _kafkafs("verify", str(logs)).returncode in (0, 1)
+    assert _kafkafs("recover", str(logs)).returncode in (0, 1, 2)
