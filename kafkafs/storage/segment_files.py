@@ -18,7 +18,7 @@ import contextlib
 import logging
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import TypeVar
 
@@ -262,7 +262,7 @@ class SegmentFiles:
         first_read: int | None = None,
         sealed: bool = False,
         expect: int | None = None,
-    ) -> Iterator[BatchView]:
+    ) -> Generator[BatchView, None, None]:
         """``batches(start)`` for a position taken from an index, which may be wrong: an entry past the
         data, or one where no batch starts, is not trusted and the scan starts over from 0.
         ``first_read``: how many bytes the first read takes (see :meth:`scan_start`); ``sealed``: see
