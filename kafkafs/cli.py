@@ -538,16 +538,18 @@ def _note_missing_kernel() -> None:
         print(f"kafkafs: warning: {note}", file=sys.stderr)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, *, on_start: Callable[[], object] | None = None) -> int:
     """The command line; exit code. Ctrl-C while it starts (its imports take a second or more on a busy
-    machine) ends it as quietly as later: exit 130, no traceback (review12 R12-9)."""
+    machine) ends it as quietly as later: exit 130, no traceback (review12 R12-9). ``on_start``: called
+    once the command line is parsed, as the command starts (:mod:`kafkafs.__main__` gives SIGINT back to
+    Python's handler there)."""
     try:
-        return _main(argv)
+        return _main(argv, on_start)
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
 
 
-def _main(argv: Sequence[str] | None) -> int:
+def _main(argv: Sequence[str] | None, on_start: Callable[[], object] | None) -> int:
     guard_stderr()  # before anything is said: a closed or full stderr loses messages, never files or exit codes
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -559,6 +561,8 @@ def _main(argv: Sequence[str] | None) -> int:
     )
     if args.command in ("consume", "mount", "dump"):  # the commands that render records
         _note_missing_kernel()
+    if on_start is not None:
+        on_start()
     return run_command(args)
 
 
