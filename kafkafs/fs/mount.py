@@ -70,7 +70,9 @@ def _folder_event(partitions: Partitions, invalidator: Invalidator) -> Callable[
     those of the records framed with it)."""
 
     def changed(name: str) -> None:
-        if (partitions.logdir.path / name).is_dir():
+        there = (partitions.logdir.path / name).is_dir()  # a stat here, off the FUSE loop
+        partitions.folder_seen(name, there)
+        if there:
             invalidator.folder_changed(name)
         else:
             invalidator.folder_gone(name)

@@ -6,8 +6,14 @@ Every ``__consumer_offsets`` partition of the log directory is replayed in offse
 ``GroupMetadataManager`` and ``OffsetMetadataManager`` replay it when a broker loads it:
 
 - an offset commit (record types 0 and 1) sets the group's committed offset of a topic-partition, a
-  tombstone deletes it; a commit in a transaction waits for its COMMIT marker (an ABORT drops it,
-  and one still undecided is not committed). A commit of a group that does not exist makes it, as an
+  tombstone deletes it. A commit in a transaction waits, the latest of its transaction for each
+  topic-partition of a group, for the transaction's marker in the same partition: an ABORT drops it, a
+  tombstone of that topic-partition's offset drops it, one still undecided is not committed, and a
+  COMMIT applies it only when its record lies later in the partition than the record of the offset
+  committed then (a plain commit written after it, or another transaction's later commit, stays: Kafka's
+  ``OffsetMetadataManager.replayEndTransactionMarker`` compares the records' offsets, not their times).
+  Each partition's replay is its own, as each is a coordinator's (a group's records all lie in the one its
+  id hashes to). A commit of a group that does not exist makes it, as an
   empty classic group without a protocol (Kafka's "simple consumer group"), whether its transaction
   commits or not: it stays, ``Empty`` and maybe without offsets, until a tombstone of its metadata (the
   broker's offset expiry writes one) or a new group's records replace it;
@@ -107,13 +113,19 @@ class GroupsReplay(KnownDamage):
     simple: set[str] = field(default_factory=set)
     #: group -> the partition folders its records were read in
     where: dict[str, set[str]] = field(default_factory=dict)
-    _pending: dict[int, list[tuple[str, tuple[str, int], dict[str, Any] | None]]] = field(default_factory=dict)
+    #: (group, topic-partition) -> (partition folder, offset) of the record of the committed offset
+    _at: dict[tuple[str, tuple[str, int]], tuple[str | None, int]] = field(default_factory=dict)
+    #: (partition folder, producer id) -> its transaction's commits: (group, topic-partition) -> (the
+    #: record's offset, its value)
+    _pending: dict[tuple[str | None, int], dict[tuple[str, tuple[str, int]], tuple[int, dict[str, Any]]]] = \
+        field(default_factory=dict)
 
     # ------------------------------------------------------------------------------------------ replay
 
-    def apply(self, key: bytes | None, value: bytes | None, producer_id: int = -1, transactional: bool = False,
-              partition: str | None = None) -> None:
-        """One record of a data batch (its key and value as stored), read in ``partition`` (its folder)."""
+    def apply(self, key: bytes | None, value: bytes | None, offset: int, producer_id: int = -1,
+              transactional: bool = False, partition: str | None = None) -> None:
+        """One record of a data batch (its key and value as stored, its offset), read in ``partition`` (its
+        folder); each partition's records in offset order."""
         if key is None:
             return
         try:
@@ -132,12 +144,18 @@ class GroupsReplay(KnownDamage):
         body = None if decoded_value is None else decoded_value["data"]
         if kind in _COMMITS:
             tp = (data["topic"], data["partition"])
-            if body is not None:
-                self._made_by_commit(data["group"])
-            if transactional and producer_id >= 0:
-                self._pending.setdefault(producer_id, []).append((data["group"], tp, body))
+            where = (data["group"], tp)
+            if body is None:  # a tombstone: the offset goes, and so do the open transactions' commits of it
+                self._commit(where, None, partition, offset)
+                for (folder, _pid), commits in self._pending.items():
+                    if folder == partition:
+                        commits.pop(where, None)
             else:
-                self._commit(data["group"], tp, body)
+                self._made_by_commit(data["group"])
+                if transactional and producer_id >= 0:
+                    self._pending.setdefault((partition, producer_id), {})[where] = (offset, body)
+                else:
+                    self._commit(where, body, partition, offset)
         elif kind == _CLASSIC:
             if body is None:
                 self.classic.pop(data["group"], None)
@@ -149,11 +167,16 @@ class GroupsReplay(KnownDamage):
         elif kind in _SHARE_TYPES:
             self._consumer(_SHARE_TYPES[kind], data, body, share=True)
 
-    def marker(self, producer_id: int, commit: bool) -> None:
-        """A transaction marker in ``__consumer_offsets``: the producer's pending commits land or go."""
-        for group, tp, body in self._pending.pop(producer_id, ()):
-            if commit:
-                self._commit(group, tp, body)
+    def marker(self, producer_id: int, commit: bool, partition: str | None = None) -> None:
+        """A transaction marker in ``__consumer_offsets`` (read in ``partition``): the producer's pending
+        commits there go, a COMMIT's landing where its record is later than the committed offset's."""
+        commits = self._pending.pop((partition, producer_id), None)
+        if not commits or not commit:
+            return
+        for where, (offset, body) in commits.items():
+            at = self._at.get(where)
+            if at is None or at[0] != partition or offset > at[1]:
+                self._commit(where, body, partition, offset)
 
     def _made_by_commit(self, group: str) -> None:
         """A commit's value for ``group``: Kafka's replay makes the group if none exists (a simple one)."""
@@ -161,14 +184,20 @@ class GroupsReplay(KnownDamage):
         if group not in self.classic and (consumer is None or not consumer.exists):
             self.simple.add(group)
 
-    def _commit(self, group: str, tp: tuple[str, int], body: dict[str, Any] | None) -> None:
+    def _commit(self, where: tuple[str, tuple[str, int]], body: dict[str, Any] | None, partition: str | None,
+                offset: int) -> None:
+        """``where``'s (group, topic-partition) committed offset is now ``body`` (None: none), from the
+        record at ``offset`` of ``partition``."""
+        group, tp = where
         if body is None:
+            self._at.pop(where, None)
             offsets = self.offsets.get(group)
             if offsets is not None:
                 offsets.pop(tp, None)
                 if not offsets:
                     del self.offsets[group]
         else:
+            self._at[where] = (partition, offset)
             self.offsets.setdefault(group, {})[tp] = body
 
     def _consumer(self, kind: int, data: dict[str, Any], body: dict[str, Any] | None, share: bool = False) -> None:
@@ -334,11 +363,11 @@ def replay_logdir(logdir: LogDir) -> GroupsReplay:
                 if h.producer_id >= 0 and len(batch):
                     kind = control_type_of(batch.keys[0])
                     if kind in ("COMMIT", "ABORT"):
-                        replay.marker(h.producer_id, kind == "COMMIT")
+                        replay.marker(h.producer_id, kind == "COMMIT", name)
                 continue
             transactional = h.magic == 2 and h.is_transactional
-            for key, value in zip(batch.keys, batch.values, strict=True):
-                replay.apply(key, value, h.producer_id if transactional else -1, transactional, name)
+            for offset, key, value in zip(batch.offsets, batch.keys, batch.values, strict=True):
+                replay.apply(key, value, offset, h.producer_id if transactional else -1, transactional, name)
         if damage:
             replay.damage[name] = damage[0]
     return replay

@@ -5,7 +5,8 @@ Appends serialise on the log's lock: validate, assign offsets, roll if one of Ka
 holds, write, update the transaction state, flush when due, tell the followers.
 
 Transactions: the Log knows which producers have a transaction in progress (built lazily, on the first
-transactional append after an open, from the batch headers since the log start), so that an ABORT
+transactional append after an open, from the producer state: the latest snapshot, then the batches after
+it, or without one from the first segment's start, below the log start too), so that an ABORT
 marker adds its entry to the active segment's ``.txnindex`` as a broker's does.
 
 A writable Log does not take the log directory's ``.lock`` itself; :class:`~kafkafs.storage.logdir.LogDir`
@@ -343,8 +344,9 @@ class Log(LocalLog):
         return state
 
     def transactions(self) -> ProducerTransactions:
-        """The undecided transactions at the log end (built on first use from the batch headers since the
-        log start; kept up to date by appends). A copy: the caller may keep it."""
+        """The undecided transactions at the log end (built on first use from the producer state: the
+        latest snapshot, then the batches after it, or from the first segment's start; kept up to date
+        by appends). A copy: the caller may keep it. A first offset may lie below the log start."""
         with self._lock:
             return self._transactions_locked().copy()
 
@@ -361,8 +363,11 @@ class Log(LocalLog):
         }
 
     def first_undecided_offset(self) -> int | None:
-        """The first offset of the earliest transaction in progress (what the last stable offset stops at)."""
-        return self.transactions().first_undecided_offset()
+        """Kafka's first unstable offset (what the last stable offset stops at): the first offset of the
+        earliest transaction in progress, raised to the log start offset (a transaction begun below a log
+        start that kafka-delete-records moved stays in progress: review10 R10-10), or None."""
+        first = self.transactions().first_undecided_offset()
+        return None if first is None else max(first, self.log_start_offset)
 
     def aborted_transactions(self, from_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
         """The aborted transactions that overlap ``[from_offset, upper_bound_offset)``, from the

@@ -140,8 +140,13 @@ class ProducerState:
         return self.dir / snapshot_file_name(offset)
 
     def load(self, segments: Iterable[LogSegment], log_start_offset: int, log_end_offset: int) -> None:
-        """From the latest readable snapshot at or below ``log_end_offset``, then the batches after it.
-        Writable: snapshots past the log end (left by a truncation or a crash) are removed first."""
+        """From the latest readable snapshot at or below ``log_end_offset``, then the batches after it;
+        without one, from the start of the first segment, not from ``log_start_offset``: a broker's
+        producer state keeps what it saw below a log start that kafka-delete-records or retention inside
+        a segment moved (``onLogStartOffsetIncremented`` drops no producer), a transaction begun there
+        still open (review10 R10-10). Writable: snapshots past the log end (left by a truncation or a
+        crash) are removed first."""
+        segments = list(segments)
         offsets = snapshot_offsets(self.dir)
         if self.writable:
             for off in [o for o in offsets if o > log_end_offset]:
@@ -159,6 +164,8 @@ class ProducerState:
             self.map_end_offset, self.loaded_from = off, off
             break
         self.replayed_batches = 0
+        if self.loaded_from is None and segments:
+            self.map_end_offset = min(self.map_end_offset, segments[0].base_offset)
         if self.map_end_offset < log_end_offset:
             self.replay(segments, self.map_end_offset)
         self.map_end_offset = max(self.map_end_offset, log_end_offset)

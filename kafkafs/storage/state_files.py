@@ -18,8 +18,9 @@ finds what it would have written itself:
 - close (writable, after appends): a snapshot at the log end offset if it is past the latest
   (``UnifiedLog.close``).
 
-The producer state is loaded lazily (from the latest snapshot, then only the batches after it), the
-first time something needs it. Thread safety: the Log calls these under its lock; readers of
+The producer state is loaded lazily (from the latest snapshot, then only the batches after it; without
+one from the first segment's start, below the log start too: review10 R10-10), the first time
+something needs it. Thread safety: the Log calls these under its lock; readers of
 ``epochs.entries`` and ``topic_id`` see whole values.
 """
 

@@ -245,10 +245,9 @@ def partition_transactions(log_: Log, now_ms: int, coordinator: CoordinatorView 
     the coordinator's damage hides (:meth:`CoordinatorView.judge`) raises that damage, or, with a
     ``damage`` list, is ``"hanging": null`` and the damage is appended to the list."""
     state = ProducerState(log_.dir, writable=False)
-    segments = list(log_.segments)
     # without a snapshot, from the first segment's start: a broker's producer state keeps a transaction
     # that began below the log start open (ProducerStateManager.onLogStartOffsetIncremented)
-    state.load(segments, segments[0].base_offset if segments else log_.log_start_offset, log_.log_end_offset)
+    state.load(log_.segments, log_.log_start_offset, log_.log_end_offset)
     coordinator = coordinator or CoordinatorView({}, 900_000)
     open_: list[dict[str, Any]] = []
     for entry in sorted(state.entries.values(), key=lambda e: (e.current_txn_first_offset, e.producer_id)):

@@ -23,6 +23,7 @@ import sys
 import time
 
 import orjson
+import pytest
 
 from kafkafs.format.checkpoint import parse_offset_checkpoint
 
@@ -202,6 +203,89 @@ def test_groups_equal_kafka_consumer_groups_describe(make_broker, kafka):
             assert m.get("memberId", "-") == row["CONSUMER-ID"], (group, tp)
             assert m.get("clientHost", "-") == row["HOST"], (group, tp)
             assert m.get("clientId", "-") == row["CLIENT-ID"], (group, tp)
+
+
+
+def _describe_all(kafka, broker) -> dict[str, dict[tuple[str, int], str]]:
+    """``kafka-consumer-groups --describe --all-groups``: group -> (topic, partition) -> CURRENT-OFFSET."""
+    out = kafka.tool("kafka-consumer-groups", "--bootstrap-server", broker.bootstrap, "--describe", "--all-groups",
+                     check=True).stdout
+    rows: dict[str, dict[tuple[str, int], str]] = {}
+    header = None
+    for line in out.splitlines():
+        cells = line.split()
+        if cells and cells[0] == "GROUP":
+            header = cells
+        elif header is not None and len(cells) == len(header):
+            row = dict(zip(header, cells, strict=True))
+            rows.setdefault(row["GROUP"], {})[(row["TOPIC"], int(row["PARTITION"]))] = row["CURRENT-OFFSET"]
+    return rows
+
+
+@pytest.mark.slow  # a broker run and a mount (20 s): the storage test covers the rule in the default suite
+def test_transactional_and_plain_offset_commits_land_as_kafka_orders_them(make_broker, kafka, mounted, tmp_path):
+    """review14 R14-1: a transaction's offset commit lands at its COMMIT marker only when its record is
+    later in ``__consumer_offsets`` than the committed offset's (a plain commit written after it stays),
+    an ABORT or an offset deletion in between drops it; ``groups/<g>.json`` and ``kafkafs groups`` show
+    what ``kafka-consumer-groups --describe`` shows."""
+    from kafka import TopicPartition
+    from kafka.structs import OffsetAndMetadata
+
+    broker = make_broker()
+    broker.create_topic("t", partitions=1)
+    broker.create_topic("out", partitions=1)
+    producer = broker.producer(acks="all")
+    for i in range(60):
+        producer.send("t", value=b"v%d" % i)
+    producer.flush()
+    tp = TopicPartition("t", 0)
+    txns = []
+    for n in range(2):
+        txn = broker.producer(transactional_id=f"order-{n}", enable_idempotence=True, acks="all")
+        txn.init_transactions()
+        txns.append(txn)
+    first, second = txns
+
+    def plain(group, offset):
+        broker.consumer(group_id=group, enable_auto_commit=False).commit({tp: OffsetAndMetadata(offset, "plain", -1)})
+
+    def begin(txn, group, offset):
+        txn.begin_transaction()
+        txn.send("out", value=group.encode())
+        txn.send_offsets_to_transaction({tp: OffsetAndMetadata(offset, "txn", -1)}, group)
+        txn.flush()
+
+    begin(first, "txn-then-plain", 40)
+    plain("txn-then-plain", 45)
+    first.commit_transaction()  # 45: the plain commit's record is the later one
+    plain("plain-then-txn", 45)
+    begin(first, "plain-then-txn", 40)
+    first.commit_transaction()  # 40
+    plain("aborted", 30)
+    begin(first, "aborted", 40)
+    first.abort_transaction()  # 30
+    plain("deleted", 30)
+    begin(first, "deleted", 40)
+    kafka.tool("kafka-consumer-groups", "--bootstrap-server", broker.bootstrap, "--delete-offsets",
+               "--group", "deleted", "--topic", "t:0", check=True)
+    first.commit_transaction()  # no offset: the deletion dropped the pending one too
+    begin(first, "two", 10)
+    begin(second, "two", 20)
+    second.commit_transaction()
+    first.commit_transaction()  # 20: the first transaction's record is the older one
+    described = _describe_all(kafka, broker)
+    groups = ["txn-then-plain", "plain-then-txn", "aborted", "deleted", "two"]
+    assert {g: described.get(g, {}) for g in groups} == {
+        "txn-then-plain": {("t", 0): "45"}, "plain-then-txn": {("t", 0): "40"}, "aborted": {("t", 0): "30"},
+        "deleted": {}, "two": {("t", 0): "20"}}, described  # Kafka's own answer, as the test expects it
+    broker.stop()
+    cli = {g["group"]: g for g in json.loads(kafkafs("groups", broker.log_dir, "--json").stdout)}
+    m = mounted(broker.log_dir, "--cache-dir", str(tmp_path / "cache"))
+    for group in groups:
+        mine = json.loads((m / "groups" / f"{group}.json").read_bytes())
+        assert mine == cli[group], group
+        assert {(o["topic"], o["partition"]): str(o["offset"]) for o in mine["offsets"]} == described.get(group, {}), \
+            (group, mine["offsets"])
 
 
 # ---------------------------------------------------------------------------------------------- hanging

@@ -202,6 +202,35 @@ def test_read_committed_stream_waits_for_an_open_transaction(tmp_path):
     assert [r[5] for r in read_plan(batch)] == [b"t9", b"t9", b"plainC"]
 
 
+def test_read_committed_stops_at_the_log_start_below_which_a_transaction_is_open(tmp_path):
+    """review10 R10-10: kafka-delete-records moved the log start (4) past the first records of a
+    transaction still open (0-1). A broker keeps it open and raises its first unstable offset to the
+    log start, so a read_committed consumer gets nothing until it ends; a copy of the live broker's
+    directory has no producer snapshot (none before the segment rolls). The read's producer state
+    replayed the batches from the log start only, missed the transaction, and read to the log end."""
+    from kafkafs.spark.options import parse_read_options
+    from kafkafs.spark.stream import initial_offsets, log_ends
+
+    with LogDir(tmp_path, writable=True) as ld:
+        log = ld.create_partition("tx", 0)
+        log.append_batches(encode_batch([(BASE_TS, b"t", b"open", ())] * 2, producer_id=9, producer_epoch=0,
+                                        base_sequence=0, transactional=True))  # 0-1
+        log.append_records([(BASE_TS, b"p", f"plain-{i}".encode(), ()) for i in range(5)])  # 2-6
+    for snapshot in tmp_path.glob("tx-0/*.snapshot"):
+        snapshot.unlink()
+    (tmp_path / "log-start-offset-checkpoint").write_text("0\n1\ntx 0 4\n")
+    assert [r[6] for r in read_plan(plan(tmp_path))] == [b"plain-2", b"plain-3", b"plain-4"]
+    assert read_plan(plan(tmp_path, isolationLevel="read_committed")) == []
+    opts = parse_read_options({"path": str(tmp_path), "isolationLevel": "read_committed"}, streaming=True)
+    assert log_ends(opts) == ({("tx", 0): 4}, {("tx", 0): 4}) and initial_offsets(opts) == {("tx", 0): 4}
+    with pytest.raises(Exception, match="Could not read records in offset \\[4, 6\\).*last stable offset is 4"):
+        plan(tmp_path, isolationLevel="read_committed", endingOffsets='{"tx": {"0": 6}}')
+    with LogDir(tmp_path, writable=True) as ld:  # it commits: the records after it are read
+        ld.log("tx-0").append_batches(encode_control_batch("COMMIT", producer_id=9, producer_epoch=0, timestamp=BASE_TS))
+    assert [r[6] for r in read_plan(plan(tmp_path, isolationLevel="read_committed"))] == \
+        [b"plain-2", b"plain-3", b"plain-4"]
+
+
 def test_empty_split_reads_nothing():
     from kafkafs.spark.plan import Split
 

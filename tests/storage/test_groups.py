@@ -89,6 +89,47 @@ def test_transactional_commits_count_once_committed(tmp_path):
         assert read_groups(logdir)["g"]["offsets"][0]["offset"] == 10
 
 
+def test_a_transactional_commit_lands_only_over_an_older_record(tmp_path):
+    """review14 R14-1: at a COMMIT marker Kafka's coordinator applies a pending transactional offset only
+    when its record is later in ``__consumer_offsets`` than the committed offset's record (an offset
+    tombstone in between drops it; an ABORT drops it; a partition's marker ends that partition's pending
+    commits only). kafkafs applied it over a newer plain commit (showed 40, kafka-consumer-groups 45)."""
+    def txn(group, pid, offset):
+        return encode_batch([(1, commit_key(group, "t", 0), commit_value(offset), ())], transactional=True,
+                            producer_id=pid, producer_epoch=0, base_sequence=0)
+
+    def plain(group, offset):
+        return [(1, commit_key(group, "t", 0), None if offset is None else commit_value(offset), ())]
+
+    def end(kind, pid):
+        return encode_control_batch(kind, producer_id=pid, producer_epoch=0, timestamp=1)
+
+    with _logdir(tmp_path) as logdir:
+        offsets = logdir.create_partition("__consumer_offsets", 0)
+        steps = [
+            plain("before", 5), txn("before", 1, 40), end("COMMIT", 1),    # the txn's record is newer: 40
+            txn("after", 2, 40), plain("after", 45), end("COMMIT", 2),     # the plain one is newer: 45
+            plain("aborted", 30), txn("aborted", 3, 40), end("ABORT", 3),  # 30
+            plain("deleted", 30), txn("deleted", 4, 40), plain("deleted", None), end("COMMIT", 4),  # none
+            txn("two", 5, 10), txn("two", 6, 20), end("COMMIT", 6), end("COMMIT", 5),  # 5's is older: 20
+            txn("again", 7, 10), plain("again", 11), txn("again", 7, 12), end("COMMIT", 7),  # its last: 12
+        ]
+        for step in steps:
+            if isinstance(step, list):
+                offsets.append_records(step)
+            else:
+                offsets.append_batches(step)
+        logdir.create_partition("__consumer_offsets", 1).append_batches(txn("elsewhere", 8, 50))  # open here
+        elsewhere = logdir.create_partition("__consumer_offsets", 2)
+        elsewhere.append_batches(txn("other", 8, 60))
+        elsewhere.append_batches(end("COMMIT", 8))  # ends pid 8's transaction in partition 2 only
+    with LogDir(tmp_path / "logs") as logdir:
+        groups = read_groups(logdir)
+    assert {g: [o["offset"] for o in v["offsets"]] for g, v in groups.items()} == {
+        "before": [40], "after": [45], "aborted": [30], "deleted": [], "two": [20], "again": [12],
+        "elsewhere": [], "other": [60]}
+
+
 
 def test_a_group_made_by_commits_that_never_landed_is_there_empty(tmp_path):
     """review13 R13-2: Kafka's replay makes a group ("simple", an empty classic group) for any offset

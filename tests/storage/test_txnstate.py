@@ -6,6 +6,8 @@ from __future__ import annotations
 import time
 
 from kafkafs.format.batch import encode_batch, encode_control_batch
+from kafkafs.format.producer_snapshot import parse_producer_snapshot
+from kafkafs.format.txnindex import AbortedTxn
 from kafkafs.storage.config import Settings
 from kafkafs.storage.logdir import LogDir
 from kafkafs.storage.txnstate import CoordinatorView, partition_transactions, replay_transactions
@@ -156,6 +158,20 @@ def test_a_copy_without_its_index_files_keeps_its_aborted_ranges(tmp_path):
             == [(2, 4, 6)]
 
 
+def _begun_below_the_log_start(tmp_path, now):
+    """t-0: a transaction at 0-1 left open, plain records at 2-6, the log start moved to 4 (as
+    kafka-delete-records moves it), no producer snapshot (a live broker's directory: none before the
+    segment rolls)."""
+    (tmp_path / "logs").mkdir()
+    with LogDir(tmp_path / "logs", writable=True) as logdir:
+        t = logdir.create_partition("t", 0)
+        t.append_batches(_data(3, now - 1_000))  # 0-1: a transaction, left open
+        t.append_records([(now, b"p", b"plain", ())] * 5)  # 2-6
+    for snapshot in (tmp_path / "logs" / "t-0").glob("*.snapshot"):
+        snapshot.unlink()
+    (tmp_path / "logs" / "log-start-offset-checkpoint").write_text("0\n1\nt 0 4\n")
+
+
 def test_a_transaction_begun_below_the_log_start_stays_open(tmp_path):
     """review10 R10-10: kafka-delete-records (or retention inside a segment) moves the log start past the
     first records of an open transaction. A broker's producer state keeps it open (describe-producers:
@@ -163,14 +179,7 @@ def test_a_transaction_begun_below_the_log_start_stays_open(tmp_path):
     broker's directory (no producer snapshot yet) replayed the batches from the log start only, so it
     showed no open transaction and the log end as the last stable offset."""
     now = time.time_ns() // 1_000_000
-    (tmp_path / "logs").mkdir()
-    with LogDir(tmp_path / "logs", writable=True) as logdir:
-        t = logdir.create_partition("t", 0)
-        t.append_batches(_data(3, now - 1_000))  # 0-1: a transaction, left open
-        t.append_records([(now, b"p", b"plain", ())] * 5)  # 2-6
-    for snapshot in (tmp_path / "logs" / "t-0").glob("*.snapshot"):
-        snapshot.unlink()  # a live broker's directory: no snapshot before the segment rolls
-    (tmp_path / "logs" / "log-start-offset-checkpoint").write_text("0\n1\nt 0 4\n")
+    _begun_below_the_log_start(tmp_path, now)
     with LogDir(tmp_path / "logs") as logdir:
         log = logdir.log("t-0")
         assert log.log_start_offset == 4
@@ -178,3 +187,34 @@ def test_a_transaction_begun_below_the_log_start_stays_open(tmp_path):
     assert [(t["producerId"], t["firstOffset"], t["firstTimestamp"], t["hanging"]) for t in view["open"]] == \
         [(3, 0, now - 1_000, False)]
     assert view["lastStableOffset"] == 4  # the first unstable offset, raised to the log start
+
+
+def test_appends_keep_a_transaction_begun_below_the_log_start(tmp_path):
+    """review10 R10-10, the writable side: appends after the log start moved past an open transaction's
+    first records. The writer's producer state replayed the batches from the log start only, so it lost
+    the transaction: the snapshot written at the close had no transaction in progress (a broker loading
+    it served read_committed past the transaction), and the transaction's ABORT marker appended later
+    wrote no ``.txnindex`` entry. As a broker's producer state, it stays open, the first unstable offset
+    raised to the log start."""
+    now = time.time_ns() // 1_000_000
+    _begun_below_the_log_start(tmp_path, now)
+    logs = tmp_path / "logs"
+    with LogDir(logs, writable=True) as logdir:
+        t = logdir.log("t-0")
+        t.append_records([(now, b"p", b"more", ())] * 2)  # 7-8
+        assert t.first_undecided_offset() == 4  # Kafka's first unstable offset: raised to the log start
+    [snapshot] = (logs / "t-0").glob("*.snapshot")
+    entries = parse_producer_snapshot(snapshot.read_bytes())
+    assert snapshot.name == "00000000000000000009.snapshot"
+    assert [(e.producer_id, e.current_txn_first_offset) for e in entries] == [(3, 0)]
+    with LogDir(logs) as logdir:
+        view = partition_transactions(logdir.log("t-0"), now, CoordinatorView({}, 900_000))
+    assert [(t["producerId"], t["firstOffset"]) for t in view["open"]] == [(3, 0)]
+    assert view["lastStableOffset"] == 4
+    with LogDir(logs, writable=True) as logdir:  # the coordinator aborts it: the marker at 9
+        logdir.log("t-0").append_batches(encode_control_batch("ABORT", producer_id=3, producer_epoch=3, timestamp=now))
+        [segment] = list(logdir.log("t-0").segments)
+        assert segment.txn_index.entries() == [AbortedTxn(3, 0, 9, 10)]
+        view = partition_transactions(logdir.log("t-0"), now, CoordinatorView({}, 900_000))
+    assert view == {"lastStableOffset": 10, "open": [], "abortedRanges": [{"producerId": 3, "firstOffset": 0,
+                                                                           "lastOffset": 9}]}

@@ -84,25 +84,26 @@ class PartitionDir(Dir):
         and ``segments/`` of an open partition too (their attributes come from memory, or a stat of the
         folder): the path of a first ``by-offset/N.json`` goes through one, and a worker trip there cost
         more than the record's own lookup (issue 25)."""
-        if self.partitions.folder_gone(self.name):
-            return None  # a worker's lookup says ENOENT (R13-3)
-        if name in _FOLDERS_NOW:
-            if self.partitions.open_state(self.name) is None:
-                return None  # opening the partition is a worker's
-            return _CHILDREN[name](self.partitions, Key(name, self.name), self)
-        if name != names.RECORDS:
-            return None
         partitions = self.partitions
         state = partitions.open_state(self.name)
+        if name in _FOLDERS_NOW:
+            if state is None:
+                return None  # opening the partition is a worker's
+            if partitions.folder_gone(self.name):  # (no stat while watched)
+                return None  # a worker's lookup says ENOENT (R13-3)
+            return _CHILDREN[name](partitions, Key(name, self.name), self)
+        if name != names.RECORDS:
+            return None
         if state is None:
             # not opened yet: answered from the size summary when it holds (a remount's ls -l), the
-            # folder watched first (so that any change after the check drops the answer in the kernel)
+            # folder watched first (so that any change after the check drops the answer in the kernel);
+            # the summary holds for no folder gone (it lists the folder)
             if self.name in partitions.summary:
                 partitions.watch_early(self.name)
             sized = partitions.presized(self.name)
             return RecordsFile.presized(partitions, self.name, self, sized) if sized is not None else None
-        if not state.watched:
-            return None
+        if not state.watched or partitions.folder_gone(self.name):
+            return None  # a worker's lookup refreshes it, or says ENOENT (R13-3)
         generations = partitions.records_generations_now(self.name)
         stream = generations.current_now() if generations is not None else None
         return RecordsFile(partitions, stream, self) if stream is not None else None
