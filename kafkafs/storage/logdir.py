@@ -47,6 +47,7 @@ from .partition_folders import alias_reason, list_partition_folders
 from .partition_metadata import ensure_partition_metadata, read_topic_id
 from .recovery_plan import writer_refusal
 from .safefiles import check_partition_folder, open_file, write_atomically
+from .strays import assigned_elsewhere
 
 __all__ = ["LogDir", "check_log_directory", "CLEAN_SHUTDOWN_FILE", "LOCK_FILE", "CLEANER_OFFSET_FILE", "clean_shutdown_content",
            "parse_clean_shutdown"]
@@ -593,8 +594,9 @@ def _folders_a_broker_loads(path: Path) -> list[str]:
 
 def _recorded_topic(path: Path, topic: str, partition: int) -> str | None:
     """The topic id a KRaft broker's metadata log in ``path`` gives ``topic`` (None: no metadata log, one
-    that names no topic, or the topic is not in it). A partition the metadata lacks is one a broker of this directory will not
-    serve (it renames the folder ``-stray`` at its start): said with a warning, the folder still made."""
+    that names no topic, or the topic is not in it). A partition the metadata lacks, or assigns to other
+    brokers only, is one a broker of this directory will not serve (it renames the folder ``-stray`` at
+    its start): said with a warning, the folder still made."""
     if topic == METADATA_PARTITION.rsplit("-", 1)[0]:
         return None
     recorded = recorded_topic_configs(path, partitions=True)
@@ -606,4 +608,9 @@ def _recorded_topic(path: Path, topic: str, partition: int) -> str | None:
         log.warning("%s-%d: the metadata log %s has no %s: a Kafka broker of this directory will not serve it "
                     "(it sets the folder aside as a stray at its start)", topic, partition, path / METADATA_PARTITION,
                     lacks)
+    else:
+        elsewhere = assigned_elsewhere(recorded, topic, found[0], partition)
+        if elsewhere is not None:  # another broker's partition: a broker of this directory is no replica of it
+            log.warning("%s-%d: %s: a Kafka broker of this directory will not serve it (it sets the folder aside "
+                        "as a stray at its start)", topic, partition, elsewhere)
     return None if found is None else found[0]
