@@ -17,7 +17,8 @@ the log), which is what a broker of the directory starts from; a log directory w
 ZooKeeper-mode broker's, or a KRaft broker's other ``log.dirs``) cannot be judged, and neither can one
 whose metadata log does not read whole: nothing is said then. A ``partition.metadata`` a broker's
 reader refuses is not judged here either: the broker does not start at all with it, and verify says
-that apart.
+that apart; :func:`repair_partition_metadata_files` (``kafkafs recover``) rewrites it with the id the
+metadata log gives the topic (review12 R12-7).
 """
 
 from __future__ import annotations
@@ -27,12 +28,17 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from ..errors import CorruptRecordError, InvalidName, UnsafeFileError
-from .kraft import METADATA_PARTITION, RecordedConfigs, recorded_topic_configs
+from .kraft import METADATA_PARTITION, RecordedConfigs, recorded_topic_configs, recorded_topic_names
 from .leader_epochs import read_regular_file
 from .names import parse_partition_dir_name
-from .partition_metadata import PARTITION_METADATA_FILE, parse_partition_metadata
+from .partition_metadata import (
+    PARTITION_METADATA_FILE,
+    parse_partition_metadata,
+    partition_metadata_problem,
+    repair_partition_metadata,
+)
 
-__all__ = ["assigned_elsewhere", "stray_consequence", "stray_partitions"]
+__all__ = ["assigned_elsewhere", "repair_partition_metadata_files", "stray_consequence", "stray_partitions"]
 
 
 def stray_consequence(name: str) -> str:
@@ -92,3 +98,23 @@ def stray_partitions(path: str | os.PathLike[str], names: Iterable[str]) -> dict
             if elsewhere is not None:
                 found[name] = elsewhere
     return found
+
+
+def repair_partition_metadata_files(path: str | os.PathLike[str], names: Iterable[str]) -> list[str]:
+    """``NAME/partition.metadata: why; what was done`` for each of the partition folders ``names`` of the
+    log directory at ``path`` (open for writing: its lock held) whose topic id file a broker's reader
+    refuses, rewritten with the id the metadata log or the topic's other partitions give the topic, else
+    removed (review12 R12-7; :func:`~kafkafs.storage.partition_metadata.repair_partition_metadata`)."""
+    path = Path(path)
+    done = []
+    topic_ids: dict[str, str] | None = None  # the metadata log's, read only when a file needs it
+    for name in names:
+        if partition_metadata_problem(path / name) is None:
+            continue
+        if topic_ids is None:
+            topic_ids = {topic: topic_id for topic_id, topic in recorded_topic_names(path).items()}
+        topic = parse_partition_dir_name(name)[0]
+        line = repair_partition_metadata(path / name, topic, topic_ids.get(topic))
+        if line is not None:
+            done.append(f"{name}/{line}")
+    return done
