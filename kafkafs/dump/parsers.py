@@ -25,7 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import CorruptRecordError, KafkafsError
-from .javatext import java_utf8
+from ..format.javatext import java_utf8
 from .metadata_errors import metadata_error
 
 __all__ = ["make_parser", "Parser", "to_json", "DECODERS"]

@@ -29,6 +29,7 @@ from collections.abc import Callable
 import trio
 
 from ..storage.handles import TOO_MANY_FILES
+from ..storage.kraft import METADATA_PARTITION
 from .errnos import no_descriptor_free, refresh_failed
 from .tree import names
 from .tree.inodes import ROOT_INODE, InodeTable
@@ -277,6 +278,16 @@ async def poll_forever(tree: Tree, interval: float = POLL_INTERVAL, watcher: Cha
                 no_descriptor_free(exc, "reading the schemas")
             else:
                 log.warning("could not read the schemas again: %s", exc)
+        # the topic settings a broker recorded: followed by events once the metadata log's folder is
+        # watched (nothing here then); watched here when it appears, polled while it cannot be
+        try:
+            if not (tree.partitions.rw or tree.partitions.folder_watched(METADATA_PARTITION)):
+                await trio.to_thread.run_sync(tree.partitions.follow_settings_unwatched)
+        except Exception as exc:
+            if isinstance(exc, OSError) and exc.errno in TOO_MANY_FILES:
+                no_descriptor_free(exc, "reading the recorded topic settings")
+            else:
+                log.warning("could not read the recorded topic settings again: %s", exc)
         states = [s for s in tree.partitions.open_states() if not s.log.writable]
         polled = [s for s in states if watcher is None or not (s.watched or watcher.watch(s))]
         if polled:

@@ -287,7 +287,9 @@ def _flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 class Settings:
-    """Defaults for every topic plus per-topic overrides; ``for_topic`` gives a topic's LogConfig."""
+    """Defaults for every topic plus per-topic overrides; ``for_topic`` gives a topic's LogConfig.
+
+    Threads: safe to share; :meth:`replace_recorded` may run in one thread while others ask."""
 
     def __init__(self, defaults: Mapping[str, Any] | None = None, topics: Mapping[str, Mapping[str, Any]] | None = None):
         self.defaults: dict[str, Any] = {k: parse_setting(k, v) for k, v in (defaults or {}).items()}
@@ -302,8 +304,11 @@ class Settings:
         self._cache: dict[str, LogConfig] = {}
         self._recorded_loader: Callable[[], Mapping[str, Mapping[str, str]]] | None = None
         self._recorded: dict[str, dict[str, Any]] | None = None
+        self._recorded_raw: dict[str, Mapping[str, str]] = {}  # what _recorded was made of, by topic
         self._recorded_damage: str | None = None
         self._recorded_broker: dict[str, Any] = {}
+        self._recorded_broker_raw: Mapping[str, str] = {}
+        self._generation = 0  # counts the replacements of what a broker recorded (replace_recorded)
         self._lock = threading.Lock()
 
     def with_recorded(self, loader: Callable[[], Mapping[str, Mapping[str, str]]]) -> Settings:
@@ -317,10 +322,32 @@ class Settings:
         other._cache = {}
         other._recorded_loader = loader
         other._recorded = None
+        other._recorded_raw = {}
         other._recorded_damage = None
         other._recorded_broker = {}
+        other._recorded_broker_raw = {}
+        other._generation = 0
         other._lock = threading.Lock()
         return other
+
+    def replace_recorded(self, tables: Mapping[str, Mapping[str, str]]) -> None:
+        """What a broker recorded is now ``tables`` (as the loader of :meth:`with_recorded` returns them:
+        the metadata log read again after it changed): :meth:`for_topic` answers by them from now on (a
+        setting deleted there goes back to what the layers below say). A topic whose table did not
+        change keeps what was made of it (its warnings are not said again)."""
+        with self._lock:
+            old, raw = self._recorded_raw, dict(tables)
+            parsed = self._recorded or {}
+            self._recorded = {name: parsed[name] if name in parsed and old.get(name) == table else _known(name, table)
+                              for name, table in raw.items()}
+            self._recorded_raw = raw
+            self._recorded_damage = getattr(tables, "damage", None)
+            broker = getattr(tables, "broker", {})
+            if broker != self._recorded_broker_raw:
+                self._recorded_broker = _known("(the cluster's dynamic broker defaults)", broker)
+            self._recorded_broker_raw = broker
+            self._generation += 1
+            self._cache = {}
 
     def recorded(self, topic: str) -> dict[str, Any]:
         """The settings a broker recorded for ``topic`` that kafkafs applies (checked and converted)."""
@@ -342,7 +369,9 @@ class Settings:
             if self._recorded_loader is not None:
                 tables = self._recorded_loader()
                 self._recorded_damage = getattr(tables, "damage", None)
-                self._recorded_broker = _known("(the cluster's dynamic broker defaults)", getattr(tables, "broker", {}))
+                self._recorded_broker_raw = getattr(tables, "broker", {})
+                self._recorded_broker = _known("(the cluster's dynamic broker defaults)", self._recorded_broker_raw)
+                self._recorded_raw = dict(tables)
                 for name, table in tables.items():
                     self._recorded[name] = _known(name, table)
         return self._recorded
@@ -400,12 +429,16 @@ class Settings:
     def for_topic(self, topic: str) -> LogConfig:
         config = self._cache.get(topic)
         if config is None:
+            generation = self._generation
             merged: dict[str, Any] = {}
             for layer in self.layers(topic):
                 merged.update(layer)
             for name in BROKER_DEFAULTS:  # the log directory's, not a topic's
                 merged.pop(name, None)
-            config = self._cache[topic] = LogConfig.from_mapping(merged)
+            config = LogConfig.from_mapping(merged)
+            with self._lock:  # not kept when what a broker recorded was replaced meanwhile (replace_recorded)
+                if generation == self._generation:
+                    self._cache[topic] = config
         return config
 
 

@@ -10,7 +10,9 @@ an AbortTransactionRecord ends it or the log ends inside it.
 
 :func:`recorded_topic_configs` returns the latest value of each (topic, name) as the strings Kafka
 stored; :class:`~kafkafs.storage.config.Settings` turns the names it knows into a topic's settings,
-below ``--config`` and ``--set``. Damage ends the reading (what came before counts) and is kept in the
+below ``--config`` and ``--set``. :class:`RecordedConfigsReader` reads them once and then follows the
+log's changes from where it stopped (a read-only mount beside a running broker: a topic created with
+its own settings, ``kafka-configs --alter``). Damage ends the reading (what came before counts) and is kept in the
 result (:attr:`RecordedConfigs.damage`): the records past it, or in it, may set or delete any topic's
 settings, so a writer that deletes by them (``clean``) refuses to (SPEC §8; review6 F16).
 
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -37,7 +40,8 @@ from .log import Log
 if TYPE_CHECKING:
     from ..format.decoders.fields import MessageObject
 
-__all__ = ["METADATA_PARTITION", "RecordedConfigs", "recorded_topic_configs", "recorded_topic_names"]
+__all__ = ["METADATA_PARTITION", "RecordedConfigs", "RecordedConfigsReader", "recorded_topic_configs",
+           "recorded_topic_names"]
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +89,7 @@ class _State:
         # the records of a metadata transaction not ended yet: applied at its end, dropped at an abort,
         # never applied if the log ends inside it (as Kafka's MetadataBatchLoader publishes them)
         self.pending: list[MessageObject] | None = None
+        self.replayed = 0  # records that took effect: what the result says may have changed with them
 
     def apply(self, value: bytes | None) -> None:
         # the frame is uvarint frame version (1), uvarint apiKey, uvarint version: every key wanted is < 128
@@ -111,6 +116,7 @@ class _State:
             self._replay(record)
 
     def _replay(self, record: MessageObject) -> None:
+        self.replayed += 1
         data = record["data"]
         kind = record["type"]
         if kind == "TOPIC_RECORD":
@@ -208,43 +214,188 @@ def recorded_topic_configs(logdir: str | os.PathLike[str], *, partitions: bool =
     counts) and is said in the result's ``damage``. ``topics``: each topic's id, and with
     ``partitions`` its partition ids and ``replicas`` their replicas (``PartitionRecord``s and the
     ``PartitionChangeRecord``s that move them, read only then: a large cluster has many)."""
-    directory = Path(logdir) / METADATA_PARTITION
-    out = RecordedConfigs()
-    if not directory.is_dir():
-        return out
-    state = _State(partitions)
-    start = None
-    snapshot = _latest_snapshot(directory)
-    if snapshot is not None:
-        start, path = snapshot
+    return RecordedConfigsReader(logdir, partitions=partitions).read()
+
+
+class RecordedConfigsReader:
+    """The recorded topic settings of ``logdir`` (:func:`recorded_topic_configs`): :meth:`read` reads
+    them once; :meth:`update` reads what the metadata log gained since, from where the last reading
+    stopped (the newest snapshot and the whole log again only when the log lost records not read yet,
+    or the records read were truncated or rewritten), and keeps the log open for the next update until
+    :meth:`close`.
+
+    Threads: safe to share; a read, an update and the close serialise on one lock."""
+
+    def __init__(self, logdir: str | os.PathLike[str], *, partitions: bool = False) -> None:
+        self.logdir = Path(logdir)
+        self.directory = self.logdir / METADATA_PARTITION
+        self._partitions = partitions
+        self._lock = threading.Lock()
+        self._state = _State(partitions)
+        self._result: RecordedConfigs | None = None
+        self._log: Log | None = None
+        self._keep = False  # keep the log open between readings (updates were asked for)
+        self._next: int | None = None  # the offset of the log read next (None: nothing read)
+        self._last: tuple[int, int] | None = None  # (base offset, CRC) of the last batch read from the log
+        self._snapshot_damage: str | None = None
+        self._log_damage: str | None = None
+        self._closed = False
+
+    def read(self) -> RecordedConfigs:
+        """The settings, read in full the first time; later, what the last reading found."""
+        with self._lock:
+            if self._result is None:
+                self._read_all()
+            assert self._result is not None
+            return self._result
+
+    def update(self) -> RecordedConfigs | None:
+        """Read what changed since the last reading: the new result when anything it says may have
+        changed (a record that takes effect, damage met or passed, the metadata log made or removed),
+        None when nothing did. Cheap when nothing changed: a listing of the metadata log's folder
+        (:meth:`~kafkafs.storage.local_log.LocalLog.refresh`) and a look at the last batch read."""
+        with self._lock:
+            if self._closed:
+                return None
+            self._keep = True
+            if self._result is None:
+                self._read_all()
+                return self._result
+            return self._read_more()
+
+    def close(self) -> None:
+        """Close the metadata log if it is kept open; later updates find nothing."""
+        with self._lock:
+            self._closed = True
+            self._close_log()
+
+    # -- under the lock
+
+    def _close_log(self) -> None:
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    def _open_log(self) -> Log | None:
+        """The metadata log, opened (read-only) or refreshed; None with the damage noted when it cannot be."""
+        if self._log is not None:
+            try:
+                self._log.refresh()
+                return self._log
+            except (OSError, KafkafsError) as exc:
+                log.debug("%s: reopened after: %s", self.directory, exc)
+                self._close_log()
         try:
-            buf = path.read_bytes()
-            for header in scan_batches(buf):
-                batch = decode_batch(buf, header)
-                if not batch.header.is_control:
-                    for value in batch.values:
-                        state.apply(value)
+            self._log = Log.open(self.directory)
         except (OSError, KafkafsError) as exc:
-            log.warning("%s: snapshot read up to damage: %s", path, exc)
-            out.damage = f"{path}: {exc}"
-    try:
-        log_ = Log.open(directory)
-    except (OSError, KafkafsError) as exc:
-        log.warning("%s: not read: %s", directory, exc)
-        out.damage = out.damage or f"{directory}: {exc}"
-        return _result(out, state, logdir)
-    try:
-        if start is None or start <= log_.log_end_offset:
+            self._damaged(f"{self.directory}: {exc}", "not read", exc)
+            return None
+        return self._log
+
+    def _damaged(self, damage: str, what: str, exc: Exception) -> None:
+        if damage != self._log_damage:  # said once, not at every update that meets it again
+            log.warning("%s: %s: %s", self.directory, what, exc)
+        self._log_damage = damage
+
+    def _read_all(self) -> None:
+        """Read the newest snapshot, then the log from its end offset on; again (twice at most) when the
+        log's start passed that end offset meanwhile (a newer snapshot, the older segments deleted)."""
+        for attempt in range(3):  # the last time, the log is read from its start whatever the gap (as before)
+            self._read_snapshot_and_log(past_a_gap=attempt == 2)
+            if not self._gap():
+                break
+        if not self._keep:
+            self._close_log()
+        self._result = self._make_result()
+
+    def _gap(self) -> bool:
+        """Whether the log starts past the offset read next (records lost before they were read)."""
+        return self._log is not None and self._next is not None and self._log.log_start_offset > self._next
+
+    def _read_snapshot_and_log(self, *, past_a_gap: bool) -> None:
+        self._close_log()
+        self._state = _State(self._partitions)
+        self._next = self._last = None
+        self._snapshot_damage = self._log_damage = None
+        if not self.directory.is_dir():
+            return
+        snapshot = _latest_snapshot(self.directory)
+        if snapshot is not None:
+            self._next, path = snapshot
+            try:
+                buf = path.read_bytes()
+                for header in scan_batches(buf):
+                    batch = decode_batch(buf, header)
+                    if not batch.header.is_control:
+                        for value in batch.values:
+                            self._state.apply(value)
+            except (OSError, KafkafsError) as exc:
+                log.warning("%s: snapshot read up to damage: %s", path, exc)
+                self._snapshot_damage = f"{path}: {exc}"
+        log_ = self._open_log()
+        if log_ is not None and (past_a_gap or not self._gap()):
+            self._read_log(log_)
+
+    def _read_log(self, log_: Log) -> None:
+        """Read the log from :attr:`_next` on (its start when None) to its end as last refreshed."""
+        start = self._next
+        if start is not None and start > log_.log_end_offset:
+            return  # a snapshot past the log's end: nothing of the log to read yet
+        try:
             for batch in log_.read(start):
                 if not batch.header.is_control:
                     for value in batch.values:
-                        state.apply(value)
-    except KafkafsError as exc:
-        log.warning("%s: read up to damage: %s", directory, exc)
-        out.damage = out.damage or str(exc)
-    finally:
-        log_.close()
-    return _result(out, state, logdir)
+                        self._state.apply(value)
+                self._next = batch.header.next_offset
+                self._last = (batch.header.base_offset, batch.header.crc)
+            self._log_damage = None
+        except KafkafsError as exc:
+            self._damaged(str(exc), "read up to damage", exc)
+
+    def _read_more(self) -> RecordedConfigs | None:
+        assert self._result is not None
+        if not self.directory.is_dir():
+            if self._result.topics is None:
+                return None  # still no metadata log
+            self._read_all()  # it went: nothing is recorded any more
+            return self._result
+        if self._result.topics is None:  # made since the last look
+            self._read_all()
+            return self._result
+        before, damage = self._state.replayed, self._log_damage
+        log_ = self._open_log()
+        if log_ is not None:
+            if self._rewritten(log_):
+                log.info("%s: records not read yet are gone, or those read were rewritten: reading it again",
+                         self.directory)
+                self._read_all()
+                return self._result
+            if self._next is None or self._next < log_.log_end_offset:
+                self._read_log(log_)
+        if self._state.replayed == before and self._log_damage == damage:
+            return None
+        self._result = self._make_result()
+        return self._result
+
+    def _rewritten(self, log_: Log) -> bool:
+        """Whether the log lost records not read yet (its start passed :attr:`_next`), or the last batch
+        read is no longer there as it was (a truncation, a log made anew)."""
+        if self._gap():
+            return True
+        if self._last is None or self._last[0] < log_.log_start_offset:
+            return False  # (a batch below the log start went by the log's cleaning, not by a truncation)
+        try:
+            view = log_.locate(self._last[0])
+        except (OSError, KafkafsError):
+            return True
+        return view is None or (view.header.base_offset, view.header.crc) != self._last
+
+    def _make_result(self) -> RecordedConfigs:
+        out = RecordedConfigs()
+        if not self.directory.is_dir():
+            return out
+        out.damage = self._snapshot_damage or self._log_damage
+        return _result(out, self._state, self.logdir)
 
 
 def recorded_topic_names(logdir: str | os.PathLike[str]) -> dict[str, str]:
@@ -255,7 +406,7 @@ def recorded_topic_names(logdir: str | os.PathLike[str]) -> dict[str, str]:
 
 
 def _result(out: RecordedConfigs, state: _State, logdir: str | os.PathLike[str]) -> RecordedConfigs:
-    out.update(state.configs)
+    out.update({name: dict(table) for name, table in state.configs.items()})  # the state changes on
     out.node_id = _node_id(Path(logdir))
     out.broker = broker_topic_defaults(state.brokers, out.node_id)
     out.topics = {name: (topic_id, frozenset(state.partitions.get(topic_id, ()))) for topic_id, name in state.names.items()}

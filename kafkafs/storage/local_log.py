@@ -115,6 +115,15 @@ class LocalLog:
         #: rename to the plain name (see :meth:`_take_swaps`)
         self._swapped_in: dict[int, LogSegment] = {}
 
+    def use_config(self, config: LogConfig) -> None:
+        """Read-only logs: the topic's settings changed (a broker recorded others: see
+        :meth:`~kafkafs.storage.logdir.LogDir.follow_recorded`); the log and its segments read by them
+        from now on."""
+        with self._lock:
+            self.config = config
+            for segment in self.segments:
+                segment.config = config
+
     def _new_segment(self, base_offset: int, *, size: int | None = None) -> LogSegment:
         return LogSegment(self.dir, base_offset, self.config, writable=self.writable, clock=self.clock,
                           budget=self.budget, size=size)

@@ -39,7 +39,7 @@ from ..format.checkpoint import parse_offset_checkpoint, render_offset_checkpoin
 from .config import Settings
 from .dirlock import LOCK_FILE, lock_holder, locked_error
 from .handles import raise_open_file_limit, retrying_open
-from .kraft import METADATA_PARTITION, recorded_topic_configs
+from .kraft import METADATA_PARTITION, RecordedConfigsReader, recorded_topic_configs
 from .local_log import fsync_directory
 from .log import Log
 from .names import broker_refuses_folder, is_partition_file_name, parse_partition_dir_name
@@ -137,7 +137,9 @@ class LogDir:
     def __init__(self, path: str | os.PathLike[str], settings: Settings | None = None, *, writable: bool = False) -> None:
         self.path = Path(path)
         # the topic settings a KRaft broker recorded in this directory's metadata log, below ``settings``
-        self.settings = (settings or Settings()).with_recorded(lambda: recorded_topic_configs(self.path))
+        # (read on first need; a read-only directory follows their changes: follow_recorded)
+        self._recorded = RecordedConfigsReader(self.path)
+        self.settings = (settings or Settings()).with_recorded(self._recorded.read)
         self.writable = writable
         self._logs: dict[str, Log] = {}
         self._guard = threading.RLock()
@@ -250,6 +252,33 @@ class LogDir:
             logs = list(self._logs.values())
         return [log_ for log_ in logs
                 if (start := starts.get((log_.topic, log_.partition))) is not None and log_.advance_log_start(start)]
+
+    def follow_recorded(self) -> list[str]:
+        """Read-only: read the topic settings a KRaft broker recorded again where the metadata log
+        changed (a topic created with settings of its own, ``kafka-configs --alter``, a snapshot: from
+        where the last reading stopped, :meth:`~.kraft.RecordedConfigsReader.update`), so that
+        :attr:`settings` and the open partitions of the topics whose settings changed (their
+        ``config``) say the new ones. Returns those partitions' folder names. Blocks on the reading (a
+        worker thread); when nothing changed, a listing of the metadata log's folder. A writable
+        directory (no broker runs beside it) returns at once."""
+        if self.writable or self._closed:
+            return []
+        tables = self._recorded.update()
+        if tables is None:
+            return []
+        self.settings.replace_recorded(tables)
+        changed: list[str] = []
+        topics: set[str] = set()
+        with self._guard:  # a partition opening meanwhile took its settings before: it is here once open
+            for name, log_ in self._logs.items():
+                config = self.settings.for_topic(log_.topic)
+                if config != log_.config:
+                    log_.use_config(config)
+                    changed.append(name)
+                    topics.add(log_.topic)
+        if topics:
+            log.info("%s: the settings a broker recorded for %s changed", self.path, ", ".join(sorted(topics)))
+        return changed
 
     def write_checkpoints(self, *, keep: Collection[str] = ()) -> None:
         """Recovery points of every open partition, and the log starts of those whose start is above
@@ -509,6 +538,7 @@ class LogDir:
         if self._closed:
             return
         self._closed = True
+        self._recorded.close()
         failures: list[Exception] = []
         failed: set[str] = set()
         try:

@@ -4,7 +4,9 @@
 protoc reads files, so the schemas are written into a private temporary folder (outside LOGDIR,
 removed after) and protoc runs in a child process (``python -m grpc_tools.protoc``: its messages are
 captured, nothing is printed by the mount or the CLI itself), with the well-known types
-(``google/protobuf/*.proto``) that the wheel carries on its include path. Nothing is downloaded.
+(``google/protobuf/*.proto``) that the wheel carries on its include path, and the files a Schema
+Registry resolves by itself (:mod:`.registry_protos`: ``confluent/meta.proto``, ``google/type/*.proto``).
+Nothing is downloaded.
 Safe to call from any thread (each call has its own folder and process).
 """
 
@@ -15,6 +17,8 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path, PurePosixPath
+
+from .registry_protos import BUILTIN_PROTOS
 
 __all__ = ["compile_protos", "protoc_available"]
 
@@ -47,9 +51,14 @@ def compile_protos(files: dict[str, str], main: str) -> bytes:
             target = root / _safe(name)
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(text, "utf-8")
+        builtin = Path(tmp) / "builtin"  # after the schema's own files: a reference of the same name wins
+        for name, text in BUILTIN_PROTOS.items():
+            target = builtin / _safe(name)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text, "utf-8")
         out = Path(tmp) / "set.pb"
         proc = subprocess.run(
-            [sys.executable, "-m", "grpc_tools.protoc", f"-I{root}", f"-I{well_known}",
+            [sys.executable, "-m", "grpc_tools.protoc", f"-I{root}", f"-I{builtin}", f"-I{well_known}",
              f"--descriptor_set_out={out}", "--include_imports", str(_safe(main))],
             capture_output=True, text=True, timeout=120, cwd=tmp, env={**os.environ, "PYTHONWARNINGS": "ignore"},
         )

@@ -303,3 +303,31 @@ def test_a_legacy_wrapper_overlapping_the_entry_before_dumps_as_kafka_dumps_it(k
     assert (proc.returncode, proc.stdout, proc.stderr.splitlines()) == (
         theirs.returncode, theirs.stdout, theirs.stderr.splitlines())
     assert theirs.stdout.count("| offset: 4 ") == 4 and theirs.stderr.count("  4 is followed by 4") == 2
+
+
+def test_strings_that_are_not_utf8_decode_as_kafka_decodes_them(kafka: Kafka, tmp_path):
+    """review14 R14-3: coordinator records whose strings are not UTF-8 (a commit's metadata, a group's
+    name): kafka-dump-log --offsets-decoder reads them as Java's new String(bytes, UTF_8) does (each
+    malformed sequence one U+FFFD, Java's rule for its length), kafkafs said "Error ... skipping"."""
+    import struct
+
+    from kafkafs.format.batch import encode_batch
+    from tests.cli.test_dump import JAVA_UTF8
+
+    def raw(s: bytes) -> bytes:
+        return struct.pack(">h", len(s)) + s
+
+    cases = [*JAVA_UTF8, "616bff", "e282", "e282ac", "f888808080", "41e2", "fe41ff"]
+    records = []
+    for i, h in enumerate(cases):
+        group = b"g" if i % 3 else b"g" + bytes.fromhex(h)
+        key = struct.pack(">h", 1) + raw(group) + raw(b"t") + struct.pack(">i", i)
+        value = struct.pack(">hqi", 3, 5, -1) + raw(bytes.fromhex(h)) + struct.pack(">q", 1_700_000_000_000)
+        records.append((1_700_000_000_000, key, value, ()))
+    segment = tmp_path / "__consumer_offsets-0" / "00000000000000000000.log"
+    segment.parent.mkdir()
+    segment.write_bytes(encode_batch(records[:10]) + encode_batch(records[10:], base_offset=10))
+    theirs = kafka.dump_log(segment, "--offsets-decoder")
+    ours = kafkafs("dump", "--offsets-decoder", "--files", str(segment))
+    assert theirs.stdout.count("\ufffd") >= len(cases) and "Error" not in theirs.stdout
+    assert ours.stdout == theirs.stdout

@@ -124,3 +124,44 @@ def test_a_partition_kafkafs_creates_takes_the_topic_id_the_broker_recorded(brok
     broker.assert_no_log_lines(r"^(?=.*stray).*plain-1")
     set_aside = {p.name.rsplit(".", 1)[0] for p in broker.log_dir.iterdir() if p.name.endswith("-stray")}
     assert set_aside == named, broker.log_report(broker.log_lines("stray"), "the broker's stray")
+
+
+
+def _shown_within(path, settings: dict, since: float, seconds: float = 2.5) -> float:
+    """Seconds from ``since`` until ``path`` (a partition.json) shows ``settings`` in its config; fails
+    after ``seconds``."""
+    import json
+    import time
+
+    while True:
+        config = json.loads(path.read_text())["config"]
+        if all(config[k] == v for k, v in settings.items()):
+            return time.monotonic() - since
+        assert time.monotonic() < since + seconds, (path.parent.name, {k: config[k] for k in settings})
+        time.sleep(0.05)
+
+
+def test_a_read_only_mount_follows_the_settings_the_broker_records(broker, kafka, mounted):
+    """review13 R13-4: a read-only mount of a running broker's directory kept the topic settings of
+    its first reading of __cluster_metadata until a remount. AlterConfigs on the running broker, a topic
+    created afterwards with its own settings and `kafka-configs --alter --delete-config` (a null
+    ConfigRecord: back to Kafka's default) show in partition.json within a couple of seconds."""
+    import time
+
+    from kafka.admin import ConfigResource, ConfigResourceType
+
+    broker.create_topic("first", configs={"retention.ms": 3600000})
+    m = mounted(broker.log_dir)
+    first, second = m / "first-0" / "partition.json", m / "second-0" / "partition.json"
+    assert _shown_within(first, {"retention.ms": 3600000, "cleanup.policy": "delete"}, time.monotonic()) < 0.5
+    admin = broker.admin()
+    admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, "first",
+                                        configs={"cleanup.policy": "compact", "max.message.bytes": "5000"})])
+    delays = [_shown_within(first, {"cleanup.policy": "compact", "max.message.bytes": 5000}, time.monotonic())]
+    broker.create_topic("second", configs={"max.message.bytes": 7000, "segment.ms": 123456})
+    delays.append(_shown_within(second, {"max.message.bytes": 7000, "segment.ms": 123456}, time.monotonic()))
+    kafka.tool("kafka-configs", "--bootstrap-server", broker.bootstrap, "--alter", "--entity-type", "topics",
+               "--entity-name", "first", "--delete-config", "retention.ms", check=True)
+    week = 7 * 24 * 3600 * 1000
+    delays.append(_shown_within(first, {"retention.ms": week, "cleanup.policy": "compact"}, time.monotonic()))
+    print(f"settings shown after {', '.join(f'{d:.3f}' for d in delays)} s")

@@ -887,7 +887,7 @@ JAVA_UTF8 = {
 
 
 def test_bytes_that_are_not_utf8_print_as_java_decodes_them():
-    from kafkafs.dump.javatext import java_utf8
+    from kafkafs.format.javatext import java_utf8
 
     assert {h: java_utf8(bytes.fromhex(h)) for h in JAVA_UTF8} == JAVA_UTF8
     assert java_utf8("é ✓ 😀".encode()) == "é ✓ 😀"

@@ -177,6 +177,65 @@ def test_avro_floats_show_as_written_not_widened():
         assert struct.unpack("<f", struct.pack("<f", shown))[0] == read
 
 
+IN = {"type": "record", "name": "In", "namespace": "u", "fields": [
+    {"name": "x", "type": "float"}, {"name": "tag", "type": ["null", {"type": "enum", "name": "Tag", "symbols": ["A", "B"]}]}]}
+OTHER = {"type": "record", "name": "Other", "namespace": "u", "fields": [
+    {"name": "x", "type": "double"}, {"name": "id", "type": ["null", {"type": "fixed", "name": "Id", "size": 2}]}]}
+UNIONS = {"type": "record", "name": "Top", "namespace": "u", "fields": [
+    {"name": "a", "type": IN},
+    {"name": "u", "type": ["null", "In", {"type": "map", "values": "string"}]},  # a record or a map
+    {"name": "two", "type": ["In", OTHER]},  # two records
+    {"name": "named", "type": ["null", "Tag", "Id", "Other"]},  # named branches without floats
+    {"name": "deep", "type": {"type": "array", "items": ["null", "Top"]}},
+]}
+
+
+def test_avro_floats_in_a_record_branch_beside_a_map_or_a_record():
+    """A float in a record branch of a union that also has a map (or another record) branch shows as
+    written too, as the same record does outside a union (review14 R14-5: it showed 1.100000023841858);
+    the other named branches (enum, fixed, a record without floats) show as fastavro reads them."""
+    from kafkafs.format.batch import decode_batch, encode_batch
+    from kafkafs.format.decoders.registry import SchemaRegistry
+
+    registry = SchemaRegistry()
+    registry.add(8, orjson.dumps(UNIONS).decode())
+    parsed = fastavro.parse_schema(UNIONS)
+    leaf = {"a": {"x": 0.3, "tag": None}, "u": None, "two": ("u.Other", {"x": 0.1, "id": b"\x00\x01"}),
+            "named": "B", "deep": []}
+    datums = [
+        {"a": {"x": 1.1, "tag": "A"}, "u": {"x": 1.1, "tag": "B"}, "two": {"x": 2.2, "tag": None},
+         "named": None, "deep": [None, leaf]},
+        {"a": {"x": 1.1, "tag": None}, "u": {"x": "1.1"}, "two": ("u.Other", {"x": 1.1, "id": None}),
+         "named": b"\xff\xfe", "deep": []},
+        {"a": {"x": -7.7, "tag": None}, "u": {}, "two": {"x": 3.3, "tag": "A"},
+         "named": ("u.Other", {"x": 0.1, "id": None}), "deep": [leaf, None]},
+    ]
+
+    def as_written(datum):  # the datum, a (name, record) branch as its record
+        if isinstance(datum, tuple):
+            return as_written(datum[1])
+        if isinstance(datum, dict):
+            return {k: as_written(v) for k, v in datum.items()}
+        if isinstance(datum, list):
+            return [as_written(v) for v in datum]
+        return datum
+
+    records = []
+    for i, datum in enumerate(datums):
+        out = BytesIO()
+        fastavro.schemaless_writer(out, parsed, datum)
+        records.append((i, None, _framed(8, out.getvalue()), ()))
+    batch = decode_batch(encode_batch(records))
+    lines = render_batch_jsonl("u", 0, batch, decoder=decoder_for("u", registry)).splitlines()
+    values = [orjson.loads(line)["value"] for line in lines]
+    read = [fastavro.schemaless_reader(BytesIO(r[2][5:]), parsed) for r in records]
+    assert read[0]["u"]["x"] == 1.100000023841858  # fastavro widens the float
+    assert values == [plain(as_written(d)) for d in datums]  # every float as written, wherever it is
+    assert b'"u":{"x":1.1,"tag":"B"}' in lines[0] and b'"a":{"x":1.1,"tag":"A"}' in lines[0]
+    assert values[1]["u"] == {"x": "1.1"} and values[1]["named"] == {"$base64": "//4="}
+    assert values[2]["named"] == {"x": 0.1, "id": None} and read[2]["named"]["x"] == 0.1  # a double: as read
+
+
 @given(st.integers(0, 2**32 - 1).filter(lambda b: (b >> 23) & 0xFF != 0xFF))
 def test_a_float_is_shown_by_its_shortest_decimal(bits):
     from kafkafs.format.decoders.registry import float32_shortest

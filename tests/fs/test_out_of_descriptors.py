@@ -53,7 +53,8 @@ def test_the_poll_loop_outlives_a_failing_read_of_the_log_starts(caplog) -> None
         return []
 
     logdir = SimpleNamespace(reread_log_starts=reread_log_starts)
-    tree = SimpleNamespace(partitions=SimpleNamespace(logdir=logdir, open_states=lambda: [], follow_schemas=lambda: False))
+    tree = SimpleNamespace(partitions=SimpleNamespace(logdir=logdir, open_states=lambda: [], follow_schemas=lambda: False,
+                                                      rw=False, folder_watched=lambda name: True))
 
     async def main() -> None:
         async with trio.open_nursery() as nursery:

@@ -282,3 +282,36 @@ def test_topic_ids_named_without_the_topics_partitions(tmp_path):
         assert orjson.loads(Coordinators(logdir).group_json("kg"))["members"][0]["assignment"] == expected
     assert [(o["topic"], o["partition"], o["offset"], o["lag"]) for o in kg["offsets"]] == [
         ("orders", 0, 10, None), ("payments", 0, 7, None)]
+
+
+def test_strings_that_are_not_utf8_read_as_java_reads_them(tmp_path):
+    """review14 R14-3: a commit whose metadata (or whose group's name) is not UTF-8 is read as the
+    coordinator reads it (Java's new String(bytes, UTF_8): each malformed sequence one U+FFFD), in
+    groups and in the JSON view; it was skipped there (the group gone, the value left as $base64)."""
+    import struct
+
+    from kafkafs.format.decoders import decoder_for
+    from kafkafs.format.jsonview import render_batch_jsonl
+    from kafkafs.storage.log import Log
+
+    def raw(s: bytes) -> bytes:
+        return struct.pack(">h", len(s)) + s
+
+    value = struct.pack(">hqi", 3, 5, -1) + raw(b"ab\xff\xed\xae\x55") + struct.pack(">q", 1_700_000_000_000)
+    key = struct.pack(">h", 1) + raw(b"g\xe0\xa0") + raw(b"orders") + struct.pack(">i", 0)
+    with _logdir(tmp_path) as logdir:
+        logdir.create_partition("__consumer_offsets", 0).append_records([(1, key, value, ())])
+    with LogDir(tmp_path / "logs") as logdir:
+        groups = read_groups(logdir)
+    # Java: ED AE 55 is one U+FFFD then "U" (Python's errors="replace" makes two); E0 A0 at the end is one
+    assert list(groups) == ["g\ufffd"]
+    assert groups["g\ufffd"]["offsets"][0]["metadata"] == "ab\ufffd\ufffdU"
+    log = Log.open(tmp_path / "logs" / "__consumer_offsets-0")
+    try:
+        line = orjson.loads(render_batch_jsonl("__consumer_offsets", 0, next(iter(log.read())),
+                                               decoder=decoder_for("__consumer_offsets", None)))
+    finally:
+        log.close()
+    assert line["key"] == {"type": 1, "data": {"group": "g\ufffd", "topic": "orders", "partition": 0}}
+    assert line["value"] == {"version": 3, "data": {"offset": 5, "leaderEpoch": -1, "metadata": "ab\ufffd\ufffdU",
+                                                     "commitTimestamp": 1_700_000_000_000}}

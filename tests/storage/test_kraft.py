@@ -12,7 +12,7 @@ from kafkafs.format.batch import encode_batch
 from kafkafs.format.decoders.internal import metadata_frame
 from kafkafs.storage.cleaner import LogCleaner
 from kafkafs.storage.config import Settings
-from kafkafs.storage.kraft import recorded_topic_configs
+from kafkafs.storage.kraft import RecordedConfigsReader, recorded_topic_configs
 from kafkafs.storage.logdir import LogDir
 
 from .test_replay import spoil
@@ -237,3 +237,86 @@ def test_an_empty_cleanup_policy_cleans_nothing(tmp_path):
             assert lines and all(line.startswith("ctl-0") for line in lines), lines
         assert (inf.log_start_offset, len(list(inf.records()))) == (0, 30)
         assert logdir.log("ctl-0").log_start_offset > 0
+
+
+def _append(meta: Path, base_offset: int, *records: bytes, segment: int = 0) -> int:
+    """Append one batch of ``records`` at ``base_offset`` to the metadata log's segment ``segment``, as
+    a broker does; the offset after it."""
+    with open(meta / f"{segment:020d}.log", "ab") as f:
+        f.write(encode_batch([(1, None, v, ()) for v in records], base_offset=base_offset))
+    return base_offset + len(records)
+
+
+def test_a_read_only_log_directory_follows_the_recorded_settings(tmp_path, monkeypatch):
+    """review13 R13-4: a read-only LogDir (a mount) kept the settings of its first reading of
+    __cluster_metadata: a topic created later with its own settings, or `kafka-configs --alter` on a
+    running broker, showed only after a remount. follow_recorded reads what the log gained, from where
+    the last reading stopped; a deleted setting (a null value) goes back to the default; a metadata
+    transaction counts once it ends; records lost before they were read (a snapshot, then the older
+    segments deleted) or rewritten (a truncation) have the log read again from the newest snapshot."""
+    meta = tmp_path / "__cluster_metadata-0"
+    meta.mkdir()
+    for name in ("a-0", "b-0", "c-0"):
+        (tmp_path / name).mkdir()
+    end = _append(meta, 0, metadata_frame("TOPIC_RECORD", 0, {"name": "a", "topicId": _uuid(1)}),
+                  _config("a", "retention.ms", "1000"))
+    week = 7 * 24 * 3600 * 1000
+    full_reads = []
+    read_all = RecordedConfigsReader._read_all
+    monkeypatch.setattr(RecordedConfigsReader, "_read_all", lambda self: full_reads.append(1) or read_all(self))
+    with LogDir(tmp_path) as logdir:
+        a = logdir.log("a-0")
+        assert a.config.retention_ms == 1000 and a.describe()["config"]["retention.ms"] == 1000
+        assert logdir.follow_recorded() == []  # nothing new
+        # kafka-configs --alter (a deleted setting, an added one), and a topic created with its own
+        end = _append(meta, end, _config("a", "retention.ms", None), _config("a", "cleanup.policy", "compact"),
+                      metadata_frame("TOPIC_RECORD", 0, {"name": "b", "topicId": _uuid(2)}),
+                      _config("b", "max.message.bytes", "5000"))
+        assert logdir.follow_recorded() == ["a-0"]
+        assert (a.config.retention_ms, a.config.compact) == (week, True)
+        assert a.describe()["config"]["retention.ms"] == week
+        b = logdir.log("b-0")  # opened after the change
+        assert b.config.max_message_bytes == 5000
+        assert logdir.follow_recorded() == []
+        # a metadata transaction: nothing until it ends, which a later update reads
+        end = _append(meta, end, metadata_frame("BEGIN_TRANSACTION_RECORD", 0, {"name": "t"}),
+                      _config("b", "max.message.bytes", "6000"))
+        assert logdir.follow_recorded() == [] and b.config.max_message_bytes == 5000
+        end = _append(meta, end, metadata_frame("END_TRANSACTION_RECORD", 0, {}))
+        assert logdir.follow_recorded() == ["b-0"] and b.config.max_message_bytes == 6000
+        # the broker rolls, takes a snapshot where this reading stands and deletes the older segment
+        snapshot = [
+            metadata_frame("TOPIC_RECORD", 0, {"name": "a", "topicId": _uuid(1)}),
+            metadata_frame("TOPIC_RECORD", 0, {"name": "b", "topicId": _uuid(2)}),
+            _config("b", "max.message.bytes", "7000"),
+        ]
+        (meta / f"{end:020d}-{1:010d}.checkpoint").write_bytes(encode_batch([(1, None, v, ()) for v in snapshot[:2]]))
+        (meta / f"{0:020d}.log").unlink()
+        rolled = end
+        end = _append(meta, end, _config("b", "segment.ms", "5000"), segment=rolled)
+        assert logdir.follow_recorded() == ["b-0"] and b.config.segment_ms == 5000
+        assert len(full_reads) == 1  # the first reading; each update read on from where it stopped
+        # a snapshot past what was read, the older segments deleted: read again from the snapshot
+        (meta / f"{end + 5:020d}-{1:010d}.checkpoint").write_bytes(encode_batch([(1, None, v, ()) for v in snapshot]))
+        (meta / f"{rolled:020d}.log").unlink()
+        end = _append(meta, end + 5, _config("c", "segment.bytes", "2000000"), segment=end + 5)
+        assert sorted(logdir.follow_recorded()) == ["a-0", "b-0"]
+        assert (a.config.compact, b.config.max_message_bytes, b.config.segment_ms) == (False, 7000, 604800000)
+        assert logdir.log("c-0").config.segment_bytes == 2000000
+        # the last batch read rewritten (a follower truncated and took its leader's): read again
+        log_file = meta / f"{end - 1:020d}.log"
+        log_file.write_bytes(encode_batch([(1, None, _config("c", "segment.bytes", "3000000"), ())], base_offset=end - 1))
+        assert logdir.follow_recorded() == ["c-0"] and logdir.log("c-0").config.segment_bytes == 3000000
+        assert len(full_reads) == 3
+
+
+def test_a_metadata_log_made_after_the_open_is_followed(tmp_path):
+    (tmp_path / "a-0").mkdir()
+    with LogDir(tmp_path) as logdir:
+        a = logdir.log("a-0")
+        assert a.config.retention_ms == 7 * 24 * 3600 * 1000 and logdir.follow_recorded() == []
+        meta = tmp_path / "__cluster_metadata-0"
+        meta.mkdir()
+        _append(meta, 0, metadata_frame("TOPIC_RECORD", 0, {"name": "a", "topicId": _uuid(1)}),
+                _config("a", "retention.ms", "1000"))
+        assert logdir.follow_recorded() == ["a-0"] and a.config.retention_ms == 1000

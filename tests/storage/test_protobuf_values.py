@@ -329,3 +329,98 @@ def test_edge_values_as_json_format_shows_them(tmp_path):
     assert [list(x["value"]) for x in lines] == [list(_json(e)) for e in edges]
     assert lines[0]["value"]["color"] == 7 and lines[0]["value"]["colors"] == ["BLUE", 9, "RED"]
     assert lines[1]["value"]["f"] == "-Infinity" and lines[0]["value"]["d"] == "NaN"
+
+
+WIRE_ORDER_PROTO = """syntax = "proto3";
+package wire;
+
+import "google/protobuf/struct.proto";
+import "google/protobuf/timestamp.proto";
+
+message Tagged {
+  map<string, int32> counts = 1;
+  google.protobuf.Timestamp at = 2;
+  google.protobuf.Struct attrs = 3;
+  map<int64, Tagged> children = 4;
+}
+"""
+
+
+def _tagged_class():
+    from google.protobuf import struct_pb2, timestamp_pb2
+
+    f = descriptor_pb2.FileDescriptorProto(name="wire.proto", package="wire", syntax="proto3",
+                                           dependency=["google/protobuf/struct.proto", "google/protobuf/timestamp.proto"])
+    tagged = f.message_type.add(name="Tagged")
+    for entry_name, key_type, value in (("CountsEntry", F.TYPE_STRING, _field("value", 2, F.TYPE_INT32)),
+                                        ("ChildrenEntry", F.TYPE_INT64, _field("value", 2, F.TYPE_MESSAGE, type_name=".wire.Tagged"))):
+        entry = tagged.nested_type.add(name=entry_name, field=[_field("key", 1, key_type), value])
+        entry.options.map_entry = True
+    tagged.field.extend([
+        _field("counts", 1, F.TYPE_MESSAGE, F.LABEL_REPEATED, ".wire.Tagged.CountsEntry"),
+        _field("at", 2, F.TYPE_MESSAGE, type_name=".google.protobuf.Timestamp"),
+        _field("attrs", 3, F.TYPE_MESSAGE, type_name=".google.protobuf.Struct"),
+        _field("children", 4, F.TYPE_MESSAGE, F.LABEL_REPEATED, ".wire.Tagged.ChildrenEntry")])
+    pool = descriptor_pool.DescriptorPool()
+    for module in (struct_pb2, timestamp_pb2):
+        pool.Add(descriptor_pb2.FileDescriptorProto.FromString(module.DESCRIPTOR.serialized_pb))
+    pool.Add(f)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName("wire.Tagged"))
+
+
+def _uvarint(n: int) -> bytes:
+    out = bytearray()
+    while n > 0x7F:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    return bytes(out) + bytes([n])
+
+
+def _map_entry(number: int, key: bytes, value: bytes) -> bytes:
+    """A map entry of field ``number`` as the wire has it: its key's bytes (tag included), then the value
+    as field 2, length-delimited."""
+    entry = key + b"\x12" + _uvarint(len(value)) + value
+    return _uvarint(number << 3 | 2) + _uvarint(len(entry)) + entry
+
+
+def test_map_entries_render_in_wire_order(tmp_path):
+    """A map (and a Struct) shows its entries in the order they are on the wire, as Java's JsonFormat
+    prints them, not in the runtime's map order (upb's, seeded per process: review14 R14-4); a key that
+    comes twice keeps its first position and its last value (the runtime's value). Both ways a message
+    is shown: kafkafs's own converter (Order: plain) and json_format (Tagged: well-known types)."""
+    import random
+
+    Order, _line, _click = _classes()
+    Tagged = _tagged_class()
+    rng = random.Random(14)
+    keys = [f"k{i:02d}" for i in range(40)]
+    rng.shuffle(keys)
+    # a map on the wire is a repeated field of entries: messages of one entry each, concatenated, keep
+    # the entries in the order written (as a merge appends them)
+    dup = keys[3]
+    order_wire = b"".join(Order(counts={k: i}).SerializeToString() for i, k in enumerate(keys))
+    order_wire += Order(counts={dup: -1}, id=5).SerializeToString()
+    child_keys = [rng.randrange(-2**40, 2**40) for _ in range(20)]
+    tagged_wire = b"".join(Tagged(counts={k: i}, attrs={k: i}).SerializeToString() for i, k in enumerate(keys))
+    tagged_wire += Tagged(at={"seconds": 1_700_000_000}, attrs={dup: {"in": [1, {"z": None}]}}).SerializeToString()
+    child_wire = b"".join(Tagged(counts={k: 1}).SerializeToString() for k in keys[:10])
+    tagged_wire += b"".join(_map_entry(4, b"\x08" + _uvarint(c % 2**64), child_wire)
+                            for c in child_keys)
+    schemas = tmp_path / "schemas"
+    schemas.mkdir()
+    (schemas / "common.proto").write_text(COMMON_PROTO)
+    (schemas / "7.proto").write_text(ORDER_PROTO)
+    (schemas / "8.proto").write_text(WIRE_ORDER_PROTO)
+    logdir = tmp_path / "logs"
+    logdir.mkdir()
+    _write(logdir, "m", [_frame(7, [0], order_wire), _frame(8, [0], tagged_wire)])
+    order_line, tagged_line = (x["value"] for x in _lines(logdir, "m", registry_from_dir(schemas)))
+    order, tagged = Order.FromString(order_wire), Tagged.FromString(tagged_wire)
+    # the runtime's values (the duplicate's last value) ...
+    assert order_line == _json(order) and tagged_line == _json(tagged)
+    assert order_line["counts"][dup] == -1 and tagged_line["attrs"][dup] == {"in": [1, {"z": None}]}
+    # ... in wire order
+    assert list(order_line["counts"]) == keys
+    assert list(tagged_line["counts"]) == keys and list(tagged_line["attrs"]) == keys
+    assert list(tagged_line["children"]) == [str(c) for c in child_keys]
+    assert all(list(child["counts"]) == keys[:10] for child in tagged_line["children"].values())

@@ -11,6 +11,14 @@ A datum is shown as the protobuf runtime's JSON conversion shows the message
 with no presence shown with their default values, enums by name, 64-bit integers as strings, bytes as
 base64, well-known types in their JSON forms; field names as written in the ``.proto`` (SPEC §8).
 
+Map fields (and ``google.protobuf.Struct``) keep their entries in wire order, as Java's ``JsonFormat``
+(the registry's ``toJson``) prints them: the runtime's own map iterates in an order seeded per process
+(upb), which would make the same record render differently from run to run. A map is read as what it
+is on the wire, a repeated message of key/value entries: the schema is loaded twice, once as written
+and once with its map-entry types as plain messages (:class:`ProtobufSchema`), and the datum parsed
+with the second. A key that comes more than once keeps the position of its first entry and the value
+of its last (last wins, as the runtime's map and Java's generated messages keep it).
+
 The ``.proto`` text is compiled into descriptors by ``protoc`` (a
 :data:`ProtoCompiler` that the storage layer supplies: it needs files); this module builds the message
 classes from the descriptor set and reads datums, in memory. A compiled :class:`ProtobufSchema` is
@@ -19,11 +27,13 @@ immutable and safe to share across threads (the protobuf runtime's parsing is th
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the protobuf runtime has no type hints: these name what a value is (mypy sees Any)
     from google.protobuf.descriptor import Descriptor, FieldDescriptor
+    from google.protobuf.descriptor_pb2 import FileDescriptorProto
     from google.protobuf.message import Message
 
 __all__ = ["ProtoCompiler", "ProtobufSchema", "read_message_indexes"]
@@ -77,19 +87,40 @@ class ProtobufSchema:
         from google.protobuf import descriptor_pb2, descriptor_pool
 
         files = descriptor_pb2.FileDescriptorSet.FromString(descriptor_set)
+        #: the schema as written: message indexes, message classes, the runtime's json_format
         self._pool = descriptor_pool.DescriptorPool()
-        top: list[str] = []
+        #: the same schema with its map-entry types as plain messages: a map field is a repeated
+        #: field of entries, in wire order (what datums are parsed with)
+        self._wire_pool = descriptor_pool.DescriptorPool()
+        entries: set[str] = set()
+        by_name = {}
         for file in files.file:
             self._pool.Add(file)
-            if file.name == main:
-                prefix = f"{file.package}." if file.package else ""
-                top = [prefix + m.name for m in file.message_type]
+            self._wire_pool.Add(_entries_as_messages(file, entries))
+            by_name[file.name] = file
+        effective = by_name.get(main)
+        if effective is not None and _public_import_wrapper(effective):
+            effective = by_name.get(effective.dependency[0])
+        top: list[str] = []
+        if effective is not None:
+            prefix = f"{effective.package}." if effective.package else ""
+            top = [prefix + m.name for m in effective.message_type]
+        known = {file.name for file in files.file}
+        for wkt in _well_known_files():  # what an Any may pack besides the schema's own types
+            if wkt.name not in known and all(dep in known for dep in wkt.dependency):
+                try:
+                    self._pool.Add(wkt)
+                except Exception:  # noqa: BLE001 - the schema defines such a name itself: its own wins
+                    continue
+                known.add(wkt.name)
         if not top:
             raise ValueError(f"{main} defines no message")
         #: the full names of the file's top-level messages, in the order they are written (index 0 first)
         self._top = top
+        #: the full names of the map-entry types
+        self._entries = frozenset(entries)
         self._classes: dict[tuple[int, ...], type[Message]] = {}
-        self._readers: dict[tuple[int, ...], tuple[Callable[[bytes], Message], Converter]] = {}
+        self._readers: dict[tuple[int, ...], Callable[[bytes], Any]] = {}
 
     def message_class(self, indexes: list[int]) -> type[Message]:
         """The message class at ``indexes`` (IndexError when the schema has no such message)."""
@@ -102,7 +133,7 @@ class ProtobufSchema:
                 raise IndexError(indexes)
             desc = self._pool.FindMessageTypeByName(self._top[indexes[0]])
             for i in indexes[1:]:
-                desc = desc.nested_types[i]
+                desc = _declared_nested(desc)[i]
             cls = self._classes[key] = message_factory.GetMessageClass(desc)  # a dict set: thread-safe
         return cls
 
@@ -114,36 +145,190 @@ class ProtobufSchema:
         else:
             indexes, pos = read_message_indexes(data)
         key = tuple(indexes)
-        entry = self._readers.get(key)
-        if entry is None:
-            cls = self.message_class(indexes)
-            entry = self._readers[key] = (cls.FromString, _converter(cls.DESCRIPTOR))  # a dict set: thread-safe
-        parse, convert = entry
-        return convert(parse(data[pos:]))
+        reader = self._readers.get(key)
+        if reader is None:
+            reader = self._readers[key] = self._reader(indexes)  # a dict set: thread-safe
+        return reader(data[pos:])
+
+    def _reader(self, indexes: list[int]) -> Callable[[bytes], Any]:
+        """A function from the bytes of a message at ``indexes`` to its JSON-ready object."""
+        from google.protobuf import message_factory
+
+        cls = self.message_class(indexes)
+        wire_cls = message_factory.GetMessageClass(self._wire_pool.FindMessageTypeByName(cls.DESCRIPTOR.full_name))
+        entries = self._entries
+        fast = _converter(wire_cls.DESCRIPTOR, entries)
+        if fast is not None:
+            parse_wire = wire_cls.FromString
+            return lambda data: fast(parse_wire(data))
+        # the runtime's json_format on the message as written, its maps then put in wire order
+        parse = cls.FromString
+        if not _reaches_a_map(wire_cls.DESCRIPTOR, entries, set()):
+            return lambda data: to_json_object(parse(data))
+        return lambda data: _wire_order(to_json_object(parse(data)), wire_cls.FromString(data), entries)
+
+
+def _entries_as_messages(file: Any, entries: set[str]) -> Any:
+    """A copy of ``file`` (a ``FileDescriptorProto``) whose map-entry types are plain messages (a map
+    field then reads as the repeated field of entries it is on the wire); adds their full names to
+    ``entries``."""
+    copy = type(file)()
+    copy.CopyFrom(file)
+    prefix = f".{file.package}" if file.package else ""
+
+    def walk(messages: Any, scope: str) -> None:
+        for m in messages:
+            name = f"{scope}.{m.name}"
+            if m.options.map_entry:
+                m.options.ClearField("map_entry")
+                entries.add(name[1:])
+            walk(m.nested_type, name)
+
+    walk(copy.message_type, prefix)
+    return copy
+
+
+def _reaches_a_map(desc: Descriptor, entries: frozenset[str], seen: set[Descriptor]) -> bool:
+    if desc in seen:
+        return False
+    seen.add(desc)
+    for field in desc.fields:
+        inner = field.message_type
+        if inner is not None and (inner.full_name in entries or _reaches_a_map(inner, entries, seen)):
+            return True
+    return False
+
+
+def _map_key(key: Any) -> str:
+    """A map key as json_format writes it."""
+    if key is True or key is False:
+        return "true" if key else "false"
+    return str(key)
+
+
+def _wire_order(js: Any, message: Any, entries: frozenset[str]) -> Any:
+    """``js`` (json_format's object of a message) with every map's keys in the order of ``message``'s
+    entries (the same bytes parsed with map entries as plain messages); ``js`` is changed in place."""
+    name = message.DESCRIPTOR.full_name
+    if name.startswith("google.protobuf."):
+        if name == "google.protobuf.Struct" and isinstance(js, dict):
+            return _map_in_wire_order(js, message.fields, entries)
+        if name == "google.protobuf.ListValue" and isinstance(js, list) and len(js) == len(message.values):
+            return [_wire_order(j, v, entries) for j, v in zip(js, message.values, strict=True)]
+        if name == "google.protobuf.Value":
+            kind = message.WhichOneof("kind")
+            if kind in ("struct_value", "list_value"):
+                return _wire_order(js, getattr(message, kind), entries)
+        return js  # the other well-known types hold no map (Any's contents are left as they are)
+    if not isinstance(js, dict):
+        return js
+    for field, value in message.ListFields():
+        inner = field.message_type
+        if inner is None or field.is_extension or field.name not in js:
+            continue
+        if inner.full_name in entries:
+            js[field.name] = _map_in_wire_order(js[field.name], value, entries)
+        elif field.is_repeated:
+            items = js[field.name]
+            if isinstance(items, list) and len(items) == len(value):
+                js[field.name] = [_wire_order(j, v, entries) for j, v in zip(items, value, strict=True)]
+        else:
+            js[field.name] = _wire_order(js[field.name], value, entries)
+    return js
+
+
+def _map_in_wire_order(js: Any, items: Any, entries: frozenset[str]) -> Any:
+    """A map's JSON object ``js`` with its keys in the order of the wire's entries ``items`` (first
+    position, last value)."""
+    if not isinstance(js, dict):
+        return js
+    last: dict[str, Any] = {}
+    for item in items:
+        last[_map_key(item.key)] = item
+    out = {key: js[key] for key in last if key in js}
+    if len(out) != len(js):
+        return js  # an entry the runtime left out of the map shares its key: leave the runtime's object
+    if items and items[0].DESCRIPTOR.fields_by_name["value"].message_type is not None:
+        for key, item in last.items():
+            out[key] = _wire_order(out[key], item.value, entries)
+    return out
+
+
+def _public_import_wrapper(file: FileDescriptorProto) -> bool:
+    """Whether ``file`` only re-exports one other: no types, services or extensions of its own and a
+    single import, ``import public``. The registry then numbers the messages of the imported file
+    (Confluent's ``ProtobufSchema.effectiveFile``, one level deep)."""
+    return (not file.message_type and not file.enum_type and not file.service and not file.extension
+            and len(file.dependency) == 1 and list(file.public_dependency) == [0])
+
+
+@functools.cache
+def _well_known_files() -> tuple[FileDescriptorProto, ...]:
+    """The protobuf runtime's well-known type files (``google/protobuf/*.proto``), each after the files
+    it imports: the types a ``google.protobuf.Any`` may pack in any schema, as the runtime's own JSON
+    conversion knows them."""
+    from google.protobuf import (
+        any_pb2,
+        api_pb2,
+        descriptor_pb2,
+        duration_pb2,
+        empty_pb2,
+        field_mask_pb2,
+        source_context_pb2,
+        struct_pb2,
+        timestamp_pb2,
+        type_pb2,
+        wrappers_pb2,
+    )
+
+    out = []
+    for module in (descriptor_pb2, any_pb2, duration_pb2, empty_pb2, field_mask_pb2, source_context_pb2,
+                   struct_pb2, timestamp_pb2, wrappers_pb2, type_pb2, api_pb2):
+        proto = descriptor_pb2.FileDescriptorProto()
+        module.DESCRIPTOR.CopyToProto(proto)
+        out.append(proto)
+    return tuple(out)
+
+
+def _declared_nested(desc: Descriptor) -> list[Descriptor]:
+    """The messages declared in ``desc``'s body, in the order they are written: what a message index
+    counts. The registry numbers the messages of the registered text (Confluent's
+    ``ProtobufSchema.toMessageIndexes``), where a ``map<>`` field or a proto2 ``group`` declares no
+    message, so the entry types protoc makes for them (``TagsEntry``, among the declared ones in source
+    order) are not counted."""
+    from google.protobuf.descriptor import FieldDescriptor
+
+    groups = {f.message_type for f in desc.fields
+              if f.type == FieldDescriptor.TYPE_GROUP and f.message_type is not None
+              and f.message_type.containing_type is desc and f.message_type.name.lower() == f.name}
+    return [n for n in desc.nested_types if not n.GetOptions().map_entry and n not in groups]
 
 
 def to_json_object(message: Message) -> Any:
     """``message`` as ``json_format.MessageToDict(message, always_print_fields_with_no_presence=True,
-    preserving_proto_field_name=True)`` gives it (the definition; :func:`_converter` is the fast way)."""
+    preserving_proto_field_name=True)`` gives it (the definition; :func:`_converter` is the fast way),
+    with the types a ``google.protobuf.Any`` packs looked up among the schema's own (the pool of
+    ``message``'s file); an ``Any`` of a type the schema does not know raises, as the runtime does."""
     from google.protobuf import json_format
 
     return json_format.MessageToDict(message, always_print_fields_with_no_presence=True,
-                                     preserving_proto_field_name=True)
+                                     preserving_proto_field_name=True, descriptor_pool=message.DESCRIPTOR.file.pool)
 
 
-_CONVERTERS: dict[Descriptor, Converter] = {}
+_CONVERTERS: dict[Descriptor, Converter | None] = {}
 
 
-def _converter(desc: Descriptor) -> Converter:
-    """A function from a message of ``desc`` to what :func:`to_json_object` gives, made once per
-    descriptor: the runtime's own rules (``json_format._RegularMessageToJsonObject`` and
-    ``_FieldToJsonObject``) without their per-field dispatch. A message that needs more than those
-    rules (well-known types, extensions, closed enums, enum values with JSON names, or that reaches
-    one) is left to :func:`to_json_object` itself. Safe to share across threads."""
-    conv = _CONVERTERS.get(desc)
-    if conv is None:
-        conv = _fast(desc, set()) or to_json_object
-        _CONVERTERS[desc] = conv
+def _converter(desc: Descriptor, entries: frozenset[str]) -> Converter | None:
+    """A function from a message of ``desc`` (its map fields read as repeated fields of the entry types
+    named in ``entries``) to what :func:`to_json_object` gives for the message as written, its maps in
+    wire order; made once per descriptor: the runtime's own rules (``json_format``'s regular messages
+    and fields) without their per-field dispatch. None for a message that needs more than those rules
+    (well-known types, extensions, closed enums, enum values with JSON names, or that reaches one):
+    :func:`to_json_object` shows it. Safe to share across threads."""
+    if desc in _CONVERTERS:
+        return _CONVERTERS[desc]
+    conv = _fast(desc, entries, set())
+    _CONVERTERS[desc] = conv
     return conv
 
 
@@ -172,18 +357,29 @@ def _plain(desc: Descriptor, seen: set[Descriptor]) -> bool:
     return True
 
 
-def _fast(desc: Descriptor, seen: set[Descriptor]) -> Converter | None:
+def _shortest_float(value: float) -> float:
+    """The shortest decimal that reads back as the same 32-bit float: json_format's rule for float
+    fields (6 to 9 significant digits)."""
+    import struct
+
+    for precision in range(6, 10):
+        rounded = float(f"{value:.{precision}g}")
+        if struct.unpack("<f", struct.pack("<f", rounded))[0] == value:
+            return rounded
+    return value
+
+
+def _fast(desc: Descriptor, entries: frozenset[str], seen: set[Descriptor]) -> Converter | None:
     import base64
     import math
 
     from google.protobuf import descriptor
-    from google.protobuf.internal import type_checkers
 
     if not _plain(desc, seen):
         return None
     FD = descriptor.FieldDescriptor
     b64 = base64.b64encode
-    shortest = type_checkers.ToShortestFloat
+    shortest = _shortest_float
     isinf = math.isinf
 
     def special(value: float) -> str:
@@ -196,7 +392,13 @@ def _fast(desc: Descriptor, seen: set[Descriptor]) -> Converter | None:
         cpp = field.cpp_type
         if cpp == FD.CPPTYPE_MESSAGE:
             inner = field.message_type
-            return lambda m: _converter(inner)(m)
+
+            def message(m: Any) -> Any:
+                conv = _converter(inner, entries)
+                assert conv is not None  # _plain: every message reachable is plain
+                return conv(m)
+
+            return message
         if cpp == FD.CPPTYPE_ENUM:
             names = {v.number: v.name for v in field.enum_type.values}
             return lambda v: names.get(v, v)
@@ -215,16 +417,18 @@ def _fast(desc: Descriptor, seen: set[Descriptor]) -> Converter | None:
     for field in desc.fields:
         name = field.name
         one = value_of(field)
-        if field.message_type is not None and field.message_type.GetOptions().map_entry:
+        if field.message_type is not None and field.message_type.full_name in entries:
             key_f, value_f = field.message_type.fields_by_name["key"], field.message_type.fields_by_name["value"]
             map_value = value_of(value_f)
             bool_keys = key_f.cpp_type == FD.CPPTYPE_BOOL
 
-            def mapping(m: Any, conv: Converter | None = map_value, bool_keys: bool = bool_keys) -> dict[str, Any]:
+            def mapping(items: Any, conv: Converter | None = map_value, bool_keys: bool = bool_keys) -> dict[str, Any]:
+                # the entries in wire order; a key seen again keeps its first position, takes the last value
                 out: dict[str, Any] = {}
-                for k in m:
+                for item in items:
+                    k = item.key
                     key = ("true" if k else "false") if bool_keys else str(k)
-                    out[key] = m[k] if conv is None else conv(m[k])
+                    out[key] = item.value if conv is None else conv(item.value)
                 return out
 
             convs[field.number] = mapping

@@ -15,7 +15,9 @@ Reading the ``_schemas`` topic or a directory is the storage layer's work (:mod:
   as plain JSON: records as objects, maps as objects, arrays as arrays, enums as their symbol, a union as
   its bare branch value, ``bytes`` and ``fixed`` as ``{"$base64": ...}``, a ``float`` as the shortest
   decimal that reads back as the same 32-bit float (1.1, as written; fastavro widens it to the double
-  1.100000023841858; in a union of ``float`` and ``double`` it stays as read). Logical types show their
+  1.100000023841858; in a union of ``float`` and ``double`` it stays as read; in a record branch of a
+  union whose branches a value cannot tell apart, a record and a map or two records, fastavro names the
+  branch it read: ``return_record_name``). Logical types show their
   underlying primitive (a ``timestamp-millis`` is its long, a ``decimal`` its bytes, a ``uuid`` its
   string): exact, and what the writer wrote. NaN and infinities (not JSON) show as null. A datum must
   use its bytes exactly; one that does not decode, or leaves bytes over, is shown as SPEC §3 says. So
@@ -259,9 +261,15 @@ def _avro_reader(parsed: Any, named: dict[str, Any]) -> Callable[[BytesIO], obje
     import fastavro
 
     reader = fastavro.schemaless_reader
-    fix = _float_fixer(parsed, named, {})
+    # a union whose record branch holds a float, beside a map or another record: only the name of the
+    # branch fastavro read says which it was, so it is asked for the names (every union with a named
+    # branch then gives (name, datum), which the fixer unwraps)
+    names = _ambiguous(parsed, named, set())
+    fix = _float_fixer(parsed, named, {}, names)
     if fix is None:
         return lambda stream: reader(stream, parsed, None)
+    if names:
+        return lambda stream: fix(reader(stream, parsed, None, return_record_name=True))
     return lambda stream: fix(reader(stream, parsed, None))
 
 
@@ -286,14 +294,32 @@ def float32_shortest(value: float) -> float:
     return value
 
 
-def _has_float(schema: Any, named: dict[str, Any], seen: set[str]) -> bool:
-    """Whether a datum of the (fastavro-parsed) ``schema`` can hold an Avro ``float`` anywhere."""
+def _named_branch(schema: Any) -> str | None:
+    """The name a union branch has (a record, enum or fixed, written out or named), else None."""
     if isinstance(schema, str):
-        if schema == "float":
-            return True
-        return schema in named and _has_float(named[schema], named, seen)  # a record: seen guards recursion
+        return None if schema in AVRO_PRIMITIVES else schema
+    if isinstance(schema, dict) and schema.get("type") in ("record", "error", "enum", "fixed"):
+        name = schema.get("name")
+        return name if isinstance(name, str) else None
+    return None
+
+
+AVRO_PRIMITIVES = frozenset(("null", "boolean", "int", "long", "float", "double", "bytes", "string"))
+
+
+def _ambiguous(schema: Any, named: dict[str, Any], seen: set[str]) -> bool:
+    """Whether a datum of ``schema`` can hold a union whose branches include a record that holds a
+    float and another branch read as an object too (a map, another record): a value cannot say which."""
+    if isinstance(schema, str):
+        if schema in named and schema not in seen:
+            seen.add(schema)
+            return _ambiguous(named[schema], named, seen)
+        return False
     if isinstance(schema, list):
-        return any(_has_float(branch, named, seen) for branch in schema)
+        objects = [b for b in schema if _branch_kind(b, named) == "dict"]
+        if len(objects) > 1 and any(_has_float(b, named, set()) for b in objects):
+            return True
+        return any(_ambiguous(branch, named, seen) for branch in schema)
     if isinstance(schema, dict):
         kind = schema.get("type")
         if kind in ("record", "error"):
@@ -302,34 +328,66 @@ def _has_float(schema: Any, named: dict[str, Any], seen: set[str]) -> bool:
                 return False
             if name is not None:
                 seen.add(name)
-            return any(_has_float(f["type"], named, seen) for f in schema.get("fields", ()))
+            return any(_ambiguous(f["type"], named, seen) for f in schema.get("fields", ()))
         if kind == "array":
-            return _has_float(schema["items"], named, seen)
+            return _ambiguous(schema["items"], named, seen)
         if kind == "map":
-            return _has_float(schema["values"], named, seen)
+            return _ambiguous(schema["values"], named, seen)
         if kind in ("enum", "fixed"):
             return False
-        return _has_float(kind, named, seen)
+        return _ambiguous(kind, named, seen)
     return False
 
 
-def _float_fixer(schema: Any, named: dict[str, Any], made: dict[str, Any]) -> Callable[[Any], Any] | None:
+def _has_float(schema: Any, named: dict[str, Any], seen: set[str], names: bool = False) -> bool:
+    """Whether a datum of the (fastavro-parsed) ``schema`` can hold an Avro ``float`` anywhere (or, with
+    ``names``, a union with a named branch, which fastavro then reads as (name, datum))."""
+    if isinstance(schema, str):
+        if schema == "float":
+            return True
+        return schema in named and _has_float(named[schema], named, seen, names)  # seen guards recursion
+    if isinstance(schema, list):
+        if names and any(_named_branch(branch) is not None for branch in schema):
+            return True
+        return any(_has_float(branch, named, seen, names) for branch in schema)
+    if isinstance(schema, dict):
+        kind = schema.get("type")
+        if kind in ("record", "error"):
+            name = schema.get("name")
+            if name in seen:
+                return False
+            if name is not None:
+                seen.add(name)
+            return any(_has_float(f["type"], named, seen, names) for f in schema.get("fields", ()))
+        if kind == "array":
+            return _has_float(schema["items"], named, seen, names)
+        if kind == "map":
+            return _has_float(schema["values"], named, seen, names)
+        if kind in ("enum", "fixed"):
+            return False
+        return _has_float(kind, named, seen, names)
+    return False
+
+
+def _float_fixer(schema: Any, named: dict[str, Any], made: dict[str, Any],
+                 names: bool = False) -> Callable[[Any], Any] | None:
     """A function that puts :func:`float32_shortest` in place of every ``float`` of a datum fastavro read
     with ``schema`` (records changed in place), or None when the schema holds no ``float``. ``made``:
     the functions of named records being built (a recursive record calls itself through it). In a union
     a value is matched to its branch by its kind: a float to a ``float`` branch when the union has no
     ``double`` (with both, a value cannot say which it was, and stays as fastavro reads it), an object to
-    the one record or map branch, a list to the array branch."""
-    if not _has_float(schema, named, set()):
+    the one record or map branch, a list to the array branch. With ``names`` (fastavro read with
+    ``return_record_name``) a union's (name, datum) goes to the branch of that name, and is unwrapped."""
+    if not _has_float(schema, named, set(), names):
         return None
     if isinstance(schema, str):
         if schema == "float":
             return float32_shortest
         if schema in made:
             return lambda datum: made[schema](datum)
-        return _float_fixer(named[schema], named, made)
+        return _float_fixer(named[schema], named, made, names)
     if isinstance(schema, list):
-        return _union_fixer(schema, named, made)
+        return _union_fixer(schema, named, made, names)
     kind = schema["type"]
     if kind in ("record", "error"):
         name = schema.get("name")
@@ -339,7 +397,7 @@ def _float_fixer(schema: Any, named: dict[str, Any], made: dict[str, Any]) -> Ca
             made[name] = None
         fields: list[tuple[str, Callable[[Any], Any]]] = []
         for field in schema["fields"]:
-            fix = _float_fixer(field["type"], named, made)
+            fix = _float_fixer(field["type"], named, made, names)
             if fix is not None:
                 fields.append((field["name"], fix))
 
@@ -352,14 +410,14 @@ def _float_fixer(schema: Any, named: dict[str, Any], made: dict[str, Any]) -> Ca
             made[name] = record
         return record
     if kind == "array":
-        items = _float_fixer(schema["items"], named, made)
+        items = _float_fixer(schema["items"], named, made, names)
         assert items is not None
         return lambda datum: [items(x) for x in datum]
     if kind == "map":
-        values = _float_fixer(schema["values"], named, made)
+        values = _float_fixer(schema["values"], named, made, names)
         assert values is not None
         return lambda datum: {k: values(v) for k, v in datum.items()}
-    return _float_fixer(kind, named, made)
+    return _float_fixer(kind, named, made, names)
 
 
 def _branch_kind(schema: Any, named: dict[str, Any]) -> str:
@@ -381,20 +439,33 @@ def _branch_kind(schema: Any, named: dict[str, Any]) -> str:
     return "other"
 
 
-def _union_fixer(branches: list[Any], named: dict[str, Any], made: dict[str, Any]) -> Callable[[Any], Any] | None:
-    kinds = [_branch_kind(b, named) for b in branches]
+def _union_fixer(branches: list[Any], named: dict[str, Any], made: dict[str, Any],
+                 names: bool = False) -> Callable[[Any], Any] | None:
+    by_name: dict[str, Callable[[Any], Any] | None] = {}
+    if names:  # fastavro gives (name, datum) for a named branch: its fixer by that name
+        for branch in branches:
+            name = _named_branch(branch)
+            if name is not None:
+                by_name[name] = _float_fixer(branch, named, made, names)
+    # the branches a bare value can come from (with names, the named ones come as (name, datum))
+    bare = [b for b in branches if not (names and _named_branch(b) is not None)]
+    bare_kinds = [_branch_kind(b, named) for b in bare]
     by_kind: dict[type, Callable[[Any], Any]] = {}
-    if kinds.count("float") == 1 and "double" not in kinds:
+    if bare_kinds.count("float") == 1 and "double" not in bare_kinds:
         by_kind[float] = float32_shortest
     for kind, python_type in (("dict", dict), ("list", list)):
-        if kinds.count(kind) == 1:
-            fix = _float_fixer(branches[kinds.index(kind)], named, made)
+        if bare_kinds.count(kind) == 1:
+            fix = _float_fixer(bare[bare_kinds.index(kind)], named, made, names)
             if fix is not None:
                 by_kind[python_type] = fix
-    if not by_kind:
+    if not by_kind and not by_name:
         return None
 
     def union(datum: Any) -> Any:
+        if type(datum) is tuple:  # (name, datum): only with names
+            name, value = datum
+            fix = by_name.get(name)
+            return value if fix is None else fix(value)
         fix = by_kind.get(type(datum))
         return datum if fix is None else fix(datum)
 
@@ -421,8 +492,9 @@ class RegistryDecoder(Decoder):
         self.registry = registry
         #: names what this decoder renders, for caches of rendered sizes (the mount's ``--cache-dir``); the
         #: number is how it renders (2: Avro floats as written, where 1 showed their double; 3: JSON Schema
-        #: scalars as written, and ids of the default context only)
-        self.identity = "kafkafs.registry:3:" + registry.fingerprint()
+        #: scalars as written, and ids of the default context only; 4: Avro floats in a record branch beside
+        #: a map or a record as written, Protobuf maps in wire order)
+        self.identity = "kafkafs.registry:4:" + registry.fingerprint()
 
     def wants(self, batch: DecodedBatch) -> bool:
         for data in batch.values:

@@ -9,7 +9,9 @@ bool, uuid, string, bytes and records. :func:`message` compiles a definition, on
 a list of small reader functions; :meth:`Message.read` turns bytes into the object that Kafka's
 generated ``JsonConverter.write`` prints (camelCase field names, a uuid as Kafka's URL-safe base64
 without padding, bytes as standard base64 text, a tagged field only when it differs from its default,
-fields absent from the version left out). :meth:`Message.write` is the reverse, used to build logs.
+fields absent from the version left out; a string that is not UTF-8 read as Java's ``new String(bytes,
+UTF_8)`` reads it, each malformed sequence one U+FFFD, as Kafka's readers and ``kafka-dump-log`` do).
+:meth:`Message.write` is the reverse, used to build logs.
 
 Compiled messages are immutable and cached; they are safe to share across threads.
 """
@@ -22,6 +24,7 @@ from collections.abc import Callable
 from functools import cache
 
 from ...errors import CorruptRecordError
+from ..javatext import java_utf8
 from .definitions import FieldSpec, MessageSpec, load_spec
 from .fields import FIXED, Field, MessageObject, Versions, compile_fields, is_default, uuid_text
 from .schema_write import MessageWriter
@@ -201,7 +204,7 @@ class Message(MessageWriter):
                     if not nullable:
                         raise CorruptRecordError(f"non-nullable field {f.name} was serialized as null")
                     return None
-                return r.take(n).decode("utf-8")
+                return java_utf8(r.take(n))  # as Kafka's readers: new String(bytes, UTF_8)
 
             return string
         read_value = self._read_value
@@ -256,7 +259,7 @@ class Message(MessageWriter):
                     raise CorruptRecordError(f"non-nullable field {f.name} was serialized as null")
                 return None
             if kind == "string":
-                return r.take(n).decode("utf-8")
+                return java_utf8(r.take(n))
             if kind != "array":
                 return base64.b64encode(r.take(n)).decode("ascii")
             if n > len(r.buf) - r.pos:

@@ -166,8 +166,10 @@ class InternalDecoder(Decoder):
         if kind not in self._COORDINATORS + self._FRAMED:
             raise ValueError(kind)
         self.kind = kind
-        #: names what this decoder renders, for caches of rendered sizes (the mount's ``--cache-dir``)
-        self.identity = f"kafkafs.internal:{kind}:{internal.definitions_version()}"
+        #: names what this decoder renders, for caches of rendered sizes (the mount's ``--cache-dir``); the
+        #: last number is how it renders (2: strings that are not UTF-8 read as Java reads them, where 1
+        #: left the record's bytes)
+        self.identity = f"kafkafs.internal:{kind}:{internal.definitions_version()}:2"
         self._framed = internal.metadata_record if kind == "metadata" else internal.remote_log_metadata_record
 
     def key(self, data: bytes | None, control: bool) -> tuple[object, int | None]:

@@ -22,6 +22,7 @@ from ...errors import InvalidInput, InvalidName, NotFound
 from ...format.decoders import decoder_for
 from ...format.jsonview import VALUES_MODES
 from ...storage.keyindex import KeyIndexStore
+from ...storage.kraft import METADATA_PARTITION
 from ...storage.logdir import LogDir
 from ...storage.names import parse_partition_dir_name
 from ...storage.schemas import SCHEMAS_TOPIC, SchemasStamp, load_registry
@@ -208,15 +209,17 @@ class Partitions:
 
     def load_schemas(self, schemas_dir: str | None = None) -> None:
         """Read the Schema Registry's schemas: LOGDIR's ``_schemas`` topic and ``schemas_dir``
-        (``--schemas DIR``); :meth:`follow_schemas` then follows the topic's changes."""
+        (``--schemas DIR``); :meth:`follow_schemas` then follows their changes."""
         self._schemas_dir = schemas_dir
         if self.mode == "auto":  # (other modes decode nothing: nothing to follow)
-            self._schemas_stamp = SchemasStamp(self.logdir.path)  # before the reading: a change meanwhile is seen
+            # before the reading: a change meanwhile is seen (--schemas DIR's files too: R10-8 leftover)
+            self._schemas_stamp = SchemasStamp(self.logdir.path, schemas_dir)
         self.registry = load_registry(self.logdir.path, schemas_dir)
 
     def follow_schemas(self) -> bool:
         """When LOGDIR's ``_schemas`` topic changed since the last look (a schema registered, deleted,
-        the topic compacted: :class:`~kafkafs.storage.schemas.SchemasStamp`, a few stats), read the
+        the topic compacted: :class:`~kafkafs.storage.schemas.SchemasStamp`, a few stats), or a file of
+        ``--schemas DIR`` was added, replaced or edited (the poll loop's look, every second), read the
         schemas again, and when they render otherwise, have every open partition render with them
         (:meth:`~kafkafs.fs.views.partition.PartitionState.use_decoder`: a rewrite of what changes).
         True when the schemas changed. Blocks (a worker thread: the poll loop's)."""
@@ -282,6 +285,24 @@ class Partitions:
     def is_schemas_folder(name: str) -> bool:
         """Whether partition folder ``name`` is one of the ``_schemas`` topic's."""
         return name.rpartition("-")[0] == SCHEMAS_TOPIC
+
+    def follow_settings(self) -> list[str]:
+        """Read-only mounts: read the topic settings a KRaft broker recorded again where LOGDIR's
+        metadata log changed (:meth:`~kafkafs.storage.logdir.LogDir.follow_recorded`: from where the
+        last reading stopped), so that ``partition.json`` and all else says a topic's new settings.
+        Returns the open partitions whose settings changed. Blocks (the watcher's thread, at an event
+        of the metadata log's folder; the poll loop's worker while that folder is not watched)."""
+        return [] if self.rw else self.logdir.follow_recorded()
+
+    def follow_settings_unwatched(self) -> None:
+        """The poll loop's turn for the recorded settings: nothing while events tell of the metadata
+        log's changes (a dict lookup); else, when the folder is there (one stat), watch it and read
+        what changed (also each turn while it cannot be watched)."""
+        if self.rw or self.folder_watched(METADATA_PARTITION):
+            return
+        if (self.logdir.path / METADATA_PARTITION).is_dir():
+            self.watch_early(METADATA_PARTITION)  # from now on its events say it (the mount's folder event)
+            self.follow_settings()  # what came before the watch
 
     def open_state(self, name: str) -> PartitionState | None:
         """The partition ``name`` if it is open already (None otherwise); opens nothing."""

@@ -1,5 +1,5 @@
 """Bytes as Java's ``new String(bytes, UTF_8)`` reads them (what ``kafka-dump-log`` prints for a key or
-a payload): valid UTF-8 as it is; each malformed sequence becomes one U+FFFD, with Java's rule for how
+a payload, and how Kafka's generated message readers read a string field): valid UTF-8 as it is; each malformed sequence becomes one U+FFFD, with Java's rule for how
 many bytes that sequence takes (JDK 17's ``String.decodeUTF8_UTF16``), which differs from Python's
 ``errors="replace"``: e.g. ``ED AE 55`` is one U+FFFD then ``U`` in Java, two U+FFFD then ``U`` in Python.
 """
