@@ -1,9 +1,6 @@
 """``kafkafs consume``: records as JSON lines (SPEC §3), with kcat's habits.
 
-Where to start, per partition (``-o``/``--offset``/``--from-offset``, kcat's forms):
-``beginning``/``earliest`` (the log start offset), ``end``/``latest`` (the log end offset: nothing
-until new records come, with ``--follow``), ``N`` (absolute; clamped into the log), ``-N`` (N before
-the end), ``s@TS`` (the first record with timestamp >= TS, epoch ms, as Kafka's ``offsetsForTimes``).
+Which partitions a name reads and where each starts (``-o``, kcat's forms): :mod:`.consume_plan`.
 ``e@TS`` stops before the first record with timestamp >= TS. ``--from-time TS`` is ``s@TS`` that also
 takes ISO-8601. ``-c``/``--count`` stops after that many records in all.
 
@@ -13,18 +10,15 @@ by the kernel (:mod:`.format.recordfilter`); ``--grep REGEX`` keeps the rendered
 With ``--key``, a partition whose sealed segments have key indexes in the cache folder (built by the
 mount or ``kafkafs index --keys``) reads only the batches holding that key; the others are scanned.
 
-A topic without a partition number (``orders``, or ``-t orders`` without ``-p``) reads every partition
-of the topic. Records are interleaved by timestamp (ties by partition, then offset), as a consumer of
-the whole topic would roughly see them; ``--no-interleave`` prints one partition after the other, in
-partition order. A name that is a partition folder (``orders-1``) is that partition alone; ``-t``
-always names a topic, as kcat's does (``-t orders-1``: topic ``orders-1``, folders ``orders-1-0``, ...).
+The records of a whole topic are interleaved by timestamp (ties by partition, then offset), as a
+consumer of the whole topic would roughly see them; ``--no-interleave`` prints one partition after the
+other, in partition order.
 """
 
 from __future__ import annotations
 
 import contextlib
 import heapq
-import logging
 import os
 import re
 import time
@@ -35,8 +29,9 @@ from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 from . import consume_merge
+from .consume_plan import OffsetSpec, parse_offset_spec, past_end_note, resolve_partitions, start_offset
 from .consume_spans import SWAP_REREADS, SpanPool, across_swaps, relist, span_chunks, spannable
-from .errors import CorruptRecordError, InvalidInput, InvalidName
+from .errors import CorruptRecordError
 from .format.decoders import decoder_for
 from .format.jsonview import (
     render_batch_jsonl,
@@ -46,130 +41,10 @@ from .format.jsonview import (
     render_raw_jsonl_stamped,
 )
 from .format.recordfilter import RecordFilter
-from .format.timestamps import format_timestamp, parse_timestamp
 from .storage.log import Log
 from .storage.logdir import LogDir
-from .storage.names import parse_partition_dir_name
-from .storage.partition_folders import alias_reason
 
 __all__ = ["OffsetSpec", "parse_offset_spec", "start_offset", "past_end_note", "resolve_partitions", "consume"]
-
-log = logging.getLogger("kafkafs.consume")
-
-_NUMBER = re.compile(r"[+-]?\d+")
-
-
-@dataclass(frozen=True)
-class OffsetSpec:
-    """Where to start: ``kind`` is "beginning", "end", "offset" (``value`` >= 0), "tail" (``value``
-    records before the end) or "time" (``value`` ms)."""
-
-    kind: str
-    value: int = 0
-
-
-def parse_offset_spec(text: str) -> OffsetSpec:
-    """kcat's ``-o`` value; ``InvalidInput`` for anything else."""
-    t = text.strip()
-    low = t.lower()
-    if low in ("beginning", "earliest", "oldest", "first"):
-        return OffsetSpec("beginning")
-    if low in ("end", "latest", "newest", "last"):
-        return OffsetSpec("end")
-    if _NUMBER.fullmatch(t):
-        n = int(t)
-        # kcat's -N is N from the end, -0 included (start at the end: nothing old), not offset 0
-        return OffsetSpec("tail", -n) if t.startswith("-") else OffsetSpec("offset", n)
-    if low.startswith("s@"):
-        return OffsetSpec("time", parse_timestamp(t[2:], round_up=True))
-    raise InvalidInput(
-        f"not an offset: {text!r} (use beginning|earliest, end|latest, N, -N from the end, or s@TIMESTAMP_MS)"
-    )
-
-
-def start_offset(log_: Log, spec: OffsetSpec) -> int:
-    """The first offset ``spec`` names in ``log_``, within [log start, log end]."""
-    lo, hi = log_.log_start_offset, log_.log_end_offset
-    if spec.kind == "beginning":
-        return lo
-    if spec.kind == "end":
-        return hi
-    if spec.kind == "tail":
-        return max(hi - spec.value, lo)
-    if spec.kind == "time":
-        found = log_.offset_for_timestamp(spec.value)
-        return found[0] if found else hi
-    return min(max(spec.value, lo), hi)
-
-
-def past_end_note(log_: Log, spec: OffsetSpec) -> str | None:
-    """What ``consume`` says on stderr when ``spec`` asks for a start past the partition's last record
-    (SPEC §4: a script and a person can tell "no records there" from "nothing printed"); None when the
-    start is within the log (or is its end, asked for by name)."""
-    end = log_.log_end_offset
-    if spec.kind == "offset" and spec.value >= end:
-        asked = f"offset {spec.value}"
-    elif spec.kind == "time" and log_.offset_for_timestamp(spec.value) is None:
-        asked = format_timestamp(spec.value)
-    else:
-        return None
-    name = f"{log_.topic}-{log_.partition}"
-    if end <= log_.log_start_offset:
-        return f"{name}: nothing at or after {asked}: the partition holds no records (its next offset is {end})"
-    return f"{name}: nothing at or after {asked}: the partition ends at offset {end - 1} (its next offset is {end})"
-
-
-def resolve_partitions(logdir: LogDir, name: str | None, topic: str | None, partition: int | None) -> list[str]:
-    """The partition folders to read: ``name`` as a partition folder, else as a topic (every partition);
-    ``-t``/``-p`` kcat style: ``-t`` names a topic, always (``-t a-1`` is topic ``a-1``, every partition,
-    as kcat reads it, never partition 1 of topic ``a``). ``InvalidName`` when nothing matches, or when
-    the partition asked is an alias of another one (a link to its folder: the same log twice); a topic's
-    aliases are left out with a warning."""
-    aliases = logdir.aliases()
-    names = logdir.partition_names()
-    for asked in (name, f"{topic}-{partition}" if topic is not None and partition is not None else None):
-        if asked in aliases:
-            raise InvalidName(f"{alias_reason(logdir.path, asked, aliases[asked])}: not read; read {aliases[asked]}")
-    if name is not None and (topic is not None or partition is not None):
-        raise InvalidInput("give either TOPIC[-PARTITION] or -t TOPIC [-p N], not both")
-    if name is None:
-        if topic is None:
-            raise InvalidInput("which topic? give TOPIC[-PARTITION] or -t TOPIC")
-        if partition is not None:
-            name = f"{topic}-{partition}"
-            if name not in names:
-                raise InvalidName(f"no partition {name} in {logdir.path}")
-            return [name]
-        matches = _topic_partitions(names, topic)
-        _skip_aliases(logdir, aliases, topic, matches)
-        if not matches:
-            hint = ""
-            if topic in names:
-                folder_topic, number = parse_partition_dir_name(topic)
-                hint = f" ({topic} is partition {number} of topic {folder_topic}: -t {folder_topic} -p {number})"
-            raise InvalidName(f"no topic {topic} in {logdir.path}{hint}")
-        return matches
-    if name in names:
-        return [name]
-    matches = _topic_partitions(names, name)
-    _skip_aliases(logdir, aliases, name, matches)
-    if not matches:
-        raise InvalidName(f"no partition {name} and no topic {name} in {logdir.path}")
-    return matches
-
-
-def _topic_partitions(names: list[str], topic: str) -> list[str]:
-    return [n for n in names if parse_partition_dir_name(n)[0] == topic]
-
-
-def _skip_aliases(logdir: LogDir, aliases: dict[str, str], topic: str, matches: list[str]) -> None:
-    """The aliases among ``topic``'s partition folders: each named in a warning (or, when the topic has
-    nothing else, in the error: InvalidName)."""
-    mine = _topic_partitions(list(aliases), topic)
-    if mine and not matches:
-        raise InvalidName(f"{alias_reason(logdir.path, mine[0], aliases[mine[0]])}: not read; read {aliases[mine[0]]}")
-    for alias in mine:
-        log.warning("%s: skipped, read as %s only", alias_reason(logdir.path, alias, aliases[alias]), aliases[alias])
 
 
 @dataclass(eq=False)
@@ -426,64 +301,85 @@ def consume(
             continue
         readers.append(_Reader(log_, start_offset(log_, spec), mode, stop_ts, decoder_for(log_.topic, registry, mode),
                                record_filter=record_filter, grep=grep))
+    if not readers or count == 0:  # -c 0: no record, and nothing to wait for
+        return 0
+    one_pass = _way_to_read(readers, out, stop_ts=stop_ts, follow=follow, interleave=interleave,
+                            record_filter=record_filter, grep=grep, keys_store=keys_store, on_damage=on_damage)
     printed = 0
-    if not readers:
-        return printed
-    if (keys_store is not None and record_filter is not None and record_filter.key is not None and not follow
-            and (len(readers) == 1 or not interleave)):
-        for r in readers:
-            with _local_damage(r, on_damage):
-                for line, n in _indexed_chunks(r, keys_store, None if count is None else count - printed):
-                    out.write(line)
-                    printed += n
-            if count is not None and printed >= count:
-                break
-        out.flush()
-        return printed
-    whole_batches = stop_ts is None and (len(readers) == 1 or not interleave)
     while True:
-        if whole_batches:
-            for r in readers:
-                with _local_damage(r, on_damage):
-                    for lines, n in r.chunks(None if count is None else count - printed):
-                        out.write(lines)
-                        printed += n
-                        if count is not None and printed >= count:
-                            out.flush()
-                            return printed
-            out.flush()
-            if not follow or all(r.done for r in readers):
-                return printed
-            _wait(readers)
-            continue
-        if consume_merge.available() and record_filter is None and grep is None:
-            # the kernel merges (one partition at a time without interleave); filters take the way below
-            groups = [readers] if interleave else [[r] for r in readers]
-            for group in groups:
-                printed += consume_merge.merge(group, out, _pool(), stop_ts, None if count is None else count - printed,
-                                               on_damage=on_damage)
-                if count is not None and printed >= count:
-                    out.flush()
-                    return printed
-            out.flush()
-            if not follow or all(r.done for r in readers):
-                return printed
-            _wait(readers)
-            continue
-        if interleave and len(readers) > 1:
-            streams: Iterator = heapq.merge(*(_guarded_lines(r, on_damage) for r in readers))
-        else:
-            streams = (item for r in readers for item in _guarded_lines(r, on_damage))
-        for _ts, _p, _o, line in streams:
-            out.write(line)
-            printed += 1
-            if count is not None and printed >= count:
-                out.flush()
-                return printed
+        printed += one_pass(None if count is None else count - printed)
         out.flush()
-        if not follow or all(r.done for r in readers):
+        if (count is not None and printed >= count) or not follow or all(r.done for r in readers):
             return printed
         _wait(readers)
+
+
+#: One pass over the readers: it writes what their partitions now hold past where they are (at most
+#: the count given, None: no limit) and returns how many records it wrote.
+_Pass = Callable[[int | None], int]
+
+
+def _way_to_read(readers: list[_Reader], out: BinaryIO, *, stop_ts: int | None, follow: bool, interleave: bool,
+                 record_filter: RecordFilter | None, grep: re.Pattern | None, keys_store,
+                 on_damage: Callable[[CorruptRecordError], None] | None) -> _Pass:
+    """How :func:`consume` reads: through the key indexes (a key asked, no ``--follow``, no
+    interleaving), whole batches at once (no interleaving, no ``e@TS``), the kernel's merge (no filter,
+    no ``--grep``), else line by line (``heapq.merge`` of the partitions' lines when interleaved)."""
+    one_partition_at_a_time = len(readers) == 1 or not interleave
+    if (keys_store is not None and record_filter is not None and record_filter.key is not None and not follow
+            and one_partition_at_a_time):
+        return lambda remaining: _chunks_pass(
+            readers, out, remaining, on_damage, lambda r, at_most: _indexed_chunks(r, keys_store, at_most))
+    if stop_ts is None and one_partition_at_a_time:
+        return lambda remaining: _chunks_pass(readers, out, remaining, on_damage, _Reader.chunks)
+    if consume_merge.available() and record_filter is None and grep is None:
+        # the kernel merges (one partition at a time without interleave); filters take the way below
+        groups = [readers] if interleave else [[r] for r in readers]
+        return lambda remaining: _merge_pass(groups, out, remaining, stop_ts, on_damage)
+    return lambda remaining: _lines_pass(readers, out, remaining, interleave, on_damage)
+
+
+def _chunks_pass(readers: list[_Reader], out: BinaryIO, remaining: int | None,
+                 on_damage: Callable[[CorruptRecordError], None] | None,
+                 chunks_of: Callable[[_Reader, int | None], Iterator[tuple[bytes, int]]]) -> int:
+    """One partition after the other, the ``(lines, how many)`` that ``chunks_of(reader, at most)`` gives."""
+    printed = 0
+    for r in readers:
+        with _local_damage(r, on_damage):
+            for lines, n in chunks_of(r, None if remaining is None else remaining - printed):
+                out.write(lines)
+                printed += n
+                if remaining is not None and printed >= remaining:
+                    return printed
+    return printed
+
+
+def _merge_pass(groups: list[list[_Reader]], out: BinaryIO, remaining: int | None, stop_ts: int | None,
+                on_damage: Callable[[CorruptRecordError], None] | None) -> int:
+    """The kernel's merge of each group of readers, one group after the other."""
+    printed = 0
+    for group in groups:
+        printed += consume_merge.merge(group, out, _pool(), stop_ts, None if remaining is None else remaining - printed,
+                                       on_damage=on_damage)
+        if remaining is not None and printed >= remaining:
+            break
+    return printed
+
+
+def _lines_pass(readers: list[_Reader], out: BinaryIO, remaining: int | None, interleave: bool,
+                on_damage: Callable[[CorruptRecordError], None] | None) -> int:
+    """Line by line: by timestamp across the partitions when ``interleave``, else one after the other."""
+    if interleave and len(readers) > 1:
+        streams: Iterator = heapq.merge(*(_guarded_lines(r, on_damage) for r in readers))
+    else:
+        streams = (item for r in readers for item in _guarded_lines(r, on_damage))
+    printed = 0
+    for _ts, _p, _o, line in streams:
+        out.write(line)
+        printed += 1
+        if remaining is not None and printed >= remaining:
+            break
+    return printed
 
 
 @contextlib.contextmanager

@@ -10,7 +10,7 @@ import binascii
 import re
 from typing import Any
 
-from .consume import OffsetSpec, parse_offset_spec
+from .consume_plan import OffsetSpec, parse_offset_spec
 from .errors import InvalidInput
 from .format.recordfilter import MAX_HEADERS, RecordFilter
 from .format.timestamps import parse_timestamp

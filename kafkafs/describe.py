@@ -107,6 +107,8 @@ def _group_rows(view: dict) -> list[list[Any]]:
     owners: dict[tuple[str, int], dict] = {}
     for member in view["members"]:
         for a in member["assignment"]:
+            if "topic" not in a:  # a streams group's tasks (subtopology, partitions): no topic-partition
+                continue
             for p in a["partitions"]:
                 owners[(a["topic"], p)] = member
     committed = {(o["topic"], o["partition"]): o for o in view["offsets"]}

@@ -17,19 +17,21 @@ import crc32c
 # ---------------------------------------------------------------------------------------------- batches
 
 
-def varint(n: int) -> bytes:
-    """Kafka's signed varint (zig-zag, then 7 bits a byte, low bits first), as records and Schema
-    Registry's message indexes use it."""
-    z = (n << 1) ^ (n >> 63)
+def uvarint(raw: int) -> bytes:
+    """An unsigned varint (``raw`` >= 0): 7 bits a byte, low bits first, the high bit set on every byte
+    but the last (Protocol Buffers' varint; Kafka's flexible-version lengths)."""
     out = bytearray()
-    while True:
-        b = z & 0x7F
-        z >>= 7
-        if z:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
+    while raw >= 0x80:
+        out.append((raw & 0x7F) | 0x80)
+        raw >>= 7
+    out.append(raw)
+    return bytes(out)
+
+
+def varint(n: int) -> bytes:
+    """Kafka's signed varint (a 64-bit zig-zag, then :func:`uvarint`), as records and Schema Registry's
+    message indexes use it, and Avro its int and long."""
+    return uvarint((n << 1) ^ (n >> 63))
 
 
 def _field(b: bytes | None) -> bytes:
@@ -37,9 +39,11 @@ def _field(b: bytes | None) -> bytes:
 
 
 def record(delta: int, ts_delta: int, key: bytes | None, value: bytes | None, headers=()) -> bytes:
+    """One record (attributes 0); a header key as text (UTF-8) or bytes (any, as a hostile producer
+    writes them)."""
     body = b"\0" + varint(ts_delta) + varint(delta) + _field(key) + _field(value) + varint(len(headers))
     for hk, hv in headers:
-        body += _field(hk.encode()) + _field(hv)
+        body += _field(hk if isinstance(hk, bytes) else hk.encode()) + _field(hv)
     return varint(len(body)) + body
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import re
 import struct
+from collections.abc import Iterator
 from typing import TextIO
 
 from ..errors import CorruptRecordError, describe_os_error, tag_os_error
@@ -146,6 +147,18 @@ def _last_offset_at(log: bytes, position: int, limit: int) -> int:
     return -1 if h is None else h.last_offset
 
 
+def _entries(data: bytes, base: int, entry: struct.Struct, rel_at: int) -> Iterator[tuple[int, int]]:
+    """``(offset, the entry's other field)`` of each whole entry of an index (the relative offset is
+    field ``rel_at`` of ``entry``), up to the first after slot 0 whose offset is the base offset: the
+    zero-filled tail of a preallocated index."""
+    for i in range(len(data) // entry.size):
+        fields = entry.unpack_from(data, i * entry.size)
+        offset = base + fields[rel_at]
+        if offset == base and i > 0:
+            return
+        yield offset, fields[1 - rel_at]
+
+
 def _report_sanity(name: str, problem: str | None, out: TextIO, err: TextIO) -> int:
     """Say what an index's sanity check found (as Kafka's tool does); the exit code."""
     if problem:
@@ -189,11 +202,7 @@ def dump_index(name: str, out: TextIO, err: TextIO, options: DumpOptions, errors
     if options.index_sanity_check:
         return _report_sanity(name, _offset_sanity(name, data, base), out, err)
     mismatches = []
-    for i in range(entries):
-        rel, position = _OFFSET_ENTRY.unpack_from(data, i * 8)
-        offset = base + rel
-        if offset == base and i > 0:
-            break
+    for offset, position in _entries(data, base, _OFFSET_ENTRY, 0):
         last = _last_offset_at(log, position, options.max_message_size)
         if last != offset:
             mismatches.append((offset, last))
@@ -270,11 +279,7 @@ def dump_time_index(name: str, out: TextIO, err: TextIO, options: DumpOptions, e
         index = b""
     problems = 0
     prev = _NO_TIMESTAMP
-    for i in range(len(data) // 12):
-        timestamp, rel = _TIME_ENTRY.unpack_from(data, i * 12)
-        offset = base + rel
-        if offset == base and i > 0:
-            break
+    for offset, timestamp in _entries(data, base, _TIME_ENTRY, 1):
         batch = None
         pos = _lookup(index, base, offset)
         try:

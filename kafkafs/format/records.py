@@ -170,79 +170,34 @@ def decode_records(data: bytes, header: BatchHeader) -> DecodedBatch:
     add_key = keys.append
     add_value = values.append
     add_headers = headers.append
-    varint = _varint
+    read_int, read_bytes = _read_int, _read_bytes
     no_headers = NO_HEADERS
     pos = 0
     for _ in range(count):
-        b = data[pos]
-        if b < 0x80:
-            length = (b >> 1) ^ -(b & 1)
-            pos += 1
-        else:
-            length, pos = varint(data, pos)
+        length, pos = read_int(data, pos)
         record_end = pos + length
         if length < 6 or record_end > end:
             raise CorruptRecordError(f"record length {length} does not fit the batch")
         pos += 1  # attributes: unused
-        b = data[pos]
-        if b < 0x80:
-            ts_delta = (b >> 1) ^ -(b & 1)
-            pos += 1
-        else:
-            ts_delta, pos = _varlong(data, pos)
-        b = data[pos]
-        if b < 0x80:
-            offset_delta = (b >> 1) ^ -(b & 1)
-            pos += 1
-        else:
-            offset_delta, pos = varint(data, pos)
-        b = data[pos]
-        if b < 0x80:
-            n = (b >> 1) ^ -(b & 1)
-            pos += 1
-        else:
-            n, pos = varint(data, pos)
-        if n >= 0:
-            key = data[pos : pos + n]
-            pos += n
-        else:  # any negative length is null, as Kafka reads it
-            key = None
-        b = data[pos]
-        if b < 0x80:
-            n = (b >> 1) ^ -(b & 1)
-            pos += 1
-        else:
-            n, pos = varint(data, pos)
-        if n >= 0:
-            value = data[pos : pos + n]
-            pos += n
-        else:
-            value = None
-        b = data[pos]
-        if b == 0:
+        ts_delta, pos = _read_long(data, pos)
+        offset_delta, pos = read_int(data, pos)
+        key, pos = read_bytes(data, pos)
+        value, pos = read_bytes(data, pos)
+        if data[pos] == 0:
             pos += 1
             record_headers: Sequence[Header] = no_headers
         else:
-            if b < 0x80:
-                n = (b >> 1) ^ -(b & 1)
-                pos += 1
-            else:
-                n, pos = varint(data, pos)
+            n, pos = read_int(data, pos)
             if n < 0 or n > record_end - pos:
                 raise CorruptRecordError(f"header count {n}")
             built: list[Header] = []
             for _h in range(n):
-                klen, pos = _read_len(data, pos)
+                klen, pos = read_int(data, pos)
                 if klen < 0:
                     raise CorruptRecordError("header key is null")
                 hkey = data[pos : pos + klen].decode("utf-8", "replace")
                 pos += klen
-                vlen, pos = _read_len(data, pos)
-                if vlen >= 0:
-                    hvalue = data[pos : pos + vlen]
-                    pos += vlen
-                else:
-                    hvalue = None
+                hvalue, pos = read_bytes(data, pos)
                 built.append(Header(hkey, hvalue))
             record_headers = built
         if pos != record_end:
@@ -261,8 +216,36 @@ def decode_records(data: bytes, header: BatchHeader) -> DecodedBatch:
     return DecodedBatch(header, offsets, timestamps, keys, values, headers)
 
 
-def _read_len(data: bytes, pos: int) -> tuple[int, int]:
+# The readers of a record's fields: a one-byte varint (nearly every length and delta) is read in place,
+# a longer one by varint.read_zigzag.
+
+
+def _read_int(data: bytes, pos: int) -> tuple[int, int]:
+    """A varint (lengths, offset delta, counts) at ``pos``: ``(value, next_position)``."""
     b = data[pos]
     if b < 0x80:
         return (b >> 1) ^ -(b & 1), pos + 1
     return _varint(data, pos)
+
+
+def _read_long(data: bytes, pos: int) -> tuple[int, int]:
+    """A varlong (the timestamp delta) at ``pos``: ``(value, next_position)``."""
+    b = data[pos]
+    if b < 0x80:
+        return (b >> 1) ^ -(b & 1), pos + 1
+    return _varlong(data, pos)
+
+
+def _read_bytes(data: bytes, pos: int) -> tuple[bytes | None, int]:
+    """A varint length and that many bytes (key, value, header value) at ``pos``: ``(bytes,
+    next_position)``; any negative length is null, as Kafka reads it. Bytes past the end of ``data``
+    are cut short, and the position past them is the record's check."""
+    b = data[pos]
+    if b < 0x80:
+        n = (b >> 1) ^ -(b & 1)
+        pos += 1
+    else:
+        n, pos = _varint(data, pos)
+    if n < 0:
+        return None, pos
+    return data[pos : pos + n], pos + n

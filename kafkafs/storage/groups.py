@@ -31,9 +31,21 @@ Every ``__consumer_offsets`` partition of the log directory is replayed in offse
 - a share group (KIP-932; types 10 to 15) is read as a consumer group is (its epoch, its members'
   metadata and current assignments, topics named by its state partition metadata); its protocol type is
   ``share``, its protocol the broker's share assignor (``simple``), its state ``Empty`` without members,
-  else ``Stable`` (Kafka's ``ShareGroup``); it commits no offsets here (they are in
-  ``__share_group_state``), so its ``offsets`` are empty, as ``kafka-share-groups --describe`` shows it;
-- streams groups' records are left out (``kafka-consumer-groups`` does not show them).
+  else ``Stable`` (Kafka's ``ShareGroup``); its ``offsets`` are what ``kafka-share-groups --describe
+  --offsets`` shows (review14 R14-10), from the share coordinator's ``__share_group_state`` (replayed
+  too: a ShareSnapshot sets a share-partition's state, a ShareUpdate moves the start offset, leader epoch
+  and delivery complete count it names, -1 keeping them, a tombstone removes it): per share-partition its
+  start offset as ``offset`` and its ``leaderEpoch`` (both null while the start offset is -1, not
+  initialized), ``metadata`` and ``commitTimestamp`` null, and lag = log end offset - start offset -
+  delivery complete count (KIP-1226; null while either is -1);
+- a streams group (KIP-1071, Kafka Streams with ``group.protocol=streams``; types 17 to 23) is shown as
+  ``kafka-streams-groups --describe`` shows it: protocol type ``streams``, protocol the broker's streams
+  assignor (``sticky``), generation its group epoch, its state Kafka's ``StreamsGroup`` rule (``Empty``
+  without members, ``NotReady`` while its topology is not there or not validated at its epoch,
+  ``Assigning``, ``Reconciling``, ``Stable`` as for a consumer group; a member is stable in state 1,
+  streams counting its member states from 1), each member's ``assignment`` its active tasks as
+  ``[{"subtopology", "partitions"}]`` (``ACTIVE: 0:[0,1]``), beside ``standbyTasks`` and ``warmupTasks``
+  of the same shape (review14 R14-6: its commits alone made a made-up ``Empty`` group).
 
 A group whose metadata and commits are all deleted has no entry.
 
@@ -59,7 +71,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..errors import CorruptRecordError, KafkafsError
-from ..format.decoders.internal import offsets_key, offsets_value
+from ..format.decoders.internal import offsets_key, offsets_value, share_state_key, share_state_value
 from ..format.records import control_type_of
 from .kraft import recorded_topic_names
 from .names import parse_partition_dir_name
@@ -68,17 +80,21 @@ from .replay import KnownDamage, replayable_batches
 if TYPE_CHECKING:
     from .logdir import LogDir
 
-__all__ = ["OFFSETS_TOPIC", "group_view", "group_views", "GroupsReplay", "replay_logdir"]
+__all__ = ["OFFSETS_TOPIC", "SHARE_STATE_TOPIC", "group_view", "group_views", "GroupsReplay", "replay_logdir"]
 
 log = logging.getLogger("kafkafs.groups")
 
 OFFSETS_TOPIC = "__consumer_offsets"
+SHARE_STATE_TOPIC = "__share_group_state"
 _CLASSIC = 2
 _COMMITS = (0, 1)
 _CONSUMER_TYPES = range(3, 9)
 #: share group record type -> the consumer group record type it is read as (15: its topics, by id)
 _SHARE_TYPES = {11: 3, 10: 5, 12: 6, 13: 7, 14: 8, 15: 15}
 SHARE_ASSIGNOR = "simple"  # the broker's group.share.assignors default
+_STREAMS_TYPES = range(17, 24)
+STREAMS_ASSIGNOR = "sticky"  # the broker's group.streams.assignors default
+_STREAMS_STABLE = 1  # org.apache.kafka.coordinator.group.streams.MemberState.STABLE
 #: The assignor a consumer group uses when no member names one: the first of the broker's
 #: ``group.consumer.assignors`` (Kafka's default list starts with it).
 DEFAULT_ASSIGNOR = "uniform"
@@ -101,11 +117,25 @@ class _Consumer:
 
 
 @dataclass
+class _Streams:
+    epoch: int = 0
+    assignment_epoch: int = -1
+    validated_epoch: int = -1  # the topology epoch the coordinator validated (StreamsGroupMetadata)
+    topology_epoch: int | None = None  # None: no topology record
+    members: dict[str, dict[str, Any]] = field(default_factory=dict)  # member id -> metadata
+    current: dict[str, dict[str, Any]] = field(default_factory=dict)  # member id -> current assignment
+    exists: bool = False
+
+
+@dataclass
 class GroupsReplay(KnownDamage):
     """The state of every group after a replay (see the module's docstring)."""
 
     classic: dict[str, _Classic] = field(default_factory=dict)
     consumer: dict[str, _Consumer] = field(default_factory=dict)
+    streams: dict[str, _Streams] = field(default_factory=dict)
+    #: share group -> (topic id, partition) -> its share-partition state (``__share_group_state``)
+    share_state: dict[str, dict[tuple[str, int], dict[str, Any]]] = field(default_factory=dict)
     offsets: dict[str, dict[tuple[str, int], dict[str, Any]]] = field(default_factory=dict)
     #: partition folder -> the first damage its replay met
     damage: dict[str, CorruptRecordError] = field(default_factory=dict)
@@ -166,6 +196,43 @@ class GroupsReplay(KnownDamage):
             self._consumer(kind, data, body)
         elif kind in _SHARE_TYPES:
             self._consumer(_SHARE_TYPES[kind], data, body, share=True)
+        elif kind in _STREAMS_TYPES:
+            self._streams(kind, data, body)
+
+    def apply_share_state(self, key: bytes | None, value: bytes | None, partition: str | None = None) -> None:
+        """One record of ``__share_group_state`` (read in ``partition``), each partition's in offset order."""
+        if key is None:
+            return
+        try:
+            decoded = share_state_key(key)
+            body = None if value is None else share_state_value(value, key)
+        except CorruptRecordError as exc:
+            log.debug("__share_group_state record does not decode: %s", exc)
+            return
+        kind, data = decoded["type"], decoded["data"]
+        if not isinstance(data, dict) or not isinstance(data.get("groupId"), str):
+            return
+        group = data["groupId"]
+        if partition is not None:
+            self.where.setdefault(group, set()).add(partition)
+        topic_id, part = data.get("topicId"), data.get("partition")
+        if not isinstance(topic_id, str) or not isinstance(part, int):
+            return
+        where = (topic_id, part)
+        states = self.share_state.setdefault(group, {})
+        if body is None:
+            states.pop(where, None)
+        else:
+            new = body["data"]
+            if kind == 0 or where not in states:  # ShareSnapshot: the whole state
+                states[where] = {k: new.get(k, -1) for k in ("startOffset", "leaderEpoch", "deliveryCompleteCount")}
+            else:  # ShareUpdate: what it names (-1: unchanged)
+                state = states[where]
+                for k in ("startOffset", "leaderEpoch", "deliveryCompleteCount"):
+                    if new.get(k, -1) != -1:
+                        state[k] = new[k]
+        if not states:
+            del self.share_state[group]
 
     def marker(self, producer_id: int, commit: bool, partition: str | None = None) -> None:
         """A transaction marker in ``__consumer_offsets`` (read in ``partition``): the producer's pending
@@ -181,7 +248,9 @@ class GroupsReplay(KnownDamage):
     def _made_by_commit(self, group: str) -> None:
         """A commit's value for ``group``: Kafka's replay makes the group if none exists (a simple one)."""
         consumer = self.consumer.get(group)
-        if group not in self.classic and (consumer is None or not consumer.exists):
+        streams = self.streams.get(group)
+        if group not in self.classic and (consumer is None or not consumer.exists) \
+                and (streams is None or not streams.exists):
             self.simple.add(group)
 
     def _commit(self, where: tuple[str, tuple[str, int]], body: dict[str, Any] | None, partition: str | None,
@@ -236,12 +305,44 @@ class GroupsReplay(KnownDamage):
         if body is not None:
             group.exists = True
 
+    def _streams(self, kind: int, data: dict[str, Any], body: dict[str, Any] | None) -> None:
+        group_id: str = data["groupId"]
+        group = self.streams.get(group_id)
+        if group is None:
+            if body is None:
+                return
+            group = self.streams[group_id] = _Streams()
+        member: str = data.get("memberId") or ""
+        if kind == 17:  # StreamsGroupMetadata: the group epoch, or the group's end
+            if body is None:
+                del self.streams[group_id]
+                self.simple.discard(group_id)
+                return
+            group.epoch = body.get("epoch", 0)
+            group.validated_epoch = body.get("validatedTopologyEpoch", -1)
+        elif kind == 19:  # StreamsGroupMemberMetadata
+            if body is None:
+                group.members.pop(member, None)
+            else:
+                group.members[member] = body
+        elif kind == 20:  # StreamsGroupTargetAssignmentMetadata
+            group.assignment_epoch = -1 if body is None else body.get("assignmentEpoch", -1)
+        elif kind == 22:  # StreamsGroupCurrentMemberAssignment
+            if body is None:
+                group.current.pop(member, None)
+            else:
+                group.current[member] = body
+        elif kind == 23:  # StreamsGroupTopology
+            group.topology_epoch = None if body is None else body.get("epoch", 0)
+        if body is not None:
+            group.exists = True
+
     # ------------------------------------------------------------------------------------------ views
 
     def groups(self) -> list[str]:
         """Every group with an entry, and every damaged group (whether it has one is not known)."""
         names = (set(self.offsets) | set(self.classic) | self.simple
-                 | {g for g, c in self.consumer.items() if c.exists})
+                 | {g for g, c in self.consumer.items() if c.exists} | {g for g, c in self.streams.items() if c.exists})
         if self.damage:
             names |= {g for g in self.where if self.damage_of(g) is not None}
         return sorted(names)
@@ -259,6 +360,29 @@ def _consumer_state(group: _Consumer) -> str:
     return "Stable"
 
 
+def _streams_state(group: _Streams) -> str:
+    """Kafka's ``StreamsGroup.maybeUpdateGroupState``, with "its topology configured and ready" read as
+    "its topology record there and validated at that epoch" (what the coordinator wrote it had checked)."""
+    if not group.members:
+        return "Empty"
+    if group.topology_epoch is None or group.validated_epoch < group.topology_epoch:
+        return "NotReady"
+    if group.epoch > group.assignment_epoch:
+        return "Assigning"
+    for member_id in group.members:
+        current = group.current.get(member_id) or {}
+        if current.get("state") != _STREAMS_STABLE or current.get("memberEpoch") != group.assignment_epoch:
+            return "Reconciling"
+    return "Stable"
+
+
+def _tasks(tasks: Iterable[dict[str, Any]] | None) -> list[dict[str, Any]]:
+    """A streams member's tasks of one kind, as ``kafka-streams-groups --describe --members`` lists them."""
+    out = [{"subtopology": t.get("subtopologyId"), "partitions": sorted(t.get("partitions") or ())}
+           for t in tasks or ()]
+    return sorted(out, key=lambda t: str(t["subtopology"]))
+
+
 def _assignment(partitions: Iterable[dict[str, Any]] | None, name_of: Callable[[str], str], key: str
                 ) -> list[dict[str, Any]]:
     out = []
@@ -268,6 +392,17 @@ def _assignment(partitions: Iterable[dict[str, Any]] | None, name_of: Callable[[
             topic = name_of(topic)
         out.append({"topic": topic, "partitions": sorted(tp.get("partitions") or ())})
     return sorted(out, key=lambda a: (a["topic"] is None, a["topic"] or ""))
+
+
+def _owned(current: dict[str, Any]) -> list[dict[str, Any]]:
+    """A KIP-848 member's current assignment as Kafka 4.4's describe shows it: the partitions assigned to
+    it and those it still owns until it revokes them (``partitionsPendingRevocation``: a member stuck
+    in a rebalance keeps consuming them), by topic id (review14 R14-13)."""
+    owned: dict[Any, set[int]] = {}
+    for key in ("assignedPartitions", "partitionsPendingRevocation"):
+        for tp in current.get(key) or ():
+            owned.setdefault(tp.get("topicId"), set()).update(tp.get("partitions") or ())
+    return [{"topicId": topic_id, "partitions": sorted(parts)} for topic_id, parts in owned.items()]
 
 
 _NO_TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAA"  # Kafka's Uuid.ZERO_UUID: a commit that names no topic id
@@ -304,11 +439,25 @@ def group_view(replay: GroupsReplay, group: str, end_offsets: dict[tuple[str, in
     consumer = replay.consumer.get(group)
     if consumer is not None and not consumer.exists:
         consumer = None
+    streams = replay.streams.get(group)
+    if streams is not None and not streams.exists:
+        streams = None
     commits = replay.offsets.get(group, {})
-    if classic is None and consumer is None and not commits and group not in replay.simple:
+    if classic is None and consumer is None and streams is None and not commits and group not in replay.simple:
         return None
     members: list[dict[str, Any]] = []
-    if consumer is not None:
+    if streams is not None and consumer is None:
+        head = {"protocolType": "streams", "protocol": STREAMS_ASSIGNOR, "state": _streams_state(streams),
+                "generation": streams.epoch, "leader": None}
+        for member_id in sorted(streams.members):
+            meta = streams.members[member_id]
+            current = streams.current.get(member_id) or {}
+            members.append({
+                "memberId": member_id, "groupInstanceId": meta.get("instanceId"), "clientId": meta.get("clientId"),
+                "clientHost": meta.get("clientHost"), "assignment": _tasks(current.get("activeTasks")),
+                "standbyTasks": _tasks(current.get("standbyTasks")), "warmupTasks": _tasks(current.get("warmupTasks")),
+            })
+    elif consumer is not None:
         name_of = _namer(consumer, commits, topic_names, more_names)
         assignors = Counter(m.get("serverAssignor") for m in consumer.members.values() if m.get("serverAssignor"))
         if consumer.share:
@@ -324,7 +473,7 @@ def group_view(replay: GroupsReplay, group: str, end_offsets: dict[tuple[str, in
             members.append({
                 "memberId": member_id, "groupInstanceId": meta.get("instanceId"), "clientId": meta.get("clientId"),
                 "clientHost": meta.get("clientHost"),
-                "assignment": _assignment(current.get("assignedPartitions"), name_of, "topicId"),
+                "assignment": _assignment(_owned(current), name_of, "topicId"),
             })
     elif classic is not None:
         value = classic.value
@@ -342,6 +491,9 @@ def group_view(replay: GroupsReplay, group: str, end_offsets: dict[tuple[str, in
     else:  # only commits (or commits that never landed): a consumer that assigns its partitions itself
         head = {"protocolType": None, "protocol": None, "state": "Empty", "generation": 0, "leader": None}
     offsets = []
+    if consumer is not None and consumer.share:
+        return {"group": group, **head, "members": members,
+                "offsets": _share_offsets(replay.share_state.get(group, {}), end_offsets, name_of)}
     for (topic, partition), body in sorted(commits.items()):
         end = end_offsets.get((topic, partition))
         offset = body.get("offset")
@@ -351,6 +503,23 @@ def group_view(replay: GroupsReplay, group: str, end_offsets: dict[tuple[str, in
             "logEndOffset": end, "lag": None if end is None or offset is None else end - offset,
         })
     return {"group": group, **head, "members": members, "offsets": offsets}
+
+
+def _share_offsets(states: dict[tuple[str, int], dict[str, Any]], end_offsets: dict[tuple[str, int], int],
+                   name_of: Callable[[str], str]) -> list[dict[str, Any]]:
+    """A share group's ``offsets`` (see the module's docstring), by topic name and partition."""
+    out = []
+    for (topic_id, partition), state in states.items():
+        topic = name_of(topic_id)
+        start, dcc = state.get("startOffset", -1), state.get("deliveryCompleteCount", -1)
+        end = end_offsets.get((topic, partition))
+        known = start != -1
+        out.append({
+            "topic": topic, "partition": partition, "offset": start if known else None,
+            "leaderEpoch": state.get("leaderEpoch") if known else None, "metadata": None, "commitTimestamp": None,
+            "logEndOffset": end, "lag": None if end is None or not known or dcc == -1 else end - start - dcc,
+        })
+    return sorted(out, key=lambda o: (o["topic"], o["partition"]))
 
 
 def replay_logdir(logdir: LogDir) -> GroupsReplay:
@@ -368,6 +537,15 @@ def replay_logdir(logdir: LogDir) -> GroupsReplay:
             transactional = h.magic == 2 and h.is_transactional
             for offset, key, value in zip(batch.offsets, batch.keys, batch.values, strict=True):
                 replay.apply(key, value, offset, h.producer_id if transactional else -1, transactional, name)
+        if damage:
+            replay.damage[name] = damage[0]
+    for name in logdir.topic_partition_names(SHARE_STATE_TOPIC):
+        damage = []
+        for h, batch in replayable_batches(logdir.log(name), damage):
+            if h.magic == 2 and h.is_control:
+                continue
+            for key, value in zip(batch.keys, batch.values, strict=True):
+                replay.apply_share_state(key, value, name)
         if damage:
             replay.damage[name] = damage[0]
     return replay

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, NamedTuple, NoReturn
 from .. import __version__
 from ..errors import CorruptRecordError
 from ..format.batch import records_section, validate_batch
-from ..format.batchheader import v2_offsets
+from ..format.batchheader import BatchHeader, v2_offsets
 from ..format.jsonspan import cut_off
 from ..format.keyindex import (
     ENTRY,
@@ -206,6 +206,15 @@ def _batch_rels(view: BatchView, seg_base: int, record_filter: RecordFilter) -> 
     return [ENTRY.unpack_from(got.entries, i)[2] for i in range(0, len(got.entries), ENTRY.size)]
 
 
+def _may_hold(header: BatchHeader, offset: int) -> bool:
+    """Whether the batch of ``header`` may hold ``offset``: between its base and last offsets; for a
+    compressed magic 0/1 wrapper, up to its offset (the header's base offset is the wrapper's own, its
+    LAST inner offset: the first one is known only once it is decompressed, review16 R16-3)."""
+    if header.magic < 2 and header.record_count < 0:
+        return offset <= header.last_offset
+    return header.base_offset <= offset <= header.last_offset
+
+
 class KeyConfirmer:
     """Whether the record at an offset of ``segment`` has ``key`` (a hash match in a key index is only
     a candidate); a batch read for one candidate answers for the next ones in it. One query's own."""
@@ -218,9 +227,9 @@ class KeyConfirmer:
 
     def __call__(self, offset: int) -> bool:
         view = self.view
-        if view is None or not view.header.base_offset <= offset <= view.header.last_offset:
+        if view is None or not _may_hold(view.header, offset):
             view = self.segment.find(offset)
-            if view is None or view.header.base_offset > offset:
+            if view is None or not _may_hold(view.header, offset):
                 return False
             self.view = view._replace(segment=self.segment)
             self._rels = set(_batch_rels(view, self.segment.base_offset, self.filter))

@@ -119,6 +119,24 @@ def _schemas_dirs(root: Path) -> list[Path]:
     return sorted(dirs)
 
 
+def _files_stamp(directory: Path) -> tuple[tuple[str, int, int, int], ...]:
+    """The schema files :func:`registry_from_dir` reads in ``directory``, each as (its path below it,
+    inode, size, modification time); those it cannot stat are left out (looked at again next time)."""
+    files = []
+    for top, folders, names in os.walk(directory):
+        folders.sort()
+        below = os.path.relpath(top, directory)
+        for name in names:
+            if not name.endswith(".proto") and (below != "." or not name.endswith((".avsc", ".json"))):
+                continue
+            try:
+                st = os.stat(os.path.join(top, name))
+            except OSError:
+                continue
+            files.append((os.path.join(below, name), st.st_ino, st.st_size, st.st_mtime_ns))
+    return tuple(sorted(files))
+
+
 class SchemasStamp:
     """Whether a log directory's ``_schemas`` topic changed since it was last looked at, from its files'
     identities alone (nothing is read): the ``_schemas-<n>`` folders, and in each the name, inode, size
@@ -128,10 +146,15 @@ class SchemasStamp:
     at an unchanged topic costs a stat of the log directory, a listing of each ``_schemas`` folder and a
     stat of each of its segments.
 
+    With ``schemas_dir`` (``--schemas DIR``), also the name, inode, size and modification time of each
+    of its schema files (``<id>.avsc``, ``<id>.json``, ``<id>.proto`` at its top, ``.proto`` imports
+    below): a file added, replaced or edited there is a change too (a walk of DIR at each look).
+
     Threads: one thread at a time (the mount's poll loop)."""
 
-    def __init__(self, logdir: str | os.PathLike[str]) -> None:
+    def __init__(self, logdir: str | os.PathLike[str], schemas_dir: str | os.PathLike[str] | None = None) -> None:
         self.root = Path(logdir)
+        self.schemas_dir = None if schemas_dir is None else Path(schemas_dir)
         self._root_mtime: int | None = None
         self._dirs: list[Path] = []
         self._last = self._stamp()
@@ -156,6 +179,8 @@ class SchemasStamp:
                 stamp.append((directory.name, tuple(sorted(logs))))
             except OSError:
                 stamp.append((directory.name, None))  # gone or unreadable: looked at again next time
+        if self.schemas_dir is not None:
+            stamp.append(("--schemas", _files_stamp(self.schemas_dir)))
         return tuple(stamp)
 
     @property

@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import orjson
 import pytest
 
+from kafkafs import consume_merge
 from kafkafs.consume import consume, parse_offset_spec, resolve_partitions
 from kafkafs.errors import InvalidInput, InvalidName
+from kafkafs.format.recordfilter import RecordFilter
 from kafkafs.storage.logdir import LogDir
 
 T0 = 1_700_000_000_000
@@ -140,6 +144,33 @@ def test_a_bad_count_is_a_usage_error(logs, count):
     # -c -1 used to print some records and exit 0
     proc = run(str(logs), "orders-0", "-c", count, rc=2)
     assert proc.stdout == b"" and proc.stderr.decode().count("\n") == 1
+
+
+_EVERY_WAY = {
+    "whole-batches": {"interleave": False},
+    "interleaved": {},
+    "stop-time": {"stop_ts": T0 + 1000},
+    "grep": {"grep": re.compile("a|b")},
+    "key": {"record_filter": RecordFilter(key=b"k")},
+    "follow": {"follow": True, "interleave": False},
+    "follow-grep": {"follow": True, "grep": re.compile("a|b")},
+}
+
+
+@pytest.mark.parametrize("way", list(_EVERY_WAY.values()), ids=list(_EVERY_WAY))
+@pytest.mark.parametrize("merge", [True, False], ids=["merge", "no-merge"])
+def test_count_0_prints_nothing_and_returns_on_every_way(logs, monkeypatch, way, merge):
+    # -c 0 printed one record where lines are written one at a time (--grep, a filter, or e@TS without
+    # the kernel's merge), and with --follow the whole-batch way waited for new records for ever
+    if not merge:
+        monkeypatch.setattr(consume_merge, "available", lambda: False)
+    got: list[list[dict]] = []
+    reader = threading.Thread(target=lambda: got.append(read(logs, ["orders-0", "orders-1"], count=0, **way)),
+                              daemon=True)
+    reader.start()
+    reader.join(30)
+    assert not reader.is_alive(), "consume -c 0 did not return"
+    assert got == [[]]
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,8 @@
 """The fault tests use the FUSE fixtures of tests/fs (real mounts that always unmount), and
 ``eio_layer``: a failing disk under LOGDIR (:mod:`tests.faults.eiofs`, a pass-through FUSE layer).
-:func:`cli`, :func:`values`, :func:`recovered`, :func:`produce_rounds`, :func:`produce_keyed` and
-:func:`recovers_and_cleans`, :func:`rw_mount_of_t0` and :func:`heals_through_the_mount` are the steps the
+:func:`cli`, :func:`values`, :func:`recovered`, :func:`produce_rounds`, :func:`recovers_with_every_ack`,
+:func:`produce_keyed` and :func:`recovers_and_cleans`, :func:`rw_mount_of_t0`, :func:`append_rounds` and
+:func:`heals_through_the_mount` are the steps the
 write-fault tests (EIO, ENOSPC) share; :func:`read_pages` reads a mounted file page by page, so that damage or a failing
 disk hurts only the pages that need it."""
 
@@ -57,6 +58,17 @@ def produce_rounds(logs: Path, rounds: range, acked: list[bytes]) -> tuple[subpr
     return None, round_
 
 
+def recovers_with_every_ack(logs: Path, acked: list[bytes]) -> None:
+    """After failed appends to ``t-0`` and a healed disk: ``recover`` leaves what ``verify`` accepts, with
+    every acknowledged record in order first, and ``t-0`` takes an append (``after``) again."""
+    recovered(cli("recover", str(logs)))
+    assert cli("verify", str(logs)).returncode == 0
+    got = values(logs, "t-0")
+    assert got[: len(acked)] == acked  # every acknowledged record, in order, first
+    assert cli("produce", str(logs), "t-0", *SMALL, stdin=b"after\n").returncode == 0
+    assert values(logs, "t-0")[-1] == b"after"
+
+
 COMPACT = [*SMALL, "--set", "cleanup.policy=compact"]
 
 
@@ -91,6 +103,21 @@ def rw_mount_of_t0(mounts: Mounts, source: Path, mount_of: Path, config: Path) -
     m = mounts(mount_of, "--rw", "--config", str(config))
     m.allow_errors = True
     return m
+
+
+def append_rounds(m: Mount, rounds: range, acked: list[bytes]) -> OSError | None:
+    """Appends to ``t-0/append`` of the mount ``m``, a round at a time (10 lines ``m<round>-<i>-www...`` of
+    about 300 bytes each), until one fails; the lines of every append that worked go to ``acked``.
+    Returns the error of the one that failed (None when none did)."""
+    for round_ in rounds:
+        lines = [b"m%d-%d-" % (round_, i) + b"w" * 300 for i in range(10)]
+        try:
+            with open(m / "t-0" / "append", "ab", buffering=0) as f:
+                f.write(b"\n".join(lines) + b"\n")
+        except OSError as exc:
+            return exc
+        acked.extend(lines)
+    return None
 
 
 def heals_through_the_mount(m: Mount, logdir: Path, acked: list[bytes]) -> None:

@@ -26,13 +26,9 @@ def _write(path, data: bytes, *, aligned: bool = True) -> int:
     """One ``os.write`` of ``data``, from a page-aligned buffer (the kernel's first piece is then a full
     ``max_write``) or from one that starts 100 bytes into a page."""
     fd = os.open(path, os.O_WRONLY)
-    skip = 0 if aligned else 100
-    buf = mmap.mmap(-1, len(data) + skip)
     try:
-        buf[skip:] = data
-        return os.write(fd, memoryview(buf)[skip:])
+        return _write_fd(fd, data, 0 if aligned else 100)
     finally:
-        buf.close()
         os.close(fd)
 
 

@@ -35,13 +35,32 @@ def _one_active_segment(path: Path, index_interval: int) -> tuple[Path, bytes]:
     return path, (path / SEGMENT).read_bytes()
 
 
-@pytest.mark.parametrize("index_interval", [pytest.param(4096, marks=pytest.mark.slow), 10**8],
-                         ids=["indexed", "no-index-entries"])
-def test_the_cli_stops_at_an_unreadable_stretch_of_the_active_segment(tmp_path, eio_layer, index_interval) -> None:
-    logdir, data = _one_active_segment(tmp_path / "logs", index_interval)
+def _unreadable_stretch(path: Path, eio_layer, index_interval: int):
+    """:func:`_one_active_segment` under an EIO layer whose segment gives no byte of a 4,000-byte stretch
+    from two fifths in; (LOGDIR, the segment's bytes, the layer)."""
+    logdir, data = _one_active_segment(path, index_interval)
     layer = eio_layer(logdir)
     bad = len(data) * 2 // 5
     layer.fail({"name": SEGMENT, "from": bad, "to": bad + 4000, "op": "read"})
+    return logdir, data, layer
+
+
+def _unindexed_segments(logdir: Path) -> dict[str, tuple[int, int]]:
+    """``t-0``: 30 batches of 20 records over segments of 6,000 bytes without offset index entries (as one
+    producer process a batch leaves them); each segment's file name -> (base offset, next offset)."""
+    logdir.mkdir()
+    with LogDir(logdir, Settings({"segment.bytes": 6000, "index.interval.bytes": 10**8}), writable=True) as d:
+        log = d.create_partition("t", 0)
+        for b in range(30):
+            log.append_records([ProducerRecord(1_763_700_000_000 + i, None, b"v%d %s" % (i, b"x" * 40), ())
+                                for i in range(b * 20, b * 20 + 20)])
+        return {s.log_path.name: (s.base_offset, s.next_offset) for s in log.segments}
+
+
+@pytest.mark.parametrize("index_interval", [pytest.param(4096, marks=pytest.mark.slow), 10**8],
+                         ids=["indexed", "no-index-entries"])
+def test_the_cli_stops_at_an_unreadable_stretch_of_the_active_segment(tmp_path, eio_layer, index_interval) -> None:
+    logdir, data, layer = _unreadable_stretch(tmp_path / "logs", eio_layer, index_interval)
     seg = str(layer.path / SEGMENT)
 
     consumed = cli("consume", str(layer.path), "t-0")
@@ -71,10 +90,7 @@ def test_the_cli_stops_at_an_unreadable_stretch_of_the_active_segment(tmp_path, 
 def test_a_mount_says_eio_past_an_unreadable_stretch_of_the_active_segment(tmp_path, eio_layer, mounted) -> None:
     """Before: records past the stretch were not there (by-offset/1999.json ENOENT, logEndOffset 760,
     nothing logged), for a segment whose offset index has no entry past it."""
-    logdir, data = _one_active_segment(tmp_path / "logs", 10**8)
-    layer = eio_layer(logdir)
-    bad = len(data) * 2 // 5
-    layer.fail({"name": SEGMENT, "from": bad, "to": bad + 4000, "op": "read"})
+    logdir, data, layer = _unreadable_stretch(tmp_path / "logs", eio_layer, 10**8)
     m = mounted(layer.path)
     m.allow_errors = True
     part = m / "t-0"
@@ -93,10 +109,7 @@ def test_a_rw_mount_serves_what_it_can_of_a_partition_with_an_unreadable_stretch
     answered EIO for everything of the partition (stat of records.jsonl, by-offset/10.json that a
     read-only mount serves, append) and logged nothing. Now it serves it read-only: the reads that need
     the bytes fail, the rest is served, appends are refused with EIO, and one line names the file."""
-    logdir, data = _one_active_segment(tmp_path / "logs", 10**8)
-    layer = eio_layer(logdir)
-    bad = len(data) * 2 // 5
-    layer.fail({"name": SEGMENT, "from": bad, "to": bad + 4000, "op": "read"})
+    logdir, data, layer = _unreadable_stretch(tmp_path / "logs", eio_layer, 10**8)
     m = mounted(layer.path, "--rw")
     m.allow_errors = True
     part = m / "t-0"
@@ -118,13 +131,7 @@ def test_a_mount_says_eio_for_an_unreadable_stretch_of_the_first_sealed_segment(
     them). Before: records.jsonl silently started at the second segment (cat exit 0, 500 of 600
     records) although the log said the reads that need the first one's bytes fail with EIO."""
     logdir = tmp_path / "logs"
-    logdir.mkdir()
-    with LogDir(logdir, Settings({"segment.bytes": 6000, "index.interval.bytes": 10**8}), writable=True) as d:
-        log = d.create_partition("t", 0)
-        for b in range(30):
-            log.append_records([ProducerRecord(1_763_700_000_000 + i, None, b"v%d %s" % (i, b"x" * 40), ())
-                                for i in range(b * 20, b * 20 + 20)])
-        second = list(log.segments)[1].base_offset
+    second = sorted(_unindexed_segments(logdir).values())[1][0]
     layer = eio_layer(logdir)
     layer.fail({"name": "t-0/00000000000000000000.log", "from": 100, "to": 200, "op": "read"})
     m = mounted(layer.path)
@@ -161,13 +168,7 @@ def test_verify_checks_the_other_segments_of_a_partition_with_an_unreadable_one(
     checked (... cannot read FILE ...)' and checked none of its other segments. Now it checks them and
     names the one it could not read, exit 1."""
     logdir = tmp_path / "logs"
-    logdir.mkdir()
-    with LogDir(logdir, Settings({"segment.bytes": 6000, "index.interval.bytes": 10**8}), writable=True) as d:
-        log = d.create_partition("t", 0)
-        for b in range(30):
-            log.append_records([ProducerRecord(1_763_700_000_000 + i, None, b"v%d %s" % (i, b"x" * 40), ())
-                                for i in range(b * 20, b * 20 + 20)])
-        sizes = {s.log_path.name: s.next_offset - s.base_offset for s in log.segments}
+    sizes = {name: end - base for name, (base, end) in _unindexed_segments(logdir).items()}
     bad = sorted(sizes)[1]
     # another segment's damage must still be found: a CRC broken in the last one
     last = logdir / "t-0" / sorted(sizes)[-1]

@@ -14,13 +14,13 @@ import pytest
 
 from tests.faults.conftest import (
     COMPACT,
-    SMALL,
+    append_rounds,
     cli,
     heals_through_the_mount,
     produce_keyed,
     produce_rounds,
-    recovered,
     recovers_and_cleans,
+    recovers_with_every_ack,
     rw_mount_of_t0,
     values,
 )
@@ -66,12 +66,7 @@ def test_eio_during_append_roll_and_flush(tmp_path, eio_layer, fault):
     if fault == "roll":
         assert acked[-1].startswith(b"r%d-" % (round_ - 1)) and segments(source, "t-0") > before
     layer.fail()  # the disk heals
-    recovered(cli("recover", str(logs)))
-    assert cli("verify", str(logs)).returncode == 0
-    got = values(logs, "t-0")
-    assert got[: len(acked)] == acked  # every acknowledged record, in order, first
-    assert cli("produce", str(logs), "t-0", *SMALL, stdin=b"after\n").returncode == 0
-    assert values(logs, "t-0")[-1] == b"after"
+    recovers_with_every_ack(logs, acked)
     assert cli("verify", str(logs)).returncode == 0
 
 
@@ -81,22 +76,10 @@ def test_eio_through_a_rw_mount(tmp_path, eio_layer, mounted):
     layer = eio_layer(source)
     m = rw_mount_of_t0(mounted, source, layer.path, tmp_path / "kafkafs.toml")
     acked: list[bytes] = []
-
-    def append(lines: list[bytes]) -> None:
-        with open(m / "t-0" / "append", "ab", buffering=0) as f:
-            f.write(b"\n".join(lines) + b"\n")
-
-    for round_ in range(20):
-        lines = [b"m%d-%d-" % (round_, i) + b"w" * 300 for i in range(10)]
-        append(lines)
-        acked.extend(lines)
+    assert append_rounds(m, range(20), acked) is None
     layer.fail(FAULTS["append"])
-    with pytest.raises(OSError) as failed:
-        for round_ in range(20, 40):
-            lines = [b"m%d-%d-" % (round_, i) + b"w" * 300 for i in range(10)]
-            append(lines)
-            acked.extend(lines)
-    assert failed.value.errno == errno.EIO, failed.value
+    error = append_rounds(m, range(20, 40), acked)
+    assert error is not None and error.errno == errno.EIO, error
     assert m.proc.poll() is None  # the daemon lives on
     layer.fail()
     heals_through_the_mount(m, layer.path, acked)

@@ -17,12 +17,14 @@ from kafkafs.storage.logdir import LogDir
 from tests.faults.conftest import (
     COMPACT,
     SMALL,
+    append_rounds,
     cli,
     heals_through_the_mount,
     produce_keyed,
     produce_rounds,
     recovered,
     recovers_and_cleans,
+    recovers_with_every_ack,
     rw_mount_of_t0,
     values,
 )
@@ -66,13 +68,7 @@ def test_enospc_during_append_and_roll(small_fs):
     one_line_enospc(failed)
     assert len({p.name for p in (logs / "t-0").glob("*.log")}) > 2  # it rolled on the way
     (small_fs / "filler").unlink()
-    recovered(cli("recover", str(logs)))
-    assert cli("verify", str(logs)).returncode == 0
-    got = values(logs, "t-0")
-    assert got[: len(acked)] == acked  # every acknowledged record, in order, first
-    # and it takes appends again
-    assert cli("produce", str(logs), "t-0", *SMALL, stdin=b"after\n").returncode == 0
-    assert values(logs, "t-0")[-1] == b"after"
+    recovers_with_every_ack(logs, acked)
 
 
 def test_enospc_during_recovery(small_fs):
@@ -107,16 +103,7 @@ def test_enospc_through_a_rw_mount(small_fs, mounted, tmp_path):
     m = rw_mount_of_t0(mounted, logs, logs, tmp_path / "kafkafs.toml")
     fill(small_fs, 150 * 1024)
     acked: list[bytes] = []
-    error = None
-    for round_ in range(400):
-        lines = [b"m%d-%d-" % (round_, i) + b"w" * 300 for i in range(10)]
-        try:
-            with open(m / "t-0" / "append", "ab", buffering=0) as f:
-                f.write(b"\n".join(lines) + b"\n")
-        except OSError as exc:
-            error = exc
-            break
-        acked.extend(lines)
+    error = append_rounds(m, range(400), acked)
     assert error is not None and error.errno == errno.ENOSPC, error
     assert m.proc.poll() is None  # the daemon lives on
     (small_fs / "filler").unlink()

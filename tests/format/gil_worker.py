@@ -18,6 +18,8 @@ import struct
 import sys
 import threading
 
+from tests.kafka_layout import record
+
 THREADS = 4
 ROUNDS = 3
 MODES = ("auto", "string", "base64")
@@ -30,32 +32,13 @@ HOSTILE_KEYS = [b"\xff" + b"\x01" * 15, b"\xed\xa0\x80" + b"\x02" * 13, b"a\xc3"
                 b"\xf0\x9f\x98" + b"\x03" * 13, b"\xe0\x80\x80" + b"\x04" * 13, b"\x80\xbf" + b"\x05" * 14]
 
 
-def _uvarint(raw: int) -> bytes:
-    out = bytearray()
-    while raw >= 0x80:
-        out.append((raw & 0x7F) | 0x80)
-        raw >>= 7
-    out.append(raw)
-    return bytes(out)
-
-
-def _varint(value: int) -> bytes:
-    return _uvarint(((value << 1) ^ (value >> 63)) & ((1 << 64) - 1))
-
-
-def _field(data: bytes | None) -> bytes:
-    return _varint(-1) if data is None else _varint(len(data)) + data
-
-
 def hostile_section(count: int = 100) -> bytes:
     """A records section (Kafka's documented layout) of ``count`` small JSON records, each with four
     binary header keys, as a librdkafka producer can write them."""
     out = bytearray()
     for i in range(count):
         headers = [(HOSTILE_KEYS[(i + h) % len(HOSTILE_KEYS)], b'{"h":%d}' % h) for h in range(4)]
-        body = b"\x00" + _varint(i) + _varint(i) + _field(b"key-%d" % i) + _field(b'{"n": %d}' % i)
-        body += _varint(len(headers)) + b"".join(_field(k) + _field(v) for k, v in headers)
-        out += _varint(len(body)) + body
+        out += record(i, i, b"key-%d" % i, b'{"n": %d}' % i, headers)
     return bytes(out)
 
 

@@ -32,6 +32,8 @@ from kafkafs.format.decoders import decoder_for
 from kafkafs.format.decoders.registry import SchemaRegistry
 from kafkafs.format.decoders.view import generic_json
 from kafkafs.format.jsonview import render_batch_jsonl
+from tests.kafka_layout import uvarint
+from tests.kafka_layout import varint as zz  # Avro writes int and long as Kafka its varints: zig-zag
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -53,20 +55,6 @@ ORDER = {"type": "record", "name": "Order", "fields": [
     {"name": "id", "type": "long"}, {"name": "tags", "type": {"type": "array", "items": "string"}},
     {"name": "attrs", "type": {"type": "map", "values": "long"}}, {"name": "note", "type": ["null", "string"]},
     {"name": "f", "type": "float"}, {"name": "e", "type": {"type": "enum", "name": "E", "symbols": ["A", "B"]}}]}
-
-
-def zz(n: int) -> bytes:
-    """A zig-zag varint, as Avro writes int and long."""
-    n = (n << 1) ^ (n >> 63)
-    out = bytearray()
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
 
 
 def avro(schema: object, datum: object) -> bytes:
@@ -178,7 +166,7 @@ def test_protobuf_and_json_schema_deep_or_many_stay_bounded():
     proto = 'syntax = "proto3"; message N { N next = 1; repeated E es = 2; } message E {}'
     deep = b""
     for _ in range(10_000):  # 10,000 nested messages, field 1 (tag 0x0a), length-delimited
-        deep = b"\x0a" + _varint(len(deep)) + deep
+        deep = b"\x0a" + uvarint(len(deep)) + deep
     values = [framed(1, b"\x00" + deep), framed(1, b"\x00" + b"\x12\x00" * 100_000),
               framed(2, b"[" * 100_000 + b"]" * 100_000), framed(2, b'{"a": [1, 2]}')]
     lines = render_in_child({1: ("PROTOBUF", proto), 2: ("JSON", "{}")}, values, timeout=60)
@@ -186,18 +174,6 @@ def test_protobuf_and_json_schema_deep_or_many_stay_bounded():
     assert lines[1]["valueSchemaId"] == 1 and len(lines[1]["value"]["es"]) == 100_000
     assert shown_as_bytes(lines[2], values[2])
     assert lines[3]["value"] == {"a": [1, 2]} and lines[3]["valueSchemaId"] == 2
-
-
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
 
 
 def _render(registry: SchemaRegistry, values: list[bytes]) -> list[dict]:
@@ -302,12 +278,7 @@ for sid, text in job["schemas"].items():
 decoder = decoder_for("t", registry)
 rng = random.Random(job["seed"])
 seeds = [base64.b64decode(s) for s in job["seeds"]]
-def zz(n):
-    n = (n << 1) ^ (n >> 63); out = bytearray()
-    while True:
-        b = n & 0x7F; n >>= 7
-        if n: out.append(b | 0x80)
-        else: out.append(b); return bytes(out)
+from tests.kafka_layout import varint as zz
 def mutate(data):
     data = bytearray(data)
     for _ in range(rng.randrange(1, 4)):

@@ -21,6 +21,7 @@ from kafkafs.format import jsonembed, kernel
 from kafkafs.format.batchheader import BatchHeader
 from kafkafs.format.jsonrender import line_prefix, render_lines, select_indexes
 from kafkafs.format.records import decode_records
+from tests.kafka_layout import uvarint
 
 pytestmark = pytest.mark.skipif(kernel.KERNEL is None, reason="the compiled kernel is not built")
 
@@ -96,18 +97,9 @@ values = st.one_of(
 # ------------------------------------------------------------------------------------- sections
 
 
-def _uvarint(raw: int) -> bytes:
-    out = bytearray()
-    while raw >= 0x80:
-        out.append((raw & 0x7F) | 0x80)
-        raw >>= 7
-    out.append(raw)
-    return bytes(out)
-
-
 def _varint(value: int, pad: int = 0, bits: int = 64) -> bytes:
     raw = ((value << 1) ^ (value >> (bits - 1))) & ((1 << bits) - 1)
-    data = bytearray(_uvarint(raw))
+    data = bytearray(uvarint(raw))
     if pad:  # the same value in more bytes than needed
         data[-1] |= 0x80
         data += b"\x80" * (pad - 1) + b"\x00"

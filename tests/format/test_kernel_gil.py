@@ -25,6 +25,7 @@ from kafkafs.format import kernel
 from kafkafs.format.batchheader import BatchHeader
 from kafkafs.format.jsonrender import line_prefix, render_lines
 from kafkafs.format.records import decode_records
+from tests.kafka_layout import record
 
 from .gil_worker import ENTRIES
 
@@ -108,26 +109,8 @@ _EDGES = [0x00, 0x01, 0x41, 0x7F, 0x80, 0x8F, 0x90, 0x9F, 0xA0, 0xBF, 0xC0, 0xC1
           0xF0, 0xF4, 0xF5, 0xFF]
 
 
-def _uvarint(raw: int) -> bytes:
-    out = bytearray()
-    while raw >= 0x80:
-        out.append((raw & 0x7F) | 0x80)
-        raw >>= 7
-    out.append(raw)
-    return bytes(out)
-
-
-def _varint(value: int) -> bytes:
-    return _uvarint(((value << 1) ^ (value >> 63)) & ((1 << 64) - 1))
-
-
 def _section(keys: list[bytes]) -> bytes:
-    out = bytearray()
-    for i, key in enumerate(keys):
-        body = b"\x00" + _varint(0) + _varint(i) + _varint(-1) + _varint(-1) + _varint(1)
-        body += _varint(len(key)) + key + _varint(-1)
-        out += _varint(len(body)) + body
-    return bytes(out)
+    return b"".join(record(i, 0, None, None, [(key, None)]) for i, key in enumerate(keys))
 
 
 def test_header_keys_decode_as_pythons_replace_exhaustively():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import json
+import mmap
 import os
 import shutil
 import signal
@@ -430,6 +431,94 @@ def test_a_line_too_large_appends_nothing(mounted, logdir_copy, tmp_path):
         os.close(fd)
     values = [json.loads(line)["value"] for line in cat(records).splitlines()]
     assert values[5:] == ["small"]
+
+
+#: The largest write request FUSE passes here: 256 pages (libfuse 3's buffer; the kernel's max_pages_limit).
+REQUEST = 256 * 4096
+
+
+def _in_page(data: bytes, offset: int) -> memoryview:
+    """``data`` in memory that starts ``offset`` bytes into a page: the kernel cuts a write() to a
+    direct-I/O file at the pages of the writer's buffer, at most :data:`REQUEST` bytes' worth a request."""
+    area = mmap.mmap(-1, offset + len(data))
+    area[offset:] = data
+    return memoryview(area)[offset:]
+
+
+def _lines(size: int, tag: bytes, last: bytes = b"") -> bytes:
+    """Lines of 100 bytes (a shorter one to fill), then ``last``: exactly ``size`` bytes."""
+    body = b"".join(b"%s %07d " % (tag, i) + b"p" * (90 - len(tag)) + b"\n" for i in range(size // 100 + 1))
+    body = body[: size - len(last) - 100]
+    body = body[: body.rfind(b"\n") + 1]
+    fill = size - len(last) - len(body)
+    return body + b"f" * (fill - 1) + b"\n" + last
+
+
+def test_a_write_is_atomic_per_fuse_request(mounted, logdir_copy):
+    """R15-1: the complete lines of a write() that FUSE passes as one request (up to 1 MiB less the
+    buffer's offset in its page) are appended all or nothing. A larger write() comes as several requests,
+    which the daemon cannot tell from separate writes: each is appended all or nothing, and a failing one
+    ends the write() with a short count (its error, when it is the first): exactly the complete lines of
+    the acknowledged bytes are appended, once, and the writer's retry of the rest fails the same way."""
+    m = mounted(logdir_copy, "--rw")
+    append, records = m / "events-3/append", m / "events-3/records.jsonl"
+    seen = 5
+
+    def appended() -> list[str]:
+        nonlocal seen
+        values = [json.loads(line)["value"] for line in cat(records).splitlines()]
+        new, seen = values[seen:], len(values)
+        return new
+
+    def write(buf: memoryview) -> list:
+        """What a writer that retries the rest of a short count (stdio, Python's files) gets."""
+        out: list = []
+        fd = os.open(append, os.O_WRONLY | os.O_APPEND)
+        try:
+            while buf:
+                written = os.write(fd, buf)
+                out.append(written)
+                buf = buf[written:]
+        except OSError as exc:
+            out.append(errno.errorcode[exc.errno])
+        finally:
+            os.close(fd)
+        return out
+
+    bad = b"{not json\n"
+    for offset, size in ((0, REQUEST), (4095, REQUEST - 4095)):  # one request: a bad last line fails it whole
+        assert write(_in_page(_lines(size, b"one", bad), offset)) == ["EINVAL"]
+        assert appended() == []
+    data = _lines(2_000_000, b"two", bad)
+    assert write(_in_page(data, 48)) == [REQUEST - 48, "EINVAL"]  # the kernel's count, then the retry's error
+    acknowledged = data[: REQUEST - 48]
+    assert appended() == acknowledged[: acknowledged.rfind(b"\n")].decode().split("\n")
+    assert write(_in_page(b"after\n", 0)) == [6]  # the line cut by the failed request is not appended
+    assert appended() == ["after"]
+    data = _lines(2_500_000, b"good")  # three requests, lines cut between them: each appended once, in order
+    assert write(_in_page(data, 48)) == [len(data)]
+    assert appended() == data[:-1].decode().split("\n")
+    # a line too long for a record fails the request where it becomes too long, with what came before it there
+    big = b"small\n" + b"x" * (1100 * 1024) + b"\n"
+    assert write(_in_page(big, 0)) == ["EFBIG"]
+    assert appended() == []
+    assert write(_in_page(big, 200)) == [REQUEST - 200, "EFBIG"]  # the first request held less than max.message.bytes
+    assert appended() == ["small"]
+    assert write(_in_page(b"after\n", 0)) == [6]
+    assert appended() == ["after"]
+    # a writev() counts the pages of each of its buffers: 300 small lines, each in a page of its own, come as
+    # two requests (256 pages, then the rest): the first is appended, the second (with the bad line) fails
+    area = mmap.mmap(-1, 300 * 4096)
+    lines = [b"v %d\n" % i for i in range(299)] + [bad]
+    for i, line in enumerate(lines):
+        area[i * 4096 : i * 4096 + len(line)] = line
+    fd = os.open(append, os.O_WRONLY | os.O_APPEND)
+    try:
+        written = os.writev(fd, [memoryview(area)[i * 4096 : i * 4096 + len(line)] for i, line in enumerate(lines)])
+    finally:
+        os.close(fd)
+    assert written == len(b"".join(lines[:256]))
+    assert appended() == [line[:-1].decode() for line in lines[:256]]
 
 
 # ---------------------------------------------------------------------------------------------- damage

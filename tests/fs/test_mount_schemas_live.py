@@ -119,3 +119,24 @@ def test_a_size_the_size_summary_answered_follows_the_schemas(mounted, tmp_path)
 
     _wait_for(agreed, 5 * LIVE_S)  # (the kernel's own timeout for it is 10 s)
     assert records.stat().st_size != shown
+
+
+def test_a_schema_file_added_to_the_schemas_dir_while_mounted_decodes(mounted, tmp_path):
+    """R10-8 leftover: ``--schemas DIR`` is followed too: a schema file added there after the mount
+    started decodes the records framed with it, at the poll loop's next turn (about a second)."""
+    logdir = tmp_path / "logs"
+    logdir.mkdir()
+    _append(logdir, "data-0", [(b"k%d" % (i % 7), _framed(2, i)) for i in range(50)])  # id 2: no schema yet
+    schemas = tmp_path / "schemas"
+    schemas.mkdir()
+    m = mounted(logdir, "--schemas", str(schemas))
+    records = m / "data-0" / "records.jsonl"
+    assert not any("valueSchemaId" in line for line in _lines(records.read_bytes()))
+    (schemas / "2.avsc").write_bytes(orjson.dumps(COUNT))
+
+    def decoded() -> bool:
+        lines = _lines(records.read_bytes())
+        return len(lines) == 50 and all(line.get("valueSchemaId") == 2 for line in lines)
+
+    _wait_for(decoded, 5 * LIVE_S)
+    assert _lines(records.read_bytes())[7]["value"] == {"n": 7}

@@ -31,7 +31,9 @@ _NAMES = {2: "GroupMetadata", 3: "ConsumerGroupMetadata", 4: "ConsumerGroupParti
           7: "ConsumerGroupTargetAssignmentMember", 8: "ConsumerGroupCurrentMemberAssignment",
           10: "ShareGroupMemberMetadata", 11: "ShareGroupMetadata", 12: "ShareGroupTargetAssignmentMetadata",
           13: "ShareGroupTargetAssignmentMember", 14: "ShareGroupCurrentMemberAssignment",
-          15: "ShareGroupStatePartitionMetadata"}
+          15: "ShareGroupStatePartitionMetadata", 17: "StreamsGroupMetadata", 19: "StreamsGroupMemberMetadata",
+          20: "StreamsGroupTargetAssignmentMetadata", 21: "StreamsGroupTargetAssignmentMember",
+          22: "StreamsGroupCurrentMemberAssignment", 23: "StreamsGroupTopology"}
 
 
 def group_key(kind: int, **data) -> bytes:
@@ -40,6 +42,19 @@ def group_key(kind: int, **data) -> bytes:
 
 def group_value(kind: int, version: int, **data) -> bytes:
     return struct.pack(">h", version) + message(_NAMES[kind] + "Value").write(data, version)
+
+
+_SHARE_STATE = {0: "ShareSnapshot", 1: "ShareUpdate"}
+
+
+def share_state_key(kind: int, group: str, topic_id: str, partition: int) -> bytes:
+    """A ``__share_group_state`` key: 0 ShareSnapshot, 1 ShareUpdate."""
+    return struct.pack(">h", kind) + message(_SHARE_STATE[kind] + "Key").write(
+        {"groupId": group, "topicId": topic_id, "partition": partition}, 0)
+
+
+def share_state_value(kind: int, **data) -> bytes:
+    return struct.pack(">h", 0) + message(_SHARE_STATE[kind] + "Value").write(data, 0)
 
 
 def assignment(parts: dict[str, list[int]]) -> str:

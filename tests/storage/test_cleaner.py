@@ -3,7 +3,9 @@ a broker (here: kafka-python's reader) accepts."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Callable, Iterator
 
 from kafka.record.memory_records import MemoryRecords
 
@@ -19,6 +21,46 @@ def _fill(log, n, *, key=lambda i: None, value=lambda i: b"v%d" % i, ts=lambda i
     with as_history(log):  # keyless records on compacted topics, made-up future times
         for i in range(n):
             log.append_records([(ts(i), key(i), value(i), ())])
+
+
+def _kv(segment_bytes: int) -> Settings:
+    """Topic ``kv`` compacted, in segments of ``segment_bytes`` (100,000: the cleaner merges them)."""
+    return Settings({"segment.bytes": segment_bytes}, {"kv": {"cleanup.policy": "compact"}})
+
+
+def _small_kv(path, keys: int) -> None:
+    """``kv-0`` in segments of 300 bytes: 60 records of ``keys`` keys (``k<i % keys>``)."""
+    with LogDir(path, _kv(300), writable=True) as logdir:
+        _fill(logdir.create_partition("kv", 0), 60, key=lambda i: b"k%d" % (i % keys))
+
+
+def _rolls_unseen(path) -> None:
+    """60 more records of ``kv-0`` (keys k0..k29, values ``w<i>``): segments roll that a reader opened
+    before never saw."""
+    with LogDir(path, _kv(300), writable=True) as logdir:
+        _fill(logdir.log("kv-0"), 60, key=lambda i: b"k%d" % (i % 30), value=lambda i: b"w%d" % i)
+
+
+@contextlib.contextmanager
+def _inside_each_swap(monkeypatch, ro, look: Callable[[], None]) -> Iterator[list[list[str]]]:
+    """While open, each time a compaction's swap is under way (the old segments renamed away, the merged
+    one still ``.swap``), the names in ``ro``'s folder go to the list it gives, then ``look()`` runs."""
+    from kafkafs.storage.segment_files import SegmentFiles
+
+    inside: list[list[str]] = []
+    change_suffix = SegmentFiles.change_suffix
+
+    def look_inside_the_swap(segment, suffix: str) -> None:
+        if suffix == "" and segment.log_path.name.endswith(".swap"):  # old ones gone, the new one not in place
+            inside.append(sorted(os.listdir(ro.dir)))
+            look()
+        change_suffix(segment, suffix)
+
+    monkeypatch.setattr(SegmentFiles, "change_suffix", look_inside_the_swap)
+    try:
+        yield inside
+    finally:
+        monkeypatch.undo()
 
 
 def _kafka_python_offsets(directory) -> list[int]:
@@ -107,7 +149,7 @@ def test_the_background_cleaner_compacts_the_dirtiest_log_and_stops(tmp_path):
 def test_clean_reports_progress_on_long_runs(tmp_path):
     import io
 
-    settings = Settings({"segment.bytes": 1000}, {"kv": {"cleanup.policy": "compact"}})
+    settings = _kv(1000)
     with LogDir(tmp_path, settings, writable=True) as logdir:
         log = logdir.create_partition("kv", 0)
         _fill(log, 200, key=lambda i: b"k%d" % (i % 4))
@@ -121,7 +163,7 @@ def test_clean_reports_progress_on_long_runs(tmp_path):
 
 
 def test_a_reader_iterating_across_a_swap_sees_each_offset_once_in_order(tmp_path):
-    settings = Settings({"segment.bytes": 300}, {"kv": {"cleanup.policy": "compact"}})
+    settings = _kv(300)
     with LogDir(tmp_path, settings, writable=True) as logdir:
         log = logdir.create_partition("kv", 0)
         _fill(log, 60, key=lambda i: b"k%d" % (i % 4))
@@ -209,10 +251,8 @@ def test_a_read_only_log_listed_just_before_a_swap_keeps_no_segment_the_swap_rem
     logged for a healthy segment, and EIO, until a later look."""
     from kafkafs.storage import local_log
 
-    settings = Settings({"segment.bytes": 300}, {"kv": {"cleanup.policy": "compact"}})
-    with LogDir(tmp_path, settings, writable=True) as logdir:
-        _fill(logdir.create_partition("kv", 0), 60, key=lambda i: b"k%d" % (i % 4))
-    settings = Settings({"segment.bytes": 100_000}, {"kv": {"cleanup.policy": "compact"}})  # the cleaner merges
+    _small_kv(tmp_path, 4)
+    settings = _kv(100_000)  # the cleaner merges
     with LogDir(tmp_path, settings) as reading:
         ro = reading.log("kv-0")
         before = [view.header.base_offset for _seg, view in ro.batches(0)]  # every segment opened
@@ -237,29 +277,15 @@ def test_a_read_only_log_that_looks_inside_a_swap_keeps_the_records_the_swap_kee
     Kafka's replaceSegments order, kafkafs's too) dropped every sealed segment and raised the log start
     to the active one's base, for good: by-offset/<N>.json and by-key/<k>.json of records the compaction
     kept (a key's latest) answered ENOENT until newer records took their place."""
-    from kafkafs.storage.segment_files import SegmentFiles
-
-    settings = Settings({"segment.bytes": 300}, {"kv": {"cleanup.policy": "compact"}})
-    with LogDir(tmp_path, settings, writable=True) as logdir:
-        _fill(logdir.create_partition("kv", 0), 60, key=lambda i: b"k%d" % (i % 30))
-    settings = Settings({"segment.bytes": 100_000}, {"kv": {"cleanup.policy": "compact"}})  # the cleaner merges
+    _small_kv(tmp_path, 30)
+    settings = _kv(100_000)  # the cleaner merges
     with LogDir(tmp_path, settings) as reading:
         ro = reading.log("kv-0")
         assert [view.header.base_offset for _seg, view in ro.batches(0)] == list(range(60))
-        inside: list[list[str]] = []
-        change_suffix = SegmentFiles.change_suffix
-
-        def look_inside_the_swap(segment, suffix: str) -> None:
-            if suffix == "" and segment.log_path.name.endswith(".swap"):  # old ones gone, the new one not in place
-                inside.append(sorted(os.listdir(ro.dir)))
-                ro.refresh()
-            change_suffix(segment, suffix)
-
-        monkeypatch.setattr(SegmentFiles, "change_suffix", look_inside_the_swap)
-        with LogDir(tmp_path, settings, writable=True) as logdir:
+        with _inside_each_swap(monkeypatch, ro, ro.refresh) as inside, \
+                LogDir(tmp_path, settings, writable=True) as logdir:
             assert compact(logdir.log("kv-0"), now_ms=10**13)
             expected = [view.header.base_offset for _seg, view in logdir.log("kv-0").batches(0)]
-        monkeypatch.undo()
         assert inside and "00000000000000000000.log" not in inside[0] and "00000000000000000000.log.swap" in inside[0]
         ro.refresh()
         assert ro.log_start_offset == 0
@@ -274,13 +300,8 @@ def test_a_read_only_follower_never_skips_records_a_swap_under_way_holds(tmp_pat
     follower read on from there, past the records the merged segment keeps, and never went back for them
     (in a mount: "... appeared below what an open reader has read"). Segments above a swap under way are
     taken with it, at the next look: the follower reads every record the compaction kept."""
-    from kafkafs.storage.segment_files import SegmentFiles
-
-    settings = Settings({"segment.bytes": 300}, {"kv": {"cleanup.policy": "compact"}})
-    with LogDir(tmp_path, settings, writable=True) as logdir:
-        _fill(logdir.create_partition("kv", 0), 60, key=lambda i: b"k%d" % (i % 30))
-    merging = Settings({"segment.bytes": 100_000}, {"kv": {"cleanup.policy": "compact"}})
-    with LogDir(tmp_path, settings) as reading:
+    _small_kv(tmp_path, 30)
+    with LogDir(tmp_path, _kv(300)) as reading:
         ro = reading.log("kv-0")
         followed = [view.header.base_offset for _seg, view in ro.batches(0)]
         assert followed == list(range(60))
@@ -290,22 +311,11 @@ def test_a_read_only_follower_never_skips_records_a_swap_under_way_holds(tmp_pat
             for _seg, view in ro.batches(followed[-1] + 1):
                 followed.append(view.header.base_offset)
 
-        with LogDir(tmp_path, settings, writable=True) as logdir:  # segments roll that the reader never saw
-            _fill(logdir.log("kv-0"), 60, key=lambda i: b"k%d" % (i % 30), value=lambda i: b"w%d" % i)
-        inside: list[list[str]] = []
-        change_suffix = SegmentFiles.change_suffix
-
-        def look_inside_the_swap(segment, suffix: str) -> None:
-            if suffix == "" and segment.log_path.name.endswith(".swap"):  # old ones gone, the new one not in place
-                inside.append(sorted(os.listdir(ro.dir)))
-                follow()
-            change_suffix(segment, suffix)
-
-        monkeypatch.setattr(SegmentFiles, "change_suffix", look_inside_the_swap)
-        with LogDir(tmp_path, merging, writable=True) as logdir:
+        _rolls_unseen(tmp_path)
+        with _inside_each_swap(monkeypatch, ro, follow) as inside, \
+                LogDir(tmp_path, _kv(100_000), writable=True) as logdir:
             assert compact(logdir.log("kv-0"), now_ms=10**13)
             kept = [view.header.base_offset for _seg, view in logdir.log("kv-0").batches(60)]
-        monkeypatch.undo()
         assert inside and "00000000000000000000.log.swap" in inside[0]
         follow()
         assert followed[60:] == kept
@@ -319,15 +329,12 @@ def test_a_segment_a_read_only_log_takes_just_before_a_swap_that_merges_it_is_dr
     run past the next batch's base" and EIO beside a broker's cleaner (review8's live4.py)."""
     from kafkafs.storage.local_log import LocalLog
 
-    settings = Settings({"segment.bytes": 300}, {"kv": {"cleanup.policy": "compact"}})
-    with LogDir(tmp_path, settings, writable=True) as logdir:
-        _fill(logdir.create_partition("kv", 0), 60, key=lambda i: b"k%d" % (i % 30))
-    merging = Settings({"segment.bytes": 100_000}, {"kv": {"cleanup.policy": "compact"}})
-    with LogDir(tmp_path, settings) as reading:
+    _small_kv(tmp_path, 30)
+    merging = _kv(100_000)
+    with LogDir(tmp_path, _kv(300)) as reading:
         ro = reading.log("kv-0")
         known = set(ro.segments.bases())
-        with LogDir(tmp_path, settings, writable=True) as logdir:  # segments roll that the reader never saw
-            _fill(logdir.log("kv-0"), 60, key=lambda i: b"k%d" % (i % 30), value=lambda i: b"w%d" % i)
+        _rolls_unseen(tmp_path)
         replaced_segments = LocalLog._replaced_segments
         taken: list[int] = []
 

@@ -9,7 +9,16 @@ from kafkafs.format.batch import encode_batch, encode_control_batch
 from kafkafs.storage.config import Settings
 from kafkafs.storage.logdir import LogDir
 
-from .groupslogs import classic_group, commit_key, commit_value, group_key, group_value, read_groups
+from .groupslogs import (
+    classic_group,
+    commit_key,
+    commit_value,
+    group_key,
+    group_value,
+    read_groups,
+    share_state_key,
+    share_state_value,
+)
 
 SPEC_KEYS = ["group", "protocolType", "protocol", "state", "generation", "leader", "members", "offsets"]
 MEMBER_KEYS = ["memberId", "groupInstanceId", "clientId", "clientHost", "assignment"]
@@ -183,6 +192,119 @@ def test_a_consumer_group_of_the_new_protocol(tmp_path):
     assert kg["offsets"][0]["lag"] == 2
 
 
+def test_a_member_owns_its_partitions_pending_revocation(tmp_path):
+    """review14 R14-13: a KIP-848 member stuck in a rebalance (state 1, UNREVOKED_PARTITIONS) still owns
+    the partitions it must hand back; Kafka 4.4's describe shows them in its current assignment
+    (sleepy r9:0,1,2,3 with 2,3 pending revocation; the member waiting for them: none yet)."""
+    topic_id = "AAAAAAAAAAAAAAAAAAAAAQ"
+    other = "AAAAAAAAAAAAAAAAAAAAAg"
+    with _logdir(tmp_path) as logdir:
+        logdir.create_partition("r9", 0).append_records([(1, None, b"x", ())] * 3)
+        member = {"instanceId": None, "rackId": None, "clientId": "sleepy", "clientHost": "/h",
+                  "subscribedTopicNames": ["r9"], "subscribedTopicRegex": None, "rebalanceTimeoutMs": 1,
+                  "serverAssignor": None}
+        rows = [
+            (group_key(3, groupId="rg"), group_value(3, 0, epoch=3)),
+            (group_key(4, groupId="rg"), group_value(4, 0, topics=[
+                {"topicId": topic_id, "topicName": "r9", "numPartitions": 4, "partitionMetadata": []},
+                {"topicId": other, "topicName": "r8", "numPartitions": 4, "partitionMetadata": []}])),
+            (group_key(5, groupId="rg", memberId="a"), group_value(5, 0, **member)),
+            (group_key(5, groupId="rg", memberId="b"), group_value(5, 0, **{**member, "clientId": "bee"})),
+            (group_key(6, groupId="rg"), group_value(6, 0, assignmentEpoch=3)),
+            (group_key(8, groupId="rg", memberId="a"), group_value(8, 0, memberEpoch=2, previousMemberEpoch=1, state=1,
+                                                                    assignedPartitions=[{"topicId": topic_id, "partitions": [1, 0]}],
+                                                                    partitionsPendingRevocation=[
+                                                                        {"topicId": topic_id, "partitions": [3, 2]},
+                                                                        {"topicId": other, "partitions": [0]}])),
+            (group_key(8, groupId="rg", memberId="b"), group_value(8, 0, memberEpoch=3, previousMemberEpoch=0, state=2,
+                                                                    assignedPartitions=[],
+                                                                    partitionsPendingRevocation=[])),
+        ]
+        logdir.create_partition("__consumer_offsets", 1).append_records([(1, k, v, ()) for k, v in rows])
+    with LogDir(tmp_path / "logs") as logdir:
+        rg = read_groups(logdir)["rg"]
+    assert rg["state"] == "Reconciling"
+    assert [(m["clientId"], m["assignment"]) for m in rg["members"]] == [
+        ("sleepy", [{"topic": "r8", "partitions": [0]}, {"topic": "r9", "partitions": [0, 1, 2, 3]}]),
+        ("bee", [])]
+
+
+def test_a_streams_group(tmp_path):
+    """review14 R14-6: a KIP-1071 streams group (the records a Kafka 4.4 broker wrote for a Kafka Streams
+    app with group.protocol=streams) is shown as kafka-streams-groups --describe shows it: sapp Stable,
+    group epoch 2, assignor sticky, 1 member with ACTIVE 0:[0,1]; not an Empty group made of its commits."""
+    member = {"instanceId": None, "rackId": None, "clientId": "sapp-1-StreamThread-1-consumer", "clientHost": "/127.0.0.1",
+              "rebalanceTimeoutMs": 300000, "topologyEpoch": 0, "processId": "497589e3", "userEndpoint": None,
+              "clientTags": []}
+    no_tasks = {"standbyTasks": [], "warmupTasks": [], "activeTasksPendingRevocation": [],
+                "standbyTasksPendingRevocation": [], "warmupTasksPendingRevocation": []}
+    rows = [
+        (group_key(19, groupId="sapp", memberId="iz0m"), group_value(19, 0, **member)),
+        (group_key(23, groupId="sapp"), group_value(23, 0, epoch=0, subtopologies=[
+            {"subtopologyId": "0", "sourceTopics": ["sin"], "sourceTopicRegex": [], "stateChangelogTopics": [],
+             "repartitionSinkTopics": [], "repartitionSourceTopics": [], "copartitionGroups": []}])),
+        (group_key(17, groupId="sapp"), group_value(17, 0, epoch=2, metadataHash=1, validatedTopologyEpoch=0,
+                                                    lastAssignmentConfigs=[{"key": "num.standby.replicas", "value": "0"}])),
+        (group_key(22, groupId="sapp", memberId="iz0m"), group_value(22, 0, memberEpoch=1, previousMemberEpoch=0, state=1,
+                                                                      activeTasks=[], **no_tasks)),
+        (group_key(21, groupId="sapp", memberId="iz0m"), group_value(21, 0, activeTasks=[
+            {"subtopologyId": "0", "partitions": [0, 1]}], standbyTasks=[], warmupTasks=[])),
+        (group_key(20, groupId="sapp"), group_value(20, 0, assignmentEpoch=2, assignmentTimestamp=1)),
+    ]
+    stable = (group_key(22, groupId="sapp", memberId="iz0m"), group_value(
+        22, 0, memberEpoch=2, previousMemberEpoch=1, state=1,
+        activeTasks=[{"subtopologyId": "0", "partitions": [1, 0], "assignmentEpochs": [2, 2]}], **no_tasks))
+    with _logdir(tmp_path) as logdir:
+        logdir.create_partition("sin", 0).append_records([(1, None, b"x", ())] * 3)
+        offsets = logdir.create_partition("__consumer_offsets", 0)
+        offsets.append_records([(1, k, v, ()) for k, v in rows])
+    with LogDir(tmp_path / "logs") as logdir:
+        sapp = read_groups(logdir)["sapp"]
+    assert (sapp["protocolType"], sapp["protocol"], sapp["state"], sapp["generation"]) == \
+        ("streams", "sticky", "Reconciling", 2)  # the member is not at the target epoch yet
+    with _logdir(tmp_path) as logdir:
+        logdir.log("__consumer_offsets-0").append_records([(1, *stable, ()), (1, commit_key("sapp", "sin", 0), commit_value(2), ())])
+    with LogDir(tmp_path / "logs") as logdir:
+        sapp = read_groups(logdir)["sapp"]
+    assert list(sapp) == SPEC_KEYS
+    assert (sapp["protocolType"], sapp["protocol"], sapp["state"], sapp["generation"], sapp["leader"]) == \
+        ("streams", "sticky", "Stable", 2, None)
+    assert sapp["members"] == [{"memberId": "iz0m", "groupInstanceId": None, "clientId": "sapp-1-StreamThread-1-consumer",
+                                "clientHost": "/127.0.0.1", "assignment": [{"subtopology": "0", "partitions": [0, 1]}],
+                                "standbyTasks": [], "warmupTasks": []}]
+    assert [(o["topic"], o["partition"], o["offset"], o["lag"]) for o in sapp["offsets"]] == [("sin", 0, 2, 1)]
+    with _logdir(tmp_path) as logdir:  # the member leaves (its records tombstoned): Empty, the epoch moves on
+        logdir.log("__consumer_offsets-0").append_records([
+            (1, group_key(22, groupId="sapp", memberId="iz0m"), None, ()),
+            (1, group_key(21, groupId="sapp", memberId="iz0m"), None, ()),
+            (1, group_key(19, groupId="sapp", memberId="iz0m"), None, ()),
+            (1, group_key(17, groupId="sapp"), group_value(17, 0, epoch=3, metadataHash=1, validatedTopologyEpoch=0,
+                                                          lastAssignmentConfigs=[]), ())])
+    with LogDir(tmp_path / "logs") as logdir:
+        sapp = read_groups(logdir)["sapp"]
+    assert (sapp["protocolType"], sapp["state"], sapp["generation"], sapp["members"]) == ("streams", "Empty", 3, [])
+    with _logdir(tmp_path) as logdir:  # kafka-streams-groups --delete: the group's tombstones and its offsets'
+        logdir.log("__consumer_offsets-0").append_records([
+            (1, commit_key("sapp", "sin", 0), None, ()), (1, group_key(20, groupId="sapp"), None, ()),
+            (1, group_key(17, groupId="sapp"), None, ()), (1, group_key(23, groupId="sapp"), None, ())])
+    with LogDir(tmp_path / "logs") as logdir:
+        assert read_groups(logdir) == {}
+
+
+def test_a_streams_group_without_its_topology_is_not_ready(tmp_path):
+    member = {"instanceId": None, "rackId": None, "clientId": "c", "clientHost": "/h", "rebalanceTimeoutMs": 1,
+              "topologyEpoch": 0, "processId": "p", "userEndpoint": None, "clientTags": []}
+    with _logdir(tmp_path) as logdir:
+        logdir.create_partition("__consumer_offsets", 0).append_records([(1, k, v, ()) for k, v in [
+            (group_key(19, groupId="s", memberId="m"), group_value(19, 0, **member)),
+            (group_key(17, groupId="s"), group_value(17, 0, epoch=1, metadataHash=0, validatedTopologyEpoch=-1,
+                                                     lastAssignmentConfigs=[]))]])
+    with LogDir(tmp_path / "logs") as logdir:
+        s = read_groups(logdir)["s"]
+    assert (s["protocolType"], s["state"], s["generation"], [m["assignment"] for m in s["members"]]) == \
+        ("streams", "NotReady", 1, [[]])
+
+
 def test_the_fixtures_groups(fixtures_dir):
     with LogDir(fixtures_dir / "kafka-logs-a") as logdir:
         assert read_groups(logdir) == {}  # my-group's metadata and commits were all deleted (tombstones)
@@ -227,7 +349,7 @@ def test_a_share_group(tmp_path):
     assert (s["protocolType"], s["protocol"], s["state"], s["generation"], s["leader"]) == ("share", "simple", "Stable", 3, None)
     assert s["members"] == [{"memberId": "m", "groupInstanceId": None, "clientId": "console-share-consumer",
                              "clientHost": "/127.0.0.1", "assignment": [{"topic": "plain", "partitions": [0]}]}]
-    assert s["offsets"] == []
+    assert s["offsets"] == []  # no __share_group_state
     with _logdir(tmp_path) as logdir:  # the member leaves: its records are tombstoned, the epoch moves on
         logdir.log("__consumer_offsets-0").append_records([
             (1, group_key(14, groupId="s", memberId="m"), None, ()), (1, group_key(13, groupId="s", memberId="m"), None, ()),
@@ -235,6 +357,53 @@ def test_a_share_group(tmp_path):
     with LogDir(tmp_path / "logs") as logdir:
         s = read_groups(logdir)["s"]
     assert (s["state"], s["generation"], s["members"]) == ("Empty", 4, [])
+
+
+def test_a_share_groups_offsets_from_the_share_coordinators_state(tmp_path):
+    """review14 R14-10: kafka-share-groups --describe --offsets (Kafka 4.4) shows each share-partition's
+    start offset, leader epoch and lag (log end - start offset - delivery complete count) from
+    __share_group_state; one whose start offset is -1 shows "-" (here: null). The records as a 4.4 broker
+    wrote them for sg2 (START-OFFSET 50, LAG 70 on sin-0; sin-1 all "-")."""
+    topic_id = "BaDU8OlpSEiFmNTsxpPgCg"
+    rows = [
+        (group_key(11, groupId="sg2"), group_value(11, 0, epoch=6, metadataHash=1)),
+        (group_key(15, groupId="sg2"), group_value(15, 0, initializingTopics=[], deletingTopics=[], initializedTopics=[
+            {"topicId": topic_id, "topicName": "sin", "partitions": [0, 1]}])),
+    ]
+    snapshot = {"snapshotEpoch": 0, "stateEpoch": 2, "leaderEpoch": 0, "startOffset": -1, "createTimestamp": 1,
+                "writeTimestamp": 1, "stateBatches": []}
+
+    def update(start: int, complete: int, first: int, last: int) -> bytes:
+        return share_state_value(1, snapshotEpoch=0, leaderEpoch=0, startOffset=start, deliveryCompleteCount=complete,
+                                 stateBatches=[{"firstOffset": first, "lastOffset": last, "deliveryState": 0,
+                                                "deliveryCount": 1}])
+
+    with _logdir(tmp_path) as logdir:
+        logdir.create_partition("sin", 0).append_records([(1, None, b"x", ())] * 120)
+        logdir.create_partition("sin", 1).append_records([(1, None, b"x", ())] * 80)
+        logdir.create_partition("__consumer_offsets", 0).append_records([(1, k, v, ()) for k, v in rows])
+        logdir.create_partition("__share_group_state", 0).append_records([
+            (1, share_state_key(0, "sg2", topic_id, 1), share_state_value(0, **snapshot), ())])
+        logdir.create_partition("__share_group_state", 1).append_records([
+            (1, share_state_key(0, "sg2", topic_id, 0), share_state_value(0, **snapshot), ()),
+            (1, share_state_key(1, "sg2", topic_id, 0), update(0, 50, 0, 49), ()),
+            (1, share_state_key(1, "sg2", topic_id, 0), update(50, 0, 50, 119), ()),
+            (1, share_state_key(1, "sg2", topic_id, 0), share_state_value(  # -1: unchanged
+                1, snapshotEpoch=0, leaderEpoch=-1, startOffset=-1, stateBatches=[]), ()),
+        ])
+    with LogDir(tmp_path / "logs") as logdir:
+        sg2 = read_groups(logdir)["sg2"]
+    assert (sg2["protocolType"], sg2["state"], sg2["members"]) == ("share", "Empty", [])
+    assert sg2["offsets"] == [
+        {"topic": "sin", "partition": 0, "offset": 50, "leaderEpoch": 0, "metadata": None, "commitTimestamp": None,
+         "logEndOffset": 120, "lag": 70},
+        {"topic": "sin", "partition": 1, "offset": None, "leaderEpoch": None, "metadata": None, "commitTimestamp": None,
+         "logEndOffset": 80, "lag": None},
+    ]
+    with _logdir(tmp_path) as logdir:  # kafka-share-groups --delete-offsets of sin-0: its state is tombstoned
+        logdir.log("__share_group_state-1").append_records([(1, share_state_key(0, "sg2", topic_id, 0), None, ())])
+    with LogDir(tmp_path / "logs") as logdir:
+        assert [o["partition"] for o in read_groups(logdir)["sg2"]["offsets"]] == [1]
 
 
 def test_topic_ids_named_without_the_topics_partitions(tmp_path):

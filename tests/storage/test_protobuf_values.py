@@ -424,3 +424,51 @@ def test_map_entries_render_in_wire_order(tmp_path):
     assert list(tagged_line["counts"]) == keys and list(tagged_line["attrs"]) == keys
     assert list(tagged_line["children"]) == [str(c) for c in child_keys]
     assert all(list(child["counts"]) == keys[:10] for child in tagged_line["children"].values())
+
+
+ALIAS_PROTO = """syntax = "proto3";
+package alias;
+
+enum Color {
+  option allow_alias = true;
+  UNKNOWN = 0;
+  RED = 1;
+  CRIMSON = 1;
+}
+
+message M {
+  Color c = 1;
+  repeated Color cs = 2;
+  map<string, Color> cm = 3;
+}
+"""
+
+
+def test_enum_alias_shows_the_first_declared_name(tmp_path):
+    """R14-14: with allow_alias, json_format (and Java's JsonFormat) name a number by the FIRST value declared
+    with it (RED), not by the last (CRIMSON)."""
+    f = descriptor_pb2.FileDescriptorProto(name="alias.proto", package="alias", syntax="proto3")
+    color = f.enum_type.add(name="Color")
+    color.options.allow_alias = True
+    for n, number in (("UNKNOWN", 0), ("RED", 1), ("CRIMSON", 1)):
+        color.value.add(name=n, number=number)
+    m = f.message_type.add(name="M")
+    entry = m.nested_type.add(name="CmEntry", field=[
+        _field("key", 1, F.TYPE_STRING), _field("value", 2, F.TYPE_ENUM, type_name=".alias.Color")])
+    entry.options.map_entry = True
+    m.field.extend([_field("c", 1, F.TYPE_ENUM, type_name=".alias.Color"),
+                    _field("cs", 2, F.TYPE_ENUM, F.LABEL_REPEATED, ".alias.Color"),
+                    _field("cm", 3, F.TYPE_MESSAGE, F.LABEL_REPEATED, ".alias.M.CmEntry")])
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(f)
+    M = message_factory.GetMessageClass(pool.FindMessageTypeByName("alias.M"))
+    messages = [M(c=1, cs=[1, 0], cm={"k": 1}), M(cs=[1])]
+    schemas = tmp_path / "schemas"
+    schemas.mkdir()
+    (schemas / "5.proto").write_text(ALIAS_PROTO)
+    logdir = tmp_path / "logs"
+    logdir.mkdir()
+    _write(logdir, "alias", [_frame(5, [0], x.SerializeToString()) for x in messages])
+    lines = _lines(logdir, "alias", registry_from_dir(schemas))
+    assert [x["value"] for x in lines] == [_json(x) for x in messages]
+    assert lines[0]["value"] == {"c": "RED", "cs": ["RED", "UNKNOWN"], "cm": {"k": "RED"}}

@@ -51,6 +51,25 @@ def filled(directory: Path, n: int = 200, cfg=None, clock: Clock | None = None) 
     return log
 
 
+def crashed_with_a_tail(directory: Path, n: int, tail: bytes) -> None:
+    """``n`` records appended, the writer gone without a clean stop, then ``tail`` after the last
+    segment's data (a torn write, garbage)."""
+    log = filled(directory, n=n)
+    crash(log)
+    with open(directory / f"{log.segments.last().base_offset:020d}.log", "ab") as f:  # type: ignore[index]
+        f.write(tail)
+
+
+def three_records_closed(directory: Path) -> tuple[Path, int]:
+    """A log of three records, closed cleanly: its active segment's ``.log`` and that file's size."""
+    log = open_log(directory)
+    log.append_records([record()] * 3)
+    active = log.active_segment
+    log.close()
+    assert active is not None
+    return active.log_path, active.log_path.stat().st_size
+
+
 def check_reads(log: Log, n: int, t0: int) -> None:
     assert log.log_end_offset == n
     for i in range(n):
@@ -337,22 +356,17 @@ def test_recovery_cuts_garbage_after_the_last_batch(tmp_path: Path) -> None:
     ]
     for i, tail in enumerate(tails):
         directory = tmp_path / f"t-{i}"
-        log = open_log(directory)
-        log.append_records([record()] * 3)
-        active = log.active_segment
-        log.close()
-        assert active is not None
-        good = active.log_path.stat().st_size
-        with open(active.log_path, "ab") as f:
+        log_path, good = three_records_closed(directory)
+        with open(log_path, "ab") as f:
             f.write(tail)
         if i in (1, 2):  # a torn tail (zeros, a batch shorter than its header says): any writer cuts it
             log = open_log(directory, clean=False)
         else:  # whole garbage: only a recovery asked for cuts it (kafkafs recover)
             with pytest.raises(NeedsRecovery):
                 open_log(directory, clean=False)
-            assert active.log_path.stat().st_size == good + len(tail), i
+            assert log_path.stat().st_size == good + len(tail), i
             log = open_log(directory, clean=False, recover_all=True)
-        assert active.log_path.stat().st_size == good, i
+        assert log_path.stat().st_size == good, i
         assert log.log_end_offset == 3
         log.close()
 
@@ -363,17 +377,12 @@ def test_recovery_keeps_a_last_batch_whose_offsets_go_backwards_as_kafka_does(tm
     CRCs and offsets that fit the segment): it keeps the batch, and its log end offset is that batch's
     next offset (``readNextOffset``). kafkafs cut it (a whole batch: a plain writer refused to open)."""
     directory = tmp_path / "t-0"
-    log = open_log(directory)
-    log.append_records([record()] * 3)
-    active = log.active_segment
-    log.close()
-    assert active is not None
-    good = active.log_path.stat().st_size
-    with open(active.log_path, "ab") as f:
+    log_path, good = three_records_closed(directory)
+    with open(log_path, "ab") as f:
         f.write(batch(1, base_offset=1))  # a whole batch whose offsets go backwards (1 after 2)
     for recover_all in (False, True):
         log = open_log(directory, clean=False, recover_all=recover_all)
-        assert active.log_path.stat().st_size > good
+        assert log_path.stat().st_size > good
         assert log.log_end_offset == 2
         log.close()
 
@@ -396,10 +405,7 @@ def test_recovery_starts_at_the_recovery_point(tmp_path: Path) -> None:
 @pytest.mark.allow_warnings("damage on purpose: recovery and readers say what they cut or skip")
 def test_recovery_is_idempotent(tmp_path: Path) -> None:
     directory = tmp_path / "t-0"
-    log = filled(directory, n=50)
-    crash(log)
-    with open(directory / f"{log.segments.last().base_offset:020d}.log", "ab") as f:  # type: ignore[index]
-        f.write(b"\x01" * 33)
+    crashed_with_a_tail(directory, 50, b"\x01" * 33)
     first = open_log(directory, clean=False)
     assert first.last_recovery.truncated_bytes == 33  # type: ignore[union-attr]
     records = all_records(first)
@@ -441,10 +447,7 @@ def test_recovery_keeps_a_batch_whose_offsets_do_not_fit_the_segment(tmp_path: P
 @pytest.mark.allow_warnings("damage on purpose: recovery and readers say what they cut or skip")
 def test_a_writable_open_that_does_not_know_the_shutdown_recovers(tmp_path: Path) -> None:
     directory = tmp_path / "t-0"
-    log = filled(directory, n=10)
-    crash(log)
-    with open(directory / f"{log.segments.last().base_offset:020d}.log", "ab") as f:  # type: ignore[index]
-        f.write(bytes(20))  # a torn tail, as a crash leaves it: any writer's recovery cuts it
+    crashed_with_a_tail(directory, 10, bytes(20))  # a torn tail, as a crash leaves it: any writer's recovery cuts it
     again = Log.open(directory, config(segment_bytes=200, index_interval_bytes=1), writable=True)
     assert again.last_recovery.truncated_bytes == 20  # type: ignore[union-attr]
     again.close()

@@ -8,13 +8,16 @@ two at once and never neither."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+from collections.abc import Iterator
 
 from kafkafs.storage import names
 from kafkafs.storage.cleaner import compact
 from kafkafs.storage.config import Settings
 from kafkafs.storage.index import AbstractIndex
+from kafkafs.storage.log import Log
 from kafkafs.storage.logdir import LogDir
 from kafkafs.storage.records import FileRecords
 
@@ -34,6 +37,17 @@ def _records(log) -> list[tuple[int, bytes | None]]:
     return [(r[0], r[3]) for r in log.records()]
 
 
+@contextlib.contextmanager
+def _read_only_kv(path) -> Iterator[Log]:
+    """``kv-0`` of 60 records in small segments, and a read-only log of it that has read them all."""
+    with LogDir(path, ROLLING, writable=True) as logdir:
+        _fill(logdir.create_partition("kv", 0), 60, b"v")
+    with LogDir(path, ROLLING) as reading:
+        ro = reading.log("kv-0")
+        assert len(_records(ro)) == 60
+        yield ro
+
+
 def test_a_read_only_log_shows_every_record_a_swap_keeps_at_every_step_of_it(tmp_path, monkeypatch):
     """The reader knew 60 records; 60 more rolled (segments it never saw), then the compaction merged every
     sealed segment, those too. Looked at after each rename of the swap, the reader shows either the log
@@ -41,11 +55,7 @@ def test_a_read_only_log_shows_every_record_a_swap_keeps_at_every_step_of_it(tmp
     rolled and merged since its last look were in no segment it took, inside the swap window (the
     replaced segments renamed ``.deleted``, the merged one still ``.swap``): by-offset/ ENOENT, by-key/ an
     older record (1 of 11,668 reads beside Kafka 4.4, fix13's live10.py)."""
-    with LogDir(tmp_path, ROLLING, writable=True) as logdir:
-        _fill(logdir.create_partition("kv", 0), 60, b"v")
-    with LogDir(tmp_path, ROLLING) as reading:
-        ro = reading.log("kv-0")
-        assert len(_records(ro)) == 60
+    with _read_only_kv(tmp_path) as ro:
         with LogDir(tmp_path, ROLLING, writable=True) as logdir:
             _fill(logdir.log("kv-0"), 60, b"w")
         with LogDir(tmp_path, ROLLING) as other:
@@ -138,11 +148,7 @@ def test_a_listing_that_misses_a_segment_renamed_meanwhile_does_not_drop_it(tmp_
     dropped, the log start rose past the merged segment for good (its records gone from by-offset/)."""
     from kafkafs.storage import local_log
 
-    with LogDir(tmp_path, ROLLING, writable=True) as logdir:
-        _fill(logdir.create_partition("kv", 0), 60, b"v")
-    with LogDir(tmp_path, ROLLING) as reading:
-        ro = reading.log("kv-0")
-        assert len(_records(ro)) == 60
+    with _read_only_kv(tmp_path) as ro:
         with LogDir(tmp_path, MERGING, writable=True) as logdir:
             assert compact(logdir.log("kv-0"), now_ms=10**13)
             after = _records(logdir.log("kv-0"))

@@ -400,7 +400,10 @@ def _fast(desc: Descriptor, entries: frozenset[str], seen: set[Descriptor]) -> C
 
             return message
         if cpp == FD.CPPTYPE_ENUM:
-            names = {v.number: v.name for v in field.enum_type.values}
+            # as json_format (values_by_number.get): with allow_alias, the FIRST name declared for a number
+            # (upb's values_by_number.items() yields every alias, so a dict made from it keeps the last)
+            by_number = field.enum_type.values_by_number
+            names = {v.number: by_number[v.number].name for v in field.enum_type.values}
             return lambda v: names.get(v, v)
         if cpp == FD.CPPTYPE_STRING:
             return (lambda v: b64(v).decode("ascii")) if field.type == FD.TYPE_BYTES else None

@@ -10,10 +10,11 @@
   partial line that has already grown past what any record could hold: a plain line longer than
   ``max.message.bytes`` less :data:`PLAIN_LINE_OVERHEAD` (its bytes are the value, byte for byte), a
   JSON line longer than :data:`JSON_LINE_FACTOR` times ``max.message.bytes`` (JSON may be padded or
-  escaped, so only a generous bound is sure). With Kafka's default ``max.message.bytes`` the first
-  piece of a plain line too large for a record is already past that bound: the ``write()`` fails
-  with EFBIG itself, never with a short count (issue 20: a 5 MiB line in one write was dropped with
-  success).
+  escaped, so only a generous bound is sure), whether it began in an earlier write or after this
+  write's last newline (then the lines before it in this write are not appended either: R15-1,
+  ``small\n`` and a 1.1 MB line in one request). With Kafka's default ``max.message.bytes`` a request
+  that holds 1 MiB of a plain line too large for a record is already past that bound (issue 20: a
+  5 MiB line in one write was dropped with success).
 * A partial last line waits for the next write, or for :meth:`AppendBuffer.flush` (close), which
   appends it as a record of its own and makes everything durable. :meth:`AppendBuffer.sync` (fsync)
   makes the complete lines durable and leaves the partial line waiting. "close" is what the kernel
@@ -33,8 +34,10 @@
 A write that waits for no other thread is done on the FUSE loop itself (:meth:`AppendBuffer.write_now`);
 the rules are the same.
 
-Writes larger than ``max_write`` reach this class in pieces, and each piece is a write here: the
-all-or-nothing rule holds per piece (the kernel reports the pieces before a failed one as written).
+Writes larger than one FUSE request (256 pages of the writer's buffer: 1 MiB from a buffer that starts
+on a page) reach this class in pieces, and each piece is a write here: the all-or-nothing rule holds per
+piece, and the kernel reports the pieces before a failed one as written (a short count), so exactly the
+complete lines of the bytes it reports written are appended (README, "Writes"; R15-1).
 """
 
 from __future__ import annotations
@@ -141,9 +144,12 @@ class AppendBuffer:
         if cut < 0:
             size = len(pending) + len(data)
             if size > self._plain_limit():
-                self._check_partial_size(size, bytes(pending[:4096]) + data[:4096], data)
+                self._check_partial_size(size, bytes(pending[:4096]) + data[:4096], data, dropping=bool(pending))
             pending += data
             return None
+        rest = len(data) - cut - 1
+        if rest > self._plain_limit():  # the line this write begins is already too long: the write fails whole
+            self._check_partial_size(rest, data[cut + 1 : cut + 4097], data, dropping=False)
         try:
             result, count = self.log.append_lines(bytes(pending) + data[:cut])
         except (InvalidInput, RecordTooLargeError) as exc:
@@ -163,7 +169,11 @@ class AppendBuffer:
             return config.max_message_bytes
         return config.max_message_bytes - PLAIN_LINE_OVERHEAD
 
-    def _check_partial_size(self, size: int, start: bytes, data: bytes) -> None:
+    def _check_partial_size(self, size: int, start: bytes, data: bytes, *, dropping: bool) -> None:
+        """Raise RecordTooLargeError (the write ``data`` fails whole) when a partial line of ``size`` bytes
+        starting with ``start`` cannot be a record. ``dropping``: the line began in an earlier write that was
+        taken, so the writes that carry its rest up to its newline go too. A line that began in this write
+        was not taken at all (the writer sees the error): the next write starts a new line (review6 F5)."""
         limit = self.log.config.max_message_bytes
         json_line = start.lstrip()[:1] in (b"{", b"")
         if size > (JSON_LINE_FACTOR * limit if json_line else self._plain_limit()):
@@ -171,10 +181,7 @@ class AppendBuffer:
             exc = RecordTooLargeError(
                 f"{kind} already {size} bytes long cannot fit a record batch of max.message.bytes={limit}"
             )
-            # The writes that carry the rest of the line up to its newline go too, when the line began in
-            # an earlier write that was taken. A line that began in this write was not taken at all (the
-            # writer sees the error): the next write starts a new line (review6 F5).
-            self._drop(data, exc, dropping=bool(self._pending))
+            self._drop(data, exc, dropping=dropping)
             raise exc
 
     def _drop(self, data: bytes, exc: Exception, *, dropping: bool) -> None:

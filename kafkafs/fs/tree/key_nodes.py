@@ -18,7 +18,7 @@ from ...storage.groups import OFFSETS_TOPIC
 from ...storage.txnstate import TRANSACTION_TOPIC
 from ..views.filtered import FilteredStream
 from ..views.record import RenderedRecord
-from .handles import BytesHandle, Handle
+from .handles import BytesHandle, Handle, Snapshots
 from .nodes import VOLATILE_TIMEOUT, Attr, Dir, File, Key, Node, dir_attr, file_attr, ms_to_ns
 from .partitions import Partitions
 
@@ -191,13 +191,16 @@ class TableFile(File):
 
 
 class _JsonFile(File):
-    """A small JSON file rendered on each open (``render``, given by whoever made it, returns None when
-    there is nothing of that name)."""
+    """A small JSON file rendered on each open and each ``getattr`` (``render``, given by whoever made
+    it, returns None when there is nothing of that name). Its attributes are never kept by the kernel
+    (timeout 0: what it shows changes with no event the kernel is told of); its size and the bytes its
+    open files read come from one snapshot at a time (:class:`~.handles.Snapshots`, review14 R14-9)."""
 
     def __init__(self, partitions: Partitions, key: Key, parent: Node | None, render) -> None:
         super().__init__(partitions, key, parent)
         self.name = key.name or ""
         self._render = render
+        self.snapshots = Snapshots()
 
     def render(self) -> bytes:
         data = self._render()
@@ -206,7 +209,7 @@ class _JsonFile(File):
         return data
 
     def attr(self) -> Attr:
-        return file_attr(len(self.render()), self.partitions.mount_ns, VOLATILE_TIMEOUT)
+        return file_attr(len(self.snapshots.attr_data(self.render)), self.partitions.mount_ns, 0)
 
     def quick_attr(self) -> Attr:
         return file_attr(0, self.partitions.mount_ns, 0)
@@ -215,7 +218,7 @@ class _JsonFile(File):
         return True
 
     def _open(self) -> Handle:
-        return BytesHandle(self.render(), keep_cache=False, direct_io=True)
+        return self.snapshots.open(self.render)
 
 
 class TransactionsFile(_JsonFile):

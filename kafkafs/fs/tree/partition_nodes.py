@@ -19,7 +19,7 @@ from ..views.record import RenderedRecord
 from ..views.streams import RecordsStream
 from ..views.summary import Sized
 from . import key_nodes, names
-from .handles import AppendHandle, BytesHandle, Handle, RangeHandle, RecordsHandle
+from .handles import AppendHandle, BytesHandle, Handle, RangeHandle, RecordsHandle, Snapshots
 from .inodes import record_ino
 from .nodes import (
     DIR_TIMEOUT,
@@ -236,6 +236,13 @@ def _require_current(stream: RecordsStream) -> None:
 
 
 class PartitionJsonFile(File):
+    """``partition.json``: rendered on each open and each ``getattr``, sized as ``transactions.json`` is
+    (:class:`~.key_nodes._JsonFile`: attributes never kept, an open file serves what its ``fstat`` sized)."""
+
+    def __init__(self, partitions: Partitions, key: Key, parent: Node | None) -> None:
+        super().__init__(partitions, key, parent)
+        self.snapshots = Snapshots()
+
     def render(self) -> bytes:
         state = self.partitions.state(self.partition_name)
         state.refresh()
@@ -249,13 +256,14 @@ class PartitionJsonFile(File):
 
     def attr(self) -> Attr:
         state = self.partitions.state(self.partition_name)
-        return file_attr(len(self.render()), self.partitions.records_mtime_ns(state), VOLATILE_TIMEOUT)
+        data = self.snapshots.attr_data(self.render)
+        return file_attr(len(data), self.partitions.records_mtime_ns(state), 0)
 
     def volatile(self) -> bool:
         return True
 
     def _open(self) -> Handle:
-        return BytesHandle(self.render(), keep_cache=False, direct_io=True)
+        return self.snapshots.open(self.render)
 
 
 class AppendFile(File):

@@ -211,15 +211,17 @@ class Partitions:
 
     def load_schemas(self, schemas_dir: str | None = None) -> None:
         """Read the Schema Registry's schemas: LOGDIR's ``_schemas`` topic and ``schemas_dir``
-        (``--schemas DIR``); :meth:`follow_schemas` then follows the topic's changes."""
+        (``--schemas DIR``); :meth:`follow_schemas` then follows their changes."""
         self._schemas_dir = schemas_dir
         if self.mode == "auto":  # (other modes decode nothing: nothing to follow)
-            self._schemas_stamp = SchemasStamp(self.logdir.path)  # before the reading: a change meanwhile is seen
+            # before the reading: a change meanwhile is seen (--schemas DIR's files too: R10-8 leftover)
+            self._schemas_stamp = SchemasStamp(self.logdir.path, schemas_dir)
         self.registry = load_registry(self.logdir.path, schemas_dir)
 
     def follow_schemas(self) -> bool:
         """When LOGDIR's ``_schemas`` topic changed since the last look (a schema registered, deleted,
-        the topic compacted: :class:`~kafkafs.storage.schemas.SchemasStamp`, a few stats), read the
+        the topic compacted: :class:`~kafkafs.storage.schemas.SchemasStamp`, a few stats), or a file of
+        ``--schemas DIR`` was added, replaced or edited (the poll loop's look, every second), read the
         schemas again, and when they render otherwise, have every open partition render with them
         (:meth:`~kafkafs.fs.views.partition.PartitionState.use_decoder`: a rewrite of what changes).
         True when the schemas changed. Blocks (a worker thread: the poll loop's)."""

@@ -28,7 +28,7 @@ import orjson
 
 from ...errors import KafkafsError
 from ...storage.config import broker_setting
-from ...storage.groups import OFFSETS_TOPIC, GroupsReplay, group_view, replay_logdir
+from ...storage.groups import OFFSETS_TOPIC, SHARE_STATE_TOPIC, GroupsReplay, group_view, replay_logdir
 from ...storage.kraft import METADATA_PARTITION, recorded_topic_names
 from ...storage.names import parse_partition_dir_name
 from ...storage.txnstate import (
@@ -65,9 +65,9 @@ class Coordinators:
         """Whether the log directory holds a partition of ``topic``."""
         return bool(self.logdir.topic_partition_names(topic))
 
-    def _fingerprint(self, topic: str) -> tuple:
+    def _fingerprint(self, topics: tuple[str, ...]) -> tuple:
         out = []
-        for name in self.logdir.topic_partition_names(topic):
+        for name in [n for topic in topics for n in self.logdir.topic_partition_names(topic)]:
             log_ = self.logdir.log(name, read_only_fallback=True)
             log_.refresh()
             out.append((name, log_.log_start_offset, log_.log_end_offset, len(log_.segments), log_.generation))
@@ -75,9 +75,9 @@ class Coordinators:
 
     # ------------------------------------------------------------------------------------------ groups
 
-    def _kept(self, slot: str, topic: str, make):
-        """``make(logdir)``, or what it gave last while ``topic``'s partitions have not changed."""
-        fingerprint = self._fingerprint(topic)
+    def _kept(self, slot: str, topics: tuple[str, ...], make):
+        """``make(logdir)``, or what it gave last while the partitions of ``topics`` have not changed."""
+        fingerprint = self._fingerprint(topics)
         with self._lock:
             cached = self._cached.get(slot)
         if cached is not None and cached[0] == fingerprint:
@@ -88,7 +88,7 @@ class Coordinators:
         return value
 
     def _replay(self) -> GroupsReplay:
-        return self._kept("groups", OFFSETS_TOPIC, _said(replay_logdir, "groups/", "group"))
+        return self._kept("groups", (OFFSETS_TOPIC, SHARE_STATE_TOPIC), _said(replay_logdir, "groups/", "group"))
 
     def groups(self) -> list[str]:
         """Every group with an entry, sorted."""
@@ -114,13 +114,13 @@ class Coordinators:
 
     def _metadata_names(self) -> dict[str, str]:
         """Topic id -> name of the metadata log's topics, kept while ``__cluster_metadata`` stays the same."""
-        return self._kept("topic-names", METADATA_PARTITION.rsplit("-", 1)[0],
+        return self._kept("topic-names", (METADATA_PARTITION.rsplit("-", 1)[0],),
                           lambda logdir: recorded_topic_names(logdir.path))
 
     # ------------------------------------------------------------------------------------------ transactions
 
     def _transactions(self) -> TransactionsReplay:
-        return self._kept("ids", TRANSACTION_TOPIC, _said(replay_transactions, "transactions/", "transactional id"))
+        return self._kept("ids", (TRANSACTION_TOPIC,), _said(replay_transactions, "transactions/", "transactional id"))
 
     def transaction_ids(self) -> list[str]:
         """Every transactional id with a record (or a damaged one), sorted."""

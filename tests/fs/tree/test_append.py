@@ -100,6 +100,30 @@ def test_a_line_too_large_is_dropped_whole(logdir_copy):
         assert log.log_end_offset == 1
 
 
+@pytest.mark.parametrize("now", [False, True])
+def test_a_write_that_begins_a_line_too_long_fails_whole(logdir_copy, now):
+    """R15-1: the first 1 MiB request of ``small\\n`` + a 1.1 MB line already holds more of that line than
+    a record of max.message.bytes can: the request fails whole, ``small`` is not appended (nor the line
+    that request ended), and the writer's retry fails the same way; the next write starts afresh."""
+    from kafkafs.errors import RecordTooLargeError
+    from kafkafs.fs.tree.append import AppendBuffer
+
+    with LogDir(logdir_copy, writable=True) as d:
+        log = d.log("empty-0")
+        buf = AppendBuffer(log)
+        if now:
+            buf.write = buf.write_now
+        buf.write(b"begun ")
+        first, rest = _pieces(b"ended\nsmall\n" + b"x" * 1_100_000 + b"\n", 1024 * 1024)
+        with pytest.raises(RecordTooLargeError):
+            buf.write(first)
+        with pytest.raises(RecordTooLargeError):
+            buf.write(first + rest)  # the retry
+        assert log.log_end_offset == 0 and buf.pending == b""
+        buf.write(b"after\n")
+        assert [r.value for r in log.records()] == [b"after"]
+
+
 def test_a_large_write_of_small_lines_is_appended(logdir_copy):
     """Lines that one batch of max.message.bytes cannot hold go in several, appended as one."""
     from kafkafs.fs.tree.append import AppendBuffer

@@ -105,3 +105,43 @@ def test_records_handle_reads_on_the_loop_wait_for_a_span_being_rendered_never_a
         handle.release()
     finally:
         tree.close()
+
+
+def test_snapshots_one_content_at_a_time_for_size_and_reads():
+    """review14 R14-9: a generated file's getattr and its open files share one snapshot: an open serves
+    what its lookup just sized, an open file not read yet takes a newer snapshot, and while the file is
+    open (SNAPSHOT_PIN) its stat answers the snapshot its reads return."""
+    from kafkafs.fs.tree.handles import SNAPSHOT_FRESH, SNAPSHOT_PIN, Snapshots
+
+    now = [0.0]
+    content = [b"first"]
+    renders = []
+
+    def render() -> bytes:
+        renders.append(content[0])
+        return content[0]
+
+    snaps = Snapshots(clock=lambda: now[0])
+    assert snaps.attr_data(render) == b"first"  # the lookup
+    content[0] = b"second, longer"
+    a = snaps.open(render)  # right after its lookup: what the lookup sized
+    assert a.read_now(0, 100) == b"first" and len(renders) == 1
+    now[0] += SNAPSHOT_PIN / 2
+    assert snaps.attr_data(render) == b"first"  # open somewhere: kept
+    a.release_now()
+    assert snaps.attr_data(render) == b"second, longer"  # closed: rendered anew
+    b = snaps.open(render)
+    content[0] = b"third"
+    now[0] += SNAPSHOT_PIN + 1  # held open past the pin: a stat renders anew; b, read already, keeps its bytes
+    assert b.read_now(0, 100) == b"second, longer"
+    assert snaps.attr_data(render) == b"third"
+    assert b.read_now(0, 100) == b"second, longer"
+    c = snaps.open(render)  # not read yet: takes the next snapshot its fstat answers
+    content[0] = b"4th"
+    now[0] += SNAPSHOT_PIN + 1
+    assert snaps.attr_data(render) == b"4th" and c.read_now(0, 100) == b"4th"
+    b.release_now()
+    c.release_now()
+    now[0] += SNAPSHOT_FRESH * 2  # not open, and the last lookup is old: an open renders
+    content[0] = b"5th"
+    assert snaps.open(render).read_now(0, 100) == b"5th"

@@ -5,8 +5,10 @@ bounded, on read-only mounts only; a damaged start is left to the reader's read.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,6 +18,7 @@ from kafkafs.fs.tree import handles
 from kafkafs.fs.tree import partitions as partitions_module
 from kafkafs.fs.tree.handles import RecordsHandle
 from kafkafs.fs.tree.partition_nodes import RecordsFile
+from kafkafs.fs.tree.root import Tree
 from kafkafs.fs.views import layout as layout_module
 from kafkafs.fs.views import reading
 from kafkafs.storage.config import Settings
@@ -57,12 +60,22 @@ def spare_of(partitions, name: str):
     return partitions.records_generations(name).current()._spare
 
 
-def test_the_next_partition_is_opened_with_its_start_rendered_and_its_open_takes_it(ordered_logdir):
-    tree = tree_of(ordered_logdir)
-    partitions = tree.partitions
+@contextlib.contextmanager
+def past_t0(logdir: Path) -> Iterator[Tree]:
+    """A read-only tree of ``logdir`` whose reader came near the end of t-0, and what that starts done
+    (:func:`settled`); closed at the end."""
+    tree = tree_of(logdir)
     try:
-        partitions.reading_to_end("t-0")
-        settled(partitions)
+        tree.partitions.reading_to_end("t-0")
+        settled(tree.partitions)
+        yield tree
+    finally:
+        tree.close()
+
+
+def test_the_next_partition_is_opened_with_its_start_rendered_and_its_open_takes_it(ordered_logdir):
+    with past_t0(ordered_logdir) as tree:
+        partitions = tree.partitions
         assert opened(partitions) == {"t-1"}  # by name and by number alike
         node = tree.resolve("t-1/records.jsonl")
         assert isinstance(node, RecordsFile)
@@ -77,19 +90,14 @@ def test_the_next_partition_is_opened_with_its_start_rendered_and_its_open_takes
         first = handle.cache.get((handle.stream.view.parts[0].layout, 0))
         assert first is not None  # rendered before the open, in the cache the open took
         handle.release()
-    finally:
-        tree.close()
 
 
 def test_a_file_opened_already_is_not_prepared_again(ordered_logdir):
     """A reader faster than the thread that prepares: the file it opened (the spare taken, no read yet) is
     not rendered whole again for no open when that thread comes to it once more (it was: 13 of 200 files
     of a first cat MOUNT/*/records.jsonl rendered twice, 75 MB)."""
-    tree = tree_of(ordered_logdir)
-    partitions = tree.partitions
-    try:
-        partitions.reading_to_end("t-0")
-        settled(partitions)
+    with past_t0(ordered_logdir) as tree:
+        partitions = tree.partitions
         assert spare_of(partitions, "t-1") is not None
         handle = tree.resolve("t-1/records.jsonl").open_now()
         assert isinstance(handle, RecordsHandle) and spare_of(partitions, "t-1") is None  # taken by the open
@@ -97,8 +105,6 @@ def test_a_file_opened_already_is_not_prepared_again(ordered_logdir):
         settled(partitions)
         assert spare_of(partitions, "t-1") is None  # nothing rendered for an open that already happened
         handle.release()
-    finally:
-        tree.close()
 
 
 def test_the_order_followed_is_learnt_by_name_or_by_number(ordered_logdir, monkeypatch):
@@ -122,19 +128,14 @@ def test_the_order_followed_is_learnt_by_name_or_by_number(ordered_logdir, monke
 
 def test_spares_are_bounded_and_dropped_at_close(ordered_logdir, monkeypatch):
     monkeypatch.setattr(partitions_module, "SPARES_KEPT", 2)
-    tree = tree_of(ordered_logdir)
-    partitions = tree.partitions
-    try:
-        partitions.reading_to_end("t-0")
-        settled(partitions)
+    with past_t0(ordered_logdir) as tree:
+        partitions = tree.partitions
         assert spare_of(partitions, "t-1") is not None
         partitions.reading_to_end("t-1")  # t-10 and t-2 prepared: t-1's spare (the oldest) goes
         settled(partitions)
         assert spare_of(partitions, "t-1") is None
         assert spare_of(partitions, "t-10") is not None and spare_of(partitions, "t-2") is not None
         kept = [partitions.records_generations(n).current() for n in ("t-10", "t-2")]
-    finally:
-        tree.close()
     assert all(stream._spare is None for stream in kept)
     assert partitions._ahead is None
 
@@ -180,11 +181,8 @@ def test_a_damaged_start_is_left_to_the_reader(tmp_path, caplog):
     first = next(iter(scan_batches(data)))
     data[first.position + 70] ^= 0xFF  # inside the first batch's records: its CRC fails
     segment.write_bytes(bytes(data))
-    tree = tree_of(logdir)
-    partitions = tree.partitions
-    try:
-        partitions.reading_to_end("t-0")
-        settled(partitions)
+    with past_t0(logdir) as tree:
+        partitions = tree.partitions
         assert "t-1" in opened(partitions)
         node = tree.resolve("t-1/records.jsonl")
         handle = node.open(False)
@@ -196,8 +194,6 @@ def test_a_damaged_start_is_left_to_the_reader(tmp_path, caplog):
         handle.release()
         said = [r for r in caplog.records if segment.name in r.getMessage()]
         assert len(said) == 1  # said once (when the partition was laid out), as a stat would
-    finally:
-        tree.close()
 
 
 # ---------------------------------------------------------------------------------------------- whole files ahead
@@ -228,6 +224,13 @@ def rendered(cache) -> None:
         time.sleep(0.005)
 
 
+def rendered_ahead(partitions, name: str):
+    """The spare of ``name`` once its render ahead is done, and the layout of its first segment."""
+    spare = spare_of(partitions, name)
+    rendered(spare)
+    return spare, partitions.records_generations(name).current().view.parts[0].layout
+
+
 def kept_pieces(cache, layout) -> list[int]:
     return [i for i in range(len(layout)) if cache.has((layout, i))]
 
@@ -240,11 +243,8 @@ def test_the_next_two_files_are_rendered_whole_before_their_opens(tmp_path, monk
     small_pieces(monkeypatch)
     monkeypatch.setattr(partitions_module, "PREPARED_AHEAD", 2)  # of the three after t-0, two
     logdir = built_in_order(tmp_path / "logs")
-    tree = tree_of(logdir)
-    partitions = tree.partitions
-    try:
-        partitions.reading_to_end("t-0")
-        settled(partitions)
+    with past_t0(logdir) as tree:
+        partitions = tree.partitions
         assert spare_of(partitions, "t-1") is not None and spare_of(partitions, "t-2") is not None
         assert spare_of(partitions, "t-3") is None  # two ahead, no more
         for name in ("t-1", "t-2"):
@@ -270,21 +270,14 @@ def test_the_next_two_files_are_rendered_whole_before_their_opens(tmp_path, monk
             out += bytes(handle.read(len(out), 4096))
         assert out == want
         handle.release()
-    finally:
-        tree.close()
 
 
 def test_three_files_are_prepared_ahead_of_a_reader(tmp_path):
     """Once the order is known (both orders agree here), the three files after the one read are prepared."""
     logdir = built_in_order(tmp_path / "logs", names=("t-0", "t-1", "t-2", "t-3", "t-4"))
-    tree = tree_of(logdir)
-    partitions = tree.partitions
-    try:
-        partitions.reading_to_end("t-0")
-        settled(partitions)
+    with past_t0(logdir) as tree:
+        partitions = tree.partitions
         assert [spare_of(partitions, n) is not None for n in ("t-1", "t-2", "t-3", "t-4")] == [True, True, True, False]
-    finally:
-        tree.close()
 
 
 def test_what_is_rendered_ahead_of_an_open_is_bounded(tmp_path, monkeypatch):
@@ -293,14 +286,9 @@ def test_what_is_rendered_ahead_of_an_open_is_bounded(tmp_path, monkeypatch):
     small_pieces(monkeypatch)
     monkeypatch.setattr(reading, "FILE_AHEAD_BYTES", 3000)
     logdir = built_in_order(tmp_path / "logs")
-    tree = tree_of(logdir)
-    partitions = tree.partitions
-    try:
-        partitions.reading_to_end("t-0")
-        settled(partitions)
-        spare = spare_of(partitions, "t-1")
-        rendered(spare)
-        layout = partitions.records_generations("t-1").current().view.parts[0].layout
+    with past_t0(logdir) as tree:
+        partitions = tree.partitions
+        spare, layout = rendered_ahead(partitions, "t-1")
         kept = kept_pieces(spare, layout)
         assert kept and kept == list(range(len(kept))) and len(kept) < len(layout)
         assert layout.ends[kept[-1]] - layout.start(0) <= 3000 or kept == [0]
@@ -311,8 +299,6 @@ def test_what_is_rendered_ahead_of_an_open_is_bounded(tmp_path, monkeypatch):
             out += bytes(handle.read(len(out), 4096))
         assert out == want
         handle.release()
-    finally:
-        tree.close()
 
 
 def test_a_damaged_piece_stops_what_is_rendered_ahead(tmp_path, monkeypatch, caplog):
@@ -331,14 +317,9 @@ def test_a_damaged_piece_stops_what_is_rendered_ahead(tmp_path, monkeypatch, cap
     bad = batches[len(batches) // 2]
     data[bad.position + 70] ^= 0xFF  # inside its records: its CRC fails
     segment.write_bytes(bytes(data))
-    tree = tree_of(logdir)
-    partitions = tree.partitions
-    try:
-        partitions.reading_to_end("t-0")
-        settled(partitions)
-        spare = spare_of(partitions, "t-1")
-        rendered(spare)
-        layout = partitions.records_generations("t-1").current().view.parts[0].layout
+    with past_t0(logdir) as tree:
+        partitions = tree.partitions
+        spare, layout = rendered_ahead(partitions, "t-1")
         assert len(layout.bad) == 1
         (k,) = layout.bad
         assert 0 < k and kept_pieces(spare, layout) == list(range(k))
@@ -354,5 +335,3 @@ def test_a_damaged_piece_stops_what_is_rendered_ahead(tmp_path, monkeypatch, cap
         handle.release()
         said = [r for r in caplog.records if segment.name in r.getMessage()]
         assert len(said) == 1
-    finally:
-        tree.close()

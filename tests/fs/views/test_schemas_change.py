@@ -223,3 +223,41 @@ def test_a_change_of_the_schemas_waits_for_no_composition(tmp_path):
         assert len(data) == view.total and _decoded(data) == 300
     finally:
         tree.close()
+
+
+def test_a_schema_file_added_to_the_schemas_dir_is_followed(tmp_path):
+    """R10-8 leftover: ``--schemas DIR`` was read once at the mount; a schema file added there later (or
+    edited in place) is now followed as a schema registered in ``_schemas`` is."""
+    import os
+
+    path = tmp_path / "logs"
+    path.mkdir()
+    _append(path, "data-0", [(b"k%d" % (i % 7), _framed(2, i)) for i in range(30)])  # id 2: no schema yet
+    schemas = tmp_path / "schemas"
+    schemas.mkdir()
+    (schemas / "1.avsc").write_text('"string"')
+    tree = Tree(LogDir(path), mode="auto")
+    try:
+        partitions = tree.partitions
+        partitions.load_schemas(str(schemas))
+        partitions.state("data-0")  # open before the change
+        assert _decoded(_rendered(tree)) == 0
+        assert not partitions.follow_schemas()
+        (schemas / "2.avsc").write_text(orjson.dumps(COUNT).decode())
+        assert partitions.follow_schemas() and _decoded(_rendered(tree)) == 30
+        assert not partitions.follow_schemas()
+        assert _values(_rendered(tree))[5] == {"n": 5}
+        other = {"type": "record", "name": "Other", "fields": [{"name": "m", "type": "long"}]}
+        with open(schemas / "2.avsc", "r+b") as f:  # edited in place: the same inode
+            f.write(orjson.dumps(other))
+            f.truncate()
+        os.utime(schemas / "2.avsc", ns=(1, 1))  # (a size and time of its own, whatever the clock's grain)
+        assert partitions.follow_schemas() and _values(_rendered(tree))[5] == {"m": 5}
+    finally:
+        tree.close()
+
+
+def _rendered(tree: Tree) -> bytes:
+    state = tree.partitions.state("data-0")
+    view = tree.partitions.records_generations("data-0").current().advance()
+    return b"".join(bytes(state.render_piece(p.layout, i)) for p in view.parts for i in range(p.pieces))

@@ -4,10 +4,13 @@ lookups get the new file."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import random
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -108,6 +111,37 @@ class Follower:
             a = rng.randrange(len(self.data))
             n = rng.randrange(1, 300)
             assert self.handle.read(a, n) == self.data[a : a + n]
+
+
+def _writer(tmp_path) -> Writer:
+    """A :class:`Writer` through a writable tree of a new log directory that holds an empty kv-0."""
+    with LogDir(tmp_path, SETTINGS, writable=True) as logdir:
+        logdir.create_partition("kv", 0)
+    return Writer(Tree(LogDir(tmp_path, SETTINGS, writable=True), rw=True))
+
+
+@contextlib.contextmanager
+def _beside_another_process(tmp_path) -> Iterator[tuple[Writer, Tree]]:
+    """kv-0 with 150 records appended by a :class:`Writer`, and a read-only tree of the same folder (another
+    process's view of it); both trees closed at the end."""
+    writer = _writer(tmp_path)
+    ro = Tree(LogDir(tmp_path, SETTINGS))
+    try:
+        writer.append("kv-0", 150)
+        yield writer, ro
+    finally:
+        ro.close()
+        writer.tree.close()
+
+
+def _follower_of(ro: Tree, writer: Writer) -> Follower:
+    """A :class:`Follower` of kv-0's records.jsonl in the read-only tree ``ro`` (not the writer's), caught up."""
+    follower = Follower(writer, "kv-0")
+    follower.handle.release()  # it follows the read-only tree's file instead
+    follower.node = ro.resolve("kv-0/records.jsonl")
+    follower.handle = follower.node.open(False)
+    follower.follow()
+    return follower
 
 
 @pytest.fixture
@@ -342,19 +376,9 @@ def test_a_read_only_mount_follows_another_processs_compaction(tmp_path):
     """A read-only tree over a folder another writer compacts (a broker, ``kafkafs clean``): the swap is
     noticed (a segment replaced under the same name), the open file keeps its bytes and follows the
     appends, a new lookup gets the compacted file."""
-    with LogDir(tmp_path, SETTINGS, writable=True) as logdir:
-        logdir.create_partition("kv", 0)
-    writer_tree = Tree(LogDir(tmp_path, SETTINGS, writable=True), rw=True)
-    ro = Tree(LogDir(tmp_path, SETTINGS))
-    try:
-        writer = Writer(writer_tree)
-        log = writer_tree.partitions.state("kv-0").log
-        writer.append("kv-0", 150)
-        follower = Follower(writer, "kv-0")
-        follower.handle.release()  # it follows the read-only tree's file instead
-        follower.node = ro.resolve("kv-0/records.jsonl")
-        follower.handle = follower.node.open(False)
-        follower.follow()
+    with _beside_another_process(tmp_path) as (writer, ro):
+        log = writer.tree.partitions.state("kv-0").log
+        follower = _follower_of(ro, writer)
         assert compact(log, NOW)
         writer.append("kv-0", 30)
         ro.partitions.state("kv-0").refresh(force=True)
@@ -362,9 +386,6 @@ def test_a_read_only_mount_follows_another_processs_compaction(tmp_path):
         assert follower.last == log.log_end_offset - 1
         assert ro.resolve("kv-0/records.jsonl").key != follower.node.key
         assert ro.read_file("kv-0/records.jsonl") == rendered(log)
-    finally:
-        ro.close()
-        writer_tree.close()
 
 
 # ---------------------------------------------------------------------------------------------- handle_view
@@ -453,14 +474,8 @@ def test_a_new_open_of_a_records_file_a_compaction_replaced_is_stale(tmp_path):
     before the swap is opened after the tree noticed it (its removed segments closed): the open went on
     and its first read failed with ESTALE ("segment is closed"). The open is refused (ESTALE: the kernel
     looks the name up again), and the new lookup reads the compacted file whole."""
-    with LogDir(tmp_path, SETTINGS, writable=True) as logdir:
-        logdir.create_partition("kv", 0)
-    writer_tree = Tree(LogDir(tmp_path, SETTINGS, writable=True), rw=True)
-    ro = Tree(LogDir(tmp_path, SETTINGS))
-    try:
-        writer = Writer(writer_tree)
-        log = writer_tree.partitions.state("kv-0").log
-        writer.append("kv-0", 150)
+    with _beside_another_process(tmp_path) as (writer, ro):
+        log = writer.tree.partitions.state("kv-0").log
         kept = ro.resolve("kv-0/records.jsonl")
         kept.attr()  # its size shown: the kernel holds the name and the inode
         kept.stream.looked_up -= streams.OPEN_GRACE_S + 1  # held without a lookup for a while
@@ -470,9 +485,6 @@ def test_a_new_open_of_a_records_file_a_compaction_replaced_is_stale(tmp_path):
             kept.open(False)
         assert ro.resolve("kv-0/records.jsonl").key != kept.key
         assert ro.read_file("kv-0/records.jsonl") == rendered(log)
-    finally:
-        ro.close()
-        writer_tree.close()
 
 
 def _merging(delay_ms: int) -> Settings:
@@ -481,14 +493,27 @@ def _merging(delay_ms: int) -> Settings:
                     topics={"kv": {"cleanup.policy": "compact", "delete.retention.ms": 0}})
 
 
-def _kv_tree(tmp_path) -> Tree:
-    """A read-only tree of a log directory whose kv-0 holds 600 records in many small segments."""
-    with LogDir(tmp_path, SETTINGS, writable=True) as logdir:
-        logdir.create_partition("kv", 0)
-    writer_tree = Tree(LogDir(tmp_path, SETTINGS, writable=True), rw=True)
-    Writer(writer_tree).append("kv-0", 600)
-    writer_tree.close()
-    return Tree(LogDir(tmp_path, SETTINGS))
+@contextlib.contextmanager
+def _kv_tree(tmp_path) -> Iterator[Tree]:
+    """A read-only tree of a log directory whose kv-0 holds 600 records in many small segments; closed at
+    the end."""
+    writer = _writer(tmp_path)
+    writer.append("kv-0", 600)
+    writer.tree.close()
+    ro = Tree(LogDir(tmp_path, SETTINGS))
+    try:
+        yield ro
+    finally:
+        ro.close()
+
+
+def _lagging(ro: Tree) -> tuple[Any, int, bytes]:
+    """An open of kv-0/records.jsonl that read its first 100 bytes only (it lags): the handle, the file's
+    size and those bytes."""
+    node = ro.resolve("kv-0/records.jsonl")
+    size = node.attr().size
+    handle = node.open(False)
+    return handle, size, bytes(handle.read(0, 100))
 
 
 def test_a_lagging_reader_reads_on_across_another_processs_merging_compaction(tmp_path):
@@ -497,12 +522,8 @@ def test_a_lagging_reader_reads_on_across_another_processs_merging_compaction(tm
     closed the merged-away segments when it noticed, before the stream could hold their files open for
     that reader, so its next read was ESTALE ("segment is closed") and ``tail -f`` died. Now they are
     closed after the stream held them: the bytes the reader was shown stay readable."""
-    ro = _kv_tree(tmp_path)
-    try:
-        node = ro.resolve("kv-0/records.jsonl")
-        size = node.attr().size
-        handle = node.open(False)
-        head = bytes(handle.read(0, 100))  # it lags: the rest is still to read
+    with _kv_tree(tmp_path) as ro:
+        handle, size, head = _lagging(ro)
         with LogDir(tmp_path, _merging(600_000), writable=True) as logdir:
             before = rendered(logdir.log("kv-0"))
             segments = len(logdir.log("kv-0").segments)
@@ -511,8 +532,6 @@ def test_a_lagging_reader_reads_on_across_another_processs_merging_compaction(tm
         rest = b"".join(bytes(handle.read(a, 4096)) for a in range(100, size, 4096))
         assert head + rest == before
         handle.release()
-    finally:
-        ro.close()
 
 
 def test_a_lagging_reader_reads_on_when_its_segments_descriptors_were_released(tmp_path):
@@ -522,12 +541,8 @@ def test_a_lagging_reader_reads_on_when_its_segments_descriptors_were_released(t
     ``.swap`` -> ``.log``): holding them for the reader opened them again by name and found the merged
     file or nothing, so the reader's next read was ESTALE and ``tail -f`` died. They are found again
     under their ``.deleted`` names (the same inode), held, and stay readable after the files go."""
-    ro = _kv_tree(tmp_path)
-    try:
-        node = ro.resolve("kv-0/records.jsonl")
-        size = node.attr().size
-        handle = node.open(False)
-        head = bytes(handle.read(0, 100))  # it lags: the rest is still to read
+    with _kv_tree(tmp_path) as ro:
+        handle, size, head = _lagging(ro)
         segments = list(ro.partitions.state("kv-0").log.segments)
         for segment in segments:
             segment.release_handles()  # as the handle budget does when too many segments hold some
@@ -542,8 +557,6 @@ def test_a_lagging_reader_reads_on_when_its_segments_descriptors_were_released(t
         rest = b"".join(bytes(handle.read(a, 4096)) for a in range(100, size, 4096))
         assert head + rest == before
         handle.release()
-    finally:
-        ro.close()
 
 
 def test_a_follower_never_shows_a_segment_removed_while_its_view_was_laid_out(tmp_path, monkeypatch):
@@ -554,20 +567,10 @@ def test_a_follower_never_shows_a_segment_removed_while_its_view_was_laid_out(tm
     stream showed those parts anyway, nothing could hold them, and the read of them was ESTALE
     ("segment is closed"): tail -f died. Now such a view is laid out again from the log as it is: the
     follower reads on, in offset order, each record once, what the cleaner kept of them."""
-    with LogDir(tmp_path, SETTINGS, writable=True) as logdir:
-        logdir.create_partition("kv", 0)
-    writer_tree = Tree(LogDir(tmp_path, SETTINGS, writable=True), rw=True)
-    ro = Tree(LogDir(tmp_path, SETTINGS))
-    try:
-        writer = Writer(writer_tree)
-        writer.append("kv-0", 150)
-        follower = Follower(writer, "kv-0")
-        follower.handle.release()  # it follows the read-only tree's file instead
-        follower.node = ro.resolve("kv-0/records.jsonl")
-        follower.handle = follower.node.open(False)
-        follower.follow()
+    with _beside_another_process(tmp_path) as (writer, ro):
+        follower = _follower_of(ro, writer)
         writer.append("kv-0", 150)  # segments roll: the follower's next stat lays them out
-        writer_tree.close()
+        writer.tree.close()
         state = ro.partitions.state("kv-0")
         state.refresh(force=True)
         lay_out = state.composition
@@ -589,9 +592,6 @@ def test_a_follower_never_shows_a_segment_removed_while_its_view_was_laid_out(tm
         assert raced and follower.last > before
         assert follower.last == state.log.log_end_offset - 1
         assert ro.read_file("kv-0/records.jsonl").endswith(follower.data.splitlines(keepends=True)[-1])
-    finally:
-        ro.close()
-        writer_tree.close()
 
 
 def test_a_table_opened_before_another_processs_compaction_reads_whole_after_it(tmp_path):
@@ -599,8 +599,7 @@ def test_a_table_opened_before_another_processs_compaction_reads_whole_after_it(
     read-only tree noticed another process's compaction before the first read and closed the segments
     it merged away: the read was ESTALE ("segment is closed"), ~0.2% of table opens beside a broker's
     cleaner. The file reads on from the segments' files while they are there (renamed ``.deleted``)."""
-    ro = _kv_tree(tmp_path)
-    try:
+    with _kv_tree(tmp_path) as ro:
         node = ro.resolve("kv-0/table.jsonl")
         whole = node.open(False)
         expected = read_all(whole)
@@ -610,8 +609,6 @@ def test_a_table_opened_before_another_processs_compaction_reads_whole_after_it(
         ro.partitions.state("kv-0").refresh(force=True)
         assert expected and read_all(handle) == expected
         assert read_all(ro.resolve("kv-0/table.jsonl").open(False)) == expected  # what the compaction keeps
-    finally:
-        ro.close()
 
 
 @pytest.mark.parametrize("delay_ms", [600_000, 0])
@@ -622,9 +619,8 @@ def test_an_open_right_after_its_lookup_is_not_refused_for_a_rewrite_in_between(
     after its lookup reads the file that lookup returned, its removed segments held (their files are
     there, renamed ``.deleted``); where they are gone already (``file.delete.delay.ms`` 0) it is
     refused, ESTALE, and the next lookup gets the new file."""
-    ro = _kv_tree(tmp_path)
     monkeypatch.setattr(streams, "OPEN_GRACE_S", 3600.0)  # the open comes "right after" however slow the test
-    try:
+    with _kv_tree(tmp_path) as ro:
         node = ro.resolve("kv-0/records.jsonl")
         size = node.attr().size
         first = node.open(False)
@@ -643,8 +639,6 @@ def test_an_open_right_after_its_lookup_is_not_refused_for_a_rewrite_in_between(
             with pytest.raises(SegmentClosedError, match="removed"):
                 node.open(False)
         assert read_all(looked_up.open(False)) == after
-    finally:
-        ro.close()
 
 
 def test_a_follower_kept_open_across_many_compactions_keeps_only_the_parts_ahead_of_it(tree, monkeypatch):
