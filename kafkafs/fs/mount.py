@@ -535,6 +535,9 @@ def mount(
     """
     if clean and not rw:
         raise MountPathError("--clean needs --rw (a read-only mount deletes and compacts nothing)")
+    # paths are the user's, from the folder they are in: the daemon leaves it (review16 R16-5)
+    cache_dir = os.path.abspath(cache_dir) if cache_dir else cache_dir  # "" (no cache) stays ""
+    schemas = os.path.abspath(schemas) if schemas is not None else None
     asked_rw = rw
     options, rw, values_override = fuse_option_set(rw, fuse_options, os.path.abspath(logdir))
     if asked_rw and not rw:

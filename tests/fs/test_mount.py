@@ -609,6 +609,34 @@ def test_daemon_mode_returns_once_mounted(tmp_path, built_logdir):
     assert not os.path.ismount(mnt)
 
 
+def test_a_daemons_relative_paths_are_the_users(tmp_path, built_logdir):
+    # review16 R16-5: a relative --cache-dir landed in /NAME (the daemon leaves its folder for /), and a
+    # relative --schemas was "not a directory"
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    (tmp_path / "sch").mkdir()
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    name = f"kafkafs-r16-5-{os.getpid()}"
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "kafkafs", "mount", "--cache-dir", name, "--schemas", "sch",
+             str(built_logdir), str(mnt)],
+            capture_output=True, timeout=30, env=env, cwd=tmp_path,
+        )
+        assert result.returncode == 0, result.stderr
+        os.listdir(mnt / "events-3")
+        assert (mnt / "events-3/records.jsonl").stat().st_size > 0  # sized: into the cache
+    finally:
+        subprocess.run(["fusermount3", "-u", str(mnt)], capture_output=True)
+        deadline = time.monotonic() + 5
+        while os.path.ismount(mnt) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if os.path.ismount(mnt):
+            subprocess.run(["fusermount3", "-uz", str(mnt)], capture_output=True)
+        shutil.rmtree(f"/{name}", ignore_errors=True)
+    assert (tmp_path / name).is_dir() and not os.path.exists(f"/{name}")
+
+
 def test_user_mistakes_are_one_line_errors(tmp_path, built_logdir):
     (tmp_path / "full").mkdir()
     (tmp_path / "full/file").write_text("x")
