@@ -251,7 +251,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 def cmd_recover(args: argparse.Namespace) -> int:
     from .inspect import damaged_checkpoints, refused_folders
-    from .storage.strays import stray_consequence, stray_partitions
+    from .storage.strays import repair_partition_metadata_files, stray_consequence, stray_partitions
 
     _raise_fd_limit()
     logdir = _open_logdir(args.logdir, args, writable=True)
@@ -269,7 +269,7 @@ def cmd_recover(args: argparse.Namespace) -> int:
             except UnsafeFileError:
                 continue  # refused: said below, and nothing in it touched
             reports[name] = (log_.last_recovery, log_.log_start_offset, log_.log_end_offset)
-        metadata_files = _repair_partition_metadata(logdir.path, list(reports))
+        metadata_files = repair_partition_metadata_files(logdir.path, list(reports))
     changed = kept = 0
     for name in names:
         if name in logdir.refused:
@@ -315,29 +315,6 @@ def cmd_recover(args: argparse.Namespace) -> int:
     # SPEC §4: what verify would have said before (damage repaired is damage found, as e2fsck's)
     failed = refused or changed or kept or checkpoints or folders or metadata_files or strays
     return EXIT_DAMAGE if failed else EXIT_OK
-
-
-def _repair_partition_metadata(path: Path, names: list[str]) -> list[str]:
-    """``NAME/partition.metadata: why; what was done`` for each of the partitions ``names`` of the log
-    directory at ``path`` (open for writing: its lock held) whose topic id
-    file a broker's reader refuses, rewritten with the id the metadata log or the topic's other
-    partitions give it, else removed (review12 R12-7; :func:`~kafkafs.storage.partition_metadata.repair_partition_metadata`)."""
-    from .storage.kraft import recorded_topic_names
-    from .storage.names import parse_partition_dir_name
-    from .storage.partition_metadata import partition_metadata_problem, repair_partition_metadata
-
-    done = []
-    topic_ids: dict[str, str] | None = None  # the metadata log's, read only when a file needs it
-    for name in names:
-        if partition_metadata_problem(path / name) is None:
-            continue
-        if topic_ids is None:
-            topic_ids = {topic: topic_id for topic_id, topic in recorded_topic_names(path).items()}
-        topic = parse_partition_dir_name(name)[0]
-        line = repair_partition_metadata(path / name, topic, topic_ids.get(topic))
-        if line is not None:
-            done.append(f"{name}/{line}")
-    return done
 
 
 def _print_flushed(line: str) -> None:
@@ -538,16 +515,18 @@ def _note_missing_kernel() -> None:
         print(f"kafkafs: warning: {note}", file=sys.stderr)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, *, on_start: Callable[[], object] | None = None) -> int:
     """The command line; exit code. Ctrl-C while it starts (its imports take a second or more on a busy
-    machine) ends it as quietly as later: exit 130, no traceback (review12 R12-9)."""
+    machine) ends it as quietly as later: exit 130, no traceback (review12 R12-9). ``on_start``: called
+    once the command line is parsed, as the command starts (:mod:`kafkafs.__main__` gives SIGINT back to
+    Python's handler there)."""
     try:
-        return _main(argv)
+        return _main(argv, on_start)
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
 
 
-def _main(argv: Sequence[str] | None) -> int:
+def _main(argv: Sequence[str] | None, on_start: Callable[[], object] | None) -> int:
     guard_stderr()  # before anything is said: a closed or full stderr loses messages, never files or exit codes
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -559,6 +538,8 @@ def _main(argv: Sequence[str] | None) -> int:
     )
     if args.command in ("consume", "mount", "dump"):  # the commands that render records
         _note_missing_kernel()
+    if on_start is not None:
+        on_start()
     return run_command(args)
 
 

@@ -3,6 +3,7 @@ through the compiled write path (:mod:`kafkafs.format.lineencode`)."""
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import sys
@@ -18,8 +19,11 @@ from .format.lineencode import encode_lines
 from .storage.append_rules import RecordRefused, check_batches
 from .storage.logdir import LogDir
 from .storage.names import parse_partition_dir_name, refuse_internal_topic
+from .storage.strays import stray_consequence, stray_partitions
 
 __all__ = ["read_line_blobs", "produce", "Produced", "MAX_LINES", "MAX_BYTES"]
+
+log = logging.getLogger("kafkafs.produce")
 
 #: A group (one batch, appended at once): at most this many lines, cut once its lines reach MAX_BYTES,
 #: so that a batch stays under ``max.message.bytes``.
@@ -95,6 +99,9 @@ def produce(logdir: LogDir, name: str, fd: int, *, no_create: bool = False, lead
     if not exists and no_create:
         raise InvalidName(f"no partition {name} in {logdir.path} (drop --no-create to create it)")
     log_ = logdir.log(name) if exists else None
+    if log_ is not None:  # a folder a broker of the directory sets aside (a new one: create_partition says it)
+        for why in stray_partitions(logdir.path, [name]).values():
+            log.warning("%s: %s: %s (appended all the same)", name, why, stray_consequence(name))
     config = log_.config if log_ is not None else logdir.settings.for_topic(topic)
     codec = codec_by_name(config.compression_type)
     total, first_offset, last_offset = 0, None, None

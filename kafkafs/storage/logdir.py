@@ -47,6 +47,7 @@ from .partition_folders import alias_reason, list_partition_folders
 from .partition_metadata import ensure_partition_metadata, read_topic_id
 from .recovery_plan import writer_refusal
 from .safefiles import check_partition_folder, open_file, write_atomically
+from .strays import assigned_elsewhere
 
 __all__ = ["LogDir", "check_log_directory", "CLEAN_SHUTDOWN_FILE", "LOCK_FILE", "CLEANER_OFFSET_FILE", "clean_shutdown_content",
            "parse_clean_shutdown"]
@@ -54,6 +55,7 @@ __all__ = ["LogDir", "check_log_directory", "CLEAN_SHUTDOWN_FILE", "LOCK_FILE", 
 log = logging.getLogger("kafkafs.logdir")
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+_METADATA_TOPIC = METADATA_PARTITION.rsplit("-", 1)[0]  # __cluster_metadata
 RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
 LOG_START_FILE = "log-start-offset-checkpoint"
 CLEANER_OFFSET_FILE = "cleaner-offset-checkpoint"
@@ -281,7 +283,8 @@ class LogDir:
     def write_checkpoints(self, *, keep: Collection[str] = ()) -> None:
         """Recovery points of every open partition, and the log starts of those whose start is above
         their first segment's base (as a broker writes them), merged with the files' other entries
-        (the partitions not opened, and those named in ``keep``, keep what the files said)."""
+        (the partitions not opened, and those named in ``keep``, keep what the files said); never the
+        metadata log's (``__cluster_metadata-0``), which a broker does not write there."""
         if not self.writable:
             return
         recovery = dict(self.recovery_points)
@@ -297,7 +300,10 @@ class LogDir:
                 starts[key] = log_.log_start_offset
             else:
                 starts.pop(key, None)
-        present = {parse_partition_dir_name(n) for n in self.partition_names(aliases=True)}
+        # the logs a broker's LogManager checkpoints: every partition folder but the metadata log, which
+        # its raft layer keeps apart (recovered at every start, never in these files)
+        present = {key for key in map(parse_partition_dir_name, self.partition_names(aliases=True))
+                   if key[0] != _METADATA_TOPIC}
         recovery = {k: v for k, v in recovery.items() if k in present}
         starts = {k: v for k, v in starts.items() if k in present}
         write_atomically(self.path / RECOVERY_POINT_FILE, render_offset_checkpoint(recovery))
@@ -615,7 +621,7 @@ def _folders_a_broker_loads(path: Path) -> list[str]:
             name = entry.name
             if name.endswith("-delete") or broker_refuses_folder(name) or not entry.is_dir():
                 continue
-            if name.rpartition("-")[0] == METADATA_PARTITION.rsplit("-", 1)[0]:
+            if name.rpartition("-")[0] == _METADATA_TOPIC:
                 continue
             names.append(name)
     return sorted(names)
@@ -623,9 +629,10 @@ def _folders_a_broker_loads(path: Path) -> list[str]:
 
 def _recorded_topic(path: Path, topic: str, partition: int) -> str | None:
     """The topic id a KRaft broker's metadata log in ``path`` gives ``topic`` (None: no metadata log, one
-    that names no topic, or the topic is not in it). A partition the metadata lacks is one a broker of this directory will not
-    serve (it renames the folder ``-stray`` at its start): said with a warning, the folder still made."""
-    if topic == METADATA_PARTITION.rsplit("-", 1)[0]:
+    that names no topic, or the topic is not in it). A partition the metadata lacks, or assigns to other
+    brokers only, is one a broker of this directory will not serve (it renames the folder ``-stray`` at
+    its start): said with a warning, the folder still made."""
+    if topic == _METADATA_TOPIC:
         return None
     recorded = recorded_topic_configs(path, partitions=True)
     if not recorded.topics:  # no metadata log, or one that names no topic: nothing to go by
@@ -636,4 +643,9 @@ def _recorded_topic(path: Path, topic: str, partition: int) -> str | None:
         log.warning("%s-%d: the metadata log %s has no %s: a Kafka broker of this directory will not serve it "
                     "(it sets the folder aside as a stray at its start)", topic, partition, path / METADATA_PARTITION,
                     lacks)
+    else:
+        elsewhere = assigned_elsewhere(recorded, topic, found[0], partition)
+        if elsewhere is not None:  # another broker's partition: a broker of this directory is no replica of it
+            log.warning("%s-%d: %s: a Kafka broker of this directory will not serve it (it sets the folder aside "
+                        "as a stray at its start)", topic, partition, elsewhere)
     return None if found is None else found[0]

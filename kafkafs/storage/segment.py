@@ -133,8 +133,8 @@ class LogSegment(SegmentFiles):
         batch of the scan is judged between its neighbours (:func:`~kafkafs.storage.validation.in_order`;
         ``upper``: the next segment's base offset; this one is then sealed), and offsets out of order
         (or a torn batch of a sealed segment) raise :class:`~kafkafs.errors.CorruptRecordError`."""
-        start, first_read = self.scan_start(offset, nowait)
-        views = self._scan(start, nowait, first_read, sealed=upper is not None)
+        start, first_read, expect = self.scan_start(offset, nowait)
+        views = self._scan(start, nowait, first_read, sealed=upper is not None, expect=expect)
         if ordered:
             views = checked_order(views, str(self.log_path), next_offset=None, upper=upper,
                                   segment_base=self.base_offset)
@@ -155,16 +155,28 @@ class LogSegment(SegmentFiles):
     ) -> tuple[int, int] | None:
         """``(offset, timestamp)`` of the first record at or past ``starting_offset`` whose timestamp is
         >= ``timestamp``, or None if there is none in this segment. The scan starts where the indexes
-        point, or at the start with ``use_indexes=False`` (indexes that failed a check); ``sealed``: see batches."""
-        start = self._time_start(timestamp, starting_offset) if use_indexes else 0
-        for view in self._scan(start, sealed=sealed):
+        point, or at the start with ``use_indexes=False`` (indexes that failed a check); ``sealed``: see batches.
+        A time index entry that the batches contradict (review15 R15-4: the batch holding its offset does
+        not hold its timestamp, or a batch before it reaches the target) makes the segment's indexes untrusted
+        (:meth:`distrust_index`) and the lookup starts again without them."""
+        start, expect, check = self._time_start(timestamp, starting_offset) if use_indexes else (0, None, None)
+        for view in self._scan(start, sealed=sealed, expect=expect):
             h = view.header
+            if check is not None and (h.last_offset >= check[1] or h.max_timestamp >= timestamp):
+                if h.last_offset < check[1] or h.base_offset > check[1] or h.max_timestamp != check[0]:
+                    self.distrust_index(f"its time entry ({check[0]}, {check[1]}) is not what the batch of offsets "
+                                        f"{h.base_offset}..{h.last_offset} holds (max timestamp {h.max_timestamp})")
+                    return self.find_offset_by_timestamp(timestamp, starting_offset, sealed=sealed)
+                check = None
             if h.max_timestamp < timestamp or h.last_offset < starting_offset:
                 continue
             batch = view.decode(file=str(self.log_path))
             for off, ts in zip(batch.offsets, batch.timestamps, strict=True):
                 if ts >= timestamp and off >= starting_offset:
                     return off, ts
+        if check is not None:  # the entry names an offset past every batch here
+            self.distrust_index(f"its time entry ({check[0]}, {check[1]}) names no batch's last offset")
+            return self.find_offset_by_timestamp(timestamp, starting_offset, sealed=sealed)
         return None
 
     def _tail_state(self) -> _Tail:

@@ -14,10 +14,11 @@ take no lock; changes (truncation, renames, closing) come from the single writer
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import TypeVar
 
@@ -76,6 +77,9 @@ class SegmentFiles:
         #: The segment appends go to (set by the owning Log); a writable active segment keeps its handles.
         self.active = False
         self._whole_at: int | None = None  # the size at which check_whole last found the end whole
+        #: an index entry was found not to say what the ``.log`` holds: neither index serves this segment's
+        #: lookups any more (the in-memory scan index does, or a scan from the start)
+        self.index_untrusted = False
         if size is None:
             size = self.records.open(create=writable)
         self._size = size
@@ -222,10 +226,11 @@ class SegmentFiles:
         size = self._size
         if self._whole_at == size:
             return
-        entries = self.offset_index.entries
-        start = self.offset_index.last_entry.position if entries else 0
-        try:
-            for _view in self.batches(start if start < size else 0, sealed=True):
+        entries = self.offset_index.entries and not self.index_untrusted
+        last = self.offset_index.last_entry if entries else None
+        start = last.position if last is not None and last.position < size else 0
+        try:  # the entry's batch must fit its offset (review15 R15-4: a misaligned entry read as a torn batch)
+            for _view in self._scan(start, sealed=True, expect=last.offset if start and last is not None else None):
                 pass
         except TornBatchError:
             raise
@@ -251,12 +256,18 @@ class SegmentFiles:
         return self.records.batch_starts(start_position, end)
 
     def _scan(
-        self, start: int, nowait: bool = False, first_read: int | None = None, sealed: bool = False
-    ) -> Iterator[BatchView]:
+        self,
+        start: int,
+        nowait: bool = False,
+        first_read: int | None = None,
+        sealed: bool = False,
+        expect: int | None = None,
+    ) -> Generator[BatchView, None, None]:
         """``batches(start)`` for a position taken from an index, which may be wrong: an entry past the
         data, or one where no batch starts, is not trusted and the scan starts over from 0.
         ``first_read``: how many bytes the first read takes (see :meth:`scan_start`); ``sealed``: see
-        :meth:`batches`."""
+        :meth:`batches`; ``expect``: the offset index entry's offset when ``start`` is its position (a batch
+        must start there, at or below that offset, else the index is not trusted: :meth:`distrust_index`)."""
         if start >= self._size:
             start = 0
             first_read = None
@@ -267,54 +278,100 @@ class SegmentFiles:
         try:
             first = next(views, None)
         except CorruptRecordError as exc:
-            if exc.position != start or isinstance(exc, TornBatchError):
+            if exc.position != start or (isinstance(exc, TornBatchError) and expect is None):
                 raise
             # a read-only segment whose files another process's compaction replaced or removed read the
             # new file's index (opened by name, after the swap): no damage, said only when debugging
-            say = log.debug if not self.writable and self._moved_on_disk() else log.warning
-            say("%s: no batch starts at position %d, where the index points; scanning from 0", self.log_path, start)
+            moved = not self.writable and self._moved_on_disk()
+            if expect is not None:
+                self.distrust_index(f"no batch starts at position {start}, where its entry for offset {expect} "
+                                    "points", quiet=moved)
+            else:
+                say = log.debug if moved else log.warning
+                say("%s: no batch starts at position %d, where the index points; scanning from 0", self.log_path,
+                    start)
+            yield from self.batches(0, nowait=nowait, sealed=sealed)
+            return
+        if first is not None and expect is not None and first.header.base_offset > expect:
+            # review15 R15-4: an entry moved down made a lookup start past the offset it asked for. An entry
+            # names the last offset of the batch at its position (Kafka 3.7 on), or of the last batch of the
+            # append that wrote it there (a follower's appends before): an offset the scan from there cannot
+            # miss either way. One below that batch's first offset is a lie that skips records.
+            self.distrust_index(f"its entry for offset {expect} points at position {start}, where the batch holds "
+                                f"offsets {first.header.base_offset}..{first.header.last_offset}",
+                                quiet=not self.writable and self._moved_on_disk())
             yield from self.batches(0, nowait=nowait, sealed=sealed)
             return
         if first is not None:
             yield first
             yield from views
 
-    def scan_start(self, offset: int, nowait: bool = False) -> tuple[int, int | None]:
-        """:meth:`position_of`, and how much a lookup of ``offset`` needs to read from there when the
+    def distrust_index(self, why: str, *, quiet: bool = False) -> None:
+        """An index entry does not say what the ``.log`` holds (``why``): from now on this segment's
+        lookups do not use its index files (SPEC §1: a corrupt index is rebuilt from the ``.log``; here, in
+        memory, by :meth:`_fallback_index`, or a scan from the start for a small or writable segment).
+        Said once for the segment; ``quiet``: not damage (the files were replaced since they were opened),
+        said only when debugging."""
+        if self.index_untrusted:
+            return
+        self.index_untrusted = True
+        say = log.debug if quiet else log.warning
+        say("%s: the index does not match the log (%s); its lookups scan the log instead", self.log_path, why)
+
+    def scan_start(self, offset: int, nowait: bool = False) -> tuple[int, int | None, int | None]:
+        """:meth:`position_of`, how much a lookup of ``offset`` needs to read from there when the
         offset index bounds it (None: it does not say): a cold lookup reads one or two batches from the
-        disk, not a whole first chunk."""
+        disk, not a whole first chunk; and the offset the index entry names for that position (None: the
+        position is not an entry's), which the batch there must reach (:meth:`_scan` ``expect``)."""
         fallback = self._fallback_index(nowait)
         if fallback is not None:
-            return fallback.position_for_offset(offset), None
+            return fallback.position_for_offset(offset), None, None
+        if self.index_untrusted:
+            return 0, None, None
         floor, bound = self.offset_index.lookup_bounded(offset)
+        expect = floor.offset if floor.position else None
         if bound is None or bound <= floor.position:
-            return floor.position, None
-        return floor.position, bound - floor.position
+            return floor.position, None, expect
+        return floor.position, bound - floor.position, expect
 
     def position_of(self, offset: int, nowait: bool = False) -> int:
         """Position from which to scan for ``offset``: the offset index's floor entry (Kafka's
-        ``translateOffset`` starts there), or the in-memory scan index's when there is no index
-        (``nowait``: :class:`~kafkafs.errors.WouldBlock` when that index must first read the file)."""
-        fallback = self._fallback_index(nowait)
-        if fallback is not None:
-            return fallback.position_for_offset(offset)
-        return self.offset_index.lookup(offset).position
+        ``translateOffset`` starts there) once the batch there is seen to fit the entry's offset, or
+        the in-memory scan index's when there is no index (or it is not trusted; ``nowait``:
+        :class:`~kafkafs.errors.WouldBlock` when that index must first read the file)."""
+        start, _, expect = self.scan_start(offset, nowait)
+        if expect is not None and start < self._size:
+            with contextlib.closing(self._scan(start, nowait, sealed=False, expect=expect)) as views:
+                first = next(views, None)
+            if self.index_untrusted:
+                return self.position_of(offset, nowait)
+            if first is None:
+                return 0
+        return start
 
-    def _time_start(self, timestamp: int, starting_offset: int) -> int:
+    def _time_start(self, timestamp: int, starting_offset: int) -> tuple[int, int | None, tuple[int, int] | None]:
         """Where a scan for the first batch reaching ``timestamp`` (at or past ``starting_offset``)
-        may start: the time index, then the offset index (or the in-memory scan index)."""
+        may start: the time index, then the offset index (or the in-memory scan index); the offset index
+        entry's offset there (see :meth:`scan_start`); and the time index entry (timestamp, offset) when
+        it is past ``starting_offset``: the batch that holds that offset must hold that timestamp, and no
+        batch before it may reach ``timestamp`` (see :meth:`find_offset_by_timestamp`)."""
         fallback = self._fallback_index()
         if fallback is not None:
-            return max(fallback.position_for_timestamp(timestamp), fallback.position_for_offset(starting_offset))
+            return max(fallback.position_for_timestamp(timestamp), fallback.position_for_offset(starting_offset)), \
+                None, None
+        if self.index_untrusted:
+            return 0, None, None
         entry = self.time_index.lookup(timestamp)
-        return self.offset_index.lookup(max(entry.offset, starting_offset)).position
+        floor = self.offset_index.lookup(max(entry.offset, starting_offset))
+        check = (entry.timestamp, entry.offset) if entry.timestamp >= 0 and entry.offset >= starting_offset else None
+        return floor.position, floor.offset if floor.position else None, check
 
     def _fallback_index(self, nowait: bool = False) -> ScanIndex | None:
         """The in-memory index of a read-only segment without a usable offset index, brought up to the
         segment's current size; None when the real index serves (or the segment is small)."""
         if self.writable or self._size <= 2 * max(self.config.index_interval_bytes, 4096):
             return None
-        if self._scan_index is None and self.offset_index.entries > 0:
+        if self._scan_index is None and self.offset_index.entries > 0 and not self.index_untrusted:
             return None
         if nowait and (self._scan_index is None or self._scan_index.covered < self._size):
             raise WouldBlock(f"{self.log_path}: the in-memory index is not built yet")

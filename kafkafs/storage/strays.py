@@ -17,7 +17,8 @@ the log), which is what a broker of the directory starts from; a log directory w
 ZooKeeper-mode broker's, or a KRaft broker's other ``log.dirs``) cannot be judged, and neither can one
 whose metadata log does not read whole: nothing is said then. A ``partition.metadata`` a broker's
 reader refuses is not judged here either: the broker does not start at all with it, and verify says
-that apart.
+that apart; :func:`repair_partition_metadata_files` (``kafkafs recover``) rewrites it with the id the
+metadata log gives the topic (review12 R12-7).
 """
 
 from __future__ import annotations
@@ -27,18 +28,36 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from ..errors import CorruptRecordError, InvalidName, UnsafeFileError
-from .kraft import METADATA_PARTITION, recorded_topic_configs
+from .kraft import METADATA_PARTITION, RecordedConfigs, recorded_topic_configs, recorded_topic_names
 from .leader_epochs import read_regular_file
 from .names import parse_partition_dir_name
-from .partition_metadata import PARTITION_METADATA_FILE, parse_partition_metadata
+from .partition_metadata import (
+    PARTITION_METADATA_FILE,
+    parse_partition_metadata,
+    partition_metadata_problem,
+    repair_partition_metadata,
+)
 
-__all__ = ["stray_consequence", "stray_partitions"]
+__all__ = ["assigned_elsewhere", "repair_partition_metadata_files", "stray_consequence", "stray_partitions"]
 
 
 def stray_consequence(name: str) -> str:
     """What follows the reason a folder is a stray."""
     return (f"a Kafka broker of this directory sets the folder aside as a stray at its start (renames it "
             f"{name}.<uuid>-stray) and serves none of its records")
+
+
+def assigned_elsewhere(recorded: RecordedConfigs, topic: str, topic_id: str, partition: int) -> str | None:
+    """Why a KRaft broker of the log directory ``recorded`` was read from sets partition ``partition`` of
+    ``topic`` (id ``topic_id``) aside: its replicas, as the metadata log last assigned them, leave out
+    the directory's ``node.id`` (``meta.properties``); None when they hold it, or when that cannot be
+    told (no replicas recorded, no numeric ``node.id``)."""
+    replicas = recorded.replicas.get(topic_id, {}).get(partition)
+    node = recorded.node_id
+    if not replicas or node is None or not node.isdigit() or int(node) in replicas:
+        return None
+    return (f"the metadata log ({METADATA_PARTITION}) assigns partition {partition} of topic {topic} to broker(s) "
+            f"{', '.join(map(str, replicas))}, not to node {node} of this directory")
 
 
 def stray_partitions(path: str | os.PathLike[str], names: Iterable[str]) -> dict[str, str]:
@@ -52,7 +71,6 @@ def stray_partitions(path: str | os.PathLike[str], names: Iterable[str]) -> dict
     if recorded.damage is not None or recorded.topics is None:
         return {}
     ids = {topic_id: name for name, (topic_id, _) in recorded.topics.items()}
-    node = recorded.node_id
     metadata = f"the metadata log ({METADATA_PARTITION})"
     found = {}
     for name in names:
@@ -75,7 +93,28 @@ def stray_partitions(path: str | os.PathLike[str], names: Iterable[str]) -> dict
                            + (f", which gives topic {topic} the id {other[0]}" if other else f", which has no topic {topic}"))
         elif not replicas:
             found[name] = f"{metadata} has no partition {partition} of topic {ids[topic_id]} (id {topic_id})"
-        elif node is not None and node.isdigit() and int(node) not in replicas:
-            found[name] = (f"{metadata} assigns partition {partition} of topic {ids[topic_id]} to broker(s) "
-                           f"{', '.join(map(str, replicas))}, not to node {node} of this directory")
+        else:
+            elsewhere = assigned_elsewhere(recorded, ids[topic_id], topic_id, partition)
+            if elsewhere is not None:
+                found[name] = elsewhere
     return found
+
+
+def repair_partition_metadata_files(path: str | os.PathLike[str], names: Iterable[str]) -> list[str]:
+    """``NAME/partition.metadata: why; what was done`` for each of the partition folders ``names`` of the
+    log directory at ``path`` (open for writing: its lock held) whose topic id file a broker's reader
+    refuses, rewritten with the id the metadata log or the topic's other partitions give the topic, else
+    removed (review12 R12-7; :func:`~kafkafs.storage.partition_metadata.repair_partition_metadata`)."""
+    path = Path(path)
+    done = []
+    topic_ids: dict[str, str] | None = None  # the metadata log's, read only when a file needs it
+    for name in names:
+        if partition_metadata_problem(path / name) is None:
+            continue
+        if topic_ids is None:
+            topic_ids = {topic: topic_id for topic_id, topic in recorded_topic_names(path).items()}
+        topic = parse_partition_dir_name(name)[0]
+        line = repair_partition_metadata(path / name, topic, topic_ids.get(topic))
+        if line is not None:
+            done.append(f"{name}/{line}")
+    return done

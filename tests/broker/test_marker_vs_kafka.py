@@ -68,3 +68,40 @@ def test_the_broker_recovers_a_partition_kafkafs_did_not(broker: Broker) -> None
     broker.assert_no_log_lines(r"ERROR|Corrupt")
     values = _append_and_read_back(broker, 5)
     assert values[-10:] == [b"after %d" % i for i in range(10)]
+
+
+def _entries(path) -> dict[str, str]:
+    """An offset checkpoint's entries (``topic partition`` -> offset), after its version and count lines."""
+    return dict(line.rsplit(" ", 1) for line in path.read_text().splitlines()[2:])
+
+
+def test_kafkafs_writes_the_checkpoint_entries_a_broker_writes(broker: Broker) -> None:
+    """The checkpoints a kafkafs writer leaves name the logs a broker's LogManager names: never the
+    metadata log, which a broker's raft layer keeps apart (fix21's leftover: ``kafkafs recover`` added
+    ``__cluster_metadata 0 N`` to recovery-point-offset-checkpoint; failed before, seen). The broker then
+    loads with no recovery, and its own clean stop leaves the files as kafkafs left them."""
+    broker.create_topic("cp", partitions=2)
+    producer = broker.producer(linger_ms=0, acks="all")
+    for i in range(6):
+        producer.send("cp", value=b"kafka %d" % i, partition=i % 2).get(timeout=30)
+    assert broker.stop() == 0
+    files = ("recovery-point-offset-checkpoint", "log-start-offset-checkpoint")
+    kafkas = {name: _entries(broker.log_dir / name) for name in files}
+    assert kafkas[files[0]]["cp 0"] == "3"
+
+    done = kafkafs("recover", broker.log_dir)
+    assert done.returncode == 0, done.stdout + done.stderr
+    done = kafkafs("produce", broker.log_dir, "cp-0", input=b"kafkafs 0\nkafkafs 1\n")
+    assert done.returncode == 0, done.stderr
+    ours = {name: _entries(broker.log_dir / name) for name in files}
+    assert {name: set(entries) for name, entries in ours.items()} == {
+        name: set(entries) for name, entries in kafkas.items()}, ours
+    assert ours[files[0]]["cp 0"] == "5" and ours[files[0]]["cp 1"] == "3"
+
+    broker.start()
+    broker.assert_log_line(r"Skipping recovery of \d+ logs from \S+ since clean shutdown file was found")
+    for p in (0, 1):
+        broker.assert_no_recovery(f"cp-{p}")
+    assert [r.value for r in broker.consume_all("cp", 0)][-2:] == [b"kafkafs 0", b"kafkafs 1"]
+    assert broker.stop() == 0
+    assert {name: _entries(broker.log_dir / name) for name in files} == ours

@@ -105,3 +105,24 @@ def test_folders_a_kraft_broker_sets_aside_as_strays_are_named(fixtures_dir, tmp
     # a directory without a metadata log cannot judge: nothing said
     shutil.rmtree(logs / "__cluster_metadata-0")
     assert b"stray" not in run("verify", str(logs), check_rc=0).stdout
+
+
+def test_produce_into_another_brokers_partition_warns(fixtures_dir, tmp_path):
+    """A partition the metadata log assigns to other brokers only (this directory's node.id is none of
+    its replicas): produce appends, and says in one line that a broker of this directory will not serve
+    it, for a folder that exists (said nothing before: seen) as for one it creates."""
+    logs = _copy(fixtures_dir, tmp_path)
+    meta = logs / "meta.properties"
+    meta.write_text(meta.read_text().replace("node.id=1", "node.id=2"))  # every partition is broker 1's
+    shutil.rmtree(logs / "Retry.TestTopicPatient-0")
+    for name in ("TestTopicPatient-0", "Retry.TestTopicPatient-0"):
+        err = run("produce", str(logs), name, stdin=b"written here\n").stderr.decode()
+        warned = [line for line in err.splitlines() if "WARNING" in line]
+        assert len(warned) == 1, err
+        assert warned[0].startswith(f"kafkafs: WARNING: {name}: the metadata log (__cluster_metadata-0) assigns "
+                                    f"partition 0 of topic {name[:-2]} to broker(s) 1, not to node 2 of this "
+                                    "directory: a Kafka broker of this directory "), err
+        assert f"appended 1 records to {name}" in err
+    meta.write_text(meta.read_text().replace("node.id=2", "node.id=1"))  # this broker's own: nothing said
+    err = run("produce", str(logs), "TestTopicPatient-0", stdin=b"and here\n").stderr.decode()
+    assert err.splitlines() == ["kafkafs: appended 1 records to TestTopicPatient-0 at offsets 4..4"], err

@@ -10,8 +10,8 @@ import pytest
 
 from kafkafs.format.batch import encode_batch
 from kafkafs.format.decoders.internal import metadata_frame
-from kafkafs.storage.partition_metadata import render_partition_metadata
-from kafkafs.storage.strays import stray_partitions
+from kafkafs.storage.partition_metadata import read_topic_id, render_partition_metadata
+from kafkafs.storage.strays import repair_partition_metadata_files, stray_partitions
 
 
 def _uuid(n: int) -> str:
@@ -83,3 +83,26 @@ def test_strays_as_kafka_judges_them(tmp_path):
         path.unlink()
     meta.rmdir()
     assert stray_partitions(tmp_path, names) == {}
+
+
+def test_topic_id_files_a_broker_refuses_are_rewritten_from_the_metadata_log(tmp_path):
+    """review12 R12-7 (``kafkafs recover``; tests/cli/test_topic_ids.py runs the command): the metadata
+    log's id for the topic, else a sibling folder's, else the file goes."""
+    meta = tmp_path / "__cluster_metadata-0"
+    meta.mkdir()
+    a, b = _uuid(1), _uuid(2)
+    records = [metadata_frame("TOPIC_RECORD", 0, {"name": "a", "topicId": a}), _partition(a, 0, [1])]
+    (meta / f"{0:020d}.log").write_bytes(encode_batch([(1, None, v, ()) for v in records]))
+    for name, topic_id in [("a-0", None), ("a-1", a), ("b-0", b), ("b-1", None), ("c-0", None)]:
+        _folder(tmp_path, name, topic_id)
+    for name in ("a-0", "b-1", "c-0"):
+        (tmp_path / name / "partition.metadata").write_text("version: 0\ntopic_id: notanid")
+    done = repair_partition_metadata_files(tmp_path, ["a-0", "a-1", "b-0", "b-1", "c-0"])
+    assert [line.split(":")[0] for line in done] == ["a-0/partition.metadata", "b-1/partition.metadata",
+                                                     "c-0/partition.metadata"], done
+    assert done[0].endswith(f"rewritten with topic id {a} (the metadata log's TopicRecord)")
+    assert done[1].endswith(f"rewritten with topic id {b} (the topic's other partitions)")
+    assert "removed: nothing in the log directory names topic c's id" in done[2]
+    assert [read_topic_id(tmp_path / n) for n in ("a-0", "a-1", "b-0", "b-1")] == [a, a, b, b]
+    assert not (tmp_path / "c-0" / "partition.metadata").exists()
+    assert repair_partition_metadata_files(tmp_path, ["a-0", "b-1", "c-0"]) == []

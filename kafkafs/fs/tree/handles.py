@@ -316,8 +316,24 @@ class OSFileHandle(Handle):
         self.direct_io = direct_io
 
     def read(self, offset: int, size: int) -> Bytes:
+        """``size`` bytes at ``offset``, fewer only at the end of the file. A short ``pread`` is the disk
+        failing past the bytes it gave, or the end: it is read on until one or the other is known (review15
+        R15-2: a short read passed on is the end of the file to the kernel, which then served every later
+        offset as empty, and ``cp`` copied 4 KiB of a 17 KiB segment with success). A disk error fails the
+        whole read with EIO; the kernel then asks again for the pages its reader needs, one by one."""
         try:
-            return os.pread(self.fd, size, offset)
+            data = os.pread(self.fd, size, offset)
+            if 0 < len(data) < size:
+                parts = [data]
+                done = len(data)
+                while done < size:
+                    more = os.pread(self.fd, size - done, offset + done)
+                    if not more:  # the end of the file
+                        break
+                    parts.append(more)
+                    done += len(more)
+                data = b"".join(parts)
+            return data
         except OSError as exc:  # a failing disk: EIO for this read, said once for the file
             if not disk_error(exc):
                 raise
