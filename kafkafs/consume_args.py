@@ -13,7 +13,7 @@ from typing import Any
 from .consume_plan import OffsetSpec, parse_offset_spec
 from .errors import InvalidInput
 from .format.recordfilter import MAX_HEADERS, RecordFilter
-from .format.timestamps import parse_timestamp
+from .format.timestamps import parse_target_time
 
 __all__ = ["add_consume_arguments", "start_from_args", "filter_from_args", "filters_from_args", "keys_store_for"]
 
@@ -106,12 +106,12 @@ def start_from_args(args: argparse.Namespace) -> tuple[OffsetSpec, int | None]:
     starts = []
     for item in args.offset or []:
         if item.lower().startswith("e@"):
-            stop_ts = parse_timestamp(item[2:], round_up=True)
+            stop_ts = parse_target_time(item[2:])
         else:
             spec = parse_offset_spec(item)
             starts.append(f"-o/--from-offset {item}")
     if args.from_time is not None:
-        spec = OffsetSpec("time", parse_timestamp(args.from_time, round_up=True))
+        spec = OffsetSpec("time", parse_target_time(args.from_time))
         starts.append(f"--from-time {args.from_time}")
     if len(starts) > 1:
         raise InvalidInput(f"give one place to start (got {' and '.join(starts)})")

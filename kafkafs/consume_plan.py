@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 
 from .errors import InvalidInput, InvalidName
-from .format.timestamps import format_timestamp, parse_timestamp
+from .format.timestamps import format_timestamp, parse_target_time
 from .storage.log import Log
 from .storage.logdir import LogDir
 from .storage.names import parse_partition_dir_name
@@ -53,7 +53,7 @@ def parse_offset_spec(text: str) -> OffsetSpec:
         # kcat's -N is N from the end, -0 included (start at the end: nothing old), not offset 0
         return OffsetSpec("tail", -n) if t.startswith("-") else OffsetSpec("offset", n)
     if low.startswith("s@"):
-        return OffsetSpec("time", parse_timestamp(t[2:], round_up=True))
+        return OffsetSpec("time", parse_target_time(t[2:]))
     raise InvalidInput(
         f"not an offset: {text!r} (use beginning|earliest, end|latest, N, -N from the end, or s@TIMESTAMP_MS)"
     )

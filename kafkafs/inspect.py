@@ -156,7 +156,7 @@ def check_segment(
                 continue
             if deep:
                 try:
-                    batch = decode_batch(view.buf, h, validate=False)
+                    batch = decode_batch(view.buf, h, validate=False, inner_crcs=True)
                     records += sum(1 for o in batch.offsets if o >= log_start)
                 except CorruptRecordError as exc:
                     problems.append(f"{where}: {exc.reason}")

@@ -103,19 +103,21 @@ def decode_batch(
     validate: bool = True,
     max_inflated_bytes: int = DEFAULT_MAX_INFLATED_BYTES,
     ordered: bool = True,
+    inner_crcs: bool = False,
 ) -> DecodedBatch:
     """Decode the whole batch at ``header`` (a :class:`BatchHeader` or a position) into columns.
 
     Raises :class:`CorruptRecordError` (position relative to ``buf``) for anything that does not parse,
     including a batch cut short by the end of ``buf``. ``ordered``: a legacy wrapper's inner offsets
     that go backwards, or that do not end at the wrapper's offset, are damage (a dump that prints
-    what Kafka's tool prints passes False: see :mod:`.legacy`).
+    what Kafka's tool prints passes False: see :mod:`.legacy`). ``inner_crcs``: a legacy wrapper's
+    inner messages' own CRCs are checked too (``verify``; readers, as Kafka's recovery, check the wrapper's).
     """
     header = _header_at(buf, header)
     if validate:
         validate_batch(buf, header)
     if header.magic != 2:
-        return _decode_legacy(buf, header, max_inflated_bytes, ordered)
+        return _decode_legacy(buf, header, max_inflated_bytes, ordered, inner_crcs)
     data = records_section(buf, header, max_inflated_bytes)
     return decode_records_at(data, header)
 
@@ -132,10 +134,13 @@ def decode_records_at(data: bytes, header: BatchHeader) -> DecodedBatch:
         raise CorruptRecordError(f"records do not parse: {exc}", header.position) from None
 
 
-def _decode_legacy(buf: Buffer, header: BatchHeader, max_inflated_bytes: int, ordered: bool) -> DecodedBatch:
+def _decode_legacy(
+    buf: Buffer, header: BatchHeader, max_inflated_bytes: int, ordered: bool, inner_crcs: bool = False
+) -> DecodedBatch:
     from .legacy import decode_legacy_entry
 
-    entry = decode_legacy_entry(buf, header.position, max_inflated_bytes, validate_crc=False, ordered=ordered)
+    entry = decode_legacy_entry(buf, header.position, max_inflated_bytes, validate_crc=False, ordered=ordered,
+                                inner_crcs=inner_crcs)
     offsets = entry.offsets
     if offsets:
         header = header._replace(base_offset=offsets[0], last_offset_delta=offsets[-1] - offsets[0],

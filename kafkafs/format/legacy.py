@@ -22,7 +22,9 @@ value is an inner message set, compressed. The rules for what is inside, as Kafk
 
 Stricter than Kafka, since no writer produces these: bytes left over after a message's value, or after
 the last whole inner message (Java stops silently at a cut-off inner message), are corruption. Inner
-messages carry their own CRC; with ``validate_crc`` it is checked along with the wrapper's.
+messages carry their own CRC; with ``validate_crc`` it is checked along with the wrapper's, with
+``inner_crcs`` alone (the wrapper's checked already): Kafka's recovery checks the wrapper's only, its
+consumer (``check.crcs``) every inner one, so one that fails is damage to ``verify``, named by its offset.
 
 Errors are ``CorruptRecordError`` whose position is the entry's start (inner positions would be in
 decompressed bytes, meaningless in a file); the reason says what and where inside.
@@ -107,12 +109,13 @@ def legacy_entry_size(buf: Buffer, pos: int) -> int | None:
 
 
 def decode_legacy_entry(
-    buf: Buffer, pos: int, max_size: int, validate_crc: bool = True, *, ordered: bool = True
+    buf: Buffer, pos: int, max_size: int, validate_crc: bool = True, *, ordered: bool = True,
+    inner_crcs: bool = False,
 ) -> LegacyEntry:
     """Decode the entry at ``pos`` into columns; a compressed wrapper yields all its inner records.
 
     ``max_size`` bounds the inflated inner message set of a wrapper. With ``validate_crc`` the CRC of
-    the outer message and of every inner one is checked. With ``ordered`` (readers), inner offsets that
+    the outer message and of every inner one is checked; with ``inner_crcs`` every inner one's only. With ``ordered`` (readers), inner offsets that
     go backwards, or a magic 0 wrapper not at its last inner offset, are corruption; a dump passes
     False and prints them as Kafka's tool does. The entry must be whole (see
     ``legacy_entry_size``); a truncated one is corruption here.
@@ -135,7 +138,7 @@ def decode_legacy_entry(
         inner = decompress(Codec(codec_id), value, max_size)
     except CorruptRecordError as e:
         raise CorruptRecordError(e.reason, pos) from None
-    _decode_inner(inner, entry, validate_crc, ordered)
+    _decode_inner(inner, entry, validate_crc or inner_crcs, ordered)
     return entry
 
 
@@ -213,6 +216,7 @@ def _decode_inner(inner: bytes, entry: LegacyEntry, validate_crc: bool, ordered:
     timestamps = entry.timestamps
     at = 0
     end = len(inner)
+    bad_crc: tuple[int, int, int] | None = None  # (index, stored, computed) of the first that fails
     while at < end:
         if end - at < LOG_OVERHEAD:
             raise CorruptRecordError(f"inner message set ends inside a message header at byte {at}", pos)
@@ -229,8 +233,10 @@ def _decode_inner(inner: bytes, entry: LegacyEntry, validate_crc: bool, ordered:
             )
         if attributes & 0x07:
             raise CorruptRecordError("inner message is compressed again (nested wrappers)", pos)
-        if validate_crc:
-            _check_crc(message, crc, pos, "inner message")
+        if validate_crc and bad_crc is None:
+            computed = zlib.crc32(memoryview(message)[4:])
+            if computed != crc:  # said once its offset is known (magic 1: once the last one is)
+                bad_crc = (len(offsets), crc, computed)
         key, value = _key_value(message, magic, pos, "inner message")
         offsets.append(offset)
         if magic == 0:
@@ -263,3 +269,9 @@ def _decode_inner(inner: bytes, entry: LegacyEntry, validate_crc: bool, ordered:
             )
         base = entry.last_offset - last_inner
         entry.offsets = [base + o for o in offsets]
+    if bad_crc is not None:
+        index, stored, computed = bad_crc
+        raise CorruptRecordError(
+            f"inner message at offset {entry.offsets[index]}: crc mismatch: stored {stored:#010x}, "
+            f"computed {computed:#010x}", pos
+        )

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 from ..errors import InvalidInput
 
-__all__ = ["parse_timestamp", "format_timestamp"]
+__all__ = ["parse_timestamp", "parse_target_time", "format_timestamp"]
 
 
 #: The fraction of an ISO-8601 time's seconds (``.0015`` of ``10:01:00.0015Z``).
@@ -40,6 +40,17 @@ def parse_timestamp(text: str, *, round_up: bool = False) -> int:
         if fraction is not None and fraction.group(1)[3:].strip("0"):
             ms += 1
     return ms
+
+
+def parse_target_time(text: str) -> int:
+    """:func:`parse_timestamp` of a time to look up (a bound: rounded up), which is never negative:
+    Kafka's ``offsetsForTimes`` refuses a negative target time ("is negative"), and a magic 0 record's
+    timestamp -1 is "none", not a time before 1970. ``InvalidInput`` for one."""
+    value = parse_timestamp(text, round_up=True)
+    if value < 0:
+        raise InvalidInput(f"a time to look up is never negative: {text.strip()!r} is {value} (Kafka's offsetsForTimes "
+                           "refuses it too)")
+    return value
 
 
 def format_timestamp(ms: int) -> str:

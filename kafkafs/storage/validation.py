@@ -21,7 +21,8 @@ A batch is rejected when:
   keeps both, as Kafka's recovery does, see :mod:`.recovery_walk`);
 - its records do not decode (``deep``, the default; :func:`records_problem`): a record count that does
   not match the records, a compression codec id that is not one of Kafka's, a body that does not
-  inflate, or inflates past the limit (a decompression bomb).
+  inflate, or inflates past the limit (a decompression bomb), or a legacy wrapper's inner message whose
+  own CRC fails (Kafka's consumer refuses it; its recovery, checking the wrapper's only, keeps it).
 
 Thread safety: pure functions of their arguments.
 """
@@ -166,7 +167,7 @@ def batch_problem(
 def records_problem(buf: bytes, header: BatchHeader) -> str | None:
     """Why the records of the batch at ``header`` (its CRC checked already) do not decode, or None."""
     try:
-        decode_batch(buf, header, validate=False)
+        decode_batch(buf, header, validate=False, inner_crcs=True)
     except CorruptRecordError as exc:
         return exc.reason
     except RecordTooLargeError as exc:  # no memory to inflate it into: not a batch kafkafs can read

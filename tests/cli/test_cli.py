@@ -484,6 +484,35 @@ def test_a_legacy_wrapper_overlapping_the_entry_before_is_damage(tmp_path):
     assert {p: p.read_bytes() for p in logs.glob("*/*.log")} == before
 
 
+def test_a_legacy_inner_message_whose_crc_fails_is_damage_to_verify(tmp_path):
+    """review16 R16-4 (SPEC §4 "CRCs"): a gzip wrapper (magic 0 and 1) whose outer CRC holds but whose
+    second inner message's CRC does not: verify said OK, exit 0 (dump --deep-iteration said isValid:
+    false; Kafka's consumer with check.crcs fails the fetch there). Now verify names the record's offset,
+    exit 1; recover keeps the bytes, as Kafka's recovery does (it checks the wrapper only), and says so,
+    exit 1 as verify would have said."""
+    from kafkafs.format.compression import Codec
+    from tests.format.test_legacy import message, wrapper
+
+    logs = tmp_path / "logs"
+    for magic in (0, 1):
+        firsts = [message(i, magic, 0, 1000 + i, b"k%d" % i, b"v%d" % i) for i in range(3)]
+        inner_offsets = (3, 4, 5) if magic == 0 else (0, 1, 2)  # absolute (magic 0), relative (magic 1)
+        inner = [message(o, magic, 0, 2000, b"w", b"x%d" % o) for o in inner_offsets]
+        inner[1] = inner[1][:-1] + bytes([inner[1][-1] ^ 1])  # its value's last byte: the CRC fails
+        (logs / f"old{magic}-0").mkdir(parents=True)
+        (logs / f"old{magic}-0" / "00000000000000000000.log").write_bytes(
+            b"".join(firsts) + wrapper(magic, Codec.GZIP, b"".join(inner), 5, 2000))
+    verified = run("verify", str(logs), check_rc=1).stdout.decode()
+    for name in ("old0-0", "old1-0"):
+        said = verified[verified.index(name + ":"):].splitlines()
+        assert "1 problem(s)" in said[0], verified
+        assert "inner message at offset 4: crc mismatch" in said[1], verified
+    before = {p: p.read_bytes() for p in logs.glob("*/*.log")}
+    recovered = run("recover", str(logs), check_rc=1).stdout.decode()
+    assert recovered.count("kept 1 batch(es)") == 2 and "inner message at offset 4: crc mismatch" in recovered, recovered
+    assert {p: p.read_bytes() for p in logs.glob("*/*.log")} == before
+
+
 def test_verify_and_recover_name_a_folder_a_broker_refuses(tmp_path, demo):
     """review9 R9-8: a folder of LOGDIR that is not a partition folder (a crashed Spark write's
     .kafkafs-staging, lost+found, any other) stops a broker's start (Kafka 4.4: 'Found directory ...

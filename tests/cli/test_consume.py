@@ -139,6 +139,16 @@ def test_two_places_to_start_are_a_usage_error(logs, starts):
     assert proc.stderr.startswith(b"kafkafs: error: give one place to start (got ")
 
 
+@pytest.mark.parametrize("args", [("--from-time", "-1"), ("--from-time", "1969-12-31T23:59:59Z"), ("-o", "s@-5"),
+                                  ("-o", "e@-1")])
+def test_a_negative_time_is_a_usage_error(logs, args):
+    # review16 R16-1: --from-time -1 and -o s@-5 started at offset 0, exit 0; Kafka's offsetsForTimes
+    # refuses a negative target time
+    proc = run(str(logs), "orders-0", *args, rc=2)
+    assert proc.stdout == b"" and proc.stderr.decode().count("\n") == 1
+    assert proc.stderr.startswith(b"kafkafs: error: ") and b"negative" in proc.stderr, proc.stderr
+
+
 @pytest.mark.parametrize("count", ["-1", "x"])
 def test_a_bad_count_is_a_usage_error(logs, count):
     # -c -1 used to print some records and exit 0

@@ -311,7 +311,7 @@ def test_inner_magic_must_match_wrapper():
 def test_inner_crc_is_checked():
     inner = message(0, 1, 0, 5, b"k", b"v", crc=12345)
     entry = wrapper(1, Codec.SNAPPY, inner, 0, 5)
-    _corrupt(entry, "inner message crc mismatch")
+    _corrupt(entry, "inner message at offset 0: crc mismatch")
     assert decode_legacy_entry(entry, 0, MB, validate_crc=False).values == [b"v"]
 
 

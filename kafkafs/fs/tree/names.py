@@ -1,8 +1,8 @@
 """The names of the mounted tree (SPEC §3) and how the dynamic ones parse.
 
 Offsets are canonical decimal numbers (``7.json``, not ``007.json``), so one record has one name.
-Timestamps are epoch milliseconds or ISO-8601 UTC, as :func:`kafkafs.format.jsonview.parse_timestamp`
-reads them. A name that does not parse is simply not there (the caller answers ENOENT).
+Timestamps are epoch milliseconds or ISO-8601 UTC, as :func:`kafkafs.format.timestamps.parse_timestamp`
+reads them, and never negative (Kafka's ``offsetsForTimes`` refuses a negative time). A name that does not parse is simply not there (the caller answers ENOENT).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 from ...errors import InvalidInput
-from ...format.jsonview import parse_timestamp
+from ...format.timestamps import parse_target_time
 
 __all__ = [
     "RECORDS",
@@ -72,10 +72,10 @@ def _timestamp(text: str) -> int | None:
     if not text or text != text.strip():
         return None
     try:
-        value = parse_timestamp(text, round_up=True)  # a start, or a range's end (before it): a bound
+        value = parse_target_time(text)  # a start, or a range's end (before it): a bound; never negative
     except (InvalidInput, ValueError, OverflowError):
         return None
-    return value if -(2**63) <= value <= _LONG_MAX else None
+    return value if value <= _LONG_MAX else None
 
 
 def parse_time_file(name: str) -> int | None:

@@ -50,6 +50,16 @@ def test_time_ranges():
         assert names.parse_time_range(bad) is None, bad
 
 
+def test_negative_times_are_no_names():
+    """review16 R16-1: by-time/-5.json, -1.json and -1..0.jsonl answered with offset 0 (a magic 0 record's
+    timestamp is -1); Kafka's offsetsForTimes refuses a negative target time: ENOENT."""
+    for bad in ("-5.json", "-1.json", "1969-12-31T23:59:59Z.json"):
+        assert names.parse_time_file(bad) is None, bad
+    for bad in ("-1..0.jsonl", "-5..-1.jsonl", "1969-12-31T23:59:59Z..1000.jsonl"):
+        assert names.parse_time_range(bad) is None, bad
+    assert names.parse_time_file("0.json") == 0 and names.parse_time_range("0..1.jsonl") == (0, 1)
+
+
 def test_segment_files():
     assert names.is_segment_file("00000000000000000042.log")
     assert names.is_segment_file("00000000000000000042.timeindex")
