@@ -23,6 +23,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -149,6 +150,8 @@ def serve(
     tree = Tree(directory, **serving)
     # Schema Registry schemas: LOGDIR's _schemas topic and --schemas DIR (SPEC §8)
     tree.partitions.load_schemas(schemas)
+    if tree.partitions.cache.enabled:  # entries of segments deleted while nothing was mounted (R15-6)
+        threading.Thread(target=tree.partitions.prune_cache, name="kafkafs-cache-prune", daemon=True).start()
     ops = Operations(tree)
     starting = StartingStderr()
     # From the mount on, a signal must unmount: held back until trio's receiver takes it (on_signal);

@@ -29,8 +29,9 @@ import logging
 import os
 import threading
 import weakref
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable
+from functools import partial
 from typing import Protocol, TypeVar
 
 __all__ = [
@@ -154,6 +155,10 @@ class HandleBudget:
         self._owners: OrderedDict[int, tuple[weakref.ref[HandleOwner], int]] = OrderedDict()
         self._held = 0
         self._lock = threading.Lock()
+        #: references of owners that were collected (weakref callbacks: they take no lock, GC may run
+        #: them in a thread holding it); their entries are dropped at the next open or forget, so the
+        #: entries stay bounded by the owners alive, not by every one ever seen (review15 R15-5)
+        self._dead: deque[int] = deque()
         _BUDGETS.add(self)
 
     @property
@@ -188,7 +193,8 @@ class HandleBudget:
             previous = self._owners.pop(key, None)
             if previous is not None:
                 self._held -= previous[1]
-            self._owners[key] = (weakref.ref(owner), descriptors)
+            self._drop_dead()
+            self._owners[key] = (weakref.ref(owner, partial(_died, self._dead, key)), descriptors)
             self._held += descriptors
             if self._held > limit:
                 drop: list[int] = []
@@ -209,9 +215,19 @@ class HandleBudget:
         for candidate in evict:  # outside the lock: releasing is lock-free anyway
             candidate.release_handles()
 
+    def _drop_dead(self) -> None:
+        """Drop the entries of collected owners (under the lock)."""
+        while self._dead:
+            key = self._dead.popleft()
+            entry = self._owners.get(key)
+            if entry is not None and entry[0]() is None:  # (not an owner that got the same id since)
+                del self._owners[key]
+                self._held -= entry[1]
+
     def forget(self, owner: HandleOwner) -> None:
         """``owner`` closed its descriptors itself."""
         with self._lock:
+            self._drop_dead()
             entry = self._owners.get(id(owner))
             held = entry[0]() if entry is not None else None
             if entry is not None and (held is owner or held is None):
@@ -233,6 +249,10 @@ class HandleBudget:
         for candidate in evict:
             candidate.release_handles()
         return len(evict)
+
+
+def _died(dead: deque[int], key: int, _ref: object) -> None:
+    dead.append(key)  # (no lock: a weakref callback may run in a thread holding the budget's)
 
 
 _BUDGETS: weakref.WeakSet[HandleBudget] = weakref.WeakSet()

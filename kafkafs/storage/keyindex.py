@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import __version__
-from .cachedir import FileKey, file_key, write_entry
+from .cachedir import FileKey, discard_entry, file_key, write_entry
 from .handles import retrying_open
 from .keyfile import FORMAT_VERSION, DamagedIndex, SegmentKeyIndex, temporary_index_file
 from .keyscan import build_key_index
@@ -125,7 +125,10 @@ class KeyIndexStore:
                 index = self._build(segment, stem, head_key, key.size, on_bytes, upper)
             if index is not None:
                 self._remember(ident, index)
-            return index
+        with self._guard:  # the build lock is for builds at the same time: not kept per segment ever seen
+            if self._building.get(stem) is lock and not lock.locked():
+                del self._building[stem]
+        return index
 
     def _load(self, stem: str, head_key: list[Any]) -> SegmentKeyIndex | None:
         if self.directory is None:
@@ -177,6 +180,20 @@ class KeyIndexStore:
         if warn:
             log.warning("the key index cache %s is not writable (%s); indexes are kept in temporary files",
                         self.directory, exc.strerror or exc)
+
+    def segment_gone(self, dev: int, ino: int, topic: str, partition: int) -> None:
+        """The segment file (dev, ino) of the partition left the log: let go of its index and its build
+        lock, and remove its file from the cache folder when it names that segment and the segment is
+        gone from where it was (:func:`~.cachedir.discard_entry`)."""
+        stem = index_stem(FileKey(dev, ino, 0, 0, 0), topic, partition)
+        with self._guard:
+            for ident in [i for i in self._open if i[0][:2] == (dev, ino) and i[1:] == (topic, partition)]:
+                del self._open[ident]
+            lock = self._building.get(stem)
+            if lock is not None and not lock.locked():
+                del self._building[stem]
+        if self.directory is not None:
+            discard_entry(self.directory / f"{stem}.keys", dev, ino)
 
     def forget(self, index: SegmentKeyIndex) -> None:
         """Drop an index that failed a check while read, and its file (the next :meth:`get` rebuilds it)

@@ -41,6 +41,7 @@ from ..format.keyindex import (
 )
 from ..format.keynames import key_sha256
 from ..format.recordfilter import RecordFilter
+from .cachedir import segment_path
 from .keyfile import FORMAT_VERSION, LONG, BlockWriter, fanout_bits
 from .records import BatchView
 from .segments import is_sealed
@@ -373,7 +374,7 @@ def build_key_index(
         head = {
             "version": FORMAT_VERSION, "kafkafs": __version__, "key": key, "base": base, "entries": entries.count,
             "bits": bits, "txns": ntxns, "longs": nlongs, "damaged": damaged, "scanned": scanned,
-            "next_offset": next_offset,
+            "next_offset": next_offset, "path": segment_path(segment.log_path),
         }
         writer.finish(head)
         return head

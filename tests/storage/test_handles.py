@@ -125,3 +125,19 @@ def test_the_budget_counts_descriptors_and_gives_them_all_back_when_none_is_free
     assert release_all() >= 2
     assert (reader.released, index.released) == (1, 1) and pinned.released == 0
     assert pinned in budget and budget.held == 1 and len(budget) == 1
+
+
+def test_owners_that_are_gone_leave_no_entry_behind() -> None:
+    # review15 R15-5: under a high limit (the mount raises the open file limit) nothing was over it,
+    # so the entry of every segment or key index ever opened stayed: memory grew with segments seen
+    budget = HandleBudget(limit=1_000_000)
+    kept = _Owner()
+    budget.opened(kept, 1)
+    owners = [_Owner() for _ in range(500)]
+    for owner in owners:
+        budget.opened(owner, 2)
+    del owners, owner  # their segments left the log
+    gc.collect()
+    budget.opened(_Owner(), 1)
+    assert len(budget) <= 2 and kept in budget
+    assert budget.held <= 2

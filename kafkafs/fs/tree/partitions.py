@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, TypedDict, TypeVar, Unpack
 from ...errors import InvalidInput, InvalidName, NotFound
 from ...format.decoders import decoder_for
 from ...format.jsonview import VALUES_MODES
+from ...storage.cachedir import prune_entries
 from ...storage.keyindex import KeyIndexStore
 from ...storage.kraft import METADATA_PARTITION
 from ...storage.logdir import LogDir
@@ -28,7 +29,7 @@ from ...storage.names import parse_partition_dir_name
 from ...storage.schemas import SCHEMAS_TOPIC, SchemasStamp, load_registry
 from ..views.coordinators import Coordinators
 from ..views.keys import KeyViews
-from ..views.layoutcache import LayoutCache
+from ..views.layoutcache import LayoutCache, LayoutKey
 from ..views.partition import PartitionState
 from ..views.render import decoder_identity
 from ..views.streams import RecordsGenerations, RecordsStream
@@ -199,6 +200,7 @@ class Partitions:
                 number = self.number(name)
                 decoder = decoder_for(log_.topic, self.registry, self.mode)
                 state = PartitionState(name, number, log_, self.mode, cache=self.cache, decoder=decoder)
+                state.on_segment_gone = self._segment_gone
                 if bind is not None and not log_.writable:
                     bind(state)
                 for callback in self._listeners:
@@ -614,4 +616,17 @@ class Partitions:
         except Exception:  # the cache is an optimisation: never let it keep the log directory open
             log.exception("could not save the size cache")
         self.keys_store.close()
+        self.prune_cache()
         self.logdir.close()
+
+    def _segment_gone(self, key: LayoutKey) -> None:
+        self.keys_store.segment_gone(key.dev, key.ino, key.topic, key.partition)
+
+    def prune_cache(self) -> int:
+        """Remove the cache folder's entries of this log directory's segments that are gone (at mount
+        start, in the background, and at unmount); never fails."""
+        try:
+            return prune_entries(self.cache.directory, self.logdir.path)
+        except Exception:  # the cache is an optimisation
+            log.exception("could not prune the cache folder %s", self.cache.directory)
+            return 0

@@ -36,7 +36,7 @@ from typing import NamedTuple
 import orjson
 
 from ... import __version__
-from ...storage.cachedir import check_outside, default_cache_dir, write_entry
+from ...storage.cachedir import check_outside, default_cache_dir, discard_entry, write_entry
 
 __all__ = ["LayoutCache", "LayoutKey", "CachedLayout", "FORMAT_VERSION", "default_cache_dir", "check_outside"]
 
@@ -138,11 +138,13 @@ class LayoutCache:
 
     # ------------------------------------------------------------------------------------------ store
 
-    def store(self, key: LayoutKey, layout: CachedLayout) -> bool:
-        """Write the entry atomically; False (and one warning per cache) when the folder is not writable."""
+    def store(self, key: LayoutKey, layout: CachedLayout, path: str | None = None) -> bool:
+        """Write the entry atomically; False (and one warning per cache) when the folder is not writable.
+        ``path``: the segment file's (:func:`~kafkafs.storage.cachedir.segment_path`), kept in the entry so
+        that it can be removed once the segment is gone (:func:`~kafkafs.storage.cachedir.prune_entries`)."""
         if self.directory is None:
             return False
-        data = _encode(key, layout)
+        data = _encode(key, layout, path)
         try:
             write_entry(self.directory, self._path(key).name, lambda f: f.write(data))
         except OSError as exc:
@@ -155,10 +157,17 @@ class LayoutCache:
         self._count("stored")
         return True
 
+    def discard(self, key: LayoutKey) -> bool:
+        """Remove the entry of a segment that left the log (its file gone from where the entry says);
+        True when removed."""
+        if self.directory is None:
+            return False
+        return discard_entry(self._path(key), key.dev, key.ino)
 
-def _encode(key: LayoutKey, layout: CachedLayout) -> bytes:
+
+def _encode(key: LayoutKey, layout: CachedLayout, path: str | None = None) -> bytes:
     head = orjson.dumps({"version": FORMAT_VERSION, "kafkafs": __version__, "key": list(key),
-                         "count": len(layout.ends), "scanned": layout.scanned})
+                         "count": len(layout.ends), "scanned": layout.scanned, "path": path})
     body = [_MAGIC, _LEN.pack(len(head)), head]
     for a in (layout.positions, layout.sizes, layout.last_offsets, layout.ends):
         a = array("q", a)

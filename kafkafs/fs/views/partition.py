@@ -19,7 +19,7 @@ from ...storage.local_log import LocalLog
 from ...storage.log import Log
 from ...storage.segment import LogSegment
 from .layout import Layout, SegmentLayout
-from .layoutcache import LayoutCache
+from .layoutcache import LayoutCache, LayoutKey
 from .ranges import RangeLayout
 from .reading import Bytes, Part, PieceCache, PieceRenderer, read_cached, read_parts
 from .record import RecordFinder
@@ -121,6 +121,10 @@ class PartitionState:
         #: how many times the decoder changed (:meth:`use_decoder`): part of the :class:`Shape`
         self.decoding = 0
         self._layouts: dict[int, SegmentLayout] = {}
+        self._replaced: list[SegmentLayout] = []  # layouts replaced by another file's (under _compose_lock)
+        #: ``on_segment_gone(key)``: a segment whose layout was stored as ``key`` left the log (the mount
+        #: drops its key index there); called from the thread that noticed, never under a lock of this state
+        self.on_segment_gone: Callable[[LayoutKey], None] | None = None
         self._compose_lock = threading.Lock()
         self._decoder_lock = threading.Lock()  # one use_decoder at a time (it never waits for a composition)
         self._composition: Composition | None = None
@@ -187,6 +191,7 @@ class PartitionState:
             # segments went away or the active one was cut: offsets may now hold other records
             self.record_finder.clear()
             self.rewrites += 1
+            self._drop_gone()
         self._last_shape = shape
         self.grew = True
         self.last_change_ns = time.time_ns()
@@ -296,6 +301,8 @@ class PartitionState:
         ):
             # new, or the file was truncated: lay it out afresh (upper: its last batch is judged against
             # the next segment's base offset, SPEC §4)
+            if layout is not None and layout.segment is not segment and layout.stored_key is not None:
+                self._replaced.append(layout)  # another file at this base now (a compaction swap)
             layout = SegmentLayout(segment, lo, upper, self.renderer)
             load_cached(layout, self.renderer, self.cache)
             self._layouts[base] = layout
@@ -365,10 +372,40 @@ class PartitionState:
                     starts.append(total)
                     total += layout.total(count)
             seen = {layout.segment.base_offset for layout in layouts}
-            for base in [b for b in self._layouts if b not in seen]:
-                del self._layouts[base]
-            self._composition = Composition(shape, parts, starts, total)
-            return self._composition
+            gone = [self._layouts.pop(b) for b in [b for b in self._layouts if b not in seen]]
+            composition = self._composition = Composition(shape, parts, starts, total)
+            gone += self._replaced
+            self._replaced = []
+        self._segments_gone(gone)
+        return composition
+
+    def _drop_gone(self) -> None:
+        """Let go of the layouts of segments that left the log (retention, compaction), and of their
+        cache entries, without waiting for a composition being built (it drops them itself)."""
+        if not self._compose_lock.acquire(blocking=False):
+            return
+        try:
+            bases = {segment.base_offset for segment in self.log.segments}
+            gone = [self._layouts.pop(b) for b in [b for b in self._layouts if b not in bases]]
+            gone += self._replaced
+            self._replaced = []
+        finally:
+            self._compose_lock.release()
+        self._segments_gone(gone)
+
+    def _segments_gone(self, layouts: list[SegmentLayout]) -> None:
+        """Remove the cache entries (layout, key index) of segments no longer in the views whose file is
+        gone (:meth:`LayoutCache.discard` keeps those still on disk). Never fails the caller."""
+        for layout in layouts:
+            key = layout.stored_key
+            if key is None:
+                continue
+            try:
+                self.cache.discard(key)
+                if self.on_segment_gone is not None:
+                    self.on_segment_gone(key)
+            except Exception:  # the cache is an optimisation
+                log.exception("could not drop the cache entries of %s", layout.segment.log_path)
 
     def cached_composition(self) -> Composition | None:
         """The current composition if it is known without rendering anything new."""

@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
 from ...errors import KafkafsError
+from ...storage.cachedir import segment_path
 from ...storage.segment import LogSegment
 from . import layout as layout_module  # GROUP_BYTES read at call time (tests make pieces smaller)
 from .layout import SegmentLayout, SpanPieces, lay_out_span, split_points
@@ -126,7 +127,7 @@ def store_layout(
         return False
     if key == layout.stored_key:
         return False
-    if cache.store(key, layout.cached()):
+    if cache.store(key, layout.cached(), segment_path(layout.segment.log_path)):
         layout.stored_key = key
         return True
     return False
