@@ -140,8 +140,8 @@ def serve(
     gc.set_threshold(50_000, 20, 20)
     return_large_blocks()  # decompression bombs must not leave their memory with the daemon (.daemon)
     directory, rw = _open_logdir(logdir, settings, rw)
-    normal_priority = NORMAL_PRIORITY in options  # kafkafs's own -o word, never FUSE's
-    options = options - {NORMAL_PRIORITY}
+    realtime_loop = REALTIME_LOOP in options  # kafkafs's own -o word, never FUSE's
+    options = options - {REALTIME_LOOP}
     if not rw:
         options = options | {"ro"}
     serving: ServeOptions = {"mode": values, "rw": rw, "cache": _size_cache(cache_dir, logdir)}
@@ -354,7 +354,7 @@ def serve(
             sd_notify("READY=1")
 
     error: BaseException | None = None
-    first = not normal_priority and loop_first()
+    first = realtime_loop and loop_first()
     try:
         trio.run(main)
     except Exception as exc:  # trio wraps what its tasks raise in an ExceptionGroup: said in one line
@@ -458,9 +458,9 @@ def larger_reads(dev: int, kb: int = READ_AHEAD_KB) -> bool:
 
 #: The FUSE loop thread's real-time priority (SCHED_RR; 1 is the lowest) where the daemon may take one.
 LOOP_PRIORITY = 1
-#: The ``-o`` word that keeps the FUSE loop thread at the normal scheduling policy (no :func:`loop_first`):
-#: for a host where a real-time thread is not wanted, even at the lowest priority.
-NORMAL_PRIORITY = "normal_priority"
+#: The ``-o`` word that asks for :func:`loop_first` (off by default: on a quiet machine it gained nothing,
+#: and beside a busy broker it would take cores before the broker's threads).
+REALTIME_LOOP = "realtime_loop"
 
 
 def loop_first() -> bool:
@@ -474,8 +474,10 @@ def loop_first() -> bool:
     cores busy with the render threads and the reader, so the loop waited for a core 0.5-0.8 s of a
     1.5-1.8 s read (its run-queue wait), the reader waiting with it. The kernel throttles real-time
     threads (95% of a core at most by default), and the loop sleeps in the kernel between requests.
-    A nice value instead (-20 for the loop alone) was slower than none (issue 25). ``-o normal_priority``
-    (:data:`NORMAL_PRIORITY`) leaves it out."""
+    A nice value instead (-20 for the loop alone) was slower than none (issue 25). Asked for with
+    ``-o realtime_loop`` (:data:`REALTIME_LOOP`) only: the gain was measured on a machine loaded by other
+    processes (1.31 vs 2.24 s), which it preempted; on a quiet one the same first read took 1.90 s with it
+    and 1.82 s without (bench/many.py --only read --repeat 5, same run)."""
     try:
         os.sched_setscheduler(0, os.SCHED_RR | os.SCHED_RESET_ON_FORK, os.sched_param(LOOP_PRIORITY))
         return True

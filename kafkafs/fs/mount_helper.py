@@ -21,8 +21,8 @@ Options
                                  ``cleanup.policy``) in double quotes, ``set="cleanup.policy=compact,delete"``,
                                  or with the comma escaped, ``set=cleanup.policy=compact\\,delete``
   ``foreground``                 ``-f``: stay attached (for systemd; mount(8)'s own ``-f`` means "fake")
-  ``normal_priority``            passed on: the FUSE loop thread keeps the normal scheduling policy
-                                 (default: real-time priority 1 where the daemon may take it)
+  ``realtime_loop``              passed on: the FUSE loop thread at real-time priority 1 where the
+                                 daemon may take it (default: the normal scheduling policy)
   ``drop_privileges``,           handed to libfuse's ``mount.fuse3``, which (as root) opens /dev/fuse,
   ``setuid=USER``                mounts, drops every capability (and switches to USER) and runs this
                                  helper again with the mountpoint ``/dev/fd/N``; that second run then

@@ -20,7 +20,7 @@ def test_a_mount_reads_ahead_a_mebibyte(mounted, logdir_copy):
     assert int(setting.read_text()) == READ_AHEAD_KB == 1024
 
 
-def test_the_fuse_loop_thread_runs_before_the_daemons_other_threads(mounted, logdir_copy):
+def test_o_realtime_loop_runs_the_fuse_loop_before_the_daemons_other_threads(mounted, logdir_copy):
     # issue 25: the loop waited for a core 0.5-0.8 s of a 1.5-1.8 s first cat, the reader with it
     import resource
 
@@ -28,7 +28,7 @@ def test_the_fuse_loop_thread_runs_before_the_daemons_other_threads(mounted, log
 
     if os.geteuid() != 0 and resource.getrlimit(resource.RLIMIT_RTPRIO)[0] < LOOP_PRIORITY:
         pytest.skip("this user may not take a real-time priority")
-    m = mounted(logdir_copy)
+    m = mounted(logdir_copy, "-o", "realtime_loop")
     for name in os.listdir(m.path):  # the workers and the render threads start
         if (m.path / name / "records.jsonl").exists():
             (m.path / name / "records.jsonl").read_bytes()
@@ -46,8 +46,8 @@ def test_the_fuse_loop_thread_runs_before_the_daemons_other_threads(mounted, log
     assert set(policies.values()) == {os.SCHED_OTHER}, policies
 
 
-def test_o_normal_priority_keeps_the_fuse_loop_at_the_normal_policy(mounted, logdir_copy):
-    m = mounted(logdir_copy, "-o", "normal_priority")
+def test_by_default_the_fuse_loop_keeps_the_normal_policy(mounted, logdir_copy):
+    m = mounted(logdir_copy)
     assert any((m.path / name / "records.jsonl").exists() for name in os.listdir(m.path))  # it serves
     assert os.sched_getscheduler(m.proc.pid) & ~os.SCHED_RESET_ON_FORK == os.SCHED_OTHER
 
