@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import InvalidInput, LogDirLocked, MountError, MountPathError
+from ..errors import InvalidInput, LogDirLocked, MountError, MountPathError, doing
 from ..format.jsonview import VALUES_MODES
 from ..storage.config import Settings
 from ..storage.kraft import METADATA_PARTITION
@@ -375,8 +375,11 @@ def serve(
         finally:
             probe.reap()
             _clear_dead_mount(mountpoint, device)
-            tree.close()
-            _restore_signals(previous, held)
+            try:
+                with doing("close {path} at the unmount", logdir):  # checkpoints, marker: not "cannot mount"
+                    tree.close()
+            finally:
+                _restore_signals(previous, held)
     if handed_over and stopped_by:
         log.warning("%s: stopped by %s; the mount mount.fuse3 made is left dead (this daemon has no privilege "
                     "to unmount it): unmount it first with `umount`, or clear it with `umount -l`",

@@ -150,3 +150,18 @@ def test_a_preallocated_index_on_a_full_disk_is_no_sigbus(small_fs, command):
     (small_fs / "filler").unlink()
     recovered(cli("recover", str(logs)))
     assert cli("verify", str(logs)).returncode == 0
+
+
+def test_a_rw_mount_that_cannot_close_on_a_full_disk_says_so(small_fs, mounted, tmp_path):
+    # review15 R15-10: the daemon then said "cannot mount LOGDIR: no space left on device" at its stop
+    logs = small_fs / "logs"
+    m = rw_mount_of_t0(mounted, logs, logs, tmp_path / "kafkafs.toml")
+    fill(small_fs, 150 * 1024)
+    acked: list[bytes] = []
+    error = append_rounds(m, range(400), acked)
+    assert error is not None and error.errno == errno.ENOSPC, error
+    m.allow_errors = True
+    m.stop()  # the disk still full: its checkpoints cannot be written
+    log = m.log()
+    assert "cannot mount" not in log and "Traceback" not in log
+    assert f"cannot close {logs} at the unmount: no space left on device" in log, log[-600:]
