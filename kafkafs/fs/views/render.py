@@ -68,6 +68,7 @@ class SegmentBytes(Protocol):
 
 
 _reported: set[tuple[str | None, int | str | None]] = set()
+_reasons_said: set[tuple[str | None, int | str | None]] = set()  # (file, reason): one damage said with or without its position
 _report_lock = threading.Lock()
 
 #: The errno values of a disk that will not give bytes it holds (not a file that is gone or closed).
@@ -100,16 +101,19 @@ def report_corrupt(exc: CorruptRecordError) -> None:
     """Log damage once per (file, position): the segment and where in it; a disk error once per file;
     damage that names no file once per reason (which then says where). Safe from any thread."""
     key: tuple[str | None, int | str | None]
+    also: tuple[str | None, int | str | None] | None = None
     if isinstance(exc, UnreadableError):
         key = (exc.file, None)
     elif exc.file is None:
         key = (None, exc.reason)
-    else:
-        key = (exc.file, exc.position)
+    else:  # one damage may come from a reader that knows its position and one that does not (R15-9)
+        key, also = (exc.file, exc.position), (exc.file, exc.reason)
     with _report_lock:
-        if key in _reported:
+        if key in _reported or also in _reasons_said:
             return
         _reported.add(key)
+        if also is not None:
+            _reasons_said.add(also)
     if isinstance(exc, UnreadableError):
         log.error("cannot read %s (from position %s): %s; the reads that need its bytes fail with EIO, the "
                   "rest stays readable", exc.file, exc.position, exc.reason)
@@ -117,7 +121,10 @@ def report_corrupt(exc: CorruptRecordError) -> None:
     if exc.file is None:  # the reason names the file (a key index that stops at damage)
         log.error("%s", exc.reason)
         return
-    log.error("corrupt batch in %s at position %s: %s", exc.file, exc.position, exc.reason)
+    if exc.position is None:
+        log.error("corrupt batch in %s: %s", exc.file, exc.reason)
+    else:
+        log.error("corrupt batch in %s at position %s: %s", exc.file, exc.position, exc.reason)
 
 
 def read_segment(segment: SegmentBytes, position: int, size: int) -> bytes:

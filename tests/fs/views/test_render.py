@@ -90,3 +90,18 @@ def test_damage_that_names_no_file_is_said_once_per_reason(caplog):
         for exc in (first, second, first, CorruptRecordError(first.reason), second):
             report_corrupt(exc)
     assert [r.getMessage() for r in caplog.records] == [first.reason, second.reason]
+
+
+def test_one_damage_said_with_and_without_its_position_is_logged_once(caplog):
+    """review15 R15-9: a record-level damage was logged twice, once "at position None" (from a reader
+    that did not know where its batch starts), then at its position."""
+    import logging
+
+    from kafkafs.fs.views.render import report_corrupt
+
+    reason = "r15-9 test: record count 2147483647 cannot fit in 130 bytes"
+    with caplog.at_level(logging.ERROR, logger="kafkafs.fs"):
+        report_corrupt(CorruptRecordError(reason, None, "/r15-9/t-0/00000000000000000000.log"))
+        report_corrupt(CorruptRecordError(reason, 171, "/r15-9/t-0/00000000000000000000.log"))
+    said = [r.getMessage() for r in caplog.records]
+    assert said == [f"corrupt batch in /r15-9/t-0/00000000000000000000.log: {reason}"]
