@@ -254,6 +254,18 @@ def _poll_states(states: list[PartitionState]) -> None:
             refresh_failed(state.name, exc)
 
 
+async def _in_a_thread(read: Callable[[], object], what: str) -> None:
+    """``read()`` in a worker thread; failing is never the end of the mount (R11-1: EMFILE here stopped
+    it): said (``what`` it was reading), and tried again at the next turn."""
+    try:
+        await trio.to_thread.run_sync(read)
+    except Exception as exc:
+        if isinstance(exc, OSError) and exc.errno in TOO_MANY_FILES:
+            no_descriptor_free(exc, f"reading {what}")
+        else:
+            log.warning("could not read %s again: %s", what, exc)
+
+
 async def poll_forever(tree: Tree, interval: float = POLL_INTERVAL, watcher: ChangeWatcher | None = None) -> None:
     """Look for records that other processes appended, until cancelled: the read-only partitions in use
     are handed to ``watcher`` (inotify: :mod:`.watching`), and only those it cannot watch are polled
@@ -263,31 +275,13 @@ async def poll_forever(tree: Tree, interval: float = POLL_INTERVAL, watcher: Cha
     while True:
         # a log start another process checkpointed (one stat when unchanged): the views follow it.
         # Failing is never the end of the mount (R11-1: EMFILE here stopped it): said, tried next turn
-        try:
-            await trio.to_thread.run_sync(logdir.reread_log_starts)
-        except Exception as exc:
-            if isinstance(exc, OSError) and exc.errno in TOO_MANY_FILES:
-                no_descriptor_free(exc, "reading the log start offsets")
-            else:
-                log.warning("could not read the log start offsets: %s", exc)
+        await _in_a_thread(logdir.reread_log_starts, "the log start offsets")
         # schemas registered (or deleted) since: the partitions render with them (a few stats when unchanged)
-        try:
-            await trio.to_thread.run_sync(tree.partitions.follow_schemas)
-        except Exception as exc:
-            if isinstance(exc, OSError) and exc.errno in TOO_MANY_FILES:
-                no_descriptor_free(exc, "reading the schemas")
-            else:
-                log.warning("could not read the schemas again: %s", exc)
+        await _in_a_thread(tree.partitions.follow_schemas, "the schemas")
         # the topic settings a broker recorded: followed by events once the metadata log's folder is
         # watched (nothing here then); watched here when it appears, polled while it cannot be
-        try:
-            if not (tree.partitions.rw or tree.partitions.folder_watched(METADATA_PARTITION)):
-                await trio.to_thread.run_sync(tree.partitions.follow_settings_unwatched)
-        except Exception as exc:
-            if isinstance(exc, OSError) and exc.errno in TOO_MANY_FILES:
-                no_descriptor_free(exc, "reading the recorded topic settings")
-            else:
-                log.warning("could not read the recorded topic settings again: %s", exc)
+        if not (tree.partitions.rw or tree.partitions.folder_watched(METADATA_PARTITION)):
+            await _in_a_thread(tree.partitions.follow_settings_unwatched, "the recorded topic settings")
         states = [s for s in tree.partitions.open_states() if not s.log.writable]
         polled = [s for s in states if watcher is None or not (s.watched or watcher.watch(s))]
         if polled:

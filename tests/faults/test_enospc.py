@@ -98,13 +98,21 @@ def test_enospc_during_compaction(small_fs):
     recovers_and_cleans(logs, latest)
 
 
-def test_enospc_through_a_rw_mount(small_fs, mounted, tmp_path):
+def _rw_mount_appended_to_enospc(small_fs, mounted, tmp_path):
+    """A --rw mount of ``small_fs/logs`` (t-0) appended to until a write fails with ENOSPC: the mount and
+    the values of the appends acknowledged before it."""
     logs = small_fs / "logs"
     m = rw_mount_of_t0(mounted, logs, logs, tmp_path / "kafkafs.toml")
     fill(small_fs, 150 * 1024)
     acked: list[bytes] = []
     error = append_rounds(m, range(400), acked)
     assert error is not None and error.errno == errno.ENOSPC, error
+    return m, acked
+
+
+def test_enospc_through_a_rw_mount(small_fs, mounted, tmp_path):
+    logs = small_fs / "logs"
+    m, acked = _rw_mount_appended_to_enospc(small_fs, mounted, tmp_path)
     assert m.proc.poll() is None  # the daemon lives on
     (small_fs / "filler").unlink()
     heals_through_the_mount(m, logs, acked)
@@ -155,11 +163,7 @@ def test_a_preallocated_index_on_a_full_disk_is_no_sigbus(small_fs, command):
 def test_a_rw_mount_that_cannot_close_on_a_full_disk_says_so(small_fs, mounted, tmp_path):
     # review15 R15-10: the daemon then said "cannot mount LOGDIR: no space left on device" at its stop
     logs = small_fs / "logs"
-    m = rw_mount_of_t0(mounted, logs, logs, tmp_path / "kafkafs.toml")
-    fill(small_fs, 150 * 1024)
-    acked: list[bytes] = []
-    error = append_rounds(m, range(400), acked)
-    assert error is not None and error.errno == errno.ENOSPC, error
+    m, acked = _rw_mount_appended_to_enospc(small_fs, mounted, tmp_path)
     m.allow_errors = True
     m.stop()  # the disk still full: its checkpoints cannot be written
     log = m.log()

@@ -575,6 +575,16 @@ def test_sigterm_unmounts_cleanly(mounted, built_logdir):
     assert not os.path.ismount(m.path)
 
 
+def _unmount_daemon(mnt: Path) -> None:
+    """Unmount a daemonized mount at ``mnt``: ``fusermount3 -u``, waited for 5 s, then lazily."""
+    subprocess.run(["fusermount3", "-u", str(mnt)], capture_output=True)
+    deadline = time.monotonic() + 5
+    while os.path.ismount(mnt) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if os.path.ismount(mnt):
+        subprocess.run(["fusermount3", "-uz", str(mnt)], capture_output=True)
+
+
 def test_daemon_mode_returns_once_mounted(tmp_path, built_logdir):
     mnt = tmp_path / "mnt"
     mnt.mkdir()
@@ -600,12 +610,7 @@ def test_daemon_mode_returns_once_mounted(tmp_path, built_logdir):
         assert again.returncode == 1 and b"already mounted" in again.stderr
         assert b"Traceback" not in again.stderr
     finally:
-        subprocess.run(["fusermount3", "-u", str(mnt)], capture_output=True)
-        deadline = time.monotonic() + 5
-        while os.path.ismount(mnt) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        if os.path.ismount(mnt):
-            subprocess.run(["fusermount3", "-uz", str(mnt)], capture_output=True)
+        _unmount_daemon(mnt)
     assert not os.path.ismount(mnt)
 
 
@@ -627,12 +632,7 @@ def test_a_daemons_relative_paths_are_the_users(tmp_path, built_logdir):
         os.listdir(mnt / "events-3")
         assert (mnt / "events-3/records.jsonl").stat().st_size > 0  # sized: into the cache
     finally:
-        subprocess.run(["fusermount3", "-u", str(mnt)], capture_output=True)
-        deadline = time.monotonic() + 5
-        while os.path.ismount(mnt) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        if os.path.ismount(mnt):
-            subprocess.run(["fusermount3", "-uz", str(mnt)], capture_output=True)
+        _unmount_daemon(mnt)
         shutil.rmtree(f"/{name}", ignore_errors=True)
     assert (tmp_path / name).is_dir() and not os.path.exists(f"/{name}")
 
