@@ -15,7 +15,14 @@ from pathlib import Path
 from typing import NoReturn
 
 from . import __version__
-from .errors import UnsafeFileError, UsageError, describe_os_error, note_os_error, tag_os_error
+from .errors import (
+    UninflatableBatch,
+    UnsafeFileError,
+    UsageError,
+    describe_os_error,
+    note_os_error,
+    tag_os_error,
+)
 from .outcome import EXIT_DAMAGE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, run_command
 from .stderr import guard_stderr
 
@@ -123,11 +130,14 @@ def cmd_index(args: argparse.Namespace) -> int:
     report = index_logdir(args.logdir, cache_dir=args.cache_dir, mode=args.values, settings=_settings(args),
                           schemas=args.schemas, keys=args.keys)
     print(report.line(), file=sys.stderr)
-    if report.damaged:  # SPEC §4: damage found is exit 1, whatever else the command did
-        print(f"kafkafs: damage found ({report.damaged}, said above); `kafkafs verify {args.logdir}` lists it",
+    damaged = report.damaged - report.too_large
+    if damaged:  # SPEC §4: damage found is exit 1, whatever else the command did
+        print(f"kafkafs: damage found ({damaged}, said above); `kafkafs verify {args.logdir}` lists it",
               file=sys.stderr)
-        return EXIT_DAMAGE
-    return EXIT_OK
+    if report.too_large:  # valid data whose records the views cannot show (R15-7): the work did not all succeed
+        print(f"kafkafs: {report.too_large} batch(es) too large to inflate (said above; valid data, no damage): "
+              "the reads of a mount that need their records fail with EIO", file=sys.stderr)
+    return EXIT_DAMAGE if damaged or report.too_large else EXIT_OK
 
 
 def _check_cache_dir(cache_dir: str | None, logdir: str) -> None:
@@ -216,6 +226,8 @@ def cmd_consume(args: argparse.Namespace) -> int:
             sys.stdout.buffer.flush()  # the lines before it first
             if isinstance(exc, OSError):  # a partition that cannot be opened: not read, the rest is
                 print(f"kafkafs: error: {describe_os_error(exc)}", file=sys.stderr)
+            elif isinstance(exc, UninflatableBatch):  # valid data not shown, read on past it (R15-7): exit 1
+                print(f"kafkafs: {exc.not_shown()}", file=sys.stderr)
             else:
                 print(f"kafkafs: damaged data: {exc}", file=sys.stderr)
             damage.append(exc)

@@ -31,7 +31,7 @@ from typing import Any, BinaryIO
 from . import consume_merge
 from .consume_plan import OffsetSpec, parse_offset_spec, past_end_note, resolve_partitions, start_offset
 from .consume_spans import SWAP_REREADS, SpanPool, across_swaps, relist, span_chunks, spannable
-from .errors import CorruptRecordError
+from .errors import CorruptRecordError, UninflatableBatch
 from .format.decoders import decoder_for
 from .format.jsonview import (
     render_batch_jsonl,
@@ -62,6 +62,28 @@ class _Reader:
     #: one past the last offset of the batch read last (None before the first): the batch after it must
     #: start there or later (SPEC §4, :mod:`kafkafs.storage.validation`)
     expect: int | None = None
+    #: told of each batch whose records inflate past the limit (valid data that kafkafs does not decode,
+    #: R15-7), after which the reader goes on; None: such a batch ends the read, as damage does
+    on_skip: Callable[[UninflatableBatch], None] | None = None
+
+    def past_uninflatable(self, read: Callable[[], Iterator[Any]]) -> Iterator[Any]:
+        """What ``read()`` yields (records from ``next_offset`` on, advancing it); at a batch that inflates
+        past the limit (:class:`~kafkafs.errors.UninflatableBatch`, met after every record before it)
+        ``on_skip`` is told, ``next_offset`` moves past the batch and ``read()`` goes on from there."""
+        while True:
+            try:
+                yield from read()
+                return
+            except UninflatableBatch as exc:
+                if self.on_skip is None or exc.next_offset is None:
+                    raise
+                log_ = self.log
+                said = exc.in_partition(f"{log_.topic}-{log_.partition}", self.next_offset)
+                self.next_offset = max(self.next_offset, exc.next_offset)
+                self.expect = exc.next_offset
+                self.on_skip(said)
+                if self.done or self.next_offset >= log_.log_end_offset:
+                    return
 
     def lines(self) -> Iterator[tuple[int, int, int, bytes]]:
         """(timestamp, partition, offset, line) of every record now in the log past ``next_offset``: the
@@ -69,7 +91,7 @@ class _Reader:
         log_ = self.log
         if self.done or self.next_offset >= log_.log_end_offset:
             return
-        yield from across_swaps(log_, self._lines)
+        yield from self.past_uninflatable(lambda: across_swaps(log_, self._lines))
 
     def _lines(self) -> Iterator[tuple[int, int, int, bytes]]:
         log_ = self.log
@@ -98,16 +120,23 @@ class _Reader:
         (:mod:`.consume_spans`) when nothing limits the count, else one kernel call per batch."""
         if self.done or self.next_offset >= self.log.log_end_offset:
             return
-        for reread in range(SWAP_REREADS + 1):  # damage met just after a compaction swap: see across_swaps
-            try:
-                for lines, n in self._chunks(remaining):
-                    yield lines, n
-                    if remaining is not None:
-                        remaining -= n
-                return
-            except CorruptRecordError:
-                if reread == SWAP_REREADS or not relist(self.log):
-                    raise
+        left = [remaining]  # what is still to print, across the reads past_uninflatable starts again
+
+        def read() -> Iterator[tuple[bytes, int]]:
+            for reread in range(SWAP_REREADS + 1):  # damage met just after a compaction swap: see across_swaps
+                try:
+                    for lines, n in self._chunks(left[0]):
+                        yield lines, n
+                        if left[0] is not None:
+                            left[0] -= n
+                    return
+                except UninflatableBatch:
+                    raise  # no swap's doing: past_uninflatable's
+                except CorruptRecordError:
+                    if reread == SWAP_REREADS or not relist(self.log):
+                        raise
+
+        yield from self.past_uninflatable(read)
 
     def _chunks(self, remaining: int | None) -> Iterator[tuple[bytes, int]]:
         log_ = self.log
@@ -178,7 +207,7 @@ class _Reader:
             )
         except CorruptRecordError as exc:  # placed as view.decode places it (the batch's position at least)
             if exc.position is None:
-                raise CorruptRecordError(exc.reason, view.position, str(segment.log_path)) from None
+                raise exc.placed(view.position, str(segment.log_path)) from None
             raise exc.at(str(segment.log_path), view.position) from None
         self.next_offset = max(self.next_offset, view.header.next_offset)  # rendered: past it (see batch_lines)
         self.expect = view.header.next_offset
@@ -240,6 +269,21 @@ def _indexed_chunks(reader: _Reader, keys_store, count: int | None) -> Iterator[
             if count is not None and printed >= count:
                 damage = None
                 break
+    if isinstance(damage, UninflatableBatch) and reader.on_skip is not None:
+        # valid data the key scan does not decode (R15-7): the keys after it are not in the index; a plain
+        # read of the key from after the last record printed says the batch and goes on past it
+        if history:
+            reader.next_offset = max(reader.next_offset, history[-1].offset + 1)
+        left = None if count is None else count - printed
+        if reader.stop_ts is None:
+            yield from reader.chunks(left)
+            return
+        for _ts, _p, _o, line in reader.lines():  # stops before stop_ts
+            if left is not None and left <= 0:
+                break
+            yield line, 1
+            left = None if left is None else left - 1
+        return
     if damage is not None:  # what comes before it was printed; the damage is said, as a plain read says it
         raise damage
     reader.next_offset = log_.log_end_offset
@@ -287,7 +331,10 @@ def consume(
     Damage (a batch that cannot be read) raises :class:`CorruptRecordError` after the records before it,
     unless ``on_damage`` is given: then damage is local (SPEC §3), that partition ends at its damage,
     ``on_damage`` is told, and every other partition is read on; so is a partition that cannot be
-    opened (an OSError: a folder that cannot be listed), which is then not read at all."""
+    opened (an OSError: a folder that cannot be listed), which is then not read at all. A batch whose
+    records inflate past the limit (:class:`~kafkafs.errors.UninflatableBatch`: valid data that kafkafs
+    does not decode, R15-7) is no damage: with ``on_damage`` it is told (its partition and offsets filled
+    in, :meth:`~kafkafs.errors.UninflatableBatch.not_shown`) and its partition is read on after it."""
     if record_filter is not None and record_filter.empty:
         record_filter = None
     readers = []
@@ -300,7 +347,7 @@ def consume(
             on_damage(exc)
             continue
         readers.append(_Reader(log_, start_offset(log_, spec), mode, stop_ts, decoder_for(log_.topic, registry, mode),
-                               record_filter=record_filter, grep=grep))
+                               record_filter=record_filter, grep=grep, on_skip=on_damage))
     if not readers or count == 0:  # -c 0: no record, and nothing to wait for
         return 0
     one_pass = _way_to_read(readers, out, stop_ts=stop_ts, follow=follow, interleave=interleave,

@@ -50,7 +50,8 @@ def _feed(reader: Any, pool: SpanPool, plan: Plan) -> Generator[tuple[bytes, byt
     if reader.done or reader.next_offset >= log_.log_end_offset:
         return
     plan = plan._replace(lo=max(reader.next_offset, log_.log_start_offset))  # as _Reader.lines trims
-    yield from across_swaps(log_, lambda: _feed_once(reader, pool, plan))
+    # a batch too large to inflate is said and read past (consume's _Reader.past_uninflatable)
+    yield from reader.past_uninflatable(lambda: across_swaps(log_, lambda: _feed_once(reader, pool, plan)))
 
 
 def _feed_once(reader: Any, pool: SpanPool, plan: Plan) -> Generator[tuple[bytes, bytes, bytes], None, None]:

@@ -17,7 +17,7 @@ import logging
 import re
 from dataclasses import dataclass
 
-from .errors import InvalidInput, InvalidName
+from .errors import InvalidInput, InvalidName, UninflatableBatch
 from .format.timestamps import format_timestamp, parse_target_time
 from .storage.log import Log
 from .storage.logdir import LogDir
@@ -69,9 +69,24 @@ def start_offset(log_: Log, spec: OffsetSpec) -> int:
     if spec.kind == "tail":
         return max(hi - spec.value, lo)
     if spec.kind == "time":
-        found = log_.offset_for_timestamp(spec.value)
-        return found[0] if found else hi
+        found = _offset_at_time(log_, spec.value)
+        return found if found is not None else hi
     return min(max(spec.value, lo), hi)
+
+
+def _offset_at_time(log_: Log, timestamp: int) -> int | None:
+    """The offset of the first record whose timestamp is >= ``timestamp`` (None: every record is older).
+    When it would be found in a batch too large to inflate (its header's largest timestamp reaches it,
+    its records' are not known: R15-7), the batch's first offset: consume says the batch is not shown and
+    goes on after it."""
+    try:
+        found = log_.offset_for_timestamp(timestamp)
+    except UninflatableBatch as exc:
+        if exc.next_offset is None:
+            raise
+        first = exc.base_offset if exc.base_offset is not None else exc.next_offset - 1
+        return max(first, log_.log_start_offset)
+    return found[0] if found else None
 
 
 def past_end_note(log_: Log, spec: OffsetSpec) -> str | None:
@@ -81,7 +96,7 @@ def past_end_note(log_: Log, spec: OffsetSpec) -> str | None:
     end = log_.log_end_offset
     if spec.kind == "offset" and spec.value >= end:
         asked = f"offset {spec.value}"
-    elif spec.kind == "time" and log_.offset_for_timestamp(spec.value) is None:
+    elif spec.kind == "time" and _offset_at_time(log_, spec.value) is None:
         asked = format_timestamp(spec.value)
     else:
         return None

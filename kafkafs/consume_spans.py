@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from queue import SimpleQueue
 from typing import Any, NamedTuple
 
-from .errors import CorruptRecordError
+from .errors import CorruptRecordError, UninflatableBatch
 from .format import kernel as _kernel
 from .format.jsonrender import line_prefix
 from .format.jsonview import render_span_jsonl
@@ -54,6 +54,8 @@ def across_swaps(log_: Any, read: Callable[[], Iterator[Any]]) -> Iterator[Any]:
         try:
             yield from read()
             return
+        except UninflatableBatch:
+            raise  # valid data too large to inflate, not a swap's doing (the reader goes on past it)
         except CorruptRecordError:
             if reread == SWAP_REREADS or not relist(log_):
                 raise

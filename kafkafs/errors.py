@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 from collections.abc import Iterator
 
 
@@ -37,9 +38,105 @@ class CorruptRecordError(KafkafsError):
         return f"{': '.join(where)}: {self.reason}" if where else self.reason
 
     def at(self, file: str | None = None, base_position: int = 0) -> CorruptRecordError:
-        """The same error, placed in a file and shifted by the buffer's position in it."""
+        """The same error (its class and fields kept), placed in a file and shifted by the buffer's
+        position in it."""
         pos = None if self.position is None else self.position + base_position
-        return CorruptRecordError(self.reason, pos, file if file is not None else self.file)
+        return self.placed(pos, file)
+
+    def placed(self, position: int | None, file: str | None = None) -> CorruptRecordError:
+        """A copy of this error (its class and every field kept) at ``position`` (and in ``file``, when
+        given): what a reader raises for an error met in a buffer whose place it knows."""
+        new = type(self).__new__(type(self))
+        new.__dict__.update(self.__dict__)
+        new.position = position
+        if file is not None:
+            new.file = file
+        new.args = (new._message(),)
+        return new
+
+    def __reduce__(self) -> tuple:  # pickled whole (its class and fields), not rebuilt from its message
+        return _restored, (type(self), dict(self.__dict__))
+
+
+def _restored(cls: type[CorruptRecordError], fields: dict) -> CorruptRecordError:
+    error = cls.__new__(cls)
+    error.__dict__.update(fields)
+    error.args = (error._message(),)
+    return error
+
+
+def said_again(reason: str, position: int | None = None, file: str | None = None) -> CorruptRecordError:
+    """The error whose ``reason`` was kept (a key index keeps a scan's damage as its reason): an
+    :class:`UninflatableBatch` when the reason is one (its offsets not known), else a CorruptRecordError."""
+    found = _INFLATES_PAST.search(reason)
+    if found is None:
+        return CorruptRecordError(reason, position, file)
+    return UninflatableBatch(reason, position, file, limit=int(found.group(1)))
+
+
+_INFLATES_PAST = re.compile(r" data inflates past (\d+) bytes$")
+
+
+def _mib(size: int) -> str:
+    return f"{size >> 20} MiB" if size and not size & ((1 << 20) - 1) else f"{size} bytes"
+
+
+class UninflatableBatch(CorruptRecordError):
+    """A batch whose records inflate past ``limit`` bytes, what a reader holds of one batch in memory.
+
+    Not damage: its CRC holds (a decompression bomb's too), and Kafka stores and serves such a batch
+    (``max.message.bytes`` bounds the compressed batch only). kafkafs does not decode its records:
+    ``verify`` and ``recover`` note it, ``consume`` says which offsets it does not show and reads on
+    after it, a mount's reads that need its records fail (EIO). Raised for that only, never for a codec
+    error. ``base_offset`` and ``next_offset`` (one past its last offset) are the batch's once its reader
+    placed it (:meth:`of_batch`); ``base_offset`` stays None for a legacy compressed wrapper (its header
+    holds only its last offset). A subclass of :class:`CorruptRecordError`, so that every reader that does
+    not tell it apart still stops there, as before.
+    """
+
+    def __init__(self, reason: str, position: int | None = None, file: str | None = None, *, limit: int = 0,
+                 base_offset: int | None = None, next_offset: int | None = None) -> None:
+        self.limit = limit
+        self.base_offset = base_offset
+        self.next_offset = next_offset
+        #: the partition (``TOPIC-P``) whose reader met it, once one said so (:meth:`in_partition`)
+        self.partition: str | None = None
+        super().__init__(reason, position, file)
+
+    def of_batch(self, position: int, base_offset: int | None, next_offset: int) -> UninflatableBatch:
+        """This error placed at the batch at ``position`` whose offsets are ``base_offset`` up to
+        ``next_offset`` - 1."""
+        new = self.placed(position)
+        assert isinstance(new, UninflatableBatch)
+        new.base_offset, new.next_offset = base_offset, next_offset
+        return new
+
+    def in_partition(self, name: str, first: int) -> UninflatableBatch:
+        """This error as the reader of partition ``name`` met it, expecting offset ``first`` next: its
+        ``base_offset`` becomes the first offset the reader does not show (``first`` when the batch's
+        header does not hold its base, or when the read started inside the batch)."""
+        new = self.placed(self.position)
+        assert isinstance(new, UninflatableBatch)
+        new.partition = name
+        new.base_offset = first if new.base_offset is None else max(new.base_offset, first)
+        return new
+
+    def not_shown(self) -> str:
+        """What a reader that goes on past the batch says: ``offsets X..Y of T-P not shown: ...``."""
+        where = f" of {self.partition}" if self.partition is not None else ""
+        return f"offsets {self.offsets_text()}{where} not shown: a batch inflates past {self.size_text}"
+
+    @property
+    def size_text(self) -> str:
+        """The limit as people say it: ``64 MiB``."""
+        return _mib(self.limit)
+
+    def offsets_text(self, first: int | None = None) -> str:
+        """``X..Y``, the batch's offsets; ``first`` stands for an unknown base offset (a legacy wrapper's:
+        where its reader expected the next record)."""
+        base = self.base_offset if self.base_offset is not None else first
+        last = "?" if self.next_offset is None else str(self.next_offset - 1)
+        return f"{'?' if base is None else base}..{last}"
 
 
 class RecordTooLargeError(KafkafsError):

@@ -11,8 +11,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
-from .errors import CorruptRecordError, UnsafeFileError, describe_os_error
-from .format.batch import decode_batch, validate_batch
+from .errors import CorruptRecordError, UninflatableBatch, UnsafeFileError, describe_os_error
+from .format.batch import BatchHeader, decode_batch, validate_batch
 from .format.checkpoint import EPOCH_CHECKPOINT_FILE, parse_epoch_checkpoint, parse_offset_checkpoint
 from .storage.leader_epochs import read_regular_file
 from .storage.log import Log
@@ -126,16 +126,26 @@ def check_index_files(segment: LogSegment, *, sealed: bool, clean_shutdown: bool
     return problems, notes
 
 
+def _records_at_or_after(h: BatchHeader, log_start: int) -> int:
+    """The records of the batch ``h`` at or after ``log_start``, by its header (no gaps assumed)."""
+    if h.base_offset >= log_start:
+        return max(h.record_count, 0)
+    if h.last_offset >= log_start:  # the batch the log start falls in
+        return min(h.last_offset - log_start + 1, max(h.record_count, 0))
+    return 0
+
+
 def check_segment(
     segment: LogSegment, expected_start: int, *, deep: bool, log_start: int = 0, upper: int | None = None,
-    notes: list[str] | None = None,
+    notes: list[str] | None = None, uninflated: list[str] | None = None,
 ) -> tuple[int, int, list[str]]:
     """Validate one segment; return (records at or after ``log_start``, next offset, problems).
     ``expected_start``: one past the last offset before the segment; ``upper``: the next segment's base
     offset. Offsets are judged between neighbours as ``recover`` judges them
     (:func:`~kafkafs.storage.validation.in_order`). ``notes`` given (the active segment after an unclean
     stop): a preallocated tail of zeros (:func:`~kafkafs.storage.recovery_plan.zeros_from`) is a note
-    there, as ``recover`` trims it with no damage."""
+    there, as ``recover`` trims it with no damage. ``uninflated`` given: a note for each batch whose
+    records inflate past the limit (valid data that kafkafs does not decode, R15-7: no problem)."""
     problems: list[str] = []
     records = 0
     next_offset = expected_start
@@ -158,12 +168,15 @@ def check_segment(
                 try:
                     batch = decode_batch(view.buf, h, validate=False, inner_crcs=True)
                     records += sum(1 for o in batch.offsets if o >= log_start)
+                except UninflatableBatch as exc:  # valid data kafkafs does not decode (R15-7): a note
+                    records += _records_at_or_after(h, log_start)
+                    if uninflated is not None:
+                        uninflated.append(f"{where}: offsets {exc.offsets_text(h.base_offset)}: batch inflates past "
+                                          f"{exc.size_text}; its records are not decoded (valid data)")
                 except CorruptRecordError as exc:
                     problems.append(f"{where}: {exc.reason}")
-            elif h.base_offset >= log_start:
-                records += max(h.record_count, 0)
-            elif h.last_offset >= log_start:  # the batch the log start falls in (no gaps assumed)
-                records += min(h.last_offset - log_start + 1, max(h.record_count, 0))
+            else:
+                records += _records_at_or_after(h, log_start)
     except CorruptRecordError as exc:
         problems.append(f"{segment.log_path.name}: {exc.reason} at position {exc.position}")
         end = segment.size
@@ -292,6 +305,7 @@ def verify_logdir(
                         segment, segment.base_offset if first else expected, deep=deep,
                         log_start=log_.log_start_offset, upper=upper,
                         notes=notes if left_by_unclean_stop(upper is None, logdir.clean_shutdown) else None,
+                        uninflated=notes,
                     )
                     index_problems, index_notes = check_index_files(segment, sealed=segment is not segments[-1],
                                                                     clean_shutdown=logdir.clean_shutdown)

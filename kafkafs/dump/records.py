@@ -20,7 +20,7 @@ import zlib
 from collections.abc import Callable
 from typing import TextIO
 
-from ..errors import CorruptRecordError
+from ..errors import CorruptRecordError, UninflatableBatch
 from ..format.batch import BatchHeader, decode_batch
 from ..format.compression import Codec, decompress
 from ..format.decoders import control_value
@@ -145,6 +145,12 @@ class RecordPrinter:
         try:
             batch = decode_batch(buf, h, validate=False, ordered=False)
             crcs = _legacy_crcs(buf, h, valid) if h.magic < 2 else None
+        except UninflatableBatch as exc:  # valid data kafkafs does not inflate (R15-7): said, no gap after it
+            said = self._fail(at, f"offsets {exc.offsets_text(self.last_offset + 1)}: records not shown: the batch "
+                                  f"inflates past {exc.size_text}")
+            if exc.next_offset is not None:
+                self.last_offset = max(self.last_offset, exc.next_offset - 1)
+            return said
         except (CorruptRecordError, struct.error) as exc:
             return self._fail(at, f"records do not decode: {getattr(exc, 'reason', exc)}")
         opts = self.options

@@ -12,7 +12,7 @@ Three levels of work, cheapest first:
 
 from __future__ import annotations
 
-from ..errors import CorruptRecordError
+from ..errors import CorruptRecordError, UninflatableBatch
 from . import Buffer
 from . import compression as _compression
 from . import kernel as _kernel
@@ -81,7 +81,8 @@ def _header_at(buf: Buffer, header: BatchHeader | int) -> BatchHeader:
 
 def records_section(buf: Buffer, header: BatchHeader, max_inflated_bytes: int = DEFAULT_MAX_INFLATED_BYTES) -> bytes:
     """The records of the v2 batch ``header`` of ``buf``, decompressed (bounded by
-    ``max_inflated_bytes``); the CRC is the caller's to check first."""
+    ``max_inflated_bytes``: past it :class:`~kafkafs.errors.UninflatableBatch`, which names the batch's
+    offsets); the CRC is the caller's to check first."""
     data = buf[header.position + V2_HEADER_SIZE : header.end]
     if not isinstance(data, bytes):
         data = bytes(data)
@@ -91,6 +92,8 @@ def records_section(buf: Buffer, header: BatchHeader, max_inflated_bytes: int = 
             raise CorruptRecordError(f"unknown compression type {codec}", header.position)
         try:
             data = _compression.decompress(Codec(codec), data, max_inflated_bytes)
+        except UninflatableBatch as exc:  # valid data too large to inflate: said with the batch's offsets
+            raise exc.of_batch(header.position, header.base_offset, header.next_offset) from None
         except CorruptRecordError as exc:
             raise CorruptRecordError(exc.reason, header.position) from None
     return data

@@ -5,9 +5,10 @@ framing (32 KiB chunks), an LZ4 frame with independent 64 KiB blocks (the only k
 accepts) and a zstd frame at level 3.
 
 ``decompress`` is bounded: it never produces more than ``max_size`` bytes, whatever the input claims.
-Output that would be larger raises ``CorruptRecordError`` ("... inflates past N bytes"): to a reader a
-batch that inflates past the limit is damage (or a bomb), not a record to deliver. Every library error
-becomes ``CorruptRecordError`` too; its ``position`` is None, since only the caller knows where the
+Output that would be larger raises ``UninflatableBatch`` ("... inflates past N bytes", a
+``CorruptRecordError``): valid data (Kafka stores and serves such a batch; a bomb with a valid CRC is one
+too) that a reader does not hold in memory, not damage (R15-7). Every library error becomes
+``CorruptRecordError``; its ``position`` is None, since only the caller knows where the
 compressed bytes sit in the file.
 
 How the bound is kept, per codec:
@@ -39,7 +40,7 @@ from collections.abc import Callable
 
 import cramjam
 
-from kafkafs.errors import CorruptRecordError, RecordTooLargeError
+from kafkafs.errors import CorruptRecordError, RecordTooLargeError, UninflatableBatch
 
 from . import Buffer
 
@@ -155,8 +156,9 @@ def _scratch_buffer(size: int) -> memoryview:
     return memoryview(buf)[:size]
 
 
-def _too_big(name: str, max_size: int) -> CorruptRecordError:
-    return CorruptRecordError(f"{name} data inflates past {max_size} bytes")
+def _too_big(name: str, max_size: int) -> UninflatableBatch:
+    """Output over the limit: the batch's reader places it (:meth:`UninflatableBatch.of_batch`)."""
+    return UninflatableBatch(f"{name} data inflates past {max_size} bytes", limit=max_size)
 
 
 # cramjam's messages when the output buffer is full (io::Write on a slice; zstd's own for one-shot frames)
@@ -171,7 +173,8 @@ def _library_error(name: str, error: Exception, max_size: int) -> CorruptRecordE
 
 
 def decompress(codec: Codec, data: Buffer, max_size: int) -> bytes:
-    """``data`` inflated by ``codec``; at most ``max_size`` bytes, else ``CorruptRecordError``.
+    """``data`` inflated by ``codec``; at most ``max_size`` bytes, else ``UninflatableBatch``; data a codec
+    cannot inflate is ``CorruptRecordError``.
 
     Accepts snappy either xerial-framed or as one raw block, an LZ4 frame (including Kafka < 0.10's
     wrong header checksum), one or more zstd frames with or without a content size, and one or more

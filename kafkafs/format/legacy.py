@@ -36,7 +36,7 @@ import struct
 import zlib
 from dataclasses import dataclass, field
 
-from kafkafs.errors import CorruptRecordError
+from kafkafs.errors import CorruptRecordError, UninflatableBatch
 from kafkafs.format import Buffer
 from kafkafs.format.compression import Codec, decompress
 
@@ -136,6 +136,8 @@ def decode_legacy_entry(
         raise CorruptRecordError("compressed message has a null value", pos)
     try:
         inner = decompress(Codec(codec_id), value, max_size)
+    except UninflatableBatch as e:  # the wrapper's first offset is inside what does not inflate
+        raise e.of_batch(pos, None, h.last_offset + 1) from None
     except CorruptRecordError as e:
         raise CorruptRecordError(e.reason, pos) from None
     _decode_inner(inner, entry, validate_crc or inner_crcs, ordered)

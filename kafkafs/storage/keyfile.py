@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from .. import __version__
-from ..errors import CorruptRecordError
+from ..errors import CorruptRecordError, said_again
 from ..format.crc import crc32c
 from ..format.keyindex import ENTRY, ENTRY_SIZE, TXN, find_entries
 from .handles import BUDGET, FileHandle, HandleBudget, retrying_open
@@ -164,7 +164,7 @@ class SegmentKeyIndex:
         position, whichever view meets it); None when the index is whole."""
         if self.damaged is None:
             return None
-        return CorruptRecordError(self.damaged["reason"], self.damaged["position"], str(log_path))
+        return said_again(self.damaged["reason"], self.damaged["position"], str(log_path))
 
     @classmethod
     def open(cls, file: BinaryIO | int, key: list[Any], path: Path | None = None, *, temporary: bool = False,

@@ -21,8 +21,10 @@ A batch is rejected when:
   keeps both, as Kafka's recovery does, see :mod:`.recovery_walk`);
 - its records do not decode (``deep``, the default; :func:`records_problem`): a record count that does
   not match the records, a compression codec id that is not one of Kafka's, a body that does not
-  inflate, or inflates past the limit (a decompression bomb), or a legacy wrapper's inner message whose
-  own CRC fails (Kafka's consumer refuses it; its recovery, checking the wrapper's only, keeps it).
+  inflate, or a legacy wrapper's inner message whose own CRC fails (Kafka's consumer refuses it; its
+  recovery, checking the wrapper's only, keeps it). A body that inflates past the limit a reader holds
+  in memory (:class:`~kafkafs.errors.UninflatableBatch`: an 80 MiB record, or a bomb) is not rejected:
+  Kafka stores and serves it (R15-7); readers do not decode it, and say so.
 
 Thread safety: pure functions of their arguments.
 """
@@ -31,7 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Generator, Iterator
 
-from ..errors import CorruptRecordError, RecordTooLargeError
+from ..errors import CorruptRecordError, RecordTooLargeError, UninflatableBatch
 from ..format.batch import BatchHeader, decode_batch, validate_batch
 from .records import BatchView
 
@@ -165,9 +167,13 @@ def batch_problem(
 
 
 def records_problem(buf: bytes, header: BatchHeader) -> str | None:
-    """Why the records of the batch at ``header`` (its CRC checked already) do not decode, or None."""
+    """Why the records of the batch at ``header`` (its CRC checked already) do not decode, or None. A batch
+    that inflates past the limit (:class:`~kafkafs.errors.UninflatableBatch`) is None: valid data, kept
+    and not damage (R15-7); ``verify`` notes it."""
     try:
         decode_batch(buf, header, validate=False, inner_crcs=True)
+    except UninflatableBatch:
+        return None
     except CorruptRecordError as exc:
         return exc.reason
     except RecordTooLargeError as exc:  # no memory to inflate it into: not a batch kafkafs can read

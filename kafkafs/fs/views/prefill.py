@@ -19,7 +19,7 @@ from ...storage.logdir import LogDir
 from ...storage.schemas import load_registry
 from .layoutcache import LayoutCache, check_outside, default_cache_dir
 from .partition import PartitionState
-from .render import report_corrupt, reported_count
+from .render import report_corrupt, reported_count, too_large_count
 from .sizing import SIZING_THREADS, Progress, size_layouts
 from .summary import SizeSummary
 
@@ -36,6 +36,8 @@ class IndexReport(NamedTuple):
     cache_dir: str
     keys: str | None = None  #: what index_keys did, when asked
     damaged: int = 0  #: damages found (each logged once as an ERROR, SPEC §3); the command exits 1
+    #: of ``damaged``, batches too large to inflate (valid data whose records the views cannot show, R15-7)
+    too_large: int = 0
 
     def line(self) -> str:
         return (
@@ -81,7 +83,7 @@ def index_logdir(
     inside the log directory. ``out`` None: no progress output. ``keys``: then build the key indexes
     too (:func:`index_keys`)."""
     started = time.monotonic()
-    damaged_before = reported_count()
+    damaged_before, too_large_before = reported_count(), too_large_count()
     directory = check_outside(cache_dir if cache_dir is not None else default_cache_dir(), path)
     cache = LayoutCache(directory)
     registry = load_registry(path, schemas)  # as the mount decodes (SPEC §8), so its sizes match
@@ -109,7 +111,8 @@ def index_logdir(
         summary.save()
     keys_line = index_keys(path, cache_dir=directory, settings=settings, out=out, threads=threads) if keys else None
     return IndexReport(len(states), segments, cache.hits, len(jobs), total,
-                       time.monotonic() - started, str(directory), keys_line, reported_count() - damaged_before)
+                       time.monotonic() - started, str(directory), keys_line, reported_count() - damaged_before,
+                       too_large_count() - too_large_before)
 
 
 def index_keys(

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
-from ...errors import CorruptRecordError
+from ...errors import CorruptRecordError, UninflatableBatch
 from ...format.batch import BatchHeader, scan_batches
 from ...format.jsonspan import render_span_into
 from ...format.jsonview import raw_jsonl_lengths, render_raw_jsonl, render_span_jsonl
@@ -70,6 +70,7 @@ class SegmentBytes(Protocol):
 _reported: set[tuple[str | None, int | str | None]] = set()
 _reasons_said: set[tuple[str | None, int | str | None]] = set()  # (file, reason): one damage said with or without its position
 _report_lock = threading.Lock()
+_too_large = [0]  # how many of _reported are UninflatableBatch (under _report_lock)
 
 #: The errno values of a disk that will not give bytes it holds (not a file that is gone or closed).
 DISK_ERRNOS = frozenset({errno.EIO, errno.EUCLEAN, errno.EBADMSG, errno.ENODATA, errno.EREMOTEIO})
@@ -92,9 +93,16 @@ def unreadable(exc: OSError, file: str | None, position: int | None) -> Unreadab
 
 def reported_count() -> int:
     """How many distinct damages (file and position; a disk error once a file) :func:`report_corrupt`
-    has logged in this process. Safe from any thread."""
+    has logged in this process, batches too large to inflate included. Safe from any thread."""
     with _report_lock:
         return len(_reported)
+
+
+def too_large_count() -> int:
+    """How many of :func:`reported_count` are batches too large to inflate (valid data, not damage).
+    Safe from any thread."""
+    with _report_lock:
+        return _too_large[0]
 
 
 def report_corrupt(exc: CorruptRecordError) -> None:
@@ -114,9 +122,17 @@ def report_corrupt(exc: CorruptRecordError) -> None:
         _reported.add(key)
         if also is not None:
             _reasons_said.add(also)
+        if isinstance(exc, UninflatableBatch):
+            _too_large[0] += 1
     if isinstance(exc, UnreadableError):
         log.error("cannot read %s (from position %s): %s; the reads that need its bytes fail with EIO, the "
                   "rest stays readable", exc.file, exc.position, exc.reason)
+        return
+    if isinstance(exc, UninflatableBatch):  # valid data, too large to inflate: not damage (R15-7)
+        offsets = f" (offsets {exc.offsets_text()})" if exc.next_offset is not None else ""
+        log.error("batch in %s at position %s%s is too large to inflate: %s; kafkafs does not decode its records "
+                  "(valid data, not damage: its CRC holds): the reads that need them fail with EIO, the rest stays "
+                  "readable", exc.file, exc.position, offsets, exc.reason)
         return
     if exc.file is None:  # the reason names the file (a key index that stops at damage)
         log.error("%s", exc.reason)
