@@ -156,6 +156,7 @@ def check_segment(
             h = view.header
             end = view.position + h.size
             where = f"{segment.log_path.name} position {view.position}"
+            first = next_offset  # where the batch's records should start (a legacy wrapper's header lacks it)
             next_offset = max(next_offset, h.next_offset)
             if order is not None:
                 problems.append(f"{where}: {order}")
@@ -171,7 +172,7 @@ def check_segment(
                 except UninflatableBatch as exc:  # valid data kafkafs does not decode (R15-7): a note
                     records += _records_at_or_after(h, log_start)
                     if uninflated is not None:
-                        uninflated.append(f"{where}: offsets {exc.offsets_text(h.base_offset)}: batch inflates past "
+                        uninflated.append(f"{where}: offsets {exc.offsets_text(first)}: batch inflates past "
                                           f"{exc.size_text}; its records are not decoded (valid data)")
                 except CorruptRecordError as exc:
                     problems.append(f"{where}: {exc.reason}")

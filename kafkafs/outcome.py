@@ -19,6 +19,7 @@ from .errors import (
     InvalidInput,
     InvalidName,
     KafkafsError,
+    UninflatableBatch,
     UsageError,
     describe_os_error,
     doing,
@@ -70,6 +71,10 @@ def _run(args: argparse.Namespace) -> int:
     except (InvalidInput, InvalidName, ConfigError, UsageError) as exc:
         print(f"kafkafs: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except UninflatableBatch as exc:  # valid data this work cannot read (R15-7): the work failed, no damage
+        print(f"kafkafs: error: {exc} (a batch too large to inflate: valid data, not damage; kafkafs does not "
+              f"decode its records)", file=sys.stderr)
+        return EXIT_DAMAGE
     except CorruptRecordError as exc:
         print(f"kafkafs: damaged data: {exc}", file=sys.stderr)
         return EXIT_DAMAGE

@@ -216,3 +216,14 @@ def test_a_mount_fails_only_the_reads_that_need_its_records(logs, mounted):
     log = m.log()
     assert "(offsets 3..3) is too large to inflate: zstd data inflates past 67108864 bytes" in log, log
     assert "corrupt" not in log
+
+
+def test_a_compaction_that_needs_its_records_says_why_it_stops_without_calling_it_damage(tmp_path, big_batch):
+    logs = tmp_path / "logs"
+    _big_partition(logs / "big-0", big_batch)  # sealed by the segment after it: compaction reads its keys
+    (logs / "big-0" / "00000000000000000006.log").write_bytes(encode_batch([(T + 6, b"b1", b"later", ())], base_offset=6))
+    done = cli("clean", "--dry-run", "--set", "cleanup.policy=compact", "--set", "min.cleanable.dirty.ratio=0",
+               str(logs))
+    assert done.returncode == 1
+    said = done.stderr.decode()
+    assert "(a batch too large to inflate: valid data, not damage;" in said and "damaged data" not in said, said
