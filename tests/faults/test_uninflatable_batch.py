@@ -16,6 +16,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -163,6 +164,8 @@ def test_consume_follow_keeps_following_past_it(logs, big_batch):
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     proc = subprocess.Popen([sys.executable, "-m", "kafkafs", "consume", "--follow", str(logs), "big-0"], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    watchdog = threading.Timer(60, proc.kill)  # a read that never comes fails the test, never hangs it
+    watchdog.start()
     try:
         assert proc.stdout is not None and proc.stderr is not None
         lines = [proc.stdout.readline() for _ in range(5)]
@@ -175,6 +178,7 @@ def test_consume_follow_keeps_following_past_it(logs, big_batch):
         assert time.monotonic() - start < 10
         assert proc.poll() is None  # still following
     finally:
+        watchdog.cancel()
         proc.kill()
         proc.wait(timeout=10)
 
