@@ -9,7 +9,9 @@ size (Kafka's retention task leaves compacted logs to the cleaner). ``kafkafs cl
 ``kafkafs clean``, on the copy with the same settings: the dry run says what the run does, and the
 segments, batches, records and log start offset are Kafka's. kafkafs used to delete by size first, by
 the sizes as written, and lost every key written once. tests/storage/test_compact_then_delete.py
-holds the order without a broker.
+holds the order without a broker. And with ``log.cleaner.enable=false`` a broker applies no retention
+to a compacted log at all (its retention task skips them; their retention is the cleaner's), nor does
+``kafkafs clean``.
 """
 
 from __future__ import annotations
@@ -114,3 +116,38 @@ def test_clean_compacts_then_deletes_as_kafkas_cleaner_does(make_broker, kafka, 
     assert 0 < len(once) < UNIQUE, f"the size retention Kafka applied kept {len(once)} of the {UNIQUE} keys written once"
     print(f"compact,delete vs Kafka's cleaner: {len(theirs)} segments equal, log start {start}, "
           f"{len(once)} of {UNIQUE} keys written once kept, as Kafka")
+
+
+@pytest.mark.slow  # a broker run with three retention checks' wait: about 15 s
+def test_without_a_cleaner_kafka_applies_no_retention_to_a_compacted_log(make_broker, kafka, tmp_path):
+    """log.cleaner.enable=false: the broker's retention task still skips compacted logs (their retention
+    is the cleaner's), so a compact,delete topic keeps every segment while a delete topic beside it with
+    the same retention.bytes loses its old ones; kafkafs clean does as the broker did."""
+    broker = make_broker({"log.cleaner.enable": "false", "log.retention.check.interval.ms": 300,
+                          "log.segment.delete.delay.ms": 0, "log.initial.task.delay.ms": 0})
+    configs = {"internal.segment.bytes": SEGMENT_BYTES, "segment.ms": 3_600_000, "retention.bytes": 2000}
+    broker.create_topic(TOPIC, configs=dict(configs, **{"cleanup.policy": "compact,delete"}))
+    broker.create_topic("plain", configs=configs)
+    producer = broker.producer(linger_ms=0, batch_size=1)
+    for topic in (TOPIC, "plain"):
+        for i in range(60):
+            producer.send(topic, partition=0, key=b"k%d" % (i % 3), value=b"value %d " % i + b"v" * 40)
+    producer.flush()
+    plain = broker.partition_dir("plain-0")
+    deadline = time.monotonic() + 60
+    while min(int(p.name[:20]) for p in plain.glob("*.log")) == 0:
+        assert time.monotonic() < deadline, "the broker's retention task did not delete by size"
+        time.sleep(0.2)
+    time.sleep(1.5)  # five more retention checks
+    assert broker.stop() == 0
+    part = broker.partition_dir(f"{TOPIC}-0")
+    theirs = sorted(p.name for p in part.glob("*.log"))
+    assert theirs[0] == "00000000000000000000.log" and len(theirs) > 2
+
+    copy = tmp_path / "copy"  # the topics' settings come with it, in __cluster_metadata
+    shutil.copytree(broker.log_dir, copy)
+    (copy / ".lock").unlink(missing_ok=True)
+    done = kafkafs("clean", copy, "--set", "log.cleaner.enable=false")
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in (copy / f"{TOPIC}-0").glob("*.log")) == theirs, done.stdout
+    assert f"{TOPIC}-0:" not in done.stdout
