@@ -25,7 +25,7 @@ from ...storage.segment import LogSegment
 from .filtered import FilteredStream, StreamPart
 from .partition import PartitionState, Shape
 from .record import LRU, RenderedRecord
-from .render import Renderer
+from .render import Renderer, disk_error, unreadable
 
 __all__ = ["KeyViews", "LATEST_CACHE", "HISTORY_CACHE"]
 
@@ -55,6 +55,19 @@ class KeyViews:
         self._counted: tuple[Shape, int] | None = None
         self._latest: LRU[tuple[bytes, Shape], tuple[RenderedRecord | None]] = LRU(LATEST_CACHE)
         self._history: LRU[tuple[bytes, Shape], tuple[FilteredStream | None]] = LRU(HISTORY_CACHE)
+        self._rewrites = state.rewrites
+        state.add_listener(self._changed)
+
+    def _changed(self, state: PartitionState) -> None:
+        """Segments left the log (retention, compaction): the table and the histories laid out over them
+        are not kept (they would keep every segment they read: review15 R15-5; an open keeps its own).
+        From the thread that changed the log."""
+        if state.rewrites == self._rewrites:
+            return
+        self._rewrites = state.rewrites
+        with self._lock:
+            self._table = None
+        self._history.clear()
 
     # ------------------------------------------------------------------------------------------ names
 
@@ -115,15 +128,22 @@ class KeyViews:
     # ------------------------------------------------------------------------------------------ the table
 
     def table(self) -> FilteredStream:
-        """``table.jsonl`` as of now (made again only when the partition changed)."""
+        """``table.jsonl`` as of now (made again only when the partition changed). Damage, or a segment
+        the disk will not give (:class:`~.render.UnreadableError`), raises CorruptRecordError: every key
+        of the partition is in question."""
         self.state.refresh()
         shape = self.state.shape()
         with self._lock:
             cached = self._table
         if cached is not None and cached[0] == shape:
             return cached[1]
-        with self.keys.table() as table:
-            parts = [StreamPart(p.segment, p.filter, 0, p.size) for p in table.parts() if p.kept]
+        try:
+            with self.keys.table() as table:
+                parts = [StreamPart(p.segment, p.filter, 0, p.size) for p in table.parts() if p.kept]
+        except OSError as exc:  # a segment the disk will not give: damage for the reads that need it
+            if not disk_error(exc):
+                raise
+            raise unreadable(exc, exc.filename, None) from None
         stream = FilteredStream(self.state.renderer, parts)
         with self._lock:
             self._table = (shape, stream)
