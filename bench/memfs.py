@@ -4,7 +4,13 @@ at start), as the mount answers a read of rendered bytes on its loop (a memoryvi
 copy, no worker thread). It sets the mount's read-ahead as the mount does (1 MiB, when allowed), prints
 ``READY <bytes a file>`` once it answers, and serves until unmounted (``fusermount3 -u MNT``).
 
-    python bench/memfs.py LOGFILE TOPIC PARTITION MNT [--files 200]
+``--distinct``: every file its own copy of those bytes, made at start (``--files`` x the file's size of
+memory), so each reply copies bytes that no cache holds, as the mount's replies do (its bytes were
+rendered moments before on another core). One buffer served again and again stays in the CPU's cache,
+which no file system serving fresh bytes gets: the reply's copy into the page cache then costs
+about half as much (issue 25, speed13).
+
+    python bench/memfs.py LOGFILE TOPIC PARTITION MNT [--files 200] [--distinct]
 
 Used by ``bench/many.py``'s read rows; run alone, ``cat MNT/f0 MNT/f1 ... > /dev/null`` reads it.
 """
@@ -33,9 +39,11 @@ __all__ = ["MemoryFiles"]
 class MemoryFiles(pyfuse3.Operations):
     """``f0`` .. ``f{count-1}`` in the root folder, each ``data``; lookups, attributes, opens, reads."""
 
-    def __init__(self, data: bytes, count: int) -> None:
+    def __init__(self, data: bytes, count: int, distinct: bool = False) -> None:
         super().__init__()
         self.data = data
+        #: with ``distinct``, file ``i``'s own copy of ``data`` (inode ROOT_INODE + 1 + i)
+        self.copies = [bytearray(data) for _ in range(count)] if distinct else None
         self.names = {f"f{i}".encode(): pyfuse3.ROOT_INODE + 1 + i for i in range(count)}
 
     def _attr(self, ino: int) -> pyfuse3.EntryAttributes:
@@ -61,7 +69,8 @@ class MemoryFiles(pyfuse3.Operations):
         return pyfuse3.FileInfo(fh=inode, keep_cache=False)
 
     async def read(self, fh, off, size):
-        return memoryview(self.data)[off : off + size]
+        data = self.data if self.copies is None else self.copies[fh - pyfuse3.ROOT_INODE - 1]
+        return memoryview(data)[off : off + size]
 
     async def release(self, fh):
         pass
@@ -74,9 +83,10 @@ def main() -> None:
     parser.add_argument("partition", type=int)
     parser.add_argument("mnt")
     parser.add_argument("--files", type=int, default=200)
+    parser.add_argument("--distinct", action="store_true", help="every file its own copy of the bytes")
     args = parser.parse_args()
     data = render_span_jsonl(args.topic, args.partition, Path(args.log).read_bytes(), "auto").data
-    pyfuse3.init(MemoryFiles(data, args.files), args.mnt, {"ro", "fsname=kafkafs-memfs"})
+    pyfuse3.init(MemoryFiles(data, args.files, args.distinct), args.mnt, {"ro", "fsname=kafkafs-memfs"})
 
     async def serve() -> None:
         async with trio.open_nursery() as nursery:

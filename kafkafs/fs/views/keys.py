@@ -55,6 +55,19 @@ class KeyViews:
         self._counted: tuple[Shape, int] | None = None
         self._latest: LRU[tuple[bytes, Shape], tuple[RenderedRecord | None]] = LRU(LATEST_CACHE)
         self._history: LRU[tuple[bytes, Shape], tuple[FilteredStream | None]] = LRU(HISTORY_CACHE)
+        self._rewrites = state.rewrites
+        state.add_listener(self._changed)
+
+    def _changed(self, state: PartitionState) -> None:
+        """Segments left the log (retention, compaction): the table and the histories laid out over them
+        are not kept (they would keep every segment they read: review15 R15-5; an open keeps its own).
+        From the thread that changed the log."""
+        if state.rewrites == self._rewrites:
+            return
+        self._rewrites = state.rewrites
+        with self._lock:
+            self._table = None
+        self._history.clear()
 
     # ------------------------------------------------------------------------------------------ names
 

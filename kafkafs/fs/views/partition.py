@@ -380,8 +380,10 @@ class PartitionState:
         return composition
 
     def _drop_gone(self) -> None:
-        """Let go of the layouts of segments that left the log (retention, compaction), and of their
-        cache entries, without waiting for a composition being built (it drops them itself)."""
+        """Let go of the layouts of segments that left the log (retention, compaction), of their cache
+        entries, and of the composition laid out before (it shows them: review15 R15-5, the memory of a
+        partition nobody reads again held every segment it had), without waiting for a composition
+        being built (it drops them itself)."""
         if not self._compose_lock.acquire(blocking=False):
             return
         try:
@@ -389,6 +391,9 @@ class PartitionState:
             gone = [self._layouts.pop(b) for b in [b for b in self._layouts if b not in bases]]
             gone += self._replaced
             self._replaced = []
+            current = self._composition
+            if current is not None and current.shape != self.shape():
+                self._composition = None
         finally:
             self._compose_lock.release()
         self._segments_gone(gone)

@@ -29,6 +29,10 @@ segment was removed is held open (:class:`_Pinned`): its bytes stay readable aft
 until every open reader is past it (by :data:`PIN_MARGIN`: the kernel reads whole pages) or closed; then
 a detached stream lets go of those parts too (:meth:`RecordsStream._let_go`: one placeholder stands for
 their bytes, a read back there is ESTALE), so that one open for days keeps what is ahead of it only. A
+stream that no open reads and that can no longer be opened (rewritten since, its lookup older than
+:data:`OPEN_GRACE_S`) lets go of them the same way when segments go and when its last reader closes
+(:meth:`RecordsStream.let_go_unread`): the kernel may hold its inode for long, and its view must not keep
+every segment it showed (review15 R15-5). A
 descriptor the handle budget had closed is opened again by inode, under the segment's name or renamed
 ``.deleted`` (:meth:`~kafkafs.storage.segment_files.SegmentFiles.hold`). Beside another process's cleaner
 a stream may be handed a composition laid out just before a removal was noticed (the segment closed
@@ -274,6 +278,8 @@ class RecordsStream:
         self._pinned_at = -1
         #: the pieces of the next open, its start rendered before it came (:meth:`prepare`)
         self._spare: PieceCache | None = None
+        #: True once :meth:`let_go_unread` let go of parts no open had read: an open is refused then
+        self._gone_unread = False
 
     def __repr__(self) -> str:
         total = self._view.total if self._view is not None else None
@@ -424,7 +430,8 @@ class RecordsStream:
         with self._pin_lock:
             self._readers[id(handle)] = 0
             view = self._view
-            if view is None or self.state.rewrites == self.rewrites or self._pin_gone(view):
+            if not self._gone_unread and (view is None or self.state.rewrites == self.rewrites
+                                            or self._pin_gone(view)):
                 return
             del self._readers[id(handle)]
             self._unpin()
@@ -439,8 +446,11 @@ class RecordsStream:
         try:
             self._readers.pop(id(handle), None)
             self._unpin()
+            last = not self._readers
         finally:
             self._pin_lock.release()
+        if last:
+            self.let_go_unread(wait)
         return True
 
     def read(self, handle: object, offset: int, size: int, cache: PieceCache) -> Bytes:
@@ -481,15 +491,51 @@ class RecordsStream:
         with self._pin_lock:
             view = self._view  # under the lock: a view being published (_move_to) is seen whole or not yet
             if view is None or not self._readers:
-                return
-            self._pinned_at = rewrites
-            self._pin_gone(view)
+                unread = view is not None
+            else:
+                unread = False
+                self._pinned_at = rewrites
+                self._pin_gone(view)
+        if unread:
+            self.let_go_unread()
 
-    def _let_go(self, view: Composition) -> Composition:
-        """``view`` without the parts at its start that every open reader has passed (by :data:`PIN_MARGIN`)
-        and whose segments left the log: one :class:`_Passed` piece stands for their bytes (callers hold
-        ``_pin_lock``; a detached stream's view, whose new opens are refused)."""
-        low = min(self._readers.values()) - PIN_MARGIN
+    def let_go_unread(self, wait: bool = True) -> None:
+        """When no open reads this stream and none can come any more (:meth:`outdated_for_open`): let go of
+        the parts at the start of its view whose segments left the log (as :meth:`_let_go`; its size stays)
+        and of what it was advanced to, so that an inode the kernel holds keeps no segment that is gone
+        (review15 R15-5). Best effort: nothing is done while the stream advances (its next call does it)
+        or, with ``wait=False`` (the FUSE loop), while a rewrite pins segments."""
+        if not self.outdated_for_open() or not self._lock.acquire(blocking=False):
+            return
+        spare = None
+        try:
+            if not self._pin_lock.acquire(blocking=wait):
+                return
+            try:
+                view = self._view
+                if view is None or self._readers:
+                    return
+                passed = self._let_go(view, view.total)
+                if passed is view:
+                    return
+                self._gone_unread = True
+                self.detached = True
+                self._view, self._seen, self._shown = passed, None, None
+                spare, self._spare = self._spare, None
+            finally:
+                self._pin_lock.release()
+        finally:
+            self._lock.release()
+        if spare is not None:
+            spare.stop()
+
+    def _let_go(self, view: Composition, low: int | None = None) -> Composition:
+        """``view`` without the parts at its start that every open reader has passed (by :data:`PIN_MARGIN`;
+        ``low``: the parts that end there or before, when no open reads it) and whose segments left the
+        log: one :class:`_Passed` piece stands for their bytes (callers hold ``_pin_lock``; a detached
+        stream's view, whose new opens are refused)."""
+        if low is None:
+            low = min(self._readers.values()) - PIN_MARGIN
         segments = self.state.log.segments
         n = 0
         for part, start in zip(view.parts, view.starts, strict=True):

@@ -3,17 +3,22 @@ state (R15-5): retention done as a broker does it (rename to ``.deleted``, then 
 
 from __future__ import annotations
 
+import gc
 import os
 import random
+import weakref
 from pathlib import Path
 
 import pytest
 
+from kafkafs.fs.tree.nodes import File
 from kafkafs.fs.tree.root import Tree
+from kafkafs.fs.views import streams
 from kafkafs.fs.views.layoutcache import LayoutCache
 from kafkafs.storage.cachedir import entry_head, prune_entries
 from kafkafs.storage.config import Settings
 from kafkafs.storage.logdir import LogDir
+from kafkafs.storage.segment import LogSegment
 
 from ...storage.keylogs import fill
 
@@ -158,5 +163,58 @@ def test_per_segment_state_stays_bounded_as_segments_come_and_go(tmp_path):
         assert len(tree.partitions.keys_store._open) <= live
         assert len(list(cache.glob("*.layout"))) <= live
         assert len(list(cache.glob("*.keys"))) <= live
+    finally:
+        tree.close()
+
+
+def _dead(segments: list[weakref.ref]) -> list[LogSegment]:
+    """The segment objects still alive whose files are gone (neither the name nor ``.deleted``)."""
+    gc.collect()
+    alive = [s for s in (ref() for ref in segments) if s is not None]
+    return [s for s in alive if not s.log_path.exists() and not s.log_path.with_name(s.log_path.name + ".deleted").exists()]
+
+
+def test_no_view_keeps_a_deleted_segment_once_no_open_file_reads_it(tmp_path, monkeypatch):
+    """R15-5: the mount's memory is bounded by the live segments, not by every segment it has seen. Segments
+    roll and go (retention, as a broker deletes them) while records.jsonl, table.jsonl and a key's history
+    are read: once the partition noticed (a refresh, as the watcher's), no cache, composition or view
+    keeps a segment whose files are gone, except for an open file that still reads it, until its release."""
+    monkeypatch.setattr(streams, "OPEN_GRACE_S", 0.0)  # no open of a file rewritten since its lookup comes now
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    with LogDir(logs, SETTINGS, writable=True) as logdir:
+        fill(logdir.create_partition("kv", 0), random.Random(5), 60, keys=20, txn=False)
+    tree = _tree(logs, tmp_path / "cache")
+    try:
+        state = tree.partitions.state("kv-0")
+        history = "kv-0/by-key/key-4.jsonl"
+        seen: list[weakref.ref] = []
+        rng = random.Random(9)
+        held = None
+        for round_ in range(5):
+            with LogDir(logs, SETTINGS, writable=True) as logdir:
+                fill(logdir.log("kv-0"), rng, 20, keys=20, txn=False)
+            state.refresh(force=True)
+            tree.read_file("kv-0/records.jsonl")
+            tree.read_file("kv-0/table.jsonl")
+            tree.read_file(history)
+            tree.read_file("kv-0/partition.json")
+            if round_ == 3:  # an open file that has read its first bytes only
+                node = tree.resolve("kv-0/records.jsonl")
+                assert isinstance(node, File)
+                held = node.open(False)
+                first = held.read(0, 100)
+            seen.extend(weakref.ref(s) for s in state.log.segments)
+            for f in _segments(logs)[:-3]:
+                _delete_like_a_broker(f)
+            state.refresh(force=True)
+            if held is None:
+                assert not _dead(seen), f"round {round_}"
+        # the open file reads on in the segments deleted since it opened, and keeps them until released
+        assert held is not None and held.read(0, 100) == first
+        assert _dead(seen)
+        held.release()
+        held = first = None
+        assert not _dead(seen)
     finally:
         tree.close()
