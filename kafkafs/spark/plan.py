@@ -48,6 +48,7 @@ from .positions import (
     indexes_usable,
     micros_to_ms_ceil,
     sealed_max_timestamp,
+    start_position,
     time_start,
 )
 from .predicates import NO_PREDICATES, IntBounds, Predicates
@@ -204,7 +205,7 @@ def _pieces_for(
         start, stop = 0, size
         if usable:
             if first > base:
-                start = segment.offset_index.lookup(first).position
+                start = start_position(segment, first)
             if ts_lo_ms is not None:
                 start = max(start, time_start(segment, ts_lo_ms))
             if bounded_end:

@@ -1,6 +1,14 @@
 """Byte positions inside a segment from its offset and time indexes, for planning a read.
 
-An index that fails Kafka's cheap sanity check is not used (the segment is then scanned whole).
+An index that fails Kafka's cheap sanity check is not used (the segment is then scanned whole). One that
+passes it may still lie (review15 R15-4: entries that name offsets the batch at their position does not
+end at, positions where no batch starts, timestamps the batches do not hold): every position taken from
+an index goes through the storage engine's own lookups, which check the entry against the batch they
+read there and, when it does not fit, stop trusting the segment's index (logged once) and answer from
+the ``.log`` (:meth:`~kafkafs.storage.segment.LogSegment.position_of`,
+:meth:`~kafkafs.storage.segment.LogSegment.find_offset_by_timestamp`,
+:meth:`~kafkafs.storage.segment.LogSegment.entry_fits`). Damage met while planning narrows nothing: the
+piece is read whole and the read meets it (``onCorrupt``).
 """
 
 from __future__ import annotations
@@ -11,8 +19,8 @@ from collections.abc import Callable, Sequence
 from ..errors import CorruptRecordError
 from ..storage.segment import LogSegment
 
-__all__ = ["indexes_usable", "end_position", "cut_points", "balanced_groups", "sealed_max_timestamp", "time_start",
-           "micros_to_ms_ceil"]
+__all__ = ["indexes_usable", "start_position", "end_position", "cut_points", "balanced_groups", "sealed_max_timestamp",
+           "time_start", "indexed_batch_start", "micros_to_ms_ceil"]
 
 log = logging.getLogger("kafkafs.spark")
 
@@ -40,18 +48,30 @@ def _bisect(count: int, below: Callable[[int], bool]) -> int:
     return lo
 
 
-def end_position(segment: LogSegment, end_offset: int, size: int) -> int:
-    """The first indexed position from which every batch holds only offsets >= ``end_offset``.
+def start_position(segment: LogSegment, offset: int) -> int:
+    """A batch start from which a read meets every record at or past ``offset`` (the engine's checked
+    lookup); 0 when damage stops the lookup."""
+    try:
+        return segment.position_of(offset)
+    except CorruptRecordError:
+        return 0
 
-    The batch at entry ``k``'s position starts after entry ``k-1``'s offset (the last offset of an
-    earlier batch), so entry ``k`` qualifies once entry ``k-1``'s offset is >= ``end_offset - 1``.
-    """
-    index = segment.offset_index
-    n = index.entries
-    i = _bisect(n, lambda k: index.entry(k).offset < end_offset - 1)
-    if i + 1 < n:
-        return min(index.entry(i + 1).position, size)
-    return size
+
+def end_position(segment: LogSegment, end_offset: int, size: int) -> int:
+    """A batch start from which every batch holds only offsets >= ``end_offset`` (``size`` when none
+    does): after the first batch that reaches ``end_offset`` when it also holds offsets below it, else at
+    it, as the engine's checked lookup finds it (a legacy batch counts as holding offsets below: its
+    header does not say its first one)."""
+    try:
+        view = next(segment.read_from(end_offset), None)
+    except CorruptRecordError:
+        return size
+    if view is None:
+        return size
+    h = view.header
+    if h.magic == 2 and h.base_offset >= end_offset:
+        return min(view.position, size)
+    return min(view.position + h.size, size)
 
 
 def balanced_groups(sizes: Sequence[int], groups: int) -> list[int]:
@@ -113,8 +133,12 @@ def cut_points(
         i = _bisect(n, below) - 1
         if i < 0:
             continue
-        pos = index.entry(i).position
+        entry = index.entry(i)
+        pos = entry.position
         if start < pos < stop and (not cuts or pos > cuts[-1]):
+            if not _fits(segment, entry.offset, pos):  # the index lies: cut at the batches' own starts
+                cuts = []
+                break
             cuts.append(pos)
     if len(cuts) >= parts - 1:
         return cuts
@@ -132,19 +156,48 @@ def cut_points(
     return [starts[i] for i in balanced_groups(sizes, parts)]
 
 
-def sealed_max_timestamp(segment: LogSegment) -> int | None:
-    """The largest timestamp of a sealed segment from its time index (None when the index is empty)."""
-    if segment.time_index.entries == 0:
+def _fits(segment: LogSegment, offset: int, position: int) -> bool:
+    """Whether the offset index entry ``(offset, position)`` is a batch start that fits it (the engine's
+    check; a mismatch distrusts the segment's index); False when damage is met there."""
+    try:
+        return segment.entry_fits(position, offset)
+    except CorruptRecordError:
+        return False
+
+
+def indexed_batch_start(segment: LogSegment, after: int, end: int) -> int | None:
+    """The first offset index position past ``after`` and before ``end`` that is a batch start fitting its
+    entry (the next boundary the index knows, to resume at after damage); None when there is none or the
+    index is not trusted."""
+    try:
+        for entry in segment.offset_index:
+            if after < entry.position < end:
+                return entry.position if _fits(segment, entry.offset, entry.position) else None
+    except (CorruptRecordError, OSError):
         return None
-    return segment.time_index.last_entry.timestamp
+    return None
+
+
+def sealed_max_timestamp(segment: LogSegment) -> int | None:
+    """The largest timestamp of a sealed segment, as the engine's lookup by time takes it (Kafka's
+    ``largestTimestamp``: the time index's last entry and the batches from it); None when empty or
+    unreadable."""
+    try:
+        top = segment.max_timestamp
+    except (CorruptRecordError, OSError):
+        return None
+    return top if top >= 0 else None
 
 
 def time_start(segment: LogSegment, ts_ms: int) -> int:
-    """A position before which every record is older than ``ts_ms`` (time index, then offset index)."""
-    entry = segment.time_index.lookup(ts_ms)
-    if entry.timestamp < 0:
+    """A batch start before which every record is older than ``ts_ms``: that of the batch holding the
+    first record that reaches it (the engine's checked lookup by time), or, when no whole batch does, of
+    the last one the offset index knows (a torn end after it is still read); 0 when damage stops it."""
+    try:
+        found = segment.find_offset_by_timestamp(ts_ms)
+        return segment.position_of(found[0] if found is not None else segment.next_offset)
+    except CorruptRecordError:
         return 0
-    return segment.offset_index.lookup(entry.offset).position
 
 
 def micros_to_ms_ceil(us: int) -> int:

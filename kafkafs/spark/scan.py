@@ -35,6 +35,7 @@ from ..storage.validation import first_offset, offsets_problem
 from .arrowcols import WALK_END, WALK_FULL, WALK_PARTIAL, KernelColumns, available, finish_batch, repeat_runs
 from .dataloss import report_data_loss
 from .plan import Piece, ScanSpec, Split
+from .positions import indexed_batch_start
 from .schema import HEADERS_ARROW_TYPE, TIMESTAMP_ARROW_TYPE
 
 __all__ = ["read_split", "READ_CONFIG", "freeze_worker_heap"]
@@ -124,17 +125,6 @@ class _Columns:
         return finish_batch(spec, columns, self.include_headers, offsets, micros)
 
 
-def _next_indexed_position(segment: LogSegment, after: int, end: int) -> int | None:
-    """The first offset index position past ``after`` (a batch boundary to resume at), if before ``end``."""
-    try:
-        for entry in segment.offset_index:
-            if after < entry.position < end:
-                return entry.position
-    except (CorruptRecordError, OSError):
-        return None
-    return None
-
-
 def _hint(exc: CorruptRecordError) -> CorruptRecordError:
     return CorruptRecordError(
         f"{exc.reason} (the read fails here; option onCorrupt=skip skips damaged batches)", exc.position, exc.file
@@ -153,7 +143,7 @@ def _views(segment: LogSegment, piece: Piece, on_corrupt: str) -> Iterator[Batch
             if on_corrupt != "skip":
                 raise _hint(exc) from None
             bad = exc.position if exc.position is not None else position
-            resume = _next_indexed_position(segment, bad, piece.end)
+            resume = indexed_batch_start(segment, bad, piece.end)
             log.warning(
                 "%s: skipping damaged data at position %d up to %s: %s",
                 segment.log_path, bad, resume if resume is not None else "the end of the piece", exc.reason,

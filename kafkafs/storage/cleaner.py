@@ -7,11 +7,21 @@ task, reduced).
   (:mod:`.offset_map`, ``log.cleaner.dedupe.buffer.size``);
 - this module runs them: :func:`clean_logdir` over every partition once (with a progress line on
   long runs), :class:`LogCleaner` in a thread, which every ``log.retention.check.interval.ms`` applies
-  retention and otherwise compacts the dirtiest log whose dirty ratio reaches
-  ``min.cleanable.dirty.ratio`` (or whose oldest dirty record is past ``max.compaction.lag.ms``),
-  looking for one again ``log.cleaner.backoff.ms`` after finding none. The two run on their own
-  schedules, as a broker's retention task and cleaner thread do: the backoff never delays a retention
-  check (retention first runs ``log.initial.task.delay.ms`` after the start, as a broker's does).
+  retention to the logs that are not compacted and otherwise compacts the dirtiest log whose dirty
+  ratio reaches ``min.cleanable.dirty.ratio`` (or whose oldest dirty record is past
+  ``max.compaction.lag.ms``), looking for one again ``log.cleaner.backoff.ms`` after finding none. The
+  two run on their own schedules, as a broker's retention task and cleaner thread do: the backoff never
+  delays a retention check (retention first runs ``log.initial.task.delay.ms`` after the start, as a
+  broker's does).
+
+Compacted logs (``compact``, ``compact,delete``) get their retention from the cleaner, after the
+compaction, as Kafka's do (review17 R17-1): its retention task skips them (``LogManager.cleanupLogs``),
+and the LogCleaner's thread, each time it looks for a log to clean, compacts the filthiest one (if any
+is cleanable) and then runs ``deleteOldSegments`` on every compacted log (``deletableLogs``): so
+``retention.bytes`` and ``retention.ms`` judge what compaction left, and still apply when nothing was
+cleanable. ``clean`` does the same per partition: compaction, then retention; a dry run judges the
+segments its compaction foresees. With ``log.cleaner.enable=false`` there is no cleaner, so a
+compacted log gets neither (nor does a broker's), and the other logs keep their retention.
 
 After each compaction round the offset a partition is clean up to goes to the log directory's
 ``cleaner-offset-checkpoint``, where the next round (or run) starts.
@@ -32,15 +42,16 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, TextIO
 
 from ..errors import KafkafsError, UnsafeFileError, note_os_error
-from .compaction import clean_log, cleanable_segments, log_to_clean, now_ms
+from .compaction import PlannedSegment, clean_log, cleanable_segments, log_to_clean, now_ms
 from .compaction_filter import CleanStats
 from .config import LONG_MAX, Settings, broker_setting
 from .offset_map import BYTES_PER_ENTRY, OffsetMap
-from .retention import apply_retention, retention_doomed
+from .retention import apply_retention
 
 if TYPE_CHECKING:
     from .log import Log
     from .logdir import LogDir
+    from .segment import LogSegment
 
 __all__ = ["apply_retention", "compact", "cleanable_segments", "clean_logdir", "LogCleaner", "CleanerStopped",
            "SettingsUnreadable"]
@@ -82,20 +93,23 @@ def compact(target: Log, now_ms: int, *, dry_run: bool = False, checkpoint: int 
 
 def _compact(target: Log, now: int, *, dry_run: bool, checkpoint: int | None = None, memory: int | None = None,
              settings: Settings | None = None, stats: CleanStats | None = None, on_round: Callable[[int], None] | None = None,
-             log_start: int | None = None, on_line: Callable[[str], None] | None = None) -> tuple[list[str], int | None]:
+             on_line: Callable[[str], None] | None = None,
+             layout: list[LogSegment | PlannedSegment] | None = None) -> tuple[list[str], int | None]:
     if not target.config.compact:
         return [], None
     memory = broker_setting(settings, "log.cleaner.dedupe.buffer.size") if memory is None else memory
     load = broker_setting(settings, "log.cleaner.io.buffer.load.factor")
     io_buffer = broker_setting(settings, "log.cleaner.io.buffer.size")
-    state = log_to_clean(target, now, checkpoint, log_start)
+    state = log_to_clean(target, now, checkpoint)
     if state.first_dirty >= state.upper:
+        if layout is not None:
+            layout.extend(target.segments)
         return [], None
     omap = _map_for(state.dirty_bytes, memory, load)
     return clean_log(target, now, omap, checkpoint=checkpoint, io_buffer=io_buffer, dry_run=dry_run,
                      stats=stats, on_round=on_round,
-                     producer_expiration_ms=broker_setting(settings, "producer.id.expiration.ms"), log_start=log_start,
-                     on_line=on_line)
+                     producer_expiration_ms=broker_setting(settings, "producer.id.expiration.ms"), on_line=on_line,
+                     layout=layout)
 
 
 class Progress:
@@ -131,8 +145,10 @@ class Progress:
 def clean_logdir(logdir: LogDir, *, dry_run: bool = False, now_ms: int | None = None,
                  progress: TextIO | None = None, progress_interval: float = 1.0,
                  on_line: Callable[[str], None] | None = None) -> list[str]:
-    """Retention then compaction for every partition of a :class:`LogDir`: first the files of segments
-    deleted earlier whose ``file.delete.delay.ms`` has passed go; compaction starts where the
+    """Retention and compaction for every partition of a :class:`LogDir`, as a broker orders them (module
+    docstring): first the files of segments deleted earlier whose ``file.delete.delay.ms`` has passed
+    go; a compacted log is compacted, then retention judges what is left (none of either with
+    ``log.cleaner.enable=false``); any other log gets retention. Compaction starts where the
     ``cleaner-offset-checkpoint`` says, and each round's end is written there. ``progress`` (a stream)
     gets a line a second on long runs. Returns a line per change; ``on_line`` gets each as it is made,
     so that when a later step fails (a full disk: the OS error, which then says that the changes before
@@ -175,19 +191,20 @@ def _clean_partitions(logdir: LogDir, dry_run: bool, now: int, said: Callable[[s
             continue
         if not dry_run:
             target.delete_expired_files()
-        # a dry run compacts what the real run's retention leaves: the log from past what it would delete
-        doomed = retention_doomed(target, now) if dry_run else []
-        log_start = doomed[-1].next_offset if doomed else None
-        for line in apply_retention(target, now, dry_run=dry_run):
-            said(line)
-        key = (target.topic, target.partition)
+        layout: list[LogSegment | PlannedSegment] | None = None
+        if target.config.compact and compaction:
+            key = (target.topic, target.partition)
 
-        def checkpoint_round(end: int, key: tuple[str, int] = key) -> None:
-            logdir.update_cleaner_checkpoint({key: end})
+            def checkpoint_round(end: int, key: tuple[str, int] = key) -> None:
+                logdir.update_cleaner_checkpoint({key: end})
 
-        if compaction:  # log.cleaner.enable, as a broker's: compaction off, retention still runs
+            # a dry run's retention judges the segments its compaction foresees (the real run's: the log)
+            layout = [] if dry_run else None
             _compact(target, now, dry_run=dry_run, checkpoint=checkpoints.get(key), settings=logdir.settings,
-                     stats=stats, on_round=None if dry_run else checkpoint_round, log_start=log_start, on_line=said)
+                     stats=stats, on_round=None if dry_run else checkpoint_round, on_line=said, layout=layout)
+        if compaction or not target.config.compact:  # log.cleaner.enable=false: a broker's retention task
+            for line in apply_retention(target, now, dry_run=dry_run, layout=layout):  # skips compacted logs
+                said(line)
         if meter is not None:
             meter.done += 1
     if meter is not None and meter.printed:
@@ -271,8 +288,9 @@ class LogCleaner:
         return max(due - time.monotonic(), 0.0)
 
     def run_once(self) -> bool:
-        """One step of the loop: retention when it is due, then, when its backoff has passed, the
-        dirtiest log compacted; True when something was compacted."""
+        """One step of the loop: retention of the logs not compacted when it is due, then, when its
+        backoff has passed, the dirtiest log compacted and retention applied to every compacted log
+        (Kafka's ``cleanFilthiestLog``); True when something was compacted."""
         self.passes += 1
         if self._refused():
             return False
@@ -281,7 +299,9 @@ class LogCleaner:
             self._retention()
         if not self.enabled or time.monotonic() < self._next_compaction:
             return False
-        if self._compact_filthiest():
+        compacted = self._compact_filthiest()
+        self._retention(compacted=True)
+        if compacted:
             return True
         self._next_compaction = time.monotonic() + self.backoff
         return False
@@ -310,9 +330,13 @@ class LogCleaner:
                 out.append(target)
         return out
 
-    def _retention(self) -> None:
+    def _retention(self, *, compacted: bool = False) -> None:
+        """Retention of the logs that are not compacted (the broker's retention task), or, ``compacted``,
+        of those that are (the cleaner's ``deletableLogs``, after a look for a log to compact)."""
         now = self.clock()
         for target in self._logs():
+            if target.config.compact != compacted:
+                continue
             target.delete_expired_files()
             deleted = apply_retention(target, now)
             self.segments_deleted += len(deleted)

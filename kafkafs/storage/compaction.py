@@ -45,6 +45,7 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..format.batch import BatchHeader, batch_header_at
@@ -63,6 +64,7 @@ __all__ = [
     "CleanStats",
     "DELETE_HORIZON_FLAG",
     "LogToClean",
+    "PlannedSegment",
     "clean_log",
     "cleanable_segments",
     "first_uncleanable_offset",
@@ -91,6 +93,24 @@ class LogToClean:
     def dirty_ratio(self) -> float:
         total = self.clean_bytes + self.dirty_bytes
         return self.dirty_bytes / total if total else 0.0
+
+
+@dataclass(frozen=True)
+class PlannedSegment:
+    """What a dry run's compaction says a group of segments would become: the cleaned segment's base,
+    next offset, size, newest timestamp (-1 when empty) and modification time (the group's last
+    segment's, as the real run sets it), so that the retention the real run applies next can be
+    judged on it (:func:`.retention.retention_doomed`)."""
+
+    base_offset: int
+    next_offset: int
+    size: int
+    max_timestamp: int
+    modified_ms: int | None
+    log_path: Path
+
+    def last_modified_ms(self) -> int | None:
+        return self.modified_ms
 
 
 def first_uncleanable_offset(target: Log, now_ms: int) -> int:
@@ -129,11 +149,10 @@ def _first_batch_timestamp(segment: LogSegment) -> int:
     return -1
 
 
-def log_to_clean(target: Log, now_ms: int, checkpoint: int | None, log_start: int | None = None) -> LogToClean:
+def log_to_clean(target: Log, now_ms: int, checkpoint: int | None) -> LogToClean:
     """Where the dirty section of ``target`` starts and ends, and how dirty it is. A checkpoint below the
-    log start or past the log end counts as none (Kafka resets it the same way). ``log_start``: the log
-    start offset to assume (a dry run's, past the segments its retention would delete first)."""
-    start = target.log_start_offset if log_start is None else max(target.log_start_offset, log_start)
+    log start or past the log end counts as none (Kafka resets it the same way)."""
+    start = target.log_start_offset
     first_dirty = checkpoint if checkpoint is not None and start <= checkpoint <= target.log_end_offset else start
     upper = first_uncleanable_offset(target, now_ms)
     first_dirty = min(first_dirty, upper)
@@ -143,8 +162,6 @@ def log_to_clean(target: Log, now_ms: int, checkpoint: int | None, log_start: in
     for segment in target.segments:
         if segment.base_offset >= upper:
             break
-        if log_start is not None and segment.next_offset <= start:
-            continue  # deleted first, in the run this one stands for
         segments.append(segment)
         if segment.next_offset <= first_dirty:
             clean += segment.size
@@ -236,18 +253,25 @@ def group_segments(segments: list[LogSegment], max_size: int, max_index_size: in
 
 class _Writer:
     """Batches into a ``.cleaned`` segment through a buffer of ``io_buffer`` bytes (or nowhere, for a
-    dry run: only the sizes count)."""
+    dry run: only the size, the next offset and the newest timestamp of what would be written count)."""
 
-    def __init__(self, segment: LogSegment | None, io_buffer: int, stats: CleanStats) -> None:
+    def __init__(self, segment: LogSegment | None, io_buffer: int, stats: CleanStats, base_offset: int) -> None:
         self.segment = segment
         self.io_buffer = io_buffer
         self.stats = stats
         self.buf = bytearray()
         self.headers: list[BatchHeader] = []
+        self.size = 0
+        self.next_offset = base_offset
+        self.max_timestamp = -1
 
     def write(self, data: bytes | bytearray) -> None:
         self.stats.bytes_written += len(data)
         if self.segment is None:
+            h = batch_header_at(data, 0)
+            self.size += len(data)
+            self.next_offset = max(self.next_offset, h.next_offset)
+            self.max_timestamp = max(self.max_timestamp, h.max_timestamp)
             return
         pos = len(self.buf)
         self.buf += data
@@ -278,8 +302,10 @@ def legacy_delete_horizon(segments: list[LogSegment], first_dirty: int, delete_r
 
 def _clean_group(target: Log, group: list[LogSegment], omap: OffsetMap, now_ms: int, txns: CleanedTransactions,
                  aborted: list[AbortedTxn], stats: CleanStats, io_buffer: int, dry_run: bool,
-                 active: dict[int, tuple[int, int]], legacy_horizon: int = 0, round_upper: int = -1) -> GroupResult:
-    """Copy ``group`` into one ``.cleaned`` segment and swap it in (Kafka's ``cleanSegments``)."""
+                 active: dict[int, tuple[int, int]], legacy_horizon: int = 0, round_upper: int = -1,
+                 planned: list[LogSegment | PlannedSegment] | None = None) -> GroupResult:
+    """Copy ``group`` into one ``.cleaned`` segment and swap it in (Kafka's ``cleanSegments``). A dry
+    run writes nothing and adds to ``planned`` what the group would become."""
     result = GroupResult()
     base = group[0].base_offset
     cleaned = None
@@ -290,7 +316,7 @@ def _clean_group(target: Log, group: list[LogSegment], omap: OffsetMap, now_ms: 
             except FileNotFoundError:
                 pass
         cleaned = LogSegment(target.dir, base, target.config, writable=True, suffix=CLEANED)
-    writer = _Writer(cleaned, io_buffer, stats)
+    writer = _Writer(cleaned, io_buffer, stats, base)
     retention = target.config.delete_retention_ms
     txns.cleaned = []
     try:
@@ -314,6 +340,12 @@ def _clean_group(target: Log, group: list[LogSegment], omap: OffsetMap, now_ms: 
                     writer.write(data)
         writer.drain()
         if cleaned is None:
+            if planned is not None:
+                if not result.changed and len(group) == 1:
+                    planned.append(group[0])  # the real run keeps the segment as it is
+                else:
+                    planned.append(PlannedSegment(base, writer.next_offset, writer.size, writer.max_timestamp,
+                                                  group[-1].last_modified_ms(), target.dir / segment_file_name(base, LOG)))
             return result
         if not result.changed and len(group) == 1:
             cleaned.delete()
@@ -354,27 +386,28 @@ def clean_log(target: Log, now_ms: int, omap: OffsetMap, *, checkpoint: int | No
               on_round: Callable[[int], None] | None = None,
               should_stop: Callable[[], bool] | None = None,
               producer_expiration_ms: int = PRODUCER_ID_EXPIRATION_MS,
-              log_start: int | None = None,
-              on_line: Callable[[str], None] | None = None) -> tuple[list[str], int | None]:
+              on_line: Callable[[str], None] | None = None,
+              layout: list[LogSegment | PlannedSegment] | None = None) -> tuple[list[str], int | None]:
     """Compact ``target`` round after round until its dirty section is clean; return a line per
     rewritten group and the offset it is clean up to (None when nothing was cleanable).
     ``on_round(end)`` is called after each round (to checkpoint it); ``on_line(line)`` with each line as
-    its group is swapped in (so that a failure later still leaves what was done said). ``log_start`` (a
-    dry run): the segments wholly below it are left out, as the retention the real run applies first
-    deletes them."""
+    its group is swapped in (so that a failure later still leaves what was done said). ``layout`` (a
+    dry run): filled with the segments the log would have once compacted, oldest first, each group
+    cleaned as a :class:`PlannedSegment` (a later round's group stands for the earlier ones it covers;
+    each round of a dry run reads the segments as they are, so a log compacted in several rounds is
+    foreseen from its last round's map only)."""
     stats = stats if stats is not None else CleanStats()
     if not target.config.compact:
         return [], None
     lines: list[str] = []
     cleaned_to: int | None = None
-    state = log_to_clean(target, now_ms, checkpoint, log_start)
+    state = log_to_clean(target, now_ms, checkpoint)
     start = state.first_dirty
-    floor = -1 if log_start is None else log_start
+    becomes: dict[int, LogSegment | PlannedSegment] = {}  # a dry run's: a segment's base -> what it becomes
     while start < state.upper:
         if should_stop is not None and should_stop():
             break
-        segments = [s for s in target.segments.values(None, state.upper)
-                    if s is not target.active_segment and s.next_offset > floor]
+        segments = [s for s in target.segments.values(None, state.upper) if s is not target.active_segment]
         if not segments:
             break
         aborted = [e for s in target.segments for e in s.txn_index.entries()]
@@ -389,8 +422,12 @@ def clean_log(target: Log, now_ms: int, omap: OffsetMap, *, checkpoint: int | No
         for group in group_segments(to_clean, target.config.segment_size, target.config.segment_index_bytes, end):
             if should_stop is not None and should_stop():
                 return lines, cleaned_to
+            planned: list[LogSegment | PlannedSegment] = []
             result = _clean_group(target, group, omap, now_ms, txns, aborted, stats, io_buffer, dry_run,
-                                  active, legacy_horizon, state.upper)
+                                  active, legacy_horizon, state.upper, planned if dry_run else None)
+            for segment in group:
+                if planned:
+                    becomes[segment.base_offset] = planned[0]
             if result.changed or len(group) > 1:
                 lines.append(_describe(target, group, result, dry_run))
                 if on_line is not None:
@@ -399,6 +436,11 @@ def clean_log(target: Log, now_ms: int, omap: OffsetMap, *, checkpoint: int | No
         if on_round is not None and not dry_run:
             on_round(end)
         start = end
+    if layout is not None:
+        for segment in target.segments:
+            planned_segment = becomes.get(segment.base_offset, segment)
+            if not layout or layout[-1] is not planned_segment:
+                layout.append(planned_segment)
     return lines, cleaned_to
 
 

@@ -55,6 +55,11 @@ def _head_key(key: FileKey, topic: str, partition: int) -> list[Any]:
     return [*key, topic, partition]
 
 
+def _names(exc: OSError, path: str | os.PathLike[str]) -> bool:
+    """Whether ``exc`` is about the file ``path`` (the segment's reads name it; the cache's, its own files)."""
+    return exc.filename is not None and os.fspath(exc.filename) == os.fspath(path)
+
+
 class KeyIndexStore:
     """Key indexes of sealed segments, kept in ``directory`` (the cache folder; None: in temporary files
     of this process only, :func:`~.keyfile.private_folder`). Loads what is there when it holds, builds
@@ -162,6 +167,8 @@ class KeyIndexStore:
                 return SegmentKeyIndex.open(retrying_open(lambda: os.open(path, os.O_RDONLY | os.O_CLOEXEC)),
                                             head_key, path)
             except OSError as exc:
+                if _names(exc, segment.log_path):  # the segment would not be read: not the cache's fault
+                    raise
                 self._warn(exc)
         f, temporary = temporary_index_file()
         try:

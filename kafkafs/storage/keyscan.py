@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, BinaryIO, NamedTuple, NoReturn
 
 from .. import __version__
-from ..errors import CorruptRecordError
+from ..errors import CorruptRecordError, tag_os_error
 from ..format.batch import records_section, validate_batch
 from ..format.batchheader import BatchHeader, v2_offsets
 from ..format.jsonspan import cut_off
@@ -278,7 +278,11 @@ def scan_entries(
     pos = start
     want = CHUNK_BYTES
     while pos < size:
-        buf = segment.read_at(pos, min(want, size - pos))
+        try:
+            buf = segment.read_at(pos, min(want, size - pos))
+        except OSError as exc:  # named: the store tells a segment it cannot read from a cache it cannot write
+            tag_os_error(exc, "read {path}", segment.log_path)
+            raise
         if not buf:
             return
         ordered = _in_order(buf, expect, base, upper if pos + len(buf) >= size else None, pos + len(buf) >= size)

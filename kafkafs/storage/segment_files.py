@@ -24,6 +24,7 @@ from typing import TypeVar
 
 from ..errors import CorruptRecordError, SegmentClosedError, WouldBlock
 from ..format.batch import DEFAULT_MAX_INFLATED_BYTES, LOG_OVERHEAD
+from ..format.batchheader import V2_HEADER_SIZE
 from .config import LogConfig
 from .handles import BUDGET, FDS_PER_SEGMENT, FileHandle, HandleBudget
 from .names import DELETED, INDEX, LOG, TIME_INDEX, TXN_INDEX, segment_file_name
@@ -340,14 +341,26 @@ class SegmentFiles:
         the in-memory scan index's when there is no index (or it is not trusted; ``nowait``:
         :class:`~kafkafs.errors.WouldBlock` when that index must first read the file)."""
         start, _, expect = self.scan_start(offset, nowait)
-        if expect is not None and start < self._size:
-            with contextlib.closing(self._scan(start, nowait, sealed=False, expect=expect)) as views:
-                first = next(views, None)
+        if expect is not None and start < self._size and not self.entry_fits(start, expect, nowait):
             if self.index_untrusted:
                 return self.position_of(offset, nowait)
-            if first is None:
-                return 0
+            return 0
         return start
+
+    def entry_fits(self, position: int, offset: int, nowait: bool = False) -> bool:
+        """Whether the offset index entry ``(offset, position)`` says what the ``.log`` holds: a batch starts
+        at ``position`` (inside the data), at or below ``offset`` (see :meth:`_scan` ``expect``). When one
+        does not, the segment's index is not trusted from now on (:meth:`distrust_index`); False also once
+        it is not. For a reader that takes positions from the index itself (a plan cut at its entries)."""
+        if self.index_untrusted:
+            return False
+        if position == 0:
+            return True
+        if position >= self._size:
+            return False
+        with contextlib.closing(self._scan(position, nowait, V2_HEADER_SIZE, sealed=False, expect=offset)) as views:
+            first = next(views, None)  # the first read takes a header: the batch's own length says the rest
+        return first is not None and not self.index_untrusted
 
     def _time_start(self, timestamp: int, starting_offset: int) -> tuple[int, int | None, tuple[int, int] | None]:
         """Where a scan for the first batch reaching ``timestamp`` (at or past ``starting_offset``)

@@ -3,11 +3,13 @@ rebuilt when damaged (SPEC §3: the same rules as the size cache)."""
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 
 import pytest
 
+from kafkafs.errors import describe_os_error
 from kafkafs.format.batch import read_batch_header
 from kafkafs.storage import keyfile
 from kafkafs.storage.keyindex import KeyIndexStore
@@ -101,6 +103,32 @@ def test_a_cache_folder_that_cannot_be_written_warns_once_and_serves(tmp_path, c
         _check_all(PartitionKeys(log, store), model)
     assert caplog.text.count("is not writable") == 1
     assert store.built == len(log.segments) - 1
+    log.close()
+
+
+def test_a_segment_the_disk_will_not_read_is_said_as_such_not_as_an_unwritable_cache(tmp_path, caplog):
+    """review15 R15-11: an EIO reading a segment of LOGDIR was warned as "the key index cache ... is not
+    writable (Input/output error)": the error names the segment and the read error, the cache says nothing
+    (its own failure keeps its own message: the test above)."""
+    log, _model = _log(tmp_path, seed=16, batches=100)
+    segment = log.segments.first()
+    cache = tmp_path / "cache"
+    store = KeyIndexStore(cache)
+
+    def fail(position, size):
+        raise OSError(errno.EIO, os.strerror(errno.EIO))
+
+    segment.read_at = fail  # a disk that will not give the segment's bytes
+    with caplog.at_level(logging.WARNING), pytest.raises(OSError) as err:
+        store.get(segment, "t", 0)
+    assert "not writable" not in caplog.text
+    assert err.value.errno == errno.EIO
+    assert err.value.filename == str(segment.log_path)
+    assert describe_os_error(err.value) == f"cannot read {segment.log_path}: input/output error"
+    assert not [p for p in cache.iterdir() if p.name.startswith(".tmp-")]  # nothing left behind
+    del segment.read_at
+    assert store.get(segment, "t", 0) is not None  # the disk healed: built and kept in the cache
+    assert list(cache.glob("*.keys"))
     log.close()
 
 

@@ -118,8 +118,9 @@ def test_segments_below_the_log_start_go_whatever_the_policy(tmp_path):
 
 def test_log_cleaner_enable_false_turns_compaction_off_not_retention(tmp_path):
     # Kafka's log.cleaner.enable only starts or not the LogCleaner (compaction); the LogManager's
-    # retention runs regardless. kafkafs's `clean` compacted anyway, and a --rw mount's cleaner thread
-    # did not start at all, so retention never ran.
+    # retention runs regardless for the logs that are not compacted (a compacted log's retention is the
+    # cleaner's: test_compact_then_delete). kafkafs's `clean` compacted anyway, and a --rw mount's
+    # cleaner thread did not start at all, so retention never ran.
     from kafkafs.storage.cleaner import LogCleaner, clean_logdir
 
     settings = Settings({"segment.bytes": 300, "log.cleaner.enable": False, "retention.ms": 10_000},

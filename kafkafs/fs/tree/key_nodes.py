@@ -12,12 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ...errors import NotFound
+from ...errors import CorruptRecordError, NotFound
 from ...format.keynames import key_name, parse_key_name, split_suffix
 from ...storage.groups import OFFSETS_TOPIC
 from ...storage.txnstate import TRANSACTION_TOPIC
 from ..views.filtered import FilteredStream
 from ..views.record import RenderedRecord
+from ..views.render import report_corrupt
 from .handles import BytesHandle, Handle, Snapshots
 from .nodes import VOLATILE_TIMEOUT, Attr, Dir, File, Key, Node, dir_attr, file_attr, ms_to_ns
 from .partitions import Partitions
@@ -172,11 +173,18 @@ class KeyHistoryFile(File):
 
 
 class TableFile(File):
-    """``table.jsonl``: the latest record of every key whose latest record is not a tombstone."""
+    """``table.jsonl``: the latest record of every key whose latest record is not a tombstone. While a
+    batch it needs is damaged (or the disk will not give it) its ``stat`` works, size 0 and kept by the
+    kernel for no time, and its open fails with EIO: damage fails only the reads that need its bytes
+    (SPEC §3), and ``ls -l`` of the partition folder is not one of them (review15 R15-12)."""
 
     def attr(self) -> Attr:
         state = self.partitions.state(self.partition_name)
-        total = self.partitions.key_views(self.partition_name).table().total
+        try:
+            total = self.partitions.key_views(self.partition_name).table().total
+        except CorruptRecordError as exc:
+            report_corrupt(exc)
+            return file_attr(0, self.partitions.records_mtime_ns(state), 0)
         return file_attr(total, self.partitions.records_mtime_ns(state), VOLATILE_TIMEOUT)
 
     def quick_attr(self) -> Attr:

@@ -25,7 +25,7 @@ from ...storage.segment import LogSegment
 from .filtered import FilteredStream, StreamPart
 from .partition import PartitionState, Shape
 from .record import LRU, RenderedRecord
-from .render import Renderer
+from .render import Renderer, disk_error, unreadable
 
 __all__ = ["KeyViews", "LATEST_CACHE", "HISTORY_CACHE"]
 
@@ -128,15 +128,22 @@ class KeyViews:
     # ------------------------------------------------------------------------------------------ the table
 
     def table(self) -> FilteredStream:
-        """``table.jsonl`` as of now (made again only when the partition changed)."""
+        """``table.jsonl`` as of now (made again only when the partition changed). Damage, or a segment
+        the disk will not give (:class:`~.render.UnreadableError`), raises CorruptRecordError: every key
+        of the partition is in question."""
         self.state.refresh()
         shape = self.state.shape()
         with self._lock:
             cached = self._table
         if cached is not None and cached[0] == shape:
             return cached[1]
-        with self.keys.table() as table:
-            parts = [StreamPart(p.segment, p.filter, 0, p.size) for p in table.parts() if p.kept]
+        try:
+            with self.keys.table() as table:
+                parts = [StreamPart(p.segment, p.filter, 0, p.size) for p in table.parts() if p.kept]
+        except OSError as exc:  # a segment the disk will not give: damage for the reads that need it
+            if not disk_error(exc):
+                raise
+            raise unreadable(exc, exc.filename, None) from None
         stream = FilteredStream(self.state.renderer, parts)
         with self._lock:
             self._table = (shape, stream)
