@@ -36,7 +36,7 @@ from ..errors import (
     tag_os_error,
 )
 from ..format.checkpoint import parse_offset_checkpoint, render_offset_checkpoint
-from .config import Settings
+from .config import Settings, SettingsUnreadable
 from .dirlock import LOCK_FILE, lock_holder, locked_error
 from .handles import raise_open_file_limit
 from .kraft import METADATA_PARTITION, RecordedConfigsReader, recorded_topic_configs
@@ -609,7 +609,7 @@ class LogDir:
 #: Errors that stop a writer before it wrote anything (a refusal, a bad argument): a writable close after
 #: them still writes the clean-shutdown marker where it is true.
 _NOTHING_WRITTEN = (InvalidName, UsageError, UnsafeFileError, InvalidInput, ConfigError, ReadOnlyError,
-                    RecordTooLargeError)
+                    RecordTooLargeError, SettingsUnreadable)
 
 
 def _folders_a_broker_loads(path: Path) -> list[str]:
