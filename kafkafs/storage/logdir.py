@@ -36,7 +36,7 @@ from ..errors import (
     tag_os_error,
 )
 from ..format.checkpoint import parse_offset_checkpoint, render_offset_checkpoint
-from .config import Settings, SettingsUnreadable
+from .config import Settings, SettingsUnreadable, recorded_refusal
 from .dirlock import LOCK_FILE, lock_holder, locked_error
 from .handles import raise_open_file_limit
 from .kraft import METADATA_PARTITION, RecordedConfigsReader, recorded_topic_configs
@@ -420,6 +420,12 @@ class LogDir:
                     if not read_only_fallback:
                         raise
                     log.warning("%s; serving it read-only", exc)
+                    writable = False
+            if writable and read_only_fallback:  # a --rw mount: no append by guessed settings (review17 R17-4)
+                refusal = recorded_refusal(self.settings, [topic], "no record is appended to it")
+                if refusal is not None:
+                    self.refused[name] = f"{name}: {refusal}"
+                    log.warning("%s; serving it read-only", self.refused[name])
                     writable = False
             elif name in self.refused:
                 if not read_only_fallback:

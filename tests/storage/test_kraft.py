@@ -348,7 +348,7 @@ def _clean_refused(copy: Path, *words: str) -> None:
         assert {k: v for k, v in _tree(copy).items() if k != ".lock"} == {k: v for k, v in before.items() if k != ".lock"}
 
 
-@pytest.mark.allow_warnings("read up to damage")
+@pytest.mark.allow_warnings("read up to damage", "serving it read-only")
 def test_a_flipped_size_bit_in_the_middle_of_the_metadata_log_is_damage(fixtures_dir, tmp_path):
     """review17 R17-4: a flipped bit in the size field of the batch holding a topic's ConfigRecord made
     the batch look longer than the rest of the file: read as a torn tail, the settings after it were
@@ -379,6 +379,9 @@ def test_a_flipped_size_bit_in_the_middle_of_the_metadata_log_is_damage(fixtures
     from kafkafs.spark.write import StagedFile
     from kafkafs.storage.config import SettingsUnreadable
 
+    with LogDir(copy, writable=True) as logdir:  # a --rw mount serves the partition read-only
+        assert not logdir.log("TestTopicPatient-0", read_only_fallback=True).writable
+        assert "not a torn tail" in logdir.refused["TestTopicPatient-0"]
     with LogDir(copy) as logdir, pytest.raises(SettingsUnreadable, match="not a torn tail"):
         check_staged(logdir, [StagedFile("TestTopicPatient", 0, str(tmp_path / "none"), 1, 1, 10)])
 
