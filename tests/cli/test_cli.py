@@ -513,6 +513,27 @@ def test_a_legacy_inner_message_whose_crc_fails_is_damage_to_verify(tmp_path):
     assert {p: p.read_bytes() for p in logs.glob("*/*.log")} == before
 
 
+def test_a_legacy_inner_message_whose_crc_fails_is_damage_to_consume(tmp_path):
+    """fix37's leftover of review16 R16-4: consume served a gzip wrapper's inner message whose own CRC
+    fails (its wrapper's holds) with exit 0, as if sound. A v2 batch that fails its CRC is damage to the
+    readers (SPEC §3, §4), and Kafka's consumer (check.crcs) fails the fetch there: so is this wrapper now.
+    consume prints the records before it, then exits 1 naming the record; a read that starts past it is
+    not hurt."""
+    from tests.format.test_legacy import inner_crc_damaged
+
+    logs = tmp_path / "logs"
+    for magic in (0, 1):
+        (logs / f"old{magic}-0").mkdir(parents=True)
+        (logs / f"old{magic}-0" / "00000000000000000000.log").write_bytes(inner_crc_damaged(magic))
+    for magic in (0, 1):
+        name = f"old{magic}-0"
+        done = run("consume", str(logs), name, check_rc=1)
+        assert [orjson.loads(line)["offset"] for line in done.stdout.splitlines()] == [0, 1, 2]
+        assert "inner message at offset 4: crc mismatch" in done.stderr.decode(), done.stderr
+        later = run("consume", str(logs), name, "--from-offset", "6")
+        assert [orjson.loads(line)["offset"] for line in later.stdout.splitlines()] == [6, 7]
+
+
 def test_verify_and_recover_name_a_folder_a_broker_refuses(tmp_path, demo):
     """review9 R9-8: a folder of LOGDIR that is not a partition folder (a crashed Spark write's
     .kafkafs-staging, lost+found, any other) stops a broker's start (Kafka 4.4: 'Found directory ...
