@@ -557,3 +557,34 @@ def test_verify_and_recover_name_a_folder_a_broker_refuses(tmp_path, demo):
     (copy / "lost+found").rmdir()
     run("verify", str(copy))
     run("recover", str(copy))
+
+
+def test_verify_says_an_unreadable_log_once(demo, tmp_path, monkeypatch):
+    """review17 R17-6: a partition whose .log cannot be opened (no read permission; faked: the suite may
+    run as root) had its error said twice on stderr (the segment's check, then the partition's) besides
+    the report line; now once (SPEC §4: one clear line), the report line kept."""
+    import errno
+    import io
+    import shutil
+
+    from kafkafs.inspect import verify_logdir
+    from kafkafs.storage import records
+
+    copy = tmp_path / "logs"
+    shutil.copytree(demo, copy)
+    (copy / "payments-0" / "00000000000000000000.index").write_bytes(b"")  # the log end: read from the .log
+    real_open = records.open_file
+    bad = copy / "payments-0" / "00000000000000000000.log"
+
+    def open_file(path, *args, **kwargs):
+        if str(path) == str(bad):
+            raise PermissionError(errno.EACCES, "Permission denied", str(path))
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(records, "open_file", open_file)
+    out, err = io.StringIO(), io.StringIO()
+    with LogDir(copy) as logdir:
+        problems = verify_logdir(logdir, out, partitions=["payments-0"], err=err)
+    said = err.getvalue().splitlines()
+    assert problems >= 1 and len(said) == 1 and str(bad) in said[0] and said[0].startswith("kafkafs: error: "), said
+    assert any(said[0] in line for line in out.getvalue().splitlines())
