@@ -177,6 +177,14 @@ def cmd_produce(args: argparse.Namespace) -> int:
     refuse_internal_topic(parse_partition_dir_name(args.partition)[0])  # before the log directory's lock
     if sys.stdin is None:  # `<&-`: no standard input at all (as cat says it: bad file descriptor)
         raise tag_os_error(OSError(errno.EBADF, os.strerror(errno.EBADF)), "read {path}", "standard input")
+    if (Path(args.logdir) / "__cluster_metadata-0").is_dir():  # refused before the lock is taken (produce checks too)
+        from .storage.config import SettingsUnreadable, recorded_refusal
+
+        topic = parse_partition_dir_name(args.partition)[0]
+        with _open_logdir(args.logdir, args, writable=False) as reading:
+            refusal = recorded_refusal(reading.settings, [topic], "no record is appended by guessed settings")
+        if refusal is not None:
+            raise SettingsUnreadable(f"{args.logdir}: refused: {refusal}")
     done = None
     try:
         with _open_logdir(args.logdir, args, writable=True, strict=False) as logdir:
@@ -263,6 +271,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 def cmd_recover(args: argparse.Namespace) -> int:
     from .inspect import damaged_checkpoints, refused_folders
+    from .storage.producer_state import remove_unreadable_snapshots
     from .storage.strays import repair_partition_metadata_files, stray_consequence, stray_partitions
 
     _raise_fd_limit()
@@ -272,6 +281,7 @@ def cmd_recover(args: argparse.Namespace) -> int:
     logdir.recover_all = True
     names = logdir.partition_names(aliases=True)  # an alias is refused and said, as a link out of LOGDIR
     reports = {}
+    snapshots: dict[str, list[tuple[str, str]]] = {}
     with logdir:  # a failure midway leaves the marker unwritten and the checkpoints' other entries as they were
         # checkpoint files verify calls damaged, read before recovery rewrites them (SPEC §4's exit code)
         checkpoints = damaged_checkpoints(logdir.path, names)
@@ -281,6 +291,10 @@ def cmd_recover(args: argparse.Namespace) -> int:
             except UnsafeFileError:
                 continue  # refused: said below, and nothing in it touched
             reports[name] = (log_.last_recovery, log_.log_start_offset, log_.log_end_offset)
+            # what verify calls damaged: a broker's load deletes it and rebuilds the state from the log
+            snapshots[name] = remove_unreadable_snapshots(logdir.path / name)
+            if snapshots[name]:
+                log_.state_files.producers()  # loaded past them: the close snapshots it at the log end again
         metadata_files = repair_partition_metadata_files(logdir.path, list(reports))
     changed = kept = 0
     for name in names:
@@ -289,18 +303,23 @@ def cmd_recover(args: argparse.Namespace) -> int:
             continue
         report, start, end = reports[name]
         rewritten = [] if report is None else report.no_damage_lines()
+        removed = [f"removed damaged {file} ({why}; the producer state is rebuilt from the log, as a broker's load "
+                   "does)" for file, why in snapshots.get(name, ())]
         if report is None or not report.damaged():  # the report is exact: it names every file changed
             pending = [] if report is None or not report.pending_deletions() else [
                 f"removed {len(report.pending_deletions())} file(s) pending deletion (.deleted)"]
             done = pending + rewritten
             status = "; ".join(["checked, nothing wrong", *done]) if done else "checked, nothing to change"
+            if removed:
+                status = "; ".join([*removed, *done])
+                changed += 1
         else:
-            changed += report.repaired()
+            changed += report.repaired() or bool(removed)
             kept += bool(report.kept_batches)  # damage recover leaves as Kafka does: exit 1 all the same
             lines = [line for line in report.lines() if not line.startswith("rebuilt indexes")]
             if report.damaged_files():
                 lines.append("rebuilt " + ", ".join(sorted(report.damaged_files())))
-            status = "; ".join(lines + rewritten)
+            status = "; ".join(lines + removed + rewritten)
         span = f"offsets {start}..{end - 1}" if end > start else f"empty, next offset {end}"
         print(f"{name}: {status} ({span})")
     for line in checkpoints:
@@ -334,14 +353,24 @@ def _print_flushed(line: str) -> None:
 
 
 def cmd_clean(args: argparse.Namespace) -> int:
-    from .storage.cleaner import SettingsUnreadable, clean_logdir, settings_refusal
+    from .storage.cleaner import (
+        SettingsUnreadable,
+        clean_logdir,
+        partition_topics,
+        settings_note,
+        settings_refusal,
+    )
 
     _raise_fd_limit()
-    if not args.dry_run:  # refused before the .lock is taken and the checkpoints are written (clean_logdir checks too)
-        with _open_logdir(args.logdir, args, writable=False) as reading:
-            refusal = settings_refusal(reading.settings)
-        if refusal is not None:
-            raise SettingsUnreadable(f"{args.logdir}: refused: {refusal}")
+    # refused before the .lock is taken and the checkpoints are written (clean_logdir checks too); a dry
+    # run says the same
+    with _open_logdir(args.logdir, args, writable=False) as reading:
+        refusal = settings_refusal(reading.settings, partition_topics(reading))
+        note = settings_note(reading.settings)
+    if refusal is not None:
+        raise SettingsUnreadable(f"{args.logdir}: refused: {refusal}")
+    if note is not None:
+        print(f"kafkafs: note: {note}", file=sys.stderr)
     # a dry run reads only: no .lock, no checkpoint, no rename (SPEC §4), so it may also look at a
     # directory that a broker holds
     with _open_logdir(args.logdir, args, writable=not args.dry_run) as logdir:

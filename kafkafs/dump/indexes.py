@@ -17,8 +17,9 @@ import struct
 from collections.abc import Iterator
 from typing import TextIO
 
-from ..errors import CorruptRecordError, UninflatableBatch, describe_os_error, tag_os_error
+from ..errors import CorruptRecordError, UninflatableBatch, UnsafeFileError, describe_os_error, tag_os_error
 from ..format.batch import decode_batch, read_batch_header
+from ..storage.safefiles import read_regular_file
 from .javaorder import java_hashmap_order
 from .options import DumpOptions
 
@@ -53,6 +54,9 @@ class IndexErrors:
         self.not_found: dict[str, list[tuple[int, int]]] = {}
         self.gaps: dict[str, list[tuple[int, int]]] = {}
         self._keys: dict[str, str] = {}  # name -> its absolute path, made once a file
+        #: Of the findings, those a live or killed broker's active segment shows in its preallocated,
+        #: zero-filled index (:func:`_preallocated_active`): printed as Kafka prints them, no damage.
+        self.no_damage = 0
 
     def add(self, table: dict[str, list[tuple[int, int]]], name: str, pairs: list[tuple[int, int]]) -> None:
         """Keep ``pairs`` for ``name`` in ``table`` (Kafka's ``computeIfAbsent(file, ..)`` then a put)."""
@@ -79,7 +83,8 @@ class IndexErrors:
         self.add(self.gaps, name, gaps)
 
     def print(self, err: TextIO) -> int:
-        """Print everything in Kafka's order; return how many problems (gaps are not problems)."""
+        """Print everything in Kafka's order; return how many problems (gaps are not problems, nor the
+        findings counted in :attr:`no_damage`)."""
         problems = 0
         for name, pairs in self._in_kafkas_order(self.offset_mismatches):
             print(f"Mismatches in :{name}", file=err)
@@ -105,7 +110,7 @@ class IndexErrors:
             print(f"Non-consecutive offsets in {name}", file=err)
             for a, b in self._tree(pairs):
                 print(f"  {a} is followed by {b}", file=err)
-        return problems
+        return problems - self.no_damage
 
 
 def _segment_files(name: str, err: TextIO) -> tuple[int, bytes, str, bytes] | None:
@@ -121,8 +126,7 @@ def _segment_files(name: str, err: TextIO) -> tuple[int, bytes, str, bytes] | No
         return None
     log_path = os.path.join(os.path.dirname(os.path.abspath(name)), head + ".log")
     try:
-        with open(log_path, "rb") as f:
-            data = f.read()
+        data = read_regular_file(log_path, follow=True)  # a FIFO there is refused, never waited on (fix38)
     except OSError as exc:
         print(
             f"kafkafs: error: {describe_os_error(tag_os_error(exc, 'read {path}', log_path))} "
@@ -130,12 +134,15 @@ def _segment_files(name: str, err: TextIO) -> tuple[int, bytes, str, bytes] | No
             file=err,
         )
         return None
+    except UnsafeFileError as exc:
+        print(f"kafkafs: error: {exc} (an index is checked against its .log)", file=err)
+        return None
     return int(head), data, log_path, _read(name)
 
 
 def _read(name: str) -> bytes:
-    with open(name, "rb") as f:
-        return f.read()
+    """The bytes of the file ``name`` names: a regular file (a link followed), never a FIFO waited on."""
+    return read_regular_file(name, follow=True)
 
 
 def _last_offset_at(log: bytes, position: int, limit: int) -> int:
@@ -157,6 +164,25 @@ def _entries(data: bytes, base: int, entry: struct.Struct, rel_at: int) -> Itera
         if offset == base and i > 0:
             return
         yield offset, fields[1 - rel_at]
+
+
+def _preallocated_active(name: str, data: bytes, entry_size: int) -> bool:
+    """Whether the index file ``name`` (its bytes ``data``) is an active segment's preallocated index
+    with no entry yet: zeros only, longer than one entry (a broker creates the active segment's indexes
+    at ``segment.index.bytes``, zero-filled, and trims them at a roll or a clean stop), and no ``.log``
+    with a higher base offset beside it. Kafka's tool reads its slot 0 as an entry at the base offset,
+    position 0, and prints the mismatch it finds there; it is no damage (``verify`` agrees; a sealed
+    segment's index is trimmed, and zeros there are damage)."""
+    if len(data) <= entry_size or data.count(0) != len(data):
+        return False
+    folder = os.path.dirname(os.path.abspath(name))
+    base = os.path.basename(name).split(".")[0]
+    try:
+        with os.scandir(folder) as listing:
+            return not any(e.name.endswith(".log") and len(e.name) == 24 and e.name[:20].isdigit()
+                           and e.name[:20] > base for e in listing)
+    except OSError:
+        return False
 
 
 def _report_sanity(name: str, problem: str | None, out: TextIO, err: TextIO) -> int:
@@ -210,6 +236,8 @@ def dump_index(name: str, out: TextIO, err: TextIO, options: DumpOptions, errors
             out.write(f"offset: {offset} position: {position}\n")
     if mismatches:
         errors.add(errors.offset_mismatches, name, mismatches)
+        if _preallocated_active(name, data, _OFFSET_ENTRY.size):
+            errors.no_damage += len(mismatches)
     return 0  # the mismatches are counted when printed
 
 
@@ -279,6 +307,7 @@ def dump_time_index(name: str, out: TextIO, err: TextIO, options: DumpOptions, e
         index = b""
     problems = 0
     prev = _NO_TIMESTAMP
+    preallocated = _preallocated_active(name, data, _TIME_ENTRY.size)
     for offset, timestamp in _entries(data, base, _TIME_ENTRY, 1):
         batch = None
         pos = _lookup(index, base, offset)
@@ -291,10 +320,9 @@ def dump_time_index(name: str, out: TextIO, err: TextIO, options: DumpOptions, e
                 pos = h.end
         except CorruptRecordError:
             batch = None
-        if batch is None:
-            errors.add(errors.not_found, name, [(offset, -1)])
-        elif batch.last_offset != offset:
-            errors.add(errors.not_found, name, [(offset, batch.last_offset)])
+        if batch is None or batch.last_offset != offset:
+            errors.add(errors.not_found, name, [(offset, -1 if batch is None else batch.last_offset)])
+            errors.no_damage += preallocated
         else:
             try:
                 max_ts = max(decode_batch(log, batch, validate=False, ordered=False).timestamps, default=_NO_TIMESTAMP)
@@ -311,8 +339,10 @@ def dump_time_index(name: str, out: TextIO, err: TextIO, options: DumpOptions, e
                 max_ts = _NO_TIMESTAMP
             if max_ts != timestamp:
                 errors.add(errors.time_mismatches, name, [(timestamp, max_ts)])
+                errors.no_damage += preallocated
             if prev >= timestamp:
                 errors.add(errors.out_of_order, name, [(timestamp, prev)])
+                errors.no_damage += preallocated
         if not options.verify_index_only:
             out.write(f"timestamp: {timestamp} offset: {offset}\n")
         prev = timestamp
