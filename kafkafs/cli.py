@@ -167,6 +167,14 @@ def cmd_produce(args: argparse.Namespace) -> int:
     refuse_internal_topic(parse_partition_dir_name(args.partition)[0])  # before the log directory's lock
     if sys.stdin is None:  # `<&-`: no standard input at all (as cat says it: bad file descriptor)
         raise tag_os_error(OSError(errno.EBADF, os.strerror(errno.EBADF)), "read {path}", "standard input")
+    if (Path(args.logdir) / "__cluster_metadata-0").is_dir():  # refused before the lock is taken (produce checks too)
+        from .storage.config import SettingsUnreadable, recorded_refusal
+
+        topic = parse_partition_dir_name(args.partition)[0]
+        with _open_logdir(args.logdir, args, writable=False) as reading:
+            refusal = recorded_refusal(reading.settings, [topic], "no record is appended by guessed settings")
+        if refusal is not None:
+            raise SettingsUnreadable(f"{args.logdir}: refused: {refusal}")
     done = None
     try:
         with _open_logdir(args.logdir, args, writable=True, strict=False) as logdir:
@@ -322,14 +330,24 @@ def _print_flushed(line: str) -> None:
 
 
 def cmd_clean(args: argparse.Namespace) -> int:
-    from .storage.cleaner import SettingsUnreadable, clean_logdir, settings_refusal
+    from .storage.cleaner import (
+        SettingsUnreadable,
+        clean_logdir,
+        partition_topics,
+        settings_note,
+        settings_refusal,
+    )
 
     _raise_fd_limit()
-    if not args.dry_run:  # refused before the .lock is taken and the checkpoints are written (clean_logdir checks too)
-        with _open_logdir(args.logdir, args, writable=False) as reading:
-            refusal = settings_refusal(reading.settings)
-        if refusal is not None:
-            raise SettingsUnreadable(f"{args.logdir}: refused: {refusal}")
+    # refused before the .lock is taken and the checkpoints are written (clean_logdir checks too); a dry
+    # run says the same
+    with _open_logdir(args.logdir, args, writable=False) as reading:
+        refusal = settings_refusal(reading.settings, partition_topics(reading))
+        note = settings_note(reading.settings)
+    if refusal is not None:
+        raise SettingsUnreadable(f"{args.logdir}: refused: {refusal}")
+    if note is not None:
+        print(f"kafkafs: note: {note}", file=sys.stderr)
     # a dry run reads only: no .lock, no checkpoint, no rename (SPEC §4), so it may also look at a
     # directory that a broker holds
     with _open_logdir(args.logdir, args, writable=not args.dry_run) as logdir:

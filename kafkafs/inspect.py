@@ -230,6 +230,15 @@ def damaged_checkpoints(path: Path, names: list[str]) -> list[str]:
     return found
 
 
+def _say_once(exc: OSError, said: set[str], err: TextIO) -> str:
+    """The error line of ``exc``, printed on ``err`` unless it is in ``said`` (then added)."""
+    line = f"kafkafs: error: {describe_os_error(exc)}"
+    if line not in said:
+        said.add(line)
+        print(line, file=err)
+    return line
+
+
 def verify_logdir(
     logdir: LogDir, out: TextIO, *, deep: bool = True, partitions: list[str] | None = None, err: TextIO | None = None
 ) -> int:
@@ -255,6 +264,7 @@ def verify_logdir(
         print(f"{logdir.path}: no partitions", file=out)
     strays = stray_partitions(logdir.path, names)
     for name in names:
+        said: set[str] = set()  # the OS errors said on err for this partition: each once (review17 R17-6)
         try:
             log_: Log = logdir.log(name)
             # a link (or special file) in the folder was skipped by the reader and makes writers refuse the
@@ -296,8 +306,7 @@ def verify_logdir(
                     index_problems, index_notes = check_index_files(segment, sealed=segment is not segments[-1],
                                                                     clean_shutdown=logdir.clean_shutdown)
                 except OSError as exc:  # one unreadable segment (a disk error): said, the others still checked
-                    print(f"kafkafs: error: {describe_os_error(exc)}", file=err)
-                    problems.append(f"{segment.log_path.name}: not checked (kafkafs: error: {describe_os_error(exc)})")
+                    problems.append(f"{segment.log_path.name}: not checked ({_say_once(exc, said, err)})")
                     expected = upper if upper is not None else expected
                     continue
                 records += n
@@ -317,7 +326,6 @@ def verify_logdir(
                 print(f"  note: {note}", file=out)
             total_problems += len(problems)
         except OSError as exc:  # one unreadable partition: said, counted, and the others still checked
-            print(f"kafkafs: error: {describe_os_error(exc)}", file=err)
-            print(f"{name}: not checked (kafkafs: error: {describe_os_error(exc)})", file=out)
+            print(f"{name}: not checked ({_say_once(exc, said, err)})", file=out)
             total_problems += 1
     return total_problems

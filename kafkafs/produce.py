@@ -17,6 +17,7 @@ from .errors import InvalidInput, InvalidName, note_os_error
 from .format.compression import codec_by_name
 from .format.lineencode import encode_lines
 from .storage.append_rules import RecordRefused, check_batches
+from .storage.config import SettingsUnreadable, recorded_refusal
 from .storage.logdir import LogDir
 from .storage.names import parse_partition_dir_name, refuse_internal_topic
 from .storage.strays import stray_consequence, stray_partitions
@@ -95,6 +96,10 @@ def produce(logdir: LogDir, name: str, fd: int, *, no_create: bool = False, lead
     valid to put in it, unless ``no_create``), a group at a time; a bad line stops it (exit 1, SPEC §4)."""
     topic, partition = parse_partition_dir_name(name)
     refuse_internal_topic(topic)
+    # max.message.bytes, segment.bytes, compression.type, ...: never guessed (review17 R17-4)
+    refusal = recorded_refusal(logdir.settings, [topic], "no record is appended by guessed settings")
+    if refusal is not None:  # before the partition is opened or made: nothing changed
+        raise SettingsUnreadable(f"{logdir.path}: refused: {refusal}")
     exists = name in logdir.partition_names(aliases=True)  # an alias is refused as it opens
     if not exists and no_create:
         raise InvalidName(f"no partition {name} in {logdir.path} (drop --no-create to create it)")

@@ -17,8 +17,9 @@ import struct
 from collections.abc import Iterator
 from typing import TextIO
 
-from ..errors import CorruptRecordError, describe_os_error, tag_os_error
+from ..errors import CorruptRecordError, UnsafeFileError, describe_os_error, tag_os_error
 from ..format.batch import decode_batch, read_batch_header
+from ..storage.safefiles import read_regular_file
 from .javaorder import java_hashmap_order
 from .options import DumpOptions
 
@@ -121,8 +122,7 @@ def _segment_files(name: str, err: TextIO) -> tuple[int, bytes, str, bytes] | No
         return None
     log_path = os.path.join(os.path.dirname(os.path.abspath(name)), head + ".log")
     try:
-        with open(log_path, "rb") as f:
-            data = f.read()
+        data = read_regular_file(log_path, follow=True)  # a FIFO there is refused, never waited on (fix38)
     except OSError as exc:
         print(
             f"kafkafs: error: {describe_os_error(tag_os_error(exc, 'read {path}', log_path))} "
@@ -130,12 +130,15 @@ def _segment_files(name: str, err: TextIO) -> tuple[int, bytes, str, bytes] | No
             file=err,
         )
         return None
+    except UnsafeFileError as exc:
+        print(f"kafkafs: error: {exc} (an index is checked against its .log)", file=err)
+        return None
     return int(head), data, log_path, _read(name)
 
 
 def _read(name: str) -> bytes:
-    with open(name, "rb") as f:
-        return f.read()
+    """The bytes of the file ``name`` names: a regular file (a link followed), never a FIFO waited on."""
+    return read_regular_file(name, follow=True)
 
 
 def _last_offset_at(log: bytes, position: int, limit: int) -> int:

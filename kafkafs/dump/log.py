@@ -23,6 +23,7 @@ from typing import TextIO
 from ..errors import CorruptRecordError
 from ..format.batch import LOG_OVERHEAD, V2_HEADER_SIZE, BatchHeader, read_batch_header, validate_batch
 from ..storage.index_read import DISK_ERRNOS
+from ..storage.safefiles import open_file
 from .indexes import java_path
 from .options import INT_MAX, DumpOptions
 from .records import RecordPrinter, increment_sequence
@@ -189,7 +190,7 @@ def dump_log(name: str, out: TextIO, err: TextIO, options: DumpOptions, errors) 
         return 1
     if first is not None:
         print(first, file=out)
-    with open(name, "rb") as f:
+    with os.fdopen(open_file(name, os.O_RDONLY, follow=True), "rb") as f:  # never a FIFO waited on
         size = os.fstat(f.fileno()).st_size
         return _dump_batches(name, _File(f.fileno(), size), out, err, options, errors)
 

@@ -21,6 +21,7 @@ from typing import TextIO, TypeVar
 from ..errors import CorruptRecordError
 from ..format.producer_snapshot import ProducerEntry, parse_producer_snapshot
 from ..format.txnindex import CURRENT_VERSION, ENTRY_SIZE, parse_txn_index
+from ..storage.safefiles import read_regular_file
 from .indexes import _absolute
 
 __all__ = ["dump_producer_snapshot", "dump_txn_index"]
@@ -29,8 +30,7 @@ T = TypeVar("T")
 
 
 def _read(name: str) -> bytes:
-    with open(name, "rb") as f:
-        return f.read()
+    return read_regular_file(name, follow=True)  # never a FIFO waited on
 
 
 def _optional(value: int) -> str:

@@ -108,16 +108,19 @@ def decode_batch(
     """Decode the whole batch at ``header`` (a :class:`BatchHeader` or a position) into columns.
 
     Raises :class:`CorruptRecordError` (position relative to ``buf``) for anything that does not parse,
-    including a batch cut short by the end of ``buf``. ``ordered``: a legacy wrapper's inner offsets
-    that go backwards, or that do not end at the wrapper's offset, are damage (a dump that prints
-    what Kafka's tool prints passes False: see :mod:`.legacy`). ``inner_crcs``: a legacy wrapper's
-    inner messages' own CRCs are checked too (``verify``; readers, as Kafka's recovery, check the wrapper's).
+    including a batch cut short by the end of ``buf``. ``validate``: every CRC the batch carries is
+    checked: a v2 batch's, a legacy message's, and a legacy wrapper's inner messages' own, as Kafka's
+    consumer does (``check.crcs``): readers treat an inner message that fails it as they treat a v2
+    batch that fails its CRC, damage to the reads that need it. ``ordered``: a legacy wrapper's inner
+    offsets that go backwards, or that do not end at the wrapper's offset, are damage (a dump that
+    prints what Kafka's tool prints passes False: see :mod:`.legacy`). ``inner_crcs``: the inner
+    messages' CRCs without the wrapper's (``verify``, which checks the wrapper's itself).
     """
     header = _header_at(buf, header)
     if validate:
         validate_batch(buf, header)
     if header.magic != 2:
-        return _decode_legacy(buf, header, max_inflated_bytes, ordered, inner_crcs)
+        return _decode_legacy(buf, header, max_inflated_bytes, ordered, inner_crcs or validate)
     data = records_section(buf, header, max_inflated_bytes)
     return decode_records_at(data, header)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from ..errors import InvalidInput
-from ..format.timestamps import parse_timestamp
+from ..format.timestamps import parse_target_time
 
 __all__ = ["add_export_arguments", "options_from_args", "run_from_args"]
 
@@ -65,7 +65,7 @@ def options_from_args(args: argparse.Namespace) -> dict[str, str]:
         if value is None:
             continue
         if option in _TIMES:
-            value = str(parse_timestamp(value, round_up=True))  # ISO-8601 as well as epoch ms; bounds round up
+            value = str(parse_target_time(value))  # ISO-8601 as well as epoch ms; bounds round up; never negative
         put(option, value, flag)
     if args.no_headers:
         put("includeHeaders", "false", "--no-headers")

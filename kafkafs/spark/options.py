@@ -211,15 +211,23 @@ def _check_batch_bound(spec: OffsetSpec, forbidden: int, whole: str, one: str) -
 
 
 def _timestamp_spec(name: str, text: str | None) -> TimestampSpec | None:
+    """A time bound, never negative (as ``consume --from-time`` and ``by-time/``, review16 R16-1: Kafka's
+    ``offsetsForTimes`` refuses a negative target, and a magic 0 record's timestamp -1 is "none")."""
     if text is None:
         return None
     t = text.strip()
     if t.startswith("{"):
-        return TimestampSpec(None, _offset_json(name, t))
-    try:
-        return TimestampSpec(int(t))
-    except ValueError:
-        raise InvalidInput(f"option {name}: Expected a single long value, got {t}") from None
+        spec = TimestampSpec(None, _offset_json(name, t))
+    else:
+        try:
+            spec = TimestampSpec(int(t))
+        except ValueError:
+            raise InvalidInput(f"option {name}: Expected a single long value, got {t}") from None
+    for where, value in [("", spec.default), *((f" for {tp}-{p}", v) for (tp, p), v in spec.per_partition.items())]:
+        if value is not None and value < 0:
+            raise InvalidInput(f"option {name}: a time to look up is never negative: {value}{where} (Kafka's "
+                               "offsetsForTimes refuses it too)")
+    return spec
 
 
 def _assign(text: str) -> frozenset[tuple[str, int]]:

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 from ..errors import CorruptRecordError, InvalidInput, RecordTooLargeError
 from ..format.batch import LOG_OVERHEAD, read_batch_header, validate_batch
-from ..storage.config import Settings
+from ..storage.config import Settings, SettingsUnreadable, recorded_refusal
 from ..storage.log import Log
 from ..storage.logdir import LogDir
 from .partitioner import topic_partition_count
@@ -85,7 +85,11 @@ def commit_staged(
 
 
 def check_staged(ld: LogDir, files: list[StagedFile]) -> None:
-    """Refuse, before anything is appended, a damaged or too large batch or a partition the topic lacks."""
+    """Refuse, before anything is appended, a damaged or too large batch or a partition the topic lacks,
+    or settings a broker recorded that cannot be read (review17 R17-4)."""
+    refusal = recorded_refusal(ld.settings, {sf.topic for sf in files}, "no record is appended by guessed settings")
+    if refusal is not None:
+        raise SettingsUnreadable(f"{ld.path}: refused: {refusal}")
     _check(files, ld.settings)
     _check_partitions(str(ld.path), files)
 

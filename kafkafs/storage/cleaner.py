@@ -38,13 +38,13 @@ import logging
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, TextIO
 
-from ..errors import KafkafsError, UnsafeFileError, note_os_error
+from ..errors import UnsafeFileError, note_os_error
 from .compaction import PlannedSegment, clean_log, cleanable_segments, log_to_clean, now_ms
 from .compaction_filter import CleanStats
-from .config import LONG_MAX, Settings, broker_setting
+from .config import LONG_MAX, Settings, SettingsUnreadable, broker_setting, recorded_refusal
 from .offset_map import BYTES_PER_ENTRY, OffsetMap
 from .retention import apply_retention
 
@@ -54,7 +54,7 @@ if TYPE_CHECKING:
     from .segment import LogSegment
 
 __all__ = ["apply_retention", "compact", "cleanable_segments", "clean_logdir", "LogCleaner", "CleanerStopped",
-           "SettingsUnreadable"]
+           "SettingsUnreadable", "settings_refusal", "settings_note", "partition_topics"]
 
 log = logging.getLogger("kafkafs.cleaner")
 
@@ -63,18 +63,19 @@ class CleanerStopped(Exception):
     """Raised inside a compaction when its cleaner is being stopped (the round is abandoned)."""
 
 
-class SettingsUnreadable(KafkafsError):
-    """The topic settings a broker recorded cannot all be read: nothing is deleted or compacted by them."""
+def settings_refusal(settings: Settings, topics: Iterable[str] = ()) -> str | None:
+    """Why cleaning ``topics`` by ``settings`` is refused (:func:`~.config.recorded_refusal`), or None."""
+    return recorded_refusal(settings, topics, "no topic is cleaned by them")
 
 
-def settings_refusal(settings: Settings) -> str | None:
-    """Why cleaning by ``settings`` is refused (damage in the recorded settings), or None."""
-    damage = settings.recorded_damage()
-    if damage is None:
-        return None
-    return (f"the topic settings a broker recorded in __cluster_metadata cannot all be read ({damage}); "
-            "any topic's retention or compaction settings may be in what was not read, so no topic is "
-            "cleaned by them")
+def settings_note(settings: Settings) -> str | None:
+    """A note to say when the settings are read from a metadata log that ends in a torn tail."""
+    return settings.recorded_torn()[0]
+
+
+def partition_topics(logdir: LogDir) -> set[str]:
+    """The topics of the partition folders of ``logdir``."""
+    return {name.rpartition("-")[0] for name in logdir.partition_names()}
 
 
 def _map_for(dirty_bytes: int, memory: int, load_factor: float) -> OffsetMap:
@@ -153,7 +154,7 @@ def clean_logdir(logdir: LogDir, *, dry_run: bool = False, now_ms: int | None = 
     gets a line a second on long runs. Returns a line per change; ``on_line`` gets each as it is made,
     so that when a later step fails (a full disk: the OS error, which then says that the changes before
     it were made) what was done is said (review11 R11-2)."""
-    refusal = settings_refusal(logdir.settings)
+    refusal = settings_refusal(logdir.settings, partition_topics(logdir))
     if refusal is not None:  # before any partition is opened: nothing read, nothing changed
         raise SettingsUnreadable(f"{logdir.path}: refused: {refusal}")
     now = _now() if now_ms is None else now_ms
@@ -308,7 +309,7 @@ class LogCleaner:
 
     def _refused(self) -> bool:
         """Whether the settings cannot be trusted for deleting (said once)."""
-        refusal = settings_refusal(self.logdir.settings)
+        refusal = settings_refusal(self.logdir.settings, partition_topics(self.logdir))
         if refusal is not None and not self.refusal_said:
             self.refusal_said = True
             log.error("cleaner: refused: %s; the mount deletes and compacts nothing", refusal)

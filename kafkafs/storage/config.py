@@ -15,15 +15,15 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError
+from ..errors import ConfigError, KafkafsError
 
 __all__ = [
     "LogConfig", "Settings", "DEFAULTS", "BROKER_DEFAULTS", "broker_setting", "DEFAULT_CONFIG_PATH",
-    "INTERNAL_TOPICS", "parse_setting",
+    "INTERNAL_TOPICS", "parse_setting", "SettingsUnreadable", "recorded_refusal",
 ]
 
 log = logging.getLogger(__name__)
@@ -321,6 +321,8 @@ class Settings:
         self._recorded: dict[str, dict[str, Any]] | None = None
         self._recorded_raw: dict[str, Mapping[str, str]] = {}  # what _recorded was made of, by topic
         self._recorded_damage: str | None = None
+        self._recorded_torn: str | None = None
+        self._recorded_topics: frozenset[str] | None = None
         self._recorded_broker: dict[str, Any] = {}
         self._recorded_broker_raw: Mapping[str, str] = {}
         self._generation = 0  # counts the replacements of what a broker recorded (replace_recorded)
@@ -339,6 +341,8 @@ class Settings:
         other._recorded = None
         other._recorded_raw = {}
         other._recorded_damage = None
+        other._recorded_torn = None
+        other._recorded_topics = None
         other._recorded_broker = {}
         other._recorded_broker_raw = {}
         other._generation = 0
@@ -357,6 +361,7 @@ class Settings:
                               for name, table in raw.items()}
             self._recorded_raw = raw
             self._recorded_damage = getattr(tables, "damage", None)
+            self._recorded_torn, self._recorded_topics = _torn_of(tables)
             broker = getattr(tables, "broker", {})
             if broker != self._recorded_broker_raw:
                 self._recorded_broker = _known("(the cluster's dynamic broker defaults)", broker)
@@ -377,6 +382,15 @@ class Settings:
             self._load_recorded()
             return self._recorded_damage
 
+    def recorded_torn(self) -> tuple[str | None, frozenset[str] | None]:
+        """A note when the metadata log ends in a torn tail (the settings are those of the whole batches
+        before it, as a broker replays them after truncating it), and the topics those batches name
+        (None: no metadata log). A topic they do not name may have been created in the torn batch: a
+        writer that deletes by its settings refuses then (review17 R17-4)."""
+        with self._lock:
+            self._load_recorded()
+            return self._recorded_torn, self._recorded_topics
+
     def _load_recorded(self) -> dict[str, dict[str, Any]]:
         """(Under the lock.)"""
         if self._recorded is None:
@@ -384,6 +398,7 @@ class Settings:
             if self._recorded_loader is not None:
                 tables = self._recorded_loader()
                 self._recorded_damage = getattr(tables, "damage", None)
+                self._recorded_torn, self._recorded_topics = _torn_of(tables)
                 self._recorded_broker_raw = getattr(tables, "broker", {})
                 self._recorded_broker = _known("(the cluster's dynamic broker defaults)", self._recorded_broker_raw)
                 self._recorded_raw = dict(tables)
@@ -455,6 +470,37 @@ class Settings:
                 if generation == self._generation:
                     self._cache[topic] = config
         return config
+
+
+class SettingsUnreadable(KafkafsError):
+    """The topic settings a broker recorded cannot all be read: nothing is deleted, compacted or
+    appended by them (:func:`recorded_refusal`)."""
+
+
+def recorded_refusal(settings: Settings, topics: Iterable[str], what: str) -> str | None:
+    """Why a writer (of ``topics``) refuses to go by ``settings``, or None (SPEC §8; review6 F16,
+    review17 R17-4): damage in the settings a broker recorded (any topic's may be in what was not read),
+    or a torn tail of the metadata log when a topic of ``topics`` is not named by the whole batches
+    before it (created, with its settings, in the torn batch, perhaps). ``what``: what is then not done
+    ("no topic is cleaned by them")."""
+    damage = settings.recorded_damage()
+    if damage is not None:
+        return (f"the topic settings a broker recorded in __cluster_metadata cannot all be read ({damage}); "
+                f"any topic's settings may be in what was not read, so {what}")
+    torn, known = settings.recorded_torn()
+    if torn is None or known is None:
+        return None
+    unknown = sorted({t for t in topics if t not in known and t != "__cluster_metadata"})
+    if not unknown:
+        return None
+    return (f"{torn}; but topic {', '.join(unknown[:5])}{' ...' if len(unknown) > 5 else ''} is not in those "
+            f"batches: its settings may be in the torn batch, so {what} (`kafkafs recover` cuts the torn tail "
+            "as a broker's start does)")
+
+
+def _torn_of(tables: Mapping[str, Mapping[str, str]]) -> tuple[str | None, frozenset[str] | None]:
+    topics = getattr(tables, "topics", None)
+    return getattr(tables, "torn", None), None if topics is None else frozenset(topics)
 
 
 def broker_setting(settings: Settings | None, name: str) -> Any:

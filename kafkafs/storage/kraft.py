@@ -76,6 +76,8 @@ _SYNONYMS: dict[str, list[tuple[str, int]]] = {
 # metadata transactions (KIP-868): BeginTransactionRecord 23, EndTransactionRecord 24, AbortTransactionRecord 25
 # (PartitionRecord 3 and PartitionChangeRecord 5 too when the partitions are asked for)
 _WANTED = {2, 4, 9, 23, 24, 25}
+#: the most bytes a torn tail of the metadata log can hold: one batch (KRaft's batches are at most 8 MiB)
+_MAX_TORN = 8 << 20
 _PARTITION_RECORDS = {3, 5}
 
 
@@ -157,6 +159,10 @@ class RecordedConfigs(dict[str, dict[str, str]]):
     replicas: dict[str, dict[int, tuple[int, ...]]] = {}  # noqa: RUF012 - replaced whole, never changed in place
     #: ``node.id`` of the directory's ``meta.properties`` (None: none there)
     node_id: str | None = None
+    #: a note when the metadata log ends in a torn tail (a batch not wholly written, as an unclean stop
+    #: leaves it): the settings are those of the whole batches before it, what a broker's controller
+    #: replays after its start truncates the tail; a topic they do not name may have been created in it
+    torn: str | None = None
 
 
 def _node_id(logdir: Path) -> str | None:
@@ -240,6 +246,7 @@ class RecordedConfigsReader:
         self._last: tuple[int, int] | None = None  # (base offset, CRC) of the last batch read from the log
         self._snapshot_damage: str | None = None
         self._log_damage: str | None = None
+        self._torn: str | None = None  # a torn tail after the last whole batch read (a note, not damage)
         self._closed = False
 
     def read(self) -> RecordedConfigs:
@@ -317,7 +324,7 @@ class RecordedConfigsReader:
         self._close_log()
         self._state = _State(self._partitions)
         self._next = self._last = None
-        self._snapshot_damage = self._log_damage = None
+        self._snapshot_damage = self._log_damage = self._torn = None
         if not self.directory.is_dir():
             return
         snapshot = _latest_snapshot(self.directory)
@@ -352,6 +359,31 @@ class RecordedConfigsReader:
             self._log_damage = None
         except KafkafsError as exc:
             self._damaged(str(exc), "read up to damage", exc)
+            return
+        self._check_tail(log_)
+
+    def _check_tail(self, log_: Log) -> None:
+        """Judge the bytes of the last segment after the last whole batch read (none: nothing to say).
+        A torn tail (see :func:`tail_after`) is what an unclean stop leaves and a broker's start
+        truncates: the whole batches before it are what the controller replays, so it is a note
+        (:attr:`RecordedConfigs.torn`); anything else there is damage (review17 R17-4)."""
+        try:
+            found = tail_after(log_, self._last[0] if self._last is not None else None)
+        except (OSError, KafkafsError) as exc:
+            self._damaged(f"{self.directory}: {exc}", "tail not read", exc)
+            return
+        self._torn = None
+        if found is None:
+            return
+        path, position, count, torn = found
+        if torn:
+            self._torn = (f"{path} ends in {count} bytes of a batch not wholly written (position {position}), "
+                          "as an unclean stop leaves them; a broker's start truncates them, so the settings "
+                          "are those of the whole batches before them")
+        else:
+            damage = (f"{path}: position {position}: {count} bytes after the last whole batch that are not a "
+                      "torn tail (a whole batch follows: a damaged batch in the middle of the log)")
+            self._damaged(damage, "read up to damage", KafkafsError(damage))
 
     def _read_more(self) -> RecordedConfigs | None:
         assert self._result is not None
@@ -363,7 +395,7 @@ class RecordedConfigsReader:
         if self._result.topics is None:  # made since the last look
             self._read_all()
             return self._result
-        before, damage = self._state.replayed, self._log_damage
+        before, damage, torn = self._state.replayed, self._log_damage, self._torn
         log_ = self._open_log()
         if log_ is not None:
             if self._rewritten(log_):
@@ -373,7 +405,7 @@ class RecordedConfigsReader:
                 return self._result
             if self._next is None or self._next < log_.log_end_offset:
                 self._read_log(log_)
-        if self._state.replayed == before and self._log_damage == damage:
+        if self._state.replayed == before and self._log_damage == damage and self._torn == torn:
             return None
         self._result = self._make_result()
         return self._result
@@ -396,7 +428,53 @@ class RecordedConfigsReader:
         if not self.directory.is_dir():
             return out
         out.damage = self._snapshot_damage or self._log_damage
+        out.torn = None if out.damage else self._torn
         return _result(out, self._state, self.logdir)
+
+
+def tail_after(log_: Log, last_base: int | None) -> tuple[str, int, int, bool] | None:
+    """The bytes of the last segment of ``log_`` after its last whole batch (``last_base``: the base
+    offset of the last batch read, None when none was), as ``(path, position, count, torn)``; None when
+    there are none. ``torn``: they are what an unclean stop leaves, no whole batch lost: zeros, or the
+    start of one batch (fewer bytes than its size field says, or than a size field) with no whole
+    batch (a v2 header whose CRC holds) anywhere after it. A batch whose size field a flipped bit made
+    too large looks torn from its start, but the whole batches after it show it is damage."""
+    segment = log_.segments.last()
+    if segment is None or segment.size == 0:
+        return None
+    end = 0
+    if last_base is not None and last_base >= segment.base_offset:
+        view = log_.locate(last_base)
+        if view is None or view.segment is not segment:
+            return None  # changed meanwhile: judged at the next reading
+        end = view.base + view.header.end
+    size = segment.size
+    if end >= size:
+        return None
+    path = str(segment.log_path)
+    if size - end > _MAX_TORN:  # more than one batch of a metadata log can be: not one torn batch
+        return path, end, size - end, False
+    rest = segment.read_at(end, size - end)
+    if not rest.strip(b"\0"):
+        return path, end, len(rest), True
+    torn = len(rest) < 12 or 12 + int.from_bytes(rest[8:12], "big", signed=True) > len(rest)
+    return path, end, len(rest), torn and not _whole_batch_in(rest, 1)
+
+
+def _whole_batch_in(buf: bytes, start: int) -> bool:
+    """Whether a whole v2 batch (magic 2, its size inside ``buf``, its CRC-32C right) starts at any
+    position of ``buf`` from ``start`` on."""
+    from ..format.crc import crc32c
+
+    size = len(buf)
+    pos = buf.find(2, start + 16) - 16  # the magic byte sits 16 bytes into a batch
+    while 0 <= pos <= size - 61:  # 61: a v2 batch header
+        length = int.from_bytes(buf[pos + 8 : pos + 12], "big", signed=True)
+        if (length >= 49 and pos + 12 + length <= size
+                and crc32c(memoryview(buf)[pos + 21 : pos + 12 + length]) == int.from_bytes(buf[pos + 17 : pos + 21], "big")):
+            return True
+        pos = buf.find(2, pos + 17) - 16
+    return False
 
 
 def recorded_topic_names(logdir: str | os.PathLike[str]) -> dict[str, str]:

@@ -36,7 +36,7 @@ from ..errors import (
     tag_os_error,
 )
 from ..format.checkpoint import parse_offset_checkpoint, render_offset_checkpoint
-from .config import Settings
+from .config import Settings, SettingsUnreadable, recorded_refusal
 from .dirlock import LOCK_FILE, lock_holder, locked_error
 from .handles import raise_open_file_limit
 from .kraft import METADATA_PARTITION, RecordedConfigsReader, recorded_topic_configs
@@ -421,6 +421,12 @@ class LogDir:
                         raise
                     log.warning("%s; serving it read-only", exc)
                     writable = False
+            if writable and read_only_fallback:  # a --rw mount: no append by guessed settings (review17 R17-4)
+                refusal = recorded_refusal(self.settings, [topic], "no record is appended to it")
+                if refusal is not None:
+                    self.refused[name] = f"{name}: {refusal}"
+                    log.warning("%s; serving it read-only", self.refused[name])
+                    writable = False
             elif name in self.refused:
                 if not read_only_fallback:
                     raise UnsafeFileError(self.refused[name])
@@ -609,7 +615,7 @@ class LogDir:
 #: Errors that stop a writer before it wrote anything (a refusal, a bad argument): a writable close after
 #: them still writes the clean-shutdown marker where it is true.
 _NOTHING_WRITTEN = (InvalidName, UsageError, UnsafeFileError, InvalidInput, ConfigError, ReadOnlyError,
-                    RecordTooLargeError)
+                    RecordTooLargeError, SettingsUnreadable)
 
 
 def _folders_a_broker_loads(path: Path) -> list[str]:

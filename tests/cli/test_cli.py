@@ -530,6 +530,27 @@ def test_a_legacy_inner_message_whose_crc_fails_is_damage_to_verify(tmp_path):
     assert {p: p.read_bytes() for p in logs.glob("*/*.log")} == before
 
 
+def test_a_legacy_inner_message_whose_crc_fails_is_damage_to_consume(tmp_path):
+    """fix37's leftover of review16 R16-4: consume served a gzip wrapper's inner message whose own CRC
+    fails (its wrapper's holds) with exit 0, as if sound. A v2 batch that fails its CRC is damage to the
+    readers (SPEC §3, §4), and Kafka's consumer (check.crcs) fails the fetch there: so is this wrapper now.
+    consume prints the records before it, then exits 1 naming the record; a read that starts past it is
+    not hurt."""
+    from tests.format.test_legacy import inner_crc_damaged
+
+    logs = tmp_path / "logs"
+    for magic in (0, 1):
+        (logs / f"old{magic}-0").mkdir(parents=True)
+        (logs / f"old{magic}-0" / "00000000000000000000.log").write_bytes(inner_crc_damaged(magic))
+    for magic in (0, 1):
+        name = f"old{magic}-0"
+        done = run("consume", str(logs), name, check_rc=1)
+        assert [orjson.loads(line)["offset"] for line in done.stdout.splitlines()] == [0, 1, 2]
+        assert "inner message at offset 4: crc mismatch" in done.stderr.decode(), done.stderr
+        later = run("consume", str(logs), name, "--from-offset", "6")
+        assert [orjson.loads(line)["offset"] for line in later.stdout.splitlines()] == [6, 7]
+
+
 def test_verify_and_recover_name_a_folder_a_broker_refuses(tmp_path, demo):
     """review9 R9-8: a folder of LOGDIR that is not a partition folder (a crashed Spark write's
     .kafkafs-staging, lost+found, any other) stops a broker's start (Kafka 4.4: 'Found directory ...
@@ -553,3 +574,34 @@ def test_verify_and_recover_name_a_folder_a_broker_refuses(tmp_path, demo):
     (copy / "lost+found").rmdir()
     run("verify", str(copy))
     run("recover", str(copy))
+
+
+def test_verify_says_an_unreadable_log_once(demo, tmp_path, monkeypatch):
+    """review17 R17-6: a partition whose .log cannot be opened (no read permission; faked: the suite may
+    run as root) had its error said twice on stderr (the segment's check, then the partition's) besides
+    the report line; now once (SPEC §4: one clear line), the report line kept."""
+    import errno
+    import io
+    import shutil
+
+    from kafkafs.inspect import verify_logdir
+    from kafkafs.storage import records
+
+    copy = tmp_path / "logs"
+    shutil.copytree(demo, copy)
+    (copy / "payments-0" / "00000000000000000000.index").write_bytes(b"")  # the log end: read from the .log
+    real_open = records.open_file
+    bad = copy / "payments-0" / "00000000000000000000.log"
+
+    def open_file(path, *args, **kwargs):
+        if str(path) == str(bad):
+            raise PermissionError(errno.EACCES, "Permission denied", str(path))
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(records, "open_file", open_file)
+    out, err = io.StringIO(), io.StringIO()
+    with LogDir(copy) as logdir:
+        problems = verify_logdir(logdir, out, partitions=["payments-0"], err=err)
+    said = err.getvalue().splitlines()
+    assert problems >= 1 and len(said) == 1 and str(bad) in said[0] and said[0].startswith("kafkafs: error: "), said
+    assert any(said[0] in line for line in out.getvalue().splitlines())

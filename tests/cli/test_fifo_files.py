@@ -81,3 +81,27 @@ def test_a_fifo_as_a_log_directory_file_never_blocks(tmp_path, name):
     assert _kafkafs("consume", str(logs), "t-0").returncode == 0
     assert _kafkafs("verify", str(logs)).returncode in (0, 1)
     assert _kafkafs("recover", str(logs)).returncode in (0, 1, 2)
+
+
+@pytest.mark.parametrize("name", [*NAMES, "00000000000000000000.timeindex", "00000000000000000000.snapshot"])
+def test_dump_of_a_fifo_the_user_names_says_so_in_one_line(tmp_path, name):
+    """fix38's leftover: ``kafkafs dump`` of a FIFO (or any file that is not regular) must not wait on it:
+    one line, exit 2 (SPEC §4: a path that is not what the command takes)."""
+    _logs, fifo = _with_fifo(tmp_path, name)
+    for args in (["dump", str(fifo)], ["dump", "--files", str(fifo), "--deep-iteration"]):
+        dumped = _kafkafs(*args)
+        assert dumped.returncode == 2 and dumped.stderr.decode().count("\n") == 1, dumped.stderr.decode()
+        assert str(fifo) in dumped.stderr.decode() and "not a file" in dumped.stderr.decode()
+
+
+@pytest.mark.parametrize("flag", [None, "--verify-index-only", "--index-sanity-check"])
+@pytest.mark.parametrize("index", ["00000000000000000000.index", "00000000000000000000.timeindex"])
+def test_dump_of_an_index_beside_a_fifo_log_never_blocks(tmp_path, index, flag):
+    """fix38's leftover: an index is dumped against the ``.log`` beside it, which dump opened blindly: a
+    FIFO there (the user named the index, a regular file) blocked it forever. Now one line, exit 1, as
+    for a ``.log`` that is missing or a folder (the work failed: SPEC §4)."""
+    logs, fifo = _with_fifo(tmp_path, "00000000000000000000.log")
+    dumped = _kafkafs("dump", *([flag] if flag else []), "--files", str(logs / "t-0" / index))  # timed out before
+    assert dumped.returncode == 1, dumped.stderr.decode()
+    said = dumped.stderr.decode().splitlines()
+    assert len(said) == 1 and str(fifo) in said[0] and "not a regular file" in said[0], said

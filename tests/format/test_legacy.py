@@ -40,6 +40,17 @@ def wrapper(magic, codec, inner: bytes, offset, timestamp=0, log_append=False) -
     return message(offset, magic, attributes, timestamp, None, compress(codec, inner))
 
 
+def inner_crc_damaged(magic: int) -> bytes:
+    """A segment of magic ``magic``: offsets 0-2 plain, a gzip wrapper of 3-5 whose outer CRC holds but
+    whose inner message at offset 4 fails its own CRC, then offsets 6-7 plain (review16 R16-4)."""
+    firsts = [message(i, magic, 0, 1000 + i, b"k%d" % i, b"v%d" % i) for i in range(3)]
+    inner_offsets = (3, 4, 5) if magic == 0 else (0, 1, 2)  # absolute (magic 0), relative (magic 1)
+    inner = [message(o, magic, 0, 2000, b"w", b"x%d" % o) for o in inner_offsets]
+    inner[1] = inner[1][:-1] + bytes([inner[1][-1] ^ 1])  # its value's last byte: the CRC fails
+    after = [message(6 + i, magic, 0, 3000 + i, b"a%d" % i, b"after%d" % i) for i in range(2)]
+    return b"".join(firsts) + wrapper(magic, Codec.GZIP, b"".join(inner), 5, 2000) + b"".join(after)
+
+
 def fix_crc(entry: bytes | bytearray) -> bytes:
     entry = bytearray(entry)
     struct.pack_into(">I", entry, 12, zlib.crc32(entry[16:]))

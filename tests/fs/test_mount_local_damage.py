@@ -176,3 +176,29 @@ def test_a_legacy_wrapper_overlapping_the_entry_before_reads_eio_and_is_logged_o
     assert "position 152: offsets run past the next batch's base (4, then 4)" in lines[0], lines
     assert "position 190: offsets go backwards (4 after 4) in the compressed message at offset 6" in lines[1], lines
     assert "Traceback" not in m.log()
+
+
+@pytest.mark.parametrize("magic", [0, 1])
+def test_a_legacy_inner_message_whose_crc_fails_reads_eio_and_is_logged_once(mounted, tmp_path, magic):
+    """fix37's leftover of review16 R16-4: a gzip wrapper whose inner message at offset 4 fails its own CRC
+    (the wrapper's holds) was served as sound, silently. As a v2 batch that fails its CRC, it is now damage
+    to the reads that need it (EIO, logged once, naming the record), and the rest of the partition reads."""
+    from tests.format.test_legacy import inner_crc_damaged
+
+    segment = tmp_path / "logs" / "old-0" / "00000000000000000000.log"
+    segment.parent.mkdir(parents=True)
+    segment.write_bytes(inner_crc_damaged(magic))
+    m = mounted(tmp_path / "logs")
+    m.allow_errors = True
+    part = m / "old-0"
+    for _round in range(2):
+        assert _errno(part / "records.jsonl") == errno.EIO
+        for n in (3, 4, 5):
+            assert _errno(part / "by-offset" / f"{n}.json") == errno.EIO, n
+    for n in (0, 2, 6, 7):
+        assert json.loads((part / "by-offset" / f"{n}.json").read_bytes())["offset"] == n
+    assert [json.loads(line)["offset"] for line in (part / "by-offset" / "6-7.jsonl").read_bytes().splitlines()] == [
+        6, 7]
+    lines = [line for line in m.log().splitlines() if str(segment) in line]
+    assert len(lines) == 1 and "inner message at offset 4: crc mismatch" in lines[0], m.log()
+    assert "Traceback" not in m.log()

@@ -60,6 +60,9 @@ def test_flags_and_options_become_kafkalog_options():
         (["--option", "=1"], "expected KEY=VALUE"),
         (["--starting-timestamp", "1", "--option", "STARTINGTIMESTAMP=2"], "given twice"),
         (["--starting-timestamp", "yesterday"], "not a timestamp"),
+        # review16 R16-1 (fix37's leftover): as consume --from-time, a bound is never negative (exit 2)
+        (["--starting-timestamp", "-5"], "never negative"),
+        (["--ending-timestamp", "-1"], "never negative"),
     ],
 )
 def test_bad_options_are_usage_errors(argv, message):

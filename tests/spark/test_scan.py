@@ -317,3 +317,20 @@ def test_a_legacy_wrapper_overlapping_the_entry_before_is_damage(tmp_path, split
         with pytest.raises(CorruptRecordError, match=r"offsets run past the next batch's base \(4, then 4\)") as info:
             read_plan(plan(tmp_path, topics=f"old{magic}", **options))
         assert info.value.file == str(path)
+
+
+@pytest.mark.allow_warnings("onCorrupt=skip says what it skips")
+def test_a_legacy_inner_message_whose_crc_fails_is_damage(tmp_path):
+    """fix37's leftover of review16 R16-4: a gzip wrapper whose inner message at offset 4 fails its own CRC
+    (the wrapper's holds) was read as sound. As a v2 batch that fails its CRC (Kafka's consumer fails the
+    fetch there, check.crcs): the read fails naming the record, and onCorrupt=skip skips the wrapper."""
+    from tests.format.test_legacy import inner_crc_damaged
+
+    for magic in (0, 1):
+        path = tmp_path / f"old{magic}-0" / "00000000000000000000.log"
+        path.parent.mkdir()
+        path.write_bytes(inner_crc_damaged(magic))
+        with pytest.raises(CorruptRecordError, match="inner message at offset 4: crc mismatch") as info:
+            read_plan(plan(tmp_path, topics=f"old{magic}"))
+        assert info.value.file == str(path)
+        assert [r[2] for r in read_plan(plan(tmp_path, topics=f"old{magic}", onCorrupt="skip"))] == [0, 1, 2, 6, 7]

@@ -15,7 +15,7 @@ from kafkafs.storage.config import Settings
 from kafkafs.storage.kraft import RecordedConfigsReader, recorded_topic_configs
 from kafkafs.storage.logdir import LogDir
 
-from .test_replay import spoil
+from .test_replay import batch_positions, spoil
 
 
 def test_kafka_logs_c_consumer_offsets_settings(fixtures_dir):
@@ -320,3 +320,97 @@ def test_a_metadata_log_made_after_the_open_is_followed(tmp_path):
         _append(meta, 0, metadata_frame("TOPIC_RECORD", 0, {"name": "a", "topicId": _uuid(1)}),
                 _config("a", "retention.ms", "1000"))
         assert logdir.follow_recorded() == ["a-0"] and a.config.retention_ms == 1000
+
+
+def _settings_then_more(fixtures_dir, tmp_path) -> tuple[Path, int]:
+    """:func:`_damaged_settings_copy` with one more whole batch after the one that keeps TestTopicPatient
+    forever; the position of that batch."""
+    copy = _damaged_settings_copy(fixtures_dir, tmp_path)
+    log = copy / "__cluster_metadata-0" / "00000000000000000000.log"
+    at = batch_positions(log)[-1]
+    with LogDir(copy) as logdir:
+        end = logdir.log("__cluster_metadata-0").log_end_offset
+    with open(log, "ab") as f:
+        f.write(encode_batch([(1, None, _config("other", "retention.ms", "5"), ())], base_offset=end))
+    return copy, at
+
+
+def _clean_refused(copy: Path, *words: str) -> None:
+    from tests.cli.test_cli import run
+
+    before = _tree(copy)
+    for dry in (["--dry-run"], []):
+        proc = run("clean", str(copy), *dry, check_rc=1)
+        assert proc.stdout == b""
+        refusal = [line for line in proc.stderr.decode().splitlines() if "error" in line]
+        assert len(refusal) == 1 and refusal[0].startswith(f"kafkafs: error: {copy}: refused: "), refusal
+        assert all(word in refusal[0] for word in words), refusal[0]
+        assert {k: v for k, v in _tree(copy).items() if k != ".lock"} == {k: v for k, v in before.items() if k != ".lock"}
+
+
+@pytest.mark.allow_warnings("read up to damage", "serving it read-only")
+def test_a_flipped_size_bit_in_the_middle_of_the_metadata_log_is_damage(fixtures_dir, tmp_path):
+    """review17 R17-4: a flipped bit in the size field of the batch holding a topic's ConfigRecord made
+    the batch look longer than the rest of the file: read as a torn tail, the settings after it were
+    silently Kafka's defaults and clean deleted the topic's records (exit 0). Whole batches follow it:
+    damage, so clean (and its dry run, and a --rw mount's cleaner) refuse, exit 1, nothing changed."""
+    copy, at = _settings_then_more(fixtures_dir, tmp_path)
+    assert recorded_topic_configs(copy)["TestTopicPatient"] == {"retention.ms": "-1"}
+    log = copy / "__cluster_metadata-0" / "00000000000000000000.log"
+    data = bytearray(log.read_bytes())
+    data[at + 10] ^= 0x40  # the size field's third byte: 16384 bytes longer than written
+    log.write_bytes(bytes(data))
+    _clean_refused(copy, str(log), f"position {at}", "not a torn tail")
+    recorded = recorded_topic_configs(copy)
+    assert "TestTopicPatient" not in recorded and recorded.damage and "not a torn tail" in recorded.damage
+    with LogDir(copy, writable=True) as logdir:
+        cleaner = LogCleaner(logdir, clock=lambda: 2**60)
+        assert not cleaner.run_once() and cleaner.segments_deleted == 0 and cleaner.refusal_said
+    # produce (max.message.bytes, segment.bytes, ... of the topic) and Spark's commit refuse as well
+    from tests.cli.test_cli import run
+
+    before = _tree(copy)
+    proc = run("produce", str(copy), "TestTopicPatient-0", stdin=b"x\n", check_rc=1)
+    assert [line for line in proc.stderr.decode().splitlines() if "error" in line] == [
+        line for line in proc.stderr.decode().splitlines() if line.startswith(f"kafkafs: error: {copy}: refused: ")]
+    assert "no record is appended" in proc.stderr.decode()
+    assert {k: v for k, v in _tree(copy).items() if k != ".lock"} == {k: v for k, v in before.items() if k != ".lock"}
+    from kafkafs.spark.publish import check_staged
+    from kafkafs.spark.write import StagedFile
+    from kafkafs.storage.config import SettingsUnreadable
+
+    with LogDir(copy, writable=True) as logdir:  # a --rw mount serves the partition read-only
+        assert not logdir.log("TestTopicPatient-0", read_only_fallback=True).writable
+        assert "not a torn tail" in logdir.refused["TestTopicPatient-0"]
+    with LogDir(copy) as logdir, pytest.raises(SettingsUnreadable, match="not a torn tail"):
+        check_staged(logdir, [StagedFile("TestTopicPatient", 0, str(tmp_path / "none"), 1, 1, 10)])
+
+
+def test_a_torn_tail_of_the_metadata_log_is_what_a_broker_replays(fixtures_dir, tmp_path):
+    """review17 R17-4, decided: a torn tail (the start of a batch not wholly written, nothing whole after
+    it: what an unclean stop leaves, and what a broker's start truncates) is no damage: the settings are
+    those of the whole batches before it (as the controller replays them), said in a note. But a topic
+    those batches do not name (its TopicRecord may be in the torn batch) has no settings to go by: clean
+    refuses, exit 1, nothing changed (before: deleted by Kafka's defaults, exit 0)."""
+    from tests.cli.test_cli import run
+
+    # torn where TestTopicPatient's TopicRecord is: its folder's settings cannot be established
+    copy, _ = _settings_then_more(fixtures_dir, tmp_path / "a")
+    log = copy / "__cluster_metadata-0" / "00000000000000000000.log"
+    topic_batch = next(p for p in batch_positions(log) if b"TestTopicPatient" in log.read_bytes()[p : p + 400])
+    with open(log, "r+b") as f:
+        f.truncate(topic_batch + 30)
+    _clean_refused(copy, "not wholly written", "TestTopicPatient", "not in those batches")
+    recorded = recorded_topic_configs(copy)
+    assert recorded.damage is None and recorded.torn and "TestTopicPatient" not in (recorded.topics or {})
+    # torn after TestTopicPatient's setting: kept forever, as the whole batches say, with a note
+    copy, _ = _settings_then_more(fixtures_dir, tmp_path / "b")
+    log = copy / "__cluster_metadata-0" / "00000000000000000000.log"
+    with open(log, "r+b") as f:
+        f.truncate(log.stat().st_size - 5)  # the last batch (other's setting) torn
+    proc = run("clean", str(copy), "--dry-run")
+    assert proc.stdout == b"nothing to clean\n"
+    assert f"kafkafs: note: {log} ends in " in proc.stderr.decode()
+    recorded = recorded_topic_configs(copy)
+    assert recorded.damage is None and recorded.torn and "not wholly written" in recorded.torn
+    assert recorded["TestTopicPatient"] == {"retention.ms": "-1"}

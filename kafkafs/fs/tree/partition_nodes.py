@@ -54,15 +54,22 @@ class PartitionDir(Dir):
     """``<topic>-<partition>/``: its children are made afresh on each lookup (``records.jsonl`` as its
     current generation)."""
 
-    def __init__(self, partitions: Partitions, name: str, parent: Node | None) -> None:
+    def __init__(self, partitions: Partitions, name: str, parent: Node | None,
+                 seen_mtime_ns: int | None = None) -> None:
+        """``seen_mtime_ns``: the folder's modification time as the lookup that made this node saw it just
+        now (the attributes of that lookup's reply take it instead of a stat of their own; used once)."""
         super().__init__(partitions, Key("partition", name), parent)
         self.name = name
+        self._seen_mtime_ns = seen_mtime_ns
 
     def attr(self) -> Attr:
         partitions = self.partitions
         # watched: its events drop what the kernel keeps (the Invalidator), so it may keep it longer
         timeout = WATCHED_TIMEOUT if partitions.folder_watched(self.name) else DIR_TIMEOUT
-        return dir_attr(mtime_ns(partitions.logdir.path / self.name, partitions.mount_ns), timeout=timeout)
+        seen, self._seen_mtime_ns = self._seen_mtime_ns, None
+        if seen is None:
+            seen = mtime_ns(os.path.join(partitions.logdir_path, self.name), partitions.mount_ns)
+        return dir_attr(seen, timeout=timeout)
 
     def _children(self) -> list[str]:
         out = [names.RECORDS, names.BY_OFFSET, names.BY_TIME, names.SEGMENTS, names.PARTITION_JSON,

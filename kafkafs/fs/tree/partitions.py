@@ -104,6 +104,8 @@ class Partitions:
             raise InvalidInput(f"--values must be one of {', '.join(VALUES_MODES)}, not {mode!r}")
         cache = options.get("cache")
         self.logdir = logdir
+        #: the log directory's path as a str: paths made on the FUSE loop without pathlib (issue 25)
+        self.logdir_path = os.fspath(logdir.path)
         self.mode = mode
         self.cache = cache if cache is not None else LayoutCache(None)
         self.list_limit = options.get("list_limit", LIST_LIMIT)

@@ -419,3 +419,24 @@ def test_an_alias_partition_folder_is_not_served(logdir_copy, caplog):
         tree.close()
     said = [r.getMessage() for r in caplog.records]
     assert len(said) == 1 and "extra-0: a link to orders-0" in said[0] and "skipped" in said[0], said
+
+
+def test_a_partition_folder_looked_up_on_the_loop(logdir_copy):
+    """Root.lookup_now (the FUSE loop's lookup of a partition folder, one lstat since issue 25): a folder
+    is a PartitionDir whose lookup reply has the folder's time as that lstat saw it, and a later getattr
+    stats again; a link (maybe an alias), a missing name or a plain file is None (a worker's lookup
+    says what it is)."""
+    os.symlink("orders-0", logdir_copy / "extra-0")
+    (logdir_copy / "plain-0").write_bytes(b"")
+    tree = tree_of(logdir_copy)
+    try:
+        folder = logdir_copy / "orders-0"
+        node = tree.root.lookup_now("orders-0")
+        assert node is not None and node.name == "orders-0"
+        assert node.attr().mtime_ns == os.stat(folder).st_mtime_ns
+        os.utime(folder, ns=(10**18, 10**18))
+        assert node.attr().mtime_ns == 10**18  # the lookup's time is used once: a getattr sees the change
+        for name in ("extra-0", "missing-0", "plain-0"):
+            assert tree.root.lookup_now(name) is None
+    finally:
+        tree.close()
