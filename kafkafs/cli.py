@@ -259,6 +259,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 def cmd_recover(args: argparse.Namespace) -> int:
     from .inspect import damaged_checkpoints, refused_folders
+    from .storage.producer_state import remove_unreadable_snapshots
     from .storage.strays import repair_partition_metadata_files, stray_consequence, stray_partitions
 
     _raise_fd_limit()
@@ -268,6 +269,7 @@ def cmd_recover(args: argparse.Namespace) -> int:
     logdir.recover_all = True
     names = logdir.partition_names(aliases=True)  # an alias is refused and said, as a link out of LOGDIR
     reports = {}
+    snapshots: dict[str, list[tuple[str, str]]] = {}
     with logdir:  # a failure midway leaves the marker unwritten and the checkpoints' other entries as they were
         # checkpoint files verify calls damaged, read before recovery rewrites them (SPEC §4's exit code)
         checkpoints = damaged_checkpoints(logdir.path, names)
@@ -277,6 +279,10 @@ def cmd_recover(args: argparse.Namespace) -> int:
             except UnsafeFileError:
                 continue  # refused: said below, and nothing in it touched
             reports[name] = (log_.last_recovery, log_.log_start_offset, log_.log_end_offset)
+            # what verify calls damaged: a broker's load deletes it and rebuilds the state from the log
+            snapshots[name] = remove_unreadable_snapshots(logdir.path / name)
+            if snapshots[name]:
+                log_.state_files.producers()  # loaded past them: the close snapshots it at the log end again
         metadata_files = repair_partition_metadata_files(logdir.path, list(reports))
     changed = kept = 0
     for name in names:
@@ -285,18 +291,23 @@ def cmd_recover(args: argparse.Namespace) -> int:
             continue
         report, start, end = reports[name]
         rewritten = [] if report is None else report.no_damage_lines()
+        removed = [f"removed damaged {file} ({why}; the producer state is rebuilt from the log, as a broker's load "
+                   "does)" for file, why in snapshots.get(name, ())]
         if report is None or not report.damaged():  # the report is exact: it names every file changed
             pending = [] if report is None or not report.pending_deletions() else [
                 f"removed {len(report.pending_deletions())} file(s) pending deletion (.deleted)"]
             done = pending + rewritten
             status = "; ".join(["checked, nothing wrong", *done]) if done else "checked, nothing to change"
+            if removed:
+                status = "; ".join([*removed, *done])
+                changed += 1
         else:
-            changed += report.repaired()
+            changed += report.repaired() or bool(removed)
             kept += bool(report.kept_batches)  # damage recover leaves as Kafka does: exit 1 all the same
             lines = [line for line in report.lines() if not line.startswith("rebuilt indexes")]
             if report.damaged_files():
                 lines.append("rebuilt " + ", ".join(sorted(report.damaged_files())))
-            status = "; ".join(lines + rewritten)
+            status = "; ".join(lines + removed + rewritten)
         span = f"offsets {start}..{end - 1}" if end > start else f"empty, next offset {end}"
         print(f"{name}: {status} ({span})")
     for line in checkpoints:

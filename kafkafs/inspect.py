@@ -14,6 +14,7 @@ from typing import TextIO
 from .errors import CorruptRecordError, UnsafeFileError, describe_os_error
 from .format.batch import decode_batch, validate_batch
 from .format.checkpoint import EPOCH_CHECKPOINT_FILE, parse_epoch_checkpoint, parse_offset_checkpoint
+from .format.txnindex import AbortedTxn
 from .storage.leader_epochs import read_regular_file
 from .storage.log import Log
 from .storage.logdir import (
@@ -25,12 +26,13 @@ from .storage.logdir import (
 )
 from .storage.names import STAGING_DIR_NAME, broker_refuses_folder
 from .storage.partition_metadata import PARTITION_METADATA_FILE, partition_metadata_problem
+from .storage.producer_state import unreadable_snapshots
 from .storage.recovery import interrupted_leftovers
 from .storage.recovery_plan import left_by_unclean_stop, zeros_from
 from .storage.safefiles import regular_files, unsafe_entries
 from .storage.segment import LogSegment
 from .storage.strays import stray_consequence, stray_partitions
-from .storage.transactions import batch_events
+from .storage.transactions import abort_markers, rebuilt_aborted, txn_index_difference
 from .storage.validation import in_order
 
 __all__ = ["verify_logdir", "check_segment"]
@@ -77,29 +79,49 @@ def check_indexes(segment: LogSegment) -> list[str]:
     return problems
 
 
-def _unsupported_txn_entries(segment: LogSegment) -> list[str]:
-    """The ``.txnindex`` entries that name no ABORT marker of their producer at their last offset in this
-    segment (a broker writes each entry into the segment of its marker, and compaction keeps an entry
-    only with its marker): what ``recover`` replaces as damage."""
+def _txn_entry(e: AbortedTxn) -> str:
+    return f"producer {e.producer_id} ({e.first_offset}..{e.last_offset}, lastStableOffset {e.last_stable_offset})"
+
+
+def txn_index_problems(segment: LogSegment, rebuilt: list[AbortedTxn]) -> list[str]:
+    """How the segment's ``.txnindex`` differs from what ``recover`` rebuilds there (``rebuilt``:
+    :func:`~kafkafs.storage.transactions.rebuilt_aborted`), by the rule ``recover`` judges it with
+    (:func:`~kafkafs.storage.transactions.txn_index_difference`): each wrong entry (no ABORT marker
+    of its producer at its last offset, or another first or last stable offset than the log gives) and
+    each missing one. Readers trust these entries (``read_committed``, ``transactions``), as a broker does."""
     try:
-        entries = segment.txn_index.entries()
-    except CorruptRecordError:
-        return []  # said by the sanity check
-    if not entries:
+        kept = segment.txn_index.entries()
+    except CorruptRecordError as exc:
+        return [f"{segment.txn_index.path.name}: {exc.reason}"]
+    if not kept and not rebuilt:
         return []
-    markers = {(e.producer_id, e.offset) for e in batch_events(segment.batches(0)) if e.kind == "ABORT"}
-    return [f"{segment.txn_index.path.name}: entry of producer {e.producer_id} ({e.first_offset}..{e.last_offset}) "
-            f"names no ABORT marker at offset {e.last_offset}" for e in entries
-            if (e.producer_id, e.last_offset) not in markers]
+    name = segment.txn_index.path.name
+    wrong, missing = txn_index_difference(kept, rebuilt, abort_markers(segment))
+    by_marker = {(e.producer_id, e.last_offset): e for e in missing}
+    out = []
+    for e in wrong:
+        right = by_marker.pop((e.producer_id, e.last_offset), None)
+        if right is None:
+            out.append(f"{name}: entry of producer {e.producer_id} ({e.first_offset}..{e.last_offset}) names no "
+                       f"ABORT marker at offset {e.last_offset}")
+        else:
+            out.append(f"{name}: entry {kept.index(e)} of {_txn_entry(e)} is not what the log gives for that ABORT "
+                       f"marker: {_txn_entry(right)} (what `kafkafs recover` writes)")
+    out += [f"{name}: lacks the entry of {_txn_entry(e)} that the ABORT marker at offset {e.last_offset} gives "
+            "(what `kafkafs recover` writes)" for e in by_marker.values()]
+    return out
 
 
-def check_index_files(segment: LogSegment, *, sealed: bool, clean_shutdown: bool) -> tuple[list[str], list[str]]:
+def check_index_files(segment: LogSegment, *, sealed: bool, clean_shutdown: bool,
+                      rebuilt_txns: list[AbortedTxn] | None = None) -> tuple[list[str], list[str]]:
     """Problems and notes about the index files: Kafka's sanity checks and ``--verify-index-only``'s
     rules (:func:`check_indexes`); a sealed segment's index must hold only real entries (Kafka counts
     every whole entry of a sealed file and would reject trailing zeros); a missing index is a note,
     since a writer rebuilds it from the ``.log``. The active segment's indexes after an unclean stop
     (no ``clean_shutdown``) are notes too: whatever they hold, a broker's start rebuilds them
-    (:func:`~kafkafs.storage.recovery_plan.left_by_unclean_stop`, the rule ``recover`` judges by)."""
+    (:func:`~kafkafs.storage.recovery_plan.left_by_unclean_stop`, the rule ``recover`` judges by).
+    ``rebuilt_txns``: the ``.txnindex`` entries a recovery writes for the segment (:func:`txn_index_problems`;
+    None: the ``.txnindex`` is not checked)."""
     problems: list[str] = []
     notes: list[str] = []
     try:
@@ -107,7 +129,8 @@ def check_index_files(segment: LogSegment, *, sealed: bool, clean_shutdown: bool
     except CorruptRecordError as exc:
         problems.append(exc.reason)
     problems.extend(check_indexes(segment))
-    problems.extend(_unsupported_txn_entries(segment))
+    if rebuilt_txns is not None:
+        problems.extend(txn_index_problems(segment, rebuilt_txns))
     if problems and left_by_unclean_stop(not sealed, clean_shutdown):
         notes = [f"{p} (the active segment's index after an unclean stop: a writable open rebuilds it, as a "
                  "broker's start does; no damage)" for p in problems]
@@ -286,10 +309,15 @@ def verify_logdir(
             problems += [f"{file}: left by an interrupted compaction or deletion; `kafkafs recover` finishes or "
                          "undoes it, as a broker's start does"
                          for file in interrupted_leftovers(regular_files(logdir.path / name, warn=False))]
+            problems += [f"{file}: {why}: Kafka's reader refuses this producer snapshot (a broker's load deletes it "
+                         "and rebuilds the producer state from the log); `kafkafs recover` removes it"
+                         for file, why in unreadable_snapshots(logdir.path / name)]
             notes: list[str] = []
             records = 0
             expected = log_.log_start_offset
             segments = list(log_.segments)
+            # what `recover` writes into each .txnindex (up to a segment that cannot be read: said below)
+            rebuilt = rebuilt_aborted(segments, unreadable=[])
             for i, segment in enumerate(segments):
                 first = i == 0
                 upper = segments[i + 1].base_offset if i + 1 < len(segments) else None
@@ -303,8 +331,9 @@ def verify_logdir(
                         log_start=log_.log_start_offset, upper=upper,
                         notes=notes if left_by_unclean_stop(upper is None, logdir.clean_shutdown) else None,
                     )
-                    index_problems, index_notes = check_index_files(segment, sealed=segment is not segments[-1],
-                                                                    clean_shutdown=logdir.clean_shutdown)
+                    index_problems, index_notes = check_index_files(
+                        segment, sealed=segment is not segments[-1], clean_shutdown=logdir.clean_shutdown,
+                        rebuilt_txns=rebuilt.get(segment.base_offset))
                 except OSError as exc:  # one unreadable segment (a disk error): said, the others still checked
                     problems.append(f"{segment.log_path.name}: not checked ({_say_once(exc, said, err)})")
                     expected = upper if upper is not None else expected

@@ -54,6 +54,9 @@ class IndexErrors:
         self.not_found: dict[str, list[tuple[int, int]]] = {}
         self.gaps: dict[str, list[tuple[int, int]]] = {}
         self._keys: dict[str, str] = {}  # name -> its absolute path, made once a file
+        #: Of the findings, those a live or killed broker's active segment shows in its preallocated,
+        #: zero-filled index (:func:`_preallocated_active`): printed as Kafka prints them, no damage.
+        self.no_damage = 0
 
     def add(self, table: dict[str, list[tuple[int, int]]], name: str, pairs: list[tuple[int, int]]) -> None:
         """Keep ``pairs`` for ``name`` in ``table`` (Kafka's ``computeIfAbsent(file, ..)`` then a put)."""
@@ -80,7 +83,8 @@ class IndexErrors:
         self.add(self.gaps, name, gaps)
 
     def print(self, err: TextIO) -> int:
-        """Print everything in Kafka's order; return how many problems (gaps are not problems)."""
+        """Print everything in Kafka's order; return how many problems (gaps are not problems, nor the
+        findings counted in :attr:`no_damage`)."""
         problems = 0
         for name, pairs in self._in_kafkas_order(self.offset_mismatches):
             print(f"Mismatches in :{name}", file=err)
@@ -106,7 +110,7 @@ class IndexErrors:
             print(f"Non-consecutive offsets in {name}", file=err)
             for a, b in self._tree(pairs):
                 print(f"  {a} is followed by {b}", file=err)
-        return problems
+        return problems - self.no_damage
 
 
 def _segment_files(name: str, err: TextIO) -> tuple[int, bytes, str, bytes] | None:
@@ -162,6 +166,25 @@ def _entries(data: bytes, base: int, entry: struct.Struct, rel_at: int) -> Itera
         yield offset, fields[1 - rel_at]
 
 
+def _preallocated_active(name: str, data: bytes, entry_size: int) -> bool:
+    """Whether the index file ``name`` (its bytes ``data``) is an active segment's preallocated index
+    with no entry yet: zeros only, longer than one entry (a broker creates the active segment's indexes
+    at ``segment.index.bytes``, zero-filled, and trims them at a roll or a clean stop), and no ``.log``
+    with a higher base offset beside it. Kafka's tool reads its slot 0 as an entry at the base offset,
+    position 0, and prints the mismatch it finds there; it is no damage (``verify`` agrees; a sealed
+    segment's index is trimmed, and zeros there are damage)."""
+    if len(data) <= entry_size or data.count(0) != len(data):
+        return False
+    folder = os.path.dirname(os.path.abspath(name))
+    base = os.path.basename(name).split(".")[0]
+    try:
+        with os.scandir(folder) as listing:
+            return not any(e.name.endswith(".log") and len(e.name) == 24 and e.name[:20].isdigit()
+                           and e.name[:20] > base for e in listing)
+    except OSError:
+        return False
+
+
 def _report_sanity(name: str, problem: str | None, out: TextIO, err: TextIO) -> int:
     """Say what an index's sanity check found (as Kafka's tool does); the exit code."""
     if problem:
@@ -213,6 +236,8 @@ def dump_index(name: str, out: TextIO, err: TextIO, options: DumpOptions, errors
             out.write(f"offset: {offset} position: {position}\n")
     if mismatches:
         errors.add(errors.offset_mismatches, name, mismatches)
+        if _preallocated_active(name, data, _OFFSET_ENTRY.size):
+            errors.no_damage += len(mismatches)
     return 0  # the mismatches are counted when printed
 
 
@@ -282,6 +307,7 @@ def dump_time_index(name: str, out: TextIO, err: TextIO, options: DumpOptions, e
         index = b""
     problems = 0
     prev = _NO_TIMESTAMP
+    preallocated = _preallocated_active(name, data, _TIME_ENTRY.size)
     for offset, timestamp in _entries(data, base, _TIME_ENTRY, 1):
         batch = None
         pos = _lookup(index, base, offset)
@@ -294,10 +320,9 @@ def dump_time_index(name: str, out: TextIO, err: TextIO, options: DumpOptions, e
                 pos = h.end
         except CorruptRecordError:
             batch = None
-        if batch is None:
-            errors.add(errors.not_found, name, [(offset, -1)])
-        elif batch.last_offset != offset:
-            errors.add(errors.not_found, name, [(offset, batch.last_offset)])
+        if batch is None or batch.last_offset != offset:
+            errors.add(errors.not_found, name, [(offset, -1 if batch is None else batch.last_offset)])
+            errors.no_damage += preallocated
         else:
             try:
                 max_ts = max(decode_batch(log, batch, validate=False, ordered=False).timestamps, default=_NO_TIMESTAMP)
@@ -310,8 +335,10 @@ def dump_time_index(name: str, out: TextIO, err: TextIO, options: DumpOptions, e
                 max_ts = _NO_TIMESTAMP
             if max_ts != timestamp:
                 errors.add(errors.time_mismatches, name, [(timestamp, max_ts)])
+                errors.no_damage += preallocated
             if prev >= timestamp:
                 errors.add(errors.out_of_order, name, [(timestamp, prev)])
+                errors.no_damage += preallocated
         if not options.verify_index_only:
             out.write(f"timestamp: {timestamp} offset: {offset}\n")
         prev = timestamp

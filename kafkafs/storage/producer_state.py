@@ -45,7 +45,7 @@ from .safefiles import write_atomically
 if TYPE_CHECKING:
     from .segment import LogSegment
 
-__all__ = ["ProducerState", "apply_batch", "snapshot_offsets"]
+__all__ = ["ProducerState", "apply_batch", "snapshot_offsets", "unreadable_snapshots", "remove_unreadable_snapshots"]
 
 log = logging.getLogger("kafkafs.producer_state")
 
@@ -120,6 +120,37 @@ def snapshot_offsets(directory: Path) -> list[int]:
     except FileNotFoundError:
         pass
     return sorted(out)
+
+
+def unreadable_snapshots(directory: Path) -> list[tuple[str, str]]:
+    """(file name, why) for each regular ``<offset>.snapshot`` in ``directory`` that Kafka's reader
+    refuses (``CorruptSnapshotException``: a CRC mismatch, a cut or unknown layout), in offset order.
+    Damage (SPEC §4): a broker's load deletes such a file and rebuilds the producer state from an
+    earlier snapshot or the log, as :meth:`ProducerState.load` reads past it; ``kafkafs recover`` removes
+    it (:func:`remove_unreadable_snapshots`) and ``verify`` says it. A file that cannot be read (an OS
+    error) is left to the caller's other reads."""
+    out = []
+    for off in snapshot_offsets(directory):
+        name = snapshot_file_name(off)
+        try:
+            parse_producer_snapshot(read_regular_file(directory / name))
+        except CorruptRecordError as exc:
+            out.append((name, exc.reason))
+        except (OSError, UnsafeFileError):
+            continue
+    return out
+
+
+def remove_unreadable_snapshots(directory: Path) -> list[tuple[str, str]]:
+    """Delete the snapshots :func:`unreadable_snapshots` finds (as a broker's load deletes them:
+    ``removeAndDeleteSnapshot``); return them. Only for a writer holding the log directory's lock."""
+    found = unreadable_snapshots(directory)
+    for name, _why in found:
+        try:
+            os.unlink(directory / name)
+        except FileNotFoundError:
+            pass
+    return found
 
 
 class ProducerState:

@@ -42,7 +42,7 @@ from .recovery_plan import left_by_unclean_stop, refuse_cutting_batches, unclean
 from .safefiles import LISTINGS, regular_entry
 from .segment import LogSegment
 from .segments import LogSegments
-from .transactions import ProducerTransactions, batch_events
+from .transactions import ProducerTransactions, abort_markers, txn_index_difference
 
 __all__ = ["load_segments", "LoadResult", "RecoveryReport"]
 
@@ -443,23 +443,19 @@ def _left_by_unclean_stop(active: bool, clean_shutdown: bool, name: str, old: ob
 
 
 def _cleaned_txn_index(segment: LogSegment, name: str, old: object, new: object) -> bool:
-    """Whether the ``.txnindex`` ``name`` held, as ``old`` (:meth:`index_state`), what a rebuild writes
-    (``new``) plus entries of ABORT markers the segment keeps without their transaction's records: Kafka's
-    cleaner removes an aborted transaction's records, keeps its marker until the delete horizon, and
-    writes the cleaned segment's ``.txnindex`` with its entry (``CleanedTransactionMetadata``), while a
-    recovery's rebuild finds no transaction for a marker alone and writes none. Both are valid."""
+    """Whether the ``.txnindex`` ``name`` held, as ``old`` (:meth:`index_state`), entries that are right
+    beside what a rebuild writes (``new``): :func:`.transactions.txn_index_difference` finds no
+    difference (a cleaned segment's entries of ABORT markers kept without their transaction's records)."""
     if not name.endswith(names.TXN_INDEX) or not isinstance(old, tuple) or not isinstance(new, tuple):
         return False
     if len(old) != 2 or not old[0] or old[1] is None or len(new) != 2 or new[1] is None:
         return False
-    kept, rebuilt = set(old[1]), set(new[1])
-    if not rebuilt <= kept:
-        return False
     try:
-        markers = {(e.producer_id, e.offset) for e in batch_events(segment.batches(0)) if e.kind == "ABORT"}
+        markers = abort_markers(segment)
     except CorruptRecordError:
         return False
-    return all((e.producer_id, e.last_offset) in markers for e in kept - rebuilt)
+    wrong, missing = txn_index_difference(old[1], new[1], markers)
+    return not wrong and not missing
 
 
 def _was_right(segment: LogSegment, name: str, old: object, active: bool = False) -> bool:

@@ -32,7 +32,8 @@ from .records import BatchView
 if TYPE_CHECKING:
     from .segment_files import SegmentFiles
 
-__all__ = ["CleanedTransactions", "ProducerTransactions", "batch_events", "segment_aborted"]
+__all__ = ["CleanedTransactions", "ProducerTransactions", "batch_events", "segment_aborted", "rebuilt_aborted",
+           "txn_index_difference", "abort_markers"]
 
 
 class ProducerTransactions:
@@ -154,18 +155,62 @@ def _rebuilt(segments: Sequence[SegmentFiles]) -> dict[int, list[AbortedTxn]]:
         if found is not None:
             _rebuilt_cache.move_to_end(key)
             return found
-    state = ProducerTransactions()
-    out: dict[int, list[AbortedTxn]] = {base: [] for base in missing}
-    for segment in segments:
-        for event in batch_events(segment.batches()):
-            entries = state.apply_one(event)
-            if segment.base_offset in missing:
-                out[segment.base_offset].extend(entries)
+    out = rebuilt_aborted(segments, missing)
     with _rebuilt_lock:
         _rebuilt_cache[key] = out
         while len(_rebuilt_cache) > _REBUILT_KEPT:
             _rebuilt_cache.popitem(last=False)
     return out
+
+
+def rebuilt_aborted(
+    segments: Sequence[SegmentFiles], only: set[int] | None = None, unreadable: list[OSError] | None = None
+) -> dict[int, list[AbortedTxn]]:
+    """base offset -> the ``.txnindex`` entries a recovery of the whole partition writes for each segment
+    (``segments``: all of them, oldest first; ``only``: just these base offsets): the transaction markers
+    replayed from the first segment, one batch at a time (:meth:`ProducerTransactions.apply_one`), as
+    :meth:`LogSegment.recover <kafkafs.storage.segment.LogSegment.recover>` rebuilds them (and Kafka's
+    ``LogSegment.recover``). Damage ends a segment's events, as it ends a recovery's walk there. With
+    ``unreadable``, a segment that cannot be read (an OS error, appended there) ends the replay: it and
+    the segments after it are left out (their entries are not known), instead of raising."""
+    state = ProducerTransactions()
+    out: dict[int, list[AbortedTxn]] = {}
+    for segment in segments:
+        entries: list[AbortedTxn] = []
+        try:
+            for event in batch_events(segment.batches()):
+                entries += state.apply_one(event)
+        except OSError as exc:
+            if unreadable is None:
+                raise
+            unreadable.append(exc)
+            break
+        if only is None or segment.base_offset in only:
+            out[segment.base_offset] = entries
+    return out
+
+
+def abort_markers(segment: SegmentFiles) -> set[tuple[int, int]]:
+    """(producer id, offset) of each ABORT marker of ``segment`` (damage ends them)."""
+    return {(e.producer_id, e.offset) for e in batch_events(segment.batches(0)) if e.kind == "ABORT"}
+
+
+def txn_index_difference(
+    kept: Sequence[AbortedTxn], rebuilt: Sequence[AbortedTxn], abort_markers: set[tuple[int, int]]
+) -> tuple[list[AbortedTxn], list[AbortedTxn]]:
+    """How a segment's ``.txnindex`` entries ``kept`` differ from what a recovery's rebuild writes
+    (``rebuilt``, :func:`rebuilt_aborted`), as (entries kept that are wrong, entries rebuilt that are not
+    kept); both empty when the file is right. An extra entry is right when it names an ABORT marker of
+    its producer in the segment (``abort_markers``: (producer id, offset)) for which the rebuild writes
+    no entry: Kafka's cleaner removes an aborted transaction's records, keeps its marker until the delete
+    horizon and writes the cleaned segment's entry (``CleanedTransactionMetadata``), while a rebuild
+    finds no transaction for a marker alone. ``recover`` replaces a file that differs (damage) and
+    ``verify`` says it: one rule for both (SPEC §4)."""
+    kept_set, rebuilt_set = set(kept), set(rebuilt)
+    rebuilt_markers = {(e.producer_id, e.last_offset) for e in rebuilt}
+    wrong = [e for e in kept if e not in rebuilt_set and ((e.producer_id, e.last_offset) not in abort_markers
+                                                           or (e.producer_id, e.last_offset) in rebuilt_markers)]
+    return wrong, [e for e in rebuilt if e not in kept_set]
 
 
 @dataclass(slots=True)

@@ -914,3 +914,22 @@ def test_dump_reads_the_log_and_never_maps_it(tmp_path, monkeypatch):
         monkeypatch.setattr(dump_log_module, "_READ_BYTES", window)
         assert dump(path, deep_iteration=True, print_data_log=True) == whole, window
     assert whole[0] == 1 and len(whole[1]) == 2 + 40 * 2 + 1 and whole[1][-1].startswith("Found 30 invalid bytes")
+
+
+def test_an_active_segments_preallocated_index_is_no_damage(segment):
+    """review17 R17-2: a killed (or running) broker's active segment keeps its .index and .timeindex
+    preallocated, zero-filled; Kafka's tool reads slot 0 as an entry at the base offset, prints the
+    mismatch, exits 0 (as it does on any mismatch). The lines are Kafka's; the exit code is 0 here too,
+    as verify calls the files no damage. The same zeros in a sealed segment's (trimmed) index are damage."""
+    index, timeindex = segment.with_suffix(".index"), segment.with_suffix(".timeindex")
+    index.write_bytes(bytes(8 * 512))
+    timeindex.write_bytes(bytes(12 * 512))
+    rc, lines, err = dump(index, timeindex)
+    assert lines == [f"Dumping {index}", "offset: 0 position: 0", f"Dumping {timeindex}", "timestamp: 0 offset: 0"]
+    assert err == [f"Mismatches in :{index}", "  Index offset: 0, log offset: 1",
+                   f"The following indexed offsets are not found in :{timeindex}", "Indexed offset: 0, found log offset: 1"]
+    assert rc == 0
+    assert cli(str(index), str(timeindex)).returncode == 0
+    shutil.copy(segment, segment.with_name("00000000000000000008.log"))  # now sealed: a later segment
+    assert dump(index, timeindex)[0] == 1
+    assert dump(index)[0] == 1 and dump(timeindex)[0] == 1

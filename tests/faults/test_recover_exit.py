@@ -256,6 +256,47 @@ def test_a_txnindex_entry_no_marker_supports_is_damage_to_both(tmp_path):
     assert _kafkafs("verify", str(logdir)).returncode == 0
 
 
+@pytest.mark.parametrize("field, value, said", [
+    (2, 0, b"entry 0 of producer 7 (0..3, lastStableOffset 4) is not what the log gives for that ABORT marker: "
+           b"producer 7 (2..3, lastStableOffset 4)"),
+    (4, 9, b"entry 0 of producer 7 (2..3, lastStableOffset 9) is not what the log gives"),
+    (None, None, b"lacks the entry of producer 7 (2..3, lastStableOffset 4) that the ABORT marker at offset 3 gives"),
+])
+def test_a_txnindex_entry_the_log_does_not_give_is_damage_to_both(tmp_path, field, value, said):
+    """review17 R17-3: an entry whose firstOffset (here the committed transaction's 0 instead of 2) or
+    lastStableOffset is wrong, or a lost entry, passed verify (0) while recover rebuilt the .txnindex (1);
+    read_committed and `transactions` trust it. verify compares with what recover's rebuild writes."""
+    import struct
+
+    from kafkafs.format.batch import encode_batch, encode_control_batch
+    from kafkafs.storage.logdir import LogDir
+
+    logdir = tmp_path / "logs"
+    logdir.mkdir()
+    with LogDir(logdir, writable=True) as ld:
+        log = ld.create_partition("t", 0)
+        for i, marker in enumerate(("COMMIT", "ABORT")):
+            log.append_batches(encode_batch([(1, b"k", b"v%d" % i, ())], transactional=True, producer_id=7,
+                                            producer_epoch=0, base_sequence=i))
+            log.append_batches(encode_control_batch(marker, producer_id=7, producer_epoch=0, timestamp=1))
+        log.append_records([(1, b"k", b"v", ())])
+    path = logdir / "t-0" / "00000000000000000000.txnindex"
+    data = bytearray(path.read_bytes())
+    assert struct.unpack(">hqqqq", data) == (0, 7, 2, 3, 4)
+    assert _kafkafs("verify", str(logdir)).returncode == 0
+    if field is None:
+        data = bytearray()
+    else:
+        struct.pack_into(">q", data, 2 + 8 * (field - 1), value)
+    path.write_bytes(bytes(data))
+    verified = _kafkafs("verify", str(logdir))
+    assert verified.returncode == 1 and said in verified.stdout, verified.stdout
+    done = _kafkafs("recover", str(logdir))
+    assert done.returncode == 1 and b"rebuilt 00000000000000000000.txnindex" in done.stdout, done.stdout
+    assert struct.unpack(">hqqqq", path.read_bytes()) == (0, 7, 2, 3, 4)
+    assert _kafkafs("verify", str(logdir)).returncode == 0
+
+
 def test_recover_exits_0_for_empty_indexes_verify_accepts(tmp_path):
     """review12 R12-3: sealed segments whose .index is empty and trimmed (a broker counts
     index.interval.bytes from a restart, or wrote with a larger interval) are no damage to verify (0),
@@ -272,3 +313,33 @@ def test_recover_exits_0_for_empty_indexes_verify_accepts(tmp_path):
     done = _kafkafs("recover", str(tmp_path))
     assert done.returncode == 0, done.stdout.decode()
     assert _kafkafs("verify", str(tmp_path)).returncode == 0
+
+
+def test_a_producer_snapshot_kafka_refuses_is_damage_to_both(tmp_path):
+    """review17 (fuzz): a flipped bit in a producer-state .snapshot: verify 0, dump 1 (CRC mismatch),
+    recover 0 and the file kept. Kafka's load deletes such a snapshot and rebuilds the producer state
+    from the log: a damaged file replaced (SPEC §4), so verify says it (1) and recover removes it (1)."""
+    from kafkafs.format.batch import encode_batch
+    from kafkafs.storage.logdir import LogDir
+
+    logdir = tmp_path / "logs"
+    logdir.mkdir()
+    with LogDir(logdir, writable=True) as ld:
+        log = ld.create_partition("t", 0)
+        for i in range(3):
+            log.append_batches(encode_batch([(1, b"k", b"v%d" % i, ())], producer_id=7, producer_epoch=0,
+                                            base_sequence=i))
+    snapshots = sorted((logdir / "t-0").glob("*.snapshot"))
+    assert [p.name for p in snapshots] == ["00000000000000000003.snapshot"]
+    assert _kafkafs("verify", str(logdir)).returncode == 0
+    data = bytearray(snapshots[0].read_bytes())
+    data[20] ^= 4
+    snapshots[0].write_bytes(bytes(data))
+    assert _kafkafs("dump", str(snapshots[0])).returncode == 1
+    verified = _kafkafs("verify", str(logdir))
+    assert verified.returncode == 1, verified.stdout
+    assert b"00000000000000000003.snapshot: Snapshot is corrupt (CRC is no longer valid)" in verified.stdout
+    done = _kafkafs("recover", str(logdir))
+    assert done.returncode == 1 and b"removed damaged 00000000000000000003.snapshot" in done.stdout, done.stdout
+    assert _kafkafs("verify", str(logdir)).returncode == 0
+    assert _kafkafs("dump", str(snapshots[0])).returncode == 0  # written again at the close, from the log
