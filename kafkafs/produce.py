@@ -118,7 +118,7 @@ def produce(logdir: LogDir, name: str, fd: int, *, no_create: bool = False, lead
                 try:
                     group = encode_lines(
                         blob, start, now=log_.clock() if log_ is not None else time.time_ns() // 1_000_000,
-                        codec=codec, max_message_bytes=config.max_message_bytes, first_number=first_line,
+                        codec=codec, max_message_bytes=config.max_batch_bytes, first_number=first_line,
                         max_lines=MAX_LINES, max_bytes=MAX_BYTES,
                     )
                 except InvalidInput as exc:
@@ -132,7 +132,7 @@ def produce(logdir: LogDir, name: str, fd: int, *, no_create: bool = False, lead
                             print(f"kafkafs: created partition {name}", file=sys.stderr)
                         if leader_epoch is not None:
                             log_.set_leader_epoch(leader_epoch)
-                        result = log_.append_batches(group.data)
+                        result = log_.append_batches(group.data, client=True)
                     except RecordRefused as exc:
                         done = f"; the {total} records before it were appended" if total else ""
                         return Produced(total, first_offset, last_offset,

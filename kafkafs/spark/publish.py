@@ -42,7 +42,8 @@ def staged_batches(path: str) -> Iterator[bytes]:
 
 def _check(files: list[StagedFile], settings: Settings) -> None:
     for sf in files:
-        limit = settings.for_topic(sf.topic).max_message_bytes
+        config = settings.for_topic(sf.topic)
+        limit = config.max_batch_bytes
         for data in staged_batches(sf.path):
             header = read_batch_header(data, 0)
             if header is None:
@@ -50,8 +51,8 @@ def _check(files: list[StagedFile], settings: Settings) -> None:
             validate_batch(data, header)
             if header.size > limit:
                 raise RecordTooLargeError(
-                    f"{sf.topic}-{sf.partition}: a batch of {header.size} bytes is larger than max.message.bytes="
-                    f"{limit} (a single record that large cannot be appended; raise max.message.bytes)"
+                    f"{sf.topic}-{sf.partition}: a batch of {header.size} bytes is larger than {config.batch_limit}; "
+                    "a single record that large cannot be appended"
                 )
 
 
@@ -114,7 +115,7 @@ def append_staged(
             before[(topic, partition)] = (log_, start)
             for sf in group:
                 for data in staged_batches(sf.path):
-                    log_.append_batches(data, flush=False)
+                    log_.append_batches(data, flush=False, client=True)
             appended[(topic, partition)] = (start, log_.log_end_offset - 1)
         for log_, _start in before.values():
             log_.flush()

@@ -227,6 +227,7 @@ class _Staging:
             compression=self.compression,
             logdir=self.logdir,
             new_topic_partitions=self.new_topic_partitions,
+            settings=settings_from(self.options),
         )
         try:
             for batch in iterator:

@@ -36,7 +36,7 @@ from typing import Any
 import pyarrow as pa
 
 from ..errors import InvalidInput
-from ..format.batch import encode_batch
+from ..format.batch import batch_groups, encode_batch
 from ..format.compression import codec_by_name
 from ..storage.config import DEFAULTS, Settings
 from ..storage.names import STAGING_DIR_NAME, parse_partition_dir_name, refuse_internal_topic
@@ -153,9 +153,10 @@ def _headers_list(column: pa.Array) -> list[tuple[tuple[str, bytes | None], ...]
 
 
 class _Pending:
-    __slots__ = ("rows", "bytes", "file", "path", "records", "batches", "size")
+    __slots__ = ("rows", "bytes", "file", "path", "records", "batches", "size", "limit")
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, limit: int) -> None:
+        self.limit = limit  # the topic's max_batch_bytes: a staged batch larger is cut into several
         self.rows: list[tuple] = []
         self.bytes = 0
         self.path = path
@@ -193,8 +194,10 @@ class Stager:
         compression: str = "none",
         logdir: str | None = None,
         new_topic_partitions: int = 1,
+        settings: Settings | None = None,
     ) -> None:
         self.root = root
+        self.settings = settings or Settings()
         self.job = root / job_id
         self.dir = self.job / task_tag
         try:
@@ -250,7 +253,9 @@ class Stager:
                     raise InvalidInput(f"partition {partition} of topic {topic!r} is negative")
                 parse_partition_dir_name(f"{topic}-{partition}")  # InvalidName for a bad topic or partition
                 refuse_internal_topic(topic)
-                pending = self._pending[key] = _Pending(self.dir / f"{topic}-{partition}.batches")
+                pending = self._pending[key] = _Pending(
+                    self.dir / f"{topic}-{partition}.batches", self.settings.for_topic(topic).max_batch_bytes
+                )
             pending.rows.append((stamps[i], k, v, h))
             pending.bytes += 16 + (len(k) if k else 0) + (len(v) if v else 0) + sum(
                 len(hk) + (len(hv) if hv else 0) for hk, hv in h
@@ -263,10 +268,11 @@ class Stager:
             return
         now = time.time_ns() // 1_000_000
         rows = [(now if ts is None else ts, k, v, h) for ts, k, v, h in pending.rows]
-        data = encode_batch(rows, compression=self.codec)
+        groups = batch_groups(rows, pending.limit)
+        data = b"".join(encode_batch(group, compression=self.codec) for group in groups)
         pending.file.write(data)
         pending.records += len(rows)
-        pending.batches += 1
+        pending.batches += len(groups)
         pending.size += len(data)
         pending.rows = []
         pending.bytes = 0

@@ -25,11 +25,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..errors import InvalidInput
+from ..errors import InvalidInput, RecordTooLargeError
 from ..format.batch import NO_TIMESTAMP, BatchHeader, DecodedBatch, decode_batch, scan_batches
 from .config import LONG_MAX, LogConfig
 
-__all__ = ["RecordRefused", "check_appendable", "check_batches"]
+__all__ = ["RecordRefused", "check_appendable", "check_batch_sizes", "check_batches"]
 
 
 class RecordRefused(InvalidInput):
@@ -69,10 +69,24 @@ def check_appendable(buf: bytes | bytearray, headers: Sequence[BatchHeader], con
         index += max(h.record_count, 0)
 
 
+def check_batch_sizes(headers: Sequence[BatchHeader], config: LogConfig, *, client: bool) -> None:
+    """Raise ``RecordTooLargeError`` for the first batch larger than ``max.message.bytes``, or, for a
+    ``client``'s batches (what a producer sends), than :attr:`~.config.LogConfig.max_batch_bytes` (also
+    the segment size: Kafka's UnifiedLog.append, RECORD_LIST_TOO_LARGE)."""
+    limit, name = ((config.max_batch_bytes, config.batch_limit) if client
+                   else (config.max_message_bytes, f"max.message.bytes={config.max_message_bytes}"))
+    for h in headers:
+        if h.size > limit:
+            raise RecordTooLargeError(f"batch of {h.size} bytes is larger than {name}")
+
+
 def check_batches(data: bytes, config: LogConfig, partition: str, now: int) -> None:
-    """:func:`check_appendable` of the whole batches ``data`` (kafkafs's own encoding: not validated
-    here), for a writer that must know before it creates the partition."""
-    check_appendable(data, list(scan_batches(data)), config, partition, now)
+    """:func:`check_batch_sizes` (a client's) and :func:`check_appendable` of the whole batches ``data``
+    (kafkafs's own encoding: not validated here), for a writer that must know before it creates the
+    partition."""
+    headers = list(scan_batches(data))
+    check_batch_sizes(headers, config, client=True)
+    check_appendable(data, headers, config, partition, now)
 
 
 def _check_keys(batch: DecodedBatch, config: LogConfig, partition: str, first: int) -> None:

@@ -260,6 +260,21 @@ class LogConfig:
         return self.segment_bytes if internal is None else internal
 
     @property
+    def max_batch_bytes(self) -> int:
+        """The largest batch an append takes: ``max.message.bytes``, or the segment size when that is
+        smaller (Kafka's UnifiedLog.append refuses a batch larger than a segment: RecordBatchTooLarge,
+        RECORD_LIST_TOO_LARGE). Writers cut one write's records into batches within it."""
+        return min(self.max_message_bytes, self.segment_size)
+
+    @property
+    def batch_limit(self) -> str:
+        """The setting that makes :attr:`max_batch_bytes`, as ``name=value``, for messages."""
+        if self.segment_size < self.max_message_bytes:
+            name = "segment.bytes" if self.internal_segment_bytes is None else "internal.segment.bytes"
+            return f"{name}={self.segment_size} (no batch may be larger than a segment)"
+        return f"max.message.bytes={self.max_message_bytes}"
+
+    @property
     def compact(self) -> bool:
         return "compact" in self.cleanup_policy.split(",")
 

@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..errors import CorruptRecordError, InvalidInput, RecordTooLargeError
+from ..errors import CorruptRecordError, InvalidInput
 from ..format.batch import (
     BatchHeader,
     batch_groups,
@@ -39,7 +39,7 @@ from ..format.batch import (
 from ..format.compression import codec_by_name
 from ..format.lineencode import encode_lines
 from ..format.txnindex import AbortedTxn, TxnEvent, collect_aborted_txns, transaction_event
-from .append_rules import RecordRefused, check_appendable
+from .append_rules import RecordRefused, check_appendable, check_batch_sizes
 from .config import LogConfig
 from .handles import HandleBudget, raise_open_file_limit
 from .local_log import LocalLog, _now_ms, fsync_directory
@@ -257,15 +257,15 @@ class Log(LocalLog):
         self, data: bytes, *, first_number: int = 1, flush: bool | None = None
     ) -> tuple[AppendResult, int]:
         """Append the lines of ``data`` (split at ``\\n``; SPEC §3's ``append`` rules: a record object or a
-        plain value each) as one batch, or several when one could not stay within ``max.message.bytes``,
-        all or nothing; timestamps None become now. Returns the result and how many lines were taken. A
+        plain value each) as one batch, or several when one could not stay within ``max_batch_bytes``
+        (``max.message.bytes``, or the segment size when smaller: a client's append), all or nothing; timestamps None become now. Returns the result and how many lines were taken. A
         bad line raises ``InvalidInput`` naming it (numbered from ``first_number``) and appends nothing."""
         self._require_writable()
         group = encode_lines(data, now=self.clock(), codec=codec_by_name(self.config.compression_type),
-                             max_message_bytes=self.config.max_message_bytes, leader_epoch=self.leader_epoch,
+                             max_message_bytes=self.config.max_batch_bytes, leader_epoch=self.leader_epoch,
                              first_number=first_number)
         try:
-            return self.append_batches(group.data, flush=flush), group.taken
+            return self.append_batches(group.data, flush=flush, client=True), group.taken
         except RecordRefused as exc:  # one line is one record
             raise exc.at_line(first_number) from None
 
@@ -286,7 +286,9 @@ class Log(LocalLog):
         finally:
             self._lock.release()
 
-    def append_batches(self, data: bytes | bytearray, *, flush: bool | None = None) -> AppendResult:
+    def append_batches(
+        self, data: bytes | bytearray, *, flush: bool | None = None, client: bool = False
+    ) -> AppendResult:
         """Append whole v2 batches as a producer sends them: each is validated (sizes, CRC, offset
         range), given its offsets and the leader epoch (outside the CRC), and LogAppendTime when the
         topic says so. A record a Kafka broker refuses (a keyless record on a compacted topic, a
@@ -296,10 +298,15 @@ class Log(LocalLog):
         A batch keeps its ``lastOffsetDelta``: one with gaps (compacted, copied from another log) takes
         ``lastOffsetDelta + 1`` offsets. ``flush`` True fsyncs before returning (the result is then
         ``durable``); None follows ``flush.messages`` / ``flush.ms``; False never flushes.
+
+        Every batch must stay within ``max.message.bytes``; with ``client`` True (what a producer sends:
+        ``kafkafs produce``, the mount's ``append``, Spark's writes) within ``LogConfig.max_batch_bytes``,
+        that is also within the segment size, as Kafka's UnifiedLog.append requires of a produce request
+        (RECORD_LIST_TOO_LARGE). The engine's own appends (and tests' tiny segments) keep the first rule.
         """
         self._require_writable()
         buf = bytearray(data)
-        headers = self._validated_headers(buf)
+        headers = self._validated_headers(buf, client)
         check_appendable(buf, headers, self.config, self.name, self.clock())
         with self._lock, self._writing():
             self._require_writable()
@@ -386,7 +393,7 @@ class Log(LocalLog):
                 break
         return out
 
-    def _validated_headers(self, buf: bytearray) -> list[BatchHeader]:
+    def _validated_headers(self, buf: bytearray, client: bool = False) -> list[BatchHeader]:
         headers: list[BatchHeader] = []
         try:
             for h in scan_batches(buf):
@@ -402,11 +409,7 @@ class Log(LocalLog):
             raise InvalidInput(f"invalid batch: {exc}") from None
         if not headers or headers[-1].end != len(buf):
             raise InvalidInput("the data is not a whole number of record batches")
-        for h in headers:
-            if h.size > self.config.max_message_bytes:
-                raise RecordTooLargeError(
-                    f"batch of {h.size} bytes is larger than max.message.bytes={self.config.max_message_bytes}"
-                )
+        check_batch_sizes(headers, self.config, client=client)
         return headers
 
     def _flush_due(self, now: int) -> bool:

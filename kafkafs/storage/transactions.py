@@ -204,13 +204,29 @@ def txn_index_difference(
     its producer in the segment (``abort_markers``: (producer id, offset)) for which the rebuild writes
     no entry: Kafka's cleaner removes an aborted transaction's records, keeps its marker until the delete
     horizon and writes the cleaned segment's entry (``CleanedTransactionMetadata``), while a rebuild
-    finds no transaction for a marker alone. ``recover`` replaces a file that differs (damage) and
-    ``verify`` says it: one rule for both (SPEC §4)."""
-    kept_set, rebuilt_set = set(kept), set(rebuilt)
+    finds no transaction for a marker alone. An entry's last stable offset may be above the rebuild's: a
+    follower appends a fetched run of batches at once and computes it once the whole run is in, so a
+    transaction begun after the marker in that run counts (Kafka's ``lastStableOffset(completedTxn)``:
+    the first offset of another producer's ongoing transaction, else the marker's offset + 1); below
+    the rebuild's it is wrong. ``recover`` replaces a file that differs (damage) and ``verify`` says it:
+    one rule for both (SPEC §4)."""
+    rebuilt_lso = {_txn_key(e): e.last_stable_offset for e in rebuilt}
     rebuilt_markers = {(e.producer_id, e.last_offset) for e in rebuilt}
-    wrong = [e for e in kept if e not in rebuilt_set and ((e.producer_id, e.last_offset) not in abort_markers
-                                                           or (e.producer_id, e.last_offset) in rebuilt_markers)]
-    return wrong, [e for e in rebuilt if e not in kept_set]
+
+    def right(e: AbortedTxn) -> bool:
+        lso = rebuilt_lso.get(_txn_key(e))
+        if lso is not None:
+            return e.last_stable_offset >= lso
+        return (e.producer_id, e.last_offset) in abort_markers and (e.producer_id, e.last_offset) not in rebuilt_markers
+
+    wrong = [e for e in kept if not right(e)]
+    found = {_txn_key(e) for e in kept if _txn_key(e) in rebuilt_lso and right(e)}
+    return wrong, [e for e in rebuilt if _txn_key(e) not in found]
+
+
+def _txn_key(e: AbortedTxn) -> tuple[int, int, int, int]:
+    """What of a ``.txnindex`` entry the log decides exactly (all but its last stable offset)."""
+    return e.producer_id, e.first_offset, e.last_offset, e.version
 
 
 @dataclass(slots=True)

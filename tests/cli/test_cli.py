@@ -295,6 +295,23 @@ def test_produce_streams_and_leaves_nothing_behind_on_bad_input(tmp_path):
     assert not (tmp_path / "never-0").exists()
 
 
+def test_produce_keeps_batches_within_segment_bytes(tmp_path):
+    # R17-5: Kafka refuses a batch larger than the segment size (RECORD_LIST_TOO_LARGE): one write's
+    # records are cut into batches within it; a record too large for one exits 1, nothing appended
+    lines = b"".join(b'{"key": "k%d", "value": "%s"}\n' % (i, b"y" * 100) for i in range(60))
+    run("produce", str(tmp_path), "t-0", "--set", "segment.bytes=2048", stdin=lines)
+    out = run("produce", str(tmp_path), "t-0", "--set", "segment.bytes=2048", stdin=b"x" * 3000 + b"\n", check_rc=1)
+    err = out.stderr.decode().splitlines()
+    assert len(err) == 1 and "segment.bytes=2048" in err[0], err
+    run("produce", str(tmp_path), "n-0", "--set", "segment.bytes=2048", stdin=b"x" * 3000 + b"\n", check_rc=1)
+    assert not (tmp_path / "n-0").exists()  # a refused record creates no partition
+    with LogDir(tmp_path) as ld:
+        log = ld.log("t-0")
+        sizes = [view.size for _segment, view in log.batches()]
+        assert len(sizes) > 1 and all(size <= 2048 for size in sizes), sizes
+        assert [(r[2], r[3]) for r in log.records()] == [(b"k%d" % i, b"y" * 100) for i in range(60)]
+
+
 def test_consume_decodes_internal_topics_and_registry_values(fixtures_dir, tmp_path):
     from tests.registry_setup import ORDER_V1, build_registry_logdir
 

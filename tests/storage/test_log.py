@@ -395,3 +395,22 @@ def test_append_records_splits_under_max_message_bytes(tmp_path: Path) -> None:
         with pytest.raises(RecordTooLargeError):
             log.append_records([record(b"small"), record(b"y" * 2000)])
         assert log.log_end_offset == 10
+
+
+@pytest.mark.parametrize("setting", ["segment_bytes", "internal_segment_bytes"])
+def test_append_batches_stay_within_the_segment_size(tmp_path: Path, setting: str) -> None:
+    """R17-5: Kafka refuses a client's batch larger than the segment size (RECORD_LIST_TOO_LARGE), so one
+    write's lines (the mount's append) are cut into batches within it, appended all or nothing; a record
+    too large for such a batch is refused and nothing of its write is appended."""
+    with open_log(tmp_path / "t-0", config(**{setting: 2048})) as log:
+        lines = b"\n".join(b'{"key": "k%d", "value": "%s"}' % (i, b"y" * 100) for i in range(60))
+        result, taken = log.append_lines(lines)
+        assert taken == 60 and (result.first_offset, result.last_offset) == (0, 59) and result.batches > 1
+        sizes = [view.size for _segment, view in log.batches()]
+        assert all(size <= 2048 for size in sizes), sizes
+        assert [(r[2], r[3]) for r in log.records()] == [(b"k%d" % i, b"y" * 100) for i in range(60)]
+        with pytest.raises(RecordTooLargeError, match="segment.bytes=2048"):
+            log.append_lines(b"small\n" + b"x" * 3000)
+        with pytest.raises(RecordTooLargeError, match="segment.bytes=2048"):
+            log.append_batches(encode_batch([(1, None, b"x" * 3000, ())]), client=True)
+        assert log.log_end_offset == 60

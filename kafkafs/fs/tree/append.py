@@ -4,8 +4,9 @@
   (:meth:`~kafkafs.storage.log.Log.append_lines`, the compiled write path): a line that does not parse
   fails the whole write (InvalidInput, EINVAL upstairs) and nothing is appended.
   They are one batch; only when one batch could not hold them within the topic's
-  ``max.message.bytes`` are they cut into several, still appended by one call (all or nothing).
-* A record too large for a batch of ``max.message.bytes`` fails the write with RecordTooLargeError
+  ``max.message.bytes`` (or its segment size, when smaller: ``LogConfig.max_batch_bytes``) are they cut
+  into several, still appended by one call (all or nothing).
+* A record too large for a batch of ``max.message.bytes`` (or of the segment size) fails the write with RecordTooLargeError
   (EFBIG upstairs: "File too large", Kafka's RECORD_TOO_LARGE) and nothing is appended. So does a
   partial line that has already grown past what any record could hold: a plain line longer than
   ``max.message.bytes`` less :data:`PLAIN_LINE_OVERHEAD` (its bytes are the value, byte for byte), a
@@ -166,20 +167,20 @@ class AppendBuffer:
         compressed line may be larger, the append then says)."""
         config = self.log.config
         if codec_by_name(config.compression_type) is not Codec.NONE:
-            return config.max_message_bytes
-        return config.max_message_bytes - PLAIN_LINE_OVERHEAD
+            return config.max_batch_bytes
+        return config.max_batch_bytes - PLAIN_LINE_OVERHEAD
 
     def _check_partial_size(self, size: int, start: bytes, data: bytes, *, dropping: bool) -> None:
         """Raise RecordTooLargeError (the write ``data`` fails whole) when a partial line of ``size`` bytes
         starting with ``start`` cannot be a record. ``dropping``: the line began in an earlier write that was
         taken, so the writes that carry its rest up to its newline go too. A line that began in this write
         was not taken at all (the writer sees the error): the next write starts a new line (review6 F5)."""
-        limit = self.log.config.max_message_bytes
+        limit = self.log.config.max_batch_bytes
         json_line = start.lstrip()[:1] in (b"{", b"")
         if size > (JSON_LINE_FACTOR * limit if json_line else self._plain_limit()):
             kind = "a JSON line" if json_line else "a line"
             exc = RecordTooLargeError(
-                f"{kind} already {size} bytes long cannot fit a record batch of max.message.bytes={limit}"
+                f"{kind} already {size} bytes long cannot fit a record batch of {self.log.config.batch_limit}"
             )
             self._drop(data, exc, dropping=dropping)
             raise exc
