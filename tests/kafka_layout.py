@@ -2,7 +2,7 @@
 
 Used by the tests of ``dump`` and of the broker's state files: a v2 record batch encoder (every header
 field settable, control records), a producer-state snapshot reader and writer (``ProducerSnapshot.json``,
-version 1), a leader-epoch-checkpoint reader and a ``partition.metadata`` reader.
+version 1), a leader-epoch-checkpoint reader, an offset checkpoint's entry and a ``partition.metadata`` reader.
 """
 
 from __future__ import annotations
@@ -141,3 +141,18 @@ def read_partition_metadata(text: str) -> uuid.UUID:
     assert lines[1].startswith("topic_id: "), text
     raw = base64.urlsafe_b64decode(lines[1][len("topic_id: "):] + "==")
     return uuid.UUID(bytes=raw)
+
+
+def checkpoint_offset(path, topic: str, partition: int) -> int | None:
+    """The offset an offset checkpoint file (``cleaner-offset-checkpoint``, ``log-start-offset-checkpoint``:
+    a version line, a count line, then ``topic partition offset`` lines) holds for one partition; None when
+    the file or the entry is not there."""
+    try:
+        lines = open(path).read().splitlines()[2:]
+    except FileNotFoundError:
+        return None
+    for line in lines:
+        name, part, offset = line.split()
+        if name == topic and int(part) == partition:
+            return int(offset)
+    return None

@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.kafka_layout import checkpoint_offset
+
 from .harness import kafkafs
 from .test_compaction_vs_kafka import _batches, _without_clock
 
@@ -32,14 +34,7 @@ RETENTION_BYTES = 6000
 
 
 def _checkpoint(logs: Path, name: str) -> int | None:
-    try:
-        for line in (logs / name).read_text().splitlines()[2:]:
-            topic, part, offset = line.split()
-            if topic == TOPIC and part == "0":
-                return int(offset)
-    except FileNotFoundError:
-        pass
-    return None
+    return checkpoint_offset(logs / name, TOPIC, 0)
 
 
 def _settled(part: Path, seconds: float = 2.0, limit: float = 60) -> None:

@@ -19,6 +19,8 @@ import struct
 import time
 from pathlib import Path
 
+from tests.kafka_layout import checkpoint_offset
+
 from .harness import kafkafs
 from .workloads import produce_transactions
 
@@ -86,14 +88,7 @@ def _fill(broker) -> None:
 
 
 def _cleaned_to(logs: Path) -> int | None:
-    try:
-        for line in (logs / "cleaner-offset-checkpoint").read_text().splitlines()[2:]:
-            topic, part, offset = line.split()
-            if topic == TOPIC and part == "0":
-                return int(offset)
-    except FileNotFoundError:
-        pass
-    return None
+    return checkpoint_offset(logs / "cleaner-offset-checkpoint", TOPIC, 0)
 
 
 def test_clean_keeps_what_kafkas_cleaner_keeps(make_broker, kafka, tmp_path):

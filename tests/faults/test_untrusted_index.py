@@ -28,17 +28,24 @@ T0 = 1_795_700_000_000
 N = 2000
 
 
-@pytest.fixture(scope="module")
-def base(tmp_path_factory) -> Path:
-    """``t-0``: 2,000 records (timestamps T0 + 10 n) in batches of 50, a sealed first segment of over 1,000."""
-    path = tmp_path_factory.mktemp("badidx") / "logs"
-    path.mkdir()
+def build_partition(path: Path) -> list[int]:
+    """``t-0`` under the log directory ``path``: 2,000 records (timestamps T0 + 10 n) in batches of 50, an
+    index entry per batch, a sealed first segment of over 1,000 records; its segments' base offsets."""
     with LogDir(path, Settings({"segment.bytes": 30000, "index.interval.bytes": 200}), writable=True) as d:
         log = d.create_partition("t", 0)
         for i in range(0, N, 50):
             log.append_records([ProducerRecord(T0 + 10 * n, b"k%d" % n, b"v%d" % n, ()) for n in range(i, i + 50)])
         bases = [s.base_offset for s in log.segments]
-        assert len(bases) >= 2 and bases[1] > 1000, bases
+    assert len(bases) >= 2 and bases[1] > 1000, bases
+    return bases
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory) -> Path:
+    """``t-0`` of :func:`build_partition`."""
+    path = tmp_path_factory.mktemp("badidx") / "logs"
+    path.mkdir()
+    build_partition(path)
     return path
 
 

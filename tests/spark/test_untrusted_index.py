@@ -16,29 +16,21 @@ from pathlib import Path
 
 import pytest
 
-from kafkafs.format.jsonview import ProducerRecord
 from kafkafs.spark.predicates import NO_PREDICATES, IntBounds, Predicates
-from kafkafs.storage.config import Settings
-from kafkafs.storage.logdir import LogDir
+from tests.faults.test_untrusted_index import T0, N, build_partition
 
 from .helpers import plan, read_plan
 
-T0 = 1_795_700_000_000
-N = 2000
 IDX, TIDX = "t-0/00000000000000000000.index", "t-0/00000000000000000000.timeindex"
 
 
 @pytest.fixture(scope="module")
 def base(tmp_path_factory) -> Path:
     """``t-0``: 2,000 records (timestamps T0 + 10 n) in batches of 50, an entry per batch, a sealed first
-    segment of 1,850."""
+    segment of 1,850 (:func:`tests.faults.test_untrusted_index.build_partition`)."""
     path = tmp_path_factory.mktemp("badidx") / "logs"
     path.mkdir()
-    with LogDir(path, Settings({"segment.bytes": 30000, "index.interval.bytes": 200}), writable=True) as d:
-        log = d.create_partition("t", 0)
-        for i in range(0, N, 50):
-            log.append_records([ProducerRecord(T0 + 10 * n, b"k%d" % n, b"v%d" % n, ()) for n in range(i, i + 50)])
-        assert [s.base_offset for s in log.segments][1] > 1500
+    assert build_partition(path)[1] > 1500
     return path
 
 
