@@ -421,12 +421,12 @@ class LogDir:
                         raise
                     log.warning("%s; serving it read-only", exc)
                     writable = False
-            if writable and read_only_fallback:  # a --rw mount: no append by guessed settings (review17 R17-4)
-                refusal = recorded_refusal(self.settings, [topic], "no record is appended to it")
-                if refusal is not None:
-                    self.refused[name] = f"{name}: {refusal}"
-                    log.warning("%s; serving it read-only", self.refused[name])
-                    writable = False
+                if writable and read_only_fallback:  # a --rw mount: no append by guessed settings (review17 R17-4)
+                    refusal = recorded_refusal(self.settings, [topic], "no record is appended to it")
+                    if refusal is not None:
+                        self.refused[name] = f"{name}: {refusal}"
+                        log.warning("%s; serving it read-only", self.refused[name])
+                        writable = False
             elif name in self.refused:
                 if not read_only_fallback:
                     raise UnsafeFileError(self.refused[name])
