@@ -271,7 +271,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 def cmd_recover(args: argparse.Namespace) -> int:
     from .inspect import damaged_checkpoints, refused_folders
+    from .storage.names import parse_partition_dir_name
     from .storage.producer_state import remove_unreadable_snapshots
+    from .storage.recovery_plan import snapshot_left_by_unclean_stop
     from .storage.strays import repair_partition_metadata_files, stray_consequence, stray_partitions
 
     _raise_fd_limit()
@@ -282,6 +284,7 @@ def cmd_recover(args: argparse.Namespace) -> int:
     names = logdir.partition_names(aliases=True)  # an alias is refused and said, as a link out of LOGDIR
     reports = {}
     snapshots: dict[str, list[tuple[str, str]]] = {}
+    unclean_snapshots: dict[str, list[tuple[str, str]]] = {}  # past the recovery point after an unclean stop
     with logdir:  # a failure midway leaves the marker unwritten and the checkpoints' other entries as they were
         # checkpoint files verify calls damaged, read before recovery rewrites them (SPEC §4's exit code)
         checkpoints = damaged_checkpoints(logdir.path, names)
@@ -292,8 +295,12 @@ def cmd_recover(args: argparse.Namespace) -> int:
                 continue  # refused: said below, and nothing in it touched
             reports[name] = (log_.last_recovery, log_.log_start_offset, log_.log_end_offset)
             # what verify calls damaged: a broker's load deletes it and rebuilds the state from the log
-            snapshots[name] = remove_unreadable_snapshots(logdir.path / name)
-            if snapshots[name]:
+            found = remove_unreadable_snapshots(logdir.path / name)
+            recovery_point = logdir.recovery_points.get(parse_partition_dir_name(name))  # the checkpoint's, as read
+            unclean_snapshots[name] = [(file, why) for file, why in found
+                                       if snapshot_left_by_unclean_stop(file, recovery_point, logdir.clean_shutdown)]
+            snapshots[name] = [entry for entry in found if entry not in unclean_snapshots[name]]
+            if found:
                 log_.state_files.producers()  # loaded past them: the close snapshots it at the log end again
         metadata_files = repair_partition_metadata_files(logdir.path, list(reports))
     changed = kept = 0
@@ -305,6 +312,9 @@ def cmd_recover(args: argparse.Namespace) -> int:
         rewritten = [] if report is None else report.no_damage_lines()
         removed = [f"removed damaged {file} ({why}; the producer state is rebuilt from the log, as a broker's load "
                    "does)" for file, why in snapshots.get(name, ())]
+        rewritten = rewritten + [f"removed {file} ({why}; past the recovery point after an unclean stop: a broker's start deletes "
+                      "it unread, and the producer state is rebuilt from the log)"
+                      for file, why in unclean_snapshots.get(name, ())]
         if report is None or not report.damaged():  # the report is exact: it names every file changed
             pending = [] if report is None or not report.pending_deletions() else [
                 f"removed {len(report.pending_deletions())} file(s) pending deletion (.deleted)"]

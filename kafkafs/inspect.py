@@ -24,11 +24,11 @@ from .storage.logdir import (
     REPLICATION_OFFSET_FILE,
     LogDir,
 )
-from .storage.names import STAGING_DIR_NAME, broker_refuses_folder
+from .storage.names import STAGING_DIR_NAME, broker_refuses_folder, parse_partition_dir_name
 from .storage.partition_metadata import PARTITION_METADATA_FILE, partition_metadata_problem
 from .storage.producer_state import unreadable_snapshots
 from .storage.recovery import interrupted_leftovers
-from .storage.recovery_plan import left_by_unclean_stop, zeros_from
+from .storage.recovery_plan import left_by_unclean_stop, snapshot_left_by_unclean_stop, zeros_from
 from .storage.safefiles import regular_files, unsafe_entries
 from .storage.segment import LogSegment
 from .storage.strays import stray_consequence, stray_partitions
@@ -323,10 +323,16 @@ def verify_logdir(
             problems += [f"{file}: left by an interrupted compaction or deletion; `kafkafs recover` finishes or "
                          "undoes it, as a broker's start does"
                          for file in interrupted_leftovers(regular_files(logdir.path / name, warn=False))]
+            recovery_point = logdir.recovery_points.get(parse_partition_dir_name(name))
+            snapshots = unreadable_snapshots(logdir.path / name)
             problems += [f"{file}: {why}: Kafka's reader refuses this producer snapshot (a broker's load deletes it "
                          "and rebuilds the producer state from the log); `kafkafs recover` removes it"
-                         for file, why in unreadable_snapshots(logdir.path / name)]
-            notes: list[str] = []
+                         for file, why in snapshots
+                         if not snapshot_left_by_unclean_stop(file, recovery_point, logdir.clean_shutdown)]
+            notes: list[str] = [
+                f"{file}: {why} (a producer snapshot past the recovery point after an unclean stop: a broker's start "
+                "deletes it unread and rebuilds the producer state from the log; so does `kafkafs recover`)"
+                for file, why in snapshots if snapshot_left_by_unclean_stop(file, recovery_point, logdir.clean_shutdown)]
             records = 0
             expected = log_.log_start_offset
             segments = list(log_.segments)

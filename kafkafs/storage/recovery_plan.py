@@ -134,6 +134,18 @@ def zeros_from(segment: LogSegment) -> int | None:
     return 0
 
 
+def snapshot_left_by_unclean_stop(snapshot: str, recovery_point: int | None, clean_shutdown: bool) -> bool:
+    """Whether a producer ``<offset>.snapshot`` (file name) is what an unclean stop leaves, so that
+    whatever it holds is no damage (``verify`` notes it, ``recover`` removes it and exits 0; SPEC §4):
+    after an unclean stop, one above the recovery point (0 when the checkpoint has no entry). Kafka is
+    the judge: its LogLoader then rebuilds the producer state up to the first segment it recovers (the
+    one holding the recovery point) and deletes every snapshot past it unread ("Deleted producer state
+    snapshot", INFO); a power loss leaves such a file empty or cut (written at a roll, flushed later).
+    One at or below the recovery point was flushed and is read, as is any after a clean stop: damage."""
+    offset = int(snapshot.split(".", 1)[0])
+    return not clean_shutdown and offset > (recovery_point or 0)
+
+
 def left_by_unclean_stop(active: bool, clean_shutdown: bool) -> bool:
     """Whether a segment's index files are what an unclean stop leaves, so that whatever they hold is no
     damage (``verify`` and ``recover`` judge by this one rule; SPEC §4): the active segment's after an

@@ -375,3 +375,59 @@ def test_a_producer_snapshot_kafka_refuses_is_damage_to_both(tmp_path):
     assert done.returncode == 1 and b"removed damaged 00000000000000000003.snapshot" in done.stdout, done.stdout
     assert _kafkafs("verify", str(logdir)).returncode == 0
     assert _kafkafs("dump", str(snapshots[0])).returncode == 0  # written again at the close, from the log
+
+
+def _snapshot_partition(tmp_path):
+    """A partition t-0 of offsets 0..2 by one idempotent producer, closed (marked clean) with its
+    producer snapshot at 3; returns (log directory, snapshot path)."""
+    from kafkafs.format.batch import encode_batch
+    from kafkafs.storage.logdir import LogDir
+
+    logdir = tmp_path / "logs"
+    logdir.mkdir()
+    with LogDir(logdir, writable=True) as ld:
+        log = ld.create_partition("t", 0)
+        for i in range(3):
+            log.append_batches(encode_batch([(1, b"k", b"v%d" % i, ())], producer_id=7, producer_epoch=0,
+                                            base_sequence=i))
+    snapshot = logdir / "t-0" / "00000000000000000003.snapshot"
+    assert snapshot.stat().st_size > 20
+    return logdir, snapshot
+
+
+@pytest.mark.parametrize("cut", [0, 20], ids=["empty", "cut"])
+def test_a_cut_producer_snapshot_past_the_recovery_point_after_an_unclean_stop_is_a_note(tmp_path, cut):
+    """review19 R19-7: a power loss leaves the snapshot written at a roll empty or cut (flushed later).
+    Kafka's unclean start deletes every snapshot past the recovery point unread (INFO "Deleted producer
+    state snapshot") and rebuilds the producer state from the log: what an unclean stop leaves, so verify
+    notes it (0) and recover removes it and exits 0 (84a0234 said damage: 1 and 1)."""
+    logdir, snapshot = _snapshot_partition(tmp_path)
+    (logdir / ".kafka_cleanshutdown").unlink()
+    (logdir / "recovery-point-offset-checkpoint").write_text("0\n1\nt 0 0\n")
+    with open(snapshot, "r+b") as f:
+        f.truncate(cut)
+    verified = _kafkafs("verify", str(logdir))
+    assert verified.returncode == 0, verified.stdout
+    assert b"note: 00000000000000000003.snapshot:" in verified.stdout, verified.stdout
+    done = _kafkafs("recover", str(logdir))
+    assert done.returncode == 0, done.stdout
+    assert b"removed 00000000000000000003.snapshot" in done.stdout, done.stdout
+    assert _kafkafs("verify", str(logdir)).returncode == 0
+    assert _kafkafs("dump", str(snapshot)).returncode == 0  # written again at the close, from the log
+
+
+@pytest.mark.parametrize("stop", ["clean", "unclean at the recovery point"])
+def test_an_empty_producer_snapshot_kafka_reads_is_damage_to_both(tmp_path, stop):
+    """R19-7's bounds: after a clean stop Kafka loads the latest snapshot, and after an unclean one it reads
+    those at or below the recovery point (flushed): an empty one there stays damage to both (1, 1)."""
+    logdir, snapshot = _snapshot_partition(tmp_path)
+    if stop != "clean":
+        (logdir / ".kafka_cleanshutdown").unlink()
+        (logdir / "recovery-point-offset-checkpoint").write_text("0\n1\nt 0 3\n")
+    snapshot.write_bytes(b"")
+    verified = _kafkafs("verify", str(logdir))
+    assert verified.returncode == 1, verified.stdout
+    assert b"00000000000000000003.snapshot:" in verified.stdout and b"note: 0000" not in verified.stdout
+    done = _kafkafs("recover", str(logdir))
+    assert done.returncode == 1 and b"removed damaged 00000000000000000003.snapshot" in done.stdout, done.stdout
+    assert _kafkafs("verify", str(logdir)).returncode == 0
