@@ -47,6 +47,7 @@ from .compaction_filter import CleanStats
 from .config import LONG_MAX, Settings, SettingsUnreadable, broker_setting, recorded_refusal
 from .offset_map import BYTES_PER_ENTRY, OffsetMap
 from .retention import apply_retention
+from .strays import unnamed_partitions
 
 if TYPE_CHECKING:
     from .log import Log
@@ -183,7 +184,12 @@ def _clean_partitions(logdir: LogDir, dry_run: bool, now: int, said: Callable[[s
     stats = meter.stats if meter is not None else CleanStats()
     checkpoints = logdir.cleaner_offsets() if hasattr(logdir, "cleaner_offsets") else {}
     compaction = broker_setting(logdir.settings, "log.cleaner.enable")
+    strays = unnamed_partitions(logdir.path, names, logdir.settings.recorded_topic_ids())
     for name in names:
+        if name in strays:  # never by Kafka's default settings (review19 R19-5): said with the refused
+            logdir.refused.setdefault(name, f"{strays[name]}: a stray as Kafka sees it; nothing deleted or "
+                                            "compacted there")
+            continue
         if dry_run and logdir.writer_refusal(name) is not None:  # what the real run refuses (refused says why)
             continue
         try:
