@@ -386,11 +386,15 @@ def cmd_clean(args: argparse.Namespace) -> int:
     with _open_logdir(args.logdir, args, writable=not args.dry_run) as logdir:
         # progress (partitions, bytes read, bytes reclaimed) on stderr once a second on long runs
         # each line as its change is made: a failure later (a full disk) leaves what was done said
-        clean_logdir(logdir, dry_run=args.dry_run, progress=sys.stderr, on_line=_print_flushed)
+        not_compacted: dict[str, str] = {}  # a batch too large to inflate: valid, kept, exit as for a refusal
+        clean_logdir(logdir, dry_run=args.dry_run, progress=sys.stderr, on_line=_print_flushed,
+                     not_compacted=not_compacted)
         refused = dict(logdir.refused)
     for name, reason in sorted(refused.items()):
         print(f"{name}: refused: {reason}")
-    return EXIT_DAMAGE if refused else EXIT_OK
+    for name, reason in sorted(not_compacted.items()):
+        print(f"{name}: {reason}")
+    return EXIT_DAMAGE if refused or not_compacted else EXIT_OK
 
 
 def cmd_demo(args: argparse.Namespace) -> int:

@@ -41,12 +41,13 @@ import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, TextIO
 
-from ..errors import UnsafeFileError, note_os_error
+from ..errors import UninflatableBatch, UnsafeFileError, note_os_error
 from .compaction import PlannedSegment, clean_log, cleanable_segments, log_to_clean, now_ms
 from .compaction_filter import CleanStats
 from .config import LONG_MAX, Settings, SettingsUnreadable, broker_setting, recorded_refusal
 from .offset_map import BYTES_PER_ENTRY, OffsetMap
 from .retention import apply_retention
+from .strays import unnamed_partitions
 
 if TYPE_CHECKING:
     from .log import Log
@@ -54,7 +55,7 @@ if TYPE_CHECKING:
     from .segment import LogSegment
 
 __all__ = ["apply_retention", "compact", "cleanable_segments", "clean_logdir", "LogCleaner", "CleanerStopped",
-           "SettingsUnreadable", "settings_refusal", "settings_note", "partition_topics"]
+           "SettingsUnreadable", "settings_refusal", "settings_note", "partition_topics", "not_compacted_reason"]
 
 log = logging.getLogger("kafkafs.cleaner")
 
@@ -71,6 +72,12 @@ def settings_refusal(settings: Settings, topics: Iterable[str] = ()) -> str | No
 def settings_note(settings: Settings) -> str | None:
     """A note to say when the settings are read from a metadata log that ends in a torn tail."""
     return settings.recorded_torn()[0]
+
+
+def not_compacted_reason(exc: UninflatableBatch) -> str:
+    """Why a partition holding a batch too large to inflate is not compacted (its records cannot be
+    keyed): valid data, kept as it is, like a damaged partition's refusal but not damage (review19 R19-1)."""
+    return f"not compacted: a batch is too large to inflate (valid data, not damage; kept as is): {exc}"
 
 
 def partition_topics(logdir: LogDir) -> set[str]:
@@ -145,7 +152,8 @@ class Progress:
 
 def clean_logdir(logdir: LogDir, *, dry_run: bool = False, now_ms: int | None = None,
                  progress: TextIO | None = None, progress_interval: float = 1.0,
-                 on_line: Callable[[str], None] | None = None) -> list[str]:
+                 on_line: Callable[[str], None] | None = None,
+                 not_compacted: dict[str, str] | None = None) -> list[str]:
     """Retention and compaction for every partition of a :class:`LogDir`, as a broker orders them (module
     docstring): first the files of segments deleted earlier whose ``file.delete.delay.ms`` has passed
     go; a compacted log is compacted, then retention judges what is left (none of either with
@@ -153,7 +161,9 @@ def clean_logdir(logdir: LogDir, *, dry_run: bool = False, now_ms: int | None = 
     ``cleaner-offset-checkpoint`` says, and each round's end is written there. ``progress`` (a stream)
     gets a line a second on long runs. Returns a line per change; ``on_line`` gets each as it is made,
     so that when a later step fails (a full disk: the OS error, which then says that the changes before
-    it were made) what was done is said (review11 R11-2)."""
+    it were made) what was done is said (review11 R11-2). A partition whose compaction meets a batch
+    too large to inflate is left as it is (no compaction, no retention) and put in ``not_compacted``
+    (name: reason); the others go on (review19 R19-1)."""
     refusal = settings_refusal(logdir.settings, partition_topics(logdir))
     if refusal is not None:  # before any partition is opened: nothing read, nothing changed
         raise SettingsUnreadable(f"{logdir.path}: refused: {refusal}")
@@ -166,7 +176,8 @@ def clean_logdir(logdir: LogDir, *, dry_run: bool = False, now_ms: int | None = 
             on_line(line)
 
     try:
-        _clean_partitions(logdir, dry_run, now, said, progress, progress_interval)
+        _clean_partitions(logdir, dry_run, now, said, progress, progress_interval,
+                          {} if not_compacted is None else not_compacted)
     except OSError as exc:
         if lines and not dry_run:
             note_os_error(exc, f"; the {len(lines)} change(s) said before it were made")
@@ -177,13 +188,18 @@ def clean_logdir(logdir: LogDir, *, dry_run: bool = False, now_ms: int | None = 
 
 
 def _clean_partitions(logdir: LogDir, dry_run: bool, now: int, said: Callable[[str], None],
-                      progress: TextIO | None, progress_interval: float) -> None:
+                      progress: TextIO | None, progress_interval: float, not_compacted: dict[str, str]) -> None:
     names = logdir.partition_names(aliases=True)  # an alias is refused and said
     meter = Progress(len(names), progress, progress_interval) if progress is not None else None
     stats = meter.stats if meter is not None else CleanStats()
     checkpoints = logdir.cleaner_offsets() if hasattr(logdir, "cleaner_offsets") else {}
     compaction = broker_setting(logdir.settings, "log.cleaner.enable")
+    strays = unnamed_partitions(logdir.path, names, logdir.settings.recorded_topic_ids())
     for name in names:
+        if name in strays:  # never by Kafka's default settings (review19 R19-5): said with the refused
+            logdir.refused.setdefault(name, f"{strays[name]}: a stray as Kafka sees it; nothing deleted or "
+                                            "compacted there")
+            continue
         if dry_run and logdir.writer_refusal(name) is not None:  # what the real run refuses (refused says why)
             continue
         try:
@@ -201,8 +217,14 @@ def _clean_partitions(logdir: LogDir, dry_run: bool, now: int, said: Callable[[s
 
             # a dry run's retention judges the segments its compaction foresees (the real run's: the log)
             layout = [] if dry_run else None
-            _compact(target, now, dry_run=dry_run, checkpoint=checkpoints.get(key), settings=logdir.settings,
-                     stats=stats, on_round=None if dry_run else checkpoint_round, on_line=said, layout=layout)
+            try:
+                _compact(target, now, dry_run=dry_run, checkpoint=checkpoints.get(key), settings=logdir.settings,
+                         stats=stats, on_round=None if dry_run else checkpoint_round, on_line=said, layout=layout)
+            except UninflatableBatch as exc:  # valid data its keys cannot be read from: this partition only
+                not_compacted[name] = not_compacted_reason(exc)
+                if meter is not None:
+                    meter.done += 1
+                continue
         if compaction or not target.config.compact:  # log.cleaner.enable=false: a broker's retention task
             for line in apply_retention(target, now, dry_run=dry_run, layout=layout):  # skips compacted logs
                 said(line)
@@ -247,6 +269,8 @@ class LogCleaner:
         self.errors = 0
         self.passes = 0
         self.refusal_said = False
+        #: Compacted partitions holding a batch too large to inflate: not compacted while mounted (said once).
+        self.not_compacted: set[tuple[str, int]] = set()
 
     def start(self) -> None:
         if self._thread is not None:  # log.cleaner.enable=false turns compaction off, not retention
@@ -354,6 +378,8 @@ class LogCleaner:
             if not config.compact:
                 continue
             key = (target.topic, target.partition)
+            if key in self.not_compacted:
+                continue
             state = log_to_clean(target, now, self._checkpoints.get(key))
             if state.first_dirty >= state.upper or not state.dirty_bytes:
                 continue
@@ -376,8 +402,13 @@ class LogCleaner:
             self._checkpoints[key] = end
             self.logdir.update_cleaner_checkpoint({key: end})
 
-        lines, _end = _compact(target, now, dry_run=False, checkpoint=state.first_dirty, memory=self.memory,
-                               settings=self.logdir.settings, stats=self.stats, on_round=checkpoint_round)
+        try:
+            lines, _end = _compact(target, now, dry_run=False, checkpoint=state.first_dirty, memory=self.memory,
+                                   settings=self.logdir.settings, stats=self.stats, on_round=checkpoint_round)
+        except UninflatableBatch as exc:  # said once, no traceback; the next pass looks at the others at once
+            self.not_compacted.add(key)
+            log.warning("cleaner: %s: %s", target.dir.name, not_compacted_reason(exc))
+            return True
         for line in lines:
             log.info("%s", line)
         target.delete_expired_files()

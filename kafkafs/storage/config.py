@@ -323,6 +323,7 @@ class Settings:
         self._recorded_damage: str | None = None
         self._recorded_torn: str | None = None
         self._recorded_topics: frozenset[str] | None = None
+        self._recorded_ids: dict[str, str] | None = None  # topic name -> its id, as the metadata log has it
         self._recorded_broker: dict[str, Any] = {}
         self._recorded_broker_raw: Mapping[str, str] = {}
         self._generation = 0  # counts the replacements of what a broker recorded (replace_recorded)
@@ -343,6 +344,7 @@ class Settings:
         other._recorded_damage = None
         other._recorded_torn = None
         other._recorded_topics = None
+        other._recorded_ids = None
         other._recorded_broker = {}
         other._recorded_broker_raw = {}
         other._generation = 0
@@ -361,7 +363,7 @@ class Settings:
                               for name, table in raw.items()}
             self._recorded_raw = raw
             self._recorded_damage = getattr(tables, "damage", None)
-            self._recorded_torn, self._recorded_topics = _torn_of(tables)
+            self._recorded_torn, self._recorded_topics, self._recorded_ids = _torn_of(tables)
             broker = getattr(tables, "broker", {})
             if broker != self._recorded_broker_raw:
                 self._recorded_broker = _known("(the cluster's dynamic broker defaults)", broker)
@@ -391,6 +393,12 @@ class Settings:
             self._load_recorded()
             return self._recorded_torn, self._recorded_topics
 
+    def recorded_topic_ids(self) -> dict[str, str] | None:
+        """Topic name -> topic id of the topics the metadata log names (None: no metadata log)."""
+        with self._lock:
+            self._load_recorded()
+            return self._recorded_ids
+
     def _load_recorded(self) -> dict[str, dict[str, Any]]:
         """(Under the lock.)"""
         if self._recorded is None:
@@ -398,7 +406,7 @@ class Settings:
             if self._recorded_loader is not None:
                 tables = self._recorded_loader()
                 self._recorded_damage = getattr(tables, "damage", None)
-                self._recorded_torn, self._recorded_topics = _torn_of(tables)
+                self._recorded_torn, self._recorded_topics, self._recorded_ids = _torn_of(tables)
                 self._recorded_broker_raw = getattr(tables, "broker", {})
                 self._recorded_broker = _known("(the cluster's dynamic broker defaults)", self._recorded_broker_raw)
                 self._recorded_raw = dict(tables)
@@ -498,9 +506,12 @@ def recorded_refusal(settings: Settings, topics: Iterable[str], what: str) -> st
             "as a broker's start does)")
 
 
-def _torn_of(tables: Mapping[str, Mapping[str, str]]) -> tuple[str | None, frozenset[str] | None]:
+def _torn_of(tables: Mapping[str, Mapping[str, str]]
+             ) -> tuple[str | None, frozenset[str] | None, dict[str, str] | None]:
     topics = getattr(tables, "topics", None)
-    return getattr(tables, "torn", None), None if topics is None else frozenset(topics)
+    if topics is None:
+        return getattr(tables, "torn", None), None, None
+    return getattr(tables, "torn", None), frozenset(topics), {name: entry[0] for name, entry in topics.items()}
 
 
 def broker_setting(settings: Settings | None, name: str) -> Any:

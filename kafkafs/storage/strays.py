@@ -38,7 +38,8 @@ from .partition_metadata import (
     repair_partition_metadata,
 )
 
-__all__ = ["assigned_elsewhere", "repair_partition_metadata_files", "stray_consequence", "stray_partitions"]
+__all__ = ["assigned_elsewhere", "repair_partition_metadata_files", "stray_consequence", "stray_partitions",
+           "unnamed_partitions"]
 
 
 def stray_consequence(name: str) -> str:
@@ -97,6 +98,38 @@ def stray_partitions(path: str | os.PathLike[str], names: Iterable[str]) -> dict
             elsewhere = assigned_elsewhere(recorded, ids[topic_id], topic_id, partition)
             if elsewhere is not None:
                 found[name] = elsewhere
+    return found
+
+
+def unnamed_partitions(path: str | os.PathLike[str], names: Iterable[str], ids: dict[str, str] | None) -> dict[str, str]:
+    """Partition folder name -> why, for the folders ``names`` of the log directory at ``path`` whose
+    topic the metadata log (``ids``: topic name -> id, as it names them; None: no metadata log, nothing
+    judged) does not name, or names with another topic id than the folder's ``partition.metadata``: a
+    KRaft broker sets such a folder aside as a stray, so a writer never goes by guessed (default)
+    settings there (review19 R19-5). A folder without a readable ``partition.metadata`` whose topic
+    is named is not judged here."""
+    if ids is None:
+        return {}
+    path = Path(path)
+    metadata = f"the cluster's metadata ({METADATA_PARTITION})"
+    found = {}
+    for name in names:
+        if name == METADATA_PARTITION:
+            continue
+        try:
+            topic = parse_partition_dir_name(name)[0]
+        except InvalidName:  # not a partition folder's name: said apart
+            continue
+        if topic not in ids:
+            found[name] = f"topic {topic} is not in {metadata}"
+            continue
+        try:
+            topic_id = parse_partition_metadata(read_regular_file(path / name / PARTITION_METADATA_FILE))[1]
+        except (OSError, CorruptRecordError, UnsafeFileError):
+            continue  # not judged: no file, or one said apart
+        if topic_id != ids[topic]:
+            found[name] = (f"its topic id {topic_id} ({PARTITION_METADATA_FILE}) is not the id {ids[topic]} "
+                           f"{metadata} gives topic {topic}")
     return found
 
 

@@ -229,5 +229,56 @@ def test_a_compaction_that_needs_its_records_says_why_it_stops_without_calling_i
     done = cli("clean", "--dry-run", "--set", "cleanup.policy=compact", "--set", "min.cleanable.dirty.ratio=0",
                str(logs))
     assert done.returncode == 1
-    said = done.stderr.decode()
-    assert "(a batch too large to inflate: valid data, not damage;" in said and "damaged data" not in said, said
+    said = done.stdout.decode() + done.stderr.decode()
+    assert ("big-0: not compacted: a batch is too large to inflate (valid data, not damage;" in said
+            and "damaged data" not in said), said
+
+
+def _two_compacted(root: Path, big: bytes) -> Path:
+    """a-0 and z-0, compacted: offsets 0..2 key k, at 3 the big batch (a-0) or one more k (z-0), 4..5 key k,
+    sealed segment 0 and active segment 6: z-0 has 5 superseded records (review19 R19-1 / R19-10)."""
+    def dup(base: int, n: int) -> bytes:
+        return encode_batch([(T + base + i, b"k", b"v%d" % (base + i), ()) for i in range(n)], base_offset=base)
+    for name in ("a-0", "z-0"):
+        (root / name).mkdir(parents=True)
+        (root / name / "00000000000000000000.log").write_bytes(
+            dup(0, 3) + (big if name == "a-0" else dup(3, 1)) + dup(4, 2))
+        (root / name / "00000000000000000006.log").write_bytes(dup(6, 3))
+    return root
+
+
+@pytest.mark.parametrize("dry_run", [False, True])
+def test_clean_leaves_that_partition_as_it_is_and_compacts_the_others(tmp_path, big_batch, dry_run):
+    """review19 R19-1: the partition is not compacted (one line, valid data), the other one is; exit 1
+    as for a partition refused for damage."""
+    path = _two_compacted(tmp_path / "logs", big_batch)
+    before = (path / "a-0" / "00000000000000000000.log").read_bytes()
+    done = cli("clean", *(["--dry-run"] if dry_run else []), "--set", "cleanup.policy=compact", str(path))
+    out = done.stdout.decode()
+    assert done.returncode == 1, (out, done.stderr.decode())
+    assert "Traceback" not in done.stderr.decode()
+    verb = "would compact" if dry_run else "compacted"
+    assert f"z-0: {verb} 00000000000000000000.log: 5 superseded record(s) removed" in out, out
+    said = [line for line in out.splitlines() if line.startswith("a-0:")]
+    assert len(said) == 1 and "not compacted: a batch is too large to inflate (valid data, not damage" in said[0], out
+    assert (path / "a-0" / "00000000000000000000.log").read_bytes() == before
+
+
+def test_the_mounts_cleaner_says_it_once_and_compacts_the_others(tmp_path, big_batch, caplog):
+    """review19 R19-10: the background cleaner (``mount --rw --clean``) logs the partition once, with no
+    traceback, and goes on to compact the others."""
+    from kafkafs.storage.cleaner import LogCleaner
+    from kafkafs.storage.config import Settings
+
+    path = _two_compacted(tmp_path / "logs", big_batch)
+    settings = Settings({"cleanup.policy": "compact", "min.cleanable.dirty.ratio": 0.01, "log.cleaner.backoff.ms": 0})
+    with LogDir(path, settings, writable=True) as logdir:
+        cleaner = LogCleaner(logdir)
+        for _ in range(6):
+            cleaner.run_once()
+        assert cleaner.errors == 0
+        z = logdir.log("z-0")
+        assert [r[0] for r in z.records()] == [5, 6, 7, 8]
+    said = [r for r in caplog.records if "a-0" in r.getMessage()]
+    assert len(said) == 1 and "too large to inflate" in said[0].getMessage(), [r.getMessage() for r in said]
+    assert not [r for r in caplog.records if r.exc_info]

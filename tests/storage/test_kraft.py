@@ -228,6 +228,8 @@ def test_an_empty_cleanup_policy_cleans_nothing(tmp_path):
         metadata_frame("TOPIC_RECORD", 0, {"name": "ctl", "topicId": _uuid(2)}),
     ]
     (meta / f"{0:020d}.log").write_bytes(encode_batch([(1, None, v, ()) for v in records]))
+    for n, topic in enumerate(("inf", "ctl"), 1):  # the metadata's ids, else both are strays (review19 R19-5)
+        (tmp_path / f"{topic}-0" / "partition.metadata").write_text(f"version: 0\ntopic_id: {_uuid(n)}\n")
     with LogDir(tmp_path, settings, writable=True) as logdir:
         inf = logdir.log("inf-0")
         assert (inf.config.cleanup_policy, inf.config.delete, inf.config.compact) == ("", False, False)
@@ -414,3 +416,41 @@ def test_a_torn_tail_of_the_metadata_log_is_what_a_broker_replays(fixtures_dir, 
     recorded = recorded_topic_configs(copy)
     assert recorded.damage is None and recorded.torn and "not wholly written" in recorded.torn
     assert recorded["TestTopicPatient"] == {"retention.ms": "-1"}
+
+
+def test_a_whole_metadata_log_that_does_not_name_a_folders_topic_leaves_it_a_stray(fixtures_dir, tmp_path):
+    """review19 R19-5: a whole metadata log (ending at a batch boundary before TestTopicPatient's
+    TopicRecord), or one naming the topic with another id than the folder's partition.metadata: a broker
+    sets the folder aside as a stray, so clean (and its dry run) deletes nothing there, says it, exit 1
+    (before: deleted by Kafka's defaults, exit 0). Without a metadata log, defaults as before."""
+    from tests.cli.test_cli import run
+
+    def copy_of(name: str) -> Path:
+        copy = tmp_path / name
+        shutil.copytree(fixtures_dir / "kafka-logs-c", copy)
+        for p in [copy, *copy.rglob("*")]:
+            p.chmod(p.stat().st_mode | 0o200)
+        return copy
+
+    exact = copy_of("exact")
+    log = exact / "__cluster_metadata-0" / "00000000000000000000.log"
+    topic_batch = next(p for p in batch_positions(log) if b"TestTopicPatient" in log.read_bytes()[p : p + 400])
+    with open(log, "r+b") as f:
+        f.truncate(topic_batch)
+    other_id = copy_of("id")
+    (other_id / "TestTopicPatient-0" / "partition.metadata").write_text("version: 0\ntopic_id: C3_HiNPgSQ6oxG9ZZ6ED5A\n")
+    for copy, why in ((exact, "topic TestTopicPatient is not in the cluster's metadata"),
+                      (other_id, "its topic id C3_HiNPgSQ6oxG9ZZ6ED5A (partition.metadata) is not the id")):
+        before = _tree(copy / "TestTopicPatient-0")
+        for dry in (["--dry-run"], []):
+            proc = run("clean", str(copy), *dry, check_rc=1)
+            lines = proc.stdout.decode().splitlines()
+            assert not any("delete" in line and "refused" not in line for line in lines), lines
+            mine = [line for line in lines if line.startswith("TestTopicPatient-0: refused: ")]
+            assert len(mine) == 1 and why in mine[0] and "a stray as Kafka sees it" in mine[0], lines
+            assert _tree(copy / "TestTopicPatient-0") == before
+    # no metadata log at all (ZooKeeper-era, an archive): Kafka's defaults, as before
+    plain = copy_of("plain")
+    shutil.rmtree(plain / "__cluster_metadata-0")
+    proc = run("clean", str(plain), check_rc=0)
+    assert b"TestTopicPatient-0: deleted 00000000000000000000.log" in proc.stdout
