@@ -351,18 +351,9 @@ def test_a_producer_snapshot_kafka_refuses_is_damage_to_both(tmp_path):
     """review17 (fuzz): a flipped bit in a producer-state .snapshot: verify 0, dump 1 (CRC mismatch),
     recover 0 and the file kept. Kafka's load deletes such a snapshot and rebuilds the producer state
     from the log: a damaged file replaced (SPEC §4), so verify says it (1) and recover removes it (1)."""
-    from kafkafs.format.batch import encode_batch
-    from kafkafs.storage.logdir import LogDir
-
-    logdir = tmp_path / "logs"
-    logdir.mkdir()
-    with LogDir(logdir, writable=True) as ld:
-        log = ld.create_partition("t", 0)
-        for i in range(3):
-            log.append_batches(encode_batch([(1, b"k", b"v%d" % i, ())], producer_id=7, producer_epoch=0,
-                                            base_sequence=i))
+    logdir, snapshot = _snapshot_partition(tmp_path)
     snapshots = sorted((logdir / "t-0").glob("*.snapshot"))
-    assert [p.name for p in snapshots] == ["00000000000000000003.snapshot"]
+    assert snapshots == [snapshot]
     assert _kafkafs("verify", str(logdir)).returncode == 0
     data = bytearray(snapshots[0].read_bytes())
     data[20] ^= 4

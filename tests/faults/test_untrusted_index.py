@@ -52,13 +52,17 @@ def base(tmp_path_factory) -> Path:
 IDX, TIDX = "t-0/00000000000000000000.index", "t-0/00000000000000000000.timeindex"
 
 
+def index_entries(logdir: Path) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """The first segment's offset index entries (relative offset, position) and time index entries
+    (timestamp, relative offset), read with struct from Kafka's documented layout."""
+    return (list(struct.iter_unpack(">II", (logdir / IDX).read_bytes())),
+            list(struct.iter_unpack(">qI", (logdir / TIDX).read_bytes())))
+
+
 def _damaged(base: Path, tmp: Path, case: str) -> Path:
     logdir = tmp / case
     shutil.copytree(base, logdir)
-    raw = (logdir / IDX).read_bytes()
-    ie = [struct.unpack(">II", raw[i:i + 8]) for i in range(0, len(raw), 8)]
-    traw = (logdir / TIDX).read_bytes()
-    te = [struct.unpack(">qI", traw[i:i + 12]) for i in range(0, len(traw), 12)]
+    ie, te = index_entries(logdir)
     if case == "offsets-early":
         k = min(448, ie[0][0] - 1)
         (logdir / IDX).write_bytes(b"".join(struct.pack(">II", o - k, p) for o, p in ie))

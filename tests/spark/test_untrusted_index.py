@@ -17,11 +17,9 @@ from pathlib import Path
 import pytest
 
 from kafkafs.spark.predicates import NO_PREDICATES, IntBounds, Predicates
-from tests.faults.test_untrusted_index import T0, N, build_partition
+from tests.faults.test_untrusted_index import IDX, T0, TIDX, N, build_partition, index_entries
 
 from .helpers import plan, read_plan
-
-IDX, TIDX = "t-0/00000000000000000000.index", "t-0/00000000000000000000.timeindex"
 
 
 @pytest.fixture(scope="module")
@@ -39,10 +37,7 @@ def _damaged(base: Path, tmp: Path, case: str) -> Path:
     Kafka's sanity check passes)."""
     logdir = tmp / case
     shutil.copytree(base, logdir)
-    raw = (logdir / IDX).read_bytes()
-    ie = [struct.unpack(">II", raw[i:i + 8]) for i in range(0, len(raw), 8)]
-    traw = (logdir / TIDX).read_bytes()
-    te = [struct.unpack(">qI", traw[i:i + 12]) for i in range(0, len(traw), 12)]
+    ie, te = index_entries(logdir)
     n = len(ie)
     if case == "offsets-early":
         ie = [(ie[i - 5][0] if i >= 5 else i, p) for i, (_o, p) in enumerate(ie)]
