@@ -73,5 +73,5 @@ def batch(base_offset: int, base_ts: int, count: int, records: Iterator[bytes], 
     last = count - 1 if last_offset_delta is None else last_offset_delta
     after_crc = struct.pack(">hiqqqhii", CODECS[codec], last, base_ts, base_ts if max_ts is None else max_ts,
                             -1, -1, -1, count) + body
-    head = struct.pack(">ib", 0, 2) + struct.pack(">I", crc32c.crc32c(after_crc))
+    head = struct.pack(">ib", -1, 2) + struct.pack(">I", crc32c.crc32c(after_crc))  # no leader epoch yet
     return struct.pack(">qi", base_offset, len(head) + len(after_crc)) + head + after_crc

@@ -36,6 +36,7 @@ from typing import Any
 from ..errors import CorruptRecordError, RecordNotShown, UninflatableBatch
 from . import Buffer
 from . import kernel as _kernel
+from .batch import decode_records_at
 from .batchheader import (
     _COMPRESSION_MASK,
     DEFAULT_MAX_INFLATED_BYTES,
@@ -49,7 +50,7 @@ from .jsonview import BatchDecoder, render_section
 from .recordfilter import RecordFilter
 from .varint import read_varint, read_varlong
 
-__all__ = ["MAX_LINE_BYTES", "MAX_RECORD_BYTES", "PIECE_BYTES", "render_in_pieces", "record_runs"]
+__all__ = ["MAX_LINE_BYTES", "MAX_RECORD_BYTES", "PIECE_BYTES", "check_in_pieces", "render_in_pieces", "record_runs"]
 
 #: Inflated bytes a piece, and about the bytes of whole records rendered at once.
 PIECE_BYTES = 1 << 20
@@ -143,6 +144,28 @@ def record_runs(buf: Buffer, header: BatchHeader, *, piece: int = PIECE_BYTES,
         raise exc.of_batch(header.position, header.base_offset, header.next_offset) from None
     except CorruptRecordError as exc:
         raise exc.placed(header.position) from None
+
+
+def check_in_pieces(buf: Buffer, header: BatchHeader, at_or_after: int = 0, *,
+                    max_record: int = MAX_RECORD_BYTES) -> tuple[int, list[RecordNotShown]]:
+    """Every record of the v2 batch ``header`` of ``buf`` decoded a run at a time, as
+    :func:`~.batch.decode_batch` checks a batch's records (the CRC is the caller's): how many have an offset
+    at or after ``at_or_after``, and the records not held (past ``max_record``: counted, their bytes not
+    decoded). ``CorruptRecordError`` (at the batch's position) for records that do not parse."""
+    count = 0
+    not_held: list[RecordNotShown] = []
+    for run in record_runs(buf, header, max_record=max_record):
+        if isinstance(run, RecordNotShown):
+            not_held.append(run)
+            count += run.base_offset is not None and run.base_offset >= at_or_after
+            continue
+        data, n = run
+        try:
+            offsets = decode_records_at(bytes(data), header._replace(record_count=n)).offsets
+        finally:
+            data.release()
+        count += n if offsets[0] >= at_or_after else sum(1 for o in offsets if o >= at_or_after)
+    return count, not_held
 
 
 def _run(pending: bytearray, start: int, end: int, n: int) -> tuple[memoryview, int]:
