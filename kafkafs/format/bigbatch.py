@@ -50,7 +50,15 @@ from .jsonview import BatchDecoder, render_section
 from .recordfilter import RecordFilter
 from .varint import read_varint, read_varlong
 
-__all__ = ["MAX_LINE_BYTES", "MAX_RECORD_BYTES", "PIECE_BYTES", "check_in_pieces", "render_in_pieces", "record_runs"]
+__all__ = [
+    "MAX_LINE_BYTES",
+    "MAX_RECORD_BYTES",
+    "PIECE_BYTES",
+    "check_in_pieces",
+    "record_in_pieces",
+    "render_in_pieces",
+    "record_runs",
+]
 
 #: Inflated bytes a piece, and about the bytes of whole records rendered at once.
 PIECE_BYTES = 1 << 20
@@ -258,3 +266,26 @@ def render_in_pieces(
         if stopped:
             return True
     return False
+
+
+def record_in_pieces(topic: str, partition: int, buf: Buffer, offset: int, mode: str, *,
+                     decoder: BatchDecoder | None = None, record_filter: RecordFilter | None = None,
+                     max_record: int = DEFAULT_MAX_INFLATED_BYTES,
+                     max_line: int = 2 * DEFAULT_MAX_INFLATED_BYTES) -> tuple[bytes, int] | None:
+    """:func:`~.jsonview.render_raw_record_pretty`'s answer (``by-offset/<offset>.json``: the record
+    indented, and its timestamp; None: no such record, or ``record_filter`` refuses it) from one whole v2
+    batch too large to inflate at once: its runs are inflated and rendered up to the one that holds
+    ``offset``, no further. Tighter limits on one record than consume's by default (a mount serves many
+    readers at once: one record of up to 64 MiB held, its line up to 128 MiB, what one batch took
+    before); a record past them raises :class:`RecordNotShown`."""
+    pieces = render_in_pieces(topic, partition, buf, mode, 0, on_skip=None, decoder=decoder, lo=offset, hi=offset,
+                              record_filter=record_filter, max_record=max_record, max_line=max_line)
+    try:
+        line = next((lines for lines in pieces if lines), None)
+    finally:
+        pieces.close()
+    if line is None:
+        return None
+    line = line[: line.index(b"\n") + 1]
+    start = line.index(b',"timestamp":') + len(b',"timestamp":')  # our own line: the first one is the record's
+    return _kernel.indent_json(line[:-1]) + b"\n", int(line[start : line.index(b",", start)])
