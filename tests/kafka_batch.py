@@ -67,11 +67,13 @@ def _compressed(codec: str, pieces: Iterator[bytes]) -> bytes:
 def batch(base_offset: int, base_ts: int, count: int, records: Iterator[bytes], codec: str = "zstd",
           last_offset_delta: int | None = None, max_ts: int | None = None, cut: int = 0) -> bytes:
     """One batch of ``count`` records (the bytes ``records`` yields, any pieces of them), compressed;
-    ``cut``: that many bytes of the compressed data left out (the CRC computed over what is left)."""
+    ``max_ts``: its records' largest timestamp (default ``base_ts + count - 1``: record i at ``base_ts + i``,
+    as these tests write them); ``cut``: that many bytes of the compressed data left out (the CRC computed
+    over what is left)."""
     body = _compressed(codec, records)
     body = body[: len(body) - cut]
     last = count - 1 if last_offset_delta is None else last_offset_delta
-    after_crc = struct.pack(">hiqqqhii", CODECS[codec], last, base_ts, base_ts if max_ts is None else max_ts,
+    after_crc = struct.pack(">hiqqqhii", CODECS[codec], last, base_ts, base_ts + count - 1 if max_ts is None else max_ts,
                             -1, -1, -1, count) + body
     head = struct.pack(">ib", -1, 2) + struct.pack(">I", crc32c.crc32c(after_crc))  # no leader epoch yet
     return struct.pack(">qi", base_offset, len(head) + len(after_crc)) + head + after_crc

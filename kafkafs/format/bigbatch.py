@@ -55,6 +55,7 @@ __all__ = [
     "MAX_RECORD_BYTES",
     "PIECE_BYTES",
     "check_in_pieces",
+    "first_at_or_after",
     "record_in_pieces",
     "render_in_pieces",
     "record_runs",
@@ -174,6 +175,30 @@ def check_in_pieces(buf: Buffer, header: BatchHeader, at_or_after: int = 0, *,
             data.release()
         count += n if offsets[0] >= at_or_after else sum(1 for o in offsets if o >= at_or_after)
     return count, not_held
+
+
+def first_at_or_after(buf: Buffer, header: BatchHeader, timestamp: int) -> int | None:
+    """The offset of the first record of the v2 batch ``header`` of ``buf`` whose timestamp is >= ``timestamp``
+    (Kafka's ``offsetsForTimes`` inside one batch), its records decoded a run at a time up to it; a record
+    not held counts as one (its timestamp is not read). None when no record reaches it."""
+    if header.timestamp_type == 1:  # LogAppendTime: every record has the batch's largest timestamp
+        return header.base_offset if header.max_timestamp >= timestamp else None
+    runs = record_runs(buf, header)
+    try:
+        for run in runs:
+            if isinstance(run, RecordNotShown):
+                return run.base_offset
+            data, n = run
+            try:
+                batch = decode_records_at(bytes(data), header._replace(record_count=n))
+            finally:
+                data.release()
+            for offset, ts in zip(batch.offsets, batch.timestamps, strict=True):
+                if ts >= timestamp:
+                    return offset
+    finally:
+        runs.close()
+    return None
 
 
 def _run(pending: bytearray, start: int, end: int, n: int) -> tuple[memoryview, int]:

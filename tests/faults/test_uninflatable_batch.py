@@ -365,6 +365,8 @@ def test_every_way_of_consume_reads_it_in_pieces(many_logs, way):
 def test_a_start_inside_it_and_a_key_filter(many_logs, monkeypatch):
     out, said = _read(many_logs, ["big-0"], "4000")
     assert (_offsets(out), said) == (ALL[4000:], [])
+    out, said = _read(many_logs, ["big-0"], f"s@{T + 3 + 1500}")  # found among its records, as offsetsForTimes
+    assert (_offsets(out), said) == (ALL[1503:], [])
     out, said = _read(many_logs, ["big-0"], record_filter=RecordFilter(key=b"m77"))
     assert (_offsets(out), said) == ([80], [])
     monkeypatch.setattr(consume_merge, "available", lambda: False)  # no kernel merge: heapq.merge of lines
