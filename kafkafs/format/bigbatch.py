@@ -10,7 +10,7 @@ length varint) and rendered in runs of whole records of about :data:`PIECE_BYTES
 run as it renders a whole section: the same bytes), so memory goes with the piece and the largest
 record, never with the batch.
 
-What one record may take (documented in the README, "Large batches"):
+What one record may take (the README says it too, beside the batches past 64 MiB):
 
 - a record of more than :data:`MAX_RECORD_BYTES` (128 MiB) is not held: its bytes are inflated and
   dropped, and it is said not shown (:class:`~kafkafs.errors.RecordNotShown`); the records after it are
@@ -24,7 +24,13 @@ So a reader holds at most one record (128 MiB), its line (256 MiB) and a piece, 
 claims; the one-shot path it replaces held 64 MiB of records and up to six times that of lines. Time
 goes with what the batch inflates to (a bomb of small records is rendered, as Kafka would serve it; a
 bomb of one huge record costs the time to inflate and drop it, about 0.5 s a GiB for zstd's zeros).
-A legacy (magic 0/1) wrapper is not read this way (it stays not shown).
+A legacy (magic 0/1) wrapper is not read this way (it stays not shown). Without the compiled kernel the
+records render through the Python reference and lines are not measured first.
+
+Who reads this way: ``consume`` (every way it reads), ``verify`` and ``dump --deep-iteration``
+(:func:`check_in_pieces`, :func:`record_runs`), the Spark source's scan, a mount's ``by-offset/``
+(:func:`record_in_pieces`, with a mount's tighter limits). A mount's ``records.jsonl`` does not (its size
+needs every line's length): EIO there.
 """
 
 from __future__ import annotations

@@ -449,3 +449,21 @@ def test_a_mount_reads_by_offset_inside_it(many_logs, mounted):
     assert got["value"] == orjson.loads(VALUE)
     assert orjson.loads((m / "big-0" / "by-offset" / "2.json").read_bytes())["value"] == "before-2"
     assert not (m / "big-0" / "by-offset" / f"{MANY + 5}.json").exists()
+
+
+def test_recover_checks_its_records_as_verify_does(tmp_path):
+    """recover decodes such a batch's records a run at a time, as verify does: a record count the records
+    do not match (its CRC holding: a writer's bug) is kept and said, as for any batch; a whole batch, nothing."""
+    from tests.kafka_batch import batch, record
+
+    logs = _many_partition(tmp_path / "ok" / "big-0", "lz4")
+    done = cli("recover", str(logs))
+    assert done.returncode == 0 and b"kept" not in done.stdout, done.stdout.decode()
+    short = batch(3, T + 3, MANY + 1, (b"".join(record(i, i, b"m", VALUE) for i in range(j, j + 200))
+                                       for j in range(0, MANY, 200)), "gzip", last_offset_delta=MANY - 1)
+    logs = _many_partition(tmp_path / "bad" / "big-0", "gzip", inner=short)
+    before = (logs / "big-0" / "00000000000000000000.log").read_bytes()
+    done = cli("recover", str(logs))
+    said = done.stdout.decode() + done.stderr.decode()
+    assert f"the records end after {MANY} of {MANY + 1}" in said, said
+    assert (logs / "big-0" / "00000000000000000000.log").read_bytes() == before  # kept, as Kafka keeps it
