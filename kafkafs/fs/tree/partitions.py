@@ -433,7 +433,8 @@ class Partitions:
         siblings = sorted(
             name for name in self.logdir.partition_names() if name != state.name and name.rpartition("-")[0] == topic
         )
-        sizer.submit(self._open_siblings, siblings, sizer)
+        if siblings:
+            sizer.submit(self._open_siblings, siblings, sizer)
 
     def _open_siblings(self, names: list[str], sizer: ThreadPoolExecutor) -> None:
         """On one sizing thread: open the partitions ``names`` in turn, and lay out here those whose every
