@@ -90,8 +90,11 @@ def _offset_at_time(log_: Log, timestamp: int) -> int | None:
         got = next(iter(log_.batches(first)), None)
         if got is not None and got[1].header.magic == 2 and got[1].header.next_offset == exc.next_offset:
             raw = got[1].raw()
+            header = read_batch_header(raw, 0)
             try:
-                inside = first_at_or_after(raw, read_batch_header(raw, 0), timestamp)
+                if header is None:
+                    raise CorruptRecordError("the batch's header does not parse")
+                inside = first_at_or_after(raw, header, timestamp)
             except CorruptRecordError:
                 inside = first  # damage: the read from the batch meets it and says so
             first = inside if inside is not None else exc.next_offset

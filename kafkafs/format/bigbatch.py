@@ -36,7 +36,7 @@ needs every line's length): EIO there.
 from __future__ import annotations
 
 from array import array
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator
 from typing import Any
 
 from ..errors import CorruptRecordError, RecordNotShown, UninflatableBatch
@@ -89,7 +89,7 @@ def _offset_delta(data: Buffer, pos: int) -> int:
 
 
 def record_runs(buf: Buffer, header: BatchHeader, *, piece: int = PIECE_BYTES,
-                max_record: int = MAX_RECORD_BYTES) -> Iterator[tuple[memoryview, int] | RecordNotShown]:
+                max_record: int = MAX_RECORD_BYTES) -> Generator[tuple[memoryview, int] | RecordNotShown, None, None]:
     """The records of the v2 batch ``header`` of ``buf``, inflated a piece at a time: runs of whole records
     ``(bytes, how many)`` of about ``piece`` bytes (a record of ``piece`` bytes or more alone), each a memoryview to
     use before asking for the next; a record past ``max_record`` is inflated and dropped, given as a
