@@ -296,7 +296,7 @@ class ScanSkip(NamedTuple):
 def scan_entries(
     segment: LogSegment, size: int, record_filter: RecordFilter | None = None, start: int = 0,
     upper: int | None = None,
-) -> Iterator[Scanned | ScanDamage]:
+) -> Iterator[Scanned | ScanDamage | ScanSkip]:
     """The key entries of ``segment``'s batches from position ``start`` to ``size``, a step at a time
     (whole runs of batches through the kernel, the others one by one); a :class:`ScanDamage` ends them
     when a batch is damaged, its offsets out of order included (each batch judged between its
@@ -336,8 +336,8 @@ def scan_entries(
         try:  # the batch the kernel did not take (or whose order needs what lies past the chunk) alone
             found = _slow_batch(segment, pos, size, record_filter, expect, upper)
         except _TooLarge as big:
-            first = big.first if big.first is not None else expect if expect is not None else next_offset
-            yield ScanSkip(min(first, big.last), big.last, pos, big.after, big.error)
+            first = min(big.first if big.first is not None else expect if expect is not None else next_offset, big.last)
+            yield ScanSkip(first, big.last, pos, big.after, big.error.starting_at(first))
             next_offset = max(next_offset, big.last + 1)
             expect = big.last + 1
             pos = big.after

@@ -349,3 +349,9 @@ def test_a_mount_serves_a_keys_latest_record_after_it(tmp_path, big_batch, mount
     with pytest.raises(OSError) as info:
         os.listdir(by_key)
     assert info.value.errno == errno.EIO
+    with pytest.raises(OSError):
+        (m / "legacy-0" / "records.jsonl").read_bytes()
+    # review19 R19-3: the wrapper's offsets as verify and consume say them (its header holds only its last)
+    log = m.log()
+    assert "00000000000000000000.log at position 114 (offsets 3..3) is too large to inflate" in log, log
+    assert "?.." not in log, log
