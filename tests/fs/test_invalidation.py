@@ -216,3 +216,37 @@ def test_a_read_that_shows_records_the_kernels_size_lacks_has_it_dropped_first(t
         handle.release()
     finally:
         tree.close()
+
+
+def test_a_change_is_told_again_for_replies_that_may_have_been_on_their_way(logdir_copy):
+    """A reply that makes a new inode in the kernel (a lookup of records.jsonl after a rewrite or a schema
+    change) is taken by the kernel whatever was told before it: an invalidation of an inode it does not
+    know yet is lost. So a change is told again (attributes only) a moment later for the growing files
+    whose attributes were given from ATTR_MARGIN before it on; not for those given long before."""
+    from kafkafs.fs import invalidation
+    from kafkafs.fs.tree.inodes import ATTR_MARGIN
+
+    tree = Tree(LogDir(logdir_copy, SMALL_SEGMENTS, writable=True), rw=True)
+    try:
+        now = [1000.0]
+        table = InodeTable(tree, clock=lambda: now[0])
+        calls: list[tuple[int, bool, float]] = []
+        inv = Invalidator(table, lambda ino, attr_only=False: calls.append((ino, attr_only, time.monotonic())))
+        tree.partitions.add_listener(inv.partition_changed)
+        old = _given(table, tree.resolve("events-3/by-offset/0-100000.jsonl"))
+        now[0] += ATTR_MARGIN + 1  # its reply went long ago
+        records = _given(table, tree.resolve("events-3/records.jsonl"))  # its reply may be on its way
+        inv.start()
+        changed = time.monotonic()
+        tree.resolve("events-3/append").open(True).write(0, b"new\n")
+        deadline = time.monotonic() + 5
+        while (records, True, ) not in {c[:2] for c in calls} and time.monotonic() < deadline:
+            time.sleep(0.01)
+        inv.stop()
+        told = [(attr_only, at) for ino, attr_only, at in calls if ino == records]
+        assert told[0][0] is False  # the change, pages and attributes
+        again = [at for attr_only, at in told if attr_only]
+        assert again and again[0] - changed >= invalidation.TOLD_AGAIN_AFTER
+        assert [attr_only for ino, attr_only, _at in calls if ino == old] == [False]  # told once
+    finally:
+        tree.close()
