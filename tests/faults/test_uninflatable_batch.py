@@ -295,15 +295,21 @@ def _keyed(folder: Path, big: bytes, *, sealed: bool) -> None:
         f.write(after)
 
 
-@pytest.mark.parametrize("sealed", [False, True], ids=["active", "sealed"])
-def test_a_keys_latest_record_after_it_is_known_and_what_needs_its_records_fails(tmp_path, big_batch, sealed):
+@pytest.mark.parametrize("where", ["active", "active-indexed", "sealed"])
+def test_a_keys_latest_record_after_it_is_known_and_what_needs_its_records_fails(tmp_path, big_batch, where,
+                                                                                    monkeypatch):
     """review19 R19-2: whatever the batch holds is older than a record after it, so the latest record of a
-    key with one there is known (a scan of the active segment, a key index of a sealed one: both go on past
-    the batch); a key whose latest record may be in it, its history and the table still fail, as it."""
+    key with one there is known (a scan of the active segment, the temporary index of a large one, a key
+    index of a sealed one: each goes on past the batch); a key whose latest record may be in it, its
+    history and the table still fail, as it."""
     from kafkafs.errors import UninflatableBatch
+    from kafkafs.storage import keytable
     from kafkafs.storage.keyindex import KeyIndexStore
     from kafkafs.storage.keytable import PartitionKeys
 
+    sealed = where == "sealed"
+    if where == "active-indexed":
+        monkeypatch.setattr(keytable, "ACTIVE_INDEX_FROM", 1)  # what it holds is indexed, the rest scanned
     _keyed(tmp_path / "logs" / "big-0", big_batch, sealed=sealed)
     with LogDir(tmp_path / "logs") as logdir:
         keys = PartitionKeys(logdir.log("big-0"), KeyIndexStore(tmp_path / "cache"))
