@@ -4,9 +4,10 @@ One writer per log directory: a writable LogDir takes Kafka's ``.lock`` (a POSIX
 kind Java's ``FileChannel.tryLock`` takes, so a running broker and kafkafs exclude each other). Readers
 take no lock and may read a directory a broker owns.
 
-The clean-shutdown marker ``.kafka_cleanshutdown`` is what its presence says; its content is what Kafka
-3.7 writes, ``{"version":0,"brokerEpoch":-1}`` (-1: no broker epoch, as a ZooKeeper-mode broker writes
-it). Older brokers left it empty, and later ones write the fields as strings; all are read.
+The clean-shutdown marker ``.kafka_cleanshutdown`` is what its presence says; a clean close puts back
+the marker it found (a KRaft broker's epoch kept) or, where there was none or damage was repaired, what
+Kafka 3.7 writes with no broker epoch, ``{"version":0,"brokerEpoch":-1}``. Older brokers left it empty,
+and later ones write the fields as strings; all are read.
 """
 
 from __future__ import annotations
@@ -174,9 +175,13 @@ class LogDir:
         self.not_marked_because: str | None = None
         #: The broker epoch in the marker (-1 when none, or when there is no marker).
         self.clean_shutdown_broker_epoch = NO_BROKER_EPOCH
+        #: The marker's bytes as found, written back by a clean close that found nothing to repair
+        #: (:meth:`_marker_content`); None when there was none or it could not be read.
+        self._marker_found: bytes | None = None
         if self.clean_shutdown:
             try:
-                self.clean_shutdown_broker_epoch = parse_clean_shutdown(read_regular_file(self.path / CLEAN_SHUTDOWN_FILE, follow=True))
+                self._marker_found = read_regular_file(self.path / CLEAN_SHUTDOWN_FILE, follow=True)
+                self.clean_shutdown_broker_epoch = parse_clean_shutdown(self._marker_found)
             except (OSError, UnsafeFileError):
                 pass
         self.recovery_points = self._read_checkpoint(RECOVERY_POINT_FILE)
@@ -561,7 +566,7 @@ class LogDir:
                 self.write_checkpoints(keep=failed)
                 reason = (f"{sorted(failed)[0]} did not close" if failures else None) or self._marker_refusal()
                 if reason is None:
-                    write_atomically(self.path / CLEAN_SHUTDOWN_FILE, clean_shutdown_content())
+                    write_atomically(self.path / CLEAN_SHUTDOWN_FILE, self._marker_content())
                     self.marked_clean = True
                 else:
                     self.not_marked_because = reason
@@ -570,6 +575,24 @@ class LogDir:
             self._release_lock()
         if failures:
             raise failures[0]
+
+    def _marker_content(self) -> bytes:
+        """What a clean close writes in the marker: the marker it found, byte for byte (a KRaft broker's
+        own epoch kept), unless a log's recovery repaired damage in this session, or there was none:
+        then Kafka 3.7's content with no broker epoch (-1).
+
+        Why the epoch is kept: a Kafka 3.7+ broker sends it to the controller when it registers, and a
+        matching one says the broker stopped cleanly, so it stays an eligible leader of its partitions
+        (KIP-966's ELR); -1 makes the controller treat the restart as unclean, and a partition whose last
+        eligible replica this was then needs an unclean election (review20, R20-1: a 4.4 broker restarted
+        on a directory kafkafs had only recovered "using an unclean election" for every partition). What
+        kafkafs does to a cleanly stopped directory (append, retention, compaction, index rebuilds) keeps
+        every record a follower had; cutting or replacing damaged bytes may not, so then it says -1."""
+        if self._marker_found is not None and not any(
+            log_.last_recovery is not None and log_.last_recovery.damaged() for log_ in self.open_logs()
+        ):
+            return self._marker_found
+        return clean_shutdown_content()
 
     def _marker_refusal(self) -> str | None:
         """Why the clean-shutdown marker would not be true of every log in the directory, or None.

@@ -105,3 +105,29 @@ def test_kafkafs_writes_the_checkpoint_entries_a_broker_writes(broker: Broker) -
     assert [r.value for r in broker.consume_all("cp", 0)][-2:] == [b"kafkafs 0", b"kafkafs 1"]
     assert broker.stop() == 0
     assert {name: _entries(broker.log_dir / name) for name in files} == ours
+
+
+@pytest.mark.slow
+def test_a_cleanly_stopped_brokers_epoch_survives_kafkafs_writers(broker: Broker) -> None:
+    """R20-1 (review20): Kafka 4.4 writes its broker epoch into the marker and sends it to the controller
+    when it registers again; kafkafs's writers rewrote it as -1, so the controller took the restart for
+    an unclean one and elected every leader "using an unclean election" (failed before, seen: the
+    marker was ``{"version":0,"brokerEpoch":-1}`` after ``recover``). Now recover, produce and clean
+    put the marker back as they found it, and the broker restarts cleanly."""
+    broker.create_topic("ep", partitions=2)
+    producer = broker.producer(linger_ms=0, acks="all")
+    for i in range(6):
+        producer.send("ep", value=b"kafka %d" % i, partition=i % 2).get(timeout=30)
+    assert broker.stop() == 0
+    marker = (broker.log_dir / MARKER).read_bytes()
+    assert b'"brokerEpoch":-1' not in marker, marker  # a KRaft broker's own epoch
+    for command in (("recover", broker.log_dir), ("produce", broker.log_dir, "ep-0"), ("clean", broker.log_dir)):
+        done = kafkafs(*command, input=b"kafkafs\n" if command[0] == "produce" else None)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert (broker.log_dir / MARKER).read_bytes() == marker, command[0]
+    broker.start()
+    broker.assert_log_line(r"Skipping recovery of \d+ logs from \S+ since clean shutdown file was found")
+    for partition in ("ep-0", "ep-1"):  # (the metadata log is recovered at every start)
+        broker.assert_no_recovery(partition)
+    broker.assert_no_log_lines(r"unclean election|ERROR|Corrupt")
+    assert [r.value for r in broker.consume_all("ep", 0, timeout=20)] == [b"kafka 0", b"kafka 2", b"kafka 4", b"kafkafs"]

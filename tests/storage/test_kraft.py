@@ -454,3 +454,21 @@ def test_a_whole_metadata_log_that_does_not_name_a_folders_topic_leaves_it_a_str
     shutil.rmtree(plain / "__cluster_metadata-0")
     proc = run("clean", str(plain), check_rc=0)
     assert b"TestTopicPatient-0: deleted 00000000000000000000.log" in proc.stdout
+
+
+@pytest.mark.parametrize("how", ["file", "set"])
+def test_share_group_state_is_kept_whatever_the_defaults_for_every_topic(tmp_path, how):
+    """R20-3 (review20): Kafka 4's share coordinator creates ``__share_group_state`` with topic-level
+    ``retention.ms`` -1 (it prunes the topic itself); a default for every topic (the settings file's top
+    level, ``--set``) made ``clean`` delete its segments, and a 4.4 broker restarted there had lost every
+    share group's state (failed before, seen: retention.ms 60000). A ``[topics."__share_group_state"]``
+    table still decides."""
+    toml = tmp_path / "k.toml"
+    toml.write_text('"retention.ms" = 60000\n"segment.bytes" = 2000000\n' if how == "file" else "")
+    overrides = {"retention.ms": 60000, "segment.bytes": 2000000} if how == "set" else None
+    with LogDir(tmp_path, Settings.load(toml, overrides), writable=True) as logdir:
+        state = logdir.create_partition("__share_group_state", 3).config
+        assert state.retention_ms == -1 and not state.compact and state.segment_bytes == 100 * 1024 * 1024
+        assert logdir.create_partition("orders", 0).config.retention_ms == 60000
+    toml.write_text('[topics."__share_group_state"]\n"retention.ms" = 5000\n')
+    assert Settings.load(toml).for_topic("__share_group_state").retention_ms == 5000

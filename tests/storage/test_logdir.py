@@ -173,6 +173,34 @@ def test_clean_shutdown_marker_is_kafka_3_7s_and_any_version_is_read(tmp_path: P
             assert logdir.clean_shutdown
             assert logdir.log("t-0").last_recovery.recovered_segments == []  # type: ignore[union-attr]
             assert not (tmp_path / CLEAN_SHUTDOWN_FILE).exists()
+        # the marker found goes back byte for byte (a KRaft broker's epoch kept: R20-1)
+        assert (tmp_path / CLEAN_SHUTDOWN_FILE).read_bytes() == content
+    (tmp_path / CLEAN_SHUTDOWN_FILE).unlink()  # none found: a writer that recovered every log says -1
+    with LogDir(tmp_path, writable=True) as logdir:
+        logdir.recover_all = True
+        logdir.log("t-0")
+    assert (tmp_path / CLEAN_SHUTDOWN_FILE).read_bytes() == b'{"version":0,"brokerEpoch":-1}'
+
+
+@pytest.mark.allow_warnings("recovery cuts")
+def test_a_kraft_brokers_epoch_is_kept_unless_damage_was_repaired(tmp_path: Path) -> None:
+    """R20-1: Kafka 4.4 sends the marker's epoch when it registers; -1 makes its controller treat the
+    restart as unclean (an unclean election where the broker was the last eligible replica)."""
+    marker = b'{"version":0,"brokerEpoch":97}'
+    with LogDir(tmp_path, writable=True) as logdir:
+        logdir.create_partition("t", 0).append_records([rec()])
+    (tmp_path / CLEAN_SHUTDOWN_FILE).write_bytes(marker)
+    for recover_all in (False, True):  # produce and clean; recover (every segment checked, nothing wrong)
+        with LogDir(tmp_path, writable=True) as logdir:
+            logdir.recover_all = recover_all
+            logdir.log("t-0").append_records([rec()])
+        assert (tmp_path / CLEAN_SHUTDOWN_FILE).read_bytes() == marker
+    segment = next((tmp_path / "t-0").glob("*.log"))
+    with open(segment, "ab") as f:
+        f.write(b"\0" * 7)  # bytes after the last whole batch: recover cuts them (damage repaired)
+    with LogDir(tmp_path, writable=True) as logdir:
+        logdir.recover_all = True
+        assert logdir.log("t-0").last_recovery.damaged()  # type: ignore[union-attr]
     assert (tmp_path / CLEAN_SHUTDOWN_FILE).read_bytes() == b'{"version":0,"brokerEpoch":-1}'
 
 
