@@ -111,6 +111,16 @@ class UninflatableBatch(CorruptRecordError):
         new.base_offset, new.next_offset = base_offset, next_offset
         return new
 
+    def starting_at(self, first: int) -> UninflatableBatch:
+        """This error with ``first`` as its base offset when its batch's header does not hold one (a legacy
+        wrapper's: ``first`` is where its reader expected the next record, review19 R19-3)."""
+        if self.base_offset is not None:
+            return self
+        new = self.placed(self.position)
+        assert isinstance(new, UninflatableBatch)
+        new.base_offset = first
+        return new
+
     def in_partition(self, name: str, first: int) -> UninflatableBatch:
         """This error as the reader of partition ``name`` met it, expecting offset ``first`` next: its
         ``base_offset`` becomes the first offset the reader does not show (``first`` when the batch's

@@ -282,3 +282,110 @@ def test_the_mounts_cleaner_says_it_once_and_compacts_the_others(tmp_path, big_b
     said = [r for r in caplog.records if "a-0" in r.getMessage()]
     assert len(said) == 1 and "too large to inflate" in said[0].getMessage(), [r.getMessage() for r in said]
     assert not [r for r in caplog.records if r.exc_info]
+
+
+def _keyed(folder: Path, big: bytes, *, sealed: bool) -> None:
+    """big-0 as :func:`_big_partition` makes it, then key b1 again at 6: in a later batch of the same segment
+    (``sealed``: one more segment follows it, so its key index file is made)."""
+    log = _big_partition(folder, big)
+    after = encode_batch([(T + 6, b"b1", b"latest", ())], base_offset=6)
+    if sealed:
+        (folder / "00000000000000000007.log").write_bytes(encode_batch([(T + 7, b"z", b"next", ())], base_offset=7))
+    with open(log, "ab") as f:
+        f.write(after)
+
+
+@pytest.mark.parametrize("where", ["active", "active-indexed", "sealed"])
+def test_a_keys_latest_record_after_it_is_known_and_what_needs_its_records_fails(tmp_path, big_batch, where,
+                                                                                    monkeypatch):
+    """review19 R19-2: whatever the batch holds is older than a record after it, so the latest record of a
+    key with one there is known (a scan of the active segment, the temporary index of a large one, a key
+    index of a sealed one: each goes on past the batch); a key whose latest record may be in it, its
+    history and the table still fail, as it."""
+    from kafkafs.errors import UninflatableBatch
+    from kafkafs.storage import keytable
+    from kafkafs.storage.keyindex import KeyIndexStore
+    from kafkafs.storage.keytable import PartitionKeys
+
+    sealed = where == "sealed"
+    if where == "active-indexed":
+        monkeypatch.setattr(keytable, "ACTIVE_INDEX_FROM", 1)  # what it holds is indexed, the rest scanned
+    _keyed(tmp_path / "logs" / "big-0", big_batch, sealed=sealed)
+    with LogDir(tmp_path / "logs") as logdir:
+        keys = PartitionKeys(logdir.log("big-0"), KeyIndexStore(tmp_path / "cache"))
+        for key, offset in ((b"b1", 6), (b"b0", 4)):
+            found = keys.latest(key)
+            assert found is not None and found.offset == offset, key
+        for ask in (lambda: keys.latest(b"a1"), lambda: keys.latest(b"nowhere"), lambda: keys.history(b"b1"),
+                    lambda: keys.table()):
+            with pytest.raises(UninflatableBatch):
+                ask()
+        history, damage = keys.history_to_damage(b"a1")
+        assert [r.offset for r in history] == [1] and isinstance(damage, UninflatableBatch)
+        assert [r.offset for r in keys.history_to_damage(b"b1")[0]] == []  # the records before the batch only
+    if sealed:
+        assert list((tmp_path / "cache").glob("*.keys"))
+
+
+def test_a_mount_serves_a_keys_latest_record_after_it(tmp_path, big_batch, mounted):
+    """review19 R19-2 through the mount: by-key/<key>.json of a key with a record after the batch (in the
+    same segment) is served; what needs the batch's records (a key whose latest may be in it, a key's
+    history, the table, the listing) stays EIO."""
+    from tests.format.test_legacy import message, wrapper
+
+    logs = tmp_path / "logs"
+    _keyed(logs / "big-0", big_batch, sealed=False)
+    legacy = logs / "legacy-0"  # a magic 1 gzip wrapper of one 80 MiB message at 3, then a1 at 4
+    legacy.mkdir()
+    (legacy / "00000000000000000000.log").write_bytes(
+        b"".join(message(i, 1, 0, 1000 + i, b"k%d" % i, b"v%d" % i) for i in range(3))
+        + wrapper(1, Codec.GZIP, message(0, 1, 0, 2000, b"w", bytes(BIG)), 3, 2000)
+        + message(4, 1, 0, 3000, b"a1", b"after"))
+    m = mounted(logs)
+    m.allow_errors = True  # the batches are logged (ERROR: the reads that need them fail)
+    by_key = m / "big-0" / "by-key"
+    assert orjson.loads((by_key / "b1.json").read_bytes())["value"] == "latest"
+    assert (by_key / "b1.json").stat().st_size == len((by_key / "b1.json").read_bytes())
+    assert orjson.loads((m / "legacy-0" / "by-key" / "a1.json").read_bytes())["offset"] == 4
+    for path in (by_key / "a1.json", by_key / "b1.jsonl", m / "big-0" / "table.jsonl",
+                 m / "legacy-0" / "by-key" / "k1.json"):
+        with pytest.raises(OSError) as info:
+            path.read_bytes()
+        assert info.value.errno == errno.EIO, path
+    with pytest.raises(OSError) as info:
+        os.listdir(by_key)
+    assert info.value.errno == errno.EIO
+    with pytest.raises(OSError):
+        (m / "legacy-0" / "records.jsonl").read_bytes()
+    # review19 R19-3: the wrapper's offsets as verify and consume say them (its header holds only its last)
+    log = m.log()
+    assert "00000000000000000000.log at position 114 (offsets 3..3) is too large to inflate" in log, log
+    assert "?.." not in log, log
+
+
+def test_verify_counts_a_legacy_wrapper_it_does_not_inflate_as_at_least_one(tmp_path):
+    """review19 R19-4: a magic 1 gzip wrapper of one 80 MiB message (offset 3) between 0..2 and 4..5: its
+    header carries no record count, so verify counted none of it ("5 records" for offsets 0..5); it
+    counts its one sure message now and says "at least". So does --shallow, which inflates no wrapper
+    (a small one of three messages here)."""
+    from tests.format.test_legacy import message, wrapper
+
+    def partition(name: str, inner: bytes, last: int) -> None:
+        (tmp_path / name).mkdir()
+        firsts = b"".join(message(i, 1, 0, 1000 + i, b"k%d" % i, b"v%d" % i) for i in range(3))
+        after = b"".join(message(last + 1 + i, 1, 0, 3000 + i, b"a%d" % i, b"after%d" % i) for i in range(2))
+        (tmp_path / name / "00000000000000000000.log").write_bytes(
+            firsts + wrapper(1, Codec.GZIP, inner, last, 2000) + after)
+
+    partition("legacy-0", message(0, 1, 0, 2000, b"w", bytes(BIG)), 3)
+    partition("small-0", b"".join(message(i, 1, 0, 2000, b"w%d" % i, b"x") for i in range(3)), 5)
+    deep = cli("verify", str(tmp_path))
+    assert deep.returncode == 0, deep.stdout
+    lines = deep.stdout.decode().splitlines()
+    assert "legacy-0: 1 segment(s), at least 6 records, offsets 0..5: OK" in lines, lines
+    assert "small-0: 1 segment(s), 8 records, offsets 0..7: OK" in lines, lines  # inflated: counted exactly
+    shallow = cli("verify", "--shallow", str(tmp_path))
+    assert shallow.returncode == 0, shallow.stdout
+    lines = shallow.stdout.decode().splitlines()
+    assert "legacy-0: 1 segment(s), at least 6 records, offsets 0..5: OK" in lines, lines
+    assert "small-0: 1 segment(s), at least 6 records, offsets 0..7: OK" in lines, lines
