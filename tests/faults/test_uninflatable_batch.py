@@ -282,3 +282,31 @@ def test_the_mounts_cleaner_says_it_once_and_compacts_the_others(tmp_path, big_b
     said = [r for r in caplog.records if "a-0" in r.getMessage()]
     assert len(said) == 1 and "too large to inflate" in said[0].getMessage(), [r.getMessage() for r in said]
     assert not [r for r in caplog.records if r.exc_info]
+
+
+def test_verify_counts_a_legacy_wrapper_it_does_not_inflate_as_at_least_one(tmp_path):
+    """review19 R19-4: a magic 1 gzip wrapper of one 80 MiB message (offset 3) between 0..2 and 4..5: its
+    header carries no record count, so verify counted none of it ("5 records" for offsets 0..5); it
+    counts its one sure message now and says "at least". So does --shallow, which inflates no wrapper
+    (a small one of three messages here)."""
+    from tests.format.test_legacy import message, wrapper
+
+    def partition(name: str, inner: bytes, last: int) -> None:
+        (tmp_path / name).mkdir()
+        firsts = b"".join(message(i, 1, 0, 1000 + i, b"k%d" % i, b"v%d" % i) for i in range(3))
+        after = b"".join(message(last + 1 + i, 1, 0, 3000 + i, b"a%d" % i, b"after%d" % i) for i in range(2))
+        (tmp_path / name / "00000000000000000000.log").write_bytes(
+            firsts + wrapper(1, Codec.GZIP, inner, last, 2000) + after)
+
+    partition("legacy-0", message(0, 1, 0, 2000, b"w", bytes(BIG)), 3)
+    partition("small-0", b"".join(message(i, 1, 0, 2000, b"w%d" % i, b"x") for i in range(3)), 5)
+    deep = cli("verify", str(tmp_path))
+    assert deep.returncode == 0, deep.stdout
+    lines = deep.stdout.decode().splitlines()
+    assert "legacy-0: 1 segment(s), at least 6 records, offsets 0..5: OK" in lines, lines
+    assert "small-0: 1 segment(s), 8 records, offsets 0..7: OK" in lines, lines  # inflated: counted exactly
+    shallow = cli("verify", "--shallow", str(tmp_path))
+    assert shallow.returncode == 0, shallow.stdout
+    lines = shallow.stdout.decode().splitlines()
+    assert "legacy-0: 1 segment(s), at least 6 records, offsets 0..5: OK" in lines, lines
+    assert "small-0: 1 segment(s), at least 6 records, offsets 0..7: OK" in lines, lines
