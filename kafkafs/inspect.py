@@ -13,6 +13,7 @@ from typing import TextIO
 
 from .errors import CorruptRecordError, UninflatableBatch, UnsafeFileError, describe_os_error
 from .format.batch import BatchHeader, decode_batch, validate_batch
+from .format.bigbatch import check_in_pieces
 from .format.checkpoint import EPOCH_CHECKPOINT_FILE, parse_epoch_checkpoint, parse_offset_checkpoint
 from .format.txnindex import AbortedTxn
 from .storage.leader_epochs import read_regular_file
@@ -198,12 +199,27 @@ def check_segment(
                 try:
                     batch = decode_batch(view.buf, h, validate=False, inner_crcs=True)
                     records += sum(1 for o in batch.offsets if o >= log_start)
-                except UninflatableBatch as exc:  # valid data kafkafs does not decode (R15-7): a note
-                    records += _records_at_or_after(h, log_start)
-                    exact = exact and h.record_count >= 0
-                    if uninflated is not None:
-                        uninflated.append(f"{where}: offsets {exc.offsets_text(first)}: batch inflates past "
-                                          f"{exc.size_text}; its records are not decoded (valid data)")
+                except UninflatableBatch as exc:  # valid data not inflated at once (R15-7): checked in pieces
+                    checked = None
+                    if h.magic == 2:
+                        try:
+                            checked = check_in_pieces(view.buf, h, log_start)
+                        except UninflatableBatch:  # a piece past the limit (a snappy chunk): not decoded
+                            checked = None
+                        except CorruptRecordError as damage:
+                            problems.append(f"{where}: {damage.reason}")
+                            continue
+                    if checked is None:  # a legacy wrapper, or a piece past the limit: a note
+                        records += _records_at_or_after(h, log_start)
+                        exact = exact and h.record_count >= 0
+                        if uninflated is not None:
+                            uninflated.append(f"{where}: offsets {exc.offsets_text(first)}: batch inflates past "
+                                              f"{exc.size_text}; its records are not decoded (valid data)")
+                    else:
+                        records += checked[0]
+                        if uninflated is not None:
+                            uninflated.extend(f"{where}: offsets {e.offsets_text()}: {e.reason}; not decoded "
+                                              "(valid data)" for e in checked[1])
                 except CorruptRecordError as exc:
                     problems.append(f"{where}: {exc.reason}")
             else:

@@ -44,7 +44,7 @@ import weakref
 from array import array
 from bisect import bisect_left
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, NamedTuple
 
 from .. import __version__
 from ..errors import CorruptRecordError, said_again
@@ -52,12 +52,13 @@ from ..format.crc import crc32c
 from ..format.keyindex import ENTRY, ENTRY_SIZE, TXN, find_entries
 from .handles import BUDGET, FileHandle, HandleBudget, retrying_open
 
-__all__ = ["DamagedIndex", "SegmentKeyIndex", "BlockWriter", "FORMAT_VERSION", "HEAD_SIZE", "BLOCK", "LONG",
+__all__ = ["DamagedIndex", "SegmentKeyIndex", "Skipped", "BlockWriter", "FORMAT_VERSION", "HEAD_SIZE", "BLOCK", "LONG",
            "fanout_bits", "private_folder", "sweep_stale_folders", "temporary_index_file"]
 
 #: 2: the last batch of a segment judged against the next segment's base; 3: damage kept as the batch's
-#: own error (reason and position), so that it is said as every other reader says that batch
-FORMAT_VERSION = 3
+#: own error (reason and position), so that it is said as every other reader says that batch; 4: a batch
+#: too large to inflate is gone past (``skipped``), the records after it indexed (review19 R19-2)
+FORMAT_VERSION = 4
 MAGIC = b"KAFKAFS-KEYS\n"
 HEAD_SIZE = 4096
 BLOCK = 4096
@@ -66,6 +67,26 @@ _LEN = struct.Struct(">I")
 _U64 = struct.Struct("<Q")
 #: A long key's row: its SHA-256, then its hash halves.
 LONG = struct.Struct("=32sQQ")
+
+
+class Skipped(NamedTuple):
+    """The batches of a segment a key scan went past without their records (too large to inflate: valid
+    data, not damage; review19 R19-2), as queries need them: the first offset the first of them may hold
+    and its error (a key's history stops there), and the last offset of the newest of them (a key's
+    latest record is known only when one follows it)."""
+
+    first: int
+    last: int
+    error: CorruptRecordError
+
+    @staticmethod
+    def of(skipped: Skipped | None, first: int, last: int, error: CorruptRecordError) -> Skipped:
+        """``skipped`` (None: none yet) with a batch of offsets ``first..last`` after it."""
+        return Skipped(first, last, error) if skipped is None else skipped._replace(last=max(skipped.last, last))
+
+    def as_dict(self) -> dict[str, Any]:
+        """What a key index keeps of them (:meth:`SegmentKeyIndex.skipped`)."""
+        return {"first": self.first, "last": self.last, "position": self.error.position, "reason": self.error.reason}
 
 
 class DamagedIndex(Exception):
@@ -220,6 +241,9 @@ class SegmentKeyIndex:
         self.longs: int = head["longs"]
         #: None, or {"offset", "position", "reason"}: the scan stopped at damage there (see :meth:`damage`).
         self.damaged: dict[str, Any] | None = head["damaged"]
+        #: None, or {"first", "last", "position", "reason"}: batches too large to inflate the scan went past
+        #: (see :meth:`skipped`)
+        self._skipped: dict[str, Any] | None = head.get("skipped")
         self.next_offset: int = head["next_offset"]
         self._entries_at = 0
         self._fanout_at = self.entries * ENTRY_SIZE
@@ -234,12 +258,30 @@ class SegmentKeyIndex:
         return f"<SegmentKeyIndex base={self.base_offset} entries={self.entries}>"
 
     def damage(self, log_path: str | os.PathLike[str]) -> CorruptRecordError | None:
-        """The damage the scan of the segment at ``log_path`` stopped at, as the error its batch raises
-        to any reader (same reason, file and position: the mount logs a damage once per file and
-        position, whichever view meets it); None when the index is whole."""
+        """What a reader that needs every record of the segment at ``log_path`` meets first: the first
+        batch too large to inflate the scan went past (:meth:`skipped`), else the damage it stopped at, as
+        the error that batch raises to any reader (same reason, file and position: the mount logs it once
+        per file and position, whichever view meets it); None when the index is whole."""
+        skipped = self.skipped(log_path)
+        if skipped is not None:
+            return skipped.error
         if self.damaged is None:
             return None
         return said_again(self.damaged["reason"], self.damaged["position"], str(log_path))
+
+    def true_damage(self, log_path: str | os.PathLike[str]) -> CorruptRecordError | None:
+        """The damage the scan stopped at (:meth:`damage` without the batches it went past), or None."""
+        if self.damaged is None:
+            return None
+        return said_again(self.damaged["reason"], self.damaged["position"], str(log_path))
+
+    def skipped(self, log_path: str | os.PathLike[str]) -> Skipped | None:
+        """The batches too large to inflate that the scan of the segment at ``log_path`` went past (valid
+        data: the entries of the records after them are in the index), or None."""
+        s = self._skipped
+        if s is None:
+            return None
+        return Skipped(s["first"], s["last"], said_again(s["reason"], s["position"], str(log_path)))
 
     @classmethod
     def open(cls, file: BinaryIO | int, key: list[Any], path: Path | None = None, *, temporary: bool = False,
