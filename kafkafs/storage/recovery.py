@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import NamedTuple, Protocol
 
-from ..errors import CorruptRecordError, doing
+from ..errors import CorruptRecordError, NeedsRecovery, doing
 from . import names
 from .config import LogConfig
 from .recovery_plan import left_by_unclean_stop, refuse_cutting_batches, unclean_or_unindexed, zeros_from
@@ -394,6 +394,16 @@ def _recover_segments(
             except CorruptRecordError as exc:
                 log.warning("%s: %s; rebuilding the indexes", segment.log_path, exc.reason)
                 needs[base] = segment
+            torn = segment.torn_tail if base not in needs and not recover_all else None
+            if torn is not None:
+                # after a clean stop (the marker) no write was cut short: bytes after the last whole
+                # batch are damage, and a batch appended after them could never be read (a broker then
+                # fails to start: review22 R22-1); cutting them is `kafkafs recover`'s to do
+                raise NeedsRecovery(
+                    f"{segment.log_path}: position {torn[0]}: {torn[1]}; refusing to write: "
+                    f"{segment.size - torn[0]} bytes after the last whole batch although the last writer "
+                    "stopped cleanly; `kafkafs recover` cuts them"
+                )
         if base not in needs and names.segment_file_name(base, names.TXN_INDEX) in existing:
             try:
                 segment.txn_index.sanity_check()

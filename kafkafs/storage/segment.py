@@ -67,6 +67,8 @@ class _Tail(NamedTuple):
     max_timestamp: int
     offset_of_max_timestamp: int
     bytes_since_index: int  # bytes appended since the last offset index entry, or the open or truncation
+    #: (position, reason) of bytes after the last whole batch the open's scan met, or None
+    torn: tuple[int, str] | None = None
 
 
 class LogSegment(SegmentFiles):
@@ -196,9 +198,11 @@ class LogSegment(SegmentFiles):
             start = min(self.offset_index.lookup(last_time.offset).position, last_index.position)
         else:
             start = 0  # the largest timestamp can be anywhere
-        next_offset, max_ts, max_offset, seen, unreadable = self._scan_from(start, max_ts, max_offset)
+        torn: list[tuple[int, str]] = []
+        next_offset, max_ts, max_offset, seen, unreadable = self._scan_from(start, max_ts, max_offset, torn)
         if not seen and start > 0:  # nothing whole where the index points: trust the log, not the index
-            next_offset, max_ts, max_offset, _, unreadable = self._scan_from(0, NO_TIMESTAMP, self.base_offset)
+            torn.clear()
+            next_offset, max_ts, max_offset, _, unreadable = self._scan_from(0, NO_TIMESTAMP, self.base_offset, torn)
         if unreadable:
             # bytes the disk will not give are not the end of the segment (review11 R11-3): past them,
             # the offset index's last entry is read from (where Kafka starts its scan of the tail), and
@@ -210,11 +214,14 @@ class LogSegment(SegmentFiles):
                 next_offset = max(next_offset, last_index.offset + 1)
             if self.time_index.entries:
                 next_offset = max(next_offset, last_time.offset + 1)
-        return _Tail(next_offset, max_ts, max_offset, 0)  # Kafka counts afresh from an open
+        # Kafka counts afresh from an open
+        return _Tail(next_offset, max_ts, max_offset, 0, torn[0] if torn else None)
 
-    def _scan_from(self, start: int, max_ts: int, max_offset: int) -> tuple[int, int, int, bool, bool]:
+    def _scan_from(self, start: int, max_ts: int, max_offset: int,
+                   torn: list[tuple[int, str]] | None = None) -> tuple[int, int, int, bool, bool]:
         """(next offset, max timestamp, its offset, whether a batch was seen, whether the disk would not
-        give some bytes) of the batches from ``start``."""
+        give some bytes) of the batches from ``start``; where bytes after the last whole batch start
+        (and why they are no batch) is added to ``torn``."""
         next_offset = self.base_offset
         seen = unreadable = False
         try:
@@ -226,6 +233,8 @@ class LogSegment(SegmentFiles):
                     max_ts, max_offset = h.max_timestamp, h.last_offset
         except CorruptRecordError as exc:
             log.warning("%s: %s; the segment's end is taken to be before it", self.log_path, exc.reason)
+            if torn is not None:
+                torn.append((exc.position if exc.position is not None else start, exc.reason))
         except OSError as exc:  # a disk that will not give the bytes: a reader goes on, a writer stops
             if self.writable or exc.errno not in (errno.EIO, errno.EUCLEAN, errno.EBADMSG, errno.ENODATA):
                 raise
@@ -238,6 +247,12 @@ class LogSegment(SegmentFiles):
     def next_offset(self) -> int:
         """One past the last offset in this segment (the base offset when empty)."""
         return self._tail_state().next_offset
+
+    @property
+    def torn_tail(self) -> tuple[int, str] | None:
+        """(position, reason) of bytes after this segment's last whole batch found when its end was
+        first read (opening it), or None: a writer must not append after them."""
+        return self._tail_state().torn
 
     @property
     def tail_known(self) -> bool:  # whether next_offset is known without reading the segment's tail

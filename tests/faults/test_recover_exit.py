@@ -447,3 +447,33 @@ def test_an_empty_producer_snapshot_kafka_reads_is_damage_to_both(tmp_path, stop
     done = _kafkafs("recover", str(logdir))
     assert done.returncode == 1 and b"removed damaged 00000000000000000003.snapshot" in done.stdout, done.stdout
     assert _kafkafs("verify", str(logdir)).returncode == 0
+
+
+def test_a_writer_never_appends_after_torn_bytes_of_a_cleanly_stopped_directory(tmp_path):
+    """review22 R22-1: with the clean-shutdown marker no recovery runs, and `produce` appended its batch
+    after a few torn bytes at the end of the active segment: "appended", exit 0, marker kept, the record
+    unreadable for every reader and a 4.4 broker then failed to start (failed before, seen: exit 0).
+    Now the partition is refused in one line (exit 1) and nothing in it changes; `recover` cuts the
+    bytes (exit 1: damage) and the next produce appends."""
+    logdir = tmp_path / "logs"
+    _write(logdir, 50)
+    assert _kafkafs("recover", str(logdir)).returncode == 0
+    assert (logdir / ".kafka_cleanshutdown").exists()
+    active = sorted((logdir / "t-0").glob("*.log"))[-1]
+    with open(active, "ab") as f:
+        f.write(bytes.fromhex("0000000000000044000000300000") + b"\x02garbage")  # a batch of length 48: torn
+    before = {p.name: p.read_bytes() for p in (logdir / "t-0").iterdir()}
+    proc = subprocess.run([sys.executable, "-m", "kafkafs", "produce", str(logdir), "t-0"], input=b"after\n",
+                          env=dict(os.environ, PYTHONPATH=str(ROOT)), capture_output=True, timeout=120)
+    assert proc.returncode == 1, (proc.stdout, proc.stderr)
+    errors = [line for line in proc.stderr.decode().splitlines() if "WARNING" not in line]
+    assert len(errors) == 1 and "refusing to write" in errors[0] and "kafkafs recover" in errors[0], proc.stderr
+    assert {p.name: p.read_bytes() for p in (logdir / "t-0").iterdir()} == before
+    # as for every partition a writer refuses: no marker, so that a broker's start recovers it (cuts them)
+    assert not (logdir / ".kafka_cleanshutdown").exists()
+    assert _kafkafs("recover", str(logdir)).returncode == 1  # cut: damage
+    proc = subprocess.run([sys.executable, "-m", "kafkafs", "produce", str(logdir), "t-0"], input=b"after\n",
+                          env=dict(os.environ, PYTHONPATH=str(ROOT)), capture_output=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    consumed = _kafkafs("consume", str(logdir), "t-0", "-o", "-1")
+    assert consumed.returncode == 0 and b'"value":"after"' in consumed.stdout, consumed
