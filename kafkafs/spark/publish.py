@@ -7,14 +7,16 @@ Functions only; they run in the driver, one commit at a time (the log directory'
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Iterator
 
 from ..errors import CorruptRecordError, InvalidInput, RecordTooLargeError
 from ..format.batch import LOG_OVERHEAD, read_batch_header, validate_batch
 from ..storage.config import Settings, SettingsUnreadable, recorded_refusal
+from ..storage.kraft import METADATA_PARTITION, recorded_topic_configs
 from ..storage.log import Log
 from ..storage.logdir import LogDir
-from .partitioner import topic_partition_count
+from .partitioner import topic_partition_count, topic_partition_folders
 from .write import StagedFile
 
 __all__ = ["commit_staged", "append_staged", "check_staged", "staged_batches", "create_topics"]
@@ -57,12 +59,44 @@ def _check(files: list[StagedFile], settings: Settings) -> None:
 
 
 def _check_partitions(logdir: str, files: list[StagedFile]) -> None:
-    """A row may name a partition of an existing topic only if the topic has it (as a producer must)."""
-    counts: dict[str, int] = {}
-    for sf in files:
-        n = counts.setdefault(sf.topic, topic_partition_count(logdir, sf.topic))
-        if n and sf.partition >= n:
-            raise InvalidInput(f"partition {sf.partition} of topic {sf.topic!r}: the topic has {n} partitions in {logdir}")
+    """A row may name a partition of an existing topic only if the topic has it (as a producer must).
+
+    A topic the log directory's KRaft metadata log names has the partitions it names (Kafka's count,
+    which rows without a partition are hashed over: :mod:`.partitioner`); a row for one of them that
+    this directory does not hold (another broker's) is refused, all of them named in one message: its
+    folder would be a stray, which a broker of the directory sets aside at its start. Without a
+    metadata log, the topic has its partition folders' count (its highest + 1)."""
+    staged = sorted({(sf.topic, sf.partition) for sf in files if sf.records})
+    if not staged:
+        return
+    named = recorded_topic_configs(logdir, partitions=True).topics or {}
+    missing: dict[str, list[int]] = {}
+    for topic, partition in staged:
+        entry = named.get(topic)
+        if entry and entry[1]:
+            parts = entry[1]
+            if partition not in parts:
+                raise InvalidInput(f"partition {partition} of topic {topic!r}: the topic has {len(parts)} partitions "
+                                   f"(the metadata log {METADATA_PARTITION} of {logdir})")
+            if not os.path.isdir(os.path.join(logdir, f"{topic}-{partition}")):
+                missing.setdefault(topic, []).append(partition)
+            continue
+        n = topic_partition_count(logdir, topic)
+        if n and partition >= n:
+            raise InvalidInput(f"partition {partition} of topic {topic!r}: the topic has {n} partitions in {logdir}")
+    if missing:
+        said = []
+        for topic, lacking in sorted(missing.items()):
+            held = topic_partition_folders(logdir, topic)
+            said.append(f"topic {topic!r} partition(s) {', '.join(map(str, lacking))} (of {len(named[topic][1])}, as "
+                        f"{METADATA_PARTITION} names them; this directory holds "
+                        f"{', '.join(map(str, held)) if held else 'none of them'})")
+        raise InvalidInput(
+            f"rows go to partitions {logdir} does not hold: {'; '.join(said)}. Rows without a partition go where "
+            "Kafka's partitioner puts them (murmur2 of the key over all the topic's partitions), and a folder made "
+            "for another broker's partition is a stray a broker of this directory sets aside; nothing is appended "
+            "(write those rows to the log directory of the broker that holds them, or give them a partition held here)"
+        )
 
 
 def create_topics(ld: LogDir, topics: set[str], partitions: int) -> None:
