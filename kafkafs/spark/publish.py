@@ -1,5 +1,7 @@
 """Publishing a write's staged files (in the driver): check every staged batch, then append them all
-under the log directory's lock, or none (:mod:`kafkafs.spark.write` says how the tasks stage them).
+under the log directory's lock, or none (:mod:`kafkafs.spark.write` says how the tasks stage them). An
+error truncates every partition back; a driver killed in the middle leaves its intent, which
+``recover`` acts on (:mod:`kafkafs.storage.publish_intent`).
 
 Functions only; they run in the driver, one commit at a time (the log directory's lock).
 """
@@ -11,15 +13,16 @@ import os
 from collections.abc import Iterator
 
 from ..errors import CorruptRecordError, InvalidInput, RecordTooLargeError
-from ..format.batch import LOG_OVERHEAD, read_batch_header, validate_batch
+from ..format.batch import LOG_OVERHEAD, batch_header_at, read_batch_header, validate_batch
 from ..storage.config import Settings, SettingsUnreadable, recorded_refusal
 from ..storage.kraft import METADATA_PARTITION, recorded_topic_configs
 from ..storage.log import Log
 from ..storage.logdir import LogDir
+from ..storage.publish_intent import clear_intent, unfinished_writes, write_intent
 from .partitioner import topic_partition_count, topic_partition_folders
 from .write import StagedFile
 
-__all__ = ["commit_staged", "append_staged", "check_staged", "staged_batches", "create_topics"]
+__all__ = ["commit_staged", "append_staged", "check_staged", "staged_batches", "create_topics", "intent_of"]
 
 log = logging.getLogger("kafkafs.spark")
 
@@ -107,15 +110,51 @@ def create_topics(ld: LogDir, topics: set[str], partitions: int) -> None:
                 ld.create_partition(topic, p)
 
 
+def intent_of(ld: LogDir, files: list[StagedFile]) -> dict[str, dict]:
+    """Per partition: the log end offset the staged batches start at and the ``[size, crc, span]`` of
+    each, in order (what :mod:`kafkafs.storage.publish_intent` and the streaming sink record)."""
+    out: dict[str, dict] = {}
+    for sf in files:
+        if not sf.records:
+            continue
+        name = f"{sf.topic}-{sf.partition}"
+        entry = out.get(name)
+        if entry is None:
+            log_ = ld.create_partition(sf.topic, sf.partition)
+            entry = out[name] = {"start": log_.log_end_offset, "batches": []}
+        for data in staged_batches(sf.path):
+            h = batch_header_at(data, 0)
+            entry["batches"].append([h.size, h.crc, h.last_offset_delta + 1])
+    return out
+
+
 def commit_staged(
-    logdir: str, files: list[StagedFile], settings: Settings, *, new_topic_partitions: int = 1
+    logdir: str, files: list[StagedFile], settings: Settings, *, new_topic_partitions: int = 1,
+    job: str | None = None,
 ) -> dict[tuple[str, int], tuple[int, int]]:
     """Append every staged file, in the given order, under the log directory's lock; all or nothing.
 
-    Returns ``{(topic, partition): (first offset, last offset)}`` of what was appended.
+    With ``job`` (a batch write's id), what is about to be appended is recorded first
+    (:mod:`kafkafs.storage.publish_intent`), so that ``recover`` can take it out if the driver dies
+    before the end. Returns ``{(topic, partition): (first offset, last offset)}`` of what was appended.
     """
     with LogDir(logdir, settings, writable=True) as ld:
-        return append_staged(ld, files, new_topic_partitions=new_topic_partitions)
+        if job is None:
+            return append_staged(ld, files, new_topic_partitions=new_topic_partitions)
+        check_staged(ld, files)
+        left = [u.job for u in unfinished_writes(logdir) if u.job != job]
+        if left:  # appends after its part would make that part impossible to take out
+            raise InvalidInput(f"{logdir}: an earlier Spark write ({', '.join(left)}) stopped while appending and left "
+                               "part of its rows; run `kafkafs recover` first (it takes them out), then write again")
+        create_topics(ld, {sf.topic for sf in files if sf.records}, new_topic_partitions)
+        write_intent(logdir, job, intent_of(ld, files))
+        try:
+            appended = append_staged(ld, files, new_topic_partitions=new_topic_partitions, check=False)
+        except BaseException:
+            clear_intent(logdir, job)  # append_staged truncated every partition back
+            raise
+        clear_intent(logdir, job)
+        return appended
 
 
 def check_staged(ld: LogDir, files: list[StagedFile]) -> None:

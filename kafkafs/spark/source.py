@@ -258,7 +258,8 @@ class KafkaLogWriter(_Staging, DataSourceArrowWriter):
         files = [f for m in messages if m is not None for f in m.files]
         try:
             appended = commit_staged(
-                self.logdir, files, settings_from(self.options), new_topic_partitions=self.new_topic_partitions
+                self.logdir, files, settings_from(self.options), new_topic_partitions=self.new_topic_partitions,
+                job=self.job_id,
             )
             for (topic, partition), (first, last) in sorted(appended.items()):
                 log.info("kafkalog: appended %s-%d offsets %d..%d", topic, partition, first, last)

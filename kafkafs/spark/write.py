@@ -10,7 +10,8 @@ attempts are never published.
 ``commit`` then (:mod:`kafkafs.spark.publish`) takes the log directory's lock (a writable
 :class:`~kafkafs.storage.logdir.LogDir`), checks every staged batch first (CRC, ``max.message.bytes``
 of its topic), and only then appends through the engine, which assigns offsets and keeps the indexes. If an append fails part way, every
-partition is truncated back to where it was, so a job appends all of its rows or none. ``abort`` and
+partition is truncated back to where it was, so a job appends all of its rows or none; a driver killed
+in the middle leaves its intent, which ``kafkafs recover`` takes out (:mod:`kafkafs.storage.publish_intent`). ``abort`` and
 the end of ``commit`` delete the staging folder: a broker refuses to load a log directory with a
 folder whose name is not ``<topic>-<partition>``, so nothing may be left behind.
 
