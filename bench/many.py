@@ -46,6 +46,7 @@ import json
 import os
 import random
 import resource
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -206,7 +207,11 @@ class Bench:
         return Mounted(self.logdir, self.work / "mnt", "--cache-dir", str(cache), *extra, tree=tree)
 
     def glob(self, mnt: Path, name: str) -> str:
-        return " ".join(str(mnt / n / name) for n in self.names)
+        """The issue's ``MNT/*/NAME`` (as ``MNT/<topic>-*/NAME``: the bench's directory holds that topic
+        alone), expanded by the shell in its name order, t-0 t-1 t-10 t-100 ..., the order in which a
+        user's ``cat`` reads the partitions (it was the numeric order before 2026-11-27 21:30)."""
+        assert all(n.startswith(f"{self.topic}-") for n in self.names)
+        return f"{shlex.quote(str(mnt))}/{shlex.quote(self.topic)}-*/{shlex.quote(name)}"
 
     def trees(self) -> list[tuple[str, Path]]:
         """This checkout, and with ``--against DIR`` that one too (before/after in one run)."""

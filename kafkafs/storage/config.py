@@ -84,7 +84,10 @@ BROKER_DEFAULTS: dict[str, Any] = {
 #: retention by time and size (-1), with ``metadata.log.segment.bytes`` (1 GiB),
 #: ``metadata.log.segment.ms`` (7 days) and the Raft client's 8 MiB batch limit. Tiered storage's
 #: ``__remote_log_metadata`` (TopicBasedRemoteLogMetadataManager) keeps its records forever
-#: (``remote.log.metadata.topic.retention.ms``, -1 by default).
+#: (``remote.log.metadata.topic.retention.ms``, -1 by default). Kafka 4's share coordinator creates
+#: ``__share_group_state`` not compacted and kept forever (``retention.ms`` -1: it prunes the topic
+#: itself with DeleteRecords), producer compression, in segments of
+#: ``share.coordinator.state.topic.segment.bytes`` (100 MiB; ShareCoordinatorService's topic configs).
 INTERNAL_TOPICS: dict[str, dict[str, Any]] = {
     "__consumer_offsets": {
         "cleanup.policy": "compact",
@@ -109,6 +112,12 @@ INTERNAL_TOPICS: dict[str, dict[str, Any]] = {
         "cleanup.policy": "delete",
         "retention.ms": -1,
         "retention.bytes": -1,
+    },
+    "__share_group_state": {
+        "cleanup.policy": "delete",
+        "retention.ms": -1,
+        "segment.bytes": 100 * 1024 * 1024,
+        "compression.type": "producer",
     },
 }
 

@@ -89,6 +89,75 @@ def test_the_first_stat_of_a_topic_sizes_its_other_partitions_ahead(tmp_path):
         tree.close()
 
 
+def _sizing_threads(tmp_path, cache_dir) -> tuple[set[str], set[str]]:
+    """A first stat of ``t-0/records.jsonl`` (topic ``t``: seven partitions); the threads that opened the
+    other partitions, and those that laid them out (composed ``records.jsonl``), once all six are."""
+    from kafkafs.fs.tree.partitions import Partitions
+    from kafkafs.fs.tree.root import Tree
+    from kafkafs.fs.views.layoutcache import LayoutCache
+    from kafkafs.fs.views.partition import PartitionState
+
+    opened: set[str] = set()
+    composed: set[str] = set()
+    state_of, composition_of = Partitions.state, PartitionState.composition
+
+    def state(self, name):
+        if name not in self._states and name != "t-0":
+            opened.add(threading.current_thread().name)
+        return state_of(self, name)
+
+    def composition(self):
+        if self.name != "t-0":
+            composed.add(threading.current_thread().name)
+        return composition_of(self)
+
+    tree = Tree(LogDir(tmp_path / "logs", SMALL_SEGMENTS), cache=LayoutCache(cache_dir))
+    Partitions.state, PartitionState.composition = state, composition  # type: ignore[method-assign]
+    try:
+        assert tree.resolve("t-0/records.jsonl").attr().size > 0
+        deadline = time.monotonic() + 10
+        names = [f"t-{p}" for p in range(1, 7)]
+        while time.monotonic() < deadline:
+            states = {s.name: s for s in tree.partitions.open_states()}
+            if all(n in states and states[n].cached_composition() is not None for n in names):
+                break
+            time.sleep(0.05)
+        else:
+            raise AssertionError("the other partitions were not sized ahead")
+    finally:
+        Partitions.state, PartitionState.composition = state_of, composition_of  # type: ignore[method-assign]
+        tree.close()
+    return opened, composed
+
+
+def _seven_partitions(tmp_path) -> None:
+    (tmp_path / "logs").mkdir()
+    with LogDir(tmp_path / "logs", SMALL_SEGMENTS, writable=True) as d:
+        for p in range(7):
+            d.create_partition("t", p).append_records([ProducerRecord(1, None, b"v%d" % i, ()) for i in range(50)])
+
+
+def test_siblings_the_layout_cache_holds_are_opened_and_laid_out_on_one_thread(tmp_path):
+    """Opening a partition is one at a time (under the partitions' guard): sizing a topic's other
+    partitions ahead when the layout cache holds every segment (nothing to lay out, a first ``cat
+    MOUNT/*/records.jsonl`` after the size summary answered the stats) is one thread's work, not four
+    threads waiting for the guard and the GIL beside the FUSE loop (issue 25)."""
+    _seven_partitions(tmp_path)
+    cache_dir = tmp_path / "cache"
+    _sizing_threads(tmp_path, cache_dir)  # lays every segment out into the layout cache
+    opened, composed = _sizing_threads(tmp_path, cache_dir)
+    assert len(opened) == 1 and opened == composed
+
+
+def test_siblings_to_lay_out_are_laid_out_on_several_threads(tmp_path):
+    """Without the layout cache (a first ``ls -l`` of a new mount) the other partitions are laid out in
+    parallel (the kernel's length pass releases the GIL), off the thread that opens them."""
+    _seven_partitions(tmp_path)
+    opened, composed = _sizing_threads(tmp_path, tmp_path / "cache")
+    assert len(opened) == 1
+    assert len(composed) >= 2
+
+
 def _append_elsewhere(logdir, name: str, value: bytes) -> None:
     with LogDir(logdir, SMALL_SEGMENTS, writable=True) as d:  # another process's append
         d.log(name).append_records([ProducerRecord(None, None, value, ())], flush=True)

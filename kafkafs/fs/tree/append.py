@@ -5,7 +5,8 @@
   fails the whole write (InvalidInput, EINVAL upstairs) and nothing is appended.
   They are one batch; only when one batch could not hold them within the topic's
   ``max.message.bytes`` (or its segment size, when smaller: ``LogConfig.max_batch_bytes``) are they cut
-  into several, still appended by one call (all or nothing).
+  into several, still appended by one call (all or nothing while the process runs; a segment may roll
+  between them, as Kafka rolls between a producer's batches: :meth:`~kafkafs.storage.log.Log.append_batches`).
 * A record too large for a batch of ``max.message.bytes`` (or of the segment size) fails the write with RecordTooLargeError
   (EFBIG upstairs: "File too large", Kafka's RECORD_TOO_LARGE) and nothing is appended. So does a
   partial line that has already grown past what any record could hold: a plain line longer than

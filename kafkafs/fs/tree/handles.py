@@ -211,14 +211,20 @@ class RecordsHandle(Handle):
 
     keep_cache = True
 
-    def __init__(self, stream: RecordsStream, near_end: Callable[[], object] | None = None) -> None:
+    def __init__(self, stream: RecordsStream, near_end: Callable[[], object] | None = None,
+                 outgrown: Callable[[], object] | None = None) -> None:
         """``near_end()``: called once, when a read first comes within :data:`NEAR_END` bytes of the end
         (the tree opens the partition read next meanwhile: :meth:`~.partitions.Partitions.reading_to_end`);
-        it must return at once (the FUSE loop calls it)."""
+        it must return at once (the FUSE loop calls it). ``outgrown()``: a read is about to show bytes
+        past the size the kernel may hold for the inode (:meth:`~kafkafs.fs.views.streams.RecordsStream.told`:
+        records the mount saw arrive before its invalidator told the kernel); it has the kernel drop
+        the file's attributes before the read returns (:meth:`~.partitions.Partitions.shown_unsized`),
+        so that a ``stat`` after the read counts them (SPEC §3; a worker thread calls it)."""
         self.stream = stream
         stream.opened(self)  # first: it may refuse the open (a segment it shows is gone already)
         self.cache = stream.take_spare() or PieceCache(renderer=stream.state.piece_renderer)
         self.near_end = near_end
+        self.outgrown = outgrown
         if stream.state.live():
             self.keep_cache, self.direct_io = False, True
 
@@ -229,10 +235,16 @@ class RecordsHandle(Handle):
             near_end()
 
     def read(self, offset: int, size: int) -> Bytes:
-        data = self.stream.read(self, offset, size, self.cache)
-        view = self.stream.view
+        stream = self.stream
+        data = stream.read(self, offset, size, self.cache)
+        end = offset + len(data)
+        if end > stream.told_size:  # (before the read returns: its reader's next stat must count it)
+            if self.outgrown is not None:
+                self.outgrown()
+            stream.told(end)
+        view = stream.view
         if view is not None:
-            self._reached(offset + len(data), view.total)
+            self._reached(end, view.total)
         return data
 
     def release(self) -> None:
@@ -251,6 +263,8 @@ class RecordsHandle(Handle):
             if offset >= view.total or self.stream.view_if_current() is not view:
                 return None  # the worker advances the stream: records may have come
             size = view.total - offset
+        if offset + size > self.stream.told_size:
+            return None  # past the size the kernel holds: the worker has it drop that first (read)
         data = self.stream.state.read_composition_now(view, offset, size, self.cache)
         if data is not None:
             self.stream.note_read(self, offset + len(data), wait=False)
@@ -265,6 +279,8 @@ class RecordsHandle(Handle):
             if self.stream.view_if_current() is not view:
                 return False
             size = view.total - offset
+        if offset + size > self.stream.told_size:
+            return False  # read_now would not answer it (past the size the kernel holds)
         return wake_when_rendered(view.parts, view.starts, offset, size, self.cache, wake)
 
 
