@@ -515,7 +515,7 @@ class Partitions:
                 if self._closed:
                     return
                 self._prepare(target)
-            if len(targets) == 1:  # the order is known: the file after it too (see PREPARED_AHEAD)
+            if len(targets) == 1:  # the order is known, or both agree: the files after it too (PREPARED_AHEAD)
                 following: str | None = targets[0]
                 for _ in range(PREPARED_AHEAD - 1):
                     following = self._after_in_order(following) if following is not None else None
@@ -544,15 +544,15 @@ class Partitions:
             old.drop_spare()
 
     def _after_in_order(self, name: str) -> str | None:
-        """The partition after ``name`` in the order the reader follows (:meth:`_next_partitions`), or in
-        both orders while it is not known and they agree (None otherwise)."""
+        """The partition after ``name`` in the order the reader follows (:meth:`_next_partitions`); while
+        it is not known, by name: a shell's glob (``cat MOUNT/*/records.jsonl``, ``ls``) reads t-0 t-1
+        t-10 t-100 ..., so the files it opens third and fourth are prepared at its first file's read (they
+        were prepared only as it read its second and third, one file ahead of it: issue 25); a reader by
+        number still finds t-2 prepared as it reads t-1, and t-10 and t-100 rendered for nothing."""
         orders = self._read_orders
         if orders is None:
             return None
-        by_number, by_name = orders[1].after(name), orders[2].after(name)
-        if self._read_order is None:
-            return by_number if by_number == by_name else None
-        return by_number if self._read_order == "number" else by_name
+        return orders[1].after(name) if self._read_order == "number" else orders[2].after(name)
 
     def _next_partitions(self, name: str) -> list[str]:
         """The partitions a reader that has just read ``name`` to its end reads next (see
