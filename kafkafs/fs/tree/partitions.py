@@ -26,6 +26,7 @@ from ...storage.keyindex import KeyIndexStore
 from ...storage.kraft import METADATA_PARTITION
 from ...storage.logdir import LogDir
 from ...storage.names import parse_partition_dir_name
+from ...storage.safefiles import is_dir
 from ...storage.schemas import SCHEMAS_TOPIC, SchemasStamp, load_registry
 from ..views.coordinators import Coordinators
 from ..views.keys import KeyViews
@@ -189,12 +190,11 @@ class Partitions:
         with self._guard:
             state = self._states.get(name)
             if state is None:
-                folder = self.logdir.path / name
-                if not folder.is_dir():
+                if not is_dir(os.path.join(self.logdir_path, name)):  # (no pathlib: issue 25)
                     raise NotFound(name)
                 bind = None
                 if self.watch_folder is not None and not self.rw:
-                    bind = self._early_binds.pop(name, None) or self.watch_folder(folder)
+                    bind = self._early_binds.pop(name, None) or self.watch_folder(self.logdir.path / name)
                 try:
                     log_ = self.logdir.log(name, read_only_fallback=True)
                 except InvalidName:
