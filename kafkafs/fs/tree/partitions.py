@@ -522,6 +522,14 @@ class Partitions:
                     if following is None or self._closed:
                         return
                     self._prepare(following)
+            elif (orders := self._read_orders) is not None and not self._closed:
+                # the order not known yet (t-1 read after t-0): after the next file by name (targets[0]) and
+                # by number, the one after that by name too, the likely reader's (a shell's glob: t-100 as
+                # t-1 is read, not one file ahead of the reader as it reads t-10; issue 25). Not at the first
+                # file's read: that one renders on demand, and more renders beside it slowed it down.
+                following = orders[2].after(targets[0])
+                if following is not None:
+                    self._prepare(following)
         except Exception as exc:  # the reader's own open says what is wrong
             log.debug("opening the partition after %s ahead failed: %s", name, exc)
         finally:
@@ -544,15 +552,15 @@ class Partitions:
             old.drop_spare()
 
     def _after_in_order(self, name: str) -> str | None:
-        """The partition after ``name`` in the order the reader follows (:meth:`_next_partitions`); while
-        it is not known, by name: a shell's glob (``cat MOUNT/*/records.jsonl``, ``ls``) reads t-0 t-1
-        t-10 t-100 ..., so the files it opens third and fourth are prepared at its first file's read (they
-        were prepared only as it read its second and third, one file ahead of it: issue 25); a reader by
-        number still finds t-2 prepared as it reads t-1, and t-10 and t-100 rendered for nothing."""
+        """The partition after ``name`` in the order the reader follows (:meth:`_next_partitions`), or in
+        both orders while it is not known and they agree (None otherwise)."""
         orders = self._read_orders
         if orders is None:
             return None
-        return orders[1].after(name) if self._read_order == "number" else orders[2].after(name)
+        by_number, by_name = orders[1].after(name), orders[2].after(name)
+        if self._read_order is None:
+            return by_number if by_number == by_name else None
+        return by_number if self._read_order == "number" else by_name
 
     def _next_partitions(self, name: str) -> list[str]:
         """The partitions a reader that has just read ``name`` to its end reads next (see

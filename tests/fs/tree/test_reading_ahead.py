@@ -76,7 +76,7 @@ def past_t0(logdir: Path) -> Iterator[Tree]:
 def test_the_next_partition_is_opened_with_its_start_rendered_and_its_open_takes_it(ordered_logdir):
     with past_t0(ordered_logdir) as tree:
         partitions = tree.partitions
-        assert "t-1" in opened(partitions)  # by name and by number alike
+        assert opened(partitions) == {"t-1"}  # by name and by number alike
         node = tree.resolve("t-1/records.jsonl")
         assert isinstance(node, RecordsFile)
         handle = node.open_now()  # the partition is open: no worker needed
@@ -126,20 +126,26 @@ def test_the_order_followed_is_learnt_by_name_or_by_number(ordered_logdir, monke
             tree.close()
 
 
-def test_while_the_order_is_unknown_the_files_after_the_next_are_those_of_a_shells_glob(ordered_logdir):
-    """After t-0, t-1 comes next by name and by number alike; the files after it are prepared in a shell's
-    glob order (``cat MOUNT/*/records.jsonl``: t-0 t-1 t-10 t-2 ...), not only once the reader's third file
-    showed the order (issue 25: t-10 was prepared at t-1's read, beside t-2 by number, and t-100 at
-    t-10's: each one file ahead of the reader, which waited for their renders)."""
-    with past_t0(ordered_logdir) as tree:
-        partitions = tree.partitions
-        assert opened(partitions) == {"t-1", "t-10", "t-2"}  # PREPARED_AHEAD: three
-        assert all(spare_of(partitions, name) is not None for name in ("t-1", "t-10", "t-2"))
+def test_while_the_order_is_unknown_the_file_after_the_next_by_name_is_prepared_too(tmp_path):
+    """t-0 then t-1 read: next comes t-10 by name (a shell's glob: t-0 t-1 t-10 t-11 t-2) or t-2 by number;
+    both are prepared, and t-11 too, the file after t-10 by name (issue 25: in a glob's ``cat`` of 200
+    partitions, t-100 was prepared only as t-10 was read, one file ahead of the reader)."""
+    logdir = built_in_order(tmp_path / "logs", names=("t-0", "t-1", "t-2", "t-10", "t-11"))
+    tree = tree_of(logdir)
+    partitions = tree.partitions
+    try:
+        partitions.reading_to_end("t-0")
+        settled(partitions)
+        partitions.reading_to_end("t-1")
+        settled(partitions)
+        for name in ("t-10", "t-2", "t-11"):
+            assert partitions.open_state(name) is not None and spare_of(partitions, name) is not None, name
+    finally:
+        tree.close()
 
 
 def test_spares_are_bounded_and_dropped_at_close(ordered_logdir, monkeypatch):
     monkeypatch.setattr(partitions_module, "SPARES_KEPT", 2)
-    monkeypatch.setattr(partitions_module, "PREPARED_AHEAD", 1)  # the next file only
     with past_t0(ordered_logdir) as tree:
         partitions = tree.partitions
         assert spare_of(partitions, "t-1") is not None
