@@ -178,13 +178,13 @@ def cmd_produce(args: argparse.Namespace) -> int:
     if sys.stdin is None:  # `<&-`: no standard input at all (as cat says it: bad file descriptor)
         raise tag_os_error(OSError(errno.EBADF, os.strerror(errno.EBADF)), "read {path}", "standard input")
     if (Path(args.logdir) / "__cluster_metadata-0").is_dir():  # refused before the lock is taken (produce checks too)
-        from .storage.config import SettingsUnreadable, recorded_refusal
+        from .produce import produce_refusal
+        from .storage.config import SettingsUnreadable
 
-        topic = parse_partition_dir_name(args.partition)[0]
         with _open_logdir(args.logdir, args, writable=False) as reading:
-            refusal = recorded_refusal(reading.settings, [topic], "no record is appended by guessed settings")
+            refusal = produce_refusal(reading, args.partition)
         if refusal is not None:
-            raise SettingsUnreadable(f"{args.logdir}: refused: {refusal}")
+            raise SettingsUnreadable(refusal)
     done = None
     try:
         with _open_logdir(args.logdir, args, writable=True, strict=False) as logdir:

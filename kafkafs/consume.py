@@ -24,14 +24,15 @@ import re
 import time
 from array import array
 from bisect import bisect_left
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 from . import consume_merge
 from .consume_plan import OffsetSpec, parse_offset_spec, past_end_note, resolve_partitions, start_offset
 from .consume_spans import SWAP_REREADS, SpanPool, across_swaps, relist, span_chunks, spannable
-from .errors import CorruptRecordError, UninflatableBatch
+from .errors import CorruptRecordError, RecordNotShown, UninflatableBatch
+from .format.bigbatch import render_in_pieces
 from .format.decoders import decoder_for
 from .format.jsonview import (
     render_batch_jsonl,
@@ -66,24 +67,71 @@ class _Reader:
     #: R15-7), after which the reader goes on; None: such a batch ends the read, as damage does
     on_skip: Callable[[UninflatableBatch], None] | None = None
 
-    def past_uninflatable(self, read: Callable[[], Iterator[Any]]) -> Iterator[Any]:
+    def past_uninflatable(self, read: Callable[[], Iterator[Any]],
+                          in_pieces: Callable[[Any, Any], Iterator[Any]] | None = None) -> Iterator[Any]:
         """What ``read()`` yields (records from ``next_offset`` on, advancing it); at a batch that inflates
         past the limit (:class:`~kafkafs.errors.UninflatableBatch`, met after every record before it)
-        ``on_skip`` is told, ``next_offset`` moves past the batch and ``read()`` goes on from there."""
+        ``in_pieces(segment, view)`` yields that v2 batch's records read a piece at a time
+        (:mod:`kafkafs.format.bigbatch`), or, for what cannot be read so (a legacy wrapper), ``on_skip`` is
+        told; then ``next_offset`` moves past the batch and ``read()`` goes on from there."""
         while True:
             try:
                 yield from read()
                 return
             except UninflatableBatch as exc:
-                if self.on_skip is None or exc.next_offset is None:
+                if exc.next_offset is None:
                     raise
                 log_ = self.log
-                said = exc.in_partition(f"{log_.topic}-{log_.partition}", self.next_offset)
+                found = self._big_batch(exc) if in_pieces is not None else None
+                if found is not None and in_pieces is not None:
+                    segment, view = found
+                    try:
+                        yield from in_pieces(segment, view)
+                    except RecordNotShown:
+                        raise
+                    except UninflatableBatch as inner:  # nor in pieces (an LZ4 frame of dependent blocks)
+                        if self.on_skip is None:
+                            raise
+                        self.on_skip(inner.in_partition(f"{log_.topic}-{log_.partition}", self.next_offset))
+                else:
+                    if self.on_skip is None:
+                        raise
+                    self.on_skip(exc.in_partition(f"{log_.topic}-{log_.partition}", self.next_offset))
                 self.next_offset = max(self.next_offset, exc.next_offset)
                 self.expect = exc.next_offset
-                self.on_skip(said)
                 if self.done or self.next_offset >= log_.log_end_offset:
                     return
+
+    def _big_batch(self, exc: UninflatableBatch) -> tuple[Any, Any] | None:
+        """``(segment, view)`` of the v2 batch ``exc`` is about: the one holding ``next_offset``."""
+        got = next(iter(self.log.batches(self.next_offset)), None)  # a generator: closed as it goes
+        if got is None or got[1].header.magic != 2 or got[1].header.next_offset != exc.next_offset:
+            return None
+        return got
+
+    def _not_shown(self, exc: RecordNotShown) -> None:
+        """A record of a batch read in pieces that is not held: told as a batch not shown is."""
+        if self.on_skip is None:
+            raise exc
+        log_ = self.log
+        self.on_skip(exc.in_partition(f"{log_.topic}-{log_.partition}", exc.base_offset or 0))
+
+    def in_pieces(self, segment: Any, view: Any, what: int, *, stop_ts: int | None = None,
+                  record_filter: RecordFilter | None = None) -> Generator[Any, None, bool]:
+        """One batch too large to inflate at once, from ``next_offset`` on, a run of records at a time as
+        :func:`~kafkafs.format.bigbatch.render_in_pieces` gives them (``what``); damage placed at the
+        segment's path and the batch's position; returns whether ``stop_ts`` was reached."""
+        log_ = self.log
+        pieces = render_in_pieces(log_.topic, log_.partition, view.raw(), self.mode, what, on_skip=self._not_shown,
+                                  decoder=self.decoder, lo=self.next_offset, record_filter=record_filter,
+                                  stop_ts=stop_ts)
+        try:
+            stopped = yield from pieces
+        except RecordNotShown:
+            raise
+        except CorruptRecordError as exc:
+            raise exc.at(str(segment.log_path), view.position) from None
+        return stopped
 
     def lines(self) -> Iterator[tuple[int, int, int, bytes]]:
         """(timestamp, partition, offset, line) of every record now in the log past ``next_offset``: the
@@ -91,7 +139,28 @@ class _Reader:
         log_ = self.log
         if self.done or self.next_offset >= log_.log_end_offset:
             return
-        yield from self.past_uninflatable(lambda: across_swaps(log_, self._lines))
+        yield from self.past_uninflatable(lambda: across_swaps(log_, self._lines), self._lines_in_pieces)
+
+    def _lines_in_pieces(self, segment: Any, view: Any) -> Iterator[tuple[int, int, int, bytes]]:
+        """:meth:`_lines` of a batch too large to inflate at once."""
+        partition, grep = self.log.partition, self.grep
+        pieces = self.in_pieces(segment, view, 4, stop_ts=self.stop_ts, record_filter=self.record_filter)
+        stopped = False
+        while True:
+            try:
+                data, offsets, stamps, ends = next(pieces)
+            except StopIteration as finished:
+                stopped = finished.value
+                break
+            start = 0
+            for offset, ts, end in zip(array("q", offsets), array("q", stamps), array("q", ends), strict=True):
+                line = data[start:end]
+                start = end
+                if grep is not None and not _matches(grep, line[:-1]):
+                    continue
+                yield ts, partition, offset, line
+        if stopped:
+            self.done = True
 
     def _lines(self) -> Iterator[tuple[int, int, int, bytes]]:
         log_ = self.log
@@ -136,7 +205,21 @@ class _Reader:
                     if reread == SWAP_REREADS or not relist(self.log):
                         raise
 
-        yield from self.past_uninflatable(read)
+        def in_pieces(segment: Any, view: Any) -> Iterator[tuple[bytes, int]]:
+            grep = self.grep
+            for item in self.in_pieces(segment, view, 3, record_filter=self.record_filter):
+                lines, n = item if grep is None else _grep_lines(grep, item[0])
+                if left[0] is not None and n >= left[0]:
+                    n = left[0]
+                    lines = _first_lines(lines, n)
+                if n:
+                    yield lines, n
+                if left[0] is not None:
+                    left[0] -= n
+                    if left[0] <= 0:
+                        return
+
+        yield from self.past_uninflatable(read, in_pieces)
 
     def _chunks(self, remaining: int | None) -> Iterator[tuple[bytes, int]]:
         log_ = self.log
@@ -225,6 +308,14 @@ class _Reader:
 
 def _matches(grep: re.Pattern, line: bytes) -> bool:
     return grep.search(line.decode("utf-8", "surrogateescape")) is not None
+
+
+def _first_lines(lines: bytes, n: int) -> bytes:
+    """The first ``n`` lines of ``lines`` (each ends in a newline; it holds at least ``n``)."""
+    end = 0
+    for _ in range(n):
+        end = lines.index(b"\n", end) + 1
+    return lines[:end]
 
 
 def _grep_lines(grep: re.Pattern, lines: bytes) -> tuple[bytes, int]:
@@ -332,9 +423,11 @@ def consume(
     unless ``on_damage`` is given: then damage is local (SPEC §3), that partition ends at its damage,
     ``on_damage`` is told, and every other partition is read on; so is a partition that cannot be
     opened (an OSError: a folder that cannot be listed), which is then not read at all. A batch whose
-    records inflate past the limit (:class:`~kafkafs.errors.UninflatableBatch`: valid data that kafkafs
-    does not decode, R15-7) is no damage: with ``on_damage`` it is told (its partition and offsets filled
-    in, :meth:`~kafkafs.errors.UninflatableBatch.not_shown`) and its partition is read on after it."""
+    records inflate past the limit (:class:`~kafkafs.errors.UninflatableBatch`: valid data, R15-7) is no
+    damage: its records are read a piece at a time (:mod:`kafkafs.format.bigbatch`); a record of it that
+    is not held (:class:`~kafkafs.errors.RecordNotShown`), or a legacy wrapper past the limit, is told to
+    ``on_damage`` (its partition and offsets filled in, :meth:`~kafkafs.errors.UninflatableBatch.not_shown`)
+    and its partition is read on after it (without ``on_damage``: raised)."""
     if record_filter is not None and record_filter.empty:
         record_filter = None
     readers = []

@@ -50,8 +50,17 @@ def _feed(reader: Any, pool: SpanPool, plan: Plan) -> Generator[tuple[bytes, byt
     if reader.done or reader.next_offset >= log_.log_end_offset:
         return
     plan = plan._replace(lo=max(reader.next_offset, log_.log_start_offset))  # as _Reader.lines trims
-    # a batch too large to inflate is said and read past (consume's _Reader.past_uninflatable)
-    yield from reader.past_uninflatable(lambda: across_swaps(log_, lambda: _feed_once(reader, pool, plan)))
+    # a batch too large to inflate at once is read a piece at a time (consume's _Reader.past_uninflatable)
+    yield from reader.past_uninflatable(lambda: across_swaps(log_, lambda: _feed_once(reader, pool, plan)),
+                                        lambda segment, view: _in_pieces(reader, segment, view))
+
+
+def _in_pieces(reader: Any, segment: Any, view: Any) -> Generator[tuple[bytes, bytes, bytes], None, None]:
+    """The records of a batch too large to inflate at once, from ``reader.next_offset`` on, as the merge
+    loads them (the merge itself stops at ``e@TS``)."""
+    for data, _offsets, stamps, ends in reader.in_pieces(segment, view, 4):
+        if ends:
+            yield data, stamps, ends
 
 
 def _feed_once(reader: Any, pool: SpanPool, plan: Plan) -> Generator[tuple[bytes, bytes, bytes], None, None]:

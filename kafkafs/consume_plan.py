@@ -17,7 +17,9 @@ import logging
 import re
 from dataclasses import dataclass
 
-from .errors import InvalidInput, InvalidName, UninflatableBatch
+from .errors import CorruptRecordError, InvalidInput, InvalidName, UninflatableBatch
+from .format.batch import read_batch_header
+from .format.bigbatch import first_at_or_after
 from .format.timestamps import format_timestamp, parse_target_time
 from .storage.log import Log
 from .storage.logdir import LogDir
@@ -76,15 +78,26 @@ def start_offset(log_: Log, spec: OffsetSpec) -> int:
 
 def _offset_at_time(log_: Log, timestamp: int) -> int | None:
     """The offset of the first record whose timestamp is >= ``timestamp`` (None: every record is older).
-    When it would be found in a batch too large to inflate (its header's largest timestamp reaches it,
-    its records' are not known: R15-7), the batch's first offset: consume says the batch is not shown and
-    goes on after it."""
+    When it is in a batch too large to inflate at once (its header's largest timestamp reaches it, R15-7),
+    that v2 batch's records are decoded a run at a time up to it (:func:`~.format.bigbatch.first_at_or_after`);
+    a legacy wrapper's first offset (consume says it is not shown and goes on after it)."""
     try:
         found = log_.offset_for_timestamp(timestamp)
     except UninflatableBatch as exc:
         if exc.next_offset is None:
             raise
         first = exc.base_offset if exc.base_offset is not None else exc.next_offset - 1
+        got = next(iter(log_.batches(first)), None)
+        if got is not None and got[1].header.magic == 2 and got[1].header.next_offset == exc.next_offset:
+            raw = got[1].raw()
+            header = read_batch_header(raw, 0)
+            try:
+                if header is None:
+                    raise CorruptRecordError("the batch's header does not parse")
+                inside = first_at_or_after(raw, header, timestamp)
+            except CorruptRecordError:
+                inside = first  # damage: the read from the batch meets it and says so
+            first = inside if inside is not None else exc.next_offset
         return max(first, log_.log_start_offset)
     return found[0] if found else None
 

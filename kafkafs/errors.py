@@ -85,9 +85,10 @@ class UninflatableBatch(CorruptRecordError):
     """A batch whose records inflate past ``limit`` bytes, what a reader holds of one batch in memory.
 
     Not damage: its CRC holds (a decompression bomb's too), and Kafka stores and serves such a batch
-    (``max.message.bytes`` bounds the compressed batch only). kafkafs does not decode its records:
-    ``verify`` and ``recover`` note it, ``consume`` says which offsets it does not show and reads on
-    after it, a mount's reads that need its records fail (EIO). Raised for that only, never for a codec
+    (``max.message.bytes`` bounds the compressed batch only). kafkafs does not inflate it whole:
+    ``verify`` and ``recover`` note it, ``consume`` reads its records a piece at a time
+    (:mod:`kafkafs.format.bigbatch`; a legacy wrapper it says it does not show and reads on after it), a
+    mount's reads that need its records fail (EIO). Raised for that only, never for a codec
     error. ``base_offset`` and ``next_offset`` (one past its last offset) are the batch's once its reader
     placed it (:meth:`of_batch`); ``base_offset`` stays None for a legacy compressed wrapper (its header
     holds only its last offset). A subclass of :class:`CorruptRecordError`, so that every reader that does
@@ -109,6 +110,16 @@ class UninflatableBatch(CorruptRecordError):
         new = self.placed(position)
         assert isinstance(new, UninflatableBatch)
         new.base_offset, new.next_offset = base_offset, next_offset
+        return new
+
+    def starting_at(self, first: int) -> UninflatableBatch:
+        """This error with ``first`` as its base offset when its batch's header does not hold one (a legacy
+        wrapper's: ``first`` is where its reader expected the next record, review19 R19-3)."""
+        if self.base_offset is not None:
+            return self
+        new = self.placed(self.position)
+        assert isinstance(new, UninflatableBatch)
+        new.base_offset = first
         return new
 
     def in_partition(self, name: str, first: int) -> UninflatableBatch:
@@ -137,6 +148,17 @@ class UninflatableBatch(CorruptRecordError):
         base = self.base_offset if self.base_offset is not None else first
         last = "?" if self.next_offset is None else str(self.next_offset - 1)
         return f"{'?' if base is None else base}..{last}"
+
+
+class RecordNotShown(UninflatableBatch):
+    """One record of a batch read a piece at a time (:mod:`kafkafs.format.bigbatch`) that a reader does not
+    hold: its bytes past the most kept of one record, or its JSON line past the most kept of one line
+    (``reason`` says which, with the size). Its ``base_offset`` is the record's offset, ``next_offset`` one
+    past it; the batch's other records are read on. Like :class:`UninflatableBatch`, valid data, not damage."""
+
+    def not_shown(self) -> str:
+        where = f" of {self.partition}" if self.partition is not None else ""
+        return f"offsets {self.offsets_text()}{where} not shown: {self.reason}"
 
 
 class RecordTooLargeError(KafkafsError):

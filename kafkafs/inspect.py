@@ -13,6 +13,7 @@ from typing import TextIO
 
 from .errors import CorruptRecordError, UninflatableBatch, UnsafeFileError, describe_os_error
 from .format.batch import BatchHeader, decode_batch, validate_batch
+from .format.bigbatch import check_in_pieces
 from .format.checkpoint import EPOCH_CHECKPOINT_FILE, parse_epoch_checkpoint, parse_offset_checkpoint
 from .format.txnindex import AbortedTxn
 from .storage.leader_epochs import read_regular_file
@@ -150,19 +151,24 @@ def check_index_files(segment: LogSegment, *, sealed: bool, clean_shutdown: bool
 
 
 def _records_at_or_after(h: BatchHeader, log_start: int) -> int:
-    """The records of the batch ``h`` at or after ``log_start``, by its header (no gaps assumed)."""
+    """The records of the batch ``h`` at or after ``log_start``, by its header (no gaps assumed). A legacy
+    wrapper's header carries no count (``record_count`` -1): it counts 1, the message at its own offset
+    (its last), the least it holds; the caller says "at least" then (review19 R19-4)."""
+    if h.record_count < 0:
+        return 1 if h.last_offset >= log_start else 0
     if h.base_offset >= log_start:
-        return max(h.record_count, 0)
+        return h.record_count
     if h.last_offset >= log_start:  # the batch the log start falls in
-        return min(h.last_offset - log_start + 1, max(h.record_count, 0))
+        return min(h.last_offset - log_start + 1, h.record_count)
     return 0
 
 
 def check_segment(
     segment: LogSegment, expected_start: int, *, deep: bool, log_start: int = 0, upper: int | None = None,
     notes: list[str] | None = None, uninflated: list[str] | None = None,
-) -> tuple[int, int, list[str]]:
-    """Validate one segment; return (records at or after ``log_start``, next offset, problems).
+) -> tuple[int, int, list[str], bool]:
+    """Validate one segment; return (records at or after ``log_start``, next offset, problems, whether
+    that count is exact: False when a legacy wrapper was not inflated, counted as its one sure message).
     ``expected_start``: one past the last offset before the segment; ``upper``: the next segment's base
     offset. Offsets are judged between neighbours as ``recover`` judges them
     (:func:`~kafkafs.storage.validation.in_order`). ``notes`` given (the active segment after an unclean
@@ -171,6 +177,7 @@ def check_segment(
     records inflate past the limit (valid data that kafkafs does not decode, R15-7: no problem)."""
     problems: list[str] = []
     records = 0
+    exact = True
     next_offset = expected_start
     end = 0
     try:
@@ -192,15 +199,32 @@ def check_segment(
                 try:
                     batch = decode_batch(view.buf, h, validate=False, inner_crcs=True)
                     records += sum(1 for o in batch.offsets if o >= log_start)
-                except UninflatableBatch as exc:  # valid data kafkafs does not decode (R15-7): a note
-                    records += _records_at_or_after(h, log_start)
-                    if uninflated is not None:
-                        uninflated.append(f"{where}: offsets {exc.offsets_text(first)}: batch inflates past "
-                                          f"{exc.size_text}; its records are not decoded (valid data)")
+                except UninflatableBatch as exc:  # valid data not inflated at once (R15-7): checked in pieces
+                    checked = None
+                    if h.magic == 2:
+                        try:
+                            checked = check_in_pieces(view.buf, h, log_start)
+                        except UninflatableBatch:  # a piece past the limit (a snappy chunk): not decoded
+                            checked = None
+                        except CorruptRecordError as damage:
+                            problems.append(f"{where}: {damage.reason}")
+                            continue
+                    if checked is None:  # a legacy wrapper, or a piece past the limit: a note
+                        records += _records_at_or_after(h, log_start)
+                        exact = exact and h.record_count >= 0
+                        if uninflated is not None:
+                            uninflated.append(f"{where}: offsets {exc.offsets_text(first)}: batch inflates past "
+                                              f"{exc.size_text}; its records are not decoded (valid data)")
+                    else:
+                        records += checked[0]
+                        if uninflated is not None:
+                            uninflated.extend(f"{where}: offsets {e.offsets_text()}: {e.reason}; not decoded "
+                                              "(valid data)" for e in checked[1])
                 except CorruptRecordError as exc:
                     problems.append(f"{where}: {exc.reason}")
             else:
                 records += _records_at_or_after(h, log_start)
+                exact = exact and h.record_count >= 0
     except CorruptRecordError as exc:
         problems.append(f"{segment.log_path.name}: {exc.reason} at position {exc.position}")
         end = segment.size
@@ -211,7 +235,7 @@ def check_segment(
                          "broker that preallocates segments leaves the active one (its start trims them; no damage)")
         else:
             problems.append(f"{segment.log_path.name}: {segment.size - end} bytes after the last whole batch")
-    return records, next_offset, problems
+    return records, next_offset, problems, exact
 
 
 _LOGDIR_CHECKPOINTS = (RECOVERY_POINT_FILE, LOG_START_FILE, REPLICATION_OFFSET_FILE, CLEANER_OFFSET_FILE)
@@ -320,9 +344,14 @@ def verify_logdir(
                                 "topic's id (or removes it where nothing in the directory names that id)")
             if name in strays:
                 problems.append(f"stray: {strays[name]}: {stray_consequence(name)}")
-            problems += [f"{file}: left by an interrupted compaction or deletion; `kafkafs recover` finishes or "
+            # what a compaction or deletion cut short leaves: routine after an unclean stop (a broker's
+            # start finishes it: Kafka says "recoverable" at INFO), damage where the last writer said it
+            # closed cleanly (R21-8)
+            leftovers = [f"{file}: left by an interrupted compaction or deletion; `kafkafs recover` finishes or "
                          "undoes it, as a broker's start does"
                          for file in interrupted_leftovers(regular_files(logdir.path / name, warn=False))]
+            if logdir.clean_shutdown:
+                problems += leftovers
             recovery_point = logdir.recovery_points.get(parse_partition_dir_name(name))
             snapshots = unreadable_snapshots(logdir.path / name)
             problems += [f"{file}: {why}: Kafka's reader refuses this producer snapshot (a broker's load deletes it "
@@ -333,7 +362,10 @@ def verify_logdir(
                 f"{file}: {why} (a producer snapshot past the recovery point after an unclean stop: a broker's start "
                 "deletes it unread and rebuilds the producer state from the log; so does `kafkafs recover`)"
                 for file, why in snapshots if snapshot_left_by_unclean_stop(file, recovery_point, logdir.clean_shutdown)]
+            if not logdir.clean_shutdown:
+                notes += [f"{line} (after an unclean stop)" for line in leftovers]
             records = 0
+            counted = True  # every batch's records counted (not a legacy wrapper left uninflated)
             expected = log_.log_start_offset
             segments = list(log_.segments)
             # what `recover` writes into each .txnindex (up to a segment that cannot be read: said below)
@@ -346,7 +378,7 @@ def verify_logdir(
                 # the first segment is checked from its base: a log start inside it (DeleteRecords) leaves
                 # the records before it on disk, which are no damage
                 try:
-                    n, expected, found = check_segment(
+                    n, expected, found, exact = check_segment(
                         segment, segment.base_offset if first else expected, deep=deep,
                         log_start=log_.log_start_offset, upper=upper,
                         notes=notes if left_by_unclean_stop(upper is None, logdir.clean_shutdown) else None,
@@ -360,6 +392,7 @@ def verify_logdir(
                     expected = upper if upper is not None else expected
                     continue
                 records += n
+                counted = counted and exact
                 problems.extend(found)
                 problems.extend(index_problems)
                 notes.extend(index_notes)
@@ -369,7 +402,8 @@ def verify_logdir(
                 if log_.log_end_offset > log_.log_start_offset
                 else f"empty, next offset {log_.log_end_offset}"
             )
-            print(f"{name}: {len(segments)} segment(s), {records} records, {span}: {status}", file=out)
+            how_many = f"{records} records" if counted else f"at least {records} records"  # R19-4
+            print(f"{name}: {len(segments)} segment(s), {how_many}, {span}: {status}", file=out)
             for p in problems:
                 print(f"  {p}", file=out)
             for note in notes:

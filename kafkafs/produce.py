@@ -20,9 +20,9 @@ from .storage.append_rules import RecordRefused, check_batches
 from .storage.config import SettingsUnreadable, recorded_refusal
 from .storage.logdir import LogDir
 from .storage.names import parse_partition_dir_name, refuse_internal_topic
-from .storage.strays import stray_consequence, stray_partitions
+from .storage.strays import stray_consequence, stray_partitions, unnamed_partitions, unnamed_refusal
 
-__all__ = ["read_line_blobs", "produce", "Produced", "MAX_LINES", "MAX_BYTES"]
+__all__ = ["read_line_blobs", "produce", "produce_refusal", "Produced", "MAX_LINES", "MAX_BYTES"]
 
 log = logging.getLogger("kafkafs.produce")
 
@@ -91,15 +91,33 @@ def _stops_wait() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
 
+def produce_refusal(logdir: LogDir, name: str) -> str | None:
+    """Why ``produce`` appends nothing to partition ``name`` of ``logdir`` (existing or not), or None: the
+    settings a broker recorded cannot be trusted for its topic (:func:`~.storage.config.recorded_refusal`),
+    or a whole metadata log does not name its topic, or names it with another id than the folder's
+    (:func:`~.storage.strays.unnamed_partitions`, review19 R19-5): a broker of this directory has no such
+    partition (a producer's request for it fails: UNKNOWN_TOPIC_OR_PARTITION), sets the folder aside as
+    a stray and serves none of its records, and its settings would be guessed."""
+    topic = parse_partition_dir_name(name)[0]
+    refusal = recorded_refusal(logdir.settings, [topic], "no record is appended by guessed settings")
+    if refusal is not None:
+        return f"{logdir.path}: refused: {refusal}"
+    why = unnamed_partitions(logdir.path, [name], logdir.settings.recorded_topic_ids()).get(name)
+    if why is None:
+        return None
+    return f"{name}: refused: " + unnamed_refusal(why, "no record is appended by guessed settings, and a broker of "
+                                                      "this directory would serve none")
+
+
 def produce(logdir: LogDir, name: str, fd: int, *, no_create: bool = False, leader_epoch: int | None = None) -> Produced:
     """Append the lines of ``fd`` to partition ``name`` of ``logdir`` (created once there is something
     valid to put in it, unless ``no_create``), a group at a time; a bad line stops it (exit 1, SPEC §4)."""
     topic, partition = parse_partition_dir_name(name)
     refuse_internal_topic(topic)
-    # max.message.bytes, segment.bytes, compression.type, ...: never guessed (review17 R17-4)
-    refusal = recorded_refusal(logdir.settings, [topic], "no record is appended by guessed settings")
+    # max.message.bytes, segment.bytes, compression.type, ...: never guessed (review17 R17-4, review19 R19-5)
+    refusal = produce_refusal(logdir, name)
     if refusal is not None:  # before the partition is opened or made: nothing changed
-        raise SettingsUnreadable(f"{logdir.path}: refused: {refusal}")
+        raise SettingsUnreadable(refusal)
     exists = name in logdir.partition_names(aliases=True)  # an alias is refused as it opens
     if not exists and no_create:
         raise InvalidName(f"no partition {name} in {logdir.path} (drop --no-create to create it)")

@@ -73,7 +73,7 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
     grep -v '^WARNING: Location' "$pip_log" | tail -40 >&2
     say "pip install failed (full log: $pip_log)"; exit 1
   fi
-  .venv/bin/python -c 'import kafkafs, pyfuse3, crc32c, cramjam, orjson, kafka, pyspark' \
+  .venv/bin/python -c 'import kafkafs, pyfuse3, crc32c, cramjam, zstandard, orjson, kafka, pyspark' \
     || { say "the Python install failed"; exit 1; }
   touch "$stamp"
 fi

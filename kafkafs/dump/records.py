@@ -20,8 +20,9 @@ import zlib
 from collections.abc import Callable
 from typing import TextIO
 
-from ..errors import CorruptRecordError, UninflatableBatch
-from ..format.batch import BatchHeader, decode_batch
+from ..errors import CorruptRecordError, RecordNotShown, UninflatableBatch
+from ..format.batch import BatchHeader, decode_batch, decode_records_at
+from ..format.bigbatch import record_runs
 from ..format.compression import Codec, decompress
 from ..format.decoders import control_value
 from ..format.records import CONTROL_TYPES
@@ -145,7 +146,9 @@ class RecordPrinter:
         try:
             batch = decode_batch(buf, h, validate=False, ordered=False)
             crcs = _legacy_crcs(buf, h, valid) if h.magic < 2 else None
-        except UninflatableBatch as exc:  # valid data kafkafs does not inflate (R15-7): said, no gap after it
+        except UninflatableBatch as exc:  # valid data not inflated at once (R15-7)
+            if h.magic >= 2:
+                return self._print_in_pieces(buf, h, at, write)
             said = self._fail(at, f"offsets {exc.offsets_text(self.last_offset + 1)}: records not shown: the batch "
                                   f"inflates past {exc.size_text}")
             if exc.next_offset is not None:
@@ -153,6 +156,37 @@ class RecordPrinter:
             return said
         except (CorruptRecordError, struct.error) as exc:
             return self._fail(at, f"records do not decode: {getattr(exc, 'reason', exc)}")
+        return self._print_decoded(batch, h, at, write, crcs, valid)
+
+    def _print_in_pieces(self, buf, h: BatchHeader, at: int, write: Callable[[str], object]) -> int:
+        """The records of a v2 batch too large to inflate at once, decoded a run at a time
+        (:func:`~kafkafs.format.bigbatch.record_runs`); a record not held is said (no gap after it)."""
+        problems = 0
+        try:
+            for run in record_runs(buf, h):
+                if isinstance(run, RecordNotShown):
+                    problems += self._fail(at, f"offsets {run.offsets_text()}: record not shown: {run.reason}")
+                    if run.next_offset is not None:
+                        self.last_offset = max(self.last_offset, run.next_offset - 1)
+                    continue
+                data, n = run
+                try:
+                    batch = decode_records_at(bytes(data), h._replace(record_count=n))
+                finally:
+                    data.release()
+                problems += self._print_decoded(batch, h, at, write, None, True)
+        except UninflatableBatch as exc:  # a piece past the limit (a snappy chunk): said, no gap after it
+            problems += self._fail(at, f"offsets {exc.offsets_text(self.last_offset + 1)}: records not shown: "
+                                       f"the batch inflates past {exc.size_text}")
+            if exc.next_offset is not None:
+                self.last_offset = max(self.last_offset, exc.next_offset - 1)
+        except CorruptRecordError as exc:
+            problems += self._fail(at, f"records do not decode: {exc.reason}")
+        return problems
+
+    def _print_decoded(self, batch, h: BatchHeader, at: int, write: Callable[[str], object],
+                       crcs: list[tuple[int, bool]] | None, valid: bool) -> int:
+        """Write the record lines of the decoded ``batch`` (of header ``h``)."""
         opts = self.options
         ts_name = {-1: "NoTimestampType", 0: "CreateTime", 1: "LogAppendTime"}[h.timestamp_type]
         v2 = h.magic >= 2

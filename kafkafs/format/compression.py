@@ -22,6 +22,12 @@ How the bound is kept, per codec:
   fit that is over the limit. CPython zero-fills a new bytearray, so the buffer is sized to the batch,
   never to the limit; a thread keeps one of up to 8 MiB for reuse. The result is copied out once.
 
+``inflate_pieces`` inflates the same data a piece at a time, for a batch too large to hold inflated
+(R15-7): memory goes with the piece, not with the batch. gzip through ``zlib`` (``max_length``), zstd
+through the ``zstandard`` package's stream reader (cramjam's zstd has no bounded streaming output),
+an LZ4 frame block by block (cramjam's block decoder; independent blocks, as Kafka writes and reads
+them), snappy chunk by chunk (a chunk or a raw block inflating past ``max_chunk`` is still refused).
+
 Legacy LZ4 (magic 0, Kafka < 0.10, KAFKA-3160) wrote a wrong frame-descriptor checksum, computed over
 the magic number as well. ``decompress`` recognises exactly that wrong value and patches it before
 decoding, so no flag is needed; any other checksum mismatch is corruption.
@@ -36,7 +42,7 @@ import enum
 import struct
 import threading
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import cramjam
 
@@ -44,7 +50,7 @@ from kafkafs.errors import CorruptRecordError, RecordTooLargeError, Uninflatable
 
 from . import Buffer
 
-__all__ = ["Codec", "codec_by_name", "compress", "decompress"]
+__all__ = ["Codec", "codec_by_name", "compress", "decompress", "inflate_pieces"]
 
 
 
@@ -193,8 +199,32 @@ def decompress(codec: Codec, data: Buffer, max_size: int) -> bytes:
     if codec == Codec.LZ4:
         return _unlz4(data, max_size)
     if codec == Codec.ZSTD:
+        declared = _zstd_content_size(data)
+        if declared is not None and declared > max_size:  # said by its frame: not inflated to find out
+            raise _too_big("zstd", max_size)
         return _into_scratch(cramjam.zstd.decompress_into, "zstd", data, max_size)
     raise CorruptRecordError(f"unknown compression codec {int(codec)}")
+
+
+_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+_FCS_BYTES = (0, 2, 4, 8)  # by the frame header descriptor's top two bits (0: 1 byte when single-segment)
+_DICT_ID_BYTES = (0, 1, 2, 4)
+
+
+def _zstd_content_size(data: Buffer) -> int | None:
+    """The content size the first zstd frame of ``data`` declares (RFC 8878 3.1.1.1), None when it
+    declares none (a streaming producer's, such as Kafka's) or the header does not parse (the decoder
+    says what is wrong)."""
+    if len(data) < 6 or bytes(data[:4]) != _ZSTD_MAGIC:
+        return None
+    fhd = data[4]
+    single = fhd & 0x20
+    size = _FCS_BYTES[fhd >> 6] or (1 if single else 0)
+    pos = 5 + (0 if single else 1) + _DICT_ID_BYTES[fhd & 0x03]
+    if not size or len(data) < pos + size:
+        return None
+    declared = int.from_bytes(bytes(data[pos : pos + size]), "little")
+    return declared + 256 if size == 2 else declared
 
 
 def _into_scratch(decompress_into: Callable[[Buffer, memoryview], int], name: str, data: Buffer, max_size: int) -> bytes:
@@ -208,6 +238,7 @@ def _into_scratch(decompress_into: Callable[[Buffer, memoryview], int], name: st
         except cramjam.DecompressionError as e:
             if capacity < max_size and any(m in str(e) for m in _FULL_MESSAGES):
                 capacity = min(max_size, capacity * 2)
+                del out  # the smaller buffer goes before the larger one is made (peak: max_size, not 1.5 times)
                 continue
             del out
             _shrink_scratch()  # an oversized or corrupt batch: do not keep what it grew
@@ -224,6 +255,7 @@ def _shrink_scratch() -> None:
 
 
 _GZIP_MAGIC = b"\x1f\x8b"
+_GZIP_STEP = 8 * 1024 * 1024
 
 
 def _gunzip(data: Buffer, max_size: int) -> bytes:
@@ -232,21 +264,27 @@ def _gunzip(data: Buffer, max_size: int) -> bytes:
     rest: Buffer = data
     while True:
         inflater = zlib.decompressobj(31)
-        try:
-            # Ask for one byte more than allowed: getting it proves the output too large.
-            part = inflater.decompress(rest, max_size - total + 1)
-        except zlib.error as e:
-            raise CorruptRecordError(f"gzip data is corrupt: {e}") from None
-        total += len(part)
-        if total > max_size:
-            del part, parts  # the error's traceback keeps this frame: not its 64 MiB (finding 7)
-            raise _too_big("gzip", max_size)
+        while True:  # a step at a time: output over the limit is found holding the limit, not twice it
+            asked = min(max_size - total + 1, _GZIP_STEP)
+            try:
+                # Ask for one byte more than allowed: getting it proves the output too large.
+                part = inflater.decompress(rest, asked)
+            except zlib.error as e:
+                raise CorruptRecordError(f"gzip data is corrupt: {e}") from None
+            total += len(part)
+            if total > max_size:
+                del part, parts  # the error's traceback keeps this frame: not its 64 MiB (finding 7)
+                raise _too_big("gzip", max_size)
+            parts.append(part)
+            rest = inflater.unconsumed_tail
+            if inflater.eof or (not rest and len(part) < asked):  # the end, or no more input and none held
+                break
         if not inflater.eof:
             raise CorruptRecordError("gzip data is truncated")
-        parts.append(part)
         rest = inflater.unused_data
         if rest[:2] != _GZIP_MAGIC:
             break
+    parts = [part for part in parts if part]
     return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
@@ -362,3 +400,156 @@ def xxh32(data: bytes, seed: int = 0) -> int:
     acc = acc * _P3 & _M32
     acc ^= acc >> 16
     return acc
+
+
+# ------------------------------------------------------------------------------------- inflate_pieces
+# A batch too large to inflate at once (R15-7 step 2): its records are read a piece at a time.
+
+_LZ4_BLOCK_SIZES = {4: 64 << 10, 5: 256 << 10, 6: 1 << 20, 7: 4 << 20}  # BD bits 4-6: the largest block
+
+
+def inflate_pieces(codec: Codec, data: Buffer, piece: int, max_chunk: int) -> Iterator[bytes]:
+    """``data`` inflated by ``codec``, a piece at a time: pieces of at most ``piece`` bytes (gzip, zstd),
+    or the codec's own unit (an LZ4 block, at most 4 MiB; a snappy chunk, at most ``max_chunk``, else
+    ``UninflatableBatch``, as is an LZ4 frame whose blocks depend on the ones before). Data a codec cannot inflate is ``CorruptRecordError``, raised after the pieces
+    before it. Checksums inside an LZ4 frame (optional, Kafka writes none) are not checked here: the
+    batch's CRC covers them."""
+    if codec == Codec.GZIP:
+        return _gunzip_pieces(data, piece)
+    if codec == Codec.ZSTD:
+        return _zstd_pieces(data, piece)
+    if codec == Codec.LZ4:
+        return _lz4_pieces(memoryview(data), max_chunk)
+    if codec == Codec.SNAPPY:
+        return _snappy_pieces(memoryview(data), max_chunk)
+    if codec == Codec.NONE:
+        view = memoryview(data)
+        return (bytes(view[i : i + piece]) for i in range(0, len(view), piece))
+    raise CorruptRecordError(f"unknown compression codec {int(codec)}")
+
+
+def _gunzip_pieces(data: Buffer, piece: int) -> Iterator[bytes]:
+    rest: Buffer = data
+    while True:  # one gzip member after the other, as _gunzip reads them
+        inflater = zlib.decompressobj(31)
+        while True:
+            try:
+                part = inflater.decompress(rest, piece)
+            except zlib.error as e:
+                raise CorruptRecordError(f"gzip data is corrupt: {e}") from None
+            rest = inflater.unconsumed_tail
+            if part:
+                yield part
+            if inflater.eof:
+                break
+            if not part and not rest:
+                raise CorruptRecordError("gzip data is truncated")
+        rest = inflater.unused_data
+        if rest[:2] != _GZIP_MAGIC:
+            return
+
+
+#: zstd input fed to the decoder at a time: a block gives at most 128 KiB from 4 bytes (an RLE block), so
+#: one feed gives at most ~16 MiB whatever the frame says
+_ZSTD_FEED = 512
+
+
+def _zstd_pieces(data: Buffer, piece: int) -> Iterator[bytes]:
+    """zstd frames (one after the other) through the ``zstandard`` package's decoder, fed a little input at
+    a time (its stream reader bounds the output but takes a truncated frame for its end)."""
+    import zstandard  # only for a batch too large to inflate at once: consume starts without it
+
+    view = memoryview(data)
+    pos, end = 0, len(view)
+    decompressor = zstandard.ZstdDecompressor()
+    while pos < end:
+        inflater = decompressor.decompressobj()
+        while not inflater.eof:
+            if pos >= end:
+                raise CorruptRecordError("zstd data is truncated")
+            feed = bytes(view[pos : pos + _ZSTD_FEED])
+            pos += len(feed)
+            try:
+                part = inflater.decompress(feed)
+            except zstandard.ZstdError as e:
+                if "memory" in str(e):  # a frame whose window is past the decoder's limit (128 MiB): not held
+                    raise UninflatableBatch(f"zstd data needs a window past what kafkafs holds: {e}") from None
+                raise CorruptRecordError(f"zstd data is corrupt: {e}") from None
+            for start in range(0, len(part), piece):
+                yield part[start : start + piece] if len(part) > piece else part
+        pos -= len(inflater.unused_data)  # the next frame starts there
+
+
+def _lz4_pieces(view: memoryview, max_chunk: int) -> Iterator[bytes]:
+    """An LZ4 frame (or frames, one after the other) block by block: magic, FLG, BD, [content size],
+    [dictionary id], header checksum; blocks as (u32le size, high bit: stored as is) [u32 checksum];
+    end mark 0 [u32 content checksum]."""
+    pos, end = 0, len(view)
+    out: bytearray | None = None
+    while True:
+        if end - pos < 7 or bytes(view[pos : pos + 4]) != LZ4_MAGIC:
+            raise CorruptRecordError("lz4 data is corrupt: not an LZ4 frame")
+        flg, bd = view[pos + 4], view[pos + 5]
+        if flg >> 6 != 1:
+            raise CorruptRecordError(f"lz4 frame version {flg >> 6} is not supported")
+        if not flg & 0x20:  # a block may refer to the ones before: not read in pieces (the batch is not shown)
+            raise _too_big("lz4", max_chunk)
+        block_max = _LZ4_BLOCK_SIZES.get((bd >> 4) & 0x07)
+        if block_max is None:
+            raise CorruptRecordError(f"lz4 frame block size code {(bd >> 4) & 0x07} is not valid")
+        pos += 6 + (8 if flg & 0x08 else 0) + (4 if flg & 0x01 else 0)
+        if pos >= end:
+            raise CorruptRecordError("lz4 data is truncated in its frame descriptor")
+        pos += 1  # the header checksum (checked by the one-shot reader; the batch's CRC covers it)
+        block_checksum = 4 if flg & 0x10 else 0
+        if out is None or len(out) < block_max:
+            out = bytearray(block_max)
+        while True:
+            if end - pos < 4:
+                raise CorruptRecordError("lz4 data is truncated in a block size")
+            (size,) = _U32LE.unpack_from(view, pos)
+            pos += 4
+            if size == 0:
+                break
+            stored = size & _LZ4_UNCOMPRESSED
+            size &= ~_LZ4_UNCOMPRESSED & _M32
+            if size > block_max or size > end - pos:
+                raise CorruptRecordError(f"lz4 block size {size} does not fit the frame")
+            block = view[pos : pos + size]
+            pos += size + block_checksum
+            if stored:
+                yield bytes(block)
+                continue
+            try:
+                n = cramjam.lz4.decompress_block_into(block, memoryview(out)[:block_max])
+            except cramjam.DecompressionError as e:
+                raise CorruptRecordError(f"lz4 data is corrupt: {e}") from None
+            yield bytes(out[:n])
+        pos += 4 if flg & 0x04 else 0  # the content checksum
+        if pos >= end or bytes(view[pos : pos + 4]) != LZ4_MAGIC:
+            return  # bytes after the last frame that do not start another are ignored
+
+
+def _snappy_pieces(view: memoryview, max_chunk: int) -> Iterator[bytes]:
+    if not (len(view) >= len(_XERIAL_HEADER) and view[: len(XERIAL_MAGIC)] == XERIAL_MAGIC):
+        yield _raw_snappy(view, max_chunk, "snappy")  # one raw block: it says its length up front
+        return
+    pos, end = len(_XERIAL_HEADER), len(view)
+    while pos < end:
+        if end - pos < 4:
+            raise CorruptRecordError("snappy (xerial) data is truncated in a chunk length")
+        (length,) = _I32.unpack_from(view, pos)
+        pos += 4
+        if length <= 0 or length > end - pos:
+            raise CorruptRecordError(f"snappy (xerial) chunk length {length} does not fit the data")
+        yield _raw_snappy(view[pos : pos + length], max_chunk, "snappy (xerial)")
+        pos += length
+
+
+def _raw_snappy(block: memoryview, max_size: int, name: str) -> bytes:
+    try:
+        if cramjam.snappy.decompress_raw_len(block) > max_size:
+            raise _too_big("snappy", max_size)
+        return bytes(cramjam.snappy.decompress_raw(block))
+    except cramjam.DecompressionError as e:
+        raise CorruptRecordError(f"{name} data is corrupt: {e}") from None

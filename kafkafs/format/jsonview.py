@@ -22,8 +22,15 @@ from typing import Any, Protocol
 from ..errors import CorruptRecordError
 from . import Buffer
 from . import kernel as _kernel
-from .batch import DEFAULT_MAX_INFLATED_BYTES, DecodedBatch, decode_batch, read_batch_header, records_section
-from .batchheader import _V2_HEADER, LOG_OVERHEAD, V2_HEADER_SIZE, validate_batch
+from .batch import (
+    DEFAULT_MAX_INFLATED_BYTES,
+    DecodedBatch,
+    decode_batch,
+    decode_records_at,
+    read_batch_header,
+    records_section,
+)
+from .batchheader import _V2_HEADER, LOG_OVERHEAD, V2_HEADER_SIZE, BatchHeader, validate_batch
 from .crc import crc32c
 from .jsonembed import indent_json, is_json, render_value, view_auto, view_base64, view_string
 from .jsonrender import (
@@ -49,6 +56,7 @@ __all__ = [
     "render_raw_jsonl_count",
     "render_raw_jsonl_stamped",
     "render_span_jsonl",
+    "render_section",
     "SpanResult",
     "render_record",
     "render_record_pretty",
@@ -225,6 +233,29 @@ def _raw(topic: str, partition: int, buf: Buffer, mode: str, decoder: BatchDecod
         return _kernel.render_raw(line_prefix(topic, partition), data, header, mode, lo, hi, ts_lo, ts_hi, what,
                                   _filter_arg(record_filter))
     batch = decode_batch(buf, header, max_inflated_bytes=max_inflated_bytes)
+    return _picked(topic, partition, batch, mode, decoder, lo, hi, ts_lo, ts_hi, what, record_filter)
+
+
+def render_section(topic: str, partition: int, data: Buffer, header: BatchHeader, mode: str,
+                   decoder: BatchDecoder | None, lo: int | None, hi: int | None, ts_lo: int | None,
+                   ts_hi: int | None, what: int, record_filter: RecordFilter | None = None) -> Any:
+    """:func:`_raw`'s work on records already inflated: ``data`` holds ``header.record_count`` whole
+    records of the v2 batch ``header`` (all of its records section, or a run of whole records of it: a
+    batch read a piece at a time, :mod:`.bigbatch`). Errors are placed at ``header.position``."""
+    if record_filter is not None and record_filter.empty:
+        record_filter = None
+    check_mode(mode)
+    if _kernel.KERNEL is not None and (decoder is None or mode != "auto"):
+        return _kernel.render_raw(line_prefix(topic, partition), data, header, mode, lo, hi, ts_lo, ts_hi, what,
+                                  _filter_arg(record_filter))
+    batch = decode_records_at(bytes(data), header)
+    return _picked(topic, partition, batch, mode, decoder, lo, hi, ts_lo, ts_hi, what, record_filter)
+
+
+def _picked(topic: str, partition: int, batch: DecodedBatch, mode: str, decoder: BatchDecoder | None,
+            lo: int | None, hi: int | None, ts_lo: int | None, ts_hi: int | None, what: int,
+            record_filter: RecordFilter | None) -> Any:
+    """The records of a decoded ``batch`` that pass the bounds and the filter, as ``what`` says (:func:`_raw`)."""
     if (decoder is not None and mode == "auto" and what == 0 and lo is hi is ts_lo is ts_hi is None
             and record_filter is None):
         return decoder.render_batch_jsonl(topic, partition, batch)  # the whole batch: nothing to pick

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import CorruptRecordError
+from . import Buffer
 from .batchheader import BatchHeader
 from .jsonembed import indent_json as _indent_reference
 from .records import NO_HEADERS, DecodedBatch, Header
@@ -57,7 +58,7 @@ def decode_records(data: bytes, header: BatchHeader) -> DecodedBatch:
 
 def render_raw(
     prefix: bytes,
-    data: bytes,
+    data: Buffer,
     header: BatchHeader,
     mode: str,
     lo: int | None,

@@ -32,7 +32,7 @@ from ..storage.handles import TOO_MANY_FILES
 from ..storage.kraft import METADATA_PARTITION
 from .errnos import no_descriptor_free, refresh_failed
 from .tree import names
-from .tree.inodes import ROOT_INODE, InodeTable
+from .tree.inodes import ATTR_MARGIN, ROOT_INODE, InodeTable
 from .tree.nodes import OFFSET_RANGE, Key, Node
 from .tree.partition_nodes import RangeFile
 from .tree.root import Tree
@@ -50,6 +50,13 @@ POLL_INTERVAL = 0.3
 WATCH_INTERVAL = 1.0
 #: Changes that come close together are sent to the kernel as one.
 COALESCE = 0.01
+#: A change is told again this many seconds later, attributes only, for the files of the partition whose
+#: attributes were given from :data:`~.tree.inodes.ATTR_MARGIN` before the change on: a reply on its way
+#: that makes a new inode in the kernel (a lookup after a rewrite or a schema change, a listing) is taken
+#: whatever was told before it (the kernel has no older attributes to compare it with, and an
+#: invalidation of an inode it does not know yet is lost), so it could keep the size before the change
+#: for the whole of its timeout (10 s for a watched partition's ``records.jsonl``).
+TOLD_AGAIN_AFTER = 0.3
 
 
 class Invalidator:
@@ -80,6 +87,9 @@ class Invalidator:
         self.records_held: Callable[[str], list[int]] | None = None
         self._folders: set[str] = set()  # partition folders whose attributes go (folder_changed)
         self._gone: set[str] = set()  # partition folders that left LOGDIR: their names go (folder_gone)
+        #: partition -> (since, due): attributes given since then (the table's clock) are told again at due
+        #: (``time.monotonic()``; :data:`TOLD_AGAIN_AFTER`)
+        self._again: dict[str, tuple[float, float]] = {}
         self._cond = threading.Condition()
         self._stopped = False
         self._thread = threading.Thread(target=self._run, name="kafkafs-invalidate", daemon=True)
@@ -149,13 +159,34 @@ class Invalidator:
                 self._send_attrs(ino)
                 table.attrs_dropped(ino, mark)
 
+    def _due(self) -> list[tuple[str, float]]:
+        """The partitions whose change is to be told again now, with since when (callers hold ``_cond``)."""
+        now = time.monotonic()
+        due = [(name, since) for name, (since, at) in self._again.items() if at <= now]
+        for name, _since in due:
+            del self._again[name]
+        return due
+
     def _run(self) -> None:
         while True:
             with self._cond:
                 while not self._pending and not self._folders and not self._redecoded and not self._stopped:
-                    self._cond.wait()
+                    if not self._again:
+                        self._cond.wait()
+                        continue
+                    wait = min(at for _since, at in self._again.values()) - time.monotonic()
+                    if wait <= 0:
+                        break
+                    self._cond.wait(wait)
                 if self._stopped:
                     return
+                again = self._due()
+            for name, since in again:
+                for ino, node in self.table.given_since(name, since):
+                    if node.volatile():
+                        self._send_attrs(ino)
+            if not (self._pending or self._folders or self._redecoded):
+                continue
             time.sleep(COALESCE)
             with self._cond:
                 pending, self._pending = self._pending, {}
@@ -163,6 +194,10 @@ class Invalidator:
                 redecoded, self._redecoded = self._redecoded, set()
                 folders, self._folders = self._folders, set()
                 gone, self._gone = self._gone, set()
+                now, due = self.table.clock(), time.monotonic() + TOLD_AGAIN_AFTER
+                for name in {*pending, *redecoded}:  # replies on their way meanwhile: told again, later
+                    since = self._again.get(name, (now - ATTR_MARGIN, 0.0))[0]
+                    self._again[name] = (since, due)
             if self._invalidate_entry is not None:
                 for name in gone:  # the folder's name first: nothing below it resolves any more
                     self._drop_entry(ROOT_INODE, name)

@@ -25,9 +25,17 @@ from collections.abc import Iterator
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..errors import CorruptRecordError
-from ..format.batch import BatchHeader, DecodedBatch, control_type_of, records_section, validate_batch
+from ..errors import CorruptRecordError, RecordNotShown, UninflatableBatch
+from ..format.batch import (
+    BatchHeader,
+    DecodedBatch,
+    control_type_of,
+    decode_records_at,
+    records_section,
+    validate_batch,
+)
 from ..format.batchheader import read_batch_header, v2_offsets
+from ..format.bigbatch import record_runs
 from ..storage.config import LogConfig
 from ..storage.records import BatchView
 from ..storage.segment import LogSegment
@@ -290,13 +298,16 @@ class _PieceReader:
         self.ts_lo_ms = None if spec.timestamp.lo is None else -((-spec.timestamp.lo) // 1000)
         self.path = str(segment.log_path)
         self.order = _OffsetOrder(segment, self.path, spec.on_corrupt)
+        #: a v2 batch :meth:`take` met whose records inflate past what is held at once: its rows are added
+        #: a run at a time by :meth:`in_pieces` (R15-7)
+        self.big: BatchView | None = None
 
     def full(self) -> bool:
         return self.columns.rows >= self.spec.batch_rows or self.columns.bytes >= _MAX_BUFFER_BYTES
 
     def take(self, view: BatchView) -> bool:
         """Adds the rows of one batch that pass the bounds; False once past the end offset."""
-        h, spec, first, end, path = view.header, self.spec, self.first, self.end, self.path
+        h, first, end, path = view.header, self.first, self.end, self.path
         if h.last_offset < first:
             return True
         if end is not None and h.magic == 2 and h.base_offset >= end:
@@ -318,12 +329,13 @@ class _PieceReader:
                     raise CorruptRecordError(exc.reason, h.position) from None
                 return True
             batch = view.decode(file=path, max_inflated_bytes=READ_CONFIG.max_message_bytes)
-        except CorruptRecordError as exc:
-            exc = exc if exc.file is not None else exc.at(path, view.base)
-            if spec.on_corrupt != "skip":
-                raise _hint(exc) from None
-            log.warning("%s: skipping damaged batch at position %d: %s", path, view.position, exc.reason)
+        except UninflatableBatch as exc:
+            if h.magic != 2:  # a legacy wrapper: as damage (the read fails, or onCorrupt=skip skips it)
+                return self._damaged(view, exc)
+            self.big = view  # valid data: its rows a run at a time (in_pieces)
             return True
+        except CorruptRecordError as exc:
+            return self._damaged(view, exc)
         offsets = batch.offsets
         lo = 0 if offsets[:1] and offsets[0] >= first else bisect.bisect_left(offsets, first)
         hi = len(offsets)
@@ -332,6 +344,48 @@ class _PieceReader:
         columns.add(self.piece.topic, self.piece.partition, batch, lo, hi)
         return True
 
+    def _damaged(self, view: BatchView, exc: CorruptRecordError) -> bool:
+        """A batch whose records cannot be read: the read fails, or with ``onCorrupt=skip`` it is skipped."""
+        exc = exc if exc.file is not None else exc.at(self.path, view.base)
+        if self.spec.on_corrupt != "skip":
+            raise _hint(exc) from None
+        log.warning("%s: skipping damaged batch at position %d: %s", self.path, view.position, exc.reason)
+        return True
+
+    def in_pieces(self) -> Iterator[pa.RecordBatch]:
+        """The rows of :attr:`big` (a v2 batch whose records inflate past what is held at once), a run of
+        records at a time (:func:`~kafkafs.format.bigbatch.record_runs`), an Arrow batch built whenever the
+        columns are full. A record past the most held of one (128 MiB) is not read: the read fails there,
+        or with ``onCorrupt=skip`` it is skipped (logged), as a damaged batch is."""
+        view, self.big = self.big, None
+        if view is None:
+            return
+        h, columns, piece = view.header, self.columns, self.piece
+        try:
+            for run in record_runs(view.buf, h):
+                if isinstance(run, RecordNotShown):
+                    self._damaged(view, run)
+                    continue
+                data, n = run
+                part = h._replace(record_count=n)
+                try:
+                    if isinstance(columns, KernelColumns):
+                        columns.add_section(piece.topic, piece.partition, bytes(data), part, self.first, self.end)
+                    else:
+                        batch = decode_records_at(bytes(data), part)
+                        offsets = batch.offsets
+                        lo = bisect.bisect_left(offsets, self.first)
+                        hi = len(offsets) if self.end is None else bisect.bisect_left(offsets, self.end)
+                        columns.add(piece.topic, piece.partition, batch, lo, hi)
+                finally:
+                    data.release()
+                if self.full():
+                    built = columns.build(self.spec)
+                    if built is not None:
+                        yield built
+        except CorruptRecordError as exc:
+            self._damaged(view, exc)
+
     def batches(self) -> Iterator[pa.RecordBatch]:
         """The reference's loop: every batch through :meth:`take`."""
         for view in _views(self.segment, self.piece, self.spec.on_corrupt):
@@ -339,6 +393,7 @@ class _PieceReader:
             if not self.take(view):
                 self.order.stop()
                 return
+            yield from self.in_pieces()
             if self.full():
                 built = self.columns.build(self.spec)
                 if built is not None:
@@ -383,6 +438,7 @@ class _PieceReader:
                 if not self.take(view):
                     self.order.stop()
                     return
+                yield from self.in_pieces()
                 if not self.full():
                     continue
             built = columns.build(spec)

@@ -47,7 +47,7 @@ from .compaction_filter import CleanStats
 from .config import LONG_MAX, Settings, SettingsUnreadable, broker_setting, recorded_refusal
 from .offset_map import BYTES_PER_ENTRY, OffsetMap
 from .retention import apply_retention
-from .strays import unnamed_partitions
+from .strays import unnamed_partitions, unnamed_refusal
 
 if TYPE_CHECKING:
     from .log import Log
@@ -197,8 +197,7 @@ def _clean_partitions(logdir: LogDir, dry_run: bool, now: int, said: Callable[[s
     strays = unnamed_partitions(logdir.path, names, logdir.settings.recorded_topic_ids())
     for name in names:
         if name in strays:  # never by Kafka's default settings (review19 R19-5): said with the refused
-            logdir.refused.setdefault(name, f"{strays[name]}: a stray as Kafka sees it; nothing deleted or "
-                                            "compacted there")
+            logdir.refused.setdefault(name, unnamed_refusal(strays[name], _NOT_CLEANED))
             continue
         if dry_run and logdir.writer_refusal(name) is not None:  # what the real run refuses (refused says why)
             continue
@@ -232,6 +231,9 @@ def _clean_partitions(logdir: LogDir, dry_run: bool, now: int, said: Callable[[s
             meter.done += 1
     if meter is not None and meter.printed:
         meter.print()
+
+
+_NOT_CLEANED = "nothing deleted or compacted there"
 
 
 def _now() -> int:
@@ -271,6 +273,8 @@ class LogCleaner:
         self.refusal_said = False
         #: Compacted partitions holding a batch too large to inflate: not compacted while mounted (said once).
         self.not_compacted: set[tuple[str, int]] = set()
+        #: Partition folders the metadata does not name (strays.unnamed_partitions): never cleaned, said once.
+        self.strays_said: set[str] = set()
 
     def start(self) -> None:
         if self._thread is not None:  # log.cleaner.enable=false turns compaction off, not retention
@@ -340,10 +344,17 @@ class LogCleaner:
         return refusal is not None
 
     def _logs(self) -> list[Log]:
+        names = self.logdir.partition_names()
+        strays = unnamed_partitions(self.logdir.path, names, self.logdir.settings.recorded_topic_ids())
         out = []
-        for name in self.logdir.partition_names():
+        for name in names:
             if self._stop.is_set():
                 break
+            if name in strays:  # never by guessed settings (review19 R19-5), as clean: said once
+                if name not in self.strays_said:
+                    self.strays_said.add(name)
+                    log.warning("cleaner: %s: refused: %s", name, unnamed_refusal(strays[name], _NOT_CLEANED))
+                continue
             try:
                 target = self.logdir.log(name)
             except UnsafeFileError:  # refused for holding a link (said once, when it was opened)

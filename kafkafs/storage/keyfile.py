@@ -19,7 +19,8 @@ Its descriptor comes out of the process's handle budget (:mod:`.handles`), as a 
 does: given back when too many are open, opened again by its path at the next read (the same file, by
 device, inode and size, or :class:`DamagedIndex`: the next use rebuilds it). An index of this process
 only (no cache folder, or the active segment's) lives in a file of :func:`private_folder`, removed
-when the index is closed or dropped.
+when the index is closed or dropped; the folder goes at the process's exit, or, when it was killed, at
+the next kafkafs process's first use of its own (:func:`sweep_stale_folders`).
 
 Threads: a :class:`SegmentKeyIndex` is immutable once written; reads use ``pread`` and may come from
 any thread (a descriptor given back meanwhile closes when the last read holding it is done). A
@@ -30,10 +31,12 @@ from __future__ import annotations
 
 import atexit
 import errno
+import fcntl
 import hashlib
 import json
 import os
 import shutil
+import stat
 import struct
 import tempfile
 import threading
@@ -41,7 +44,7 @@ import weakref
 from array import array
 from bisect import bisect_left
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, NamedTuple
 
 from .. import __version__
 from ..errors import CorruptRecordError, said_again
@@ -49,12 +52,13 @@ from ..format.crc import crc32c
 from ..format.keyindex import ENTRY, ENTRY_SIZE, TXN, find_entries
 from .handles import BUDGET, FileHandle, HandleBudget, retrying_open
 
-__all__ = ["DamagedIndex", "SegmentKeyIndex", "BlockWriter", "FORMAT_VERSION", "HEAD_SIZE", "BLOCK", "LONG",
-           "fanout_bits", "private_folder", "temporary_index_file"]
+__all__ = ["DamagedIndex", "SegmentKeyIndex", "Skipped", "BlockWriter", "FORMAT_VERSION", "HEAD_SIZE", "BLOCK", "LONG",
+           "fanout_bits", "private_folder", "sweep_stale_folders", "temporary_index_file"]
 
 #: 2: the last batch of a segment judged against the next segment's base; 3: damage kept as the batch's
-#: own error (reason and position), so that it is said as every other reader says that batch
-FORMAT_VERSION = 3
+#: own error (reason and position), so that it is said as every other reader says that batch; 4: a batch
+#: too large to inflate is gone past (``skipped``), the records after it indexed (review19 R19-2)
+FORMAT_VERSION = 4
 MAGIC = b"KAFKAFS-KEYS\n"
 HEAD_SIZE = 4096
 BLOCK = 4096
@@ -63,6 +67,26 @@ _LEN = struct.Struct(">I")
 _U64 = struct.Struct("<Q")
 #: A long key's row: its SHA-256, then its hash halves.
 LONG = struct.Struct("=32sQQ")
+
+
+class Skipped(NamedTuple):
+    """The batches of a segment a key scan went past without their records (too large to inflate: valid
+    data, not damage; review19 R19-2), as queries need them: the first offset the first of them may hold
+    and its error (a key's history stops there), and the last offset of the newest of them (a key's
+    latest record is known only when one follows it)."""
+
+    first: int
+    last: int
+    error: CorruptRecordError
+
+    @staticmethod
+    def of(skipped: Skipped | None, first: int, last: int, error: CorruptRecordError) -> Skipped:
+        """``skipped`` (None: none yet) with a batch of offsets ``first..last`` after it."""
+        return Skipped(first, last, error) if skipped is None else skipped._replace(last=max(skipped.last, last))
+
+    def as_dict(self) -> dict[str, Any]:
+        """What a key index keeps of them (:meth:`SegmentKeyIndex.skipped`)."""
+        return {"first": self.first, "last": self.last, "position": self.error.position, "reason": self.error.reason}
 
 
 class DamagedIndex(Exception):
@@ -86,6 +110,11 @@ def fanout_bits(entries: int) -> int:
 
 _private_lock = threading.Lock()
 _private: tuple[int, Path] | None = None  # (the process that made it, the folder)
+#: The descriptors of this process's private folders, each holding an ``flock`` on its folder while the
+#: process (or a child it forked) lives: what tells a sweeper the folder is in use.
+_held: list[int] = []
+PRIVATE_PREFIX = "kafkafs-keys-"
+_OWN_FILE = ("keys-", ".keys")  # what temporary_index_file names its files
 
 
 def _remove_private(pid: int, folder: Path) -> None:
@@ -95,15 +124,82 @@ def _remove_private(pid: int, folder: Path) -> None:
 
 def private_folder() -> Path:
     """This process's folder for key indexes in temporary files (made on first use in the system's
-    temporary folder, removed when the process exits)."""
+    temporary folder, removed when the process exits). Made, it is locked (``flock``) for the life of
+    the process, and the folders that killed processes left are swept (:func:`sweep_stale_folders`)."""
     global _private
     with _private_lock:
         made = _private
         if made is None or made[0] != os.getpid() or not made[1].is_dir():
-            folder = Path(tempfile.mkdtemp(prefix=f"kafkafs-keys-{os.getpid()}-"))
+            folder = Path(tempfile.mkdtemp(prefix=f"{PRIVATE_PREFIX}{os.getpid()}-"))
+            try:
+                fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                _held.append(fd)
+            except OSError:  # no lock: the pid alone keeps a sweeper off it while this process lives
+                pass
             atexit.register(_remove_private, os.getpid(), folder)
             made = _private = (os.getpid(), folder)
+            sweep_stale_folders(folder.parent)
         return made[1]
+
+
+def sweep_stale_folders(parent: str | os.PathLike[str]) -> list[str]:
+    """Remove the private folders (:func:`private_folder`) in ``parent`` that processes killed before
+    their exit left behind (an ``atexit`` handler does not run on SIGKILL); returns their names.
+
+    A folder goes only when all of these hold: its name is ``kafkafs-keys-<pid>-...``; it is a folder
+    (a link is never followed or removed) of this user; no process ``<pid>`` lives; no process holds its
+    lock (a live kafkafs of another pid namespace sharing the folder does); and it holds nothing but
+    regular files named as :func:`temporary_index_file` names them. Anything else is left as it is.
+    Errors (a folder gone meanwhile, no permission) leave the folder too."""
+    removed: list[str] = []
+    try:
+        names = [e.name for e in os.scandir(parent) if e.name.startswith(PRIVATE_PREFIX)]
+    except OSError:
+        return removed
+    me = os.getpid()
+    for name in names:
+        pid = name[len(PRIVATE_PREFIX):].partition("-")[0]
+        if not pid.isdigit() or int(pid) == me or _alive(int(pid)):
+            continue
+        if _remove_stale(os.fspath(parent), name):
+            removed.append(name)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # EPERM: another user's process
+        return True
+    return True
+
+
+def _remove_stale(parent: str, name: str) -> bool:
+    try:
+        fd = os.open(os.path.join(parent, name), os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:  # a link (ELOOP, ENOTDIR), gone, or not ours to read
+        return False
+    try:
+        if os.fstat(fd).st_uid != os.getuid():
+            return False
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # BlockingIOError: a live process holds it
+        inside = os.listdir(fd)
+        for entry in inside:
+            if not (entry.startswith(_OWN_FILE[0]) and entry.endswith(_OWN_FILE[1])):
+                return False
+            if not stat.S_ISREG(os.stat(entry, dir_fd=fd, follow_symlinks=False).st_mode):
+                return False
+        for entry in inside:
+            os.unlink(entry, dir_fd=fd)
+        os.rmdir(os.path.join(parent, name))  # rmdir never follows a link
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return True
 
 
 def temporary_index_file() -> tuple[BinaryIO, Path]:
@@ -145,6 +241,9 @@ class SegmentKeyIndex:
         self.longs: int = head["longs"]
         #: None, or {"offset", "position", "reason"}: the scan stopped at damage there (see :meth:`damage`).
         self.damaged: dict[str, Any] | None = head["damaged"]
+        #: None, or {"first", "last", "position", "reason"}: batches too large to inflate the scan went past
+        #: (see :meth:`skipped`)
+        self._skipped: dict[str, Any] | None = head.get("skipped")
         self.next_offset: int = head["next_offset"]
         self._entries_at = 0
         self._fanout_at = self.entries * ENTRY_SIZE
@@ -159,12 +258,30 @@ class SegmentKeyIndex:
         return f"<SegmentKeyIndex base={self.base_offset} entries={self.entries}>"
 
     def damage(self, log_path: str | os.PathLike[str]) -> CorruptRecordError | None:
-        """The damage the scan of the segment at ``log_path`` stopped at, as the error its batch raises
-        to any reader (same reason, file and position: the mount logs a damage once per file and
-        position, whichever view meets it); None when the index is whole."""
+        """What a reader that needs every record of the segment at ``log_path`` meets first: the first
+        batch too large to inflate the scan went past (:meth:`skipped`), else the damage it stopped at, as
+        the error that batch raises to any reader (same reason, file and position: the mount logs it once
+        per file and position, whichever view meets it); None when the index is whole."""
+        skipped = self.skipped(log_path)
+        if skipped is not None:
+            return skipped.error
         if self.damaged is None:
             return None
         return said_again(self.damaged["reason"], self.damaged["position"], str(log_path))
+
+    def true_damage(self, log_path: str | os.PathLike[str]) -> CorruptRecordError | None:
+        """The damage the scan stopped at (:meth:`damage` without the batches it went past), or None."""
+        if self.damaged is None:
+            return None
+        return said_again(self.damaged["reason"], self.damaged["position"], str(log_path))
+
+    def skipped(self, log_path: str | os.PathLike[str]) -> Skipped | None:
+        """The batches too large to inflate that the scan of the segment at ``log_path`` went past (valid
+        data: the entries of the records after them are in the index), or None."""
+        s = self._skipped
+        if s is None:
+            return None
+        return Skipped(s["first"], s["last"], said_again(s["reason"], s["position"], str(log_path)))
 
     @classmethod
     def open(cls, file: BinaryIO | int, key: list[Any], path: Path | None = None, *, temporary: bool = False,

@@ -7,7 +7,9 @@ in memory, and past that sorts them and spills them to a temporary file in 256 b
 at the end each bucket is read back, sorted and written in order (:class:`~.keyfile.BlockWriter`), so
 memory stays bounded whatever the number of keys. Long keys' digests are kept the same way (sorted
 runs, merged). Damage stops the scan: the file records where (``damaged``); offsets out of order are
-damage as every reader judges them (:mod:`.validation`). :class:`KeyConfirmer` checks a key index's
+damage as every reader judges them (:mod:`.validation`). A batch too large to inflate (valid data) is
+gone past: its records have no entries, the file records the first such batch and the last offset of
+the newest (``skipped``: a key's latest record is known when one of it follows them, review19 R19-2). :class:`KeyConfirmer` checks a key index's
 candidates (hash matches) against the records.
 
 Each call owns what it makes, safe from any thread; a :class:`KeyConfirmer` belongs to one query.
@@ -23,7 +25,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, BinaryIO, NamedTuple, NoReturn
 
 from .. import __version__
-from ..errors import CorruptRecordError, tag_os_error
+from ..errors import CorruptRecordError, UninflatableBatch, tag_os_error
 from ..format.batch import records_section, validate_batch
 from ..format.batchheader import BatchHeader, v2_offsets
 from ..format.jsonspan import cut_off
@@ -42,7 +44,7 @@ from ..format.keyindex import (
 from ..format.keynames import key_sha256
 from ..format.recordfilter import RecordFilter
 from .cachedir import segment_path
-from .keyfile import FORMAT_VERSION, LONG, BlockWriter, fanout_bits
+from .keyfile import FORMAT_VERSION, LONG, BlockWriter, Skipped, fanout_bits
 from .records import BatchView
 from .segments import is_sealed
 from .validation import in_order, offsets_problem
@@ -50,7 +52,8 @@ from .validation import in_order, offsets_problem
 if TYPE_CHECKING:
     from .segment import LogSegment
 
-__all__ = ["Scanned", "ScanDamage", "scan_entries", "build_key_index", "KeyConfirmer", "RUN_BYTES", "LONG_RUN"]
+__all__ = ["Scanned", "ScanDamage", "ScanSkip", "Skipped", "scan_entries", "build_key_index", "KeyConfirmer",
+           "RUN_BYTES", "LONG_RUN"]
 
 
 #: Entries kept in memory while building before they are sorted and spilled (bytes).
@@ -160,6 +163,16 @@ class _Longs:
         self.runs = []
 
 
+class _TooLarge(Exception):
+    """The batch :func:`_slow_batch` read is valid but too large to inflate: ``error`` (its own), where the
+    next batch starts (``after``), its first offset (None for a legacy wrapper: not in its header) and its
+    last offset."""
+
+    def __init__(self, error: UninflatableBatch, after: int, first: int | None, last: int) -> None:
+        super().__init__(error)
+        self.error, self.after, self.first, self.last = error, after, first, last
+
+
 def _slow_batch(segment: LogSegment, pos: int, size: int, record_filter: RecordFilter | None,
                 expect: int | None, upper: int | None) -> tuple[KeyEntries, int, int] | None:
     """The entries of the one batch at ``pos`` the kernel did not take, where the next batch starts and
@@ -188,7 +201,11 @@ def _slow_batch(segment: LogSegment, pos: int, size: int, record_filter: RecordF
             got = batch_entries(batch, segment.base_offset, record_filter)
             last = batch.offsets[-1] if batch.offsets else h.last_offset
     except CorruptRecordError as exc:
-        raise exc.at(file, view.base) if exc.file is None else exc from None
+        error = exc.at(file, view.base) if exc.file is None else exc
+        if isinstance(error, UninflatableBatch):  # valid data (its CRC held): the scan goes on past it
+            raise _TooLarge(error, view.position + h.size, h.base_offset if h.magic == 2 else None,
+                            h.last_offset) from None
+        raise error from None
     return got, view.position + h.size, last
 
 
@@ -263,15 +280,30 @@ class ScanDamage(NamedTuple):
         raise self.error
 
 
+class ScanSkip(NamedTuple):
+    """A batch a scan went past without its records: valid data too large to inflate (review19 R19-2),
+    not damage. ``first``: the first offset it may hold (one past the batch before it: a legacy wrapper's
+    header holds only its last offset), ``last`` its last offset, ``error`` what a reader that needs its
+    records meets (:class:`~kafkafs.errors.UninflatableBatch`)."""
+
+    first: int
+    last: int
+    position: int
+    end: int
+    error: CorruptRecordError
+
+
 def scan_entries(
     segment: LogSegment, size: int, record_filter: RecordFilter | None = None, start: int = 0,
     upper: int | None = None,
-) -> Iterator[Scanned | ScanDamage]:
+) -> Iterator[Scanned | ScanDamage | ScanSkip]:
     """The key entries of ``segment``'s batches from position ``start`` to ``size``, a step at a time
     (whole runs of batches through the kernel, the others one by one); a :class:`ScanDamage` ends them
     when a batch is damaged, its offsets out of order included (each batch judged between its
     neighbours as every reader judges it, :mod:`.validation`; ``upper``: the next segment's base
-    offset, None for the last segment; with it the segment is sealed, and a torn end is damage). ``record_filter``: only the records it accepts."""
+    offset, None for the last segment; with it the segment is sealed, and a torn end is damage). A batch too
+    large to inflate (valid data) gives a :class:`ScanSkip`, and the scan goes on past it. ``record_filter``:
+    only the records it accepts."""
     base = segment.base_offset
     next_offset = base
     expect: int | None = None if start else base  # one past the batch before (None: not known)
@@ -303,6 +335,14 @@ def scan_entries(
             continue
         try:  # the batch the kernel did not take (or whose order needs what lies past the chunk) alone
             found = _slow_batch(segment, pos, size, record_filter, expect, upper)
+        except _TooLarge as big:
+            first = min(big.first if big.first is not None else expect if expect is not None else next_offset, big.last)
+            yield ScanSkip(first, big.last, pos, big.after, big.error.starting_at(first))
+            next_offset = max(next_offset, big.last + 1)
+            expect = big.last + 1
+            pos = big.after
+            want = CHUNK_BYTES
+            continue
         except CorruptRecordError as exc:
             yield ScanDamage(next_offset, pos, exc)
             return
@@ -335,6 +375,7 @@ def build_key_index(
     txns = tempfile.SpooledTemporaryFile(max_size=4 << 20, dir=tmpdir)  # noqa: SIM115
     ntxns = 0
     damaged = None
+    skipped: Skipped | None = None
     next_offset = base
     scanned = 0
     try:
@@ -342,6 +383,13 @@ def build_key_index(
             if isinstance(step, ScanDamage):  # said by whoever meets it (the mount: once, SPEC §3)
                 damaged = step.as_dict()
                 break
+            if isinstance(step, ScanSkip):  # no entries of its records; the records after it are indexed
+                skipped = Skipped.of(skipped, step.first, step.last, step.error)
+                next_offset = max(next_offset, step.last + 1)
+                scanned = step.end
+                if on_bytes is not None:
+                    on_bytes(step.end - step.position)
+                continue
             got = step.got
             entries.add(got.entries)
             if got.txns:
@@ -377,7 +425,8 @@ def build_key_index(
             nlongs += 1
         head = {
             "version": FORMAT_VERSION, "kafkafs": __version__, "key": key, "base": base, "entries": entries.count,
-            "bits": bits, "txns": ntxns, "longs": nlongs, "damaged": damaged, "scanned": scanned,
+            "bits": bits, "txns": ntxns, "longs": nlongs, "damaged": damaged,
+            "skipped": skipped.as_dict() if skipped is not None else None, "scanned": scanned,
             "next_offset": next_offset, "path": segment_path(segment.log_path),
         }
         writer.finish(head)

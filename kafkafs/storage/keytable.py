@@ -20,6 +20,9 @@ offset order, each segment's bitmap a filter (:class:`~kafkafs.format.recordfilt
 Damage (offsets out of order included, judged as every reader judges them) fails every query whose
 answer could depend on what follows it (CorruptRecordError): the table always, a latest lookup when no
 newer segment answered it, a history after the records before it (:meth:`~PartitionKeys.history_to_damage`).
+A batch too large to inflate (valid data, :class:`~kafkafs.errors.UninflatableBatch`) is gone past: it
+fails the table and a history as damage does, and a latest lookup only when no record of the key
+follows it (what it holds is older: review19 R19-2).
 
 The active segment is scanned; once it is large (:data:`ACTIVE_INDEX_FROM`), an index of what it holds
 is made in a temporary file and kept while it grows, and only what was appended since is scanned.
@@ -46,9 +49,9 @@ from ..format.keyindex import (
 )
 from ..format.keynames import key_sha256
 from ..format.recordfilter import RecordFilter
-from .keyfile import DamagedIndex, SegmentKeyIndex, temporary_index_file
+from .keyfile import DamagedIndex, SegmentKeyIndex, Skipped, temporary_index_file
 from .keyindex import KeyIndexStore
-from .keyscan import KeyConfirmer, ScanDamage, build_key_index, scan_entries
+from .keyscan import KeyConfirmer, ScanDamage, ScanSkip, build_key_index, scan_entries
 from .records import BatchView
 from .segment import LogSegment
 from .transactions import segment_aborted
@@ -136,6 +139,31 @@ def _in_aborted(txns: list[tuple[int, int, int]], offset: int, aborted: _Aborted
         if first <= offset <= last:
             return _batch_aborted(aborted, pid, first)
     return False
+
+
+class _Scan(NamedTuple):
+    """What :meth:`PartitionKeys._scan` found: (rel, flags) of the records, the transactional batches, the
+    damage that ended it and the batches too large to inflate it went past."""
+
+    found: list[tuple[int, int]]
+    txns: list[tuple[int, int, int]]
+    damage: CorruptRecordError | None
+    skipped: Skipped | None
+
+
+def _judged(found: list[KeyRecord], damage: CorruptRecordError | None, skipped: Skipped | None,
+            newest_only: bool) -> tuple[list[KeyRecord], CorruptRecordError | None]:
+    """A segment's records of a key (by offset; ``newest_only``: at most its newest) and what stops the
+    answer: the ``damage`` that ended its scan, or the batches too large to inflate it went past
+    (``skipped``): the newest record is known when it follows every one of them (what they hold is
+    older, review19 R19-2); a history holds the records before the first of them, then fails there."""
+    if skipped is None:
+        return (found[-1:] if newest_only else found), damage
+    if newest_only:
+        if damage is None and found and found[-1].offset > skipped.last:
+            return found[-1:], None
+        return [], damage if damage is not None else skipped.error
+    return [r for r in found if r.offset < skipped.first], skipped.error
 
 
 def _unpack_txns(raw: bytes) -> list[tuple[int, int, int]]:
@@ -278,20 +306,24 @@ class PartitionKeys:
                 dropped.add(id(exc.index))
                 self.store.forget(exc.index)
 
-    def _scan(self, segment: LogSegment, record_filter: RecordFilter, start: int = 0
-              ) -> tuple[list[tuple[int, int]], list[tuple[int, int, int]], CorruptRecordError | None]:
+    def _scan(self, segment: LogSegment, record_filter: RecordFilter, start: int = 0) -> _Scan:
         """(rel, flags) of the records of a segment from position ``start`` on that the filter accepts,
-        its transactional batches (a scan: the active segment, or a segment without an index), and the
-        damage that ended the scan (None: none), the records before it found."""
+        its transactional batches (a scan: the active segment, or a segment without an index), the
+        damage that ended the scan (None: none), the records before it found, and the batches too large
+        to inflate it went past (None: none)."""
         found: list[tuple[int, int]] = []
         txns: list[tuple[int, int, int]] = []
+        skipped: Skipped | None = None
         for step in scan_entries(segment, segment.size, record_filter, start, upper=self.log.segments.upper(segment.base_offset)):
             if isinstance(step, ScanDamage):
-                return found, txns, step.error
+                return _Scan(found, txns, step.error, skipped)
+            if isinstance(step, ScanSkip):
+                skipped = Skipped.of(skipped, step.first, step.last, step.error)
+                continue
             entries = step.got.entries
             found.extend(ENTRY.unpack_from(entries, i)[2:] for i in range(0, len(entries), ENTRY.size))
             txns.extend(_unpack_txns(step.got.txns))
-        return found, txns, None
+        return _Scan(found, txns, None, skipped)
 
     def _active_index(self, segment: LogSegment) -> SegmentKeyIndex | None:
         """An index of what a large active segment holds (None for a small one): made once, in a
@@ -306,7 +338,7 @@ class PartitionKeys:
                 return held[2]
             index = _temporary_index(segment)  # the one it replaces closes when its last reader lets go
             if index.damaged is not None:
-                return None  # the scan says where
+                return None  # the scan says where (batches too large to inflate only: the index serves)
             self._active = (segment, index.head["scanned"], index)
             return index
 
@@ -319,14 +351,20 @@ class PartitionKeys:
         index = self._active_index(segment) if active else self._index(segment)
         if index is None or active:  # a scan compares the key itself: nothing to confirm
             start = index.head["scanned"] if index is not None else 0
-            found, txns, damage = self._scan(segment, RecordFilter(key=key), start)
-            out = [KeyRecord(base + rel, segment) for rel, flags in found
-                   if not (flags & TRANSACTIONAL and _in_aborted(txns, base + rel, aborted))]
-            if index is None or (newest_only and out):
-                return (out[-1:] if newest_only else out), damage
-            return self._indexed(segment, index, key, hashed, aborted, newest_only) + out, damage
-        damage = index.damage(segment.log_path)  # its entries are those before it
-        return self._indexed(segment, index, key, hashed, aborted, newest_only), damage
+            scan = self._scan(segment, RecordFilter(key=key), start)
+            out = [KeyRecord(base + rel, segment) for rel, flags in scan.found
+                   if not (flags & TRANSACTIONAL and _in_aborted(scan.txns, base + rel, aborted))]
+            damage, skipped = scan.damage, scan.skipped
+            if index is not None:  # what the index holds comes before what was scanned
+                first = index.skipped(segment.log_path)
+                if first is not None:
+                    skipped = first if skipped is None else first._replace(last=max(first.last, skipped.last))
+                if not (newest_only and out):
+                    out = self._indexed(segment, index, key, hashed, aborted, newest_only) + out
+        else:
+            damage, skipped = index.true_damage(segment.log_path), index.skipped(segment.log_path)
+            out = self._indexed(segment, index, key, hashed, aborted, newest_only)
+        return _judged(out, damage, skipped, newest_only)
 
     def _indexed(self, segment: LogSegment, index: SegmentKeyIndex, key: bytes, hashed: tuple[int, int], aborted: _Aborted,
                  newest_only: bool) -> list[KeyRecord]:
@@ -407,22 +445,31 @@ class PartitionKeys:
         sealed, active = self._segments()
         if active is None:
             return None
+        unknown: CorruptRecordError | None = None  # a batch too large to inflate gone past: it may hold it
         for segment in [active, *reversed(sealed)]:
             index = None if segment is active else self._index(segment)
             if index is None:
                 for step in scan_entries(segment, segment.size, upper=self.log.segments.upper(segment.base_offset)):
                     if isinstance(step, ScanDamage):
                         step.raise_it()
+                    if isinstance(step, ScanSkip):
+                        unknown = unknown or step.error
+                        continue
                     for _rel, key in step.got.longs:
                         if key_sha256(key) == digest:
                             return key
                 continue
+            skipped = index.skipped(segment.log_path)
+            if skipped is not None:
+                unknown = unknown or skipped.error
             hashed = index.long_key(digest)
             entries = index.find(*hashed) if hashed is not None else []
             for rel, _flags in entries:
                 found = self._key_at(segment, segment.base_offset + rel)
                 if found is not None and key_sha256(found) == digest:
                     return found
+        if unknown is not None:
+            raise unknown
         return None
 
     def _key_at(self, segment: LogSegment, offset: int) -> bytes | None:

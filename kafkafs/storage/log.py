@@ -2,7 +2,8 @@
 what a single-node file tool needs): loading, appends and transactions.
 
 Appends serialise on the log's lock: validate, assign offsets, roll if one of Kafka's four conditions
-holds, write, update the transaction state, flush when due, tell the followers.
+holds (checked before each batch when one append holds several, as Kafka checks each of a producer's
+batches), write, update the transaction state, flush when due, tell the followers.
 
 Transactions: the Log knows which producers have a transaction in progress (built lazily, on the first
 transactional append after an open, from the producer state: the latest snapshot, then the batches after
@@ -26,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import CorruptRecordError, InvalidInput
 from ..format.batch import (
+    NO_TIMESTAMP,
     BatchHeader,
     batch_groups,
     batch_header_at,
@@ -322,11 +324,7 @@ class Log(LocalLog):
             headers = [batch_header_at(buf, h.position) for h in headers]
             events = _transaction_events(buf, headers)
             state = self._transactions_locked() if events else None
-            segment = self._maybe_roll(headers, len(buf), now)
-            segment.append(buf, headers)
-            self.state_files.on_append(buf, headers)
-            if state is not None:
-                self._complete_transactions(segment, state, events)
+            self._append_runs(buf, headers, events, state, first, now)
             self._unflushed_messages += sum(max(h.record_count, 0) for h in headers)
             durable = False
             if flush or (flush is None and self._flush_due(now)):
@@ -334,6 +332,52 @@ class Log(LocalLog):
                 durable = True
         self._notify()
         return AppendResult(first, next_offset - 1, durable, len(headers))
+
+    def _append_runs(self, buf: bytearray, headers: list[BatchHeader], events: list[TxnEvent],
+                     state: ProducerTransactions | None, first: int, now: int) -> None:
+        """Write ``headers`` (offsets assigned) in runs, each after its own roll check, as Kafka sees a
+        producer's batches: one append each, each checked against the active segment (``shouldRoll``), so
+        that no segment grows past ``segment.bytes`` because one write held several batches (review19
+        R19-6). A run is the rest of the batches when they all fit the active segment, else one batch.
+
+        All or nothing in this process: every batch was validated and refused or taken before this
+        starts, and an OS error part-way truncates the log back to ``first`` (best effort; the log is
+        marked :attr:`write_failed` either way) before it is raised. After a crash, whole batches of a
+        write may survive without the rest, as they may within one segment; Kafka's format has no
+        atomicity across batches short of a transaction, and a broker's recovery keeps every valid one."""
+        n = len(headers)
+        latest = [0] * n  # the largest timestamp of batches i.. (what a run of the rest would roll by)
+        top = NO_TIMESTAMP
+        for k in range(n - 1, -1, -1):
+            top = latest[k] = max(top, headers[k].max_timestamp)
+        i = e = 0
+        try:
+            while i < n:
+                segment = self.active_segment
+                assert segment is not None
+                whole = segment.size > 0 and segment.should_roll(
+                    messages_size=headers[-1].end - headers[i].position, max_timestamp=latest[i],
+                    max_offset=headers[-1].last_offset, batches=n - i, now=now,
+                ) is None
+                run = headers[i:] if whole else headers[i:i + 1]
+                if not whole:
+                    segment = self._maybe_roll(run, run[0].size, now)
+                start = run[0].position
+                segment.append(memoryview(buf)[start:run[-1].end], [h._replace(position=h.position - start) for h in run])
+                self.state_files.on_append(buf, run)
+                high = run[-1].last_offset
+                done = e
+                while done < len(events) and events[done].offset <= high:
+                    done += 1
+                if state is not None and done > e:
+                    self._complete_transactions(segment, state, events[e:done])
+                e = done
+                i += len(run)
+        except OSError:
+            if i > 0 or self.log_end_offset > first:
+                with contextlib.suppress(OSError):
+                    self.truncate_to(first)
+            raise
 
     def _complete_transactions(self, segment: LogSegment, state: ProducerTransactions, events: list[TxnEvent]) -> None:
         """Start and end transactions as the appended batches say; an ABORT adds its entry to the

@@ -48,7 +48,7 @@ from .partition_folders import alias_reason, list_partition_folders
 from .partition_metadata import ensure_partition_metadata, read_topic_id
 from .recovery_plan import writer_refusal
 from .safefiles import check_partition_folder, is_link, open_file, read_regular_file, write_atomically
-from .strays import assigned_elsewhere
+from .strays import assigned_elsewhere, unnamed_partitions, unnamed_refusal
 
 __all__ = ["LogDir", "check_log_directory", "CLEAN_SHUTDOWN_FILE", "LOCK_FILE", "CLEANER_OFFSET_FILE", "clean_shutdown_content",
            "parse_clean_shutdown"]
@@ -429,6 +429,10 @@ class LogDir:
                     writable = False
                 if writable and read_only_fallback:  # a --rw mount: no append by guessed settings (review17 R17-4)
                     refusal = recorded_refusal(self.settings, [topic], "no record is appended to it")
+                    if refusal is None:  # nor to a folder the metadata does not name (review19 R19-5)
+                        why = unnamed_partitions(self.path, [name], self.settings.recorded_topic_ids()).get(name)
+                        if why is not None:
+                            refusal = unnamed_refusal(why, "no record is appended to it, nothing deleted or compacted")
                     if refusal is not None:
                         self.refused[name] = f"{name}: {refusal}"
                         log.warning("%s; serving it read-only", self.refused[name])

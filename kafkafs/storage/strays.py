@@ -39,7 +39,7 @@ from .partition_metadata import (
 )
 
 __all__ = ["assigned_elsewhere", "repair_partition_metadata_files", "stray_consequence", "stray_partitions",
-           "unnamed_partitions"]
+           "unnamed_partitions", "unnamed_refusal"]
 
 
 def stray_consequence(name: str) -> str:
@@ -106,8 +106,16 @@ def unnamed_partitions(path: str | os.PathLike[str], names: Iterable[str], ids: 
     topic the metadata log (``ids``: topic name -> id, as it names them; None: no metadata log, nothing
     judged) does not name, or names with another topic id than the folder's ``partition.metadata``: a
     KRaft broker sets such a folder aside as a stray, so a writer never goes by guessed (default)
-    settings there (review19 R19-5). A folder without a readable ``partition.metadata`` whose topic
-    is named is not judged here."""
+    settings there (review19 R19-5): ``clean`` and a ``--rw --clean`` mount's cleaner delete and
+    compact nothing there, ``produce`` and a ``--rw`` mount append nothing (:func:`unnamed_refusal`).
+    A folder without a readable ``partition.metadata`` whose topic is named is not judged here.
+
+    Not the same idea as :func:`stray_partitions`, which is Kafka's own verdict (by topic id, partition
+    and replicas): a folder of a named topic that a broker sets aside (no ``partition.metadata``,
+    reassigned away, a partition number the topic lacks) has its settings in the metadata log, so
+    writers go by them (and ``verify``, ``recover`` and ``produce`` say it is a stray); a folder named
+    for a topic the metadata lacks but carrying another topic's id is one a broker loads, yet its
+    settings are not known by its name. In practice nearly every folder here is a stray too."""
     if ids is None:
         return {}
     path = Path(path)
@@ -131,6 +139,12 @@ def unnamed_partitions(path: str | os.PathLike[str], names: Iterable[str], ids: 
             found[name] = (f"its topic id {topic_id} ({PARTITION_METADATA_FILE}) is not the id {ids[topic]} "
                            f"{metadata} gives topic {topic}")
     return found
+
+
+def unnamed_refusal(why: str, what: str) -> str:
+    """The line every writer refuses an :func:`unnamed_partitions` folder with: ``why`` it is one, then
+    ``what`` is not done there (the same words for ``clean``, the mount's cleaner and ``produce``)."""
+    return f"{why}: a stray as Kafka sees it; {what}"
 
 
 def repair_partition_metadata_files(path: str | os.PathLike[str], names: Iterable[str]) -> list[str]:

@@ -24,7 +24,8 @@ A batch is rejected when:
   inflate, or a legacy wrapper's inner message whose own CRC fails (Kafka's consumer refuses it; its
   recovery, checking the wrapper's only, keeps it). A body that inflates past the limit a reader holds
   in memory (:class:`~kafkafs.errors.UninflatableBatch`: an 80 MiB record, or a bomb) is not rejected:
-  Kafka stores and serves it (R15-7); readers do not decode it, and say so.
+  Kafka stores and serves it (R15-7); a v2 batch's records are decoded a run at a time instead
+  (:mod:`kafkafs.format.bigbatch`), a legacy wrapper's are not.
 
 Thread safety: pure functions of their arguments.
 """
@@ -35,6 +36,7 @@ from collections.abc import Generator, Iterator
 
 from ..errors import CorruptRecordError, RecordTooLargeError, UninflatableBatch
 from ..format.batch import BatchHeader, decode_batch, validate_batch
+from ..format.bigbatch import check_in_pieces
 from .records import BatchView
 
 __all__ = ["batch_problem", "records_problem", "order_problem", "offsets_problem", "in_order", "checked_order",
@@ -167,13 +169,21 @@ def batch_problem(
 
 
 def records_problem(buf: bytes, header: BatchHeader) -> str | None:
-    """Why the records of the batch at ``header`` (its CRC checked already) do not decode, or None. A batch
-    that inflates past the limit (:class:`~kafkafs.errors.UninflatableBatch`) is None: valid data, kept
-    and not damage (R15-7); ``verify`` notes it."""
+    """Why the records of the batch at ``header`` (its CRC checked already) do not decode, or None. A v2
+    batch that inflates past the limit (:class:`~kafkafs.errors.UninflatableBatch`: valid data, R15-7) has
+    its records decoded a run at a time (:func:`~kafkafs.format.bigbatch.check_in_pieces`, as ``verify``
+    checks them); a legacy wrapper past it is None (kept, not damage; ``verify`` notes it)."""
     try:
         decode_batch(buf, header, validate=False, inner_crcs=True)
     except UninflatableBatch:
-        return None
+        if header.magic != 2:
+            return None
+        try:
+            check_in_pieces(buf, header)
+        except UninflatableBatch:  # a piece past the limit (a snappy chunk): not decoded, kept
+            return None
+        except CorruptRecordError as exc:
+            return exc.reason
     except CorruptRecordError as exc:
         return exc.reason
     except RecordTooLargeError as exc:  # no memory to inflate it into: not a batch kafkafs can read

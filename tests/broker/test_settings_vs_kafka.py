@@ -36,7 +36,21 @@ def test_internal_segment_bytes_rolls_where_the_broker_rolls(broker, tmp_path, c
         for data in batches:
             log.append_batches(data)
         ours = [s.base_offset for s in log.segments]
+        config = log.config
     assert ours == theirs
+    # the same batches in ONE append (what one `produce` or one write to `append` cuts into batches): the
+    # broker rolls between a producer's batches, so kafkafs does too (review19 R19-6: it wrote them all
+    # into one segment, past the segment size)
+    from kafkafs.storage.log import Log
+
+    (tmp_path / "small-0").mkdir()
+    together = Log.open(tmp_path / "small-0", config, writable=True)
+    try:
+        together.append_batches(b"".join(batches), client=True)
+        assert [s.base_offset for s in together.segments] == theirs
+        assert all(s.size <= 3000 for s in together.segments)
+    finally:
+        together.close()
     # partition 1 is not in the broker's metadata: said (review7 R11); kafkafs's warnings only (kafka-python's
     # client warns of its own event loop's slow tasks on a loaded machine)
     warned = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING and r.name.startswith("kafkafs")]

@@ -309,6 +309,9 @@ def test_produce_keeps_batches_within_segment_bytes(tmp_path):
         log = ld.log("t-0")
         sizes = [view.size for _segment, view in log.batches()]
         assert len(sizes) > 1 and all(size <= 2048 for size in sizes), sizes
+        # review19 R19-6: and a roll between them, as each would be a producer's own append in Kafka
+        segments = [segment.size for segment in log.segments]
+        assert len(segments) > 1 and all(size <= 2048 for size in segments), segments
         assert [(r[2], r[3]) for r in log.records()] == [(b"k%d" % i, b"y" * 100) for i in range(60)]
 
 

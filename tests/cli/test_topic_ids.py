@@ -11,8 +11,10 @@ recover (review12 R12-7, R12-8; SPEC §4, §9).
 
 from __future__ import annotations
 
+import logging
 import shutil
 
+from kafkafs.storage.logdir import LogDir
 from kafkafs.storage.partition_metadata import read_topic_id
 
 from .test_cli import run
@@ -69,13 +71,17 @@ def test_a_topic_id_kafkas_reader_refuses_is_damage_and_recover_rewrites_it(fixt
     assert b"stray" not in out
 
 
-def test_folders_a_kraft_broker_sets_aside_as_strays_are_named(fixtures_dir, tmp_path):
+def test_folders_a_kraft_broker_sets_aside_as_strays_are_named(fixtures_dir, tmp_path, caplog):
     logs = _copy(fixtures_dir, tmp_path)
     assert b"stray" not in run("verify", str(logs), check_rc=0).stdout  # a broker serves every folder
     (logs / "TestTopicPatient-0/partition.metadata").write_text(f"version: 0\ntopic_id: {FOREIGN}")  # another cluster's
     (logs / "Retry.TestTopicPatient-0/partition.metadata").unlink()
-    done = run("produce", str(logs), "newtopic-0", stdin=b"hello\n")  # a topic the metadata log lacks
-    assert b"will not serve it" in done.stderr
+    # a topic the metadata log lacks: produce refuses it (fix50, review19 R19-5); the library still makes it, said
+    refused = run("produce", str(logs), "newtopic-0", stdin=b"hello\n", check_rc=1)
+    assert b"topic newtopic is not in the cluster's metadata" in refused.stderr and not (logs / "newtopic-0").exists()
+    with LogDir(logs, writable=True) as logdir, caplog.at_level(logging.WARNING):
+        logdir.create_partition("newtopic", 0).append_records([(None, None, b"hello", ())])
+    assert "will not serve it" in caplog.text
     shutil.copytree(logs / "__consumer_offsets-7", logs / "__consumer_offsets-50")  # a partition it lacks
 
     out = run("verify", str(logs), check_rc=1).stdout  # was 0

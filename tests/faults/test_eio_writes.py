@@ -7,6 +7,7 @@ appends again."""
 from __future__ import annotations
 
 import errno
+import re
 import subprocess
 from pathlib import Path
 
@@ -29,8 +30,10 @@ from tests.faults.conftest import (
 def one_line_eio(proc: subprocess.CompletedProcess) -> None:
     assert proc.returncode == 1, (proc.returncode, proc.stdout[-500:], proc.stderr)
     lines = [line for line in proc.stderr.decode().splitlines() if line.strip()]
-    # one error line; a close that fails again after it is a warning of its own, printed before it (LogDir.__exit__)
-    errors = [line for line in lines if not line.startswith("kafkafs: WARNING:")]
+    # one error line; a close that fails again after it is a warning of its own, printed before it (LogDir.__exit__);
+    # `clean`'s progress line (a run past a second, as under load) is no error
+    errors = [line for line in lines if not line.startswith("kafkafs: WARNING:")
+              and not re.match(r"clean: \d+/\d+ partition\(s\), ", line)]
     assert len(errors) == 1 and "input/output error" in errors[0].lower(), proc.stderr
 
 
@@ -116,8 +119,12 @@ def test_clean_says_what_it_compacted_before_the_disk_filled(tmp_path, eio_layer
     proc = cli("clean", str(logs), *COMPACT)
     assert proc.returncode == 1 and layer.hits(), (proc.stdout, proc.stderr)
     said = proc.stdout.decode().splitlines()
-    assert said == ["a-0: compacted 00000000000000000000.log: 282 superseded record(s) removed"], said
-    assert len(values(logs, "a-0")) == len(before["a-0"]) - 282 and values(logs, "b-0") == before["b-0"]
+    # a-0's first segments, their records all superseded (fix50: one produce's batches roll at segment.bytes,
+    # so these are several segments, where they were one of 282 records past it: review19 R19-6)
+    removed = [re.fullmatch(r"a-0: compacted \d{20}\.log: (\d+) superseded record\(s\) removed", line) for line in said]
+    assert said and all(removed), said
+    gone = sum(int(m.group(1)) for m in removed if m)
+    assert len(values(logs, "a-0")) == len(before["a-0"]) - gone and values(logs, "b-0") == before["b-0"]
     errors = [line for line in proc.stderr.decode().splitlines() if "error" in line]
     assert len(errors) == 1 and errors[0].endswith(
         f"no space left on device; the {len(said)} change(s) said before it were made"), proc.stderr

@@ -179,3 +179,74 @@ def test_a_folder_gone_drops_its_name_from_the_root(logdir_copy):
         assert folder in sent  # and its attributes
     finally:
         tree.close()
+
+
+def test_a_read_that_shows_records_the_kernels_size_lacks_has_it_dropped_first(tmp_path):
+    """SPEC §3 (exact size in ``stat``; the flaky schemas_live test under load): records another process
+    appended, which the mount saw (its watcher's refresh) before its invalidator's thread told the kernel,
+    are shown by a read (direct I/O reads past the size the kernel holds): before that read returns, the
+    kernel is told to drop the file's attributes, so the reader's next ``stat`` asks and counts them.
+    Reads within the size the kernel was given tell it nothing, and the FUSE loop's quick read leaves
+    such a read to the worker."""
+    path = tmp_path / "logs"
+    path.mkdir()
+    with LogDir(path, writable=True) as writer:
+        writer.create_partition("data", 0).append_records([(1_700_000_000_000 + i, b"k", b"v%d" % i, ()) for i in range(5)])
+    tree = Tree(LogDir(path))
+    try:
+        table = InodeTable(tree)
+        calls = []
+        inv = Invalidator(table, lambda ino, attr_only=False: calls.append((ino, attr_only)))
+        tree.partitions.add_append_listener(inv.attrs_now)  # the thread is not started: it tells nothing
+        node = tree.resolve("data-0/records.jsonl")
+        records = _given(table, node)
+        size = table.get(records).attr().size
+        handle = node.open(False)
+        assert len(handle.read(0, size + 4096)) == size and calls == []
+        with LogDir(path, writable=True) as writer:
+            writer.log("data-0").append_records([(1_700_000_000_005, b"k", b"later", ())])
+        tree.partitions.state("data-0").refresh(force=True)  # the watcher's refresh; the invalidator lags
+        assert handle.read_now(size, 4096) is None  # (the FUSE loop leaves it to the worker)
+        new = bytes(handle.read(size, 4096))
+        assert b'"later"' in new and calls == [(records, True)]
+        assert table.get(records).attr().size == size + len(new)  # what the kernel asks next: all of it
+        calls.clear()
+        assert handle.read(size + len(new), 4096) == b"" and bytes(handle.read(size, 4096)) == new
+        assert calls == []
+        handle.release()
+    finally:
+        tree.close()
+
+
+def test_a_change_is_told_again_for_replies_that_may_have_been_on_their_way(logdir_copy):
+    """A reply that makes a new inode in the kernel (a lookup of records.jsonl after a rewrite or a schema
+    change) is taken by the kernel whatever was told before it: an invalidation of an inode it does not
+    know yet is lost. So a change is told again (attributes only) a moment later for the growing files
+    whose attributes were given from ATTR_MARGIN before it on; not for those given long before."""
+    from kafkafs.fs import invalidation
+    from kafkafs.fs.tree.inodes import ATTR_MARGIN
+
+    tree = Tree(LogDir(logdir_copy, SMALL_SEGMENTS, writable=True), rw=True)
+    try:
+        now = [1000.0]
+        table = InodeTable(tree, clock=lambda: now[0])
+        calls: list[tuple[int, bool, float]] = []
+        inv = Invalidator(table, lambda ino, attr_only=False: calls.append((ino, attr_only, time.monotonic())))
+        tree.partitions.add_listener(inv.partition_changed)
+        old = _given(table, tree.resolve("events-3/by-offset/0-100000.jsonl"))
+        now[0] += ATTR_MARGIN + 1  # its reply went long ago
+        records = _given(table, tree.resolve("events-3/records.jsonl"))  # its reply may be on its way
+        inv.start()
+        changed = time.monotonic()
+        tree.resolve("events-3/append").open(True).write(0, b"new\n")
+        deadline = time.monotonic() + 5
+        while (records, True, ) not in {c[:2] for c in calls} and time.monotonic() < deadline:
+            time.sleep(0.01)
+        inv.stop()
+        told = [(attr_only, at) for ino, attr_only, at in calls if ino == records]
+        assert told[0][0] is False  # the change, pages and attributes
+        again = [at for attr_only, at in told if attr_only]
+        assert again and again[0] - changed >= invalidation.TOLD_AGAIN_AFTER
+        assert [attr_only for ino, attr_only, _at in calls if ino == old] == [False]  # told once
+    finally:
+        tree.close()

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import random
 import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -115,3 +120,76 @@ class _Other:
 
     def release_handles(self) -> None:
         pass
+
+
+def _dead_pid() -> int:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+_MAKE_ONE = ("from kafkafs.storage.keyfile import temporary_index_file; import os, sys; f, p = temporary_index_file(); "
+             "f.write(b'x'); f.flush(); print(p, flush=True); {end}")
+
+
+def test_a_killed_process_leaves_no_private_folder_behind_the_next_one(tmp_path):
+    """Temporary folders left (fix50): a process killed (SIGKILL: no atexit) left its empty or key-file
+    folder kafkafs-keys-<pid>-* in the temporary folder for ever (80 of them in /tmp); the next process
+    that makes its own folder removes it, and never a live process's."""
+    env = {**os.environ, "TMPDIR": str(tmp_path), "PYTHONPATH": os.getcwd()}
+    killed = subprocess.Popen([sys.executable, "-c", _MAKE_ONE.format(end="import time; time.sleep(60)")],
+                              stdout=subprocess.PIPE, env=env)
+    assert killed.stdout is not None
+    left = Path(killed.stdout.readline().decode().strip()).parent
+    live = subprocess.Popen([sys.executable, "-c", _MAKE_ONE.format(end="sys.stdin.read()")],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+    assert live.stdout is not None
+    theirs = Path(live.stdout.readline().decode().strip()).parent
+    killed.send_signal(signal.SIGKILL)
+    killed.wait()
+    assert left.is_dir() and len(list(left.iterdir())) == 1  # what SIGKILL leaves
+    done = subprocess.run([sys.executable, "-c", _MAKE_ONE.format(end="")], env=env, capture_output=True, check=True)
+    mine = Path(done.stdout.decode().strip()).parent
+    assert not left.exists()  # swept by the next process
+    assert theirs.is_dir() and len(list(theirs.iterdir())) == 1  # a live process's: kept
+    assert not mine.exists()  # its own: removed at its exit, as before
+    assert live.stdin is not None
+    live.stdin.close()
+    live.wait()
+    assert not theirs.exists()
+
+
+def test_the_sweep_removes_only_what_it_is_sure_of(tmp_path):
+    """Only this prefix, a dead pid, a folder (never a link followed), nothing but key files, no lock held."""
+    dead = _dead_pid()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "keys-a.keys").write_bytes(b"precious")
+
+    def folder(name: str, *files: str) -> Path:
+        path = tmp_path / name
+        path.mkdir()
+        for file in files:
+            (path / file).write_bytes(b"k")
+        return path
+
+    folder(f"kafkafs-keys-{dead}-empty")
+    folder(f"kafkafs-keys-{dead}-own", "keys-1.keys", "keys-2.keys")
+    other = folder(f"kafkafs-keys-{dead}-other", "keys-1.keys", "notes.txt")
+    linked = folder(f"kafkafs-keys-{dead}-linked")
+    (linked / "keys-l.keys").symlink_to(elsewhere / "keys-a.keys")
+    (tmp_path / f"kafkafs-keys-{dead}-link").symlink_to(elsewhere)
+    alive = folder(f"kafkafs-keys-{os.getpid()}-alive")
+    foreign = folder(f"other-keys-{dead}-x")
+    held = folder(f"kafkafs-keys-{dead}-held")  # a live kafkafs of another pid namespace holds its lock
+    fd = os.open(held, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        removed = keyfile.sweep_stale_folders(tmp_path)
+    finally:
+        os.close(fd)
+    assert sorted(removed) == [f"kafkafs-keys-{dead}-empty", f"kafkafs-keys-{dead}-own"]
+    assert all(p.is_dir() for p in (other, linked, alive, foreign, held))
+    assert (tmp_path / f"kafkafs-keys-{dead}-link").is_symlink()
+    assert (elsewhere / "keys-a.keys").read_bytes() == b"precious" and (other / "keys-1.keys").exists()
+    assert keyfile.sweep_stale_folders(tmp_path) == [f"kafkafs-keys-{dead}-held"]  # its lock let go

@@ -418,6 +418,7 @@ def test_a_torn_tail_of_the_metadata_log_is_what_a_broker_replays(fixtures_dir, 
     assert recorded["TestTopicPatient"] == {"retention.ms": "-1"}
 
 
+@pytest.mark.allow_warnings("a --rw mount serves a stray read-only, said")
 def test_a_whole_metadata_log_that_does_not_name_a_folders_topic_leaves_it_a_stray(fixtures_dir, tmp_path):
     """review19 R19-5: a whole metadata log (ending at a batch boundary before TestTopicPatient's
     TopicRecord), or one naming the topic with another id than the folder's partition.metadata: a broker
@@ -449,6 +450,32 @@ def test_a_whole_metadata_log_that_does_not_name_a_folders_topic_leaves_it_a_str
             mine = [line for line in lines if line.startswith("TestTopicPatient-0: refused: ")]
             assert len(mine) == 1 and why in mine[0] and "a stray as Kafka sees it" in mine[0], lines
             assert _tree(copy / "TestTopicPatient-0") == before
+        # the same rule for every writer (fix50): produce refuses with one line, exit 1, nothing made or changed
+        everything = _tree(copy)
+        proc = run("produce", str(copy), "TestTopicPatient-0", stdin=b"x\n", check_rc=1)
+        err = proc.stderr.decode().splitlines()
+        assert len(err) == 1 and err[0].startswith("kafkafs: error: TestTopicPatient-0: refused: ") and why in err[0], err
+        assert "a stray as Kafka sees it; no record is appended by guessed settings" in err[0], err
+        assert _tree(copy) == everything
+        # a --rw --clean mount's cleaner deletes nothing there (said once) and cleans what the metadata names;
+        # a --rw mount serves the folder read-only (its append refused)
+        with LogDir(copy, writable=True) as logdir, pytest.MonkeyPatch.context() as patch:
+            said: list[str] = []
+            patch.setattr("kafkafs.storage.cleaner.log.warning",
+                          lambda *args, said=said: said.append(args[0] % args[1:]))
+            cleaner = LogCleaner(logdir, clock=lambda: 2**60)
+            cleaner.run_once()
+            cleaner.run_once()
+            mine = [line for line in said if line.startswith("cleaner: TestTopicPatient-0: refused: ")]
+            assert len(mine) == 1 and why in mine[0] and "nothing deleted or compacted there" in mine[0], said
+            assert not cleaner.refusal_said and cleaner.passes == 2
+            assert not logdir.log("TestTopicPatient-0", read_only_fallback=True).writable
+            assert "a stray as Kafka sees it" in logdir.refused["TestTopicPatient-0"]
+            assert logdir.log("__consumer_offsets-7", read_only_fallback=True).writable
+        assert _tree(copy / "TestTopicPatient-0") == before
+    # a new partition of a topic the metadata does not name: refused too (a broker has no such topic)
+    proc = run("produce", str(exact), "brandnew-0", stdin=b"x\n", check_rc=1)
+    assert b"topic brandnew is not in the cluster's metadata" in proc.stderr and not (exact / "brandnew-0").exists()
     # no metadata log at all (ZooKeeper-era, an archive): Kafka's defaults, as before
     plain = copy_of("plain")
     shutil.rmtree(plain / "__cluster_metadata-0")

@@ -11,8 +11,10 @@ import pytest
 
 from kafkafs.errors import ConfigError, InvalidInput, OffsetOutOfRange, ReadOnlyError, RecordTooLargeError
 from kafkafs.format.batch import encode_batch, read_batch_header, scan_batches
+from kafkafs.format.encode import encode_control_batch
 from kafkafs.storage.config import LogConfig, parse_setting
 from kafkafs.storage.log import Log
+from kafkafs.storage.segment import LogSegment
 
 from .helpers import (
     Clock,
@@ -48,6 +50,73 @@ def test_roll_by_segment_bytes(tmp_path: Path) -> None:
     assert log.log_end_offset == 100
     assert segment_bases(log) == list(range(0, 100, per_segment))
     assert all(s.size <= per_segment * size for s in log.segments)
+    log.close()
+
+
+def test_one_append_of_several_batches_rolls_between_them(tmp_path: Path) -> None:
+    """review19 R19-6: Kafka checks the roll per append and a producer sends each batch as its own, so
+    no segment passes segment.bytes; one append_batches / append_lines of several batches rolls between
+    them (it put 7,015 bytes in a segment of segment.bytes=2048)."""
+    clock = Clock()
+    probe = open_log(tmp_path / "probe-0", clock=clock)
+    size = batch_size(probe)
+    probe.close()
+    limit = 3 * size
+    log = open_log(tmp_path / "t-0", config(segment_bytes=limit), clock=clock)
+    data = b"".join(encode_batch([(1000 + i, None, b"v" * 100, ())]) for i in range(10))
+    result = log.append_batches(data, client=True)
+    assert (result.first_offset, result.last_offset, result.batches) == (0, 9, 10)
+    assert segment_bases(log) == [0, 3, 6, 9]
+    assert all(0 < s.size <= limit for s in log.segments)
+    lines = b"\n".join(b'{"key": "k%d", "value": "%0100d"}' % (i, 0) for i in range(60))
+    result, taken = log.append_lines(lines)
+    assert taken == 60 and (result.first_offset, result.last_offset) == (10, 69) and result.batches > 1
+    assert len(log.segments) > 4 and all(0 < s.size <= limit for s in log.segments)
+    expected = all_records(log)
+    assert [r[0] for r in expected] == list(range(70))
+    log.close()
+    for clean in (True, False):  # a reload (recovery too) finds every segment whole, the same records
+        again = open_log(tmp_path / "t-0", config(segment_bytes=limit), clean=clean, clock=clock)
+        assert all_records(again) == expected
+        again.close()
+
+
+def test_a_roll_inside_one_append_keeps_an_abort_in_its_own_segments_txnindex(tmp_path: Path) -> None:
+    """The batches of one transactional append that rolls: the ABORT's .txnindex entry goes to the
+    segment that holds the marker, as Kafka's append of that marker alone would put it."""
+    txn = encode_batch([(1000, None, b"v" * 100, ())] * 3, transactional=True, producer_id=7,
+                       producer_epoch=0, base_sequence=0)
+    marker = encode_control_batch("ABORT", producer_id=7, producer_epoch=0, timestamp=1010)
+    log = open_log(tmp_path / "t-0", config(segment_bytes=len(txn) + len(marker) - 1))
+    log.append_batches(txn + marker, client=True)
+    assert segment_bases(log) == [0, 3]
+    assert not log.segments.get(0).txn_index.exists()  # type: ignore[union-attr]
+    assert [(a.producer_id, a.first_offset, a.last_offset) for a in log.aborted_transactions(0, 4)] == [(7, 0, 3)]
+    assert log.segments.get(3).txn_index.exists()  # type: ignore[union-attr]
+    assert log.transactions().first_undecided_offset() is None
+    log.close()
+
+
+def test_a_disk_error_between_the_runs_of_one_append_takes_back_the_first(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """All or nothing in the process: an OS error writing the second segment of one append truncates
+    the log back to where the append began, and the error is raised."""
+    data = b"".join(encode_batch([(1000 + i, None, b"v" * 100, ())]) for i in range(4))
+    one = read_batch_header(data, 0).size  # type: ignore[union-attr]
+    log = open_log(tmp_path / "t-0", config(segment_bytes=2 * one))
+    log.append_records([record(b"before", ts=999)])
+    real = LogSegment.append
+
+    def append(segment: LogSegment, *args: object) -> None:
+        if segment.base_offset > 0:
+            raise OSError(28, "No space left on device")
+        real(segment, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(LogSegment, "append", append)
+    with pytest.raises(OSError):
+        log.append_batches(data, client=True)
+    assert log.log_end_offset == 1 and segment_bases(log) == [0] and log.write_failed
+    assert [r[3] for r in all_records(log)] == [b"before"]
     log.close()
 
 

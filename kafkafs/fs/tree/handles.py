@@ -8,12 +8,13 @@ at once, and each handle is safe for that: reading handles keep only a small cac
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
 from collections.abc import Callable
 
-from ...errors import NotFound, NotPermitted, UnsafeFileError
+from ...errors import KafkafsError, NotFound, NotPermitted, UnsafeFileError
 from ...storage.safefiles import open_file
 from ..views.partition import PartitionState
 from ..views.ranges import RangeLayout
@@ -22,11 +23,14 @@ from ..views.render import disk_error, unreadable
 from ..views.streams import RecordsStream
 from .append import AppendBuffer, WouldWait
 from .contention import Contention
+from .holders import Holders
 
 __all__ = [
     "Handle", "BytesHandle", "SnapshotHandle", "Snapshots", "RecordsHandle", "RangeHandle", "OSFileHandle", "AppendHandle", "WRITE_NOW_MAX", "LARGE_WRITES",
     "NEAR_END",
 ]
+
+log = logging.getLogger("kafkafs.fs")
 
 #: The largest ``append`` write done on the FUSE loop (:meth:`AppendHandle.write_now`) whatever the
 #: machine does, about half a millisecond of encoding. A larger one is done there while the loop's
@@ -86,6 +90,9 @@ class Handle:
         """:meth:`release` when it waits for no other thread (on the FUSE loop): True when done; False:
         ask :meth:`release` in a worker."""
         return False
+
+    def opened_by(self, pid: int, inode: int) -> None:
+        """Told at open: the process that opened it (the FUSE request's pid) and its inode number."""
 
 
 class BytesHandle(Handle):
@@ -211,14 +218,20 @@ class RecordsHandle(Handle):
 
     keep_cache = True
 
-    def __init__(self, stream: RecordsStream, near_end: Callable[[], object] | None = None) -> None:
+    def __init__(self, stream: RecordsStream, near_end: Callable[[], object] | None = None,
+                 outgrown: Callable[[], object] | None = None) -> None:
         """``near_end()``: called once, when a read first comes within :data:`NEAR_END` bytes of the end
         (the tree opens the partition read next meanwhile: :meth:`~.partitions.Partitions.reading_to_end`);
-        it must return at once (the FUSE loop calls it)."""
+        it must return at once (the FUSE loop calls it). ``outgrown()``: a read is about to show bytes
+        past the size the kernel may hold for the inode (:meth:`~kafkafs.fs.views.streams.RecordsStream.told`:
+        records the mount saw arrive before its invalidator told the kernel); it has the kernel drop
+        the file's attributes before the read returns (:meth:`~.partitions.Partitions.shown_unsized`),
+        so that a ``stat`` after the read counts them (SPEC §3; a worker thread calls it)."""
         self.stream = stream
         stream.opened(self)  # first: it may refuse the open (a segment it shows is gone already)
         self.cache = stream.take_spare() or PieceCache(renderer=stream.state.piece_renderer)
         self.near_end = near_end
+        self.outgrown = outgrown
         if stream.state.live():
             self.keep_cache, self.direct_io = False, True
 
@@ -229,10 +242,16 @@ class RecordsHandle(Handle):
             near_end()
 
     def read(self, offset: int, size: int) -> Bytes:
-        data = self.stream.read(self, offset, size, self.cache)
-        view = self.stream.view
+        stream = self.stream
+        data = stream.read(self, offset, size, self.cache)
+        end = offset + len(data)
+        if end > stream.told_size:  # (before the read returns: its reader's next stat must count it)
+            if self.outgrown is not None:
+                self.outgrown()
+            stream.told(end)
+        view = stream.view
         if view is not None:
-            self._reached(offset + len(data), view.total)
+            self._reached(end, view.total)
         return data
 
     def release(self) -> None:
@@ -251,6 +270,8 @@ class RecordsHandle(Handle):
             if offset >= view.total or self.stream.view_if_current() is not view:
                 return None  # the worker advances the stream: records may have come
             size = view.total - offset
+        if offset + size > self.stream.told_size:
+            return None  # past the size the kernel holds: the worker has it drop that first (read)
         data = self.stream.state.read_composition_now(view, offset, size, self.cache)
         if data is not None:
             self.stream.note_read(self, offset + len(data), wait=False)
@@ -265,6 +286,8 @@ class RecordsHandle(Handle):
             if self.stream.view_if_current() is not view:
                 return False
             size = view.total - offset
+        if offset + size > self.stream.told_size:
+            return False  # read_now would not answer it (past the size the kernel holds)
         return wake_when_rendered(view.parts, view.starts, offset, size, self.cache, wake)
 
 
@@ -356,6 +379,16 @@ class AppendHandle(Handle):
         self.on_appended = on_appended
         self.state = state
         self.buffer = AppendBuffer(state.log)
+        self.name = f"{state.name}/append"
+        self.holders: Holders | None = None
+
+    def opened_by(self, pid: int, inode: int) -> None:
+        if pid > 0:
+            self.holders = Holders(pid, inode, self.name)
+
+    def _shared(self) -> bool:
+        """Whether a process still holds a descriptor of this open file (a FLUSH with a partial line)."""
+        return self.holders is not None and self.holders.any()
 
     def read(self, offset: int, size: int) -> Bytes:
         return b""
@@ -393,11 +426,27 @@ class AppendHandle(Handle):
         return len(data)
 
     def flush(self) -> None:
+        """A close of one of its descriptors: see :meth:`.append.AppendBuffer.flush`."""
         before = self._active_base()
         count = self.buffer.appended
-        self.buffer.flush()
-        if self.buffer.appended != count:
-            self.on_appended(self.state, before)
+        try:
+            self.buffer.flush(self._shared)
+        finally:
+            if self.buffer.appended != count:
+                self.on_appended(self.state, before)
+
+    def release(self) -> None:
+        """The last close: a partial line a FLUSH left pending is appended now; nobody can be told when
+        that fails (close(2) has returned), so it is logged."""
+        before = self._active_base()
+        try:
+            if self.buffer.release():
+                self.on_appended(self.state, before)
+        except (KafkafsError, OSError) as exc:
+            log.error("%s: the partial last line left at the last close could not be appended, dropped: %s", self.name, exc)
+
+    def release_now(self) -> bool:
+        return not self.buffer.pending  # nothing to append: closed here
 
     def fsync(self) -> None:
         self.buffer.sync()

@@ -95,6 +95,7 @@ class InodeTable:
         self._next = ROOT_INODE + 1
         self._replying: dict[int, int] = {}  # attribute replies being computed, per inode
         self._attrs_until: dict[int, float] = {}  # the kernel may hold the attributes it was sent until then
+        self._given_at: dict[int, float] = {}  # when attributes were last given (see given_since)
         self._guard = threading.Lock()
 
     def __len__(self) -> int:
@@ -175,7 +176,9 @@ class InodeTable:
                 else:
                     self._replying.pop(ino, None)
             if timeout is not None and ino in self._nodes:
-                until = self.clock() + timeout + ATTR_MARGIN
+                now = self.clock()
+                self._given_at[ino] = now
+                until = now + timeout + ATTR_MARGIN
                 if until > self._attrs_until.get(ino, 0.0):
                     self._attrs_until[ino] = until
 
@@ -192,6 +195,14 @@ class InodeTable:
                     out.append((Entry(ino, nodes[ino]), until))
         return out
 
+    def given_since(self, partition: str, since: float) -> list[Entry]:
+        """The known (inode, node) pairs under one partition folder whose attributes were given at or
+        after ``since`` (this table's clock): replies that may still be on their way to the kernel."""
+        with self._guard:
+            given, nodes = self._given_at, self._nodes
+            return [Entry(ino, nodes[ino]) for ino in self._by_partition.get(partition, ())
+                    if given.get(ino, -1.0) >= since and ino in nodes]
+
     def attrs_dropped(self, ino: int, mark: float) -> None:
         """The kernel was told to forget the attributes of ``ino`` that :meth:`attrs_held_in` said it held
         (``mark``): it holds none until asked again, unless attributes were given since."""
@@ -203,6 +214,7 @@ class InodeTable:
         self._counts.pop(ino, None)
         self._replying.pop(ino, None)
         self._attrs_until.pop(ino, None)
+        self._given_at.pop(ino, None)
         node = self._nodes.pop(ino, None)
         if node is not None:
             self._inos.pop(node.key, None)

@@ -154,6 +154,7 @@ class RecordsFile(File):
         self._stream = stream
         self._partition = name
         self._checked: Sized | None = None  # the summary's answer of the lookup that made it (used once)
+        self._summary_told = 0  # the largest size the summary answered for it (the stream is told once made)
 
     @classmethod
     def presized(cls, partitions: Partitions, partition: str, parent: Node | None, sized: Sized) -> RecordsFile:
@@ -167,7 +168,9 @@ class RecordsFile(File):
         """The generation shown (the partition opens here if it was answered from the summary)."""
         stream = self._stream
         if stream is None:
-            stream = self._stream = self.partitions.records_generations(self._partition).current()
+            stream = self.partitions.records_generations(self._partition).current()
+            stream.told(self._summary_told)
+            self._stream = stream
         return stream
 
     def _summarized(self) -> Attr | None:
@@ -180,6 +183,7 @@ class RecordsFile(File):
         if sized is None:
             return None
         watched = self.partitions.folder_watched(self._partition)
+        self._summary_told = max(self._summary_told, sized.total)
         return file_attr(sized.total, sized.mtime_ns, WATCHED_TIMEOUT if watched else VOLATILE_TIMEOUT)
 
     def attr(self) -> Attr:
@@ -190,7 +194,9 @@ class RecordsFile(File):
         if not state.watched:  # a watched partition is refreshed by its events (kafkafs.fs.watching)
             state.refresh()
         self.partitions.size_siblings(state)  # the first time: the topic's other partitions, in the background
-        view = self.stream.view_if_current() or self.stream.advance()
+        stream = self.stream
+        view = stream.view_if_current() or stream.advance()
+        stream.told(view.total)
         return file_attr(view.total, self.partitions.records_mtime_ns(state), _timeout(state))
 
     def quick_attr(self) -> Attr:
@@ -203,6 +209,7 @@ class RecordsFile(File):
         view = self.stream.quick_view()
         if view is None:
             return file_attr(0, self.partitions.records_mtime_ns(state), 0)
+        self.stream.told(view.total)
         return file_attr(view.total, self.partitions.records_mtime_ns(state), _timeout(state))
 
     def volatile(self) -> bool:
@@ -214,7 +221,8 @@ class RecordsFile(File):
             stream.state.refresh()
         _require_current(stream)
         self.partitions.opening(self._partition)
-        return RecordsHandle(stream, functools.partial(self.partitions.reading_to_end, self._partition))
+        return RecordsHandle(stream, functools.partial(self.partitions.reading_to_end, self._partition),
+                             functools.partial(self.partitions.shown_unsized, stream.state))
 
     def open_now(self) -> Handle | None:
         """On the FUSE loop when the partition is open and nothing needs doing (opened ahead of a reader
@@ -225,10 +233,12 @@ class RecordsFile(File):
             stream = generations.current_now() if generations is not None else None
             if stream is None:
                 return None
+            stream.told(self._summary_told)
             self._stream = stream
         _require_current(stream)
         self.partitions.opening(self._partition)
-        return RecordsHandle(stream, functools.partial(self.partitions.reading_to_end, self._partition))
+        return RecordsHandle(stream, functools.partial(self.partitions.reading_to_end, self._partition),
+                             functools.partial(self.partitions.shown_unsized, stream.state))
 
 
 def _require_current(stream: RecordsStream) -> None:

@@ -623,6 +623,15 @@ class Partitions:
         with self._guard:
             self._append_listeners.append(callback)
 
+    def shown_unsized(self, state: PartitionState) -> None:
+        """A read of ``state``'s ``records.jsonl`` is about to show records that the size the kernel may
+        hold does not count: another process appended them, and the mount saw them (its watcher, a
+        lookup's catch-up) before its invalidator's thread told the kernel. The append listeners mark
+        the attributes of the partition's growing files stale now, as after an append through the mount,
+        so that a ``stat`` after that read counts them (SPEC §3: under load, a ``stat`` right after a
+        read of the new records still said the size before them). In the reading thread."""
+        self.appended(state, None)
+
     def appended(self, state: PartitionState, since_base: int | None) -> None:
         for callback in list(self._append_listeners):
             try:

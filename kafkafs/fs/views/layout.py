@@ -46,7 +46,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Callable
 from typing import NamedTuple
 
-from ...errors import CorruptRecordError
+from ...errors import CorruptRecordError, UninflatableBatch
 from ...format.jsonspan import cut_off
 from ...format.jsonview import render_span_jsonl
 from ...storage.segment import LogSegment
@@ -282,12 +282,15 @@ class SegmentLayout(Layout):
                 if until_plain and not first and h.magic == 2 and not h.attributes & 0x07:
                     break
                 first = False
+                expected = self._min_offset()  # (a legacy wrapper's header lacks its first offset: this)
                 self.next_offset = h.next_offset
                 try:
                     if order is not None:
                         raise CorruptRecordError(order, view.position, file)
                     n = renderer.length(view, file, flt)
                 except CorruptRecordError as exc:
+                    if isinstance(exc, UninflatableBatch):  # its offsets as verify and consume say them
+                        exc = exc.starting_at(min(expected, h.last_offset))
                     close()
                     run_size = 0
                     renderer.on_corrupt(exc)

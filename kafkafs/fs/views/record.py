@@ -15,7 +15,8 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Generic, NamedTuple, TypeVar
 
-from ...errors import CorruptRecordError, Deferred, WouldBlock
+from ...errors import CorruptRecordError, Deferred, UninflatableBatch, WouldBlock
+from ...format.bigbatch import record_in_pieces
 from ...format.jsonview import render_raw_record_pretty
 from ...storage.log import Log
 from .render import Renderer, disk_error, unreadable
@@ -128,9 +129,17 @@ class RecordFinder:
         if held is None:
             return None
         try:
-            rendered = render_raw_record_pretty(
-                renderer.topic, renderer.partition, held.raw, offset, renderer.mode, decoder=renderer.decoder
-            )
+            try:
+                rendered = render_raw_record_pretty(
+                    renderer.topic, renderer.partition, held.raw, offset, renderer.mode, decoder=renderer.decoder
+                )
+            except UninflatableBatch as exc:  # valid data not inflated at once (R15-7): read up to the record
+                if inline:
+                    raise Deferred(offset) from None
+                if exc.base_offset is None:  # a legacy wrapper
+                    raise
+                rendered = record_in_pieces(renderer.topic, renderer.partition, held.raw, offset, renderer.mode,
+                                            decoder=renderer.decoder)
         except CorruptRecordError as exc:
             exc = exc.at(held.file, held.position)
             renderer.on_corrupt(exc)

@@ -280,10 +280,21 @@ class RecordsStream:
         self._spare: PieceCache | None = None
         #: True once :meth:`let_go_unread` let go of parts no open had read: an open is refused then
         self._gone_unread = False
+        #: the largest size the kernel was given in this inode's attributes (:meth:`told`): a read that
+        #: shows bytes past it must first have the kernel drop them (records another process appended,
+        #: seen before the mount's invalidator told the kernel: a ``stat`` after that read lagged)
+        self.told_size = 0
 
     def __repr__(self) -> str:
         total = self._view.total if self._view is not None else None
         return f"<RecordsStream {self.state.name}#{self.number} total={total}{' detached' if self.detached else ''}>"
+
+    def told(self, size: int) -> None:
+        """The kernel was given ``size`` in this inode's attributes (or told to drop them, and will ask
+        again before it counts past ``size``). Takes no lock (the FUSE loop calls it): two at once may keep
+        the smaller, which costs one more drop of the attributes, never a size kept too long."""
+        if size > self.told_size:
+            self.told_size = size
 
     @property
     def view(self) -> Composition | None:

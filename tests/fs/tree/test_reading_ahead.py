@@ -60,6 +60,13 @@ def spare_of(partitions, name: str):
     return partitions.records_generations(name).current()._spare
 
 
+def opened_now(node):
+    """``node.open_now()`` after its lookup, as the kernel opens it: the lookup's reply gave the kernel its
+    size (a read on the FUSE loop stays within the size the kernel holds: RecordsHandle.read_now)."""
+    node.attr()
+    return node.open_now()
+
+
 @contextlib.contextmanager
 def past_t0(logdir: Path) -> Iterator[Tree]:
     """A read-only tree of ``logdir`` whose reader came near the end of t-0, and what that starts done
@@ -79,7 +86,7 @@ def test_the_next_partition_is_opened_with_its_start_rendered_and_its_open_takes
         assert opened(partitions) == {"t-1"}  # by name and by number alike
         node = tree.resolve("t-1/records.jsonl")
         assert isinstance(node, RecordsFile)
-        handle = node.open_now()  # the partition is open: no worker needed
+        handle = opened_now(node)  # the partition is open: no worker needed
         assert isinstance(handle, RecordsHandle) and spare_of(partitions, "t-1") is None  # taken
         want = expected_jsonl(ordered_logdir, "t-1")
         deadline = time.monotonic() + 10
@@ -99,7 +106,7 @@ def test_a_file_opened_already_is_not_prepared_again(ordered_logdir):
     with past_t0(ordered_logdir) as tree:
         partitions = tree.partitions
         assert spare_of(partitions, "t-1") is not None
-        handle = tree.resolve("t-1/records.jsonl").open_now()
+        handle = opened_now(tree.resolve("t-1/records.jsonl"))
         assert isinstance(handle, RecordsHandle) and spare_of(partitions, "t-1") is None  # taken by the open
         partitions.reading_to_end("t-0")  # the thread behind the reader, asked for what follows t-0 again
         settled(partitions)
@@ -272,7 +279,7 @@ def test_the_next_two_files_are_rendered_whole_before_their_opens(tmp_path, monk
             assert part.pieces > 4  # several pieces, several runs
             assert kept_pieces(spare, part.layout) == list(range(part.pieces))
             assert len(spare._runs) == reading.FILE_RUNS
-        handle = tree.resolve("t-2/records.jsonl").open_now()
+        handle = opened_now(tree.resolve("t-2/records.jsonl"))
         assert isinstance(handle, RecordsHandle) and spare_of(partitions, "t-2") is None
         part = handle.stream.view.parts[0]
         want = expected_jsonl(logdir, "t-2")
@@ -310,7 +317,7 @@ def test_what_is_rendered_ahead_of_an_open_is_bounded(tmp_path, monkeypatch):
         kept = kept_pieces(spare, layout)
         assert kept and kept == list(range(len(kept))) and len(kept) < len(layout)
         assert layout.ends[kept[-1]] - layout.start(0) <= 3000 or kept == [0]
-        handle = tree.resolve("t-1/records.jsonl").open_now()
+        handle = opened_now(tree.resolve("t-1/records.jsonl"))
         want = expected_jsonl(logdir, "t-1")
         out = b""
         while len(out) < len(want):
@@ -341,7 +348,7 @@ def test_a_damaged_piece_stops_what_is_rendered_ahead(tmp_path, monkeypatch, cap
         assert len(layout.bad) == 1
         (k,) = layout.bad
         assert 0 < k and kept_pieces(spare, layout) == list(range(k))
-        handle = tree.resolve("t-1/records.jsonl").open_now()
+        handle = opened_now(tree.resolve("t-1/records.jsonl"))
         want = expected_jsonl(clean, "t-1")
         before = want[: layout.start(k)]
         assert before.endswith(b"\n") and bytes(handle.read_now(0, len(before))) == before
