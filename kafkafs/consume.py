@@ -85,7 +85,14 @@ class _Reader:
                 found = self._big_batch(exc) if in_pieces is not None else None
                 if found is not None and in_pieces is not None:
                     segment, view = found
-                    yield from in_pieces(segment, view)
+                    try:
+                        yield from in_pieces(segment, view)
+                    except RecordNotShown:
+                        raise
+                    except UninflatableBatch as inner:  # nor in pieces (an LZ4 frame of dependent blocks)
+                        if self.on_skip is None:
+                            raise
+                        self.on_skip(inner.in_partition(f"{log_.topic}-{log_.partition}", self.next_offset))
                 else:
                     if self.on_skip is None:
                         raise

@@ -379,9 +379,14 @@ def verify_logdir(
                                 "topic's id (or removes it where nothing in the directory names that id)")
             if name in strays:
                 problems.append(f"stray: {strays[name]}: {stray_consequence(name)}")
-            problems += [f"{file}: left by an interrupted compaction or deletion; `kafkafs recover` finishes or "
+            # what a compaction or deletion cut short leaves: routine after an unclean stop (a broker's
+            # start finishes it: Kafka says "recoverable" at INFO), damage where the last writer said it
+            # closed cleanly (R21-8)
+            leftovers = [f"{file}: left by an interrupted compaction or deletion; `kafkafs recover` finishes or "
                          "undoes it, as a broker's start does"
                          for file in interrupted_leftovers(regular_files(logdir.path / name, warn=False))]
+            if logdir.clean_shutdown:
+                problems += leftovers
             recovery_point = logdir.recovery_points.get(parse_partition_dir_name(name))
             snapshots = unreadable_snapshots(logdir.path / name)
             problems += [f"{file}: {why}: Kafka's reader refuses this producer snapshot (a broker's load deletes it "
@@ -392,6 +397,8 @@ def verify_logdir(
                 f"{file}: {why} (a producer snapshot past the recovery point after an unclean stop: a broker's start "
                 "deletes it unread and rebuilds the producer state from the log; so does `kafkafs recover`)"
                 for file, why in snapshots if snapshot_left_by_unclean_stop(file, recovery_point, logdir.clean_shutdown)]
+            if not logdir.clean_shutdown:
+                notes += [f"{line} (after an unclean stop)" for line in leftovers]
             records = 0
             counted = True  # every batch's records counted (not a legacy wrapper left uninflated)
             expected = log_.log_start_offset

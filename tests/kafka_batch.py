@@ -65,15 +65,32 @@ def _compressed(codec: str, pieces: Iterator[bytes]) -> bytes:
 
 
 def batch(base_offset: int, base_ts: int, count: int, records: Iterator[bytes], codec: str = "zstd",
-          last_offset_delta: int | None = None, max_ts: int | None = None, cut: int = 0) -> bytes:
+          last_offset_delta: int | None = None, max_ts: int | None = None, cut: int = 0,
+          compressed: bytes | None = None) -> bytes:
     """One batch of ``count`` records (the bytes ``records`` yields, any pieces of them), compressed;
     ``max_ts``: its records' largest timestamp (default ``base_ts + count - 1``: record i at ``base_ts + i``,
     as these tests write them); ``cut``: that many bytes of the compressed data left out (the CRC computed
-    over what is left)."""
-    body = _compressed(codec, records)
+    over what is left); ``compressed``: the body as it is (``records`` unused)."""
+    body = _compressed(codec, records) if compressed is None else compressed
     body = body[: len(body) - cut]
     last = count - 1 if last_offset_delta is None else last_offset_delta
     after_crc = struct.pack(">hiqqqhii", CODECS[codec], last, base_ts, base_ts + count - 1 if max_ts is None else max_ts,
                             -1, -1, -1, count) + body
     head = struct.pack(">ib", -1, 2) + struct.pack(">I", crc32c.crc32c(after_crc))  # no leader epoch yet
     return struct.pack(">qi", base_offset, len(head) + len(after_crc)) + head + after_crc
+
+
+def zstd_zeros_frame(prefix: bytes, zeros: int) -> bytes:
+    """A zstd frame (RFC 8878) of ``prefix`` then ``zeros`` zero bytes, made by hand: a raw block, then RLE
+    blocks of 128 KiB (4 bytes each: 2 GiB of zeros in 64 KB, with no compressor run)."""
+    def block(kind: int, size: int, last: bool) -> bytes:
+        return (int(last) | kind << 1 | size << 3).to_bytes(3, "little")
+
+    out = [b"\x28\xb5\x2f\xfd", b"\x00", b"\x38"]  # magic; no content size; window 2^17 (128 KiB)
+    out.append(block(0, len(prefix), not zeros) + prefix)
+    step = 128 << 10
+    while zeros:
+        n = min(step, zeros)
+        zeros -= n
+        out.append(block(1, n, not zeros) + b"\x00")
+    return b"".join(out)

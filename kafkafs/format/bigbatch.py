@@ -12,9 +12,10 @@ record, never with the batch.
 
 What one record may take (the README says it too, beside the batches past 64 MiB):
 
-- a record of more than :data:`MAX_RECORD_BYTES` (128 MiB) is not held: its bytes are inflated and
-  dropped, and it is said not shown (:class:`~kafkafs.errors.RecordNotShown`); the records after it are
-  read on. Kafka itself bounds a record only by the compressed batch (a record's length is a 32-bit
+- a record of more than :data:`MAX_RECORD_BYTES` (128 MiB) is not held: it is said not shown
+  (:class:`~kafkafs.errors.RecordNotShown`), and its bytes are inflated and dropped to read on to the
+  records after it; the batch's last record is not inflated at all (nothing after it: a bomb of one
+  huge record costs one piece). Kafka itself bounds a record only by the compressed batch (a record's length is a 32-bit
   varint: up to 2 GiB);
 - a record whose JSON line would be longer than :data:`MAX_LINE_BYTES` (256 MiB: a value of zeros
   renders six bytes a byte, ``\\u0000``) is said not shown too; its line is measured by the kernel, without
@@ -23,7 +24,8 @@ What one record may take (the README says it too, beside the batches past 64 MiB
 So a reader holds at most one record (128 MiB), its line (256 MiB) and a piece, whatever the batch
 claims; the one-shot path it replaces held 64 MiB of records and up to six times that of lines. Time
 goes with what the batch inflates to (a bomb of small records is rendered, as Kafka would serve it; a
-bomb of one huge record costs the time to inflate and drop it, about 0.5 s a GiB for zstd's zeros).
+huge record followed by others costs the time to inflate and drop it, about 0.5 s a GiB for zstd's
+zeros, several seconds for gzip's).
 A legacy (magic 0/1) wrapper is not read this way (it stays not shown). Without the compiled kernel the
 records render through the Python reference and lines are not measured first.
 
@@ -92,8 +94,9 @@ def record_runs(buf: Buffer, header: BatchHeader, *, piece: int = PIECE_BYTES,
                 max_record: int = MAX_RECORD_BYTES) -> Generator[tuple[memoryview, int] | RecordNotShown, None, None]:
     """The records of the v2 batch ``header`` of ``buf``, inflated a piece at a time: runs of whole records
     ``(bytes, how many)`` of about ``piece`` bytes (a record of ``piece`` bytes or more alone), each a memoryview to
-    use before asking for the next; a record past ``max_record`` is inflated and dropped, given as a
-    :class:`RecordNotShown` (its offsets; position and file as the batch's). ``CorruptRecordError`` (at the
+    use before asking for the next; a record past ``max_record`` is given as a :class:`RecordNotShown`
+    (its offsets; position and file as the batch's), inflated and dropped when records follow it, and
+    when it is the last, the end (what follows it in the data is not checked). ``CorruptRecordError`` (at the
     batch's position) for data that does not inflate or does not hold exactly ``record_count`` records,
     after the runs before it."""
     codec = header.attributes & _COMPRESSION_MASK
@@ -135,6 +138,8 @@ def record_runs(buf: Buffer, header: BatchHeader, *, piece: int = PIECE_BYTES,
                         f"a record of {length} bytes, past the {_mib(max_record)} kafkafs holds of one record",
                         header.position, limit=max_record, base_offset=offset, next_offset=offset + 1)
                     left -= 1
+                    if not left:  # the batch's last record: nothing after it to inflate it for (a bomb's)
+                        return
                     if end > size:
                         drop, end = end - size, size
                     pos = run = end

@@ -411,7 +411,7 @@ _LZ4_BLOCK_SIZES = {4: 64 << 10, 5: 256 << 10, 6: 1 << 20, 7: 4 << 20}  # BD bit
 def inflate_pieces(codec: Codec, data: Buffer, piece: int, max_chunk: int) -> Iterator[bytes]:
     """``data`` inflated by ``codec``, a piece at a time: pieces of at most ``piece`` bytes (gzip, zstd),
     or the codec's own unit (an LZ4 block, at most 4 MiB; a snappy chunk, at most ``max_chunk``, else
-    ``UninflatableBatch``). Data a codec cannot inflate is ``CorruptRecordError``, raised after the pieces
+    ``UninflatableBatch``, as is an LZ4 frame whose blocks depend on the ones before). Data a codec cannot inflate is ``CorruptRecordError``, raised after the pieces
     before it. Checksums inside an LZ4 frame (optional, Kafka writes none) are not checked here: the
     batch's CRC covers them."""
     if codec == Codec.GZIP:
@@ -419,7 +419,7 @@ def inflate_pieces(codec: Codec, data: Buffer, piece: int, max_chunk: int) -> It
     if codec == Codec.ZSTD:
         return _zstd_pieces(data, piece)
     if codec == Codec.LZ4:
-        return _lz4_pieces(memoryview(data))
+        return _lz4_pieces(memoryview(data), max_chunk)
     if codec == Codec.SNAPPY:
         return _snappy_pieces(memoryview(data), max_chunk)
     if codec == Codec.NONE:
@@ -480,7 +480,7 @@ def _zstd_pieces(data: Buffer, piece: int) -> Iterator[bytes]:
         pos -= len(inflater.unused_data)  # the next frame starts there
 
 
-def _lz4_pieces(view: memoryview) -> Iterator[bytes]:
+def _lz4_pieces(view: memoryview, max_chunk: int) -> Iterator[bytes]:
     """An LZ4 frame (or frames, one after the other) block by block: magic, FLG, BD, [content size],
     [dictionary id], header checksum; blocks as (u32le size, high bit: stored as is) [u32 checksum];
     end mark 0 [u32 content checksum]."""
@@ -492,8 +492,8 @@ def _lz4_pieces(view: memoryview) -> Iterator[bytes]:
         flg, bd = view[pos + 4], view[pos + 5]
         if flg >> 6 != 1:
             raise CorruptRecordError(f"lz4 frame version {flg >> 6} is not supported")
-        if not flg & 0x20:
-            raise CorruptRecordError("lz4 frame with dependent blocks is not supported (Kafka writes independent ones)")
+        if not flg & 0x20:  # a block may refer to the ones before: not read in pieces (the batch is not shown)
+            raise _too_big("lz4", max_chunk)
         block_max = _LZ4_BLOCK_SIZES.get((bd >> 4) & 0x07)
         if block_max is None:
             raise CorruptRecordError(f"lz4 frame block size code {(bd >> 4) & 0x07} is not valid")

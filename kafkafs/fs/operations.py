@@ -332,6 +332,7 @@ class Operations(pyfuse3.Operations):
         handle = None if write else node.open_now()
         if handle is None:
             handle = await self._run(node.open, write)
+        handle.opened_by(getattr(ctx, "pid", 0), inode)  # (a test may pass no context)
         fh = next(self._fh)
         self._files[fh] = handle
         return pyfuse3.FileInfo(fh=fh, keep_cache=handle.keep_cache, direct_io=handle.direct_io)

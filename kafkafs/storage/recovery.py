@@ -76,6 +76,11 @@ class RecoveryReport:
         #: their CRC holds, and Kafka's recovery checks only sizes, CRCs and header offsets, so a broker
         #: keeps them (and every batch after them). Damage all the same: ``verify`` and readers say them.
         self.kept_batches: list[str] = []
+        #: The load followed an unclean stop (no clean-shutdown marker): a compaction or deletion it cut
+        #: short (``.cleaned``, ``.swap``, an index whose ``.log`` went) is what such a stop leaves, and
+        #: finishing or undoing it is routine, as a broker's start does it (Kafka logs it at INFO:
+        #: "interrupted swap operation, which is recoverable"): no damage (review21 R21-8).
+        self.after_unclean_stop = False
 
     def changed(self) -> bool:
         return bool(
@@ -94,7 +99,17 @@ class RecoveryReport:
         if self.trimmed_bytes:
             out.append(f"trimmed {self.trimmed_bytes} preallocated zero bytes after the last batch (as a broker's start "
                        "does: nothing wrong there)")
+        if self.after_unclean_stop and self._leftovers():
+            done = [f"completed swap {f}" for f in self.swapped_in] + [
+                f"deleted leftover {f}" for f in self.deleted_files if not f.endswith(names.DELETED)]
+            out.append(f"finished an interrupted compaction or deletion ({', '.join(done)}), as a broker's start does "
+                       "after an unclean stop: nothing wrong there")
         return out
+
+    def _leftovers(self) -> bool:
+        """Whether the load finished or undid a compaction or deletion cut short (not counting
+        :meth:`pending_deletions`)."""
+        return len(self.pending_deletions()) < len(self.deleted_files) or bool(self.swapped_in)
 
     def damaged_files(self) -> list[str]:
         """The index files rebuilt because they were wrong (not what an unclean stop leaves)."""
@@ -116,7 +131,7 @@ class RecoveryReport:
         replaced, an interrupted compaction finished or undone. Removing pending deletions and
         rebuilding what an unclean stop leaves (:attr:`restored_files`) are not."""
         return bool(
-            len(self.pending_deletions()) < len(self.deleted_files) or self.swapped_in or self.truncated_bytes
+            self._leftovers() and not self.after_unclean_stop or self.truncated_bytes
             or self.damaged_files() or self.deleted_segments
         )
 
@@ -245,6 +260,7 @@ def load_segments(
     for what writable loads fix. ``clean_shutdown``: how the last writer stopped; ``recover_all``:
     recover from the recovery point on even after a clean stop (``kafkafs recover``)."""
     report = RecoveryReport()
+    report.after_unclean_stop = not clean_shutdown
     listing = _list(directory, writable)
     if writable:
         _remove_temporary_files(directory, config, listing, report)

@@ -153,6 +153,31 @@ def test_verify_says_what_recover_finishes_of_an_interrupted_compaction(tmp_path
     assert _kafkafs("verify", str(logdir)).returncode == 0
 
 
+@pytest.mark.parametrize("leftover", [".log.cleaned", ".log.swap", ".index.swap", ".timeindex"])
+def test_an_interrupted_compaction_after_an_unclean_stop_is_routine(tmp_path, leftover):
+    """review21 R21-8: a --rw --clean mount killed while compacting leaves .swap/.cleaned files; a broker's
+    start finishes or undoes them at INFO ("recoverable"), so after an unclean stop (no marker) verify
+    notes them (exit 0) and recover finishes them and exits 0, saying so (both said 1: damage; failed
+    before, seen). Where the last writer closed cleanly they stay damage (the test above)."""
+    logdir = tmp_path / "logs"
+    _write(logdir, 400)
+    assert _kafkafs("recover", str(logdir)).returncode == 0
+    segments = sorted((logdir / "t-0").glob("*.log"))
+    source = segments[0] if leftover != ".timeindex" else segments[0].with_suffix(".timeindex")
+    name = f"{int(segments[0].stem) + 999_999:020d}{leftover}" if leftover == ".timeindex" else \
+        segments[0].stem + leftover
+    (logdir / "t-0" / name).write_bytes(source.read_bytes())
+    (logdir / ".kafka_cleanshutdown").unlink()  # the writer was killed
+    verified = _kafkafs("verify", str(logdir))
+    assert verified.returncode == 0 and name in verified.stdout.decode(), verified.stdout
+    assert "after an unclean stop" in verified.stdout.decode(), verified.stdout
+    done = _kafkafs("recover", str(logdir))
+    assert done.returncode == 0, done.stdout
+    assert "finished an interrupted compaction or deletion" in done.stdout.decode(), done.stdout
+    assert not (logdir / "t-0" / name).exists()
+    assert _kafkafs("verify", str(logdir)).returncode == 0
+
+
 def test_recover_of_a_cleanly_stopped_kraft_directory_exits_0(tmp_path, fixtures_dir):
     """review7 R6: a Kafka 4.4 KRaft broker's clean stop leaves __cluster_metadata-0's active .index and
     .timeindex preallocated (10 MiB, untrimmed: the raft log is not closed through the log manager; the

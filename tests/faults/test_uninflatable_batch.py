@@ -482,25 +482,18 @@ def test_a_start_inside_it_and_a_key_filter(many_logs, monkeypatch):
 
 
 def test_a_bomb_of_one_huge_record_is_said_with_memory_and_time_bounded(tmp_path):
-    """One record of 136 MiB of zeros (zstd, 5 KB): past the 128 MiB held of one record, so inflated and
-    dropped; the records around it are printed, one line says it, exit 1; the process stays small."""
-    from tests.kafka_batch import batch
+    """One record of 136 MiB of zeros (a hand-made zstd frame of RLE blocks, 4 KB): past the 128 MiB held of
+    one record: the records around it are printed, one line says it, exit 1; the process stays small."""
+    from tests.kafka_batch import batch, zigzag, zstd_zeros_frame
 
     size = 136 << 20
-
-    def body():
-        from tests.kafka_batch import zigzag
-        fields = b"\x00" + zigzag(0) + zigzag(0) + zigzag(4) + b"bomb" + zigzag(size)
-        yield zigzag(len(fields) + size + 1) + fields
-        for _ in range(size >> 20):
-            yield bytes(1 << 20)
-        yield zigzag(0)  # no headers
-
-    bomb = batch(3, T + 3, 1, body(), "zstd")
+    fields = b"\x00" + zigzag(0) + zigzag(0) + zigzag(4) + b"bomb" + zigzag(size)
+    bomb = batch(3, T + 3, 1, iter(()), "zstd", compressed=zstd_zeros_frame(zigzag(len(fields) + size + 1) + fields,
+                                                                             size + 1))
     assert len(bomb) < 10_000
     logs = _many_partition(tmp_path / "logs" / "big-0", "zstd", inner=bomb, count=1)
     # the peak of this process only (VmHWM; getrusage's ru_maxrss counts the forking parent's too)
-    script = ("import sys\nfrom kafkafs.cli import main\nsys.stdout = open('/dev/null', 'w')\n"
+    script = (f"import sys\nfrom kafkafs.cli import main\nsys.stdout = open({str(tmp_path / 'out')!r}, 'w')\n"
               f"rc = main(['consume', {str(logs)!r}, 'big-0'])\n"
               "peak = [line for line in open('/proc/self/status') if line.startswith('VmHWM:')][0].split()[1]\n"
               "print(rc, int(peak) // 1024, file=sys.stderr)\n")
@@ -513,8 +506,7 @@ def test_a_bomb_of_one_huge_record_is_said_with_memory_and_time_bounded(tmp_path
     rc, peak_mib = map(int, said[1].split())
     assert rc == 1 and peak_mib < 200, said
     assert took < 60, took
-    printed = cli("consume", str(logs), "big-0")
-    assert _offsets(printed.stdout) == [0, 1, 2, 4, 5]
+    assert _offsets((tmp_path / "out").read_bytes()) == [0, 1, 2, 4, 5]
     log = logs / "big-0" / "00000000000000000000.log"
     dumped = cli("dump", "--deep-iteration", "--files", str(log))
     assert dumped.returncode == 1
@@ -574,3 +566,41 @@ def test_recover_checks_its_records_as_verify_does(tmp_path):
     said = done.stdout.decode() + done.stderr.decode()
     assert f"the records end after {MANY} of {MANY + 1}" in said, said
     assert (logs / "big-0" / "00000000000000000000.log").read_bytes() == before  # kept, as Kafka keeps it
+
+
+def test_a_bomb_of_one_2_gib_record_costs_one_piece(tmp_path):
+    """A batch of one record claiming 2 GiB of zeros (a hand-made zstd frame of RLE blocks, 64 KB): the
+    batch's last record is past the 128 MiB held of one, so nothing after it needs it inflated: said at
+    once (not 2 GiB of inflation), the records around it printed, exit 1."""
+    from tests.kafka_batch import batch, zigzag, zstd_zeros_frame
+
+    size = (2 << 30) - 64
+    fields = b"\x00" + zigzag(0) + zigzag(0) + zigzag(4) + b"bomb" + zigzag(size)
+    frame = zstd_zeros_frame(zigzag(len(fields) + size + 1) + fields, size + 1)  # the value, then 0 headers
+    bomb = batch(3, T + 3, 1, iter(()), "zstd", compressed=frame)
+    logs = _many_partition(tmp_path / "logs" / "big-0", "zstd", inner=bomb, count=1)
+    start = time.monotonic()
+    done = cli("consume", str(logs), "big-0")
+    took = time.monotonic() - start
+    assert done.returncode == 1 and _offsets(done.stdout) == [0, 1, 2, 4, 5]
+    assert done.stderr.decode().splitlines() == [
+        f"kafkafs: offsets 3..3 of big-0 not shown: a record of {size + 14} bytes, past the 128 MiB kafkafs holds "
+        "of one record"]
+    assert took < 20, took  # inflating 2 GiB would take longer than starting the command on a loaded machine
+
+
+def test_an_lz4_frame_of_dependent_blocks_past_64_mib_is_not_shown_as_before(tmp_path):
+    """Kafka writes LZ4 frames of independent blocks; one whose blocks depend on the ones before cannot be
+    read a block at a time: not shown, said, read on after it (R15-7 step 1's way), never damage."""
+    import lz4.frame
+
+    from tests.kafka_batch import batch, record
+
+    body = b"".join(record(i, i, b"m%d" % i, VALUE) for i in range(MANY))
+    frame = lz4.frame.compress(body, block_size=lz4.frame.BLOCKSIZE_MAX64KB, block_linked=True)
+    linked = batch(3, T + 3, MANY, iter(()), "lz4", compressed=frame)
+    logs = _many_partition(tmp_path / "logs" / "big-0", "lz4", inner=linked)
+    done = cli("consume", str(logs), "big-0")
+    assert done.returncode == 1 and _offsets(done.stdout) == [0, 1, 2, MANY + 3, MANY + 4]
+    assert done.stderr.decode().splitlines() == [
+        f"kafkafs: offsets 3..{MANY + 2} of big-0 not shown: a batch inflates past 64 MiB"]

@@ -161,3 +161,50 @@ def test_memory_stays_bounded_while_a_batch_inflates_past_it(tmp_path):
     n, lines, peak_mib = map(int, done.stdout.split())
     assert n == 9600 and lines > 150_000_000
     assert peak_mib < 100, peak_mib
+
+
+def test_an_lz4_frame_of_dependent_blocks_is_not_read_in_pieces():
+    """Kafka writes independent blocks; a frame whose blocks refer to the ones before cannot be read a block
+    at a time: the batch is not shown (UninflatableBatch, as before R15-7 step 2), never called damage."""
+    import lz4.frame
+
+    from kafkafs.errors import UninflatableBatch
+
+    data = b"abc" * 100_000
+    frame = lz4.frame.compress(data, block_size=lz4.frame.BLOCKSIZE_MAX64KB, block_linked=True)
+    with pytest.raises(UninflatableBatch):
+        list(inflate_pieces(Codec.LZ4, frame, 64 << 10, 64 << 20))
+
+
+def test_the_last_record_past_what_is_held_is_not_inflated(monkeypatch):
+    """A batch whose last record claims 2 GiB of zeros (a hand-made zstd frame, 64 KB): said not shown after
+    the first piece, its 2 GiB never inflated; one followed by another record is inflated and dropped."""
+    from tests.kafka_batch import zigzag, zstd_zeros_frame
+
+    inflated = [0]
+    real = bigbatch.inflate_pieces
+
+    def counted(*args):
+        for part in real(*args):
+            inflated[0] += len(part)
+            yield part
+
+    monkeypatch.setattr(bigbatch, "inflate_pieces", counted)
+    size = (2 << 30) - 64
+    fields = b"\x00" + zigzag(0) + zigzag(0) + zigzag(4) + b"bomb" + zigzag(size)
+    raw = batch(0, T, 1, iter(()), "zstd", compressed=zstd_zeros_frame(zigzag(len(fields) + size + 1) + fields, size + 1))
+    said: list[RecordNotShown] = []
+    assert list(bigbatch.render_in_pieces("t", 0, raw, "auto", 0, on_skip=said.append)) == []
+    assert [e.base_offset for e in said] == [0]
+    assert inflated[0] <= 32 << 20, inflated[0]
+    inflated[0] = 0
+    followed = [record(0, 0, b"big", b"x" * 300_000), record(1, 1, b"small", b"y")]
+    raw = _batch_raw(followed)
+    out = b"".join(bigbatch.render_in_pieces("t", 0, raw, "auto", 0, on_skip=said.append, piece=4096,
+                                             max_record=100_000))
+    assert [json.loads(line)["offset"] for line in out.splitlines()] == [1]
+    assert inflated[0] > 300_000  # read through to the record after it
+
+
+def _batch_raw(records: list[bytes]) -> bytes:
+    return batch(0, T, len(records), iter(records), "gzip")

@@ -17,12 +17,20 @@
   ``small\n`` and a 1.1 MB line in one request). With Kafka's default ``max.message.bytes`` a request
   that holds 1 MiB of a plain line too large for a record is already past that bound (issue 20: a
   5 MiB line in one write was dropped with success).
-* A partial last line waits for the next write, or for :meth:`AppendBuffer.flush` (close), which
-  appends it as a record of its own and makes everything durable. :meth:`AppendBuffer.sync` (fsync)
-  makes the complete lines durable and leaves the partial line waiting. "close" is what the kernel
-  reports (FUSE ``flush``): the close of any descriptor of the open file, a copy included. A process
-  that forks while a line is half written (the child's copy is closed at its ``exec`` or exit) ends
-  that line there; FUSE does not say which process closes, so this cannot be told apart.
+* A partial last line waits for the next write, or for the last close of the open file, which appends
+  it as a record of its own and makes everything durable. :meth:`AppendBuffer.sync` (fsync) makes the
+  complete lines durable and leaves the partial line waiting. The kernel reports every close of a
+  descriptor (FUSE ``flush``, :meth:`AppendBuffer.flush`), a copy a forked child inherited included: a
+  shell's child closes its copy at its exit or when it replaces its standard output, while the shell goes
+  on writing the line (R21-7: ``( printf 'CCC'; sleep 1; printf '333\n' ) >> append`` made two records,
+  and a half JSON object was refused at ``/bin/true``'s close, which nobody checks). So a close with a
+  partial line pending asks whether another process still holds a descriptor of the file
+  (:mod:`.holders`, from ``/proc``): then the line keeps waiting and the close succeeds; else it is the
+  last close and the line is appended before close() returns (or close() fails, nothing of it appended).
+  The kernel's own signal of the last close (FUSE ``release``, :meth:`AppendBuffer.release`) comes after
+  close() has returned and can report nothing; it appends a line still pending then (a close that took
+  another open of the same file, in the same process, for a holder left it), and an error there is only
+  logged.
 * A failed write never leaves a cut-off record behind. When it ended a line that began in an earlier
   write, or it made a line too long to be a record, that line is dropped whole. The kernel cuts
   a large ``write()`` into pieces (``max_write``, about 1 MiB) and, when a later piece fails, returns
@@ -45,6 +53,7 @@ complete lines of the bytes it reports written are appended (README, "Writes"; R
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import NamedTuple
 
 from ...errors import InvalidInput, RecordTooLargeError
@@ -195,16 +204,34 @@ class AppendBuffer:
         with self._lock:
             self.log.flush()
 
-    def flush(self) -> None:
-        """close: append a pending partial line (as a record of its own) and fsync; durable on return.
+    def flush(self, shared: Callable[[], bool] | None = None) -> None:
+        """close of a descriptor (FUSE FLUSH): make the appended records durable; durable on return.
 
-        A pending line that cannot be a record raises (and is dropped)."""
+        A pending partial line is appended (as a record of its own, durable too) unless ``shared()``,
+        asked only then, says another descriptor of this open file remains (a child's copy was closed,
+        its parent goes on writing): then it keeps waiting for the next write or the last close
+        (:meth:`release`). A pending line that cannot be a record raises (and is dropped)."""
         with self._lock:
-            pending, self._pending = bytes(self._pending), bytearray()
-            self._failed = None  # close ends whatever line was being dropped
-            if pending:
-                self.log.append_lines(pending, flush=True)
-                self.appended += 1
-            else:
+            if self._pending and shared is not None and shared():
                 self.log.flush()
+                return
+            self._finish()
 
+    def release(self) -> bool:
+        """The last close of the open file (FUSE RELEASE), which close(2) does not wait for: append a
+        partial line still pending (a close that took another descriptor for a holder left it), durable
+        on return. True when there was one. A line that cannot be a record raises (and is dropped)."""
+        with self._lock:
+            if not self._pending:
+                return False
+            self._finish()
+            return True
+
+    def _finish(self) -> None:
+        pending, self._pending = bytes(self._pending), bytearray()
+        self._failed = None  # close ends whatever line was being dropped
+        if pending:
+            self.log.append_lines(pending, flush=True)
+            self.appended += 1
+        else:
+            self.log.flush()

@@ -8,12 +8,13 @@ at once, and each handle is safe for that: reading handles keep only a small cac
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
 from collections.abc import Callable
 
-from ...errors import NotFound, NotPermitted, UnsafeFileError
+from ...errors import KafkafsError, NotFound, NotPermitted, UnsafeFileError
 from ...storage.safefiles import open_file
 from ..views.partition import PartitionState
 from ..views.ranges import RangeLayout
@@ -22,11 +23,14 @@ from ..views.render import disk_error, unreadable
 from ..views.streams import RecordsStream
 from .append import AppendBuffer, WouldWait
 from .contention import Contention
+from .holders import Holders
 
 __all__ = [
     "Handle", "BytesHandle", "SnapshotHandle", "Snapshots", "RecordsHandle", "RangeHandle", "OSFileHandle", "AppendHandle", "WRITE_NOW_MAX", "LARGE_WRITES",
     "NEAR_END",
 ]
+
+log = logging.getLogger("kafkafs.fs")
 
 #: The largest ``append`` write done on the FUSE loop (:meth:`AppendHandle.write_now`) whatever the
 #: machine does, about half a millisecond of encoding. A larger one is done there while the loop's
@@ -86,6 +90,9 @@ class Handle:
         """:meth:`release` when it waits for no other thread (on the FUSE loop): True when done; False:
         ask :meth:`release` in a worker."""
         return False
+
+    def opened_by(self, pid: int, inode: int) -> None:
+        """Told at open: the process that opened it (the FUSE request's pid) and its inode number."""
 
 
 class BytesHandle(Handle):
@@ -372,6 +379,16 @@ class AppendHandle(Handle):
         self.on_appended = on_appended
         self.state = state
         self.buffer = AppendBuffer(state.log)
+        self.name = f"{state.name}/append"
+        self.holders: Holders | None = None
+
+    def opened_by(self, pid: int, inode: int) -> None:
+        if pid > 0:
+            self.holders = Holders(pid, inode, self.name)
+
+    def _shared(self) -> bool:
+        """Whether a process still holds a descriptor of this open file (a FLUSH with a partial line)."""
+        return self.holders is not None and self.holders.any()
 
     def read(self, offset: int, size: int) -> Bytes:
         return b""
@@ -409,11 +426,27 @@ class AppendHandle(Handle):
         return len(data)
 
     def flush(self) -> None:
+        """A close of one of its descriptors: see :meth:`.append.AppendBuffer.flush`."""
         before = self._active_base()
         count = self.buffer.appended
-        self.buffer.flush()
-        if self.buffer.appended != count:
-            self.on_appended(self.state, before)
+        try:
+            self.buffer.flush(self._shared)
+        finally:
+            if self.buffer.appended != count:
+                self.on_appended(self.state, before)
+
+    def release(self) -> None:
+        """The last close: a partial line a FLUSH left pending is appended now; nobody can be told when
+        that fails (close(2) has returned), so it is logged."""
+        before = self._active_base()
+        try:
+            if self.buffer.release():
+                self.on_appended(self.state, before)
+        except (KafkafsError, OSError) as exc:
+            log.error("%s: the partial last line left at the last close could not be appended, dropped: %s", self.name, exc)
+
+    def release_now(self) -> bool:
+        return not self.buffer.pending  # nothing to append: closed here
 
     def fsync(self) -> None:
         self.buffer.sync()

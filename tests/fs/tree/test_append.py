@@ -269,3 +269,41 @@ def test_the_append_handle_writes_on_the_loop_when_small(logdir_copy, monkeypatc
         assert [r.value for r in log.records(end)] == [b"one", b"two", b"three", b"o"]
     finally:
         t.close()
+
+
+def test_a_shared_close_keeps_the_partial_line_for_the_last_close(logdir_copy):
+    """R21-7: a close while another descriptor of the open file remains (a child's copy) makes the records
+    durable and leaves the partial line, also one that is not a record yet, for the next write; the last
+    close appends it, or release when a close took another descriptor for a holder."""
+    from kafkafs.fs.tree.append import AppendBuffer
+
+    with LogDir(logdir_copy, writable=True) as d:
+        log = d.log("empty-0")
+        buf = AppendBuffer(log)
+        asked = []
+
+        def shared(answer: bool):
+            return lambda: asked.append(answer) or answer
+
+        buf.write(b"done\n")
+        buf.flush(shared(True))  # nothing pending: not asked
+        assert asked == [] and log.recovery_point == 1
+        buf.write(b'{"key":"k","value":"')
+        buf.flush(shared(True))  # a child's copy: the half object waits, no error
+        assert buf.pending == b'{"key":"k","value":"' and log.log_end_offset == 1
+        buf.write(b'x"}\nCCC')
+        buf.flush(shared(True))
+        assert asked == [True, True] and buf.pending == b"CCC"
+        buf.write(b"333")
+        buf.flush(shared(False))  # the last close
+        assert buf.pending == b"" and buf.release() is False
+        buf.write(b"left")
+        buf.flush(shared(True))
+        assert buf.release() is True and log.recovery_point == log.log_end_offset
+        assert [(r.key, r.value) for r in log.records()] == [
+            (None, b"done"), (b"k", b"x"), (None, b"CCC333"), (None, b"left")
+        ]
+        buf.write(b'{"half')
+        with pytest.raises(InvalidInput):
+            buf.flush(shared(False))  # the last close says it; nothing appended
+        assert buf.pending == b"" and log.log_end_offset == 4
