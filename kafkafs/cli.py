@@ -16,6 +16,7 @@ from typing import NoReturn
 
 from . import __version__
 from .errors import (
+    KafkafsError,
     UninflatableBatch,
     UnsafeFileError,
     UsageError,
@@ -289,8 +290,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 def cmd_recover(args: argparse.Namespace) -> int:
     from .inspect import damaged_checkpoints, refused_folders
-    from .storage.names import parse_partition_dir_name
+    from .storage.names import STAGING_DIR_NAME, parse_partition_dir_name
     from .storage.producer_state import remove_unreadable_snapshots
+    from .storage.publish_intent import resolve, unfinished_writes
     from .storage.recovery_plan import snapshot_left_by_unclean_stop
     from .storage.strays import repair_partition_metadata_files, stray_consequence, stray_partitions
 
@@ -321,7 +323,24 @@ def cmd_recover(args: argparse.Namespace) -> int:
             if found:
                 log_.state_files.producers()  # loaded past them: the close snapshots it at the log end again
         metadata_files = repair_partition_metadata_files(logdir.path, list(reports))
-    changed = kept = 0
+        # a Spark write whose driver died while appending: its part taken out (review21 R21-4)
+        unfinished: list[str] = []
+        unfinished_left = taken_out = 0
+        for job in unfinished_writes(logdir.path):
+            try:
+                said_lines, resolved = resolve(logdir, job)
+            except (OSError, KafkafsError) as exc:
+                said_lines, resolved = [f"not taken out: {exc}"], False
+            for name in job.partitions:
+                if name in reports and name not in logdir.refused:
+                    reports[name] = reports[name][:2] + (logdir.log(name).log_end_offset,)
+            said = "; ".join(said_lines) if said_lines else "nothing of it was appended"
+            unfinished.append(f"{STAGING_DIR_NAME}/{job.job}: a Spark write whose driver stopped while appending: {said}"
+                              + ("; its staging folder removed: the job appended none of its rows" if resolved
+                                 else "; left as it is"))
+            unfinished_left += not resolved
+            taken_out += sum(": took out offsets " in line for line in said_lines)
+    changed, kept = taken_out, 0
     for name in names:
         if name in logdir.refused:
             print(f"{name}: refused: {logdir.refused[name]}")
@@ -354,6 +373,8 @@ def cmd_recover(args: argparse.Namespace) -> int:
         print(f"damaged checkpoint {line}")
     for line in metadata_files:
         print(line)
+    for line in unfinished:
+        print(line)
     folders = refused_folders(logdir.path)  # left as they are: not kafkafs's to delete
     for line in folders:
         print(line)
@@ -370,9 +391,11 @@ def cmd_recover(args: argparse.Namespace) -> int:
           + (f"; {len(checkpoints)} damaged checkpoint file(s)" if checkpoints else "")
           + (f"; {len(folders)} folder(s) a broker refuses, left as they are" if folders else "")
           + (f"; {len(metadata_files)} damaged partition.metadata file(s)" if metadata_files else "")
+          + (f"; {len(unfinished)} unfinished Spark write(s)"
+             + (f", {unfinished_left} left as they are" if unfinished_left else " taken out") if unfinished else "")
           + (f"; {len(strays)} stray folder(s) a broker sets aside, left as they are" if strays else ""))
     # SPEC §4: what verify would have said before (damage repaired is damage found, as e2fsck's)
-    failed = refused or changed or kept or checkpoints or folders or metadata_files or strays
+    failed = refused or changed or kept or checkpoints or folders or metadata_files or strays or unfinished
     return EXIT_DAMAGE if failed else EXIT_OK
 
 

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
-from .errors import CorruptRecordError, UninflatableBatch, UnsafeFileError, describe_os_error
+from .errors import CorruptRecordError, KafkafsError, UninflatableBatch, UnsafeFileError, describe_os_error
 from .format.batch import BatchHeader, decode_batch, validate_batch
 from .format.bigbatch import check_in_pieces
 from .format.checkpoint import EPOCH_CHECKPOINT_FILE, parse_epoch_checkpoint, parse_offset_checkpoint
@@ -28,6 +28,7 @@ from .storage.logdir import (
 from .storage.names import STAGING_DIR_NAME, broker_refuses_folder, parse_partition_dir_name
 from .storage.partition_metadata import PARTITION_METADATA_FILE, partition_metadata_problem
 from .storage.producer_state import unreadable_snapshots
+from .storage.publish_intent import INTENT_FILE, judge, unfinished_writes
 from .storage.recovery import interrupted_leftovers
 from .storage.recovery_plan import left_by_unclean_stop, snapshot_left_by_unclean_stop, zeros_from
 from .storage.safefiles import regular_files, unsafe_entries
@@ -275,10 +276,41 @@ def refused_folders(path: Path) -> list[str]:
             folder = False
         if not folder or not broker_refuses_folder(entry.name):
             continue
-        why = ("left by a Spark write to this directory that did not finish (its driver stopped): delete it "
-               "when no write runs; " if entry.name == STAGING_DIR_NAME else "not a partition folder (TOPIC-PARTITION); ")
+        if entry.name != STAGING_DIR_NAME:
+            why = "not a partition folder (TOPIC-PARTITION); "
+        elif any((Path(entry.path) / job / INTENT_FILE).exists() for job in _listing(Path(entry.path))):
+            why = ("left by a Spark write to this directory whose driver stopped while appending: `kafkafs recover` "
+                   "takes out what it appended and removes it (deleting it by hand keeps those records); ")
+        else:
+            why = ("left by a Spark write to this directory that did not finish (its driver stopped): delete it "
+                   "when no write runs; ")
         found.append(f"{entry.name}: {why}a broker refuses to start with it in its log directory")
     return found
+
+
+def _listing(path: Path) -> list[str]:
+    try:
+        return os.listdir(path)
+    except OSError:
+        return []
+
+
+def unfinished_write_lines(logdir: LogDir) -> list[str]:
+    """One line per Spark write whose driver died while appending (its intent in ``.kafkafs-staging``):
+    per partition, the offsets it appended (:mod:`~kafkafs.storage.publish_intent`)."""
+    out = []
+    for unfinished in unfinished_writes(logdir.path):
+        where = f"{STAGING_DIR_NAME}/{unfinished.job}"
+        if unfinished.damage is not None:
+            out.append(f"{where}: a Spark write's record of what it appends is {unfinished.damage}")
+            continue
+        try:
+            said = "; ".join(state.describe() for state in judge(logdir, unfinished))
+        except (OSError, KafkafsError) as exc:
+            said = f"not judged: {exc}"
+        out.append(f"{where}: a Spark write whose driver stopped while appending left part of its job: {said}; "
+                   "`kafkafs recover` takes it out (a job appends all of its rows or none)")
+    return out
 
 
 def damaged_checkpoints(path: Path, names: list[str]) -> list[str]:
@@ -313,6 +345,9 @@ def verify_logdir(
         print(f"{name}: {reason}", file=out)
         total_problems += 1
     for line in refused_folders(logdir.path):
+        print(line, file=out)
+        total_problems += 1
+    for line in unfinished_write_lines(logdir):
         print(line, file=out)
         total_problems += 1
     for alias, own in aliases.items():

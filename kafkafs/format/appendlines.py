@@ -23,7 +23,7 @@ from ..errors import InvalidInput
 from .records import Header
 from .timestamps import parse_timestamp
 
-__all__ = ["ProducerRecord", "parse_record_line", "parse_record_lines", "parse_lines"]
+__all__ = ["ProducerRecord", "parse_record_line", "parse_record_lines", "parse_lines", "timestamp_out_of_range"]
 
 _loads = orjson.loads
 _dumps = orjson.dumps
@@ -228,6 +228,11 @@ def parse_record_line(line: bytes) -> ProducerRecord:
         raise InvalidInput("invalid JSON: nested too deeply") from None
 
 
+def timestamp_out_of_range(timestamp: int) -> str:
+    """The words of the refusal of a timestamp no producer may send (shared with Spark's writer)."""
+    return f"timestamp {timestamp} is out of range (epoch milliseconds, 0 or later)"
+
+
 def _record_object(line: bytes) -> ProducerRecord:
     try:
         obj = _loads(line) if _LONG_DIGITS.search(line) is None else _loads_exact(line)
@@ -248,7 +253,7 @@ def _record_object(line: bytes) -> ProducerRecord:
             raise InvalidInput("timestamp must be epoch milliseconds or an ISO-8601 string")
         if not -1 <= timestamp < (1 << 63):
             # Kafka rejects negative timestamps other than -1 ("none") in what producers send
-            raise InvalidInput(f"timestamp {timestamp} is out of range (epoch milliseconds, 0 or later)")
+            raise InvalidInput(timestamp_out_of_range(timestamp))
     texts = _Texts(line, obj)
     key, value = obj.get("key"), obj.get("value")
     return ProducerRecord(

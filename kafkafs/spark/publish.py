@@ -1,5 +1,7 @@
 """Publishing a write's staged files (in the driver): check every staged batch, then append them all
-under the log directory's lock, or none (:mod:`kafkafs.spark.write` says how the tasks stage them).
+under the log directory's lock, or none (:mod:`kafkafs.spark.write` says how the tasks stage them). An
+error truncates every partition back; a driver killed in the middle leaves its intent, which
+``recover`` acts on (:mod:`kafkafs.storage.publish_intent`).
 
 Functions only; they run in the driver, one commit at a time (the log directory's lock).
 """
@@ -7,17 +9,20 @@ Functions only; they run in the driver, one commit at a time (the log directory'
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Iterator
 
 from ..errors import CorruptRecordError, InvalidInput, RecordTooLargeError
-from ..format.batch import LOG_OVERHEAD, read_batch_header, validate_batch
+from ..format.batch import LOG_OVERHEAD, batch_header_at, read_batch_header, validate_batch
 from ..storage.config import Settings, SettingsUnreadable, recorded_refusal
+from ..storage.kraft import METADATA_PARTITION, recorded_topic_configs
 from ..storage.log import Log
 from ..storage.logdir import LogDir
-from .partitioner import topic_partition_count
+from ..storage.publish_intent import clear_intent, unfinished_writes, write_intent
+from .partitioner import topic_partition_count, topic_partition_folders
 from .write import StagedFile
 
-__all__ = ["commit_staged", "append_staged", "check_staged", "staged_batches", "create_topics"]
+__all__ = ["commit_staged", "append_staged", "check_staged", "staged_batches", "create_topics", "intent_of"]
 
 log = logging.getLogger("kafkafs.spark")
 
@@ -57,12 +62,44 @@ def _check(files: list[StagedFile], settings: Settings) -> None:
 
 
 def _check_partitions(logdir: str, files: list[StagedFile]) -> None:
-    """A row may name a partition of an existing topic only if the topic has it (as a producer must)."""
-    counts: dict[str, int] = {}
-    for sf in files:
-        n = counts.setdefault(sf.topic, topic_partition_count(logdir, sf.topic))
-        if n and sf.partition >= n:
-            raise InvalidInput(f"partition {sf.partition} of topic {sf.topic!r}: the topic has {n} partitions in {logdir}")
+    """A row may name a partition of an existing topic only if the topic has it (as a producer must).
+
+    A topic the log directory's KRaft metadata log names has the partitions it names (Kafka's count,
+    which rows without a partition are hashed over: :mod:`.partitioner`); a row for one of them that
+    this directory does not hold (another broker's) is refused, all of them named in one message: its
+    folder would be a stray, which a broker of the directory sets aside at its start. Without a
+    metadata log, the topic has its partition folders' count (its highest + 1)."""
+    staged = sorted({(sf.topic, sf.partition) for sf in files if sf.records})
+    if not staged:
+        return
+    named = recorded_topic_configs(logdir, partitions=True).topics or {}
+    missing: dict[str, list[int]] = {}
+    for topic, partition in staged:
+        entry = named.get(topic)
+        if entry and entry[1]:
+            parts = entry[1]
+            if partition not in parts:
+                raise InvalidInput(f"partition {partition} of topic {topic!r}: the topic has {len(parts)} partitions "
+                                   f"(the metadata log {METADATA_PARTITION} of {logdir})")
+            if not os.path.isdir(os.path.join(logdir, f"{topic}-{partition}")):
+                missing.setdefault(topic, []).append(partition)
+            continue
+        n = topic_partition_count(logdir, topic)
+        if n and partition >= n:
+            raise InvalidInput(f"partition {partition} of topic {topic!r}: the topic has {n} partitions in {logdir}")
+    if missing:
+        said = []
+        for topic, lacking in sorted(missing.items()):
+            held = topic_partition_folders(logdir, topic)
+            said.append(f"topic {topic!r} partition(s) {', '.join(map(str, lacking))} (of {len(named[topic][1])}, as "
+                        f"{METADATA_PARTITION} names them; this directory holds "
+                        f"{', '.join(map(str, held)) if held else 'none of them'})")
+        raise InvalidInput(
+            f"rows go to partitions {logdir} does not hold: {'; '.join(said)}. Rows without a partition go where "
+            "Kafka's partitioner puts them (murmur2 of the key over all the topic's partitions), and a folder made "
+            "for another broker's partition is a stray a broker of this directory sets aside; nothing is appended "
+            "(write those rows to the log directory of the broker that holds them, or give them a partition held here)"
+        )
 
 
 def create_topics(ld: LogDir, topics: set[str], partitions: int) -> None:
@@ -73,15 +110,51 @@ def create_topics(ld: LogDir, topics: set[str], partitions: int) -> None:
                 ld.create_partition(topic, p)
 
 
+def intent_of(ld: LogDir, files: list[StagedFile]) -> dict[str, dict]:
+    """Per partition: the log end offset the staged batches start at and the ``[size, crc, span]`` of
+    each, in order (what :mod:`kafkafs.storage.publish_intent` and the streaming sink record)."""
+    out: dict[str, dict] = {}
+    for sf in files:
+        if not sf.records:
+            continue
+        name = f"{sf.topic}-{sf.partition}"
+        entry = out.get(name)
+        if entry is None:
+            log_ = ld.create_partition(sf.topic, sf.partition)
+            entry = out[name] = {"start": log_.log_end_offset, "batches": []}
+        for data in staged_batches(sf.path):
+            h = batch_header_at(data, 0)
+            entry["batches"].append([h.size, h.crc, h.last_offset_delta + 1])
+    return out
+
+
 def commit_staged(
-    logdir: str, files: list[StagedFile], settings: Settings, *, new_topic_partitions: int = 1
+    logdir: str, files: list[StagedFile], settings: Settings, *, new_topic_partitions: int = 1,
+    job: str | None = None,
 ) -> dict[tuple[str, int], tuple[int, int]]:
     """Append every staged file, in the given order, under the log directory's lock; all or nothing.
 
-    Returns ``{(topic, partition): (first offset, last offset)}`` of what was appended.
+    With ``job`` (a batch write's id), what is about to be appended is recorded first
+    (:mod:`kafkafs.storage.publish_intent`), so that ``recover`` can take it out if the driver dies
+    before the end. Returns ``{(topic, partition): (first offset, last offset)}`` of what was appended.
     """
     with LogDir(logdir, settings, writable=True) as ld:
-        return append_staged(ld, files, new_topic_partitions=new_topic_partitions)
+        if job is None:
+            return append_staged(ld, files, new_topic_partitions=new_topic_partitions)
+        check_staged(ld, files)
+        left = [u.job for u in unfinished_writes(logdir) if u.job != job]
+        if left:  # appends after its part would make that part impossible to take out
+            raise InvalidInput(f"{logdir}: an earlier Spark write ({', '.join(left)}) stopped while appending and left "
+                               "part of its rows; run `kafkafs recover` first (it takes them out), then write again")
+        create_topics(ld, {sf.topic for sf in files if sf.records}, new_topic_partitions)
+        write_intent(logdir, job, intent_of(ld, files))
+        try:
+            appended = append_staged(ld, files, new_topic_partitions=new_topic_partitions, check=False)
+        except BaseException:
+            clear_intent(logdir, job)  # append_staged truncated every partition back
+            raise
+        clear_intent(logdir, job)
+        return appended
 
 
 def check_staged(ld: LogDir, files: list[StagedFile]) -> None:

@@ -35,11 +35,11 @@ import shutil
 from pathlib import Path
 
 from ..errors import InvalidInput, KafkafsError
-from ..format.batch import batch_header_at
 from ..storage.config import Settings
-from ..storage.log import Log, fsync_directory
+from ..storage.log import fsync_directory
 from ..storage.logdir import LogDir
-from .publish import append_staged, check_staged, create_topics, staged_batches
+from ..storage.publish_intent import ours
+from .publish import append_staged, check_staged, create_topics, intent_of
 from .write import StagedFile
 
 __all__ = ["SinkLog", "commit_micro_batch", "sink_dir", "SinkConflict"]
@@ -126,41 +126,6 @@ def _name(topic: str, partition: int) -> str:
     return f"{topic}-{partition}"
 
 
-def _intent(ld: LogDir, files: list[StagedFile]) -> dict[str, dict]:
-    """Per partition: where the batch starts and the (size, crc) of each staged batch, in order."""
-    out: dict[str, dict] = {}
-    for sf in files:
-        if not sf.records:
-            continue
-        entry = out.get(_name(sf.topic, sf.partition))
-        if entry is None:
-            log_ = ld.create_partition(sf.topic, sf.partition)
-            entry = out[_name(sf.topic, sf.partition)] = {"start": log_.log_end_offset, "batches": []}
-        for data in staged_batches(sf.path):
-            h = batch_header_at(data, 0)
-            entry["batches"].append([h.size, h.crc, h.last_offset_delta + 1])
-    return out
-
-
-def _ours(log_: Log, start: int, batches: list[list[int]]) -> tuple[int, int]:
-    """How many of the recorded batches the log holds from ``start`` on, and the offset after them."""
-    matched = 0
-    offset = start
-    if start >= log_.log_end_offset:
-        return 0, start
-    check_crc = not log_.config.log_append_time  # LogAppendTime rewrites timestamps, hence the CRC
-    for _segment, view in log_.batches(start):
-        if matched == len(batches):
-            break
-        size, crc, span = batches[matched]
-        h = view.header
-        if h.base_offset != offset or h.size != size or (check_crc and h.crc != crc):
-            break
-        matched += 1
-        offset += span
-    return matched, offset
-
-
 def _resolve_pending(ld: LogDir, sink: SinkLog) -> None:
     """Finish what a killed commit left: record a batch that is all in, or take a partial one out."""
     pending = sink.pending()
@@ -174,7 +139,7 @@ def _resolve_pending(ld: LogDir, sink: SinkLog) -> None:
     for name, entry in pending["partitions"].items():
         log_ = ld.log(name)
         start, batches = entry["start"], entry["batches"]
-        matched, after = _ours(log_, start, batches)
+        matched, after = ours(log_, start, batches)
         end = log_.log_end_offset
         state[name] = (log_, start, matched, after, end, len(batches))
     if all(matched == total for _l, _s, matched, _a, _e, total in state.values()):
@@ -220,7 +185,7 @@ def commit_micro_batch(
             log.warning("kafkalog sink: micro-batch %d is older than the last one recorded (%d)", batch_id, latest)
         check_staged(ld, files)
         create_topics(ld, {sf.topic for sf in files if sf.records}, new_topic_partitions)
-        sink.begin(batch_id, _intent(ld, files))
+        sink.begin(batch_id, intent_of(ld, files))
         try:
             appended = append_staged(ld, files, new_topic_partitions=new_topic_partitions, check=False)
         except BaseException:

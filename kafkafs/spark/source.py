@@ -47,6 +47,7 @@ from .write import (
     check_write_schema,
     discard_job,
     new_topic_partitions,
+    recorded_for_write,
     settings_from,
     staging_root,
     start_job,
@@ -212,6 +213,8 @@ class _Staging:
         settings_from(options)  # a bad setting fails here, before any task runs
         if not os.path.isdir(self.logdir):
             raise InvalidInput(f"{self.logdir}: no such log directory (a write appends to an existing one)")
+        # the topics' settings and partitions a KRaft broker recorded: the tasks stage by them
+        self.recorded = recorded_for_write(self.logdir)
         # another writer's lock (a broker, a kafkafs mount --rw) fails the write now, before a task runs,
         # naming the process that holds it; commit takes the lock itself
         check_not_locked(self.logdir)
@@ -228,6 +231,7 @@ class _Staging:
             logdir=self.logdir,
             new_topic_partitions=self.new_topic_partitions,
             settings=settings_from(self.options),
+            recorded=self.recorded,
         )
         try:
             for batch in iterator:
@@ -254,7 +258,8 @@ class KafkaLogWriter(_Staging, DataSourceArrowWriter):
         files = [f for m in messages if m is not None for f in m.files]
         try:
             appended = commit_staged(
-                self.logdir, files, settings_from(self.options), new_topic_partitions=self.new_topic_partitions
+                self.logdir, files, settings_from(self.options), new_topic_partitions=self.new_topic_partitions,
+                job=self.job_id,
             )
             for (topic, partition), (first, last) in sorted(appended.items()):
                 log.info("kafkalog: appended %s-%d offsets %d..%d", topic, partition, first, last)

@@ -10,7 +10,8 @@ attempts are never published.
 ``commit`` then (:mod:`kafkafs.spark.publish`) takes the log directory's lock (a writable
 :class:`~kafkafs.storage.logdir.LogDir`), checks every staged batch first (CRC, ``max.message.bytes``
 of its topic), and only then appends through the engine, which assigns offsets and keeps the indexes. If an append fails part way, every
-partition is truncated back to where it was, so a job appends all of its rows or none. ``abort`` and
+partition is truncated back to where it was, so a job appends all of its rows or none; a driver killed
+in the middle leaves its intent, which ``kafkafs recover`` takes out (:mod:`kafkafs.storage.publish_intent`). ``abort`` and
 the end of ``commit`` delete the staging folder: a broker refuses to load a log directory with a
 folder whose name is not ``<topic>-<partition>``, so nothing may be left behind.
 
@@ -18,8 +19,16 @@ Columns are those of Spark's Kafka sink: ``value`` (required, binary or string),
 (or the ``topic`` option, which wins, as in Spark), ``partition``, ``headers``
 (``array<struct<key: string, value: binary>>``) and ``timestamp`` (default: the time of the append).
 A row without a partition goes where Kafka's default partitioner puts it among the topic's partitions
-in the log directory (:mod:`kafkafs.spark.partitioner`); a topic that does not exist yet is created
-with the ``partitions`` option's number of partitions (default 1).
+(as the log directory's KRaft metadata log names them, else its partition folders:
+:mod:`kafkafs.spark.partitioner`); a topic that does not exist yet is created with the ``partitions``
+option's number of partitions (default 1).
+
+Batches are staged in the codec a broker stores them in (Kafka's ``LogValidator`` recompresses a
+produce request to the topic's ``compression.type`` unless that is ``producer``): the topic's, from the
+settings (option ``config``, options named like Kafka's settings, the ``ConfigRecord``s of the metadata
+log); the writer's ``compression`` option only when the topic says ``producer``, as a producer's
+``compression.type``. A timestamp before 1970 is refused, as Spark's Kafka sink refuses it (a Kafka
+producer takes no negative timestamp), with the words of ``append``'s refusal.
 """
 
 from __future__ import annotations
@@ -36,9 +45,11 @@ from typing import Any
 import pyarrow as pa
 
 from ..errors import InvalidInput
+from ..format.appendlines import timestamp_out_of_range
 from ..format.batch import batch_groups, encode_batch
-from ..format.compression import codec_by_name
+from ..format.compression import Codec, codec_by_name
 from ..storage.config import DEFAULTS, Settings
+from ..storage.kraft import RecordedConfigs, recorded_topic_configs
 from ..storage.names import STAGING_DIR_NAME, parse_partition_dir_name, refuse_internal_topic
 from .partitioner import RowPartitioner
 
@@ -51,6 +62,7 @@ __all__ = [
     "check_write_schema",
     "settings_from",
     "new_topic_partitions",
+    "recorded_for_write",
 ]
 
 ACTIVE = "ACTIVE"
@@ -80,6 +92,12 @@ def settings_from(options: Mapping[str, Any]) -> Settings:
     opts = {str(k).lower(): v for k, v in options.items()}
     overrides = {k: v for k, v in opts.items() if k in DEFAULTS}
     return Settings.load(opts.get("config"), overrides)
+
+
+def recorded_for_write(logdir: str) -> RecordedConfigs:
+    """What the log directory's KRaft metadata log records (topic settings, partitions), read once in
+    the driver and handed to the tasks (``topics`` None: no metadata log)."""
+    return recorded_topic_configs(logdir, partitions=True)
 
 
 def new_topic_partitions(options: Mapping[str, Any]) -> int:
@@ -153,10 +171,11 @@ def _headers_list(column: pa.Array) -> list[tuple[tuple[str, bytes | None], ...]
 
 
 class _Pending:
-    __slots__ = ("rows", "bytes", "file", "path", "records", "batches", "size", "limit")
+    __slots__ = ("rows", "bytes", "file", "path", "records", "batches", "size", "limit", "codec")
 
-    def __init__(self, path: Path, limit: int) -> None:
+    def __init__(self, path: Path, limit: int, codec: Codec) -> None:
         self.limit = limit  # the topic's max_batch_bytes: a staged batch larger is cut into several
+        self.codec = codec  # the codec a broker stores the topic's batches in
         self.rows: list[tuple] = []
         self.bytes = 0
         self.path = path
@@ -195,9 +214,12 @@ class Stager:
         logdir: str | None = None,
         new_topic_partitions: int = 1,
         settings: Settings | None = None,
+        recorded: RecordedConfigs | None = None,
     ) -> None:
         self.root = root
         self.settings = settings or Settings()
+        if recorded is not None:  # what the metadata log records, below the settings given (SPEC §8)
+            self.settings = self.settings.with_recorded(lambda: recorded)
         self.job = root / job_id
         self.dir = self.job / task_tag
         try:
@@ -205,8 +227,9 @@ class Stager:
         except FileNotFoundError:
             raise InvalidInput(f"write job {job_id} is over (its staging folder {self.job} is gone)") from None
         self.topic = topic
-        self.codec = codec_by_name(compression)
-        self.partitioner = RowPartitioner(logdir or str(root.parent), new_topic_partitions)
+        self.codec = codec_by_name(compression)  # a producer's compression.type: for `producer` topics
+        named = {t: parts for t, (_id, parts) in (recorded.topics or {}).items()} if recorded is not None else None
+        self.partitioner = RowPartitioner(logdir or str(root.parent), new_topic_partitions, named)
         self._pending: dict[tuple[str, int], _Pending] = {}
         if not _job_active(self.job):
             self.discard()
@@ -235,7 +258,11 @@ class Stager:
             stamps: list[int | None] = [None] * n
         else:
             micros = ts_col.cast(pa.int64()).to_pylist()
-            stamps = [None if us is None else us // 1000 for us in micros]
+            stamps = [None if us is None else us // 1000 for us in micros]  # Spark's toMillis: floor
+            for ms in stamps:
+                if ms is not None and ms < 0:
+                    raise InvalidInput(f"a row's {timestamp_out_of_range(ms)}: a Kafka producer takes no timestamp "
+                                       "before 1970 (Spark's Kafka sink refuses it too); nothing is appended")
         hdr_col = col("headers")
         headers = _headers_list(hdr_col) if hdr_col is not None else [()] * n
         for i in range(n):
@@ -253,8 +280,10 @@ class Stager:
                     raise InvalidInput(f"partition {partition} of topic {topic!r} is negative")
                 parse_partition_dir_name(f"{topic}-{partition}")  # InvalidName for a bad topic or partition
                 refuse_internal_topic(topic)
+                config = self.settings.for_topic(topic)
+                codec = self.codec if config.compression_type == "producer" else codec_by_name(config.compression_type)
                 pending = self._pending[key] = _Pending(
-                    self.dir / f"{topic}-{partition}.batches", self.settings.for_topic(topic).max_batch_bytes
+                    self.dir / f"{topic}-{partition}.batches", config.max_batch_bytes, codec
                 )
             pending.rows.append((stamps[i], k, v, h))
             pending.bytes += 16 + (len(k) if k else 0) + (len(v) if v else 0) + sum(
@@ -269,7 +298,7 @@ class Stager:
         now = time.time_ns() // 1_000_000
         rows = [(now if ts is None else ts, k, v, h) for ts, k, v, h in pending.rows]
         groups = batch_groups(rows, pending.limit)
-        data = b"".join(encode_batch(group, compression=self.codec) for group in groups)
+        data = b"".join(encode_batch(group, compression=pending.codec) for group in groups)
         pending.file.write(data)
         pending.records += len(rows)
         pending.batches += len(groups)

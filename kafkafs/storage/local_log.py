@@ -76,7 +76,7 @@ class LocalLog:
 
     def __init__(self, directory: str | os.PathLike[str], config: LogConfig | None = None, *, writable: bool = False,
                  clock: Callable[[], int] = _now_ms, budget: HandleBudget | None = None) -> None:
-        self.dir = Path(directory)
+        self.dir = directory if isinstance(directory, Path) else Path(directory)  # (Path(a Path) parses it again)
         #: The partition folder's name, ``<topic>-<partition>``.
         self.name = self.dir.name
         self.topic, self.partition = parse_partition_dir_name(self.dir.name)

@@ -47,7 +47,7 @@ from .names import broker_refuses_folder, is_partition_file_name, parse_partitio
 from .partition_folders import alias_reason, list_partition_folders
 from .partition_metadata import ensure_partition_metadata, read_topic_id
 from .recovery_plan import writer_refusal
-from .safefiles import check_partition_folder, open_file, read_regular_file, write_atomically
+from .safefiles import check_partition_folder, is_link, open_file, read_regular_file, write_atomically
 from .strays import assigned_elsewhere, unnamed_partitions, unnamed_refusal
 
 __all__ = ["LogDir", "check_log_directory", "CLEAN_SHUTDOWN_FILE", "LOCK_FILE", "CLEANER_OFFSET_FILE", "clean_shutdown_content",
@@ -137,6 +137,7 @@ class LogDir:
 
     def __init__(self, path: str | os.PathLike[str], settings: Settings | None = None, *, writable: bool = False) -> None:
         self.path = Path(path)
+        self._path_str = os.fspath(self.path)  # paths joined without pathlib (a partition's open: issue 25)
         # the topic settings a KRaft broker recorded in this directory's metadata log, below ``settings``
         # (read on first need; a read-only directory follows their changes: follow_recorded)
         self._recorded = RecordedConfigsReader(self.path)
@@ -381,7 +382,7 @@ class LogDir:
     def alias_of(self, name: str) -> str | None:
         """The partition folder whose log the folder ``name`` shows again when it is an alias, else None
         (a look at the folder itself; the directory is listed only when the folder is a link)."""
-        if not (self.path / name).is_symlink():
+        if not is_link(os.path.join(self._path_str, name)):
             return None
         try:
             return list_partition_folders(self.path)[1].get(name)

@@ -64,21 +64,20 @@ def segment_file_name(base_offset: int, extension: str, suffix: str = "") -> str
     return f"{base_offset:020d}{extension}{suffix}"
 
 
+#: What may follow a segment file's base offset: each extension, alone or with one temporary suffix ->
+#: (extension, suffix); one dict lookup a name (a partition's open parses every file of its folder twice).
+_SEGMENT_TAILS = {ext + suffix: (ext, suffix) for ext in SEGMENT_EXTENSIONS for suffix in ("", *TEMPORARY_SUFFIXES)}
+
+
 def parse_segment_file_name(name: str) -> tuple[int, str, str] | None:
     """``00000000000000000042.log.swap`` -> ``(42, ".log", ".swap")``; None for any other file."""
-    if len(name) <= _OFFSET_DIGITS or name[_OFFSET_DIGITS] != "." or not name[:_OFFSET_DIGITS].isdigit():
+    tail = _SEGMENT_TAILS.get(name[_OFFSET_DIGITS:])
+    if tail is None or not name[:_OFFSET_DIGITS].isdigit():  # (a name of 20 characters or fewer: no tail)
         return None
-    rest = name[_OFFSET_DIGITS:]
-    suffix = ""
-    for candidate in TEMPORARY_SUFFIXES:
-        if rest.endswith(candidate):
-            suffix = candidate
-            rest = rest[: -len(candidate)]
-            break
     base = int(name[:_OFFSET_DIGITS])
-    if rest not in SEGMENT_EXTENSIONS or base > _LONG_MAX:  # Kafka's offsets are longs
+    if base > _LONG_MAX:  # Kafka's offsets are longs
         return None
-    return base, rest, suffix
+    return base, tail[0], tail[1]
 
 
 def log_file_base_offset(name: str) -> int | None:

@@ -46,6 +46,8 @@ __all__ = [
     "unsafe_entries",
     "check_partition_folder",
     "is_regular_file",
+    "is_dir",
+    "is_link",
     "write_atomically",
     "reserve",
     "require_writable",
@@ -70,6 +72,35 @@ def fsync_directory(path: str | os.PathLike[str]) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+#: The errors of a stat that mean "not there" to pathlib's ``is_dir`` and ``is_symlink`` (others are raised).
+_NOT_THERE = frozenset({errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP})
+
+
+def is_dir(path: str) -> bool:
+    """``Path(path).is_dir()`` (the same answer and errors) without making a Path: the paths of a partition's
+    open (issue 25: pathlib was a good part of the 0.2-0.5 ms each of 200 partitions cost a mount)."""
+    try:
+        return stat.S_ISDIR(os.stat(path).st_mode)
+    except OSError as exc:
+        if exc.errno not in _NOT_THERE:
+            raise
+        return False
+    except ValueError:
+        return False
+
+
+def is_link(path: str) -> bool:
+    """``Path(path).is_symlink()`` without making a Path (see :func:`is_dir`)."""
+    try:
+        return stat.S_ISLNK(os.lstat(path).st_mode)
+    except OSError as exc:
+        if exc.errno not in _NOT_THERE:
+            raise
+        return False
+    except ValueError:
+        return False
 
 
 def folder_identity(path: str | os.PathLike[str]) -> tuple[int, int] | None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from kafkafs.spark.publish import staged_batches
-from kafkafs.spark.sink import SinkConflict, SinkLog, _intent, commit_micro_batch
+from kafkafs.spark.publish import intent_of, staged_batches
+from kafkafs.spark.sink import SinkConflict, SinkLog, commit_micro_batch
 from kafkafs.spark.write import Stager, staging_root, start_job
 from kafkafs.storage.config import Settings
 from kafkafs.storage.logdir import LogDir
@@ -53,7 +53,7 @@ def test_a_replayed_batch_is_appended_once(tmp_path):
 def _killed_commit(tmp_path, sink, batch_id: int, files, appended_batches: int | None) -> None:
     """What a commit leaves when killed after ``pending`` and ``appended_batches`` appends (None: all)."""
     with LogDir(tmp_path, Settings(), writable=True) as ld:
-        SinkLog(sink).begin(batch_id, _intent(ld, files))
+        SinkLog(sink).begin(batch_id, intent_of(ld, files))
         n = 0
         for sf in files:
             log = ld.create_partition(sf.topic, sf.partition)

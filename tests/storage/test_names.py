@@ -24,7 +24,9 @@ def test_segment_file_names_round_trip() -> None:
 @pytest.mark.parametrize(
     "name",
     ["leader-epoch-checkpoint", "00000000000000000042.snapshot", "42.log", "0000000000000000004x.log",
-     "00000000000000000042.log.tmp", "00000000000000000042log", "00000000000000000042.log.swap.swap"],
+     "00000000000000000042.log.tmp", "00000000000000000042log", "00000000000000000042.log.swap.swap",
+     "", "00000000000000000042", "00000000000000000042.", "00000000000000000042.swap", "00000000000000000042.deleted.log",
+     "09223372036854775808.log", "000000000000000000042.log", "0000000000000000042.log"],
 )
 def test_other_files_are_not_segments(name: str) -> None:
     assert parse_segment_file_name(name) is None

@@ -77,3 +77,23 @@ def test_a_folder_that_keeps_getting_new_files_is_listed_a_bounded_number_of_tim
     calls.clear()
     monkeypatch.setattr(safefiles, "regular_files", real)
     assert safefiles.regular_files_in_order(folder, log_file_base_offset, set(range(20))) == real(folder)
+
+
+def test_is_dir_and_is_link_answer_as_pathlib(tmp_path) -> None:
+    """safefiles.is_dir / is_link (a partition's open stats a str, not a Path: issue 25) say what Path.is_dir
+    and Path.is_symlink say: a folder, a file, links to each, a dangling link, a loop, a name under a file,
+    nothing there."""
+    from pathlib import Path
+
+    from kafkafs.storage.safefiles import is_dir, is_link
+
+    (tmp_path / "d").mkdir()
+    (tmp_path / "f").write_bytes(b"x")
+    os.symlink("d", tmp_path / "ld")
+    os.symlink("f", tmp_path / "lf")
+    os.symlink("gone", tmp_path / "dangling")
+    os.symlink("loop", tmp_path / "loop")
+    for name in ("d", "f", "ld", "lf", "dangling", "loop", "loop/x", "f/x", "missing", "d/missing/x"):
+        path = Path(tmp_path / name)
+        assert (is_dir(str(path)), is_link(str(path))) == (path.is_dir(), path.is_symlink()), name
+    assert is_dir(str(tmp_path / "d")) and is_link(str(tmp_path / "ld")) and not is_link(str(tmp_path / "d"))

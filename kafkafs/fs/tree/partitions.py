@@ -26,6 +26,7 @@ from ...storage.keyindex import KeyIndexStore
 from ...storage.kraft import METADATA_PARTITION
 from ...storage.logdir import LogDir
 from ...storage.names import parse_partition_dir_name
+from ...storage.safefiles import is_dir
 from ...storage.schemas import SCHEMAS_TOPIC, SchemasStamp, load_registry
 from ..views.coordinators import Coordinators
 from ..views.keys import KeyViews
@@ -189,12 +190,11 @@ class Partitions:
         with self._guard:
             state = self._states.get(name)
             if state is None:
-                folder = self.logdir.path / name
-                if not folder.is_dir():
+                if not is_dir(os.path.join(self.logdir_path, name)):  # (no pathlib: issue 25)
                     raise NotFound(name)
                 bind = None
                 if self.watch_folder is not None and not self.rw:
-                    bind = self._early_binds.pop(name, None) or self.watch_folder(folder)
+                    bind = self._early_binds.pop(name, None) or self.watch_folder(self.logdir.path / name)
                 try:
                     log_ = self.logdir.log(name, read_only_fallback=True)
                 except InvalidName:
@@ -515,12 +515,20 @@ class Partitions:
                 if self._closed:
                     return
                 self._prepare(target)
-            if len(targets) == 1:  # the order is known: the file after it too (see PREPARED_AHEAD)
+            if len(targets) == 1:  # the order is known, or both agree: the files after it too (PREPARED_AHEAD)
                 following: str | None = targets[0]
                 for _ in range(PREPARED_AHEAD - 1):
                     following = self._after_in_order(following) if following is not None else None
                     if following is None or self._closed:
                         return
+                    self._prepare(following)
+            elif (orders := self._read_orders) is not None and not self._closed:
+                # the order not known yet (t-1 read after t-0): after the next file by name (targets[0]) and
+                # by number, the one after that by name too, the likely reader's (a shell's glob: t-100 as
+                # t-1 is read, not one file ahead of the reader as it reads t-10; issue 25). Not at the first
+                # file's read: that one renders on demand, and more renders beside it slowed it down.
+                following = orders[2].after(targets[0])
+                if following is not None:
                     self._prepare(following)
         except Exception as exc:  # the reader's own open says what is wrong
             log.debug("opening the partition after %s ahead failed: %s", name, exc)

@@ -133,6 +133,24 @@ def test_the_order_followed_is_learnt_by_name_or_by_number(ordered_logdir, monke
             tree.close()
 
 
+def test_while_the_order_is_unknown_the_file_after_the_next_by_name_is_prepared_too(tmp_path):
+    """t-0 then t-1 read: next comes t-10 by name (a shell's glob: t-0 t-1 t-10 t-11 t-2) or t-2 by number;
+    both are prepared, and t-11 too, the file after t-10 by name (issue 25: in a glob's ``cat`` of 200
+    partitions, t-100 was prepared only as t-10 was read, one file ahead of the reader)."""
+    logdir = built_in_order(tmp_path / "logs", names=("t-0", "t-1", "t-2", "t-10", "t-11"))
+    tree = tree_of(logdir)
+    partitions = tree.partitions
+    try:
+        partitions.reading_to_end("t-0")
+        settled(partitions)
+        partitions.reading_to_end("t-1")
+        settled(partitions)
+        for name in ("t-10", "t-2", "t-11"):
+            assert partitions.open_state(name) is not None and spare_of(partitions, name) is not None, name
+    finally:
+        tree.close()
+
+
 def test_spares_are_bounded_and_dropped_at_close(ordered_logdir, monkeypatch):
     monkeypatch.setattr(partitions_module, "SPARES_KEPT", 2)
     with past_t0(ordered_logdir) as tree:
