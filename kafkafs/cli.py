@@ -172,7 +172,7 @@ def _add_cache_dir_option(parser: argparse.ArgumentParser) -> None:
 
 
 def cmd_produce(args: argparse.Namespace) -> int:
-    from .produce import produce
+    from .produce import produce, stops_between_batches
     from .storage.names import parse_partition_dir_name, refuse_internal_topic
 
     refuse_internal_topic(parse_partition_dir_name(args.partition)[0])  # before the log directory's lock
@@ -187,24 +187,42 @@ def cmd_produce(args: argparse.Namespace) -> int:
         if refusal is not None:
             raise SettingsUnreadable(refusal)
     done = None
+    stopped: KeyboardInterrupt | None = None
+    late: KeyboardInterrupt | None = None
     try:
-        with _open_logdir(args.logdir, args, writable=True, strict=False) as logdir:
-            done = produce(logdir, args.partition, sys.stdin.fileno(), no_create=args.no_create,
-                           leader_epoch=args.leader_epoch)
+        # SIGINT/SIGTERM/SIGHUP are taken only while it waits for input: between whole batches, said by
+        # produce; the log directory then closes as after the end of input, marker and all (review22 R22-3)
+        with stops_between_batches(), _open_logdir(args.logdir, args, writable=True, strict=False) as logdir:
+            try:
+                done = produce(logdir, args.partition, sys.stdin.fileno(), no_create=args.no_create,
+                               leader_epoch=args.leader_epoch)
+            except KeyboardInterrupt as exc:
+                stopped = exc
     except OSError as exc:  # the close failed (an index it could not write): the records are in the log all the same
         if done is not None and done.total:
             note_os_error(exc, f"; the {done.total} records before it were appended, at offsets "
                                f"{done.first_offset}..{done.last_offset} (do not send them again)")
         raise
+    except KeyboardInterrupt as exc:  # held while it closed after the end of input: what it did is said first
+        if stopped is not None or done is None:
+            raise
+        late = exc
+    if stopped is not None:
+        raise stopped  # exit 128 + the signal (run_command)
+    assert done is not None
     if done.failure is not None:
         print(f"kafkafs: error: {done.failure}", file=sys.stderr)
-        return EXIT_DAMAGE
-    if done.total:
-        print(f"kafkafs: appended {done.total} records to {args.partition} at offsets {done.first_offset}.."
-              f"{done.last_offset}", file=sys.stderr)
+        code = EXIT_DAMAGE
     else:
-        print("kafkafs: nothing to append (empty input)", file=sys.stderr)
-    return EXIT_OK
+        if done.total:
+            print(f"kafkafs: appended {done.total} records to {args.partition} at offsets {done.first_offset}.."
+                  f"{done.last_offset}", file=sys.stderr)
+        else:
+            print("kafkafs: nothing to append (empty input)", file=sys.stderr)
+        code = EXIT_OK
+    if late is not None:
+        raise late
+    return code
 
 
 # ---------------------------------------------------------------------------------------------- consume

@@ -11,7 +11,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from .errors import InvalidInput, InvalidName, note_os_error
 from .format.compression import codec_by_name
@@ -22,7 +22,8 @@ from .storage.logdir import LogDir
 from .storage.names import parse_partition_dir_name, refuse_internal_topic
 from .storage.strays import stray_consequence, stray_partitions, unnamed_partitions, unnamed_refusal
 
-__all__ = ["read_line_blobs", "produce", "produce_refusal", "Produced", "MAX_LINES", "MAX_BYTES"]
+__all__ = ["read_line_blobs", "produce", "produce_refusal", "Produced", "MAX_LINES", "MAX_BYTES",
+           "stops_between_batches"]
 
 log = logging.getLogger("kafkafs.produce")
 
@@ -40,7 +41,7 @@ def read_line_blobs(fd: int) -> Iterator[tuple[int, bytes]]:
     pending = b""
     number = 1
     while True:
-        chunk = os.read(fd, 1 << 20)
+        chunk = _read(fd)
         if not chunk:
             if pending:
                 yield number, pending
@@ -71,13 +72,60 @@ class Terminated(KeyboardInterrupt):
     """SIGTERM while :func:`produce` runs: it stops as for Ctrl-C, and the exit status says SIGTERM."""
 
     exit_code = 128 + signal.SIGTERM
+    said = "SIGTERM"
+
+
+class HungUp(KeyboardInterrupt):
+    """SIGHUP (the terminal closed) while :func:`produce` runs: it stops as for Ctrl-C, exit 128 + 1."""
+
+    exit_code = 128 + signal.SIGHUP
+    said = "SIGHUP"
 
 
 def _terminated(_signum: int, _frame: object) -> None:
     raise Terminated
 
 
-_STOPS = (signal.SIGINT, signal.SIGTERM)
+def _hung_up(_signum: int, _frame: object) -> None:
+    raise HungUp
+
+
+_STOPS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def _read(fd: int) -> bytes:
+    """``os.read`` of ``fd``, the one place where a stop signal held by :func:`stops_between_batches` is
+    taken (as a KeyboardInterrupt): between batches, where nothing is half-written."""
+    held = signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOPS)
+    try:
+        return os.read(fd, 1 << 20)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+
+
+@contextmanager
+def stops_between_batches() -> Iterator[None]:
+    """SIGINT, SIGTERM and SIGHUP stop ``produce`` only while it waits for input (review22 R22-3): they are
+    held everywhere else (opening the log directory, appending, closing it: a batch is never cut, the
+    close puts the clean-shutdown marker back) and taken in :func:`read_line_blobs`, as a KeyboardInterrupt
+    (:class:`Terminated`, :class:`HungUp`); one that comes while it is held is raised as the block ends.
+    SIGTERM and SIGHUP get their handlers here (in the main thread, where signals are taken); a SIGHUP
+    ignored (``nohup``) stays ignored."""
+    main = threading.current_thread() is threading.main_thread()
+    previous: list[tuple[signal.Signals, Any]] = []
+    if main:
+        previous.append((signal.SIGTERM, signal.signal(signal.SIGTERM, _terminated)))
+        if signal.getsignal(signal.SIGHUP) == signal.SIG_DFL:
+            previous.append((signal.SIGHUP, signal.signal(signal.SIGHUP, _hung_up)))
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, _STOPS)
+    try:
+        yield
+    finally:
+        try:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)  # one held meanwhile is raised here
+        finally:
+            for signum, handler in previous:
+                signal.signal(signum, handler)
 
 
 @contextmanager
@@ -166,7 +214,7 @@ def produce(logdir: LogDir, name: str, fd: int, *, no_create: bool = False, lead
                     last_offset = result.last_offset
         return Produced(total, first_offset, last_offset, None)
     except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: said with what was appended (R12-9), then stopped
-        how = "SIGTERM" if isinstance(exc, Terminated) else "interrupted"
+        how = getattr(exc, "said", "interrupted")
         if total:
             print(f"kafkafs: {how}: the {total} records before it were appended to {name}, at offsets "
                   f"{first_offset}..{last_offset} (do not send them again)", file=sys.stderr)

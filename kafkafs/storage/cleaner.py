@@ -41,7 +41,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, TextIO
 
-from ..errors import UninflatableBatch, UnsafeFileError, note_os_error
+from ..errors import CorruptRecordError, UninflatableBatch, UnsafeFileError, note_os_error
 from .compaction import PlannedSegment, clean_log, cleanable_segments, log_to_clean, now_ms
 from .compaction_filter import CleanStats
 from .config import LONG_MAX, Settings, SettingsUnreadable, broker_setting, recorded_refusal
@@ -55,7 +55,8 @@ if TYPE_CHECKING:
     from .segment import LogSegment
 
 __all__ = ["apply_retention", "compact", "cleanable_segments", "clean_logdir", "LogCleaner", "CleanerStopped",
-           "SettingsUnreadable", "settings_refusal", "settings_note", "partition_topics", "not_compacted_reason"]
+           "SettingsUnreadable", "settings_refusal", "settings_note", "partition_topics", "not_compacted_reason",
+           "damaged_reason"]
 
 log = logging.getLogger("kafkafs.cleaner")
 
@@ -78,6 +79,14 @@ def not_compacted_reason(exc: UninflatableBatch) -> str:
     """Why a partition holding a batch too large to inflate is not compacted (its records cannot be
     keyed): valid data, kept as it is, like a damaged partition's refusal but not damage (review19 R19-1)."""
     return f"not compacted: a batch is too large to inflate (valid data, not damage; kept as is): {exc}"
+
+
+def damaged_reason(exc: CorruptRecordError) -> str:
+    """Why a partition whose cleaning met damage is not cleaned (review22 R22-5): as Kafka's LogCleaner
+    marks such a log uncleanable, it is left as it is from there (a compaction round under way leaves
+    nothing behind; a round done before it is said above) and the other partitions are cleaned."""
+    return (f"not compacted: damaged data: {exc} (no compaction or retention there from it on; "
+            "kafkafs recover repairs it)")
 
 
 def partition_topics(logdir: LogDir) -> set[str]:
@@ -162,8 +171,8 @@ def clean_logdir(logdir: LogDir, *, dry_run: bool = False, now_ms: int | None = 
     gets a line a second on long runs. Returns a line per change; ``on_line`` gets each as it is made,
     so that when a later step fails (a full disk: the OS error, which then says that the changes before
     it were made) what was done is said (review11 R11-2). A partition whose compaction meets a batch
-    too large to inflate is left as it is (no compaction, no retention) and put in ``not_compacted``
-    (name: reason); the others go on (review19 R19-1)."""
+    too large to inflate, or damage, is left as it is (no compaction, no retention) and put in
+    ``not_compacted`` (name: reason); the others go on (review19 R19-1, review22 R22-5)."""
     refusal = settings_refusal(logdir.settings, partition_topics(logdir))
     if refusal is not None:  # before any partition is opened: nothing read, nothing changed
         raise SettingsUnreadable(f"{logdir.path}: refused: {refusal}")
@@ -207,30 +216,35 @@ def _clean_partitions(logdir: LogDir, dry_run: bool, now: int, said: Callable[[s
             continue
         if not dry_run:
             target.delete_expired_files()
-        layout: list[LogSegment | PlannedSegment] | None = None
-        if target.config.compact and compaction:
-            key = (target.topic, target.partition)
-
-            def checkpoint_round(end: int, key: tuple[str, int] = key) -> None:
-                logdir.update_cleaner_checkpoint({key: end})
-
-            # a dry run's retention judges the segments its compaction foresees (the real run's: the log)
-            layout = [] if dry_run else None
-            try:
-                _compact(target, now, dry_run=dry_run, checkpoint=checkpoints.get(key), settings=logdir.settings,
-                         stats=stats, on_round=None if dry_run else checkpoint_round, on_line=said, layout=layout)
-            except UninflatableBatch as exc:  # valid data its keys cannot be read from: this partition only
-                not_compacted[name] = not_compacted_reason(exc)
-                if meter is not None:
-                    meter.done += 1
-                continue
-        if compaction or not target.config.compact:  # log.cleaner.enable=false: a broker's retention task
-            for line in apply_retention(target, now, dry_run=dry_run, layout=layout):  # skips compacted logs
-                said(line)
+        try:
+            _clean_partition(logdir, target, dry_run, now, said, stats, checkpoints, compaction)
+        except UninflatableBatch as exc:  # valid data its keys cannot be read from: this partition only
+            not_compacted[name] = not_compacted_reason(exc)
+        except CorruptRecordError as exc:  # as Kafka's LogCleaner marks the log uncleanable: the others go on
+            not_compacted[name] = damaged_reason(exc)
         if meter is not None:
             meter.done += 1
     if meter is not None and meter.printed:
         meter.print()
+
+
+def _clean_partition(logdir: LogDir, target: Log, dry_run: bool, now: int, said: Callable[[str], None],
+                     stats: CleanStats, checkpoints: dict[tuple[str, int], int], compaction: bool) -> None:
+    """Compaction (a compacted log), then retention, of one partition (:func:`clean_logdir`)."""
+    layout: list[LogSegment | PlannedSegment] | None = None
+    if target.config.compact and compaction:
+        key = (target.topic, target.partition)
+
+        def checkpoint_round(end: int) -> None:
+            logdir.update_cleaner_checkpoint({key: end})
+
+        # a dry run's retention judges the segments its compaction foresees (the real run's: the log)
+        layout = [] if dry_run else None
+        _compact(target, now, dry_run=dry_run, checkpoint=checkpoints.get(key), settings=logdir.settings,
+                 stats=stats, on_round=None if dry_run else checkpoint_round, on_line=said, layout=layout)
+    if compaction or not target.config.compact:  # log.cleaner.enable=false: a broker's retention task
+        for line in apply_retention(target, now, dry_run=dry_run, layout=layout):  # skips compacted logs
+            said(line)
 
 
 _NOT_CLEANED = "nothing deleted or compacted there"
@@ -271,7 +285,8 @@ class LogCleaner:
         self.errors = 0
         self.passes = 0
         self.refusal_said = False
-        #: Compacted partitions holding a batch too large to inflate: not compacted while mounted (said once).
+        #: Compacted partitions holding a batch too large to inflate, or damage: not compacted while mounted
+        #: (said once).
         self.not_compacted: set[tuple[str, int]] = set()
         #: Partition folders the metadata does not name (strays.unnamed_partitions): never cleaned, said once.
         self.strays_said: set[str] = set()
@@ -419,6 +434,10 @@ class LogCleaner:
         except UninflatableBatch as exc:  # said once, no traceback; the next pass looks at the others at once
             self.not_compacted.add(key)
             log.warning("cleaner: %s: %s", target.dir.name, not_compacted_reason(exc))
+            return True
+        except CorruptRecordError as exc:  # damage: uncleanable while mounted, as Kafka's (said once)
+            self.not_compacted.add(key)
+            log.warning("cleaner: %s: %s", target.dir.name, damaged_reason(exc))
             return True
         for line in lines:
             log.info("%s", line)

@@ -129,3 +129,42 @@ def test_produce_stopped_says_what_it_appended(tmp_path, signum, code, how) -> N
         f"kafkafs: {how}: the {held} records before it were appended to t-0, at offsets 0..{held - 1} "
         "(do not send them again)",
     ]
+
+
+MARKER = b'{"version":0,"brokerEpoch":10}'  # what a KRaft broker's clean stop leaves
+
+
+@pytest.mark.parametrize("signum, code, how", [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "SIGTERM"),
+                                                (signal.SIGHUP, 129, "SIGHUP")])
+def test_produce_stopped_between_batches_puts_the_marker_back(tmp_path, signum, code, how) -> None:
+    """review22 R22-3: `tail -f app.log | kafkafs produce DIR t-0` ends by a signal; what it appended is
+    whole batches, so the directory closes as after the end of input: the broker's marker back, byte for
+    byte (else a broker recovers every log and elects leaders uncleanly). Failed before (seen): no marker
+    after SIGINT/SIGTERM; SIGHUP killed it with no message (exit -1)."""
+    logdir = tmp_path / "logs"
+    logdir.mkdir()
+    with LogDir(logdir, writable=True) as d:
+        d.create_partition("t", 0)
+    (logdir / ".kafka_cleanshutdown").write_bytes(MARKER)
+    produce = subprocess.Popen(
+        [sys.executable, "-m", "kafkafs", "produce", str(logdir), "t-0"],
+        stdin=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(os.environ, PYTHONPATH=str(ROOT)), text=True,
+        preexec_fn=lambda: [signal.signal(s, signal.SIG_DFL) for s in (signal.SIGINT, signal.SIGHUP)],
+    )
+    assert produce.stdin is not None
+    try:
+        produce.stdin.write("line 0\n")
+        produce.stdin.flush()
+        deadline = time.monotonic() + 60
+        while _records(logdir, "t-0") < 1 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        produce.send_signal(signum)
+        _, err = produce.communicate(timeout=60)
+    finally:
+        if produce.poll() is None:
+            produce.kill()
+            produce.wait()
+    assert (produce.returncode, err.splitlines()) == (code, [
+        f"kafkafs: {how}: the 1 records before it were appended to t-0, at offsets 0..0 (do not send them again)"])
+    assert (logdir / ".kafka_cleanshutdown").read_bytes() == MARKER
+    assert _records(logdir, "t-0") == 1
