@@ -46,6 +46,7 @@ from .log import Log
 from .names import broker_refuses_folder, is_partition_file_name, parse_partition_dir_name
 from .partition_folders import alias_reason, list_partition_folders
 from .partition_metadata import ensure_partition_metadata, read_topic_id
+from .publish_intent import unfinished_writes
 from .recovery_plan import writer_refusal
 from .safefiles import check_partition_folder, is_link, open_file, read_regular_file, write_atomically
 from .strays import assigned_elsewhere, unnamed_partitions, unnamed_refusal
@@ -185,6 +186,12 @@ class LogDir:
                 self.clean_shutdown_broker_epoch = parse_clean_shutdown(self._marker_found)
             except (OSError, UnsafeFileError):
                 pass
+        #: Partitions an unfinished Spark write (its driver died while appending) named when this
+        #: writable LogDir opened, to the job: written to by nothing but `kafkafs recover`, which takes the
+        #: job out (an append after it would leave the job's records for good: review22 R22-7).
+        self._unfinished_jobs: dict[str, str] = {}
+        if writable:
+            self._unfinished_jobs = {name: job.job for job in unfinished_writes(self.path) for name in job.partitions}
         self.recovery_points = self._read_checkpoint(RECOVERY_POINT_FILE)
         self._log_start_stamp = self._stamp(LOG_START_FILE)  # taken before the read: a later change is seen
         self.log_start_offsets = self._read_checkpoint(LOG_START_FILE)
@@ -427,6 +434,16 @@ class LogDir:
                         raise
                     log.warning("%s; serving it read-only", exc)
                     writable = False
+                job = self._unfinished_jobs.get(name) if writable and not self.recover_all else None
+                if job is not None:
+                    reason = (f"{name}: an unfinished Spark write (job {job}, its driver stopped while appending) "
+                              "appended to it; `kafkafs recover` takes its records out, nothing is written before")
+                    self.refused[name] = reason
+                    self._unrecovered.add(name)
+                    if not read_only_fallback:
+                        raise NeedsRecovery(reason)
+                    log.warning("%s; serving it read-only", reason)
+                    writable = False
                 if writable and read_only_fallback:  # a --rw mount: no append by guessed settings (review17 R17-4)
                     refusal = recorded_refusal(self.settings, [topic], "no record is appended to it")
                     if refusal is None:  # nor to a folder the metadata does not name (review19 R19-5)
@@ -473,6 +490,12 @@ class LogDir:
                 opened = self._open_read_only(directory, topic, key)
             self._logs[name] = opened
             return opened
+
+    def handle_unfinished(self, job: str) -> None:
+        """Let the partitions of the unfinished Spark write ``job`` open writable in this LogDir: its
+        caller judges them and takes the job out (:mod:`.publish_intent`)."""
+        with self._guard:
+            self._unfinished_jobs = {name: j for name, j in self._unfinished_jobs.items() if j != job}
 
     def _open_read_only(self, directory: Path, topic: str, key: tuple[str, int]) -> Log:
         """A partition a writer refused, opened read-only for a caller that serves what it can."""

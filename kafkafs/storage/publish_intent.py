@@ -26,14 +26,24 @@ import json
 import os
 import shutil
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .names import STAGING_DIR_NAME
 from .safefiles import read_regular_file
 
 if TYPE_CHECKING:
     from .log import Log
-    from .logdir import LogDir
+
+
+class LogDirLike(Protocol):
+    """What :func:`judge` and :func:`resolve` use of a :class:`~kafkafs.storage.logdir.LogDir` (which
+    imports this module: no import of it here)."""
+
+    path: Path
+
+    def log(self, name: str, *, read_only_fallback: bool = False) -> Log: ...
+
+    def handle_unfinished(self, job: str) -> None: ...
 
 __all__ = ["INTENT_FILE", "Unfinished", "PartitionState", "write_intent", "clear_intent", "unfinished_writes",
            "ours", "judge", "resolve"]
@@ -161,9 +171,10 @@ def ours(log_: Log, start: int, batches: list[list[int]]) -> tuple[int, int]:
     return matched, offset
 
 
-def judge(ld: LogDir, unfinished: Unfinished) -> list[PartitionState]:
+def judge(ld: LogDirLike, unfinished: Unfinished) -> list[PartitionState]:
     """Per partition of the intent, what the log holds of the job (a partition folder that is gone:
-    nothing of it)."""
+    nothing of it). A writable ``ld`` opens them for writing from now on: its caller takes the job out."""
+    ld.handle_unfinished(unfinished.job)
     out = []
     for name, entry in sorted(unfinished.partitions.items()):
         start, batches = entry["start"], entry["batches"]
@@ -176,7 +187,7 @@ def judge(ld: LogDir, unfinished: Unfinished) -> list[PartitionState]:
     return out
 
 
-def resolve(ld: LogDir, unfinished: Unfinished) -> tuple[list[str], bool]:
+def resolve(ld: LogDirLike, unfinished: Unfinished) -> tuple[list[str], bool]:
     """Take an unfinished job's appends out (a writable LogDir, its lock held): lines saying what was
     done per partition, and whether all of it could be (then the job's folder is removed)."""
     if unfinished.damage is not None:
