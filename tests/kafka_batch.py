@@ -10,17 +10,14 @@ from collections.abc import Iterable, Iterator
 
 import crc32c
 
+from tests.kafka_layout import varint
+
 CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 
 
 def zigzag(value: int) -> bytes:
-    raw = (value << 1) ^ (value >> 63)
-    out = bytearray()
-    while raw >= 0x80:
-        out.append((raw & 0x7F) | 0x80)
-        raw >>= 7
-    out.append(raw)
-    return bytes(out)
+    """Kafka's signed varint (:func:`tests.kafka_layout.varint`, the tests' one writer of it)."""
+    return varint(value)
 
 
 def _field(data: bytes | None) -> bytes:

@@ -303,22 +303,27 @@ def _unsnappy(view: memoryview, max_size: int) -> bytes:
         raise CorruptRecordError(f"snappy data is corrupt: {e}") from None
 
 
-def _unxerial(view: memoryview, max_size: int) -> bytes:
-    """snappy-java's stream: 16-byte header, then (big-endian i32 length, raw snappy block)*. Each
-    block's inflated size is in its own header, so the limit is checked before anything is inflated."""
-    blocks: list[memoryview] = []
-    total = 0
-    pos = len(_XERIAL_HEADER)
-    end = len(view)
-    while pos < end:  # every block's size first: a bomb is refused before anything is inflated
+def _xerial_blocks(view: memoryview) -> Iterator[memoryview]:
+    """The raw snappy blocks of snappy-java's stream (after its 16-byte header: big-endian i32 length,
+    block), one at a time; CorruptRecordError where a length does not fit."""
+    pos, end = len(_XERIAL_HEADER), len(view)
+    while pos < end:
         if end - pos < 4:
             raise CorruptRecordError("snappy (xerial) data is truncated in a chunk length")
         (length,) = _I32.unpack_from(view, pos)
         pos += 4
         if length <= 0 or length > end - pos:
             raise CorruptRecordError(f"snappy (xerial) chunk length {length} does not fit the data")
-        block = view[pos : pos + length]
+        yield view[pos : pos + length]
         pos += length
+
+
+def _unxerial(view: memoryview, max_size: int) -> bytes:
+    """snappy-java's stream: 16-byte header, then (big-endian i32 length, raw snappy block)*. Each
+    block's inflated size is in its own header, so the limit is checked before anything is inflated."""
+    blocks: list[memoryview] = []
+    total = 0
+    for block in _xerial_blocks(view):  # every block's size first: a bomb is refused before anything is inflated
         try:
             total += cramjam.snappy.decompress_raw_len(block)
         except cramjam.DecompressionError as e:
@@ -534,16 +539,8 @@ def _snappy_pieces(view: memoryview, max_chunk: int) -> Iterator[bytes]:
     if not (len(view) >= len(_XERIAL_HEADER) and view[: len(XERIAL_MAGIC)] == XERIAL_MAGIC):
         yield _raw_snappy(view, max_chunk, "snappy")  # one raw block: it says its length up front
         return
-    pos, end = len(_XERIAL_HEADER), len(view)
-    while pos < end:
-        if end - pos < 4:
-            raise CorruptRecordError("snappy (xerial) data is truncated in a chunk length")
-        (length,) = _I32.unpack_from(view, pos)
-        pos += 4
-        if length <= 0 or length > end - pos:
-            raise CorruptRecordError(f"snappy (xerial) chunk length {length} does not fit the data")
-        yield _raw_snappy(view[pos : pos + length], max_chunk, "snappy (xerial)")
-        pos += length
+    for block in _xerial_blocks(view):
+        yield _raw_snappy(block, max_chunk, "snappy (xerial)")
 
 
 def _raw_snappy(block: memoryview, max_size: int, name: str) -> bytes:

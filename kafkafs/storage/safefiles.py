@@ -78,29 +78,30 @@ def fsync_directory(path: str | os.PathLike[str]) -> None:
 _NOT_THERE = frozenset({errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP})
 
 
-def is_dir(path: str) -> bool:
-    """``Path(path).is_dir()`` (the same answer and errors) without making a Path: the paths of a partition's
-    open (issue 25: pathlib was a good part of the 0.2-0.5 ms each of 200 partitions cost a mount)."""
+def _mode(path: str, follow: bool) -> int | None:
+    """The file type bits of ``path`` (through a last link when ``follow``), None where nothing is
+    (pathlib's ``is_dir``/``is_symlink`` answers: other OS errors raised)."""
     try:
-        return stat.S_ISDIR(os.stat(path).st_mode)
+        return (os.stat(path) if follow else os.lstat(path)).st_mode
     except OSError as exc:
         if exc.errno not in _NOT_THERE:
             raise
-        return False
+        return None
     except ValueError:
-        return False
+        return None
+
+
+def is_dir(path: str) -> bool:
+    """``Path(path).is_dir()`` (the same answer and errors) without making a Path: the paths of a partition's
+    open (issue 25: pathlib was a good part of the 0.2-0.5 ms each of 200 partitions cost a mount)."""
+    mode = _mode(path, True)
+    return mode is not None and stat.S_ISDIR(mode)
 
 
 def is_link(path: str) -> bool:
     """``Path(path).is_symlink()`` without making a Path (see :func:`is_dir`)."""
-    try:
-        return stat.S_ISLNK(os.lstat(path).st_mode)
-    except OSError as exc:
-        if exc.errno not in _NOT_THERE:
-            raise
-        return False
-    except ValueError:
-        return False
+    mode = _mode(path, False)
+    return mode is not None and stat.S_ISLNK(mode)
 
 
 def folder_identity(path: str | os.PathLike[str]) -> tuple[int, int] | None:
