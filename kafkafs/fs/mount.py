@@ -33,6 +33,7 @@ from ..format.jsonview import VALUES_MODES
 from ..storage.config import Settings
 from ..storage.kraft import METADATA_PARTITION
 from ..storage.logdir import LogDir
+from ..storage.segment import read_denied_as_unreadable
 from .daemon import (
     StartingStderr,
     daemonize,
@@ -109,6 +110,7 @@ def _open_logdir(path: str, settings: Settings | None, rw: bool) -> tuple[LogDir
             return LogDir(path, settings, writable=True), True
         except LogDirLocked as exc:
             raise MountError(f"{exc}; not mounted (mount it without --rw to read it)") from None
+    read_denied_as_unreadable()  # a segment of mode 000 fails only the reads that need it (R22-4)
     return LogDir(path, settings), False
 
 

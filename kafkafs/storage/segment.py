@@ -40,7 +40,7 @@ from .segment_files import SegmentFiles
 from .transactions import ProducerTransactions
 from .validation import checked_order
 
-__all__ = ["LogSegment", "NO_TIMESTAMP"]
+__all__ = ["LogSegment", "NO_TIMESTAMP", "read_denied_as_unreadable"]
 
 log = logging.getLogger("kafkafs.segment")
 
@@ -57,6 +57,19 @@ def _event_or_none(view: BatchView) -> TxnEvent | None:
         return transaction_event(view.buf, view.header)
     except CorruptRecordError:
         return None
+
+
+#: The errno values a read-only segment's tail scan takes as bytes it cannot read (the reads that need
+#: them fail and say so; a writer stops). One frozenset in a list, replaced whole: safe from any thread.
+_unreadable_errnos = [frozenset({errno.EIO, errno.EUCLEAN, errno.EBADMSG, errno.ENODATA})]
+
+
+def read_denied_as_unreadable() -> None:
+    """From now on, in this process, a segment a reader may not open or read (EACCES/EPERM: its mode) is
+    taken as one the disk will not give (review22 R22-4): the mount's reads that need it fail, the rest
+    of its partition stays readable (SPEC §3). The CLI's readers keep their one-line error instead.
+    Called once by the read-only mount before it opens the log directory."""
+    _unreadable_errnos[0] = _unreadable_errnos[0] | {errno.EACCES, errno.EPERM}
 
 
 class _Tail(NamedTuple):
@@ -236,7 +249,7 @@ class LogSegment(SegmentFiles):
             if torn is not None:
                 torn.append((exc.position if exc.position is not None else start, exc.reason))
         except OSError as exc:  # a disk that will not give the bytes: a reader goes on, a writer stops
-            if self.writable or exc.errno not in (errno.EIO, errno.EUCLEAN, errno.EBADMSG, errno.ENODATA):
+            if self.writable or exc.errno not in _unreadable_errnos[0]:
                 raise
             log.debug("%s: cannot read it (%s); the segment's end is taken to be before it", self.log_path,
                       exc.strerror or exc)

@@ -96,6 +96,7 @@ class Mount:
         self.log_path = log_path
         self.proc: subprocess.Popen | None = None
         self.allow_errors = False
+        self.prefix: tuple[str, ...] = ()  # a command the daemon runs under (e.g. setpriv)
 
     def start(self, timeout: float = 15.0) -> Mount:
         self.path.mkdir(parents=True, exist_ok=True)
@@ -103,6 +104,7 @@ class Mount:
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(
                 [
+                    *self.prefix,
                     sys.executable,
                     "-m",
                     "kafkafs",

@@ -207,3 +207,47 @@ def test_a_legacy_inner_message_whose_crc_fails_reads_eio_and_is_logged_once(mou
     lines = [line for line in m.log().splitlines() if str(segment) in line]
     assert len(lines) == 1 and "inner message at offset 4: crc mismatch" in lines[0], m.log()
     assert "Traceback" not in m.log()
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None, reason="needs root and setpriv")
+def test_a_segment_the_daemon_may_not_read_fails_only_its_reads(mounted, logdir_copy):
+    """review22 R22-4: a sealed segment (and, in another partition, the active one) of mode 000, the daemon
+    without DAC override (root then obeys modes): records.jsonl stays listed, sized and readable up to that
+    segment; the reads that need it fail (EIO), the file is logged once (SPEC §3: damage is local). It was
+    EACCES at lookup: the whole records.jsonl vanished."""
+    from tests.fs.conftest import Mount
+
+    segments = sorted((logdir_copy / "orders-0").glob("*.log"))
+    assert len(segments) > 2
+    before = expected_jsonl(logdir_copy, "orders-0")
+    sealed = segments[1]
+    active = logdir_copy / "events-3" / "00000000000000000000.log"
+    sealed.chmod(0)
+    active.chmod(0)
+    m = Mount(logdir_copy, mounted.base / "mnt-nocap", ("--cache-dir", str(mounted.base / "cache-nocap")),
+              mounted.base / "mount-nocap.log")
+    m.prefix = ("setpriv", "--bounding-set", "-dac_override,-dac_read_search")
+    m.allow_errors = True
+    mounted.mounts.append(m)
+    m.start()
+    base = int(sealed.stem)
+    lines = before.splitlines(keepends=True)
+    prefix = sum(len(line) for line in lines if json.loads(line)["offset"] < base)
+    head = prefix - prefix % mmap.PAGESIZE  # the kernel reads whole pages (see the torn test above)
+    assert head > 0
+    fd = os.open(m / "orders-0" / "records.jsonl", os.O_RDONLY)
+    try:
+        assert os.pread(fd, head, 0) == before[:head]  # the first segment's records
+    finally:
+        os.close(fd)
+    for name in ("orders-0", "events-3"):
+        part = m / name
+        assert "records.jsonl" in os.listdir(part)
+        assert os.stat(part / "records.jsonl").st_size >= 0
+        assert _errno(part / "records.jsonl") == errno.EIO
+    assert _errno(m / "orders-0" / "by-offset" / "0.json") is None
+    m.stop()
+    log = m.log()
+    assert "Traceback" not in log
+    for path in (sealed, active):
+        assert log.count(f"cannot read {path}") == 1, log

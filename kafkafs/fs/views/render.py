@@ -72,8 +72,10 @@ _reasons_said: set[tuple[str | None, int | str | None]] = set()  # (file, reason
 _report_lock = threading.Lock()
 _too_large = [0]  # how many of _reported are UninflatableBatch (under _report_lock)
 
-#: The errno values of a disk that will not give bytes it holds (not a file that is gone or closed).
-DISK_ERRNOS = frozenset({errno.EIO, errno.EUCLEAN, errno.EBADMSG, errno.ENODATA, errno.EREMOTEIO})
+#: The errno values of a disk that will not give bytes it holds (not a file that is gone or closed); a
+#: segment the daemon may not read (EACCES/EPERM: its mode) is the same for the reads (review22 R22-4).
+DISK_ERRNOS = frozenset({errno.EIO, errno.EUCLEAN, errno.EBADMSG, errno.ENODATA, errno.EREMOTEIO,
+                         errno.EACCES, errno.EPERM})
 
 
 class UnreadableError(CorruptRecordError):
@@ -88,7 +90,8 @@ def disk_error(exc: BaseException) -> bool:
 
 def unreadable(exc: OSError, file: str | None, position: int | None) -> UnreadableError:
     """The read-only views' word for a disk error reading ``file`` at ``position``."""
-    return UnreadableError(f"the disk could not read it ({exc.strerror or exc})", position, file)
+    who = "kafkafs may not read it" if exc.errno in (errno.EACCES, errno.EPERM) else "the disk could not read it"
+    return UnreadableError(f"{who} ({exc.strerror or exc})", position, file)
 
 
 def reported_count() -> int:
