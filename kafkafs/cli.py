@@ -179,13 +179,17 @@ def cmd_produce(args: argparse.Namespace) -> int:
     if sys.stdin is None:  # `<&-`: no standard input at all (as cat says it: bad file descriptor)
         raise tag_os_error(OSError(errno.EBADF, os.strerror(errno.EBADF)), "read {path}", "standard input")
     if (Path(args.logdir) / "__cluster_metadata-0").is_dir():  # refused before the lock is taken (produce checks too)
-        from .produce import produce_refusal
+        from .produce import leader_epoch_refusal, produce_refusal
         from .storage.config import SettingsUnreadable
 
         with _open_logdir(args.logdir, args, writable=False) as reading:
             refusal = produce_refusal(reading, args.partition)
+            epoch_refusal = (None if args.leader_epoch is None
+                             else leader_epoch_refusal(reading, args.partition, args.leader_epoch))
         if refusal is not None:
             raise SettingsUnreadable(refusal)
+        if epoch_refusal is not None:  # a usage error (exit 2), before the lock
+            raise UsageError(epoch_refusal)
     done = None
     stopped: KeyboardInterrupt | None = None
     late: KeyboardInterrupt | None = None
@@ -545,7 +549,8 @@ def build_parser() -> _Parser:
     )
     p.add_argument("partition", metavar="TOPIC-PARTITION")
     p.add_argument("--no-create", action="store_true", help="fail instead of creating a missing partition")
-    p.add_argument("--leader-epoch", type=int, metavar="N", help="write as leader epoch N (not below the partition's)")
+    p.add_argument("--leader-epoch", type=int, metavar="N", help="write as leader epoch N (not below the partition's, "
+                   "nor above the one its metadata log records)")
     _add_settings_options(p)
 
     p = _logdir_command(

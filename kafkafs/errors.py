@@ -182,6 +182,11 @@ class InternalTopicRefused(InvalidName):
     ``INVALID_TOPIC_EXCEPTION``); kafkafs's own maintenance of them (recover, clean) is not one."""
 
 
+class WriteRefused(KafkafsError):
+    """A user write kafkafs refuses on purpose, its message the one line that says why (a ``--rw``
+    mount's mkdir of a partition whose topic the metadata log does not name: EPERM, logged)."""
+
+
 class InvalidInput(KafkafsError):
     """User input that does not parse: a bad JSON line, a bad timestamp, a bad option."""
 

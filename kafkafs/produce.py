@@ -13,14 +13,21 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, NamedTuple
 
-from .errors import InvalidInput, InvalidName, note_os_error
+from .errors import InvalidInput, InvalidName, UsageError, note_os_error
 from .format.compression import codec_by_name
 from .format.lineencode import encode_lines
 from .storage.append_rules import RecordRefused, check_batches
 from .storage.config import SettingsUnreadable, recorded_refusal
+from .storage.kraft import METADATA_PARTITION, recorded_topic_configs
 from .storage.logdir import LogDir
 from .storage.names import parse_partition_dir_name, refuse_internal_topic
-from .storage.strays import stray_consequence, stray_partitions, unnamed_partitions, unnamed_refusal
+from .storage.strays import (
+    NEW_PARTITION_REFUSED,
+    stray_consequence,
+    stray_partitions,
+    unnamed_partitions,
+    unnamed_refusal,
+)
 
 __all__ = ["read_line_blobs", "produce", "produce_refusal", "Produced", "MAX_LINES", "MAX_BYTES",
            "stops_between_batches"]
@@ -153,8 +160,26 @@ def produce_refusal(logdir: LogDir, name: str) -> str | None:
     why = unnamed_partitions(logdir.path, [name], logdir.settings.recorded_topic_ids()).get(name)
     if why is None:
         return None
-    return f"{name}: refused: " + unnamed_refusal(why, "no record is appended by guessed settings, and a broker of "
-                                                      "this directory would serve none")
+    return f"{name}: refused: " + unnamed_refusal(why, NEW_PARTITION_REFUSED)
+
+
+def leader_epoch_refusal(logdir: LogDir, name: str, epoch: int) -> str | None:
+    """Why ``produce --leader-epoch epoch`` is refused for partition ``name`` of ``logdir`` (a usage
+    error), or None: an epoch above the partition's current leader epoch, as the directory's metadata
+    log records it (review21 R21-6: a broker of the directory then cuts it out of its epoch cache, WARN,
+    and the log's epochs go back). Not judged when the metadata log does not name the partition."""
+    topic, partition = parse_partition_dir_name(name)
+    if not (logdir.path / METADATA_PARTITION).is_dir():
+        return None
+    recorded = recorded_topic_configs(logdir.path, partitions=True)
+    named = (recorded.topics or {}).get(topic)
+    if recorded.damage is not None or named is None:
+        return None
+    current = recorded.leader_epochs.get(named[0], {}).get(partition)
+    if current is None or epoch <= current:
+        return None
+    return (f"--leader-epoch {epoch} is above the leader epoch {current} the metadata log ({METADATA_PARTITION}) "
+            f"records for {name}: a broker of this directory would cut it out of its epoch cache")
 
 
 def produce(logdir: LogDir, name: str, fd: int, *, no_create: bool = False, leader_epoch: int | None = None) -> Produced:
@@ -166,6 +191,10 @@ def produce(logdir: LogDir, name: str, fd: int, *, no_create: bool = False, lead
     refusal = produce_refusal(logdir, name)
     if refusal is not None:  # before the partition is opened or made: nothing changed
         raise SettingsUnreadable(refusal)
+    if leader_epoch is not None:
+        refusal = leader_epoch_refusal(logdir, name, leader_epoch)
+        if refusal is not None:
+            raise UsageError(refusal)
     exists = name in logdir.partition_names(aliases=True)  # an alias is refused as it opens
     if not exists and no_create:
         raise InvalidName(f"no partition {name} in {logdir.path} (drop --no-create to create it)")

@@ -21,6 +21,7 @@ from ..errors import (
     ReadOnlyError,
     RecordTooLargeError,
     SegmentClosedError,
+    WriteRefused,
 )
 from ..storage.handles import TOO_MANY_FILES, release_all
 from .views.render import report_corrupt
@@ -47,6 +48,9 @@ def errno_for(exc: BaseException, *, rw: bool, mkdir: bool = False) -> int:
         return errno.EIO
     if isinstance(exc, InternalTopicRefused):  # an append or mkdir: EPERM, as for any file not ours to write
         log.warning("refused: %s", exc)
+        return errno.EPERM
+    if isinstance(exc, WriteRefused):  # a name that is well formed, refused: as for an internal topic
+        log.warning("%s", exc)
         return errno.EPERM
     if isinstance(exc, InvalidName):
         return errno.EINVAL if mkdir else errno.ENOENT

@@ -89,6 +89,7 @@ class _State:
         self.names: dict[str, str] = {}  # topic id -> name
         # topic id -> partition id -> its replicas (broker ids), when asked for
         self.partitions: dict[str, dict[int, tuple[int, ...]]] = {}
+        self.leader_epochs: dict[str, dict[int, int]] = {}  # topic id -> partition id -> leader epoch
         # the records of a metadata transaction not ended yet: applied at its end, dropped at an abort,
         # never applied if the log ends inside it (as Kafka's MetadataBatchLoader publishes them)
         self.pending: list[MessageObject] | None = None
@@ -126,12 +127,17 @@ class _State:
             self.names[data["topicId"]] = data["name"]
         elif kind == "PARTITION_RECORD":
             self.partitions.setdefault(data["topicId"], {})[data["partitionId"]] = tuple(data.get("replicas") or ())
+            self.leader_epochs.setdefault(data["topicId"], {})[data["partitionId"]] = int(data.get("leaderEpoch") or 0)
         elif kind == "PARTITION_CHANGE_RECORD":  # replicas: null (left out) when they did not change
             known = self.partitions.get(data["topicId"], {})
             if data.get("replicas") is not None and data["partitionId"] in known:
                 known[data["partitionId"]] = tuple(data["replicas"])
+            epochs = self.leader_epochs.get(data["topicId"], {})  # leader -2 (left out): no new epoch
+            if data.get("leader", -2) != -2 and data["partitionId"] in epochs:
+                epochs[data["partitionId"]] += 1
         elif kind == "REMOVE_TOPIC_RECORD":
             self.partitions.pop(data["topicId"], None)
+            self.leader_epochs.pop(data["topicId"], None)
             name = self.names.pop(data["topicId"], None)
             if name is not None:
                 self.configs.pop(name, None)
@@ -157,6 +163,8 @@ class RecordedConfigs(dict[str, dict[str, str]]):
     topics: dict[str, tuple[str, frozenset[int]]] | None = None
     #: topic id -> partition id -> the broker ids of its replicas (filled when the partitions are asked for)
     replicas: dict[str, dict[int, tuple[int, ...]]] = {}  # noqa: RUF012 - replaced whole, never changed in place
+    #: topic id -> partition id -> its leader epoch (PartitionRecord's, +1 a PartitionChangeRecord naming a leader)
+    leader_epochs: dict[str, dict[int, int]] = {}  # noqa: RUF012 - replaced whole, never changed in place
     #: ``node.id`` of the directory's ``meta.properties`` (None: none there)
     node_id: str | None = None
     #: a note when the metadata log ends in a torn tail (a batch not wholly written, as an unclean stop
@@ -490,4 +498,5 @@ def _result(out: RecordedConfigs, state: _State, logdir: str | os.PathLike[str])
     out.broker = broker_topic_defaults(state.brokers, out.node_id)
     out.topics = {name: (topic_id, frozenset(state.partitions.get(topic_id, ()))) for topic_id, name in state.names.items()}
     out.replicas = {topic_id: state.partitions.get(topic_id, {}) for topic_id in state.names}
+    out.leader_epochs = {topic_id: dict(state.leader_epochs.get(topic_id, {})) for topic_id in state.names}
     return out

@@ -38,7 +38,7 @@ from .partition_metadata import (
     repair_partition_metadata,
 )
 
-__all__ = ["assigned_elsewhere", "repair_partition_metadata_files", "stray_consequence", "stray_partitions",
+__all__ = ["NEW_PARTITION_REFUSED", "assigned_elsewhere", "repair_partition_metadata_files", "stray_consequence", "stray_partitions",
            "unnamed_partitions", "unnamed_refusal"]
 
 
@@ -139,6 +139,11 @@ def unnamed_partitions(path: str | os.PathLike[str], names: Iterable[str], ids: 
             found[name] = (f"its topic id {topic_id} ({PARTITION_METADATA_FILE}) is not the id {ids[topic]} "
                            f"{metadata} gives topic {topic}")
     return found
+
+
+#: What :func:`unnamed_refusal` says is not done for a partition of a topic the metadata does not name
+#: (``produce`` and a ``--rw`` mount's mkdir of one).
+NEW_PARTITION_REFUSED = "no record is appended by guessed settings, and a broker of this directory would serve none"
 
 
 def unnamed_refusal(why: str, what: str) -> str:

@@ -132,3 +132,23 @@ def test_produce_into_another_brokers_partition_warns(fixtures_dir, tmp_path):
     meta.write_text(meta.read_text().replace("node.id=2", "node.id=1"))  # this broker's own: nothing said
     err = run("produce", str(logs), "TestTopicPatient-0", stdin=b"and here\n").stderr.decode()
     assert err.splitlines() == ["kafkafs: appended 1 records to TestTopicPatient-0 at offsets 4..4"], err
+
+
+def test_produce_refuses_a_leader_epoch_above_the_metadata_logs(fixtures_dir, tmp_path):
+    """review21 R21-6: ``produce --leader-epoch N`` above the partition's leader epoch the metadata log
+    records (TestTopicPatient-0: 1; its log's own is 0) is a usage error, one line, exit 2, nothing
+    written (before: appended at epoch 9, exit 0, and a broker then cut 9 out of its epoch cache, WARN).
+    At or below the recorded one (not below the log's): as before; no metadata log: as before."""
+    logs = _copy(fixtures_dir, tmp_path)
+    for p in [logs, *logs.rglob("*")]:
+        p.chmod(p.stat().st_mode | 0o200)
+    files = {p: p.read_bytes() for p in logs.rglob("*") if p.is_file()}
+    proc = run("produce", str(logs), "TestTopicPatient-0", "--leader-epoch", "9", stdin=b"x\n", check_rc=2)
+    err = proc.stderr.decode().splitlines()
+    assert len(err) == 1 and "--leader-epoch 9 is above the leader epoch 1 the metadata log" in err[0], err
+    assert {p: p.read_bytes() for p in logs.rglob("*") if p.is_file()} == files
+    run("produce", str(logs), "TestTopicPatient-0", "--leader-epoch", "1", stdin=b"x\n")
+    assert (logs / "TestTopicPatient-0/leader-epoch-checkpoint").read_text().splitlines()[-1].startswith("1 ")
+    shutil.rmtree(logs / "__cluster_metadata-0")  # nothing recorded to judge by: as before
+    run("produce", str(logs), "TestTopicPatient-0", "--leader-epoch", "9", stdin=b"y\n")
+    assert (logs / "TestTopicPatient-0/leader-epoch-checkpoint").read_text().splitlines()[-1].startswith("9 ")

@@ -304,6 +304,29 @@ def test_mkdir_makes_a_partition(mounted, logdir_copy):
         os.mkdir(m / "orders-0")
 
 
+def test_mkdir_refuses_a_topic_the_metadata_log_does_not_name(mounted, fixtures_dir, tmp_path):
+    """review22 R22-2: on a --rw mount of a KRaft broker's directory, mkdir of a partition of a topic its
+    metadata log does not name is EPERM, said in produce's one line, nothing made (before: rc 0, the
+    folder made, its append then EACCES). A partition the metadata lacks of a topic it names: made."""
+    logs = tmp_path / "logs"
+    shutil.copytree(fixtures_dir / "kafka-logs-c", logs,
+                    ignore=lambda d, names: [n for n in names if n.startswith("__consumer_offsets-")])
+    for p in [logs, *logs.rglob("*")]:
+        p.chmod(p.stat().st_mode | 0o200)
+    m = mounted(logs, "--rw")
+    m.allow_errors = True  # the refusal is logged as a warning
+    with pytest.raises(OSError) as info:
+        os.mkdir(m / "newtopic-0")
+    assert info.value.errno == errno.EPERM
+    assert not (logs / "newtopic-0").exists() and "newtopic-0" not in os.listdir(m.path)
+    os.mkdir(m / "TestTopicPatient-3")
+    assert (logs / "TestTopicPatient-3").is_dir()
+    m.stop()
+    said = [line for line in m.log().splitlines() if "newtopic-0: refused: " in line]
+    assert len(said) == 1 and "topic newtopic is not in the cluster's metadata" in said[0], m.log()
+    assert "a stray as Kafka sees it; no record is appended by guessed settings" in said[0]
+
+
 def test_rw_mount_refuses_appends_to_kafkas_internal_topics(mounted, logdir_copy):
     # a broker refuses client writes to its internal topics; the append file and mkdir did not. Their
     # partitions have no append file (it was listed, and its writes failed with EPERM)

@@ -24,10 +24,11 @@ import stat
 from collections.abc import Iterator
 from typing import Unpack
 
-from ...errors import InvalidName, NotFound, NotPermitted
+from ...errors import InvalidName, NotFound, NotPermitted, WriteRefused
 from ...storage.logdir import LogDir
 from ...storage.names import parse_partition_dir_name, refuse_internal_topic
 from ...storage.safefiles import is_regular_file, regular_files
+from ...storage.strays import NEW_PARTITION_REFUSED, unnamed_partitions, unnamed_refusal
 from . import names
 from .handles import Handle, OSFileHandle
 from .inodes import parse_record_ino
@@ -150,9 +151,14 @@ class Tree:
             raise NotPermitted("read-only mount")
         topic, partition = parse_partition_dir_name(name)
         refuse_internal_topic(topic)
-        if (partitions.logdir.path / name).exists():
+        logdir = partitions.logdir
+        if (logdir.path / name).exists():
             raise FileExistsError(name)
-        partitions.logdir.create_partition(topic, partition)
+        # a topic a whole metadata log does not name: refused as produce refuses it, nothing made (review22 R22-2)
+        why = unnamed_partitions(logdir.path, [name], logdir.settings.recorded_topic_ids()).get(name)
+        if why is not None:
+            raise WriteRefused(f"{name}: refused: " + unnamed_refusal(why, NEW_PARTITION_REFUSED))
+        logdir.create_partition(topic, partition)
         return self.root.partition_dir(name)
 
     def node_for_ino(self, ino: int) -> Node | None:
