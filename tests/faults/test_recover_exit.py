@@ -131,12 +131,9 @@ def test_verify_and_recover_agree_on_a_damaged_active_index(tmp_path, clean, gar
     assert _kafkafs("verify", str(logdir)).returncode == 0
 
 
-@pytest.mark.parametrize("leftover", [".log.cleaned", ".log.swap", ".index.swap", ".timeindex"])
-def test_verify_says_what_recover_finishes_of_an_interrupted_compaction(tmp_path, leftover):
-    """review6 F17: a compaction's leftovers (.cleaned, .swap) and an index whose .log is gone: recover
-    deletes or completes them and exits 1 (damage repaired), so verify must say them and exit 1 (it said
-    OK). A .deleted file (retention's pending removal) is no damage to either."""
-    logdir = tmp_path / "logs"
+def _leftover_after_recover(logdir: Path, leftover: str) -> tuple[str, list[Path]]:
+    """A recovered directory (marked clean) with one compaction leftover beside t-0's first segment:
+    the leftover's name, and t-0's segments."""
     _write(logdir, 400)
     assert _kafkafs("recover", str(logdir)).returncode == 0
     segments = sorted((logdir / "t-0").glob("*.log"))
@@ -144,6 +141,16 @@ def test_verify_says_what_recover_finishes_of_an_interrupted_compaction(tmp_path
     name = f"{int(segments[0].stem) + 999_999:020d}{leftover}" if leftover == ".timeindex" else \
         segments[0].stem + leftover
     (logdir / "t-0" / name).write_bytes(source.read_bytes())
+    return name, segments
+
+
+@pytest.mark.parametrize("leftover", [".log.cleaned", ".log.swap", ".index.swap", ".timeindex"])
+def test_verify_says_what_recover_finishes_of_an_interrupted_compaction(tmp_path, leftover):
+    """review6 F17: a compaction's leftovers (.cleaned, .swap) and an index whose .log is gone: recover
+    deletes or completes them and exits 1 (damage repaired), so verify must say them and exit 1 (it said
+    OK). A .deleted file (retention's pending removal) is no damage to either."""
+    logdir = tmp_path / "logs"
+    name, segments = _leftover_after_recover(logdir, leftover)
     verified = _kafkafs("verify", str(logdir))
     assert verified.returncode == 1 and name in verified.stdout.decode(), verified.stdout
     done = _kafkafs("recover", str(logdir))
@@ -160,13 +167,7 @@ def test_an_interrupted_compaction_after_an_unclean_stop_is_routine(tmp_path, le
     notes them (exit 0) and recover finishes them and exits 0, saying so (both said 1: damage; failed
     before, seen). Where the last writer closed cleanly they stay damage (the test above)."""
     logdir = tmp_path / "logs"
-    _write(logdir, 400)
-    assert _kafkafs("recover", str(logdir)).returncode == 0
-    segments = sorted((logdir / "t-0").glob("*.log"))
-    source = segments[0] if leftover != ".timeindex" else segments[0].with_suffix(".timeindex")
-    name = f"{int(segments[0].stem) + 999_999:020d}{leftover}" if leftover == ".timeindex" else \
-        segments[0].stem + leftover
-    (logdir / "t-0" / name).write_bytes(source.read_bytes())
+    name, segments = _leftover_after_recover(logdir, leftover)
     (logdir / ".kafka_cleanshutdown").unlink()  # the writer was killed
     verified = _kafkafs("verify", str(logdir))
     assert verified.returncode == 0 and name in verified.stdout.decode(), verified.stdout
