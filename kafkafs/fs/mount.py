@@ -135,7 +135,7 @@ def serve(
     from .invalidation import POLL_INTERVAL, Invalidator, poll_forever
     from .operations import Operations
     from .tree.root import Tree
-    from .watching import ChangeWatcher
+    from .watching import open_watcher
 
     # Decoding makes many short-lived objects and no cycles: collect the young generation less often.
     gc.freeze()
@@ -156,6 +156,7 @@ def serve(
         threading.Thread(target=tree.partitions.prune_cache, name="kafkafs-cache-prune", daemon=True).start()
     ops = Operations(tree)
     starting = StartingStderr()
+    watcher = open_watcher()  # None: inotify cannot be had, every partition is polled (said)
     # From the mount on, a signal must unmount: held back until trio's receiver takes it (on_signal);
     # delivered before, its default action killed the process and left a dead mount behind. Blocked in
     # this thread; one that another thread takes meanwhile is kept by this handler for on_signal, which
@@ -178,6 +179,8 @@ def serve(
     except Exception as exc:
         probe.reap()
         _restore_signals(previous, held)
+        if watcher is not None:
+            watcher.stop()
         directory.close()
         raise _start_error(mountpoint, starting.restore(replay=False), exc) from None
     logging.getLogger("pyfuse3").addFilter(not_a_reply_nobody_awaits)
@@ -187,11 +190,11 @@ def serve(
     tree.partitions.add_listener(invalidator.partition_changed)
     tree.partitions.add_append_listener(invalidator.attrs_now)
     invalidator.start()
-    watcher = ChangeWatcher()
-    watcher.on_folder_event = _folder_event(tree.partitions, invalidator)
-    watcher.start()
-    tree.partitions.watch_folder = watcher.watch_folder  # partitions watched from before they load
-    tree.partitions.watch_schemas()  # a schema registered is followed at its event
+    if watcher is not None:
+        watcher.on_folder_event = _folder_event(tree.partitions, invalidator)
+        watcher.start()
+        tree.partitions.watch_folder = watcher.watch_folder  # partitions watched from before they load
+        tree.partitions.watch_schemas()  # a schema registered is followed at its event
     cleaner = None
     if rw and clean:  # retention and compaction in the background, as a broker runs them: asked for only
         from ..storage.cleaner import LogCleaner
@@ -369,7 +372,8 @@ def serve(
         sd_notify("STOPPING=1")
         if cleaner is not None:
             cleaner.stop()  # before the logs close: a compaction in progress is abandoned
-        watcher.stop()
+        if watcher is not None:
+            watcher.stop()
         invalidator.stop()
         ops.workers.stop()
         try:
