@@ -7,7 +7,9 @@ through a pipe; the parent exits 0 or raises). ``foreground`` serves in the call
 the daemon ever waits for its own mount (its one look at the mount point is made by a child process,
 :mod:`.mount_probe`), the invalidator stops while the loop still answers (a loop that died of an
 error is started again to refuse what the kernel queued, until the invalidator has stopped), and the
-loop has :data:`STOP_GRACE` seconds to answer the requests it took.
+loop has :data:`STOP_GRACE` seconds to answer the requests it took. While it serves, the loop's thread is
+never left more than a second in a read of ``/dev/fuse`` that found nothing to read
+(:func:`~.daemon.wake_stuck_reads`), and ``kill -USR1`` writes every thread's stack to stderr.
 
 If the daemon dies without unmounting (SIGKILL, a crash), the kernel keeps a dead mount that answers
 "Transport endpoint is not connected"; ``fusermount3 -uz MOUNTPOINT`` clears it, after which the
@@ -42,6 +44,8 @@ from .daemon import (
     return_large_blocks,
     sd_notify,
     setup_logging,
+    stacks_on_request,
+    wake_stuck_reads,
 )
 from .mount_checks import check_logdir, check_mountpoint, fuse_fd, fuse_option_set
 from .mount_probe import MountProbe, mounted_device
@@ -360,12 +364,14 @@ def serve(
 
     error: BaseException | None = None
     first = realtime_loop and loop_first()
+    stop_waking = wake_stuck_reads()  # the loop's read never waits long for a request that left (.daemon)
     try:
         trio.run(main)
     except Exception as exc:  # trio wraps what its tasks raise in an ExceptionGroup: said in one line
         failed = True
         error = exc
     finally:
+        stop_waking()  # before any child (fusermount3) is waited for: a SIGALRM would cut that wait short
         if first:
             loop_as_others()  # the stop (the layouts saved, the logs closed) takes its turn with the rest
         said = starting.restore(replay=answered and error is None)
@@ -571,10 +577,14 @@ def mount(
     setup_logging(debug, foreground)
 
     def run(ready: Callable[[], None]) -> int:
-        return serve(
-            logdir, mountpoint, rw=rw, values=values, settings=settings, options=options, on_ready=ready,
-            cache_dir=cache_dir, list_limit=list_limit, schemas=schemas, clean=clean,
-        )
+        stop_dumps = stacks_on_request()  # kill -USR1: every thread's stack on stderr (a hang made diagnosable)
+        try:
+            return serve(
+                logdir, mountpoint, rw=rw, values=values, settings=settings, options=options, on_ready=ready,
+                cache_dir=cache_dir, list_limit=list_limit, schemas=schemas, clean=clean,
+            )
+        finally:
+            stop_dumps()
 
     if foreground:
         return run(lambda: None)
