@@ -478,7 +478,7 @@ class LogDir:
                     self._unrecovered.add(name)
                 if not read_only_fallback:
                     raise
-                log.warning("%s; serving it read-only", exc)
+                log.warning("%s; serving it read-only (nothing appended, deleted or compacted there)", exc)
                 opened = self._open_read_only(directory, topic, key)
             except OSError as exc:  # a disk error (EIO) reading what a writer must read: nothing was changed
                 if not (writable and read_only_fallback and exc.errno == errno.EIO):
