@@ -48,7 +48,14 @@ from .partition_folders import alias_reason, list_partition_folders
 from .partition_metadata import ensure_partition_metadata, read_topic_id
 from .publish_intent import unfinished_writes
 from .recovery_plan import writer_refusal
-from .safefiles import check_partition_folder, is_link, open_file, read_regular_file, write_atomically
+from .safefiles import (
+    check_partition_folder,
+    is_link,
+    make_dir,
+    open_file,
+    read_regular_file,
+    write_atomically,
+)
 from .strays import assigned_elsewhere, unnamed_partitions, unnamed_refusal
 
 __all__ = ["LogDir", "check_log_directory", "CLEAN_SHUTDOWN_FILE", "LOCK_FILE", "CLEANER_OFFSET_FILE", "clean_shutdown_content",
@@ -535,7 +542,7 @@ class LogDir:
                 raise ReadOnlyError(f"{self.path} is open read-only")
             recorded = _recorded_topic(self.path, topic, partition)
             with doing("create {path}"):
-                directory.mkdir()
+                make_dir(directory)  # owned as LOGDIR when running as root
             ensure_partition_metadata(directory, topic, recorded)
             opened = Log.open(directory, self.settings.for_topic(topic), writable=True, clean_shutdown=True)
             opened.state_files.epochs.create()
