@@ -17,6 +17,8 @@ import pytest
 
 from kafkafs.format.compression import codec_by_name
 from kafkafs.spark.write import _Pending, start_job
+from kafkafs.storage.cleaner import clean_logdir
+from kafkafs.storage.config import Settings
 from kafkafs.storage.logdir import LogDir
 from kafkafs.storage.publish_intent import write_intent
 from kafkafs.storage.safefiles import make_dir, write_atomically
@@ -49,6 +51,7 @@ def _not_the_brokers(path: Path) -> list[str]:
     return sorted(out)
 
 
+@pytest.mark.slow  # four command runs (a few seconds each on a busy machine); the next test is the fast one
 def test_every_writer_gives_what_it_creates_the_owner_of_its_folder(tmp_path, fixtures_dir):
     path = _brokers(tmp_path, fixtures_dir)
     checkpoint = path / "recovery-point-offset-checkpoint"
@@ -77,8 +80,14 @@ def test_what_a_spark_write_stages_and_a_replaced_file_are_owned_as_their_folder
     pending = _Pending(path / ".kafkafs-staging" / "job1" / "task1" / "t-0.batches", 1 << 20, codec_by_name("none"))
     pending.file.close()
     write_intent(path, "job2", {"t-0": {"start": 0}})
-    with LogDir(path, writable=True) as logdir:  # the lock, the marker
-        logdir.create_partition("fresh", 0)
+    settings = Settings({"segment.bytes": 1024, "retention.ms": 1})
+    with LogDir(path, settings, writable=True) as logdir:  # the lock, the marker, checkpoints
+        fresh = logdir.create_partition("fresh", 0)  # produce's and the --rw mount's mkdir
+        for i in range(8):  # rolled segments, indexes, snapshots
+            fresh.append_records([(None, b"k", b"v%d" % i + b"x" * 300, ())])
+        assert len(fresh.segments) > 2
+        lines = clean_logdir(logdir)  # compaction of __consumer_offsets-12 (.cleaned, .swap), retention
+        assert any("compacted" in line for line in lines) and any("deleted" in line for line in lines), lines
     assert _not_the_brokers(path) == []
     # a replaced file keeps its owner and mode, even where the folder's owner is another
     odd = path / "odd"
