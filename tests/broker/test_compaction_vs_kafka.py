@@ -22,7 +22,7 @@ from pathlib import Path
 from tests.kafka_layout import checkpoint_offset
 
 from .harness import kafkafs
-from .workloads import produce_transactions
+from .workloads import produce_transactions, wait_transactions_settled
 
 TOPIC = "cmp"
 SEGMENT_BYTES = 4096
@@ -85,6 +85,7 @@ def _fill(broker) -> None:
     for i in range(20):  # the active segment's records, which no cleaner touches
         plain.send(TOPIC, key=b"k%d" % i, value=b"last %d" % i)
     plain.flush()
+    wait_transactions_settled(broker, TOPIC)
 
 
 def _cleaned_to(logs: Path) -> int | None:

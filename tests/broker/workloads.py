@@ -7,6 +7,7 @@ null), so that the JSON view's rules all show.
 from __future__ import annotations
 
 import random
+import time
 from collections.abc import Iterable
 
 from .harness import Broker
@@ -101,6 +102,27 @@ def produce_transactions(broker: Broker, topic: str, transactions: int, per_txn:
             producer.commit_transaction()
             committed += per_txn
     return committed, aborted
+
+
+def wait_transactions_settled(broker: Broker, topic: str, partitions: Iterable[int] = (0,),
+                              timeout: float = 60.0) -> None:
+    """Wait until every transaction on ``topic``'s ``partitions`` has its marker in the log (the last
+    stable offset, what a read_committed consumer may read to, equals the log end offset).
+    ``commit_transaction``/``abort_transaction`` return once the coordinator has decided; it writes
+    the markers after that. A broker stopped before they are written writes them when it starts
+    again, so its log would no longer be the one copied at the stop."""
+    from kafka import TopicPartition
+
+    tps = [TopicPartition(topic, p) for p in partitions]
+    committed = broker.consumer(isolation_level="read_committed")
+    uncommitted = broker.consumer(isolation_level="read_uncommitted")
+    deadline = time.monotonic() + timeout
+    while True:
+        stable, end = committed.end_offsets(tps), uncommitted.end_offsets(tps)
+        if stable == end:
+            return
+        assert time.monotonic() < deadline, f"transactions on {topic} still open: stable {stable}, end {end}"
+        time.sleep(0.1)
 
 
 def commit_group_offsets(broker: Broker, topics: Iterable[str], group: str = "readers") -> None:
