@@ -45,6 +45,7 @@ from ..errors import CorruptRecordError, UninflatableBatch, UnsafeFileError, not
 from .compaction import PlannedSegment, clean_log, cleanable_segments, log_to_clean, now_ms
 from .compaction_filter import CleanStats
 from .config import LONG_MAX, Settings, SettingsUnreadable, broker_setting, recorded_refusal
+from .handles import TOO_MANY_FILES, release_all
 from .offset_map import BYTES_PER_ENTRY, OffsetMap
 from .retention import apply_retention
 from .strays import unnamed_partitions, unnamed_refusal
@@ -59,6 +60,9 @@ __all__ = ["apply_retention", "compact", "cleanable_segments", "clean_logdir", "
            "damaged_reason"]
 
 log = logging.getLogger("kafkafs.cleaner")
+
+#: At most one line about a pass that found no descriptor free in this many seconds.
+NO_DESCRIPTOR_SAID_EVERY = 10.0
 
 
 class CleanerStopped(Exception):
@@ -292,6 +296,8 @@ class LogCleaner:
         self.strays_said: set[str] = set()
         #: Partition folders that did not open (said once).
         self.unopened_said: set[str] = set()
+        self._fd_error_said = float("-inf")
+        self._unsaid_fd_errors = 0
 
     def start(self) -> None:
         if self._thread is not None:  # log.cleaner.enable=false turns compaction off, not retention
@@ -317,13 +323,41 @@ class LogCleaner:
                 worked = self.run_once()
             except CleanerStopped:
                 break
+            except OSError as exc:
+                self.errors += 1
+                if exc.errno in TOO_MANY_FILES:  # one line now and then, no traceback (review24 R24-6)
+                    self._no_descriptor_free(exc)
+                else:
+                    log.exception("cleaner pass failed")
+                self._stop.wait(self.retry_wait())
+                continue
             except Exception:  # noqa: BLE001 - a bad partition must not stop cleaning the others
                 self.errors += 1
                 log.exception("cleaner pass failed")
-                worked = False
+                self._stop.wait(self.retry_wait())
+                continue
             if not worked:
                 self._stop.wait(self.idle_wait())
         log.info("cleaner stopped")
+
+    def retry_wait(self) -> float:
+        """Seconds to wait after a failed pass: the next thing due, but never less than
+        ``log.cleaner.backoff.ms`` nor a second (before: a pass failing at once was tried again at once,
+        thousands of times a second, review24 R24-6)."""
+        return max(self.idle_wait(), self.backoff, 1.0)
+
+    def _no_descriptor_free(self, exc: OSError) -> None:
+        """A pass found no descriptor free: every budget gives back what it holds, and it is said in one
+        line at most every :data:`NO_DESCRIPTOR_SAID_EVERY` seconds (the pass is tried again later)."""
+        release_all()
+        self._unsaid_fd_errors += 1
+        now = time.monotonic()
+        if now - self._fd_error_said < NO_DESCRIPTOR_SAID_EVERY:
+            return
+        more = f" ({self._unsaid_fd_errors - 1} more since the last such line)" if self._unsaid_fd_errors > 1 else ""
+        self._fd_error_said, self._unsaid_fd_errors = now, 0
+        log.warning("cleaner: no file descriptor free: %s%s; the pass is tried again later; the open file limit "
+                    "may be too low for this log directory (ulimit -n)", exc, more)
 
     def idle_wait(self) -> float:
         """Seconds until the next thing is due: the next retention check, or the next look for a log
@@ -378,6 +412,13 @@ class LogCleaner:
                 # skipped in silence when the cleaner came first)
                 target = self.logdir.log(name, read_only_fallback=True)
             except UnsafeFileError:  # refused, and not even readable: said when it was opened
+                continue
+            except OSError as exc:
+                if exc.errno in TOO_MANY_FILES:  # not this folder's fault: the pass stops, tried again later
+                    raise
+                if name not in self.unopened_said:
+                    self.unopened_said.add(name)
+                    log.warning("cleaner: %s: %s; not deleted or compacted", name, exc)
                 continue
             except Exception as exc:  # noqa: BLE001 - a folder that does not open is skipped (said once)
                 if name not in self.unopened_said:

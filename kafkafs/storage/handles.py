@@ -10,8 +10,9 @@ kafkafs does three things:
   (called when a log or a log directory is opened);
 - a :class:`HandleBudget` counts the descriptors its owners hold (the limit: the open file limit less
   what is left for everything else, :func:`default_budget_limit`), oldest first, and when they hold
-  more than its limit it asks the oldest ones (never the active segment of a writable log) to
-  :meth:`release_handles`. The next read opens them again;
+  more than its limit it asks the oldest ones (the active segment of a writable log too: a ``--rw``
+  mount's cleaner opens every partition, review24 R24-6) to :meth:`release_handles`. The next read
+  or append opens them again;
 - an open that fails with EMFILE or ENFILE anyway (:func:`retrying_open`) makes every budget give back
   what it holds (:func:`release_all`) and is tried once more; a second failure is the caller's error
   (the mount answers that one request with it and logs one line).
@@ -130,7 +131,7 @@ class HandleOwner(Protocol):
 
     @property
     def pinned(self) -> bool:
-        """Never released (the active segment of a writable log)."""
+        """Never released (a key index that could not open its file again)."""
         ...
 
     def release_handles(self) -> None:

@@ -75,7 +75,7 @@ class SegmentFiles:
         self._registered = False
         self._closed = False
         self._dirty = False  # written since the last flush
-        #: The segment appends go to (set by the owning Log); a writable active segment keeps its handles.
+        #: The segment appends go to (set by the owning Log).
         self.active = False
         self._whole_at: int | None = None  # the size at which check_whole last found the end whole
         #: an index entry was found not to say what the ``.log`` holds: neither index serves this segment's
@@ -157,8 +157,12 @@ class SegmentFiles:
 
     @property
     def pinned(self) -> bool:
-        """The handle budget never releases the active segment of a writable log."""
-        return self.writable and self.active and not self._closed
+        """Never: the active segment of a writable log gives its files back too (review24 R24-6: a
+        ``--rw`` mount's cleaner opens every partition, and thousands of active segments kept open
+        took every descriptor). Its next append, read or flush opens them again (the ``.log`` by
+        path, the index maps re-derive their entries from the file: see ``AbstractIndex.release``);
+        an append under way keeps the descriptor and map it took until it is done."""
+        return False
 
     def _note_open(self) -> None:
         if not self._registered and not self._closed:

@@ -122,3 +122,51 @@ def test_a_mount_under_a_low_open_file_limit_serves_every_file(tmp_path: Path) -
 
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux: /proc, FUSE")
+
+
+RW_CONFIG = """\
+"log.retention.check.interval.ms" = 200
+"log.initial.task.delay.ms" = 0
+"log.cleaner.backoff.ms" = 200
+"retention.ms" = 86400000
+"""
+RW_PARTITIONS = 60
+
+
+def test_a_writable_cleaning_mount_under_a_low_limit_keeps_its_descriptors_in_the_budget(tmp_path: Path) -> None:
+    """review24 R24-6: ``mount --rw --clean`` of more partitions than ``ulimit -n`` / 3. Before: the cleaner
+    opened every partition writable and each kept its active segment's three files (pinned, outside the
+    budget), so the daemon sat at its limit: ``ls`` and every read and append failed EMFILE and each
+    cleaner pass logged a traceback. Now an idle active segment gives its files back like any other."""
+    logdir, mnt = tmp_path / "logs", tmp_path / "mnt"
+    now = int(time.time() * 1000)
+    for p in range(RW_PARTITIONS):  # one tiny segment each (3 descriptors when open writable: 180 > 128)
+        folder = logdir / f"t-{p}"
+        folder.mkdir(parents=True)
+        (folder / f"{0:020d}.log").write_bytes(encode_batch([(now, b"k", b"v%d" % p, ())], base_offset=0))
+    config = tmp_path / "kafkafs.toml"
+    config.write_text(RW_CONFIG)
+    mnt.mkdir()
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    with open(tmp_path / "mount.log", "wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "kafkafs", "mount", "-f", "--rw", "--clean", str(logdir),
+                                 str(mnt), "--config", str(config), "--cache-dir", str(tmp_path / "cache")],
+                                stdout=out, stderr=subprocess.STDOUT, env=env, cwd=str(ROOT), preexec_fn=_low_limit)
+    try:
+        deadline = time.monotonic() + 20
+        while not os.path.ismount(mnt):
+            assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "mount.log").read_text()
+            time.sleep(0.02)
+        time.sleep(0.8)  # cleaner passes over every partition
+        assert len(os.listdir(mnt)) >= RW_PARTITIONS
+        for p in (0, RW_PARTITIONS // 2, RW_PARTITIONS - 1):
+            with open(mnt / f"t-{p}" / "append", "a") as f:
+                f.write('{"key": "a", "value": "b"}\n')
+            lines = (mnt / f"t-{p}" / "records.jsonl").read_text().splitlines()
+            assert json.loads(lines[-1])["value"] == "b", lines
+        assert len(os.listdir(f"/proc/{proc.pid}/fd")) <= LIMIT
+    finally:
+        unmount(mnt, proc)
+    text = (tmp_path / "mount.log").read_text()
+    assert "Traceback" not in text and "Too many open files" not in text and "ERROR" not in text, text[-3000:]
+    assert proc.returncode == 0, text[-3000:]

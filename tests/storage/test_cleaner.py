@@ -351,3 +351,35 @@ def test_a_segment_a_read_only_log_takes_just_before_a_swap_that_merges_it_is_dr
         with LogDir(tmp_path, merging) as logdir:
             expected = [view.header.base_offset for _seg, view in logdir.log("kv-0").batches(0)]
         assert [view.header.base_offset for _seg, view in ro.batches(0)] == expected
+
+
+def test_a_cleaner_pass_out_of_descriptors_is_one_line_and_tried_again_later(tmp_path, monkeypatch, caplog) -> None:
+    """review24 R24-6: a pass that fails EMFILE (listing the log directory) was logged with a traceback and
+    tried again at once, thousands of times a second; now: one line, no traceback, a retry a second later."""
+    import errno
+    import logging
+    import time
+
+    from kafkafs.storage import cleaner as cleaner_module
+    from kafkafs.storage.cleaner import LogCleaner
+
+    settings = Settings({"log.cleaner.backoff.ms": 10, "log.initial.task.delay.ms": 0,
+                         "log.retention.check.interval.ms": 10})
+    released: list[int] = []
+    monkeypatch.setattr(cleaner_module, "release_all", lambda: released.append(1) or 0)
+    with LogDir(tmp_path, settings, writable=True) as logdir:
+        logdir.create_partition("ev", 0)
+        cleaner = LogCleaner(logdir)
+
+        def no_fd(**_kw: object) -> list[str]:
+            raise OSError(errno.EMFILE, "Too many open files", str(tmp_path))
+
+        with monkeypatch.context() as patch, caplog.at_level(logging.INFO, logger="kafkafs.cleaner"):
+            patch.setattr(logdir, "partition_names", no_fd)
+            cleaner.start()
+            time.sleep(0.5)
+            cleaner.stop()
+    failed = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert cleaner.errors == 1 and released == [1], (cleaner.errors, released)
+    assert len(failed) == 1 and failed[0].exc_info is None, [r.getMessage() for r in failed]
+    assert "no file descriptor free" in failed[0].getMessage()

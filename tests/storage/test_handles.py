@@ -69,20 +69,34 @@ def test_released_segments_reopen_and_a_reader_in_progress_is_not_disturbed(tmp_
     assert len(budget) == 0
 
 
-def test_the_active_segment_of_a_writer_is_never_released(tmp_path: Path) -> None:
+def test_the_active_segment_of_a_writer_gives_its_files_back_and_opens_them_again(tmp_path: Path) -> None:
+    """review24 R24-6: a writable log's active segment is released like any other (before: pinned, so a
+    writer holding thousands of partitions kept three descriptors each outside the budget); its next
+    append opens the files again and the indexes go on from the entries in the file."""
     many_segments(tmp_path / "t-0")
     budget = HandleBudget(limit=1)
     log = Log.open(tmp_path / "t-0", config(segment_bytes=400), writable=True, clean_shutdown=True, budget=budget)
     active = log.active_segment
-    assert active is not None and active.pinned
+    assert active is not None and not active.pinned
     log.append_records([ProducerRecord(5000, None, b"a", ())])
     for segment in list(log.segments)[:-1]:
         segment.find(segment.base_offset)
-    assert active in budget and active._records._handle is not None
+    assert active not in budget and active._records._handle is None
     end = log.log_end_offset
-    log.append_records([ProducerRecord(5001, None, b"b", ())])
-    assert log.log_end_offset == end + 1
+    entries = active.offset_index.entries
+    for i in range(30):  # appends (and index entries) after the release
+        log.append_records([ProducerRecord(5001 + i, None, b"b" * 40, ())])
+        if log.active_segment is active:
+            budget.release_all()
+    assert log.log_end_offset == end + 30
+    assert [r.offset for r in log.records()] == list(range(log.log_end_offset))
+    assert active.offset_index.entries >= entries
     log.close()
+    again = Log.open(tmp_path / "t-0", config(segment_bytes=400), writable=False)
+    assert [r.offset for r in again.records()] == list(range(end + 30))
+    for segment in again.segments:
+        segment.offset_index.sanity_check()
+    again.close()
 
 
 def test_the_open_file_limit_is_raised_to_the_hard_limit() -> None:
