@@ -64,11 +64,10 @@ import threading
 import time
 import weakref
 from collections.abc import Callable
-from pathlib import Path
 from typing import NamedTuple
 
 from ...errors import CorruptRecordError, SegmentClosedError
-from ...storage.handles import FileHandle
+from ...storage.handles import BUDGET, FileHandle
 from ...storage.names import DELETED
 from ...storage.segment import LogSegment
 from ...storage.segments import LogSegments
@@ -231,16 +230,59 @@ def _new_parts_gone(old: Composition | None, view: Composition, segments: LogSeg
 
 class _Pinned:
     """A removed segment's ``.log`` held open: what rendering needs of a segment (``read_at``,
-    ``log_path``). Immutable; the descriptor closes when the last reference goes."""
+    ``log_path``); the descriptor closes when the last reference goes.
 
-    __slots__ = ("handle", "log_path")
+    Its descriptor is one of the handle budget's (review24 R24-6/R24-4: hundreds of streams beside a
+    broker that deletes segments held one each outside it, and the mount ran out of descriptors): when
+    the budget is over its limit an old pin gives its descriptor back and its next read opens the file
+    again by inode, under its name or renamed ``.deleted`` (:meth:`~kafkafs.storage.segment_files.
+    SegmentFiles.hold`); once the file is gone from the disk too, a read there is ESTALE (as for a
+    segment no pin held). A pin whose file is gone from the disk holds the only copy of those bytes:
+    it is kept while such pins take at most half of the budget (:data:`_KEPT`); past that the oldest
+    give theirs back too (their lagging readers get ESTALE there rather than every request EMFILE).
+    Safe from any thread (releasing is one reference store; ``pinned`` runs under the budget's lock)."""
 
-    def __init__(self, handle: FileHandle, log_path: Path) -> None:
-        self.handle = handle
-        self.log_path = log_path
+    __slots__ = ("handle", "log_path", "segment", "__weakref__")
+
+    def __init__(self, handle: FileHandle, segment: LogSegment) -> None:
+        self.handle: FileHandle | None = handle
+        self.log_path = segment.log_path
+        self.segment = segment
+        BUDGET.opened(self, 1)
+
+    @property
+    def pinned(self) -> bool:
+        """Kept when the file is gone from the disk and such pins take at most half of the budget
+        (checked when the budget would release it)."""
+        handle = self.handle
+        if handle is None:
+            return False
+        if self in _KEPT:
+            return True
+        try:
+            gone = os.fstat(handle.fd).st_nlink == 0
+        except OSError:
+            return False
+        if gone and len(_KEPT) < BUDGET.limit // 2:
+            _KEPT.add(self)
+            return True
+        return False
+
+    def release_handles(self) -> None:
+        self.handle = None
+        _KEPT.discard(self)
 
     def read_at(self, position: int, size: int) -> bytes:
-        return os.pread(self.handle.fd, size, position)
+        handle = self.handle
+        if handle is None:
+            handle = self.handle = self.segment.hold()  # SegmentClosedError (ESTALE) when it is gone
+            BUDGET.opened(self, 1)
+        return os.pread(handle.fd, size, position)
+
+
+#: Pins whose file is gone from the disk that the budget keeps (see :class:`_Pinned`): at most half of
+#: its limit. Changed under the budget's lock (``pinned``) or by one reference drop (``release_handles``).
+_KEPT: weakref.WeakSet[_Pinned] = weakref.WeakSet()
 
 
 class _Pin(NamedTuple):
@@ -592,7 +634,7 @@ class RecordsStream:
             except (SegmentClosedError, CorruptRecordError, OSError):
                 held = False  # already gone: reads there are ESTALE
                 continue
-            self._pins[id(layout)] = _Pin(end, _Pinned(handle, segment.log_path))
+            self._pins[id(layout)] = _Pin(end, _Pinned(handle, segment))
         return held
 
     def _unpin(self) -> None:

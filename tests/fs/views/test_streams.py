@@ -278,6 +278,48 @@ def test_a_lagging_reader_reads_what_it_was_shown_after_the_files_go(tree, tmp_p
     assert _deleted_files_held(tmp_path) == []  # nobody reads: nothing held
 
 
+def _held_with_suffix(path, suffix: str) -> list[str]:
+    held = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith(str(path)) and target.endswith(suffix):
+            held.append(target)
+    return held
+
+
+def test_removed_segments_held_for_lagging_readers_are_in_the_descriptor_budget(tree, tmp_path):
+    """review24 R24-4: beside a broker deleting segments, hundreds of streams held the ``.log`` of removed
+    segments for their lagging readers outside the handle budget, and the read-only mount ran out of
+    descriptors (reads of open files failed EMFILE). Now they are the budget's: given back when it asks
+    (opened again by inode under the ``.deleted`` name at the next read), but kept once the file is gone
+    from the disk (the only copy of those bytes)."""
+    from kafkafs.storage.handles import BUDGET
+
+    writer = Writer(tree)
+    log = tree.partitions.state("ev-0").log
+    writer.append("ev-0", 120)
+    first, second = Follower(writer, "ev-0"), Follower(writer, "ev-0")
+    writer.append("ev-0", 120)
+    assert apply_retention(log, NOW)  # renamed .deleted (file.delete.delay.ms is 10 minutes)
+    assert _held_with_suffix(tmp_path, ".deleted")  # held for the readers
+    BUDGET.release_all()  # (before: the held ones were not the budget's, and stayed)
+    assert _held_with_suffix(tmp_path, ".deleted") == []
+    first.follow()  # reads them again, opened by inode under their .deleted names
+    assert first.last == log.log_end_offset - 1
+    assert log.delete_expired_files(NOW + 10**9)  # the files go: second's pins hold the only copy
+    assert _deleted_files_held(tmp_path)
+    BUDGET.release_all()
+    assert _deleted_files_held(tmp_path)  # kept
+    second.follow()
+    assert second.data == first.data
+    first.handle.release()
+    second.handle.release()
+    assert _deleted_files_held(tmp_path) == []
+
+
 def test_removed_segments_are_let_go_once_every_reader_is_past_them(tree, tmp_path, monkeypatch):
     monkeypatch.setattr(streams, "PIN_MARGIN", 0)
     writer = Writer(tree)
