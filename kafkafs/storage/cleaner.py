@@ -434,6 +434,7 @@ class LogCleaner:
         of those that are (the cleaner's ``deletableLogs``, after a look for a log to compact)."""
         now = self.clock()
         for target in self._logs():
+            self._check_stop()  # a pass over thousands of partitions takes minutes: stop between them
             if target.config.compact != compacted:
                 continue
             target.delete_expired_files()

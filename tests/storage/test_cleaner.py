@@ -383,3 +383,22 @@ def test_a_cleaner_pass_out_of_descriptors_is_one_line_and_tried_again_later(tmp
     assert cleaner.errors == 1 and released == [1], (cleaner.errors, released)
     assert len(failed) == 1 and failed[0].exc_info is None, [r.getMessage() for r in failed]
     assert "no file descriptor free" in failed[0].getMessage()
+
+
+def test_a_retention_pass_stops_between_partitions_when_the_cleaner_is_stopped(tmp_path) -> None:
+    """Unmounting 2,000 partitions (review24 R24-6's directory): the retention pass went on over every
+    partition after stop() (it waits 30 s), so the mount closed the logs under it: 'index is closed'
+    with a traceback. Now the pass stops at the next partition."""
+    import pytest
+
+    from kafkafs.storage.cleaner import CleanerStopped, LogCleaner
+
+    with LogDir(tmp_path, Settings({"retention.ms": 1000}), writable=True) as logdir:
+        for p in range(3):
+            logdir.create_partition("ev", p).append_records([(1000, None, b"v", ())])
+        cleaner = LogCleaner(logdir)
+        logs = cleaner._logs()
+        cleaner._logs = lambda: (cleaner._stop.set(), logs)[1]  # type: ignore[method-assign]  # stopped once listed
+        with pytest.raises(CleanerStopped):
+            cleaner._retention()
+        assert cleaner.segments_deleted == 0
