@@ -38,10 +38,10 @@ from typing import NamedTuple, Protocol
 from ..errors import CorruptRecordError, NeedsRecovery, doing
 from . import names
 from .config import LogConfig
+from .records import TornBatchError
 from .recovery_plan import left_by_unclean_stop, refuse_cutting_batches, unclean_or_unindexed, zeros_from
 from .safefiles import LISTINGS, regular_entry
 from .segment import LogSegment
-from .records import TornBatchError
 from .segments import LogSegments
 from .transactions import ProducerTransactions, abort_markers, txn_index_difference
 
