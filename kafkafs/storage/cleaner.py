@@ -344,7 +344,7 @@ class LogCleaner:
         """Seconds to wait after a failed pass: the next thing due, but never less than
         ``log.cleaner.backoff.ms`` nor a second (before: a pass failing at once was tried again at once,
         thousands of times a second, review24 R24-6)."""
-        return max(self.idle_wait(), self.backoff, 1.0)
+        return max(self.idle_wait(), float(self.backoff), 1.0)
 
     def _no_descriptor_free(self, exc: OSError) -> None:
         """A pass found no descriptor free: every budget gives back what it holds, and it is said in one
