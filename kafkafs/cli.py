@@ -502,6 +502,13 @@ def build_parser() -> _Parser:
 
     p = _logdir_command(sub, "mount", cmd_mount, "mount a log directory (read-only unless --rw)")
     p.add_argument("mountpoint")
+    p.description = (
+        "Mount LOGDIR on MOUNTPOINT (read-only unless --rw) and return once it answers; a daemon serves it. "
+        "The mount's log (its warnings and errors, e.g. why a partition is served read-only): with -f, "
+        "stderr (the journal under systemd); detached, syslog where there is one (/dev/log), else the file "
+        "logs/<mount point's path, / as _>.log of the cache folder, named on stderr as the command returns "
+        "(rotated at 1 MiB, one older file kept)."
+    )
     p.add_argument("--rw", action="store_true", help="allow appends (takes LOGDIR's .lock); deletes and compacts nothing")
     p.add_argument("--clean", action="store_true", help="with --rw: retention and compaction in the background")
     p.add_argument("-f", "--foreground", action="store_true", help="stay attached instead of daemonizing")
