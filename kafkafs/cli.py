@@ -529,8 +529,8 @@ def build_parser() -> _Parser:
     p.description = (
         "Unmount MOUNTPOINT as `fusermount3 -u` does; for a --rw mount, then wait until its daemon has "
         "closed the log directory (checkpoints and .kafka_cleanshutdown written, LOGDIR/.lock released), so "
-        "that a broker, `kafkafs produce` or a copy can start at once. Exit 1 when the unmount fails or the "
-        "daemon still holds the lock after --timeout seconds."
+        "that a broker, `kafkafs produce` or a copy can start at once. Exit 1 when the unmount fails, the "
+        "daemon still holds the lock after --timeout seconds, or its close failed (its reason said)."
     )
     p.add_argument("mountpoint")
     p.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS",

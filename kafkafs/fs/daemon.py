@@ -33,9 +33,11 @@ import logging.handlers
 import os
 import signal
 import socket
+import stat
 import sys
 import tempfile
 from collections.abc import Callable
+from pathlib import Path
 
 from ..errors import KafkafsError, MountError, MountPathError, UsageError, describe_os_error
 from ..storage.memory import tune_malloc
@@ -43,7 +45,8 @@ from ..storage.memory import tune_malloc
 __all__ = [
     "StartingStderr", "first_exception", "notify", "sd_notify", "return_large_blocks", "daemonize",
     "setup_logging", "syslog_here", "log_file_name", "open_log_file", "LOG_FILE_BYTES",
-    "not_a_reply_nobody_awaits", "wake_stuck_reads", "stacks_on_request",
+    "not_a_reply_nobody_awaits", "wake_stuck_reads", "stacks_on_request", "note_folder", "leave_failure_note",
+    "take_failure_note", "one_line",
 ]
 
 log = logging.getLogger("kafkafs.fs")
@@ -302,6 +305,71 @@ def _to_log(log_file: str | None) -> None:
             pass
     logger.addHandler(logging.NullHandler())
     logger.propagate = False
+
+
+# ---------------------------------------------------------------------------------------------- a failed stop
+
+
+def note_folder() -> Path:
+    """Where a detached ``--rw`` mount's daemon leaves the one line of a failed stop (its close of LOGDIR:
+    a checkpoint on a full disk) for ``kafkafs umount``, which knows the daemon by its pid, as the holder
+    of ``LOGDIR/.lock`` (review23 R23-7): ``/run/user/UID/kafkafs``, else ``/tmp/kafkafs-UID``: found by
+    both whatever their environment."""
+    uid = os.getuid()
+    run = Path(f"/run/user/{uid}")
+    return run / "kafkafs" if run.is_dir() else Path(f"/tmp/kafkafs-{uid}")
+
+
+def _note_path(pid: int) -> Path | None:
+    """The note of daemon ``pid``, in a folder that is this user's (never through a link), else None."""
+    folder = note_folder()
+    try:
+        st = os.lstat(folder)
+    except OSError:
+        return None
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
+        return None
+    return folder / f"daemon-{pid}.failed"
+
+
+def one_line(exc: BaseException) -> str:
+    """The line a daemon says of an error that ended it."""
+    if isinstance(exc, KafkafsError):
+        return str(exc)
+    if isinstance(exc, OSError):
+        return describe_os_error(exc)
+    return f"unexpected error: {exc!r}"
+
+
+def leave_failure_note(text: str) -> None:
+    """This daemon's stop failed: ``text`` (one line) for ``kafkafs umount``. Never raises."""
+    try:
+        os.makedirs(note_folder(), mode=0o700, exist_ok=True)
+        path = _note_path(os.getpid())
+        if path is None:
+            return
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            os.write(fd, text.encode("utf-8", "replace")[:4096])
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        log.debug("no note of the failed stop: %s", exc)
+
+
+def take_failure_note(pid: int) -> str | None:
+    """The note daemon ``pid`` left of its failed stop (removed), else None. A daemon starting removes
+    a note its pid had from an earlier process."""
+    path = _note_path(pid)
+    if path is None:
+        return None
+    try:
+        with open(path, "rb") as f:
+            text = f.read(4096).decode("utf-8", "replace").strip()
+        os.unlink(path)
+    except OSError:
+        return None
+    return text or "(no reason given)"
 
 
 def _detach_stdio() -> None:

@@ -40,14 +40,17 @@ from .daemon import (
     StartingStderr,
     daemonize,
     first_exception,
+    leave_failure_note,
     log_file_name,
     not_a_reply_nobody_awaits,
+    one_line,
     open_log_file,
     return_large_blocks,
     sd_notify,
     setup_logging,
     stacks_on_request,
     syslog_here,
+    take_failure_note,
     wake_stuck_reads,
 )
 from .mount_checks import check_logdir, check_mountpoint, fuse_fd, fuse_option_set
@@ -601,11 +604,25 @@ def mount(
 
     def run(ready: Callable[[], None]) -> int:
         stop_dumps = stacks_on_request()  # kill -USR1: every thread's stack on stderr (a hang made diagnosable)
+        noted = rw and not foreground  # a failed stop is noted for `kafkafs umount` (review23 R23-7)
+        answered = False
+
+        def on_ready() -> None:
+            nonlocal answered
+            answered = True
+            ready()
+
+        if noted:
+            take_failure_note(os.getpid())  # an earlier process's, under the same pid
         try:
             return serve(
-                logdir, mountpoint, rw=rw, values=values, settings=settings, options=options, on_ready=ready,
+                logdir, mountpoint, rw=rw, values=values, settings=settings, options=options, on_ready=on_ready,
                 cache_dir=cache_dir, list_limit=list_limit, schemas=schemas, clean=clean,
             )
+        except BaseException as exc:
+            if noted and answered:
+                leave_failure_note(one_line(exc))
+            raise
         finally:
             stop_dumps()
 

@@ -357,7 +357,7 @@ def regular_files_in_order(
 def write_atomically(path: str | os.PathLike[str], data: bytes, *, fsync_dir: bool = True) -> None:
     """Write ``path.tmp`` (created afresh, never through a link), fsync it, rename it over ``path`` and
     fsync the folder (Kafka's checkpoint way). A rename replaces a link at ``path`` itself, not its
-    target."""
+    target. A failed write removes its ``.tmp``."""
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
     try:
@@ -366,14 +366,22 @@ def write_atomically(path: str | os.PathLike[str], data: bytes, *, fsync_dir: bo
         pass
     fd = open_file(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    with doing("rename {path}"):
-        os.replace(tmp, path)
+        try:
+            with doing("write {path}", tmp):
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        with doing("rename {path}"):
+            os.replace(tmp, path)
+    except BaseException:  # a full disk: no half-written .tmp left behind (review23 R23-7)
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
     if fsync_dir:
         fd = os.open(path.parent, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
         try:
