@@ -594,7 +594,7 @@ def build_parser() -> _Parser:
 
     p = sub.add_parser("demo", help="write a sample log directory")
     p.add_argument("dir")
-    p.add_argument("--force", action="store_true", help="replace DIR if it holds an earlier demo")
+    p.add_argument("--force", action="store_true", help="write it again where DIR holds an earlier demo (its partitions replaced; nothing else there is removed)")
     p.set_defaults(func=cmd_demo)
 
     p = sub.add_parser("systemd", help="install the systemd unit for a log directory (systemd install LOGDIR MOUNTPOINT)")

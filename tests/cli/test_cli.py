@@ -43,6 +43,22 @@ def test_demo_refuses_to_overwrite(demo):
     assert b"--force" in run("demo", str(demo), check_rc=2).stderr
 
 
+def test_demo_force_replaces_only_the_demos_partitions(tmp_path):
+    # review23 R23-8: --force deleted a partition the demo never wrote
+    target = tmp_path / "logs"
+    run("demo", str(target))
+    shutil.copytree(target / "payments-0", target / "precious-0")
+    (target / "notes.txt").write_text("mine\n")
+    run("produce", str(target), "orders-0", stdin=b"extra\n")
+    out = run("demo", str(target), "--force")
+    assert b"kept, not the demo's: precious-0" in out.stdout
+    assert (target / "precious-0").is_dir() and (target / "notes.txt").read_text() == "mine\n"
+    with LogDir(target) as d:
+        assert d.log("orders-0").log_end_offset == 715  # the demo's again: the extra record gone
+        assert d.log("precious-0").log_end_offset == 12
+    assert run("verify", str(target)).returncode == 0
+
+
 def test_produce_then_consume(tmp_path):
     lines = b'hello\n{"key": "k", "value": {"a": 1}, "headers": [{"key": "h", "value": "v"}]}\n{"value": null}\n'
     out = run("produce", str(tmp_path), "t-0", stdin=lines)
