@@ -59,6 +59,19 @@ def test_demo_force_replaces_only_the_demos_partitions(tmp_path):
     assert run("verify", str(target)).returncode == 0
 
 
+def test_a_warning_is_said_once(tmp_path):
+    # review23 R23-10: clean opens the log directory twice (its check, then its work): each warning was said twice
+    run("produce", str(tmp_path), "t-0", stdin=b"a\n")
+    with open(tmp_path / "recovery-point-offset-checkpoint", "a") as f:
+        f.write("orders\n")
+    (tmp_path / ".kafka_cleanshutdown").write_text("garbage\n")
+    (tmp_path / "t-1").symlink_to("t-0")
+    err = run("clean", "--dry-run", str(tmp_path), check_rc=1).stderr.decode()
+    warnings = [line for line in err.splitlines() if "WARNING" in line]
+    assert len(warnings) == 3 and len(set(warnings)) == 3, err
+    assert "expected 3 fields" in err and "marker does not parse" in err and "t-1: a link" in err
+
+
 def test_produce_then_consume(tmp_path):
     lines = b'hello\n{"key": "k", "value": {"a": 1}, "headers": [{"key": "h", "value": "v"}]}\n{"value": null}\n'
     out = run("produce", str(tmp_path), "t-0", stdin=lines)
