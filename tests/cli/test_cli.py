@@ -72,6 +72,21 @@ def test_a_warning_is_said_once(tmp_path):
     assert "expected 3 fields" in err and "marker does not parse" in err and "t-1: a link" in err
 
 
+@pytest.mark.parametrize("name, said", [
+    ("123.log", "a broker loads it as a segment at base offset 123"),
+    ("garbage.log", "NumberFormatException"),
+    ("x.timeindex", "NumberFormatException"),
+])
+def test_verify_names_files_a_brokers_loader_takes_for_segments(tmp_path, name, said):
+    # review23 R23-9: verify said OK; Kafka's LogLoader parses a base offset from every *.log and index name
+    run("produce", str(tmp_path), "t-0", stdin=b"a\nb\n")
+    (tmp_path / "t-0" / name).write_bytes((tmp_path / "t-0" / "00000000000000000000.log").read_bytes())
+    out = run("verify", str(tmp_path), check_rc=1).stdout.decode()
+    assert f"  {name}: " in out and said in out, out
+    (tmp_path / "t-0" / name).rename(tmp_path / "t-0" / "0.log")  # the segment at 0 again: nothing served differs
+    assert run("verify", str(tmp_path)).returncode == 0
+
+
 def test_produce_then_consume(tmp_path):
     lines = b'hello\n{"key": "k", "value": {"a": 1}, "headers": [{"key": "h", "value": "v"}]}\n{"value": null}\n'
     out = run("produce", str(tmp_path), "t-0", stdin=lines)
