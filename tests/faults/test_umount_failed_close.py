@@ -42,7 +42,7 @@ def test_umount_says_the_daemons_close_failed(tmp_path):
         assert not os.path.ismount(mnt)
         assert done.returncode == 1, done.stderr
         assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
-        assert f"unmounted, but its daemon's close of {logs} failed: cannot write {logs}/" in done.stderr
+        assert f"unmounted, but its daemon's close of {logs} failed: cannot " in done.stderr and str(logs) in done.stderr
         assert "no space left on device" in done.stderr
         assert sorted(p.name for p in logs.iterdir() if p.name.endswith(".tmp")) == []
         assert not (logs / ".kafka_cleanshutdown").exists()
