@@ -91,6 +91,13 @@ def _mode(path: str, follow: bool) -> int | None:
         return None
 
 
+def file_mode(path: str, *, follow: bool) -> int | None:
+    """The file type and mode bits of ``path`` (``os.stat``'s ``st_mode``; through a last link when
+    ``follow``), None where nothing is; other OS errors raised, as :func:`is_dir` and :func:`is_link`:
+    one look answers both (``follow=False``: a link's own mode)."""
+    return _mode(path, follow)
+
+
 def is_dir(path: str) -> bool:
     """``Path(path).is_dir()`` (the same answer and errors) without making a Path: the paths of a partition's
     open (issue 25: pathlib was a good part of the 0.2-0.5 ms each of 200 partitions cost a mount)."""
@@ -148,6 +155,12 @@ def _opening(flags: int) -> str:
 
 def open_file(path: str | os.PathLike[str], flags: int, mode: int = 0o644, *, doing: str | None = None,
               follow: bool = False) -> int:
+    """:func:`open_file_stat`'s descriptor (see there)."""
+    return open_file_stat(path, flags, mode, doing=doing, follow=follow)[0]
+
+
+def open_file_stat(path: str | os.PathLike[str], flags: int, mode: int = 0o644, *, doing: str | None = None,
+                   follow: bool = False) -> tuple[int, os.stat_result]:
     """``os.open`` that never follows a symbolic link as the last component (``O_NOFOLLOW``) and refuses
     anything but a regular file: :class:`UnsafeFileError` for a link, a FIFO, a device or a directory.
     No descriptor free (EMFILE, ENFILE): the budgets give theirs back and it is tried once more
@@ -155,7 +168,8 @@ def open_file(path: str | os.PathLike[str], flags: int, mode: int = 0o644, *, do
     ``FileNotFoundError`` and other ``OSError`` pass through, noting what the open was for (``doing``,
     by default read, open for writing or create, from ``flags``).
     Never blocks on a FIFO or a device (``O_NONBLOCK`` until the descriptor is known to be a regular file).
-    ``follow``: a link is followed (LOGDIR's own files, which may be links like LOGDIR itself)."""
+    ``follow``: a link is followed (LOGDIR's own files, which may be links like LOGDIR itself).
+    Returns the descriptor and its ``fstat`` (taken before the open's flags were set back to blocking)."""
     nofollow = 0 if follow else O_NOFOLLOW
     try:
         # O_NONBLOCK: opening a FIFO with no writer (or a device) never blocks; cleared below once the
@@ -178,7 +192,7 @@ def open_file(path: str | os.PathLike[str], flags: int, mode: int = 0o644, *, do
         raise UnsafeFileError(f"{path} is {_kind(st.st_mode)}, not a regular file")
     if _O_NONBLOCK and not flags & _O_NONBLOCK:
         os.set_blocking(fd, True)
-    return fd
+    return fd, st
 
 
 def read_regular_file(path: str | os.PathLike[str], *, follow: bool = False) -> bytes:

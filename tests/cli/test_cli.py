@@ -593,15 +593,17 @@ def test_verify_says_an_unreadable_log_once(demo, tmp_path, monkeypatch):
     copy = tmp_path / "logs"
     shutil.copytree(demo, copy)
     (copy / "payments-0" / "00000000000000000000.index").write_bytes(b"")  # the log end: read from the .log
-    real_open = records.open_file
     bad = copy / "payments-0" / "00000000000000000000.log"
 
-    def open_file(path, *args, **kwargs):
-        if str(path) == str(bad):
-            raise PermissionError(errno.EACCES, "Permission denied", str(path))
-        return real_open(path, *args, **kwargs)
+    def refusing(real):
+        def open_file(path, *args, **kwargs):
+            if str(path) == str(bad):
+                raise PermissionError(errno.EACCES, "Permission denied", str(path))
+            return real(path, *args, **kwargs)
+        return open_file
 
-    monkeypatch.setattr(records, "open_file", open_file)
+    monkeypatch.setattr(records, "open_file", refusing(records.open_file))
+    monkeypatch.setattr(records, "open_file_stat", refusing(records.open_file_stat))
     out, err = io.StringIO(), io.StringIO()
     with LogDir(copy) as logdir:
         problems = verify_logdir(logdir, out, partitions=["payments-0"], err=err)
