@@ -28,7 +28,7 @@ from ..format.batch import (
     read_batch_header,
 )
 from .handles import FileHandle
-from .safefiles import open_file, open_file_stat
+from .safefiles import open_file
 
 __all__ = ["FileRecords", "BatchView", "CHUNK_BYTES", "TornBatchError"]
 
@@ -185,11 +185,10 @@ class FileRecords:
                 return self._handle
             flags = (os.O_RDWR | (os.O_CREAT if create else 0)) if self.writable else os.O_RDONLY
             try:
-                fd, st = open_file_stat(self.path, flags, 0o644)
-                file_id = st.st_ino
+                fd = open_file(self.path, flags, 0o644)
             except FileNotFoundError:
                 fd = self._open_renamed()
-                file_id = os.fstat(fd).st_ino
+            file_id = os.fstat(fd).st_ino
             if self.file_id is None:
                 self.file_id = file_id
             elif file_id != self.file_id:
