@@ -8,6 +8,11 @@
   on the unix socket named in ``$NOTIFY_SOCKET``. Outside systemd the variable is unset and every call
   is a cheap no-op. Sending never raises: a missing or unreachable socket must not take a working
   mount down, so failures are logged at debug level and reported as ``False``.
+* :func:`wake_stuck_reads`: the FUSE loop's thread is never left for more than
+  :data:`READ_WAKE_INTERVAL` seconds in a read of ``/dev/fuse`` that found nothing to read (the hang of
+  a fresh ``--rw`` mount's ``mkdir``, 2026-11-27 22:56).
+* :func:`stacks_on_request`: ``kill -USR1 PID`` writes every thread's stack to the daemon's stderr (the
+  journal under systemd, the terminal or file of ``--foreground``), and the daemon serves on.
 * :func:`return_large_blocks` (issue 9, finding 7): blocks of :data:`LARGE_BLOCK` or more always go
   back to the system when freed, so a few decompression bombs (every one cleanly EIO) do not leave
   hundreds of MiB in the worker threads' arenas (:mod:`kafkafs.storage.memory`); smaller ones, such
@@ -18,9 +23,11 @@ Used by the one thread that starts the mount (and, for :func:`notify`, the FUSE 
 
 from __future__ import annotations
 
+import faulthandler
 import logging
 import logging.handlers
 import os
+import signal
 import socket
 import sys
 import tempfile
@@ -31,7 +38,7 @@ from ..storage.memory import tune_malloc
 
 __all__ = [
     "StartingStderr", "first_exception", "notify", "sd_notify", "return_large_blocks", "daemonize",
-    "setup_logging", "not_a_reply_nobody_awaits",
+    "setup_logging", "not_a_reply_nobody_awaits", "wake_stuck_reads", "stacks_on_request",
 ]
 
 log = logging.getLogger("kafkafs.fs")
@@ -122,6 +129,55 @@ def sd_notify(message: str) -> None:
         notify(message)
     except Exception as exc:
         log.debug("sd_notify failed: %s", exc)
+
+
+# ---------------------------------------------------------------------------------------------- stuck loop
+
+#: Seconds the FUSE loop's thread can be left waiting in a read of ``/dev/fuse`` with nothing to read.
+READ_WAKE_INTERVAL = 1.0
+
+
+def _end_a_read(_signum: int, _frame: object) -> None:
+    """SIGALRM while the mount serves: its one job is done in the kernel (a read it interrupts ends, EINTR)."""
+
+
+def wake_stuck_reads(interval: float = READ_WAKE_INTERVAL) -> Callable[[], None]:
+    """From now on, every ``interval`` seconds, end a read of ``/dev/fuse`` the calling thread (the
+    process's main thread: the FUSE loop's) may be stuck in; returns the function that stops it.
+
+    Why: pyfuse3 reads the next request (``fuse_session_receive_buf``, a blocking ``read(2)`` of a
+    descriptor without ``O_NONBLOCK``, the GIL held) right after trio said ``/dev/fuse`` readable. A
+    request can leave the kernel's queue in between: its process was killed while it waited (any
+    ``kill``, ``timeout`` or Ctrl-C of a reader; the mount's own probe was, until it was let go instead:
+    :meth:`~.mount_probe.MountProbe.stat`), or it is an INTERRUPT of a request answered meanwhile. The read then sleeps until the next
+    request comes, the GIL held: every other thread of the daemon waits for it, and so does any request
+    the loop took already (a ``mkdir``'s LOOKUP at a worker thread), whose answer only the loop can send;
+    when its process is the mount's one client, nothing more ever comes (a fresh ``--rw`` mount's ``mkdir
+    MNT/t-0`` waited 10 minutes: the loop's thread in ``fuse_dev_do_read``, the others in futex waits).
+    A SIGALRM ends such a read (EINTR, as the handler is Python's, without ``SA_RESTART``); libfuse
+    returns ``-EINTR``, and pyfuse3 waits for the descriptor again. Other waits of the main thread are
+    taken up again where they were (PEP 475). Children do not inherit the timer (``fork``).
+
+    The signal is process-directed and goes to the main thread unless that one has a signal pending
+    already; another thread it wakes takes up its wait again the same way."""
+    previous = signal.signal(signal.SIGALRM, _end_a_read)
+    signal.setitimer(signal.ITIMER_REAL, interval, interval)
+
+    def stop() -> None:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, signal.SIG_IGN)  # one raised before and not delivered yet is dropped
+        signal.signal(signal.SIGALRM, previous if previous is not None else signal.SIG_DFL)
+
+    return stop
+
+
+def stacks_on_request(signum: int = signal.SIGUSR1) -> Callable[[], None]:
+    """``kill -USR1 PID``: every thread's Python stack to stderr (``faulthandler``: written from the
+    signal handler in C, so also while a thread holds the GIL in a call that never returns); the
+    process goes on. Returns the function that stops it. A detached daemon's stderr is ``/dev/null``:
+    mount with ``--foreground`` (as the systemd unit does) to read them."""
+    faulthandler.register(signum, all_threads=True, chain=False)
+    return lambda: faulthandler.unregister(signum)
 
 
 # ---------------------------------------------------------------------------------------------- memory

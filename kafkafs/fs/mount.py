@@ -7,7 +7,9 @@ through a pipe; the parent exits 0 or raises). ``foreground`` serves in the call
 the daemon ever waits for its own mount (its one look at the mount point is made by a child process,
 :mod:`.mount_probe`), the invalidator stops while the loop still answers (a loop that died of an
 error is started again to refuse what the kernel queued, until the invalidator has stopped), and the
-loop has :data:`STOP_GRACE` seconds to answer the requests it took.
+loop has :data:`STOP_GRACE` seconds to answer the requests it took. While it serves, the loop's thread is
+never left more than a second in a read of ``/dev/fuse`` that found nothing to read
+(:func:`~.daemon.wake_stuck_reads`), and ``kill -USR1`` writes every thread's stack to stderr.
 
 If the daemon dies without unmounting (SIGKILL, a crash), the kernel keeps a dead mount that answers
 "Transport endpoint is not connected"; ``fusermount3 -uz MOUNTPOINT`` clears it, after which the
@@ -42,6 +44,8 @@ from .daemon import (
     return_large_blocks,
     sd_notify,
     setup_logging,
+    stacks_on_request,
+    wake_stuck_reads,
 )
 from .mount_checks import check_logdir, check_mountpoint, fuse_fd, fuse_option_set
 from .mount_probe import MountProbe, mounted_device
@@ -135,7 +139,7 @@ def serve(
     from .invalidation import POLL_INTERVAL, Invalidator, poll_forever
     from .operations import Operations
     from .tree.root import Tree
-    from .watching import ChangeWatcher
+    from .watching import open_watcher
 
     # Decoding makes many short-lived objects and no cycles: collect the young generation less often.
     gc.freeze()
@@ -156,6 +160,7 @@ def serve(
         threading.Thread(target=tree.partitions.prune_cache, name="kafkafs-cache-prune", daemon=True).start()
     ops = Operations(tree)
     starting = StartingStderr()
+    watcher = open_watcher()  # None: inotify cannot be had, every partition is polled (said)
     # From the mount on, a signal must unmount: held back until trio's receiver takes it (on_signal);
     # delivered before, its default action killed the process and left a dead mount behind. Blocked in
     # this thread; one that another thread takes meanwhile is kept by this handler for on_signal, which
@@ -178,6 +183,8 @@ def serve(
     except Exception as exc:
         probe.reap()
         _restore_signals(previous, held)
+        if watcher is not None:
+            watcher.stop()
         directory.close()
         raise _start_error(mountpoint, starting.restore(replay=False), exc) from None
     logging.getLogger("pyfuse3").addFilter(not_a_reply_nobody_awaits)
@@ -187,11 +194,11 @@ def serve(
     tree.partitions.add_listener(invalidator.partition_changed)
     tree.partitions.add_append_listener(invalidator.attrs_now)
     invalidator.start()
-    watcher = ChangeWatcher()
-    watcher.on_folder_event = _folder_event(tree.partitions, invalidator)
-    watcher.start()
-    tree.partitions.watch_folder = watcher.watch_folder  # partitions watched from before they load
-    tree.partitions.watch_schemas()  # a schema registered is followed at its event
+    if watcher is not None:
+        watcher.on_folder_event = _folder_event(tree.partitions, invalidator)
+        watcher.start()
+        tree.partitions.watch_folder = watcher.watch_folder  # partitions watched from before they load
+        tree.partitions.watch_schemas()  # a schema registered is followed at its event
     cleaner = None
     if rw and clean:  # retention and compaction in the background, as a broker runs them: asked for only
         from ..storage.cleaner import LogCleaner
@@ -357,19 +364,22 @@ def serve(
 
     error: BaseException | None = None
     first = realtime_loop and loop_first()
+    stop_waking = wake_stuck_reads()  # the loop's read never waits long for a request that left (.daemon)
     try:
         trio.run(main)
     except Exception as exc:  # trio wraps what its tasks raise in an ExceptionGroup: said in one line
         failed = True
         error = exc
     finally:
+        stop_waking()  # before any child (fusermount3) is waited for: a SIGALRM would cut that wait short
         if first:
             loop_as_others()  # the stop (the layouts saved, the logs closed) takes its turn with the rest
         said = starting.restore(replay=answered and error is None)
         sd_notify("STOPPING=1")
         if cleaner is not None:
             cleaner.stop()  # before the logs close: a compaction in progress is abandoned
-        watcher.stop()
+        if watcher is not None:
+            watcher.stop()
         invalidator.stop()
         ops.workers.stop()
         try:
@@ -567,10 +577,14 @@ def mount(
     setup_logging(debug, foreground)
 
     def run(ready: Callable[[], None]) -> int:
-        return serve(
-            logdir, mountpoint, rw=rw, values=values, settings=settings, options=options, on_ready=ready,
-            cache_dir=cache_dir, list_limit=list_limit, schemas=schemas, clean=clean,
-        )
+        stop_dumps = stacks_on_request()  # kill -USR1: every thread's stack on stderr (a hang made diagnosable)
+        try:
+            return serve(
+                logdir, mountpoint, rw=rw, values=values, settings=settings, options=options, on_ready=ready,
+                cache_dir=cache_dir, list_limit=list_limit, schemas=schemas, clean=clean,
+            )
+        finally:
+            stop_dumps()
 
     if foreground:
         return run(lambda: None)

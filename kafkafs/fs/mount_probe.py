@@ -38,8 +38,10 @@ _PROBE = (
     "    except OSError as exc:\n        said = '!' + (exc.strerror or str(exc))\n"
     "    print(said, flush=True)\n"
 )
-#: Seconds a probe that was killed (it may wait for a request of the unmounted daemon) has to end.
+#: Seconds the probes have to end at :meth:`MountProbe.reap` (one may wait for a request of the unmounted daemon).
 REAP_TIMEOUT = 5.0
+#: Seconds a probe killed at :meth:`MountProbe.reap` has to be collected.
+KILLED_TIMEOUT = 1.0
 
 
 class MountProbe:
@@ -63,8 +65,11 @@ class MountProbe:
 
     async def stat(self) -> int:
         """The device number of the path (as the kernel answers for it now); OSError if it cannot be
-        looked at. Cancellable at any moment: the child is then killed (it may be waiting for this very
-        loop), and reaped later."""
+        looked at. Cancellable at any moment: the child is then let go (its input ends; reaped later),
+        never killed. Its stat may be waiting for this very loop: the loop answers it, or the daemon's
+        ``/dev/fuse`` closes and that ends it. A kill could take its request out of the kernel's queue
+        after trio said ``/dev/fuse`` readable and before the loop read it: the loop's read then waited
+        for the next request (:func:`~.daemon.wake_stuck_reads`; the hang of 2026-11-27 22:56)."""
         self.start()
         child = self._child
         assert child is not None and child.stdin is not None and child.stdout is not None
@@ -78,8 +83,9 @@ class MountProbe:
                     raise OSError(f"cannot look at {self.path}: the probe ended")
                 said += chunk
         except BaseException:
-            child.kill()  # never waited for here
             self._child = None
+            if child.stdin is not None:
+                child.stdin.close()  # it ends once its stat is answered (never waited for here)
             raise
         text = said.decode("utf-8", "replace").strip()
         if text.startswith("!") or not text.isdigit():
@@ -102,9 +108,9 @@ class MountProbe:
         self._children = [child for child in self._children if child.returncode is None]
 
     def reap(self, timeout: float = REAP_TIMEOUT) -> None:
-        """End the children (the one at work gets an end of input; those killed while they waited for
-        the mount end once the daemon's ``/dev/fuse`` is closed, which ends their requests) and wait up
-        to ``timeout`` seconds in all for them."""
+        """End the children (each gets an end of input; those whose stat waited for the mount end once
+        the daemon's ``/dev/fuse`` is closed, which ends their requests) and wait up to ``timeout``
+        seconds in all for them; one still there then is killed."""
         children, self._children, self._child = self._children, [], None
         end = time.monotonic() + timeout
         for child in children:
@@ -116,6 +122,10 @@ class MountProbe:
             except subprocess.TimeoutExpired:
                 child.kill()
                 log.warning("a stat of %s from pid %d is still waiting for the mount", self.path, child.pid)
+                try:
+                    child.wait(timeout=KILLED_TIMEOUT)
+                except subprocess.TimeoutExpired:
+                    pass  # a zombie until the daemon exits
 
 
 def mounted_device(path: str) -> str | None:

@@ -15,6 +15,7 @@ the poller's did.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import select
@@ -57,7 +58,11 @@ class ChangeWatcher:
     def __init__(self, burst: float = BURST) -> None:
         self.burst = burst
         self._inotify = INotify()
-        self._wake_r, self._wake_w = os.pipe()
+        try:
+            self._wake_r, self._wake_w = os.pipe()
+        except OSError:
+            self._inotify.close()
+            raise
         self._lock = threading.Lock()
         self._by_wd: dict[int, PartitionState] = {}
         self._wd_of: dict[str, int] = {}
@@ -70,6 +75,9 @@ class ChangeWatcher:
         #: drops the attributes the kernel keeps of it: the Invalidator)
         self.on_folder_event: Callable[[str], None] | None = None
         self._stopped = False
+        #: why folders could not be watched, each said once (the poll loop asks again at every turn, and
+        #: a broker's directory past the watch limit has thousands of folders: R24-2)
+        self._said: set[int | None] = set()
         self._thread = threading.Thread(target=self._run, name="kafkafs-watch", daemon=True)
         self.refreshes = 0
 
@@ -94,7 +102,7 @@ class ChangeWatcher:
             try:
                 wd = self._inotify.add_watch(str(state.log.dir), _MASK)
             except OSError as exc:
-                log.info("%s: cannot watch for new records (%s); polling it", state.name, exc)
+                self._cannot_watch(state.name, exc)
                 return False
             self._by_wd[wd] = state
             self._wd_of[state.name] = wd
@@ -114,7 +122,7 @@ class ChangeWatcher:
             try:
                 wd = self._inotify.add_watch(str(path), _MASK)
             except OSError as exc:
-                log.info("%s: cannot watch for new records (%s); polling it", path.name, exc)
+                self._cannot_watch(path.name, exc)
                 return None
             self._names[wd] = path.name
             if wd not in self._by_wd and wd not in self._early:
@@ -135,6 +143,17 @@ class ChangeWatcher:
             return True
 
         return bind
+
+    def _cannot_watch(self, name: str, exc: OSError) -> None:
+        """Say, once for each reason, that a folder cannot be watched and is polled (under the lock)."""
+        if exc.errno in self._said:
+            return
+        self._said.add(exc.errno)
+        hint = (" (the inotify watch limit: /proc/sys/fs/inotify/max_user_watches)"
+                if exc.errno == errno.ENOSPC else "")
+        level = logging.WARNING if hint else logging.INFO  # a folder removed meanwhile is routine
+        log.log(level, "%s: cannot watch for new records: %s%s; polling it, and any other folder that cannot be "
+                "watched for this reason (said once)", name, exc.strerror or exc, hint)
 
     def _run(self) -> None:
         poller = select.poll()
@@ -202,3 +221,17 @@ class ChangeWatcher:
         hook = self.on_folder_event
         if hook is not None:
             hook(state.name)
+
+
+def open_watcher(burst: float = BURST) -> ChangeWatcher | None:
+    """A :class:`ChangeWatcher`, or None when inotify cannot be had (the user's inotify instances used
+    up: ``/proc/sys/fs/inotify/max_user_instances``; a kernel without it): said in one line, and the
+    mount polls every partition instead (R24-1: the mount died there and left a dead mount point)."""
+    try:
+        return ChangeWatcher(burst)
+    except OSError as exc:
+        hint = (" (the user's inotify instances are used up: /proc/sys/fs/inotify/max_user_instances)"
+                if exc.errno == errno.EMFILE else "")
+        log.warning("cannot watch partition folders for new records: %s%s; polling every partition instead",
+                    exc.strerror or exc, hint)
+        return None

@@ -41,7 +41,6 @@ from .records import BatchView
 from .safefiles import (
     folder_identity,
     fsync_directory,
-    regular_files,
     regular_files_in_order,
     require_writable,
 )
@@ -253,7 +252,8 @@ class LocalLog:
                 names = [*names, name]
         return names, listed
 
-    def _take_swaps(self, names: Sequence[str], dropped: list[LogSegment]) -> list[tuple[int, int]]:
+    def _take_swaps(self, names: Sequence[str], dropped: list[LogSegment],
+                    committed: list[int] | None = None) -> list[tuple[int, int]]:
         """Read-only logs: the merged segment of each swap in ``names`` that a broker's recovery would complete
         (:func:`~kafkafs.storage.names.committed_swaps`) becomes the segment at its base, read from its
         ``.swap`` file (held open: the descriptor stays valid when the file takes its plain name), and the
@@ -261,7 +261,8 @@ class LocalLog:
         ``replaceSegments`` renames what the swap replaces ``.deleted`` before the ``.swap`` takes its plain
         name: in between, the records of segments rolled since the last look that it took in are in that
         file alone (review8 R8-8). Returns ``(base, end)`` of each swap taken; the replaced and covered
-        segments go to ``dropped``."""
+        segments go to ``dropped``. ``committed``: the committed swaps of ``names`` when the caller knows
+        them already (a load's listing)."""
         for base, taken in list(self._swapped_in.items()):
             if self.segments.get(base) is not taken:
                 del self._swapped_in[base]
@@ -269,7 +270,7 @@ class LocalLog:
                 taken.follow_suffix("")
                 del self._swapped_in[base]
         merged: list[tuple[int, int]] = []
-        for base in committed_swaps(names):
+        for base in committed_swaps(names) if committed is None else committed:
             swap_id = _file_id(self.dir / segment_file_name(base, LOG, SWAP))
             current = self.segments.get(base)
             if current is None or swap_id is None or current.records.file_id != swap_id:
@@ -297,11 +298,13 @@ class LocalLog:
             merged.append((base, end))
         return merged
 
-    def _take_swaps_at_load(self) -> None:
-        """Read-only logs, once loaded: the committed swaps of the folder taken (:meth:`_take_swaps`), so
-        that a first reader sees what a broker's recovery would make of a folder left inside a swap."""
+    def _take_swaps_at_load(self, committed: list[int]) -> None:
+        """Read-only logs, once loaded: the committed swaps the load's listing showed (``committed``, their
+        base offsets) taken (:meth:`_take_swaps`), so that a first reader sees what a broker's recovery
+        would make of a folder left inside a swap. The load's own listing: a second one cost a partition's
+        open ~14% of its time (issue 25); a swap made since either is taken by the next refresh."""
         dropped: list[LogSegment] = []
-        self._take_swaps(regular_files(self.dir, warn=False), dropped)
+        self._take_swaps((), dropped, committed)
         for segment in dropped:
             segment.close_handlers()
 

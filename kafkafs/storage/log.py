@@ -129,8 +129,8 @@ class Log(LocalLog):
         self.last_recovery = loaded.report
         for segment in loaded.segments:
             self.segments.add(segment)
-        if not self.writable:
-            self._take_swaps_at_load()
+        if not self.writable and loaded.swaps:
+            self._take_swaps_at_load(loaded.swaps)
         if loaded.transactions is not None:
             self._txn = loaded.transactions
         self._dir_dirty = self._dir_dirty or loaded.dir_dirty

@@ -169,7 +169,15 @@ class _Listing:
         self.swaps: list[int] = []  # base offsets of .log.swap files
         self.temp: list[str] = []  # .cleaned, .deleted, index .swap files: to delete
         self.cleaned: list[int] = []
-        self.indexes: dict[int, list[str]] = {}  # base offset -> plain index file names
+        self.indexes: dict[int, list[str]] = {}  # base offset -> plain index file names (writable loads)
+
+    def committed_swaps(self) -> list[int]:
+        """The base offsets of the ``.log.swap`` files a broker's recovery completes, in order (as
+        :func:`~kafkafs.storage.names.committed_swaps` of the listed names)."""
+        if not self.swaps:
+            return []
+        below = min(self.cleaned, default=None)
+        return sorted(base for base in self.swaps if below is None or base < below)
 
 
 #: A read-only load lists a folder changed less than this long ago (nanoseconds) more than once.
@@ -216,14 +224,16 @@ def _list_once(directory: Path, writable: bool) -> _Listing:
                     out.logs[base] = entry.stat().st_size
                 except FileNotFoundError:  # deleted by its owner since the listing
                     pass
-            elif not writable:
-                continue
             elif suffix == names.SWAP and ext == names.LOG:
                 out.swaps.append(base)
+            elif suffix == names.CLEANED:
+                out.cleaned.append(base)
+                if writable:
+                    out.temp.append(entry.name)
+            elif not writable:
+                continue
             elif suffix:
                 out.temp.append(entry.name)
-                if suffix == names.CLEANED:
-                    out.cleaned.append(base)
             else:
                 out.indexes.setdefault(base, []).append(entry.name)
     return out
@@ -238,12 +248,14 @@ class SegmentMaker(Protocol):
 
 class LoadResult(NamedTuple):
     """What loading found and did: the segments (in order), the report, the undecided transactions at
-    the log end when recovery computed them (None: not known), and whether files came or went."""
+    the log end when recovery computed them (None: not known), whether files came or went, and (read-only
+    loads) the committed swaps the listing showed, which the log takes in (a writable load completes them)."""
 
     segments: list[LogSegment]
     report: RecoveryReport
     transactions: ProducerTransactions | None
     dir_dirty: bool
+    swaps: list[int]
 
 
 def load_segments(
@@ -270,7 +282,8 @@ def load_segments(
     transactions = None
     if writable:
         transactions = _recover_segments(directory, segments, recovery_point, clean_shutdown, report, recover_all)
-    return LoadResult(list(segments), report, transactions, writable and report.changed())
+    return LoadResult(list(segments), report, transactions, writable and report.changed(),
+                      [] if writable else listing.committed_swaps())
 
 
 def interrupted_leftovers(names_in_folder: Iterable[str]) -> list[str]:

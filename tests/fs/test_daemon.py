@@ -1,13 +1,16 @@
 """fs/daemon: the mount's start (what libfuse prints on fd 2, kept for the error line or replayed), sd_notify
-without libsystemd (real AF_UNIX datagram sockets, by path and in the abstract namespace), and
-return_large_blocks (freed large blocks go back to the system: glibc's M_MMAP_THRESHOLD fixed)."""
+without libsystemd (real AF_UNIX datagram sockets, by path and in the abstract namespace),
+return_large_blocks (freed large blocks go back to the system: glibc's M_MMAP_THRESHOLD fixed), and the
+SIGALRM ticks that end a stuck read of /dev/fuse (the mount's own test: test_mount_stuck_read)."""
 
 from __future__ import annotations
 
 import logging
 import os
 import platform
+import signal
 import socket
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,9 +18,28 @@ from pathlib import Path
 import pytest
 
 from kafkafs.fs import daemon
-from kafkafs.fs.daemon import StartingStderr, first_exception, notify
+from kafkafs.fs.daemon import StartingStderr, first_exception, notify, wake_stuck_reads
 
 # ---------------------------------------------------------------------------------------------- starting
+
+
+def test_the_read_waker_ticks_harmlessly_then_stops_and_puts_sigalrm_back():
+    before = signal.getsignal(signal.SIGALRM)
+    r, w = os.pipe()
+    try:
+        stop = wake_stuck_reads(0.02)
+        try:
+            assert signal.getitimer(signal.ITIMER_REAL)[1] == pytest.approx(0.02)
+            time.sleep(0.15)  # several ticks: taken by the handler (SIG_DFL would end the process)
+            os.write(w, b"x")
+            assert os.read(r, 1) == b"x"
+        finally:
+            stop()
+        assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+        assert signal.getsignal(signal.SIGALRM) is before
+    finally:
+        os.close(r)
+        os.close(w)
 
 
 @pytest.mark.parametrize("replay", [False, True])

@@ -4,8 +4,16 @@ nothing changes. Through a mount: ``records.jsonl`` shows another process's reco
 
 from __future__ import annotations
 
+import logging
+import os
+import shlex
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
+
+import pytest
 
 from kafkafs.format.jsonview import ProducerRecord
 from kafkafs.fs.tree.nodes import VOLATILE_TIMEOUT, WATCHED_TIMEOUT
@@ -63,6 +71,60 @@ def test_a_folder_that_cannot_be_watched_is_left_to_polling(tmp_path):
     finally:
         watcher.stop()
         tree.close()
+
+
+def test_folders_that_cannot_be_watched_are_said_once(tmp_path, caplog):
+    """R24-2: the poll loop asks the watcher again at every turn for every partition it cannot watch
+    (past the inotify watch limit: thousands of a broker's folders); that is said once, not once a
+    folder a turn."""
+    with LogDir(tmp_path, SMALL_SEGMENTS, writable=True) as d:
+        for p in range(3):
+            d.create_partition("w", p)
+    tree = tree_of(tmp_path)
+    watcher = ChangeWatcher()
+    try:
+        states = [tree.partitions.state(f"w-{p}") for p in range(3)]
+        for p in range(3):
+            (tmp_path / f"w-{p}").rename(tmp_path / f"gone-{p}")
+        with caplog.at_level(logging.INFO, logger="kafkafs"):
+            for _turn in range(4):
+                assert not any(watcher.watch(state) for state in states)
+                assert watcher.watch_folder(tmp_path / "w-0") is None
+        said = [r.getMessage() for r in caplog.records if "cannot watch" in r.getMessage()]
+        assert len(said) == 1, said
+        assert said[0].startswith("w-0: cannot watch for new records: No such file or directory; polling it")
+    finally:
+        watcher.stop()
+        tree.close()
+
+
+def test_a_mount_without_inotify_polls_every_partition(logdir_copy, tmp_path):
+    """R24-1: a user with no inotify instance left (``max_user_instances``, shared by every program of
+    the user) got a mount that died as it started and left a dead mount point behind; now it mounts,
+    says why it polls, and serves. The limit is lowered in a user namespace of the test's own."""
+    probe = subprocess.run(["unshare", "-U", "-r", "-m", "true"], capture_output=True)
+    if probe.returncode != 0:
+        pytest.skip(f"no user namespaces here: {probe.stderr.decode().strip()}")
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    cli = f"{shlex.quote(sys.executable)} -m kafkafs"
+    script = (
+        "echo 0 > /proc/sys/user/max_inotify_instances || exit 99; "
+        f"{cli} mount {shlex.quote(str(logdir_copy))} {shlex.quote(str(mnt))} || exit 98; "
+        f"head -c 1 {shlex.quote(str(mnt))}/orders-0/records.jsonl; s=$?; "
+        f"{cli} umount {shlex.quote(str(mnt))} || exit 97; exit $s"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    done = subprocess.run(["unshare", "-U", "-r", "-m", "--propagation", "private", "sh", "-c", script],
+                          capture_output=True, text=True, timeout=60, env=env)
+    if done.returncode == 99:
+        pytest.skip("cannot lower the inotify instance limit in a user namespace here")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout == "{"
+    assert "cannot watch partition folders for new records: Too many open files (the user's inotify " \
+        "instances are used up: /proc/sys/fs/inotify/max_user_instances); polling every partition instead" \
+        in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
 
 
 def test_the_first_stat_of_a_topic_sizes_its_other_partitions_ahead(tmp_path):

@@ -163,3 +163,45 @@ def test_a_listing_that_misses_a_segment_renamed_meanwhile_does_not_drop_it(tmp_
         monkeypatch.undo()
         assert ro.log_start_offset == 0
         assert _records(ro) == after
+
+
+def test_a_read_only_open_lists_its_folder_once_and_takes_a_committed_swap_from_that_listing(tmp_path, monkeypatch):
+    """A folder left inside a committed swap (the merged segment ``.swap``, a replaced one ``.deleted``),
+    settled: a read-only open lists it once, the swap taken from that listing (it listed it twice, once
+    for the segments and once for the swaps: ~14% of a partition's open, issue 25), and shows what
+    Kafka's recovery keeps."""
+    work = tmp_path / "w"
+    work.mkdir()
+    with LogDir(work, ROLLING, writable=True) as logdir:
+        _fill(logdir.create_partition("kv", 0), 24, b"v", 6)
+    crashes: list = []
+
+    def crash_here() -> None:
+        listed = os.listdir(work / "kv-0")
+        if any(n.endswith(names.LOG + names.SWAP) for n in listed) and any(n.endswith(names.DELETED) for n in listed):
+            crashes.append(tmp_path / f"crash{len(crashes)}")
+            shutil.copytree(work, crashes[-1], ignore=shutil.ignore_patterns(".lock"))
+
+    _renames(monkeypatch, crash_here)
+    with LogDir(work, MERGING, writable=True) as logdir:
+        assert compact(logdir.log("kv-0"), now_ms=10**13)
+        monkeypatch.undo()
+        after = _records(logdir.log("kv-0"))
+    assert crashes
+    crashed = crashes[0]
+    folder = crashed / "kv-0"
+    old = os.stat(folder).st_mtime - 3600
+    os.utime(folder, (old, old))  # settled: a folder changed just now is listed again (recovery._list)
+    listings: list[str] = []
+    scandir = os.scandir
+
+    def counted(path=".", *args):
+        listings.append(os.fspath(path))
+        return scandir(path, *args)
+
+    with LogDir(crashed, MERGING) as reading:
+        monkeypatch.setattr(os, "scandir", counted)
+        ro = reading.log("kv-0")
+        monkeypatch.undo()
+        assert listings.count(os.fspath(folder)) == 1, listings
+        assert _records(ro) == after

@@ -28,11 +28,11 @@ from .piececache import (
     BLOCK_PIECES,
     KEPT,
     NOT_RENDERING,
+    RUN_BUFFERS,
     SPAN_PIECES,
     Ahead,
     Bytes,
     PieceCache,
-    allocate,
 )
 from .render import Renderer, SegmentBytes
 
@@ -342,46 +342,53 @@ class PieceRenderer:
         if not runs:
             return False
         cache.follow(Ahead(layout, None, self), 0, 0)
+        # the runs side by side in one buffer (of RUN_BUFFERS: used again, no new pages), so that the read
+        # across two of them is one slice of it, not a 1 MiB join on the FUSE loop (issue 25)
+        buffer = RUN_BUFFERS.take(layout.ends[runs[-1][1]] - first) \
+            if self.renderer_of(layout).renders_into(layout.filter) else None
         for span in runs[1:]:
-            _submit(self._render_claimed, layout, span, cache)
-        self._render_claimed(layout, runs[0], cache)
+            _submit(self._render_claimed, layout, span, cache, buffer)
+        self._render_claimed(layout, runs[0], cache, buffer)
         return True
 
-    def _render_claimed(self, layout: Layout, span: tuple[int, int], cache: PieceCache) -> None:
-        """Render the claimed ``span`` (first and last piece) into ``cache`` and settle it; a failure is
-        left to the read that needs it (it renders the pieces again and says what is wrong)."""
+    def _render_claimed(self, layout: Layout, span: tuple[int, int], cache: PieceCache,
+                        buffer: bytearray | None = None) -> None:
+        """Render the claimed ``span`` (first and last piece) into ``cache`` and settle it (into its
+        place in ``buffer``, whose first byte is that of the layout's first piece, when given); a failure
+        is left to the read that needs it (it renders the pieces again and says what is wrong)."""
         first, last = span
         try:
-            if not self._render_run(layout, first, last, cache):
+            if buffer is None or not self._render_run(layout, first, last, cache, buffer):
                 self._render_span(layout, first, last, cache)
         except Exception as exc:
             log.debug("rendering a file's start ahead failed: %r", exc)
         finally:
             cache.settle(layout, first, last)
 
-    def _render_run(self, layout: Layout, first: int, last: int, cache: PieceCache) -> bool:
-        """Pieces ``first..last`` (claimed) of an unfiltered view rendered by the kernel straight into a
-        buffer of their own (:meth:`PieceCache.add_run`) and kept; False when that does not apply or they
-        do not render to the lengths laid out (the caller renders them the usual way)."""
+    def _render_run(self, layout: Layout, first: int, last: int, cache: PieceCache, buffer: bytearray) -> bool:
+        """Pieces ``first..last`` (claimed) of an unfiltered view rendered by the kernel straight into their
+        place in ``buffer`` (piece ``j`` at ``layout.start(j) - layout.start(0)``; the runs of a file's start
+        side by side: :meth:`PieceCache.add_run`) and kept; False when that does not apply or they do not
+        render to the lengths laid out (the caller renders them the usual way; their place is left as it
+        was, and no piece is ever kept from it)."""
         renderer = self.renderer_of(layout)
         if not renderer.renders_into(layout.filter):
             return False
         segment = self._segment_of(layout, first)
-        start = layout.start(first)
-        buffer = allocate(layout.ends[last] - start)
+        base = layout.start(0)
         position = layout.positions[first]
         whole = memoryview(buffer)
         try:
-            fits = renderer.render_into(
-                segment, position, layout.positions[last] + layout.sizes[last] - position, whole)
+            fits = renderer.render_into(segment, position, layout.positions[last] + layout.sizes[last] - position,
+                                        whole[layout.start(first) - base : layout.ends[last] - base])
         except CorruptRecordError:
             return False
         if not fits:
             return False
         cache.add_run(buffer, last - first + 1)
         for j in range(last, first - 1, -1):  # piece ``first`` goes in last: the least likely to be evicted
-            lo = layout.start(j) - start
-            cache.put((layout, j), whole[lo : layout.ends[j] - start], lo)
+            lo = layout.start(j) - base
+            cache.put((layout, j), whole[lo : layout.ends[j] - base], lo)
         return True
 
     def start_prefill(self, ahead: Ahead, cache: PieceCache, span: tuple[int, int]) -> None:

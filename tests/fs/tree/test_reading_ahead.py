@@ -262,9 +262,10 @@ def kept_pieces(cache, layout) -> list[int]:
 
 def test_the_next_two_files_are_rendered_whole_before_their_opens(tmp_path, monkeypatch):
     """The file read next and the one after it (the order is the same by name and by number here) have
-    their first segment rendered whole before anyone opens them, in FILE_RUNS kernel calls into buffers
-    of their own; the open takes them; every read of that segment is answered from memory, a read
-    inside one run as one slice of its buffer; the bytes are exact."""
+    their first segment rendered whole before anyone opens them, in FILE_RUNS kernel calls side by side
+    into one buffer; the open takes them; every read of that segment is answered from memory, a read
+    across two runs too as one slice of that buffer (issue 25: no join on the FUSE loop); the bytes are
+    exact."""
     small_pieces(monkeypatch)
     monkeypatch.setattr(partitions_module, "PREPARED_AHEAD", 2)  # of the three after t-0, two
     logdir = built_in_order(tmp_path / "logs")
@@ -290,6 +291,12 @@ def test_the_next_two_files_are_rendered_whole_before_their_opens(tmp_path, monk
         some = handle.read_now(10, 2000)
         assert isinstance(some, memoryview) and any(some.obj is run for run in handle.cache._runs)
         assert first_run is None or first_run > 2010
+        runs = handle.cache._runs
+        assert all(run is runs[0] for run in runs)  # the runs side by side in one buffer
+        for k in range(1, part.pieces):  # a read across two pieces, across two runs too: one slice of it
+            across = handle.read_now(part.layout.start(k) - 5, 10)
+            assert isinstance(across, memoryview) and across.obj is runs[0], k
+            assert bytes(across) == want[part.layout.start(k) - 5 : part.layout.start(k) + 5]
         out = b""
         while len(out) < len(want):  # the rest as a reader would
             out += bytes(handle.read(len(out), 4096))

@@ -7,7 +7,15 @@ import threading
 import time
 
 from kafkafs.fs.views.layout import Layout
-from kafkafs.fs.views.piececache import BLOCK_PIECES, KEPT, NOT_RENDERING, WILL_WAKE, Ahead, PieceCache
+from kafkafs.fs.views.piececache import (
+    BLOCK_PIECES,
+    KEPT,
+    NOT_RENDERING,
+    WILL_WAKE,
+    Ahead,
+    BufferPool,
+    PieceCache,
+)
 
 
 def _layout(pieces: int) -> Layout:
@@ -129,3 +137,29 @@ def test_a_run_rendered_whole_is_kept_beside_the_capacity_then_let_go_once_the_r
         cache.put((layout, i), b"xx")
     assert cache.capacity == 3 and cache._runs == [] and cache._run_pieces == 0
     assert [i for i in range(12) if cache.has((layout, i))] == [9, 10, 11]
+
+
+def test_a_pool_buffer_is_used_again_only_once_nothing_refers_to_it():
+    """BufferPool (issue 25): a buffer taken is given again, resized in place, once no memoryview of it
+    and no other reference is left; never while one is; one too large or too small for it is another
+    buffer; beyond the pool's bytes a buffer is made and not kept."""
+    mib = 1 << 20
+    pool = BufferPool(max_bytes=8 * mib, step=mib)
+    first = pool.take(3 * mib - 5)
+    assert len(first) == 3 * mib - 5
+    first_id = id(first)
+    view = memoryview(first)[10:20]  # a kept piece, a reply being sent
+    del first
+    second = pool.take(3 * mib - 5)
+    assert id(second) != first_id  # the first is still referred to
+    del view
+    third = pool.take(2 * mib)  # within the first's 3 MiB, at least half of it: the first, resized
+    assert id(third) == first_id and len(third) == 2 * mib
+    third[-1] = 7  # its own bytes, the size asked for
+    assert pool.take(5 * mib) is not None and pool.reused == 1 and pool.made == 3
+    held_before = list(pool._held)
+    extra = pool.take(4 * mib)  # 3 + 3 + 5 MiB held in use: over 8 MiB, made and not kept
+    assert len(extra) == 4 * mib and pool._held == held_before and pool.made == 4
+    del second  # free now, but 3 MiB for 1/4 MiB: too large to give
+    alone = pool.take(mib // 4)
+    assert len(alone) == mib // 4 and pool.reused == 1 and pool.made == 5
