@@ -12,7 +12,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from . import __version__
 from .errors import (
@@ -26,6 +26,10 @@ from .errors import (
 )
 from .outcome import EXIT_DAMAGE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, run_command
 from .stderr import guard_stderr
+
+if TYPE_CHECKING:
+    from .storage.logdir import LogDir
+    from .storage.recovery import RecoveryReport
 
 log = logging.getLogger("kafkafs")
 
@@ -293,7 +297,16 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def cmd_recover(args: argparse.Namespace) -> int:
-    from .inspect import damaged_checkpoints, refused_folders
+    # the directory as found, read-only, before the writable open takes the clean-shutdown marker away
+    look = _open_logdir(args.logdir, args, writable=False)
+    try:
+        return _recover(args, look)
+    finally:
+        look.close()
+
+
+def _recover(args: argparse.Namespace, look: LogDir) -> int:
+    from .inspect import damaged_checkpoints, refused_folders, untouched_by_recovery
     from .storage.names import STAGING_DIR_NAME, parse_partition_dir_name
     from .storage.producer_state import remove_unreadable_snapshots
     from .storage.publish_intent import resolve, unfinished_writes
@@ -306,13 +319,26 @@ def cmd_recover(args: argparse.Namespace) -> int:
     # is judged by how the last writer stopped: logdir.clean_shutdown)
     logdir.recover_all = True
     names = logdir.partition_names(aliases=True)  # an alias is refused and said, as a link out of LOGDIR
-    reports = {}
+    reports: dict[str, tuple[RecoveryReport | None, int, int]] = {}  # the load's report (None: not opened for writing)
     snapshots: dict[str, list[tuple[str, str]]] = {}
     unclean_snapshots: dict[str, list[tuple[str, str]]] = {}  # past the recovery point after an unclean stop
     with logdir:  # a failure midway leaves the marker unwritten and the checkpoints' other entries as they were
         # checkpoint files verify calls damaged, read before recovery rewrites them (SPEC §4's exit code)
         checkpoints = damaged_checkpoints(logdir.path, names)
+        # after a clean stop (the marker there before and under the lock), a partition in which verify's
+        # checks find nothing to do is left byte for byte, as a broker's clean start rebuilds nothing:
+        # not opened for writing (an open rewrites valid indexes as a recovery builds them, drops older
+        # producer snapshots and leader-epoch entries at the log end: review20 R20-2)
+        untouched = set()
+        if look.clean_shutdown and logdir.clean_shutdown and not checkpoints and not unfinished_writes(logdir.path):
+            own = set(look.partition_names())  # not the aliases: refused below, as before
+            strays_found = stray_partitions(logdir.path, names)
+            untouched = {name for name in names if name in own and untouched_by_recovery(look, name, strays_found)}
         for name in names:
+            if name in untouched:
+                found_log = look.log(name)
+                reports[name] = (None, found_log.log_start_offset, found_log.log_end_offset)
+                continue
             try:
                 log_ = logdir.log(name)
             except UnsafeFileError:

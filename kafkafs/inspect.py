@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import TextIO
 
@@ -25,13 +25,13 @@ from .storage.logdir import (
     REPLICATION_OFFSET_FILE,
     LogDir,
 )
-from .storage.names import STAGING_DIR_NAME, broker_refuses_folder, parse_partition_dir_name
+from .storage.names import DELETED, STAGING_DIR_NAME, broker_refuses_folder, parse_partition_dir_name
 from .storage.partition_metadata import PARTITION_METADATA_FILE, partition_metadata_problem
 from .storage.producer_state import unreadable_snapshots
 from .storage.publish_intent import INTENT_FILE, judge, unfinished_writes
 from .storage.recovery import interrupted_leftovers
 from .storage.recovery_plan import left_by_unclean_stop, snapshot_left_by_unclean_stop, zeros_from
-from .storage.safefiles import regular_files, unsafe_entries
+from .storage.safefiles import check_partition_folder, regular_files, unsafe_entries
 from .storage.segment import LogSegment
 from .storage.strays import stray_consequence, stray_partitions
 from .storage.transactions import abort_markers, rebuilt_aborted, txn_index_difference
@@ -362,83 +362,8 @@ def verify_logdir(
     for name in names:
         said: set[str] = set()  # the OS errors said on err for this partition: each once (review17 R17-6)
         try:
-            log_: Log = logdir.log(name)
-            # a link (or special file) in the folder was skipped by the reader and makes writers refuse the
-            # partition (SPEC §4): something wrong, whatever the regular files say
-            problems: list[str] = [
-                f"{entry}: not a regular file (a symbolic link, special file or folder): skipped, never followed; "
-                "writers refuse this partition"
-                for entry in unsafe_entries(logdir.path / name)
-            ]
-            problems += [f"{file}: {reason}" for file, reason in
-                         checkpoint_problems(logdir.path / name, (EPOCH_CHECKPOINT_FILE,), parse_epoch_checkpoint)]
-            why = partition_metadata_problem(logdir.path / name)
-            if why is not None:
-                problems.append(f"{PARTITION_METADATA_FILE}: {why}: a Kafka broker does not start with it in its log "
-                                "directory (\"Error starting LogManager\"); `kafkafs recover` rewrites it with the "
-                                "topic's id (or removes it where nothing in the directory names that id)")
-            if name in strays:
-                problems.append(f"stray: {strays[name]}: {stray_consequence(name)}")
-            # what a compaction or deletion cut short leaves: routine after an unclean stop (a broker's
-            # start finishes it: Kafka says "recoverable" at INFO), damage where the last writer said it
-            # closed cleanly (R21-8)
-            leftovers = [f"{file}: left by an interrupted compaction or deletion; `kafkafs recover` finishes or "
-                         "undoes it, as a broker's start does"
-                         for file in interrupted_leftovers(regular_files(logdir.path / name, warn=False))]
-            if logdir.clean_shutdown:
-                problems += leftovers
-            recovery_point = logdir.recovery_points.get(parse_partition_dir_name(name))
-            snapshots = unreadable_snapshots(logdir.path / name)
-            problems += [f"{file}: {why}: Kafka's reader refuses this producer snapshot (a broker's load deletes it "
-                         "and rebuilds the producer state from the log); `kafkafs recover` removes it"
-                         for file, why in snapshots
-                         if not snapshot_left_by_unclean_stop(file, recovery_point, logdir.clean_shutdown)]
-            notes: list[str] = [
-                f"{file}: {why} (a producer snapshot past the recovery point after an unclean stop: a broker's start "
-                "deletes it unread and rebuilds the producer state from the log; so does `kafkafs recover`)"
-                for file, why in snapshots if snapshot_left_by_unclean_stop(file, recovery_point, logdir.clean_shutdown)]
-            if not logdir.clean_shutdown:
-                notes += [f"{line} (after an unclean stop)" for line in leftovers]
-            records = 0
-            counted = True  # every batch's records counted (not a legacy wrapper left uninflated)
-            expected = log_.log_start_offset
-            segments = list(log_.segments)
-            # what `recover` writes into each .txnindex (up to a segment that cannot be read: said below)
-            rebuilt = rebuilt_aborted(segments, unreadable=[])
-            for i, segment in enumerate(segments):
-                first = i == 0
-                upper = segments[i + 1].base_offset if i + 1 < len(segments) else None
-                if segment.base_offset < expected and not first:
-                    problems.append(f"{segment.log_path.name}: base offset {segment.base_offset} overlaps the previous segment")
-                # the first segment is checked from its base: a log start inside it (DeleteRecords) leaves
-                # the records before it on disk, which are no damage
-                try:
-                    n, expected, found, exact = check_segment(
-                        segment, segment.base_offset if first else expected, deep=deep,
-                        log_start=log_.log_start_offset, upper=upper,
-                        notes=notes if left_by_unclean_stop(upper is None, logdir.clean_shutdown) else None,
-                        uninflated=notes,
-                    )
-                    index_problems, index_notes = check_index_files(
-                        segment, sealed=segment is not segments[-1], clean_shutdown=logdir.clean_shutdown,
-                        rebuilt_txns=rebuilt.get(segment.base_offset))
-                except OSError as exc:  # one unreadable segment (a disk error): said, the others still checked
-                    problems.append(f"{segment.log_path.name}: not checked ({_say_once(exc, said, err)})")
-                    expected = upper if upper is not None else expected
-                    continue
-                records += n
-                counted = counted and exact
-                problems.extend(found)
-                problems.extend(index_problems)
-                notes.extend(index_notes)
-            status = "OK" if not problems else f"{len(problems)} problem(s)"
-            span = (
-                f"offsets {log_.log_start_offset}..{log_.log_end_offset - 1}"
-                if log_.log_end_offset > log_.log_start_offset
-                else f"empty, next offset {log_.log_end_offset}"
-            )
-            how_many = f"{records} records" if counted else f"at least {records} records"  # R19-4
-            print(f"{name}: {len(segments)} segment(s), {how_many}, {span}: {status}", file=out)
+            line, problems, notes = _check_partition(logdir, name, deep=deep, strays=strays, err=err, said=said)
+            print(line, file=out)
             for p in problems:
                 print(f"  {p}", file=out)
             for note in notes:
@@ -448,3 +373,105 @@ def verify_logdir(
             print(f"{name}: not checked ({_say_once(exc, said, err)})", file=out)
             total_problems += 1
     return total_problems
+
+
+def _check_partition(logdir: LogDir, name: str, *, deep: bool, strays: dict[str, str], err: TextIO,
+                     said: set[str]) -> tuple[str, list[str], list[str]]:
+    """:func:`verify_logdir`'s look at one partition: its line, its problems and its notes (what a writable
+    open would rebuild or remove that is no damage). OSError: the partition could not be read."""
+    log_: Log = logdir.log(name)
+    # a link (or special file) in the folder was skipped by the reader and makes writers refuse the
+    # partition (SPEC §4): something wrong, whatever the regular files say
+    problems: list[str] = [
+        f"{entry}: not a regular file (a symbolic link, special file or folder): skipped, never followed; "
+        "writers refuse this partition"
+        for entry in unsafe_entries(logdir.path / name)
+    ]
+    problems += [f"{file}: {reason}" for file, reason in
+                 checkpoint_problems(logdir.path / name, (EPOCH_CHECKPOINT_FILE,), parse_epoch_checkpoint)]
+    why = partition_metadata_problem(logdir.path / name)
+    if why is not None:
+        problems.append(f"{PARTITION_METADATA_FILE}: {why}: a Kafka broker does not start with it in its log "
+                        "directory (\"Error starting LogManager\"); `kafkafs recover` rewrites it with the "
+                        "topic's id (or removes it where nothing in the directory names that id)")
+    if name in strays:
+        problems.append(f"stray: {strays[name]}: {stray_consequence(name)}")
+    # what a compaction or deletion cut short leaves: routine after an unclean stop (a broker's
+    # start finishes it: Kafka says "recoverable" at INFO), damage where the last writer said it
+    # closed cleanly (R21-8)
+    leftovers = [f"{file}: left by an interrupted compaction or deletion; `kafkafs recover` finishes or "
+                 "undoes it, as a broker's start does"
+                 for file in interrupted_leftovers(regular_files(logdir.path / name, warn=False))]
+    if logdir.clean_shutdown:
+        problems += leftovers
+    recovery_point = logdir.recovery_points.get(parse_partition_dir_name(name))
+    snapshots = unreadable_snapshots(logdir.path / name)
+    problems += [f"{file}: {why}: Kafka's reader refuses this producer snapshot (a broker's load deletes it "
+                 "and rebuilds the producer state from the log); `kafkafs recover` removes it"
+                 for file, why in snapshots
+                 if not snapshot_left_by_unclean_stop(file, recovery_point, logdir.clean_shutdown)]
+    notes: list[str] = [
+        f"{file}: {why} (a producer snapshot past the recovery point after an unclean stop: a broker's start "
+        "deletes it unread and rebuilds the producer state from the log; so does `kafkafs recover`)"
+        for file, why in snapshots if snapshot_left_by_unclean_stop(file, recovery_point, logdir.clean_shutdown)]
+    if not logdir.clean_shutdown:
+        notes += [f"{line} (after an unclean stop)" for line in leftovers]
+    records = 0
+    counted = True  # every batch's records counted (not a legacy wrapper left uninflated)
+    expected = log_.log_start_offset
+    segments = list(log_.segments)
+    # what `recover` writes into each .txnindex (up to a segment that cannot be read: said below)
+    rebuilt = rebuilt_aborted(segments, unreadable=[])
+    for i, segment in enumerate(segments):
+        first = i == 0
+        upper = segments[i + 1].base_offset if i + 1 < len(segments) else None
+        if segment.base_offset < expected and not first:
+            problems.append(f"{segment.log_path.name}: base offset {segment.base_offset} overlaps the previous segment")
+        # the first segment is checked from its base: a log start inside it (DeleteRecords) leaves
+        # the records before it on disk, which are no damage
+        try:
+            n, expected, found, exact = check_segment(
+                segment, segment.base_offset if first else expected, deep=deep,
+                log_start=log_.log_start_offset, upper=upper,
+                notes=notes if left_by_unclean_stop(upper is None, logdir.clean_shutdown) else None,
+                uninflated=notes,
+            )
+            index_problems, index_notes = check_index_files(
+                segment, sealed=segment is not segments[-1], clean_shutdown=logdir.clean_shutdown,
+                rebuilt_txns=rebuilt.get(segment.base_offset))
+        except OSError as exc:  # one unreadable segment (a disk error): said, the others still checked
+            problems.append(f"{segment.log_path.name}: not checked ({_say_once(exc, said, err)})")
+            expected = upper if upper is not None else expected
+            continue
+        records += n
+        counted = counted and exact
+        problems.extend(found)
+        problems.extend(index_problems)
+        notes.extend(index_notes)
+    status = "OK" if not problems else f"{len(problems)} problem(s)"
+    span = (
+        f"offsets {log_.log_start_offset}..{log_.log_end_offset - 1}"
+        if log_.log_end_offset > log_.log_start_offset
+        else f"empty, next offset {log_.log_end_offset}"
+    )
+    how_many = f"{records} records" if counted else f"at least {records} records"  # R19-4
+    return f"{name}: {len(segments)} segment(s), {how_many}, {span}: {status}", problems, notes
+
+
+def untouched_by_recovery(logdir: LogDir, name: str, strays: Collection[str]) -> bool:
+    """Whether ``kafkafs recover`` has nothing to do in partition ``name`` of a directory whose last writer
+    stopped cleanly (``logdir``: read-only, opened while the clean-shutdown marker was there): what
+    ``verify`` checks finds neither a problem nor a note (no damage, no missing index, nothing a
+    writable open rebuilds), no pending deletion, nothing a writer refuses (a link out of LOGDIR, hard-linked
+    files), and it is not a stray (``strays``: the directory's). A
+    broker's clean start rebuilds nothing there either (review20 R20-2: recover leaves it byte for byte)."""
+    if not logdir.clean_shutdown or name in strays:
+        return False
+    if any(f.endswith(DELETED) for f in regular_files(logdir.path / name, warn=False)):
+        return False
+    try:
+        check_partition_folder(logdir.path / name)  # what a writer refuses is refused and said, as before
+        _line, problems, notes = _check_partition(logdir, name, deep=True, strays={}, err=sys.stderr, said=set())
+    except (OSError, KafkafsError):
+        return False
+    return not problems and not notes

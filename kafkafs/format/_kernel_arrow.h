@@ -257,7 +257,7 @@ static PyObject *ab_add_columns(ArrowBuilder *ab, PyObject *args) {
 #define WALK_FULL 3    /* enough rows or bytes for an Arrow batch */
 
 /* walk(buf, pos, first, end, ts_lo, max_batch, batch_rows, max_bytes) -> (pos, status): appends the
- * whole uncompressed v2 batches from pos, skipping what scan.py's _read_piece skips by header. */
+ * whole uncompressed v2 batches from pos, skipping what scan.py's _read_piece skips by header (once its CRC holds). */
 static PyObject *ab_walk(ArrowBuilder *ab, PyObject *args) {
     Py_buffer buf;
     Py_ssize_t pos;
@@ -289,17 +289,19 @@ static PyObject *ab_walk(ArrowBuilder *ab, PyObject *args) {
         }
         int64_t last = base + last_delta, max_ts = be64(h + 35);
         Py_ssize_t next = pos + length + 12;
-        if (last < first) goto skip;
-        if (has_end && base >= end) {
+        int skip = last < first;
+        if (!skip && has_end && base >= end) {
             status = WALK_END;
             break;
         }
-        if (attributes & 0x20) goto skip; /* control */
-        if (has_ts_lo && max_ts < ts_lo) goto skip;
-        if ((attributes & 0x07) != 0 || crc32c(h + 21, (size_t)length - 9) != (uint32_t)be32(h + 17)) {
-            status = WALK_PYTHON;
+        /* lastOffsetDelta, the control bit and maxTimestamp are inside the CRC: a batch is skipped by them
+         * only once its CRC holds (a damaged one goes the Python way, which fails or logs it: R23-12) */
+        skip = skip || (attributes & 0x20) || (has_ts_lo && max_ts < ts_lo);
+        if ((!skip && (attributes & 0x07) != 0) || crc32c(h + 21, (size_t)length - 9) != (uint32_t)be32(h + 17)) {
+            status = WALK_PYTHON; /* compressed (read the Python way, which checks its CRC), or damaged */
             break;
         }
+        if (skip) goto skip;
         Reader rd = {h + 61, length - 49, 0, base, be64(h + 27), max_ts, (attributes & 0x08) != 0};
         Err err;
         int32_t count = be32(h + 57);

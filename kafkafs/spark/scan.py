@@ -308,15 +308,20 @@ class _PieceReader:
     def take(self, view: BatchView) -> bool:
         """Adds the rows of one batch that pass the bounds; False once past the end offset."""
         h, first, end, path = view.header, self.first, self.end, self.path
+        # lastOffsetDelta, attributes (control, transactional), producer id and maxTimestamp are inside the
+        # CRC: a batch is left out by them only once its CRC holds, as Kafka's consumer checks it first (R23-12)
         if h.last_offset < first:
+            self._intact(view)
             return True
         if end is not None and h.magic == 2 and h.base_offset >= end:
             return False
-        if self.aborted is not None and h.magic == 2 and self.aborted.skip(h, view, path):
-            return True
-        if h.is_control:
-            return True
-        if self.ts_lo_ms is not None and h.max_timestamp < self.ts_lo_ms and h.magic > 0:
+        if self.aborted is not None and h.magic == 2:
+            if (h.is_control or h.is_transactional) and not self._intact(view):
+                return True
+            if self.aborted.skip(h, view, path):
+                return True
+        if h.is_control or (self.ts_lo_ms is not None and h.max_timestamp < self.ts_lo_ms and h.magic > 0):
+            self._intact(view)
             return True
         columns = self.columns
         try:
@@ -342,6 +347,16 @@ class _PieceReader:
         if end is not None and offsets and offsets[-1] >= end:
             hi = bisect.bisect_left(offsets, end)
         columns.add(self.piece.topic, self.piece.partition, batch, lo, hi)
+        return True
+
+    def _intact(self, view: BatchView) -> bool:
+        """Whether the batch's CRC holds; a damaged batch fails the read, or with ``onCorrupt=skip`` is
+        logged (False)."""
+        try:
+            validate_batch(view.buf, view.header)
+        except CorruptRecordError as exc:
+            self._damaged(view, exc)
+            return False
         return True
 
     def _damaged(self, view: BatchView, exc: CorruptRecordError) -> bool:

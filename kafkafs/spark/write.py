@@ -51,6 +51,7 @@ from ..format.compression import Codec, codec_by_name
 from ..storage.config import DEFAULTS, Settings
 from ..storage.kraft import RecordedConfigs, recorded_topic_configs
 from ..storage.names import STAGING_DIR_NAME, parse_partition_dir_name, refuse_internal_topic
+from ..storage.safefiles import make_dir, open_file
 from .partitioner import RowPartitioner
 
 __all__ = [
@@ -179,7 +180,8 @@ class _Pending:
         self.rows: list[tuple] = []
         self.bytes = 0
         self.path = path
-        self.file = open(path, "wb")  # noqa: SIM115 - closed in Stager.finish/discard
+        # closed in Stager.finish/discard; owned as its folder when running as root (safefiles)
+        self.file = os.fdopen(open_file(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), "wb")
         self.records = 0
         self.batches = 0
         self.size = 0
@@ -192,8 +194,8 @@ def start_job(root: Path, job_id: str, *, exist_ok: bool = False) -> None:
     ``abort`` removed it, a task that Spark has not stopped yet cannot bring it back.
     """
     job = root / job_id
-    job.mkdir(parents=True, exist_ok=exist_ok)
-    (job / ACTIVE).touch()
+    make_dir(job, parents=True, exist_ok=exist_ok)  # owned as LOGDIR when running as root (safefiles)
+    os.close(open_file(job / ACTIVE, os.O_WRONLY | os.O_CREAT))
 
 
 def _job_active(job: Path) -> bool:
@@ -223,7 +225,7 @@ class Stager:
         self.job = root / job_id
         self.dir = self.job / task_tag
         try:
-            self.dir.mkdir()
+            make_dir(self.dir)
         except FileNotFoundError:
             raise InvalidInput(f"write job {job_id} is over (its staging folder {self.job} is gone)") from None
         self.topic = topic

@@ -290,6 +290,8 @@ class LogCleaner:
         self.not_compacted: set[tuple[str, int]] = set()
         #: Partition folders the metadata does not name (strays.unnamed_partitions): never cleaned, said once.
         self.strays_said: set[str] = set()
+        #: Partition folders that did not open (said once).
+        self.unopened_said: set[str] = set()
 
     def start(self) -> None:
         if self._thread is not None:  # log.cleaner.enable=false turns compaction off, not retention
@@ -371,11 +373,16 @@ class LogCleaner:
                     log.warning("cleaner: %s: refused: %s", name, unnamed_refusal(strays[name], _NOT_CLEANED))
                 continue
             try:
-                target = self.logdir.log(name)
-            except UnsafeFileError:  # refused for holding a link (said once, when it was opened)
+                # as the mount's reads open it: a partition a writer refuses (a link in it, damage its load
+                # would cut) is opened read-only and said once there, whoever opens it first (it was
+                # skipped in silence when the cleaner came first)
+                target = self.logdir.log(name, read_only_fallback=True)
+            except UnsafeFileError:  # refused, and not even readable: said when it was opened
                 continue
-            except Exception as exc:  # noqa: BLE001 - a folder that does not open is skipped
-                log.warning("cleaner: %s: %s", name, exc)
+            except Exception as exc:  # noqa: BLE001 - a folder that does not open is skipped (said once)
+                if name not in self.unopened_said:
+                    self.unopened_said.add(name)
+                    log.warning("cleaner: %s: %s; not deleted or compacted", name, exc)
                 continue
             if target.writable:  # a partition a writer refused is served read-only (said when it was opened)
                 out.append(target)

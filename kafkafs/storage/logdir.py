@@ -48,7 +48,14 @@ from .partition_folders import alias_reason, list_partition_folders
 from .partition_metadata import ensure_partition_metadata, read_topic_id
 from .publish_intent import unfinished_writes
 from .recovery_plan import writer_refusal
-from .safefiles import check_partition_folder, is_link, open_file, read_regular_file, write_atomically
+from .safefiles import (
+    check_partition_folder,
+    is_link,
+    make_dir,
+    open_file,
+    read_regular_file,
+    write_atomically,
+)
 from .strays import assigned_elsewhere, unnamed_partitions, unnamed_refusal
 
 __all__ = ["LogDir", "check_log_directory", "CLEAN_SHUTDOWN_FILE", "LOCK_FILE", "CLEANER_OFFSET_FILE", "clean_shutdown_content",
@@ -322,9 +329,21 @@ class LogDir:
                    if key[0] != _METADATA_TOPIC}
         recovery = {k: v for k, v in recovery.items() if k in present}
         starts = {k: v for k, v in starts.items() if k in present}
-        write_atomically(self.path / RECOVERY_POINT_FILE, render_offset_checkpoint(recovery))
-        write_atomically(self.path / LOG_START_FILE, render_offset_checkpoint(starts))
+        self._write_checkpoint(RECOVERY_POINT_FILE, recovery)
+        self._write_checkpoint(LOG_START_FILE, starts)
         self.recovery_points, self.log_start_offsets = recovery, starts
+
+    def _write_checkpoint(self, name: str, entries: dict[tuple[str, int], int]) -> None:
+        """Write an offset checkpoint file unless it already holds exactly ``entries`` (in whatever order:
+        a broker writes them in its own), so a directory whose partitions did not move is left byte for
+        byte (review20 R20-2)."""
+        path = self.path / name
+        try:
+            if parse_offset_checkpoint(read_regular_file(path, follow=True)) == entries:
+                return
+        except (OSError, UnsafeFileError, CorruptRecordError):
+            pass  # missing or damaged: written
+        write_atomically(path, render_offset_checkpoint(entries))
 
     def checkpointed(self, topic: str, partition: int) -> dict[str, int | None]:
         """What the log directory's checkpoint files say of one partition now (read afresh: a broker
@@ -478,7 +497,7 @@ class LogDir:
                     self._unrecovered.add(name)
                 if not read_only_fallback:
                     raise
-                log.warning("%s; serving it read-only", exc)
+                log.warning("%s; serving it read-only (nothing appended, deleted or compacted there)", exc)
                 opened = self._open_read_only(directory, topic, key)
             except OSError as exc:  # a disk error (EIO) reading what a writer must read: nothing was changed
                 if not (writable and read_only_fallback and exc.errno == errno.EIO):
@@ -535,7 +554,7 @@ class LogDir:
                 raise ReadOnlyError(f"{self.path} is open read-only")
             recorded = _recorded_topic(self.path, topic, partition)
             with doing("create {path}"):
-                directory.mkdir()
+                make_dir(directory)  # owned as LOGDIR when running as root
             ensure_partition_metadata(directory, topic, recorded)
             opened = Log.open(directory, self.settings.for_topic(topic), writable=True, clean_shutdown=True)
             opened.state_files.epochs.create()

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .names import STAGING_DIR_NAME
-from .safefiles import read_regular_file
+from .safefiles import make_dir, open_file, read_regular_file
 
 if TYPE_CHECKING:
     from .log import Log
@@ -99,10 +99,10 @@ def _fsync_dir(path: Path) -> None:
 def write_intent(logdir: str | os.PathLike[str], job: str, partitions: dict[str, dict[str, Any]]) -> Path:
     """Record what job ``job`` is about to append (fsynced and in place before this returns)."""
     folder = Path(logdir) / STAGING_DIR_NAME / job
-    folder.mkdir(parents=True, exist_ok=True)
+    make_dir(folder, parents=True, exist_ok=True)  # owned as LOGDIR when running as root (safefiles)
     path = folder / INTENT_FILE
     tmp = folder / f".{INTENT_FILE}.tmp"
-    with open(tmp, "w") as f:
+    with os.fdopen(open_file(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), "w") as f:
         json.dump({"job": job, "partitions": partitions}, f, sort_keys=True)
         f.flush()
         os.fsync(f.fileno())

@@ -41,6 +41,7 @@ from .config import LogConfig
 from .recovery_plan import left_by_unclean_stop, refuse_cutting_batches, unclean_or_unindexed, zeros_from
 from .safefiles import LISTINGS, regular_entry
 from .segment import LogSegment
+from .records import TornBatchError
 from .segments import LogSegments
 from .transactions import ProducerTransactions, abort_markers, txn_index_difference
 
@@ -387,6 +388,22 @@ class _Transactions:
             self.upto = base  # no transactional batch in it: the state holds past it too
 
 
+def _torn_end(segment: LogSegment) -> tuple[int, str] | None:
+    """(position, reason) where bytes that are no whole batch start at the end of the active segment of
+    a cleanly stopped log, or None: bytes that are no batch header (:attr:`LogSegment.torn_tail`), or a
+    last batch the file ends inside (a reader takes that for a write in progress; after a clean stop
+    it is a batch cut short: review23 R23-6)."""
+    torn = segment.torn_tail
+    if torn is not None:
+        return torn
+    try:
+        segment.check_whole()
+    except TornBatchError as exc:
+        position = exc.position if exc.position is not None else 0
+        return position, "the file ends inside the batch that starts there (a batch cut short)"
+    return None
+
+
 def _recover_segments(
     directory: Path, segments: LogSegments, recovery_point: int | None, clean_shutdown: bool, report: RecoveryReport,
     recover_all: bool = False,
@@ -407,7 +424,7 @@ def _recover_segments(
             except CorruptRecordError as exc:
                 log.warning("%s: %s; rebuilding the indexes", segment.log_path, exc.reason)
                 needs[base] = segment
-            torn = segment.torn_tail if base not in needs and not recover_all else None
+            torn = _torn_end(segment) if base not in needs and not recover_all else None
             if torn is not None:
                 # after a clean stop (the marker) no write was cut short: bytes after the last whole
                 # batch are damage, and a batch appended after them could never be read (a broker then

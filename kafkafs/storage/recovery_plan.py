@@ -70,8 +70,9 @@ def refuse_cutting_batches(segments: LogSegments, needs: dict[int, LogSegment]) 
         position, why, torn = found
         if torn and segment is last:
             continue
+        at = f"position {position}: "
         raise NeedsRecovery(
-            f"{segment.log_path}: position {position}: {why}; refusing to write: recovering it would cut "
+            f"{segment.log_path}: {at}{why.removeprefix(at)}; refusing to write: recovering it would cut "
             f"{segment.size - position} bytes" + ("" if segment is last else " and every later segment")
             + " (whole batches, not a torn tail); `kafkafs recover` cuts them as a broker's unclean start does"
         )

@@ -17,7 +17,14 @@ log directory (SPEC §4: nothing outside LOGDIR changes). What is inside a parti
 with ``lstat``. Renames and unlinks act on
 the directory entry, never on a link's target, so they need no special care beyond the refusal.
 
-Thread safety: the functions keep no state; the warning set is guarded by a lock.
+Owners: a broker runs as its own user, and a file it cannot open (a root-owned active segment,
+checkpoint or snapshot) takes its log directory offline. So when kafkafs runs as root, a file or folder
+it creates takes the owner and group of the folder it is created in (as ``chown --reference`` would:
+:func:`take_folder_owner`, applied by :func:`open_file` and :func:`make_dir` to what they create), and a
+file :func:`write_atomically` replaces keeps the replaced file's owner, group and mode (mode for anyone).
+Other users cannot give files away: their files are theirs, as any program's.
+
+Thread safety: the functions keep no state; the warning sets are guarded by a lock.
 """
 
 from __future__ import annotations
@@ -53,6 +60,8 @@ __all__ = [
     "require_writable",
     "fsync_directory",
     "folder_identity",
+    "take_folder_owner",
+    "make_dir",
 ]
 
 log = logging.getLogger("kafkafs.storage")
@@ -146,6 +155,56 @@ def _opening(flags: int) -> str:
     return "read {path}"
 
 
+def _as_root() -> bool:
+    """Whether files this process creates would be root's (it may give them to another owner)."""
+    return hasattr(os, "geteuid") and os.geteuid() == 0
+
+
+_owner_warned: set[str] = set()
+
+
+def take_folder_owner(fd: int, path: str | os.PathLike[str]) -> None:
+    """When running as root: give the file or folder just created at ``path`` (open as ``fd``) the owner
+    and group of the folder that holds it (module docstring: a broker running as its own user must be able
+    to open what kafkafs created in its log directory). Anyone else: nothing. A file system that refuses
+    (a root-squashing NFS) is warned of once per folder; the write goes on."""
+    if not _as_root():
+        return
+    folder = os.path.dirname(os.path.abspath(os.fspath(path)))
+    try:
+        want = os.stat(folder)
+        have = os.fstat(fd)
+        if (have.st_uid, have.st_gid) != (want.st_uid, want.st_gid):
+            os.fchown(fd, want.st_uid, want.st_gid)
+    except OSError as exc:
+        with _warned_guard:
+            if folder in _owner_warned:
+                return
+            _owner_warned.add(folder)
+        log.warning("%s: cannot give it the owner of %s (%s); it stays root's", path, folder, exc.strerror or exc)
+
+
+def make_dir(path: str | os.PathLike[str], *, parents: bool = False, exist_ok: bool = False) -> None:
+    """``Path(path).mkdir(parents=..., exist_ok=...)``, where every folder created takes the owner of the
+    folder that holds it when running as root (:func:`take_folder_owner`)."""
+    path = os.fspath(path)
+    parent = os.path.dirname(os.path.abspath(path))
+    if parents and not os.path.isdir(parent):
+        make_dir(parent, parents=True, exist_ok=True)
+    try:
+        os.mkdir(path)
+    except FileExistsError:
+        if not exist_ok or not os.path.isdir(path):
+            raise
+        return
+    if _as_root():
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | O_NOFOLLOW)
+        try:
+            take_folder_owner(fd, path)
+        finally:
+            os.close(fd)
+
+
 def open_file(path: str | os.PathLike[str], flags: int, mode: int = 0o644, *, doing: str | None = None,
               follow: bool = False) -> int:
     """``os.open`` that never follows a symbolic link as the last component (``O_NOFOLLOW``) and refuses
@@ -155,7 +214,25 @@ def open_file(path: str | os.PathLike[str], flags: int, mode: int = 0o644, *, do
     ``FileNotFoundError`` and other ``OSError`` pass through, noting what the open was for (``doing``,
     by default read, open for writing or create, from ``flags``).
     Never blocks on a FIFO or a device (``O_NONBLOCK`` until the descriptor is known to be a regular file).
-    ``follow``: a link is followed (LOGDIR's own files, which may be links like LOGDIR itself)."""
+    ``follow``: a link is followed (LOGDIR's own files, which may be links like LOGDIR itself).
+    A file it creates (``O_CREAT``) takes its folder's owner when running as root (:func:`take_folder_owner`);
+    a file that was there keeps its own."""
+    if flags & os.O_CREAT and not flags & os.O_EXCL and _as_root():
+        # which of the two it is must be known: a file that was there is opened, a new one created
+        # (O_EXCL) and given away; a file that comes or goes between the two is tried again
+        for _ in range(3):
+            try:
+                return _open_file(path, flags & ~os.O_CREAT, mode, doing, follow)
+            except FileNotFoundError:
+                pass
+            try:
+                return _open_file(path, flags | os.O_EXCL, mode, doing, follow)
+            except FileExistsError:
+                continue
+    return _open_file(path, flags, mode, doing, follow)
+
+
+def _open_file(path: str | os.PathLike[str], flags: int, mode: int, doing: str | None, follow: bool) -> int:
     nofollow = 0 if follow else O_NOFOLLOW
     try:
         # O_NONBLOCK: opening a FIFO with no writer (or a device) never blocks; cleared below once the
@@ -178,6 +255,8 @@ def open_file(path: str | os.PathLike[str], flags: int, mode: int = 0o644, *, do
         raise UnsafeFileError(f"{path} is {_kind(st.st_mode)}, not a regular file")
     if _O_NONBLOCK and not flags & _O_NONBLOCK:
         os.set_blocking(fd, True)
+    if flags & os.O_CREAT and flags & os.O_EXCL:
+        take_folder_owner(fd, path)
     return fd
 
 
@@ -357,7 +436,8 @@ def regular_files_in_order(
 def write_atomically(path: str | os.PathLike[str], data: bytes, *, fsync_dir: bool = True) -> None:
     """Write ``path.tmp`` (created afresh, never through a link), fsync it, rename it over ``path`` and
     fsync the folder (Kafka's checkpoint way). A rename replaces a link at ``path`` itself, not its
-    target."""
+    target. The new file keeps the mode of the file it replaces, and its owner and group when running
+    as root; a new one takes its folder's (:func:`take_folder_owner`)."""
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
     try:
@@ -369,6 +449,7 @@ def write_atomically(path: str | os.PathLike[str], data: bytes, *, fsync_dir: bo
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view) :]
+        _keep_owner_and_mode(fd, path)
         os.fsync(fd)
     finally:
         os.close(fd)
@@ -380,6 +461,30 @@ def write_atomically(path: str | os.PathLike[str], data: bytes, *, fsync_dir: bo
             os.fsync(fd)
         finally:
             os.close(fd)
+
+
+def _keep_owner_and_mode(fd: int, replaced: Path) -> None:
+    """Give the open file ``fd`` the mode of the regular file at ``replaced`` (when there is one), and its
+    owner and group when running as root."""
+    try:
+        old = os.lstat(replaced)
+    except OSError:
+        return
+    if not stat.S_ISREG(old.st_mode):
+        return
+    try:
+        have = os.fstat(fd)
+        if stat.S_IMODE(have.st_mode) != stat.S_IMODE(old.st_mode):
+            os.fchmod(fd, stat.S_IMODE(old.st_mode))
+        if _as_root() and (have.st_uid, have.st_gid) != (old.st_uid, old.st_gid):
+            os.fchown(fd, old.st_uid, old.st_gid)
+    except OSError as exc:  # a file system that refuses (a root-squashing NFS): said once, the write goes on
+        folder = os.fspath(replaced.parent)
+        with _warned_guard:
+            if folder in _owner_warned:
+                return
+            _owner_warned.add(folder)
+        log.warning("%s: cannot keep its owner and mode (%s)", replaced, exc.strerror or exc)
 
 
 def reserve(path: str | os.PathLike[str], reserved: int, needed: int, limit: int) -> int:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from .harness import Broker, kafkafs
+from .harness import Broker, file_digests, kafkafs
 
 MARKER = ".kafka_cleanshutdown"
 TORN = b"garbagegarbage"
@@ -131,3 +131,40 @@ def test_a_cleanly_stopped_brokers_epoch_survives_kafkafs_writers(broker: Broker
         broker.assert_no_recovery(partition)
     broker.assert_no_log_lines(r"unclean election|ERROR|Corrupt")
     assert [r.value for r in broker.consume_all("ep", 0, timeout=20)] == [b"kafka 0", b"kafka 2", b"kafka 4", b"kafkafs"]
+
+
+@pytest.mark.slow
+def test_recover_leaves_a_cleanly_stopped_brokers_directory_byte_for_byte(broker: Broker) -> None:
+    """R20-2 (review20): on a directory a 4.4 broker stopped cleanly, twice on the same active segments
+    (its index entries counted from each start, a time index entry at each close), with a consumer
+    group's commits and producer snapshots, ``recover`` said "0 changed" but rewrote valid index files
+    as a recovery builds them (and trimmed the metadata log's preallocated ones), deleted older producer
+    snapshots, dropped leader-epoch entries at the log end and reordered the recovery-point checkpoint
+    (failed before, seen). A broker's clean start rebuilds none of that; now recover checks and leaves
+    every file as it was (its lock file aside, as any writer's)."""
+    broker.create_topic("bb", partitions=2)
+    producer = broker.producer(linger_ms=0, acks="all")
+    consumer = broker.consumer("bb", group_id="bbg", enable_auto_commit=False)
+    for run in range(2):
+        for i in range(40):
+            producer.send("bb", key=b"k%d" % (i % 5), value=b"run %d record %d " % (run, i) + b"x" * 200,
+                          partition=i % 2).get(timeout=30)
+        consumer.poll(timeout_ms=5000)
+        consumer.commit()
+        if run == 0:
+            broker.restart()
+            producer = broker.producer(linger_ms=0, acks="all")
+            consumer = broker.consumer("bb", group_id="bbg", enable_auto_commit=False)
+    assert broker.stop() == 0
+    before = file_digests(broker.log_dir)
+    done = kafkafs("recover", broker.log_dir)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "recovered" in done.stdout and ", 0 changed;" in done.stdout, done.stdout
+    after = file_digests(broker.log_dir)
+    after.pop(".lock", None)
+    changed = sorted(name for name in set(before) | set(after) if before.get(name) != after.get(name))
+    assert changed == [], done.stdout
+    broker.start()
+    broker.assert_log_line(r"Skipping recovery of \d+ logs from \S+ since clean shutdown file was found")
+    broker.assert_no_log_lines(r"unclean election|ERROR|Corrupt")
+    assert len(broker.consume_all("bb", 0, timeout=20)) == 40

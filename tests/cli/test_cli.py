@@ -384,8 +384,9 @@ def test_produce_where_the_partition_name_is_taken_by_something_else(tmp_path, k
 def test_recover_finds_nothing_wrong_in_valid_indexes_a_rebuild_would_write_otherwise(tmp_path, demo, fixtures_dir):
     # A broker (and kafkafs) appends a time index entry when it closes a segment, and a broker that
     # restarts mid-segment counts index.interval.bytes from the restart: valid indexes that differ from
-    # what a recovery rebuilds. `recover` rewrites them (as Kafka's recovery does) but that is not
-    # damage: exit 0 (it said "rebuilt" and exited 1).
+    # what a recovery rebuilds. After an unclean stop `recover` rewrites them (as Kafka's recovery does)
+    # but that is not damage: exit 0 (it said "rebuilt" and exited 1). After a clean stop it leaves them
+    # as they are, byte for byte, as a broker's clean start does (review20 R20-2: it rewrote them).
     logs = tmp_path / "logs"
     logs.mkdir()
     for i in range(4):  # four processes: each close adds a time index entry
@@ -398,6 +399,13 @@ def test_recover_finds_nothing_wrong_in_valid_indexes_a_rebuild_would_write_othe
     index.write_bytes(entries[:8] + entries[16:])  # one entry fewer: sparser, still right
     for logdir, name in ((logs, "t-0"), (copy, "orders-0")):
         assert b"OK" in run("verify", str(logdir)).stdout
+        assert (logdir / ".kafka_cleanshutdown").exists()
+        files = {p: p.read_bytes() for p in sorted(logdir.rglob("*")) if p.is_file() and p.name != ".lock"}
+        out = run("recover", str(logdir)).stdout.decode()  # exit 0
+        line = next(line for line in out.splitlines() if line.startswith(f"{name}: "))
+        assert line.startswith(f"{name}: checked, nothing to change"), out
+        assert {p: p.read_bytes() for p in sorted(logdir.rglob("*")) if p.is_file() and p.name != ".lock"} == files
+        (logdir / ".kafka_cleanshutdown").unlink()  # an unclean stop: recovered as a broker's start recovers
         out = run("recover", str(logdir)).stdout.decode()  # exit 0
         line = next(line for line in out.splitlines() if line.startswith(f"{name}: "))
         assert "nothing wrong" in line and "as a recovery builds them" in line, out

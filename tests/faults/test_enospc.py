@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -193,4 +194,7 @@ def test_a_rw_mount_that_cannot_close_on_a_full_disk_says_so(small_fs, mounted, 
     m.stop()  # the disk still full: its checkpoints cannot be written
     log = m.log()
     assert "cannot mount" not in log and "Traceback" not in log
-    assert f"cannot close {logs} at the unmount: no space left on device" in log, log[-600:]
+    # the checkpoint write that failed first is skipped where its entries did not change (review20 R20-2):
+    # then the log's own close names the file it could not write
+    assert re.search(rf"cannot (close {re.escape(str(logs))} at the unmount|reserve space in "
+                     rf"{re.escape(str(logs))}/\S+|write {re.escape(str(logs))}/\S+): no space left on device", log), log[-600:]

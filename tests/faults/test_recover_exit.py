@@ -198,7 +198,9 @@ def test_recover_of_a_cleanly_stopped_kraft_directory_exits_0(tmp_path, fixtures
     assert _kafkafs("verify", str(copy)).returncode == 0
     proc = _kafkafs("recover", str(copy))
     assert proc.returncode == 0, (proc.stdout + proc.stderr).decode()
-    assert b"__consumer_offsets-12: checked, nothing wrong" in proc.stdout
+    # left as the broker left them (review20 R20-2: a clean start rebuilds nothing; recover trimmed them)
+    assert b"__consumer_offsets-12: checked, nothing to change" in proc.stdout
+    assert (part / "00000000000000000862.index").stat().st_size == 10485760
 
 
 @pytest.mark.parametrize("case", ["preallocated", "after-a-clean-stop", "zeros-of-another-length"])
@@ -448,6 +450,39 @@ def test_an_empty_producer_snapshot_kafka_reads_is_damage_to_both(tmp_path, stop
     done = _kafkafs("recover", str(logdir))
     assert done.returncode == 1 and b"removed damaged 00000000000000000003.snapshot" in done.stdout, done.stdout
     assert _kafkafs("verify", str(logdir)).returncode == 0
+
+
+def test_a_writer_never_appends_after_a_batch_cut_short_in_a_cleanly_stopped_directory(tmp_path):
+    """review23 R23-6: the active segment of a cleanly stopped directory ends inside its last batch (the
+    file cut short, its header whole): a reader takes that for a write in progress, and the writers
+    did too: `produce` appended after it (then failed on the time index, exit 2), the mount's `append`
+    said success for a record no reader would see (failed before, seen). Now refused in one line as for
+    torn bytes (exit 1, nothing changed); `recover` cuts the batch, and the next produce appends."""
+    logdir = tmp_path / "logs"
+    _write(logdir, 50)
+    assert _kafkafs("recover", str(logdir)).returncode == 0
+    active = sorted((logdir / "t-0").glob("*.log"))[-1]
+    data = active.read_bytes()
+    pos = last = 0
+    while pos < len(data):  # the last batch's position
+        last = pos
+        pos += 12 + int.from_bytes(data[pos + 8:pos + 12], "big")
+    os.truncate(active, last + (len(data) - last) // 2)
+    before = {p.name: p.read_bytes() for p in (logdir / "t-0").iterdir()}
+    proc = subprocess.run([sys.executable, "-m", "kafkafs", "produce", str(logdir), "t-0"], input=b"after\n",
+                          env=dict(os.environ, PYTHONPATH=str(ROOT)), capture_output=True, timeout=120)
+    assert proc.returncode == 1, (proc.stdout, proc.stderr)
+    errors = [line for line in proc.stderr.decode().splitlines() if "WARNING" not in line]
+    assert len(errors) == 1 and f"position {last}: the file ends inside the batch" in errors[0], proc.stderr
+    assert "refusing to write" in errors[0] and "kafkafs recover" in errors[0], proc.stderr
+    assert {p.name: p.read_bytes() for p in (logdir / "t-0").iterdir()} == before
+    assert _kafkafs("recover", str(logdir)).returncode == 1  # cut: damage
+    assert active.stat().st_size == last
+    proc = subprocess.run([sys.executable, "-m", "kafkafs", "produce", str(logdir), "t-0"], input=b"after\n",
+                          env=dict(os.environ, PYTHONPATH=str(ROOT)), capture_output=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    consumed = _kafkafs("consume", str(logdir), "t-0", "-o", "-1")
+    assert consumed.returncode == 0 and b'"value":"after"' in consumed.stdout, consumed
 
 
 def test_a_writer_never_appends_after_torn_bytes_of_a_cleanly_stopped_directory(tmp_path):

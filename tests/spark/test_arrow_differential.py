@@ -188,7 +188,7 @@ def _legacy(magic: int, offset: int, n: int, codec: int) -> bytes:
 
 
 KINDS = ["plain", "plain", "plain", "gzip", "control", "txn", "append", "crc", "records", "legacy0", "legacy1",
-         "zero_count", "length"]
+         "zero_count", "length", "control_bit", "delta", "max_ts"]
 
 
 @st.composite
@@ -217,6 +217,12 @@ def segment(draw) -> bytes:
                 from crc32c import crc32c
 
                 struct.pack_into(">I", raw, 17, crc32c(bytes(raw[21:])))
+            elif kind == "control_bit":  # a data batch damaged to say "control" (R23-12)
+                raw[22] ^= 0x20
+            elif kind == "delta":  # a lastOffsetDelta damaged below a start offset
+                struct.pack_into(">i", raw, 23, 0)
+            elif kind == "max_ts":  # a maxTimestamp damaged below a time filter
+                struct.pack_into(">q", raw, 35, 1000)
             elif kind == "length":
                 struct.pack_into(">i", raw, 8, 20)  # below the v2 minimum: a damaged header
             out += raw

@@ -11,7 +11,7 @@ import pytest
 from kafkafs.errors import CorruptRecordError
 from kafkafs.format.batch import encode_batch, encode_control_batch
 from kafkafs.spark.plan import ScanSpec
-from kafkafs.spark.predicates import IntBounds, Predicates
+from kafkafs.spark.predicates import NO_PREDICATES, IntBounds, Predicates
 from kafkafs.spark.scan import read_split
 from kafkafs.spark.schema import ARROW_SCHEMA, spark_schema
 from kafkafs.storage.config import Settings
@@ -334,3 +334,46 @@ def test_a_legacy_inner_message_whose_crc_fails_is_damage(tmp_path):
             read_plan(plan(tmp_path, topics=f"old{magic}"))
         assert info.value.file == str(path)
         assert [r[2] for r in read_plan(plan(tmp_path, topics=f"old{magic}", onCorrupt="skip"))] == [0, 1, 2, 6, 7]
+
+
+@pytest.mark.allow_warnings("onCorrupt=skip says what it skips")
+@pytest.mark.parametrize("kernel", [True, False])
+@pytest.mark.parametrize("field", ["control", "lastOffsetDelta", "maxTimestamp"])
+def test_a_batch_is_left_out_by_its_header_only_once_its_crc_holds(
+    generated, writable_copy, monkeypatch, caplog, kernel, field
+):
+    """R23-12: a data batch whose damaged header says "control" (one bit), or whose lastOffsetDelta or
+    maxTimestamp is damaged below a start offset or a time filter, was left out with no word under
+    onCorrupt=fail: those fields are inside the CRC, and Kafka's consumer checks the CRC first."""
+    import struct
+
+    from kafkafs.spark import scan
+
+    if not kernel:
+        monkeypatch.setattr(scan, "available", lambda: False)
+    batches = [b for b in _batch_positions(generated, "orders-0") if b[0] == 120]
+    which = next(i for i, b in enumerate(batches) if i >= 3 and b[3] > b[2])  # a batch of 2 records or more
+    base, pos, first, last = batches[which]
+    copy = writable_copy(generated)
+    path = copy / "orders-0" / f"{base:020d}.log"
+    data = bytearray(path.read_bytes())
+    first_ts = struct.unpack_from(">q", data, pos + 27)[0]
+    options: dict = {"topics": "orders"}
+    predicates = NO_PREDICATES
+    if field == "control":
+        data[pos + 22] ^= 0x20
+    elif field == "lastOffsetDelta":
+        struct.pack_into(">i", data, pos + 23, 0)  # last offset = first, below the start
+        options["startingOffsets"] = f'{{"orders": {{"0": {first + 1}}}}}'
+    else:
+        struct.pack_into(">q", data, pos + 35, 1000)  # below the time filter
+        predicates = Predicates(timestamp=IntBounds(lo=first_ts * 1000))
+    path.write_bytes(bytes(data))
+    with pytest.raises(CorruptRecordError, match="CRC mismatch") as info:
+        read_plan(plan(copy, predicates, **options))
+    assert info.value.file == str(path) and f"position {pos}" in str(info.value)
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="kafkafs.spark"):
+        rows = read_plan(plan(copy, predicates, onCorrupt="skip", **options))
+    assert any(f"position {pos}" in m and "CRC mismatch" in m for m in caplog.messages)
+    assert not [r for r in rows if r[1] == 0 and first <= r[2] <= last]

@@ -160,6 +160,24 @@ def test_corrupt_input(spark, generated, writable_copy):
     assert all(r in full for r in got)
 
 
+def test_a_data_batch_damaged_to_say_control_fails_the_read(spark, generated, writable_copy):
+    """R23-12: one bit (attributes bit 5, "control") flipped in a data batch: its CRC fails, and the read
+    left the batch out with no word (onCorrupt=fail): the header was trusted before the CRC."""
+    from kafkafs.storage.logdir import LogDir
+
+    with LogDir(generated) as ld:
+        views = [(seg.base_offset, v.position) for seg, v in ld.log("orders-1").batches()]
+    base, pos = views[len(views) // 2]
+    seg = copy_seg = writable_copy(generated) / "orders-1" / f"{base:020d}.log"
+    data = bytearray(seg.read_bytes())
+    data[pos + 22] ^= 0x20
+    copy_seg.write_bytes(bytes(data))
+    with pytest.raises(Exception) as info:
+        spark.read.format("kafkalog").option("topics", "orders").load(str(seg.parent.parent)).count()
+    message = str(info.value)
+    assert str(seg) in message and f"position {pos}: CRC mismatch" in message and "onCorrupt=skip" in message
+
+
 def test_bad_option_or_schema_is_one_clear_error(spark, generated):
     with pytest.raises(Exception, match="option onCorrupt"):
         spark.read.format("kafkalog").option("includeHeaders", True).option("onCorrupt", "maybe").load(str(generated)).count()
