@@ -334,6 +334,7 @@ def _recover(args: argparse.Namespace, look: LogDir) -> int:
             own = set(look.partition_names())  # not the aliases: refused below, as before
             strays_found = stray_partitions(logdir.path, names)
             untouched = {name for name in names if name in own and untouched_by_recovery(look, name, strays_found)}
+        in_jobs = {partition for job in unfinished_writes(logdir.path) for partition in job.partitions}
         for name in names:
             if name in untouched:
                 found_log = look.log(name)
@@ -352,6 +353,8 @@ def _recover(args: argparse.Namespace, look: LogDir) -> int:
             snapshots[name] = [entry for entry in found if entry not in unclean_snapshots[name]]
             if found:
                 log_.state_files.producers()  # loaded past them: the close snapshots it at the log end again
+            if name not in in_jobs:  # one partition's descriptors at a time (R24-3); a job's are written below
+                logdir.close_log(name)
         metadata_files = repair_partition_metadata_files(logdir.path, list(reports))
         # a Spark write whose driver died while appending: its part taken out (review21 R21-4)
         unfinished: list[str] = []

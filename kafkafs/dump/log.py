@@ -7,10 +7,18 @@ message's minimum, or a magic below 0, ends it too; Kafka dies with a stack trac
 why on standard error and reports the rest as invalid bytes. What Kafka prints and walks past, kafkafs
 prints too, and counts as damage (exit 1): a negative base offset, a v2 length below the 61-byte header
 (the header is read past it, the batch is invalid). A magic of 3 to 127 is a v2 batch to Kafka (its line
-says the magic) and to every kafkafs reader: printed as Kafka prints it, no damage.
+says the magic) and to every kafkafs reader: printed as Kafka prints it, no damage. Offsets out of
+order between batches (:func:`~kafkafs.storage.validation.offsets_problem`, the rule ``verify`` and the
+readers keep: a base offset below the end of the batch before it or below the segment's base, a negative
+``lastOffsetDelta``) are printed as Kafka prints them, said on standard error and damage (exit 1; Kafka's
+tool exits 0); a forward gap (compaction) is not. A legacy compressed wrapper is judged by its own
+(last) offset: inner offsets that overlap the entry before it are printed as Kafka prints them
+("Non-consecutive offsets"), exit 0 (README).
 
 The file is read, never mapped: a page the disk will not give is a read's EIO (the batches before it
-printed, one line, exit 1), where a map's page would kill the process with SIGBUS.
+printed, one line, exit 1), where a map's page would kill the process with SIGBUS. Its size is taken
+once; a file that ends before it while it is read (a writer truncated it, a file system whose reads end
+before its stat size) ends the dump the same way: the batches before printed, one line, exit 1.
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ from ..errors import CorruptRecordError
 from ..format.batch import LOG_OVERHEAD, V2_HEADER_SIZE, BatchHeader, read_batch_header, validate_batch
 from ..storage.index_read import DISK_ERRNOS
 from ..storage.safefiles import open_file
+from ..storage.validation import offsets_problem
 from .indexes import java_path
 from .options import INT_MAX, DumpOptions
 from .records import RecordPrinter, increment_sequence
@@ -144,6 +153,15 @@ class _Unreadable(Exception):
         self.position, self.error = position, error
 
 
+class _Shrank(Exception):
+    """The file ended at ``position``, before the size it had when the dump began (a writer cut it, or a
+    file system's read ended before its stat size)."""
+
+    def __init__(self, position: int) -> None:
+        super().__init__(position)
+        self.position = position
+
+
 class _File:
     """A file read forward through a window of at least :data:`_READ_BYTES`, never mapped: a page the
     disk will not give is an EIO for a read, where a map's page kills the process with SIGBUS (review11
@@ -155,14 +173,18 @@ class _File:
         self._window = b""
 
     def read(self, position: int, n: int) -> bytes:
-        """The bytes ``[position, position + n)`` (fewer at the end of the file); :class:`_Unreadable`
-        naming the first position the disk would not give."""
+        """The bytes ``[position, position + n)`` (fewer at the end of the file, as its size was when the
+        dump began); :class:`_Unreadable` naming the first position the disk would not give,
+        :class:`_Shrank` where the file ends before that size now."""
         n = max(0, min(n, self.size - position))
         start = position - self._start
         if start < 0 or start + n > len(self._window):
             self._start, self._window = position, self._pread(position, max(n, _READ_BYTES), n)
             start = 0
-        return self._window[start : start + n]
+        got = self._window[start : start + n]
+        if len(got) < n:
+            raise _Shrank(position + len(got))
+        return got
 
     def _pread(self, position: int, n: int, need: int) -> bytes:
         """Up to ``n`` bytes from ``position``, fewer where the disk fails past the first ``need``."""
@@ -183,6 +205,12 @@ class _File:
         return bytes(out)
 
 
+def _segment_base(name: str) -> int | None:
+    """A ``.log``'s base offset, from its name (None for a KRaft snapshot)."""
+    base = os.path.basename(name)
+    return int(base.split(".")[0]) if base.endswith(".log") else None
+
+
 def dump_log(name: str, out: TextIO, err: TextIO, options: DumpOptions, errors) -> int:
     """Print the batches of ``name`` (and records when deep); return how many problems were found."""
     first, usable = _start_line(name, err)
@@ -201,6 +229,8 @@ def _dump_batches(name: str, file: _File, out: TextIO, err: TextIO, options: Dum
     printer = RecordPrinter(options, name, err) if options.deep_iteration else None
     pos = 0
     write = out.write
+    segment_base = _segment_base(name)
+    before: tuple[int, int] | None = None  # (position, next offset) of the batch before
     try:
         while end - pos > _HEADER_SIZE_UP_TO_MAGIC:
             _offset, size = _PREFIX.unpack_from(file.read(pos, LOG_OVERHEAD), 0)
@@ -228,6 +258,16 @@ def _dump_batches(name: str, file: _File, out: TextIO, err: TextIO, options: Dum
             valid = _is_valid(buf, _as_v2(h))
             if not valid or h.attributes & 0x07 > 4 or h.base_offset < 0:
                 problems += 1
+            v2 = _as_v2(h)
+            order = offsets_problem(v2.base_offset, v2.last_offset_delta, v2.magic, following=None,
+                                    next_offset=None if before is None else before[1], segment_base=segment_base)
+            if order is not None:  # Kafka's tool prints them (its gaps with --deep-iteration), exits 0
+                both = ""
+                if before is not None and v2.base_offset < before[1]:
+                    both = f"; the batch before it is at position {before[0]}, both are damaged"
+                print(f"kafkafs: {name}: position {pos}: {order}{both}", file=err)
+                problems += 1
+            before = (pos, v2.next_offset)
             write(batch_line(h, pos, valid) + "\n")
             if printer is not None:
                 problems += printer.print_batch(buf, _as_v2(h), write, valid, position=pos)
@@ -239,6 +279,10 @@ def _dump_batches(name: str, file: _File, out: TextIO, err: TextIO, options: Dum
     except _Unreadable as exc:  # the batches before it were printed; what follows cannot be read
         print(f"kafkafs: error: cannot read {name} from position {exc.position} (the batch at position {pos} "
               f"on): {(exc.error.strerror or str(exc.error)).lower()}", file=err)
+        problems += 1
+    except _Shrank as exc:  # Kafka's tool stops with an EOFException there (readFullyOrFail)
+        print(f"kafkafs: error: {name} ended at position {exc.position} while it was read (the batch at "
+              f"position {pos}; it was {file.size} bytes when the dump began: it shrank)", file=err)
         problems += 1
     if printer is not None:
         errors.non_consecutive(name, printer.gaps)

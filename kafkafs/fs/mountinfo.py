@@ -24,6 +24,7 @@ class MountEntry:
     fstype: str
     source: str
     options: frozenset[str]  # the mount's own (rw or ro, nosuid, ...) and its super block's
+    device: str = ""  # its super block's major:minor (a FUSE connection's own)
 
 
 def mount_path(mountpoint: str) -> str:
@@ -44,5 +45,5 @@ def find_mount(mountpoint: str) -> MountEntry | None:
                 continue
             at = fields.index("-")
             options = fields[5].split(",") + (fields[at + 3].split(",") if len(fields) > at + 3 else [])
-            found = MountEntry(path, fields[at + 1], unescape(fields[at + 2]), frozenset(options))
+            found = MountEntry(path, fields[at + 1], unescape(fields[at + 2]), frozenset(options), fields[2])
     return found

@@ -7,6 +7,13 @@ or more later. A script that unmounts and at once starts a broker, runs ``kafkaf
 LOGDIR races that (review13 R13-1). This command unmounts the same way, then waits until the process
 that held the lock (the daemon: a process with ``/dev/fuse`` open) released it or ended.
 
+The daemon learns of the unmount only when the kernel ends its FUSE connection, which it does once
+no mount of it is left anywhere: a mount namespace made while it was mounted (``unshare -m``, a
+container, a sandboxed service) holds a copy of it that this unmount does not reach (where mounts are
+private, as here), and the daemon serves that copy, and keeps the lock, until the namespace ends
+(review23 R23-2). The wait then says so, naming a process of that namespace (and a bind mount of it
+left in this one), rather than waiting in silence for a daemon that cannot stop.
+
 A read-only mount holds nothing of LOGDIR (no lock, no write), so there is nothing to wait for: it is
 unmounted and the command returns. The mount's log directory is its source in the mount table (kafkafs
 names its mounts ``fsname=LOGDIR``); a mount named otherwise is unmounted without the wait, said on stderr.
@@ -25,14 +32,16 @@ from pathlib import Path
 
 from ..errors import MountError, MountPathError
 from ..storage.dirlock import LOCK_FILE, describe_holder, lock_holder
-from .mountinfo import MountEntry, find_mount
+from .mountinfo import MountEntry, find_mount, unescape
 
-__all__ = ["MountEntry", "find_mount", "unmount", "WAIT_TIMEOUT"]
+__all__ = ["MountEntry", "find_mount", "mount_copies", "unmount", "WAIT_TIMEOUT"]
 
 #: Seconds ``kafkafs umount`` waits by default for the daemon to release LOGDIR's lock (systemd's
 #: TimeoutStopSec of the unit is 30 s; a daemon asked to stop has 5 s for its requests, then closes).
 WAIT_TIMEOUT = 60.0
 _POLL = 0.01
+#: Seconds of waiting after which the copies of the mount left elsewhere are looked for, and said.
+_LOOK_AFTER = 1.0
 
 
 def _holds_fuse(pid: int) -> bool:
@@ -86,6 +95,53 @@ def _detach(mountpoint: str, path: str) -> None:
         raise MountError(f"cannot unmount {mountpoint}: {said}")
 
 
+def _mount_ns(pid: str) -> str | None:
+    try:
+        return os.readlink(f"/proc/{pid}/ns/mnt")
+    except OSError:
+        return None
+
+
+def _has_device(mountinfo: str, device: str) -> list[str]:
+    """The mount points of the mounts of ``device`` in the mountinfo file ``mountinfo``."""
+    found = []
+    try:
+        with open(mountinfo, encoding="utf-8", errors="surrogateescape") as lines:
+            for line in lines:
+                fields = line.split(maxsplit=5)
+                if len(fields) > 4 and fields[2] == device:
+                    found.append(unescape(fields[4]))
+    except OSError:
+        pass
+    return found
+
+
+def mount_copies(device: str, limit: int = 3) -> list[str]:
+    """Where the mount of ``device`` (major:minor) is still mounted: ``"at PATH"`` for a mount of it in
+    this mount namespace, ``"in the mount namespace of process N (cmd)"`` for each other namespace that
+    has one (a process of it named; at most ``limit`` in all). Processes that cannot be looked at are
+    passed over."""
+    if not device:
+        return []
+    own = _mount_ns("self")
+    said = [f"at {path}" for path in _has_device("/proc/self/mountinfo", device)]
+    seen = {own}
+    try:
+        pids = [name for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:
+        return said[:limit]
+    for pid in sorted(pids, key=int):
+        if len(said) >= limit:
+            break
+        ns = _mount_ns(pid)
+        if ns is None or ns in seen:
+            continue
+        seen.add(ns)
+        if _has_device(f"/proc/{pid}/mountinfo", device):
+            said.append(f"in the mount namespace of {describe_holder(int(pid))}")
+    return said[:limit]
+
+
 def _released(lock: Path, pid: int) -> bool:
     return _lock_holder(lock) != pid or not os.path.exists(f"/proc/{pid}")
 
@@ -114,11 +170,24 @@ def unmount(mountpoint: str, timeout: float = WAIT_TIMEOUT) -> int:
     if held is None:
         return 0
     lock, pid = held
-    deadline = time.monotonic() + timeout
+    start = time.monotonic()
+    deadline = start + timeout
+    looked = False
     while not _released(lock, pid):
-        if time.monotonic() >= deadline:
+        now = time.monotonic()
+        if now >= deadline:
+            where = "; ".join(mount_copies(entry.device))  # as they are now
+            why = (f": the mount is still there {where}, and its daemon serves it until none is left (end "
+                   f"that, or stop the daemon: kill {pid})") if where else ""
             raise MountError(
-                f"{mountpoint}: unmounted, but {describe_holder(pid)} still holds {lock} after {timeout:g} s"
+                f"{mountpoint}: unmounted, but {describe_holder(pid)} still holds {lock} after {timeout:g} s{why}"
             )
+        if not looked and now - start >= _LOOK_AFTER:
+            looked = True
+            where = "; ".join(mount_copies(entry.device))
+            if where:
+                print(f"kafkafs: {mountpoint}: unmounted here, but the mount is still there {where}: its daemon "
+                      f"(pid {pid}) serves it, and holds {lock}, until none is left; waiting up to {timeout:g} s",
+                      file=sys.stderr)
         time.sleep(_POLL)
     return 0

@@ -13,7 +13,7 @@ import glob
 import json
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..errors import InvalidInput
@@ -21,7 +21,7 @@ from ..errors import InvalidInput
 log = logging.getLogger("kafkafs.spark")
 
 __all__ = ["ReadOptions", "OffsetSpec", "parse_read_options", "parse_paths", "EARLIEST", "LATEST", "READ_OPTIONS",
-           "READ_OPTION_NAMES"]
+           "READ_OPTION_NAMES", "check_assigned"]
 
 EARLIEST = -2
 LATEST = -1
@@ -211,23 +211,52 @@ def _check_batch_bound(spec: OffsetSpec, forbidden: int, whole: str, one: str) -
 
 
 def _timestamp_spec(name: str, text: str | None) -> TimestampSpec | None:
-    """A time bound, never negative (as ``consume --from-time`` and ``by-time/``, review16 R16-1: Kafka's
-    ``offsetsForTimes`` refuses a negative target, and a magic 0 record's timestamp -1 is "none")."""
+    """A time bound (epoch ms), for every partition or per partition. As in Spark's Kafka source (which
+    looks times up with the Admin's ListOffsets, ``OffsetSpec.forTimestamp``), -2 is the earliest offset
+    and -1 the latest; another negative time finds no offset (see :func:`.plan.offset_for_timestamp`)."""
     if text is None:
         return None
     t = text.strip()
     if t.startswith("{"):
-        spec = TimestampSpec(None, _offset_json(name, t))
-    else:
-        try:
-            spec = TimestampSpec(int(t))
-        except ValueError:
-            raise InvalidInput(f"option {name}: Expected a single long value, got {t}") from None
-    for where, value in [("", spec.default), *((f" for {tp}-{p}", v) for (tp, p), v in spec.per_partition.items())]:
-        if value is not None and value < 0:
-            raise InvalidInput(f"option {name}: a time to look up is never negative: {value}{where} (Kafka's "
-                               "offsetsForTimes refuses it too)")
-    return spec
+        return TimestampSpec(None, _offset_json(name, t))
+    try:
+        return TimestampSpec(int(t))
+    except ValueError:
+        raise InvalidInput(f"option {name}: Expected a single long value, got {t}") from None
+
+
+def _spark_set(keys: Iterable[tuple[str, int]]) -> str:
+    return "Set(" + ", ".join(f"{t}-{p}" for t, p in sorted(keys)) + ")"
+
+
+def check_assigned(options: ReadOptions, found: Iterable[tuple[str, int]]) -> None:
+    """Spark's check, at planning, that an offsets or by-timestamp JSON names exactly the partitions read
+    (``assign``'s, else every partition of the topics read, ``found``): a topic or partition it names that
+    is not read, or one read that it leaves out, fails with Spark's message (review25 R25-1). Spark gives
+    its "start offsets" text for ``endingOffsets`` too; the option's name leads the message."""
+    assigned = options.assign if options.assign is not None else frozenset(found)
+    checks: list[tuple[str, Iterable[tuple[str, int]], str]] = []
+    for position, by_time, offsets in (("start", options.starting_timestamp, options.starting),
+                                       ("end", options.ending_timestamp, options.ending)):
+        if by_time is not None:
+            if by_time.default is None:  # by-timestamp JSON (a single time covers every partition)
+                checks.append((f"{position}ingOffsetsByTimestamp", by_time.per_partition,
+                    f"Partitions specified for Kafka timestamp based {position} offsets don't match what are "
+                    "assigned. Maybe topic partitions are created or deleted while the query is running, or you "
+                    "didn't specify all the partitions."))
+        elif offsets.per_partition:
+            checks.append((f"{position}ingOffsets", offsets.per_partition,
+                           "Partitions specified for Kafka start offsets don't match what are assigned. Maybe topic "
+                           "partitions are created or deleted while the query is running. Use -1 for latest, -2 for "
+                           "earliest."))
+    every_topic = options.topics is None and options.topic_pattern is None and options.assign is None
+    for name, named, text in checks:
+        specified = frozenset(named)
+        # with no subscribe/subscribePattern/assign (kafkalog's own: every topic is read) the names given
+        # must be read, but the partitions of other topics take the default
+        if specified != assigned and not (every_topic and specified <= assigned):
+            raise InvalidInput(f"option {name}: {text} Specified: "
+                               f"{_spark_set(specified)} Assigned: {_spark_set(assigned)}")
 
 
 def _assign(text: str) -> frozenset[tuple[str, int]]:
@@ -347,8 +376,10 @@ def parse_read_options(options: Mapping[str, Any], *, streaming: bool = False, w
         assign=assign,
         starting=starting,
         ending=ending,
-        starting_timestamp=_timestamp_spec("startingTimestamp", start_ts),
-        ending_timestamp=_timestamp_spec("endingTimestamp", end_ts),
+        starting_timestamp=_timestamp_spec(
+            "startingTimestamp" if "startingtimestamp" in opts else "startingOffsetsByTimestamp", start_ts),
+        ending_timestamp=_timestamp_spec(
+            "endingTimestamp" if "endingtimestamp" in opts else "endingOffsetsByTimestamp", end_ts),
         starting_by_timestamp_strategy=_choice(
             opts, ("startingOffsetsByTimestampStrategy",), ("error", "latest"), "error"
         ),

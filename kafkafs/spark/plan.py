@@ -39,7 +39,7 @@ from ..storage.logdir import LogDir
 from ..storage.segments import is_sealed
 from .dataloss import report_data_loss
 from .discovery import discover_partitions
-from .options import EARLIEST, LATEST, ReadOptions
+from .options import EARLIEST, LATEST, ReadOptions, check_assigned
 from .positions import (
     Walked,
     balanced_groups,
@@ -153,8 +153,16 @@ class Plan:
         return [p for s in self.splits for p in s.pieces]
 
 
-def offset_for_timestamp(log_: Log, ts_ms: int) -> int | None:
-    """The first offset whose record has a timestamp >= ``ts_ms`` (the engine's ``offsetsForTimes``)."""
+def offset_for_timestamp(log_: Log, ts_ms: int, committed: bool = False) -> int | None:
+    """The first offset whose record has a timestamp >= ``ts_ms`` (the engine's ``offsetsForTimes``), or
+    None. As Kafka's ListOffsets, which Spark's Kafka source asks: -2 is the log start offset, -1 the latest
+    offset (``committed``: the last stable offset); another negative time finds nothing."""
+    if ts_ms == EARLIEST:
+        return log_.log_start_offset
+    if ts_ms == LATEST:
+        return stable_end(log_, log_.log_end_offset) if committed else log_.log_end_offset
+    if ts_ms < 0:
+        return None
     found = log_.offset_for_timestamp(ts_ms)
     return None if found is None else found[0]
 
@@ -319,7 +327,7 @@ def _batch_resolver(options: ReadOptions) -> Resolver:
         first: int | None
         ts = options.starting_timestamp.for_partition(topic, partition) if options.starting_timestamp else None
         if ts is not None:
-            first = offset_for_timestamp(log_, ts)
+            first = offset_for_timestamp(log_, ts, options.isolation_level == "read_committed")
             if first is None:
                 if options.starting_by_timestamp_strategy == "latest":
                     return None
@@ -342,7 +350,7 @@ def _batch_resolver(options: ReadOptions) -> Resolver:
         end: int | None
         ts = options.ending_timestamp.for_partition(topic, partition) if options.ending_timestamp else None
         if ts is not None:
-            end = offset_for_timestamp(log_, ts)
+            end = offset_for_timestamp(log_, ts, options.isolation_level == "read_committed")
         else:
             end = options.ending.for_partition(topic, partition)
             if end == LATEST:
@@ -354,10 +362,15 @@ def _batch_resolver(options: ReadOptions) -> Resolver:
         if options.isolation_level == "read_committed":
             end = stable_end(log_, end)
         resolved = log_.log_end_offset if end is None else end
-        if first > resolved:  # Spark's KafkaSourceRDD asserts this in every task
+        if first > resolved:  # Spark's KafkaSourceRDD checks this in every task (its message, one line)
             raise InvalidInput(
-                f"Beginning offset {first} is after the ending offset {resolved} for topic {topic} partition "
-                f"{partition}. You either provided an invalid fromOffset, or the Kafka topic has been damaged"
+                f"The resolved start offset {first} is greater than the resolved end offset {resolved} for topic "
+                f"{topic} partition {partition}. Please investigate in this order: 1. Check whether start offset "
+                "is set beyond the end offset or the latest available offset after resolution. Possible inputs "
+                "are: (a) Start offset is set to a timestamp, and the end offset is set to an index of offset. "
+                "(b) Start offset is set to an index of offset, and the end offset is set to a timestamp. "
+                "(c) Start offset is set, and the end offset is set to latest. 2. Check whether the Kafka "
+                "topic-partition is deleted and re-created."
             )
         return first, end
 
@@ -398,7 +411,15 @@ def stable_end(log_: Log, end: int | None) -> int | None:
 
 def plan_read(options: ReadOptions, predicates: Predicates = NO_PREDICATES) -> Plan:
     """The plan of a batch read (``spark.read.format("kafkalog")``): callable without Spark."""
-    targets = discover_partitions(options, predicates)
+    found = discover_partitions(options)  # every partition read, before the filters (Spark's "assigned")
+    missing = sorted(options.topics - {t for _d, t, _p in found}) if options.topics else []
+    if missing:  # Spark's Kafka source fails when it asks the cluster for a subscribed topic's partitions
+        raise InvalidInput(
+            f"UnknownTopicOrPartitionException: This server does not host this topic-partition: no topic "
+            f"{', '.join(missing)} in {', '.join(options.paths)}"
+        )
+    check_assigned(options, ((t, p) for _d, t, p in found))
+    targets = [x for x in found if predicates.accepts_partition(x[1], x[2])]
     return _plan(options, predicates, targets, _batch_resolver(options))
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from ..errors import InvalidInput
 from .dataloss import report_data_loss
 from .discovery import discover_partitions, iter_logs
-from .options import EARLIEST, LATEST, ReadOptions
+from .options import EARLIEST, LATEST, ReadOptions, check_assigned
 from .plan import offset_for_timestamp, stable_end
 
 __all__ = [
@@ -61,12 +61,14 @@ def initial_offsets(options: ReadOptions) -> Offsets:
     """Where a new query starts: ``startingOffsets`` (default latest) or a starting timestamp."""
     out: Offsets = {}
     committed = options.isolation_level == "read_committed"
-    for _d, log_ in iter_logs(discover_partitions(options)):
+    parts = discover_partitions(options)
+    check_assigned(options, ((t, p) for _d, t, p in parts))  # as Spark checks a new query's start
+    for _d, log_ in iter_logs(parts):
         topic, partition = log_.topic, log_.partition
         latest = stable_end(log_, log_.log_end_offset) if committed else log_.log_end_offset
         ts = options.starting_timestamp.for_partition(topic, partition) if options.starting_timestamp else None
         if ts is not None:
-            found = offset_for_timestamp(log_, ts)
+            found = offset_for_timestamp(log_, ts, committed)
             if found is None and options.starting_by_timestamp_strategy == "error":
                 raise InvalidInput(
                     f"No offset matched from request of topic-partition {topic}-{partition} and timestamp {ts}. "

@@ -686,7 +686,8 @@ def test_legacy_message_sets(tmp_path):
     data = b""
     for magic in (0, 1):
         builder = LegacyRecordBatchBuilder(magic=magic, compression_type=0, batch_size=1 << 16)
-        builder.append(0, timestamp=1_700_000_000_000 if magic else None, key=b"k", value=b"v")
+        # offsets 0 and 1 (two entries at offset 0 are damage, R23-3: dump exits 1)
+        builder.append(magic, timestamp=1_700_000_000_000 if magic else None, key=b"k", value=b"v")
         data += bytes(builder.build())
     path = folder / "00000000000000000000.log"
     path.write_bytes(data)
@@ -703,8 +704,8 @@ def test_legacy_message_sets(tmp_path):
     assert lines[2:] == [
         f"offset: 0 position: {p0} NoTimestampType: -1 size: {s0} magic: 0 compresscodec: none crc: {c0} isvalid: true",
         f"| offset: 0 NoTimestampType: -1 keySize: 1 valueSize: 1 isValid: true crc: {c0}",
-        f"offset: 0 position: {p1} CreateTime: 1700000000000 size: {s1} magic: 1 compresscodec: none crc: {c1} isvalid: true",
-        f"| offset: 0 CreateTime: 1700000000000 keySize: 1 valueSize: 1 isValid: true crc: {c1}",
+        f"offset: 1 position: {p1} CreateTime: 1700000000000 size: {s1} magic: 1 compresscodec: none crc: {c1} isvalid: true",
+        f"| offset: 1 CreateTime: 1700000000000 keySize: 1 valueSize: 1 isValid: true crc: {c1}",
     ]
 
 
@@ -933,3 +934,96 @@ def test_an_active_segments_preallocated_index_is_no_damage(segment):
     shutil.copy(segment, segment.with_name("00000000000000000008.log"))  # now sealed: a later segment
     assert dump(index, timeindex)[0] == 1
     assert dump(index)[0] == 1 and dump(timeindex)[0] == 1
+
+
+def test_offsets_out_of_order_between_batches_are_damage(tmp_path):
+    """review23 R23-3: a batch whose base offset goes back below the end of the batch before it ("128 is
+    followed by 3") was printed as Kafka prints it and dump exited 0, where verify and consume call the same
+    bytes damage (exit 1). The lines stay Kafka's; one line on stderr says it, exit 1, with or without
+    --deep-iteration. A forward gap (compaction) is no damage, nor a legacy wrapper whose inner offsets
+    overlap the entry before it (printed as Kafka prints it, README)."""
+    from tests.format.test_legacy import overlapping_wrapper_segment
+
+    folder = tmp_path / "t-0"
+    folder.mkdir()
+    path = folder / "00000000000000000000.log"
+
+    def run(*bases: int, deltas: int = 2, **options) -> tuple[int, list[str], list[str]]:
+        path.write_bytes(b"".join(batch(b, [(None, b"v", ())] * (deltas + 1)) for b in bases))
+        return dump(path, **options)
+
+    positions = [0]
+    for b in (0, 10):
+        positions.append(positions[-1] + len(batch(b, [(None, b"v", ())] * 3)))
+    assert run(0, 10, 20)[0] == 0  # gaps forward: compaction
+    assert run(0, 10, 20, deep_iteration=True)[0] == 0
+    backwards = run(0, 10, 3)  # 12 is followed by 3
+    deep = run(0, 10, 3, deep_iteration=True)
+    assert [ln for ln in deep[1] if not ln.startswith("|")] == backwards[1] and len(backwards[1]) == 5
+    said = (f"kafkafs: {path}: position {positions[2]}: offsets go backwards (3 after 12); the batch before it "
+            f"is at position {positions[1]}, both are damaged")
+    assert backwards[0] == 1 and backwards[2] == [said]
+    assert deep[0] == 1 and deep[2] == [said, f"Non-consecutive offsets in {path}", "  2 is followed by 10",
+                                        "  12 is followed by 3"]
+    overlap = run(0, 2, 5)  # 0..2, then 2..4: the second begins inside the first
+    assert overlap[0] == 1 and overlap[2] == [f"kafkafs: {path}: position {positions[1]}: offsets go backwards "
+                                              "(2 after 2); the batch before it is at position 0, both are damaged"]
+    assert run(0, 3, 6)[0] == 0  # exactly consecutive
+    below = folder / "00000000000000000005.log"
+    below.write_bytes(batch(6, [(None, b"v", ())]) + batch(5, [(None, b"v", ())]))
+    rc, _lines, err = dump(below)
+    assert rc == 1 and err == [f"kafkafs: {below}: position {len(batch(6, [(None, b'v', ())]))}: offsets go backwards "
+                               f"(5 after 6); the batch before it is at position 0, both are damaged"]
+    below.write_bytes(batch(4, [(None, b"v", ())]))  # below the segment's base offset, as verify says
+    assert dump(below)[0] == 1 and dump(below)[2] == [f"kafkafs: {below}: position 0: offset 4 is below the "
+                                                      "segment's base 5"]
+    path.write_bytes(overlapping_wrapper_segment(0))  # the legacy wrapper's inner overlap: Kafka's lines, exit 0
+    rc, _lines, err = dump(path, deep_iteration=True)
+    assert rc == 0 and err == [f"Non-consecutive offsets in {path}", "  4 is followed by 4"]
+
+
+def test_a_log_that_shrinks_while_it_is_read_is_one_line(tmp_path, monkeypatch):
+    """review23 R23-4: dump took a .log's size once and trusted every read to reach it; a file truncated
+    while it was read (a broker or recover cutting the active segment) or a file system whose reads end
+    before its stat size ended in a traceback (struct.error). Now the batches before are printed, one line
+    says where the file ended, exit 1."""
+    import kafkafs.dump.log as dump_log_module
+
+    folder = tmp_path / "t-0"
+    folder.mkdir()
+    path = folder / "00000000000000000000.log"
+    batches = [batch(o, [(b"k", b"v" * 50, ())]) for o in range(6)]
+    path.write_bytes(b"".join(batches))
+    size = path.stat().st_size
+    whole = dump(path, deep_iteration=True)
+    assert whole[0] == 0 and len(whole[1]) == 2 + 6 * 2
+    monkeypatch.setattr(dump_log_module, "_READ_BYTES", len(batches[0]))  # one window a batch
+    real_pread = dump_log_module._File._pread
+    for cut in (2 * len(batches[0]), 2 * len(batches[0]) + 5, 2 * len(batches[0]) + 30):  # at, in the third batch
+        path.write_bytes(b"".join(batches))
+        calls = []
+
+        def truncating_pread(self, position, n, need, cut=cut, calls=calls):
+            calls.append(position)
+            if len(calls) == 2:  # a writer cuts the file after the first batch was read
+                os.truncate(path, cut)
+            return real_pread(self, position, n, need)
+
+        monkeypatch.setattr(dump_log_module._File, "_pread", truncating_pread)
+        rc, lines, err = dump(path, deep_iteration=True)  # struct.error at a batch's end (the review's)
+        assert rc == 1 and lines == whole[1][: 2 + 2 * 2], lines
+        assert err == [f"kafkafs: error: {path} ended at position {cut} while it was read (the batch at position "
+                       f"{2 * len(batches[0])}; it was {size} bytes when the dump began: it shrank)"]
+    # a file system whose reads end before the size its stat gives (FUSE without direct_io)
+    monkeypatch.setattr(dump_log_module._File, "_pread", real_pread)
+    real_fstat = os.fstat
+
+    def bigger(fd):
+        st = real_fstat(fd)
+        return os.stat_result((*st[:6], st.st_size + 1000, *st[7:]))
+
+    monkeypatch.setattr(os, "fstat", bigger)
+    rc, lines, err = dump(path)
+    assert rc == 1 and len(lines) == 2 + 2  # the two whole batches, then the end said
+    assert err == [f"kafkafs: error: {path} ended at position {cut} while it was read (the batch at position "
+                   f"{2 * len(batches[0])}; it was {cut + 1000} bytes when the dump began: it shrank)"]

@@ -95,3 +95,55 @@ def test_umount_of_a_read_only_mount(mounted, built_logdir) -> None:
     assert main(["umount", str(mount.path)]) == 0  # nothing of LOGDIR is held: nothing to wait for
     assert find_mount(str(mount.path)) is None
     assert mount.proc is not None and mount.proc.wait(timeout=30) == 0
+
+
+@pytest.mark.fuse
+def test_umount_names_a_mount_namespace_that_keeps_the_mount(mounted, logdir_copy, capsys) -> None:
+    """review23 R23-2: a --rw daemon stayed alive after `kafkafs umount`, which waited 60 s and said only
+    that the daemon still held the lock. The daemon learns of the unmount when the kernel ends its FUSE
+    connection, once no mount of it is left anywhere: a mount namespace made while it was mounted
+    (`unshare -m`, with mounts private as here) keeps a copy this unmount does not reach. The wait now
+    names it; the daemon ends (exit 0, lock free) once that namespace ends."""
+    import subprocess
+
+    mount = mounted(logdir_copy, "--rw")
+    assert mount.proc is not None
+    holder = subprocess.Popen(["unshare", "-m", "--propagation", "private", "sleep", "60"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 10
+        while not _own_namespace(holder.pid) and holder.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        if not _own_namespace(holder.pid) or str(mount.path) not in _mountinfo(holder.pid):
+            pytest.skip(f"no mount namespace of our own here: {holder.stderr.read().decode() if holder.stderr else ''}")
+        capsys.readouterr()
+        assert main(["umount", "--timeout", "2", str(mount.path)]) == 1
+        err = capsys.readouterr().err.splitlines()
+        lock = logdir_copy / ".lock"
+        there = f"the mount is still there in the mount namespace of process {holder.pid} (sleep 60)"
+        assert len(err) == 2 and err[0] == (
+            f"kafkafs: {mount.path}: unmounted here, but {there}: its daemon (pid {mount.proc.pid}) serves it, "
+            f"and holds {lock}, until none is left; waiting up to 2 s"), err
+        assert err[1].startswith(f"kafkafs: error: {mount.path}: unmounted, but process {mount.proc.pid} "), err
+        assert err[1].endswith(f"after 2 s: {there}, and its daemon serves it until none is left (end that, or stop "
+                               f"the daemon: kill {mount.proc.pid})"), err
+        assert find_mount(str(mount.path)) is None and _holder(logdir_copy) == mount.proc.pid
+    finally:
+        holder.kill()
+        holder.wait(timeout=30)
+    assert mount.proc.wait(timeout=30) == 0  # the last copy gone: the connection ends, the daemon closes
+    assert _holder(logdir_copy) is None and (logdir_copy / ".kafka_cleanshutdown").exists()
+
+
+def _own_namespace(pid: int) -> bool:
+    try:
+        return os.readlink(f"/proc/{pid}/ns/mnt") != os.readlink("/proc/self/ns/mnt")
+    except OSError:
+        return False
+
+
+def _mountinfo(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/mountinfo").read_text()
+    except OSError:
+        return ""

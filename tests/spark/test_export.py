@@ -99,8 +99,10 @@ def test_export_refuses_what_planning_refuses_before_spark_starts(generated, tmp
     monkeypatch.setattr(export_module, "_session", no_spark)
     cases = [
         ({"startingTimestamp": "99999999999999"}, "No offset matched from request of topic-partition"),
-        ({"subscribe": "orders", "startingOffsets": '{"orders": {"0": 999999}}'},
-         "Beginning offset 999999 is after the ending offset"),
+        ({"subscribe": "orders", "startingOffsets": '{"orders": {"0": 999999, "1": -2}}'},
+         "The resolved start offset 999999 is greater than the resolved end offset"),
+        ({"subscribe": "orders", "startingOffsets": '{"order": {"0": 1, "1": 1}}'},
+         "Partitions specified for Kafka start offsets don't match what are assigned"),
     ]
     for options, message in cases:
         with pytest.raises(InvalidInput, match=message):

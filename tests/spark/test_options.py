@@ -91,10 +91,8 @@ def test_read_options():
         ({"startingOffsets": '{"a": {"0": -1}}'}, "startingOffsets for a-0 can't be latest"),
         ({"startingOffsets": '{"a": {"0": 9}}', "endingOffsets": '{"a": {"0": 3}}'}, "start offset 9 is greater than the end offset 3 for topic a partition 0"),
         ({"startingTimestamp": "yesterday"}, "Expected a single long value, got yesterday"),
-        # review16 R16-1 (fix37's leftover): a time to look up is never negative, as consume --from-time and by-time/
-        ({"startingTimestamp": "-1"}, "startingTimestamp: a time to look up is never negative: -1"),
-        ({"endingTimestamp": "-5"}, "endingTimestamp: a time to look up is never negative: -5"),
-        ({"startingOffsetsByTimestamp": '{"a": {"0": 5, "1": -2}}'}, "never negative: -2 for a-1"),
+        # negative times are Spark's (review25 R25-2: -2 earliest, -1 latest): tests/spark/test_offsets_match.py
+        ({"endingOffsetsByTimestamp": '{"a": {"0": "x"}}'}, "option endingOffsetsByTimestamp: a-0: 'x' is not an integer"),
         ({"subscribe": "a", "subscribePattern": "b"}, "Only one of the following options can be specified"),
         ({"topics": "a", "assign": '{"a": [0]}'}, "Only one of the following options"),
         ({"subscribe": " , "}, "No topics to subscribe to"),

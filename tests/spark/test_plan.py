@@ -67,7 +67,7 @@ def test_offset_bounds_prune_segments_and_start_at_the_index(generated):
     p = plan(
         generated,
         topics="orders",
-        startingOffsets=json.dumps({"orders": {"0": start}}),
+        startingOffsets=json.dumps({"orders": {"0": start, "1": -2}}),
         endingOffsets=json.dumps({"orders": {"0": end, "1": 40}}),
     )
     segs = {base: positions for base, _size, positions in _segments(generated)[("orders", 0)]}
@@ -215,16 +215,17 @@ def test_fixture_directories_plan_from_names_and_indexes(fixtures_dir):
 
 
 def test_a_start_past_the_resolved_end_fails_as_sparks_kafka_source_does(generated):
-    """Spark's Kafka source asserts in each task that a range's start is not after its end, the end
-    resolved (latest: the log end offset; read_committed: the last stable offset): "Beginning offset N
-    is after the ending offset M ...". A start past the end of the log was an empty read with no word."""
+    """Spark's Kafka source checks in each task that a range's start is not after its end, the end
+    resolved (latest: the log end offset; read_committed: the last stable offset): "The resolved start
+    offset N is greater than the resolved end offset M ..." (Spark 4; the whole text: test_offsets_match).
+    A start past the end of the log was an empty read with no word."""
     with LogDir(generated) as ld:
         end = ld.log("orders-0").log_end_offset
-    with pytest.raises(InvalidInput, match=f"Beginning offset {end + 5} is after the ending offset {end} for topic "
-                                           "orders partition 0. You either provided an invalid fromOffset"):
-        plan(generated, topics="orders", startingOffsets=json.dumps({"orders": {"0": end + 5}}))
+    with pytest.raises(InvalidInput, match=f"The resolved start offset {end + 5} is greater than the resolved end "
+                                           f"offset {end} for topic orders partition 0. Please investigate"):
+        plan(generated, topics="orders", startingOffsets=json.dumps({"orders": {"0": end + 5, "1": -2}}))
     # a start at the end reads nothing, as in Spark
-    p = plan(generated, topics="orders", startingOffsets=json.dumps({"orders": {"0": end}}))
+    p = plan(generated, topics="orders", startingOffsets=json.dumps({"orders": {"0": end, "1": -2}}))
     assert [r for r in read_plan(p) if r[1] == 0] == []
 
 

@@ -364,7 +364,7 @@ def test_a_batch_is_left_out_by_its_header_only_once_its_crc_holds(
         data[pos + 22] ^= 0x20
     elif field == "lastOffsetDelta":
         struct.pack_into(">i", data, pos + 23, 0)  # last offset = first, below the start
-        options["startingOffsets"] = f'{{"orders": {{"0": {first + 1}}}}}'
+        options["startingOffsets"] = f'{{"orders": {{"0": {first + 1}, "1": -2}}}}'  # every partition, as Spark wants
     else:
         struct.pack_into(">q", data, pos + 35, 1000)  # below the time filter
         predicates = Predicates(timestamp=IntBounds(lo=first_ts * 1000))

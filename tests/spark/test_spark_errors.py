@@ -53,6 +53,16 @@ def test_read_errors_come_from_planning_in_one_class(spark, generated, tmp_path)
          "assign. See the docs for more details."),
         (lambda: spark.read.format("kafkalog").option("minPartitions", "x").load(str(generated)).count(),
          "option minPartitions: 'x' is not a whole number"),
+        # review25 R25-1: a JSON naming a topic not read (it read every row of orders)
+        (lambda: spark.read.format("kafkalog").option("subscribe", "orders")
+         .option("startingOffsets", '{"order": {"0": 5, "1": 5}}').load(str(generated)).count(),
+         "option startingOffsets: Partitions specified for Kafka start offsets don't match what are assigned. "
+         "Maybe topic partitions are created or deleted while the query is running. Use -1 for latest, -2 for "
+         "earliest. Specified: Set(order-0, order-1) Assigned: Set(orders-0, orders-1)"),
+        # review25 R25-4: subscribe to a topic that is not there (it read 0 rows)
+        (lambda: spark.read.format("kafkalog").option("subscribe", "nosuch").load(str(generated)).count(),
+         f"UnknownTopicOrPartitionException: This server does not host this topic-partition: no topic nosuch in "
+         f"{generated}"),
     ]
     for action, message in cases:
         exc, said = _failure(action)
