@@ -476,9 +476,11 @@ class LogSegment(SegmentFiles):
         undecided transactions at this segment's base offset: ``transactions`` is that state (updated in
         place to the segment's end), or a function that returns it, called only if the segment holds
         transactional batches, with True when it holds an ABORT marker (None: no index needed). With None
-        the ``.txnindex`` is kept as it is, less the entries whose marker was cut."""
+        the ``.txnindex`` is kept as it is, less the entries whose marker was cut. A recovery that fails
+        (an OS error reading the ``.log``, a full disk) leaves the three index files as they were
+        (:meth:`~.segment_files.SegmentFiles.rebuilding_indexes`)."""
         self._require_writable()
-        with self._lock:
+        with self._lock, self.rebuilding_indexes():  # a failure leaves the index files as they were
             events: list[TxnEvent] = []
             cut = self._recover(events, upper, [] if undecodable is None else undecodable)
             self._rebuild_txn_index(events, transactions)
