@@ -5,6 +5,7 @@ It reads only (nothing here writes), so it is safe on a directory a broker owns.
 
 from __future__ import annotations
 
+import io
 import os
 import sys
 from collections.abc import Callable, Collection
@@ -514,7 +515,8 @@ def untouched_by_recovery(logdir: LogDir, name: str, strays: Collection[str]) ->
         return False
     try:
         check_partition_folder(logdir.path / name)  # what a writer refuses is refused and said, as before
-        _line, problems, notes = _check_partition(logdir, name, deep=True, strays={}, err=sys.stderr, said=set())
+        # what it finds is said by the writable open that follows, once (not here too: review fix58)
+        _line, problems, notes = _check_partition(logdir, name, deep=True, strays={}, err=io.StringIO(), said=set())
     except (OSError, KafkafsError):
         return False
     return not problems and not notes
