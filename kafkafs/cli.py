@@ -176,7 +176,7 @@ def _add_cache_dir_option(parser: argparse.ArgumentParser) -> None:
 
 
 def cmd_produce(args: argparse.Namespace) -> int:
-    from .produce import produce, stops_between_batches
+    from .produce import appended_before, count_records, produce, stops_between_batches
     from .storage.names import parse_partition_dir_name, refuse_internal_topic
 
     refuse_internal_topic(parse_partition_dir_name(args.partition)[0])  # before the log directory's lock
@@ -208,7 +208,7 @@ def cmd_produce(args: argparse.Namespace) -> int:
                 stopped = exc
     except OSError as exc:  # the close failed (an index it could not write): the records are in the log all the same
         if done is not None and done.total:
-            note_os_error(exc, f"; the {done.total} records before it were appended, at offsets "
+            note_os_error(exc, f"; {appended_before(done.total)}, at offsets "
                                f"{done.first_offset}..{done.last_offset} (do not send them again)")
         raise
     except KeyboardInterrupt as exc:  # held while it closed after the end of input: what it did is said first
@@ -223,7 +223,7 @@ def cmd_produce(args: argparse.Namespace) -> int:
         code = EXIT_DAMAGE
     else:
         if done.total:
-            print(f"kafkafs: appended {done.total} records to {args.partition} at offsets {done.first_offset}.."
+            print(f"kafkafs: appended {count_records(done.total)} to {args.partition} at offsets {done.first_offset}.."
                   f"{done.last_offset}", file=sys.stderr)
         else:
             print("kafkafs: nothing to append (empty input)", file=sys.stderr)
@@ -267,9 +267,14 @@ def cmd_consume(args: argparse.Namespace) -> int:
                 print(f"kafkafs: damaged data: {exc}", file=sys.stderr)
             damage.append(exc)
 
-        consume(logdir, names, sys.stdout.buffer, spec=spec, stop_ts=stop_ts, count=args.count, follow=args.follow,
-                interleave=not args.no_interleave, mode=args.values, registry=load_registry(args.logdir, args.schemas),
-                on_damage=damaged, **filters)
+        try:
+            consume(logdir, names, sys.stdout.buffer, spec=spec, stop_ts=stop_ts, count=args.count,
+                    follow=args.follow, interleave=not args.no_interleave, mode=args.values,
+                    registry=load_registry(args.logdir, args.schemas), on_damage=damaged, **filters)
+        except BrokenPipeError:  # the reader went away (`| head`): the end (SPEC §4), but damage said is exit 1
+            if damage:
+                return EXIT_DAMAGE
+            raise
     finally:
         logdir.close()
     return EXIT_DAMAGE if damage else EXIT_OK
@@ -531,6 +536,13 @@ def build_parser() -> _Parser:
 
     p = _logdir_command(sub, "mount", cmd_mount, "mount a log directory (read-only unless --rw)")
     p.add_argument("mountpoint")
+    p.description = (
+        "Mount LOGDIR on MOUNTPOINT (read-only unless --rw) and return once it answers; a daemon serves it. "
+        "The mount's log (its warnings and errors, e.g. why a partition is served read-only): with -f, "
+        "stderr (the journal under systemd); detached, syslog where there is one (/dev/log), else the file "
+        "logs/<mount point's path, / as _>.log of the cache folder, named on stderr as the command returns "
+        "(rotated at 1 MiB, one older file kept)."
+    )
     p.add_argument("--rw", action="store_true", help="allow appends (takes LOGDIR's .lock); deletes and compacts nothing")
     p.add_argument("--clean", action="store_true", help="with --rw: retention and compaction in the background")
     p.add_argument("-f", "--foreground", action="store_true", help="stay attached instead of daemonizing")
@@ -551,8 +563,8 @@ def build_parser() -> _Parser:
     p.description = (
         "Unmount MOUNTPOINT as `fusermount3 -u` does; for a --rw mount, then wait until its daemon has "
         "closed the log directory (checkpoints and .kafka_cleanshutdown written, LOGDIR/.lock released), so "
-        "that a broker, `kafkafs produce` or a copy can start at once. Exit 1 when the unmount fails or the "
-        "daemon still holds the lock after --timeout seconds."
+        "that a broker, `kafkafs produce` or a copy can start at once. Exit 1 when the unmount fails, the "
+        "daemon still holds the lock after --timeout seconds, or its close failed (its reason said)."
     )
     p.add_argument("mountpoint")
     p.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS",
@@ -616,7 +628,7 @@ def build_parser() -> _Parser:
 
     p = sub.add_parser("demo", help="write a sample log directory")
     p.add_argument("dir")
-    p.add_argument("--force", action="store_true", help="replace DIR if it holds an earlier demo")
+    p.add_argument("--force", action="store_true", help="write it again where DIR holds an earlier demo (its partitions replaced; nothing else there is removed)")
     p.set_defaults(func=cmd_demo)
 
     p = sub.add_parser("systemd", help="install the systemd unit for a log directory (systemd install LOGDIR MOUNTPOINT)")
@@ -645,6 +657,28 @@ def _note_missing_kernel() -> None:
         print(f"kafkafs: warning: {note}", file=sys.stderr)
 
 
+class _SaidOnce(logging.Filter):
+    """A command says a warning once: the same line again (the log directory opened twice, as `clean`
+    does for its check and then its work: review23 R23-10) is left out. Used by the logging handler
+    (its lock held)."""
+
+    LIMIT = 10_000  # lines remembered
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._said: set[tuple[int, str]] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.WARNING:
+            return True
+        key = (record.levelno, record.getMessage())
+        if key in self._said:
+            return False
+        if len(self._said) < self.LIMIT:
+            self._said.add(key)
+        return True
+
+
 def main(argv: Sequence[str] | None = None, *, on_start: Callable[[], object] | None = None) -> int:
     """The command line; exit code. Ctrl-C while it starts (its imports take a second or more on a busy
     machine) ends it as quietly as later: exit 130, no traceback (review12 R12-9). ``on_start``: called
@@ -666,6 +700,9 @@ def _main(argv: Sequence[str] | None, on_start: Callable[[], object] | None) -> 
         level=logging.DEBUG if getattr(args, "debug", False) else (logging.INFO if args.verbose else logging.WARNING),
         format="kafkafs: %(levelname)s: %(message)s",
     )
+    if args.command != "mount":  # a mount's log is a log: a line again is news there
+        for handler in logging.getLogger().handlers:
+            handler.addFilter(_SaidOnce())
     if args.command in ("consume", "mount", "dump"):  # the commands that render records
         _note_missing_kernel()
     if on_start is not None:

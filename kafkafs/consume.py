@@ -422,7 +422,8 @@ def consume(
     Damage (a batch that cannot be read) raises :class:`CorruptRecordError` after the records before it,
     unless ``on_damage`` is given: then damage is local (SPEC §3), that partition ends at its damage,
     ``on_damage`` is told, and every other partition is read on; so is a partition that cannot be
-    opened (an OSError: a folder that cannot be listed), which is then not read at all. A batch whose
+    opened (an OSError: a folder that cannot be listed), which is then not read at all, and one whose
+    files cannot be read (an OSError: a disk error, a segment the user may not read), which ends there. A batch whose
     records inflate past the limit (:class:`~kafkafs.errors.UninflatableBatch`: valid data, R15-7) is no
     damage: its records are read a piece at a time (:mod:`kafkafs.format.bigbatch`); a record of it that
     is not held (:class:`~kafkafs.errors.RecordNotShown`), or a legacy wrapper past the limit, is told to
@@ -434,12 +435,13 @@ def consume(
     for name in names:
         try:
             log_ = logdir.log(name)
+            start = start_offset(log_, spec)  # may read the partition's segments (a time, the end)
         except OSError as exc:
             if on_damage is None:
                 raise
             on_damage(exc)
             continue
-        readers.append(_Reader(log_, start_offset(log_, spec), mode, stop_ts, decoder_for(log_.topic, registry, mode),
+        readers.append(_Reader(log_, start, mode, stop_ts, decoder_for(log_.topic, registry, mode),
                                record_filter=record_filter, grep=grep, on_skip=on_damage))
     if not readers or count == 0:  # -c 0: no record, and nothing to wait for
         return 0
@@ -461,7 +463,7 @@ _Pass = Callable[[int | None], int]
 
 def _way_to_read(readers: list[_Reader], out: BinaryIO, *, stop_ts: int | None, follow: bool, interleave: bool,
                  record_filter: RecordFilter | None, grep: re.Pattern | None, keys_store,
-                 on_damage: Callable[[CorruptRecordError], None] | None) -> _Pass:
+                 on_damage: Callable[[CorruptRecordError | OSError], None] | None) -> _Pass:
     """How :func:`consume` reads: through the key indexes (a key asked, no ``--follow``, no
     interleaving), whole batches at once (no interleaving, no ``e@TS``), the kernel's merge (no filter,
     no ``--grep``), else line by line (``heapq.merge`` of the partitions' lines when interleaved)."""
@@ -480,22 +482,21 @@ def _way_to_read(readers: list[_Reader], out: BinaryIO, *, stop_ts: int | None, 
 
 
 def _chunks_pass(readers: list[_Reader], out: BinaryIO, remaining: int | None,
-                 on_damage: Callable[[CorruptRecordError], None] | None,
+                 on_damage: Callable[[CorruptRecordError | OSError], None] | None,
                  chunks_of: Callable[[_Reader, int | None], Iterator[tuple[bytes, int]]]) -> int:
     """One partition after the other, the ``(lines, how many)`` that ``chunks_of(reader, at most)`` gives."""
     printed = 0
     for r in readers:
-        with _local_damage(r, on_damage):
-            for lines, n in chunks_of(r, None if remaining is None else remaining - printed):
-                out.write(lines)
-                printed += n
-                if remaining is not None and printed >= remaining:
-                    return printed
+        for lines, n in _guarded(r, chunks_of(r, None if remaining is None else remaining - printed), on_damage):
+            out.write(lines)  # outside the guard: a failed write (a closed pipe) is no partition's damage
+            printed += n
+            if remaining is not None and printed >= remaining:
+                return printed
     return printed
 
 
 def _merge_pass(groups: list[list[_Reader]], out: BinaryIO, remaining: int | None, stop_ts: int | None,
-                on_damage: Callable[[CorruptRecordError], None] | None) -> int:
+                on_damage: Callable[[CorruptRecordError | OSError], None] | None) -> int:
     """The kernel's merge of each group of readers, one group after the other."""
     printed = 0
     for group in groups:
@@ -507,7 +508,7 @@ def _merge_pass(groups: list[list[_Reader]], out: BinaryIO, remaining: int | Non
 
 
 def _lines_pass(readers: list[_Reader], out: BinaryIO, remaining: int | None, interleave: bool,
-                on_damage: Callable[[CorruptRecordError], None] | None) -> int:
+                on_damage: Callable[[CorruptRecordError | OSError], None] | None) -> int:
     """Line by line: by timestamp across the partitions when ``interleave``, else one after the other."""
     if interleave and len(readers) > 1:
         streams: Iterator = heapq.merge(*(_guarded_lines(r, on_damage) for r in readers))
@@ -523,22 +524,30 @@ def _lines_pass(readers: list[_Reader], out: BinaryIO, remaining: int | None, in
 
 
 @contextlib.contextmanager
-def _local_damage(reader: _Reader, on_damage: Callable[[CorruptRecordError], None] | None) -> Iterator[None]:
-    """Damage met reading ``reader`` in the block ends that partition (``on_damage`` told), or, without
-    ``on_damage``, the whole consume."""
+def _local_damage(reader: _Reader, on_damage: Callable[[CorruptRecordError | OSError], None] | None) -> Iterator[None]:
+    """Damage met reading ``reader`` in the block, or an OS error reading its files (a segment the disk or
+    the permissions will not give: review23 R23-5), ends that partition (``on_damage`` told), or, without
+    ``on_damage``, the whole consume. Only reads belong in the block: writing the output is no partition's."""
     try:
         yield
-    except CorruptRecordError as exc:
+    except (CorruptRecordError, OSError) as exc:
         if on_damage is None:
             raise
         reader.done = True
         on_damage(exc)
 
 
-def _guarded_lines(reader: _Reader, on_damage: Callable[[CorruptRecordError], None] | None) -> Iterator:
-    """``reader.lines()``, ending at damage as :func:`_local_damage` says."""
+def _guarded(reader: _Reader, items: Iterator, on_damage: Callable[[CorruptRecordError | OSError], None] | None
+             ) -> Iterator:
+    """``items`` (read from ``reader``'s partition), ending at damage as :func:`_local_damage` says; what the
+    caller does with each item is outside the guard."""
     with _local_damage(reader, on_damage):
-        yield from reader.lines()
+        yield from items
+
+
+def _guarded_lines(reader: _Reader, on_damage: Callable[[CorruptRecordError | OSError], None] | None) -> Iterator:
+    """``reader.lines()``, ending at damage as :func:`_local_damage` says."""
+    return _guarded(reader, reader.lines(), on_damage)
 
 
 def _wait(readers: list[_Reader]) -> None:

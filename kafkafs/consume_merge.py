@@ -75,12 +75,12 @@ def _feed_once(reader: Any, pool: SpanPool, plan: Plan) -> Generator[tuple[bytes
 
 
 def merge(readers: list, out: BinaryIO, pool: SpanPool, stop_ts: int | None, count: int | None,
-          on_damage: Callable[[CorruptRecordError], None] | None = None) -> int:
+          on_damage: Callable[[CorruptRecordError | OSError], None] | None = None) -> int:
     """Write the records now in ``readers``' partitions (consume's ``_Reader``s, one per partition)
     to ``out`` in timestamp order (ties by partition); at most ``count``. Returns how many were
-    written. A reader whose partition reaches ``stop_ts`` is marked done. Damage in a partition raises
-    after every line before it, or, with ``on_damage``, ends that partition there (marked done,
-    ``on_damage`` told) while the others merge on."""
+    written. A reader whose partition reaches ``stop_ts`` is marked done. Damage in a partition (or an OS
+    error reading it) raises after every line before it, or, with ``on_damage``, ends that partition
+    there (marked done, ``on_damage`` told) while the others merge on."""
     merger = _kernel.KERNEL.Merger([r.log.partition for r in readers], stop_ts)
     plan = plan_for(len(readers))
     feeds = [_feed(r, pool, plan) for r in readers]
@@ -97,7 +97,7 @@ def merge(readers: list, out: BinaryIO, pool: SpanPool, stop_ts: int | None, cou
             if need >= 0:
                 try:
                     _refill(merger, need, feeds[need], readers[need])
-                except CorruptRecordError as exc:
+                except (CorruptRecordError, OSError) as exc:  # an OS error reading a partition too (R23-5)
                     if on_damage is None:
                         out.write(merger.drain())  # every line before the one that failed, as before
                         raise

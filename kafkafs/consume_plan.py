@@ -125,6 +125,8 @@ def resolve_partitions(logdir: LogDir, name: str | None, topic: str | None, part
     as kcat reads it, never partition 1 of topic ``a``). ``InvalidName`` when nothing matches, or when
     the partition asked is an alias of another one (a link to its folder: the same log twice); a topic's
     aliases are left out with a warning."""
+    if name is not None and name.endswith("/") and name.strip("/"):
+        name = name.rstrip("/")  # a shell's completion of the folder (no topic has a / in its name)
     aliases = logdir.aliases()
     names = logdir.partition_names()
     for asked in (name, f"{topic}-{partition}" if topic is not None and partition is not None else None):

@@ -9,20 +9,24 @@ time: the orders span 2026-11-21 from 10:00 UTC, one record every 7 seconds.
 
 from __future__ import annotations
 
+import os
 import random
 import shutil
 from pathlib import Path
 
-from .errors import InvalidInput, describe_os_error, tag_os_error
+from .errors import InvalidInput, describe_os_error, doing, tag_os_error
 from .format.batch import Codec, encode_batch, encode_control_batch
 from .format.jsonview import format_timestamp
 from .storage.config import Settings
+from .storage.dirlock import check_not_locked
 from .storage.logdir import LogDir
 
 __all__ = ["build_demo", "DEMO_START_MS"]
 
 DEMO_START_MS = 1_795_255_200_000  # 2026-11-21T10:00:00Z
 _MARKER = ".kafkafs-demo"
+#: The partition folders the demo writes: all that ``--force`` removes.
+DEMO_PARTITIONS = ("orders-0", "orders-1", "sensors-0", "payments-0", "images-0")
 
 
 def _create(target: Path) -> None:
@@ -39,6 +43,25 @@ def _create(target: Path) -> None:
         raise InvalidInput(describe_os_error(tag_os_error(exc, "create {path}"))) from None
 
 
+def _remove_demo_partitions(target: Path) -> list[str]:
+    """Remove the partition folders an earlier demo wrote in ``target`` (what it appended to since
+    with them), never anything else: a folder the demo did not write stays (review23 R23-8: a partition
+    a user put there was deleted). Returns the folders kept. A writer holding ``.lock`` stops it first."""
+    check_not_locked(target)
+    kept = sorted(
+        entry.name for entry in os.scandir(target)
+        if entry.is_dir(follow_symlinks=False) and entry.name not in DEMO_PARTITIONS
+    )
+    for name in DEMO_PARTITIONS:
+        path = target / name
+        with doing("remove {path}", path):
+            if path.is_symlink() or (path.exists() and not path.is_dir()):
+                path.unlink()  # a link: the entry goes, never what it names
+            elif path.exists():
+                shutil.rmtree(path)
+    return kept
+
+
 def build_demo(target: Path, *, force: bool = False) -> str:
     """Write the demo log directory at ``target``; return a short summary."""
     if target.exists() and not target.is_dir():
@@ -48,7 +71,9 @@ def build_demo(target: Path, *, force: bool = False) -> str:
             raise InvalidInput(f"{target} exists and is not an earlier demo; choose an empty or new folder")
         if not force:
             raise InvalidInput(f"{target} already holds a demo (use --force to write it again)")
-        shutil.rmtree(target)
+        kept = _remove_demo_partitions(target)
+    else:
+        kept = []
     _create(target)
     settings = Settings(
         {"segment.bytes": 64 * 1024, "retention.ms": -1},
@@ -116,11 +141,15 @@ def build_demo(target: Path, *, force: bool = False) -> str:
         )
         summary = []
         for log in logdir:
+            if log.name not in DEMO_PARTITIONS:
+                continue
             summary.append(
                 f"  {log.name:<12} offsets {log.log_start_offset}..{log.log_end_offset - 1}, "
                 f"{len(log.segments)} segment(s)"
             )
     _ = Codec
+    if kept:
+        summary.append(f"  kept, not the demo's: {', '.join(kept)}")
     return (
         f"wrote a demo log directory to {target}\n" + "\n".join(summary)
         + f"\n  orders start at {format_timestamp(DEMO_START_MS)}"

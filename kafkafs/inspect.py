@@ -5,6 +5,7 @@ It reads only (nothing here writes), so it is safe on a directory a broker owns.
 
 from __future__ import annotations
 
+import io
 import os
 import sys
 from collections.abc import Callable, Collection
@@ -25,7 +26,13 @@ from .storage.logdir import (
     REPLICATION_OFFSET_FILE,
     LogDir,
 )
-from .storage.names import DELETED, STAGING_DIR_NAME, broker_refuses_folder, parse_partition_dir_name
+from .storage.names import (
+    DELETED,
+    STAGING_DIR_NAME,
+    broker_refuses_folder,
+    parse_partition_dir_name,
+    parse_segment_file_name,
+)
 from .storage.partition_metadata import PARTITION_METADATA_FILE, partition_metadata_problem
 from .storage.producer_state import unreadable_snapshots
 from .storage.publish_intent import INTENT_FILE, judge, unfinished_writes
@@ -332,6 +339,42 @@ def _say_once(exc: OSError, said: set[str], err: TextIO) -> str:
     return line
 
 
+#: The file name endings Kafka's log loader takes for a segment's files, whatever comes before them.
+_LOADER_LOG, _LOADER_INDEXES = ".log", (".index", ".timeindex", ".txnindex")
+
+
+def _java_long(text: str) -> int | None:
+    """``text`` as Java's ``Long.parseLong`` reads it (an optional sign, ASCII digits), else None."""
+    digits = text[1:] if text[:1] in ("+", "-") else text
+    if not digits or not digits.isascii() or not digits.isdigit():
+        return None
+    value = int(text)
+    return value if -(2**63) <= value < 2**63 else None
+
+
+def misnamed_segment_files(folder: Path) -> list[str]:
+    """The problems of files a broker's log loader takes for segment files but kafkafs does not (review23
+    R23-9). Kafka's loader takes every ``*.log`` as a segment, and reads every ``*.index``, ``*.timeindex``
+    and ``*.txnindex``, at the base offset ``Long.parseLong`` of the name before its first dot: a name
+    that is no number stops the load (NumberFormatException: the log directory goes offline), and a
+    ``.log`` named otherwise than with 20 digits is loaded as a segment at that base, from the file of
+    the 20-digit name (created empty where missing), not from its own bytes: a segment kafkafs does not
+    read. Either way what kafkafs reads there is not what the directory's broker serves."""
+    problems = []
+    for file in regular_files(folder, warn=False):
+        if not file.endswith((_LOADER_LOG, *_LOADER_INDEXES)) or parse_segment_file_name(file) is not None:
+            continue
+        base = _java_long(file.partition(".")[0])
+        if base is None:
+            problems.append(f"{file}: a broker's log loader reads a base offset from this name and fails "
+                            "(NumberFormatException: the log directory goes offline); kafkafs reads no segment there")
+        elif file.endswith(_LOADER_LOG) and not (folder / f"{base:020d}.log").exists():
+            problems.append(f"{file}: a broker loads it as a segment at base offset {base} (an empty "
+                            f"{base:020d}.log, not these bytes) and kafkafs reads no segment there: what kafkafs reads "
+                            "is not what the directory's broker serves")
+    return problems
+
+
 def verify_logdir(
     logdir: LogDir, out: TextIO, *, deep: bool = True, partitions: list[str] | None = None, err: TextIO | None = None
 ) -> int:
@@ -399,6 +442,7 @@ def _check_partition(logdir: LogDir, name: str, *, deep: bool, strays: dict[str,
     # what a compaction or deletion cut short leaves: routine after an unclean stop (a broker's
     # start finishes it: Kafka says "recoverable" at INFO), damage where the last writer said it
     # closed cleanly (R21-8)
+    problems += misnamed_segment_files(logdir.path / name)
     leftovers = [f"{file}: left by an interrupted compaction or deletion; `kafkafs recover` finishes or "
                  "undoes it, as a broker's start does"
                  for file in interrupted_leftovers(regular_files(logdir.path / name, warn=False))]
@@ -471,7 +515,8 @@ def untouched_by_recovery(logdir: LogDir, name: str, strays: Collection[str]) ->
         return False
     try:
         check_partition_folder(logdir.path / name)  # what a writer refuses is refused and said, as before
-        _line, problems, notes = _check_partition(logdir, name, deep=True, strays={}, err=sys.stderr, said=set())
+        # what it finds is said by the writable open that follows, once (not here too: review fix58)
+        _line, problems, notes = _check_partition(logdir, name, deep=True, strays={}, err=io.StringIO(), said=set())
     except (OSError, KafkafsError):
         return False
     return not problems and not notes

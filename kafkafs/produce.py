@@ -30,9 +30,19 @@ from .storage.strays import (
 )
 
 __all__ = ["read_line_blobs", "produce", "produce_refusal", "Produced", "MAX_LINES", "MAX_BYTES",
-           "stops_between_batches"]
+           "stops_between_batches", "count_records", "appended_before"]
 
 log = logging.getLogger("kafkafs.produce")
+
+
+def count_records(n: int) -> str:
+    """``1 record``, ``2 records``."""
+    return f"{n} record" if n == 1 else f"{n} records"
+
+
+def appended_before(n: int) -> str:
+    """``the record before it was appended``, ``the 2 records before it were appended``."""
+    return "the record before it was appended" if n == 1 else f"the {n} records before it were appended"
 
 #: A group (one batch, appended at once): at most this many lines, cut once its lines reach MAX_BYTES,
 #: so that a batch stays under ``max.message.bytes``.
@@ -217,7 +227,7 @@ def produce(logdir: LogDir, name: str, fd: int, *, no_create: bool = False, lead
                         max_lines=MAX_LINES, max_bytes=MAX_BYTES,
                     )
                 except InvalidInput as exc:
-                    done = f"; the {total} records before it were appended" if total else ""
+                    done = f"; {appended_before(total)}" if total else ""
                     return Produced(total, first_offset, last_offset, f"{exc}; nothing from its batch was appended{done}")
                 with _stops_wait():
                     try:
@@ -229,12 +239,12 @@ def produce(logdir: LogDir, name: str, fd: int, *, no_create: bool = False, lead
                             log_.set_leader_epoch(leader_epoch)
                         result = log_.append_batches(group.data, client=True)
                     except RecordRefused as exc:
-                        done = f"; the {total} records before it were appended" if total else ""
+                        done = f"; {appended_before(total)}" if total else ""
                         return Produced(total, first_offset, last_offset,
                                         f"{exc.at_line(first_line)}; nothing from its batch was appended{done}")
                     except OSError as exc:  # a full disk, ...: its line says what the groups before it appended
                         if total:
-                            note_os_error(exc, f"; the {total} records before it were appended")
+                            note_os_error(exc, f"; {appended_before(total)}")
                         raise
                     total += group.taken
                     first_line += group.taken
@@ -245,7 +255,7 @@ def produce(logdir: LogDir, name: str, fd: int, *, no_create: bool = False, lead
     except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: said with what was appended (R12-9), then stopped
         how = getattr(exc, "said", "interrupted")
         if total:
-            print(f"kafkafs: {how}: the {total} records before it were appended to {name}, at offsets "
+            print(f"kafkafs: {how}: {appended_before(total)} to {name}, at offsets "
                   f"{first_offset}..{last_offset} (do not send them again)", file=sys.stderr)
         else:
             print(f"kafkafs: {how}: nothing was appended", file=sys.stderr)

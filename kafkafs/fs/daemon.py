@@ -13,6 +13,9 @@
   a fresh ``--rw`` mount's ``mkdir``, 2026-11-27 22:56).
 * :func:`stacks_on_request`: ``kill -USR1 PID`` writes every thread's stack to the daemon's stderr (the
   journal under systemd, the terminal or file of ``--foreground``), and the daemon serves on.
+* Logging: stderr until detached; then syslog, or where there is none (:func:`syslog_here`) a file the
+  mount names before detaching (the cache folder's ``logs/``, :func:`log_file_name`), rotated at
+  :data:`LOG_FILE_BYTES`, which file descriptor 2 follows too (review23 R23-11).
 * :func:`return_large_blocks` (issue 9, finding 7): blocks of :data:`LARGE_BLOCK` or more always go
   back to the system when freed, so a few decompression bombs (every one cleanly EIO) do not leave
   hundreds of MiB in the worker threads' arenas (:mod:`kafkafs.storage.memory`); smaller ones, such
@@ -24,21 +27,26 @@ Used by the one thread that starts the mount (and, for :func:`notify`, the FUSE 
 from __future__ import annotations
 
 import faulthandler
+import hashlib
 import logging
 import logging.handlers
 import os
 import signal
 import socket
+import stat
 import sys
 import tempfile
 from collections.abc import Callable
+from pathlib import Path
 
 from ..errors import KafkafsError, MountError, MountPathError, UsageError, describe_os_error
 from ..storage.memory import tune_malloc
 
 __all__ = [
     "StartingStderr", "first_exception", "notify", "sd_notify", "return_large_blocks", "daemonize",
-    "setup_logging", "not_a_reply_nobody_awaits", "wake_stuck_reads", "stacks_on_request",
+    "setup_logging", "syslog_here", "log_file_name", "open_log_file", "LOG_FILE_BYTES",
+    "not_a_reply_nobody_awaits", "wake_stuck_reads", "stacks_on_request", "note_folder", "leave_failure_note",
+    "take_failure_note", "one_line",
 ]
 
 log = logging.getLogger("kafkafs.fs")
@@ -217,13 +225,76 @@ def setup_logging(debug: bool, foreground: bool) -> None:
         logger.addHandler(handler)
 
 
-def _to_syslog() -> None:
-    """Once detached, log to syslog (or nowhere, if there is no syslog)."""
+#: A detached mount's log file (where there is no syslog) is rotated at this size, and one older file
+#: (``NAME.log.1``) is kept: at most twice this much per mount point.
+LOG_FILE_BYTES = 1 << 20
+
+
+def syslog_here() -> bool:
+    """Whether a detached daemon's log reaches syslog (``/dev/log`` takes a connection)."""
+    if not os.path.exists("/dev/log"):
+        return False
+    try:
+        logging.handlers.SysLogHandler(address="/dev/log").close()
+    except OSError:
+        return False
+    return True
+
+
+def log_file_name(mountpoint: str) -> str:
+    """The name of a mount's log file in the logs folder: its mount point's path, ``/`` as ``_``
+    (``/tmp/x/mnt`` -> ``tmp_x_mnt.log``); a long path is its last folder's name and a hash."""
+    path = os.path.abspath(mountpoint)
+    name = path.strip("/").replace("/", "_") or "root"
+    if len(name.encode("utf-8", "surrogateescape")) > 200:
+        digest = hashlib.sha256(path.encode("utf-8", "surrogateescape")).hexdigest()[:16]
+        name = f"{os.path.basename(path)[:100]}-{digest}"
+    return f"{name}.log"
+
+
+class _DaemonLogFile(logging.handlers.RotatingFileHandler):
+    """The detached daemon's log file, rotated at :data:`LOG_FILE_BYTES`; file descriptor 2 follows it
+    (what Python and libfuse print there, the stacks of ``kill -USR1``), so their lines count toward the
+    size too. Thread-safe (the handler's lock) as any handler."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(path, maxBytes=LOG_FILE_BYTES, backupCount=1, encoding="utf-8", delay=False)
+        self._follow()
+
+    def _follow(self) -> None:
+        if self.stream is not None:
+            self.stream.flush()
+            os.dup2(self.stream.fileno(), 2)
+
+    def doRollover(self) -> None:  # noqa: N802 - logging's name
+        super().doRollover()
+        self._follow()
+
+
+def open_log_file(path: str) -> None:
+    """Check that the log file ``path`` can be written (its folder made, mode 0700): OSError if not."""
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    with open(path, "a", encoding="utf-8"):
+        pass
+
+
+def _to_log(log_file: str | None) -> None:
+    """Once detached, log to ``log_file`` (the mount said where, there being no syslog), else to syslog
+    (or nowhere, if it went away meanwhile)."""
     logger = logging.getLogger("kafkafs")
     for handler in list(logger.handlers) + list(logging.getLogger().handlers):
         if isinstance(handler, logging.StreamHandler) and not isinstance(handler, logging.FileHandler):
             logger.removeHandler(handler)
             logging.getLogger().removeHandler(handler)
+    if log_file is not None:
+        try:
+            handler = _DaemonLogFile(log_file)
+            handler.setFormatter(logging.Formatter("%(asctime)s kafkafs[%(process)d]: %(levelname)s: %(message)s"))
+            logger.addHandler(handler)
+            logger.propagate = False
+            return
+        except OSError:
+            pass
     if os.path.exists("/dev/log"):
         try:
             handler = logging.handlers.SysLogHandler(address="/dev/log")
@@ -236,6 +307,71 @@ def _to_syslog() -> None:
     logger.propagate = False
 
 
+# ---------------------------------------------------------------------------------------------- a failed stop
+
+
+def note_folder() -> Path:
+    """Where a detached ``--rw`` mount's daemon leaves the one line of a failed stop (its close of LOGDIR:
+    a checkpoint on a full disk) for ``kafkafs umount``, which knows the daemon by its pid, as the holder
+    of ``LOGDIR/.lock`` (review23 R23-7): ``/run/user/UID/kafkafs``, else ``/tmp/kafkafs-UID``: found by
+    both whatever their environment."""
+    uid = os.getuid()
+    run = Path(f"/run/user/{uid}")
+    return run / "kafkafs" if run.is_dir() else Path(f"/tmp/kafkafs-{uid}")
+
+
+def _note_path(pid: int) -> Path | None:
+    """The note of daemon ``pid``, in a folder that is this user's (never through a link), else None."""
+    folder = note_folder()
+    try:
+        st = os.lstat(folder)
+    except OSError:
+        return None
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
+        return None
+    return folder / f"daemon-{pid}.failed"
+
+
+def one_line(exc: BaseException) -> str:
+    """The line a daemon says of an error that ended it."""
+    if isinstance(exc, KafkafsError):
+        return str(exc)
+    if isinstance(exc, OSError):
+        return describe_os_error(exc)
+    return f"unexpected error: {exc!r}"
+
+
+def leave_failure_note(text: str) -> None:
+    """This daemon's stop failed: ``text`` (one line) for ``kafkafs umount``. Never raises."""
+    try:
+        os.makedirs(note_folder(), mode=0o700, exist_ok=True)
+        path = _note_path(os.getpid())
+        if path is None:
+            return
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            os.write(fd, text.encode("utf-8", "replace")[:4096])
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        log.debug("no note of the failed stop: %s", exc)
+
+
+def take_failure_note(pid: int) -> str | None:
+    """The note daemon ``pid`` left of its failed stop (removed), else None. A daemon starting removes
+    a note its pid had from an earlier process."""
+    path = _note_path(pid)
+    if path is None:
+        return None
+    try:
+        with open(path, "rb") as f:
+            text = f.read(4096).decode("utf-8", "replace").strip()
+        os.unlink(path)
+    except OSError:
+        return None
+    return text or "(no reason given)"
+
+
 def _detach_stdio() -> None:
     null = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
@@ -244,9 +380,10 @@ def _detach_stdio() -> None:
         os.close(null)
 
 
-def daemonize(run: Callable[[Callable[[], None]], int], debug: bool = False) -> int:
+def daemonize(run: Callable[[Callable[[], None]], int], debug: bool = False, log_file: str | None = None) -> int:
     """Fork twice; the grandchild calls ``run(ready)``. Returns 0 in the parent once ``ready`` was
-    called; raises MountError with the grandchild's message if it failed first."""
+    called; raises MountError with the grandchild's message if it failed first. Once detached, the
+    grandchild logs to ``log_file`` when given (see :func:`syslog_here`), else to syslog."""
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid > 0:
@@ -285,8 +422,8 @@ def daemonize(run: Callable[[Callable[[], None]], int], debug: bool = False) -> 
         os.close(write_end)
         reported = True
         logging.getLogger("kafkafs").setLevel(logging.DEBUG if debug else logging.INFO)
-        _to_syslog()
         _detach_stdio()
+        _to_log(log_file)
 
     try:
         code = run(ready)

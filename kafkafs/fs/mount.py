@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import InvalidInput, LogDirLocked, MountError, MountPathError, doing
+from ..errors import InvalidInput, LogDirLocked, MountError, MountPathError, describe_os_error, doing
 from ..format.jsonview import VALUES_MODES
 from ..storage.config import Settings
 from ..storage.kraft import METADATA_PARTITION
@@ -40,11 +40,17 @@ from .daemon import (
     StartingStderr,
     daemonize,
     first_exception,
+    leave_failure_note,
+    log_file_name,
     not_a_reply_nobody_awaits,
+    one_line,
+    open_log_file,
     return_large_blocks,
     sd_notify,
     setup_logging,
     stacks_on_request,
+    syslog_here,
+    take_failure_note,
     wake_stuck_reads,
 )
 from .mount_checks import check_logdir, check_mountpoint, fuse_fd, fuse_option_set
@@ -524,6 +530,26 @@ def _size_cache(cache_dir: str | None, logdir: str) -> LayoutCache:
         return LayoutCache(None)
 
 
+def daemon_log_file(cache_dir: str | None, logdir: str, mountpoint: str) -> tuple[str | None, str | None]:
+    """Where a detached daemon logs when there is no syslog (review23 R23-11: its warnings were lost):
+    ``(path, None)``, the file ``logs/<mount point>.log`` of the cache folder (the default one when the
+    cache is off), made here so that a folder that cannot be written is said before detaching;
+    ``(None, None)`` when syslog is there; ``(None, why)`` when the file cannot be had."""
+    if syslog_here():
+        return None, None
+    base = cache_dir or str(default_cache_dir())
+    try:
+        folder = check_outside(base, logdir) / "logs"
+    except InvalidInput:
+        return None, f"its log file cannot be in {base}, inside the log directory"
+    path = str(folder / log_file_name(mountpoint))
+    try:
+        open_log_file(path)
+    except OSError as exc:
+        return None, f"its log file cannot be written: {describe_os_error(exc)}"
+    return path, None
+
+
 # ---------------------------------------------------------------------------------------------- entry point
 
 
@@ -578,17 +604,38 @@ def mount(
 
     def run(ready: Callable[[], None]) -> int:
         stop_dumps = stacks_on_request()  # kill -USR1: every thread's stack on stderr (a hang made diagnosable)
+        noted = rw and not foreground  # a failed stop is noted for `kafkafs umount` (review23 R23-7)
+        answered = False
+
+        def on_ready() -> None:
+            nonlocal answered
+            answered = True
+            ready()
+
+        if noted:
+            take_failure_note(os.getpid())  # an earlier process's, under the same pid
         try:
             return serve(
-                logdir, mountpoint, rw=rw, values=values, settings=settings, options=options, on_ready=ready,
+                logdir, mountpoint, rw=rw, values=values, settings=settings, options=options, on_ready=on_ready,
                 cache_dir=cache_dir, list_limit=list_limit, schemas=schemas, clean=clean,
             )
+        except BaseException as exc:
+            if noted and answered:
+                leave_failure_note(one_line(exc))
+            raise
         finally:
             stop_dumps()
 
     if foreground:
         return run(lambda: None)
-    return daemonize(run, debug)
+    log_file, lost = daemon_log_file(cache_dir, logdir, mountpoint)
+    code = daemonize(run, debug, log_file)
+    if log_file is not None:
+        print(f"kafkafs: no syslog here: this mount's log (warnings, errors) is {log_file}", file=sys.stderr)
+    elif lost is not None:
+        print(f"kafkafs: no syslog here, and {lost}: this mount's warnings and errors are lost "
+              "(mount with -f to see them)", file=sys.stderr)
+    return code
 
 
 if __name__ == "__main__":  # the command line is the CLI's: say so rather than exit quietly

@@ -32,6 +32,7 @@ from pathlib import Path
 
 from ..errors import MountError, MountPathError
 from ..storage.dirlock import LOCK_FILE, describe_holder, lock_holder
+from .daemon import take_failure_note
 from .mountinfo import MountEntry, find_mount, unescape
 
 __all__ = ["MountEntry", "find_mount", "mount_copies", "unmount", "WAIT_TIMEOUT"]
@@ -40,6 +41,8 @@ __all__ = ["MountEntry", "find_mount", "mount_copies", "unmount", "WAIT_TIMEOUT"
 #: TimeoutStopSec of the unit is 30 s; a daemon asked to stop has 5 s for its requests, then closes).
 WAIT_TIMEOUT = 60.0
 _POLL = 0.01
+#: Seconds ``kafkafs umount`` gives a daemon that released the lock to end (and leave its note).
+_END_WAIT = 5.0
 #: Seconds of waiting after which the copies of the mount left elsewhere are looked for, and said.
 _LOOK_AFTER = 1.0
 
@@ -146,11 +149,31 @@ def _released(lock: Path, pid: int) -> bool:
     return _lock_holder(lock) != pid or not os.path.exists(f"/proc/{pid}")
 
 
+def _ended(pid: int) -> bool:
+    """Whether process ``pid`` has ended (gone, or a zombie its parent has yet to reap)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            state = f.read().rpartition(b")")[2].split()[:1]
+    except OSError:
+        return True
+    return state in ([b"Z"], [b"X"])
+
+
+def _failed_stop(pid: int, deadline: float) -> str | None:
+    """The daemon ``pid`` released the lock: what it noted of a failed close (review23 R23-7), once it
+    ended (waited for :data:`_END_WAIT` seconds at most, within the timeout), else None."""
+    until = min(deadline, time.monotonic() + _END_WAIT)
+    while not _ended(pid) and time.monotonic() < until:
+        time.sleep(_POLL)
+    return take_failure_note(pid)
+
+
 def unmount(mountpoint: str, timeout: float = WAIT_TIMEOUT) -> int:
     """Unmount the kafkafs mount at ``mountpoint``; for a ``--rw`` mount, return once its daemon
     released LOGDIR's lock (having written its checkpoints and ``.kafka_cleanshutdown``). Returns 0;
     raises :class:`MountPathError` (exit 2) when no kafkafs mount is there, :class:`MountError` (1) when
-    the unmount fails or the daemon still holds the lock after ``timeout`` seconds."""
+    the unmount fails, the daemon still holds the lock after ``timeout`` seconds, or its close failed
+    (the line it noted, :func:`~.daemon.leave_failure_note`)."""
     try:
         entry = find_mount(mountpoint)
     except OSError as exc:
@@ -190,4 +213,7 @@ def unmount(mountpoint: str, timeout: float = WAIT_TIMEOUT) -> int:
                       f"(pid {pid}) serves it, and holds {lock}, until none is left; waiting up to {timeout:g} s",
                       file=sys.stderr)
         time.sleep(_POLL)
+    failed = _failed_stop(pid, deadline)
+    if failed is not None:
+        raise MountError(f"{mountpoint}: unmounted, but its daemon's close of {entry.source} failed: {failed}")
     return 0

@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..errors import InvalidInput, KafkafsError, doing
+from ..errors import InvalidInput, KafkafsError, doing, tag_os_error
 from .options import READ_OPTION_NAMES, READ_OPTIONS
 
 __all__ = ["export", "FORMATS", "csv_columns"]
@@ -185,8 +185,13 @@ def export(
     # what planning refuses (a start past the end, no record at or after a starting timestamp): here in
     # one line, not after Spark's file writer has logged the error with its Java stack trace
     plan_read(read_options)
-    if not target.absolute().parent.is_dir():
-        raise InvalidInput(f"{out}: its parent folder {target.absolute().parent} does not exist")
+    parent = target.absolute().parent
+    try:  # missing parent folders are made, as Spark's own writers make them (review23 R23-10)
+        parent.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise InvalidInput(f"{out}: its parent {parent} is not a folder") from None
+    except OSError as exc:
+        raise tag_os_error(exc, "create {path}", parent) from None
     with doing("create {path}"):  # the folder Spark will write: said here, not by a Java stack trace
         target.mkdir()
         target.rmdir()

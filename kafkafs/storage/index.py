@@ -71,6 +71,7 @@ from kafkafs.format.index import (
     live_entry_count,
     round_down_to_entry,
 )
+from kafkafs.storage.file_copy import FileCopy, put_back
 from kafkafs.storage.index_read import DISK_ERRNOS, read_entries
 from kafkafs.storage.safefiles import open_file, reserve
 
@@ -438,6 +439,13 @@ class AbstractIndex(Generic[E]):
             finally:
                 self.close_handler()
                 self._closed = True
+
+    def put_back(self, copy: FileCopy) -> None:
+        """After a rebuild that failed: drop the map and make the file hold what ``copy`` kept
+        (:func:`~.file_copy.put_back`: its bytes and length, or no file); the next use opens it again."""
+        with self._lock:
+            self._state = None  # dropped, not closed (module docstring); never trimmed by a close
+            put_back(copy)
 
     def delete(self) -> bool:
         """Release and delete the file; True if it existed. The index cannot be used again."""

@@ -109,11 +109,24 @@ class LocalLog:
         self.generation = 0
         self._dir_mtime = 0  # read-only logs: the folder's mtime when last looked for swapped segments
         self._recheck: LogSegment | None = None  # read-only logs: the segment rolled at the last refresh
-        self._dir_id = folder_identity(self.dir)  # read-only logs: the folder a refresh lists (see refresh)
+        st: os.stat_result | None
+        try:  # (one stat: the folder's identity and its mtime before the load lists it, issue 25)
+            st = os.stat(self.dir)
+        except OSError:
+            st = None
+        #: read-only logs: the folder a refresh lists (see refresh)
+        self._dir_id = (st.st_dev, st.st_ino) if st is not None else None
+        #: read-only logs: the folder's mtime before the load's listing (its first look, :func:`load_segments`)
+        self._mtime_at_open = st.st_mtime_ns if st is not None else None
         #: read-only logs: the segments taken from a committed swap's ``.swap`` file, until they follow its
         #: rename to the plain name (see :meth:`_take_swaps`)
         self._swapped_in: dict[int, LogSegment] = {}
 
+
+    def _take_mtime_at_open(self) -> int | None:
+        """The folder's mtime from the open's stat, once (the load's listing; a later load stats again)."""
+        mtime, self._mtime_at_open = self._mtime_at_open, None
+        return mtime
     def use_config(self, config: LogConfig) -> None:
         """Read-only logs: the topic's settings changed (a broker recorded others: see
         :meth:`~kafkafs.storage.logdir.LogDir.follow_recorded`); the log and its segments read by them

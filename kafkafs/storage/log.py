@@ -125,6 +125,7 @@ class Log(LocalLog):
             recovery_point=recovery_point,
             clean_shutdown=clean_shutdown,
             recover_all=recover_all,
+            mtime_before=self._take_mtime_at_open(),
         )
         self.last_recovery = loaded.report
         for segment in loaded.segments:

@@ -185,17 +185,19 @@ class _Listing:
 SETTLED_NS = 2_000_000_000
 
 
-def _list(directory: Path, writable: bool) -> _Listing:
+def _list(directory: Path, writable: bool, mtime_before: int | None = None) -> _Listing:
     """The folder's files. Read-only, beside a broker that may roll meanwhile: a listing is no snapshot
     (a segment created while readdir runs can be missed while a later one is seen, and a segment's size
     can be read before its last batches), so unless the folder did not change during the listing nor
     just before it, it is listed again until a listing shows no segment past the highest of the listing
     before; that one is taken: every segment below that highest was whole before it began (a broker
-    creates segments in base offset order), and the last one is read again by every refresh."""
+    creates segments in base offset order), and the last one is read again by every refresh.
+    ``mtime_before``: the folder's mtime from a stat made earlier (the open's: one stat fewer); an
+    earlier look only widens the window a change is looked for in."""
     if writable:
         return _list_once(directory, writable)
     with doing("list {path}"):
-        changed = os.stat(directory).st_mtime_ns
+        changed = os.stat(directory).st_mtime_ns if mtime_before is None else mtime_before
         out = _list_once(directory, writable)
         if os.stat(directory).st_mtime_ns == changed and time.time_ns() - changed > SETTLED_NS:
             return out
@@ -268,13 +270,15 @@ def load_segments(
     recovery_point: int | None,
     clean_shutdown: bool,
     recover_all: bool = False,
+    mtime_before: int | None = None,
 ) -> LoadResult:
     """The segments of a folder (``make_segment(base, size=...)`` makes each); see the module docstring
     for what writable loads fix. ``clean_shutdown``: how the last writer stopped; ``recover_all``:
-    recover from the recovery point on even after a clean stop (``kafkafs recover``)."""
+    recover from the recovery point on even after a clean stop (``kafkafs recover``). ``mtime_before``:
+    the folder's mtime (ns) from a stat made before this call (read-only: the listing's first look)."""
     report = RecoveryReport()
     report.after_unclean_stop = not clean_shutdown
-    listing = _list(directory, writable)
+    listing = _list(directory, writable, mtime_before)
     if writable:
         _remove_temporary_files(directory, config, listing, report)
     segments = LogSegments()

@@ -100,6 +100,13 @@ def _mode(path: str, follow: bool) -> int | None:
         return None
 
 
+def file_mode(path: str, *, follow: bool) -> int | None:
+    """The file type and mode bits of ``path`` (``os.stat``'s ``st_mode``; through a last link when
+    ``follow``), None where nothing is; other OS errors raised, as :func:`is_dir` and :func:`is_link`:
+    one look answers both (``follow=False``: a link's own mode)."""
+    return _mode(path, follow)
+
+
 def is_dir(path: str) -> bool:
     """``Path(path).is_dir()`` (the same answer and errors) without making a Path: the paths of a partition's
     open (issue 25: pathlib was a good part of the 0.2-0.5 ms each of 200 partitions cost a mount)."""
@@ -437,7 +444,8 @@ def write_atomically(path: str | os.PathLike[str], data: bytes, *, fsync_dir: bo
     """Write ``path.tmp`` (created afresh, never through a link), fsync it, rename it over ``path`` and
     fsync the folder (Kafka's checkpoint way). A rename replaces a link at ``path`` itself, not its
     target. The new file keeps the mode of the file it replaces, and its owner and group when running
-    as root; a new one takes its folder's (:func:`take_folder_owner`)."""
+    as root; a new one takes its folder's (:func:`take_folder_owner`). A failed write removes its
+    ``.tmp``."""
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
     try:
@@ -446,15 +454,23 @@ def write_atomically(path: str | os.PathLike[str], data: bytes, *, fsync_dir: bo
         pass
     fd = open_file(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        _keep_owner_and_mode(fd, path)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    with doing("rename {path}"):
-        os.replace(tmp, path)
+        try:
+            with doing("write {path}", tmp):
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+                _keep_owner_and_mode(fd, path)
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        with doing("rename {path}"):
+            os.replace(tmp, path)
+    except BaseException:  # a full disk: no half-written .tmp left behind (review23 R23-7)
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
     if fsync_dir:
         fd = os.open(path.parent, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
         try:

@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NamedTuple
 
 from ..errors import CorruptRecordError, InvalidInput, KafkafsError
-from ..format.batch import BatchHeader
+from ..format.batch import BatchHeader, validate_batch
 from ..format.index import MAX_POSITION, MAX_RELATIVE_OFFSET
 from ..format.txnindex import TxnEvent, transaction_event
 from .config import LogConfig
@@ -141,23 +141,46 @@ class LogSegment(SegmentFiles):
         return next(self.read_from(offset, nowait=nowait, ordered=True, upper=upper), None)
 
     def read_from(
-        self, offset: int, *, nowait: bool = False, ordered: bool = False, upper: int | None = None
+        self, offset: int, *, nowait: bool = False, ordered: bool = False, upper: int | None = None,
+        check_passed: bool | None = None,
     ) -> Iterator[BatchView]:
         """Batches from the first one whose last offset is >= ``offset`` (the one holding it, or the
         next one after a gap) to the end, every one after it included. ``ordered``: for a reader, every
         batch of the scan is judged between its neighbours (:func:`~kafkafs.storage.validation.in_order`;
         ``upper``: the next segment's base offset; this one is then sealed), and offsets out of order
-        (or a torn batch of a sealed segment) raise :class:`~kafkafs.errors.CorruptRecordError`."""
+        (or a torn batch of a sealed segment) raise :class:`~kafkafs.errors.CorruptRecordError`.
+        ``check_passed`` (default: ``ordered``): a batch passed over whose CRC fails raises too, when it may
+        hold ``offset`` (the next batch starts past it, or none follows)."""
         start, first_read, expect = self.scan_start(offset, nowait)
         views = self._scan(start, nowait, first_read, sealed=upper is not None, expect=expect)
         if ordered:
             views = checked_order(views, str(self.log_path), next_offset=None, upper=upper,
                                   segment_base=self.base_offset)
         found = False
+        # ordered (a reader): a batch passed over by its lastOffsetDelta (inside the CRC) whose CRC fails
+        # may hold ``offset``, unless the next batch starts at or below it (review23 R23-12/R23-13)
+        passed: CorruptRecordError | None = None
         for view in views:
             if found or view.header.last_offset >= offset:
-                found = True
+                if passed is not None and view.header.base_offset > offset:
+                    raise passed
+                found, passed = True, None
                 yield view
+            elif check_passed or (check_passed is None and ordered):
+                passed = self.damage_of(view)
+        if passed is not None:
+            raise passed
+
+    def damage_of(self, view: BatchView) -> CorruptRecordError | None:
+        """Why ``view``'s CRC fails (placed in this ``.log``), or None when it holds: for a batch a reader's
+        lookup passes over by header fields inside the CRC (lastOffsetDelta, maxTimestamp), which a
+        damaged batch may lie in (never a quiet gap: review23 R23-12/R23-13). One CRC per batch passed
+        over, only between where the index points and what the lookup finds."""
+        try:
+            validate_batch(view.buf, view.header)
+        except CorruptRecordError as exc:
+            return exc.at(str(self.log_path), view.base)
+        return None
 
     def ordered_batches(self, next_offset: int | None, upper: int | None) -> Iterator[BatchView]:
         """Every batch from the start, for a reader: offsets out of order raise (see :meth:`read_from`);
@@ -184,6 +207,9 @@ class LogSegment(SegmentFiles):
                     return self.find_offset_by_timestamp(timestamp, starting_offset, sealed=sealed)
                 check = None
             if h.max_timestamp < timestamp or h.last_offset < starting_offset:
+                damage = self.damage_of(view)
+                if damage is not None:  # its records may reach the timestamp: the answer cannot be known
+                    raise damage
                 continue
             batch = view.decode(file=str(self.log_path))
             for off, ts in zip(batch.offsets, batch.timestamps, strict=True):
@@ -450,9 +476,11 @@ class LogSegment(SegmentFiles):
         undecided transactions at this segment's base offset: ``transactions`` is that state (updated in
         place to the segment's end), or a function that returns it, called only if the segment holds
         transactional batches, with True when it holds an ABORT marker (None: no index needed). With None
-        the ``.txnindex`` is kept as it is, less the entries whose marker was cut."""
+        the ``.txnindex`` is kept as it is, less the entries whose marker was cut. A recovery that fails
+        (an OS error reading the ``.log``, a full disk) leaves the three index files as they were
+        (:meth:`~.segment_files.SegmentFiles.rebuilding_indexes`)."""
         self._require_writable()
-        with self._lock:
+        with self._lock, self.rebuilding_indexes():  # a failure leaves the index files as they were
             events: list[TxnEvent] = []
             cut = self._recover(events, upper, [] if undecodable is None else undecodable)
             self._rebuild_txn_index(events, transactions)

@@ -22,10 +22,11 @@ from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import TypeVar
 
-from ..errors import CorruptRecordError, SegmentClosedError, WouldBlock
+from ..errors import CorruptRecordError, SegmentClosedError, UnsafeFileError, WouldBlock, describe_os_error
 from ..format.batch import DEFAULT_MAX_INFLATED_BYTES, LOG_OVERHEAD
 from ..format.batchheader import V2_HEADER_SIZE
 from .config import LogConfig
+from .file_copy import copy_file
 from .handles import BUDGET, FDS_PER_SEGMENT, FileHandle, HandleBudget
 from .names import DELETED, INDEX, LOG, TIME_INDEX, TXN_INDEX, segment_file_name
 from .offset_index import OffsetIndex
@@ -409,6 +410,31 @@ class SegmentFiles:
         setting was lowered): a full index then rolls the segment at the next append."""
         for index in (self.offset_index, self.time_index):
             index.resize(max(self.config.segment_index_bytes, index.size_in_bytes))
+
+    @contextlib.contextmanager
+    def rebuilding_indexes(self) -> Iterator[None]:
+        """Around a rebuild of the index files in place (recovery empties them, grows the offset and time
+        indexes to ``segment.index.bytes`` and writes them as it reads the ``.log``): the ``.log`` is opened
+        for writing first, so a log the process may not open fails before any index is touched; and when
+        the rebuild fails (a disk error, a full disk), each index file holds again exactly what it held
+        before (:mod:`.file_copy`; a file that was not there is removed), never a sealed segment's index
+        left preallocated with zeros (review23 R23-1). A file that cannot be put back is said, and the
+        rebuild's own error goes on."""
+        self.records.handle()
+        indexes: tuple[OffsetIndex | TimeIndex | TransactionIndex, ...] = (self.offset_index, self.time_index,
+                                                                          self.txn_index)
+        kept = [copy_file(index.path) for index in indexes]
+        try:
+            yield
+        except BaseException:
+            for index, copy in zip(indexes, kept, strict=True):
+                try:
+                    index.put_back(copy)
+                except OSError as exc:
+                    log.error("%s", describe_os_error(exc) + " (putting back what it held before a failed rebuild)")
+                except UnsafeFileError as exc:
+                    log.error("%s: %s (putting back what it held before a failed rebuild)", index.path, exc)
+            raise
 
     def _truncate_file(self, size: int) -> None:
         self.records.truncate(size)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from ..errors import CorruptRecordError, InvalidInput, UnsafeFileError
 from ..format.txnindex import ENTRY_SIZE, AbortedTxn, check_txn_index, encode_aborted_txn, parse_txn_index
+from .file_copy import FileCopy, put_back
 from .safefiles import open_file
 
 __all__ = ["TransactionIndex"]
@@ -141,6 +142,13 @@ class TransactionIndex:
             except FileNotFoundError:
                 pass
             self.path = path
+
+    def put_back(self, copy: FileCopy) -> None:
+        """After a rebuild that failed: the file holds what ``copy`` kept again (:mod:`.file_copy`)."""
+        with self._lock:
+            self._last_offset = _UNKNOWN
+            self._dirty = False
+            put_back(copy)
 
     def delete(self) -> bool:
         """Remove the file; False if there was none."""

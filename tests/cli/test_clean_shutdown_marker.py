@@ -102,7 +102,7 @@ def test_produce_says_the_records_it_appended_before_its_close_failed(demo_sourc
     assert done.returncode == 1
     assert done.stderr.decode().strip() == (
         f"kafkafs: error: cannot open {logdir}/orders-0/00000000000000000000.index for writing: permission denied"
-        "; the 1 records before it were appended, at offsets 715..715 (do not send them again)")
+        "; the record before it was appended, at offsets 715..715 (do not send them again)")
     assert not (logdir / MARKER).exists()  # the partition did not close
     last = run("consume", logdir, "orders-0", "-o", "-1")
     assert b'"offset":715' in last.stdout and b'"value":"hi"' in last.stdout

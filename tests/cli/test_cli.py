@@ -43,6 +43,50 @@ def test_demo_refuses_to_overwrite(demo):
     assert b"--force" in run("demo", str(demo), check_rc=2).stderr
 
 
+def test_demo_force_replaces_only_the_demos_partitions(tmp_path):
+    # review23 R23-8: --force deleted a partition the demo never wrote
+    target = tmp_path / "logs"
+    run("demo", str(target))
+    shutil.copytree(target / "payments-0", target / "precious-0")
+    (target / "notes.txt").write_text("mine\n")
+    run("produce", str(target), "orders-0", stdin=b"extra\n")
+    out = run("demo", str(target), "--force")
+    assert b"kept, not the demo's: precious-0" in out.stdout
+    assert (target / "precious-0").is_dir() and (target / "notes.txt").read_text() == "mine\n"
+    with LogDir(target) as d:
+        assert d.log("orders-0").log_end_offset == 715  # the demo's again: the extra record gone
+        assert d.log("precious-0").log_end_offset == 12
+    assert run("verify", str(target)).returncode == 0
+
+
+def test_a_warning_is_said_once(tmp_path):
+    # review23 R23-10: clean opens the log directory twice (its check, then its work): each warning was said twice
+    run("produce", str(tmp_path), "t-0", stdin=b"a\n")
+    with open(tmp_path / "recovery-point-offset-checkpoint", "a") as f:
+        f.write("orders\n")
+    (tmp_path / ".kafka_cleanshutdown").write_text("garbage\n")
+    (tmp_path / "t-1").symlink_to("t-0")
+    err = run("clean", "--dry-run", str(tmp_path), check_rc=1).stderr.decode()
+    warnings = [line for line in err.splitlines() if "WARNING" in line]
+    assert len(warnings) == 3 and len(set(warnings)) == 3, err
+    assert "expected 3 fields" in err and "marker does not parse" in err and "t-1: a link" in err
+
+
+@pytest.mark.parametrize("name, said", [
+    ("123.log", "a broker loads it as a segment at base offset 123"),
+    ("garbage.log", "NumberFormatException"),
+    ("x.timeindex", "NumberFormatException"),
+])
+def test_verify_names_files_a_brokers_loader_takes_for_segments(tmp_path, name, said):
+    # review23 R23-9: verify said OK; Kafka's LogLoader parses a base offset from every *.log and index name
+    run("produce", str(tmp_path), "t-0", stdin=b"a\nb\n")
+    (tmp_path / "t-0" / name).write_bytes((tmp_path / "t-0" / "00000000000000000000.log").read_bytes())
+    out = run("verify", str(tmp_path), check_rc=1).stdout.decode()
+    assert f"  {name}: " in out and said in out, out
+    (tmp_path / "t-0" / name).rename(tmp_path / "t-0" / "0.log")  # the segment at 0 again: nothing served differs
+    assert run("verify", str(tmp_path)).returncode == 0
+
+
 def test_produce_then_consume(tmp_path):
     lines = b'hello\n{"key": "k", "value": {"a": 1}, "headers": [{"key": "h", "value": "v"}]}\n{"value": null}\n'
     out = run("produce", str(tmp_path), "t-0", stdin=lines)

@@ -131,6 +131,12 @@ def test_cli_forms(logs):
         assert proc.stderr.startswith(b"kafkafs: ") and proc.stderr.count(b"\n") == 1
 
 
+def test_a_folder_named_as_a_shell_completes_it(logs):
+    # review23 R23-10: tab completion's trailing slash was "no partition orders-0/ and no topic orders-0/"
+    assert [r["offset"] for r in records(run(str(logs), "orders-0/").stdout)] == list(range(10))
+    assert len(records(run(str(logs), "orders/").stdout)) == 16
+
+
 @pytest.mark.parametrize("starts", [("--from-offset", "5", "--from-time", "0"), ("-o", "3", "-o", "9")])
 def test_two_places_to_start_are_a_usage_error(logs, starts):
     # SPEC §4: [--from-offset N | --from-time TS]; both used to print from the later one, exit 0
@@ -219,6 +225,26 @@ def test_damage_in_one_partition_of_a_topic_ends_only_that_partition(damaged, ar
     proc = run(str(damaged), "tx-2", *args, rc=1)
     assert [r["offset"] for r in records(proc.stdout)] == [0, 1, 2]
     assert proc.stderr.decode().count("damaged data") == 1
+
+
+def test_damage_said_before_the_reader_left_is_exit_1(tmp_path):
+    # review23 R23-10: `consume TOPIC | head -n1` said the damage, then exited 0 at the closed pipe
+    with LogDir(tmp_path, writable=True) as logdir:
+        logdir.create_partition("t", 0).append_records([(T0, None, b"bad-value", ())])
+        big = logdir.create_partition("t", 1)
+        for i in range(20):
+            big.append_records([(T0 + 1 + i * 100 + j, None, b"v" * 200, ()) for j in range(100)])
+    segment = tmp_path / "t-0" / "00000000000000000000.log"
+    data = bytearray(segment.read_bytes())
+    data[data.index(b"bad-value")] ^= 0xFF
+    segment.write_bytes(bytes(data))
+    script = f'"$0" -m kafkafs.cli consume {tmp_path} t | head -n 1 > /dev/null; exit ${{PIPESTATUS[0]}}'
+    proc = subprocess.run(["bash", "-c", script, sys.executable], capture_output=True, timeout=120)
+    assert "damaged data" in proc.stderr.decode() and "Traceback" not in proc.stderr.decode(), proc.stderr
+    assert proc.returncode == 1
+    healthy = subprocess.run(["bash", "-c", script.replace(" t |", " t-1 |"), sys.executable], capture_output=True,
+                             timeout=120)
+    assert healthy.returncode == 0 and healthy.stderr == b""  # the reader gone, nothing wrong: exit 0 (SPEC §4)
 
 
 def test_dash_t_names_a_topic_as_kcats_does(tmp_path):

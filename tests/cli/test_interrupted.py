@@ -165,6 +165,6 @@ def test_produce_stopped_between_batches_puts_the_marker_back(tmp_path, signum, 
             produce.kill()
             produce.wait()
     assert (produce.returncode, err.splitlines()) == (code, [
-        f"kafkafs: {how}: the 1 records before it were appended to t-0, at offsets 0..0 (do not send them again)"])
+        f"kafkafs: {how}: the record before it was appended to t-0, at offsets 0..0 (do not send them again)"])
     assert (logdir / ".kafka_cleanshutdown").read_bytes() == MARKER
     assert _records(logdir, "t-0") == 1

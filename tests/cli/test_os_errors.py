@@ -8,6 +8,7 @@ CAP_DAC_READ_SEARCH, CAP_FOWNER); a user who is not root runs it as it is.
 
 from __future__ import annotations
 
+import io
 import os
 import shutil
 import subprocess
@@ -102,6 +103,47 @@ def test_produce_says_which_segment_it_cannot_open_for_writing(demo):
     segment.chmod(0o444)
     line = error_line(run("produce", str(demo), "orders-0", stdin=b"x\n"))
     assert line == f"kafkafs: error: cannot open {segment} for writing: permission denied"
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+
+
+def _verified(logdir: Path) -> tuple[int, str]:
+    """What ``kafkafs verify LOGDIR`` finds (its problem count and report), run in this process."""
+    from kafkafs.inspect import verify_logdir
+    from kafkafs.storage.logdir import LogDir
+
+    out = io.StringIO()
+    with LogDir(logdir) as opened:
+        problems = verify_logdir(opened, out)
+    return problems, out.getvalue()
+
+
+@pytest.mark.parametrize("lost_index", [False, True], ids=["indexed", "lost-index"])
+def test_a_recover_that_cannot_open_a_sealed_segment_leaves_its_indexes_as_they_were(demo, lost_index):
+    """review23 R23-1: a recover that failed on a sealed segment's ``.log`` it may not open left the
+    segment's trimmed ``.index`` / ``.timeindex`` (or a lost ``.index``, rebuilt as no damage) as 10 MiB of
+    preallocated zeros: damage `verify` then reported, and a broker would have read the time index's
+    last entry as timestamp 0. The error line stays; every file of the partition is as it was."""
+    folder = demo / "orders-1"
+    sealed = sorted(folder.glob("*.log"))
+    assert len(sealed) > 1
+    if lost_index:
+        sealed[0].with_suffix(".index").unlink()
+    verified = _verified(demo)
+    before = _files(folder)
+    sealed[0].chmod(0)
+    try:
+        proc = run("recover", str(demo))
+    finally:
+        sealed[0].chmod(0o644)
+    assert proc.returncode == 1
+    errors = [line for line in proc.stderr.decode().splitlines() if "error" in line]
+    # one line (the read-only look before the writable open said it too: failed before, seen)
+    assert errors == [f"kafkafs: error: cannot open {sealed[0]} for writing: permission denied"], proc.stderr
+    assert _files(folder) == before
+    assert _verified(demo) == verified
 
 
 def test_produce_says_it_cannot_create_a_partition(demo):
@@ -246,6 +288,25 @@ def test_consume_and_groups_read_on_past_a_folder_they_cannot_list(demo, fixture
     assert line.startswith(f"kafkafs: error: cannot list {committed}: permission denied;"), line
     row = next(r.split() for r in proc.stdout.decode().splitlines() if " TestTopicPatient " in r)
     assert row[1:6] == ["TestTopicPatient", "0", "3", "-", "-"]
+
+
+@pytest.mark.parametrize("how", [[], ["--no-interleave"], ["--grep", "."]], ids=["interleaved", "no-interleave", "grep"])
+def test_consume_reads_on_past_a_segment_it_cannot_read(demo, how):
+    """review23 R23-5: a segment of one partition that the user may not read stopped `consume TOPIC`
+    whole (nothing of the other partition printed, interleaved or not), where damage and a folder that
+    cannot be listed are local. Now that partition ends there, said in one line, every other partition is
+    read to its end, exit 1 (the kernel's merge, one partition after the other, and the line by line way)."""
+    whole = run("consume", str(demo), "orders", *how)
+    assert whole.returncode == 0
+    segment = sorted((demo / "orders-0").glob("*.log"))[0]  # the first partition: the others come after it
+    segment.chmod(0o000)
+    try:
+        proc = run("consume", str(demo), "orders", *how)
+    finally:
+        segment.chmod(0o644)
+    assert error_line(proc) == f"kafkafs: error: cannot read {segment}: permission denied"
+    others = [line for line in whole.stdout.splitlines(keepends=True) if b'"partition":0,' not in line]
+    assert proc.stdout.splitlines(keepends=True) == others and others
 
 
 def test_dump_says_it_cannot_read_a_file_in_a_folder_it_cannot_search(demo):

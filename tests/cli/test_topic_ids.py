@@ -128,10 +128,10 @@ def test_produce_into_another_brokers_partition_warns(fixtures_dir, tmp_path):
         assert warned[0].startswith(f"kafkafs: WARNING: {name}: the metadata log (__cluster_metadata-0) assigns "
                                     f"partition 0 of topic {name[:-2]} to broker(s) 1, not to node 2 of this "
                                     "directory: a Kafka broker of this directory "), err
-        assert f"appended 1 records to {name}" in err
+        assert f"appended 1 record to {name}" in err
     meta.write_text(meta.read_text().replace("node.id=2", "node.id=1"))  # this broker's own: nothing said
     err = run("produce", str(logs), "TestTopicPatient-0", stdin=b"and here\n").stderr.decode()
-    assert err.splitlines() == ["kafkafs: appended 1 records to TestTopicPatient-0 at offsets 4..4"], err
+    assert err.splitlines() == ["kafkafs: appended 1 record to TestTopicPatient-0 at offsets 4..4"], err
 
 
 def test_produce_refuses_a_leader_epoch_above_the_metadata_logs(fixtures_dir, tmp_path):

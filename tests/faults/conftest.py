@@ -8,6 +8,7 @@ disk hurts only the pages that need it."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from kafkafs.inspect import verify_logdir
 from kafkafs.storage.config import Settings
 from kafkafs.storage.logdir import LogDir
 from tests.fs.conftest import ROOT, Mount, Mounts, built_logdir, logdir_copy, mounted, unmount  # noqa: F401
@@ -36,6 +38,19 @@ def cli(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess:
 def recovered(proc: subprocess.CompletedProcess) -> None:
     """``recover`` finished: exit 0 (nothing wrong) or 1 (damage found and cut, SPEC §4), with its summary."""
     assert proc.returncode in (0, 1) and b"clean shutdown marked" in proc.stdout, (proc.stdout, proc.stderr)
+
+
+def files_of(folder: Path) -> dict[str, bytes]:
+    """Every file of ``folder`` by name, with its bytes."""
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+
+
+def verified(logdir: Path) -> tuple[int, str]:
+    """What ``kafkafs verify LOGDIR`` finds (its problem count and report), run in this process."""
+    out = io.StringIO()
+    with LogDir(logdir) as opened:
+        problems = verify_logdir(opened, out)
+    return problems, out.getvalue()
 
 
 def values(logdir: Path, name: str) -> list[bytes]:

@@ -19,7 +19,7 @@ import pytest
 from kafkafs.format.jsonview import ProducerRecord
 from kafkafs.storage.config import Settings
 from kafkafs.storage.logdir import LogDir
-from tests.faults.conftest import PAGE, read_pages
+from tests.faults.conftest import PAGE, cli, read_pages
 from tests.fs.conftest import expected_jsonl
 
 BASE_TS = 1_763_700_000_000
@@ -94,3 +94,40 @@ def test_eio_in_one_segment_fails_only_the_reads_that_need_it(tmp_path, eio_laye
     layer.fail()
     with pytest.raises(AssertionError):
         assert _eio(lambda: (part / "by-offset" / f"{bases[2] - 1}.json").read_bytes())
+
+
+def test_consume_reads_every_other_partition_past_a_disk_error(tmp_path, eio_layer):
+    """review23 R23-5: EIO reading one partition's segment stopped `consume TOPIC` for every partition
+    (interleaved: the others cut where the failing one stopped; ``--no-interleave``: none after it). Now
+    that partition ends at the bad stretch (every record before the read that failed printed), the error
+    is said in one line, every other partition is read to its end, exit 1, as for damage: the kernel's
+    merge, one partition after the other, and the line by line way (``--grep``)."""
+    source = tmp_path / "logs"
+    source.mkdir()
+    with LogDir(source, Settings({"segment.bytes": 8192, "index.interval.bytes": 1024}), writable=True) as d:
+        for p in (0, 1):
+            log = d.create_partition("t", p)
+            for i in range(0, 300, 20):
+                log.append_records([ProducerRecord(BASE_TS + 2 * j + p, b"k%d" % j, b"v%d-%s" % (j, b"p" * 40), ())
+                                    for j in range(i, i + 20)])
+            if p == 0:
+                bases = [s.base_offset for s in log.segments]
+    assert len(bases) >= 3
+    layer = eio_layer(source)
+    name = f"{bases[1]:020d}.log"
+    bad = (source / "t-0" / name).stat().st_size // 2
+
+    def lines_of(out: bytes, p: int) -> list[bytes]:
+        return [line for line in out.splitlines() if b'"partition":%d,' % p in line]
+
+    whole = cli("consume", str(source), "t")  # each partition's lines, in offset order, whatever the way
+    assert whole.returncode == 0
+    layer.fail({"name": f"t-0/{name}", "from": bad, "to": bad + 100, "op": "read"})
+    for how in ([], ["--no-interleave"], ["--grep", "."]):
+        proc = cli("consume", str(layer.path), "t", *how)
+        assert proc.returncode == 1, how
+        said = f"kafkafs: error: cannot read {layer.path}/t-0/{name}: input/output error"
+        assert proc.stderr.decode().splitlines() == [said], how
+        assert lines_of(proc.stdout, 1) == lines_of(whole.stdout, 1), how
+        got = lines_of(proc.stdout, 0)
+        assert got == lines_of(whole.stdout, 0)[: len(got)] and bases[1] <= len(got) < bases[2], how

@@ -17,6 +17,7 @@ from tests.faults.conftest import (
     COMPACT,
     append_rounds,
     cli,
+    files_of,
     heals_through_the_mount,
     produce_keyed,
     produce_rounds,
@@ -24,6 +25,7 @@ from tests.faults.conftest import (
     recovers_with_every_ack,
     rw_mount_of_t0,
     values,
+    verified,
 )
 
 
@@ -128,3 +130,26 @@ def test_clean_says_what_it_compacted_before_the_disk_filled(tmp_path, eio_layer
     errors = [line for line in proc.stderr.decode().splitlines() if "error" in line]
     assert len(errors) == 1 and errors[0].endswith(
         f"no space left on device; the {len(said)} change(s) said before it were made"), proc.stderr
+
+
+def test_a_recover_stopped_by_eio_in_a_sealed_segment_leaves_its_indexes_as_they_were(tmp_path, eio_layer):
+    """review23 R23-1: a ``recover`` whose rebuild of a sealed segment's indexes met a bad stretch of its
+    ``.log`` stopped with the right line, but left the segment's ``.index`` / ``.timeindex`` as 10 MiB of
+    zeros: damage ``verify`` then reported, and the valid index that let readers seek past the bad stretch
+    was gone. Now every file is as it was. (``produce`` reads the segments it would recover before it
+    rebuilds anything: a disk error stops it earlier.)"""
+    source = tmp_path / "logs"
+    assert cli("demo", str(source)).returncode == 0
+    folder = source / "orders-0"
+    sealed = sorted(folder.glob("*.log"))[0]
+    before, said = files_of(folder), verified(source)
+    layer = eio_layer(source)
+    bad = sealed.stat().st_size // 3
+    layer.fail({"name": f"orders-0/{sealed.name}", "from": bad, "to": bad + 100, "op": "read"})
+    proc = cli("recover", str(layer.path))
+    assert proc.returncode == 1 and f"{sealed.name}: input/output error" in proc.stderr.decode(), proc.stderr
+    assert layer.hits()
+    layer.fail()
+    assert files_of(folder) == before
+    assert verified(source) == said
+

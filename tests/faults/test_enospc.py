@@ -20,6 +20,7 @@ from tests.faults.conftest import (
     SMALL,
     append_rounds,
     cli,
+    files_of,
     heals_through_the_mount,
     produce_keyed,
     produce_rounds,
@@ -28,6 +29,7 @@ from tests.faults.conftest import (
     recovers_with_every_ack,
     rw_mount_of_t0,
     values,
+    verified,
 )
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
@@ -86,6 +88,29 @@ def test_enospc_during_recovery(small_fs):
     recovered(cli("recover", str(logs)))
     assert cli("verify", str(logs)).returncode == 0
     assert values(logs, "t-0") == before
+
+
+@pytest.mark.parametrize("command", ["recover", "produce"])
+def test_a_writer_that_fills_the_disk_rebuilding_lost_indexes_leaves_none(small_fs, command):
+    """review23 R23-1: a writer rebuilding a sealed segment's lost ``.index`` / ``.timeindex`` (no damage: a
+    broker rebuilds them too) on a full disk stopped with the right line, but left them as 10 MiB files of
+    zeros, damage ``verify`` then reported (a broker would have read the time index's last entry as
+    timestamp 0). Now the files are as they were: still missing."""
+    logs = small_fs / "logs"
+    with LogDir(logs, Settings({"segment.bytes": 16384, "index.interval.bytes": 512}), writable=True) as logdir:
+        log_ = logdir.create_partition("t", 0)
+        for run in range(60):  # a batch each: every sealed segment's indexes get entries
+            log_.append_records([ProducerRecord(None, None, b"v%d-" % run + b"y" * 300, ())] * 3)
+    folder = logs / "t-0"
+    sealed = sorted(folder.glob("*.log"))[0]
+    for suffix in (".index", ".timeindex"):
+        sealed.with_suffix(suffix).unlink()
+    before, said = files_of(folder), verified(logs)
+    fill(small_fs, 0)
+    one_line_enospc(cli(command, str(logs), *(["t-0"] if command == "produce" else []), *SMALL, stdin=b"x\n"))
+    assert files_of(folder) == before
+    (small_fs / "filler").unlink()
+    assert verified(logs) == said
 
 
 def test_enospc_during_compaction(small_fs):

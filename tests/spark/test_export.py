@@ -110,6 +110,22 @@ def test_export_refuses_what_planning_refuses_before_spark_starts(generated, tmp
     assert not (tmp_path / "out").exists()
 
 
+def test_export_makes_missing_parent_folders_as_sparks_writers_do(generated, tmp_path, monkeypatch):
+    # review23 R23-10: "its parent folder ... does not exist" (exit 2); README's export snippet failed so
+    from kafkafs.spark import export as export_module
+
+    def no_spark(master):
+        raise AssertionError("Spark was started")
+
+    monkeypatch.setattr(export_module, "_session", no_spark)
+    with pytest.raises(AssertionError, match="Spark was started"):
+        export([str(generated)], str(tmp_path / "new" / "dir" / "out"))
+    assert (tmp_path / "new" / "dir").is_dir() and not (tmp_path / "new" / "dir" / "out").exists()
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(InvalidInput, match="is not a folder"):
+        export([str(generated)], str(tmp_path / "file" / "out"))
+
+
 def test_export_cli_refuses_a_bad_option_in_one_line(generated, tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "kafkafs", "export", str(generated), str(tmp_path / "out"), "-O", "bogus=1"],

@@ -254,3 +254,38 @@ def test_log_start_checkpoint_lists_only_starts_above_the_first_segment(tmp_path
         logdir.log("still-0").append_records([rec()])
     starts = parse_offset_checkpoint((tmp_path / "log-start-offset-checkpoint").read_bytes())
     assert starts == {("moved", 0): 3}
+
+
+def test_a_read_only_open_looks_at_its_folder_three_times(tmp_path: Path, monkeypatch) -> None:
+    """Issue 25: every look is a system call that lets the GIL go (a mount opens partitions on a thread beside
+    the FUSE loop): one lstat says folder-and-not-an-alias, one stat gives the folder's identity and its mtime
+    before the listing, one after it. An alias (a link), a file and a link to nothing are still no partition."""
+    with LogDir(tmp_path, writable=True) as writer:
+        writer.create_partition("t", 0).append_records([rec()])
+    os.symlink(tmp_path / "t-0", tmp_path / "t-1")
+    (tmp_path / "t-2").write_bytes(b"")
+    os.symlink(tmp_path / "gone", tmp_path / "t-3")
+    folder = str(tmp_path / "t-0")
+    looks: list[str] = []
+    real_stat, real_lstat = os.stat, os.lstat
+
+    def stat(path, *args, **kwargs):
+        if str(path) == folder:
+            looks.append("stat")
+        return real_stat(path, *args, **kwargs)
+
+    def lstat(path, *args, **kwargs):
+        if str(path) == folder:
+            looks.append("lstat")
+        return real_lstat(path, *args, **kwargs)
+
+    with LogDir(tmp_path) as logdir:
+        monkeypatch.setattr(os, "stat", stat)
+        monkeypatch.setattr(os, "lstat", lstat)
+        log_ = logdir.log("t-0")
+        monkeypatch.undo()
+        assert len(looks) <= 3, looks
+        assert [s.base_offset for s in log_.segments] == [0] and log_.log_end_offset == 1
+        for name in ("t-1", "t-2", "t-3"):
+            with pytest.raises(InvalidName):
+                logdir.log(name)

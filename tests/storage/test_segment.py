@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import random
@@ -454,6 +455,49 @@ def test_recovery_rebuilds_the_indexes_kafka_would(tmp_path: Path) -> None:
     assert again.offset_index.path.read_bytes() == index
     assert again.time_index.path.read_bytes() == timeindex
     again.close()
+
+
+@pytest.mark.parametrize(
+    ("fault", "lost"),
+    [("eio", ()), ("eio", (".index",)), ("eio", (".index", ".timeindex")), ("enospc", (".index",)),
+     ("enospc", (".index", ".timeindex"))],  # (a full disk needs no page for entries that had one)
+    ids=["eio", "eio-lost-index", "eio-lost-both", "enospc-lost-index", "enospc-lost-both"],
+)
+def test_a_recovery_that_fails_leaves_the_index_files_as_they_were(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fault: str, lost: tuple[str, ...]
+) -> None:
+    """review23 R23-1: a recovery that failed halfway (a disk error reading the ``.log``, a full disk when
+    an index entry needs a page) left a sealed segment's trimmed indexes (or lost ones, which a rebuild
+    replaces as no damage) preallocated with zeros: damage, and a time index whose last entry says 0. Now
+    every index file holds what it held (or is still missing), byte for byte, and the error goes on."""
+    seg = segment(tmp_path, 0)
+    for i in range(100):
+        append(seg, batch([str(i).encode()], base_offset=i, ts=1000 + i))
+    seg.close(seal=True)  # sealed: trimmed indexes
+    for suffix in lost:
+        (tmp_path / f"00000000000000000000{suffix}").unlink()
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    again = segment(tmp_path, 0)
+    if fault == "eio":
+        real = again.batches
+
+        def batches(*args, **kwargs):
+            for n, view in enumerate(real(*args, **kwargs)):
+                if n == 60:
+                    raise OSError(errno.EIO, "Input/output error", str(again.log_path))
+                yield view
+
+        monkeypatch.setattr(again, "batches", batches)
+    else:
+        def reserve(path, *args):
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+        monkeypatch.setattr("kafkafs.storage.index.reserve", reserve)
+    with pytest.raises(OSError) as failed:
+        again.recover()
+    assert failed.value.errno == (errno.EIO if fault == "eio" else errno.ENOSPC)
+    again.close()
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
 
 
 def test_zero_filled_tail_ends_the_data_and_recovery_cuts_it(tmp_path: Path) -> None:

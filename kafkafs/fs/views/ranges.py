@@ -203,7 +203,7 @@ class RangeLayout(Layout):
             self.next_offset = max(self.next_offset, run.last_offset + 1)
 
         try:  # a sealed segment's torn batch raises (SPEC §3: damage, never a quiet gap)
-            views = segment.read_from(start, upper=upper) if start is not None else segment.batches(
+            views = segment.read_from(start, upper=upper, check_passed=True) if start is not None else segment.batches(
                 0, sealed=is_sealed(upper))
             # offsets out of order are damage (SPEC §4): such a batch is a bad piece, as one that does not
             # decode (read_from starts at the batch holding start: nothing before it is known)
@@ -214,7 +214,8 @@ class RangeLayout(Layout):
                     break
                 if start is not None and h.last_offset < start and order is None:
                     continue
-                if header_skips(h, flt) and order is None:
+                if header_skips(h, flt) and order is None and segment.damage_of(view) is None:
+                    # (a damaged batch is not passed over by its maxTimestamp: its damage is said below)
                     close()
                     run = None
                     self.next_offset = max(self.next_offset, h.last_offset + 1)

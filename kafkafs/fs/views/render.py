@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from ...errors import CorruptRecordError, UninflatableBatch
-from ...format.batch import BatchHeader, scan_batches
+from ...format.batch import BatchHeader, scan_batches, validate_batch
 from ...format.jsonspan import render_span_into
 from ...format.jsonview import raw_jsonl_lengths, render_raw_jsonl, render_span_jsonl
 from ...storage.records import BatchView
@@ -176,6 +176,19 @@ def _header_excludes(header: BatchHeader, flt: Filter) -> bool:
     )
 
 
+def _excluded(view: BatchView, flt: Filter, file: str) -> bool:
+    """:func:`_header_excludes`, the batch's CRC checked first when it says so: maxTimestamp and
+    lastOffsetDelta are inside the CRC, and a damaged batch is never left out quietly (review23 R23-12);
+    :class:`CorruptRecordError` placed in ``file`` then."""
+    if not _header_excludes(view.header, flt):
+        return False
+    try:
+        validate_batch(view.buf, view.header)
+    except CorruptRecordError as exc:
+        raise exc.at(file, view.base) from None
+    return True
+
+
 def _bounds(flt: Filter) -> dict[str, int | None]:
     return {"lo": flt.lo, "hi": flt.hi, "ts_lo": flt.ts_lo, "ts_hi": flt.ts_hi}
 
@@ -220,7 +233,7 @@ class Renderer:
         try:
             if flt is NO_FILTER:
                 return sum(raw_jsonl_lengths(self.topic, self.partition, view.raw(), self.mode, decoder=self.decoder))
-            if _header_excludes(view.header, flt):
+            if _excluded(view, flt, file):
                 return 0
             return sum(
                 raw_jsonl_lengths(self.topic, self.partition, view.raw(), self.mode, decoder=self.decoder, **_bounds(flt))
@@ -237,7 +250,7 @@ class Renderer:
         bounds = _bounds(flt)
         out = []
         for view in _batches_in(segment, position, size):
-            if _header_excludes(view.header, flt):
+            if _excluded(view, flt, file):
                 continue
             try:
                 out.append(render_raw_jsonl(self.topic, self.partition, view.raw(), self.mode, decoder=self.decoder, **bounds))
