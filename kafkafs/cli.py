@@ -700,14 +700,21 @@ def _main(argv: Sequence[str] | None, on_start: Callable[[], object] | None) -> 
         level=logging.DEBUG if getattr(args, "debug", False) else (logging.INFO if args.verbose else logging.WARNING),
         format="kafkafs: %(levelname)s: %(message)s",
     )
-    if args.command != "mount":  # a mount's log is a log: a line again is news there
-        for handler in logging.getLogger().handlers:
-            handler.addFilter(_SaidOnce())
-    if args.command in ("consume", "mount", "dump"):  # the commands that render records
-        _note_missing_kernel()
-    if on_start is not None:
-        on_start()
-    return run_command(args)
+    # a mount's log is a log: a line again is news there. Each handler its own filter, taken off again
+    # when the command ends (main() may run many times in one process, as tests do: a filter left on
+    # a handler that outlives the command dropped the next commands' lines)
+    filters = [] if args.command == "mount" else [(h, _SaidOnce()) for h in logging.getLogger().handlers]
+    for handler, said_once in filters:
+        handler.addFilter(said_once)
+    try:
+        if args.command in ("consume", "mount", "dump"):  # the commands that render records
+            _note_missing_kernel()
+        if on_start is not None:
+            on_start()
+        return run_command(args)
+    finally:
+        for handler, said_once in filters:
+            handler.removeFilter(said_once)
 
 
 if __name__ == "__main__":

@@ -72,6 +72,26 @@ def test_a_warning_is_said_once(tmp_path):
     assert "expected 3 fields" in err and "marker does not parse" in err and "t-1: a link" in err
 
 
+def test_a_command_run_in_process_leaves_no_filter_on_the_log_handlers(tmp_path, caplog):
+    """The say-once filter lives as long as its command: main() run in a process whose log handlers
+    outlive it (pytest's, a notebook's) dropped the later lines that repeated one it had said (CI #45:
+    a Spark differential test lost a warning; failed before, seen)."""
+    import logging
+
+    from kafkafs import cli
+
+    run("produce", str(tmp_path), "t-0", stdin=b"a\n")
+    (tmp_path / ".kafka_cleanshutdown").write_text("garbage\n")
+    with caplog.at_level(logging.WARNING):
+        assert cli.main(["clean", "--dry-run", str(tmp_path)]) == 0
+        said = [r.getMessage() for r in caplog.records if "does not parse" in r.getMessage()]
+        assert len(said) == 1, said
+        caplog.clear()
+        logging.getLogger("kafkafs.storage").warning(said[0])  # the same line, after the command
+        assert [r.getMessage() for r in caplog.records] == said
+    assert not any(f for h in logging.getLogger().handlers for f in h.filters if isinstance(f, cli._SaidOnce))
+
+
 @pytest.mark.parametrize("name, said", [
     ("123.log", "a broker loads it as a segment at base offset 123"),
     ("garbage.log", "NumberFormatException"),
