@@ -44,6 +44,18 @@ def _files(folder: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.suffix != ".snapshot"}
 
 
+def _six_cleaner_rounds(path: Path, settings) -> None:
+    """A --rw --clean mount's cleaner, six rounds: no round fails, and z-0 (intact) is compacted."""
+    from kafkafs.storage.cleaner import LogCleaner
+
+    with LogDir(path, settings, writable=True) as logdir:
+        cleaner = LogCleaner(logdir)
+        for _ in range(6):
+            cleaner.run_once()
+        assert cleaner.errors == 0
+        assert [r[0] for r in logdir.log("z-0").records()] == [5, 6, 7, 8]
+
+
 @pytest.mark.parametrize("dry_run", [False, True])
 def test_clean_says_the_damaged_partition_and_cleans_the_others(tmp_path, dry_run):
     """failed before (seen): "damaged data: ...", exit 1, z-0 not compacted, marker gone."""
@@ -64,17 +76,11 @@ def test_clean_says_the_damaged_partition_and_cleans_the_others(tmp_path, dry_ru
 
 
 def test_the_mounts_cleaner_says_it_once_and_compacts_the_others(tmp_path, caplog):
-    from kafkafs.storage.cleaner import LogCleaner
     from kafkafs.storage.config import Settings
 
     path = _two_compacted(tmp_path / "logs")
-    settings = Settings({"cleanup.policy": "compact", "min.cleanable.dirty.ratio": 0.01, "log.cleaner.backoff.ms": 0})
-    with LogDir(path, settings, writable=True) as logdir:
-        cleaner = LogCleaner(logdir)
-        for _ in range(6):
-            cleaner.run_once()
-        assert cleaner.errors == 0
-        assert [r[0] for r in logdir.log("z-0").records()] == [5, 6, 7, 8]
+    _six_cleaner_rounds(path, Settings({"cleanup.policy": "compact", "min.cleanable.dirty.ratio": 0.01,
+                                        "log.cleaner.backoff.ms": 0}))
     said = [r for r in caplog.records if "a-0" in r.getMessage()]
     assert len(said) == 1 and "not compacted: damaged data" in said[0].getMessage(), [r.getMessage() for r in said]
     assert not [r for r in caplog.records if r.exc_info]
@@ -85,7 +91,6 @@ def test_the_mounts_cleaner_says_a_partition_its_load_refuses_once_and_cleans_th
     # fix54 leftover: a-0's indexes are gone and its sealed segment is damaged, so its writable load would
     # cut whole batches and refuses it (NeedsRecovery). The mount's cleaner opened it first and skipped it
     # in silence every round (nothing said anywhere; the close then said only "a-0 still needs recovery").
-    from kafkafs.storage.cleaner import LogCleaner
     from kafkafs.storage.config import Settings
 
     path = _two_compacted(tmp_path / "logs")
@@ -94,12 +99,7 @@ def test_the_mounts_cleaner_says_a_partition_its_load_refuses_once_and_cleans_th
     settings = Settings({"cleanup.policy": "compact,delete", "min.cleanable.dirty.ratio": 0.01,
                          "log.cleaner.backoff.ms": 0, "log.retention.check.interval.ms": 1, "retention.ms": -1})
     before = _files(path / "a-0")
-    with LogDir(path, settings, writable=True) as logdir:
-        cleaner = LogCleaner(logdir)
-        for _ in range(6):
-            cleaner.run_once()
-        assert cleaner.errors == 0
-        assert [r[0] for r in logdir.log("z-0").records()] == [5, 6, 7, 8]
+    _six_cleaner_rounds(path, settings)
     said = [r.getMessage() for r in caplog.records if "a-0" in r.getMessage() and r.levelname != "INFO"]
     assert len(said) == 1 and "refusing to write" in said[0] and "kafkafs recover" in said[0], said
     assert said[0].count("position") == 1 and "nothing appended, deleted or compacted" in said[0], said

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from kafkafs.storage import names
 from kafkafs.storage.cleaner import compact
@@ -101,12 +101,9 @@ def _renames(monkeypatch, on_rename) -> None:
     monkeypatch.setattr(AbstractIndex, "rename", renamed_index)
 
 
-def test_a_read_only_log_of_a_folder_left_inside_a_swap_shows_what_kafkas_recovery_keeps(tmp_path, monkeypatch):
-    """A crash at every step of a swap (the log directory copied aside after each rename): a read-only open
-    (and its refresh) shows what a broker's recovery (kafkafs's recovery, its copy here) makes of the
-    folder: the old segments while the swap was not committed (an index still ``.cleaned``), the merged
-    segment once it was, never both and never a gap. Before, the merged segment was ignored: a folder
-    left with the first replaced segment renamed ``.deleted`` read from the second one on."""
+def _crash_copies_of_a_compaction(tmp_path, monkeypatch, when: Callable[[list[str]], bool] = lambda listed: True):
+    """A partition compacted with its log directory copied aside after each rename of the swap (those
+    whose partition folder's listing ``when`` takes): (records before, records after, the copies)."""
     work = tmp_path / "w"
     work.mkdir()
     with LogDir(work, ROLLING, writable=True) as logdir:
@@ -116,14 +113,25 @@ def test_a_read_only_log_of_a_folder_left_inside_a_swap_shows_what_kafkas_recove
     crashes: list = []
 
     def crash_here() -> None:
-        crashes.append(tmp_path / f"crash{len(crashes)}")
-        shutil.copytree(work, crashes[-1], ignore=shutil.ignore_patterns(".lock"))
+        if when(os.listdir(work / "kv-0")):
+            crashes.append(tmp_path / f"crash{len(crashes)}")
+            shutil.copytree(work, crashes[-1], ignore=shutil.ignore_patterns(".lock"))
 
     _renames(monkeypatch, crash_here)
     with LogDir(work, MERGING, writable=True) as logdir:
         assert compact(logdir.log("kv-0"), now_ms=10**13)
         monkeypatch.undo()
         after = _records(logdir.log("kv-0"))
+    return before, after, crashes
+
+
+def test_a_read_only_log_of_a_folder_left_inside_a_swap_shows_what_kafkas_recovery_keeps(tmp_path, monkeypatch):
+    """A crash at every step of a swap (the log directory copied aside after each rename): a read-only open
+    (and its refresh) shows what a broker's recovery (kafkafs's recovery, its copy here) makes of the
+    folder: the old segments while the swap was not committed (an index still ``.cleaned``), the merged
+    segment once it was, never both and never a gap. Before, the merged segment was ignored: a folder
+    left with the first replaced segment renamed ``.deleted`` read from the second one on."""
+    before, after, crashes = _crash_copies_of_a_compaction(tmp_path, monkeypatch)
     assert len(crashes) > 8 and len(after) < len(before)
     shown_swap = 0
     for step, crashed in enumerate(crashes):
@@ -170,23 +178,11 @@ def test_a_read_only_open_lists_its_folder_once_and_takes_a_committed_swap_from_
     settled: a read-only open lists it once, the swap taken from that listing (it listed it twice, once
     for the segments and once for the swaps: ~14% of a partition's open, issue 25), and shows what
     Kafka's recovery keeps."""
-    work = tmp_path / "w"
-    work.mkdir()
-    with LogDir(work, ROLLING, writable=True) as logdir:
-        _fill(logdir.create_partition("kv", 0), 24, b"v", 6)
-    crashes: list = []
 
-    def crash_here() -> None:
-        listed = os.listdir(work / "kv-0")
-        if any(n.endswith(names.LOG + names.SWAP) for n in listed) and any(n.endswith(names.DELETED) for n in listed):
-            crashes.append(tmp_path / f"crash{len(crashes)}")
-            shutil.copytree(work, crashes[-1], ignore=shutil.ignore_patterns(".lock"))
+    def committed(listed: list[str]) -> bool:  # the merged segment .swap, a replaced one .deleted
+        return any(n.endswith(names.LOG + names.SWAP) for n in listed) and any(n.endswith(names.DELETED) for n in listed)
 
-    _renames(monkeypatch, crash_here)
-    with LogDir(work, MERGING, writable=True) as logdir:
-        assert compact(logdir.log("kv-0"), now_ms=10**13)
-        monkeypatch.undo()
-        after = _records(logdir.log("kv-0"))
+    _before, after, crashes = _crash_copies_of_a_compaction(tmp_path, monkeypatch, committed)
     assert crashes
     crashed = crashes[0]
     folder = crashed / "kv-0"

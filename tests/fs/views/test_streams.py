@@ -249,16 +249,20 @@ def test_the_inode_table_keeps_a_detached_generation_until_forgotten(tree):
     assert table.get(old_ino) is None and table.get(new_ino) is new
 
 
-def _deleted_files_held(path) -> list[str]:
+def _held_with_suffix(path, suffix: str) -> list[str]:
     held = []
     for fd in os.listdir("/proc/self/fd"):
         try:
             target = os.readlink(f"/proc/self/fd/{fd}")
         except OSError:
             continue
-        if target.startswith(str(path)) and target.endswith("(deleted)"):
+        if target.startswith(str(path)) and target.endswith(suffix):
             held.append(target)
     return held
+
+
+def _deleted_files_held(path) -> list[str]:
+    return _held_with_suffix(path, "(deleted)")
 
 
 def test_a_lagging_reader_reads_what_it_was_shown_after_the_files_go(tree, tmp_path):
@@ -276,18 +280,6 @@ def test_a_lagging_reader_reads_what_it_was_shown_after_the_files_go(tree, tmp_p
     assert len(lagging.data) > shown and lagging.last == log.log_end_offset - 1
     lagging.handle.release()
     assert _deleted_files_held(tmp_path) == []  # nobody reads: nothing held
-
-
-def _held_with_suffix(path, suffix: str) -> list[str]:
-    held = []
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            target = os.readlink(f"/proc/self/fd/{fd}")
-        except OSError:
-            continue
-        if target.startswith(str(path)) and target.endswith(suffix):
-            held.append(target)
-    return held
 
 
 def test_removed_segments_held_for_lagging_readers_are_in_the_descriptor_budget(tree, tmp_path):
