@@ -273,6 +273,12 @@ def describe_os_error(exc: OSError) -> str:
     return f"cannot {text}: {reason}"
 
 
+def one_line(exc: BaseException) -> str:
+    """The error's message in one line (an OS error as :func:`describe_os_error` says it)."""
+    text = describe_os_error(exc) if isinstance(exc, OSError) else str(exc)
+    return " ".join(text.split()) or type(exc).__name__
+
+
 # ---------------------------------------------------------------------------------------------- the mount
 # Raised by kafkafs.fs: the tree and its views raise the first three, the adapter maps them to errno
 # (kafkafs.fs.errnos); the CLI prints the last two as one line.

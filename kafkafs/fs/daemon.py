@@ -39,14 +39,14 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from ..errors import KafkafsError, MountError, MountPathError, UsageError, describe_os_error
+from ..errors import KafkafsError, MountError, MountPathError, UsageError, describe_os_error, one_line
 from ..storage.memory import tune_malloc
 
 __all__ = [
     "StartingStderr", "first_exception", "notify", "sd_notify", "return_large_blocks", "daemonize",
     "setup_logging", "syslog_here", "log_file_name", "open_log_file", "LOG_FILE_BYTES",
     "not_a_reply_nobody_awaits", "wake_stuck_reads", "stacks_on_request", "note_folder", "leave_failure_note",
-    "take_failure_note", "one_line",
+    "take_failure_note", "ending_line",
 ]
 
 log = logging.getLogger("kafkafs.fs")
@@ -332,12 +332,11 @@ def _note_path(pid: int) -> Path | None:
     return folder / f"daemon-{pid}.failed"
 
 
-def one_line(exc: BaseException) -> str:
-    """The line a daemon says of an error that ended it."""
-    if isinstance(exc, KafkafsError):
-        return str(exc)
-    if isinstance(exc, OSError):
-        return describe_os_error(exc)
+def ending_line(exc: BaseException) -> str:
+    """The line a daemon says of an error that ended it (:func:`~kafkafs.errors.one_line`; anything else
+    is unexpected)."""
+    if isinstance(exc, (KafkafsError, OSError)):
+        return one_line(exc)
     return f"unexpected error: {exc!r}"
 
 

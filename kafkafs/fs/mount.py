@@ -39,11 +39,11 @@ from ..storage.segment import read_denied_as_unreadable
 from .daemon import (
     StartingStderr,
     daemonize,
+    ending_line,
     first_exception,
     leave_failure_note,
     log_file_name,
     not_a_reply_nobody_awaits,
-    one_line,
     open_log_file,
     return_large_blocks,
     sd_notify,
@@ -621,7 +621,7 @@ def mount(
             )
         except BaseException as exc:
             if noted and answered:
-                leave_failure_note(one_line(exc))
+                leave_failure_note(ending_line(exc))
             raise
         finally:
             stop_dumps()

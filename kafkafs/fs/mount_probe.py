@@ -23,7 +23,7 @@ import time
 
 import trio
 
-from .mountinfo import mount_path, unescape
+from .mountinfo import find_mount
 
 __all__ = ["MountProbe", "mounted_device"]
 
@@ -132,16 +132,8 @@ def mounted_device(path: str) -> str | None:
     """The ``major:minor`` of the FUSE mount on top at ``path`` (from ``/proc/self/mountinfo``: the
     mount itself is not touched), or None when no FUSE file system is mounted there."""
     # the folder's own name is not resolved: a stat of it is a request to the mount (which may not answer)
-    real = mount_path(path)
-    found = None
     try:
-        with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as f:
-            for line in f:
-                fields = line.split()
-                if len(fields) < 10 or unescape(fields[4]) != real:
-                    continue
-                fstype = fields[fields.index("-") + 1] if "-" in fields else ""
-                found = fields[2] if fstype.startswith("fuse") else None  # the last one is on top
+        entry = find_mount(path)
     except OSError:
         return None
-    return found
+    return entry.device if entry is not None and entry.fstype.startswith("fuse") else None

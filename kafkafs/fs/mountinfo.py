@@ -6,9 +6,10 @@ not answer). Functions only; safe from any thread. Imports nothing heavy: ``kafk
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 
-__all__ = ["MountEntry", "find_mount", "mount_path", "unescape"]
+__all__ = ["MountEntry", "find_mount", "mount_entries", "mount_path", "unescape"]
 
 
 def unescape(field: str) -> str:
@@ -34,16 +35,25 @@ def mount_path(mountpoint: str) -> str:
     return os.path.join(os.path.realpath(os.path.dirname(path)), os.path.basename(path))
 
 
+def mount_entries(table: str = "/proc/self/mountinfo") -> Iterator[MountEntry]:
+    """Every mount of a mount table (this namespace's, or ``/proc/PID/mountinfo``), in its order (a later
+    mount at a path is on top of an earlier one); OSError if it cannot be read."""
+    with open(table, encoding="utf-8", errors="surrogateescape") as mountinfo:
+        for line in mountinfo:
+            fields = line.split()
+            if len(fields) < 10 or "-" not in fields:
+                continue
+            at = fields.index("-")
+            options = fields[5].split(",") + (fields[at + 3].split(",") if len(fields) > at + 3 else [])
+            yield MountEntry(unescape(fields[4]), fields[at + 1], unescape(fields[at + 2]), frozenset(options),
+                             fields[2])
+
+
 def find_mount(mountpoint: str) -> MountEntry | None:
     """The mount on top at ``mountpoint``, or None (from ``/proc/self/mountinfo``: touches no file of it)."""
     path = mount_path(mountpoint)
     found = None
-    with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as mountinfo:
-        for line in mountinfo:
-            fields = line.split()
-            if len(fields) < 10 or "-" not in fields or unescape(fields[4]) != path:
-                continue
-            at = fields.index("-")
-            options = fields[5].split(",") + (fields[at + 3].split(",") if len(fields) > at + 3 else [])
-            found = MountEntry(path, fields[at + 1], unescape(fields[at + 2]), frozenset(options), fields[2])
+    for entry in mount_entries():
+        if entry.path == path:
+            found = entry
     return found

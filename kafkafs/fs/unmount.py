@@ -33,7 +33,7 @@ from pathlib import Path
 from ..errors import MountError, MountPathError
 from ..storage.dirlock import LOCK_FILE, describe_holder, lock_holder
 from .daemon import take_failure_note
-from .mountinfo import MountEntry, find_mount, unescape
+from .mountinfo import MountEntry, find_mount, mount_entries
 
 __all__ = ["MountEntry", "find_mount", "mount_copies", "unmount", "WAIT_TIMEOUT"]
 
@@ -106,17 +106,11 @@ def _mount_ns(pid: str) -> str | None:
 
 
 def _has_device(mountinfo: str, device: str) -> list[str]:
-    """The mount points of the mounts of ``device`` in the mountinfo file ``mountinfo``."""
-    found = []
+    """The mount points of the mounts of ``device`` in the mount table ``mountinfo``."""
     try:
-        with open(mountinfo, encoding="utf-8", errors="surrogateescape") as lines:
-            for line in lines:
-                fields = line.split(maxsplit=5)
-                if len(fields) > 4 and fields[2] == device:
-                    found.append(unescape(fields[4]))
+        return [entry.path for entry in mount_entries(mountinfo) if entry.device == device]
     except OSError:
-        pass
-    return found
+        return []
 
 
 def mount_copies(device: str, limit: int = 3) -> list[str]:

@@ -23,21 +23,15 @@ import functools
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
-from ..errors import KafkafsError, describe_os_error
+from ..errors import KafkafsError, one_line
 
-__all__ = ["IllegalArgumentException", "spark_errors", "one_line"]
+__all__ = ["IllegalArgumentException", "spark_errors"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
 class IllegalArgumentException(KafkafsError):  # noqa: N818 - named as Spark's Kafka source's exception
     """Every error the kafkalog source raises to Spark (see the module docstring)."""
-
-
-def one_line(exc: BaseException) -> str:
-    """The error's message in one line (an OS error as :func:`~kafkafs.errors.describe_os_error` says it)."""
-    text = describe_os_error(exc) if isinstance(exc, OSError) else str(exc)
-    return " ".join(text.split()) or type(exc).__name__
 
 
 def spark_errors(method: F) -> F:

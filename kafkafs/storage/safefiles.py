@@ -129,12 +129,18 @@ def folder_identity(path: str | os.PathLike[str]) -> tuple[int, int] | None:
     return st.st_dev, st.st_ino
 
 
-def _warn_once(path: str, what: str) -> None:
+def _first_time(seen: set[str], key: str) -> bool:
+    """Whether ``key`` is new to ``seen`` (one of the warning sets), adding it: each warning once."""
     with _warned_guard:
-        if path in _warned:
-            return
-        _warned.add(path)
-    log.warning("%s is %s, not a regular file: skipped, never followed", path, what)
+        if key in seen:
+            return False
+        seen.add(key)
+        return True
+
+
+def _warn_once(path: str, what: str) -> None:
+    if _first_time(_warned, path):
+        log.warning("%s is %s, not a regular file: skipped, never followed", path, what)
 
 
 def _kind(mode: int) -> str:
@@ -184,11 +190,8 @@ def take_folder_owner(fd: int, path: str | os.PathLike[str]) -> None:
         if (have.st_uid, have.st_gid) != (want.st_uid, want.st_gid):
             os.fchown(fd, want.st_uid, want.st_gid)
     except OSError as exc:
-        with _warned_guard:
-            if folder in _owner_warned:
-                return
-            _owner_warned.add(folder)
-        log.warning("%s: cannot give it the owner of %s (%s); it stays root's", path, folder, exc.strerror or exc)
+        if _first_time(_owner_warned, folder):
+            log.warning("%s: cannot give it the owner of %s (%s); it stays root's", path, folder, exc.strerror or exc)
 
 
 def make_dir(path: str | os.PathLike[str], *, parents: bool = False, exist_ok: bool = False) -> None:
@@ -495,12 +498,8 @@ def _keep_owner_and_mode(fd: int, replaced: Path) -> None:
         if _as_root() and (have.st_uid, have.st_gid) != (old.st_uid, old.st_gid):
             os.fchown(fd, old.st_uid, old.st_gid)
     except OSError as exc:  # a file system that refuses (a root-squashing NFS): said once, the write goes on
-        folder = os.fspath(replaced.parent)
-        with _warned_guard:
-            if folder in _owner_warned:
-                return
-            _owner_warned.add(folder)
-        log.warning("%s: cannot keep its owner and mode (%s)", replaced, exc.strerror or exc)
+        if _first_time(_owner_warned, os.fspath(replaced.parent)):
+            log.warning("%s: cannot keep its owner and mode (%s)", replaced, exc.strerror or exc)
 
 
 def reserve(path: str | os.PathLike[str], reserved: int, needed: int, limit: int) -> int:
