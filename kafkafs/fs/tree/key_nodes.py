@@ -10,6 +10,7 @@ named the same way, ``groups/<name>.json`` and ``transactions/<name>.json``.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 from ...errors import CorruptRecordError, NotFound
@@ -100,21 +101,40 @@ class ByKeyDir(Dir):
             raise NotFound(name)
         return KeyHistoryFile(self.partitions, Key("by-key-history", self.partition_name, stem), self, key)
 
+    def listing(self, start_id: int) -> Iterator[tuple[int, bytes, Node | int, Attr]]:
+        """Every name with the size of its file and the attributes' timeout a lookup gives (sized from
+        the listing's own render of the latest records: review24 R24-5, `ls -l by-key/` looked each name
+        up, a scan of the active segment each); a name whose size is not known so is given size 0 with
+        timeout 0, and its ``stat`` asks."""
+        views = self.partitions.key_views(self.partition_name)
+        if views.count() > self.partitions.list_limit:
+            return
+        mount_ns = self.partitions.mount_ns
+        for i, (name, sized) in enumerate(views.names_sized(), 1):
+            if i > start_id:
+                node = self._record_file(name)
+                attr = (node.quick_attr() if sized is None
+                        else file_attr(sized[0], ms_to_ns(sized[1], mount_ns), VOLATILE_TIMEOUT))
+                yield i, os.fsencode(f"{name}.json"), node, attr
+
+    def _record_file(self, name: str) -> KeyRecordFile:
+        key = parse_key_name(name)
+        return KeyRecordFile(self.partitions, Key("by-key-record", self.partition_name, name), self,
+                             key.key if key is not None else None)
+
     def entries(self, start_id: int) -> Iterator[tuple[int, str, Node]]:
         views = self.partitions.key_views(self.partition_name)
         if views.count() > self.partitions.list_limit:
             return
         for i, name in enumerate(views.names(), 1):
             if i > start_id:
-                key = parse_key_name(name)
-                yield i, f"{name}.json", KeyRecordFile(
-                    self.partitions, Key("by-key-record", self.partition_name, name), self,
-                    key.key if key is not None else None,
-                )
+                yield i, f"{name}.json", self._record_file(name)
 
 
 class KeyRecordFile(File):
     """``by-key/<name>.json``: the latest record of the key, pretty-printed (a tombstone included)."""
+
+    __slots__ = ("name", "record_key")  # one per name the kernel remembers (Node's slots)
 
     def __init__(self, partitions: Partitions, key: Key, parent: Node | None, record_key: bytes | None) -> None:
         super().__init__(partitions, key, parent)
