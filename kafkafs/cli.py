@@ -311,7 +311,7 @@ def cmd_recover(args: argparse.Namespace) -> int:
 
 
 def _recover(args: argparse.Namespace, look: LogDir) -> int:
-    from .inspect import damaged_checkpoints, refused_folders, untouched_by_recovery
+    from .inspect import damaged_checkpoints, misnamed_segment_files, refused_folders, untouched_by_recovery
     from .storage.names import STAGING_DIR_NAME, parse_partition_dir_name
     from .storage.producer_state import remove_unreadable_snapshots
     from .storage.publish_intent import resolve, unfinished_writes
@@ -378,7 +378,7 @@ def _recover(args: argparse.Namespace, look: LogDir) -> int:
                                  else "; left as it is"))
             unfinished_left += not resolved
             taken_out += sum(": took out offsets " in line for line in said_lines)
-    changed, kept = taken_out, 0
+    changed, kept, misnamed = taken_out, 0, 0
     for name in names:
         if name in logdir.refused:
             print(f"{name}: refused: {logdir.refused[name]}")
@@ -407,6 +407,11 @@ def _recover(args: argparse.Namespace, look: LogDir) -> int:
             status = "; ".join(lines + removed + rewritten)
         span = f"offsets {start}..{end - 1}" if end > start else f"empty, next offset {end}"
         print(f"{name}: {status} ({span})")
+        # what verify calls damage and recover does not repair: which segment such a file was meant to
+        # be is not kafkafs's to guess (never renamed, never deleted)
+        for problem in misnamed_segment_files(logdir.path / name):
+            print(f"{name}: {problem}; left as it is")
+            misnamed += 1
     for line in checkpoints:
         print(f"damaged checkpoint {line}")
     for line in metadata_files:
@@ -431,9 +436,10 @@ def _recover(args: argparse.Namespace, look: LogDir) -> int:
           + (f"; {len(metadata_files)} damaged partition.metadata file(s)" if metadata_files else "")
           + (f"; {len(unfinished)} unfinished Spark write(s)"
              + (f", {unfinished_left} left as they are" if unfinished_left else " taken out") if unfinished else "")
-          + (f"; {len(strays)} stray folder(s) a broker sets aside, left as they are" if strays else ""))
+          + (f"; {len(strays)} stray folder(s) a broker sets aside, left as they are" if strays else "")
+          + (f"; {misnamed} misnamed segment file(s) left as they are" if misnamed else ""))
     # SPEC §4: what verify would have said before (damage repaired is damage found, as e2fsck's)
-    failed = refused or changed or kept or checkpoints or folders or metadata_files or strays or unfinished
+    failed = refused or changed or kept or checkpoints or folders or metadata_files or strays or unfinished or misnamed
     return EXIT_DAMAGE if failed else EXIT_OK
 
 
