@@ -289,11 +289,21 @@ def cmd_dump(args: argparse.Namespace) -> int:
     return run_from_args(args, sys.stdout.buffer, sys.stderr)
 
 
+def _say_failed_closes(path: str) -> None:
+    """The failed close of the last ``--rw`` mount of ``path`` that nobody said (stopped without
+    ``kafkafs umount``: ``fusermount3 -u``, a SIGTERM), one line each, on standard error."""
+    from .fs.daemon import take_failure_notes_of
+
+    for line in take_failure_notes_of(path):
+        print(line, file=sys.stderr)
+
+
 def cmd_verify(args: argparse.Namespace) -> int:
     from .inspect import verify_logdir
 
     _raise_fd_limit()
     logdir = _open_logdir(args.logdir, args, writable=False)
+    _say_failed_closes(args.logdir)
     try:
         problems = verify_logdir(logdir, sys.stdout, deep=not args.shallow, partitions=args.partition)
     finally:
@@ -304,6 +314,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 def cmd_recover(args: argparse.Namespace) -> int:
     # the directory as found, read-only, before the writable open takes the clean-shutdown marker away
     look = _open_logdir(args.logdir, args, writable=False)
+    _say_failed_closes(args.logdir)
     try:
         return _recover(args, look)
     finally:
