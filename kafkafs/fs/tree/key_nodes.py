@@ -21,7 +21,7 @@ from ..views.filtered import FilteredStream
 from ..views.record import RenderedRecord
 from ..views.render import report_corrupt
 from .handles import BytesHandle, Handle, Snapshots
-from .nodes import VOLATILE_TIMEOUT, Attr, Dir, File, Key, Node, dir_attr, file_attr, ms_to_ns
+from .nodes import VOLATILE_TIMEOUT, WATCHED_TIMEOUT, Attr, Dir, File, Key, Node, dir_attr, file_attr, ms_to_ns
 from .partitions import Partitions
 
 __all__ = [
@@ -73,6 +73,15 @@ def _id_named(name: str, every) -> str:
 # ---------------------------------------------------------------------------------------------- by-key/
 
 
+def _record_timeout(partitions: Partitions, partition: str | None) -> float:
+    """How long the kernel may keep a ``by-key/<name>.json``'s name and size: as ``records.jsonl``'s,
+    briefly unless the partition's changes come by inotify events (the invalidator then drops what the
+    kernel keeps of every file of it that can change, these included). Kept, ``du`` and ``find -size``,
+    which read a whole folder before they ``stat`` its names, find them sized by the listing (review24
+    R24-5: past 0.1 s each name was looked up again)."""
+    return WATCHED_TIMEOUT if partitions.state(partition).watched else VOLATILE_TIMEOUT
+
+
 class ByKeyDir(Dir):
     """``by-key/``: every name resolves on lookup; listed while the partition holds at most the list
     limit of keys."""
@@ -110,11 +119,12 @@ class ByKeyDir(Dir):
         if views.count() > self.partitions.list_limit:
             return
         mount_ns = self.partitions.mount_ns
+        timeout = _record_timeout(self.partitions, self.partition_name)
         for i, (name, sized) in enumerate(views.names_sized(), 1):
             if i > start_id:
                 node = self._record_file(name)
                 attr = (node.quick_attr() if sized is None
-                        else file_attr(sized[0], ms_to_ns(sized[1], mount_ns), VOLATILE_TIMEOUT))
+                        else file_attr(sized[0], ms_to_ns(sized[1], mount_ns), timeout))
                 yield i, os.fsencode(f"{name}.json"), node, attr
 
     def _record_file(self, name: str) -> KeyRecordFile:
@@ -151,7 +161,8 @@ class KeyRecordFile(File):
 
     def attr(self) -> Attr:
         found = self.rendered()
-        return file_attr(len(found.data), ms_to_ns(found.timestamp, self.partitions.mount_ns), VOLATILE_TIMEOUT)
+        return file_attr(len(found.data), ms_to_ns(found.timestamp, self.partitions.mount_ns),
+                         _record_timeout(self.partitions, self.partition_name))
 
     def quick_attr(self) -> Attr:
         return file_attr(0, self.partitions.mount_ns, 0)

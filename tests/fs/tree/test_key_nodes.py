@@ -130,3 +130,25 @@ def test_a_by_key_listing_gives_each_name_the_size_its_stat_gives(logs):
         assert sized >= 30 and unsized, (sized, unsized)
     finally:
         tree.close()
+
+
+def test_by_key_names_of_a_watched_partition_are_kept_long(logs):
+    """review24 R24-5: `du` and `find -size` read a folder whole before they stat its names, so by-key/'s
+    sizes given with the listing (0.1 s) had expired and every name was looked up again; in a watched
+    partition they are kept as records.jsonl's are (an event drops them: the Invalidator)."""
+    from kafkafs.fs.tree.nodes import VOLATILE_TIMEOUT, WATCHED_TIMEOUT
+
+    path, _model = logs
+    tree = _tree(path)
+    try:
+        node = tree.resolve("kv-0/by-key")
+        name = next(n for _i, n, _t, a in node.listing(0) if a.timeout).decode()
+        state = tree.partitions.state("kv-0")
+        state.watched = True  # (as the mount's watcher marks a partition it took)
+        assert {a.timeout for _i, _n, _t, a in node.listing(0)} == {WATCHED_TIMEOUT}
+        assert node.lookup(name).attr().timeout == WATCHED_TIMEOUT
+        state.watched = False  # polled
+        assert {a.timeout for _i, _n, _t, a in node.listing(0)} == {VOLATILE_TIMEOUT}
+        assert node.lookup(name).attr().timeout == VOLATILE_TIMEOUT
+    finally:
+        tree.close()
