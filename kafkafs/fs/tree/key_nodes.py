@@ -21,7 +21,18 @@ from ..views.filtered import FilteredStream
 from ..views.record import RenderedRecord
 from ..views.render import report_corrupt
 from .handles import BytesHandle, Handle, Snapshots
-from .nodes import VOLATILE_TIMEOUT, WATCHED_TIMEOUT, Attr, Dir, File, Key, Node, dir_attr, file_attr, ms_to_ns
+from .nodes import (
+    VOLATILE_TIMEOUT,
+    WATCHED_TIMEOUT,
+    Attr,
+    Dir,
+    File,
+    Key,
+    Node,
+    dir_attr,
+    file_attr,
+    ms_to_ns,
+)
 from .partitions import Partitions
 
 __all__ = [
