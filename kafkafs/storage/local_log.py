@@ -435,7 +435,7 @@ class LocalLog:
         start = self._log_start_offset
         for segment in self.segments.from_offset(start):
             sealed = self.segments.is_sealed(segment.base_offset)  # a torn batch is damage there
-            if segment.size == 0 or segment.max_timestamp < timestamp:
+            if segment.size == 0 or segment.max_timestamp < timestamp and segment.max_timestamp_sure:
                 if sealed and segment.size:
                     segment.check_whole()
                 continue
