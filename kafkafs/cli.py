@@ -289,11 +289,21 @@ def cmd_dump(args: argparse.Namespace) -> int:
     return run_from_args(args, sys.stdout.buffer, sys.stderr)
 
 
+def _say_failed_closes(path: str) -> None:
+    """The failed close of the last ``--rw`` mount of ``path`` that nobody said (stopped without
+    ``kafkafs umount``: ``fusermount3 -u``, a SIGTERM), one line each, on standard error."""
+    from .fs.daemon import take_failure_notes_of
+
+    for line in take_failure_notes_of(path):
+        print(line, file=sys.stderr)
+
+
 def cmd_verify(args: argparse.Namespace) -> int:
     from .inspect import verify_logdir
 
     _raise_fd_limit()
     logdir = _open_logdir(args.logdir, args, writable=False)
+    _say_failed_closes(args.logdir)
     try:
         problems = verify_logdir(logdir, sys.stdout, deep=not args.shallow, partitions=args.partition)
     finally:
@@ -304,6 +314,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 def cmd_recover(args: argparse.Namespace) -> int:
     # the directory as found, read-only, before the writable open takes the clean-shutdown marker away
     look = _open_logdir(args.logdir, args, writable=False)
+    _say_failed_closes(args.logdir)
     try:
         return _recover(args, look)
     finally:
@@ -311,7 +322,7 @@ def cmd_recover(args: argparse.Namespace) -> int:
 
 
 def _recover(args: argparse.Namespace, look: LogDir) -> int:
-    from .inspect import damaged_checkpoints, refused_folders, untouched_by_recovery
+    from .inspect import damaged_checkpoints, misnamed_segment_files, refused_folders, untouched_by_recovery
     from .storage.names import STAGING_DIR_NAME, parse_partition_dir_name
     from .storage.producer_state import remove_unreadable_snapshots
     from .storage.publish_intent import resolve, unfinished_writes
@@ -378,7 +389,7 @@ def _recover(args: argparse.Namespace, look: LogDir) -> int:
                                  else "; left as it is"))
             unfinished_left += not resolved
             taken_out += sum(": took out offsets " in line for line in said_lines)
-    changed, kept = taken_out, 0
+    changed, kept, misnamed = taken_out, 0, 0
     for name in names:
         if name in logdir.refused:
             print(f"{name}: refused: {logdir.refused[name]}")
@@ -407,6 +418,11 @@ def _recover(args: argparse.Namespace, look: LogDir) -> int:
             status = "; ".join(lines + removed + rewritten)
         span = f"offsets {start}..{end - 1}" if end > start else f"empty, next offset {end}"
         print(f"{name}: {status} ({span})")
+        # what verify calls damage and recover does not repair: which segment such a file was meant to
+        # be is not kafkafs's to guess (never renamed, never deleted)
+        for problem in misnamed_segment_files(logdir.path / name):
+            print(f"{name}: {problem}; left as it is")
+            misnamed += 1
     for line in checkpoints:
         print(f"damaged checkpoint {line}")
     for line in metadata_files:
@@ -431,9 +447,10 @@ def _recover(args: argparse.Namespace, look: LogDir) -> int:
           + (f"; {len(metadata_files)} damaged partition.metadata file(s)" if metadata_files else "")
           + (f"; {len(unfinished)} unfinished Spark write(s)"
              + (f", {unfinished_left} left as they are" if unfinished_left else " taken out") if unfinished else "")
-          + (f"; {len(strays)} stray folder(s) a broker sets aside, left as they are" if strays else ""))
+          + (f"; {len(strays)} stray folder(s) a broker sets aside, left as they are" if strays else "")
+          + (f"; {misnamed} misnamed segment file(s) left as they are" if misnamed else ""))
     # SPEC §4: what verify would have said before (damage repaired is damage found, as e2fsck's)
-    failed = refused or changed or kept or checkpoints or folders or metadata_files or strays or unfinished
+    failed = refused or changed or kept or checkpoints or folders or metadata_files or strays or unfinished or misnamed
     return EXIT_DAMAGE if failed else EXIT_OK
 
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import faulthandler
 import hashlib
+import json
 import logging
 import logging.handlers
 import os
@@ -46,7 +47,7 @@ __all__ = [
     "StartingStderr", "first_exception", "notify", "sd_notify", "return_large_blocks", "daemonize",
     "setup_logging", "syslog_here", "log_file_name", "open_log_file", "LOG_FILE_BYTES",
     "not_a_reply_nobody_awaits", "wake_stuck_reads", "stacks_on_request", "note_folder", "leave_failure_note",
-    "take_failure_note", "ending_line",
+    "take_failure_note", "take_failure_notes_of", "ending_line",
 ]
 
 log = logging.getLogger("kafkafs.fs")
@@ -340,20 +341,46 @@ def ending_line(exc: BaseException) -> str:
     return f"unexpected error: {exc!r}"
 
 
-def leave_failure_note(text: str) -> None:
-    """This daemon's stop failed: ``text`` (one line) for ``kafkafs umount``. Never raises."""
+def leave_failure_note(text: str, logdir: str | None = None) -> None:
+    """This daemon's stop failed: ``text`` (one line) for ``kafkafs umount``, or, where the mount was
+    stopped otherwise (``fusermount3 -u``, a SIGTERM), for the next command that looks at ``logdir``
+    (:func:`take_failure_notes_of`). Never raises."""
     try:
         os.makedirs(note_folder(), mode=0o700, exist_ok=True)
         path = _note_path(os.getpid())
         if path is None:
             return
+        note = json.dumps({"logdir": None if logdir is None else os.path.realpath(logdir), "line": text})
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         try:
-            os.write(fd, text.encode("utf-8", "replace")[:4096])
+            os.write(fd, note.encode("utf-8", "replace")[:8192])
         finally:
             os.close(fd)
     except OSError as exc:
         log.debug("no note of the failed stop: %s", exc)
+
+
+def _read_note(path: Path) -> tuple[str | None, str] | None:
+    """The log directory (None: not said) and the line of the note at ``path``, removed; None when it is
+    gone (another command took it) or unreadable."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            data = os.read(fd, 8192)
+        finally:
+            os.close(fd)
+        os.unlink(path)  # whoever removes it says it: each note said once
+    except OSError:
+        return None
+    text = data.decode("utf-8", "replace").strip()
+    try:
+        note = json.loads(text)
+        logdir, line = note.get("logdir"), note.get("line")
+    except (ValueError, AttributeError):
+        logdir, line = None, text  # a note of an earlier kafkafs: its line only
+    if not isinstance(line, str) or not line.strip():
+        line = "(no reason given)"
+    return (logdir if isinstance(logdir, str) else None), " ".join(line.split())
 
 
 def take_failure_note(pid: int) -> str | None:
@@ -362,13 +389,60 @@ def take_failure_note(pid: int) -> str | None:
     path = _note_path(pid)
     if path is None:
         return None
+    note = _read_note(path)
+    return None if note is None else note[1]
+
+
+def _ended_before(pid: int, written: float) -> bool:
+    """Whether daemon ``pid``, which wrote its note at ``written`` (epoch seconds), has ended: no such
+    process, a zombie, or another process that took its pid since."""
     try:
-        with open(path, "rb") as f:
-            text = f.read(4096).decode("utf-8", "replace").strip()
-        os.unlink(path)
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rpartition(b")")[2].split()
+        with open("/proc/stat", "rb") as f:
+            boot = next(int(line.split()[1]) for line in f if line.startswith(b"btime "))
+    except (OSError, StopIteration, ValueError, IndexError):
+        return not os.path.exists(f"/proc/{pid}")
+    if fields[:1] in ([b"Z"], [b"X"]):
+        return True
+    try:
+        started = boot + int(fields[19]) / os.sysconf("SC_CLK_TCK")
+    except (IndexError, ValueError, OSError):
+        return False
+    return started > written + 1
+
+
+def take_failure_notes_of(logdir: str) -> list[str]:
+    """One warning line for each note a ``--rw`` mount of ``logdir`` left of its failed close when it
+    was stopped without ``kafkafs umount`` (which would have said it): its daemon has ended and nobody
+    took the note. Each is removed, so said once (by ``verify``, ``recover`` or the next mount)."""
+    folder = note_folder()
+    if _note_path(0) is None:  # no folder of this user's: no notes
+        return []
+    wanted = os.path.realpath(logdir)
+    lines = []
+    try:
+        names = sorted(os.listdir(folder))
     except OSError:
-        return None
-    return text or "(no reason given)"
+        return []
+    for name in names:
+        pid_text = name.removeprefix("daemon-").removesuffix(".failed")
+        if not name.startswith("daemon-") or not name.endswith(".failed") or not pid_text.isdigit():
+            continue
+        path = folder / name
+        try:
+            st = os.lstat(path)
+            with open(path, "rb") as f:
+                said_dir = json.loads(f.read(8192)).get("logdir")
+        except (OSError, ValueError, AttributeError):
+            continue
+        if said_dir != wanted or not stat.S_ISREG(st.st_mode) or not _ended_before(int(pid_text), st.st_mtime):
+            continue
+        note = _read_note(path)
+        if note is not None:
+            lines.append(f"kafkafs: warning: the last --rw mount of {logdir} (pid {pid_text}) was stopped without "
+                         f"`kafkafs umount`, and its close failed: {note[1]}")
+    return lines
 
 
 def _detach_stdio() -> None:

@@ -51,6 +51,7 @@ from .daemon import (
     stacks_on_request,
     syslog_here,
     take_failure_note,
+    take_failure_notes_of,
     wake_stuck_reads,
 )
 from .mount_checks import check_logdir, check_mountpoint, fuse_fd, fuse_option_set
@@ -601,6 +602,8 @@ def mount(
     if schemas is not None and not os.path.isdir(schemas):
         raise MountPathError(f"--schemas {schemas}: not a directory")
     setup_logging(debug, foreground)
+    for line in take_failure_notes_of(logdir):  # the last --rw mount's failed close, if nobody said it
+        print(line, file=sys.stderr)
 
     def run(ready: Callable[[], None]) -> int:
         stop_dumps = stacks_on_request()  # kill -USR1: every thread's stack on stderr (a hang made diagnosable)
@@ -621,7 +624,7 @@ def mount(
             )
         except BaseException as exc:
             if noted and answered:
-                leave_failure_note(ending_line(exc))
+                leave_failure_note(ending_line(exc), logdir)
             raise
         finally:
             stop_dumps()

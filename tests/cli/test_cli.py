@@ -107,6 +107,27 @@ def test_verify_names_files_a_brokers_loader_takes_for_segments(tmp_path, name, 
     assert run("verify", str(tmp_path)).returncode == 0
 
 
+@pytest.mark.parametrize("clean", [True, False], ids=["clean-stop", "unclean-stop"])
+def test_recover_says_the_files_verify_calls_misnamed_and_leaves_them(tmp_path, clean):
+    # fix61: recover said "checked, nothing to change" and exited 0 where verify named them (exit 1)
+    run("produce", str(tmp_path), "t-0", stdin=b"a\nb\n")
+    folder = tmp_path / "t-0"
+    segment = (folder / "00000000000000000000.log").read_bytes()
+    for name, data in [("123.log", segment), ("garbage.log", segment), ("x.index", b""), ("123.index", b"\0" * 8)]:
+        (folder / name).write_bytes(data)
+    if not clean:
+        (tmp_path / ".kafka_cleanshutdown").unlink()
+    before = {f.name: f.read_bytes() for f in folder.iterdir() if not f.name.startswith("0")}
+    out = run("recover", str(tmp_path), check_rc=1).stdout.decode()
+    said = [line for line in out.splitlines() if line.startswith("t-0: ") and "left as it is" in line]
+    assert len(said) == 3, out
+    assert "t-0: 123.log: a broker loads it as a segment at base offset 123" in out
+    assert "t-0: garbage.log: " in out and "t-0: x.index: " in out and "123.index" not in out
+    assert "3 misnamed segment file(s)" in out.splitlines()[-1]
+    assert {f.name: f.read_bytes() for f in folder.iterdir() if not f.name.startswith("0")} == before
+    assert run("verify", str(tmp_path), check_rc=1).stdout.decode().count("NumberFormatException") == 2
+
+
 def test_produce_then_consume(tmp_path):
     lines = b'hello\n{"key": "k", "value": {"a": 1}, "headers": [{"key": "h", "value": "v"}]}\n{"value": null}\n'
     out = run("produce", str(tmp_path), "t-0", stdin=lines)

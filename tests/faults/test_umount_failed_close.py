@@ -4,6 +4,7 @@ checkpoints cannot be written) says so and exits 1, and the failed checkpoint wr
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 
@@ -52,3 +53,72 @@ def test_umount_says_the_daemons_close_failed(tmp_path):
         if os.path.ismount(mnt):
             subprocess.run(["fusermount3", "-uz", str(mnt)], capture_output=True)
         subprocess.run(["umount", "-l", str(root)], capture_output=True)
+
+
+def _holder(logs) -> int | None:
+    from kafkafs.storage.dirlock import lock_holder
+
+    fd = os.open(logs / ".lock", os.O_RDONLY)
+    try:
+        return lock_holder(fd)
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.parametrize("stop, then", [("fusermount3", "verify"), ("SIGTERM", "mount")])
+def test_a_failed_close_without_umount_is_said_by_the_next_command(tmp_path, stop, then):
+    # fix61: stopped by fusermount3 -u or a SIGTERM, the daemon's note of its failed close stayed in the
+    # note folder unread; the next verify said OK and the next mount nothing (only the mount's log had it)
+    import time
+
+    from kafkafs.fs.daemon import note_folder
+
+    root = tmp_path / "fs"
+    root.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", str(root)], check=True)
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    pid = None
+    try:
+        logs = root / "logs"
+        logs.mkdir()
+        with LogDir(logs, writable=True) as d:
+            d.create_partition("t", 0)
+        mounted = _kafkafs("mount", "--rw", "--cache-dir", str(tmp_path / "cache"), str(logs), str(mnt))
+        assert mounted.returncode == 0, mounted.stderr
+        with open(mnt / "t-0/append", "ab", buffering=0) as f:
+            f.write(b"hello\n")
+        pid = _holder(logs)
+        st = os.statvfs(root)
+        with open(root / "filler", "ab") as f:  # the disk full: the close cannot write its checkpoints
+            f.write(bytes(st.f_bavail * st.f_frsize))
+        if stop == "SIGTERM":
+            os.kill(pid, signal.SIGTERM)
+        else:
+            subprocess.run(["fusermount3", "-u", str(mnt)], check=True)
+        deadline = time.monotonic() + 30
+        while os.path.exists(f"/proc/{pid}") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not os.path.ismount(mnt) and not os.path.exists(f"/proc/{pid}")
+        (root / "filler").unlink()
+        if then == "verify":
+            done = _kafkafs("verify", str(logs))
+            assert done.returncode == 0 and done.stdout.endswith(": OK\n"), done.stdout + done.stderr
+        else:
+            done = _kafkafs("mount", "--cache-dir", str(tmp_path / "cache"), str(logs), str(mnt))
+            assert done.returncode == 0, done.stderr
+            assert _kafkafs("umount", str(mnt)).returncode == 0
+        said = [line for line in done.stderr.splitlines() if "its close failed" in line]
+        assert len(said) == 1 and "Traceback" not in done.stderr, done.stderr
+        assert said[0].startswith(f"kafkafs: warning: the last --rw mount of {logs} (pid {pid}) was stopped without "
+                                  "`kafkafs umount`, and its close failed: cannot "), said
+        assert "no space left on device" in said[0]
+        assert not (note_folder() / f"daemon-{pid}.failed").exists()
+        again = _kafkafs("verify", str(logs))  # said once
+        assert again.returncode == 0 and "its close failed" not in again.stderr, again.stderr
+    finally:
+        if os.path.ismount(mnt):
+            subprocess.run(["fusermount3", "-uz", str(mnt)], capture_output=True)
+        subprocess.run(["umount", "-l", str(root)], capture_output=True)
+        if pid is not None:
+            (note_folder() / f"daemon-{pid}.failed").unlink(missing_ok=True)
