@@ -67,7 +67,7 @@ def test_a_torn_batch_in_a_sealed_segment_reads_eio_and_the_rest_stays(mounted, 
     m.allow_errors = True
     part = m / "orders-0"
     # the records before the torn batch and the segments after it are served as before (a read that
-    # touches the torn batch's place fails as a whole: read around it)
+    # reaches the torn batch's place is short, the next one fails: test_cat_gets_every_record_before_...)
     after = before[before.index(b'"offset":%d,' % (last + 1)) - len(b'{"topic":"orders","partition":0,'):]
     size = os.stat(part / "records.jsonl").st_size
     # the kernel reads whole pages: the page that holds the torn batch's first byte needs it (EIO), so the
@@ -149,6 +149,9 @@ def test_cat_gets_every_record_before_the_damage_then_eio(mounted, built_logdir,
         assert os.pread(fd, len(after), size - len(after)) == after
     finally:
         os.close(fd)
+    # a range that holds the batch: the same (before: EIO with no line)
+    got, err, _size = _cat(m / "orders-0" / "by-offset" / f"{base - 2}-{last + 2}.jsonl")
+    assert err == errno.EIO and got == b"".join(line for line in lines if base - 2 <= json.loads(line)["offset"] < base)
     assert "Traceback" not in m.log()
 
 

@@ -302,14 +302,14 @@ class RangeHandle(Handle):
         self.state = state
         self.layout = layout
         self.cache = PieceCache(renderer=state.piece_renderer)
-        if not layout.complete and state.live():  # it grows: no page kept (see RecordsHandle)
+        if not layout.complete and state.live() or layout.bad:  # it grows, or damage: see RecordsHandle
             self.keep_cache, self.direct_io = False, True
 
     def read(self, offset: int, size: int) -> Bytes:
         if offset + size > self.layout.total():
             self.state.refresh()
             self.state.extend_range(self.layout)
-        return self.state.read_range(self.layout, offset, size, self.cache)
+        return self.state.read_range(self.layout, offset, size, self.cache, short=self.direct_io)
 
     def read_now(self, offset: int, size: int) -> Bytes | None:
         if offset + size > self.layout.total():
