@@ -65,11 +65,26 @@ def options_from_args(args: argparse.Namespace) -> dict[str, str]:
         if value is None:
             continue
         if option in _TIMES:
-            value = str(parse_target_time(value))  # ISO-8601 as well as epoch ms; bounds round up; never negative
+            value = _time(flag, value)
         put(option, value, flag)
     if args.no_headers:
         put("includeHeaders", "false", "--no-headers")
     return options
+
+
+def _time(flag: str, text: str) -> str:
+    """The epoch ms of a time flag (ISO-8601 as well as epoch ms; a bound rounds up), which takes times
+    only, never negative, as ``consume --from-time`` (review16 R16-1): Spark's -2 and -1 (earliest,
+    latest) are the option's (``-O startingTimestamp=-2``) or the offsets flags'. InvalidInput naming the flag."""
+    try:
+        return str(parse_target_time(text))
+    except InvalidInput as exc:
+        said = f"{flag}: {exc}"
+    if "never negative" in said:
+        offsets = flag.replace("timestamp", "offsets")
+        said += (f"; for the earliest or latest offset use {offsets} earliest|latest (or -O "
+                 f"{_FLAGS[flag][1]}=-2|-1, Spark's meaning)")
+    raise InvalidInput(said)
 
 
 def run_from_args(args: argparse.Namespace) -> int:

@@ -249,14 +249,16 @@ def check_assigned(options: ReadOptions, found: Iterable[tuple[str, int]]) -> No
                            "Partitions specified for Kafka start offsets don't match what are assigned. Maybe topic "
                            "partitions are created or deleted while the query is running. Use -1 for latest, -2 for "
                            "earliest."))
+    # with no subscribe/subscribePattern/assign (kafkalog's own; Spark requires one) every topic is read,
+    # as if subscribed by name, and the same rule holds: Spark has no default for a partition left out
     every_topic = options.topics is None and options.topic_pattern is None and options.assign is None
+    hint = (" (no subscribe, subscribePattern or assign: every topic of the log directories is read; name the "
+            "topics with subscribe)") if every_topic else ""
     for name, named, text in checks:
         specified = frozenset(named)
-        # with no subscribe/subscribePattern/assign (kafkalog's own: every topic is read) the names given
-        # must be read, but the partitions of other topics take the default
-        if specified != assigned and not (every_topic and specified <= assigned):
+        if specified != assigned:
             raise InvalidInput(f"option {name}: {text} Specified: "
-                               f"{_spark_set(specified)} Assigned: {_spark_set(assigned)}")
+                               f"{_spark_set(specified)} Assigned: {_spark_set(assigned)}{hint}")
 
 
 def _assign(text: str) -> frozenset[tuple[str, int]]:

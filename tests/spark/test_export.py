@@ -70,6 +70,24 @@ def test_bad_options_are_usage_errors(argv, message):
         options_from_args(_args(*argv))
 
 
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--ending-timestamp", "-2"], "--ending-timestamp: a time to look up is never negative: '-2' is -2 (Kafka's "
+     "offsetsForTimes refuses it too); for the earliest or latest offset use --ending-offsets earliest|latest (or "
+     "-O endingTimestamp=-2|-1, Spark's meaning)"),
+    (["--starting-timestamp", "1969-12-31T23:59:59Z"], "--starting-timestamp: a time to look up is never negative: "
+     "'1969-12-31T23:59:59Z' is -1000 (Kafka's offsetsForTimes refuses it too); for the earliest or latest offset use "
+     "--starting-offsets earliest|latest (or -O startingTimestamp=-2|-1, Spark's meaning)"),
+    (["--starting-timestamp", "yesterday"], "--starting-timestamp: not a timestamp: 'yesterday' (use epoch "
+     "milliseconds or ISO-8601 UTC such as 2026-11-21T10:00:00Z)"),
+])
+def test_a_bad_time_flag_is_named_with_the_way_to_sparks_meaning(argv, message):
+    # fix63's leftover: the line named neither the flag (two take a time) nor the option that takes -2/-1
+    with pytest.raises(InvalidInput) as caught:
+        options_from_args(_args(*argv))
+    assert str(caught.value) == message
+    assert options_from_args(_args("-O", "startingTimestamp=-2")) == {"startingTimestamp": "-2"}  # the option's
+
+
 def test_export_checks_options_before_spark_starts(generated, tmp_path):
     """No Spark session is needed to refuse these: the options are checked first (exit 2, one line)."""
     cases = [

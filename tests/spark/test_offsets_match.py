@@ -19,6 +19,8 @@ START = ("Partitions specified for Kafka start offsets don't match what are assi
 BY_TIME = ("Partitions specified for Kafka timestamp based {} offsets don't match what are assigned. Maybe topic "
            "partitions are created or deleted while the query is running, or you didn't specify all the partitions. ")
 ORDERS = "Assigned: Set(orders-0, orders-1)"
+EVERY_TOPIC = (" (no subscribe, subscribePattern or assign: every topic of the log directories is read; name the "
+               "topics with subscribe)")
 
 
 @pytest.mark.parametrize(
@@ -45,7 +47,14 @@ ORDERS = "Assigned: Set(orders-0, orders-1)"
          "option endingOffsetsByTimestamp: " + BY_TIME.format("end") + "Specified: Set(orders-0) " + ORDERS),
         # no strategy (every topic): a name that matches nothing still fails
         ({"startingOffsets": {"nosuch": {"0": 1}}}, "option startingOffsets: " + START + "Specified: Set(nosuch-0) "
-         "Assigned: Set(audit-0, events-0, orders-0, orders-1)"),
+         "Assigned: Set(audit-0, events-0, orders-0, orders-1)" + EVERY_TOPIC),
+        # and, as with Spark's every strategy, every partition read must be named (fix66: the others took
+        # the default, a rule Spark has nowhere)
+        ({"startingOffsets": {"audit": {"0": 25}}}, "option startingOffsets: " + START + "Specified: Set(audit-0) "
+         "Assigned: Set(audit-0, events-0, orders-0, orders-1)" + EVERY_TOPIC),
+        ({"endingOffsetsByTimestamp": {"orders": {"0": 1, "1": 1}}}, "option endingOffsetsByTimestamp: "
+         + BY_TIME.format("end") + "Specified: Set(orders-0, orders-1) Assigned: Set(audit-0, events-0, orders-0, "
+         "orders-1)" + EVERY_TOPIC),
     ],
 )
 def test_offsets_json_must_name_the_partitions_read(generated, options, message):
@@ -61,7 +70,7 @@ def test_offsets_json_must_name_the_partitions_read(generated, options, message)
 
 
 def test_offsets_json_naming_every_partition_read_plans(generated):
-    """The check does not get in the way: the exact set (and, with no strategy, a subset) plans."""
+    """The check does not get in the way: the exact set plans (with no strategy: every partition)."""
     exact = plan(generated, subscribe="orders", startingOffsets=json.dumps({"orders": {"0": 990, "1": -2}}))
     assert len([r for r in read_plan(exact) if r[1] == 0]) == 10
     # a filter on partition does not change what Spark calls "assigned"
@@ -70,7 +79,8 @@ def test_offsets_json_naming_every_partition_read_plans(generated):
     one = plan(generated, Predicates(partition=IntBounds(1, 1)), subscribe="orders",
                startingOffsets=json.dumps({"orders": {"0": 990, "1": 995}}))
     assert {r[1] for r in read_plan(one)} == {1}
-    assert len(plan(generated, startingOffsets=json.dumps({"audit": {"0": 25}})).partitions) == 4
+    every = {"audit": {"0": 25}, "events": {"0": -2}, "orders": {"0": -2, "1": -2}}
+    assert len(plan(generated, startingOffsets=json.dumps(every)).partitions) == 4
 
 
 def test_subscribe_to_a_missing_topic_fails(generated):

@@ -133,7 +133,7 @@ def test_stream_data_loss(generated, writable_copy, caplog):
     # a new query asked to start where retention already deleted
     asked = {"startingOffsets": '{"orders": {"0": 3, "1": 0}}'}
     with pytest.raises(OffsetOutOfRange, match=f"Starting offset for orders-0 was 3 but consumer reset to {start}"):
-        initial_offsets(parse_read_options({"path": str(copy), **asked}, streaming=True))
+        initial_offsets(parse_read_options({"path": str(copy), "topics": "orders", **asked}, streaming=True))
     lenient_start = parse_read_options(
         {"path": str(copy), "topics": "orders", "failOnDataLoss": "false", **asked}, streaming=True
     )
