@@ -85,12 +85,9 @@ def start_offset(log_: Log, spec: OffsetSpec) -> int:
     lo, hi = log_.log_start_offset, end_if_known(log_)
     if spec.kind == "beginning":
         return lo
-    if hi is None and spec.kind in ("end", "tail"):
-        hi = log_.log_end_offset  # raises the OSError again
-    if spec.kind == "end":
-        return hi
-    if spec.kind == "tail":
-        return max(hi - spec.value, lo)
+    if spec.kind in ("end", "tail"):
+        end = hi if hi is not None else log_.log_end_offset  # (unknown: raises the OSError again)
+        return end if spec.kind == "end" else max(end - spec.value, lo)
     if spec.kind == "time":
         found = _offset_at_time(log_, spec.value)
         if found is not None:
