@@ -42,11 +42,17 @@ READ_OPTION_NAMES = (
     "subscribe", "topics", "subscribePattern", "topicPattern", "assign",
     "startingOffsets", "endingOffsets", "startingTimestamp", "endingTimestamp",
     "startingOffsetsByTimestamp", "endingOffsetsByTimestamp", "startingOffsetsByTimestampStrategy",
-    "failOnDataLoss", "minPartitions", "maxOffsetsPerTrigger", "includeHeaders",
-    "kafka.isolation.level", "isolationLevel", "kafka.exclude.internal.topics",
+    "failOnDataLoss", "minPartitions", "maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay",
+    "includeHeaders", "kafka.isolation.level", "isolationLevel", "kafka.exclude.internal.topics",
     "maxBytesPerPartition", "onCorrupt", "batchRows",
+    # Spark's, taken and checked, but what they set is not kafkalog's: said at each read (a warning)
+    "maxRecordsPerPartition",
+    # Spark's, about its connection to a broker: accepted, nothing to do without one
+    "fetchOffset.numRetries", "fetchOffset.retryIntervalMs", "kafkaConsumer.pollTimeoutMs", "groupIdPrefix",
 )
 READ_OPTIONS = frozenset(n.lower() for n in READ_OPTION_NAMES)
+#: Spark's default ``maxTriggerDelay``.
+DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60 * 1000
 
 #: Per partition: an offset (or EARLIEST/LATEST), keyed by (topic, partition); ``default`` for the rest.
 OffsetMap = dict[tuple[str, int], int]
@@ -92,6 +98,10 @@ class ReadOptions:
     isolation_level: str = "read_uncommitted"
     max_bytes_per_partition: int = DEFAULT_MAX_BYTES_PER_PARTITION
     max_offsets_per_trigger: int | None = None
+    #: minOffsetsPerTrigger: a stream's micro-batch waits for this many new offsets in all, at most
+    #: ``max_trigger_delay_ms`` after the last one (Spark's Kafka source)
+    min_offsets_per_trigger: int | None = None
+    max_trigger_delay_ms: int = DEFAULT_MAX_TRIGGER_DELAY_MS
     batch_rows: int = DEFAULT_BATCH_ROWS
     staging_dir: str | None = None
     topic: str | None = None  # for writes: the topic of rows without a topic column
@@ -312,6 +322,33 @@ def _positive(opts: Mapping[str, str], name: str, default: int | None) -> int | 
     return value
 
 
+def _long(opts: Mapping[str, str], name: str) -> int | None:
+    """A whole number, as Spark's ``toLong`` takes it (None: not given)."""
+    raw = opts.get(name.lower())
+    if raw is None:
+        return None
+    try:
+        return int(raw.strip())
+    except ValueError:
+        raise InvalidInput(f"option {name}: {raw!r} is not a whole number") from None
+
+
+#: Spark's time suffixes (``JavaUtils.timeStringAs``), in ms; a plain number is ms.
+_TIME_UNITS = {"us": 0.001, "ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def _time_ms(opts: Mapping[str, str], name: str, default: int) -> int:
+    """A duration such as ``15m``, ``30s`` or ``500`` (ms), as Spark's ``timeStringAsMs`` reads it."""
+    raw = opts.get(name.lower())
+    if raw is None:
+        return default
+    found = re.fullmatch(r"(-?[0-9]+)([a-z]+)?", raw.strip().lower())
+    if found is None or (found.group(2) is not None and found.group(2) not in _TIME_UNITS):
+        raise InvalidInput(f"option {name}: {raw!r}: Time must be specified as seconds (s), milliseconds (ms), "
+                           "microseconds (us), minutes (m or min), hour (h), or day (d). E.g. 50s, 100ms, or 250us.")
+    return int(int(found.group(1)) * _TIME_UNITS[found.group(2) or "ms"])
+
+
 #: Spark's strategy options (our ``topics`` and ``topicPattern`` are other names for the first two).
 _STRATEGIES = (("subscribe", "topics"), ("subscribePattern", "topicPattern"), ("assign",))
 
@@ -361,8 +398,21 @@ def parse_read_options(options: Mapping[str, Any], *, streaming: bool = False, w
             raise InvalidInput("ending timestamp not valid in streaming queries")
     elif not writing:
         _check_batch_offsets(starting if start_ts is None else None, ending if end_ts is None else None)
-        if "maxoffsetspertrigger" in opts:
-            log.warning("maxOffsetsPerTrigger option ignored in batch queries")
+        for name in ("maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay"):  # Spark's warnings
+            if name.lower() in opts:
+                log.warning("%s option ignored in batch queries", name)
+    # a batch read only warns of it, as Spark's (which reads it there only for the check below)
+    max_offsets = _positive(opts, "maxOffsetsPerTrigger", None) if streaming else _long(opts, "maxOffsetsPerTrigger")
+    min_offsets = _long(opts, "minOffsetsPerTrigger")
+    if min_offsets is not None and max_offsets is not None and min_offsets > max_offsets:
+        raise InvalidInput(f"The value of minOffsetPerTrigger({min_offsets}) is higher than the "
+                           f"maxOffsetsPerTrigger({max_offsets}).")
+    max_records = _long(opts, "maxRecordsPerPartition")
+    if max_records is not None and max_records <= 0:
+        raise InvalidInput("maxRecordsPerPartition must be positive")
+    if max_records is not None and not writing:
+        log.warning("option maxRecordsPerPartition is not supported by kafkalog and is ignored: a task reads whole "
+                    "batches, cut by bytes (maxBytesPerPartition; minPartitions for more tasks)")
     min_partitions = None
     if "minpartitions" in opts:
         try:
@@ -394,7 +444,9 @@ def parse_read_options(options: Mapping[str, Any], *, streaming: bool = False, w
             "read_uncommitted",
         ),
         max_bytes_per_partition=_positive(opts, "maxBytesPerPartition", DEFAULT_MAX_BYTES_PER_PARTITION),  # type: ignore[arg-type]  # a default is given: never None
-        max_offsets_per_trigger=_positive(opts, "maxOffsetsPerTrigger", None),
+        max_offsets_per_trigger=max_offsets,
+        min_offsets_per_trigger=min_offsets,
+        max_trigger_delay_ms=_time_ms(opts, "maxTriggerDelay", DEFAULT_MAX_TRIGGER_DELAY_MS),
         batch_rows=_positive(opts, "batchRows", DEFAULT_BATCH_ROWS),  # type: ignore[arg-type]  # a default is given: never None
         staging_dir=opts.get("stagingdir"),
         topic=opts.get("topic"),

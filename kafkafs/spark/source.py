@@ -40,7 +40,15 @@ from .publish import commit_staged
 from .scan import freeze_worker_heap, read_split
 from .schema import spark_schema
 from .sink import clear_staging, commit_micro_batch, sink_dir
-from .stream import cap_offsets, from_json, initial_offsets, log_ends, micro_batch_ranges, to_json
+from .stream import (
+    TriggerDelay,
+    cap_offsets,
+    from_json,
+    initial_offsets,
+    log_ends,
+    micro_batch_ranges,
+    to_json,
+)
 from .write import (
     StagedFile,
     Stager,
@@ -321,6 +329,8 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.options = parse_read_options(options, streaming=True)
         self._last: dict | None = None  # Spark 4.1 calls latestOffset() without the start
         self._available_now: dict[tuple[str, int], int] | None = None
+        least = self.options.min_offsets_per_trigger
+        self._delay = None if least is None else TriggerDelay(least, self.options.max_trigger_delay_ms)
 
     @spark_errors
     def initialOffset(self) -> dict:
@@ -345,6 +355,12 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             ends = {k: min(v, self._available_now.get(k, v)) for k, v in ends.items() if k in self._available_now}
         begin = from_json(start if start is not None else self._last)
         begin = {k: begin.get(k, log_starts[k]) for k in ends}
+        # minOffsetsPerTrigger: too few new offsets, and the last batch less than maxTriggerDelay ago: no
+        # batch (Trigger.AvailableNow reads what there is: it would wait for nothing)
+        if self._delay is not None and self._available_now is None and self._delay.holds(begin, ends):
+            held = start if start is not None else self._last
+            if held is not None:
+                return held
         # an end below the start (a start past the log end, a truncated log) stays: planning it is data
         # loss, as in Spark (micro_batch_ranges)
         if limit is None:

@@ -3,11 +3,15 @@
 A micro-batch reads ``start..end`` (end exclusive) of every partition; ``end`` is the log end offset
 of the files when Spark asks (:meth:`~kafkafs.storage.log.Log.log_end_offset` after a fresh open, so
 appends by other processes count), capped by ``maxOffsetsPerTrigger`` spread over the partitions in
-proportion to what each has waiting, as Spark's Kafka source does. Partitions that appear later are
-read from their start.
+proportion to what each has waiting, as Spark's Kafka source does, and held back while fewer than
+``minOffsetsPerTrigger`` offsets wait, for at most ``maxTriggerDelay`` (:class:`TriggerDelay`).
+Partitions that appear later are read from their start.
 """
 
 from __future__ import annotations
+
+import time
+from collections.abc import Callable
 
 from ..errors import InvalidInput
 from .dataloss import report_data_loss
@@ -23,6 +27,7 @@ __all__ = [
     "initial_offsets",
     "cap_offsets",
     "micro_batch_ranges",
+    "TriggerDelay",
 ]
 
 Offsets = dict[tuple[str, int], int]
@@ -144,3 +149,26 @@ def micro_batch_ranges(options: ReadOptions, begin: Offsets, stop: Offsets) -> d
         elif e > s:
             out[key] = (where[key], s, e)
     return out
+
+
+class TriggerDelay:
+    """``minOffsetsPerTrigger`` and ``maxTriggerDelay``, as Spark's Kafka source holds micro-batches back:
+    a trigger finds fewer new offsets than the minimum (in all partitions) and the last batch is less
+    than the delay ago: no batch (the start offsets again). The first trigger always runs. Used by the
+    stream reader's one thread (Spark's calls of ``latestOffset`` come one at a time)."""
+
+    def __init__(self, min_offsets: int, max_delay_ms: int, clock: Callable[[], float] = time.monotonic) -> None:
+        self.min_offsets = min_offsets
+        self.max_delay_ms = max_delay_ms
+        self.clock = clock
+        self.last_ms: float | None = None  # when the last batch was let through
+
+    def holds(self, begin: Offsets, ends: Offsets) -> bool:
+        now = self.clock() * 1000
+        if self.last_ms is None or now - self.last_ms >= self.max_delay_ms:
+            self.last_ms = now
+            return False
+        if sum(end - begin.get(key, 0) for key, end in ends.items()) < self.min_offsets:
+            return True
+        self.last_ms = now
+        return False

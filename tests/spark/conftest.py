@@ -116,6 +116,9 @@ def spark():
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.python.worker.reuse", "true")
+        # a stream's Python source runner connects back within this (15 s by default: review25 R25-7 saw
+        # kafkalog stream starts die at load 25 on 2 cores; 120 s cured every run)
+        .config("spark.python.authenticate.socketTimeout", "120s")
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")

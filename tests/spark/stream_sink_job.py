@@ -23,6 +23,7 @@ def main() -> None:
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "1")
+        .config("spark.python.authenticate.socketTimeout", "120s")  # a loaded host (review25 R25-7)
         .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")  # a short JVM
         .getOrCreate()
     )

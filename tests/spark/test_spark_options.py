@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from kafkafs.errors import OffsetOutOfRange
+from kafkafs.errors import InvalidInput, OffsetOutOfRange
 from kafkafs.format.batch import encode_batch
 from kafkafs.spark.options import parse_read_options
 from kafkafs.spark.scan import read_split
@@ -170,3 +170,79 @@ def test_stream_started_past_the_log_end(generated, caplog):
     parts = lenient.partitions(start, end)
     assert {(p.topic, p.partition) for s in [x.value for x in parts] for p in s.pieces} == {("orders", 1)}
     assert f"Partition orders-0 offset was changed from {latest + 50} to {latest}" in caplog.text
+
+
+def _append(logdir, n: int) -> None:
+    from kafkafs.format.jsonview import ProducerRecord
+
+    with LogDir(logdir, writable=True) as d:
+        log_ = d.log("t-0") if (logdir / "t-0").exists() else d.create_partition("t", 0)
+        start = log_.log_end_offset
+        log_.append_records([ProducerRecord(1_763_700_000_000 + start + i, None, b"v%d" % i, ()) for i in range(n)])
+
+
+def test_min_offsets_per_trigger_holds_a_micro_batch_back_until_max_trigger_delay(tmp_path):
+    """review25 R25-5: minOffsetsPerTrigger and maxTriggerDelay were taken and did nothing (Spark's Kafka
+    source holds a micro-batch back while fewer offsets than the minimum wait, for at most the delay)."""
+    from kafkafs.spark.source import KafkaLogStreamReader
+
+    _append(tmp_path, 5)
+    reader = KafkaLogStreamReader({"path": str(tmp_path), "startingOffsets": "earliest",
+                                   "minOffsetsPerTrigger": "10", "maxTriggerDelay": "1h"})
+    start = reader.initialOffset()
+    first = reader.latestOffset(start, None)  # the first trigger runs, as Spark's (its last trigger: never)
+    assert first == {"t": {"0": 5}}
+    _append(tmp_path, 3)
+    assert reader.latestOffset(first, None) == first  # 3 < 10 waiting: no batch
+    _append(tmp_path, 8)
+    second = reader.latestOffset(first, None)
+    assert second == {"t": {"0": 16}}  # 11 waiting
+    _append(tmp_path, 1)
+    assert reader.latestOffset(second, None) == second
+    reader._delay.last_ms -= 3_600_000  # an hour later: the delay let it through
+    assert reader.latestOffset(second, None) == {"t": {"0": 17}}
+    now = KafkaLogStreamReader({"path": str(tmp_path), "startingOffsets": "earliest", "minOffsetsPerTrigger": "100"})
+    begin = now.initialOffset()
+    now.prepareForTriggerAvailableNow()  # reads what there is: it would wait for nothing
+    assert now.latestOffset(begin, None) == {"t": {"0": 17}}
+
+
+@pytest.mark.parametrize("options, said", [
+    ({"minOffsetsPerTrigger": "50", "maxOffsetsPerTrigger": "10"},
+     "The value of minOffsetPerTrigger(50) is higher than the maxOffsetsPerTrigger(10)."),
+    ({"maxTriggerDelay": "soon"}, "option maxTriggerDelay: 'soon': Time must be specified as seconds (s)"),
+    ({"maxRecordsPerPartition": "0"}, "maxRecordsPerPartition must be positive"),
+])
+def test_sparks_checks_of_the_trigger_options(options, said):
+    with pytest.raises(InvalidInput) as caught:
+        parse_read_options({"path": "/x", **options}, streaming=True)
+    assert str(caught.value).startswith(said)
+
+
+def test_options_kafkalog_does_not_apply_are_said(caplog):
+    """R25-5: maxRecordsPerPartition (Spark splits a task at that many records) was passed over in silence;
+    in a batch read the trigger options get Spark's own warnings."""
+    import logging
+
+    with caplog.at_level(logging.WARNING, logger="kafkafs.spark"):
+        o = parse_read_options({"path": "/x", "maxRecordsPerPartition": "100", "minOffsetsPerTrigger": "5",
+                                "maxTriggerDelay": "30s"})
+    said = [r.getMessage() for r in caplog.records]
+    assert said == ["minOffsetsPerTrigger option ignored in batch queries",
+                    "maxTriggerDelay option ignored in batch queries",
+                    "option maxRecordsPerPartition is not supported by kafkalog and is ignored: a task reads whole "
+                    "batches, cut by bytes (maxBytesPerPartition; minPartitions for more tasks)"], said
+    assert (o.min_offsets_per_trigger, o.max_trigger_delay_ms) == (5, 30_000)
+    assert parse_read_options({"path": "/x"}).max_trigger_delay_ms == 15 * 60_000  # Spark's default, 15m
+
+
+def test_a_batch_read_only_warns_of_max_offsets_per_trigger(caplog):
+    """review25 R25-6: maxOffsetsPerTrigger=-3 failed a batch read ("must be positive"); Spark's Kafka
+    source warns that a batch read ignores it. A stream still refuses it."""
+    import logging
+
+    with caplog.at_level(logging.WARNING, logger="kafkafs.spark"):
+        parse_read_options({"path": "/x", "maxOffsetsPerTrigger": "-3"})
+    assert [r.getMessage() for r in caplog.records] == ["maxOffsetsPerTrigger option ignored in batch queries"]
+    with pytest.raises(InvalidInput, match="maxOffsetsPerTrigger must be positive"):
+        parse_read_options({"path": "/x", "maxOffsetsPerTrigger": "-3"}, streaming=True)

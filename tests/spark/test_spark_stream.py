@@ -76,6 +76,8 @@ def test_max_offsets_per_trigger_with_available_now(spark, generated, tmp_path):
         .option("topics", "audit")
         .option("startingOffsets", "earliest")
         .option("maxOffsetsPerTrigger", 12)
+        .option("minOffsetsPerTrigger", 10)  # AvailableNow is not held back for its last 6 offsets
+        .option("maxTriggerDelay", "1h")
         .load(str(generated))
         .writeStream.foreachBatch(collect)
         .option("checkpointLocation", str(tmp_path / "checkpoint"))
