@@ -169,7 +169,8 @@ class FileRecords:
 
     def open(self, *, create: bool) -> int:
         """Open the file now (created if ``create`` and writable); return its size."""
-        return os.fstat(self._open_handle(create=create).fd).st_size
+        handle = self._open_handle(create=create)  # held while its number is used (see read_at)
+        return os.fstat(handle.fd).st_size
 
     # ------------------------------------------------------------------------------------------ handle
 

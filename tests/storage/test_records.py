@@ -207,3 +207,15 @@ def test_nowait_reads_only_what_the_page_cache_holds(tmp_path: Path) -> None:
         list(records.batches(0, len(data), nowait=True))
     assert [v.raw() for v in records.batches(0, len(data))] == parts  # a blocking read brings them back
     assert [v.raw() for v in records.batches(0, len(data), nowait=True)] == parts
+
+
+def test_an_open_whose_descriptor_is_given_back_at_once_still_says_the_size(tmp_path: Path) -> None:
+    """review26 R26-4: ``open`` read the descriptor off a handle it did not hold, so a release at that
+    moment (the handle budget, from the owner's ``on_open`` or another thread) closed it before the
+    ``fstat``: EBADF (or another file's size, had the number been reused meanwhile)."""
+    data = b"".join(_batches(3))
+    path = tmp_path / "00000000000000000000.log"
+    path.write_bytes(data)
+    records = FileRecords(path, writable=False, max_batch_size=LIMIT, on_open=lambda: records.release())
+    assert records.open(create=False) == len(data)
+    assert [v.header.base_offset for v in records.batches(0, len(data))] == [0, 1, 2]  # opened again
