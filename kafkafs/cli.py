@@ -237,7 +237,7 @@ def cmd_produce(args: argparse.Namespace) -> int:
 
 
 def cmd_consume(args: argparse.Namespace) -> int:
-    from .consume import consume, past_end_note, resolve_partitions
+    from .consume import consume, past_end_note, resolve_partitions, skipped_segments
     from .consume_args import filters_from_args, start_from_args
     from .consume_spans import tune_malloc
     from .storage.schemas import load_registry
@@ -247,6 +247,8 @@ def cmd_consume(args: argparse.Namespace) -> int:
     logdir = _open_logdir(args.logdir, args, writable=False)
     try:
         names = resolve_partitions(logdir, args.partition, args.topic, args.partition_number)
+        for name in names:  # consume says these itself (R27-8), not the reader's warning as it lists them
+            skipped_segments(os.fspath(logdir.path / name))
         if not args.follow:
             for name in names:
                 try:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import heapq
+import logging
 import os
 import re
 import time
@@ -51,8 +52,12 @@ from .format.jsonview import (
 from .format.recordfilter import RecordFilter
 from .storage.log import Log
 from .storage.logdir import LogDir
+from .storage.names import log_file_base_offset
+from .storage.safefiles import kind_of, said_by_caller
 
 __all__ = ["OffsetSpec", "parse_offset_spec", "start_offset", "past_end_note", "resolve_partitions", "consume"]
+
+_log = logging.getLogger("kafkafs.consume")
 
 
 @dataclass(eq=False)
@@ -438,9 +443,10 @@ def consume(
     and its partition is read on after it (without ``on_damage``: raised)."""
     if record_filter is not None and record_filter.empty:
         record_filter = None
-    readers = []
+    readers, unfollowed = [], []
     for name in names:
         try:
+            skipped = skipped_segments(os.fspath(logdir.path / name))  # before the log lists (and warns of) them
             log_ = logdir.log(name)
             start = start_offset(log_, spec)  # may read the partition's segments (a time, the end)
         except OSError as exc:
@@ -448,8 +454,16 @@ def consume(
                 raise
             on_damage(exc)
             continue
+        last_left_out = False
+        for left_out in _left_out(skipped, start):  # damage: said, exit 1 (R27-8); the rest is read
+            if on_damage is None:
+                raise left_out
+            on_damage(left_out)
+            last_left_out = skipped[-1][2] is None
         readers.append(_Reader(log_, start, mode, stop_ts, decoder_for(log_.topic, registry, mode),
                                record_filter=record_filter, grep=grep, on_skip=on_damage))
+        if last_left_out:  # its active segment is no file: read what is there, nothing to follow
+            unfollowed.append(readers[-1])
     if not readers or count == 0:  # -c 0: no record, and nothing to wait for
         return 0
     one_pass = _way_to_read(readers, out, stop_ts=stop_ts, follow=follow, interleave=interleave,
@@ -458,9 +472,52 @@ def consume(
     while True:
         printed += one_pass(None if count is None else count - printed)
         out.flush()
+        for r in unfollowed:
+            r.done = True
         if (count is not None and printed >= count) or not follow or all(r.done for r in readers):
             return printed
         _wait(readers)
+
+
+def skipped_segments(folder: str) -> list[tuple[str, int, int | None]]:
+    """The segment ``.log`` files of the partition ``folder`` that are not regular files (a FIFO, a folder,
+    a link: the reader skips them, never followed), each as (its path, its base offset, the next regular
+    segment's base offset or None), in order. Each is marked said (consume says it: :func:`_left_out`)."""
+    regular: list[tuple[int, str]] = []
+    other: list[tuple[int, str]] = []
+    try:
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                base = log_file_base_offset(entry.name)
+                if base is None:
+                    continue
+                try:
+                    plain = entry.is_file(follow_symlinks=False)
+                except OSError:
+                    continue
+                (regular if plain else other).append((base, entry.path))
+    except OSError:  # a folder that cannot be listed: the log's open says it
+        return []
+    bases = sorted(b for b, _ in regular)
+    found = []
+    for base, path in sorted(other):
+        said_by_caller(path)
+        at = bisect_left(bases, base + 1)
+        found.append((path, base, bases[at] if at < len(bases) else None))
+    return found
+
+
+def _left_out(skipped: list[tuple[str, int, int | None]], start: int) -> Iterator[CorruptRecordError]:
+    """The damage of each of ``skipped`` (:func:`skipped_segments`) whose offsets a read from ``start``
+    needs: its records are left out (review27 R27-8: consume said a warning and exited 0); one before
+    ``start`` is only warned of, as the reader did."""
+    for path, base, until in skipped:
+        what = f"{kind_of(path)}, not a regular file: skipped, never followed"
+        if until is not None and until <= start:
+            _log.warning("%s is %s", path, what)
+            continue
+        offsets = f"offsets {base}..{until - 1}" if until is not None else f"offsets from {base} on"
+        yield CorruptRecordError(f"{what}: the records of its {offsets} are left out", file=path)
 
 
 #: One pass over the readers: it writes what their partitions now hold past where they are (at most

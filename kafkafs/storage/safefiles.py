@@ -143,6 +143,21 @@ def _warn_once(path: str, what: str) -> None:
         log.warning("%s is %s, not a regular file: skipped, never followed", path, what)
 
 
+def said_by_caller(path: str) -> None:
+    """``path`` (a name :func:`regular_entry` skips) is said by the caller in its own words (consume: the
+    records of a segment ``.log`` that is not a regular file are left out, review27 R27-8): no warning of
+    it from here."""
+    with _warned_guard:
+        _warned.add(path)
+
+
+def kind_of(path: str) -> str:
+    """What ``path`` is, for a line that says it is not a regular file ("a special file", "a directory",
+    "a symbolic link"); "gone" when nothing is there."""
+    mode = _mode(path, False)
+    return "gone" if mode is None else _kind(mode)
+
+
 def _kind(mode: int) -> str:
     if stat.S_ISLNK(mode):
         return "a symbolic link"

@@ -42,7 +42,8 @@ NAMES = ["00000000000000000000.index", "00000000000000000030.log", "leader-epoch
 def test_a_fifo_as_a_partition_file_never_blocks_consume_verify_recover(tmp_path, name):
     logs, fifo = _with_fifo(tmp_path, name)
     consumed = _kafkafs("consume", str(logs), "t-0")  # failed before (seen: timeout) for .index
-    assert consumed.returncode == 0, consumed.stderr.decode()
+    # a .log that is no file: the records from its base offset on are left out, damage (R27-8)
+    assert consumed.returncode == (1 if name.endswith(".log") else 0), consumed.stderr.decode()
     assert consumed.stdout.count(b"\n") == 30
     verified = _kafkafs("verify", str(logs))  # failed before (seen: timeout) for .index, leader-epoch-checkpoint
     assert verified.returncode == 1, verified.stdout.decode()
@@ -105,3 +106,41 @@ def test_dump_of_an_index_beside_a_fifo_log_never_blocks(tmp_path, index, flag):
     assert dumped.returncode == 1, dumped.stderr.decode()
     said = dumped.stderr.decode().splitlines()
     assert len(said) == 1 and str(fifo) in said[0] and "not a regular file" in said[0], said
+
+
+def _segments(tmp_path: Path) -> Path:
+    """LOGDIR with t-0 in three segments of 100 records each (0..99, 100..199, 200..299: the active one)."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    for _ in range(3):
+        proc = subprocess.run([sys.executable, "-m", "kafkafs.cli", "produce", "--set", "segment.bytes=1200", str(logs),
+                               "t-0"], input=b"".join(b"%d\n" % i for i in range(100)), capture_output=True,
+                              timeout=_TIMEOUT)
+        assert proc.returncode == 0, proc.stderr.decode()
+    assert sorted(p.name for p in (logs / "t-0").glob("*.log")) == [f"{b:020d}.log" for b in (0, 100, 200)]
+    return logs
+
+
+@pytest.mark.parametrize("base, kind", [(100, "fifo"), (200, "folder")])
+def test_consume_exits_1_when_a_segment_log_is_no_file(tmp_path, base, kind):
+    """review27 R27-8: a sealed or active segment's .log that is a FIFO or a folder was skipped with a
+    warning and consume exited 0 with its 100 records left out (verify: exit 1). Now one line naming the
+    file and its offsets, exit 1 (SPEC §4); a start past it reads on with the warning, exit 0."""
+    logs = _segments(tmp_path)
+    seg = logs / "t-0" / f"{base:020d}.log"
+    seg.unlink()
+    os.mkfifo(seg) if kind == "fifo" else seg.mkdir()
+    consumed = _kafkafs("consume", str(logs), "t-0")
+    assert consumed.stdout.count(b"\n") == 200
+    said = consumed.stderr.decode().splitlines()
+    assert consumed.returncode == 1, said  # failed before (seen: 0)
+    assert len(said) == 1 and str(seg) in said[0] and "left out" in said[0], said
+    assert f"offsets {base}..{base + 99}" in said[0] if base == 100 else "offsets from 200 on" in said[0]
+    if base == 200:  # the active segment is no file: --follow has nothing to wait for
+        followed = _kafkafs("consume", str(logs), "t-0", "--from-offset", "195", "--follow")
+        assert followed.returncode == 1 and followed.stdout.count(b"\n") == 5, followed.stderr.decode()
+    else:  # a start past the hole needs none of it: read, the old warning, exit 0
+        past = _kafkafs("consume", str(logs), "t-0", "--from-offset", "200")
+        assert past.returncode == 0 and past.stdout.count(b"\n") == 100, past.stderr.decode()
+        assert past.stderr.decode().count("\n") == 1 and "not a regular file" in past.stderr.decode()
+    assert seg.is_fifo() if kind == "fifo" else seg.is_dir()  # left as it is
