@@ -26,7 +26,7 @@ from ..errors import CorruptRecordError
 from ..format.batch import BatchHeader
 from ..format.records import control_type_of
 from ..format.txnindex import AbortedTxn, TxnEvent, transaction_event
-from .names import INDEX, segment_file_name
+from .names import INDEX, LOG, segment_file_name
 from .records import BatchView
 
 if TYPE_CHECKING:
@@ -133,7 +133,9 @@ def segment_aborted(segments: Sequence[SegmentFiles]) -> Iterator[tuple[SegmentF
 
 
 _REBUILT_KEPT = 64
-_rebuilt_cache: OrderedDict[tuple[str, tuple[tuple[int, int], ...]], dict[int, list[AbortedTxn]]] = OrderedDict()
+# key: (folder, each segment's (base offset, size), each replayed segment's (base offset, inode, mtime))
+_RebuiltKey = tuple[str, tuple[tuple[int, int], ...], tuple[tuple[int, int, int], ...]]
+_rebuilt_cache: OrderedDict[_RebuiltKey, dict[int, list[AbortedTxn]]] = OrderedDict()
 _rebuilt_lock = threading.Lock()
 
 
@@ -143,13 +145,24 @@ def _rebuilt(segments: Sequence[SegmentFiles]) -> dict[int, list[AbortedTxn]]:
         return {}
     directory = segments[0].dir
     try:
-        names = set(os.listdir(directory))  # one listing, not a stat a segment
+        with os.scandir(directory) as it:  # one listing, not a stat a segment
+            entries = {e.name: e for e in it}
     except OSError:
         return {}
-    missing = {s.base_offset for s in segments if s.size and segment_file_name(s.base_offset, INDEX) not in names}
+    missing = {s.base_offset for s in segments if s.size and segment_file_name(s.base_offset, INDEX) not in entries}
     if not missing:
         return {}
-    key = (str(directory), tuple((s.base_offset, s.size) for s in segments))
+    # the replayed segments' files by identity too: a file replaced by one of the same size (a marker
+    # ABORT <-> COMMIT is as long) is replayed again, not answered from the earlier file's replay
+    replayed = []
+    for base in sorted(missing):
+        entry = entries.get(segment_file_name(base, LOG))
+        try:
+            mtime = entry.stat(follow_symlinks=False).st_mtime_ns if entry is not None else -1
+        except OSError:
+            mtime = -1
+        replayed.append((base, entry.inode() if entry is not None else -1, mtime))
+    key = (str(directory), tuple((s.base_offset, s.size) for s in segments), tuple(replayed))
     with _rebuilt_lock:
         found = _rebuilt_cache.get(key)
         if found is not None:

@@ -54,3 +54,41 @@ def test_a_link_is_never_followed(tmp_path: Path) -> None:
     with pytest.raises(Exception):  # noqa: B017 - the write is refused, whatever the error says
         index.append(AbortedTxn(1, 3, 10, 11))
     assert target.read_bytes() == b""
+
+
+@pytest.mark.parametrize("in_place", [False, True])
+def test_a_replaced_segment_without_index_is_replayed_again(tmp_path: Path, in_place: bool) -> None:
+    """A segment without its offset index file has its aborted transactions replayed from its markers,
+    and the replay is kept; a segment replaced by one of the same size (a marker ABORT -> COMMIT: same
+    bytes long) must be replayed again, not answered from the earlier file's replay (flake64)."""
+    from kafkafs.format.batch import encode_batch, encode_control_batch
+
+    from .helpers import open_log
+
+    directory = tmp_path / "t-0"
+    directory.mkdir()
+    log_file = directory / "00000000000000000000.log"
+
+    def write(kind: str) -> None:
+        data = encode_batch([(1, b"k", b"v", ())], producer_id=7, producer_epoch=0, transactional=True)
+        data += encode_control_batch(kind, producer_id=7, producer_epoch=0, timestamp=1, base_offset=1)
+        if in_place:  # the same file (inode) rewritten
+            with open(log_file, "r+b" if log_file.exists() else "wb") as f:
+                f.write(data)
+            os.utime(log_file, ns=(1, 1 if kind == "ABORT" else 2))
+        else:  # a new file renamed over it
+            (directory / "new").write_bytes(data)
+            os.replace(directory / "new", log_file)
+
+    def aborted() -> list[AbortedTxn]:
+        log = open_log(directory, writable=False)
+        try:
+            assert not (directory / "00000000000000000000.index").exists()
+            return log.aborted_transactions(0, 2)
+        finally:
+            log.close()
+
+    write("ABORT")
+    assert aborted() == [AbortedTxn(7, 0, 1, 2)]
+    write("COMMIT")
+    assert aborted() == []

@@ -149,6 +149,9 @@ class Partitions:
         self.summary = SizeSummary(self.cache.directory if not self.rw else None, logdir.path, mode)
         self._sized_topics: set[str] = set()
         self._sizer: ThreadPoolExecutor | None = None
+        #: topic -> the first of its partitions whose records.jsonl a reader opened (under _ahead_lock;
+        #: a second one opens the others in the background: :meth:`opening`)
+        self._first_read: dict[str, str] = {}
         #: reading in order (:meth:`reading_to_end`): the thread that opens the next partitions, what
         #: it is asked to do, the partition read to its end last and the order seen ("name", "number")
         self._ahead: ThreadPoolExecutor | None = None
@@ -424,17 +427,39 @@ class Partitions:
         if topic in self._sized_topics:  # the usual answer, without the guard (held while partitions open)
             return
         with self._guard:
-            if self._closed or topic in self._sized_topics:
-                return
-            self._sized_topics.add(topic)
-            if self._sizer is None:
-                self._sizer = ThreadPoolExecutor(max_workers=SIBLING_THREADS, thread_name_prefix="kafkafs-siblings")
-            sizer = self._sizer
-        siblings = sorted(
-            name for name in self.logdir.partition_names() if name != state.name and name.rpartition("-")[0] == topic
-        )
+            self._size_siblings(state)
+
+    def size_siblings_now(self, state: PartitionState) -> None:
+        """:meth:`size_siblings` when it waits for nobody (the FUSE loop): nothing while the guard is held (a
+        partition is opening; the next call asks again)."""
+        if state.log.topic in self._sized_topics or not self._guard.acquire(blocking=False):
+            return
+        try:
+            self._size_siblings(state)
+        finally:
+            self._guard.release()
+
+    def _size_siblings(self, state: PartitionState) -> None:
+        """(Under the guard.) :meth:`size_siblings`: the topic's other partitions listed and opened on a
+        sizing thread (:meth:`_open_siblings`)."""
+        topic = state.log.topic
+        if self._closed or topic in self._sized_topics:
+            return
+        self._sized_topics.add(topic)
+        if self._sizer is None:
+            self._sizer = ThreadPoolExecutor(max_workers=SIBLING_THREADS, thread_name_prefix="kafkafs-siblings")
+        self._sizer.submit(self._list_siblings, topic, state.name, self._sizer)
+
+    def _list_siblings(self, topic: str, name: str, sizer: ThreadPoolExecutor) -> None:
+        """On a sizing thread: the partitions of ``topic`` but ``name``, in the order a shell's glob walks
+        them, opened (:meth:`_open_siblings`)."""
+        try:
+            siblings = sorted(n for n in self.logdir.partition_names() if n != name and n.rpartition("-")[0] == topic)
+        except Exception as exc:  # the stats that come say what is wrong
+            log.debug("%s: listing its siblings failed: %s", name, exc)
+            return
         if siblings:
-            sizer.submit(self._open_siblings, siblings, sizer)
+            self._open_siblings(siblings, sizer)
 
     def _open_siblings(self, names: list[str], sizer: ThreadPoolExecutor) -> None:
         """On one sizing thread: open the partitions ``names`` in turn, and lay out here those whose every
@@ -450,13 +475,15 @@ class Partitions:
                 return
             try:
                 state = self.state(name)
-                if state.cached_composition() is not None:
-                    continue
-                if not state.sizing_jobs():
+                jobs = state.cached_composition() is None and state.sizing_jobs()
+                if not jobs:
                     state.composition()
-                    continue
+                    # the stream its stat or a reader's open takes (composed: a little Python), made here too
+                    self.records_generations(name).current()
             except Exception as exc:  # the foreground stat of that partition says what is wrong
                 log.debug("%s: sizing ahead failed: %s", name, exc)
+                continue
+            if not jobs:
                 continue
             try:  # segments to lay out (not in the layout cache): on the other threads, in parallel
                 sizer.submit(self._size_one, state)
@@ -469,18 +496,31 @@ class Partitions:
         try:
             if state.cached_composition() is None:
                 state.composition()
+            self.records_generations(state.name).current()  # (as _open_siblings)
         except Exception as exc:  # the foreground stat of that partition says what is wrong
             log.debug("%s: sizing ahead failed: %s", state.name, exc)
 
     def opening(self, name: str) -> None:
         """A reader opens partition ``name``'s ``records.jsonl``: it is not prepared again (the thread that
         prepares, behind a fast reader, would render it whole a second time for no open: it took the
-        spare made before, or read its own). Returns at once (the FUSE loop calls it)."""
+        spare made before, or read its own). The second partition of a topic opened so (a reader going
+        through them: ``cat MOUNT/*/records.jsonl``) has the topic's other partitions opened in the
+        background, one after another (:meth:`size_siblings_now`), before the reader comes: opened one at
+        a time as the reader came, between the renders and beside the FUSE loop, the same opens cost
+        the thread that prepares each next file 3-5 times their CPU and the loop its GIL (issue 25; a
+        first cat of 200 partitions 0.78-0.85x per pair with them opened in a batch). Only on a
+        read-only mount (a writable one would recover partitions nobody asked for). Returns at once
+        (the FUSE loop calls it)."""
         if self.rw:
             return
+        topic = name.rpartition("-")[0]
         with self._ahead_lock:
             if name not in self._read_recently:
                 self._read_recently.append(name)
+            second = self._first_read.setdefault(topic, name) != name
+        state = self._states.get(name)
+        if second and state is not None:
+            self.size_siblings_now(state)
 
     def reading_to_end(self, name: str) -> None:
         """A reader of partition ``name``'s ``records.jsonl`` is near its end (:class:`~.handles.RecordsHandle`):
