@@ -204,9 +204,10 @@ class KeyIndexStore:
         if _names(exc, segment.log_path) or _names(exc, segment.records.path):
             return False
         assert self.directory is not None
-        named = os.path.abspath(os.fspath(exc.filename))
+        named: str = os.path.abspath(os.fspath(exc.filename))
         folder = os.path.abspath(self.directory)
-        return named == folder or named.startswith(folder + os.sep)
+        inside: bool = named == folder or named.startswith(folder + os.sep)
+        return inside
 
     def _warn(self, exc: OSError) -> None:
         with self._guard:
