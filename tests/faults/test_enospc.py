@@ -193,6 +193,7 @@ def test_a_rw_mount_that_cannot_close_on_a_full_disk_says_so(small_fs, mounted, 
     m.allow_errors = True
     m.stop()  # the disk still full: its checkpoints cannot be written
     log = m.log()
+    assert not m.killed, f"the daemon was still running 10 s after fusermount3 -u (killed): {log[-600:]}"
     assert "cannot mount" not in log and "Traceback" not in log
     # the checkpoint write that failed first is skipped where its entries did not change (review20 R20-2):
     # then the log's own close names the file it could not write

@@ -96,6 +96,7 @@ class Mount:
         self.log_path = log_path
         self.proc: subprocess.Popen | None = None
         self.allow_errors = False
+        self.killed = False  # whether a stop had to kill the daemon (10 s after fusermount3 -u)
         self.prefix: tuple[str, ...] = ()  # a command the daemon runs under (e.g. setpriv)
 
     def start(self, timeout: float = 15.0) -> Mount:
@@ -140,15 +141,17 @@ class Mount:
             return ""
 
     def stop(self) -> None:
-        unmount(self.path, self.proc)
+        self.killed = unmount(self.path, self.proc) or self.killed
 
     def __truediv__(self, other: str) -> Path:
         return self.path / other
 
 
-def unmount(path: Path, proc: subprocess.Popen | None) -> None:
+def unmount(path: Path, proc: subprocess.Popen | None) -> bool:
     """Take down the FUSE mount at ``path`` served by ``proc``: ``fusermount3 -u``, wait for ``proc`` to
-    end (a kill after 10 s), then ``fusermount3 -uz`` if it is still (or stale-ly) mounted."""
+    end (a kill after 10 s), then ``fusermount3 -uz`` if it is still (or stale-ly) mounted. Whether
+    ``proc`` had to be killed (its log then lacks what its stop says)."""
+    killed = False
     if os.path.ismount(path):
         subprocess.run(["fusermount3", "-u", str(path)], capture_output=True)
     if proc is not None:
@@ -157,8 +160,10 @@ def unmount(path: Path, proc: subprocess.Popen | None) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(timeout=5)
+            killed = True
     if os.path.ismount(path) or _stale(path):
         subprocess.run(["fusermount3", "-uz", str(path)], capture_output=True)
+    return killed
 
 
 def _stale(path: Path) -> bool:
