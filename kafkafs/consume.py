@@ -29,7 +29,14 @@ from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 from . import consume_merge
-from .consume_plan import OffsetSpec, parse_offset_spec, past_end_note, resolve_partitions, start_offset
+from .consume_plan import (
+    OffsetSpec,
+    parse_offset_spec,
+    past_end_note,
+    read_to_end,
+    resolve_partitions,
+    start_offset,
+)
 from .consume_spans import SWAP_REREADS, SpanPool, across_swaps, relist, span_chunks, spannable
 from .errors import CorruptRecordError, RecordNotShown, UninflatableBatch
 from .format.bigbatch import render_in_pieces
@@ -99,7 +106,7 @@ class _Reader:
                     self.on_skip(exc.in_partition(f"{log_.topic}-{log_.partition}", self.next_offset))
                 self.next_offset = max(self.next_offset, exc.next_offset)
                 self.expect = exc.next_offset
-                if self.done or self.next_offset >= log_.log_end_offset:
+                if self.done or read_to_end(self.next_offset, log_):
                     return
 
     def _big_batch(self, exc: UninflatableBatch) -> tuple[Any, Any] | None:
@@ -137,7 +144,7 @@ class _Reader:
         """(timestamp, partition, offset, line) of every record now in the log past ``next_offset``: the
         reference for the kernel's merge (:mod:`.consume_merge`), and the way without the kernel."""
         log_ = self.log
-        if self.done or self.next_offset >= log_.log_end_offset:
+        if self.done or read_to_end(self.next_offset, log_):
             return
         yield from self.past_uninflatable(lambda: across_swaps(log_, self._lines), self._lines_in_pieces)
 
@@ -187,7 +194,7 @@ class _Reader:
         """The lines of whole batches at once, ``(lines, how many)``, at most ``remaining`` records in
         all: the fast path (no interleaving, no ``e@TS``): spans of many batches on every core
         (:mod:`.consume_spans`) when nothing limits the count, else one kernel call per batch."""
-        if self.done or self.next_offset >= self.log.log_end_offset:
+        if self.done or read_to_end(self.next_offset, self.log):
             return
         left = [remaining]  # what is still to print, across the reads past_uninflatable starts again
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Generator
 from typing import Any, BinaryIO
 
+from .consume_plan import read_to_end
 from .consume_spans import FIRST_READ_BYTES, PIECE_BYTES, Plan, SpanPool, across_swaps, span_chunks, spannable
 from .errors import CorruptRecordError
 from .format import kernel as _kernel
@@ -47,7 +48,7 @@ def plan_for(partitions: int) -> Plan:
 def _feed(reader: Any, pool: SpanPool, plan: Plan) -> Generator[tuple[bytes, bytes, bytes], None, None]:
     """``(lines, timestamps, line ends)`` of ``reader``'s records from its ``next_offset``, advancing it."""
     log_ = reader.log
-    if reader.done or reader.next_offset >= log_.log_end_offset:
+    if reader.done or read_to_end(reader.next_offset, log_):
         return
     plan = plan._replace(lo=max(reader.next_offset, log_.log_start_offset))  # as _Reader.lines trims
     # a batch too large to inflate at once is read a piece at a time (consume's _Reader.past_uninflatable)

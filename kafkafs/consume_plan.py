@@ -26,7 +26,8 @@ from .storage.logdir import LogDir
 from .storage.names import parse_partition_dir_name
 from .storage.partition_folders import alias_reason
 
-__all__ = ["OffsetSpec", "parse_offset_spec", "start_offset", "past_end_note", "resolve_partitions"]
+__all__ = ["OffsetSpec", "parse_offset_spec", "start_offset", "end_if_known", "read_to_end", "past_end_note",
+           "resolve_partitions"]
 
 log = logging.getLogger("kafkafs.consume")  # consume's own words
 
@@ -61,19 +62,38 @@ def parse_offset_spec(text: str) -> OffsetSpec:
     )
 
 
+def end_if_known(log_: Log) -> int | None:
+    """``log_``'s log end offset; None when its active segment cannot be read (an OSError: EACCES, EIO),
+    which its end is read from: a reader reads the sealed segments before it, and the read of the active
+    one meets the error and says it (fix58: such a partition printed nothing, its sealed records too)."""
+    try:
+        return log_.log_end_offset
+    except OSError:
+        return None
+
+
+def read_to_end(reader_next_offset: int, log_: Log) -> bool:
+    """Whether a reader at ``reader_next_offset`` has read ``log_`` to its end (not when the end is not
+    known: :func:`end_if_known`)."""
+    end = end_if_known(log_)
+    return end is not None and reader_next_offset >= end
+
+
 def start_offset(log_: Log, spec: OffsetSpec) -> int:
-    """The first offset ``spec`` names in ``log_``, within [log start, log end]."""
-    lo, hi = log_.log_start_offset, log_.log_end_offset
+    """The first offset ``spec`` names in ``log_``, within [log start, log end]. A start that needs the
+    end when it cannot be read (:func:`end_if_known`) raises its OSError."""
+    lo, hi = log_.log_start_offset, end_if_known(log_)
     if spec.kind == "beginning":
         return lo
-    if spec.kind == "end":
-        return hi
-    if spec.kind == "tail":
-        return max(hi - spec.value, lo)
+    if spec.kind in ("end", "tail"):
+        end = hi if hi is not None else log_.log_end_offset  # (unknown: raises the OSError again)
+        return end if spec.kind == "end" else max(end - spec.value, lo)
     if spec.kind == "time":
         found = _offset_at_time(log_, spec.value)
-        return found if found is not None else hi
-    return min(max(spec.value, lo), hi)
+        if found is not None:
+            return found
+        return hi if hi is not None else log_.log_end_offset
+    return max(spec.value, lo) if hi is None else min(max(spec.value, lo), hi)
 
 
 def _offset_at_time(log_: Log, timestamp: int) -> int | None:

@@ -65,6 +65,11 @@ def errno_for(exc: BaseException, *, rw: bool, mkdir: bool = False) -> int:
     if isinstance(exc, OSError) and exc.errno in TOO_MANY_FILES:
         no_descriptor_free(exc)
         return exc.errno
+    if isinstance(exc, OSError) and exc.errno == errno.EBADF:
+        # a descriptor of ours closed under the request (review26 R26-4's race): a bug, never the
+        # reader's bad descriptor; EIO, said with where it came from, so the next such race is seen
+        log.error("unexpected error (a file of the log directory closed while in use): %r", exc, exc_info=exc)
+        return errno.EIO
     if isinstance(exc, OSError) and exc.errno:
         return exc.errno
     log.error("unexpected error: %r", exc, exc_info=exc)

@@ -180,13 +180,15 @@ def indexed_batch_start(segment: LogSegment, after: int, end: int) -> int | None
 
 def sealed_max_timestamp(segment: LogSegment) -> int | None:
     """The largest timestamp of a sealed segment, as the engine's lookup by time takes it (Kafka's
-    ``largestTimestamp``: the time index's last entry and the batches from it); None when empty or
-    unreadable."""
+    ``largestTimestamp``: the time index's last entry and the batches from it); None when empty,
+    unreadable, or read from a batch whose CRC fails (:attr:`~kafkafs.storage.segment.LogSegment.
+    max_timestamp_sure`: a damaged maxTimestamp must not prune the segment)."""
     try:
         top = segment.max_timestamp
+        sure = segment.max_timestamp_sure
     except (CorruptRecordError, OSError):
         return None
-    return top if top >= 0 else None
+    return top if top >= 0 and sure else None
 
 
 def time_start(segment: LogSegment, ts_ms: int) -> int:

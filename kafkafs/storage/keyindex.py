@@ -112,7 +112,9 @@ class KeyIndexStore:
         folder, or (``build``) built now; None when it is not there and ``build`` is False. ``upper``:
         the next segment's base offset, which the offsets of the segment's last batch stay below (a
         batch past it is damage, where the index stops)."""
-        key = file_key(os.fstat(segment.records.handle().fd))
+        handle = segment.records.handle()  # held while its number is used: a segment let go meanwhile
+        key = file_key(os.fstat(handle.fd))  # (retention) closes it only after (review26 R26-4)
+        del handle
         index = self._cached((key, topic, partition))
         if index is not None:
             return index

@@ -397,9 +397,16 @@ class LocalLog:
         self, from_offset: int | None = None, to_offset: int | None = None, *, validate: bool = True
     ) -> Iterator[DecodedBatch]:
         """Decoded batches from ``from_offset``, the first and last trimmed to the bounds;
-        ``OffsetOutOfRange`` past the log end offset; an offset below the log start reads from there."""
-        if from_offset is not None and from_offset > self.log_end_offset:
-            raise OffsetOutOfRange(f"offset {from_offset} is past the log end offset {self.log_end_offset}")
+        ``OffsetOutOfRange`` past the log end offset; an offset below the log start reads from there. When
+        the end cannot be read (the active segment's OSError: EACCES, EIO), the sealed segments are read,
+        and the read of the active one raises it (fix58: nothing of the partition was read)."""
+        if from_offset is not None:
+            try:
+                end: int | None = self.log_end_offset
+            except OSError:
+                end = None
+            if end is not None and from_offset > end:
+                raise OffsetOutOfRange(f"offset {from_offset} is past the log end offset {end}")
         lo = self._log_start_offset if from_offset is None else max(from_offset, self._log_start_offset)
         for segment, view in self.batches(lo, to_offset):
             batch = view.decode(validate=validate, file=str(segment.log_path))
@@ -435,7 +442,7 @@ class LocalLog:
         start = self._log_start_offset
         for segment in self.segments.from_offset(start):
             sealed = self.segments.is_sealed(segment.base_offset)  # a torn batch is damage there
-            if segment.size == 0 or segment.max_timestamp < timestamp:
+            if segment.size == 0 or segment.max_timestamp < timestamp and segment.max_timestamp_sure:
                 if sealed and segment.size:
                     segment.check_whole()
                 continue

@@ -28,6 +28,7 @@ from ..format.batch import (
     read_batch_header,
 )
 from .handles import FileHandle
+from .names import DELETED
 from .safefiles import open_file
 
 __all__ = ["FileRecords", "BatchView", "CHUNK_BYTES", "TornBatchError"]
@@ -168,7 +169,8 @@ class FileRecords:
 
     def open(self, *, create: bool) -> int:
         """Open the file now (created if ``create`` and writable); return its size."""
-        return os.fstat(self._open_handle(create=create).fd).st_size
+        handle = self._open_handle(create=create)  # held while its number is used (see read_at)
+        return os.fstat(handle.fd).st_size
 
     # ------------------------------------------------------------------------------------------ handle
 
@@ -200,18 +202,28 @@ class FileRecords:
         return handle
 
     def _open_renamed(self) -> int:
-        """The file opened at :attr:`next_path` (it took that name since it was found: same inode), which
-        becomes :attr:`path`; :class:`CorruptRecordError` "missing" when it is not there either."""
-        if self.next_path is not None and self.file_id is not None:
+        """The file, found gone from :attr:`path`: opened at :attr:`next_path` (it took that name since it
+        was found: same inode), which becomes :attr:`path`; read-only, also under its name renamed
+        ``.deleted`` (another process's retention or cleaner removed it: Kafka renames a removed segment's
+        files so and deletes them ``file.delete.delay.ms`` later), the same inode, read there without taking
+        that name. Gone from both, read-only: :class:`SegmentClosedError` (removed under the reader, as
+        retention does: not damage, fix62's lagging reader got EIO); writable (our own files, renamed only by
+        us): :class:`CorruptRecordError` "missing"."""
+        later = [] if self.next_path is None else [self.next_path]
+        if not self.writable:
+            later.append(self.path.with_name(self.path.name + DELETED))
+        for path in later if self.file_id is not None else ():
             try:
-                fd = open_file(self.next_path, os.O_RDONLY)
+                fd = open_file(path, os.O_RDONLY)
             except (OSError, UnsafeFileError):
-                pass
-            else:
-                if os.fstat(fd).st_ino == self.file_id:
+                continue
+            if os.fstat(fd).st_ino == self.file_id:
+                if path == self.next_path:
                     self.path, self.next_path = self.next_path, None
-                    return fd
-                os.close(fd)
+                return fd
+            os.close(fd)
+        if not self.writable and self.file_id is not None:
+            raise SegmentClosedError(f"{self.path}: removed (retention or compaction) and no longer on disk")
         raise CorruptRecordError("segment file is missing", file=str(self.path)) from None
 
     def hold(self, size: int, suffixes: Sequence[str] = ()) -> FileHandle:

@@ -82,6 +82,9 @@ class _Tail(NamedTuple):
     bytes_since_index: int  # bytes appended since the last offset index entry, or the open or truncation
     #: (position, reason) of bytes after the last whole batch the open's scan met, or None
     torn: tuple[int, str] | None = None
+    #: whether every batch whose header the max timestamp was read from holds its CRC (maxTimestamp is
+    #: inside it: a damaged one may lie, so a lookup by time must not pass over the segment by it)
+    max_timestamp_sure: bool = True
 
 
 class LogSegment(SegmentFiles):
@@ -238,29 +241,34 @@ class LogSegment(SegmentFiles):
         else:
             start = 0  # the largest timestamp can be anywhere
         torn: list[tuple[int, str]] = []
-        next_offset, max_ts, max_offset, seen, unreadable = self._scan_from(start, max_ts, max_offset, torn)
+        damaged: list[int] = []
+        next_offset, max_ts, max_offset, seen, unreadable = self._scan_from(start, max_ts, max_offset, torn, damaged)
         if not seen and start > 0:  # nothing whole where the index points: trust the log, not the index
             torn.clear()
-            next_offset, max_ts, max_offset, _, unreadable = self._scan_from(0, NO_TIMESTAMP, self.base_offset, torn)
+            damaged.clear()
+            next_offset, max_ts, max_offset, _, unreadable = self._scan_from(0, NO_TIMESTAMP, self.base_offset, torn,
+                                                                             damaged)
         if unreadable:
             # bytes the disk will not give are not the end of the segment (review11 R11-3): past them,
             # the offset index's last entry is read from (where Kafka starts its scan of the tail), and
             # the indexes' last entries (a batch's last offset each) bound the next offset from below
             if self.offset_index.entries and last_index.position > start:
-                after, max_ts, max_offset, _, _ = self._scan_from(last_index.position, max_ts, max_offset)
+                after, max_ts, max_offset, _, _ = self._scan_from(last_index.position, max_ts, max_offset,
+                                                                  damaged=damaged)
                 next_offset = max(next_offset, after)
             if self.offset_index.entries:
                 next_offset = max(next_offset, last_index.offset + 1)
             if self.time_index.entries:
                 next_offset = max(next_offset, last_time.offset + 1)
         # Kafka counts afresh from an open
-        return _Tail(next_offset, max_ts, max_offset, 0, torn[0] if torn else None)
+        return _Tail(next_offset, max_ts, max_offset, 0, torn[0] if torn else None, not damaged)
 
-    def _scan_from(self, start: int, max_ts: int, max_offset: int,
-                   torn: list[tuple[int, str]] | None = None) -> tuple[int, int, int, bool, bool]:
+    def _scan_from(self, start: int, max_ts: int, max_offset: int, torn: list[tuple[int, str]] | None = None,
+                   damaged: list[int] | None = None) -> tuple[int, int, int, bool, bool]:
         """(next offset, max timestamp, its offset, whether a batch was seen, whether the disk would not
         give some bytes) of the batches from ``start``; where bytes after the last whole batch start
-        (and why they are no batch) is added to ``torn``."""
+        (and why they are no batch) is added to ``torn``, the position of a batch whose CRC fails to
+        ``damaged`` (its maxTimestamp, read as Kafka's ``loadLargestTimestamp`` reads it, may lie)."""
         next_offset = self.base_offset
         seen = unreadable = False
         try:
@@ -268,6 +276,8 @@ class LogSegment(SegmentFiles):
                 h = view.header
                 seen = True
                 next_offset = max(next_offset, h.next_offset)
+                if damaged is not None and self.damage_of(view) is not None:
+                    damaged.append(view.position)
                 if h.max_timestamp > max_ts:
                     max_ts, max_offset = h.max_timestamp, h.last_offset
         except CorruptRecordError as exc:
@@ -301,6 +311,14 @@ class LogSegment(SegmentFiles):
     def max_timestamp(self) -> int:
         """The largest timestamp of any batch here (-1 when empty; Kafka's ``largestTimestamp``)."""
         return self._tail_state().max_timestamp
+
+    @property
+    def max_timestamp_sure(self) -> bool:
+        """Whether :attr:`max_timestamp` was read from batches whose CRC holds only (the time index's
+        last entry and the batches after it): a lookup by time passes over a segment by its largest
+        timestamp only then (fix60: a damaged batch's maxTimestamp made a lookup skip the segment that
+        may hold its answer, and answer from the next one)."""
+        return self._tail_state().max_timestamp_sure
 
     @property
     def offset_of_max_timestamp(self) -> int:
@@ -396,7 +414,8 @@ class LogSegment(SegmentFiles):
             if start == 0:
                 self._rolling_timestamp = first.max_timestamp
             self._size = start + len(data)
-            self._tail = _Tail(max(tail.next_offset, last.next_offset), max_ts, max_offset, since)
+            self._tail = _Tail(max(tail.next_offset, last.next_offset), max_ts, max_offset, since,
+                               max_timestamp_sure=tail.max_timestamp_sure)
 
     def flush(self) -> None:
         """fsync the ``.log`` and sync the index maps (Kafka's ``LogSegment.flush``)."""

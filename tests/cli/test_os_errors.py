@@ -323,3 +323,29 @@ def test_dump_says_it_cannot_read_a_file_in_a_folder_it_cannot_search(demo):
     assert error_line(proc) == f"kafkafs: error: cannot read {segment}: permission denied"
     missing = folder / "00000000000000099999.log"
     assert error_line(run("dump", str(missing)), rc=2) == f"kafkafs: error: {missing}: no such file"
+
+
+@pytest.mark.parametrize("how", [[], ["--no-interleave"], ["--grep", "."], ["-c", "1000"], ["-o", "100"]],
+                         ids=["interleaved", "no-interleave", "grep", "count", "offset"])
+def test_consume_prints_the_sealed_segments_before_an_active_segment_it_cannot_read(demo, how):
+    """fix58's left-over: the partition's end is read from its active segment, so when the user may not
+    read that one, `consume` printed nothing of the partition (its log end unknown), its readable sealed
+    segments neither. Now they are printed, then the active segment is said in one line, exit 1."""
+    whole = run("consume", str(demo), "orders-0")
+    assert whole.returncode == 0
+    active = sorted((demo / "orders-0").glob("*.log"))[-1]
+    sealed = int(active.name.split(".")[0])
+    assert sealed > 100
+    active.chmod(0o000)
+    try:
+        proc = run("consume", str(demo), "orders", *how)
+        tail = run("consume", str(demo), "orders-0", "-o", "-5")
+    finally:
+        active.chmod(0o644)
+    assert error_line(proc) == f"kafkafs: error: cannot read {active}: permission denied"
+    lines = [line for line in proc.stdout.splitlines(keepends=True) if b'"partition":0,' in line]
+    first = 100 if "-o" in how else 0
+    assert lines == whole.stdout.splitlines(keepends=True)[first:sealed]  # before: none
+    assert any(b'"partition":1,' in line for line in proc.stdout.splitlines())
+    assert error_line(tail) == f"kafkafs: error: cannot read {active}: permission denied"  # needs the end
+    assert tail.stdout == b""

@@ -67,3 +67,53 @@ def test_the_mount_answers_eio_where_the_answer_may_lie_in_the_damaged_batch(tmp
         assert exc.value.errno == errno.EIO, path
     assert json.loads((m / "t-0" / "by-offset" / "135.json").read_bytes())["offset"] == 135
     assert "CRC mismatch" in m.log() and "Traceback" not in m.log() + t.log()
+
+
+def _damaged_segment_end(tmp_path: Path) -> tuple[Path, int, int]:
+    """Segments of 40 offsets; the last batch of the first (30..39) with its maxTimestamp set below every
+    record's (its CRC no longer holds), and no time index (a copy without it, or one a check distrusts:
+    the segment's largest timestamp is then read from the batches' headers, as Kafka's
+    ``loadLargestTimestamp`` does). (logdir, the batch's position, a timestamp of its records)."""
+    logdir = _build(tmp_path / "logs", segment_bytes=1000)
+    pos = _batch_positions(logdir / SEGMENT)[-1][0]
+    buf = bytearray((logdir / SEGMENT).read_bytes())
+    buf[pos + 35 : pos + 43] = struct.pack(">q", BASE_TS)
+    (logdir / SEGMENT).write_bytes(bytes(buf))
+    (logdir / SEGMENT).with_suffix(".timeindex").unlink()
+    return logdir, pos, BASE_TS + 38
+
+
+def test_a_lookup_by_time_never_passes_over_a_segment_by_a_damaged_largest_timestamp(tmp_path, mounted):
+    """fix60's left-over: the segment's largest timestamp (the tail scan's batch headers) came from a damaged
+    batch too; a lookup by time skipped the whole segment by it and answered from the next one (offset
+    40, exit 0), although the answer lies in the damaged batch. Now it is said: exit 1, EIO (as for a
+    damaged batch a lookup passes over inside a segment: any later answer may lie in it too)."""
+    logdir, pos, ts = _damaged_segment_end(tmp_path)
+    for args in (("--from-time", str(ts), "-c", "2"), ("-o", f"s@{ts}", "-c", "1")):
+        done = _kafkafs("consume", str(logdir), "t-0", *args)
+        assert done.returncode == 1, (args, done.stdout[:200])  # before: 0, offsets 40, 41
+        assert f"position {pos}: CRC mismatch" in done.stderr.decode()
+        assert _offsets(done.stdout) == []
+    done = _kafkafs("consume", str(logdir), "t-0", "--from-time", str(BASE_TS + 15), "-c", "2")  # before it
+    assert done.returncode == 0 and _offsets(done.stdout) == [15, 16]
+    m = mounted(logdir)
+    m.allow_errors = True
+    for path in (m / "t-0" / "by-time" / f"{ts}.json", m / "t-0" / "by-time" / f"{ts}..{ts + 10}.jsonl"):
+        with pytest.raises(OSError) as exc:
+            path.read_bytes()
+        assert exc.value.errno == errno.EIO, path
+    assert json.loads((m / "t-0" / "by-time" / f"{BASE_TS + 15}.json").read_bytes())["offset"] == 15
+    assert json.loads((m / "t-0" / "by-offset" / "45.json").read_bytes())["offset"] == 45
+    assert "CRC mismatch" in m.log() and "Traceback" not in m.log()
+
+
+def test_spark_prunes_no_segment_by_a_damaged_largest_timestamp(tmp_path):
+    from kafkafs.spark.positions import sealed_max_timestamp
+    from kafkafs.storage.logdir import LogDir
+
+    logdir, _pos, _ts = _damaged_segment_end(tmp_path)
+    with LogDir(logdir) as d:
+        first, second = list(d.log("t-0").segments)[:2]
+        assert sealed_max_timestamp(first) is None  # before: BASE_TS + 29: pruned for a time past it
+        assert not first.max_timestamp_sure and second.max_timestamp_sure
+        assert sealed_max_timestamp(second) == BASE_TS + 79

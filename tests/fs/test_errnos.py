@@ -35,3 +35,13 @@ def test_errno_mapping():
     assert errno_for(FileExistsError(), rw=True) == errno.EEXIST
     assert errno_for(OSError(errno.ENOSPC, "full"), rw=True) == errno.ENOSPC
     assert errno_for(RuntimeError("?"), rw=True) == errno.EIO
+
+
+@pytest.mark.allow_warnings("the bad descriptor is logged as an error")
+def test_a_descriptor_closed_under_a_request_is_eio_and_said(caplog):
+    """review26 R26-4: a race closed a segment's descriptor under a table read, and the reader got EBADF
+    (on a descriptor it had not passed) with nothing in the mount's log. Now EIO, logged with its stack."""
+    assert errno_for(OSError(errno.EBADF, "Bad file descriptor"), rw=False) == errno.EIO
+    assert any(r.levelname == "ERROR" and "closed while in use" in r.getMessage() and r.exc_info
+               for r in caplog.records)
+    assert errno_for(OSError(errno.ENOSPC, "full"), rw=True) == errno.ENOSPC  # others pass through

@@ -67,7 +67,7 @@ def test_a_torn_batch_in_a_sealed_segment_reads_eio_and_the_rest_stays(mounted, 
     m.allow_errors = True
     part = m / "orders-0"
     # the records before the torn batch and the segments after it are served as before (a read that
-    # touches the torn batch's place fails as a whole: read around it)
+    # reaches the torn batch's place is short, the next one fails: test_cat_gets_every_record_before_...)
     after = before[before.index(b'"offset":%d,' % (last + 1)) - len(b'{"topic":"orders","partition":0,'):]
     size = os.stat(part / "records.jsonl").st_size
     # the kernel reads whole pages: the page that holds the torn batch's first byte needs it (EIO), so the
@@ -97,6 +97,61 @@ def test_a_torn_batch_in_a_sealed_segment_reads_eio_and_the_rest_stays(mounted, 
     assert _errno(part / "by-key" / "no-such-key.json") == errno.EIO
     assert _errno(part / "table.jsonl") == errno.EIO
     assert "bytes after the last whole batch" in m.log(), m.log()
+    assert "Traceback" not in m.log()
+
+
+def _cat(path: Path) -> tuple[bytes, int | None, int]:
+    """What ``cat`` gets: 128 KiB reads from the start until the end or an error (the bytes, the errno or
+    None, the file's size after)."""
+    out = []
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        while True:
+            try:
+                data = os.read(fd, 128 * 1024)
+            except OSError as exc:
+                return b"".join(out), exc.errno, os.fstat(fd).st_size
+            if not data:
+                return b"".join(out), None, os.fstat(fd).st_size
+            out.append(data)
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.parametrize("damage", ["torn", "crc"])
+def test_cat_gets_every_record_before_the_damage_then_eio(mounted, built_logdir, tmp_path, damage):
+    """review23 R23-14: `cat records.jsonl` lost the records just before a damaged batch: the 128 KiB read
+    that reached it failed as a whole (EIO with 0 bytes when the damage lies in the first window). Now
+    the file is read with direct I/O once it shows damage, the read that reaches it is short (up to the
+    last whole record before it), and only the next read fails. (Through the page cache the kernel takes
+    a short read for the end of the file: it shrinks the inode, `cat` ends quietly with exit 0.)"""
+    logdir = tmp_path / "logs"
+    shutil.copytree(built_logdir, logdir)
+    before = expected_jsonl(logdir, "orders-0")
+    first = sorted((logdir / "orders-0").glob("*.log"))[0]
+    _pos, _size, base, last = _batches(first)[-1]
+    if damage == "torn":
+        os.truncate(first, first.stat().st_size - 10)
+    else:
+        _flip(first, len(_batches(first)) - 1)
+    lines = before.splitlines(keepends=True)
+    prefix = sum(len(line) for line in lines if json.loads(line)["offset"] < base)
+    m = mounted(logdir)
+    m.allow_errors = True
+    path = m / "orders-0" / "records.jsonl"
+    size = os.stat(path).st_size
+    got, err, size_after = _cat(path)
+    assert err == errno.EIO and got == before[:prefix], (len(got), prefix)  # before: 0 bytes, EIO
+    assert size_after == size
+    after = before[before.index(b'"offset":%d,' % (last + 1)) - len(b'{"topic":"orders","partition":0,'):]
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        assert os.pread(fd, len(after), size - len(after)) == after
+    finally:
+        os.close(fd)
+    # a range that holds the batch: the same (before: EIO with no line)
+    got, err, _size = _cat(m / "orders-0" / "by-offset" / f"{base - 2}-{last + 2}.jsonl")
+    assert err == errno.EIO and got == b"".join(line for line in lines if base - 2 <= json.loads(line)["offset"] < base)
     assert "Traceback" not in m.log()
 
 

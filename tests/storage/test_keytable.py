@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
+import os
 import random
 import shutil
+import sys
 
 import pytest
 
-from kafkafs.errors import CorruptRecordError
+from kafkafs.errors import CorruptRecordError, SegmentClosedError
 from kafkafs.storage import keytable
 from kafkafs.storage.cleaner import compact
 from kafkafs.storage.config import Settings
@@ -236,3 +238,90 @@ def test_keys_in_a_legacy_wrapper_of_a_sealed_segment_are_found(tmp_path, magic,
         assert [r.offset for r in keys.history(b"A")] == [3]
         with keys.table() as t:
             assert table_offsets(t) == [1, 2, 3, 4]
+
+
+def _let_go_while_keyed(monkeypatch, segment, files=None, reuse=None):
+    """Retention lets ``segment`` go (its ``close_handlers``, as a read-only log's refresh does) just after
+    the key index store took its ``.log`` descriptor to key its index (review26 R26-4); ``files``: then
+    does this to its ``.log`` (``"deleted"``: renamed as a broker's retention does, ``"gone"``: removed).
+    ``reuse``: a file then opened at once (another open of the mount), which takes the lowest descriptor
+    number free."""
+    from kafkafs.storage.records import FileRecords
+
+    real_handle, real_fstat = FileRecords.handle, os.fstat
+    records = segment.records
+    target: list[int] = []
+    taken: list[int] = []
+
+    def handle(self):
+        got = real_handle(self)
+        if self is records and not target and sys._getframe(1).f_code.co_name == "get":
+            target.append(got.fd)
+            segment.close_handlers()  # the descriptor closes once no one holds it
+            path = segment.log_path
+            if files == "deleted":
+                os.rename(path, f"{path}.deleted")
+            elif files == "gone":
+                os.unlink(path)
+        return got
+
+    def fstat(fd):
+        if reuse is not None and target and fd == target[0] and not taken:
+            while True:  # the lowest number free goes to the next open
+                taken.append(os.open(reuse, os.O_RDONLY))
+                if taken[-1] >= target[0]:
+                    break
+        return real_fstat(fd)
+
+    monkeypatch.setattr(FileRecords, "handle", handle)
+    monkeypatch.setattr(os, "fstat", fstat)
+    return target, taken
+
+
+@pytest.mark.parametrize("files", ["deleted", "gone"])
+def test_a_segment_let_go_while_its_index_is_keyed_never_fails_with_a_bad_descriptor(tmp_path, monkeypatch, files):
+    """review26 R26-4: ``KeyIndexStore.get`` read the ``.log`` descriptor off a handle it did not hold, so
+    a segment retention let go at that moment had its descriptor closed before the ``fstat``: the table's
+    read failed with EBADF (no errno a read of ``table.jsonl`` may give). Now, as when the segment went a
+    moment earlier, the table is made from the segment while its file is on disk (renamed ``.deleted``),
+    and once it is gone the segment is closed under the reader (SegmentClosedError: ESTALE)."""
+    log, model = _log(tmp_path, seed=21, batches=100)
+    log.close()
+    reader = Log.open(tmp_path / "t-0")
+    target, _taken = _let_go_while_keyed(monkeypatch, reader.segments.first(), files)
+    keys = PartitionKeys(reader, KeyIndexStore(tmp_path / "cache"))  # an empty cache: the index is built
+    if files == "deleted":
+        with keys.table() as t:
+            assert table_offsets(t) == brute(model)[2]
+    else:
+        with pytest.raises(SegmentClosedError):
+            keys.table()
+    assert target
+    monkeypatch.undo()
+    reader.close()
+
+
+def test_a_descriptor_number_reused_while_an_index_is_keyed_never_serves_another_segments_index(tmp_path, monkeypatch):
+    """review26 R26-4, the same race when another open takes the closed descriptor's number before the
+    ``fstat``: the store keyed the segment by another file (the next segment's) and served that file's
+    index from the cache for it (a wrong table). The descriptor is held: the segment's own index, loaded
+    from the cache, and the table goes on with the segment still on disk."""
+    log, model = _log(tmp_path, seed=22, batches=100)
+    log.close()
+    reader = Log.open(tmp_path / "t-0")
+    _check_all(PartitionKeys(reader, KeyIndexStore(tmp_path / "cache")), model)  # every index in the cache
+    reader.close()
+    reader = Log.open(tmp_path / "t-0")
+    segments = list(reader.segments)
+    target, taken = _let_go_while_keyed(monkeypatch, segments[0], reuse=segments[1].log_path)
+    keys = PartitionKeys(reader, KeyIndexStore(tmp_path / "cache"))
+    try:
+        with keys.table() as t:
+            got = table_offsets(t)
+    finally:
+        for fd in taken:
+            os.close(fd)
+    monkeypatch.undo()
+    assert target and taken
+    assert got == brute(model)[2]
+    reader.close()

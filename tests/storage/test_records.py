@@ -135,6 +135,43 @@ def test_a_reopen_that_finds_another_file_is_refused(tmp_path):
         records.read_at(0, 100)
 
 
+def test_a_reopen_after_another_processs_retention_reads_the_deleted_file_or_says_it_is_gone(tmp_path):
+    """fix62's finding: a read-only reader whose descriptor was released (the handle budget) reopens by name;
+    another process's retention had renamed the file ``.deleted`` (Kafka's way), and the reopen said
+    "segment file is missing" (damage: EIO on a mount). It reads the same file (inode) there; once that
+    is unlinked too, the segment is gone (SegmentClosedError: ESTALE), not damaged. A writer's own file
+    that vanished stays damage."""
+    from kafkafs.errors import SegmentClosedError
+
+    path = tmp_path / "00000000000000000000.log"
+    path.write_bytes(encode_batch([(1, None, b"old", ())]))
+    records = FileRecords(path, writable=False, max_batch_size=LIMIT)
+    old = records.read_at(0, 100)
+    records.release()
+    deleted = tmp_path / "00000000000000000000.log.deleted"
+    os.rename(path, deleted)
+    assert records.read_at(0, 100) == old
+    records.release()
+    assert records.read_at(0, 100) == old and records.path == path  # (the name stays: the segment's)
+    records.release()
+    other = tmp_path / "other"
+    other.write_bytes(encode_batch([(1, None, b"new", ())]))
+    os.replace(other, deleted)  # another file under that name: not this segment's
+    with pytest.raises(SegmentClosedError):
+        records.read_at(0, 100)
+    os.unlink(deleted)
+    with pytest.raises(SegmentClosedError, match="no longer on disk"):
+        records.read_at(0, 100)
+    mine = tmp_path / "00000000000000000009.log"
+    mine.write_bytes(encode_batch([(1, None, b"mine", ())]))
+    writer = FileRecords(mine, writable=True, max_batch_size=LIMIT)
+    writer.read_at(0, 100)
+    writer.release()
+    os.rename(mine, tmp_path / "00000000000000000009.log.deleted")  # not by the writer: damage
+    with pytest.raises(CorruptRecordError, match="missing"):
+        writer.read_at(0, 100)
+
+
 def _evict(path: Path) -> bool:
     """Drop a clean file's pages from the page cache; False where the file system keeps them (tmpfs).
     The check reads the last byte without waiting: a miss starts reading ahead from there, so the
@@ -170,3 +207,15 @@ def test_nowait_reads_only_what_the_page_cache_holds(tmp_path: Path) -> None:
         list(records.batches(0, len(data), nowait=True))
     assert [v.raw() for v in records.batches(0, len(data))] == parts  # a blocking read brings them back
     assert [v.raw() for v in records.batches(0, len(data), nowait=True)] == parts
+
+
+def test_an_open_whose_descriptor_is_given_back_at_once_still_says_the_size(tmp_path: Path) -> None:
+    """review26 R26-4: ``open`` read the descriptor off a handle it did not hold, so a release at that
+    moment (the handle budget, from the owner's ``on_open`` or another thread) closed it before the
+    ``fstat``: EBADF (or another file's size, had the number been reused meanwhile)."""
+    data = b"".join(_batches(3))
+    path = tmp_path / "00000000000000000000.log"
+    path.write_bytes(data)
+    records = FileRecords(path, writable=False, max_batch_size=LIMIT, on_open=lambda: records.release())
+    assert records.open(create=False) == len(data)
+    assert [v.header.base_offset for v in records.batches(0, len(data))] == [0, 1, 2]  # opened again

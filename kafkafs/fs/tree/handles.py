@@ -214,7 +214,7 @@ class RecordsHandle(Handle):
     an append-only stream shared by every open of its inode. Its bytes never change, so the kernel may
     keep its pages across opens (a new size drops them anyway), unless the partition is live: then it
     is read with direct I/O (:meth:`~kafkafs.fs.views.partition.PartitionState.live`: the last page
-    of a growing file must never be kept)."""
+    of a growing file must never be kept), and so is one that shows damage (the reads before it are short)."""
 
     keep_cache = True
 
@@ -232,7 +232,11 @@ class RecordsHandle(Handle):
         self.cache = stream.take_spare() or PieceCache(renderer=stream.state.piece_renderer)
         self.near_end = near_end
         self.outgrown = outgrown
-        if stream.state.live():
+        if stream.state.live() or stream.shows_damage():
+            # damage: direct I/O, so that the read that reaches it gives the records before it (a short
+            # read) and only the next one fails; through the page cache the kernel would take a short
+            # read for the end of the file (it shrinks the inode: `cat` ends quietly), and fails the
+            # whole window instead (review23 R23-14: `cat` lost up to 128 KiB of records before it)
             self.keep_cache, self.direct_io = False, True
 
     def _reached(self, end: int, total: int) -> None:
@@ -243,7 +247,7 @@ class RecordsHandle(Handle):
 
     def read(self, offset: int, size: int) -> Bytes:
         stream = self.stream
-        data = stream.read(self, offset, size, self.cache)
+        data = stream.read(self, offset, size, self.cache, short=self.direct_io)
         end = offset + len(data)
         if end > stream.told_size:  # (before the read returns: its reader's next stat must count it)
             if self.outgrown is not None:
@@ -298,14 +302,14 @@ class RangeHandle(Handle):
         self.state = state
         self.layout = layout
         self.cache = PieceCache(renderer=state.piece_renderer)
-        if not layout.complete and state.live():  # it grows: no page kept (see RecordsHandle)
+        if not layout.complete and state.live() or layout.bad:  # it grows, or damage: see RecordsHandle
             self.keep_cache, self.direct_io = False, True
 
     def read(self, offset: int, size: int) -> Bytes:
         if offset + size > self.layout.total():
             self.state.refresh()
             self.state.extend_range(self.layout)
-        return self.state.read_range(self.layout, offset, size, self.cache)
+        return self.state.read_range(self.layout, offset, size, self.cache, short=self.direct_io)
 
     def read_now(self, offset: int, size: int) -> Bytes | None:
         if offset + size > self.layout.total():

@@ -505,9 +505,12 @@ class PartitionState:
     def extend_range(self, layout: RangeLayout) -> None:
         layout.extend(self.log, _renderer(layout), self.layout_of)
 
-    def read_range(self, layout: RangeLayout, offset: int, size: int, cache: PieceCache) -> Bytes:
+    def read_range(self, layout: RangeLayout, offset: int, size: int, cache: PieceCache, short: bool = False) -> Bytes:
+        """Bytes of the range ``layout``; ``short``: a short read before a piece that cannot be read
+        (:func:`~.reading.read_parts` ``short_at_damage``: a file read with direct I/O)."""
         count = len(layout)
-        return read_parts([Part(layout, count, 0)], [0], offset, size, lambda p, i: self.render_piece(p, i, cache))
+        return read_parts([Part(layout, count, 0)], [0], offset, size, lambda p, i: self.render_piece(p, i, cache),
+                          short_at_damage=short)
 
     def read_range_now(self, layout: RangeLayout, offset: int, size: int, cache: PieceCache) -> Bytes | None:
         """:meth:`read_range` from rendered pieces alone (safe on the FUSE loop), else None."""

@@ -125,6 +125,7 @@ class RangeLayout(Layout):
                     and is_sealed(upper)
                     and segment.size
                     and segment.max_timestamp < flt.ts_lo
+                    and segment.max_timestamp_sure
                     and segment.ends_whole()
                 ):
                     # a sealed segment whose largest timestamp is below the range: nothing to read (one

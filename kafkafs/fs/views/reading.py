@@ -66,8 +66,14 @@ def read_parts(
     size: int,
     render: Callable[[Layout, int], Bytes],
     where: Callable[[Layout, int], int | None] | None = None,
+    short_at_damage: bool = False,
 ) -> Bytes:
     """Bytes ``offset .. offset+size`` of the view made of ``parts`` (``starts`` their start bytes).
+
+    ``short_at_damage``: a piece that cannot be rendered (damage, a disk error) after some pieces were
+    read ends the bytes before it (whole lines: a short read), and the read that starts at it fails
+    (SPEC §3: only the reads that need the damaged bytes fail; review23 R23-14). Only for a file read
+    with direct I/O: through the page cache the kernel takes a short read for the end of the file.
 
     ``render(layout, i)`` returns piece ``i``'s bytes (the caller caches and checks them). ``where(layout,
     i)``: where a piece rendered as a slice of a larger buffer (a span: :class:`PieceCache`) starts in
@@ -93,7 +99,12 @@ def read_parts(
         i = layout.piece_at(rel, count)
         while want > 0 and i < count:
             piece_start = layout.start(i)
-            data = render(layout, i)
+            try:
+                data = render(layout, i)
+            except (CorruptRecordError, OSError) as exc:
+                if not (short_at_damage and out) or isinstance(exc, BlockingIOError):
+                    raise
+                return out[0] if len(out) == 1 else b"".join(out)
             lo = rel - piece_start
             chunk = (data if isinstance(data, memoryview) else memoryview(data))[lo : lo + want]  # no copy yet
             if contiguous:

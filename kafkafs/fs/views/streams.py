@@ -506,9 +506,18 @@ class RecordsStream:
             self.let_go_unread(wait)
         return True
 
-    def read(self, handle: object, offset: int, size: int, cache: PieceCache) -> Bytes:
+    def shows_damage(self) -> bool:
+        """Whether the view as last advanced holds a piece that cannot be read (a damaged batch, bytes the
+        disk would not give: :attr:`~.layout.Layout.bad`): an open then reads with direct I/O, so that
+        a read ending before it can be short (:meth:`read` ``short``; review23 R23-14)."""
+        view = self._view
+        return view is not None and any(part.layout.bad for part in view.parts)
+
+    def read(self, handle: object, offset: int, size: int, cache: PieceCache, short: bool = False) -> Bytes:
         """Bytes ``offset .. offset+size`` for the open ``handle``; records appended since the stream
-        last advanced follow when the read reaches its end."""
+        last advanced follow when the read reaches its end. ``short`` (a file read with direct I/O): a
+        read that meets a piece that cannot be read after some bytes gives those (whole lines), and the
+        next read, which starts at it, fails (:func:`~.reading.read_parts`)."""
         view = self._view
         if view is None or offset + size > view.total:
             view = self.advance()
@@ -519,7 +528,7 @@ class RecordsStream:
             pin = pins.get(id(layout))
             return state.render_piece(layout, i, cache, pin.pinned if pin is not None else None)
 
-        data = read_parts(view.parts, view.starts, offset, size, render, cache.where)
+        data = read_parts(view.parts, view.starts, offset, size, render, cache.where, short_at_damage=short)
         self.note_read(handle, offset + len(data))
         return data
 

@@ -235,8 +235,12 @@ def test_a_corrupt_batch_fails_only_what_needs_it(logdir_copy, caplog):
         handle = node.open(False)
         good = bytes(handle.read(0, 1000))  # a buffer (a memoryview of rendered bytes, uncopied)
         assert good.startswith(b'{"topic":"orders"')
+        # it shows damage: read with direct I/O, a read that reaches the batch ends before it (whole
+        # lines, review23 R23-14), and the read that starts at it fails
+        before = bytes(handle.read(0, size))
+        assert before == t.read_file(f"orders-0/by-offset/0-{first - 1}.jsonl") and handle.direct_io
         with pytest.raises(CorruptRecordError):
-            handle.read(0, size)
+            handle.read(len(before), size - len(before))
         with pytest.raises(CorruptRecordError):
             t.resolve(f"orders-0/by-offset/{first}.json")
         assert json.loads(t.read_file(f"orders-0/by-offset/{last + 1}.json"))["offset"] == last + 1
