@@ -61,6 +61,7 @@ __all__ = [
     "render_record",
     "render_record_pretty",
     "render_raw_record_pretty",
+    "raw_pretty_sizes",
     "record_object",
     "render_value",
     "is_json",
@@ -191,6 +192,37 @@ def render_raw_record_pretty(
     start = line.index(b',"timestamp":') + len(b',"timestamp":')
     timestamp = int(line[start : line.index(b",", start)])
     return _kernel.indent_json(line[:-1]) + b"\n", timestamp
+
+
+def raw_pretty_sizes(
+    topic: str,
+    partition: int,
+    buf: Buffer,
+    mode: str = "auto",
+    *,
+    lo: int | None = None,
+    hi: int | None = None,
+    max_inflated_bytes: int = DEFAULT_MAX_INFLATED_BYTES,
+) -> dict[int, tuple[int, int]]:
+    """offset -> (length, timestamp) of what :func:`render_raw_record_pretty` gives for each record of one
+    whole batch's bytes (offsets ``lo..hi``), from one render of the batch: the sizes of a listing's
+    ``by-offset/`` names at the cost of a batch's decode, not of a lookup each (review24 R24-5). No
+    decoder (the caller renders internal topics' records one by one). Damage raises
+    :class:`CorruptRecordError` as :func:`render_raw_jsonl` does."""
+    out, offsets, timestamps, ends = _raw(topic, partition, buf, mode, None, lo, hi, None, None, 4,
+                                          max_inflated_bytes)
+    offs, stamps, stops = array("q"), array("q"), array("q")
+    offs.frombytes(offsets)
+    stamps.frombytes(timestamps)
+    stops.frombytes(ends)
+    indent = _kernel.indent_json
+    sizes: dict[int, tuple[int, int]] = {}
+    start = 0
+    for offset, timestamp, end in zip(offs, stamps, stops, strict=True):
+        if offset not in sizes:  # the first record with that offset (a damaged batch may repeat it)
+            sizes[offset] = (len(indent(out[start : end - 1])) + 1, timestamp)
+        start = end
+    return sizes
 
 
 # ------------------------------------------------------------------------------------ raw batches

@@ -37,7 +37,7 @@ import socket
 import stat
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from ..errors import KafkafsError, MountError, MountPathError, UsageError, describe_os_error, one_line
@@ -46,7 +46,7 @@ from ..storage.memory import tune_malloc
 __all__ = [
     "StartingStderr", "first_exception", "notify", "sd_notify", "return_large_blocks", "daemonize",
     "setup_logging", "syslog_here", "log_file_name", "open_log_file", "LOG_FILE_BYTES",
-    "not_a_reply_nobody_awaits", "wake_stuck_reads", "stacks_on_request", "note_folder", "leave_failure_note",
+    "not_a_reply_nobody_awaits", "wake_stuck_reads", "with_reads_woken", "stacks_on_request", "note_folder", "leave_failure_note",
     "take_failure_note", "take_failure_notes_of", "ending_line",
 ]
 
@@ -178,6 +178,18 @@ def wake_stuck_reads(interval: float = READ_WAKE_INTERVAL) -> Callable[[], None]
         signal.signal(signal.SIGALRM, previous if previous is not None else signal.SIG_DFL)
 
     return stop
+
+
+async def with_reads_woken(main: Callable[[], Awaitable[None]], interval: float = READ_WAKE_INTERVAL) -> None:
+    """``await main()`` with :func:`wake_stuck_reads` on: the ``trio.run`` target of a mount. Started and
+    stopped inside trio's run, so no SIGALRM comes after trio closed its wakeup descriptor (one did at a
+    stop: "Exception ignored when trying to write to the signal wakeup fd: EBADF" in the mount's log), and
+    none after the run (a SIGALRM would cut short a wait for a child, as fusermount3's at the unmount)."""
+    stop = wake_stuck_reads(interval)
+    try:
+        await main()
+    finally:
+        stop()
 
 
 def stacks_on_request(signum: int = signal.SIGUSR1) -> Callable[[], None]:
@@ -312,7 +324,7 @@ def _to_log(log_file: str | None) -> None:
 
 
 def note_folder() -> Path:
-    """Where a detached ``--rw`` mount's daemon leaves the one line of a failed stop (its close of LOGDIR:
+    """Where a ``--rw`` mount's daemon (detached or ``-f``) leaves the one line of a failed stop (its close of LOGDIR:
     a checkpoint on a full disk) for ``kafkafs umount``, which knows the daemon by its pid, as the holder
     of ``LOGDIR/.lock`` (review23 R23-7): ``/run/user/UID/kafkafs``, else ``/tmp/kafkafs-UID``: found by
     both whatever their environment."""

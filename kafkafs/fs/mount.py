@@ -52,7 +52,7 @@ from .daemon import (
     syslog_here,
     take_failure_note,
     take_failure_notes_of,
-    wake_stuck_reads,
+    with_reads_woken,
 )
 from .mount_checks import check_logdir, check_mountpoint, fuse_fd, fuse_option_set
 from .mount_probe import MountProbe, mounted_device
@@ -371,14 +371,12 @@ def serve(
 
     error: BaseException | None = None
     first = realtime_loop and loop_first()
-    stop_waking = wake_stuck_reads()  # the loop's read never waits long for a request that left (.daemon)
     try:
-        trio.run(main)
+        trio.run(with_reads_woken, main)  # the loop never waits long for a request that left (.daemon)
     except Exception as exc:  # trio wraps what its tasks raise in an ExceptionGroup: said in one line
         failed = True
         error = exc
     finally:
-        stop_waking()  # before any child (fusermount3) is waited for: a SIGALRM would cut that wait short
         if first:
             loop_as_others()  # the stop (the layouts saved, the logs closed) takes its turn with the rest
         said = starting.restore(replay=answered and error is None)
@@ -607,7 +605,9 @@ def mount(
 
     def run(ready: Callable[[], None]) -> int:
         stop_dumps = stacks_on_request()  # kill -USR1: every thread's stack on stderr (a hang made diagnosable)
-        noted = rw and not foreground  # a failed stop is noted for `kafkafs umount` (review23 R23-7)
+        # a failed stop is noted for `kafkafs umount` (review23 R23-7) or the next verify/recover/mount:
+        # detached or not (-f is the systemd unit's way, stopped by SIGTERM: review27 R27-3)
+        noted = rw
         answered = False
 
         def on_ready() -> None:

@@ -24,8 +24,10 @@ A batch too large to inflate (valid data, :class:`~kafkafs.errors.UninflatableBa
 fails the table and a history as damage does, and a latest lookup only when no record of the key
 follows it (what it holds is older: review19 R19-2).
 
-The active segment is scanned; once it is large (:data:`ACTIVE_INDEX_FROM`), an index of what it holds
-is made in a temporary file and kept while it grows, and only what was appended since is scanned.
+The active segment is scanned; once it is large (:data:`ACTIVE_INDEX_FROM`), or lookups have scanned it a
+few times over (:data:`ACTIVE_INDEX_AFTER_SCANS`), an index of what it holds is made in a temporary file
+and kept while it grows, and only what was appended since is scanned. A table made of the whole active
+segment leaves its index for the lookups that follow (a listing of ``by-key/``, then a ``stat`` of each name).
 
 Threads: a :class:`PartitionKeys` keeps its log, its store and the active segment's index (made under
 a lock): any thread may query it. A :class:`Table` belongs to one reader.
@@ -74,6 +76,10 @@ BITMAP_BUDGET = 32 << 20
 #: it is made again once that much more was appended.
 ACTIVE_INDEX_FROM = 16 << 20
 ACTIVE_REINDEX_BYTES = 64 << 20
+#: An active segment of any size gets an index once lookups have scanned this many times its size since it
+#: was last indexed (or became active): a run of lookups (``ls -l by-key/``: one per name, review24 R24-5)
+#: then scans only what was appended since, for at most about twice the work of scanning it each time.
+ACTIVE_INDEX_AFTER_SCANS = 2
 
 
 class KeyRecord(NamedTuple):
@@ -280,6 +286,7 @@ class PartitionKeys:
         self.build = build
         self._active_lock = threading.Lock()
         self._active: tuple[LogSegment, int, SegmentKeyIndex] | None = None  # (segment, bytes indexed, index)
+        self._scanned: tuple[LogSegment | None, int] = (None, 0)  # (active segment, bytes lookups scanned since indexed)
 
     # ------------------------------------------------------------------------------------------ helpers
 
@@ -326,21 +333,54 @@ class PartitionKeys:
         return _Scan(found, txns, None, skipped)
 
     def _active_index(self, segment: LogSegment) -> SegmentKeyIndex | None:
-        """An index of what a large active segment holds (None for a small one): made once, in a
-        temporary file, and kept while the segment grows by less than :data:`ACTIVE_REINDEX_BYTES` past
-        it (lookups scan only the bytes appended since). A segment that shrank is indexed again."""
+        """An index of what the active segment holds, once it is large or lookups have scanned it
+        :data:`ACTIVE_INDEX_AFTER_SCANS` times over (None before: it is scanned): made in a temporary
+        file, and kept while the segment grows by less than :data:`ACTIVE_REINDEX_BYTES` past it and the
+        scans of what was appended since stay below that bound too (lookups scan only the bytes appended
+        since). A segment that shrank is indexed again."""
         size = segment.size
-        if size < ACTIVE_INDEX_FROM:
-            return None
         with self._active_lock:
             held = self._active
-            if held is not None and held[0] is segment and held[1] <= size < held[1] + ACTIVE_REINDEX_BYTES:
+            scanned = self._scanned[1] if self._scanned[0] is segment else 0
+            scanned_enough = scanned >= ACTIVE_INDEX_AFTER_SCANS * max(size, 1)
+            if held is not None and held[0] is segment and held[1] <= size < held[1] + ACTIVE_REINDEX_BYTES \
+                    and not scanned_enough:
                 return held[2]
+            if size < ACTIVE_INDEX_FROM and not scanned_enough:
+                return None
             index = _temporary_index(segment)  # the one it replaces closes when its last reader lets go
+            self._scanned = (segment, 0)
             if index.damaged is not None:
                 return None  # the scan says where (batches too large to inflate only: the index serves)
             self._active = (segment, index.head["scanned"], index)
             return index
+
+    def _note_scanned(self, segment: LogSegment, nbytes: int) -> None:
+        """A lookup scanned ``nbytes`` of the active ``segment`` (counted towards indexing it)."""
+        with self._active_lock:
+            before = self._scanned[1] if self._scanned[0] is segment else 0
+            self._scanned = (segment, before + nbytes)
+
+    def _held_whole(self, segment: LogSegment) -> SegmentKeyIndex | None:
+        """The index kept of the active ``segment`` when it holds all of it as it is now, else None."""
+        with self._active_lock:
+            held = self._active
+            if held is not None and held[0] is segment and held[1] == segment.size:
+                return held[2]
+            return None
+
+    def _keep_active(self, segment: LogSegment, index: SegmentKeyIndex) -> bool:
+        """Keep ``index`` (of all of the active ``segment``, made for a table) for the lookups that follow;
+        False when it is not kept (damaged, or one as new is held)."""
+        if index.damaged is not None:
+            return False
+        with self._active_lock:
+            held = self._active
+            if held is not None and held[0] is segment and held[1] >= index.head["scanned"]:
+                return False
+            self._active = (segment, index.head["scanned"], index)
+            self._scanned = (segment, 0)
+            return True
 
     def _candidates(self, segment: LogSegment, key: bytes, hashed: tuple[int, int], aborted: _Aborted, active: bool,
                     newest_only: bool = False) -> tuple[list[KeyRecord], CorruptRecordError | None]:
@@ -351,7 +391,13 @@ class PartitionKeys:
         index = self._active_index(segment) if active else self._index(segment)
         if index is None or active:  # a scan compares the key itself: nothing to confirm
             start = index.head["scanned"] if index is not None else 0
-            scan = self._scan(segment, RecordFilter(key=key), start)
+            size = segment.size
+            if index is not None and start >= size:  # the index holds all of it: nothing to scan
+                scan = _Scan([], [], None, None)
+            else:
+                scan = self._scan(segment, RecordFilter(key=key), start)
+            if active:
+                self._note_scanned(segment, max(size - start, 0))
             out = [KeyRecord(base + rel, segment) for rel, flags in scan.found
                    if not (flags & TRANSACTIONAL and _in_aborted(scan.txns, base + rel, aborted))]
             damage, skipped = scan.damage, scan.skipped
@@ -503,15 +549,24 @@ class PartitionKeys:
             sources.append(self._source(segment, index, aborted))
         temporary = None
         if active is not None and active.size:
-            temporary = _temporary_index(active)
-            try:
-                damage = temporary.damage(active.log_path)
+            held = self._held_whole(active)  # made by the lookups or the table before, of all of it
+            if held is not None:
+                damage = held.damage(active.log_path)
                 if damage is not None:
                     raise damage
-                sources.append(self._source(active, temporary, aborted))
-            except BaseException:
-                temporary.close()
-                raise
+                sources.append(self._source(active, held, aborted))
+            else:
+                temporary = _temporary_index(active)
+                try:
+                    damage = temporary.damage(active.log_path)
+                    if damage is not None:
+                        raise damage
+                    sources.append(self._source(active, temporary, aborted))
+                except BaseException:
+                    temporary.close()
+                    raise
+                if self._keep_active(active, temporary):
+                    temporary = None  # kept for the lookups that follow: closed when replaced, not with the table
         try:
             return Table(sources, tombstones, temporary, self.log.log_start_offset)
         except BaseException:

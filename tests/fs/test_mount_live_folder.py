@@ -112,3 +112,23 @@ def test_a_deleted_topics_partition_is_enoent_at_once(tmp_path, mounted):
         assert not os.path.exists(m.path / name), name
     assert "gone-1" not in os.listdir(m.path)
     assert len((m.path / "kept-0" / "records.jsonl").read_text().splitlines()) == 1
+
+
+def test_a_by_key_size_the_kernel_keeps_follows_the_records_another_process_appends(tmp_path, mounted):
+    """review24 R24-5: by-key/<name>.json's attributes are kept as long as records.jsonl's in a watched
+    partition (du and find read a folder whole before they stat it: each name was looked up again past
+    0.1 s); an append by another process still shows in its size, the kept one dropped by the event."""
+    logs = tmp_path / "logs"
+    _write(logs / "d-0", [f"v{i}" for i in range(10)])
+    m = mounted(logs)
+    part = m.path / "d-0"
+    names = sorted(os.listdir(part / "by-key"))
+    assert names == [f"k{i}.json" for i in range(5)]
+    before = {name: os.stat(part / "by-key" / name).st_size for name in names}
+    assert before["k0.json"] == len((part / "by-key" / "k0.json").read_bytes())
+    _write(logs / "d-0", ["a much longer value than any before it"])  # offset 10: key k0
+    got = _until(lambda: os.stat(part / "by-key" / "k0.json").st_size != before["k0.json"])
+    assert got, "by-key/k0.json kept its size after a record of k0 was appended"
+    data = (part / "by-key" / "k0.json").read_bytes()
+    assert json.loads(data)["offset"] == 10 and os.stat(part / "by-key" / "k0.json").st_size == len(data)
+    assert os.stat(part / "by-key" / "k1.json").st_size == before["k1.json"]

@@ -10,6 +10,7 @@ named the same way, ``groups/<name>.json`` and ``transactions/<name>.json``.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 from ...errors import CorruptRecordError, NotFound
@@ -20,7 +21,18 @@ from ..views.filtered import FilteredStream
 from ..views.record import RenderedRecord
 from ..views.render import report_corrupt
 from .handles import BytesHandle, Handle, Snapshots
-from .nodes import VOLATILE_TIMEOUT, Attr, Dir, File, Key, Node, dir_attr, file_attr, ms_to_ns
+from .nodes import (
+    VOLATILE_TIMEOUT,
+    WATCHED_TIMEOUT,
+    Attr,
+    Dir,
+    File,
+    Key,
+    Node,
+    dir_attr,
+    file_attr,
+    ms_to_ns,
+)
 from .partitions import Partitions
 
 __all__ = [
@@ -72,6 +84,15 @@ def _id_named(name: str, every) -> str:
 # ---------------------------------------------------------------------------------------------- by-key/
 
 
+def _record_timeout(partitions: Partitions, partition: str | None) -> float:
+    """How long the kernel may keep a ``by-key/<name>.json``'s name and size: as ``records.jsonl``'s,
+    briefly unless the partition's changes come by inotify events (the invalidator then drops what the
+    kernel keeps of every file of it that can change, these included). Kept, ``du`` and ``find -size``,
+    which read a whole folder before they ``stat`` its names, find them sized by the listing (review24
+    R24-5: past 0.1 s each name was looked up again)."""
+    return WATCHED_TIMEOUT if partitions.state(partition).watched else VOLATILE_TIMEOUT
+
+
 class ByKeyDir(Dir):
     """``by-key/``: every name resolves on lookup; listed while the partition holds at most the list
     limit of keys."""
@@ -100,21 +121,41 @@ class ByKeyDir(Dir):
             raise NotFound(name)
         return KeyHistoryFile(self.partitions, Key("by-key-history", self.partition_name, stem), self, key)
 
+    def listing(self, start_id: int) -> Iterator[tuple[int, bytes, Node | int, Attr]]:
+        """Every name with the size of its file and the attributes' timeout a lookup gives (sized from
+        the listing's own render of the latest records: review24 R24-5, `ls -l by-key/` looked each name
+        up, a scan of the active segment each); a name whose size is not known so is given size 0 with
+        timeout 0, and its ``stat`` asks."""
+        views = self.partitions.key_views(self.partition_name)
+        if views.count() > self.partitions.list_limit:
+            return
+        mount_ns = self.partitions.mount_ns
+        timeout = _record_timeout(self.partitions, self.partition_name)
+        for i, (name, sized) in enumerate(views.names_sized(), 1):
+            if i > start_id:
+                node = self._record_file(name)
+                attr = (node.quick_attr() if sized is None
+                        else file_attr(sized[0], ms_to_ns(sized[1], mount_ns), timeout))
+                yield i, os.fsencode(f"{name}.json"), node, attr
+
+    def _record_file(self, name: str) -> KeyRecordFile:
+        key = parse_key_name(name)
+        return KeyRecordFile(self.partitions, Key("by-key-record", self.partition_name, name), self,
+                             key.key if key is not None else None)
+
     def entries(self, start_id: int) -> Iterator[tuple[int, str, Node]]:
         views = self.partitions.key_views(self.partition_name)
         if views.count() > self.partitions.list_limit:
             return
         for i, name in enumerate(views.names(), 1):
             if i > start_id:
-                key = parse_key_name(name)
-                yield i, f"{name}.json", KeyRecordFile(
-                    self.partitions, Key("by-key-record", self.partition_name, name), self,
-                    key.key if key is not None else None,
-                )
+                yield i, f"{name}.json", self._record_file(name)
 
 
 class KeyRecordFile(File):
     """``by-key/<name>.json``: the latest record of the key, pretty-printed (a tombstone included)."""
+
+    __slots__ = ("name", "record_key")  # one per name the kernel remembers (Node's slots)
 
     def __init__(self, partitions: Partitions, key: Key, parent: Node | None, record_key: bytes | None) -> None:
         super().__init__(partitions, key, parent)
@@ -131,7 +172,8 @@ class KeyRecordFile(File):
 
     def attr(self) -> Attr:
         found = self.rendered()
-        return file_attr(len(found.data), ms_to_ns(found.timestamp, self.partitions.mount_ns), VOLATILE_TIMEOUT)
+        return file_attr(len(found.data), ms_to_ns(found.timestamp, self.partitions.mount_ns),
+                         _record_timeout(self.partitions, self.partition_name))
 
     def quick_attr(self) -> Attr:
         return file_attr(0, self.partitions.mount_ns, 0)

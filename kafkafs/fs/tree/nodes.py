@@ -131,6 +131,10 @@ def ms_to_ns(ms: int, default: int) -> int:
 class Node:
     """Something with a name in the tree. ``key`` identifies it (equal keys: the same inode)."""
 
+    #: (slots: the inode table holds a node per name the kernel remembers, R24-5; a subclass without
+    #: slots of its own gets a ``__dict__`` as usual)
+    __slots__ = ("partitions", "key", "parent")
+
     is_dir = False
     #: set for nodes whose inode number is computed from the key instead of kept in a table
     fixed_ino: int | None = None
@@ -162,6 +166,8 @@ class Node:
 
 
 class File(Node):
+    __slots__ = ()
+
     def open(self, write: bool) -> Handle:
         if write:
             raise NotPermitted(f"{self.key} is read-only")
@@ -176,6 +182,8 @@ class File(Node):
 
 
 class Dir(Node):
+    __slots__ = ()
+
     is_dir = True
 
     def lookup(self, name: str) -> Node:

@@ -392,26 +392,40 @@ class ByOffsetDir(_RecordsDir):
                 )
 
     def listing(self, start_id: int) -> Iterator[tuple[int, bytes, Node | int, Attr]]:
-        """Every offset, a batch at a time from its header, without a node per name (a million names
-        list in constant memory). Sizes are not rendered here: they come with timeout 0, so a ``stat``
-        asks for the real ones."""
-        state = self.partitions.state(self.partition_name)
+        """Every offset, a batch at a time, without a node per name (a million names list in constant
+        memory). Each batch is rendered once for the sizes of all its names, given with the attributes'
+        timeout a lookup gives them, so that ``ls -l``, ``find -size`` or ``du`` of the folder ask
+        nothing more per name (review24 R24-5: a lookup each, 0.25 ms to 11 ms a name); a batch whose
+        sizes are not known so (see :meth:`~kafkafs.fs.views.record.RecordFinder.sizes`) gives size 0
+        with timeout 0, so that a ``stat`` asks for the real ones."""
+        partitions = self.partitions
+        state = partitions.state(self.partition_name)
         ranges = self._ranges(state, start_id)
         if ranges is not None:
             for next_id, name, node in ranges:
-                yield next_id, os.fsencode(name), node, file_attr(0, self.partitions.mount_ns, 0)
+                yield next_id, os.fsencode(name), node, file_attr(0, partitions.mount_ns, 0)
             return
         ino_of = record_ino
         number = state.index
+        finder = state.record_finder
+        mount_ns = partitions.mount_ns
+        looked_up = partitions.record_looked_up
         for run in state.offset_runs(start_id):
             offsets = range(run.first, run.last + 1) if run.offsets is None else run.offsets
-            attr = file_attr(0, ms_to_ns(run.max_timestamp, self.partitions.mount_ns), 0)
+            attr = file_attr(0, ms_to_ns(run.max_timestamp, mount_ns), 0)
+            sizes = finder.sizes(run.view, run.first, run.last) if run.view is not None else None
             for offset in offsets:
                 ino = ino_of(number, offset)
                 target = (
-                    ino if ino is not None else RecordFile(self.partitions, state, offset, self, run.max_timestamp)
+                    ino if ino is not None else RecordFile(partitions, state, offset, self, run.max_timestamp)
                 )
-                yield offset + 1, b"%d.json" % offset, target, attr
+                sized = sizes.get(offset) if sizes is not None else None
+                if sized is None or ino is None:
+                    yield offset + 1, b"%d.json" % offset, target, attr
+                    continue
+                looked_up(state.name, ino, STABLE_TIMEOUT)  # as a lookup: a change of schemas drops it
+                yield offset + 1, b"%d.json" % offset, ino, file_attr(sized[0], ms_to_ns(sized[1], mount_ns),
+                                                                      STABLE_TIMEOUT)
 
     def volatile(self) -> bool:
         return True

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 import orjson
 
 from ...format.jsonview import render_raw_record_pretty
+from ...format.kernel import indent_json
 from ...format.keynames import key_name, parse_key_name
 from ...format.recordfilter import RecordFilter
 from ...storage.keyindex import KeyIndexStore
@@ -164,20 +165,43 @@ class KeyViews:
     def names(self) -> Iterator[str]:
         """The name of every key, in the order of their latest records (for a listing: the caller checks
         :meth:`count` against its limit first)."""
+        for name, _sized in self._names(sized=False):
+            yield name
+
+    def names_sized(self) -> Iterator[tuple[str, tuple[int, int] | None]]:
+        """:meth:`names`, each with the size of ``by-key/<name>.json`` and its record's timestamp, from the
+        same records rendered once more (None where a decoder renders them: its ``stat`` asks), so that a
+        listing gives the sizes of all its names at once (review24 R24-5: a lookup each, with a scan)."""
+        return self._names(sized=self.state.renderer.decoder is None)
+
+    def _names(self, sized: bool) -> Iterator[tuple[str, tuple[int, int] | None]]:
         with self.keys.table(tombstones=True) as table:
             parts = [StreamPart(p.segment, p.filter, 0, p.size) for p in table.parts() if p.kept]
         r = self.state.renderer
-        stream = FilteredStream(Renderer(r.topic, r.partition, "base64", r.on_corrupt), parts)
-        offset = 0
-        rest = b""
-        while offset < stream.total:
-            data = stream.read(offset, 1 << 20)
-            offset += len(data)
-            lines = (rest + data).split(b"\n")
-            rest = lines.pop()
-            for line in lines:
-                key = orjson.loads(line)["key"]  # base64 mode: every key is {"$base64": ...}
-                yield key_name(base64.b64decode(key["$base64"])) or ""  # (a record kept has a key)
+        keys = _lines(FilteredStream(Renderer(r.topic, r.partition, "base64", r.on_corrupt), parts))
+        shown = _lines(FilteredStream(r, parts)) if sized else None
+        for line in keys:
+            key = orjson.loads(line)["key"]  # base64 mode: every key is {"$base64": ...}
+            name = key_name(base64.b64decode(key["$base64"])) or ""  # (a record kept has a key)
+            if shown is None:
+                yield name, None
+                continue
+            record = next(shown)  # the same record, as by-key/<name>.json shows it (compact)
+            start = record.index(b',"timestamp":') + len(b',"timestamp":')  # (as render_raw_record_pretty)
+            timestamp = int(record[start : record.index(b",", start)])
+            yield name, (len(indent_json(record)) + 1, timestamp)
+
+
+def _lines(stream: FilteredStream) -> Iterator[bytes]:
+    """The lines of ``stream``, without their newlines, read a MiB at a time."""
+    offset = 0
+    rest = b""
+    while offset < stream.total:
+        data = stream.read(offset, 1 << 20)
+        offset += len(data)
+        lines = (rest + data).split(b"\n")
+        rest = lines.pop()
+        yield from lines
 
 
 def _by_batch(found: list[KeyRecord]) -> Iterator[tuple[LogSegment, int, int, list[KeyRecord]]]:

@@ -17,6 +17,7 @@ from ...errors import CorruptRecordError, SegmentClosedError
 from ...storage.cachedir import FileKey
 from ...storage.local_log import LocalLog
 from ...storage.log import Log
+from ...storage.records import BatchView
 from ...storage.segment import LogSegment
 from .layout import Layout, SegmentLayout
 from .layoutcache import LayoutCache, LayoutKey
@@ -71,6 +72,8 @@ class OffsetRun(NamedTuple):
     last: int
     offsets: list[int] | None
     max_timestamp: int
+    #: the batch holding them as read (None: not read), for the sizes of their files (:meth:`RecordFinder.sizes`)
+    view: BatchView | None = None
 
 
 class SegmentRange(NamedTuple):
@@ -532,7 +535,7 @@ class PartitionState:
                     if h.magic == 2 and h.record_count == h.last_offset_delta + 1:
                         first = max(h.base_offset, pos)
                         if first <= h.last_offset:
-                            yield OffsetRun(first, h.last_offset, None, h.max_timestamp)
+                            yield OffsetRun(first, h.last_offset, None, h.max_timestamp, view)
                     else:
                         try:
                             batch = view.decode(validate=False, file=str(segment.log_path))
@@ -542,7 +545,7 @@ class PartitionState:
                         if batch is not None:
                             offsets = [o for o in batch.offsets if o >= pos]
                             if offsets:
-                                yield OffsetRun(offsets[0], offsets[-1], offsets, h.max_timestamp)
+                                yield OffsetRun(offsets[0], offsets[-1], offsets, h.max_timestamp, view)
                     pos = max(pos, h.last_offset + 1)
                 return
             except (CorruptRecordError, OSError) as exc:

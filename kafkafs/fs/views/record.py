@@ -17,8 +17,9 @@ from typing import Generic, NamedTuple, TypeVar
 
 from ...errors import CorruptRecordError, Deferred, UninflatableBatch, WouldBlock
 from ...format.bigbatch import record_in_pieces
-from ...format.jsonview import render_raw_record_pretty
+from ...format.jsonview import raw_pretty_sizes, render_raw_record_pretty
 from ...storage.log import Log
+from ...storage.records import BatchView
 from .render import Renderer, disk_error, unreadable
 
 __all__ = ["RecordFinder", "RenderedRecord", "LRU", "INLINE_BATCH_BYTES"]
@@ -149,6 +150,19 @@ class RecordFinder:
         found = RenderedRecord(*rendered)
         self._records.put(offset, found)
         return found
+
+    def sizes(self, view: BatchView, first: int, last: int) -> dict[int, tuple[int, int]] | None:
+        """offset -> (size, timestamp) of the files of the records ``first..last`` of the batch ``view`` (a
+        listing's: every name of a batch sized from one render of it, review24 R24-5); None where that is
+        not cheap or not sure (a decoder renders the records, the batch is damaged or too large to
+        inflate at once): each name's ``stat`` asks then, and says any damage."""
+        renderer = self.renderer
+        if renderer.decoder is not None:
+            return None
+        try:
+            return raw_pretty_sizes(renderer.topic, renderer.partition, view.raw(), renderer.mode, lo=first, hi=last)
+        except (CorruptRecordError, UninflatableBatch, OSError):
+            return None
 
     def cached(self, offset: int) -> RenderedRecord | None:
         """``find(offset)`` if it is in memory (nothing read, nothing decoded), else None."""

@@ -50,3 +50,40 @@ def test_discard_gives_back_references(tree):
     ino, _ = table.register(tree.resolve("orders-0/records.jsonl"), count=1)
     table.discard_if_unused(ino, taken=1)
     assert table.get(ino) is None
+
+
+def test_the_tables_shrink_once_the_kernel_forgets_what_a_walk_looked_up(tree):
+    """review24 R24-5: `ls -lR` has the kernel remember every name it met; once it forgets them (memory
+    pressure, drop_caches) the table's memory goes too (a dict never shrinks when emptied: 344 of the 576
+    bytes a name took stayed after all were forgotten)."""
+    import sys
+    import tracemalloc
+
+    from kafkafs.fs.tree.key_nodes import KeyRecordFile
+    from kafkafs.fs.tree.nodes import Key
+
+    table = InodeTable(tree)
+    parent = tree.resolve("orders-0/by-key")
+    n = 20_000
+    names = [f"k-{i:05d}" for i in range(n)]
+    tracemalloc.start()
+    try:
+        start = tracemalloc.get_traced_memory()[0]
+        inos = []
+        for name in names:
+            node = KeyRecordFile(tree.partitions, Key("by-key-record", "orders-0", name), parent, name.encode())
+            ino = table.register(node, count=1).ino
+            table.attrs_replying(ino)
+            table.attrs_given(ino, 0.1)
+            inos.append(ino)
+        held = tracemalloc.get_traced_memory()[0] - start
+        for ino in inos[:-10]:
+            table.forget(ino, 1)
+        left = tracemalloc.get_traced_memory()[0] - start
+    finally:
+        tracemalloc.stop()
+    assert len(table) == 11  # the root and the ten still remembered
+    assert all(table.get(ino) is not None for ino in inos[-10:])
+    # what is left is the list of numbers kept here (~36 bytes each), not the table's
+    assert left < held // 5, (held, left)
+    assert sys.getsizeof(table._nodes) < 100_000 and sys.getsizeof(table._inos) < 100_000  # 20,000: ~600 KB

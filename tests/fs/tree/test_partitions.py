@@ -50,3 +50,35 @@ def test_listeners_hear_of_every_state_and_of_appends(logdir_copy):
 def test_a_bad_values_mode_is_refused(built_logdir):
     with LogDir(built_logdir) as logdir, pytest.raises(InvalidInput):
         Partitions(logdir, mode="hex")
+
+
+def test_records_looked_up_in_a_row_are_held_as_one_run(built_logdir):
+    """review24 R24-5: each by-offset/ name looked up was kept as its own entry (~165 bytes) until the
+    partition's next lookup, so a walk of every partition left them all; offsets in a row are one run."""
+    import tracemalloc
+
+    from kafkafs.fs.tree.inodes import record_ino
+
+    partitions = Partitions(LogDir(built_logdir))
+    try:
+        partitions.load_schemas()  # (the mode is auto: the records looked up are followed)
+        n = 50_000
+        inos = [record_ino(1, offset) for offset in range(n)]
+        tracemalloc.start()
+        try:
+            start = tracemalloc.get_traced_memory()[0]
+            for ino in inos:
+                partitions.record_looked_up("orders-0", ino, 60.0)
+            used = tracemalloc.get_traced_memory()[0] - start
+        finally:
+            tracemalloc.stop()
+        assert used < 10_000, used  # was ~8 MB
+        assert partitions.records_held("orders-0") == inos
+        partitions.record_looked_up("orders-0", record_ino(1, 7), 60.0)  # again, and one apart
+        partitions.record_looked_up("orders-0", record_ino(1, n + 10), 60.0)
+        assert partitions.records_held("orders-0") == [*inos, record_ino(1, n + 10)]
+        partitions.record_looked_up("orders-0", record_ino(1, 3), -5.0)  # (already held until later)
+        assert len(partitions.records_held("orders-0")) == n + 1
+        assert partitions.records_held("events-3") == []
+    finally:
+        partitions.close()
