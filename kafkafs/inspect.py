@@ -17,6 +17,7 @@ from .format.batch import BatchHeader, decode_batch, validate_batch
 from .format.bigbatch import check_in_pieces
 from .format.checkpoint import EPOCH_CHECKPOINT_FILE, parse_epoch_checkpoint, parse_offset_checkpoint
 from .format.txnindex import AbortedTxn
+from .storage.dirlock import LOCK_FILE, describe_holder, holder_kind, holder_of
 from .storage.leader_epochs import read_regular_file
 from .storage.log import Log
 from .storage.logdir import (
@@ -122,7 +123,8 @@ def txn_index_problems(segment: LogSegment, rebuilt: list[AbortedTxn]) -> list[s
 
 
 def check_index_files(segment: LogSegment, *, sealed: bool, clean_shutdown: bool,
-                      rebuilt_txns: list[AbortedTxn] | None = None) -> tuple[list[str], list[str]]:
+                      rebuilt_txns: list[AbortedTxn] | None = None, in_use: str | None = None,
+                      ) -> tuple[list[str], list[str]]:
     """Problems and notes about the index files: Kafka's sanity checks and ``--verify-index-only``'s
     rules (:func:`check_indexes`); a sealed segment's index must hold only real entries (Kafka counts
     every whole entry of a sealed file and would reject trailing zeros); a missing index is a note,
@@ -130,7 +132,9 @@ def check_index_files(segment: LogSegment, *, sealed: bool, clean_shutdown: bool
     (no ``clean_shutdown``) are notes too: whatever they hold, a broker's start rebuilds them
     (:func:`~kafkafs.storage.recovery_plan.left_by_unclean_stop`, the rule ``recover`` judges by).
     ``rebuilt_txns``: the ``.txnindex`` entries a recovery writes for the segment (:func:`txn_index_problems`;
-    None: the ``.txnindex`` is not checked)."""
+    None: the ``.txnindex`` is not checked). ``in_use``: what holds the log directory's ``.lock`` now
+    (:func:`~kafkafs.storage.dirlock.holder_kind`; ``clean_shutdown`` False then): the active segment's indexes are being written
+    (review26 R26-1), said so."""
     problems: list[str] = []
     notes: list[str] = []
     try:
@@ -141,8 +145,11 @@ def check_index_files(segment: LogSegment, *, sealed: bool, clean_shutdown: bool
     if rebuilt_txns is not None:
         problems.extend(txn_index_problems(segment, rebuilt_txns))
     if problems and left_by_unclean_stop(not sealed, clean_shutdown):
-        notes = [f"{p} (the active segment's index after an unclean stop: a writable open rebuilds it, as a "
-                 "broker's start does; no damage)" for p in problems]
+        if in_use is not None:
+            notes = [f"{p} (the active segment's index, {_being_written(in_use)})" for p in problems]
+        else:
+            notes = [f"{p} (the active segment's index after an unclean stop: a writable open rebuilds it, as a "
+                     "broker's start does; no damage)" for p in problems]
         problems = []
     for index in (segment.offset_index, segment.time_index):
         if not index.path.exists():
@@ -379,9 +386,18 @@ def verify_logdir(
     logdir: LogDir, out: TextIO, *, deep: bool = True, partitions: list[str] | None = None, err: TextIO | None = None
 ) -> int:
     """Check every partition; print one line each (and one per problem); return the problem count. A
-    partition that cannot be read gets its OS error on ``err`` (standard error by default) and a line."""
+    partition that cannot be read gets its OS error on ``err`` (standard error by default) and a line.
+    A directory another process holds the ``.lock`` of (a running broker, a ``kafkafs mount --rw``) is
+    said first: what that writer is writing now is said as in flight, not as what an unclean stop or an
+    interrupted compaction leaves, and no writer (``kafkafs recover``) is advised there (review26 R26-1)."""
     err = sys.stderr if err is None else err
     total_problems = 0
+    holder = holder_of(logdir.path)
+    in_use = None if holder is None else holder_kind(holder)
+    if holder is not None:
+        print(f"{logdir.path}: in use by {in_use}: {describe_holder(holder)} holds "
+              f"{logdir.path / LOCK_FILE}; what it is writing now is said as in flight (notes), not as damage",
+              file=out)
     aliases = logdir.aliases()  # said here, as problems (a broker would load each as a log of its own)
     names = [name for name in partitions if name not in aliases] if partitions else logdir.partition_names()
     for name, reason in checkpoint_problems(logdir.path, _LOGDIR_CHECKPOINTS, parse_offset_checkpoint):
@@ -405,7 +421,8 @@ def verify_logdir(
     for name in names:
         said: set[str] = set()  # the OS errors said on err for this partition: each once (review17 R17-6)
         try:
-            line, problems, notes = _check_partition(logdir, name, deep=deep, strays=strays, err=err, said=said)
+            line, problems, notes = _check_partition(logdir, name, deep=deep, strays=strays, err=err, said=said,
+                                                     in_use=in_use)
             print(line, file=out)
             for p in problems:
                 print(f"  {p}", file=out)
@@ -418,11 +435,20 @@ def verify_logdir(
     return total_problems
 
 
+def _being_written(in_use: str) -> str:
+    return f"being written: the log directory is in use by {in_use}; no damage"
+
+
 def _check_partition(logdir: LogDir, name: str, *, deep: bool, strays: dict[str, str], err: TextIO,
-                     said: set[str]) -> tuple[str, list[str], list[str]]:
+                     said: set[str], in_use: str | None = None) -> tuple[str, list[str], list[str]]:
     """:func:`verify_logdir`'s look at one partition: its line, its problems and its notes (what a writable
-    open would rebuild or remove that is no damage). OSError: the partition could not be read."""
+    open would rebuild or remove that is no damage). ``in_use``: what holds the directory's ``.lock``
+    (:func:`~kafkafs.storage.dirlock.holder_kind`): its in-flight writes are notes that say so, and ``kafkafs recover`` (a writer)
+    is not advised. OSError: the partition could not be read."""
     log_: Log = logdir.log(name)
+    # a running writer removed the clean-shutdown marker at its start (a broker, a --rw mount): what it
+    # writes now is judged as after an unclean stop, said as in flight
+    settled = logdir.clean_shutdown and in_use is None
     # a link (or special file) in the folder was skipped by the reader and makes writers refuse the
     # partition (SPEC §4): something wrong, whatever the regular files say
     problems: list[str] = [
@@ -433,7 +459,10 @@ def _check_partition(logdir: LogDir, name: str, *, deep: bool, strays: dict[str,
     problems += [f"{file}: {reason}" for file, reason in
                  checkpoint_problems(logdir.path / name, (EPOCH_CHECKPOINT_FILE,), parse_epoch_checkpoint)]
     why = partition_metadata_problem(logdir.path / name)
-    if why is not None:
+    if why is not None and in_use is not None:
+        problems.append(f"{PARTITION_METADATA_FILE}: {why}: a Kafka broker does not start with it in its log "
+                        "directory (\"Error starting LogManager\")")
+    elif why is not None:
         problems.append(f"{PARTITION_METADATA_FILE}: {why}: a Kafka broker does not start with it in its log "
                         "directory (\"Error starting LogManager\"); `kafkafs recover` rewrites it with the "
                         "topic's id (or removes it where nothing in the directory names that id)")
@@ -443,23 +472,28 @@ def _check_partition(logdir: LogDir, name: str, *, deep: bool, strays: dict[str,
     # start finishes it: Kafka says "recoverable" at INFO), damage where the last writer said it
     # closed cleanly (R21-8)
     problems += misnamed_segment_files(logdir.path / name)
+    leftover_files = interrupted_leftovers(regular_files(logdir.path / name, warn=False))
     leftovers = [f"{file}: left by an interrupted compaction or deletion; `kafkafs recover` finishes or "
-                 "undoes it, as a broker's start does"
-                 for file in interrupted_leftovers(regular_files(logdir.path / name, warn=False))]
-    if logdir.clean_shutdown:
+                 "undoes it, as a broker's start does" for file in leftover_files]
+    if settled:
         problems += leftovers
     recovery_point = logdir.recovery_points.get(parse_partition_dir_name(name))
     snapshots = unreadable_snapshots(logdir.path / name)
-    problems += [f"{file}: {why}: Kafka's reader refuses this producer snapshot (a broker's load deletes it "
-                 "and rebuilds the producer state from the log); `kafkafs recover` removes it"
-                 for file, why in snapshots
-                 if not snapshot_left_by_unclean_stop(file, recovery_point, logdir.clean_shutdown)]
-    notes: list[str] = [
-        f"{file}: {why} (a producer snapshot past the recovery point after an unclean stop: a broker's start "
-        "deletes it unread and rebuilds the producer state from the log; so does `kafkafs recover`)"
-        for file, why in snapshots if snapshot_left_by_unclean_stop(file, recovery_point, logdir.clean_shutdown)]
-    if not logdir.clean_shutdown:
-        notes += [f"{line} (after an unclean stop)" for line in leftovers]
+    refused = "Kafka's reader refuses this producer snapshot (a broker's load deletes it and rebuilds the producer " \
+              "state from the log)" + ("; `kafkafs recover` removes it" if in_use is None else "")
+    problems += [f"{file}: {why}: {refused}" for file, why in snapshots
+                 if not snapshot_left_by_unclean_stop(file, recovery_point, settled)]
+    if in_use is not None:
+        notes: list[str] = [f"{file}: {why} (a producer snapshot {_being_written(in_use)})" for file, why in snapshots
+                            if snapshot_left_by_unclean_stop(file, recovery_point, settled)]
+        notes += [f"{file}: a compaction or deletion in flight ({_being_written(in_use)})" for file in leftover_files]
+    else:
+        notes = [
+            f"{file}: {why} (a producer snapshot past the recovery point after an unclean stop: a broker's start "
+            "deletes it unread and rebuilds the producer state from the log; so does `kafkafs recover`)"
+            for file, why in snapshots if snapshot_left_by_unclean_stop(file, recovery_point, settled)]
+        if not settled:
+            notes += [f"{line} (after an unclean stop)" for line in leftovers]
     records = 0
     counted = True  # every batch's records counted (not a legacy wrapper left uninflated)
     expected = log_.log_start_offset
@@ -477,12 +511,12 @@ def _check_partition(logdir: LogDir, name: str, *, deep: bool, strays: dict[str,
             n, expected, found, exact = check_segment(
                 segment, segment.base_offset if first else expected, deep=deep,
                 log_start=log_.log_start_offset, upper=upper,
-                notes=notes if left_by_unclean_stop(upper is None, logdir.clean_shutdown) else None,
+                notes=notes if left_by_unclean_stop(upper is None, settled) else None,
                 uninflated=notes,
             )
             index_problems, index_notes = check_index_files(
-                segment, sealed=segment is not segments[-1], clean_shutdown=logdir.clean_shutdown,
-                rebuilt_txns=rebuilt.get(segment.base_offset))
+                segment, sealed=segment is not segments[-1], clean_shutdown=settled,
+                rebuilt_txns=rebuilt.get(segment.base_offset), in_use=in_use)
         except OSError as exc:  # one unreadable segment (a disk error): said, the others still checked
             problems.append(f"{segment.log_path.name}: not checked ({_say_once(exc, said, err)})")
             expected = upper if upper is not None else expected

@@ -324,7 +324,7 @@ def _to_log(log_file: str | None) -> None:
 
 
 def note_folder() -> Path:
-    """Where a detached ``--rw`` mount's daemon leaves the one line of a failed stop (its close of LOGDIR:
+    """Where a ``--rw`` mount's daemon (detached or ``-f``) leaves the one line of a failed stop (its close of LOGDIR:
     a checkpoint on a full disk) for ``kafkafs umount``, which knows the daemon by its pid, as the holder
     of ``LOGDIR/.lock`` (review23 R23-7): ``/run/user/UID/kafkafs``, else ``/tmp/kafkafs-UID``: found by
     both whatever their environment."""

@@ -605,7 +605,9 @@ def mount(
 
     def run(ready: Callable[[], None]) -> int:
         stop_dumps = stacks_on_request()  # kill -USR1: every thread's stack on stderr (a hang made diagnosable)
-        noted = rw and not foreground  # a failed stop is noted for `kafkafs umount` (review23 R23-7)
+        # a failed stop is noted for `kafkafs umount` (review23 R23-7) or the next verify/recover/mount:
+        # detached or not (-f is the systemd unit's way, stopped by SIGTERM: review27 R27-3)
+        noted = rw
         answered = False
 
         def on_ready() -> None:

@@ -446,7 +446,9 @@ def parse_read_options(options: Mapping[str, Any], *, streaming: bool = False, w
         max_bytes_per_partition=_positive(opts, "maxBytesPerPartition", DEFAULT_MAX_BYTES_PER_PARTITION),  # type: ignore[arg-type]  # a default is given: never None
         max_offsets_per_trigger=max_offsets,
         min_offsets_per_trigger=min_offsets,
-        max_trigger_delay_ms=_time_ms(opts, "maxTriggerDelay", DEFAULT_MAX_TRIGGER_DELAY_MS),
+        # read by a stream only, as Spark's (its micro-batch stream reads it; a batch read warns, above)
+        max_trigger_delay_ms=(_time_ms(opts, "maxTriggerDelay", DEFAULT_MAX_TRIGGER_DELAY_MS) if streaming
+                              else DEFAULT_MAX_TRIGGER_DELAY_MS),
         batch_rows=_positive(opts, "batchRows", DEFAULT_BATCH_ROWS),  # type: ignore[arg-type]  # a default is given: never None
         staging_dir=opts.get("stagingdir"),
         topic=opts.get("topic"),

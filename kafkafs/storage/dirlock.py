@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ..errors import LogDirLocked, doing
 
-__all__ = ["LOCK_FILE", "lock_holder", "describe_holder", "locked_error", "check_not_locked"]
+__all__ = ["LOCK_FILE", "lock_holder", "holder_of", "holder_kind", "describe_holder", "locked_error", "check_not_locked"]
 
 LOCK_FILE = ".lock"
 
@@ -63,6 +63,21 @@ def describe_holder(pid: int | None) -> str:
     return f"process {pid} ({command})" if command else f"process {pid}"
 
 
+def holder_kind(pid: int | None) -> str:
+    """What the process ``pid`` holding a ``.lock`` is, for a reader's line: ``a running broker`` (its
+    command runs Kafka's main class ``kafka.Kafka``), ``a running kafkafs writer``, or ``a running broker
+    or writer`` when its command does not tell (another PID namespace: a broker in a container)."""
+    try:
+        words = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0") if pid else []
+    except OSError:
+        words = []
+    if b"kafka.Kafka" in words:
+        return "a running broker"
+    if any(os.path.basename(w) == b"kafkafs" or w.startswith(b"kafkafs.") for w in words):
+        return "a running kafkafs writer"
+    return "a running broker or writer"
+
+
 def locked_error(path: str | os.PathLike[str], pid: int | None) -> LogDirLocked:
     """The one line for a log directory another writer holds: who, and what to do."""
     return LogDirLocked(
@@ -71,23 +86,36 @@ def locked_error(path: str | os.PathLike[str], pid: int | None) -> LogDirLocked:
     )
 
 
-def check_not_locked(path: str | os.PathLike[str]) -> None:
-    """Raise :func:`locked_error` when another process holds ``path``'s ``.lock`` now, without taking
-    it (a writer that takes it later, a Spark write's commit, finds it free or fails the same way). A
-    missing ``.lock`` is free. The caller's own process never conflicts with itself (POSIX locks)."""
+def _holder(path: str | os.PathLike[str], *, quiet: bool) -> int | None:
+    """:func:`lock_holder` of ``path``'s ``.lock``, opened read-only (never created); None when it is
+    missing or a link. ``quiet``: any other OS error is None too (else it is raised, named)."""
     lock = Path(path) / LOCK_FILE
     try:
         with doing("read {path}"):
             fd = os.open(lock, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except FileNotFoundError:
-        return
+        return None
     except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            return  # a link is never a lock kafkafs takes: the writer refuses it itself
+        if quiet or exc.errno == errno.ELOOP:
+            return None  # a link is never a lock kafkafs takes: the writer refuses it itself
         raise
     try:
-        pid = lock_holder(fd)
+        return lock_holder(fd)
     finally:
         os.close(fd)
+
+
+def holder_of(path: str | os.PathLike[str]) -> int | None:
+    """Whether another process (a running broker, a ``kafkafs mount --rw``) holds the log directory
+    ``path``'s ``.lock`` now: its pid (0 when the kernel cannot name it), else None. Reads only: a
+    reader beside a live broker asks it to tell in-flight writes from damage (review26)."""
+    return _holder(path, quiet=True)
+
+
+def check_not_locked(path: str | os.PathLike[str]) -> None:
+    """Raise :func:`locked_error` when another process holds ``path``'s ``.lock`` now, without taking
+    it (a writer that takes it later, a Spark write's commit, finds it free or fails the same way). A
+    missing ``.lock`` is free. The caller's own process never conflicts with itself (POSIX locks)."""
+    pid = _holder(path, quiet=False)
     if pid is not None:
         raise locked_error(path, pid)

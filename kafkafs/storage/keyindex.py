@@ -27,7 +27,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from .. import __version__
 from .cachedir import FileKey, discard_entry, file_key, write_entry
@@ -162,16 +162,29 @@ class KeyIndexStore:
         if size >= LOG_BUILDS_FROM:
             log.info("building the key index of %s (%.0f MB)", segment.log_path, size / 1e6)
         if self.directory is not None:
+            entry = self.directory / f"{stem}.keys"
+            opened: list[SegmentKeyIndex] = []
+
+            def write(f: BinaryIO) -> None:
+                build_key_index(segment, f, head_key, size=size, tmpdir=str(self.directory), on_bytes=on_bytes,
+                                upper=upper)
+                f.flush()
+                # opened on the file written, not by its name once it has it: the entry may be gone by
+                # then (segment_gone or another mount's prune, for a segment deleted meanwhile beside a
+                # live broker), which costs only a later build, never this one (review26 R26-2)
+                opened.append(SegmentKeyIndex.open(f, head_key, entry))
+
             try:
-                path = write_entry(self.directory, f"{stem}.keys", lambda f: build_key_index(
-                    segment, f, head_key, size=size, tmpdir=str(self.directory), on_bytes=on_bytes, upper=upper))
-                self.built += 1
-                return SegmentKeyIndex.open(retrying_open(lambda: os.open(path, os.O_RDONLY | os.O_CLOEXEC)),
-                                            head_key, path)
+                write_entry(self.directory, entry.name, write)
             except OSError as exc:
-                if _names(exc, segment.log_path):  # the segment would not be read: not the cache's fault
+                for index in opened:
+                    index.close()
+                if not self._cache_fault(exc, segment):
                     raise
                 self._warn(exc)
+            else:
+                self.built += 1
+                return opened[0]
         f, temporary = temporary_index_file()
         try:
             with f:
@@ -182,6 +195,21 @@ class KeyIndexStore:
             raise
         self.built += 1
         return index
+
+    def _cache_fault(self, exc: OSError, segment: LogSegment) -> bool:
+        """Whether ``exc``, met while building an index into the cache folder, is the folder's fault (said
+        once, then indexes go to temporary files). Not when it names the segment (a read the disk refused,
+        R15-11) or any file outside the folder (the segment under the name it took since, ``.deleted``
+        beside a broker's retention: review26 R26-2); an error naming no file is the folder's."""
+        if exc.filename is None:
+            return True
+        if _names(exc, segment.log_path) or _names(exc, segment.records.path):
+            return False
+        assert self.directory is not None
+        named: str = os.path.abspath(os.fspath(exc.filename))
+        folder = os.path.abspath(self.directory)
+        inside: bool = named == folder or named.startswith(folder + os.sep)
+        return inside
 
     def _warn(self, exc: OSError) -> None:
         with self._guard:

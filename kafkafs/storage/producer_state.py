@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 import os
 import struct
+import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -38,6 +39,7 @@ from ..format.producer_snapshot import (
     render_producer_snapshot,
     snapshot_file_name,
 )
+from .dirlock import holder_of
 from .leader_epochs import read_regular_file
 from .names import snapshot_offset
 from .safefiles import write_atomically
@@ -50,6 +52,11 @@ __all__ = ["ProducerState", "apply_batch", "snapshot_offsets", "unreadable_snaps
 log = logging.getLogger("kafkafs.producer_state")
 
 _INT_MAX = 2**31 - 1
+
+#: A snapshot written this recently (seconds) may still be being written (review26 R26-3).
+IN_FLIGHT_SECONDS = 5.0
+#: How long a reader waits before reading an in-flight snapshot again (seconds).
+REREAD_AFTER = 0.2
 
 
 def _last_sequence(h: BatchHeader) -> int:
@@ -183,13 +190,10 @@ class ProducerState:
             for off in [o for o in offsets if o > log_end_offset]:
                 self._remove(off)
         self.entries, self.map_end_offset, self.loaded_from = {}, log_start_offset, None
-        for off in reversed([o for o in offsets if o <= log_end_offset]):
-            try:
-                entries = parse_producer_snapshot(read_regular_file(self.path(off)))
-            except (OSError, CorruptRecordError, UnsafeFileError) as exc:
-                log.warning(
-                    "%s: producer snapshot %d unreadable (%s); an earlier one is used", self.dir, off, exc
-                )
+        candidates = [o for o in offsets if o <= log_end_offset]
+        for off in reversed(candidates):
+            entries = self._read_snapshot(off, newest=off == candidates[-1])
+            if entries is None:
                 continue
             self.entries = {e.producer_id: e for e in entries}
             self.map_end_offset, self.loaded_from = off, off
@@ -200,6 +204,47 @@ class ProducerState:
         if self.map_end_offset < log_end_offset:
             self.replay(segments, self.map_end_offset)
         self.map_end_offset = max(self.map_end_offset, log_end_offset)
+
+    def _read_snapshot(self, off: int, *, newest: bool) -> list[ProducerEntry] | None:
+        """The entries of ``<off>.snapshot``; None (said) when it cannot be read. A reader beside a live
+        broker meets the newest one as the broker writes it in place at a roll (empty or partial for a
+        moment): when the log directory's ``.lock`` is held by another process or the file was written
+        in the last :data:`IN_FLIGHT_SECONDS`, it is read again after :data:`REREAD_AFTER`, and if still
+        unreadable said at INFO (in flight, not damage: review26 R26-3). Damage where nothing is writing
+        (a stopped directory) stays a WARNING (SPEC §3: local damage, logged); a file gone since it was
+        listed (deleted by retention) is said at DEBUG."""
+        path = self.path(off)
+        try:
+            return parse_producer_snapshot(read_regular_file(path))
+        except FileNotFoundError:
+            log.debug("%s: producer snapshot %d gone since it was listed; an earlier one is used", self.dir, off)
+            return None
+        except (OSError, CorruptRecordError, UnsafeFileError) as exc:
+            failed: Exception = exc
+        if newest and not self.writable and not isinstance(failed, UnsafeFileError) and self._in_flight(path):
+            time.sleep(REREAD_AFTER)
+            try:
+                return parse_producer_snapshot(read_regular_file(path))
+            except FileNotFoundError:
+                log.debug("%s: producer snapshot %d gone since it was listed; an earlier one is used", self.dir, off)
+                return None
+            except (OSError, CorruptRecordError, UnsafeFileError) as exc:
+                failed = exc
+            log.info("%s: producer snapshot %d unreadable while it is being written (%s); an earlier one is used",
+                     self.dir, off, failed)
+            return None
+        log.warning("%s: producer snapshot %d unreadable (%s); an earlier one is used", self.dir, off, failed)
+        return None
+
+    def _in_flight(self, path: Path) -> bool:
+        """Whether the snapshot ``path`` may be being written now: another process (a running broker)
+        holds the log directory's ``.lock``, or the file changed in the last :data:`IN_FLIGHT_SECONDS`."""
+        try:
+            if time.time() - os.stat(path).st_mtime < IN_FLIGHT_SECONDS:
+                return True
+        except OSError:
+            return False
+        return holder_of(self.dir.parent) is not None
 
     def replay(self, segments: Iterable[LogSegment], from_offset: int) -> None:
         """Apply the batches of ``segments`` whose last offset is at or past ``from_offset``."""

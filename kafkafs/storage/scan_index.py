@@ -24,7 +24,8 @@ class ScanIndex:
     and an entry is complete before the array holding it is longer).
     """
 
-    __slots__ = ("positions", "bases", "max_before", "covered", "running_max", "last_entry", "unreadable_at")
+    __slots__ = ("positions", "bases", "max_before", "covered", "running_max", "last_entry", "unreadable_at",
+                 "crc_checked", "crc_failed_at")
 
     def __init__(self) -> None:
         self.positions = array("q", [0])
@@ -35,6 +36,11 @@ class ScanIndex:
         self.last_entry = 0
         #: the segment's size when a scan met bytes the disk would not give (not scanned again at that size)
         self.unreadable_at: int | None = None
+        #: end of the batches from position 0 whose CRC a time lookup saw hold (:attr:`max_before` is read
+        #: from maxTimestamp, inside the CRC: a lookup passes over a batch by it only once it holds), and
+        #: the position of the first batch whose CRC failed (None: none met yet)
+        self.crc_checked = 0
+        self.crc_failed_at: int | None = None
 
     def extend(self, views: Iterator[BatchView], interval: int, size: int | None = None) -> None:
         """Index the batches of ``views`` (the segment's from :attr:`covered` up to its ``size``); damage,

@@ -133,7 +133,7 @@ def segment_aborted(segments: Sequence[SegmentFiles]) -> Iterator[tuple[SegmentF
 
 
 _REBUILT_KEPT = 64
-# key: (folder, each segment's (base offset, size), each replayed segment's (base offset, inode, mtime))
+# key: (folder, each segment's (base offset, size), each replayed segment's (base offset, inode, ctime))
 _RebuiltKey = tuple[str, tuple[tuple[int, int], ...], tuple[tuple[int, int, int], ...]]
 _rebuilt_cache: OrderedDict[_RebuiltKey, dict[int, list[AbortedTxn]]] = OrderedDict()
 _rebuilt_lock = threading.Lock()
@@ -158,10 +158,11 @@ def _rebuilt(segments: Sequence[SegmentFiles]) -> dict[int, list[AbortedTxn]]:
     for base in sorted(missing):
         entry = entries.get(segment_file_name(base, LOG))
         try:
-            mtime = entry.stat(follow_symlinks=False).st_mtime_ns if entry is not None else -1
+            # ctime, not mtime: any write moves it, and no one can put it back (utime can mtime: review27 R27-7)
+            changed = entry.stat(follow_symlinks=False).st_ctime_ns if entry is not None else -1
         except OSError:
-            mtime = -1
-        replayed.append((base, entry.inode() if entry is not None else -1, mtime))
+            changed = -1
+        replayed.append((base, entry.inode() if entry is not None else -1, changed))
     key = (str(directory), tuple((s.base_offset, s.size) for s in segments), tuple(replayed))
     with _rebuilt_lock:
         found = _rebuilt_cache.get(key)

@@ -19,6 +19,10 @@ from pathlib import Path
 
 import pytest
 
+from kafkafs.format.jsonview import ProducerRecord
+from kafkafs.storage.config import Settings
+from kafkafs.storage.logdir import LogDir
+
 from .test_offset_order import BASE_TS, SEGMENT, _batch_positions, _build, _kafkafs, _offsets
 
 
@@ -117,3 +121,39 @@ def test_spark_prunes_no_segment_by_a_damaged_largest_timestamp(tmp_path):
         assert sealed_max_timestamp(first) is None  # before: BASE_TS + 29: pruned for a time past it
         assert not first.max_timestamp_sure and second.max_timestamp_sure
         assert sealed_max_timestamp(second) == BASE_TS + 79
+
+
+def test_consume_from_a_time_on_a_copy_without_index_files_says_the_damaged_batch(tmp_path, mounted):
+    """review27 R27-5: a copy that did not keep its index files (README supports one) is looked up through
+    an in-memory index whose skip by time is read from the batches' maxTimestamp; a batch whose damaged
+    maxTimestamp says it is older was passed over: consume --from-time / -o s@TS and by-time/ answered
+    from the next batch (offset 130), exit 0, nothing said. Now as with the index files: exit 1, EIO."""
+    logdir = tmp_path / "logs"
+    logdir.mkdir()
+    with LogDir(logdir, Settings({}), writable=True) as d:
+        log = d.create_partition("t", 0)
+        for b in range(40):  # > 4 KB a batch: each is an entry of the in-memory index, read from its header
+            log.append_records([ProducerRecord(BASE_TS + n, None, b'{"n":%d,"pad":"%s"}' % (n, b"x" * 420), ())
+                                for n in range(b * 10, b * 10 + 10)])
+    pos = next(p for p, base, _last in _batch_positions(logdir / SEGMENT) if base == 120)
+    buf = bytearray((logdir / SEGMENT).read_bytes())
+    buf[pos + 35 : pos + 43] = struct.pack(">q", BASE_TS)  # 120..129 claim to be older than 120's timestamp
+    (logdir / SEGMENT).write_bytes(bytes(buf))
+    for name in ("t-0/00000000000000000000.index", "t-0/00000000000000000000.timeindex"):
+        (logdir / name).unlink()
+    for args in (("--from-time", str(BASE_TS + 125), "-c", "2"), ("-o", f"s@{BASE_TS + 120}", "-c", "1")):
+        done = _kafkafs("consume", str(logdir), "t-0", *args)
+        assert done.returncode == 1, (args, done.stdout[:200])  # before: 0, offsets 130, 131
+        assert f"position {pos}: CRC mismatch" in done.stderr.decode()
+        assert _offsets(done.stdout) == []
+    done = _kafkafs("consume", str(logdir), "t-0", "--from-time", str(BASE_TS + 115), "-c", "2")  # before it
+    assert done.returncode == 0 and _offsets(done.stdout) == [115, 116]
+    m = mounted(logdir)
+    m.allow_errors = True
+    for path in (m / "t-0" / "by-time" / f"{BASE_TS + 125}.json",
+                 m / "t-0" / "by-time" / f"{BASE_TS + 125}..{BASE_TS + 140}.jsonl"):
+        with pytest.raises(OSError) as exc:
+            path.read_bytes()  # before: offset 130, and the range from 130
+        assert exc.value.errno == errno.EIO, path
+    assert json.loads((m / "t-0" / "by-time" / f"{BASE_TS + 115}.json").read_bytes())["offset"] == 115
+    assert "CRC mismatch" in m.log() and "Traceback" not in m.log()

@@ -65,10 +65,16 @@ def _holder(logs) -> int | None:
         os.close(fd)
 
 
-@pytest.mark.parametrize("stop, then", [("fusermount3", "verify"), ("SIGTERM", "mount")])
-def test_a_failed_close_without_umount_is_said_by_the_next_command(tmp_path, stop, then):
+@pytest.mark.parametrize("how, stop, then", [
+    ("detached", "fusermount3", "verify"),
+    ("detached", "SIGTERM", "mount"),
+    ("foreground", "SIGTERM", "verify"),  # the systemd unit's way (kafkafs mount --foreground, stopped: SIGTERM)
+    ("foreground", "fusermount3", "mount"),
+])
+def test_a_failed_close_without_umount_is_said_by_the_next_command(tmp_path, how, stop, then):
     # fix61: stopped by fusermount3 -u or a SIGTERM, the daemon's note of its failed close stayed in the
-    # note folder unread; the next verify said OK and the next mount nothing (only the mount's log had it)
+    # note folder unread; the next verify said OK and the next mount nothing (only the mount's log had it).
+    # review27 R27-3: a foreground mount (-f) left no note at all, so nothing was said after it
     import time
 
     from kafkafs.fs.daemon import note_folder
@@ -79,16 +85,28 @@ def test_a_failed_close_without_umount_is_said_by_the_next_command(tmp_path, sto
     mnt = tmp_path / "mnt"
     mnt.mkdir()
     pid = None
+    proc = None
     try:
         logs = root / "logs"
         logs.mkdir()
         with LogDir(logs, writable=True) as d:
             d.create_partition("t", 0)
-        mounted = _kafkafs("mount", "--rw", "--cache-dir", str(tmp_path / "cache"), str(logs), str(mnt))
-        assert mounted.returncode == 0, mounted.stderr
+        args = ["mount", "--rw", "--cache-dir", str(tmp_path / "cache"), str(logs), str(mnt)]
+        if how == "foreground":
+            proc = subprocess.Popen([sys.executable, "-m", "kafkafs", "mount", "-f", *args[1:]],
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                    env=dict(os.environ, PYTHONPATH=str(ROOT)), cwd=ROOT)
+            deadline = time.monotonic() + 30
+            while not os.path.ismount(mnt) and proc.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert os.path.ismount(mnt), proc.stderr.read() if proc.poll() is not None else "not mounted"
+        else:
+            mounted = _kafkafs(*args)
+            assert mounted.returncode == 0, mounted.stderr
         with open(mnt / "t-0/append", "ab", buffering=0) as f:
             f.write(b"hello\n")
         pid = _holder(logs)
+        assert proc is None or pid == proc.pid
         st = os.statvfs(root)
         with open(root / "filler", "ab") as f:  # the disk full: the close cannot write its checkpoints
             f.write(bytes(st.f_bavail * st.f_frsize))
@@ -96,6 +114,9 @@ def test_a_failed_close_without_umount_is_said_by_the_next_command(tmp_path, sto
             os.kill(pid, signal.SIGTERM)
         else:
             subprocess.run(["fusermount3", "-u", str(mnt)], check=True)
+        if proc is not None:
+            ended = proc.communicate(timeout=30)[1]  # its own stderr says it too (the journal, under systemd)
+            assert proc.returncode == 1 and "no space left on device" in ended, ended
         deadline = time.monotonic() + 30
         while os.path.exists(f"/proc/{pid}") and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -119,6 +140,9 @@ def test_a_failed_close_without_umount_is_said_by_the_next_command(tmp_path, sto
     finally:
         if os.path.ismount(mnt):
             subprocess.run(["fusermount3", "-uz", str(mnt)], capture_output=True)
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait()
         subprocess.run(["umount", "-l", str(root)], capture_output=True)
         if pid is not None:
             (note_folder() / f"daemon-{pid}.failed").unlink(missing_ok=True)

@@ -128,6 +128,25 @@ def test_export_refuses_what_planning_refuses_before_spark_starts(generated, tmp
     assert not (tmp_path / "out").exists()
 
 
+def test_export_warns_of_a_bad_max_trigger_delay_and_goes_on(generated, tmp_path, monkeypatch, caplog):
+    """review27 R27-4: export said "maxTriggerDelay option ignored in batch queries" and then failed on
+    maxTriggerDelay=banana (exit 2); Spark's batch read only warns, so export goes on to start Spark."""
+    import logging
+
+    from kafkafs.spark import export as export_module
+
+    class Started(Exception):
+        pass
+
+    def no_spark(master):
+        raise Started
+
+    monkeypatch.setattr(export_module, "_session", no_spark)
+    with caplog.at_level(logging.WARNING, logger="kafkafs.spark"), pytest.raises(Started):
+        export([str(generated)], str(tmp_path / "out"), options={"maxTriggerDelay": "banana"})
+    assert "maxTriggerDelay option ignored in batch queries" in [r.getMessage() for r in caplog.records]
+
+
 def test_export_makes_missing_parent_folders_as_sparks_writers_do(generated, tmp_path, monkeypatch):
     # review23 R23-10: "its parent folder ... does not exist" (exit 2); README's export snippet failed so
     from kafkafs.spark import export as export_module

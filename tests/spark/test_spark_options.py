@@ -232,8 +232,23 @@ def test_options_kafkalog_does_not_apply_are_said(caplog):
                     "maxTriggerDelay option ignored in batch queries",
                     "option maxRecordsPerPartition is not supported by kafkalog and is ignored: a task reads whole "
                     "batches, cut by bytes (maxBytesPerPartition; minPartitions for more tasks)"], said
-    assert (o.min_offsets_per_trigger, o.max_trigger_delay_ms) == (5, 30_000)
+    assert o.min_offsets_per_trigger == 5
+    assert parse_read_options({"path": "/x", "maxTriggerDelay": "30s"}, streaming=True).max_trigger_delay_ms == 30_000
     assert parse_read_options({"path": "/x"}).max_trigger_delay_ms == 15 * 60_000  # Spark's default, 15m
+
+
+def test_a_batch_read_only_warns_of_a_bad_max_trigger_delay(caplog):
+    """review27 R27-4: a batch read (export) said "maxTriggerDelay option ignored in batch queries" and then
+    failed on maxTriggerDelay=banana. Spark's batch Kafka read only warns of it (its micro-batch stream is
+    what reads the time); a stream still refuses it."""
+    import logging
+
+    with caplog.at_level(logging.WARNING, logger="kafkafs.spark"):
+        o = parse_read_options({"path": "/x", "maxTriggerDelay": "banana"})
+    assert [r.getMessage() for r in caplog.records] == ["maxTriggerDelay option ignored in batch queries"]
+    assert o.max_trigger_delay_ms == 15 * 60_000
+    with pytest.raises(InvalidInput, match="option maxTriggerDelay: 'banana': Time must be specified"):
+        parse_read_options({"path": "/x", "maxTriggerDelay": "banana"}, streaming=True)
 
 
 def test_a_batch_read_only_warns_of_max_offsets_per_trigger(caplog):

@@ -67,3 +67,35 @@ def test_a_holder_with_newlines_in_its_command_is_named_on_one_line():
     finally:
         child.kill()
         child.wait()
+
+
+def test_holder_of_and_holder_kind_name_what_holds_the_lock(holder, tmp_path):
+    """review26 R26-1: a reader (verify) asks who holds .lock without taking it or raising; the kind names a
+    broker by Kafka's main class on its command line, kafkafs by its name, else both."""
+    from kafkafs.storage.dirlock import holder_kind, holder_of
+
+    logdir, pid = holder
+    assert holder_of(logdir) == pid
+    assert holder_of(tmp_path / "nowhere") is None
+    assert holder_kind(pid) == holder_kind(0) == "a running broker or writer"
+    broker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", "kafka.Kafka", "server.properties"])
+    kafkafs = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", "-m", "kafkafs", "mount", "--rw"])
+    try:
+        assert _kind_when_started(broker.pid) == "a running broker"
+        assert _kind_when_started(kafkafs.pid) == "a running kafkafs writer"
+    finally:
+        for child in (broker, kafkafs):
+            child.kill()
+            child.wait()
+
+
+def _kind_when_started(pid: int) -> str:
+    import time
+
+    from kafkafs.storage.dirlock import holder_kind
+
+    for _ in range(100):  # until the child's /proc cmdline is its own
+        if b"sleep" in Path(f"/proc/{pid}/cmdline").read_bytes():
+            break
+        time.sleep(0.05)
+    return holder_kind(pid)

@@ -125,3 +125,112 @@ def test_a_load_drops_snapshots_at_or_below_the_log_start(tmp_path):
     with LogDir(tmp_path, settings, writable=True) as logdir:
         logdir.log("t-0")  # loaded (kafkafs opens a partition when it is used)
     assert snapshot_offsets(tmp_path / "t-0") == [6, 9]
+
+
+class _Moment:
+    """``time`` for producer_state while a test runs: the real clock; a sleep is the moment in which the
+    broker finishes (``then``) or does not finish its write, counted."""
+
+    def __init__(self, then=None) -> None:
+        import time
+
+        self.time = time.time
+        self.then = then
+        self.slept: list[float] = []
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        if self.then is not None:
+            self.then()
+
+
+def _snapshots_1_and_5(folder):
+    """t-0's snapshots 1 and 5 (of producer 7), written and closed; returns 5's bytes."""
+    folder.mkdir(parents=True, exist_ok=True)
+    state = ProducerState(folder, writable=True)
+    buf = batch(0, [(None, b"a", ())], producer_id=7, producer_epoch=1, base_sequence=0)
+    state.append(buf, [read_batch_header(buf, 0)])
+    assert state.take_snapshot(1) and state.take_snapshot(5)
+    return (folder / "00000000000000000005.snapshot").read_bytes()
+
+
+def _aged(path, seconds=3600):
+    import os
+    import time
+
+    os.utime(path, (time.time() - seconds, time.time() - seconds))
+
+
+@pytest.mark.parametrize("finished", [True, False], ids=["written-a-moment-later", "still-partial"])
+def test_the_snapshot_a_live_broker_is_writing_is_read_again_not_warned(tmp_path, caplog, monkeypatch, finished):
+    """review26 R26-3: beside a live broker (it holds LOGDIR/.lock) a read-only load met the snapshot the broker
+    writes in place at a roll still empty and warned "producer snapshot N unreadable ...; an earlier one is
+    used" (failed before, seen). Now it is read again after a moment: used when written by then, else said
+    at INFO (in flight, not damage) and an earlier one used."""
+    import logging
+
+    from kafkafs.storage import producer_state
+    from tests.storage.helpers import lock_held
+
+    logdir = tmp_path / "logs"
+    logdir.mkdir()
+    with lock_held(logdir, tmp_path, "kafka.Kafka"):
+        full = _snapshots_1_and_5(logdir / "t-0")
+        snapshot = logdir / "t-0" / "00000000000000000005.snapshot"
+        snapshot.write_bytes(b"")  # created at the roll, not yet filled
+        _aged(snapshot)  # the lock alone tells (a broker's clock or a copy's mtimes may say otherwise)
+        moment = _Moment(then=(lambda: snapshot.write_bytes(full)) if finished else None)
+        monkeypatch.setattr(producer_state, "time", moment)
+        state = ProducerState(logdir / "t-0", writable=False)
+        with caplog.at_level(logging.DEBUG, logger="kafkafs.producer_state"):
+            state.load([], 0, 5)
+    assert moment.slept == [producer_state.REREAD_AFTER]
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING], caplog.text
+    if finished:
+        assert state.loaded_from == 5 and set(state.entries) == {7}
+        assert "unreadable" not in caplog.text
+    else:
+        assert state.loaded_from == 1
+        assert [r.levelno for r in caplog.records if "unreadable" in r.getMessage()] == [logging.INFO]
+        assert "producer snapshot 5 unreadable while it is being written" in caplog.text
+
+
+def test_a_snapshot_written_just_now_is_read_again(tmp_path, caplog, monkeypatch):
+    """R26-3: no lock held (a directory synced from a live broker, a .lock kafkafs cannot open): a newest snapshot
+    written in the last seconds is read again too."""
+    import logging
+
+    from kafkafs.storage import producer_state
+
+    full = _snapshots_1_and_5(tmp_path / "t-0")
+    snapshot = tmp_path / "t-0" / "00000000000000000005.snapshot"
+    snapshot.write_bytes(full[:20])  # partly written, now
+    moment = _Moment(then=lambda: snapshot.write_bytes(full))
+    monkeypatch.setattr(producer_state, "time", moment)
+    state = ProducerState(tmp_path / "t-0", writable=False)
+    with caplog.at_level(logging.INFO, logger="kafkafs.producer_state"):
+        state.load([], 0, 5)
+    assert moment.slept and state.loaded_from == 5 and "unreadable" not in caplog.text
+
+
+def test_a_damaged_snapshot_of_a_stopped_directory_is_still_warned_at_once(tmp_path, caplog, monkeypatch):
+    """R26-3's bound (SPEC §3: local damage is logged): nothing holds the lock and the file is old: a WARNING,
+    no wait; and an older damaged snapshot (not the newest: nothing writes it now) is warned at once too."""
+    import logging
+
+    from kafkafs.storage import producer_state
+
+    (tmp_path / "logs").mkdir()
+    folder = tmp_path / "logs" / "t-0"
+    _snapshots_1_and_5(folder)
+    for name in ("00000000000000000005.snapshot", "00000000000000000001.snapshot"):
+        (folder / name).write_bytes(b"")
+        _aged(folder / name)
+    moment = _Moment()
+    monkeypatch.setattr(producer_state, "time", moment)
+    state = ProducerState(folder, writable=False)
+    with caplog.at_level(logging.WARNING, logger="kafkafs.producer_state"):
+        state.load([], 0, 5)
+    assert moment.slept == [] and state.loaded_from is None
+    assert [r.levelno for r in caplog.records] == [logging.WARNING, logging.WARNING], caplog.text
+    assert "producer snapshot 5 unreadable (" in caplog.text and "producer snapshot 1 unreadable (" in caplog.text

@@ -4,7 +4,12 @@ indexes were not kept) is looked up through an in-memory sparse index, not a sca
 from __future__ import annotations
 
 import os
+import struct
 
+import pytest
+
+from kafkafs.errors import CorruptRecordError
+from kafkafs.format.batchheader import read_batch_header
 from kafkafs.storage.config import Settings
 from kafkafs.storage.log import Log
 from kafkafs.storage.logdir import LogDir
@@ -56,3 +61,25 @@ def test_the_scan_index_follows_a_growing_file(tmp_path):
     reader.refresh()
     batch, i = read_offset(reader, 1400)
     assert batch.offsets[i] == 1400 and batch.values[i] == b"y" * 90
+
+
+def test_a_time_lookup_passes_over_no_damaged_batch_by_its_max_timestamp(tmp_path):
+    """review27 R27-5: the in-memory index's skip by time is read from the batches' maxTimestamp (inside the
+    CRC); a batch whose damaged maxTimestamp says it is older was passed over and a later record answered.
+    A lookup whose start passes over a batch whose CRC fails now meets its damage (as with the index files)."""
+    directory = _build(tmp_path)
+    path = directory / "00000000000000000000.log"
+    buf = bytearray(path.read_bytes())
+    pos = 0
+    while (h := read_batch_header(buf, pos)).base_offset != 1200:
+        pos = h.end
+    buf[pos + 35 : pos + 43] = struct.pack(">q", 1_000_000)  # offsets 1200..1209 claim to be older than 1200's
+    path.write_bytes(bytes(buf))
+    log = Log.open(directory, writable=False)
+    for ts in (1_000_000 + 1205 * 10, 1_000_000 + 1200 * 10, 1_000_000 + 2500 * 10):
+        for _ in range(2):  # (the second lookup too: the check's result is kept)
+            with pytest.raises(CorruptRecordError) as exc:
+                log.offset_for_timestamp(ts)  # before: (1210, ...) / (2500, ...)
+            assert exc.value.position == pos and "CRC mismatch" in str(exc.value)
+    assert log.offset_for_timestamp(1_000_000 + 1100 * 10) == (1100, 1_000_000 + 1100 * 10)  # before the damage
+    assert log.offset_for_timestamp(1_000_000 + 1199 * 10 - 5) == (1199, 1_000_000 + 1199 * 10)
