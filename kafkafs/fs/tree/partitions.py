@@ -450,9 +450,11 @@ class Partitions:
         sizing the topic's other partitions in the background (:meth:`_open_siblings`), on at most
         :data:`SIBLING_THREADS` threads, in the order a shell's glob walks them: ``ls -l MOUNT/*/records.jsonl`` stats one file
         at a time, and finds the next ones sized (or being sized: it waits for that one) instead of
-        sizing every partition in turn. Returns at once."""
+        sizing every partition in turn. Returns at once. Not on a writable mount: it would open, and so
+        recover, partitions nobody asked for (review27 R27-1: every index file of a 300-partition topic
+        rewritten at a first stat)."""
         topic = state.log.topic
-        if topic in self._sized_topics:  # the usual answer, without the guard (held while partitions open)
+        if self.rw or topic in self._sized_topics:  # the usual answer, without the guard (held while partitions open)
             return
         with self._guard:
             self._size_siblings(state)
@@ -460,7 +462,7 @@ class Partitions:
     def size_siblings_now(self, state: PartitionState) -> None:
         """:meth:`size_siblings` when it waits for nobody (the FUSE loop): nothing while the guard is held (a
         partition is opening; the next call asks again)."""
-        if state.log.topic in self._sized_topics or not self._guard.acquire(blocking=False):
+        if self.rw or state.log.topic in self._sized_topics or not self._guard.acquire(blocking=False):
             return
         try:
             self._size_siblings(state)

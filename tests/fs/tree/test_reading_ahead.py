@@ -201,6 +201,19 @@ def test_a_writable_mount_opens_no_partition_for_a_reader_of_two(tmp_path):
         tree.close()
 
 
+def test_a_writable_mount_sizes_no_partition_nobody_asked_for(tmp_path):
+    """review27 R27-1: a stat of one partition's records.jsonl on a --rw mount opened every partition of
+    its topic in the background (300 partitions: 917 descriptors, 600 index files rewritten): a writable
+    open recovers a partition, which nobody asked for. A read-only mount still sizes them ahead."""
+    logdir = build(tmp_path / "logs", records=20)
+    tree = tree_of(logdir, rw=True)
+    try:
+        tree.resolve("t-0/records.jsonl").attr()
+        assert tree.partitions._sizer is None and opened(tree.partitions) == {"t-0"}
+    finally:
+        tree.close()
+
+
 def test_a_writable_mount_opens_nothing_ahead(tmp_path):
     logdir = build(tmp_path / "logs", records=20)
     tree = tree_of(logdir, rw=True)
