@@ -549,24 +549,20 @@ class PartitionKeys:
             sources.append(self._source(segment, index, aborted))
         temporary = None
         if active is not None and active.size:
-            held = self._held_whole(active)  # made by the lookups or the table before, of all of it
-            if held is not None:
-                damage = held.damage(active.log_path)
+            index = self._held_whole(active)  # made by the lookups or the table before, of all of it
+            if index is None:
+                index = temporary = _temporary_index(active)
+            try:
+                damage = index.damage(active.log_path)
                 if damage is not None:
                     raise damage
-                sources.append(self._source(active, held, aborted))
-            else:
-                temporary = _temporary_index(active)
-                try:
-                    damage = temporary.damage(active.log_path)
-                    if damage is not None:
-                        raise damage
-                    sources.append(self._source(active, temporary, aborted))
-                except BaseException:
+                sources.append(self._source(active, index, aborted))
+            except BaseException:
+                if temporary is not None:
                     temporary.close()
-                    raise
-                if self._keep_active(active, temporary):
-                    temporary = None  # kept for the lookups that follow: closed when replaced, not with the table
+                raise
+            if temporary is not None and self._keep_active(active, temporary):
+                temporary = None  # kept for the lookups that follow: closed when replaced, not with the table
         try:
             return Table(sources, tombstones, temporary, self.log.log_start_offset)
         except BaseException:

@@ -214,26 +214,25 @@ class ProducerState:
         (a stopped directory) stays a WARNING (SPEC §3: local damage, logged); a file gone since it was
         listed (deleted by retention) is said at DEBUG."""
         path = self.path(off)
-        try:
-            return parse_producer_snapshot(read_regular_file(path))
-        except FileNotFoundError:
-            log.debug("%s: producer snapshot %d gone since it was listed; an earlier one is used", self.dir, off)
-            return None
-        except (OSError, CorruptRecordError, UnsafeFileError) as exc:
-            failed: Exception = exc
-        if newest and not self.writable and not isinstance(failed, UnsafeFileError) and self._in_flight(path):
-            time.sleep(REREAD_AFTER)
+        read_again = False
+        while True:
             try:
                 return parse_producer_snapshot(read_regular_file(path))
             except FileNotFoundError:
                 log.debug("%s: producer snapshot %d gone since it was listed; an earlier one is used", self.dir, off)
                 return None
             except (OSError, CorruptRecordError, UnsafeFileError) as exc:
-                failed = exc
+                failed: Exception = exc
+            if read_again or not (newest and not self.writable and not isinstance(failed, UnsafeFileError)
+                                  and self._in_flight(path)):
+                break
+            read_again = True
+            time.sleep(REREAD_AFTER)
+        if read_again:
             log.info("%s: producer snapshot %d unreadable while it is being written (%s); an earlier one is used",
                      self.dir, off, failed)
-            return None
-        log.warning("%s: producer snapshot %d unreadable (%s); an earlier one is used", self.dir, off, failed)
+        else:
+            log.warning("%s: producer snapshot %d unreadable (%s); an earlier one is used", self.dir, off, failed)
         return None
 
     def _in_flight(self, path: Path) -> bool:
